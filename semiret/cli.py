@@ -1,0 +1,183 @@
+"""The ``semiret`` command line: index, search, add, delete, merge, info, eval, demo."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from semiret.errors import SemiretError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Semi-parametric retrieval: index, search and evaluate.")
+console = Console(stderr=True)
+
+RetrieverOpt = typer.Option("bm25", "--retriever", "-r", help="Retriever name (bm25, bot, idf).")
+K1Opt = typer.Option(None, help="BM25 k1 (default 1.5).")
+BOpt = typer.Option(None, "--b", help="BM25 b (default 0.75).")
+TokenizerOpt = typer.Option(None, help="Tokenizer for token-space retrievers: a registry name, directory or hub id.")
+MaxLengthOpt = typer.Option(None, help="Truncate documents to this many tokens (token-space retrievers).")
+IdfOpt = typer.Option(None, help="Query token weights for `idf`: 'corpus' or a JSON {token: weight} table ('msmarco' for the shared table).")
+
+
+def _options(k1=None, b=None, tokenizer=None, max_length=None, idf=None) -> dict:
+    if idf == "msmarco":
+        from semiret.data.paths import msmarco_idf
+
+        idf = str(msmarco_idf())
+    return {"k1": k1, "b": b, "tokenizer": tokenizer, "max_length": max_length, "idf": idf}
+
+
+def _corpus(path: Path):
+    from semiret.data.collection import iter_corpus
+    from semiret.data.paths import dataset
+
+    return iter_corpus(dataset(str(path)))
+
+
+@app.command()
+def index(data: Path = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv)."),
+          out: Path = typer.Option(..., help="Index directory to create."),
+          retriever: str = RetrieverOpt, overwrite: bool = typer.Option(False, help="Replace an existing index."),
+          store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
+          k1: Optional[float] = K1Opt, b: Optional[float] = BOpt, tokenizer: Optional[str] = TokenizerOpt,
+          max_length: Optional[int] = MaxLengthOpt):
+    """Build an index from a corpus."""
+    from semiret.search.retrievers import retriever_class
+
+    cls = retriever_class(retriever)
+    built = cls.build(_corpus(data), out, overwrite=overwrite, store_texts=store_texts,
+                      **cls.build_options(_options(k1, b, tokenizer, max_length)))
+    console.print_json(json.dumps(built.index.describe()))
+
+
+@app.command()
+def search(query: list[str] = typer.Argument(..., help="One or more queries."),
+           index: Path = typer.Option(..., help="Index directory."),
+           retriever: Optional[str] = typer.Option(None, "--retriever", "-r", help="Override the index's retriever."),
+           k: int = typer.Option(10, "-k", help="Results per query."), idf: Optional[str] = IdfOpt,
+           as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
+           show_text: bool = typer.Option(True, help="Show stored document texts.")):
+    """Search an index."""
+    from semiret.search.retrievers import open_retriever
+
+    searcher = open_retriever(index, retriever, **{k_: v for k_, v in _options(idf=idf).items() if v is not None})
+    hits = searcher.search(query, k=k)
+    for text, ids, scores in zip(query, hits.ids, hits.scores):
+        if as_json:
+            print(json.dumps({"query": text, "hits": [{"id": i, "score": s} for i, s in zip(ids, scores)]}))
+            continue
+        table = Table(title=text, show_lines=False)
+        table.add_column("#", justify="right")
+        table.add_column("id")
+        table.add_column("score", justify="right")
+        if show_text:
+            table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=90)
+        for rank, (doc_id, score) in enumerate(zip(ids, scores), 1):
+            row = [str(rank), doc_id, f"{score:.3f}"]
+            if show_text:
+                doc = searcher.index.get_document(doc_id)
+                row.append(doc.full_text if doc else "")
+            table.add_row(*row)
+        Console().print(table)
+
+
+@app.command()
+def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv)."),
+        index: Path = typer.Option(..., help="Index directory."),
+        replace: bool = typer.Option(False, help="Replace documents whose ids already exist.")):
+    """Add documents to an index (searchable at once)."""
+    from semiret.search.retrievers import open_retriever
+
+    searcher = open_retriever(index)
+    added = searcher.add(_corpus(corpus), replace=replace)
+    console.print(f"added {added} documents; {searcher.index.n_docs} live in {len(searcher.index.segments)} segments")
+
+
+@app.command()
+def delete(doc_ids: list[str] = typer.Argument(..., help="Document ids to delete."),
+           index: Path = typer.Option(..., help="Index directory.")):
+    """Delete documents by id (they vanish from searches at once)."""
+    from semiret.indexes.inverted import InvertedIndex
+
+    deleted = InvertedIndex.open(index).delete(doc_ids)
+    console.print(f"deleted {deleted} documents")
+
+
+@app.command()
+def merge(index: Path = typer.Option(..., help="Index directory.")):
+    """Fold all segments into one and drop deleted documents."""
+    from semiret.indexes.inverted import InvertedIndex
+
+    opened = InvertedIndex.open(index)
+    opened.merge()
+    console.print_json(json.dumps(opened.describe()))
+
+
+@app.command()
+def info(index: Path = typer.Argument(..., help="Index directory.")):
+    """Describe an index."""
+    from semiret.indexes.inverted import InvertedIndex
+
+    opened = InvertedIndex.open(index)
+    console.print_json(json.dumps({**opened.describe(), "retriever": opened.meta.get("retriever"),
+                                   "analyzer": opened.meta["analyzer"]}))
+
+
+@app.command(name="eval")
+def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data)."),
+                     split: str = typer.Option("test", help="Qrels split."), retriever: str = RetrieverOpt,
+                     index: Optional[Path] = typer.Option(None, help="Reuse (or create) this index directory."),
+                     rebuild: bool = typer.Option(False, help="Rebuild --index even if it exists."),
+                     depth: int = typer.Option(100, help="Documents retrieved per query."),
+                     measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
+                     run: Optional[Path] = typer.Option(None, help="Write the TREC run here."),
+                     threads: int = typer.Option(1, help="Threads for the batch search."),
+                     as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
+                     k1: Optional[float] = K1Opt, b: Optional[float] = BOpt, tokenizer: Optional[str] = TokenizerOpt,
+                     max_length: Optional[int] = MaxLengthOpt, idf: Optional[str] = IdfOpt):
+    """Evaluate a retriever on a collection: quality, build time, size, latency."""
+    from semiret.data.paths import dataset
+    from semiret.evaluation.evaluate import evaluate
+
+    figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
+                       run_path=run, rebuild=rebuild, n_threads=threads,
+                       **_options(k1, b, tokenizer, max_length, idf))
+    if as_json:
+        print(json.dumps(figures))
+        return
+    table = Table(title=f"{retriever} on {figures['dataset']} ({split}, {figures['queries']} queries)")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        if key not in ("retriever", "dataset", "split", "queries"):
+            table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console().print(table)
+
+
+@app.command()
+def demo(data: str = typer.Option("scifact", help="Collection to run on."),
+         out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot.")):
+    """Build every available index on SciFact, evaluate, print a comparison and plot quality vs latency."""
+    from semiret.demo import run_demo
+
+    run_demo(data, out)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except SemiretError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Corpora, queries and relevance judgements in the BEIR layout and in plain JSONL/TSV/TREC files.
+
+A BEIR collection is a directory holding ``corpus.jsonl`` (``{"_id", "title", "text"}``),
+``queries.jsonl`` (``{"_id", "text"}``) and ``qrels/<split>.tsv`` (``query-id corpus-id score``).
+Corpora are streamed: nothing here holds a whole corpus in memory unless asked to.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from semiret.data.jsonl import iter_jsonl
+from semiret.errors import DataFormatError
+
+log = logging.getLogger(__name__)
+
+ID_FIELDS = ("_id", "id", "docid", "doc_id", "qid")
+TEXT_FIELDS = ("text", "contents", "content", "body", "query")
+MAX_DOC_CHARS = 1_000_000
+"""Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One corpus entry; ``full_text`` is what analyzers and encoders see."""
+
+    id: str
+    text: str
+    title: str = ""
+
+    @property
+    def full_text(self) -> str:
+        return f"{self.title} {self.text}" if self.title else self.text
+
+    def to_record(self) -> dict:
+        return {"_id": self.id, "title": self.title, "text": self.text}
+
+
+def _field(record: dict, names: tuple[str, ...], what: str, path, line: int) -> str:
+    for name in names:
+        if name in record:
+            value = record[name]
+            if value is None:
+                value = ""
+            if not isinstance(value, (str, int)):
+                raise DataFormatError(f"field {name!r} must be a string, got {type(value).__name__}", path, line)
+            return str(value)
+    raise DataFormatError(f"missing {what} field (one of {', '.join(map(repr, names))})", path, line)
+
+
+def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            for line_number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
+                if row and any(cell.strip() for cell in row):
+                    yield line_number, row
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"invalid UTF-8 ({exc.reason})", path) from None
+
+
+def iter_corpus(path: str | Path) -> Iterator[Document]:
+    """Stream documents from a JSONL corpus (BEIR or Pyserini field names) or a ``id<TAB>text`` TSV file.
+
+    Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "corpus.jsonl"
+    seen: dict[str, int] = {}
+    truncated = 0
+
+    def checked(doc_id: str, text: str, title: str, line: int) -> Document:
+        nonlocal truncated
+        if not doc_id.strip():
+            raise DataFormatError("empty document id", path, line)
+        if doc_id in seen:
+            raise DataFormatError(f"duplicate document id {doc_id!r} (first seen on line {seen[doc_id]})", path, line)
+        seen[doc_id] = line
+        if len(text) > MAX_DOC_CHARS:
+            truncated += 1
+            text = text[:MAX_DOC_CHARS]
+        return Document(doc_id, text, title)
+
+    if path.suffix.lower() in (".tsv", ".tab"):
+        for line, row in _read_tsv_rows(path):
+            if len(row) < 2:
+                raise DataFormatError("expected 'id<TAB>text' (optionally '<TAB>title')", path, line)
+            yield checked(row[0], row[1], row[2] if len(row) > 2 else "", line)
+    else:
+        for line, _, record in iter_jsonl(path):
+            doc_id = _field(record, ID_FIELDS, "id", path, line)
+            text = _field(record, TEXT_FIELDS, "text", path, line)
+            title = record.get("title") or ""
+            if not isinstance(title, str):
+                raise DataFormatError("field 'title' must be a string", path, line)
+            yield checked(doc_id, text, title, line)
+    if truncated:
+        log.warning("%s: %d documents longer than %d characters were truncated", path, truncated, MAX_DOC_CHARS)
+
+
+def read_queries(path: str | Path) -> dict[str, str]:
+    """Read queries from BEIR ``queries.jsonl`` or an ``id<TAB>text`` TSV file, as ``{id: text}``."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "queries.jsonl"
+    queries: dict[str, str] = {}
+    if path.suffix.lower() in (".tsv", ".tab", ".txt"):
+        rows = ((line, row[0], row[1] if len(row) > 1 else None) for line, row in _read_tsv_rows(path))
+    else:
+        rows = (
+            (line, _field(r, ID_FIELDS, "id", path, line), _field(r, TEXT_FIELDS, "text", path, line))
+            for line, _, r in iter_jsonl(path)
+        )
+    for line, query_id, text in rows:
+        if text is None:
+            raise DataFormatError("expected 'id<TAB>text'", path, line)
+        if query_id in queries:
+            raise DataFormatError(f"duplicate query id {query_id!r}", path, line)
+        queries[query_id] = text
+    return queries
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """Read relevance judgements as ``{query_id: {doc_id: grade}}``.
+
+    Accepts the BEIR TSV (``query-id corpus-id score`` with a header) and TREC qrels
+    (``qid iteration docid grade``, whitespace-separated).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError("file not found", path)
+    qrels: dict[str, dict[str, int]] = {}
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, 1):
+            try:
+                fields = raw.decode("utf-8").split()
+            except UnicodeDecodeError:
+                raise DataFormatError("invalid UTF-8", path, line_number) from None
+            if not fields:
+                continue
+            if line_number == 1 and fields[0].lower() in ("query-id", "query_id", "qid", "query"):
+                continue  # BEIR header
+            if len(fields) == 3:
+                query_id, doc_id, grade = fields
+            elif len(fields) == 4:
+                query_id, _, doc_id, grade = fields
+            else:
+                raise DataFormatError(
+                    f"expected 3 (BEIR) or 4 (TREC) columns, got {len(fields)}", path, line_number
+                )
+            try:
+                value = int(float(grade))
+            except ValueError:
+                raise DataFormatError(f"relevance grade {grade!r} is not a number", path, line_number) from None
+            qrels.setdefault(query_id, {})[doc_id] = value
+    return qrels
+
+
+@dataclass
+class Collection:
+    """A BEIR-layout test collection on disk."""
+
+    root: Path
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+        if not (self.root / "corpus.jsonl").is_file():
+            raise DataFormatError("not a BEIR collection (no corpus.jsonl)", self.root)
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def corpus_path(self) -> Path:
+        return self.root / "corpus.jsonl"
+
+    def corpus(self) -> Iterator[Document]:
+        return iter_corpus(self.corpus_path)
+
+    def splits(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
+
+    def qrels(self, split: str) -> dict[str, dict[str, int]]:
+        path = self.root / "qrels" / f"{split}.tsv"
+        if not path.is_file():
+            raise DataFormatError(f"no qrels for split {split!r} (have: {', '.join(self.splits()) or 'none'})", path)
+        return read_qrels(path)
+
+    def queries(self, split: str | None = None) -> dict[str, str]:
+        """Queries, restricted to those judged in ``split`` when one is given."""
+        queries = read_queries(self.root / "queries.jsonl")
+        if split is None:
+            return queries
+        judged = self.qrels(split)
+        missing = [q for q in judged if q not in queries]
+        if missing:
+            log.warning("%d judged queries of split %r have no text (e.g. %r); skipped", len(missing), split, missing[0])
+        return {q: queries[q] for q in judged if q in queries}
+
+
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Split an iterable into lists of at most ``size`` items."""
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

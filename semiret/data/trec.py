@@ -1,0 +1,42 @@
+"""TREC run files: ``qid Q0 docid rank score tag``, one line per retrieved document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from semiret.errors import DataFormatError
+
+Run = dict[str, dict[str, float]]
+"""A ranking per query: ``{query_id: {doc_id: score}}`` (the ir_measures / pytrec_eval convention)."""
+
+
+def write_trec_run(run: Run, path: str | Path, tag: str = "semiret") -> None:
+    """Write a run in TREC format, documents of each query sorted by descending score."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        for query_id, scores in run.items():
+            ranked = sorted(scores.items(), key=lambda item: -item[1])
+            for rank, (doc_id, score) in enumerate(ranked, 1):
+                handle.write(f"{query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+
+
+def read_trec_run(path: str | Path) -> Run:
+    """Read a TREC run file into ``{query_id: {doc_id: score}}``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError("file not found", path)
+    run: Run = {}
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 6:
+                raise DataFormatError(f"expected 6 columns 'qid Q0 docid rank score tag', got {len(fields)}", path, line_number)
+            try:
+                score = float(fields[4])
+            except ValueError:
+                raise DataFormatError(f"score {fields[4]!r} is not a number", path, line_number) from None
+            run.setdefault(fields[0], {})[fields[2]] = score
+    return run

@@ -1,0 +1,80 @@
+"""``semiret demo``: every retriever that exists so far, on one collection, in one table and one plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from semiret.data.paths import dataset, msmarco_idf
+from semiret.evaluation.evaluate import evaluate
+
+QUALITY = "nDCG@10"
+LATENCY = "latency_ms_median"
+
+
+def demo_systems() -> list[tuple[str, str, dict]]:
+    """(label, retriever, options) for each system the demo compares; grows as methods land."""
+    return [
+        ("BM25", "bm25", {}),
+        ("bag-of-tokens overlap", "bot", {}),
+        ("IDF over bag-of-tokens (corpus IDF)", "idf", {}),
+        ("IDF over bag-of-tokens (MS MARCO IDF)", "idf", {"idf": str(msmarco_idf())}),
+    ]
+
+
+def run_demo(data: str, out: Path) -> list[dict]:
+    console = Console()
+    out.mkdir(parents=True, exist_ok=True)
+    root = dataset(data)
+    index_dir = out / "indexes"
+    rows = []
+    for label, retriever, options in demo_systems():
+        console.print(f"[bold]{label}[/bold] ...")
+        # systems sharing a retriever's index kind reuse the index built first
+        from semiret.search.retrievers import retriever_class
+
+        kind = retriever_class(retriever).index_kind
+        figures = evaluate(root, retriever, index=index_dir / f"{root.name}-{kind}", **options)
+        rows.append({"system": label, **figures})
+    table = Table(title=f"semiret demo: {root.name} test")
+    for column in ("system", QUALITY, "R@100", "MRR@10", "index_build_s", "index_size_mb", LATENCY):
+        table.add_column(column, justify="left" if column == "system" else "right")
+    for row in rows:
+        table.add_row(row["system"], *(_fmt(row[c]) for c in (QUALITY, "R@100", "MRR@10", "index_build_s",
+                                                              "index_size_mb", LATENCY)))
+    console.print(table)
+    (out / "results.json").write_text(json.dumps(rows, indent=2))
+    plot = plot_quality_latency(rows, out / "quality_vs_latency.png", title=f"{root.name} test")
+    console.print(f"wrote {out / 'results.json'} and {plot}")
+    return rows
+
+
+def plot_quality_latency(rows: list[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for row in rows:
+        ax.scatter(row[LATENCY], row[QUALITY], s=50)
+        ax.annotate(row["system"], (row[LATENCY], row[QUALITY]), textcoords="offset points", xytext=(6, 4),
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("median query latency (ms, one query at a time, log scale)")
+    ax.set_ylabel(QUALITY)
+    ax.set_title(f"Quality vs latency: {title}")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "(reused)"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)

@@ -1,0 +1,24 @@
+"""Exceptions raised for bad input: each message names the file, line or field at fault."""
+
+
+class SemiretError(Exception):
+    """Base class for errors semiret reports to users (the CLI prints them without a traceback)."""
+
+
+class DataFormatError(SemiretError, ValueError):
+    """A data file is malformed: the message names the file and, where known, the line and field."""
+
+    def __init__(self, message: str, path=None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}"
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+
+
+class IndexFormatError(SemiretError, ValueError):
+    """An index directory is missing, incomplete or of another kind than expected."""

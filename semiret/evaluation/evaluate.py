@@ -1,0 +1,85 @@
+"""End-to-end evaluation: build (or open) an index, run the queries, score, time, measure size."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from semiret.data.collection import Collection
+from semiret.data.trec import write_trec_run
+from semiret.evaluation.metrics import parse_measures, score_run
+from semiret.indexes.storage import META_FILE
+from semiret.search.retrievers import open_retriever, retriever_class
+
+log = logging.getLogger(__name__)
+LATENCY_QUERIES = 200
+"""Queries timed one at a time for the latency figures (enough for a stable median)."""
+
+
+def evaluate(data: str | Path, retriever: str, split: str = "test", index: str | Path | None = None,
+             depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
+             rebuild: bool = False, n_threads: int = 1, **options) -> dict:
+    """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
+
+    An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
+    """
+    collection = Collection(data)
+    qrels = collection.qrels(split)
+    queries = collection.queries(split)
+    cls = retriever_class(retriever)
+    scratch = None
+    if index is None:
+        scratch = Path(tempfile.mkdtemp(prefix="semiret-eval-"))
+        index = scratch / "index"
+    index = Path(index)
+    try:
+        build_seconds = None
+        if rebuild or not (index / META_FILE).is_file():
+            start = time.perf_counter()
+            cls.build(collection.corpus(), index, overwrite=True, **cls.build_options(options))
+            build_seconds = time.perf_counter() - start
+        searcher = open_retriever(index, retriever, **cls.search_options(options))
+        _warn_unknown_documents(qrels, searcher)
+
+        query_ids = list(queries)
+        texts = [queries[q] for q in query_ids]
+        start = time.perf_counter()
+        hits = searcher.search(texts, k=depth, n_threads=n_threads)
+        batch_seconds = time.perf_counter() - start
+        run = hits.as_run(query_ids)
+        if run_path:
+            write_trec_run(run, run_path, tag=retriever)
+
+        latencies = []
+        for text in texts[:LATENCY_QUERIES]:
+            start = time.perf_counter()
+            searcher.search([text], k=10)
+            latencies.append((time.perf_counter() - start) * 1000)
+        latencies.sort()
+
+        figures = {
+            "retriever": retriever, "dataset": collection.name, "split": split, "queries": len(query_ids),
+            **score_run(run, qrels, parse_measures(measures)),
+            "index_build_s": round(build_seconds, 3) if build_seconds is not None else None,
+            "index_size_mb": round(searcher.index.size_on_disk() / 2**20, 3),
+            "documents": searcher.index.n_docs,
+            "latency_ms_median": round(statistics.median(latencies), 4),
+            "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 4),
+            "batch_qps": round(len(query_ids) / batch_seconds, 1),
+        }
+        return figures
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _warn_unknown_documents(qrels, searcher) -> None:
+    judged = {d for docs in qrels.values() for d in docs}
+    unknown = [d for d in judged if d not in searcher.index]
+    if unknown:
+        log.warning("%d judged documents are not in the index (e.g. %r): they count as never retrieved",
+                    len(unknown), unknown[0])

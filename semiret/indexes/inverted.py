@@ -1,0 +1,547 @@
+"""The inverted index: term-major postings in segments, memory-mapped, with add, delete and merge.
+
+One format serves three kinds of postings:
+
+- ``binary``: bag-of-tokens sets (SiDR's non-parametric index); no values are stored;
+- ``impact``: float32 or 8-bit quantized term weights (learned sparse document vectors);
+- ``bm25``: BM25 term-frequency saturation values; IDF is applied per query term at search time,
+  from document frequencies summed over segments, so new segments never force a rewrite.
+
+A directory holds ``meta.json`` (what it is, its segments, the commit point of every change), an
+optional append-only ``vocab.txt`` (growable word vocabularies) and one folder per segment::
+
+    seg-000000/postings.terms.npy   term ids that occur, ascending          (int32)
+               postings.indptr.npy  start of each term's list                (int64)
+               postings.docs.npy    segment-local document numbers            (int32)
+               postings.values.npy  weights (absent for binary)               (float32 | uint8)
+               doclens.npy          tokens per document                       (int32)
+               docids.*.npy         document ids, with a hash table for lookups
+               texts.*.npy          stored document JSON (optional)
+               deleted.bin          append-only local numbers of deleted documents
+
+Adding documents writes one new segment and appends to ``vocab.txt``; deleting appends to a
+segment's ``deleted.bin``; then ``meta.json`` is replaced in one rename. Old segments are never
+read or rewritten, so both cost time proportional to the change. :meth:`InvertedIndex.merge`
+folds all segments into one and drops deleted documents.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from semiret.data.collection import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes import kernels
+from semiret.indexes.storage import (
+    META_FILE, StringTable, atomic_write_json, directory_size, load_array, read_meta, replace_directory,
+    staging_directory,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT = "semiret.inverted"
+VERSION = 1
+KINDS = ("binary", "impact", "bm25")
+VOCAB_FILE = "vocab.txt"
+
+
+@dataclass
+class Postings:
+    """A batch of documents as doc-major sparse rows: what analyzers and encoders hand to the index."""
+
+    ids: list[str]
+    offsets: np.ndarray  # int64 [n_docs + 1]
+    terms: np.ndarray  # int32 [nnz]
+    values: np.ndarray  # float32 [nnz]: term counts (bm25), weights (impact), ignored (binary)
+    lengths: np.ndarray  # int32 [n_docs]: tokens per document (BM25 length normalisation)
+    documents: list[Document] | None = None  # stored as texts when the index keeps them
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def concatenate(batches: Sequence["Postings"]) -> "Postings":
+        if len(batches) == 1:
+            return batches[0]
+        offsets = [np.zeros(1, np.int64)]
+        base = 0
+        for b in batches:
+            offsets.append(b.offsets[1:] + base)
+            base += int(b.offsets[-1])
+        keep_docs = all(b.documents is not None for b in batches)
+        return Postings(
+            ids=[i for b in batches for i in b.ids],
+            offsets=np.concatenate(offsets),
+            terms=np.concatenate([b.terms for b in batches]),
+            values=np.concatenate([b.values for b in batches]),
+            lengths=np.concatenate([b.lengths for b in batches]),
+            documents=[d for b in batches for d in b.documents] if keep_docs else None,
+        )
+
+
+@dataclass
+class BM25Parameters:
+    k1: float = 1.5
+    b: float = 0.75
+
+    def saturation(self, tf: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
+        """The document side of BM25: ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))``."""
+        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
+        return (tf * (self.k1 + 1.0) / (tf + norm)).astype(np.float32)
+
+    def term_frequency(self, saturation: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
+        """Invert :meth:`saturation` (exact for integer tf), so merges need not re-read documents."""
+        if self.k1 == 0:
+            return np.ones_like(saturation)
+        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
+        return np.rint(saturation * norm / (self.k1 + 1.0 - saturation))
+
+    @staticmethod
+    def idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+        """Lucene's BM25 IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, always positive."""
+        return np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+
+
+@dataclass
+class Segment:
+    """One immutable block of postings (plus its deletion marks)."""
+
+    name: str
+    path: Path
+    n_docs: int
+    terms: np.ndarray
+    indptr: np.ndarray
+    docs: np.ndarray
+    values: np.ndarray | None
+    doclens: np.ndarray
+    docids: StringTable
+    texts: StringTable | None
+    deleted: np.ndarray  # bool [n_docs], in memory
+    avgdl: float = 0.0
+
+    @classmethod
+    def open(cls, path: Path, info: dict, binary: bool) -> "Segment":
+        deleted = np.zeros(info["n_docs"], dtype=bool)
+        deleted_file = path / "deleted.bin"
+        if info.get("n_deleted", 0):
+            marks = np.fromfile(deleted_file, dtype=np.int32, count=info["n_deleted"])
+            deleted[marks] = True
+        return cls(
+            name=info["name"], path=path, n_docs=info["n_docs"],
+            terms=load_array(path / "postings.terms.npy"),
+            indptr=load_array(path / "postings.indptr.npy"),
+            docs=load_array(path / "postings.docs.npy"),
+            values=None if binary else load_array(path / "postings.values.npy"),
+            doclens=load_array(path / "doclens.npy"),
+            docids=StringTable(path, "docids", with_lookup=True),
+            texts=StringTable(path, "texts") if (path / "texts.offsets.npy").is_file() else None,
+            deleted=deleted, avgdl=info.get("avgdl", 0.0),
+        )
+
+    @property
+    def n_deleted(self) -> int:
+        return int(self.deleted.sum())
+
+    def document_frequencies(self, vocab_size: int) -> np.ndarray:
+        df = np.zeros(vocab_size, dtype=np.int64)
+        df[np.asarray(self.terms)] = np.diff(np.asarray(self.indptr))
+        return df
+
+
+@dataclass
+class SearchHits:
+    """Top-k results of a batch of queries: document ids and scores, best first."""
+
+    ids: list[list[str]]
+    scores: list[list[float]]
+
+    def as_run(self, query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+        return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
+
+
+@dataclass
+class SparseQuery:
+    """A weighted bag of term ids; weights must be positive."""
+
+    terms: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def from_pairs(cls, terms: Iterable[int], weights: Iterable[float] | None = None) -> "SparseQuery":
+        terms = np.asarray(list(terms), dtype=np.int32)
+        weights = np.ones(len(terms), np.float32) if weights is None else np.asarray(list(weights), np.float32)
+        return cls(terms, weights)
+
+
+class InvertedIndex:
+    """An open index directory (or an in-memory one until :meth:`save`)."""
+
+    def __init__(self, path: Path, meta: dict, segments: list[Segment], vocab: list[str] | None):
+        self.path = path
+        self.meta = meta
+        self.segments = segments
+        self.vocab = vocab  # growable word vocabulary, or None for a fixed tokenizer vocabulary
+        self._df: np.ndarray | None = None
+        self._idf: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ creation and opening
+    @classmethod
+    def build(cls, path: str | Path, kind: str, batches: Iterable[Postings], vocab_size: int,
+              analyzer: dict, vocab: list[str] | None = None, bm25: BM25Parameters | None = None,
+              quantize_bits: int | None = None, store_texts: bool = True, overwrite: bool = False,
+              extra_meta: dict | None = None) -> "InvertedIndex":
+        """Write a new index from postings batches (staged in a temporary directory, then renamed).
+
+        ``vocab`` is given for growable word vocabularies (its final state after all batches were
+        produced, so pass a list that the analyzer fills while ``batches`` is consumed).
+        """
+        if kind not in KINDS:
+            raise SemiretError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
+        if quantize_bits not in (None, 8):
+            raise SemiretError("only 8-bit quantization is supported")
+        target = Path(path)
+        staged = staging_directory(target)
+        try:
+            meta = {
+                "format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer,
+                "vocab_size": vocab_size, "growable_vocab": vocab is not None, "n_terms": 0,
+                "bm25": vars(bm25 or BM25Parameters()) if kind == "bm25" else None,
+                "quantization": {"bits": quantize_bits, "scale": None} if quantize_bits else None,
+                "store_texts": store_texts, "segments": [], "next_segment": 0,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra_meta or {}),
+            }
+            batch_list = list(batches)  # consumed first: a growable ``vocab`` is complete afterwards
+            index = cls(staged, meta, [], vocab)
+            if vocab is not None:
+                (staged / VOCAB_FILE).touch()
+            if batch_list:
+                index._write_segment(Postings.concatenate(batch_list), check_duplicates=False)
+            else:
+                index._commit()
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        replace_directory(staged, target, overwrite)
+        return cls.open(target)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "InvertedIndex":
+        path = Path(path)
+        meta = read_meta(path, FORMAT)
+        if meta.get("version") != VERSION:
+            raise IndexFormatError(f"{path}: index format version {meta.get('version')} is not supported")
+        binary = meta["kind"] == "binary"
+        segments = [Segment.open(path / s["name"], s, binary) for s in meta["segments"]]
+        vocab = None
+        if meta["growable_vocab"]:
+            with open(path / VOCAB_FILE, encoding="utf-8") as handle:
+                vocab = [line.rstrip("\n") for _, line in zip(range(meta["n_terms"]), handle)]
+        return cls(path, meta, segments, vocab)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def kind(self) -> str:
+        return self.meta["kind"]
+
+    @property
+    def n_docs(self) -> int:
+        """Live (not deleted) documents."""
+        return sum(s.n_docs - s.n_deleted for s in self.segments)
+
+    @property
+    def n_stored(self) -> int:
+        """Documents in all segments, deleted ones included until a merge (BM25 statistics use this)."""
+        return sum(s.n_docs for s in self.segments)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab) if self.vocab is not None else self.meta["vocab_size"]
+
+    @property
+    def bm25(self) -> BM25Parameters:
+        return BM25Parameters(**self.meta["bm25"])
+
+    def document_frequencies(self) -> np.ndarray:
+        """Documents containing each term, summed over segments (cached until the next change)."""
+        if self._df is None:
+            df = np.zeros(self.vocab_size, dtype=np.int64)
+            for segment in self.segments:
+                df += segment.document_frequencies(len(df))
+            self._df = df
+        return self._df
+
+    def idf(self) -> np.ndarray:
+        """Lucene IDF of every term over this index (cached until the next change)."""
+        if self._idf is None:
+            self._idf = BM25Parameters.idf(self.document_frequencies(), self.n_stored)
+        return self._idf
+
+    def size_on_disk(self) -> int:
+        return directory_size(self.path)
+
+    def average_postings_per_document(self) -> float:
+        total = sum(int(s.indptr[-1]) for s in self.segments)
+        return total / max(self.n_stored, 1)
+
+    # ------------------------------------------------------------------ search
+    def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1) -> SearchHits:
+        """Exact top-k by ``sum_t w_t * value(t, d)`` (with IDF for BM25 indexes) over live documents."""
+        if k < 1:
+            raise SemiretError("k must be at least 1")
+        q_offsets, q_terms, q_weights = self._pack_queries(queries)
+        n_queries = len(queries)
+        seg_scores, seg_refs = [], []
+        for seg_no, segment in enumerate(self.segments):
+            kk = min(k, segment.n_docs) or 1
+            scores = np.empty((n_queries, kk), np.float32)
+            docs = np.empty((n_queries, kk), np.int32)
+            values = segment.values if segment.values is not None else np.empty(0, np.float32)
+            deleted = segment.deleted if segment.deleted.any() else np.empty(0, bool)
+            args = (segment.terms, segment.indptr, segment.docs, values, segment.values is None,
+                    deleted, segment.n_docs, kk)
+
+            def run(lo: int, hi: int) -> None:
+                kernels.search_postings(q_offsets[lo: hi + 1] , q_terms, q_weights, *args,
+                                        scores[lo:hi], docs[lo:hi])
+
+            chunks = np.linspace(0, n_queries, min(n_threads, max(n_queries, 1)) + 1).astype(int)
+            if n_threads > 1 and n_queries > 1:
+                with ThreadPoolExecutor(n_threads) as pool:
+                    list(pool.map(run, chunks[:-1], chunks[1:]))
+            else:
+                run(0, n_queries)
+            if self.meta.get("quantization"):
+                scores *= self.meta["quantization"]["scale"] or 1.0
+            seg_scores.append(scores)
+            seg_refs.append(np.where(docs >= 0, docs.astype(np.int64) + (seg_no << 32), -1))
+        return self._merge_hits(seg_scores, seg_refs, k, n_queries)
+
+    def _pack_queries(self, queries: Sequence[SparseQuery]):
+        idf = self.idf() if self.kind == "bm25" else None
+        offsets = np.zeros(len(queries) + 1, np.int64)
+        terms, weights = [], []
+        for i, q in enumerate(queries):
+            t = np.asarray(q.terms, np.int32)
+            w = np.asarray(q.weights, np.float32)
+            if t.shape != w.shape:
+                raise SemiretError(f"query {i}: {len(t)} terms but {len(w)} weights")
+            if np.any(~np.isfinite(w)) or np.any(w < 0):
+                raise SemiretError(f"query {i}: term weights must be finite and non-negative")
+            keep = (w > 0) & (t >= 0) & (t < self.vocab_size)
+            t, w = t[keep], w[keep]
+            if idf is not None:
+                w = w * idf[t]
+            terms.append(t)
+            weights.append(w)
+            offsets[i + 1] = offsets[i] + len(t)
+        cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)
+        return offsets, cat(terms, np.int32), cat(weights, np.float32)
+
+    def _merge_hits(self, seg_scores, seg_refs, k, n_queries) -> SearchHits:
+        if not seg_scores:
+            return SearchHits([[] for _ in range(n_queries)], [[] for _ in range(n_queries)])
+        scores = np.concatenate(seg_scores, axis=1)
+        refs = np.concatenate(seg_refs, axis=1)
+        if len(seg_scores) > 1:
+            order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+            scores = np.take_along_axis(scores, order, 1)
+            refs = np.take_along_axis(refs, order, 1)
+        ids, out_scores = [], []
+        for row_scores, row_refs in zip(scores, refs):
+            valid = row_refs >= 0
+            ids.append([self.segments[r >> 32].docids[r & 0xFFFFFFFF] for r in row_refs[valid]])
+            out_scores.append(row_scores[valid].tolist())
+        return SearchHits(ids, out_scores)
+
+    # ------------------------------------------------------------------ documents
+    def locate(self, doc_id: str) -> tuple[Segment, int] | None:
+        """The live (segment, local number) of a document id, or None."""
+        for segment in reversed(self.segments):
+            local = segment.docids.find(doc_id)
+            if local >= 0 and not segment.deleted[local]:
+                return segment, local
+        return None
+
+    def __contains__(self, doc_id: str) -> bool:
+        return self.locate(doc_id) is not None
+
+    def get_document(self, doc_id: str) -> Document | None:
+        """The stored document, or None when it is unknown, deleted or texts were not stored."""
+        found = self.locate(doc_id)
+        if found is None or found[0].texts is None:
+            return None
+        record = json.loads(found[0].texts[found[1]])
+        return Document(record["_id"], record["text"], record.get("title", ""))
+
+    # ------------------------------------------------------------------ changes
+    def add(self, postings: Postings, replace: bool = False) -> int:
+        """Add documents as a new segment; returns how many. Existing ids are an error unless ``replace``."""
+        if len(postings) == 0:
+            return 0
+        if replace:
+            self.delete([i for i in postings.ids if i in self], missing_ok=True)
+        self._write_segment(postings, check_duplicates=True)
+        return len(postings)
+
+    def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
+        """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""
+        marks: dict[str, list[int]] = {}
+        found = []
+        for doc_id in doc_ids:
+            hit = self.locate(doc_id)
+            if hit is None:
+                if missing_ok:
+                    continue
+                raise SemiretError(f"cannot delete {doc_id!r}: no such document in {self.path}")
+            segment, local = hit
+            marks.setdefault(segment.name, []).append(local)
+            found.append(hit)
+        for segment in self.segments:
+            locals_ = marks.get(segment.name)
+            if not locals_:
+                continue
+            with open(segment.path / "deleted.bin", "ab") as handle:
+                handle.write(np.asarray(locals_, np.int32).tobytes())
+                handle.flush()
+                os.fsync(handle.fileno())
+            segment.deleted[locals_] = True
+        self._commit()
+        return len(found)
+
+    def merge(self) -> None:
+        """Fold all segments into one, dropping deleted documents and refreshing BM25 statistics."""
+        if len(self.segments) <= 1 and not any(s.deleted.any() for s in self.segments):
+            return
+        parts = []
+        for segment in self.segments:
+            parts.append(self._segment_as_postings(segment))
+        merged = Postings.concatenate(parts)
+        old = list(self.segments)
+        self.segments = []
+        self.meta["segments"] = []
+        self._write_segment(merged, check_duplicates=False)
+        for segment in old:
+            shutil.rmtree(segment.path, ignore_errors=True)
+
+    def _segment_as_postings(self, segment: Segment) -> Postings:
+        """Live documents of a segment back in doc-major form (raw counts for BM25)."""
+        lengths = np.diff(np.asarray(segment.indptr))
+        term_per_posting = np.repeat(np.asarray(segment.terms), lengths)
+        docs = np.asarray(segment.docs)
+        if segment.values is None:
+            values = np.ones(len(docs), np.float32)
+        else:
+            values = np.asarray(segment.values, np.float32)
+            if self.kind == "bm25":
+                values = self.bm25.term_frequency(values, np.asarray(segment.doclens)[docs], segment.avgdl)
+        order = np.argsort(docs, kind="stable")
+        docs, terms, values = docs[order], term_per_posting[order], values[order]
+        live = ~segment.deleted
+        keep = live[docs]
+        new_number = np.cumsum(live) - 1
+        docs, terms, values = new_number[docs[keep]], terms[keep], values[keep]
+        counts = np.bincount(docs, minlength=int(live.sum()))
+        offsets = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        live_locals = np.flatnonzero(live)
+        documents = None
+        if segment.texts is not None:
+            documents = [Document(**_record_fields(segment.texts[i])) for i in live_locals]
+        return Postings(ids=[segment.docids[i] for i in live_locals], offsets=offsets,
+                        terms=terms.astype(np.int32), values=values.astype(np.float32),
+                        lengths=np.asarray(segment.doclens)[live_locals], documents=documents)
+
+    # ------------------------------------------------------------------ writing
+    def _write_segment(self, postings: Postings, check_duplicates: bool) -> None:
+        ids = postings.ids
+        if len(set(ids)) != len(ids):
+            seen = set()
+            dup = next(i for i in ids if i in seen or seen.add(i))
+            raise SemiretError(f"duplicate document id {dup!r} in the documents to add")
+        if check_duplicates:
+            clash = next((i for i in ids if i in self), None)
+            if clash is not None:
+                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+        vocab_size = self.vocab_size
+        if len(postings.terms) and int(postings.terms.max()) >= vocab_size:
+            raise SemiretError(f"term id {int(postings.terms.max())} is outside the vocabulary ({vocab_size})")
+        values = np.asarray(postings.values, np.float32)
+        info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": len(ids), "n_deleted": 0}
+        if self.kind == "bm25":
+            total_len = float(np.sum(postings.lengths)) + sum(float(np.sum(s.doclens)) for s in self.segments)
+            info["avgdl"] = total_len / max(self.n_stored + len(ids), 1)
+            doc_of_posting = np.repeat(np.arange(len(ids)), np.diff(postings.offsets))
+            values = self.bm25.saturation(values, postings.lengths[doc_of_posting].astype(np.float32), info["avgdl"])
+        elif self.kind == "impact":
+            if np.any(~np.isfinite(values)) or np.any(values < 0):
+                raise SemiretError("impact weights must be finite and non-negative")
+            if self.meta.get("quantization"):
+                values = self._quantize(values)
+        present, indptr, docs, term_values = kernels.transpose_to_term_major(
+            postings.offsets, postings.terms.astype(np.int32), values, vocab_size)
+        staged = staging_directory(self.path / info["name"])
+        try:
+            np.save(staged / "postings.terms.npy", present)
+            np.save(staged / "postings.indptr.npy", indptr)
+            np.save(staged / "postings.docs.npy", docs)
+            if self.kind != "binary":
+                np.save(staged / "postings.values.npy", term_values)
+            np.save(staged / "doclens.npy", np.asarray(postings.lengths, np.int32))
+            StringTable.write(staged, "docids", ids, with_lookup=True)
+            if self.meta["store_texts"] and postings.documents is not None:
+                StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
+                                                    for d in postings.documents])
+            os.replace(staged, self.path / info["name"])
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        if self.vocab is not None:
+            with open(self.path / VOCAB_FILE, "a", encoding="utf-8") as handle:
+                handle.writelines(t + "\n" for t in self.vocab[self.meta["n_terms"]:])
+            self.meta["n_terms"] = len(self.vocab)
+        self.meta["segments"].append(info)
+        self.meta["next_segment"] += 1
+        self.segments.append(Segment.open(self.path / info["name"], info, self.kind == "binary"))
+        self._commit()
+
+    def _quantize(self, values: np.ndarray) -> np.ndarray:
+        """8-bit weights on a scale fixed by the first segment; later larger weights are clipped."""
+        quant = self.meta["quantization"]
+        if quant["scale"] is None:
+            quant["scale"] = float(values.max() / 255.0) if len(values) and values.max() > 0 else 1.0
+        q = np.rint(values / quant["scale"])
+        if q.max(initial=0) > 255:
+            log.warning("%d weights exceed the quantization range of %s and were clipped", int((q > 255).sum()), self.path)
+        return np.clip(q, 1, 255).astype(np.uint8)
+
+    def _commit(self) -> None:
+        """Record the current state in ``meta.json`` (one atomic rename)."""
+        self._df = self._idf = None
+        for info, segment in zip(self.meta["segments"], self.segments):
+            info["n_deleted"] = segment.n_deleted
+        atomic_write_json(self.path / META_FILE, self.meta)
+
+    def describe(self) -> dict:
+        """Facts about the index for reports: sizes, counts, sparsity."""
+        return {
+            "kind": self.kind, "documents": self.n_docs, "deleted": self.n_stored - self.n_docs,
+            "segments": len(self.segments), "terms": self.vocab_size,
+            "postings_per_document": round(self.average_postings_per_document(), 2),
+            "size_bytes": self.size_on_disk(),
+        }
+
+
+def _record_fields(raw: str) -> dict:
+    record = json.loads(raw)
+    return {"id": record["_id"], "text": record["text"], "title": record.get("title", "")}

@@ -1,0 +1,123 @@
+"""Small on-disk building blocks shared by every index directory.
+
+- :func:`atomic_write_json` replaces a JSON file in one rename (``meta.json`` is each index's commit point);
+- :func:`replace_directory` publishes a directory written elsewhere, never leaving a half-written one;
+- :class:`StringTable` stores variable-length strings (document ids, texts) as one blob plus offsets,
+  memory-mapped, so opening an index with a million documents reads nothing up front.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from semiret.errors import IndexFormatError
+
+META_FILE = "meta.json"
+
+
+def atomic_write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_meta(path: Path, expected_format: str) -> dict:
+    """Read ``meta.json`` of an index directory and check what it is."""
+    meta_path = Path(path) / META_FILE
+    if not meta_path.is_file():
+        raise IndexFormatError(f"{path} is not a semiret index (no {META_FILE})")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise IndexFormatError(f"{meta_path}: malformed JSON ({exc.msg})") from None
+    if meta.get("format") != expected_format:
+        raise IndexFormatError(f"{path} holds a {meta.get('format')!r} index, not {expected_format!r}")
+    return meta
+
+
+def staging_directory(target: Path) -> Path:
+    """A fresh empty directory beside ``target`` (same filesystem, so a rename publishes it)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+
+
+def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
+    """Move a fully written ``staged`` directory to ``target``; an old ``target`` is replaced only if allowed."""
+    if target.exists():
+        if not overwrite:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
+        trash = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, trash)
+        os.replace(staged, target)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(staged, target)
+
+
+def directory_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def load_array(path: Path, mmap: bool = True) -> np.ndarray:
+    if not path.is_file():
+        raise IndexFormatError(f"missing index file {path}")
+    return np.load(path, mmap_mode="r" if mmap else None)
+
+
+def id_hash(values: list[str]) -> np.ndarray:
+    """Stable 64-bit hashes of strings (for id lookups without loading all ids)."""
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(v.encode("utf-8"), digest_size=8).digest(), "little") for v in values),
+        dtype=np.uint64, count=len(values),
+    )
+
+
+class StringTable:
+    """Read-only strings ``<name>.blob.npy`` + ``<name>.offsets.npy`` with optional sorted-hash lookup."""
+
+    def __init__(self, directory: Path, name: str, with_lookup: bool = False):
+        self.blob = load_array(directory / f"{name}.blob.npy")
+        self.offsets = load_array(directory / f"{name}.offsets.npy")
+        self.hashes = load_array(directory / f"{name}.hash.npy") if with_lookup else None
+        self.hash_order = load_array(directory / f"{name}.hash_order.npy") if with_lookup else None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> str:
+        return bytes(self.blob[self.offsets[i]: self.offsets[i + 1]]).decode("utf-8")
+
+    def find(self, value: str) -> int:
+        """Position of ``value`` or -1 (needs ``with_lookup``)."""
+        h = id_hash([value])[0]
+        lo = np.searchsorted(self.hashes, h, side="left")
+        hi = np.searchsorted(self.hashes, h, side="right")
+        for pos in range(lo, hi):
+            i = int(self.hash_order[pos])
+            if self[i] == value:
+                return i
+        return -1
+
+    @staticmethod
+    def write(directory: Path, name: str, values: list[str], with_lookup: bool = False) -> None:
+        encoded = [v.encode("utf-8") for v in values]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        np.save(directory / f"{name}.blob.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        np.save(directory / f"{name}.offsets.npy", offsets)
+        if with_lookup:
+            hashes = id_hash(values)
+            order = np.argsort(hashes, kind="stable")
+            np.save(directory / f"{name}.hash.npy", hashes[order])
+            np.save(directory / f"{name}.hash_order.npy", order.astype(np.int64))

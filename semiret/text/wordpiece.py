@@ -1,0 +1,97 @@
+"""A WordPiece (or any Hugging Face fast tokenizer) vocabulary space for bag-of-tokens and learned-sparse indexes.
+
+Index dimensions are the tokenizer's own ids. Ids that carry no meaning for retrieval are excluded
+explicitly: special tokens, ``[unusedN]`` placeholders, and every id below ``min_id`` when given
+(SiDR drops ids below 999 of bert-base-uncased, which are exactly those).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from semiret.errors import SemiretError
+
+UNUSED_TOKEN = re.compile(r"^\[unused\d+\]$|^<unused\d+>$")
+
+
+def resolve_tokenizer_file(name_or_path: str) -> Path:
+    """Find ``tokenizer.json`` for a registry name, a model directory or the file itself."""
+    from semiret.models.registry import resolve_model_path
+
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    directory = resolve_model_path(name_or_path)
+    candidate = directory / "tokenizer.json"
+    if not candidate.is_file():
+        raise SemiretError(f"{directory} has no tokenizer.json (a Hugging Face fast tokenizer is required)")
+    return candidate
+
+
+class WordPieceVocabulary:
+    """Batched tokenization into vocabulary ids, with the excluded-id rule applied."""
+
+    def __init__(self, tokenizer: str = "bert-base-uncased", max_length: int | None = None,
+                 min_id: int | None = None):
+        self.name = tokenizer
+        self.max_length = max_length
+        self.min_id = min_id
+        self._tokenizer = Tokenizer.from_file(str(resolve_tokenizer_file(tokenizer)))
+        self._tokenizer.no_padding()
+        if max_length:
+            self._tokenizer.enable_truncation(max_length)
+        else:
+            self._tokenizer.no_truncation()
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+    @property
+    def size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    @cached_property
+    def excluded_mask(self) -> np.ndarray:
+        """Boolean mask over ids: True for ids that never enter an index."""
+        mask = np.zeros(self.size, dtype=bool)
+        for token, token_id in self._tokenizer.get_vocab(with_added_tokens=True).items():
+            if UNUSED_TOKEN.match(token):
+                mask[token_id] = True
+        for added in self._tokenizer.get_added_tokens_decoder().values():
+            if added.special:
+                mask[self._tokenizer.token_to_id(added.content)] = True
+        if self.min_id:
+            mask[: self.min_id] = True
+        return mask
+
+    def token_ids(self) -> dict[str, int]:
+        return self._tokenizer.get_vocab(with_added_tokens=True)
+
+    def token(self, token_id: int) -> str:
+        return self._tokenizer.id_to_token(int(token_id))
+
+    def encode_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Tokenize texts (in parallel, in Rust) into flat ids and per-text offsets (CSR layout).
+
+        Excluded ids are kept here; :meth:`filter` drops them.
+        """
+        encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        id_lists = [e.ids for e in encodings]
+        lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
+        offsets = np.zeros(len(id_lists) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int32, count=int(offsets[-1]))
+        return flat, offsets
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of one text with excluded ids removed (the query path)."""
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        excluded = self.excluded_mask
+        return [i for i in ids if not excluded[i]]
+
+    def config(self) -> dict:
+        return {"type": "wordpiece", "tokenizer": self.name, "max_length": self.max_length, "min_id": self.min_id}
