@@ -27,3 +27,28 @@ def track(items: Iterable[T], description: str, total: float | None = None, adva
         for item in items:
             yield item
             progress.advance(task, advance(item) if advance else 1)
+
+
+class StepBar:
+    """A progress bar whose description carries live figures (e.g. the training loss)."""
+
+    def __init__(self, description: str, total: int):
+        self.description = description
+        self.total = total
+        self._progress = None
+
+    def __enter__(self) -> "StepBar":
+        if ENABLED:
+            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task(self.description, total=self.total)
+        return self
+
+    def advance(self, figures: str = "") -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, description=f"{self.description} {figures}")
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

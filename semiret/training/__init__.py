@@ -1,0 +1,1 @@
+"""Training: losses, data, miners and the trainer shared by every method's recipe."""

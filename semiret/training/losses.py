@@ -1,0 +1,78 @@
+"""Training losses shared by the methods: contrastive (SiDR), distillation and FLOPS (inference-free)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def symmetric_info_nce(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:
+    """In-batch InfoNCE in both directions, temperature 1, inner-product scores (SiDR's ``L``).
+
+    ``queries`` is [N, D]; ``passages`` is [M, D] with the N positives first (row i pairs with query i)
+    and any negatives after them. Query-to-passage rows compete over all M passages; passage-to-query
+    rows (positives only as anchors) compete over the N queries. Mean reduction, as the authors' code.
+    """
+    n = queries.shape[0]
+    scores = queries @ passages.T
+    targets = torch.arange(n, device=scores.device)
+    return F.cross_entropy(scores, targets) + F.cross_entropy(scores.T[:n], targets)
+
+
+def sidr_loss(q: torch.Tensor, p: torch.Tensor, q_bot: torch.Tensor, p_bot: torch.Tensor,
+              q_sparse: torch.Tensor | None = None, p_sparse: torch.Tensor | None = None,
+              form: str = "paper", semi_parametric: bool = True) -> torch.Tensor:
+    """SiDR's semi-parametric contrastive loss.
+
+    ``form="paper"``: ``L(q, p) + [L(q, p_bot) + L(q_bot, p)] / 2``.
+    ``form="code"`` (the authors' 4-term code): ``[L(q_topk, p) + L(q, p_topk) + L(q_bot, p) + L(q, p_bot)] / 4``,
+    where ``q``/``p`` are un-sparsified and ``*_sparse`` their top-k (OR lexical) versions.
+    ``semi_parametric=False`` keeps only the parametric term(s) (the paper's "w/o SP objective" ablation).
+    """
+    if form == "paper":
+        loss = symmetric_info_nce(q_sparse if q_sparse is not None else q, p_sparse if p_sparse is not None else p)
+        if semi_parametric:
+            loss = loss + (symmetric_info_nce(q, p_bot) + symmetric_info_nce(q_bot, p)) / 2
+        return loss
+    if form == "code":
+        if q_sparse is None or p_sparse is None:
+            raise ValueError("form='code' needs the sparsified q_sparse and p_sparse")
+        terms = [symmetric_info_nce(q_sparse, p), symmetric_info_nce(q, p_sparse)]
+        if semi_parametric:
+            terms += [symmetric_info_nce(q_bot, p), symmetric_info_nce(q, p_bot)]
+        return sum(terms) / len(terms)
+    raise ValueError(f"unknown SiDR loss form {form!r} (paper, code)")
+
+
+def kl_distillation(student_scores: torch.Tensor, teacher_scores: torch.Tensor) -> torch.Tensor:
+    """``KL(softmax(teacher) || softmax(student))`` over each query's candidates, averaged over queries."""
+    return F.kl_div(F.log_softmax(student_scores, dim=-1), F.softmax(teacher_scores, dim=-1),
+                    reduction="batchmean")
+
+
+def flops_regularizer(document_weights: torch.Tensor) -> torch.Tensor:
+    """SPLADE's FLOPS: ``sum_j (mean_i |w_ij|)^2`` over a batch of document vectors [N, V]."""
+    return document_weights.abs().mean(dim=0).pow(2).sum()
+
+
+def quadratic_warmup(weight: float, step: int, ramp_steps: int) -> float:
+    """``weight * min(1, (step / ramp_steps)^2)``: the usual SPLADE schedule for the FLOPS weight."""
+    if ramp_steps <= 0:
+        return weight
+    return weight * min(1.0, (step / ramp_steps) ** 2)
+
+
+def minmax_normalize(scores: torch.Tensor) -> torch.Tensor:
+    """Scale each query's candidate scores [Q, C] to [0, 1] (teachers on one scale before ensembling)."""
+    low = scores.min(dim=-1, keepdim=True).values
+    high = scores.max(dim=-1, keepdim=True).values
+    return (scores - low) / (high - low).clamp_min(1e-9)
+
+
+def ensemble_teacher_scores(teacher_scores: list[torch.Tensor], scale: float, normalize: bool = True) -> torch.Tensor:
+    """Average teachers' per-query scores (min-max normalized unless ``normalize=False``) times ``scale``."""
+    if not teacher_scores:
+        raise ValueError("at least one teacher is needed")
+    parts = [minmax_normalize(s) if normalize else s for s in teacher_scores]
+    combined = torch.stack(parts).mean(dim=0)
+    return combined * scale
