@@ -10,13 +10,33 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from semiret.errors import SemiretError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Semi-parametric retrieval: index, search and evaluate.")
 console = Console(stderr=True)
+
+
+def _report(exc: SemiretError) -> None:
+    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+
+
+class _Commands(TyperGroup):
+    """Turns a :class:`SemiretError` from any command into a one-line message and exit code 2, so the app
+    behaves the same however it is invoked (the ``semiret`` script, ``typer.testing.CliRunner``, ``python -m``)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SemiretError as exc:
+            _report(exc)
+            raise typer.Exit(2) from None
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Semi-parametric retrieval: index, search and evaluate.")
 
 RetrieverOpt = typer.Option("bm25", "--retriever", "-r", help="Retriever name (bm25, bot, idf).")
 K1Opt = typer.Option(None, help="BM25 k1 (default 1.5).")
@@ -175,7 +195,7 @@ def main() -> None:
     try:
         app()
     except SemiretError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        _report(exc)
         sys.exit(2)
 
 

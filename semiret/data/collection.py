@@ -53,13 +53,21 @@ def _field(record: dict, names: tuple[str, ...], what: str, path, line: int) -> 
 
 
 def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            for line_number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
-                if row and any(cell.strip() for cell in row):
-                    yield line_number, row
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(f"invalid UTF-8 ({exc.reason})", path) from None
+    if not path.is_file():
+        raise DataFormatError("file not found", path)
+
+    def decoded(handle) -> Iterator[str]:
+        for line_number, raw in enumerate(handle, 1):
+            try:
+                yield raw.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
+
+    with open(path, "rb") as handle:
+        # QUOTE_NONE: one row per physical line, so row numbers are line numbers
+        for line_number, row in enumerate(csv.reader(decoded(handle), delimiter="\t", quoting=csv.QUOTE_NONE), 1):
+            if row and any(cell.strip() for cell in row):
+                yield line_number, row
 
 
 def iter_corpus(path: str | Path) -> Iterator[Document]:
@@ -137,7 +145,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, 1):
             try:
-                fields = raw.decode("utf-8").split()
+                fields = raw.decode("utf-8-sig" if line_number == 1 else "utf-8").split()
             except UnicodeDecodeError:
                 raise DataFormatError("invalid UTF-8", path, line_number) from None
             if not fields:

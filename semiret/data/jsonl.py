@@ -25,7 +25,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM
             except UnicodeDecodeError as exc:
                 raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
             try:

@@ -27,9 +27,12 @@ def read_trec_run(path: str | Path) -> Run:
     if not path.is_file():
         raise DataFormatError("file not found", path)
     run: Run = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, 1):
-            fields = line.split()
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, 1):
+            try:
+                fields = raw.decode("utf-8-sig" if line_number == 1 else "utf-8").split()
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
             if not fields:
                 continue
             if len(fields) != 6:

@@ -96,16 +96,17 @@ class BM25Parameters:
     b: float = 0.75
 
     def saturation(self, tf: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
-        """The document side of BM25: ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))``."""
+        """The document side of BM25 as Lucene (and bm25s, Pyserini) compute it:
+        ``tf / (tf + k1 (1 - b + b dl/avgdl))``, without the rank-preserving ``(k1+1)`` factor."""
         norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
-        return (tf * (self.k1 + 1.0) / (tf + norm)).astype(np.float32)
+        return (tf / (tf + norm)).astype(np.float32)
 
     def term_frequency(self, saturation: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
         """Invert :meth:`saturation` (exact for integer tf), so merges need not re-read documents."""
         if self.k1 == 0:
             return np.ones_like(saturation)
         norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
-        return np.rint(saturation * norm / (self.k1 + 1.0 - saturation))
+        return np.rint(saturation * norm / (1.0 - saturation))
 
     @staticmethod
     def idf(df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -211,6 +212,7 @@ class InvertedIndex:
         if quantize_bits not in (None, 8):
             raise SemiretError("only 8-bit quantization is supported")
         target = Path(path)
+        _check_build_target(target, overwrite)
         staged = staging_directory(target)
         try:
             meta = {
@@ -274,7 +276,7 @@ class InvertedIndex:
 
     def document_frequencies(self) -> np.ndarray:
         """Documents containing each term, summed over segments (cached until the next change)."""
-        if self._df is None:
+        if self._df is None or len(self._df) != self.vocab_size:
             df = np.zeros(self.vocab_size, dtype=np.int64)
             for segment in self.segments:
                 df += segment.document_frequencies(len(df))
@@ -283,7 +285,7 @@ class InvertedIndex:
 
     def idf(self) -> np.ndarray:
         """Lucene IDF of every term over this index (cached until the next change)."""
-        if self._idf is None:
+        if self._idf is None or len(self._idf) != self.vocab_size:
             self._idf = BM25Parameters.idf(self.document_frequencies(), self.n_stored)
         return self._idf
 
@@ -390,6 +392,7 @@ class InvertedIndex:
         if len(postings) == 0:
             return 0
         if replace:
+            self._validate(postings)  # refuse bad input before the old versions are deleted
             self.delete([i for i in postings.ids if i in self], missing_ok=True)
         self._write_segment(postings, check_duplicates=True)
         return len(postings)
@@ -398,7 +401,7 @@ class InvertedIndex:
         """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""
         marks: dict[str, list[int]] = {}
         found = []
-        for doc_id in doc_ids:
+        for doc_id in dict.fromkeys(doc_ids):  # each id once, in order
             hit = self.locate(doc_id)
             if hit is None:
                 if missing_ok:
@@ -407,11 +410,12 @@ class InvertedIndex:
             segment, local = hit
             marks.setdefault(segment.name, []).append(local)
             found.append(hit)
-        for segment in self.segments:
+        for info, segment in zip(self.meta["segments"], self.segments):
             locals_ = marks.get(segment.name)
             if not locals_:
                 continue
             with open(segment.path / "deleted.bin", "ab") as handle:
+                handle.truncate(4 * info.get("n_deleted", 0))  # drop marks of an uncommitted delete
                 handle.write(np.asarray(locals_, np.int32).tobytes())
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -443,6 +447,8 @@ class InvertedIndex:
             values = np.ones(len(docs), np.float32)
         else:
             values = np.asarray(segment.values, np.float32)
+            if self.meta.get("quantization"):
+                values = values * np.float32(self.meta["quantization"]["scale"] or 1.0)
             if self.kind == "bm25":
                 values = self.bm25.term_frequency(values, np.asarray(segment.doclens)[docs], segment.avgdl)
         order = np.argsort(docs, kind="stable")
@@ -463,19 +469,30 @@ class InvertedIndex:
                         lengths=np.asarray(segment.doclens)[live_locals], documents=documents)
 
     # ------------------------------------------------------------------ writing
-    def _write_segment(self, postings: Postings, check_duplicates: bool) -> None:
+    def _validate(self, postings: Postings) -> None:
+        """Errors in documents to write: repeated ids, term ids outside the vocabulary, bad impact weights."""
         ids = postings.ids
         if len(set(ids)) != len(ids):
             seen = set()
             dup = next(i for i in ids if i in seen or seen.add(i))
             raise SemiretError(f"duplicate document id {dup!r} in the documents to add")
+        vocab_size = self.vocab_size
+        if len(postings.terms) and (int(postings.terms.max()) >= vocab_size or int(postings.terms.min()) < 0):
+            bad = int(postings.terms.max()) if int(postings.terms.max()) >= vocab_size else int(postings.terms.min())
+            raise SemiretError(f"term id {bad} is outside the vocabulary ({vocab_size})")
+        if self.kind == "impact":
+            values = np.asarray(postings.values, np.float32)
+            if np.any(~np.isfinite(values)) or np.any(values < 0):
+                raise SemiretError("impact weights must be finite and non-negative")
+
+    def _write_segment(self, postings: Postings, check_duplicates: bool) -> None:
+        self._validate(postings)
+        ids = postings.ids
         if check_duplicates:
             clash = next((i for i in ids if i in self), None)
             if clash is not None:
                 raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
         vocab_size = self.vocab_size
-        if len(postings.terms) and int(postings.terms.max()) >= vocab_size:
-            raise SemiretError(f"term id {int(postings.terms.max())} is outside the vocabulary ({vocab_size})")
         values = np.asarray(postings.values, np.float32)
         info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": len(ids), "n_deleted": 0}
         if self.kind == "bm25":
@@ -484,8 +501,8 @@ class InvertedIndex:
             doc_of_posting = np.repeat(np.arange(len(ids)), np.diff(postings.offsets))
             values = self.bm25.saturation(values, postings.lengths[doc_of_posting].astype(np.float32), info["avgdl"])
         elif self.kind == "impact":
-            if np.any(~np.isfinite(values)) or np.any(values < 0):
-                raise SemiretError("impact weights must be finite and non-negative")
+            if not values.all():
+                postings, values = _drop_zero_weights(postings, values)
             if self.meta.get("quantization"):
                 values = self._quantize(values)
         present, indptr, docs, term_values = kernels.transpose_to_term_major(
@@ -502,13 +519,22 @@ class InvertedIndex:
             if self.meta["store_texts"] and postings.documents is not None:
                 StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
                                                     for d in postings.documents])
-            os.replace(staged, self.path / info["name"])
+            orphan = self.path / info["name"]
+            if orphan.exists():  # written by an add that crashed before its commit: not part of the index
+                shutil.rmtree(orphan)
+            os.replace(staged, orphan)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
             raise
         if self.vocab is not None:
-            with open(self.path / VOCAB_FILE, "a", encoding="utf-8") as handle:
-                handle.writelines(t + "\n" for t in self.vocab[self.meta["n_terms"]:])
+            with open(self.path / VOCAB_FILE, "ab") as handle:
+                committed = self.meta.get("vocab_bytes")
+                if committed is None:  # indexes written before vocab_bytes was recorded
+                    committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
+                handle.truncate(committed)  # drop lines of an add that crashed before its commit
+                added = "".join(t + "\n" for t in self.vocab[self.meta["n_terms"]:]).encode("utf-8")
+                handle.write(added)
+            self.meta["vocab_bytes"] = committed + len(added)
             self.meta["n_terms"] = len(self.vocab)
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
@@ -540,6 +566,28 @@ class InvertedIndex:
             "postings_per_document": round(self.average_postings_per_document(), 2),
             "size_bytes": self.size_on_disk(),
         }
+
+
+def _check_build_target(target: Path, overwrite: bool) -> None:
+    """Refuse early (before any document is read) what :func:`replace_directory` would refuse late,
+    and never replace a non-empty directory that is not a semiret index, even with ``overwrite``."""
+    if not target.exists():
+        return
+    if not overwrite:
+        raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
+    if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
+        raise IndexFormatError(f"{target} exists and is not a semiret index: refusing to overwrite it")
+
+
+def _drop_zero_weights(postings: Postings, values: np.ndarray) -> tuple[Postings, np.ndarray]:
+    keep = values != 0
+    doc_of_posting = np.repeat(np.arange(len(postings)), np.diff(postings.offsets))
+    kept_per_doc = np.bincount(doc_of_posting[keep], minlength=len(postings))
+    offsets = np.zeros(len(postings.offsets), np.int64)
+    np.cumsum(kept_per_doc, out=offsets[1:])
+    trimmed = Postings(ids=postings.ids, offsets=offsets, terms=postings.terms[keep], values=postings.values[keep],
+                       lengths=postings.lengths, documents=postings.documents)
+    return trimmed, values[keep]
 
 
 def _record_fields(raw: str) -> dict:

@@ -78,7 +78,17 @@ class Retriever(ABC):
         index = InvertedIndex.open(path)
         if index.kind not in cls.compatible_kinds():
             raise SemiretError(f"{path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
-        return cls._from_index(index, **options)
+        return cls._from_index(index, **cls.open_options(options))
+
+    @classmethod
+    def open_options(cls, options: dict) -> dict:
+        """Options for opening an existing index: search options only (build options are fixed in the index)."""
+        misplaced = sorted(k for k, v in options.items() if v is not None and k not in cls.search_parameters)
+        if misplaced:
+            allowed = ", ".join(cls.search_parameters) or "none"
+            raise SemiretError(f"option(s) {', '.join(misplaced)} do not apply when searching with retriever "
+                               f"{cls.name!r} (its search options: {allowed})")
+        return _pick(options, cls.search_parameters)
 
     @classmethod
     def compatible_kinds(cls) -> tuple[str, ...]:
@@ -232,4 +242,4 @@ def open_retriever(path: str | Path, name: str | None = None, **options) -> Retr
     cls = retriever_class(name or index.meta.get("retriever", ""))
     if index.kind not in cls.compatible_kinds():
         raise SemiretError(f"{path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
-    return cls._from_index(index, **options)
+    return cls._from_index(index, **cls.open_options(options))

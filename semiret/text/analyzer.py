@@ -32,6 +32,8 @@ class WordAnalyzer:
     _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
+        if self.stemmer == "none":  # spelled out where None means "unset" (retriever options, the CLI)
+            self.stemmer = None
         if self.stopwords not in STOPWORD_LISTS:
             raise ValueError(f"unknown stopword list {self.stopwords!r} (known: {', '.join(STOPWORD_LISTS)})")
         if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():

@@ -1,0 +1,146 @@
+"""The command line, through ``typer.testing.CliRunner`` on ``semiret.cli.app``.
+
+Errors from semiret (bad data, bad index, bad options) exit with code 2 and a one-line message, no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret import progress
+from semiret.cli import app
+
+from conftest import TINY_DOCS, write_jsonl
+
+runner = CliRunner()
+
+
+def invoke(*args: str, ok: bool = True):
+    result = runner.invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+
+
+def json_lines(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def index_dir(tmp_path, beir_dir):
+    out = tmp_path / "idx"
+    invoke("index", "--data", beir_dir, "--out", out)
+    return out
+
+
+def test_index_builds_and_describes(tmp_path, beir_dir):
+    result = invoke("index", "--data", beir_dir, "--out", tmp_path / "idx", "--k1", "1.2", "--b", "0.5")
+    described = json.loads(result.stderr)
+    assert described["kind"] == "bm25" and described["documents"] == len(TINY_DOCS)
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    assert meta["bm25"] == {"k1": 1.2, "b": 0.5} and meta["retriever"] == "bm25"
+
+
+def test_index_from_a_corpus_file_with_another_retriever(tmp_path, corpus_jsonl):
+    invoke("index", "--data", corpus_jsonl, "--out", tmp_path / "bot", "-r", "bot", "--no-store-texts")
+    meta = json.loads((tmp_path / "bot" / "meta.json").read_text())
+    assert meta["kind"] == "binary" and meta["store_texts"] is False
+
+
+def test_search_json(index_dir):
+    result = invoke("search", "--index", index_dir, "-k", "2", "--json", "cats and dogs", "statins cancer")
+    lines = json_lines(result.stdout)
+    assert [line["query"] for line in lines] == ["cats and dogs", "statins cancer"]
+    assert len(lines[0]["hits"]) == 2 and {h["id"] for h in lines[0]["hits"]} <= {"d1", "d2", "d5"}
+    assert lines[1]["hits"][0]["id"] in {"d3", "d6"}
+    assert lines[0]["hits"][0]["score"] >= lines[0]["hits"][1]["score"] > 0
+
+
+def test_search_table_shows_texts(index_dir):
+    result = invoke("search", "--index", index_dir, "mailman")
+    assert "d5" in result.stdout and "mailman" in result.stdout
+
+
+def test_search_without_known_words(index_dir):
+    result = invoke("search", "--index", index_dir, "--json", "zyzzyva")
+    assert json_lines(result.stdout) == [{"query": "zyzzyva", "hits": []}]
+
+
+def test_add_delete_merge_info(tmp_path, index_dir):
+    new = write_jsonl(tmp_path / "new.jsonl", [{"_id": "n1", "text": "a quokka in the garden"}])
+    result = invoke("add", "--index", index_dir, new)
+    assert "added 1 documents; 7 live in 2 segments" in result.stderr
+    hits = json_lines(invoke("search", "--index", index_dir, "--json", "quokka").stdout)[0]["hits"]
+    assert [h["id"] for h in hits] == ["n1"]
+
+    again = invoke("add", "--index", index_dir, new, ok=False)
+    assert again.exit_code == 2 and "already in" in again.output and "--replace" in again.output
+    invoke("add", "--index", index_dir, new, "--replace")
+
+    result = invoke("delete", "--index", index_dir, "n1", "d1")
+    assert "deleted 2 documents" in result.stderr
+    assert json_lines(invoke("search", "--index", index_dir, "--json", "quokka").stdout)[0]["hits"] == []
+
+    info = json.loads(invoke("info", index_dir).stderr)
+    assert info["documents"] == 5 and info["deleted"] == 3 and info["segments"] == 3 and info["retriever"] == "bm25"
+    merged = json.loads(invoke("merge", "--index", index_dir).stderr)
+    assert merged["documents"] == 5 and merged["deleted"] == 0 and merged["segments"] == 1
+    hits = json_lines(invoke("search", "--index", index_dir, "--json", "-k", "10", "cats").stdout)[0]["hits"]
+    assert {h["id"] for h in hits} == {"d2"}
+
+
+def test_eval_json_is_one_object(beir_dir, tmp_path):
+    progress.set_enabled(True)  # progress bars must not leak into --json output
+    result = invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "run.trec")
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1
+    figures = json.loads(lines[0])
+    assert {"nDCG@10", "R@100", "MRR@10", "index_build_s", "index_size_mb", "latency_ms_median"} <= set(figures)
+    assert figures["retriever"] == "bm25" and figures["queries"] == 3 and 0 < figures["nDCG@10"] <= 1
+    assert (tmp_path / "run.trec").is_file()
+
+
+def test_eval_table_and_measures(beir_dir):
+    result = invoke("eval", "--data", beir_dir, "-r", "idf", "--measure", "P@1", "--measure", "MRR@10")
+    assert "P@1" in result.stdout and "MRR@10" in result.stdout and "nDCG@10" not in result.stdout
+
+
+# ---------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("args,message", [
+    (("search", "--index", "{tmp}", "x"), "is not a semiret index"),
+    (("info", "{tmp}/missing"), "is not a semiret index"),
+    (("delete", "--index", "{idx}", "no-such-doc"), "cannot delete 'no-such-doc'"),
+    (("index", "--data", "{beir}", "--out", "{idx}"), "already exists"),
+    (("index", "--data", "{tmp}/nowhere", "--out", "{tmp}/x"), "no dataset"),
+    (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "nope"), "unknown retriever 'nope'"),
+    (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "bot", "--k1", "1.2"), "do not apply to retriever 'bot'"),
+    (("search", "--index", "{idx}", "-r", "idf", "x"), "is a 'bm25' index"),
+    (("add", "--index", "{idx}", "{tmp}/bad.jsonl"), "bad.jsonl:2: malformed JSON"),
+    (("eval", "--data", "{beir}", "--split", "dev"), "no qrels for split 'dev'"),
+    (("search", "--index", "{idx}", "-k", "0", "x"), "k must be at least 1"),
+    (("search", "--index", "{idx}", "--idf", "corpus", "x"), "idf do not apply when searching with retriever 'bm25'"),
+])
+def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, message):
+    (tmp_path / "bad.jsonl").write_text('{"_id": "ok", "text": "fine"}\n{"_id": "x", "text": \n')
+    args = [a.format(tmp=tmp_path, idx=index_dir, beir=beir_dir) for a in args]
+    result = invoke(*args, ok=False)
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.stderr and message in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1  # one line, however long the paths
+
+
+def test_failed_add_changes_nothing(tmp_path, index_dir):
+    (tmp_path / "bad.jsonl").write_text('{"_id": "n1", "text": "quokka"}\n{"oops\n')
+    invoke("add", "--index", index_dir, tmp_path / "bad.jsonl", ok=False)
+    info = json.loads(invoke("info", index_dir).stderr)
+    assert info["documents"] == len(TINY_DOCS) and info["segments"] == 1
+
+
+def test_usage_errors_are_click_errors(index_dir):
+    result = invoke("search", "--index", index_dir, ok=False)  # no query
+    assert result.exit_code == 2 and "Missing argument" in result.output
+    assert invoke("--help").stdout.count("search") >= 1

@@ -1,0 +1,270 @@
+"""Data formats: BEIR collections, plain JSONL/TSV corpora, qrels, TREC runs, and bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from semiret.data import Collection, Document, iter_corpus, read_qrels, read_queries, read_trec_run, write_trec_run
+from semiret.data import collection as collection_module
+from semiret.data.collection import batched
+from semiret.errors import DataFormatError, SemiretError
+
+from conftest import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_jsonl
+
+
+# ---------------------------------------------------------------------------- well-formed input
+def test_beir_collection_reads_corpus_queries_and_qrels(beir_dir):
+    collection = Collection(beir_dir)
+    assert collection.name == "tiny"
+    assert list(collection.corpus()) == TINY_DOCS
+    assert collection.splits() == ["test"]
+    assert collection.qrels("test") == TINY_QRELS
+    assert collection.queries() == TINY_QUERIES
+    assert collection.queries("test") == TINY_QUERIES
+
+
+def test_collection_queries_restricted_to_split_and_missing_texts_warn(beir_dir, caplog):
+    (beir_dir / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td3\t1\nq9\td1\t1\n")
+    collection = Collection(beir_dir)
+    assert collection.splits() == ["dev", "test"]
+    with caplog.at_level(logging.WARNING):
+        assert collection.queries("dev") == {"q2": TINY_QUERIES["q2"]}
+    assert "q9" in caplog.text
+
+
+def test_collection_unknown_split_and_missing_corpus(beir_dir, tmp_path):
+    with pytest.raises(DataFormatError, match="no qrels for split 'train'.*have: test"):
+        Collection(beir_dir).qrels("train")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataFormatError, match="not a BEIR collection"):
+        Collection(tmp_path / "empty")
+
+
+def test_document_full_text_and_record():
+    assert Document("x", "body", "Title").full_text == "Title body"
+    assert Document("x", "body").full_text == "body"
+    assert Document("x", "body", "T").to_record() == {"_id": "x", "title": "T", "text": "body"}
+
+
+def test_iter_corpus_accepts_a_directory_and_a_file(beir_dir):
+    assert list(iter_corpus(beir_dir)) == list(iter_corpus(beir_dir / "corpus.jsonl"))
+
+
+def test_pyserini_jsonl_field_names(tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"id": "p1", "contents": "first passage"},
+                                                  {"id": 7, "contents": "numeric id"}])
+    assert list(iter_corpus(path)) == [Document("p1", "first passage"), Document("7", "numeric id")]
+
+
+def test_null_text_is_an_empty_document(tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": None, "title": None}])
+    assert list(iter_corpus(path)) == [Document("a", "", "")]
+
+
+def test_tsv_corpus_with_optional_title(tmp_path):
+    path = tmp_path / "docs.tsv"
+    path.write_text('a\tfirst text\n\nb\tsecond "quoted" text\tA title\n', encoding="utf-8")
+    assert list(iter_corpus(path)) == [Document("a", "first text"), Document("b", 'second "quoted" text', "A title")]
+
+
+def test_tsv_queries(tmp_path):
+    path = tmp_path / "queries.tsv"
+    path.write_text("1\tfirst query\n2\tsecond query\n", encoding="utf-8")
+    assert read_queries(path) == {"1": "first query", "2": "second query"}
+
+
+def test_jsonl_queries_with_pyserini_names(tmp_path):
+    path = write_jsonl(tmp_path / "topics.jsonl", [{"qid": "q1", "query": "what is bm25"}])
+    assert read_queries(path) == {"q1": "what is bm25"}
+
+
+def test_trec_qrels_four_columns(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("301 0 FBIS3-10082 1\n301 0 FBIS3-10169 0\n302 Q0 LA-1 2\n", encoding="utf-8")
+    assert read_qrels(path) == {"301": {"FBIS3-10082": 1, "FBIS3-10169": 0}, "302": {"LA-1": 2}}
+
+
+def test_beir_qrels_with_header_and_float_grades(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1.0\nq1\td2\t2\n", encoding="utf-8")
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 2}}
+
+
+def test_trec_run_round_trip(tmp_path):
+    run = {"q1": {"d1": 3.5, "d2": 7.25, "d3": -1.0}, "q2": {"d9": 0.125}}
+    path = tmp_path / "sub" / "run.trec"
+    write_trec_run(run, path, tag="mine")
+    lines = path.read_text().splitlines()
+    assert lines[0] == "q1 Q0 d2 1 7.250000 mine"
+    assert [line.split()[3] for line in lines] == ["1", "2", "3", "1"]
+    assert read_trec_run(path) == run
+
+
+def test_byte_order_mark_is_tolerated(tmp_path):
+    bom = "\ufeff".encode("utf-8")
+    (tmp_path / "corpus.jsonl").write_bytes(bom + b'{"_id": "a", "text": "x"}\n')
+    assert list(iter_corpus(tmp_path / "corpus.jsonl")) == [Document("a", "x")]
+    (tmp_path / "corpus.tsv").write_bytes(bom + b"a\tx\n")
+    assert list(iter_corpus(tmp_path / "corpus.tsv")) == [Document("a", "x")]
+    (tmp_path / "test.tsv").write_bytes(bom + b"query-id\tcorpus-id\tscore\nq\ta\t1\n")
+    assert read_qrels(tmp_path / "test.tsv") == {"q": {"a": 1}}
+    (tmp_path / "run.trec").write_bytes(bom + b"q Q0 a 1 2.5 t\n")
+    assert read_trec_run(tmp_path / "run.trec") == {"q": {"a": 2.5}}
+
+
+def test_batched():
+    assert list(batched(range(5), 2)) == [[0, 1], [2, 3], [4]]
+    assert list(batched([], 3)) == []
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_malformed_json_names_file_and_line(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "a", "text": "ok"}\n\n{"_id": "b", "text": "broken"\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"corpus\.jsonl:3: malformed JSON") as info:
+        list(iter_corpus(path))
+    assert info.value.line == 3 and info.value.path == path
+
+
+def test_json_line_that_is_not_an_object(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('["a", "b"]\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=":1: expected a JSON object, got list"):
+        list(iter_corpus(path))
+
+
+def test_missing_id_field(tmp_path):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"title": "t", "text": "no id"}])
+    with pytest.raises(DataFormatError, match=r":2: missing id field"):
+        list(iter_corpus(path))
+
+
+def test_missing_text_field(tmp_path):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "title": "only a title"}])
+    with pytest.raises(DataFormatError, match=r":1: missing text field"):
+        list(iter_corpus(path))
+
+
+def test_non_string_fields(tmp_path):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": ["list"]}])
+    with pytest.raises(DataFormatError, match="field 'text' must be a string"):
+        list(iter_corpus(path))
+    path = write_jsonl(tmp_path / "corpus2.jsonl", [{"_id": "a", "text": "x", "title": 5}])
+    with pytest.raises(DataFormatError, match="field 'title' must be a string"):
+        list(iter_corpus(path))
+
+
+def test_empty_document_id(tmp_path):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "  ", "text": "x"}])
+    with pytest.raises(DataFormatError, match=":1: empty document id"):
+        list(iter_corpus(path))
+
+
+def test_duplicate_document_ids(tmp_path):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "text": "y"},
+                                                   {"_id": "a", "text": "z"}])
+    with pytest.raises(DataFormatError, match=r":3: duplicate document id 'a' \(first seen on line 1\)"):
+        list(iter_corpus(path))
+
+
+def test_duplicate_query_ids(tmp_path):
+    path = write_jsonl(tmp_path / "queries.jsonl", [{"_id": "1", "text": "x"}, {"_id": "1", "text": "y"}])
+    with pytest.raises(DataFormatError, match=":2: duplicate query id '1'"):
+        read_queries(path)
+
+
+def test_huge_document_truncated_with_one_warning(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(collection_module, "MAX_DOC_CHARS", 1000)
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "big", "text": "word " * 1000},
+                                                   {"_id": "big2", "text": "x" * 5000},
+                                                   {"_id": "small", "text": "tiny"}])
+    with caplog.at_level(logging.WARNING, logger="semiret.data.collection"):
+        docs = list(iter_corpus(path))
+    assert [len(d.text) for d in docs] == [1000, 1000, 4]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "2 documents longer than 1000 characters were truncated" in warnings[0].message
+
+
+def test_default_truncation_limit_applies(tmp_path):
+    limit = collection_module.MAX_DOC_CHARS
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "big", "text": "a" * (limit + 10)}])
+    assert len(next(iter_corpus(path)).text) == limit
+
+
+def test_invalid_utf8_in_jsonl_names_the_line(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"_id": "a", "text": "fine"}\n{"_id": "b", "text": "caf\xe9"}\n')
+    with pytest.raises(DataFormatError, match=r"corpus\.jsonl:2: invalid UTF-8"):
+        list(iter_corpus(path))
+
+
+def test_invalid_utf8_in_tsv_names_the_line(tmp_path):
+    path = tmp_path / "corpus.tsv"
+    path.write_bytes(b"a\tfine\nb\tstill fine\nc\tcaf\xe9\n")
+    with pytest.raises(DataFormatError, match=r"corpus\.tsv:3: invalid UTF-8") as info:
+        list(iter_corpus(path))
+    assert info.value.line == 3
+
+
+def test_invalid_utf8_in_qrels_and_runs_names_the_line(tmp_path):
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_bytes(b"q1 0 d1 1\nq1 0 d\xff 1\n")
+    with pytest.raises(DataFormatError, match=r"qrels\.txt:2: invalid UTF-8"):
+        read_qrels(qrels)
+    run = tmp_path / "run.trec"
+    run.write_bytes(b"q1 Q0 d1 1 1.0 t\nq1 Q0 d\xff 2 0.5 t\n")
+    with pytest.raises(DataFormatError, match=r"run\.trec:2: invalid UTF-8"):
+        read_trec_run(run)
+
+
+def test_tsv_row_without_text(tmp_path):
+    path = tmp_path / "corpus.tsv"
+    path.write_text("a\ttext\nlonely-id\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":2: expected 'id<TAB>text'"):
+        list(iter_corpus(path))
+
+
+def test_bad_qrels_lines(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 d1 1\nq1 d2\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":2: expected 3 \(BEIR\) or 4 \(TREC\) columns, got 2"):
+        read_qrels(path)
+    path.write_text("q1 0 d1 high\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":1: relevance grade 'high' is not a number"):
+        read_qrels(path)
+
+
+def test_bad_run_lines(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d1 1 1.0\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=":1: expected 6 columns"):
+        read_trec_run(path)
+    path.write_text("q1 Q0 d1 1 high tag\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=":1: score 'high' is not a number"):
+        read_trec_run(path)
+
+
+def test_missing_files_are_data_errors(tmp_path):
+    for reader in (iter_corpus, read_queries, read_qrels, read_trec_run):
+        with pytest.raises(DataFormatError, match="file not found"):
+            result = reader(tmp_path / "nope.jsonl")
+            list(result) if not isinstance(result, dict) else None
+
+
+def test_data_errors_are_semiret_errors_and_value_errors():
+    error = DataFormatError("boom", "f.jsonl", 4)
+    assert isinstance(error, SemiretError) and isinstance(error, ValueError)
+    assert str(error) == "f.jsonl:4: boom"
+
+
+def test_corpus_is_streamed(tmp_path):
+    """A bad line late in the file only fails when reached: earlier documents are yielded first."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"_id": "a", "text": "x"}) + "\n{oops\n", encoding="utf-8")
+    stream = iter_corpus(path)
+    assert next(stream) == Document("a", "x")
+    with pytest.raises(DataFormatError):
+        next(stream)

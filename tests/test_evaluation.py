@@ -1,0 +1,152 @@
+"""Evaluation: ir_measures figures against pytrec_eval computed directly, and the evaluation runner."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import pytrec_eval
+
+from semiret.data import read_trec_run
+from semiret.evaluation import DEFAULT_MEASURES, evaluate, parse_measures, score_run
+from semiret.evaluation.metrics import per_query
+from semiret.errors import DataFormatError, SemiretError
+
+from conftest import TINY_QRELS, write_beir
+
+FIGURE_KEYS = {"nDCG@10", "R@100", "MRR@10", "index_build_s", "index_size_mb", "latency_ms_median"}
+
+
+def random_run_and_qrels(seed: int, n_queries=30, n_docs=400):
+    """Graded qrels (with explicit zeros) and a tie-free run of 150 documents per query."""
+    rng = np.random.default_rng(seed)
+    docs = [f"D{i}" for i in range(n_docs)]
+    qrels, run = {}, {}
+    for q in range(n_queries):
+        judged = rng.choice(n_docs, size=int(rng.integers(1, 25)), replace=False)
+        qrels[f"q{q}"] = {docs[d]: int(rng.integers(0, 4)) for d in judged}
+        retrieved = rng.choice(n_docs, size=150, replace=False)
+        scores = rng.permutation(150).astype(float) + rng.uniform(0, 0.5)
+        run[f"q{q}"] = {docs[d]: float(s) for d, s in zip(retrieved, scores)}
+    return run, qrels
+
+
+def top(run: dict, k: int) -> dict:
+    return {q: dict(sorted(docs.items(), key=lambda x: -x[1])[:k]) for q, docs in run.items()}
+
+
+def pytrec_means(run, qrels) -> dict[str, float]:
+    """nDCG@10, R@100 and RR@10 straight from pytrec_eval, averaged over all judged queries."""
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_100"})
+    full = evaluator.evaluate(run)
+    rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top(run, 10))
+    n = len(qrels)
+    return {
+        "nDCG@10": sum(v["ndcg_cut_10"] for v in full.values()) / n,
+        "R@100": sum(v["recall_100"] for v in full.values()) / n,
+        "MRR@10": sum(v["recip_rank"] for v in rr.values()) / n,
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_measures_equal_pytrec_eval(seed):
+    run, qrels = random_run_and_qrels(seed)
+    ours = score_run(run, qrels)
+    assert set(ours) == {"nDCG@10", "R@100", "MRR@10"}
+    reference = pytrec_means(run, qrels)
+    for name, value in reference.items():
+        assert ours[name] == pytest.approx(value, abs=1e-9), name
+    assert 0 < ours["nDCG@10"] < 1
+
+
+def test_queries_missing_from_the_run_count_as_zero():
+    run, qrels = random_run_and_qrels(3)
+    partial = {q: docs for i, (q, docs) in enumerate(run.items()) if i % 2 == 0}
+    ours = score_run(partial, qrels)
+    reference = pytrec_means(partial, qrels)  # divides by all judged queries
+    for name, value in reference.items():
+        assert ours[name] == pytest.approx(value, abs=1e-9)
+    assert ours["nDCG@10"] < score_run(run, qrels)["nDCG@10"]
+    assert score_run({}, qrels) == {"nDCG@10": 0.0, "R@100": 0.0, "MRR@10": 0.0}
+
+
+def test_unjudged_queries_in_the_run_are_ignored():
+    run, qrels = random_run_and_qrels(4)
+    extra = dict(run, unjudged={"D1": 1.0})
+    assert score_run(extra, qrels) == score_run(run, qrels)
+
+
+def test_perfect_and_hand_computed_runs():
+    qrels = {"q": {"a": 1, "b": 1}}
+    assert score_run({"q": {"a": 2.0, "b": 1.0, "c": 0.5}}, qrels) == pytest.approx(
+        {"nDCG@10": 1.0, "R@100": 1.0, "MRR@10": 1.0})
+    figures = score_run({"q": {"c": 3.0, "a": 2.0}}, qrels)
+    assert figures["MRR@10"] == pytest.approx(0.5)
+    assert figures["R@100"] == pytest.approx(0.5)
+    assert figures["nDCG@10"] == pytest.approx((1 / np.log2(3)) / (1 + 1 / np.log2(3)))
+
+
+def test_parse_measures():
+    assert parse_measures(None) == DEFAULT_MEASURES
+    parsed = parse_measures(["MRR@10", "P@5", "nDCG@20"])
+    assert list(parsed) == ["MRR@10", "P@5", "nDCG@20"]
+    assert str(parsed["MRR@10"]) == "RR@10"
+    run, qrels = random_run_and_qrels(5)
+    figures = score_run(run, qrels, parsed)
+    assert figures["MRR@10"] == pytest.approx(pytrec_means(run, qrels)["MRR@10"], abs=1e-9)
+
+
+def test_per_query_values():
+    run, qrels = random_run_and_qrels(6)
+    values = per_query({q: d for q, d in run.items() if q != "q0"}, qrels, DEFAULT_MEASURES["nDCG@10"])
+    assert set(values) == set(qrels) and values["q0"] == 0.0
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run)
+    assert values["q1"] == pytest.approx(reference["q1"]["ndcg_cut_10"])
+
+
+# ---------------------------------------------------------------------------- the evaluation runner
+def test_evaluate_on_a_tiny_collection(beir_dir, tmp_path):
+    run_path = tmp_path / "runs" / "bm25.trec"
+    figures = evaluate(beir_dir, "bm25", index=tmp_path / "idx", run_path=run_path)
+    assert FIGURE_KEYS <= set(figures)
+    assert figures["queries"] == 3 and figures["documents"] == 6 and figures["dataset"] == "tiny"
+    assert figures["index_build_s"] > 0 and figures["index_size_mb"] > 0 and figures["latency_ms_median"] > 0
+    assert figures["nDCG@10"] > 0.5
+    run = read_trec_run(run_path)
+    assert set(run) == set(TINY_QRELS)
+    assert score_run(run, TINY_QRELS) == pytest.approx({k: figures[k] for k in ("nDCG@10", "R@100", "MRR@10")},
+                                                       abs=1e-6)
+    again = evaluate(beir_dir, "bm25", index=tmp_path / "idx")  # reuses the index
+    assert again["index_build_s"] is None and again["nDCG@10"] == figures["nDCG@10"]
+    rebuilt = evaluate(beir_dir, "bm25", index=tmp_path / "idx", rebuild=True, k1=0.9)
+    assert rebuilt["index_build_s"] > 0
+
+
+def test_evaluate_without_an_index_leaves_nothing(beir_dir, tmp_path, monkeypatch):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    figures = evaluate(beir_dir, "bot")
+    assert figures["retriever"] == "bot" and figures["nDCG@10"] > 0
+    assert list(scratch.iterdir()) == []
+
+
+def test_unknown_documents_in_qrels_warn_but_do_not_crash(tmp_path, caplog):
+    qrels = {"q1": {"d1": 1, "ghost-doc": 1}, "q2": {"d3": 1}, "q3": {"d4": 1}}
+    root = write_beir(tmp_path / "ghostly", qrels=qrels)
+    with caplog.at_level(logging.WARNING, logger="semiret.evaluation.evaluate"):
+        figures = evaluate(root, "bm25")
+    assert "1 judged documents are not in the index" in caplog.text and "ghost-doc" in caplog.text
+    assert 0 < figures["R@100"] < 1  # the unknown document counts as never retrieved
+
+
+def test_evaluate_errors(beir_dir):
+    with pytest.raises(SemiretError, match="unknown retriever"):
+        evaluate(beir_dir, "nope")
+    with pytest.raises(DataFormatError, match="no qrels for split 'dev'"):
+        evaluate(beir_dir, "bm25", split="dev")
+    with pytest.raises(SemiretError, match="do not apply to retriever 'bm25'"):
+        evaluate(beir_dir, "bm25", idf="corpus")

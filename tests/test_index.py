@@ -1,0 +1,601 @@
+"""The segmented inverted index: formats, exact top-k against brute force, add/delete/merge, crash safety."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from semiret.data import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes import BM25Parameters, InvertedIndex, Postings, SparseQuery
+from semiret.indexes import inverted as inverted_module
+
+from conftest import leftovers
+
+VOCAB = 60
+ANALYZER = {"type": "test"}
+
+
+# ---------------------------------------------------------------------------- random data and brute force
+def random_postings(rng, n_docs, first_id=0, vocab=VOCAB, kind="impact", empty_every=0) -> Postings:
+    """Doc-major rows over ``vocab`` terms: counts for bm25/binary, float weights for impact."""
+    offsets, terms, values, lengths, docs = [0], [], [], [], []
+    for i in range(n_docs):
+        n = 0 if empty_every and i % empty_every == 0 else int(rng.integers(1, 12))
+        row = rng.choice(vocab, size=n, replace=False)
+        vals = rng.integers(1, 6, size=n).astype(np.float32) if kind != "impact" else rng.uniform(0.05, 3, n)
+        terms.extend(row.tolist())
+        values.extend(vals.tolist())
+        lengths.append(int(vals.sum()) + int(rng.integers(0, 4)) if kind == "bm25" else n)
+        offsets.append(len(terms))
+        doc_id = f"doc{first_id + i}"
+        docs.append(Document(doc_id, f"text of {doc_id}", f"title {first_id + i}"))
+    return Postings(ids=[d.id for d in docs], offsets=np.asarray(offsets, np.int64),
+                    terms=np.asarray(terms, np.int32), values=np.asarray(values, np.float32),
+                    lengths=np.asarray(lengths, np.int32), documents=docs)
+
+
+def dense(postings: Postings, vocab=VOCAB) -> np.ndarray:
+    matrix = np.zeros((len(postings), vocab), np.float64)
+    for d in range(len(postings)):
+        s, e = postings.offsets[d], postings.offsets[d + 1]
+        matrix[d, postings.terms[s:e]] = postings.values[s:e]
+    return matrix
+
+
+def bm25_matrix(tf: np.ndarray, lengths: np.ndarray, k1=1.5, b=0.75) -> tuple[np.ndarray, np.ndarray]:
+    """(document-side saturation matrix, idf per term), the textbook Lucene formulas in float64."""
+    avgdl = lengths.mean()
+    norm = k1 * (1 - b + b * lengths[:, None] / avgdl)
+    sat = np.where(tf > 0, tf / (tf + norm), 0.0)  # Lucene's BM25 (no (k1+1) factor)
+    df = (tf > 0).sum(0)
+    idf = np.log(1 + (len(tf) - df + 0.5) / (df + 0.5))
+    return sat, idf
+
+
+def random_queries(rng, n, vocab=VOCAB) -> list[SparseQuery]:
+    out = []
+    for _ in range(n):
+        m = int(rng.integers(1, 6))
+        out.append(SparseQuery.from_pairs(rng.choice(vocab, size=m, replace=False), rng.uniform(0.1, 2, m)))
+    return out
+
+
+def query_vector(query: SparseQuery, vocab=VOCAB) -> np.ndarray:
+    v = np.zeros(vocab)
+    v[query.terms] = query.weights
+    return v
+
+
+def assert_exact_topk(hits_ids, hits_scores, expected: np.ndarray, ids: list[str], k: int, live=None, rtol=1e-5):
+    """Top-k equal to brute force up to ties: same score list, and every returned id has its true score."""
+    live = np.ones(len(expected), bool) if live is None else live
+    candidates = np.flatnonzero((expected > 0) & live)
+    best = np.sort(expected[candidates])[::-1][:k]
+    assert len(hits_ids) == len(best) == len(set(hits_ids))
+    np.testing.assert_allclose(hits_scores, best, rtol=rtol, atol=1e-6)
+    assert all(a >= b for a, b in zip(hits_scores, hits_scores[1:]))
+    position = {doc_id: i for i, doc_id in enumerate(ids)}
+    for doc_id, score in zip(hits_ids, hits_scores):
+        assert live[position[doc_id]]
+        assert score == pytest.approx(expected[position[doc_id]], rel=rtol, abs=1e-6)
+
+
+def build(path, kind, postings, quantize_bits=None, **kwargs) -> InvertedIndex:
+    return InvertedIndex.build(path, kind, [postings] if postings is not None else [], vocab_size=VOCAB,
+                               analyzer=ANALYZER, quantize_bits=quantize_bits, **kwargs)
+
+
+# ---------------------------------------------------------------------------- formats
+@pytest.mark.parametrize("kind,bits", [("binary", None), ("impact", None), ("impact", 8), ("bm25", None)])
+def test_build_open_round_trip(tmp_path, kind, bits):
+    rng = np.random.default_rng(1)
+    postings = random_postings(rng, 80, kind=kind)
+    built = build(tmp_path / "idx", kind, postings, quantize_bits=bits)
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.kind == kind and reopened.n_docs == 80 and len(reopened.segments) == 1
+    assert reopened.meta["analyzer"] == ANALYZER and reopened.vocab_size == VOCAB
+    assert (reopened.meta["quantization"] or {}).get("bits") == bits
+    seg = reopened.segments[0]
+    assert seg.docs.dtype == np.int32 and seg.indptr.dtype == np.int64
+    if kind == "binary":
+        assert seg.values is None and not (seg.path / "postings.values.npy").exists()
+    else:
+        assert seg.values.dtype == (np.uint8 if bits else np.float32)
+    assert isinstance(seg.docs, np.memmap)  # memory-mapped, not read up front
+    assert "doc17" in reopened and "doc80" not in reopened
+    assert reopened.get_document("doc17") == postings.documents[17]
+    queries = random_queries(rng, 10)
+    a, b = built.search(queries, k=7), reopened.search(queries, k=7)
+    assert a.ids == b.ids and a.scores == b.scores
+    assert reopened.describe()["documents"] == 80 and reopened.describe()["size_bytes"] > 0
+    assert leftovers(tmp_path) == []
+
+
+def test_store_texts_false_keeps_no_texts(tmp_path):
+    postings = random_postings(np.random.default_rng(0), 10)
+    index = build(tmp_path / "idx", "impact", postings, store_texts=False)
+    assert "doc3" in index and index.get_document("doc3") is None
+    assert not list((tmp_path / "idx").rglob("texts.*"))
+
+
+def test_unknown_kind_and_quantization(tmp_path):
+    with pytest.raises(SemiretError, match="unknown index kind 'dense'"):
+        build(tmp_path / "a", "dense", None)
+    with pytest.raises(SemiretError, match="only 8-bit"):
+        build(tmp_path / "b", "impact", None, quantize_bits=4)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+# ---------------------------------------------------------------------------- exact top-k
+@pytest.mark.parametrize("k", [1, 3, 10, 50, 500])
+def test_impact_topk_equals_brute_force(tmp_path, k):
+    rng = np.random.default_rng(k)
+    postings = random_postings(rng, 300)
+    index = build(tmp_path / "idx", "impact", postings)
+    queries = random_queries(rng, 20)
+    hits = index.search(queries, k=k)
+    matrix = dense(postings)
+    for q, query in enumerate(queries):
+        assert_exact_topk(hits.ids[q], hits.scores[q], matrix @ query_vector(query), postings.ids, k)
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_quantized_impact_topk_equals_brute_force_on_dequantized_weights(tmp_path, k):
+    rng = np.random.default_rng(10 + k)
+    postings = random_postings(rng, 250)
+    index = build(tmp_path / "idx", "impact", postings, quantize_bits=8)
+    scale = postings.values.max() / 255.0
+    assert index.meta["quantization"]["scale"] == pytest.approx(scale)
+    quantized = postings.values.copy()
+    quantized[:] = np.clip(np.rint(postings.values / scale), 1, 255) * scale
+    dequantized = dense(Postings(postings.ids, postings.offsets, postings.terms, quantized, postings.lengths))
+    assert np.abs(dequantized - dense(postings)).max() <= scale / 2 + 1e-6
+    queries = random_queries(rng, 20)
+    hits = index.search(queries, k=k)
+    for q, query in enumerate(queries):
+        assert_exact_topk(hits.ids[q], hits.scores[q], dequantized @ query_vector(query), postings.ids, k, rtol=1e-4)
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_binary_topk_equals_brute_force(tmp_path, k):
+    rng = np.random.default_rng(20 + k)
+    postings = random_postings(rng, 300, kind="binary")
+    index = build(tmp_path / "idx", "binary", postings)
+    queries = random_queries(rng, 20)
+    hits = index.search(queries, k=k)
+    matrix = (dense(postings) > 0).astype(float)
+    for q, query in enumerate(queries):
+        assert_exact_topk(hits.ids[q], hits.scores[q], matrix @ query_vector(query), postings.ids, k)
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_bm25_topk_equals_brute_force(tmp_path, k):
+    rng = np.random.default_rng(30 + k)
+    postings = random_postings(rng, 300, kind="bm25")
+    index = build(tmp_path / "idx", "bm25", postings)
+    sat, idf = bm25_matrix(dense(postings), postings.lengths.astype(float))
+    queries = random_queries(rng, 20)
+    hits = index.search(queries, k=k)
+    for q, query in enumerate(queries):
+        expected = sat @ (query_vector(query) * idf)
+        assert_exact_topk(hits.ids[q], hits.scores[q], expected, postings.ids, k)
+
+
+def test_bm25_parameters_are_used(tmp_path):
+    rng = np.random.default_rng(3)
+    postings = random_postings(rng, 100, kind="bm25")
+    index = build(tmp_path / "idx", "bm25", postings, bm25=BM25Parameters(k1=0.9, b=0.4))
+    assert InvertedIndex.open(tmp_path / "idx").bm25 == BM25Parameters(0.9, 0.4)
+    sat, idf = bm25_matrix(dense(postings), postings.lengths.astype(float), k1=0.9, b=0.4)
+    query = random_queries(rng, 1)[0]
+    hits = index.search([query], k=10)
+    assert_exact_topk(hits.ids[0], hits.scores[0], sat @ (query_vector(query) * idf), postings.ids, 10)
+
+
+def test_multithreaded_search_equals_single_thread(tmp_path):
+    rng = np.random.default_rng(4)
+    postings = random_postings(rng, 300)
+    index = build(tmp_path / "idx", "impact", postings)
+    index.add(random_postings(rng, 50, first_id=300))
+    queries = random_queries(rng, 37)
+    one, many = index.search(queries, k=9), index.search(queries, k=9, n_threads=4)
+    assert one.ids == many.ids and one.scores == many.scores
+
+
+def test_search_validates_queries(tmp_path):
+    index = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 20))
+    with pytest.raises(SemiretError, match="k must be at least 1"):
+        index.search([SparseQuery.from_pairs([1])], k=0)
+    with pytest.raises(SemiretError, match="finite and non-negative"):
+        index.search([SparseQuery.from_pairs([1, 2], [1.0, -1.0])])
+    with pytest.raises(SemiretError, match="finite and non-negative"):
+        index.search([SparseQuery.from_pairs([1], [float("nan")])])
+    with pytest.raises(SemiretError, match="2 terms but 1 weights"):
+        index.search([SparseQuery(np.array([1, 2], np.int32), np.array([1.0], np.float32))])
+
+
+def test_out_of_vocabulary_and_empty_queries_return_nothing(tmp_path):
+    index = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 20))
+    hits = index.search([SparseQuery.from_pairs([VOCAB + 5, -1]), SparseQuery.from_pairs([]),
+                         SparseQuery.from_pairs([3], [0.0])], k=5)
+    assert hits.ids == [[], [], []] and hits.scores == [[], [], []]
+    assert index.search([], k=5).ids == []
+
+
+def test_impact_weights_must_be_finite_and_non_negative(tmp_path):
+    postings = random_postings(np.random.default_rng(0), 5)
+    postings.values[2] = -0.5
+    with pytest.raises(SemiretError, match="impact weights must be finite and non-negative"):
+        build(tmp_path / "idx", "impact", postings)
+    assert not (tmp_path / "idx").exists() and leftovers(tmp_path) == []
+
+
+def test_zero_impact_weights_never_duplicate_hits(tmp_path):
+    """A posting with weight 0 must not make a document count twice (or at all, for that term)."""
+    postings = Postings(ids=["a", "b", "c"], offsets=np.array([0, 2, 4, 5], np.int64),
+                        terms=np.array([1, 2, 1, 2, 2], np.int32),
+                        values=np.array([0.0, 1.0, 0.0, 0.5, 0.0], np.float32),
+                        lengths=np.array([2, 2, 1], np.int32))
+    index = build(tmp_path / "idx", "impact", postings)
+    hits = index.search([SparseQuery.from_pairs([1, 2])], k=5)
+    assert hits.ids == [["a", "b"]] and hits.scores == [[1.0, 0.5]]
+    hits = index.search([SparseQuery.from_pairs([1])], k=5)
+    assert hits.ids == [[]]
+
+
+def test_term_ids_outside_the_vocabulary_are_rejected(tmp_path):
+    postings = random_postings(np.random.default_rng(0), 5)
+    postings.terms[0] = VOCAB
+    with pytest.raises(SemiretError, match=f"term id {VOCAB} is outside the vocabulary"):
+        build(tmp_path / "idx", "impact", postings)
+    postings.terms[0] = -1
+    with pytest.raises(SemiretError, match="term id -1 is outside the vocabulary"):
+        build(tmp_path / "idx", "impact", postings)
+
+
+# ---------------------------------------------------------------------------- empty documents and empty indexes
+def test_empty_documents_are_indexed_but_never_retrieved(tmp_path):
+    rng = np.random.default_rng(5)
+    postings = random_postings(rng, 50, kind="bm25", empty_every=5)
+    index = build(tmp_path / "idx", "bm25", postings)
+    assert index.n_docs == 50 and "doc0" in index and "doc5" in index
+    empty = {f"doc{i}" for i in range(0, 50, 5)}
+    hits = index.search([SparseQuery.from_pairs(range(VOCAB))], k=50)
+    assert len(hits.ids[0]) == 50 - len(empty) and not empty & set(hits.ids[0])
+
+
+def test_empty_index_can_be_searched_and_grown(tmp_path):
+    index = build(tmp_path / "idx", "bm25", None)
+    assert index.n_docs == 0 and index.segments == []
+    assert index.search([SparseQuery.from_pairs([1])], k=3).ids == [[]]
+    index.add(random_postings(np.random.default_rng(0), 10, kind="bm25"))
+    assert InvertedIndex.open(tmp_path / "idx").n_docs == 10
+
+
+# ---------------------------------------------------------------------------- add / delete / merge
+def test_add_is_searchable_at_once_and_after_reopening(tmp_path):
+    rng = np.random.default_rng(6)
+    first = random_postings(rng, 100)
+    index = build(tmp_path / "idx", "impact", first)
+    second = random_postings(rng, 40, first_id=100)
+    assert index.add(second) == 40
+    assert index.n_docs == 140 and len(index.segments) == 2
+    all_ids = first.ids + second.ids
+    matrix = np.vstack([dense(first), dense(second)])
+    queries = random_queries(rng, 15)
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        hits = current.search(queries, k=12)
+        for q, query in enumerate(queries):
+            assert_exact_topk(hits.ids[q], hits.scores[q], matrix @ query_vector(query), all_ids, 12)
+        assert current.get_document("doc120") == second.documents[20]
+
+
+def test_add_duplicate_id_is_an_error_unless_replace(tmp_path):
+    postings = Postings(["a", "b"], np.array([0, 1, 2]), np.array([1, 2], np.int32),
+                        np.array([1.0, 1.0], np.float32), np.array([1, 1], np.int32))
+    index = build(tmp_path / "idx", "impact", postings)
+    again = Postings(["c", "b"], np.array([0, 1, 2]), np.array([3, 3], np.int32),
+                     np.array([2.0, 5.0], np.float32), np.array([1, 1], np.int32))
+    with pytest.raises(SemiretError, match="document 'b' is already in"):
+        index.add(again)
+    assert index.n_docs == 2 and "c" not in index and len(index.segments) == 1
+    assert InvertedIndex.open(tmp_path / "idx").n_docs == 2
+    assert index.add(again, replace=True) == 2
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert current.n_docs == 3
+        assert current.search([SparseQuery.from_pairs([2])]).ids == [[]]  # old 'b' is gone
+        assert current.search([SparseQuery.from_pairs([3])]).ids == [["b", "c"]]
+
+
+def test_duplicate_ids_within_one_batch(tmp_path):
+    postings = Postings(["a", "a"], np.array([0, 1, 2]), np.array([1, 2], np.int32),
+                        np.array([1.0, 1.0], np.float32), np.array([1, 1], np.int32))
+    with pytest.raises(SemiretError, match="duplicate document id 'a'"):
+        build(tmp_path / "idx", "impact", postings)
+    index = build(tmp_path / "idx2", "impact", random_postings(np.random.default_rng(0), 3))
+    with pytest.raises(SemiretError, match="duplicate document id 'a'"):
+        index.add(postings, replace=True)
+    assert index.n_docs == 3
+
+
+def test_rejected_replace_keeps_the_old_documents(tmp_path):
+    """add(replace=True) with bad input must fail before deleting the versions it would replace."""
+    index = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 3))
+    twice = Postings(["doc1", "doc1"], np.array([0, 1, 2]), np.array([1, 2], np.int32),
+                     np.array([1.0, 1.0], np.float32), np.array([1, 1], np.int32))
+    negative = Postings(["doc2"], np.array([0, 1]), np.array([1], np.int32), np.array([-1.0], np.float32),
+                        np.array([1], np.int32))
+    outside = Postings(["doc0"], np.array([0, 1]), np.array([VOCAB], np.int32), np.array([1.0], np.float32),
+                       np.array([1], np.int32))
+    for bad in (twice, negative, outside):
+        with pytest.raises(SemiretError):
+            index.add(bad, replace=True)
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert current.n_docs == 3 and all(f"doc{i}" in current for i in range(3))
+
+
+def test_delete_is_seen_at_once_and_after_reopening(tmp_path):
+    rng = np.random.default_rng(7)
+    postings = random_postings(rng, 120)
+    index = build(tmp_path / "idx", "impact", postings)
+    gone = [f"doc{i}" for i in range(0, 120, 3)]
+    assert index.delete(gone) == len(gone)
+    live = np.array([i % 3 != 0 for i in range(120)])
+    queries = random_queries(rng, 15)
+    matrix = dense(postings)
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert current.n_docs == 80 and current.n_stored == 120
+        assert "doc3" not in current and current.get_document("doc3") is None and "doc4" in current
+        hits = current.search(queries, k=20)
+        for q, query in enumerate(queries):
+            assert_exact_topk(hits.ids[q], hits.scores[q], matrix @ query_vector(query), postings.ids, 20, live)
+
+
+def test_delete_unknown_or_already_deleted_id_is_an_error(tmp_path):
+    index = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 5))
+    with pytest.raises(SemiretError, match="cannot delete 'nope'"):
+        index.delete(["doc1", "nope"])
+    assert index.n_docs == 5 and InvertedIndex.open(tmp_path / "idx").n_docs == 5  # nothing half-done
+    index.delete(["doc1"])
+    with pytest.raises(SemiretError, match="cannot delete 'doc1'"):
+        index.delete(["doc1"])
+    assert index.delete(["doc1", "nope"], missing_ok=True) == 0
+
+
+def test_repeated_id_in_one_delete_call(tmp_path):
+    index = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 5))
+    assert index.delete(["doc1", "doc1"]) == 1
+    assert index.delete(["doc2"]) == 1
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.n_docs == 3 and "doc1" not in reopened and "doc2" not in reopened
+
+
+def test_delete_then_add_same_id_in_a_later_segment(tmp_path):
+    index = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 5))
+    index.delete(["doc2"])
+    new = Postings(["doc2"], np.array([0, 1]), np.array([7], np.int32), np.array([9.0], np.float32),
+                   np.array([1], np.int32), [Document("doc2", "new text")])
+    index.add(new)
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert current.n_docs == 5 and current.get_document("doc2").text == "new text"
+        assert current.search([SparseQuery.from_pairs([7])], k=1).ids == [["doc2"]]
+        assert current.search([SparseQuery.from_pairs([7])], k=1).scores[0][0] >= 9.0
+
+
+def test_merge_drops_deleted_and_keeps_results(tmp_path):
+    rng = np.random.default_rng(8)
+    parts = [random_postings(rng, 60, first_id=60 * i) for i in range(3)]
+    index = build(tmp_path / "idx", "impact", parts[0])
+    index.add(parts[1])
+    index.add(parts[2])
+    index.delete([f"doc{i}" for i in range(0, 180, 4)])
+    queries = random_queries(rng, 10)
+    before = index.search(queries, k=15)
+    old_dirs = {s.path for s in index.segments}
+    index.merge()
+    assert len(index.segments) == 1 and index.n_docs == index.n_stored == 135
+    assert not any(p.exists() for p in old_dirs)
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        after = current.search(queries, k=15)
+        for q in range(len(queries)):
+            np.testing.assert_allclose(after.scores[q], before.scores[q], rtol=1e-6)
+        assert current.get_document("doc5") == parts[0].documents[5] and "doc4" not in current
+    assert leftovers(tmp_path) == []
+
+
+def test_merge_bm25_equals_fresh_build_of_live_documents(tmp_path):
+    rng = np.random.default_rng(9)
+    parts = [random_postings(rng, 80, first_id=80 * i, kind="bm25") for i in range(3)]
+    index = build(tmp_path / "idx", "bm25", parts[0])
+    index.add(parts[1])
+    index.add(parts[2])
+    deleted = {f"doc{i}" for i in rng.choice(240, size=70, replace=False)}
+    index.delete(sorted(deleted))
+    index.merge()
+    everything = Postings.concatenate(parts)
+    keep = [i for i, doc_id in enumerate(everything.ids) if doc_id not in deleted]
+    live = Postings(ids=[everything.ids[i] for i in keep],
+                    offsets=np.concatenate([[0], np.cumsum([everything.offsets[i + 1] - everything.offsets[i]
+                                                            for i in keep])]).astype(np.int64),
+                    terms=np.concatenate([everything.terms[everything.offsets[i]:everything.offsets[i + 1]] for i in keep]),
+                    values=np.concatenate([everything.values[everything.offsets[i]:everything.offsets[i + 1]] for i in keep]),
+                    lengths=everything.lengths[keep])
+    fresh = build(tmp_path / "fresh", "bm25", live)
+    assert index.segments[0].avgdl == pytest.approx(fresh.segments[0].avgdl)
+    np.testing.assert_allclose(index.idf(), fresh.idf(), rtol=1e-6)
+    queries = random_queries(rng, 25)
+    merged_hits, fresh_hits = index.search(queries, k=30), fresh.search(queries, k=30)
+    sat, idf = bm25_matrix(dense(live), live.lengths.astype(float))
+    for q, query in enumerate(queries):
+        np.testing.assert_allclose(merged_hits.scores[q], fresh_hits.scores[q], rtol=1e-5, atol=1e-5)
+        assert_exact_topk(merged_hits.ids[q], merged_hits.scores[q], sat @ (query_vector(query) * idf), live.ids, 30)
+
+
+def test_merge_of_a_fully_deleted_index(tmp_path):
+    index = build(tmp_path / "idx", "bm25", random_postings(np.random.default_rng(0), 4, kind="bm25"))
+    index.delete(["doc0", "doc1", "doc2", "doc3"])
+    index.merge()
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert current.n_docs == 0 and current.search([SparseQuery.from_pairs(range(VOCAB))]).ids == [[]]
+
+
+def test_merge_quantized_keeps_scale(tmp_path):
+    rng = np.random.default_rng(11)
+    index = build(tmp_path / "idx", "impact", random_postings(rng, 50), quantize_bits=8)
+    index.add(random_postings(rng, 50, first_id=50))
+    index.delete(["doc3", "doc77"])
+    queries = random_queries(rng, 10)
+    before = index.search(queries, k=10)
+    index.merge()
+    after = InvertedIndex.open(tmp_path / "idx").search(queries, k=10)
+    for q in range(len(queries)):
+        np.testing.assert_allclose(after.scores[q], before.scores[q], rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- never half-written
+def test_build_into_existing_path_without_overwrite(tmp_path):
+    rng = np.random.default_rng(12)
+    original = random_postings(rng, 30)
+    build(tmp_path / "idx", "impact", original)
+    meta_before = (tmp_path / "idx" / "meta.json").read_bytes()
+    consumed = []
+
+    def batches():
+        consumed.append(True)
+        yield random_postings(rng, 10, first_id=100)
+
+    with pytest.raises(IndexFormatError, match="already exists"):
+        InvertedIndex.build(tmp_path / "idx", "impact", batches(), vocab_size=VOCAB, analyzer=ANALYZER)
+    assert consumed == []  # refused before reading any documents
+    assert (tmp_path / "idx" / "meta.json").read_bytes() == meta_before
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.n_docs == 30 and "doc0" in reopened and "doc100" not in reopened
+    assert leftovers(tmp_path) == []
+
+
+def test_build_with_overwrite_replaces_the_index(tmp_path):
+    rng = np.random.default_rng(13)
+    build(tmp_path / "idx", "impact", random_postings(rng, 30))
+    build(tmp_path / "idx", "bm25", random_postings(rng, 5, first_id=500, kind="bm25"), overwrite=True)
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.kind == "bm25" and reopened.n_docs == 5 and "doc0" not in reopened and "doc500" in reopened
+    assert leftovers(tmp_path) == []
+
+
+def test_overwrite_refuses_a_directory_that_is_not_an_index(tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(IndexFormatError, match="not a semiret index"):
+        build(precious, "impact", random_postings(np.random.default_rng(0), 3), overwrite=True)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    assert leftovers(tmp_path) == []
+    (tmp_path / "empty").mkdir()
+    assert build(tmp_path / "empty", "impact", random_postings(np.random.default_rng(0), 3), overwrite=True).n_docs == 3
+
+
+def test_failure_during_build_leaves_nothing(tmp_path):
+    rng = np.random.default_rng(14)
+
+    def failing():
+        yield random_postings(rng, 10)
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        InvertedIndex.build(tmp_path / "idx", "impact", failing(), vocab_size=VOCAB, analyzer=ANALYZER)
+    assert not (tmp_path / "idx").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_during_overwrite_keeps_the_old_index(tmp_path):
+    rng = np.random.default_rng(15)
+    build(tmp_path / "idx", "impact", random_postings(rng, 30))
+
+    def failing():
+        yield random_postings(rng, 10, first_id=100)
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        InvertedIndex.build(tmp_path / "idx", "impact", failing(), vocab_size=VOCAB, analyzer=ANALYZER, overwrite=True)
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.n_docs == 30 and "doc100" not in reopened
+    assert leftovers(tmp_path) == []
+
+
+def _failing_commit(monkeypatch):
+    def boom(path, data):
+        raise OSError("simulated crash before the commit")
+
+    monkeypatch.setattr(inverted_module, "atomic_write_json", boom)
+
+
+def test_interrupted_delete_is_invisible_and_later_deletes_stay_correct(tmp_path, monkeypatch):
+    build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(16), 10))
+    with monkeypatch.context() as patch:
+        _failing_commit(patch)
+        with pytest.raises(OSError):
+            InvertedIndex.open(tmp_path / "idx").delete(["doc1"])
+    index = InvertedIndex.open(tmp_path / "idx")
+    assert index.n_docs == 10 and "doc1" in index  # the uncommitted delete never happened
+    index.delete(["doc2"])
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert "doc1" in reopened and "doc2" not in reopened and reopened.n_docs == 9
+
+
+def test_interrupted_add_is_invisible_and_later_adds_work(tmp_path, monkeypatch):
+    terms = ["alpha", "beta"]
+    first = Postings(["a"], np.array([0, 2]), np.array([0, 1], np.int32), np.array([1.0, 1.0], np.float32),
+                     np.array([2], np.int32))
+    InvertedIndex.build(tmp_path / "idx", "bm25", [first], vocab_size=0, analyzer=ANALYZER, vocab=terms)
+    index = InvertedIndex.open(tmp_path / "idx")
+    index.vocab.extend(["gamma", "delta"])
+    lost = Postings(["b"], np.array([0, 2]), np.array([2, 3], np.int32), np.array([1.0, 1.0], np.float32),
+                    np.array([2], np.int32))
+    with monkeypatch.context() as patch:
+        _failing_commit(patch)
+        with pytest.raises(OSError):
+            index.add(lost)
+    index = InvertedIndex.open(tmp_path / "idx")
+    assert index.vocab == ["alpha", "beta"] and index.n_docs == 1 and "b" not in index
+    index.vocab.append("epsilon")
+    index.add(Postings(["c"], np.array([0, 2]), np.array([0, 2], np.int32), np.array([1.0, 3.0], np.float32),
+                       np.array([4], np.int32)))
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.vocab == ["alpha", "beta", "epsilon"] and reopened.n_docs == 2
+    assert reopened.search([SparseQuery.from_pairs([2])]).ids == [["c"]]
+    reopened.vocab.append("zeta")
+    reopened.add(Postings(["d"], np.array([0, 1]), np.array([3], np.int32), np.array([1.0], np.float32),
+                          np.array([1], np.int32)))
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    assert reopened.vocab == ["alpha", "beta", "epsilon", "zeta"] and reopened.n_docs == 3
+    assert (tmp_path / "idx" / "vocab.txt").read_text() == "alpha\nbeta\nepsilon\nzeta\n"
+    assert leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------- opening
+def test_opening_a_directory_that_is_not_an_index(tmp_path):
+    with pytest.raises(IndexFormatError, match="is not a semiret index"):
+        InvertedIndex.open(tmp_path)
+    with pytest.raises(IndexFormatError, match="is not a semiret index"):
+        InvertedIndex.open(tmp_path / "missing")
+    (tmp_path / "meta.json").write_text("{not json")
+    with pytest.raises(IndexFormatError, match="malformed JSON"):
+        InvertedIndex.open(tmp_path)
+    (tmp_path / "meta.json").write_text(json.dumps({"format": "something.else"}))
+    with pytest.raises(IndexFormatError, match="holds a 'something.else' index"):
+        InvertedIndex.open(tmp_path)
+
+
+def test_opening_an_index_with_missing_files_or_future_version(tmp_path):
+    build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(0), 5))
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    (tmp_path / "idx" / meta["segments"][0]["name"] / "postings.docs.npy").unlink()
+    with pytest.raises(IndexFormatError, match="missing index file .*postings.docs.npy"):
+        InvertedIndex.open(tmp_path / "idx")
+    meta["version"] = 99
+    (tmp_path / "idx" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(IndexFormatError, match="version 99 is not supported"):
+        InvertedIndex.open(tmp_path / "idx")
