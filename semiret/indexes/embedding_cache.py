@@ -1,0 +1,144 @@
+"""A persistent cache of document embeddings computed on the query path (SiDR's late-parametric search).
+
+Re-ranking embeds only the top-m documents of each query; the cache keeps every embedding so a
+document is never embedded twice, across queries and across runs. Over time the cache covers the
+corpus and can be turned into the full parametric index (SiDR Appendix E): :meth:`to_postings`
+feeds an ``impact`` inverted index for sparse vectors; :meth:`dense_matrix` a dense index.
+
+On disk: ``meta.json`` (kind, the encoder's fingerprint, chunks) and append-only ``chunk-NNNNNN/``
+folders, each written to a temporary name first, so the cache is never half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from semiret.errors import SemiretError
+from semiret.indexes.inverted import Postings
+from semiret.indexes.storage import (
+    META_FILE, StringTable, atomic_write_json, load_array, read_meta, staging_directory,
+)
+
+FORMAT = "semiret.embedding-cache"
+SparseVector = tuple[np.ndarray, np.ndarray]
+"""Token ids (int32) and their weights (float32)."""
+
+
+class EmbeddingCache:
+    """Document id -> embedding (sparse token vector or dense array), persisted in chunks."""
+
+    def __init__(self, path: str | Path, kind: str, encoder: str, dim: int | None = None):
+        if kind not in ("sparse", "dense"):
+            raise SemiretError(f"embedding cache kind must be 'sparse' or 'dense', not {kind!r}")
+        self.path = Path(path)
+        self.kind = kind
+        self.encoder = encoder
+        self._vectors: dict[str, SparseVector | np.ndarray] = {}
+        self._pending: list[str] = []
+        if (self.path / META_FILE).is_file():
+            self.meta = read_meta(self.path, FORMAT)
+            if self.meta["kind"] != kind or self.meta["encoder"] != encoder:
+                raise SemiretError(
+                    f"{self.path} caches {self.meta['kind']} embeddings of {self.meta['encoder']!r}, "
+                    f"not {kind} embeddings of {encoder!r}: use another cache directory")
+            for chunk in self.meta["chunks"]:
+                self._load_chunk(self.path / chunk)
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.meta = {"format": FORMAT, "version": 1, "kind": kind, "encoder": encoder, "dim": dim, "chunks": []}
+            atomic_write_json(self.path / META_FILE, self.meta)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self._vectors
+
+    def get(self, doc_id: str):
+        return self._vectors.get(doc_id)
+
+    def missing(self, doc_ids: Sequence[str]) -> list[str]:
+        """The ids (in order, without repeats) that have no cached embedding yet."""
+        seen, out = set(), []
+        for doc_id in doc_ids:
+            if doc_id not in self._vectors and doc_id not in seen:
+                seen.add(doc_id)
+                out.append(doc_id)
+        return out
+
+    def put(self, doc_ids: Sequence[str], vectors: Sequence) -> None:
+        for doc_id, vector in zip(doc_ids, vectors, strict=True):
+            if doc_id not in self._vectors:
+                self._vectors[doc_id] = vector
+                self._pending.append(doc_id)
+
+    def flush(self) -> None:
+        """Write embeddings added since the last flush as one new chunk."""
+        if not self._pending:
+            return
+        name = f"chunk-{len(self.meta['chunks']):06d}"
+        staged = staging_directory(self.path / name)
+        try:
+            StringTable.write(staged, "ids", self._pending)
+            vectors = [self._vectors[i] for i in self._pending]
+            if self.kind == "dense":
+                np.save(staged / "vectors.npy", np.stack(vectors).astype(np.float32))
+            else:
+                offsets = np.zeros(len(vectors) + 1, np.int64)
+                np.cumsum([len(t) for t, _ in vectors], out=offsets[1:])
+                np.save(staged / "offsets.npy", offsets)
+                np.save(staged / "terms.npy", np.concatenate([t for t, _ in vectors]).astype(np.int32))
+                np.save(staged / "weights.npy", np.concatenate([w for _, w in vectors]).astype(np.float32))
+            os.replace(staged, self.path / name)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        self.meta["chunks"].append(name)
+        atomic_write_json(self.path / META_FILE, self.meta)
+        self._pending = []
+
+    def _load_chunk(self, chunk: Path) -> None:
+        ids = StringTable(chunk, "ids")
+        if self.kind == "dense":
+            matrix = np.asarray(load_array(chunk / "vectors.npy", mmap=False))
+            for i in range(len(ids)):
+                self._vectors[ids[i]] = matrix[i]
+            return
+        offsets = load_array(chunk / "offsets.npy", mmap=False)
+        terms = np.asarray(load_array(chunk / "terms.npy", mmap=False))
+        weights = np.asarray(load_array(chunk / "weights.npy", mmap=False))
+        for i in range(len(ids)):
+            lo, hi = offsets[i], offsets[i + 1]
+            self._vectors[ids[i]] = (terms[lo:hi], weights[lo:hi])
+
+    # ------------------------------------------------------------------ towards the parametric index
+    def coverage(self, corpus_ids: Sequence[str]) -> float:
+        """Fraction of ``corpus_ids`` already embedded."""
+        return sum(1 for i in corpus_ids if i in self._vectors) / max(len(corpus_ids), 1)
+
+    def to_postings(self, doc_ids: Sequence[str] | None = None, documents=None) -> Postings:
+        """Cached sparse vectors as postings for an ``impact`` index (all of them, or ``doc_ids``)."""
+        if self.kind != "sparse":
+            raise SemiretError("only a sparse embedding cache becomes an inverted index")
+        ids = list(doc_ids) if doc_ids is not None else list(self._vectors)
+        absent = [i for i in ids if i not in self._vectors]
+        if absent:
+            raise SemiretError(f"{len(absent)} documents are not embedded yet (e.g. {absent[0]!r})")
+        vectors = [self._vectors[i] for i in ids]
+        offsets = np.zeros(len(ids) + 1, np.int64)
+        np.cumsum([len(t) for t, _ in vectors], out=offsets[1:])
+        return Postings(ids=ids, offsets=offsets,
+                        terms=np.concatenate([t for t, _ in vectors]).astype(np.int32) if ids else np.empty(0, np.int32),
+                        values=np.concatenate([w for _, w in vectors]).astype(np.float32) if ids else np.empty(0, np.float32),
+                        lengths=np.diff(offsets).astype(np.int32), documents=documents)
+
+    def dense_matrix(self, doc_ids: Sequence[str] | None = None) -> tuple[list[str], np.ndarray]:
+        if self.kind != "dense":
+            raise SemiretError("this embedding cache holds sparse vectors")
+        ids = list(doc_ids) if doc_ids is not None else list(self._vectors)
+        return ids, np.stack([self._vectors[i] for i in ids]).astype(np.float32)
