@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 FORMAT = "semiret.inverted"
 VERSION = 1
 KINDS = ("binary", "impact", "bm25")
+_NO_DELETIONS = np.empty(0, dtype=bool)
+_NO_IDF = np.empty(0, dtype=np.float32)
 VOCAB_FILE = "vocab.txt"
 
 
@@ -130,6 +132,7 @@ class Segment:
     texts: StringTable | None
     deleted: np.ndarray  # bool [n_docs], in memory
     avgdl: float = 0.0
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, path: Path, info: dict, binary: bool) -> "Segment":
@@ -153,6 +156,46 @@ class Segment:
     @property
     def n_deleted(self) -> int:
         return int(self.deleted.sum())
+
+    def search_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Postings as plain arrays for the search kernel (memory-mapped views, made once)."""
+        arrays = self._cache.get("search")
+        if arrays is None:
+            values = np.asarray(self.values) if self.values is not None else np.empty(0, np.float32)
+            docs = np.asarray(self.docs).view(np.uint32)  # unsigned indexes compile to faster loops
+            arrays = (np.asarray(self.terms), np.asarray(self.indptr), docs, values)
+            self._cache["search"] = arrays
+        return arrays
+
+    def scratch(self) -> np.ndarray:
+        """A zeroed float32 score buffer of ``n_docs`` (reused: the kernel hands it back zeroed)."""
+        free = self._cache.setdefault("scratch", [])
+        try:
+            return free.pop()
+        except IndexError:
+            return np.zeros(self.n_docs, np.float32)
+
+    def release_scratch(self, buffer: np.ndarray) -> None:
+        self._cache["scratch"].append(buffer)
+
+    def document_ids(self, locals_: np.ndarray) -> list[str]:
+        """Document ids of local numbers, decoded straight from the memory-mapped id table."""
+        table = self._cache.get("ids")
+        if table is None:
+            table = self._cache["ids"] = (memoryview(np.asarray(self.docids.blob)), np.asarray(self.docids.offsets))
+        blob, offsets = table
+        starts, ends = offsets[locals_], offsets[locals_ + 1]
+        if len(locals_) >= 64:
+            # many ids: gather their bytes with NUL separators, decode once and split
+            lengths = ends - starts + 1
+            out_starts = np.cumsum(lengths) - lengths
+            gather = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - out_starts, lengths)
+            joined = np.take(np.frombuffer(blob, np.uint8), gather, mode="clip")
+            separators = out_starts + lengths - 1
+            joined[separators] = 0
+            if np.count_nonzero(joined == 0) == len(separators):  # no id holds a NUL itself
+                return joined.tobytes().decode("utf-8").split("\0")[:-1]
+        return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
     def document_frequencies(self, vocab_size: int) -> np.ndarray:
         df = np.zeros(vocab_size, dtype=np.int64)
@@ -298,27 +341,32 @@ class InvertedIndex:
 
     # ------------------------------------------------------------------ search
     def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1) -> SearchHits:
-        """Exact top-k by ``sum_t w_t * value(t, d)`` (with IDF for BM25 indexes) over live documents."""
+        """Exact top-k by ``sum_t w_t * value(t, d)`` (with IDF for BM25 indexes) over live documents.
+
+        Ties rank the document added first higher.
+        """
         if k < 1:
             raise SemiretError("k must be at least 1")
         q_offsets, q_terms, q_weights = self._pack_queries(queries)
         n_queries = len(queries)
-        seg_scores, seg_refs = [], []
-        for seg_no, segment in enumerate(self.segments):
+        seg_scores, seg_docs = [], []
+        for segment in self.segments:
             kk = min(k, segment.n_docs) or 1
             scores = np.empty((n_queries, kk), np.float32)
             docs = np.empty((n_queries, kk), np.int32)
-            values = segment.values if segment.values is not None else np.empty(0, np.float32)
-            deleted = segment.deleted if segment.deleted.any() else np.empty(0, bool)
-            args = (segment.terms, segment.indptr, segment.docs, values, segment.values is None,
-                    deleted, segment.n_docs, kk)
+            deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
+            args = (*segment.search_arrays(), segment.values is None, deleted, segment.n_docs, kk)
 
             def run(lo: int, hi: int) -> None:
-                kernels.search_postings(q_offsets[lo: hi + 1] , q_terms, q_weights, *args,
-                                        scores[lo:hi], docs[lo:hi])
+                buffer = segment.scratch()
+                try:
+                    kernels.search_postings(q_offsets[lo: hi + 1], q_terms, q_weights, *args, buffer,
+                                            scores[lo:hi], docs[lo:hi])
+                finally:
+                    segment.release_scratch(buffer)
 
-            chunks = np.linspace(0, n_queries, min(n_threads, max(n_queries, 1)) + 1).astype(int)
             if n_threads > 1 and n_queries > 1:
+                chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
                 with ThreadPoolExecutor(n_threads) as pool:
                     list(pool.map(run, chunks[:-1], chunks[1:]))
             else:
@@ -326,45 +374,69 @@ class InvertedIndex:
             if self.meta.get("quantization"):
                 scores *= self.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)
-            seg_refs.append(np.where(docs >= 0, docs.astype(np.int64) + (seg_no << 32), -1))
-        return self._merge_hits(seg_scores, seg_refs, k, n_queries)
+            seg_docs.append(docs)
+        return self._merge_hits(seg_scores, seg_docs, k, n_queries)
 
     def _pack_queries(self, queries: Sequence[SparseQuery]):
-        idf = self.idf() if self.kind == "bm25" else None
-        offsets = np.zeros(len(queries) + 1, np.int64)
-        terms, weights = [], []
-        for i, q in enumerate(queries):
-            t = np.asarray(q.terms, np.int32)
-            w = np.asarray(q.weights, np.float32)
-            if t.shape != w.shape:
-                raise SemiretError(f"query {i}: {len(t)} terms but {len(w)} weights")
-            if np.any(~np.isfinite(w)) or np.any(w < 0):
-                raise SemiretError(f"query {i}: term weights must be finite and non-negative")
-            keep = (w > 0) & (t >= 0) & (t < self.vocab_size)
-            t, w = t[keep], w[keep]
-            if idf is not None:
-                w = w * idf[t]
-            terms.append(t)
-            weights.append(w)
-            offsets[i + 1] = offsets[i] + len(t)
-        cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)
-        return offsets, cat(terms, np.int32), cat(weights, np.float32)
+        """Queries as CSR arrays (offsets, term ids, weights) without zero-weight or unknown terms.
 
-    def _merge_hits(self, seg_scores, seg_refs, k, n_queries) -> SearchHits:
+        Checked and filtered for the whole batch at once: per-query numpy calls would cost more
+        than searching a small index.
+        """
+        n = len(queries)
+        if n == 1:
+            terms, weights = [np.asarray(queries[0].terms, np.int32)], [np.asarray(queries[0].weights, np.float32)]
+        else:
+            terms = [np.asarray(q.terms, np.int32) for q in queries]
+            weights = [np.asarray(q.weights, np.float32) for q in queries]
+        bad_shape = next((i for i, (t, w) in enumerate(zip(terms, weights)) if t.shape != w.shape), n)
+        if n == 1:
+            offsets, flat_t, flat_w = np.array([0, len(weights[0])], np.int64), terms[0], weights[0]
+        else:
+            offsets = np.zeros(n + 1, np.int64)
+            if n:
+                np.cumsum(np.fromiter(map(len, weights), np.int64, n), out=offsets[1:])
+            flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
+            flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
+        idf = self.idf() if self.kind == "bm25" else _NO_IDF
+        bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, self.vocab_size, idf)
+        if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
+            bad = n if bad < 0 else bad
+            if bad_shape <= bad:
+                raise SemiretError(f"query {bad_shape}: {len(terms[bad_shape])} terms but {len(weights[bad_shape])} weights")
+            raise SemiretError(f"query {bad}: term weights must be finite and non-negative")
+        return offsets, flat_t, flat_w
+
+    def _merge_hits(self, seg_scores, seg_docs, k, n_queries) -> SearchHits:
         if not seg_scores:
             return SearchHits([[] for _ in range(n_queries)], [[] for _ in range(n_queries)])
-        scores = np.concatenate(seg_scores, axis=1)
-        refs = np.concatenate(seg_refs, axis=1)
-        if len(seg_scores) > 1:
+        if len(seg_scores) == 1:
+            scores, docs = seg_scores[0], seg_docs[0]
+            valid = docs >= 0
+            names = self.segments[0].document_ids(docs[valid])
+        else:
+            scores = np.concatenate(seg_scores, axis=1)
+            refs = np.concatenate([np.where(d >= 0, d.astype(np.int64) + (seg_no << 32), -1)
+                                   for seg_no, d in enumerate(seg_docs)], axis=1)
             order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
             scores = np.take_along_axis(scores, order, 1)
             refs = np.take_along_axis(refs, order, 1)
-        ids, out_scores = [], []
-        for row_scores, row_refs in zip(scores, refs):
-            valid = row_refs >= 0
-            ids.append([self.segments[r >> 32].docids[r & 0xFFFFFFFF] for r in row_refs[valid]])
-            out_scores.append(row_scores[valid].tolist())
-        return SearchHits(ids, out_scores)
+            valid = refs >= 0
+            flat_refs = refs[valid]  # row by row, best first
+            names = np.empty(len(flat_refs), dtype=object)
+            seg_of = flat_refs >> 32
+            for seg_no in np.unique(seg_of).tolist():
+                here = seg_of == seg_no
+                names[here] = self.segments[seg_no].document_ids(flat_refs[here] & 0xFFFFFFFF)
+            names = names.tolist()
+        flat_scores = scores[valid].tolist()
+        if n_queries == 1:
+            return SearchHits([names], [flat_scores])
+        bounds = np.zeros(n_queries + 1, np.int64)
+        np.cumsum(valid.sum(axis=1), out=bounds[1:])
+        bounds = bounds.tolist()
+        return SearchHits([names[lo:hi] for lo, hi in zip(bounds, bounds[1:])],
+                          [flat_scores[lo:hi] for lo, hi in zip(bounds, bounds[1:])])
 
     # ------------------------------------------------------------------ documents
     def locate(self, doc_id: str) -> tuple[Segment, int] | None:

@@ -81,77 +81,191 @@ def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
     return present, indptr, docs_out, values_out
 
 
+DENSE_FRACTION = 0.25
+"""A query whose postings add up to this fraction of a segment's documents is scored densely:
+scanning the whole score buffer then costs less than tracking which documents were touched."""
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _ranks_below(score_a, doc_a, score_b, doc_b):
+    """Hit a ranks below hit b: a lower score, or the same score and a later document.
+
+    Breaking ties by document number makes the top-k independent of the order hits are offered in.
+    """
+    return score_a < score_b or (score_a == score_b and doc_a > doc_b)
+
+
 @numba.njit(**NUMBA_OPTIONS)
 def _sift_down(scores, docs, pos, size):
-    """Restore the min-heap property below ``pos``."""
+    """Restore the heap property below ``pos`` (the root holds the lowest-ranked hit)."""
+    score, doc = scores[pos], docs[pos]
     while True:
-        left = 2 * pos + 1
-        if left >= size:
-            return
-        smallest = left
-        right = left + 1
-        if right < size and scores[right] < scores[left]:
-            smallest = right
-        if scores[smallest] >= scores[pos]:
-            return
-        scores[pos], scores[smallest] = scores[smallest], scores[pos]
-        docs[pos], docs[smallest] = docs[smallest], docs[pos]
-        pos = smallest
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        right = child + 1
+        if right < size and _ranks_below(scores[right], docs[right], scores[child], docs[child]):
+            child = right
+        if not _ranks_below(scores[child], docs[child], score, doc):
+            break
+        scores[pos], docs[pos] = scores[child], docs[child]
+        pos = child
+    scores[pos], docs[pos] = score, doc
 
 
 @numba.njit(**NUMBA_OPTIONS)
 def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary,
-                    deleted, n_docs, k, out_scores, out_docs):
+                    deleted, n_docs, k, buffer, out_scores, out_docs):
     """Exact top-k of ``sum_t w_t * value(t, d)`` for each query over one segment.
 
     ``binary`` segments have implicit values of 1. ``deleted`` marks dead documents (may be empty).
+    ``docs`` may be viewed as uint32, which spares numba a negative-index check per posting.
+    Only documents with a positive score are hits; ties rank the earlier document first.
+    ``buffer`` is float32 scratch of ``n_docs`` zeros, handed back all zeros (callers reuse it, so
+    a search does not pay for clearing a buffer the size of the segment).
     Results are written, best first, into ``out_scores``/``out_docs`` (``-1`` pads missing hits).
     """
-    buffer = np.zeros(n_docs, np.float32)
-    touched = np.empty(n_docs, np.int32)
+    n_present = present_terms.shape[0]
+    n_queries = q_offsets.shape[0] - 1
+    rows = np.empty(q_terms.shape[0], np.int64)  # postings row of each query term, -1 when absent
+    dense = np.zeros(n_queries, np.bool_)
+    most = 0
+    for q in range(n_queries):
+        total = 0
+        for j in range(q_offsets[q], q_offsets[q + 1]):
+            term = q_terms[j]
+            row = np.searchsorted(present_terms, term)
+            if row < n_present and present_terms[row] == term:
+                rows[j] = row
+                total += indptr[row + 1] - indptr[row]
+            else:
+                rows[j] = -1
+        if total >= n_docs * DENSE_FRACTION:
+            dense[q] = True
+        else:
+            most = max(most, total)
+    # each posting adds at most one entry, so this never overflows (the slot after the last
+    # entry is written, not counted, by the branch-free loops below)
+    touched = np.empty(most + 1, np.uint32)  # unsigned: no negative-index wraparound checks
     has_deleted = deleted.shape[0] > 0
     heap_scores = np.empty(k, np.float32)
     heap_docs = np.empty(k, np.int32)
-    for q in range(q_offsets.shape[0] - 1):
-        n_touched = 0
-        for j in range(q_offsets[q], q_offsets[q + 1]):
-            term = q_terms[j]
-            weight = q_weights[j]
-            row = np.searchsorted(present_terms, term)
-            if row >= present_terms.shape[0] or present_terms[row] != term:
-                continue
-            for p in range(indptr[row], indptr[row + 1]):
-                d = docs[p]
-                if buffer[d] == 0.0:
-                    touched[n_touched] = d
-                    n_touched += 1
-                if binary:
-                    buffer[d] += weight
-                else:
-                    buffer[d] += weight * values[p]
+    for q in range(n_queries):
         size = 0
-        for i in range(n_touched):
-            d = touched[i]
-            s = buffer[d]
-            buffer[d] = 0.0
-            if has_deleted and deleted[d]:
-                continue
-            if size < k:
-                heap_scores[size] = s
-                heap_docs[size] = d
-                size += 1
-                if size == k:
-                    for pos in range(k // 2 - 1, -1, -1):
-                        _sift_down(heap_scores, heap_docs, pos, k)
-            elif s > heap_scores[0]:
-                heap_scores[0] = s
-                heap_docs[0] = d
-                _sift_down(heap_scores, heap_docs, 0, k)
-        order = np.argsort(-heap_scores[:size], kind="mergesort")
+        if dense[q]:
+            for j in range(q_offsets[q], q_offsets[q + 1]):
+                row = rows[j]
+                if row < 0:
+                    continue
+                weight = q_weights[j]
+                if binary:
+                    for p in range(indptr[row], indptr[row + 1]):
+                        buffer[docs[p]] += weight
+                else:
+                    for p in range(indptr[row], indptr[row + 1]):
+                        buffer[docs[p]] += weight * values[p]
+            # documents come in order, so a tie never displaces a kept hit: compare scores only
+            threshold = np.float32(0.0)
+            for d in range(n_docs):
+                s = buffer[d]
+                buffer[d] = 0.0
+                if s > threshold:
+                    if has_deleted and deleted[d]:
+                        continue
+                    if size < k:
+                        heap_scores[size] = s
+                        heap_docs[size] = d
+                        size += 1
+                        if size == k:
+                            for pos in range(k // 2 - 1, -1, -1):
+                                _sift_down(heap_scores, heap_docs, pos, k)
+                            threshold = heap_scores[0]
+                    else:
+                        heap_scores[0] = s
+                        heap_docs[0] = d
+                        _sift_down(heap_scores, heap_docs, 0, k)
+                        threshold = heap_scores[0]
+        else:
+            n_touched = 0
+            for j in range(q_offsets[q], q_offsets[q + 1]):
+                row = rows[j]
+                if row < 0:
+                    continue
+                weight = q_weights[j]
+                # branch-free: a document enters ``touched`` when its score was still zero
+                if binary:
+                    for p in range(indptr[row], indptr[row + 1]):
+                        d = docs[p]
+                        old = buffer[d]
+                        touched[n_touched] = d
+                        n_touched += old == 0.0
+                        buffer[d] = old + weight
+                else:
+                    for p in range(indptr[row], indptr[row + 1]):
+                        d = docs[p]
+                        old = buffer[d]
+                        touched[n_touched] = d
+                        n_touched += old == 0.0
+                        buffer[d] = old + weight * values[p]
+            for i in range(n_touched):
+                d = touched[i]
+                s = buffer[d]
+                buffer[d] = 0.0
+                if s <= 0.0 or (has_deleted and deleted[d]):
+                    continue
+                if size < k:
+                    heap_scores[size] = s
+                    heap_docs[size] = d
+                    size += 1
+                    if size == k:
+                        for pos in range(k // 2 - 1, -1, -1):
+                            _sift_down(heap_scores, heap_docs, pos, k)
+                elif _ranks_below(heap_scores[0], heap_docs[0], s, d):
+                    heap_scores[0] = s
+                    heap_docs[0] = d
+                    _sift_down(heap_scores, heap_docs, 0, k)
+        # best first: insertion sort of the (at most k) kept hits
+        for i in range(1, size):
+            s, d = heap_scores[i], heap_docs[i]
+            j = i - 1
+            while j >= 0 and _ranks_below(heap_scores[j], heap_docs[j], s, d):
+                heap_scores[j + 1], heap_docs[j + 1] = heap_scores[j], heap_docs[j]
+                j -= 1
+            heap_scores[j + 1], heap_docs[j + 1] = s, d
         for r in range(k):
             if r < size:
-                out_scores[q, r] = heap_scores[order[r]]
-                out_docs[q, r] = heap_docs[order[r]]
+                out_scores[q, r] = heap_scores[r]
+                out_docs[q, r] = heap_docs[r]
             else:
                 out_scores[q, r] = -np.inf
                 out_docs[q, r] = -1
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def filter_queries(offsets, terms, weights, vocab_size, idf):
+    """Drop query terms with zero weight or outside the vocabulary; multiply by ``idf`` when given.
+
+    Returns ``(bad, offsets, terms, weights)``: ``bad`` is the first query holding a negative or
+    non-finite weight (nothing else is then computed), or -1.
+    """
+    n_queries = offsets.shape[0] - 1
+    for q in range(n_queries):
+        for j in range(offsets[q], offsets[q + 1]):
+            w = weights[j]
+            if not np.isfinite(w) or w < 0:
+                return q, offsets, terms[:0], weights[:0]
+    has_idf = idf.shape[0] > 0
+    out_offsets = np.zeros(n_queries + 1, np.int64)
+    out_terms = np.empty(terms.shape[0], np.int32)
+    out_weights = np.empty(terms.shape[0], np.float32)
+    m = 0
+    for q in range(n_queries):
+        for j in range(offsets[q], offsets[q + 1]):
+            t = terms[j]
+            w = weights[j]
+            if w > 0 and t >= 0 and t < vocab_size:
+                out_terms[m] = t
+                out_weights[m] = w * idf[t] if has_idf else w
+                m += 1
+        out_offsets[q + 1] = m
+    return -1, out_offsets, out_terms[:m], out_weights[:m]

@@ -146,9 +146,14 @@ class BM25Retriever(Retriever):
         return word_count_postings(documents, self.analyzer, self.terms)
 
     def encode_query(self, text):
-        ids = np.asarray(self.terms.lookup(self.analyzer(text), add=False), np.int32)
-        terms, counts = np.unique(ids, return_counts=True)
-        return SparseQuery(terms.astype(np.int32), counts.astype(np.float32))
+        # what np.unique(ids, return_counts=True) gives, without its per-call cost (queries are short)
+        ids = self.terms.lookup(self.analyzer(text), add=False)
+        terms = sorted(set(ids))
+        if len(terms) == len(ids):
+            counts = np.ones(len(terms), np.float32)
+        else:
+            counts = np.array([ids.count(t) for t in terms], np.float32)
+        return SparseQuery(np.array(terms, np.int32), counts)
 
 
 class WordPieceRetriever(Retriever):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import weakref
+from itertools import chain
+
 import numpy as np
 
 from semiret.data.collection import Document
@@ -13,13 +16,57 @@ from semiret.text.wordpiece import WordPieceVocabulary
 
 def word_count_postings(documents: list[Document], analyzer: WordAnalyzer, terms: TermDictionary,
                         keep_documents: bool = True) -> Postings:
-    """Term counts per document over a growable word vocabulary (new words get new ids)."""
-    id_lists = [terms.lookup(analyzer(d.full_text), add=True) for d in documents]
-    lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
-    offsets = np.zeros(len(id_lists) + 1, np.int64)
+    """Term counts per document over a growable word vocabulary (new words get new ids).
+
+    Gives what ``terms.lookup(analyzer(text), add=True)`` gives for each document, in the same
+    order (so new words get the same ids), through a cache from surface words straight to term
+    ids (-1 for stopwords): each distinct word goes through the analyzer once.
+    """
+    word_ids = _word_ids(analyzer, terms)
+    lower = analyzer.lowercase
+    findall = analyzer._regex.findall
+    word_lists = [findall(d.full_text.lower() if lower else d.full_text) for d in documents]
+    n_words = np.fromiter(map(len, word_lists), dtype=np.int64, count=len(word_lists))
+    flat = np.fromiter(map(word_ids.__getitem__, chain.from_iterable(word_lists)), dtype=np.int32,
+                       count=int(n_words.sum()))
+    kept = flat >= 0
+    lengths = np.bincount(np.repeat(np.arange(len(word_lists)), n_words)[~kept], minlength=len(word_lists))
+    lengths = n_words - lengths
+    offsets = np.zeros(len(word_lists) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int32, count=int(offsets[-1]))
-    return _counted(documents, flat, offsets, len(terms), np.empty(0, bool), keep_documents)
+    return _counted(documents, flat[kept], offsets, len(terms), np.empty(0, bool), keep_documents)
+
+
+class _WordIds(dict):
+    """Surface word -> term id (-1: dropped by the analyzer), filled on first sight."""
+
+    def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary):
+        super().__init__()
+        self.analyzer, self.terms = analyzer, terms
+
+    def __missing__(self, word: str) -> int:
+        # what WordAnalyzer.__call__ does to each word its pattern found
+        analyzer = self.analyzer
+        if word in analyzer._stopset:
+            term_id = -1
+        else:
+            term_id = self.terms.lookup([analyzer._stem(word) if analyzer._stem else word], add=True)[0]
+        self[word] = term_id
+        return term_id
+
+
+_WORD_ID_CACHES: "weakref.WeakKeyDictionary[TermDictionary, dict]" = weakref.WeakKeyDictionary()
+
+
+def _word_ids(analyzer: WordAnalyzer, terms: TermDictionary) -> _WordIds:
+    """The cache for this term dictionary and analyzer configuration (term ids are never reused,
+    so entries stay valid while the dictionary grows)."""
+    caches = _WORD_ID_CACHES.setdefault(terms, {})
+    key = tuple(sorted(analyzer.config().items(), key=lambda kv: kv[0]))
+    cache = caches.get(key)
+    if cache is None:
+        cache = caches[key] = _WordIds(analyzer, terms)
+    return cache
 
 
 def token_set_postings(documents: list[Document], vocabulary: WordPieceVocabulary,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,7 @@ class WordPieceVocabulary:
         lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
         offsets = np.zeros(len(id_lists) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int32, count=int(offsets[-1]))
+        flat = np.fromiter(chain.from_iterable(id_lists), dtype=np.int32, count=int(offsets[-1]))
         return flat, offsets
 
     def encode(self, text: str) -> list[int]:
