@@ -24,15 +24,17 @@ def sidr_loss(q: torch.Tensor, p: torch.Tensor, q_bot: torch.Tensor, p_bot: torc
               form: str = "paper", semi_parametric: bool = True) -> torch.Tensor:
     """SiDR's semi-parametric contrastive loss.
 
-    ``form="paper"``: ``L(q, p) + [L(q, p_bot) + L(q_bot, p)] / 2``.
+    ``form="paper"``: ``L(q, p) + [L(q, p_bot) + L(q_bot, p)] / 2`` with the top-k vectors ``*_sparse`` as V_theta.
     ``form="code"`` (the authors' 4-term code): ``[L(q_topk, p) + L(q, p_topk) + L(q_bot, p) + L(q, p_bot)] / 4``,
     where ``q``/``p`` are un-sparsified and ``*_sparse`` their top-k (OR lexical) versions.
     ``semi_parametric=False`` keeps only the parametric term(s) (the paper's "w/o SP objective" ablation).
     """
-    if form == "paper":
-        loss = symmetric_info_nce(q_sparse if q_sparse is not None else q, p_sparse if p_sparse is not None else p)
+    if form == "paper":  # V_theta includes the top-k in every term
+        q_theta = q_sparse if q_sparse is not None else q
+        p_theta = p_sparse if p_sparse is not None else p
+        loss = symmetric_info_nce(q_theta, p_theta)
         if semi_parametric:
-            loss = loss + (symmetric_info_nce(q, p_bot) + symmetric_info_nce(q_bot, p)) / 2
+            loss = loss + (symmetric_info_nce(q_theta, p_bot) + symmetric_info_nce(q_bot, p_theta)) / 2
         return loss
     if form == "code":
         if q_sparse is None or p_sparse is None:

@@ -1,0 +1,245 @@
+"""SiDR's three search pipelines over one model (``model``: a saved SiDR directory, the packaged
+``sidr-scifact``, or any masked LM used as an untrained VDR):
+
+- ``sidr-full``: parametric queries against a parametric index of SiDR document vectors (``impact``);
+- ``sidr-beta``: parametric queries against the bag-of-tokens index the tokenizer alone builds (``binary``);
+- ``sidr-beta-rerank``: beta search, then only the top-m documents are embedded (by the SiDR document
+  encoder, or any other encoder such as ``minilm``) and re-ranked. Their embeddings go into a persistent
+  :class:`~semiret.indexes.embedding_cache.EmbeddingCache`, so no document is embedded twice and the
+  cache can later become the full parametric index (:func:`cache_to_full_index`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from semiret.errors import SemiretError
+from semiret.indexes.embedding_cache import EmbeddingCache
+from semiret.indexes.inverted import InvertedIndex, SearchHits, SparseQuery
+from semiret.search.retrievers import RETRIEVERS, Retriever, WordPieceRetriever
+
+ENCODE_BATCH_SIZE = 32
+DEFAULT_RERANK_DEPTH = 100
+
+
+def _load_model(model: str):
+    from semiret.sidr import SiDRModel
+
+    return SiDRModel.load(model)
+
+
+def _model_reference(model: str) -> str:
+    return str(Path(model).resolve()) if Path(model).is_dir() else model
+
+
+class SiDRFullRetriever(Retriever):
+    """Full parametric SiDR: documents encoded by the SiDR document encoder into an ``impact`` index."""
+
+    name = "sidr-full"
+    index_kind = "impact"
+    build_batch_size = 1024
+    build_parameters = ("model", "quantize_bits")
+    search_parameters = ("encode_batch_size",)
+
+    def __init__(self, index, model: str, sidr=None, encode_batch_size: int = ENCODE_BATCH_SIZE,
+                 quantize_bits: int | None = None):
+        super().__init__(index)
+        self.model, self._sidr = model, sidr
+        self.encode_batch_size, self.quantize_bits = encode_batch_size, quantize_bits
+
+    @property
+    def sidr(self):
+        if self._sidr is None:
+            self._sidr = _load_model(self.model)
+        return self._sidr
+
+    @classmethod
+    def _builder(cls, model: str = "sidr-scifact", quantize_bits: int | None = None):
+        return cls(None, _model_reference(model), _load_model(model), quantize_bits=quantize_bits)
+
+    @classmethod
+    def _from_index(cls, index, encode_batch_size: int = ENCODE_BATCH_SIZE):
+        config = index.meta["analyzer"]
+        if config.get("type") != "encoder" or config.get("family") != "sidr":
+            raise SemiretError(f"{index.path} was not built by sidr-full")
+        return cls(index, config["model"], encode_batch_size=encode_batch_size)
+
+    def _index_options(self) -> dict:
+        return {"vocab_size": self.sidr.document_encoder.vocab_size, "quantize_bits": self.quantize_bits,
+                "analyzer": {"type": "encoder", "family": "sidr", "model": self.model}}
+
+    def encode_documents(self, documents):
+        vectors = self.sidr.document_encoder.encode_document([d.full_text for d in documents],
+                                                             batch_size=ENCODE_BATCH_SIZE, show_progress=False)
+        return vectors.to_postings([d.id for d in documents], documents)
+
+    def encode_queries(self, texts):
+        return self.sidr.query_encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
+
+    def encode_query(self, text):
+        return self.encode_queries([text])[0]
+
+
+class SiDRBetaRetriever(WordPieceRetriever):
+    """Beta search: SiDR query vectors against the tokenizer-only bag-of-tokens index (any ``bot`` index)."""
+
+    name = "sidr-beta"
+    search_parameters = ("model", "encode_batch_size")
+
+    def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE):
+        super().__init__(index, vocabulary)
+        self.model = model
+        self.encode_batch_size = encode_batch_size
+        self._sidr = None
+
+    @property
+    def sidr(self):
+        if self._sidr is None:
+            self._sidr = _load_model(self.model)
+            if self._sidr.query_encoder.vocab_size != self.vocabulary.size:
+                raise SemiretError(f"model {self.model!r} has a {self._sidr.query_encoder.vocab_size}-token vocabulary "
+                                   f"but the index was built with {self.vocabulary.name} ({self.vocabulary.size})")
+        return self._sidr
+
+    def encode_queries(self, texts):
+        return self.sidr.query_encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
+
+    def encode_query(self, text):
+        return self.encode_queries([text])[0]
+
+
+class LateParametricRetriever(SiDRBetaRetriever):
+    """Beta search for the top ``rerank_depth`` (m), then re-rank them with embeddings computed on demand.
+
+    ``rerank_model``: None re-ranks with the SiDR document encoder and the stage-one query vectors (no
+    extra query embedding); another encoder (e.g. ``minilm``) embeds queries and documents itself.
+    ``cache``: where embeddings persist (default: ``embedding-cache/`` inside the index directory).
+    """
+
+    name = "sidr-beta-rerank"
+    search_parameters = ("model", "encode_batch_size", "rerank_depth", "rerank_model", "cache")
+
+    def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE,
+                 rerank_depth: int = DEFAULT_RERANK_DEPTH, rerank_model: str | None = None, cache: str | None = None):
+        super().__init__(index, vocabulary, model, encode_batch_size)
+        if rerank_depth < 1:
+            raise SemiretError(f"rerank_depth must be at least 1, got {rerank_depth}")
+        self.rerank_depth = rerank_depth
+        self.rerank_model = rerank_model
+        self.cache_path = Path(cache) if cache else None
+        self._second = None
+        self._cache = None
+        self.documents_embedded = 0
+        self.queries_embedded = 0
+        self.rerank_pairs = 0
+        self.candidates_seen: set[str] = set()
+
+    @property
+    def second_stage(self):
+        """The document encoder of the second stage."""
+        if self._second is None:
+            if self.rerank_model is None:
+                self._second = self.sidr.document_encoder
+            else:
+                from semiret.models.encoders import ENCODERS, load_encoder
+
+                saved = Path(self.rerank_model) / "semiret-encoder.json"
+                family = None if saved.is_file() else ("splade" if self.rerank_model == "splade-tiny" else "dense")
+                self._second = load_encoder(self.rerank_model, family)
+        return self._second
+
+    @property
+    def cache(self) -> EmbeddingCache:
+        if self._cache is None:
+            encoder = self.second_stage
+            kind = "dense" if encoder.family == "dense" else "sparse"
+            fingerprint = f"{encoder.family}:{_model_reference(self.rerank_model or self.model)}"
+            slug = "".join(c if c.isalnum() else "-" for c in fingerprint)[-80:]
+            path = self.cache_path or Path(self.index.path) / "embedding-cache" / slug
+            self._cache = EmbeddingCache(path, kind, fingerprint)
+        return self._cache
+
+    def cost_figures(self) -> dict:
+        """Embedding work so far: SiDR Table 8 counts queries x m re-ranked documents (``rerank_pairs``);
+        with the cache each distinct candidate is embedded once (``distinct_candidates``, also as a
+        fraction of the corpus); ``documents_embedded`` is what this process actually encoded."""
+        return {"rerank_pairs": self.rerank_pairs, "distinct_candidates": len(self.candidates_seen),
+                "distinct_candidates_fraction": round(len(self.candidates_seen) / max(self.index.n_docs, 1), 4),
+                "documents_embedded": self.documents_embedded, "queries_embedded": self.queries_embedded}
+
+    def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
+        first_queries = self.encode_queries(queries)
+        self.queries_embedded += len(queries)
+        depth = max(k, self.rerank_depth)
+        first = self.index.search(first_queries, k=depth, n_threads=n_threads)
+        candidates = [ids[: self.rerank_depth] for ids in first.ids]
+        self.rerank_pairs += sum(map(len, candidates))
+        self.candidates_seen.update(d for ids in candidates for d in ids)
+        self._embed_missing([d for ids in candidates for d in ids])
+        if self.rerank_model is None:
+            query_vectors = first_queries
+        else:
+            query_vectors = self.second_stage.encode_query(queries, batch_size=self.encode_batch_size)
+            if self.cache.kind == "sparse":
+                query_vectors = query_vectors.to_queries()
+            self.queries_embedded += len(queries)
+        out_ids, out_scores = [], []
+        for qv, ids, rest_ids in zip(query_vectors, candidates, first.ids):
+            scores = np.asarray([self._score(qv, self.cache.get(d)) for d in ids], np.float32)
+            order = np.argsort(-scores, kind="stable")
+            ranked = [ids[i] for i in order]
+            ranked_scores = scores[order].tolist()
+            tail = rest_ids[len(ids):]  # beyond m: first-stage order, scored below every re-ranked document
+            floor = (min(ranked_scores) if ranked_scores else 0.0) - 1.0
+            out_ids.append((ranked + tail)[:k])
+            out_scores.append((ranked_scores + [floor - i for i in range(len(tail))])[:k])
+        return SearchHits(out_ids, out_scores)
+
+    def _embed_missing(self, doc_ids: list[str]) -> None:
+        missing = self.cache.missing(doc_ids)
+        if not missing:
+            return
+        texts = []
+        for doc_id in missing:
+            document = self.index.get_document(doc_id)
+            if document is None:
+                raise SemiretError(f"{self.index.path} does not store the text of {doc_id!r}: re-ranking needs "
+                                   "stored documents (build the index with store_texts)")
+            texts.append(document.full_text)
+        vectors = self.second_stage.encode_document(texts, batch_size=self.encode_batch_size,
+                                                    show_progress=len(texts) > 256)
+        rows = [vectors.row(i) for i in range(len(vectors))] if self.cache.kind == "sparse" else list(vectors)
+        self.cache.put(missing, rows)
+        self.cache.flush()
+        self.documents_embedded += len(missing)
+
+    @staticmethod
+    def _score(query, document) -> float:
+        if isinstance(query, SparseQuery):
+            terms, weights = document
+            _, qi, di = np.intersect1d(query.terms, terms, assume_unique=True, return_indices=True)
+            return float(np.dot(query.weights[qi], weights[di]))
+        return float(np.dot(query, document))
+
+
+def cache_to_full_index(retriever: LateParametricRetriever, path: str | Path, overwrite: bool = False) -> InvertedIndex:
+    """Turn a fully populated sparse embedding cache into the ``sidr-full`` index (SiDR Appendix E).
+
+    Documents not yet embedded are embedded now; then the parametric index is written without
+    re-encoding anything already cached.
+    """
+    if retriever.rerank_model is not None:
+        raise SemiretError("only a cache of SiDR document vectors becomes a sidr-full index")
+    ids = [segment.docids[i] for segment in retriever.index.segments for i in range(segment.n_docs)
+           if not segment.deleted[i]]
+    retriever._embed_missing(ids)
+    documents = [retriever.index.get_document(i) for i in ids]
+    postings = retriever.cache.to_postings(ids, documents)
+    return InvertedIndex.build(path, "impact", [postings], vocab_size=retriever.vocabulary.size,
+                               analyzer={"type": "encoder", "family": "sidr", "model": _model_reference(retriever.model)},
+                               overwrite=overwrite, extra_meta={"retriever": SiDRFullRetriever.name})
+
+
+RETRIEVERS.update({r.name: r for r in (SiDRFullRetriever, SiDRBetaRetriever, LateParametricRetriever)})

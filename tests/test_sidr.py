@@ -1,0 +1,218 @@
+"""SiDR: losses, the fast max-pooled projection, embedding cache, miner, trainer and the three pipelines,
+with a tiny randomly initialised masked LM (bert-base-uncased vocabulary, hidden 32)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from semiret.data import Collection, Document
+from semiret.errors import SemiretError
+from semiret.indexes.embedding_cache import EmbeddingCache
+from semiret.models.pooled_projection import max_pooled_projection, top_k_max_pooled_projection
+from semiret.models.pooling import elu1p, masked_max, top_k_sparsify
+from semiret.search.retrievers import BagOfTokensRetriever
+from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever, cache_to_full_index
+from semiret.sidr import SiDRModel, SiDRTrainingConfig, sparse_queries, train_sidr
+from semiret.training.data import TrainingSet
+from semiret.training.losses import sidr_loss, symmetric_info_nce
+from semiret.training.miners import RetrievedNegativeMiner, has_answer
+from tests.conftest import write_beir
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tmp_path_factory):
+    """A 2-layer, 32-wide BertForMaskedLM with the real WordPiece tokenizer, saved like a hub model."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from semiret.models.registry import resolve_model_path
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-mlm")
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertForMaskedLM(config).save_pretrained(path)
+    AutoTokenizer.from_pretrained(resolve_model_path("splade-tiny")).save_pretrained(path)
+    return str(path)
+
+
+# ------------------------------------------------------------------ losses and projections
+def test_symmetric_info_nce_prefers_aligned_pairs():
+    q = torch.eye(4)
+    assert symmetric_info_nce(q * 10, torch.eye(4) * 10) < symmetric_info_nce(q * 10, torch.eye(4).flip(0) * 10)
+
+
+def test_symmetric_info_nce_handles_extra_negatives():
+    q, p = torch.randn(3, 8), torch.randn(5, 8)  # 3 positives + 2 negatives
+    assert torch.isfinite(symmetric_info_nce(q, p))
+
+
+def test_sidr_loss_forms_and_ablation():
+    torch.manual_seed(1)
+    q, p = torch.rand(4, 20), torch.rand(4, 20)
+    q_bot, p_bot = (torch.rand(4, 20) > 0.5).float(), (torch.rand(4, 20) > 0.5).float()
+    full = sidr_loss(q, p, q_bot, p_bot)
+    para_only = sidr_loss(q, p, q_bot, p_bot, semi_parametric=False)
+    assert torch.allclose(para_only, symmetric_info_nce(q, p))
+    assert full > para_only
+    code = sidr_loss(q, p, q_bot, p_bot, top_k_sparsify(q, 5), top_k_sparsify(p, 5), form="code")
+    assert torch.isfinite(code)
+    with pytest.raises(ValueError):
+        sidr_loss(q, p, q_bot, p_bot, form="code")
+
+
+@pytest.mark.parametrize("top_k", [None, 7])
+def test_fast_projection_equals_naive_values_and_gradients(top_k):
+    torch.manual_seed(0)
+    states = torch.randn(3, 9, 6, requires_grad=True)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 4:] = 0
+    weight = torch.randn(40, 6, requires_grad=True)
+    bias = torch.randn(40, requires_grad=True)
+    naive = elu1p(masked_max(torch.nn.functional.linear(states, weight, bias), mask))
+    if top_k:
+        naive = top_k_sparsify(naive, top_k)
+    naive.pow(2).sum().backward()
+    expected = [t.grad.clone() for t in (states, weight, bias)]
+    for t in (states, weight, bias):
+        t.grad = None
+    if top_k:
+        fast = top_k_max_pooled_projection(states, mask, weight, bias, top_k, elu1p)
+    else:
+        fast = elu1p(max_pooled_projection(states, mask, weight, bias))
+    fast.pow(2).sum().backward()
+    assert torch.allclose(fast, naive, atol=1e-2 if top_k else 1e-6)
+    if not top_k:  # (top-k may select in bfloat16: boundary entries can differ; values are exact float32)
+        for got, want in zip((states.grad, weight.grad, bias.grad), expected):
+            assert torch.allclose(got, want, atol=1e-5)
+
+
+# ------------------------------------------------------------------ embedding cache
+def test_embedding_cache_persists_and_rejects_another_encoder(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c", "sparse", "vdr:m1")
+    cache.put(["a", "b"], [(np.array([3, 9], np.int32), np.array([0.5, 1.0], np.float32)),
+                           (np.array([4], np.int32), np.array([2.0], np.float32))])
+    cache.flush()
+    assert cache.missing(["a", "c", "c"]) == ["c"]
+    reopened = EmbeddingCache(tmp_path / "c", "sparse", "vdr:m1")
+    terms, weights = reopened.get("a")
+    assert terms.tolist() == [3, 9] and weights.tolist() == [0.5, 1.0]
+    postings = reopened.to_postings(["b", "a"])
+    assert postings.ids == ["b", "a"] and postings.terms.tolist() == [4, 3, 9]
+    with pytest.raises(SemiretError, match="another cache|not sparse|caches"):
+        EmbeddingCache(tmp_path / "c", "sparse", "vdr:other")
+    with pytest.raises(SemiretError, match="not embedded"):
+        reopened.to_postings(["zzz"])
+
+
+# ------------------------------------------------------------------ miner and training data
+def test_has_answer_matches_whole_tokens():
+    assert has_answer("The capital is Paris, France.", ["paris"])
+    assert not has_answer("Parisian cafes", ["Paris"])
+
+
+def test_miner_skips_positives_and_answers(tmp_path, tiny_docs):
+    retriever = BagOfTokensRetriever.build(tiny_docs, tmp_path / "bot")
+    documents = {d.id: d for d in tiny_docs}
+    miner = RetrievedNegativeMiner(retriever.index, documents, {"q": {"d1", "d2"}}, pool_size=2, depth=6, seed=0)
+    query = retriever.encode_query("cats dogs chase garden mailman")
+    for _ in range(5):
+        [[negative]] = miner.mine(["q"], [query])
+        assert negative.id not in {"d1", "d2"}
+    [[negative]] = miner.mine(["q"], [query], answers=[["garden"]])
+    assert "garden" not in negative.full_text.lower()
+
+
+def test_training_set_rejects_unknown_ids_and_empty_splits(tmp_path, tiny_docs):
+    root = write_beir(tmp_path / "c", qrels={"q1": {"nope": 1}}, split="train")
+    with pytest.raises(SemiretError, match="not in the corpus"):
+        TrainingSet.from_collection(Collection(root), "train")
+    root = write_beir(tmp_path / "e", qrels={"q1": {"d1": 0}}, split="train")
+    with pytest.raises(SemiretError, match="no relevant"):
+        TrainingSet.from_collection(Collection(root), "train")
+
+
+def test_batches_never_repeat_a_query(tmp_path):
+    root = write_beir(tmp_path / "c", qrels={"q1": {"d1": 1, "d2": 1, "d3": 1}, "q2": {"d4": 1}}, split="train")
+    training = TrainingSet.from_collection(Collection(root), "train")
+    batches = training.batches(4, random.Random(0))
+    assert sum(map(len, batches)) == 4
+    assert all(len({p.query_id for p in b}) == len(b) for b in batches)
+
+
+# ------------------------------------------------------------------ training and pipelines
+@pytest.fixture(scope="module")
+def trained(tiny_mlm, tmp_path_factory):
+    from tests.conftest import TINY_DOCS, TINY_QRELS, TINY_QUERIES
+
+    root = write_beir(tmp_path_factory.mktemp("data") / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, split="train")
+    output = tmp_path_factory.mktemp("run")
+    config = SiDRTrainingConfig(data=str(root), output=str(output), base=tiny_mlm, epochs=2, batch_size=3,
+                                learning_rate=1e-3, top_k=30000, pool_size=2, retrieve_depth=4,
+                                query_max_length=16, document_max_length=32)
+    summary = train_sidr(config)
+    return root, output, summary
+
+
+def test_training_runs_saves_fp16_and_resumes(trained, tiny_mlm):
+    root, output, summary = trained
+    assert len(summary["loss_per_epoch"]) == 2 and all(np.isfinite(summary["loss_per_epoch"]))
+    meta = json.loads((output / "model" / "sidr.json").read_text())
+    assert meta["shared"] is False and meta["training"]["pairs"] == 5
+    from safetensors import safe_open
+
+    with safe_open(str(output / "model" / "query" / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+    model = SiDRModel.load(str(output / "model"))
+    assert next(model.query_encoder.parameters()).dtype == torch.float32
+    # a finished run resumes to the end without training again
+    config = SiDRTrainingConfig(**{**summary["config"], "epochs": 2})
+    again = train_sidr(config)
+    assert again["loss_per_epoch"] == summary["loss_per_epoch"]
+
+
+def test_training_rejects_bad_config(tmp_path):
+    with pytest.raises(SemiretError):
+        SiDRTrainingConfig(data=".", output=str(tmp_path), negatives="bm25").validate()
+
+
+def test_three_pipelines_and_cache_to_full_index(trained, tiny_docs, tmp_path):
+    root, output, _ = trained
+    model = str(output / "model")
+    beta = SiDRBetaRetriever.build(tiny_docs, tmp_path / "bot", model=model)
+    full = SiDRFullRetriever.build(tiny_docs, tmp_path / "full", model=model)
+    rerank = LateParametricRetriever.open(tmp_path / "bot", model=model, rerank_depth=3)
+    queries = ["cats and dogs", "statins cancer"]
+    beta_hits = beta.search(queries, k=5)
+    full_hits = full.search(queries, k=6)  # every document: the full order of the re-ranked ones
+    rerank_hits = rerank.search(queries, k=5)
+    assert all(len(ids) >= 3 for ids in beta_hits.ids + full_hits.ids)
+    assert [len(ids) for ids in rerank_hits.ids] == [len(ids) for ids in beta_hits.ids]
+    # re-ranking re-orders beta's top-3 by the full parametric scores, keeping the rest in beta order
+    for b_ids, r_ids, r_scores, f_ids in zip(beta_hits.ids, rerank_hits.ids, rerank_hits.scores, full_hits.ids):
+        assert set(r_ids[:3]) == set(b_ids[:3]) and r_ids[3:] == b_ids[3:5]
+        assert r_scores == sorted(r_scores, reverse=True)
+        assert [d for d in f_ids if d in r_ids[:3]] == r_ids[:3]
+    costs = rerank.cost_figures()
+    assert costs["rerank_pairs"] == 6 and costs["documents_embedded"] == costs["distinct_candidates"] <= 6
+    rerank.search(queries, k=5)
+    assert rerank.cost_figures()["documents_embedded"] == costs["documents_embedded"]  # all cached now
+    converted = cache_to_full_index(rerank, tmp_path / "from-cache")
+    q = full.encode_queries(queries)
+    assert converted.search(q, k=5).ids == full.index.search(q, k=5).ids
+
+
+def test_sparse_queries_shift_back_to_tokenizer_ids(tiny_mlm):
+    model = SiDRModel.initialise(tiny_mlm, shared=True, top_k=10, query_max_length=16)
+    encoder = model.query_encoder
+    batch = next(encoder.inputs.batches(["hello world"], 1))
+    vectors = encoder(batch.input_ids, batch.attention_mask, sparse=True)
+    [query] = sparse_queries(encoder, vectors)
+    assert len(query.terms) == 10 and query.terms.min() >= 999
+    expected = encoder.encode_query(["hello world"]).to_queries()[0]
+    # training locates the top-k in bfloat16, inference exactly: at most a boundary entry may differ
+    assert len(set(query.terms.tolist()) & set(expected.terms.tolist())) >= 8
