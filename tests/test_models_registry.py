@@ -1,0 +1,38 @@
+"""The model registry: offline names, clear errors for what is not a model."""
+
+from __future__ import annotations
+
+import pytest
+
+from semiret.errors import SemiretError
+from semiret.models.registry import REGISTRY, gguf_file, load_tokenizer, model_directory, resolve_model_path
+
+
+def test_registry_names_resolve_offline():
+    for name in REGISTRY:
+        assert resolve_model_path(name).is_dir()
+    assert (model_directory("splade-tiny") / "config.json").is_file()
+    assert gguf_file("smollm2-135m") == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert gguf_file("minilm") is None
+    assert load_tokenizer("minilm").is_fast
+
+
+def test_unknown_model_lists_known_names():
+    with pytest.raises(SemiretError, match=r"unknown model 'no-such-model'.*minilm, smollm2-135m, splade-tiny"):
+        resolve_model_path("no-such-model")
+
+
+def test_directory_that_is_not_a_model(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(SemiretError, match="is not a model directory .*models available offline: minilm"):
+        model_directory(str(tmp_path))
+    with pytest.raises(SemiretError, match="is not a model directory"):
+        resolve_model_path(str(tmp_path / "notes.txt"))
+
+
+def test_broken_model_directory_is_a_clear_error(tmp_path):
+    from semiret.models.registry import load_masked_lm
+
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(SemiretError, match="cannot load"):
+        load_masked_lm(str(tmp_path))

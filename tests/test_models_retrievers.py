@@ -1,0 +1,108 @@
+"""The neural retrievers (splade, inference-free, dense) end to end on tiny random models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import MSMARCO_IDF, TINY_QUERIES
+from model_fixtures import tiny_bert  # noqa: F401 (fixture)
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data.collection import Document
+from semiret.errors import SemiretError
+from semiret.evaluation.evaluate import evaluate
+from semiret.search import DenseRetriever, InferenceFreeRetriever, SpladeRetriever, open_retriever
+
+
+def test_splade_build_search_add_delete(tmp_path, tiny_docs, tiny_bert):
+    retriever = SpladeRetriever.build(tiny_docs, tmp_path / "splade", model=str(tiny_bert))
+    documents = retriever.document_encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
+    queries = retriever.document_encoder.encode_query(list(TINY_QUERIES.values()))
+    scores = queries.to_dense() @ documents.to_dense().T
+    hits = retriever.search(list(TINY_QUERIES.values()), k=3)
+    for row, ids, got in zip(scores, hits.ids, hits.scores):
+        np.testing.assert_allclose(got, np.sort(row)[::-1][:3], rtol=1e-5)
+        assert ids[0] == tiny_docs[int(np.argmax(row))].id
+    reopened = open_retriever(tmp_path / "splade")
+    assert isinstance(reopened, SpladeRetriever)
+    reopened.add([Document("d7", tiny_docs[0].text, tiny_docs[0].title)])
+    assert "d7" in reopened.search([tiny_docs[0].full_text], k=2).ids[0]
+    reopened.delete(["d7"])
+    assert "d7" not in reopened.search([tiny_docs[0].full_text], k=7).ids[0]
+
+
+def test_pruning_and_quantization_shape_the_index(tmp_path, tiny_docs, tiny_bert):
+    full = SpladeRetriever.build(tiny_docs, tmp_path / "full", model=str(tiny_bert))
+    small = SpladeRetriever.build(tiny_docs, tmp_path / "small", model=str(tiny_bert), top_k=5, quantize_bits=8)
+    assert small.index.average_postings_per_document() == 5
+    assert small.index.meta["quantization"]["bits"] == 8
+    assert small.index.size_on_disk() < full.index.size_on_disk()
+    assert small.index.meta["analyzer"]["top_k"] == 5
+    small.add([Document("d7", "more cats")])  # later documents are pruned the same way
+    assert small.index.average_postings_per_document() == 5
+
+
+def test_inference_free_reuses_splade_documents(tmp_path, tiny_docs, tiny_bert):
+    SpladeRetriever.build(tiny_docs, tmp_path / "idx", model=str(tiny_bert))
+    corpus_idf = open_retriever(tmp_path / "idx", "inference-free")
+    assert isinstance(corpus_idf, InferenceFreeRetriever) and corpus_idf._document_encoder is None
+    query = corpus_idf.encode_query("cats and dogs")
+    np.testing.assert_allclose(query.weights, corpus_idf.index.idf()[query.terms])
+    table = open_retriever(tmp_path / "idx", "inference-free", idf=str(MSMARCO_IDF))
+    table.add([Document("d7", "cats and dogs again")])  # the document side loads the encoder when needed
+    documents = table.document_encoder.encode_document([d.full_text for d in tiny_docs] + ["cats and dogs again"],
+                                                       show_progress=False).to_dense()
+    ids = [d.id for d in tiny_docs] + ["d7"]
+    for text in ("cats and dogs", "statins cancer risk"):
+        query = table.encode_query(text)
+        scores = documents[:, query.terms] @ query.weights
+        hits = table.search([text], k=7)
+        assert hits.ids[0] == [ids[i] for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
+    built = InferenceFreeRetriever.build(tiny_docs, tmp_path / "if", model=str(tiny_bert))
+    assert built.index.meta["retriever"] == "inference-free"
+
+
+@pytest.mark.parametrize("ann", ["exact", "hnsw"])
+def test_dense_retriever(tmp_path, tiny_docs, tiny_bert, ann):
+    retriever = DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(tiny_bert), ann=ann)
+    vectors = retriever.encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
+    hits = retriever.search([tiny_docs[2].full_text], k=1)
+    assert hits.ids == [[tiny_docs[int(np.argmax(vectors @ vectors[2]))].id]]
+    reopened = open_retriever(tmp_path / "dense", ef_search=32)
+    assert isinstance(reopened, DenseRetriever) and reopened.index.meta["ann"] == ann
+    reopened.add([Document("d7", "a brand new text")])
+    assert reopened.search(["a brand new text"], k=1).ids == [["d7"]]
+    assert reopened.search([""], k=3).ids == [[]]
+
+
+def test_options_are_checked(tmp_path, tiny_docs, tiny_bert):
+    with pytest.raises(SemiretError, match="ann do not apply to retriever 'splade'"):
+        SpladeRetriever.build(tiny_docs, tmp_path / "x", model=str(tiny_bert), ann="hnsw")
+    with pytest.raises(SemiretError, match="unknown model"):
+        SpladeRetriever.build(tiny_docs, tmp_path / "y", model="no-such-model")
+    SpladeRetriever.build(tiny_docs, tmp_path / "z", model=str(tiny_bert))
+    with pytest.raises(SemiretError, match="was not built with a dense encoder"):
+        DenseRetriever._from_index(open_retriever(tmp_path / "z").index)
+
+
+def test_cli_eval_and_search_with_a_model(tmp_path, beir_dir, tiny_bert):
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", "--data", str(beir_dir), "-r", "splade", "--model", str(tiny_bert),
+                                 "--index", str(tmp_path / "idx"), "--batch-size", "4", "--top-k", "50", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures.keys() == evaluate(beir_dir, "bm25").keys()
+    result = runner.invoke(app, ["search", "--index", str(tmp_path / "idx"), "-r", "inference-free", "--idf",
+                                 "msmarco", "--json", "-k", "2", "cats"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[0])["query"] == "cats"  # (random model: hits may be none)
+    result = runner.invoke(app, ["index", "--data", str(beir_dir), "--out", str(tmp_path / "dense"), "-r", "dense",
+                                 "--model", str(tiny_bert), "--ann", "ivf"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["info", str(tmp_path / "dense")])
+    assert '"ann": "ivf"' in result.output
+    result = runner.invoke(app, ["delete", "--index", str(tmp_path / "dense"), "d1"])
+    assert result.exit_code == 0 and "deleted 1" in result.output
