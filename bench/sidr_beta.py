@@ -1,0 +1,75 @@
+"""SiDR beta search against BM25 on the same corpus: bag-of-tokens index build time and size,
+and single-thread query latency (query encoding and search timed separately).
+
+``python bench/sidr_beta.py [--docs N] [--quick] [--model sidr-scifact]`` prints one JSON object.
+
+Both indexes are built by semiret from the same texts (``store_texts=False``). BM25 queries are the
+corpus's query texts; beta queries are the same texts encoded by the SiDR query encoder (top-768
+token weights). ``ratio_*`` = SiDR / BM25 (latency: lower is better for SiDR below 1).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+
+from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine
+
+N_LATENCY_QUERIES = 300
+
+
+def single_query_latencies_ms(index, queries) -> list[float]:
+    out = []
+    for query in queries:
+        start = time.perf_counter()
+        index.search([query], k=10)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def run_corpus(name, directory, split, workdir, model: str) -> dict:
+    from semiret.search.retrievers import BagOfTokensRetriever, BM25Retriever
+    from semiret.sidr import SiDRModel
+
+    docs = load_documents(directory)
+    texts = load_queries(directory, split)[:N_LATENCY_QUERIES]
+    result = {"corpus": name, "documents": len(docs), "queries": len(texts)}
+    searchers = {}
+    for label, cls in (("bm25", BM25Retriever), ("bot", BagOfTokensRetriever)):
+        path = workdir / f"sidr-beta-{name}-{label}"
+        start = time.perf_counter()
+        searchers[label] = cls.build(docs, path, store_texts=False, overwrite=True)
+        result[f"{label}_build_s"] = round(time.perf_counter() - start, 2)
+        result[f"{label}_size_mb"] = round(searchers[label].index.size_on_disk() / 2**20, 1)
+    del docs
+    encoder = SiDRModel.load(model).query_encoder
+    start = time.perf_counter()
+    beta_queries = encoder.encode_query(texts, batch_size=32).to_queries()
+    result["beta_query_encoding_ms_per_query"] = round((time.perf_counter() - start) * 1000 / len(texts), 3)
+    bm25_queries = searchers["bm25"].encode_queries(texts)
+    for label, index, queries in (("bm25", searchers["bm25"].index, bm25_queries),
+                                  ("beta", searchers["bot"].index, beta_queries)):
+        index.search(queries[:5], k=10)  # warm-up (numba, page cache)
+        latencies = single_query_latencies_ms(index, queries)
+        result[f"{label}_search_ms_median"] = round(statistics.median(latencies), 3)
+        result[f"{label}_search_ms_mean"] = round(statistics.fmean(latencies), 3)
+    result["ratio_search_latency_median"] = round(result["beta_search_ms_median"] / result["bm25_search_ms_median"], 2)
+    result["ratio_build_time"] = round(result["bot_build_s"] / result["bm25_build_s"], 2)
+    result["ratio_index_size"] = round(result["bot_size_mb"] / result["bm25_size_mb"], 2)
+    for label in ("bm25", "bot"):
+        shutil.rmtree(workdir / f"sidr-beta-{name}-{label}", ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = common_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--model", default="sidr-scifact", help="SiDR model (saved directory or packaged name)")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    emit({"benchmark": "sidr_beta", "machine": machine(),
+          "results": [run_corpus(n, d, s, args.workdir, args.model) for n, d, s in bench_corpora(args)]})
+
+
+if __name__ == "__main__":
+    main()
