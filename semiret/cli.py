@@ -54,6 +54,7 @@ AnnOpt = typer.Option(None, "--ann", help="Dense search structure: exact (defaul
 PrecisionOpt = typer.Option(None, help="Dense encoder arithmetic: float32 (default), bfloat16, auto.")
 NprobeOpt = typer.Option(None, help="IVF lists searched per query (dense --ann ivf; default 16).")
 EfSearchOpt = typer.Option(None, help="HNSW candidate list size (dense --ann hnsw; default 128).")
+TwoPhaseOpt = typer.Option(None, "--two-phase", help="Two-phase search for idf/inference-free: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'.")
 
 
 def _options(*, idf=None, batch_size=None, quantize=False, **given) -> dict:
@@ -100,13 +101,13 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
            retriever: Optional[str] = typer.Option(None, "--retriever", "-r", help="Override the index's retriever."),
            k: int = typer.Option(10, "-k", help="Results per query."), idf: Optional[str] = IdfOpt,
            batch_size: Optional[int] = BatchSizeOpt, nprobe: Optional[int] = NprobeOpt,
-           ef_search: Optional[int] = EfSearchOpt,
+           ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts.")):
     """Search an index."""
     from semiret.search.retrievers import open_retriever
 
-    options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search)
+    options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search, two_phase=two_phase)
     searcher = open_retriever(index, retriever, **{k_: v for k_, v in options.items() if v is not None})
     hits = searcher.search(query, k=k)
     for text, ids, scores in zip(query, hits.ids, hits.scores):
@@ -186,7 +187,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      top_k: Optional[int] = TopKOpt, threshold: Optional[float] = ThresholdOpt,
                      quantize: bool = QuantizeOpt, ann: Optional[str] = AnnOpt,
                      precision: Optional[str] = PrecisionOpt, nprobe: Optional[int] = NprobeOpt,
-                     ef_search: Optional[int] = EfSearchOpt):
+                     ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt):
     """Evaluate a retriever on a collection: quality, build time, size, latency."""
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
@@ -195,7 +196,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        run_path=run, rebuild=rebuild, n_threads=threads,
                        **_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length, idf=idf, model=model,
                                   batch_size=batch_size, top_k=top_k, threshold=threshold, quantize=quantize,
-                                  ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search))
+                                  ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search,
+                                  two_phase=two_phase))
     if as_json:
         print(json.dumps(figures))
         return

@@ -50,6 +50,7 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         start = time.perf_counter()
         hits = searcher.search(texts, k=depth, n_threads=n_threads)
         batch_seconds = time.perf_counter() - start
+        sparsity = _sparsity(searcher, texts)
         run = hits.as_run(query_ids)
         if run_path:
             write_trec_run(run, run_path, tag=retriever)
@@ -70,11 +71,23 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
             "latency_ms_median": round(statistics.median(latencies), 4),
             "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 4),
             "batch_qps": round(len(query_ids) / batch_seconds, 1),
+            **sparsity,
         }
         return figures
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _sparsity(searcher, texts: list[str]) -> dict:
+    """Expansion rate and FLOPS (:mod:`semiret.indexes.sparsity`) for learned sparse (impact) indexes."""
+    from semiret.indexes.inverted import InvertedIndex
+    from semiret.indexes.sparsity import sparsity_report
+
+    if not isinstance(searcher.index, InvertedIndex) or searcher.index.kind != "impact":
+        return {}
+    report = sparsity_report(searcher.index, searcher.encode_queries(texts))
+    return {k: report[k] for k in ("avg_nnz_per_doc", "flops", "avg_query_terms")}
 
 
 def _warn_unknown_documents(qrels, searcher) -> None:

@@ -214,6 +214,47 @@ class SearchHits:
         return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
 
 
+@dataclass(frozen=True)
+class TwoPhase:
+    """Two-phase search (:mod:`semiret.indexes.two_phase`): phase one searches with the query terms whose weight
+    is at least ``prune_ratio`` x the query's largest, keeping ``expansion`` x k candidates (at most
+    ``max_window``); phase two adds the other terms' contributions to those candidates only.
+    ``prune_ratio=0`` keeps every term in phase one: the result equals the exhaustive search."""
+
+    prune_ratio: float = 0.4
+    expansion: float = 5.0
+    max_window: int = 10000
+
+    def __post_init__(self):
+        if not (0.0 <= self.prune_ratio <= 1.0) or not math.isfinite(self.prune_ratio):
+            raise SemiretError(f"two-phase prune_ratio must be in [0, 1], got {self.prune_ratio}")
+        if not self.expansion >= 1.0:
+            raise SemiretError(f"two-phase expansion must be at least 1, got {self.expansion}")
+        if self.max_window < 1:
+            raise SemiretError(f"two-phase max_window must be at least 1, got {self.max_window}")
+
+    def window(self, k: int) -> int:
+        return max(k, min(int(math.ceil(self.expansion * k)), self.max_window))
+
+    @classmethod
+    def parse(cls, spec: "str | TwoPhase | None") -> "TwoPhase | None":
+        """``None``/``"off"`` -> None; ``"on"`` -> defaults; ``"0.4"`` or ``"0.4,5"`` -> (prune_ratio[, expansion])."""
+        if spec is None or isinstance(spec, cls):
+            return spec
+        text = str(spec).strip().lower()
+        if text in ("", "off", "false", "no", "none"):
+            return None
+        if text in ("on", "true", "yes", "default"):
+            return cls()
+        try:
+            parts = [float(x) for x in text.split(",")]
+        except ValueError:
+            raise SemiretError(f"two-phase: expected 'on', 'off', 'RATIO' or 'RATIO,EXPANSION', got {spec!r}") from None
+        if len(parts) > 2:
+            raise SemiretError(f"two-phase: expected at most RATIO,EXPANSION, got {spec!r}")
+        return cls(*parts)
+
+
 @dataclass
 class SparseQuery:
     """A weighted bag of term ids; weights must be positive."""
@@ -340,13 +381,17 @@ class InvertedIndex:
         return total / max(self.n_stored, 1)
 
     # ------------------------------------------------------------------ search
-    def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1) -> SearchHits:
+    def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1,
+               two_phase: TwoPhase | None = None) -> SearchHits:
         """Exact top-k by ``sum_t w_t * value(t, d)`` (with IDF for BM25 indexes) over live documents.
 
-        Ties rank the document added first higher.
+        Ties rank the document added first higher. With ``two_phase`` the search is approximate
+        (:class:`TwoPhase`): candidates come from the heavy query terms only, then are rescored with all.
         """
         if k < 1:
             raise SemiretError("k must be at least 1")
+        if two_phase is not None:
+            return self._search_two_phase(queries, k, n_threads, two_phase)
         q_offsets, q_terms, q_weights = self._pack_queries(queries)
         n_queries = len(queries)
         seg_scores, seg_docs = [], []
@@ -371,6 +416,51 @@ class InvertedIndex:
                     list(pool.map(run, chunks[:-1], chunks[1:]))
             else:
                 run(0, n_queries)
+            if self.meta.get("quantization"):
+                scores *= self.meta["quantization"]["scale"] or 1.0
+            seg_scores.append(scores)
+            seg_docs.append(docs)
+        return self._merge_hits(seg_scores, seg_docs, k, n_queries)
+
+    def _search_two_phase(self, queries: Sequence[SparseQuery], k: int, n_threads: int,
+                          two_phase: TwoPhase) -> SearchHits:
+        from semiret.indexes.two_phase import rescore_candidates, split_by_weight
+
+        q_offsets, q_terms, q_weights = self._pack_queries(queries)
+        (h_offsets, h_terms, h_weights), (l_offsets, l_terms, l_weights) = split_by_weight(
+            q_offsets, q_terms, q_weights, two_phase.prune_ratio)
+        n_queries = len(queries)
+        seg_scores, seg_docs = [], []
+        for segment in self.segments:
+            window = min(two_phase.window(k), segment.n_docs) or 1
+            scores = np.empty((n_queries, window), np.float32)
+            docs = np.empty((n_queries, window), np.int32)
+            deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
+            present, indptr, docs_u32, values = segment.search_arrays()
+            binary = segment.values is None
+            args = (present, indptr, docs_u32, values, binary, deleted, segment.n_docs, window)
+
+            def run(lo: int, hi: int) -> None:
+                buffer = segment.scratch()
+                try:
+                    kernels.search_postings(h_offsets[lo: hi + 1], h_terms, h_weights, *args, buffer,
+                                            scores[lo:hi], docs[lo:hi])
+                finally:
+                    segment.release_scratch(buffer)
+                if len(l_terms):
+                    rescore_candidates(l_offsets[lo: hi + 1], l_terms, l_weights, present, indptr,
+                                       docs_u32.view(np.int32), values, binary, docs[lo:hi], scores[lo:hi])
+
+            if n_threads > 1 and n_queries > 1:
+                chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
+                with ThreadPoolExecutor(n_threads) as pool:
+                    list(pool.map(run, chunks[:-1], chunks[1:]))
+            else:
+                run(0, n_queries)
+            # best first after rescoring; ties: the document added first (as the exhaustive search)
+            keyed = np.where(docs >= 0, scores, -np.inf)
+            order = np.lexsort((np.where(docs >= 0, docs, np.iinfo(np.int32).max), -keyed), axis=1)[:, : min(k, window)]
+            scores, docs = np.take_along_axis(scores, order, 1), np.take_along_axis(docs, order, 1)
             if self.meta.get("quantization"):
                 scores *= self.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)

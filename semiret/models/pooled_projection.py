@@ -61,3 +61,27 @@ def top_k_max_pooled_projection(states: torch.Tensor, attention_mask: torch.Tens
     if bias is not None:
         logits = logits + bias[kept]
     return torch.zeros(values.shape, dtype=states.dtype, device=states.device).scatter(1, kept, activation(logits))
+
+
+def thresholded_max_pooled_projection(states: torch.Tensor, attention_mask: torch.Tensor, weight: torch.Tensor,
+                                      bias: torch.Tensor | None, activation, threshold: float = 0.0,
+                                      exact: bool = False) -> torch.Tensor:
+    """``activation`` of the max-pooled logits that exceed ``threshold``, zeros elsewhere: [B, V].
+
+    SPLADE's ``log(1 + ReLU)`` is zero (with zero gradient) at or below 0, so only entries whose maximum
+    logit is positive matter. They are located without autograd (bfloat16 where native; an entry whose
+    rounded maximum lands on the wrong side of 0 is within rounding of 0, where the activation is ~0),
+    and only those are recomputed exactly with autograd from the gathered hidden states. Near-tied
+    positions may swap in bfloat16 (a difference within its rounding); ``exact`` locates in ``states.dtype``.
+    """
+    dtype = torch.bfloat16 if native_bfloat16() and not exact else states.dtype
+    values, positions = _locate_maxima(states, attention_mask, weight, dtype)
+    if bias is not None:
+        values = values + bias.detach()
+    rows, cols = torch.nonzero(values > threshold, as_tuple=True)  # kept entries, row-major
+    hidden = states[rows, positions[rows, cols]]  # [nnz, H]
+    logits = (hidden * weight[cols]).sum(-1)
+    if bias is not None:
+        logits = logits + bias[cols]
+    out = torch.zeros(values.shape, dtype=states.dtype, device=states.device)
+    return out.index_put((rows, cols), activation(logits))

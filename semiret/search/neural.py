@@ -79,8 +79,10 @@ class SpladeDocuments:
     @staticmethod
     def splade_builder_state(model: str, max_length: int | None, top_k: int | None, threshold: float | None,
                              quantize_bits: int | None) -> dict:
+        from semiret.inference_free import resolve_model
         from semiret.models.encoders import load_encoder
 
+        model = resolve_model(model)  # packaged short names of trained inference-free models
         encoder = load_encoder(model, "splade", max_length=max_length)
         config = encoder_config("splade", model, encoder.max_length, top_k=top_k, threshold=threshold)
         return {"config": config, "encoder": encoder, "quantize_bits": quantize_bits}
@@ -123,8 +125,9 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
     name = "inference-free"
 
     def __init__(self, index, config: dict, vocabulary: WordPieceVocabulary, idf: str | Path = "corpus",
-                 encoder=None, encode_batch_size: int = ENCODE_BATCH_SIZE, quantize_bits: int | None = None):
-        IDFRetriever.__init__(self, index, vocabulary, idf)
+                 encoder=None, encode_batch_size: int = ENCODE_BATCH_SIZE, quantize_bits: int | None = None,
+                 two_phase=None):
+        IDFRetriever.__init__(self, index, vocabulary, idf, two_phase)
         self.config, self._document_encoder = config, encoder
         self.encode_batch_size, self.quantize_bits = encode_batch_size, quantize_bits
 
@@ -137,13 +140,18 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
                  encode_batch_size: int = ENCODE_BATCH_SIZE, top_k: int | None = None,
                  threshold: float | None = None, quantize_bits: int | None = None):
         state = cls.splade_builder_state(model, max_length, top_k, threshold, quantize_bits)
-        return cls(None, state["config"], WordPieceVocabulary(model), encoder=state["encoder"],
+        return cls(None, state["config"], WordPieceVocabulary(state["config"]["model"]), encoder=state["encoder"],
                    encode_batch_size=encode_batch_size, quantize_bits=state["quantize_bits"])
 
     @classmethod
-    def _from_index(cls, index, idf: str | Path = "corpus"):
+    def _from_index(cls, index, idf: str | Path | None = None, two_phase=None):
+        """``idf`` defaults to the table a trained inference-free model was saved with, else the corpus IDF."""
+        from semiret.inference_free import model_token_weights
+
         config = check_encoder_index(index, "splade")
-        return cls(index, config, WordPieceVocabulary(config["model"]), idf)
+        if idf is None:
+            idf = model_token_weights(config["model"]) or "corpus"
+        return cls(index, config, WordPieceVocabulary(config["model"]), idf, two_phase=two_phase)
 
 
 class DenseRetriever(Retriever):

@@ -215,12 +215,19 @@ class IDFRetriever(WordPieceRetriever):
     """
 
     name = "idf"
-    search_parameters = ("idf",)
+    search_parameters = ("idf", "two_phase")
 
-    def __init__(self, index, vocabulary, idf: str | Path = "corpus"):
+    def __init__(self, index, vocabulary, idf: str | Path = "corpus", two_phase=None):
+        from semiret.indexes.inverted import TwoPhase
+
         super().__init__(index, vocabulary)
         self.idf_source = str(idf)
         self._table = None if self.idf_source == "corpus" else load_token_weights(idf, vocabulary)
+        self.two_phase = TwoPhase.parse(two_phase)
+        """Two-phase search (high-IDF query tokens first, then rescoring): None for exhaustive search."""
+
+    def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
+        return self.index.search(self.encode_queries(queries), k=k, n_threads=n_threads, two_phase=self.two_phase)
 
     @classmethod
     def compatible_kinds(cls):

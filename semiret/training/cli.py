@@ -41,3 +41,46 @@ def train_sidr_command(
         query_max_length=query_max_length, document_max_length=document_max_length, seed=seed, threads=threads)
     summary = train_sidr(config, resume=resume)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
+
+
+@train_app.command("inference-free")
+def train_inference_free_command(
+    data: str = typer.Option("scifact", help="BEIR collection to fine-tune on (folder or name under shared/data)."),
+    output: Path = typer.Option(Path("runs/inference-free"), help="Run folder: teacher caches, checkpoints, final model."),
+    split: str = typer.Option("train", help="Qrels split to fine-tune on."),
+    base: str = typer.Option("splade-tiny", help="Masked LM (SPLADE) to initialise the document encoder from."),
+    idf: str = typer.Option("msmarco", help="Query token weights: 'msmarco', 'corpus' (of --data) or a JSON {token: weight} table."),
+    idf_aware: bool = typer.Option(True, help="IDF-aware student score (Eq. 5); off: the plain binary score (Eq. 2)."),
+    teachers: str = typer.Option("dense:minilm,sparse:splade-tiny,bm25",
+                                 help="Comma-separated teachers: dense[:model], sparse[:model], bm25."),
+    normalize_teachers: bool = typer.Option(True, help="Min-max normalize, average and scale teachers; off: 'simply add' raw scores."),
+    pretrain: Optional[list[str]] = typer.Option(None, help="Corpora for label-free pre-training (repeatable); 'none' skips it. Default: --data."),
+    pseudo_queries_per_document: int = typer.Option(1), pretrain_queries_per_epoch: int = typer.Option(2048),
+    pretrain_epochs: int = typer.Option(2), pretrain_scale: float = typer.Option(10.0),
+    pretrain_flops_weight: float = typer.Option(1e-4), pretrain_learning_rate: float = typer.Option(5e-5),
+    pretrain_max_length: int = typer.Option(128),
+    finetune_epochs: int = typer.Option(3), finetune_scale: float = typer.Option(30.0),
+    finetune_flops_weight: float = typer.Option(1e-3), finetune_learning_rate: float = typer.Option(3e-5),
+    finetune_max_length: int = typer.Option(256),
+    batch_size: int = typer.Option(32, help="Queries per step."), candidates: int = typer.Option(8, help="Documents per query."),
+    mining_depth: int = typer.Option(20), seed: int = typer.Option(12345), threads: Optional[int] = typer.Option(None),
+    teacher_cache: Optional[str] = typer.Option(None, help="Teacher vector cache folder (default <output>/teachers)."),
+    resume: bool = typer.Option(True, help="Continue from the run folder's checkpoints."),
+):
+    """Train an inference-free learned sparse retriever (IDF-aware KL distillation from an ensemble, FLOPS)."""
+    from semiret.data.paths import dataset
+    from semiret.inference_free import InferenceFreeTrainingConfig, train_inference_free
+
+    corpora = [str(dataset(data))] if pretrain is None else [str(dataset(c)) for c in pretrain if c != "none"]
+    config = InferenceFreeTrainingConfig(
+        data=str(dataset(data)), output=str(output), split=split, base=base, idf=idf, idf_aware=idf_aware,
+        teachers=teachers, normalize_teachers=normalize_teachers, pretrain_corpora=corpora,
+        pseudo_queries_per_document=pseudo_queries_per_document, pretrain_queries_per_epoch=pretrain_queries_per_epoch,
+        pretrain_epochs=pretrain_epochs, pretrain_scale=pretrain_scale, pretrain_flops_weight=pretrain_flops_weight,
+        pretrain_learning_rate=pretrain_learning_rate, pretrain_max_length=pretrain_max_length,
+        finetune_epochs=finetune_epochs, finetune_scale=finetune_scale, finetune_flops_weight=finetune_flops_weight,
+        finetune_learning_rate=finetune_learning_rate, finetune_max_length=finetune_max_length,
+        batch_size=batch_size, candidates=candidates, mining_depth=mining_depth, seed=seed, threads=threads,
+        teacher_cache=teacher_cache)
+    summary = train_inference_free(config, resume=resume)
+    print(json.dumps({k: v for k, v in summary.items() if k != "config"}))

@@ -71,10 +71,36 @@ def minmax_normalize(scores: torch.Tensor) -> torch.Tensor:
     return (scores - low) / (high - low).clamp_min(1e-9)
 
 
-def ensemble_teacher_scores(teacher_scores: list[torch.Tensor], scale: float, normalize: bool = True) -> torch.Tensor:
-    """Average teachers' per-query scores (min-max normalized unless ``normalize=False``) times ``scale``."""
+def ensemble_teacher_scores(teacher_scores: list[torch.Tensor], scale: float, normalize: bool = True,
+                            weights: list[float] | None = None) -> torch.Tensor:
+    """The inference-free paper's ensemble teacher (Eqs. 8-9): ``scale * sum_j w_j * minmax(s_j)`` with equal
+    weights ``w_j = 1/J`` unless given. ``normalize=False`` is the paper's "simply add" ablation: the plain sum
+    of the raw teacher scores (no normalization, no averaging, no scale)."""
     if not teacher_scores:
         raise ValueError("at least one teacher is needed")
-    parts = [minmax_normalize(s) if normalize else s for s in teacher_scores]
-    combined = torch.stack(parts).mean(dim=0)
+    if not normalize:
+        return torch.stack(list(teacher_scores)).sum(dim=0)
+    if weights is None:
+        weights = [1.0 / len(teacher_scores)] * len(teacher_scores)
+    if len(weights) != len(teacher_scores):
+        raise ValueError(f"{len(weights)} weights for {len(teacher_scores)} teachers")
+    combined = sum(w * minmax_normalize(s) for w, s in zip(weights, teacher_scores))
     return combined * scale
+
+
+def query_token_vectors(input_ids: torch.Tensor, vocab_size: int, token_weights: torch.Tensor | None = None,
+                        excluded: torch.Tensor | None = None) -> torch.Tensor:
+    """Inference-free query vectors [N, V] from padded token ids [N, L] (pad id 0 is dropped):
+    1 for each distinct token (binary bag of tokens), times ``token_weights`` (IDF, Eq. 5) when given."""
+    present = torch.zeros(len(input_ids), vocab_size, device=input_ids.device)
+    present.scatter_(1, input_ids, 1.0)
+    present[:, 0] = 0.0
+    if excluded is not None:
+        present = present * ~excluded
+    return present * token_weights if token_weights is not None else present
+
+
+def grouped_scores(queries: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
+    """Each query against its own candidates: queries [N, V], documents [N * C, V] (query-major) -> [N, C]."""
+    n = queries.shape[0]
+    return torch.bmm(documents.view(n, -1, documents.shape[-1]), queries.unsqueeze(-1)).squeeze(-1)

@@ -1,0 +1,509 @@
+"""Inference-free learned sparse retrieval (Geng et al., "Towards Competitive Search Relevance For
+Inference-Free Learned Sparse Retrievers", arXiv 2411.04403), composed from shared pieces:
+
+- the model: a SPLADE document encoder (:class:`semiret.models.splade.SpladeEncoder`, initialised from
+  ``splade-tiny``) and a query side that is a tokenizer plus a frozen token-weight table (IDF);
+  ``s(q, d) = sum_t idf(t) q_t d_t`` over the inverted index (the ``inference-free`` retriever);
+- training: KL distillation (:func:`~semiret.training.losses.kl_distillation`) with the IDF-aware student
+  score, the FLOPS regularizer with a quadratic lambda warm-up, a heterogeneous ensemble teacher
+  (:mod:`semiret.training.teachers`, per-query min-max normalized, averaged, scaled by S), corpus
+  pre-training on pseudo-queries (:mod:`semiret.training.pseudo_queries`) then fine-tuning on qrels, each
+  stage with the shared resumable :class:`~semiret.training.trainer.Trainer`.
+
+A saved model is a directory that is at once a SPLADE encoder (``semiret-encoder.json``, fp16 safetensors;
+``--model <dir>`` for the ``inference-free`` and ``splade`` retrievers) and an inference-free model:
+``inference-free.json`` (query weighting, IDF source, training summary) and ``idf.json``, the token-weight
+table it was trained with, which the ``inference-free`` retriever uses by default.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from semiret.data.collection import Collection, Document
+from semiret.errors import SemiretError
+from semiret.indexes.storage import atomic_write_json, replace_directory, staging_directory
+
+log = logging.getLogger(__name__)
+
+MODEL_FILE = "inference-free.json"
+IDF_FILE = "idf.json"
+PACKAGED_CHECKPOINTS = Path(__file__).parent / "checkpoints"
+DEFAULT_MODEL = "inference-free-scifact"
+"""The trained checkpoint shipped with semiret (``semiret train inference-free``, see docs/results.md)."""
+QUERY_WEIGHTINGS = ("idf", "binary")
+
+
+# ---------------------------------------------------------------------------------------------- paths
+def resolve_model(name_or_path: str) -> str:
+    """A saved inference-free model directory for a packaged short name (``inference-free-scifact``) or a
+    path; anything else (``splade-tiny``, a plain SPLADE directory) is returned unchanged."""
+    for candidate in (Path(name_or_path), PACKAGED_CHECKPOINTS / name_or_path):
+        if (candidate / MODEL_FILE).is_file():
+            return str(candidate.resolve())
+    if name_or_path == DEFAULT_MODEL:
+        raise SemiretError(f"the packaged checkpoint {DEFAULT_MODEL!r} is missing from {PACKAGED_CHECKPOINTS}; "
+                           "train it with `semiret train inference-free`")
+    return name_or_path
+
+
+def model_token_weights(model: str) -> Path | None:
+    """The ``idf.json`` a saved inference-free model was trained with (None for other models)."""
+    path = Path(resolve_model(model)) / IDF_FILE
+    return path if path.is_file() else None
+
+
+def resolve_idf(idf: str) -> str:
+    """``msmarco`` -> the shared MS MARCO table; ``corpus`` and paths unchanged."""
+    if idf == "msmarco":
+        from semiret.data.paths import msmarco_idf
+
+        return str(msmarco_idf())
+    return idf
+
+
+def corpus_idf(documents: list[Document], vocabulary) -> np.ndarray:
+    """Lucene IDF of every token over ``documents`` (a token counts once per document), as the paper's
+    ``get_idf.py``; tokens absent from the corpus get 1 (the paper's rule for unseen tokens)."""
+    from semiret.indexes.inverted import BM25Parameters
+
+    flat, offsets = vocabulary.encode_batch([d.full_text for d in documents])
+    doc_of = np.repeat(np.arange(len(documents)), np.diff(offsets))
+    pairs = np.unique(doc_of.astype(np.int64) * vocabulary.size + flat)
+    df = np.bincount(pairs % vocabulary.size, minlength=vocabulary.size)
+    idf = BM25Parameters.idf(df, len(documents))
+    idf[df == 0] = 1.0
+    idf[vocabulary.excluded_mask] = 0.0
+    return idf.astype(np.float32)
+
+
+def token_weight_table(idf: np.ndarray, vocabulary) -> dict[str, float]:
+    return {vocabulary.token(i): round(float(idf[i]), 5) for i in np.flatnonzero(idf > 0)}
+
+
+# ---------------------------------------------------------------------------------------------- model
+class InferenceFreeModel(torch.nn.Module):
+    """The trainable document encoder plus the frozen query token weights [V] (IDF, or ones: binary)."""
+
+    def __init__(self, encoder, token_weights: np.ndarray, query_weighting: str = "idf", idf_source: str = ""):
+        super().__init__()
+        from semiret.text.wordpiece import WordPieceVocabulary
+
+        if query_weighting not in QUERY_WEIGHTINGS:
+            raise SemiretError(f"query weighting must be one of {', '.join(QUERY_WEIGHTINGS)}, not {query_weighting!r}")
+        self.encoder = encoder
+        self.vocabulary = WordPieceVocabulary(_tokenizer_source(encoder))
+        weights = np.asarray(token_weights, np.float32)
+        if weights.shape != (encoder.vocab_size,):
+            raise SemiretError(f"the token-weight vector has {weights.shape} entries; the encoder's vocabulary has "
+                               f"{encoder.vocab_size}")
+        if not np.isfinite(weights).all() or (weights < 0).any():
+            raise SemiretError("token weights must be finite and non-negative")
+        weights = weights.copy()
+        weights[self.vocabulary.excluded_mask] = 0.0
+        self.query_weighting, self.idf_source = query_weighting, idf_source
+        self.register_buffer("idf", torch.from_numpy(weights))
+
+    @property
+    def query_weights(self) -> np.ndarray:
+        """What the query side multiplies each present token by (IDF; ones for the binary variant)."""
+        if self.query_weighting == "binary":
+            return (~self.vocabulary.excluded_mask).astype(np.float32)
+        return self.idf.numpy()
+
+    @classmethod
+    def initialise(cls, base: str = "splade-tiny", idf: str | np.ndarray = "msmarco", query_weighting: str = "idf",
+                   max_length: int = 256, documents: list[Document] | None = None) -> "InferenceFreeModel":
+        """``idf``: ``msmarco``, a ``{token: weight}`` JSON path, ``corpus`` (needs ``documents``) or an array.
+
+        Bad tables (another vocabulary, negative or NaN weights) fail here, before any model is loaded.
+        """
+        from semiret.models.splade import SpladeEncoder
+
+        weights, source = load_idf(idf, base, documents)
+        return cls(SpladeEncoder.from_pretrained(base, max_length=max_length), weights, query_weighting, source)
+
+    @classmethod
+    def load(cls, name_or_path: str) -> "InferenceFreeModel":
+        from semiret.models.encoders import load_encoder
+        from semiret.text.token_weights import load_token_weights
+        from semiret.text.wordpiece import WordPieceVocabulary
+
+        path = Path(resolve_model(name_or_path))
+        if not (path / MODEL_FILE).is_file():
+            raise SemiretError(f"{name_or_path} is not a saved inference-free model (no {MODEL_FILE})")
+        meta = json.loads((path / MODEL_FILE).read_text())
+        if meta.get("format") != "semiret.inference-free":
+            raise SemiretError(f"{path / MODEL_FILE} does not describe an inference-free model")
+        encoder = load_encoder(str(path), "splade").float()
+        weights = load_token_weights(path / IDF_FILE, WordPieceVocabulary(str(path)))
+        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""))
+
+    def save(self, path: str | Path, training: dict | None = None, fp16: bool = True,
+             max_length: int | None = 512) -> Path:
+        """Write the directory (fp16 weights by default); ``max_length`` is what indexing will use."""
+        target = Path(path)
+        staged = staging_directory(target)
+        training_length = self.encoder.max_length
+        try:
+            if fp16:
+                self.encoder.half()
+            if max_length:
+                self.encoder.inputs.max_length = max_length
+            try:
+                self.encoder.save(staged)
+            finally:
+                self.encoder.float()
+                self.encoder.inputs.max_length = training_length
+            weights = self.query_weights
+            (staged / IDF_FILE).write_text(json.dumps(token_weight_table(weights, self.vocabulary)))
+            atomic_write_json(staged / MODEL_FILE, {
+                "format": "semiret.inference-free", "version": 1, "query_weighting": self.query_weighting,
+                "idf_source": self.idf_source, "training": training or {}})
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        replace_directory(staged, target, overwrite=True)
+        return target
+
+    # ------------------------------------------------------------------ training forward
+    def document_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         columns: torch.Tensor | None = None) -> torch.Tensor:
+        """SPLADE vectors [B, V] (or [B, len(columns)] over vocabulary ids ``columns``) with gradients through
+        the positive max-pooled logits only (fast on CPU)."""
+        from semiret.models.pooled_projection import thresholded_max_pooled_projection
+        from semiret.models.pooling import log_saturation
+
+        encoder = self.encoder
+        hidden = encoder.backbone.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        states = encoder._transform(hidden)
+        weight, bias = encoder._projection.weight, encoder._projection.bias
+        if columns is not None:
+            weight, bias = weight[columns], (bias[columns] if bias is not None else None)
+        return thresholded_max_pooled_projection(states, attention_mask, weight, bias, log_saturation)
+
+    def query_vectors(self, token_lists: list[np.ndarray], idf_aware: bool = True) -> torch.Tensor:
+        """Training-side queries [N, V]: the distinct tokens, weighted by IDF (Eq. 5) or 1 (Eq. 2)."""
+        out = torch.zeros(len(token_lists), self.encoder.vocab_size)
+        weights = torch.from_numpy(self.query_weights) if idf_aware else torch.ones(self.encoder.vocab_size)
+        for i, tokens in enumerate(token_lists):
+            ids = torch.from_numpy(np.asarray(tokens, np.int64))
+            out[i, ids] = weights[ids]
+        return out
+
+
+def _tokenizer_source(encoder) -> str:
+    from semiret.models.registry import model_directory
+
+    return str(model_directory(encoder.name)) if not Path(encoder.name).is_dir() else encoder.name
+
+
+def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[np.ndarray, str]:
+    """(weights over ``base``'s vocabulary, description) for an IDF option; errors before any model loads."""
+    from semiret.models.registry import model_directory
+    from semiret.text.token_weights import load_token_weights
+    from semiret.text.wordpiece import WordPieceVocabulary
+
+    vocabulary = WordPieceVocabulary(str(model_directory(base)))
+    if isinstance(idf, np.ndarray):
+        if idf.shape != (vocabulary.size,):
+            raise SemiretError(f"the IDF vector has {idf.shape} entries; {base} has {vocabulary.size} tokens")
+        if not np.isfinite(idf).all() or (idf < 0).any():
+            raise SemiretError("IDF weights must be finite and non-negative")
+        return idf.astype(np.float32), "array"
+    if idf == "corpus":
+        if not documents:
+            raise SemiretError("corpus IDF needs the corpus documents")
+        return corpus_idf(documents, vocabulary), "corpus"
+    path = resolve_idf(str(idf))
+    return load_token_weights(path, vocabulary), str(idf)
+
+
+# ---------------------------------------------------------------------------------------------- training
+@dataclass
+class InferenceFreeTrainingConfig:
+    data: str
+    """Fine-tuning collection (its ``split`` qrels); also the first pre-training corpus unless ``pretrain_corpora``."""
+    output: str
+    split: str = "train"
+    base: str = "splade-tiny"
+    idf: str = "msmarco"
+    idf_aware: bool = True
+    teachers: str = "dense:minilm,sparse:splade-tiny,bm25"
+    normalize_teachers: bool = True
+    pretrain_corpora: list[str] = field(default_factory=list)
+    """Corpora for label-free pre-training (names or folders); empty: no pre-training."""
+    pseudo_queries_per_document: int = 1
+    pretrain_queries_per_epoch: int = 2048
+    pretrain_epochs: int = 2
+    pretrain_scale: float = 10.0
+    pretrain_flops_weight: float = 1e-4
+    pretrain_learning_rate: float = 5e-5
+    pretrain_max_length: int = 128
+    finetune_epochs: int = 3
+    finetune_scale: float = 30.0
+    finetune_flops_weight: float = 1e-3
+    finetune_learning_rate: float = 3e-5
+    finetune_max_length: int = 256
+    flops_warmup_fraction: float = 0.3
+    batch_size: int = 32
+    candidates: int = 8
+    mining_depth: int = 20
+    flops_sample: int = 2048
+    """Vocabulary entries outside the batch's query tokens sampled per step for the FLOPS term."""
+    max_grad_norm: float = 2.0
+    seed: int = 12345
+    threads: int | None = None
+    teacher_cache: str | None = None
+    """Where teacher vectors are cached (default ``<output>/teachers``; share it between ablation runs)."""
+
+    def validate(self) -> None:
+        from semiret.training.teachers import parse_teachers
+
+        parse_teachers(self.teachers)
+        if self.batch_size < 1 or self.candidates < 2:
+            raise SemiretError("training needs batches of at least 1 query and at least 2 candidates per query")
+        if self.finetune_epochs < 0 or self.pretrain_epochs < 0:
+            raise SemiretError("epochs must be non-negative")
+        if self.finetune_epochs == 0 and not (self.pretrain_corpora and self.pretrain_epochs):
+            raise SemiretError("nothing to train: no fine-tuning epochs and no pre-training")
+        for name in ("pretrain_scale", "finetune_scale"):
+            if not getattr(self, name) > 0:
+                raise SemiretError(f"{name} must be positive")
+        for name in ("pretrain_flops_weight", "finetune_flops_weight"):
+            if not getattr(self, name) >= 0:
+                raise SemiretError(f"{name} must be non-negative")
+
+
+@dataclass
+class Example:
+    query_id: str
+    text: str
+    positives: tuple[int, ...]  # document rows
+
+
+class StageData:
+    """One corpus with its queries, cached teacher vectors and mined candidate pools."""
+
+    def __init__(self, name: str, documents: list[Document], examples: list[Example], teachers, cache_dir: Path,
+                 mining_depth: int, vocabulary):
+        from semiret.training.teachers import BM25Teacher, TeacherScores
+
+        self.name, self.documents, self.examples = name, documents, examples
+        ids = [e.query_id for e in examples]
+        texts = [e.text for e in examples]
+        self.teachers = [TeacherScores(t, documents, ids, texts, cache_dir) for t in teachers]
+        miners = list(self.teachers)
+        if not any(t.teacher.kind == "bm25" for t in miners):
+            miners.append(TeacherScores(BM25Teacher(), documents, ids, texts, None))
+        tops = [m.top(mining_depth) for m in miners]
+        self.pools = []
+        for i, example in enumerate(examples):
+            pool, seen = [], set(example.positives)
+            for rank in range(mining_depth):  # interleave the sources' rankings
+                for top in tops:
+                    row = int(top[i, rank]) if rank < top.shape[1] else -1
+                    if row >= 0 and row not in seen:
+                        seen.add(row)
+                        pool.append(row)
+            self.pools.append(pool)
+        self.tokens = [np.unique(np.asarray(vocabulary.encode(t), np.int64)) for t in texts]
+
+    def candidates(self, i: int, n: int, rng: random.Random) -> list[int]:
+        """The first positive (random among several) and ``n - 1`` negatives drawn from the pool."""
+        example = self.examples[i]
+        positive = rng.choice(example.positives)
+        pool = self.pools[i]
+        negatives = rng.sample(pool, n - 1) if len(pool) >= n - 1 else (
+            pool + [rng.randrange(len(self.documents)) for _ in range(n - 1 - len(pool))])
+        return [positive, *negatives]
+
+
+def _documents(root) -> list[Document]:
+    return list(Collection(root).corpus())
+
+
+def _pretrain_stages(config, teachers, cache_dir, vocabulary) -> list[StageData]:
+    from semiret.data.paths import dataset
+    from semiret.training.pseudo_queries import generate_pseudo_queries
+
+    stages = []
+    for k, corpus in enumerate(config.pretrain_corpora):
+        root = dataset(corpus)
+        documents = _documents(root)
+        row = {d.id: i for i, d in enumerate(documents)}
+        queries = generate_pseudo_queries(documents, config.pseudo_queries_per_document, seed=config.seed + k,
+                                          prefix=f"pq{k}")
+        examples = [Example(q.id, q.text, (row[q.document_id],)) for q in queries]
+        stages.append(StageData(Path(root).name, documents, examples, teachers, cache_dir, config.mining_depth,
+                                vocabulary))
+    return stages
+
+
+def _finetune_stage(config, training_set, teachers, cache_dir, vocabulary) -> StageData:
+    documents = list(training_set.documents.values())
+    row = {d.id: i for i, d in enumerate(documents)}
+    examples = [Example(q, next(p.query for p in training_set.pairs if p.query_id == q),
+                        tuple(sorted(row[d] for d in ds))) for q, ds in training_set.positives.items()]
+    return StageData(Path(config.data).name, documents, examples, teachers, cache_dir, config.mining_depth,
+                     vocabulary)
+
+
+def rng_np(seed: float) -> np.random.Generator:
+    return np.random.default_rng(int(seed * 2**32))
+
+
+def _tokens(encoder, texts: list[str]):
+    batch = next(encoder.inputs.batches(texts, len(texts)))
+    order = np.argsort(batch.positions)
+    return batch.input_ids[order], batch.attention_mask[order]
+
+
+def _run_stage(model, stages: list[StageData], config, stage: str, output: Path, resume: bool) -> dict:
+    """One stage (``pretrain`` or ``finetune``) with the shared Trainer; returns its summary."""
+    from semiret.training.losses import ensemble_teacher_scores, grouped_scores, kl_distillation, quadratic_warmup
+    from semiret.training.trainer import Trainer, TrainingConfig
+
+    pre = stage == "pretrain"
+    scale = config.pretrain_scale if pre else config.finetune_scale
+    flops_weight = config.pretrain_flops_weight if pre else config.finetune_flops_weight
+    max_length = config.pretrain_max_length if pre else config.finetune_max_length
+    epochs = config.pretrain_epochs if pre else config.finetune_epochs
+    per_epoch = config.pretrain_queries_per_epoch if pre else None
+    model.encoder.inputs.max_length = max_length
+
+    def make_batches(epoch: int, rng: random.Random):
+        batches = []
+        for s, data in enumerate(stages):
+            order = list(range(len(data.examples)))
+            rng.shuffle(order)
+            if per_epoch:
+                order = order[: max(1, per_epoch // len(stages))]
+            batches += [(s, order[i: i + config.batch_size]) for i in range(0, len(order), config.batch_size)]
+        rng.shuffle(batches)  # each batch from one corpus, corpora interleaved (the paper's sampler)
+        seeded = random.Random(rng.random())
+        return [(s, rows, seeded.random()) for s, rows in batches]
+
+    steps_per_epoch = len(make_batches(0, random.Random(0)))
+    total_steps = steps_per_epoch * epochs
+    ramp = int(config.flops_warmup_fraction * total_steps)
+
+    def step(batch, global_step):
+        s, rows, seed = batch
+        data = stages[s]
+        rng = random.Random(seed)
+        candidates = np.array([data.candidates(i, config.candidates, rng) for i in rows])  # [N, C]
+        texts = [data.documents[r].full_text for r in candidates.ravel()]
+        ids, mask = _tokens(model.encoder, texts)
+        tokens = [data.tokens[i] for i in rows]
+        # The ranking loss only sees the batch's query tokens, so the vocabulary projection is computed for
+        # those exactly plus a uniform sample of the rest, whose FLOPS term is scaled up by the sampling rate
+        # (an unbiased estimate of the full FLOPS regularizer and of its gradient).
+        vocab = model.encoder.vocab_size
+        in_queries = np.unique(np.concatenate(tokens)) if tokens else np.empty(0, np.int64)
+        others = np.setdiff1d(np.arange(vocab), in_queries)
+        sampled = np.sort(rng_np(seed).choice(others, min(config.flops_sample, len(others)), replace=False))
+        columns = torch.from_numpy(np.concatenate([in_queries, sampled]))
+        d = model.document_vectors(ids, mask, columns)
+        q = model.query_vectors(tokens, config.idf_aware)[:, columns]
+        student = grouped_scores(q, d)
+        query_ids = [data.examples[i].query_id for i in rows]
+        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, candidates)) for t in data.teachers],
+                                          scale, normalize=config.normalize_teachers)
+        rank = kl_distillation(student, teacher)
+        lam = quadratic_warmup(flops_weight, global_step, ramp)
+        k = len(in_queries)
+        rate = len(others) / max(len(sampled), 1)
+        per_token = d.abs().mean(dim=0).pow(2)
+        flops = per_token[:k].sum() + rate * per_token[k:].sum()
+        nnz = ((d[:, :k] > 0).sum(dim=1).float() + rate * (d[:, k:] > 0).sum(dim=1).float()).mean().item()
+        return rank + lam * flops, {"kl": rank.item(), "flops": flops.item(), "nnz": nnz}
+
+    trainer_config = TrainingConfig(epochs=epochs, batch_size=config.batch_size,
+                                    learning_rate=config.pretrain_learning_rate if pre else config.finetune_learning_rate,
+                                    warmup_epochs=0.1, max_grad_norm=config.max_grad_norm, seed=config.seed,
+                                    threads=config.threads)
+    figures: list[dict] = []
+    original_step = step
+
+    def recording_step(batch, global_step):
+        loss, extra = original_step(batch, global_step)
+        figures.append(extra)
+        return loss, extra
+
+    trainer = Trainer(model, make_batches, recording_step, trainer_config, output, steps_per_epoch)
+    started = time.perf_counter()
+    history = trainer.train(resume=resume)
+    last = figures[-20:]
+    return {"stage": stage, "corpora": [d.name for d in stages], "queries": sum(len(d.examples) for d in stages),
+            "steps_per_epoch": steps_per_epoch, "epochs": epochs, "seconds": round(time.perf_counter() - started, 1),
+            "loss_per_epoch": [round(h.mean_loss, 4) for h in history],
+            "final_kl": round(float(np.mean([f["kl"] for f in last])), 4) if last else None,
+            "final_nnz": round(float(np.mean([f["nnz"] for f in last])), 1) if last else None}
+
+
+def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = True) -> dict:
+    """Pre-train on pseudo-queries of ``pretrain_corpora`` (if any), then fine-tune on ``data``'s qrels.
+
+    Writes ``<output>/pretrain/`` and ``<output>/finetune/`` (resumable checkpoints, teacher caches under
+    ``<output>/teachers``) and the final model to ``<output>/model``; returns a summary.
+    """
+    from semiret.training.data import TrainingSet
+    from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
+
+    started = time.perf_counter()
+    config.validate()  # teacher list, numbers
+    output = Path(config.output)
+    teacher_specs = parse_teachers(config.teachers)
+    # everything that can be wrong with the inputs fails here, before teachers or the student run
+    collection = Collection(config.data)
+    training_set = TrainingSet.from_collection(collection, config.split) if config.finetune_epochs else None
+    idf_documents = _documents(config.data) if config.idf == "corpus" else None
+    weights, source = load_idf(config.idf, config.base, idf_documents)
+    cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
+    teachers = [make_teacher(kind, model) for kind, model in teacher_specs]
+    write_manifest(output, teachers)
+
+    from semiret.models.splade import SpladeEncoder
+
+    model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base), weights,
+                               "idf" if config.idf_aware else "binary", source)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    summary: dict = {"config": asdict(config), "stages": []}
+    pretrained = output / "pretrain" / "model"
+    if config.pretrain_corpora and config.pretrain_epochs:
+        if (pretrained / MODEL_FILE).is_file() and resume:
+            log.warning("pre-training already done: loading %s", pretrained)
+            done = json.loads((pretrained / MODEL_FILE).read_text())["training"]
+            model = InferenceFreeModel.load(str(pretrained))
+            summary["stages"].append(done)
+        else:
+            t0 = time.perf_counter()
+            stages = _pretrain_stages(config, teachers, cache_dir, model.vocabulary)
+            prep = time.perf_counter() - t0
+            result = _run_stage(model, stages, config, "pretrain", output / "pretrain", resume)
+            result["preparation_seconds"] = round(prep, 1)
+            summary["stages"].append(result)
+            model.save(pretrained, training=result, fp16=False)
+    if config.finetune_epochs:
+        t0 = time.perf_counter()
+        stage = _finetune_stage(config, training_set, teachers, cache_dir, model.vocabulary)
+        prep = time.perf_counter() - t0
+        result = _run_stage(model, [stage], config, "finetune", output / "finetune", resume)
+        result["preparation_seconds"] = round(prep, 1)
+        summary["stages"].append(result)
+    summary["train_seconds"] = round(time.perf_counter() - started, 1)
+    summary["teachers"] = [t.name for t in teachers]
+    model.save(output / "model", training={k: v for k, v in summary.items()})
+    (output / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,75 @@
+"""Pseudo-queries from a corpus alone, for pre-training without labels.
+
+- **independent cropping** (Contriever, Izacard et al.): a random span of the document's words;
+- **inverse cloze** (ICT, Lee et al.): one sentence of the document stands for a query about it.
+
+Each pseudo-query remembers its source document (the "positive" of the candidate list). The document
+itself is kept whole (ICT's sentence removal is not applied): the training target is the teachers'
+score distribution over the candidates, and the teachers score the cached corpus vectors, so the
+candidate texts must be the corpus texts.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from semiret.data.collection import Document
+from semiret.errors import SemiretError
+
+KINDS = ("crop", "ict")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class PseudoQuery:
+    id: str
+    text: str
+    document_id: str
+    kind: str
+
+
+def independent_crop(words: Sequence[str], rng: random.Random, min_words: int = 4, max_words: int = 12) -> str:
+    """A random contiguous span of ``min_words``..``max_words`` words (the whole text when shorter)."""
+    if len(words) <= min_words:
+        return " ".join(words)
+    length = rng.randint(min_words, min(max_words, len(words)))
+    start = rng.randint(0, len(words) - length)
+    return " ".join(words[start: start + length])
+
+
+def inverse_cloze(text: str, rng: random.Random, min_words: int = 4, max_words: int = 40) -> str | None:
+    """A random sentence of ``min_words``..``max_words`` words (cut to ``max_words``), or None if there is none."""
+    sentences = [s.split() for s in SENTENCE_END.split(text)]
+    usable = [s for s in sentences if len(s) >= min_words]
+    if not usable:
+        return None
+    return " ".join(rng.choice(usable)[:max_words])
+
+
+def generate_pseudo_queries(documents: Iterable[Document], per_document: int = 2, seed: int = 0,
+                            kinds: Sequence[str] = KINDS, min_words: int = 4, max_words: int = 12,
+                            prefix: str = "pq") -> list[PseudoQuery]:
+    """``per_document`` pseudo-queries of each document, kinds alternating (ICT falls back to cropping when a
+    document has no usable sentence). Deterministic for a seed. Documents with fewer than ``min_words`` words
+    are skipped."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise SemiretError(f"pseudo-query kinds must be among {', '.join(KINDS)}, got {list(kinds)}")
+    if per_document < 1:
+        raise SemiretError(f"per_document must be at least 1, got {per_document}")
+    rng = random.Random(seed)
+    queries = []
+    for doc in documents:
+        words = doc.full_text.split()
+        if len(words) < min_words:
+            continue
+        for j in range(per_document):
+            kind = kinds[(j + rng.randrange(len(kinds))) % len(kinds)] if len(kinds) > 1 else kinds[0]
+            text = inverse_cloze(doc.text or doc.full_text, rng, min_words) if kind == "ict" else None
+            if text is None:
+                kind, text = "crop", independent_crop(words, rng, min_words, max_words)
+            queries.append(PseudoQuery(f"{prefix}-{doc.id}-{j}", text, doc.id, kind))
+    return queries

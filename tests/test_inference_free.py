@@ -1,0 +1,268 @@
+"""Inference-free learned sparse retrieval: the IDF-aware loss, ensemble teachers, pseudo-queries, the
+thresholded projection, two-phase search, bad inputs and a tiny end-to-end training run."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from semiret.data import Collection, Document
+from semiret.errors import SemiretError
+from semiret.indexes.inverted import InvertedIndex, SparseQuery, TwoPhase
+from semiret.indexes.sparsity import sparsity_report
+from semiret.inference_free import InferenceFreeModel, InferenceFreeTrainingConfig, load_idf, train_inference_free
+from semiret.models.pooled_projection import thresholded_max_pooled_projection
+from semiret.models.pooling import log_saturation, masked_max
+from semiret.models.sparse import SparseVectors
+from semiret.training.losses import ensemble_teacher_scores, grouped_scores, kl_distillation, minmax_normalize
+from semiret.training.pseudo_queries import generate_pseudo_queries, independent_crop, inverse_cloze
+from semiret.training.teachers import BM25Teacher, TeacherScores, parse_teachers
+from tests.conftest import MSMARCO_IDF, write_beir
+from tests.model_fixtures import tiny_bert  # noqa: F401  (fixture)
+
+
+# ------------------------------------------------------------------ losses
+def test_idf_aware_gradient_scales_with_idf():
+    """d L / d d_{i,t} = idf(t) q_t (softmax(s)_i - softmax(teacher)_i): doubling a token's IDF doubles it."""
+    docs = torch.rand(1, 3, 5, requires_grad=True)
+    q = torch.tensor([[1.0, 1.0, 0.0, 0.0, 0.0]])
+    idf = torch.tensor([1.0, 2.0, 3.0, 3.0, 3.0])
+    teacher = torch.tensor([[3.0, 0.0, -1.0]])
+    loss = kl_distillation(grouped_scores(q * idf, docs.view(3, 5)), teacher)
+    loss.backward()
+    grad = docs.grad[0]
+    assert torch.allclose(grad[:, 1], 2 * grad[:, 0], atol=1e-6)
+    assert torch.all(grad[:, 2:] == 0)  # tokens absent from the query get no ranking gradient
+    plain = docs.detach().clone().requires_grad_(True)
+    kl_distillation(grouped_scores(q, plain.view(3, 5)), teacher).backward()
+    assert torch.allclose(plain.grad[0][:, 0], plain.grad[0][:, 1])  # plain score: uniform over tokens
+
+
+def test_ensemble_normalization_versus_simply_add():
+    dense = torch.tensor([[0.9, 0.8, 0.7]])
+    sparse = torch.tensor([[10.0, 30.0, 20.0]])
+    normalized = ensemble_teacher_scores([dense, sparse], scale=10)
+    expected = 10 * (minmax_normalize(dense) + minmax_normalize(sparse)) / 2
+    assert torch.allclose(normalized, expected)
+    assert float(normalized.max()) <= 10 + 1e-6 and float(normalized.min()) >= 0
+    simply = ensemble_teacher_scores([dense, sparse], scale=10, normalize=False)
+    assert torch.allclose(simply, dense + sparse)  # the raw sum: the sparse teacher's scale dominates
+    assert simply.argmax() == sparse.argmax()
+    with pytest.raises(ValueError):
+        ensemble_teacher_scores([], scale=10)
+
+
+def test_thresholded_projection_equals_naive_values_and_gradients():
+    torch.manual_seed(0)
+    states = torch.randn(3, 7, 6, requires_grad=True)
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[2, 3:] = 0
+    weight = torch.randn(50, 6, requires_grad=True)
+    bias = torch.randn(50, requires_grad=True)
+    naive = log_saturation(masked_max(torch.nn.functional.linear(states, weight, bias), mask))
+    naive.pow(2).sum().backward()
+    expected = [t.grad.clone() for t in (states, weight, bias)]
+    for t in (states, weight, bias):
+        t.grad = None
+    fast = thresholded_max_pooled_projection(states, mask, weight, bias, log_saturation, exact=True)
+    assert torch.allclose(fast, naive, atol=1e-5)
+    fast.pow(2).sum().backward()
+    for t, e in zip((states, weight, bias), expected):
+        assert torch.allclose(t.grad, e, atol=1e-4)
+
+
+# ------------------------------------------------------------------ pseudo-queries and teachers
+def test_pseudo_queries_are_deterministic_spans_of_their_documents(tiny_docs):
+    queries = generate_pseudo_queries(tiny_docs, per_document=2, seed=3)
+    assert queries == generate_pseudo_queries(tiny_docs, per_document=2, seed=3)
+    texts = {d.id: d.full_text for d in tiny_docs}
+    assert len(queries) == 2 * len(tiny_docs)
+    for q in queries:
+        assert q.text and q.text in texts[q.document_id] and q.kind in ("crop", "ict")
+    rng = random.Random(0)
+    words = "a b c d e f g h i j k l m n".split()
+    crop = independent_crop(words, rng, 4, 6).split()
+    assert 4 <= len(crop) <= 6 and " ".join(crop) in " ".join(words)
+    assert inverse_cloze("One two three four. Five six seven eight nine.", rng) in (
+        "One two three four.", "Five six seven eight nine.")
+    assert inverse_cloze("too short", rng) is None
+    with pytest.raises(SemiretError):
+        generate_pseudo_queries(tiny_docs, kinds=("doc2query",))
+
+
+def test_bm25_teacher_scores_and_mining(tiny_docs):
+    teacher = BM25Teacher()
+    scores = TeacherScores(teacher, tiny_docs, ["q"], ["statins cancer"])
+    top = scores.top(2)
+    assert set(top[0].tolist()) == {2, 5}  # d3 and d6 mention statins/cancer
+    s = scores.scores(["q"], np.array([[2, 0]]))
+    assert s[0, 0] > 0 and s[0, 1] == 0
+
+
+def test_teacher_list_is_checked():
+    assert parse_teachers("dense,sparse:splade-tiny,bm25") == [("dense", "minilm"), ("sparse", "splade-tiny"),
+                                                              ("bm25", "bm25")]
+    with pytest.raises(SemiretError, match="empty"):
+        parse_teachers("")
+    with pytest.raises(SemiretError, match="empty"):
+        parse_teachers([])
+    with pytest.raises(SemiretError, match="unknown teacher"):
+        parse_teachers("cross-encoder")
+
+
+# ------------------------------------------------------------------ bad token-weight tables
+def test_bad_token_weight_tables_fail_before_compute(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({f"▁tok{i}": 1.0 for i in range(50)}))
+    with pytest.raises(SemiretError, match="another tokenizer"):
+        load_idf(str(other), "splade-tiny")
+    negative = tmp_path / "negative.json"
+    negative.write_text(json.dumps({"the": 1.0, "cat": -2.0}))
+    with pytest.raises(SemiretError, match="non-negative"):
+        load_idf(str(negative), "splade-tiny")
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"the": 1.0, "cat": NaN}')
+    with pytest.raises(SemiretError, match="non-negative"):
+        load_idf(str(nan), "splade-tiny")
+    with pytest.raises(SemiretError, match="entries"):
+        load_idf(np.ones(10, np.float32), "splade-tiny")
+    with pytest.raises(SemiretError):
+        load_idf(np.full(30522, np.nan, np.float32), "splade-tiny")
+
+
+def test_training_rejects_bad_inputs_before_loading_models(tmp_path, monkeypatch):
+    root = write_beir(tmp_path / "c", split="train")
+    import semiret.models.splade as splade
+
+    monkeypatch.setattr(splade.SpladeEncoder, "from_pretrained", lambda *a, **k: pytest.fail("model loaded"))
+    with pytest.raises(SemiretError, match="empty"):
+        train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"), teachers=""))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"the": float("inf")}))
+    with pytest.raises(SemiretError, match="non-negative"):
+        train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"), idf=str(bad),
+                                                         teachers="bm25"))
+
+
+# ------------------------------------------------------------------ two-phase search
+@pytest.fixture(scope="module")
+def impact_index(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    n, vocab = 400, 60
+    dense = (rng.random((n, vocab)) < 0.15) * rng.random((n, vocab)).astype(np.float32)
+    dense[:, :5] = (rng.random((n, 5)) < 0.8) * rng.random((n, 5))  # common, low-IDF terms
+    vectors = SparseVectors.from_dense(dense)
+    postings = vectors.to_postings([f"d{i}" for i in range(n)])
+    path = tmp_path_factory.mktemp("two-phase") / "index"
+    index = InvertedIndex.build(path, "impact", [postings], vocab_size=vocab, analyzer={"type": "test"},
+                                store_texts=False)
+    queries = []
+    for _ in range(30):
+        terms = np.unique(np.concatenate([rng.choice(5, 2, replace=False), rng.choice(np.arange(5, vocab), 3)]))
+        weights = np.where(terms < 5, 0.2, 2.0 + rng.random(len(terms))).astype(np.float32)
+        queries.append(SparseQuery(terms.astype(np.int32), weights))
+    return index, queries
+
+
+def test_two_phase_equals_exhaustive_when_nothing_is_pruned(impact_index):
+    index, queries = impact_index
+    exact = index.search(queries, k=10)
+    two = index.search(queries, k=10, two_phase=TwoPhase(prune_ratio=0.0, expansion=1.0))
+    assert two.ids == exact.ids
+    assert np.allclose(np.array(two.scores), np.array(exact.scores), atol=1e-5)
+
+
+def test_two_phase_approximates_exhaustive_search(impact_index):
+    index, queries = impact_index
+    exact = index.search(queries, k=10)
+    two = index.search(queries, k=10, two_phase=TwoPhase(prune_ratio=0.4, expansion=5.0))
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact.ids, two.ids)])
+    assert overlap >= 0.8
+    exact_scores = {(qi, d): s for qi, (ids, ss) in enumerate(zip(exact.ids, exact.scores)) for d, s in zip(ids, ss)}
+    for qi, (ids, ss) in enumerate(zip(two.ids, two.scores)):  # rescored candidates carry their full score
+        assert all(abs(exact_scores[(qi, d)] - s) < 1e-4 for d, s in zip(ids, ss) if (qi, d) in exact_scores)
+        assert ss == sorted(ss, reverse=True)
+    many = index.search(queries, k=10, two_phase=TwoPhase(0.4, 5.0), n_threads=2)
+    assert many.ids == two.ids
+
+
+def test_two_phase_options_are_checked():
+    assert TwoPhase.parse("off") is None and TwoPhase.parse(None) is None
+    assert TwoPhase.parse("on") == TwoPhase()
+    assert TwoPhase.parse("0.3,4") == TwoPhase(0.3, 4.0)
+    for bad in ("2", "-0.1", "0.4,0.5", "x", "0.1,2,3"):
+        with pytest.raises(SemiretError):
+            TwoPhase.parse(bad)
+
+
+def test_sparsity_report(impact_index):
+    index, queries = impact_index
+    report = sparsity_report(index, queries)
+    df = index.document_frequencies()
+    assert report["avg_nnz_per_doc"] == pytest.approx(df.sum() / index.n_stored, abs=0.01)
+    manual = np.mean([sum(df[t] / index.n_stored for t in q.terms) for q in queries])
+    assert report["flops"] == pytest.approx(manual, rel=1e-3)
+    assert report["avg_query_terms"] == pytest.approx(np.mean([len(q.terms) for q in queries]), abs=0.01)
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, tiny_bert):  # noqa: F811
+    root = write_beir(tmp_path_factory.mktemp("if") / "tiny", split="train")
+    output = tmp_path_factory.mktemp("if-run") / "run"
+    config = InferenceFreeTrainingConfig(
+        data=str(root), output=str(output), base=str(tiny_bert), idf=str(MSMARCO_IDF),
+        teachers=f"dense:{tiny_bert},sparse:{tiny_bert},bm25", pretrain_corpora=[str(root)],
+        pseudo_queries_per_document=2, pretrain_queries_per_epoch=8, pretrain_epochs=1, finetune_epochs=1,
+        batch_size=2, candidates=3, mining_depth=4, flops_sample=64, pretrain_max_length=32,
+        finetune_max_length=32)
+    return root, output, config, train_inference_free(config)
+
+
+def test_training_saves_loads_and_resumes(tiny_run):
+    root, output, config, summary = tiny_run
+    assert [s["stage"] for s in summary["stages"]] == ["pretrain", "finetune"]
+    model_dir = output / "model"
+    meta = json.loads((model_dir / "inference-free.json").read_text())
+    assert meta["query_weighting"] == "idf"
+    from safetensors import safe_open
+
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as f:
+        assert all(f.get_tensor(k).dtype == torch.float16 for k in f.keys())
+    loaded = InferenceFreeModel.load(str(model_dir))
+    assert loaded.idf[loaded.vocabulary.token_ids()["cat"]] > 0
+    assert (output / "teachers").is_dir() and any((output / "teachers").iterdir())  # cached teacher vectors
+    # resuming a finished run trains nothing more: both stages are found complete
+    again = train_inference_free(InferenceFreeTrainingConfig(**summary["config"]))
+    assert again["stages"][-1]["loss_per_epoch"] == summary["stages"][-1]["loss_per_epoch"]
+    # more fine-tuning epochs continue from the checkpoint
+    more = train_inference_free(InferenceFreeTrainingConfig(**{**summary["config"], "finetune_epochs": 2}))
+    assert len(more["stages"][-1]["loss_per_epoch"]) == 2
+
+
+def test_trained_model_plugs_into_the_inference_free_retriever(tiny_run, tmp_path):
+    from semiret.search.neural import InferenceFreeRetriever
+
+    root, output, _, _ = tiny_run
+    retriever = InferenceFreeRetriever.build(Collection(root).corpus(), tmp_path / "index",
+                                             model=str(output / "model"))
+    assert retriever.idf_source.endswith("idf.json")  # the table the model was trained with
+    hits = retriever.search(["statins cancer risk"], k=3)
+    assert len(hits.ids[0]) >= 1
+    two = InferenceFreeRetriever.open(tmp_path / "index", two_phase="0.0")
+    assert two.search(["statins cancer risk"], k=3).ids == hits.ids
+
+
+def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F811
+    root = write_beir(tmp_path / "tiny", split="train")
+    config = InferenceFreeTrainingConfig(
+        data=str(root), output=str(tmp_path / "run"), base=str(tiny_bert), idf_aware=False, teachers="bm25",
+        normalize_teachers=False, finetune_epochs=1, batch_size=3, candidates=2, mining_depth=3, flops_sample=16,
+        finetune_max_length=32)
+    train_inference_free(config)
+    table = json.loads((tmp_path / "run" / "model" / "idf.json").read_text())
+    assert set(table.values()) == {1.0}
