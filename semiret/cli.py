@@ -45,7 +45,7 @@ BOpt = typer.Option(None, "--b", help="BM25 b (default 0.75).")
 TokenizerOpt = typer.Option(None, help="Tokenizer for token-space retrievers: a registry name, directory or hub id.")
 MaxLengthOpt = typer.Option(None, help="Truncate texts to this many tokens (token-space and neural retrievers).")
 IdfOpt = typer.Option(None, help="Query token weights for `idf` and `inference-free`: 'corpus' or a JSON {token: weight} table ('msmarco' for the shared table).")
-ModelOpt = typer.Option(None, help="Encoder model for splade, inference-free, dense: a registry name (splade-tiny, minilm), directory or hub id.")
+ModelOpt = typer.Option(None, help="Model for splade, inference-free, dense, sidr-*: a registry name (splade-tiny, minilm, sidr-scifact), directory or hub id.")
 BatchSizeOpt = typer.Option(None, "--batch-size", help="Texts per encoder batch (neural retrievers; default 32).")
 TopKOpt = typer.Option(None, "--top-k", help="Keep each document's k heaviest terms (splade, inference-free).")
 ThresholdOpt = typer.Option(None, help="Drop document term weights below this (splade, inference-free).")
@@ -54,6 +54,9 @@ AnnOpt = typer.Option(None, "--ann", help="Dense search structure: exact (defaul
 PrecisionOpt = typer.Option(None, help="Dense encoder arithmetic: float32 (default), bfloat16, auto.")
 NprobeOpt = typer.Option(None, help="IVF lists searched per query (dense --ann ivf; default 16).")
 EfSearchOpt = typer.Option(None, help="HNSW candidate list size (dense --ann hnsw; default 128).")
+RerankDepthOpt = typer.Option(None, help="sidr-beta-rerank: documents re-ranked per query (m, default 100).")
+RerankModelOpt = typer.Option(None, help="sidr-beta-rerank: second-stage encoder (default: the SiDR document encoder; e.g. minilm).")
+CacheOpt = typer.Option(None, help="sidr-beta-rerank: embedding cache directory (default: inside the index).")
 TwoPhaseOpt = typer.Option(None, "--two-phase", help="Two-phase search for idf/inference-free: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'.")
 
 
@@ -102,12 +105,15 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
            k: int = typer.Option(10, "-k", help="Results per query."), idf: Optional[str] = IdfOpt,
            batch_size: Optional[int] = BatchSizeOpt, nprobe: Optional[int] = NprobeOpt,
            ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
+           model: Optional[str] = ModelOpt, rerank_depth: Optional[int] = RerankDepthOpt,
+           rerank_model: Optional[str] = RerankModelOpt, cache: Optional[str] = CacheOpt,
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts.")):
     """Search an index."""
     from semiret.search.retrievers import open_retriever
 
-    options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search, two_phase=two_phase)
+    options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search, two_phase=two_phase,
+                       model=model, rerank_depth=rerank_depth, rerank_model=rerank_model, cache=cache)
     searcher = open_retriever(index, retriever, **{k_: v for k_, v in options.items() if v is not None})
     hits = searcher.search(query, k=k)
     for text, ids, scores in zip(query, hits.ids, hits.scores):
@@ -187,7 +193,9 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      top_k: Optional[int] = TopKOpt, threshold: Optional[float] = ThresholdOpt,
                      quantize: bool = QuantizeOpt, ann: Optional[str] = AnnOpt,
                      precision: Optional[str] = PrecisionOpt, nprobe: Optional[int] = NprobeOpt,
-                     ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt):
+                     ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
+                     rerank_depth: Optional[int] = RerankDepthOpt, rerank_model: Optional[str] = RerankModelOpt,
+                     cache: Optional[str] = CacheOpt):
     """Evaluate a retriever on a collection: quality, build time, size, latency."""
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
@@ -197,7 +205,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        **_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length, idf=idf, model=model,
                                   batch_size=batch_size, top_k=top_k, threshold=threshold, quantize=quantize,
                                   ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search,
-                                  two_phase=two_phase))
+                                  two_phase=two_phase, rerank_depth=rerank_depth, rerank_model=rerank_model,
+                                  cache=cache))
     if as_json:
         print(json.dumps(figures))
         return
@@ -205,7 +214,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():
-        if key not in ("retriever", "dataset", "split", "queries"):
+        if key not in ("retriever", "dataset", "split", "queries") and value is not None:
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     Console().print(table)
 

@@ -22,7 +22,19 @@ def demo_systems() -> list[tuple[str, str, dict]]:
         ("bag-of-tokens overlap", "bot", {}),
         ("IDF over bag-of-tokens (corpus IDF)", "idf", {}),
         ("IDF over bag-of-tokens (MS MARCO IDF)", "idf", {"idf": str(msmarco_idf())}),
+        *inference_free_systems(),
     ]
+
+
+def inference_free_systems() -> list[tuple[str, str, dict]]:
+    """The packaged trained inference-free model (``semiret train inference-free``), when it is installed."""
+    from semiret.inference_free import DEFAULT_MODEL, PACKAGED_CHECKPOINTS
+
+    if not (PACKAGED_CHECKPOINTS / DEFAULT_MODEL).is_dir():
+        return []
+    return [(f"inference-free ({DEFAULT_MODEL}, trained)", "inference-free", {"model": DEFAULT_MODEL}),
+            (f"inference-free ({DEFAULT_MODEL}) + two-phase", "inference-free",
+             {"model": DEFAULT_MODEL, "two_phase": "on"})]
 
 
 def run_demo(data: str, out: Path) -> list[dict]:
@@ -37,7 +49,8 @@ def run_demo(data: str, out: Path) -> list[dict]:
         from semiret.search.retrievers import retriever_class
 
         kind = retriever_class(retriever).index_kind
-        figures = evaluate(root, retriever, index=index_dir / f"{root.name}-{kind}", **options)
+        suffix = f"-{Path(options['model']).name}" if "model" in options else ""  # one index per model
+        figures = evaluate(root, retriever, index=index_dir / f"{root.name}-{kind}{suffix}", **options)
         rows.append({"system": label, **figures})
     table = Table(title=f"semiret demo: {root.name} test")
     for column in ("system", QUALITY, "R@100", "MRR@10", "index_build_s", "index_size_mb", LATENCY):

@@ -149,8 +149,9 @@ class InferenceFreeModel(torch.nn.Module):
         return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""))
 
     def save(self, path: str | Path, training: dict | None = None, fp16: bool = True,
-             max_length: int | None = 512) -> Path:
-        """Write the directory (fp16 weights by default); ``max_length`` is what indexing will use."""
+             max_length: int | None = None) -> Path:
+        """Write the directory (fp16 weights by default); ``max_length`` is what indexing will use (default:
+        the length it was last trained with)."""
         target = Path(path)
         staged = staging_directory(target)
         training_length = self.encoder.max_length
@@ -164,6 +165,7 @@ class InferenceFreeModel(torch.nn.Module):
             finally:
                 self.encoder.float()
                 self.encoder.inputs.max_length = training_length
+            _drop_duplicate_head(staged)
             weights = self.query_weights
             (staged / IDF_FILE).write_text(json.dumps(token_weight_table(weights, self.vocabulary)))
             atomic_write_json(staged / MODEL_FILE, {
@@ -199,6 +201,20 @@ class InferenceFreeModel(torch.nn.Module):
             ids = torch.from_numpy(np.asarray(tokens, np.int64))
             out[i, ids] = weights[ids]
         return out
+
+
+def _drop_duplicate_head(directory: Path) -> None:
+    """SPLADE's head file repeats the backbone's own MLM projection (tied to the embeddings): drop it."""
+    from safetensors import safe_open
+
+    from semiret.models.base import HEAD_FILE
+
+    head = directory / HEAD_FILE
+    if head.is_file():
+        with safe_open(str(head), "pt") as f:
+            keys = list(f.keys())
+        if all(k.startswith("_projection.") for k in keys):
+            head.unlink()
 
 
 def _tokenizer_source(encoder) -> str:
@@ -238,21 +254,21 @@ class InferenceFreeTrainingConfig:
     base: str = "splade-tiny"
     idf: str = "msmarco"
     idf_aware: bool = True
-    teachers: str = "dense:minilm,sparse:splade-tiny,bm25"
+    teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
     normalize_teachers: bool = True
     pretrain_corpora: list[str] = field(default_factory=list)
     """Corpora for label-free pre-training (names or folders); empty: no pre-training."""
     pseudo_queries_per_document: int = 1
-    pretrain_queries_per_epoch: int = 2048
+    pretrain_queries_per_epoch: int = 1024
     pretrain_epochs: int = 2
     pretrain_scale: float = 10.0
-    pretrain_flops_weight: float = 1e-4
-    pretrain_learning_rate: float = 5e-5
+    pretrain_flops_weight: float = 0.01
+    pretrain_learning_rate: float = 1e-4
     pretrain_max_length: int = 128
-    finetune_epochs: int = 3
+    finetune_epochs: int = 2
     finetune_scale: float = 30.0
-    finetune_flops_weight: float = 1e-3
-    finetune_learning_rate: float = 3e-5
+    finetune_flops_weight: float = 0.1
+    finetune_learning_rate: float = 5e-5
     finetune_max_length: int = 256
     flops_warmup_fraction: float = 0.3
     batch_size: int = 32
@@ -470,7 +486,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     idf_documents = _documents(config.data) if config.idf == "corpus" else None
     weights, source = load_idf(config.idf, config.base, idf_documents)
     cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
-    teachers = [make_teacher(kind, model) for kind, model in teacher_specs]
+    teachers = [make_teacher(kind, model, length) for kind, model, length in teacher_specs]
     write_manifest(output, teachers)
 
     from semiret.models.splade import SpladeEncoder

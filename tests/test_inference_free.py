@@ -104,8 +104,10 @@ def test_bm25_teacher_scores_and_mining(tiny_docs):
 
 
 def test_teacher_list_is_checked():
-    assert parse_teachers("dense,sparse:splade-tiny,bm25") == [("dense", "minilm"), ("sparse", "splade-tiny"),
-                                                              ("bm25", "bm25")]
+    assert parse_teachers("dense@128,sparse:splade-tiny,bm25") == [("dense", "minilm", 128),
+                                                                  ("sparse", "splade-tiny", None), ("bm25", "bm25", None)]
+    with pytest.raises(SemiretError, match="token length"):
+        parse_teachers("dense@x")
     with pytest.raises(SemiretError, match="empty"):
         parse_teachers("")
     with pytest.raises(SemiretError, match="empty"):

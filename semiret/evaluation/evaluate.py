@@ -18,6 +18,11 @@ from semiret.search.retrievers import open_retriever, retriever_class
 log = logging.getLogger(__name__)
 LATENCY_QUERIES = 200
 """Queries timed one at a time for the latency figures (enough for a stable median)."""
+SPARSITY_FIGURES = ("avg_nnz_per_doc", "flops", "avg_query_terms")
+"""Learned sparse (impact) indexes only: expansion rate and FLOPS (:mod:`semiret.indexes.sparsity`)."""
+COST_FIGURES = ("rerank_pairs", "distinct_candidates", "distinct_candidates_fraction", "documents_embedded",
+                "queries_embedded")
+"""Late-parametric re-ranking only: the embedding work of the run (SiDR Table 8)."""
 
 
 def evaluate(data: str | Path, retriever: str, split: str = "test", index: str | Path | None = None,
@@ -50,6 +55,7 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         start = time.perf_counter()
         hits = searcher.search(texts, k=depth, n_threads=n_threads)
         batch_seconds = time.perf_counter() - start
+        costs = searcher.cost_figures() if hasattr(searcher, "cost_figures") else {}  # embedding work of this run
         sparsity = _sparsity(searcher, texts)
         run = hits.as_run(query_ids)
         if run_path:
@@ -71,8 +77,10 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
             "latency_ms_median": round(statistics.median(latencies), 4),
             "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 4),
             "batch_qps": round(len(query_ids) / batch_seconds, 1),
-            **sparsity,
         }
+        # one key set for every retriever (the ``--json`` contract); null where a figure does not apply
+        figures.update({key: costs.get(key) for key in COST_FIGURES})
+        figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
         return figures
     finally:
         if scratch is not None:
@@ -87,7 +95,7 @@ def _sparsity(searcher, texts: list[str]) -> dict:
     if not isinstance(searcher.index, InvertedIndex) or searcher.index.kind != "impact":
         return {}
     report = sparsity_report(searcher.index, searcher.encode_queries(texts))
-    return {k: report[k] for k in ("avg_nnz_per_doc", "flops", "avg_query_terms")}
+    return {k: report[k] for k in SPARSITY_FIGURES}
 
 
 def _warn_unknown_documents(qrels, searcher) -> None:

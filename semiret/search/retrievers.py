@@ -16,7 +16,7 @@ from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.inverted import BM25Parameters, InvertedIndex, Postings, SearchHits, SparseQuery
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
-from semiret.text.postings import token_set_postings, word_count_postings
+from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
 
@@ -138,6 +138,7 @@ class BM25Retriever(Retriever):
     def __init__(self, index, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters):
         super().__init__(index)
         self.analyzer, self.terms, self.params = analyzer, terms, params
+        self._query_terms = QueryTerms(analyzer, terms)
 
     @classmethod
     def _builder(cls, k1: float = 1.5, b: float = 0.75, stopwords: str = "en", stemmer: str | None = "english"):
@@ -156,7 +157,7 @@ class BM25Retriever(Retriever):
 
     def encode_query(self, text):
         # what np.unique(ids, return_counts=True) gives, without its per-call cost (queries are short)
-        ids = self.terms.lookup(self.analyzer(text), add=False)
+        ids = self._query_terms(text)  # = self.terms.lookup(self.analyzer(text), add=False)
         terms = sorted(set(ids))
         if len(terms) == len(ids):
             counts = np.ones(len(terms), np.float32)

@@ -81,3 +81,40 @@ def _counted(documents, flat, offsets, vocab_size, excluded, keep_documents) -> 
     return Postings(ids=[d.id for d in documents], offsets=doc_offsets, terms=terms,
                     values=counts.astype(np.float32), lengths=lengths,
                     documents=documents if keep_documents else None)
+
+
+class QueryTerms:
+    """Query text -> ids of its known terms, as ``terms.lookup(analyzer(text), add=False)`` gives them,
+    through a cache from surface words to term ids (a query word is analyzed once, not per query).
+
+    Words unknown to the vocabulary are not cached: documents added later may bring them in.
+    """
+
+    def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary):
+        self.analyzer, self.terms = analyzer, terms
+        self._findall = analyzer._regex.findall
+        self._cache: dict[str, int] = {}  # word -> term id, or -1 for a stopword
+
+    def __call__(self, text: str) -> list[int]:
+        if self.analyzer.lowercase:
+            text = text.lower()
+        cache = self._cache
+        out = []
+        for word in self._findall(text):
+            term_id = cache.get(word)
+            if term_id is None:
+                term_id = self._resolve(word)
+            if term_id >= 0:
+                out.append(term_id)
+        return out
+
+    def _resolve(self, word: str) -> int:
+        analyzer = self.analyzer
+        if word in analyzer._stopset:
+            self._cache[word] = -1
+            return -1
+        term_id = self.terms.ids.get(analyzer._stem(word) if analyzer._stem else word)
+        if term_id is None:
+            return -1
+        self._cache[word] = term_id
+        return term_id

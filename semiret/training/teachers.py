@@ -44,17 +44,21 @@ def fingerprint(*parts) -> str:
     return digest.hexdigest()[:16]
 
 
-def parse_teachers(spec: str | Sequence[str]) -> list[tuple[str, str]]:
-    """``"dense:minilm,sparse:splade-tiny,bm25"`` (or a list) -> [(kind, model)]; empty is an error."""
+def parse_teachers(spec: str | Sequence[str]) -> list[tuple[str, str, int | None]]:
+    """``"dense:minilm@128,sparse:splade-tiny,bm25"`` (or a list) -> [(kind, model, max_length)]; ``@N``
+    truncates the teacher's inputs to N tokens. An empty list is an error."""
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
     if not items:
         raise SemiretError("the teacher list is empty: give at least one of dense[:model], sparse[:model], bm25")
     teachers = []
     for item in items:
+        item, _, length = item.partition("@")
         kind, _, model = item.partition(":")
         if kind not in TEACHER_KINDS:
             raise SemiretError(f"unknown teacher {kind!r} (known: {', '.join(TEACHER_KINDS)})")
-        teachers.append((kind, model or DEFAULT_MODELS[kind]))
+        if length and not (length.isdigit() and int(length) >= 2):
+            raise SemiretError(f"teacher {item!r}: @{length} is not a token length")
+        teachers.append((kind, model or DEFAULT_MODELS[kind], int(length) if length else None))
     return teachers
 
 

@@ -1,0 +1,142 @@
+"""Inference-free search against BM25 on the same corpus: single-thread query latency, measured in one run.
+
+``python bench/inference_free_latency.py [--docs N] [--quick] [--model inference-free-scifact] [--sample S]``
+prints one JSON object.
+
+Per corpus, three systems are timed one query at a time (``retriever.search([text], k=10)``: query
+analysis or tokenization plus IDF lookup, search, id decoding), interleaved query by query so load
+changes hit all of them alike:
+
+- ``bm25``: the BM25 retriever (words, Snowball, Lucene IDF);
+- ``if``: the inference-free retriever, exhaustive search over the model's document vectors;
+- ``if2``: the same with two-phase search (``--prune-ratio``, ``--expansion``).
+
+SciFact documents are encoded by the model. For the synthetic Zipf corpus, encoding every document
+with the model is too slow for this machine, so document vectors are a **proxy**: ``--sample`` documents
+of that corpus are encoded by the model, and document i receives the vector of sample document
+``i mod S`` with every weight multiplied by an independent log-normal factor (sigma 0.1). Posting-list
+lengths of each term are therefore ``N / S`` times those of the encoded sample (same per-document
+expansion, same term distribution: Zipf documents are i.i.d.), which is what search cost depends on.
+``ratio_*`` = inference-free / BM25 (below 1: inference-free is faster).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+
+import numpy as np
+from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine
+
+N_LATENCY_QUERIES = 300
+PROXY_SIGMA = 0.1
+
+
+def encode_sample(model: str, texts: list[str]):
+    from semiret.search.neural import load_configured_encoder, encoder_config
+    from semiret.inference_free import resolve_model
+
+    path = resolve_model(model)
+    encoder = load_configured_encoder(encoder_config("splade", path, None))
+    return encoder, encoder.encode_document(texts, show_progress=False), path
+
+
+def tiled_postings(vectors, n_docs: int, seed: int = 0):
+    """Document i gets sample row ``i mod S`` with weights times log-normal noise (see the module doc)."""
+    from semiret.indexes.inverted import Postings
+
+    s = len(vectors)
+    nnz = vectors.nnz()
+    rows = np.arange(n_docs) % s
+    lengths = nnz[rows]
+    offsets = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    starts = vectors.offsets[rows]
+    gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
+    rng = np.random.default_rng(seed)
+    values = vectors.weights[gather] * rng.lognormal(0.0, PROXY_SIGMA, len(gather)).astype(np.float32)
+    return Postings(ids=[f"d{i}" for i in range(n_docs)], offsets=offsets, terms=vectors.terms[gather],
+                    values=values, lengths=lengths.astype(np.int32), documents=None)
+
+
+def latencies(searchers: dict, texts: list[str]) -> dict:
+    for searcher in searchers.values():
+        searcher.search(texts[:5], k=10)  # warm-up: numba, page cache, tokenizers
+    times = {label: [] for label in searchers}
+    for text in texts:
+        for label, searcher in searchers.items():
+            start = time.perf_counter()
+            searcher.search([text], k=10)
+            times[label].append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def run_corpus(name, directory, split, workdir, args) -> dict:
+    from semiret.indexes.inverted import InvertedIndex
+    from semiret.search.neural import InferenceFreeRetriever, encoder_config
+    from semiret.search.retrievers import BM25Retriever
+
+    docs = load_documents(directory)
+    texts = load_queries(directory, split)[:N_LATENCY_QUERIES]
+    result = {"corpus": name, "documents": len(docs), "queries": len(texts)}
+    bm25_path, if_path = workdir / f"if-lat-{name}-bm25", workdir / f"if-lat-{name}-if"
+    start = time.perf_counter()
+    bm25 = BM25Retriever.build(docs, bm25_path, store_texts=False, overwrite=True)
+    result["bm25_build_s"] = round(time.perf_counter() - start, 2)
+    start = time.perf_counter()
+    if name == "scifact":
+        InferenceFreeRetriever.build(docs, if_path, store_texts=False, overwrite=True, model=args.model)
+        result["if_vectors"] = "encoded by the model"
+    else:
+        sample = docs[: args.sample]
+        encoder, vectors, path = encode_sample(args.model, [d.full_text for d in sample])
+        result["if_vectors"] = (f"proxy: {len(sample)} documents encoded by the model, tiled to {len(docs)} "
+                                f"with log-normal({PROXY_SIGMA}) weight noise")
+        result["if_sample_avg_nnz"] = round(float(vectors.nnz().mean()), 1)
+        analyzer = encoder_config("splade", path, encoder.max_length, top_k=None, threshold=None)
+        InvertedIndex.build(if_path, "impact", [tiled_postings(vectors, len(docs))], vocab_size=encoder.vocab_size,
+                            analyzer=analyzer, store_texts=False, overwrite=True,
+                            extra_meta={"retriever": "inference-free"})
+    result["if_build_s"] = round(time.perf_counter() - start, 2)
+    del docs
+    searchers = {"bm25": bm25, "if": InferenceFreeRetriever.open(if_path),
+                 "if2": InferenceFreeRetriever.open(if_path, two_phase=f"{args.prune_ratio},{args.expansion}")}
+    result["if_avg_nnz_per_doc"] = round(searchers["if"].index.average_postings_per_document(), 1)
+    times = latencies(searchers, texts)
+    for label, values in times.items():
+        result[f"{label}_ms_median"] = round(statistics.median(values), 4)
+        result[f"{label}_ms_mean"] = round(statistics.fmean(values), 4)
+        result[f"{label}_ms_p95"] = round(sorted(values)[int(0.95 * (len(values) - 1))], 4)
+    for label in ("if", "if2"):
+        result[f"ratio_{label}_median"] = round(result[f"{label}_ms_median"] / result["bm25_ms_median"], 3)
+        result[f"ratio_{label}_mean"] = round(result[f"{label}_ms_mean"] / result["bm25_ms_mean"], 3)
+    exact = searchers["if"].search(texts, k=10).ids
+    approx = searchers["if2"].search(texts, k=10).ids
+    result["two_phase_top10_overlap"] = round(float(np.mean([len(set(a) & set(b)) / max(len(a), 1)
+                                                             for a, b in zip(exact, approx)])), 4)
+    if not args.keep:
+        for path in (bm25_path, if_path):
+            shutil.rmtree(path, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = common_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--model", default="inference-free-scifact", help="inference-free model (directory or name)")
+    parser.add_argument("--sample", type=int, default=5000, help="documents encoded for the synthetic-corpus proxy")
+    parser.add_argument("--prune-ratio", type=float, default=0.4)
+    parser.add_argument("--expansion", type=float, default=5.0)
+    parser.add_argument("--keep", action="store_true", help="keep the indexes")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    emit({"benchmark": "inference_free_latency", "machine": machine(), "model": args.model,
+          "two_phase": {"prune_ratio": args.prune_ratio, "expansion": args.expansion},
+          "results": [run_corpus(n, d, s, args.workdir, args) for n, d, s in bench_corpora(args)]})
+
+
+if __name__ == "__main__":
+    main()

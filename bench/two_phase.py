@@ -1,0 +1,83 @@
+"""Two-phase search (high-IDF query tokens first, then rescoring) against exhaustive search: quality and
+single-thread latency of the ``inference-free`` (or ``idf``) retriever for a grid of settings, one run.
+
+``python bench/two_phase.py [--data scifact] [--model inference-free-scifact] [--retriever inference-free]``
+prints one JSON object. The index is built once (``--index`` to reuse one); every setting searches it.
+Latency: each query alone (``search([text], k=10)``), settings interleaved query by query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from corpus import emit, machine
+
+SETTINGS = [None, (0.2, 5.0), (0.3, 5.0), (0.4, 5.0), (0.4, 10.0), (0.5, 5.0), (0.6, 5.0), (0.4, 2.0)]
+
+
+def main() -> None:
+    from semiret import progress
+    from semiret.data.collection import Collection
+    from semiret.data.paths import dataset
+    from semiret.evaluation.metrics import parse_measures, score_run
+    from semiret.search.retrievers import retriever_class
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="scifact")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--retriever", default="inference-free", choices=("inference-free", "idf"))
+    parser.add_argument("--model", default="inference-free-scifact")
+    parser.add_argument("--index", type=Path, default=None)
+    parser.add_argument("--depth", type=int, default=100)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    collection = Collection(dataset(args.data))
+    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
+    query_ids = list(queries)
+    texts = [queries[q] for q in query_ids]
+    cls = retriever_class(args.retriever)
+    index = args.index or Path(f"/tmp/semiret-bench/two-phase-{collection.name}-{args.retriever}")
+    options = {"model": args.model} if args.retriever == "inference-free" else {}
+    if not (index / "meta.json").is_file():
+        cls.build(collection.corpus(), index, overwrite=True, store_texts=False, **options)
+    searchers = {str(s): cls.open(index, two_phase=None if s is None else f"{s[0]},{s[1]}") for s in SETTINGS}
+    result = {"benchmark": "two_phase", "machine": machine(), "data": collection.name, "retriever": args.retriever,
+              "model": args.model if args.retriever == "inference-free" else None, "queries": len(texts),
+              "settings": []}
+    exact_ids = None
+    times = {label: [] for label in searchers}
+    for searcher in searchers.values():
+        searcher.search(texts[:5], k=10)
+    for text in texts:
+        for label, searcher in searchers.items():
+            start = time.perf_counter()
+            searcher.search([text], k=10)
+            times[label].append((time.perf_counter() - start) * 1000)
+    for setting, (label, searcher) in zip(SETTINGS, searchers.items()):
+        hits = searcher.search(texts, k=args.depth)
+        figures = score_run(hits.as_run(query_ids), qrels, parse_measures(None))
+        top10 = [ids[:10] for ids in hits.ids]
+        if exact_ids is None:
+            exact_ids = top10
+        overlap = float(np.mean([len(set(a) & set(b)) / max(len(a), 1) for a, b in zip(exact_ids, top10)]))
+        result["settings"].append({
+            "two_phase": None if setting is None else {"prune_ratio": setting[0], "expansion": setting[1]},
+            "nDCG@10": round(figures["nDCG@10"], 4), "R@100": round(figures["R@100"], 4),
+            "top10_overlap_with_exhaustive": round(overlap, 4),
+            "latency_ms_median": round(statistics.median(times[label]), 4),
+            "latency_ms_mean": round(statistics.fmean(times[label]), 4)})
+    base = result["settings"][0]
+    for row in result["settings"]:
+        row["speedup_mean"] = round(base["latency_ms_mean"] / row["latency_ms_mean"], 3)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
