@@ -22,15 +22,31 @@ def demo_systems() -> list[tuple[str, str, dict]]:
         ("bag-of-tokens overlap", "bot", {}),
         ("IDF over bag-of-tokens (corpus IDF)", "idf", {}),
         ("IDF over bag-of-tokens (MS MARCO IDF)", "idf", {"idf": str(msmarco_idf())}),
+        ("SPLADE-tiny (siamese)", "splade", {"model": "splade-tiny"}),
+        ("MiniLM dense (exact)", "dense", {"model": "minilm"}),
+        *sidr_systems(),
         *inference_free_systems(),
     ]
 
 
+def sidr_systems() -> list[tuple[str, str, dict]]:
+    """SiDR's three pipelines with the packaged trained checkpoint (``semiret train sidr``), when installed."""
+    from semiret.models.registry import packaged_checkpoint_installed
+    from semiret.sidr import DEFAULT_MODEL
+
+    if not packaged_checkpoint_installed(DEFAULT_MODEL):
+        return []
+    return [(f"SiDR beta ({DEFAULT_MODEL}, tokenizer-only index)", "sidr-beta", {"model": DEFAULT_MODEL}),
+            (f"SiDR beta + re-rank top-100 ({DEFAULT_MODEL})", "sidr-beta-rerank", {"model": DEFAULT_MODEL}),
+            (f"SiDR full ({DEFAULT_MODEL})", "sidr-full", {"model": DEFAULT_MODEL})]
+
+
 def inference_free_systems() -> list[tuple[str, str, dict]]:
     """The packaged trained inference-free model (``semiret train inference-free``), when it is installed."""
-    from semiret.inference_free import DEFAULT_MODEL, PACKAGED_CHECKPOINTS
+    from semiret.inference_free import DEFAULT_MODEL
+    from semiret.models.registry import packaged_checkpoint_installed
 
-    if not (PACKAGED_CHECKPOINTS / DEFAULT_MODEL).is_dir():
+    if not packaged_checkpoint_installed(DEFAULT_MODEL):
         return []
     return [(f"inference-free ({DEFAULT_MODEL}, trained)", "inference-free", {"model": DEFAULT_MODEL}),
             (f"inference-free ({DEFAULT_MODEL}) + two-phase", "inference-free",

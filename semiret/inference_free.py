@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 MODEL_FILE = "inference-free.json"
 IDF_FILE = "idf.json"
-PACKAGED_CHECKPOINTS = Path(__file__).parent / "checkpoints"
 DEFAULT_MODEL = "inference-free-scifact"
 """The trained checkpoint shipped with semiret (``semiret train inference-free``, see docs/results.md)."""
 QUERY_WEIGHTINGS = ("idf", "binary")
@@ -47,13 +46,10 @@ QUERY_WEIGHTINGS = ("idf", "binary")
 def resolve_model(name_or_path: str) -> str:
     """A saved inference-free model directory for a packaged short name (``inference-free-scifact``) or a
     path; anything else (``splade-tiny``, a plain SPLADE directory) is returned unchanged."""
-    for candidate in (Path(name_or_path), PACKAGED_CHECKPOINTS / name_or_path):
-        if (candidate / MODEL_FILE).is_file():
-            return str(candidate.resolve())
-    if name_or_path == DEFAULT_MODEL:
-        raise SemiretError(f"the packaged checkpoint {DEFAULT_MODEL!r} is missing from {PACKAGED_CHECKPOINTS}; "
-                           "train it with `semiret train inference-free`")
-    return name_or_path
+    from semiret.models.registry import saved_model_directory
+
+    found = saved_model_directory(name_or_path, MODEL_FILE, DEFAULT_MODEL, "semiret train inference-free")
+    return str(found) if found is not None else name_or_path
 
 
 def model_token_weights(model: str) -> Path | None:

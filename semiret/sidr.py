@@ -32,7 +32,6 @@ from semiret.indexes.storage import atomic_write_json, replace_directory, stagin
 log = logging.getLogger(__name__)
 
 MODEL_FILE = "sidr.json"
-PACKAGED_CHECKPOINTS = Path(__file__).parent / "checkpoints"
 DEFAULT_MODEL = "sidr-scifact"
 """The trained checkpoint shipped with semiret (``semiret train sidr`` on SciFact train, see docs/results.md)."""
 
@@ -104,13 +103,9 @@ class SiDRModel(torch.nn.Module):
 
 def resolve_sidr_path(name_or_path: str) -> Path | None:
     """The directory of a saved SiDR model, or None when ``name_or_path`` names a plain MLM."""
-    for candidate in (Path(name_or_path), PACKAGED_CHECKPOINTS / name_or_path):
-        if (candidate / MODEL_FILE).is_file():
-            return candidate
-    if name_or_path == DEFAULT_MODEL:
-        raise SemiretError(f"the packaged checkpoint {DEFAULT_MODEL!r} is missing from {PACKAGED_CHECKPOINTS}; "
-                           "train it with `semiret train sidr`")
-    return None
+    from semiret.models.registry import saved_model_directory
+
+    return saved_model_directory(name_or_path, MODEL_FILE, DEFAULT_MODEL, "semiret train sidr")
 
 
 def sparse_queries(encoder, vectors: torch.Tensor) -> list[SparseQuery]:

@@ -144,3 +144,28 @@ def test_usage_errors_are_click_errors(index_dir):
     result = invoke("search", "--index", index_dir, ok=False)  # no query
     assert result.exit_code == 2 and "Missing argument" in result.output
     assert invoke("--help").stdout.count("search") >= 1
+
+
+def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, monkeypatch):
+    from semiret import demo
+
+    monkeypatch.setattr(demo, "demo_systems", lambda: [("BM25", "bm25", {}), ("bag-of-tokens overlap", "bot", {}),
+                                                       ("IDF (corpus)", "idf", {})])
+    rows = demo.run_demo(str(beir_dir), tmp_path / "out")
+    assert [r["system"] for r in rows] == ["BM25", "bag-of-tokens overlap", "IDF (corpus)"]
+    assert rows[2]["index_build_s"] is None  # idf reuses the bag-of-tokens index built for bot
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved == rows and all(0 <= r["nDCG@10"] <= 1 for r in saved)
+    assert (tmp_path / "out" / "quality_vs_latency.png").stat().st_size > 1000
+
+
+def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
+    from semiret import demo
+    from semiret.models import registry
+
+    monkeypatch.setattr(registry, "PACKAGED_CHECKPOINTS", tmp_path)
+    names = [r for _, r, _ in demo.demo_systems()]
+    assert "sidr-beta" not in names and "inference-free" not in names and "splade" in names and "dense" in names
+    (tmp_path / "sidr-scifact").mkdir()
+    names = [r for _, r, _ in demo.demo_systems()]
+    assert {"sidr-beta", "sidr-beta-rerank", "sidr-full"} <= set(names)

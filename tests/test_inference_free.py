@@ -268,3 +268,13 @@ def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F81
     train_inference_free(config)
     table = json.loads((tmp_path / "run" / "model" / "idf.json").read_text())
     assert set(table.values()) == {1.0}
+
+
+def test_a_sidr_checkpoint_is_not_taken_for_an_inference_free_model(tmp_path):
+    from semiret.inference_free import resolve_model
+
+    sidr = tmp_path / "sidr-model"
+    sidr.mkdir()
+    (sidr / "sidr.json").write_text("{}")
+    with pytest.raises(SemiretError, match="SiDR"):
+        resolve_model(str(sidr))

@@ -216,3 +216,13 @@ def test_sparse_queries_shift_back_to_tokenizer_ids(tiny_mlm):
     expected = encoder.encode_query(["hello world"]).to_queries()[0]
     # training locates the top-k in bfloat16, inference exactly: at most a boundary entry may differ
     assert len(set(query.terms.tolist()) & set(expected.terms.tolist())) >= 8
+
+
+def test_a_checkpoint_of_another_model_type_is_refused(tmp_path):
+    from semiret.sidr import SiDRModel
+
+    other = tmp_path / "if-model"
+    other.mkdir()
+    (other / "inference-free.json").write_text("{}")
+    with pytest.raises(SemiretError, match="inference-free"):
+        SiDRModel.load(str(other))

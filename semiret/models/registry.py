@@ -60,6 +60,34 @@ def packaged_file(model: PackagedModel) -> Path:
     raise SemiretError(f"package {model.package!r} is installed but lacks {model.marker}")
 
 
+PACKAGED_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+"""Trained checkpoints shipped inside semiret itself (``sidr-scifact``, ``inference-free-scifact``)."""
+
+
+SAVED_MODEL_MARKERS = {"sidr.json": "a saved SiDR model", "inference-free.json": "a saved inference-free model"}
+"""The file that says what a saved semiret model directory holds."""
+
+
+def saved_model_directory(name_or_path: str, marker: str, default: str, train_command: str) -> Path | None:
+    """The directory holding ``marker`` (a saved semiret model): ``name_or_path`` itself or the packaged
+    checkpoint of that name. None when neither is one (a plain model name); the packaged ``default``
+    missing is an error that says how to train it."""
+    for candidate in (Path(name_or_path), PACKAGED_CHECKPOINTS / name_or_path):
+        if (candidate / marker).is_file():
+            return candidate.resolve()
+        for other, what in SAVED_MODEL_MARKERS.items():
+            if other != marker and (candidate / other).is_file():
+                raise SemiretError(f"{candidate} is {what} ({other}), not the model asked for here (it needs {marker})")
+    if name_or_path == default:
+        raise SemiretError(f"the packaged checkpoint {default!r} is missing from {PACKAGED_CHECKPOINTS}; "
+                           f"train it with `{train_command}`")
+    return None
+
+
+def packaged_checkpoint_installed(name: str) -> bool:
+    return (PACKAGED_CHECKPOINTS / name).is_dir()
+
+
 def known_models() -> str:
     return ", ".join(sorted(REGISTRY))
 
