@@ -124,6 +124,9 @@ def run_corpus(name: str, directory, split, workdir, repeat: int, build_repeat: 
     # agreement of the two top-10 lists (scores are BM25 on both sides; ties may order differently)
     ours, theirs = semiret_e2e(), bm25s_e2e()
     same_set = np.mean([set(a) == set(b.tolist()) for a, b in zip(ours.ids, theirs.documents)])
+    # ties make the id sets differ where the rankings are equally good: the sorted top-10 scores must agree
+    same_scores = np.mean([np.allclose(np.sort(a), np.sort(np.asarray(b, np.float64)), rtol=1e-4, atol=1e-4)
+                           for a, b in zip(ours.scores, theirs.scores)])
 
     n, n_call = len(queries), len(per_call_queries)
     result = {
@@ -142,6 +145,7 @@ def run_corpus(name: str, directory, split, workdir, repeat: int, build_repeat: 
                      "bm25s_qps": _qps(n_call, times["bm25s_call"]),
                      "ratio": round(times["bm25s_call"] / times["semiret_call"], 3)},
         "top10_same_set_fraction": round(float(same_set), 4),
+        "top10_same_scores_fraction": round(float(same_scores), 4),
     }
     shutil.rmtree(index_path, ignore_errors=True)
     return result

@@ -177,6 +177,24 @@ def info(index: Path = typer.Argument(..., help="Index directory.")):
                                    "analyzer": opened.meta["analyzer"]}))
 
 
+@app.command(name="cache-to-full")
+def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index that sidr-beta-rerank searched."),
+                  out: Path = typer.Option(..., help="The sidr-full index directory to write."),
+                  model: str = typer.Option("sidr-scifact", help="The SiDR model whose document vectors the cache holds."),
+                  cache: Optional[str] = CacheOpt, overwrite: bool = typer.Option(False, help="Replace --out.")):
+    """Turn sidr-beta-rerank's embedding cache into the full parametric index (SiDR Appendix E): documents not
+    yet embedded are embedded now, cached ones are never embedded again."""
+    from semiret.search.retrievers import open_retriever
+    from semiret.search.semiparametric import cache_to_full_index
+
+    options = {k: v for k, v in _options(model=model, cache=cache).items() if v is not None}
+    searcher = open_retriever(index, "sidr-beta-rerank", **options)
+    cached = len(searcher.cache)
+    built = cache_to_full_index(searcher, out, overwrite=overwrite)
+    console.print(f"{cached} documents came from the cache, {searcher.documents_embedded} were embedded now")
+    console.print_json(json.dumps(built.describe()))
+
+
 @app.command(name="eval")
 def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data)."),
                      split: str = typer.Option("test", help="Qrels split."), retriever: str = RetrieverOpt,

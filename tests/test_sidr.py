@@ -226,3 +226,25 @@ def test_a_checkpoint_of_another_model_type_is_refused(tmp_path):
     (other / "inference-free.json").write_text("{}")
     with pytest.raises(SemiretError, match="inference-free"):
         SiDRModel.load(str(other))
+
+
+def test_cli_turns_the_rerank_cache_into_the_full_index(trained, tiny_docs, tmp_path):
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    root, output, _ = trained
+    model = str(output / "model")
+    SiDRBetaRetriever.build(tiny_docs, tmp_path / "bot", model=model)
+    runner = CliRunner()
+    searched = runner.invoke(app, ["search", "cats and dogs", "--index", str(tmp_path / "bot"), "-r", "sidr-beta-rerank",
+                                   "--model", model, "--rerank-depth", "2", "--json"])
+    assert searched.exit_code == 0, searched.output
+    result = runner.invoke(app, ["cache-to-full", "--index", str(tmp_path / "bot"), "--out", str(tmp_path / "full"),
+                                 "--model", model])
+    assert result.exit_code == 0, result.output
+    assert "2 documents came from the cache" in result.output
+    full = SiDRFullRetriever.open(tmp_path / "full")
+    assert full.index.n_docs == len(tiny_docs)
+    direct = SiDRFullRetriever.build(tiny_docs, tmp_path / "direct", model=model)
+    assert full.search(["statins cancer"], k=3).ids == direct.search(["statins cancer"], k=3).ids
