@@ -161,7 +161,6 @@ class InferenceFreeModel(torch.nn.Module):
             finally:
                 self.encoder.float()
                 self.encoder.inputs.max_length = training_length
-            _drop_duplicate_head(staged)
             weights = self.query_weights
             (staged / IDF_FILE).write_text(json.dumps(token_weight_table(weights, self.vocabulary)))
             atomic_write_json(staged / MODEL_FILE, {
@@ -197,20 +196,6 @@ class InferenceFreeModel(torch.nn.Module):
             ids = torch.from_numpy(np.asarray(tokens, np.int64))
             out[i, ids] = weights[ids]
         return out
-
-
-def _drop_duplicate_head(directory: Path) -> None:
-    """SPLADE's head file repeats the backbone's own MLM projection (tied to the embeddings): drop it."""
-    from safetensors import safe_open
-
-    from semiret.models.base import HEAD_FILE
-
-    head = directory / HEAD_FILE
-    if head.is_file():
-        with safe_open(str(head), "pt") as f:
-            keys = list(f.keys())
-        if all(k.startswith("_projection.") for k in keys):
-            head.unlink()
 
 
 def _tokenizer_source(encoder) -> str:

@@ -127,7 +127,10 @@ class TextEncoder(nn.Module):
         try:
             self.backbone.save_pretrained(staged)
             self.tokenizer.save_pretrained(staged)
-            head = {k: v.detach().contiguous() for k, v in self.state_dict().items() if not k.startswith("backbone.")}
+            # head modules that are the backbone's own (an MLM head, tied embeddings) are saved with it already
+            in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
+            head = {k: v.detach().contiguous() for k, v in self.state_dict().items()
+                    if not k.startswith("backbone.") and v.data_ptr() not in in_backbone}
             if head:
                 save_file(head, str(staged / HEAD_FILE))
             atomic_write_json(staged / ENCODER_FILE, {"family": self.family, **self.config()})
