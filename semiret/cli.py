@@ -54,6 +54,7 @@ AnnOpt = typer.Option(None, "--ann", help="Dense search structure: exact (defaul
 PrecisionOpt = typer.Option(None, help="Dense encoder arithmetic: float32 (default), bfloat16, auto.")
 NprobeOpt = typer.Option(None, help="IVF lists searched per query (dense --ann ivf; default 16).")
 EfSearchOpt = typer.Option(None, help="HNSW candidate list size (dense --ann hnsw; default 128).")
+QueryTopKOpt = typer.Option(None, "--query-top-k", help="sidr-beta(-rerank): terms kept per query vector in beta search (SiDR's query activation; default: the model's, 768).")
 RerankDepthOpt = typer.Option(None, help="sidr-beta-rerank: documents re-ranked per query (m, default 100).")
 RerankModelOpt = typer.Option(None, help="sidr-beta-rerank: second-stage encoder (default: the SiDR document encoder; e.g. minilm).")
 CacheOpt = typer.Option(None, help="sidr-beta-rerank: embedding cache directory (default: inside the index).")
@@ -105,7 +106,8 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
            k: int = typer.Option(10, "-k", help="Results per query."), idf: Optional[str] = IdfOpt,
            batch_size: Optional[int] = BatchSizeOpt, nprobe: Optional[int] = NprobeOpt,
            ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
-           model: Optional[str] = ModelOpt, rerank_depth: Optional[int] = RerankDepthOpt,
+           model: Optional[str] = ModelOpt, query_top_k: Optional[int] = QueryTopKOpt,
+           rerank_depth: Optional[int] = RerankDepthOpt,
            rerank_model: Optional[str] = RerankModelOpt, cache: Optional[str] = CacheOpt,
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts.")):
@@ -113,7 +115,8 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
     from semiret.search.retrievers import open_retriever
 
     options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search, two_phase=two_phase,
-                       model=model, rerank_depth=rerank_depth, rerank_model=rerank_model, cache=cache)
+                       model=model, query_top_k=query_top_k, rerank_depth=rerank_depth,
+                       rerank_model=rerank_model, cache=cache)
     searcher = open_retriever(index, retriever, **{k_: v for k_, v in options.items() if v is not None})
     hits = searcher.search(query, k=k)
     for text, ids, scores in zip(query, hits.ids, hits.scores):
@@ -212,8 +215,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      quantize: bool = QuantizeOpt, ann: Optional[str] = AnnOpt,
                      precision: Optional[str] = PrecisionOpt, nprobe: Optional[int] = NprobeOpt,
                      ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
-                     rerank_depth: Optional[int] = RerankDepthOpt, rerank_model: Optional[str] = RerankModelOpt,
-                     cache: Optional[str] = CacheOpt):
+                     query_top_k: Optional[int] = QueryTopKOpt, rerank_depth: Optional[int] = RerankDepthOpt,
+                     rerank_model: Optional[str] = RerankModelOpt, cache: Optional[str] = CacheOpt):
     """Evaluate a retriever on a collection: quality, build time, size, latency."""
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
@@ -223,8 +226,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        **_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length, idf=idf, model=model,
                                   batch_size=batch_size, top_k=top_k, threshold=threshold, quantize=quantize,
                                   ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search,
-                                  two_phase=two_phase, rerank_depth=rerank_depth, rerank_model=rerank_model,
-                                  cache=cache))
+                                  two_phase=two_phase, query_top_k=query_top_k, rerank_depth=rerank_depth,
+                                  rerank_model=rerank_model, cache=cache))
     if as_json:
         print(json.dumps(figures))
         return

@@ -248,3 +248,25 @@ def test_cli_turns_the_rerank_cache_into_the_full_index(trained, tiny_docs, tmp_
     assert full.index.n_docs == len(tiny_docs)
     direct = SiDRFullRetriever.build(tiny_docs, tmp_path / "direct", model=model)
     assert full.search(["statins cancer"], k=3).ids == direct.search(["statins cancer"], k=3).ids
+
+
+def test_query_top_k_keeps_the_heaviest_terms_for_beta_search_only(trained, tiny_docs, tmp_path):
+    root, output, _ = trained
+    model = str(output / "model")
+    SiDRBetaRetriever.build(tiny_docs, tmp_path / "bot", model=model)
+    full = SiDRBetaRetriever.open(tmp_path / "bot", model=model)
+    narrow = SiDRBetaRetriever.open(tmp_path / "bot", model=model, query_top_k=3)
+    whole, = full.encode_queries(["cats and dogs statins"])
+    kept, = narrow.encode_queries(["cats and dogs statins"])
+    assert len(kept.terms) == 3 < len(whole.terms)
+    heaviest = set(whole.terms[np.argsort(-whole.weights)[:3]].tolist())
+    assert set(kept.terms.tolist()) == heaviest and list(kept.terms) == sorted(kept.terms)
+    # re-ranking scores the candidates with the whole query vector, whatever the first stage kept
+    n, half = len(tiny_docs), len(whole.terms) // 2
+    reranked = LateParametricRetriever.open(tmp_path / "bot", model=model, query_top_k=half, rerank_depth=n)
+    exact = LateParametricRetriever.open(tmp_path / "bot", model=model, rerank_depth=n)
+    got, expected = reranked.search(["cats and dogs statins"], k=n), exact.search(["cats and dogs statins"], k=n)
+    exact_score = dict(zip(expected.ids[0], expected.scores[0]))
+    assert got.ids[0] and all(s == pytest.approx(exact_score[d], rel=1e-5) for d, s in zip(got.ids[0], got.scores[0]))
+    with pytest.raises(SemiretError, match="query_top_k"):
+        SiDRBetaRetriever.open(tmp_path / "bot", model=model, query_top_k=0)

@@ -86,12 +86,16 @@ class SiDRBetaRetriever(WordPieceRetriever):
     """Beta search: SiDR query vectors against the tokenizer-only bag-of-tokens index (any ``bot`` index)."""
 
     name = "sidr-beta"
-    search_parameters = ("model", "encode_batch_size")
+    search_parameters = ("model", "encode_batch_size", "query_top_k")
 
-    def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE):
+    def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE,
+                 query_top_k: int | None = None):
         super().__init__(index, vocabulary)
+        if query_top_k is not None and query_top_k < 1:
+            raise SemiretError(f"query_top_k must be at least 1, got {query_top_k}")
         self.model = model
         self.encode_batch_size = encode_batch_size
+        self.query_top_k = query_top_k
         self._sidr = None
 
     @property
@@ -103,8 +107,19 @@ class SiDRBetaRetriever(WordPieceRetriever):
                                    f"but the index was built with {self.vocabulary.name} ({self.vocabulary.size})")
         return self._sidr
 
-    def encode_queries(self, texts):
+    def encode_full_queries(self, texts) -> list[SparseQuery]:
+        """The model's own query vectors (its top-k, 768 by default)."""
         return self.sidr.query_encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
+
+    def first_stage(self, query: SparseQuery) -> SparseQuery:
+        """The query as beta search uses it: its ``query_top_k`` heaviest terms (SiDR's query activation a)."""
+        if self.query_top_k is None or len(query.terms) <= self.query_top_k:
+            return query
+        keep = np.sort(np.argpartition(-query.weights, self.query_top_k)[: self.query_top_k])
+        return SparseQuery(query.terms[keep], query.weights[keep])
+
+    def encode_queries(self, texts):
+        return [self.first_stage(q) for q in self.encode_full_queries(texts)]
 
     def encode_query(self, text):
         return self.encode_queries([text])[0]
@@ -119,11 +134,12 @@ class LateParametricRetriever(SiDRBetaRetriever):
     """
 
     name = "sidr-beta-rerank"
-    search_parameters = ("model", "encode_batch_size", "rerank_depth", "rerank_model", "cache")
+    search_parameters = ("model", "encode_batch_size", "query_top_k", "rerank_depth", "rerank_model", "cache")
 
     def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE,
-                 rerank_depth: int = DEFAULT_RERANK_DEPTH, rerank_model: str | None = None, cache: str | None = None):
-        super().__init__(index, vocabulary, model, encode_batch_size)
+                 query_top_k: int | None = None, rerank_depth: int = DEFAULT_RERANK_DEPTH,
+                 rerank_model: str | None = None, cache: str | None = None):
+        super().__init__(index, vocabulary, model, encode_batch_size, query_top_k)
         if rerank_depth < 1:
             raise SemiretError(f"rerank_depth must be at least 1, got {rerank_depth}")
         self.rerank_depth = rerank_depth
@@ -170,7 +186,8 @@ class LateParametricRetriever(SiDRBetaRetriever):
                 "documents_embedded": self.documents_embedded, "queries_embedded": self.queries_embedded}
 
     def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
-        first_queries = self.encode_queries(queries)
+        full_queries = self.encode_full_queries(queries)
+        first_queries = [self.first_stage(q) for q in full_queries]
         self.queries_embedded += len(queries)
         depth = max(k, self.rerank_depth)
         first = self.index.search(first_queries, k=depth, n_threads=n_threads)
@@ -179,7 +196,7 @@ class LateParametricRetriever(SiDRBetaRetriever):
         self.candidates_seen.update(d for ids in candidates for d in ids)
         self._embed_missing([d for ids in candidates for d in ids])
         if self.rerank_model is None:
-            query_vectors = first_queries
+            query_vectors = full_queries  # the parametric score uses the whole query vector
         else:
             query_vectors = self.second_stage.encode_query(queries, batch_size=self.encode_batch_size)
             if self.cache.kind == "sparse":
