@@ -243,12 +243,12 @@ class InferenceFreeTrainingConfig:
     pretrain_queries_per_epoch: int = 1024
     pretrain_epochs: int = 2
     pretrain_scale: float = 10.0
-    pretrain_flops_weight: float = 0.01
+    pretrain_flops_weight: float = 1e-7
     pretrain_learning_rate: float = 1e-4
     pretrain_max_length: int = 128
     finetune_epochs: int = 2
     finetune_scale: float = 30.0
-    finetune_flops_weight: float = 0.1
+    finetune_flops_weight: float = 0.02
     finetune_learning_rate: float = 5e-5
     finetune_max_length: int = 256
     flops_warmup_fraction: float = 0.3
