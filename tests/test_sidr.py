@@ -270,3 +270,20 @@ def test_query_top_k_keeps_the_heaviest_terms_for_beta_search_only(trained, tiny
     assert got.ids[0] and all(s == pytest.approx(exact_score[d], rel=1e-5) for d, s in zip(got.ids[0], got.scores[0]))
     with pytest.raises(SemiretError, match="query_top_k"):
         SiDRBetaRetriever.open(tmp_path / "bot", model=model, query_top_k=0)
+
+
+def test_demo_builds_the_full_index_from_the_rerank_cache(trained, tmp_path, monkeypatch):
+    from semiret import demo
+
+    _, output, _ = trained
+    model = str(output / "model")
+    root = write_beir(tmp_path / "tiny")  # a test split
+    monkeypatch.setattr(demo, "demo_systems", lambda: [
+        ("re-rank", "sidr-beta-rerank", {"model": model, "rerank_depth": 2}),
+        ("full", "sidr-full", {"model": model, demo.FROM_RERANK_CACHE: True})])
+    rerank, full = demo.run_demo(str(root), tmp_path / "out")
+    assert full["index_build_s"] is not None and full["documents"] == rerank["documents"]
+    direct = SiDRFullRetriever.build(Collection(root).corpus(), tmp_path / "direct", model=model)
+    built = SiDRFullRetriever.open(next((tmp_path / "out" / "indexes").glob("*impact*")))
+    query = ["statins cancer"]
+    assert built.search(query, k=3).ids == direct.search(query, k=3).ids
