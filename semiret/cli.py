@@ -242,11 +242,12 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
 
 @app.command()
 def demo(data: str = typer.Option("scifact", help="Collection to run on."),
-         out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot.")):
+         out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot."),
+         baselines: bool = typer.Option(False, "--baselines", help="Also the siamese SPLADE-tiny and MiniLM (slower).")):
     """Build every available index on SciFact, evaluate, print a comparison and plot quality vs latency."""
     from semiret.demo import run_demo
 
-    run_demo(data, out)
+    run_demo(data, out, baselines)
 
 
 from semiret.training.cli import train_app  # noqa: E402  (sub-commands: semiret train <method>)

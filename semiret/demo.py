@@ -17,15 +17,20 @@ QUALITY = "nDCG@10"
 LATENCY = "latency_ms_median"
 
 
-def demo_systems() -> list[tuple[str, str, dict]]:
-    """(label, retriever, options) for each system the demo compares; grows as methods land."""
+def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
+    """(label, retriever, options) for each system the demo compares; grows as methods land.
+
+    ``baselines`` adds the siamese neural references (SPLADE-tiny, MiniLM): each encodes the whole corpus
+    with a network on every run, which takes the demo past ten minutes on a 2-core CPU.
+    """
+    neural = [("SPLADE-tiny (siamese)", "splade", {"model": "splade-tiny"}),
+              ("MiniLM dense (exact)", "dense", {"model": "minilm"})] if baselines else []
     return [
         ("BM25", "bm25", {}),
         ("bag-of-tokens overlap", "bot", {}),
         ("IDF over bag-of-tokens (corpus IDF)", "idf", {}),
         ("IDF over bag-of-tokens (MS MARCO IDF)", "idf", {"idf": str(msmarco_idf())}),
-        ("SPLADE-tiny (siamese)", "splade", {"model": "splade-tiny"}),
-        ("MiniLM dense (exact)", "dense", {"model": "minilm"}),
+        *neural,
         *sidr_systems(),
         *inference_free_systems(),
     ]
@@ -57,7 +62,7 @@ def inference_free_systems() -> list[tuple[str, str, dict]]:
              {"model": DEFAULT_MODEL, "two_phase": "on"})]
 
 
-def run_demo(data: str, out: Path) -> list[dict]:
+def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
     console = Console()
     out.mkdir(parents=True, exist_ok=True)
     root = dataset(data)
@@ -70,7 +75,7 @@ def run_demo(data: str, out: Path) -> list[dict]:
         suffix = f"-{Path(options['model']).name}" if "model" in options else ""
         return index_dir / f"{root.name}-{retriever_class(retriever).index_kind}{suffix}"
 
-    for label, retriever, options in demo_systems():
+    for label, retriever, options in demo_systems(baselines):
         console.print(f"[bold]{label}[/bold] ...")
         options = dict(options)
         build_seconds = None

@@ -149,7 +149,7 @@ def test_usage_errors_are_click_errors(index_dir):
 def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, monkeypatch):
     from semiret import demo
 
-    monkeypatch.setattr(demo, "demo_systems", lambda: [("BM25", "bm25", {}), ("bag-of-tokens overlap", "bot", {}),
+    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [("BM25", "bm25", {}), ("bag-of-tokens overlap", "bot", {}),
                                                        ("IDF (corpus)", "idf", {})])
     rows = demo.run_demo(str(beir_dir), tmp_path / "out")
     assert [r["system"] for r in rows] == ["BM25", "bag-of-tokens overlap", "IDF (corpus)"]
@@ -165,7 +165,8 @@ def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
 
     monkeypatch.setattr(registry, "PACKAGED_CHECKPOINTS", tmp_path)
     names = [r for _, r, _ in demo.demo_systems()]
-    assert "sidr-beta" not in names and "inference-free" not in names and "splade" in names and "dense" in names
+    assert "sidr-beta" not in names and "inference-free" not in names and "splade" not in names
+    assert {"splade", "dense"} <= {r for _, r, _ in demo.demo_systems(baselines=True)}
     (tmp_path / "sidr-scifact").mkdir()
     names = [r for _, r, _ in demo.demo_systems()]
     assert {"sidr-beta", "sidr-beta-rerank", "sidr-full"} <= set(names)
