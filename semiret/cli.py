@@ -243,7 +243,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
 @app.command()
 def demo(data: str = typer.Option("scifact", help="Collection to run on."),
          out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot."),
-         baselines: bool = typer.Option(False, "--baselines", help="Also the siamese SPLADE-tiny and MiniLM (slower).")):
+         baselines: bool = typer.Option(True, help="Include the off-the-shelf neural references (SPLADE-tiny, MiniLM).")):
     """Build every available index on SciFact, evaluate, print a comparison and plot quality vs latency."""
     from semiret.demo import run_demo
 

@@ -17,19 +17,20 @@ QUALITY = "nDCG@10"
 LATENCY = "latency_ms_median"
 
 
-def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
+def demo_systems(baselines: bool = True) -> list[tuple[str, str, dict]]:
     """(label, retriever, options) for each system the demo compares; grows as methods land.
 
-    ``baselines`` adds the siamese neural references (SPLADE-tiny, MiniLM): each encodes the whole corpus
-    with a network on every run, which takes the demo past ten minutes on a 2-core CPU.
+    ``baselines``: also the neural references that encode the whole corpus with an off-the-shelf model
+    (SPLADE-tiny siamese, MiniLM, SPLADE-tiny document vectors under IDF queries).
     """
     neural = [("SPLADE-tiny (siamese)", "splade", {"model": "splade-tiny"}),
-              ("MiniLM dense (exact)", "dense", {"model": "minilm"})] if baselines else []
+              ("MiniLM dense", "dense", {"model": "minilm"}),
+              ("inference-free, SPLADE-tiny docs", "inference-free", {"model": "splade-tiny"})] if baselines else []
     return [
         ("BM25", "bm25", {}),
         ("bag-of-tokens overlap", "bot", {}),
-        ("IDF over bag-of-tokens (corpus IDF)", "idf", {}),
-        ("IDF over bag-of-tokens (MS MARCO IDF)", "idf", {"idf": str(msmarco_idf())}),
+        ("IDF, corpus", "idf", {}),
+        ("IDF, MS MARCO", "idf", {"idf": str(msmarco_idf())}),
         *neural,
         *sidr_systems(),
         *inference_free_systems(),
@@ -43,11 +44,10 @@ def sidr_systems() -> list[tuple[str, str, dict]]:
 
     if not packaged_checkpoint_installed(DEFAULT_MODEL):
         return []
-    return [(f"SiDR beta ({DEFAULT_MODEL}, tokenizer-only index)", "sidr-beta", {"model": DEFAULT_MODEL}),
-            (f"SiDR beta + re-rank top-100 ({DEFAULT_MODEL})", "sidr-beta-rerank", {"model": DEFAULT_MODEL}),
+    return [("SiDR beta", "sidr-beta", {"model": DEFAULT_MODEL}),
+            ("SiDR beta + re-rank m=100", "sidr-beta-rerank", {"model": DEFAULT_MODEL}),
             # Appendix E: the full index comes from the re-rank cache, so cached documents are not embedded again
-            (f"SiDR full ({DEFAULT_MODEL}, index from the re-rank cache)", "sidr-full",
-             {"model": DEFAULT_MODEL, FROM_RERANK_CACHE: True})]
+            ("SiDR full (from the cache)", "sidr-full", {"model": DEFAULT_MODEL, FROM_RERANK_CACHE: True})]
 
 
 def inference_free_systems() -> list[tuple[str, str, dict]]:
@@ -57,12 +57,11 @@ def inference_free_systems() -> list[tuple[str, str, dict]]:
 
     if not packaged_checkpoint_installed(DEFAULT_MODEL):
         return []
-    return [(f"inference-free ({DEFAULT_MODEL}, trained)", "inference-free", {"model": DEFAULT_MODEL}),
-            (f"inference-free ({DEFAULT_MODEL}) + two-phase", "inference-free",
-             {"model": DEFAULT_MODEL, "two_phase": "on"})]
+    return [("inference-free, trained", "inference-free", {"model": DEFAULT_MODEL}),
+            ("inference-free, trained, two-phase", "inference-free", {"model": DEFAULT_MODEL, "two_phase": "on"})]
 
 
-def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
+def run_demo(data: str, out: Path, baselines: bool = True) -> list[dict]:
     console = Console()
     out.mkdir(parents=True, exist_ok=True)
     root = dataset(data)
