@@ -85,12 +85,14 @@ def run_demo(data: str, out: Path, baselines: bool = True) -> list[dict]:
         if build_seconds is not None:
             figures["index_build_s"] = round(build_seconds, 3)
         rows.append({"system": label, **figures})
-    table = Table(title=f"semiret demo: {root.name} test")
-    for column in ("system", QUALITY, "R@100", "MRR@10", "index_build_s", "index_size_mb", LATENCY):
-        table.add_column(column, justify="left" if column == "system" else "right")
+    columns = {QUALITY: QUALITY, "R@100": "R@100", "MRR@10": "MRR@10", "index_build_s": "build s",
+               "index_size_mb": "MB", LATENCY: "ms/query"}
+    table = Table(title=f"semiret demo: {root.name} test", caption="build s: (reused) = an index built above")
+    table.add_column("system", min_width=20)
+    for header in columns.values():
+        table.add_column(header, justify="right")
     for row in rows:
-        table.add_row(row["system"], *(_fmt(row[c]) for c in (QUALITY, "R@100", "MRR@10", "index_build_s",
-                                                              "index_size_mb", LATENCY)))
+        table.add_row(row["system"], *(_fmt(row[key]) for key in columns))
     console.print(table)
     (out / "results.json").write_text(json.dumps(rows, indent=2))
     plot = plot_quality_latency(rows, out / "quality_vs_latency.png", title=f"{root.name} test")
@@ -138,4 +140,4 @@ def plot_quality_latency(rows: list[dict], path: Path, title: str) -> Path:
 def _fmt(value) -> str:
     if value is None:
         return "(reused)"
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
