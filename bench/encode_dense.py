@@ -13,7 +13,6 @@ The peer runs before and after semiret; its faster time is used.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch

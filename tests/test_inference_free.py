@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from semiret.data import Collection, Document
+from semiret.data import Collection
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import InvertedIndex, SparseQuery, TwoPhase
 from semiret.indexes.sparsity import sparsity_report

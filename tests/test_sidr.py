@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from semiret.data import Collection, Document
+from semiret.data import Collection
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.models.pooled_projection import max_pooled_projection, top_k_max_pooled_projection

@@ -3,7 +3,6 @@ weighted token queries, and the index between them. Registered by name for the C
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Iterable

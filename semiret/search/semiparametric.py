@@ -159,7 +159,7 @@ class LateParametricRetriever(SiDRBetaRetriever):
             if self.rerank_model is None:
                 self._second = self.sidr.document_encoder
             else:
-                from semiret.models.encoders import ENCODERS, load_encoder
+                from semiret.models.encoders import load_encoder
 
                 saved = Path(self.rerank_model) / "semiret-encoder.json"
                 family = None if saved.is_file() else ("splade" if self.rerank_model == "splade-tiny" else "dense")
