@@ -42,10 +42,23 @@ class WordAnalyzer:
         self._stopset = STOPWORD_LISTS[self.stopwords]
         self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
 
+    def words(self, text: str) -> list[str]:
+        """The surface words of ``text`` (lowercased when configured), stopwords included."""
+        return self._regex.findall(text.lower() if self.lowercase else text)
+
+    def term(self, word: str) -> str | None:
+        """The term one surface word becomes: None for a stopword, else its (cached) stem."""
+        if word in self._stopset:
+            return None
+        if self._stem is None:
+            return word
+        stem = self._stem_cache.get(word)
+        if stem is None:
+            stem = self._stem_cache[word] = self._stem(word)
+        return stem
+
     def __call__(self, text: str) -> list[str]:
-        if self.lowercase:
-            text = text.lower()
-        words = [w for w in self._regex.findall(text) if w not in self._stopset]
+        words = [w for w in self.words(text) if w not in self._stopset]
         if self._stem is None:
             return words
         cache = self._stem_cache

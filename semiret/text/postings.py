@@ -92,15 +92,12 @@ class QueryTerms:
 
     def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary):
         self.analyzer, self.terms = analyzer, terms
-        self._findall = analyzer._regex.findall
         self._cache: dict[str, int] = {}  # word -> term id, or -1 for a stopword
 
     def __call__(self, text: str) -> list[int]:
-        if self.analyzer.lowercase:
-            text = text.lower()
         cache = self._cache
         out = []
-        for word in self._findall(text):
+        for word in self.analyzer.words(text):
             term_id = cache.get(word)
             if term_id is None:
                 term_id = self._resolve(word)
@@ -109,11 +106,11 @@ class QueryTerms:
         return out
 
     def _resolve(self, word: str) -> int:
-        analyzer = self.analyzer
-        if word in analyzer._stopset:
+        term = self.analyzer.term(word)
+        if term is None:  # a stopword, for good
             self._cache[word] = -1
             return -1
-        term_id = self.terms.ids.get(analyzer._stem(word) if analyzer._stem else word)
+        term_id = self.terms.ids.get(term)
         if term_id is None:
             return -1
         self._cache[word] = term_id
