@@ -146,6 +146,54 @@ def test_wordpiece_max_length_truncates():
     assert len(vocabulary.encode("one two three four five six seven")) == 4
 
 
+def _whole_text_ids(vocabulary, text):
+    ids = vocabulary._tokenizer.encode(text, add_special_tokens=False).ids
+    return [i for i in ids if not vocabulary.excluded_mask[i]]
+
+
+@pytest.mark.parametrize("max_length", [None, 5])
+def test_wordpiece_word_cache_gives_the_whole_text_tokenization(max_length):
+    """Query words are tokenized once and cached; the ids must be those of tokenizing the whole text, also
+    around characters where Python and BERT disagree on what whitespace is."""
+    import random
+
+    vocabulary = WordPieceVocabulary("bert-base-uncased", max_length=max_length)
+    assert vocabulary.word_local
+    pieces = list("abc XYZ\t\n\r.,;-'\"()") + ["\x1c", "\x1f", "\x85", "\xa0", "\u3000", "\u2028", "é",
+                                                   "e\u0301", "\u0301", "中文", "Σ", "ß", "ﬁ", "\ufffd", "\x00",
+                                                   "[CLS]", "[MASK]", "[unused3]", "İ", "\u200b", "🙂", "statins"]
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(3000)]
+    for text in texts + texts:  # the second pass is served from the cache
+        assert vocabulary.encode(text) == _whole_text_ids(vocabulary, text), repr(text)
+
+
+def test_wordpiece_word_cache_is_bounded(monkeypatch):
+    import semiret.text.wordpiece as wordpiece
+
+    monkeypatch.setattr(wordpiece, "WORD_CACHE_SIZE", 10)
+    vocabulary = WordPieceVocabulary("bert-base-uncased")
+    for i in range(100):
+        assert vocabulary.encode(f"word{i} cancer") == _whole_text_ids(vocabulary, f"word{i} cancer")
+        assert len(vocabulary._word_cache) <= 10
+
+
+def test_wordpiece_tokenizers_that_are_not_word_local_skip_the_cache(tmp_path):
+    """A byte-level BPE keeps the space inside its tokens: tokenizing word by word would change the ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.train_from_iterator(["the cat sat on the mat", "a cat and a hat"] * 20,
+                                  trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    vocabulary = WordPieceVocabulary(str(tmp_path / "tokenizer.json"))
+    assert not vocabulary.word_local
+    for text in ["the cat", "the  cat sat", " a hat"]:
+        assert vocabulary.encode(text) == _whole_text_ids(vocabulary, text)
+    assert vocabulary.encode("the cat") != vocabulary.encode("the") + vocabulary.encode("cat")
+
+
 def test_wordpiece_config_and_token(vocabulary):
     assert vocabulary.config() == {"type": "wordpiece", "tokenizer": "bert-base-uncased", "max_length": None,
                                    "min_id": None}
