@@ -192,6 +192,32 @@ def test_two_phase_approximates_exhaustive_search(impact_index):
     assert many.ids == two.ids
 
 
+def test_two_phase_follows_segments_and_deletions(tmp_path):
+    """Documents added as new segments are found, deleted ones never come back through rescoring, and a
+    window larger than a segment is fine."""
+    rng = np.random.default_rng(3)
+    vocab = 30
+    dense = (rng.random((60, vocab)) < 0.3) * rng.random((60, vocab)).astype(np.float32)
+    vectors = SparseVectors.from_dense(dense)
+    ids = [f"d{i}" for i in range(60)]
+    index = InvertedIndex.build(tmp_path / "index", "impact", [SparseVectors.from_dense(dense[:50]).to_postings(ids[:50])],
+                                vocab_size=vocab, analyzer={"type": "test"}, store_texts=False)
+    index.add(SparseVectors.from_dense(dense[50:]).to_postings(ids[50:]))  # a second segment of 10 documents
+    index.delete(["d3", "d55"])
+    queries = [SparseQuery(np.array([0, 1, 2, 7], np.int32), np.array([0.1, 3.0, 2.5, 0.2], np.float32)),
+               SparseQuery(np.array([4, 9], np.int32), np.array([1.0, 1.0], np.float32))]
+    exact = index.search(queries, k=20)
+    unpruned = index.search(queries, k=20, two_phase=TwoPhase(prune_ratio=0.0, expansion=5.0))
+    assert unpruned.ids == exact.ids
+    pruned = index.search(queries, k=20, two_phase=TwoPhase(prune_ratio=0.5, expansion=5.0))
+    for hits in pruned.ids:
+        assert "d3" not in hits and "d55" not in hits
+    assert any(i.startswith("d5") and len(i) == 3 for hits in pruned.ids for i in hits)  # the added segment
+    scores = dense @ np.bincount(queries[0].terms, queries[0].weights, vocab)
+    expected = {ids[i]: scores[i] for i in range(60)}
+    assert all(abs(expected[d] - s) < 1e-5 for d, s in zip(pruned.ids[0], pruned.scores[0]))
+
+
 def test_two_phase_options_are_checked():
     assert TwoPhase.parse("off") is None and TwoPhase.parse(None) is None
     assert TwoPhase.parse("on") == TwoPhase()

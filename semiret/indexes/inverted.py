@@ -47,6 +47,7 @@ from semiret.indexes.storage import (
     META_FILE, StringTable, atomic_write_json, directory_size, load_array, read_meta, replace_directory,
     staging_directory,
 )
+from semiret.indexes.two_phase import two_phase_search
 
 log = logging.getLogger(__name__)
 
@@ -390,23 +391,26 @@ class InvertedIndex:
         """
         if k < 1:
             raise SemiretError("k must be at least 1")
-        if two_phase is not None:
-            return self._search_two_phase(queries, k, n_threads, two_phase)
         q_offsets, q_terms, q_weights = self._pack_queries(queries)
         n_queries = len(queries)
         seg_scores, seg_docs = [], []
         for segment in self.segments:
-            kk = min(k, segment.n_docs) or 1
+            deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
+            arrays = (*segment.search_arrays(), segment.values is None, deleted, segment.n_docs)
+            if two_phase is None:
+                kk = min(k, segment.n_docs) or 1
+                kernel, args = kernels.search_postings, (*arrays, kk)
+            else:
+                window = min(two_phase.window(k), segment.n_docs) or 1
+                kk = min(k, window)
+                kernel, args = two_phase_search, (*arrays, window, np.float32(two_phase.prune_ratio))
             scores = np.empty((n_queries, kk), np.float32)
             docs = np.empty((n_queries, kk), np.int32)
-            deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
-            args = (*segment.search_arrays(), segment.values is None, deleted, segment.n_docs, kk)
 
             def run(lo: int, hi: int) -> None:
                 buffer = segment.scratch()
                 try:
-                    kernels.search_postings(q_offsets[lo: hi + 1], q_terms, q_weights, *args, buffer,
-                                            scores[lo:hi], docs[lo:hi])
+                    kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args, buffer, scores[lo:hi], docs[lo:hi])
                 finally:
                     segment.release_scratch(buffer)
 
@@ -416,51 +420,6 @@ class InvertedIndex:
                     list(pool.map(run, chunks[:-1], chunks[1:]))
             else:
                 run(0, n_queries)
-            if self.meta.get("quantization"):
-                scores *= self.meta["quantization"]["scale"] or 1.0
-            seg_scores.append(scores)
-            seg_docs.append(docs)
-        return self._merge_hits(seg_scores, seg_docs, k, n_queries)
-
-    def _search_two_phase(self, queries: Sequence[SparseQuery], k: int, n_threads: int,
-                          two_phase: TwoPhase) -> SearchHits:
-        from semiret.indexes.two_phase import rescore_candidates, split_by_weight
-
-        q_offsets, q_terms, q_weights = self._pack_queries(queries)
-        (h_offsets, h_terms, h_weights), (l_offsets, l_terms, l_weights) = split_by_weight(
-            q_offsets, q_terms, q_weights, two_phase.prune_ratio)
-        n_queries = len(queries)
-        seg_scores, seg_docs = [], []
-        for segment in self.segments:
-            window = min(two_phase.window(k), segment.n_docs) or 1
-            scores = np.empty((n_queries, window), np.float32)
-            docs = np.empty((n_queries, window), np.int32)
-            deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
-            present, indptr, docs_u32, values = segment.search_arrays()
-            binary = segment.values is None
-            args = (present, indptr, docs_u32, values, binary, deleted, segment.n_docs, window)
-
-            def run(lo: int, hi: int) -> None:
-                buffer = segment.scratch()
-                try:
-                    kernels.search_postings(h_offsets[lo: hi + 1], h_terms, h_weights, *args, buffer,
-                                            scores[lo:hi], docs[lo:hi])
-                finally:
-                    segment.release_scratch(buffer)
-                if len(l_terms):
-                    rescore_candidates(l_offsets[lo: hi + 1], l_terms, l_weights, present, indptr,
-                                       docs_u32.view(np.int32), values, binary, docs[lo:hi], scores[lo:hi])
-
-            if n_threads > 1 and n_queries > 1:
-                chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
-                with ThreadPoolExecutor(n_threads) as pool:
-                    list(pool.map(run, chunks[:-1], chunks[1:]))
-            else:
-                run(0, n_queries)
-            # best first after rescoring; ties: the document added first (as the exhaustive search)
-            keyed = np.where(docs >= 0, scores, -np.inf)
-            order = np.lexsort((np.where(docs >= 0, docs, np.iinfo(np.int32).max), -keyed), axis=1)[:, : min(k, window)]
-            scores, docs = np.take_along_axis(scores, order, 1), np.take_along_axis(docs, order, 1)
             if self.meta.get("quantization"):
                 scores *= self.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)

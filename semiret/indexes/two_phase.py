@@ -5,6 +5,9 @@ Phase one runs the ordinary exact search with only the tokens whose weight is at
 it keeps a window of ``expansion`` x k candidates. Phase two adds the remaining tokens' contributions
 to those candidates only, by binary search in the (document-sorted) posting lists, so the long lists
 of common tokens are never scanned. This is the heuristic the inference-free paper runs in OpenSearch.
+
+Both phases and the final ordering run in one compiled call per segment: on a small index the numpy
+glue between phases (splitting queries, sorting windows) cost more than the pruned postings saved.
 """
 
 from __future__ import annotations
@@ -12,24 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from semiret.indexes.kernels import NUMBA_OPTIONS
-
-
-def split_by_weight(offsets: np.ndarray, terms: np.ndarray, weights: np.ndarray, prune_ratio: float):
-    """Split packed queries into (high, low) packed queries by ``weight >= prune_ratio * max weight``."""
-    n = len(offsets) - 1
-    query_of = np.repeat(np.arange(n), np.diff(offsets))
-    max_weight = np.zeros(n, np.float32)
-    np.maximum.at(max_weight, query_of, weights)
-    high = weights >= prune_ratio * max_weight[query_of]
-    return _subset(offsets, terms, weights, query_of, high), _subset(offsets, terms, weights, query_of, ~high)
-
-
-def _subset(offsets, terms, weights, query_of, keep):
-    counts = np.bincount(query_of[keep], minlength=len(offsets) - 1)
-    new_offsets = np.zeros(len(offsets), np.int64)
-    np.cumsum(counts, out=new_offsets[1:])
-    return new_offsets, terms[keep], weights[keep]
+from semiret.indexes.kernels import NUMBA_OPTIONS, _ranks_below, search_postings
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -54,3 +40,57 @@ def rescore_candidates(q_offsets, q_terms, q_weights, present_terms, indptr, doc
                 pos = np.searchsorted(postings, d)
                 if pos < postings.shape[0] and postings[pos] == d:
                     scores[q, c] += q_weights[j] if binary else q_weights[j] * values[start + pos]
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary, deleted, n_docs,
+                     window, prune_ratio, buffer, out_scores, out_docs):
+    """Per query: phase one (:func:`~semiret.indexes.kernels.search_postings` with the terms weighing at least
+    ``prune_ratio`` x the query's largest weight, ``window`` candidates), phase two (the other terms added
+    to those candidates), then the best ``out_scores.shape[1]`` written best first (ties: earlier document).
+
+    ``docs`` is the postings' document array viewed as uint32 (phase one) and read as int32 for the binary
+    searches of phase two; ``buffer`` as for ``search_postings``.
+    """
+    k = out_scores.shape[1]
+    signed_docs = docs.view(np.int32)
+    one = np.zeros(2, np.int64)
+    candidate_scores = np.empty((1, window), np.float32)
+    candidate_docs = np.empty((1, window), np.int32)
+    for q in range(q_offsets.shape[0] - 1):
+        lo, hi = q_offsets[q], q_offsets[q + 1]
+        largest = np.float32(0.0)
+        for j in range(lo, hi):
+            largest = max(largest, q_weights[j])
+        high = np.empty(hi - lo, np.bool_)
+        for j in range(lo, hi):
+            high[j - lo] = q_weights[j] >= prune_ratio * largest
+        n_high = high.sum()
+        high_terms, high_weights = np.empty(n_high, np.int32), np.empty(n_high, np.float32)
+        low_terms, low_weights = np.empty(hi - lo - n_high, np.int32), np.empty(hi - lo - n_high, np.float32)
+        h = 0
+        for j in range(lo, hi):
+            if high[j - lo]:
+                high_terms[h], high_weights[h] = q_terms[j], q_weights[j]
+                h += 1
+            else:
+                low_terms[j - lo - h], low_weights[j - lo - h] = q_terms[j], q_weights[j]
+        one[1] = n_high
+        search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, binary, deleted,
+                        n_docs, window, buffer, candidate_scores, candidate_docs)
+        if low_terms.shape[0]:
+            one[1] = low_terms.shape[0]
+            rescore_candidates(one, low_terms, low_weights, present_terms, indptr, signed_docs, values, binary,
+                               candidate_docs, candidate_scores)
+        # best first among the (rescored) window: insertion sort, empty slots (-1) last
+        scores, found = candidate_scores[0], candidate_docs[0]
+        for i in range(1, window):
+            s, d = scores[i], found[i]
+            j = i - 1
+            while j >= 0 and (found[j] < 0 <= d or (d >= 0 and found[j] >= 0 and _ranks_below(scores[j], found[j], s, d))):
+                scores[j + 1], found[j + 1] = scores[j], found[j]
+                j -= 1
+            scores[j + 1], found[j + 1] = s, d
+        for r in range(k):
+            out_scores[q, r] = scores[r] if r < window else -np.inf
+            out_docs[q, r] = found[r] if r < window else -1
