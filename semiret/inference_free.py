@@ -237,6 +237,9 @@ class InferenceFreeTrainingConfig:
     idf_aware: bool = True
     teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
     normalize_teachers: bool = True
+    fit_student_scale: bool = True
+    """Distil ``a * student`` with ``a`` fitted per step (:func:`~semiret.training.losses.fitted_student_scale`);
+    off: the paper's plain KL, under which our student prunes its expansion to shrink its scores."""
     pretrain_corpora: list[str] = field(default_factory=list)
     """Corpora for label-free pre-training (names or folders); empty: no pre-training."""
     pseudo_queries_per_document: int = 1
@@ -367,7 +370,9 @@ def _tokens(encoder, texts: list[str]):
 
 def _run_stage(model, stages: list[StageData], config, stage: str, output: Path, resume: bool) -> dict:
     """One stage (``pretrain`` or ``finetune``) with the shared Trainer; returns its summary."""
-    from semiret.training.losses import ensemble_teacher_scores, grouped_scores, kl_distillation, quadratic_warmup
+    from semiret.training.losses import (
+        ensemble_teacher_scores, fitted_student_scale, grouped_scores, kl_distillation, quadratic_warmup,
+    )
     from semiret.training.trainer import Trainer, TrainingConfig
 
     pre = stage == "pretrain"
@@ -416,14 +421,15 @@ def _run_stage(model, stages: list[StageData], config, stage: str, output: Path,
         query_ids = [data.examples[i].query_id for i in rows]
         teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, candidates)) for t in data.teachers],
                                           scale, normalize=config.normalize_teachers)
-        rank = kl_distillation(student, teacher)
+        student_scale = fitted_student_scale(student, teacher) if config.fit_student_scale else 1.0
+        rank = kl_distillation(student_scale * student, teacher)
         lam = quadratic_warmup(flops_weight, global_step, ramp)
         k = len(in_queries)
         rate = len(others) / max(len(sampled), 1)
         per_token = d.abs().mean(dim=0).pow(2)
         flops = per_token[:k].sum() + rate * per_token[k:].sum()
         nnz = ((d[:, :k] > 0).sum(dim=1).float() + rate * (d[:, k:] > 0).sum(dim=1).float()).mean().item()
-        return rank + lam * flops, {"kl": rank.item(), "flops": flops.item(), "nnz": nnz}
+        return rank + lam * flops, {"kl": rank.item(), "flops": flops.item(), "nnz": nnz, "scale": student_scale}
 
     trainer_config = TrainingConfig(epochs=epochs, batch_size=config.batch_size,
                                     learning_rate=config.pretrain_learning_rate if pre else config.finetune_learning_rate,
@@ -445,7 +451,8 @@ def _run_stage(model, stages: list[StageData], config, stage: str, output: Path,
             "steps_per_epoch": steps_per_epoch, "epochs": epochs, "seconds": round(time.perf_counter() - started, 1),
             "loss_per_epoch": [round(h.mean_loss, 4) for h in history],
             "final_kl": round(float(np.mean([f["kl"] for f in last])), 4) if last else None,
-            "final_nnz": round(float(np.mean([f["nnz"] for f in last])), 1) if last else None}
+            "final_nnz": round(float(np.mean([f["nnz"] for f in last])), 1) if last else None,
+            "final_student_scale": round(float(np.mean([f["scale"] for f in last])), 4) if last else None}
 
 
 def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = True) -> dict:

@@ -18,7 +18,9 @@ from semiret.inference_free import InferenceFreeModel, InferenceFreeTrainingConf
 from semiret.models.pooled_projection import thresholded_max_pooled_projection
 from semiret.models.pooling import log_saturation, masked_max
 from semiret.models.sparse import SparseVectors
-from semiret.training.losses import ensemble_teacher_scores, grouped_scores, kl_distillation, minmax_normalize
+from semiret.training.losses import (
+    ensemble_teacher_scores, fitted_student_scale, grouped_scores, kl_distillation, minmax_normalize,
+)
 from semiret.training.pseudo_queries import generate_pseudo_queries, independent_crop, inverse_cloze
 from semiret.training.teachers import BM25Teacher, TeacherScores, parse_teachers
 from tests.conftest import MSMARCO_IDF, write_beir
@@ -40,6 +42,21 @@ def test_idf_aware_gradient_scales_with_idf():
     plain = docs.detach().clone().requires_grad_(True)
     kl_distillation(grouped_scores(q, plain.view(3, 5)), teacher).backward()
     assert torch.allclose(plain.grad[0][:, 0], plain.grad[0][:, 1])  # plain score: uniform over tokens
+
+
+def test_fitted_student_scale_makes_the_loss_blind_to_score_size():
+    """A student scoring 4x the teacher gets a factor near 1/4; shrinking the student no longer lowers the loss,
+    while the plain KL rewards it (what pruned our students' expansion)."""
+    torch.manual_seed(0)
+    teacher = torch.randn(16, 8) * 3
+    student = 4 * teacher + 0.1 * torch.randn(16, 8)
+    scale = fitted_student_scale(student, teacher)
+    assert 0.25 / 1.16 < scale < 0.25 * 1.16
+    fitted = kl_distillation(scale * student, teacher).item()
+    assert fitted < 0.01 < kl_distillation(student, teacher).item()
+    shrunk = 0.5 * student
+    assert kl_distillation(shrunk, teacher) < kl_distillation(student, teacher)  # plain KL: shrinking pays
+    assert abs(kl_distillation(fitted_student_scale(shrunk, teacher) * shrunk, teacher).item() - fitted) < 0.01
 
 
 def test_ensemble_normalization_versus_simply_add():

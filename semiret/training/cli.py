@@ -54,6 +54,7 @@ def train_inference_free_command(
     teachers: str = typer.Option("dense:minilm@128,sparse:splade-tiny,bm25",
                                  help="Comma-separated teachers: dense[:model][@length], sparse[:model][@length], bm25."),
     normalize_teachers: bool = typer.Option(True, help="Min-max normalize, average and scale teachers; off: 'simply add' raw scores."),
+    fit_student_scale: bool = typer.Option(True, help="Distil the student's scores times a factor fitted per step; off: the paper's plain KL."),
     pretrain: Optional[list[str]] = typer.Option(None, help="Corpora for label-free pre-training (repeatable); 'none' skips it. Default: --data."),
     pseudo_queries_per_document: int = typer.Option(1), pretrain_queries_per_epoch: int = typer.Option(1024),
     pretrain_epochs: int = typer.Option(2), pretrain_scale: float = typer.Option(10.0),
@@ -76,7 +77,8 @@ def train_inference_free_command(
     corpora = [str(dataset(data))] if pretrain is None else [str(dataset(c)) for c in pretrain if c != "none"]
     config = InferenceFreeTrainingConfig(
         data=str(dataset(data)), output=str(output), split=split, base=base, idf=idf, idf_aware=idf_aware,
-        teachers=teachers, normalize_teachers=normalize_teachers, pretrain_corpora=corpora,
+        teachers=teachers, normalize_teachers=normalize_teachers, fit_student_scale=fit_student_scale,
+        pretrain_corpora=corpora,
         pseudo_queries_per_document=pseudo_queries_per_document, pretrain_queries_per_epoch=pretrain_queries_per_epoch,
         pretrain_epochs=pretrain_epochs, pretrain_scale=pretrain_scale, pretrain_flops_weight=pretrain_flops_weight,
         pretrain_learning_rate=pretrain_learning_rate, pretrain_max_length=pretrain_max_length,

@@ -52,6 +52,26 @@ def kl_distillation(student_scores: torch.Tensor, teacher_scores: torch.Tensor) 
                     reduction="batchmean")
 
 
+SCALE_GRID = torch.logspace(-3, 3, 97)
+"""Candidate student score scales for :func:`fitted_student_scale` (16 per decade, 15% apart)."""
+
+
+@torch.no_grad()
+def fitted_student_scale(student_scores: torch.Tensor, teacher_scores: torch.Tensor) -> float:
+    """The factor ``a`` minimising ``KL(softmax(teacher) || softmax(a * student))`` over a batch (a log grid).
+
+    Distilling with ``a * student`` (``a`` fitted per step, no gradient) makes the loss blind to the overall
+    size of the student's scores. Without it, a student whose raw scores spread wider than the teacher's
+    lowers the KL fastest by shrinking every document weight, which prunes expansion terms: the ranking
+    loss then does the FLOPS regularizer's job, uncontrolled. The KL is convex in ``a``, so the grid
+    minimum is within 15% of the best scale.
+    """
+    target = F.softmax(teacher_scores, dim=-1)
+    scaled = SCALE_GRID.to(student_scores)[:, None, None] * student_scores.detach()  # [G, Q, C]
+    cross_entropy = -(target * F.log_softmax(scaled, dim=-1)).sum(dim=-1).mean(dim=-1)  # [G]
+    return float(SCALE_GRID[int(cross_entropy.argmin())])
+
+
 def flops_regularizer(document_weights: torch.Tensor) -> torch.Tensor:
     """SPLADE's FLOPS: ``sum_j (mean_i |w_ij|)^2`` over a batch of document vectors [N, V]."""
     return document_weights.abs().mean(dim=0).pow(2).sum()
