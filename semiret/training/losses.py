@@ -108,18 +108,6 @@ def ensemble_teacher_scores(teacher_scores: list[torch.Tensor], scale: float, no
     return combined * scale
 
 
-def query_token_vectors(input_ids: torch.Tensor, vocab_size: int, token_weights: torch.Tensor | None = None,
-                        excluded: torch.Tensor | None = None) -> torch.Tensor:
-    """Inference-free query vectors [N, V] from padded token ids [N, L] (pad id 0 is dropped):
-    1 for each distinct token (binary bag of tokens), times ``token_weights`` (IDF, Eq. 5) when given."""
-    present = torch.zeros(len(input_ids), vocab_size, device=input_ids.device)
-    present.scatter_(1, input_ids, 1.0)
-    present[:, 0] = 0.0
-    if excluded is not None:
-        present = present * ~excluded
-    return present * token_weights if token_weights is not None else present
-
-
 def grouped_scores(queries: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
     """Each query against its own candidates: queries [N, V], documents [N * C, V] (query-major) -> [N, C]."""
     n = queries.shape[0]
