@@ -140,7 +140,7 @@ class InferenceFreeModel(torch.nn.Module):
         meta = json.loads((path / MODEL_FILE).read_text())
         if meta.get("format") != "semiret.inference-free":
             raise SemiretError(f"{path / MODEL_FILE} does not describe an inference-free model")
-        encoder = load_encoder(str(path), "splade").float()
+        encoder = load_encoder(str(path), "splade")
         weights = load_token_weights(path / IDF_FILE, WordPieceVocabulary(str(path)))
         return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""))
 

@@ -73,8 +73,8 @@ class SiDRModel(torch.nn.Module):
         if meta.get("format") != "semiret.sidr":
             raise SemiretError(f"{path / MODEL_FILE} does not describe a SiDR model")
         if meta["shared"]:
-            return cls(load_encoder(str(path / "encoder"), "vdr").float())
-        return cls(load_encoder(str(path / "query"), "vdr").float(), load_encoder(str(path / "document"), "vdr").float())
+            return cls(load_encoder(str(path / "encoder"), "vdr"))
+        return cls(load_encoder(str(path / "query"), "vdr"), load_encoder(str(path / "document"), "vdr"))
 
     def save(self, path: str | Path, training: dict | None = None, fp16: bool = True) -> Path:
         target = Path(path)

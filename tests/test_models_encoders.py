@@ -122,6 +122,16 @@ def test_vdr_matches_naive_top_k(tiny_bert, head):
     np.testing.assert_allclose(vectors.to_dense(), expected, atol=1e-5)
 
 
+def test_float16_checkpoints_load_as_float32(tiny_bert, tmp_path):
+    """Weights are stored in float16 to stay small and computed in float32 (fast on CPUs)."""
+    encoder = SpladeEncoder.from_pretrained(str(tiny_bert), max_length=32)
+    expected = encoder.encode_document(TEXTS).to_dense()
+    encoder.half().save(tmp_path / "half")
+    loaded = load_encoder(str(tmp_path / "half"))
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    np.testing.assert_allclose(loaded.encode_document(TEXTS).to_dense(), expected, atol=0.05)
+
+
 def test_vdr_fresh_head_is_saved_and_bag_of_tokens(tiny_bert, tmp_path):
     encoder = VDREncoder.from_pretrained(str(tiny_bert), top_k=30)
     with torch.no_grad():
