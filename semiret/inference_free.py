@@ -249,7 +249,7 @@ class InferenceFreeTrainingConfig:
     pretrain_flops_weight: float = 1e-7
     pretrain_learning_rate: float = 1e-4
     pretrain_max_length: int = 128
-    finetune_epochs: int = 4
+    finetune_epochs: int = 8
     finetune_scale: float = 30.0
     finetune_flops_weight: float = 0.002
     """The paper's Pareto point is 0.02; on SciFact with SPLADE-tiny it halves the expansion within 52 steps

@@ -61,7 +61,7 @@ def train_inference_free_command(
     pretrain_flops_weight: float = typer.Option(1e-7, help="FLOPS weight in pre-training (the paper: 1e-7)."),
     pretrain_learning_rate: float = typer.Option(1e-4),
     pretrain_max_length: int = typer.Option(128),
-    finetune_epochs: int = typer.Option(4), finetune_scale: float = typer.Option(30.0),
+    finetune_epochs: int = typer.Option(8), finetune_scale: float = typer.Option(30.0),
     finetune_flops_weight: float = typer.Option(0.002, help="FLOPS weight in fine-tuning (the paper's Pareto point, 0.02, over-prunes SPLADE-tiny)."),
     finetune_learning_rate: float = typer.Option(1e-4),
     finetune_max_length: int = typer.Option(256),
