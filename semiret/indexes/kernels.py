@@ -114,6 +114,18 @@ def _sift_down(scores, docs, pos, size):
 
 
 @numba.njit(**NUMBA_OPTIONS)
+def _sort_best_first(scores, docs, size):
+    """Order the first ``size`` hits best first, in place (insertion sort: there are at most k or a window)."""
+    for i in range(1, size):
+        s, d = scores[i], docs[i]
+        j = i - 1
+        while j >= 0 and _ranks_below(scores[j], docs[j], s, d):
+            scores[j + 1], docs[j + 1] = scores[j], docs[j]
+            j -= 1
+        scores[j + 1], docs[j + 1] = s, d
+
+
+@numba.njit(**NUMBA_OPTIONS)
 def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary,
                     deleted, n_docs, k, buffer, out_scores, out_docs):
     """Exact top-k of ``sum_t w_t * value(t, d)`` for each query over one segment.
@@ -224,14 +236,7 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                     heap_scores[0] = s
                     heap_docs[0] = d
                     _sift_down(heap_scores, heap_docs, 0, k)
-        # best first: insertion sort of the (at most k) kept hits
-        for i in range(1, size):
-            s, d = heap_scores[i], heap_docs[i]
-            j = i - 1
-            while j >= 0 and _ranks_below(heap_scores[j], heap_docs[j], s, d):
-                heap_scores[j + 1], heap_docs[j + 1] = heap_scores[j], heap_docs[j]
-                j -= 1
-            heap_scores[j + 1], heap_docs[j + 1] = s, d
+        _sort_best_first(heap_scores, heap_docs, size)
         for r in range(k):
             if r < size:
                 out_scores[q, r] = heap_scores[r]

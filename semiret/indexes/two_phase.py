@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from semiret.indexes.kernels import NUMBA_OPTIONS, _ranks_below, search_postings
+from semiret.indexes.kernels import NUMBA_OPTIONS, _sort_best_first, search_postings
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -82,15 +82,9 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
             one[1] = low_terms.shape[0]
             rescore_candidates(one, low_terms, low_weights, present_terms, indptr, signed_docs, values, binary,
                                candidate_docs, candidate_scores)
-        # best first among the (rescored) window: insertion sort; empty slots (-1) score -inf, so they stay last
+        # best first among the rescored window; empty slots (-1) score -inf, so they stay last
         scores, found = candidate_scores[0], candidate_docs[0]
-        for i in range(1, window):
-            s, d = scores[i], found[i]
-            j = i - 1
-            while j >= 0 and _ranks_below(scores[j], found[j], s, d):
-                scores[j + 1], found[j + 1] = scores[j], found[j]
-                j -= 1
-            scores[j + 1], found[j + 1] = s, d
+        _sort_best_first(scores, found, window)
         for r in range(k):
             out_scores[q, r] = scores[r] if r < window else -np.inf
             out_docs[q, r] = found[r] if r < window else -1
