@@ -59,22 +59,11 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
     candidate_docs = np.empty((1, window), np.int32)
     for q in range(q_offsets.shape[0] - 1):
         lo, hi = q_offsets[q], q_offsets[q + 1]
-        largest = np.float32(0.0)
-        for j in range(lo, hi):
-            largest = max(largest, q_weights[j])
-        high = np.empty(hi - lo, np.bool_)
-        for j in range(lo, hi):
-            high[j - lo] = q_weights[j] >= prune_ratio * largest
-        n_high = high.sum()
-        high_terms, high_weights = np.empty(n_high, np.int32), np.empty(n_high, np.float32)
-        low_terms, low_weights = np.empty(hi - lo - n_high, np.int32), np.empty(hi - lo - n_high, np.float32)
-        h = 0
-        for j in range(lo, hi):
-            if high[j - lo]:
-                high_terms[h], high_weights[h] = q_terms[j], q_weights[j]
-                h += 1
-            else:
-                low_terms[j - lo - h], low_weights[j - lo - h] = q_terms[j], q_weights[j]
+        terms, weights = q_terms[lo:hi], q_weights[lo:hi]
+        high = weights >= prune_ratio * (weights.max() if hi > lo else np.float32(0.0))
+        high_terms, high_weights = terms[high], weights[high]
+        low_terms, low_weights = terms[~high], weights[~high]
+        n_high = high_terms.shape[0]
         one[1] = n_high
         search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, binary, deleted,
                         n_docs, window, buffer, candidate_scores, candidate_docs)
@@ -85,6 +74,5 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
         # best first among the rescored window; empty slots (-1) score -inf, so they stay last
         scores, found = candidate_scores[0], candidate_docs[0]
         _sort_best_first(scores, found, window)
-        for r in range(k):
-            out_scores[q, r] = scores[r] if r < window else -np.inf
-            out_docs[q, r] = found[r] if r < window else -1
+        out_scores[q] = scores[:k]  # callers ask for k <= window
+        out_docs[q] = found[:k]
