@@ -17,7 +17,8 @@ of that corpus are encoded by the model, and document i receives the vector of s
 ``i mod S`` with every weight multiplied by an independent log-normal factor (sigma 0.1). Posting-list
 lengths of each term are therefore ``N / S`` times those of the encoded sample (same per-document
 expansion, same term distribution: Zipf documents are i.i.d.), which is what search cost depends on.
-``ratio_*`` = inference-free / BM25 (below 1: inference-free is faster).
+``ratio_*`` = inference-free / BM25 (below 1: inference-free is faster). ``*_postings_visited_mean`` is the
+search kernel's work per query (postings read plus documents probed by dynamic pruning).
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
         result[f"{label}_ms_median"] = round(statistics.median(values), 4)
         result[f"{label}_ms_mean"] = round(statistics.fmean(values), 4)
         result[f"{label}_ms_p95"] = round(sorted(values)[int(0.95 * (len(values) - 1))], 4)
+    for label, searcher in searchers.items():  # the work behind the times: postings read plus documents probed
+        result[f"{label}_postings_visited_mean"] = round(float(np.mean(searcher.search(texts, k=10).postings_visited)), 1)
     for label in ("if", "if2"):
         result[f"ratio_{label}_median"] = round(result[f"{label}_ms_median"] / result["bm25_ms_median"], 3)
         result[f"ratio_{label}_mean"] = round(result[f"{label}_ms_mean"] / result["bm25_ms_mean"], 3)

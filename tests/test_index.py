@@ -19,12 +19,14 @@ ANALYZER = {"type": "test"}
 
 
 # ---------------------------------------------------------------------------- random data and brute force
-def random_postings(rng, n_docs, first_id=0, vocab=VOCAB, kind="impact", empty_every=0) -> Postings:
-    """Doc-major rows over ``vocab`` terms: counts for bm25/binary, float weights for impact."""
+def random_postings(rng, n_docs, first_id=0, vocab=VOCAB, kind="impact", empty_every=0, term_p=None,
+                    max_terms=12) -> Postings:
+    """Doc-major rows over ``vocab`` terms (drawn with probabilities ``term_p``, uniform by default):
+    counts for bm25/binary, float weights for impact."""
     offsets, terms, values, lengths, docs = [0], [], [], [], []
     for i in range(n_docs):
-        n = 0 if empty_every and i % empty_every == 0 else int(rng.integers(1, 12))
-        row = rng.choice(vocab, size=n, replace=False)
+        n = 0 if empty_every and i % empty_every == 0 else int(rng.integers(1, max_terms))
+        row = rng.choice(vocab, size=n, replace=False, p=term_p)
         vals = rng.integers(1, 6, size=n).astype(np.float32) if kind != "impact" else rng.uniform(0.05, 3, n)
         terms.extend(row.tolist())
         values.extend(vals.tolist())
@@ -182,6 +184,70 @@ def test_bm25_topk_equals_brute_force(tmp_path, k):
     for q, query in enumerate(queries):
         expected = sat @ (query_vector(query) * idf)
         assert_exact_topk(hits.ids[q], hits.scores[q], expected, postings.ids, k)
+
+
+@pytest.mark.parametrize("kind,bits", [("impact", None), ("impact", 8), ("binary", None), ("bm25", None)])
+def test_pruned_search_is_exact_and_skips_postings(tmp_path, kind, bits):
+    """Zipf-like terms and long, IDF-weighted queries (where pruning pays): the pruned search returns the
+    brute-force top-k, the same as the unpruned one, with deletions and two segments, and reads fewer postings."""
+    rng = np.random.default_rng(7)
+    vocab = 1000
+    term_p = np.full(vocab, 0.5 / (vocab - 10))
+    term_p[:10] = 0.05  # ten "stopwords" in nearly every document, the rest rare
+    first = random_postings(rng, 1500, vocab=vocab, kind=kind, term_p=term_p, max_terms=40)
+    second = random_postings(rng, 400, first_id=1500, vocab=vocab, kind=kind, term_p=term_p, max_terms=40)
+    index = InvertedIndex.build(tmp_path / "idx", kind, [first], vocab_size=vocab, analyzer=ANALYZER,
+                                quantize_bits=bits)
+    index.add(second)
+    gone = [f"doc{i}" for i in rng.choice(1900, size=150, replace=False)]
+    index.delete(gone)
+    index = InvertedIndex.open(tmp_path / "idx")
+    df = np.bincount(np.concatenate([first.terms, second.terms]), minlength=vocab)
+    idf = np.log(1 + (1900 - df + 0.5) / (df + 0.5))  # Lucene IDF: common terms weigh little
+    queries = []
+    for _ in range(30):  # a few rare terms and several common ones, like a tokenized question
+        terms = np.concatenate([rng.choice(10, size=int(rng.integers(3, 9)), replace=False),
+                                rng.choice(np.arange(10, vocab), size=int(rng.integers(1, 4)), replace=False)])
+        queries.append(SparseQuery.from_pairs(terms, idf[terms] * rng.uniform(0.5, 1.5, len(terms))))
+    ids = first.ids + second.ids
+    matrix = dense(Postings(ids, np.concatenate([first.offsets, second.offsets[1:] + first.offsets[-1]]),
+                            np.concatenate([first.terms, second.terms]), np.concatenate([first.values, second.values]),
+                            np.concatenate([first.lengths, second.lengths])), vocab)
+    if kind == "binary":
+        matrix = (matrix > 0).astype(float)
+    elif kind == "bm25":
+        matrix, idf = bm25_matrix(matrix, np.concatenate([first.lengths, second.lengths]).astype(float))
+        matrix = matrix * idf
+    elif bits:
+        scale = index.meta["quantization"]["scale"]
+        matrix = np.where(matrix > 0, np.clip(np.rint(matrix / scale), 1, 255) * scale, 0.0)
+    live = np.array([i not in set(gone) for i in ids])
+    for k in (1, 10):
+        pruned, full = index.search(queries, k=k, prune=True), index.search(queries, k=k, prune=False)
+        for q, query in enumerate(queries):
+            expected = matrix @ query_vector(query, vocab)
+            if kind == "bm25":  # per-segment avgdl: compare with the unpruned search, checked elsewhere
+                expected = None
+            else:
+                assert_exact_topk(pruned.ids[q], pruned.scores[q], expected, ids, k, live=live, rtol=1e-4)
+            np.testing.assert_allclose(pruned.scores[q], full.scores[q], rtol=1e-5)
+            assert sorted(pruned.ids[q]) == sorted(full.ids[q]) or len(set(full.scores[q])) < len(full.scores[q])
+        assert sum(pruned.postings_visited) < 0.5 * sum(full.postings_visited)
+
+
+def test_term_maxima_are_written_and_recomputed_for_old_segments(tmp_path):
+    rng = np.random.default_rng(8)
+    postings = random_postings(rng, 200)
+    index = build(tmp_path / "idx", "impact", postings)
+    segment = index.segments[0]
+    stored = np.load(segment.path / "postings.maxima.npy")
+    indptr, values = np.asarray(segment.indptr), np.asarray(segment.values)
+    np.testing.assert_array_equal(stored, [values[a:b].max() for a, b in zip(indptr[:-1], indptr[1:])])
+    (segment.path / "postings.maxima.npy").unlink()  # an index written before the file existed
+    reopened = InvertedIndex.open(tmp_path / "idx")
+    np.testing.assert_array_equal(reopened.segments[0].term_maxima(), stored)
+    query = random_queries(rng, 1)[0]
+    assert reopened.search([query], k=5).ids == index.search([query], k=5).ids
 
 
 def test_bm25_parameters_are_used(tmp_path):

@@ -1,8 +1,9 @@
 """Numba kernels for building and searching term-major postings.
 
-These loops (per-document term counting, CSR transposition, score accumulation with top-k) are
-hand-written because numpy/scipy would need a sort or a dense [queries x documents] matrix for
-each of them; compiled loops are linear and keep one reusable score buffer.
+These loops (per-document term counting, CSR transposition, score accumulation with dynamic pruning
+and top-k) are hand-written because numpy/scipy would need a sort or a dense [queries x documents]
+matrix for each of them and cannot skip postings; compiled loops are linear and keep one reusable
+score buffer.
 """
 
 from __future__ import annotations
@@ -81,9 +82,25 @@ def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
     return present, indptr, docs_out, values_out
 
 
-DENSE_FRACTION = 0.25
-"""A query whose postings add up to this fraction of a segment's documents is scored densely:
-scanning the whole score buffer then costs less than tracking which documents were touched."""
+PRUNE_SLACK = 1e-4
+"""Relative slack on score bounds: float32 sums taken in another order may differ in the last bits."""
+
+PROBE_COST = 4
+"""Probing a list for one document (galloping search) costs about this many sequential postings."""
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def term_maxima(indptr, values):
+    """The largest value in each term's posting list: the term's score bound for dynamic pruning."""
+    n_terms = indptr.shape[0] - 1
+    out = np.zeros(n_terms, np.float32)
+    for row in range(n_terms):
+        best = np.float32(0.0)
+        for p in range(indptr[row], indptr[row + 1]):
+            if values[p] > best:
+                best = np.float32(values[p])
+        out[row] = best
+    return out
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -114,6 +131,27 @@ def _sift_down(scores, docs, pos, size):
 
 
 @numba.njit(**NUMBA_OPTIONS)
+def _offer(heap_scores, heap_docs, size, score, doc):
+    """Put a hit into a bounded heap of ``len(heap_scores)`` best hits holding ``size``; returns the new size.
+
+    Callers first check ``size < k or _ranks_below(root, hit)``: most hits are rejected, and a call
+    that passes arrays costs numba more than that comparison."""
+    k = heap_scores.shape[0]
+    if size < k:
+        heap_scores[size] = score
+        heap_docs[size] = doc
+        size += 1
+        if size == k:
+            for pos in range(k // 2 - 1, -1, -1):
+                _sift_down(heap_scores, heap_docs, pos, k)
+    elif _ranks_below(heap_scores[0], heap_docs[0], score, doc):
+        heap_scores[0] = score
+        heap_docs[0] = doc
+        _sift_down(heap_scores, heap_docs, 0, k)
+    return size
+
+
+@numba.njit(**NUMBA_OPTIONS)
 def _sort_best_first(scores, docs, size):
     """Order the first ``size`` hits best first, in place (insertion sort: there are at most k or a window)."""
     for i in range(1, size):
@@ -126,117 +164,205 @@ def _sort_best_first(scores, docs, size):
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary,
-                    deleted, n_docs, k, buffer, out_scores, out_docs):
-    """Exact top-k of ``sum_t w_t * value(t, d)`` for each query over one segment.
+def _probe(docs, values, binary, start, end, contenders, n_contenders, weight, buffer):
+    """Add one posting list's weight to each contender it holds, found by galloping search.
+
+    ``contenders`` are ascending, so each search starts where the previous one ended: exponential
+    then binary search costs O(log gap) per contender, cheap whether they are sparse or dense in
+    the list. (One call per list: numba calls that pass arrays are too costly per contender.)
+    """
+    pos = start
+    for j in range(n_contenders):
+        doc = contenders[j]
+        if pos >= end:
+            break
+        if docs[pos] < doc:
+            prev, step = pos, 1
+            cur = pos + 1
+            while cur < end and docs[cur] < doc:
+                prev = cur
+                step *= 2
+                cur = pos + step
+            lo, hi = prev + 1, min(cur, end)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if docs[mid] < doc:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            pos = lo
+        if pos < end and docs[pos] == doc:
+            buffer[doc] += weight if binary else weight * values[pos]
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _kth_best(buffer, some_docs, n_docs, deleted, has_deleted, heap_scores, heap_docs):
+    """The k-th best current score among the first ``n_docs`` of ``some_docs`` (distinct documents),
+    the live ones (0 when there are fewer than k)."""
+    k = heap_scores.shape[0]
+    size = 0
+    for i in range(n_docs):
+        d = some_docs[i]
+        if has_deleted and deleted[d]:
+            continue
+        s = buffer[d]
+        if size < k or _ranks_below(heap_scores[0], heap_docs[0], s, d):
+            size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
+    return heap_scores[0] if size == k else np.float32(0.0)
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _keep_contenders(buffer, touched, n_touched, deleted, has_deleted, remaining_bound, theta):
+    """Compact ``touched`` to the live documents whose score plus ``remaining_bound`` can still reach
+    ``theta``; the others' scores are cleared. Keeps the order; returns how many are kept."""
+    n_kept = 0
+    for j in range(n_touched):
+        d = touched[j]
+        if (has_deleted and deleted[d]) or (buffer[d] + remaining_bound) * (1.0 + PRUNE_SLACK) < theta:
+            buffer[d] = 0.0
+        else:
+            touched[n_kept] = d
+            n_kept += 1
+    return n_kept
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary,
+                    deleted, n_docs, k, buffer, out_scores, out_docs, visited):
+    """Exact top-k of ``sum_t w_t * value(t, d)`` for each query over one segment, with dynamic pruning.
+
+    Term at a time, heaviest score bound (``w_t * maxima[t]``) first, keeping theta, a lower bound of
+    the final k-th best score. Once the bounds of the terms still to come sum to less than theta, no
+    document not yet seen can reach the top k: the remaining lists are then only probed (galloping
+    search) for the documents that still can, and those are re-filtered as the bound falls. This is
+    the MaxScore idea (Turtle & Flood 1995) for a term-at-a-time accumulator; it needs non-negative
+    weights, which every index kind has. ``maxima`` empty turns pruning off (plain exhaustive search).
 
     ``binary`` segments have implicit values of 1. ``deleted`` marks dead documents (may be empty).
-    ``docs`` may be viewed as uint32, which spares numba a negative-index check per posting.
+    ``docs`` is viewed as uint32, which spares numba a negative-index check per posting.
     Only documents with a positive score are hits; ties rank the earlier document first.
     ``buffer`` is float32 scratch of ``n_docs`` zeros, handed back all zeros (callers reuse it, so
     a search does not pay for clearing a buffer the size of the segment).
-    Results are written, best first, into ``out_scores``/``out_docs`` (``-1`` pads missing hits).
+    Results are written, best first, into ``out_scores``/``out_docs`` (``-1`` pads missing hits);
+    ``visited[q]`` receives the postings read plus the documents probed, the query's work.
     """
     n_present = present_terms.shape[0]
     n_queries = q_offsets.shape[0] - 1
-    rows = np.empty(q_terms.shape[0], np.int64)  # postings row of each query term, -1 when absent
-    dense = np.zeros(n_queries, np.bool_)
-    most = 0
-    for q in range(n_queries):
-        total = 0
-        for j in range(q_offsets[q], q_offsets[q + 1]):
-            term = q_terms[j]
-            row = np.searchsorted(present_terms, term)
-            if row < n_present and present_terms[row] == term:
-                rows[j] = row
-                total += indptr[row + 1] - indptr[row]
-            else:
-                rows[j] = -1
-        if total >= n_docs * DENSE_FRACTION:
-            dense[q] = True
-        else:
-            most = max(most, total)
+    prune = maxima.shape[0] > 0
+    has_deleted = deleted.shape[0] > 0
     # each posting adds at most one entry, so this never overflows (the slot after the last
     # entry is written, not counted, by the branch-free loops below)
-    touched = np.empty(most + 1, np.uint32)  # unsigned: no negative-index wraparound checks
-    has_deleted = deleted.shape[0] > 0
+    touched = np.empty(n_docs + 1, np.uint32)  # unsigned: no negative-index wraparound checks
     heap_scores = np.empty(k, np.float32)
     heap_docs = np.empty(k, np.int32)
     for q in range(n_queries):
+        lo, hi = q_offsets[q], q_offsets[q + 1]
+        n_terms = hi - lo
+        rows = np.full(n_terms, -1, np.int64)
+        bounds = np.zeros(n_terms, np.float64)
+        remaining_postings = 0
+        for i in range(n_terms):
+            term = q_terms[lo + i]
+            row = np.searchsorted(present_terms, term)
+            if row < n_present and present_terms[row] == term:
+                rows[i] = row
+                remaining_postings += indptr[row + 1] - indptr[row]
+                if prune:
+                    bounds[i] = q_weights[lo + i] * maxima[row]
+        order = np.argsort(-bounds, kind="mergesort") if prune else np.arange(n_terms)
+        remaining_bound = bounds.sum()
+        raise_at = 0.5 * remaining_bound
+        work = 0
+        n_touched = 0
+        theta = np.float32(0.0)  # a lower bound of the k-th best final score
+        first_probed = n_terms
+        for idx in range(n_terms):
+            i = order[idx]
+            row = rows[i]
+            if row < 0:
+                continue
+            # no unseen document can reach the top k, and dropping them saves more than it costs
+            if remaining_bound * (1.0 + PRUNE_SLACK) < theta and remaining_postings > 2 * n_touched:
+                first_probed = idx
+                break
+            weight = q_weights[lo + i]
+            start, end = indptr[row], indptr[row + 1]
+            # branch-free: a document enters ``touched`` when its score was still zero
+            if binary:
+                for p in range(start, end):
+                    d = docs[p]
+                    old = buffer[d]
+                    touched[n_touched] = d
+                    n_touched += old == 0.0
+                    buffer[d] = old + weight
+            else:
+                for p in range(start, end):
+                    d = docs[p]
+                    old = buffer[d]
+                    touched[n_touched] = d
+                    n_touched += old == 0.0
+                    buffer[d] = old + weight * values[p]
+            work += end - start
+            remaining_postings -= end - start
+            remaining_bound -= bounds[i]
+            if prune and remaining_bound <= raise_at:
+                # raise theta, a lower bound of the final k-th best score (scores only grow): the k-th
+                # best partial score among all touched documents while they are few against the
+                # postings still to read, else among this list's documents (any subset bounds it from
+                # below). Worth it only once theta can exceed the bound still to come (no partial
+                # score exceeds the bounds added so far: the first raise_at), then each time that
+                # bound has halved.
+                if 4 * n_touched < remaining_postings:
+                    theta = _kth_best(buffer, touched, n_touched, deleted, has_deleted, heap_scores, heap_docs)
+                    work += n_touched
+                    raise_at = 0.5 * remaining_bound
+                elif end - start >= k and 4 * (end - start) < remaining_postings:
+                    theta = max(theta, _kth_best(buffer, docs[start:end], end - start, deleted, has_deleted,
+                                                 heap_scores, heap_docs))
+                    work += end - start
+                    raise_at = 0.5 * remaining_bound
+        n_hits = n_touched
+        if first_probed < n_terms:
+            n_hits = _keep_contenders(buffer, touched, n_touched, deleted, has_deleted, remaining_bound, theta)
+            work += n_touched
+            raise_at = 0.5 * remaining_bound
+            touched[:n_hits].sort()  # document order, for galloping
+            for idx in range(first_probed, n_terms):
+                i = order[idx]
+                row = rows[i]
+                if row < 0:
+                    continue
+                weight = q_weights[lo + i]
+                pos, end = indptr[row], indptr[row + 1]
+                if PROBE_COST * n_hits < end - pos:
+                    _probe(docs, values, binary, pos, end, touched, n_hits, weight, buffer)
+                    work += PROBE_COST * n_hits
+                else:  # as many contenders as postings: read the list, adding to contenders only
+                    for p in range(pos, end):
+                        d = docs[p]
+                        if buffer[d] > 0.0:
+                            buffer[d] += weight if binary else weight * values[p]
+                    work += end - pos
+                remaining_bound -= bounds[i]
+                if n_hits > k and remaining_bound <= raise_at:
+                    # theta rises and the bound falls: fewer documents can still make it (checked
+                    # each time the bound has halved, so long queries do not pay a pass per term)
+                    theta = max(theta, _kth_best(buffer, touched, n_hits, deleted, False, heap_scores, heap_docs))
+                    work += 2 * n_hits
+                    n_hits = _keep_contenders(buffer, touched, n_hits, deleted, False, remaining_bound, theta)
+                    raise_at = 0.5 * remaining_bound
         size = 0
-        if dense[q]:
-            for j in range(q_offsets[q], q_offsets[q + 1]):
-                row = rows[j]
-                if row < 0:
-                    continue
-                weight = q_weights[j]
-                if binary:
-                    for p in range(indptr[row], indptr[row + 1]):
-                        buffer[docs[p]] += weight
-                else:
-                    for p in range(indptr[row], indptr[row + 1]):
-                        buffer[docs[p]] += weight * values[p]
-            # documents come in order, so a tie never displaces a kept hit: compare scores only
-            threshold = np.float32(0.0)
-            for d in range(n_docs):
-                s = buffer[d]
-                buffer[d] = 0.0
-                if s > threshold:
-                    if has_deleted and deleted[d]:
-                        continue
-                    if size < k:
-                        heap_scores[size] = s
-                        heap_docs[size] = d
-                        size += 1
-                        if size == k:
-                            for pos in range(k // 2 - 1, -1, -1):
-                                _sift_down(heap_scores, heap_docs, pos, k)
-                            threshold = heap_scores[0]
-                    else:
-                        heap_scores[0] = s
-                        heap_docs[0] = d
-                        _sift_down(heap_scores, heap_docs, 0, k)
-                        threshold = heap_scores[0]
-        else:
-            n_touched = 0
-            for j in range(q_offsets[q], q_offsets[q + 1]):
-                row = rows[j]
-                if row < 0:
-                    continue
-                weight = q_weights[j]
-                # branch-free: a document enters ``touched`` when its score was still zero
-                if binary:
-                    for p in range(indptr[row], indptr[row + 1]):
-                        d = docs[p]
-                        old = buffer[d]
-                        touched[n_touched] = d
-                        n_touched += old == 0.0
-                        buffer[d] = old + weight
-                else:
-                    for p in range(indptr[row], indptr[row + 1]):
-                        d = docs[p]
-                        old = buffer[d]
-                        touched[n_touched] = d
-                        n_touched += old == 0.0
-                        buffer[d] = old + weight * values[p]
-            for i in range(n_touched):
-                d = touched[i]
-                s = buffer[d]
-                buffer[d] = 0.0
-                if s <= 0.0 or (has_deleted and deleted[d]):
-                    continue
-                if size < k:
-                    heap_scores[size] = s
-                    heap_docs[size] = d
-                    size += 1
-                    if size == k:
-                        for pos in range(k // 2 - 1, -1, -1):
-                            _sift_down(heap_scores, heap_docs, pos, k)
-                elif _ranks_below(heap_scores[0], heap_docs[0], s, d):
-                    heap_scores[0] = s
-                    heap_docs[0] = d
-                    _sift_down(heap_scores, heap_docs, 0, k)
+        work += n_hits
+        for j in range(n_hits):
+            d = touched[j]
+            s = buffer[d]
+            buffer[d] = 0.0
+            # the test before the call: a call passing arrays costs more than the comparison
+            if s > 0.0 and not (has_deleted and deleted[d]) and (
+                    size < k or _ranks_below(heap_scores[0], heap_docs[0], s, d)):
+                size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
         _sort_best_first(heap_scores, heap_docs, size)
+        visited[q] = work
         for r in range(k):
             if r < size:
                 out_scores[q, r] = heap_scores[r]

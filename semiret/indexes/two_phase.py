@@ -43,20 +43,22 @@ def rescore_candidates(q_offsets, q_terms, q_weights, present_terms, indptr, doc
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary, deleted, n_docs,
-                     window, prune_ratio, buffer, out_scores, out_docs):
+def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary, deleted,
+                     n_docs, window, prune_ratio, buffer, out_scores, out_docs, visited):
     """Per query: phase one (:func:`~semiret.indexes.kernels.search_postings` with the terms weighing at least
     ``prune_ratio`` x the query's largest weight, ``window`` candidates), phase two (the other terms added
     to those candidates), then the best ``out_scores.shape[1]`` written best first (ties: earlier document).
 
     ``docs`` is the postings' document array viewed as uint32 (phase one) and read as int32 for the binary
-    searches of phase two; ``buffer`` as for ``search_postings``.
+    searches of phase two; ``maxima``, ``buffer`` and ``visited`` (phase one's work plus one per probe) as for
+    ``search_postings``.
     """
     k = out_scores.shape[1]
     signed_docs = docs.view(np.int32)
     one = np.zeros(2, np.int64)
     candidate_scores = np.empty((1, window), np.float32)
     candidate_docs = np.empty((1, window), np.int32)
+    phase_one_work = np.zeros(1, np.int64)
     for q in range(q_offsets.shape[0] - 1):
         lo, hi = q_offsets[q], q_offsets[q + 1]
         terms, weights = q_terms[lo:hi], q_weights[lo:hi]
@@ -65,8 +67,9 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
         low_terms, low_weights = terms[~high], weights[~high]
         n_high = high_terms.shape[0]
         one[1] = n_high
-        search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, binary, deleted,
-                        n_docs, window, buffer, candidate_scores, candidate_docs)
+        search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, maxima, binary,
+                        deleted, n_docs, window, buffer, candidate_scores, candidate_docs, phase_one_work)
+        visited[q] = phase_one_work[0] + low_terms.shape[0] * window
         if low_terms.shape[0]:
             one[1] = low_terms.shape[0]
             rescore_candidates(one, low_terms, low_weights, present_terms, indptr, signed_docs, values, binary,
