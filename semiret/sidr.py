@@ -135,9 +135,9 @@ class SiDRTrainingConfig:
     negatives: str = "retrieved"  # retrieved | none
     pool_size: int = 20
     retrieve_depth: int = 100
-    epochs: int = 10
+    epochs: int = 15
     batch_size: int = 32
-    learning_rate: float = 5e-5
+    learning_rate: float = 2e-4
     warmup_epochs: float = 1.0
     max_grad_norm: float = 2.0
     seed: int = 12345
