@@ -191,16 +191,20 @@ class Segment:
             self._cache["maxima"] = maxima
         return maxima
 
-    def scratch(self) -> np.ndarray:
-        """A zeroed float32 score buffer of ``n_docs`` (reused: the kernel hands it back zeroed)."""
+    def scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """Search scratch: a zeroed float32 score buffer of ``n_docs`` and a uint32 list of ``n_docs + 1``.
+
+        Reused (the kernel hands the buffer back zeroed): allocating them per search would page-fault
+        megabytes on a large segment. One pair per concurrent search.
+        """
         free = self._cache.setdefault("scratch", [])
         try:
             return free.pop()
         except IndexError:
-            return np.zeros(self.n_docs, np.float32)
+            return np.zeros(self.n_docs, np.float32), np.empty(self.n_docs + 1, np.uint32)
 
-    def release_scratch(self, buffer: np.ndarray) -> None:
-        self._cache["scratch"].append(buffer)
+    def release_scratch(self, scratch: tuple[np.ndarray, np.ndarray]) -> None:
+        self._cache["scratch"].append(scratch)
 
     def document_ids(self, locals_: np.ndarray) -> list[str]:
         """Document ids of local numbers, decoded straight from the memory-mapped id table."""
@@ -440,12 +444,12 @@ class InvertedIndex:
             seg_visited = np.empty(n_queries, np.int64)
 
             def run(lo: int, hi: int) -> None:
-                buffer = segment.scratch()
+                scratch = segment.scratch()
                 try:
-                    kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args, buffer, scores[lo:hi], docs[lo:hi],
+                    kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args, *scratch, scores[lo:hi], docs[lo:hi],
                            seg_visited[lo:hi])
                 finally:
-                    segment.release_scratch(buffer)
+                    segment.release_scratch(scratch)
 
             if n_threads > 1 and n_queries > 1:
                 chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)

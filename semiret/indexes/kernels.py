@@ -85,6 +85,13 @@ def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
 PRUNE_SLACK = 1e-4
 """Relative slack on score bounds: float32 sums taken in another order may differ in the last bits."""
 
+DENSE_FRACTION = 1.0
+"""Without pruning, a query with this many postings per segment document is scored densely (``_finish_dense``)."""
+
+FALLBACK_FRACTION = 0.25
+"""With pruning, a query that has read this many postings per segment document without being able to
+stop is finished densely: tracking touched documents costs more per posting than a plain add."""
+
 PROBE_COST = 4
 """Probing a list for one document (galloping search) costs about this many sequential postings."""
 
@@ -227,8 +234,51 @@ def _keep_contenders(buffer, touched, n_touched, deleted, has_deleted, remaining
 
 
 @numba.njit(**NUMBA_OPTIONS)
+def _finish_dense(weights, rows, order, first, indptr, docs, values, binary, deleted, has_deleted, n_docs, buffer,
+                  heap_scores, heap_docs):
+    """Add the query terms ``order[first:]`` without tracking documents, then scan the whole buffer in
+    document order: for a query reading more postings than the segment has documents (such as SiDR's
+    768-term query vectors) this beats revisiting touched documents one by one. Returns the number of
+    hits left in the heap."""
+    for idx in range(first, order.shape[0]):
+        i = order[idx]
+        row = rows[i]
+        if row < 0:
+            continue
+        weight = weights[i]
+        if binary:
+            for p in range(indptr[row], indptr[row + 1]):
+                buffer[docs[p]] += weight
+        else:
+            for p in range(indptr[row], indptr[row + 1]):
+                buffer[docs[p]] += weight * values[p]
+    k = heap_scores.shape[0]
+    size = 0
+    for d in range(n_docs):
+        s = buffer[d]
+        if s > 0.0:
+            buffer[d] = 0.0
+            if not (has_deleted and deleted[d]) and (size < k or _ranks_below(heap_scores[0], heap_docs[0], s, d)):
+                size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
+    return size
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
+    """The heap's hits best first into one output row, ``-inf``/``-1`` padded."""
+    _sort_best_first(heap_scores, heap_docs, size)
+    for r in range(out_scores.shape[0]):
+        if r < size:
+            out_scores[r] = heap_scores[r]
+            out_docs[r] = heap_docs[r]
+        else:
+            out_scores[r] = -np.inf
+            out_docs[r] = -1
+
+
+@numba.njit(**NUMBA_OPTIONS)
 def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary,
-                    deleted, n_docs, k, buffer, out_scores, out_docs, visited):
+                    deleted, n_docs, k, buffer, touched, out_scores, out_docs, visited):
     """Exact top-k of ``sum_t w_t * value(t, d)`` for each query over one segment, with dynamic pruning.
 
     Term at a time, heaviest score bound (``w_t * maxima[t]``) first, keeping theta, a lower bound of
@@ -237,12 +287,16 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
     search) for the documents that still can, and those are re-filtered as the bound falls. This is
     the MaxScore idea (Turtle & Flood 1995) for a term-at-a-time accumulator; it needs non-negative
     weights, which every index kind has. ``maxima`` empty turns pruning off (plain exhaustive search).
+    A query reading more postings than the segment has documents is scored densely (``_finish_dense``)
+    when pruning is off; with pruning, a query that has read a quarter of that without stopping is
+    finished densely.
 
     ``binary`` segments have implicit values of 1. ``deleted`` marks dead documents (may be empty).
     ``docs`` is viewed as uint32, which spares numba a negative-index check per posting.
     Only documents with a positive score are hits; ties rank the earlier document first.
-    ``buffer`` is float32 scratch of ``n_docs`` zeros, handed back all zeros (callers reuse it, so
-    a search does not pay for clearing a buffer the size of the segment).
+    ``buffer`` is float32 scratch of ``n_docs`` zeros, handed back all zeros, and ``touched`` uint32
+    scratch of ``n_docs + 1`` (any contents): callers reuse both, so a search neither clears nor
+    allocates (page-faults) arrays the size of the segment.
     Results are written, best first, into ``out_scores``/``out_docs`` (``-1`` pads missing hits);
     ``visited[q]`` receives the postings read plus the documents probed, the query's work.
     """
@@ -250,9 +304,8 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
     n_queries = q_offsets.shape[0] - 1
     prune = maxima.shape[0] > 0
     has_deleted = deleted.shape[0] > 0
-    # each posting adds at most one entry, so this never overflows (the slot after the last
-    # entry is written, not counted, by the branch-free loops below)
-    touched = np.empty(n_docs + 1, np.uint32)  # unsigned: no negative-index wraparound checks
+    # ``touched`` lists each document once, so it never overflows (the slot after the last entry is
+    # written, not counted, by the branch-free loops below); unsigned: no negative-index checks
     heap_scores = np.empty(k, np.float32)
     heap_docs = np.empty(k, np.int32)
     for q in range(n_queries):
@@ -270,12 +323,20 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                 if prune:
                     bounds[i] = q_weights[lo + i] * maxima[row]
         order = np.argsort(-bounds, kind="mergesort") if prune else np.arange(n_terms)
+        if not prune and remaining_postings >= n_docs * DENSE_FRACTION:
+            size = _finish_dense(q_weights[lo:hi], rows, order, 0, indptr, docs, values, binary, deleted,
+                                 has_deleted, n_docs, buffer, heap_scores, heap_docs)
+            visited[q] = remaining_postings + n_docs
+            _write_hits(heap_scores, heap_docs, size, out_scores[q], out_docs[q])
+            continue
         remaining_bound = bounds.sum()
         raise_at = 0.5 * remaining_bound
         work = 0
         n_touched = 0
         theta = np.float32(0.0)  # a lower bound of the k-th best final score
         first_probed = n_terms
+        went_dense = False
+        size = 0
         for idx in range(n_terms):
             i = order[idx]
             row = rows[i]
@@ -284,6 +345,14 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
             # no unseen document can reach the top k, and dropping them saves more than it costs
             if remaining_bound * (1.0 + PRUNE_SLACK) < theta and remaining_postings > 2 * n_touched:
                 first_probed = idx
+                break
+            # pruning has not stopped the query within a quarter as many postings as the segment has
+            # documents (a query vector of hundreds of comparable weights): finish without tracking
+            if work >= n_docs * FALLBACK_FRACTION:
+                went_dense = True
+                size = _finish_dense(q_weights[lo:hi], rows, order, idx, indptr, docs, values, binary, deleted,
+                                     has_deleted, n_docs, buffer, heap_scores, heap_docs)
+                work += remaining_postings + n_docs
                 break
             weight = q_weights[lo + i]
             start, end = indptr[row], indptr[row + 1]
@@ -321,6 +390,10 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                                                  heap_scores, heap_docs))
                     work += end - start
                     raise_at = 0.5 * remaining_bound
+        if went_dense:
+            visited[q] = work
+            _write_hits(heap_scores, heap_docs, size, out_scores[q], out_docs[q])
+            continue
         n_hits = n_touched
         if first_probed < n_terms:
             n_hits = _keep_contenders(buffer, touched, n_touched, deleted, has_deleted, remaining_bound, theta)
@@ -351,7 +424,6 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                     work += 2 * n_hits
                     n_hits = _keep_contenders(buffer, touched, n_hits, deleted, False, remaining_bound, theta)
                     raise_at = 0.5 * remaining_bound
-        size = 0
         work += n_hits
         for j in range(n_hits):
             d = touched[j]
@@ -361,15 +433,8 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
             if s > 0.0 and not (has_deleted and deleted[d]) and (
                     size < k or _ranks_below(heap_scores[0], heap_docs[0], s, d)):
                 size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
-        _sort_best_first(heap_scores, heap_docs, size)
         visited[q] = work
-        for r in range(k):
-            if r < size:
-                out_scores[q, r] = heap_scores[r]
-                out_docs[q, r] = heap_docs[r]
-            else:
-                out_scores[q, r] = -np.inf
-                out_docs[q, r] = -1
+        _write_hits(heap_scores, heap_docs, size, out_scores[q], out_docs[q])
 
 
 @numba.njit(**NUMBA_OPTIONS)

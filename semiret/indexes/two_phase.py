@@ -44,14 +44,14 @@ def rescore_candidates(q_offsets, q_terms, q_weights, present_terms, indptr, doc
 
 @numba.njit(**NUMBA_OPTIONS)
 def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary, deleted,
-                     n_docs, window, prune_ratio, buffer, out_scores, out_docs, visited):
+                     n_docs, window, prune_ratio, buffer, touched, out_scores, out_docs, visited):
     """Per query: phase one (:func:`~semiret.indexes.kernels.search_postings` with the terms weighing at least
     ``prune_ratio`` x the query's largest weight, ``window`` candidates), phase two (the other terms added
     to those candidates), then the best ``out_scores.shape[1]`` written best first (ties: earlier document).
 
     ``docs`` is the postings' document array viewed as uint32 (phase one) and read as int32 for the binary
-    searches of phase two; ``maxima``, ``buffer`` and ``visited`` (phase one's work plus one per probe) as for
-    ``search_postings``.
+    searches of phase two; ``maxima``, ``buffer``, ``touched`` and ``visited`` (phase one's work plus one per
+    probe) as for ``search_postings``.
     """
     k = out_scores.shape[1]
     signed_docs = docs.view(np.int32)
@@ -68,7 +68,7 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
         n_high = high_terms.shape[0]
         one[1] = n_high
         search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, maxima, binary,
-                        deleted, n_docs, window, buffer, candidate_scores, candidate_docs, phase_one_work)
+                        deleted, n_docs, window, buffer, touched, candidate_scores, candidate_docs, phase_one_work)
         visited[q] = phase_one_work[0] + low_terms.shape[0] * window
         if low_terms.shape[0]:
             one[1] = low_terms.shape[0]
