@@ -61,7 +61,8 @@ _NO_IDF = np.empty(0, dtype=np.float32)
 _NO_MAXIMA = np.empty(0, dtype=np.float32)
 PRUNE_MIN_DOCS = 50_000
 """Below this, a segment is scanned in tens of microseconds and pruning's bookkeeping costs more than it
-saves (measured on SciFact, 5,183 documents: 2x slower; on 1M documents pruning is 1.2-1.6x faster)."""
+saves (``bench/pruning.py``, docs/results.md: 1.2-1.35x slower on SciFact's 5,183 documents, 1.07-1.22x
+faster by the median on 1M)."""
 VOCAB_FILE = "vocab.txt"
 
 
