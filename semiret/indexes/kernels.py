@@ -314,8 +314,6 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
     n_queries = q_offsets.shape[0] - 1
     prune = maxima.shape[0] > 0
     has_deleted = deleted.shape[0] > 0
-    # ``touched`` lists each document once, so it never overflows (the slot after the last entry is
-    # written, not counted, by the branch-free loops below); unsigned: no negative-index checks
     heap_scores = np.empty(k, np.float32)
     heap_docs = np.empty(k, np.int32)
     dense_fraction = SMALL_SEGMENT_DENSE_FRACTION if n_docs < SMALL_SEGMENT_DOCS else DENSE_FRACTION
@@ -334,12 +332,7 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                 if prune:
                     bounds[i] = q_weights[lo + i] * maxima[row]
         order = np.argsort(-bounds, kind="mergesort") if prune else np.arange(n_terms)
-        if not prune and remaining_postings >= n_docs * dense_fraction:
-            size = _finish_dense(q_weights[lo:hi], rows, order, 0, indptr, docs, values, binary, deleted,
-                                 has_deleted, n_docs, buffer, heap_scores, heap_docs)
-            visited[q] = remaining_postings + n_docs
-            _write_hits(heap_scores, heap_docs, size, out_scores[q], out_docs[q])
-            continue
+        dense_from_start = not prune and remaining_postings >= n_docs * dense_fraction
         remaining_bound = bounds.sum()
         raise_at = 0.5 * remaining_bound
         work = 0
@@ -357,9 +350,10 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
             if remaining_bound * (1.0 + PRUNE_SLACK) < theta and remaining_postings > 2 * n_touched:
                 first_probed = idx
                 break
+            # too many postings to track documents one by one, from the start without pruning, or once
             # pruning has not stopped the query within a quarter as many postings as the segment has
             # documents (a query vector of hundreds of comparable weights): finish without tracking
-            if prune and work >= n_docs * FALLBACK_FRACTION:
+            if dense_from_start or (prune and work >= n_docs * FALLBACK_FRACTION):
                 went_dense = True
                 size = _finish_dense(q_weights[lo:hi], rows, order, idx, indptr, docs, values, binary, deleted,
                                      has_deleted, n_docs, buffer, heap_scores, heap_docs)
@@ -367,7 +361,8 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                 break
             weight = q_weights[lo + i]
             start, end = indptr[row], indptr[row + 1]
-            # branch-free: a document enters ``touched`` when its score was still zero
+            # branch-free: a document enters ``touched`` when its score was still zero (each document
+            # once, so it never overflows: the slot after the last entry is written, not counted)
             if binary:
                 for p in range(start, end):
                     d = docs[p]
