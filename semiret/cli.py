@@ -58,6 +58,7 @@ QueryTopKOpt = typer.Option(None, "--query-top-k", help="sidr-beta(-rerank): ter
 RerankDepthOpt = typer.Option(None, help="sidr-beta-rerank: documents re-ranked per query (m, default 100).")
 RerankModelOpt = typer.Option(None, help="sidr-beta-rerank: second-stage encoder (default: the SiDR document encoder; e.g. minilm).")
 CacheOpt = typer.Option(None, help="sidr-beta-rerank: embedding cache directory (default: inside the index).")
+MinIdfOpt = typer.Option(None, "--min-idf", help="idf/inference-free: drop query tokens with a lower IDF (query-side stopwords; default 1.0, 0 keeps all).")
 TwoPhaseOpt = typer.Option(None, "--two-phase", help="Two-phase search for idf/inference-free: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'.")
 
 
@@ -106,7 +107,8 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
            k: int = typer.Option(10, "-k", help="Results per query."), idf: Optional[str] = IdfOpt,
            batch_size: Optional[int] = BatchSizeOpt, nprobe: Optional[int] = NprobeOpt,
            ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
-           model: Optional[str] = ModelOpt, query_top_k: Optional[int] = QueryTopKOpt,
+           min_idf: Optional[float] = MinIdfOpt, model: Optional[str] = ModelOpt,
+           query_top_k: Optional[int] = QueryTopKOpt,
            rerank_depth: Optional[int] = RerankDepthOpt,
            rerank_model: Optional[str] = RerankModelOpt, cache: Optional[str] = CacheOpt,
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
@@ -115,7 +117,7 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
     from semiret.search.retrievers import open_retriever
 
     options = _options(idf=idf, batch_size=batch_size, nprobe=nprobe, ef_search=ef_search, two_phase=two_phase,
-                       model=model, query_top_k=query_top_k, rerank_depth=rerank_depth,
+                       min_idf=min_idf, model=model, query_top_k=query_top_k, rerank_depth=rerank_depth,
                        rerank_model=rerank_model, cache=cache)
     searcher = open_retriever(index, retriever, **{k_: v for k_, v in options.items() if v is not None})
     hits = searcher.search(query, k=k)
@@ -215,7 +217,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      quantize: bool = QuantizeOpt, ann: Optional[str] = AnnOpt,
                      precision: Optional[str] = PrecisionOpt, nprobe: Optional[int] = NprobeOpt,
                      ef_search: Optional[int] = EfSearchOpt, two_phase: Optional[str] = TwoPhaseOpt,
-                     query_top_k: Optional[int] = QueryTopKOpt, rerank_depth: Optional[int] = RerankDepthOpt,
+                     min_idf: Optional[float] = MinIdfOpt, query_top_k: Optional[int] = QueryTopKOpt,
+                     rerank_depth: Optional[int] = RerankDepthOpt,
                      rerank_model: Optional[str] = RerankModelOpt, cache: Optional[str] = CacheOpt):
     """Evaluate a retriever on a collection: quality, build time, size, latency."""
     from semiret.data.paths import dataset
@@ -226,7 +229,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        **_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length, idf=idf, model=model,
                                   batch_size=batch_size, top_k=top_k, threshold=threshold, quantize=quantize,
                                   ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search,
-                                  two_phase=two_phase, query_top_k=query_top_k, rerank_depth=rerank_depth,
+                                  two_phase=two_phase, min_idf=min_idf, query_top_k=query_top_k,
+                                  rerank_depth=rerank_depth,
                                   rerank_model=rerank_model, cache=cache))
     if as_json:
         print(json.dumps(figures))

@@ -32,13 +32,15 @@ import torch
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
 from semiret.indexes.storage import atomic_write_json, replace_directory, staging_directory
+from semiret.search.neural import INFERENCE_FREE_MODEL
 
 log = logging.getLogger(__name__)
 
 MODEL_FILE = "inference-free.json"
 IDF_FILE = "idf.json"
-DEFAULT_MODEL = "inference-free-scifact"
-"""The trained checkpoint shipped with semiret (``semiret train inference-free``, see docs/results.md)."""
+DEFAULT_MODEL = INFERENCE_FREE_MODEL
+"""The trained checkpoint shipped with semiret (``semiret train inference-free``, see docs/results.md); the
+``inference-free`` retriever's default document model."""
 QUERY_WEIGHTINGS = ("idf", "binary")
 
 

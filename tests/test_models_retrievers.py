@@ -106,3 +106,32 @@ def test_cli_eval_and_search_with_a_model(tmp_path, beir_dir, tiny_bert):
     assert '"ann": "ivf"' in result.output
     result = runner.invoke(app, ["delete", "--index", str(tmp_path / "dense"), "d1"])
     assert result.exit_code == 0 and "deleted 1" in result.output
+
+
+def test_min_idf_drops_query_stopwords(tmp_path, tiny_docs, tiny_bert):
+    SpladeRetriever.build(tiny_docs, tmp_path / "idx", model=str(tiny_bert))
+    every = open_retriever(tmp_path / "idx", "inference-free", idf=str(MSMARCO_IDF), min_idf=0)
+    default = open_retriever(tmp_path / "idx", "inference-free", idf=str(MSMARCO_IDF))
+    text = "the risk of cancer and statins"
+    full, kept = every.encode_query(text), default.encode_query(text)
+    dropped = {every.vocabulary.token(int(t)) for t in np.setdiff1d(full.terms, kept.terms)}
+    assert default.min_idf == 1.0 and dropped == {"the", "of", "and"}
+    assert np.all(kept.weights >= 1.0) and np.all(full.weights[np.isin(full.terms, kept.terms)] == kept.weights)
+    documents = default.document_encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
+    scores = documents.to_dense()[:, kept.terms] @ kept.weights
+    hits = default.search([text], k=len(tiny_docs))
+    assert hits.ids[0] == [tiny_docs[i].id for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
+    with pytest.raises(SemiretError, match="min_idf"):
+        open_retriever(tmp_path / "idx", "inference-free", min_idf=-1.0)
+    result = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "idx"), "-r", "inference-free", "--idf",
+                                      "msmarco", "--min-idf", "0", "--json", "the"])
+    assert result.exit_code == 0, result.output
+
+
+def test_inference_free_defaults_to_the_packaged_model(tmp_path, tiny_docs):
+    from semiret.inference_free import DEFAULT_MODEL, resolve_model
+
+    retriever = InferenceFreeRetriever.build(tiny_docs, tmp_path / "idx")
+    assert retriever.index.meta["analyzer"]["model"] == resolve_model(DEFAULT_MODEL)
+    assert retriever.idf_source.endswith("idf.json")  # the table the model was trained with
+    assert retriever.search(["statins and cancer risk"], k=1).ids[0][0] == "d3"

@@ -174,8 +174,9 @@ def test_bot_add_and_delete(bot_index):
 
 
 # ---------------------------------------------------------------------------- idf
-def test_idf_corpus_weights_are_lucene_idf(bot_index, vocabulary):
-    idf = IDFRetriever.open(bot_index)
+@pytest.mark.parametrize("min_idf", [0.0, 1.0])
+def test_idf_corpus_weights_are_lucene_idf(bot_index, vocabulary, min_idf):
+    idf = IDFRetriever.open(bot_index, min_idf=min_idf)
     doc_tokens = {d.id: set(vocabulary.encode(d.full_text)) for d in CORPUS}
     n = len(CORPUS)
 
@@ -185,6 +186,7 @@ def test_idf_corpus_weights_are_lucene_idf(bot_index, vocabulary):
 
     for query in QUERIES:
         q = set(vocabulary.encode(query))
+        q = {x for x in q if lucene_idf(x) >= min_idf}  # query-side stopwords by IDF
         expected = {d: sum(lucene_idf(x) for x in q & t) for d, t in doc_tokens.items() if q & t}
         got = all_scores(idf, query)
         assert got.keys() == expected.keys()
@@ -214,7 +216,7 @@ def test_idf_with_the_msmarco_table(bot_index, vocabulary):
     assert weights[ids["[CLS]"]] == 0.0 and weights[ids["[unused5]"]] == 0.0  # excluded ids never count
     doc_tokens = {d.id: set(vocabulary.encode(d.full_text)) for d in CORPUS}
     for query in QUERIES:
-        q = set(vocabulary.encode(query))
+        q = {x for x in vocabulary.encode(query) if table[vocabulary.token(x)] >= idf.min_idf}
         expected = {d: sum(table[vocabulary.token(x)] for x in q & t) for d, t in doc_tokens.items() if q & t}
         got = all_scores(idf, query)
         assert got.keys() == {d for d, s in expected.items() if s > 0}

@@ -19,8 +19,11 @@ import numpy as np
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex, Embeddings
 from semiret.indexes.inverted import SearchHits, SparseQuery
-from semiret.search.retrievers import RETRIEVERS, IDFRetriever, Retriever
+from semiret.search.retrievers import DEFAULT_MIN_IDF, RETRIEVERS, IDFRetriever, Retriever
 from semiret.text.wordpiece import WordPieceVocabulary
+
+INFERENCE_FREE_MODEL = "inference-free-scifact"
+"""The default document model of ``inference-free``: the packaged trained checkpoint."""
 
 ENCODE_BATCH_SIZE = 32
 
@@ -126,8 +129,8 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
 
     def __init__(self, index, config: dict, vocabulary: WordPieceVocabulary, idf: str | Path = "corpus",
                  encoder=None, encode_batch_size: int = ENCODE_BATCH_SIZE, quantize_bits: int | None = None,
-                 two_phase=None):
-        IDFRetriever.__init__(self, index, vocabulary, idf, two_phase)
+                 two_phase=None, min_idf: float = DEFAULT_MIN_IDF):
+        IDFRetriever.__init__(self, index, vocabulary, idf, two_phase, min_idf)
         self.config, self._document_encoder = config, encoder
         self.encode_batch_size, self.quantize_bits = encode_batch_size, quantize_bits
 
@@ -136,22 +139,23 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
         return ("impact",)
 
     @classmethod
-    def _builder(cls, model: str = "splade-tiny", max_length: int | None = None,
+    def _builder(cls, model: str = INFERENCE_FREE_MODEL, max_length: int | None = None,
                  encode_batch_size: int = ENCODE_BATCH_SIZE, top_k: int | None = None,
                  threshold: float | None = None, quantize_bits: int | None = None):
+        """``model`` defaults to the packaged trained model (``splade-tiny`` gives untrained SPLADE vectors)."""
         state = cls.splade_builder_state(model, max_length, top_k, threshold, quantize_bits)
         return cls(None, state["config"], WordPieceVocabulary(state["config"]["model"]), encoder=state["encoder"],
                    encode_batch_size=encode_batch_size, quantize_bits=state["quantize_bits"])
 
     @classmethod
-    def _from_index(cls, index, idf: str | Path | None = None, two_phase=None):
+    def _from_index(cls, index, idf: str | Path | None = None, two_phase=None, min_idf: float = DEFAULT_MIN_IDF):
         """``idf`` defaults to the table a trained inference-free model was saved with, else the corpus IDF."""
         from semiret.inference_free import model_token_weights
 
         config = check_encoder_index(index, "splade")
         if idf is None:
             idf = model_token_weights(config["model"]) or "corpus"
-        return cls(index, config, WordPieceVocabulary(config["model"]), idf, two_phase=two_phase)
+        return cls(index, config, WordPieceVocabulary(config["model"]), idf, two_phase=two_phase, min_idf=min_idf)
 
 
 class DenseRetriever(Retriever):

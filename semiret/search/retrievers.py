@@ -20,6 +20,8 @@ from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
 
 BATCH_SIZE = 4096
+DEFAULT_MIN_IDF = 1.0
+"""Query tokens with a lower IDF are dropped by IDF-weighted retrievers (see :class:`IDFRetriever`)."""
 
 
 class Retriever(ABC):
@@ -213,19 +215,28 @@ class IDFRetriever(WordPieceRetriever):
 
     ``idf="corpus"`` computes Lucene IDF from the index's document frequencies (kept current as
     documents are added); a path loads a ``{token: weight}`` JSON table such as the MS MARCO one.
+
+    ``min_idf`` drops query tokens weighted below it: query-side stopwords chosen by IDF, as BM25 drops a
+    stopword list. The default, 1.0, drops tokens found in more than about a third of the documents (with the
+    MS MARCO table exactly ``. the , of and a to in is for``): they add almost nothing to a score but own the
+    longest posting lists (docs/results.md: a third fewer postings per query, nDCG@10 unchanged).
     """
 
     name = "idf"
-    search_parameters = ("idf", "two_phase")
+    search_parameters = ("idf", "two_phase", "min_idf")
 
-    def __init__(self, index, vocabulary, idf: str | Path = "corpus", two_phase=None):
+    def __init__(self, index, vocabulary, idf: str | Path = "corpus", two_phase=None,
+                 min_idf: float = DEFAULT_MIN_IDF):
         from semiret.indexes.inverted import TwoPhase
 
         super().__init__(index, vocabulary)
+        if not np.isfinite(min_idf) or min_idf < 0:
+            raise SemiretError(f"min_idf must be a finite number >= 0, got {min_idf}")
         self.idf_source = str(idf)
         self._table = None if self.idf_source == "corpus" else load_token_weights(idf, vocabulary)
         self.two_phase = TwoPhase.parse(two_phase)
         """Two-phase search (high-IDF query tokens first, then rescoring): None for exhaustive search."""
+        self.min_idf = float(min_idf)
 
     def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
         return self.index.search(self.encode_queries(queries), k=k, n_threads=n_threads, two_phase=self.two_phase)
@@ -241,7 +252,9 @@ class IDFRetriever(WordPieceRetriever):
 
     def encode_query(self, text):
         terms = self.query_tokens(text)
-        return SparseQuery(terms, self.token_weights()[terms])
+        weights = self.token_weights()[terms]
+        kept = weights >= max(self.min_idf, np.finfo(np.float32).tiny)  # zero-weight tokens never score
+        return SparseQuery(terms[kept], weights[kept])
 
 
 def _pick(options: dict, allowed: tuple[str, ...]) -> dict:
