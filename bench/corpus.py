@@ -194,6 +194,28 @@ def best_of(fn, repeat: int) -> tuple[float, object]:
     return best, result
 
 
+def timed_rounds(systems: dict, items: list, rounds: int = 4, warm_up: int = 5) -> dict[str, list[float]]:
+    """Milliseconds of ``system(item)`` for every system, item and round, for single-query latency.
+
+    A round runs each system over all items in turn, the order of the systems rotating between rounds, so
+    load changes hit all of them alike. Interleaving systems item by item would not be fair: the second of
+    two systems searching the same index for the same query finds the first one's postings in the CPU cache.
+    """
+    for system in systems.values():
+        for item in items[:warm_up]:  # numba, page cache, tokenizers
+            system(item)
+    times = {label: [] for label in systems}
+    labels = list(systems)
+    for round_ in range(rounds):
+        for label in labels[round_ % len(labels):] + labels[: round_ % len(labels)]:
+            system = systems[label]
+            for item in items:
+                start = time.perf_counter()
+                system(item)
+                times[label].append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def emit(result: dict) -> None:
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

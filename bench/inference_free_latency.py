@@ -3,13 +3,15 @@
 ``python bench/inference_free_latency.py [--docs N] [--quick] [--model inference-free-scifact] [--sample S]``
 prints one JSON object.
 
-Per corpus, three systems are timed one query at a time (``retriever.search([text], k=10)``: query
-analysis or tokenization plus IDF lookup, search, id decoding), interleaved query by query so load
-changes hit all of them alike:
+Per corpus, four systems are timed one query at a time (``retriever.search([text], k=10)``: query
+analysis or tokenization plus IDF lookup, search, id decoding), in rounds over all queries whose system
+order rotates, so load changes hit all of them alike (``corpus.timed_rounds``):
 
-- ``bm25``: the BM25 retriever (words, Snowball, Lucene IDF);
-- ``if``: the inference-free retriever, exhaustive search over the model's document vectors;
-- ``if2``: the same with two-phase search (``--prune-ratio``, ``--expansion``).
+- ``bm25``: the BM25 retriever (words, Snowball, Lucene IDF, English stopwords dropped);
+- ``if``: the inference-free retriever, exhaustive search over the model's document vectors, query tokens
+  with IDF below ``--min-idf`` dropped (the retriever's default, 1.0: query-side stopwords);
+- ``if_all``: the same keeping every query token (``min_idf=0``, the paper's query side as written);
+- ``if2``: ``if`` with two-phase search (``--prune-ratio``, ``--expansion``).
 
 SciFact documents are encoded by the model. For the synthetic Zipf corpus, encoding every document
 with the model is too slow for this machine, so document vectors are a **proxy**: ``--sample`` documents
@@ -26,9 +28,12 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
+from functools import partial
 
 import numpy as np
-from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine
+from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine, timed_rounds
+
+from semiret.search.retrievers import DEFAULT_MIN_IDF
 
 N_LATENCY_QUERIES = 300
 PROXY_SIGMA = 0.1
@@ -61,18 +66,6 @@ def tiled_postings(vectors, n_docs: int, seed: int = 0):
                     values=values, lengths=lengths.astype(np.int32), documents=None)
 
 
-def latencies(searchers: dict, texts: list[str]) -> dict:
-    for searcher in searchers.values():
-        searcher.search(texts[:5], k=10)  # warm-up: numba, page cache, tokenizers
-    times = {label: [] for label in searchers}
-    for text in texts:
-        for label, searcher in searchers.items():
-            start = time.perf_counter()
-            searcher.search([text], k=10)
-            times[label].append((time.perf_counter() - start) * 1000)
-    return times
-
-
 def run_corpus(name, directory, split, workdir, args) -> dict:
     from semiret.indexes.inverted import InvertedIndex
     from semiret.search.neural import InferenceFreeRetriever, encoder_config
@@ -101,17 +94,20 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
                             extra_meta={"retriever": "inference-free"})
     result["if_build_s"] = round(time.perf_counter() - start, 2)
     del docs
-    searchers = {"bm25": bm25, "if": InferenceFreeRetriever.open(if_path),
-                 "if2": InferenceFreeRetriever.open(if_path, two_phase=f"{args.prune_ratio},{args.expansion}")}
+    searchers = {"bm25": bm25, "if": InferenceFreeRetriever.open(if_path, min_idf=args.min_idf),
+                 "if_all": InferenceFreeRetriever.open(if_path, min_idf=0.0),
+                 "if2": InferenceFreeRetriever.open(if_path, two_phase=f"{args.prune_ratio},{args.expansion}",
+                                                    min_idf=args.min_idf)}
     result["if_avg_nnz_per_doc"] = round(searchers["if"].index.average_postings_per_document(), 1)
-    times = latencies(searchers, texts)
+    times = timed_rounds({label: partial(searcher.search, k=10) for label, searcher in searchers.items()},
+                         [[text] for text in texts])
     for label, values in times.items():
         result[f"{label}_ms_median"] = round(statistics.median(values), 4)
         result[f"{label}_ms_mean"] = round(statistics.fmean(values), 4)
         result[f"{label}_ms_p95"] = round(sorted(values)[int(0.95 * (len(values) - 1))], 4)
     for label, searcher in searchers.items():  # the work behind the times: postings read plus documents probed
         result[f"{label}_postings_visited_mean"] = round(float(np.mean(searcher.search(texts, k=10).postings_visited)), 1)
-    for label in ("if", "if2"):
+    for label in ("if", "if_all", "if2"):
         result[f"ratio_{label}_median"] = round(result[f"{label}_ms_median"] / result["bm25_ms_median"], 3)
         result[f"ratio_{label}_mean"] = round(result[f"{label}_ms_mean"] / result["bm25_ms_mean"], 3)
     exact = searchers["if"].search(texts, k=10).ids
@@ -128,6 +124,7 @@ def main() -> None:
     parser = common_arguments(__doc__.splitlines()[0])
     parser.add_argument("--model", default="inference-free-scifact", help="inference-free model (directory or name)")
     parser.add_argument("--sample", type=int, default=5000, help="documents encoded for the synthetic-corpus proxy")
+    parser.add_argument("--min-idf", type=float, default=DEFAULT_MIN_IDF, help="query-side stopwords for if, if2")
     parser.add_argument("--prune-ratio", type=float, default=0.4)
     parser.add_argument("--expansion", type=float, default=5.0)
     parser.add_argument("--keep", action="store_true", help="keep the indexes")
@@ -137,7 +134,7 @@ def main() -> None:
     torch.set_num_threads(1)
     args.workdir.mkdir(parents=True, exist_ok=True)
     emit({"benchmark": "inference_free_latency", "machine": machine(), "model": args.model,
-          "two_phase": {"prune_ratio": args.prune_ratio, "expansion": args.expansion},
+          "min_idf": args.min_idf, "two_phase": {"prune_ratio": args.prune_ratio, "expansion": args.expansion},
           "results": [run_corpus(n, d, s, args.workdir, args) for n, d, s in bench_corpora(args)]})
 
 

@@ -3,8 +3,8 @@
 ``python bench/pruning.py INDEX_DIR [INDEX_DIR ...] [--queries scifact|zipf-N] [--n-queries 300]``
 prints one JSON object. Each index is opened with its own retriever (BM25, inference-free, SiDR beta,
 ...), queries are encoded once, then ``index.search([query], k=10, prune=...)`` is timed for
-``prune=True`` and ``prune=False`` interleaved query by query (single thread). Reported per index:
-median and mean milliseconds, postings visited per query (read plus probed), the share of queries
+``prune=True`` and ``prune=False``, one query at a time in rotating rounds (``corpus.timed_rounds``;
+single thread). Reported per index: median and mean milliseconds, postings visited per query (read plus probed), the share of queries
 whose top-10 ids agree, and ``speedup_median`` = exhaustive / pruned. Indexes come from the other
 benchmarks run with ``--keep`` (for instance ``bench/inference_free_latency.py --keep`` leaves BM25 and
 inference-free indexes of the 1M-document corpus in ``--workdir``).
@@ -13,11 +13,11 @@ inference-free indexes of the 1M-document corpus in ``--workdir``).
 from __future__ import annotations
 
 import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from corpus import SCIFACT, common_arguments, emit, ensure_corpus, load_queries, machine
+from corpus import SCIFACT, common_arguments, emit, ensure_corpus, load_queries, machine, timed_rounds
 
 
 def query_texts(spec: str, n: int) -> list[str]:
@@ -35,14 +35,8 @@ def compare(path: Path, texts: list[str]) -> dict:
     index = retriever.index
     queries = retriever.encode_queries(texts)
     pruned, full = index.search(queries, k=10, prune=True), index.search(queries, k=10, prune=False)
-    times = {True: [], False: []}
-    for query in queries[:5]:
-        index.search([query], k=10, prune=True), index.search([query], k=10, prune=False)  # warm-up
-    for query in queries:
-        for prune in (True, False):
-            start = time.perf_counter()
-            index.search([query], k=10, prune=prune)
-            times[prune].append((time.perf_counter() - start) * 1000)
+    times = timed_rounds({prune: partial(index.search, k=10, prune=prune) for prune in (True, False)},
+                         [[query] for query in queries])
     result = {"index": str(path), "kind": index.kind, "documents": index.n_docs,
               "query_terms_mean": round(float(np.mean([len(q.terms) for q in queries])), 1),
               "top10_agreement": round(float(np.mean([set(a) == set(b) for a, b in zip(pruned.ids, full.ids)])), 4),

@@ -3,18 +3,18 @@ single-thread latency of the ``inference-free`` (or ``idf``) retriever for a gri
 
 ``python bench/two_phase.py [--data scifact] [--model inference-free-scifact] [--retriever inference-free]``
 prints one JSON object. The index is built once (``--index`` to reuse one); every setting searches it.
-Latency: each query alone (``search([text], k=10)``), settings interleaved query by query.
+Latency: each query alone (``search([text], k=10)``), settings timed in rotating rounds (``corpus.timed_rounds``).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from corpus import emit, machine
+from corpus import emit, machine, timed_rounds
 
 SETTINGS = [None, (0.2, 5.0), (0.3, 5.0), (0.4, 5.0), (0.4, 10.0), (0.5, 5.0), (0.6, 5.0), (0.4, 2.0)]
 
@@ -52,14 +52,8 @@ def main() -> None:
               "model": args.model if args.retriever == "inference-free" else None, "queries": len(texts),
               "settings": []}
     exact_ids = None
-    times = {label: [] for label in searchers}
-    for searcher in searchers.values():
-        searcher.search(texts[:5], k=10)
-    for text in texts:
-        for label, searcher in searchers.items():
-            start = time.perf_counter()
-            searcher.search([text], k=10)
-            times[label].append((time.perf_counter() - start) * 1000)
+    times = timed_rounds({label: partial(searcher.search, k=10) for label, searcher in searchers.items()},
+                         [[text] for text in texts])
     for setting, (label, searcher) in zip(SETTINGS, searchers.items()):
         hits = searcher.search(texts, k=args.depth)
         figures = score_run(hits.as_run(query_ids), qrels, parse_measures(None))
