@@ -237,6 +237,7 @@ class IDFRetriever(WordPieceRetriever):
         self.two_phase = TwoPhase.parse(two_phase)
         """Two-phase search (high-IDF query tokens first, then rescoring): None for exhaustive search."""
         self.min_idf = float(min_idf)
+        self._min_weight = max(self.min_idf, float(np.finfo(np.float32).tiny))  # zero-weight tokens never score
 
     def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
         return self.index.search(self.encode_queries(queries), k=k, n_threads=n_threads, two_phase=self.two_phase)
@@ -253,7 +254,7 @@ class IDFRetriever(WordPieceRetriever):
     def encode_query(self, text):
         terms = self.query_tokens(text)
         weights = self.token_weights()[terms]
-        kept = weights >= max(self.min_idf, np.finfo(np.float32).tiny)  # zero-weight tokens never score
+        kept = weights >= self._min_weight
         return SparseQuery(terms[kept], weights[kept])
 
 

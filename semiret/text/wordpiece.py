@@ -117,8 +117,12 @@ class WordPieceVocabulary:
         return self._filtered(ids[: self.max_length] if self.max_length else ids)
 
     def _filtered(self, ids: list[int]) -> list[int]:
-        excluded = self.excluded_mask
-        return [i for i in ids if not excluded[i]]
+        excluded = self._excluded_ids  # a set: indexing the numpy mask per id costs more than the search
+        return [i for i in ids if i not in excluded]
+
+    @cached_property
+    def _excluded_ids(self) -> frozenset[int]:
+        return frozenset(np.flatnonzero(self.excluded_mask).tolist())
 
     @cached_property
     def word_local(self) -> bool:
