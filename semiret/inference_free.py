@@ -256,7 +256,7 @@ class InferenceFreeTrainingConfig:
     finetune_flops_weight: float = 0.002
     """The paper's Pareto point is 0.02; on SciFact with SPLADE-tiny it halves the expansion within 52 steps
     and costs quality (docs/results.md), so the default is ten times lower."""
-    finetune_learning_rate: float = 1e-4
+    finetune_learning_rate: float = 2e-4
     finetune_max_length: int = 256
     flops_warmup_fraction: float = 0.3
     batch_size: int = 32

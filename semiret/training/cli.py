@@ -63,7 +63,7 @@ def train_inference_free_command(
     pretrain_max_length: int = typer.Option(128),
     finetune_epochs: int = typer.Option(8), finetune_scale: float = typer.Option(30.0),
     finetune_flops_weight: float = typer.Option(0.002, help="FLOPS weight in fine-tuning (the paper's Pareto point, 0.02, over-prunes SPLADE-tiny)."),
-    finetune_learning_rate: float = typer.Option(1e-4),
+    finetune_learning_rate: float = typer.Option(2e-4),
     finetune_max_length: int = typer.Option(256),
     batch_size: int = typer.Option(32, help="Queries per step."), candidates: int = typer.Option(8, help="Documents per query."),
     mining_depth: int = typer.Option(20), seed: int = typer.Option(12345), threads: Optional[int] = typer.Option(None),
