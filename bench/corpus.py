@@ -156,7 +156,10 @@ def load_queries(directory: Path, split: str | None = None) -> list[str]:
 
 def bench_corpora(args) -> list[tuple[str, Path, str | None]]:
     """(name, directory, qrels split) of the corpora a benchmark runs on: SciFact, then Zipf-N."""
-    n_docs = QUICK_DOCS if args.quick and args.docs is None else (args.docs or DEFAULT_DOCS)
+    if args.docs is not None:
+        n_docs = args.docs  # 0 means SciFact only
+    else:
+        n_docs = QUICK_DOCS if args.quick else DEFAULT_DOCS
     corpora = []
     if not args.no_scifact:
         corpora.append(("scifact", SCIFACT, "test"))
