@@ -48,7 +48,7 @@ IdfOpt = typer.Option(None, help="Query token weights for `idf` and `inference-f
 ModelOpt = typer.Option(None, help="Model for splade, inference-free, dense, sidr-*: a registry name (splade-tiny, minilm, sidr-scifact), directory or hub id.")
 BatchSizeOpt = typer.Option(None, "--batch-size", help="Texts per encoder batch (neural retrievers; default 32).")
 TopKOpt = typer.Option(None, "--top-k", help="Keep each document's k heaviest terms (splade, inference-free).")
-ThresholdOpt = typer.Option(None, help="Drop document term weights below this (splade, inference-free).")
+ThresholdOpt = typer.Option(None, help="Drop document term weights below this (splade, inference-free; inference-free defaults to the threshold recorded with a trained model, 0 keeps all).")
 QuantizeOpt = typer.Option(False, "--quantize", help="Store document term weights in 8 bits (splade, inference-free).")
 AnnOpt = typer.Option(None, "--ann", help="Dense search structure: exact (default), flat, ivf, hnsw.")
 PrecisionOpt = typer.Option(None, help="Dense encoder arithmetic: float32 (default), bfloat16, auto.")

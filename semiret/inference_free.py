@@ -60,6 +60,42 @@ def model_token_weights(model: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def model_document_threshold(model: str) -> float | None:
+    """The static-pruning threshold recorded with a saved inference-free model (None: none recorded), which
+    the ``inference-free`` retriever applies when it indexes documents (:func:`choose_document_threshold`)."""
+    path = Path(resolve_model(model)) / MODEL_FILE
+    return json.loads(path.read_text()).get("document_threshold") if path.is_file() else None
+
+
+def choose_document_threshold(model: str, data: str, split: str = "train") -> dict:
+    """Choose the largest document-weight threshold that keeps nDCG@10 on ``data``'s ``split`` queries
+    (:mod:`semiret.evaluation.pruning`) and record it, with the sweep, in the model's ``inference-free.json``.
+
+    Queries are weighted as the ``inference-free`` retriever weights them (the model's table, default
+    ``min_idf``); the corpus is encoded once.
+    """
+    from semiret.evaluation.pruning import largest_safe_threshold, threshold_sweep
+    from semiret.models.encoders import load_encoder
+    from semiret.search.retrievers import IDFRetriever
+    from semiret.text.wordpiece import WordPieceVocabulary
+
+    path = Path(resolve_model(model))
+    if not (path / MODEL_FILE).is_file():
+        raise SemiretError(f"{model} is not a saved inference-free model (no {MODEL_FILE})")
+    collection = Collection(data)
+    qrels, queries = collection.qrels(split), collection.queries(split)
+    documents = list(collection.corpus())
+    vectors = load_encoder(str(path), "splade").encode_document([d.full_text for d in documents])
+    query_side = IDFRetriever(None, WordPieceVocabulary(str(path)), idf=path / IDF_FILE)
+    rows = threshold_sweep(vectors, [d.id for d in documents], list(queries),
+                           query_side.encode_queries(list(queries.values())), qrels)
+    chosen = {"document_threshold": largest_safe_threshold(rows),
+              "document_threshold_sweep": {"data": str(data), "split": split, "rows": rows}}
+    meta = json.loads((path / MODEL_FILE).read_text())
+    atomic_write_json(path / MODEL_FILE, {**meta, **chosen})
+    return chosen
+
+
 def resolve_idf(idf: str) -> str:
     """``msmarco`` -> the shared MS MARCO table; ``corpus`` and paths unchanged."""
     if idf == "msmarco":
@@ -269,6 +305,9 @@ class InferenceFreeTrainingConfig:
     threads: int | None = None
     teacher_cache: str | None = None
     """Where teacher vectors are cached (default ``<output>/teachers``; share it between ablation runs)."""
+    choose_document_threshold: bool = True
+    """After fine-tuning, record the static-pruning threshold that keeps nDCG@10 on the fine-tuning split
+    (:func:`choose_document_threshold`); the retriever drops document weights below it."""
 
     def validate(self) -> None:
         from semiret.training.teachers import parse_teachers
@@ -513,5 +552,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
     summary["teachers"] = [t.name for t in teachers]
     model.save(output / "model", training={k: v for k, v in summary.items()})
+    if config.finetune_epochs and config.choose_document_threshold:
+        summary.update(choose_document_threshold(str(output / "model"), config.data, config.split))
     (output / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from semiret.data import Collection
+from semiret.data import Collection, Document
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import InvertedIndex, SparseQuery, TwoPhase
 from semiret.indexes.sparsity import sparsity_report
@@ -244,6 +244,26 @@ def test_two_phase_options_are_checked():
             TwoPhase.parse(bad)
 
 
+def test_threshold_sweep_prunes_and_stops_at_the_first_loss(impact_index):
+    from semiret.evaluation.pruning import largest_safe_threshold, threshold_sweep
+
+    index, queries = impact_index
+    rng = np.random.default_rng(1)
+    vectors = SparseVectors.from_dense(rng.random((40, 60)).astype(np.float32) * (rng.random((40, 60)) < 0.3))
+    ids = [f"d{i}" for i in range(40)]
+    qrels = {f"q{j}": {f"d{j}": 1} for j in range(len(queries))}
+    rows = threshold_sweep(vectors, ids, list(qrels), queries, qrels, thresholds=(0.5, 0.2, 0.9))
+    assert [r["threshold"] for r in rows] == [None, 0.2, 0.5, 0.9]
+    assert rows[0]["avg_nnz_per_doc"] == pytest.approx(vectors.nnz().mean(), abs=0.05)
+    assert rows[0]["avg_nnz_per_doc"] > rows[1]["avg_nnz_per_doc"] > rows[2]["avg_nnz_per_doc"]
+    assert rows[0]["postings_per_query"] > rows[3]["postings_per_query"]
+    # the walk stops at the first threshold that loses more than the tolerance, even if a later one recovers
+    made_up = [{"threshold": t, "m": m} for t, m in [(None, 0.5), (0.1, 0.499), (0.2, 0.49), (0.3, 0.5)]]
+    assert largest_safe_threshold(made_up, "m", tolerance=0.002) == 0.1
+    assert largest_safe_threshold(made_up, "m", tolerance=0.0) is None
+    assert largest_safe_threshold(made_up, "m", tolerance=0.1) == 0.3
+
+
 def test_sparsity_report(impact_index):
     index, queries = impact_index
     report = sparsity_report(index, queries)
@@ -278,6 +298,11 @@ def test_training_saves_loads_and_resumes(tiny_run):
 
     with safe_open(str(model_dir / "model.safetensors"), "pt") as f:
         assert all(f.get_tensor(k).dtype == torch.float16 for k in f.keys())
+    # the static-pruning threshold was chosen on the fine-tuning split and recorded with the model
+    assert meta["document_threshold_sweep"]["split"] == "train"
+    assert meta["document_threshold_sweep"]["rows"][0]["threshold"] is None
+    assert meta["document_threshold"] in [None, *[r["threshold"] for r in meta["document_threshold_sweep"]["rows"]]]
+    assert summary["document_threshold"] == meta["document_threshold"]
     loaded = InferenceFreeModel.load(str(model_dir))
     assert loaded.idf[loaded.vocabulary.token_ids()["cat"]] > 0
     assert (output / "teachers").is_dir() and any((output / "teachers").iterdir())  # cached teacher vectors
@@ -300,6 +325,31 @@ def test_trained_model_plugs_into_the_inference_free_retriever(tiny_run, tmp_pat
     assert len(hits.ids[0]) >= 1
     two = InferenceFreeRetriever.open(tmp_path / "index", two_phase="0.0")
     assert two.search(["statins cancer risk"], k=3).ids == hits.ids
+
+
+def test_the_retriever_applies_the_threshold_recorded_with_a_model(tiny_run, tmp_path):
+    import shutil
+
+    from semiret.inference_free import model_document_threshold
+    from semiret.search.neural import InferenceFreeRetriever
+
+    root, output, _, _ = tiny_run
+    model = tmp_path / "model"
+    shutil.copytree(output / "model", model)
+    docs = list(Collection(root).corpus())
+    full = InferenceFreeRetriever.build(docs, tmp_path / "full", model=str(model), threshold=0.0)
+    threshold = float(np.median(np.asarray(full.index.segments[0].values)))
+    meta = json.loads((model / "inference-free.json").read_text())
+    (model / "inference-free.json").write_text(json.dumps({**meta, "document_threshold": threshold}))
+    assert model_document_threshold(str(model)) == threshold
+    pruned = InferenceFreeRetriever.build(docs, tmp_path / "pruned", model=str(model))
+    assert pruned.index.meta["analyzer"]["threshold"] == threshold
+    assert np.asarray(pruned.index.segments[0].values).min() >= threshold
+    assert pruned.index.average_postings_per_document() < full.index.average_postings_per_document()
+    # documents added later are pruned alike
+    reopened = InferenceFreeRetriever.open(tmp_path / "pruned")
+    reopened.add([Document("new", docs[0].text, docs[0].title)])
+    assert np.asarray(reopened.index.segments[-1].values).min() >= threshold
 
 
 def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F811

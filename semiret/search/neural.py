@@ -142,7 +142,12 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
     def _builder(cls, model: str = INFERENCE_FREE_MODEL, max_length: int | None = None,
                  encode_batch_size: int = ENCODE_BATCH_SIZE, top_k: int | None = None,
                  threshold: float | None = None, quantize_bits: int | None = None):
-        """``model`` defaults to the packaged trained model (``splade-tiny`` gives untrained SPLADE vectors)."""
+        """``model`` defaults to the packaged trained model (``splade-tiny`` gives untrained SPLADE vectors);
+        ``threshold`` to the one recorded with a trained model (0 keeps every weight)."""
+        from semiret.inference_free import model_document_threshold
+
+        if threshold is None:
+            threshold = model_document_threshold(model)
         state = cls.splade_builder_state(model, max_length, top_k, threshold, quantize_bits)
         return cls(None, state["config"], WordPieceVocabulary(state["config"]["model"]), encoder=state["encoder"],
                    encode_batch_size=encode_batch_size, quantize_bits=state["quantize_bits"])

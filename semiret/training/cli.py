@@ -68,6 +68,7 @@ def train_inference_free_command(
     batch_size: int = typer.Option(32, help="Queries per step."), candidates: int = typer.Option(8, help="Documents per query."),
     mining_depth: int = typer.Option(20), seed: int = typer.Option(12345), threads: Optional[int] = typer.Option(None),
     teacher_cache: Optional[str] = typer.Option(None, help="Teacher vector cache folder (default <output>/teachers)."),
+    document_threshold: bool = typer.Option(True, help="After fine-tuning, record the largest document-weight threshold that keeps nDCG@10 on the fine-tuning split (applied at indexing)."),
     resume: bool = typer.Option(True, help="Continue from the run folder's checkpoints."),
 ):
     """Train an inference-free learned sparse retriever (IDF-aware KL distillation from an ensemble, FLOPS)."""
@@ -85,6 +86,6 @@ def train_inference_free_command(
         finetune_epochs=finetune_epochs, finetune_scale=finetune_scale, finetune_flops_weight=finetune_flops_weight,
         finetune_learning_rate=finetune_learning_rate, finetune_max_length=finetune_max_length,
         batch_size=batch_size, candidates=candidates, mining_depth=mining_depth, seed=seed, threads=threads,
-        teacher_cache=teacher_cache)
+        teacher_cache=teacher_cache, choose_document_threshold=document_threshold)
     summary = train_inference_free(config, resume=resume)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}))

@@ -1,0 +1,56 @@
+"""Static pruning of learned sparse document vectors: the largest weight threshold that keeps quality.
+
+Dropping every document weight below a threshold shrinks an impact index and the postings each query
+reads; the small weights it drops add little to any score. How far a model can be pruned depends on its
+weight scale, so the threshold is chosen per model on labelled queries (a training split, never the test
+one): the sweep walks the thresholds upwards and stops at the first that costs more than ``tolerance``
+of the measure against the unpruned index.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from semiret.evaluation.metrics import parse_measures, score_run
+from semiret.indexes.inverted import InvertedIndex, SparseQuery
+from semiret.models.sparse import SparseVectors
+
+DOCUMENT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
+"""Thresholds tried, in the units of SPLADE weights (``log(1 + relu(logit))``)."""
+THRESHOLD_TOLERANCE = 0.002
+THRESHOLD_MEASURE = "nDCG@10"
+
+
+def threshold_sweep(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: Sequence[str],
+                    queries: Sequence[SparseQuery], qrels: dict, thresholds: Sequence[float] = DOCUMENT_THRESHOLDS,
+                    measure: str = THRESHOLD_MEASURE, depth: int = 100) -> list[dict]:
+    """One row per threshold (the first, ``None``, unpruned): the measure, terms per document and
+    postings read per query, each from an exact search of ``queries`` over the pruned vectors."""
+    rows = []
+    for threshold in (None, *sorted(thresholds)):
+        pruned = vectors if threshold is None else vectors.prune(threshold=threshold)
+        with tempfile.TemporaryDirectory(prefix="semiret-prune-") as scratch:
+            index = InvertedIndex.build(Path(scratch) / "index", "impact", [pruned.to_postings(list(doc_ids))],
+                                        vocab_size=vectors.dim, analyzer={"type": "vectors"}, store_texts=False)
+            hits = index.search(queries, k=depth)
+        figures = score_run(hits.as_run(list(query_ids)), qrels, parse_measures([measure]))
+        rows.append({"threshold": threshold, measure: round(figures[measure], 4),
+                     "avg_nnz_per_doc": round(float(pruned.nnz().mean()), 1),
+                     "postings_per_query": round(float(np.mean(hits.postings_visited)), 1)})
+    return rows
+
+
+def largest_safe_threshold(rows: list[dict], measure: str = THRESHOLD_MEASURE,
+                           tolerance: float = THRESHOLD_TOLERANCE) -> float | None:
+    """The last threshold of the sweep before the first one that loses more than ``tolerance``."""
+    floor = rows[0][measure] - tolerance
+    chosen = None
+    for row in rows[1:]:
+        if row[measure] < floor:
+            break
+        chosen = row["threshold"]
+    return chosen
