@@ -68,8 +68,8 @@ def model_document_threshold(model: str) -> float | None:
 
 
 def choose_document_threshold(model: str, data: str, split: str = "train") -> dict:
-    """Choose the largest document-weight threshold that keeps nDCG@10 on ``data``'s ``split`` queries
-    (:mod:`semiret.evaluation.pruning`) and record it, with the sweep, in the model's ``inference-free.json``.
+    """Choose a document-weight threshold that keeps nDCG@10 on ``data``'s ``split`` queries
+    (:func:`~semiret.evaluation.pruning.largest_safe_threshold`) and record it, with the sweep, in the model's ``inference-free.json``.
 
     Queries are weighted as the ``inference-free`` retriever weights them (the model's table, default
     ``min_idf``); the corpus is encoded once.

@@ -257,11 +257,15 @@ def test_threshold_sweep_prunes_and_stops_at_the_first_loss(impact_index):
     assert rows[0]["avg_nnz_per_doc"] == pytest.approx(vectors.nnz().mean(), abs=0.05)
     assert rows[0]["avg_nnz_per_doc"] > rows[1]["avg_nnz_per_doc"] > rows[2]["avg_nnz_per_doc"]
     assert rows[0]["postings_per_query"] > rows[3]["postings_per_query"]
-    # the walk stops at the first threshold that loses more than the tolerance, even if a later one recovers
-    made_up = [{"threshold": t, "m": m} for t, m in [(None, 0.5), (0.1, 0.499), (0.2, 0.49), (0.3, 0.5)]]
-    assert largest_safe_threshold(made_up, "m", tolerance=0.002) == 0.1
-    assert largest_safe_threshold(made_up, "m", tolerance=0.0) is None
-    assert largest_safe_threshold(made_up, "m", tolerance=0.1) == 0.3
+    # the walk stops at the first threshold that loses more than the tolerance, even if a later one recovers,
+    # then backs off `margin` steps
+    made_up = [{"threshold": t, "m": m} for t, m in [(None, 0.5), (0.1, 0.499), (0.2, 0.499), (0.3, 0.49),
+                                                      (0.4, 0.5)]]
+    assert largest_safe_threshold(made_up, "m", tolerance=0.002, margin=0) == 0.2
+    assert largest_safe_threshold(made_up, "m", tolerance=0.002, margin=1) == 0.1
+    assert largest_safe_threshold(made_up, "m", tolerance=0.002, margin=2) is None
+    assert largest_safe_threshold(made_up, "m", tolerance=0.0, margin=0) is None
+    assert largest_safe_threshold(made_up, "m", tolerance=0.1, margin=1) == 0.3
 
 
 def test_sparsity_report(impact_index):

@@ -68,7 +68,7 @@ def train_inference_free_command(
     batch_size: int = typer.Option(32, help="Queries per step."), candidates: int = typer.Option(8, help="Documents per query."),
     mining_depth: int = typer.Option(20), seed: int = typer.Option(12345), threads: Optional[int] = typer.Option(None),
     teacher_cache: Optional[str] = typer.Option(None, help="Teacher vector cache folder (default <output>/teachers)."),
-    document_threshold: bool = typer.Option(True, help="After fine-tuning, record the largest document-weight threshold that keeps nDCG@10 on the fine-tuning split (applied at indexing)."),
+    document_threshold: bool = typer.Option(True, help="After fine-tuning, record a document-weight threshold that keeps nDCG@10 on the fine-tuning split (applied at indexing)."),
     resume: bool = typer.Option(True, help="Continue from the run folder's checkpoints."),
 ):
     """Train an inference-free learned sparse retriever (IDF-aware KL distillation from an ensemble, FLOPS)."""
