@@ -30,8 +30,8 @@ THRESHOLD_MEASURE = "nDCG@10"
 
 def threshold_sweep(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: Sequence[str],
                     queries: Sequence[SparseQuery], qrels: dict, thresholds: Sequence[float] = DOCUMENT_THRESHOLDS,
-                    measure: str = THRESHOLD_MEASURE, depth: int = 100) -> list[dict]:
-    """One row per threshold (the first, ``None``, unpruned): the measure, terms per document and
+                    measures: Sequence[str] = (THRESHOLD_MEASURE,), depth: int = 100) -> list[dict]:
+    """One row per threshold (the first, ``None``, unpruned): the measures, terms per document and
     postings read per query, each from an exact search of ``queries`` over the pruned vectors."""
     rows = []
     for threshold in (None, *sorted(thresholds)):
@@ -40,8 +40,8 @@ def threshold_sweep(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: S
             index = InvertedIndex.build(Path(scratch) / "index", "impact", [pruned.to_postings(list(doc_ids))],
                                         vocab_size=vectors.dim, analyzer={"type": "vectors"}, store_texts=False)
             hits = index.search(queries, k=depth)
-        figures = score_run(hits.as_run(list(query_ids)), qrels, parse_measures([measure]))
-        rows.append({"threshold": threshold, measure: round(figures[measure], 4),
+        figures = score_run(hits.as_run(list(query_ids)), qrels, parse_measures(list(measures)))
+        rows.append({"threshold": threshold, **{m: round(figures[m], 4) for m in measures},
                      "avg_nnz_per_doc": round(float(pruned.nnz().mean()), 1),
                      "postings_per_query": round(float(np.mean(hits.postings_visited)), 1)})
     return rows
