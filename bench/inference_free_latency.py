@@ -8,14 +8,18 @@ analysis or tokenization plus IDF lookup, search, id decoding), in rounds over a
 order rotates, so load changes hit all of them alike (``corpus.timed_rounds``):
 
 - ``bm25``: the BM25 retriever (words, Snowball, Lucene IDF, English stopwords dropped);
-- ``if``: the inference-free retriever, exhaustive search over the model's document vectors, query tokens
-  with IDF below ``--min-idf`` dropped (the retriever's default, 1.0: query-side stopwords);
+- ``if``: the inference-free retriever as it indexes and searches by default: exhaustive search over the
+  model's document vectors without the weights below the threshold recorded with the model (static
+  pruning, ``--threshold`` overrides it), query tokens with IDF below ``--min-idf`` dropped (the
+  retriever's default, 1.0: query-side stopwords);
+- ``if_unpruned``: the same over every document weight (no threshold);
 - ``if_all``: the same keeping every query token (``min_idf=0``, the paper's query side as written);
 - ``if_min<M>``: the same with a higher threshold, for each ``--also-min-idf`` M (default 3: the
   latency/quality trade-off of query-side pruning, measured beside the others);
 - ``if2``: ``if`` with two-phase search (``--prune-ratio``, ``--expansion``).
 
-SciFact documents are encoded by the model. For the synthetic Zipf corpus, encoding every document
+SciFact documents are encoded by the model (once: both indexes come from the same vectors). For the
+synthetic Zipf corpus, encoding every document
 with the model is too slow for this machine, so document vectors are a **proxy**: ``--sample`` documents
 of that corpus are encoded by the model, and document i receives the vector of sample document
 ``i mod S`` with every weight multiplied by an independent log-normal factor (sigma 0.1). Posting-list
@@ -30,6 +34,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -48,6 +53,15 @@ def encode_sample(model: str, texts: list[str]):
     path = resolve_model(model)
     encoder = load_configured_encoder(encoder_config("splade", path, None))
     return encoder, encoder.encode_document(texts, show_progress=False), path
+
+
+def prune_postings(postings, threshold: float):
+    """``postings`` without the weights below ``threshold`` (what the retriever's static pruning drops)."""
+    from semiret.models.sparse import SparseVectors
+
+    vectors = SparseVectors(postings.offsets, postings.terms, postings.values, 0).prune(threshold=threshold)
+    return replace(postings, offsets=vectors.offsets, terms=vectors.terms, values=vectors.weights,
+                   lengths=vectors.nnz().astype(np.int32))
 
 
 def tiled_postings(vectors, n_docs: int, seed: int = 0):
@@ -70,38 +84,47 @@ def tiled_postings(vectors, n_docs: int, seed: int = 0):
 
 def run_corpus(name, directory, split, workdir, args) -> dict:
     from semiret.indexes.inverted import InvertedIndex
+    from semiret.inference_free import model_document_threshold
     from semiret.search.neural import InferenceFreeRetriever, encoder_config
     from semiret.search.retrievers import BM25Retriever
 
     docs = load_documents(directory)
     texts = load_queries(directory, split)[:N_LATENCY_QUERIES]
     result = {"corpus": name, "documents": len(docs), "queries": len(texts)}
-    bm25_path, if_path = workdir / f"if-lat-{name}-bm25", workdir / f"if-lat-{name}-if"
+    bm25_path = workdir / f"if-lat-{name}-bm25"
+    if_path, unpruned_path = workdir / f"if-lat-{name}-if", workdir / f"if-lat-{name}-if-unpruned"
     start = time.perf_counter()
     bm25 = BM25Retriever.build(docs, bm25_path, store_texts=False, overwrite=True)
     result["bm25_build_s"] = round(time.perf_counter() - start, 2)
     start = time.perf_counter()
     if name == "scifact":
-        InferenceFreeRetriever.build(docs, if_path, store_texts=False, overwrite=True, model=args.model)
+        encoder, vectors, path = encode_sample(args.model, [d.full_text for d in docs])
+        postings = vectors.to_postings([d.id for d in docs])
         result["if_vectors"] = "encoded by the model"
     else:
         sample = docs[: args.sample]
         encoder, vectors, path = encode_sample(args.model, [d.full_text for d in sample])
+        postings = tiled_postings(vectors, len(docs))
         result["if_vectors"] = (f"proxy: {len(sample)} documents encoded by the model, tiled to {len(docs)} "
                                 f"with log-normal({PROXY_SIGMA}) weight noise")
         result["if_sample_avg_nnz"] = round(float(vectors.nnz().mean()), 1)
-        analyzer = encoder_config("splade", path, encoder.max_length, top_k=None, threshold=None)
-        InvertedIndex.build(if_path, "impact", [tiled_postings(vectors, len(docs))], vocab_size=encoder.vocab_size,
-                            analyzer=analyzer, store_texts=False, overwrite=True,
+    result["if_encode_s"] = round(time.perf_counter() - start, 2)
+    threshold = model_document_threshold(path) if args.threshold is None else args.threshold
+    result["if_threshold"] = threshold
+    for target, kept in ((unpruned_path, None), (if_path, threshold or None)):
+        analyzer = encoder_config("splade", path, encoder.max_length, top_k=None, threshold=kept)
+        InvertedIndex.build(target, "impact", [postings if kept is None else prune_postings(postings, kept)],
+                            vocab_size=encoder.vocab_size, analyzer=analyzer, store_texts=False, overwrite=True,
                             extra_meta={"retriever": "inference-free"})
-    result["if_build_s"] = round(time.perf_counter() - start, 2)
-    del docs
+    del docs, postings
     searchers = {"bm25": bm25, "if": InferenceFreeRetriever.open(if_path, min_idf=args.min_idf),
+                 "if_unpruned": InferenceFreeRetriever.open(unpruned_path, min_idf=args.min_idf),
                  "if_all": InferenceFreeRetriever.open(if_path, min_idf=0.0),
                  **{f"if_min{m:g}": InferenceFreeRetriever.open(if_path, min_idf=m) for m in args.also_min_idf},
                  "if2": InferenceFreeRetriever.open(if_path, two_phase=f"{args.prune_ratio},{args.expansion}",
                                                     min_idf=args.min_idf)}
     result["if_avg_nnz_per_doc"] = round(searchers["if"].index.average_postings_per_document(), 1)
+    result["if_unpruned_avg_nnz_per_doc"] = round(searchers["if_unpruned"].index.average_postings_per_document(), 1)
     times = timed_rounds({label: partial(searcher.search, k=10) for label, searcher in searchers.items()},
                          [[text] for text in texts])
     for label, values in times.items():
@@ -113,13 +136,13 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
     for label in [name for name in searchers if name != "bm25"]:
         result[f"ratio_{label}_median"] = round(result[f"{label}_ms_median"] / result["bm25_ms_median"], 3)
         result[f"ratio_{label}_mean"] = round(result[f"{label}_ms_mean"] / result["bm25_ms_mean"], 3)
-    exact = searchers["if"].search(texts, k=10).ids
-    for label in [name for name in searchers if name not in ("bm25", "if")]:  # top 10 kept by each shortcut
+    exact = searchers["if_unpruned"].search(texts, k=10).ids
+    for label in [name for name in searchers if name not in ("bm25", "if_unpruned")]:  # top 10 kept by each shortcut
         approx = searchers[label].search(texts, k=10).ids
         result[f"{label}_top10_overlap"] = round(float(np.mean([len(set(a) & set(b)) / max(len(a), 1)
                                                                for a, b in zip(exact, approx)])), 4)
     if not args.keep:
-        for path in (bm25_path, if_path):
+        for path in (bm25_path, if_path, unpruned_path):
             shutil.rmtree(path, ignore_errors=True)
     return result
 
@@ -129,6 +152,8 @@ def main() -> None:
     parser.add_argument("--model", default="inference-free-scifact", help="inference-free model (directory or name)")
     parser.add_argument("--sample", type=int, default=5000, help="documents encoded for the synthetic-corpus proxy")
     parser.add_argument("--min-idf", type=float, default=DEFAULT_MIN_IDF, help="query-side stopwords for if, if2")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="static pruning of document weights for if (default: the model's recorded threshold)")
     parser.add_argument("--also-min-idf", type=float, nargs="*", default=[3.0],
                         help="further min_idf thresholds timed as if_min<M>")
     parser.add_argument("--prune-ratio", type=float, default=0.4)
