@@ -266,6 +266,8 @@ def test_threshold_sweep_prunes_and_stops_at_the_first_loss(impact_index):
     assert largest_safe_threshold(made_up, "m", tolerance=0.002, margin=2) is None
     assert largest_safe_threshold(made_up, "m", tolerance=0.0, margin=0) is None
     assert largest_safe_threshold(made_up, "m", tolerance=0.1, margin=1) == 0.3
+    nothing_found = [{"threshold": t, "m": 0.0} for t in (None, 0.1, 0.2, 0.3)]
+    assert largest_safe_threshold(nothing_found, "m", tolerance=0.1, margin=0) is None
 
 
 def test_sparsity_report(impact_index):

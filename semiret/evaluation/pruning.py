@@ -50,9 +50,10 @@ def threshold_sweep(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: S
 def largest_safe_threshold(rows: list[dict], measure: str = THRESHOLD_MEASURE,
                            tolerance: float = THRESHOLD_TOLERANCE, margin: int = THRESHOLD_MARGIN) -> float | None:
     """``margin`` steps below the first threshold of the sweep that loses more than ``tolerance``
-    (None: no pruning)."""
+    (None: no pruning). A threshold scoring 0 is never safe: queries that find nothing relevant even
+    unpruned (an untrained model, too few labels) give no evidence for pruning."""
     floor = rows[0][measure] - tolerance
     safe = 0
-    while safe + 1 < len(rows) and rows[safe + 1][measure] >= floor:
+    while safe + 1 < len(rows) and rows[safe + 1][measure] >= floor and rows[safe + 1][measure] > 0:
         safe += 1
     return rows[safe - margin]["threshold"] if safe - margin > 0 else None
