@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import torch
 
 from semiret import progress
-from semiret.data.collection import Collection
 from semiret.data.paths import dataset
-from semiret.evaluation.pruning import largest_safe_threshold, threshold_sweep
-from semiret.inference_free import IDF_FILE, resolve_model
-from semiret.models.encoders import load_encoder
-from semiret.search.retrievers import IDFRetriever
-from semiret.text.wordpiece import WordPieceVocabulary
+from semiret.evaluation.pruning import largest_safe_threshold
+from semiret.inference_free import document_threshold_sweep
 
 
 def main() -> None:
@@ -36,14 +31,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     progress.set_enabled(False)
-    path = Path(resolve_model(args.model))
-    collection = Collection(str(dataset(args.data)))
-    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
-    documents = list(collection.corpus())
-    vectors = load_encoder(str(path), "splade").encode_document([d.full_text for d in documents])
-    query_side = IDFRetriever(None, WordPieceVocabulary(str(path)), idf=path / IDF_FILE)
-    rows = threshold_sweep(vectors, [d.id for d in documents], list(queries),
-                           query_side.encode_queries(list(queries.values())), qrels, measures=("nDCG@10", "R@100"))
+    rows = document_threshold_sweep(args.model, str(dataset(args.data)), args.split, measures=("nDCG@10", "R@100"))
     print(json.dumps({"data": args.data, "split": args.split, "model": args.model, "rows": rows,
                       "rule_picks": largest_safe_threshold(rows)}, indent=1))
 

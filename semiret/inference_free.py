@@ -67,14 +67,11 @@ def model_document_threshold(model: str) -> float | None:
     return json.loads(path.read_text()).get("document_threshold") if path.is_file() else None
 
 
-def choose_document_threshold(model: str, data: str, split: str = "train") -> dict:
-    """Choose a document-weight threshold that keeps nDCG@10 on ``data``'s ``split`` queries
-    (:func:`~semiret.evaluation.pruning.largest_safe_threshold`) and record it, with the sweep, in the model's ``inference-free.json``.
-
-    Queries are weighted as the ``inference-free`` retriever weights them (the model's table, default
-    ``min_idf``); the corpus is encoded once.
-    """
-    from semiret.evaluation.pruning import largest_safe_threshold, threshold_sweep
+def document_threshold_sweep(model: str, data: str, split: str, measures: tuple[str, ...] = ("nDCG@10",)) -> list[dict]:
+    """:func:`~semiret.evaluation.pruning.threshold_sweep` of a saved model on ``data``'s ``split`` queries,
+    weighted as the ``inference-free`` retriever weights them (the model's table, default ``min_idf``); the
+    corpus is encoded once."""
+    from semiret.evaluation.pruning import threshold_sweep
     from semiret.models.encoders import load_encoder
     from semiret.search.retrievers import IDFRetriever
     from semiret.text.wordpiece import WordPieceVocabulary
@@ -87,12 +84,21 @@ def choose_document_threshold(model: str, data: str, split: str = "train") -> di
     documents = list(collection.corpus())
     vectors = load_encoder(str(path), "splade").encode_document([d.full_text for d in documents])
     query_side = IDFRetriever(None, WordPieceVocabulary(str(path)), idf=path / IDF_FILE)
-    rows = threshold_sweep(vectors, [d.id for d in documents], list(queries),
-                           query_side.encode_queries(list(queries.values())), qrels)
+    return threshold_sweep(vectors, [d.id for d in documents], list(queries),
+                           query_side.encode_queries(list(queries.values())), qrels, measures=measures)
+
+
+def choose_document_threshold(model: str, data: str, split: str = "train") -> dict:
+    """Choose a document-weight threshold that keeps nDCG@10 on ``data``'s ``split`` queries
+    (:func:`~semiret.evaluation.pruning.largest_safe_threshold`) and record it, with the sweep, in the
+    model's ``inference-free.json``."""
+    from semiret.evaluation.pruning import largest_safe_threshold
+
+    rows = document_threshold_sweep(model, data, split)
     chosen = {"document_threshold": largest_safe_threshold(rows),
               "document_threshold_sweep": {"data": str(data), "split": split, "rows": rows}}
-    meta = json.loads((path / MODEL_FILE).read_text())
-    atomic_write_json(path / MODEL_FILE, {**meta, **chosen})
+    path = Path(resolve_model(model)) / MODEL_FILE
+    atomic_write_json(path, {**json.loads(path.read_text()), **chosen})
     return chosen
 
 
