@@ -1,4 +1,4 @@
-"""Static pruning of learned sparse document vectors: the largest weight threshold that keeps quality.
+"""Static pruning of learned sparse document vectors: a weight threshold that keeps quality, chosen per model.
 
 Dropping every document weight below a threshold shrinks an impact index and the postings each query
 reads; the small weights it drops add little to any score. How far a model can be pruned depends on its
