@@ -17,7 +17,7 @@ QUALITY = "nDCG@10"
 LATENCY = "latency_ms_median"
 
 
-def demo_systems(baselines: bool = True) -> list[tuple[str, str, dict]]:
+def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
     """(label, retriever, options) for each system the demo compares; grows as methods land.
 
     ``baselines``: also the neural references that encode the whole corpus with an off-the-shelf model
@@ -61,7 +61,7 @@ def inference_free_systems() -> list[tuple[str, str, dict]]:
             ("inference-free, trained, two-phase", "inference-free", {"model": DEFAULT_MODEL, "two_phase": "on"})]
 
 
-def run_demo(data: str, out: Path, baselines: bool = True) -> list[dict]:
+def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
     console = Console()
     out.mkdir(parents=True, exist_ok=True)
     root = dataset(data)

@@ -166,7 +166,7 @@ def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
     monkeypatch.setattr(registry, "PACKAGED_CHECKPOINTS", tmp_path)
     names = [r for _, r, _ in demo.demo_systems(baselines=False)]
     assert "sidr-beta" not in names and "inference-free" not in names and "splade" not in names
-    assert {"splade", "dense", "inference-free"} <= {r for _, r, _ in demo.demo_systems()}
+    assert {"splade", "dense", "inference-free"} <= {r for _, r, _ in demo.demo_systems(baselines=True)}
     (tmp_path / "sidr-scifact").mkdir()
     names = [r for _, r, _ in demo.demo_systems(baselines=False)]
     assert {"sidr-beta", "sidr-beta-rerank", "sidr-full"} <= set(names) and "inference-free" not in names

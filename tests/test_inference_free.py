@@ -209,6 +209,19 @@ def test_two_phase_approximates_exhaustive_search(impact_index):
     assert many.ids == two.ids
 
 
+def test_two_phase_rescoring_reads_short_lists_whole_and_searches_long_ones(impact_index):
+    """Phase two gives every candidate its full score both ways: with a window of 1 the common terms' lists
+    (about 320 postings) are binary-searched, with a window of 100 they are read whole."""
+    index, queries = impact_index
+    exact = index.search(queries, k=400)
+    full = [dict(zip(ids, scores)) for ids, scores in zip(exact.ids, exact.scores)]
+    for k, expansion in ((1, 1.0), (20, 5.0)):
+        two = index.search(queries, k=k, two_phase=TwoPhase(prune_ratio=0.4, expansion=expansion))
+        for q, (ids, scores) in enumerate(zip(two.ids, two.scores)):
+            assert ids and all(abs(full[q][d] - s) < 1e-4 for d, s in zip(ids, scores))
+        assert all(v > 0 for v in two.postings_visited)
+
+
 def test_two_phase_follows_segments_and_deletions(tmp_path):
     """Documents added as new segments are found, deleted ones never come back through rescoring, and a
     window larger than a segment is fine."""

@@ -18,28 +18,57 @@ import numpy as np
 from semiret.indexes.kernels import NUMBA_OPTIONS, _sort_best_first, search_postings
 
 
+SCAN_FACTOR = 2.0
+"""Phase two reads a term's whole posting list when it is shorter than ``SCAN_FACTOR`` x the binary-search
+probes the candidates would cost (candidates x log2 of its length): sequential reads are several times
+cheaper than probes, and on a small index most lists are short."""
+
+
 @numba.njit(**NUMBA_OPTIONS)
 def rescore_candidates(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary,
-                       candidates, scores):
-    """Add ``sum_t w_t * value(t, d)`` of each query's extra tokens to its candidates' scores.
+                       candidates, scores, slots):
+    """Add ``sum_t w_t * value(t, d)`` of each query's extra tokens to its candidates' scores; returns the work
+    (postings read plus documents probed).
 
     ``candidates[q, j]`` are segment-local document numbers (``-1`` = none); ``scores`` is updated in place.
+    A short posting list is read whole, its documents looked up in ``slots`` (float32 scratch of zeros,
+    one per document, handed back zeroed: candidate ``j`` marked ``j + 1``); a long one is binary-searched
+    for each candidate.
     """
+    work = 0
     for q in range(q_offsets.shape[0] - 1):
+        n_candidates = 0
+        for c in range(candidates.shape[1]):
+            if candidates[q, c] >= 0:
+                slots[candidates[q, c]] = c + 1
+                n_candidates += 1
         for j in range(q_offsets[q], q_offsets[q + 1]):
             term = q_terms[j]
             row = np.searchsorted(present_terms, term)
             if row >= present_terms.shape[0] or present_terms[row] != term:
                 continue
             start, end = indptr[row], indptr[row + 1]
+            weight = q_weights[j]
+            if end - start <= SCAN_FACTOR * n_candidates * np.log2(end - start + 1):
+                work += end - start
+                for p in range(start, end):
+                    slot = slots[docs[p]]
+                    if slot > 0:
+                        scores[q, np.int64(slot) - 1] += weight if binary else weight * values[p]
+                continue
             postings = docs[start:end]
+            work += n_candidates
             for c in range(candidates.shape[1]):
                 d = candidates[q, c]
                 if d < 0:
                     continue
                 pos = np.searchsorted(postings, d)
                 if pos < postings.shape[0] and postings[pos] == d:
-                    scores[q, c] += q_weights[j] if binary else q_weights[j] * values[start + pos]
+                    scores[q, c] += weight if binary else weight * values[start + pos]
+        for c in range(candidates.shape[1]):
+            if candidates[q, c] >= 0:
+                slots[candidates[q, c]] = 0
+    return work
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -49,9 +78,9 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
     ``prune_ratio`` x the query's largest weight, ``window`` candidates), phase two (the other terms added
     to those candidates), then the best ``out_scores.shape[1]`` written best first (ties: earlier document).
 
-    ``docs`` is the postings' document array viewed as uint32 (phase one) and read as int32 for the binary
-    searches of phase two; ``maxima``, ``buffer``, ``touched`` and ``visited`` (phase one's work plus one per
-    probe) as for ``search_postings``.
+    ``docs`` is the postings' document array viewed as uint32 (phase one) and read as int32 in phase two;
+    ``maxima``, ``buffer`` (also phase two's candidate marks), ``touched`` and ``visited`` (phase one's work
+    plus phase two's postings read and documents probed) as for ``search_postings``.
     """
     k = out_scores.shape[1]
     signed_docs = docs.view(np.int32)
@@ -69,11 +98,11 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
         one[1] = n_high
         search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, maxima, binary,
                         deleted, n_docs, window, buffer, touched, candidate_scores, candidate_docs, phase_one_work)
-        visited[q] = phase_one_work[0] + low_terms.shape[0] * window
+        visited[q] = phase_one_work[0]
         if low_terms.shape[0]:
             one[1] = low_terms.shape[0]
-            rescore_candidates(one, low_terms, low_weights, present_terms, indptr, signed_docs, values, binary,
-                               candidate_docs, candidate_scores)
+            visited[q] += rescore_candidates(one, low_terms, low_weights, present_terms, indptr, signed_docs,
+                                             values, binary, candidate_docs, candidate_scores, buffer)
         # best first among the rescored window; empty slots (-1) score -inf, so they stay last
         scores, found = candidate_scores[0], candidate_docs[0]
         _sort_best_first(scores, found, window)
