@@ -3,7 +3,7 @@
 ``python bench/inference_free_latency.py [--docs N] [--quick] [--model inference-free-scifact] [--sample S]``
 prints one JSON object.
 
-Per corpus, four systems are timed one query at a time (``retriever.search([text], k=10)``: query
+Per corpus, four systems are timed one query at a time (``retriever.search([text], k=K)``, ``--k``, default 10: query
 analysis or tokenization plus IDF lookup, search, id decoding), in rounds over all queries whose system
 order rotates, so load changes hit all of them alike (``corpus.timed_rounds``):
 
@@ -125,20 +125,20 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
                                                     min_idf=args.min_idf)}
     result["if_avg_nnz_per_doc"] = round(searchers["if"].index.average_postings_per_document(), 1)
     result["if_unpruned_avg_nnz_per_doc"] = round(searchers["if_unpruned"].index.average_postings_per_document(), 1)
-    times = timed_rounds({label: partial(searcher.search, k=10) for label, searcher in searchers.items()},
+    times = timed_rounds({label: partial(searcher.search, k=args.k) for label, searcher in searchers.items()},
                          [[text] for text in texts])
     for label, values in times.items():
         result[f"{label}_ms_median"] = round(statistics.median(values), 4)
         result[f"{label}_ms_mean"] = round(statistics.fmean(values), 4)
         result[f"{label}_ms_p95"] = round(sorted(values)[int(0.95 * (len(values) - 1))], 4)
     for label, searcher in searchers.items():  # the work behind the times: postings read plus documents probed
-        result[f"{label}_postings_visited_mean"] = round(float(np.mean(searcher.search(texts, k=10).postings_visited)), 1)
+        result[f"{label}_postings_visited_mean"] = round(float(np.mean(searcher.search(texts, k=args.k).postings_visited)), 1)
     for label in [name for name in searchers if name != "bm25"]:
         result[f"ratio_{label}_median"] = round(result[f"{label}_ms_median"] / result["bm25_ms_median"], 3)
         result[f"ratio_{label}_mean"] = round(result[f"{label}_ms_mean"] / result["bm25_ms_mean"], 3)
-    exact = searchers["if_unpruned"].search(texts, k=10).ids
+    exact = [ids[:10] for ids in searchers["if_unpruned"].search(texts, k=args.k).ids]
     for label in [name for name in searchers if name not in ("bm25", "if_unpruned")]:  # top 10 kept by each shortcut
-        approx = searchers[label].search(texts, k=10).ids
+        approx = [ids[:10] for ids in searchers[label].search(texts, k=args.k).ids]
         result[f"{label}_top10_overlap"] = round(float(np.mean([len(set(a) & set(b)) / max(len(a), 1)
                                                                for a, b in zip(exact, approx)])), 4)
     if not args.keep:
@@ -158,6 +158,7 @@ def main() -> None:
                         help="further min_idf thresholds timed as if_min<M>")
     parser.add_argument("--prune-ratio", type=float, default=0.4)
     parser.add_argument("--expansion", type=float, default=5.0)
+    parser.add_argument("--k", type=int, default=10, help="hits per query (two-phase keeps expansion x k candidates)")
     parser.add_argument("--keep", action="store_true", help="keep the indexes")
     args = parser.parse_args()
     import torch
@@ -165,7 +166,7 @@ def main() -> None:
     torch.set_num_threads(1)
     args.workdir.mkdir(parents=True, exist_ok=True)
     emit({"benchmark": "inference_free_latency", "machine": machine(), "model": args.model,
-          "min_idf": args.min_idf, "two_phase": {"prune_ratio": args.prune_ratio, "expansion": args.expansion},
+          "min_idf": args.min_idf, "k": args.k, "two_phase": {"prune_ratio": args.prune_ratio, "expansion": args.expansion},
           "results": [run_corpus(n, d, s, args.workdir, args) for n, d, s in bench_corpora(args)]})
 
 
