@@ -547,7 +547,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
             result = _run_stage(model, stages, config, "pretrain", output / "pretrain", resume)
             result["preparation_seconds"] = round(prep, 1)
             summary["stages"].append(result)
-            model.save(pretrained, training=result, fp16=False)
+            model.save(pretrained, training=result, fp16=False, max_length=config.finetune_max_length)
     if config.finetune_epochs:
         t0 = time.perf_counter()
         stage = _finetune_stage(config, training_set, teachers, cache_dir, model.vocabulary)
@@ -557,7 +557,9 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         summary["stages"].append(result)
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
     summary["teachers"] = [t.name for t in teachers]
-    model.save(output / "model", training={k: v for k, v in summary.items()})
+    # pre-training crops documents to 128 tokens to be fast; indexing must not (the paper indexes at 512): the
+    # saved model indexes at the fine-tuning length, whichever stage ran last
+    model.save(output / "model", training={k: v for k, v in summary.items()}, max_length=config.finetune_max_length)
     if config.finetune_epochs and config.choose_document_threshold:
         summary.update(choose_document_threshold(str(output / "model"), config.data, config.split))
     (output / "summary.json").write_text(json.dumps(summary, indent=2))
