@@ -4,7 +4,8 @@ Phase one runs the ordinary exact search with only the tokens whose weight is at
 ``prune_ratio`` x the query's largest weight (the high-IDF tokens, whose posting lists are short);
 it keeps a window of ``expansion`` x k candidates. Phase two adds the remaining tokens' contributions
 to those candidates only, by binary search in the (document-sorted) posting lists, so the long lists
-of common tokens are never scanned. This is the heuristic the inference-free paper runs in OpenSearch.
+of common tokens are never scanned (lists short enough to read faster than to search are read whole,
+``SCAN_FACTOR``). This is the heuristic the inference-free paper runs in OpenSearch.
 
 Both phases and the final ordering run in one compiled call per segment: on a small index the numpy
 glue between phases (splitting queries, sorting windows) cost more than the pruned postings saved.
