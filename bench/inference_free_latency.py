@@ -4,8 +4,8 @@
 prints one JSON object.
 
 Per corpus, these systems are timed one query at a time (``retriever.search([text], k=K)``, ``--k``,
-default 10: query analysis or tokenization plus IDF lookup, search, id decoding), in rounds over all queries whose system
-order rotates, so load changes hit all of them alike (``corpus.timed_rounds``):
+default 10: query analysis or tokenization plus IDF lookup, search, id decoding), in rounds over all
+queries whose system order rotates, so load changes hit all of them alike (``corpus.timed_rounds``):
 
 - ``bm25``: the BM25 retriever (words, Snowball, Lucene IDF, English stopwords dropped);
 - ``if``: the inference-free retriever as it indexes and searches by default: exhaustive search over the
