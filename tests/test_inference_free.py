@@ -108,6 +108,10 @@ def test_pseudo_queries_are_deterministic_spans_of_their_documents(tiny_docs):
     assert inverse_cloze("One two three four. Five six seven eight nine.", rng) in (
         "One two three four.", "Five six seven eight nine.")
     assert inverse_cloze("too short", rng) is None
+    # a one-sentence text has no context left for its sentence: cropping stands in for it
+    unpunctuated = Document("u", "a physics abstract without any punctuation at all in its many words")
+    assert inverse_cloze(unpunctuated.text, rng) is None
+    assert {q.kind for q in generate_pseudo_queries([unpunctuated], per_document=4, seed=1)} == {"crop"}
     with pytest.raises(SemiretError):
         generate_pseudo_queries(tiny_docs, kinds=("doc2query",))
 

@@ -41,10 +41,12 @@ def independent_crop(words: Sequence[str], rng: random.Random, min_words: int = 
 
 
 def inverse_cloze(text: str, rng: random.Random, min_words: int = 4, max_words: int = 40) -> str | None:
-    """A random sentence of ``min_words``..``max_words`` words (cut to ``max_words``), or None if there is none."""
+    """A random sentence of ``min_words``..``max_words`` words (cut to ``max_words``), or None if there is none
+    or the text is a single sentence: a query that is the whole document (Vaswani's abstracts have no
+    punctuation at all) teaches nothing but exact self-matching."""
     sentences = [s.split() for s in SENTENCE_END.split(text)]
     usable = [s for s in sentences if len(s) >= min_words]
-    if not usable:
+    if not usable or len(sentences) < 2:
         return None
     return " ".join(rng.choice(usable)[:max_words])
 
