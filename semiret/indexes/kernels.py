@@ -166,7 +166,8 @@ def _offer(heap_scores, heap_docs, size, score, doc):
 
 @numba.njit(**NUMBA_OPTIONS)
 def _sort_best_first(scores, docs, size):
-    """Order the first ``size`` hits best first, in place (insertion sort: there are at most k or a window)."""
+    """Order the first ``size`` hits best first, in place (insertion sort: for a window that is nearly in
+    order already)."""
     for i in range(1, size):
         s, d = scores[i], docs[i]
         j = i - 1
@@ -174,6 +175,18 @@ def _sort_best_first(scores, docs, size):
             scores[j + 1], docs[j + 1] = scores[j], docs[j]
             j -= 1
         scores[j + 1], docs[j + 1] = s, d
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _heap_sort_best_first(scores, docs, size):
+    """Order the first ``size`` hits best first, in place, in O(size log size) (heapsort: the lowest-ranked
+    hit goes last, then the next; an insertion sort of k = 1,000 hits costs half a millisecond)."""
+    for pos in range(size // 2 - 1, -1, -1):  # a heap not yet full is not yet a heap
+        _sift_down(scores, docs, pos, size)
+    for end in range(size - 1, 0, -1):
+        scores[0], scores[end] = scores[end], scores[0]
+        docs[0], docs[end] = docs[end], docs[0]
+        _sift_down(scores, docs, 0, end)
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -259,14 +272,22 @@ def _finish_dense(weights, rows, order, first, indptr, docs, values, binary, del
         else:
             for p in range(indptr[row], indptr[row + 1]):
                 buffer[docs[p]] += weight * values[p]
+    return _collect_hits(buffer, docs[:0], n_docs, True, deleted, has_deleted, heap_scores, heap_docs)  # no list
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _collect_hits(buffer, touched, n, in_order, deleted, has_deleted, heap_scores, heap_docs):
+    """The best live hits among documents ``range(n)`` (``in_order``) or ``touched[:n]`` into the heap; clears
+    their scores and returns the heap's size."""
     k = heap_scores.shape[0]
     size = 0
-    # documents come in order, so a tie never displaces a kept hit: compare with the k-th score only
-    threshold = np.float32(0.0)
-    for d in range(n_docs):
+    threshold = np.float32(0.0)  # the k-th score once the heap is full: most documents fail this test
+    for j in range(n):
+        d = j if in_order else touched[j]
         s = buffer[d]
         buffer[d] = 0.0
-        if s > threshold and not (has_deleted and deleted[d]):
+        # in document order a tie never displaces a kept hit, so only a higher score is offered
+        if (s > threshold or (s == threshold and not in_order)) and s > 0.0 and not (has_deleted and deleted[d]):
             size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
             if size == k:
                 threshold = heap_scores[0]
@@ -276,7 +297,7 @@ def _finish_dense(weights, rows, order, first, indptr, docs, values, binary, del
 @numba.njit(**NUMBA_OPTIONS)
 def _write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
     """The heap's hits best first into one output row, ``-inf``/``-1`` padded."""
-    _sort_best_first(heap_scores, heap_docs, size)
+    _heap_sort_best_first(heap_scores, heap_docs, size)
     for r in range(out_scores.shape[0]):
         if r < size:
             out_scores[r] = heap_scores[r]
@@ -431,15 +452,7 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                     n_hits = _keep_contenders(buffer, touched, n_hits, deleted, False, remaining_bound, theta)
                     raise_at = 0.5 * remaining_bound
         work += n_hits
-        threshold = np.float32(0.0)  # the k-th score once the heap is full: most hits fail this test
-        for j in range(n_hits):
-            d = touched[j]
-            s = buffer[d]
-            buffer[d] = 0.0
-            if s > 0.0 and s >= threshold and not (has_deleted and deleted[d]):
-                size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
-                if size == k:
-                    threshold = heap_scores[0]
+        size = _collect_hits(buffer, touched, n_hits, False, deleted, has_deleted, heap_scores, heap_docs)
         visited[q] = work
         _write_hits(heap_scores, heap_docs, size, out_scores[q], out_docs[q])
 
