@@ -16,7 +16,9 @@ queries whose system order rotates, so load changes hit all of them alike (``cor
 - ``if_all``: the same keeping every query token (``min_idf=0``, the paper's query side as written);
 - ``if_min<M>``: the same with a higher threshold, for each ``--also-min-idf`` M (default 3: the
   latency/quality trade-off of query-side pruning, measured beside the others);
-- ``if2``: ``if`` with two-phase search (``--prune-ratio``, ``--expansion``).
+- ``if2``: ``if`` with two-phase search (``--prune-ratio``, ``--expansion``), which searches a query exactly
+  where deferring its light tokens would spare fewer postings than the window costs;
+- ``if2_always``: the same without that fallback (every query in two phases).
 
 SciFact documents are encoded by the model (once: both indexes come from the same vectors). For the
 synthetic Zipf corpus, encoding every document
@@ -122,7 +124,9 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
                  "if_all": InferenceFreeRetriever.open(if_path, min_idf=0.0),
                  **{f"if_min{m:g}": InferenceFreeRetriever.open(if_path, min_idf=m) for m in args.also_min_idf},
                  "if2": InferenceFreeRetriever.open(if_path, two_phase=f"{args.prune_ratio},{args.expansion}",
-                                                    min_idf=args.min_idf)}
+                                                    min_idf=args.min_idf),
+                 "if2_always": InferenceFreeRetriever.open(
+                     if_path, two_phase=f"{args.prune_ratio},{args.expansion},always", min_idf=args.min_idf)}
     result["if_avg_nnz_per_doc"] = round(searchers["if"].index.average_postings_per_document(), 1)
     result["if_unpruned_avg_nnz_per_doc"] = round(searchers["if_unpruned"].index.average_postings_per_document(), 1)
     times = timed_rounds({label: partial(searcher.search, k=args.k) for label, searcher in searchers.items()},

@@ -59,7 +59,7 @@ RerankDepthOpt = typer.Option(None, help="sidr-beta-rerank: documents re-ranked 
 RerankModelOpt = typer.Option(None, help="sidr-beta-rerank: second-stage encoder (default: the SiDR document encoder; e.g. minilm).")
 CacheOpt = typer.Option(None, help="sidr-beta-rerank: embedding cache directory (default: inside the index).")
 MinIdfOpt = typer.Option(None, "--min-idf", help="idf/inference-free: drop query tokens with a lower IDF (query-side stopwords; default 1.0, 0 keeps all).")
-TwoPhaseOpt = typer.Option(None, "--two-phase", help="Two-phase search for idf/inference-free: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'.")
+TwoPhaseOpt = typer.Option(None, "--two-phase", help="Two-phase search for idf/inference-free: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'; queries it cannot speed up are searched exactly unless ',always' follows.")
 
 
 def _options(*, idf=None, batch_size=None, quantize=False, **given) -> dict:

@@ -203,14 +203,14 @@ def test_two_phase_equals_exhaustive_when_nothing_is_pruned(impact_index):
 def test_two_phase_approximates_exhaustive_search(impact_index):
     index, queries = impact_index
     exact = index.search(queries, k=10)
-    two = index.search(queries, k=10, two_phase=TwoPhase(prune_ratio=0.4, expansion=5.0))
+    two = index.search(queries, k=10, two_phase=TwoPhase(prune_ratio=0.4, expansion=5.0, adaptive=False))
     overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact.ids, two.ids)])
     assert overlap >= 0.8
     exact_scores = {(qi, d): s for qi, (ids, ss) in enumerate(zip(exact.ids, exact.scores)) for d, s in zip(ids, ss)}
     for qi, (ids, ss) in enumerate(zip(two.ids, two.scores)):  # rescored candidates carry their full score
         assert all(abs(exact_scores[(qi, d)] - s) < 1e-4 for d, s in zip(ids, ss) if (qi, d) in exact_scores)
         assert ss == sorted(ss, reverse=True)
-    many = index.search(queries, k=10, two_phase=TwoPhase(0.4, 5.0), n_threads=2)
+    many = index.search(queries, k=10, two_phase=TwoPhase(0.4, 5.0, adaptive=False), n_threads=2)
     assert many.ids == two.ids
 
 
@@ -221,7 +221,7 @@ def test_two_phase_rescoring_reads_short_lists_whole_and_searches_long_ones(impa
     exact = index.search(queries, k=400)
     full = [dict(zip(ids, scores)) for ids, scores in zip(exact.ids, exact.scores)]
     for k, expansion in ((1, 1.0), (20, 5.0)):
-        two = index.search(queries, k=k, two_phase=TwoPhase(prune_ratio=0.4, expansion=expansion))
+        two = index.search(queries, k=k, two_phase=TwoPhase(prune_ratio=0.4, expansion=expansion, adaptive=False))
         for q, (ids, scores) in enumerate(zip(two.ids, two.scores)):
             assert ids and all(abs(full[q][d] - s) < 1e-4 for d, s in zip(ids, scores))
         assert all(v > 0 for v in two.postings_visited)
@@ -244,7 +244,7 @@ def test_two_phase_follows_segments_and_deletions(tmp_path):
     exact = index.search(queries, k=20)
     unpruned = index.search(queries, k=20, two_phase=TwoPhase(prune_ratio=0.0, expansion=5.0))
     assert unpruned.ids == exact.ids
-    pruned = index.search(queries, k=20, two_phase=TwoPhase(prune_ratio=0.5, expansion=5.0))
+    pruned = index.search(queries, k=20, two_phase=TwoPhase(prune_ratio=0.5, expansion=5.0, adaptive=False))
     for hits in pruned.ids:
         assert "d3" not in hits and "d55" not in hits
     assert any(i.startswith("d5") and len(i) == 3 for hits in pruned.ids for i in hits)  # the added segment
@@ -253,11 +253,38 @@ def test_two_phase_follows_segments_and_deletions(tmp_path):
     assert all(abs(expected[d] - s) < 1e-5 for d, s in zip(pruned.ids[0], pruned.scores[0]))
 
 
+def test_two_phase_searches_exactly_where_deferring_spares_less_than_the_window_costs(impact_index, tmp_path):
+    """On a small index deferring the light terms spares a few hundred postings, less than the window's extra
+    candidates cost: the adaptive rule searches exactly (same hits, same postings as exhaustive search).
+    Where a light term's list is long, the rule keeps two-phase search (a tenth of the postings read)."""
+    index, queries = impact_index
+    exact = index.search(queries, k=10)
+    adaptive = index.search(queries, k=10, two_phase=TwoPhase(0.4, 1.5))
+    assert adaptive.ids == exact.ids and adaptive.postings_visited == exact.postings_visited
+    forced = index.search(queries, k=10, two_phase=TwoPhase(0.4, 1.5, adaptive=False))
+    spared = np.array(exact.postings_visited) - np.array(forced.postings_visited)
+    assert (spared > 0).all() and (spared < 250 * 5).all()  # fewer postings than 5 more candidates cost
+
+    rng = np.random.default_rng(5)
+    n, vocab = 6000, 40
+    dense = (rng.random((n, vocab)) < 0.01) * (1.0 + rng.random((n, vocab))).astype(np.float32)
+    dense[:, 0] = 0.1 + 0.1 * rng.random(n)  # in every document: a long list with a light weight
+    big = InvertedIndex.build(tmp_path / "big", "impact", [SparseVectors.from_dense(dense).to_postings(
+        [f"d{i}" for i in range(n)])], vocab_size=vocab, analyzer={"type": "test"}, store_texts=False)
+    long_query = [SparseQuery(np.array([0, 7, 9], np.int32), np.array([0.5, 3.0, 2.0], np.float32))]
+    full = big.search(long_query, k=2)
+    two = big.search(long_query, k=2, two_phase=TwoPhase(0.4, 2.0))
+    assert two.postings_visited[0] < full.postings_visited[0] / 10
+    assert two.postings_visited == big.search(long_query, k=2, two_phase=TwoPhase(0.4, 2.0, adaptive=False)).postings_visited
+
+
 def test_two_phase_options_are_checked():
     assert TwoPhase.parse("off") is None and TwoPhase.parse(None) is None
     assert TwoPhase.parse("on") == TwoPhase()
     assert TwoPhase.parse("0.3,4") == TwoPhase(0.3, 4.0)
-    for bad in ("2", "-0.1", "0.4,0.5", "x", "0.1,2,3"):
+    assert TwoPhase.parse("0.3,4,always") == TwoPhase(0.3, 4.0, adaptive=False)
+    assert TwoPhase.parse("always") == TwoPhase(adaptive=False) and TwoPhase.parse("on,always") == TwoPhase(adaptive=False)
+    for bad in ("2", "-0.1", "0.4,0.5", "x", "0.1,2,3", "0.1,2,3,always", "always,0.4"):
         with pytest.raises(SemiretError):
             TwoPhase.parse(bad)
 

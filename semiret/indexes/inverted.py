@@ -250,11 +250,14 @@ class TwoPhase:
     """Two-phase search (:mod:`semiret.indexes.two_phase`): phase one searches with the query terms whose weight
     is at least ``prune_ratio`` x the query's largest, keeping ``expansion`` x k candidates (at most
     ``max_window``); phase two adds the other terms' contributions to those candidates only.
-    ``prune_ratio=0`` keeps every term in phase one: the result equals the exhaustive search."""
+    ``prune_ratio=0`` keeps every term in phase one: the result equals the exhaustive search. ``adaptive``
+    searches a query exactly where deferring its light terms would spare fewer postings than the window costs
+    (on a small index, nearly always: exact search is cheaper there)."""
 
     prune_ratio: float = 0.4
     expansion: float = 5.0
     max_window: int = 10000
+    adaptive: bool = True
 
     def __post_init__(self):
         if not (0.0 <= self.prune_ratio <= 1.0) or not math.isfinite(self.prune_ratio):
@@ -269,21 +272,27 @@ class TwoPhase:
 
     @classmethod
     def parse(cls, spec: "str | TwoPhase | None") -> "TwoPhase | None":
-        """``None``/``"off"`` -> None; ``"on"`` -> defaults; ``"0.4"`` or ``"0.4,5"`` -> (prune_ratio[, expansion])."""
+        """``None``/``"off"`` -> None; ``"on"`` -> defaults; ``"0.4"`` or ``"0.4,5"`` -> (prune_ratio[, expansion]);
+        a trailing ``",always"`` (or ``"always"`` alone) turns ``adaptive`` off."""
         if spec is None or isinstance(spec, cls):
             return spec
         text = str(spec).strip().lower()
         if text in ("", "off", "false", "no", "none"):
             return None
-        if text in ("on", "true", "yes", "default"):
-            return cls()
+        parts = [x.strip() for x in text.split(",")]
+        adaptive = parts[-1] != "always"
+        if not adaptive:
+            parts = parts[:-1] or ["on"]
+        if parts == ["on"] or parts[0] in ("true", "yes", "default"):
+            return cls(adaptive=adaptive)
         try:
-            parts = [float(x) for x in text.split(",")]
+            numbers = [float(x) for x in parts]
         except ValueError:
-            raise SemiretError(f"two-phase: expected 'on', 'off', 'RATIO' or 'RATIO,EXPANSION', got {spec!r}") from None
-        if len(parts) > 2:
-            raise SemiretError(f"two-phase: expected at most RATIO,EXPANSION, got {spec!r}")
-        return cls(*parts)
+            raise SemiretError(f"two-phase: expected 'on', 'off', 'RATIO' or 'RATIO,EXPANSION' (',always' to "
+                               f"never fall back to exact search), got {spec!r}") from None
+        if len(numbers) > 2:
+            raise SemiretError(f"two-phase: expected at most RATIO,EXPANSION[,always], got {spec!r}")
+        return cls(*numbers, adaptive=adaptive)
 
 
 @dataclass
@@ -439,7 +448,8 @@ class InvertedIndex:
             else:
                 window = min(two_phase.window(k), segment.n_docs) or 1
                 kk = min(k, window)
-                kernel, args = two_phase_search, (*arrays, window, np.float32(two_phase.prune_ratio))
+                kernel, args = two_phase_search, (*arrays, window, np.float32(two_phase.prune_ratio),
+                                                  two_phase.adaptive)
             scores = np.empty((n_queries, kk), np.float32)
             docs = np.empty((n_queries, kk), np.int32)
             seg_visited = np.empty(n_queries, np.int64)
