@@ -248,6 +248,18 @@ def _tokenizer_source(encoder) -> str:
     return str(model_directory(encoder.name)) if not Path(encoder.name).is_dir() else encoder.name
 
 
+def idf_corpus(idf: str, data: str) -> str | None:
+    """The collection whose documents an IDF option is computed from: ``corpus`` -> ``data``,
+    ``corpus:<name or folder>`` -> that collection (say, an unlabelled target corpus); None for tables."""
+    if idf == "corpus":
+        return data
+    if idf.startswith("corpus:"):
+        from semiret.data.paths import dataset
+
+        return str(dataset(idf.removeprefix("corpus:")))
+    return None
+
+
 def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[np.ndarray, str]:
     """(weights over ``base``'s vocabulary, description) for an IDF option; errors before any model loads."""
     from semiret.models.registry import model_directory
@@ -261,10 +273,10 @@ def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[n
         if not np.isfinite(idf).all() or (idf < 0).any():
             raise SemiretError("IDF weights must be finite and non-negative")
         return idf.astype(np.float32), "array"
-    if idf == "corpus":
+    if idf_corpus(str(idf), "") is not None:
         if not documents:
             raise SemiretError("corpus IDF needs the corpus documents")
-        return corpus_idf(documents, vocabulary), "corpus"
+        return corpus_idf(documents, vocabulary), str(idf)
     path = resolve_idf(str(idf))
     return load_token_weights(path, vocabulary), str(idf)
 
@@ -293,6 +305,9 @@ class InferenceFreeTrainingConfig:
     pretrain_flops_weight: float = 1e-7
     pretrain_learning_rate: float = 1e-4
     pretrain_max_length: int = 128
+    pretrain_in_batch_negatives: bool = False
+    """Score each pre-training query against every document of its batch (the paper's pre-training: 48
+    queries x 384 documents), not only its own candidates; the teachers score the same pairs."""
     finetune_epochs: int = 8
     finetune_scale: float = 30.0
     finetune_flops_weight: float = 0.002
@@ -300,6 +315,7 @@ class InferenceFreeTrainingConfig:
     and costs quality (docs/results.md), so the default is ten times lower."""
     finetune_learning_rate: float = 2e-4
     finetune_max_length: int = 256
+    finetune_in_batch_negatives: bool = False
     flops_warmup_fraction: float = 0.3
     batch_size: int = 32
     candidates: int = 8
@@ -429,6 +445,7 @@ def _run_stage(model, stages: list[StageData], config, stage: str, output: Path,
     flops_weight = config.pretrain_flops_weight if pre else config.finetune_flops_weight
     max_length = config.pretrain_max_length if pre else config.finetune_max_length
     epochs = config.pretrain_epochs if pre else config.finetune_epochs
+    in_batch = config.pretrain_in_batch_negatives if pre else config.finetune_in_batch_negatives
     per_epoch = config.pretrain_queries_per_epoch if pre else None
     model.encoder.inputs.max_length = max_length
 
@@ -466,9 +483,13 @@ def _run_stage(model, stages: list[StageData], config, stage: str, output: Path,
         columns = torch.from_numpy(np.concatenate([in_queries, sampled]))
         d = model.document_vectors(ids, mask, columns)
         q = model.query_vectors(tokens, config.idf_aware)[:, columns]
-        student = grouped_scores(q, d)
+        if in_batch:  # every query against every document of the batch [N, N * C]
+            student = q @ d.T
+            scored = np.broadcast_to(candidates.ravel(), (len(rows), candidates.size))
+        else:
+            student, scored = grouped_scores(q, d), candidates
         query_ids = [data.examples[i].query_id for i in rows]
-        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, candidates)) for t in data.teachers],
+        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, scored)) for t in data.teachers],
                                           scale, normalize=config.normalize_teachers)
         student_scale = fitted_student_scale(student, teacher) if config.fit_student_scale else 1.0
         rank = kl_distillation(student_scale * student, teacher)
@@ -478,7 +499,8 @@ def _run_stage(model, stages: list[StageData], config, stage: str, output: Path,
         per_token = d.abs().mean(dim=0).pow(2)
         flops = per_token[:k].sum() + rate * per_token[k:].sum()
         nnz = ((d[:, :k] > 0).sum(dim=1).float() + rate * (d[:, k:] > 0).sum(dim=1).float()).mean().item()
-        return rank + lam * flops, {"kl": rank.item(), "flops": flops.item(), "nnz": nnz, "scale": student_scale}
+        return rank + lam * flops, {"kl": rank.item(), "flops": flops.item(), "nnz": nnz, "scale": student_scale,
+                                    "scored": student.shape[1]}
 
     trainer_config = TrainingConfig(epochs=epochs, batch_size=config.batch_size,
                                     learning_rate=config.pretrain_learning_rate if pre else config.finetune_learning_rate,
@@ -501,7 +523,8 @@ def _run_stage(model, stages: list[StageData], config, stage: str, output: Path,
             "loss_per_epoch": [round(h.mean_loss, 4) for h in history],
             "final_kl": round(float(np.mean([f["kl"] for f in last])), 4) if last else None,
             "final_nnz": round(float(np.mean([f["nnz"] for f in last])), 1) if last else None,
-            "final_student_scale": round(float(np.mean([f["scale"] for f in last])), 4) if last else None}
+            "final_student_scale": round(float(np.mean([f["scale"] for f in last])), 4) if last else None,
+            "documents_per_query": max((f["scored"] for f in figures), default=None)}
 
 
 def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = True) -> dict:
@@ -520,7 +543,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     # everything that can be wrong with the inputs fails here, before teachers or the student run
     collection = Collection(config.data)
     training_set = TrainingSet.from_collection(collection, config.split) if config.finetune_epochs else None
-    idf_documents = _documents(config.data) if config.idf == "corpus" else None
+    source_corpus = idf_corpus(config.idf, config.data)
+    idf_documents = _documents(source_corpus) if source_corpus else None
     weights, source = load_idf(config.idf, config.base, idf_documents)
     cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
     teachers = [make_teacher(kind, model, length) for kind, model, length in teacher_specs]

@@ -18,11 +18,13 @@ from semiret.indexes.sparsity import sparsity_report
 from semiret.inference_free import InferenceFreeModel, InferenceFreeTrainingConfig, load_idf, train_inference_free
 from semiret.models.pooled_projection import thresholded_max_pooled_projection
 from semiret.models.pooling import log_saturation, masked_max
+from semiret.models.registry import model_directory
 from semiret.models.sparse import SparseVectors
 from semiret.training.losses import (
     ensemble_teacher_scores, fitted_student_scale, grouped_scores, kl_distillation, minmax_normalize,
 )
 from semiret.training.pseudo_queries import generate_pseudo_queries, independent_crop, inverse_cloze
+from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.training.teachers import BM25Teacher, TeacherScores, parse_teachers
 from tests.conftest import MSMARCO_IDF, write_beir
 from tests.model_fixtures import tiny_bert  # noqa: F401  (fixture)
@@ -170,6 +172,28 @@ def test_training_rejects_bad_inputs_before_loading_models(tmp_path, monkeypatch
     with pytest.raises(SemiretError, match="non-negative"):
         train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"), idf=str(bad),
                                                          teachers="bm25"))
+    with pytest.raises(SemiretError, match="no dataset 'no-such-corpus'"):
+        train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"),
+                                                         idf="corpus:no-such-corpus", teachers="bm25"))
+
+
+def test_idf_of_another_corpus_than_the_fine_tuning_one(tmp_path):
+    """``corpus:<collection>`` weights query tokens by an unlabelled target corpus's IDF."""
+    from semiret.inference_free import idf_corpus
+
+    source = write_beir(tmp_path / "source", split="train")
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": str(i), "text": text}) for i, text in
+                                                   enumerate(["cat cat dog", "cat fish", "cat bird"])))
+    assert idf_corpus("corpus", str(source)) == str(source)
+    assert idf_corpus(f"corpus:{target}", str(source)) == str(target)
+    assert idf_corpus("msmarco", str(source)) is None
+    weights, description = load_idf(f"corpus:{target}", "splade-tiny", list(Collection(target).corpus()))
+    assert description == f"corpus:{target}"
+    ids = WordPieceVocabulary(str(model_directory("splade-tiny"))).token_ids()
+    assert weights[ids["cat"]] < weights[ids["dog"]]  # cat is in every target document, dog in one
+    assert weights[ids["fish"]] == weights[ids["dog"]]
 
 
 # ------------------------------------------------------------------ two-phase search
@@ -413,6 +437,18 @@ def test_the_retriever_applies_the_threshold_recorded_with_a_model(tiny_run, tmp
     reopened = InferenceFreeRetriever.open(tmp_path / "pruned")
     reopened.add([Document("new", docs[0].text, docs[0].title)])
     assert np.asarray(reopened.index.segments[-1].values).min() >= threshold
+
+
+def test_in_batch_negatives_score_every_query_against_the_whole_batch(tiny_run, tmp_path):
+    """The paper's pre-training scores each query against all documents of its batch; the teachers score
+    the same pairs (otherwise the KL would compare different lists)."""
+    _, _, config, summary = tiny_run
+    assert [s["documents_per_query"] for s in summary["stages"]] == [config.candidates] * 2
+    in_batch = train_inference_free(InferenceFreeTrainingConfig(**{
+        **asdict(config), "output": str(tmp_path / "run"), "pretrain_in_batch_negatives": True,
+        "finetune_in_batch_negatives": True, "choose_document_threshold": False}))
+    assert [s["documents_per_query"] for s in in_batch["stages"]] == [config.batch_size * config.candidates] * 2
+    assert all(np.isfinite(s["final_kl"]) for s in in_batch["stages"])
 
 
 def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F811
