@@ -36,15 +36,23 @@ def threshold_sweep(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: S
     rows = []
     for threshold in (None, *sorted(thresholds)):
         pruned = vectors if threshold is None else vectors.prune(threshold=threshold)
-        with tempfile.TemporaryDirectory(prefix="semiret-prune-") as scratch:
-            index = InvertedIndex.build(Path(scratch) / "index", "impact", [pruned.to_postings(list(doc_ids))],
-                                        vocab_size=vectors.dim, analyzer={"type": "vectors"}, store_texts=False)
-            hits = index.search(queries, k=depth)
-        figures = score_run(hits.as_run(list(query_ids)), qrels, parse_measures(list(measures)))
-        rows.append({"threshold": threshold, **{m: round(figures[m], 4) for m in measures},
-                     "avg_nnz_per_doc": round(float(pruned.nnz().mean()), 1),
-                     "postings_per_query": round(float(np.mean(hits.postings_visited)), 1)})
+        figures, postings = search_vectors(pruned, doc_ids, query_ids, queries, qrels, measures, depth)
+        rows.append({"threshold": threshold, **figures, "avg_nnz_per_doc": round(float(pruned.nnz().mean()), 1),
+                     "postings_per_query": postings})
     return rows
+
+
+def search_vectors(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: Sequence[str],
+                   queries: Sequence[SparseQuery], qrels: dict, measures: Sequence[str] = (THRESHOLD_MEASURE,),
+                   depth: int = 100) -> tuple[dict, float]:
+    """(measures rounded to 4 places, postings read per query) of an exact search of ``queries`` over
+    document ``vectors`` in a throwaway impact index."""
+    with tempfile.TemporaryDirectory(prefix="semiret-vectors-") as scratch:
+        index = InvertedIndex.build(Path(scratch) / "index", "impact", [vectors.to_postings(list(doc_ids))],
+                                    vocab_size=vectors.dim, analyzer={"type": "vectors"}, store_texts=False)
+        hits = index.search(queries, k=depth)
+    figures = score_run(hits.as_run(list(query_ids)), qrels, parse_measures(list(measures)))
+    return {m: round(figures[m], 4) for m in measures}, round(float(np.mean(hits.postings_visited)), 1)
 
 
 def largest_safe_threshold(rows: list[dict], measure: str = THRESHOLD_MEASURE,
