@@ -208,6 +208,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      depth: int = typer.Option(100, help="Documents retrieved per query."),
                      measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
                      run: Optional[Path] = typer.Option(None, help="Write the TREC run here."),
+                     baseline: Optional[Path] = typer.Option(None, help="A TREC run (e.g. BM25's --run) to compare with query by query: difference and paired t-test per measure."),
                      threads: int = typer.Option(1, help="Threads for the batch search."),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      k1: Optional[float] = K1Opt, b: Optional[float] = BOpt, tokenizer: Optional[str] = TokenizerOpt,
@@ -225,7 +226,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     from semiret.evaluation.evaluate import evaluate
 
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
-                       run_path=run, rebuild=rebuild, n_threads=threads,
+                       run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline,
                        **_options(k1=k1, b=b, tokenizer=tokenizer, max_length=max_length, idf=idf, model=model,
                                   batch_size=batch_size, top_k=top_k, threshold=threshold, quantize=quantize,
                                   ann=ann, precision=precision, nprobe=nprobe, ef_search=ef_search,
@@ -239,8 +240,11 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():
-        if key not in ("retriever", "dataset", "split", "queries") and value is not None:
+        if key not in ("retriever", "dataset", "split", "queries", "vs_baseline") and value is not None:
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    for name, versus in (figures["vs_baseline"] or {}).items():
+        table.add_row(f"{name} vs baseline", f"{versus['delta']:+.4f} (p={versus['p_value']:.3g}; "
+                                             f"{versus['better']} better, {versus['worse']} worse)")
     Console().print(table)
 
 

@@ -103,6 +103,16 @@ def test_eval_json_is_one_object(beir_dir, tmp_path):
     assert (tmp_path / "run.trec").is_file()
 
 
+def test_eval_compares_with_a_baseline_run(beir_dir, tmp_path):
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    figures = json.loads(invoke("eval", "--data", beir_dir, "-r", "bot", "--json",
+                                "--baseline", tmp_path / "bm25.trec").stdout)
+    assert figures["baseline_run"] == str(tmp_path / "bm25.trec")
+    assert set(figures["vs_baseline"]) == {"nDCG@10", "R@100", "MRR@10"}
+    table = invoke("eval", "--data", beir_dir, "-r", "bot", "--baseline", tmp_path / "bm25.trec").stdout
+    assert "nDCG@10 vs baseline" in table and "p=" in table
+
+
 def test_eval_table_and_measures(beir_dir):
     result = invoke("eval", "--data", beir_dir, "-r", "idf", "--measure", "P@1", "--measure", "MRR@10")
     assert "P@1" in result.stdout and "MRR@10" in result.stdout and "nDCG@10" not in result.stdout

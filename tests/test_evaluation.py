@@ -11,6 +11,7 @@ import pytrec_eval
 from semiret.data import read_trec_run
 from semiret.evaluation import DEFAULT_MEASURES, evaluate, parse_measures, score_run
 from semiret.evaluation.metrics import per_query
+from semiret.evaluation.significance import compare_runs
 from semiret.errors import DataFormatError, SemiretError
 
 from conftest import TINY_QRELS, write_beir
@@ -105,6 +106,35 @@ def test_per_query_values():
     assert values["q1"] == pytest.approx(reference["q1"]["ndcg_cut_10"])
 
 
+def test_compare_runs_against_scipy_and_counts():
+    from scipy import stats
+
+    run, qrels = random_run_and_qrels(7)
+    baseline, _ = random_run_and_qrels(8)  # same queries, other rankings
+    result = compare_runs(run, baseline, qrels)
+    assert set(result) == {"nDCG@10", "R@100", "MRR@10"}
+    ours = per_query(run, qrels, DEFAULT_MEASURES["nDCG@10"])
+    theirs = per_query(baseline, qrels, DEFAULT_MEASURES["nDCG@10"])
+    figures = result["nDCG@10"]
+    assert figures["baseline"] == pytest.approx(score_run(baseline, qrels)["nDCG@10"], abs=1e-6)
+    assert figures["delta"] == pytest.approx(score_run(run, qrels)["nDCG@10"] - figures["baseline"], abs=1e-6)
+    expected = stats.ttest_rel([ours[q] for q in qrels], [theirs[q] for q in qrels]).pvalue
+    assert figures["p_value"] == pytest.approx(expected, abs=1e-6)
+    assert figures["better"] == sum(ours[q] > theirs[q] for q in qrels)
+    assert figures["better"] + figures["worse"] + figures["same"] == len(qrels)
+
+
+def test_compare_runs_identical_and_clearly_better():
+    run, qrels = random_run_and_qrels(9)
+    same = compare_runs(run, run, qrels)["nDCG@10"]
+    assert same["delta"] == 0 and same["p_value"] == 1.0 and not same["significant"] and same["same"] == len(qrels)
+    perfect = {q: {d: float(g) for d, g in judged.items()} for q, judged in qrels.items()}  # ideal ranking
+    better = compare_runs(perfect, run, qrels)["nDCG@10"]
+    assert better["delta"] > 0 and better["significant"] and better["worse"] == 0
+    with pytest.raises(SemiretError, match="none of the judged queries"):
+        compare_runs(run, {"other": {"D1": 1.0}}, qrels)
+
+
 # ---------------------------------------------------------------------------- the evaluation runner
 def test_evaluate_on_a_tiny_collection(beir_dir, tmp_path):
     run_path = tmp_path / "runs" / "bm25.trec"
@@ -121,6 +151,20 @@ def test_evaluate_on_a_tiny_collection(beir_dir, tmp_path):
     assert again["index_build_s"] is None and again["nDCG@10"] == figures["nDCG@10"]
     rebuilt = evaluate(beir_dir, "bm25", index=tmp_path / "idx", rebuild=True, k1=0.9)
     assert rebuilt["index_build_s"] > 0
+
+
+def test_evaluate_against_a_baseline_run(beir_dir, tmp_path):
+    bm25 = evaluate(beir_dir, "bm25", run_path=tmp_path / "bm25.trec")
+    assert bm25["baseline_run"] is None and bm25["vs_baseline"] is None
+    bot = evaluate(beir_dir, "bot", baseline=tmp_path / "bm25.trec")
+    versus = bot["vs_baseline"]["nDCG@10"]
+    assert versus["baseline"] == pytest.approx(bm25["nDCG@10"], abs=1e-6)
+    assert versus["delta"] == pytest.approx(bot["nDCG@10"] - bm25["nDCG@10"], abs=1e-6)
+    assert versus["better"] + versus["worse"] + versus["same"] == 3
+    (tmp_path / "other.trec").write_text("elsewhere Q0 d1 1 1.0 x\n")
+    with pytest.raises(SemiretError, match="none of the judged queries"):
+        evaluate(beir_dir, "bm25", baseline=tmp_path / "other.trec", index=tmp_path / "never")
+    assert not (tmp_path / "never").exists()  # checked before any index is built
 
 
 def test_evaluate_without_an_index_leaves_nothing(beir_dir, tmp_path, monkeypatch):

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from semiret.data.collection import Collection
-from semiret.data.trec import write_trec_run
+from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.evaluation.metrics import parse_measures, score_run
+from semiret.evaluation.significance import check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE
 from semiret.search.retrievers import open_retriever, retriever_class
 
@@ -27,14 +28,20 @@ COST_FIGURES = ("rerank_pairs", "distinct_candidates", "distinct_candidates_frac
 
 def evaluate(data: str | Path, retriever: str, split: str = "test", index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
-             rebuild: bool = False, n_threads: int = 1, **options) -> dict:
+             rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
+    ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
+    query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``.
     """
     collection = Collection(data)
     qrels = collection.qrels(split)
     queries = collection.queries(split)
+    measure_objects = parse_measures(measures)
+    baseline_run = read_trec_run(baseline) if baseline is not None else None
+    if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
+        check_baseline(baseline_run, qrels)
     cls = retriever_class(retriever)
     scratch = None
     if index is None:
@@ -70,7 +77,7 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
 
         figures = {
             "retriever": retriever, "dataset": collection.name, "split": split, "queries": len(query_ids),
-            **score_run(run, qrels, parse_measures(measures)),
+            **score_run(run, qrels, measure_objects),
             "index_build_s": round(build_seconds, 3) if build_seconds is not None else None,
             "index_size_mb": round(searcher.index.size_on_disk() / 2**20, 3),
             "documents": searcher.index.n_docs,
@@ -81,6 +88,8 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         # one key set for every retriever (the ``--json`` contract); null where a figure does not apply
         figures.update({key: costs.get(key) for key in COST_FIGURES})
         figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
+        figures["baseline_run"] = str(baseline) if baseline is not None else None
+        figures["vs_baseline"] = compare_runs(run, baseline_run, qrels, measure_objects) if baseline_run is not None else None
         return figures
     finally:
         if scratch is not None:
