@@ -153,6 +153,16 @@ def test_evaluate_on_a_tiny_collection(beir_dir, tmp_path):
     assert rebuilt["index_build_s"] > 0
 
 
+@pytest.mark.parametrize("retriever", ["bm25", "bot"])
+def test_evaluate_reports_sparsity_of_every_inverted_index(beir_dir, tmp_path, retriever):
+    from semiret.search.retrievers import open_retriever
+
+    figures = evaluate(beir_dir, retriever, index=tmp_path / "idx")
+    index = open_retriever(tmp_path / "idx", retriever).index
+    assert figures["avg_nnz_per_doc"] == pytest.approx(index.average_postings_per_document(), abs=0.01)
+    assert 0 < figures["flops"] <= figures["avg_query_terms"]  # each query term matches at most every document
+
+
 def test_evaluate_against_a_baseline_run(beir_dir, tmp_path):
     bm25 = evaluate(beir_dir, "bm25", run_path=tmp_path / "bm25.trec")
     assert bm25["baseline_run"] is None and bm25["vs_baseline"] is None

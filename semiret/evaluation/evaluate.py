@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 LATENCY_QUERIES = 200
 """Queries timed one at a time for the latency figures (enough for a stable median)."""
 SPARSITY_FIGURES = ("avg_nnz_per_doc", "flops", "avg_query_terms")
-"""Learned sparse (impact) indexes only: expansion rate and FLOPS (:mod:`semiret.indexes.sparsity`)."""
+"""Every inverted index (BM25, bag-of-tokens, learned sparse): expansion rate and FLOPS
+(:mod:`semiret.indexes.sparsity`), so that a learned model's cost reads against BM25's; null for dense."""
 COST_FIGURES = ("rerank_pairs", "distinct_candidates", "distinct_candidates_fraction", "documents_embedded",
                 "queries_embedded")
 """Late-parametric re-ranking only: the embedding work of the run (SiDR Table 8)."""
@@ -97,11 +98,12 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
 
 
 def _sparsity(searcher, texts: list[str]) -> dict:
-    """Expansion rate and FLOPS (:mod:`semiret.indexes.sparsity`) for learned sparse (impact) indexes."""
+    """Expansion rate and FLOPS (:mod:`semiret.indexes.sparsity`) of any inverted index, with the queries as
+    its first stage searches them."""
     from semiret.indexes.inverted import InvertedIndex
     from semiret.indexes.sparsity import sparsity_report
 
-    if not isinstance(searcher.index, InvertedIndex) or searcher.index.kind != "impact":
+    if not isinstance(searcher.index, InvertedIndex):
         return {}
     report = sparsity_report(searcher.index, searcher.encode_queries(texts))
     return {k: report[k] for k in SPARSITY_FIGURES}
