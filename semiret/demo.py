@@ -86,13 +86,16 @@ def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
             figures["index_build_s"] = round(build_seconds, 3)
         rows.append({"system": label, **figures})
     columns = {QUALITY: QUALITY, "R@100": "R@100", "MRR@10": "MRR@10", "index_build_s": "build s",
-               "index_size_mb": "MB", LATENCY: "ms/query"}
-    table = Table(title=f"semiret demo: {root.name} test", caption="build s: (reused) = an index built above")
+               "index_size_mb": "MB", LATENCY: "ms/query", "flops": "FLOPS"}
+    table = Table(title=f"semiret demo: {root.name} test",
+                  caption="build s: (reused) = an index built above; FLOPS: posting multiply-adds per query-document "
+                          "pair (inverted indexes)")
     table.add_column("system", min_width=20)
     for header in columns.values():
         table.add_column(header, justify="right")
     for row in rows:
-        table.add_row(row["system"], *(_fmt(row[key]) for key in columns))
+        table.add_row(row["system"], *(_fmt(row[key], "(reused)" if key == "index_build_s" else "-")
+                                       for key in columns))
     console.print(table)
     (out / "results.json").write_text(json.dumps(rows, indent=2))
     plot = plot_quality_latency(rows, out / "quality_vs_latency.png", title=f"{root.name} test")
@@ -137,7 +140,7 @@ def plot_quality_latency(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
-def _fmt(value) -> str:
+def _fmt(value, missing: str) -> str:
     if value is None:
-        return "(reused)"
+        return missing
     return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -166,6 +166,7 @@ def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, mo
     assert rows[2]["index_build_s"] is None  # idf reuses the bag-of-tokens index built for bot
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved == rows and all(0 <= r["nDCG@10"] <= 1 for r in saved)
+    assert all(r["flops"] > 0 for r in saved)  # the table's FLOPS column, for every inverted index
     assert (tmp_path / "out" / "quality_vs_latency.png").stat().st_size > 1000
 
 
