@@ -32,17 +32,6 @@ from semiret.text.wordpiece import WordPieceVocabulary
 MEASURES = ("nDCG@10", "R@100")
 
 
-def to_csr(vectors: SparseVectors) -> sp.csr_matrix:
-    return sp.csr_matrix((vectors.weights, vectors.terms, vectors.offsets), shape=(len(vectors), vectors.dim))
-
-
-def from_csr(matrix: sp.csr_matrix) -> SparseVectors:
-    matrix = matrix.tocsr()
-    matrix.sort_indices()
-    return SparseVectors(matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32),
-                         matrix.data.astype(np.float32), matrix.shape[1])
-
-
 def saturated_term_frequencies(texts: list[str], vocabulary, k1: float, b: float) -> sp.csr_matrix:
     """BM25's term-frequency factor of every WordPiece token of each text [docs, vocabulary]."""
     flat, offsets = vocabulary.encode_batch(texts)
@@ -70,7 +59,7 @@ def main() -> None:
     texts, doc_ids = [d.full_text for d in documents], [d.id for d in documents]
     queries, qrels = collection.queries(args.split), collection.qrels(args.split)
     vocabulary = WordPieceVocabulary(str(path))
-    learned = to_csr(load_encoder(str(path), "splade").encode_document(texts))
+    learned = load_encoder(str(path), "splade").encode_document(texts).to_csr()
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="semiret-idf-") as scratch:
@@ -80,7 +69,7 @@ def main() -> None:
             query_side = IDFRetriever(None, vocabulary, idf=table).encode_queries(list(queries.values()))
 
             def measure(matrix: sp.csr_matrix, **row) -> None:
-                figures, _ = search_vectors(from_csr(matrix), doc_ids, list(queries), query_side, qrels, MEASURES)
+                figures, _ = search_vectors(SparseVectors.from_csr(matrix), doc_ids, list(queries), query_side, qrels, MEASURES)
                 rows.append({"query_weights": name, **row, **figures})
 
             measure(learned, lexical=None)

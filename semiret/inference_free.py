@@ -248,16 +248,19 @@ def _tokenizer_source(encoder) -> str:
     return str(model_directory(encoder.name)) if not Path(encoder.name).is_dir() else encoder.name
 
 
+def is_corpus_idf(idf) -> bool:
+    """``corpus`` or ``corpus:<collection>``: IDF computed from a collection's documents, not read from a table."""
+    return str(idf) == "corpus" or str(idf).startswith("corpus:")
+
+
 def idf_corpus(idf: str, data: str) -> str | None:
     """The collection whose documents an IDF option is computed from: ``corpus`` -> ``data``,
     ``corpus:<name or folder>`` -> that collection (say, an unlabelled target corpus); None for tables."""
-    if idf == "corpus":
-        return data
-    if idf.startswith("corpus:"):
-        from semiret.data.paths import dataset
+    from semiret.data.paths import dataset
 
-        return str(dataset(idf.removeprefix("corpus:")))
-    return None
+    if not is_corpus_idf(idf):
+        return None
+    return data if idf == "corpus" else str(dataset(idf.removeprefix("corpus:")))
 
 
 def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[np.ndarray, str]:
@@ -273,7 +276,7 @@ def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[n
         if not np.isfinite(idf).all() or (idf < 0).any():
             raise SemiretError("IDF weights must be finite and non-negative")
         return idf.astype(np.float32), "array"
-    if idf_corpus(str(idf), "") is not None:
+    if is_corpus_idf(idf):
         if not documents:
             raise SemiretError("corpus IDF needs the corpus documents")
         return corpus_idf(documents, vocabulary), str(idf)

@@ -23,6 +23,18 @@ def test_rows_round_trip_and_sorting():
     assert unsorted.row(0)[0].tolist() == [1, 3] and unsorted.row(0)[1].tolist() == [3.0, 2.0]
 
 
+
+def test_csr_round_trip_and_arithmetic():
+    vectors = SparseVectors.from_dense(DENSE)
+    matrix = vectors.to_csr()
+    np.testing.assert_array_equal(matrix.toarray(), DENSE)
+    matrix.data[:] = 0  # the matrix shares nothing with the vectors
+    np.testing.assert_array_equal(vectors.to_dense(), DENSE)
+    doubled = SparseVectors.from_csr(vectors.to_csr() + vectors.to_csr())
+    np.testing.assert_array_equal(doubled.to_dense(), 2 * DENSE)
+    assert doubled.terms.dtype == np.int32 and doubled.offsets.dtype == np.int64 and doubled.dim == 5
+
+
 def test_prune_top_k_and_threshold():
     vectors = SparseVectors.from_dense(DENSE)
     top2 = vectors.prune(top_k=2).to_dense()

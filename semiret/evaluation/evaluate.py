@@ -90,7 +90,8 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         figures.update({key: costs.get(key) for key in COST_FIGURES})
         figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
         figures["baseline_run"] = str(baseline) if baseline is not None else None
-        figures["vs_baseline"] = compare_runs(run, baseline_run, qrels, measure_objects) if baseline_run is not None else None
+        figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects)
+                                  if baseline_run is not None else None)
         return figures
     finally:
         if scratch is not None:

@@ -58,6 +58,20 @@ class SparseVectors:
         np.cumsum(np.bincount(rows, minlength=len(matrix)), out=offsets[1:])
         return cls(offsets, terms.astype(np.int32), matrix[rows, terms], matrix.shape[1])
 
+    @classmethod
+    def from_csr(cls, matrix) -> "SparseVectors":
+        """The rows of a scipy sparse matrix (for arithmetic on whole batches, e.g. adding two weightings)."""
+        matrix = matrix.tocsr()
+        matrix.sort_indices()
+        return cls(matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data.astype(np.float32),
+                   matrix.shape[1])
+
+    def to_csr(self):
+        """A scipy CSR matrix [n, dim] sharing nothing with the vectors."""
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((self.weights.copy(), self.terms.copy(), self.offsets.copy()), shape=(len(self), self.dim))
+
     def to_dense(self) -> np.ndarray:
         out = np.zeros((len(self), self.dim), np.float32)
         out[np.repeat(np.arange(len(self)), self.nnz()), self.terms] = self.weights

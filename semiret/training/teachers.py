@@ -147,7 +147,7 @@ class SparseTeacher(Teacher):
         return self._encoder
 
     def _csr(self, vectors, excluded) -> sp.csr_matrix:
-        matrix = sp.csr_matrix((vectors.weights, vectors.terms, vectors.offsets), shape=(len(vectors), vectors.dim))
+        matrix = vectors.to_csr()
         if excluded is not None:  # the paper's sparse teacher zeroes special tokens on both sides
             matrix = matrix @ sp.diags((~excluded).astype(np.float32))
         matrix.eliminate_zeros()
