@@ -26,7 +26,7 @@ def main() -> None:
 
     from semiret import progress
     from semiret.models.dense import DenseEncoder
-    from semiret.models.registry import model_directory
+    from semiret.data.packaged import model_directory
 
     progress.set_enabled(False)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

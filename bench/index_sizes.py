@@ -52,8 +52,9 @@ def measure(index, queries, query_ids, qrels, search) -> dict:
 def main() -> None:
     from semiret import progress
     from semiret.data.collection import Collection
-    from semiret.indexes.dense import DenseIndex, Embeddings
-    from semiret.indexes.inverted import InvertedIndex, SparseQuery
+    from semiret.indexes.dense import DenseIndex
+    from semiret.indexes.inverted import InvertedIndex
+    from semiret.types import Embeddings, SparseQuery
     from semiret.indexes.statistics import flops
     from semiret.models.dense import DenseEncoder
     from semiret.models.splade import SpladeEncoder

@@ -50,9 +50,9 @@ PROXY_SIGMA = 0.1
 
 def encode_sample(model: str, texts: list[str]):
     from semiret.search.neural import load_configured_encoder, encoder_config
-    from semiret.inference_free import resolve_model
+    from semiret.models.checkpoints import resolve_inference_free
 
-    path = resolve_model(model)
+    path = resolve_inference_free(model)
     encoder = load_configured_encoder(encoder_config("splade", path, None))
     return encoder, encoder.encode_document(texts, show_progress=False), path
 
@@ -68,7 +68,7 @@ def prune_postings(postings, threshold: float):
 
 def tiled_postings(vectors, n_docs: int, seed: int = 0):
     """Document i gets sample row ``i mod S`` with weights times log-normal noise (see the module doc)."""
-    from semiret.indexes.inverted import Postings
+    from semiret.types import Postings
 
     s = len(vectors)
     nnz = vectors.nnz()
@@ -86,7 +86,7 @@ def tiled_postings(vectors, n_docs: int, seed: int = 0):
 
 def run_corpus(name, directory, split, workdir, args) -> dict:
     from semiret.indexes.inverted import InvertedIndex
-    from semiret.inference_free import model_document_threshold
+    from semiret.models.checkpoints import inference_free_document_threshold
     from semiret.search.neural import InferenceFreeRetriever, encoder_config
     from semiret.search.retrievers import BM25Retriever
 
@@ -111,7 +111,7 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
                                 f"with log-normal({PROXY_SIGMA}) weight noise")
         result["if_sample_avg_nnz"] = round(float(vectors.nnz().mean()), 1)
     result["if_encode_s"] = round(time.perf_counter() - start, 2)
-    threshold = model_document_threshold(path) if args.threshold is None else args.threshold
+    threshold = inference_free_document_threshold(path) if args.threshold is None else args.threshold
     result["if_threshold"] = threshold
     for target, kept in ((unpruned_path, None), (if_path, threshold or None)):
         analyzer = encoder_config("splade", path, encoder.max_length, top_k=None, threshold=kept)

@@ -32,7 +32,7 @@ def single_query_latencies_ms(index, queries, prune=None) -> list[float]:
 
 
 def heaviest(queries, n: int):
-    from semiret.indexes import SparseQuery
+    from semiret.types import SparseQuery
 
     out = []
     for query in queries:
@@ -44,7 +44,7 @@ def heaviest(queries, n: int):
 
 def run_corpus(name, directory, split, workdir, model: str, keep: bool) -> dict:
     from semiret.search.retrievers import BagOfTokensRetriever, BM25Retriever
-    from semiret.sidr import SiDRModel
+    from semiret.models.sidr import SiDRModel
 
     docs = load_documents(directory)
     texts = load_queries(directory, split)[:N_LATENCY_QUERIES]

@@ -18,7 +18,7 @@ import torch
 from semiret import progress
 from semiret.data.paths import dataset
 from semiret.evaluation.pruning import largest_safe_threshold
-from semiret.inference_free import document_threshold_sweep
+from semiret.methods.inference_free import document_threshold_sweep
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
 [--floor-weights 0.25 0.5 1 2]`` prints one JSON object.
 
 The collection's documents are encoded once and searched exactly and unpruned, their query tokens
-weighted by the model's own table and by the collection's IDF (:func:`semiret.inference_free.corpus_idf`:
+weighted by the model's own table and by the collection's IDF (:func:`semiret.text.token_weights.corpus_idf`:
 WordPiece tokens of the text, not of the expanded documents). Then each document's learned weights get a
 BM25-saturated frequency of its own WordPiece tokens added (``w * tf (k1 + 1) / (tf + k1 (1 - b + b
 len / avglen))``, one index, the same query side): how far does a lexical floor go where BM25 leads?
@@ -23,7 +23,8 @@ import scipy.sparse as sp
 from semiret.data.collection import Collection
 from semiret.data.paths import dataset
 from semiret.evaluation.pruning import search_vectors
-from semiret.inference_free import IDF_FILE, corpus_idf, resolve_model, token_weight_table
+from semiret.models.checkpoints import IDF_FILE, resolve_inference_free
+from semiret.text.token_weights import corpus_idf, weights_table
 from semiret.models.encoders import load_encoder
 from semiret.models.sparse import SparseVectors
 from semiret.search.retrievers import IDFRetriever
@@ -53,7 +54,7 @@ def main() -> None:
     parser.add_argument("--floor-weights", nargs="*", type=float, default=[0.25, 0.5, 1.0, 2.0])
     args = parser.parse_args()
 
-    path = Path(resolve_model(args.model))
+    path = Path(resolve_inference_free(args.model))
     collection = Collection(dataset(args.data))
     documents = list(collection.corpus())
     texts, doc_ids = [d.full_text for d in documents], [d.id for d in documents]
@@ -64,7 +65,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="semiret-idf-") as scratch:
         corpus_table = Path(scratch) / "corpus-idf.json"
-        corpus_table.write_text(json.dumps(token_weight_table(corpus_idf(documents, vocabulary), vocabulary)))
+        corpus_table.write_text(json.dumps(weights_table(corpus_idf([d.full_text for d in documents], vocabulary), vocabulary)))
         for name, table in (("model", path / IDF_FILE), ("corpus", corpus_table)):
             query_side = IDFRetriever(None, vocabulary, idf=table).encode_queries(list(queries.values()))
 

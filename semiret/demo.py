@@ -39,8 +39,10 @@ def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
 
 def sidr_systems() -> list[tuple[str, str, dict]]:
     """SiDR's three pipelines with the packaged trained checkpoint (``semiret train sidr``), when installed."""
-    from semiret.models.registry import packaged_checkpoint_installed
-    from semiret.sidr import DEFAULT_MODEL
+    from semiret.data.packaged import packaged_checkpoint_installed
+    from semiret.models.checkpoints import SIDR
+
+    DEFAULT_MODEL = SIDR.default
 
     if not packaged_checkpoint_installed(DEFAULT_MODEL):
         return []
@@ -52,8 +54,10 @@ def sidr_systems() -> list[tuple[str, str, dict]]:
 
 def inference_free_systems() -> list[tuple[str, str, dict]]:
     """The packaged trained inference-free model (``semiret train inference-free``), when it is installed."""
-    from semiret.inference_free import DEFAULT_MODEL
-    from semiret.models.registry import packaged_checkpoint_installed
+    from semiret.models.checkpoints import INFERENCE_FREE
+
+    DEFAULT_MODEL = INFERENCE_FREE.default
+    from semiret.data.packaged import packaged_checkpoint_installed
 
     if not packaged_checkpoint_installed(DEFAULT_MODEL):
         return []

@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from semiret.evaluation.metrics import parse_measures, score_run
-from semiret.indexes.inverted import InvertedIndex, SparseQuery
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import SparseQuery
 from semiret.models.sparse import SparseVectors
 
 DOCUMENT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)

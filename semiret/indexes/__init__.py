@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from semiret.errors import IndexFormatError
-from semiret.indexes.inverted import BM25Parameters, InvertedIndex, Postings, SearchHits, SparseQuery
+from semiret.indexes.inverted import BM25Parameters, InvertedIndex
+from semiret.types import Postings, SearchHits, SparseQuery
 from semiret.indexes.storage import read_meta
 
 __all__ = ["BM25Parameters", "InvertedIndex", "Postings", "SearchHits", "SparseQuery", "open_index"]

@@ -25,17 +25,18 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.indexes.inverted import SearchHits, _check_build_target, _record_fields
+from semiret.files import atomic_write_json, directory_size, replace_directory, staging_directory
+from semiret.indexes.inverted import _check_build_target, _record_fields
 from semiret.indexes.storage import (
-    META_FILE, StringTable, append_deletions, atomic_write_json, directory_size, load_array, read_deletions,
-    read_meta, replace_directory, staging_directory,
+    META_FILE, StringTable, append_deletions, load_array, read_deletions, read_meta,
 )
+from semiret.types import Embeddings, SearchHits
 
 FORMAT = "semiret.dense"
 VERSION = 1
@@ -45,22 +46,6 @@ EXACT_CHUNK = 65536
 """Documents scored per matmul in exact search (bounds the [queries, chunk] score block)."""
 
 
-@dataclass
-class Embeddings:
-    """A batch of documents as dense vectors: what dense encoders hand to the index."""
-
-    ids: list[str]
-    vectors: np.ndarray  # float32 [n, dim]
-    documents: list[Document] | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @staticmethod
-    def concatenate(batches: Sequence["Embeddings"]) -> "Embeddings":
-        keep_docs = all(b.documents is not None for b in batches)
-        return Embeddings([i for b in batches for i in b.ids], np.concatenate([b.vectors for b in batches]),
-                          [d for b in batches for d in b.documents] if keep_docs else None)
 
 
 @dataclass

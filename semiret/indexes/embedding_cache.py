@@ -19,10 +19,11 @@ from typing import Sequence
 import numpy as np
 
 from semiret.errors import SemiretError
-from semiret.indexes.inverted import Postings
 from semiret.indexes.storage import (
-    META_FILE, StringTable, atomic_write_json, load_array, read_meta, staging_directory,
+    META_FILE, StringTable, load_array, read_meta,
 )
+from semiret.files import atomic_write_json, staging_directory
+from semiret.types import Postings
 
 FORMAT = "semiret.embedding-cache"
 SparseVector = tuple[np.ndarray, np.ndarray]

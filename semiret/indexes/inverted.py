@@ -46,10 +46,12 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import kernels
 from semiret.indexes.storage import (
-    META_FILE, StringTable, atomic_write_json, directory_size, load_array, read_meta, replace_directory,
-    staging_directory,
+    META_FILE, StringTable, load_array, read_meta,
 )
+from semiret.files import atomic_write_json, directory_size, replace_directory, staging_directory
+from semiret.types import Postings, SearchHits, SparseQuery
 from semiret.indexes.two_phase import two_phase_search
+from semiret.text.token_weights import lucene_idf
 
 log = logging.getLogger(__name__)
 
@@ -66,38 +68,6 @@ faster by the median on 1M)."""
 VOCAB_FILE = "vocab.txt"
 
 
-@dataclass
-class Postings:
-    """A batch of documents as doc-major sparse rows: what analyzers and encoders hand to the index."""
-
-    ids: list[str]
-    offsets: np.ndarray  # int64 [n_docs + 1]
-    terms: np.ndarray  # int32 [nnz]
-    values: np.ndarray  # float32 [nnz]: term counts (bm25), weights (impact), ignored (binary)
-    lengths: np.ndarray  # int32 [n_docs]: tokens per document (BM25 length normalisation)
-    documents: list[Document] | None = None  # stored as texts when the index keeps them
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @staticmethod
-    def concatenate(batches: Sequence["Postings"]) -> "Postings":
-        if len(batches) == 1:
-            return batches[0]
-        offsets = [np.zeros(1, np.int64)]
-        base = 0
-        for b in batches:
-            offsets.append(b.offsets[1:] + base)
-            base += int(b.offsets[-1])
-        keep_docs = all(b.documents is not None for b in batches)
-        return Postings(
-            ids=[i for b in batches for i in b.ids],
-            offsets=np.concatenate(offsets),
-            terms=np.concatenate([b.terms for b in batches]),
-            values=np.concatenate([b.values for b in batches]),
-            lengths=np.concatenate([b.lengths for b in batches]),
-            documents=[d for b in batches for d in b.documents] if keep_docs else None,
-        )
 
 
 @dataclass
@@ -117,11 +87,6 @@ class BM25Parameters:
             return np.ones_like(saturation)
         norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
         return np.rint(saturation * norm / (1.0 - saturation))
-
-    @staticmethod
-    def idf(df: np.ndarray, n_docs: int) -> np.ndarray:
-        """Lucene's BM25 IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, always positive."""
-        return np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
 
 
 @dataclass
@@ -232,17 +197,6 @@ class Segment:
         return df
 
 
-@dataclass
-class SearchHits:
-    """Top-k results of a batch of queries: document ids and scores, best first."""
-
-    ids: list[list[str]]
-    scores: list[list[float]]
-    postings_visited: list[int] | None = None
-    """Per query, postings read plus documents probed, summed over segments (inverted indexes only)."""
-
-    def as_run(self, query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
-        return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
 
 
 @dataclass(frozen=True)
@@ -295,18 +249,6 @@ class TwoPhase:
         return cls(*numbers, adaptive=adaptive)
 
 
-@dataclass
-class SparseQuery:
-    """A weighted bag of term ids; weights must be positive."""
-
-    terms: np.ndarray
-    weights: np.ndarray
-
-    @classmethod
-    def from_pairs(cls, terms: Iterable[int], weights: Iterable[float] | None = None) -> "SparseQuery":
-        terms = np.asarray(list(terms), dtype=np.int32)
-        weights = np.ones(len(terms), np.float32) if weights is None else np.asarray(list(weights), np.float32)
-        return cls(terms, weights)
 
 
 class InvertedIndex:
@@ -410,7 +352,7 @@ class InvertedIndex:
     def idf(self) -> np.ndarray:
         """Lucene IDF of every term over this index (cached until the next change)."""
         if self._idf is None or len(self._idf) != self.vocab_size:
-            self._idf = BM25Parameters.idf(self.document_frequencies(), self.n_stored)
+            self._idf = lucene_idf(self.document_frequencies(), self.n_stored)
         return self._idf
 
     def size_on_disk(self) -> int:

@@ -14,7 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from semiret.indexes.inverted import InvertedIndex, SparseQuery
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import SparseQuery
 
 
 def query_term_counts(queries: Sequence[SparseQuery], vocab_size: int) -> tuple[np.ndarray, float]:

@@ -6,7 +6,8 @@ from typing import Sequence
 
 import numpy as np
 
-from semiret.indexes.inverted import InvertedIndex, SparseQuery
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import SparseQuery
 
 
 def flops(index: InvertedIndex, queries: Sequence[SparseQuery]) -> float:

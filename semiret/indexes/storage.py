@@ -1,7 +1,7 @@
 """Small on-disk building blocks shared by every index directory.
 
-- :func:`atomic_write_json` replaces a JSON file in one rename (``meta.json`` is each index's commit point);
-- :func:`replace_directory` publishes a directory written elsewhere, never leaving a half-written one;
+- :func:`read_meta` reads and checks ``meta.json``, each index's commit point (written with
+  :func:`semiret.files.atomic_write_json`);
 - :class:`StringTable` stores variable-length strings (document ids, texts) as one blob plus offsets,
   memory-mapped, so opening an index with a million documents reads nothing up front.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +18,6 @@ import numpy as np
 from semiret.errors import IndexFormatError
 
 META_FILE = "meta.json"
-
-
-def atomic_write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def read_meta(path: Path, expected_format: str | None) -> dict:
@@ -43,30 +32,6 @@ def read_meta(path: Path, expected_format: str | None) -> dict:
     if expected_format is not None and meta.get("format") != expected_format:
         raise IndexFormatError(f"{path} holds a {meta.get('format')!r} index, not {expected_format!r}")
     return meta
-
-
-def staging_directory(target: Path) -> Path:
-    """A fresh empty directory beside ``target`` (same filesystem, so a rename publishes it)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-
-
-def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
-    """Move a fully written ``staged`` directory to ``target``; an old ``target`` is replaced only if allowed."""
-    if target.exists():
-        if not overwrite:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
-        trash = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, trash)
-        os.replace(staged, target)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.replace(staged, target)
-
-
-def directory_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:

@@ -1,11 +1,9 @@
-"""Models: the registry of offline packaged models, and encoders (one module per family).
+"""Models: encoders (one module per family), the models each method trains, and where saved ones live.
 
 Encoder classes are imported on first use, so importing :mod:`semiret.models` stays free of torch.
 """
 
 from importlib import import_module
-
-from semiret.models.registry import REGISTRY, resolve_model_path
 
 _LAZY = {
     "SparseVectors": "semiret.models.sparse",
@@ -13,12 +11,13 @@ _LAZY = {
     "SpladeEncoder": "semiret.models.splade",
     "VDREncoder": "semiret.models.vdr",
     "DenseEncoder": "semiret.models.dense",
-    "InferenceFreeEncoder": "semiret.models.inference_free",
+    "InferenceFreeModel": "semiret.models.inference_free",
+    "SiDRModel": "semiret.models.sidr",
     "ENCODERS": "semiret.models.encoders",
     "load_encoder": "semiret.models.encoders",
 }
 
-__all__ = ["REGISTRY", "resolve_model_path", *_LAZY]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str):

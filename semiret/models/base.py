@@ -9,7 +9,6 @@ outside the backbone (a fresh LayerNorm, an IDF vector), ``head.safetensors``.
 from __future__ import annotations
 
 import logging
-import shutil
 from abc import abstractmethod
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,8 +20,9 @@ from safetensors.torch import save_file
 from torch import nn
 
 from semiret import progress
+from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
-from semiret.indexes.storage import atomic_write_json, replace_directory, staging_directory
+from semiret.files import atomic_write_json, staged_directory
 from semiret.models.inputs import Batch, TextBatcher, check_texts
 from semiret.models.sparse import SparseVectors
 
@@ -118,27 +118,58 @@ class TextEncoder(nn.Module):
         return outputs
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | Path) -> Path:
-        """Write the encoder to a directory that :func:`semiret.models.encoders.load_encoder` reads back."""
+    @property
+    def tokenizer_source(self) -> str:
+        """A local directory holding this encoder's tokenizer files (for a torch-free vocabulary)."""
+        return self.name if Path(self.name).is_dir() else str(model_directory(self.name))
+
+    def save(self, path: str | Path, fp16: bool = False, max_length: int | None = None) -> Path:
+        """Write the encoder to a directory that :func:`semiret.models.encoders.load_encoder` reads back
+        (``fp16``: weights stored in half precision; ``max_length``: the length recorded for later use,
+        default the current one). The encoder itself is left as it was."""
         target = Path(path)
         if target.exists() and any(target.iterdir()) and not (target / ENCODER_FILE).is_file():
             raise SemiretError(f"{target} exists and is not a saved encoder: refusing to overwrite it")
-        staged = staging_directory(target)
+        return save_model_directory(target, lambda staged: self.write(staged, fp16, max_length))
+
+    def write(self, directory: Path, fp16: bool = False, max_length: int | None = None) -> None:
+        """Write the encoder's files into an existing (staging) ``directory``."""
+        training_length = self.inputs.max_length
+        if max_length:
+            self.inputs.max_length = max_length
         try:
-            self.backbone.save_pretrained(staged)
-            self.tokenizer.save_pretrained(staged)
-            # head modules that are the backbone's own (an MLM head, tied embeddings) are saved with it already
-            in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
-            head = {k: v.detach().contiguous() for k, v in self.state_dict().items()
-                    if not k.startswith("backbone.") and v.data_ptr() not in in_backbone}
-            if head:
-                save_file(head, str(staged / HEAD_FILE))
-            atomic_write_json(staged / ENCODER_FILE, {"family": self.family, **self.config()})
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        replace_directory(staged, target, overwrite=True)
-        return target
+            with _half_precision(self, fp16):
+                self.backbone.save_pretrained(directory)
+                self.tokenizer.save_pretrained(directory)
+                # head modules that are the backbone's own (an MLM head, tied embeddings) are saved with it already
+                in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
+                head = {k: v.detach().contiguous() for k, v in self.state_dict().items()
+                        if not k.startswith("backbone.") and v.data_ptr() not in in_backbone}
+                if head:
+                    save_file(head, str(directory / HEAD_FILE))
+                atomic_write_json(directory / ENCODER_FILE, {"family": self.family, **self.config()})
+        finally:
+            self.inputs.max_length = training_length
+
+
+def save_model_directory(path: str | Path, write) -> Path:
+    """Stage a model directory beside ``path``, fill it with ``write(staged)`` and publish it in one rename
+    (a crash leaves the old model, never a half-written one): every saved model goes through here."""
+    with staged_directory(path) as staged:
+        write(staged)
+    return Path(path)
+
+
+@contextmanager
+def _half_precision(module: nn.Module, enabled: bool):
+    """Weights in float16 inside the block (checkpoints stay small), float32 again after it."""
+    if enabled:
+        module.half()
+    try:
+        yield
+    finally:
+        if enabled:
+            module.float()
 
 
 @contextmanager

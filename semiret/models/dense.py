@@ -17,7 +17,8 @@ from semiret.errors import SemiretError
 from semiret.models.base import TextEncoder
 from semiret.models.inputs import Batch
 from semiret.models.pooling import POOLINGS
-from semiret.models.registry import load_encoder_model, load_tokenizer, model_directory
+from semiret.data.packaged import model_directory
+from semiret.models.loading import load_encoder_model, load_tokenizer
 from semiret.models.vocabulary import native_bfloat16
 
 PRECISIONS = ("float32", "bfloat16", "auto")

@@ -10,12 +10,11 @@ from safetensors.torch import load_file
 from semiret.errors import SemiretError
 from semiret.models.base import ENCODER_FILE, HEAD_FILE, TextEncoder
 from semiret.models.dense import DenseEncoder
-from semiret.models.inference_free import InferenceFreeEncoder
 from semiret.models.splade import SpladeEncoder
 from semiret.models.vdr import VDREncoder
 
 ENCODERS: dict[str, type[TextEncoder]] = {
-    e.family: e for e in (SpladeEncoder, VDREncoder, DenseEncoder, InferenceFreeEncoder)
+    e.family: e for e in (SpladeEncoder, VDREncoder, DenseEncoder)
 }
 
 

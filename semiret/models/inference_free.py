@@ -1,60 +1,84 @@
-"""Inference-free learned sparse retrieval: SPLADE on the document side; queries are only tokenized,
-each distinct token weighted by a frozen IDF vector (no neural network on the query path)."""
+"""The inference-free model (Geng et al., arXiv 2411.04403): a trainable SPLADE document encoder and a frozen
+query side, one weight per vocabulary token (IDF, or ones for the paper's binary variant). At search time the
+query side is only a tokenizer and this weight table (the ``inference-free`` retriever reads ``idf.json``).
+
+A saved model is a directory that is at once a SPLADE encoder (``semiret-encoder.json``, fp16 safetensors) and
+an inference-free model: ``inference-free.json`` (query weighting, IDF source, training summary) and
+``idf.json``, the token-weight table it was trained with.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from semiret.errors import SemiretError
-from semiret.models.base import BATCH_SIZE
-from semiret.models.inputs import check_texts
-from semiret.models.registry import load_masked_lm, load_tokenizer, model_directory
-from semiret.models.sparse import SparseVectors
-from semiret.models.splade import SpladeEncoder
-from semiret.text.token_weights import load_token_weights
+from semiret.files import atomic_write_json
+from semiret.models.base import save_model_directory
+from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE
+from semiret.text.token_weights import check_weights, load_token_weights, weights_table
 from semiret.text.wordpiece import WordPieceVocabulary
 
+QUERY_WEIGHTINGS = ("idf", "binary")
 
-class InferenceFreeEncoder(SpladeEncoder):
-    """``encode_document``: SPLADE vectors. ``encode_query``: ``idf[t]`` for each distinct query token ``t``
-    (special and ``[unusedN]`` tokens excluded), as in the inference-free paper's Eq. 5."""
 
-    family = "inference-free"
+class InferenceFreeModel(torch.nn.Module):
+    """The trainable document encoder plus the frozen query token weights [V] (IDF, or ones: binary)."""
 
-    def __init__(self, masked_lm, tokenizer, name: str, max_length: int | None = None,
-                 idf: np.ndarray | torch.Tensor | None = None):
-        super().__init__(masked_lm, tokenizer, name, max_length)
-        self.vocabulary = WordPieceVocabulary(str(model_directory(name)))
-        idf = torch.ones(self.vocab_size) if idf is None else torch.as_tensor(np.asarray(idf, np.float32))
-        if idf.shape != (self.vocab_size,):
-            raise SemiretError(f"the IDF vector has {tuple(idf.shape)} entries; {name} has {self.vocab_size} tokens")
-        self.register_buffer("idf", idf.float().clone())
+    def __init__(self, encoder, token_weights: np.ndarray, query_weighting: str = "idf", idf_source: str = ""):
+        super().__init__()
+        if query_weighting not in QUERY_WEIGHTINGS:
+            raise SemiretError(f"query weighting must be one of {', '.join(QUERY_WEIGHTINGS)}, not {query_weighting!r}")
+        self.encoder = encoder
+        self.vocabulary = WordPieceVocabulary(encoder.tokenizer_source)
+        weights = check_weights(token_weights, encoder.vocab_size, "token-weight").copy()
+        weights[self.vocabulary.excluded_mask] = 0.0
+        self.query_weighting, self.idf_source = query_weighting, idf_source
+        self.register_buffer("idf", torch.from_numpy(weights))
+
+    @property
+    def query_weights(self) -> np.ndarray:
+        """What the query side multiplies each present token by (IDF; ones for the binary variant)."""
+        if self.query_weighting == "binary":
+            return (~self.vocabulary.excluded_mask).astype(np.float32)
+        return self.idf.numpy()
 
     @classmethod
-    def from_pretrained(cls, model: str = "splade-tiny", max_length: int | None = None,
-                        idf: str | Path | np.ndarray | None = None) -> "InferenceFreeEncoder":
-        """``idf``: an array over the vocabulary, or a ``{token: weight}`` JSON table; default all ones."""
-        if isinstance(idf, (str, Path)):
-            idf = load_token_weights(idf, WordPieceVocabulary(str(model_directory(model))))
-        return cls(load_masked_lm(model), load_tokenizer(model), model, max_length, idf)
+    def load(cls, name_or_path: str) -> "InferenceFreeModel":
+        from semiret.models.encoders import load_encoder
 
-    def query_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Training-side queries [B, V]: one-hot of the distinct (non-excluded) tokens times IDF."""
-        present = torch.zeros(len(input_ids), self.vocab_size, device=input_ids.device)
-        present.scatter_(1, input_ids * attention_mask, 1.0)
-        excluded = torch.as_tensor(self.vocabulary.excluded_mask, device=input_ids.device)
-        return present * self.idf * ~excluded
+        path, meta = INFERENCE_FREE.read(name_or_path)
+        encoder = load_encoder(str(path), "splade")
+        weights = load_token_weights(path / IDF_FILE, WordPieceVocabulary(str(path)))
+        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""))
 
-    def encode_query(self, texts: str | Sequence[str], batch_size: int = BATCH_SIZE,
-                     show_progress: bool = False) -> SparseVectors:
-        idf = self.idf.numpy()
-        rows = []
-        for text in check_texts(texts, "query texts"):
-            terms = np.unique(np.asarray(self.vocabulary.encode(text), np.int32))
-            weights = idf[terms]
-            rows.append((terms[weights > 0], weights[weights > 0]))
-        return SparseVectors.from_rows(rows, self.vocab_size)
+    def save(self, path: str | Path, training: dict | None = None, fp16: bool = True,
+             max_length: int | None = None) -> Path:
+        """Write the directory (fp16 weights by default); ``max_length`` is what indexing will use (default:
+        the length it was last trained with)."""
+        def write(staged: Path) -> None:
+            self.encoder.save(staged, fp16=fp16, max_length=max_length)
+            atomic_write_json(staged / IDF_FILE, weights_table(self.query_weights, self.vocabulary))
+            atomic_write_json(staged / INFERENCE_FREE.marker, {
+                "format": INFERENCE_FREE.format, "version": 1, "query_weighting": self.query_weighting,
+                "idf_source": self.idf_source, "training": training or {}})
+
+        return save_model_directory(path, write)
+
+    # ------------------------------------------------------------------ training forward
+    def document_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         columns: torch.Tensor | None = None) -> torch.Tensor:
+        """SPLADE vectors [B, V] (or [B, len(columns)] over vocabulary ids ``columns``) with gradients through
+        the positive max-pooled logits only (fast on CPU)."""
+        return self.encoder.training_vectors(input_ids, attention_mask, columns)
+
+    def query_vectors(self, token_lists: list[np.ndarray], idf_aware: bool = True) -> torch.Tensor:
+        """Training-side queries [N, V]: the distinct tokens, weighted by IDF (Eq. 5) or 1 (Eq. 2)."""
+        out = torch.zeros(len(token_lists), self.encoder.vocab_size)
+        weights = torch.from_numpy(self.query_weights) if idf_aware else torch.ones(self.encoder.vocab_size)
+        for i, tokens in enumerate(token_lists):
+            ids = torch.from_numpy(np.asarray(tokens, np.int64))
+            out[i, ids] = weights[ids]
+        return out

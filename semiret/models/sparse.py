@@ -97,13 +97,13 @@ class SparseVectors:
         return SparseVectors(offsets, self.terms[keep], self.weights[keep], self.dim)
 
     def to_queries(self) -> list:
-        from semiret.indexes.inverted import SparseQuery
+        from semiret.types import SparseQuery
 
         return [SparseQuery(*self.row(i)) for i in range(len(self))]
 
     def to_postings(self, ids: list[str], documents=None):
         """Rows as documents for an ``impact`` index; a document's length is its number of entries."""
-        from semiret.indexes.inverted import Postings
+        from semiret.types import Postings
 
         if len(ids) != len(self):
             raise SemiretError(f"{len(ids)} ids for {len(self)} vectors")

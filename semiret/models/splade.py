@@ -7,9 +7,10 @@ import torch
 
 from semiret.models.base import SparseEncoder
 from semiret.models.inputs import Batch
+from semiret.models.loading import load_masked_lm, load_tokenizer
 from semiret.models.mlm import mlm_head_parts
+from semiret.models.pooled_projection import thresholded_max_pooled_projection
 from semiret.models.pooling import log_saturation, masked_max
-from semiret.models.registry import load_masked_lm, load_tokenizer
 from semiret.models.vocabulary import MaxPooledLogits
 
 
@@ -35,6 +36,17 @@ class SpladeEncoder(SparseEncoder):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled term weights [B, V] (differentiable)."""
         return log_saturation(masked_max(self.token_logits(input_ids, attention_mask), attention_mask))
+
+    def training_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         columns: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`forward` [B, V] (or [B, len(columns)] over vocabulary ids ``columns``), computed with gradients
+        through the positive max-pooled logits only: the same values, several times faster on a CPU."""
+        hidden = self.backbone.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        states = self._transform(hidden)
+        weight, bias = self._projection.weight, self._projection.bias
+        if columns is not None:
+            weight, bias = weight[columns], (bias[columns] if bias is not None else None)
+        return thresholded_max_pooled_projection(states, attention_mask, weight, bias, log_saturation)
 
     # ------------------------------------------------------------------ fast inference
     def _prepare(self) -> None:

@@ -19,7 +19,7 @@ from semiret.models.inputs import Batch
 from semiret.models.mlm import mlm_head_parts
 from semiret.models.pooled_projection import max_pooled_projection, top_k_max_pooled_projection
 from semiret.models.pooling import elu1p, top_k_sparsify
-from semiret.models.registry import load_encoder_model, load_masked_lm, load_tokenizer
+from semiret.models.loading import load_encoder_model, load_masked_lm, load_tokenizer
 from semiret.models.vocabulary import MaxPooledLogits
 
 HEADS = ("fresh", "mlm")

@@ -17,12 +17,15 @@ from typing import ClassVar
 import numpy as np
 
 from semiret.errors import SemiretError
-from semiret.indexes.dense import DenseIndex, Embeddings
-from semiret.indexes.inverted import SearchHits, SparseQuery
+from semiret.models.checkpoints import (
+    INFERENCE_FREE, inference_free_document_threshold, inference_free_token_weights, resolve_inference_free,
+)
+from semiret.indexes.dense import DenseIndex
+from semiret.types import Embeddings, SearchHits, SparseQuery
 from semiret.search.retrievers import DEFAULT_MIN_IDF, RETRIEVERS, IDFRetriever, Retriever
 from semiret.text.wordpiece import WordPieceVocabulary
 
-INFERENCE_FREE_MODEL = "inference-free-scifact"
+INFERENCE_FREE_MODEL = INFERENCE_FREE.default
 """The default document model of ``inference-free``: the packaged trained checkpoint."""
 
 ENCODE_BATCH_SIZE = 32
@@ -82,10 +85,9 @@ class SpladeDocuments:
     @staticmethod
     def splade_builder_state(model: str, max_length: int | None, top_k: int | None, threshold: float | None,
                              quantize_bits: int | None) -> dict:
-        from semiret.inference_free import resolve_model
         from semiret.models.encoders import load_encoder
 
-        model = resolve_model(model)  # packaged short names of trained inference-free models
+        model = resolve_inference_free(model)  # packaged short names of trained inference-free models
         encoder = load_encoder(model, "splade", max_length=max_length)
         config = encoder_config("splade", model, encoder.max_length, top_k=top_k, threshold=threshold)
         return {"config": config, "encoder": encoder, "quantize_bits": quantize_bits}
@@ -144,10 +146,8 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
                  threshold: float | None = None, quantize_bits: int | None = None):
         """``model`` defaults to the packaged trained model (``splade-tiny`` gives untrained SPLADE vectors);
         ``threshold`` to the one recorded with a trained model (0 keeps every weight)."""
-        from semiret.inference_free import model_document_threshold
-
         if threshold is None:
-            threshold = model_document_threshold(model)
+            threshold = inference_free_document_threshold(model)
         state = cls.splade_builder_state(model, max_length, top_k, threshold, quantize_bits)
         return cls(None, state["config"], WordPieceVocabulary(state["config"]["model"]), encoder=state["encoder"],
                    encode_batch_size=encode_batch_size, quantize_bits=state["quantize_bits"])
@@ -155,11 +155,9 @@ class InferenceFreeRetriever(SpladeDocuments, IDFRetriever):
     @classmethod
     def _from_index(cls, index, idf: str | Path | None = None, two_phase=None, min_idf: float = DEFAULT_MIN_IDF):
         """``idf`` defaults to the table a trained inference-free model was saved with, else the corpus IDF."""
-        from semiret.inference_free import model_token_weights
-
         config = check_encoder_index(index, "splade")
         if idf is None:
-            idf = model_token_weights(config["model"]) or "corpus"
+            idf = inference_free_token_weights(config["model"]) or "corpus"
         return cls(index, config, WordPieceVocabulary(config["model"]), idf, two_phase=two_phase, min_idf=min_idf)
 
 

@@ -13,7 +13,8 @@ from semiret import progress
 from semiret.data.collection import Document, batched
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.inverted import BM25Parameters, InvertedIndex, Postings, SearchHits, SparseQuery
+from semiret.indexes.inverted import BM25Parameters, InvertedIndex
+from semiret.types import Postings, SearchHits, SparseQuery
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights

@@ -17,7 +17,8 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
-from semiret.indexes.inverted import InvertedIndex, SearchHits, SparseQuery
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import SearchHits, SparseQuery
 from semiret.search.retrievers import RETRIEVERS, Retriever, WordPieceRetriever
 
 ENCODE_BATCH_SIZE = 32
@@ -25,7 +26,7 @@ DEFAULT_RERANK_DEPTH = 100
 
 
 def _load_model(model: str):
-    from semiret.sidr import SiDRModel
+    from semiret.models.sidr import SiDRModel
 
     return SiDRModel.load(model)
 

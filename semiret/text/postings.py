@@ -9,7 +9,7 @@ import numpy as np
 
 from semiret.data.collection import Document
 from semiret.indexes import kernels
-from semiret.indexes.inverted import Postings
+from semiret.types import Postings
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.wordpiece import WordPieceVocabulary
 

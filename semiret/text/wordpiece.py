@@ -31,7 +31,7 @@ WORD_LOCAL_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"
 
 def resolve_tokenizer_file(name_or_path: str) -> Path:
     """Find ``tokenizer.json`` for a registry name, a model directory or the file itself."""
-    from semiret.models.registry import resolve_model_path
+    from semiret.data.packaged import resolve_model_path
 
     path = Path(name_or_path)
     if path.is_file():

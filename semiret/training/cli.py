@@ -32,7 +32,7 @@ def train_sidr_command(
 ):
     """Train SiDR (semi-parametric contrastive loss, in-training retrieved negatives)."""
     from semiret.data.paths import dataset
-    from semiret.sidr import SiDRTrainingConfig, train_sidr
+    from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 
     config = SiDRTrainingConfig(
         data=str(dataset(data)), output=str(output), split=split, base=base, shared=shared, head=head, top_k=top_k,
@@ -75,7 +75,7 @@ def train_inference_free_command(
 ):
     """Train an inference-free learned sparse retriever (IDF-aware KL distillation from an ensemble, FLOPS)."""
     from semiret.data.paths import dataset
-    from semiret.inference_free import InferenceFreeTrainingConfig, train_inference_free
+    from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 
     corpora = [str(dataset(data))] if pretrain is None else [str(dataset(c)) for c in pretrain if c != "none"]
     config = InferenceFreeTrainingConfig(

@@ -8,7 +8,8 @@ import unicodedata
 from typing import Sequence
 
 from semiret.data.collection import Document
-from semiret.indexes.inverted import InvertedIndex, SparseQuery
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import SparseQuery
 
 
 def normalize_answer_text(text: str) -> str:

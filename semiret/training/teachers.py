@@ -156,7 +156,7 @@ class SparseTeacher(Teacher):
     def _excluded(self):
         from semiret.text.wordpiece import WordPieceVocabulary
 
-        from semiret.models.registry import model_directory
+        from semiret.data.packaged import model_directory
 
         try:
             return WordPieceVocabulary(str(model_directory(self.model))).excluded_mask
@@ -195,14 +195,14 @@ class BM25Teacher(Teacher):
         return counts
 
     def encode_documents(self, texts):
-        from semiret.indexes.inverted import BM25Parameters
+        from semiret.text.token_weights import lucene_idf
 
         counts = self._counts(texts, add=True)
         self._documents_seen = True
         lengths = np.asarray(counts.sum(axis=1)).ravel()
         avgdl = max(lengths.mean(), 1e-9) if len(lengths) else 1.0
         df = np.bincount(counts.indices, minlength=counts.shape[1])
-        idf = BM25Parameters.idf(df, counts.shape[0])
+        idf = lucene_idf(df, counts.shape[0])
         norm = self.k1 * (1 - self.b + self.b * lengths / avgdl)
         tf = counts.tocoo()
         values = tf.data * (self.k1 + 1) / (tf.data + norm[tf.row]) * idf[tf.col]

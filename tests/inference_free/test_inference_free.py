@@ -13,12 +13,14 @@ import torch
 
 from semiret.data import Collection, Document
 from semiret.errors import SemiretError
-from semiret.indexes.inverted import InvertedIndex, SparseQuery, TwoPhase
+from semiret.indexes.inverted import InvertedIndex, TwoPhase
+from semiret.types import SparseQuery
 from semiret.indexes.sparsity import sparsity_report
-from semiret.inference_free import InferenceFreeModel, InferenceFreeTrainingConfig, load_idf, train_inference_free
+from semiret.methods.inference_free import InferenceFreeTrainingConfig, load_idf, train_inference_free
+from semiret.models.inference_free import InferenceFreeModel
 from semiret.models.pooled_projection import thresholded_max_pooled_projection
 from semiret.models.pooling import log_saturation, masked_max
-from semiret.models.registry import model_directory
+from semiret.data.packaged import model_directory
 from semiret.models.sparse import SparseVectors
 from semiret.training.losses import (
     ensemble_teacher_scores, fitted_student_scale, grouped_scores, kl_distillation, minmax_normalize,
@@ -26,8 +28,7 @@ from semiret.training.losses import (
 from semiret.training.pseudo_queries import generate_pseudo_queries, independent_crop, inverse_cloze
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.training.teachers import BM25Teacher, TeacherScores, parse_teachers
-from tests.conftest import MSMARCO_IDF, write_beir
-from tests.model_fixtures import tiny_bert  # noqa: F401  (fixture)
+from helpers import MSMARCO_IDF, write_beir
 
 
 # ------------------------------------------------------------------ losses
@@ -179,7 +180,7 @@ def test_training_rejects_bad_inputs_before_loading_models(tmp_path, monkeypatch
 
 def test_idf_of_another_corpus_than_the_fine_tuning_one(tmp_path):
     """``corpus:<collection>`` weights query tokens by an unlabelled target corpus's IDF."""
-    from semiret.inference_free import idf_corpus
+    from semiret.methods.inference_free import idf_corpus
 
     source = write_beir(tmp_path / "source", split="train")
     target = tmp_path / "target"
@@ -417,7 +418,7 @@ def test_trained_model_plugs_into_the_inference_free_retriever(tiny_run, tmp_pat
 def test_the_retriever_applies_the_threshold_recorded_with_a_model(tiny_run, tmp_path):
     import shutil
 
-    from semiret.inference_free import model_document_threshold
+    from semiret.models.checkpoints import inference_free_document_threshold
     from semiret.search.neural import InferenceFreeRetriever
 
     root, output, _, _ = tiny_run
@@ -428,7 +429,7 @@ def test_the_retriever_applies_the_threshold_recorded_with_a_model(tiny_run, tmp
     threshold = float(np.median(np.asarray(full.index.segments[0].values)))
     meta = json.loads((model / "inference-free.json").read_text())
     (model / "inference-free.json").write_text(json.dumps({**meta, "document_threshold": threshold}))
-    assert model_document_threshold(str(model)) == threshold
+    assert inference_free_document_threshold(str(model)) == threshold
     pruned = InferenceFreeRetriever.build(docs, tmp_path / "pruned", model=str(model))
     assert pruned.index.meta["analyzer"]["threshold"] == threshold
     assert np.asarray(pruned.index.segments[0].values).min() >= threshold
@@ -463,10 +464,10 @@ def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F81
 
 
 def test_a_sidr_checkpoint_is_not_taken_for_an_inference_free_model(tmp_path):
-    from semiret.inference_free import resolve_model
+    from semiret.models.checkpoints import resolve_inference_free
 
     sidr = tmp_path / "sidr-model"
     sidr.mkdir()
     (sidr / "sidr.json").write_text("{}")
     with pytest.raises(SemiretError, match="SiDR"):
-        resolve_model(str(sidr))
+        resolve_inference_free(str(sidr))

@@ -8,7 +8,8 @@ import pytest
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.dense import ANN_TYPES, DenseIndex, Embeddings
+from semiret.indexes.dense import ANN_TYPES, DenseIndex
+from semiret.types import Embeddings
 
 DIM = 16
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from semiret.errors import SemiretError
-from semiret.indexes.inverted import InvertedIndex, SparseQuery
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import SparseQuery
 from semiret.indexes.statistics import flops
 from semiret.models.sparse import SparseVectors
 

@@ -12,7 +12,7 @@ from semiret.data import collection as collection_module
 from semiret.data.collection import batched
 from semiret.errors import DataFormatError, SemiretError
 
-from conftest import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_jsonl
+from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_jsonl
 
 
 # ---------------------------------------------------------------------------- well-formed input

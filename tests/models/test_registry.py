@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from semiret.errors import SemiretError
-from semiret.models.registry import REGISTRY, gguf_file, load_tokenizer, model_directory, resolve_model_path
+from semiret.data.packaged import REGISTRY, gguf_file, model_directory, resolve_model_path
+from semiret.models.loading import load_tokenizer
 
 
 def test_registry_names_resolve_offline():
@@ -31,7 +32,7 @@ def test_directory_that_is_not_a_model(tmp_path):
 
 
 def test_broken_model_directory_is_a_clear_error(tmp_path):
-    from semiret.models.registry import load_masked_lm
+    from semiret.models.loading import load_masked_lm
 
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(SemiretError, match="cannot load"):

@@ -2,120 +2,30 @@
 
 This module composes shared pieces into the paper's recipe:
 
-- the model: VDR encoders (:mod:`semiret.models.vdr`) for queries and documents, separate or shared;
+- the model: :class:`~semiret.models.sidr.SiDRModel`, VDR encoders for queries and documents, separate or shared;
 - the three pipelines (:mod:`semiret.search.semiparametric`): ``sidr-full``, ``sidr-beta``, ``sidr-beta-rerank``;
 - training: the semi-parametric contrastive loss (:func:`semiret.training.losses.sidr_loss`), in-training
   hard negatives from the fixed bag-of-tokens index (:class:`semiret.training.miners.RetrievedNegativeMiner`),
   the shared :class:`semiret.training.trainer.Trainer`.
 
-A saved SiDR model is a directory with ``sidr.json`` and one saved encoder per side (``query/``,
-``document/``; one ``encoder/`` when shared), weights in fp16 safetensors.
+The model and its saved form are :class:`semiret.models.sidr.SiDRModel`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from semiret.data.collection import Collection
 from semiret.errors import SemiretError
-from semiret.indexes.inverted import SparseQuery
-from semiret.indexes.storage import atomic_write_json, replace_directory, staging_directory
+from semiret.models.sidr import SiDRModel, sparse_queries
 
 log = logging.getLogger(__name__)
-
-MODEL_FILE = "sidr.json"
-DEFAULT_MODEL = "sidr-scifact"
-"""The trained checkpoint shipped with semiret (``semiret train sidr`` on SciFact train, see docs/results.md)."""
-
-
-# ---------------------------------------------------------------------------------------------- model
-class SiDRModel(torch.nn.Module):
-    """Query and document VDR encoders (the same module when ``shared``)."""
-
-    def __init__(self, query_encoder, document_encoder=None):
-        super().__init__()
-        self.query_encoder = query_encoder
-        self.document_encoder = document_encoder if document_encoder is not None else query_encoder
-
-    @property
-    def shared(self) -> bool:
-        return self.document_encoder is self.query_encoder
-
-    @classmethod
-    def initialise(cls, base: str = "splade-tiny", shared: bool = False, head: str = "mlm", top_k: int = 768,
-                   query_max_length: int = 64, document_max_length: int = 256) -> "SiDRModel":
-        """Untrained SiDR from a pretrained masked LM (its encoder and tied embeddings)."""
-        from semiret.models.vdr import VDREncoder
-
-        query = VDREncoder.from_pretrained(base, max_length=query_max_length, top_k=top_k, head=head)
-        if shared:
-            query.inputs.max_length = max(query_max_length, document_max_length)
-            return cls(query)
-        return cls(query, VDREncoder.from_pretrained(base, max_length=document_max_length, top_k=top_k, head=head))
-
-    @classmethod
-    def load(cls, name_or_path: str) -> "SiDRModel":
-        """A saved SiDR directory, the packaged ``sidr-scifact``, or any MLM as an untrained shared VDR."""
-        from semiret.models.encoders import load_encoder
-
-        path = resolve_sidr_path(name_or_path)
-        if path is None:
-            return cls.initialise(name_or_path, shared=True)
-        meta = json.loads((path / MODEL_FILE).read_text())
-        if meta.get("format") != "semiret.sidr":
-            raise SemiretError(f"{path / MODEL_FILE} does not describe a SiDR model")
-        if meta["shared"]:
-            return cls(load_encoder(str(path / "encoder"), "vdr"))
-        return cls(load_encoder(str(path / "query"), "vdr"), load_encoder(str(path / "document"), "vdr"))
-
-    def save(self, path: str | Path, training: dict | None = None, fp16: bool = True) -> Path:
-        target = Path(path)
-        staged = staging_directory(target)
-        try:
-            sides = {"encoder": self.query_encoder} if self.shared else {
-                "query": self.query_encoder, "document": self.document_encoder}
-            for name, encoder in sides.items():
-                if fp16:
-                    encoder.half()
-                try:
-                    encoder.save(staged / name)
-                finally:
-                    encoder.float()
-            atomic_write_json(staged / MODEL_FILE, {"format": "semiret.sidr", "version": 1, "shared": self.shared,
-                                                    "training": training or {}})
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        replace_directory(staged, target, overwrite=True)
-        return target
-
-    def describe(self) -> str:
-        return f"sidr({self.query_encoder.name})"
-
-
-def resolve_sidr_path(name_or_path: str) -> Path | None:
-    """The directory of a saved SiDR model, or None when ``name_or_path`` names a plain MLM."""
-    from semiret.models.registry import saved_model_directory
-
-    return saved_model_directory(name_or_path, MODEL_FILE, DEFAULT_MODEL, "semiret train sidr")
-
-
-def sparse_queries(encoder, vectors: torch.Tensor) -> list[SparseQuery]:
-    """Top-k sparsified VDR vectors (shifted space) as index queries over tokenizer ids."""
-    sparse = encoder.sparsify(vectors.detach())
-    queries = []
-    for row in sparse:
-        ids = torch.nonzero(row).squeeze(1)
-        queries.append(SparseQuery((ids + encoder.first_id).numpy().astype(np.int32), row[ids].numpy()))
-    return queries
 
 
 # ---------------------------------------------------------------------------------------------- training

@@ -9,10 +9,11 @@ import pytest
 
 from semiret.data import Document
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.indexes import BM25Parameters, InvertedIndex, Postings, SparseQuery
+from semiret.indexes import BM25Parameters, InvertedIndex
+from semiret.types import Postings, SparseQuery
 from semiret.indexes import inverted as inverted_module
 
-from conftest import leftovers
+from helpers import leftovers
 
 VOCAB = 60
 ANALYZER = {"type": "test"}

@@ -14,7 +14,7 @@ from semiret.evaluation.metrics import per_query
 from semiret.evaluation.significance import compare_runs
 from semiret.errors import DataFormatError, SemiretError
 
-from conftest import TINY_QRELS, write_beir
+from helpers import TINY_QRELS, write_beir
 
 FIGURE_KEYS = {"nDCG@10", "R@100", "MRR@10", "index_build_s", "index_size_mb", "latency_ms_median"}
 

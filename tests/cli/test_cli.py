@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from semiret import progress
 from semiret.cli import app
 
-from conftest import TINY_DOCS, write_jsonl
+from helpers import TINY_DOCS, write_jsonl
 
 runner = CliRunner()
 
@@ -172,9 +172,9 @@ def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, mo
 
 def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
     from semiret import demo
-    from semiret.models import registry
+    from semiret.data import packaged
 
-    monkeypatch.setattr(registry, "PACKAGED_CHECKPOINTS", tmp_path)
+    monkeypatch.setattr(packaged, "PACKAGED_CHECKPOINTS", tmp_path)
     names = [r for _, r, _ in demo.demo_systems(baselines=False)]
     assert "sidr-beta" not in names and "inference-free" not in names and "splade" not in names
     assert {"splade", "dense", "inference-free"} <= {r for _, r, _ in demo.demo_systems(baselines=True)}

@@ -14,7 +14,7 @@ from semiret.search import BagOfTokensRetriever, BM25Retriever, IDFRetriever, op
 from semiret.search.idf import load_token_weights
 from semiret.text import WordAnalyzer, WordPieceVocabulary
 
-from conftest import MSMARCO_IDF, TINY_DOCS, leftovers, require_shared_data
+from helpers import MSMARCO_IDF, TINY_DOCS, leftovers, require_shared_data
 
 CORPUS = TINY_DOCS + [
     Document("d7", "Heart disease and statins: a randomized trial of statin dosage in older patients."),

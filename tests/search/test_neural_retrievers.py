@@ -6,8 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import MSMARCO_IDF, TINY_QUERIES
-from model_fixtures import tiny_bert  # noqa: F401 (fixture)
+from helpers import MSMARCO_IDF, TINY_QUERIES
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -129,9 +128,9 @@ def test_min_idf_drops_query_stopwords(tmp_path, tiny_docs, tiny_bert):
 
 
 def test_inference_free_defaults_to_the_packaged_model(tmp_path, tiny_docs):
-    from semiret.inference_free import DEFAULT_MODEL, resolve_model
+    from semiret.models.checkpoints import INFERENCE_FREE, resolve_inference_free
 
     retriever = InferenceFreeRetriever.build(tiny_docs, tmp_path / "idx")
-    assert retriever.index.meta["analyzer"]["model"] == resolve_model(DEFAULT_MODEL)
+    assert retriever.index.meta["analyzer"]["model"] == resolve_inference_free(INFERENCE_FREE.default)
     assert retriever.idf_source.endswith("idf.json")  # the table the model was trained with
     assert retriever.search(["statins and cancer risk"], k=1).ids[0][0] == "d3"

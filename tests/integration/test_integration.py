@@ -15,7 +15,7 @@ from semiret.evaluation import evaluate
 from semiret.search import BagOfTokensRetriever, BM25Retriever, IDFRetriever
 from semiret.text import WordAnalyzer
 
-from conftest import MSMARCO_IDF, SCIFACT, SHARED_DATA, require_shared_data
+from helpers import MSMARCO_IDF, SCIFACT, SHARED_DATA, require_shared_data
 
 pytestmark = pytest.mark.integration
 

@@ -7,13 +7,12 @@ import logging
 import numpy as np
 import pytest
 import torch
-from model_fixtures import MAX_POSITIONS, naive_splade, tiny_bert, tiny_distilbert  # noqa: F401 (fixtures)
+from helpers import MAX_POSITIONS, naive_splade
 
+from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.models.dense import DenseEncoder, sentence_transformers_defaults
 from semiret.models.encoders import load_encoder
-from semiret.models.inference_free import InferenceFreeEncoder
-from semiret.models.registry import model_directory
 from semiret.models.splade import SpladeEncoder
 from semiret.models.vdr import VDREncoder
 from semiret.models.vocabulary import MaxPooledLogits
@@ -173,20 +172,3 @@ def test_sentence_transformers_defaults_of_packaged_minilm():
                                                                          "max_length": 256}
 
 
-# ---------------------------------------------------------------------- inference-free
-def test_inference_free_queries_are_idf_weighted_tokens(tiny_bert):
-    idf = np.linspace(0.0, 3.0, 30522).astype(np.float32)
-    encoder = InferenceFreeEncoder.from_pretrained(str(tiny_bert), idf=idf)
-    tokens = encoder.tokenizer("cats cats chase [SEP] mice", add_special_tokens=False)["input_ids"]
-    queries = encoder.encode_query(["cats cats chase [SEP] mice", ""])
-    expected = sorted(set(tokens) - {encoder.tokenizer.sep_token_id})
-    assert queries.row(0)[0].tolist() == expected
-    np.testing.assert_allclose(queries.row(0)[1], idf[expected])
-    assert queries.nnz()[1] == 0
-    batch = encoder.tokenizer(["cats cats chase [SEP] mice"], return_tensors="pt")
-    training = encoder.query_vectors(batch["input_ids"], batch["attention_mask"])
-    np.testing.assert_allclose(training.numpy(), queries.to_dense()[:1])
-    documents = encoder.encode_document(TEXTS, show_progress=False)  # the SPLADE side
-    np.testing.assert_allclose(documents.to_dense(), naive_splade(tiny_bert, TEXTS), atol=1e-5)
-    with pytest.raises(SemiretError, match="IDF vector has"):
-        InferenceFreeEncoder.from_pretrained(str(tiny_bert), idf=np.ones(5))

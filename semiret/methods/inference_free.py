@@ -1,19 +1,17 @@
 """Inference-free learned sparse retrieval (Geng et al., "Towards Competitive Search Relevance For
 Inference-Free Learned Sparse Retrievers", arXiv 2411.04403), composed from shared pieces:
 
-- the model: a SPLADE document encoder (:class:`semiret.models.splade.SpladeEncoder`, initialised from
-  ``splade-tiny``) and a query side that is a tokenizer plus a frozen token-weight table (IDF);
-  ``s(q, d) = sum_t idf(t) q_t d_t`` over the inverted index (the ``inference-free`` retriever);
+- the model: :class:`~semiret.models.inference_free.InferenceFreeModel`, a SPLADE document encoder
+  (initialised from ``splade-tiny``) and a query side that is a tokenizer plus a frozen token-weight table
+  (IDF); ``s(q, d) = sum_t idf(t) q_t d_t`` over the inverted index (the ``inference-free`` retriever);
 - training: KL distillation (:func:`~semiret.training.losses.kl_distillation`) with the IDF-aware student
   score, the FLOPS regularizer with a quadratic lambda warm-up, a heterogeneous ensemble teacher
   (:mod:`semiret.training.teachers`, per-query min-max normalized, averaged, scaled by S), corpus
   pre-training on pseudo-queries (:mod:`semiret.training.pseudo_queries`) then fine-tuning on qrels, each
   stage with the shared resumable :class:`~semiret.training.trainer.Trainer`.
 
-A saved model is a directory that is at once a SPLADE encoder (``semiret-encoder.json``, fp16 safetensors;
-``--model <dir>`` for the ``inference-free`` and ``splade`` retrievers) and an inference-free model:
-``inference-free.json`` (query weighting, IDF source, training summary) and ``idf.json``, the token-weight
-table it was trained with, which the ``inference-free`` retriever uses by default.
+A saved model (``--model <dir>`` for the ``inference-free`` and ``splade`` retrievers) is described in
+:mod:`semiret.models.inference_free`.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,43 +27,18 @@ import numpy as np
 import torch
 
 from semiret.data.collection import Collection, Document
+from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
-from semiret.indexes.storage import atomic_write_json, replace_directory, staging_directory
-from semiret.search.neural import INFERENCE_FREE_MODEL
+from semiret.files import atomic_write_json
+from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE
+from semiret.models.inference_free import InferenceFreeModel
+from semiret.text.token_weights import check_weights, corpus_idf, load_token_weights
+from semiret.text.wordpiece import WordPieceVocabulary
 
 log = logging.getLogger(__name__)
 
-MODEL_FILE = "inference-free.json"
-IDF_FILE = "idf.json"
-DEFAULT_MODEL = INFERENCE_FREE_MODEL
-"""The trained checkpoint shipped with semiret (``semiret train inference-free``, see docs/results.md); the
-``inference-free`` retriever's default document model."""
-QUERY_WEIGHTINGS = ("idf", "binary")
 
-
-# ---------------------------------------------------------------------------------------------- paths
-def resolve_model(name_or_path: str) -> str:
-    """A saved inference-free model directory for a packaged short name (``inference-free-scifact``) or a
-    path; anything else (``splade-tiny``, a plain SPLADE directory) is returned unchanged."""
-    from semiret.models.registry import saved_model_directory
-
-    found = saved_model_directory(name_or_path, MODEL_FILE, DEFAULT_MODEL, "semiret train inference-free")
-    return str(found) if found is not None else name_or_path
-
-
-def model_token_weights(model: str) -> Path | None:
-    """The ``idf.json`` a saved inference-free model was trained with (None for other models)."""
-    path = Path(resolve_model(model)) / IDF_FILE
-    return path if path.is_file() else None
-
-
-def model_document_threshold(model: str) -> float | None:
-    """The static-pruning threshold recorded with a saved inference-free model (None: none recorded), which
-    the ``inference-free`` retriever applies when it indexes documents (:func:`choose_document_threshold`)."""
-    path = Path(resolve_model(model)) / MODEL_FILE
-    return json.loads(path.read_text()).get("document_threshold") if path.is_file() else None
-
-
+# ---------------------------------------------------------------------------------------------- static pruning
 def document_threshold_sweep(model: str, data: str, split: str, measures: tuple[str, ...] = ("nDCG@10",)) -> list[dict]:
     """:func:`~semiret.evaluation.pruning.threshold_sweep` of a saved model on ``data``'s ``split`` queries,
     weighted as the ``inference-free`` retriever weights them (the model's table, default ``min_idf``); the
@@ -74,11 +46,8 @@ def document_threshold_sweep(model: str, data: str, split: str, measures: tuple[
     from semiret.evaluation.pruning import threshold_sweep
     from semiret.models.encoders import load_encoder
     from semiret.search.retrievers import IDFRetriever
-    from semiret.text.wordpiece import WordPieceVocabulary
 
-    path = Path(resolve_model(model))
-    if not (path / MODEL_FILE).is_file():
-        raise SemiretError(f"{model} is not a saved inference-free model (no {MODEL_FILE})")
+    path, _ = INFERENCE_FREE.read(model)
     collection = Collection(data)
     qrels, queries = collection.qrels(split), collection.queries(split)
     documents = list(collection.corpus())
@@ -97,157 +66,12 @@ def choose_document_threshold(model: str, data: str, split: str = "train") -> di
     rows = document_threshold_sweep(model, data, split)
     chosen = {"document_threshold": largest_safe_threshold(rows),
               "document_threshold_sweep": {"data": str(data), "split": split, "rows": rows}}
-    path = Path(resolve_model(model)) / MODEL_FILE
-    atomic_write_json(path, {**json.loads(path.read_text()), **chosen})
+    path, meta = INFERENCE_FREE.read(model)
+    atomic_write_json(path / INFERENCE_FREE.marker, {**meta, **chosen})
     return chosen
 
 
-def resolve_idf(idf: str) -> str:
-    """``msmarco`` -> the shared MS MARCO table; ``corpus`` and paths unchanged."""
-    if idf == "msmarco":
-        from semiret.data.paths import msmarco_idf
-
-        return str(msmarco_idf())
-    return idf
-
-
-def corpus_idf(documents: list[Document], vocabulary) -> np.ndarray:
-    """Lucene IDF of every token over ``documents`` (a token counts once per document), as the paper's
-    ``get_idf.py``; tokens absent from the corpus get 1 (the paper's rule for unseen tokens)."""
-    from semiret.indexes.inverted import BM25Parameters
-
-    flat, offsets = vocabulary.encode_batch([d.full_text for d in documents])
-    doc_of = np.repeat(np.arange(len(documents)), np.diff(offsets))
-    pairs = np.unique(doc_of.astype(np.int64) * vocabulary.size + flat)
-    df = np.bincount(pairs % vocabulary.size, minlength=vocabulary.size)
-    idf = BM25Parameters.idf(df, len(documents))
-    idf[df == 0] = 1.0
-    idf[vocabulary.excluded_mask] = 0.0
-    return idf.astype(np.float32)
-
-
-def token_weight_table(idf: np.ndarray, vocabulary) -> dict[str, float]:
-    return {vocabulary.token(i): round(float(idf[i]), 5) for i in np.flatnonzero(idf > 0)}
-
-
-# ---------------------------------------------------------------------------------------------- model
-class InferenceFreeModel(torch.nn.Module):
-    """The trainable document encoder plus the frozen query token weights [V] (IDF, or ones: binary)."""
-
-    def __init__(self, encoder, token_weights: np.ndarray, query_weighting: str = "idf", idf_source: str = ""):
-        super().__init__()
-        from semiret.text.wordpiece import WordPieceVocabulary
-
-        if query_weighting not in QUERY_WEIGHTINGS:
-            raise SemiretError(f"query weighting must be one of {', '.join(QUERY_WEIGHTINGS)}, not {query_weighting!r}")
-        self.encoder = encoder
-        self.vocabulary = WordPieceVocabulary(_tokenizer_source(encoder))
-        weights = np.asarray(token_weights, np.float32)
-        if weights.shape != (encoder.vocab_size,):
-            raise SemiretError(f"the token-weight vector has {weights.shape} entries; the encoder's vocabulary has "
-                               f"{encoder.vocab_size}")
-        if not np.isfinite(weights).all() or (weights < 0).any():
-            raise SemiretError("token weights must be finite and non-negative")
-        weights = weights.copy()
-        weights[self.vocabulary.excluded_mask] = 0.0
-        self.query_weighting, self.idf_source = query_weighting, idf_source
-        self.register_buffer("idf", torch.from_numpy(weights))
-
-    @property
-    def query_weights(self) -> np.ndarray:
-        """What the query side multiplies each present token by (IDF; ones for the binary variant)."""
-        if self.query_weighting == "binary":
-            return (~self.vocabulary.excluded_mask).astype(np.float32)
-        return self.idf.numpy()
-
-    @classmethod
-    def initialise(cls, base: str = "splade-tiny", idf: str | np.ndarray = "msmarco", query_weighting: str = "idf",
-                   max_length: int = 256, documents: list[Document] | None = None) -> "InferenceFreeModel":
-        """``idf``: ``msmarco``, a ``{token: weight}`` JSON path, ``corpus`` (needs ``documents``) or an array.
-
-        Bad tables (another vocabulary, negative or NaN weights) fail here, before any model is loaded.
-        """
-        from semiret.models.splade import SpladeEncoder
-
-        weights, source = load_idf(idf, base, documents)
-        return cls(SpladeEncoder.from_pretrained(base, max_length=max_length), weights, query_weighting, source)
-
-    @classmethod
-    def load(cls, name_or_path: str) -> "InferenceFreeModel":
-        from semiret.models.encoders import load_encoder
-        from semiret.text.token_weights import load_token_weights
-        from semiret.text.wordpiece import WordPieceVocabulary
-
-        path = Path(resolve_model(name_or_path))
-        if not (path / MODEL_FILE).is_file():
-            raise SemiretError(f"{name_or_path} is not a saved inference-free model (no {MODEL_FILE})")
-        meta = json.loads((path / MODEL_FILE).read_text())
-        if meta.get("format") != "semiret.inference-free":
-            raise SemiretError(f"{path / MODEL_FILE} does not describe an inference-free model")
-        encoder = load_encoder(str(path), "splade")
-        weights = load_token_weights(path / IDF_FILE, WordPieceVocabulary(str(path)))
-        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""))
-
-    def save(self, path: str | Path, training: dict | None = None, fp16: bool = True,
-             max_length: int | None = None) -> Path:
-        """Write the directory (fp16 weights by default); ``max_length`` is what indexing will use (default:
-        the length it was last trained with)."""
-        target = Path(path)
-        staged = staging_directory(target)
-        training_length = self.encoder.max_length
-        try:
-            if fp16:
-                self.encoder.half()
-            if max_length:
-                self.encoder.inputs.max_length = max_length
-            try:
-                self.encoder.save(staged)
-            finally:
-                self.encoder.float()
-                self.encoder.inputs.max_length = training_length
-            weights = self.query_weights
-            (staged / IDF_FILE).write_text(json.dumps(token_weight_table(weights, self.vocabulary)))
-            atomic_write_json(staged / MODEL_FILE, {
-                "format": "semiret.inference-free", "version": 1, "query_weighting": self.query_weighting,
-                "idf_source": self.idf_source, "training": training or {}})
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        replace_directory(staged, target, overwrite=True)
-        return target
-
-    # ------------------------------------------------------------------ training forward
-    def document_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                         columns: torch.Tensor | None = None) -> torch.Tensor:
-        """SPLADE vectors [B, V] (or [B, len(columns)] over vocabulary ids ``columns``) with gradients through
-        the positive max-pooled logits only (fast on CPU)."""
-        from semiret.models.pooled_projection import thresholded_max_pooled_projection
-        from semiret.models.pooling import log_saturation
-
-        encoder = self.encoder
-        hidden = encoder.backbone.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
-        states = encoder._transform(hidden)
-        weight, bias = encoder._projection.weight, encoder._projection.bias
-        if columns is not None:
-            weight, bias = weight[columns], (bias[columns] if bias is not None else None)
-        return thresholded_max_pooled_projection(states, attention_mask, weight, bias, log_saturation)
-
-    def query_vectors(self, token_lists: list[np.ndarray], idf_aware: bool = True) -> torch.Tensor:
-        """Training-side queries [N, V]: the distinct tokens, weighted by IDF (Eq. 5) or 1 (Eq. 2)."""
-        out = torch.zeros(len(token_lists), self.encoder.vocab_size)
-        weights = torch.from_numpy(self.query_weights) if idf_aware else torch.ones(self.encoder.vocab_size)
-        for i, tokens in enumerate(token_lists):
-            ids = torch.from_numpy(np.asarray(tokens, np.int64))
-            out[i, ids] = weights[ids]
-        return out
-
-
-def _tokenizer_source(encoder) -> str:
-    from semiret.models.registry import model_directory
-
-    return str(model_directory(encoder.name)) if not Path(encoder.name).is_dir() else encoder.name
-
-
+# ---------------------------------------------------------------------------------------------- query weights
 def is_corpus_idf(idf) -> bool:
     """``corpus`` or ``corpus:<collection>``: IDF computed from a collection's documents, not read from a table."""
     return str(idf) == "corpus" or str(idf).startswith("corpus:")
@@ -264,24 +88,16 @@ def idf_corpus(idf: str, data: str) -> str | None:
 
 
 def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[np.ndarray, str]:
-    """(weights over ``base``'s vocabulary, description) for an IDF option; errors before any model loads."""
-    from semiret.models.registry import model_directory
-    from semiret.text.token_weights import load_token_weights
-    from semiret.text.wordpiece import WordPieceVocabulary
-
+    """(weights over ``base``'s vocabulary, description) for an IDF option (``msmarco``, a JSON table, ``corpus``
+    with ``documents``, or an array); errors before any model loads."""
     vocabulary = WordPieceVocabulary(str(model_directory(base)))
     if isinstance(idf, np.ndarray):
-        if idf.shape != (vocabulary.size,):
-            raise SemiretError(f"the IDF vector has {idf.shape} entries; {base} has {vocabulary.size} tokens")
-        if not np.isfinite(idf).all() or (idf < 0).any():
-            raise SemiretError("IDF weights must be finite and non-negative")
-        return idf.astype(np.float32), "array"
+        return check_weights(idf, vocabulary.size, "IDF"), "array"
     if is_corpus_idf(idf):
         if not documents:
             raise SemiretError("corpus IDF needs the corpus documents")
-        return corpus_idf(documents, vocabulary), str(idf)
-    path = resolve_idf(str(idf))
-    return load_token_weights(path, vocabulary), str(idf)
+        return corpus_idf([d.full_text for d in documents], vocabulary), str(idf)
+    return load_token_weights(idf, vocabulary), str(idf)
 
 
 # ---------------------------------------------------------------------------------------------- training
@@ -562,9 +378,9 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     summary: dict = {"config": asdict(config), "stages": []}
     pretrained = output / "pretrain" / "model"
     if config.pretrain_corpora and config.pretrain_epochs:
-        if (pretrained / MODEL_FILE).is_file() and resume:
+        if (pretrained / INFERENCE_FREE.marker).is_file() and resume:
             log.warning("pre-training already done: loading %s", pretrained)
-            done = json.loads((pretrained / MODEL_FILE).read_text())["training"]
+            done = json.loads((pretrained / INFERENCE_FREE.marker).read_text())["training"]
             model = InferenceFreeModel.load(str(pretrained))
             summary["stages"].append(done)
         else:

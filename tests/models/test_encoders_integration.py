@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from model_fixtures import naive_splade
+from helpers import naive_splade
 
 from semiret.data import iter_corpus
 from semiret.evaluation.evaluate import evaluate
 from semiret.models.dense import DenseEncoder
-from semiret.models.registry import model_directory
+from semiret.data.packaged import model_directory
 from semiret.models.splade import SpladeEncoder
 
 pytestmark = pytest.mark.integration

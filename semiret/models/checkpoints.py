@@ -1,0 +1,84 @@
+"""Saved semiret models: what marks each kind of model directory, the packaged default of each, and the
+lookups the search side needs (torch-free: opening an index never loads a training module).
+
+A saved model is a directory holding one marker file (``sidr.json``, ``inference-free.json``, ...); a
+packaged short name (``sidr-scifact``) names a directory under :data:`semiret.data.packaged.PACKAGED_CHECKPOINTS`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from semiret.data import packaged
+from semiret.errors import SemiretError
+
+
+@dataclass(frozen=True)
+class SavedModelKind:
+    """One kind of saved model: its marker file, a description, the packaged default and how to train it."""
+
+    marker: str
+    what: str
+    default: str
+    train_command: str
+
+    def directory(self, name_or_path: str) -> Path | None:
+        """The directory of a saved model of this kind: ``name_or_path`` itself or the packaged checkpoint of
+        that name. None when neither is one (a plain model name such as ``splade-tiny``); a directory of
+        another kind, or the packaged default missing, is an error."""
+        for candidate in (Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path):
+            if (candidate / self.marker).is_file():
+                return candidate.resolve()
+            for other in SAVED_MODEL_KINDS:
+                if other is not self and (candidate / other.marker).is_file():
+                    raise SemiretError(f"{candidate} is {other.what} ({other.marker}), not the model asked for "
+                                       f"here (it needs {self.marker})")
+        if name_or_path == self.default:
+            raise SemiretError(f"the packaged checkpoint {self.default!r} is missing from "
+                               f"{packaged.PACKAGED_CHECKPOINTS}; train it with `{self.train_command}`")
+        return None
+
+    def read(self, name_or_path: str) -> tuple[Path, dict]:
+        """(directory, marker JSON) of a saved model of this kind; an error for anything else."""
+        path = self.directory(name_or_path)
+        if path is None:
+            raise SemiretError(f"{name_or_path} is not {self.what} (no {self.marker})")
+        meta = json.loads((path / self.marker).read_text())
+        if meta.get("format") != self.format:
+            raise SemiretError(f"{path / self.marker} does not describe {self.what}")
+        return path, meta
+
+    @property
+    def format(self) -> str:
+        return "semiret." + self.marker.removesuffix(".json")
+
+
+SIDR = SavedModelKind("sidr.json", "a saved SiDR model", "sidr-scifact", "semiret train sidr")
+INFERENCE_FREE = SavedModelKind("inference-free.json", "a saved inference-free model", "inference-free-scifact",
+                                "semiret train inference-free")
+SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE)
+
+IDF_FILE = "idf.json"
+"""The token-weight table an inference-free model was trained with (its query side)."""
+
+
+def resolve_inference_free(name_or_path: str) -> str:
+    """A saved inference-free model directory for a packaged short name or a path; anything else
+    (``splade-tiny``, a plain SPLADE directory) is returned unchanged."""
+    found = INFERENCE_FREE.directory(name_or_path)
+    return str(found) if found is not None else name_or_path
+
+
+def inference_free_token_weights(model: str) -> Path | None:
+    """The ``idf.json`` a saved inference-free model was trained with (None for other models)."""
+    path = Path(resolve_inference_free(model)) / IDF_FILE
+    return path if path.is_file() else None
+
+
+def inference_free_document_threshold(model: str) -> float | None:
+    """The static-pruning threshold recorded with a saved inference-free model (None: none recorded), which
+    the ``inference-free`` retriever applies when it indexes documents."""
+    path = Path(resolve_inference_free(model)) / INFERENCE_FREE.marker
+    return json.loads(path.read_text()).get("document_threshold") if path.is_file() else None

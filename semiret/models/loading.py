@@ -1,0 +1,58 @@
+"""Loaders for the three kinds of transformers models semiret uses (masked LM, encoder, causal LM), from the
+local directories :mod:`semiret.data.packaged` resolves, offline, with errors made plain."""
+
+from __future__ import annotations
+
+from semiret.data.packaged import gguf_file, model_directory
+from semiret.errors import SemiretError
+
+
+def _load(loader, name_or_path: str, what: str, **kwargs):
+    """Call a transformers ``from_pretrained`` on a local directory, offline, with errors made plain."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # semiret shows its own progress; loading weights is quick
+    path = model_directory(name_or_path)
+    gguf = gguf_file(name_or_path)
+    if gguf:
+        kwargs["gguf_file"] = gguf
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # loading an MLM checkpoint as a bare encoder reports its unused head
+    try:
+        return loader.from_pretrained(path, local_files_only=True, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def load_tokenizer(name_or_path: str):
+    """The model's Hugging Face fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = _load(AutoTokenizer, name_or_path, "tokenizer")
+    if not getattr(tokenizer, "is_fast", False):
+        raise SemiretError(f"{name_or_path!r} has no fast tokenizer (tokenizer.json is required)")
+    return tokenizer
+
+
+def load_masked_lm(name_or_path: str):
+    """A masked language model with its MLM head (SPLADE, VDR initialised from an MLM)."""
+    from transformers import AutoModelForMaskedLM
+
+    return _load(AutoModelForMaskedLM, name_or_path, "masked language model").eval()
+
+
+def load_encoder_model(name_or_path: str):
+    """A bare transformer encoder (no task head): dense bi-encoders, VDR."""
+    from transformers import AutoModel
+
+    return _load(AutoModel, name_or_path, "transformer encoder").eval()
+
+
+def load_causal_lm(name_or_path: str):
+    """A causal language model and its tokenizer (GGUF checkpoints are dequantized by transformers)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = _load(AutoModelForCausalLM, name_or_path, "causal language model").eval()
+    return model, _load(AutoTokenizer, name_or_path, "tokenizer")

@@ -1,0 +1,132 @@
+"""The values the layers hand each other: documents as postings or embeddings (text and models -> indexes),
+queries as weighted terms (search -> indexes), and search results (indexes -> search -> users).
+
+They live here, beside :mod:`semiret.data`, so that text analysis and models can produce what an index
+consumes without importing the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from semiret.data.collection import Document
+
+
+@dataclass
+class Postings:
+    """A batch of documents as doc-major sparse rows: what analyzers and encoders hand to the index."""
+
+    ids: list[str]
+    offsets: np.ndarray  # int64 [n_docs + 1]
+    terms: np.ndarray  # int32 [nnz]
+    values: np.ndarray  # float32 [nnz]: term counts (bm25), weights (impact), ignored (binary)
+    lengths: np.ndarray  # int32 [n_docs]: tokens per document (BM25 length normalisation)
+    documents: list[Document] | None = None  # stored as texts when the index keeps them
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def concatenate(batches: Sequence["Postings"]) -> "Postings":
+        if len(batches) == 1:
+            return batches[0]
+        offsets = [np.zeros(1, np.int64)]
+        base = 0
+        for b in batches:
+            offsets.append(b.offsets[1:] + base)
+            base += int(b.offsets[-1])
+        keep_docs = all(b.documents is not None for b in batches)
+        return Postings(
+            ids=[i for b in batches for i in b.ids],
+            offsets=np.concatenate(offsets),
+            terms=np.concatenate([b.terms for b in batches]),
+            values=np.concatenate([b.values for b in batches]),
+            lengths=np.concatenate([b.lengths for b in batches]),
+            documents=[d for b in batches for d in b.documents] if keep_docs else None,
+        )
+
+
+@dataclass
+class Embeddings:
+    """A batch of documents as dense vectors: what dense encoders hand to the index."""
+
+    ids: list[str]
+    vectors: np.ndarray  # float32 [n, dim]
+    documents: list[Document] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def concatenate(batches: Sequence["Embeddings"]) -> "Embeddings":
+        keep_docs = all(b.documents is not None for b in batches)
+        return Embeddings([i for b in batches for i in b.ids], np.concatenate([b.vectors for b in batches]),
+                          [d for b in batches for d in b.documents] if keep_docs else None)
+
+
+@dataclass
+class SparseQuery:
+    """A weighted bag of term ids; weights must be positive."""
+
+    terms: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def from_pairs(cls, terms: Iterable[int], weights: Iterable[float] | None = None) -> "SparseQuery":
+        terms = np.asarray(list(terms), dtype=np.int32)
+        weights = np.ones(len(terms), np.float32) if weights is None else np.asarray(list(weights), np.float32)
+        return cls(terms, weights)
+
+
+DocumentLookup = Callable[[str], "Document | None"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result. Unpacks as ``doc_id, score = hit``; ``hit.document`` / ``hit.text`` read the stored document
+    (None when the index keeps no texts)."""
+
+    id: str
+    score: float
+    lookup: DocumentLookup | None = field(default=None, repr=False, compare=False)
+
+    def __iter__(self) -> Iterator:
+        yield self.id
+        yield self.score
+
+    @property
+    def document(self) -> Document | None:
+        return self.lookup(self.id) if self.lookup is not None else None
+
+    @property
+    def text(self) -> str | None:
+        document = self.document
+        return document.full_text if document is not None else None
+
+
+@dataclass
+class SearchHits:
+    """Top-k results of a batch of queries, best first: parallel ``ids`` / ``scores`` lists per query, or
+    ``hits[i]`` (and iteration): query ``i``'s results as :class:`Hit` objects."""
+
+    ids: list[list[str]]
+    scores: list[list[float]]
+    postings_visited: list[int] | None = None
+    """Per query, postings read plus documents probed, summed over segments (inverted indexes only)."""
+    lookup: DocumentLookup | None = field(default=None, repr=False, compare=False)
+    """Where :attr:`Hit.document` reads stored documents (set by the retriever that searched)."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, query: int) -> list[Hit]:
+        return [Hit(i, s, self.lookup) for i, s in zip(self.ids[query], self.scores[query])]
+
+    def __iter__(self) -> Iterator[list[Hit]]:
+        return (self[i] for i in range(len(self)))
+
+    def as_run(self, query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+        return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}

@@ -1,0 +1,70 @@
+"""Test helpers: tiny corpora, BEIR folders written into a directory, the shared data's location, and a
+textbook SPLADE forward to compare encoders against. Fixtures live in ``conftest.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from semiret.data import Document
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SCIFACT = SHARED_DATA / "scifact"
+MSMARCO_IDF = SHARED_DATA / "idf" / "msmarco-bert-base-uncased.json"
+
+TINY_DOCS = [
+    Document("d1", "Cats chase mice in the garden.", "Cats"),
+    Document("d2", "Dogs chase cats; dogs bark at the mailman.", "Dogs"),
+    Document("d3", "Statins reduce the risk of heart disease and may reduce cancer risk."),
+    Document("d4", "Birds sing in the morning garden."),
+    Document("d5", "The mailman delivers letters every morning, even to dogs."),
+    Document("d6", "Cancer research: statin therapy and tumour growth in mice."),
+]
+TINY_QUERIES = {"q1": "cats and dogs", "q2": "statins cancer risk", "q3": "morning garden birds"}
+TINY_QRELS = {"q1": {"d1": 1, "d2": 2}, "q2": {"d3": 1, "d6": 1}, "q3": {"d4": 1}}
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def write_beir(root: Path, docs=TINY_DOCS, queries=TINY_QUERIES, qrels=TINY_QRELS, split="test") -> Path:
+    """A BEIR-layout collection folder."""
+    root.mkdir(parents=True, exist_ok=True)
+    write_jsonl(root / "corpus.jsonl", [d.to_record() for d in docs])
+    write_jsonl(root / "queries.jsonl", [{"_id": q, "text": t} for q, t in queries.items()])
+    (root / "qrels").mkdir(exist_ok=True)
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, docs_ in qrels.items() for d, g in docs_.items()]
+    (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def leftovers(directory: Path) -> list[str]:
+    """Temporary files or folders that staging left behind in ``directory`` (recursively)."""
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if ".tmp-" in p.name or ".old-" in p.name)
+
+
+def require_shared_data() -> None:
+    if not SCIFACT.is_dir():
+        pytest.fail(f"shared data not found at {SHARED_DATA} (CI places ../shared beside the clone)")
+
+
+TOKENIZER_SOURCE = "splade-tiny"
+MAX_POSITIONS = 64
+
+
+def naive_splade(directory: Path, texts: list[str], max_length: int = MAX_POSITIONS):
+    """The textbook SPLADE forward, for comparison: full [batch, length, V] logits, masked max."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model = AutoModelForMaskedLM.from_pretrained(directory).eval()
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    with torch.inference_mode():
+        logits = model(**batch).logits
+    weights = torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1)
+    return weights.amax(dim=1).numpy()
