@@ -1,0 +1,148 @@
+"""Options as dataclasses, declared once: the Python API takes them as keyword arguments, the CLI turns the
+same fields into flags (:func:`command_with_options`), and bad names get one generated message.
+
+A field's help text is its attribute docstring (the string literal under it, as Sphinx reads it); a flag
+other than ``--field-name`` is given with ``field(metadata={"flag": "--other"})``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+from typing import Any, Callable, Iterable, Optional
+
+from semiret.errors import SemiretError
+
+
+def option_fields(cls) -> list[dataclasses.Field]:
+    return list(dataclasses.fields(cls))
+
+
+def option_names(classes: Iterable[type]) -> list[str]:
+    """Field names of several option dataclasses, each once, in declaration order."""
+    return list(dict.fromkeys(f.name for cls in classes for f in dataclasses.fields(cls)))
+
+
+def build(cls, values: dict, owner: str = "") -> Any:
+    """An instance of option dataclass ``cls`` from ``values`` (None means unset: the default applies);
+    unknown names are an error that lists the known ones."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(k for k, v in values.items() if v is not None and k not in known)
+    if unknown:
+        where = f" for {owner}" if owner else ""
+        raise SemiretError(f"unknown option(s) {', '.join(unknown)}{where} (its options: {', '.join(sorted(known)) or 'none'})")
+    return cls(**{k: v for k, v in values.items() if v is not None and k in known})
+
+
+def pick(values: dict, cls) -> dict:
+    """The set (not None) entries of ``values`` that are fields of ``cls``."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in values.items() if v is not None and k in known}
+
+
+def set_fields(instance) -> dict:
+    """The fields of an option instance that differ from their defaults (what a user chose)."""
+    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)
+            if getattr(instance, f.name) != _default(f)}
+
+
+@functools.cache
+def field_docs(cls) -> dict[str, str]:
+    """Attribute docstrings of a dataclass and its bases: ``{field: first paragraph}``."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass) or klass is object:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):  # classes made at run time have no source
+            continue
+        body = tree.body[0].body
+        for node, after in zip(body, body[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):
+                docs[node.target.id] = " ".join(after.value.value.strip().split("\n\n")[0].split())
+    return docs
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _flag_type(annotation):
+    """What typer can parse for a field's type: ``X | None`` -> ``Optional[X]``, ``list[X]`` kept."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return Optional[_flag_type(args[0])] if len(args) == 1 else str
+    return annotation
+
+
+def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: Callable[[str], str] | None = None,
+                    skip: Iterable[str] = ()) -> list[inspect.Parameter]:
+    """One keyword-only typer option per field of ``classes`` (each name once). ``unset_defaults``: every flag
+    defaults to None, so a value reaches the code only when given (options shared by several owners, whose
+    defaults differ); otherwise the field's default is the flag's."""
+    import typer
+
+    skipped, params = set(skip), {}
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        docs = field_docs(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in params or f.name in skipped or not f.init:
+                continue
+            default = _default(f)
+            kind = _flag_type(hints[f.name])
+            if unset_defaults and typing.get_origin(kind) is not list:
+                kind = Optional[kind] if typing.get_origin(kind) is not typing.Union else kind
+                default_shown = default
+                default = None
+            else:
+                default_shown = None
+            help_text = docs.get(f.name, "")
+            if unset_defaults and default_shown not in (None, dataclasses.MISSING, ""):
+                help_text += f" (default: {default_shown})"
+            if help_suffix is not None:
+                help_text += help_suffix(f.name)
+            declarations = [f.metadata["flag"]] if "flag" in f.metadata else []
+            if default is dataclasses.MISSING:
+                info = typer.Option(..., *declarations, help=help_text)
+            else:
+                info = typer.Option(default, *declarations, help=help_text, show_default=not unset_defaults)
+            params[f.name] = inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+    return list(params.values())
+
+
+def command_with_options(function: Callable, classes: Iterable[type], unset_defaults: bool = True,
+                         help_suffix: Callable[[str], str] | None = None, skip: Iterable[str] = ()) -> Callable:
+    """``function(..., options: dict)`` as a typer command whose flags are the fields of ``classes``: the
+    generated flags' values arrive together as ``options`` (unset ones left out when ``unset_defaults``)."""
+    hints = typing.get_type_hints(function)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(function).parameters.values() if p.name != "options"]
+    generated = flag_parameters(classes, unset_defaults, help_suffix, skip)
+    names = {p.name for p in generated}
+
+    @functools.wraps(function)
+    def command(**kwargs):
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+        if unset_defaults:
+            options = {k: v for k, v in options.items() if v is not None}
+        return function(**kwargs, options=options)
+
+    positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    command.__signature__ = inspect.Signature(positional + generated)
+    command.__annotations__ = {p.name: p.annotation for p in positional + generated}
+    del command.__wrapped__  # typer must read the generated signature, not the original's
+    return command
