@@ -30,7 +30,7 @@ def run_corpus(name: str, directory, workdir, repeat: int) -> dict:
     from tokenizers import Tokenizer
 
     from semiret.search import BagOfTokensRetriever
-    from semiret.search.retrievers import BATCH_SIZE
+    from semiret.search.lexical import TokenSets
     from semiret.text.wordpiece import resolve_tokenizer_file
 
     docs = load_documents(directory)
@@ -38,6 +38,7 @@ def run_corpus(name: str, directory, workdir, repeat: int) -> dict:
     tokenizer = Tokenizer.from_file(str(resolve_tokenizer_file("bert-base-uncased")))
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    BATCH_SIZE = TokenSets.batch_size
     batches = [texts[i: i + BATCH_SIZE] for i in range(0, len(texts), BATCH_SIZE)]
     index_path = workdir / f"{name}-bot"
 

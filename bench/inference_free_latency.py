@@ -42,7 +42,7 @@ from functools import partial
 import numpy as np
 from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine, timed_rounds
 
-from semiret.search.retrievers import DEFAULT_MIN_IDF
+from semiret.search.lexical import DEFAULT_MIN_IDF
 
 N_LATENCY_QUERIES = 300
 PROXY_SIGMA = 0.1
@@ -88,7 +88,7 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
     from semiret.indexes.inverted import InvertedIndex
     from semiret.models.checkpoints import inference_free_document_threshold
     from semiret.search.neural import InferenceFreeRetriever, encoder_config
-    from semiret.search.retrievers import BM25Retriever
+    from semiret.search import BM25Retriever
 
     docs = load_documents(directory)
     texts = load_queries(directory, split)[:N_LATENCY_QUERIES]

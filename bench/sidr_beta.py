@@ -43,7 +43,7 @@ def heaviest(queries, n: int):
 
 
 def run_corpus(name, directory, split, workdir, model: str, keep: bool) -> dict:
-    from semiret.search.retrievers import BagOfTokensRetriever, BM25Retriever
+    from semiret.search import BagOfTokensRetriever, BM25Retriever
     from semiret.models.sidr import SiDRModel
 
     docs = load_documents(directory)

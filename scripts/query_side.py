@@ -27,7 +27,7 @@ from semiret.models.checkpoints import IDF_FILE, resolve_inference_free
 from semiret.text.token_weights import corpus_idf, weights_table
 from semiret.models.encoders import load_encoder
 from semiret.models.sparse import SparseVectors
-from semiret.search.retrievers import IDFRetriever
+from semiret.search.lexical import IDFQueries
 from semiret.text.wordpiece import WordPieceVocabulary
 
 MEASURES = ("nDCG@10", "R@100")
@@ -67,7 +67,7 @@ def main() -> None:
         corpus_table = Path(scratch) / "corpus-idf.json"
         corpus_table.write_text(json.dumps(weights_table(corpus_idf([d.full_text for d in documents], vocabulary), vocabulary)))
         for name, table in (("model", path / IDF_FILE), ("corpus", corpus_table)):
-            query_side = IDFRetriever(None, vocabulary, idf=table).encode_queries(list(queries.values()))
+            query_side = IDFQueries.from_table(table, vocabulary).encode_queries(list(queries.values()))
 
             def measure(matrix: sp.csr_matrix, **row) -> None:
                 figures, _ = search_vectors(SparseVectors.from_csr(matrix), doc_ids, list(queries), query_side, qrels, MEASURES)

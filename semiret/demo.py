@@ -42,27 +42,24 @@ def sidr_systems() -> list[tuple[str, str, dict]]:
     from semiret.data.packaged import packaged_checkpoint_installed
     from semiret.models.checkpoints import SIDR
 
-    DEFAULT_MODEL = SIDR.default
-
-    if not packaged_checkpoint_installed(DEFAULT_MODEL):
+    if not packaged_checkpoint_installed(SIDR.default):
         return []
-    return [("SiDR beta", "sidr-beta", {"model": DEFAULT_MODEL}),
-            ("SiDR beta + re-rank m=100", "sidr-beta-rerank", {"model": DEFAULT_MODEL}),
+    return [("SiDR beta", "sidr-beta", {"model": SIDR.default}),
+            ("SiDR beta + re-rank m=100", "sidr-beta-rerank", {"model": SIDR.default}),
             # Appendix E: the full index comes from the re-rank cache, so cached documents are not embedded again
-            ("SiDR full (from the cache)", "sidr-full", {"model": DEFAULT_MODEL, FROM_RERANK_CACHE: True})]
+            ("SiDR full (from the cache)", "sidr-full", {"model": SIDR.default, FROM_RERANK_CACHE: True})]
 
 
 def inference_free_systems() -> list[tuple[str, str, dict]]:
     """The packaged trained inference-free model (``semiret train inference-free``), when it is installed."""
+    from semiret.data.packaged import packaged_checkpoint_installed
     from semiret.models.checkpoints import INFERENCE_FREE
 
-    DEFAULT_MODEL = INFERENCE_FREE.default
-    from semiret.data.packaged import packaged_checkpoint_installed
-
-    if not packaged_checkpoint_installed(DEFAULT_MODEL):
+    if not packaged_checkpoint_installed(INFERENCE_FREE.default):
         return []
-    return [("inference-free, trained", "inference-free", {"model": DEFAULT_MODEL}),
-            ("inference-free, trained, two-phase", "inference-free", {"model": DEFAULT_MODEL, "two_phase": "on"})]
+    model = INFERENCE_FREE.default
+    return [("inference-free, trained", "inference-free", {"model": model}),
+            ("inference-free, trained, two-phase", "inference-free", {"model": model, "two_phase": "on"})]
 
 
 def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
@@ -76,7 +73,7 @@ def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
     def index_path(retriever: str, options: dict) -> Path:
         # systems sharing an index kind (and model) reuse the index built first
         suffix = f"-{Path(options['model']).name}" if "model" in options else ""
-        return index_dir / f"{root.name}-{retriever_class(retriever).index_kind}{suffix}"
+        return index_dir / f"{root.name}-{retriever_class(retriever).documents.index_kind}{suffix}"
 
     for label, retriever, options in demo_systems(baselines):
         console.print(f"[bold]{label}[/bold] ...")

@@ -90,38 +90,38 @@ def _flag_type(annotation):
 
 def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: Callable[[str], str] | None = None,
                     skip: Iterable[str] = ()) -> list[inspect.Parameter]:
-    """One keyword-only typer option per field of ``classes`` (each name once). ``unset_defaults``: every flag
-    defaults to None, so a value reaches the code only when given (options shared by several owners, whose
-    defaults differ); otherwise the field's default is the flag's."""
+    """One keyword-only typer option per field of ``classes`` (each name once, help from the first class that
+    documents it). ``unset_defaults``: every flag defaults to None, so a value reaches the code only when given
+    (options shared by several owners whose defaults may differ; the help shows a default only where they
+    agree); otherwise the field's default is the flag's."""
     import typer
 
-    skipped, params = set(skip), {}
+    skipped = set(skip)
+    found: dict[str, list[tuple[dataclasses.Field, type]]] = {}
     for cls in classes:
-        hints = typing.get_type_hints(cls)
-        docs = field_docs(cls)
         for f in dataclasses.fields(cls):
-            if f.name in params or f.name in skipped or not f.init:
-                continue
-            default = _default(f)
-            kind = _flag_type(hints[f.name])
-            if unset_defaults and typing.get_origin(kind) is not list:
-                kind = Optional[kind] if typing.get_origin(kind) is not typing.Union else kind
-                default_shown = default
-                default = None
-            else:
-                default_shown = None
-            help_text = docs.get(f.name, "")
-            if unset_defaults and default_shown not in (None, dataclasses.MISSING, ""):
-                help_text += f" (default: {default_shown})"
-            if help_suffix is not None:
-                help_text += help_suffix(f.name)
-            declarations = [f.metadata["flag"]] if "flag" in f.metadata else []
-            if default is dataclasses.MISSING:
-                info = typer.Option(..., *declarations, help=help_text)
-            else:
-                info = typer.Option(default, *declarations, help=help_text, show_default=not unset_defaults)
-            params[f.name] = inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
-    return list(params.values())
+            if f.init and f.name not in skipped:
+                found.setdefault(f.name, []).append((f, cls))
+    params = []
+    for name, owners in found.items():
+        f, cls = owners[0]
+        kind = _flag_type(typing.get_type_hints(cls)[name])
+        help_text = next((field_docs(c)[name] for _, c in owners if name in field_docs(c)), "")
+        default = _default(f)
+        if unset_defaults:
+            defaults = {repr(_default(g)) for g, _ in owners}
+            if len(defaults) == 1 and default not in (None, dataclasses.MISSING, "") and not isinstance(default, list):
+                help_text += f" (default: {default})"
+            if typing.get_origin(kind) is not list and typing.get_origin(kind) is not typing.Union:
+                kind = Optional[kind]
+            default = [] if typing.get_origin(kind) is list else None
+        if help_suffix is not None:
+            help_text += help_suffix(name)
+        declarations = [f.metadata["flag"]] if "flag" in f.metadata else []
+        info = typer.Option(... if default is dataclasses.MISSING else default, *declarations, help=help_text,
+                            show_default=not unset_defaults)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind))
+    return params
 
 
 def command_with_options(function: Callable, classes: Iterable[type], unset_defaults: bool = True,
@@ -138,7 +138,7 @@ def command_with_options(function: Callable, classes: Iterable[type], unset_defa
     def command(**kwargs):
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
         if unset_defaults:
-            options = {k: v for k, v in options.items() if v is not None}
+            options = {k: v for k, v in options.items() if v is not None and v != []}
         return function(**kwargs, options=options)
 
     positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]

@@ -44,6 +44,7 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
         check_baseline(baseline_run, qrels)
     cls = retriever_class(retriever)
+    build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     scratch = None
     if index is None:
         scratch = Path(tempfile.mkdtemp(prefix="semiret-eval-"))
@@ -53,9 +54,9 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         build_seconds = None
         if rebuild or not (index / META_FILE).is_file():
             start = time.perf_counter()
-            cls.build(collection.corpus(), index, overwrite=True, **cls.build_options(options))
+            cls.build(collection.corpus(), index, overwrite=True, **build_options)
             build_seconds = time.perf_counter() - start
-        searcher = open_retriever(index, retriever, **cls.search_options(options))
+        searcher = open_retriever(index, retriever, **search_options)
         _warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)
@@ -63,7 +64,8 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         start = time.perf_counter()
         hits = searcher.search(texts, k=depth, n_threads=n_threads)
         batch_seconds = time.perf_counter() - start
-        costs = searcher.cost_figures() if hasattr(searcher, "cost_figures") else {}  # embedding work of this run
+        cost_figures = getattr(searcher.query_side, "cost_figures", None)  # embedding work of this run (re-ranking)
+        costs = cost_figures() if cost_figures is not None else {}
         sparsity = _sparsity(searcher, texts)
         run = hits.as_run(query_ids)
         if run_path:

@@ -1,10 +1,13 @@
-"""Retrievers and search pipelines, registered by name."""
+"""Retrievers: an index plus a document side and a query side, registered by name
+(:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers."""
 
+from semiret.search.lexical import BagOfTokensRetriever, BM25Retriever, IDFRetriever
+from semiret.search.neural import DenseRetriever, InferenceFreeRetriever, SpladeRetriever
 from semiret.search.retrievers import (
-    RETRIEVERS, BagOfTokensRetriever, BM25Retriever, IDFRetriever, Retriever, open_retriever, retriever_class,
+    RETRIEVERS, DocumentSide, QuerySide, Retriever, open_retriever, register_retriever, retriever_class,
 )
-from semiret.search.neural import DenseRetriever, InferenceFreeRetriever, SpladeRetriever  # registers them
-from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever  # registers
+from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever
 
-__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25Retriever", "DenseRetriever", "IDFRetriever",
-           "InferenceFreeRetriever", "LateParametricRetriever", "Retriever", "SiDRBetaRetriever", "SiDRFullRetriever", "SpladeRetriever", "open_retriever", "retriever_class"]
+__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "IDFRetriever",
+           "InferenceFreeRetriever", "LateParametricRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
+           "SiDRFullRetriever", "SpladeRetriever", "open_retriever", "register_retriever", "retriever_class"]

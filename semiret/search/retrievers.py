@@ -1,269 +1,208 @@
-"""Retrievers over the inverted index: a document side that makes postings, a query side that makes
-weighted token queries, and the index between them. Registered by name for the CLI and evaluation."""
+"""A retriever is an index plus a document side and a query side.
+
+- A :class:`DocumentSide` turns documents into what an index stores (postings or embeddings), says which index
+  kind it writes, and re-opens itself from an index's ``meta.json`` to add documents later.
+- A :class:`QuerySide` turns query texts into what the index searches (weighted terms or vectors) and runs the
+  search (two-phase, ANN parameters, re-ranking).
+- Each side declares its options as a dataclass (``Options``): the document side's shape the index (given to
+  :meth:`Retriever.build`), the query side's only the queries (given to :meth:`Retriever.open`). The CLI
+  turns the same fields into flags (:mod:`semiret.options`).
+
+A retriever class only names the pair and registers it::
+
+    @register_retriever
+    class InferenceFreeRetriever(Retriever):
+        \"\"\"SPLADE documents; queries only tokenized and weighted by IDF.\"\"\"
+        name = "inference-free"
+        documents = InferenceFreeDocuments
+        queries = IDFQueries
+"""
 
 from __future__ import annotations
 
+import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar, Iterable
+from typing import ClassVar, Iterable, Sequence
 
-import numpy as np
-
+from semiret import options as option_tools
 from semiret import progress
 from semiret.data.collection import Document, batched
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.inverted import BM25Parameters, InvertedIndex
-from semiret.types import Postings, SearchHits, SparseQuery
-from semiret.text.analyzer import TermDictionary, WordAnalyzer
-from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
-from semiret.text.token_weights import load_token_weights
-from semiret.text.wordpiece import WordPieceVocabulary
-
-BATCH_SIZE = 4096
-DEFAULT_MIN_IDF = 1.0
-"""Query tokens with a lower IDF are dropped by IDF-weighted retrievers (see :class:`IDFRetriever`)."""
+from semiret.indexes.inverted import InvertedIndex
+from semiret.types import Hit, SearchHits
 
 
-class Retriever(ABC):
-    """Search over one index directory. Subclasses define how texts become postings and queries."""
+class DocumentSide(ABC):
+    """Documents -> what an index stores. ``create`` prepares it for a new index (may load a model);
+    ``from_index`` re-opens it for adding documents (loading any model only when first needed)."""
 
-    name: ClassVar[str]
+    Options: ClassVar[type]
+    """Dataclass of the options that shape the index."""
     index_kind: ClassVar[str]
     index_class: ClassVar[type] = InvertedIndex
-    """The index type (anything with build/open/add/delete/search, e.g. the dense index)."""
-    build_batch_size: ClassVar[int] = BATCH_SIZE
+    batch_size: ClassVar[int] = 4096
     """Documents encoded per step while building (a step of the progress bar)."""
-    build_parameters: ClassVar[tuple[str, ...]] = ()
-    """Options that shape the index (given to :meth:`build`)."""
-    search_parameters: ClassVar[tuple[str, ...]] = ()
-    """Options that shape queries only (given to :meth:`open`)."""
 
-    def __init__(self, index: InvertedIndex):
+    @classmethod
+    @abstractmethod
+    def create(cls, options) -> "DocumentSide": ...
+
+    @classmethod
+    @abstractmethod
+    def from_index(cls, index) -> "DocumentSide": ...
+
+    @abstractmethod
+    def encode(self, documents: list[Document]):
+        """:class:`~semiret.types.Postings` or :class:`~semiret.types.Embeddings` of a batch."""
+
+    @abstractmethod
+    def index_config(self) -> dict:
+        """Keyword arguments for ``index_class.build`` (vocabulary size, analyzer record, ...)."""
+
+
+class QuerySide(ABC):
+    """Query texts -> what the index searches, and the search itself."""
+
+    Options: ClassVar[type]
+    """Dataclass of the options that shape queries only."""
+
+    @classmethod
+    @abstractmethod
+    def open(cls, index, options, documents: DocumentSide) -> "QuerySide":
+        """The query side for ``index``; ``documents`` is the index's own document side (siamese query sides
+        share its model instead of loading a second copy)."""
+
+    @abstractmethod
+    def encode_queries(self, texts: list[str]) -> list:
+        """Queries as the index searches them (a list of :class:`~semiret.types.SparseQuery` or a matrix)."""
+
+    def search(self, index, texts: list[str], k: int, n_threads: int) -> SearchHits:
+        return index.search(self.encode_queries(texts), k=k, n_threads=n_threads)
+
+
+class Retriever:
+    """Search, add and delete over one index directory (subclasses name a document and a query side)."""
+
+    name: ClassVar[str]
+    documents: ClassVar[type[DocumentSide]]
+    queries: ClassVar[type[QuerySide]]
+    index_kinds: ClassVar[tuple[str, ...]] = ()
+    """Index kinds this retriever can search (default: the one its document side writes)."""
+
+    def __init__(self, index, query_side: QuerySide, document_side: DocumentSide, scratch=None):
         self.index = index
+        self.query_side = query_side
+        self.document_side = document_side
+        self._scratch = scratch  # the temporary directory of an index built without a path, kept alive
 
-    # ------------------------------------------------------------------ the two sides
-    @abstractmethod
-    def encode_documents(self, documents: list[Document]) -> Postings: ...
+    # ------------------------------------------------------------------ options
+    @classmethod
+    def compatible_kinds(cls) -> tuple[str, ...]:
+        return cls.index_kinds or (cls.documents.index_kind,)
 
-    @abstractmethod
-    def encode_query(self, text: str) -> SparseQuery: ...
+    @classmethod
+    def option_classes(cls) -> tuple[type, type]:
+        return cls.documents.Options, cls.queries.Options
+
+    @classmethod
+    def split_options(cls, options: dict) -> tuple[dict, dict]:
+        """(build options, search options) of ``options``; names neither side knows are an error."""
+        build_names = option_tools.option_names([cls.documents.Options])
+        search_names = option_tools.option_names([cls.queries.Options])
+        unknown = sorted(k for k, v in options.items() if v is not None and k not in build_names + search_names)
+        if unknown:
+            allowed = ", ".join(dict.fromkeys(build_names + search_names)) or "none"
+            raise SemiretError(f"option(s) {', '.join(unknown)} do not apply to retriever {cls.name!r} "
+                               f"(its options: {allowed})")
+        return option_tools.pick(options, cls.documents.Options), option_tools.pick(options, cls.queries.Options)
+
+    @classmethod
+    def _search_options(cls, options: dict):
+        search_names = option_tools.option_names([cls.queries.Options])
+        misplaced = sorted(k for k, v in options.items() if v is not None and k not in search_names)
+        if misplaced:
+            raise SemiretError(f"option(s) {', '.join(misplaced)} do not apply when searching with retriever "
+                               f"{cls.name!r} (its search options: {', '.join(search_names) or 'none'})")
+        return option_tools.build(cls.queries.Options, options, cls.name)
 
     # ------------------------------------------------------------------ index life cycle
     @classmethod
-    def build(cls, documents: Iterable[Document], path: str | Path, *, total: int | None = None,
+    def build(cls, documents: Iterable[Document], path: str | Path | None = None, *, total: int | None = None,
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               **options) -> "Retriever":
-        """Index documents into a new directory at ``path`` and open a retriever on it."""
-        builder = cls._builder(**cls.build_options(options))
-        batches = (builder.encode_documents(batch) for batch in batched(documents, batch_size or cls.build_batch_size))
+        """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
+        index lives in a temporary directory removed when the retriever is garbage-collected."""
+        build_options, search_options = cls.split_options(options)
+        document_side = cls.documents.create(option_tools.build(cls.documents.Options, build_options, cls.name))
+        scratch = None
+        if path is None:
+            scratch = tempfile.TemporaryDirectory(prefix="semiret-index-")
+            path = Path(scratch.name) / "index"
+        if isinstance(documents, (list, tuple)) and total is None:
+            total = len(documents)
+        batches = (document_side.encode(batch)
+                   for batch in batched(documents, batch_size or cls.documents.batch_size))
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
-        cls.index_class.build(path, cls.index_kind, batches, **builder._index_options(), store_texts=store_texts,
-                            overwrite=overwrite, extra_meta={"retriever": cls.name})
-        return cls.open(path, **cls.search_options(options))
-
-    @classmethod
-    def build_options(cls, options: dict) -> dict:
-        cls.check_options(options)
-        return _pick(options, cls.build_parameters)
-
-    @classmethod
-    def search_options(cls, options: dict) -> dict:
-        cls.check_options(options)
-        return _pick(options, cls.search_parameters)
-
-    @classmethod
-    def check_options(cls, options: dict) -> None:
-        unknown = sorted(k for k, v in options.items()
-                         if v is not None and k not in cls.build_parameters + cls.search_parameters)
-        if unknown:
-            allowed = ", ".join(cls.build_parameters + cls.search_parameters) or "none"
-            raise SemiretError(f"option(s) {', '.join(unknown)} do not apply to retriever {cls.name!r} (its options: {allowed})")
+        index = cls.documents.index_class.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
+                                                store_texts=store_texts, overwrite=overwrite,
+                                                extra_meta={"retriever": cls.name})
+        retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
+        retriever._scratch = scratch
+        return retriever
 
     @classmethod
     def open(cls, path: str | Path, **options) -> "Retriever":
-        index = cls.index_class.open(path)
+        """Open an index directory for searching with this retriever (``options``: its search options)."""
+        return cls.from_index(open_index(path), **options)
+
+    @classmethod
+    def from_index(cls, index, **options) -> "Retriever":
         if index.kind not in cls.compatible_kinds():
-            raise SemiretError(f"{path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
-        return cls._from_index(index, **cls.open_options(options))
-
-    @classmethod
-    def open_options(cls, options: dict) -> dict:
-        """Options for opening an existing index: search options only (build options are fixed in the index)."""
-        misplaced = sorted(k for k, v in options.items() if v is not None and k not in cls.search_parameters)
-        if misplaced:
-            allowed = ", ".join(cls.search_parameters) or "none"
-            raise SemiretError(f"option(s) {', '.join(misplaced)} do not apply when searching with retriever "
-                               f"{cls.name!r} (its search options: {allowed})")
-        return _pick(options, cls.search_parameters)
-
-    @classmethod
-    def compatible_kinds(cls) -> tuple[str, ...]:
-        return (cls.index_kind,)
-
-    @classmethod
-    @abstractmethod
-    def _builder(cls, **options) -> "Retriever":
-        """An instance without an index, used to encode documents while building."""
-
-    @classmethod
-    @abstractmethod
-    def _from_index(cls, index: InvertedIndex, **options) -> "Retriever": ...
-
-    @abstractmethod
-    def _index_options(self) -> dict: ...
+            raise SemiretError(f"{index.path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
+        search_options = cls._search_options(options)
+        document_side = _builder_of(index, cls).documents.from_index(index)
+        return cls(index, cls.queries.open(index, search_options, document_side), document_side)
 
     def add(self, documents: Iterable[Document], replace: bool = False) -> int:
         """Index more documents; they are searchable as soon as this returns."""
-        documents = list(documents)
-        return self.index.add(self.encode_documents(documents), replace=replace)
+        return self.index.add(self.document_side.encode(list(documents)), replace=replace)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         return self.index.delete(doc_ids)
 
     # ------------------------------------------------------------------ search
     def encode_queries(self, texts: list[str]) -> list:
-        """Queries as the index searches them (neural retrievers encode the batch at once)."""
-        return [self.encode_query(t) for t in texts]
+        return self.query_side.encode_queries(list(texts))
 
-    def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
-        return self.index.search(self.encode_queries(queries), k=k, n_threads=n_threads)
+    def encode_query(self, text: str):
+        return self.encode_queries([text])[0]
 
-
-class BM25Retriever(Retriever):
-    """Okapi BM25 over words (lowercase, English stopwords, Snowball stems), Lucene IDF."""
-
-    name = "bm25"
-    index_kind = "bm25"
-    build_parameters = ("k1", "b", "stopwords", "stemmer")
-
-    def __init__(self, index, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters):
-        super().__init__(index)
-        self.analyzer, self.terms, self.params = analyzer, terms, params
-        self._query_terms = QueryTerms(analyzer, terms)
-
-    @classmethod
-    def _builder(cls, k1: float = 1.5, b: float = 0.75, stopwords: str = "en", stemmer: str | None = "english"):
-        return cls(None, WordAnalyzer(stopwords=stopwords, stemmer=stemmer), TermDictionary(), BM25Parameters(k1, b))
-
-    @classmethod
-    def _from_index(cls, index, **_):
-        config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
-        return cls(index, WordAnalyzer(**config), TermDictionary(index.vocab), index.bm25)
-
-    def _index_options(self) -> dict:
-        return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms.terms, "bm25": self.params}
-
-    def encode_documents(self, documents):
-        return word_count_postings(documents, self.analyzer, self.terms)
-
-    def encode_query(self, text):
-        # what np.unique(ids, return_counts=True) gives, without its per-call cost (queries are short)
-        ids = self._query_terms(text)  # = self.terms.lookup(self.analyzer(text), add=False)
-        terms = sorted(set(ids))
-        if len(terms) == len(ids):
-            counts = np.ones(len(terms), np.float32)
-        else:
-            counts = np.array([ids.count(t) for t in terms], np.float32)
-        return SparseQuery(np.array(terms, np.int32), counts)
+    def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1) -> SearchHits | list[Hit]:
+        """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
+        hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`."""
+        single = isinstance(queries, str)
+        texts = [queries] if single else list(queries)
+        bad = next((q for q in texts if not isinstance(q, str)), None)
+        if bad is not None:
+            raise SemiretError(f"queries must be strings, got {type(bad).__name__}")
+        if k < 1:
+            raise SemiretError("k must be at least 1")
+        hits = self.query_side.search(self.index, texts, k, n_threads)
+        hits.lookup = self.index.get_document
+        return hits[0] if single else hits
 
 
-class WordPieceRetriever(Retriever):
-    """Shared document side of token-space retrievers: a binary bag-of-tokens index."""
-
-    index_kind = "binary"
-    build_parameters = ("tokenizer", "max_length")
-
-    def __init__(self, index, vocabulary: WordPieceVocabulary):
-        super().__init__(index)
-        self.vocabulary = vocabulary
-
-    @classmethod
-    def _builder(cls, tokenizer: str = "bert-base-uncased", max_length: int | None = None):
-        return cls(None, WordPieceVocabulary(tokenizer, max_length=max_length))
-
-    @classmethod
-    def _from_index(cls, index, **options):
-        config = index.meta["analyzer"]
-        if config.get("type") != "wordpiece":
-            raise SemiretError(f"{index.path} was not built with a WordPiece tokenizer")
-        vocabulary = WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
-        return cls(index, vocabulary, **options)
-
-    def _index_options(self) -> dict:
-        return {"vocab_size": self.vocabulary.size, "analyzer": self.vocabulary.config()}
-
-    def encode_documents(self, documents):
-        return token_set_postings(documents, self.vocabulary)
-
-    def query_tokens(self, text: str) -> np.ndarray:
-        """The distinct tokens of a query, sorted (``np.unique`` costs more than this for a short query)."""
-        return np.array(sorted(set(self.vocabulary.encode(text))), np.int32)
+RETRIEVERS: dict[str, type[Retriever]] = {}
 
 
-class BagOfTokensRetriever(WordPieceRetriever):
-    """Number of distinct query tokens a document contains (SiDR's "BoT overlap")."""
-
-    name = "bot"
-
-    def encode_query(self, text):
-        terms = self.query_tokens(text)
-        return SparseQuery(terms, np.ones(len(terms), np.float32))
-
-
-class IDFRetriever(WordPieceRetriever):
-    """Query tokens weighted by IDF, over a bag-of-tokens or impact index: no network at query time.
-
-    ``idf="corpus"`` computes Lucene IDF from the index's document frequencies (kept current as
-    documents are added); a path loads a ``{token: weight}`` JSON table such as the MS MARCO one.
-
-    ``min_idf`` drops query tokens weighted below it: query-side stopwords chosen by IDF, as BM25 drops a
-    stopword list. The default, 1.0, drops tokens found in more than about a third of the documents (with the
-    MS MARCO table exactly ``. the , of and a to in is for``): they add almost nothing to a score but own the
-    longest posting lists (docs/results.md: a third fewer postings per query, nDCG@10 unchanged).
-    """
-
-    name = "idf"
-    search_parameters = ("idf", "two_phase", "min_idf")
-
-    def __init__(self, index, vocabulary, idf: str | Path = "corpus", two_phase=None,
-                 min_idf: float = DEFAULT_MIN_IDF):
-        from semiret.indexes.inverted import TwoPhase
-
-        super().__init__(index, vocabulary)
-        if not np.isfinite(min_idf) or min_idf < 0:
-            raise SemiretError(f"min_idf must be a finite number >= 0, got {min_idf}")
-        self.idf_source = str(idf)
-        self._table = None if self.idf_source == "corpus" else load_token_weights(idf, vocabulary)
-        self.two_phase = TwoPhase.parse(two_phase)
-        """Two-phase search (high-IDF query tokens first, then rescoring): None for exhaustive search."""
-        self.min_idf = float(min_idf)
-        self._min_weight = max(self.min_idf, float(np.finfo(np.float32).tiny))  # zero-weight tokens never score
-
-    def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
-        return self.index.search(self.encode_queries(queries), k=k, n_threads=n_threads, two_phase=self.two_phase)
-
-    @classmethod
-    def compatible_kinds(cls):
-        return ("binary", "impact")
-
-    def token_weights(self) -> np.ndarray:
-        if self._table is not None:
-            return self._table
-        return self.index.idf()
-
-    def encode_query(self, text):
-        terms = self.query_tokens(text)
-        weights = self.token_weights()[terms]
-        kept = weights >= self._min_weight
-        return SparseQuery(terms[kept], weights[kept])
-
-
-def _pick(options: dict, allowed: tuple[str, ...]) -> dict:
-    return {k: v for k, v in options.items() if k in allowed and v is not None}
-
-
-RETRIEVERS: dict[str, type[Retriever]] = {r.name: r for r in (BM25Retriever, BagOfTokensRetriever, IDFRetriever)}
+def register_retriever(cls: type[Retriever]) -> type[Retriever]:
+    """Class decorator: make a retriever known by its ``name`` (CLI, evaluation, :func:`open_retriever`)."""
+    if cls.name in RETRIEVERS and RETRIEVERS[cls.name] is not cls:
+        raise SemiretError(f"two retrievers are named {cls.name!r}")
+    RETRIEVERS[cls.name] = cls
+    return cls
 
 
 def retriever_class(name: str) -> type[Retriever]:
@@ -273,10 +212,12 @@ def retriever_class(name: str) -> type[Retriever]:
         raise SemiretError(f"unknown retriever {name!r} (known: {', '.join(RETRIEVERS)})") from None
 
 
+def _builder_of(index, default: type[Retriever]) -> type[Retriever]:
+    """The retriever that built ``index`` (its document side adds documents to it), else ``default``."""
+    return RETRIEVERS.get(index.meta.get("retriever", ""), default)
+
+
 def open_retriever(path: str | Path, name: str | None = None, **options) -> Retriever:
     """Open an index directory with the retriever it was built for, or with ``name``."""
     index = open_index(path)
-    cls = retriever_class(name or index.meta.get("retriever", ""))
-    if index.kind not in cls.compatible_kinds():
-        raise SemiretError(f"{path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
-    return cls._from_index(index, **cls.open_options(options))
+    return retriever_class(name or index.meta.get("retriever", "")).from_index(index, **options)

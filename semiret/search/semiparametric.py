@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,12 @@ import numpy as np
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.indexes.inverted import InvertedIndex
+from semiret.models.checkpoints import SIDR
+from semiret.search.lexical import TokenSets, index_vocabulary
+from semiret.search.neural import ENCODE_BATCH_SIZE, EncoderQueryOptions, check_encoder_index
+from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits, SparseQuery
-from semiret.search.retrievers import RETRIEVERS, Retriever, WordPieceRetriever
 
-ENCODE_BATCH_SIZE = 32
 DEFAULT_RERANK_DEPTH = 100
 
 
@@ -35,20 +38,24 @@ def _model_reference(model: str) -> str:
     return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
-class SiDRFullRetriever(Retriever):
-    """Full parametric SiDR: documents encoded by the SiDR document encoder into an ``impact`` index."""
+# ---------------------------------------------------------------------------------------------- full
+@dataclass
+class SiDRDocumentOptions:
+    model: str = SIDR.default
+    """SiDR model: a saved directory, the packaged sidr-scifact, or any masked LM (an untrained VDR)."""
+    quantize_bits: int | None = None
+    """Store document term weights in this many bits (8), not as float32."""
 
-    name = "sidr-full"
+
+class SiDRDocuments(DocumentSide):
+    """SiDR document vectors (the parametric index) into an ``impact`` index."""
+
+    Options = SiDRDocumentOptions
     index_kind = "impact"
-    build_batch_size = 1024
-    build_parameters = ("model", "quantize_bits")
-    search_parameters = ("encode_batch_size",)
+    batch_size = 1024
 
-    def __init__(self, index, model: str, sidr=None, encode_batch_size: int = ENCODE_BATCH_SIZE,
-                 quantize_bits: int | None = None):
-        super().__init__(index)
-        self.model, self._sidr = model, sidr
-        self.encode_batch_size, self.quantize_bits = encode_batch_size, quantize_bits
+    def __init__(self, model: str, sidr=None, quantize_bits: int | None = None):
+        self.model, self._sidr, self.quantize_bits = model, sidr, quantize_bits
 
     @property
     def sidr(self):
@@ -57,47 +64,73 @@ class SiDRFullRetriever(Retriever):
         return self._sidr
 
     @classmethod
-    def _builder(cls, model: str = "sidr-scifact", quantize_bits: int | None = None):
-        return cls(None, _model_reference(model), _load_model(model), quantize_bits=quantize_bits)
+    def create(cls, options: SiDRDocumentOptions):
+        return cls(_model_reference(options.model), _load_model(options.model), options.quantize_bits)
 
     @classmethod
-    def _from_index(cls, index, encode_batch_size: int = ENCODE_BATCH_SIZE):
-        config = index.meta["analyzer"]
-        if config.get("type") != "encoder" or config.get("family") != "sidr":
-            raise SemiretError(f"{index.path} was not built by sidr-full")
-        return cls(index, config["model"], encode_batch_size=encode_batch_size)
+    def from_index(cls, index):
+        return cls(check_encoder_index(index, "sidr")["model"])
 
-    def _index_options(self) -> dict:
+    def index_config(self) -> dict:
         return {"vocab_size": self.sidr.document_encoder.vocab_size, "quantize_bits": self.quantize_bits,
                 "analyzer": {"type": "encoder", "family": "sidr", "model": self.model}}
 
-    def encode_documents(self, documents):
+    def encode(self, documents):
         vectors = self.sidr.document_encoder.encode_document([d.full_text for d in documents],
                                                              batch_size=ENCODE_BATCH_SIZE, show_progress=False)
         return vectors.to_postings([d.id for d in documents], documents)
 
+
+class SiDRQueries(QuerySide):
+    """Parametric queries from the index's own SiDR model."""
+
+    Options = EncoderQueryOptions
+
+    def __init__(self, documents: SiDRDocuments, encode_batch_size: int):
+        self.documents, self.encode_batch_size = documents, encode_batch_size
+
+    @classmethod
+    def open(cls, index, options: EncoderQueryOptions, documents):
+        check_encoder_index(index, "sidr")
+        return cls(documents, options.encode_batch_size)
+
     def encode_queries(self, texts):
-        return self.sidr.query_encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
-
-    def encode_query(self, text):
-        return self.encode_queries([text])[0]
+        return self.documents.sidr.query_encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
 
 
-class SiDRBetaRetriever(WordPieceRetriever):
+@register_retriever
+class SiDRFullRetriever(Retriever):
+    """Full parametric SiDR: documents encoded by the SiDR document encoder into an ``impact`` index."""
+
+    name = "sidr-full"
+    documents = SiDRDocuments
+    queries = SiDRQueries
+
+
+# ---------------------------------------------------------------------------------------------- beta
+@dataclass
+class SiDRBetaOptions(EncoderQueryOptions):
+    model: str = SIDR.default
+    """SiDR model whose query encoder searches the bag-of-tokens index."""
+    query_top_k: int | None = None
+    """Terms kept per query vector in beta search (SiDR's query activation; default: the model's, 768)."""
+
+
+class SiDRBetaQueries(QuerySide):
     """Beta search: SiDR query vectors against the tokenizer-only bag-of-tokens index (any ``bot`` index)."""
 
-    name = "sidr-beta"
-    search_parameters = ("model", "encode_batch_size", "query_top_k")
+    Options = SiDRBetaOptions
 
-    def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE,
-                 query_top_k: int | None = None):
-        super().__init__(index, vocabulary)
-        if query_top_k is not None and query_top_k < 1:
-            raise SemiretError(f"query_top_k must be at least 1, got {query_top_k}")
-        self.model = model
-        self.encode_batch_size = encode_batch_size
-        self.query_top_k = query_top_k
+    def __init__(self, index, options: SiDRBetaOptions):
+        if options.query_top_k is not None and options.query_top_k < 1:
+            raise SemiretError(f"query_top_k must be at least 1, got {options.query_top_k}")
+        self.index, self.vocabulary = index, index_vocabulary(index)
+        self.model, self.encode_batch_size, self.query_top_k = options.model, options.encode_batch_size, options.query_top_k
         self._sidr = None
+
+    @classmethod
+    def open(cls, index, options, documents):
+        return cls(index, options)
 
     @property
     def sidr(self):
@@ -122,11 +155,28 @@ class SiDRBetaRetriever(WordPieceRetriever):
     def encode_queries(self, texts):
         return [self.first_stage(q) for q in self.encode_full_queries(texts)]
 
-    def encode_query(self, text):
-        return self.encode_queries([text])[0]
+
+@register_retriever
+class SiDRBetaRetriever(Retriever):
+    """Beta search over the bag-of-tokens index the tokenizer alone builds."""
+
+    name = "sidr-beta"
+    documents = TokenSets
+    queries = SiDRBetaQueries
 
 
-class LateParametricRetriever(SiDRBetaRetriever):
+# ---------------------------------------------------------------------------------------------- late re-ranking
+@dataclass
+class LateParametricOptions(SiDRBetaOptions):
+    rerank_depth: int = DEFAULT_RERANK_DEPTH
+    """Documents re-ranked per query (m)."""
+    rerank_model: str | None = None
+    """Second-stage encoder (default: the SiDR document encoder; e.g. minilm)."""
+    cache: str | None = None
+    """Embedding cache directory (default: inside the index)."""
+
+
+class LateParametricQueries(SiDRBetaQueries):
     """Beta search for the top ``rerank_depth`` (m), then re-rank them with embeddings computed on demand.
 
     ``rerank_model``: None re-ranks with the SiDR document encoder and the stage-one query vectors (no
@@ -134,18 +184,15 @@ class LateParametricRetriever(SiDRBetaRetriever):
     ``cache``: where embeddings persist (default: ``embedding-cache/`` inside the index directory).
     """
 
-    name = "sidr-beta-rerank"
-    search_parameters = ("model", "encode_batch_size", "query_top_k", "rerank_depth", "rerank_model", "cache")
+    Options = LateParametricOptions
 
-    def __init__(self, index, vocabulary, model: str = "sidr-scifact", encode_batch_size: int = ENCODE_BATCH_SIZE,
-                 query_top_k: int | None = None, rerank_depth: int = DEFAULT_RERANK_DEPTH,
-                 rerank_model: str | None = None, cache: str | None = None):
-        super().__init__(index, vocabulary, model, encode_batch_size, query_top_k)
-        if rerank_depth < 1:
-            raise SemiretError(f"rerank_depth must be at least 1, got {rerank_depth}")
-        self.rerank_depth = rerank_depth
-        self.rerank_model = rerank_model
-        self.cache_path = Path(cache) if cache else None
+    def __init__(self, index, options: LateParametricOptions):
+        super().__init__(index, options)
+        if options.rerank_depth < 1:
+            raise SemiretError(f"rerank_depth must be at least 1, got {options.rerank_depth}")
+        self.rerank_depth = options.rerank_depth
+        self.rerank_model = options.rerank_model
+        self.cache_path = Path(options.cache) if options.cache else None
         self._second = None
         self._cache = None
         self.documents_embedded = 0
@@ -186,7 +233,7 @@ class LateParametricRetriever(SiDRBetaRetriever):
                 "distinct_candidates_fraction": round(len(self.candidates_seen) / max(self.index.n_docs, 1), 4),
                 "documents_embedded": self.documents_embedded, "queries_embedded": self.queries_embedded}
 
-    def search(self, queries: list[str], k: int = 10, n_threads: int = 1) -> SearchHits:
+    def search(self, index, queries: list[str], k: int, n_threads: int) -> SearchHits:
         full_queries = self.encode_full_queries(queries)
         first_queries = [self.first_stage(q) for q in full_queries]
         self.queries_embedded += len(queries)
@@ -242,22 +289,29 @@ class LateParametricRetriever(SiDRBetaRetriever):
         return float(np.dot(query, document))
 
 
+@register_retriever
+class LateParametricRetriever(Retriever):
+    """Beta search, then late parametric re-ranking of the top m with cached embeddings."""
+
+    name = "sidr-beta-rerank"
+    documents = TokenSets
+    queries = LateParametricQueries
+
+
 def cache_to_full_index(retriever: LateParametricRetriever, path: str | Path, overwrite: bool = False) -> InvertedIndex:
     """Turn a fully populated sparse embedding cache into the ``sidr-full`` index (SiDR Appendix E).
 
     Documents not yet embedded are embedded now; then the parametric index is written without
     re-encoding anything already cached.
     """
-    if retriever.rerank_model is not None:
+    late = retriever.query_side
+    if late.rerank_model is not None:
         raise SemiretError("only a cache of SiDR document vectors becomes a sidr-full index")
-    ids = [segment.docids[i] for segment in retriever.index.segments for i in range(segment.n_docs)
-           if not segment.deleted[i]]
-    retriever._embed_missing(ids)
-    documents = [retriever.index.get_document(i) for i in ids]
-    postings = retriever.cache.to_postings(ids, documents)
-    return InvertedIndex.build(path, "impact", [postings], vocab_size=retriever.vocabulary.size,
-                               analyzer={"type": "encoder", "family": "sidr", "model": _model_reference(retriever.model)},
+    index = retriever.index
+    ids = [segment.docids[i] for segment in index.segments for i in range(segment.n_docs) if not segment.deleted[i]]
+    late._embed_missing(ids)
+    documents = [index.get_document(i) for i in ids]
+    postings = late.cache.to_postings(ids, documents)
+    return InvertedIndex.build(path, "impact", [postings], vocab_size=late.vocabulary.size,
+                               analyzer={"type": "encoder", "family": "sidr", "model": _model_reference(late.model)},
                                overwrite=overwrite, extra_meta={"retriever": SiDRFullRetriever.name})
-
-
-RETRIEVERS.update({r.name: r for r in (SiDRFullRetriever, SiDRBetaRetriever, LateParametricRetriever)})

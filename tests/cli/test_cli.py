@@ -38,7 +38,8 @@ def index_dir(tmp_path, beir_dir):
 
 def test_index_builds_and_describes(tmp_path, beir_dir):
     result = invoke("index", "--data", beir_dir, "--out", tmp_path / "idx", "--k1", "1.2", "--b", "0.5")
-    described = json.loads(result.stderr)
+    described = json.loads(result.stdout)  # machine-readable output on standard output (| jq works)
+    assert result.stderr == ""
     assert described["kind"] == "bm25" and described["documents"] == len(TINY_DOCS)
     meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
     assert meta["bm25"] == {"k1": 1.2, "b": 0.5} and meta["retriever"] == "bm25"
@@ -84,9 +85,9 @@ def test_add_delete_merge_info(tmp_path, index_dir):
     assert "deleted 2 documents" in result.stderr
     assert json_lines(invoke("search", "--index", index_dir, "--json", "quokka").stdout)[0]["hits"] == []
 
-    info = json.loads(invoke("info", index_dir).stderr)
+    info = json.loads(invoke("info", index_dir).stdout)
     assert info["documents"] == 5 and info["deleted"] == 3 and info["segments"] == 3 and info["retriever"] == "bm25"
-    merged = json.loads(invoke("merge", "--index", index_dir).stderr)
+    merged = json.loads(invoke("merge", "--index", index_dir).stdout)
     assert merged["documents"] == 5 and merged["deleted"] == 0 and merged["segments"] == 1
     hits = json_lines(invoke("search", "--index", index_dir, "--json", "-k", "10", "cats").stdout)[0]["hits"]
     assert {h["id"] for h in hits} == {"d2"}
@@ -146,7 +147,7 @@ def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, messa
 def test_failed_add_changes_nothing(tmp_path, index_dir):
     (tmp_path / "bad.jsonl").write_text('{"_id": "n1", "text": "quokka"}\n{"oops\n')
     invoke("add", "--index", index_dir, tmp_path / "bad.jsonl", ok=False)
-    info = json.loads(invoke("info", index_dir).stderr)
+    info = json.loads(invoke("info", index_dir).stdout)
     assert info["documents"] == len(TINY_DOCS) and info["segments"] == 1
 
 

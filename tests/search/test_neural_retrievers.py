@@ -18,8 +18,8 @@ from semiret.search import DenseRetriever, InferenceFreeRetriever, SpladeRetriev
 
 def test_splade_build_search_add_delete(tmp_path, tiny_docs, tiny_bert):
     retriever = SpladeRetriever.build(tiny_docs, tmp_path / "splade", model=str(tiny_bert))
-    documents = retriever.document_encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
-    queries = retriever.document_encoder.encode_query(list(TINY_QUERIES.values()))
+    documents = retriever.document_side.encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
+    queries = retriever.document_side.encoder.encode_query(list(TINY_QUERIES.values()))
     scores = queries.to_dense() @ documents.to_dense().T
     hits = retriever.search(list(TINY_QUERIES.values()), k=3)
     for row, ids, got in zip(scores, hits.ids, hits.scores):
@@ -47,12 +47,12 @@ def test_pruning_and_quantization_shape_the_index(tmp_path, tiny_docs, tiny_bert
 def test_inference_free_reuses_splade_documents(tmp_path, tiny_docs, tiny_bert):
     SpladeRetriever.build(tiny_docs, tmp_path / "idx", model=str(tiny_bert))
     corpus_idf = open_retriever(tmp_path / "idx", "inference-free")
-    assert isinstance(corpus_idf, InferenceFreeRetriever) and corpus_idf._document_encoder is None
+    assert isinstance(corpus_idf, InferenceFreeRetriever) and corpus_idf.document_side._encoder is None
     query = corpus_idf.encode_query("cats and dogs")
     np.testing.assert_allclose(query.weights, corpus_idf.index.idf()[query.terms])
     table = open_retriever(tmp_path / "idx", "inference-free", idf=str(MSMARCO_IDF))
     table.add([Document("d7", "cats and dogs again")])  # the document side loads the encoder when needed
-    documents = table.document_encoder.encode_document([d.full_text for d in tiny_docs] + ["cats and dogs again"],
+    documents = table.document_side.encoder.encode_document([d.full_text for d in tiny_docs] + ["cats and dogs again"],
                                                        show_progress=False).to_dense()
     ids = [d.id for d in tiny_docs] + ["d7"]
     for text in ("cats and dogs", "statins cancer risk"):
@@ -67,7 +67,7 @@ def test_inference_free_reuses_splade_documents(tmp_path, tiny_docs, tiny_bert):
 @pytest.mark.parametrize("ann", ["exact", "hnsw"])
 def test_dense_retriever(tmp_path, tiny_docs, tiny_bert, ann):
     retriever = DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(tiny_bert), ann=ann)
-    vectors = retriever.encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
+    vectors = retriever.document_side.encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
     hits = retriever.search([tiny_docs[2].full_text], k=1)
     assert hits.ids == [[tiny_docs[int(np.argmax(vectors @ vectors[2]))].id]]
     reopened = open_retriever(tmp_path / "dense", ef_search=32)
@@ -83,8 +83,8 @@ def test_options_are_checked(tmp_path, tiny_docs, tiny_bert):
     with pytest.raises(SemiretError, match="unknown model"):
         SpladeRetriever.build(tiny_docs, tmp_path / "y", model="no-such-model")
     SpladeRetriever.build(tiny_docs, tmp_path / "z", model=str(tiny_bert))
-    with pytest.raises(SemiretError, match="was not built with a dense encoder"):
-        DenseRetriever._from_index(open_retriever(tmp_path / "z").index)
+    with pytest.raises(SemiretError, match="is a 'impact' index; dense needs one of"):
+        DenseRetriever.from_index(open_retriever(tmp_path / "z").index)
 
 
 def test_cli_eval_and_search_with_a_model(tmp_path, beir_dir, tiny_bert):
@@ -113,10 +113,10 @@ def test_min_idf_drops_query_stopwords(tmp_path, tiny_docs, tiny_bert):
     default = open_retriever(tmp_path / "idx", "inference-free", idf=str(MSMARCO_IDF))
     text = "the risk of cancer and statins"
     full, kept = every.encode_query(text), default.encode_query(text)
-    dropped = {every.vocabulary.token(int(t)) for t in np.setdiff1d(full.terms, kept.terms)}
-    assert default.min_idf == 1.0 and dropped == {"the", "of", "and"}
+    dropped = {every.query_side.vocabulary.token(int(t)) for t in np.setdiff1d(full.terms, kept.terms)}
+    assert default.query_side.min_idf == 1.0 and dropped == {"the", "of", "and"}
     assert np.all(kept.weights >= 1.0) and np.all(full.weights[np.isin(full.terms, kept.terms)] == kept.weights)
-    documents = default.document_encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
+    documents = default.document_side.encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
     scores = documents.to_dense()[:, kept.terms] @ kept.weights
     hits = default.search([text], k=len(tiny_docs))
     assert hits.ids[0] == [tiny_docs[i].id for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
@@ -132,5 +132,5 @@ def test_inference_free_defaults_to_the_packaged_model(tmp_path, tiny_docs):
 
     retriever = InferenceFreeRetriever.build(tiny_docs, tmp_path / "idx")
     assert retriever.index.meta["analyzer"]["model"] == resolve_inference_free(INFERENCE_FREE.default)
-    assert retriever.idf_source.endswith("idf.json")  # the table the model was trained with
+    assert retriever.query_side.idf_source.endswith("idf.json")  # the table the model was trained with
     assert retriever.search(["statins and cancer risk"], k=1).ids[0][0] == "d3"

@@ -11,7 +11,7 @@ import pytest
 from semiret.data import Document
 from semiret.errors import DataFormatError, IndexFormatError, SemiretError
 from semiret.search import BagOfTokensRetriever, BM25Retriever, IDFRetriever, open_retriever, retriever_class
-from semiret.search.idf import load_token_weights
+from semiret.text.token_weights import load_token_weights
 from semiret.text import WordAnalyzer, WordPieceVocabulary
 
 from helpers import MSMARCO_IDF, TINY_DOCS, leftovers, require_shared_data
@@ -82,7 +82,7 @@ def test_bm25_open_restores_the_analyzer(tmp_path):
     BM25Retriever.build(CORPUS, tmp_path / "idx", stemmer="none", stopwords="none")
     reopened = open_retriever(tmp_path / "idx")
     assert isinstance(reopened, BM25Retriever)
-    assert reopened.analyzer.stemmer is None and reopened.analyzer.stopwords == "none"
+    assert reopened.document_side.analyzer.stemmer is None and reopened.document_side.analyzer.stopwords == "none"
     assert reopened.search(["the"], k=3).ids[0]  # 'the' is a term without stopwords
     assert set(reopened.search(["statins"], k=10).ids[0]) == {"d3", "d7"}  # no stemming: d6 has only 'statin'
     assert set(BM25Retriever.build(CORPUS, tmp_path / "stemmed").search(["statins"], k=10).ids[0]) == {"d3", "d6", "d7"}
@@ -198,10 +198,10 @@ def test_idf_corpus_weights_follow_additions(bot_index, vocabulary):
     idf = IDFRetriever.open(bot_index)
     token = vocabulary.encode("garden")[0]
     df = sum(token in vocabulary.encode(d.full_text) for d in CORPUS)
-    before = idf.token_weights()[token]
+    before = idf.query_side.token_weights()[token]
     assert before == pytest.approx(math.log(1 + (len(CORPUS) - df + 0.5) / (df + 0.5)), rel=1e-6)
     idf.add([Document(f"g{i}", "garden") for i in range(5)])
-    after = idf.token_weights()[token]
+    after = idf.query_side.token_weights()[token]
     assert after < before
     assert after == pytest.approx(math.log(1 + (len(CORPUS) + 5 - df - 5 + 0.5) / (df + 5 + 0.5)), rel=1e-6)
 
@@ -210,13 +210,13 @@ def test_idf_with_the_msmarco_table(bot_index, vocabulary):
     require_shared_data()
     table = json.loads(MSMARCO_IDF.read_text())
     idf = IDFRetriever.open(bot_index, idf=MSMARCO_IDF)
-    weights = idf.token_weights()
+    weights = idf.query_side.token_weights()
     ids = vocabulary.token_ids()
     assert weights[ids["cancer"]] == pytest.approx(table["cancer"])
     assert weights[ids["[CLS]"]] == 0.0 and weights[ids["[unused5]"]] == 0.0  # excluded ids never count
     doc_tokens = {d.id: set(vocabulary.encode(d.full_text)) for d in CORPUS}
     for query in QUERIES:
-        q = {x for x in vocabulary.encode(query) if table[vocabulary.token(x)] >= idf.min_idf}
+        q = {x for x in vocabulary.encode(query) if table[vocabulary.token(x)] >= idf.query_side.min_idf}
         expected = {d: sum(table[vocabulary.token(x)] for x in q & t) for d, t in doc_tokens.items() if q & t}
         got = all_scores(idf, query)
         assert got.keys() == {d for d, s in expected.items() if s > 0}
@@ -263,9 +263,9 @@ def test_options_that_do_not_apply_are_errors(tmp_path, bot_index):
     with pytest.raises(SemiretError, match=r"option\(s\) k1 do not apply to retriever 'bot'"):
         BagOfTokensRetriever.build(CORPUS, tmp_path / "b", k1=1.2)
     with pytest.raises(SemiretError, match=r"option\(s\) b, k1 do not apply to retriever 'idf'"):
-        retriever_class("idf").check_options({"k1": 1.0, "b": 0.5, "idf": "corpus"})
+        retriever_class("idf").split_options({"k1": 1.0, "b": 0.5, "idf": "corpus"})
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
-    retriever_class("bm25").check_options({"k1": 1.0, "idf": None})  # unset options are fine
+    assert retriever_class("bm25").split_options({"k1": 1.0, "idf": None}) == ({"k1": 1.0}, {})  # unset is fine
 
 
 def test_options_that_do_not_apply_when_opening_are_errors(bm25, bot_index):
@@ -282,8 +282,7 @@ def test_options_that_do_not_apply_when_opening_are_errors(bm25, bot_index):
 def test_build_and_search_options_are_split(tmp_path):
     cls = retriever_class("idf")
     options = {"tokenizer": "bert-base-uncased", "max_length": None, "idf": "corpus", "k1": None}
-    assert cls.build_options(options) == {"tokenizer": "bert-base-uncased"}
-    assert cls.search_options(options) == {"idf": "corpus"}
+    assert cls.split_options(options) == ({"tokenizer": "bert-base-uncased"}, {"idf": "corpus"})
 
 
 def test_unknown_retriever_and_wrong_index_kind(bm25, bot_index):

@@ -1,0 +1,266 @@
+"""Lexical sides, no neural network: BM25 over words; token sets over a WordPiece vocabulary, queried as a
+plain overlap count (``bot``) or weighted by IDF (``idf``, also the query side of ``inference-free``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from semiret.errors import SemiretError
+from semiret.indexes.inverted import BM25Parameters, TwoPhase
+from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+from semiret.text.analyzer import TermDictionary, WordAnalyzer
+from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
+from semiret.text.token_weights import load_token_weights
+from semiret.text.wordpiece import WordPieceVocabulary
+from semiret.types import SparseQuery
+
+DEFAULT_MIN_IDF = 1.0
+"""Query tokens with a lower IDF are dropped by IDF-weighted query sides (see :class:`IDFQueries`)."""
+
+
+@dataclass
+class NoOptions:
+    """A side without options."""
+
+
+# ---------------------------------------------------------------------------------------------- BM25
+@dataclass
+class BM25Options:
+    k1: float = 1.5
+    """BM25 term-frequency saturation k1."""
+    b: float = 0.75
+    """BM25 length normalisation b."""
+    stopwords: str = "en"
+    """Stopword list of the word analyzer ('en', or 'none')."""
+    stemmer: str | None = "english"
+    """Snowball stemmer of the word analyzer (a PyStemmer language, or none)."""
+
+
+class WordCounts(DocumentSide):
+    """Words (lowercase, English stopwords, Snowball stems) and their counts, into a ``bm25`` index."""
+
+    Options = BM25Options
+    index_kind = "bm25"
+
+    def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters):
+        self.analyzer, self.terms, self.params = analyzer, terms, params
+
+    @classmethod
+    def create(cls, options: BM25Options):
+        return cls(WordAnalyzer(stopwords=options.stopwords, stemmer=options.stemmer), TermDictionary(),
+                   BM25Parameters(options.k1, options.b))
+
+    @classmethod
+    def from_index(cls, index):
+        config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
+        return cls(WordAnalyzer(**config), TermDictionary(index.vocab), index.bm25)
+
+    def index_config(self) -> dict:
+        return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms.terms, "bm25": self.params}
+
+    def encode(self, documents):
+        return word_count_postings(documents, self.analyzer, self.terms)
+
+
+class WordCountQueries(QuerySide):
+    """The document side's analyzer; each query term weighted by its count (IDF is applied by the index).
+    Shares the document side's term dictionary, so words of documents added later are searchable at once."""
+
+    Options = NoOptions
+
+    def __init__(self, terms: QueryTerms):
+        self._query_terms = terms
+
+    @classmethod
+    def open(cls, index, options, documents: WordCounts):
+        return cls(QueryTerms(documents.analyzer, documents.terms))
+
+    def encode_queries(self, texts):
+        return [self.encode_query(t) for t in texts]
+
+    def encode_query(self, text: str) -> SparseQuery:
+        # what np.unique(ids, return_counts=True) gives, without its per-call cost (queries are short)
+        ids = self._query_terms(text)
+        terms = sorted(set(ids))
+        if len(terms) == len(ids):
+            counts = np.ones(len(terms), np.float32)
+        else:
+            counts = np.array([ids.count(t) for t in terms], np.float32)
+        return SparseQuery(np.array(terms, np.int32), counts)
+
+
+@register_retriever
+class BM25Retriever(Retriever):
+    """Okapi BM25 over words (lowercase, English stopwords, Snowball stems), Lucene IDF."""
+
+    name = "bm25"
+    documents = WordCounts
+    queries = WordCountQueries
+
+
+# ---------------------------------------------------------------------------------------------- token sets
+@dataclass
+class TokenizerOptions:
+    tokenizer: str = "bert-base-uncased"
+    """Tokenizer of token-space indexes: a registry name, a directory or a hub id."""
+    max_length: int | None = None
+    """Truncate texts to this many tokens."""
+
+
+def index_vocabulary(index) -> WordPieceVocabulary:
+    """The token vocabulary an index was built over: its WordPiece analyzer, or the tokenizer of the encoder
+    that made it (learned sparse indexes)."""
+    config = index.meta["analyzer"]
+    if config.get("type") == "wordpiece":
+        return WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
+    if config.get("type") == "encoder":
+        return WordPieceVocabulary(config["model"])
+    raise SemiretError(f"{index.path} was not built over a token vocabulary (its analyzer: {config.get('type')!r})")
+
+
+class TokenSets(DocumentSide):
+    """Each document's distinct tokens, built by the tokenizer alone, into a ``binary`` index."""
+
+    Options = TokenizerOptions
+    index_kind = "binary"
+
+    def __init__(self, vocabulary: WordPieceVocabulary):
+        self.vocabulary = vocabulary
+
+    @classmethod
+    def create(cls, options: TokenizerOptions):
+        return cls(WordPieceVocabulary(options.tokenizer, max_length=options.max_length))
+
+    @classmethod
+    def from_index(cls, index):
+        if index.meta["analyzer"].get("type") != "wordpiece":
+            raise SemiretError(f"{index.path} was not built with a WordPiece tokenizer")
+        return cls(index_vocabulary(index))
+
+    def index_config(self) -> dict:
+        return {"vocab_size": self.vocabulary.size, "analyzer": self.vocabulary.config()}
+
+    def encode(self, documents):
+        return token_set_postings(documents, self.vocabulary)
+
+
+def query_tokens(vocabulary: WordPieceVocabulary, text: str) -> np.ndarray:
+    """The distinct tokens of a query, sorted (``np.unique`` costs more than this for a short query)."""
+    return np.array(sorted(set(vocabulary.encode(text))), np.int32)
+
+
+class TokenSetQueries(QuerySide):
+    """The query's distinct tokens, each weighing 1: the score is the number of them a document contains."""
+
+    Options = NoOptions
+
+    def __init__(self, vocabulary: WordPieceVocabulary):
+        self.vocabulary = vocabulary
+
+    @classmethod
+    def open(cls, index, options, documents):
+        return cls(index_vocabulary(index))
+
+    def encode_queries(self, texts):
+        out = []
+        for text in texts:
+            terms = query_tokens(self.vocabulary, text)
+            out.append(SparseQuery(terms, np.ones(len(terms), np.float32)))
+        return out
+
+
+@register_retriever
+class BagOfTokensRetriever(Retriever):
+    """Number of distinct query tokens a document contains (SiDR's "BoT overlap")."""
+
+    name = "bot"
+    documents = TokenSets
+    queries = TokenSetQueries
+
+
+# ---------------------------------------------------------------------------------------------- IDF
+@dataclass
+class IDFOptions:
+    idf: str | None = None
+    """Query token weights: 'corpus' (IDF over the index, kept current as documents are added), 'msmarco'
+    (the shared MS MARCO table) or a JSON {token: weight} table; default: the table a trained inference-free
+    model was saved with, else 'corpus'."""
+    two_phase: str | None = None
+    """Two-phase search: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'; queries it cannot
+    speed up are searched exactly unless ',always' follows."""
+    min_idf: float = DEFAULT_MIN_IDF
+    """Drop query tokens with a lower IDF (query-side stopwords; 0 keeps all)."""
+
+
+class IDFQueries(QuerySide):
+    """Query tokens weighted by IDF, over a bag-of-tokens or impact index: no network at query time.
+
+    ``idf="corpus"`` computes Lucene IDF from the index's document frequencies (kept current as documents are
+    added); a path (or ``msmarco``) loads a ``{token: weight}`` JSON table.
+
+    ``min_idf`` drops query tokens weighted below it: query-side stopwords chosen by IDF, as BM25 drops a
+    stopword list. The default, 1.0, drops tokens found in more than about a third of the documents (with the
+    MS MARCO table exactly ``. the , of and a to in is for``): they add almost nothing to a score but own the
+    longest posting lists (docs/results.md: a third fewer postings per query, nDCG@10 unchanged).
+    """
+
+    Options = IDFOptions
+
+    def __init__(self, vocabulary: WordPieceVocabulary, index=None, idf: str | Path = "corpus",
+                 two_phase: str | TwoPhase | None = None, min_idf: float = DEFAULT_MIN_IDF):
+        if not np.isfinite(min_idf) or min_idf < 0:
+            raise SemiretError(f"min_idf must be a finite number >= 0, got {min_idf}")
+        self.vocabulary, self.index = vocabulary, index
+        self.idf_source = str(idf)
+        if self.idf_source == "corpus" and index is None:
+            raise SemiretError("corpus IDF needs an index")
+        self._table = None if self.idf_source == "corpus" else load_token_weights(idf, vocabulary)
+        self.two_phase = TwoPhase.parse(two_phase)
+        """Two-phase search (high-IDF query tokens first, then rescoring): None for exhaustive search."""
+        self.min_idf = float(min_idf)
+        self._min_weight = max(self.min_idf, float(np.finfo(np.float32).tiny))  # zero-weight tokens never score
+
+    @classmethod
+    def open(cls, index, options: IDFOptions, documents):
+        from semiret.models.checkpoints import inference_free_token_weights
+
+        idf = options.idf
+        if idf is None:
+            model = index.meta["analyzer"].get("model")
+            idf = (inference_free_token_weights(model) if model else None) or "corpus"
+        return cls(index_vocabulary(index), index, idf, options.two_phase, options.min_idf)
+
+    @classmethod
+    def from_table(cls, table: str | Path, vocabulary: WordPieceVocabulary, min_idf: float = DEFAULT_MIN_IDF):
+        """A query side over a token-weight table alone, without an index (e.g. to encode queries for a sweep)."""
+        return cls(vocabulary, None, table, min_idf=min_idf)
+
+    def token_weights(self) -> np.ndarray:
+        return self._table if self._table is not None else self.index.idf()
+
+    def encode_queries(self, texts):
+        weights_of = self.token_weights()
+        out = []
+        for text in texts:
+            terms = query_tokens(self.vocabulary, text)
+            weights = weights_of[terms]
+            kept = weights >= self._min_weight
+            out.append(SparseQuery(terms[kept], weights[kept]))
+        return out
+
+    def search(self, index, texts, k, n_threads):
+        return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, two_phase=self.two_phase)
+
+
+@register_retriever
+class IDFRetriever(Retriever):
+    """Query tokens weighted by IDF over a bag-of-tokens index (or any impact index over the same tokens)."""
+
+    name = "idf"
+    documents = TokenSets
+    queries = IDFQueries
+    index_kinds = ("binary", "impact")
+

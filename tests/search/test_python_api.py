@@ -1,0 +1,55 @@
+"""The Python API as users of bm25s and sentence-transformers expect it: one query or a batch, hits as
+``(doc_id, score)`` pairs with the stored text at hand, an index without a directory."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, IDFRetriever
+from semiret.types import Hit, SearchHits
+
+from helpers import TINY_DOCS
+
+
+def test_a_string_is_one_query_and_a_list_is_a_batch(tmp_path):
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    one = bm25.search("cats dogs", k=3)
+    batch = bm25.search(["cats dogs", "statins"], k=3)
+    assert isinstance(batch, SearchHits) and len(batch) == 2
+    assert isinstance(one, list) and all(isinstance(h, Hit) for h in one)
+    assert [h.id for h in one] == batch.ids[0] and [h.score for h in one] == batch.scores[0]
+    assert one[0].id in {"d1", "d2"}  # not nine per-character queries of the string
+
+
+def test_hits_unpack_as_pairs_and_carry_the_stored_text(tmp_path):
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    hits = bm25.search("mailman letters", k=2)
+    doc_id, score = hits[0]
+    assert doc_id == "d5" and score > 0 and dict(hits)[doc_id] == score
+    assert "mailman delivers letters" in hits[0].text and hits[0].document.id == "d5"
+    for query_hits in bm25.search(["mailman", "birds"], k=1):  # a batch iterates query by query
+        assert len(query_hits) == 1 and query_hits[0].text
+    unstored = BM25Retriever.build(TINY_DOCS, tmp_path / "bare", store_texts=False)
+    assert unstored.search("mailman", k=1)[0].text is None
+
+
+def test_an_index_without_a_path_lives_in_a_temporary_directory():
+    retriever = IDFRetriever.build(TINY_DOCS)
+    path = retriever.index.path
+    assert path.is_dir() and retriever.search("garden birds", k=1)[0].id == "d4"
+    retriever.add([TINY_DOCS[0].__class__("d7", "quokkas in the garden")])
+    assert retriever.search("quokkas", k=1)[0].id == "d7"
+    del retriever
+    gc.collect()
+    assert not path.exists()
+
+
+def test_queries_must_be_strings(tmp_path):
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match="queries must be strings, got int"):
+        bm25.search([1, 2])
+    with pytest.raises(SemiretError, match="k must be at least 1"):
+        bm25.search("cats", k=0)
