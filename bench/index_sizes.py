@@ -54,8 +54,8 @@ def main() -> None:
     from semiret.data.collection import Collection
     from semiret.indexes.dense import DenseIndex
     from semiret.indexes.inverted import InvertedIndex
+    from semiret.indexes.sparsity import sparsity_report
     from semiret.types import Embeddings, SparseQuery
-    from semiret.indexes.statistics import flops
     from semiret.models.dense import DenseEncoder
     from semiret.models.splade import SpladeEncoder
     from semiret.search.neural import encoder_config
@@ -98,14 +98,14 @@ def main() -> None:
             rows[f"splade/{name}"] = {**measure(index, splade_queries, query_ids, qrels, search),
                                       "build_s_from_vectors": round(build_s, 2),
                                       "postings_per_doc": round(index.average_postings_per_document(), 1),
-                                      "flops": round(flops(index, splade_queries), 2)}
+                                      "flops": round(sparsity_report(index, splade_queries)["flops"], 2)}
             if name == "impact-f32":  # the inference-free query side: distinct tokens weighted by corpus IDF
                 idf = index.idf()
                 idf_queries = [SparseQuery(terms, idf[terms]) for terms in
                                (np.unique(np.asarray(vocabulary.encode(t), np.int32)) for t in query_texts)]
                 rows["inference-free/impact-f32 (corpus IDF)"] = {
                     **measure(index, idf_queries, query_ids, qrels, search),
-                    "flops": round(flops(index, idf_queries), 2)}
+                    "flops": round(sparsity_report(index, idf_queries)["flops"], 2)}
 
     minilm = DenseEncoder.from_pretrained("minilm")
     start = time.perf_counter()

@@ -7,9 +7,9 @@ import pytest
 
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import InvertedIndex
-from semiret.types import SparseQuery
-from semiret.indexes.statistics import flops
+from semiret.indexes.sparsity import query_term_counts, sparsity_report
 from semiret.models.sparse import SparseVectors
+from semiret.types import SparseQuery
 
 DENSE = np.array([[0.0, 3.0, 0.5, 2.0, 0.0],
                   [0.0, 0.0, 0.0, 0.0, 0.0],
@@ -66,7 +66,12 @@ def test_vectors_into_impact_index(tmp_path, quantize_bits):
 def test_flops_of_an_index(tmp_path):
     index = InvertedIndex.build(tmp_path / "idx", "impact", [SparseVectors.from_dense(DENSE).to_postings(list("abc"))],
                                 vocab_size=5, analyzer={"type": "test"})
-    queries = [SparseQuery.from_pairs([1, 2]), SparseQuery.from_pairs([2])]
+    queries = [SparseQuery.from_pairs([1, 2]), SparseQuery.from_pairs([2, 4], [0.5, 0.0])]
+    counts, avg_terms = query_term_counts(queries, index.vocab_size)  # zero-weight terms do not count
+    assert counts.tolist() == [0, 1, 2, 0, 0] and avg_terms == 1.5
     # p_d = [1, 2, 2, 1, 1] / 3 ; p_q = [0, .5, 1, 0, 0]
-    assert flops(index, queries) == pytest.approx(0.5 * 2 / 3 + 1 * 2 / 3)
-    assert flops(index, []) == 0.0
+    report = sparsity_report(index, queries)
+    assert report["flops"] == pytest.approx(0.5 * 2 / 3 + 1 * 2 / 3, abs=1e-4)
+    assert report["postings_per_query"] == pytest.approx((1 * 2 + 2 * 2) / 2)
+    assert report["avg_nnz_per_doc"] == pytest.approx(7 / 3, abs=0.01)
+    assert "flops" not in sparsity_report(index, [])
