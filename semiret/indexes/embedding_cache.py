@@ -6,23 +6,20 @@ corpus and can be turned into the full parametric index (SiDR Appendix E): :meth
 feeds an ``impact`` inverted index for sparse vectors; :meth:`dense_matrix` a dense index.
 
 On disk: ``meta.json`` (kind, the encoder's fingerprint, chunks) and append-only ``chunk-NNNNNN/``
-folders, each written to a temporary name first, so the cache is never half-written.
+folders, each staged under a temporary name and renamed before ``meta.json`` lists it, so the cache is never
+half-written.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from semiret.errors import SemiretError
-from semiret.indexes.storage import (
-    META_FILE, StringTable, load_array, read_meta,
-)
-from semiret.files import atomic_write_json, staging_directory
+from semiret.files import atomic_write_json, staged_directory
+from semiret.indexes.storage import META_FILE, StringTable, load_array, read_meta
 from semiret.types import Postings
 
 FORMAT = "semiret.embedding-cache"
@@ -83,8 +80,8 @@ class EmbeddingCache:
         if not self._pending:
             return
         name = f"chunk-{len(self.meta['chunks']):06d}"
-        staged = staging_directory(self.path / name)
-        try:
+        # a folder of this name was left by a flush that crashed before its commit: the staged one replaces it
+        with staged_directory(self.path / name) as staged:
             StringTable.write(staged, "ids", self._pending)
             vectors = [self._vectors[i] for i in self._pending]
             if self.kind == "dense":
@@ -95,10 +92,6 @@ class EmbeddingCache:
                 np.save(staged / "offsets.npy", offsets)
                 np.save(staged / "terms.npy", np.concatenate([t for t, _ in vectors]).astype(np.int32))
                 np.save(staged / "weights.npy", np.concatenate([w for _, w in vectors]).astype(np.float32))
-            os.replace(staged, self.path / name)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
         self.meta["chunks"].append(name)
         atomic_write_json(self.path / META_FILE, self.meta)
         self._pending = []

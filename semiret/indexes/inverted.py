@@ -21,42 +21,34 @@ optional append-only ``vocab.txt`` (growable word vocabularies) and one folder p
                texts.*.npy          stored document JSON (optional)
                deleted.bin          append-only local numbers of deleted documents
 
-Adding documents writes one new segment and appends to ``vocab.txt``; deleting appends to a
-segment's ``deleted.bin``; then ``meta.json`` is replaced in one rename. Old segments are never
-read or rewritten, so both cost time proportional to the change. :meth:`InvertedIndex.merge`
-folds all segments into one and drops deleted documents.
+Segments, deletion marks, commits and merges are the segmented store's
+(:mod:`semiret.indexes.segments`); every commit also appends the words the vocabulary gained to
+``vocab.txt``. Old segments are never read or rewritten, so adds and deletes cost time proportional
+to the change.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
-import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from semiret.data.collection import Document
-from semiret.errors import IndexFormatError, SemiretError
+from semiret.errors import SemiretError
 from semiret.indexes import kernels
-from semiret.indexes.storage import (
-    META_FILE, StringTable, load_array, read_meta,
-)
-from semiret.files import atomic_write_json, directory_size, replace_directory, staging_directory
-from semiret.types import Postings, SearchHits, SparseQuery
+from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
+from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
 from semiret.text.token_weights import lucene_idf
+from semiret.types import Postings, SearchHits, SparseQuery
 
 log = logging.getLogger(__name__)
 
-FORMAT = "semiret.inverted"
-VERSION = 1
 KINDS = ("binary", "impact", "bm25")
 _NO_DELETIONS = np.empty(0, dtype=bool)
 _NO_IDF = np.empty(0, dtype=np.float32)
@@ -66,8 +58,6 @@ PRUNE_MIN_DOCS = 50_000
 saves (``bench/pruning.py``, docs/results.md: 1.2-1.35x slower on SciFact's 5,183 documents, 1.07-1.22x
 faster by the median on 1M)."""
 VOCAB_FILE = "vocab.txt"
-
-
 
 
 @dataclass
@@ -89,46 +79,18 @@ class BM25Parameters:
         return np.rint(saturation * norm / (1.0 - saturation))
 
 
-@dataclass
-class Segment:
-    """One immutable block of postings (plus its deletion marks)."""
+class InvertedSegment(Segment):
+    """A segment's term-major postings and document lengths (plus the store's ids, texts and marks)."""
 
-    name: str
-    path: Path
-    n_docs: int
-    terms: np.ndarray
-    indptr: np.ndarray
-    docs: np.ndarray
-    values: np.ndarray | None
-    doclens: np.ndarray
-    docids: StringTable
-    texts: StringTable | None
-    deleted: np.ndarray  # bool [n_docs], in memory
-    avgdl: float = 0.0
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def open(cls, path: Path, info: dict, binary: bool) -> "Segment":
-        deleted = np.zeros(info["n_docs"], dtype=bool)
-        deleted_file = path / "deleted.bin"
-        if info.get("n_deleted", 0):
-            marks = np.fromfile(deleted_file, dtype=np.int32, count=info["n_deleted"])
-            deleted[marks] = True
-        return cls(
-            name=info["name"], path=path, n_docs=info["n_docs"],
-            terms=load_array(path / "postings.terms.npy"),
-            indptr=load_array(path / "postings.indptr.npy"),
-            docs=load_array(path / "postings.docs.npy"),
-            values=None if binary else load_array(path / "postings.values.npy"),
-            doclens=load_array(path / "doclens.npy"),
-            docids=StringTable(path, "docids", with_lookup=True),
-            texts=StringTable(path, "texts") if (path / "texts.offsets.npy").is_file() else None,
-            deleted=deleted, avgdl=info.get("avgdl", 0.0),
-        )
-
-    @property
-    def n_deleted(self) -> int:
-        return int(self.deleted.sum())
+    def __init__(self, path: Path, info: dict, binary: bool):
+        self.terms = load_array(path / "postings.terms.npy")
+        self.indptr = load_array(path / "postings.indptr.npy")
+        self.docs = load_array(path / "postings.docs.npy")
+        self.values = None if binary else load_array(path / "postings.values.npy")
+        self.doclens = load_array(path / "doclens.npy")
+        self.avgdl: float = info.get("avgdl", 0.0)
+        self._cache: dict = {}
+        super().__init__(path, info)
 
     def search_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Postings as plain arrays for the search kernel (memory-mapped views, made once)."""
@@ -172,31 +134,10 @@ class Segment:
     def release_scratch(self, scratch: tuple[np.ndarray, np.ndarray]) -> None:
         self._cache["scratch"].append(scratch)
 
-    def document_ids(self, locals_: np.ndarray) -> list[str]:
-        """Document ids of local numbers, decoded straight from the memory-mapped id table."""
-        table = self._cache.get("ids")
-        if table is None:
-            table = self._cache["ids"] = (memoryview(np.asarray(self.docids.blob)), np.asarray(self.docids.offsets))
-        blob, offsets = table
-        starts, ends = offsets[locals_], offsets[locals_ + 1]
-        if len(locals_) >= 64:
-            # many ids: gather their bytes with NUL separators, decode once and split
-            lengths = ends - starts + 1
-            out_starts = np.cumsum(lengths) - lengths
-            gather = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - out_starts, lengths)
-            joined = np.take(np.frombuffer(blob, np.uint8), gather, mode="clip")
-            separators = out_starts + lengths - 1
-            joined[separators] = 0
-            if np.count_nonzero(joined == 0) == len(separators):  # no id holds a NUL itself
-                return joined.tobytes().decode("utf-8").split("\0")[:-1]
-        return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
-
     def document_frequencies(self, vocab_size: int) -> np.ndarray:
         df = np.zeros(vocab_size, dtype=np.int64)
         df[np.asarray(self.terms)] = np.diff(np.asarray(self.indptr))
         return df
-
-
 
 
 @dataclass(frozen=True)
@@ -249,20 +190,24 @@ class TwoPhase:
         return cls(*numbers, adaptive=adaptive)
 
 
+@register_index_format
+class InvertedIndex(SegmentedIndex):
+    """An open inverted index directory: postings segments, BM25 statistics, a growable word vocabulary."""
 
+    FORMAT = "semiret.inverted"
+    VERSION = 1
+    batch_type = Postings
 
-class InvertedIndex:
-    """An open index directory (or an in-memory one until :meth:`save`)."""
-
-    def __init__(self, path: Path, meta: dict, segments: list[Segment], vocab: list[str] | None):
-        self.path = path
-        self.meta = meta
-        self.segments = segments
+    def __init__(self, path: Path, meta: dict, vocab: list[str] | None = None):
+        if vocab is None and meta["growable_vocab"]:
+            with open(path / VOCAB_FILE, encoding="utf-8") as handle:
+                vocab = [line.rstrip("\n") for _, line in zip(range(meta["n_terms"]), handle)]
         self.vocab = vocab  # growable word vocabulary, or None for a fixed tokenizer vocabulary
         self._df: np.ndarray | None = None
         self._idf: np.ndarray | None = None
+        super().__init__(path, meta)
 
-    # ------------------------------------------------------------------ creation and opening
+    # ------------------------------------------------------------------ creation
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[Postings], vocab_size: int,
               analyzer: dict, vocab: list[str] | None = None, bm25: BM25Parameters | None = None,
@@ -277,61 +222,17 @@ class InvertedIndex:
             raise SemiretError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
         if quantize_bits not in (None, 8):
             raise SemiretError("only 8-bit quantization is supported")
-        target = Path(path)
-        _check_build_target(target, overwrite)
-        staged = staging_directory(target)
-        try:
-            meta = {
-                "format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer,
-                "vocab_size": vocab_size, "growable_vocab": vocab is not None, "n_terms": 0,
-                "bm25": vars(bm25 or BM25Parameters()) if kind == "bm25" else None,
-                "quantization": {"bits": quantize_bits, "scale": None} if quantize_bits else None,
-                "store_texts": store_texts, "segments": [], "next_segment": 0,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra_meta or {}),
-            }
-            batch_list = list(batches)  # consumed first: a growable ``vocab`` is complete afterwards
-            index = cls(staged, meta, [], vocab)
-            if vocab is not None:
-                (staged / VOCAB_FILE).touch()
-            if batch_list:
-                index._write_segment(Postings.concatenate(batch_list), check_duplicates=False)
-            else:
-                index._commit()
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        replace_directory(staged, target, overwrite)
-        return cls.open(target)
+        fields = {
+            "kind": kind, "analyzer": analyzer, "vocab_size": vocab_size, "growable_vocab": vocab is not None,
+            "n_terms": 0, "bm25": vars(bm25 or BM25Parameters()) if kind == "bm25" else None,
+            "quantization": {"bits": quantize_bits, "scale": None} if quantize_bits else None,
+        }
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, vocab=vocab)
 
-    @classmethod
-    def open(cls, path: str | Path) -> "InvertedIndex":
-        path = Path(path)
-        meta = read_meta(path, FORMAT)
-        if meta.get("version") != VERSION:
-            raise IndexFormatError(f"{path}: index format version {meta.get('version')} is not supported")
-        binary = meta["kind"] == "binary"
-        segments = [Segment.open(path / s["name"], s, binary) for s in meta["segments"]]
-        vocab = None
-        if meta["growable_vocab"]:
-            with open(path / VOCAB_FILE, encoding="utf-8") as handle:
-                vocab = [line.rstrip("\n") for _, line in zip(range(meta["n_terms"]), handle)]
-        return cls(path, meta, segments, vocab)
+    def _open_segment(self, path: Path, info: dict) -> InvertedSegment:
+        return InvertedSegment(path, info, binary=self.kind == "binary")
 
     # ------------------------------------------------------------------ properties
-    @property
-    def kind(self) -> str:
-        return self.meta["kind"]
-
-    @property
-    def n_docs(self) -> int:
-        """Live (not deleted) documents."""
-        return sum(s.n_docs - s.n_deleted for s in self.segments)
-
-    @property
-    def n_stored(self) -> int:
-        """Documents in all segments, deleted ones included until a merge (BM25 statistics use this)."""
-        return sum(s.n_docs for s in self.segments)
-
     @property
     def vocab_size(self) -> int:
         return len(self.vocab) if self.vocab is not None else self.meta["vocab_size"]
@@ -355,12 +256,14 @@ class InvertedIndex:
             self._idf = lucene_idf(self.document_frequencies(), self.n_stored)
         return self._idf
 
-    def size_on_disk(self) -> int:
-        return directory_size(self.path)
-
     def average_postings_per_document(self) -> float:
         total = sum(int(s.indptr[-1]) for s in self.segments)
         return total / max(self.n_stored, 1)
+
+    def describe(self) -> dict:
+        """Facts about the index for reports: sizes, counts, sparsity."""
+        return {**super().describe(), "terms": self.vocab_size,
+                "postings_per_document": round(self.average_postings_per_document(), 2)}
 
     # ------------------------------------------------------------------ search
     def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1,
@@ -415,7 +318,7 @@ class InvertedIndex:
             seg_scores.append(scores)
             seg_docs.append(docs)
             visited += seg_visited
-        hits = self._merge_hits(seg_scores, seg_docs, k, n_queries)
+        hits = self._top_hits(seg_scores, seg_docs, k, n_queries)
         hits.postings_visited = visited.tolist()
         return hits
 
@@ -449,110 +352,9 @@ class InvertedIndex:
             raise SemiretError(f"query {bad}: term weights must be finite and non-negative")
         return offsets, flat_t, flat_w
 
-    def _merge_hits(self, seg_scores, seg_docs, k, n_queries) -> SearchHits:
-        if not seg_scores:
-            return SearchHits([[] for _ in range(n_queries)], [[] for _ in range(n_queries)])
-        if len(seg_scores) == 1:
-            scores, docs = seg_scores[0], seg_docs[0]
-            valid = docs >= 0
-            names = self.segments[0].document_ids(docs[valid])
-        else:
-            scores = np.concatenate(seg_scores, axis=1)
-            refs = np.concatenate([np.where(d >= 0, d.astype(np.int64) + (seg_no << 32), -1)
-                                   for seg_no, d in enumerate(seg_docs)], axis=1)
-            order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-            scores = np.take_along_axis(scores, order, 1)
-            refs = np.take_along_axis(refs, order, 1)
-            valid = refs >= 0
-            flat_refs = refs[valid]  # row by row, best first
-            names = np.empty(len(flat_refs), dtype=object)
-            seg_of = flat_refs >> 32
-            for seg_no in np.unique(seg_of).tolist():
-                here = seg_of == seg_no
-                names[here] = self.segments[seg_no].document_ids(flat_refs[here] & 0xFFFFFFFF)
-            names = names.tolist()
-        flat_scores = scores[valid].tolist()
-        if n_queries == 1:
-            return SearchHits([names], [flat_scores])
-        bounds = np.zeros(n_queries + 1, np.int64)
-        np.cumsum(valid.sum(axis=1), out=bounds[1:])
-        bounds = bounds.tolist()
-        return SearchHits([names[lo:hi] for lo, hi in zip(bounds, bounds[1:])],
-                          [flat_scores[lo:hi] for lo, hi in zip(bounds, bounds[1:])])
-
-    # ------------------------------------------------------------------ documents
-    def locate(self, doc_id: str) -> tuple[Segment, int] | None:
-        """The live (segment, local number) of a document id, or None."""
-        for segment in reversed(self.segments):
-            local = segment.docids.find(doc_id)
-            if local >= 0 and not segment.deleted[local]:
-                return segment, local
-        return None
-
-    def __contains__(self, doc_id: str) -> bool:
-        return self.locate(doc_id) is not None
-
-    def get_document(self, doc_id: str) -> Document | None:
-        """The stored document, or None when it is unknown, deleted or texts were not stored."""
-        found = self.locate(doc_id)
-        if found is None or found[0].texts is None:
-            return None
-        record = json.loads(found[0].texts[found[1]])
-        return Document(record["_id"], record["text"], record.get("title", ""))
-
-    # ------------------------------------------------------------------ changes
-    def add(self, postings: Postings, replace: bool = False) -> int:
-        """Add documents as a new segment; returns how many. Existing ids are an error unless ``replace``."""
-        if len(postings) == 0:
-            return 0
-        if replace:
-            self._validate(postings)  # refuse bad input before the old versions are deleted
-            self.delete([i for i in postings.ids if i in self], missing_ok=True)
-        self._write_segment(postings, check_duplicates=True)
-        return len(postings)
-
-    def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
-        """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""
-        marks: dict[str, list[int]] = {}
-        found = []
-        for doc_id in dict.fromkeys(doc_ids):  # each id once, in order
-            hit = self.locate(doc_id)
-            if hit is None:
-                if missing_ok:
-                    continue
-                raise SemiretError(f"cannot delete {doc_id!r}: no such document in {self.path}")
-            segment, local = hit
-            marks.setdefault(segment.name, []).append(local)
-            found.append(hit)
-        for info, segment in zip(self.meta["segments"], self.segments):
-            locals_ = marks.get(segment.name)
-            if not locals_:
-                continue
-            with open(segment.path / "deleted.bin", "ab") as handle:
-                handle.truncate(4 * info.get("n_deleted", 0))  # drop marks of an uncommitted delete
-                handle.write(np.asarray(locals_, np.int32).tobytes())
-                handle.flush()
-                os.fsync(handle.fileno())
-            segment.deleted[locals_] = True
-        self._commit()
-        return len(found)
-
-    def merge(self) -> None:
-        """Fold all segments into one, dropping deleted documents and refreshing BM25 statistics."""
-        if len(self.segments) <= 1 and not any(s.deleted.any() for s in self.segments):
-            return
-        parts = []
-        for segment in self.segments:
-            parts.append(self._segment_as_postings(segment))
-        merged = Postings.concatenate(parts)
-        old = list(self.segments)
-        self.segments = []
-        self.meta["segments"] = []
-        self._write_segment(merged, check_duplicates=False)
-        for segment in old:
-            shutil.rmtree(segment.path, ignore_errors=True)
-
-    def _segment_as_postings(self, segment: Segment) -> Postings:
+    # ------------------------------------------------------------------ segments
+    def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
+                    documents: list[Document] | None) -> Postings:
         """Live documents of a segment back in doc-major form (raw counts for BM25)."""
         lengths = np.diff(np.asarray(segment.indptr))
         term_per_posting = np.repeat(np.asarray(segment.terms), lengths)
@@ -567,29 +369,17 @@ class InvertedIndex:
                 values = self.bm25.term_frequency(values, np.asarray(segment.doclens)[docs], segment.avgdl)
         order = np.argsort(docs, kind="stable")
         docs, terms, values = docs[order], term_per_posting[order], values[order]
-        live = ~segment.deleted
-        keep = live[docs]
-        new_number = np.cumsum(live) - 1
+        is_live = ~segment.deleted
+        keep = is_live[docs]
+        new_number = np.cumsum(is_live) - 1
         docs, terms, values = new_number[docs[keep]], terms[keep], values[keep]
-        counts = np.bincount(docs, minlength=int(live.sum()))
-        offsets = np.zeros(len(counts) + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        live_locals = np.flatnonzero(live)
-        documents = None
-        if segment.texts is not None:
-            documents = [Document(**_record_fields(segment.texts[i])) for i in live_locals]
-        return Postings(ids=[segment.docids[i] for i in live_locals], offsets=offsets,
-                        terms=terms.astype(np.int32), values=values.astype(np.float32),
-                        lengths=np.asarray(segment.doclens)[live_locals], documents=documents)
+        offsets = np.zeros(len(live) + 1, np.int64)
+        np.cumsum(np.bincount(docs, minlength=len(live)), out=offsets[1:])
+        return Postings(ids=ids, offsets=offsets, terms=terms.astype(np.int32), values=values.astype(np.float32),
+                        lengths=np.asarray(segment.doclens)[live], documents=documents)
 
-    # ------------------------------------------------------------------ writing
     def _validate(self, postings: Postings) -> None:
-        """Errors in documents to write: repeated ids, term ids outside the vocabulary, bad impact weights."""
-        ids = postings.ids
-        if len(set(ids)) != len(ids):
-            seen = set()
-            dup = next(i for i in ids if i in seen or seen.add(i))
-            raise SemiretError(f"duplicate document id {dup!r} in the documents to add")
+        """Errors in documents to write: term ids outside the vocabulary, bad impact weights."""
         vocab_size = self.vocab_size
         if len(postings.terms) and (int(postings.terms.max()) >= vocab_size or int(postings.terms.min()) < 0):
             bad = int(postings.terms.max()) if int(postings.terms.max()) >= vocab_size else int(postings.terms.min())
@@ -599,20 +389,13 @@ class InvertedIndex:
             if np.any(~np.isfinite(values)) or np.any(values < 0):
                 raise SemiretError("impact weights must be finite and non-negative")
 
-    def _write_segment(self, postings: Postings, check_duplicates: bool) -> None:
-        self._validate(postings)
-        ids = postings.ids
-        if check_duplicates:
-            clash = next((i for i in ids if i in self), None)
-            if clash is not None:
-                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
-        vocab_size = self.vocab_size
+    def _write_segment_files(self, directory: Path, postings: Postings, info: dict) -> None:
+        """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""
         values = np.asarray(postings.values, np.float32)
-        info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": len(ids), "n_deleted": 0}
         if self.kind == "bm25":
             total_len = float(np.sum(postings.lengths)) + sum(float(np.sum(s.doclens)) for s in self.segments)
-            info["avgdl"] = total_len / max(self.n_stored + len(ids), 1)
-            doc_of_posting = np.repeat(np.arange(len(ids)), np.diff(postings.offsets))
+            info["avgdl"] = total_len / max(self.n_stored + len(postings), 1)
+            doc_of_posting = np.repeat(np.arange(len(postings)), np.diff(postings.offsets))
             values = self.bm25.saturation(values, postings.lengths[doc_of_posting].astype(np.float32), info["avgdl"])
         elif self.kind == "impact":
             if not values.all():
@@ -620,41 +403,14 @@ class InvertedIndex:
             if self.meta.get("quantization"):
                 values = self._quantize(values)
         present, indptr, docs, term_values = kernels.transpose_to_term_major(
-            postings.offsets, postings.terms.astype(np.int32), values, vocab_size)
-        staged = staging_directory(self.path / info["name"])
-        try:
-            np.save(staged / "postings.terms.npy", present)
-            np.save(staged / "postings.indptr.npy", indptr)
-            np.save(staged / "postings.docs.npy", docs)
-            if self.kind != "binary":
-                np.save(staged / "postings.values.npy", term_values)
-                np.save(staged / "postings.maxima.npy", kernels.term_maxima(indptr, term_values))
-            np.save(staged / "doclens.npy", np.asarray(postings.lengths, np.int32))
-            StringTable.write(staged, "docids", ids, with_lookup=True)
-            if self.meta["store_texts"] and postings.documents is not None:
-                StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
-                                                    for d in postings.documents])
-            orphan = self.path / info["name"]
-            if orphan.exists():  # written by an add that crashed before its commit: not part of the index
-                shutil.rmtree(orphan)
-            os.replace(staged, orphan)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        if self.vocab is not None:
-            with open(self.path / VOCAB_FILE, "ab") as handle:
-                committed = self.meta.get("vocab_bytes")
-                if committed is None:  # indexes written before vocab_bytes was recorded
-                    committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
-                handle.truncate(committed)  # drop lines of an add that crashed before its commit
-                added = "".join(t + "\n" for t in self.vocab[self.meta["n_terms"]:]).encode("utf-8")
-                handle.write(added)
-            self.meta["vocab_bytes"] = committed + len(added)
-            self.meta["n_terms"] = len(self.vocab)
-        self.meta["segments"].append(info)
-        self.meta["next_segment"] += 1
-        self.segments.append(Segment.open(self.path / info["name"], info, self.kind == "binary"))
-        self._commit()
+            postings.offsets, postings.terms.astype(np.int32), values, self.vocab_size)
+        np.save(directory / "postings.terms.npy", present)
+        np.save(directory / "postings.indptr.npy", indptr)
+        np.save(directory / "postings.docs.npy", docs)
+        if self.kind != "binary":
+            np.save(directory / "postings.values.npy", term_values)
+            np.save(directory / "postings.maxima.npy", kernels.term_maxima(indptr, term_values))
+        np.save(directory / "doclens.npy", np.asarray(postings.lengths, np.int32))
 
     def _quantize(self, values: np.ndarray) -> np.ndarray:
         """8-bit weights on a scale fixed by the first segment; later larger weights are clipped."""
@@ -667,31 +423,24 @@ class InvertedIndex:
         return np.clip(q, 1, 255).astype(np.uint8)
 
     def _commit(self) -> None:
-        """Record the current state in ``meta.json`` (one atomic rename)."""
+        """Append the words the vocabulary gained to ``vocab.txt``, then commit (BM25 statistics change)."""
         self._df = self._idf = None
-        for info, segment in zip(self.meta["segments"], self.segments):
-            info["n_deleted"] = segment.n_deleted
-        atomic_write_json(self.path / META_FILE, self.meta)
+        if self.vocab is not None:
+            self._append_vocabulary()
+        super()._commit()
 
-    def describe(self) -> dict:
-        """Facts about the index for reports: sizes, counts, sparsity."""
-        return {
-            "kind": self.kind, "documents": self.n_docs, "deleted": self.n_stored - self.n_docs,
-            "segments": len(self.segments), "terms": self.vocab_size,
-            "postings_per_document": round(self.average_postings_per_document(), 2),
-            "size_bytes": self.size_on_disk(),
-        }
-
-
-def _check_build_target(target: Path, overwrite: bool) -> None:
-    """Refuse early (before any document is read) what :func:`replace_directory` would refuse late,
-    and never replace a non-empty directory that is not a semiret index, even with ``overwrite``."""
-    if not target.exists():
-        return
-    if not overwrite:
-        raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
-    if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
-        raise IndexFormatError(f"{target} exists and is not a semiret index: refusing to overwrite it")
+    def _append_vocabulary(self) -> None:
+        """Write the words added since the last commit after the committed lines of ``vocab.txt``
+        (dropping lines of a change that crashed before its commit) and record them in ``meta``."""
+        with open(self.path / VOCAB_FILE, "ab") as handle:
+            committed = self.meta.get("vocab_bytes")
+            if committed is None:  # indexes written before vocab_bytes was recorded
+                committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
+            handle.truncate(committed)
+            added = "".join(t + "\n" for t in self.vocab[self.meta["n_terms"]:]).encode("utf-8")
+            handle.write(added)
+        self.meta["vocab_bytes"] = committed + len(added)
+        self.meta["n_terms"] = len(self.vocab)
 
 
 def _drop_zero_weights(postings: Postings, values: np.ndarray) -> tuple[Postings, np.ndarray]:
@@ -703,8 +452,3 @@ def _drop_zero_weights(postings: Postings, values: np.ndarray) -> tuple[Postings
     trimmed = Postings(ids=postings.ids, offsets=offsets, terms=postings.terms[keep], values=postings.values[keep],
                        lengths=postings.lengths, documents=postings.documents)
     return trimmed, values[keep]
-
-
-def _record_fields(raw: str) -> dict:
-    record = json.loads(raw)
-    return {"id": record["_id"], "text": record["text"], "title": record.get("title", "")}

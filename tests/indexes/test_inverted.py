@@ -10,8 +10,8 @@ import pytest
 from semiret.data import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import BM25Parameters, InvertedIndex
+from semiret.indexes import segments as segments_module
 from semiret.types import Postings, SparseQuery
-from semiret.indexes import inverted as inverted_module
 
 from helpers import leftovers
 
@@ -591,7 +591,7 @@ def _failing_commit(monkeypatch):
     def boom(path, data):
         raise OSError("simulated crash before the commit")
 
-    monkeypatch.setattr(inverted_module, "atomic_write_json", boom)
+    monkeypatch.setattr(segments_module, "atomic_write_json", boom)
 
 
 def test_interrupted_delete_is_invisible_and_later_deletes_stay_correct(tmp_path, monkeypatch):

@@ -1,0 +1,173 @@
+"""The segmented store through a toy index kind written against it, and the registry of index formats."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from semiret.data import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes import DenseIndex, InvertedIndex, open_index, segments
+from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
+from semiret.indexes.storage import load_array
+
+from helpers import leftovers
+
+
+@dataclass
+class Priorities:
+    """The toy kind's batch: one number per document."""
+
+    ids: list[str]
+    values: np.ndarray
+    documents: list[Document] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def concatenate(batches):
+        keep_docs = all(b.documents is not None for b in batches)
+        return Priorities([i for b in batches for i in b.ids], np.concatenate([b.values for b in batches]),
+                          [d for b in batches for d in b.documents] if keep_docs else None)
+
+
+class PrioritySegment(Segment):
+    def __init__(self, path, info):
+        super().__init__(path, info)
+        self.values = load_array(path / "values.npy")
+
+
+class PriorityIndex(SegmentedIndex):
+    """A toy kind: documents ranked by a stored number, no other search structure."""
+
+    FORMAT = "test.priority"
+    VERSION = 3
+    DESCRIPTION = "priority index"
+    batch_type = Priorities
+
+    @classmethod
+    def build(cls, path, batches, overwrite=False):
+        return cls._build(path, {"kind": "priority"}, batches, store_texts=True, overwrite=overwrite, extra_meta=None)
+
+    def _open_segment(self, path, info):
+        return PrioritySegment(path, info)
+
+    def _validate(self, batch):
+        if not np.all(np.isfinite(batch.values)):
+            raise SemiretError("priorities must be finite")
+
+    def _write_segment_files(self, directory, batch, info):
+        np.save(directory / "values.npy", np.asarray(batch.values, np.float32))
+        info["largest"] = float(np.max(batch.values, initial=0))
+
+    def _live_batch(self, segment, live, ids, documents):
+        return Priorities(ids, np.asarray(segment.values)[live], documents)
+
+    def search(self, k):
+        """The k live documents of largest priority."""
+        seg_scores, seg_locals = [], []
+        for segment in self.segments:
+            values = np.where(segment.deleted, -np.inf, np.asarray(segment.values))
+            top = np.argsort(-values, kind="stable")[:k]
+            seg_scores.append(values[top][None])
+            seg_locals.append(np.where(np.isfinite(values[top]), top, -1)[None])
+        return self._top_hits(seg_scores, seg_locals, k, 1)
+
+
+def priorities(values: dict[str, float]) -> Priorities:
+    return Priorities(list(values), np.asarray(list(values.values()), np.float32),
+                      [Document(i, f"text of {i}") for i in values])
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The toy kind registered in a copy of the registry, so other tests never see it."""
+    monkeypatch.setattr(segments, "INDEX_FORMATS", dict(segments.INDEX_FORMATS))
+    register_index_format(PriorityIndex)
+    return segments.INDEX_FORMATS
+
+
+def test_a_registered_kind_builds_changes_and_opens_through_open_index(tmp_path, registry):
+    PriorityIndex.build(tmp_path / "idx", [priorities({"a": 1, "b": 5}), priorities({"c": 3})])
+    index = open_index(tmp_path / "idx")
+    assert isinstance(index, PriorityIndex) and index.kind == "priority"
+    assert index.meta["segments"][0]["largest"] == 5.0  # the kind's own segment facts are committed
+    assert index.search(k=2).ids == [["b", "c"]]
+    index.add(priorities({"d": 4}))
+    assert index.search(k=2).ids == [["b", "d"]] and len(index.segments) == 2
+    assert index.delete(["b", "zz"], missing_ok=True) == 1
+    index.add(priorities({"a": 9}), replace=True)
+    reopened = open_index(tmp_path / "idx")
+    assert reopened.search(k=3).ids == [["a", "d", "c"]] and reopened.search(k=3).scores == [[9.0, 4.0, 3.0]]
+    assert reopened.get_document("a").text == "text of a" and reopened.get_document("b") is None
+    assert reopened.describe() | {"size_bytes": 0} == {"kind": "priority", "documents": 3, "deleted": 2,
+                                                       "segments": 3, "size_bytes": 0}
+    reopened.merge()
+    merged = open_index(tmp_path / "idx")
+    assert len(merged.segments) == 1 and merged.n_docs == merged.n_stored == 3
+    assert merged.search(k=5).ids == [["a", "d", "c"]] and merged.get_document("c").text == "text of c"
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["meta.json", "seg-000003"]
+
+
+def test_the_store_refuses_bad_batches_before_writing(tmp_path, registry):
+    index = PriorityIndex.build(tmp_path / "idx", [priorities({"a": 1})])
+    with pytest.raises(SemiretError, match="duplicate document id 'x' in the documents to add"):
+        index.add(Priorities(["x", "x"], np.ones(2, np.float32)))
+    with pytest.raises(SemiretError, match="priorities must be finite"):
+        index.add(priorities({"a": float("nan")}), replace=True)
+    with pytest.raises(SemiretError, match=r"document 'a' is already in .* \(use replace / --replace\)"):
+        index.add(priorities({"a": 2}))
+    reopened = PriorityIndex.open(tmp_path / "idx")
+    assert reopened.n_docs == 1 and "a" in reopened and len(reopened.segments) == 1
+
+
+def test_a_crash_between_segment_write_and_commit_leaves_the_old_index(tmp_path, registry, monkeypatch):
+    PriorityIndex.build(tmp_path / "idx", [priorities({"a": 1})])
+    index = PriorityIndex.open(tmp_path / "idx")
+
+    def crash(path, data):
+        raise OSError("simulated crash before the commit")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(segments, "atomic_write_json", crash)
+        with pytest.raises(OSError):
+            index.add(priorities({"b": 2}))
+    assert (tmp_path / "idx" / "seg-000001" / "values.npy").is_file()  # written, never committed
+    reopened = PriorityIndex.open(tmp_path / "idx")
+    assert reopened.n_docs == 1 and "b" not in reopened and reopened.search(k=5).ids == [["a"]]
+    reopened.add(priorities({"c": 3}))  # takes the uncommitted segment's name
+    again = PriorityIndex.open(tmp_path / "idx")
+    assert again.search(k=5).ids == [["c", "a"]] and "b" not in again
+    assert leftovers(tmp_path) == []
+
+
+def test_opening_checks_format_and_version(tmp_path, registry):
+    PriorityIndex.build(tmp_path / "idx", [])
+    meta_path = tmp_path / "idx" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    with pytest.raises(IndexFormatError, match="holds a 'test.priority' index, not 'semiret.inverted'"):
+        InvertedIndex.open(tmp_path / "idx")
+    meta_path.write_text(json.dumps({**meta, "version": 99}))
+    with pytest.raises(IndexFormatError, match="priority index format version 99 is not supported"):
+        open_index(tmp_path / "idx")
+    meta_path.write_text(json.dumps({**meta, "format": "nobody.knows"}))
+    with pytest.raises(IndexFormatError) as error:
+        open_index(tmp_path / "idx")
+    assert str(error.value) == (f"{tmp_path / 'idx'} holds a 'nobody.knows' index, not one semiret searches "
+                                "(semiret.dense, semiret.inverted, test.priority)")
+
+
+def test_a_format_name_belongs_to_one_class(registry):
+    assert registry["semiret.inverted"] is InvertedIndex and registry["semiret.dense"] is DenseIndex
+    assert register_index_format(PriorityIndex) is PriorityIndex  # registering again is harmless
+
+    class Impostor(PriorityIndex):
+        FORMAT = "semiret.inverted"
+
+    with pytest.raises(SemiretError, match="'semiret.inverted' is already registered by .*InvertedIndex"):
+        register_index_format(Impostor)
+    assert registry["semiret.inverted"] is InvertedIndex
