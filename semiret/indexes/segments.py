@@ -236,6 +236,10 @@ class SegmentedIndex(ABC):
     def __contains__(self, doc_id: str) -> bool:
         return self.locate(doc_id) is not None
 
+    def live_ids(self) -> list[str]:
+        """Ids of the live documents, segment by segment in the order they were added."""
+        return [i for s in self.segments for i in s.document_ids(np.flatnonzero(~s.deleted))]
+
     def get_document(self, doc_id: str) -> Document | None:
         """The stored document, or None when it is unknown, deleted or texts were not stored."""
         found = self.locate(doc_id)

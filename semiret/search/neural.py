@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex
@@ -146,21 +147,28 @@ class EncoderQueryOptions:
     """Texts per encoder batch."""
 
 
-class SpladeQueries(QuerySide):
-    """Queries encoded (in batches) by the index's own SPLADE model."""
+class SiameseQueries(QuerySide):
+    """Queries encoded by the index's own model: the document side's, loaded once for both sides."""
 
     Options = EncoderQueryOptions
+    family: ClassVar[str]
 
-    def __init__(self, documents: SpladeDocuments, encode_batch_size: int):
-        self.documents, self.encode_batch_size = documents, encode_batch_size
+    def __init__(self, documents, options):
+        self.documents, self.options = documents, options
 
     @classmethod
-    def open(cls, index, options: EncoderQueryOptions, documents):
-        check_encoder_index(index, "splade")
-        return cls(documents, options.encode_batch_size)
+    def open(cls, index, options, documents):
+        check_encoder_index(index, cls.family)
+        return cls(documents, options)
+
+
+class SpladeQueries(SiameseQueries):
+    """Queries encoded (in batches) by the index's own SPLADE model."""
+
+    family = "splade"
 
     def encode_queries(self, texts):
-        return self.documents.encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
+        return self.documents.encoder.encode_query(texts, batch_size=self.options.encode_batch_size).to_queries()
 
 
 @register_retriever
@@ -238,25 +246,14 @@ class DenseQueryOptions(EncoderQueryOptions):
     """HNSW candidate list size (--ann hnsw)."""
 
 
-class DenseQueries(QuerySide):
+class DenseQueries(SiameseQueries):
     """Queries embedded by the index's own encoder; exact or ANN search by inner product."""
 
     Options = DenseQueryOptions
-
-    def __init__(self, documents: DenseDocuments, options: DenseQueryOptions):
-        self.documents, self.options = documents, options
-
-    @classmethod
-    def open(cls, index, options: DenseQueryOptions, documents):
-        check_encoder_index(index, "dense")
-        return cls(documents, options)
-
-    @property
-    def encoder(self):
-        return self.documents.encoder
+    family = "dense"
 
     def encode_queries(self, texts):
-        return self.encoder.encode_query(texts, batch_size=self.options.encode_batch_size)
+        return self.documents.encoder.encode_query(texts, batch_size=self.options.encode_batch_size)
 
     def search(self, index, texts, k, n_threads):
         return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, nprobe=self.options.nprobe,

@@ -21,7 +21,7 @@ from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR
 from semiret.search.lexical import TokenSets, index_vocabulary
-from semiret.search.neural import ENCODE_BATCH_SIZE, EncoderQueryOptions, check_encoder_index
+from semiret.search.neural import ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits, SparseQuery
 
@@ -81,21 +81,14 @@ class SiDRDocuments(DocumentSide):
         return vectors.to_postings([d.id for d in documents], documents)
 
 
-class SiDRQueries(QuerySide):
+class SiDRQueries(SiameseQueries):
     """Parametric queries from the index's own SiDR model."""
 
-    Options = EncoderQueryOptions
-
-    def __init__(self, documents: SiDRDocuments, encode_batch_size: int):
-        self.documents, self.encode_batch_size = documents, encode_batch_size
-
-    @classmethod
-    def open(cls, index, options: EncoderQueryOptions, documents):
-        check_encoder_index(index, "sidr")
-        return cls(documents, options.encode_batch_size)
+    family = "sidr"
 
     def encode_queries(self, texts):
-        return self.documents.sidr.query_encoder.encode_query(texts, batch_size=self.encode_batch_size).to_queries()
+        encoder = self.documents.sidr.query_encoder
+        return encoder.encode_query(texts, batch_size=self.options.encode_batch_size).to_queries()
 
 
 @register_retriever
@@ -307,10 +300,9 @@ def cache_to_full_index(retriever: LateParametricRetriever, path: str | Path, ov
     late = retriever.query_side
     if late.rerank_model is not None:
         raise SemiretError("only a cache of SiDR document vectors becomes a sidr-full index")
-    index = retriever.index
-    ids = [segment.docids[i] for segment in index.segments for i in range(segment.n_docs) if not segment.deleted[i]]
+    ids = retriever.index.live_ids()
     late._embed_missing(ids)
-    documents = [index.get_document(i) for i in ids]
+    documents = [retriever.index.get_document(i) for i in ids]
     postings = late.cache.to_postings(ids, documents)
     return InvertedIndex.build(path, "impact", [postings], vocab_size=late.vocabulary.size,
                                analyzer={"type": "encoder", "family": "sidr", "model": _model_reference(late.model)},

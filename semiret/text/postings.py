@@ -8,10 +8,10 @@ from itertools import chain
 import numpy as np
 
 from semiret.data.collection import Document
-from semiret.indexes import kernels
-from semiret.types import Postings
+from semiret.text import kernels
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.wordpiece import WordPieceVocabulary
+from semiret.types import Postings
 
 
 def word_count_postings(documents: list[Document], analyzer: WordAnalyzer, terms: TermDictionary,

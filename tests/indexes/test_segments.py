@@ -104,6 +104,7 @@ def test_a_registered_kind_builds_changes_and_opens_through_open_index(tmp_path,
     reopened = open_index(tmp_path / "idx")
     assert reopened.search(k=3).ids == [["a", "d", "c"]] and reopened.search(k=3).scores == [[9.0, 4.0, 3.0]]
     assert reopened.get_document("a").text == "text of a" and reopened.get_document("b") is None
+    assert reopened.live_ids() == ["c", "d", "a"]  # live documents in the order they were added
     assert reopened.describe() | {"size_bytes": 0} == {"kind": "priority", "documents": 3, "deleted": 2,
                                                        "segments": 3, "size_bytes": 0}
     reopened.merge()
