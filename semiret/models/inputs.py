@@ -84,6 +84,13 @@ class TextBatcher:
                         "(this warning is shown once)", truncated, len(texts), self.max_length, self.model_name)
         return [e.ids for e in encodings]
 
+    def padded(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input ids, attention mask) of all ``texts`` as one padded batch, rows in input order: what a
+        training step feeds its encoder, whose outputs must line up with the batch's examples."""
+        batch = next(self.batches(texts, len(texts)))
+        order = np.argsort(batch.positions)
+        return batch.input_ids[order], batch.attention_mask[order]
+
     def batches(self, texts: list[str], batch_size: int) -> Iterator[Batch]:
         if batch_size < 1:
             raise SemiretError(f"batch size must be at least 1, got {batch_size}")

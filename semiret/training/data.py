@@ -1,9 +1,14 @@
-"""Training examples: (query, positive document) pairs from qrels, validated before any compute starts."""
+"""Training examples and their batches: (query, positive document) pairs from qrels, validated before any
+compute starts; batch sources that give an epoch's batches, each with the seed of its own random draws."""
 
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
 
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
@@ -31,7 +36,7 @@ class TrainingSet:
 
     @classmethod
     def from_collection(cls, collection: Collection, split: str = "train",
-                        negatives: dict[str, list[str]] | None = None) -> "TrainingSet":
+                        negatives: dict[str, list[str]] | None = None) -> TrainingSet:
         """One pair per relevant (query, document) judgement of ``split``; ``negatives`` maps query ids to given negatives.
 
         Raises before any training when the split is empty or names queries or documents that do not exist.
@@ -76,3 +81,47 @@ class TrainingSet:
             batches.append(batch)
             pending = rest
         return batches
+
+
+@dataclass(frozen=True)
+class SeededBatch:
+    """A batch and the seed of its random draws (sampled negatives, sampled vocabulary): a step's randomness
+    depends on its batch alone, not on what ran before it in this process (resumed runs, several workers)."""
+
+    items: Any
+    seed: float
+
+    def random(self) -> random.Random:
+        return random.Random(self.seed)
+
+    def numpy_random(self) -> np.random.Generator:
+        return np.random.default_rng(int(self.seed * 2**32))
+
+
+def seeded(batches: Sequence, rng: random.Random) -> list[SeededBatch]:
+    """``batches`` in order, each with a seed drawn from one generator seeded by ``rng``."""
+    seeds = random.Random(rng.random())
+    return [SeededBatch(items, seeds.random()) for items in batches]
+
+
+class BatchSource(ABC):
+    """What a :class:`~semiret.training.trainer.Trainer` iterates: an epoch's batches, drawn with an rng."""
+
+    @abstractmethod
+    def epoch(self, rng: random.Random) -> list[SeededBatch]:
+        """One epoch's batches, in training order."""
+
+    def __len__(self) -> int:
+        """Batches per epoch (those of the order ``Random(0)`` draws: the count does not depend on the order,
+        or barely, and the learning-rate and loss-weight schedules need it before training)."""
+        return len(self.epoch(random.Random(0)))
+
+
+class PairBatches(BatchSource):
+    """A training set's pairs in shuffled batches of ``batch_size``, at most one pair per query in each."""
+
+    def __init__(self, training_set: TrainingSet, batch_size: int):
+        self.training_set, self.batch_size = training_set, batch_size
+
+    def epoch(self, rng: random.Random) -> list[SeededBatch]:
+        return seeded(self.training_set.batches(self.batch_size, rng), rng)

@@ -1,9 +1,36 @@
-"""Training losses shared by the methods: contrastive (SiDR), distillation and FLOPS (inference-free)."""
+"""Training losses: the :class:`Loss` protocol the trainer calls, and the pieces recipes' losses are made
+of: contrastive (SiDR), distillation and FLOPS (inference-free)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
 import torch
 import torch.nn.functional as F
+
+from semiret.training.data import SeededBatch
+
+
+@dataclass
+class LossOutput:
+    """A step's loss: the tensor to minimise and its named terms (floats), which the trainer shows on the
+    progress bar and averages per epoch into the run's JSON."""
+
+    total: torch.Tensor
+    terms: dict[str, float] = field(default_factory=dict)
+
+
+class Loss(ABC):
+    """A training objective over the batches of a batch source.
+
+    A call sees the model, one batch (its items and its seed) and the global step, nothing else: no state
+    carries from one call to the next and nothing outside the batch is read, so any process can compute any
+    batch, and a resumed run computes what an uninterrupted one would."""
+
+    @abstractmethod
+    def __call__(self, model: torch.nn.Module, batch: SeededBatch, step: int) -> LossOutput: ...
 
 
 def symmetric_info_nce(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:
@@ -21,8 +48,8 @@ def symmetric_info_nce(queries: torch.Tensor, passages: torch.Tensor) -> torch.T
 
 def sidr_loss(q: torch.Tensor, p: torch.Tensor, q_bot: torch.Tensor, p_bot: torch.Tensor,
               q_sparse: torch.Tensor | None = None, p_sparse: torch.Tensor | None = None,
-              form: str = "paper", semi_parametric: bool = True) -> torch.Tensor:
-    """SiDR's semi-parametric contrastive loss.
+              form: str = "paper", semi_parametric: bool = True) -> LossOutput:
+    """SiDR's semi-parametric contrastive loss, with its ``parametric`` and ``semi_parametric`` terms.
 
     ``form="paper"``: ``L(q, p) + [L(q, p_bot) + L(q_bot, p)] / 2`` with the top-k vectors ``*_sparse`` as V_theta.
     ``form="code"`` (the authors' 4-term code): ``[L(q_topk, p) + L(q, p_topk) + L(q_bot, p) + L(q, p_bot)] / 4``,
@@ -32,17 +59,21 @@ def sidr_loss(q: torch.Tensor, p: torch.Tensor, q_bot: torch.Tensor, p_bot: torc
     if form == "paper":  # V_theta includes the top-k in every term
         q_theta = q_sparse if q_sparse is not None else q
         p_theta = p_sparse if p_sparse is not None else p
-        loss = symmetric_info_nce(q_theta, p_theta)
-        if semi_parametric:
-            loss = loss + (symmetric_info_nce(q_theta, p_bot) + symmetric_info_nce(q_bot, p_theta)) / 2
-        return loss
+        parametric = symmetric_info_nce(q_theta, p_theta)
+        if not semi_parametric:
+            return LossOutput(parametric, {"parametric": parametric.item()})
+        semi = (symmetric_info_nce(q_theta, p_bot) + symmetric_info_nce(q_bot, p_theta)) / 2
+        return LossOutput(parametric + semi, {"parametric": parametric.item(), "semi_parametric": semi.item()})
     if form == "code":
         if q_sparse is None or p_sparse is None:
             raise ValueError("form='code' needs the sparsified q_sparse and p_sparse")
         terms = [symmetric_info_nce(q_sparse, p), symmetric_info_nce(q, p_sparse)]
         if semi_parametric:
             terms += [symmetric_info_nce(q_bot, p), symmetric_info_nce(q, p_bot)]
-        return sum(terms) / len(terms)
+        named = {"parametric": (terms[0] + terms[1]).item() / len(terms)}
+        if semi_parametric:
+            named["semi_parametric"] = (terms[2] + terms[3]).item() / len(terms)
+        return LossOutput(sum(terms) / len(terms), named)
     raise ValueError(f"unknown SiDR loss form {form!r} (paper, code)")
 
 
@@ -72,9 +103,34 @@ def fitted_student_scale(student_scores: torch.Tensor, teacher_scores: torch.Ten
     return float(SCALE_GRID[int(cross_entropy.argmin())])
 
 
-def flops_regularizer(document_weights: torch.Tensor) -> torch.Tensor:
-    """SPLADE's FLOPS: ``sum_j (mean_i |w_ij|)^2`` over a batch of document vectors [N, V]."""
-    return document_weights.abs().mean(dim=0).pow(2).sum()
+@dataclass(frozen=True)
+class VocabularySample:
+    """The vocabulary columns a step computes: ``columns[:exact]`` in full (those its ranking loss needs), then
+    a uniform sample of the other entries, each standing for ``rate`` of them; a sum over the vocabulary is
+    estimated without bias (value and gradient) by scaling the sampled part by ``rate``."""
+
+    columns: torch.Tensor
+    exact: int
+    rate: float
+
+    @classmethod
+    def draw(cls, exact_ids: np.ndarray, vocab_size: int, size: int, rng: np.random.Generator) -> VocabularySample:
+        """``exact_ids`` (sorted, distinct) and ``size`` other entries drawn without replacement."""
+        others = np.setdiff1d(np.arange(vocab_size), exact_ids)
+        sampled = np.sort(rng.choice(others, min(size, len(others)), replace=False))
+        return cls(torch.from_numpy(np.concatenate([exact_ids, sampled])), len(exact_ids),
+                   len(others) / max(len(sampled), 1))
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """The estimated sum over the whole vocabulary of ``values`` [..., len(columns)] (last dimension)."""
+        return values[..., : self.exact].sum(dim=-1) + self.rate * values[..., self.exact:].sum(dim=-1)
+
+
+def flops_regularizer(document_weights: torch.Tensor, sample: VocabularySample | None = None) -> torch.Tensor:
+    """SPLADE's FLOPS: ``sum_j (mean_i |w_ij|)^2`` over a batch of document vectors [N, V]; with ``sample``,
+    the vectors hold its columns only and the sum over the vocabulary is its unbiased estimate."""
+    per_token = document_weights.abs().mean(dim=0).pow(2)
+    return per_token.sum() if sample is None else sample.sum(per_token)
 
 
 def quadratic_warmup(weight: float, step: int, ramp_steps: int) -> float:

@@ -1,15 +1,20 @@
-"""In-training hard-negative retrieval from a *fixed* index (SiDR §3.5): never stale, never rebuilt."""
+"""Hard negatives: candidate pools from rankings and draws from them (shared by SiDR and the inference-free
+teachers' mining), and SiDR's in-training retrieval from a *fixed* index (§3.5): never stale, never rebuilt."""
 
 from __future__ import annotations
 
 import random
 import re
 import unicodedata
-from typing import Sequence
+from functools import partial
+from typing import Callable, Collection, Sequence, TypeVar
 
 from semiret.data.collection import Document
+from semiret.errors import SemiretError
 from semiret.indexes.inverted import InvertedIndex
 from semiret.types import SparseQuery
+
+T = TypeVar("T")
 
 
 def normalize_answer_text(text: str) -> str:
@@ -25,44 +30,72 @@ def has_answer(text: str, answers: Sequence[str]) -> bool:
     return any(f" {normalize_answer_text(a)} " in haystack for a in answers if a.strip())
 
 
+def negative_pool(rankings: Sequence[Sequence[T]], excluded: Collection[T], size: int | None = None,
+                  keep: Callable[[T], bool] | None = None) -> list[T]:
+    """Hard-negative candidates: ``rankings`` (best first) read rank by rank, one entry from each in turn, each
+    candidate once, skipping ``excluded`` (the judged positives) and any that ``keep`` rejects, up to ``size``."""
+    pool: list[T] = []
+    seen = set(excluded)
+    for rank in range(max(map(len, rankings), default=0)):
+        for ranking in rankings:
+            if rank >= len(ranking) or ranking[rank] in seen:
+                continue
+            candidate = ranking[rank]
+            seen.add(candidate)
+            if keep is not None and not keep(candidate):
+                continue
+            pool.append(candidate)
+            if len(pool) == size:
+                return pool
+    return pool
+
+
+def sample_negatives(pool: Sequence[T], n: int, rng: random.Random, corpus: Sequence[T],
+                     excluded: Collection[T]) -> list[T]:
+    """``n`` negatives drawn uniformly from ``pool``; a shorter pool is kept whole and padded with random
+    ``corpus`` entries outside ``excluded`` (as the SiDR authors' code pads)."""
+    if len(pool) >= n:
+        return rng.sample(list(pool), n)
+    if all(c in excluded for c in corpus):
+        raise SemiretError("no negative to draw: every document of the corpus is a positive of the query")
+    padded = list(pool)
+    while len(padded) < n:
+        candidate = corpus[rng.randrange(len(corpus))]
+        if candidate not in excluded:
+            padded.append(candidate)
+    return padded
+
+
 class RetrievedNegativeMiner:
     """Beta-search the fixed index with the current (detached) query vectors and sample negatives.
 
     For each query, the top ``depth`` results are scanned in rank order; judged positives (and, when the
     data has answer strings, passages containing an answer) are skipped; the first ``pool_size`` others
-    form the pool, from which ``per_query`` negatives are drawn uniformly. Short pools are padded with
-    random corpus documents, as in the authors' code.
+    form the pool (:func:`negative_pool`), from which ``per_query`` negatives are drawn with the caller's
+    ``rng`` (:func:`sample_negatives`).
     """
 
     def __init__(self, index: InvertedIndex, documents: dict[str, Document], positives: dict[str, set[str]],
-                 pool_size: int = 20, depth: int = 100, per_query: int = 1, seed: int = 0):
+                 pool_size: int = 20, depth: int = 100, per_query: int = 1):
         self.index = index
         self.documents = documents
         self.positives = positives
         self.pool_size = pool_size
         self.depth = max(depth, pool_size)
         self.per_query = per_query
-        self.rng = random.Random(seed)
         self._ids = list(documents)
 
-    def mine(self, query_ids: Sequence[str], queries: Sequence[SparseQuery],
+    def mine(self, query_ids: Sequence[str], queries: Sequence[SparseQuery], rng: random.Random,
              answers: Sequence[Sequence[str]] | None = None) -> list[list[Document]]:
         hits = self.index.search(list(queries), k=self.depth)
         mined = []
         for i, (query_id, ranked) in enumerate(zip(query_ids, hits.ids)):
             excluded = self.positives.get(query_id, set())
-            pool = []
-            for doc_id in ranked:
-                if doc_id in excluded or doc_id not in self.documents:
-                    continue
-                if answers and answers[i] and has_answer(self.documents[doc_id].full_text, answers[i]):
-                    continue
-                pool.append(doc_id)
-                if len(pool) == self.pool_size:
-                    break
-            while len(pool) < self.per_query:
-                candidate = self.rng.choice(self._ids)
-                if candidate not in excluded:
-                    pool.append(candidate)
-            mined.append([self.documents[d] for d in self.rng.sample(pool, self.per_query)])
+            usable = partial(self._usable, answers=answers[i] if answers else None)
+            pool = negative_pool([ranked], excluded, self.pool_size, usable)
+            mined.append([self.documents[d] for d in sample_negatives(pool, self.per_query, rng, self._ids, excluded)])
         return mined
+
+    def _usable(self, doc_id: str, answers: Sequence[str] | None) -> bool:
+        """In the corpus and, when the query has answer strings, containing none of them."""
+        return doc_id in self.documents and not (answers and has_answer(self.documents[doc_id].full_text, answers))

@@ -408,7 +408,7 @@ def test_trained_model_plugs_into_the_inference_free_retriever(tiny_run, tmp_pat
     root, output, _, _ = tiny_run
     retriever = InferenceFreeRetriever.build(Collection(root).corpus(), tmp_path / "index",
                                              model=str(output / "model"))
-    assert retriever.idf_source.endswith("idf.json")  # the table the model was trained with
+    assert retriever.query_side.idf_source.endswith("idf.json")  # the table the model was trained with
     hits = retriever.search(["statins cancer risk"], k=3)
     assert len(hits.ids[0]) >= 1
     two = InferenceFreeRetriever.open(tmp_path / "index", two_phase="0.0")
@@ -444,20 +444,23 @@ def test_in_batch_negatives_score_every_query_against_the_whole_batch(tiny_run, 
     """The paper's pre-training scores each query against all documents of its batch; the teachers score
     the same pairs (otherwise the KL would compare different lists)."""
     _, _, config, summary = tiny_run
-    assert [s["documents_per_query"] for s in summary["stages"]] == [config.candidates] * 2
+    assert [s["terms_per_epoch"][-1]["documents_per_query"] for s in summary["stages"]] == [config.candidates] * 2
     in_batch = train_inference_free(InferenceFreeTrainingConfig(**{
         **asdict(config), "output": str(tmp_path / "run"), "pretrain_in_batch_negatives": True,
         "finetune_in_batch_negatives": True, "choose_document_threshold": False}))
-    assert [s["documents_per_query"] for s in in_batch["stages"]] == [config.batch_size * config.candidates] * 2
-    assert all(np.isfinite(s["final_kl"]) for s in in_batch["stages"])
+    pretrain, finetune = (s["terms_per_epoch"][-1] for s in in_batch["stages"])
+    assert pretrain["documents_per_query"] == config.batch_size * config.candidates  # 4 full batches of 2
+    # fine-tuning's 3 queries come in batches of 2 and 1: 6 and 3 documents per query
+    assert finetune["documents_per_query"] == (2 + 1) * config.candidates / 2
+    assert np.isfinite(pretrain["kl"]) and np.isfinite(finetune["kl"])
 
 
 def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F811
     root = write_beir(tmp_path / "tiny", split="train")
     config = InferenceFreeTrainingConfig(
         data=str(root), output=str(tmp_path / "run"), base=str(tiny_bert), idf_aware=False, teachers="bm25",
-        normalize_teachers=False, finetune_epochs=1, batch_size=3, candidates=2, mining_depth=3, flops_sample=16,
-        finetune_max_length=32)
+        normalize_teachers=False, pretrain_corpora=["none"], finetune_epochs=1, batch_size=3, candidates=2,
+        mining_depth=3, flops_sample=16, finetune_max_length=32)
     train_inference_free(config)
     table = json.loads((tmp_path / "run" / "model" / "idf.json").read_text())
     assert set(table.values()) == {1.0}

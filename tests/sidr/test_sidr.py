@@ -15,7 +15,7 @@ from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.models.pooled_projection import max_pooled_projection, top_k_max_pooled_projection
 from semiret.models.pooling import elu1p, masked_max, top_k_sparsify
-from semiret.search.retrievers import BagOfTokensRetriever
+from semiret.search import BagOfTokensRetriever
 from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever, cache_to_full_index
 from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 from semiret.models.sidr import SiDRModel, sparse_queries
@@ -58,10 +58,13 @@ def test_sidr_loss_forms_and_ablation():
     q_bot, p_bot = (torch.rand(4, 20) > 0.5).float(), (torch.rand(4, 20) > 0.5).float()
     full = sidr_loss(q, p, q_bot, p_bot)
     para_only = sidr_loss(q, p, q_bot, p_bot, semi_parametric=False)
-    assert torch.allclose(para_only, symmetric_info_nce(q, p))
-    assert full > para_only
+    assert torch.allclose(para_only.total, symmetric_info_nce(q, p))
+    assert full.total > para_only.total
+    assert set(para_only.terms) == {"parametric"} and full.terms["parametric"] == para_only.terms["parametric"]
+    assert full.total.item() == pytest.approx(full.terms["parametric"] + full.terms["semi_parametric"], rel=1e-6)
     code = sidr_loss(q, p, q_bot, p_bot, top_k_sparsify(q, 5), top_k_sparsify(p, 5), form="code")
-    assert torch.isfinite(code)
+    assert torch.isfinite(code.total)
+    assert code.total.item() == pytest.approx(code.terms["parametric"] + code.terms["semi_parametric"], rel=1e-6)
     with pytest.raises(ValueError):
         sidr_loss(q, p, q_bot, p_bot, form="code")
 
@@ -119,12 +122,13 @@ def test_has_answer_matches_whole_tokens():
 def test_miner_skips_positives_and_answers(tmp_path, tiny_docs):
     retriever = BagOfTokensRetriever.build(tiny_docs, tmp_path / "bot")
     documents = {d.id: d for d in tiny_docs}
-    miner = RetrievedNegativeMiner(retriever.index, documents, {"q": {"d1", "d2"}}, pool_size=2, depth=6, seed=0)
+    miner = RetrievedNegativeMiner(retriever.index, documents, {"q": {"d1", "d2"}}, pool_size=2, depth=6)
     query = retriever.encode_query("cats dogs chase garden mailman")
+    rng = random.Random(0)
     for _ in range(5):
-        [[negative]] = miner.mine(["q"], [query])
+        [[negative]] = miner.mine(["q"], [query], rng)
         assert negative.id not in {"d1", "d2"}
-    [[negative]] = miner.mine(["q"], [query], answers=[["garden"]])
+    [[negative]] = miner.mine(["q"], [query], rng, answers=[["garden"]])
     assert "garden" not in negative.full_text.lower()
 
 
@@ -198,10 +202,10 @@ def test_three_pipelines_and_cache_to_full_index(trained, tiny_docs, tmp_path):
         assert set(r_ids[:3]) == set(b_ids[:3]) and r_ids[3:] == b_ids[3:5]
         assert r_scores == sorted(r_scores, reverse=True)
         assert [d for d in f_ids if d in r_ids[:3]] == r_ids[:3]
-    costs = rerank.cost_figures()
+    costs = rerank.query_side.cost_figures()
     assert costs["rerank_pairs"] == 6 and costs["documents_embedded"] == costs["distinct_candidates"] <= 6
     rerank.search(queries, k=5)
-    assert rerank.cost_figures()["documents_embedded"] == costs["documents_embedded"]  # all cached now
+    assert rerank.query_side.cost_figures()["documents_embedded"] == costs["documents_embedded"]  # all cached now
     converted = cache_to_full_index(rerank, tmp_path / "from-cache")
     q = full.encode_queries(queries)
     assert converted.search(q, k=5).ids == full.index.search(q, k=5).ids

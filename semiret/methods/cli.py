@@ -1,0 +1,40 @@
+"""``semiret train <method>``: one command per recipe, its flags generated from the recipe's configuration
+dataclass (:func:`semiret.options.command_with_options`): names, defaults and help are the fields'."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
+from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
+from semiret.options import command_with_options
+
+RECIPES = {
+    "sidr": (SiDRTrainingConfig, train_sidr,
+             "Train SiDR (semi-parametric contrastive loss, in-training retrieved negatives)."),
+    "inference-free": (InferenceFreeTrainingConfig, train_inference_free,
+                       "Train an inference-free learned sparse retriever (IDF-aware KL distillation from an "
+                       "ensemble, FLOPS)."),
+}
+"""Command name -> (configuration dataclass, training function ``train(config, resume) -> summary``, help)."""
+
+train_app = typer.Typer(no_args_is_help=True, help="Train a method's models.")
+
+
+def _command(name: str):
+    config_class, _, help_text = RECIPES[name]
+
+    def train(resume: bool = typer.Option(True, help="Continue from the run folder's last checkpoint."),
+              options: dict | None = None) -> None:
+        config_class, train_recipe, _ = RECIPES[name]
+        summary = train_recipe(config_class(**options), resume=resume)
+        print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
+
+    train.__doc__ = help_text
+    return command_with_options(train, [config_class], unset_defaults=False)
+
+
+for _name in RECIPES:
+    train_app.command(_name)(_command(_name))

@@ -1,0 +1,48 @@
+"""What every training recipe is configured with, torch-free so the CLI can generate flags from it quickly.
+
+A recipe's configuration extends :class:`TrainingConfig` with its own fields; the ``semiret train <method>``
+command is generated from that dataclass (:func:`semiret.options.command_with_options`), so a field is declared
+once, with its default and help (the attribute docstring), for the Python API and the CLI alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass
+class TrainingConfig:
+    """Options shared by every recipe: the data, the run folder, batches, clipping, seed and threads."""
+
+    data: str = "scifact"
+    """BEIR collection to train on (a folder, or a name under shared/data)."""
+    output: str = "runs/train"
+    """Run folder: checkpoints, caches, the final model and summary.json (each recipe names its own default)."""
+    split: str = "train"
+    """Qrels split to train on."""
+    base: str = "splade-tiny"
+    """Masked LM to initialise the trained encoders from."""
+    batch_size: int = 32
+    """Queries per step."""
+    max_grad_norm: float = 2.0
+    """Gradients are clipped to this norm (0: no clipping)."""
+    seed: int = 12345
+    """Seed of the run: initial torch state, each epoch's order and each batch's random draws."""
+    threads: int | None = None
+    """Torch threads (default: torch's choice)."""
+
+    def resolved(self):
+        """A copy whose ``data`` is a folder (:func:`semiret.data.paths.dataset`); errors for unknown names."""
+        from semiret.data.paths import dataset
+
+        return dataclasses.replace(self, data=str(dataset(self.data)))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One training stage's length and learning-rate schedule: AdamW, linear warm-up, then linear decay to 0."""
+
+    epochs: int
+    learning_rate: float
+    warmup_epochs: float = 1.0

@@ -1,0 +1,156 @@
+"""Distillation from cached teachers (the inference-free recipe): per-corpus query sets with their teachers'
+scores and mined candidate pools, their batches, and the IDF-aware KL + FLOPS loss.
+
+A query set's teachers score every (query, candidate) pair from cached vectors, so a step costs one student
+forward over its candidates; candidates are the query's positive and negatives drawn from a pool that
+interleaves the teachers' rankings (BM25's too, whether or not it teaches).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from semiret.data.collection import Collection, Document
+from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
+from semiret.training.losses import (
+    Loss,
+    LossOutput,
+    VocabularySample,
+    ensemble_teacher_scores,
+    fitted_student_scale,
+    flops_regularizer,
+    grouped_scores,
+    kl_distillation,
+    quadratic_warmup,
+)
+from semiret.training.miners import negative_pool, sample_negatives
+
+
+@dataclass
+class Example:
+    query_id: str
+    text: str
+    positives: tuple[int, ...]  # document rows
+
+
+class DistillationSet:
+    """One corpus with its queries, cached teacher scores, mined candidate pools and query tokens."""
+
+    def __init__(self, name: str, documents: list[Document], examples: list[Example], teachers, cache_dir: Path,
+                 mining_depth: int, vocabulary):
+        from semiret.training.teachers import BM25Teacher, TeacherScores
+
+        self.name, self.documents, self.examples = name, documents, examples
+        ids = [e.query_id for e in examples]
+        texts = [e.text for e in examples]
+        self.teachers = [TeacherScores(t, documents, ids, texts, cache_dir) for t in teachers]
+        miners = list(self.teachers)
+        if not any(t.teacher.kind == "bm25" for t in miners):
+            miners.append(TeacherScores(BM25Teacher(), documents, ids, texts, None))
+        tops = [m.top(mining_depth) for m in miners]
+        self.pools = [negative_pool([top[i].tolist() for top in tops], example.positives)
+                      for i, example in enumerate(examples)]
+        self.tokens = [np.unique(np.asarray(vocabulary.encode(t), np.int64)) for t in texts]
+
+    @classmethod
+    def from_pseudo_queries(cls, root: str | Path, per_document: int, seed: int, prefix: str, teachers,
+                            cache_dir: Path, mining_depth: int, vocabulary) -> DistillationSet:
+        """Label-free: pseudo-queries of a corpus's documents, each with its source document as the positive."""
+        from semiret.training.pseudo_queries import generate_pseudo_queries
+
+        documents = list(Collection(root).corpus())
+        row = {d.id: i for i, d in enumerate(documents)}
+        queries = generate_pseudo_queries(documents, per_document, seed=seed, prefix=prefix)
+        examples = [Example(q.id, q.text, (row[q.document_id],)) for q in queries]
+        return cls(Path(root).name, documents, examples, teachers, cache_dir, mining_depth, vocabulary)
+
+    @classmethod
+    def from_training_set(cls, name: str, training_set: TrainingSet, teachers, cache_dir: Path, mining_depth: int,
+                          vocabulary) -> DistillationSet:
+        """Labelled: a qrels split's queries with all their judged positives."""
+        documents = list(training_set.documents.values())
+        row = {d.id: i for i, d in enumerate(documents)}
+        examples = [Example(q, next(p.query for p in training_set.pairs if p.query_id == q),
+                            tuple(sorted(row[d] for d in ds))) for q, ds in training_set.positives.items()]
+        return cls(name, documents, examples, teachers, cache_dir, mining_depth, vocabulary)
+
+    def candidates(self, i: int, n: int, rng: random.Random) -> list[int]:
+        """The first positive (random among several) and ``n - 1`` negatives drawn from the pool."""
+        example = self.examples[i]
+        positive = rng.choice(example.positives)
+        negatives = sample_negatives(self.pools[i], n - 1, rng, range(len(self.documents)), example.positives)
+        return [positive, *negatives]
+
+
+class DistillationBatches(BatchSource):
+    """Batches of ``batch_size`` queries, each from one query set, the sets interleaved (the paper's sampler);
+    ``queries_per_epoch`` caps an epoch, shared equally between the sets. A batch is ``(set index, rows)``."""
+
+    def __init__(self, sets: Sequence[DistillationSet], batch_size: int, queries_per_epoch: int | None = None):
+        self.sets, self.batch_size, self.queries_per_epoch = sets, batch_size, queries_per_epoch
+
+    def epoch(self, rng: random.Random) -> list[SeededBatch]:
+        batches = []
+        for s, data in enumerate(self.sets):
+            order = list(range(len(data.examples)))
+            rng.shuffle(order)
+            if self.queries_per_epoch:
+                order = order[: max(1, self.queries_per_epoch // len(self.sets))]
+            batches += [(s, order[i: i + self.batch_size]) for i in range(0, len(order), self.batch_size)]
+        rng.shuffle(batches)
+        return seeded(batches, rng)
+
+
+class DistillationLoss(Loss):
+    """The inference-free loss: KL from the ensemble teacher to the IDF-aware student scores, plus FLOPS
+    weighted by ``flops_weight`` warmed up quadratically over ``flops_ramp_steps``.
+
+    The ranking loss only sees the batch's query tokens, so the vocabulary projection is computed for those
+    exactly plus a uniform sample of ``flops_sample`` others, and FLOPS is estimated from that sample
+    (:class:`~semiret.training.losses.VocabularySample`). ``in_batch_negatives``: each query is scored against
+    every candidate of the batch, not only its own (the teachers score the same pairs). ``fit_student_scale``:
+    the student's scores are distilled times a factor fitted per step (:func:`fitted_student_scale`).
+    Terms: ``kl``, ``flops`` (estimated), ``nnz`` (estimated non-zeros per document), ``student_scale``,
+    ``documents_per_query``.
+    """
+
+    def __init__(self, sets: Sequence[DistillationSet], *, candidates: int, scale: float, flops_weight: float,
+                 flops_ramp_steps: int, flops_sample: int, idf_aware: bool = True, normalize_teachers: bool = True,
+                 fit_student_scale: bool = True, in_batch_negatives: bool = False):
+        self.sets, self.candidates, self.scale = sets, candidates, scale
+        self.flops_weight, self.flops_ramp_steps, self.flops_sample = flops_weight, flops_ramp_steps, flops_sample
+        self.idf_aware, self.normalize_teachers = idf_aware, normalize_teachers
+        self.fit_student_scale, self.in_batch_negatives = fit_student_scale, in_batch_negatives
+
+    def __call__(self, model, batch: SeededBatch, step: int) -> LossOutput:
+        s, rows = batch.items
+        data = self.sets[s]
+        rng = batch.random()
+        candidates = np.array([data.candidates(i, self.candidates, rng) for i in rows])  # [N, C]
+        ids, mask = model.encoder.inputs.padded([data.documents[r].full_text for r in candidates.ravel()])
+        tokens = [data.tokens[i] for i in rows]
+        in_queries = np.unique(np.concatenate(tokens)) if tokens else np.empty(0, np.int64)
+        sample = VocabularySample.draw(in_queries, model.encoder.vocab_size, self.flops_sample, batch.numpy_random())
+        d = model.document_vectors(ids, mask, sample.columns)
+        q = model.query_vectors(tokens, self.idf_aware)[:, sample.columns]
+        if self.in_batch_negatives:  # every query against every document of the batch [N, N * C]
+            student = q @ d.T
+            scored = np.broadcast_to(candidates.ravel(), (len(rows), candidates.size))
+        else:
+            student, scored = grouped_scores(q, d), candidates
+        query_ids = [data.examples[i].query_id for i in rows]
+        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, scored)) for t in data.teachers],
+                                          self.scale, normalize=self.normalize_teachers)
+        student_scale = fitted_student_scale(student, teacher) if self.fit_student_scale else 1.0
+        kl = kl_distillation(student_scale * student, teacher)
+        flops = flops_regularizer(d, sample)
+        total = kl + quadratic_warmup(self.flops_weight, step, self.flops_ramp_steps) * flops
+        nnz = sample.sum((d > 0).float()).mean().item()
+        return LossOutput(total, {"kl": kl.item(), "flops": flops.item(), "nnz": nnz, "student_scale": student_scale,
+                                  "documents_per_query": student.shape[1]})

@@ -1,0 +1,195 @@
+"""The trainer: a loss object's named terms on the progress bar and averaged per epoch into the run's JSON,
+divergence and empty sources, checkpoints of an older trainer, and resuming (a toy model, then both recipes)
+to exactly what an uninterrupted run computes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import MSMARCO_IDF, write_beir
+
+from semiret.errors import SemiretError
+from semiret.training import trainer as trainer_module
+from semiret.training.config import Schedule, TrainingConfig
+from semiret.training.data import BatchSource, seeded
+from semiret.training.losses import Loss, LossOutput
+from semiret.training.trainer import STATE_FILE, Trainer, epoch_summary
+
+
+class Numbers(BatchSource):
+    """Batches of ``size`` numbers out of ``count``, shuffled."""
+
+    def __init__(self, count: int = 12, size: int = 4):
+        self.count, self.size = count, size
+
+    def epoch(self, rng):
+        order = list(range(self.count))
+        rng.shuffle(order)
+        return seeded([order[i: i + self.size] for i in range(0, self.count, self.size)], rng)
+
+
+class Regression(Loss):
+    """Fit ``w * x`` to ``3 x`` (plus noise drawn from the batch's seed); terms: the error and the step."""
+
+    def __call__(self, model, batch, step):
+        x = torch.tensor(batch.items, dtype=torch.float32)
+        noise = torch.tensor([batch.random().gauss(0, 0.1) for _ in batch.items])
+        error = ((model(x[:, None]).squeeze(1) - 3 * x - noise) ** 2).mean()
+        return LossOutput(error, {"error": error.item(), "step": float(step)})
+
+
+def _trainer(tmp_path, epochs=3, loss=None, batches=None):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1, bias=False)
+    return Trainer(model, loss or Regression(), Numbers() if batches is None else batches, TrainingConfig(seed=7),
+                   Schedule(epochs, learning_rate=0.05, warmup_epochs=0.5), tmp_path)
+
+
+def test_terms_are_shown_and_averaged_per_epoch_into_the_state(tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr(trainer_module.StepBar, "advance", lambda self, figures="": shown.append(figures))
+    history = _trainer(tmp_path).train()
+    assert len(shown) == 9 and all("error" in s and " step " in s for s in shown)
+    assert [h.terms["step"] for h in history] == [1.0, 4.0, 7.0]  # the mean of steps 0-2, 3-5, 6-8
+    assert history[-1].terms["error"] < history[0].terms["error"]
+    state = json.loads((tmp_path / "checkpoint" / STATE_FILE).read_text())
+    assert [h["terms"]["step"] for h in state["history"]] == [1.0, 4.0, 7.0]
+    summary = epoch_summary(history)
+    assert summary["terms_per_epoch"][1] == {"error": round(history[1].terms["error"], 4), "step": 4.0}
+    assert summary["loss_per_epoch"] == [round(h.mean_loss, 4) for h in history]
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
+    whole = _trainer(tmp_path / "whole")
+    whole.train()
+
+    class CrashingAt(Regression):
+        def __call__(self, model, batch, step):
+            if step == 7:
+                raise Crash
+            return super().__call__(model, batch, step)
+
+    with pytest.raises(Crash):
+        _trainer(tmp_path / "resumed", loss=CrashingAt()).train()
+    resumed = _trainer(tmp_path / "resumed")
+    resumed.train()
+    assert [asdict_without_time(h) for h in resumed.history] == [asdict_without_time(h) for h in whole.history]
+    assert torch.equal(resumed.model.weight, whole.model.weight)
+
+
+def asdict_without_time(entry):
+    return (entry.epoch, entry.steps, entry.mean_loss, entry.terms)
+
+
+def test_checkpoints_of_the_previous_trainer_resume(tmp_path):
+    """Its history entries had ``extra`` and no ``terms``."""
+    _trainer(tmp_path, epochs=2).train()
+    state_file = tmp_path / "checkpoint" / STATE_FILE
+    state = json.loads(state_file.read_text())
+    for entry in state["history"]:
+        del entry["terms"]
+        entry["extra"] = {}
+    state_file.write_text(json.dumps(state))
+    more = _trainer(tmp_path, epochs=3)
+    assert more.resume() and more.start_epoch == 2 and more.history[0].terms == {}
+    assert len(more.train()) == 3
+
+
+def test_divergence_and_empty_sources_are_errors(tmp_path):
+    class Infinite(Loss):
+        def __call__(self, model, batch, step):
+            return LossOutput(model(torch.ones(1, 1)).sum() * float("inf"))
+
+    with pytest.raises(SemiretError, match="diverged"):
+        _trainer(tmp_path / "a", loss=Infinite()).train()
+    with pytest.raises(SemiretError, match="no batches"):
+        _trainer(tmp_path / "b", batches=Numbers(count=0))
+
+
+# ------------------------------------------------------------------ the recipes, interrupted and resumed
+def _recording(monkeypatch, loss_class, crash_at: int | None = None) -> list[float]:
+    """Per-step totals of ``loss_class``'s calls (raising :class:`Crash` at call ``crash_at``, from 0)."""
+    totals = []
+    original = loss_class.__call__
+
+    def call(self, model, batch, step):
+        if len(totals) == crash_at:
+            raise Crash
+        output = original(self, model, batch, step)
+        totals.append(output.total.item())
+        return output
+
+    monkeypatch.setattr(loss_class, "__call__", call)
+    return totals
+
+
+def _checkpointed_weights(run) -> np.ndarray:
+    """The trainer's last checkpoint of a run (float32; the saved model is float16)."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(run / "checkpoint" / "model.safetensors"))
+    return torch.cat([tensors[k].flatten() for k in sorted(tensors)]).numpy()
+
+
+def test_sidr_resumes_to_the_uninterrupted_run(tmp_path, tiny_bert, monkeypatch):
+    """Retrieved negatives are drawn with each batch's seed, so a resumed run draws the same ones."""
+    from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
+    from semiret.training.contrastive import SemiParametricLoss
+
+    root = write_beir(tmp_path / "tiny", split="train")
+    config = dict(data=str(root), base=str(tiny_bert), epochs=2, batch_size=3, learning_rate=1e-3, top_k=30000,
+                  pool_size=3, retrieve_depth=5, query_max_length=16, document_max_length=32)
+    whole = _recording(monkeypatch, SemiParametricLoss)
+    train_sidr(SiDRTrainingConfig(output=str(tmp_path / "whole"), **config))
+    monkeypatch.undo()
+    _recording(monkeypatch, SemiParametricLoss, crash_at=3)
+    with pytest.raises(Crash):
+        train_sidr(SiDRTrainingConfig(output=str(tmp_path / "resumed"), **config))
+    monkeypatch.undo()
+    resumed = _recording(monkeypatch, SemiParametricLoss)
+    train_sidr(SiDRTrainingConfig(output=str(tmp_path / "resumed"), **config))
+    assert len(whole) == 4 and len(resumed) == 2  # steps 2-3: the second epoch again
+    assert resumed == pytest.approx(whole[2:], rel=1e-4)
+    difference = np.abs(_checkpointed_weights(tmp_path / "resumed") - _checkpointed_weights(tmp_path / "whole"))
+    # the same to float noise, which Adam can raise to a step of the learning rate where gradients are ~0
+    assert difference.mean() < 1e-7 and difference.max() < 2 * config["learning_rate"]
+
+
+def test_inference_free_resumes_to_the_uninterrupted_run(tmp_path, tiny_bert, monkeypatch):
+    """Interrupted in the second fine-tuning epoch: pre-training is loaded, fine-tuning resumes."""
+    from semiret.methods.inference_free import (
+        InferenceFreeTrainingConfig,
+        train_inference_free,
+    )
+    from semiret.training.distillation import DistillationLoss
+
+    root = write_beir(tmp_path / "tiny", split="train")
+    config = dict(data=str(root), base=str(tiny_bert), idf=str(MSMARCO_IDF), teachers=f"sparse:{tiny_bert},bm25",
+                  pseudo_queries_per_document=2, pretrain_queries_per_epoch=8, pretrain_epochs=1, finetune_epochs=2,
+                  batch_size=2, candidates=3, mining_depth=4, flops_sample=64, pretrain_max_length=24,
+                  finetune_max_length=32, finetune_flops_weight=0.5, choose_document_threshold=False,
+                  teacher_cache=str(tmp_path / "teachers"))
+    whole = _recording(monkeypatch, DistillationLoss)
+    uninterrupted = train_inference_free(InferenceFreeTrainingConfig(output=str(tmp_path / "whole"), **config))
+    monkeypatch.undo()
+    _recording(monkeypatch, DistillationLoss, crash_at=7)  # pre-training: 4 steps; fine-tuning: 2 epochs of 2
+    with pytest.raises(Crash):
+        train_inference_free(InferenceFreeTrainingConfig(output=str(tmp_path / "resumed"), **config))
+    monkeypatch.undo()
+    resumed = _recording(monkeypatch, DistillationLoss)
+    again = train_inference_free(InferenceFreeTrainingConfig(output=str(tmp_path / "resumed"), **config))
+    assert len(whole) == 8 and len(resumed) == 2
+    assert resumed == pytest.approx(whole[-2:], rel=1e-5)
+    for done, reference in zip(again["stages"], uninterrupted["stages"]):
+        assert done["loss_per_epoch"] == reference["loss_per_epoch"]
+        for terms, expected in zip(done["terms_per_epoch"], reference["terms_per_epoch"], strict=True):
+            assert terms == pytest.approx(expected, rel=1e-4)
+    assert set(again["stages"][-1]["terms_per_epoch"][0]) == {"kl", "flops", "nnz", "student_scale",
+                                                              "documents_per_query"}

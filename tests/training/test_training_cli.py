@@ -1,0 +1,81 @@
+"""``semiret train <method>``, generated from the recipes' configuration dataclasses: the flags the README and
+docs/results.md use keep their names and meanings, and every field is a flag."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.methods import cli
+from semiret.methods.inference_free import InferenceFreeTrainingConfig
+from semiret.methods.sidr import SiDRTrainingConfig
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The (config, resume) each command trains with, instead of training."""
+    seen = []
+    for name, (config_class, _, help_text) in cli.RECIPES.items():
+        monkeypatch.setitem(cli.RECIPES, name, (config_class, lambda config, resume: seen.append((config, resume))
+                                                or {"config": {}}, help_text))
+    return seen
+
+
+def _run(*args):
+    result = CliRunner().invoke(cli.train_app, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_sidr_flags(calls):
+    _run("sidr", "--data", "scifact", "--output", "runs/x", "--no-semi-parametric", "--negatives", "none",
+         "--loss-form", "code", "--threads", "2", "--seed", "7", "--epochs", "3", "--no-resume")
+    config, resume = calls[-1]
+    assert config == SiDRTrainingConfig(data="scifact", output="runs/x", semi_parametric=False, negatives="none",
+                                        loss_form="code", threads=2, seed=7, epochs=3)
+    assert resume is False
+    _run("sidr")
+    assert calls[-1] == (SiDRTrainingConfig(), True)  # every default is the dataclass's
+
+
+def test_inference_free_flags(calls):
+    _run("inference-free", "--data", "scifact", "--pretrain", "none", "--teacher-cache", "runs/t", "--idf",
+         "corpus:vaswani", "--no-idf-aware", "--no-normalize-teachers", "--no-fit-student-scale",
+         "--pretrain-in-batch-negatives", "--finetune-epochs", "0", "--no-document-threshold", "--threads", "2",
+         "--resume")
+    config, resume = calls[-1]
+    assert config == InferenceFreeTrainingConfig(
+        data="scifact", pretrain_corpora=["none"], teacher_cache="runs/t", idf="corpus:vaswani", idf_aware=False,
+        normalize_teachers=False, fit_student_scale=False, pretrain_in_batch_negatives=True, finetune_epochs=0,
+        choose_document_threshold=False, threads=2)
+    assert resume is True and config.pretraining() == []
+    _run("inference-free", "--data", "scifact", "--pretrain", "vaswani", "--pretrain", "scifact")
+    assert calls[-1][0].pretraining() == ["vaswani", "scifact"]
+    _run("inference-free", "--data", "scifact")
+    assert calls[-1][0].pretrain_corpora is None and calls[-1][0].pretraining() == ["scifact"]  # default: --data
+    assert calls[-1][0].choose_document_threshold is True
+
+
+@pytest.mark.parametrize("command, config", [("sidr", SiDRTrainingConfig),
+                                             ("inference-free", InferenceFreeTrainingConfig)])
+def test_every_field_is_a_flag_and_the_documented_flags_exist(command, config):
+    from semiret.cli import app
+
+    help_text = CliRunner().invoke(app, ["train", command, "--help"], env={"COLUMNS": "400"}).stdout
+    flags = set(re.findall(r"--[a-z0-9-]+", help_text))
+    for field in fields(config):
+        flag = field.metadata.get("flag", "--" + field.name.replace("_", "-")).split("/")[0]
+        assert flag in flags, flag
+    documented = {
+        "sidr": ["--data", "--output", "--no-semi-parametric", "--negatives", "--loss-form", "--threads", "--seed",
+                 "--resume", "--no-resume"],
+        "inference-free": ["--data", "--output", "--pretrain", "--document-threshold", "--no-document-threshold",
+                           "--teacher-cache", "--idf", "--no-idf-aware", "--no-normalize-teachers",
+                           "--no-fit-student-scale", "--fit-student-scale", "--pretrain-in-batch-negatives",
+                           "--finetune-epochs", "--finetune-flops-weight", "--finetune-learning-rate",
+                           "--pretrain-queries-per-epoch", "--split", "--threads", "--seed", "--resume", "--no-resume"],
+    }[command]
+    assert set(documented) <= flags, set(documented) - flags
