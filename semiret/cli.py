@@ -33,7 +33,7 @@ class _Commands(TyperGroup):
 
     def get_command(self, ctx, name):
         if name == "train":
-            from semiret.training.cli import train_app
+            from semiret.methods.cli import train_app
 
             command = typer.main.get_command(train_app)
             command.name = "train"
