@@ -1,13 +1,28 @@
 """Retrievers: an index plus a document side and a query side, registered by name
 (:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers."""
 
+from semiret.search.hybrid import HybridRetriever
 from semiret.search.lexical import BagOfTokensRetriever, BM25Retriever, IDFRetriever
-from semiret.search.neural import DenseRetriever, InferenceFreeRetriever, SpladeRetriever
-from semiret.search.retrievers import (
-    RETRIEVERS, DocumentSide, QuerySide, Retriever, open_retriever, register_retriever, retriever_class,
+from semiret.search.neural import (
+    DenseRetriever,
+    InferenceFreeRetriever,
+    SpladeRetriever,
 )
-from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever
+from semiret.search.retrievers import (
+    RETRIEVERS,
+    DocumentSide,
+    QuerySide,
+    Retriever,
+    open_retriever,
+    register_retriever,
+    retriever_class,
+)
+from semiret.search.semiparametric import (
+    LateParametricRetriever,
+    SiDRBetaRetriever,
+    SiDRFullRetriever,
+)
 
-__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "IDFRetriever",
-           "InferenceFreeRetriever", "LateParametricRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
+__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "HybridRetriever",
+           "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
            "SiDRFullRetriever", "SpladeRetriever", "open_retriever", "register_retriever", "retriever_class"]

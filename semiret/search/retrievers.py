@@ -158,11 +158,13 @@ class Retriever:
         return cls.from_index(open_index(path), **options)
 
     @classmethod
-    def from_index(cls, index, **options) -> "Retriever":
+    def from_index(cls, index, document_side: DocumentSide | None = None, **options) -> "Retriever":
+        """A retriever over an open index; ``document_side`` shares one already open on it (default: the side of
+        the retriever that built the index, re-opened from its ``meta.json``)."""
         if index.kind not in cls.compatible_kinds():
             raise SemiretError(f"{index.path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
         search_options = cls._search_options(options)
-        document_side = _builder_of(index, cls).documents.from_index(index)
+        document_side = document_side or _builder_of(index, cls).documents.from_index(index)
         return cls(index, cls.queries.open(index, search_options, document_side), document_side)
 
     def add(self, documents: Iterable[Document], replace: bool = False) -> int:

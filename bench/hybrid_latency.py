@@ -1,0 +1,74 @@
+"""``hybrid`` (BM25 fused with a neural retriever) against each of its parts alone: quality and single-query
+latency in one run, and the hybrid's latency as a ratio of its slower part's (the target: <= 1.10).
+
+``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion rrf]``
+prints one JSON object. The hybrid index is built once (its two parts are complete indexes, searched alone
+by the part retrievers, so all three systems read the same postings). Latency: each query alone
+(``search(text, k=10)``), systems timed in rotating rounds (``corpus.timed_rounds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from functools import partial
+from pathlib import Path
+
+from corpus import emit, machine, timed_rounds
+
+
+def main() -> None:
+    from semiret import progress
+    from semiret.data.collection import Collection
+    from semiret.data.paths import dataset
+    from semiret.evaluation.metrics import parse_measures, score_run
+    from semiret.search import HybridRetriever, open_retriever
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="scifact")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--neural", default="inference-free")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--fusion", default="rrf", choices=("rrf", "score"))
+    parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the hybrid index here")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    collection = Collection(dataset(args.data))
+    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
+    query_ids = list(queries)
+    texts = [queries[q] for q in query_ids]
+    index = args.index or Path(f"/tmp/semiret-bench/hybrid-{collection.name}-{args.neural}")
+    if not (index / "meta.json").is_file():
+        HybridRetriever.build(collection.corpus(), index, overwrite=True, neural=args.neural, model=args.model)
+    hybrid = open_retriever(index, fusion=args.fusion)
+    systems = {"hybrid": hybrid, **hybrid.query_side.parts}  # the parts: BM25 ("lexical") and the neural one
+    result = {"benchmark": "hybrid_latency", "machine": machine(), "data": collection.name, "neural": args.neural,
+              "model": args.model, "fusion": args.fusion, "queries": len(texts), "systems": {}}
+    times = timed_rounds({label: partial(system.search, k=10) for label, system in systems.items()}, texts,
+                         rounds=args.rounds)
+    for label, system in systems.items():
+        hits = system.search(texts, k=100)
+        result["systems"][label] = {
+            **score_run(hits.as_run(query_ids), qrels, parse_measures(None)),
+            "latency_ms_median": round(statistics.median(times[label]), 4),
+            "latency_ms_mean": round(statistics.fmean(times[label]), 4)}
+    deep = timed_rounds({label: partial(system.search, k=hybrid.query_side.options.fusion_depth)
+                         for label, system in hybrid.query_side.parts.items()}, texts, rounds=args.rounds)
+    for label in hybrid.query_side.parts:  # what each part costs at the depth the hybrid reads it
+        result["systems"][label]["latency_ms_median_at_fusion_depth"] = round(statistics.median(deep[label]), 4)
+    slower = max(result["systems"][part]["latency_ms_median"] for part in hybrid.query_side.parts)
+    result["ratio_to_slower_part_median"] = round(result["systems"]["hybrid"]["latency_ms_median"] / slower, 3)
+    slower_deep = max(statistics.median(deep[part]) for part in hybrid.query_side.parts)
+    result["ratio_to_slower_part_at_fusion_depth"] = round(result["systems"]["hybrid"]["latency_ms_median"]
+                                                           / slower_deep, 3)
+    result["target"] = "hybrid median latency <= 1.10 x its slower part's"
+    result["target_met"] = result["ratio_to_slower_part_median"] <= 1.10
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Several indexes of the same documents under one directory, changed together: what a hybrid retriever
+(BM25 fused with a neural retriever) searches.
+
+The directory holds ``meta.json`` (format ``semiret.composite``, the parts in order) and one complete index
+per part, each opening on its own (``open_index(path / part)``). A batch to add is a ``{part: batch}``
+mapping; deletes and merges go to every part. Parts commit one after the other (first part first): a crash
+between two commits leaves a document in the first part only, which the next add with ``replace`` of that
+document, or its delete, repairs. Stored texts live in the first part.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterable
+
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.files import atomic_write_json, directory_size, staged_directory
+from semiret.indexes.segments import (
+    _check_build_target,
+    open_index,
+    register_index_format,
+)
+from semiret.indexes.storage import META_FILE, read_meta
+
+
+@register_index_format
+class CompositeIndex:
+    FORMAT = "semiret.composite"
+    VERSION = 1
+
+    def __init__(self, path: Path, meta: dict, parts: dict):
+        self.path, self.meta, self.parts = path, meta, parts
+
+    @classmethod
+    def build(cls, path: str | Path, kind: str, batches: Iterable[dict], parts: dict[str, dict],
+              store_texts: bool = True, overwrite: bool = False, extra_meta: dict | None = None) -> "CompositeIndex":
+        """Build every part from ``{part: batch}`` batches; ``parts`` maps each part's name to its index class
+        (``index_class``), kind (``kind``) and build options (the rest)."""
+        target = Path(path)
+        _check_build_target(target, overwrite)
+        batch_list = list(batches)
+        with staged_directory(target, overwrite) as staged:
+            for position, (name, config) in enumerate(parts.items()):
+                config = dict(config)
+                index_class, part_kind = config.pop("index_class"), config.pop("kind")
+                part_meta = {"retriever": config.pop("retriever")} if "retriever" in config else None
+                index_class.build(staged / name, part_kind, [batch[name] for batch in batch_list], **config,
+                                  store_texts=store_texts and position == 0, extra_meta=part_meta)
+            atomic_write_json(staged / META_FILE, {
+                "format": cls.FORMAT, "version": cls.VERSION, "kind": kind, "parts": list(parts),
+                "analyzer": {"type": "composite", "parts": list(parts)},
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra_meta or {})})
+        return cls.open(target)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "CompositeIndex":
+        path = Path(path)
+        meta = read_meta(path, cls.FORMAT)
+        if meta.get("version") != cls.VERSION:
+            raise IndexFormatError(f"{path}: composite index format version {meta.get('version')} is not supported")
+        return cls(path, meta, {name: open_index(path / name) for name in meta["parts"]})
+
+    # ------------------------------------------------------------------ the first part answers for the documents
+    @property
+    def first(self):
+        return next(iter(self.parts.values()))
+
+    @property
+    def kind(self) -> str:
+        return self.meta["kind"]
+
+    @property
+    def n_docs(self) -> int:
+        return self.first.n_docs
+
+    @property
+    def n_stored(self) -> int:
+        return self.first.n_stored
+
+    @property
+    def segments(self) -> list:
+        return self.first.segments
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self.first
+
+    def get_document(self, doc_id: str):
+        return self.first.get_document(doc_id)
+
+    def live_ids(self) -> list[str]:
+        return self.first.live_ids()
+
+    def size_on_disk(self) -> int:
+        return directory_size(self.path)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "documents": self.n_docs, "deleted": self.n_stored - self.n_docs,
+                "segments": len(self.segments), "size_bytes": self.size_on_disk(),
+                "parts": {name: part.describe() for name, part in self.parts.items()}}
+
+    def search(self, *_, **__):
+        raise SemiretError(f"{self.path} holds several indexes: search it with the retriever that fuses them "
+                           f"({self.meta.get('retriever', 'hybrid')})")
+
+    # ------------------------------------------------------------------ changes go to every part
+    def add(self, batch: dict, replace: bool = False) -> int:
+        if set(batch) != set(self.parts):
+            raise SemiretError(f"a batch for {self.path} needs the parts {list(self.parts)}, got {sorted(batch)}")
+        for name, part in self.parts.items():  # every part's checks run before any part writes
+            part._check_batch(batch[name])
+        clash = None if replace else next((i for i in batch[next(iter(batch))].ids if i in self.first), None)
+        if clash is not None:
+            raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+        for name, part in self.parts.items():
+            added = part.add(batch[name], replace=replace)
+        return added
+
+    def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
+        doc_ids = list(doc_ids)
+        deleted = self.first.delete(doc_ids, missing_ok=missing_ok)
+        for part in list(self.parts.values())[1:]:
+            part.delete(doc_ids, missing_ok=True)
+        return deleted
+
+    def merge(self) -> None:
+        for part in self.parts.values():
+            part.merge()

@@ -1,0 +1,87 @@
+"""``hybrid``: BM25 and a neural retriever in one composite index, their rankings fused (tokenizer-only ``idf``
+stands in for the neural part here: same mechanics, no model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.search import HybridRetriever, open_retriever
+
+from helpers import TINY_DOCS, TINY_QUERIES, leftovers, write_beir
+
+
+@pytest.fixture
+def hybrid(tmp_path):
+    return HybridRetriever.build(TINY_DOCS, tmp_path / "hybrid", neural="idf")
+
+
+def _ranks(hits, query):
+    return {d: r for r, d in enumerate(hits.ids[query], 1)}
+
+
+def test_rrf_fuses_the_two_rankings(hybrid):
+    texts = list(TINY_QUERIES.values())
+    fused = hybrid.search(texts, k=10)
+    lexical = hybrid.query_side.parts["lexical"].search(texts, k=100)
+    neural = hybrid.query_side.parts["neural"].search(texts, k=100)
+    for q in range(len(texts)):
+        lex, neu = _ranks(lexical, q), _ranks(neural, q)
+        expected = {d: sum(0.5 / (60 + ranks[d]) for ranks in (lex, neu) if d in ranks) for d in set(lex) | set(neu)}
+        assert fused.scores[q] == pytest.approx(sorted(expected.values(), reverse=True)[:10])
+        assert [expected[d] for d in fused.ids[q]] == pytest.approx(fused.scores[q])
+
+
+def test_score_fusion_weight_picks_a_side(tmp_path, hybrid):
+    text = "cats and dogs"
+    only_bm25 = open_retriever(hybrid.index.path, fusion="score", weight=1.0).search(text, k=3)
+    only_neural = open_retriever(hybrid.index.path, fusion="score", weight=0.0).search(text, k=3)
+    assert [h.id for h in only_bm25] == hybrid.query_side.parts["lexical"].search([text], k=3).ids[0]
+    assert [h.id for h in only_neural] == hybrid.query_side.parts["neural"].search([text], k=3).ids[0]
+    assert only_bm25[0].score == 1.0 and only_bm25[0].text  # normalised best score; texts from the first part
+
+
+def test_adds_and_deletes_reach_both_parts_at_once(hybrid):
+    hybrid.add([Document("d7", "A quokka photographs cats in the garden.")])
+    assert hybrid.index.n_docs == 7 and all(part.n_docs == 7 for part in hybrid.index.parts.values())
+    assert hybrid.search("quokka", k=1)[0].id == "d7"  # a word new to BM25's vocabulary, found at once
+    assert hybrid.delete(["d7", "d1"]) == 2
+    assert all(part.n_docs == 5 for part in hybrid.index.parts.values())
+    reopened = open_retriever(hybrid.index.path)
+    assert isinstance(reopened, HybridRetriever)
+    assert "d1" not in [h.id for h in reopened.search("cats", k=10)]
+
+
+def test_bad_input_is_refused_and_changes_nothing(tmp_path, hybrid):
+    with pytest.raises(SemiretError, match="weight must be between 0 and 1"):
+        open_retriever(hybrid.index.path, weight=1.5)
+    with pytest.raises(SemiretError, match="fusion must be one of rrf, score"):
+        open_retriever(hybrid.index.path, fusion="max")
+    with pytest.raises(SemiretError, match="not with 'bm25'"):
+        HybridRetriever.build(TINY_DOCS, tmp_path / "x", neural="bm25")
+    with pytest.raises(SemiretError, match="takes no model"):
+        HybridRetriever.build(TINY_DOCS, tmp_path / "y", neural="idf", model="minilm")
+    with pytest.raises(SemiretError, match="already in"):
+        hybrid.add([Document("d2", "again"), Document("d8", "new")])
+    with pytest.raises(SemiretError, match="duplicate document id 'd8'"):
+        hybrid.add([Document("d8", "new"), Document("d8", "twice")])
+    assert all(part.n_docs == 6 for part in open_retriever(hybrid.index.path).index.parts.values())
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists() and not leftovers(tmp_path)
+
+
+def test_cli_builds_and_evaluates_a_hybrid(tmp_path):
+    beir = write_beir(tmp_path / "tiny")
+    runner = CliRunner()
+    built = runner.invoke(app, ["index", "--data", str(beir), "--out", str(tmp_path / "h"), "-r", "hybrid",
+                                "--neural", "idf"])
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.stdout)["parts"]["neural"]["kind"] == "binary"
+    figures = runner.invoke(app, ["eval", "--data", str(beir), "-r", "hybrid", "--neural", "idf", "--fusion", "score",
+                                  "--json"])
+    assert figures.exit_code == 0, figures.output
+    assert 0 < json.loads(figures.stdout)["nDCG@10"] <= 1
