@@ -87,3 +87,17 @@ def tiny_distilbert(tmp_path_factory) -> Path:
     with torch.no_grad():
         model.vocab_projector.bias.fill_(-0.3)
     return _save(model, tmp_path_factory.mktemp("tiny-distilbert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_nail(tiny_bert, tmp_path_factory) -> Path:
+    """A saved NAIL model on ``tiny_bert``: 4 decoder positions, 1 decoder layer, untrained."""
+    import torch
+
+    from semiret.models.nail import NailConfig, NailModel
+
+    torch.manual_seed(0)
+    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=4, decoder_layers=1, max_length=MAX_POSITIONS))
+    with torch.no_grad():
+        model.lm.cls.predictions.bias.fill_(0.05)  # positive scores for many tokens, as a trained model gives
+    return model.save(tmp_path_factory.mktemp("tiny-nail") / "model", fp16=False)

@@ -8,6 +8,7 @@ import json
 import typer
 
 from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
+from semiret.methods.nail import NailTrainingConfig, train_nail
 from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 from semiret.options import command_with_options
 
@@ -17,6 +18,9 @@ RECIPES = {
     "inference-free": (InferenceFreeTrainingConfig, train_inference_free,
                        "Train an inference-free learned sparse retriever (IDF-aware KL distillation from an "
                        "ensemble, FLOPS)."),
+    "nail": (NailTrainingConfig, train_nail,
+             "Train NAIL (non-autoregressive decoder over the vocabulary; self-supervised pre-training, then BM25 "
+             "hard negatives; in-batch softmax)."),
 }
 """Command name -> (configuration dataclass, training function ``train(config, resume) -> summary``, help)."""
 

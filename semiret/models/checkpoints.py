@@ -58,7 +58,8 @@ class SavedModelKind:
 SIDR = SavedModelKind("sidr.json", "a saved SiDR model", "sidr-scifact", "semiret train sidr")
 INFERENCE_FREE = SavedModelKind("inference-free.json", "a saved inference-free model", "inference-free-scifact",
                                 "semiret train inference-free")
-SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE)
+NAIL = SavedModelKind("nail.json", "a saved NAIL model", "nail-scifact", "semiret train nail")
+SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE, NAIL)
 
 IDF_FILE = "idf.json"
 """The token-weight table an inference-free model was trained with (its query side)."""

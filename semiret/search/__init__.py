@@ -3,6 +3,7 @@
 
 from semiret.search.hybrid import HybridRetriever
 from semiret.search.lexical import BagOfTokensRetriever, BM25Retriever, IDFRetriever
+from semiret.search.nail import BM25NailRetriever, NailExhaustiveRetriever, NailSparseRetriever
 from semiret.search.neural import (
     DenseRetriever,
     InferenceFreeRetriever,
@@ -23,6 +24,7 @@ from semiret.search.semiparametric import (
     SiDRFullRetriever,
 )
 
-__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "HybridRetriever",
-           "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
+__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "HybridRetriever",
+           "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever", "NailExhaustiveRetriever",
+           "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
            "SiDRFullRetriever", "SpladeRetriever", "open_retriever", "register_retriever", "retriever_class"]

@@ -7,6 +7,7 @@ explicitly: special tokens, ``[unusedN]`` placeholders, and every id below ``min
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -41,6 +42,12 @@ def resolve_tokenizer_file(name_or_path: str) -> Path:
     if not candidate.is_file():
         raise SemiretError(f"{directory} has no tokenizer.json (a Hugging Face fast tokenizer is required)")
     return candidate
+
+
+def tokenizer_fingerprint(name_or_path: str) -> str:
+    """A short hash of a tokenizer's ``tokenizer.json``: an index records the one it was built with, so a query
+    side can refuse to tokenize with another."""
+    return hashlib.sha1(resolve_tokenizer_file(name_or_path).read_bytes()).hexdigest()[:16]
 
 
 class WordPieceVocabulary:

@@ -1,12 +1,17 @@
-"""SiDR's training loss over batches of (query, positive) pairs: the semi-parametric contrastive loss with
-in-batch negatives, negatives retrieved during training from a fixed index, and any given with the data."""
+"""Contrastive training losses over batches of (query, positive) pairs: SiDR's semi-parametric loss with
+in-batch negatives, negatives retrieved during training from a fixed index, and any given with the data; and
+NAIL's in-batch softmax over token-set queries with pooled hard negatives."""
 
 from __future__ import annotations
 
+import numpy as np
+import torch
+
+from semiret.errors import SemiretError
 from semiret.models.sidr import sparse_queries
 from semiret.training.data import SeededBatch
-from semiret.training.losses import Loss, LossOutput, sidr_loss
-from semiret.training.miners import RetrievedNegativeMiner
+from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss
+from semiret.training.miners import PooledNegatives, RetrievedNegativeMiner
 
 
 class SemiParametricLoss(Loss):
@@ -40,3 +45,29 @@ class SemiParametricLoss(Loss):
         q_bot = query_encoder.bag_of_tokens(q_ids, q_mask)
         p_bot = document_encoder.bag_of_tokens(d_ids, d_mask)
         return sidr_loss(q, p, q_bot, p_bot, q_sparse, p_sparse, form=self.form, semi_parametric=self.semi_parametric)
+
+
+class TokenSetContrastiveLoss(Loss):
+    """NAIL's loss (:func:`~semiret.training.losses.multi_hot_softmax_loss`) over batches of
+    :class:`~semiret.training.data.TrainingPair`: queries are their distinct non-special tokens (``vocabulary``),
+    passages the positives, then ``negatives``' draws for each query (if any), then the pairs' given negatives;
+    every passage of the batch competes for every query. Only the vocabulary columns of the batch's query tokens
+    are computed: the loss reads no other."""
+
+    def __init__(self, vocabulary, temperature: float = 1.0, negatives: PooledNegatives | None = None):
+        if not temperature > 0:
+            raise SemiretError(f"the temperature must be positive, got {temperature}")
+        self.vocabulary, self.temperature, self.negatives = vocabulary, temperature, negatives
+
+    def __call__(self, model, batch: SeededBatch, step: int) -> LossOutput:
+        pairs = batch.items
+        tokens = [torch.from_numpy(np.unique(np.asarray(self.vocabulary.encode(p.query), np.int64))) for p in pairs]
+        columns = torch.unique(torch.cat(tokens))
+        passages = [p.positive for p in pairs]
+        if self.negatives is not None:
+            passages += [d for drawn in self.negatives.sample([p.query_id for p in pairs], batch.random()) for d in drawn]
+        passages += [n for p in pairs for n in p.negatives]
+        input_ids, attention_mask = model.inputs.padded([d.full_text for d in passages])
+        scores = model(input_ids, attention_mask, columns)
+        loss = multi_hot_softmax_loss(tokens, scores, columns, torch.arange(len(pairs)), self.temperature)
+        return LossOutput(loss)

@@ -118,10 +118,16 @@ class BatchSource(ABC):
 
 
 class PairBatches(BatchSource):
-    """A training set's pairs in shuffled batches of ``batch_size``, at most one pair per query in each."""
+    """A training set's pairs in shuffled batches of ``batch_size``, at most one pair per query in each; with
+    ``per_epoch``, each epoch draws a fresh sample of that many pairs (large pre-training sets)."""
 
-    def __init__(self, training_set: TrainingSet, batch_size: int):
-        self.training_set, self.batch_size = training_set, batch_size
+    def __init__(self, training_set: TrainingSet, batch_size: int, per_epoch: int | None = None):
+        if per_epoch is not None and per_epoch < 1:
+            raise SemiretError(f"pairs per epoch must be at least 1, got {per_epoch}")
+        self.training_set, self.batch_size, self.per_epoch = training_set, batch_size, per_epoch
 
     def epoch(self, rng: random.Random) -> list[SeededBatch]:
-        return seeded(self.training_set.batches(self.batch_size, rng), rng)
+        pairs = self.training_set
+        if self.per_epoch is not None and self.per_epoch < len(pairs):
+            pairs = TrainingSet(rng.sample(pairs.pairs, self.per_epoch), pairs.positives, pairs.documents)
+        return seeded(pairs.batches(self.batch_size, rng), rng)

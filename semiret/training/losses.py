@@ -168,3 +168,18 @@ def grouped_scores(queries: torch.Tensor, documents: torch.Tensor) -> torch.Tens
     """Each query against its own candidates: queries [N, V], documents [N * C, V] (query-major) -> [N, C]."""
     n = queries.shape[0]
     return torch.bmm(documents.view(n, -1, documents.shape[-1]), queries.unsqueeze(-1)).squeeze(-1)
+
+
+def multi_hot_softmax_loss(query_tokens: list[torch.Tensor], document_scores: torch.Tensor, columns: torch.Tensor,
+                           positives: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """NAIL's Eq. 3: ``-s(q, d+) + log sum_{d' in batch} exp(s(q, d'))``, summed over the queries, with
+    ``s(q, d) = sum of d's scores at q's distinct tokens`` (the query a multi-hot vector) divided by
+    ``temperature`` (the paper: 1).
+
+    ``document_scores`` [N, C] are every passage of the batch over vocabulary ids ``columns`` (ascending, at
+    least every query token); ``positives`` [m] the row of each query's positive."""
+    multi_hot = torch.zeros(len(query_tokens), len(columns), dtype=document_scores.dtype)
+    for row, tokens in enumerate(query_tokens):
+        multi_hot[row, torch.searchsorted(columns, tokens)] = 1.0
+    similarities = multi_hot @ document_scores.T / temperature
+    return F.cross_entropy(similarities, positives, reduction="sum")

@@ -99,3 +99,20 @@ class RetrievedNegativeMiner:
     def _usable(self, doc_id: str, answers: Sequence[str] | None) -> bool:
         """In the corpus and, when the query has answer strings, containing none of them."""
         return doc_id in self.documents and not (answers and has_answer(self.documents[doc_id].full_text, answers))
+
+
+class PooledNegatives:
+    """``per_query`` hard negatives for each query of a batch, drawn (with the batch's rng) from the query's fixed
+    pool, e.g. BM25's top documents minus the judged positives; a short pool is padded with random documents."""
+
+    def __init__(self, pools: dict[str, list[str]], documents: dict[str, Document], positives: dict[str, set[str]],
+                 per_query: int):
+        if per_query < 0:
+            raise SemiretError(f"the number of hard negatives per query must be >= 0, got {per_query}")
+        self.pools, self.documents, self.positives, self.per_query = pools, documents, positives, per_query
+        self._ids = list(documents)
+
+    def sample(self, query_ids: Sequence[str], rng: random.Random) -> list[list[Document]]:
+        return [[self.documents[d] for d in sample_negatives(self.pools.get(q, []), self.per_query, rng, self._ids,
+                                                             self.positives.get(q, set()))]
+                for q in query_ids]

@@ -3,6 +3,10 @@
 - **independent cropping** (Contriever, Izacard et al.): a random span of the document's words;
 - **inverse cloze** (ICT, Lee et al.): one sentence of the document stands for a query about it.
 
+:func:`generate_pseudo_pairs` makes (pseudo-query, pseudo-passage) pairs for contrastive pre-training (NAIL):
+half inverse cloze with the span *removed* from the passage, half independent cropping (the passage another
+span of the document, drawn independently of the query's).
+
 Each pseudo-query remembers its source document (the "positive" of the candidate list). The document
 itself is kept whole (ICT's sentence removal is not applied): the training target is the teachers'
 score distribution over the candidates, and the teachers score the cached corpus vectors, so the
@@ -31,13 +35,19 @@ class PseudoQuery:
     kind: str
 
 
+def random_span(n_words: int, rng: random.Random, min_words: int, max_words: int) -> tuple[int, int]:
+    """(start, end) of a random contiguous span of ``min_words``..``max_words`` of ``n_words`` (all when fewer)."""
+    if n_words <= min_words:
+        return 0, n_words
+    length = rng.randint(min_words, min(max_words, n_words))
+    start = rng.randint(0, n_words - length)
+    return start, start + length
+
+
 def independent_crop(words: Sequence[str], rng: random.Random, min_words: int = 4, max_words: int = 12) -> str:
     """A random contiguous span of ``min_words``..``max_words`` words (the whole text when shorter)."""
-    if len(words) <= min_words:
-        return " ".join(words)
-    length = rng.randint(min_words, min(max_words, len(words)))
-    start = rng.randint(0, len(words) - length)
-    return " ".join(words[start: start + length])
+    start, end = random_span(len(words), rng, min_words, max_words)
+    return " ".join(words[start:end])
 
 
 def inverse_cloze(text: str, rng: random.Random, min_words: int = 4, max_words: int = 40) -> str | None:
@@ -75,3 +85,48 @@ def generate_pseudo_queries(documents: Iterable[Document], per_document: int = 2
                 kind, text = "crop", independent_crop(words, rng, min_words, max_words)
             queries.append(PseudoQuery(f"{prefix}-{doc.id}-{j}", text, doc.id, kind))
     return queries
+
+
+@dataclass(frozen=True)
+class PseudoPair:
+    """A pseudo-query and the pseudo-passage it should retrieve, both cut from one document."""
+
+    id: str
+    query: str
+    passage: str
+    document_id: str
+    kind: str
+
+
+def inverse_cloze_pair(words: Sequence[str], rng: random.Random, min_words: int = 4,
+                       max_words: int = 12) -> tuple[str, str]:
+    """(a random span, the document with that span removed): ICT as NAIL pre-trains, removal always applied."""
+    start, end = random_span(len(words), rng, min_words, max_words)
+    return " ".join(words[start:end]), " ".join([*words[:start], *words[end:]])
+
+
+def cropped_pair(words: Sequence[str], rng: random.Random, min_words: int = 4, max_words: int = 12) -> tuple[str, str]:
+    """(a random span, another span of half to all the words, drawn independently: they may overlap)."""
+    start, end = random_span(len(words), rng, max(min_words, len(words) // 2), len(words))
+    return independent_crop(words, rng, min_words, max_words), " ".join(words[start:end])
+
+
+def generate_pseudo_pairs(documents: Iterable[Document], per_document: int = 1, seed: int = 0, min_words: int = 4,
+                          max_words: int = 12, prefix: str = "pp") -> list[PseudoPair]:
+    """``per_document`` pairs of each document with at least ``2 * min_words`` words (inverse cloze needs words
+    left over), kinds alternating over the whole list so half are inverse cloze and half cropping.
+    Deterministic for a seed."""
+    if per_document < 1:
+        raise SemiretError(f"per_document must be at least 1, got {per_document}")
+    rng = random.Random(seed)
+    makers = {"ict": inverse_cloze_pair, "crop": cropped_pair}
+    pairs = []
+    for doc in documents:
+        words = doc.full_text.split()
+        if len(words) < 2 * min_words:
+            continue
+        for j in range(per_document):
+            kind = ("ict", "crop")[len(pairs) % 2]
+            query, passage = makers[kind](words, rng, min_words, max_words)
+            pairs.append(PseudoPair(f"{prefix}-{doc.id}-{j}", query, passage, doc.id, kind))
+    return pairs

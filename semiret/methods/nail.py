@@ -1,0 +1,196 @@
+"""NAIL (Soares et al., "NAIL: Lexical Retrieval Indices with Efficient Non-Autoregressive Decoders", EMNLP
+2023), composed from shared pieces:
+
+- the model: :class:`~semiret.models.nail.NailModel`, an encoder from the registry and a non-autoregressive
+  decoder scoring the whole vocabulary; queries are only tokenized;
+- its retrievers (:mod:`semiret.search.nail`): ``bm25+nail``, ``nail-exh``, ``nail-sparse``;
+- training, two stages with the shared resumable :class:`~semiret.training.trainer.Trainer` and the paper's
+  loss (:class:`~semiret.training.contrastive.TokenSetContrastiveLoss`, Eq. 3, in-batch softmax, summed):
+
+  1. self-supervised pre-training on the unlabelled corpora: (pseudo-query, pseudo-passage) pairs, half
+     inverse cloze with the span removed, half independent cropping
+     (:func:`~semiret.training.pseudo_queries.generate_pseudo_pairs`), in-batch negatives only;
+  2. fine-tuning on the qrels: each query's positive, ``hard_negatives`` documents drawn per batch from BM25's
+     top ``negative_depth`` (positives excluded; :class:`~semiret.training.miners.PooledNegatives`), and every
+     other passage of the batch.
+
+Each stage checkpoints to ``<output>/<stage>/`` after every epoch and resumes from there; the pre-trained
+model is saved to ``<output>/pretrain/model`` (a finished stage is not run again), the final one (fp16) to
+``<output>/model``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from semiret.errors import SemiretError
+from semiret.models.checkpoints import NAIL
+from semiret.training.config import TrainingConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class NailTrainingConfig(TrainingConfig):
+    output: str = "runs/nail"
+    """Run folder: checkpoints, the pre-trained and the final model, summary.json."""
+    positions: int = 16
+    """Decoder positions P (learned position embeddings, the decoder's only inputs)."""
+    decoder_layers: int = 2
+    """Transformer decoder layers."""
+    score: str = "log1p-relu"
+    """Token score: log1p-relu, logits or log-softmax."""
+    attention: str = "full"
+    """Decoder self-attention over positions: full or causal."""
+    max_length: int = 256
+    """Document tokens the encoder reads in training and indexing."""
+    temperature: float = 1.0
+    """Softmax temperature of the loss (the paper: 1)."""
+    pretrain_corpora: list[str] | None = field(default=None, metadata={"flag": "--pretrain"})
+    """Corpora for self-supervised pre-training (names or folders, repeatable); 'none' skips it. Default: the
+    --data corpus."""
+    pretrain_pairs_per_document: int = 1
+    """Pseudo pairs cut from each pre-training document."""
+    pretrain_pairs_per_epoch: int | None = 2048
+    """Pairs drawn per pre-training epoch (a fresh sample each epoch; none: all)."""
+    pretrain_batch_size: int = 64
+    """Pairs per pre-training step (each the others' negatives)."""
+    pretrain_epochs: int = 4
+    pretrain_learning_rate: float = 2e-4
+    batch_size: int = 16
+    """Queries per fine-tuning step (each with its positive and hard negatives)."""
+    hard_negatives: int = 3
+    """BM25 hard negatives per query in fine-tuning (the paper's default: 3)."""
+    negative_depth: int = 100
+    """BM25 results whose non-positives form each query's hard-negative pool."""
+    finetune_epochs: int = 8
+    finetune_learning_rate: float = 1e-4
+    warmup_epochs: float = 0.1
+    """Epochs of linear learning-rate warm-up in each stage (then linear decay to 0)."""
+
+    def pretraining(self) -> list[str]:
+        """The pre-training corpora: ``pretrain_corpora``, or the ``data`` corpus when unset; 'none' dropped."""
+        return [c for c in (self.pretrain_corpora if self.pretrain_corpora is not None else [self.data])
+                if c != "none"]
+
+    def model_config(self):
+        from semiret.models.nail import NailConfig
+
+        return NailConfig(self.positions, self.decoder_layers, self.score, self.attention, self.max_length)
+
+    def validate(self) -> None:
+        self.model_config().validate()
+        if self.batch_size < 1 or self.pretrain_batch_size < 2:
+            raise SemiretError("fine-tuning needs batches of at least 1 query, pre-training of at least 2 pairs")
+        if self.hard_negatives < 0 or self.negative_depth < 1:
+            raise SemiretError("hard_negatives must be >= 0 and negative_depth >= 1")
+        if not self.temperature > 0:
+            raise SemiretError(f"the temperature must be positive, got {self.temperature}")
+        if self.pretrain_epochs < 0 or self.finetune_epochs < 0:
+            raise SemiretError("epochs must be non-negative")
+        if self.finetune_epochs == 0 and not (self.pretraining() and self.pretrain_epochs):
+            raise SemiretError("nothing to train: no fine-tuning epochs and no pre-training")
+
+    def resolved(self) -> "NailTrainingConfig":
+        from semiret.data.paths import dataset
+
+        resolved = super().resolved()
+        resolved.pretrain_corpora = [str(dataset(c)) for c in resolved.pretraining()]
+        return resolved
+
+
+def pretraining_pairs(corpora: list[str], per_document: int, seed: int):
+    """A :class:`~semiret.training.data.TrainingSet` of pseudo pairs from every corpus (a passage is a document
+    of its own, so no pair's positive is another's)."""
+    from semiret.data.collection import Collection, Document
+    from semiret.training.data import TrainingPair, TrainingSet
+    from semiret.training.pseudo_queries import generate_pseudo_pairs
+
+    pairs = []
+    for number, corpus in enumerate(corpora):
+        for pair in generate_pseudo_pairs(Collection(corpus).corpus(), per_document, seed + number, prefix=f"pp{number}"):
+            pairs.append(TrainingPair(pair.id, pair.query, Document(f"{pair.id}-passage", pair.passage)))
+    if not pairs:
+        raise SemiretError(f"no document of {', '.join(corpora)} is long enough for a pseudo pair")
+    return TrainingSet(pairs)
+
+
+def bm25_pools(training_set, depth: int) -> dict[str, list[str]]:
+    """Each training query's BM25 top ``depth`` over the training corpus, judged positives left out."""
+    from semiret.training.miners import negative_pool
+    from semiret.training.teachers import BM25Teacher, TeacherScores
+
+    documents = list(training_set.documents.values())
+    queries = {p.query_id: p.query for p in training_set.pairs}
+    top = TeacherScores(BM25Teacher(), documents, list(queries), list(queries.values())).top(depth)
+    return {q: negative_pool([[documents[row].id for row in ranked]], training_set.positives.get(q, set()))
+            for q, ranked in zip(queries, top.tolist())}
+
+
+def _train_stage(model, name: str, batches, loss, config: NailTrainingConfig, epochs: int, learning_rate: float,
+                 resume: bool) -> dict:
+    from semiret.training.config import Schedule
+    from semiret.training.trainer import Trainer, epoch_summary
+
+    started = time.perf_counter()
+    schedule = Schedule(epochs, learning_rate, config.warmup_epochs)
+    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / name).train(resume=resume)
+    return {"stage": name, "steps_per_epoch": len(batches), "epochs": epochs,
+            "seconds": round(time.perf_counter() - started, 1), **epoch_summary(history)}
+
+
+def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
+    """Pre-train on pseudo pairs of the pre-training corpora (if any), then fine-tune on ``data``'s qrels with
+    BM25 hard negatives; writes ``<output>/model`` and ``summary.json`` and returns the summary."""
+    import torch
+
+    from semiret.data.collection import Collection
+    from semiret.models.nail import NailModel
+    from semiret.text.wordpiece import WordPieceVocabulary
+    from semiret.training.contrastive import TokenSetContrastiveLoss
+    from semiret.training.data import PairBatches, TrainingSet
+    from semiret.training.miners import PooledNegatives
+
+    started = time.perf_counter()
+    config.validate()
+    config = config.resolved()
+    output = Path(config.output)
+    # bad data fails here, before any model loads
+    training_set = TrainingSet.from_collection(Collection(config.data), config.split) if config.finetune_epochs else None
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    model = NailModel.initialise(config.base, config.model_config())
+    vocabulary = WordPieceVocabulary(model.tokenizer_source)
+    summary: dict = {"config": asdict(config), "stages": []}
+
+    pretrained = output / "pretrain" / "model"
+    if config.pretrain_corpora and config.pretrain_epochs:
+        if resume and (pretrained / NAIL.marker).is_file():
+            log.warning("pre-training already done: loading %s", pretrained)
+            model = NailModel.load(str(pretrained))
+            summary["stages"].append(json.loads((pretrained / NAIL.marker).read_text())["training"])
+        else:
+            pairs = pretraining_pairs(config.pretrain_corpora, config.pretrain_pairs_per_document, config.seed)
+            batches = PairBatches(pairs, config.pretrain_batch_size, config.pretrain_pairs_per_epoch)
+            result = _train_stage(model, "pretrain", batches, TokenSetContrastiveLoss(vocabulary, config.temperature),
+                                  config, config.pretrain_epochs, config.pretrain_learning_rate, resume)
+            result["pairs"] = len(pairs)
+            summary["stages"].append(result)
+            model.save(pretrained, training=result, fp16=False)
+    if config.finetune_epochs:
+        negatives = PooledNegatives(bm25_pools(training_set, config.negative_depth), training_set.documents,
+                                    training_set.positives, config.hard_negatives)
+        loss = TokenSetContrastiveLoss(vocabulary, config.temperature, negatives)
+        result = _train_stage(model, "finetune", PairBatches(training_set, config.batch_size), loss, config,
+                              config.finetune_epochs, config.finetune_learning_rate, resume)
+        result["pairs"] = len(training_set)
+        summary["stages"].append(result)
+    summary["train_seconds"] = round(time.perf_counter() - started, 1)
+    model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
+    (output / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

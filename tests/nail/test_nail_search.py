@@ -1,0 +1,145 @@
+"""NAIL's retrievers on a tiny saved model: nail-sparse (top-k impact postings), nail-exh (the score matrix,
+every document) and bm25+nail (BM25's candidates re-ranked), each checked against φ_d computed directly; the
+torch-free query side; empty queries; refusals (another tokenizer, a matrix over the memory allowance)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, open_retriever
+from semiret.search.nail import BM25NailRetriever, NailExhaustiveRetriever, NailSparseRetriever
+from semiret.text.wordpiece import WordPieceVocabulary
+
+from helpers import TINY_DOCS, leftovers
+
+QUERY = "statins cancer risk"
+
+
+@pytest.fixture(scope="module")
+def phi(tiny_nail):
+    """φ_d of TINY_DOCS by the model itself, and the query's distinct non-special tokens."""
+    from semiret.models.nail import NailModel
+
+    scores = NailModel.load(str(tiny_nail)).score_documents([d.full_text for d in TINY_DOCS])
+    tokens = sorted(set(WordPieceVocabulary(str(tiny_nail)).encode(QUERY)))
+    return scores, tokens
+
+
+def _expected(phi, ids=None):
+    scores, tokens = phi
+    totals = scores[:, tokens].sum(axis=1)
+    rows = range(len(TINY_DOCS)) if ids is None else [i for i, d in enumerate(TINY_DOCS) if d.id in ids]
+    return sorted(((TINY_DOCS[i].id, totals[i]) for i in rows), key=lambda x: -x[1])
+
+
+def test_nail_exh_scores_every_document_by_lookup_and_sum(tiny_nail, phi, tmp_path):
+    retriever = NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(tiny_nail))
+    hits = retriever.search(QUERY, k=6)
+    expected = _expected(phi)
+    assert [h.id for h in hits] == [d for d, _ in expected]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in expected], rel=2e-3, abs=2e-3)  # float16 storage
+
+
+def test_bm25_nail_reranks_only_bm25_candidates(tiny_nail, phi, tmp_path):
+    retriever = BM25NailRetriever.build(TINY_DOCS, tmp_path / "rerank", model=str(tiny_nail))
+    candidates = {h.id for h in open_retriever(tmp_path / "rerank", "bm25").search(QUERY, k=100)}
+    assert candidates and len(candidates) < len(TINY_DOCS)  # BM25 finds some documents, not all
+    hits = retriever.search(QUERY, k=10)
+    assert [h.id for h in hits] == [d for d, _ in _expected(phi, candidates)]
+    shallow = BM25NailRetriever.open(tmp_path / "rerank", rerank_depth=1).search(QUERY, k=1)
+    assert [h.id for h in shallow] == [BM25Retriever.open(tmp_path / "rerank").search(QUERY, k=1)[0].id]
+
+
+def test_the_score_matrix_follows_adds_deletes_and_merges(tiny_nail, phi, tmp_path):
+    retriever = NailExhaustiveRetriever.build(TINY_DOCS[:3], tmp_path / "exh", model=str(tiny_nail))
+    retriever.add(TINY_DOCS[3:])
+    retriever.delete(["d3"])
+    before = retriever.search(QUERY, k=6)
+    assert "d3" not in [h.id for h in before]
+    assert [h.id for h in before] == [d for d, _ in _expected(phi) if d != "d3"]
+    retriever.index.merge()
+    merged = open_retriever(tmp_path / "exh").search(QUERY, k=6)
+    assert [(h.id, round(h.score, 3)) for h in merged] == [(h.id, round(h.score, 3)) for h in before]
+    rerank = open_retriever(tmp_path / "exh", "bm25+nail").search(QUERY, k=6)
+    assert "d3" not in [h.id for h in rerank]
+
+
+def test_nail_sparse_keeps_each_document_top_k_positive_tokens(tiny_nail, phi, tmp_path):
+    scores, tokens = phi
+    retriever = NailSparseRetriever.build(TINY_DOCS, tmp_path / "sparse", model=str(tiny_nail), top_k=50)
+    excluded = WordPieceVocabulary(str(tiny_nail)).excluded_mask
+    assert retriever.index.average_postings_per_document() == pytest.approx(
+        np.mean([min(50, int(((row > 0) & ~excluded).sum())) for row in scores]))
+    full = NailSparseRetriever.build(TINY_DOCS, tmp_path / "full", model=str(tiny_nail), top_k=30522)
+    expected = [(d, s) for d, s in _expected(phi) if s > 0]
+    assert len(expected) >= 2
+    hits = full.search(QUERY, k=6)
+    assert [h.id for h in hits] == [d for d, _ in expected]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in expected], rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["nail-exh", "bm25+nail", "nail-sparse"])
+def test_a_query_without_known_tokens_finds_nothing(tiny_nail, tmp_path, name):
+    retriever = open_retriever(_built(name, tiny_nail, tmp_path), name)
+    assert retriever.search("\u2603\u2603", k=5) == []  # tokenized as [UNK], a special token
+    hits = retriever.search(["\u2603", QUERY], k=3)
+    assert hits.ids[0] == [] and len(hits.ids[1]) > 0
+
+
+def _built(name, tiny_nail, tmp_path):
+    from semiret.search.retrievers import retriever_class
+
+    options = {"top_k": 30522} if name == "nail-sparse" else {}  # an untrained model: keep every positive score
+    retriever_class(name).build(TINY_DOCS, tmp_path / name, model=str(tiny_nail), **options)
+    return tmp_path / name
+
+
+def test_an_index_built_with_another_tokenizer_is_refused(tiny_nail, tmp_path):
+    import shutil
+
+    model = shutil.copytree(tiny_nail, tmp_path / "model")
+    path = _built("nail-exh", model, tmp_path)
+    spec = json.loads((model / "tokenizer.json").read_text())
+    spec["model"]["vocab"]["zzzz-new-token"] = spec["model"]["vocab"].pop("[unused0]")
+    (model / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(SemiretError, match="another tokenizer"):
+        open_retriever(path)
+    with pytest.raises(SemiretError, match="holds no NAIL score matrix"):
+        open_retriever(BM25Retriever.build(TINY_DOCS, tmp_path / "bm25").index.path, "nail-exh")
+    with pytest.raises(SemiretError, match="not built by a NAIL model"):
+        open_retriever(_built("nail-sparse", tiny_nail, tmp_path), "nail-sparse")  # fine
+        open_retriever(_splade_index(tmp_path), "nail-sparse")
+
+
+def _splade_index(tmp_path):
+    from semiret.search import SpladeRetriever
+
+    return SpladeRetriever.build(TINY_DOCS, tmp_path / "splade").index.path
+
+
+def test_a_score_matrix_over_the_memory_allowance_is_refused_and_nothing_is_written(tiny_nail, tmp_path):
+    with pytest.raises(SemiretError, match="nail-sparse"):
+        NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(tiny_nail), max_matrix_gb=1e-6)
+    assert not (tmp_path / "exh").exists() and not leftovers(tmp_path)
+
+
+def test_a_model_that_is_not_a_saved_nail_model_is_refused_before_indexing(tiny_bert, tmp_path):
+    with pytest.raises(SemiretError, match="not a saved NAIL model"):
+        NailSparseRetriever.build(TINY_DOCS, tmp_path / "x", model=str(tiny_bert))
+
+
+def test_searching_a_nail_index_never_imports_torch(tiny_nail, tmp_path):
+    for name in ("nail-exh", "bm25+nail", "nail-sparse"):
+        _built(name, tiny_nail, tmp_path)
+    code = (f"import sys\nfrom semiret.search import open_retriever\n"
+            f"for name in ('nail-exh', 'bm25+nail', 'nail-sparse'):\n"
+            f"    assert open_retriever({str(tmp_path)!r} + '/' + name, name).search({QUERY!r})\n"
+            f"print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,102 @@
+"""NAIL training on tiny models: the loss is Eq. 3 (in-batch softmax over multi-hot token queries, summed, with
+a temperature), pseudo pairs are half inverse cloze with the span removed and half cropping, hard negatives
+come from BM25's pool, and ``semiret train nail`` runs both stages, resumes and saves an fp16 model the
+retrievers open."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.methods.nail import NailTrainingConfig, bm25_pools, train_nail
+from semiret.training.data import TrainingSet
+from semiret.training.losses import multi_hot_softmax_loss
+from semiret.training.miners import PooledNegatives
+from semiret.training.pseudo_queries import generate_pseudo_pairs
+
+from helpers import TINY_DOCS
+
+
+def test_the_loss_is_the_papers_equation_3():
+    torch.manual_seed(0)
+    scores = torch.randn(4, 5)  # 4 passages over vocabulary ids 2, 3, 7, 9, 11
+    columns = torch.tensor([2, 3, 7, 9, 11])
+    queries = [torch.tensor([3, 9]), torch.tensor([2, 7, 11])]
+    positives = torch.tensor([1, 3])
+    expected = 0.0
+    for tokens, positive in zip(queries, positives.tolist()):
+        columns_of = [columns.tolist().index(t) for t in tokens.tolist()]
+        s = scores[:, columns_of].sum(dim=1)
+        expected += -s[positive] + torch.logsumexp(s, dim=0)
+    assert multi_hot_softmax_loss(queries, scores, columns, positives).item() == pytest.approx(expected.item(), rel=1e-5)
+    hot = multi_hot_softmax_loss(queries, scores, columns, positives, temperature=0.5)
+    assert hot.item() == pytest.approx(F.cross_entropy(torch.stack(
+        [scores[:, [1, 3]].sum(1), scores[:, [0, 2, 4]].sum(1)]) / 0.5, positives, reduction="sum").item(), rel=1e-5)
+
+
+def test_pseudo_pairs_are_half_inverse_cloze_with_the_span_removed_half_crops():
+    docs = [Document(f"d{i}", " ".join(f"w{i}x{j}" for j in range(40))) for i in range(10)]
+    pairs = generate_pseudo_pairs(docs, per_document=2, seed=3)
+    assert [p.kind for p in pairs].count("ict") == [p.kind for p in pairs].count("crop") == 10
+    for pair in pairs:
+        query, passage = pair.query.split(), pair.passage.split()
+        if pair.kind == "ict":
+            assert not set(query) & set(passage) and len(query) + len(passage) == 40
+        else:
+            assert len(passage) >= 20 and 4 <= len(query) <= 12
+    assert generate_pseudo_pairs(docs, per_document=2, seed=3) == pairs
+
+
+def test_hard_negatives_come_from_the_bm25_pool_and_never_are_positives(beir_dir):
+    from semiret.data import Collection
+
+    training_set = TrainingSet.from_collection(Collection(beir_dir), "test")
+    pools = bm25_pools(training_set, depth=3)
+    assert pools["q2"] and not set(pools["q2"]) & training_set.positives["q2"]
+    sampler = PooledNegatives(pools, training_set.documents, training_set.positives, per_query=3)
+    for drawn in sampler.sample(["q1", "q2", "q3"], random.Random(0)):
+        assert len(drawn) == 3
+    assert all(d.id not in training_set.positives["q2"] for d in sampler.sample(["q2"], random.Random(1))[0])
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"positions": 0}, "at least 1 decoder position"),
+    ({"temperature": 0.0}, "temperature must be positive"),
+    ({"hard_negatives": -1}, "hard_negatives"),
+    ({"finetune_epochs": 0, "pretrain_corpora": ["none"]}, "nothing to train"),
+])
+def test_bad_training_configurations_fail_before_any_work(changes, message, tmp_path):
+    with pytest.raises(SemiretError, match=message):
+        train_nail(NailTrainingConfig(output=str(tmp_path / "run"), base="no-such-model", **changes))
+
+
+def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_open(tiny_bert, beir_dir, tmp_path):
+    from semiret.models.nail import NailModel
+    from semiret.search import open_retriever
+    from semiret.search.nail import BM25NailRetriever
+
+    config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
+                  decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=2,
+                  batch_size=2, hard_negatives=1, threads=1)
+    summary = train_nail(NailTrainingConfig(**config))
+    assert [s["stage"] for s in summary["stages"]] == ["pretrain", "finetune"]
+    assert len(summary["stages"][1]["loss_per_epoch"]) == 2
+    model_dir = tmp_path / "run" / "model"
+    assert json.loads((model_dir / "nail.json").read_text())["config"]["positions"] == 2
+    from safetensors import safe_open
+
+    with safe_open(str(model_dir / "nail-decoder.safetensors"), "pt") as saved:
+        assert saved.get_tensor("position_embeddings").dtype == torch.float16
+    before = NailModel.load(str(model_dir)).score_documents(["statins"])
+    again = train_nail(NailTrainingConfig(**config))  # both stages are done: nothing is trained again
+    assert again["stages"][0] == summary["stages"][0]
+    assert again["stages"][1]["loss_per_epoch"] == summary["stages"][1]["loss_per_epoch"]
+    assert NailModel.load(str(model_dir)).score_documents(["statins"]) == pytest.approx(before)
+    BM25NailRetriever.build(TINY_DOCS, tmp_path / "index", model=str(model_dir))
+    assert open_retriever(tmp_path / "index").search("statins cancer", k=2)
