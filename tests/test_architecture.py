@@ -25,11 +25,12 @@ ALLOWED = {
     "types": {"data"},
     "text": {"data", "types"},
     "models": {"data", "types", "text"},
-    "indexes": {"data", "types", "text"},
-    "search": {"data", "types", "text", "models", "indexes"},
-    "evaluation": {"data", "types", "text", "models", "indexes", "search"},
-    "training": {"data", "types", "text", "models", "indexes", "search"},
-    "methods": {"data", "types", "text", "models", "indexes", "search", "evaluation", "training"},
+    "clustering": {"data", "types"},
+    "indexes": {"data", "types", "text", "clustering"},
+    "search": {"data", "types", "text", "models", "indexes", "clustering"},
+    "evaluation": {"data", "types", "text", "models", "indexes", "search", "clustering"},
+    "training": {"data", "types", "text", "models", "indexes", "search", "clustering"},
+    "methods": {"data", "types", "text", "models", "indexes", "search", "evaluation", "training", "clustering"},
 }
 """The entry points (``cli``, ``demo``) may import anything; nothing may import them or a recipe (``methods``)
 except what sits above it."""

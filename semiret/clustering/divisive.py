@@ -1,0 +1,105 @@
+"""GDR's cluster identifiers (Yuan et al., its Algorithm 1): divisive hierarchical k-means, top-down.
+
+The corpus is split into ``k`` clusters, labelled 1..k; a cluster of at least ``c`` documents is split again,
+recursively; a smaller one is a leaf, and every document in it gets the terminal symbol 0 after its labels.
+A document's CID is the label sequence down to its leaf, so documents of one leaf share their CID, and the
+terminal 0 makes sure no CID is a proper prefix of another. The tree is unbalanced: CIDs vary in length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from semiret import progress
+from semiret.clustering.kmeans import ITERATIONS, check_vectors, cluster_means, kmeans
+from semiret.errors import SemiretError
+
+TERMINAL = 0
+BRANCHING = 30
+"""k of the released GDR code (the paper does not give it)."""
+EXPECTED_CLUSTERS = 5000
+"""GDR's Exp(|CID|): the leaf-size threshold is ``c = |D| / 5000`` (Eq. 7)."""
+
+
+def leaf_threshold(n_documents: int, expected_clusters: int = EXPECTED_CLUSTERS) -> int:
+    """GDR's adaptive ``c = |D| / Exp(|CID|)``, rounded up and at least 2 (a single document is always a leaf)."""
+    if expected_clusters < 1:
+        raise SemiretError(f"the expected number of clusters must be positive, got {expected_clusters}")
+    return max(2, math.ceil(n_documents / expected_clusters))
+
+
+@dataclass(frozen=True)
+class ClusterIds:
+    """Each document's CID (labels 1..k per level, then the terminal 0) and each leaf's mean vector, which
+    new documents are assigned by (GDR's incremental indexing: the nearest leaf)."""
+
+    cids: tuple[tuple[int, ...], ...]
+    leaf_centroids: dict[tuple[int, ...], np.ndarray]
+
+    @cached_property
+    def leaves(self) -> dict[tuple[int, ...], np.ndarray]:
+        """CID -> the documents (row numbers) that share it."""
+        members: dict[tuple[int, ...], list[int]] = {}
+        for row, cid in enumerate(self.cids):
+            members.setdefault(cid, []).append(row)
+        return {cid: np.asarray(rows, np.int64) for cid, rows in members.items()}
+
+    def paths(self) -> list[tuple[int, ...]]:
+        return list(self.cids)
+
+    def nearest_leaf(self, vectors: np.ndarray) -> list[tuple[int, ...]]:
+        """The CID of the leaf whose mean is nearest (Euclidean, as the clustering) to each of ``vectors``."""
+        vectors = check_vectors(vectors, "new document embeddings")
+        cids = list(self.leaf_centroids)
+        means = np.stack([self.leaf_centroids[c] for c in cids])
+        distances = (vectors ** 2).sum(1, keepdims=True) - 2 * vectors @ means.T + (means ** 2).sum(1)
+        return [cids[j] for j in distances.argmin(axis=1)]
+
+
+def divisive_cluster_ids(vectors: np.ndarray, branching: int = BRANCHING, leaf_size: int | None = None,
+                         seed: int = 7, iterations: int = ITERATIONS) -> ClusterIds:
+    """GDR's GENERATECIDS over document ``vectors`` [N, dim] with Euclidean k-means (faiss, seed ``seed``).
+
+    ``leaf_size`` is GDR's ``c`` (default :func:`leaf_threshold`): clusters of ``c`` or more documents are
+    split again. A cluster that k-means cannot split (fewer than 2 documents, or all its documents in one
+    cluster, as duplicates are) is a leaf; one with fewer than ``k`` documents is split into as many
+    clusters as it has documents at most."""
+    vectors = check_vectors(vectors, "document embeddings")
+    n = len(vectors)
+    if branching < 2:
+        raise SemiretError(f"the branching factor must be at least 2, got {branching}")
+    if n < branching:
+        raise SemiretError(f"a corpus of {n} documents is smaller than the branching factor {branching}")
+    threshold = leaf_threshold(n) if leaf_size is None else leaf_size
+    if threshold < 1:
+        raise SemiretError(f"the leaf size threshold must be positive, got {threshold}")
+    cids: list[tuple[int, ...]] = [()] * n
+    centroids: dict[tuple[int, ...], np.ndarray] = {}
+
+    def leaves():
+        pending = [((), np.arange(n))]
+        while pending:
+            prefix, rows = pending.pop()
+            clusters = min(branching, len(rows))
+            if prefix and (len(rows) < threshold or clusters < 2):
+                yield prefix, rows
+                continue
+            _, assignment = kmeans(vectors[rows], clusters, seed + len(prefix), spherical=False,
+                                   iterations=iterations)
+            if assignment.max() == 0 and prefix:  # k-means could not split it
+                yield prefix, rows
+                continue
+            for label in range(int(assignment.max()), -1, -1):
+                pending.append((prefix + (label + 1,), rows[assignment == label]))
+
+    for prefix, rows in progress.track(leaves(), f"clustering {n} documents (k={branching}, c={threshold})",
+                                       total=n, advance=lambda leaf: len(leaf[1])):
+        cid = prefix + (TERMINAL,)
+        for row in rows.tolist():
+            cids[row] = cid
+        centroids[cid] = cluster_means(vectors[rows], np.zeros(len(rows), np.int64), spherical=False)[0]
+    return ClusterIds(tuple(cids), centroids)

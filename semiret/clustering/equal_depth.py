@@ -1,0 +1,140 @@
+"""HCE's corpus hierarchy (Chen et al. 2025, Algorithms 1-2): agglomerative spherical k-means, bottom-up, into a
+tree whose leaves (the documents) all sit at the same depth L.
+
+Depth 0 is the root; depth ``L`` holds the ``N`` documents; depth ``l`` holds at most ``ceil(N / b^(L-l))``
+nodes, each the spherical k-means cluster of nodes one level down, its vector the normalised mean of theirs.
+``b`` (the branching) is an expected number of children, not an exact one. ``L = ceil(log_b N)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from semiret import progress
+from semiret.clustering.kmeans import ITERATIONS, check_vectors, kmeans, unit_rows
+from semiret.errors import SemiretError
+
+
+def depth_for(n_documents: int, branching: int) -> int:
+    """``ceil(log_b N)`` in integers: the smallest L with ``b^L >= N``."""
+    if branching < 2:
+        raise SemiretError(f"the branching factor must be at least 2, got {branching}")
+    depth, capacity = 0, 1
+    while capacity < n_documents:
+        depth, capacity = depth + 1, capacity * branching
+    return depth
+
+
+def branching_for_depth(n_documents: int, depth: int = 3) -> int:
+    """The paper's BEIR rule: the smallest power of two ``b`` whose tree over ``N`` documents has depth
+    ``depth`` (b = 2^ceil(log2 N^(1/depth))); an error when no power of two gives exactly that depth."""
+    if depth < 1:
+        raise SemiretError(f"a tree needs a depth of at least 1, got {depth}")
+    branching = 2
+    while branching ** depth < n_documents:
+        branching *= 2
+    if depth_for(n_documents, branching) != depth:
+        raise SemiretError(f"no power-of-two branching gives a tree of depth {depth} over {n_documents} documents "
+                           f"(b = {branching} gives depth {depth_for(n_documents, branching)}): give the branching "
+                           f"factor")
+    return branching
+
+
+@dataclass(frozen=True)
+class EqualDepthTree:
+    """A tree whose documents are all at depth L, with a vector for every internal node below the root.
+
+    ``parents[t - 1][j]`` is the parent (a node number at depth ``t - 1``) of node ``j`` at depth ``t``, for
+    t = 1..L; depth L's nodes are the documents, in the order of the clustered matrix. ``centroids[t - 1]``
+    holds the unit vectors of depth ``t``'s nodes, t = 1..L-1."""
+
+    branching: int
+    parents: tuple[np.ndarray, ...]
+    centroids: tuple[np.ndarray, ...]
+
+    @property
+    def depth(self) -> int:
+        return len(self.parents)
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.parents[-1])
+
+    def size(self, depth: int) -> int:
+        """Nodes at ``depth`` (1 at the root, N at depth L)."""
+        return 1 if depth == 0 else len(self.parents[depth - 1])
+
+    @cached_property
+    def ancestors(self) -> np.ndarray:
+        """[N, L + 1] int64: column ``t`` is each document's ancestor at depth ``t`` (0 at the root, the document
+        itself at depth L)."""
+        columns = [np.arange(self.n_documents)]
+        for parents in reversed(self.parents):
+            columns.append(parents[columns[-1]])
+        return np.stack(columns[::-1], axis=1).astype(np.int64)
+
+    def documents_under(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets [nodes + 1], documents) of the documents below each node at ``depth``: node ``j``'s are
+        ``documents[offsets[j]:offsets[j + 1]]``."""
+        owner = self.ancestors[:, depth]
+        order = np.argsort(owner, kind="stable")
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=self.size(depth)))])
+        return offsets.astype(np.int64), order.astype(np.int64)
+
+    def paths(self) -> list[tuple[int, ...]]:
+        """Each document's root path (its ancestors at depths 1..L): two documents share a prefix exactly as
+        long as the depth of their lowest common ancestor."""
+        return [tuple(row) for row in self.ancestors[:, 1:].tolist()]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        arrays = {"branching": np.asarray(self.branching)}
+        arrays.update({f"parents_{t}": p for t, p in enumerate(self.parents, 1)})
+        arrays.update({f"centroids_{t}": c for t, c in enumerate(self.centroids, 1)})
+        target = Path(path)
+        staged = target.with_name(target.name + ".tmp-npz")
+        with open(staged, "wb") as handle:
+            np.savez(handle, **arrays)
+        staged.replace(target)
+
+    @classmethod
+    def load(cls, path: str | Path) -> EqualDepthTree:
+        with np.load(path) as saved:
+            depth = sum(1 for name in saved.files if name.startswith("parents_"))
+            return cls(int(saved["branching"]), tuple(saved[f"parents_{t}"] for t in range(1, depth + 1)),
+                       tuple(saved[f"centroids_{t}"] for t in range(1, depth)))
+
+
+def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: int = 0,
+                       iterations: int = ITERATIONS) -> EqualDepthTree:
+    """HCE's HierAggCluster over document ``vectors`` [N, dim]: cluster the documents into ``ceil(N / b)``
+    nodes, those into ``ceil(nodes / b)``, ... up to one root, each step a spherical k-means
+    (:func:`~semiret.clustering.kmeans.kmeans`, seeded with ``seed`` + depth).
+
+    ``branching`` default: the paper's BEIR rule, the smallest power of two giving depth 3
+    (:func:`branching_for_depth`). A cluster that ends empty is dropped (its level has fewer nodes); the
+    depth stays L. Bad input (b < 2, fewer documents than b) fails before any clustering."""
+    vectors = check_vectors(vectors, "document embeddings")
+    n = len(vectors)
+    if branching is None:
+        branching = branching_for_depth(n)
+    if branching < 2:
+        raise SemiretError(f"the branching factor must be at least 2, got {branching}")
+    if n < branching:
+        raise SemiretError(f"a corpus of {n} documents is smaller than the branching factor {branching}")
+    depth = depth_for(n, branching)
+    level = unit_rows(vectors)
+    parents: list[np.ndarray] = []
+    centroids: list[np.ndarray] = []
+    for t in progress.track(range(depth - 1, -1, -1), f"clustering {n} documents (b={branching}, L={depth})",
+                            total=depth):
+        clusters = -(-len(level) // branching) if t else 1
+        level, assignment = kmeans(level, clusters, seed + t, spherical=True, iterations=iterations)
+        parents.insert(0, assignment)
+        if t:
+            centroids.insert(0, level)
+    return EqualDepthTree(branching, tuple(parents), tuple(centroids))

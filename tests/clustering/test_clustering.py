@@ -1,0 +1,164 @@
+"""The shared corpus hierarchies: HCE's equal-depth agglomerative tree, GDR's divisive cluster ids, O_pre."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from semiret.clustering import (TERMINAL, EqualDepthTree, agglomerative_tree, branching_for_depth, depth_for,
+                                divisive_cluster_ids, kmeans, leaf_threshold, prefix_overlap)
+from semiret.errors import SemiretError
+
+
+def planted(groups: int, per_group: int, dim: int = 16, noise: float = 0.05, seed: int = 0) -> np.ndarray:
+    """``groups`` tight groups of ``per_group`` vectors each, group after group."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(groups, dim))
+    return np.concatenate([c + noise * rng.normal(size=(per_group, dim)) for c in centers]).astype(np.float32)
+
+
+@pytest.mark.parametrize("n, branching", [(5183, 32), (3633, 16), (1_000_000, 128), (8674, 32), (50, 4)])
+def test_the_beir_rule_is_the_smallest_power_of_two_giving_depth_three(n, branching):
+    assert branching_for_depth(n) == branching  # the paper's table: SciFact 32, NFCorpus 16, 1M docs 128
+    assert depth_for(n, branching) == 3 and depth_for(n, branching // 2) > 3
+
+
+def test_a_depth_no_power_of_two_gives_is_an_error():
+    for n in (4, 9):  # b = 2 gives depths 2 and 4, b = 4 gives 1 and 2
+        with pytest.raises(SemiretError, match="depth 3"):
+            branching_for_depth(n)
+
+
+def test_the_agglomerative_tree_has_equal_depth_and_the_papers_level_sizes():
+    vectors = planted(40, 25)
+    tree = agglomerative_tree(vectors, branching=8)
+    n = len(vectors)
+    assert tree.depth == math.ceil(math.log(n, 8)) == 4
+    assert [tree.size(t) for t in range(5)] == [1] + [math.ceil(n / 8 ** (4 - t)) for t in range(1, 5)]
+    ancestors = tree.ancestors
+    assert ancestors.shape == (n, 5) and (ancestors[:, 0] == 0).all() and (ancestors[:, 4] == np.arange(n)).all()
+    for t in range(1, 5):  # the ancestor at depth t - 1 is the parent of the ancestor at depth t
+        assert (tree.parents[t - 1][ancestors[:, t]] == ancestors[:, t - 1]).all()
+        assert (np.bincount(tree.parents[t - 1], minlength=tree.size(t - 1)) > 0).all()  # no childless node
+
+
+def test_node_vectors_are_the_normalised_means_of_their_children():
+    vectors = planted(12, 10)
+    tree = agglomerative_tree(vectors, branching=4)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    below = [None] + list(tree.centroids) + [unit]
+    for t in range(1, tree.depth):
+        means = np.stack([below[t + 1][tree.parents[t] == j].sum(0) for j in range(tree.size(t))])
+        np.testing.assert_allclose(tree.centroids[t - 1], means / np.linalg.norm(means, axis=1, keepdims=True),
+                                   atol=1e-5)
+
+
+def test_documents_of_a_planted_group_share_their_lowest_cluster():
+    vectors = planted(30, 8, noise=0.01)
+    tree = agglomerative_tree(vectors, branching=8)  # 240 docs -> 30 lowest clusters, one per group
+    lowest = tree.ancestors[:, tree.depth - 1].reshape(30, 8)
+    whole = (lowest == lowest[:, :1]).all(axis=1)
+    assert whole.mean() >= 0.8  # k-means from random rows may merge a few groups (a local optimum), not more
+
+
+def test_the_tree_is_fixed_by_its_seed_and_survives_saving(tmp_path):
+    vectors = planted(10, 30, noise=1.0)
+    tree = agglomerative_tree(vectors, branching=4, seed=3)
+    again = agglomerative_tree(vectors, branching=4, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip(tree.parents, again.parents))
+    tree.save(tmp_path / "tree.npz")
+    loaded = EqualDepthTree.load(tmp_path / "tree.npz")
+    assert loaded.branching == 4 and np.array_equal(loaded.ancestors, tree.ancestors)
+    assert all(np.array_equal(a, b) for a, b in zip(loaded.centroids, tree.centroids))
+
+
+def test_documents_under_a_node_are_its_subtree():
+    tree = agglomerative_tree(planted(6, 10), branching=4)
+    offsets, documents = tree.documents_under(1)
+    for node in range(tree.size(1)):
+        assert set(documents[offsets[node]: offsets[node + 1]]) == set(np.flatnonzero(tree.ancestors[:, 1] == node))
+
+
+def test_empty_clusters_are_dropped():
+    duplicates = np.ones((10, 4), np.float32)
+    centroids, assignment = kmeans(duplicates, 3, seed=0, spherical=True)
+    assert len(centroids) == 1 and (assignment == 0).all()
+    tree = agglomerative_tree(np.concatenate([duplicates, planted(2, 3, dim=4)]), branching=2)
+    assert all((np.bincount(p) > 0).all() for p in tree.parents)
+
+
+@pytest.mark.parametrize("vectors, branching, message", [
+    (np.ones((10, 4), np.float32), 1, "at least 2"),
+    (np.ones((3, 4), np.float32), 4, "smaller than the branching"),
+    (np.full((10, 4), np.nan, np.float32), 2, "NaN"),
+    (np.ones(10, np.float32), 2, r"\[n, dim\]"),
+])
+def test_bad_input_fails_before_any_clustering(monkeypatch, vectors, branching, message):
+    import semiret.clustering.divisive as divisive
+    import semiret.clustering.equal_depth as equal_depth
+
+    def no_compute(*args, **kwargs):
+        raise AssertionError("k-means ran on bad input")
+
+    monkeypatch.setattr(equal_depth, "kmeans", no_compute)
+    monkeypatch.setattr(divisive, "kmeans", no_compute)
+    with pytest.raises(SemiretError, match=message):
+        agglomerative_tree(vectors, branching=branching)
+    with pytest.raises(SemiretError, match=message):
+        divisive_cluster_ids(vectors, branching=branching)
+
+
+def test_cluster_ids_end_in_the_terminal_and_none_is_a_prefix_of_another():
+    vectors = planted(20, 12, noise=0.5)
+    ids = divisive_cluster_ids(vectors, branching=4, leaf_size=10)
+    distinct = set(ids.cids)
+    assert all(cid[-1] == TERMINAL and all(1 <= label <= 4 for label in cid[:-1]) for cid in distinct)
+    assert not any(a != b and b[: len(a)] == a for a in distinct for b in distinct)
+    assert len({len(c) for c in distinct}) > 1  # unbalanced: lengths vary
+    assert all(len(rows) < 10 for rows in ids.leaves.values())  # every big cluster was split again
+    assert sum(len(rows) for rows in ids.leaves.values()) == len(vectors)
+
+
+def test_a_cluster_k_means_cannot_split_is_a_leaf():
+    vectors = np.concatenate([np.zeros((50, 4)), planted(3, 10, dim=4)]).astype(np.float32)
+    ids = divisive_cluster_ids(vectors, branching=3, leaf_size=2)  # 50 duplicates cannot be split: no endless loop
+    assert len(set(ids.cids[:50])) == 1
+
+
+def test_new_documents_join_the_nearest_leaf():
+    vectors = planted(8, 10, noise=0.01)
+    ids = divisive_cluster_ids(vectors, branching=4, leaf_size=12)
+    assert ids.nearest_leaf(vectors[[5, 75]] + 0.001) == [ids.cids[5], ids.cids[75]]
+
+
+def test_the_adaptive_leaf_threshold():
+    assert leaf_threshold(334_314) == 67 and leaf_threshold(1_000_000) == 200 and leaf_threshold(100) == 2
+
+
+class FixedPaths:
+    def __init__(self, paths):
+        self._paths = paths
+
+    def paths(self):
+        return self._paths
+
+
+def test_prefix_overlap_by_hand():
+    tree = FixedPaths([(1, 2, 0), (1, 3, 0), (2, 0), (1, 2, 0)])
+    ids = ["a", "b", "c", "d"]
+    # q1: a, b -> pairs (a,a)=1, (a,b)=1/3, (b,a)=1/3, (b,b)=1 -> 8/3 / 4; q2: a, d share a leaf -> 1
+    assert prefix_overlap(tree, ids, {"q1": {"a": 1, "b": 1, "x": 1}, "q2": {"a": 2, "d": 1, "c": 0}}) == \
+        pytest.approx((2 / 3 + 1) / 2)
+    with pytest.raises(SemiretError, match="no query"):
+        prefix_overlap(tree, ids, {"q": {"x": 1}})
+
+
+def test_a_tree_that_follows_the_judgements_overlaps_more():
+    vectors = planted(10, 10, noise=0.01)
+    ids = [str(i) for i in range(len(vectors))]
+    together = {f"q{g}": {str(g * 10 + j): 1 for j in range(3)} for g in range(10)}
+    apart = {f"q{g}": {str(g * 10): 1, str(((g + 5) % 10) * 10): 1} for g in range(10)}
+    tree = agglomerative_tree(vectors, branching=4)
+    assert prefix_overlap(tree, ids, together) > prefix_overlap(tree, ids, apart) + 0.1
