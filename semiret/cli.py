@@ -239,11 +239,14 @@ def demo(data: str = typer.Option("scifact", help="Collection to run on."),
          out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot."),
          baselines: bool = typer.Option(False, help="Also the off-the-shelf neural references (SPLADE-tiny, MiniLM): "
                                                  "they encode the corpus twice more (3 minutes on a fast 2-core "
-                                                 "CPU, 13 on a slow one).")):
+                                                 "CPU, 13 on a slow one)."),
+         nail: Optional[str] = typer.Option(None, help="Also NAIL's pipelines (bm25+nail, nail-exh, nail-sparse) with "
+                                                       "this saved NAIL model or packaged name: it scores the corpus "
+                                                       "twice (a few minutes).")):
     """Build every available index on SciFact, evaluate, print a comparison and plot quality vs latency."""
     from semiret.demo import run_demo
 
-    run_demo(data, out, baselines)
+    run_demo(data, out, baselines, nail)
 
 
 

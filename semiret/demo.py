@@ -62,7 +62,15 @@ def inference_free_systems() -> list[tuple[str, str, dict]]:
             ("inference-free, trained, two-phase", "inference-free", {"model": model, "two_phase": "on"})]
 
 
-def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
+def nail_systems(model: str) -> list[tuple[str, str, dict]]:
+    """NAIL's pipelines with one saved model (``semiret demo --nail MODEL``: they score the corpus twice, a few
+    minutes): BM25 re-ranked and exhaustive scoring share one index."""
+    return [("BM25 + NAIL re-rank 100", "bm25+nail", {"model": model}),
+            ("NAIL-exh", "nail-exh", {"model": model}),
+            ("NAIL sparse, top 2000 tokens", "nail-sparse", {"model": model})]
+
+
+def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = None) -> list[dict]:
     console = Console()
     out.mkdir(parents=True, exist_ok=True)
     root = dataset(data)
@@ -75,7 +83,7 @@ def run_demo(data: str, out: Path, baselines: bool = False) -> list[dict]:
         suffix = f"-{Path(options['model']).name}" if "model" in options else ""
         return index_dir / f"{root.name}-{retriever_class(retriever).documents.index_kind}{suffix}"
 
-    for label, retriever, options in demo_systems(baselines):
+    for label, retriever, options in demo_systems(baselines) + (nail_systems(nail) if nail else []):
         console.print(f"[bold]{label}[/bold] ...")
         options = dict(options)
         build_seconds = None

@@ -60,7 +60,7 @@ class NailTrainingConfig(TrainingConfig):
     pretrain_batch_size: int = 64
     """Pairs per pre-training step (each the others' negatives)."""
     pretrain_epochs: int = 4
-    pretrain_learning_rate: float = 2e-4
+    pretrain_learning_rate: float = 5e-4
     batch_size: int = 16
     """Queries per fine-tuning step (each with its positive and hard negatives)."""
     hard_negatives: int = 3
@@ -68,7 +68,7 @@ class NailTrainingConfig(TrainingConfig):
     negative_depth: int = 100
     """BM25 results whose non-positives form each query's hard-negative pool."""
     finetune_epochs: int = 8
-    finetune_learning_rate: float = 1e-4
+    finetune_learning_rate: float = 2e-4
     warmup_epochs: float = 0.1
     """Epochs of linear learning-rate warm-up in each stage (then linear decay to 0)."""
 

@@ -143,3 +143,14 @@ def test_searching_a_nail_index_never_imports_torch(tiny_nail, tmp_path):
             f"print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_demo_runs_nail_pipelines_only_when_given_a_model(tiny_nail, beir_dir, tmp_path, monkeypatch):
+    from semiret import demo
+
+    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [("BM25", "bm25", {})])
+    monkeypatch.setattr(demo, "plot_quality_latency", lambda rows, path, title: path)
+    assert [r["retriever"] for r in demo.run_demo(str(beir_dir), tmp_path / "plain")] == ["bm25"]
+    rows = demo.run_demo(str(beir_dir), tmp_path / "nail", nail=str(tiny_nail))
+    assert [r["retriever"] for r in rows] == ["bm25", "bm25+nail", "nail-exh", "nail-sparse"]
+    assert rows[2]["index_build_s"] is None  # nail-exh reuses the index bm25+nail built
