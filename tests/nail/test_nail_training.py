@@ -100,3 +100,19 @@ def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_op
     assert NailModel.load(str(model_dir)).score_documents(["statins"]) == pytest.approx(before)
     BM25NailRetriever.build(TINY_DOCS, tmp_path / "index", model=str(model_dir))
     assert open_retriever(tmp_path / "index").search("statins cancer", k=2)
+
+
+def test_the_train_command_takes_every_option_as_a_flag(monkeypatch):
+    from typer.testing import CliRunner
+
+    from semiret.methods import cli
+
+    seen = []
+    monkeypatch.setitem(cli.RECIPES, "nail", (NailTrainingConfig, lambda config, resume: seen.append(config)
+                                              or {"config": {}}, "NAIL"))
+    result = CliRunner().invoke(cli.train_app, ["nail", "--positions", "8", "--score", "logits", "--attention",
+                                                "causal", "--hard-negatives", "7", "--temperature", "0.5",
+                                                "--pretrain", "none", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert seen == [NailTrainingConfig(positions=8, score="logits", attention="causal", hard_negatives=7,
+                                       temperature=0.5, pretrain_corpora=["none"], threads=1)]
