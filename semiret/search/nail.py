@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.score_matrix import ScoredPostings, ScoreMatrixIndex
 from semiret.models.checkpoints import NAIL
-from semiret.search.lexical import BM25Options, NoOptions, TokenSetQueries, WordCounts, WordCountQueries
+from semiret.search.lexical import (
+    BM25Options,
+    NoOptions,
+    TokenSetQueries,
+    WordCountQueries,
+    WordCounts,
+)
 from semiret.search.neural import batch_size_field, check_encoder_index, encoder_config
 from semiret.search.retrievers import DocumentSide, Retriever, register_retriever
 from semiret.text.wordpiece import WordPieceVocabulary, tokenizer_fingerprint
@@ -63,9 +70,14 @@ class NailModelSide:
             self._model = NailModel.load(self.config["model"])
         return self._model
 
+    @cached_property
+    def vocabulary(self) -> WordPieceVocabulary:
+        """The model's tokenizer, torch-free."""
+        return WordPieceVocabulary(self.config["model"])
+
     @property
     def vocab_size(self) -> int:
-        return WordPieceVocabulary(self.config["model"]).size
+        return self.vocabulary.size
 
     def scores(self, documents) -> np.ndarray:
         """φ_d of a batch, float32 [n, |V|]."""
@@ -134,8 +146,8 @@ class NailSparseDocuments(DocumentSide):
         return {"vocab_size": self.scorer.vocab_size, "analyzer": self.scorer.config}
 
     def encode(self, documents):
-        excluded = WordPieceVocabulary(self.scorer.config["model"]).excluded_mask
-        return top_token_postings(self.scorer.scores(documents), documents, self.scorer.config["top_k"], excluded)
+        return top_token_postings(self.scorer.scores(documents), documents, self.scorer.config["top_k"],
+                                  self.scorer.vocabulary.excluded_mask)
 
 
 class NailTokenQueries(TokenSetQueries):

@@ -10,13 +10,16 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import TINY_DOCS, leftovers
 
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, open_retriever
-from semiret.search.nail import BM25NailRetriever, NailExhaustiveRetriever, NailSparseRetriever
+from semiret.search.nail import (
+    BM25NailRetriever,
+    NailExhaustiveRetriever,
+    NailSparseRetriever,
+)
 from semiret.text.wordpiece import WordPieceVocabulary
-
-from helpers import TINY_DOCS, leftovers
 
 QUERY = "statins cancer risk"
 
@@ -71,7 +74,7 @@ def test_the_score_matrix_follows_adds_deletes_and_merges(tiny_nail, phi, tmp_pa
 
 
 def test_nail_sparse_keeps_each_document_top_k_positive_tokens(tiny_nail, phi, tmp_path):
-    scores, tokens = phi
+    scores, _ = phi
     retriever = NailSparseRetriever.build(TINY_DOCS, tmp_path / "sparse", model=str(tiny_nail), top_k=50)
     excluded = WordPieceVocabulary(str(tiny_nail)).excluded_mask
     assert retriever.index.average_postings_per_document() == pytest.approx(

@@ -11,6 +11,7 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import TINY_DOCS
 
 from semiret.data import Document
 from semiret.errors import SemiretError
@@ -19,8 +20,6 @@ from semiret.training.data import TrainingSet
 from semiret.training.losses import multi_hot_softmax_loss
 from semiret.training.miners import PooledNegatives
 from semiret.training.pseudo_queries import generate_pseudo_pairs
-
-from helpers import TINY_DOCS
 
 
 def test_the_loss_is_the_papers_equation_3():
