@@ -159,7 +159,7 @@ def test_opening_checks_format_and_version(tmp_path, registry):
     with pytest.raises(IndexFormatError) as error:
         open_index(tmp_path / "idx")
     assert str(error.value) == (f"{tmp_path / 'idx'} holds a 'nobody.knows' index, not one semiret searches "
-                                "(semiret.dense, semiret.inverted, test.priority)")
+                                f"({', '.join(sorted(segments.INDEX_FORMATS))})")  # every registered format, named
 
 
 def test_a_format_name_belongs_to_one_class(registry):
