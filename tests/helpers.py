@@ -68,3 +68,32 @@ def naive_splade(directory: Path, texts: list[str], max_length: int = MAX_POSITI
         logits = model(**batch).logits
     weights = torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1)
     return weights.amax(dim=1).numpy()
+
+
+class Crash(Exception):
+    """Raised by :func:`recording_loss` to interrupt a training run."""
+
+
+def recording_loss(monkeypatch, loss_class, crash_at: int | None = None) -> list[float]:
+    """Per-step totals of ``loss_class``'s calls (raising :class:`Crash` at call ``crash_at``, from 0)."""
+    totals = []
+    original = loss_class.__call__
+
+    def call(self, model, batch, step):
+        if len(totals) == crash_at:
+            raise Crash
+        output = original(self, model, batch, step)
+        totals.append(output.total.item())
+        return output
+
+    monkeypatch.setattr(loss_class, "__call__", call)
+    return totals
+
+
+def checkpointed_weights(run: Path):
+    """The trainer's last checkpoint of a run, flattened (float32; the saved model is float16)."""
+    import torch
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(run / "checkpoint" / "model.safetensors"))
+    return torch.cat([tensors[k].flatten() for k in sorted(tensors)]).numpy()

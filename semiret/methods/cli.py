@@ -7,6 +7,7 @@ import json
 
 import typer
 
+from semiret.methods.hce import HCETrainingConfig, train_hce
 from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 from semiret.methods.nail import NailTrainingConfig, train_nail
 from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
@@ -18,6 +19,9 @@ RECIPES = {
     "inference-free": (InferenceFreeTrainingConfig, train_inference_free,
                        "Train an inference-free learned sparse retriever (IDF-aware KL distillation from an "
                        "ensemble, FLOPS)."),
+    "hce": (HCETrainingConfig, train_hce,
+            "Train HCE (a dense encoder against a k-means tree of its corpus: sibling-centroid softmaxes, sampled "
+            "sibling negatives, EM re-clustering; --loss contrastive: plain in-batch fine-tuning)."),
     "nail": (NailTrainingConfig, train_nail,
              "Train NAIL (non-autoregressive decoder over the vocabulary; self-supervised pre-training, then BM25 "
              "hard negatives; in-batch softmax)."),

@@ -38,6 +38,8 @@ class EpochLog:
     seconds: float
     terms: dict[str, float] = field(default_factory=dict)
     """The loss's named terms, averaged over the epoch's steps."""
+    notes: dict = field(default_factory=dict)
+    """What the recipe's ``after_epoch`` hook reported (a dev metric, a re-clustering)."""
 
     @classmethod
     def from_json(cls, entry: dict) -> EpochLog:
@@ -53,10 +55,13 @@ def epoch_summary(history: list[EpochLog]) -> dict:
 
 class Trainer:
     """Minimise ``loss(model, batch, step)`` over ``schedule.epochs`` epochs of ``batches``, checkpointing to
-    ``output_dir/checkpoint`` after each epoch (``config``: clipping, seed, threads; recorded with the state)."""
+    ``output_dir/checkpoint`` after each epoch (``config``: clipping, seed, threads; recorded with the state).
+
+    ``learning_rates`` maps parameter-name prefixes to their own peak rate (say, trainable cluster centroids);
+    every other parameter trains at the schedule's. All follow the same warm-up and decay."""
 
     def __init__(self, model: torch.nn.Module, loss: Loss, batches: BatchSource, config: TrainingConfig,
-                 schedule: Schedule, output_dir: str | Path):
+                 schedule: Schedule, output_dir: str | Path, learning_rates: dict[str, float] | None = None):
         steps_per_epoch = len(batches)
         if steps_per_epoch < 1:
             raise SemiretError("nothing to train on: an epoch has no batches")
@@ -64,9 +69,8 @@ class Trainer:
         self.config, self.schedule = config, schedule
         self.output_dir = Path(output_dir)
         self.total_steps = steps_per_epoch * schedule.epochs
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=schedule.learning_rate, weight_decay=0.0, eps=1e-8,
-                                           betas=(0.9, 0.999))
+        self.optimizer = torch.optim.AdamW(_parameter_groups(model, schedule.learning_rate, learning_rates or {}),
+                                           lr=schedule.learning_rate, weight_decay=0.0, eps=1e-8, betas=(0.9, 0.999))
         warmup = int(schedule.warmup_epochs * steps_per_epoch)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _linear_schedule(warmup, self.total_steps))
         self.history: list[EpochLog] = []
@@ -97,6 +101,11 @@ class Trainer:
         else:
             staged.rename(self.checkpoint_dir)
 
+    def forget_optimizer_state(self, parameters) -> None:
+        """Drop the optimizer's moments of ``parameters`` (their values were replaced, say by a re-clustering)."""
+        for parameter in parameters:
+            self.optimizer.state.pop(parameter, None)
+
     def resume(self) -> bool:
         """Continue from the last checkpoint in ``output_dir`` if there is one."""
         state_file = self.checkpoint_dir / STATE_FILE
@@ -115,7 +124,9 @@ class Trainer:
         return True
 
     # ------------------------------------------------------------------ the loop
-    def train(self, resume: bool = True) -> list[EpochLog]:
+    def train(self, resume: bool = True, after_epoch: Callable[[int], dict] | None = None) -> list[EpochLog]:
+        """Run the remaining epochs. ``after_epoch(epoch)`` (1-based) runs after each epoch's last step and before
+        its checkpoint; what it returns is kept in the epoch's log (``notes``), so a resumed run knows it."""
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
         torch.manual_seed(self.config.seed)
@@ -145,13 +156,36 @@ class Trainer:
                     bar.advance(f"loss {np.mean(losses[-20:]):.4f}" + "".join(
                         f" {k} {v:.3g}" for k, v in output.terms.items()))
             entry = EpochLog(epoch + 1, len(batches), float(np.mean(losses)), time.perf_counter() - started,
-                             {name: float(np.mean(values)) for name, values in terms.items()})
+                             {name: float(np.mean(values)) for name, values in terms.items()},
+                             after_epoch(epoch + 1) if after_epoch is not None else {})
             self.history.append(entry)
             log.info("epoch %d: loss %.4f (%.1f s) %s", entry.epoch, entry.mean_loss, entry.seconds, entry.terms)
             self.start_epoch = epoch + 1
             self.save_checkpoint()
         self.model.eval()
         return self.history
+
+
+def saved_history(output_dir: str | Path) -> list[EpochLog]:
+    """The epochs of the last checkpoint in ``output_dir`` ([] when there is none): what a resumed run starts
+    from, for recipes that must rebuild their state (a tree, say) before the trainer resumes."""
+    state_file = Path(output_dir) / "checkpoint" / STATE_FILE
+    if not state_file.is_file():
+        return []
+    return [EpochLog.from_json(h) for h in json.loads(state_file.read_text())["history"]]
+
+
+def _parameter_groups(model: torch.nn.Module, learning_rate: float, learning_rates: dict[str, float]) -> list[dict]:
+    """The trainable parameters in optimizer groups: one per prefix of ``learning_rates`` that names any, then
+    the rest at ``learning_rate``."""
+    groups: dict[str, list] = {prefix: [] for prefix in learning_rates}
+    rest = []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            prefix = next((p for p in learning_rates if name.startswith(p)), None)
+            (groups[prefix] if prefix is not None else rest).append(parameter)
+    return [{"params": rest, "lr": learning_rate}] + [{"params": params, "lr": learning_rates[prefix]}
+                                                      for prefix, params in groups.items() if params]
 
 
 def _linear_schedule(warmup_steps: int, total_steps: int) -> Callable[[int], float]:

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import MSMARCO_IDF, write_beir
+from helpers import MSMARCO_IDF, Crash, checkpointed_weights, recording_loss, write_beir
 
 from semiret.errors import SemiretError
 from semiret.training import trainer as trainer_module
@@ -62,10 +62,6 @@ def test_terms_are_shown_and_averaged_per_epoch_into_the_state(tmp_path, monkeyp
     assert summary["loss_per_epoch"] == [round(h.mean_loss, 4) for h in history]
 
 
-class Crash(Exception):
-    pass
-
-
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     whole = _trainer(tmp_path / "whole")
     whole.train()
@@ -114,30 +110,6 @@ def test_divergence_and_empty_sources_are_errors(tmp_path):
 
 
 # ------------------------------------------------------------------ the recipes, interrupted and resumed
-def _recording(monkeypatch, loss_class, crash_at: int | None = None) -> list[float]:
-    """Per-step totals of ``loss_class``'s calls (raising :class:`Crash` at call ``crash_at``, from 0)."""
-    totals = []
-    original = loss_class.__call__
-
-    def call(self, model, batch, step):
-        if len(totals) == crash_at:
-            raise Crash
-        output = original(self, model, batch, step)
-        totals.append(output.total.item())
-        return output
-
-    monkeypatch.setattr(loss_class, "__call__", call)
-    return totals
-
-
-def _checkpointed_weights(run) -> np.ndarray:
-    """The trainer's last checkpoint of a run (float32; the saved model is float16)."""
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(run / "checkpoint" / "model.safetensors"))
-    return torch.cat([tensors[k].flatten() for k in sorted(tensors)]).numpy()
-
-
 def test_sidr_resumes_to_the_uninterrupted_run(tmp_path, tiny_bert, monkeypatch):
     """Retrieved negatives are drawn with each batch's seed, so a resumed run draws the same ones."""
     from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
@@ -146,18 +118,18 @@ def test_sidr_resumes_to_the_uninterrupted_run(tmp_path, tiny_bert, monkeypatch)
     root = write_beir(tmp_path / "tiny", split="train")
     config = dict(data=str(root), base=str(tiny_bert), epochs=2, batch_size=3, learning_rate=1e-3, top_k=30000,
                   pool_size=3, retrieve_depth=5, query_max_length=16, document_max_length=32)
-    whole = _recording(monkeypatch, SemiParametricLoss)
+    whole = recording_loss(monkeypatch, SemiParametricLoss)
     train_sidr(SiDRTrainingConfig(output=str(tmp_path / "whole"), **config))
     monkeypatch.undo()
-    _recording(monkeypatch, SemiParametricLoss, crash_at=3)
+    recording_loss(monkeypatch, SemiParametricLoss, crash_at=3)
     with pytest.raises(Crash):
         train_sidr(SiDRTrainingConfig(output=str(tmp_path / "resumed"), **config))
     monkeypatch.undo()
-    resumed = _recording(monkeypatch, SemiParametricLoss)
+    resumed = recording_loss(monkeypatch, SemiParametricLoss)
     train_sidr(SiDRTrainingConfig(output=str(tmp_path / "resumed"), **config))
     assert len(whole) == 4 and len(resumed) == 2  # steps 2-3: the second epoch again
     assert resumed == pytest.approx(whole[2:], rel=1e-4)
-    difference = np.abs(_checkpointed_weights(tmp_path / "resumed") - _checkpointed_weights(tmp_path / "whole"))
+    difference = np.abs(checkpointed_weights(tmp_path / "resumed") - checkpointed_weights(tmp_path / "whole"))
     # the same to float noise, which Adam can raise to a step of the learning rate where gradients are ~0
     assert difference.mean() < 1e-7 and difference.max() < 2 * config["learning_rate"]
 
@@ -176,14 +148,14 @@ def test_inference_free_resumes_to_the_uninterrupted_run(tmp_path, tiny_bert, mo
                   batch_size=2, candidates=3, mining_depth=4, flops_sample=64, pretrain_max_length=24,
                   finetune_max_length=32, finetune_flops_weight=0.5, choose_document_threshold=False,
                   teacher_cache=str(tmp_path / "teachers"))
-    whole = _recording(monkeypatch, DistillationLoss)
+    whole = recording_loss(monkeypatch, DistillationLoss)
     uninterrupted = train_inference_free(InferenceFreeTrainingConfig(output=str(tmp_path / "whole"), **config))
     monkeypatch.undo()
-    _recording(monkeypatch, DistillationLoss, crash_at=7)  # pre-training: 4 steps; fine-tuning: 2 epochs of 2
+    recording_loss(monkeypatch, DistillationLoss, crash_at=7)  # pre-training: 4 steps; fine-tuning: 2 epochs of 2
     with pytest.raises(Crash):
         train_inference_free(InferenceFreeTrainingConfig(output=str(tmp_path / "resumed"), **config))
     monkeypatch.undo()
-    resumed = _recording(monkeypatch, DistillationLoss)
+    resumed = recording_loss(monkeypatch, DistillationLoss)
     again = train_inference_free(InferenceFreeTrainingConfig(output=str(tmp_path / "resumed"), **config))
     assert len(whole) == 8 and len(resumed) == 2
     assert resumed == pytest.approx(whole[-2:], rel=1e-5)
@@ -193,3 +165,51 @@ def test_inference_free_resumes_to_the_uninterrupted_run(tmp_path, tiny_bert, mo
             assert terms == pytest.approx(expected, rel=1e-4)
     assert set(again["stages"][-1]["terms_per_epoch"][0]) == {"kl", "flops", "nnz", "student_scale",
                                                               "documents_per_query"}
+
+
+# ------------------------------------------------------------------ learning rates per group, epoch hooks
+class TwoParts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.main = torch.nn.Linear(1, 1, bias=False)
+        self.side = torch.nn.Linear(1, 1, bias=False)
+
+    def forward(self, x):
+        return self.main(x) + self.side(x)
+
+
+def test_parameters_named_by_a_prefix_train_at_their_own_rate(tmp_path):
+    torch.manual_seed(0)
+    model = TwoParts()
+    side_before = model.side.weight.detach().clone()
+    trainer = Trainer(model, Regression(), Numbers(), TrainingConfig(seed=7), Schedule(2, 0.05, 0.5), tmp_path,
+                      learning_rates={"side.": 0.0})
+    assert [g["lr"] for g in trainer.optimizer.param_groups] == [0.05, 0.0]
+    trainer.train()
+    assert torch.equal(model.side.weight, side_before) and model.main.weight.item() != pytest.approx(0.0)
+
+
+def test_the_epoch_hook_is_recorded_and_not_run_again_on_resume(tmp_path):
+    from semiret.training.trainer import saved_history
+
+    calls = []
+
+    def hook(epoch):
+        calls.append(epoch)
+        return {"dev": epoch / 10}
+
+    _trainer(tmp_path, epochs=2).train(after_epoch=hook)
+    assert calls == [1, 2] and [h.notes for h in saved_history(tmp_path)] == [{"dev": 0.1}, {"dev": 0.2}]
+    more = _trainer(tmp_path, epochs=3)
+    history = more.train(after_epoch=hook)
+    assert calls == [1, 2, 3] and history[0].notes == {"dev": 0.1}
+    assert saved_history(tmp_path / "nothing") == []
+
+
+def test_forgetting_a_parameters_optimizer_state(tmp_path):
+    trainer = _trainer(tmp_path, epochs=1)
+    trainer.train()
+    (weight,) = trainer.model.parameters()
+    assert weight in trainer.optimizer.state
+    trainer.forget_optimizer_state([weight])
+    assert weight not in trainer.optimizer.state

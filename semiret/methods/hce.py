@@ -1,0 +1,358 @@
+"""HCE, the Hierarchical Corpus Encoder (Chen et al. 2025, arXiv 2502.18877): a dense encoder trained against
+a k-means tree of its own corpus, composed from shared pieces:
+
+- the tree: :func:`semiret.clustering.agglomerative_tree` (equal depth, branching by the paper's BEIR rule
+  unless given) over the corpus as the encoder being trained embeds it;
+- the loss: :class:`semiret.training.hierarchy.HierarchyLoss`: sibling-centroid softmaxes for levels 1..M
+  (centroids trained with their own learning rate), sampled-sibling in-batch contrastive below, tau = 0.01;
+- the scenarios: supervised (HCE-S, qrels), unsupervised (HCE-U, inverse cloze: a 64-word span of each
+  document is its pseudo-query, the document kept whole; the query side reads at most 64 tokens of it),
+  joint (HCE-J, ``L_S + alpha L_U``: every batch holds both kinds);
+- EM co-training (Algorithm 3): after each epoch the corpus is embedded again and the dev metric measured;
+  when it improved the tree is rebuilt from the new embeddings and the centroids reset to it. The dev split
+  is carved from the training queries (``dev_fraction``). HCE-U has no labels: its dev set is inverse-cloze
+  pseudo-queries of a sample of documents (drawn with another seed), each judged relevant to its source;
+- ``loss="contrastive"``: the same data, batches and steps with plain in-batch contrastive fine-tuning (no
+  tree, no sampled negatives), the baseline HCE must beat.
+
+The trained model is a plain dense encoder (the tree and centroids are dropped): ``semiret eval -r dense
+--model <output>/model``. Runs resume from their last epoch (the tree in use then is reloaded).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from semiret.data.collection import Collection, Document
+from semiret.errors import SemiretError
+from semiret.files import atomic_write_json
+from semiret.training.config import TrainingConfig
+from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
+from semiret.training.pseudo_queries import independent_crop
+
+log = logging.getLogger(__name__)
+
+SCENARIOS = ("supervised", "unsupervised", "joint")
+LOSSES = ("hierarchy", "contrastive")
+
+
+@dataclass
+class HCETrainingConfig(TrainingConfig):
+    output: str = "runs/hce"
+    """Run folder: checkpoints, trees, the final model (<output>/model) and summary.json."""
+    base: str = "minilm"
+    """Dense encoder to start from (a registry name, a saved encoder, a hub id)."""
+    scenario: str = "joint"
+    """'supervised' (HCE-S, the --split qrels), 'unsupervised' (HCE-U, inverse cloze on the corpus alone) or
+    'joint' (HCE-J, both)."""
+    loss: str = "hierarchy"
+    """'hierarchy' (HCE) or 'contrastive' (plain in-batch contrastive fine-tuning on the same data and steps)."""
+    branching: int | None = None
+    """Tree branching factor b (default: the smallest power of two giving depth 3, the paper's BEIR rule)."""
+    hierarchy_levels: int | None = None
+    """M: tree levels trained with the centroid softmax (default L - 1); levels M+1..L use sampled negatives."""
+    negatives: int = 4
+    """n_NS: documents sampled from the positive's subtree per query and level."""
+    negative_gradients: bool = True
+    """Back-propagate through the sampled negatives (off: they are encoded without gradients, ~2x faster)."""
+    temperature: float = 0.01
+    alpha: float = 0.5
+    """Weight of the unsupervised loss in the joint scenario."""
+    epochs: int = 4
+    learning_rate: float = 2e-5
+    """Peak learning rate of the encoder (AdamW, linear warm-up then decay)."""
+    centroid_learning_rate: float = 1e-3
+    """Peak learning rate of the trainable centroids."""
+    warmup_epochs: float = 0.1
+    query_max_length: int = 64
+    """Query tokens read in training (pseudo-queries included)."""
+    document_max_length: int = 256
+    """Document tokens read in training and when the corpus is embedded for clustering and the dev metric."""
+    index_max_length: int = 256
+    """Document tokens the saved model reads when it indexes."""
+    span_words: int = 64
+    """Words of a document cut out as its inverse-cloze pseudo-query (at most half of its words)."""
+    unsupervised_batch_size: int | None = None
+    """Pseudo-queries per batch (default --batch-size)."""
+    unsupervised_per_epoch: int | None = None
+    """HCE-U: documents drawn per epoch (default: all of them)."""
+    co_training: bool = True
+    """Re-cluster the corpus after an epoch that improved the dev metric (off: the tree stays the first one)."""
+    dev_fraction: float = 0.1
+    """Share of the training queries held out as the dev split (HCE-S/J)."""
+    dev_pseudo_queries: int = 300
+    """HCE-U: inverse-cloze pseudo-queries in the label-free dev set."""
+    kmeans_iterations: int = 50
+
+    @property
+    def supervised(self) -> bool:
+        return self.scenario in ("supervised", "joint")
+
+    @property
+    def unsupervised(self) -> bool:
+        return self.scenario in ("unsupervised", "joint")
+
+    @property
+    def uses_tree(self) -> bool:
+        return self.loss == "hierarchy"
+
+    def validate(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise SemiretError(f"scenario must be one of {', '.join(SCENARIOS)}, not {self.scenario!r}")
+        if self.loss not in LOSSES:
+            raise SemiretError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+        if self.epochs < 1 or self.batch_size < 2:
+            raise SemiretError("training needs at least 1 epoch and batches of at least 2 examples")
+        if self.branching is not None and self.branching < 2:
+            raise SemiretError(f"the branching factor must be at least 2, got {self.branching}")
+        if self.hierarchy_levels is not None and self.hierarchy_levels < 0:
+            raise SemiretError(f"hierarchy levels must be non-negative, got {self.hierarchy_levels}")
+        if self.negatives < 0 or self.temperature <= 0 or self.alpha < 0:
+            raise SemiretError("negatives and alpha must be non-negative, the temperature positive")
+        if not 0 <= self.dev_fraction < 1:
+            raise SemiretError(f"the dev fraction must be in [0, 1), got {self.dev_fraction}")
+        if self.span_words < 1 or (self.unsupervised_batch_size or 2) < 2:
+            raise SemiretError("the pseudo-query span needs a word and unsupervised batches two examples")
+
+
+# ---------------------------------------------------------------------------------------------- data
+@dataclass(frozen=True)
+class Corpus:
+    """The clustered corpus: its documents in row order, the texts the encoder reads."""
+
+    documents: list[Document]
+
+    @property
+    def texts(self) -> list[str]:
+        return [d.full_text for d in self.documents]
+
+    @property
+    def ids(self) -> list[str]:
+        return [d.id for d in self.documents]
+
+
+def split_dev(training_set: TrainingSet, fraction: float, seed: int) -> tuple[TrainingSet, dict[str, dict[str, int]]]:
+    """(the training pairs of the kept queries, the dev qrels of ``fraction`` of the queries drawn with
+    ``seed``); an error when ``fraction`` leaves no dev or no training query."""
+    queries = sorted(training_set.positives)
+    dev = set(random.Random(seed).sample(queries, round(fraction * len(queries)))) if fraction else set()
+    if fraction and not dev:
+        raise SemiretError(f"a dev fraction of {fraction} of {len(queries)} training queries holds no query: "
+                           "the dev split has no qrels (raise --dev-fraction, or 0 for none)")
+    if len(dev) == len(queries):
+        raise SemiretError("the dev split takes every training query")
+    kept = TrainingSet([p for p in training_set.pairs if p.query_id not in dev],
+                       {q: ds for q, ds in training_set.positives.items() if q not in dev}, training_set.documents)
+    return kept, {q: {d: 1 for d in training_set.positives[q]} for q in sorted(dev)}
+
+
+def pseudo_query(document: Document, span_words: int, rng: random.Random) -> str:
+    """An inverse-cloze pseudo-query: ``span_words`` consecutive words of the document, at most half of its
+    words (a query that is the whole document teaches only self-matching)."""
+    words = document.full_text.split()
+    length = max(1, min(span_words, len(words) // 2))
+    return independent_crop(words, rng, length, length)
+
+
+class HierarchyBatches(BatchSource):
+    """An epoch of :class:`~semiret.training.hierarchy.HierarchyBatch`: the training pairs in shuffled batches
+    (one pair per query in each) with, in the joint scenario, ``unsupervised_batch_size`` fresh pseudo-queries
+    each (documents in a shuffled cycle); unsupervised alone, ``per_epoch`` documents' pseudo-queries."""
+
+    def __init__(self, corpus: Corpus, training_set: TrainingSet | None, batch_size: int, unsupervised: bool,
+                 unsupervised_batch_size: int | None, per_epoch: int | None, span_words: int):
+        self.corpus, self.training_set, self.batch_size = corpus, training_set, batch_size
+        self.unsupervised, self.span_words = unsupervised, span_words
+        self.unsupervised_batch_size = unsupervised_batch_size or batch_size
+        self.per_epoch = per_epoch
+        self.rows = {doc_id: row for row, doc_id in enumerate(corpus.ids)}
+
+    def epoch(self, rng: random.Random) -> list[SeededBatch]:
+        from semiret.training.hierarchy import HierarchyBatch, HierarchyExample
+
+        supervised = []
+        if self.training_set is not None:
+            for pairs in self.training_set.batches(self.batch_size, rng):
+                supervised.append(tuple(
+                    HierarchyExample(p.query, self.rows[p.positive.id],
+                                     tuple(self.rows[d] for d in self.training_set.positives[p.query_id]
+                                           if d != p.positive.id)) for p in pairs))
+        if not self.unsupervised:
+            return seeded([HierarchyBatch(supervised=s) for s in supervised], rng)
+        if supervised:
+            sizes = [self.unsupervised_batch_size] * len(supervised)
+        else:
+            count = min(self.per_epoch or len(self.corpus.documents), len(self.corpus.documents))
+            sizes = [min(self.batch_size, count - start) for start in range(0, count, self.batch_size)]
+        order: list[int] = []
+        unsupervised = []
+        for size in sizes:
+            while len(order) < size:
+                order += rng.sample(range(len(self.corpus.documents)), len(self.corpus.documents))
+            rows, order = order[:size], order[size:]
+            unsupervised.append(tuple(HierarchyExample(pseudo_query(self.corpus.documents[r], self.span_words, rng), r)
+                                      for r in rows))
+        if not supervised:
+            return seeded([HierarchyBatch(unsupervised=u) for u in unsupervised], rng)
+        return seeded([HierarchyBatch(s, u) for s, u in zip(supervised, unsupervised)], rng)
+
+
+def pseudo_dev_set(corpus: Corpus, count: int, span_words: int, seed: int) -> tuple[dict[str, str], dict]:
+    """HCE-U's label-free dev set: (queries, qrels) of ``count`` inverse-cloze pseudo-queries, each relevant
+    to the document it was cut from."""
+    rng = random.Random(seed)
+    rows = rng.sample(range(len(corpus.documents)), min(count, len(corpus.documents)))
+    queries = {f"dev-{r}": pseudo_query(corpus.documents[r], span_words, rng) for r in rows}
+    return queries, {f"dev-{r}": {corpus.documents[r].id: 1} for r in rows}
+
+
+# ---------------------------------------------------------------------------------------------- co-training
+class CoTraining:
+    """Algorithm 3 around the trainer: the corpus embedded by the current encoder, the dev metric, the tree;
+    trees are saved as ``<output>/trees/tree-<epoch>.npz`` (the epoch after which each came into use)."""
+
+    MEASURE = "nDCG@10"
+
+    def __init__(self, config: HCETrainingConfig, corpus: Corpus, dev_queries: dict[str, str], dev_qrels: dict):
+        self.config, self.corpus = config, corpus
+        self.dev_queries, self.dev_qrels = dev_queries, dev_qrels
+        self.trees = Path(config.output) / "trees"
+
+    def embed(self, encoder) -> np.ndarray:
+        return encoder.encode_document(self.corpus.texts, batch_size=64)
+
+    def dev_metric(self, encoder, vectors: np.ndarray) -> float | None:
+        """nDCG@10 of the dev queries over the whole corpus (None without a dev set)."""
+        from semiret.evaluation.metrics import parse_measures, score_run
+
+        if not self.dev_queries:
+            return None
+        query_ids = list(self.dev_queries)
+        scores = encoder.encode_query([self.dev_queries[q] for q in query_ids], batch_size=64) @ vectors.T
+        top = np.argsort(-scores, axis=1)[:, :100]
+        ids = self.corpus.ids
+        run = {q: {ids[d]: float(scores[i, d]) for d in top[i]} for i, q in enumerate(query_ids)}
+        return score_run(run, self.dev_qrels, parse_measures([self.MEASURE]))[self.MEASURE]
+
+    def cluster(self, vectors: np.ndarray, epoch: int):
+        from semiret.clustering import agglomerative_tree
+
+        tree = agglomerative_tree(vectors, self.config.branching, seed=self.config.seed,
+                                  iterations=self.config.kmeans_iterations)
+        self.trees.mkdir(parents=True, exist_ok=True)
+        tree.save(self.trees / f"tree-{epoch}.npz")
+        return tree
+
+    def start(self, encoder, history) -> tuple[object, float | None]:
+        """(the tree in use after the last saved epoch, the dev metric of the starting encoder): both built
+        and saved on a fresh run, read back on a resumed one."""
+        from semiret.clustering import EqualDepthTree
+
+        initial = Path(self.config.output) / "initial.json"
+        last = max([0] + [h.epoch for h in history if h.notes.get("reclustered")])
+        if history and initial.is_file():
+            tree_file = self.trees / f"tree-{last}.npz"
+            if self.config.uses_tree and not tree_file.is_file():
+                raise SemiretError(f"{tree_file} is missing: the run cannot resume (start it again with --no-resume)")
+            tree = EqualDepthTree.load(tree_file) if self.config.uses_tree else None
+            return tree, json.loads(initial.read_text())["dev"]
+        vectors = self.embed(encoder)
+        tree = self.cluster(vectors, 0) if self.config.uses_tree else None
+        dev = self.dev_metric(encoder, vectors)
+        initial.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(initial, {"dev": dev})
+        return tree, dev
+
+
+def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
+    """Train HCE (or the plain contrastive baseline) on a BEIR collection; writes ``<output>/model`` (a dense
+    encoder in float16) and ``<output>/summary.json`` and returns the summary."""
+    from semiret.clustering import branching_for_depth, depth_for
+    from semiret.models.encoders import load_encoder
+    from semiret.training.config import Schedule
+    from semiret.training.hierarchy import HierarchyLoss, HierarchyModel
+    from semiret.training.trainer import Trainer, epoch_summary, saved_history
+
+    config.validate()
+    config = config.resolved()
+    output = Path(config.output)
+    collection = Collection(config.data)
+    corpus = Corpus(list(collection.corpus()))
+    n = len(corpus.documents)
+    # every input problem fails here, before the encoder runs
+    training_set, dev_qrels, dev_queries = None, {}, {}
+    if config.supervised:
+        training_set = TrainingSet.from_collection(collection, config.split)
+        training_set, dev_qrels = split_dev(training_set, config.dev_fraction, config.seed)
+        queries = collection.queries()
+        dev_queries = {q: queries[q] for q in dev_qrels}
+    elif config.dev_pseudo_queries:
+        dev_queries, dev_qrels = pseudo_dev_set(corpus, config.dev_pseudo_queries, config.span_words, config.seed + 1)
+    if config.uses_tree:
+        branching = config.branching or branching_for_depth(n)
+        if n < branching:
+            raise SemiretError(f"a corpus of {n} documents is smaller than the branching factor {branching}")
+        depth = depth_for(n, branching)
+        levels = depth - 1 if config.hierarchy_levels is None else config.hierarchy_levels
+        if levels >= depth:
+            raise SemiretError(f"{levels} hierarchy levels need a tree deeper than its {depth} levels "
+                               f"({n} documents, b = {branching})")
+    else:
+        levels = 0
+    negatives = config.negatives if config.uses_tree else 0
+    if negatives and n < negatives + 2:
+        raise SemiretError(f"{n} documents are too few to sample {negatives} negatives from")
+
+    encoder = load_encoder(config.base, "dense", max_length=config.document_max_length)
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    history = saved_history(output) if resume else []
+    co_training = CoTraining(config, corpus, dev_queries, dev_qrels)
+    started = time.perf_counter()
+    tree, initial_dev = co_training.start(encoder, history)
+    model = HierarchyModel(encoder, config.query_max_length, tree, levels)
+    loss = HierarchyLoss(corpus.texts, tree, levels, negatives, config.temperature, config.alpha,
+                         config.negative_gradients)
+    batches = HierarchyBatches(corpus, training_set, config.batch_size, config.unsupervised,
+                               config.unsupervised_batch_size, config.unsupervised_per_epoch, config.span_words)
+    schedule = Schedule(config.epochs, config.learning_rate, config.warmup_epochs)
+    trainer = Trainer(model, loss, batches, config, schedule, output,
+                      learning_rates={"centroids.": config.centroid_learning_rate})
+
+    def after_epoch(epoch: int) -> dict:
+        vectors = co_training.embed(encoder)
+        dev = co_training.dev_metric(encoder, vectors)
+        best = max([m for m in [initial_dev] + [h.notes.get("dev") for h in trainer.history] if m is not None],
+                   default=None)
+        recluster = (config.co_training and tree is not None and epoch < config.epochs and dev is not None
+                     and (best is None or dev > best))
+        if recluster:
+            new_tree = co_training.cluster(vectors, epoch)
+            model.set_tree(new_tree, levels)
+            trainer.forget_optimizer_state(model.centroids.parameters())
+            loss.set_tree(new_tree)
+        return {"dev": None if dev is None else round(dev, 4), "reclustered": recluster}
+
+    trained = trainer.train(resume=resume, after_epoch=after_epoch)
+    seconds = time.perf_counter() - started
+    summary = {"config": asdict(config), "documents": n,
+               "pairs": len(training_set) if training_set is not None else 0, "dev_queries": len(dev_queries),
+               "tree": ({"branching": tree.branching, "depth": tree.depth, "hierarchy_levels": levels,
+                         "nodes": [tree.size(t) for t in range(tree.depth + 1)]} if tree is not None else None),
+               "steps_per_epoch": len(batches), "train_seconds": round(seconds, 1),
+               f"dev_{CoTraining.MEASURE}_initial": initial_dev,
+               f"dev_{CoTraining.MEASURE}_per_epoch": [h.notes.get("dev") for h in trained],
+               "reclustered_after_epochs": [h.epoch for h in trained if h.notes.get("reclustered")],
+               **epoch_summary(trained)}
+    encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
+    atomic_write_json(output / "summary.json", summary)
+    return summary

@@ -1,0 +1,188 @@
+"""HCE's hierarchy-aware loss (Chen et al. 2025, Eqs. 5-6 and Appendix A) over a corpus tree
+(:class:`~semiret.clustering.EqualDepthTree`), and the module it trains: the encoder plus the centroids of
+the tree's upper levels as parameters.
+
+For a query ``q`` and its positive document ``d+`` (depth L in the tree):
+
+- levels t = 1..M: a softmax of ``q`` against the centroid of ``d+``'s depth-t ancestor and those of all its
+  siblings (the other children of its depth t-1 ancestor), ``S = cos(q, c) / tau``: the centroids are
+  trainable (initialised from k-means, their own learning rate) and scored by cosine, so training turns
+  them and never merely grows them;
+- levels t = M+1..L: a bidirectional in-batch contrastive loss (Eq. 8) in which each query also meets
+  ``n_NS`` documents sampled from the subtree of ``d+``'s depth t-1 ancestor (for t = L: its sibling
+  documents). The batch shares its sampled documents, as DPR shares hard negatives: every query meets the
+  others' as well (the paper's Eq. 8 gives each query only its own).
+
+A subtree too small to sample from (fewer than ``n_NS`` documents besides ``d+`` and the query's other
+positives) gives all it has, and the rest is drawn from the next wider subtree (its parent's), up to the
+whole corpus: every query gets ``n_NS`` negatives, the closest available. Negatives never include a
+positive of the batch, so no query meets its own document as a negative.
+
+A batch holds supervised examples (HCE-S), unsupervised ones (HCE-U, pseudo-queries), or both (HCE-J:
+``L_S + alpha L_U``); the terms are named per group and level kind (``S.hierarchy``, ``U.contrastive``...).
+``levels=0, negatives=0`` is plain in-batch contrastive fine-tuning (the baseline HCE is measured against).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from semiret.clustering import EqualDepthTree
+from semiret.errors import SemiretError
+from semiret.models.inputs import TextBatcher
+from semiret.training.data import SeededBatch
+from semiret.training.losses import Loss, LossOutput, symmetric_info_nce
+
+TEMPERATURE = 0.01
+SAMPLED_NEGATIVES = 4
+
+
+@dataclass(frozen=True)
+class HierarchyExample:
+    """A query and its positive (a row of the clustered corpus); ``excluded``: rows never drawn as its
+    negatives (the query's other relevant documents)."""
+
+    query: str
+    document: int
+    excluded: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class HierarchyBatch:
+    supervised: tuple[HierarchyExample, ...] = ()
+    unsupervised: tuple[HierarchyExample, ...] = ()
+
+
+class HierarchyModel(nn.Module):
+    """The dense encoder being trained (one for queries and documents, queries cut to ``query_max_length``
+    tokens, documents to the encoder's length) and the trainable centroids of tree depths 1..``levels``
+    (``centroids.<t-1>``, thrown away after training)."""
+
+    def __init__(self, encoder: nn.Module, query_max_length: int | None = None, tree: EqualDepthTree | None = None,
+                 levels: int = 0):
+        super().__init__()
+        self.encoder = encoder
+        self.query_inputs = TextBatcher(encoder.tokenizer, query_max_length or encoder.max_length,
+                                        getattr(encoder.backbone.config, "max_position_embeddings", None),
+                                        encoder.name)
+        self.centroids = nn.ParameterList()
+        if levels:
+            self.set_tree(tree, levels)
+
+    def encode_queries(self, texts: list[str]) -> torch.Tensor:
+        return self.encoder(*self.query_inputs.padded(texts))
+
+    def encode_documents(self, texts: list[str]) -> torch.Tensor:
+        return self.encoder(*self.encoder.inputs.padded(texts))
+
+    def set_tree(self, tree: EqualDepthTree, levels: int) -> None:
+        """Reset the centroids to ``tree``'s k-means ones (in place: the optimizer keeps the same parameters)."""
+        if not 0 <= levels < tree.depth:
+            raise SemiretError(f"the hierarchy loss covers levels 1..M with M < L = {tree.depth}, got M = {levels}")
+        for t in range(levels):
+            values = torch.from_numpy(np.array(tree.centroids[t], np.float32))
+            if t < len(self.centroids):
+                self.centroids[t].data = values
+            else:
+                self.centroids.append(nn.Parameter(values))
+
+
+class HierarchyLoss(Loss):
+    """:math:`L_{HCE}` (Eq. 6) of every example of a :class:`HierarchyBatch`, for a
+    :class:`HierarchyModel`; ``documents`` are the texts of the clustered corpus, row by row."""
+
+    def __init__(self, documents: list[str], tree: EqualDepthTree | None = None, levels: int = 0,
+                 negatives: int = SAMPLED_NEGATIVES, temperature: float = TEMPERATURE,
+                 unsupervised_weight: float = 0.5, negative_gradients: bool = True):
+        if negatives < 0 or temperature <= 0:
+            raise SemiretError("the loss needs a non-negative number of negatives and a positive temperature")
+        if (levels or negatives) and tree is None:
+            raise SemiretError("the hierarchy loss and sampled negatives need a corpus tree")
+        if negatives and len(documents) < negatives + 2:
+            raise SemiretError(f"{len(documents)} documents are too few to sample {negatives} negatives from")
+        self.documents, self.levels, self.negatives = documents, levels, negatives
+        self.temperature, self.unsupervised_weight = temperature, unsupervised_weight
+        self.negative_gradients = negative_gradients
+        self.tree: EqualDepthTree | None = None
+        self._subtrees: list[tuple[np.ndarray, np.ndarray]] = []
+        if tree is not None:
+            self.set_tree(tree)
+
+    def set_tree(self, tree: EqualDepthTree) -> None:
+        """Train against ``tree`` from now on (the co-training's re-clustering)."""
+        if len(tree.parents[-1]) != len(self.documents):
+            raise SemiretError(f"a tree of {tree.n_documents} documents for a corpus of {len(self.documents)}")
+        if not 0 <= self.levels < tree.depth:
+            raise SemiretError(f"the hierarchy loss covers levels 1..M with M < L = {tree.depth}, got {self.levels}")
+        self.tree = tree
+        self._subtrees = [tree.documents_under(depth) for depth in range(tree.depth)]
+
+    @property
+    def sampled_levels(self) -> range:
+        """The levels t whose term is contrastive with sampled negatives (none without negatives)."""
+        return range(self.levels + 1, self.tree.depth + 1) if self.negatives else range(0)
+
+    def __call__(self, model: HierarchyModel, batch: SeededBatch, step: int) -> LossOutput:
+        rng = batch.numpy_random()
+        groups = [("S", batch.items.supervised, 1.0),
+                  ("U", batch.items.unsupervised, self.unsupervised_weight if batch.items.supervised else 1.0)]
+        total, terms = 0.0, {}
+        in_batch = {e.document for _, examples, _ in groups for e in examples}
+        for name, examples, weight in groups:
+            if not examples:
+                continue
+            hierarchy, contrastive = self._group(model, examples, in_batch, rng)
+            total = total + weight * (hierarchy + contrastive)
+            if self.levels:
+                terms[f"{name}.hierarchy"] = hierarchy.item()
+            terms[f"{name}.contrastive"] = contrastive.item()
+        return LossOutput(total, terms)
+
+    def _group(self, model: HierarchyModel, examples, in_batch: set[int], rng: np.random.Generator):
+        rows = np.asarray([e.document for e in examples], np.int64)
+        queries = model.encode_queries([e.query for e in examples])
+        positives = model.encode_documents([self.documents[r] for r in rows])
+        hierarchy = sum((self._level_loss(queries, model.centroids[t - 1], rows, t)
+                         for t in range(1, self.levels + 1)), torch.zeros(()))
+        contrastive = []
+        for t in self.sampled_levels:
+            sampled = [self.sample(e.document, t - 1, in_batch | set(e.excluded), rng) for e in examples]
+            texts = [self.documents[r] for rows_ in sampled for r in rows_]
+            with torch.set_grad_enabled(self.negative_gradients and torch.is_grad_enabled()):
+                negatives = model.encode_documents(texts)
+            contrastive.append(symmetric_info_nce(queries / self.temperature, torch.cat([positives, negatives])))
+        if not contrastive:  # in-batch negatives only
+            contrastive.append(symmetric_info_nce(queries / self.temperature, positives))
+        return hierarchy, sum(contrastive)
+
+    def _level_loss(self, queries: torch.Tensor, centroids: torch.Tensor, rows: np.ndarray, t: int) -> torch.Tensor:
+        """Eq. 5 at depth ``t``: each query's softmax over the children of its positive's depth t-1 ancestor."""
+        ancestors = self.tree.ancestors[rows]
+        scores = queries @ F.normalize(centroids, dim=-1).T / self.temperature  # [B, nodes at depth t]
+        parents = torch.from_numpy(self.tree.parents[t - 1])
+        siblings = parents[None, :] == torch.from_numpy(ancestors[:, t - 1])[:, None]
+        return F.cross_entropy(scores.masked_fill(~siblings, float("-inf")), torch.from_numpy(ancestors[:, t]))
+
+    def sample(self, row: int, depth: int, excluded: set[int], rng: np.random.Generator) -> np.ndarray:
+        """``negatives`` documents of the subtree of ``row``'s depth-``depth`` ancestor, none in ``excluded`` nor
+        ``row``; a subtree with too few gives all and the next wider subtree the rest (see the module)."""
+        chosen: list[int] = []
+        for level in range(depth, -1, -1):
+            offsets, members = self._subtrees[level]
+            node = self.tree.ancestors[row, level]
+            taken = excluded | set(chosen) | {row}
+            candidates = [m for m in members[offsets[node]: offsets[node + 1]].tolist() if m not in taken]
+            need = self.negatives - len(chosen)
+            if len(candidates) <= need:
+                chosen += candidates
+            else:
+                chosen += rng.choice(candidates, need, replace=False).tolist()
+            if len(chosen) == self.negatives:
+                return np.asarray(chosen, np.int64)
+        raise SemiretError(f"cannot sample {self.negatives} negatives: too few documents outside the batch's "
+                           f"positives")

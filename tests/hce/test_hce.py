@@ -1,0 +1,160 @@
+"""The HCE recipe on a tiny synthetic collection and a tiny random encoder: the three scenarios and the plain
+contrastive baseline, EM co-training's re-clustering rule, resuming, the saved dense model, bad input."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from helpers import Crash, checkpointed_weights, recording_loss, write_beir
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.methods.hce import CoTraining, Corpus, HCETrainingConfig, HierarchyBatches, pseudo_query, train_hce
+from semiret.training.data import TrainingSet
+
+WORDS = ("cat dog bird fish statin cancer heart garden morning mail letter tumour mice risk therapy growth river "
+         "mountain snow rain").split()
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    """40 documents of 20 words, 20 training queries (q0 has two relevant documents)."""
+    rng = random.Random(0)
+    docs = [Document(f"d{i}", " ".join(rng.choice(WORDS) for _ in range(20))) for i in range(40)]
+    queries = {f"q{i}": " ".join(rng.choice(WORDS) for _ in range(3)) for i in range(20)}
+    qrels = {f"q{i}": {f"d{2 * i}": 1} for i in range(20)}
+    qrels["q0"]["d1"] = 1
+    return write_beir(tmp_path_factory.mktemp("hce") / "tiny", docs, queries, qrels, split="train")
+
+
+def config(collection, tiny_bert, output, **options) -> HCETrainingConfig:
+    settings = dict(data=str(collection), base=str(tiny_bert), output=str(output), epochs=2, batch_size=4,
+                    learning_rate=1e-3, dev_fraction=0.2, document_max_length=24, query_max_length=8, span_words=6,
+                    dev_pseudo_queries=10, kmeans_iterations=5)
+    return HCETrainingConfig(**{**settings, **options})
+
+
+def test_joint_training_writes_a_dense_model_the_dense_retriever_searches(collection, tiny_bert, tmp_path):
+    from safetensors import safe_open
+
+    from semiret.data.collection import Collection
+    from semiret.search import DenseRetriever
+
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run"))
+    assert summary["tree"] == {"branching": 4, "depth": 3, "hierarchy_levels": 2, "nodes": [1, 3, 10, 40]}
+    assert summary["dev_queries"] == 4 and summary["pairs"] in (16, 17)  # 21 pairs of 20 queries, 4 held out
+    assert all(set(terms) == {"S.hierarchy", "S.contrastive", "U.hierarchy", "U.contrastive"}
+               for terms in summary["terms_per_epoch"])
+    assert len(summary["dev_nDCG@10_per_epoch"]) == 2 and (tmp_path / "run" / "trees" / "tree-0.npz").is_file()
+    model = tmp_path / "run" / "model"
+    with safe_open(str(model / "model.safetensors"), "pt") as weights:
+        assert all(weights.get_tensor(k).dtype.is_floating_point and weights.get_tensor(k).itemsize == 2
+                   for k in weights.keys())
+    retriever = DenseRetriever.build(list(Collection(collection).corpus()), model=str(model))
+    assert len(retriever.search("cat statin", k=5)) == 5
+
+
+def test_the_contrastive_baseline_trains_on_the_same_batches_without_a_tree(collection, tiny_bert, tmp_path):
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run", loss="contrastive"))
+    hce = train_hce(config(collection, tiny_bert, tmp_path / "hce", epochs=1))
+    assert summary["tree"] is None and not (tmp_path / "run" / "trees").exists()
+    assert summary["steps_per_epoch"] == hce["steps_per_epoch"] and summary["pairs"] == hce["pairs"]
+    assert set(summary["terms_per_epoch"][0]) == {"S.contrastive", "U.contrastive"}
+
+
+def test_unsupervised_training_reads_no_qrels_and_measures_pseudo_queries(collection, tiny_bert, tmp_path):
+    (tmp_path / "data").mkdir()
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (tmp_path / "data" / name).write_bytes((collection / name).read_bytes())
+    summary = train_hce(config(tmp_path / "data", tiny_bert, tmp_path / "run", scenario="unsupervised", epochs=1,
+                               unsupervised_per_epoch=12))
+    assert summary["pairs"] == 0 and summary["dev_queries"] == 10 and summary["steps_per_epoch"] == 3
+    assert set(summary["terms_per_epoch"][0]) == {"U.hierarchy", "U.contrastive"}
+    assert summary["dev_nDCG@10_initial"] is not None
+
+
+def test_the_tree_is_rebuilt_only_after_an_epoch_that_improved_the_dev_metric(collection, tiny_bert, tmp_path,
+                                                                             monkeypatch):
+    scripted = iter([0.2, 0.3, 0.25, 0.4])  # the start, then after epochs 1, 2, 3
+    monkeypatch.setattr(CoTraining, "dev_metric", lambda self, encoder, vectors: next(scripted))
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=3, batch_size=8,
+                               scenario="supervised"))
+    assert summary["reclustered_after_epochs"] == [1]  # epoch 2 got worse; after the last, nothing is trained
+    assert sorted(p.name for p in (tmp_path / "run" / "trees").iterdir()) == ["tree-0.npz", "tree-1.npz"]
+    scripted = iter([0.2, 0.3, 0.4])
+    fixed = train_hce(config(collection, tiny_bert, tmp_path / "fixed", batch_size=8, scenario="supervised",
+                             co_training=False))
+    assert fixed["reclustered_after_epochs"] == []
+
+
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(collection, tiny_bert, tmp_path, monkeypatch):
+    """Interrupted in the second epoch, after the first re-clustered the corpus: the resumed run reloads that
+    tree and its trained centroids."""
+    from semiret.training.hierarchy import HierarchyLoss
+
+    scripted = {"whole": iter([0.1, 0.5, 0.6]), "resumed": iter([0.1, 0.5, 0.6])}
+
+    def patch(crash_at=None):
+        torch.manual_seed(0)  # the tiny model's unused pooler is drawn at random when the encoder loads
+        monkeypatch.undo()
+        monkeypatch.setattr(CoTraining, "dev_metric",
+                            lambda self, encoder, vectors: next(scripted[self.trees.parent.name]))
+        return recording_loss(monkeypatch, HierarchyLoss, crash_at)
+
+    whole = patch()
+    reference = train_hce(config(collection, tiny_bert, tmp_path / "whole"))
+    steps = len(whole) // 2
+    patch(crash_at=steps + 1)
+    with pytest.raises(Crash):
+        train_hce(config(collection, tiny_bert, tmp_path / "resumed"))
+    resumed = patch()
+    again = train_hce(config(collection, tiny_bert, tmp_path / "resumed"))
+    assert reference["reclustered_after_epochs"] == again["reclustered_after_epochs"] == [1]
+    assert resumed == pytest.approx(whole[steps:], rel=1e-4)
+    difference = np.abs(checkpointed_weights(tmp_path / "resumed") - checkpointed_weights(tmp_path / "whole"))
+    assert difference.mean() < 1e-6
+
+
+def test_batches_mix_pairs_and_pseudo_queries_and_exclude_other_positives(collection):
+    from semiret.data.collection import Collection
+
+    tiny = Collection(collection)
+    corpus = Corpus(list(tiny.corpus()))
+    training_set = TrainingSet.from_collection(tiny, "train")
+    batches = HierarchyBatches(corpus, training_set, 4, True, 3, None, 6).epoch(random.Random(0))
+    assert all(len(b.items.supervised) <= 4 and len(b.items.unsupervised) == 3 for b in batches)
+    rows = [e.document for b in batches for e in b.items.unsupervised]
+    assert len(rows) == len(set(rows))  # a shuffled cycle through the corpus: no document twice in 18
+    q0 = [e for b in batches for e in b.items.supervised if e.query == tiny.queries()["q0"]]
+    assert sorted(e.document for e in q0) == [0, 1] and sorted(e.excluded for e in q0) == [(0,), (1,)]
+    alone = HierarchyBatches(corpus, None, 8, True, None, None, 6).epoch(random.Random(0))
+    assert [len(b.items.unsupervised) for b in alone] == [8] * 5 and not alone[0].items.supervised
+
+
+def test_a_pseudo_query_is_a_span_of_its_document():
+    document = Document("d", " ".join(f"w{i}" for i in range(200)))
+    query = pseudo_query(document, 64, random.Random(0)).split()
+    assert len(query) == 64 and " ".join(query) in document.text
+    assert len(pseudo_query(Document("s", "a b c d e f"), 64, random.Random(0)).split()) == 3
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"dev_fraction": 0.01}, "dev split has no qrels"),
+    ({"branching": 64}, "smaller than the branching"),
+    ({"hierarchy_levels": 3}, "deeper"),
+    ({"scenario": "semi"}, "scenario"),
+    ({"branching": 1}, "at least 2"),
+])
+def test_bad_input_fails_before_the_encoder_loads(collection, tiny_bert, tmp_path, monkeypatch, options, message):
+    import semiret.models.encoders as encoders
+
+    def no_encoder(*args, **kwargs):
+        raise AssertionError("the encoder loaded")
+
+    monkeypatch.setattr(encoders, "load_encoder", no_encoder)
+    with pytest.raises(SemiretError, match=message):
+        train_hce(config(collection, tiny_bert, tmp_path / "run", **options))
+    assert not (tmp_path / "run").exists()
