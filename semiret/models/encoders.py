@@ -7,6 +7,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
+from semiret.data import packaged
 from semiret.errors import SemiretError
 from semiret.models.base import ENCODER_FILE, HEAD_FILE, TextEncoder
 from semiret.models.dense import DenseEncoder
@@ -20,7 +21,13 @@ ENCODERS: dict[str, type[TextEncoder]] = {
 
 def load_encoder(model: str, family: str | None = None, **options) -> TextEncoder:
     """An encoder from a directory written by :meth:`TextEncoder.save` (family and options come with it),
-    or ``model`` (registry name, directory, hub id) initialised as ``family``; weights in float32."""
+    or ``model`` (registry name, directory, hub id) initialised as ``family``; weights in float32.
+
+    A name that is no local path but a saved encoder shipped in the packaged checkpoints folder
+    (``hce-scifact``) loads that one."""
+    shipped = packaged.PACKAGED_CHECKPOINTS / model
+    if not Path(model).exists() and (shipped / ENCODER_FILE).is_file():
+        model = str(shipped)
     saved = Path(model) / ENCODER_FILE
     if saved.is_file():
         config = json.loads(saved.read_text())

@@ -172,3 +172,14 @@ def test_sentence_transformers_defaults_of_packaged_minilm():
                                                                          "max_length": 256}
 
 
+
+
+def test_a_saved_encoder_in_the_packaged_checkpoints_loads_by_name(tiny_bert, tmp_path, monkeypatch):
+    from semiret.data import packaged
+
+    load_encoder(str(tiny_bert), "dense", max_length=16).save(tmp_path / "checkpoints" / "dense-tiny", fp16=True)
+    monkeypatch.setattr(packaged, "PACKAGED_CHECKPOINTS", tmp_path / "checkpoints")
+    encoder = load_encoder("dense-tiny")
+    assert isinstance(encoder, DenseEncoder) and encoder.max_length == 16
+    with pytest.raises(SemiretError, match="unknown model"):
+        load_encoder("not-shipped", "dense")
