@@ -85,6 +85,43 @@ class EqualDepthTree:
         offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=self.size(depth)))])
         return offsets.astype(np.int64), order.astype(np.int64)
 
+    def children(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets [nodes + 1], children) of each node at ``depth`` (its nodes at depth + 1), as
+        :meth:`documents_under` gives documents."""
+        parents = self.parents[depth]
+        order = np.argsort(parents, kind="stable")
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(parents, minlength=self.size(depth)))])
+        return offsets.astype(np.int64), order.astype(np.int64)
+
+    def descend(self, query: np.ndarray, beam: int) -> np.ndarray:
+        """The lowest clusters (nodes at depth L-1) a beam search of width ``beam`` reaches for one query
+        vector: at each depth the children of the nodes kept so far are scored by inner product with their
+        centroids and the best ``beam`` kept."""
+        if beam < 1:
+            raise SemiretError(f"the beam width must be at least 1, got {beam}")
+        kept = np.zeros(1, np.int64)
+        for t in range(1, self.depth):
+            offsets, children = self._children[t - 1]
+            candidates = np.concatenate([children[offsets[n]: offsets[n + 1]] for n in kept])
+            if len(candidates) > beam:
+                scores = self.centroids[t - 1][candidates] @ query
+                candidates = candidates[np.argpartition(-scores, beam - 1)[:beam]]
+            kept = candidates
+        return kept
+
+    def nearest_cluster(self, vectors: np.ndarray) -> np.ndarray:
+        """The lowest cluster (a node at depth L-1) of largest inner product with each of ``vectors``: where
+        a document added after clustering joins the tree."""
+        return np.argmax(check_vectors(vectors, "new document embeddings") @ self.centroids[-1].T, axis=1)
+
+    def with_documents(self, clusters: np.ndarray) -> EqualDepthTree:
+        """This tree's internal nodes over other documents, given each one's lowest cluster."""
+        return EqualDepthTree(self.branching, self.parents[:-1] + (np.asarray(clusters, np.int64),), self.centroids)
+
+    @cached_property
+    def _children(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [self.children(t) for t in range(self.depth - 1)]
+
     def paths(self) -> list[tuple[int, ...]]:
         """Each document's root path (its ancestors at depths 1..L): two documents share a prefix exactly as
         long as the depth of their lowest common ancestor."""

@@ -162,3 +162,28 @@ def test_a_tree_that_follows_the_judgements_overlaps_more():
     apart = {f"q{g}": {str(g * 10): 1, str(((g + 5) % 10) * 10): 1} for g in range(10)}
     tree = agglomerative_tree(vectors, branching=4)
     assert prefix_overlap(tree, ids, together) > prefix_overlap(tree, ids, apart) + 0.1
+
+
+def test_a_wide_beam_reaches_every_cluster_and_a_narrow_one_the_nearest():
+    vectors = planted(16, 12, noise=0.02)
+    tree = agglomerative_tree(vectors, branching=4)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    lowest = tree.size(tree.depth - 1)
+    assert sorted(tree.descend(unit[0], beam=lowest)) == list(range(lowest))
+    reached = [tree.ancestors[i, tree.depth - 1] in tree.descend(unit[i], beam=2) for i in range(len(unit))]
+    assert np.mean(reached) > 0.95  # each document's own cluster, found by its own vector
+    with pytest.raises(SemiretError, match="beam"):
+        tree.descend(unit[0], beam=0)
+
+
+def test_documents_added_later_join_their_nearest_lowest_cluster():
+    vectors = planted(8, 10, noise=0.01)
+    tree = agglomerative_tree(vectors, branching=4)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    clusters = tree.nearest_cluster(unit[[3, 42, 77]] + 0.001)
+    assert list(clusters) == list(tree.ancestors[[3, 42, 77], tree.depth - 1])
+    grown = tree.with_documents(clusters)
+    assert grown.n_documents == 3 and grown.depth == tree.depth
+    assert list(grown.ancestors[:, 1]) == list(tree.ancestors[[3, 42, 77], 1])
+    offsets, children = tree.children(0)
+    assert offsets[-1] == tree.size(1) and sorted(children) == list(range(tree.size(1)))
