@@ -250,14 +250,14 @@ class CoTraining:
         tree.save(self.trees / f"tree-{epoch}.npz")
         return tree
 
-    def start(self, encoder, history) -> tuple[object, float | None]:
+    def start(self, encoder, history, resume: bool) -> tuple[object, float | None]:
         """(the tree in use after the last saved epoch, the dev metric of the starting encoder): both built
-        and saved on a fresh run, read back on a resumed one."""
+        and saved on a fresh run, read back when resuming (also a run that stopped within its first epoch)."""
         from semiret.clustering import EqualDepthTree
 
         initial = Path(self.config.output) / "initial.json"
         last = max([0] + [h.epoch for h in history if h.notes.get("reclustered")])
-        if history and initial.is_file():
+        if resume and initial.is_file():
             tree_file = self.trees / f"tree-{last}.npz"
             if self.config.uses_tree and not tree_file.is_file():
                 raise SemiretError(f"{tree_file} is missing: the run cannot resume (start it again with --no-resume)")
@@ -318,7 +318,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     history = saved_history(output) if resume else []
     co_training = CoTraining(config, corpus, dev_queries, dev_qrels)
     started = time.perf_counter()
-    tree, initial_dev = co_training.start(encoder, history)
+    tree, initial_dev = co_training.start(encoder, history, resume)
     model = HierarchyModel(encoder, config.query_max_length, tree, levels)
     loss = HierarchyLoss(corpus.texts, tree, levels, negatives, config.temperature, config.alpha,
                          config.negative_gradients)

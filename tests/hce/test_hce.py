@@ -158,3 +158,17 @@ def test_bad_input_fails_before_the_encoder_loads(collection, tiny_bert, tmp_pat
     with pytest.raises(SemiretError, match=message):
         train_hce(config(collection, tiny_bert, tmp_path / "run", **options))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_stopped_in_its_first_epoch_resumes_with_its_first_tree(collection, tiny_bert, tmp_path, monkeypatch):
+    from semiret.training.hierarchy import HierarchyLoss
+
+    recording_loss(monkeypatch, HierarchyLoss, crash_at=1)
+    with pytest.raises(Crash):
+        train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=1, scenario="supervised"))
+    monkeypatch.undo()
+    first = (tmp_path / "run" / "trees" / "tree-0.npz").stat().st_mtime_ns
+    clustered = []
+    monkeypatch.setattr(CoTraining, "cluster", lambda self, vectors, epoch: clustered.append(epoch))
+    train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=1, scenario="supervised"))
+    assert clustered == [] and (tmp_path / "run" / "trees" / "tree-0.npz").stat().st_mtime_ns == first
