@@ -79,6 +79,12 @@ def _retriever_option(default: str | None, help_text: str):
     return typer.Option(default, "--retriever", "-r", help=f"{help_text} ({', '.join(_retrievers())}).")
 
 
+def _serve_default(name: str):
+    from semiret.serving.settings import ServeSettings
+
+    return getattr(ServeSettings, name)
+
+
 def _print_json(data) -> None:
     stdout.print_json(json.dumps(data))
 
@@ -173,6 +179,39 @@ def info(index: Path = typer.Argument(..., help="Index directory.")):
 
     opened = open_index(index)
     _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"]})
+
+
+@app.command()
+def serve(index: list[str] = typer.Option(..., "--index", help="An index directory to serve, or NAME=DIR (repeatable); "
+                                                                "its name in URLs is the directory's unless given."),
+          host: str = typer.Option("127.0.0.1", help="Address to bind; off loopback every request needs the API key."),
+          port: int = typer.Option(8000, help="Port to listen on."),
+          api_key: Optional[str] = typer.Option(None, envvar="SEMIRET_API_KEY", show_default=False,
+                                                help="Key that writes need (X-API-Key or Authorization: Bearer); "
+                                                     "without one the server is read-only."),
+          workers: int = typer.Option(1, help="Worker processes; they share the indexes safely."),
+          max_request_bytes: int = typer.Option(_serve_default("max_request_bytes"), help="Largest request body (413 beyond)."),
+          max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
+          max_k: int = typer.Option(_serve_default("max_k"), help="Largest k of a search."),
+          max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged.")):
+    """Serve indexes over HTTP: search, add, delete while searching (OpenAPI at /docs)."""
+    import uvicorn
+
+    from semiret.indexes import open_index
+    from semiret.serving import ServeSettings, create_app, parse_index_specs
+
+    settings = ServeSettings(parse_index_specs(index), api_key=api_key, host=host, max_request_bytes=max_request_bytes,
+                             max_batch=max_batch, max_k=max_k, max_segments=max_segments)
+    for path in settings.indexes.values():
+        open_index(path)  # a bad directory fails here, before any worker starts
+    console.print(f"serving {', '.join(settings.indexes)} on http://{host}:{port} (API: /docs; "
+                  f"{'writes need the API key' if api_key else 'read-only: no API key'})")
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, access_log=False, log_level="warning")
+    else:
+        settings.to_environment()
+        uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
+                    access_log=False, log_level="warning")
 
 
 @app.command(name="cache-to-full")

@@ -1,27 +1,91 @@
 """Writing files and directories so that a crash never leaves a half-written one: every index, model and
-checkpoint is staged beside its target and published by one rename.
+checkpoint is staged beside its target and published by one rename, durably: what was published survives a
+crash of the process (``kill -9``) or of the machine, because the files are fsynced before the rename and the
+directory holding the new name after it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from semiret.errors import IndexFormatError
 
+FSYNC_THREADS = 16
+"""Files synced at once by :func:`fsync_tree` (the syscalls wait on the disk, not on a core)."""
+
 
 def atomic_write_json(path: Path, data: dict) -> None:
+    """Replace ``path`` with ``data`` in one rename; durable once this returns."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=2)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(path: Path) -> None:
+    """Make the names in a directory durable (a rename or a new file is not, until its directory is synced)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(path: Path) -> None:
+    """Flush every file under ``path`` to disk, then every directory (deepest first).
+
+    The files are synced in parallel threads: the filesystem then writes them in one journal commit or a few,
+    where one after the other costs a commit each (12 files: 4-7 ms instead of 25-45 on our virtual disk)."""
+    walk = list(os.walk(path, topdown=False))
+    files = [os.path.join(root, name) for root, _, names in walk for name in names]
+    list(_fsync_pool().map(_fsync_file, files))
+    for root, _, _ in walk:
+        fsync_directory(Path(root))
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _fsync_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="semiret-fsync")
+
+
+os.register_at_fork(after_in_child=_fsync_pool.cache_clear)  # a forked child has none of the pool's threads
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) while the block runs.
+
+    It excludes other processes and other open descriptions of the file in this process, and the kernel
+    drops it when its holder dies, even by ``kill -9``, so no stale lock is ever left to clean up. (Written
+    here rather than taken from ``filelock``/``portalocker``: the few lines of ``fcntl`` are the whole of it
+    on Linux and macOS, and a dependency would add nothing semiret uses.)
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def staging_directory(target: Path) -> Path:
@@ -31,23 +95,25 @@ def staging_directory(target: Path) -> Path:
 
 
 def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
-    """Move a fully written ``staged`` directory to ``target``; an old ``target`` is replaced only if allowed."""
+    """Move a fully written ``staged`` directory to ``target``, durably; an old ``target`` is replaced only if
+    allowed."""
+    if target.exists() and not overwrite:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
+    fsync_tree(staged)
     if target.exists():
-        if not overwrite:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
         trash = target.with_name(f".{target.name}.old-{os.getpid()}")
         os.replace(target, trash)
         os.replace(staged, target)
+        fsync_directory(target.parent)
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(staged, target)
+        fsync_directory(target.parent)
 
 
 def directory_size(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
-
-
 
 
 @contextmanager

@@ -30,6 +30,7 @@ ALLOWED = {
     "search": {"data", "types", "text", "models", "indexes", "clustering"},
     "evaluation": {"data", "types", "text", "models", "indexes", "search", "clustering"},
     "training": {"data", "types", "text", "models", "indexes", "search", "clustering"},
+    "serving": {"data", "types", "text", "models", "indexes", "search", "clustering"},
     "methods": {"data", "types", "text", "models", "indexes", "search", "evaluation", "training", "clustering"},
 }
 """The entry points (``cli``, ``demo``) may import anything; nothing may import them or a recipe (``methods``)

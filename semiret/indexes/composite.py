@@ -5,14 +5,17 @@ The directory holds ``meta.json`` (format ``semiret.composite``, the parts in or
 per part, each opening on its own (``open_index(path / part)``). A batch to add is a ``{part: batch}``
 mapping; deletes and merges go to every part. Parts commit one after the other (first part first): a crash
 between two commits leaves a document in the first part only, which the next add with ``replace`` of that
-document, or its delete, repairs. Stored texts live in the first part.
+document, or its delete, repairs. Stored texts live in the first part. Writers hold every part's write lock
+(:meth:`CompositeIndex.writing`), so a change reaches the parts as one step for other writers.
 """
 
 from __future__ import annotations
 
+import copy
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, staged_directory
@@ -103,26 +106,49 @@ class CompositeIndex:
         raise SemiretError(f"{self.path} holds several indexes: search it with the retriever that fuses them "
                            f"({self.meta.get('retriever', 'hybrid')})")
 
+    # ------------------------------------------------------------------ readers and writers (as in every part)
+    def refresh(self) -> bool:
+        """Pick up what other processes committed to any part (:meth:`SegmentedIndex.refresh`)."""
+        return any([part.refresh() for part in self.parts.values()])
+
+    def pinned(self) -> "CompositeIndex":
+        """A read-only view of every part's current commit (:meth:`SegmentedIndex.pinned`)."""
+        view = copy.copy(self)
+        view.parts = {name: part.pinned() for name, part in self.parts.items()}
+        return view
+
+    @contextmanager
+    def writing(self) -> Iterator["CompositeIndex"]:
+        """Hold every part's write lock, taken in part order (:meth:`SegmentedIndex.writing`)."""
+        with ExitStack() as locks:
+            for part in self.parts.values():
+                locks.enter_context(part.writing())
+            yield self
+
     # ------------------------------------------------------------------ changes go to every part
     def add(self, batch: dict, replace: bool = False) -> int:
         if set(batch) != set(self.parts):
             raise SemiretError(f"a batch for {self.path} needs the parts {list(self.parts)}, got {sorted(batch)}")
-        for name, part in self.parts.items():  # every part's checks run before any part writes
-            part._check_batch(batch[name])
-        clash = None if replace else next((i for i in batch[next(iter(batch))].ids if i in self.first), None)
-        if clash is not None:
-            raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
-        for name, part in self.parts.items():
-            added = part.add(batch[name], replace=replace)
-        return added
+        with self.writing():
+            for name, part in self.parts.items():  # every part's checks run before any part writes
+                part._check_batch(batch[name])
+            clash = None if replace else next((i for i in batch[next(iter(batch))].ids if i in self.first), None)
+            if clash is not None:
+                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+            for name, part in self.parts.items():
+                added = part.add(batch[name], replace=replace)
+            return added
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         doc_ids = list(doc_ids)
-        deleted = self.first.delete(doc_ids, missing_ok=missing_ok)
-        for part in list(self.parts.values())[1:]:
-            part.delete(doc_ids, missing_ok=True)
-        return deleted
+        with self.writing():
+            deleted = self.first.delete(doc_ids, missing_ok=missing_ok)
+            for part in list(self.parts.values())[1:]:
+                part.delete(doc_ids, missing_ok=True)
+            return deleted
 
-    def merge(self) -> None:
-        for part in self.parts.values():
-            part.merge()
+    def merge(self, tail: int | None = None) -> None:
+        """Merge every part (:meth:`SegmentedIndex.merge`)."""
+        with self.writing():
+            for part in self.parts.values():
+                part.merge(tail)

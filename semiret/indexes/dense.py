@@ -140,13 +140,14 @@ class DenseIndex(SegmentedIndex):
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise SemiretError(f"queries must be a [n, {self.dim}] array, got shape {queries.shape}")
         empty = ~np.any(queries != 0, axis=1)
+        segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
         seg_scores, seg_locals = [], []
-        for segment in self.segments:
+        for segment in segments:
             scores, local = segment.search(queries, min(k, segment.n_docs) or 1, nprobe, ef_search)
             local[empty] = -1
             seg_scores.append(scores)
             seg_locals.append(local)
-        return self._top_hits(seg_scores, seg_locals, k, len(queries))
+        return self._top_hits(segments, seg_scores, seg_locals, k, len(queries))
 
     # ------------------------------------------------------------------ documents
     def get_vector(self, doc_id: str) -> np.ndarray | None:

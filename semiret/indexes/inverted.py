@@ -21,16 +21,18 @@ optional append-only ``vocab.txt`` (growable word vocabularies) and one folder p
                texts.*.npy          stored document JSON (optional)
                deleted.bin          append-only local numbers of deleted documents
 
-Segments, deletion marks, commits and merges are the segmented store's
+Segments, deletion marks, commits, locking and snapshots are the segmented store's
 (:mod:`semiret.indexes.segments`); every commit also appends the words the vocabulary gained to
-``vocab.txt``. Old segments are never read or rewritten, so adds and deletes cost time proportional
-to the change.
+``vocab.txt`` (fsynced before ``meta.json`` counts them). Old segments are never read or rewritten, so adds
+and deletes cost time proportional to the change. Words an add is still encoding are not searchable: a search
+knows the vocabulary of its snapshot's commit.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +43,10 @@ import numpy as np
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes import kernels
-from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
+from semiret.indexes.segments import Segment, SegmentedIndex, Snapshot, register_index_format
 from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
+from semiret.text.analyzer import TermDictionary
 from semiret.text.token_weights import lucene_idf
 from semiret.types import Postings, SearchHits, SparseQuery
 
@@ -200,11 +203,10 @@ class InvertedIndex(SegmentedIndex):
 
     def __init__(self, path: Path, meta: dict, vocab: list[str] | None = None):
         if vocab is None and meta["growable_vocab"]:
-            with open(path / VOCAB_FILE, encoding="utf-8") as handle:
-                vocab = [line.rstrip("\n") for _, line in zip(range(meta["n_terms"]), handle)]
-        self.vocab = vocab  # growable word vocabulary, or None for a fixed tokenizer vocabulary
-        self._df: np.ndarray | None = None
-        self._idf: np.ndarray | None = None
+            vocab = _read_vocabulary(path, meta, 0, 0)
+        self.terms = TermDictionary(vocab) if vocab is not None else None
+        """The growable word vocabulary (committed words, then those an add in progress is encoding), shared
+        with the document side that encodes into it; None for a fixed tokenizer vocabulary."""
         super().__init__(path, meta)
 
     # ------------------------------------------------------------------ creation
@@ -234,27 +236,39 @@ class InvertedIndex(SegmentedIndex):
 
     # ------------------------------------------------------------------ properties
     @property
+    def vocab(self) -> list[str] | None:
+        """The growable word vocabulary's terms (None for a fixed tokenizer vocabulary)."""
+        return self.terms.terms if self.terms is not None else None
+
+    @property
     def vocab_size(self) -> int:
-        return len(self.vocab) if self.vocab is not None else self.meta["vocab_size"]
+        """Terms a search knows: those of the current commit."""
+        return _vocab_size(self.meta)
 
     @property
     def bm25(self) -> BM25Parameters:
         return BM25Parameters(**self.meta["bm25"])
 
-    def document_frequencies(self) -> np.ndarray:
-        """Documents containing each term, summed over segments (cached until the next change)."""
-        if self._df is None or len(self._df) != self.vocab_size:
-            df = np.zeros(self.vocab_size, dtype=np.int64)
-            for segment in self.segments:
+    def document_frequencies(self, snapshot: Snapshot | None = None) -> np.ndarray:
+        """Documents containing each term, summed over segments (computed once per snapshot, by default the
+        current one)."""
+        snapshot = snapshot or self.snapshot
+        df = snapshot.derived.get("df")
+        if df is None:
+            df = np.zeros(_vocab_size(snapshot.meta), dtype=np.int64)
+            for segment in snapshot.segments:
                 df += segment.document_frequencies(len(df))
-            self._df = df
-        return self._df
+            snapshot.derived["df"] = df
+        return df
 
-    def idf(self) -> np.ndarray:
-        """Lucene IDF of every term over this index (cached until the next change)."""
-        if self._idf is None or len(self._idf) != self.vocab_size:
-            self._idf = lucene_idf(self.document_frequencies(), self.n_stored)
-        return self._idf
+    def idf(self, snapshot: Snapshot | None = None) -> np.ndarray:
+        """Lucene IDF of every term over the index (computed once per snapshot, by default the current one)."""
+        snapshot = snapshot or self.snapshot
+        idf = snapshot.derived.get("idf")
+        if idf is None:
+            n_stored = sum(s.n_docs for s in snapshot.segments)
+            idf = snapshot.derived["idf"] = lucene_idf(self.document_frequencies(snapshot), n_stored)
+        return idf
 
     def average_postings_per_document(self) -> float:
         total = sum(int(s.indptr[-1]) for s in self.segments)
@@ -278,11 +292,12 @@ class InvertedIndex(SegmentedIndex):
         """
         if k < 1:
             raise SemiretError("k must be at least 1")
-        q_offsets, q_terms, q_weights = self._pack_queries(queries)
+        snapshot = self.snapshot  # one commit for the whole search, whatever a writer publishes meanwhile
+        q_offsets, q_terms, q_weights = self._pack_queries(queries, snapshot)
         n_queries = len(queries)
         seg_scores, seg_docs = [], []
         visited = np.zeros(n_queries, np.int64)
-        for segment in self.segments:
+        for segment in snapshot.segments:
             deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
             pruned = prune if prune is not None else segment.n_docs >= PRUNE_MIN_DOCS
             maxima = segment.term_maxima() if pruned else _NO_MAXIMA
@@ -313,17 +328,18 @@ class InvertedIndex(SegmentedIndex):
                     list(pool.map(run, chunks[:-1], chunks[1:]))
             else:
                 run(0, n_queries)
-            if self.meta.get("quantization"):
-                scores *= self.meta["quantization"]["scale"] or 1.0
+            if snapshot.meta.get("quantization"):
+                scores *= snapshot.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)
             seg_docs.append(docs)
             visited += seg_visited
-        hits = self._top_hits(seg_scores, seg_docs, k, n_queries)
+        hits = self._top_hits(snapshot.segments, seg_scores, seg_docs, k, n_queries)
         hits.postings_visited = visited.tolist()
         return hits
 
-    def _pack_queries(self, queries: Sequence[SparseQuery]):
-        """Queries as CSR arrays (offsets, term ids, weights) without zero-weight or unknown terms.
+    def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
+        """Queries as CSR arrays (offsets, term ids, weights) without zero-weight terms or terms the snapshot's
+        commit does not know.
 
         Checked and filtered for the whole batch at once: per-query numpy calls would cost more
         than searching a small index.
@@ -343,8 +359,8 @@ class InvertedIndex(SegmentedIndex):
                 np.cumsum(np.fromiter(map(len, weights), np.int64, n), out=offsets[1:])
             flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
             flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
-        idf = self.idf() if self.kind == "bm25" else _NO_IDF
-        bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, self.vocab_size, idf)
+        idf = self.idf(snapshot) if self.kind == "bm25" else _NO_IDF
+        bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, _vocab_size(snapshot.meta), idf)
         if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
             bad = n if bad < 0 else bad
             if bad_shape <= bad:
@@ -378,9 +394,13 @@ class InvertedIndex(SegmentedIndex):
         return Postings(ids=ids, offsets=offsets, terms=terms.astype(np.int32), values=values.astype(np.float32),
                         lengths=np.asarray(segment.doclens)[live], documents=documents)
 
+    def _batch_vocab_size(self) -> int:
+        """Term ids a batch being written may use: the committed ones and those its encoding added."""
+        return len(self.terms.terms) if self.terms is not None else self.meta["vocab_size"]
+
     def _validate(self, postings: Postings) -> None:
         """Errors in documents to write: term ids outside the vocabulary, bad impact weights."""
-        vocab_size = self.vocab_size
+        vocab_size = self._batch_vocab_size()
         if len(postings.terms) and (int(postings.terms.max()) >= vocab_size or int(postings.terms.min()) < 0):
             bad = int(postings.terms.max()) if int(postings.terms.max()) >= vocab_size else int(postings.terms.min())
             raise SemiretError(f"term id {bad} is outside the vocabulary ({vocab_size})")
@@ -403,7 +423,7 @@ class InvertedIndex(SegmentedIndex):
             if self.meta.get("quantization"):
                 values = self._quantize(values)
         present, indptr, docs, term_values = kernels.transpose_to_term_major(
-            postings.offsets, postings.terms.astype(np.int32), values, self.vocab_size)
+            postings.offsets, postings.terms.astype(np.int32), values, self._batch_vocab_size())
         np.save(directory / "postings.terms.npy", present)
         np.save(directory / "postings.indptr.npy", indptr)
         np.save(directory / "postings.docs.npy", docs)
@@ -423,24 +443,61 @@ class InvertedIndex(SegmentedIndex):
         return np.clip(q, 1, 255).astype(np.uint8)
 
     def _commit(self) -> None:
-        """Append the words the vocabulary gained to ``vocab.txt``, then commit (BM25 statistics change)."""
-        self._df = self._idf = None
-        if self.vocab is not None:
+        """Append the words the vocabulary gained to ``vocab.txt``, then commit."""
+        if self.terms is not None:
             self._append_vocabulary()
         super()._commit()
 
     def _append_vocabulary(self) -> None:
         """Write the words added since the last commit after the committed lines of ``vocab.txt``
-        (dropping lines of a change that crashed before its commit) and record them in ``meta``."""
+        (dropping lines of a change that crashed before its commit), fsynced, and record them in ``meta``."""
+        committed = self._committed_vocab_bytes()
         with open(self.path / VOCAB_FILE, "ab") as handle:
-            committed = self.meta.get("vocab_bytes")
-            if committed is None:  # indexes written before vocab_bytes was recorded
-                committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
             handle.truncate(committed)
             added = "".join(t + "\n" for t in self.vocab[self.meta["n_terms"]:]).encode("utf-8")
             handle.write(added)
+            handle.flush()
+            os.fsync(handle.fileno())
         self.meta["vocab_bytes"] = committed + len(added)
         self.meta["n_terms"] = len(self.vocab)
+
+    def _load_commit(self, meta: dict) -> None:
+        """Read the words a newer commit added to ``vocab.txt`` into the vocabulary (first dropping any that no
+        commit holds: they would take the ids of the new ones)."""
+        if self.terms is None:
+            return
+        if meta.get("created") != self.meta.get("created"):  # another index in this directory now
+            self.terms.truncate(0)
+            self.terms.lookup(_read_vocabulary(self.path, meta, 0, 0), add=True)
+            return
+        known = self.meta["n_terms"]
+        self.terms.truncate(known)
+        if meta["n_terms"] > known:
+            self.terms.lookup(_read_vocabulary(self.path, meta, known, self._committed_vocab_bytes()), add=True)
+
+    def _discard_uncommitted(self) -> None:
+        """Take back the words of documents encoded for a change that failed."""
+        if self.terms is not None:
+            self.terms.truncate(self.meta["n_terms"])
+
+    def _committed_vocab_bytes(self) -> int:
+        """Bytes of ``vocab.txt`` the current commit holds."""
+        committed = self.meta.get("vocab_bytes")
+        if committed is None:  # indexes written before vocab_bytes was recorded
+            committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
+        return committed
+
+
+def _vocab_size(meta: dict) -> int:
+    """Terms of a commit: its words (growable vocabularies) or its tokenizer's vocabulary."""
+    return meta["n_terms"] if meta["growable_vocab"] else meta["vocab_size"]
+
+
+def _read_vocabulary(path: Path, meta: dict, start: int, start_byte: int) -> list[str]:
+    """The words ``start`` to ``meta['n_terms']`` of ``vocab.txt`` (the first at byte ``start_byte``)."""
+    with open(path / VOCAB_FILE, "rb") as handle:
+        handle.seek(start_byte)
+        return [line.decode("utf-8").rstrip("\n") for _, line in zip(range(meta["n_terms"] - start), handle)]
 
 
 def _drop_zero_weights(postings: Postings, values: np.ndarray) -> tuple[Postings, np.ndarray]:

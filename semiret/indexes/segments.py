@@ -7,11 +7,18 @@ one folder per segment, written once and never rewritten::
                texts.*.npy    stored document JSON (optional)
                deleted.bin    append-only local numbers of deleted documents
                ...            what the index kind keeps per document (postings, vectors, ...)
+    write.lock                what writers lock (``flock``), in every process
 
 Adding documents writes one new segment; deleting appends marks to segments' ``deleted.bin``; merging
 folds the live documents into one segment. Each change ends with one atomic replace of ``meta.json``, so
 a crash before it leaves the index as it was: a segment folder that no ``meta.json`` lists is replaced by
 the next add, and deletion marks beyond the count ``meta.json`` records are ignored, then overwritten.
+
+Writers, in any thread or process, take turns (:meth:`SegmentedIndex.writing`: a lock, then a re-read of the
+last commit, so a change never overwrites another writer's), and a change is acknowledged only once its files,
+``meta.json`` and their directory entries are fsynced: it survives ``kill -9`` and power loss. Readers never
+wait: each search reads one :class:`Snapshot` of the index, which a change replaces whole when it commits;
+:meth:`SegmentedIndex.refresh` brings in what other processes committed.
 
 Index kinds register by the ``format`` string of their ``meta.json`` (:func:`register_index_format`), so
 :func:`open_index` opens any of them without a list of kinds to edit.
@@ -19,12 +26,15 @@ Index kinds register by the ``format`` string of their ``meta.json`` (:func:`reg
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
+import threading
 import time
 from abc import ABC, abstractmethod
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Iterator
 
 import numpy as np
 
@@ -33,6 +43,7 @@ from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import (
     atomic_write_json,
     directory_size,
+    exclusive_lock,
     replace_directory,
     staged_directory,
     staging_directory,
@@ -41,10 +52,17 @@ from semiret.indexes.storage import (
     META_FILE,
     StringTable,
     append_deletions,
+    commit_stamp,
+    read_commit,
     read_deletions,
     read_meta,
 )
 from semiret.types import SearchHits
+
+LOCK_FILE = "write.lock"
+OPEN_ATTEMPTS = 5
+"""Tries to open a commit whose segments a merge in another process removes meanwhile (each try reads the
+newer commit)."""
 
 INDEX_FORMATS: dict[str, type] = {}
 """``meta.json`` format name -> the index class that opens it (filled by :func:`register_index_format`)."""
@@ -85,6 +103,13 @@ class Segment:
     def n_deleted(self) -> int:
         return int(self.deleted.sum())
 
+    def with_deleted(self, deleted: np.ndarray) -> "Segment":
+        """This segment with other deletion flags (a change never alters flags a snapshot reads); the opened
+        files and caches are shared."""
+        changed = copy.copy(self)
+        changed.deleted = deleted
+        return changed
+
     def document(self, local: int) -> Document:
         """The stored document of a local number (needs stored texts)."""
         record = json.loads(self.texts[local])
@@ -109,6 +134,23 @@ class Segment:
         return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
 
+class Snapshot:
+    """One committed state of an index, all that a search reads: ``meta.json`` as committed, its segments
+    open, and values derived from them (document frequencies, IDF), computed once per snapshot.
+
+    Never changed once published: a change builds the next snapshot and publishes it in one assignment, so a
+    search that took a snapshot sees all of a change or none of it."""
+
+    __slots__ = ("meta", "segments", "stamp", "derived")
+
+    def __init__(self, meta: dict, segments: list[Segment], stamp=None):
+        self.meta = meta
+        self.segments = segments
+        self.stamp = stamp
+        """The :func:`~semiret.indexes.storage.commit_stamp` of the ``meta.json`` it was read from or written as."""
+        self.derived: dict[str, Any] = {}
+
+
 class SegmentedIndex(ABC):
     """An open index directory of segments: the life cycle every index kind shares.
 
@@ -117,6 +159,11 @@ class SegmentedIndex(ABC):
     and renames it into place; :meth:`open` reads ``meta.json`` and opens the segments; :meth:`add`,
     :meth:`delete` and :meth:`merge` change the index and commit with one atomic ``meta.json`` replace.
     Documents are found by id (:meth:`locate`, ``in``, :meth:`get_document`) in any kind.
+
+    Concurrency: any number of threads may search while one changes the index. A change runs on a private
+    copy of the index (:meth:`_change`) and is published, as a new :class:`Snapshot`, only once committed;
+    ``meta`` and ``segments`` are the current snapshot's. Writers take turns across threads and processes
+    (:meth:`writing`); readers in other processes see a commit when they re-open or :meth:`refresh`.
 
     A kind provides:
 
@@ -128,7 +175,10 @@ class SegmentedIndex(ABC):
     - :meth:`_validate`: refuse a bad batch with a clear error before anything is written;
     - :meth:`_write_segment_files`: write a batch's own files into a staged segment folder;
     - :meth:`_live_batch`: a segment's live documents back as a batch (for :meth:`merge`);
-    - its ``search``, and ``describe`` facts of its own (``{**super().describe(), ...}``).
+    - its ``search`` (reading one snapshot: ``snapshot = self.snapshot``), and ``describe`` facts of its own
+      (``{**super().describe(), ...}``);
+    - where it keeps state beside the snapshot (a growable vocabulary), :meth:`_load_commit` and
+      :meth:`_discard_uncommitted`.
 
     Decorated with :func:`register_index_format`, a kind opens through :func:`open_index`.
     """
@@ -140,8 +190,12 @@ class SegmentedIndex(ABC):
 
     def __init__(self, path: Path, meta: dict):
         self.path = path
-        self.meta = meta
-        self.segments = [self._open_segment(path / info["name"], info) for info in meta["segments"]]
+        self.snapshot = Snapshot(meta, [])
+        """What searches read now; replaced whole by each change and refresh."""
+        self.snapshot.segments.extend(self._open_segment(path / info["name"], info) for info in meta["segments"])
+        self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
+        self._write_depth = 0  # nested writing() blocks of the thread that holds _writer
+        self._publishing = threading.Lock()  # held while a snapshot is committed or re-read and published
 
     # ------------------------------------------------------------------ what a kind provides
     @abstractmethod
@@ -164,6 +218,13 @@ class SegmentedIndex(ABC):
         """The documents ``live`` (local numbers, ascending) of ``segment`` as a batch, with these ids and
         stored documents."""
 
+    def _load_commit(self, meta: dict) -> None:
+        """Bring state the kind keeps beside the snapshot up to ``meta``, a newer commit (before its segments
+        are opened)."""
+
+    def _discard_uncommitted(self) -> None:
+        """Forget what a failed change left in state the kind keeps beside the snapshot."""
+
     # ------------------------------------------------------------------ creation and opening
     @classmethod
     def _build(cls, path: str | Path, fields: dict, batches: Iterable, store_texts: bool, overwrite: bool,
@@ -181,12 +242,11 @@ class SegmentedIndex(ABC):
             }
             batch_list = list(batches)  # consumed first: what the batches' producer fills in is complete afterwards
             index = cls(staged, meta, **attributes)
-            if batch_list:
-                batch = cls.batch_type.concatenate(batch_list)
-                index._check_batch(batch)
-                index._write_segment(batch, check_duplicates=False)
-            else:
-                index._commit()
+            with index._change() as draft:
+                if batch_list:
+                    batch = cls.batch_type.concatenate(batch_list)
+                    draft._check_batch(batch)
+                    draft._append_segment(batch)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
             raise
@@ -196,12 +256,32 @@ class SegmentedIndex(ABC):
     @classmethod
     def open(cls, path: str | Path):
         path = Path(path)
-        meta = read_meta(path, cls.FORMAT)
-        if meta.get("version") != cls.VERSION:
-            raise IndexFormatError(f"{path}: {cls.DESCRIPTION} format version {meta.get('version')} is not supported")
-        return cls(path, meta)
+        attempt = 0
+        while True:
+            meta, stamp = read_commit(path, cls.FORMAT)
+            if meta.get("version") != cls.VERSION:
+                raise IndexFormatError(f"{path}: {cls.DESCRIPTION} format version {meta.get('version')} is not supported")
+            try:
+                index = cls(path, meta)
+            except (IndexFormatError, OSError):
+                attempt += 1
+                if attempt < OPEN_ATTEMPTS and commit_stamp(path) != stamp:
+                    continue  # another process merged meanwhile and removed segments of the commit read
+                raise
+            index.snapshot.stamp = stamp
+            return index
 
     # ------------------------------------------------------------------ properties
+    @property
+    def meta(self) -> dict:
+        """The current snapshot's ``meta.json`` (read only: changes go through :meth:`_change`)."""
+        return self.snapshot.meta
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The current snapshot's segments (read only)."""
+        return self.snapshot.segments
+
     @property
     def kind(self) -> str:
         return self.meta["kind"]
@@ -221,8 +301,10 @@ class SegmentedIndex(ABC):
 
     def describe(self) -> dict:
         """Facts about the index for reports: counts and size (each kind adds its own)."""
-        return {"kind": self.kind, "documents": self.n_docs, "deleted": self.n_stored - self.n_docs,
-                "segments": len(self.segments), "size_bytes": self.size_on_disk()}
+        segments = self.segments
+        live = sum(s.n_docs - s.n_deleted for s in segments)
+        return {"kind": self.kind, "documents": live, "deleted": sum(s.n_docs for s in segments) - live,
+                "segments": len(segments), "size_bytes": self.size_on_disk()}
 
     # ------------------------------------------------------------------ documents
     def locate(self, doc_id: str) -> tuple[Segment, int] | None:
@@ -247,51 +329,152 @@ class SegmentedIndex(ABC):
             return None
         return found[0].document(found[1])
 
+    def pinned(self) -> "SegmentedIndex":
+        """A read-only view of the current snapshot: searches and lookups on it all see that one commit, whatever
+        is published meanwhile (a search and the stored texts of its hits, say). Never change it."""
+        return copy.copy(self)
+
+    # ------------------------------------------------------------------ other processes' commits
+    def refresh(self) -> bool:
+        """See what other processes committed since this index was opened or last refreshed: one ``stat`` of
+        ``meta.json`` when nothing changed, else the new commit is read (unchanged segments stay open).
+        Returns whether there was a new commit. Long-lived readers (a server, a search loop) call it before
+        each search; it never waits for a writer."""
+        if not self._publishing.acquire(blocking=False):
+            return False  # this process is committing a change: publishing it brings the newest state
+        try:
+            return self._load_newer_commit()
+        finally:
+            self._publishing.release()
+
+    def _load_newer_commit(self) -> bool:
+        """Publish the snapshot of ``meta.json`` if it is not the current one (the caller holds _publishing)."""
+        attempt = 0
+        while commit_stamp(self.path) != self.snapshot.stamp:
+            meta, stamp = read_commit(self.path, self.FORMAT)
+            try:
+                self._load_commit(meta)
+                # segments are re-used by name, unless the directory holds another index now (rebuilt)
+                same_index = meta.get("created") == self.meta.get("created")
+                known = {segment.name: segment for segment in self.segments} if same_index else {}
+                segments = [self._reopen_segment(known.get(info["name"]), info) for info in meta["segments"]]
+            except (IndexFormatError, OSError):
+                attempt += 1
+                if attempt < OPEN_ATTEMPTS and commit_stamp(self.path) != stamp:
+                    continue  # another process merged meanwhile and removed segments of the commit read
+                raise
+            self.snapshot = Snapshot(meta, segments, stamp)
+            return True
+        return False
+
+    def _reopen_segment(self, known: Segment | None, info: dict) -> Segment:
+        """A committed segment: ``known`` (the open one of that name) as it is or with the deletion marks
+        committed since, else opened."""
+        if known is None:
+            return self._open_segment(self.path / info["name"], info)
+        if known.n_deleted == info.get("n_deleted", 0):
+            return known
+        return known.with_deleted(read_deletions(known.path, known.n_docs, info.get("n_deleted", 0)))
+
     # ------------------------------------------------------------------ changes
+    @contextmanager
+    def writing(self) -> Iterator["SegmentedIndex"]:
+        """Hold the index's write lock while the block runs, with the index refreshed to the last commit.
+
+        One writer at a time, across threads and processes: an ``flock`` on ``write.lock`` (released by the
+        kernel when its holder dies, even by ``kill -9``), so every change applies on top of every other
+        writer's commit instead of replacing it. :meth:`add`, :meth:`delete` and :meth:`merge` take it
+        themselves; hold it around more than one of them to make them one step for other writers, and around
+        encoding documents whose encoding grows the index's vocabulary (BM25's words). A failure inside
+        discards what uncommitted state it left (such words). Searches never wait for it."""
+        with self._writer:
+            outermost = self._write_depth == 0
+            with exclusive_lock(self.path / LOCK_FILE) if outermost else nullcontext():
+                self._write_depth += 1
+                try:
+                    if outermost:
+                        with self._publishing:
+                            self._load_newer_commit()
+                    yield self
+                except BaseException:
+                    self._discard_uncommitted()
+                    raise
+                finally:
+                    self._write_depth -= 1
+
+    @contextmanager
+    def _change(self) -> Iterator["SegmentedIndex"]:
+        """A private copy of the index at its last commit (a draft) to change; when the block ends without
+        error the draft is committed, durably, and published as the new snapshot. Searches meanwhile read
+        the old snapshot, which nothing here alters."""
+        with self.writing():
+            draft = copy.copy(self)
+            draft.snapshot = Snapshot(copy.deepcopy(self.meta), list(self.segments))
+            yield draft
+            with self._publishing:
+                draft._commit()
+                draft.snapshot.stamp = commit_stamp(self.path)
+                self.snapshot = draft.snapshot
+
     def add(self, batch, replace: bool = False) -> int:
-        """Add documents as a new segment; returns how many. Existing ids are an error unless ``replace``."""
+        """Add documents as a new segment; returns how many. Existing ids are an error unless ``replace``,
+        which deletes their old versions in the same commit."""
         if len(batch) == 0:
             return 0
-        self._check_batch(batch)  # refuse bad input before old versions are deleted
-        if replace:
-            self.delete([i for i in batch.ids if i in self], missing_ok=True)
-        self._write_segment(batch, check_duplicates=True)
+        with self._change() as draft:
+            draft._check_batch(batch)  # against the last commit: another writer's may have changed what is valid
+            if replace:
+                draft._mark_deleted([i for i in batch.ids if i in draft], missing_ok=True)
+            else:
+                clash = next((i for i in batch.ids if i in draft), None)
+                if clash is not None:
+                    raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+            draft._append_segment(batch)
         return len(batch)
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""
-        marks: dict[str, list[int]] = {}
-        for doc_id in dict.fromkeys(doc_ids):  # each id once, in order
-            found = self.locate(doc_id)
-            if found is None:
-                if missing_ok:
-                    continue
-                raise SemiretError(f"cannot delete {doc_id!r}: no such document in {self.path}")
-            marks.setdefault(found[0].name, []).append(found[1])
-        for info, segment in zip(self.meta["segments"], self.segments):
-            if segment.name in marks:
-                append_deletions(segment.path, info.get("n_deleted", 0), marks[segment.name])
-                segment.deleted[marks[segment.name]] = True
-        self._commit()
-        return sum(map(len, marks.values()))
+        with self._change() as draft:
+            return draft._mark_deleted(doc_ids, missing_ok)
 
-    def merge(self) -> None:
-        """Fold all segments into one, dropping deleted documents."""
-        if len(self.segments) <= 1 and not any(s.deleted.any() for s in self.segments):
-            return
-        parts = []
-        for segment in self.segments:
-            live = np.flatnonzero(~segment.deleted)
-            documents = [segment.document(i) for i in live.tolist()] if segment.texts is not None else None
-            parts.append(self._live_batch(segment, live, segment.document_ids(live), documents))
-        merged = self.batch_type.concatenate(parts)
-        old = list(self.segments)
-        self.segments, self.meta["segments"] = [], []
-        self._write_segment(merged, check_duplicates=False)
-        for segment in old:
-            shutil.rmtree(segment.path, ignore_errors=True)
+    def merge(self, tail: int | None = None) -> None:
+        """Fold the last ``tail`` segments (default: all) into one, dropping their deleted documents; a merge of
+        all also removes what crashed changes left (folders and files no commit lists). Merging the small
+        segments that adds leave behind keeps searches fast without rewriting the large ones."""
+        with self.writing():
+            first = 0 if tail is None else max(len(self.segments) - tail, 0)
+            folded = self.segments[first:]
+            if len(folded) <= 1 and not any(s.deleted.any() for s in folded):
+                return
+            with self._change() as draft:
+                parts = []
+                for segment in folded:
+                    live = np.flatnonzero(~segment.deleted)
+                    documents = [segment.document(i) for i in live.tolist()] if segment.texts is not None else None
+                    parts.append(draft._live_batch(segment, live, segment.document_ids(live), documents))
+                merged = self.batch_type.concatenate(parts)
+                del draft.segments[first:]
+                del draft.meta["segments"][first:]
+                draft._append_segment(merged)
+            if first == 0:
+                self._remove_uncommitted_files()
+            else:
+                for segment in folded:
+                    shutil.rmtree(segment.path, ignore_errors=True)
 
-    # ------------------------------------------------------------------ writing
+    def _remove_uncommitted_files(self) -> None:
+        """Delete segment folders and staged files that the last commit does not list (under the write lock:
+        no writer is making any). Readers still searching an older snapshot keep their memory-mapped files."""
+        listed = {info["name"] for info in self.meta["segments"]}
+        for entry in self.path.iterdir():
+            orphan = entry.name.startswith("seg-") and entry.name not in listed
+            if orphan or ".tmp-" in entry.name:
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ writing (on a draft)
     def _check_batch(self, batch) -> None:
         """Refuse a batch that repeats an id or that the kind cannot take (:meth:`_validate`)."""
         if len(set(batch.ids)) != len(batch.ids):
@@ -300,12 +483,26 @@ class SegmentedIndex(ABC):
             raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
         self._validate(batch)
 
-    def _write_segment(self, batch, check_duplicates: bool) -> None:
-        """Write a checked batch as a new segment folder (staged, then renamed) and commit it."""
-        if check_duplicates:
-            clash = next((i for i in batch.ids if i in self), None)
-            if clash is not None:
-                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+    def _mark_deleted(self, doc_ids: Iterable[str], missing_ok: bool) -> int:
+        """Append deletion marks (durably) for these ids and flag them in new copies of their segments."""
+        marks: dict[str, list[int]] = {}
+        for doc_id in dict.fromkeys(doc_ids):  # each id once, in order
+            found = self.locate(doc_id)
+            if found is None:
+                if missing_ok:
+                    continue
+                raise SemiretError(f"cannot delete {doc_id!r}: no such document in {self.path}")
+            marks.setdefault(found[0].name, []).append(found[1])
+        for position, (info, segment) in enumerate(zip(self.meta["segments"], self.segments)):
+            if segment.name in marks:
+                append_deletions(segment.path, info.get("n_deleted", 0), marks[segment.name])
+                deleted = segment.deleted.copy()
+                deleted[marks[segment.name]] = True
+                self.segments[position] = segment.with_deleted(deleted)
+        return sum(map(len, marks.values()))
+
+    def _append_segment(self, batch) -> None:
+        """Write a checked batch as a new segment folder (staged, fsynced, then renamed) and list it."""
         info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": len(batch), "n_deleted": 0}
         # a folder of this name was left by an add that crashed before its commit: the staged one replaces it
         with staged_directory(self.path / info["name"]) as staged:
@@ -317,25 +514,27 @@ class SegmentedIndex(ABC):
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
         self.segments.append(self._open_segment(self.path / info["name"], info))
-        self._commit()
 
     def _commit(self) -> None:
-        """Record the current state in ``meta.json`` (one atomic rename): the commit point of every change."""
+        """Record the draft's state in ``meta.json`` (one atomic rename, fsynced): the commit point of every
+        change."""
         for info, segment in zip(self.meta["segments"], self.segments):
             info["n_deleted"] = segment.n_deleted
         atomic_write_json(self.path / META_FILE, self.meta)
 
     # ------------------------------------------------------------------ search results
-    def _top_hits(self, seg_scores: list[np.ndarray], seg_locals: list[np.ndarray], k: int,
+    @staticmethod
+    def _top_hits(segments: list[Segment], seg_scores: list[np.ndarray], seg_locals: list[np.ndarray], k: int,
                   n_queries: int) -> SearchHits:
         """The best ``k`` of every segment's per-query results ([queries, <= k] scores, best first, and local
-        numbers, -1 where fewer), ids decoded; equal scores keep the earlier segment first."""
+        numbers, -1 where fewer), ids decoded from ``segments`` (those searched: one snapshot's); equal scores
+        keep the earlier segment first."""
         if not seg_scores:
             return SearchHits([[] for _ in range(n_queries)], [[] for _ in range(n_queries)])
         if len(seg_scores) == 1:
             scores, locals_ = seg_scores[0], seg_locals[0]
             valid = locals_ >= 0
-            names = self.segments[0].document_ids(locals_[valid])
+            names = segments[0].document_ids(locals_[valid])
         else:
             scores = np.concatenate(seg_scores, axis=1)
             refs = np.concatenate([np.where(d >= 0, d.astype(np.int64) + (seg_no << 32), -1)
@@ -349,7 +548,7 @@ class SegmentedIndex(ABC):
             seg_of = flat_refs >> 32
             for seg_no in np.unique(seg_of).tolist():
                 here = seg_of == seg_no
-                names[here] = self.segments[seg_no].document_ids(flat_refs[here] & 0xFFFFFFFF)
+                names[here] = segments[seg_no].document_ids(flat_refs[here] & 0xFFFFFFFF)
             names = names.tolist()
         flat_scores = scores[valid].tolist()
         if n_queries == 1:

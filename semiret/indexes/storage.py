@@ -1,7 +1,8 @@
 """Small on-disk building blocks shared by every index directory.
 
 - :func:`read_meta` reads and checks ``meta.json``, each index's commit point (written with
-  :func:`semiret.files.atomic_write_json`);
+  :func:`semiret.files.atomic_write_json`); :func:`read_commit` also returns its :func:`commit_stamp`, which
+  changes with every commit, so a reader learns of a new one from a ``stat``;
 - :class:`StringTable` stores variable-length strings (document ids, texts) as one blob plus offsets,
   memory-mapped, so opening an index with a million documents reads nothing up front.
 """
@@ -16,22 +17,50 @@ from pathlib import Path
 import numpy as np
 
 from semiret.errors import IndexFormatError
+from semiret.files import fsync_directory
 
 META_FILE = "meta.json"
 
 
+CommitStamp = tuple[int, int, int]
+"""(inode, size, modification time in ns) of ``meta.json``: each commit writes a new file and renames it into
+place, so a new commit shows as a new stamp."""
+
+
 def read_meta(path: Path, expected_format: str | None) -> dict:
     """Read ``meta.json`` of an index directory and check what it is (any format when ``None``)."""
+    return read_commit(path, expected_format)[0]
+
+
+def read_commit(path: Path, expected_format: str | None) -> tuple[dict, CommitStamp]:
+    """``meta.json`` of an index directory, checked as :func:`read_meta` does, and the stamp of that very file
+    (taken from the open file, so the two always belong together)."""
     meta_path = Path(path) / META_FILE
-    if not meta_path.is_file():
-        raise IndexFormatError(f"{path} is not a semiret index (no {META_FILE})")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise IndexFormatError(f"{meta_path}: malformed JSON ({exc.msg})") from None
+        with open(meta_path, "rb") as handle:
+            stamp = _stamp(os.fstat(handle.fileno()))
+            text = handle.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise IndexFormatError(f"{path} is not a semiret index (no {META_FILE})") from None
+    try:
+        meta = json.loads(text.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IndexFormatError(f"{meta_path}: malformed JSON ({getattr(exc, 'msg', exc)})") from None
     if expected_format is not None and meta.get("format") != expected_format:
         raise IndexFormatError(f"{path} holds a {meta.get('format')!r} index, not {expected_format!r}")
-    return meta
+    return meta, stamp
+
+
+def commit_stamp(path: Path) -> CommitStamp | None:
+    """The stamp of an index directory's current ``meta.json`` (one ``stat``), or None if it has none."""
+    try:
+        return _stamp(os.stat(Path(path) / META_FILE))
+    except FileNotFoundError:
+        return None
+
+
+def _stamp(stat: os.stat_result) -> CommitStamp:
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:
@@ -101,9 +130,15 @@ def read_deletions(segment: Path, n_docs: int, n_committed: int) -> np.ndarray:
 
 
 def append_deletions(segment: Path, n_committed: int, locals_: list[int]) -> None:
-    """Durably append deletion marks after the ``n_committed`` ones (dropping any uncommitted marks)."""
+    """Durably append deletion marks after the ``n_committed`` ones (dropping any uncommitted marks).
+
+    Readers read only the marks their commit counts, a prefix this never changes: it runs under the index's
+    write lock, after a refresh, so ``n_committed`` is the newest count."""
+    created = not (segment / DELETED_FILE).exists()
     with open(segment / DELETED_FILE, "ab") as handle:
         handle.truncate(4 * n_committed)
         handle.write(np.asarray(locals_, np.int32).tobytes())
         handle.flush()
         os.fsync(handle.fileno())
+    if created:
+        fsync_directory(segment)

@@ -56,7 +56,7 @@ class WordCounts(DocumentSide):
     @classmethod
     def from_index(cls, index):
         config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
-        return cls(WordAnalyzer(**config), TermDictionary(index.vocab), index.bm25)
+        return cls(WordAnalyzer(**config), index.terms, index.bm25)  # encodes into the index's own vocabulary
 
     def index_config(self) -> dict:
         return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms.terms, "bm25": self.params}

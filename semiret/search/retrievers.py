@@ -20,6 +20,7 @@ A retriever class only names the pair and registers it::
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -168,11 +169,29 @@ class Retriever:
         return cls(index, cls.queries.open(index, search_options, document_side), document_side)
 
     def add(self, documents: Iterable[Document], replace: bool = False) -> int:
-        """Index more documents; they are searchable as soon as this returns."""
-        return self.index.add(self.document_side.encode(list(documents)), replace=replace)
+        """Index more documents; they are searchable as soon as this returns, and durable.
+
+        Encoded under the index's write lock, against its last commit: a vocabulary that grows as documents are
+        encoded (BM25's words) then gives new words ids no other writer has given."""
+        documents = list(documents)
+        with self.index.writing():
+            return self.index.add(self.document_side.encode(documents), replace=replace)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         return self.index.delete(doc_ids)
+
+    def with_options(self, **options) -> "Retriever":
+        """This retriever with other search options: the same index and document side (a model it loaded is
+        not loaded again), another query side."""
+        query_side = self.queries.open(self.index, self._search_options(options), self.document_side)
+        return type(self)(self.index, query_side, self.document_side)
+
+    def pinned(self) -> "Retriever":
+        """This retriever over a read-only view of the index's current commit (``index.pinned()``): a search
+        and the stored texts of its hits then come from one state, whatever writers publish meanwhile."""
+        view = copy.copy(self)
+        view.index = self.index.pinned()
+        return view
 
     # ------------------------------------------------------------------ search
     def encode_queries(self, texts: list[str]) -> list:

@@ -76,11 +76,24 @@ class WordAnalyzer:
 
 
 class TermDictionary:
-    """A growable term -> id map for word vocabularies (ids are dense and never reused)."""
+    """A growable term -> id map for word vocabularies (ids are dense; only :meth:`truncate` takes any back)."""
 
     def __init__(self, terms: list[str] | None = None):
         self.terms: list[str] = terms if terms is not None else []  # shared with the index, not copied
         self.ids: dict[str, int] = {t: i for i, t in enumerate(self.terms)}
+        self.generation = 0
+        """Counts :meth:`truncate` calls that took ids back: caches of term ids made before are stale."""
+
+    def truncate(self, size: int) -> None:
+        """Forget the terms from id ``size`` on (those a write that failed had added), so that other terms can
+        take their ids."""
+        if len(self.terms) <= size:
+            return
+        for term in self.terms[size:]:
+            if self.ids.get(term, -1) >= size:
+                del self.ids[term]
+        del self.terms[size:]
+        self.generation += 1
 
     def __len__(self) -> int:
         return len(self.terms)

@@ -38,11 +38,12 @@ def word_count_postings(documents: list[Document], analyzer: WordAnalyzer, terms
 
 
 class _WordIds(dict):
-    """Surface word -> term id (-1: dropped by the analyzer), filled on first sight."""
+    """Surface word -> term id (-1: dropped by the analyzer), filled on first sight, for one generation of the
+    dictionary."""
 
     def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary):
         super().__init__()
-        self.analyzer, self.terms = analyzer, terms
+        self.analyzer, self.terms, self.generation = analyzer, terms, terms.generation
 
     def __missing__(self, word: str) -> int:
         # what WordAnalyzer.__call__ does to each word its pattern found
@@ -59,12 +60,12 @@ _WORD_ID_CACHES: "weakref.WeakKeyDictionary[TermDictionary, dict]" = weakref.Wea
 
 
 def _word_ids(analyzer: WordAnalyzer, terms: TermDictionary) -> _WordIds:
-    """The cache for this term dictionary and analyzer configuration (term ids are never reused,
-    so entries stay valid while the dictionary grows)."""
+    """The cache for this term dictionary and analyzer configuration (entries stay valid while the
+    dictionary grows, until it takes ids back)."""
     caches = _WORD_ID_CACHES.setdefault(terms, {})
     key = tuple(sorted(analyzer.config().items(), key=lambda kv: kv[0]))
     cache = caches.get(key)
-    if cache is None:
+    if cache is None or cache.generation != terms.generation:
         cache = caches[key] = _WordIds(analyzer, terms)
     return cache
 
@@ -87,31 +88,35 @@ class QueryTerms:
     """Query text -> ids of its known terms, as ``terms.lookup(analyzer(text), add=False)`` gives them,
     through a cache from surface words to term ids (a query word is analyzed once, not per query).
 
-    Words unknown to the vocabulary are not cached: documents added later may bring them in.
+    Words unknown to the vocabulary are not cached: documents added later may bring them in. The cache is
+    dropped when the dictionary takes ids back (:meth:`TermDictionary.truncate`).
     """
 
     def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary):
         self.analyzer, self.terms = analyzer, terms
         self._cache: dict[str, int] = {}  # word -> term id, or -1 for a stopword
+        self._generation = terms.generation
 
     def __call__(self, text: str) -> list[int]:
+        if self._generation != self.terms.generation:
+            self._cache, self._generation = {}, self.terms.generation
         cache = self._cache
         out = []
         for word in self.analyzer.words(text):
             term_id = cache.get(word)
             if term_id is None:
-                term_id = self._resolve(word)
+                term_id = self._resolve(word, cache)
             if term_id >= 0:
                 out.append(term_id)
         return out
 
-    def _resolve(self, word: str) -> int:
+    def _resolve(self, word: str, cache: dict[str, int]) -> int:
         term = self.analyzer.term(word)
         if term is None:  # a stopword, for good
-            self._cache[word] = -1
+            cache[word] = -1
             return -1
         term_id = self.terms.ids.get(term)
         if term_id is None:
             return -1
-        self._cache[word] = term_id
+        cache[word] = term_id
         return term_id

@@ -69,13 +69,14 @@ class PriorityIndex(SegmentedIndex):
 
     def search(self, k):
         """The k live documents of largest priority."""
+        segments = self.segments
         seg_scores, seg_locals = [], []
-        for segment in self.segments:
+        for segment in segments:
             values = np.where(segment.deleted, -np.inf, np.asarray(segment.values))
             top = np.argsort(-values, kind="stable")[:k]
             seg_scores.append(values[top][None])
             seg_locals.append(np.where(np.isfinite(values[top]), top, -1)[None])
-        return self._top_hits(seg_scores, seg_locals, k, 1)
+        return self._top_hits(segments, seg_scores, seg_locals, k, 1)
 
 
 def priorities(values: dict[str, float]) -> Priorities:
@@ -111,7 +112,7 @@ def test_a_registered_kind_builds_changes_and_opens_through_open_index(tmp_path,
     merged = open_index(tmp_path / "idx")
     assert len(merged.segments) == 1 and merged.n_docs == merged.n_stored == 3
     assert merged.search(k=5).ids == [["a", "d", "c"]] and merged.get_document("c").text == "text of c"
-    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["meta.json", "seg-000003"]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["meta.json", "seg-000003", "write.lock"]
 
 
 def test_the_store_refuses_bad_batches_before_writing(tmp_path, registry):

@@ -1,0 +1,14 @@
+"""``semiret serve``: index directories over HTTP (FastAPI and uvicorn), searched while documents are added and
+deleted, every write durable before it is acknowledged. A layer beside ``evaluation`` and ``training``: it
+uses the search layer and below.
+
+- :mod:`~semiret.serving.settings`: what is served, the API key and the limits;
+- :mod:`~semiret.serving.served`: one index behind the server (refresh, search, upsert, delete, merge policy);
+- :mod:`~semiret.serving.schemas`: request and response bodies;
+- :mod:`~semiret.serving.app`: the HTTP API (:func:`create_app`).
+"""
+
+from semiret.serving.app import create_app
+from semiret.serving.settings import ServeSettings, parse_index_specs
+
+__all__ = ["ServeSettings", "create_app", "parse_index_specs"]

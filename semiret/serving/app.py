@@ -1,0 +1,330 @@
+"""The HTTP API of ``semiret serve`` (FastAPI), in the shape of vector databases' collections and points:
+
+=========================================  =========================================================
+``GET /indexes``                           the served indexes, described
+``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
+``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "with_text", "options"}`` ->
+                                           ``{"results": [[{"id", "score"}, ...], ...]}``
+``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
+``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
+                                           JSONL body (``application/x-ndjson``), streamed
+``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``
+``GET /indexes/{name}/documents/{id}``     a stored document
+``POST /indexes/{name}/merge``             fold all segments into one
+``GET /healthz``, ``GET /readyz``          liveness; readiness (every index opens)
+=========================================  =========================================================
+
+A write is answered only once it is durable (``"status": "acknowledged"``); a request that fails changes
+nothing. Errors: 401 missing or wrong API key (``X-API-Key`` or ``Authorization: Bearer``), 403 a write to a
+server started without a key (read-only), 404 unknown index or document, 413 a body over
+``--max-request-bytes`` or a batch over ``--max-batch``, 415 an unknown body type, 422 malformed JSON, invalid
+UTF-8, a wrong field or type (each naming where), an empty document, an id repeated within one add (ids must
+be unique within a request: which of two versions to keep would be a guess), an option the retriever does
+not have; 503 an index directory that no longer opens.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
+
+from semiret.data.collection import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.serving.schemas import (
+    DeleteRequest,
+    DocumentIn,
+    IndexInfo,
+    IndexList,
+    SearchRequest,
+    SearchResponse,
+    UpsertRequest,
+    WriteResponse,
+)
+from semiret.serving.served import ServedIndex
+from semiret.serving.settings import ServeSettings
+
+JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
+DOCUMENT = TypeAdapter(DocumentIn)
+
+
+class BodyTooLarge(HTTPException):
+    """A request body grew past the limit while it was read (413)."""
+
+    def __init__(self, max_bytes: int):
+        super().__init__(413, f"request body over the limit of {max_bytes} bytes (--max-request-bytes)")
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413, whether its ``Content-Length`` says
+    so up front or a streamed (chunked) body grows past it while the endpoint reads it."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            too_large = BodyTooLarge(self.max_bytes)
+            return await JSONResponse({"detail": too_large.detail}, status_code=413)(scope, receive, send)
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+class CheckedRoute(APIRoute):
+    """A route whose JSON body must be valid UTF-8: a clear 422 (FastAPI alone answers 400 "There was an error
+    parsing the body")."""
+
+    def get_route_handler(self):
+        handle = super().get_route_handler()
+
+        async def checked(request: Request):
+            if request.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+                body = await request.body()  # kept by the request: the endpoint reads it again for free
+                try:
+                    body.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise validation_error(("body",), f"invalid UTF-8 at byte {exc.start}", "utf8_invalid") from None
+            return await handle(request)
+
+        return checked
+
+
+def validation_error(loc: tuple, message: str, kind: str = "value_error") -> RequestValidationError:
+    """A 422 in FastAPI's own shape, naming where the input is wrong."""
+    return RequestValidationError([{"loc": loc, "msg": message, "type": kind}])
+
+
+def create_app(settings: ServeSettings) -> FastAPI:
+    """The application serving ``settings.indexes`` (each opened, its search kernels compiled and, when writes
+    are allowed, its document encoder loaded, before this returns)."""
+    served = {name: ServedIndex(name, path, settings.max_segments) for name, path in settings.indexes.items()}
+    for index in served.values():
+        index.warm_up(writable=settings.api_key is not None)
+
+    app = FastAPI(title="semiret", summary="Semi-parametric retrieval over HTTP: search, add, delete.",
+                  description=__doc__)
+    app.router.route_class = CheckedRoute
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+
+    def check_key(request: Request, write: bool) -> None:
+        if settings.api_key is None:
+            if write:
+                raise HTTPException(403, "this server is read-only: start it with --api-key (or SEMIRET_API_KEY) "
+                                         "to allow writes")
+            return
+        if not write and not settings.reads_need_key:
+            return
+        given = request.headers.get("x-api-key")
+        authorization = request.headers.get("authorization", "")
+        if given is None and authorization.lower().startswith("bearer "):
+            given = authorization[7:].strip()
+        if given is None:
+            raise HTTPException(401, "missing API key (header X-API-Key, or Authorization: Bearer KEY)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(given.encode(), settings.api_key.encode()):
+            raise HTTPException(401, "wrong API key", headers={"WWW-Authenticate": "Bearer"})
+
+    # every handler is async: blocking work goes to the thread pool once (run_in_threadpool); a sync handler or
+    # dependency would cost a thread hop each
+    async def readable(name: str, request: Request) -> ServedIndex:
+        check_key(request, write=False)
+        return _served_index(served, name)
+
+    async def writable(name: str, request: Request) -> ServedIndex:
+        check_key(request, write=True)
+        return _served_index(served, name)
+
+    @app.exception_handler(IndexFormatError)
+    async def unavailable(request: Request, exc: IndexFormatError):
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @app.exception_handler(SemiretError)
+    async def refused(request: Request, exc: SemiretError):
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    def check_batch(count: int, what: str) -> None:
+        if count > settings.max_batch:
+            raise HTTPException(413, f"{count} {what} in one request; the limit is {settings.max_batch} (--max-batch)")
+
+    def check_k(k: int, loc: tuple) -> None:
+        if k > settings.max_k:
+            raise validation_error(loc, f"k must be at most {settings.max_k}", "less_than_equal")
+
+    # ------------------------------------------------------------------ health
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict:
+        """The process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz():
+        """Every index still opens (its ``meta.json`` reads); 503 naming those that do not."""
+        failed = {}
+        for name, index in served.items():
+            try:
+                await run_in_threadpool(index.refresh)
+            except (SemiretError, OSError) as exc:
+                failed[name] = str(exc)
+        if failed:
+            return JSONResponse({"status": "unavailable", "indexes": failed}, status_code=503)
+        return {"status": "ready", "indexes": list(served)}
+
+    # ------------------------------------------------------------------ indexes
+    @app.get("/indexes", response_model=IndexList, tags=["indexes"])
+    async def list_indexes(request: Request):
+        check_key(request, write=False)
+        return {"indexes": [await run_in_threadpool(index.describe) for index in served.values()]}
+
+    @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"])
+    async def describe_index(index: ServedIndex = Depends(readable)):
+        return await run_in_threadpool(index.describe)
+
+    @app.post("/indexes/{name}/merge", response_model=IndexInfo, tags=["indexes"])
+    async def merge_index(index: ServedIndex = Depends(writable)):
+        """Fold all segments into one and drop deleted documents."""
+        return await run_in_threadpool(index.merge)
+
+    # ------------------------------------------------------------------ search
+    @app.post("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
+              tags=["search"])
+    async def search(body: SearchRequest, index: ServedIndex = Depends(readable)):
+        check_batch(len(body.queries), "queries")
+        check_k(body.k, ("body", "k"))
+        return {"results": await run_in_threadpool(index.search, body.queries, body.k, body.options, body.with_text)}
+
+    @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
+             tags=["search"])
+    async def search_get(q: Annotated[list[str], Query(min_length=1, description="A query; repeat for more.")],
+                         index: ServedIndex = Depends(readable), k: Annotated[int, Query(ge=1)] = 10,
+                         with_text: bool = False):
+        check_batch(len(q), "queries")
+        check_k(k, ("query", "k"))
+        return {"results": await run_in_threadpool(index.search, q, k, {}, with_text)}
+
+    # ------------------------------------------------------------------ documents
+    @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
+             tags=["documents"], openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/json": {"schema": UpsertRequest.model_json_schema()},
+                 "application/x-ndjson": {"schema": {"type": "string", "description":
+                                                     "One document per line: {\"_id\", \"title\", \"text\"}"}}}}})
+    async def upsert(request: Request, index: ServedIndex = Depends(writable)):
+        """Add documents; those whose ids exist are replaced (in the same commit). Ids must be unique within
+        one request. Answered once durable; a bad document anywhere changes nothing."""
+        content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        if content_type in JSONL_TYPES:
+            documents = await _read_jsonl(request, settings.max_batch)
+        elif content_type == "application/json":
+            documents = _parse_json_documents(await request.body())  # UTF-8 checked by CheckedRoute
+        else:
+            raise HTTPException(415, f"body type {content_type!r}: send application/json ({{\"documents\": [...]}}) "
+                                     f"or application/x-ndjson (one document per line)")
+        check_batch(len(documents), "documents")
+        _check_unique(documents)
+        upserted = await run_in_threadpool(index.upsert, [Document(d.id, d.text, d.title) for _, d in documents])
+        return {"upserted": upserted}
+
+    @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
+              tags=["documents"])
+    async def delete(body: DeleteRequest, index: ServedIndex = Depends(writable)):
+        """Delete documents by id (unknown ids are skipped); answered once durable."""
+        check_batch(len(body.ids), "ids")
+        return {"deleted": await run_in_threadpool(index.delete, body.ids)}
+
+    @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"])
+    async def get_document(doc_id: str, index: ServedIndex = Depends(readable)) -> dict:
+        """The stored document: ``{"_id", "title", "text"}`` (only ``_id`` if the index keeps no texts)."""
+        found = await run_in_threadpool(index.document, doc_id)
+        if found is None:
+            raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
+        return found
+
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The application of the settings ``semiret serve`` put in the environment (uvicorn's factory for
+    ``--workers N``: each worker process calls it)."""
+    return create_app(ServeSettings.from_environment())
+
+
+def _served_index(served: dict[str, ServedIndex], name: str) -> ServedIndex:
+    try:
+        return served[name]
+    except KeyError:
+        raise HTTPException(404, f"no index {name!r} (served: {', '.join(served)})") from None
+
+
+Located = tuple[tuple, DocumentIn]
+"""A document to add and where it was in the request (the start of an error's ``loc``)."""
+
+
+def _parse_json_documents(body: bytes) -> list[Located]:
+    try:
+        documents = UpsertRequest.model_validate_json(body).documents
+    except ValidationError as exc:
+        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+    return [(("body", "documents", position), document) for position, document in enumerate(documents)]
+
+
+async def _read_jsonl(request: Request, max_documents: int) -> list[Located]:
+    """Documents of a JSONL body, validated line by line as the body streams in (blank lines skipped)."""
+    documents: list[Located] = []
+    pending = b""
+    line_number = 0
+
+    def parse(line: bytes) -> None:
+        nonlocal line_number
+        line_number += 1
+        if not line.strip():
+            return
+        loc = ("body", "line", line_number)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise validation_error(loc, f"invalid UTF-8 at byte {exc.start} of the line", "utf8_invalid") from None
+        try:
+            documents.append((loc, DOCUMENT.validate_python(json.loads(text))))
+        except json.JSONDecodeError as exc:
+            raise validation_error(loc, f"malformed JSON: {exc.msg} (column {exc.colno})", "json_invalid") from None
+        except ValidationError as exc:
+            raise RequestValidationError([{**error, "loc": (*loc, *error["loc"])} for error in exc.errors()]) from None
+        if len(documents) > max_documents:
+            raise HTTPException(413, f"more than {max_documents} documents in one request (--max-batch)")
+
+    async for chunk in request.stream():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            parse(line)
+    parse(pending)
+    return documents
+
+
+def _check_unique(documents: list[Located]) -> None:
+    """Refuse an id given twice in one request (422 naming both places)."""
+    first_seen: dict[str, tuple] = {}
+    for loc, document in documents:
+        earlier = first_seen.setdefault(document.id, loc)
+        if earlier != loc:
+            raise validation_error((*loc, "_id"), f"duplicate id {document.id!r} (also at {'/'.join(map(str, earlier[1:]))}): "
+                                                  "ids must be unique within one request", "duplicate_id")

@@ -1,0 +1,82 @@
+"""Request and response bodies of the HTTP API (pydantic: a wrong field type is a 422 naming the field)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class DocumentIn(BaseModel):
+    """A document to add, as in a BEIR ``corpus.jsonl`` line (other fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    id: str = Field(alias="_id", min_length=1, description="Document id, unique within one request.")
+    title: str = ""
+    text: str = ""
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "DocumentIn":
+        if not (self.title.strip() or self.text.strip()):
+            raise ValueError(f"document {self.id!r} is empty: its title and text are both blank")
+        return self
+
+
+class UpsertRequest(BaseModel):
+    """``PUT .../documents`` as JSON. The same endpoint takes ``application/x-ndjson``: one document per line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[DocumentIn]
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    queries: list[str] = Field(description="Query texts; the answer has one list of hits per query.")
+    k: int = Field(10, ge=1, description="Hits per query.")
+    with_text: bool = Field(False, description="Include each hit's stored title and text.")
+    options: dict[str, Any] = Field(default_factory=dict,
+                                    description="Search options of the index's retriever (e.g. two_phase, min_idf: "
+                                                "see search_options of GET /indexes/{name}).")
+
+
+class Hit(BaseModel):
+    id: str
+    score: float
+    title: str | None = Field(None, description="With with_text.")
+    text: str | None = Field(None, description="With with_text.")
+
+
+class SearchResponse(BaseModel):
+    results: list[list[Hit]]
+
+
+class DeleteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] = Field(description="Ids to delete; unknown ones are skipped.")
+
+
+class WriteResponse(BaseModel):
+    status: str = Field("acknowledged", description="Returned only once the change is durable (fsynced).")
+    upserted: int | None = None
+    deleted: int | None = None
+
+
+class IndexInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    retriever: str
+    kind: str
+    documents: int
+    deleted: int
+    segments: int
+    size_bytes: int
+    search_options: list[str]
+
+
+class IndexList(BaseModel):
+    indexes: list[IndexInfo]

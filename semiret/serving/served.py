@@ -1,0 +1,138 @@
+"""One index directory behind the server: its retriever, and what each request does with it.
+
+Concurrency comes from the index itself (:mod:`semiret.indexes.segments`): a search reads one snapshot and
+never waits; a write takes the index's write lock (threads and processes alike: several ``--workers``
+share an index safely) and publishes a new snapshot once committed. Every request first :meth:`refresh`\\ es
+the index (one ``stat`` of ``meta.json``), so each worker process sees what the others committed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import fields
+from pathlib import Path
+
+from semiret.data.collection import Document
+from semiret.search.retrievers import Retriever, open_retriever
+
+OPTION_VARIANTS = 32
+"""Retrievers kept for distinct search options asked for (least recently used dropped first)."""
+
+
+class _TakeBack(Exception):
+    """Ends an ``index.writing()`` block that must leave nothing behind (``writing`` discards what a failed
+    block added to the vocabulary)."""
+
+
+class ServedIndex:
+    """An index directory opened with the retriever recorded in its ``meta.json``."""
+
+    def __init__(self, name: str, path: str | Path, max_segments: int):
+        self.name = name
+        self.path = Path(path)
+        self.retriever = open_retriever(self.path)
+        self.max_segments = max_segments
+        self._variants: OrderedDict[tuple, Retriever] = OrderedDict()
+        self._variants_lock = threading.Lock()
+
+    @property
+    def index(self):
+        return self.retriever.index
+
+    def refresh(self) -> None:
+        """Pick up what other processes committed (a ``stat`` when nothing was)."""
+        self.index.refresh()
+
+    def warm_up(self, writable: bool) -> None:
+        """Compile the search kernels (numba) and, if writes are allowed, load and run the document encoder, so
+        the first requests do not pay for either. Words the trial encoding gave ids to are taken back."""
+        self.retriever.search(["warm up"], k=1)
+        if writable:
+            try:
+                with self.index.writing():
+                    self.retriever.document_side.encode([Document("warm-up", "warm up")])
+                    raise _TakeBack
+            except _TakeBack:
+                pass
+
+    # ------------------------------------------------------------------ reads
+    def describe(self) -> dict:
+        self.refresh()
+        search_options = [f.name for f in fields(self.retriever.queries.Options)]
+        return {"name": self.name, "retriever": self.retriever.name, **self.index.describe(),
+                "search_options": search_options}
+
+    def search(self, queries: list[str], k: int, options: dict, with_text: bool) -> list[list[dict]]:
+        """One list of hits per query, best first, all from one commit (stored title and text with
+        ``with_text``)."""
+        self.refresh()
+        retriever = self._with_options(options).pinned()
+        results = []
+        for hits in retriever.search(queries, k=k):
+            rows = []
+            for hit in hits:
+                row = {"id": hit.id, "score": hit.score}
+                if with_text:
+                    document = hit.document
+                    row["title"] = document.title if document is not None else None
+                    row["text"] = document.text if document is not None else None
+                rows.append(row)
+            results.append(rows)
+        return results
+
+    def document(self, doc_id: str) -> dict | None:
+        """The stored document (only its id when the index keeps no texts), or None if there is no such id."""
+        self.refresh()
+        index = self.index.pinned()
+        document = index.get_document(doc_id)
+        if document is not None:
+            return document.to_record()
+        return {"_id": doc_id} if doc_id in index else None
+
+    # ------------------------------------------------------------------ writes (each durable when it returns)
+    def upsert(self, documents: list[Document]) -> int:
+        """Add documents, replacing those whose ids exist, in one commit."""
+        added = self.retriever.add(documents, replace=True)
+        self._merge_small_segments()
+        return added
+
+    def delete(self, doc_ids: list[str]) -> int:
+        """Delete the documents of these ids that exist; returns how many did."""
+        return self.index.delete(doc_ids, missing_ok=True)
+
+    def merge(self) -> dict:
+        self.index.merge()
+        return self.describe()
+
+    def _merge_small_segments(self) -> None:
+        """Keep at most ``max_segments`` segments: fold the run of recent segments that, together, are not
+        smaller than the segment before them (the small ones adds leave; large ones are rewritten rarely)."""
+        segments = self.index.segments
+        if len(segments) <= self.max_segments:
+            return
+        tail, size = 0, 0
+        for segment in reversed(segments):
+            if tail >= 2 and segment.n_docs > size:
+                break
+            tail, size = tail + 1, size + segment.n_docs
+        self.index.merge(tail=tail)
+
+    # ------------------------------------------------------------------ search options
+    def _with_options(self, options: dict) -> Retriever:
+        """The retriever with these search options (made once per distinct options, on the same index and
+        document side)."""
+        if not options:
+            return self.retriever
+        key = tuple(sorted((name, repr(value)) for name, value in options.items()))
+        with self._variants_lock:
+            variant = self._variants.get(key)
+            if variant is not None:
+                self._variants.move_to_end(key)
+                return variant
+        variant = self.retriever.with_options(**options)  # may load a token-weight table: outside the lock
+        with self._variants_lock:
+            self._variants[key] = variant
+            while len(self._variants) > OPTION_VARIANTS:
+                self._variants.popitem(last=False)
+        return variant

@@ -1,0 +1,86 @@
+"""What ``semiret serve`` serves and under which limits: one frozen settings object, passed to every worker
+process as JSON (``SEMIRET_SERVE_SETTINGS``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from semiret.errors import SemiretError
+
+SETTINGS_VARIABLE = "SEMIRET_SERVE_SETTINGS"
+"""The environment variable that hands the settings to uvicorn's worker processes (``--workers N``)."""
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """The indexes a server serves and its limits."""
+
+    indexes: dict[str, str] = field(default_factory=dict)
+    """Index name (the path's last part in URLs) -> index directory."""
+    api_key: str | None = None
+    """Writes need it (without one the server is read-only); so does everything when ``host`` is not loopback."""
+    host: str = "127.0.0.1"
+    max_request_bytes: int = 32 * 2**20
+    """Largest request body; larger ones are answered 413."""
+    max_batch: int = 10_000
+    """Most documents in one add, ids in one delete, queries in one search (413 beyond)."""
+    max_k: int = 1000
+    """Largest ``k`` of a search (422 beyond)."""
+    max_segments: int = 8
+    """After a write leaves more segments than this, the small recent ones are merged (searches visit every
+    segment, so many small ones slow them down)."""
+
+    def __post_init__(self):
+        if not self.indexes:
+            raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR)")
+        if self.api_key is not None and not self.api_key.strip():
+            raise SemiretError("the API key is empty")
+        if not self.api_key and not is_loopback(self.host):
+            raise SemiretError(f"serving on {self.host} (not loopback) needs an API key: --api-key or SEMIRET_API_KEY")
+        for name, value in (("max_request_bytes", self.max_request_bytes), ("max_batch", self.max_batch),
+                            ("max_k", self.max_k), ("max_segments", self.max_segments)):
+            if value < 1:
+                raise SemiretError(f"{name} must be at least 1, got {value}")
+
+    @property
+    def reads_need_key(self) -> bool:
+        return not is_loopback(self.host)
+
+    def to_environment(self) -> None:
+        os.environ[SETTINGS_VARIABLE] = json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_environment(cls) -> "ServeSettings":
+        try:
+            return cls(**json.loads(os.environ[SETTINGS_VARIABLE]))
+        except KeyError:
+            raise SemiretError(f"{SETTINGS_VARIABLE} is not set: start the server with `semiret serve`") from None
+
+
+def parse_index_specs(specs: list[str]) -> dict[str, str]:
+    """``DIR`` or ``NAME=DIR`` arguments -> {name: directory}; a name is the directory's name unless given."""
+    indexes: dict[str, str] = {}
+    for spec in specs:
+        name, separator, directory = spec.partition("=")
+        if not separator:
+            name, directory = Path(spec).resolve().name, spec
+        if not name or "/" in name:
+            raise SemiretError(f"--index {spec!r}: an index name must be non-empty and hold no '/'")
+        if name in indexes:
+            raise SemiretError(f"two indexes are named {name!r}: name them (--index NAME=DIR)")
+        indexes[name] = str(Path(directory).resolve())
+    return indexes
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

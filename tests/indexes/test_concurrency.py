@@ -1,0 +1,202 @@
+"""Writers in several processes and threads, readers that never wait, and what survives ``kill -9``: the
+segmented store's write lock, refresh and snapshots (:mod:`semiret.indexes.segments`)."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from semiret.data import Document, iter_corpus
+from semiret.errors import SemiretError
+from semiret.indexes import open_index, segments
+from semiret.search import BM25Retriever, open_retriever
+
+from helpers import SCIFACT, require_shared_data, write_jsonl
+
+ROUNDS = 12
+
+
+def _add_batches(path: str, tag: str) -> None:
+    """One writer process: ROUNDS adds of 3 documents, each bringing words no other document has."""
+    retriever = open_retriever(path)
+    for round_ in range(ROUNDS):
+        retriever.add([Document(f"{tag}-{round_}-{i}", f"shared words {tag}only{round_}x{i}") for i in range(3)])
+
+
+def test_two_processes_adding_at_once_keep_every_batch_and_word(tmp_path):
+    path = str(tmp_path / "idx")
+    BM25Retriever.build([Document("seed", "shared words")], path)
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_add_batches, args=(path, tag)) for tag in ("a", "b")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        assert writer.exitcode == 0
+    retriever = open_retriever(path)
+    expected = {"seed"} | {f"{tag}-{r}-{i}" for tag in "ab" for r in range(ROUNDS) for i in range(3)}
+    assert set(retriever.index.live_ids()) == expected
+    vocab = retriever.index.vocab
+    assert len(vocab) == len(set(vocab)) == retriever.index.meta["n_terms"]  # no word given two ids
+    for tag, round_, i in itertools.product("ab", range(ROUNDS), range(3)):
+        assert retriever.search(f"{tag}only{round_}x{i}", k=2)[0].id == f"{tag}-{round_}-{i}"
+
+
+def test_semiret_add_twice_in_parallel_keeps_both_batches(tmp_path):
+    """The lost write of issue 19: two ``semiret add`` of 1,000 documents on a 3,000-document BM25 index."""
+    require_shared_data()
+    corpus = list(itertools.islice(iter_corpus(SCIFACT), 5000))
+    BM25Retriever.build(corpus[:3000], tmp_path / "idx")
+    files = [write_jsonl(tmp_path / f"batch{n}.jsonl", [d.to_record() for d in corpus[lo:lo + 1000]])
+             for n, lo in enumerate((3000, 4000))]
+    runs = [subprocess.Popen([sys.executable, "-m", "semiret.cli", "add", str(f), "--index", str(tmp_path / "idx")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f in files]
+    for run in runs:
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    index = open_index(tmp_path / "idx")
+    assert index.n_docs == 5000 and set(index.live_ids()) == {d.id for d in corpus}
+    retriever = open_retriever(tmp_path / "idx")
+    for document in corpus[3000::97]:  # every document's words got ids the other batch did not reuse
+        assert document.id in [hit.id for hit in retriever.search(document.full_text[:300], k=5)]
+
+
+def test_a_reader_sees_other_writers_commits_after_refresh(tmp_path):
+    BM25Retriever.build([Document("a", "apple pie"), Document("b", "banana split")], tmp_path / "idx")
+    reader = open_retriever(tmp_path / "idx")
+    writer = open_retriever(tmp_path / "idx")
+    base = reader.index.segments[0]
+    writer.add([Document("c", "cherry tart")])
+    writer.delete(["a"])
+    assert [h.id for h in reader.search("cherry apple", k=5)] == ["a"]  # the commit it opened
+    assert reader.index.refresh() is True
+    assert [h.id for h in reader.search("cherry apple", k=5)] == ["c"]  # new words are searchable too
+    assert reader.index.refresh() is False  # nothing new: one stat
+    assert reader.index.segments[0].docids is base.docids  # unchanged segments stay open
+    reader.add([Document("d", "date cake")])  # a writer refreshes first: nothing of the other writer's is lost
+    final = open_index(tmp_path / "idx")
+    assert set(final.live_ids()) == {"b", "c", "d"} and final.vocab[-2:] == ["date", "cake"]
+
+
+def test_searches_never_see_half_a_replace(tmp_path):
+    """A replace deletes the old versions and adds the new in one commit: a search sees all ten or the ten new,
+    never none and never twenty."""
+    ids = [f"doc{i}" for i in range(10)]
+    retriever = BM25Retriever.build([Document(i, "alpha version0") for i in ids], tmp_path / "idx")
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def search_loop():
+        while not stop.is_set():
+            hits = retriever.search("alpha", k=50)
+            seen.append(len(hits))
+            assert sorted(h.id for h in hits) == ids
+
+    readers = [threading.Thread(target=search_loop) for _ in range(3)]
+    for thread in readers:
+        thread.start()
+    for version in range(1, 25):
+        retriever.add([Document(i, f"alpha version{version}") for i in ids], replace=True)
+    stop.set()
+    for thread in readers:
+        thread.join()
+    assert seen and set(seen) == {10}
+    assert len(retriever.search("version24", k=20)) == 10
+
+
+def test_a_failed_add_takes_back_the_words_it_encoded(tmp_path):
+    BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    first = open_retriever(tmp_path / "idx")
+    with pytest.raises(SemiretError, match="already in"):
+        first.add([Document("a", "aardvark")])  # 'aardvark' was encoded, then the add refused
+    assert first.index.vocab == ["appl"]
+    other = open_retriever(tmp_path / "idx")
+    other.add([Document("b", "blueberry")])  # takes the id 'aardvark' had for a moment
+    first.index.refresh()
+    assert [h.id for h in first.search("blueberry", k=3)] == ["b"] and first.search("aardvark", k=3) == []
+    first.add([Document("c", "aardvark")])
+    assert open_index(tmp_path / "idx").vocab == ["appl", "blueberri", "aardvark"]
+
+
+def test_a_merge_in_another_process_does_not_break_opening(tmp_path, monkeypatch):
+    """A reader that read ``meta.json`` just before another process merged (and removed the old segments)
+    reads the new commit instead of failing."""
+    retriever = BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    retriever.add([Document("b", "banana")])
+    stale = segments.read_commit(tmp_path / "idx", None)
+    open_index(tmp_path / "idx").merge()
+    reads = iter([stale])
+    real = segments.read_commit
+    monkeypatch.setattr(segments, "read_commit", lambda path, fmt: next(reads, None) or real(path, fmt))
+    reopened = open_index(tmp_path / "idx")
+    assert len(reopened.segments) == 1 and set(reopened.live_ids()) == {"a", "b"}
+    assert retriever.index.refresh() and set(retriever.index.live_ids()) == {"a", "b"}
+
+
+def test_the_write_lock_holds_across_processes(tmp_path):
+    BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from semiret.indexes import open_index
+        with open_index({str(tmp_path / 'idx')!r}).writing():
+            print("locked", flush=True)
+            time.sleep(1.5)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    started = time.perf_counter()
+    open_retriever(tmp_path / "idx").add([Document("b", "banana")])
+    assert time.perf_counter() - started > 0.8  # waited for the other process
+    assert holder.wait(10) == 0
+
+
+KILL_WRITER = textwrap.dedent("""
+    import sys
+    from semiret.data import Document
+    from semiret.search import open_retriever
+    retriever = open_retriever(sys.argv[1])
+    for n in range(int(sys.argv[2]), 10**6):
+        retriever.add([Document(f"doc{n}", f"word{n} common")])
+        print(f"added doc{n}", flush=True)
+        if n % 3 == 0:
+            retriever.index.delete([f"doc{n - 1}"], missing_ok=True)
+            print(f"deleted doc{n - 1}", flush=True)
+""")
+
+
+def test_every_acknowledged_change_survives_kill_9(tmp_path):
+    """A writer process is killed (SIGKILL) at random moments; each time the index opens and holds every add
+    and delete the writer had reported done. The delete it may have been doing is looked up and tracked after
+    that (each run adds ids of its own)."""
+    path = tmp_path / "idx"
+    BM25Retriever.build([Document("seed", "common")], path)
+    rng = np.random.default_rng(19)
+    present, deleted = {"seed"}, set()
+    for run in range(5):
+        writer = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path), str(run * 10_000)],
+                                  stdout=subprocess.PIPE, text=True)
+        lines = [writer.stdout.readline()]  # it writes
+        time.sleep(rng.uniform(0.05, 0.4))
+        os.kill(writer.pid, signal.SIGKILL)
+        lines += writer.stdout.read().splitlines()
+        writer.wait()
+        in_flight = set()
+        for line in filter(None, map(str.strip, lines)):
+            done, doc_id = line.split()
+            (present if done == "added" else deleted).add(doc_id)
+            (deleted if done == "added" else present).discard(doc_id)
+            number = int(doc_id[3:])
+            in_flight = {f"doc{number - 1}"} if done == "added" and number % 3 == 0 else set()  # its delete
+        live = set(open_index(path).live_ids())  # it opens, whatever the moment of the kill
+        assert present - in_flight <= live and not (deleted & live)
+        present -= in_flight - live  # the delete in flight happened
+        deleted |= in_flight - live

@@ -1,0 +1,303 @@
+"""Every endpoint of ``semiret serve`` and every error it answers, through ``fastapi.testclient``; bad input
+never changes an index."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.indexes import open_index
+from semiret.search import BM25Retriever, InferenceFreeRetriever
+from semiret.serving import ServeSettings, create_app, parse_index_specs
+
+from helpers import TINY_DOCS
+
+KEY = "s3cret"
+WRITE = {"X-API-Key": KEY}
+
+
+@pytest.fixture
+def indexes(tmp_path):
+    BM25Retriever.build(TINY_DOCS, tmp_path / "tiny")
+    return {"tiny": str(tmp_path / "tiny")}
+
+
+@pytest.fixture
+def with_neural(indexes, tmp_path, tiny_bert):
+    """The BM25 index and an inference-free one (a tiny random model)."""
+    InferenceFreeRetriever.build(TINY_DOCS, tmp_path / "neural", model=str(tiny_bert))
+    return {**indexes, "neural": str(tmp_path / "neural")}
+
+
+def client_of(indexes, **settings) -> TestClient:
+    return TestClient(create_app(ServeSettings(indexes, **settings)))
+
+
+LIMITS = {"api_key": KEY, "max_batch": 5, "max_request_bytes": 4096, "max_k": 50}
+
+
+@pytest.fixture
+def client(indexes):
+    return client_of(indexes, **LIMITS)
+
+
+@pytest.fixture
+def client_with_neural(with_neural):
+    return client_of(with_neural, **LIMITS)
+
+
+def state(indexes, name="tiny") -> tuple:
+    """What a bad request must leave as it was: the commit and the live documents."""
+    index = open_index(indexes[name])
+    return index.snapshot.stamp, sorted(index.live_ids())
+
+
+def ids(response) -> list[list[str]]:
+    assert response.status_code == 200, response.text
+    return [[hit["id"] for hit in hits] for hits in response.json()["results"]]
+
+
+# ---------------------------------------------------------------------------------------------- reads
+def test_health_readiness_and_openapi(client_with_neural, tmp_path):
+    client = client_with_neural
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready", "indexes": ["tiny", "neural"]}
+    schema = client.get("/openapi.json").json()
+    assert {"/indexes", "/indexes/{name}/search", "/indexes/{name}/documents", "/indexes/{name}/documents/delete",
+            "/indexes/{name}/documents/{doc_id}", "/indexes/{name}/merge"} <= set(schema["paths"])
+    assert "application/x-ndjson" in schema["paths"]["/indexes/{name}/documents"]["put"]["requestBody"]["content"]
+    assert client.get("/docs").status_code == 200
+    (tmp_path / "tiny" / "meta.json").rename(tmp_path / "tiny" / "meta.json.away")
+    answer = client.get("/readyz")
+    assert answer.status_code == 503 and "tiny" in answer.json()["indexes"] and "neural" not in answer.json()["indexes"]
+
+
+def test_indexes_are_listed_and_described(client_with_neural):
+    client = client_with_neural
+    listed = client.get("/indexes").json()["indexes"]
+    assert [(i["name"], i["retriever"], i["documents"]) for i in listed] == [("tiny", "bm25", 6), ("neural", "inference-free", 6)]
+    neural = client.get("/indexes/neural").json()
+    assert neural["kind"] == "impact" and {"two_phase", "min_idf", "idf"} <= set(neural["search_options"])
+    missing = client.get("/indexes/nope")
+    assert missing.status_code == 404 and missing.json()["detail"] == "no index 'nope' (served: tiny, neural)"
+
+
+def test_search_answers_one_list_of_hits_per_query(client):
+    answer = client.post("/indexes/tiny/search", json={"queries": ["cats and dogs", "statins cancer risk"], "k": 2})
+    assert ids(answer) == [["d2", "d1"], ["d3", "d6"]]
+    first = answer.json()["results"][0][0]
+    assert set(first) == {"id", "score"} and first["score"] > 0
+    with_text = client.post("/indexes/tiny/search", json={"queries": ["garden birds"], "k": 1, "with_text": True})
+    assert with_text.json()["results"][0][0] | {"score": 0} == {"id": "d4", "score": 0, "title": "",
+                                                                "text": "Birds sing in the morning garden."}
+    assert ids(client.get("/indexes/tiny/search", params={"q": ["cats and dogs", "letters"], "k": 1})) == [["d2"], ["d5"]]
+    assert ids(client.post("/indexes/tiny/search", json={"queries": ["zzz"]})) == [[]]
+
+
+def test_search_takes_the_retrievers_options(client_with_neural):
+    client = client_with_neural
+    plain = client.post("/indexes/neural/search", json={"queries": ["cats chase mice"], "k": 6})
+    every_token = client.post("/indexes/neural/search", json={"queries": ["cats chase mice"], "k": 6,
+                                                               "options": {"min_idf": 0, "two_phase": "on"}})
+    assert plain.status_code == every_token.status_code == 200
+    unknown = client.post("/indexes/tiny/search", json={"queries": ["cats"], "options": {"two_phase": "on"}})
+    assert unknown.status_code == 422 and "two_phase" in unknown.json()["detail"] and "bm25" in unknown.json()["detail"]
+    bad_value = client.post("/indexes/neural/search", json={"queries": ["cats"], "options": {"min_idf": -1}})
+    assert bad_value.status_code == 422 and "min_idf" in bad_value.json()["detail"]
+
+
+@pytest.mark.parametrize("body, loc", [
+    ({"queries": "cats"}, ["body", "queries"]),
+    ({"queries": ["cats"], "k": "ten"}, ["body", "k"]),
+    ({"queries": ["cats"], "k": 0}, ["body", "k"]),
+    ({"queries": ["cats"], "k": 51}, ["body", "k"]),
+    ({"queries": [1]}, ["body", "queries", 0]),
+    ({"k": 3}, ["body", "queries"]),
+    ({"queries": ["cats"], "top": 3}, ["body", "top"]),
+])
+def test_bad_search_requests_name_the_field(client, body, loc):
+    answer = client.post("/indexes/tiny/search", json=body)
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == loc
+
+
+def test_malformed_json_invalid_utf8_and_oversized_batches(client):
+    malformed = client.post("/indexes/tiny/search", content=b'{"queries": ["cats"', headers={"content-type": "application/json"})
+    assert malformed.status_code == 422 and malformed.json()["detail"][0]["type"] == "json_invalid"
+    not_utf8 = client.post("/indexes/tiny/search", content=b'{"queries": ["caf\xe9"]}', headers={"content-type": "application/json"})
+    assert not_utf8.status_code == 422 and not_utf8.json()["detail"][0]["msg"] == "invalid UTF-8 at byte 17"
+    too_many = client.post("/indexes/tiny/search", json={"queries": ["cats"] * 6})
+    assert too_many.status_code == 413 and "6 queries" in too_many.json()["detail"]
+    too_big = client.post("/indexes/tiny/search", json={"queries": ["x" * 5000]})
+    assert too_big.status_code == 413 and "4096 bytes" in too_big.json()["detail"]
+    missing_q = client.get("/indexes/tiny/search")
+    assert missing_q.status_code == 422 and missing_q.json()["detail"][0]["loc"] == ["query", "q"]
+
+
+# ---------------------------------------------------------------------------------------------- writes
+def test_upsert_adds_and_replaces_and_is_searchable_at_once(client, indexes):
+    answer = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [
+        {"_id": "d7", "title": "Zebras", "text": "Zebras graze on the savanna."},
+        {"_id": "d1", "text": "Cats nap on the windowsill.", "extra": "ignored"}]})
+    assert answer.json() == {"status": "acknowledged", "upserted": 2}
+    assert ids(client.get("/indexes/tiny/search", params={"q": "zebras savanna"})) == [["d7"]]
+    assert client.get("/indexes/tiny/documents/d1").json() == {"_id": "d1", "title": "", "text": "Cats nap on the windowsill."}
+    assert open_index(indexes["tiny"]).n_docs == 7  # durable: another process sees it
+
+
+def test_upsert_streams_jsonl(client, indexes):
+    def body():
+        yield b'{"_id": "j1", "text": "quokkas smile"}\n\n{"_id": "j2",'
+        yield b' "title": "Wombats", "text": "wombats dig"}\n'
+
+    answer = client.put("/indexes/tiny/documents", headers={**WRITE, "content-type": "application/x-ndjson"}, content=body())
+    assert answer.json() == {"status": "acknowledged", "upserted": 2}
+    assert ids(client.get("/indexes/tiny/search", params={"q": ["quokkas", "wombats"]})) == [["j1"], ["j2"]]
+
+
+@pytest.mark.parametrize("content_type, body, status, detail", [
+    ("application/json", {"documents": [{"_id": "n1", "text": "new"}, {"_id": "n1", "text": "again"}]}, 422,
+     {"loc": ["body", "documents", 1, "_id"], "msg": "duplicate id 'n1' (also at documents/0): ids must be unique "
+                                                      "within one request"}),
+    ("application/json", {"documents": [{"_id": "n1", "text": "new"}, {"_id": "n2", "title": " ", "text": ""}]}, 422,
+     {"loc": ["body", "documents", 1], "msg": "Value error, document 'n2' is empty: its title and text are both blank"}),
+    ("application/json", {"documents": [{"_id": "", "text": "no id"}]}, 422, {"loc": ["body", "documents", 0, "_id"]}),
+    ("application/json", {"documents": [{"_id": "n1", "text": 7}]}, 422, {"loc": ["body", "documents", 0, "text"]}),
+    ("application/json", {"docs": []}, 422, {"loc": ["body", "docs"], "type": "extra_forbidden"}),
+    ("application/json", b'{"documents": [{"_id": "n1", "text": "caf\xe9"}]}', 422,
+     {"msg": "invalid UTF-8 at byte 41", "loc": ["body"]}),
+    ("application/x-ndjson", b'{"_id": "n1", "text": "fine"}\n{"_id": "n2", "text": "caf\xe9"}\n', 422,
+     {"msg": "invalid UTF-8 at byte 26 of the line", "loc": ["body", "line", 2]}),
+    ("application/x-ndjson", b'{"_id": "n1", "text": "fine"}\n{"_id": "n2", "text": \n', 422,
+     {"loc": ["body", "line", 2], "type": "json_invalid"}),
+    ("application/x-ndjson", b'{"_id": "n1", "text": "a"}\n{"_id": "n1", "text": "b"}\n', 422,
+     {"loc": ["body", "line", 2, "_id"]}),
+    ("text/plain", b"n1\tsome text", 415, None),
+    ("application/json", {"documents": [{"_id": f"n{i}", "text": "x"} for i in range(6)]}, 413,
+     "6 documents in one request; the limit is 5 (--max-batch)"),
+    ("application/x-ndjson", b"".join(b'{"_id": "n%d", "text": "x"}\n' % i for i in range(6)), 413,
+     "more than 5 documents in one request (--max-batch)"),
+    ("application/json", {"documents": [{"_id": "n1", "text": "x" * 5000}]}, 413,
+     "request body over the limit of 4096 bytes (--max-request-bytes)"),
+])
+def test_bad_documents_are_refused_and_change_nothing(client, indexes, content_type, body, status, detail):
+    before = state(indexes)
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    answer = client.put("/indexes/tiny/documents", headers={**WRITE, "content-type": content_type}, content=content)
+    assert answer.status_code == status, answer.text
+    if isinstance(detail, dict):
+        assert detail.items() <= answer.json()["detail"][0].items()
+    elif detail is not None:
+        assert answer.json()["detail"] == detail
+    assert state(indexes) == before
+
+
+def test_a_streamed_body_growing_past_the_limit_is_refused(client, indexes):
+    before = state(indexes)
+
+    def body():  # chunked: no Content-Length to refuse it up front
+        for i in range(100):
+            yield b'{"_id": "s%d", "text": "%s"}\n' % (i, b"y" * 100)
+
+    answer = client.put("/indexes/tiny/documents", headers={**WRITE, "content-type": "application/x-ndjson"}, content=body())
+    assert answer.status_code == 413 and state(indexes) == before
+
+
+def test_delete_and_fetch_documents(client):
+    answer = client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": ["d1", "d1", "unknown"]})
+    assert answer.json() == {"status": "acknowledged", "deleted": 1}
+    assert client.get("/indexes/tiny/documents/d1").status_code == 404
+    assert "d1" not in ids(client.post("/indexes/tiny/search", json={"queries": ["cats"], "k": 6}))[0]
+    assert client.get("/indexes/tiny/documents/d2").json() == {"_id": "d2", "title": "Dogs",
+                                                               "text": "Dogs chase cats; dogs bark at the mailman."}
+    client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "a/b c", "text": "slashes"}]})
+    assert client.get("/indexes/tiny/documents/a/b c").json()["text"] == "slashes"
+    wrong = client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": "d2"})
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "ids"]
+    assert client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": [str(i) for i in range(6)]}).status_code == 413
+
+
+def test_merge_folds_segments(client):
+    for n in range(3):
+        client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": f"m{n}", "text": "merge me"}]})
+    client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": ["m0"]})
+    assert client.get("/indexes/tiny").json()["segments"] == 4
+    merged = client.post("/indexes/tiny/merge", headers=WRITE).json()
+    assert (merged["segments"], merged["documents"], merged["deleted"]) == (1, 8, 0)
+    assert ids(client.get("/indexes/tiny/search", params={"q": "merge"})) == [["m1", "m2"]]
+
+
+def test_many_small_adds_keep_few_segments(indexes):
+    client = client_of(indexes, api_key=KEY, max_segments=3)
+    for n in range(12):
+        client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": f"a{n}", "text": f"word{n}"}]})
+        assert client.get("/indexes/tiny").json()["segments"] <= 3
+    assert client.get("/indexes/tiny").json()["documents"] == 18
+    assert ids(client.get("/indexes/tiny/search", params={"q": [f"word{n}" for n in range(12)], "k": 1})) == \
+        [[f"a{n}"] for n in range(12)]
+
+
+# ---------------------------------------------------------------------------------------------- keys
+def test_writes_need_the_key(client, indexes):
+    before = state(indexes)
+    document = {"documents": [{"_id": "k1", "text": "keyed"}]}
+    missing = client.put("/indexes/tiny/documents", json=document)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert client.put("/indexes/tiny/documents", json=document, headers={"X-API-Key": "guess"}).json() == {"detail": "wrong API key"}
+    assert client.post("/indexes/tiny/documents/delete", json={"ids": ["d1"]}).status_code == 401
+    assert client.post("/indexes/tiny/merge").status_code == 401
+    assert state(indexes) == before
+    bearer = client.put("/indexes/tiny/documents", json=document, headers={"Authorization": f"Bearer {KEY}"})
+    assert bearer.status_code == 200
+    assert client.get("/indexes/tiny/documents/k1").status_code == 200  # reads on loopback need no key
+
+
+def test_without_a_key_the_server_is_read_only(indexes):
+    client = client_of(indexes)
+    refused = client.put("/indexes/tiny/documents", json={"documents": [{"_id": "x", "text": "y"}]})
+    assert refused.status_code == 403 and "--api-key" in refused.json()["detail"]
+    assert ids(client.get("/indexes/tiny/search", params={"q": "mailman"})) == [["d2", "d5"]]
+
+
+def test_off_loopback_everything_needs_the_key(indexes):
+    with pytest.raises(SemiretError, match="serving on 0.0.0.0 .* needs an API key"):
+        ServeSettings(indexes, host="0.0.0.0")
+    client = client_of(indexes, host="0.0.0.0", api_key=KEY)
+    assert client.get("/indexes").status_code == 401
+    assert client.get("/indexes/tiny/search", params={"q": "cats"}).status_code == 401
+    assert client.get("/indexes", headers=WRITE).status_code == 200
+    assert client.get("/healthz").status_code == 200  # probes stay open
+
+
+def test_index_names_and_settings():
+    assert parse_index_specs(["/data/idx/scifact-bm25", "if=/data/idx/scifact-if"]) == {
+        "scifact-bm25": "/data/idx/scifact-bm25", "if": "/data/idx/scifact-if"}
+    with pytest.raises(SemiretError, match="two indexes are named 'a'"):
+        parse_index_specs(["a=/x", "a=/y"])
+    with pytest.raises(SemiretError, match="nothing to serve"):
+        ServeSettings({})
+    with pytest.raises(SemiretError, match="max_batch must be at least 1"):
+        ServeSettings({"a": "/x"}, max_batch=0)
+
+
+def test_workers_sharing_an_index_see_each_others_writes(indexes):
+    """Two applications on one directory, as ``--workers 2`` runs them: a write through one is searched
+    through the other."""
+    first, second = client_of(indexes, api_key=KEY), client_of(indexes, api_key=KEY)
+    assert first.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "w1", "text": "walrus"}]}).status_code == 200
+    assert ids(second.get("/indexes/tiny/search", params={"q": "walrus"})) == [["w1"]]
+    assert second.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": ["w1"]}).json()["deleted"] == 1
+    assert ids(first.get("/indexes/tiny/search", params={"q": "walrus"})) == [[]]
+    assert first.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "w2", "text": "narwhal"}]}).status_code == 200
+    assert ids(second.get("/indexes/tiny/search", params={"q": "narwhal walrus"})) == [["w2"]]
+
+
+def test_documents_of_an_index_without_texts(tmp_path):
+    BM25Retriever.build([Document("t1", "text kept nowhere")], tmp_path / "bare", store_texts=False)
+    client = client_of({"bare": str(tmp_path / "bare")})
+    assert client.get("/indexes/bare/documents/t1").json() == {"_id": "t1"}
+    hit = client.post("/indexes/bare/search", json={"queries": ["kept"], "with_text": True}).json()["results"][0][0]
+    assert hit["title"] is None and hit["text"] is None

@@ -1,0 +1,112 @@
+"""The fault test of issue 19: a real server process (``python -m semiret.cli serve``) is killed with SIGKILL in the
+middle of a stream of adds, replaces and deletes, restarted, and every acknowledged write checked: present (the
+acknowledged version, and searchable) or absent if deleted. A write still in flight at the kill may have
+happened or not; after the restart its outcome is read and tracked from then on."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import numpy as np
+
+from semiret.data import Document
+from semiret.search import BM25Retriever
+from semiret.serving.process import ServerProcess
+
+KILLS = 22
+WRITERS = 2
+KEY = "fault-key"
+
+
+class Writer:
+    """One client streaming writes on its own ids until the server dies; remembers what was acknowledged."""
+
+    def __init__(self, number: int, seed: int):
+        self.number = number
+        self.rng = np.random.default_rng(seed)
+        self.expected: dict[str, str | None] = {}  # id -> acknowledged text, None once deleted
+        self.in_flight: set[str] = set()  # ids of the request the kill interrupted
+        self.acknowledged = 0
+        self.next_id = 0
+        self.failures: list[str] = []
+
+    def text(self, doc_id: str) -> str:
+        """A new version of a document: its last word is unique to this version, so a search finds exactly it."""
+        return f"common words v{self.rng.integers(1 << 40)}x{doc_id.replace('-', 'x')}"
+
+    def run(self, client: httpx.Client) -> None:
+        while True:
+            live = [i for i, text in self.expected.items() if text is not None]
+            choice = self.rng.random()
+            if choice < 0.3 and live:
+                ids = list(self.rng.choice(live, size=min(len(live), int(self.rng.integers(1, 3))), replace=False))
+                request, change = ("POST", "/indexes/fault/documents/delete", {"ids": ids}), dict.fromkeys(ids)
+            else:
+                ids = [f"w{self.number}-{self.next_id + n}" for n in range(int(self.rng.integers(1, 4)))]
+                self.next_id += len(ids)
+                if choice < 0.5 and live:
+                    ids[0] = str(self.rng.choice(live))  # a replace
+                change = {doc_id: self.text(doc_id) for doc_id in ids}
+                request = ("PUT", "/indexes/fault/documents",
+                           {"documents": [{"_id": i, "text": t} for i, t in change.items()]})
+            self.in_flight = set(change)
+            try:
+                answer = client.request(request[0], request[1], json=request[2])
+            except httpx.TransportError:
+                return  # killed: the request in flight may or may not have been applied
+            if answer.status_code != 200:
+                self.failures.append(answer.text)
+                return
+            self.expected.update(change)
+            self.in_flight = set()
+            self.acknowledged += 1
+
+    def settle(self, client: httpx.Client) -> None:
+        """After a restart: learn what became of the interrupted request."""
+        for doc_id in self.in_flight:
+            answer = client.get(f"/indexes/fault/documents/{doc_id}")
+            self.expected[doc_id] = answer.json()["text"] if answer.status_code == 200 else None
+        self.in_flight = set()
+
+
+def check(client: httpx.Client, expected: dict[str, str | None]) -> None:
+    """Every acknowledged write is there: each live document with its acknowledged text and found by the word only
+    its version has; no deleted document found."""
+    words = {doc_id: text.split()[-1] for doc_id, text in expected.items() if text is not None}
+    results = client.post("/indexes/fault/search", json={"queries": list(words.values()), "k": 1, "with_text": True})
+    for doc_id, hits in zip(words, results.json()["results"]):
+        assert [(hit["id"], hit["text"]) for hit in hits] == [(doc_id, expected[doc_id])], doc_id
+    for doc_id in (i for i, text in expected.items() if text is None):
+        assert client.get(f"/indexes/fault/documents/{doc_id}").status_code == 404, doc_id
+
+
+def test_no_acknowledged_write_is_lost_when_the_server_is_killed(tmp_path):
+    BM25Retriever.build([Document("seed", "common words")], tmp_path / "fault")
+    rng = np.random.default_rng(19)
+    writers = [Writer(n, seed) for n, seed in enumerate(rng.integers(1 << 31, size=WRITERS))]
+    indexes = {"fault": tmp_path / "fault"}
+    started = time.monotonic()
+    for kill in range(KILLS + 1):
+        server = ServerProcess(indexes, api_key=KEY, extra_args=["--max-segments", "4"]).start()
+        try:
+            with httpx.Client(base_url=server.url, headers={"X-API-Key": KEY}, timeout=30) as client:
+                for writer in writers:
+                    writer.settle(client)
+                check(client, {i: t for writer in writers for i, t in writer.expected.items()})
+                if kill == KILLS:
+                    break
+                threads = [threading.Thread(target=writer.run, args=(client,)) for writer in writers]
+                for thread in threads:
+                    thread.start()
+                time.sleep(rng.uniform(0.05, 0.5))  # the kill lands wherever the writes are
+                server.kill()
+                for thread in threads:
+                    thread.join(30)
+                assert not [failure for writer in writers for failure in writer.failures]
+        finally:
+            server.kill()
+    acknowledged = sum(writer.acknowledged for writer in writers)
+    print(f"\n{KILLS} kills, {acknowledged} acknowledged writes, {time.monotonic() - started:.1f} s")
+    assert acknowledged >= KILLS  # the kills did land among writes
