@@ -7,11 +7,12 @@ feeds an ``impact`` inverted index for sparse vectors; :meth:`dense_matrix` a de
 
 On disk: ``meta.json`` (kind, the encoder's fingerprint, chunks) and append-only ``chunk-NNNNNN/``
 folders, each staged under a temporary name and renamed before ``meta.json`` lists it, so the cache is never
-half-written.
+half-written. Threads may share a cache (a server's concurrent searches): adding and flushing take a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -38,6 +39,7 @@ class EmbeddingCache:
         self.encoder = encoder
         self._vectors: dict[str, SparseVector | np.ndarray] = {}
         self._pending: list[str] = []
+        self._lock = threading.Lock()  # put and flush: a chunk's ids and vectors must come from one moment
         if (self.path / META_FILE).is_file():
             self.meta = read_meta(self.path, FORMAT)
             if self.meta["kind"] != kind or self.meta["encoder"] != encoder:
@@ -70,31 +72,33 @@ class EmbeddingCache:
         return out
 
     def put(self, doc_ids: Sequence[str], vectors: Sequence) -> None:
-        for doc_id, vector in zip(doc_ids, vectors, strict=True):
-            if doc_id not in self._vectors:
-                self._vectors[doc_id] = vector
-                self._pending.append(doc_id)
+        with self._lock:
+            for doc_id, vector in zip(doc_ids, vectors, strict=True):
+                if doc_id not in self._vectors:
+                    self._vectors[doc_id] = vector
+                    self._pending.append(doc_id)
 
     def flush(self) -> None:
         """Write embeddings added since the last flush as one new chunk."""
-        if not self._pending:
-            return
-        name = f"chunk-{len(self.meta['chunks']):06d}"
-        # a folder of this name was left by a flush that crashed before its commit: the staged one replaces it
-        with staged_directory(self.path / name) as staged:
-            StringTable.write(staged, "ids", self._pending)
-            vectors = [self._vectors[i] for i in self._pending]
-            if self.kind == "dense":
-                np.save(staged / "vectors.npy", np.stack(vectors).astype(np.float32))
-            else:
-                offsets = np.zeros(len(vectors) + 1, np.int64)
-                np.cumsum([len(t) for t, _ in vectors], out=offsets[1:])
-                np.save(staged / "offsets.npy", offsets)
-                np.save(staged / "terms.npy", np.concatenate([t for t, _ in vectors]).astype(np.int32))
-                np.save(staged / "weights.npy", np.concatenate([w for _, w in vectors]).astype(np.float32))
-        self.meta["chunks"].append(name)
-        atomic_write_json(self.path / META_FILE, self.meta)
-        self._pending = []
+        with self._lock:
+            if not self._pending:
+                return
+            name = f"chunk-{len(self.meta['chunks']):06d}"
+            # a folder of this name was left by a flush that crashed before its commit: the staged one replaces it
+            with staged_directory(self.path / name) as staged:
+                StringTable.write(staged, "ids", self._pending)
+                vectors = [self._vectors[i] for i in self._pending]
+                if self.kind == "dense":
+                    np.save(staged / "vectors.npy", np.stack(vectors).astype(np.float32))
+                else:
+                    offsets = np.zeros(len(vectors) + 1, np.int64)
+                    np.cumsum([len(t) for t, _ in vectors], out=offsets[1:])
+                    np.save(staged / "offsets.npy", offsets)
+                    np.save(staged / "terms.npy", np.concatenate([t for t, _ in vectors]).astype(np.int32))
+                    np.save(staged / "weights.npy", np.concatenate([w for _, w in vectors]).astype(np.float32))
+            self.meta["chunks"].append(name)
+            atomic_write_json(self.path / META_FILE, self.meta)
+            self._pending = []
 
     def _load_chunk(self, chunk: Path) -> None:
         ids = StringTable(chunk, "ids")

@@ -33,3 +33,28 @@ def test_a_flush_interrupted_before_its_commit_is_invisible_and_later_flushes_wo
     assert again.missing(["a", "b", "c"]) == ["b"]
     np.testing.assert_array_equal(again.get("c"), [0.5, 0.5])
     assert leftovers(tmp_path) == []
+
+
+def test_threads_adding_and_flushing_at_once_keep_every_embedding_with_its_id(tmp_path):
+    """Concurrent searches of a server re-rank with one shared cache: each chunk's ids and vectors must agree."""
+    import threading
+
+    cache = EmbeddingCache(tmp_path / "c", "sparse", "enc")
+
+    def embed(thread: int) -> None:
+        for n in range(40):
+            doc_id = f"t{thread}-{n}"
+            cache.put([doc_id], [(np.array([thread, n], np.int32), np.array([n + 0.5, thread + 0.5], np.float32))])
+            cache.flush()
+
+    threads = [threading.Thread(target=embed, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    reopened = EmbeddingCache(tmp_path / "c", "sparse", "enc")
+    assert len(reopened) == 160
+    for t in range(4):
+        for n in range(40):
+            terms, weights = reopened.get(f"t{t}-{n}")
+            assert terms.tolist() == [t, n] and weights.tolist() == [n + 0.5, t + 0.5]
