@@ -184,6 +184,8 @@ def info(index: Path = typer.Argument(..., help="Index directory.")):
 @app.command()
 def serve(index: list[str] = typer.Option(..., "--index", help="An index directory to serve, or NAME=DIR (repeatable); "
                                                                 "its name in URLs is the directory's unless given."),
+          retriever: Optional[list[str]] = typer.Option(None, "--retriever", help="NAME=RETRIEVER: search index NAME with "
+                                                        "another retriever than its own (e.g. sidr-beta-rerank); repeatable."),
           host: str = typer.Option("127.0.0.1", help="Address to bind; off loopback every request needs the API key."),
           port: int = typer.Option(8000, help="Port to listen on."),
           api_key: Optional[str] = typer.Option(None, envvar="SEMIRET_API_KEY", show_default=False,
@@ -198,12 +200,16 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
     import uvicorn
 
     from semiret.indexes import open_index
-    from semiret.serving import ServeSettings, create_app, parse_index_specs
+    from semiret.search.retrievers import retriever_class
+    from semiret.serving import ServeSettings, create_app, parse_index_specs, parse_retriever_specs
 
-    settings = ServeSettings(parse_index_specs(index), api_key=api_key, host=host, max_request_bytes=max_request_bytes,
-                             max_batch=max_batch, max_k=max_k, max_segments=max_segments)
-    for path in settings.indexes.values():
-        open_index(path)  # a bad directory fails here, before any worker starts
+    settings = ServeSettings(parse_index_specs(index), retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
+                             host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
+                             max_segments=max_segments)
+    for path in settings.indexes.values():  # a bad directory or retriever name fails here, before any worker starts
+        open_index(path)
+    for name in settings.retrievers.values():
+        retriever_class(name)
     console.print(f"serving {', '.join(settings.indexes)} on http://{host}:{port} (API: /docs; "
                   f"{'writes need the API key' if api_key else 'read-only: no API key'})")
     if workers == 1:

@@ -9,6 +9,6 @@ uses the search layer and below.
 """
 
 from semiret.serving.app import create_app
-from semiret.serving.settings import ServeSettings, parse_index_specs
+from semiret.serving.settings import ServeSettings, parse_index_specs, parse_retriever_specs
 
-__all__ = ["ServeSettings", "create_app", "parse_index_specs"]
+__all__ = ["ServeSettings", "create_app", "parse_index_specs", "parse_retriever_specs"]

@@ -26,12 +26,12 @@ class _TakeBack(Exception):
 
 
 class ServedIndex:
-    """An index directory opened with the retriever recorded in its ``meta.json``."""
+    """An index directory opened with the retriever recorded in its ``meta.json``, or with ``retriever``."""
 
-    def __init__(self, name: str, path: str | Path, max_segments: int):
+    def __init__(self, name: str, path: str | Path, max_segments: int, retriever: str | None = None):
         self.name = name
         self.path = Path(path)
-        self.retriever = open_retriever(self.path)
+        self.retriever = open_retriever(self.path, retriever)
         self.max_segments = max_segments
         self._variants: OrderedDict[tuple, Retriever] = OrderedDict()
         self._variants_lock = threading.Lock()

@@ -22,6 +22,9 @@ class ServeSettings:
 
     indexes: dict[str, str] = field(default_factory=dict)
     """Index name (the path's last part in URLs) -> index directory."""
+    retrievers: dict[str, str] = field(default_factory=dict)
+    """Index name -> the retriever that searches it, where not the one its ``meta.json`` records (e.g.
+    ``sidr-beta-rerank`` over a ``sidr-beta`` index)."""
     api_key: str | None = None
     """Writes need it (without one the server is read-only); so does everything when ``host`` is not loopback."""
     host: str = "127.0.0.1"
@@ -38,6 +41,9 @@ class ServeSettings:
     def __post_init__(self):
         if not self.indexes:
             raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR)")
+        unknown = sorted(set(self.retrievers) - set(self.indexes))
+        if unknown:
+            raise SemiretError(f"--retriever names no served index: {', '.join(unknown)} (served: {', '.join(self.indexes)})")
         if self.api_key is not None and not self.api_key.strip():
             raise SemiretError("the API key is empty")
         if not self.api_key and not is_loopback(self.host):
@@ -60,6 +66,17 @@ class ServeSettings:
             return cls(**json.loads(os.environ[SETTINGS_VARIABLE]))
         except KeyError:
             raise SemiretError(f"{SETTINGS_VARIABLE} is not set: start the server with `semiret serve`") from None
+
+
+def parse_retriever_specs(specs: list[str]) -> dict[str, str]:
+    """``NAME=RETRIEVER`` arguments -> {index name: retriever name}."""
+    retrievers: dict[str, str] = {}
+    for spec in specs:
+        name, separator, retriever = spec.partition("=")
+        if not (separator and name and retriever):
+            raise SemiretError(f"--retriever {spec!r}: expected NAME=RETRIEVER (an index name, a retriever)")
+        retrievers[name] = retriever
+    return retrievers
 
 
 def parse_index_specs(specs: list[str]) -> dict[str, str]:

@@ -301,3 +301,43 @@ def test_documents_of_an_index_without_texts(tmp_path):
     assert client.get("/indexes/bare/documents/t1").json() == {"_id": "t1"}
     hit = client.post("/indexes/bare/search", json={"queries": ["kept"], "with_text": True}).json()["results"][0][0]
     assert hit["title"] is None and hit["text"] is None
+
+
+TINY_MODEL, TINY_NAIL = object(), object()  # conftest's tiny random BERT and NAIL models, put in by the test
+
+
+SERVED = [  # (retriever that builds, its options, retriever that serves where another)
+    ("bm25", {}, None), ("bot", {}, None), ("idf", {}, None),
+    ("splade", {"model": TINY_MODEL}, None), ("inference-free", {"model": TINY_MODEL}, None),
+    ("dense", {"model": TINY_MODEL}, None), ("hybrid", {"neural": "idf"}, None),
+    ("sidr-beta", {}, None), ("sidr-beta", {}, "sidr-beta-rerank"), ("sidr-full", {}, None),
+    ("nail-sparse", {"model": TINY_NAIL}, None), ("nail-exh", {"model": TINY_NAIL}, None),
+    ("bm25+nail", {"model": TINY_NAIL}, None),
+]
+
+
+def test_the_served_list_holds_every_registered_retriever():
+    from semiret.search import RETRIEVERS
+
+    assert {served_as or name for name, _, served_as in SERVED} == set(RETRIEVERS)
+
+
+@pytest.mark.parametrize("name, options, served_as", SERVED)
+def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, name, options, served_as):
+    """Search, upsert, fetch, delete and merge through every kind of retriever (SiDR's with the packaged model)."""
+    from semiret.search import retriever_class
+
+    models = {TINY_MODEL: str(tiny_bert), TINY_NAIL: str(tiny_nail)}
+    options = {key: models.get(value, value) for key, value in options.items()}
+    retriever_class(name).build(TINY_DOCS, tmp_path / "idx", **options)
+    client = client_of({"idx": str(tmp_path / "idx")}, api_key=KEY, retrievers={"idx": served_as} if served_as else {})
+    assert client.get("/indexes/idx").json()["retriever"] == (served_as or name)
+    assert len(ids(client.post("/indexes/idx/search", json={"queries": ["cats and dogs", "statins"], "k": 3}))) == 2
+    added = client.put("/indexes/idx/documents", headers=WRITE,
+                       json={"documents": [{"_id": "new", "text": "Cats and dogs share the garden."}]})
+    assert added.json()["upserted"] == 1
+    assert client.get("/indexes/idx/documents/new").json()["text"] == "Cats and dogs share the garden."
+    assert client.post("/indexes/idx/documents/delete", headers=WRITE, json={"ids": ["new", "d1"]}).json()["deleted"] == 2
+    hits = ids(client.post("/indexes/idx/search", json={"queries": ["cats and dogs"], "k": 10}))[0]
+    assert "new" not in hits and "d1" not in hits
+    assert client.post("/indexes/idx/merge", headers=WRITE).json()["documents"] == 5
