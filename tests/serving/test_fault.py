@@ -1,7 +1,8 @@
 """The fault test of issue 19: a real server process (``python -m semiret.cli serve``) is killed with SIGKILL in the
 middle of a stream of adds, replaces and deletes, restarted, and every acknowledged write checked: present (the
 acknowledged version, and searchable) or absent if deleted. A write still in flight at the kill may have
-happened or not; after the restart its outcome is read and tracked from then on."""
+happened or not; after the restart its outcome is read and tracked from then on. Every fourth server runs two
+worker processes (killed together)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ def test_no_acknowledged_write_is_lost_when_the_server_is_killed(tmp_path):
     indexes = {"fault": tmp_path / "fault"}
     started = time.monotonic()
     for kill in range(KILLS + 1):
-        server = ServerProcess(indexes, api_key=KEY, extra_args=["--max-segments", "4"]).start()
+        workers = 2 if kill % 4 == 3 else 1  # every fourth server: two worker processes sharing the index
+        server = ServerProcess(indexes, api_key=KEY, workers=workers, extra_args=["--max-segments", "4"]).start()
         try:
             with httpx.Client(base_url=server.url, headers={"X-API-Key": KEY}, timeout=30) as client:
                 for writer in writers:
