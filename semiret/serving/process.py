@@ -8,7 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from semiret.errors import SemiretError
@@ -38,44 +40,52 @@ class ServerProcess:
         self.environment = {**os.environ, **({"SEMIRET_API_KEY": api_key} if api_key else {})}
         self.start_timeout = start_timeout
         self.process: subprocess.Popen | None = None
+        self.log = None
 
     def start(self) -> "ServerProcess":
-        import httpx
-
-        self.process = subprocess.Popen(self.command, env=self.environment, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, start_new_session=True)
+        self.log = tempfile.TemporaryFile()  # not a pipe: a server that logs much would block once it is full
+        self.process = subprocess.Popen(self.command, env=self.environment, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SemiretError(f"the server exited ({self.process.returncode}): {self.process.stderr.read().decode()}")
+                raise SemiretError(f"the server exited ({self.process.returncode}): {self.output()}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
+                with urllib.request.urlopen(f"{self.url}/readyz", timeout=1.0):
+                    return self  # 200: ready (an error status raises)
+            except OSError:  # not listening yet, or not ready (urllib's HTTPError is an OSError)
+                time.sleep(0.05)
         self.kill()
         raise SemiretError(f"the server was not ready after {self.start_timeout:.0f} s: {' '.join(self.command)}")
 
     def kill(self) -> None:
         """SIGKILL to the server and its workers: no chance to finish anything."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self._reap()
+        self._signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+        """SIGTERM (a graceful shutdown), then SIGKILL to whatever of the group is left after 10 s."""
+        self._signal(signal.SIGTERM)
+        if self.process is not None:
             try:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-        self._reap()
+                pass
+        self.kill()
 
-    def _reap(self) -> None:
-        if self.process is not None:
-            self.process.wait()
-            self.process.stderr.close()
+    def output(self) -> str:
+        """What the server printed so far."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def _signal(self, number: int) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, number)  # the group: worker processes too, even if the first one exited
+        except ProcessLookupError:
+            pass  # all gone already
 
     def __enter__(self) -> "ServerProcess":
         return self.start()
