@@ -7,11 +7,13 @@ is and commits every change in one rename; each ``seg-NNNNNN/`` folder holds::
     docids.*.npy     document ids, with a hash table for lookups
     texts.*.npy      stored document JSON (optional)
     ann.faiss        the segment's faiss index (``ivf`` and ``hnsw``; ``flat`` builds it on open)
+    tree.npz         the segment's corpus tree (``tree``: :mod:`semiret.indexes.tree_ann`)
     deleted.bin      append-only local numbers of deleted documents
 
 Search structures (``ann``): ``exact`` (numpy matmul over the memory-mapped vectors, nothing in RAM
 up front), ``flat`` (faiss exhaustive inner product), ``ivf`` (faiss IVF-Flat, ``nprobe`` lists
-searched), ``hnsw`` (faiss HNSW graph, ``ef_search``). Scores are inner products: with normalised
+searched), ``hnsw`` (faiss HNSW graph, ``ef_search``), ``tree`` (beam descent over an equal-depth k-means
+tree of the corpus, ``beam`` clusters kept per level; added documents join their nearest cluster). Scores are inner products: with normalised
 embeddings, cosine similarity. Adding writes a new segment; deleting appends marks (faiss searches
 skip them with an id selector); :meth:`DenseIndex.merge` folds segments into one.
 """
@@ -28,9 +30,10 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
 from semiret.indexes.storage import load_array
+from semiret.indexes.tree_ann import BEAM, TreeSearch, write_tree
 from semiret.types import Embeddings, SearchHits
 
-ANN_TYPES = ("exact", "flat", "ivf", "hnsw")
+ANN_TYPES = ("exact", "flat", "ivf", "hnsw", "tree")
 ANN_FILE = "ann.faiss"
 EXACT_CHUNK = 65536
 """Documents scored per matmul in exact search (bounds the [queries, chunk] score block)."""
@@ -42,10 +45,14 @@ class DenseSegment(Segment):
     def __init__(self, path: Path, info: dict, ann_type: str):
         super().__init__(path, info)
         self.vectors = load_array(path / "vectors.npy")
-        self.ann = _open_ann(path, self.vectors, ann_type)  # a faiss index, or None for exact search
+        self.tree = TreeSearch(path, self.vectors) if ann_type == "tree" else None
+        self.ann = _open_ann(path, self.vectors, ann_type)  # a faiss index, or None for exact and tree search
 
-    def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int,
+               beam: int = BEAM) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, local numbers; -1 where fewer) of each query among live documents."""
+        if self.tree is not None:
+            return self.tree.search(queries, k, beam, self.deleted)
         if self.ann is None:
             return self._exact(queries, k)
         import faiss
@@ -77,7 +84,9 @@ class DenseSegment(Segment):
         return scores, local
 
     def memory_bytes(self) -> int:
-        """Bytes a search keeps resident: the faiss structure, or the memory-mapped vectors."""
+        """Bytes a search keeps resident: the faiss structure, the tree, or the memory-mapped vectors."""
+        if self.tree is not None:
+            return self.tree.memory_bytes()
         if self.ann is None:
             return self.vectors.nbytes
         import faiss
@@ -98,17 +107,22 @@ class DenseIndex(SegmentedIndex):
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[Embeddings], dim: int, analyzer: dict,
               ann: str = "exact", nlist: int | None = None, hnsw_m: int = 32, ef_construction: int = 200,
-              store_texts: bool = True, overwrite: bool = False, extra_meta: dict | None = None) -> "DenseIndex":
-        """Write a new index from batches of embeddings (staged in a temporary directory, then renamed)."""
+              tree_branching: int | None = None, store_texts: bool = True, overwrite: bool = False,
+              extra_meta: dict | None = None) -> "DenseIndex":
+        """Write a new index from batches of embeddings (staged in a temporary directory, then renamed);
+        ``tree_branching``: the ``tree`` structure's branching factor (default: the BEIR rule, depth 3)."""
         if kind != "dense":
             raise SemiretError(f"a dense index has kind 'dense', not {kind!r}")
         if ann not in ANN_TYPES:
             raise SemiretError(f"unknown dense search structure {ann!r} (known: {', '.join(ANN_TYPES)})")
         if ann != "exact":
             import faiss  # noqa: F401  (fail before any document is encoded)
+        if tree_branching is not None and tree_branching < 2:
+            raise SemiretError(f"the tree's branching factor must be at least 2, got {tree_branching}")
         fields = {
             "kind": "dense", "ann": ann, "dim": dim, "metric": "ip",
-            "parameters": {"nlist": nlist, "hnsw_m": hnsw_m, "ef_construction": ef_construction},
+            "parameters": {"nlist": nlist, "hnsw_m": hnsw_m, "ef_construction": ef_construction,
+                           "tree_branching": tree_branching},
             "analyzer": analyzer,
         }
         return cls._build(path, fields, batches, store_texts, overwrite, extra_meta)
@@ -129,7 +143,7 @@ class DenseIndex(SegmentedIndex):
 
     # ------------------------------------------------------------------ search
     def search(self, queries: np.ndarray, k: int = 10, n_threads: int = 1, nprobe: int = 16,
-               ef_search: int = 128) -> SearchHits:
+               ef_search: int = 128, beam: int = BEAM) -> SearchHits:
         """Top-k by inner product over live documents; all-zero queries (empty texts) find nothing.
 
         ``n_threads`` is accepted for the retriever interface: numpy and faiss use their own thread pools.
@@ -143,7 +157,7 @@ class DenseIndex(SegmentedIndex):
         segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
         seg_scores, seg_locals = [], []
         for segment in segments:
-            scores, local = segment.search(queries, min(k, segment.n_docs) or 1, nprobe, ef_search)
+            scores, local = segment.search(queries, min(k, segment.n_docs) or 1, nprobe, ef_search, beam)
             local[empty] = -1
             seg_scores.append(scores)
             seg_locals.append(local)
@@ -174,6 +188,9 @@ class DenseIndex(SegmentedIndex):
             import faiss
 
             faiss.write_index(self._build_ann(vectors), str(directory / ANN_FILE))
+        elif self.meta["ann"] == "tree":  # later segments keep the first one's tree: new documents join it
+            base = next((s.tree.tree for s in self.segments if s.tree is not None), None)
+            write_tree(directory, vectors, base, self.meta["parameters"].get("tree_branching"))
 
     def _build_ann(self, vectors: np.ndarray):
         import faiss
@@ -193,7 +210,7 @@ class DenseIndex(SegmentedIndex):
 
 
 def _open_ann(path: Path, vectors: np.ndarray, ann_type: str):
-    if ann_type == "exact":
+    if ann_type in ("exact", "tree"):
         return None
     import faiss
 

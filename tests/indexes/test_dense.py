@@ -40,7 +40,7 @@ def test_search_matches_brute_force(tmp_path, corpus, ann):
                              dim=DIM, analyzer={"type": "test"}, ann=ann)
     ids = [f"d{i}" for i in range(350)] + [f"e{i}" for i in range(250)]
     queries = unit_vectors(20, seed=1)
-    hits = DenseIndex.open(tmp_path / ann).search(queries, k=10, nprobe=1000, ef_search=600)
+    hits = DenseIndex.open(tmp_path / ann).search(queries, k=10, nprobe=1000, ef_search=600, beam=1000)
     expected = brute_force(corpus, ids, queries, 10)
     recall = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits.ids, expected)])
     assert recall == 1.0 if ann in ("exact", "flat") else recall > 0.95
@@ -108,3 +108,41 @@ def test_sizes_are_reported(tmp_path, corpus):
     assert figures["exact"]["memory_bytes"] == corpus.nbytes
     assert figures["hnsw"]["memory_bytes"] > figures["flat"]["memory_bytes"] >= corpus.nbytes
     assert figures["ivf"]["size_bytes"] > figures["exact"]["size_bytes"]
+
+
+def clustered(n: int, groups: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = unit_vectors(groups, seed + 100)
+    vectors = centers[rng.integers(0, groups, n)] + 0.1 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_the_tree_beam_trades_scored_documents_for_recall(tmp_path):
+    corpus = clustered(2000, 40, seed=0)
+    index = DenseIndex.build(tmp_path / "tree", "dense", [embeddings(corpus)], dim=DIM, analyzer={}, ann="tree")
+    queries = clustered(50, 40, seed=1)
+    expected = brute_force(corpus, [f"d{i}" for i in range(2000)], queries, 10)
+    (segment,) = index.segments
+    figures = []
+    for beam in (1, 4, 16):
+        segment.tree.scored = 0
+        hits = index.search(queries, k=10, beam=beam)
+        recall = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits.ids, expected)])
+        figures.append((recall, segment.tree.scored / len(queries) / len(corpus)))
+    assert figures[0][1] < figures[1][1] < figures[2][1] < 0.5  # a descent scores a share of the corpus
+    assert figures[0][0] <= figures[1][0] <= figures[2][0] and figures[2][0] > 0.9
+
+
+def test_documents_added_to_a_tree_index_join_its_nearest_clusters(tmp_path):
+    corpus = clustered(600, 20, seed=0)
+    index = DenseIndex.build(tmp_path / "tree", "dense", [embeddings(corpus[:500])], dim=DIM, analyzer={},
+                             ann="tree", tree_branching=8)
+    index.add(embeddings(corpus[500:], "new"))
+    first, added = (s.tree.tree for s in DenseIndex.open(tmp_path / "tree").segments)
+    assert first.branching == added.branching == 8 and added.n_documents == 100
+    assert all(np.array_equal(a, b) for a, b in zip(first.centroids, added.centroids))
+    assert all(np.array_equal(a, b) for a, b in zip(first.parents[:-1], added.parents[:-1]))
+    assert list(added.parents[-1]) == list(first.nearest_cluster(corpus[500:]))
+    assert index.search(corpus[550:551], k=1, beam=2).ids == [["new50"]]
+    with pytest.raises(SemiretError, match="at least 2"):
+        DenseIndex.build(tmp_path / "bad", "dense", [], dim=DIM, analyzer={}, ann="tree", tree_branching=1)
