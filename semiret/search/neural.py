@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex
+from semiret.indexes.tree_ann import BEAM
 from semiret.models.checkpoints import INFERENCE_FREE, inference_free_document_threshold, resolve_inference_free
 from semiret.search.lexical import IDFQueries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -202,11 +203,13 @@ class DenseDocumentOptions:
     precision: str | None = None
     """Dense encoder arithmetic: float32, bfloat16 or auto (default)."""
     ann: str = "exact"
-    """Dense search structure: exact, flat, ivf or hnsw."""
+    """Dense search structure: exact, flat, ivf, hnsw or tree (beam descent over a k-means tree of the corpus)."""
     nlist: int | None = None
     """IVF lists (--ann ivf; default 4 sqrt(N))."""
     hnsw_m: int | None = None
     """HNSW graph degree (--ann hnsw; default 32)."""
+    tree_branching: int | None = None
+    """Branching factor of the corpus tree (--ann tree; default: the smallest power of two giving depth 3)."""
 
 
 class DenseDocuments(EncoderDocuments):
@@ -227,7 +230,7 @@ class DenseDocuments(EncoderDocuments):
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
         side = cls(encoder_config("dense", options.model, encoder.max_length, precision=encoder.precision), encoder,
                    options.encode_batch_size)
-        side.ann_options = {"ann": options.ann, "nlist": options.nlist,
+        side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
                             **({"hnsw_m": options.hnsw_m} if options.hnsw_m else {})}
         return side
 
@@ -244,6 +247,8 @@ class DenseQueryOptions(EncoderQueryOptions):
     """IVF lists searched per query (--ann ivf)."""
     ef_search: int = 128
     """HNSW candidate list size (--ann hnsw)."""
+    beam: int = BEAM
+    """Tree clusters kept at each level of the descent (--ann tree): wider finds more, scores more."""
 
 
 class DenseQueries(SiameseQueries):
@@ -257,12 +262,13 @@ class DenseQueries(SiameseQueries):
 
     def search(self, index, texts, k, n_threads):
         return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, nprobe=self.options.nprobe,
-                            ef_search=self.options.ef_search)
+                            ef_search=self.options.ef_search, beam=self.options.beam)
 
 
 @register_retriever
 class DenseRetriever(Retriever):
-    """A dense bi-encoder (``model``, default ``minilm``) over a dense index (``ann``: exact, flat, ivf, hnsw)."""
+    """A dense bi-encoder (``model``, default ``minilm``) over a dense index (``ann``: exact, flat, ivf, hnsw,
+    tree)."""
 
     name = "dense"
     documents = DenseDocuments

@@ -64,13 +64,13 @@ def test_inference_free_reuses_splade_documents(tmp_path, tiny_docs, tiny_bert):
     assert built.index.meta["retriever"] == "inference-free"
 
 
-@pytest.mark.parametrize("ann", ["exact", "hnsw"])
+@pytest.mark.parametrize("ann", ["exact", "hnsw", "tree"])
 def test_dense_retriever(tmp_path, tiny_docs, tiny_bert, ann):
     retriever = DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(tiny_bert), ann=ann)
     vectors = retriever.document_side.encoder.encode_document([d.full_text for d in tiny_docs], show_progress=False)
     hits = retriever.search([tiny_docs[2].full_text], k=1)
     assert hits.ids == [[tiny_docs[int(np.argmax(vectors @ vectors[2]))].id]]
-    reopened = open_retriever(tmp_path / "dense", ef_search=32)
+    reopened = open_retriever(tmp_path / "dense", ef_search=32, beam=2)
     assert isinstance(reopened, DenseRetriever) and reopened.index.meta["ann"] == ann
     reopened.add([Document("d7", "a brand new text")])
     assert reopened.search(["a brand new text"], k=1).ids == [["d7"]]
