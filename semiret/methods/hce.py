@@ -9,8 +9,8 @@ a k-means tree of its own corpus, composed from shared pieces:
   document is its pseudo-query, the document kept whole; the query side reads at most 64 tokens of it),
   joint (HCE-J, ``L_S + alpha L_U``: every batch holds both kinds);
 - EM co-training (Algorithm 3): after each epoch the corpus is embedded again and the dev metric measured;
-  when it improved the tree is rebuilt from the new embeddings and the centroids reset to it. The dev split
-  is carved from the training queries (``dev_fraction``). HCE-U has no labels: its dev set is inverse-cloze
+  when it improved the tree is rebuilt from the new embeddings and the centroids reset to it (with no dev set,
+  after every epoch but the last). The dev split is carved from the training queries (``dev_fraction``). HCE-U has no labels: its dev set is inverse-cloze
   pseudo-queries of a sample of documents (drawn with another seed), each judged relevant to its source;
 - ``loss="contrastive"``: the same data, batches and steps with plain in-batch contrastive fine-tuning (no
   tree, no sampled negatives), the baseline HCE must beat.
@@ -329,12 +329,14 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                       learning_rates={"centroids.": config.centroid_learning_rate})
 
     def after_epoch(epoch: int) -> dict:
+        """Algorithm 3's step between epochs; skipped (no corpus embedding) where no tree would follow it."""
+        if not (config.co_training and tree is not None and epoch < config.epochs):
+            return {}
         vectors = co_training.embed(encoder)
         dev = co_training.dev_metric(encoder, vectors)
         best = max([m for m in [initial_dev] + [h.notes.get("dev") for h in trainer.history] if m is not None],
                    default=None)
-        recluster = (config.co_training and tree is not None and epoch < config.epochs and dev is not None
-                     and (best is None or dev > best))
+        recluster = dev is None or best is None or dev > best  # without a dev set: after every epoch
         if recluster:
             new_tree = co_training.cluster(vectors, epoch)
             model.set_tree(new_tree, levels)
