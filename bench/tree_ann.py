@@ -1,0 +1,141 @@
+"""The corpus tree as the dense index's search structure (``ann="tree"``, beam descent) against faiss IVF and
+HNSW, at equal recall: recall@10 against exact search, share of the documents scored, median single-query
+latency (query encoding excluded), build time.
+
+``python bench/tree_ann.py [--model runs/hce-scifact/model] [--synthetic 1000000]`` prints one JSON object.
+
+- ``scifact``: the corpus and test queries embedded by ``--model`` (cached under the bench cache directory);
+- ``synthetic``: ``--synthetic`` unit vectors of ``--dim`` dimensions drawn around ``--centers`` random
+  centers (a mixture of clustered unit vectors, not text), queries drawn the same way.
+
+Each structure is swept over its knob (tree: beam width; IVF: nprobe; HNSW: efSearch); ``at_recall`` gives,
+for each, the cheapest setting reaching ``--target`` recall and its latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from corpus import CACHE_ROOT, SCIFACT, emit, machine
+
+SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64]),
+          "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128]),
+          "hnsw": ("ef_search", [16, 32, 64, 128, 256, 512])}
+LATENCY_QUERIES = 200
+
+
+def scifact_vectors(model: str, cache: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(document vectors, test query vectors) of SciFact by ``model``, cached by the model's path and files."""
+    from semiret.data.collection import Collection
+    from semiret.models.encoders import load_encoder
+
+    key = hashlib.sha1(str(Path(model).resolve() if Path(model).exists() else model).encode()).hexdigest()[:12]
+    file = cache / f"scifact-{key}.npz"
+    if file.is_file():
+        saved = np.load(file)
+        return saved["documents"], saved["queries"]
+    collection = Collection(SCIFACT)
+    encoder = load_encoder(model, "dense")
+    documents = encoder.encode_document([d.full_text for d in collection.corpus()], batch_size=64)
+    queries = encoder.encode_query(list(collection.queries("test").values()))
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(file, documents=documents, queries=queries)
+    return documents, queries
+
+
+def synthetic_vectors(n: int, dim: int, centers: int, queries: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors around random unit centers (spread 0.5 of a center's norm), documents then queries."""
+    rng = np.random.default_rng(seed)
+    middle = rng.normal(size=(centers, dim)).astype(np.float32)
+    middle /= np.linalg.norm(middle, axis=1, keepdims=True)
+
+    def draw(count):
+        points = middle[rng.integers(0, centers, count)] + 0.5 * rng.normal(size=(count, dim)).astype(np.float32) \
+            / np.sqrt(dim)
+        return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+    return np.concatenate([draw(min(n - s, 100_000)) for s in range(0, n, 100_000)]), draw(queries)
+
+
+def exact_top(documents: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    tops = []
+    for start in range(0, len(queries), 64):
+        scores = queries[start: start + 64] @ documents.T
+        tops.append(np.argsort(-scores, axis=1)[:, :k])
+    return np.concatenate(tops)
+
+
+def sweep(name: str, documents: np.ndarray, queries: np.ndarray, truth: np.ndarray, workdir: Path,
+          target: float) -> dict:
+    from semiret.indexes.dense import DenseIndex
+    from semiret.types import Embeddings
+
+    ids = [str(i) for i in range(len(documents))]
+    started = time.perf_counter()
+    index = DenseIndex.build(workdir / name, "dense", [Embeddings(ids, documents)], dim=documents.shape[1], ann=name,
+                             store_texts=False, analyzer={})
+    build = time.perf_counter() - started
+    knob, values = SWEEPS[name]
+    rows = []
+    for value in values:
+        for segment in index.segments:
+            if segment.tree is not None:
+                segment.tree.scored = 0
+        found = [[int(i) for i in row] for row in index.search(queries, k=10, **{knob: value}).ids]
+        recall = float(np.mean([len(set(f) & set(t.tolist())) / 10 for f, t in zip(found, truth)]))
+        scored = (sum(s.tree.scored for s in index.segments if s.tree is not None) / len(queries) / len(documents)
+                  if name == "tree" else None)
+        latencies = []
+        for q in queries[:LATENCY_QUERIES]:
+            t0 = time.perf_counter()
+            index.search(q[None, :], k=10, **{knob: value})
+            latencies.append((time.perf_counter() - t0) * 1000)
+        rows.append({knob: value, "recall@10": round(recall, 4), "latency_ms_median": round(statistics.median(latencies), 3),
+                     **({"scored_fraction": round(scored, 4)} if scored is not None else {})})
+        if recall >= 0.999:
+            break
+    reached = next((r for r in rows if r["recall@10"] >= target), None)
+    shutil.rmtree(workdir / name, ignore_errors=True)
+    return {"build_s": round(build, 1), "memory_mb": round(index.memory_bytes() / 2**20, 2), "sweep": rows,
+            "at_recall": reached}
+
+
+def run(label: str, documents: np.ndarray, queries: np.ndarray, workdir: Path, target: float) -> dict:
+    truth = exact_top(documents, queries, 10)
+    return {"documents": len(documents), "queries": len(queries), "dim": documents.shape[1],
+            **{name: sweep(name, documents, queries, truth, workdir / label, target) for name in SWEEPS}}
+
+
+def main() -> None:
+    from semiret import progress
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--synthetic", type=int, default=0, help="synthetic vectors (0: none)")
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--centers", type=int, default=4096)
+    parser.add_argument("--target", type=float, default=0.95)
+    parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "tree-ann")
+    args = parser.parse_args()
+
+    result = {"benchmark": "tree_ann", "target_recall@10": args.target, "machine_before": machine()}
+    documents, queries = scifact_vectors(args.model, args.workdir / "vectors")
+    result["scifact"] = {"model": args.model, **run("scifact", documents, queries, args.workdir, args.target)}
+    if args.synthetic:
+        documents, queries = synthetic_vectors(args.synthetic, args.dim, args.centers, 1000)
+        result["synthetic"] = {"centers": args.centers,
+                               **run("synthetic", documents, queries, args.workdir, args.target)}
+    result["machine_after"] = machine()
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
