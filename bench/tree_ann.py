@@ -50,14 +50,16 @@ def scifact_vectors(model: str, cache: Path) -> tuple[np.ndarray, np.ndarray]:
     return documents, queries
 
 
-def synthetic_vectors(n: int, dim: int, centers: int, queries: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
-    """Unit vectors around random unit centers (spread 0.5 of a center's norm), documents then queries."""
+def synthetic_vectors(n: int, dim: int, centers: int, queries: int, spread: float,
+                      seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors around random unit centers, Gaussian noise of norm about ``spread`` added before
+    normalising (1.0: a vector's cosine to its center is about 0.7); documents, then queries."""
     rng = np.random.default_rng(seed)
     middle = rng.normal(size=(centers, dim)).astype(np.float32)
     middle /= np.linalg.norm(middle, axis=1, keepdims=True)
 
     def draw(count):
-        points = middle[rng.integers(0, centers, count)] + 0.5 * rng.normal(size=(count, dim)).astype(np.float32) \
+        points = middle[rng.integers(0, centers, count)] + spread * rng.normal(size=(count, dim)).astype(np.float32) \
             / np.sqrt(dim)
         return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
 
@@ -121,7 +123,8 @@ def main() -> None:
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--synthetic", type=int, default=0, help="synthetic vectors (0: none)")
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--centers", type=int, default=4096)
+    parser.add_argument("--centers", type=int, default=10_000)
+    parser.add_argument("--spread", type=float, default=1.0)
     parser.add_argument("--target", type=float, default=0.95)
     parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "tree-ann")
     args = parser.parse_args()
@@ -130,8 +133,8 @@ def main() -> None:
     documents, queries = scifact_vectors(args.model, args.workdir / "vectors")
     result["scifact"] = {"model": args.model, **run("scifact", documents, queries, args.workdir, args.target)}
     if args.synthetic:
-        documents, queries = synthetic_vectors(args.synthetic, args.dim, args.centers, 1000)
-        result["synthetic"] = {"centers": args.centers,
+        documents, queries = synthetic_vectors(args.synthetic, args.dim, args.centers, 1000, args.spread)
+        result["synthetic"] = {"centers": args.centers, "spread": args.spread,
                                **run("synthetic", documents, queries, args.workdir, args.target)}
     result["machine_after"] = machine()
     emit(result)
