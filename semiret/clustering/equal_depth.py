@@ -19,6 +19,14 @@ from semiret.clustering.kmeans import ITERATIONS, check_vectors, kmeans, unit_ro
 from semiret.errors import SemiretError
 
 
+def members_of(offsets: np.ndarray, members: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The members of ``nodes`` in a (offsets, members) grouping (:meth:`EqualDepthTree.children`,
+    :meth:`EqualDepthTree.documents_under`), node after node, gathered without a Python loop."""
+    starts, lengths = offsets[nodes], offsets[nodes + 1] - offsets[nodes]
+    ends = np.cumsum(lengths)
+    return members[np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)]
+
+
 def depth_for(n_documents: int, branching: int) -> int:
     """``ceil(log_b N)`` in integers: the smallest L with ``b^L >= N``."""
     if branching < 2:
@@ -101,8 +109,7 @@ class EqualDepthTree:
             raise SemiretError(f"the beam width must be at least 1, got {beam}")
         kept = np.zeros(1, np.int64)
         for t in range(1, self.depth):
-            offsets, children = self._children[t - 1]
-            candidates = np.concatenate([children[offsets[n]: offsets[n + 1]] for n in kept])
+            candidates = members_of(*self._children[t - 1], kept)
             if len(candidates) > beam:
                 scores = self.centroids[t - 1][candidates] @ query
                 candidates = candidates[np.argpartition(-scores, beam - 1)[:beam]]

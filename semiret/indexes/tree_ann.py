@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from semiret.clustering import EqualDepthTree, agglomerative_tree
+from semiret.clustering.equal_depth import members_of
 from semiret.errors import IndexFormatError
 
 TREE_FILE = "tree.npz"
@@ -50,8 +51,7 @@ class TreeSearch:
         local = np.full((len(queries), k), -1, np.int64)
         for row, query in enumerate(queries):
             clusters = self.tree.descend(query, beam)
-            candidates = np.sort(np.concatenate([self.members[self.offsets[c]: self.offsets[c + 1]]
-                                                 for c in clusters]))
+            candidates = np.sort(members_of(self.offsets, self.members, clusters))
             candidates = candidates[~deleted[candidates]]
             self.scored += len(candidates)
             found = np.asarray(self.vectors[candidates]) @ query

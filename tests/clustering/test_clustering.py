@@ -187,3 +187,11 @@ def test_documents_added_later_join_their_nearest_lowest_cluster():
     assert list(grown.ancestors[:, 1]) == list(tree.ancestors[[3, 42, 77], 1])
     offsets, children = tree.children(0)
     assert offsets[-1] == tree.size(1) and sorted(children) == list(range(tree.size(1)))
+
+
+def test_members_of_gathers_groups_in_order():
+    from semiret.clustering.equal_depth import members_of
+
+    offsets, members = np.array([0, 2, 2, 5]), np.array([7, 8, 1, 2, 3])
+    assert members_of(offsets, members, np.array([2, 0, 1])).tolist() == [1, 2, 3, 7, 8]
+    assert members_of(offsets, members, np.array([], np.int64)).tolist() == []
