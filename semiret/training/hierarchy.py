@@ -25,6 +25,7 @@ A batch holds supervised examples (HCE-S), unsupervised ones (HCE-U, pseudo-quer
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,8 +154,11 @@ class HierarchyLoss(Loss):
         for t in self.sampled_levels:
             sampled = [self.sample(e.document, t - 1, in_batch | set(e.excluded), rng) for e in examples]
             texts = [self.documents[r] for rows_ in sampled for r in rows_]
-            with torch.set_grad_enabled(self.negative_gradients and torch.is_grad_enabled()):
+            if self.negative_gradients:
                 negatives = model.encode_documents(texts)
+            else:  # fixed targets of this step: encoded as at inference, without dropout (half the time)
+                with torch.no_grad(), _evaluation_mode(model):
+                    negatives = model.encode_documents(texts)
             contrastive.append(symmetric_info_nce(queries / self.temperature, torch.cat([positives, negatives])))
         if not contrastive:  # in-batch negatives only
             contrastive.append(symmetric_info_nce(queries / self.temperature, positives))
@@ -186,3 +190,14 @@ class HierarchyLoss(Loss):
                 return np.asarray(chosen, np.int64)
         raise SemiretError(f"cannot sample {self.negatives} negatives: too few documents outside the batch's "
                            f"positives")
+
+
+@contextmanager
+def _evaluation_mode(module: nn.Module):
+    """``module`` in evaluation mode (no dropout) inside the block, in its previous mode after it."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train(was_training)

@@ -127,13 +127,17 @@ def test_joint_batches_weigh_the_unsupervised_terms_by_alpha():
     assert alone.total.item() == pytest.approx(alone.terms["U.hierarchy"] + alone.terms["U.contrastive"], rel=1e-5)
 
 
-def test_sampled_negatives_without_gradients_are_encoded_without_them():
+def test_sampled_negatives_without_gradients_are_encoded_without_them_or_dropout():
     tree = hand_tree()
     model = FixedEmbeddings(tree)
+    modes = []
+    model.encode_documents = lambda texts, encode=model.encode_documents: modes.append(model.training) or encode(texts)
     loss = HierarchyLoss(DOCUMENTS, tree, levels=0, negatives=2, negative_gradients=False)
+    model.train()
     loss(model, batch([(0, 4), (1, 8)]), 0).total.backward()
     touched = set(np.flatnonzero(model.documents.grad.abs().sum(1).numpy()))
     assert touched == {4, 8}  # the sampled siblings got no gradient
+    assert modes == [True, False, False, False] and model.training  # positives with dropout; 3 levels of negatives
 
 
 def test_plain_contrastive_needs_no_tree():
