@@ -34,6 +34,7 @@ def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
         *neural,
         *sidr_systems(),
         *inference_free_systems(),
+        *hce_systems(),
     ]
 
 
@@ -60,6 +61,18 @@ def inference_free_systems() -> list[tuple[str, str, dict]]:
     model = INFERENCE_FREE.default
     return [("inference-free, trained", "inference-free", {"model": model}),
             ("inference-free, trained, two-phase", "inference-free", {"model": model, "two_phase": "on"})]
+
+
+HCE_MODEL = "hce-scifact"
+
+
+def hce_systems() -> list[tuple[str, str, dict]]:
+    """The packaged HCE-J encoder (``semiret train hce``), a plain dense retriever, when it is installed."""
+    from semiret.data.packaged import packaged_checkpoint_installed
+
+    if not packaged_checkpoint_installed(HCE_MODEL):
+        return []
+    return [("HCE-J dense (hce-scifact)", "dense", {"model": HCE_MODEL})]
 
 
 def nail_systems(model: str) -> list[tuple[str, str, dict]]:

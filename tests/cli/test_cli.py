@@ -182,3 +182,6 @@ def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
     (tmp_path / "sidr-scifact").mkdir()
     names = [r for _, r, _ in demo.demo_systems(baselines=False)]
     assert {"sidr-beta", "sidr-beta-rerank", "sidr-full"} <= set(names) and "inference-free" not in names
+    assert "dense" not in names
+    (tmp_path / "hce-scifact").mkdir()
+    assert ("dense", {"model": "hce-scifact"}) in [(r, o) for _, r, o in demo.demo_systems(baselines=False)]
