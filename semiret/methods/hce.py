@@ -60,9 +60,11 @@ class HCETrainingConfig(TrainingConfig):
     """M: tree levels trained with the centroid softmax (default L - 1); levels M+1..L use sampled negatives."""
     negatives: int = 4
     """n_NS: documents sampled from the positive's subtree per query and level."""
-    negative_gradients: bool = True
-    """Back-propagate through the sampled negatives (off: they are encoded as at inference, without gradients
-    or dropout: a step takes about half the time)."""
+    negative_gradients: bool = False
+    """Back-propagate through the sampled negatives. Off by default: they are encoded as at inference, without
+    gradients or dropout, so a step takes about half the time and holds no activations for them (with
+    gradients, a joint batch of 32 holds 320 documents of 256 tokens, about 25 GB in MiniLM: more than the
+    24 GB machine)."""
     temperature: float = 0.01
     alpha: float = 0.5
     """Weight of the unsupervised loss in the joint scenario."""
