@@ -174,12 +174,7 @@ class DenseIndex(SegmentedIndex):
         return Embeddings(ids, np.asarray(segment.vectors)[live], documents)
 
     def _validate(self, embeddings: Embeddings) -> None:
-        """Vectors of the index's dimension, finite."""
-        vectors = np.asarray(embeddings.vectors)
-        if vectors.shape != (len(embeddings), self.dim):
-            raise SemiretError(f"expected {len(embeddings)} vectors of dimension {self.dim}, got shape {vectors.shape}")
-        if not np.all(np.isfinite(vectors)):
-            raise SemiretError("vectors must be finite")
+        check_embeddings(embeddings, self.dim)
 
     def _write_segment_files(self, directory: Path, embeddings: Embeddings, info: dict) -> None:
         vectors = np.ascontiguousarray(embeddings.vectors, np.float32)
@@ -207,6 +202,15 @@ class DenseIndex(SegmentedIndex):
             index.train(vectors)
         index.add(vectors)
         return index
+
+
+def check_embeddings(embeddings: Embeddings, dim: int) -> None:
+    """Refuse vectors that are not of dimension ``dim`` or not finite."""
+    vectors = np.asarray(embeddings.vectors)
+    if vectors.shape != (len(embeddings), dim):
+        raise SemiretError(f"expected {len(embeddings)} vectors of dimension {dim}, got shape {vectors.shape}")
+    if not np.all(np.isfinite(vectors)):
+        raise SemiretError("vectors must be finite")
 
 
 def _open_ann(path: Path, vectors: np.ndarray, ann_type: str):

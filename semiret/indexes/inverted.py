@@ -338,35 +338,9 @@ class InvertedIndex(SegmentedIndex):
         return hits
 
     def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
-        """Queries as CSR arrays (offsets, term ids, weights) without zero-weight terms or terms the snapshot's
-        commit does not know.
-
-        Checked and filtered for the whole batch at once: per-query numpy calls would cost more
-        than searching a small index.
-        """
-        n = len(queries)
-        if n == 1:
-            terms, weights = [np.asarray(queries[0].terms, np.int32)], [np.asarray(queries[0].weights, np.float32)]
-        else:
-            terms = [np.asarray(q.terms, np.int32) for q in queries]
-            weights = [np.asarray(q.weights, np.float32) for q in queries]
-        bad_shape = next((i for i, (t, w) in enumerate(zip(terms, weights)) if t.shape != w.shape), n)
-        if n == 1:
-            offsets, flat_t, flat_w = np.array([0, len(weights[0])], np.int64), terms[0], weights[0]
-        else:
-            offsets = np.zeros(n + 1, np.int64)
-            if n:
-                np.cumsum(np.fromiter(map(len, weights), np.int64, n), out=offsets[1:])
-            flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
-            flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
+        """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""
         idf = self.idf(snapshot) if self.kind == "bm25" else _NO_IDF
-        bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, _vocab_size(snapshot.meta), idf)
-        if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
-            bad = n if bad < 0 else bad
-            if bad_shape <= bad:
-                raise SemiretError(f"query {bad_shape}: {len(terms[bad_shape])} terms but {len(weights[bad_shape])} weights")
-            raise SemiretError(f"query {bad}: term weights must be finite and non-negative")
-        return offsets, flat_t, flat_w
+        return pack_queries(queries, _vocab_size(snapshot.meta), idf)
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
@@ -399,15 +373,7 @@ class InvertedIndex(SegmentedIndex):
         return len(self.terms.terms) if self.terms is not None else self.meta["vocab_size"]
 
     def _validate(self, postings: Postings) -> None:
-        """Errors in documents to write: term ids outside the vocabulary, bad impact weights."""
-        vocab_size = self._batch_vocab_size()
-        if len(postings.terms) and (int(postings.terms.max()) >= vocab_size or int(postings.terms.min()) < 0):
-            bad = int(postings.terms.max()) if int(postings.terms.max()) >= vocab_size else int(postings.terms.min())
-            raise SemiretError(f"term id {bad} is outside the vocabulary ({vocab_size})")
-        if self.kind == "impact":
-            values = np.asarray(postings.values, np.float32)
-            if np.any(~np.isfinite(values)) or np.any(values < 0):
-                raise SemiretError("impact weights must be finite and non-negative")
+        check_postings(postings, self._batch_vocab_size(), self.kind)
 
     def _write_segment_files(self, directory: Path, postings: Postings, info: dict) -> None:
         """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""
@@ -486,6 +452,49 @@ class InvertedIndex(SegmentedIndex):
         if committed is None:  # indexes written before vocab_bytes was recorded
             committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
         return committed
+
+
+def check_postings(postings: Postings, vocab_size: int, kind: str) -> None:
+    """Refuse documents to write with term ids outside the vocabulary, or (impact) weights that are negative or
+    not finite."""
+    if len(postings.terms) and (int(postings.terms.max()) >= vocab_size or int(postings.terms.min()) < 0):
+        bad = int(postings.terms.max()) if int(postings.terms.max()) >= vocab_size else int(postings.terms.min())
+        raise SemiretError(f"term id {bad} is outside the vocabulary ({vocab_size})")
+    if kind == "impact":
+        values = np.asarray(postings.values, np.float32)
+        if np.any(~np.isfinite(values)) or np.any(values < 0):
+            raise SemiretError("impact weights must be finite and non-negative")
+
+
+def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, idf: np.ndarray = _NO_IDF):
+    """Queries as CSR arrays (offsets, term ids, weights) without zero-weight terms or terms outside the first
+    ``vocab_size``; ``idf`` (BM25) multiplies the weights. Negative or non-finite weights are an error.
+
+    Checked and filtered for the whole batch at once: per-query numpy calls would cost more than searching a
+    small index.
+    """
+    n = len(queries)
+    if n == 1:
+        terms, weights = [np.asarray(queries[0].terms, np.int32)], [np.asarray(queries[0].weights, np.float32)]
+    else:
+        terms = [np.asarray(q.terms, np.int32) for q in queries]
+        weights = [np.asarray(q.weights, np.float32) for q in queries]
+    bad_shape = next((i for i, (t, w) in enumerate(zip(terms, weights)) if t.shape != w.shape), n)
+    if n == 1:
+        offsets, flat_t, flat_w = np.array([0, len(weights[0])], np.int64), terms[0], weights[0]
+    else:
+        offsets = np.zeros(n + 1, np.int64)
+        if n:
+            np.cumsum(np.fromiter(map(len, weights), np.int64, n), out=offsets[1:])
+        flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
+        flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
+    bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, vocab_size, idf)
+    if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
+        bad = n if bad < 0 else bad
+        if bad_shape <= bad:
+            raise SemiretError(f"query {bad_shape}: {len(terms[bad_shape])} terms but {len(weights[bad_shape])} weights")
+        raise SemiretError(f"query {bad}: term weights must be finite and non-negative")
+    return offsets, flat_t, flat_w
 
 
 def _vocab_size(meta: dict) -> int:

@@ -477,10 +477,7 @@ class SegmentedIndex(ABC):
     # ------------------------------------------------------------------ writing (on a draft)
     def _check_batch(self, batch) -> None:
         """Refuse a batch that repeats an id or that the kind cannot take (:meth:`_validate`)."""
-        if len(set(batch.ids)) != len(batch.ids):
-            seen: set[str] = set()
-            repeated = next(i for i in batch.ids if i in seen or seen.add(i))
-            raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+        check_unique_ids(batch.ids)
         self._validate(batch)
 
     def _mark_deleted(self, doc_ids: Iterable[str], missing_ok: bool) -> int:
@@ -558,6 +555,14 @@ class SegmentedIndex(ABC):
         bounds = bounds.tolist()
         return SearchHits([names[lo:hi] for lo, hi in zip(bounds, bounds[1:])],
                           [flat_scores[lo:hi] for lo, hi in zip(bounds, bounds[1:])])
+
+
+def check_unique_ids(ids: list[str]) -> None:
+    """Refuse documents to add that repeat an id."""
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        repeated = next(i for i in ids if i in seen or seen.add(i))
+        raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
 
 
 def _check_build_target(target: Path, overwrite: bool) -> None:

@@ -1,0 +1,419 @@
+"""Milvus as the store of a retriever's documents, for serving beyond one machine (``--backend milvus:URI``).
+
+A collection holds one retriever's document side: learned-sparse and bag-of-tokens documents (``impact``,
+``binary``) as a ``SPARSE_FLOAT_VECTOR`` under a ``SPARSE_INVERTED_INDEX``, dense documents as a
+``FLOAT_VECTOR``, both searched by inner product, so scores are those of semiret's own index. semiret keeps
+what is its own: tokenizing and weighting queries, the query encoders, and checking every vector before it
+leaves (Milvus takes negative weights, NaN and any term id): term ids outside the vocabulary, negative or
+non-finite weights, vectors of the wrong dimension and repeated ids are refused with the collection unchanged.
+
+- **Writes are upserts**, never inserts: a retried or repeated write cannot leave two rows with one id.
+  ``add`` without ``replace`` still refuses ids the collection holds, as semiret's own index does.
+- **Reads are Strong** by default (the backend's ``consistency``): a search sees every write acknowledged
+  before it started.
+- **The collection describes itself**: its description is a JSON record like an index's ``meta.json``
+  (format, kind, retriever, analyzer, vocabulary size or dimension, whether texts are stored), so
+  ``open_retriever(name, backend=...)`` re-opens it with the retriever and model that built it.
+- A document's text, when stored, is a ``VARCHAR`` of its JSON record (at most 65,535 bytes).
+
+``pymilvus`` is optional (``pip install semiret[milvus]``) and imported only when a collection is used; the URI
+is a Milvus standalone or cluster address (``http://host:19530``, with a token) or a local ``.db`` file that
+Milvus Lite serves.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from semiret.data.collection import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes.dense import check_embeddings
+from semiret.indexes.inverted import check_postings, pack_queries
+from semiret.indexes.segments import check_unique_ids
+from semiret.types import Embeddings, Postings, SearchHits, SparseQuery
+
+SCHEME = "milvus:"
+TOKEN_ENVIRONMENT = "MILVUS_TOKEN"
+FORMAT = "semiret.milvus"
+VERSION = 1
+SPARSE_KINDS = ("impact", "binary")
+DENSE_KIND = "dense"
+CONSISTENCY_LEVELS = ("Strong", "Bounded", "Session", "Eventually")
+ID_FIELD, VECTOR_FIELD, DOCUMENT_FIELD = "id", "vector", "document"
+MAX_ID_BYTES = 512
+MAX_DOCUMENT_BYTES = 65_535
+ROWS_PER_REQUEST = 1000
+"""Rows per upsert, id lookup or delete request (well under Milvus's 64 MB message limit at 768 dimensions)."""
+COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+
+@dataclass(frozen=True)
+class MilvusBackend:
+    """Where collections live: a Milvus URI (server, or a local ``.db`` file for Milvus Lite), its token, and
+    the consistency level of reads."""
+
+    uri: str
+    token: str = ""
+    consistency: str = "Strong"
+
+    def __post_init__(self):
+        if self.consistency not in CONSISTENCY_LEVELS:
+            raise SemiretError(f"unknown Milvus consistency level {self.consistency!r} "
+                               f"(known: {', '.join(CONSISTENCY_LEVELS)})")
+
+    @classmethod
+    def parse(cls, spec: str, token: str | None = None) -> "MilvusBackend":
+        """``milvus:URI`` -> a backend; the token defaults to ``$MILVUS_TOKEN``."""
+        if not spec.startswith(SCHEME) or not spec[len(SCHEME):]:
+            raise SemiretError(f"unknown backend {spec!r}: expected milvus:URI (a Milvus server such as "
+                               "milvus:http://localhost:19530, or a local file such as milvus:./milvus.db)")
+        return cls(spec[len(SCHEME):], token if token is not None else os.environ.get(TOKEN_ENVIRONMENT, ""))
+
+    @property
+    def client(self):
+        return _client(self.uri, self.token)
+
+    def exists(self, name: str) -> bool:
+        with milvus_errors(f"looking up collection {name!r}"):
+            return self.client.has_collection(_collection_name(name))
+
+    def drop(self, name: str) -> None:
+        with milvus_errors(f"dropping collection {name!r}"):
+            self.client.drop_collection(_collection_name(name))
+
+    def open(self, name) -> "MilvusIndex":
+        """The semiret collection ``name`` (its description says what it is)."""
+        name = _collection_name(name)
+        if not self.exists(name):
+            raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}")
+        with milvus_errors(f"describing collection {name!r}"):
+            description = self.client.describe_collection(name).get("description", "")
+        try:
+            meta = json.loads(description)
+        except json.JSONDecodeError:
+            meta = {}
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret")
+        if meta.get("version") != VERSION:
+            raise IndexFormatError(f"collection {name!r}: semiret Milvus format version {meta.get('version')} "
+                                   "is not supported")
+        return MilvusIndex(self, name, meta)
+
+    def build(self, name, kind: str, batches: Iterable[Postings | Embeddings], *, analyzer: dict,
+              vocab_size: int | None = None, dim: int | None = None, store_texts: bool = True,
+              overwrite: bool = False, extra_meta: dict | None = None, **structure) -> "MilvusIndex":
+        """A new collection of ``batches`` (the ``build`` of semiret's index kinds, over Milvus): refused before
+        anything is written if the kind or a search structure has no Milvus equivalent; dropped again if a
+        batch is refused. ``overwrite`` drops an existing collection first."""
+        name = _collection_name(name)
+        if kind not in (*SPARSE_KINDS, DENSE_KIND):
+            raise SemiretError(f"a {kind!r} index cannot live in Milvus (it holds learned-sparse, bag-of-tokens "
+                               f"and dense documents: kinds {', '.join((*SPARSE_KINDS, DENSE_KIND))})")
+        index_type, index_params = _index_structure(kind, structure)
+        if self.exists(name):
+            if not overwrite:
+                raise IndexFormatError(f"collection {name!r} already exists in Milvus at {self.uri} "
+                                       "(pass overwrite=True / --overwrite to replace it)")
+            self.drop(name)
+        meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
+                "store_texts": store_texts, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
+                "index_type": index_type, **(extra_meta or {})}
+        self._create_collection(name, meta, index_type, index_params)
+        index = MilvusIndex(self, name, meta)
+        try:
+            seen: set[str] = set()
+            for batch in batches:
+                check_unique_ids(batch.ids)
+                repeated = next((i for i in batch.ids if i in seen), None)
+                if repeated is not None:
+                    raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+                seen.update(batch.ids)
+                index.upsert(batch)
+        except BaseException:
+            self.drop(name)
+            raise
+        return index
+
+    def _create_collection(self, name: str, meta: dict, index_type: str, index_params: dict) -> None:
+        from pymilvus import DataType
+
+        client = self.client
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False, description=json.dumps(meta))
+        schema.add_field(ID_FIELD, DataType.VARCHAR, is_primary=True, max_length=MAX_ID_BYTES)
+        if meta["kind"] == DENSE_KIND:
+            schema.add_field(VECTOR_FIELD, DataType.FLOAT_VECTOR, dim=meta["dim"])
+        else:
+            schema.add_field(VECTOR_FIELD, DataType.SPARSE_FLOAT_VECTOR)
+        if meta["store_texts"]:
+            schema.add_field(DOCUMENT_FIELD, DataType.VARCHAR, max_length=MAX_DOCUMENT_BYTES)
+        indexes = client.prepare_index_params()
+        indexes.add_index(VECTOR_FIELD, index_type=index_type, metric_type="IP", params=index_params)
+        with milvus_errors(f"creating collection {name!r}"):
+            client.create_collection(name, schema=schema, index_params=indexes, consistency_level=self.consistency)
+
+
+class MilvusIndex:
+    """One semiret collection in Milvus, with the interface retrievers use of semiret's own indexes: ``meta``,
+    ``kind``, ``search``, ``add``, ``delete``, ``writing``, document lookups and ``describe``."""
+
+    def __init__(self, backend: MilvusBackend, name: str, meta: dict):
+        self.backend, self.name, self.meta = backend, name, meta
+        self.path = f"{SCHEME}{backend.uri} collection {name}"
+        """Where the collection is, for messages (semiret's own indexes name their directory)."""
+
+    @property
+    def kind(self) -> str:
+        return self.meta["kind"]
+
+    @property
+    def _client(self):
+        return self.backend.client
+
+    # ------------------------------------------------------------------ documents
+    @property
+    def n_docs(self) -> int:
+        with milvus_errors(f"counting {self.name!r}"):
+            rows = self._client.query(self.name, filter="", output_fields=["count(*)"],
+                                      consistency_level=self.backend.consistency)
+        return int(rows[0]["count(*)"])
+
+    def present(self, doc_ids: Iterable[str]) -> set[str]:
+        """Which of ``doc_ids`` the collection holds."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: set[str] = set()
+        for start in range(0, len(ids), ROWS_PER_REQUEST):
+            with milvus_errors(f"looking up ids in {self.name!r}"):
+                rows = self._client.query(self.name, ids=ids[start: start + ROWS_PER_REQUEST],
+                                          output_fields=[ID_FIELD], consistency_level=self.backend.consistency)
+            found.update(row[ID_FIELD] for row in rows)
+        return found
+
+    def __contains__(self, doc_id: str) -> bool:
+        return bool(self.present([doc_id]))
+
+    def get_document(self, doc_id: str) -> Document | None:
+        """The stored document, or None when it is unknown or texts were not stored."""
+        if not self.meta["store_texts"]:
+            return None
+        with milvus_errors(f"reading a document of {self.name!r}"):
+            rows = self._client.query(self.name, ids=[doc_id], output_fields=[DOCUMENT_FIELD],
+                                      consistency_level=self.backend.consistency)
+        if not rows:
+            return None
+        record = json.loads(rows[0][DOCUMENT_FIELD])
+        return Document(record["_id"], record["text"], record.get("title", ""))
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "documents": self.n_docs, "backend": "milvus", "uri": self.backend.uri,
+                "collection": self.name, "index_type": self.meta["index_type"],
+                **({"dim": self.meta["dim"]} if self.kind == DENSE_KIND else {"terms": self.meta["vocab_size"]})}
+
+    def size_on_disk(self) -> None:
+        """Unknown: Milvus keeps the collection."""
+        return None
+
+    # ------------------------------------------------------------------ changes
+    @contextmanager
+    def writing(self) -> Iterator["MilvusIndex"]:
+        """What :meth:`Retriever.add` holds around encoding: nothing to lock here, the vocabulary is fixed and
+        Milvus orders the writes (the last upsert of an id wins)."""
+        yield self
+
+    def add(self, batch: Postings | Embeddings, replace: bool = False) -> int:
+        """Upsert documents; returns how many. Ids the collection holds are an error unless ``replace``. Every
+        vector is checked before the first is sent (:meth:`upsert`): a refused batch leaves the collection
+        unchanged."""
+        if len(batch) == 0:
+            return 0
+        check_unique_ids(batch.ids)
+        if not replace:
+            clash = next(iter(self.present(batch.ids)), None)
+            if clash is not None:
+                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+        self.upsert(batch)
+        return len(batch)
+
+    def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
+        """Delete documents by id; returns how many there were. An unknown id is an error (nothing deleted)
+        unless ``missing_ok``."""
+        ids = list(dict.fromkeys(doc_ids))
+        present = self.present(ids)
+        missing = next((i for i in ids if i not in present), None)
+        if missing is not None and not missing_ok:
+            raise SemiretError(f"cannot delete {missing!r}: no such document in {self.path}")
+        ids = [i for i in ids if i in present]
+        for start in range(0, len(ids), ROWS_PER_REQUEST):
+            with milvus_errors(f"deleting from {self.name!r}"):
+                self._client.delete(self.name, ids=ids[start: start + ROWS_PER_REQUEST])
+        return len(ids)
+
+    def validate(self, batch: Postings | Embeddings) -> None:
+        """Refuse what Milvus would take but semiret's own index would not: vectors of the wrong dimension or
+        not finite; term ids outside the vocabulary; negative or non-finite weights; ids or texts too long."""
+        if self.kind == DENSE_KIND:
+            if not isinstance(batch, Embeddings):
+                raise SemiretError(f"{self.path} holds dense vectors, not {type(batch).__name__}")
+            check_embeddings(batch, self.meta["dim"])
+        else:
+            if not isinstance(batch, Postings):
+                raise SemiretError(f"{self.path} holds sparse vectors, not {type(batch).__name__}")
+            check_postings(batch, self.meta["vocab_size"], self.kind)
+        long_id = next((i for i in batch.ids if len(i.encode("utf-8")) > MAX_ID_BYTES), None)
+        if long_id is not None:
+            raise SemiretError(f"document id {long_id[:40]!r}... is longer than Milvus's {MAX_ID_BYTES} bytes")
+
+    def upsert(self, batch: Postings | Embeddings) -> None:
+        """Check a batch (:meth:`validate`), then write it in requests of ``ROWS_PER_REQUEST`` rows."""
+        self.validate(batch)
+        vectors = self._vectors(batch)
+        documents = self._document_records(batch)
+        for start in range(0, len(batch), ROWS_PER_REQUEST):
+            stop = min(start + ROWS_PER_REQUEST, len(batch))
+            rows = [{ID_FIELD: batch.ids[i], VECTOR_FIELD: vectors[i],
+                     **({DOCUMENT_FIELD: documents[i]} if documents is not None else {})}
+                    for i in range(start, stop)]
+            with milvus_errors(f"upserting into {self.name!r}"):
+                self._client.upsert(self.name, rows)
+
+    def _vectors(self, batch: Postings | Embeddings) -> list:
+        """Rows' vectors as pymilvus takes them: float lists, or ``{term: weight}`` without zero weights (every
+        weight 1 in a bag-of-tokens collection)."""
+        if self.kind == DENSE_KIND:
+            return np.asarray(batch.vectors, np.float32).tolist()
+        offsets = batch.offsets.tolist()
+        terms = np.asarray(batch.terms, np.int64)
+        if self.kind == "binary":
+            values = np.ones(len(terms), np.float32)
+        else:
+            values = np.asarray(batch.values, np.float32)
+        rows = []
+        for start, stop in zip(offsets, offsets[1:]):
+            weights = values[start:stop]
+            kept = weights != 0
+            rows.append(dict(zip(terms[start:stop][kept].tolist(), weights[kept].tolist())))
+        return rows
+
+    def _document_records(self, batch: Postings | Embeddings) -> list[str] | None:
+        if not self.meta["store_texts"] or batch.documents is None:
+            return None
+        records = [json.dumps(d.to_record(), ensure_ascii=False) for d in batch.documents]
+        too_long = next((d.id for d, r in zip(batch.documents, records) if len(r.encode("utf-8")) > MAX_DOCUMENT_BYTES),
+                        None)
+        if too_long is not None:
+            raise SemiretError(f"document {too_long!r} is longer than the {MAX_DOCUMENT_BYTES} bytes Milvus stores "
+                               "as text (build without stored texts: store_texts=False / --no-store-texts)")
+        return records
+
+    # ------------------------------------------------------------------ search
+    def search(self, queries, k: int = 10, n_threads: int = 1, two_phase=None, nprobe: int = 16,
+               ef_search: int = 128, beam: int | None = None) -> SearchHits:
+        """Top-k by inner product: sparse queries (:class:`~semiret.types.SparseQuery`, terms outside the
+        vocabulary and zero weights dropped, negative weights an error) or a [n, dim] matrix. Empty queries find
+        nothing. ``nprobe`` and ``ef_search`` reach IVF and HNSW collections; ``n_threads`` and ``beam`` are
+        semiret's own index's (Milvus searches on its side)."""
+        if k < 1:
+            raise SemiretError("k must be at least 1")
+        if two_phase is not None:
+            raise SemiretError("two-phase search is semiret's own index's; a Milvus collection is searched exactly")
+        if self.kind == DENSE_KIND:
+            vectors = np.ascontiguousarray(queries, np.float32)
+            if vectors.ndim != 2 or vectors.shape[1] != self.meta["dim"]:
+                raise SemiretError(f"queries must be a [n, {self.meta['dim']}] array, got shape {vectors.shape}")
+            if not np.all(np.isfinite(vectors)):
+                raise SemiretError("query vectors must be finite")
+            searched = np.flatnonzero(np.any(vectors != 0, axis=1))
+            data = vectors[searched].tolist()
+            params = {"nprobe": nprobe, "ef": max(ef_search, k)}
+        else:
+            offsets, terms, weights = pack_queries(queries, self.meta["vocab_size"])
+            bounds = offsets.tolist()
+            searched = np.flatnonzero(np.diff(offsets) > 0)
+            terms, weights = terms.tolist(), weights.tolist()
+            data = [dict(zip(terms[bounds[q]: bounds[q + 1]], weights[bounds[q]: bounds[q + 1]]))
+                    for q in searched.tolist()]
+            params = {"drop_ratio_search": 0.0}
+        n_queries = len(queries)
+        ids: list[list[str]] = [[] for _ in range(n_queries)]
+        scores: list[list[float]] = [[] for _ in range(n_queries)]
+        if data:
+            with milvus_errors(f"searching {self.name!r}"):
+                results = self._client.search(self.name, data, limit=k, anns_field=VECTOR_FIELD,
+                                              search_params={"metric_type": "IP", "params": params},
+                                              consistency_level=self.backend.consistency)
+            for query, hits in zip(searched.tolist(), results):
+                ids[query] = [hit["id"] for hit in hits]
+                scores[query] = [float(hit["distance"]) for hit in hits]
+        return SearchHits(ids, scores)
+
+    def idf(self):
+        raise SemiretError(f"{self.path}: corpus IDF needs document frequencies, which a Milvus collection does not "
+                           "give; weight queries by a table instead (idf='msmarco' / --idf msmarco, or a JSON file)")
+
+    def pinned(self) -> "MilvusIndex":
+        """Itself: Milvus decides what each read sees (the backend's consistency level)."""
+        return self
+
+    def refresh(self) -> bool:
+        """Nothing to re-read: every search asks Milvus."""
+        return False
+
+
+def _index_structure(kind: str, structure: dict) -> tuple[str, dict]:
+    """The Milvus index type and build parameters for a kind and the dense options semiret's own index takes
+    (``ann``, ``nlist``, ``hnsw_m``); options without a Milvus equivalent are refused."""
+    ann = structure.pop("ann", "exact")
+    nlist, hnsw_m = structure.pop("nlist", None), structure.pop("hnsw_m", None)
+    unsupported = sorted(name for name, value in structure.items() if value is not None)
+    if unsupported:
+        raise SemiretError(f"option(s) {', '.join(unsupported)} of semiret's own index have no Milvus equivalent")
+    if kind in SPARSE_KINDS:
+        return "SPARSE_INVERTED_INDEX", {"drop_ratio_build": 0.0}
+    if ann in ("exact", "flat"):
+        return "FLAT", {}
+    if ann == "ivf":
+        return "IVF_FLAT", {"nlist": nlist or 1024}
+    if ann == "hnsw":
+        return "HNSW", {"M": hnsw_m or 32, "efConstruction": 200}
+    raise SemiretError(f"dense search structure {ann!r} has no Milvus equivalent (exact, flat, ivf or hnsw)")
+
+
+def _collection_name(name) -> str:
+    name = str(name)
+    if not COLLECTION_NAME.fullmatch(name):
+        raise SemiretError(f"{name!r} is not a Milvus collection name (letters, digits and underscores, not "
+                           "starting with a digit, at most 255)")
+    return name
+
+
+@functools.lru_cache(maxsize=None)
+def _client(uri: str, token: str):
+    """One client per URI and token (a Milvus Lite file is served by one process, started on first use)."""
+    try:
+        from pymilvus import MilvusClient
+    except ImportError:
+        raise SemiretError("the Milvus backend needs pymilvus: pip install 'semiret[milvus]'") from None
+    with warnings.catch_warnings(), milvus_errors(f"connecting to {uri}"):
+        warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+        return MilvusClient(uri=uri, token=token)
+
+
+@contextmanager
+def milvus_errors(what: str) -> Iterator[None]:
+    """Milvus's exceptions as one-line :class:`SemiretError`s saying what failed."""
+    from pymilvus.exceptions import MilvusException
+
+    try:
+        yield
+    except MilvusException as exc:
+        raise SemiretError(f"Milvus: {what} failed: {exc.message}") from exc
