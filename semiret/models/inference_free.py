@@ -43,7 +43,7 @@ class InferenceFreeModel(torch.nn.Module):
         """What the query side multiplies each present token by (IDF; ones for the binary variant)."""
         if self.query_weighting == "binary":
             return (~self.vocabulary.excluded_mask).astype(np.float32)
-        return self.idf.numpy()
+        return self.idf.cpu().numpy()
 
     @classmethod
     def load(cls, name_or_path: str) -> "InferenceFreeModel":
@@ -76,9 +76,11 @@ class InferenceFreeModel(torch.nn.Module):
 
     def query_vectors(self, token_lists: list[np.ndarray], idf_aware: bool = True) -> torch.Tensor:
         """Training-side queries [N, V]: the distinct tokens, weighted by IDF (Eq. 5) or 1 (Eq. 2)."""
-        out = torch.zeros(len(token_lists), self.encoder.vocab_size)
-        weights = torch.from_numpy(self.query_weights) if idf_aware else torch.ones(self.encoder.vocab_size)
+        device = self.idf.device
+        out = torch.zeros(len(token_lists), self.encoder.vocab_size, device=device)
+        weights = (torch.from_numpy(self.query_weights).to(device) if idf_aware
+                   else torch.ones(self.encoder.vocab_size, device=device))
         for i, tokens in enumerate(token_lists):
-            ids = torch.from_numpy(np.asarray(tokens, np.int64))
+            ids = torch.from_numpy(np.asarray(tokens, np.int64)).to(device)
             out[i, ids] = weights[ids]
         return out

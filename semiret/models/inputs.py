@@ -84,12 +84,13 @@ class TextBatcher:
                         "(this warning is shown once)", truncated, len(texts), self.max_length, self.model_name)
         return [e.ids for e in encodings]
 
-    def padded(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(input ids, attention mask) of all ``texts`` as one padded batch, rows in input order: what a
-        training step feeds its encoder, whose outputs must line up with the batch's examples."""
+    def padded(self, texts: list[str], device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input ids, attention mask) of all ``texts`` as one padded batch, rows in input order, on ``device``
+        (default the CPU): what a training step feeds its encoder, whose outputs must line up with the batch's
+        examples."""
         batch = next(self.batches(texts, len(texts)))
         order = np.argsort(batch.positions)
-        return batch.input_ids[order], batch.attention_mask[order]
+        return batch.input_ids[order].to(device), batch.attention_mask[order].to(device)
 
     def batches(self, texts: list[str], batch_size: int) -> Iterator[Batch]:
         if batch_size < 1:

@@ -71,7 +71,7 @@ class SiDRModel(torch.nn.Module):
 
 def sparse_queries(encoder, vectors: torch.Tensor) -> list[SparseQuery]:
     """Top-k sparsified VDR vectors (shifted space) as index queries over tokenizer ids."""
-    sparse = encoder.sparsify(vectors.detach())
+    sparse = encoder.sparsify(vectors.detach()).cpu()
     queries = []
     for row in sparse:
         ids = torch.nonzero(row).squeeze(1)

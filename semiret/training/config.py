@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass
 class TrainingConfig:
-    """Options shared by every recipe: the data, the run folder, batches, clipping, seed and threads."""
+    """Options shared by every recipe: the data, the run folder, batches, clipping, seed, threads and device."""
 
     data: str = "scifact"
     """BEIR collection to train on (a folder, or a name under shared/data)."""
@@ -31,6 +31,12 @@ class TrainingConfig:
     """Seed of the run: initial torch state, each epoch's order and each batch's random draws."""
     threads: int | None = None
     """Torch threads (default: torch's choice)."""
+    device: str = "auto"
+    """Device to train on: auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:N or mps; under
+    torchrun, auto and cuda mean each process's local GPU."""
+    mixed_precision: bool = True
+    """On CUDA, run the encoders in bf16 autocast (fp16 with a gradient scaler where the GPU lacks bf16); the
+    losses stay in float32. No effect on a CPU or MPS."""
 
     def resolved(self):
         """A copy whose ``data`` is a folder (:func:`semiret.data.paths.dataset`); errors for unknown names."""

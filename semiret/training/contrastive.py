@@ -4,12 +4,16 @@ NAIL's in-batch softmax over token-set queries with pooled hard negatives."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
 from semiret.errors import SemiretError
 from semiret.models.sidr import sparse_queries
 from semiret.training.data import SeededBatch
+from semiret.training.devices import module_device
+from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss
 from semiret.training.miners import PooledNegatives, RetrievedNegativeMiner
 
@@ -20,7 +24,8 @@ class SemiParametricLoss(Loss):
 
     Passages are the positives, then one negative per query retrieved by ``miner`` (if any) with the current
     queries, drawn with the batch's seed, then the pairs' given negatives. ``form="paper"`` encodes top-k
-    vectors only (gradients for kept entries); ``"code"`` encodes full vectors and sparsifies them."""
+    vectors only (gradients for kept entries); ``"code"`` encodes full vectors and sparsifies them. Queries and
+    passages are encoded through :func:`~semiret.training.distributed.encode_rows` (shared between processes)."""
 
     def __init__(self, form: str = "paper", semi_parametric: bool = True,
                  miner: RetrievedNegativeMiner | None = None):
@@ -30,8 +35,13 @@ class SemiParametricLoss(Loss):
         pairs = batch.items
         query_encoder, document_encoder = model.query_encoder, model.document_encoder
         dense = self.form == "code"
-        q_ids, q_mask = query_encoder.inputs.padded([p.query for p in pairs])
-        q = query_encoder(q_ids, q_mask, sparse=not dense)
+        device = module_device(model)
+
+        def vectors_and_bags(encoder, texts):
+            ids, mask = encoder.inputs.padded(texts, device)
+            return encoder(ids, mask, sparse=not dense), encoder.bag_of_tokens(ids, mask)
+
+        q, q_bot = encode_rows(partial(vectors_and_bags, query_encoder), [p.query for p in pairs])
         q_sparse = query_encoder.sparsify(q) if dense else q
         documents = [p.positive for p in pairs]
         if self.miner is not None:
@@ -39,11 +49,8 @@ class SemiParametricLoss(Loss):
             mined = self.miner.mine([p.query_id for p in pairs], queries, batch.random())
             documents += [d for negatives in mined for d in negatives]
         documents += [n for p in pairs for n in p.negatives]
-        d_ids, d_mask = document_encoder.inputs.padded([d.full_text for d in documents])
-        p = document_encoder(d_ids, d_mask, sparse=not dense)
+        p, p_bot = encode_rows(partial(vectors_and_bags, document_encoder), [d.full_text for d in documents])
         p_sparse = document_encoder.sparsify(p) if dense else p
-        q_bot = query_encoder.bag_of_tokens(q_ids, q_mask)
-        p_bot = document_encoder.bag_of_tokens(d_ids, d_mask)
         return sidr_loss(q, p, q_bot, p_bot, q_sparse, p_sparse, form=self.form, semi_parametric=self.semi_parametric)
 
 
@@ -67,7 +74,11 @@ class TokenSetContrastiveLoss(Loss):
         if self.negatives is not None:
             passages += [d for drawn in self.negatives.sample([p.query_id for p in pairs], batch.random()) for d in drawn]
         passages += [n for p in pairs for n in p.negatives]
-        input_ids, attention_mask = model.inputs.padded([d.full_text for d in passages])
-        scores = model(input_ids, attention_mask, columns)
+        device = module_device(model)
+
+        def scores_of(texts):
+            return model(*model.inputs.padded(texts, device), columns.to(device))
+
+        scores = encode_rows(scores_of, [d.full_text for d in passages])
         loss = multi_hot_softmax_loss(tokens, scores, columns, torch.arange(len(pairs)), self.temperature)
         return LossOutput(loss)

@@ -18,6 +18,8 @@ import torch
 
 from semiret.data.collection import Collection, Document
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
+from semiret.training.devices import module_device
+from semiret.training.distributed import encode_rows
 from semiret.training.losses import (
     Loss,
     LossOutput,
@@ -133,20 +135,25 @@ class DistillationLoss(Loss):
         data = self.sets[s]
         rng = batch.random()
         candidates = np.array([data.candidates(i, self.candidates, rng) for i in rows])  # [N, C]
-        ids, mask = model.encoder.inputs.padded([data.documents[r].full_text for r in candidates.ravel()])
         tokens = [data.tokens[i] for i in rows]
         in_queries = np.unique(np.concatenate(tokens)) if tokens else np.empty(0, np.int64)
         sample = VocabularySample.draw(in_queries, model.encoder.vocab_size, self.flops_sample, batch.numpy_random())
-        d = model.document_vectors(ids, mask, sample.columns)
-        q = model.query_vectors(tokens, self.idf_aware)[:, sample.columns]
+        device = module_device(model)
+        columns = sample.columns.to(device)
+
+        def document_vectors(texts):
+            return model.document_vectors(*model.encoder.inputs.padded(texts, device), columns)
+
+        d = encode_rows(document_vectors, [data.documents[r].full_text for r in candidates.ravel()])
+        q = model.query_vectors(tokens, self.idf_aware)[:, columns]
         if self.in_batch_negatives:  # every query against every document of the batch [N, N * C]
             student = q @ d.T
             scored = np.broadcast_to(candidates.ravel(), (len(rows), candidates.size))
         else:
             student, scored = grouped_scores(q, d), candidates
         query_ids = [data.examples[i].query_id for i in rows]
-        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, scored)) for t in data.teachers],
-                                          self.scale, normalize=self.normalize_teachers)
+        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, scored)).to(device)
+                                           for t in data.teachers], self.scale, normalize=self.normalize_teachers)
         student_scale = fitted_student_scale(student, teacher) if self.fit_student_scale else 1.0
         kl = kl_distillation(student_scale * student, teacher)
         flops = flops_regularizer(d, sample)

@@ -37,6 +37,8 @@ from semiret.clustering import EqualDepthTree
 from semiret.errors import SemiretError
 from semiret.models.inputs import TextBatcher
 from semiret.training.data import SeededBatch
+from semiret.training.devices import module_device
+from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, symmetric_info_nce
 
 TEMPERATURE = 0.01
@@ -76,10 +78,16 @@ class HierarchyModel(nn.Module):
             self.set_tree(tree, levels)
 
     def encode_queries(self, texts: list[str]) -> torch.Tensor:
-        return self.encoder(*self.query_inputs.padded(texts))
+        """Query vectors, the rows shared between processes (:func:`~semiret.training.distributed.encode_rows`)."""
+        return encode_rows(lambda share: self.encoder(*self.query_inputs.padded(share, self.device)), texts)
 
     def encode_documents(self, texts: list[str]) -> torch.Tensor:
-        return self.encoder(*self.encoder.inputs.padded(texts))
+        """Document vectors, the rows shared between processes."""
+        return encode_rows(lambda share: self.encoder(*self.encoder.inputs.padded(share, self.device)), texts)
+
+    @property
+    def device(self) -> torch.device:
+        return module_device(self.encoder)
 
     def set_tree(self, tree: EqualDepthTree, levels: int) -> None:
         """Reset the centroids to ``tree``'s k-means ones (in place: the optimizer keeps the same parameters)."""
@@ -88,7 +96,7 @@ class HierarchyModel(nn.Module):
         for t in range(levels):
             values = torch.from_numpy(np.array(tree.centroids[t], np.float32))
             if t < len(self.centroids):
-                self.centroids[t].data = values
+                self.centroids[t].data = values.to(self.centroids[t].device)
             else:
                 self.centroids.append(nn.Parameter(values))
 
@@ -168,9 +176,10 @@ class HierarchyLoss(Loss):
         """Eq. 5 at depth ``t``: each query's softmax over the children of its positive's depth t-1 ancestor."""
         ancestors = self.tree.ancestors[rows]
         scores = queries @ F.normalize(centroids, dim=-1).T / self.temperature  # [B, nodes at depth t]
-        parents = torch.from_numpy(self.tree.parents[t - 1])
-        siblings = parents[None, :] == torch.from_numpy(ancestors[:, t - 1])[:, None]
-        return F.cross_entropy(scores.masked_fill(~siblings, float("-inf")), torch.from_numpy(ancestors[:, t]))
+        parents = torch.from_numpy(self.tree.parents[t - 1]).to(scores.device)
+        siblings = parents[None, :] == torch.from_numpy(ancestors[:, t - 1]).to(scores.device)[:, None]
+        return F.cross_entropy(scores.masked_fill(~siblings, float("-inf")),
+                               torch.from_numpy(ancestors[:, t]).to(scores.device))
 
     def sample(self, row: int, depth: int, excluded: set[int], rng: np.random.Generator) -> np.ndarray:
         """``negatives`` documents of the subtree of ``row``'s depth-``depth`` ancestor, none in ``excluded`` nor

@@ -178,8 +178,9 @@ def multi_hot_softmax_loss(query_tokens: list[torch.Tensor], document_scores: to
 
     ``document_scores`` [N, C] are every passage of the batch over vocabulary ids ``columns`` (ascending, at
     least every query token); ``positives`` [m] the row of each query's positive."""
-    multi_hot = torch.zeros(len(query_tokens), len(columns), dtype=document_scores.dtype)
+    device = document_scores.device
+    multi_hot = torch.zeros(len(query_tokens), len(columns), dtype=document_scores.dtype, device=device)
     for row, tokens in enumerate(query_tokens):
-        multi_hot[row, torch.searchsorted(columns, tokens)] = 1.0
+        multi_hot[row, torch.searchsorted(columns, tokens).to(device)] = 1.0
     similarities = multi_hot @ document_scores.T / temperature
-    return F.cross_entropy(similarities, positives, reduction="sum")
+    return F.cross_entropy(similarities, positives.to(device), reduction="sum")

@@ -1,8 +1,10 @@
 """A small, resumable training loop: AdamW, linear warm-up and decay, gradient clipping, checkpoints.
 
 Recipes supply the model, a :class:`~semiret.training.losses.Loss` and a
-:class:`~semiret.training.data.BatchSource`; the loop owns optimisation, logging (the loss and its named
-terms) and checkpointing, so every recipe trains the same way.
+:class:`~semiret.training.data.BatchSource`; the loop owns the device and mixed precision
+(:mod:`semiret.training.devices`), several processes under ``torchrun`` (:mod:`semiret.training.distributed`),
+optimisation, logging (the loss and its named terms) and checkpointing, so every recipe trains the same way.
+Checkpoints hold CPU tensors: a run resumes on another device.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from semiret.errors import SemiretError
 from semiret.progress import StepBar
 from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.data import BatchSource
+from semiret.training.devices import MixedPrecision, resolve_device
+from semiret.training.distributed import average_gradients, broadcast_from_main, encoders_in, processes
 from semiret.training.losses import Loss
 
 log = logging.getLogger(__name__)
@@ -55,7 +59,8 @@ def epoch_summary(history: list[EpochLog]) -> dict:
 
 class Trainer:
     """Minimise ``loss(model, batch, step)`` over ``schedule.epochs`` epochs of ``batches``, checkpointing to
-    ``output_dir/checkpoint`` after each epoch (``config``: clipping, seed, threads; recorded with the state).
+    ``output_dir/checkpoint`` after each epoch (``config``: device, mixed precision, clipping, seed, threads;
+    recorded with the state). The model trains on ``config.device`` and is back on the CPU after :meth:`train`.
 
     ``learning_rates`` maps parameter-name prefixes to their own peak rate (say, trainable cluster centroids);
     every other parameter trains at the schedule's. All follow the same warm-up and decay."""
@@ -65,7 +70,10 @@ class Trainer:
         steps_per_epoch = len(batches)
         if steps_per_epoch < 1:
             raise SemiretError("nothing to train on: an epoch has no batches")
-        self.model, self.loss, self.batches = model, loss, batches
+        self.processes = processes()
+        self.device = resolve_device(config.device, self.processes.local_rank)
+        self.precision = MixedPrecision(self.device, config.mixed_precision)
+        self.model, self.loss, self.batches = model.to(self.device), loss, batches
         self.config, self.schedule = config, schedule
         self.output_dir = Path(output_dir)
         self.total_steps = steps_per_epoch * schedule.epochs
@@ -83,11 +91,14 @@ class Trainer:
         return self.output_dir / "checkpoint"
 
     def save_checkpoint(self) -> None:
+        """Write the checkpoint (the main process alone)."""
+        if not self.processes.main:
+            return
         staged = self.output_dir / "checkpoint.tmp"
         staged.mkdir(parents=True, exist_ok=True)
         save_model(self.model, str(staged / "model.safetensors"))
-        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                    "rng": torch.get_rng_state()}, staged / "optimizer.pt")
+        torch.save({"optimizer": _on_cpu(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
+                    "rng": torch.get_rng_state(), "precision": self.precision.state_dict()}, staged / "optimizer.pt")
         state = {"epoch": self.start_epoch, "global_step": self.global_step, "config": asdict(self.config),
                  "schedule": asdict(self.schedule), "history": [asdict(h) for h in self.history]}
         (staged / STATE_FILE).write_text(json.dumps(state, indent=2))
@@ -113,8 +124,9 @@ class Trainer:
             return False
         state = json.loads(state_file.read_text())
         load_model(self.model, str(self.checkpoint_dir / "model.safetensors"))
-        saved = torch.load(self.checkpoint_dir / "optimizer.pt", weights_only=False)
-        self.optimizer.load_state_dict(saved["optimizer"])
+        saved = torch.load(self.checkpoint_dir / "optimizer.pt", map_location="cpu", weights_only=False)
+        self.optimizer.load_state_dict(saved["optimizer"])  # moved to the parameters' device
+        self.precision.load_state_dict(saved.get("precision", {}))
         self.scheduler.load_state_dict(saved["scheduler"])
         torch.set_rng_state(saved["rng"])
         self.start_epoch = state["epoch"]
@@ -132,7 +144,15 @@ class Trainer:
         torch.manual_seed(self.config.seed)
         if resume:
             self.resume()
+        broadcast_from_main(self.model)
         self.model.train()
+        with encoders_in(self.precision):
+            self._run_epochs(after_epoch)
+        self.model.eval()
+        self.model.to("cpu")
+        return self.history
+
+    def _run_epochs(self, after_epoch: Callable[[int], dict] | None) -> None:
         epochs = self.schedule.epochs
         for epoch in range(self.start_epoch, epochs):
             batches = self.batches.epoch(random.Random(self.config.seed + epoch))
@@ -144,10 +164,12 @@ class Trainer:
                         raise SemiretError(f"training diverged: loss is {output.total.item()} "
                                            f"at step {self.global_step}")
                     self.optimizer.zero_grad(set_to_none=True)
-                    output.total.backward()
+                    self.precision.scaled(output.total).backward()
+                    average_gradients(self.model.parameters())
+                    self.precision.unscale(self.optimizer)
                     if self.config.max_grad_norm:
                         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-                    self.optimizer.step()
+                    self.precision.step(self.optimizer)
                     self.scheduler.step()
                     self.global_step += 1
                     losses.append(output.total.item())
@@ -162,8 +184,6 @@ class Trainer:
             log.info("epoch %d: loss %.4f (%.1f s) %s", entry.epoch, entry.mean_loss, entry.seconds, entry.terms)
             self.start_epoch = epoch + 1
             self.save_checkpoint()
-        self.model.eval()
-        return self.history
 
 
 def saved_history(output_dir: str | Path) -> list[EpochLog]:
@@ -173,6 +193,17 @@ def saved_history(output_dir: str | Path) -> list[EpochLog]:
     if not state_file.is_file():
         return []
     return [EpochLog.from_json(h) for h in json.loads(state_file.read_text())["history"]]
+
+
+def _on_cpu(state):
+    """``state`` (nested dicts and lists) with every tensor copied to the CPU."""
+    if isinstance(state, torch.Tensor):
+        return state.cpu()
+    if isinstance(state, dict):
+        return {key: _on_cpu(value) for key, value in state.items()}
+    if isinstance(state, list):
+        return [_on_cpu(value) for value in state]
+    return state
 
 
 def _parameter_groups(model: torch.nn.Module, learning_rate: float, learning_rates: dict[str, float]) -> list[dict]:
