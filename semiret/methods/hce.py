@@ -280,6 +280,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     from semiret.clustering import branching_for_depth, depth_for
     from semiret.models.encoders import load_encoder
     from semiret.training.config import Schedule
+    from semiret.training.distributed import is_main_process, main_process_result
     from semiret.training.hierarchy import HierarchyLoss, HierarchyModel
     from semiret.training.trainer import Trainer, epoch_summary, saved_history
 
@@ -321,7 +322,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     history = saved_history(output) if resume else []
     co_training = CoTraining(config, corpus, dev_queries, dev_qrels)
     started = time.perf_counter()
-    tree, initial_dev = co_training.start(encoder, history, resume)
+    tree, initial_dev = main_process_result(lambda: co_training.start(encoder, history, resume))
     model = HierarchyModel(encoder, config.query_max_length, tree, levels)
     loss = HierarchyLoss(corpus.texts, tree, levels, negatives, config.temperature, config.alpha,
                          config.negative_gradients)
@@ -331,21 +332,27 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     trainer = Trainer(model, loss, batches, config, schedule, output,
                       learning_rates={"centroids.": config.centroid_learning_rate})
 
-    def after_epoch(epoch: int) -> dict:
-        """Algorithm 3's step between epochs; skipped (no corpus embedding) where no tree would follow it."""
-        if not (config.co_training and tree is not None and epoch < config.epochs):
-            return {}
+    def reclustering(epoch: int) -> tuple[dict, object]:
+        """(the epoch's notes, the new tree or None): the dev metric and, when it improved, a new tree."""
         vectors = co_training.embed(encoder)
         dev = co_training.dev_metric(encoder, vectors)
         best = max([m for m in [initial_dev] + [h.notes.get("dev") for h in trainer.history] if m is not None],
                    default=None)
         recluster = dev is None or best is None or dev > best  # without a dev set: after every epoch
-        if recluster:
-            new_tree = co_training.cluster(vectors, epoch)
+        notes = {"dev": None if dev is None else round(dev, 4), "reclustered": recluster}
+        return notes, co_training.cluster(vectors, epoch) if recluster else None
+
+    def after_epoch(epoch: int) -> dict:
+        """Algorithm 3's step between epochs (the main process's, its tree given to the others); skipped (no
+        corpus embedding) where no tree would follow it."""
+        if not (config.co_training and tree is not None and epoch < config.epochs):
+            return {}
+        notes, new_tree = main_process_result(lambda: reclustering(epoch))
+        if new_tree is not None:
             model.set_tree(new_tree, levels)
             trainer.forget_optimizer_state(model.centroids.parameters())
             loss.set_tree(new_tree)
-        return {"dev": None if dev is None else round(dev, 4), "reclustered": recluster}
+        return notes
 
     trained = trainer.train(resume=resume, after_epoch=after_epoch)
     seconds = time.perf_counter() - started
@@ -358,6 +365,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                f"dev_{CoTraining.MEASURE}_per_epoch": [h.notes.get("dev") for h in trained],
                "reclustered_after_epochs": [h.epoch for h in trained if h.notes.get("reclustered")],
                **epoch_summary(trained)}
-    encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
-    atomic_write_json(output / "summary.json", summary)
+    if is_main_process():
+        encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
+        atomic_write_json(output / "summary.json", summary)
     return summary

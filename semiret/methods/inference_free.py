@@ -239,6 +239,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     from semiret.models.splade import SpladeEncoder
     from semiret.training.data import TrainingSet
     from semiret.training.distillation import DistillationSet
+    from semiret.training.distributed import is_main_process, main_process_first
     from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
 
     started = time.perf_counter()
@@ -254,7 +255,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     weights, source = load_idf(config.idf, config.base, idf_documents)
     cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
     teachers = [make_teacher(kind, model, length) for kind, model, length in teacher_specs]
-    write_manifest(output, teachers)
+    if is_main_process():
+        write_manifest(output, teachers)
 
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base), weights,
                                "idf" if config.idf_aware else "binary", source)
@@ -270,19 +272,22 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
             summary["stages"].append(done)
         else:
             t0 = time.perf_counter()
-            sets = [DistillationSet.from_pseudo_queries(corpus, config.pseudo_queries_per_document, config.seed + k,
-                                                        f"pq{k}", teachers, cache_dir, config.mining_depth,
-                                                        model.vocabulary)
-                    for k, corpus in enumerate(config.pretrain_corpora)]
+            with main_process_first():  # the others read the teacher caches it wrote
+                sets = [DistillationSet.from_pseudo_queries(corpus, config.pseudo_queries_per_document,
+                                                            config.seed + k, f"pq{k}", teachers, cache_dir,
+                                                            config.mining_depth, model.vocabulary)
+                        for k, corpus in enumerate(config.pretrain_corpora)]
             prep = time.perf_counter() - t0
             result = _train_stage(model, sets, config, "pretrain", resume)
             result["preparation_seconds"] = round(prep, 1)
             summary["stages"].append(result)
-            model.save(pretrained, training=result, fp16=False, max_length=config.finetune_max_length)
+            if is_main_process():
+                model.save(pretrained, training=result, fp16=False, max_length=config.finetune_max_length)
     if config.finetune_epochs:
         t0 = time.perf_counter()
-        data = DistillationSet.from_training_set(Path(config.data).name, training_set, teachers, cache_dir,
-                                                 config.mining_depth, model.vocabulary)
+        with main_process_first():
+            data = DistillationSet.from_training_set(Path(config.data).name, training_set, teachers, cache_dir,
+                                                     config.mining_depth, model.vocabulary)
         prep = time.perf_counter() - t0
         result = _train_stage(model, [data], config, "finetune", resume)
         result["preparation_seconds"] = round(prep, 1)
@@ -291,8 +296,9 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     summary["teachers"] = [t.name for t in teachers]
     # pre-training crops documents to 128 tokens to be fast; indexing must not (the paper indexes at 512): the
     # saved model indexes at the fine-tuning length, whichever stage ran last
-    model.save(output / "model", training={k: v for k, v in summary.items()}, max_length=config.finetune_max_length)
-    if config.finetune_epochs and config.choose_document_threshold:
-        summary.update(choose_document_threshold(str(output / "model"), config.data, config.split))
-    (output / "summary.json").write_text(json.dumps(summary, indent=2))
+    if is_main_process():
+        model.save(output / "model", training={k: v for k, v in summary.items()}, max_length=config.finetune_max_length)
+        if config.finetune_epochs and config.choose_document_threshold:
+            summary.update(choose_document_threshold(str(output / "model"), config.data, config.split))
+        (output / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -153,6 +153,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     from semiret.text.wordpiece import WordPieceVocabulary
     from semiret.training.contrastive import TokenSetContrastiveLoss
     from semiret.training.data import PairBatches, TrainingSet
+    from semiret.training.distributed import is_main_process
     from semiret.training.miners import PooledNegatives
 
     started = time.perf_counter()
@@ -181,7 +182,8 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
                                   config, config.pretrain_epochs, config.pretrain_learning_rate, resume)
             result["pairs"] = len(pairs)
             summary["stages"].append(result)
-            model.save(pretrained, training=result, fp16=False)
+            if is_main_process():
+                model.save(pretrained, training=result, fp16=False)
     if config.finetune_epochs:
         negatives = PooledNegatives(bm25_pools(training_set, config.negative_depth), training_set.documents,
                                     training_set.positives, config.hard_negatives)
@@ -191,6 +193,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
         result["pairs"] = len(training_set)
         summary["stages"].append(result)
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
-    model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
-    (output / "summary.json").write_text(json.dumps(summary, indent=2))
+    if is_main_process():
+        model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
+        (output / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -71,6 +71,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.training.config import Schedule
     from semiret.training.contrastive import SemiParametricLoss
     from semiret.training.data import PairBatches, TrainingSet
+    from semiret.training.distributed import is_main_process, main_process_first
     from semiret.training.miners import RetrievedNegativeMiner
     from semiret.training.trainer import Trainer, epoch_summary
 
@@ -85,9 +86,10 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     miner = None
     if config.negatives == "retrieved":
         bot_path = output / "bot-index"
-        if not (bot_path / "meta.json").is_file():
-            BagOfTokensRetriever.build(collection.corpus(), bot_path, overwrite=True, store_texts=False,
-                                       tokenizer=config.base, max_length=config.document_max_length)
+        with main_process_first():  # the others open what it built
+            if not (bot_path / "meta.json").is_file():
+                BagOfTokensRetriever.build(collection.corpus(), bot_path, overwrite=True, store_texts=False,
+                                           tokenizer=config.base, max_length=config.document_max_length)
         miner = RetrievedNegativeMiner(BagOfTokensRetriever.open(bot_path).index, training_set.documents,
                                        training_set.positives, pool_size=config.pool_size,
                                        depth=config.retrieve_depth)
@@ -101,6 +103,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
                "train_seconds": round(seconds, 1),
                "seconds_per_epoch": round(sum(h.seconds for h in history) / len(history), 1) if history else None,
                **epoch_summary(history)}
-    model.save(output / "model", training=summary)
-    (output / "summary.json").write_text(json.dumps(summary, indent=2))
+    if is_main_process():
+        model.save(output / "model", training=summary)
+        (output / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

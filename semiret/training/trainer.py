@@ -97,7 +97,7 @@ class Trainer:
         staged = self.output_dir / "checkpoint.tmp"
         staged.mkdir(parents=True, exist_ok=True)
         save_model(self.model, str(staged / "model.safetensors"))
-        torch.save({"optimizer": _on_cpu(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
+        torch.save({"optimizer": _cpu_copy(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
                     "rng": torch.get_rng_state(), "precision": self.precision.state_dict()}, staged / "optimizer.pt")
         state = {"epoch": self.start_epoch, "global_step": self.global_step, "config": asdict(self.config),
                  "schedule": asdict(self.schedule), "history": [asdict(h) for h in self.history]}
@@ -138,7 +138,8 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = True, after_epoch: Callable[[int], dict] | None = None) -> list[EpochLog]:
         """Run the remaining epochs. ``after_epoch(epoch)`` (1-based) runs after each epoch's last step and before
-        its checkpoint; what it returns is kept in the epoch's log (``notes``), so a resumed run knows it."""
+        its checkpoint, with the model on the CPU (where inference runs); what it returns is kept in the epoch's
+        log (``notes``), so a resumed run knows it."""
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
         torch.manual_seed(self.config.seed)
@@ -179,11 +180,19 @@ class Trainer:
                         f" {k} {v:.3g}" for k, v in output.terms.items()))
             entry = EpochLog(epoch + 1, len(batches), float(np.mean(losses)), time.perf_counter() - started,
                              {name: float(np.mean(values)) for name, values in terms.items()},
-                             after_epoch(epoch + 1) if after_epoch is not None else {})
+                             self._run_on_cpu(after_epoch, epoch + 1) if after_epoch is not None else {})
             self.history.append(entry)
             log.info("epoch %d: loss %.4f (%.1f s) %s", entry.epoch, entry.mean_loss, entry.seconds, entry.terms)
             self.start_epoch = epoch + 1
             self.save_checkpoint()
+
+    def _run_on_cpu(self, hook: Callable[[int], dict], epoch: int) -> dict:
+        """``hook(epoch)`` with the model on the CPU, then back on the training device (the same parameters)."""
+        self.model.to("cpu")
+        try:
+            return hook(epoch)
+        finally:
+            self.model.to(self.device)
 
 
 def saved_history(output_dir: str | Path) -> list[EpochLog]:
@@ -195,14 +204,14 @@ def saved_history(output_dir: str | Path) -> list[EpochLog]:
     return [EpochLog.from_json(h) for h in json.loads(state_file.read_text())["history"]]
 
 
-def _on_cpu(state):
+def _cpu_copy(state):
     """``state`` (nested dicts and lists) with every tensor copied to the CPU."""
     if isinstance(state, torch.Tensor):
         return state.cpu()
     if isinstance(state, dict):
-        return {key: _on_cpu(value) for key, value in state.items()}
+        return {key: _cpu_copy(value) for key, value in state.items()}
     if isinstance(state, list):
-        return [_on_cpu(value) for value in state]
+        return [_cpu_copy(value) for value in state]
     return state
 
 
