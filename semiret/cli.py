@@ -26,19 +26,27 @@ class _Commands(TyperGroup):
     """Turns a :class:`SemiretError` from any command into a one-line message and exit code 2, so the app
     behaves the same however it is invoked (the ``semiret`` script, ``typer.testing.CliRunner``, ``python -m``).
 
-    ``train`` is loaded only when asked for: the training recipes import torch, which searching never needs."""
+    ``train`` and ``adapt`` are loaded only when asked for: the recipes import torch, which searching never
+    needs."""
 
     def list_commands(self, ctx):
-        return [*super().list_commands(ctx), "train"]
+        return [*super().list_commands(ctx), "train", "adapt"]
 
     def get_command(self, ctx, name):
         if name == "train":
             from semiret.methods.cli import train_app
 
             command = typer.main.get_command(train_app)
-            command.name = "train"
-            return command
-        return super().get_command(ctx, name)
+        elif name == "adapt":
+            from semiret.methods.cli import adapt_command
+
+            app = typer.Typer()
+            app.command()(adapt_command)
+            command = typer.main.get_command(app)
+        else:
+            return super().get_command(ctx, name)
+        command.name = name
+        return command
 
     def invoke(self, ctx):
         try:

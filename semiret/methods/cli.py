@@ -7,6 +7,7 @@ import json
 
 import typer
 
+from semiret.methods.adapt import AdaptConfig
 from semiret.methods.hce import HCETrainingConfig, train_hce
 from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 from semiret.methods.nail import NailTrainingConfig, train_nail
@@ -46,3 +47,16 @@ def _command(name: str):
 
 for _name in RECIPES:
     train_app.command(_name)(_command(_name))
+
+
+def adapt_command(estimate_only: bool = typer.Option(False, help="Print the time estimate and stop."),
+                  options: dict | None = None) -> None:
+    """Adapt a model to your corpus without labels (pseudo-queries, teachers with BM25; kept only when a
+    held-out known-item check does not get worse); prints the report."""
+    from semiret.methods.adapt import adapt
+
+    report = adapt(AdaptConfig(**options), confirm=lambda seconds: not estimate_only)
+    print(json.dumps(report))
+
+
+adapt_command = command_with_options(adapt_command, [AdaptConfig], unset_defaults=False)

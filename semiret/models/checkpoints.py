@@ -7,9 +7,11 @@ packaged short name (``sidr-scifact``) names a directory under :data:`semiret.da
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from semiret.data import packaged
 from semiret.errors import SemiretError
@@ -83,3 +85,33 @@ def inference_free_document_threshold(model: str) -> float | None:
     the ``inference-free`` retriever applies when it indexes documents."""
     path = Path(resolve_inference_free(model)) / INFERENCE_FREE.marker
     return json.loads(path.read_text()).get("document_threshold") if path.is_file() else None
+
+
+ADAPTED_CORPUS_FILE = "adapted-corpus.json"
+"""Written by ``semiret adapt`` into an adapted model: the corpus it was adapted to (its documents' id hashes)."""
+
+
+def _id_hash(doc_id: str) -> str:
+    return hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:12]
+
+
+def corpus_fingerprint(doc_ids: Iterable[str]) -> dict:
+    """``{"documents", "id_hashes"}`` of a corpus, what :func:`check_adapted_corpus` compares against."""
+    hashes = sorted({_id_hash(d) for d in doc_ids})
+    return {"documents": len(hashes), "id_hashes": hashes}
+
+
+def check_adapted_corpus(model: str, doc_ids: list[str]) -> None:
+    """An error when ``model`` was adapted to a corpus (``semiret adapt``) and fewer than half of ``doc_ids``
+    (the first documents an index is built from) belong to it: a model adapted to one corpus is made to index
+    another. Documents added later are not checked (a corpus grows)."""
+    marker = Path(resolve_inference_free(model)) / ADAPTED_CORPUS_FILE
+    if not doc_ids or not marker.is_file():
+        return
+    adapted = json.loads(marker.read_text())
+    known = set(adapted["id_hashes"])
+    shared = sum(_id_hash(d) in known for d in doc_ids)
+    if shared * 2 < len(doc_ids):
+        raise SemiretError(f"{model} was adapted to {adapted.get('corpus')} ({adapted['documents']} documents), and "
+                           f"only {shared} of the first {len(doc_ids)} documents indexed here belong to it: adapt it "
+                           "to this corpus (semiret adapt --data ...) or index it with the model it started from")

@@ -18,7 +18,8 @@ from typing import ClassVar
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex
 from semiret.indexes.tree_ann import BEAM
-from semiret.models.checkpoints import INFERENCE_FREE, inference_free_document_threshold, resolve_inference_free
+from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, inference_free_document_threshold,
+                                        resolve_inference_free)
 from semiret.search.lexical import IDFQueries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import Embeddings
@@ -65,6 +66,9 @@ class EncoderDocuments(DocumentSide):
             options = {k: v for k, v in self.config.items() if k not in ("type", "family", "model", "top_k", "threshold")}
             self._encoder = load_encoder(self.config["model"], self.config["family"], **options)
         return self._encoder
+
+    def check_documents(self, documents):
+        check_adapted_corpus(self.config["model"], [d.id for d in documents])
 
     def encode_texts(self, documents):
         return self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size,

@@ -58,6 +58,10 @@ class DocumentSide(ABC):
     def encode(self, documents: list[Document]):
         """:class:`~semiret.types.Postings` or :class:`~semiret.types.Embeddings` of a batch."""
 
+    def check_documents(self, documents: list[Document]) -> None:
+        """Called with the first batch an index is built from, before it is encoded: a side whose model only
+        suits some corpora raises an error here (default: any corpus)."""
+
     @abstractmethod
     def index_config(self) -> dict:
         """Keyword arguments for ``index_class.build`` (vocabulary size, analyzer record, ...)."""
@@ -143,8 +147,14 @@ class Retriever:
             path = Path(scratch.name) / "index"
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
-        batches = (document_side.encode(batch)
-                   for batch in batched(documents, batch_size or cls.documents.batch_size))
+
+        def encoded():
+            for number, batch in enumerate(batched(documents, batch_size or cls.documents.batch_size)):
+                if number == 0:
+                    document_side.check_documents(batch)
+                yield document_side.encode(batch)
+
+        batches = encoded()
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
         index = cls.documents.index_class.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
                                                 store_texts=store_texts, overwrite=overwrite,

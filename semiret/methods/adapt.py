@@ -1,0 +1,267 @@
+"""``semiret adapt``: label-free adaptation of a trained model to a user's corpus, composed from the recipes'
+own label-free stages:
+
+- an **inference-free** model (``inference-free-scifact`` or a saved one): the inference-free paper's
+  pre-training stage on pseudo-queries of the corpus (:func:`semiret.methods.inference_free.train_inference_free`
+  with no fine-tuning), distilled from a teacher ensemble that keeps BM25, with the corpus's own IDF as the
+  query side (the choice that measured best out of domain, docs/results.md);
+- a **dense** encoder (``minilm``, ``hce-scifact``, a saved one): HCE-U, the hierarchy loss on inverse-cloze
+  pseudo-queries (:func:`semiret.methods.hce.train_hce`, ``scenario="unsupervised"``).
+
+Without labels the only check is a **known-item test**: held-out pseudo-queries (``check_queries`` documents'
+crops and sentences, drawn with another seed than training's) each judged relevant to the document it was cut
+from; nDCG@10 and R@100 of the starting and the adapted model over the whole corpus. The adapted model is kept
+only when its known-item nDCG@10 is not below the start's; otherwise ``<output>/model`` is the starting model
+unchanged. (The test favours a model trained on pseudo-queries of the same kind: it guards against a model
+made worse, it does not prove one better.)
+
+``<output>`` then holds ``model/`` (with ``adapted-corpus.json``: the corpus it was adapted to, so building an
+index of another corpus with it fails), ``index/`` (the corpus indexed with that model, ready for ``semiret
+search``), ``adapt.json`` (the report) and ``train/`` (the resumable run). Packaged model files are never written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from semiret.data.collection import Collection, Document, iter_corpus
+from semiret.data.packaged import PACKAGED_CHECKPOINTS
+from semiret.errors import SemiretError
+from semiret.files import atomic_write_json
+from semiret.models.checkpoints import ADAPTED_CORPUS_FILE, INFERENCE_FREE, SAVED_MODEL_KINDS, corpus_fingerprint
+
+log = logging.getLogger(__name__)
+
+MIN_DOCUMENTS = 500
+"""Smaller corpora give too few pseudo-queries to adapt on without over-fitting, and too few held-out ones to
+tell a better model from a worse one."""
+CHECK_MEASURES = ("nDCG@10", "R@100")
+
+
+@dataclass
+class AdaptConfig:
+    data: str = ""
+    """The corpus to adapt to: a BEIR folder or a corpus file (.jsonl/.tsv); no labels are read."""
+    model: str = INFERENCE_FREE.default
+    """The model to adapt: an inference-free model (default: the packaged one) or a dense encoder (minilm,
+    hce-scifact, a saved one)."""
+    output: str | None = None
+    """Folder for the adapted model, its index, the report and the run (default: adapted/<corpus>-<model>)."""
+    epochs: int = 2
+    """Training epochs over the pseudo-queries."""
+    queries_per_epoch: int = 2048
+    """Pseudo-queries trained on per epoch."""
+    teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
+    """Inference-free models: the teacher ensemble (BM25 kept in it; see semiret train inference-free)."""
+    batch_size: int = 32
+    """Pseudo-queries per step."""
+    max_length: int = 128
+    """Document tokens read in training (the adapted model indexes at the length the starting model did)."""
+    check_queries: int = 300
+    """Held-out known-item pseudo-queries the starting and the adapted model are compared on."""
+    seed: int = 12345
+    threads: int | None = None
+    """Torch threads (default: torch's choice)."""
+
+
+def default_output(data: str, model: str) -> Path:
+    return Path("adapted") / f"{Path(data).stem if Path(data).is_file() else Path(data).name}-{Path(model).name}"
+
+
+def model_kind(model: str) -> str:
+    """'inference-free' or 'dense' (torch-free checks of the model's files); an error for any other model."""
+    from semiret.models.base import ENCODER_FILE
+
+    other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind is not INFERENCE_FREE]
+    if not any((folder / kind.marker).is_file() for kind in other_kinds
+               for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
+        if INFERENCE_FREE.directory(model) is not None:
+            return "inference-free"
+        saved = model_directory_of("dense", model) / ENCODER_FILE
+        if (json.loads(saved.read_text())["family"] if saved.is_file() else model) in ("dense", "minilm"):
+            return "dense"
+    raise SemiretError(f"semiret adapt adapts inference-free models and dense encoders; {model!r} is neither "
+                       "(for other models, search with -r hybrid, BM25 fused with the model)")
+
+
+def corpus_collection(data: str, output: Path) -> tuple[Path, list[Document]]:
+    """(a BEIR folder holding the corpus, its documents): ``data`` itself when it is one, else the corpus file
+    validated and written to ``<output>/corpus/corpus.jsonl``. Errors name the file and line."""
+    from semiret.data.paths import dataset
+
+    source = Path(data)
+    if source.is_file():
+        documents = list(iter_corpus(source))
+        folder = output / "corpus"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "corpus.jsonl", "w", encoding="utf-8") as handle:
+            for document in documents:
+                handle.write(json.dumps(document.to_record(), ensure_ascii=False) + "\n")
+        return folder, documents
+    folder = dataset(data)
+    return folder, list(Collection(folder).corpus())
+
+
+def check_set(documents: list[Document], count: int, seed: int) -> tuple[dict[str, str], dict]:
+    """Known-item check queries: one pseudo-query (crop or sentence) of each of ``count`` documents drawn with
+    ``seed``, judged relevant to its source document."""
+    from semiret.training.pseudo_queries import generate_pseudo_queries
+
+    sample = random.Random(seed).sample(documents, min(count, len(documents)))
+    queries = generate_pseudo_queries(sample, per_document=1, seed=seed, prefix="check")
+    return {q.id: q.text for q in queries}, {q.id: {q.document_id: 1} for q in queries}
+
+
+def known_item_figures(retriever, queries: dict[str, str], qrels: dict) -> dict:
+    from semiret.evaluation.metrics import parse_measures, score_run
+
+    ids = list(queries)
+    run = retriever.search([queries[q] for q in ids], k=100).as_run(ids)
+    return {k: round(v, 4) for k, v in score_run(run, qrels, parse_measures(list(CHECK_MEASURES))).items()}
+
+
+def retriever_name(kind: str) -> str:
+    return "inference-free" if kind == "inference-free" else "dense"
+
+
+def estimate_seconds(kind: str, model: str, documents: list[Document], config: AdaptConfig) -> float:
+    """Seconds the adaptation should take here, from a probe: the time the model takes to encode 16 of the
+    corpus's documents, scaled by the work each stage does in document encodings (a training encoding
+    counted 3x for the backward pass; teachers at their own cost relative to the student)."""
+    from semiret.models.encoders import load_encoder
+
+    encoder = load_encoder(model, "splade" if kind == "inference-free" else "dense")
+    probe = [d.full_text for d in documents[:16]]
+    encoder.encode_document(probe[:2], batch_size=16, show_progress=False)  # warm-up
+    started = time.perf_counter()
+    encoder.encode_document(probe, batch_size=16, show_progress=False)
+    per_document = (time.perf_counter() - started) / len(probe)
+    trained = config.epochs * config.queries_per_epoch
+    n = len(documents)
+    if kind == "inference-free":
+        from semiret.training.teachers import parse_teachers
+
+        # each neural teacher encodes the corpus and one pseudo-query per document; MiniLM costs ~2.5x SPLADE-tiny
+        teacher_cost = sum({"dense": 2.5, "sparse": 1.0}.get(kind_, 0.0) for kind_, _, _ in parse_teachers(config.teachers))
+        work = teacher_cost * n * 1.3 + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
+    else:
+        work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
+    return per_document * work
+
+
+def model_directory_of(kind: str, model: str) -> Path:
+    """The folder holding ``model``'s files (a registry name resolved, a packaged checkpoint found)."""
+    from semiret.data.packaged import resolve_model_path
+
+    if kind == "inference-free":
+        return INFERENCE_FREE.directory(model)
+    shipped = PACKAGED_CHECKPOINTS / model
+    return shipped if shipped.is_dir() and not Path(model).exists() else resolve_model_path(model)
+
+
+def replace_tree(source: Path, target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+
+
+def check_output(output: Path, model: str) -> None:
+    """The output may not be (or lie inside) the packaged checkpoints or the model's own folder."""
+    resolved = output.resolve()
+    protected = [PACKAGED_CHECKPOINTS.resolve()]
+    if Path(model).is_dir():
+        protected.append(Path(model).resolve())
+    for folder in protected:
+        if resolved == folder or folder in resolved.parents or resolved in folder.parents:
+            raise SemiretError(f"--output {output} would write into {folder}: adapt never overwrites a model's files; "
+                               "choose another folder")
+
+
+def indexing_length(kind: str, model: str) -> int | None:
+    """The document length ``model`` indexes at (recorded with a saved encoder; None: the model's own)."""
+    from semiret.models.base import ENCODER_FILE
+
+    saved = model_directory_of(kind, model) / ENCODER_FILE
+    return json.loads(saved.read_text()).get("max_length") if saved.is_file() else None
+
+
+def train_adapted(kind: str, config: AdaptConfig, corpus: Path, start: str, run: Path) -> Path:
+    """Run the recipe's label-free stage; the adapted model's folder."""
+    length = indexing_length(kind, start)
+    common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
+                  threads=config.threads)
+    if kind == "inference-free":
+        from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
+
+        train_inference_free(InferenceFreeTrainingConfig(
+            **common, idf="corpus", teachers=config.teachers, pretrain_corpora=[str(corpus)],
+            pretrain_epochs=config.epochs, pretrain_queries_per_epoch=config.queries_per_epoch,
+            pretrain_max_length=config.max_length, finetune_max_length=length or config.max_length,
+            finetune_epochs=0, choose_document_threshold=False))
+        return run / "model"
+    from semiret.methods.hce import HCETrainingConfig, train_hce
+
+    train_hce(HCETrainingConfig(**common, scenario="unsupervised", epochs=config.epochs,
+                                unsupervised_per_epoch=config.queries_per_epoch, document_max_length=config.max_length,
+                                index_max_length=length or HCETrainingConfig.index_max_length))
+    return run / "model"
+
+
+def adapt(config: AdaptConfig, confirm=None) -> dict:
+    """Adapt ``config.model`` to ``config.data`` (see the module's docstring); returns the report written to
+    ``<output>/adapt.json``. ``confirm(estimate_seconds)``, when given, is called before training starts and
+    may stop the run by returning False."""
+    from semiret.search.retrievers import retriever_class
+
+    if not config.data:
+        raise SemiretError("say which corpus to adapt to (--data)")
+    if config.epochs < 1 or config.queries_per_epoch < 1 or config.check_queries < 10:
+        raise SemiretError("adaptation needs at least 1 epoch, 1 pseudo-query per epoch and 10 check queries")
+    kind = model_kind(config.model)
+    start = INFERENCE_FREE.directory(config.model) if kind == "inference-free" else config.model
+    start = str(start)
+    output = Path(config.output) if config.output else default_output(config.data, config.model)
+    check_output(output, start)
+    corpus, documents = corpus_collection(config.data, output)
+    if len(documents) < MIN_DOCUMENTS:
+        raise SemiretError(f"{config.data} holds {len(documents)} documents; adapting needs at least {MIN_DOCUMENTS} "
+                           "(fewer give too few pseudo-queries to learn from and to check the result on): search it "
+                           f"with {config.model} as it is, or with -r hybrid")
+    estimate = estimate_seconds(kind, start, documents, config)
+    log.warning("adapting %s to %s (%d documents): about %.0f minutes on this machine", config.model, corpus,
+                len(documents), estimate / 60)
+    report = {"config": asdict(config), "kind": kind, "corpus": str(corpus), "documents": len(documents),
+              "estimate_seconds": round(estimate)}
+    if confirm is not None and not confirm(estimate):
+        return report
+    started = time.perf_counter()
+    queries, qrels = check_set(documents, config.check_queries, config.seed + 7919)
+    retriever = retriever_class(retriever_name(kind))
+    start_index = output / "start-index"
+    before = known_item_figures(retriever.build(documents, start_index, overwrite=True, model=start), queries, qrels)
+    adapted = train_adapted(kind, config, corpus, start, output / "train")
+    atomic_write_json(adapted / ADAPTED_CORPUS_FILE, {"corpus": str(corpus), **corpus_fingerprint(d.id for d in documents)})
+    # published first, then measured: the index records its model's path, so it is built from the published copy
+    replace_tree(adapted, output / "model")
+    after = known_item_figures(retriever.build(documents, output / "index", overwrite=True,
+                                               model=str(output / "model")), queries, qrels)
+    kept = after["nDCG@10"] >= before["nDCG@10"]
+    if kept:
+        shutil.rmtree(start_index)
+    else:
+        replace_tree(model_directory_of(kind, start), output / "model")
+        shutil.rmtree(output / "index")
+        start_index.rename(output / "index")
+    report.update({"check": {"queries": len(queries), "measure": "known-item pseudo-queries (held out)",
+                             "start": before, "adapted": after},
+                   "kept": "adapted" if kept else "start",
+                   "seconds": round(time.perf_counter() - started, 1),
+                   "model": str(output / "model"), "index": str(output / "index"),
+                   "search": f"semiret search --index {output / 'index'} -r {retriever_name(kind)} 'your query'"})
+    atomic_write_json(output / "adapt.json", report)
+    return report

@@ -1,0 +1,132 @@
+"""``semiret adapt`` on a tiny corpus and tiny random models: both model kinds end to end, the keep-or-reject
+rule, the corpus check of an adapted model, bad input before any training."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from helpers import MSMARCO_IDF, write_beir, write_jsonl
+
+from semiret.data import Document
+from semiret.data.packaged import PACKAGED_CHECKPOINTS
+from semiret.errors import SemiretError
+from semiret.methods import adapt as adapt_module
+from semiret.methods.adapt import AdaptConfig, adapt
+from semiret.models.checkpoints import ADAPTED_CORPUS_FILE, check_adapted_corpus, corpus_fingerprint
+
+WORDS = ("cat dog bird fish statin cancer heart garden morning mail letter tumour mice risk therapy growth river "
+         "mountain snow rain").split()
+
+
+def random_documents(count: int, prefix: str = "d", seed: int = 0) -> list[Document]:
+    rng = random.Random(seed)
+    return [Document(f"{prefix}{i}", ". ".join(" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(3)))
+            for i in range(count)]
+
+
+@pytest.fixture
+def small_corpora(monkeypatch):
+    monkeypatch.setattr(adapt_module, "MIN_DOCUMENTS", 20)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_beir(tmp_path_factory.mktemp("adapt") / "mine", random_documents(40), {}, {}, split="test")
+
+
+@pytest.fixture(scope="module")
+def inference_free_start(tiny_bert, tmp_path_factory):
+    from semiret.methods.inference_free import load_idf
+    from semiret.models.inference_free import InferenceFreeModel
+    from semiret.models.splade import SpladeEncoder
+
+    weights, source = load_idf(str(MSMARCO_IDF), str(tiny_bert))
+    model = InferenceFreeModel(SpladeEncoder.from_pretrained(str(tiny_bert), max_length=32), weights, "idf", source)
+    return model.save(tmp_path_factory.mktemp("if-start") / "model", fp16=False, max_length=32)
+
+
+@pytest.fixture(scope="module")
+def dense_start(tiny_bert, tmp_path_factory):
+    from semiret.models.encoders import load_encoder
+
+    return load_encoder(str(tiny_bert), "dense", max_length=32).save(tmp_path_factory.mktemp("dense") / "model")
+
+
+def settings(corpus, model, output, **options) -> AdaptConfig:
+    return AdaptConfig(**{**dict(data=str(corpus), model=str(model), output=str(output), epochs=1,
+                                 queries_per_epoch=8, batch_size=4, max_length=24, check_queries=12), **options})
+
+
+def test_an_adapted_inference_free_model_is_kept_indexed_and_bound_to_its_corpus(
+        corpus, inference_free_start, tiny_bert, tmp_path, small_corpora):
+    from semiret.search.retrievers import open_retriever, retriever_class
+
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus, inference_free_start, output, teachers=f"dense:{tiny_bert},bm25"))
+    assert report["kind"] == "inference-free" and report["estimate_seconds"] > 0
+    check = report["check"]
+    assert set(check["start"]) == set(check["adapted"]) == {"nDCG@10", "R@100"}
+    assert report["kept"] == ("adapted" if check["adapted"]["nDCG@10"] >= check["start"]["nDCG@10"] else "start")
+    assert json.loads((output / "adapt.json").read_text()) == report
+    assert not (output / "start-index").exists()
+    hits = open_retriever(output / "index").search("cat dog", k=3)
+    assert len(hits) == 3
+    if report["kept"] == "adapted":
+        assert json.loads((output / "model" / "idf.json").read_text()) != json.loads(
+            (inference_free_start / "idf.json").read_text())  # the corpus's own IDF
+        with pytest.raises(SemiretError, match="was adapted to"):
+            retriever_class("inference-free").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
+                                                    model=str(output / "model"))
+        assert not (tmp_path / "x").exists()
+
+
+def test_a_dense_encoder_is_adapted_with_hce_u(corpus, dense_start, tmp_path, small_corpora):
+    report = adapt(settings(corpus, dense_start, tmp_path / "adapted"))
+    assert report["kind"] == "dense"
+    assert (tmp_path / "adapted" / "train" / "summary.json").is_file()
+    summary = json.loads((tmp_path / "adapted" / "train" / "summary.json").read_text())
+    assert summary["config"]["scenario"] == "unsupervised" and summary["pairs"] == 0
+
+
+def test_a_model_worse_on_the_check_is_not_kept(corpus, inference_free_start, tiny_bert, tmp_path, small_corpora,
+                                               monkeypatch):
+    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}])
+    monkeypatch.setattr(adapt_module, "known_item_figures", lambda *args: next(figures))
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus, inference_free_start, output, teachers="bm25"))
+    assert report["kept"] == "start"
+    assert not (output / "model" / ADAPTED_CORPUS_FILE).exists()
+    for name in ("model.safetensors", "idf.json"):
+        assert (output / "model" / name).read_bytes() == (inference_free_start / name).read_bytes()
+
+
+def test_a_corpus_file_is_accepted_and_estimates_stop_before_training(inference_free_start, tmp_path, small_corpora):
+    corpus_file = write_jsonl(tmp_path / "mine.jsonl", [d.to_record() for d in random_documents(25)])
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus_file, inference_free_start, output), confirm=lambda seconds: False)
+    assert report["documents"] == 25 and report["estimate_seconds"] > 0
+    assert not (output / "train").exists() and not (output / "model").exists()
+
+
+def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path, monkeypatch):
+    monkeypatch.setattr(adapt_module, "train_adapted", lambda *args: pytest.fail("trained"))
+    with pytest.raises(SemiretError, match="adapting needs at least 500"):
+        adapt(settings(corpus, inference_free_start, tmp_path / "o"))
+    with pytest.raises(SemiretError, match="adapt never overwrites"):
+        adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
+    with pytest.raises(SemiretError, match="neither"):
+        adapt(settings(corpus, "sidr-scifact", tmp_path / "o"))
+    with pytest.raises(SemiretError, match="which corpus"):
+        adapt(AdaptConfig(output=str(tmp_path / "o")))
+
+
+def test_the_corpus_check_accepts_the_corpus_and_later_additions(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / ADAPTED_CORPUS_FILE).write_text(json.dumps({"corpus": "mine", **corpus_fingerprint(["a", "b", "c"])}))
+    check_adapted_corpus(str(model), ["a", "b", "new"])
+    check_adapted_corpus(str(tmp_path), ["x"])  # no record: any corpus
+    with pytest.raises(SemiretError, match="only 1 of the first 3"):
+        check_adapted_corpus(str(model), ["a", "x", "y"])
