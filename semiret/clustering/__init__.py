@@ -2,10 +2,12 @@
 them or search with them: HCE's equal-depth agglomerative tree, GDR's divisive cluster identifiers, and the
 prefix-overlap statistic that compares trees against relevance judgements."""
 
-from semiret.clustering.divisive import BRANCHING, TERMINAL, ClusterIds, divisive_cluster_ids, leaf_threshold
+from semiret.clustering.divisive import (BRANCHING, TERMINAL, ClusterIds, divisive_cluster_ids, leaf_threshold,
+                                        per_document_ids)
 from semiret.clustering.equal_depth import EqualDepthTree, agglomerative_tree, branching_for_depth, depth_for
 from semiret.clustering.kmeans import kmeans
 from semiret.clustering.overlap import prefix_overlap
 
 __all__ = ["BRANCHING", "TERMINAL", "ClusterIds", "EqualDepthTree", "agglomerative_tree", "branching_for_depth",
-           "depth_for", "divisive_cluster_ids", "kmeans", "leaf_threshold", "prefix_overlap"]
+           "depth_for", "divisive_cluster_ids", "kmeans", "leaf_threshold", "per_document_ids",
+           "prefix_overlap"]

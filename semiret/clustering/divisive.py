@@ -60,6 +60,24 @@ class ClusterIds:
         return [cids[j] for j in distances.argmin(axis=1)]
 
 
+def per_document_ids(clusters: ClusterIds, vectors: np.ndarray, branching: int = BRANCHING) -> ClusterIds:
+    """NCI-style document identifiers from ``clusters``: each document's labels, then its position in its
+    leaf (1, 2, ...), then the terminal 0, so every document has an id of its own; each "leaf" is one document
+    and its mean is the document's own vector. Positions must fit the labels: leaves of at most ``branching``."""
+    vectors = check_vectors(vectors, "document embeddings")
+    if len(vectors) != len(clusters.cids):
+        raise SemiretError(f"{len(vectors)} vectors for {len(clusters.cids)} clustered documents")
+    cids: list[tuple[int, ...]] = [()] * len(vectors)
+    for cid, rows in clusters.leaves.items():
+        for position, row in enumerate(rows.tolist(), start=1):
+            cids[row] = cid[:-1] + (position, TERMINAL)
+    longest = max(map(len, clusters.leaves.values()))
+    if longest > branching:
+        raise SemiretError(f"a leaf of {longest} documents has more positions than the {branching} labels: "
+                           "lower the leaf size threshold")
+    return ClusterIds(tuple(cids), {cid: vectors[row] for row, cid in enumerate(cids)})
+
+
 def divisive_cluster_ids(vectors: np.ndarray, branching: int = BRANCHING, leaf_size: int | None = None,
                          seed: int = 7, iterations: int = ITERATIONS) -> ClusterIds:
     """GDR's GENERATECIDS over document ``vectors`` [N, dim] with Euclidean k-means (faiss, seed ``seed``).

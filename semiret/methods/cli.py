@@ -8,6 +8,7 @@ import json
 import typer
 
 from semiret.methods.adapt import AdaptConfig
+from semiret.methods.gdr import GDRTrainingConfig, train_gdr
 from semiret.methods.hce import HCETrainingConfig, train_hce
 from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 from semiret.methods.nail import NailTrainingConfig, train_nail
@@ -26,6 +27,10 @@ RECIPES = {
     "nail": (NailTrainingConfig, train_nail,
              "Train NAIL (non-autoregressive decoder over the vocabulary; self-supervised pre-training, then BM25 "
              "hard negatives; in-batch softmax)."),
+    "gdr": (GDRTrainingConfig, train_gdr,
+            "Train GDR (a cluster-id decoder over divisive k-means ids of E_D's vectors, and E_Q matched against "
+            "E_D's frozen vectors: L_inter + L_intra with cluster-adaptive negatives; --identifiers document: "
+            "the per-document-id baseline)."),
 }
 """Command name -> (configuration dataclass, training function ``train(config, resume) -> summary``, help)."""
 

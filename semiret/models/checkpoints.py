@@ -61,7 +61,8 @@ SIDR = SavedModelKind("sidr.json", "a saved SiDR model", "sidr-scifact", "semire
 INFERENCE_FREE = SavedModelKind("inference-free.json", "a saved inference-free model", "inference-free-scifact",
                                 "semiret train inference-free")
 NAIL = SavedModelKind("nail.json", "a saved NAIL model", "nail-scifact", "semiret train nail")
-SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE, NAIL)
+GDR = SavedModelKind("gdr.json", "a saved GDR model", "gdr-scifact", "semiret train gdr")
+SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE, NAIL, GDR)
 
 IDF_FILE = "idf.json"
 """The token-weight table an inference-free model was trained with (its query side)."""

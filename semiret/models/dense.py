@@ -55,10 +55,15 @@ class DenseEncoder(TextEncoder):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled (and normalised) float32 embeddings [B, dim] (differentiable), the transformer computed in the
         encoder's precision (bfloat16 halves training time on CPUs that have it; the weights stay float32)."""
+        return self.states_and_embeddings(input_ids, attention_mask)[1]
+
+    def states_and_embeddings(self, input_ids: torch.Tensor,
+                              attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the token states [B, L, dim], the pooled embeddings [B, dim] :meth:`forward` returns), float32."""
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bfloat16"):
-            states = self.backbone(input_ids=input_ids, attention_mask=attention_mask)[0]
-        pooled = POOLINGS[self.pooling](states.float(), attention_mask)
-        return F.normalize(pooled, dim=-1) if self.normalize else pooled
+            states = self.backbone(input_ids=input_ids, attention_mask=attention_mask)[0].float()
+        pooled = POOLINGS[self.pooling](states, attention_mask)
+        return states, F.normalize(pooled, dim=-1) if self.normalize else pooled
 
     def _encode_batch(self, batch: Batch, side: str) -> np.ndarray:
         return self(batch.input_ids, batch.attention_mask).numpy()

@@ -1,0 +1,292 @@
+"""GDR's model (Yuan et al. 2024, "Generative Dense Retrieval: Memory Can Be a Burden"): a query encoder E_Q and
+a cluster decoder that generates cluster identifiers (CIDs) under a prefix tree of the valid ones.
+
+- **E_Q** is a dense encoder initialised from the document encoder E_D (``minilm``), so its pooled vector
+  ``r_q`` lives in E_D's space: the intra-cluster score is ``<r_q, r_d>`` against E_D's frozen vectors.
+- **The cluster decoder** is a small randomly initialised transformer decoder cross-attending to E_Q's token
+  states. A CID is a sequence of values (labels 1..k, then the terminal 0); value ``v`` at step ``t`` is the
+  token ``t * (k + 1) + v + 2`` (position-aware tokens, as NCI; 0 starts the decoder, 1 is unused). A step
+  scores only its own position's tokens, through the tied token embeddings.
+- **The prefix-aware weight-adaptive head** (NCI's PAWA, ``adaptive_head``): a transformer decoder reads the
+  prefix tokens (causally, a learned vector as its memory) and a linear map turns its state at step ``t``
+  into ``ΔW_t``, added to the step's classification weights. It adapts only the current position's ``k + 1``
+  rows (the others are masked anyway), which keeps it small on a CPU.
+- **Inference**: constrained beam search over :class:`PrefixTree` (beam size, length penalty); the returned
+  CIDs carry ``S_inter``, the probability of the path under the constrained step distributions (Eq. 1).
+
+A saved model is a directory: ``gdr.json`` (config), ``query-encoder/`` (E_Q), ``gdr-decoder.safetensors``
+and ``clusters.npz`` (the CIDs, each leaf's mean E_D vector, and the leaf of each training-corpus document).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from semiret.errors import SemiretError
+from semiret.files import atomic_write_json
+from semiret.models.base import _half_precision, save_model_directory
+from semiret.models.checkpoints import GDR
+from semiret.models.inputs import TextBatcher, check_texts
+
+TERMINAL = 0
+FIRST_TOKEN = 2
+"""Token 0 starts the decoder (and pads), 1 is the unused end-of-sequence: values start at 2."""
+DECODER_FILE = "gdr-decoder.safetensors"
+CLUSTERS_FILE = "clusters.npz"
+QUERY_ENCODER = "query-encoder"
+BEAMS = 100
+LENGTH_PENALTY = 0.8
+
+
+@dataclass
+class GDRConfig:
+    """The architecture of a GDR model (saved in ``gdr.json``)."""
+
+    branching: int = 30
+    """k: labels per level (values per step: 1..k and the terminal 0)."""
+    decoder_layers: int = 2
+    """Transformer decoder layers of the cluster decoder (E_Q's width)."""
+    heads: int = 6
+    """Attention heads of the decoder and the adaptive head."""
+    adaptive_head: bool = True
+    """The prefix-aware weight-adaptive head (PAWA); off: the tied token embeddings alone."""
+    adaptor_layers: int = 1
+    """Transformer decoder layers of the adaptive head."""
+    dropout: float = 0.1
+    query_max_length: int = 64
+    """Query tokens E_Q reads."""
+    document_encoder: str = "minilm"
+    """E_D: the dense encoder whose frozen vectors the documents are scored (and clustered) by."""
+    document_max_length: int | None = None
+    """Document tokens E_D reads (default: the encoder's)."""
+
+    def validate(self) -> None:
+        if self.branching < 2:
+            raise SemiretError(f"the branching factor must be at least 2, got {self.branching}")
+        if self.decoder_layers < 1 or self.adaptor_layers < 1 or self.heads < 1:
+            raise SemiretError("the decoder and its adaptive head need at least one layer and one head")
+        if self.query_max_length < 2:
+            raise SemiretError(f"queries need at least 2 tokens, got {self.query_max_length}")
+
+
+class PrefixTree:
+    """The valid CIDs as a trie: the values allowed after each prefix, and each CID's leaf number (its row)."""
+
+    def __init__(self, cids: Sequence[Sequence[int]], branching: int):
+        self.cids = [tuple(int(v) for v in cid) for cid in cids]
+        if not self.cids:
+            raise SemiretError("a prefix tree needs at least one cluster id")
+        self.leaf = {cid: row for row, cid in enumerate(self.cids)}
+        if len(self.leaf) != len(self.cids):
+            raise SemiretError("cluster ids repeat: they must name one leaf each")
+        self.children: dict[tuple[int, ...], list[int]] = {}
+        for cid in self.cids:
+            if not cid or cid[-1] != TERMINAL or TERMINAL in cid[:-1] or not all(0 <= v <= branching for v in cid):
+                raise SemiretError(f"cluster id {cid} is not labels 1..{branching} ended by the terminal 0")
+            for step in range(len(cid)):
+                self.children.setdefault(cid[:step], set()).add(cid[step])
+        self.children = {prefix: sorted(values) for prefix, values in self.children.items()}
+
+    @property
+    def max_length(self) -> int:
+        return max(map(len, self.cids))
+
+    def allowed(self, prefix: tuple[int, ...]) -> list[int]:
+        return self.children.get(prefix, [])
+
+    def fingerprint(self) -> str:
+        """A hash of the CIDs in leaf order: an index records it, a model must match it."""
+        return hashlib.sha256(json.dumps(self.cids).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """What the model was trained against: the CIDs (leaf ``i`` is ``cids[i]``), each leaf's mean E_D vector
+    (new documents join the nearest), and the leaf of each document of the training corpus."""
+
+    cids: list[tuple[int, ...]]
+    leaf_means: np.ndarray
+    document_ids: list[str]
+    document_leaves: np.ndarray
+
+    def save(self, path: Path) -> None:
+        lengths = np.asarray([len(c) for c in self.cids], np.int32)
+        padded = np.full((len(self.cids), lengths.max()), -1, np.int32)
+        for row, cid in enumerate(self.cids):
+            padded[row, : len(cid)] = cid
+        np.savez(path, cids=padded, lengths=lengths, leaf_means=self.leaf_means.astype(np.float32),
+                 document_ids=np.asarray(self.document_ids, dtype=str), document_leaves=self.document_leaves)
+
+    @classmethod
+    def load(cls, path: Path) -> "Clusters":
+        with np.load(path, allow_pickle=False) as data:
+            cids = [tuple(row[:n].tolist()) for row, n in zip(data["cids"], data["lengths"])]
+            return cls(cids, data["leaf_means"], data["document_ids"].tolist(), data["document_leaves"])
+
+
+class GDRModel(nn.Module):
+    """E_Q (a :class:`~semiret.models.dense.DenseEncoder`) and the cluster decoder over ``clusters``' CIDs."""
+
+    def __init__(self, encoder: nn.Module, clusters: Clusters, config: GDRConfig):
+        super().__init__()
+        config.validate()
+        self.config, self.clusters = config, clusters
+        self.tree = PrefixTree(clusters.cids, config.branching)
+        self.encoder = encoder
+        self.query_inputs = TextBatcher(encoder.tokenizer, config.query_max_length,
+                                        getattr(encoder.backbone.config, "max_position_embeddings", None),
+                                        encoder.name)
+        width = encoder.dim
+        self.values = config.branching + 1
+        self.steps = self.tree.max_length
+        self.token_embeddings = nn.Embedding(FIRST_TOKEN + self.values * self.steps, width)
+        nn.init.normal_(self.token_embeddings.weight, std=width ** -0.5)
+
+        def decoder(layers: int) -> nn.TransformerDecoder:
+            layer = nn.TransformerDecoderLayer(width, config.heads, 4 * width, dropout=config.dropout,
+                                               activation="gelu", batch_first=True)
+            return nn.TransformerDecoder(layer, layers)
+
+        self.decoder = decoder(config.decoder_layers)
+        if config.adaptive_head:
+            self.adaptor = decoder(config.adaptor_layers)
+            self.adaptor_memory = nn.Parameter(torch.randn(1, 1, width) * width ** -0.5)
+            self.adaptor_weights = nn.Linear(width, self.values * width)
+            nn.init.zeros_(self.adaptor_weights.weight)  # ΔW starts at 0: the head starts as the tied one
+            nn.init.zeros_(self.adaptor_weights.bias)
+        self.eval()
+
+    # ------------------------------------------------------------------ forward
+    def encode(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(E_Q's token states [B, L, d], their attention mask, r_q [B, d]) of query ``texts``."""
+        input_ids, attention_mask = self.query_inputs.padded(texts)
+        states, pooled = self.encoder.states_and_embeddings(input_ids, attention_mask)
+        return states, attention_mask, pooled
+
+    def token_ids(self, prefixes: torch.Tensor) -> torch.Tensor:
+        """Decoder inputs of value prefixes [B, T] (-1 pads): the start token, then each value's token."""
+        steps = torch.arange(prefixes.shape[1])
+        tokens = torch.where(prefixes >= 0, steps * self.values + prefixes + FIRST_TOKEN, 0)
+        return torch.cat([torch.zeros(len(prefixes), 1, dtype=torch.long), tokens], dim=1)
+
+    def step_logits(self, inputs: torch.Tensor, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logits [B, T, k + 1] over each step's values, for decoder input tokens [B, T] (teacher forcing)."""
+        length = inputs.shape[1]
+        causal = nn.Transformer.generate_square_subsequent_mask(length)
+        embedded = self.token_embeddings(inputs)
+        hidden = self.decoder(embedded, states, tgt_mask=causal, tgt_is_causal=True,
+                              memory_key_padding_mask=~attention_mask.bool())
+        rows = self.token_embeddings.weight[FIRST_TOKEN:].view(self.steps, self.values, -1)[:length]
+        logits = torch.einsum("btd,tvd->btv", hidden, rows)
+        if self.config.adaptive_head:
+            memory = self.adaptor_memory.expand(len(inputs), -1, -1)
+            prefix = self.adaptor(embedded, memory, tgt_mask=causal, tgt_is_causal=True)
+            delta = self.adaptor_weights(prefix).view(len(inputs), length, self.values, -1)
+            logits = logits + torch.einsum("btd,btvd->btv", hidden, delta)
+        return logits
+
+    def cid_targets(self, leaves: Sequence[int]) -> torch.Tensor:
+        """The CIDs of leaf numbers as values [B, T], -1 past each CID's end."""
+        targets = torch.full((len(leaves), self.steps), -1, dtype=torch.long)
+        for row, leaf in enumerate(leaves):
+            cid = self.tree.cids[leaf]
+            targets[row, : len(cid)] = torch.tensor(cid)
+        return targets
+
+    # ------------------------------------------------------------------ inference
+    @torch.inference_mode()
+    def search_clusters(self, texts: Sequence[str], beams: int = BEAMS, length_penalty: float = LENGTH_PENALTY
+                        ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+        """Constrained beam search: per query the leaf numbers of at most ``beams`` CIDs, best first (ranked by
+        log-probability / length ** ``length_penalty``), their ``S_inter`` (the path probability), and r_q
+        [n, d] (float32). Fewer valid CIDs than beams: all of them."""
+        texts = check_texts(list(texts), "queries")
+        if beams < 1:
+            raise SemiretError(f"the beam size must be at least 1, got {beams}")
+        if beams > len(self.tree.cids):
+            raise SemiretError(f"{beams} beams for {len(self.tree.cids)} valid cluster ids: lower --beams")
+        was_training = self.training
+        self.eval()
+        try:
+            states, attention_mask, pooled = self.encode(texts)
+            leaves, scores = [], []
+            for row in range(len(texts)):
+                found = self._beam_search(states[row: row + 1], attention_mask[row: row + 1], beams, length_penalty)
+                leaves.append(np.asarray([self.tree.leaf[cid] for cid, _ in found], np.int64))
+                scores.append(np.exp(np.asarray([logp for _, logp in found], np.float32)))
+        finally:
+            self.train(was_training)
+        return leaves, scores, pooled.numpy()
+
+    def _beam_search(self, states: torch.Tensor, attention_mask: torch.Tensor, beams: int,
+                     length_penalty: float) -> list[tuple[tuple[int, ...], float]]:
+        live: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+        finished: list[tuple[tuple[int, ...], float]] = []
+        for step in range(self.steps):
+            if not live:
+                break
+            prefixes = torch.tensor([prefix for prefix, _ in live], dtype=torch.long).view(len(live), step)
+            logits = self.step_logits(self.token_ids(prefixes), states.expand(len(live), -1, -1),
+                                      attention_mask.expand(len(live), -1))[:, -1]
+            allowed = torch.full_like(logits, float("-inf"))
+            for row, (prefix, _) in enumerate(live):
+                allowed[row, self.tree.allowed(prefix)] = 0.0
+            log_probabilities = torch.log_softmax(logits + allowed, dim=-1)
+            expansions = [(prefix + (value,), score + float(log_probabilities[row, value]))
+                          for row, (prefix, score) in enumerate(live) for value in self.tree.allowed(prefix)]
+            finished += [e for e in expansions if e[0][-1] == TERMINAL]
+            open_ = sorted((e for e in expansions if e[0][-1] != TERMINAL), key=lambda e: -e[1])
+            live = open_[:beams]
+        finished.sort(key=lambda e: -e[1] / len(e[0]) ** length_penalty)
+        return finished[:beams]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path, training: dict | None = None, fp16: bool = True) -> Path:
+        """Write the model directory (fp16 weights by default), published in one rename."""
+        target = Path(path)
+        if target.exists() and any(target.iterdir()) and not (target / GDR.marker).is_file():
+            raise SemiretError(f"{target} exists and is not a saved GDR model: refusing to overwrite it")
+
+        def write(staged: Path) -> None:
+            (staged / QUERY_ENCODER).mkdir()
+            self.encoder.write(staged / QUERY_ENCODER, fp16, self.config.query_max_length)
+            with _half_precision(self, fp16):
+                decoder = {k: v.detach().contiguous() for k, v in self.state_dict().items()
+                           if not k.startswith("encoder.")}
+                save_file(decoder, str(staged / DECODER_FILE))
+            self.clusters.save(staged / CLUSTERS_FILE)
+            atomic_write_json(staged / GDR.marker, {"format": GDR.format, "version": 1,
+                                                    "config": dataclasses.asdict(self.config),
+                                                    "training": training or {}})
+
+        return save_model_directory(target, write)
+
+    @classmethod
+    def load(cls, name_or_path: str) -> "GDRModel":
+        from semiret.models.encoders import load_encoder
+
+        path, meta = GDR.read(name_or_path)
+        encoder = load_encoder(str(path / QUERY_ENCODER), "dense")
+        model = cls(encoder, Clusters.load(path / CLUSTERS_FILE), GDRConfig(**meta["config"]))
+        state = {k: v.float() for k, v in load_file(str(path / DECODER_FILE)).items()}
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if unexpected or any(not k.startswith("encoder.") for k in missing):
+            raise SemiretError(f"{path / DECODER_FILE} does not match gdr.json: missing "
+                               f"{[k for k in missing if not k.startswith('encoder.')]}, unexpected {unexpected}")
+        return model.eval()
+
+
+def read_clusters(name_or_path: str) -> tuple[Path, dict, Clusters]:
+    """(directory, gdr.json, clusters) of a saved GDR model without loading any weights (for indexing)."""
+    path, meta = GDR.read(name_or_path)
+    return path, meta, Clusters.load(path / CLUSTERS_FILE)

@@ -1,0 +1,196 @@
+"""GDR on a tiny synthetic collection and a tiny random encoder: the prefix tree and constrained beam search,
+the loss, the recipe (resuming, fp16, the per-document baseline, held-out documents), the ``gdr`` retriever
+(scoring, documents added and deleted without retraining) and bad input."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from helpers import Crash, checkpointed_weights, recording_loss, write_beir
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.methods.gdr import GDRBatches, GDRTrainingConfig, train_gdr
+from semiret.models.gdr import Clusters, GDRConfig, GDRModel, PrefixTree
+from semiret.training.gdr import GDRLoss
+from semiret.training.hierarchy import HierarchyExample
+
+WORDS = ("cat dog bird fish statin cancer heart garden morning mail letter tumour mice risk therapy growth river "
+         "mountain snow rain").split()
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    """40 documents of two sentences, 20 training and 6 test queries (q0 has two relevant documents)."""
+    rng = random.Random(0)
+
+    def sentence():
+        return " ".join(rng.choice(WORDS) for _ in range(10)) + "."
+
+    docs = [Document(f"d{i}", f"{sentence()} {sentence()}") for i in range(40)]
+    queries = {f"q{i}": " ".join(rng.choice(WORDS) for _ in range(3)) for i in range(26)}
+    root = write_beir(tmp_path_factory.mktemp("gdr") / "tiny", docs, queries,
+                      {f"q{i}": {f"d{2 * i}": 1} for i in range(20)} | {"q0": {"d0": 1, "d1": 1}}, split="train")
+    write_beir(root, docs, queries, {f"q{i}": {f"d{i}": 1} for i in range(20, 26)}, split="test")
+    return root
+
+
+def config(collection, tiny_bert, output, **options) -> GDRTrainingConfig:
+    settings = dict(data=str(collection), base=str(tiny_bert), output=str(output), epochs=2, batch_size=8,
+                    branching=3, leaf_size=6, heads=2, decoder_layers=1, query_max_length=12, span_words=5,
+                    document_max_length=24, kmeans_iterations=5, learning_rate=1e-3)
+    return GDRTrainingConfig(**{**settings, **options})
+
+
+@pytest.fixture(scope="module")
+def trained(collection, tiny_bert, tmp_path_factory):
+    run = tmp_path_factory.mktemp("gdr-run")
+    return run, train_gdr(config(collection, tiny_bert, run))
+
+
+def tiny_model(tiny_bert, cids, adaptive_head=True) -> GDRModel:
+    from semiret.models.encoders import load_encoder
+
+    torch.manual_seed(0)
+    clusters = Clusters(cids, np.zeros((len(cids), 32), np.float32), [], np.zeros(0, np.int64))
+    return GDRModel(load_encoder(str(tiny_bert), "dense"), clusters,
+                    GDRConfig(branching=3, decoder_layers=1, heads=2, adaptive_head=adaptive_head))
+
+
+# ---------------------------------------------------------------------------------------------- prefix tree, decoding
+def test_the_prefix_tree_allows_only_the_children_of_a_prefix():
+    tree = PrefixTree([(1, 0), (2, 1, 0), (2, 3, 0)], branching=3)
+    assert tree.allowed(()) == [1, 2] and tree.allowed((2,)) == [1, 3] and tree.allowed((1,)) == [0]
+    assert tree.allowed((3,)) == [] and tree.max_length == 3 and tree.leaf[(2, 3, 0)] == 2
+    with pytest.raises(SemiretError, match="terminal"):
+        PrefixTree([(1, 2)], branching=3)
+    with pytest.raises(SemiretError, match="repeat"):
+        PrefixTree([(1, 0), (1, 0)], branching=3)
+
+
+def test_position_aware_tokens_are_step_times_values_plus_value_plus_two(tiny_bert):
+    model = tiny_model(tiny_bert, [(1, 0), (2, 1, 0)])
+    assert model.token_ids(torch.tensor([[2, 1, -1]])).tolist() == [[0, 4, 4 + 1 + 2, 0]]
+
+
+@pytest.mark.parametrize("adaptive_head", [True, False])
+def test_beam_search_returns_only_valid_ids_all_of_them_when_there_are_fewer_than_beams(tiny_bert, adaptive_head):
+    cids = [(1, 0), (2, 1, 0), (2, 3, 0), (3, 0)]
+    model = tiny_model(tiny_bert, cids, adaptive_head)
+    leaves, scores, vectors = model.search_clusters(["cat dog", "statin"], beams=4)
+    assert [sorted(row.tolist()) for row in leaves] == [[0, 1, 2, 3]] * 2  # 4 beams, but 2 children at the root
+    assert all(np.all((s > 0) & (s <= 1)) for s in scores) and abs(scores[0].sum() - 1) < 1e-5  # a distribution
+    assert vectors.shape == (2, 32)
+    leaves, scores, _ = model.search_clusters(["cat dog"], beams=2)
+    assert len(leaves[0]) == 2 and len(set(leaves[0].tolist())) == 2
+    with pytest.raises(SemiretError, match="beams"):
+        model.search_clusters(["cat"], beams=5)
+
+
+def test_beam_search_finds_the_most_probable_ids(tiny_bert):
+    """With a beam as wide as the tree, the ranking is exact: it matches teacher-forced path probabilities."""
+    cids = [(1, 0), (2, 1, 0), (2, 3, 0), (3, 0)]
+    model = tiny_model(tiny_bert, cids)
+    leaves, scores, _ = model.search_clusters(["mice heart"], beams=4)
+    states, mask, _ = model.encode(["mice heart"] * 4)
+    targets = model.cid_targets(range(4))
+    logits = model.step_logits(model.token_ids(targets[:, :-1]), states, mask)
+    expected = []
+    for leaf, cid in enumerate(cids):
+        logp, prefix = 0.0, ()
+        for step, value in enumerate(cid):
+            allowed = model.tree.allowed(prefix)
+            logp += torch.log_softmax(logits[leaf, step, allowed], -1)[allowed.index(value)].item()
+            prefix += (value,)
+        expected.append(np.exp(logp))
+    assert np.allclose(scores[0], np.asarray(expected)[leaves[0]], atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- loss
+def test_the_intra_loss_weighs_same_cluster_negatives_by_gamma_and_hides_other_positives():
+    vectors = np.eye(4, dtype=np.float32)
+    leaves = np.asarray([0, 0, 1, 1])
+    loss = GDRLoss(vectors, leaves, gamma=2.0, intra_negatives=1, temperature=1.0)
+    queries = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    examples = (HierarchyExample("a", 0), HierarchyExample("b", 2, excluded=(3,)))
+    value = loss.intra(queries, examples, np.random.default_rng(0))
+    e = np.e
+    first = -np.log(e / (e + 2 * 1 + 1 + 0))  # d1 (its cluster) x2, d2 in-batch x1, d3 absent (b's excluded)
+    second = -np.log(e / (e + 1 + 1))  # d0, d1 in-batch; d3 hidden: b's other positive
+    assert value.item() == pytest.approx((first + second) / 2, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- recipe
+def test_training_reports_both_terms_and_writes_an_fp16_model_with_its_clusters(trained):
+    from safetensors import safe_open
+
+    run, summary = trained
+    assert summary["documents"] == 40 and summary["pairs"] == 21 and summary["clusters"] >= 6
+    assert all(set(terms) == {"inter", "intra"} for terms in summary["terms_per_epoch"])
+    assert set(summary["prefix_overlap"]) == {"train", "test"}
+    with safe_open(str(run / "model" / "gdr-decoder.safetensors"), "pt") as weights:
+        assert all(weights.get_tensor(k).itemsize == 2 for k in weights.keys())
+    model = GDRModel.load(str(run / "model"))
+    assert len(model.tree.cids) == summary["clusters"] and model.clusters.document_ids[0] == "d0"
+
+
+def test_an_epoch_holds_the_pairs_and_a_span_and_a_cloze_query_per_document(collection, tiny_bert):
+    from semiret.data.collection import Collection
+    from semiret.training.data import TrainingSet
+
+    documents = list(Collection(collection).corpus())
+    training_set = TrainingSet.from_collection(Collection(collection), "train")
+    batches = GDRBatches(documents, training_set, 8, repeats=1, spans=1, clozes=1, span_words=5)
+    examples = [e for b in batches.epoch(random.Random(0)) for e in b.items]
+    assert len(examples) == 21 + 80
+    pseudo = [e for e in examples if e.query not in {p.query for p in training_set.pairs}]
+    assert np.bincount([e.document for e in pseudo]).tolist() == [2] * 40
+    assert all(e.query in documents[e.document].text for e in pseudo)
+    assert sum(len(e.query.split()) == 10 and e.query.endswith(".") for e in pseudo) >= 30  # a sentence each
+    q0 = [e for e in examples if e.query == training_set.pairs[0].query and e.document in (0, 1)]
+    assert sorted(e.excluded for e in q0) == [(0,), (1,)]
+
+
+def test_training_resumes_where_it_stopped(collection, tiny_bert, tmp_path, monkeypatch):
+    steps = recording_loss(monkeypatch, GDRLoss, crash_at=16)
+    with pytest.raises(Crash):
+        train_gdr(config(collection, tiny_bert, tmp_path / "run", epochs=3))
+    assert len(steps) == 16  # 13 steps an epoch: the crash is in the second
+    monkeypatch.undo()
+    resumed = recording_loss(monkeypatch, GDRLoss)
+    train_gdr(config(collection, tiny_bert, tmp_path / "run", epochs=3))
+    assert len(resumed) == 26  # epochs 2 and 3 again, from the checkpoint of epoch 1
+    reference = tmp_path / "again"
+    train_gdr(config(collection, tiny_bert, reference, epochs=3))
+    assert np.allclose(checkpointed_weights(tmp_path / "run"), checkpointed_weights(reference), atol=1e-5)
+
+
+def test_the_per_document_baseline_gives_every_document_its_own_id(collection, tiny_bert, tmp_path):
+    summary = train_gdr(config(collection, tiny_bert, tmp_path / "run", identifiers="document", epochs=1,
+                                leaf_size=4))
+    assert summary["clusters"] == 40 and summary["cluster_size"] == {"mean": 1.0, "max": 1}
+    with pytest.raises(SemiretError, match="positions"):
+        train_gdr(config(collection, tiny_bert, tmp_path / "big", identifiers="document", leaf_size=30))
+
+
+def test_held_out_documents_are_neither_clustered_nor_trained_on(collection, tiny_bert, tmp_path):
+    import json
+
+    summary = train_gdr(config(collection, tiny_bert, tmp_path / "run", held_out_fraction=0.25, epochs=1))
+    held_out = json.loads((tmp_path / "run" / "held-out.json").read_text())
+    assert summary["documents"] == 30 and len(held_out) == 10 and summary["held_out_documents"] == 10
+    model = GDRModel.load(str(tmp_path / "run" / "model"))
+    assert not set(held_out) & set(model.clusters.document_ids)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"identifiers": "words"}, "identifiers"), ({"held_out_fraction": 1.0}, "held-out"),
+    ({"branching": 1}, "branching"), ({"data": "/nonexistent"}, "nonexistent"),
+])
+def test_bad_training_options_fail_before_any_compute(collection, tiny_bert, tmp_path, options, message):
+    with pytest.raises(SemiretError, match=message):
+        train_gdr(config(collection, tiny_bert, tmp_path / "run", **options))
+    assert not (tmp_path / "run").exists()
