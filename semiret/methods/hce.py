@@ -40,7 +40,7 @@ from semiret.training.pseudo_queries import independent_crop
 log = logging.getLogger(__name__)
 
 SCENARIOS = ("supervised", "unsupervised", "joint")
-LOSSES = ("hierarchy", "contrastive")
+LOSSES = ("hierarchy", "contrastive", "mined")
 
 
 @dataclass
@@ -53,13 +53,16 @@ class HCETrainingConfig(TrainingConfig):
     """'supervised' (HCE-S, the --split qrels), 'unsupervised' (HCE-U, inverse cloze on the corpus alone) or
     'joint' (HCE-J, both)."""
     loss: str = "hierarchy"
-    """'hierarchy' (HCE) or 'contrastive' (plain in-batch contrastive fine-tuning on the same data and steps)."""
+    """'hierarchy' (HCE), 'contrastive' (plain in-batch contrastive fine-tuning on the same data and steps) or
+    'mined' (the same with --negatives hard negatives per query mined by the starting encoder)."""
     branching: int | None = None
     """Tree branching factor b (default: the smallest power of two giving depth 3, the paper's BEIR rule)."""
     hierarchy_levels: int | None = None
     """M: tree levels trained with the centroid softmax (default L - 1); levels M+1..L use sampled negatives."""
     negatives: int = 4
     """n_NS: documents sampled from the positive's subtree per query and level."""
+    mining_depth: int = 30
+    """--loss mined: negatives are drawn from each query's top this-many documents."""
     negative_gradients: bool = False
     """Back-propagate through the sampled negatives. Off by default: they are encoded as at inference, without
     gradients or dropout, so a step takes about half the time and holds no activations for them (with
@@ -253,6 +256,11 @@ class CoTraining:
         tree.save(self.trees / f"tree-{epoch}.npz")
         return tree
 
+    @property
+    def mining_file(self) -> Path:
+        """--loss mined: the corpus as the starting encoder embedded it (saved by :meth:`start`)."""
+        return Path(self.config.output) / "mining-vectors.npy"
+
     def start(self, encoder, history, resume: bool) -> tuple[object, float | None]:
         """(the tree in use after the last saved epoch, the dev metric of the starting encoder): both built
         and saved on a fresh run, read back when resuming (also a run that stopped within its first epoch)."""
@@ -267,9 +275,11 @@ class CoTraining:
             tree = EqualDepthTree.load(tree_file) if self.config.uses_tree else None
             return tree, json.loads(initial.read_text())["dev"]
         vectors = self.embed(encoder)
+        initial.parent.mkdir(parents=True, exist_ok=True)
+        if self.config.loss == "mined":
+            np.save(self.mining_file, vectors)
         tree = self.cluster(vectors, 0) if self.config.uses_tree else None
         dev = self.dev_metric(encoder, vectors)
-        initial.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(initial, {"dev": dev})
         return tree, dev
 
@@ -310,7 +320,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                                f"({n} documents, b = {branching})")
     else:
         levels = 0
-    negatives = config.negatives if config.uses_tree else 0
+    negatives = config.negatives if config.loss in ("hierarchy", "mined") else 0
     if negatives and n < negatives + 2:
         raise SemiretError(f"{n} documents are too few to sample {negatives} negatives from")
 
@@ -324,8 +334,9 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     started = time.perf_counter()
     tree, initial_dev = main_process_result(lambda: co_training.start(encoder, history, resume))
     model = HierarchyModel(encoder, config.query_max_length, tree, levels)
+    mined_from = np.load(co_training.mining_file) if config.loss == "mined" else None
     loss = HierarchyLoss(corpus.texts, tree, levels, negatives, config.temperature, config.alpha,
-                         config.negative_gradients)
+                         config.negative_gradients, mined_from, config.mining_depth)
     batches = HierarchyBatches(corpus, training_set, config.batch_size, config.unsupervised,
                                config.unsupervised_batch_size, config.unsupervised_per_epoch, config.span_words)
     schedule = Schedule(config.epochs, config.learning_rate, config.warmup_epochs)

@@ -20,7 +20,10 @@ positive of the batch, so no query meets its own document as a negative.
 
 A batch holds supervised examples (HCE-S), unsupervised ones (HCE-U, pseudo-queries), or both (HCE-J:
 ``L_S + alpha L_U``); the terms are named per group and level kind (``S.hierarchy``, ``U.contrastive``...).
-``levels=0, negatives=0`` is plain in-batch contrastive fine-tuning (the baseline HCE is measured against).
+``levels=0, negatives=0`` is plain in-batch contrastive fine-tuning (the baseline HCE is measured against);
+``mined_from`` (the corpus as the starting encoder embeds it) replaces the tree's samples by mined hard
+negatives: ``n_NS`` drawn from each query's top ``mining_depth`` documents, positives of the batch excluded (the
+second baseline).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from semiret.training.losses import Loss, LossOutput, symmetric_info_nce
 
 TEMPERATURE = 0.01
 SAMPLED_NEGATIVES = 4
+MINING_DEPTH = 30
+"""Mined negatives are drawn from this many top documents (RocketQA and DPR-style mining use 30-100)."""
 
 
 @dataclass(frozen=True)
@@ -107,16 +112,21 @@ class HierarchyLoss(Loss):
 
     def __init__(self, documents: list[str], tree: EqualDepthTree | None = None, levels: int = 0,
                  negatives: int = SAMPLED_NEGATIVES, temperature: float = TEMPERATURE,
-                 unsupervised_weight: float = 0.5, negative_gradients: bool = True):
+                 unsupervised_weight: float = 0.5, negative_gradients: bool = True,
+                 mined_from: np.ndarray | None = None, mining_depth: int = MINING_DEPTH):
         if negatives < 0 or temperature <= 0:
             raise SemiretError("the loss needs a non-negative number of negatives and a positive temperature")
-        if (levels or negatives) and tree is None:
+        if (levels or (negatives and mined_from is None)) and tree is None:
             raise SemiretError("the hierarchy loss and sampled negatives need a corpus tree")
+        if mined_from is not None and (len(mined_from) != len(documents) or mining_depth < negatives):
+            raise SemiretError(f"mining needs one vector per document ({len(mined_from)} for {len(documents)}) "
+                               f"and a mining depth of at least {negatives}, got {mining_depth}")
         if negatives and len(documents) < negatives + 2:
             raise SemiretError(f"{len(documents)} documents are too few to sample {negatives} negatives from")
         self.documents, self.levels, self.negatives = documents, levels, negatives
         self.temperature, self.unsupervised_weight = temperature, unsupervised_weight
         self.negative_gradients = negative_gradients
+        self.mined_from, self.mining_depth = mined_from, mining_depth
         self.tree: EqualDepthTree | None = None
         self._subtrees: list[tuple[np.ndarray, np.ndarray]] = []
         if tree is not None:
@@ -159,8 +169,7 @@ class HierarchyLoss(Loss):
         hierarchy = sum((self._level_loss(queries, model.centroids[t - 1], rows, t)
                          for t in range(1, self.levels + 1)), torch.zeros(()))
         contrastive = []
-        for t in self.sampled_levels:
-            sampled = [self.sample(e.document, t - 1, in_batch | set(e.excluded), rng) for e in examples]
+        for sampled in self._negative_rounds(examples, queries, in_batch, rng):
             texts = [self.documents[r] for rows_ in sampled for r in rows_]
             if self.negative_gradients:
                 negatives = model.encode_documents(texts)
@@ -171,6 +180,28 @@ class HierarchyLoss(Loss):
         if not contrastive:  # in-batch negatives only
             contrastive.append(symmetric_info_nce(queries / self.temperature, positives))
         return hierarchy, sum(contrastive)
+
+    def _negative_rounds(self, examples, queries: torch.Tensor, in_batch: set[int], rng: np.random.Generator):
+        """Each round's negatives per example: one round per sampled tree level, or one of mined negatives."""
+        if self.mined_from is not None:
+            if self.negatives:
+                yield self.mine(examples, queries.detach().float().cpu().numpy(), in_batch, rng)
+            return
+        for t in self.sampled_levels:
+            yield [self.sample(e.document, t - 1, in_batch | set(e.excluded), rng) for e in examples]
+
+    def mine(self, examples, queries: np.ndarray, in_batch: set[int], rng: np.random.Generator) -> list[np.ndarray]:
+        """``negatives`` of each query's top ``mining_depth`` documents by the mining vectors, none a positive of
+        the batch or one of the query's excluded documents."""
+        scores = queries @ self.mined_from.T
+        reach = self.mining_depth + len(in_batch) + max(len(e.excluded) for e in examples)
+        tops = np.argsort(-scores, axis=1)[:, :reach]
+        chosen = []
+        for example, top in zip(examples, tops):
+            taken = in_batch | set(example.excluded)
+            candidates = [r for r in top.tolist() if r not in taken][: self.mining_depth]
+            chosen.append(rng.choice(candidates, self.negatives, replace=False).astype(np.int64))
+        return chosen
 
     def _level_loss(self, queries: torch.Tensor, centroids: torch.Tensor, rows: np.ndarray, t: int) -> torch.Tensor:
         """Eq. 5 at depth ``t``: each query's softmax over the children of its positive's depth t-1 ancestor."""

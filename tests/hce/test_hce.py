@@ -172,3 +172,10 @@ def test_a_run_stopped_in_its_first_epoch_resumes_with_its_first_tree(collection
     monkeypatch.setattr(CoTraining, "cluster", lambda self, vectors, epoch: clustered.append(epoch))
     train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=1, scenario="supervised"))
     assert clustered == [] and (tmp_path / "run" / "trees" / "tree-0.npz").stat().st_mtime_ns == first
+
+
+def test_the_mined_negatives_baseline_mines_with_the_starting_encoder(collection, tiny_bert, tmp_path):
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run", loss="mined", epochs=1, mining_depth=6))
+    assert summary["tree"] is None
+    assert np.load(tmp_path / "run" / "mining-vectors.npy").shape[0] == 40
+    assert set(summary["terms_per_epoch"][0]) == {"S.contrastive", "U.contrastive"}

@@ -149,3 +149,18 @@ def test_plain_contrastive_needs_no_tree():
     assert output.total.item() == pytest.approx(symmetric_info_nce(q / 0.01, d).item(), rel=1e-5)
     with pytest.raises(SemiretError, match="tree"):
         HierarchyLoss(DOCUMENTS, levels=2)
+
+
+def test_mined_negatives_come_from_each_querys_top_documents_and_skip_the_batch_positives():
+    model = FixedEmbeddings(hand_tree(), levels=0)
+    mined_from = F.normalize(model.documents, dim=-1).detach().numpy()
+    loss = HierarchyLoss(DOCUMENTS, negatives=2, mined_from=mined_from, mining_depth=3)
+    output = loss(model, batch([(0, 4, 7), (1, 8)]), 0)
+    assert set(output.terms) == {"S.contrastive"}
+    negatives = [int(t[1:]) for t in model.encoded[2:]]
+    scores = model.encode_queries(["q0", "q1"]).detach().numpy() @ mined_from.T
+    for query, drawn, excluded in ((0, negatives[:2], {4, 8, 7}), (1, negatives[2:], {4, 8})):
+        allowed = [d for d in np.argsort(-scores[query]).tolist() if d not in excluded][:3]
+        assert len(set(drawn)) == 2 and set(drawn) <= set(allowed)
+    with pytest.raises(SemiretError, match="one vector per document"):
+        HierarchyLoss(DOCUMENTS, negatives=2, mined_from=mined_from[:5])
