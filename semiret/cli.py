@@ -1,4 +1,4 @@
-"""The ``semiret`` command line: index, search, add, delete, merge, info, eval, demo."""
+"""The ``semiret`` command line: index, search, add, delete, merge, merge-shards, info, eval, demo."""
 
 from __future__ import annotations
 
@@ -109,11 +109,15 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           retriever: str = _retriever_option("bm25", "Retriever"),
           overwrite: bool = typer.Option(False, help="Replace an existing index."),
           store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
+          shard: Optional[str] = typer.Option(None, help="Index only shard i/n of the corpus (the i-th of n "
+                                              "contiguous slices, from 0); merge-shards joins the shards."),
           options: dict = None):
     """Build an index from a corpus."""
+    from semiret.data.collection import corpus_shard
     from semiret.search.retrievers import retriever_class
 
-    built = retriever_class(retriever).build(_corpus(data), out, overwrite=overwrite, store_texts=store_texts,
+    documents = _corpus(data) if shard is None else corpus_shard(_corpus(data), shard)
+    built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                              **options)
     _print_json(built.index.describe())
 
@@ -178,6 +182,16 @@ def merge(index: Path = typer.Option(..., help="Index directory.")):
     opened = open_index(index)
     opened.merge()
     _print_json(opened.describe())
+
+
+@app.command(name="merge-shards")
+def merge_shards_command(out: Path = typer.Argument(..., help="Index directory to create."),
+                         shards: list[Path] = typer.Argument(..., help="The shards' index directories, in order."),
+                         overwrite: bool = typer.Option(False, help="Replace an existing index.")):
+    """Merge the shards of a corpus (index --shard i/n) into one index: one machine's build of the whole."""
+    from semiret.indexes.segments import merge_shards
+
+    _print_json(merge_shards(out, shards, overwrite=overwrite).describe())
 
 
 @app.command()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from semiret.data.jsonl import iter_jsonl
-from semiret.errors import DataFormatError
+from semiret.errors import DataFormatError, SemiretError
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +209,20 @@ class Collection:
         if missing:
             log.warning("%d judged queries of split %r have no text (e.g. %r); skipped", len(missing), split, missing[0])
         return {q: queries[q] for q in judged if q in queries}
+
+
+def corpus_shard(documents: Iterable[Document], shard: str) -> list[Document]:
+    """Shard ``i/n`` of ``documents``: the i-th of n contiguous slices (0-based, sizes differing by one at
+    most), so shards 0..n-1 merged in order hold the corpus in its order."""
+    try:
+        number, count = (int(part) for part in shard.split("/"))
+    except ValueError:
+        number = count = -1
+    if not 0 <= number < count:
+        raise SemiretError(f"a shard is i/n with 0 <= i < n (say 0/4), not {shard!r}")
+    documents = list(documents)
+    bounds = [len(documents) * k // count for k in range(count + 1)]
+    return documents[bounds[number]: bounds[number + 1]]
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

@@ -368,6 +368,14 @@ class InvertedIndex(SegmentedIndex):
         return Postings(ids=ids, offsets=offsets, terms=terms.astype(np.int32), values=values.astype(np.float32),
                         lengths=np.asarray(segment.doclens)[live], documents=documents)
 
+    def _translated(self, other: InvertedIndex, postings: Postings) -> Postings:
+        """``other``'s word ids mapped to this index's by the words (new words join the vocabulary)."""
+        if self.terms is None:
+            return postings
+        ids = np.asarray(self.terms.lookup(other.vocab, add=True), np.int32)
+        return Postings(postings.ids, postings.offsets, ids[postings.terms], postings.values, postings.lengths,
+                        postings.documents)
+
     def _batch_vocab_size(self) -> int:
         """Term ids a batch being written may use: the committed ones and those its encoding added."""
         return len(self.terms.terms) if self.terms is not None else self.meta["vocab_size"]

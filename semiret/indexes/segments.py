@@ -34,7 +34,7 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator
+from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -60,6 +60,8 @@ from semiret.indexes.storage import (
 from semiret.types import SearchHits
 
 LOCK_FILE = "write.lock"
+SHARD_VARIABLES = ("segments", "next_segment", "created", "vocab_size", "n_terms", "vocab_bytes")
+"""``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
 OPEN_ATTEMPTS = 5
 """Tries to open a commit whose segments a merge in another process removes meanwhile (each try reads the
 newer commit)."""
@@ -437,6 +439,30 @@ class SegmentedIndex(ABC):
         with self._change() as draft:
             return draft._mark_deleted(doc_ids, missing_ok)
 
+    def add_index(self, other: "SegmentedIndex") -> int:
+        """Add every live document of ``other`` (a shard: an index of this kind built with the same options from
+        other documents) as new segments, in its order; returns how many. Ids already here are an error."""
+        if self.shard_record(self.meta) != self.shard_record(other.meta):
+            raise SemiretError(f"{other.path} was not built like {self.path}: they cannot be merged")
+        added = 0
+        with self.writing():
+            for segment in other.segments:
+                live = np.flatnonzero(~segment.deleted)
+                documents = [segment.document(i) for i in live.tolist()] if segment.texts is not None else None
+                batch = other._live_batch(segment, live, segment.document_ids(live), documents)
+                added += self.add(self._translated(other, batch))
+        return added
+
+    @staticmethod
+    def shard_record(meta: dict) -> dict:
+        """What indexes built from parts of one corpus with the same options share: ``meta.json`` without what
+        the documents decide (segments, dates, the size of a word vocabulary)."""
+        return {k: v for k, v in meta.items() if k not in SHARD_VARIABLES}
+
+    def _translated(self, other: "SegmentedIndex", batch):
+        """``batch``, read from ``other``, in this index's terms (a kind with a vocabulary of its own maps ids)."""
+        return batch
+
     def merge(self, tail: int | None = None) -> None:
         """Fold the last ``tail`` segments (default: all) into one, dropping their deleted documents; a merge of
         all also removes what crashed changes left (folders and files no commit lists). Merging the small
@@ -555,6 +581,31 @@ class SegmentedIndex(ABC):
         bounds = bounds.tolist()
         return SearchHits([names[lo:hi] for lo, hi in zip(bounds, bounds[1:])],
                           [flat_scores[lo:hi] for lo, hi in zip(bounds, bounds[1:])])
+
+
+def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bool = False) -> SegmentedIndex:
+    """One index at ``target`` from the shard indexes of one corpus (``semiret index --shard i/n``, in shard
+    order), folded into one segment: the documents and order one machine's build of the whole corpus has."""
+    if not shards:
+        raise SemiretError("no shard to merge")
+    first = open_index(shards[0])
+    if not isinstance(first, SegmentedIndex):
+        raise SemiretError(f"{shards[0]} holds several indexes ({type(first).__name__}): only single-part "
+                           "indexes merge as shards")
+    target = Path(target)
+    _check_build_target(target, overwrite)
+    staged = staging_directory(target)
+    try:
+        shutil.copytree(first.path, staged, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE, "*.tmp-*"))
+        merged = type(first).open(staged)
+        for shard in shards[1:]:
+            merged.add_index(open_index(shard))
+        merged.merge()
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    replace_directory(staged, target, overwrite)
+    return open_index(target)
 
 
 def check_unique_ids(ids: list[str]) -> None:

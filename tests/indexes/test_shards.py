@@ -1,0 +1,67 @@
+"""Sharded indexing: ``semiret index --shard i/n`` on each machine, ``semiret merge-shards`` after; the merged
+index answers as one machine's build of the whole corpus (the same ids, scores and order), for a word
+vocabulary of its own (BM25: ids mapped by the words), a tokenizer vocabulary (SPLADE) and vectors (dense)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import TINY_DOCS
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data.collection import corpus_shard
+from semiret.errors import SemiretError
+from semiret.indexes.segments import merge_shards
+from semiret.search import open_retriever
+
+QUERIES = ["cats and dogs", "statins cancer risk", "morning garden birds", "mailman letters", "mice"]
+
+
+def test_shards_are_contiguous_slices_that_cover_the_corpus():
+    shards = [corpus_shard(TINY_DOCS, f"{i}/4") for i in range(4)]
+    assert [len(s) for s in shards] == [1, 2, 1, 2]
+    assert [d for s in shards for d in s] == TINY_DOCS
+    for bad in ("4/4", "-1/2", "1", "a/b", "0/0"):
+        with pytest.raises(SemiretError, match="i/n"):
+            corpus_shard(TINY_DOCS, bad)
+
+
+@pytest.mark.parametrize("retriever", ["bm25", "splade", "dense"])
+def test_merged_shards_search_as_one_build(retriever, tmp_path, corpus_jsonl, tiny_bert):
+    options = [] if retriever == "bm25" else ["--model", str(tiny_bert)]
+    runner = CliRunner()
+
+    def invoke(*arguments):
+        result = runner.invoke(app, list(arguments))
+        assert result.exit_code == 0, result.output
+        return result
+
+    invoke("index", "--data", str(corpus_jsonl), "--out", str(tmp_path / "whole"), "-r", retriever, *options)
+    for i in range(3):
+        invoke("index", "--data", str(corpus_jsonl), "--out", str(tmp_path / f"shard-{i}"), "-r", retriever,
+               "--shard", f"{i}/3", *options)
+    merged = json.loads(invoke("merge-shards", str(tmp_path / "merged"),
+                               *[str(tmp_path / f"shard-{i}") for i in range(3)]).output)
+    assert (merged["documents"], merged["deleted"], merged["segments"]) == (len(TINY_DOCS), 0, 1)
+    whole = open_retriever(tmp_path / "whole").search(QUERIES, k=len(TINY_DOCS))
+    joined = open_retriever(tmp_path / "merged").search(QUERIES, k=len(TINY_DOCS))
+    assert any(whole.ids)
+    assert joined.ids == whole.ids
+    for got, expected in zip(joined.scores, whole.scores):  # dense: a shard's encoder batches pad otherwise
+        assert got == pytest.approx(expected, rel=1e-6 if retriever != "dense" else 1e-5)
+    assert open_retriever(tmp_path / "merged").index.get_document("d5") == TINY_DOCS[4]
+
+
+def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, corpus_jsonl):
+    from semiret.search import BM25Retriever
+
+    BM25Retriever.build(TINY_DOCS[:3], tmp_path / "a")
+    BM25Retriever.build(TINY_DOCS[3:], tmp_path / "b", k1=0.5)
+    BM25Retriever.build(TINY_DOCS[2:], tmp_path / "c")
+    with pytest.raises(SemiretError, match="not built like"):
+        merge_shards(tmp_path / "ab", [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(SemiretError, match="already in"):
+        merge_shards(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"])
+    assert not (tmp_path / "ab").exists() and not (tmp_path / "ac").exists()
