@@ -3,11 +3,11 @@ them or search with them: HCE's equal-depth agglomerative tree, GDR's divisive c
 prefix-overlap statistic that compares trees against relevance judgements."""
 
 from semiret.clustering.divisive import (BRANCHING, TERMINAL, ClusterIds, divisive_cluster_ids, leaf_threshold,
-                                        per_document_ids)
+                                        nearest_means, per_document_ids)
 from semiret.clustering.equal_depth import EqualDepthTree, agglomerative_tree, branching_for_depth, depth_for
 from semiret.clustering.kmeans import kmeans
 from semiret.clustering.overlap import prefix_overlap
 
 __all__ = ["BRANCHING", "TERMINAL", "ClusterIds", "EqualDepthTree", "agglomerative_tree", "branching_for_depth",
-           "depth_for", "divisive_cluster_ids", "kmeans", "leaf_threshold", "per_document_ids",
+           "depth_for", "divisive_cluster_ids", "kmeans", "leaf_threshold", "nearest_means", "per_document_ids",
            "prefix_overlap"]

@@ -53,11 +53,15 @@ class ClusterIds:
 
     def nearest_leaf(self, vectors: np.ndarray) -> list[tuple[int, ...]]:
         """The CID of the leaf whose mean is nearest (Euclidean, as the clustering) to each of ``vectors``."""
-        vectors = check_vectors(vectors, "new document embeddings")
         cids = list(self.leaf_centroids)
-        means = np.stack([self.leaf_centroids[c] for c in cids])
-        distances = (vectors ** 2).sum(1, keepdims=True) - 2 * vectors @ means.T + (means ** 2).sum(1)
-        return [cids[j] for j in distances.argmin(axis=1)]
+        return [cids[j] for j in nearest_means(vectors, np.stack([self.leaf_centroids[c] for c in cids]))]
+
+
+def nearest_means(vectors: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """The row of ``means`` nearest (Euclidean, as the clustering) to each of ``vectors``."""
+    vectors = check_vectors(vectors, "new document embeddings")
+    distances = (vectors ** 2).sum(1, keepdims=True) - 2 * vectors @ means.T + (means ** 2).sum(1)
+    return distances.argmin(axis=1)
 
 
 def per_document_ids(clusters: ClusterIds, vectors: np.ndarray, branching: int = BRANCHING) -> ClusterIds:

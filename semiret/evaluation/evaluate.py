@@ -7,6 +7,7 @@ import shutil
 import statistics
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from semiret.data.collection import Collection
@@ -14,7 +15,7 @@ from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE
-from semiret.search.retrievers import open_retriever, retriever_class
+from semiret.search.retrievers import open_retriever, resolve_backend, retriever_class
 
 log = logging.getLogger(__name__)
 LATENCY_QUERIES = 200
@@ -23,18 +24,22 @@ SPARSITY_FIGURES = ("avg_nnz_per_doc", "flops", "avg_query_terms")
 """Every inverted index (BM25, bag-of-tokens, learned sparse): expansion rate and FLOPS
 (:mod:`semiret.indexes.sparsity`), so that a learned model's cost reads against BM25's; null for dense."""
 COST_FIGURES = ("rerank_pairs", "distinct_candidates", "distinct_candidates_fraction", "documents_embedded",
-                "queries_embedded")
-"""Late-parametric re-ranking only: the embedding work of the run (SiDR Table 8)."""
+                "queries_embedded", "documents_scored_per_query", "documents_scored_fraction")
+"""Late-parametric re-ranking: the embedding work of the run (SiDR Table 8); search inside decoded clusters
+(GDR): the documents each query scored."""
 
 
 def evaluate(data: str | Path, retriever: str, split: str = "test", index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
-             rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, **options) -> dict:
+             rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, backend=None,
+             **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
     ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
-    query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``.
+    query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
+    (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
+    dropped).
     """
     collection = Collection(data)
     qrels = collection.qrels(split)
@@ -45,18 +50,22 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
         check_baseline(baseline_run, qrels)
     cls = retriever_class(retriever)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
-    scratch = None
-    if index is None:
+    store = resolve_backend(backend)
+    scratch = temporary_collection = None
+    if index is None and store is None:
         scratch = Path(tempfile.mkdtemp(prefix="semiret-eval-"))
         index = scratch / "index"
+    elif index is None:
+        index = temporary_collection = f"semiret_eval_{uuid.uuid4().hex}"
     index = Path(index)
     try:
         build_seconds = None
-        if rebuild or not (index / META_FILE).is_file():
+        exists = store.exists(index) if store is not None else (index / META_FILE).is_file()
+        if rebuild or not exists:
             start = time.perf_counter()
-            cls.build(collection.corpus(), index, overwrite=True, **build_options)
+            cls.build(collection.corpus(), index, overwrite=True, backend=store, **build_options)
             build_seconds = time.perf_counter() - start
-        searcher = open_retriever(index, retriever, **search_options)
+        searcher = open_retriever(index, retriever, backend=store, **search_options)
         _warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)
@@ -82,7 +91,7 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
             "retriever": retriever, "dataset": collection.name, "split": split, "queries": len(query_ids),
             **score_run(run, qrels, measure_objects),
             "index_build_s": round(build_seconds, 3) if build_seconds is not None else None,
-            "index_size_mb": round(searcher.index.size_on_disk() / 2**20, 3),
+            "index_size_mb": _megabytes(searcher.index.size_on_disk()),
             "documents": searcher.index.n_docs,
             "latency_ms_median": round(statistics.median(latencies), 4),
             "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 4),
@@ -98,6 +107,13 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        if temporary_collection is not None and store.exists(temporary_collection):
+            store.drop(temporary_collection)
+
+
+def _megabytes(size: int | None) -> float | None:
+    """An index's size in MB (None where its store does not say: Milvus)."""
+    return round(size / 2**20, 3) if size is not None else None
 
 
 def _sparsity(searcher, texts: list[str]) -> dict:

@@ -205,6 +205,16 @@ class GDRModel(nn.Module):
 
     # ------------------------------------------------------------------ inference
     @torch.inference_mode()
+    def query_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """r_q [n, d] (float32) of query ``texts``, as inference computes them."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.encode(check_texts(list(texts), "queries"))[2].numpy()
+        finally:
+            self.train(was_training)
+
+    @torch.inference_mode()
     def search_clusters(self, texts: Sequence[str], beams: int = BEAMS, length_penalty: float = LENGTH_PENALTY
                         ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
         """Constrained beam search: per query the leaf numbers of at most ``beams`` CIDs, best first (ranked by

@@ -1,6 +1,7 @@
 """Retrievers: an index plus a document side and a query side, registered by name
 (:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers."""
 
+from semiret.search.gdr import GDRRetriever
 from semiret.search.hybrid import HybridRetriever
 from semiret.search.lexical import BagOfTokensRetriever, BM25Retriever, IDFRetriever
 from semiret.search.nail import BM25NailRetriever, NailExhaustiveRetriever, NailSparseRetriever
@@ -24,7 +25,8 @@ from semiret.search.semiparametric import (
     SiDRFullRetriever,
 )
 
-__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "HybridRetriever",
+__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "GDRRetriever",
+           "HybridRetriever",
            "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever", "NailExhaustiveRetriever",
            "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
            "SiDRFullRetriever", "SpladeRetriever", "open_retriever", "register_retriever", "retriever_class"]

@@ -4,6 +4,7 @@ the loss, the recipe (resuming, fp16, the per-document baseline, held-out docume
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -194,3 +195,94 @@ def test_bad_training_options_fail_before_any_compute(collection, tiny_bert, tmp
     with pytest.raises(SemiretError, match=message):
         train_gdr(config(collection, tiny_bert, tmp_path / "run", **options))
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------------------------- retriever
+@pytest.fixture(scope="module")
+def gdr_index(trained, collection, tmp_path_factory):
+    from semiret.data.collection import Collection
+    from semiret.search import GDRRetriever
+
+    path = tmp_path_factory.mktemp("gdr-index") / "index"
+    GDRRetriever.build(list(Collection(collection).corpus()), path, model=str(trained[0] / "model"), beams=2)
+    return path
+
+
+def test_search_scores_only_the_decoded_clusters_by_s_inter_plus_beta_sigmoid(trained, gdr_index):
+    from semiret.search import GDRRetriever
+
+    retriever = GDRRetriever.open(gdr_index, beams=2, beta=1.0)
+    model = retriever.query_side.model
+    assert retriever.index.describe()["documents"] == 40
+    leaves, inter, vectors = model.search_clusters(["statin cancer risk"], beams=2)
+    hits = retriever.search("statin cancer risk", k=40)
+    members = {d for leaf in leaves[0] for d, l in zip(model.clusters.document_ids, model.clusters.document_leaves)
+               if l == leaf}
+    assert {h.id for h in hits} == members  # the trained documents keep their leaves
+    s_inter = dict(zip(leaves[0].tolist(), inter[0].tolist()))
+    row = model.clusters.document_ids.index(hits[0].id)
+    expected = s_inter[model.clusters.document_leaves[row]] + 1 / (1 + np.exp(-retriever.index.get_vector(hits[0].id)
+                                                                               @ vectors[0]))
+    assert hits[0].score == pytest.approx(expected, rel=1e-5)
+    assert retriever.query_side.cost_figures()["documents_scored_per_query"] == len(members)
+
+
+def test_documents_are_added_to_the_nearest_leaf_and_deleted_without_retraining(trained, gdr_index, tmp_path):
+    import shutil
+
+    from semiret.search import GDRRetriever
+
+    path = tmp_path / "index"
+    shutil.copytree(gdr_index, path)
+    retriever = GDRRetriever.open(path, beams=GDRRetriever.open(gdr_index, beams=1).index.leaf_count)
+    model = retriever.query_side.model
+    new = Document("new-1", "statin cancer risk heart therapy tumour mice growth risk statin.")
+    vector = retriever.document_side.encoder.encode_document([new.text], show_progress=False)
+    distances = ((model.clusters.leaf_means - vector) ** 2).sum(1)
+    retriever.add([new])
+    assert int(retriever.index.segments[-1].leaves[0]) == int(distances.argmin())
+    assert "new-1" in {h.id for h in retriever.search("statin cancer risk", k=41)}  # every cluster decoded
+    fingerprint = retriever.index.fingerprint
+    retriever.delete(["new-1", "d3"])
+    assert not {"new-1", "d3"} & {h.id for h in retriever.search("statin cancer risk", k=41)}
+    assert retriever.index.fingerprint == fingerprint and len(model.tree.cids) == len(model.clusters.cids)
+
+
+def test_bad_input_is_refused_before_any_compute(trained, gdr_index, collection, tmp_path, tiny_nail, tiny_bert):
+    from semiret.models.gdr import CLUSTERS_FILE
+    from semiret.search import DenseRetriever, GDRRetriever
+    import shutil
+
+    leaves = GDRRetriever.open(gdr_index, beams=1).index.leaf_count
+    with pytest.raises(SemiretError, match="beams"):
+        GDRRetriever.open(gdr_index, beams=leaves + 1)
+    with pytest.raises(SemiretError, match="empty"):
+        GDRRetriever.open(gdr_index, beams=2).search(["statin", "  "])
+    with pytest.raises(SemiretError, match="NAIL model .* needs gdr.json"):
+        GDRRetriever.build([Document("x", "text")], tmp_path / "nail", model=str(tiny_nail))
+    assert not (tmp_path / "nail").exists()
+    other = tmp_path / "other-model"  # the same model, with two leaves' ids swapped: another prefix tree
+    shutil.copytree(trained[0] / "model", other)
+    clusters = Clusters.load(other / CLUSTERS_FILE)
+    clusters.cids[0], clusters.cids[1] = clusters.cids[1], clusters.cids[0]
+    clusters.save(other / CLUSTERS_FILE)
+    index = tmp_path / "index"
+    shutil.copytree(gdr_index, index)
+    meta = json.loads((index / "meta.json").read_text())
+    meta["analyzer"]["model"] = str(other)
+    (index / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SemiretError, match="does not match"):
+        GDRRetriever.open(index, beams=2)
+    dense = DenseRetriever.build([Document("x", "text")], tmp_path / "dense", model=str(tiny_bert))
+    with pytest.raises(SemiretError, match="gdr"):
+        GDRRetriever.open(dense.index.path, beams=2)
+    with pytest.raises(SemiretError, match="leaf"):
+        GDRRetriever.open(gdr_index, beams=2).index.add(dense.document_side.encode([Document("y", "text")]))
+
+
+def test_eval_reports_the_documents_each_query_scored(trained, gdr_index, collection):
+    from semiret.evaluation.evaluate import evaluate
+
+    figures = evaluate(collection, "gdr", index=gdr_index, beams=3)
+    assert 0 < figures["documents_scored_per_query"] <= 40 and figures["documents_scored_fraction"] <= 1
+    assert figures["R@100"] >= 0

@@ -1,0 +1,134 @@
+"""The clustered dense index (kind ``gdr``): a dense index whose documents also carry the leaf cluster they belong
+to, searched inside given clusters only (GDR's intra-cluster matching).
+
+Each segment adds ``leaves.npy`` (int32, a leaf number per document) to the dense segment's files. ``meta.json``
+records how many leaves there are and a fingerprint of their cluster ids (the prefix tree a model decodes), so a
+model trained on other clusters is refused. A search takes, per query, the decoded leaves and their ``S_inter``
+and scores every live document of those leaves by ``S_inter + beta * sigmoid(<r_q, r_d>)``: added documents
+are in their leaf from their commit on, deleted ones leave it at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from semiret.clustering.equal_depth import members_of
+from semiret.errors import SemiretError
+from semiret.indexes.dense import DenseIndex, DenseSegment
+from semiret.indexes.segments import register_index_format
+from semiret.indexes.storage import load_array
+from semiret.types import Embeddings, SearchHits
+
+LEAVES_FILE = "leaves.npy"
+
+
+@dataclass
+class ClusteredEmbeddings(Embeddings):
+    """Embeddings with each document's leaf number."""
+
+    leaves: np.ndarray | None = None
+
+    @staticmethod
+    def concatenate(batches: Sequence["ClusteredEmbeddings"]) -> "ClusteredEmbeddings":
+        joined = Embeddings.concatenate(batches)
+        return ClusteredEmbeddings(joined.ids, joined.vectors, joined.documents,
+                                   np.concatenate([b.leaves for b in batches]))
+
+
+class ClusteredSegment(DenseSegment):
+    """A dense segment and its documents grouped by leaf (``offsets``/``members``, as a tree's groups)."""
+
+    def __init__(self, path: Path, info: dict, leaf_count: int):
+        super().__init__(path, info, "exact")
+        self.leaves = load_array(path / LEAVES_FILE)
+        self.members = np.argsort(self.leaves, kind="stable")
+        self.offsets = np.searchsorted(self.leaves[self.members], np.arange(leaf_count + 1))
+
+    def score_clusters(self, query: np.ndarray, leaves: np.ndarray, inter: np.ndarray, k: int,
+                       beta: float) -> tuple[np.ndarray, np.ndarray, int]:
+        """(top-``k`` scores, local numbers, documents scored) among the live members of ``leaves``."""
+        candidates = members_of(self.offsets, self.members, leaves)
+        candidates = candidates[~self.deleted[candidates]]
+        s_inter = np.zeros(len(self.offsets) - 1, np.float32)
+        s_inter[leaves] = inter
+        scores = s_inter[self.leaves[candidates]] + beta / (1 + np.exp(-(np.asarray(self.vectors[candidates]) @ query)))
+        top = np.argsort(-scores, kind="stable")[:k]
+        return scores[top].astype(np.float32), candidates[top], len(candidates)
+
+
+@register_index_format
+class ClusteredDenseIndex(DenseIndex):
+    """An open clustered dense index directory."""
+
+    FORMAT = "semiret.clustered-dense"
+    VERSION = 1
+    DESCRIPTION = "clustered dense index"
+    batch_type = ClusteredEmbeddings
+
+    @classmethod
+    def build(cls, path: str | Path, kind: str, batches: Iterable[ClusteredEmbeddings], dim: int, analyzer: dict,
+              leaf_count: int, fingerprint: str, store_texts: bool = True, overwrite: bool = False,
+              extra_meta: dict | None = None) -> "ClusteredDenseIndex":
+        """Write a new index of ``batches`` whose leaf numbers are below ``leaf_count``; ``fingerprint`` names
+        the cluster ids they number."""
+        if kind != "gdr":
+            raise SemiretError(f"a clustered dense index has kind 'gdr', not {kind!r}")
+        if leaf_count < 1:
+            raise SemiretError("a clustered dense index needs at least one leaf cluster")
+        fields = {"kind": "gdr", "ann": "exact", "dim": dim, "metric": "ip", "parameters": {}, "analyzer": analyzer,
+                  "clusters": {"leaves": leaf_count, "fingerprint": fingerprint}}
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta)
+
+    @property
+    def leaf_count(self) -> int:
+        return self.meta["clusters"]["leaves"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self.meta["clusters"]["fingerprint"]
+
+    def _open_segment(self, path: Path, info: dict) -> ClusteredSegment:
+        return ClusteredSegment(path, info, self.leaf_count)
+
+    def _validate(self, embeddings: ClusteredEmbeddings) -> None:
+        super()._validate(embeddings)
+        leaves = getattr(embeddings, "leaves", None)
+        if leaves is None or len(leaves) != len(embeddings):
+            raise SemiretError(f"{self.path} holds clustered documents: each document needs its leaf cluster")
+        if len(leaves) and not (0 <= leaves.min() and leaves.max() < self.leaf_count):
+            raise SemiretError(f"leaf numbers must be in 0..{self.leaf_count - 1}")
+
+    def _write_segment_files(self, directory: Path, embeddings: ClusteredEmbeddings, info: dict) -> None:
+        super()._write_segment_files(directory, embeddings, info)
+        np.save(directory / LEAVES_FILE, np.asarray(embeddings.leaves, np.int32))
+
+    def _live_batch(self, segment: ClusteredSegment, live: np.ndarray, ids: list[str], documents) -> ClusteredEmbeddings:
+        return ClusteredEmbeddings(ids, np.asarray(segment.vectors)[live], documents, np.asarray(segment.leaves)[live])
+
+    def search_clusters(self, queries: np.ndarray, leaves: Sequence[np.ndarray], inter: Sequence[np.ndarray],
+                        k: int = 10, beta: float = 1.0) -> tuple[SearchHits, list[int]]:
+        """Per query, the top ``k`` live documents of its ``leaves`` by ``inter + beta * sigmoid(<q, d>)`` (its
+        leaves' ``S_inter``), and how many documents each query scored."""
+        if k < 1:
+            raise SemiretError("k must be at least 1")
+        queries = np.ascontiguousarray(queries, np.float32)
+        if queries.ndim != 2 or queries.shape[1] != self.dim or not len(leaves) == len(inter) == len(queries):
+            raise SemiretError(f"expected [n, {self.dim}] queries with their leaves and scores, got {queries.shape}")
+        segments = self.segments
+        scored = [0] * len(queries)
+        seg_scores, seg_locals = [], []
+        for segment in segments:
+            scores = np.full((len(queries), k), -np.inf, np.float32)
+            local = np.full((len(queries), k), -1, np.int64)
+            for row, query in enumerate(queries):
+                found, numbers, count = segment.score_clusters(query, np.asarray(leaves[row], np.int64),
+                                                               np.asarray(inter[row], np.float32), k, beta)
+                scores[row, : len(found)], local[row, : len(found)] = found, numbers
+                scored[row] += count
+            seg_scores.append(scores)
+            seg_locals.append(local)
+        return self._top_hits(segments, seg_scores, seg_locals, k, len(queries)), scored

@@ -1,0 +1,150 @@
+"""GDR's retriever (``gdr``): documents embedded by the model's frozen E_D into a clustered dense index, each in
+its leaf cluster; a query's cluster ids decoded by constrained beam search, then only the documents of those
+clusters scored, by ``S_inter + beta * sigmoid(<r_q, r_d>)``.
+
+Documents of the model's training corpus keep the leaf they were trained in; any other document (added later,
+or a corpus the model has not seen) joins the leaf whose mean E_D vector is nearest: the prefix tree and the
+decoder stay as they are, nothing is retrained. Deleted documents leave their leaf at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from semiret.clustering import nearest_means
+from semiret.errors import SemiretError
+from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
+from semiret.models.checkpoints import GDR
+from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
+from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+
+FAMILY = "gdr"
+
+
+@dataclass
+class GDRDocumentOptions:
+    model: str = GDR.default
+    """GDR model: a saved directory (semiret train gdr) or the packaged gdr-scifact."""
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
+
+
+class GDRDocuments(DocumentSide):
+    """E_D's vectors and each document's leaf (its trained one, else the nearest leaf mean)."""
+
+    Options = GDRDocumentOptions
+    index_kind = "gdr"
+    index_class = ClusteredDenseIndex
+    batch_size = 1024
+
+    def __init__(self, config: dict, encode_batch_size: int = ENCODE_BATCH_SIZE):
+        from semiret.models.gdr import PrefixTree, read_clusters
+
+        self.config, self.encode_batch_size = config, encode_batch_size
+        path, meta, self.clusters = read_clusters(config["model"])  # another model kind: a clear error here
+        self.model_config = meta["config"]
+        self.tree = PrefixTree(self.clusters.cids, self.model_config["branching"])
+        self.trained_leaf = dict(zip(self.clusters.document_ids, self.clusters.document_leaves.tolist()))
+
+    @classmethod
+    def create(cls, options: GDRDocumentOptions):
+        path, _ = GDR.read(options.model)
+        return cls(encoder_config(FAMILY, str(path), None), options.encode_batch_size)
+
+    @classmethod
+    def from_index(cls, index):
+        return cls(check_encoder_index(index, FAMILY))
+
+    @cached_property
+    def encoder(self):
+        """E_D, loaded on first use."""
+        from semiret.models.encoders import load_encoder
+
+        return load_encoder(self.model_config["document_encoder"], "dense",
+                            max_length=self.model_config["document_max_length"])
+
+    def index_config(self) -> dict:
+        return {"dim": self.clusters.leaf_means.shape[1], "analyzer": self.config,
+                "leaf_count": len(self.clusters.cids), "fingerprint": self.tree.fingerprint()}
+
+    def encode(self, documents) -> ClusteredEmbeddings:
+        vectors = self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size,
+                                               show_progress=False)
+        leaves = np.asarray([self.trained_leaf.get(d.id, -1) for d in documents], np.int64)
+        new = leaves < 0
+        if new.any():
+            leaves[new] = nearest_means(vectors[new], self.clusters.leaf_means)
+        return ClusteredEmbeddings([d.id for d in documents], vectors, documents, leaves)
+
+
+@dataclass
+class GDRQueryOptions:
+    beams: int = 100
+    """Beam size of the constrained beam search: cluster ids decoded per query."""
+    length_penalty: float = 0.8
+    """Beam ranking: log-probability / length ** this."""
+    beta: float = 1.0
+    """Weight of the intra-cluster score: S_inter + beta * sigmoid(<r_q, r_d>)."""
+
+
+class GDRQueries(QuerySide):
+    """Cluster ids decoded by the model; the documents of those clusters scored."""
+
+    Options = GDRQueryOptions
+
+    def __init__(self, model, options: GDRQueryOptions):
+        self.model, self.options = model, options
+        self.queries_searched = 0
+        self.documents_scored = 0
+        self.corpus_size = 0
+
+    @classmethod
+    def open(cls, index, options: GDRQueryOptions, documents: GDRDocuments):
+        from semiret.models.gdr import GDRModel
+
+        check_encoder_index(index, FAMILY)
+        if options.beams < 1 or not 0 < options.length_penalty or options.beta < 0:
+            raise SemiretError("beams must be at least 1, the length penalty positive and beta non-negative")
+        if options.beams > index.leaf_count:
+            raise SemiretError(f"{options.beams} beams for {index.leaf_count} valid cluster ids: lower --beams")
+        if documents.tree.fingerprint() != index.fingerprint:
+            raise SemiretError(f"the prefix tree of {documents.config['model']} does not match {index.path}: "
+                               "the index was built with other clusters (rebuild it with this model)")
+        return cls(GDRModel.load(documents.config["model"]), options)
+
+    def encode_queries(self, texts):
+        return self.model.query_vectors(self._checked(texts))
+
+    def search(self, index, texts, k, n_threads):
+        leaves, inter, vectors = self.model.search_clusters(self._checked(texts), self.options.beams,
+                                                            self.options.length_penalty)
+        hits, scored = index.search_clusters(vectors, leaves, inter, k, self.options.beta)
+        self.queries_searched += len(texts)
+        self.documents_scored += sum(scored)
+        self.corpus_size = index.n_docs
+        return hits
+
+    @staticmethod
+    def _checked(texts: list[str]) -> list[str]:
+        empty = sum(not t.strip() for t in texts)
+        if empty:
+            raise SemiretError(f"{empty} of {len(texts)} queries are empty: GDR decodes cluster ids from the text")
+        return texts
+
+    def cost_figures(self) -> dict:
+        """Documents scored per query (those of the decoded clusters), and as a share of the corpus."""
+        per_query = self.documents_scored / max(self.queries_searched, 1)
+        return {"documents_scored_per_query": round(per_query, 1),
+                "documents_scored_fraction": round(per_query / max(self.corpus_size, 1), 4)}
+
+
+@register_retriever
+class GDRRetriever(Retriever):
+    """GDR: cluster ids decoded by constrained beam search, dense matching inside the decoded clusters."""
+
+    name = "gdr"
+    documents = GDRDocuments
+    queries = GDRQueries
