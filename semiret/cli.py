@@ -87,6 +87,26 @@ def _retriever_option(default: str | None, help_text: str):
     return typer.Option(default, "--retriever", "-r", help=f"{help_text} ({', '.join(_retrievers())}).")
 
 
+def _backend_option():
+    return typer.Option(None, "--backend", help="Where the index lives: semiret's own directory (default) or "
+                        "milvus:URI, a Milvus server (milvus:http://host:19530) or a Milvus Lite file "
+                        "(milvus:./milvus.db); the index's name is then the collection's.")
+
+
+def _milvus_token_option():
+    return typer.Option(None, "--milvus-token", envvar="MILVUS_TOKEN", show_default=False,
+                        help="Token of the Milvus server (user:password or an API key).")
+
+
+def _backend(spec: str | None, token: str | None):
+    """The backend of ``--backend`` and ``--milvus-token``; None for semiret's own index."""
+    if spec is None:
+        return None
+    from semiret.indexes.milvus import MilvusBackend
+
+    return MilvusBackend.parse(spec, token)
+
+
 def _serve_default(name: str):
     from semiret.serving.settings import ServeSettings
 
@@ -105,12 +125,14 @@ def _corpus(path: Path):
 
 
 def index(data: Path = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv)."),
-          out: Path = typer.Option(..., help="Index directory to create."),
+          out: Path = typer.Option(..., help="Index directory to create (a collection name with --backend)."),
           retriever: str = _retriever_option("bm25", "Retriever"),
           overwrite: bool = typer.Option(False, help="Replace an existing index."),
           store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
           shard: Optional[str] = typer.Option(None, help="Index only shard i/n of the corpus (the i-th of n "
                                               "contiguous slices, from 0); merge-shards joins the shards."),
+          backend: Optional[str] = _backend_option(),
+          milvus_token: Optional[str] = _milvus_token_option(),
           options: dict = None):
     """Build an index from a corpus."""
     from semiret.data.collection import corpus_shard
@@ -118,7 +140,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
 
     documents = _corpus(data) if shard is None else corpus_shard(_corpus(data), shard)
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
-                                             **options)
+                                             backend=_backend(backend, milvus_token), **options)
     _print_json(built.index.describe())
 
 
@@ -128,11 +150,13 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
            k: int = typer.Option(10, "-k", help="Results per query."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts."),
+           backend: Optional[str] = _backend_option(),
+           milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
     """Search an index."""
     from semiret.search.retrievers import open_retriever
 
-    searcher = open_retriever(index, retriever, **options)
+    searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     for text, hits in zip(query, searcher.search(query, k=k)):
         if as_json:
             print(json.dumps({"query": text, "hits": [{"id": h.id, "score": h.score} for h in hits]}))
@@ -155,22 +179,28 @@ app.command()(command_with_options(search, _option_classes("queries"), help_suff
 @app.command()
 def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv)."),
         index: Path = typer.Option(..., help="Index directory."),
-        replace: bool = typer.Option(False, help="Replace documents whose ids already exist.")):
+        replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
+        backend: Optional[str] = _backend_option(),
+        milvus_token: Optional[str] = _milvus_token_option()):
     """Add documents to an index (searchable at once)."""
     from semiret.search.retrievers import open_retriever
 
-    searcher = open_retriever(index)
+    searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     added = searcher.add(_corpus(corpus), replace=replace)
-    console.print(f"added {added} documents; {searcher.index.n_docs} live in {len(searcher.index.segments)} segments")
+    segments = getattr(searcher.index, "segments", None)
+    console.print(f"added {added} documents; {searcher.index.n_docs} live"
+                  + (f" in {len(segments)} segments" if segments is not None else ""))
 
 
 @app.command()
 def delete(doc_ids: list[str] = typer.Argument(..., help="Document ids to delete."),
-           index: Path = typer.Option(..., help="Index directory.")):
+           index: Path = typer.Option(..., help="Index directory."),
+           backend: Optional[str] = _backend_option(),
+           milvus_token: Optional[str] = _milvus_token_option()):
     """Delete documents by id (they vanish from searches at once)."""
-    from semiret.indexes import open_index
+    from semiret.search.retrievers import open_index_at
 
-    deleted = open_index(index).delete(doc_ids)
+    deleted = open_index_at(index, _backend(backend, milvus_token)).delete(doc_ids)
     console.print(f"deleted {deleted} documents")
 
 
@@ -195,11 +225,13 @@ def merge_shards_command(out: Path = typer.Argument(..., help="Index directory t
 
 
 @app.command()
-def info(index: Path = typer.Argument(..., help="Index directory.")):
+def info(index: Path = typer.Argument(..., help="Index directory."),
+         backend: Optional[str] = _backend_option(),
+         milvus_token: Optional[str] = _milvus_token_option()):
     """Describe an index (JSON on standard output)."""
-    from semiret.indexes import open_index
+    from semiret.search.retrievers import open_index_at
 
-    opened = open_index(index)
+    opened = open_index_at(index, _backend(backend, milvus_token))
     _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"]})
 
 
@@ -263,7 +295,8 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
 def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data)."),
                      split: str = typer.Option("test", help="Qrels split."),
                      retriever: str = _retriever_option("bm25", "Retriever"),
-                     index: Optional[Path] = typer.Option(None, help="Reuse (or create) this index directory."),
+                     index: Optional[Path] = typer.Option(None, help="Reuse (or create) this index directory (a "
+                                                                     "collection with --backend)."),
                      rebuild: bool = typer.Option(False, help="Rebuild --index even if it exists."),
                      depth: int = typer.Option(100, help="Documents retrieved per query."),
                      measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
@@ -271,13 +304,16 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      baseline: Optional[Path] = typer.Option(None, help="A TREC run (e.g. BM25's --run) to compare with query by query: difference and paired t-test per measure."),
                      threads: int = typer.Option(1, help="Threads for the batch search."),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
+                     backend: Optional[str] = _backend_option(),
+                     milvus_token: Optional[str] = _milvus_token_option(),
                      options: dict = None):
     """Evaluate a retriever on a collection: quality, build time, size, latency."""
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
 
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
-                       run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, **options)
+                       run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline,
+                       backend=_backend(backend, milvus_token), **options)
     if as_json:
         print(json.dumps(figures))
         return

@@ -24,7 +24,7 @@ import copy
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
 from semiret import options as option_tools
 from semiret import progress
@@ -33,6 +33,9 @@ from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
 from semiret.types import Hit, SearchHits
+
+if TYPE_CHECKING:
+    from semiret.indexes.milvus import MilvusBackend
 
 
 class DocumentSide(ABC):
@@ -136,10 +139,14 @@ class Retriever:
     @classmethod
     def build(cls, documents: Iterable[Document], path: str | Path | None = None, *, total: int | None = None,
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
-              **options) -> "Retriever":
+              backend: "str | MilvusBackend | None" = None, **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
-        index lives in a temporary directory removed when the retriever is garbage-collected."""
+        index lives in a temporary directory removed when the retriever is garbage-collected. With a
+        ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead."""
         build_options, search_options = cls.split_options(options)
+        store = resolve_backend(backend) or cls.documents.index_class
+        if path is None and backend is not None:
+            raise SemiretError("a Milvus collection needs a name (path)")
         document_side = cls.documents.create(option_tools.build(cls.documents.Options, build_options, cls.name))
         scratch = None
         if path is None:
@@ -156,17 +163,17 @@ class Retriever:
 
         batches = encoded()
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
-        index = cls.documents.index_class.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
-                                                store_texts=store_texts, overwrite=overwrite,
-                                                extra_meta={"retriever": cls.name})
+        index = store.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
+                            store_texts=store_texts, overwrite=overwrite, extra_meta={"retriever": cls.name})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
         return retriever
 
     @classmethod
-    def open(cls, path: str | Path, **options) -> "Retriever":
-        """Open an index directory for searching with this retriever (``options``: its search options)."""
-        return cls.from_index(open_index(path), **options)
+    def open(cls, path: str | Path, backend: "str | MilvusBackend | None" = None, **options) -> "Retriever":
+        """Open an index directory (or the collection ``path`` of a ``backend``) for searching with this retriever
+        (``options``: its search options)."""
+        return cls.from_index(open_index_at(path, backend), **options)
 
     @classmethod
     def from_index(cls, index, document_side: DocumentSide | None = None, **options) -> "Retriever":
@@ -248,7 +255,24 @@ def _builder_of(index, default: type[Retriever]) -> type[Retriever]:
     return RETRIEVERS.get(index.meta.get("retriever", ""), default)
 
 
-def open_retriever(path: str | Path, name: str | None = None, **options) -> Retriever:
-    """Open an index directory with the retriever it was built for, or with ``name``."""
-    index = open_index(path)
+def open_retriever(path: str | Path, name: str | None = None, backend: "str | MilvusBackend | None" = None,
+                   **options) -> Retriever:
+    """Open an index directory (or the collection ``path`` of a ``backend``) with the retriever it was built for,
+    or with ``name``."""
+    index = open_index_at(path, backend)
     return retriever_class(name or index.meta.get("retriever", "")).from_index(index, **options)
+
+
+def resolve_backend(backend: "str | MilvusBackend | None") -> "MilvusBackend | None":
+    """None (semiret's own index, the default), or the Milvus backend of a ``milvus:URI`` spec."""
+    if backend is None or not isinstance(backend, str):
+        return backend
+    from semiret.indexes.milvus import MilvusBackend
+
+    return MilvusBackend.parse(backend)
+
+
+def open_index_at(path: str | Path, backend: "str | MilvusBackend | None" = None):
+    """The index directory ``path``, or the collection ``path`` of a ``backend``."""
+    store = resolve_backend(backend)
+    return store.open(path) if store is not None else open_index(path)
