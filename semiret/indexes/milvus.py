@@ -203,13 +203,13 @@ class MilvusIndex:
         return bool(self.present([doc_id]))
 
     def get_document(self, doc_id: str) -> Document | None:
-        """The stored document, or None when it is unknown or texts were not stored."""
+        """The stored document, or None when it is unknown or its text was not stored."""
         if not self.meta["store_texts"]:
             return None
         with milvus_errors(f"reading a document of {self.name!r}"):
             rows = self._client.query(self.name, ids=[doc_id], output_fields=[DOCUMENT_FIELD],
                                       consistency_level=self.backend.consistency)
-        if not rows:
+        if not rows or not rows[0][DOCUMENT_FIELD]:
             return None
         record = json.loads(rows[0][DOCUMENT_FIELD])
         return Document(record["_id"], record["text"], record.get("title", ""))
@@ -305,8 +305,11 @@ class MilvusIndex:
         return rows
 
     def _document_records(self, batch: Postings | Embeddings) -> list[str] | None:
-        if not self.meta["store_texts"] or batch.documents is None:
+        """Each document's JSON record ("" for a batch without documents); None when texts are not stored."""
+        if not self.meta["store_texts"]:
             return None
+        if batch.documents is None:
+            return [""] * len(batch)
         records = [json.dumps(d.to_record(), ensure_ascii=False) for d in batch.documents]
         too_long = next((d.id for d, r in zip(batch.documents, records) if len(r.encode("utf-8")) > MAX_DOCUMENT_BYTES),
                         None)

@@ -1,0 +1,184 @@
+"""The Milvus backend against an embedded Milvus Lite (its C++ engine): the same top-10 as semiret's own index on
+SciFact documents, writes visible to the next search, bad vectors refused with the collection unchanged."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret import options as option_tools
+from semiret.cli import app
+from semiret.data import Collection, Document, iter_corpus
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes.milvus import MilvusBackend
+from semiret.search import BagOfTokensRetriever, BM25Retriever, DenseRetriever, InferenceFreeRetriever, open_retriever
+from semiret.types import Embeddings, Postings, SparseQuery
+
+from helpers import MSMARCO_IDF, TINY_DOCS, write_jsonl
+
+pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (pip install 'semiret[milvus]')")
+
+_names = (f"c{i}" for i in itertools.count())
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory) -> MilvusBackend:
+    """One Milvus Lite database for the module (starting one takes about a second)."""
+    return MilvusBackend(str(tmp_path_factory.mktemp("milvus") / "milvus.db"))
+
+
+def assert_same_top_k(ours, theirs, k: int = 10):
+    """Rank by rank the same scores; the same ids except for the order of equal scores and which of the documents
+    tied at the k-th score made the cut."""
+    for own_ids, own_scores, milvus_ids, milvus_scores in zip(ours.ids, ours.scores, theirs.ids, theirs.scores):
+        assert len(own_ids) == len(milvus_ids) <= k
+        np.testing.assert_allclose(milvus_scores, own_scores, rtol=1e-5, atol=1e-6)
+        own = dict(zip(own_ids, own_scores))
+        for doc_id, score in zip(milvus_ids, milvus_scores):
+            assert doc_id in own or np.isclose(score, own_scores[-1], rtol=1e-5), (doc_id, score)
+
+
+def built_both_ways(cls, documents, path, name, backend, **options):
+    """``cls`` over semiret's own index and over a Milvus collection of the same documents, encoded once (the
+    slow part)."""
+    build_options, search_options = cls.split_options(options)
+    side = cls.documents.create(option_tools.build(cls.documents.Options, build_options))
+    batch = side.encode(documents)
+    kind, config, meta = cls.documents.index_kind, side.index_config(), {"retriever": cls.name}
+    ours = cls.documents.index_class.build(path, kind, [batch], **config, extra_meta=meta)
+    theirs = backend.build(name, kind, [batch], **config, extra_meta=meta)
+    return cls.from_index(ours, side, **search_options), cls.from_index(theirs, side, **search_options)
+
+
+@pytest.mark.parametrize("cls, options", [
+    (InferenceFreeRetriever, {"top_k": 100, "idf": str(MSMARCO_IDF), "min_idf": 0.0}),
+    (DenseRetriever, {}),
+], ids=["inference-free", "dense"])
+def test_top_10_equals_our_index_on_scifact(scifact_sample, tmp_path, tiny_bert, backend, cls, options):
+    documents = list(iter_corpus(scifact_sample))
+    name = f"scifact_{cls.documents.index_kind}"
+    ours, theirs = built_both_ways(cls, documents, tmp_path / "index", name, backend, model=str(tiny_bert), **options)
+    assert theirs.index.n_docs == ours.index.n_docs == len(documents)
+    queries = list(Collection(scifact_sample).queries().values())
+    assert_same_top_k(ours.search(queries, k=10), theirs.search(queries, k=10))
+    reopened = open_retriever(name, backend=backend, **{k: v for k, v in options.items() if k != "top_k"})
+    assert reopened.name == cls.name  # the retriever (and model) the collection records
+    assert_same_top_k(ours.search(queries[:5], k=10), reopened.search(queries[:5], k=10))
+
+
+def test_adds_replacements_and_deletes_are_visible_to_the_next_search(backend):
+    name = next(_names)
+    retriever = BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    assert retriever.search("cats and dogs", k=1)[0].id == "d2"
+    assert retriever.add([Document("d7", "cats and dogs and more cats and dogs")]) == 1
+    assert retriever.search("cats and dogs", k=1)[0].id == "d7"
+    assert retriever.search("cats and dogs", k=1)[0].text == "cats and dogs and more cats and dogs"
+
+    with pytest.raises(SemiretError, match="'d7' is already in"):
+        retriever.add([Document("d7", "penguins")])
+    assert retriever.search("penguins", k=3) == []
+    retriever.add([Document("d7", "penguins on the ice")], replace=True)  # an upsert: one row per id
+    assert retriever.search("penguins", k=3)[0].id == "d7"
+    assert retriever.search("cats and dogs", k=1)[0].id == "d2"
+    assert retriever.index.n_docs == len(TINY_DOCS) + 1
+
+    with pytest.raises(SemiretError, match="cannot delete 'nope'"):
+        retriever.delete(["d7", "nope"])
+    assert "d7" in retriever.index  # nothing deleted
+    assert retriever.delete(["d7", "d2"]) == 2
+    assert {h.id for h in retriever.search("cats dogs penguins", k=10)}.isdisjoint({"d2", "d7"})
+    assert retriever.index.n_docs == len(TINY_DOCS) - 1
+
+
+def _postings(ids, terms, values) -> Postings:
+    offsets = np.cumsum([0] + [len(t) for t in terms])
+    return Postings(ids, offsets.astype(np.int64), np.array(sum(terms, []), np.int32),
+                    np.array(sum(values, []), np.float32), np.array([len(t) for t in terms], np.int32))
+
+
+def test_bad_sparse_vectors_are_refused_and_the_collection_is_unchanged(backend):
+    name = next(_names)
+    good = _postings(["a", "b"], [[1, 5], [5]], [[0.5, 1.0], [2.0]])
+    index = backend.build(name, "impact", [good], analyzer={"type": "test"}, vocab_size=10)
+    before = index.search(_queries([[5]]), k=5)
+    bad_batches = [
+        ("finite and non-negative", _postings(["c", "d"], [[1], [2]], [[0.5], [-1.0]])),
+        ("finite and non-negative", _postings(["c"], [[1]], [[float("nan")]])),
+        ("outside the vocabulary", _postings(["c", "d"], [[1], [10]], [[0.5], [1.0]])),
+        ("duplicate document id", _postings(["c", "c"], [[1], [2]], [[0.5], [1.0]])),
+        ("longer than", _postings(["x" * 600], [[1]], [[0.5]])),
+    ]
+    for message, batch in bad_batches:
+        with pytest.raises(SemiretError, match=message):
+            index.add(batch, replace=True)
+    assert index.n_docs == 2 and "c" not in index
+    after = index.search(_queries([[5]]), k=5)
+    assert (after.ids, after.scores) == (before.ids, before.scores)
+    with pytest.raises(SemiretError, match="finite and non-negative"):
+        index.search(_queries([[5]], [[-1.0]]), k=5)
+
+
+def _queries(terms, weights=None) -> list[SparseQuery]:
+    weights = weights or [[1.0] * len(t) for t in terms]
+    return [SparseQuery(np.array(t, np.int32), np.array(w, np.float32)) for t, w in zip(terms, weights)]
+
+
+def test_bad_dense_vectors_are_refused_and_the_collection_is_unchanged(backend):
+    name = next(_names)
+    index = backend.build(name, "dense", [Embeddings(["a", "b"], np.eye(2, 4, dtype=np.float32))],
+                          analyzer={"type": "test"}, dim=4)
+    for message, vectors in {"dimension 4": np.ones((1, 3), np.float32),
+                             "finite": np.array([[1, np.nan, 0, 0]], np.float32)}.items():
+        with pytest.raises(SemiretError, match=message):
+            index.add(Embeddings(["c"], vectors))
+    with pytest.raises(SemiretError, match="sparse|dense"):
+        index.add(_postings(["c"], [[1]], [[1.0]]))
+    assert index.n_docs == 2 and "c" not in index
+    hits = index.search(np.array([[1, 0, 0, 0], [0, 0, 0, 0]], np.float32), k=5)
+    assert hits.ids == [["a", "b"], []]  # an all-zero query (an empty text) finds nothing
+    np.testing.assert_allclose(hits.scores[0], [1.0, 0.0])
+
+
+def test_collections_describe_themselves_and_refuse_what_milvus_cannot_hold(backend, tiny_bert):
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    meta = backend.open(name).meta
+    assert (meta["format"], meta["kind"], meta["retriever"], meta["vocab_size"]) == ("semiret.milvus", "binary", "bot", 30522)
+    with pytest.raises(IndexFormatError, match="already exists"):
+        BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    with pytest.raises(SemiretError, match="corpus IDF"):
+        open_retriever(name, "idf", backend=backend).search("cats")
+    with pytest.raises(SemiretError, match="'bm25' index cannot live in Milvus"):
+        BM25Retriever.build(TINY_DOCS, next(_names), backend=backend)
+    with pytest.raises(SemiretError, match="no Milvus equivalent"):
+        DenseRetriever.build(TINY_DOCS, next(_names), backend=backend, model=str(tiny_bert), ann="tree")
+    with pytest.raises(SemiretError, match="two-phase"):
+        open_retriever(name, "idf", backend=backend, idf=str(MSMARCO_IDF), two_phase="on").search("cats")
+    with pytest.raises(IndexFormatError, match="no collection"):
+        open_retriever("missing", backend=backend)
+    with pytest.raises(SemiretError, match="expected milvus:URI"):
+        open_retriever(name, backend="milvus")
+
+
+def test_cli_index_search_add_delete_eval(tmp_path, beir_dir, backend):
+    spec = f"milvus:{backend.uri}"
+    runner = CliRunner()
+
+    def run(*args):
+        result = runner.invoke(app, [*args, "--backend", spec])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    name = next(_names)
+    run("index", "--data", str(beir_dir), "--out", name, "-r", "bot")
+    assert '"id": "d2"' in run("search", "--index", name, "--json", "-k", "1", "cats and dogs")
+    run("add", str(write_jsonl(tmp_path / "more.jsonl", [{"_id": "d9", "text": "cats and dogs"}])), "--index", name)
+    assert '"id": "d9"' in run("search", "--index", name, "--json", "-k", "1", "cats and dogs")
+    run("delete", "d9", "--index", name)
+    assert '"id": "d2"' in run("search", "--index", name, "--json", "-k", "1", "cats and dogs")
+    assert '"documents": 6' in run("info", name)
+    assert '"nDCG@10"' in run("eval", "--data", str(beir_dir), "-r", "idf", "--idf", str(MSMARCO_IDF), "--json")
+    assert [c for c in backend.client.list_collections() if c.startswith("semiret_eval_")] == []  # dropped
