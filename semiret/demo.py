@@ -35,6 +35,7 @@ def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
         *sidr_systems(),
         *inference_free_systems(),
         *hce_systems(),
+        *packaged_gdr_systems(),
     ]
 
 
@@ -83,7 +84,25 @@ def nail_systems(model: str) -> list[tuple[str, str, dict]]:
             ("NAIL sparse, top 2000 tokens", "nail-sparse", {"model": model})]
 
 
-def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = None) -> list[dict]:
+GDR_BEAMS = 100
+
+
+def gdr_systems(model: str) -> list[tuple[str, str, dict]]:
+    """GDR with one saved model (``semiret demo --gdr MODEL``): cluster ids decoded by beam search, E_D's vectors
+    scored inside them (the index embeds the corpus with E_D, a few minutes)."""
+    return [(f"GDR, {GDR_BEAMS} beams", "gdr", {"model": model, "beams": GDR_BEAMS})]
+
+
+def packaged_gdr_systems() -> list[tuple[str, str, dict]]:
+    """The packaged ``gdr-scifact`` (``semiret train gdr``), when it is installed."""
+    from semiret.data.packaged import packaged_checkpoint_installed
+    from semiret.models.checkpoints import GDR
+
+    return gdr_systems(GDR.default) if packaged_checkpoint_installed(GDR.default) else []
+
+
+def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = None,
+             gdr: str | None = None) -> list[dict]:
     console = Console()
     out.mkdir(parents=True, exist_ok=True)
     root = dataset(data)
@@ -96,7 +115,8 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         suffix = f"-{Path(options['model']).name}" if "model" in options else ""
         return index_dir / f"{root.name}-{retriever_class(retriever).documents.index_kind}{suffix}"
 
-    for label, retriever, options in demo_systems(baselines) + (nail_systems(nail) if nail else []):
+    for label, retriever, options in demo_systems(baselines) + (nail_systems(nail) if nail else []) + \
+            (gdr_systems(gdr) if gdr else []):
         console.print(f"[bold]{label}[/bold] ...")
         options = dict(options)
         build_seconds = None

@@ -44,8 +44,6 @@ FIRST_TOKEN = 2
 DECODER_FILE = "gdr-decoder.safetensors"
 CLUSTERS_FILE = "clusters.npz"
 QUERY_ENCODER = "query-encoder"
-BEAMS = 100
-LENGTH_PENALTY = 0.8
 
 
 @dataclass
@@ -215,7 +213,7 @@ class GDRModel(nn.Module):
             self.train(was_training)
 
     @torch.inference_mode()
-    def search_clusters(self, texts: Sequence[str], beams: int = BEAMS, length_penalty: float = LENGTH_PENALTY
+    def search_clusters(self, texts: Sequence[str], beams: int, length_penalty: float
                         ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
         """Constrained beam search: per query the leaf numbers of at most ``beams`` CIDs, best first (ranked by
         log-probability / length ** ``length_penalty``), their ``S_inter`` (the path probability), and r_q

@@ -9,6 +9,7 @@ decoder stay as they are, nothing is retrained. Deleted documents leave their le
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -22,6 +23,8 @@ from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_enc
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 
 FAMILY = "gdr"
+BEAMS = 100
+"""The paper's beam size (and its length penalty, 0.8, the option's default)."""
 
 
 @dataclass
@@ -82,8 +85,9 @@ class GDRDocuments(DocumentSide):
 
 @dataclass
 class GDRQueryOptions:
-    beams: int = 100
-    """Beam size of the constrained beam search: cluster ids decoded per query."""
+    beams: int | None = None
+    """Beam size of the constrained beam search: cluster ids decoded per query (default 100, or all of them
+    when there are fewer; more than there are is an error)."""
     length_penalty: float = 0.8
     """Beam ranking: log-probability / length ** this."""
     beta: float = 1.0
@@ -106,6 +110,8 @@ class GDRQueries(QuerySide):
         from semiret.models.gdr import GDRModel
 
         check_encoder_index(index, FAMILY)
+        if options.beams is None:
+            options = dataclasses.replace(options, beams=min(BEAMS, index.leaf_count))
         if options.beams < 1 or not 0 < options.length_penalty or options.beta < 0:
             raise SemiretError("beams must be at least 1, the length penalty positive and beta non-negative")
         if options.beams > index.leaf_count:

@@ -81,21 +81,21 @@ def test_position_aware_tokens_are_step_times_values_plus_value_plus_two(tiny_be
 def test_beam_search_returns_only_valid_ids_all_of_them_when_there_are_fewer_than_beams(tiny_bert, adaptive_head):
     cids = [(1, 0), (2, 1, 0), (2, 3, 0), (3, 0)]
     model = tiny_model(tiny_bert, cids, adaptive_head)
-    leaves, scores, vectors = model.search_clusters(["cat dog", "statin"], beams=4)
+    leaves, scores, vectors = model.search_clusters(["cat dog", "statin"], beams=4, length_penalty=0.8)
     assert [sorted(row.tolist()) for row in leaves] == [[0, 1, 2, 3]] * 2  # 4 beams, but 2 children at the root
     assert all(np.all((s > 0) & (s <= 1)) for s in scores) and abs(scores[0].sum() - 1) < 1e-5  # a distribution
     assert vectors.shape == (2, 32)
-    leaves, scores, _ = model.search_clusters(["cat dog"], beams=2)
+    leaves, scores, _ = model.search_clusters(["cat dog"], beams=2, length_penalty=0.8)
     assert len(leaves[0]) == 2 and len(set(leaves[0].tolist())) == 2
     with pytest.raises(SemiretError, match="beams"):
-        model.search_clusters(["cat"], beams=5)
+        model.search_clusters(["cat"], beams=5, length_penalty=0.8)
 
 
 def test_beam_search_finds_the_most_probable_ids(tiny_bert):
     """With a beam as wide as the tree, the ranking is exact: it matches teacher-forced path probabilities."""
     cids = [(1, 0), (2, 1, 0), (2, 3, 0), (3, 0)]
     model = tiny_model(tiny_bert, cids)
-    leaves, scores, _ = model.search_clusters(["mice heart"], beams=4)
+    leaves, scores, _ = model.search_clusters(["mice heart"], beams=4, length_penalty=0.8)
     states, mask, _ = model.encode(["mice heart"] * 4)
     targets = model.cid_targets(range(4))
     logits = model.step_logits(model.token_ids(targets[:, :-1]), states, mask)
@@ -214,7 +214,7 @@ def test_search_scores_only_the_decoded_clusters_by_s_inter_plus_beta_sigmoid(tr
     retriever = GDRRetriever.open(gdr_index, beams=2, beta=1.0)
     model = retriever.query_side.model
     assert retriever.index.describe()["documents"] == 40
-    leaves, inter, vectors = model.search_clusters(["statin cancer risk"], beams=2)
+    leaves, inter, vectors = model.search_clusters(["statin cancer risk"], beams=2, length_penalty=0.8)
     hits = retriever.search("statin cancer risk", k=40)
     members = {d for leaf in leaves[0] for d, l in zip(model.clusters.document_ids, model.clusters.document_leaves)
                if l == leaf}
@@ -286,3 +286,13 @@ def test_eval_reports_the_documents_each_query_scored(trained, gdr_index, collec
     figures = evaluate(collection, "gdr", index=gdr_index, beams=3)
     assert 0 < figures["documents_scored_per_query"] <= 40 and figures["documents_scored_fraction"] <= 1
     assert figures["R@100"] >= 0
+
+
+def test_the_demo_has_a_gdr_row_when_given_a_model(trained, collection, tmp_path, monkeypatch):
+    from semiret import demo
+
+    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [("BM25", "bm25", {})])
+    monkeypatch.setattr(demo, "plot_quality_latency", lambda rows, path, title: path)
+    monkeypatch.setattr(demo, "GDR_BEAMS", 2)
+    rows = demo.run_demo(str(collection), tmp_path / "out", gdr=str(trained[0] / "model"))
+    assert [(r["system"], r["retriever"]) for r in rows] == [("BM25", "bm25"), ("GDR, 2 beams", "gdr")]
