@@ -74,6 +74,9 @@ class GDRTrainingConfig(TrainingConfig):
     decoder_learning_rate: float = 1e-3
     """Peak learning rate of the cluster decoder and its head."""
     warmup_epochs: float = 0.1
+    trained_query_layers: int | None = None
+    """E_Q's top transformer layers that train (default: all; 0: E_Q stays E_D, only the decoder trains): on a
+    loaded CPU, backpropagating through a few layers only is what fits the time."""
     query_max_length: int = 64
     """Query tokens E_Q reads (pseudo-queries included)."""
     document_max_length: int | None = None
@@ -99,6 +102,8 @@ class GDRTrainingConfig(TrainingConfig):
             raise SemiretError("the branching factor must be at least 2, the expected clusters and leaf size positive")
         if self.span_words < 1 or min(self.spans_per_document, self.cloze_per_document, self.supervised_repeats) < 0:
             raise SemiretError("pseudo-query counts and repeats must be non-negative, spans at least a word")
+        if self.trained_query_layers is not None and self.trained_query_layers < 0:
+            raise SemiretError(f"trained query layers must be non-negative, got {self.trained_query_layers}")
         if not 0 <= self.held_out_fraction < 1:
             raise SemiretError(f"the held-out fraction must be in [0, 1), got {self.held_out_fraction}")
 
@@ -206,6 +211,15 @@ def prefix_overlaps(clusters, collection: Collection) -> dict[str, float]:
     return found
 
 
+def freeze_lower_layers(backbone, trained: int) -> None:
+    """Stop the gradients of a transformer's embeddings and of all but its top ``trained`` layers."""
+    layers = backbone.encoder.layer
+    for module in [backbone.embeddings, *layers[: max(len(layers) - trained, 0)]]:
+        module.requires_grad_(False)
+    if trained == 0:
+        backbone.requires_grad_(False)
+
+
 def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     """Train GDR (or the per-document-id baseline) on a BEIR collection; writes ``<output>/model`` (fp16) and
     ``<output>/summary.json`` and returns the summary."""
@@ -249,6 +263,8 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
         atomic_write_json(output / HELD_OUT_FILE, sorted(held_out))
     torch.manual_seed(config.seed)  # the decoder's initial weights
     model = GDRModel(load_encoder(config.base, "dense"), clusters, model_config)
+    if config.trained_query_layers is not None:
+        freeze_lower_layers(model.encoder.backbone, config.trained_query_layers)
     loss = GDRLoss(vectors, clusters.document_leaves, config.gamma, config.intra_negatives, config.temperature)
     batches = GDRBatches(documents, training_set, config.batch_size, config.supervised_repeats,
                          config.spans_per_document, config.cloze_per_document, config.span_words)

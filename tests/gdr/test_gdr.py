@@ -169,6 +169,20 @@ def test_training_resumes_where_it_stopped(collection, tiny_bert, tmp_path, monk
     assert np.allclose(checkpointed_weights(tmp_path / "run"), checkpointed_weights(reference), atol=1e-5)
 
 
+def test_only_the_top_query_layers_train_when_asked(collection, tiny_bert, tmp_path):
+    from safetensors.torch import load_file
+
+    from semiret.models.encoders import load_encoder
+
+    train_gdr(config(collection, tiny_bert, tmp_path / "run", epochs=1, trained_query_layers=1))
+    trained = load_file(str(tmp_path / "run" / "checkpoint" / "model.safetensors"))
+    initial = {f"encoder.{k}": v for k, v in load_encoder(str(tiny_bert), "dense").state_dict().items()}
+    unchanged = {k for k, v in initial.items() if k in trained and torch.equal(trained[k], v)}
+    assert "encoder.backbone.encoder.layer.0.output.dense.weight" in unchanged
+    assert "encoder.backbone.embeddings.word_embeddings.weight" in unchanged
+    assert "encoder.backbone.encoder.layer.1.output.dense.weight" not in unchanged
+
+
 def test_the_per_document_baseline_gives_every_document_its_own_id(collection, tiny_bert, tmp_path):
     summary = train_gdr(config(collection, tiny_bert, tmp_path / "run", identifiers="document", epochs=1,
                                 leaf_size=4))
