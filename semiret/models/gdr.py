@@ -165,22 +165,26 @@ class GDRModel(nn.Module):
         self.eval()
 
     # ------------------------------------------------------------------ forward
+    @property
+    def device(self) -> torch.device:
+        return self.token_embeddings.weight.device
+
     def encode(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(E_Q's token states [B, L, d], their attention mask, r_q [B, d]) of query ``texts``."""
-        input_ids, attention_mask = self.query_inputs.padded(texts)
+        input_ids, attention_mask = self.query_inputs.padded(texts, self.device)
         states, pooled = self.encoder.states_and_embeddings(input_ids, attention_mask)
         return states, attention_mask, pooled
 
     def token_ids(self, prefixes: torch.Tensor) -> torch.Tensor:
         """Decoder inputs of value prefixes [B, T] (-1 pads): the start token, then each value's token."""
-        steps = torch.arange(prefixes.shape[1])
+        steps = torch.arange(prefixes.shape[1], device=prefixes.device)
         tokens = torch.where(prefixes >= 0, steps * self.values + prefixes + FIRST_TOKEN, 0)
-        return torch.cat([torch.zeros(len(prefixes), 1, dtype=torch.long), tokens], dim=1)
+        return torch.cat([torch.zeros(len(prefixes), 1, dtype=torch.long, device=prefixes.device), tokens], dim=1)
 
     def step_logits(self, inputs: torch.Tensor, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, k + 1] over each step's values, for decoder input tokens [B, T] (teacher forcing)."""
         length = inputs.shape[1]
-        causal = nn.Transformer.generate_square_subsequent_mask(length)
+        causal = nn.Transformer.generate_square_subsequent_mask(length, device=inputs.device)
         embedded = self.token_embeddings(inputs)
         hidden = self.decoder(embedded, states, tgt_mask=causal, tgt_is_causal=True,
                               memory_key_padding_mask=~attention_mask.bool())
@@ -199,7 +203,7 @@ class GDRModel(nn.Module):
         for row, leaf in enumerate(leaves):
             cid = self.tree.cids[leaf]
             targets[row, : len(cid)] = torch.tensor(cid)
-        return targets
+        return targets.to(self.device)
 
     # ------------------------------------------------------------------ inference
     @torch.inference_mode()
@@ -208,7 +212,7 @@ class GDRModel(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            return self.encode(check_texts(list(texts), "queries"))[2].numpy()
+            return self.encode(check_texts(list(texts), "queries"))[2].cpu().numpy()
         finally:
             self.train(was_training)
 
@@ -234,7 +238,7 @@ class GDRModel(nn.Module):
                 scores.append(np.exp(np.asarray([logp for _, logp in found], np.float32)))
         finally:
             self.train(was_training)
-        return leaves, scores, pooled.numpy()
+        return leaves, scores, pooled.cpu().numpy()
 
     def _beam_search(self, states: torch.Tensor, attention_mask: torch.Tensor, beams: int,
                      length_penalty: float) -> list[tuple[tuple[int, ...], float]]:
@@ -243,13 +247,14 @@ class GDRModel(nn.Module):
         for step in range(self.steps):
             if not live:
                 break
-            prefixes = torch.tensor([prefix for prefix, _ in live], dtype=torch.long).view(len(live), step)
+            prefixes = torch.tensor([prefix for prefix, _ in live], dtype=torch.long,
+                                    device=self.device).view(len(live), step)
             logits = self.step_logits(self.token_ids(prefixes), states.expand(len(live), -1, -1),
                                       attention_mask.expand(len(live), -1))[:, -1]
             allowed = torch.full_like(logits, float("-inf"))
             for row, (prefix, _) in enumerate(live):
                 allowed[row, self.tree.allowed(prefix)] = 0.0
-            log_probabilities = torch.log_softmax(logits + allowed, dim=-1)
+            log_probabilities = torch.log_softmax(logits + allowed, dim=-1).cpu()
             expansions = [(prefix + (value,), score + float(log_probabilities[row, value]))
                           for row, (prefix, score) in enumerate(live) for value in self.tree.allowed(prefix)]
             finished += [e for e in expansions if e[0][-1] == TERMINAL]

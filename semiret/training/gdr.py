@@ -78,9 +78,10 @@ class GDRLoss(Loss):
             hidden = [column[r] for r in example.excluded if r in column]
             log_weights[i, hidden] = float("-inf")
             log_weights[i, targets[i]] = 0.0
-        scores = queries @ self.vectors[candidates].T / self.temperature
-        positive = scores.gather(1, targets[:, None]).squeeze(1)
-        return (torch.logsumexp(scores + log_weights, dim=1) - positive).mean()
+        device = queries.device
+        scores = queries @ self.vectors[candidates].to(device).T / self.temperature
+        positive = scores.gather(1, targets[:, None].to(device)).squeeze(1)
+        return (torch.logsumexp(scores + log_weights.to(device), dim=1) - positive).mean()
 
     def sample(self, example: HierarchyExample, rng: np.random.Generator) -> np.ndarray:
         """Up to ``intra_negatives`` other documents of the positive's leaf, none of the query's positives."""
