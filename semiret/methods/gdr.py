@@ -115,7 +115,8 @@ class GDRTrainingConfig(TrainingConfig):
 # ---------------------------------------------------------------------------------------------- data
 class GDRBatches(BatchSource):
     """An epoch of examples (:class:`~semiret.training.hierarchy.HierarchyExample`: a query, its positive's row):
-    the training pairs ``repeats`` times, and each document's fresh pseudo-queries, shuffled together."""
+    the training pairs ``repeats`` times, and each document's fresh pseudo-queries, shuffled together (a last
+    batch of a single example is dropped: in-batch negatives need two)."""
 
     def __init__(self, documents: list[Document], training_set: TrainingSet | None, batch_size: int, repeats: int,
                  spans: int, clozes: int, span_words: int):
@@ -180,7 +181,7 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str
 
     saved = Path(config.output) / CLUSTERS_FILE
     if resume and saved.is_file():
-        return Clusters.load(saved), None
+        return Clusters.load(saved)
     threshold = config.leaf_size or leaf_threshold(len(ids), config.expected_clusters)
     tree = divisive_cluster_ids(vectors, config.branching, threshold, config.seed, config.kmeans_iterations)
     if config.identifiers == "document":
@@ -191,7 +192,7 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str
                         np.asarray([leaf_of[c] for c in tree.cids], np.int64))
     saved.parent.mkdir(parents=True, exist_ok=True)
     clusters.save(saved)
-    return clusters, tree
+    return clusters
 
 
 def prefix_overlaps(clusters, collection: Collection) -> dict[str, float]:
@@ -258,7 +259,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     vectors = document_vectors(config, corpus)
     rows = [i for i, d in enumerate(corpus) if d.id not in held_out]
     vectors = vectors[rows]
-    clusters, _ = cluster_corpus(config, vectors, [d.id for d in documents], resume)
+    clusters = cluster_corpus(config, vectors, [d.id for d in documents], resume)
     if held_out:
         atomic_write_json(output / HELD_OUT_FILE, sorted(held_out))
     torch.manual_seed(config.seed)  # the decoder's initial weights
