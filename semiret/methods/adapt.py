@@ -148,7 +148,7 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         from semiret.training.teachers import parse_teachers
 
         # each neural teacher encodes the corpus and one pseudo-query per document; MiniLM costs ~2.5x SPLADE-tiny
-        teacher_cost = sum({"dense": 2.5, "sparse": 1.0}.get(kind_, 0.0) for kind_, _, _ in parse_teachers(config.teachers))
+        teacher_cost = sum({"dense": 2.5, "sparse": 1.0, "sidr": 2.0}.get(kind_, 0.0) for kind_, _, _ in parse_teachers(config.teachers))
         work = teacher_cost * n * 1.3 + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives

@@ -114,8 +114,8 @@ class InferenceFreeTrainingConfig(TrainingConfig):
     idf_aware: bool = True
     """IDF-aware student score (Eq. 5); off: the plain binary score (Eq. 2)."""
     teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
-    """Comma-separated teachers: dense[:model], sparse[:model], bm25; a model name may end in @N (its inputs
-    cut to N tokens)."""
+    """Comma-separated teachers: dense[:model], sparse[:model], sidr[:model] (full SiDR), bm25; a model name may
+    end in @N (its inputs cut to N tokens)."""
     normalize_teachers: bool = True
     """Min-max normalize, average and scale teachers; off: 'simply add' raw scores."""
     fit_student_scale: bool = True

@@ -27,8 +27,8 @@ from semiret.errors import SemiretError
 
 log = logging.getLogger(__name__)
 
-TEACHER_KINDS = ("dense", "sparse", "bm25")
-DEFAULT_MODELS = {"dense": "minilm", "sparse": "splade-tiny", "bm25": "bm25"}
+TEACHER_KINDS = ("dense", "sparse", "sidr", "bm25")
+DEFAULT_MODELS = {"dense": "minilm", "sparse": "splade-tiny", "sidr": "sidr-scifact", "bm25": "bm25"}
 
 
 def fingerprint(*parts) -> str:
@@ -170,6 +170,33 @@ class SparseTeacher(Teacher):
         return self._csr(self.encoder.encode_query(texts, show_progress=len(texts) > 1000), self._excluded())
 
 
+class SiDRTeacher(SparseTeacher):
+    """Full parametric SiDR, as the ``sidr-full`` retriever scores: the model's query encoder against its document
+    encoder, both vocabulary-space vectors (``@N`` cuts the documents)."""
+
+    kind = "sidr"
+
+    def __init__(self, model: str = "sidr-scifact", max_length: int | None = None):
+        super().__init__(model, max_length)
+        self._sidr = None
+
+    @property
+    def sidr(self):
+        if self._sidr is None:
+            from semiret.models.sidr import SiDRModel
+
+            self._sidr = SiDRModel.load(self.model)
+            if self.max_length:
+                self._sidr.document_encoder.inputs.max_length = self.max_length
+        return self._sidr
+
+    def encode_documents(self, texts):
+        return self._csr(self.sidr.document_encoder.encode_document(texts, show_progress=True), None)
+
+    def encode_queries(self, texts):
+        return self._csr(self.sidr.query_encoder.encode_query(texts, show_progress=len(texts) > 1000), None)
+
+
 class BM25Teacher(Teacher):
     """Okapi BM25 (k1=1.5, b=0.75, English stopwords, Snowball), the ``bm25`` retriever's scoring."""
 
@@ -221,7 +248,7 @@ class BM25Teacher(Teacher):
         return self._counts(texts, add=False)
 
 
-TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, BM25Teacher)}
+TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, SiDRTeacher, BM25Teacher)}
 
 
 def make_teacher(kind: str, model: str, max_length: int | None = None) -> Teacher:

@@ -474,3 +474,17 @@ def test_a_sidr_checkpoint_is_not_taken_for_an_inference_free_model(tmp_path):
     (sidr / "sidr.json").write_text("{}")
     with pytest.raises(SemiretError, match="SiDR"):
         resolve_inference_free(str(sidr))
+
+
+def test_the_sidr_teacher_scores_as_the_sidr_full_retriever(tiny_docs):
+    from semiret.search.semiparametric import SiDRFullRetriever
+    from semiret.training.teachers import SiDRTeacher
+
+    assert parse_teachers("sidr,bm25")[0] == ("sidr", "sidr-scifact", None)
+    teacher = SiDRTeacher()
+    scores = TeacherScores(teacher, tiny_docs, ["q"], ["statins cancer risk"])
+    hits = SiDRFullRetriever.build(tiny_docs, model="sidr-scifact").search("statins cancer risk", k=len(tiny_docs))
+    row = {d.id: i for i, d in enumerate(tiny_docs)}
+    ranked = [doc_id for doc_id, _ in hits]
+    expected = scores.scores(["q"], np.array([[row[d] for d in ranked]]))[0]
+    assert expected == pytest.approx([score for _, score in hits], rel=1e-4, abs=1e-4)
