@@ -104,7 +104,7 @@ def test_searching_lexical_and_inference_free_indexes_never_imports_torch(tmp_pa
 
 
 @pytest.mark.parametrize("name", ["bm25", "bot", "idf", "dense", "splade", "inference-free", "sidr-full",
-                                  "sidr-beta", "sidr-beta-rerank"])
+                                  "sidr-beta", "sidr-beta-rerank", "gdr"])
 def test_every_retriever_and_its_options_appear_in_the_cli_help(name):
     from typer.testing import CliRunner
 
