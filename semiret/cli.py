@@ -249,19 +249,21 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
           max_request_bytes: int = typer.Option(_serve_default("max_request_bytes"), help="Largest request body (413 beyond)."),
           max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
           max_k: int = typer.Option(_serve_default("max_k"), help="Largest k of a search."),
-          max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged.")):
+          max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged."),
+          backend: Optional[str] = _backend_option(),
+          milvus_token: Optional[str] = _milvus_token_option()):
     """Serve indexes over HTTP: search, add, delete while searching (OpenAPI at /docs)."""
     import uvicorn
 
-    from semiret.indexes import open_index
-    from semiret.search.retrievers import retriever_class
+    from semiret.search.retrievers import open_index_at, retriever_class
     from semiret.serving import ServeSettings, create_app, parse_index_specs, parse_retriever_specs
 
-    settings = ServeSettings(parse_index_specs(index), retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
+    settings = ServeSettings(parse_index_specs(index, collections=backend is not None),
+                             retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
-                             max_segments=max_segments)
-    for path in settings.indexes.values():  # a bad directory or retriever name fails here, before any worker starts
-        open_index(path)
+                             max_segments=max_segments, backend=backend, milvus_token=milvus_token)
+    for path in settings.indexes.values():  # a bad index or retriever name fails here, before any worker starts
+        open_index_at(path, _backend(backend, milvus_token))
     for name in settings.retrievers.values():
         retriever_class(name)
     console.print(f"serving {', '.join(settings.indexes)} on http://{host}:{port} (API: /docs; "

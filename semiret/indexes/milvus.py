@@ -258,6 +258,9 @@ class MilvusIndex:
                 self._client.delete(self.name, ids=ids[start: start + ROWS_PER_REQUEST])
         return len(ids)
 
+    def merge(self) -> None:
+        """Nothing to do: Milvus merges its segments itself (compaction)."""
+
     def validate(self, batch: Postings | Embeddings) -> None:
         """Refuse what Milvus would take but semiret's own index would not: vectors of the wrong dimension or
         not finite; term ids outside the vocabulary; negative or non-finite weights; ids or texts too long."""
@@ -276,33 +279,33 @@ class MilvusIndex:
     def upsert(self, batch: Postings | Embeddings) -> None:
         """Check a batch (:meth:`validate`), then write it in requests of ``ROWS_PER_REQUEST`` rows."""
         self.validate(batch)
-        vectors = self._vectors(batch)
         documents = self._document_records(batch)
         for start in range(0, len(batch), ROWS_PER_REQUEST):
             stop = min(start + ROWS_PER_REQUEST, len(batch))
-            rows = [{ID_FIELD: batch.ids[i], VECTOR_FIELD: vectors[i],
-                     **({DOCUMENT_FIELD: documents[i]} if documents is not None else {})}
-                    for i in range(start, stop)]
+            rows = [{ID_FIELD: doc_id, VECTOR_FIELD: vector}
+                    for doc_id, vector in zip(batch.ids[start:stop], self._vectors(batch, start, stop))]
+            if documents is not None:
+                for row, document in zip(rows, documents[start:stop]):
+                    row[DOCUMENT_FIELD] = document
             with milvus_errors(f"upserting into {self.name!r}"):
                 self._client.upsert(self.name, rows)
 
-    def _vectors(self, batch: Postings | Embeddings) -> list:
-        """Rows' vectors as pymilvus takes them: float lists, or ``{term: weight}`` without zero weights (every
-        weight 1 in a bag-of-tokens collection)."""
+    def _vectors(self, batch: Postings | Embeddings, start: int, stop: int) -> list:
+        """Vectors of rows ``start`` to ``stop`` as pymilvus takes them: float lists, or ``{term: weight}``
+        without zero weights (every weight 1 in a bag-of-tokens collection)."""
         if self.kind == DENSE_KIND:
-            return np.asarray(batch.vectors, np.float32).tolist()
-        offsets = batch.offsets.tolist()
-        terms = np.asarray(batch.terms, np.int64)
+            return np.asarray(batch.vectors[start:stop], np.float32).tolist()
+        offsets = batch.offsets[start: stop + 1]
+        terms = np.asarray(batch.terms[offsets[0]: offsets[-1]], np.int64)
         if self.kind == "binary":
             values = np.ones(len(terms), np.float32)
         else:
-            values = np.asarray(batch.values, np.float32)
-        rows = []
-        for start, stop in zip(offsets, offsets[1:]):
-            weights = values[start:stop]
-            kept = weights != 0
-            rows.append(dict(zip(terms[start:stop][kept].tolist(), weights[kept].tolist())))
-        return rows
+            values = np.asarray(batch.values[offsets[0]: offsets[-1]], np.float32)
+        kept = values != 0
+        row_of_term = np.repeat(np.arange(stop - start), np.diff(offsets))
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(row_of_term[kept], minlength=stop - start))]).tolist()
+        terms, values = terms[kept].tolist(), values[kept].tolist()
+        return [dict(zip(terms[lo:hi], values[lo:hi])) for lo, hi in zip(bounds, bounds[1:])]
 
     def _document_records(self, batch: Postings | Embeddings) -> list[str] | None:
         """Each document's JSON record ("" for a batch without documents); None when texts are not stored."""

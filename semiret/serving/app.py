@@ -117,7 +117,12 @@ def validation_error(loc: tuple, message: str, kind: str = "value_error") -> Req
 def create_app(settings: ServeSettings) -> FastAPI:
     """The application serving ``settings.indexes`` (each opened, its search kernels compiled and, when writes
     are allowed, its document encoder loaded, before this returns)."""
-    served = {name: ServedIndex(name, path, settings.max_segments, settings.retrievers.get(name))
+    backend = None
+    if settings.backend is not None:
+        from semiret.indexes.milvus import MilvusBackend
+
+        backend = MilvusBackend.parse(settings.backend, settings.milvus_token)
+    served = {name: ServedIndex(name, path, settings.max_segments, settings.retrievers.get(name), backend)
               for name, path in settings.indexes.items()}
     for index in served.values():
         index.warm_up(writable=settings.api_key is not None)

@@ -72,9 +72,10 @@ class IndexInfo(BaseModel):
     retriever: str
     kind: str
     documents: int
-    deleted: int
-    segments: int
-    size_bytes: int
+    deleted: int | None = None
+    segments: int | None = None
+    size_bytes: int | None = None
+    """Deleted documents not yet merged away, segments and size: none for a Milvus collection (Milvus keeps them)."""
     search_options: list[str]
 
 

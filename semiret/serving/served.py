@@ -26,12 +26,14 @@ class _TakeBack(Exception):
 
 
 class ServedIndex:
-    """An index directory opened with the retriever recorded in its ``meta.json``, or with ``retriever``."""
+    """An index directory opened with the retriever recorded in its ``meta.json``, or with ``retriever``; with a
+    ``backend`` (:class:`~semiret.indexes.milvus.MilvusBackend`), the collection ``path`` there."""
 
-    def __init__(self, name: str, path: str | Path, max_segments: int, retriever: str | None = None):
+    def __init__(self, name: str, path: str | Path, max_segments: int, retriever: str | None = None,
+                 backend=None):
         self.name = name
         self.path = Path(path)
-        self.retriever = open_retriever(self.path, retriever)
+        self.retriever = open_retriever(self.path, retriever, backend=backend)
         self.max_segments = max_segments
         self._variants: OrderedDict[tuple, Retriever] = OrderedDict()
         self._variants_lock = threading.Lock()
@@ -108,8 +110,8 @@ class ServedIndex:
     def _merge_small_segments(self) -> None:
         """Keep at most ``max_segments`` segments: fold the run of recent segments that, together, are not
         smaller than the segment before them (the small ones adds leave; large ones are rewritten rarely)."""
-        segments = self.index.segments
-        if len(segments) <= self.max_segments:
+        segments = getattr(self.index, "segments", None)  # none in Milvus, which merges its own
+        if segments is None or len(segments) <= self.max_segments:
             return
         tail, size = 0, 0
         for segment in reversed(segments):

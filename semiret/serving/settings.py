@@ -21,7 +21,11 @@ class ServeSettings:
     """The indexes a server serves and its limits."""
 
     indexes: dict[str, str] = field(default_factory=dict)
-    """Index name (the path's last part in URLs) -> index directory."""
+    """Index name (the path's last part in URLs) -> index directory (collection name with a ``backend``)."""
+    backend: str | None = None
+    """``milvus:URI``: the indexes are collections there; None: index directories."""
+    milvus_token: str | None = None
+    """Token of the Milvus server (default: ``$MILVUS_TOKEN``)."""
     retrievers: dict[str, str] = field(default_factory=dict)
     """Index name -> the retriever that searches it, where not the one its ``meta.json`` records (e.g.
     ``sidr-beta-rerank`` over a ``sidr-beta`` index)."""
@@ -79,18 +83,19 @@ def parse_retriever_specs(specs: list[str]) -> dict[str, str]:
     return retrievers
 
 
-def parse_index_specs(specs: list[str]) -> dict[str, str]:
-    """``DIR`` or ``NAME=DIR`` arguments -> {name: directory}; a name is the directory's name unless given."""
+def parse_index_specs(specs: list[str], collections: bool = False) -> dict[str, str]:
+    """``DIR`` or ``NAME=DIR`` arguments -> {name: directory}; a name is the directory's name unless given.
+    ``collections``: they name Milvus collections (``COLLECTION`` or ``NAME=COLLECTION``), kept as given."""
     indexes: dict[str, str] = {}
     for spec in specs:
         name, separator, directory = spec.partition("=")
         if not separator:
-            name, directory = Path(spec).resolve().name, spec
+            name, directory = (spec if collections else Path(spec).resolve().name), spec
         if not name or "/" in name:
             raise SemiretError(f"--index {spec!r}: an index name must be non-empty and hold no '/'")
         if name in indexes:
             raise SemiretError(f"two indexes are named {name!r}: name them (--index NAME=DIR)")
-        indexes[name] = str(Path(directory).resolve())
+        indexes[name] = directory if collections else str(Path(directory).resolve())
     return indexes
 
 

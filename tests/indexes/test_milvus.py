@@ -182,3 +182,29 @@ def test_cli_index_search_add_delete_eval(tmp_path, beir_dir, backend):
     assert '"documents": 6' in run("info", name)
     assert '"nDCG@10"' in run("eval", "--data", str(beir_dir), "-r", "idf", "--idf", str(MSMARCO_IDF), "--json")
     assert [c for c in backend.client.list_collections() if c.startswith("semiret_eval_")] == []  # dropped
+
+
+def test_the_service_serves_a_collection(backend):
+    from fastapi.testclient import TestClient
+
+    from semiret.serving import ServeSettings, create_app
+
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    settings = ServeSettings({"tiny": name}, backend=f"milvus:{backend.uri}", api_key="key")
+    client, write = TestClient(create_app(settings)), {"X-API-Key": "key"}
+
+    def top(query: str) -> str:
+        response = client.post("/indexes/tiny/search", json={"queries": [query], "k": 1})
+        assert response.status_code == 200, response.text
+        return response.json()["results"][0][0]["id"]
+
+    assert client.get("/indexes/tiny").json()["kind"] == "binary"
+    assert top("cats and dogs") == "d2"
+    response = client.put("/indexes/tiny/documents", headers=write,
+                          json={"documents": [{"_id": "d7", "title": "", "text": "cats and dogs"}]})
+    assert response.status_code == 200, response.text
+    assert top("cats and dogs") == "d7"
+    assert client.get("/indexes/tiny/documents/d7").json()["text"] == "cats and dogs"
+    assert client.post("/indexes/tiny/documents/delete", headers=write, json={"ids": ["d7"]}).status_code == 200
+    assert top("cats and dogs") == "d2"
