@@ -99,16 +99,14 @@ class GDRQueries(QuerySide):
 
     Options = GDRQueryOptions
 
-    def __init__(self, model, options: GDRQueryOptions):
-        self.model, self.options = model, options
+    def __init__(self, model_path: str, options: GDRQueryOptions):
+        self.model_path, self.options = model_path, options
         self.queries_searched = 0
         self.documents_scored = 0
         self.corpus_size = 0
 
     @classmethod
     def open(cls, index, options: GDRQueryOptions, documents: GDRDocuments):
-        from semiret.models.gdr import GDRModel
-
         check_encoder_index(index, FAMILY)
         if options.beams is None:
             options = dataclasses.replace(options, beams=min(BEAMS, index.leaf_count))
@@ -119,7 +117,14 @@ class GDRQueries(QuerySide):
         if documents.tree.fingerprint() != index.fingerprint:
             raise SemiretError(f"the prefix tree of {documents.config['model']} does not match {index.path}: "
                                "the index was built with other clusters (rebuild it with this model)")
-        return cls(GDRModel.load(documents.config["model"]), options)
+        return cls(documents.config["model"], options)
+
+    @cached_property
+    def model(self):
+        """E_Q and the cluster decoder, loaded on the first search (adding documents needs neither)."""
+        from semiret.models.gdr import GDRModel
+
+        return GDRModel.load(self.model_path)
 
     def encode_queries(self, texts):
         return self.model.query_vectors(self._checked(texts))
