@@ -30,7 +30,7 @@ import re
 import time
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -63,7 +63,7 @@ class MilvusBackend:
     the consistency level of reads."""
 
     uri: str
-    token: str = ""
+    token: str = field(default="", repr=False)
     consistency: str = "Strong"
 
     def __post_init__(self):
