@@ -56,7 +56,7 @@ class AdaptConfig:
     epochs: int = 2
     """Training epochs over the pseudo-queries."""
     queries_per_epoch: int = 1024
-    """Pseudo-queries trained on per epoch (the inference-free recipe's pre-training default; 4x more moved
+    """Pseudo-queries trained on per epoch (the inference-free recipe's pre-training default; 8x more moved
     Vaswani's nDCG@10 by -0.005, docs/results.md)."""
     teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
     """Inference-free models: the teacher ensemble (BM25 kept in it; see semiret train inference-free)."""
