@@ -101,3 +101,23 @@ def tiny_nail(tiny_bert, tmp_path_factory) -> Path:
     with torch.no_grad():
         model.lm.cls.predictions.bias.fill_(0.05)  # positive scores for many tokens, as a trained model gives
     return model.save(tmp_path_factory.mktemp("tiny-nail") / "model", fp16=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_gdr(tiny_bert, tmp_path_factory) -> Path:
+    """A saved GDR model on ``tiny_bert`` (its E_Q and E_D), untrained: ``TINY_DOCS`` in 3 leaves of 2."""
+    import numpy as np
+    import torch
+
+    from semiret.models.encoders import load_encoder
+    from semiret.models.gdr import Clusters, GDRConfig, GDRModel
+
+    torch.manual_seed(0)
+    encoder = load_encoder(str(tiny_bert), "dense")
+    vectors = encoder.encode_document([d.full_text for d in TINY_DOCS], show_progress=False)
+    leaves = np.asarray([0, 0, 1, 1, 2, 2])
+    clusters = Clusters([(1, 0), (2, 0), (3, 0)], np.stack([vectors[leaves == leaf].mean(0) for leaf in range(3)]),
+                        [d.id for d in TINY_DOCS], leaves)
+    model = GDRModel(encoder, clusters, GDRConfig(branching=3, decoder_layers=1, heads=2,
+                                                  document_encoder=str(tiny_bert)))
+    return model.save(tmp_path_factory.mktemp("tiny-gdr") / "model", fp16=False)

@@ -303,7 +303,7 @@ def test_documents_of_an_index_without_texts(tmp_path):
     assert hit["title"] is None and hit["text"] is None
 
 
-TINY_MODEL, TINY_NAIL = object(), object()  # conftest's tiny random BERT and NAIL models, put in by the test
+TINY_MODEL, TINY_NAIL, TINY_GDR = object(), object(), object()  # conftest's tiny random models, put in by the test
 
 
 SERVED = [  # (retriever that builds, its options, retriever that serves where another)
@@ -312,7 +312,7 @@ SERVED = [  # (retriever that builds, its options, retriever that serves where a
     ("dense", {"model": TINY_MODEL}, None), ("hybrid", {"neural": "idf"}, None),
     ("sidr-beta", {}, None), ("sidr-beta", {}, "sidr-beta-rerank"), ("sidr-full", {}, None),
     ("nail-sparse", {"model": TINY_NAIL}, None), ("nail-exh", {"model": TINY_NAIL}, None),
-    ("bm25+nail", {"model": TINY_NAIL}, None),
+    ("bm25+nail", {"model": TINY_NAIL}, None), ("gdr", {"model": TINY_GDR}, None),
 ]
 
 
@@ -323,11 +323,11 @@ def test_the_served_list_holds_every_registered_retriever():
 
 
 @pytest.mark.parametrize("name, options, served_as", SERVED)
-def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, name, options, served_as):
+def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, name, options, served_as):
     """Search, upsert, fetch, delete and merge through every kind of retriever (SiDR's with the packaged model)."""
     from semiret.search import retriever_class
 
-    models = {TINY_MODEL: str(tiny_bert), TINY_NAIL: str(tiny_nail)}
+    models = {TINY_MODEL: str(tiny_bert), TINY_NAIL: str(tiny_nail), TINY_GDR: str(tiny_gdr)}
     options = {key: models.get(value, value) for key, value in options.items()}
     retriever_class(name).build(TINY_DOCS, tmp_path / "idx", **options)
     client = client_of({"idx": str(tmp_path / "idx")}, api_key=KEY, retrievers={"idx": served_as} if served_as else {})
