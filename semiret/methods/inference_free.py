@@ -258,7 +258,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     if is_main_process():
         write_manifest(output, teachers)
 
-    model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base), weights,
+    model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
                                "idf" if config.idf_aware else "binary", source)
     if config.threads:
         torch.set_num_threads(config.threads)

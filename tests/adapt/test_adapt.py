@@ -44,7 +44,7 @@ def inference_free_start(tiny_bert, tmp_path_factory):
 
     weights, source = load_idf(str(MSMARCO_IDF), str(tiny_bert))
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(str(tiny_bert), max_length=32), weights, "idf", source)
-    return model.save(tmp_path_factory.mktemp("if-start") / "model", fp16=False, max_length=32)
+    return model.save(tmp_path_factory.mktemp("if-start") / "model", max_length=32)  # fp16, as packaged
 
 
 @pytest.fixture(scope="module")
