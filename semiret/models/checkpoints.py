@@ -15,6 +15,7 @@ from typing import Iterable
 
 from semiret.data import packaged
 from semiret.errors import SemiretError
+from semiret.files import atomic_write_json
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class SavedModelKind:
         if meta.get("format") != self.format:
             raise SemiretError(f"{path / self.marker} does not describe {self.what}")
         return path, meta
+
+    def write_marker(self, directory: Path, **fields) -> None:
+        """Mark ``directory`` (a staged model folder) as this kind: the marker JSON, format and version first."""
+        atomic_write_json(Path(directory) / self.marker, {"format": self.format, "version": 1, **fields})
 
     @property
     def format(self) -> str:

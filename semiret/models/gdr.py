@@ -33,7 +33,6 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from semiret.errors import SemiretError
-from semiret.files import atomic_write_json
 from semiret.models.base import _half_precision, save_model_directory
 from semiret.models.checkpoints import GDR
 from semiret.models.inputs import TextBatcher, check_texts
@@ -278,9 +277,7 @@ class GDRModel(nn.Module):
                            if not k.startswith("encoder.")}
                 save_file(decoder, str(staged / DECODER_FILE))
             self.clusters.save(staged / CLUSTERS_FILE)
-            atomic_write_json(staged / GDR.marker, {"format": GDR.format, "version": 1,
-                                                    "config": dataclasses.asdict(self.config),
-                                                    "training": training or {}})
+            GDR.write_marker(staged, config=dataclasses.asdict(self.config), training=training or {})
 
         return save_model_directory(target, write)
 

@@ -61,9 +61,8 @@ class InferenceFreeModel(torch.nn.Module):
         def write(staged: Path) -> None:
             self.encoder.save(staged, fp16=fp16, max_length=max_length)
             atomic_write_json(staged / IDF_FILE, weights_table(self.query_weights, self.vocabulary))
-            atomic_write_json(staged / INFERENCE_FREE.marker, {
-                "format": INFERENCE_FREE.format, "version": 1, "query_weighting": self.query_weighting,
-                "idf_source": self.idf_source, "training": training or {}})
+            INFERENCE_FREE.write_marker(staged, query_weighting=self.query_weighting, idf_source=self.idf_source,
+                                        training=training or {})
 
         return save_model_directory(path, write)
 

@@ -31,7 +31,6 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from semiret.errors import SemiretError
-from semiret.files import atomic_write_json
 from semiret.models.base import _half_precision, save_model_directory
 from semiret.models.checkpoints import NAIL
 from semiret.models.inputs import TextBatcher
@@ -173,9 +172,7 @@ class NailModel(nn.Module):
                 decoder = {k: v.detach().contiguous() for k, v in self.state_dict().items()
                            if not k.startswith("lm.")}
                 save_file(decoder, str(staged / DECODER_FILE))
-            atomic_write_json(staged / NAIL.marker, {"format": NAIL.format, "version": 1,
-                                                     "config": dataclasses.asdict(self.config),
-                                                     "training": training or {}})
+            NAIL.write_marker(staged, config=dataclasses.asdict(self.config), training=training or {})
 
         return save_model_directory(target, write)
 

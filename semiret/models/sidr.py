@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from semiret.files import atomic_write_json
 from semiret.models.base import save_model_directory
 from semiret.models.checkpoints import SIDR
 from semiret.types import SparseQuery
@@ -60,8 +59,7 @@ class SiDRModel(torch.nn.Module):
             for name, encoder in sides.items():
                 (staged / name).mkdir()
                 encoder.write(staged / name, fp16=fp16)
-            atomic_write_json(staged / SIDR.marker, {"format": SIDR.format, "version": 1, "shared": self.shared,
-                                                     "training": training or {}})
+            SIDR.write_marker(staged, shared=self.shared, training=training or {})
 
         return save_model_directory(path, write)
 
