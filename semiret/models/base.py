@@ -16,7 +16,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from semiret import progress
@@ -201,3 +201,15 @@ class SparseEncoder(TextEncoder):
 
     def _finish(self, outputs) -> SparseVectors:
         return SparseVectors.from_rows(outputs, self.vocab_size)
+
+
+def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: str) -> nn.Module:
+    """Load ``file`` (the weights a model saves beside a pretrained part already loaded, whose parameters start
+    with ``loaded_prefix``) into ``model`` in float32, in evaluation mode; an error naming ``marker`` when the
+    file and the model do not match."""
+    state = {k: v.float() for k, v in load_file(str(file)).items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith(loaded_prefix)]
+    if unexpected or missing:
+        raise SemiretError(f"{file} does not match {marker}: missing {missing}, unexpected {unexpected}")
+    return model.eval()

@@ -29,11 +29,11 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from semiret.errors import SemiretError
-from semiret.models.base import _half_precision, save_model_directory
+from semiret.models.base import _half_precision, load_own_weights, save_model_directory
 from semiret.models.checkpoints import GDR
 from semiret.models.inputs import TextBatcher, check_texts
 
@@ -288,12 +288,7 @@ class GDRModel(nn.Module):
         path, meta = GDR.read(name_or_path)
         encoder = load_encoder(str(path / QUERY_ENCODER), "dense")
         model = cls(encoder, Clusters.load(path / CLUSTERS_FILE), GDRConfig(**meta["config"]))
-        state = {k: v.float() for k, v in load_file(str(path / DECODER_FILE)).items()}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(not k.startswith("encoder.") for k in missing):
-            raise SemiretError(f"{path / DECODER_FILE} does not match gdr.json: missing "
-                               f"{[k for k in missing if not k.startswith('encoder.')]}, unexpected {unexpected}")
-        return model.eval()
+        return load_own_weights(model, path / DECODER_FILE, "encoder.", GDR.marker)
 
 
 def read_clusters(name_or_path: str) -> tuple[Path, dict, Clusters]:

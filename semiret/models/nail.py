@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from semiret.errors import SemiretError
-from semiret.models.base import _half_precision, save_model_directory
+from semiret.models.base import _half_precision, load_own_weights, save_model_directory
 from semiret.models.checkpoints import NAIL
 from semiret.models.inputs import TextBatcher
 from semiret.models.loading import load_masked_lm, load_tokenizer
@@ -181,9 +181,4 @@ class NailModel(nn.Module):
         path, meta = NAIL.read(name_or_path)
         config = NailConfig(**meta["config"])
         model = cls(load_masked_lm(str(path)).float(), load_tokenizer(str(path)), config, str(path))
-        state = {k: v.float() for k, v in load_file(str(path / DECODER_FILE)).items()}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(not k.startswith("lm.") for k in missing):
-            raise SemiretError(f"{path / DECODER_FILE} does not match nail.json: missing "
-                               f"{[k for k in missing if not k.startswith('lm.')]}, unexpected {unexpected}")
-        return model.eval()
+        return load_own_weights(model, path / DECODER_FILE, "lm.", NAIL.marker)
