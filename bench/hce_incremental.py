@@ -4,7 +4,8 @@ whose relevant documents were all seen in training ("old"); then delete the adde
 
 ``python bench/hce_incremental.py [--data scifact] [--out runs/hce-incremental] [--epochs 3] ...`` prints one
 JSON object: per model (the HCE model trained on the 90%, and the encoder it started from, untrained),
-nDCG@10 / R@10 / R@100 of the test queries, old and new, before adding, after adding and after deleting.
+nDCG@10 / R@10 / R@100 of the test queries, old and new, before adding, after adding and after deleting (the
+protocol itself is ``bench/incremental.py``, shared with GDR's ``bench/gdr_incremental.py``).
 
 The 10% held out are drawn at random (seeded) among the documents judged for test queries and the rest of
 the corpus alike, so both query groups are large enough to compare; training pairs whose positive is held
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 from corpus import emit, machine
+from incremental import dense, protocol
 
 
 def split_corpus(data: Path, out: Path, fraction: float, seed: int) -> tuple[Path, list, list]:
@@ -39,35 +41,6 @@ def split_corpus(data: Path, out: Path, fraction: float, seed: int) -> tuple[Pat
                                              for d, g in judged.items() if d not in held_out]
     (out / "qrels" / "train.tsv").write_text("\n".join(lines) + "\n")
     return out, kept, [d for d in documents if d.id in held_out]
-
-
-def figures(retriever, queries: dict, qrels: dict) -> dict:
-    from semiret.evaluation.metrics import parse_measures, score_run
-
-    if not qrels:
-        return {"queries": 0}
-    ids = list(queries)
-    run = retriever.search([queries[q] for q in ids], k=100).as_run(ids)
-    return {name: round(value, 4) for name, value in
-            score_run(run, qrels, parse_measures(["nDCG@10", "R@10", "R@100"])).items()} | {"queries": len(qrels)}
-
-
-def protocol(model: str, kept: list, held_out: list, queries: dict, qrels: dict) -> dict:
-    """Index ``kept`` with ``model``, add ``held_out``, delete them again; figures of old and new queries."""
-    from semiret.search import DenseRetriever
-
-    added = {d.id for d in held_out}
-    groups = {"old": {q: j for q, j in qrels.items() if not added & {d for d, g in j.items() if g > 0}},
-              "new": {q: j for q, j in qrels.items() if added & {d for d, g in j.items() if g > 0}}}
-    retriever = DenseRetriever.build(kept, model=model)
-    result = {"before_adding": {"old": figures(retriever, queries, groups["old"])}}
-    started = time.perf_counter()
-    retriever.add(held_out)
-    result["add_seconds"] = round(time.perf_counter() - started, 1)
-    result["after_adding"] = {g: figures(retriever, queries, judged) for g, judged in groups.items()}
-    retriever.delete(sorted(added))
-    result["after_deleting"] = {"old": figures(retriever, queries, groups["old"])}
-    return result
 
 
 def main() -> None:
@@ -101,8 +74,8 @@ def main() -> None:
     queries, qrels = test.queries("test"), test.qrels("test")
     emit({"data": str(data), "documents": len(kept) + len(held_out), "held_out": len(held_out),
           "train_seconds": round(time.perf_counter() - started, 1), "train_summary": training.get("dev_nDCG@10_per_epoch"),
-          "hce": protocol(str(out / "train" / "model"), kept, held_out, queries, qrels),
-          args.base: protocol(args.base, kept, held_out, queries, qrels), "machine": machine()})
+          "hce": protocol(dense(str(out / "train" / "model")), kept, held_out, queries, qrels),
+          args.base: protocol(dense(args.base), kept, held_out, queries, qrels), "machine": machine()})
 
 
 if __name__ == "__main__":
