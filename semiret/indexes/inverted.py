@@ -47,6 +47,7 @@ from semiret.indexes.segments import Segment, SegmentedIndex, Snapshot, register
 from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
 from semiret.text.analyzer import TermDictionary
+from semiret.text.bm25 import BM25Parameters
 from semiret.text.token_weights import lucene_idf
 from semiret.types import Postings, SearchHits, SparseQuery
 
@@ -61,25 +62,6 @@ PRUNE_MIN_DOCS = 50_000
 saves (``bench/pruning.py``, docs/results.md: 1.2-1.35x slower on SciFact's 5,183 documents, 1.07-1.22x
 faster by the median on 1M)."""
 VOCAB_FILE = "vocab.txt"
-
-
-@dataclass
-class BM25Parameters:
-    k1: float = 1.5
-    b: float = 0.75
-
-    def saturation(self, tf: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
-        """The document side of BM25 as Lucene (and bm25s, Pyserini) compute it:
-        ``tf / (tf + k1 (1 - b + b dl/avgdl))``, without the rank-preserving ``(k1+1)`` factor."""
-        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
-        return (tf / (tf + norm)).astype(np.float32)
-
-    def term_frequency(self, saturation: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
-        """Invert :meth:`saturation` (exact for integer tf), so merges need not re-read documents."""
-        if self.k1 == 0:
-            return np.ones_like(saturation)
-        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
-        return np.rint(saturation * norm / (1.0 - saturation))
 
 
 class InvertedSegment(Segment):
@@ -293,6 +275,16 @@ class InvertedIndex(SegmentedIndex):
         if k < 1:
             raise SemiretError("k must be at least 1")
         snapshot = self.snapshot  # one commit for the whole search, whatever a writer publishes meanwhile
+        seg_scores, seg_docs, visited = self.search_segments(snapshot, queries, k, n_threads, two_phase, prune)
+        hits = self._top_hits(snapshot.segments, seg_scores, seg_docs, k, len(queries))
+        hits.postings_visited = visited.tolist()
+        return hits
+
+    def search_segments(self, snapshot: Snapshot, queries: Sequence[SparseQuery], k: int, n_threads: int = 1,
+                        two_phase: TwoPhase | None = None, prune: bool | None = None):
+        """:meth:`search` before the segments' results are merged and ids decoded: per segment of ``snapshot``,
+        [queries, <= k] scores (best first) and local document numbers (-1 where fewer), and the postings each
+        query visited. What a second stage that addresses documents by segment and local number reads."""
         q_offsets, q_terms, q_weights = self._pack_queries(queries, snapshot)
         n_queries = len(queries)
         seg_scores, seg_docs = [], []
@@ -333,9 +325,7 @@ class InvertedIndex(SegmentedIndex):
             seg_scores.append(scores)
             seg_docs.append(docs)
             visited += seg_visited
-        hits = self._top_hits(snapshot.segments, seg_scores, seg_docs, k, n_queries)
-        hits.postings_visited = visited.tolist()
-        return hits
+        return seg_scores, seg_docs, visited
 
     def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
         """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""

@@ -161,6 +161,12 @@ class InferenceFreeTrainingConfig(TrainingConfig):
     """Vocabulary entries outside the batch's query tokens sampled per step for the FLOPS term."""
     teacher_cache: str | None = None
     """Teacher vector cache folder (default <output>/teachers; share it between ablation runs)."""
+    lexical_prior: float = 0.0
+    """Weight of BM25 over each document's own tokens added to the student's learned document weights, in
+    training and at indexing (beyond the paper: the student learns what it adds to BM25; 0: the paper's)."""
+    finetune_also: list[str] | None = field(default=None, metadata={"flag": "--finetune-also"})
+    """More labelled collections (names or folders, repeatable) fine-tuned on beside --data, their --split
+    queries; every query of every collection once per epoch."""
     choose_document_threshold: bool = field(default=True,
                                             metadata={"flag": "--document-threshold/--no-document-threshold"})
     """After fine-tuning, record a document-weight threshold that keeps nDCG@10 on the fine-tuning split; the
@@ -183,6 +189,7 @@ class InferenceFreeTrainingConfig(TrainingConfig):
 
         resolved = super().resolved()
         resolved.pretrain_corpora = [str(dataset(c)) for c in resolved.pretraining()]
+        resolved.finetune_also = [str(dataset(c)) for c in resolved.finetune_also or []]
         return resolved
 
     def validate(self) -> None:
@@ -236,6 +243,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     import torch
 
     from semiret.models.inference_free import InferenceFreeModel
+    from semiret.text.bm25 import LexicalPrior
     from semiret.models.splade import SpladeEncoder
     from semiret.training.data import TrainingSet
     from semiret.training.distillation import DistillationSet
@@ -248,8 +256,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     output = Path(config.output)
     teacher_specs = parse_teachers(config.teachers)
     # everything that can be wrong with the inputs fails here, before teachers or the student run
-    collection = Collection(config.data)
-    training_set = TrainingSet.from_collection(collection, config.split) if config.finetune_epochs else None
+    training_sets = [(root, TrainingSet.from_collection(Collection(root), config.split))
+                     for root in [config.data, *(config.finetune_also or [])]] if config.finetune_epochs else []
     source_corpus = idf_corpus(config.idf, config.data)
     idf_documents = list(Collection(source_corpus).corpus()) if source_corpus else None
     weights, source = load_idf(config.idf, config.base, idf_documents)
@@ -259,7 +267,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         write_manifest(output, teachers)
 
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
-                               "idf" if config.idf_aware else "binary", source)
+                               "idf" if config.idf_aware else "binary", source,
+                               LexicalPrior(config.lexical_prior) if config.lexical_prior else None)
     if config.threads:
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}
@@ -286,10 +295,11 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     if config.finetune_epochs:
         t0 = time.perf_counter()
         with main_process_first():
-            data = DistillationSet.from_training_set(Path(config.data).name, training_set, teachers, cache_dir,
-                                                     config.mining_depth, model.vocabulary)
+            data = [DistillationSet.from_training_set(Path(root).name, labelled, teachers, cache_dir,
+                                                      config.mining_depth, model.vocabulary)
+                    for root, labelled in training_sets]
         prep = time.perf_counter() - t0
-        result = _train_stage(model, [data], config, "finetune", resume)
+        result = _train_stage(model, data, config, "finetune", resume)
         result["preparation_seconds"] = round(prep, 1)
         summary["stages"].append(result)
     summary["train_seconds"] = round(time.perf_counter() - started, 1)

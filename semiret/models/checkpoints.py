@@ -86,11 +86,21 @@ def inference_free_token_weights(model: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def _inference_free_record(model: str) -> dict:
+    path = Path(resolve_inference_free(model)) / INFERENCE_FREE.marker
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def inference_free_document_threshold(model: str) -> float | None:
     """The static-pruning threshold recorded with a saved inference-free model (None: none recorded), which
     the ``inference-free`` retriever applies when it indexes documents."""
-    path = Path(resolve_inference_free(model)) / INFERENCE_FREE.marker
-    return json.loads(path.read_text()).get("document_threshold") if path.is_file() else None
+    return _inference_free_record(model).get("document_threshold")
+
+
+def inference_free_lexical_prior(model: str) -> dict | None:
+    """The lexical prior a saved inference-free model was trained with (``{"weight", "k1", "b"}``; None for
+    none, and for other models), which the ``inference-free`` retriever adds when it indexes documents."""
+    return _inference_free_record(model).get("lexical_prior")
 
 
 ADAPTED_CORPUS_FILE = "adapted-corpus.json"

@@ -18,6 +18,7 @@ from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 from semiret.models.base import save_model_directory
 from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE
+from semiret.text.bm25 import LexicalPrior
 from semiret.text.token_weights import check_weights, load_token_weights, weights_table
 from semiret.text.wordpiece import WordPieceVocabulary
 
@@ -25,10 +26,14 @@ QUERY_WEIGHTINGS = ("idf", "binary")
 
 
 class InferenceFreeModel(torch.nn.Module):
-    """The trainable document encoder plus the frozen query token weights [V] (IDF, or ones: binary)."""
+    """The trainable document encoder plus the frozen query token weights [V] (IDF, or ones: binary), and
+    optionally a lexical prior: BM25 weights of each document's own tokens added to the learned ones, in
+    training as at indexing (:class:`~semiret.text.bm25.LexicalPrior`)."""
 
-    def __init__(self, encoder, token_weights: np.ndarray, query_weighting: str = "idf", idf_source: str = ""):
+    def __init__(self, encoder, token_weights: np.ndarray, query_weighting: str = "idf", idf_source: str = "",
+                 lexical_prior: LexicalPrior | None = None):
         super().__init__()
+        self.lexical_prior = lexical_prior
         if query_weighting not in QUERY_WEIGHTINGS:
             raise SemiretError(f"query weighting must be one of {', '.join(QUERY_WEIGHTINGS)}, not {query_weighting!r}")
         self.encoder = encoder
@@ -52,7 +57,10 @@ class InferenceFreeModel(torch.nn.Module):
         path, meta = INFERENCE_FREE.read(name_or_path)
         encoder = load_encoder(str(path), "splade")
         weights = load_token_weights(path / IDF_FILE, WordPieceVocabulary(str(path)))
-        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""))
+        prior = LexicalPrior.from_config(meta.get("lexical_prior"))
+        if prior is not None:
+            prior.avgdl = None  # each corpus's own, measured when it is indexed or trained on
+        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""), prior)
 
     def save(self, path: str | Path, training: dict | None = None, fp16: bool = True,
              max_length: int | None = None) -> Path:
@@ -61,8 +69,10 @@ class InferenceFreeModel(torch.nn.Module):
         def write(staged: Path) -> None:
             self.encoder.save(staged, fp16=fp16, max_length=max_length)
             atomic_write_json(staged / IDF_FILE, weights_table(self.query_weights, self.vocabulary))
+            prior = ({"weight": self.lexical_prior.weight, "k1": self.lexical_prior.k1, "b": self.lexical_prior.b}
+                     if self.lexical_prior else None)
             INFERENCE_FREE.write_marker(staged, query_weighting=self.query_weighting, idf_source=self.idf_source,
-                                        training=training or {})
+                                        lexical_prior=prior, training=training or {})
 
         return save_model_directory(path, write)
 

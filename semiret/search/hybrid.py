@@ -61,6 +61,10 @@ class HybridDocuments(DocumentSide):
         return cls({name: (part.meta["retriever"], retriever_class(part.meta["retriever"]).documents.from_index(part))
                     for name, part in index.parts.items()})
 
+    def prepare(self, documents):
+        for _, side in self.sides.values():
+            side.prepare(documents)
+
     def encode(self, documents):
         return {name: side.encode(documents) for name, (_, side) in self.sides.items()}
 

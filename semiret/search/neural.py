@@ -12,6 +12,7 @@ The encoder is recorded in the index's ``meta.json`` (``analyzer``) and loaded w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,8 +20,9 @@ from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex
 from semiret.indexes.tree_ann import BEAM
 from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, inference_free_document_threshold,
-                                        resolve_inference_free)
+                                        inference_free_lexical_prior, resolve_inference_free)
 from semiret.search.lexical import IDFQueries
+from semiret.text.bm25 import LexicalPrior
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import Embeddings
 
@@ -63,11 +65,12 @@ class EncoderDocuments(DocumentSide):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            options = {k: v for k, v in self.config.items() if k not in ("type", "family", "model", "top_k", "threshold")}
+            options = {k: v for k, v in self.config.items() if k not in ("type", "family", "model", "top_k", "threshold",
+                                                                    "lexical_prior")}
             self._encoder = load_encoder(self.config["model"], self.config["family"], **options)
         return self._encoder
 
-    def check_documents(self, documents):
+    def prepare(self, documents):
         check_adapted_corpus(self.config["model"], [d.id for d in documents])
 
     def encode_texts(self, documents):
@@ -117,11 +120,15 @@ class SpladeDocuments(EncoderDocuments):
     def index_config(self) -> dict:
         return {"vocab_size": self.encoder.vocab_size, "analyzer": self.config, "quantize_bits": self.quantize_bits}
 
-    def encode(self, documents):
+    def vectors(self, documents):
+        """The documents' SPLADE vectors, pruned as the index was configured."""
         vectors = self.encode_texts(documents)
         if self.config.get("top_k") is not None or self.config.get("threshold") is not None:
             vectors = vectors.prune(self.config.get("top_k"), self.config.get("threshold"))
-        return vectors.to_postings([d.id for d in documents], documents)
+        return vectors
+
+    def encode(self, documents):
+        return self.vectors(documents).to_postings([d.id for d in documents], documents)
 
 
 @dataclass
@@ -132,10 +139,14 @@ class InferenceFreeDocumentOptions(SpladeDocumentOptions):
     threshold: float | None = None
     """Drop document term weights below this (default: the threshold recorded with a trained model; 0 keeps
     every weight)."""
+    lexical_prior: float | None = None
+    """Add this weight times BM25 over each document's own tokens to its learned weights (default: the weight
+    the model was trained with, none for untrained models; 0: none)."""
 
 
 class InferenceFreeDocuments(SpladeDocuments):
-    """SPLADE documents pruned at the threshold the trained model recorded (unless one is given)."""
+    """SPLADE documents pruned at the threshold the trained model recorded (unless one is given), plus the
+    model's lexical prior (:class:`~semiret.text.bm25.LexicalPrior`) when it has one."""
 
     Options = InferenceFreeDocumentOptions
 
@@ -143,7 +154,40 @@ class InferenceFreeDocuments(SpladeDocuments):
     def create(cls, options: InferenceFreeDocumentOptions):
         if options.threshold is None:
             options.threshold = inference_free_document_threshold(options.model)
-        return super().create(options)
+        recorded = inference_free_lexical_prior(options.model) or {}
+        weight = recorded.get("weight", 0.0) if options.lexical_prior is None else options.lexical_prior
+        side = super().create(options)
+        if weight:
+            shape = {k: recorded[k] for k in ("k1", "b") if k in recorded}
+            side.config["lexical_prior"] = LexicalPrior(weight, **shape).config()
+        return side
+
+    @property
+    def prior(self) -> LexicalPrior | None:
+        return LexicalPrior.from_config(self.config.get("lexical_prior"))
+
+    def prepare(self, documents):
+        super().prepare(documents)
+        prior = self.prior
+        if prior is not None and prior.avgdl is None:  # the corpus's mean length, kept for later adds
+            prior.vectors(self.vocabulary, [d.full_text for d in documents])
+            self.config["lexical_prior"] = prior.config()
+
+    @cached_property
+    def vocabulary(self):
+        from semiret.text.wordpiece import WordPieceVocabulary
+
+        return WordPieceVocabulary(self.encoder.tokenizer_source)
+
+    def vectors(self, documents):
+        vectors = super().vectors(documents)
+        prior = self.prior
+        if prior is None:
+            return vectors
+        from semiret.models.sparse import SparseVectors
+
+        added = prior.vectors(self.vocabulary, [d.full_text for d in documents])
+        return SparseVectors.from_csr(vectors.to_csr() + added)
 
 
 @dataclass

@@ -21,6 +21,7 @@ A retriever class only names the pair and registers it::
 from __future__ import annotations
 
 import copy
+import itertools
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -61,9 +62,10 @@ class DocumentSide(ABC):
     def encode(self, documents: list[Document]):
         """:class:`~semiret.types.Postings` or :class:`~semiret.types.Embeddings` of a batch."""
 
-    def check_documents(self, documents: list[Document]) -> None:
-        """Called with the first batch an index is built from, before it is encoded: a side whose model only
-        suits some corpora raises an error here (default: any corpus)."""
+    def prepare(self, documents: list[Document]) -> None:
+        """Called with the first batch an index is built from, before it is encoded and before the index records
+        :meth:`index_config`: a side whose model only suits some corpora raises an error here, a side that
+        takes statistics from the corpus (a mean length) takes them here (default: nothing)."""
 
     @abstractmethod
     def index_config(self) -> dict:
@@ -155,10 +157,13 @@ class Retriever:
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
 
+        rest = iter(batched(documents, batch_size or cls.documents.batch_size))
+        first = next(rest, None)
+        if first is not None:
+            document_side.prepare(first)
+
         def encoded():
-            for number, batch in enumerate(batched(documents, batch_size or cls.documents.batch_size)):
-                if number == 0:
-                    document_side.check_documents(batch)
+            for batch in itertools.chain([first] if first is not None else [], rest):
                 yield document_side.encode(batch)
 
         batches = encoded()

@@ -9,7 +9,7 @@ interleaves the teachers' rankings (BM25's too, whether or not it teaches).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -129,6 +129,14 @@ class DistillationLoss(Loss):
         self.flops_weight, self.flops_ramp_steps, self.flops_sample = flops_weight, flops_ramp_steps, flops_sample
         self.idf_aware, self.normalize_teachers = idf_aware, normalize_teachers
         self.fit_student_scale, self.in_batch_negatives = fit_student_scale, in_batch_negatives
+        self._priors: dict = {}
+
+    def _prior(self, model, s: int):
+        """The lexical prior's weights of set ``s``'s documents [D, V], with that corpus's mean length."""
+        if s not in self._priors:
+            prior = replace(model.lexical_prior, avgdl=None)
+            self._priors[s] = prior.vectors(model.vocabulary, [d.full_text for d in self.sets[s].documents]).tocsr()
+        return self._priors[s]
 
     def __call__(self, model, batch: SeededBatch, step: int) -> LossOutput:
         s, rows = batch.items
@@ -145,6 +153,11 @@ class DistillationLoss(Loss):
             return model.document_vectors(*model.encoder.inputs.padded(texts, device), columns)
 
         d = encode_rows(document_vectors, [data.documents[r].full_text for r in candidates.ravel()])
+        flops = flops_regularizer(d, sample)
+        nnz = sample.sum((d > 0).float()).mean().item()
+        if model.lexical_prior is not None:  # what indexing adds to the learned weights; not regularised
+            prior = self._prior(model, s)[candidates.ravel()][:, sample.columns.cpu().numpy()]
+            d = d + torch.from_numpy(prior.toarray()).to(device)
         q = model.query_vectors(tokens, self.idf_aware)[:, columns]
         if self.in_batch_negatives:  # every query against every document of the batch [N, N * C]
             student = q @ d.T
@@ -156,8 +169,6 @@ class DistillationLoss(Loss):
                                            for t in data.teachers], self.scale, normalize=self.normalize_teachers)
         student_scale = fitted_student_scale(student, teacher) if self.fit_student_scale else 1.0
         kl = kl_distillation(student_scale * student, teacher)
-        flops = flops_regularizer(d, sample)
         total = kl + quadratic_warmup(self.flops_weight, step, self.flops_ramp_steps) * flops
-        nnz = sample.sum((d > 0).float()).mean().item()
         return LossOutput(total, {"kl": kl.item(), "flops": flops.item(), "nnz": nnz, "student_scale": student_scale,
                                   "documents_per_query": student.shape[1]})

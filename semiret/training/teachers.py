@@ -222,18 +222,14 @@ class BM25Teacher(Teacher):
         return counts
 
     def encode_documents(self, texts):
+        from semiret.text.bm25 import BM25Parameters
         from semiret.text.token_weights import lucene_idf
 
         counts = self._counts(texts, add=True)
         self._documents_seen = True
-        lengths = np.asarray(counts.sum(axis=1)).ravel()
-        avgdl = max(lengths.mean(), 1e-9) if len(lengths) else 1.0
         df = np.bincount(counts.indices, minlength=counts.shape[1])
-        idf = lucene_idf(df, counts.shape[0])
-        norm = self.k1 * (1 - self.b + self.b * lengths / avgdl)
-        tf = counts.tocoo()
-        values = tf.data * (self.k1 + 1) / (tf.data + norm[tf.row]) * idf[tf.col]
-        return sp.csr_matrix((values.astype(np.float32), (tf.row, tf.col)), shape=counts.shape)
+        weights = BM25Parameters(self.k1, self.b).weights(counts)
+        return (weights @ sp.diags(lucene_idf(df, counts.shape[0]).astype(np.float32))).tocsr()
 
     def document_matrix(self, documents, cache_dir=None):
         # the vocabulary is built from the documents, so this is never cached (it is fast anyway)

@@ -1,0 +1,95 @@
+"""BM25's document side, the one place it is computed: term-frequency saturation with length normalisation,
+for the ``bm25`` index (over words), the BM25 teacher, and the lexical prior of inference-free models (over a
+tokenizer's ids)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from semiret.errors import SemiretError
+from semiret.text.wordpiece import WordPieceVocabulary
+
+
+@dataclass
+class BM25Parameters:
+    k1: float = 1.5
+    b: float = 0.75
+
+    def saturation(self, tf: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
+        """The document side of BM25 as Lucene (and bm25s, Pyserini) compute it:
+        ``tf / (tf + k1 (1 - b + b dl/avgdl))``, without the rank-preserving ``(k1+1)`` factor."""
+        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
+        return (tf / (tf + norm)).astype(np.float32)
+
+    def term_frequency(self, saturation: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
+        """Invert :meth:`saturation` (exact for integer tf), so merges need not re-read documents."""
+        if self.k1 == 0:
+            return np.ones_like(saturation)
+        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
+        return np.rint(saturation * norm / (1.0 - saturation))
+
+    def weights(self, counts: sp.csr_matrix, avgdl: float | None = None) -> sp.csr_matrix:
+        """``(k1 + 1) tf / (tf + k1 (1 - b + b dl/avgdl))`` for every non-zero of a documents x terms count
+        matrix; ``avgdl`` defaults to the matrix's own mean document length."""
+        lengths = np.asarray(counts.sum(axis=1), np.float32).ravel()
+        if avgdl is None:
+            avgdl = float(lengths.mean()) if len(lengths) else 1.0
+        tf = counts.tocoo()
+        values = (self.k1 + 1) * self.saturation(tf.data.astype(np.float32), lengths[tf.row], avgdl)
+        return sp.csr_matrix((values, (tf.row, tf.col)), shape=counts.shape)
+
+
+def token_counts(vocabulary: WordPieceVocabulary, texts: list[str]) -> sp.csr_matrix:
+    """Documents x vocabulary counts of each text's whole tokenization (no truncation; special and excluded
+    tokens left out)."""
+    rows, cols = [], []
+    for i, text in enumerate(texts):
+        ids = vocabulary.encode(text)
+        rows.append(np.full(len(ids), i, np.int64))
+        cols.append(np.asarray(ids, np.int64))
+    row = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    col = np.concatenate(cols) if cols else np.empty(0, np.int64)
+    counts = sp.csr_matrix((np.ones(len(row), np.float32), (row, col)), shape=(len(texts), vocabulary.size))
+    counts.sum_duplicates()
+    return counts
+
+
+@dataclass
+class LexicalPrior:
+    """BM25 weights of a document's own tokens, times ``weight``, added to an inference-free model's learned
+    document weights (beyond the paper; docs/results.md).
+
+    The query side multiplies each query token by its IDF whatever the document weights are, so the score
+    becomes ``learned + weight * BM25`` over the tokenizer's tokens: fusion with BM25 inside one sparse index,
+    at no query cost. A small student trained on one collection keeps BM25's term-frequency saturation and
+    length normalisation on corpora it has never seen, and learns only what it adds (expansion, reweighting).
+    ``avgdl`` is the corpus's mean length in tokens, taken from the first batch an index is built from (and
+    kept for documents added later)."""
+
+    weight: float
+    k1: float = 1.5
+    b: float = 0.75
+    avgdl: float | None = None
+
+    def __post_init__(self):
+        if not (np.isfinite(self.weight) and self.weight >= 0):
+            raise SemiretError(f"the lexical prior's weight must be a number >= 0, got {self.weight}")
+
+    @classmethod
+    def from_config(cls, config: dict | None) -> "LexicalPrior | None":
+        return cls(**config) if config and config.get("weight") else None
+
+    def config(self) -> dict:
+        return asdict(self)
+
+    def vectors(self, vocabulary: WordPieceVocabulary, texts: list[str]) -> sp.csr_matrix:
+        """``weight`` x BM25 weights, documents x vocabulary; fixes ``avgdl`` from these texts if unset."""
+        counts = token_counts(vocabulary, texts)
+        if self.avgdl is None:
+            self.avgdl = max(float(counts.sum()) / max(len(texts), 1), 1.0)
+        weights = BM25Parameters(self.k1, self.b).weights(counts, self.avgdl)
+        weights.data *= np.float32(self.weight)
+        return weights
