@@ -27,7 +27,7 @@ from semiret.data.collection import Collection, Document
 from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
-from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE
+from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE, inference_free_lexical_prior
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.training.config import TrainingConfig
 
@@ -161,9 +161,13 @@ class InferenceFreeTrainingConfig(TrainingConfig):
     """Vocabulary entries outside the batch's query tokens sampled per step for the FLOPS term."""
     teacher_cache: str | None = None
     """Teacher vector cache folder (default <output>/teachers; share it between ablation runs)."""
-    lexical_prior: float = 0.0
+    lexical_prior: float | None = None
     """Weight of BM25 over each document's own tokens added to the student's learned document weights, in
-    training and at indexing (beyond the paper: the student learns what it adds to BM25; 0: the paper's)."""
+    training and at indexing (beyond the paper: the student learns what it adds to BM25). Default: the --base
+    model's own (a trained inference-free model's), else none, the paper's."""
+    average_with_base: float = 0.0
+    """After training, average the student's weights with the --base model's, this share the base's (WiSE-FT,
+    against over-fitting one collection); 0: the trained weights."""
     finetune_also: list[str] | None = field(default=None, metadata={"flag": "--finetune-also"})
     """More labelled collections (names or folders, repeatable) fine-tuned on beside --data, their --split
     queries; every query of every collection once per epoch."""
@@ -205,6 +209,8 @@ class InferenceFreeTrainingConfig(TrainingConfig):
         for name in ("pretrain_scale", "finetune_scale"):
             if not getattr(self, name) > 0:
                 raise SemiretError(f"{name} must be positive")
+        if not 0.0 <= self.average_with_base <= 1.0:
+            raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got {self.average_with_base}")
         for name in ("pretrain_flops_weight", "finetune_flops_weight"):
             if not getattr(self, name) >= 0:
                 raise SemiretError(f"{name} must be non-negative")
@@ -266,9 +272,11 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     if is_main_process():
         write_manifest(output, teachers)
 
+    prior = (config.lexical_prior if config.lexical_prior is not None
+             else (inference_free_lexical_prior(config.base) or {}).get("weight"))
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
                                "idf" if config.idf_aware else "binary", source,
-                               LexicalPrior(config.lexical_prior) if config.lexical_prior else None)
+                               LexicalPrior(prior) if prior else None)
     if config.threads:
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}
@@ -306,6 +314,10 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     summary["teachers"] = [t.name for t in teachers]
     # pre-training crops documents to 128 tokens to be fast; indexing must not (the paper indexes at 512): the
     # saved model indexes at the fine-tuning length, whichever stage ran last
+    if config.average_with_base:
+        from semiret.models.base import average_weights
+
+        average_weights(model.encoder, SpladeEncoder.from_pretrained(config.base).float(), config.average_with_base)
     if is_main_process():
         model.save(output / "model", training={k: v for k, v in summary.items()}, max_length=config.finetune_max_length)
         if config.finetune_epochs and config.choose_document_threshold:

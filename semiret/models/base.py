@@ -213,3 +213,21 @@ def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: s
     if unexpected or missing:
         raise SemiretError(f"{file} does not match {marker}: missing {missing}, unexpected {unexpected}")
     return model.eval()
+
+
+def average_weights(model: nn.Module, other: nn.Module, share: float) -> nn.Module:
+    """``model``'s floating-point weights become ``(1 - share) * model + share * other`` in place (WiSE-FT:
+    averaging a fine-tuned model with the one it started from keeps more of the start's robustness on data
+    unlike the fine-tuning's). The two must have the same architecture."""
+    if not 0.0 <= share <= 1.0:
+        raise SemiretError(f"the averaging share must be between 0 and 1, got {share}")
+    theirs = other.state_dict()
+    if theirs.keys() != model.state_dict().keys():
+        raise SemiretError("weights can only be averaged between models of the same architecture")
+    done = set()  # tied weights (embeddings and output projection) appear under two names: average them once
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and tensor.data_ptr() not in done:
+                done.add(tensor.data_ptr())
+                tensor.mul_(1.0 - share).add_(theirs[name].to(tensor.dtype), alpha=share)
+    return model

@@ -86,3 +86,15 @@ def test_the_index_adds_the_prior_with_the_corpus_mean_length_and_keeps_it_for_a
     reopened = InferenceFreeRetriever.open(tmp_path / "prior")
     reopened.add([Document("long", " ".join(["statins"] * 40))])
     assert reopened.index.meta["analyzer"]["lexical_prior"]["avgdl"] == recorded["avgdl"]
+
+
+def test_training_from_a_model_with_a_prior_keeps_it_unless_told(prior_run, tmp_path):
+    """What ``semiret adapt`` relies on: a model trained on from a saved one keeps the prior it was trained with."""
+    root, output, summary = prior_run
+    common = {**summary["config"], "base": str(output / "model"), "finetune_also": None,
+              "choose_document_threshold": False}
+    for run, given, expected in (("kept", None, 0.5), ("dropped", 0.0, None)):
+        train_inference_free(InferenceFreeTrainingConfig(**{**common, "output": str(tmp_path / run),
+                                                            "lexical_prior": given}))
+        meta = json.loads((tmp_path / run / "model" / "inference-free.json").read_text())
+        assert (meta["lexical_prior"] or {}).get("weight") == expected
