@@ -165,6 +165,9 @@ class InferenceFreeTrainingConfig(TrainingConfig):
     """Weight of BM25 over each document's own tokens added to the student's learned document weights, in
     training and at indexing (beyond the paper: the student learns what it adds to BM25). Default: the --base
     model's own (a trained inference-free model's), else none, the paper's."""
+    lexical_prior_stems: bool = True
+    """With --lexical-prior: each document word also counts for the other whole-word tokens of its stem, as
+    stemming does for BM25 over words."""
     average_with_base: float = 0.0
     """After training, average the student's weights with the --base model's, this share the base's (WiSE-FT,
     against over-fitting one collection); 0: the trained weights."""
@@ -272,11 +275,12 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     if is_main_process():
         write_manifest(output, teachers)
 
-    prior = (config.lexical_prior if config.lexical_prior is not None
-             else (inference_free_lexical_prior(config.base) or {}).get("weight"))
+    inherited = inference_free_lexical_prior(config.base)
+    prior = (LexicalPrior(config.lexical_prior, stems=config.lexical_prior_stems) if config.lexical_prior
+             else LexicalPrior.from_config(inherited) if config.lexical_prior is None else None)
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
                                "idf" if config.idf_aware else "binary", source,
-                               LexicalPrior(prior) if prior else None)
+                               prior)
     if config.threads:
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}

@@ -69,7 +69,7 @@ class InferenceFreeModel(torch.nn.Module):
         def write(staged: Path) -> None:
             self.encoder.save(staged, fp16=fp16, max_length=max_length)
             atomic_write_json(staged / IDF_FILE, weights_table(self.query_weights, self.vocabulary))
-            prior = ({"weight": self.lexical_prior.weight, "k1": self.lexical_prior.k1, "b": self.lexical_prior.b}
+            prior = ({k: v for k, v in self.lexical_prior.config().items() if k != "avgdl"}  # each corpus's own
                      if self.lexical_prior else None)
             INFERENCE_FREE.write_marker(staged, query_weighting=self.query_weighting, idf_source=self.idf_source,
                                         lexical_prior=prior, training=training or {})

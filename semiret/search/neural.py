@@ -142,6 +142,9 @@ class InferenceFreeDocumentOptions(SpladeDocumentOptions):
     lexical_prior: float | None = None
     """Add this weight times BM25 over each document's own tokens to its learned weights (default: the weight
     the model was trained with, none for untrained models; 0: none)."""
+    lexical_prior_stems: bool | None = None
+    """The prior also credits each document word's stem variants among whole-word tokens (default: as the
+    model was trained)."""
 
 
 class InferenceFreeDocuments(SpladeDocuments):
@@ -158,7 +161,9 @@ class InferenceFreeDocuments(SpladeDocuments):
         weight = recorded.get("weight", 0.0) if options.lexical_prior is None else options.lexical_prior
         side = super().create(options)
         if weight:
-            shape = {k: recorded[k] for k in ("k1", "b") if k in recorded}
+            shape = {k: recorded[k] for k in ("k1", "b", "stems") if k in recorded}
+            if options.lexical_prior_stems is not None:
+                shape["stems"] = options.lexical_prior_stems
             side.config["lexical_prior"] = LexicalPrior(weight, **shape).config()
         return side
 

@@ -31,10 +31,12 @@ class BM25Parameters:
         norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
         return np.rint(saturation * norm / (1.0 - saturation))
 
-    def weights(self, counts: sp.csr_matrix, avgdl: float | None = None) -> sp.csr_matrix:
+    def weights(self, counts: sp.csr_matrix, avgdl: float | None = None,
+                lengths: np.ndarray | None = None) -> sp.csr_matrix:
         """``(k1 + 1) tf / (tf + k1 (1 - b + b dl/avgdl))`` for every non-zero of a documents x terms count
-        matrix; ``avgdl`` defaults to the matrix's own mean document length."""
-        lengths = np.asarray(counts.sum(axis=1), np.float32).ravel()
+        matrix; lengths default to the rows' sums, ``avgdl`` to their mean."""
+        if lengths is None:
+            lengths = np.asarray(counts.sum(axis=1), np.float32).ravel()
         if avgdl is None:
             avgdl = float(lengths.mean()) if len(lengths) else 1.0
         tf = counts.tocoo()
@@ -42,19 +44,43 @@ class BM25Parameters:
         return sp.csr_matrix((values, (tf.row, tf.col)), shape=counts.shape)
 
 
-def token_counts(vocabulary: WordPieceVocabulary, texts: list[str]) -> sp.csr_matrix:
-    """Documents x vocabulary counts of each text's whole tokenization (no truncation; special and excluded
-    tokens left out)."""
-    rows, cols = [], []
+def stem_families(vocabulary: WordPieceVocabulary) -> dict[str, list[int]]:
+    """Snowball stem -> the vocabulary's whole-word tokens with that stem (``cell``, ``cells``, ``cellular``
+    share none; ``liquid`` and ``liquids`` share one)."""
+    from semiret.text.analyzer import WordAnalyzer
+
+    analyzer, excluded = WordAnalyzer(stopwords="none", stemmer="english"), vocabulary.excluded_mask
+    families: dict[str, list[int]] = {}
+    for token, token_id in vocabulary.token_ids().items():
+        if token.isalpha() and not excluded[token_id]:  # whole words only, never ## continuation pieces
+            families.setdefault(analyzer.term(token), []).append(token_id)
+    return families
+
+
+def token_counts(vocabulary: WordPieceVocabulary, texts: list[str],
+                 families: dict[str, list[int]] | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """(documents x vocabulary counts of each text's whole tokenization, each text's length in tokens); no
+    truncation, special and excluded tokens left out. With stem ``families`` each word also counts for the
+    other whole-word tokens of its stem, so a query token meets its document's morphological variants."""
+    from semiret.text.analyzer import WordAnalyzer
+
+    analyzer = WordAnalyzer(stopwords="none", stemmer="english") if families is not None else None
+    token_ids = vocabulary.token_ids() if analyzer is not None else {}
+    rows, cols, lengths = [], [], []
     for i, text in enumerate(texts):
         ids = vocabulary.encode(text)
+        lengths.append(len(ids))
+        if analyzer is not None:
+            for word in analyzer.words(text):
+                own = token_ids.get(word)
+                ids = ids + [v for v in families.get(analyzer.term(word), ()) if v != own]
         rows.append(np.full(len(ids), i, np.int64))
         cols.append(np.asarray(ids, np.int64))
     row = np.concatenate(rows) if rows else np.empty(0, np.int64)
     col = np.concatenate(cols) if cols else np.empty(0, np.int64)
     counts = sp.csr_matrix((np.ones(len(row), np.float32), (row, col)), shape=(len(texts), vocabulary.size))
     counts.sum_duplicates()
-    return counts
+    return counts, np.asarray(lengths, np.float32)
 
 
 @dataclass
@@ -73,6 +99,9 @@ class LexicalPrior:
     k1: float = 1.5
     b: float = 0.75
     avgdl: float | None = None
+    stems: bool = False
+    """Each document word also counts for the other whole-word tokens of its Snowball stem
+    (:func:`stem_families`): what stemming gives BM25 over words."""
 
     def __post_init__(self):
         if not (np.isfinite(self.weight) and self.weight >= 0):
@@ -87,9 +116,14 @@ class LexicalPrior:
 
     def vectors(self, vocabulary: WordPieceVocabulary, texts: list[str]) -> sp.csr_matrix:
         """``weight`` x BM25 weights, documents x vocabulary; fixes ``avgdl`` from these texts if unset."""
-        counts = token_counts(vocabulary, texts)
+        families = None
+        if self.stems:
+            if getattr(self, "_families", None) is None:
+                self._families = stem_families(vocabulary)
+            families = self._families
+        counts, lengths = token_counts(vocabulary, texts, families)
         if self.avgdl is None:
-            self.avgdl = max(float(counts.sum()) / max(len(texts), 1), 1.0)
-        weights = BM25Parameters(self.k1, self.b).weights(counts, self.avgdl)
+            self.avgdl = max(float(lengths.mean()) if len(lengths) else 1.0, 1.0)
+        weights = BM25Parameters(self.k1, self.b).weights(counts, self.avgdl, lengths)
         weights.data *= np.float32(self.weight)
         return weights

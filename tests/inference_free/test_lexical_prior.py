@@ -34,6 +34,17 @@ def test_the_prior_is_weighted_bm25_over_the_documents_own_tokens(tiny_bert):
         LexicalPrior(-1.0)
 
 
+def test_stem_variants_count_for_each_other_among_whole_word_tokens(tiny_bert):
+    vocabulary = WordPieceVocabulary(str(tiny_bert))
+    ids = vocabulary.token_ids()
+    assert "cat" in ids and "cats" in ids  # tiny_bert has splade-tiny's vocabulary
+    plain = LexicalPrior(1.0).vectors(vocabulary, ["cats chase mice"]).toarray()[0]
+    stemmed = LexicalPrior(1.0, stems=True).vectors(vocabulary, ["cats chase mice"]).toarray()[0]
+    assert plain[ids["cat"]] == 0 and stemmed[ids["cat"]] > 0
+    assert stemmed[ids["cats"]] == pytest.approx(plain[ids["cats"]])  # its own token counted once
+    assert (stemmed > 0).sum() > (plain > 0).sum()
+
+
 @pytest.fixture(scope="module")
 def prior_run(tmp_path_factory, tiny_bert):
     root = write_beir(tmp_path_factory.mktemp("lp") / "tiny", split="train")
@@ -53,7 +64,7 @@ def test_training_with_the_prior_and_a_second_collection_records_both(prior_run)
     assert finetune["queries"] == 3 + 1  # both collections' training queries
     assert np.isfinite(finetune["loss_per_epoch"][-1])
     meta = json.loads((output / "model" / "inference-free.json").read_text())
-    assert meta["lexical_prior"] == {"weight": 0.5, "k1": 1.5, "b": 0.75}
+    assert meta["lexical_prior"] == {"weight": 0.5, "k1": 1.5, "b": 0.75, "stems": True}
     assert InferenceFreeModel.load(str(output / "model")).lexical_prior.weight == 0.5
 
 
@@ -71,8 +82,9 @@ def test_the_index_adds_the_prior_with_the_corpus_mean_length_and_keeps_it_for_a
     assert recorded["avgdl"] == pytest.approx(np.mean(lengths))
     assert "lexical_prior" not in without.index.meta["analyzer"]
     # score with the prior = learned score + 0.5 x BM25 over tokens, for every document
-    query = "statins reduce cancer risk"
-    expected_prior = LexicalPrior(0.5, avgdl=recorded["avgdl"]).vectors(vocabulary, [d.full_text for d in docs])
+    query = "statin reduces cancer risks"  # stem variants of the documents' words
+    assert recorded["stems"] and recorded["weight"] == 0.5
+    expected_prior = LexicalPrior(**recorded).vectors(vocabulary, [d.full_text for d in docs])
     encoded = with_prior.encode_query(query)
     q = np.zeros(expected_prior.shape[1], np.float32)
     q[encoded.terms] = encoded.weights
