@@ -31,12 +31,16 @@ THRESHOLD_MEASURE = "nDCG@10"
 
 def threshold_sweep(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: Sequence[str],
                     queries: Sequence[SparseQuery], qrels: dict, thresholds: Sequence[float] = DOCUMENT_THRESHOLDS,
-                    measures: Sequence[str] = (THRESHOLD_MEASURE,), depth: int = 100) -> list[dict]:
+                    measures: Sequence[str] = (THRESHOLD_MEASURE,), depth: int = 100,
+                    added=None) -> list[dict]:
     """One row per threshold (the first, ``None``, unpruned): the measures, terms per document and
-    postings read per query, each from an exact search of ``queries`` over the pruned vectors."""
+    postings read per query, each from an exact search of ``queries`` over the pruned vectors, plus
+    ``added`` (a scipy matrix the index adds unpruned: a lexical prior) when given."""
     rows = []
     for threshold in (None, *sorted(thresholds)):
         pruned = vectors if threshold is None else vectors.prune(threshold=threshold)
+        if added is not None:
+            pruned = SparseVectors.from_csr(pruned.to_csr() + added)
         figures, postings = search_vectors(pruned, doc_ids, query_ids, queries, qrels, measures, depth)
         rows.append({"threshold": threshold, **figures, "avg_nnz_per_doc": round(float(pruned.nnz().mean()), 1),
                      "postings_per_query": postings})

@@ -40,20 +40,24 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------------------- static pruning
 def document_threshold_sweep(model: str, data: str, split: str, measures: tuple[str, ...] = ("nDCG@10",)) -> list[dict]:
     """:func:`~semiret.evaluation.pruning.threshold_sweep` of a saved model on ``data``'s ``split`` queries,
-    weighted as the ``inference-free`` retriever weights them (the model's table, default ``min_idf``); the
-    corpus is encoded once."""
+    weighted as the ``inference-free`` retriever weights them (the model's table, default ``min_idf``), with
+    the model's lexical prior added as the retriever adds it; the corpus is encoded once."""
     from semiret.evaluation.pruning import threshold_sweep
     from semiret.models.encoders import load_encoder
     from semiret.search.lexical import IDFQueries
+    from semiret.text.bm25 import LexicalPrior
 
-    path, _ = INFERENCE_FREE.read(model)
+    path, meta = INFERENCE_FREE.read(model)
     collection = Collection(data)
     qrels, queries = collection.qrels(split), collection.queries(split)
     documents = list(collection.corpus())
     vectors = load_encoder(str(path), "splade").encode_document([d.full_text for d in documents])
-    query_side = IDFQueries.from_table(path / IDF_FILE, WordPieceVocabulary(str(path)))
+    vocabulary = WordPieceVocabulary(str(path))
+    prior = LexicalPrior.from_config(meta.get("lexical_prior"))
+    added = prior.vectors(vocabulary, [d.full_text for d in documents]) if prior else None
+    query_side = IDFQueries.from_table(path / IDF_FILE, vocabulary)
     return threshold_sweep(vectors, [d.id for d in documents], list(queries),
-                           query_side.encode_queries(list(queries.values())), qrels, measures=measures)
+                           query_side.encode_queries(list(queries.values())), qrels, measures=measures, added=added)
 
 
 def choose_document_threshold(model: str, data: str, split: str = "train") -> dict:
