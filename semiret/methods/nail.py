@@ -48,6 +48,12 @@ class NailTrainingConfig(TrainingConfig):
     """Decoder self-attention over positions: full or causal."""
     max_length: int = 256
     """Document tokens the encoder reads in training and indexing."""
+    residual: bool = True
+    """Start from the encoder's own MLM scores: the decoder's (zero-initialised) scores are added to the encoder's
+    max-pooled MLM logits (beyond the paper; --no-residual: the paper's decoder-only scores)."""
+    encoder_learning_rate: float | None = 5e-5
+    """Peak learning rate of the pretrained encoder and its MLM head in both stages (the decoder trains at the
+    stage's rate); none: the stage's rate for every parameter."""
     temperature: float = 1.0
     """Softmax temperature of the loss (the paper: 1)."""
     pretrain_corpora: list[str] | None = field(default=None, metadata={"flag": "--pretrain"})
@@ -80,7 +86,8 @@ class NailTrainingConfig(TrainingConfig):
     def model_config(self):
         from semiret.models.nail import NailConfig
 
-        return NailConfig(self.positions, self.decoder_layers, self.score, self.attention, self.max_length)
+        return NailConfig(self.positions, self.decoder_layers, self.score, self.attention, self.max_length,
+                          self.residual)
 
     def validate(self) -> None:
         self.model_config().validate()
@@ -90,6 +97,8 @@ class NailTrainingConfig(TrainingConfig):
             raise SemiretError("hard_negatives must be >= 0 and negative_depth >= 1")
         if not self.temperature > 0:
             raise SemiretError(f"the temperature must be positive, got {self.temperature}")
+        if self.encoder_learning_rate is not None and not self.encoder_learning_rate > 0:
+            raise SemiretError(f"the encoder learning rate must be positive, got {self.encoder_learning_rate}")
         if self.pretrain_epochs < 0 or self.finetune_epochs < 0:
             raise SemiretError("epochs must be non-negative")
         if self.finetune_epochs == 0 and not (self.pretraining() and self.pretrain_epochs):
@@ -138,7 +147,9 @@ def _train_stage(model, name: str, batches, loss, config: NailTrainingConfig, ep
 
     started = time.perf_counter()
     schedule = Schedule(epochs, learning_rate, config.warmup_epochs)
-    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / name).train(resume=resume)
+    rates = {"lm.": config.encoder_learning_rate} if config.encoder_learning_rate else None
+    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / name,
+                      learning_rates=rates).train(resume=resume)
     return {"stage": name, "steps_per_epoch": len(batches), "epochs": epochs,
             "seconds": round(time.perf_counter() - started, 1), **epoch_summary(history)}
 

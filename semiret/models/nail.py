@@ -13,7 +13,14 @@ Choices the paper leaves open (``nail.digest.md`` §11), each a :class:`NailConf
   tokens in an impact index loses nothing but the dropped tokens), ``logits`` (the paper's plain reading) or
   ``log-softmax`` (per position, a query-likelihood-like sum);
 - ``attention``: the decoder's self-attention over positions, ``full`` (default) or ``causal``;
-- ``decoder_layers``: fresh transformer decoder layers of the encoder's width (default 2).
+- ``decoder_layers``: fresh transformer decoder layers of the encoder's width (default 2);
+- ``residual`` (beyond the paper; default on for new models): the decoder's max-pooled scores are added to the
+  encoder's own masked-LM logits max-pooled over the document's tokens (SPLADE's document vector), before the
+  score function. The decoder's output goes through a zero-initialised linear map before the tied word
+  embeddings, so an untrained model scores documents exactly as the encoder's MLM head does (for
+  ``splade-tiny``: SPLADE-tiny's document vectors) and training starts from a working lexical model instead of
+  random vocabulary scores, which on our CPU budget never leave chance (docs/results.md). Off, φ_d is the
+  paper's: the decoder's positions alone, through the MLM head. Not combined with ``log-softmax``.
 
 A saved model is a directory holding the encoder (transformers format, with its tokenizer), the decoder's
 weights (``nail-decoder.safetensors``) and ``nail.json`` (the config), written in one rename.
@@ -40,6 +47,9 @@ from semiret.models.mlm import mlm_head_parts
 SCORE_TYPES = ("log1p-relu", "logits", "log-softmax")
 ATTENTION_MASKS = ("full", "causal")
 DECODER_FILE = "nail-decoder.safetensors"
+ENCODER_SCORE_ELEMENTS = 1 << 25
+"""Largest [documents, tokens, vocabulary] block of MLM logits computed at once (128 MB in float32); above it,
+one document at a time."""
 
 
 @dataclass
@@ -56,6 +66,9 @@ class NailConfig:
     """Decoder self-attention over positions: full or causal."""
     max_length: int = 256
     """Document tokens the encoder reads."""
+    residual: bool = True
+    """Add the decoder's scores to the encoder's max-pooled MLM logits (decoder output zero-initialised), beyond
+    the paper; False: the paper's decoder-only scores. Models saved before this option load with False."""
 
     def validate(self) -> None:
         if self.positions < 1:
@@ -68,6 +81,9 @@ class NailConfig:
             raise SemiretError(f"attention must be one of {', '.join(ATTENTION_MASKS)}, not {self.attention!r}")
         if self.max_length < 2:
             raise SemiretError(f"max_length must be at least 2 tokens, got {self.max_length}")
+        if self.residual and self.score == "log-softmax":
+            raise SemiretError("the residual document model adds logits: use score log1p-relu or logits "
+                               "(or --no-residual for log-softmax)")
 
 
 class NailModel(nn.Module):
@@ -94,6 +110,9 @@ class NailModel(nn.Module):
         causal = nn.Transformer.generate_square_subsequent_mask(config.positions)
         self.register_buffer("self_attention_mask", causal if config.attention == "causal" else None,
                              persistent=False)
+        if config.residual:  # the decoder's contribution starts at exactly 0 (see the module's docstring)
+            self.residual_projection = nn.Linear(width, width, bias=False)
+            nn.init.zeros_(self.residual_projection.weight)
         self.inputs = TextBatcher(tokenizer, config.max_length, getattr(lm_config, "max_position_embeddings", None),
                                   name)
         self.eval()
@@ -122,9 +141,11 @@ class NailModel(nn.Module):
         return cls(load_masked_lm(base), load_tokenizer(base), config, base)
 
     # ------------------------------------------------------------------ forward
-    def position_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def position_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        encoded: torch.Tensor | None = None) -> torch.Tensor:
         """Decoder outputs after the MLM transform, [B, P, H]: every position in one pass."""
-        encoded = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        if encoded is None:
+            encoded = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
         queries = self.position_embeddings.unsqueeze(0).expand(len(input_ids), -1, -1)
         decoded = self.decoder(queries, encoded, tgt_mask=self.self_attention_mask,
                                memory_key_padding_mask=~attention_mask.bool())
@@ -134,6 +155,8 @@ class NailModel(nn.Module):
                 columns: torch.Tensor | None = None) -> torch.Tensor:
         """φ_d for a batch, [B, V] (or [B, len(columns)] over vocabulary ids ``columns``: all a ranking loss over
         those tokens needs; log-softmax still normalises over the whole vocabulary)."""
+        if self.config.residual:
+            return self._residual_forward(input_ids, attention_mask, columns)
         states = self.position_states(input_ids, attention_mask)
         weight, bias = self._projection.weight, self._projection.bias
         if self.config.score == "log-softmax":
@@ -142,8 +165,32 @@ class NailModel(nn.Module):
             return chosen.amax(dim=1)
         if columns is not None:
             weight, bias = weight[columns], bias[columns]
-        pooled = (states @ weight.T + bias).amax(dim=1)
+        return self._score((states @ weight.T + bias).amax(dim=1))
+
+    def _score(self, pooled: torch.Tensor) -> torch.Tensor:
         return torch.log1p(torch.relu(pooled)) if self.config.score == "log1p-relu" else pooled
+
+    def _residual_forward(self, input_ids, attention_mask, columns) -> torch.Tensor:
+        """score(max over document tokens of the MLM logits + max over positions of the decoder's logits)."""
+        encoded = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        weight, bias = self._projection.weight, self._projection.bias
+        if columns is not None:
+            weight, bias = weight[columns], bias[columns]
+        decoded = self.residual_projection(self.position_states(input_ids, attention_mask, encoded))
+        decoder_scores = (decoded @ weight.T).amax(dim=1)
+        return self._score(self.encoder_scores(encoded, attention_mask, weight, bias) + decoder_scores)
+
+    def encoder_scores(self, encoded: torch.Tensor, attention_mask: torch.Tensor, weight: torch.Tensor,
+                       bias: torch.Tensor) -> torch.Tensor:
+        """The MLM head's logits of every document token, max-pooled over the (unpadded) tokens, [B, C]. When the
+        [B, L, C] logits would exceed ``ENCODER_SCORE_ELEMENTS`` (the whole vocabulary at index time), one
+        document at a time over its own tokens."""
+        states = self._transform(encoded)
+        keep = attention_mask.bool()
+        if states.shape[0] * states.shape[1] * weight.shape[0] <= ENCODER_SCORE_ELEMENTS:
+            logits = (states @ weight.T + bias).masked_fill(~keep.unsqueeze(-1), float("-inf"))
+            return logits.amax(dim=1)
+        return torch.stack([(row[mask] @ weight.T).amax(dim=0) + bias for row, mask in zip(states, keep)])
 
     @torch.inference_mode()
     def score_documents(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -179,6 +226,6 @@ class NailModel(nn.Module):
     @classmethod
     def load(cls, name_or_path: str) -> "NailModel":
         path, meta = NAIL.read(name_or_path)
-        config = NailConfig(**meta["config"])
+        config = NailConfig(**{"residual": False, **meta["config"]})  # saved before the option: the paper's
         model = cls(load_masked_lm(str(path)).float(), load_tokenizer(str(path)), config, str(path))
         return load_own_weights(model, path / DECODER_FILE, "lm.", NAIL.marker)

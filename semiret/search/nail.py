@@ -10,7 +10,8 @@ model's own tokenizer, each weighing 1: a multi-hot set), no neural network and 
 - ``nail-exh``: every document's full score vector, float16 and memory-mapped
   (:class:`~semiret.indexes.score_matrix.ScoreMatrixIndex`); each query scores every document.
 - ``bm25+nail``: the same index; BM25 (its postings, over words) finds the top ``depth`` (default 100), which
-  are re-ranked by NAIL's score alone (the paper's main setting). One index directory serves ``nail-exh``,
+  are re-ranked by NAIL's score alone (the paper's main setting), or by NAIL's score plus ``bm25_weight`` times
+  BM25's (an interpolation beyond the paper). One index directory serves ``nail-exh``,
   ``bm25+nail`` and ``bm25``: scores and postings live in the same segments and change together.
 
 A query with no known token finds nothing. The tokenizer recorded when the index was built (a fingerprint of
@@ -267,6 +268,9 @@ class NailExhaustiveRetriever(Retriever):
 class RerankOptions:
     rerank_depth: int = 100
     """First-stage (BM25) documents re-ranked per query."""
+    bm25_weight: float = 0.0
+    """Add this times each candidate's BM25 score to its NAIL score (beyond the paper, which re-ranks by NAIL's
+    score alone: 0, the default)."""
 
 
 class BM25ThenNailQueries(NailMatrixQueries):
@@ -274,20 +278,23 @@ class BM25ThenNailQueries(NailMatrixQueries):
 
     Options = RerankOptions
 
-    def __init__(self, vocabulary: WordPieceVocabulary, words: WordCountQueries, depth: int):
+    def __init__(self, vocabulary: WordPieceVocabulary, words: WordCountQueries, depth: int,
+                 bm25_weight: float = 0.0):
         super().__init__(vocabulary)
         if depth < 1:
             raise SemiretError(f"the re-ranking depth must be at least 1, got {depth}")
-        self.words, self.depth = words, depth
+        if not (np.isfinite(bm25_weight) and bm25_weight >= 0):
+            raise SemiretError(f"the BM25 weight must be a non-negative number, got {bm25_weight}")
+        self.words, self.depth, self.bm25_weight = words, depth, bm25_weight
 
     @classmethod
     def open(cls, index, options: RerankOptions, documents: NailMatrixDocuments):
         return cls(matrix_vocabulary(index), WordCountQueries.open(index, NoOptions(), documents),
-                   options.rerank_depth)
+                   options.rerank_depth, options.bm25_weight)
 
     def search(self, index, texts, k, n_threads) -> SearchHits:
         return index.rerank(self.words.encode_queries(texts), self.encode_queries(texts), max(self.depth, k), k,
-                            n_threads)
+                            n_threads, first_stage_weight=self.bm25_weight)
 
 
 @register_retriever

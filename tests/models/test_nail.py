@@ -17,7 +17,8 @@ def _batch(model, texts=("statins reduce cancer risk", "dogs chase cats in the g
 @pytest.mark.parametrize("score", ["log1p-relu", "logits", "log-softmax"])
 def test_scores_are_the_maximum_over_positions_of_the_chosen_score(tiny_bert, score):
     torch.manual_seed(0)
-    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=3, decoder_layers=1, score=score))
+    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=3, decoder_layers=1, score=score,
+                                                            residual=False))
     ids, mask = _batch(model)
     with torch.no_grad():
         per_position = model.position_states(ids, mask) @ model.lm.get_output_embeddings().weight.T \
@@ -31,12 +32,58 @@ def test_scores_are_the_maximum_over_positions_of_the_chosen_score(tiny_bert, sc
         assert (scores >= 0).all()
 
 
-def test_columns_give_the_same_scores_as_the_full_vocabulary(tiny_bert):
-    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=2, decoder_layers=1, score="log-softmax"))
+@pytest.mark.parametrize("config", [NailConfig(positions=2, decoder_layers=1, score="log-softmax", residual=False),
+                                    NailConfig(positions=2, decoder_layers=1, score="logits", residual=True)])
+def test_columns_give_the_same_scores_as_the_full_vocabulary(tiny_bert, config):
+    torch.manual_seed(0)
+    model = NailModel.initialise(str(tiny_bert), config)
+    if config.residual:
+        torch.nn.init.normal_(model.residual_projection.weight)  # the decoder's share counts too
     ids, mask = _batch(model)
     columns = torch.tensor([5, 2000, 7592, 30000])
     with torch.no_grad():
         torch.testing.assert_close(model(ids, mask, columns), model(ids, mask)[:, columns])
+
+
+def _mlm_pooled(model, ids, mask):
+    """The encoder's own MLM logits, max-pooled over the unpadded tokens (SPLADE's document vector)."""
+    logits = model.lm(input_ids=ids, attention_mask=mask).logits
+    return logits.masked_fill(~mask.bool().unsqueeze(-1), float("-inf")).amax(dim=1)
+
+
+def test_an_untrained_residual_model_scores_as_the_encoders_mlm_head(tiny_bert, monkeypatch):
+    """Beyond the paper: the decoder's scores are added to the encoder's max-pooled MLM logits and start at 0, so
+    the untrained model is the encoder's MLM head (SPLADE's document vector); training moves the decoder's share
+    (the zero-initialised projection gets a gradient at once)."""
+    import semiret.models.nail as nail
+
+    torch.manual_seed(0)
+    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=3, decoder_layers=1))
+    assert model.config.residual
+    ids, mask = _batch(model)
+    with torch.no_grad():
+        expected = torch.log1p(torch.relu(_mlm_pooled(model, ids, mask)))
+        torch.testing.assert_close(model(ids, mask), expected)
+        monkeypatch.setattr(nail, "ENCODER_SCORE_ELEMENTS", 1)  # one document at a time: the same scores
+        torch.testing.assert_close(model(ids, mask), expected)
+    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=3, decoder_layers=1, score="logits"))
+    model.train()
+    model(ids, mask, torch.tensor([5, 2000, 7592])).sum().backward()
+    assert model.residual_projection.weight.grad.abs().sum() > 0
+
+
+def test_models_saved_before_the_residual_option_load_as_the_papers(tiny_bert, tmp_path):
+    import json
+
+    torch.manual_seed(0)
+    model = NailModel.initialise(str(tiny_bert), NailConfig(positions=2, decoder_layers=1, residual=False))
+    path = model.save(tmp_path / "old", fp16=False)
+    meta = json.loads((path / "nail.json").read_text())
+    del meta["config"]["residual"]
+    (path / "nail.json").write_text(json.dumps(meta))
+    loaded = NailModel.load(str(path))
+    assert not loaded.config.residual
+    assert loaded.score_documents(["statins"]) == pytest.approx(model.score_documents(["statins"]), abs=1e-5)
 
 
 def test_all_positions_see_only_position_embeddings_and_the_document(tiny_bert):
@@ -80,6 +127,7 @@ def test_save_and_load_give_the_same_scores(tiny_bert, tmp_path):
     (NailConfig(decoder_layers=0), "at least 1 decoder layer"),
     (NailConfig(score="softmax"), "score must be one of"),
     (NailConfig(attention="sliding"), "attention must be one of"),
+    (NailConfig(score="log-softmax"), "residual document model adds logits"),
 ])
 def test_bad_configurations_fail_before_loading(config, message):
     with pytest.raises(SemiretError, match=message):

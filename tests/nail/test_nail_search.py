@@ -59,6 +59,42 @@ def test_bm25_nail_reranks_only_bm25_candidates(tiny_nail, phi, tmp_path):
     assert [h.id for h in shallow] == [BM25Retriever.open(tmp_path / "rerank").search(QUERY, k=1)[0].id]
 
 
+def test_bm25_nail_can_add_a_share_of_bm25s_score(tiny_nail, phi, tmp_path):
+    """Beyond the paper: with ``bm25_weight`` w a candidate scores NAIL's score + w x its BM25 score."""
+    BM25NailRetriever.build(TINY_DOCS, tmp_path / "rerank", model=str(tiny_nail))
+    bm25 = {h.id: h.score for h in open_retriever(tmp_path / "rerank", "bm25").search(QUERY, k=100)}
+    nail = dict(_expected(phi, set(bm25)))
+    for weight in (0.0, 0.7, 50.0):
+        hits = BM25NailRetriever.open(tmp_path / "rerank", bm25_weight=weight).search(QUERY, k=10)
+        expected = sorted(bm25, key=lambda d: -(nail[d] + weight * bm25[d]))
+        assert [h.id for h in hits] == expected
+        assert [h.score for h in hits] == pytest.approx([nail[d] + weight * bm25[d] for d in expected], rel=2e-3,
+                                                        abs=2e-3)
+    with pytest.raises(SemiretError, match="BM25 weight"):
+        BM25NailRetriever.open(tmp_path / "rerank", bm25_weight=-1.0)
+
+
+def test_bm25_nail_reranks_candidates_of_every_segment(tiny_nail, phi, tmp_path):
+    """Candidates are addressed by segment and local number: documents spread over three segments, one deleted,
+    are re-ranked as one list, the k best of all segments."""
+    query = "cats garden morning mailman"
+    tokens = sorted(set(WordPieceVocabulary(str(tiny_nail)).encode(query)))
+    retriever = BM25NailRetriever.build(TINY_DOCS[:2], tmp_path / "rerank", model=str(tiny_nail))
+    retriever.add(TINY_DOCS[2:4])
+    retriever.add(TINY_DOCS[4:])
+    retriever.delete(["d1"])
+    assert len(retriever.index.snapshot.segments) == 3
+    candidates = {h.id for h in open_retriever(tmp_path / "rerank", "bm25").search(query, k=100)}
+    assert candidates == {"d2", "d4", "d5"}  # in each of the three segments; d1 is deleted
+    expected = _expected((phi[0], tokens), candidates)
+    for k in (1, 2, 10):
+        hits = retriever.search(query, k=k)
+        assert [h.id for h in hits] == [d for d, _ in expected][:k]
+        assert [h.score for h in hits] == pytest.approx([s for _, s in expected][:k], rel=2e-3, abs=2e-3)
+    batch = retriever.search([query, "zzzz qqqq", query], k=3)
+    assert batch.ids[0] == batch.ids[2] == [d for d, _ in expected] and batch.ids[1] == []
+
+
 def test_the_score_matrix_follows_adds_deletes_and_merges(tiny_nail, phi, tmp_path):
     retriever = NailExhaustiveRetriever.build(TINY_DOCS[:3], tmp_path / "exh", model=str(tiny_nail))
     retriever.add(TINY_DOCS[3:])
@@ -157,3 +193,25 @@ def test_the_demo_runs_nail_pipelines_only_when_given_a_model(tiny_nail, beir_di
     rows = demo.run_demo(str(beir_dir), tmp_path / "nail", nail=str(tiny_nail))
     assert [r["retriever"] for r in rows] == ["bm25", "bm25+nail", "nail-exh", "nail-sparse"]
     assert rows[2]["index_build_s"] is None  # nail-exh reuses the index bm25+nail built
+
+
+def test_the_rerank_kernel_sums_float16_rows_keeps_ties_in_first_stage_order_and_pads():
+    from semiret.indexes.score_matrix import FLOAT16_TABLE, rerank_candidates
+
+    matrix = np.array([[0.5, 1.0, 0.25, 1.0, 2.0],  # term 0 over documents 0..4
+                       [0.5, 0.0, 0.75, 0.0, 0.0]], np.float16)  # term 1
+    stage_locals = np.array([[3, 1, 0, 2, -1], [4, -1, -1, -1, -1], [0, 1, -1, -1, -1]], np.int32)
+    stage_scores = np.array([[9, 8, 7, 6, -np.inf], [5, -np.inf, -np.inf, -np.inf, -np.inf],
+                             [1, 1, -np.inf, -np.inf, -np.inf]], np.float32)
+    offsets = np.array([0, 2, 3, 3])  # query 0: terms 0 and 1; query 1: term 0; query 2: no term
+    terms, weights = np.array([0, 1, 0]), np.array([1.0, 1.0, 2.0], np.float32)
+    scores, locals_ = np.empty((3, 3), np.float32), np.empty((3, 3), np.int32)
+    rerank_candidates(offsets, terms, weights, matrix.view(np.uint16), FLOAT16_TABLE, stage_locals, stage_scores,
+                      np.float32(0.0), scores, locals_)
+    # query 0: documents 3, 1, 0, 2 all score 1.0: the first stage's order, cut to 3
+    assert locals_[0].tolist() == [3, 1, 0] and scores[0].tolist() == [1.0, 1.0, 1.0]
+    assert locals_[1].tolist() == [4, -1, -1] and scores[1][0] == 4.0 and np.isneginf(scores[1][1:]).all()
+    assert locals_[2].tolist() == [-1, -1, -1]
+    rerank_candidates(offsets, terms, weights, matrix.view(np.uint16), FLOAT16_TABLE, stage_locals, stage_scores,
+                      np.float32(0.5), scores, locals_)
+    assert locals_[0].tolist() == [3, 1, 0] and scores[0].tolist() == [5.5, 5.0, 4.5]  # 1 + 0.5 x BM25's

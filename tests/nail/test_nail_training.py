@@ -69,6 +69,8 @@ def test_hard_negatives_come_from_the_bm25_pool_and_never_are_positives(beir_dir
     ({"temperature": 0.0}, "temperature must be positive"),
     ({"hard_negatives": -1}, "hard_negatives"),
     ({"finetune_epochs": 0, "pretrain_corpora": ["none"]}, "nothing to train"),
+    ({"encoder_learning_rate": 0.0}, "encoder learning rate must be positive"),
+    ({"score": "log-softmax"}, "residual document model adds logits"),
 ])
 def test_bad_training_configurations_fail_before_any_work(changes, message, tmp_path):
     with pytest.raises(SemiretError, match=message):
@@ -111,7 +113,10 @@ def test_the_train_command_takes_every_option_as_a_flag(monkeypatch):
                                               or {"config": {}}, "NAIL"))
     result = CliRunner().invoke(cli.train_app, ["nail", "--positions", "8", "--score", "logits", "--attention",
                                                 "causal", "--hard-negatives", "7", "--temperature", "0.5",
-                                                "--pretrain", "none", "--threads", "1"])
+                                                "--pretrain", "none", "--threads", "1", "--no-residual",
+                                                "--encoder-learning-rate", "1e-4"])
     assert result.exit_code == 0, result.output
     assert seen == [NailTrainingConfig(positions=8, score="logits", attention="causal", hard_negatives=7,
-                                       temperature=0.5, pretrain_corpora=["none"], threads=1)]
+                                       temperature=0.5, pretrain_corpora=["none"], threads=1, residual=False,
+                                       encoder_learning_rate=1e-4)]
+    assert not seen[0].model_config().residual

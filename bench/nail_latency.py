@@ -1,0 +1,100 @@
+"""``bm25+nail`` (BM25's top 100 re-ranked by NAIL's score-matrix lookups) against BM25 alone on the same index:
+single-query latency in one run, and the ratio of the two medians (the target: <= 1.5, single thread).
+
+``python bench/nail_latency.py [--data scifact] [--model SAVED_NAIL_MODEL] [--index DIR] [--rounds 4]``
+prints one JSON object. Without ``--model`` a quick model is made: a random 2-layer, 32-wide BERT with
+splade-tiny's tokenizer under NAIL's decoder (the paper's decoder-only scores), saved beside the index; latency
+does not depend on what the scores are, only on the vocabulary (30,522 tokens, as splade-tiny's) and the corpus.
+The score-matrix index is built once (``--index``, default ``/tmp/semiret-bench/nail-<corpus>-<model>``) and
+opened as ``bm25`` (the same postings), ``bm25+nail`` (also with ``--bm25-weight``) and ``nail-exh``; quality
+is reported too (meaningless for the quick model). Latency: each query alone (``search(text, k=10)``), the
+systems timed in rotating rounds (``corpus.timed_rounds``); ``bm25@100`` is BM25 read 100 deep, the first
+stage's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from functools import partial
+from pathlib import Path
+
+from corpus import CACHE_ROOT, emit, machine, timed_rounds
+
+TARGET = 1.5
+
+
+def quick_model(directory: Path) -> Path:
+    """A random tiny NAIL model with splade-tiny's tokenizer (the vocabulary is what latency depends on)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from semiret.models.loading import load_tokenizer
+    from semiret.models.nail import NailConfig, NailModel
+
+    if (directory / "nail.json").is_file():
+        return directory
+    torch.manual_seed(0)
+    lm = BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=64, max_position_embeddings=512))
+    model = NailModel(lm, load_tokenizer("splade-tiny"), NailConfig(residual=False), "quick")
+    return model.save(directory, training={"quick": "random weights, for latency only"})
+
+
+def main() -> None:
+    from semiret import progress
+    from semiret.data.collection import Collection
+    from semiret.data.paths import dataset
+    from semiret.evaluation.metrics import parse_measures, score_run
+    from semiret.search import open_retriever
+    from semiret.search.nail import BM25NailRetriever
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="scifact")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--model", default=None, help="a saved NAIL model (default: a quick random one)")
+    parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the score-matrix index here")
+    parser.add_argument("--bm25-weight", type=float, default=None, help="also time bm25+nail with this weight")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    collection = Collection(dataset(args.data))
+    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
+    query_ids = list(queries)
+    texts = [queries[q] for q in query_ids]
+    label = Path(args.model).name if args.model else "quick"
+    index = args.index or CACHE_ROOT / f"nail-{collection.name}-{label}"
+    model = args.model or str(quick_model(CACHE_ROOT / "nail-quick-model"))
+    if not (index / "meta.json").is_file():
+        BM25NailRetriever.build(collection.corpus(), index, overwrite=True, model=model)
+    systems = {"bm25": open_retriever(index, "bm25"), "bm25+nail": open_retriever(index, "bm25+nail"),
+               "nail-exh": open_retriever(index, "nail-exh")}
+    if args.bm25_weight is not None:
+        systems[f"bm25+nail(bm25_weight={args.bm25_weight})"] = open_retriever(index, "bm25+nail",
+                                                                                bm25_weight=args.bm25_weight)
+    result = {"benchmark": "nail_latency", "machine": machine(), "data": collection.name, "model": model,
+              "index": str(index), "queries": len(texts), "rounds": args.rounds, "systems": {}}
+    timed = {name: partial(system.search, k=10) for name, system in systems.items()}
+    timed["bm25@100"] = partial(systems["bm25"].search, k=100)
+    times = timed_rounds(timed, texts, rounds=args.rounds)
+    for name in timed:
+        entry = {"latency_ms_median": round(statistics.median(times[name]), 4),
+                 "latency_ms_mean": round(statistics.fmean(times[name]), 4),
+                 "latency_ms_p95": round(sorted(times[name])[int(0.95 * (len(times[name]) - 1))], 4)}
+        if name in systems:
+            entry = {**score_run(systems[name].search(texts, k=100).as_run(query_ids), qrels,
+                                 parse_measures(None)), **entry}
+        result["systems"][name] = entry
+    bm25 = result["systems"]["bm25"]["latency_ms_median"]
+    result["ratio_to_bm25_median"] = {name: round(entry["latency_ms_median"] / bm25, 3)
+                                      for name, entry in result["systems"].items() if name != "bm25"}
+    result["target"] = f"bm25+nail median latency <= {TARGET} x bm25's (k = 10, one thread, same run)"
+    result["target_met"] = result["ratio_to_bm25_median"]["bm25+nail"] <= TARGET
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
