@@ -181,6 +181,20 @@ def common_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def latency_queries(data: str, split: str):
+    """(collection, qrels, query ids, query texts) of ``data``'s ``split``, with torch on one thread: the
+    single-thread latency benchmarks' common start."""
+    import torch
+
+    from semiret.data.collection import Collection
+    from semiret.data.paths import dataset
+
+    torch.set_num_threads(1)
+    collection = Collection(dataset(data))
+    qrels, queries = collection.qrels(split), collection.queries(split)
+    return collection, qrels, list(queries), list(queries.values())
+
+
 def machine() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),

@@ -14,13 +14,11 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from corpus import emit, machine, timed_rounds
+from corpus import latency_queries, emit, machine, timed_rounds
 
 
 def main() -> None:
     from semiret import progress
-    from semiret.data.collection import Collection
-    from semiret.data.paths import dataset
     from semiret.evaluation.metrics import parse_measures, score_run
     from semiret.search import HybridRetriever, open_retriever
 
@@ -34,13 +32,7 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the hybrid index here")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    collection = Collection(dataset(args.data))
-    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
-    query_ids = list(queries)
-    texts = [queries[q] for q in query_ids]
+    collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
     index = args.index or Path(f"/tmp/semiret-bench/hybrid-{collection.name}-{args.neural}")
     if not (index / "meta.json").is_file():
         HybridRetriever.build(collection.corpus(), index, overwrite=True, neural=args.neural, model=args.model)

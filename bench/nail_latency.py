@@ -19,7 +19,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from corpus import CACHE_ROOT, emit, machine, timed_rounds
+from corpus import latency_queries, CACHE_ROOT, emit, machine, timed_rounds
 
 TARGET = 1.5
 
@@ -43,8 +43,6 @@ def quick_model(directory: Path) -> Path:
 
 def main() -> None:
     from semiret import progress
-    from semiret.data.collection import Collection
-    from semiret.data.paths import dataset
     from semiret.evaluation.metrics import parse_measures, score_run
     from semiret.search import open_retriever
     from semiret.search.nail import BM25NailRetriever
@@ -58,13 +56,7 @@ def main() -> None:
     parser.add_argument("--bm25-weight", type=float, default=None, help="also time bm25+nail with this weight")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    collection = Collection(dataset(args.data))
-    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
-    query_ids = list(queries)
-    texts = [queries[q] for q in query_ids]
+    collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
     label = Path(args.model).name if args.model else "quick"
     index = args.index or CACHE_ROOT / f"nail-{collection.name}-{label}"
     model = args.model or str(quick_model(CACHE_ROOT / "nail-quick-model"))

@@ -14,15 +14,13 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from corpus import emit, machine, timed_rounds
+from corpus import latency_queries, emit, machine, timed_rounds
 
 SETTINGS = [None, (0.2, 5.0), (0.3, 5.0), (0.4, 5.0), (0.4, 10.0), (0.5, 5.0), (0.6, 5.0), (0.4, 2.0)]
 
 
 def main() -> None:
     from semiret import progress
-    from semiret.data.collection import Collection
-    from semiret.data.paths import dataset
     from semiret.evaluation.metrics import parse_measures, score_run
     from semiret.search.retrievers import retriever_class
 
@@ -35,13 +33,7 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=None)
     parser.add_argument("--depth", type=int, default=100)
     args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    collection = Collection(dataset(args.data))
-    qrels, queries = collection.qrels(args.split), collection.queries(args.split)
-    query_ids = list(queries)
-    texts = [queries[q] for q in query_ids]
+    collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
     cls = retriever_class(args.retriever)
     index = args.index or Path(f"/tmp/semiret-bench/two-phase-{collection.name}-{args.retriever}")
     options = {"model": args.model} if args.retriever == "inference-free" else {}
