@@ -175,8 +175,7 @@ class InferenceFreeDocuments(SpladeDocuments):
         super().prepare(documents)
         prior = self.prior
         if prior is not None and prior.avgdl is None:  # the corpus's mean length, kept for later adds
-            prior.vectors(self.vocabulary, [d.full_text for d in documents])
-            self.config["lexical_prior"] = prior.config()
+            self.config["lexical_prior"] = prior.fit(self.vocabulary, [d.full_text for d in documents]).config()
 
     @cached_property
     def vocabulary(self):

@@ -114,6 +114,12 @@ class LexicalPrior:
     def config(self) -> dict:
         return asdict(self)
 
+    def fit(self, vocabulary: WordPieceVocabulary, texts: list[str]) -> "LexicalPrior":
+        """Fix ``avgdl`` from these texts' lengths in tokens (a corpus's first batch), if unset."""
+        if self.avgdl is None:
+            self.avgdl = max(float(np.mean([len(vocabulary.encode(t)) for t in texts])) if texts else 1.0, 1.0)
+        return self
+
     def vectors(self, vocabulary: WordPieceVocabulary, texts: list[str]) -> sp.csr_matrix:
         """``weight`` x BM25 weights, documents x vocabulary; fixes ``avgdl`` from these texts if unset."""
         families = None
@@ -123,7 +129,7 @@ class LexicalPrior:
             families = self._families
         counts, lengths = token_counts(vocabulary, texts, families)
         if self.avgdl is None:
-            self.avgdl = max(float(lengths.mean()) if len(lengths) else 1.0, 1.0)
+            self.avgdl = max(float(lengths.mean()) if len(lengths) else 1.0, 1.0)  # what fit() gives
         weights = BM25Parameters(self.k1, self.b).weights(counts, self.avgdl, lengths)
         weights.data *= np.float32(self.weight)
         return weights
