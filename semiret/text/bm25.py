@@ -5,6 +5,7 @@ tokenizer's ids)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,6 +45,7 @@ class BM25Parameters:
         return sp.csr_matrix((values, (tf.row, tf.col)), shape=counts.shape)
 
 
+@lru_cache(maxsize=4)  # built once per vocabulary object; indexing asks for it every batch and every add
 def stem_families(vocabulary: WordPieceVocabulary) -> dict[str, list[int]]:
     """Snowball stem -> the vocabulary's whole-word tokens with that stem (``cell``, ``cells``, ``cellular``
     share none; ``liquid`` and ``liquids`` share one)."""
@@ -122,11 +124,7 @@ class LexicalPrior:
 
     def vectors(self, vocabulary: WordPieceVocabulary, texts: list[str]) -> sp.csr_matrix:
         """``weight`` x BM25 weights, documents x vocabulary; fixes ``avgdl`` from these texts if unset."""
-        families = None
-        if self.stems:
-            if getattr(self, "_families", None) is None:
-                self._families = stem_families(vocabulary)
-            families = self._families
+        families = stem_families(vocabulary) if self.stems else None
         counts, lengths = token_counts(vocabulary, texts, families)
         if self.avgdl is None:
             self.avgdl = max(float(lengths.mean()) if len(lengths) else 1.0, 1.0)  # what fit() gives
