@@ -56,12 +56,12 @@ def main() -> None:
             table.write_text(json.dumps(weights_table(corpus_idf(texts, vocabulary), vocabulary)))
         encoded = IDFQueries.from_table(table, vocabulary).encode_queries(list(queries.values()))
     learned = load_encoder(model, "splade").encode_document(texts).prune(
-        threshold=inference_free_document_threshold(model))
+        threshold=inference_free_document_threshold(model)).to_csr()
     prior = LexicalPrior(1.0, stems=args.stems).vectors(vocabulary, texts)
     rows = []
     for weight in [float(w) for w in args.weights.split(",")] + [None]:
         vectors = (SparseVectors.from_csr(prior) if weight is None
-                   else SparseVectors.from_csr(learned.to_csr() + weight * prior))
+                   else SparseVectors.from_csr(learned + weight * prior))
         figures, _ = search_vectors(vectors, ids, list(queries), encoded, qrels, ("nDCG@10", "R@100"))
         rows.append({"weight": "prior alone" if weight is None else weight, **figures})
     print(json.dumps({"data": args.data, "split": args.split, "model": args.model, "stems": args.stems,

@@ -279,12 +279,12 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     if is_main_process():
         write_manifest(output, teachers)
 
-    inherited = inference_free_lexical_prior(config.base)
-    prior = (LexicalPrior(config.lexical_prior, stems=config.lexical_prior_stems) if config.lexical_prior
-             else LexicalPrior.from_config(inherited) if config.lexical_prior is None else None)
+    if config.lexical_prior is None:  # the base model's own (none for an untrained one)
+        prior = LexicalPrior.from_config(inference_free_lexical_prior(config.base))
+    else:
+        prior = LexicalPrior(config.lexical_prior, stems=config.lexical_prior_stems) if config.lexical_prior else None
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
-                               "idf" if config.idf_aware else "binary", source,
-                               prior)
+                               "idf" if config.idf_aware else "binary", source, prior)
     if config.threads:
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}

@@ -57,10 +57,8 @@ class InferenceFreeModel(torch.nn.Module):
         path, meta = INFERENCE_FREE.read(name_or_path)
         encoder = load_encoder(str(path), "splade")
         weights = load_token_weights(path / IDF_FILE, WordPieceVocabulary(str(path)))
-        prior = LexicalPrior.from_config(meta.get("lexical_prior"))
-        if prior is not None:
-            prior.avgdl = None  # each corpus's own, measured when it is indexed or trained on
-        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""), prior)
+        return cls(encoder, weights, meta.get("query_weighting", "idf"), meta.get("idf_source", ""),
+                   LexicalPrior.from_config(meta.get("lexical_prior")))  # saved without a mean length: each corpus's own
 
     def save(self, path: str | Path, training: dict | None = None, fp16: bool = True,
              max_length: int | None = None) -> Path:
