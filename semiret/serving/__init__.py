@@ -8,7 +8,16 @@ uses the search layer and below.
 - :mod:`~semiret.serving.app`: the HTTP API (:func:`create_app`).
 """
 
-from semiret.serving.app import create_app
 from semiret.serving.settings import ServeSettings, parse_index_specs, parse_retriever_specs
 
 __all__ = ["ServeSettings", "create_app", "parse_index_specs", "parse_retriever_specs"]
+
+
+def __getattr__(name: str):
+    """``create_app`` on first use: FastAPI is imported only by what serves (the CLI reads the settings'
+    defaults for every command, and training machines need not have FastAPI)."""
+    if name == "create_app":
+        from semiret.serving.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

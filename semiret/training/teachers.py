@@ -88,8 +88,10 @@ class Teacher(ABC):
         path = Path(cache_dir) / f"{self.kind}-{what}-{key}"
         dense_file, sparse_file = path.with_suffix(".npy"), path.with_suffix(".npz")
         if dense_file.is_file():
+            log.info("teacher %s: %s vectors from %s", self.name, what, dense_file)
             return np.load(dense_file)
         if sparse_file.is_file():
+            log.info("teacher %s: %s vectors from %s", self.name, what, sparse_file)
             return sp.load_npz(sparse_file)
         matrix = encode(texts)
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
