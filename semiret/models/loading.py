@@ -54,5 +54,20 @@ def load_causal_lm(name_or_path: str):
     """A causal language model and its tokenizer (GGUF checkpoints are dequantized by transformers)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = _load(AutoModelForCausalLM, name_or_path, "causal language model").eval()
+    model = _dequantized(_load(AutoModelForCausalLM, name_or_path, "causal language model").eval(), name_or_path)
     return model, _load(AutoTokenizer, name_or_path, "tokenizer")
+
+
+def _dequantized(model, name_or_path: str):
+    """A model loaded from GGUF as the plain float model transformers dequantized it into (trainable, savable with
+    ``save_pretrained``); an error when transformers kept the weights packed (a GGUF matmul kernel installed)."""
+    if getattr(model, "hf_quantizer", None) is None:
+        return model
+    if not all(p.is_floating_point() for p in model.parameters()) or any(
+            "gguf" in type(m).__name__.lower() for m in model.modules()):
+        raise SemiretError(f"{name_or_path!r}: transformers kept the GGUF weights packed (the `kernels` package is "
+                           "installed), so they cannot be trained or saved: uninstall `kernels`")
+    model.hf_quantizer, model.is_quantized = None, False
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    return model

@@ -24,27 +24,51 @@ Choices the paper leaves open (``nail.digest.md`` §11), each a :class:`NailConf
 
 A saved model is a directory holding the encoder (transformers format, with its tokenizer), the decoder's
 weights (``nail-decoder.safetensors``) and ``nail.json`` (the config), written in one rename.
+
+The decoder-only variant (``architecture="decoder-only"``, :class:`NailDecoderOnlyModel`; the paper claims it
+but never ran it, digest §3.1): a causal LM from the registry (``smollm2-135m``) or any Llama-style HF causal LM
+reads the document's tokens followed by P placeholder positions; the LM head's logits at those positions over the
+LM's own vocabulary, through the same ``score`` transform and max-pooled over positions, are φ_d; the LM's own
+tokenizer is the query side. Its choices:
+
+- placeholders: the tokenizer's end-of-sequence token (``placeholder``, else its SEP or pad token) at every one
+  of the P positions, after the document's last token (rotary positions continue the document's), plus a learned
+  per-position vector added to their hidden states where the trainable layers start (zero-initialised: an
+  untrained model is the plain LM). The placeholders' input is a frozen token so nothing below the trainable
+  layers needs gradients: training costs one forward pass plus the backward pass of the trainable layers;
+- training updates only the last ``trainable_layers`` transformer layers, the final norm, the LM head and the
+  per-position vectors; the embeddings and every layer below stay frozen. Tied input/output embeddings are untied
+  first: the head becomes its own (trainable) copy, the input embeddings stay frozen, so the document the frozen
+  layers read is unchanged;
+- ``precision``: the LM's arithmetic, bfloat16 autocast where the CPU multiplies bfloat16 natively (``auto``,
+  3x faster than float32 on an AMX Xeon for SmolLM2-135M), else float32; the head's logits are float32.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
+from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.models.base import _half_precision, load_own_weights, save_model_directory
 from semiret.models.checkpoints import NAIL
 from semiret.models.inputs import TextBatcher
-from semiret.models.loading import load_masked_lm, load_tokenizer
+from semiret.models.loading import load_causal_lm, load_masked_lm, load_tokenizer
 from semiret.models.mlm import mlm_head_parts
+from semiret.models.vocabulary import native_bfloat16
 
 SCORE_TYPES = ("log1p-relu", "logits", "log-softmax")
+ARCHITECTURES = ("encoder-decoder", "decoder-only")
+PRECISIONS = ("auto", "float32", "bfloat16")
 ATTENTION_MASKS = ("full", "causal")
 DECODER_FILE = "nail-decoder.safetensors"
 ENCODER_SCORE_ELEMENTS = 1 << 25
@@ -68,11 +92,36 @@ class NailConfig:
     """Document tokens the encoder reads."""
     residual: bool = True
     """Add the decoder's scores to the encoder's max-pooled MLM logits (decoder output zero-initialised), beyond
-    the paper; False: the paper's decoder-only scores. Models saved before this option load with False."""
+    the paper; False: the paper's decoder-only scores. Models saved before this option load with False.
+    Encoder-decoder only."""
+    architecture: str = "encoder-decoder"
+    """encoder-decoder (an MLM encoder and a non-autoregressive decoder) or decoder-only (a causal LM reading
+    the document, then ``positions`` placeholders)."""
+    trainable_layers: int = 2
+    """Decoder-only: the last transformer layers trained (with the final norm, the LM head and the placeholders'
+    vectors); every layer below and the embeddings stay frozen."""
+    placeholder: str | None = None
+    """Decoder-only: the token at every placeholder position (default: the tokenizer's end-of-sequence token)."""
+    precision: str = "auto"
+    """Decoder-only: the LM's arithmetic, float32, bfloat16 (autocast) or auto (bfloat16 where native)."""
+
+    @property
+    def decoder_only(self) -> bool:
+        return self.architecture == "decoder-only"
 
     def validate(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise SemiretError(f"architecture must be one of {', '.join(ARCHITECTURES)}, not {self.architecture!r}")
         if self.positions < 1:
-            raise SemiretError(f"NAIL needs at least 1 decoder position, got {self.positions}")
+            what = "placeholder position" if self.decoder_only else "decoder position"
+            raise SemiretError(f"NAIL needs at least 1 {what}, got {self.positions}")
+        if self.decoder_only:
+            if self.trainable_layers < 0:
+                raise SemiretError(f"trainable_layers must be >= 0, got {self.trainable_layers}")
+            if self.residual:
+                raise SemiretError("the decoder-only NAIL model has no residual encoder scores (residual=False)")
+            if self.precision not in PRECISIONS:
+                raise SemiretError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.decoder_layers < 1:
             raise SemiretError(f"NAIL needs at least 1 decoder layer, got {self.decoder_layers}")
         if self.score not in SCORE_TYPES:
@@ -135,9 +184,13 @@ class NailModel(nn.Module):
 
     @classmethod
     def initialise(cls, base: str = "splade-tiny", config: NailConfig | None = None) -> "NailModel":
-        """A fresh decoder on a registry (or saved) masked LM; bad configs fail before the model loads."""
+        """A fresh decoder on a registry (or saved) masked LM, or for ``architecture="decoder-only"`` a causal LM
+        with fresh placeholders (:class:`NailDecoderOnlyModel`); bad configs fail before the model loads."""
         config = config or NailConfig()
         config.validate()
+        if config.decoder_only:
+            lm, tokenizer = load_causal_lm(base)
+            return NailDecoderOnlyModel(lm, tokenizer, config, base)
         return cls(load_masked_lm(base), load_tokenizer(base), config, base)
 
     # ------------------------------------------------------------------ forward
@@ -157,15 +210,19 @@ class NailModel(nn.Module):
         those tokens needs; log-softmax still normalises over the whole vocabulary)."""
         if self.config.residual:
             return self._residual_forward(input_ids, attention_mask, columns)
-        states = self.position_states(input_ids, attention_mask)
-        weight, bias = self._projection.weight, self._projection.bias
+        return self._pooled_scores(self.position_states(input_ids, attention_mask), self._projection.weight,
+                                   self._projection.bias, columns)
+
+    def _pooled_scores(self, states: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                       columns: torch.Tensor | None) -> torch.Tensor:
+        """The positions' states [B, P, H] through the output layer, scored and max-pooled: [B, V or C]."""
         if self.config.score == "log-softmax":
-            log_probabilities = torch.log_softmax(states @ weight.T + bias, dim=-1)
+            log_probabilities = torch.log_softmax(F.linear(states, weight, bias), dim=-1)
             chosen = log_probabilities if columns is None else log_probabilities[..., columns]
             return chosen.amax(dim=1)
         if columns is not None:
-            weight, bias = weight[columns], bias[columns]
-        return self._score((states @ weight.T + bias).amax(dim=1))
+            weight, bias = weight[columns], None if bias is None else bias[columns]
+        return self._score(F.linear(states, weight, bias).amax(dim=1))
 
     def _score(self, pooled: torch.Tensor) -> torch.Tensor:
         return torch.log1p(torch.relu(pooled)) if self.config.score == "log1p-relu" else pooled
@@ -225,7 +282,121 @@ class NailModel(nn.Module):
 
     @classmethod
     def load(cls, name_or_path: str) -> "NailModel":
+        """A saved NAIL model of either architecture (what its ``nail.json`` says)."""
         path, meta = NAIL.read(name_or_path)
         config = NailConfig(**{"residual": False, **meta["config"]})  # saved before the option: the paper's
-        model = cls(load_masked_lm(str(path)).float(), load_tokenizer(str(path)), config, str(path))
+        if config.decoder_only:
+            lm, tokenizer = load_causal_lm(str(path))
+            model = NailDecoderOnlyModel(lm.float(), tokenizer, config, str(path))
+        else:
+            model = NailModel(load_masked_lm(str(path)).float(), load_tokenizer(str(path)), config, str(path))
         return load_own_weights(model, path / DECODER_FILE, "lm.", NAIL.marker)
+
+
+class NailDecoderOnlyModel(NailModel):
+    """A causal LM reading the document, then P placeholders -> max-pooled vocabulary scores [B, V] (see the
+    module's docstring). Saved, loaded and searched as every NAIL model: ``lm`` is the LM (its head untied),
+    the placeholders' vectors are this model's own weights."""
+
+    def __init__(self, causal_lm, tokenizer, config: NailConfig, name: str):
+        nn.Module.__init__(self)
+        config.validate()
+        self.config, self.name = config, name
+        self.lm, self.tokenizer = causal_lm, tokenizer
+        body = causal_lm.base_model
+        layers, norm = getattr(body, "layers", None), getattr(body, "norm", None)
+        if layers is None or norm is None:
+            raise SemiretError(f"{name}: the decoder-only NAIL model needs a Llama-style causal LM (a stack of "
+                               f"`layers` and a final `norm`), not {type(causal_lm).__name__}")
+        if config.trainable_layers > len(layers):
+            raise SemiretError(f"{name} has {len(layers)} layers: cannot train the last {config.trainable_layers}")
+        head = causal_lm.get_output_embeddings()
+        if head.weight.shape[0] != len(tokenizer):
+            raise SemiretError(f"{name}: the LM head scores {head.weight.shape[0]} tokens but the tokenizer has "
+                               f"{len(tokenizer)}")
+        self.placeholder_id = self._placeholder_id(tokenizer, config.placeholder, name)
+        self._untie_head()
+        width = causal_lm.config.hidden_size
+        self.placeholder_vectors = nn.Parameter(torch.zeros(config.positions, width))
+        # the vectors join the placeholders' hidden states where the trainable layers start
+        first_trained = layers[len(layers) - config.trainable_layers] if config.trainable_layers else norm
+        first_trained.register_forward_pre_hook(self._add_placeholder_vectors, with_kwargs=True)
+        trained = [norm, causal_lm.get_output_embeddings(), *layers[len(layers) - config.trainable_layers:]]
+        for parameter in causal_lm.parameters():
+            parameter.requires_grad_(False)
+        for module in trained:
+            for parameter in module.parameters():
+                parameter.requires_grad_(True)
+        limit = getattr(causal_lm.config, "max_position_embeddings", None)
+        self.inputs = TextBatcher(tokenizer, config.max_length, limit - config.positions if limit else None, name)
+        self._tokenizer_directory = None
+        self.eval()
+
+    @staticmethod
+    def _placeholder_id(tokenizer, placeholder: str | None, name: str) -> int:
+        token = placeholder or tokenizer.eos_token or tokenizer.sep_token or tokenizer.pad_token
+        token_id = tokenizer.convert_tokens_to_ids(token) if token else None
+        if token_id is None or token_id == tokenizer.unk_token_id:
+            what = f"{placeholder!r} is not in its vocabulary" if placeholder else \
+                "the tokenizer has no end-of-sequence, SEP or pad token"
+            raise SemiretError(f"{name}: no placeholder token ({what}): name one with placeholder=")
+        return int(token_id)
+
+    def _untie_head(self) -> None:
+        """Give the LM head its own weights when they are the input embeddings' (and record it in the config, so
+        the saved LM keeps both)."""
+        head, embeddings = self.lm.get_output_embeddings(), self.lm.get_input_embeddings()
+        if head.weight is embeddings.weight or head.weight.data_ptr() == embeddings.weight.data_ptr():
+            head.weight = nn.Parameter(embeddings.weight.detach().clone())
+        self.lm.config.tie_word_embeddings = False
+        text_config = getattr(self.lm.config, "get_text_config", None)
+        if text_config is not None:
+            text_config().tie_word_embeddings = False
+
+    def _add_placeholder_vectors(self, module, args, kwargs):
+        positions = self.config.positions
+        hidden = args[0] if args else kwargs["hidden_states"]
+        vectors = self.placeholder_vectors.to(hidden.dtype)
+        hidden = torch.cat([hidden[:, :-positions], hidden[:, -positions:] + vectors], dim=1)
+        if args:
+            return (hidden, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": hidden}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.lm.get_output_embeddings().weight.shape[0]
+
+    @property
+    def bfloat16(self) -> bool:
+        if self.config.precision == "auto":
+            return native_bfloat16()
+        return self.config.precision == "bfloat16"
+
+    @property
+    def tokenizer_source(self) -> str:
+        """A directory with this model's ``tokenizer.json``: the model's own, or (a GGUF base ships none) a
+        temporary copy written once."""
+        if (model_directory(self.name) / "tokenizer.json").is_file():
+            return self.name
+        if self._tokenizer_directory is None:
+            self._tokenizer_directory = tempfile.TemporaryDirectory(prefix="semiret-tokenizer-")
+            self.tokenizer.save_pretrained(self._tokenizer_directory.name)
+        return self._tokenizer_directory.name
+
+    def position_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        encoded: torch.Tensor | None = None) -> torch.Tensor:
+        """The LM's final (normed) states at the P placeholders after each document, [B, P, H], float32."""
+        positions = self.config.positions
+        placeholders = input_ids.new_full((len(input_ids), positions), self.placeholder_id)
+        ids = torch.cat([input_ids, placeholders], dim=1)
+        mask = torch.cat([attention_mask, attention_mask.new_ones((len(input_ids), positions))], dim=1)
+        position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)  # padding between a document and its placeholders
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=self.bfloat16):
+            states = self.lm.base_model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
+                                        use_cache=False)[0]
+        return states[:, -positions:].float()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                columns: torch.Tensor | None = None) -> torch.Tensor:
+        head = self.lm.get_output_embeddings()
+        return self._pooled_scores(self.position_states(input_ids, attention_mask), head.weight, head.bias, columns)
