@@ -250,6 +250,8 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
           max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
           max_k: int = typer.Option(_serve_default("max_k"), help="Largest k of a search."),
           max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged."),
+          write_process: bool = typer.Option(_serve_default("write_process"), help="Do writes in a process of "
+                                             "their own, so searches never wait on them (per worker)."),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
     """Serve indexes over HTTP: search, add, delete while searching (OpenAPI at /docs)."""
@@ -261,7 +263,8 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
     settings = ServeSettings(parse_index_specs(index, collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
-                             max_segments=max_segments, backend=backend, milvus_token=milvus_token)
+                             max_segments=max_segments, write_process=write_process, backend=backend,
+                             milvus_token=milvus_token)
     for path in settings.indexes.values():  # a bad index or retriever name fails here, before any worker starts
         open_index_at(path, _backend(backend, milvus_token))
     for name in settings.retrievers.values():

@@ -107,9 +107,9 @@ class CompositeIndex:
                            f"({self.meta.get('retriever', 'hybrid')})")
 
     # ------------------------------------------------------------------ readers and writers (as in every part)
-    def refresh(self) -> bool:
+    def refresh(self, wait: bool = False) -> bool:
         """Pick up what other processes committed to any part (:meth:`SegmentedIndex.refresh`)."""
-        return any([part.refresh() for part in self.parts.values()])
+        return any([part.refresh(wait) for part in self.parts.values()])
 
     def pinned(self) -> "CompositeIndex":
         """A read-only view of every part's current commit (:meth:`SegmentedIndex.pinned`)."""

@@ -370,7 +370,7 @@ class MilvusIndex:
         """Itself: Milvus decides what each read sees (the backend's consistency level)."""
         return self
 
-    def refresh(self) -> bool:
+    def refresh(self, wait: bool = False) -> bool:
         """Nothing to re-read: every search asks Milvus."""
         return False
 

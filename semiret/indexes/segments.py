@@ -337,12 +337,14 @@ class SegmentedIndex(ABC):
         return copy.copy(self)
 
     # ------------------------------------------------------------------ other processes' commits
-    def refresh(self) -> bool:
+    def refresh(self, wait: bool = False) -> bool:
         """See what other processes committed since this index was opened or last refreshed: one ``stat`` of
         ``meta.json`` when nothing changed, else the new commit is read (unchanged segments stay open).
         Returns whether there was a new commit. Long-lived readers (a server, a search loop) call it before
-        each search; it never waits for a writer."""
-        if not self._publishing.acquire(blocking=False):
+        each search; it never waits for a writer. ``wait``: if a thread of this process is publishing a
+        commit meanwhile, wait for it, so that what is on disk now is what searches see when this returns (after
+        another process wrote on this one's behalf)."""
+        if not self._publishing.acquire(blocking=wait):
             return False  # this process is committing a change: publishing it brings the newest state
         try:
             return self._load_newer_commit()

@@ -25,8 +25,11 @@ not have; 503 an index directory that no longer opens.
 
 from __future__ import annotations
 
+import gc
 import hmac
 import json
+import time
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -49,6 +52,7 @@ from semiret.serving.schemas import (
     WriteResponse,
 )
 from semiret.serving.served import ServedIndex
+from semiret.serving.writer import WriterProcess
 from semiret.serving.settings import ServeSettings
 
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
@@ -124,11 +128,32 @@ def create_app(settings: ServeSettings) -> FastAPI:
         backend = MilvusBackend.parse(settings.backend, settings.milvus_token)
     served = {name: ServedIndex(name, path, settings.max_segments, settings.retrievers.get(name), backend)
               for name, path in settings.indexes.items()}
+    writable = settings.api_key is not None
+    writer = None
+    if writable and settings.write_process and backend is None:
+        writer = WriterProcess({name: (path, settings.retrievers.get(name)) for name, path in settings.indexes.items()},
+                               settings.max_segments)  # it opens the indexes while this process does
+        for index in served.values():
+            index.writer = writer
     for index in served.values():
-        index.warm_up(writable=settings.api_key is not None)
+        index.warm_up(searches=True, writes=writable and writer is None)
+    if writer is not None:
+        try:
+            writer.wait_until_open()
+        except BaseException:
+            writer.close()
+            raise
+    gc.freeze()  # what start-up made lives as long as the server: keep it out of the collector's full passes
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        if writer is not None:
+            writer.close()
 
     app = FastAPI(title="semiret", summary="Semi-parametric retrieval over HTTP: search, add, delete.",
-                  description=__doc__)
+                  description=__doc__, lifespan=lifespan)
+    app.state.writer = writer
     app.router.route_class = CheckedRoute
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
 
@@ -214,18 +239,22 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
               tags=["search"])
     async def search(body: SearchRequest, index: ServedIndex = Depends(readable)):
+        started = time.perf_counter()
         check_batch(len(body.queries), "queries")
         check_k(body.k, ("body", "k"))
-        return {"results": await run_in_threadpool(index.search, body.queries, body.k, body.options, body.with_text)}
+        results = await run_in_threadpool(index.search, body.queries, body.k, body.options, body.with_text)
+        return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"])
     async def search_get(q: Annotated[list[str], Query(min_length=1, description="A query; repeat for more.")],
                          index: ServedIndex = Depends(readable), k: Annotated[int, Query(ge=1)] = 10,
                          with_text: bool = False):
+        started = time.perf_counter()
         check_batch(len(q), "queries")
         check_k(k, ("query", "k"))
-        return {"results": await run_in_threadpool(index.search, q, k, {}, with_text)}
+        results = await run_in_threadpool(index.search, q, k, {}, with_text)
+        return {"results": results, "took_ms": _milliseconds_since(started)}
 
     # ------------------------------------------------------------------ documents
     @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
@@ -271,6 +300,10 @@ def app_from_environment() -> FastAPI:
     """The application of the settings ``semiret serve`` put in the environment (uvicorn's factory for
     ``--workers N``: each worker process calls it)."""
     return create_app(ServeSettings.from_environment())
+
+
+def _milliseconds_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
 
 
 def _served_index(served: dict[str, ServedIndex], name: str) -> ServedIndex:

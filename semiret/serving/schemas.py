@@ -51,6 +51,8 @@ class Hit(BaseModel):
 
 class SearchResponse(BaseModel):
     results: list[list[Hit]]
+    took_ms: float | None = Field(None, description="Milliseconds the server spent on the search, from the "
+                                  "request's validation to its results (OpenSearch's `took`, Qdrant's `time`).")
 
 
 class DeleteRequest(BaseModel):

@@ -35,6 +35,8 @@ class ServedIndex:
         self.path = Path(path)
         self.retriever = open_retriever(self.path, retriever, backend=backend)
         self.max_segments = max_segments
+        self.writer = None
+        """A :class:`~semiret.serving.writer.WriterProcess` that does this index's writes; None: this process."""
         self._variants: OrderedDict[tuple, Retriever] = OrderedDict()
         self._variants_lock = threading.Lock()
 
@@ -42,15 +44,17 @@ class ServedIndex:
     def index(self):
         return self.retriever.index
 
-    def refresh(self) -> None:
-        """Pick up what other processes committed (a ``stat`` when nothing was)."""
-        self.index.refresh()
+    def refresh(self, wait: bool = False) -> None:
+        """Pick up what other processes committed (a ``stat`` when nothing was); ``wait``: see
+        :meth:`SegmentedIndex.refresh`."""
+        self.index.refresh(wait)
 
-    def warm_up(self, writable: bool) -> None:
-        """Compile the search kernels (numba) and, if writes are allowed, load and run the document encoder, so
-        the first requests do not pay for either. Words the trial encoding gave ids to are taken back."""
-        self.retriever.search(["warm up"], k=1)
-        if writable:
+    def warm_up(self, searches: bool = True, writes: bool = False) -> None:
+        """Compile the search kernels (numba) and load and run the document encoder, so the first requests
+        do not pay for either. Words the trial encoding gave ids to are taken back."""
+        if searches:
+            self.retriever.search(["warm up"], k=1)
+        if writes:
             try:
                 with self.index.writing():
                     self.retriever.document_side.encode([Document("warm-up", "warm up")])
@@ -95,17 +99,35 @@ class ServedIndex:
     # ------------------------------------------------------------------ writes (each durable when it returns)
     def upsert(self, documents: list[Document]) -> int:
         """Add documents, replacing those whose ids exist, in one commit."""
+        return self._write("_upsert", documents)
+
+    def delete(self, doc_ids: list[str]) -> int:
+        """Delete the documents of these ids that exist; returns how many did."""
+        return self._write("_delete", doc_ids)
+
+    def merge(self) -> dict:
+        self._write("_merge")
+        return self.describe()
+
+    def _write(self, method: str, *args):
+        """``method(*args)`` here, or in the writer process and then this process's snapshot refreshed (so the
+        next search sees the write)."""
+        if self.writer is None:
+            return getattr(self, method)(*args)
+        result = self.writer.write(self.name, method, *args)
+        self.refresh(wait=True)
+        return result
+
+    def _upsert(self, documents: list[Document]) -> int:
         added = self.retriever.add(documents, replace=True)
         self._merge_small_segments()
         return added
 
-    def delete(self, doc_ids: list[str]) -> int:
-        """Delete the documents of these ids that exist; returns how many did."""
+    def _delete(self, doc_ids: list[str]) -> int:
         return self.index.delete(doc_ids, missing_ok=True)
 
-    def merge(self) -> dict:
+    def _merge(self) -> None:
         self.index.merge()
-        return self.describe()
 
     def _merge_small_segments(self) -> None:
         """Keep at most ``max_segments`` segments: fold the run of recent segments that, together, are not

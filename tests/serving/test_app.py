@@ -33,8 +33,10 @@ def with_neural(indexes, tmp_path, tiny_bert):
     return {**indexes, "neural": str(tmp_path / "neural")}
 
 
-def client_of(indexes, **settings) -> TestClient:
-    return TestClient(create_app(ServeSettings(indexes, **settings)))
+def client_of(indexes, write_process: bool = False, **settings) -> TestClient:
+    """A client of the application; writes in its threads unless ``write_process`` (the server's default,
+    tested by the tests using ``writing_client``, and by the fault and load tests on real servers)."""
+    return TestClient(create_app(ServeSettings(indexes, write_process=write_process, **settings)))
 
 
 LIMITS = {"api_key": KEY, "max_batch": 5, "max_request_bytes": 4096, "max_k": 50}
@@ -43,6 +45,13 @@ LIMITS = {"api_key": KEY, "max_batch": 5, "max_request_bytes": 4096, "max_k": 50
 @pytest.fixture
 def client(indexes):
     return client_of(indexes, **LIMITS)
+
+
+@pytest.fixture(params=[False, True], ids=["writes-in-threads", "writer-process"])
+def writing_client(indexes, request):
+    """Both ways of writing; the writer process ends with the client (its lifespan)."""
+    with client_of(indexes, write_process=request.param, **LIMITS) as client:
+        yield client
 
 
 @pytest.fixture
@@ -89,6 +98,7 @@ def test_indexes_are_listed_and_described(client_with_neural):
 def test_search_answers_one_list_of_hits_per_query(client):
     answer = client.post("/indexes/tiny/search", json={"queries": ["cats and dogs", "statins cancer risk"], "k": 2})
     assert ids(answer) == [["d2", "d1"], ["d3", "d6"]]
+    assert answer.json()["took_ms"] >= 0
     first = answer.json()["results"][0][0]
     assert set(first) == {"id", "score"} and first["score"] > 0
     with_text = client.post("/indexes/tiny/search", json={"queries": ["garden birds"], "k": 1, "with_text": True})
@@ -138,7 +148,8 @@ def test_malformed_json_invalid_utf8_and_oversized_batches(client):
 
 
 # ---------------------------------------------------------------------------------------------- writes
-def test_upsert_adds_and_replaces_and_is_searchable_at_once(client, indexes):
+def test_upsert_adds_and_replaces_and_is_searchable_at_once(writing_client, indexes):
+    client = writing_client
     answer = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [
         {"_id": "d7", "title": "Zebras", "text": "Zebras graze on the savanna."},
         {"_id": "d1", "text": "Cats nap on the windowsill.", "extra": "ignored"}]})
@@ -206,7 +217,8 @@ def test_a_streamed_body_growing_past_the_limit_is_refused(client, indexes):
     assert answer.status_code == 413 and state(indexes) == before
 
 
-def test_delete_and_fetch_documents(client):
+def test_delete_and_fetch_documents(writing_client):
+    client = writing_client
     answer = client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": ["d1", "d1", "unknown"]})
     assert answer.json() == {"status": "acknowledged", "deleted": 1}
     assert client.get("/indexes/tiny/documents/d1").status_code == 404
@@ -220,7 +232,8 @@ def test_delete_and_fetch_documents(client):
     assert client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": [str(i) for i in range(6)]}).status_code == 413
 
 
-def test_merge_folds_segments(client):
+def test_merge_folds_segments(writing_client):
+    client = writing_client
     for n in range(3):
         client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": f"m{n}", "text": "merge me"}]})
     client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": ["m0"]})
@@ -228,6 +241,29 @@ def test_merge_folds_segments(client):
     merged = client.post("/indexes/tiny/merge", headers=WRITE).json()
     assert (merged["segments"], merged["documents"], merged["deleted"]) == (1, 8, 0)
     assert ids(client.get("/indexes/tiny/search", params={"q": "merge"})) == [["m1", "m2"]]
+
+
+def test_the_writer_process_encodes_commits_and_reports_errors(with_neural, tmp_path):
+    """Writes done in the writer process: the neural index's document encoder runs there, each write is
+    searchable as soon as it is acknowledged, and an error there comes back as one with the index unchanged."""
+    with client_of(with_neural, write_process=True, api_key=KEY) as client:
+        writer_pid = client.app.state.writer.pid
+        assert writer_pid not in (None, __import__("os").getpid())
+        added = client.put("/indexes/neural/documents", headers=WRITE,
+                           json={"documents": [{"_id": "n1", "text": "Penguins huddle through the polar winter."}]})
+        assert added.json() == {"status": "acknowledged", "upserted": 1}
+        assert "n1" in ids(client.get("/indexes/neural/search", params={"q": "penguins polar winter", "k": 3}))[0]
+        assert client.post("/indexes/neural/documents/delete", headers=WRITE, json={"ids": ["n1"]}).json()["deleted"] == 1
+        assert "n1" not in ids(client.get("/indexes/neural/search", params={"q": "penguins polar winter", "k": 6}))[0]
+        before = state(with_neural, "tiny")
+        (tmp_path / "tiny" / "meta.json").rename(tmp_path / "meta.json.away")  # the index is gone under the writer
+        failed = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "x", "text": "x"}]})
+        assert failed.status_code in (422, 503) and "meta.json" in failed.json()["detail"]
+        (tmp_path / "meta.json.away").rename(tmp_path / "tiny" / "meta.json")
+        assert state(with_neural, "tiny") == before
+        assert client.put("/indexes/tiny/documents", headers=WRITE,
+                          json={"documents": [{"_id": "x", "text": "walrus"}]}).status_code == 200
+        assert ids(client.get("/indexes/tiny/search", params={"q": "walrus"})) == [["x"]]
 
 
 def test_many_small_adds_keep_few_segments(indexes):
