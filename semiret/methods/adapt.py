@@ -13,11 +13,14 @@ crops and sentences, drawn with another seed than training's) each judged releva
 from; nDCG@10 and R@100 of the starting and the adapted model over the whole corpus. The adapted model is kept
 only when its known-item nDCG@10 is not below the start's; otherwise ``<output>/model`` is the starting model
 unchanged. (The test favours a model trained on pseudo-queries of the same kind: it guards against a model
-made worse, it does not prove one better.)
+made worse, it does not prove one better.) Then BM25 fused with the kept model (``hybrid``) is checked the same
+way, and the corpus is indexed that way when it does better: out of its domain a model is often below BM25, and
+fusion is what holds it at BM25's level or above (Vaswani, docs/results.md). ``--no-hybrid`` skips that step.
 
 ``<output>`` then holds ``model/`` (with ``adapted-corpus.json``: the corpus it was adapted to, so building an
-index of another corpus with it fails), ``index/`` (the corpus indexed with that model, ready for ``semiret
-search``), ``adapt.json`` (the report) and ``train/`` (the resumable run). Packaged model files are never written.
+index of another corpus with it fails), ``index/`` (the corpus indexed with that model, or with BM25 and the
+model, ready for ``semiret search``; the report's ``retriever`` says which), ``adapt.json`` (the report) and
+``train/`` (the resumable run). Packaged model files are never written.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class AdaptConfig:
     """Document tokens read in training (the adapted model indexes at the length the starting model did)."""
     check_queries: int = 300
     """Held-out known-item pseudo-queries the starting and the adapted model are compared on."""
+    hybrid: bool = True
+    """Also check BM25 fused with the kept model (the ``hybrid`` retriever's defaults) and, when it does better
+    on the known-item queries, index the corpus that way."""
     seed: int = 12345
     threads: int | None = None
     """Torch threads (default: torch's choice)."""
@@ -153,7 +159,7 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         work = teacher_cost * n * 1.3 + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
-    return per_document * work
+    return per_document * (work + n * config.hybrid)  # the hybrid index encodes the corpus once more
 
 
 def model_directory_of(kind: str, model: str) -> Path:
@@ -258,11 +264,22 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
         replace_tree(model_directory_of(kind, start), output / "model")
         shutil.rmtree(output / "index")
         start_index.rename(output / "index")
-    report.update({"check": {"queries": len(queries), "measure": "known-item pseudo-queries (held out)",
-                             "start": before, "adapted": after},
-                   "kept": "adapted" if kept else "start",
+    check = {"queries": len(queries), "measure": "known-item pseudo-queries (held out)", "start": before,
+             "adapted": after}
+    searched_with = retriever_name(kind)
+    if config.hybrid:
+        check["hybrid"] = known_item_figures(
+            retriever_class("hybrid").build(documents, output / "hybrid-index", overwrite=True,
+                                            neural=retriever_name(kind), model=str(output / "model")), queries, qrels)
+        if check["hybrid"]["nDCG@10"] > check["adapted" if kept else "start"]["nDCG@10"]:
+            searched_with = "hybrid"
+            shutil.rmtree(output / "index")
+            (output / "hybrid-index").rename(output / "index")
+        else:
+            shutil.rmtree(output / "hybrid-index")
+    report.update({"check": check, "kept": "adapted" if kept else "start", "retriever": searched_with,
                    "seconds": round(time.perf_counter() - started, 1),
                    "model": str(output / "model"), "index": str(output / "index"),
-                   "search": f"semiret search --index {output / 'index'} -r {retriever_name(kind)} 'your query'"})
+                   "search": f"semiret search --index {output / 'index'} -r {searched_with} 'your query'"})
     atomic_write_json(output / "adapt.json", report)
     return report

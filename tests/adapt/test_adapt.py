@@ -69,9 +69,13 @@ def test_an_adapted_inference_free_model_is_kept_indexed_and_bound_to_its_corpus
     check = report["check"]
     assert set(check["start"]) == set(check["adapted"]) == {"nDCG@10", "R@100"}
     assert report["kept"] == ("adapted" if check["adapted"]["nDCG@10"] >= check["start"]["nDCG@10"] else "start")
+    fused_better = check["hybrid"]["nDCG@10"] > check[report["kept"]]["nDCG@10"]
+    assert report["retriever"] == ("hybrid" if fused_better else "inference-free")
     assert json.loads((output / "adapt.json").read_text()) == report
-    assert not (output / "start-index").exists()
-    hits = open_retriever(output / "index").search("cat dog", k=3)
+    assert not (output / "start-index").exists() and not (output / "hybrid-index").exists()
+    served = open_retriever(output / "index")
+    assert served.name == report["retriever"]
+    hits = served.search("cat dog", k=3)
     assert len(hits) == 3
     if report["kept"] == "adapted":
         assert json.loads((output / "model" / "idf.json").read_text()) != json.loads(
@@ -92,14 +96,31 @@ def test_a_dense_encoder_is_adapted_with_hce_u(corpus, dense_start, tmp_path, sm
 
 def test_a_model_worse_on_the_check_is_not_kept(corpus, inference_free_start, tiny_bert, tmp_path, small_corpora,
                                                monkeypatch):
-    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}])
+    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}, {"nDCG@10": 0.5, "R@100": 0.97}])
     monkeypatch.setattr(adapt_module, "known_item_figures", lambda *args: next(figures))
     output = tmp_path / "adapted"
     report = adapt(settings(corpus, inference_free_start, output, teachers="bm25"))
-    assert report["kept"] == "start"
+    assert report["kept"] == "start" and report["retriever"] == "inference-free"  # fusion only ties: not taken
     assert not (output / "model" / ADAPTED_CORPUS_FILE).exists()
     for name in ("model.safetensors", "idf.json"):
         assert (output / "model" / name).read_bytes() == (inference_free_start / name).read_bytes()
+
+
+def test_bm25_fused_with_the_model_is_indexed_when_the_check_says_it_does_better(
+        corpus, inference_free_start, tmp_path, small_corpora, monkeypatch):
+    from semiret.search.retrievers import open_retriever
+
+    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}, {"nDCG@10": 0.7, "R@100": 0.9},
+                    {"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}])  # then the run without fusion
+    monkeypatch.setattr(adapt_module, "known_item_figures", lambda *args: next(figures))
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus, inference_free_start, output, teachers="bm25"))
+    assert (report["kept"], report["retriever"]) == ("adapted", "hybrid") and "-r hybrid" in report["search"]
+    served = open_retriever(output / "index")
+    assert served.name == "hybrid" and len(served.search("cat dog", k=3)) == 3
+    assert not (output / "hybrid-index").exists()
+    unfused = adapt(settings(corpus, inference_free_start, tmp_path / "plain", teachers="bm25", hybrid=False))
+    assert unfused["retriever"] == "inference-free" and "hybrid" not in unfused["check"]
 
 
 def test_a_corpus_file_is_accepted_and_estimates_stop_before_training(inference_free_start, tmp_path, small_corpora):
