@@ -10,6 +10,12 @@ opened as ``bm25`` (the same postings), ``bm25+nail`` (also with ``--bm25-weight
 is reported too (meaningless for the quick model). Latency: each query alone (``search(text, k=10)``), the
 systems timed in rotating rounds (``corpus.timed_rounds``); ``bm25@100`` is BM25 read 100 deep, the first
 stage's own cost.
+
+FLOPs beside latency (the paper's Table 1, 16-token queries and 128-token documents, counted by torch's
+``FlopCounterMode`` on one forward pass rather than estimated): NAIL's document model once per document at
+indexing; at query time one addition per query token and candidate (the lookups are memory reads), with the
+SciFact queries' mean number of distinct tokens; for comparison the packaged MiniLM (``--no-minilm`` skips it)
+as a cross-encoder would run per pair (query and document together) and as a query encoder runs per query.
 """
 
 from __future__ import annotations
@@ -41,6 +47,34 @@ def quick_model(directory: Path) -> Path:
     return model.save(directory, training={"quick": "random weights, for latency only"})
 
 
+def forward_flops(module, length: int) -> int:
+    """FLOPs of ``module(input_ids, attention_mask)`` on one text of ``length`` tokens (values do not matter)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    ids = torch.full((1, length), 1000, dtype=torch.long)
+    with FlopCounterMode(display=False) as counter:  # (under no_grad its module tracker fails)
+        module(ids, torch.ones_like(ids))
+    return int(counter.get_total_flops())
+
+
+def flops(model: str, query_tokens: float, n_docs: int, minilm: bool) -> dict:
+    """Per (query, document) pair and per query, at the paper's lengths (16 and 128 tokens)."""
+    from semiret.models.nail import NailModel
+
+    per_pair = round(query_tokens, 1)  # one addition per query token
+    table = {"nail_document_model_per_document_at_indexing": forward_flops(NailModel.load(model), 128),
+             "bm25+nail_per_pair": per_pair, "bm25+nail_per_query": round(100 * per_pair),
+             "nail-exh_per_query": round(n_docs * per_pair), "mean_distinct_query_tokens": per_pair}
+    if minilm:
+        from semiret.models.encoders import load_encoder
+
+        encoder = load_encoder("minilm", "dense")
+        table["minilm_cross_encoder_per_pair"] = forward_flops(encoder, 16 + 128)
+        table["minilm_query_encoder_per_query"] = forward_flops(encoder, 16)
+    return table
+
+
 def main() -> None:
     from semiret import progress
     from semiret.evaluation.metrics import parse_measures, score_run
@@ -55,6 +89,7 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the score-matrix index here")
     parser.add_argument("--bm25-weight", type=float, default=None, help="also time bm25+nail with this weight")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--no-minilm", dest="minilm", action="store_false", help="skip MiniLM's FLOPs")
     args = parser.parse_args()
     collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
     label = Path(args.model).name if args.model else "quick"
@@ -85,6 +120,11 @@ def main() -> None:
                                       for name, entry in result["systems"].items() if name != "bm25"}
     result["target"] = f"bm25+nail median latency <= {TARGET} x bm25's (k = 10, one thread, same run)"
     result["target_met"] = result["ratio_to_bm25_median"]["bm25+nail"] <= TARGET
+    from semiret.text.wordpiece import WordPieceVocabulary
+
+    vocabulary = WordPieceVocabulary(model)  # the query side's tokenizer
+    query_tokens = statistics.fmean(len(set(vocabulary.encode(text))) for text in texts)
+    result["flops"] = flops(model, query_tokens, systems["bm25"].index.n_docs, args.minilm)
     emit(result)
 
 
