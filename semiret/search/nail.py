@@ -268,9 +268,10 @@ class NailExhaustiveRetriever(Retriever):
 class RerankOptions:
     rerank_depth: int = 100
     """First-stage (BM25) documents re-ranked per query."""
-    bm25_weight: float = 0.0
+    bm25_weight: float | None = None
     """Add this times each candidate's BM25 score to its NAIL score (beyond the paper, which re-ranks by NAIL's
-    score alone: 0, the default)."""
+    score alone: 0). None: the weight the model records (``search.bm25_weight`` in its ``nail.json``, chosen on
+    a collection it was not trained on; the packaged ``nail-scifact``'s is 1.5), else 0."""
 
 
 class BM25ThenNailQueries(NailMatrixQueries):
@@ -289,8 +290,11 @@ class BM25ThenNailQueries(NailMatrixQueries):
 
     @classmethod
     def open(cls, index, options: RerankOptions, documents: NailMatrixDocuments):
-        return cls(matrix_vocabulary(index), WordCountQueries.open(index, NoOptions(), documents),
-                   options.rerank_depth, options.bm25_weight)
+        vocabulary = matrix_vocabulary(index)
+        weight = options.bm25_weight
+        if weight is None:
+            weight = NAIL.read(index.scorer["model"])[1].get("search", {}).get("bm25_weight", 0.0)
+        return cls(vocabulary, WordCountQueries.open(index, NoOptions(), documents), options.rerank_depth, weight)
 
     def search(self, index, texts, k, n_threads) -> SearchHits:
         return index.rerank(self.words.encode_queries(texts), self.encode_queries(texts), max(self.depth, k), k,

@@ -5,6 +5,7 @@ torch-free query side; empty queries; refusals (another tokenizer, a matrix over
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -72,6 +73,16 @@ def test_bm25_nail_can_add_a_share_of_bm25s_score(tiny_nail, phi, tmp_path):
                                                         abs=2e-3)
     with pytest.raises(SemiretError, match="BM25 weight"):
         BM25NailRetriever.open(tmp_path / "rerank", bm25_weight=-1.0)
+    # a model may record the weight to use when none is asked for (the packaged one does)
+    recorded = tmp_path / "recorded"
+    shutil.copytree(tiny_nail, recorded)
+    marker = json.loads((recorded / "nail.json").read_text())
+    (recorded / "nail.json").write_text(json.dumps({**marker, "search": {"bm25_weight": 0.7}}))
+    BM25NailRetriever.build(TINY_DOCS, tmp_path / "recorded-index", model=str(recorded))
+    by_default = BM25NailRetriever.open(tmp_path / "recorded-index").search(QUERY, k=10)
+    assert [h.id for h in by_default] == sorted(bm25, key=lambda d: -(nail[d] + 0.7 * bm25[d]))[:10]
+    asked = BM25NailRetriever.open(tmp_path / "recorded-index", bm25_weight=0.0).search(QUERY, k=10)
+    assert [h.id for h in asked] == sorted(bm25, key=lambda d: -nail[d])[:10]
 
 
 def test_bm25_nail_reranks_candidates_of_every_segment(tiny_nail, phi, tmp_path):
