@@ -69,8 +69,8 @@ def test_an_adapted_inference_free_model_is_kept_indexed_and_bound_to_its_corpus
     check = report["check"]
     assert set(check["start"]) == set(check["adapted"]) == {"nDCG@10", "R@100"}
     assert report["kept"] == ("adapted" if check["adapted"]["nDCG@10"] >= check["start"]["nDCG@10"] else "start")
-    fused_better = check["hybrid"]["nDCG@10"] > check[report["kept"]]["nDCG@10"]
-    assert report["retriever"] == ("hybrid" if fused_better else "inference-free")
+    assert set(check["hybrid_vs_model"]) == {"delta", "p_value", "worse"}
+    assert report["retriever"] == ("inference-free" if check["hybrid_vs_model"]["worse"] else "hybrid")
     assert json.loads((output / "adapt.json").read_text()) == report
     assert not (output / "start-index").exists() and not (output / "hybrid-index").exists()
     served = open_retriever(output / "index")
@@ -96,23 +96,37 @@ def test_a_dense_encoder_is_adapted_with_hce_u(corpus, dense_start, tmp_path, sm
 
 def test_a_model_worse_on_the_check_is_not_kept(corpus, inference_free_start, tiny_bert, tmp_path, small_corpora,
                                                monkeypatch):
-    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}, {"nDCG@10": 0.5, "R@100": 0.97}])
+    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}, {"nDCG@10": 0.3, "R@100": 0.97}])
     monkeypatch.setattr(adapt_module, "known_item_figures", lambda *args: next(figures))
+    monkeypatch.setattr(adapt_module, "fusion_against_model", lambda *args: {"delta": -0.2, "p_value": 0.01, "worse": True})
     output = tmp_path / "adapted"
     report = adapt(settings(corpus, inference_free_start, output, teachers="bm25"))
-    assert report["kept"] == "start" and report["retriever"] == "inference-free"  # fusion only ties: not taken
+    assert report["kept"] == "start" and report["retriever"] == "inference-free"  # fusion significantly worse
     assert not (output / "model" / ADAPTED_CORPUS_FILE).exists()
     for name in ("model.safetensors", "idf.json"):
         assert (output / "model" / name).read_bytes() == (inference_free_start / name).read_bytes()
 
 
-def test_bm25_fused_with_the_model_is_indexed_when_the_check_says_it_does_better(
+def test_fusion_is_worse_only_when_significantly_worse():
+    from semiret.methods.adapt import fusion_against_model
+
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(40)}
+    model = {q: {f"d{i}": 2.0, "other": 1.0} for i, q in enumerate(qrels)}  # every answer first
+    slightly = {**model, "q0": {"other": 2.0, "d0": 1.0}}  # one answer second
+    much = {q: {"other": 2.0, f"d{i}": 1.0} for i, q in enumerate(qrels)}  # every answer second
+    assert fusion_against_model(slightly, model, qrels)["worse"] is False
+    verdict = fusion_against_model(much, model, qrels)
+    assert verdict["worse"] is True and verdict["delta"] < 0 and verdict["p_value"] < 0.05
+
+
+def test_bm25_fused_with_the_model_is_indexed_unless_the_check_finds_it_worse(
         corpus, inference_free_start, tmp_path, small_corpora, monkeypatch):
     from semiret.search.retrievers import open_retriever
 
-    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}, {"nDCG@10": 0.7, "R@100": 0.9},
+    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}, {"nDCG@10": 0.59, "R@100": 0.9},
                     {"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}])  # then the run without fusion
     monkeypatch.setattr(adapt_module, "known_item_figures", lambda *args: next(figures))
+    monkeypatch.setattr(adapt_module, "fusion_against_model", lambda *args: {"delta": -0.01, "p_value": 0.4, "worse": False})
     output = tmp_path / "adapted"
     report = adapt(settings(corpus, inference_free_start, output, teachers="bm25"))
     assert (report["kept"], report["retriever"]) == ("adapted", "hybrid") and "-r hybrid" in report["search"]
