@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 
 WRITER_NICENESS = 10
@@ -32,16 +33,15 @@ _INDEXES: dict = {}
 
 
 def _open_indexes(specs: dict[str, tuple[str, str | None]], max_segments: int, threads: int) -> None:
-    import torch
-
     from semiret.serving.served import ServedIndex
 
-    torch.set_num_threads(threads)
     os.nice(WRITER_NICENESS)
     for name, (path, retriever) in specs.items():
         index = ServedIndex(name, path, max_segments, retriever)
         index.warm_up(searches=False, writes=True)
         _INDEXES[name] = index
+    if "torch" in sys.modules:  # a neural document side was loaded (BM25 alone never imports torch)
+        sys.modules["torch"].set_num_threads(threads)
     gc.freeze()
 
 
