@@ -135,14 +135,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                settings.max_segments)  # it opens the indexes while this process does
         for index in served.values():
             index.writer = writer
-    for index in served.values():
-        index.warm_up(searches=True, writes=writable and writer is None)
-    if writer is not None:
-        try:
+    try:
+        for index in served.values():
+            index.warm_up(searches=True, writes=writable and writer is None)
+        if writer is not None:
             writer.wait_until_open()
-        except BaseException:
+    except BaseException:
+        if writer is not None:
             writer.close()
-            raise
+        raise
     gc.freeze()  # what start-up made lives as long as the server: keep it out of the collector's full passes
 
     @asynccontextmanager
