@@ -69,8 +69,7 @@ def train_once(method: str, run: str, args, output: Path) -> dict:
     if not states:
         return {"error": f"no trainer_state.json under {output}", "command": " ".join(command)}
     state = json.loads(states[-1].read_text())
-    history, batch = state["history"], state["config"].get("batch_size") or json.loads(
-        (output / "summary.json").read_text())["config"]["batch_size"]
+    history, batch = state["history"], state["config"]["batch_size"]
     seconds = [round(h["seconds"], 2) for h in history]
     steps = [h["steps"] for h in history]
     best = min(range(len(history)), key=lambda i: seconds[i] / steps[i])

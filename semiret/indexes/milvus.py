@@ -40,7 +40,7 @@ from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import check_embeddings
 from semiret.indexes.inverted import check_postings, pack_queries
 from semiret.indexes.segments import check_unique_ids
-from semiret.types import Embeddings, Postings, SearchHits, SparseQuery
+from semiret.types import Embeddings, Postings, SearchHits
 
 SCHEME = "milvus:"
 TOKEN_ENVIRONMENT = "MILVUS_TOKEN"
