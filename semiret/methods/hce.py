@@ -94,6 +94,10 @@ class HCETrainingConfig(TrainingConfig):
     """HCE-U: documents drawn per epoch (default: all of them)."""
     co_training: bool = True
     """Re-cluster the corpus after an epoch that improved the dev metric (off: the tree stays the first one)."""
+    dev_every_epoch: bool = True
+    """Measure the dev metric after every epoch, the last included, whatever the loss (one corpus embedding
+    each); off, it is measured only where co-training needs it. The per-epoch figures are what compares the
+    losses and picks settings without touching test queries."""
     dev_fraction: float = 0.1
     """Share of the training queries held out as the dev split (HCE-S/J)."""
     dev_pseudo_queries: int = 300
@@ -346,22 +350,25 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     trainer = Trainer(model, loss, batches, config, schedule, output,
                       learning_rates={"centroids.": config.centroid_learning_rate})
 
-    def reclustering(epoch: int) -> tuple[dict, object]:
-        """(the epoch's notes, the new tree or None): the dev metric and, when it improved, a new tree."""
+    def reclustering(epoch: int, may_recluster: bool) -> tuple[dict, object]:
+        """(the epoch's notes, the new tree or None): the dev metric and, when it improved and
+        ``may_recluster``, a new tree."""
         vectors = co_training.embed(encoder)
         dev = co_training.dev_metric(encoder, vectors)
         best = max([m for m in [initial_dev] + [h.notes.get("dev") for h in trainer.history] if m is not None],
                    default=None)
-        recluster = dev is None or best is None or dev > best  # without a dev set: after every epoch
+        # without a dev set: after every epoch
+        recluster = may_recluster and (dev is None or best is None or dev > best)
         notes = {"dev": None if dev is None else round(dev, 4), "reclustered": recluster}
         return notes, co_training.cluster(vectors, epoch) if recluster else None
 
     def after_epoch(epoch: int) -> dict:
-        """Algorithm 3's step between epochs (the main process's, its tree given to the others); skipped (no
-        corpus embedding) where no tree would follow it."""
-        if not (config.co_training and tree is not None and epoch < config.epochs):
+        """Algorithm 3's step between epochs (the main process's, its tree given to the others) and the dev
+        metric; skipped (no corpus embedding) where neither a tree nor a wanted dev figure would follow."""
+        may_recluster = config.co_training and tree is not None and epoch < config.epochs
+        if not (may_recluster or (config.dev_every_epoch and dev_queries)):
             return {}
-        notes, new_tree = main_process_result(lambda: reclustering(epoch))
+        notes, new_tree = main_process_result(lambda: reclustering(epoch, may_recluster))
         if new_tree is not None:
             model.set_tree(new_tree, levels)
             trainer.forget_optimizer_state(model.centroids.parameters())

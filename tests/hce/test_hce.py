@@ -63,6 +63,10 @@ def test_the_contrastive_baseline_trains_on_the_same_batches_without_a_tree(coll
     assert summary["tree"] is None and not (tmp_path / "run" / "trees").exists()
     assert summary["steps_per_epoch"] == hce["steps_per_epoch"] and summary["pairs"] == hce["pairs"]
     assert set(summary["terms_per_epoch"][0]) == {"S.contrastive", "U.contrastive"}
+    assert all(isinstance(d, float) for d in summary["dev_nDCG@10_per_epoch"])  # measured without a tree too
+    quiet = train_hce(config(collection, tiny_bert, tmp_path / "quiet", loss="contrastive", epochs=1,
+                             dev_every_epoch=False))
+    assert quiet["dev_nDCG@10_per_epoch"] == [None]
 
 
 def test_unsupervised_training_reads_no_qrels_and_measures_pseudo_queries(collection, tiny_bert, tmp_path):
@@ -179,3 +183,7 @@ def test_the_mined_negatives_baseline_mines_with_the_starting_encoder(collection
     assert summary["tree"] is None
     assert np.load(tmp_path / "run" / "mining-vectors.npy").shape[0] == 40
     assert set(summary["terms_per_epoch"][0]) == {"S.contrastive", "U.contrastive"}
+    assert all(isinstance(d, float) for d in summary["dev_nDCG@10_per_epoch"])  # measured without a tree too
+    quiet = train_hce(config(collection, tiny_bert, tmp_path / "quiet", loss="contrastive", epochs=1,
+                             dev_every_epoch=False))
+    assert quiet["dev_nDCG@10_per_epoch"] == [None]
