@@ -51,14 +51,14 @@ class DenseSegment(Segment):
     def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int,
                beam: int = BEAM) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, local numbers; -1 where fewer) of each query among live documents."""
-        if self.tree is not None:
-            return self.tree.search(queries, k, beam, self.deleted)
-        if self.ann is None:
+        if self.tree is None and self.ann is None:
             return self._exact(queries, k)
         import faiss
 
         deleted = np.flatnonzero(self.deleted).astype(np.int64)
         selector = faiss.IDSelectorNot(faiss.IDSelectorBatch(deleted)) if len(deleted) else None
+        if self.tree is not None:
+            return self.tree.search(queries, k, beam, selector)
         if isinstance(self.ann, faiss.IndexHNSW):
             params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(ef_search, k))
         elif isinstance(self.ann, faiss.IndexIVF):

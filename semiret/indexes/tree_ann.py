@@ -10,12 +10,12 @@ so new documents join the hierarchy without re-clustering.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from semiret.clustering import EqualDepthTree, agglomerative_tree
-from semiret.clustering.equal_depth import members_of
 from semiret.errors import IndexFormatError
 
 TREE_FILE = "tree.npz"
@@ -32,7 +32,13 @@ def write_tree(directory: Path, vectors: np.ndarray, base: EqualDepthTree | None
 
 
 class TreeSearch:
-    """A segment's tree and vectors, searched by beam descent."""
+    """A segment's tree and vectors, searched by beam descent.
+
+    The descent is numpy (a few small products per query); the documents of the lowest clusters it reaches
+    are scanned by faiss: the tree's lowest clusters are the inverted lists of an ``IndexIVFFlat`` filled with
+    the tree's own assignment (never re-trained), searched with the descent's clusters in place of faiss's
+    coarse quantizer (``search_preassigned``). faiss's list scan is what a numpy gather + product per query
+    cannot match; like IVF it holds a copy of the vectors in list order."""
 
     def __init__(self, path: Path, vectors: np.ndarray):
         tree_file = path / TREE_FILE
@@ -40,27 +46,48 @@ class TreeSearch:
             raise IndexFormatError(f"missing index file {tree_file}")
         self.tree = EqualDepthTree.load(tree_file)
         self.vectors = vectors
-        self.offsets, self.members = self.tree.documents_under(self.tree.depth - 1)
+        self.cluster_sizes = np.bincount(self.tree.parents[-1], minlength=self.tree.size(self.tree.depth - 1))
         self.scored = 0
-        """Documents scored by the searches so far (the share of the corpus a descent touches)."""
+        """Documents in the lowest clusters the searches so far reached (the share of the corpus a descent
+        scans; deleted documents included)."""
 
-    def search(self, queries: np.ndarray, k: int, beam: int, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` (scores, local numbers; -1 where fewer) among the live documents of the lowest clusters
-        each query reaches."""
-        scores = np.full((len(queries), k), -np.inf, np.float32)
-        local = np.full((len(queries), k), -1, np.int64)
-        for row, query in enumerate(queries):
-            clusters = self.tree.descend(query, beam)
-            candidates = np.sort(members_of(self.offsets, self.members, clusters))
-            candidates = candidates[~deleted[candidates]]
-            self.scored += len(candidates)
-            found = np.asarray(self.vectors[candidates]) @ query
-            top = np.argsort(-found, kind="stable")[:k]
-            scores[row, : len(top)] = found[top]
-            local[row, : len(top)] = candidates[top]
+    @cached_property
+    def lists(self):
+        """The faiss inverted lists: one per lowest cluster, built on the first search."""
+        import faiss
+
+        centroids = np.ascontiguousarray(self.tree.centroids[-1], np.float32)
+        quantizer = faiss.IndexFlatIP(centroids.shape[1])
+        quantizer.add(centroids)
+        lists = faiss.IndexIVFFlat(quantizer, centroids.shape[1], len(centroids), faiss.METRIC_INNER_PRODUCT)
+        lists.is_trained = True  # the tree's clusters are the lists: faiss's k-means never runs
+        vectors = np.ascontiguousarray(self.vectors, np.float32)
+        numbers = np.arange(len(vectors), dtype=np.int64)
+        clusters = np.ascontiguousarray(self.tree.parents[-1], np.int64)
+        lists.add_core(len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(numbers), faiss.swig_ptr(clusters))
+        return lists
+
+    def search(self, queries: np.ndarray, k: int, beam: int, selector=None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, local numbers; -1 where fewer) among the documents of the lowest clusters each
+        query reaches that ``selector`` (a faiss ``IDSelector`` of the live documents, or None) admits."""
+        import faiss
+
+        queries = np.ascontiguousarray(queries, np.float32)
+        reached = [self.tree.descend(query, beam) for query in queries]
+        clusters = np.full((len(queries), max(map(len, reached), default=1)), -1, np.int64)  # -1: no list
+        for row, found in enumerate(reached):
+            clusters[row, : len(found)] = found
+            self.scored += int(self.cluster_sizes[found].sum())
+        scores = np.empty((len(queries), k), np.float32)
+        local = np.empty((len(queries), k), np.int64)
+        params = faiss.SearchParametersIVF(sel=selector, nprobe=clusters.shape[1])
+        # the SWIG method itself: its Python wrapper insists on the index's own nprobe
+        self.lists.search_preassigned_c(len(queries), faiss.swig_ptr(queries), k, faiss.swig_ptr(clusters),
+                                        faiss.swig_ptr(np.zeros(clusters.shape, np.float32)),
+                                        faiss.swig_ptr(scores), faiss.swig_ptr(local), False, params)
         return scores, local
 
     def memory_bytes(self) -> int:
-        """The centroids and cluster lists (the vectors are memory-mapped, as exact search reads them)."""
-        return sum(c.nbytes for c in self.tree.centroids) + sum(p.nbytes for p in self.tree.parents) + \
-            self.members.nbytes + self.offsets.nbytes
+        """The centroids, the tree's links and the inverted lists' copy of the vectors with their numbers."""
+        vectors = len(self.vectors) * (self.vectors.shape[1] * 4 + 8)
+        return sum(c.nbytes for c in self.tree.centroids) + sum(p.nbytes for p in self.tree.parents) + vectors

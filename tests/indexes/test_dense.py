@@ -146,3 +146,20 @@ def test_documents_added_to_a_tree_index_join_its_nearest_clusters(tmp_path):
     assert index.search(corpus[550:551], k=1, beam=2).ids == [["new50"]]
     with pytest.raises(SemiretError, match="at least 2"):
         DenseIndex.build(tmp_path / "bad", "dense", [], dim=DIM, analyzer={}, ann="tree", tree_branching=1)
+
+
+def test_a_tree_search_is_exact_over_the_clusters_it_reaches_and_skips_deleted_documents(tmp_path):
+    corpus = clustered(800, 20, seed=3)
+    ids = [f"d{i}" for i in range(800)]
+    index = DenseIndex.build(tmp_path / "tree", "dense", [embeddings(corpus)], dim=DIM, analyzer={}, ann="tree",
+                             tree_branching=8)
+    queries = clustered(20, 20, seed=4)
+    (segment,) = index.segments
+    tree = segment.tree.tree
+    hits = index.search(queries, k=5, beam=3)
+    for query, found in zip(queries, hits.ids):
+        reached = np.flatnonzero(np.isin(tree.parents[-1], tree.descend(query, 3)))
+        best = reached[np.argsort(-(corpus[reached] @ query), kind="stable")[:5]]
+        assert found == [ids[i] for i in best]
+    index.delete([hits.ids[0][0]])
+    assert hits.ids[0][0] not in index.search(queries[:1], k=5, beam=3).ids[0]
