@@ -2,14 +2,17 @@
 HNSW, at equal recall: recall@10 against exact search, share of the documents scored, median single-query
 latency (query encoding excluded), build time.
 
-``python bench/tree_ann.py [--model runs/hce-scifact/model] [--synthetic 1000000]`` prints one JSON object.
+``python bench/tree_ann.py [--model runs/hce-scifact/model] [--synthetic 1000000] [--tree-branching 0 8]`` prints
+one JSON object.
 
 - ``scifact``: the corpus and test queries embedded by ``--model`` (cached under the bench cache directory);
 - ``synthetic``: ``--synthetic`` unit vectors of ``--dim`` dimensions drawn around ``--centers`` random
   centers (a mixture of clustered unit vectors, not text), queries drawn the same way.
 
 Each structure is swept over its knob (tree: beam width; IVF: nprobe; HNSW: efSearch); ``at_recall`` gives,
-for each, the cheapest setting reaching ``--target`` recall and its latency.
+for each, the cheapest setting reaching ``--target`` recall and its latency. The tree is built once per
+``--tree-branching`` value (0: the index's default, the BEIR rule's depth 3; results under ``tree`` or
+``tree-b<value>``): smaller branching, smaller lowest clusters, a finer choice of what to scan.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 
 from corpus import CACHE_ROOT, SCIFACT, emit, machine
 
-SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64]),
+SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]),
           "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128]),
           "hnsw": ("ef_search", [16, 32, 64, 128, 256, 512])}
 LATENCY_QUERIES = 200
@@ -75,14 +78,14 @@ def exact_top(documents: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
 
 
 def sweep(name: str, documents: np.ndarray, queries: np.ndarray, truth: np.ndarray, workdir: Path,
-          target: float) -> dict:
+          target: float, branching: int | None = None) -> dict:
     from semiret.indexes.dense import DenseIndex
     from semiret.types import Embeddings
 
     ids = [str(i) for i in range(len(documents))]
     started = time.perf_counter()
     index = DenseIndex.build(workdir / name, "dense", [Embeddings(ids, documents)], dim=documents.shape[1], ann=name,
-                             store_texts=False, analyzer={})
+                             store_texts=False, analyzer={}, tree_branching=branching)
     build = time.perf_counter() - started
     knob, values = SWEEPS[name]
     rows = []
@@ -99,20 +102,27 @@ def sweep(name: str, documents: np.ndarray, queries: np.ndarray, truth: np.ndarr
             t0 = time.perf_counter()
             index.search(q[None, :], k=10, **{knob: value})
             latencies.append((time.perf_counter() - t0) * 1000)
-        rows.append({knob: value, "recall@10": round(recall, 4), "latency_ms_median": round(statistics.median(latencies), 3),
+        rows.append({knob: value, "recall@10": round(recall, 4),
+                     "latency_ms_median": round(statistics.median(latencies), 3),
                      **({"scored_fraction": round(scored, 4)} if scored is not None else {})})
         if recall >= 0.999:
             break
     reached = next((r for r in rows if r["recall@10"] >= target), None)
     shutil.rmtree(workdir / name, ignore_errors=True)
-    return {"build_s": round(build, 1), "memory_mb": round(index.memory_bytes() / 2**20, 2), "sweep": rows,
+    tree = index.segments[0].tree.tree if name == "tree" else None
+    shape = {"tree_nodes": [tree.size(t) for t in range(tree.depth + 1)]} if tree is not None else {}
+    return {"build_s": round(build, 1), "memory_mb": round(index.memory_bytes() / 2**20, 2), **shape, "sweep": rows,
             "at_recall": reached}
 
 
-def run(label: str, documents: np.ndarray, queries: np.ndarray, workdir: Path, target: float) -> dict:
+def run(label: str, documents: np.ndarray, queries: np.ndarray, workdir: Path, target: float,
+        tree_branchings: list[int]) -> dict:
     truth = exact_top(documents, queries, 10)
-    return {"documents": len(documents), "queries": len(queries), "dim": documents.shape[1],
-            **{name: sweep(name, documents, queries, truth, workdir / label, target) for name in SWEEPS}}
+    trees = {(f"tree-b{b}" if b else "tree"):
+             sweep("tree", documents, queries, truth, workdir / label, target, b or None) for b in tree_branchings}
+    return {"documents": len(documents), "queries": len(queries), "dim": documents.shape[1], **trees,
+            **{name: sweep(name, documents, queries, truth, workdir / label, target)
+               for name in SWEEPS if name != "tree"}}
 
 
 def main() -> None:
@@ -126,16 +136,20 @@ def main() -> None:
     parser.add_argument("--centers", type=int, default=10_000)
     parser.add_argument("--spread", type=float, default=1.0)
     parser.add_argument("--target", type=float, default=0.95)
+    parser.add_argument("--tree-branching", type=int, nargs="+", default=[0],
+                        help="tree branching factors to compare (0: the index's default)")
     parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "tree-ann")
     args = parser.parse_args()
 
     result = {"benchmark": "tree_ann", "target_recall@10": args.target, "machine_before": machine()}
     documents, queries = scifact_vectors(args.model, args.workdir / "vectors")
-    result["scifact"] = {"model": args.model, **run("scifact", documents, queries, args.workdir, args.target)}
+    result["scifact"] = {"model": args.model,
+                         **run("scifact", documents, queries, args.workdir, args.target, args.tree_branching)}
     if args.synthetic:
         documents, queries = synthetic_vectors(args.synthetic, args.dim, args.centers, 1000, args.spread)
         result["synthetic"] = {"centers": args.centers, "spread": args.spread,
-                               **run("synthetic", documents, queries, args.workdir, args.target)}
+                               **run("synthetic", documents, queries, args.workdir, args.target,
+                                   args.tree_branching)}
     result["machine_after"] = machine()
     emit(result)
 

@@ -261,7 +261,9 @@ class DenseDocumentOptions:
     hnsw_m: int | None = None
     """HNSW graph degree (--ann hnsw; default 32)."""
     tree_branching: int | None = None
-    """Branching factor of the corpus tree (--ann tree; default: the smallest power of two giving depth 3)."""
+    """Branching factor of the corpus tree (--ann tree; default: the smallest power of two giving depth 3).
+    Smaller gives smaller lowest clusters and a finer choice of what a search scans (better recall for the
+    same share scanned: docs/results.md, tree ANN) at a slower build."""
 
 
 class DenseDocuments(EncoderDocuments):
