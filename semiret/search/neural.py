@@ -67,8 +67,13 @@ class EncoderDocuments(DocumentSide):
 
             options = {k: v for k, v in self.config.items() if k not in ("type", "family", "model", "top_k", "threshold",
                                                                     "lexical_prior")}
-            self._encoder = load_encoder(self.config["model"], self.config["family"], **options)
+            encoder = load_encoder(self.config["model"], self.config["family"], **options)
+            self.check_encoder(encoder)
+            self._encoder = encoder
         return self._encoder
+
+    def check_encoder(self, encoder) -> None:
+        """Refuse a loaded encoder that does not fit the index (before it encodes anything)."""
 
     def prepare(self, documents):
         check_adapted_corpus(self.config["model"], [d.id for d in documents])
@@ -276,6 +281,21 @@ class DenseDocuments(EncoderDocuments):
     batch_size = 1024
 
     ann_options: dict = {}
+    index_dim: int | None = None
+    index_path: str = ""
+
+    @classmethod
+    def from_index(cls, index):
+        side = super().from_index(index)
+        side.index_dim, side.index_path = index.meta["dim"], str(index.path)
+        return side
+
+    def check_encoder(self, encoder) -> None:
+        """An index of vectors of another dimension than its recorded encoder's (the model directory replaced by
+        another model since it was built) is refused before any query or document is encoded."""
+        if self.index_dim is not None and encoder.dim != self.index_dim:
+            raise SemiretError(f"{self.index_path} holds {self.index_dim}-dimensional vectors but its encoder "
+                               f"{self.config['model']} gives {encoder.dim}: rebuild the index with this encoder")
 
     @classmethod
     def create(cls, options: DenseDocumentOptions):

@@ -77,6 +77,27 @@ def test_dense_retriever(tmp_path, tiny_docs, tiny_bert, ann):
     assert reopened.search([""], k=3).ids == [[]]
 
 
+def test_a_dense_index_whose_encoder_was_replaced_by_another_dimension_is_refused(tmp_path, tiny_docs, tiny_bert):
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert, model)
+    DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(model))
+    before = sorted((tmp_path / "dense").rglob("*"))
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(hidden_size=48, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=64)).save_pretrained(model)
+    reopened = open_retriever(tmp_path / "dense")
+    with pytest.raises(SemiretError, match="holds 32-dimensional vectors but its encoder .* gives 48"):
+        reopened.search("a query")
+    with pytest.raises(SemiretError, match="holds 32-dimensional"):
+        reopened.add([Document("d9", "new text")])
+    assert sorted((tmp_path / "dense").rglob("*")) == before
+
+
 def test_options_are_checked(tmp_path, tiny_docs, tiny_bert):
     with pytest.raises(SemiretError, match="ann do not apply to retriever 'splade'"):
         SpladeRetriever.build(tiny_docs, tmp_path / "x", model=str(tiny_bert), ann="hnsw")
