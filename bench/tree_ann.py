@@ -29,7 +29,7 @@ import numpy as np
 from corpus import CACHE_ROOT, SCIFACT, emit, machine
 
 SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]),
-          "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128]),
+          "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]),
           "hnsw": ("ef_search", [16, 32, 64, 128, 256, 512])}
 LATENCY_QUERIES = 200
 
