@@ -10,8 +10,10 @@ a k-means tree of its own corpus, composed from shared pieces:
   joint (HCE-J, ``L_S + alpha L_U``: every batch holds both kinds);
 - EM co-training (Algorithm 3): after each epoch the corpus is embedded again and the dev metric measured;
   when it improved the tree is rebuilt from the new embeddings and the centroids reset to it (with no dev set,
-  after every epoch but the last). The dev split is carved from the training queries (``dev_fraction``). HCE-U has no labels: its dev set is inverse-cloze
-  pseudo-queries of a sample of documents (drawn with another seed), each judged relevant to its source;
+  after every epoch but the last). The dev split is carved from the training queries (``dev_fraction``).
+  HCE-U has no labels: its dev set is inverse-cloze pseudo-queries of a sample of documents (drawn with another
+  seed), each judged relevant to its source. ``patience`` stops when the dev metric has not improved for that
+  many epochs (the algorithm's early stopping); ``best_epoch`` saves the best dev epoch's encoder, not the last;
 - ``loss="contrastive"``: the same data, batches and steps with plain in-batch contrastive fine-tuning (no
   tree, no sampled negatives), the baseline HCE must beat.
 
@@ -32,7 +34,7 @@ import numpy as np
 
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
-from semiret.files import atomic_write_json
+from semiret.files import atomic_write_json, replace_directory
 from semiret.training.config import TrainingConfig
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.training.pseudo_queries import independent_crop
@@ -94,6 +96,12 @@ class HCETrainingConfig(TrainingConfig):
     """HCE-U: documents drawn per epoch (default: all of them)."""
     co_training: bool = True
     """Re-cluster the corpus after an epoch that improved the dev metric (off: the tree stays the first one)."""
+    patience: int | None = None
+    """Early stopping (Algorithm 3's loop condition): stop once the dev metric has not improved for this many
+    epochs in a row (None: train every --epochs)."""
+    best_epoch: bool = False
+    """Save the encoder of the epoch with the best dev metric (the starting encoder if none beat it) instead of
+    the last one (Algorithm 3 keeps the last). Needs a dev set."""
     dev_every_epoch: bool = True
     """Measure the dev metric after every epoch, the last included, whatever the loss (one corpus embedding
     each); off, it is measured only where co-training needs it. The per-epoch figures are what compares the
@@ -133,6 +141,15 @@ class HCETrainingConfig(TrainingConfig):
             raise SemiretError(f"the dev fraction must be in [0, 1), got {self.dev_fraction}")
         if self.span_words < 1 or (self.unsupervised_batch_size or 2) < 2:
             raise SemiretError("the pseudo-query span needs a word and unsupervised batches two examples")
+        if self.patience is not None and self.patience < 1:
+            raise SemiretError(f"the patience must be at least 1 epoch, got {self.patience}")
+        if self.patience or self.best_epoch:
+            if not self.dev_every_epoch:
+                raise SemiretError("--patience and --best-epoch read the dev metric of every epoch: drop "
+                                   "--no-dev-every-epoch")
+            if not (self.dev_fraction if self.supervised else self.dev_pseudo_queries):
+                raise SemiretError("--patience and --best-epoch need a dev set (--dev-fraction, or for HCE-U "
+                                   "--dev-pseudo-queries, above 0)")
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -264,6 +281,11 @@ class CoTraining:
         return tree
 
     @property
+    def best_model(self) -> Path:
+        """--best-epoch: the encoder of the best epoch so far."""
+        return Path(self.config.output) / "best-model"
+
+    @property
     def mining_file(self) -> Path:
         """--loss mined: the corpus as the starting encoder embedded it (saved by :meth:`start`)."""
         return Path(self.config.output) / "mining-vectors.npy"
@@ -357,9 +379,15 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         dev = co_training.dev_metric(encoder, vectors)
         best = max([m for m in [initial_dev] + [h.notes.get("dev") for h in trainer.history] if m is not None],
                    default=None)
-        # without a dev set: after every epoch
-        recluster = may_recluster and (dev is None or best is None or dev > best)
+        improved = dev is None or best is None or dev > best  # without a dev set: after every epoch
+        recluster = may_recluster and improved
         notes = {"dev": None if dev is None else round(dev, 4), "reclustered": recluster}
+        if dev is not None and config.patience is not None:
+            stale = 0 if improved else 1 + next((h.notes.get("stale", 0) for h in trainer.history[-1:]), 0)
+            notes.update(stale=stale, **({"stop": True} if stale >= config.patience else {}))
+        if dev is not None and improved and config.best_epoch:
+            encoder.save(co_training.best_model, fp16=True, max_length=config.index_max_length)
+            notes["best"] = True
         return notes, co_training.cluster(vectors, epoch) if recluster else None
 
     def after_epoch(epoch: int) -> dict:
@@ -387,6 +415,14 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                "reclustered_after_epochs": [h.epoch for h in trained if h.notes.get("reclustered")],
                **epoch_summary(trained)}
     if is_main_process():
-        encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
+        best = [h.epoch for h in trained if h.notes.get("best")]
+        last = trained[-1].epoch if trained else 0
+        summary["saved_epoch"] = (best[-1] if best else 0) if config.best_epoch else last
+        if not config.best_epoch:
+            encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
+        elif best:
+            replace_directory(co_training.best_model, output / "model", overwrite=True)
+        else:  # no epoch beat the starting encoder: it is the result
+            load_encoder(config.base, "dense").save(output / "model", fp16=True, max_length=config.index_max_length)
         atomic_write_json(output / "summary.json", summary)
     return summary

@@ -43,7 +43,8 @@ class EpochLog:
     terms: dict[str, float] = field(default_factory=dict)
     """The loss's named terms, averaged over the epoch's steps."""
     notes: dict = field(default_factory=dict)
-    """What the recipe's ``after_epoch`` hook reported (a dev metric, a re-clustering)."""
+    """What the recipe's ``after_epoch`` hook reported (a dev metric, a re-clustering; ``stop``: true to end
+    training after this epoch, early stopping)."""
 
     @classmethod
     def from_json(cls, entry: dict) -> EpochLog:
@@ -139,7 +140,8 @@ class Trainer:
     def train(self, resume: bool = True, after_epoch: Callable[[int], dict] | None = None) -> list[EpochLog]:
         """Run the remaining epochs. ``after_epoch(epoch)`` (1-based) runs after each epoch's last step and before
         its checkpoint, with the model on the CPU (where inference runs); what it returns is kept in the epoch's
-        log (``notes``), so a resumed run knows it."""
+        log (``notes``), so a resumed run knows it. A note ``stop`` ends the training after that epoch (a
+        resumed run too)."""
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
         torch.manual_seed(self.config.seed)
@@ -156,6 +158,8 @@ class Trainer:
     def _run_epochs(self, after_epoch: Callable[[int], dict] | None) -> None:
         epochs = self.schedule.epochs
         for epoch in range(self.start_epoch, epochs):
+            if self.history and self.history[-1].notes.get("stop"):
+                return
             batches = self.batches.epoch(random.Random(self.config.seed + epoch))
             losses, terms, started = [], defaultdict(list), time.perf_counter()
             with StepBar(f"epoch {epoch + 1}/{epochs}", len(batches)) as bar:

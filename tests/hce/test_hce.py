@@ -4,6 +4,7 @@ contrastive baseline, EM co-training's re-clustering rule, resuming, the saved d
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,6 +93,48 @@ def test_the_tree_is_rebuilt_only_after_an_epoch_that_improved_the_dev_metric(co
     fixed = train_hce(config(collection, tiny_bert, tmp_path / "fixed", batch_size=8, scenario="supervised",
                              co_training=False))
     assert fixed["reclustered_after_epochs"] == []
+
+
+def test_patience_stops_a_run_whose_dev_metric_stalls_and_a_resumed_run_stays_stopped(collection, tiny_bert,
+                                                                                   tmp_path, monkeypatch):
+    scripted = iter([0.2, 0.3, 0.25, 0.28])  # the start, then after epochs 1, 2, 3; epoch 4 never runs
+    monkeypatch.setattr(CoTraining, "dev_metric", lambda self, encoder, vectors: next(scripted))
+    options = dict(epochs=5, batch_size=8, scenario="supervised", loss="contrastive", patience=2)
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run", **options))
+    assert summary["dev_nDCG@10_per_epoch"] == [0.3, 0.25, 0.28] and summary["saved_epoch"] == 3
+    again = train_hce(config(collection, tiny_bert, tmp_path / "run", **options))  # resumed: nothing to do
+    assert again["dev_nDCG@10_per_epoch"] == [0.3, 0.25, 0.28]
+
+
+def test_best_epoch_saves_the_encoder_of_the_best_dev_epoch(collection, tiny_bert, tmp_path, monkeypatch):
+    from safetensors.numpy import load_file
+
+    scripted = iter([0.2, 0.3, 0.25, 0.1])
+    monkeypatch.setattr(CoTraining, "dev_metric", lambda self, encoder, vectors: next(scripted))
+    saved = {}
+    real_save = type(load_encoder_for(tiny_bert)).save
+
+    def recording_save(self, path, fp16=False, max_length=None):
+        saved.setdefault(Path(path).name, []).append({k: v.detach().clone() for k, v in self.state_dict().items()})
+        return real_save(self, path, fp16, max_length)
+
+    monkeypatch.setattr(type(load_encoder_for(tiny_bert)), "save", recording_save)
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=3, batch_size=8,
+                               scenario="supervised", loss="contrastive", best_epoch=True))
+    assert summary["saved_epoch"] == 1 and len(saved["best-model"]) == 1 and "model" not in saved
+    weights = load_file(str(tmp_path / "run" / "model" / "model.safetensors"))
+    first_epoch = saved["best-model"][0]
+    key = next(k for k in weights if k.endswith("encoder.layer.0.attention.self.query.weight"))
+    expected = next(v for k, v in first_epoch.items() if k.endswith("encoder.layer.0.attention.self.query.weight"))
+    assert np.allclose(weights[key].astype(np.float32), expected.half().float().numpy())
+    with pytest.raises(SemiretError, match="need a dev set"):
+        train_hce(config(collection, tiny_bert, tmp_path / "x", best_epoch=True, dev_fraction=0))
+
+
+def load_encoder_for(model):
+    from semiret.models.encoders import load_encoder
+
+    return load_encoder(str(model), "dense")
 
 
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(collection, tiny_bert, tmp_path, monkeypatch):
