@@ -343,6 +343,37 @@ app.command(name="eval")(command_with_options(evaluate_command, _option_classes(
 
 
 @app.command()
+def compare(run: Path = typer.Argument(..., help="A TREC run (e.g. `semiret eval --run`)."),
+            baseline: Path = typer.Option(..., help="The TREC run to compare it with, query by query."),
+            data: Path = typer.Option(..., help="The BEIR collection both runs searched (a folder, or a name under "
+                                                "shared/data)."),
+            split: str = typer.Option("test", help="Qrels split."),
+            measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Compare two saved runs on the same queries: each measure's means, difference and paired t-test (the
+    figures `semiret eval --baseline` gives, for runs already on disk)."""
+    from semiret.data.collection import Collection
+    from semiret.data.paths import dataset
+    from semiret.data.trec import read_trec_run
+    from semiret.evaluation.metrics import parse_measures
+    from semiret.evaluation.significance import compare_runs
+
+    qrels = Collection(dataset(str(data))).qrels(split)
+    versus = compare_runs(read_trec_run(run), read_trec_run(baseline), qrels, parse_measures(measure))
+    figures = {"run": str(run), "baseline_run": str(baseline), "queries": len(qrels), "vs_baseline": versus}
+    if as_json:
+        print(json.dumps(figures))
+        return
+    table = Table(title=f"{run.name} against {baseline.name} ({len(qrels)} {split} queries)")
+    for column in ("measure", "run", "baseline", "difference (p)", "better / worse"):
+        table.add_column(column, justify="right")
+    for name, v in versus.items():
+        table.add_row(name, f"{v['baseline'] + v['delta']:.4f}", f"{v['baseline']:.4f}",
+                      f"{v['delta']:+.4f} (p={v['p_value']:.3g})", f"{v['better']} / {v['worse']}")
+    stdout.print(table)
+
+
+@app.command()
 def demo(data: str = typer.Option("scifact", help="Collection to run on."),
          out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot."),
          baselines: bool = typer.Option(False, help="Also the off-the-shelf neural references (SPLADE-tiny, MiniLM): "

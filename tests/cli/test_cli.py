@@ -114,6 +114,20 @@ def test_eval_compares_with_a_baseline_run(beir_dir, tmp_path):
     assert "nDCG@10 vs baseline" in table and "p=" in table
 
 
+def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tmp_path):
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    evaluated = json.loads(invoke("eval", "--data", beir_dir, "-r", "bot", "--json", "--run", tmp_path / "bot.trec",
+                                  "--baseline", tmp_path / "bm25.trec").stdout)
+    compared = json.loads(invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec",
+                                 "--data", beir_dir, "--json").stdout)
+    assert compared["vs_baseline"] == evaluated["vs_baseline"] and compared["queries"] == 3
+    same = json.loads(invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bot.trec", "--data",
+                             beir_dir, "--measure", "P@1", "--json").stdout)["vs_baseline"]
+    assert set(same) == {"P@1"} and same["P@1"]["delta"] == 0 and same["P@1"]["p_value"] == 1.0
+    assert "difference (p)" in invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec",
+                                      "--data", beir_dir).stdout
+
+
 def test_eval_table_and_measures(beir_dir):
     result = invoke("eval", "--data", beir_dir, "-r", "idf", "--measure", "P@1", "--measure", "MRR@10")
     assert "P@1" in result.stdout and "MRR@10" in result.stdout and "nDCG@10" not in result.stdout
