@@ -384,7 +384,8 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         recluster = may_recluster and improved
         notes = {"dev": None if dev is None else round(dev, 4), "reclustered": recluster}
         if dev is not None and config.patience is not None:
-            stale = 0 if improved else 1 + next((h.notes.get("stale", 0) for h in trainer.history[-1:]), 0)
+            previous = trainer.history[-1].notes.get("stale", 0) if trainer.history else 0
+            stale = 0 if improved else previous + 1  # epochs in a row without a better dev metric
             notes.update(stale=stale, **({"stop": True} if stale >= config.patience else {}))
         if dev is not None and improved and config.best_epoch:
             encoder.save(co_training.best_model, fp16=True, max_length=config.index_max_length)
