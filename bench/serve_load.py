@@ -186,7 +186,7 @@ def main() -> None:
     parser.add_argument("--mix", default="0.9,0.05,0.05", help="shares of search, add, delete")
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
     parser.add_argument("--max-segments", type=int, default=8, help="the server's --max-segments")
-    parser.add_argument("--idle-queries", type=int, default=300, help="searches timed before the load, per index")
+    parser.add_argument("--idle-queries", type=int, default=1000, help="searches timed before the load, per index")
     parser.add_argument("--docs", type=int, default=None, help="index only the first N SciFact documents")
     parser.add_argument("--model", default="inference-free-scifact", help="the inference-free index's model")
     parser.add_argument("--indexes", default="bm25,inference-free", help="which of the two indexes to serve")

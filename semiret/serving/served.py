@@ -9,6 +9,7 @@ the index (one ``stat`` of ``meta.json``), so each worker process sees what the 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import fields
 from pathlib import Path
@@ -18,6 +19,12 @@ from semiret.search.retrievers import Retriever, open_retriever
 
 OPTION_VARIANTS = 32
 """Retrievers kept for distinct search options asked for (least recently used dropped first)."""
+SEARCH_TIME_SMOOTHING = 0.05
+"""Weight of the newest search in :attr:`ServedIndex.query_ms` (an exponential moving average)."""
+SEARCH_TIME_JUMP = 4.0
+"""A search counts in :attr:`ServedIndex.query_ms` as at most this many times the average: one slow search (the
+first with new options, the first after a merge) does not move it far; an index that got slower raises it
+within a few searches."""
 
 
 class _TakeBack(Exception):
@@ -37,6 +44,9 @@ class ServedIndex:
         self.max_segments = max_segments
         self.writer = None
         """A :class:`~semiret.serving.writer.WriterProcess` that does this index's writes; None: this process."""
+        self.query_ms: float | None = None
+        """What one query of a search has cost lately, in ms (a moving average; None before the first search):
+        the server answers cheap searches on its event loop and sends costly ones to its thread pool."""
         self._variants: OrderedDict[tuple, Retriever] = OrderedDict()
         self._variants_lock = threading.Lock()
 
@@ -72,8 +82,10 @@ class ServedIndex:
     def search(self, queries: list[str], k: int, options: dict, with_text: bool) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title and text with
         ``with_text``)."""
+        retriever = self._with_options(options)  # made once per distinct options: not a search's own time
+        started = time.perf_counter()
         self.refresh()
-        retriever = self._with_options(options).pinned()
+        retriever = retriever.pinned()
         results = []
         for hits in retriever.search(queries, k=k):
             rows = []
@@ -85,6 +97,12 @@ class ServedIndex:
                     row["text"] = document.text if document is not None else None
                 rows.append(row)
             results.append(rows)
+        per_query = (time.perf_counter() - started) * 1000 / max(1, len(queries))
+        average = self.query_ms
+        if average is None:
+            self.query_ms = per_query
+        else:
+            self.query_ms = average + SEARCH_TIME_SMOOTHING * (min(per_query, SEARCH_TIME_JUMP * average) - average)
         return results
 
     def document(self, doc_id: str) -> dict | None:
@@ -143,12 +161,20 @@ class ServedIndex:
         self.index.merge(tail=tail)
 
     # ------------------------------------------------------------------ search options
+    def has_options(self, options: dict) -> bool:
+        """Whether a search with these options is ready (no retriever variant to make first)."""
+        return not options or self._options_key(options) in self._variants
+
+    @staticmethod
+    def _options_key(options: dict) -> tuple:
+        return tuple(sorted((name, repr(value)) for name, value in options.items()))
+
     def _with_options(self, options: dict) -> Retriever:
         """The retriever with these search options (made once per distinct options, on the same index and
         document side)."""
         if not options:
             return self.retriever
-        key = tuple(sorted((name, repr(value)) for name, value in options.items()))
+        key = self._options_key(options)
         with self._variants_lock:
             variant = self._variants.get(key)
             if variant is not None:

@@ -108,6 +108,35 @@ def test_search_answers_one_list_of_hits_per_query(client):
     assert ids(client.post("/indexes/tiny/search", json={"queries": ["zzz"]})) == [[]]
 
 
+def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neural, monkeypatch):
+    """The first search of an index (its time not known yet) and one whose options need a retriever variant go
+    to the thread pool; then a quick search runs on the event loop, unless over the INLINE_SEARCH_MS bound."""
+    import semiret.serving.app as app_module
+
+    pooled = []
+
+    async def counting_pool(function, *args):
+        pooled.append(args[0])
+        return function(*args)
+
+    monkeypatch.setattr(app_module, "run_in_threadpool", counting_pool)
+    client = client_of(with_neural)
+
+    def search(query: str, **extra) -> list[list[str]]:
+        return ids(client.post("/indexes/neural/search", json={"queries": [query], "k": 1, **extra}))
+
+    first = search("cats and dogs")
+    assert pooled == [["cats and dogs"]]
+    assert search("cats and dogs") == first and len(pooled) == 1  # a tiny index: far under 2 ms a query
+    search("cats and dogs", options={"min_idf": 0})
+    assert pooled[-1] == ["cats and dogs"] and len(pooled) == 2  # a new variant is made in the pool
+    search("cats and dogs", options={"min_idf": 0})
+    assert len(pooled) == 2  # made now: inline
+    monkeypatch.setattr(app_module, "INLINE_SEARCH_MS", 0.0)
+    search("garden birds")
+    assert pooled[-1] == ["garden birds"] and len(pooled) == 3
+
+
 def test_search_takes_the_retrievers_options(client_with_neural):
     client = client_with_neural
     plain = client.post("/indexes/neural/search", json={"queries": ["cats chase mice"], "k": 6})
