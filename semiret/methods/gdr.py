@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from semiret.data.collection import Collection, Document
+from semiret.data.packaged import REGISTRY
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 from semiret.training.config import TrainingConfig
@@ -248,7 +249,8 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     model_config = GDRConfig(config.branching, config.decoder_layers, config.heads, config.adaptive_head,
                              config.adaptor_layers, query_max_length=config.query_max_length,
                              document_encoder=config.encoder_of_documents,
-                             document_max_length=config.document_max_length)
+                             document_max_length=config.document_max_length,
+                             query_base=config.base if config.base in REGISTRY else None)
     model_config.validate()
     import torch
 

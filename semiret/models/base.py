@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 ENCODER_FILE = "semiret-encoder.json"
 HEAD_FILE = "head.safetensors"
+DELTA_FILE = "backbone-delta.safetensors"
+"""A saved encoder that records a ``base``: the backbone weights that differ from that packaged model's."""
 BATCH_SIZE = 32
 SMALL_BATCH_TOKENS = 2048
 """Batches with fewer padded tokens than this run on one thread: queries gain nothing from more,
@@ -123,23 +125,31 @@ class TextEncoder(nn.Module):
         """A local directory holding this encoder's tokenizer files (for a torch-free vocabulary)."""
         return self.name if Path(self.name).is_dir() else str(model_directory(self.name))
 
-    def save(self, path: str | Path, fp16: bool = False, max_length: int | None = None) -> Path:
+    def save(self, path: str | Path, fp16: bool = False, max_length: int | None = None, base: str | None = None) -> Path:
         """Write the encoder to a directory that :func:`semiret.models.encoders.load_encoder` reads back
         (``fp16``: weights stored in half precision; ``max_length``: the length recorded for later use,
-        default the current one). The encoder itself is left as it was."""
+        default the current one; ``base``: see :meth:`write`). The encoder itself is left as it was."""
         target = Path(path)
         if target.exists() and any(target.iterdir()) and not (target / ENCODER_FILE).is_file():
             raise SemiretError(f"{target} exists and is not a saved encoder: refusing to overwrite it")
-        return save_model_directory(target, lambda staged: self.write(staged, fp16, max_length))
+        return save_model_directory(target, lambda staged: self.write(staged, fp16, max_length, base))
 
-    def write(self, directory: Path, fp16: bool = False, max_length: int | None = None) -> None:
-        """Write the encoder's files into an existing (staging) ``directory``."""
+    def write(self, directory: Path, fp16: bool = False, max_length: int | None = None, base: str | None = None) -> None:
+        """Write the encoder's files into an existing (staging) ``directory``. ``base``: the model this encoder was
+        fine-tuned from (a registry name, so that loading finds it offline); only the backbone weights that
+        differ from it are written (a model that trained two of six layers ships a third of the size), and
+        loading reads the rest from the base."""
         training_length = self.inputs.max_length
         if max_length:
             self.inputs.max_length = max_length
+        changed = None if base is None else self._changed_from(base, fp16)
         try:
             with _half_precision(self, fp16):
-                self.backbone.save_pretrained(directory)
+                if changed is None:
+                    self.backbone.save_pretrained(directory)
+                else:
+                    state = self.backbone.state_dict()
+                    save_file({k: state[k].detach().contiguous() for k in changed}, str(directory / DELTA_FILE))
                 self.tokenizer.save_pretrained(directory)
                 # head modules that are the backbone's own (an MLM head, tied embeddings) are saved with it already
                 in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
@@ -147,9 +157,23 @@ class TextEncoder(nn.Module):
                         if not k.startswith("backbone.") and v.data_ptr() not in in_backbone}
                 if head:
                     save_file(head, str(directory / HEAD_FILE))
-                atomic_write_json(directory / ENCODER_FILE, {"family": self.family, **self.config()})
+                base_field = {} if base is None else {"base": base}
+                atomic_write_json(directory / ENCODER_FILE, {"family": self.family, **self.config(), **base_field})
         finally:
             self.inputs.max_length = training_length
+
+    def _changed_from(self, base: str, fp16: bool) -> list[str]:
+        """Names of the backbone weights that differ from model ``base``'s (same architecture), compared
+        in the precision they are stored in (``fp16``)."""
+        from semiret.models.loading import load_encoder_model
+
+        reference = load_encoder_model(base).state_dict()
+        state = self.backbone.state_dict()
+        if set(reference) != set(state) or any(reference[k].shape != state[k].shape for k in state):
+            raise SemiretError(f"this encoder's backbone is not {base!r}'s architecture: it cannot be saved as a "
+                               "difference from it")
+        stored = torch.float16 if fp16 else torch.float32
+        return [k for k, value in state.items() if not torch.equal(value.to(stored), reference[k].to(stored))]
 
 
 def save_model_directory(path: str | Path, write) -> Path:

@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 
 from semiret.data import packaged
 from semiret.errors import SemiretError
-from semiret.models.base import ENCODER_FILE, HEAD_FILE, TextEncoder
+from semiret.models.base import DELTA_FILE, ENCODER_FILE, HEAD_FILE, TextEncoder
 from semiret.models.dense import DenseEncoder
 from semiret.models.splade import SpladeEncoder
 from semiret.models.vdr import VDREncoder
@@ -29,9 +29,11 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
     if not Path(model).exists() and (shipped / ENCODER_FILE).is_file():
         model = str(shipped)
     saved = Path(model) / ENCODER_FILE
+    base = None
     if saved.is_file():
         config = json.loads(saved.read_text())
         saved_family = config.pop("family")
+        base = config.pop("base", None)  # saved as the weights that differ from this packaged model's
         family = family or saved_family
         options = {**config, **{k: v for k, v in options.items() if v is not None}}
     if family is None:
@@ -39,7 +41,12 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
                            f"({', '.join(ENCODERS)})")
     if family not in ENCODERS:
         raise SemiretError(f"unknown encoder family {family!r} (known: {', '.join(ENCODERS)})")
-    encoder = ENCODERS[family].from_pretrained(model, **{k: v for k, v in options.items() if v is not None})
+    options = {k: v for k, v in options.items() if v is not None}
+    if base is None:
+        encoder = ENCODERS[family].from_pretrained(model, **options)
+    else:
+        encoder = ENCODERS[family].from_pretrained(base, **options)
+        _apply_delta(encoder, Path(model))
     head = Path(model) / HEAD_FILE
     if head.is_file():
         missing, unexpected = encoder.load_state_dict(load_file(str(head)), strict=False)
@@ -47,3 +54,13 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
             raise SemiretError(f"{head} holds weights this {family} encoder does not have: {unexpected[:3]}")
     # Checkpoints are stored in float16 to stay small; CPUs compute in it several times slower than in float32.
     return encoder.float()
+
+
+def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
+    """Overwrite the base model's backbone weights with those saved in ``directory`` (:data:`DELTA_FILE`); the
+    encoder is then named by that directory (an index records it, and finds its tokenizer there)."""
+    delta = load_file(str(directory / DELTA_FILE))
+    unexpected = encoder.backbone.load_state_dict(delta, strict=False).unexpected_keys
+    if unexpected:
+        raise SemiretError(f"{directory / DELTA_FILE} holds weights the base model does not have: {unexpected[:3]}")
+    encoder.name = str(directory)

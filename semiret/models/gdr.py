@@ -66,6 +66,9 @@ class GDRConfig:
     """E_D: the dense encoder whose frozen vectors the documents are scored (and clustered) by."""
     document_max_length: int | None = None
     """Document tokens E_D reads (default: the encoder's)."""
+    query_base: str | None = None
+    """The packaged model E_Q started from, if it is one: E_Q is saved as its weights that differ from it (the
+    layers training changed), the rest read from that package."""
 
     def validate(self) -> None:
         if self.branching < 2:
@@ -271,7 +274,7 @@ class GDRModel(nn.Module):
 
         def write(staged: Path) -> None:
             (staged / QUERY_ENCODER).mkdir()
-            self.encoder.write(staged / QUERY_ENCODER, fp16, self.config.query_max_length)
+            self.encoder.write(staged / QUERY_ENCODER, fp16, self.config.query_max_length, self.config.query_base)
             with _half_precision(self, fp16):
                 decoder = {k: v.detach().contiguous() for k, v in self.state_dict().items()
                            if not k.startswith("encoder.")}

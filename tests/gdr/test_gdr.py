@@ -169,11 +169,16 @@ def test_training_resumes_where_it_stopped(collection, tiny_bert, tmp_path, monk
     assert np.allclose(checkpointed_weights(tmp_path / "run"), checkpointed_weights(reference), atol=1e-5)
 
 
-def test_only_the_top_query_layers_train_when_asked(collection, tiny_bert, tmp_path):
+def test_only_the_top_query_layers_train_when_asked(collection, tiny_bert, tmp_path, monkeypatch):
+    """... and a model started from a packaged encoder saves E_Q as the layers that changed."""
+    from safetensors import safe_open
     from safetensors.torch import load_file
 
+    import semiret.methods.gdr as gdr_recipe
+    from semiret.models.base import DELTA_FILE
     from semiret.models.encoders import load_encoder
 
+    monkeypatch.setattr(gdr_recipe, "REGISTRY", {str(tiny_bert): None})  # as if the tiny model were packaged
     train_gdr(config(collection, tiny_bert, tmp_path / "run", epochs=1, trained_query_layers=1))
     trained = load_file(str(tmp_path / "run" / "checkpoint" / "model.safetensors"))
     initial = {f"encoder.{k}": v for k, v in load_encoder(str(tiny_bert), "dense").state_dict().items()}
@@ -181,6 +186,16 @@ def test_only_the_top_query_layers_train_when_asked(collection, tiny_bert, tmp_p
     assert "encoder.backbone.encoder.layer.0.output.dense.weight" in unchanged
     assert "encoder.backbone.embeddings.word_embeddings.weight" in unchanged
     assert "encoder.backbone.encoder.layer.1.output.dense.weight" not in unchanged
+    model = tmp_path / "run" / "model"
+    with safe_open(str(model / "query-encoder" / DELTA_FILE), "pt") as delta:
+        assert {k.split(".")[2] for k in delta.keys() if k.startswith("encoder.layer.")} == {"1"}
+        assert not any(k.startswith("embeddings.") for k in delta.keys())
+    saved = GDRModel.load(str(model))
+    assert saved.config.query_base == str(tiny_bert)
+    full = load_file(str(tmp_path / "run" / "checkpoint" / "model.safetensors"))
+    for name, value in saved.encoder.backbone.state_dict().items():
+        if not name.startswith("pooler."):  # the tiny model's pooler is drawn anew at each load (not used)
+            assert torch.allclose(value, full[f"encoder.backbone.{name}"].float(), atol=2e-3), name
 
 
 def test_the_per_document_baseline_gives_every_document_its_own_id(collection, tiny_bert, tmp_path):

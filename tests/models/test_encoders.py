@@ -102,6 +102,30 @@ def test_save_and_load_round_trip(tiny_bert, tmp_path):
         load_encoder(str(tiny_bert), "colbert")
 
 
+def test_an_encoder_saved_as_its_difference_from_its_base(tiny_bert, tmp_path):
+    """Only the weights fine-tuning changed are written; loading reads the rest from the base and gives the
+    same vectors (in float32; in float16 within its rounding)."""
+    from safetensors import safe_open
+
+    from semiret.models.base import DELTA_FILE
+
+    encoder = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32)
+    with torch.no_grad():
+        encoder.backbone.encoder.layer[1].output.dense.weight.add_(0.1)
+    expected = encoder.encode_query(TEXTS)
+    saved = encoder.save(tmp_path / "delta", base=str(tiny_bert))
+    with safe_open(str(saved / DELTA_FILE), "pt") as delta:  # the tiny model's pooler is not saved: drawn anew
+        assert set(delta.keys()) - {"pooler.dense.weight", "pooler.dense.bias"} == {"encoder.layer.1.output.dense.weight"}
+    assert not (saved / "model.safetensors").exists()
+    loaded = load_encoder(str(saved))
+    assert loaded.name == str(saved) and loaded.max_length == 32
+    np.testing.assert_allclose(loaded.encode_query(TEXTS), expected, atol=1e-6)
+    half = load_encoder(str(encoder.save(tmp_path / "delta-half", fp16=True, base=str(tiny_bert))))
+    np.testing.assert_allclose(half.encode_query(TEXTS), expected, atol=0.02)
+    with pytest.raises(SemiretError, match="not .* architecture"):  # a masked LM against the bare encoder
+        SpladeEncoder.from_pretrained(str(tiny_bert)).save(tmp_path / "wrong", base=str(tiny_bert))
+
+
 # ---------------------------------------------------------------------- VDR / SiDR
 def naive_vdr(encoder: VDREncoder, texts: list[str]) -> np.ndarray:
     batch = encoder.tokenizer(texts, padding=True, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt")
