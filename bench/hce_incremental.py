@@ -54,10 +54,11 @@ def main() -> None:
     parser.add_argument("--held-out", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--base", default="minilm")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--document-max-length", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=3e-5)
+    # training options: the recipe's defaults (`semiret train hce`) unless given
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--document-max-length", type=int, default=None)
+    parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
 
@@ -65,11 +66,9 @@ def main() -> None:
     data = dataset(args.data)
     folder, kept, held_out = split_corpus(data, out / "data", args.held_out, args.seed)
     started = time.perf_counter()
-    training = train_hce(HCETrainingConfig(data=str(folder), output=str(out / "train"), base=args.base,
-                                           epochs=args.epochs, batch_size=args.batch_size,
-                                           document_max_length=args.document_max_length,
-                                           learning_rate=args.learning_rate, negative_gradients=False,
-                                           threads=args.threads))
+    given = {name: getattr(args, name) for name in ("epochs", "batch_size", "document_max_length", "learning_rate",
+                                                     "threads") if getattr(args, name) is not None}
+    training = train_hce(HCETrainingConfig(data=str(folder), output=str(out / "train"), base=args.base, **given))
     test = Collection(data)
     queries, qrels = test.queries("test"), test.qrels("test")
     emit({"data": str(data), "documents": len(kept) + len(held_out), "held_out": len(held_out),

@@ -90,8 +90,9 @@ class GDRQueryOptions:
     when there are fewer; more than there are is an error)."""
     length_penalty: float = 0.8
     """Beam ranking: log-probability / length ** this."""
-    beta: float = 1.0
-    """Weight of the intra-cluster score: S_inter + beta * sigmoid(<r_q, r_d>)."""
+    beta: float | None = None
+    """Weight of the intra-cluster score: S_inter + beta * sigmoid(<r_q, r_d>). None: the weight the model
+    records (``search.beta`` in its ``gdr.json``, chosen on training queries), else the paper's 1."""
 
 
 class GDRQueries(QuerySide):
@@ -110,6 +111,9 @@ class GDRQueries(QuerySide):
         check_encoder_index(index, FAMILY)
         if options.beams is None:
             options = dataclasses.replace(options, beams=min(BEAMS, index.leaf_count))
+        if options.beta is None:
+            recorded = GDR.read(documents.config["model"])[1].get("search", {}).get("beta", 1.0)
+            options = dataclasses.replace(options, beta=float(recorded))
         if options.beams < 1 or not 0 < options.length_penalty or options.beta < 0:
             raise SemiretError("beams must be at least 1, the length penalty positive and beta non-negative")
         if options.beams > index.leaf_count:
