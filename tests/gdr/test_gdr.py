@@ -256,6 +256,24 @@ def test_search_scores_only_the_decoded_clusters_by_s_inter_plus_beta_sigmoid(tr
     assert retriever.query_side.cost_figures()["documents_scored_per_query"] == len(members)
 
 
+def test_beta_defaults_to_the_models_recorded_choice_else_the_papers(trained, gdr_index, collection, tmp_path):
+    import json
+    import shutil
+
+    from semiret.data.collection import Collection
+    from semiret.search import GDRRetriever
+
+    assert GDRRetriever.open(gdr_index, beams=2).query_side.options.beta == 1.0  # nothing recorded: the paper's
+    model = tmp_path / "model"
+    shutil.copytree(trained[0] / "model", model)
+    meta = json.loads((model / "gdr.json").read_text())
+    (model / "gdr.json").write_text(json.dumps({**meta, "search": {"beta": 10.0}}))
+    index = tmp_path / "index"
+    GDRRetriever.build(list(Collection(collection).corpus()), index, model=str(model), beams=2)
+    assert GDRRetriever.open(index, beams=2).query_side.options.beta == 10.0
+    assert GDRRetriever.open(index, beams=2, beta=0.5).query_side.options.beta == 0.5
+
+
 def test_documents_are_added_to_the_nearest_leaf_and_deleted_without_retraining(trained, gdr_index, tmp_path):
     import shutil
 
