@@ -43,13 +43,14 @@ def main() -> None:
     retriever = open_retriever(args.index, "gdr", beams=args.beams)
     leaves, inter, vectors = retriever.query_side.model.search_clusters([queries[q] for q in ids], args.beams,
                                                                       args.length_penalty)
+    judged = {q: qrels[q] for q in ids}  # measures average over the judged queries: only those searched
     measures = parse_measures(None)
     report = {"index": args.index, "data": args.data, "split": args.split, "queries": len(ids),
               "unseen_by": str(args.unseen_by) if args.unseen_by else None,
               "beams": args.beams, "length_penalty": args.length_penalty, "betas": {}}
     for beta in (float(b) for b in args.betas.split(",")):
         hits, scored = retriever.index.search_clusters(vectors, leaves, inter, 100, beta)
-        report["betas"][f"{beta:g}"] = {**score_run(hits.as_run(ids), qrels, measures),
+        report["betas"][f"{beta:g}"] = {**score_run(hits.as_run(ids), judged, measures),
                                         "documents_scored_per_query": float(np.mean(scored))}
     print(json.dumps(report, indent=1))
 
