@@ -1,0 +1,28 @@
+"""Average a saved dense encoder's weights with the model it started from (WiSE-FT), after the fact.
+
+``python scripts/average_dense.py MODEL OUT [--base minilm] [--share 0.5]`` writes to OUT the encoder whose weights
+are ``(1 - SHARE) * MODEL + SHARE * BASE`` (for an HCE or any dense model fine-tuned from BASE).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from semiret.models.base import average_weights
+from semiret.models.encoders import load_encoder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("out")
+    parser.add_argument("--base", default="minilm")
+    parser.add_argument("--share", type=float, default=0.5)
+    args = parser.parse_args()
+    model = load_encoder(args.model, "dense")
+    average_weights(model, load_encoder(args.base, "dense", max_length=model.max_length), args.share)
+    model.save(args.out, fp16=True)
+
+
+if __name__ == "__main__":
+    main()
