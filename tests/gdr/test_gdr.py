@@ -110,6 +110,23 @@ def test_beam_search_finds_the_most_probable_ids(tiny_bert):
     assert np.allclose(scores[0], np.asarray(expected)[leaves[0]], atol=1e-5)
 
 
+@pytest.mark.parametrize("adaptive_head", [True, False])
+def test_decoding_over_one_querys_precomputed_memory_equals_the_decoder(tiny_bert, adaptive_head):
+    """The beam search's path (cross-attention keys and values computed once per query, the last step's logits
+    only) gives the teacher-forced decoder's logits, padded query tokens included."""
+    model = tiny_model(tiny_bert, [(1, 0), (2, 1, 0), (2, 3, 0), (3, 0)], adaptive_head)
+    states, mask, _ = model.encode(["statins", "a much longer query about mice and their hearts"])
+    assert not mask[0].all()  # the first query is padded
+    inputs = model.token_ids(torch.tensor([[2, 1], [1, 0], [3, 0]]))
+    with torch.inference_mode():
+        full = model.step_logits(inputs, states[:1].expand(3, -1, -1), mask[:1].expand(3, -1))
+        last = model.step_logits(inputs, None, None, model.cross_memory(states[:1], mask[:1]))
+    assert last.shape == (3, 1, 4) and torch.allclose(last, full[:, -1:], atol=1e-5)
+    model.train()
+    with pytest.raises(SemiretError, match="inference"):
+        model.step_logits(inputs, None, None, model.cross_memory(states[:1], mask[:1]))
+
+
 # ---------------------------------------------------------------------------------------------- loss
 def test_the_intra_loss_weighs_same_cluster_negatives_by_gamma_and_hides_other_positives():
     vectors = np.eye(4, dtype=np.float32)
