@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from semiret import progress
@@ -105,16 +106,39 @@ class EqualDepthTree:
         """The lowest clusters (nodes at depth L-1) a beam search of width ``beam`` reaches for one query
         vector: at each depth the children of the nodes kept so far are scored by inner product with their
         centroids and the best ``beam`` kept."""
+        reached = self.descend_many(query[None, :], beam)[0]
+        return reached[reached >= 0]
+
+    def descend_many(self, queries: np.ndarray, beam: int) -> np.ndarray:
+        """:meth:`descend` for each row of ``queries`` [n, d]: [n, beam] lowest clusters, -1 past the end of a
+        row (fewer than ``beam`` clusters at depth L-1)."""
         if beam < 1:
             raise SemiretError(f"the beam width must be at least 1, got {beam}")
-        kept = np.zeros(1, np.int64)
-        for t in range(1, self.depth):
-            candidates = members_of(*self._children[t - 1], kept)
-            if len(candidates) > beam:
-                scores = self.centroids[t - 1][candidates] @ query
-                candidates = candidates[np.argpartition(-scores, beam - 1)[:beam]]
-            kept = candidates
-        return kept
+        centroids, first, offsets, children = self._descent_layout
+        reached = np.full((len(queries), beam), -1, np.int64)
+        if self.depth > 1:
+            descent_kernel(np.ascontiguousarray(queries, np.float32), centroids, first, offsets, children, beam, reached)
+        else:  # one level: the root's only child set is the documents; its lowest cluster is the root
+            reached[:, 0] = 0
+        return reached
+
+    @cached_property
+    def _descent_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The internal nodes numbered globally (root 0, then depth 1's, ...): their centroids [nodes, d] (the
+        root's row unused), the first global number of each depth, and each node's children as global numbers
+        (offsets, children), for :func:`descent_kernel`."""
+        sizes = [self.size(t) for t in range(self.depth)]
+        first = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        width = self.centroids[0].shape[1] if self.centroids else 0
+        centroids = np.concatenate([np.zeros((1, width), np.float32)] +
+                                   [np.asarray(c, np.float32) for c in self.centroids]).astype(np.float32)
+        offsets, children = [np.zeros(1, np.int64)], []
+        for t in range(self.depth - 1):  # the nodes of depth t, whose children are at depth t + 1
+            local_offsets, local_children = self._children[t]
+            offsets.append(local_offsets[1:] + offsets[-1][-1])
+            children.append(local_children + first[t + 1])
+        return (np.ascontiguousarray(centroids), first,
+                np.concatenate(offsets).astype(np.int64), np.concatenate(children).astype(np.int64))
 
     def nearest_cluster(self, vectors: np.ndarray) -> np.ndarray:
         """The lowest cluster (a node at depth L-1) of largest inner product with each of ``vectors``: where
@@ -182,3 +206,42 @@ def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: 
         if t:
             centroids.insert(0, level)
     return EqualDepthTree(branching, tuple(parents), tuple(centroids))
+
+
+@numba.njit(nogil=True, cache=True)  # as semiret.text.kernels.NUMBA_OPTIONS (a layer this one may not import)
+def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
+    """Beam descent of each query over the tree laid out by ``EqualDepthTree._descent_layout``; writes the
+    lowest clusters reached (local numbers at depth L-1) into ``reached`` [n, beam]. A compiled loop: the
+    numpy version spent its time in a dozen small array calls per depth (0.45 ms a SciFact query against IVF's
+    0.23), where the arithmetic is a few thousand multiply-adds."""
+    depths = len(first) - 1  # internal depths 0..L-1
+    most = beam * (offsets[1:] - offsets[:-1]).max()
+    kept = np.zeros(max(beam, 1), np.int64)
+    candidates = np.empty(max(most, 1), np.int64)
+    scores = np.empty(max(most, 1), np.float32)
+    for q in range(queries.shape[0]):
+        query = queries[q]
+        kept[0] = 0
+        n_kept = 1
+        for _ in range(1, depths):
+            n = 0
+            for i in range(n_kept):
+                for j in range(offsets[kept[i]], offsets[kept[i] + 1]):
+                    candidates[n] = children[j]
+                    n += 1
+            if n > beam:
+                for i in range(n):
+                    row = centroids[candidates[i]]
+                    total = np.float32(0.0)
+                    for d in range(row.shape[0]):
+                        total += row[d] * query[d]
+                    scores[i] = -total
+                best = np.argsort(scores[:n], kind="mergesort")[:beam]
+                for i in range(beam):
+                    kept[i] = candidates[best[i]]
+                n_kept = beam
+            else:
+                kept[:n] = candidates[:n]
+                n_kept = n
+        for i in range(n_kept):
+            reached[q, i] = kept[i] - first[depths - 1]

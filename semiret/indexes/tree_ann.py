@@ -34,7 +34,7 @@ def write_tree(directory: Path, vectors: np.ndarray, base: EqualDepthTree | None
 class TreeSearch:
     """A segment's tree and vectors, searched by beam descent.
 
-    The descent is numpy (a few small products per query); the documents of the lowest clusters it reaches
+    The descent is a compiled loop (:meth:`EqualDepthTree.descend_many`); the documents of the lowest clusters it reaches
     are scanned by faiss: the tree's lowest clusters are the inverted lists of an ``IndexIVFFlat`` filled with
     the tree's own assignment (never re-trained), searched with the descent's clusters in place of faiss's
     coarse quantizer (``search_preassigned``). faiss's list scan is what a numpy gather + product per query
@@ -73,11 +73,10 @@ class TreeSearch:
         import faiss
 
         queries = np.ascontiguousarray(queries, np.float32)
-        reached = [self.tree.descend(query, beam) for query in queries]
-        clusters = np.full((len(queries), max(map(len, reached), default=1)), -1, np.int64)  # -1: no list
-        for row, found in enumerate(reached):
-            clusters[row, : len(found)] = found
-            self.scored += int(self.cluster_sizes[found].sum())
+        clusters = self.tree.descend_many(queries, beam)  # -1: no list, after a row's clusters
+        # no wider than the lists there are: faiss reads the rows with a stride of min(nprobe, lists)
+        clusters = np.ascontiguousarray(clusters[:, : max(1, int((clusters >= 0).sum(axis=1).max(initial=0)))])
+        self.scored += int(self.cluster_sizes[clusters[clusters >= 0]].sum())
         scores = np.empty((len(queries), k), np.float32)
         local = np.empty((len(queries), k), np.int64)
         params = faiss.SearchParametersIVF(sel=selector, nprobe=clusters.shape[1])

@@ -176,6 +176,31 @@ def test_a_wide_beam_reaches_every_cluster_and_a_narrow_one_the_nearest():
         tree.descend(unit[0], beam=0)
 
 
+@pytest.mark.parametrize("beam", [1, 3, 8, 1000])
+def test_the_compiled_descent_keeps_the_best_children_at_every_depth(beam):
+    """descend_many against the textbook beam search written in numpy, query by query."""
+    from semiret.clustering.equal_depth import members_of
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, 8)).astype(np.float32)
+    tree = agglomerative_tree(vectors, branching=3)
+    queries = rng.normal(size=(12, 8)).astype(np.float32)
+
+    def textbook(query):
+        kept = np.zeros(1, np.int64)
+        for depth in range(1, tree.depth):
+            candidates = members_of(*tree.children(depth - 1), kept)
+            scores = tree.centroids[depth - 1][candidates] @ query
+            kept = candidates[np.argsort(-scores)[:beam]]
+        return sorted(kept.tolist())
+
+    reached = tree.descend_many(queries, beam)
+    assert reached.shape == (12, beam)
+    for query, row in zip(queries, reached):
+        assert sorted(row[row >= 0].tolist()) == textbook(query)
+        assert np.all(row[: (row >= 0).sum()] >= 0)  # the clusters first, then -1
+
+
 def test_documents_added_later_join_their_nearest_lowest_cluster():
     vectors = planted(8, 10, noise=0.01)
     tree = agglomerative_tree(vectors, branching=4)
