@@ -208,7 +208,7 @@ def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: 
     return EqualDepthTree(branching, tuple(parents), tuple(centroids))
 
 
-@numba.njit(nogil=True, cache=True)  # as semiret.text.kernels.NUMBA_OPTIONS (a layer this one may not import)
+@numba.njit(nogil=True, cache=True, fastmath=True)  # NUMBA_OPTIONS (semiret.text: not importable here) + fastmath
 def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
     """Beam descent of each query over the tree laid out by ``EqualDepthTree._descent_layout``; writes the
     lowest clusters reached (local numbers at depth L-1) into ``reached`` [n, beam]. A compiled loop: the
