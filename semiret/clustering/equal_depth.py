@@ -236,10 +236,19 @@ def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
                     for d in range(row.shape[0]):
                         total += row[d] * query[d]
                     scores[i] = -total
-                best = np.argsort(scores[:n], kind="mergesort")[:beam]
-                for i in range(beam):
-                    kept[i] = candidates[best[i]]
-                n_kept = beam
+                # the beam best by a selection, not a sort: those above the beam-th score, then ties with it
+                threshold = np.partition(scores[:n], beam - 1)[beam - 1]
+                n_kept = 0
+                for i in range(n):
+                    if scores[i] < threshold:
+                        kept[n_kept] = candidates[i]
+                        n_kept += 1
+                for i in range(n):
+                    if n_kept == beam:
+                        break
+                    if scores[i] == threshold:
+                        kept[n_kept] = candidates[i]
+                        n_kept += 1
             else:
                 kept[:n] = candidates[:n]
                 n_kept = n
