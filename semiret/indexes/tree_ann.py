@@ -73,9 +73,9 @@ class TreeSearch:
         import faiss
 
         queries = np.ascontiguousarray(queries, np.float32)
-        clusters = self.tree.descend_many(queries, beam)  # -1: no list, after a row's clusters
-        # no wider than the lists there are: faiss reads the rows with a stride of min(nprobe, lists)
-        clusters = np.ascontiguousarray(clusters[:, : max(1, int((clusters >= 0).sum(axis=1).max(initial=0)))])
+        # -1: no list, after a row's clusters; no wider than the most reached (faiss reads the rows with a stride
+        # of min(nprobe, lists))
+        clusters = np.ascontiguousarray(self.tree.descend_many(queries, beam))
         self.scored += int(self.cluster_sizes[clusters[clusters >= 0]].sum())
         scores = np.empty((len(queries), k), np.float32)
         local = np.empty((len(queries), k), np.int64)
