@@ -103,6 +103,9 @@ class HCETrainingConfig(TrainingConfig):
     best_epoch: bool = False
     """Save the encoder of the epoch with the best dev metric (the starting encoder if none beat it) instead of
     the last one (Algorithm 3 keeps the last). Needs a dev set."""
+    average_with_base: float = 0.0
+    """After training, average the saved encoder's weights with the --base model's, this share the base's
+    (WiSE-FT: keeps the start's robustness on collections unlike SciFact); 0: the trained weights."""
     dev_every_epoch: bool = True
     """Measure the dev metric after every epoch, the last included, whatever the loss (one corpus embedding
     each); off, it is measured only where co-training needs it. The per-epoch figures are what compares the
@@ -142,6 +145,8 @@ class HCETrainingConfig(TrainingConfig):
             raise SemiretError(f"the dev fraction must be in [0, 1), got {self.dev_fraction}")
         if self.span_words < 1 or (self.unsupervised_batch_size or 2) < 2:
             raise SemiretError("the pseudo-query span needs a word and unsupervised batches two examples")
+        if not 0.0 <= self.average_with_base <= 1.0:
+            raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got {self.average_with_base}")
         if self.patience is not None and self.patience < 1:
             raise SemiretError(f"the patience must be at least 1 epoch, got {self.patience}")
         if self.patience or self.best_epoch:
@@ -426,5 +431,13 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
             replace_directory(co_training.best_model, output / "model", overwrite=True)
         else:  # no epoch beat the starting encoder: it is the result
             load_encoder(config.base, "dense").save(output / "model", fp16=True, max_length=config.index_max_length)
+        if config.average_with_base:
+            from semiret.models.base import average_weights
+
+            saved = load_encoder(str(output / "model"), "dense")
+            average_weights(saved, load_encoder(config.base, "dense", max_length=saved.max_length),
+                            config.average_with_base)
+            saved.save(output / "model", fp16=True)
+            summary["averaged_with_base"] = config.average_with_base
         atomic_write_json(output / "summary.json", summary)
     return summary

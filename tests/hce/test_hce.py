@@ -131,6 +131,22 @@ def test_best_epoch_saves_the_encoder_of_the_best_dev_epoch(collection, tiny_ber
         train_hce(config(collection, tiny_bert, tmp_path / "x", best_epoch=True, dev_fraction=0))
 
 
+def test_averaging_with_the_base_after_training(collection, tiny_bert, tmp_path):
+    """--average-with-base S: the saved encoder is (1 - S) x trained + S x base (S = 1: the base itself)."""
+    options = dict(epochs=1, batch_size=8, scenario="supervised", loss="contrastive")
+    trained = train_hce(config(collection, tiny_bert, tmp_path / "trained", **options))
+    averaged = train_hce(config(collection, tiny_bert, tmp_path / "half", average_with_base=0.5, **options))
+    assert averaged["averaged_with_base"] == 0.5 and "averaged_with_base" not in trained
+    base = load_encoder_for(tiny_bert).state_dict()
+    own = load_encoder_for(tmp_path / "trained" / "model").state_dict()
+    half = load_encoder_for(tmp_path / "half" / "model").state_dict()
+    key = "backbone.encoder.layer.1.output.dense.weight"
+    assert not torch.allclose(own[key], base[key], atol=1e-4)
+    assert torch.allclose(half[key], (own[key] + base[key]) / 2, atol=2e-3)  # fp16 checkpoints
+    with pytest.raises(SemiretError, match="average_with_base"):
+        train_hce(config(collection, tiny_bert, tmp_path / "x", average_with_base=1.5))
+
+
 def load_encoder_for(model):
     from semiret.models.encoders import load_encoder
 
