@@ -213,9 +213,8 @@ def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: 
 def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
     """Beam descent of each query over the tree laid out by ``EqualDepthTree._descent_layout``; writes the
     lowest clusters reached (local numbers at depth L-1) into ``reached`` [n, beam] and returns the most any
-    query reached. A compiled loop: the
-    numpy version spent its time in a dozen small array calls per depth (0.45 ms a SciFact query against IVF's
-    0.23), where the arithmetic is a few thousand multiply-adds."""
+    query reached. A compiled loop: the numpy version spent its time in a dozen small array calls per depth
+    (0.45 ms a SciFact query against IVF's 0.23), where the arithmetic is a few thousand multiply-adds."""
     depths = len(first) - 1  # internal depths 0..L-1
     most = beam * (offsets[1:] - offsets[:-1]).max()
     kept = np.zeros(max(beam, 1), np.int64)
