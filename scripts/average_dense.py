@@ -1,15 +1,14 @@
 """Average a saved dense encoder's weights with the model it started from (WiSE-FT), after the fact.
 
 ``python scripts/average_dense.py MODEL OUT [--base minilm] [--share 0.5]`` writes to OUT the encoder whose weights
-are ``(1 - SHARE) * MODEL + SHARE * BASE`` (for an HCE or any dense model fine-tuned from BASE).
+are ``(1 - SHARE) * MODEL + SHARE * BASE`` (for an HCE or any dense model fine-tuned from BASE; what ``semiret train hce --average-with-base`` does).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from semiret.models.base import average_weights
-from semiret.models.encoders import load_encoder
+from semiret.models.encoders import average_with_base
 
 
 def main() -> None:
@@ -19,9 +18,7 @@ def main() -> None:
     parser.add_argument("--base", default="minilm")
     parser.add_argument("--share", type=float, default=0.5)
     args = parser.parse_args()
-    model = load_encoder(args.model, "dense")
-    average_weights(model, load_encoder(args.base, "dense", max_length=model.max_length), args.share)
-    model.save(args.out, fp16=True)
+    average_with_base(args.model, args.base, args.share, args.out)
 
 
 if __name__ == "__main__":

@@ -323,7 +323,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     """Train HCE (or the plain contrastive baseline) on a BEIR collection; writes ``<output>/model`` (a dense
     encoder in float16) and ``<output>/summary.json`` and returns the summary."""
     from semiret.clustering import branching_for_depth, depth_for
-    from semiret.models.encoders import load_encoder
+    from semiret.models.encoders import average_with_base, load_encoder
     from semiret.training.config import Schedule
     from semiret.training.distributed import is_main_process, main_process_result
     from semiret.training.hierarchy import HierarchyLoss, HierarchyModel
@@ -432,12 +432,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         else:  # no epoch beat the starting encoder: it is the result
             load_encoder(config.base, "dense").save(output / "model", fp16=True, max_length=config.index_max_length)
         if config.average_with_base:
-            from semiret.models.base import average_weights
-
-            saved = load_encoder(str(output / "model"), "dense")
-            average_weights(saved, load_encoder(config.base, "dense", max_length=saved.max_length),
-                            config.average_with_base)
-            saved.save(output / "model", fp16=True)
+            average_with_base(str(output / "model"), config.base, config.average_with_base, output / "model")
             summary["averaged_with_base"] = config.average_with_base
         atomic_write_json(output / "summary.json", summary)
     return summary

@@ -64,3 +64,13 @@ def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
     if unexpected:
         raise SemiretError(f"{directory / DELTA_FILE} holds weights the base model does not have: {unexpected[:3]}")
     encoder.name = str(directory)
+
+
+def average_with_base(model: str, base: str, share: float, out: str | Path) -> Path:
+    """Save to ``out`` the dense encoder ``model`` with its weights averaged with ``base``'s, ``share`` the base's
+    (WiSE-FT, :func:`semiret.models.base.average_weights`), in float16 at ``model``'s length limit."""
+    from semiret.models.base import average_weights
+
+    encoder = load_encoder(model, "dense")
+    average_weights(encoder, load_encoder(base, "dense", max_length=encoder.max_length), share)
+    return encoder.save(out, fp16=True)

@@ -23,8 +23,8 @@ SEARCH_TIME_SMOOTHING = 0.05
 """Weight of the newest search in :attr:`ServedIndex.query_ms` (an exponential moving average)."""
 SEARCH_TIME_JUMP = 4.0
 """A search counts in :attr:`ServedIndex.query_ms` as at most this many times the average: one slow search (the
-first with new options, the first after a merge) does not move it far; an index that got slower raises it
-within a few searches."""
+first with new options, the first after a merge) does not move it far; an index that got several times
+slower raises it within some ten searches (the first ones still on the event loop)."""
 
 
 class _TakeBack(Exception):
