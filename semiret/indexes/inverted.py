@@ -36,7 +36,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -175,6 +175,19 @@ class TwoPhase:
         return cls(*numbers, adaptive=adaptive)
 
 
+@dataclass(frozen=True)
+class SecondStage:
+    """A re-ranking stage compiled into the postings search (:meth:`InvertedIndex.search_segments`): ``kernel``
+    takes :func:`~semiret.indexes.kernels.search_postings`' arguments with ``depth`` in place of k, then
+    ``arguments(segment)``, then the scratch and outputs, and writes each query's best ``k`` of the postings'
+    best ``depth`` (first-stage scores are the postings' raw sums: a quantized index's scale is not applied)."""
+
+    kernel: Callable
+    depth: int
+    k: int
+    arguments: Callable[["InvertedSegment"], tuple]
+
+
 @register_index_format
 class InvertedIndex(SegmentedIndex):
     """An open inverted index directory: postings segments, BM25 statistics, a growable word vocabulary."""
@@ -281,10 +294,12 @@ class InvertedIndex(SegmentedIndex):
         return hits
 
     def search_segments(self, snapshot: Snapshot, queries: Sequence[SparseQuery], k: int, n_threads: int = 1,
-                        two_phase: TwoPhase | None = None, prune: bool | None = None):
+                        two_phase: TwoPhase | None = None, prune: bool | None = None,
+                        second_stage: "SecondStage | None" = None):
         """:meth:`search` before the segments' results are merged and ids decoded: per segment of ``snapshot``,
         [queries, <= k] scores (best first) and local document numbers (-1 where fewer), and the postings each
-        query visited. What a second stage that addresses documents by segment and local number reads."""
+        query visited. With ``second_stage`` the postings find each segment's best ``second_stage.depth`` and
+        the stage's kernel, in the same compiled call, orders those (its scores are what is returned)."""
         q_offsets, q_terms, q_weights = self._pack_queries(queries, snapshot)
         n_queries = len(queries)
         seg_scores, seg_docs = [], []
@@ -294,7 +309,11 @@ class InvertedIndex(SegmentedIndex):
             pruned = prune if prune is not None else segment.n_docs >= PRUNE_MIN_DOCS
             maxima = segment.term_maxima() if pruned else _NO_MAXIMA
             arrays = (*segment.search_arrays(), maxima, segment.values is None, deleted, segment.n_docs)
-            if two_phase is None:
+            if second_stage is not None:
+                kk = min(second_stage.k, segment.n_docs) or 1
+                kernel, args = second_stage.kernel, (*arrays, min(second_stage.depth, segment.n_docs) or 1,
+                                                     *second_stage.arguments(segment))
+            elif two_phase is None:
                 kk = min(k, segment.n_docs) or 1
                 kernel, args = kernels.search_postings, (*arrays, kk)
             else:
@@ -320,7 +339,7 @@ class InvertedIndex(SegmentedIndex):
                     list(pool.map(run, chunks[:-1], chunks[1:]))
             else:
                 run(0, n_queries)
-            if snapshot.meta.get("quantization"):
+            if snapshot.meta.get("quantization") and second_stage is None:
                 scores *= snapshot.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)
             seg_docs.append(docs)

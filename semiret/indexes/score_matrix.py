@@ -22,7 +22,8 @@ import numba
 import numpy as np
 
 from semiret.errors import SemiretError
-from semiret.indexes.inverted import InvertedIndex, InvertedSegment
+from semiret.indexes.inverted import InvertedIndex, InvertedSegment, SecondStage
+from semiret.indexes.kernels import accumulate_query, key_hit, select_best_keys
 from semiret.indexes.segments import register_index_format
 from semiret.indexes.storage import load_array
 from semiret.text.kernels import NUMBA_OPTIONS
@@ -152,26 +153,20 @@ class ScoreMatrixIndex(InvertedIndex):
         score for the matching token query (plus ``first_stage_weight`` times their first-stage score); the best
         ``k`` of them. A token query with no tokens finds nothing.
 
-        Candidates are addressed by segment and local number, as the first stage's kernel returns them: no id
-        is decoded but the ``k`` returned, and one compiled loop per segment looks up and sums every query's
-        candidate scores in the term-major matrix (row by row) and keeps the best ``k``. Equal scores keep the
-        first stage's order within a segment, the earlier segment first across segments."""
+        One compiled call per segment does both stages (:func:`rerank_postings`): the first stage's best
+        ``depth`` are selected in no particular order (no sort of the 100, no list handed back to Python) and
+        addressed by local number; no id is decoded but the ``k`` returned. Equal scores keep the first stage's
+        order within a segment, the earlier segment first across segments."""
         if k < 1 or depth < 1:
             raise SemiretError("k and the re-ranking depth must be at least 1")
         if len(first_stage) != len(queries):
             raise SemiretError(f"{len(first_stage)} first-stage queries for {len(queries)} token queries")
-        q_offsets, q_terms, q_weights = self._packed(queries)
+        t_offsets, t_terms, t_weights = self._packed(queries)
+        weight = np.float32(first_stage_weight)
+        stage = SecondStage(rerank_postings, depth, k,
+                            lambda segment: (t_offsets, t_terms, t_weights, segment.score_bits(), FLOAT16_TABLE, weight))
         snapshot = self.snapshot  # the first stage and the scores read the same commit
-        first_scores, first_locals, _ = self.search_segments(snapshot, first_stage, depth, n_threads)
-        seg_scores, seg_locals = [], []
-        for segment, stage_scores, stage_locals in zip(snapshot.segments, first_scores, first_locals):
-            kk = min(k, stage_locals.shape[1])
-            best = np.empty((len(queries), kk), np.float32)
-            chosen = np.empty((len(queries), kk), np.int32)
-            rerank_candidates(q_offsets, q_terms, q_weights, segment.score_bits(), FLOAT16_TABLE, stage_locals,
-                              stage_scores, np.float32(first_stage_weight), best, chosen)
-            seg_scores.append(best)
-            seg_locals.append(chosen)
+        seg_scores, seg_locals, _ = self.search_segments(snapshot, first_stage, k, n_threads, second_stage=stage)
         return self._top_hits(snapshot.segments, seg_scores, seg_locals, k, len(queries))
 
     def _packed(self, queries: Sequence[SparseQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -188,52 +183,73 @@ class ScoreMatrixIndex(InvertedIndex):
 
 
 FLOAT16_TABLE = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-"""Every float16 bit pattern's float32 value: compiled code reads the matrix as uint16 and converts by lookup."""
+"""Every float16 bit pattern's float32 value: compiled code reads the matrix as uint16 and converts by lookup
+(numba has no float16 arithmetic; converting the bits arithmetically measured slower than this table)."""
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def rerank_candidates(q_offsets, q_terms, q_weights, bits, table, stage_locals, stage_scores, stage_weight,
-                      out_scores, out_locals):
-    """For each query q: its first-stage candidates ``stage_locals[q]`` (best first, -1 padded) scored by
-    ``sum_t w_t * matrix[t, d]`` over its terms (``bits``: the float16 [|V|, n_docs] matrix as uint16), plus
-    ``stage_weight`` x their first-stage score; the best ``out_scores.shape[1]`` into ``out_scores``/``out_locals``
-    best first (ties: the first stage's order), ``-inf``/``-1`` padded. A query without terms gets nothing."""
-    depth = stage_locals.shape[1]
-    k = out_scores.shape[1]
-    totals = np.empty(depth, np.float32)
-    for q in range(stage_locals.shape[0]):
-        for r in range(k):
-            out_scores[q, r] = -np.inf
-            out_locals[q, r] = -1
-        found = 0
-        while found < depth and stage_locals[q, found] >= 0:
-            found += 1
-        lo, hi = q_offsets[q], q_offsets[q + 1]
-        if found == 0 or lo == hi:
+def rank_candidates(t_terms, t_weights, bits, table, cand_docs, cand_stage, size, stage_weight, totals, out_scores,
+                    out_docs):
+    """``size`` candidates (any order) scored by ``sum_t w_t * matrix[t, d]`` over the token query (``bits``: the
+    float16 [|V|, n_docs] matrix as uint16, converted by ``table``), plus ``stage_weight`` x their first-stage
+    score ``cand_stage``; the best ``len(out_scores)`` written best first, ``-inf``/``-1`` padded. Ties go to the
+    higher first-stage score, then the earlier document: the first stage's order. No terms: nothing found."""
+    k = out_scores.shape[0]
+    for r in range(k):
+        out_scores[r] = -np.inf
+        out_docs[r] = -1
+    if size == 0 or t_terms.shape[0] == 0:
+        return
+    for j in range(size):
+        totals[j] = stage_weight * cand_stage[j] if stage_weight != 0 else np.float32(0.0)
+    for i in range(t_terms.shape[0]):  # term by term: one matrix row at a time
+        row = bits[t_terms[i]]
+        weight = t_weights[i]
+        for j in range(size):
+            totals[j] += weight * table[row[cand_docs[j]]]
+    kept = 0
+    best_stage = np.empty(k, np.float32)
+    for j in range(size):  # insertion into the sorted best k
+        s, st, d = totals[j], cand_stage[j], cand_docs[j]
+        pos = kept
+        while pos > 0 and (s > out_scores[pos - 1] or (s == out_scores[pos - 1] and (
+                st > best_stage[pos - 1] or (st == best_stage[pos - 1] and d < out_docs[pos - 1])))):
+            pos -= 1
+        if pos >= k:
             continue
-        for j in range(found):
-            totals[j] = stage_weight * stage_scores[q, j] if stage_weight != 0 else np.float32(0.0)
-        for i in range(lo, hi):  # term by term: one matrix row at a time
-            row = bits[q_terms[i]]
-            weight = q_weights[i]
-            for j in range(found):
-                totals[j] += weight * table[row[stage_locals[q, j]]]
-        size = 0
-        for j in range(found):  # insertion into the sorted best k; an equal score stays behind
-            s = totals[j]
-            if size < k:
-                pos = size
-                size += 1
-            elif s > out_scores[q, k - 1]:
-                pos = k - 1
-            else:
-                continue
-            while pos > 0 and s > out_scores[q, pos - 1]:
-                out_scores[q, pos] = out_scores[q, pos - 1]
-                out_locals[q, pos] = out_locals[q, pos - 1]
-                pos -= 1
-            out_scores[q, pos] = s
-            out_locals[q, pos] = stage_locals[q, j]
+        last = min(kept, k - 1)
+        for r in range(last, pos, -1):
+            out_scores[r], best_stage[r], out_docs[r] = out_scores[r - 1], best_stage[r - 1], out_docs[r - 1]
+        out_scores[pos], best_stage[pos], out_docs[pos] = s, st, d
+        kept = min(kept + 1, k)
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def rerank_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary, deleted,
+                    n_docs, depth, t_offsets, t_terms, t_weights, bits, table, stage_weight, buffer, touched,
+                    out_scores, out_docs, visited):
+    """Both stages of a re-ranking search over one segment, per query: the postings' best ``depth`` live
+    documents (:func:`~semiret.indexes.kernels.accumulate_query`, selected unordered by
+    :func:`~semiret.indexes.kernels.select_best_keys`), then :func:`rank_candidates` with the matching token
+    query (``t_offsets``/``t_terms``/``t_weights``, CSR). Arguments and outputs as
+    :func:`~semiret.indexes.kernels.search_postings`' (``visited``: the first stage's work)."""
+    has_deleted = deleted.shape[0] > 0
+    heap_scores = np.empty(depth, np.float32)
+    heap_docs = np.empty(depth, np.int32)
+    keys = np.empty(4 * depth, np.uint64)
+    cand_docs = np.empty(depth, np.int32)
+    cand_stage = np.empty(depth, np.float32)
+    totals = np.empty(depth, np.float32)
+    for q in range(q_offsets.shape[0] - 1):
+        lo, hi = q_offsets[q], q_offsets[q + 1]
+        n, in_order, visited[q] = accumulate_query(q_terms[lo:hi], q_weights[lo:hi], present_terms, indptr, docs,
+                                                   values, maxima, binary, deleted, n_docs, buffer, touched,
+                                                   heap_scores, heap_docs)
+        size = select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, depth)
+        for j in range(size):
+            cand_stage[j], cand_docs[j] = key_hit(keys[j])
+        rank_candidates(t_terms[t_offsets[q]: t_offsets[q + 1]], t_weights[t_offsets[q]: t_offsets[q + 1]], bits,
+                        table, cand_docs, cand_stage, size, stage_weight, totals, out_scores[q], out_docs[q])
 
 
 def _top_k(values: np.ndarray, k: int) -> np.ndarray:

@@ -187,6 +187,33 @@ def test_bm25_topk_equals_brute_force(tmp_path, k):
         assert_exact_topk(hits.ids[q], hits.scores[q], expected, postings.ids, k)
 
 
+@pytest.mark.parametrize("k", [5, 60, 400])
+@pytest.mark.parametrize("n_terms", [2, 25])
+def test_topk_order_with_ties_and_deletions(tmp_path, k, n_terms):
+    """Binary scores tie everywhere: the hits are exactly brute force's best k, equal scores in document order,
+    deleted documents left out, whether the best k are kept in a heap (small k) or selected from a buffer of
+    candidates (k >= DEEP_K), for short queries (documents tracked one by one) and long ones (the whole score
+    buffer scanned)."""
+    from semiret.indexes.kernels import DEEP_K
+
+    assert 5 < DEEP_K <= 60
+    rng = np.random.default_rng(k + n_terms)
+    postings = random_postings(rng, 700, kind="binary")
+    index = build(tmp_path / "idx", "binary", postings)
+    gone = set(rng.choice(postings.ids, size=60, replace=False).tolist())
+    index.delete(sorted(gone))
+    live = np.array([i not in gone for i in postings.ids])
+    matrix = (dense(postings) > 0).astype(float)
+    queries = [SparseQuery.from_pairs(rng.choice(VOCAB, size=n_terms, replace=False), np.ones(n_terms))
+               for _ in range(8)]
+    hits = index.search(queries, k=k)
+    for q, query in enumerate(queries):
+        expected = matrix @ query_vector(query)
+        ranked = [d for d in np.lexsort((np.arange(len(expected)), -expected)) if expected[d] > 0 and live[d]]
+        assert hits.ids[q] == [postings.ids[d] for d in ranked[:k]]
+        np.testing.assert_allclose(hits.scores[q], expected[ranked[:k]])
+
+
 @pytest.mark.parametrize("kind,bits", [("impact", None), ("impact", 8), ("binary", None), ("bm25", None)])
 def test_pruned_search_is_exact_and_skips_postings(tmp_path, kind, bits):
     """Zipf-like terms and long, IDF-weighted queries (where pruning pays): the pruned search returns the

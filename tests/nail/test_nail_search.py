@@ -207,22 +207,27 @@ def test_the_demo_runs_nail_pipelines_only_when_given_a_model(tiny_nail, beir_di
 
 
 def test_the_rerank_kernel_sums_float16_rows_keeps_ties_in_first_stage_order_and_pads():
-    from semiret.indexes.score_matrix import FLOAT16_TABLE, rerank_candidates
+    from semiret.indexes.score_matrix import FLOAT16_TABLE, rank_candidates
 
     matrix = np.array([[0.5, 1.0, 0.25, 1.0, 2.0],  # term 0 over documents 0..4
                        [0.5, 0.0, 0.75, 0.0, 0.0]], np.float16)  # term 1
-    stage_locals = np.array([[3, 1, 0, 2, -1], [4, -1, -1, -1, -1], [0, 1, -1, -1, -1]], np.int32)
-    stage_scores = np.array([[9, 8, 7, 6, -np.inf], [5, -np.inf, -np.inf, -np.inf, -np.inf],
-                             [1, 1, -np.inf, -np.inf, -np.inf]], np.float32)
-    offsets = np.array([0, 2, 3, 3])  # query 0: terms 0 and 1; query 1: term 0; query 2: no term
-    terms, weights = np.array([0, 1, 0]), np.array([1.0, 1.0, 2.0], np.float32)
-    scores, locals_ = np.empty((3, 3), np.float32), np.empty((3, 3), np.int32)
-    rerank_candidates(offsets, terms, weights, matrix.view(np.uint16), FLOAT16_TABLE, stage_locals, stage_scores,
-                      np.float32(0.0), scores, locals_)
-    # query 0: documents 3, 1, 0, 2 all score 1.0: the first stage's order, cut to 3
-    assert locals_[0].tolist() == [3, 1, 0] and scores[0].tolist() == [1.0, 1.0, 1.0]
-    assert locals_[1].tolist() == [4, -1, -1] and scores[1][0] == 4.0 and np.isneginf(scores[1][1:]).all()
-    assert locals_[2].tolist() == [-1, -1, -1]
-    rerank_candidates(offsets, terms, weights, matrix.view(np.uint16), FLOAT16_TABLE, stage_locals, stage_scores,
-                      np.float32(0.5), scores, locals_)
-    assert locals_[0].tolist() == [3, 1, 0] and scores[0].tolist() == [5.5, 5.0, 4.5]  # 1 + 0.5 x BM25's
+    bits = matrix.view(np.uint16)
+    docs = np.array([2, 0, 3, 1], np.int32)  # candidates in no particular order; first-stage scores:
+    stage = np.array([6, 7, 9, 8], np.float32)  # the first stage's order is 3, 1, 0, 2
+    totals = np.empty(4, np.float32)
+    scores, locals_ = np.empty(3, np.float32), np.empty(3, np.int32)
+    both, first = (np.array([0, 1]), np.array([1.0, 1.0], np.float32)), (np.array([0]), np.array([2.0], np.float32))
+    rank_candidates(*both, bits, FLOAT16_TABLE, docs, stage, 4, np.float32(0.0), totals, scores, locals_)
+    # documents 3, 1, 0, 2 all score 1.0: the first stage's order, cut to 3
+    assert locals_.tolist() == [3, 1, 0] and scores.tolist() == [1.0, 1.0, 1.0]
+    rank_candidates(*both, bits, FLOAT16_TABLE, docs, stage, 4, np.float32(0.5), totals, scores, locals_)
+    assert locals_.tolist() == [3, 1, 0] and scores.tolist() == [5.5, 5.0, 4.5]  # 1 + 0.5 x the first stage's
+    equal = np.full(4, 5.0, np.float32)  # equal first-stage scores too: the earlier document
+    rank_candidates(*both, bits, FLOAT16_TABLE, docs, equal, 4, np.float32(0.0), totals, scores, locals_)
+    assert locals_.tolist() == [0, 1, 2]
+    rank_candidates(*first, bits, FLOAT16_TABLE, docs[2:3], stage[2:3], 1, np.float32(0.0), totals, scores, locals_)
+    assert locals_.tolist() == [3, -1, -1] and scores[0] == 2.0 and np.isneginf(scores[1:]).all()
+    no_terms = (np.array([], np.int64), np.array([], np.float32))
+    rank_candidates(*no_terms, bits, FLOAT16_TABLE, docs, stage, 4, np.float32(0.5), totals, scores, locals_)
+    assert locals_.tolist() == [-1, -1, -1]
+
