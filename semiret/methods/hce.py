@@ -35,7 +35,7 @@ import numpy as np
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json, replace_directory
-from semiret.training.config import TrainingConfig
+from semiret.training.config import TrainingConfig, WeightAveraging
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.training.pseudo_queries import independent_crop
 
@@ -46,7 +46,7 @@ LOSSES = ("hierarchy", "contrastive", "mined")
 
 
 @dataclass
-class HCETrainingConfig(TrainingConfig):
+class HCETrainingConfig(WeightAveraging, TrainingConfig):
     output: str = "runs/hce"
     """Run folder: checkpoints, trees, the final model (<output>/model) and summary.json."""
     base: str = "minilm"
@@ -103,9 +103,6 @@ class HCETrainingConfig(TrainingConfig):
     best_epoch: bool = False
     """Save the encoder of the epoch with the best dev metric (the starting encoder if none beat it) instead of
     the last one (Algorithm 3 keeps the last). Needs a dev set."""
-    average_with_base: float = 0.0
-    """After training, average the saved encoder's weights with the --base model's, this share the base's
-    (WiSE-FT: keeps the start's robustness on collections unlike SciFact); 0: the trained weights."""
     dev_every_epoch: bool = True
     """Measure the dev metric after every epoch, the last included, whatever the loss (one corpus embedding
     each); off, it is measured only where co-training needs it. The per-epoch figures are what compares the
@@ -145,8 +142,7 @@ class HCETrainingConfig(TrainingConfig):
             raise SemiretError(f"the dev fraction must be in [0, 1), got {self.dev_fraction}")
         if self.span_words < 1 or (self.unsupervised_batch_size or 2) < 2:
             raise SemiretError("the pseudo-query span needs a word and unsupervised batches two examples")
-        if not 0.0 <= self.average_with_base <= 1.0:
-            raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got {self.average_with_base}")
+        self.validate_averaging()
         if self.patience is not None and self.patience < 1:
             raise SemiretError(f"the patience must be at least 1 epoch, got {self.patience}")
         if self.patience or self.best_epoch:

@@ -29,7 +29,7 @@ from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE, inference_free_lexical_prior
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.training.config import TrainingConfig
+from semiret.training.config import TrainingConfig, WeightAveraging
 
 if TYPE_CHECKING:
     import numpy as np
@@ -109,7 +109,7 @@ def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[n
 
 # ---------------------------------------------------------------------------------------------- training
 @dataclass
-class InferenceFreeTrainingConfig(TrainingConfig):
+class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     output: str = "runs/inference-free"
     """Run folder: teacher caches, checkpoints, final model."""
     idf: str = "msmarco"
@@ -172,9 +172,6 @@ class InferenceFreeTrainingConfig(TrainingConfig):
     lexical_prior_stems: bool = True
     """With --lexical-prior: each document word also counts for the other whole-word tokens of its stem, as
     stemming does for BM25 over words."""
-    average_with_base: float = 0.0
-    """After training, average the student's weights with the --base model's, this share the base's (WiSE-FT,
-    against over-fitting one collection); 0: the trained weights."""
     finetune_also: list[str] | None = field(default=None, metadata={"flag": "--finetune-also"})
     """More labelled collections (names or folders, repeatable) fine-tuned on beside --data, their --split
     queries; every query of every collection once per epoch."""
@@ -216,8 +213,7 @@ class InferenceFreeTrainingConfig(TrainingConfig):
         for name in ("pretrain_scale", "finetune_scale"):
             if not getattr(self, name) > 0:
                 raise SemiretError(f"{name} must be positive")
-        if not 0.0 <= self.average_with_base <= 1.0:
-            raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got {self.average_with_base}")
+        self.validate_averaging()
         for name in ("pretrain_flops_weight", "finetune_flops_weight"):
             if not getattr(self, name) >= 0:
                 raise SemiretError(f"{name} must be non-negative")

@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from semiret.errors import SemiretError
-from semiret.training.config import TrainingConfig
+from semiret.training.config import TrainingConfig, WeightAveraging
 
 
 # ---------------------------------------------------------------------------------------------- training
 @dataclass
-class SiDRTrainingConfig(TrainingConfig):
+class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
     output: str = "runs/sidr"
     """Run folder: checkpoints, bag-of-tokens index, final model."""
     shared: bool = False
@@ -61,6 +61,7 @@ class SiDRTrainingConfig(TrainingConfig):
             raise SemiretError(f"negatives must be 'retrieved' or 'none', not {self.negatives!r}")
         if self.epochs < 1 or self.batch_size < 2:
             raise SemiretError("training needs at least 1 epoch and batches of at least 2 pairs")
+        self.validate_averaging()
 
 
 def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
@@ -80,8 +81,11 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     output = Path(config.output)
     collection = Collection(config.data)
     training_set = TrainingSet.from_collection(collection, config.split)  # validates ids before any compute
-    model = SiDRModel.initialise(config.base, config.shared, config.head, config.top_k,
-                                 config.query_max_length, config.document_max_length)
+    def untrained() -> SiDRModel:
+        return SiDRModel.initialise(config.base, config.shared, config.head, config.top_k,
+                                    config.query_max_length, config.document_max_length)
+
+    model = untrained()
 
     miner = None
     if config.negatives == "retrieved":
@@ -103,6 +107,11 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
                "train_seconds": round(seconds, 1),
                "seconds_per_epoch": round(sum(h.seconds for h in history) / len(history), 1) if history else None,
                **epoch_summary(history)}
+    if config.average_with_base:
+        from semiret.models.base import average_weights
+
+        average_weights(model.float(), untrained(), config.average_with_base)
+        summary["averaged_with_base"] = config.average_with_base
     if is_main_process():
         model.save(output / "model", training=summary)
         (output / "summary.json").write_text(json.dumps(summary, indent=2))

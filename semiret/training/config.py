@@ -45,6 +45,22 @@ class TrainingConfig:
         return dataclasses.replace(self, data=str(dataset(self.data)))
 
 
+@dataclass
+class WeightAveraging:
+    """The option of recipes that can average their trained weights with their starting model's."""
+
+    average_with_base: float = 0.0
+    """After training, average the trained weights with the --base model's, this share the base's (WiSE-FT:
+    keeps more of the start's robustness on collections unlike the training's); 0: the trained weights."""
+
+    def validate_averaging(self) -> None:
+        from semiret.errors import SemiretError
+
+        if not 0.0 <= self.average_with_base <= 1.0:
+            raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got "
+                               f"{self.average_with_base}")
+
+
 @dataclass(frozen=True)
 class Schedule:
     """One training stage's length and learning-rate schedule: AdamW, linear warm-up, then linear decay to 0."""

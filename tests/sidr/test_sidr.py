@@ -180,6 +180,26 @@ def test_training_runs_saves_fp16_and_resumes(trained, tiny_mlm):
     assert again["loss_per_epoch"] == summary["loss_per_epoch"]
 
 
+def test_average_with_base_mixes_the_trained_and_the_starting_weights(trained, tmp_path):
+    """--average-with-base S: both encoders saved as (1 - S) x trained + S x the untrained model (WiSE-FT)."""
+    import shutil
+
+    root, output, summary = trained
+    shutil.copytree(output, tmp_path / "run")
+    config = SiDRTrainingConfig(**{**summary["config"], "output": str(tmp_path / "run"), "average_with_base": 0.5})
+    assert train_sidr(config)["averaged_with_base"] == 0.5  # the finished run resumes, then averages
+    start = SiDRModel.initialise(config.base, False, config.head, config.top_k, config.query_max_length,
+                                 config.document_max_length).state_dict()
+    trained_weights = SiDRModel.load(str(output / "model")).state_dict()
+    averaged = SiDRModel.load(str(tmp_path / "run" / "model")).state_dict()
+    moved = [name for name, value in start.items() if not torch.equal(value, trained_weights[name])]
+    assert moved
+    for name in moved:
+        torch.testing.assert_close(averaged[name], (trained_weights[name] + start[name]) / 2, atol=2e-3, rtol=2e-3)
+    with pytest.raises(SemiretError, match="average_with_base"):
+        SiDRTrainingConfig(data=".", output=str(tmp_path), average_with_base=1.5).validate()
+
+
 def test_training_rejects_bad_config(tmp_path):
     with pytest.raises(SemiretError):
         SiDRTrainingConfig(data=".", output=str(tmp_path), negatives="bm25").validate()
