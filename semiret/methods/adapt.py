@@ -6,7 +6,10 @@ own label-free stages:
   with no fine-tuning), distilled from a teacher ensemble that keeps BM25, with the corpus's own IDF as the
   query side (the choice that measured best out of domain, docs/results.md);
 - a **dense** encoder (``minilm``, ``hce-scifact``, a saved one): HCE-U, the hierarchy loss on inverse-cloze
-  pseudo-queries (:func:`semiret.methods.hce.train_hce`, ``scenario="unsupervised"``).
+  pseudo-queries (:func:`semiret.methods.hce.train_hce`, ``scenario="unsupervised"``);
+- a **SiDR** model (``sidr-scifact``, a saved one): SiDR's own training (:func:`semiret.methods.sidr.train_sidr`:
+  the semi-parametric loss, negatives retrieved from the corpus's bag-of-tokens index) continued on pseudo-queries
+  of the corpus, each judged relevant to its source document; searched as ``sidr-full``.
 
 Without labels the only check is a **known-item test**: held-out pseudo-queries (``check_queries`` documents'
 crops and sentences, drawn with another seed than training's) each judged relevant to the document it was cut
@@ -39,7 +42,7 @@ from semiret.data.collection import Collection, Document, iter_corpus
 from semiret.data.packaged import PACKAGED_CHECKPOINTS
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
-from semiret.models.checkpoints import ADAPTED_CORPUS_FILE, INFERENCE_FREE, SAVED_MODEL_KINDS, corpus_fingerprint
+from semiret.models.checkpoints import ADAPTED_CORPUS_FILE, INFERENCE_FREE, SAVED_MODEL_KINDS, SIDR, corpus_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +57,8 @@ class AdaptConfig:
     data: str = ""
     """The corpus to adapt to: a BEIR folder or a corpus file (.jsonl/.tsv); no labels are read."""
     model: str = INFERENCE_FREE.default
-    """The model to adapt: an inference-free model (default: the packaged one) or a dense encoder (minilm,
-    hce-scifact, a saved one)."""
+    """The model to adapt: an inference-free model (default: the packaged one), a dense encoder (minilm,
+    hce-scifact, a saved one) or a SiDR model (sidr-scifact, a saved one)."""
     output: str | None = None
     """Folder for the adapted model, its index, the report and the run (default: adapted/<corpus>-<model>)."""
     epochs: int = 2
@@ -84,10 +87,13 @@ def default_output(data: str, model: str) -> Path:
 
 
 def model_kind(model: str) -> str:
-    """'inference-free' or 'dense' (torch-free checks of the model's files); an error for any other model."""
+    """'inference-free', 'sidr' or 'dense' (torch-free checks of the model's files); an error for any other
+    model."""
     from semiret.models.base import ENCODER_FILE
 
-    other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind is not INFERENCE_FREE]
+    if any((folder / SIDR.marker).is_file() for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
+        return "sidr"
+    other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind not in (INFERENCE_FREE, SIDR)]
     if not any((folder / kind.marker).is_file() for kind in other_kinds
                for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
         if INFERENCE_FREE.directory(model) is not None:
@@ -95,7 +101,7 @@ def model_kind(model: str) -> str:
         saved = model_directory_of("dense", model) / ENCODER_FILE
         if (json.loads(saved.read_text())["family"] if saved.is_file() else model) in ("dense", "minilm"):
             return "dense"
-    raise SemiretError(f"semiret adapt adapts inference-free models and dense encoders; {model!r} is neither "
+    raise SemiretError(f"semiret adapt adapts inference-free, SiDR and dense models; {model!r} is none of them "
                        "(for other models, search with -r hybrid, BM25 fused with the model)")
 
 
@@ -150,7 +156,7 @@ def fusion_against_model(fused_run: dict, model_run: dict, qrels: dict) -> dict:
 
 
 def retriever_name(kind: str) -> str:
-    return "inference-free" if kind == "inference-free" else "dense"
+    return {"inference-free": "inference-free", "sidr": "sidr-full"}.get(kind, "dense")
 
 
 def estimate_seconds(kind: str, model: str, documents: list[Document], config: AdaptConfig) -> float:
@@ -159,7 +165,11 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     counted 3x for the backward pass; teachers at their own cost relative to the student)."""
     from semiret.models.encoders import load_encoder
 
-    encoder = load_encoder(model, "splade" if kind == "inference-free" else "dense")
+    if kind == "sidr":
+        path, meta = SIDR.read(model)
+        encoder = load_encoder(str(path / ("encoder" if meta["shared"] else "document")), "vdr")
+    else:
+        encoder = load_encoder(model, "splade" if kind == "inference-free" else "dense")
     probe = [d.full_text for d in documents[:16]]
     encoder.encode_document(probe[:2], batch_size=16, show_progress=False)  # warm-up
     started = time.perf_counter()
@@ -173,6 +183,8 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         # each neural teacher encodes the corpus and one pseudo-query per document; MiniLM costs ~2.5x SPLADE-tiny
         teacher_cost = sum({"dense": 2.5, "sparse": 1.0, "sidr": 2.0}.get(kind_, 0.0) for kind_, _, _ in parse_teachers(config.teachers))
         work = teacher_cost * n * 1.3 + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
+    elif kind == "sidr":
+        work = 3 * trained * 3 + n  # query, positive, a retrieved negative per pair; the bag-of-tokens index
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
     return per_document * (work + n * config.hybrid)  # the hybrid index encodes the corpus once more
@@ -184,6 +196,8 @@ def model_directory_of(kind: str, model: str) -> Path:
 
     if kind == "inference-free":
         return INFERENCE_FREE.directory(model)
+    if kind == "sidr":
+        return SIDR.directory(model)
     shipped = PACKAGED_CHECKPOINTS / model
     return shipped if shipped.is_dir() and not Path(model).exists() else resolve_model_path(model)
 
@@ -213,6 +227,32 @@ def indexing_length(kind: str, model: str) -> int | None:
     return json.loads(saved.read_text()).get("max_length") if saved.is_file() else None
 
 
+SIDR_ADAPT_LEARNING_RATE = 5e-5
+"""SiDR's training goes on from a trained model, at a quarter of its learning rate from scratch (2e-4)."""
+
+
+def pseudo_labelled_collection(corpus: Path, config: AdaptConfig, folder: Path) -> Path:
+    """A BEIR folder beside the run: the corpus (linked), ``queries_per_epoch`` pseudo-queries of as many
+    documents (crops and sentences, :func:`semiret.training.pseudo_queries.generate_pseudo_queries`) and their
+    train qrels (each query judged relevant to its source document): what a recipe that trains on labels reads."""
+    from semiret.training.pseudo_queries import generate_pseudo_queries
+
+    documents = list(Collection(corpus).corpus())
+    sample = random.Random(config.seed).sample(documents, min(config.queries_per_epoch, len(documents)))
+    queries = generate_pseudo_queries(sample, per_document=1, seed=config.seed, prefix="pseudo")
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    link = folder / "corpus.jsonl"
+    if not link.exists():
+        link.symlink_to((corpus / "corpus.jsonl").resolve())
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as handle:
+        for query in queries:
+            handle.write(json.dumps({"_id": query.id, "text": query.text}, ensure_ascii=False) + "\n")
+    with open(folder / "qrels" / "train.tsv", "w", encoding="utf-8") as handle:
+        handle.write("query-id\tcorpus-id\tscore\n")
+        handle.writelines(f"{query.id}\t{query.document_id}\t1\n" for query in queries)
+    return folder
+
+
 def train_adapted(kind: str, config: AdaptConfig, corpus: Path, start: str, run: Path) -> Path:
     """Run the recipe's label-free stage; the adapted model's folder."""
     length = indexing_length(kind, start)
@@ -226,6 +266,13 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, start: str, run:
             pretrain_epochs=config.epochs, pretrain_queries_per_epoch=config.queries_per_epoch,
             pretrain_max_length=config.max_length, finetune_max_length=length or config.max_length,
             finetune_epochs=0, choose_document_threshold=False))
+        return run / "model"
+    if kind == "sidr":
+        from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
+
+        labelled = pseudo_labelled_collection(corpus, config, run / "pseudo-queries")
+        train_sidr(SiDRTrainingConfig(**{**common, "data": str(labelled)}, epochs=config.epochs,
+                                      learning_rate=SIDR_ADAPT_LEARNING_RATE, warmup_epochs=0.5))
         return run / "model"
     from semiret.methods.hce import HCETrainingConfig, train_hce
 
@@ -246,7 +293,7 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
     if config.epochs < 1 or config.queries_per_epoch < 1 or config.check_queries < 10:
         raise SemiretError("adaptation needs at least 1 epoch, 1 pseudo-query per epoch and 10 check queries")
     kind = model_kind(config.model)
-    start = INFERENCE_FREE.directory(config.model) if kind == "inference-free" else config.model
+    start = model_directory_of(kind, config.model) if kind in ("inference-free", "sidr") else config.model
     start = str(start)
     output = Path(config.output) if config.output else default_output(config.data, config.model)
     check_output(output, start)

@@ -65,8 +65,10 @@ class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
 
 
 def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
-    """Train SiDR on a BEIR collection's qrels split; writes ``<output>/model`` and returns a summary."""
+    """Train SiDR on a BEIR collection's qrels split, from ``config.base`` (a masked LM, or a saved SiDR model to
+    train further); writes ``<output>/model`` and returns a summary."""
     from semiret.data.collection import Collection
+    from semiret.models.checkpoints import SIDR
     from semiret.models.sidr import SiDRModel
     from semiret.search import BagOfTokensRetriever
     from semiret.training.config import Schedule
@@ -81,19 +83,26 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     output = Path(config.output)
     collection = Collection(config.data)
     training_set = TrainingSet.from_collection(collection, config.split)  # validates ids before any compute
-    def untrained() -> SiDRModel:
+    saved_start = SIDR.directory(config.base)
+
+    def starting_model() -> SiDRModel:
+        """--base as it starts: a saved SiDR model trained further (what ``semiret adapt`` does), else a masked
+        LM made an untrained VDR with this config's head, top-k and lengths."""
+        if saved_start is not None:
+            return SiDRModel.load(str(saved_start))
         return SiDRModel.initialise(config.base, config.shared, config.head, config.top_k,
                                     config.query_max_length, config.document_max_length)
 
-    model = untrained()
+    model = starting_model()
 
     miner = None
     if config.negatives == "retrieved":
         bot_path = output / "bot-index"
         with main_process_first():  # the others open what it built
             if not (bot_path / "meta.json").is_file():
+                tokenizer = model.document_encoder.name if saved_start is not None else config.base
                 BagOfTokensRetriever.build(collection.corpus(), bot_path, overwrite=True, store_texts=False,
-                                           tokenizer=config.base, max_length=config.document_max_length)
+                                           tokenizer=tokenizer, max_length=config.document_max_length)
         miner = RetrievedNegativeMiner(BagOfTokensRetriever.open(bot_path).index, training_set.documents,
                                        training_set.positives, pool_size=config.pool_size,
                                        depth=config.retrieve_depth)
@@ -110,7 +119,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     if config.average_with_base:
         from semiret.models.base import average_weights
 
-        average_weights(model.float(), untrained(), config.average_with_base)
+        average_weights(model.float(), starting_model(), config.average_with_base)
         summary["averaged_with_base"] = config.average_with_base
     if is_main_process():
         model.save(output / "model", training=summary)

@@ -121,7 +121,7 @@ def check_adapted_corpus(model: str, doc_ids: list[str]) -> None:
     """An error when ``model`` was adapted to a corpus (``semiret adapt``) and fewer than half of ``doc_ids``
     (the first documents an index is built from) belong to it: a model adapted to one corpus is made to index
     another. Documents added later are not checked (a corpus grows)."""
-    marker = Path(resolve_inference_free(model)) / ADAPTED_CORPUS_FILE
+    marker = Path(model) / ADAPTED_CORPUS_FILE  # adapted models are folders (adapt never writes a packaged one)
     if not doc_ids or not marker.is_file():
         return
     adapted = json.loads(marker.read_text())

@@ -19,7 +19,7 @@ import numpy as np
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.indexes.inverted import InvertedIndex
-from semiret.models.checkpoints import SIDR
+from semiret.models.checkpoints import SIDR, check_adapted_corpus
 from semiret.search.lexical import TokenSets, index_vocabulary
 from semiret.search.neural import ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -70,6 +70,9 @@ class SiDRDocuments(DocumentSide):
     @classmethod
     def from_index(cls, index):
         return cls(check_encoder_index(index, "sidr")["model"])
+
+    def prepare(self, documents):
+        check_adapted_corpus(self.model, [d.id for d in documents])
 
     def index_config(self) -> dict:
         return {"vocab_size": self.sidr.document_encoder.vocab_size, "quantize_bits": self.quantize_bits,

@@ -54,6 +54,14 @@ def dense_start(tiny_bert, tmp_path_factory):
     return load_encoder(str(tiny_bert), "dense", max_length=32).save(tmp_path_factory.mktemp("dense") / "model")
 
 
+@pytest.fixture(scope="module")
+def sidr_start(tiny_bert, tmp_path_factory):
+    from semiret.models.sidr import SiDRModel
+
+    model = SiDRModel.initialise(str(tiny_bert), top_k=30000, query_max_length=16, document_max_length=32)
+    return model.save(tmp_path_factory.mktemp("sidr") / "model")
+
+
 def settings(corpus, model, output, **options) -> AdaptConfig:
     return AdaptConfig(**{**dict(data=str(corpus), model=str(model), output=str(output), epochs=1,
                                  queries_per_epoch=8, batch_size=4, max_length=24, check_queries=12), **options})
@@ -92,6 +100,28 @@ def test_a_dense_encoder_is_adapted_with_hce_u(corpus, dense_start, tmp_path, sm
     assert (tmp_path / "adapted" / "train" / "summary.json").is_file()
     summary = json.loads((tmp_path / "adapted" / "train" / "summary.json").read_text())
     assert summary["config"]["scenario"] == "unsupervised" and summary["pairs"] == 0
+
+
+def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weights(corpus, sidr_start, tmp_path,
+                                                                                 small_corpora):
+    from semiret.models.sidr import SiDRModel
+    from semiret.search.retrievers import open_retriever, retriever_class
+
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus, sidr_start, output, hybrid=False))
+    assert report["kind"] == "sidr" and report["retriever"] == "sidr-full" and report["estimate_seconds"] > 0
+    summary = json.loads((output / "train" / "summary.json").read_text())
+    assert summary["pairs"] == 8 and summary["config"]["base"] == str(sidr_start.resolve())
+    qrels = (output / "train" / "pseudo-queries" / "qrels" / "train.tsv").read_text().splitlines()[1:]
+    assert len(qrels) == 8 and all(line.split("\t")[1].startswith("d") for line in qrels)
+    assert open_retriever(output / "index").name == "sidr-full"
+    if report["kept"] == "adapted":  # trained further from the start's weights, and bound to this corpus
+        trained = SiDRModel.load(str(output / "model")).state_dict()
+        start = SiDRModel.load(str(sidr_start)).state_dict()
+        assert any(not (trained[k] == start[k]).all() for k in start)
+        with pytest.raises(SemiretError, match="was adapted to"):
+            retriever_class("sidr-full").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
+                                               model=str(output / "model"))
 
 
 def test_a_model_worse_on_the_check_is_not_kept(corpus, inference_free_start, tiny_bert, tmp_path, small_corpora,
@@ -151,8 +181,8 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         adapt(settings(corpus, inference_free_start, tmp_path / "o"))
     with pytest.raises(SemiretError, match="adapt never overwrites"):
         adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
-    with pytest.raises(SemiretError, match="neither"):
-        adapt(settings(corpus, "sidr-scifact", tmp_path / "o"))
+    with pytest.raises(SemiretError, match="none of them"):
+        adapt(settings(corpus, "nail-scifact", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
 
