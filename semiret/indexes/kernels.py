@@ -321,10 +321,10 @@ def _select_largest(keys, size, kth):
 
 @numba.njit(**NUMBA_OPTIONS)
 def _sample_bar(buffer, touched, n, in_order, deleted, has_deleted, k):
-    """A score that about 2k of the hits reach: the right rank among every m-th hit, m = n / 4k (0 when the
-    sample has too few hits). A first bar for :func:`select_best_keys`, so that most hits are passed over
-    by one comparison instead of entering the candidates."""
-    stride = n // (4 * k)
+    """A score that about 2k of the hits reach: the 16th best of every m-th hit, m = k / 8 (0 when the sample
+    has fewer). A first bar for :func:`select_best_keys`, so that most hits are passed over by one comparison
+    instead of entering the candidates."""
+    stride = max(1, k // 8)
     rank = (2 * k) // stride
     sample = np.empty(rank, np.float32)
     sample_docs = np.empty(rank, np.int32)
