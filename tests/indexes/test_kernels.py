@@ -19,13 +19,12 @@ def selected(buffer, touched, n, in_order, deleted, k) -> list[tuple[float, int]
     return sorted((tuple(map(float, key_hit(key))) for key in keys[:size]), key=lambda h: (-h[0], h[1]))
 
 
-@pytest.mark.parametrize("k", [32, 100, 400])
+@pytest.mark.parametrize("k,n_docs", [(32, 3000), (100, 3000), (400, 3000), (32, 40_000)])
 @pytest.mark.parametrize("in_order", [True, False])
-def test_selection_equals_sorting_with_ties_deletions_and_a_sampled_bar(k, in_order):
-    """3,000 documents, scores with many ties, some deleted: the best k (equal scores: the earlier document),
-    whether the bar starts from a sample (k = 32, 100: at least 16k hits) or not (k = 400); the scores cleared."""
+def test_selection_equals_sorting_with_ties_deletions_and_a_sampled_bar(k, n_docs, in_order):
+    """Scores with many ties, some documents deleted: the best k (equal scores: the earlier document), whether
+    the bar starts from a sample (at least 16k hits, however many more) or not (k = 400); the scores cleared."""
     rng = np.random.default_rng(k)
-    n_docs = 3000
     scores = np.where(rng.random(n_docs) < 0.8, rng.integers(1, 40, n_docs) / 4, 0).astype(np.float32)
     deleted = rng.random(n_docs) < 0.05
     buffer = scores.copy()
