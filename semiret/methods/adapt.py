@@ -231,13 +231,12 @@ SIDR_ADAPT_LEARNING_RATE = 5e-5
 """SiDR's training goes on from a trained model, at a quarter of its learning rate from scratch (2e-4)."""
 
 
-def pseudo_labelled_collection(corpus: Path, config: AdaptConfig, folder: Path) -> Path:
-    """A BEIR folder beside the run: the corpus (linked), ``queries_per_epoch`` pseudo-queries of as many
-    documents (crops and sentences, :func:`semiret.training.pseudo_queries.generate_pseudo_queries`) and their
+def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
+    """A BEIR folder beside the run: the corpus (linked), ``queries_per_epoch`` pseudo-queries of as many of its
+    ``documents`` (crops and sentences, :func:`semiret.training.pseudo_queries.generate_pseudo_queries`) and their
     train qrels (each query judged relevant to its source document): what a recipe that trains on labels reads."""
     from semiret.training.pseudo_queries import generate_pseudo_queries
 
-    documents = list(Collection(corpus).corpus())
     sample = random.Random(config.seed).sample(documents, min(config.queries_per_epoch, len(documents)))
     queries = generate_pseudo_queries(sample, per_document=1, seed=config.seed, prefix="pseudo")
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
@@ -253,7 +252,8 @@ def pseudo_labelled_collection(corpus: Path, config: AdaptConfig, folder: Path) 
     return folder
 
 
-def train_adapted(kind: str, config: AdaptConfig, corpus: Path, start: str, run: Path) -> Path:
+def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[Document], start: str,
+                  run: Path) -> Path:
     """Run the recipe's label-free stage; the adapted model's folder."""
     length = indexing_length(kind, start)
     common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
@@ -270,7 +270,7 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, start: str, run:
     if kind == "sidr":
         from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 
-        labelled = pseudo_labelled_collection(corpus, config, run / "pseudo-queries")
+        labelled = pseudo_labelled_collection(corpus, documents, config, run / "pseudo-queries")
         train_sidr(SiDRTrainingConfig(**{**common, "data": str(labelled)}, epochs=config.epochs,
                                       learning_rate=SIDR_ADAPT_LEARNING_RATE, warmup_epochs=0.5))
         return run / "model"
@@ -315,7 +315,7 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
     start_index = output / "start-index"
     runs = {"start": known_item_run(retriever.build(documents, start_index, overwrite=True, model=start), queries)}
     before = known_item_figures(runs["start"], qrels)
-    adapted = train_adapted(kind, config, corpus, start, output / "train")
+    adapted = train_adapted(kind, config, corpus, documents, start, output / "train")
     atomic_write_json(adapted / ADAPTED_CORPUS_FILE, {"corpus": str(corpus), **corpus_fingerprint(d.id for d in documents)})
     # published first, then measured: the index records its model's path, so it is built from the published copy
     replace_tree(adapted, output / "model")
