@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from semiret.data.collection import Document
+from semiret.data.packaged import PACKAGED_CHECKPOINTS
 from semiret.errors import SemiretError
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,22 @@ def fingerprint(*parts) -> str:
             digest.update(str(part).encode("utf-8", "replace"))
         digest.update(b"\1")
     return digest.hexdigest()[:16]
+
+
+def model_identity(model: str) -> str:
+    """What a teacher's cached vectors depend on besides its name: for a local model folder (a path, or a
+    packaged checkpoint's short name) a hash of its weight files, so a model retrained or repackaged under the
+    same name never reads the vectors of the one before; a registry or hub name stands for itself."""
+    for candidate in (Path(model), PACKAGED_CHECKPOINTS / model):
+        if candidate.is_dir():
+            digest = hashlib.sha1()
+            for weights in sorted(candidate.rglob("*.safetensors")):
+                digest.update(str(weights.relative_to(candidate)).encode())
+                with weights.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 22), b""):
+                        digest.update(block)
+            return digest.hexdigest()[:16]
+    return model
 
 
 def parse_teachers(spec: str | Sequence[str]) -> list[tuple[str, str, int | None]]:
@@ -84,7 +101,7 @@ class Teacher(ABC):
     def _cached(self, cache_dir: Path | None, what: str, texts: list[str], ids: list[str], encode):
         if cache_dir is None:
             return encode(texts)
-        key = fingerprint(self.name, self.max_length, what, ids, texts)
+        key = fingerprint(self.name, model_identity(self.model), self.max_length, what, ids, texts)
         path = Path(cache_dir) / f"{self.kind}-{what}-{key}"
         dense_file, sparse_file = path.with_suffix(".npy"), path.with_suffix(".npz")
         if dense_file.is_file():

@@ -27,7 +27,7 @@ from semiret.training.losses import (
 )
 from semiret.training.pseudo_queries import generate_pseudo_queries, independent_crop, inverse_cloze
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.training.teachers import BM25Teacher, TeacherScores, parse_teachers
+from semiret.training.teachers import BM25Teacher, Teacher, TeacherScores, model_identity, parse_teachers
 from helpers import MSMARCO_IDF, write_beir
 
 
@@ -488,3 +488,32 @@ def test_the_sidr_teacher_scores_as_the_sidr_full_retriever(tiny_docs):
     ranked = [doc_id for doc_id, _ in hits]
     expected = scores.scores(["q"], np.array([[row[d] for d in ranked]]))[0]
     assert expected == pytest.approx([score for _, score in hits], rel=1e-4, abs=1e-4)
+
+
+def test_a_retrained_teacher_under_the_same_name_is_not_read_from_the_cache(tmp_path, tiny_docs):
+    """The cache key hashes a local model folder's weights: new weights at the same path are encoded again."""
+    model = tmp_path / "teacher"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"first weights")
+    first = model_identity(str(model))
+    assert model_identity(str(model)) == first and model_identity("minilm") == "minilm"
+
+    class CountingTeacher(Teacher):
+        kind = "counting"
+        encoded = 0
+
+        def encode_documents(self, texts):
+            return np.ones((len(texts), 2), np.float32)
+
+        def encode_queries(self, texts):
+            CountingTeacher.encoded += 1
+            return np.ones((len(texts), 2), np.float32)
+
+    teacher = CountingTeacher(str(model))
+    teacher.query_matrix(["q"], ["statins"], tmp_path / "cache")
+    teacher.query_matrix(["q"], ["statins"], tmp_path / "cache")
+    assert CountingTeacher.encoded == 1  # the second read came from the cache
+    (model / "model.safetensors").write_bytes(b"retrained weights")
+    assert model_identity(str(model)) != first
+    teacher.query_matrix(["q"], ["statins"], tmp_path / "cache")
+    assert CountingTeacher.encoded == 2
