@@ -119,10 +119,10 @@ class InvertedSegment(Segment):
     def release_scratch(self, scratch: tuple[np.ndarray, np.ndarray]) -> None:
         self._cache["scratch"].append(scratch)
 
-    def document_frequencies(self, vocab_size: int) -> np.ndarray:
-        df = np.zeros(vocab_size, dtype=np.int64)
-        df[np.asarray(self.terms)] = np.diff(np.asarray(self.indptr))
-        return df
+    def term_document_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids, documents holding each): this segment's share of the document frequencies (deleted
+        documents count until a merge drops them, as in Lucene)."""
+        return np.asarray(self.terms), np.diff(np.asarray(self.indptr))
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,38 @@ class SecondStage:
     arguments: Callable[["InvertedSegment"], tuple]
 
 
+class FrequencyBasis:
+    """The document frequencies of the last snapshot computed, with each segment's share, so that the next
+    snapshot's are those plus the segments its commit added, minus those it dropped: a commit adds or merges a
+    few small segments, and summing every segment again made the first search after each commit cost 3-4
+    times a search (bench/serve_load.py: writes while searching). Shared by an index's pinned views (a
+    search's) and thread-safe: the state is replaced in one assignment, never changed."""
+
+    def __init__(self):
+        self._state: tuple[str | None, dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray] | None = None
+
+    def frequencies(self, snapshot: Snapshot) -> np.ndarray:
+        created, vocab_size = snapshot.meta.get("created"), _vocab_size(snapshot.meta)
+        state = self._state
+        if state is None or state[0] != created:  # none yet, or another index in this directory now
+            shares, df = {}, np.zeros(vocab_size, np.int64)
+        else:
+            shares, df = dict(state[1]), np.zeros(vocab_size, np.int64)
+            kept = min(vocab_size, len(state[2]))
+            df[:kept] = state[2][:kept]  # terms past ``kept`` come only from segments dropped below
+        names = {segment.name for segment in snapshot.segments}
+        for name in [name for name in shares if name not in names]:
+            terms, counts = shares.pop(name)
+            inside = terms < vocab_size
+            df[terms[inside]] -= counts[inside]
+        for segment in snapshot.segments:
+            if segment.name not in shares:
+                terms, counts = shares[segment.name] = segment.term_document_counts()
+                df[terms] += counts  # a segment's term ids are distinct
+        self._state = (created, shares, df)
+        return df
+
+
 @register_index_format
 class InvertedIndex(SegmentedIndex):
     """An open inverted index directory: postings segments, BM25 statistics, a growable word vocabulary."""
@@ -202,6 +234,7 @@ class InvertedIndex(SegmentedIndex):
         self.terms = TermDictionary(vocab) if vocab is not None else None
         """The growable word vocabulary (committed words, then those an add in progress is encoding), shared
         with the document side that encodes into it; None for a fixed tokenizer vocabulary."""
+        self._frequency_basis = FrequencyBasis()  # shared with pinned views and drafts, as the segments are
         super().__init__(path, meta)
 
     # ------------------------------------------------------------------ creation
@@ -246,14 +279,11 @@ class InvertedIndex(SegmentedIndex):
 
     def document_frequencies(self, snapshot: Snapshot | None = None) -> np.ndarray:
         """Documents containing each term, summed over segments (computed once per snapshot, by default the
-        current one)."""
+        current one, from the last snapshot's: see :class:`FrequencyBasis`)."""
         snapshot = snapshot or self.snapshot
         df = snapshot.derived.get("df")
         if df is None:
-            df = np.zeros(_vocab_size(snapshot.meta), dtype=np.int64)
-            for segment in snapshot.segments:
-                df += segment.document_frequencies(len(df))
-            snapshot.derived["df"] = df
+            df = snapshot.derived["df"] = self._frequency_basis.frequencies(snapshot)
         return df
 
     def idf(self, snapshot: Snapshot | None = None) -> np.ndarray:
@@ -261,9 +291,16 @@ class InvertedIndex(SegmentedIndex):
         snapshot = snapshot or self.snapshot
         idf = snapshot.derived.get("idf")
         if idf is None:
-            n_stored = sum(s.n_docs for s in snapshot.segments)
-            idf = snapshot.derived["idf"] = lucene_idf(self.document_frequencies(snapshot), n_stored)
+            idf = snapshot.derived["idf"] = lucene_idf(self.document_frequencies(snapshot), _n_stored(snapshot))
         return idf
+
+    def idf_of(self, terms: np.ndarray, snapshot: Snapshot) -> np.ndarray:
+        """Lucene IDF of ``terms`` only: what a BM25 search needs, without the whole table that each commit
+        would otherwise make the first search after it compute (the snapshot's table when it has one)."""
+        idf = snapshot.derived.get("idf")
+        if idf is not None:
+            return idf[terms]
+        return lucene_idf(self.document_frequencies(snapshot)[terms], _n_stored(snapshot))
 
     def average_postings_per_document(self) -> float:
         total = sum(int(s.indptr[-1]) for s in self.segments)
@@ -347,9 +384,12 @@ class InvertedIndex(SegmentedIndex):
         return seg_scores, seg_docs, visited
 
     def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
-        """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""
-        idf = self.idf(snapshot) if self.kind == "bm25" else _NO_IDF
-        return pack_queries(queries, _vocab_size(snapshot.meta), idf)
+        """:func:`pack_queries` over the terms the snapshot's commit knows (times IDF for BM25: always positive,
+        so applied after the packing drops zero weights)."""
+        offsets, terms, weights = pack_queries(queries, _vocab_size(snapshot.meta))
+        if self.kind == "bm25":
+            weights = weights * self.idf_of(terms, snapshot)
+        return offsets, terms, weights
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
@@ -481,6 +521,11 @@ def check_postings(postings: Postings, vocab_size: int, kind: str) -> None:
         values = np.asarray(postings.values, np.float32)
         if np.any(~np.isfinite(values)) or np.any(values < 0):
             raise SemiretError("impact weights must be finite and non-negative")
+
+
+def _n_stored(snapshot: Snapshot) -> int:
+    """Documents a snapshot's segments store, deleted included (BM25's N, as Lucene counts it)."""
+    return sum(s.n_docs for s in snapshot.segments)
 
 
 def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, idf: np.ndarray = _NO_IDF):

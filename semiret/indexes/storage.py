@@ -63,10 +63,22 @@ def _stamp(stat: os.stat_result) -> CommitStamp:
     return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
+SMALL_ARRAY_BYTES = 1 << 16
+"""Files up to this size are read rather than memory-mapped: a mapping costs more to set up than reading a few
+pages (a served index opens the small segment of every add)."""
+
+
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:
-    if not path.is_file():
-        raise IndexFormatError(f"missing index file {path}")
-    return np.load(path, mmap_mode="r" if mmap else None)
+    """A stored array, memory-mapped read-only (``mmap``; small files are read, and read-only too) or read."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        raise IndexFormatError(f"missing index file {path}") from None
+    if not mmap or size > SMALL_ARRAY_BYTES:
+        return np.load(path, mmap_mode="r" if mmap else None)
+    array = np.load(path)
+    array.flags.writeable = False
+    return array
 
 
 def id_hash(values: list[str]) -> np.ndarray:

@@ -11,6 +11,7 @@ from semiret.data import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import BM25Parameters, InvertedIndex
 from semiret.indexes import segments as segments_module
+from semiret.indexes import storage
 from semiret.types import Postings, SparseQuery
 
 from helpers import leftovers
@@ -107,7 +108,11 @@ def test_build_open_round_trip(tmp_path, kind, bits):
         assert seg.values is None and not (seg.path / "postings.values.npy").exists()
     else:
         assert seg.values.dtype == (np.uint8 if bits else np.float32)
-    assert isinstance(seg.docs, np.memmap)  # memory-mapped, not read up front
+    assert not isinstance(seg.docs, np.memmap) and not seg.docs.flags.writeable  # a small file: read, read-only
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(storage, "SMALL_ARRAY_BYTES", 0)
+        mapped = InvertedIndex.open(tmp_path / "idx").segments[0]
+    assert isinstance(mapped.docs, np.memmap) and not mapped.docs.flags.writeable  # larger: mapped, not read
     assert "doc17" in reopened and "doc80" not in reopened
     assert reopened.get_document("doc17") == postings.documents[17]
     queries = random_queries(rng, 10)
@@ -521,6 +526,46 @@ def test_merge_bm25_equals_fresh_build_of_live_documents(tmp_path):
     for q, query in enumerate(queries):
         np.testing.assert_allclose(merged_hits.scores[q], fresh_hits.scores[q], rtol=1e-5, atol=1e-5)
         assert_exact_topk(merged_hits.ids[q], merged_hits.scores[q], sat @ (query_vector(query) * idf), live.ids, 30)
+
+
+def test_document_frequencies_follow_every_commit_in_any_order(tmp_path):
+    """Each snapshot's frequencies are the last one's plus what its commit added minus what it dropped: they
+    must equal a sum over its segments after adds, deletions and merges, seen by the writer, by another handle
+    refreshing, and for an older pinned snapshot asked after a newer one."""
+    from semiret.indexes.inverted import InvertedIndex as Index
+
+    def summed(snapshot):
+        df = np.zeros(VOCAB, np.int64)
+        for segment in snapshot.segments:
+            terms, counts = segment.term_document_counts()
+            df[terms] += counts
+        return df
+
+    rng = np.random.default_rng(4)
+    index = build(tmp_path / "idx", "bm25", random_postings(rng, 60, kind="bm25"))
+    reader = Index.open(tmp_path / "idx")
+    pinned = []
+    for step in range(8):
+        index.add(random_postings(rng, int(rng.integers(1, 6)), first_id=1000 + 10 * step, kind="bm25"))
+        if step % 3 == 1:
+            index.delete([f"doc{1000 + 10 * step}"])
+        if step % 3 == 2:
+            index.merge(tail=2)
+        reader.refresh()
+        pinned.append(reader.pinned())
+        for handle in (index, reader):
+            snapshot = handle.snapshot
+            np.testing.assert_array_equal(handle.document_frequencies(snapshot), summed(snapshot))
+    oldest = pinned[0].snapshot
+    oldest.derived.clear()  # asked again after every newer one
+    np.testing.assert_array_equal(reader.document_frequencies(oldest), summed(oldest))
+    everything = [s for s in reader.segments]
+    n = sum(s.n_docs for s in everything)
+    expected_idf = np.log1p((n - summed(reader.snapshot) + 0.5) / (summed(reader.snapshot) + 0.5)).astype(np.float32)
+    np.testing.assert_array_equal(reader.idf(), expected_idf)
+    query = random_queries(rng, 1)[0]
+    fresh = Index.open(tmp_path / "idx")  # a new handle computes them from nothing
+    assert reader.search([query], k=20).scores == fresh.search([query], k=20).scores
 
 
 def test_merge_of_a_fully_deleted_index(tmp_path):
