@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 KINDS = ("binary", "impact", "bm25")
 _NO_DELETIONS = np.empty(0, dtype=bool)
-_NO_IDF = np.empty(0, dtype=np.float32)
+_NO_DF = np.empty(0, dtype=np.int64)
 _NO_MAXIMA = np.empty(0, dtype=np.float32)
 PRUNE_MIN_DOCS = 50_000
 """Below this, a segment is scanned in tens of microseconds and pruning's bookkeeping costs more than it
@@ -294,14 +294,6 @@ class InvertedIndex(SegmentedIndex):
             idf = snapshot.derived["idf"] = lucene_idf(self.document_frequencies(snapshot), _n_stored(snapshot))
         return idf
 
-    def idf_of(self, terms: np.ndarray, snapshot: Snapshot) -> np.ndarray:
-        """Lucene IDF of ``terms`` only: what a BM25 search needs, without the whole table that each commit
-        would otherwise make the first search after it compute (the snapshot's table when it has one)."""
-        idf = snapshot.derived.get("idf")
-        if idf is not None:
-            return idf[terms]
-        return lucene_idf(self.document_frequencies(snapshot)[terms], _n_stored(snapshot))
-
     def average_postings_per_document(self) -> float:
         total = sum(int(s.indptr[-1]) for s in self.segments)
         return total / max(self.n_stored, 1)
@@ -384,12 +376,11 @@ class InvertedIndex(SegmentedIndex):
         return seg_scores, seg_docs, visited
 
     def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
-        """:func:`pack_queries` over the terms the snapshot's commit knows (times IDF for BM25: always positive,
-        so applied after the packing drops zero weights)."""
-        offsets, terms, weights = pack_queries(queries, _vocab_size(snapshot.meta))
-        if self.kind == "bm25":
-            weights = weights * self.idf_of(terms, snapshot)
-        return offsets, terms, weights
+        """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""
+        if self.kind != "bm25":
+            return pack_queries(queries, _vocab_size(snapshot.meta))
+        return pack_queries(queries, _vocab_size(snapshot.meta), self.document_frequencies(snapshot),
+                            _n_stored(snapshot))
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
@@ -528,9 +519,11 @@ def _n_stored(snapshot: Snapshot) -> int:
     return sum(s.n_docs for s in snapshot.segments)
 
 
-def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, idf: np.ndarray = _NO_IDF):
+def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, document_frequencies: np.ndarray = _NO_DF,
+                 n_docs: int = 0):
     """Queries as CSR arrays (offsets, term ids, weights) without zero-weight terms or terms outside the first
-    ``vocab_size``; ``idf`` (BM25) multiplies the weights. Negative or non-finite weights are an error.
+    ``vocab_size``; with ``document_frequencies`` (BM25) the weights are multiplied by Lucene IDF over ``n_docs``
+    documents. Negative or non-finite weights are an error.
 
     Checked and filtered for the whole batch at once: per-query numpy calls would cost more than searching a
     small index.
@@ -550,7 +543,8 @@ def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, idf: np.ndarra
             np.cumsum(np.fromiter(map(len, weights), np.int64, n), out=offsets[1:])
         flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
         flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
-    bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, vocab_size, idf)
+    bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, vocab_size,
+                                                          document_frequencies, n_docs)
     if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
         bad = n if bad < 0 else bad
         if bad_shape <= bad:

@@ -575,8 +575,11 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def filter_queries(offsets, terms, weights, vocab_size, idf):
-    """Drop query terms with zero weight or outside the vocabulary; multiply by ``idf`` when given.
+def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_docs):
+    """Drop query terms with zero weight or outside the vocabulary; with ``document_frequencies`` (BM25),
+    multiply each weight by its term's Lucene IDF over ``n_docs`` documents (``log(1 + (N - df + 0.5) /
+    (df + 0.5))``, as :func:`~semiret.text.token_weights.lucene_idf`: per query term, so a search never needs
+    the whole table, which each commit would change).
 
     Returns ``(bad, offsets, terms, weights)``: ``bad`` is the first query holding a negative or
     non-finite weight (nothing else is then computed), or -1.
@@ -587,7 +590,7 @@ def filter_queries(offsets, terms, weights, vocab_size, idf):
             w = weights[j]
             if not np.isfinite(w) or w < 0:
                 return q, offsets, terms[:0], weights[:0]
-    has_idf = idf.shape[0] > 0
+    has_idf = document_frequencies.shape[0] > 0
     out_offsets = np.zeros(n_queries + 1, np.int64)
     out_terms = np.empty(terms.shape[0], np.int32)
     out_weights = np.empty(terms.shape[0], np.float32)
@@ -598,7 +601,11 @@ def filter_queries(offsets, terms, weights, vocab_size, idf):
             w = weights[j]
             if w > 0 and t >= 0 and t < vocab_size:
                 out_terms[m] = t
-                out_weights[m] = w * idf[t] if has_idf else w
+                if has_idf:
+                    df = float(document_frequencies[t])
+                    out_weights[m] = w * np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
+                else:
+                    out_weights[m] = w
                 m += 1
         out_offsets[q + 1] = m
     return -1, out_offsets, out_terms[:m], out_weights[:m]
