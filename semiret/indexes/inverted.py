@@ -191,9 +191,9 @@ class SecondStage:
 class FrequencyBasis:
     """The document frequencies of the last snapshot computed, with each segment's share, so that the next
     snapshot's are those plus the segments its commit added, minus those it dropped: a commit adds or merges a
-    few small segments, and summing every segment again made the first search after each commit cost 3-4
-    times a search (bench/serve_load.py: writes while searching). Shared by an index's pinned views (a
-    search's) and thread-safe: the state is replaced in one assignment, never changed."""
+    few small segments, and summing every segment again made the first search after each commit cost about 4
+    times a later one (bench/commit_refresh.py). Shared by an index's pinned views (a search's) and drafts, and
+    thread-safe: the state is replaced in one assignment, never changed."""
 
     def __init__(self):
         self._state: tuple[str | None, dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray] | None = None
