@@ -87,6 +87,7 @@ class Teacher(ABC):
     def __init__(self, model: str, max_length: int | None = None):
         self.model = model
         self.max_length = max_length
+        self._identity: str | None = None
 
     @property
     def name(self) -> str:
@@ -101,7 +102,9 @@ class Teacher(ABC):
     def _cached(self, cache_dir: Path | None, what: str, texts: list[str], ids: list[str], encode):
         if cache_dir is None:
             return encode(texts)
-        key = fingerprint(self.name, model_identity(self.model), self.max_length, what, ids, texts)
+        if self._identity is None:  # hashed once per teacher: its documents and queries share it
+            self._identity = model_identity(self.model)
+        key = fingerprint(self.name, self._identity, self.max_length, what, ids, texts)
         path = Path(cache_dir) / f"{self.kind}-{what}-{key}"
         dense_file, sparse_file = path.with_suffix(".npy"), path.with_suffix(".npz")
         if dense_file.is_file():

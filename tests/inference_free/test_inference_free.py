@@ -515,5 +515,6 @@ def test_a_retrained_teacher_under_the_same_name_is_not_read_from_the_cache(tmp_
     assert CountingTeacher.encoded == 1  # the second read came from the cache
     (model / "model.safetensors").write_bytes(b"retrained weights")
     assert model_identity(str(model)) != first
+    teacher = CountingTeacher(str(model))  # the next run's teacher
     teacher.query_matrix(["q"], ["statins"], tmp_path / "cache")
     assert CountingTeacher.encoded == 2
