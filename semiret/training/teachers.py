@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 from abc import ABC, abstractmethod
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -87,7 +88,6 @@ class Teacher(ABC):
     def __init__(self, model: str, max_length: int | None = None):
         self.model = model
         self.max_length = max_length
-        self._identity: str | None = None
 
     @property
     def name(self) -> str:
@@ -99,11 +99,14 @@ class Teacher(ABC):
     @abstractmethod
     def encode_queries(self, texts: list[str]): ...
 
+    @cached_property
+    def _identity(self) -> str:
+        """The model's identity in cache keys, hashed once per teacher (its documents and queries share it)."""
+        return model_identity(self.model)
+
     def _cached(self, cache_dir: Path | None, what: str, texts: list[str], ids: list[str], encode):
         if cache_dir is None:
             return encode(texts)
-        if self._identity is None:  # hashed once per teacher: its documents and queries share it
-            self._identity = model_identity(self.model)
         key = fingerprint(self.name, self._identity, self.max_length, what, ids, texts)
         path = Path(cache_dir) / f"{self.kind}-{what}-{key}"
         dense_file, sparse_file = path.with_suffix(".npy"), path.with_suffix(".npz")
