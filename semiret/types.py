@@ -130,3 +130,15 @@ class SearchHits:
 
     def as_run(self, query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
         return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
+
+    def id_keys(self, query: int) -> np.ndarray | None:
+        """Query ``query``'s hits as 64-bit hashes of their ids (uint64, best first), for joining rankings
+        without decoding ids; None where the hits hold only ids (:class:`~semiret.indexes.segments.SegmentHits`
+        has them)."""
+        return None
+
+    def ids_at(self, query: int, positions: Sequence[int]) -> list[str]:
+        """The ids of query ``query``'s hits at ``positions`` (a few of them: a segmented index decodes only
+        those)."""
+        ids = self.ids[query]
+        return [ids[p] for p in positions]

@@ -100,6 +100,7 @@ class Segment:
         self.texts = StringTable(path, "texts") if (path / "texts.offsets.npy").is_file() else None
         self.deleted = read_deletions(path, self.n_docs, info.get("n_deleted", 0))  # bool [n_docs], in memory
         self._id_table: tuple[memoryview, np.ndarray] | None = None
+        self._id_keys: np.ndarray | None = None
 
     @property
     def n_deleted(self) -> int:
@@ -134,6 +135,15 @@ class Segment:
             if np.count_nonzero(joined == 0) == len(separators):  # no id holds a NUL itself
                 return joined.tobytes().decode("utf-8").split("\0")[:-1]
         return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
+
+    def id_keys(self) -> np.ndarray:
+        """Each local document's 64-bit id hash (uint64 [n_docs]: the id lookup table's hashes put back in local
+        order), made once: rankings of two indexes of the same documents join on them without decoding ids."""
+        if self._id_keys is None:
+            keys = np.empty(self.n_docs, np.uint64)
+            keys[np.asarray(self.docids.hash_order)] = np.asarray(self.docids.hashes)
+            self._id_keys = keys
+        return self._id_keys
 
 
 class Snapshot:
@@ -552,14 +562,12 @@ class SegmentedIndex(ABC):
     def _top_hits(segments: list[Segment], seg_scores: list[np.ndarray], seg_locals: list[np.ndarray], k: int,
                   n_queries: int) -> SearchHits:
         """The best ``k`` of every segment's per-query results ([queries, <= k] scores, best first, and local
-        numbers, -1 where fewer), ids decoded from ``segments`` (those searched: one snapshot's); equal scores
-        keep the earlier segment first."""
+        numbers, -1 where fewer), as :class:`SegmentHits` of ``segments`` (those searched: one snapshot's);
+        equal scores keep the earlier segment first."""
         if not seg_scores:
             return SearchHits([[] for _ in range(n_queries)], [[] for _ in range(n_queries)])
         if len(seg_scores) == 1:
-            scores, locals_ = seg_scores[0], seg_locals[0]
-            valid = locals_ >= 0
-            names = segments[0].document_ids(locals_[valid])
+            scores, refs = seg_scores[0], seg_locals[0].astype(np.int64)
         else:
             scores = np.concatenate(seg_scores, axis=1)
             refs = np.concatenate([np.where(d >= 0, d.astype(np.int64) + (seg_no << 32), -1)
@@ -567,22 +575,65 @@ class SegmentedIndex(ABC):
             order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
             scores = np.take_along_axis(scores, order, 1)
             refs = np.take_along_axis(refs, order, 1)
-            valid = refs >= 0
-            flat_refs = refs[valid]  # row by row, best first
-            names = np.empty(len(flat_refs), dtype=object)
-            seg_of = flat_refs >> 32
-            for seg_no in np.unique(seg_of).tolist():
-                here = seg_of == seg_no
-                names[here] = segments[seg_no].document_ids(flat_refs[here] & 0xFFFFFFFF)
-            names = names.tolist()
+        valid = refs >= 0
         flat_scores = scores[valid].tolist()
-        if n_queries == 1:
-            return SearchHits([names], [flat_scores])
-        bounds = np.zeros(n_queries + 1, np.int64)
-        np.cumsum(valid.sum(axis=1), out=bounds[1:])
-        bounds = bounds.tolist()
-        return SearchHits([names[lo:hi] for lo, hi in zip(bounds, bounds[1:])],
-                          [flat_scores[lo:hi] for lo, hi in zip(bounds, bounds[1:])])
+        bounds = [0, len(flat_scores)]
+        if n_queries != 1:
+            bounds = np.zeros(n_queries + 1, np.int64)
+            np.cumsum(valid.sum(axis=1), out=bounds[1:])
+            bounds = bounds.tolist()
+        return SegmentHits(segments, refs[valid], [flat_scores[lo:hi] for lo, hi in zip(bounds, bounds[1:])], bounds)
+
+
+class SegmentHits(SearchHits):
+    """:class:`SearchHits` of a segmented index, whose ids are decoded from the segments' id tables when first
+    read: :meth:`id_keys` gives the hits' 64-bit id hashes and :meth:`ids_at` a few ids without decoding the
+    rest (``hybrid`` fuses 100 hits of each part and shows 10)."""
+
+    def __init__(self, segments: list[Segment], refs: np.ndarray, scores: list[list[float]], bounds: list[int]):
+        super().__init__(None, scores)
+        self._segments, self._refs, self._bounds = segments, refs, bounds  # refs: segment << 32 | local, best first
+
+    @property
+    def ids(self) -> list[list[str]]:
+        if self._ids is None:
+            names, bounds = self._decode(self._refs), self._bounds
+            self._ids = [names] if len(bounds) == 2 else [names[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+        return self._ids
+
+    @ids.setter
+    def ids(self, value: list[list[str]] | None) -> None:
+        self._ids = value
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def id_keys(self, query: int) -> np.ndarray:
+        refs = self._refs[self._bounds[query]: self._bounds[query + 1]]
+        if len(self._segments) == 1:
+            return self._segments[0].id_keys()[refs]
+        keys = np.empty(len(refs), np.uint64)
+        seg_of = refs >> 32
+        for seg_no in np.unique(seg_of).tolist():
+            here = seg_of == seg_no
+            keys[here] = self._segments[seg_no].id_keys()[refs[here] & 0xFFFFFFFF]
+        return keys
+
+    def ids_at(self, query: int, positions) -> list[str]:
+        if self._ids is not None:
+            return super().ids_at(query, positions)
+        return self._decode(self._refs[self._bounds[query] + np.asarray(positions, np.int64)])
+
+    def _decode(self, refs: np.ndarray) -> list[str]:
+        """The ids of ``refs``, in their order (each segment's decoded in one call)."""
+        if len(self._segments) == 1:
+            return self._segments[0].document_ids(refs)
+        names = np.empty(len(refs), dtype=object)
+        seg_of = refs >> 32
+        for seg_no in np.unique(seg_of).tolist():
+            here = seg_of == seg_no
+            names[here] = self._segments[seg_no].document_ids(refs[here] & 0xFFFFFFFF)
+        return names.tolist()
 
 
 def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bool = False) -> SegmentedIndex:

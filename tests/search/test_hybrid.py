@@ -12,6 +12,7 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.search import HybridRetriever, open_retriever
+from semiret.types import SearchHits
 
 from helpers import TINY_DOCS, TINY_QUERIES, leftovers, write_beir
 
@@ -44,6 +45,26 @@ def test_score_fusion_weight_picks_a_side(tmp_path, hybrid):
     assert [h.id for h in only_bm25] == hybrid.query_side.parts["lexical"].search([text], k=3).ids[0]
     assert [h.id for h in only_neural] == hybrid.query_side.parts["neural"].search([text], k=3).ids[0]
     assert only_bm25[0].score == 1.0 and only_bm25[0].text  # normalised best score; texts from the first part
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "score"])
+def test_fusion_on_id_hashes_equals_fusion_on_ids(hybrid, fusion):
+    """Rankings of semiret indexes are joined on their id hashes (only the ids shown are decoded); the result is
+    the ids' fusion exactly, scores and ties included, over several segments with deletions."""
+    for n in range(3):  # three more segments, one document deleted from the first
+        hybrid.add([Document(f"x{n}{i}", f"cats {'dogs ' * i}and quokkas number {n}") for i in range(3)])
+    hybrid.delete(["d1"])
+    searcher = open_retriever(hybrid.index.path, fusion=fusion, weight=0.3)
+    assert len(searcher.index.parts["lexical"].segments) > 1
+    texts = list(TINY_QUERIES.values()) + ["cats dogs quokkas", "nothing matches zzzz"]
+    lexical, neural = (searcher.query_side.parts[name].search(texts, k=100) for name in ("lexical", "neural"))
+    assert lexical.id_keys(0) is not None and neural.id_keys(0) is not None
+    by_keys = searcher.query_side.fuse(lexical, neural, 10)
+    as_ids = [SearchHits(hits.ids, hits.scores) for hits in (lexical, neural)]  # plain hits: no id hashes
+    assert as_ids[0].id_keys(0) is None
+    by_ids = searcher.query_side.fuse(*as_ids, 10)
+    assert by_keys.ids == by_ids.ids and by_keys.scores == by_ids.scores
+    assert any(len(ids) == 10 for ids in by_keys.ids) and by_keys.ids[-1] == []
 
 
 def test_adds_and_deletes_reach_both_parts_at_once(hybrid):
