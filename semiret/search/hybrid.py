@@ -163,21 +163,24 @@ class HybridQueries(QuerySide):
         positions, scores = fuse_on_keys(joined, contributions, k)
         positions = positions.tolist()
         ids: list = [None] * len(positions)
-        offset = 0
-        for (_, hits), part_keys in zip(weighted, keys):  # decode each part's shown ids in one call
-            mine = [r for r, p in enumerate(positions) if offset <= p < offset + len(part_keys)]
-            for r, doc_id in zip(mine, hits.ids_at(query, [positions[r] - offset for r in mine]) if mine else ()):
-                ids[r] = doc_id
-            offset += len(part_keys)
+        start = 0
+        for (_, hits), part_keys in zip(weighted, keys):  # each part's shown ids decoded in one call
+            end = start + len(part_keys)
+            rows = [r for r, p in enumerate(positions) if start <= p < end]
+            if rows:
+                for r, doc_id in zip(rows, hits.ids_at(query, [positions[r] - start for r in rows])):
+                    ids[r] = doc_id
+            start = end
         return ids, scores.tolist()
 
     def _contributions(self, scores: list[float]) -> np.ndarray:
         """Each hit's share before weighting (float64, best first): ``1 / (rrf_k + rank)`` or its min-max
         normalised score."""
         if self.options.fusion == "rrf":
-            if len(self._rrf) < len(scores):
-                self._rrf = 1.0 / (self.options.rrf_k + np.arange(1, len(scores) + 1, dtype=np.float64))
-            return self._rrf[: len(scores)]
+            shares = self._rrf  # read once: another thread's search may replace it meanwhile
+            if len(shares) < len(scores):
+                shares = self._rrf = 1.0 / (self.options.rrf_k + np.arange(1, len(scores) + 1, dtype=np.float64))
+            return shares[: len(scores)]
         values = np.asarray(scores, np.float64)
         if not len(values):
             return values
