@@ -610,14 +610,7 @@ class SegmentHits(SearchHits):
 
     def id_keys(self, query: int) -> np.ndarray:
         refs = self._refs[self._bounds[query]: self._bounds[query + 1]]
-        if len(self._segments) == 1:
-            return self._segments[0].id_keys()[refs]
-        keys = np.empty(len(refs), np.uint64)
-        seg_of = refs >> 32
-        for seg_no in np.unique(seg_of).tolist():
-            here = seg_of == seg_no
-            keys[here] = self._segments[seg_no].id_keys()[refs[here] & 0xFFFFFFFF]
-        return keys
+        return self._per_segment(refs, lambda segment, locals_: segment.id_keys()[locals_], np.uint64)
 
     def ids_at(self, query: int, positions) -> list[str]:
         if self._ids is not None:
@@ -625,15 +618,19 @@ class SegmentHits(SearchHits):
         return self._decode(self._refs[self._bounds[query] + np.asarray(positions, np.int64)])
 
     def _decode(self, refs: np.ndarray) -> list[str]:
-        """The ids of ``refs``, in their order (each segment's decoded in one call)."""
+        names = self._per_segment(refs, lambda segment, locals_: segment.document_ids(locals_), object)
+        return names.tolist() if isinstance(names, np.ndarray) else names
+
+    def _per_segment(self, refs: np.ndarray, read, dtype):
+        """``read(segment, local numbers)`` for ``refs``, in their order: one call per segment."""
         if len(self._segments) == 1:
-            return self._segments[0].document_ids(refs)
-        names = np.empty(len(refs), dtype=object)
+            return read(self._segments[0], refs)
+        out = np.empty(len(refs), dtype)
         seg_of = refs >> 32
         for seg_no in np.unique(seg_of).tolist():
             here = seg_of == seg_no
-            names[here] = self._segments[seg_no].document_ids(refs[here] & 0xFFFFFFFF)
-        return names.tolist()
+            out[here] = read(self._segments[seg_no], refs[here] & 0xFFFFFFFF)
+        return out
 
 
 def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bool = False) -> SegmentedIndex:
