@@ -231,7 +231,7 @@ def indexing_length(kind: str, model: str) -> int | None:
 SIDR_ADAPT_LEARNING_RATE = 5e-5
 """SiDR's training goes on from a trained model, at a quarter of its learning rate from scratch (2e-4)."""
 DENSE_ADAPT = {"learning_rate": 2e-5, "span_words": 16, "average_with_base": 0.5}
-"""HCE-U for a dense encoder, gentler than training from MiniLM: a fifth of HCE's learning rate, 16-word
+"""HCE-U for a dense encoder at gentler settings than HCE's own: a fifth of its learning rate, 16-word
 pseudo-queries (a query's length, not the paper's 64), and the result averaged half with the start (WiSE-FT).
 HCE-U at HCE's own settings made ``hce-scifact`` worse on real queries while the known-item check rose (0.52 ->
 0.64 on Vaswani): fused with BM25, climate-fever's training queries 0.405 against 0.414 unadapted, and these
