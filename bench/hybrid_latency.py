@@ -1,7 +1,7 @@
 """``hybrid`` (BM25 fused with a neural retriever) against each of its parts alone: quality and single-query
 latency in one run, and the hybrid's latency as a ratio of its slower part's (the target: <= 1.10).
 
-``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion rrf]``
+``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion score]``
 prints one JSON object. The hybrid index is built once (its two parts are complete indexes, searched alone
 by the part retrievers, so all three systems read the same postings). Latency: each query alone
 (``search(text, k=10)``), systems timed in rotating rounds (``corpus.timed_rounds``).
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--neural", default="inference-free")
     parser.add_argument("--model", default=None)
-    parser.add_argument("--fusion", default="rrf", choices=("rrf", "score"))
+    parser.add_argument("--fusion", default="score", choices=("rrf", "score"))
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the hybrid index here")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()

@@ -28,12 +28,31 @@ def _ranks(hits, query):
 
 def test_rrf_fuses_the_two_rankings(hybrid):
     texts = list(TINY_QUERIES.values())
-    fused = hybrid.search(texts, k=10)
+    fused = open_retriever(hybrid.index.path, fusion="rrf").search(texts, k=10)
     lexical = hybrid.query_side.parts["lexical"].search(texts, k=100)
     neural = hybrid.query_side.parts["neural"].search(texts, k=100)
     for q in range(len(texts)):
         lex, neu = _ranks(lexical, q), _ranks(neural, q)
         expected = {d: sum(0.5 / (60 + ranks[d]) for ranks in (lex, neu) if d in ranks) for d in set(lex) | set(neu)}
+        assert fused.scores[q] == pytest.approx(sorted(expected.values(), reverse=True)[:10])
+        assert [expected[d] for d in fused.ids[q]] == pytest.approx(fused.scores[q])
+
+
+def _min_max(hits, query):
+    scores = hits.scores[query]
+    low, high = min(scores), max(scores)
+    return {d: (s - low) / (high - low) if high > low else 1.0 for d, s in zip(hits.ids[query], scores)}
+
+
+def test_default_fusion_sums_min_max_normalised_scores(hybrid):
+    """The default: each ranking's top 100 scores mapped to [0, 1], weighted half and half, summed."""
+    texts = list(TINY_QUERIES.values())
+    fused = hybrid.search(texts, k=10)
+    lexical = hybrid.query_side.parts["lexical"].search(texts, k=100)
+    neural = hybrid.query_side.parts["neural"].search(texts, k=100)
+    for q in range(len(texts)):
+        lex, neu = _min_max(lexical, q), _min_max(neural, q)
+        expected = {d: 0.5 * lex.get(d, 0.0) + 0.5 * neu.get(d, 0.0) for d in set(lex) | set(neu)}
         assert fused.scores[q] == pytest.approx(sorted(expected.values(), reverse=True)[:10])
         assert [expected[d] for d in fused.ids[q]] == pytest.approx(fused.scores[q])
 
