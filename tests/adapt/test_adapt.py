@@ -113,6 +113,7 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
     assert report["kind"] == "sidr" and report["retriever"] == "sidr-full" and report["estimate_seconds"] > 0
     summary = json.loads((output / "train" / "summary.json").read_text())
     assert summary["pairs"] == 8 and summary["config"]["base"] == str(sidr_start.resolve())
+    assert summary["averaged_with_base"] == 0.5  # WiSE-FT with the start, as for dense encoders
     qrels = (output / "train" / "pseudo-queries" / "qrels" / "train.tsv").read_text().splitlines()[1:]
     assert len(qrels) == 8 and all(line.split("\t")[1].startswith("d") for line in qrels)
     assert open_retriever(output / "index").name == "sidr-full"
