@@ -184,11 +184,15 @@ class HybridQueries(QuerySide):
             if len(shares) < len(scores):
                 shares = self._rrf = 1.0 / (self.options.rrf_k + np.arange(1, len(scores) + 1, dtype=np.float64))
             return shares[: len(scores)]
-        values = np.asarray(scores, np.float64)
-        if not len(values):
-            return values
-        low, high = values.min(), values.max()
-        return (values - low) / (high - low) if high > low else np.ones_like(values)
+        if not len(scores):
+            return np.empty(0)
+        high, low = scores[0], scores[-1]  # hits come best first: no scan for the extremes
+        if not high > low:
+            return np.ones(len(scores))
+        values = np.array(scores, np.float64)
+        values -= low
+        values *= 1.0 / (high - low)
+        return values
 
 
 @register_retriever
