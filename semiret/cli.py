@@ -299,7 +299,8 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
 
 def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data)."),
                      split: str = typer.Option("test", help="Qrels split."),
-                     retriever: str = _retriever_option("bm25", "Retriever"),
+                     retriever: Optional[str] = _retriever_option(None, "Retriever (default: the one --index was built "
+                                                                     "for, else bm25)"),
                      index: Optional[Path] = typer.Option(None, help="Reuse (or create) this index directory (a "
                                                                      "collection with --backend)."),
                      rebuild: bool = typer.Option(False, help="Rebuild --index even if it exists."),
@@ -322,7 +323,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     if as_json:
         print(json.dumps(figures))
         return
-    table = Table(title=f"{retriever} on {figures['dataset']} ({split}, {figures['queries']} queries)")
+    table = Table(title=f"{figures['retriever']} on {figures['dataset']} ({split}, {figures['queries']} queries)")
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():

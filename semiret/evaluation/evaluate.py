@@ -14,7 +14,7 @@ from semiret.data.collection import Collection
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import check_baseline, compare_runs
-from semiret.indexes.storage import META_FILE
+from semiret.indexes.storage import META_FILE, read_meta
 from semiret.search.retrievers import open_retriever, resolve_backend, retriever_class
 
 log = logging.getLogger(__name__)
@@ -29,13 +29,19 @@ COST_FIGURES = ("rerank_pairs", "distinct_candidates", "distinct_candidates_frac
 (GDR): the documents each query scored."""
 
 
-def evaluate(data: str | Path, retriever: str, split: str = "test", index: str | Path | None = None,
+DEFAULT_RETRIEVER = "bm25"
+"""What ``evaluate`` builds when told neither a retriever nor an existing index."""
+
+
+def evaluate(data: str | Path, retriever: str | None = None, split: str = "test", index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
              rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, backend=None,
              **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
+    ``retriever`` None: the one an existing ``index`` was built for (what ``semiret adapt`` chose, say), else
+    :data:`DEFAULT_RETRIEVER`.
     ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
     query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
@@ -48,9 +54,11 @@ def evaluate(data: str | Path, retriever: str, split: str = "test", index: str |
     baseline_run = read_trec_run(baseline) if baseline is not None else None
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
         check_baseline(baseline_run, qrels)
+    store = resolve_backend(backend)
+    if retriever is None:
+        retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = retriever_class(retriever)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
-    store = resolve_backend(backend)
     scratch = temporary_collection = None
     if index is None and store is None:
         scratch = Path(tempfile.mkdtemp(prefix="semiret-eval-"))
@@ -126,6 +134,15 @@ def _sparsity(searcher, texts: list[str]) -> dict:
         return {}
     report = sparsity_report(searcher.index, searcher.encode_queries(texts))
     return {k: report[k] for k in SPARSITY_FIGURES}
+
+
+def _built_for(index: str | Path | None, store) -> str | None:
+    """The retriever an existing index records (``meta.json``'s ``retriever``); None without an index."""
+    if index is None:
+        return None
+    if store is not None:
+        return store.open(index).meta.get("retriever") if store.exists(index) else None
+    return read_meta(Path(index), None).get("retriever") if (Path(index) / META_FILE).is_file() else None
 
 
 def _warn_unknown_documents(qrels, searcher) -> None:

@@ -163,6 +163,19 @@ def test_evaluate_reports_sparsity_of_every_inverted_index(beir_dir, tmp_path, r
     assert 0 < figures["flops"] <= figures["avg_query_terms"]  # each query term matches at most every document
 
 
+def test_an_existing_index_is_evaluated_with_the_retriever_it_was_built_for(beir_dir, tmp_path):
+    """No retriever named: the index's own (as ``semiret search`` does), so an index ``semiret adapt`` wrote is
+    evaluated the way it chose; without an index, BM25."""
+    built = evaluate(beir_dir, "bot", index=tmp_path / "bot", run_path=tmp_path / "bot.trec")
+    reused = evaluate(beir_dir, index=tmp_path / "bot", run_path=tmp_path / "again.trec")
+    assert reused["retriever"] == "bot" and reused["index_build_s"] is None
+    assert (tmp_path / "again.trec").read_text() == (tmp_path / "bot.trec").read_text()
+    assert evaluate(beir_dir, index=tmp_path / "new")["retriever"] == "bm25"
+    with pytest.raises(SemiretError, match="bm25 needs"):  # a retriever named still wins, and is checked
+        evaluate(beir_dir, "bm25", index=tmp_path / "bot")
+    assert built["nDCG@10"] == reused["nDCG@10"]
+
+
 def test_evaluate_against_a_baseline_run(beir_dir, tmp_path):
     bm25 = evaluate(beir_dir, "bm25", run_path=tmp_path / "bm25.trec")
     assert bm25["baseline_run"] is None and bm25["vs_baseline"] is None
