@@ -44,7 +44,8 @@ from semiret.data.collection import Collection, Document, iter_corpus
 from semiret.data.packaged import PACKAGED_CHECKPOINTS
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
-from semiret.models.checkpoints import ADAPTED_CORPUS_FILE, INFERENCE_FREE, SAVED_MODEL_KINDS, SIDR, corpus_fingerprint
+from semiret.models.checkpoints import (ADAPTED_CORPUS_FILE, GDR, INFERENCE_FREE, NAIL, SAVED_MODEL_KINDS, SIDR,
+                                       corpus_fingerprint)
 
 log = logging.getLogger(__name__)
 
@@ -96,15 +97,20 @@ def model_kind(model: str) -> str:
     if any((folder / SIDR.marker).is_file() for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
         return "sidr"
     other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind not in (INFERENCE_FREE, SIDR)]
-    if not any((folder / kind.marker).is_file() for kind in other_kinds
-               for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
+    found = [kind for kind in other_kinds for folder in (Path(model), PACKAGED_CHECKPOINTS / model)
+             if (folder / kind.marker).is_file()]
+    if not found:
         if INFERENCE_FREE.directory(model) is not None:
             return "inference-free"
         saved = model_directory_of("dense", model) / ENCODER_FILE
         if (json.loads(saved.read_text())["family"] if saved.is_file() else model) in ("dense", "minilm"):
             return "dense"
+    instead = {NAIL: f"search it with -r bm25+nail --model {model}, which adds BM25's score already",
+               GDR: f"search it with -r hybrid --neural gdr --model {model}, BM25 fused with it"}
+    hint = instead.get(found[0]) if found else None
     raise SemiretError(f"semiret adapt adapts inference-free, SiDR and dense models; {model!r} is none of them "
-                       "(for other models, search with -r hybrid, BM25 fused with the model)")
+                       f"({hint or 'for other models, search with -r hybrid, BM25 fused with the model'}; "
+                       "docs/results.md, 'Every packaged model against BM25 out of domain')")
 
 
 def corpus_collection(data: str, output: Path) -> tuple[Path, list[Document]]:

@@ -183,8 +183,10 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         adapt(settings(corpus, inference_free_start, tmp_path / "o"))
     with pytest.raises(SemiretError, match="adapt never overwrites"):
         adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
-    with pytest.raises(SemiretError, match="none of them"):
+    with pytest.raises(SemiretError, match="none of them.*-r bm25\\+nail --model nail-scifact"):
         adapt(settings(corpus, "nail-scifact", tmp_path / "o"))
+    with pytest.raises(SemiretError, match="none of them.*-r hybrid --neural gdr --model gdr-scifact"):
+        adapt(settings(corpus, "gdr-scifact", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
 
