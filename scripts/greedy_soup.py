@@ -1,7 +1,8 @@
 """A greedy soup (Wortsman et al. 2022) of dense encoders fine-tuned from one start by the HCE recipe, chosen on its
 dev split only (the training claims ``semiret train hce`` holds out: same data, fraction and seed).
 
-``python scripts/greedy_soup.py MODEL [MODEL ...] --out DIR [--data scifact] [--dev-fraction 0.1] [--seed 12345]``
+``python scripts/greedy_soup.py MODEL [MODEL ...] --out DIR [--data scifact] [--dev-fraction 0.1] [--seed 12345]
+[--device cuda]``
 scores each model on the dev split, then, best first, keeps each one whose uniform average with those kept does
 not lower the dev nDCG@10; the soup is saved in DIR (float16, as ``scripts/average_dense.py`` saves) and the steps
 are printed as JSON lines. Every model must start from the same encoder (averaging weights of unrelated models is
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--dev-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--max-length", type=int, default=256, help="document tokens when scoring the dev split")
+    parser.add_argument("--device", default="cpu", help="where the models encode the dev split (cpu, cuda)")
     args = parser.parse_args()
 
     from semiret.data.collection import Collection
@@ -38,7 +40,7 @@ def main() -> None:
                         {q: queries[q] for q in qrels}, qrels)
 
     def dev(model: str | Path) -> float:
-        encoder = load_encoder(str(model), "dense", max_length=args.max_length)
+        encoder = load_encoder(str(model), "dense", max_length=args.max_length).to(args.device)
         return round(scorer.dev_metric(encoder, scorer.embed(encoder)), 4)
 
     ranked = sorted(((dev(model), model) for model in args.models), reverse=True)

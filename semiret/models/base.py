@@ -61,6 +61,11 @@ class TextEncoder(nn.Module):
     def max_length(self) -> int:
         return self.inputs.max_length
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are: batches are encoded there (a GPU during training, see the trainer's hooks)."""
+        return next(self.backbone.parameters()).device
+
     def config(self) -> dict:
         """Options that rebuild this encoder with :meth:`from_pretrained` (saved with it)."""
         return {"max_length": self.max_length}
@@ -97,9 +102,10 @@ class TextEncoder(nn.Module):
         try:
             with torch.inference_mode():
                 self._prepare()
+                device = self.device
                 for batch in batches:
                     with _threads(1 if batch.input_ids.numel() < SMALL_BATCH_TOKENS else self.threads):
-                        self._store(outputs, filled[batch.positions], self._encode_batch(batch, side))
+                        self._store(outputs, filled[batch.positions], self._encode_batch(batch.to(device), side))
         finally:
             self.train(was_training)
         return self._finish(outputs)
@@ -186,14 +192,21 @@ def save_model_directory(path: str | Path, write) -> Path:
 
 @contextmanager
 def _half_precision(module: nn.Module, enabled: bool):
-    """Weights in float16 inside the block (checkpoints stay small), float32 again after it."""
-    if enabled:
-        module.half()
+    """Weights in float16 inside the block (checkpoints stay small), and after it exactly the float32 weights they
+    were: a model saved in mid-training (the best epoch so far) goes on training unrounded."""
+    if not enabled:
+        yield
+        return
+    kept = {name: value.detach().clone() for name, value in module.state_dict().items() if value.is_floating_point()}
+    module.half()
     try:
         yield
     finally:
-        if enabled:
-            module.float()
+        module.float()
+        with torch.no_grad():
+            for name, value in module.state_dict().items():
+                if name in kept:
+                    value.copy_(kept[name])
 
 
 @contextmanager

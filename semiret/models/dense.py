@@ -66,7 +66,7 @@ class DenseEncoder(TextEncoder):
         return states, F.normalize(pooled, dim=-1) if self.normalize else pooled
 
     def _encode_batch(self, batch: Batch, side: str) -> np.ndarray:
-        return self(batch.input_ids, batch.attention_mask).numpy()
+        return self(batch.input_ids, batch.attention_mask).cpu().numpy()
 
     def _empty_outputs(self, n: int) -> np.ndarray:
         return np.zeros((n, self.dim), np.float32)

@@ -42,6 +42,12 @@ class Batch:
     def lengths(self) -> list[int]:
         return self.attention_mask.sum(dim=1).tolist()
 
+    def to(self, device: torch.device) -> "Batch":
+        """The same batch with its tensors on ``device`` (itself when they are there already)."""
+        if self.input_ids.device == device:
+            return self
+        return Batch(self.positions, self.input_ids.to(device), self.attention_mask.to(device))
+
 
 class TextBatcher:
     """Tokenize with a model's fast tokenizer, truncating to ``max_length`` (one warning per batcher).

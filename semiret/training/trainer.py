@@ -139,7 +139,8 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = True, after_epoch: Callable[[int], dict] | None = None) -> list[EpochLog]:
         """Run the remaining epochs. ``after_epoch(epoch)`` (1-based) runs after each epoch's last step and before
-        its checkpoint, with the model on the CPU (where inference runs); what it returns is kept in the epoch's
+        its checkpoint, with the model where it trains (dense encoders encode there: a corpus embedding for a
+        dev metric takes seconds on a GPU, where moving to the CPU made it minutes); what it returns is kept in the epoch's
         log (``notes``), so a resumed run knows it. A note ``stop`` ends the training after that epoch (a
         resumed run too)."""
         if self.config.threads:
@@ -184,19 +185,12 @@ class Trainer:
                         f" {k} {v:.3g}" for k, v in output.terms.items()))
             entry = EpochLog(epoch + 1, len(batches), float(np.mean(losses)), time.perf_counter() - started,
                              {name: float(np.mean(values)) for name, values in terms.items()},
-                             self._run_on_cpu(after_epoch, epoch + 1) if after_epoch is not None else {})
+                             after_epoch(epoch + 1) if after_epoch is not None else {})
             self.history.append(entry)
             log.info("epoch %d: loss %.4f (%.1f s) %s", entry.epoch, entry.mean_loss, entry.seconds, entry.terms)
             self.start_epoch = epoch + 1
             self.save_checkpoint()
 
-    def _run_on_cpu(self, hook: Callable[[int], dict], epoch: int) -> dict:
-        """``hook(epoch)`` with the model on the CPU, then back on the training device (the same parameters)."""
-        self.model.to("cpu")
-        try:
-            return hook(epoch)
-        finally:
-            self.model.to(self.device)
 
 
 def saved_history(output_dir: str | Path) -> list[EpochLog]:

@@ -126,6 +126,20 @@ def test_an_encoder_saved_as_its_difference_from_its_base(tiny_bert, tmp_path):
         SpladeEncoder.from_pretrained(str(tiny_bert)).save(tmp_path / "wrong", base=str(tiny_bert))
 
 
+def test_saving_in_float16_leaves_the_encoder_unrounded(tiny_bert, tmp_path):
+    """A model saved in mid-training (HCE's best epoch so far) keeps training on its float32 weights, bit for bit."""
+    encoder = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32)
+    with torch.no_grad():
+        for parameter in encoder.parameters():
+            parameter.add_(1e-4 * torch.randn_like(parameter))  # bits that float16 cannot hold
+    before = {name: value.clone() for name, value in encoder.state_dict().items()}
+    parameters = list(encoder.parameters())
+    encoder.save(tmp_path / "half", fp16=True)
+    after = encoder.state_dict()
+    assert all(torch.equal(before[name], after[name]) and after[name].dtype == before[name].dtype for name in before)
+    assert all(a is b for a, b in zip(parameters, encoder.parameters()))  # an optimizer's references still hold
+
+
 # ---------------------------------------------------------------------- VDR / SiDR
 def naive_vdr(encoder: VDREncoder, texts: list[str]) -> np.ndarray:
     batch = encoder.tokenizer(texts, padding=True, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt")
