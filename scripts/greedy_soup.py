@@ -1,7 +1,7 @@
 """A greedy soup (Wortsman et al. 2022) of dense encoders fine-tuned from one start by the HCE recipe, chosen on its
-dev split only (the training claims ``semiret train hce`` holds out: same data, fraction and seed).
+dev split only (the training claims ``semiret train hce`` holds out: same data, fraction and dev seed).
 
-``python scripts/greedy_soup.py MODEL [MODEL ...] --out DIR [--data scifact] [--dev-fraction 0.1] [--seed 12345]
+``python scripts/greedy_soup.py MODEL [MODEL ...] --out DIR [--data scifact] [--dev-fraction 0.1] [--dev-seed 12345]
 [--device cuda]``
 scores each model on the dev split, then, best first, keeps each one whose uniform average with those kept does
 not lower the dev nDCG@10; the soup is saved in DIR (float16, as ``scripts/average_dense.py`` saves) and the steps
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--data", default="scifact")
     parser.add_argument("--dev-fraction", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--dev-seed", type=int, default=12345)
     parser.add_argument("--max-length", type=int, default=256, help="document tokens when scoring the dev split")
     parser.add_argument("--device", default="cpu", help="where the models encode the dev split (cpu, cuda)")
     args = parser.parse_args()
@@ -34,7 +34,7 @@ def main() -> None:
     from semiret.models.encoders import average_with_base, load_encoder
 
     collection = Collection(dataset(args.data))
-    _, qrels = split_dev(TrainingSet.from_collection(collection, "train"), args.dev_fraction, args.seed)
+    _, qrels = split_dev(TrainingSet.from_collection(collection, "train"), args.dev_fraction, args.dev_seed)
     queries = collection.queries()
     scorer = CoTraining(HCETrainingConfig(data=str(args.data), output=str(args.out)), Corpus(list(collection.corpus())),
                         {q: queries[q] for q in qrels}, qrels)

@@ -181,6 +181,35 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(collection, tiny_ber
     assert difference.mean() < 1e-6
 
 
+def test_gradients_through_the_negatives_default_to_where_training_runs(collection, tiny_bert, tmp_path, monkeypatch):
+    """The paper's loss (gradients through the sampled negatives) on a GPU, the half-cost variant on a CPU;
+    an explicit choice stands either way."""
+    assert config(collection, tiny_bert, tmp_path, device="cpu").resolved().negative_gradients is False
+    assert config(collection, tiny_bert, tmp_path, device="cpu", negative_gradients=True).resolved().negative_gradients
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert config(collection, tiny_bert, tmp_path).resolved().negative_gradients is True
+    assert config(collection, tiny_bert, tmp_path, negative_gradients=False).resolved().negative_gradients is False
+
+
+def test_runs_of_other_seeds_hold_out_the_same_dev_queries(collection, tiny_bert, tmp_path, monkeypatch):
+    """The dev split is drawn with --dev-seed, not the run's seed: a seed ensemble is judged (and souped) on
+    queries none of its runs trained on."""
+    import semiret.methods.hce as hce
+
+    splits, split_dev = [], hce.split_dev
+
+    def recorded(training_set, fraction, seed):
+        splits.append(sorted(split_dev(training_set, fraction, seed)[1]))
+        raise Crash
+
+    monkeypatch.setattr(hce, "split_dev", recorded)
+    for seed in (1, 2):
+        with pytest.raises(Crash):
+            train_hce(config(collection, tiny_bert, tmp_path / f"seed{seed}", seed=seed))
+    assert splits[0] == splits[1] and len(splits[0]) == 4
+
+
 def test_batches_mix_pairs_and_pseudo_queries_and_exclude_other_positives(collection):
     from semiret.data.collection import Collection
 
