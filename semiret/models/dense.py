@@ -35,6 +35,7 @@ class DenseEncoder(TextEncoder):
             raise SemiretError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
         super().__init__(backbone, tokenizer, name, max_length)
         self.pooling, self.normalize = pooling, normalize
+        self.requested_precision = precision  # what is saved: "auto" is decided again on each machine
         self.precision = ("bfloat16" if native_bfloat16() else "float32") if precision == "auto" else precision
 
     @classmethod
@@ -46,7 +47,8 @@ class DenseEncoder(TextEncoder):
                    defaults.get("normalize", False) if normalize is None else normalize, precision)
 
     def config(self) -> dict:
-        return {**super().config(), "pooling": self.pooling, "normalize": self.normalize, "precision": self.precision}
+        return {**super().config(), "pooling": self.pooling, "normalize": self.normalize,
+                "precision": self.requested_precision}
 
     @property
     def dim(self) -> int:

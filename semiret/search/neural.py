@@ -302,8 +302,8 @@ class DenseDocuments(EncoderDocuments):
         from semiret.models.encoders import load_encoder
 
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
-        side = cls(encoder_config("dense", options.model, encoder.max_length, precision=encoder.precision), encoder,
-                   options.encode_batch_size)
+        config = encoder_config("dense", options.model, encoder.max_length, precision=encoder.requested_precision)
+        side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
                             **({"hnsw_m": options.hnsw_m} if options.hnsw_m else {})}
         return side

@@ -140,6 +140,18 @@ def test_saving_in_float16_leaves_the_encoder_unrounded(tiny_bert, tmp_path):
     assert all(a is b for a, b in zip(parameters, encoder.parameters()))  # an optimizer's references still hold
 
 
+def test_automatic_precision_is_saved_as_automatic(tiny_bert, tmp_path):
+    """bfloat16 pays only on some CPUs: a model saved on one machine decides again on the next."""
+    import json
+
+    encoder = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32)
+    assert encoder.precision in ("bfloat16", "float32")
+    saved = json.loads((encoder.save(tmp_path / "auto") / "semiret-encoder.json").read_text())
+    assert saved["precision"] == "auto"
+    fixed = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32, precision="float32")
+    assert json.loads((fixed.save(tmp_path / "fixed") / "semiret-encoder.json").read_text())["precision"] == "float32"
+
+
 # ---------------------------------------------------------------------- VDR / SiDR
 def naive_vdr(encoder: VDREncoder, texts: list[str]) -> np.ndarray:
     batch = encoder.tokenizer(texts, padding=True, truncation=True, max_length=MAX_POSITIONS, return_tensors="pt")
