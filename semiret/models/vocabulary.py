@@ -12,6 +12,8 @@ recomputed in float32: the result equals the float32 computation.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 BF16_UNIT_ROUNDOFF = 2.0 ** -8
@@ -27,7 +29,10 @@ def native_bfloat16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices faster than float32: with AMX tiles (Xeons since Sapphire
     Rapids). AVX512-BF16 without AMX (as some virtual machines expose a Xeon) was slower than float32 here:
     MiniLM encoded 256 SciFact abstracts in 12.8 s against 9.5 s, the inference-free encoder 512 in 9.9 s
-    against 8.0 s (docs/results.md, "The demo")."""
+    against 8.0 s (docs/results.md, "The demo"). ``SEMIRET_BFLOAT16=1`` or ``0`` decides instead."""
+    forced = os.environ.get("SEMIRET_BFLOAT16")
+    if forced in ("0", "1"):
+        return forced == "1"
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()) and bool(torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):

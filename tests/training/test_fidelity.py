@@ -50,6 +50,12 @@ def _per_step(monkeypatch, loss_class) -> list[float]:
     return totals
 
 
+@pytest.fixture(autouse=True)
+def bfloat16_paths(monkeypatch):
+    """The references were recorded where the encoders took their bfloat16 paths: take them on every CPU."""
+    monkeypatch.setenv("SEMIRET_BFLOAT16", "1")
+
+
 @pytest.fixture(scope="module")
 def collection(tmp_path_factory):
     return write_beir(tmp_path_factory.mktemp("fidelity") / "tiny", split="train")
