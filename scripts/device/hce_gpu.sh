@@ -49,7 +49,7 @@ t "test figures"
 python3 .gpu/dense_test_figures.py $DATA $DEVICE $R/j256/model $R/j256ng/model $R/j512/model $R/j512ng/model $R/j512s2/model $R/soup512 2>/tmp/logs/post.err | tee $OUT/test.jsonl
 t "packing the dev-best"
 best=$(python3 - <<PY
-import json, re
+import json
 soup = [json.loads(l) for l in open("$OUT/soup.jsonl") if l.strip()]
 final = [s for s in soup if "soup" in s]
 cands = {}

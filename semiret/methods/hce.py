@@ -276,16 +276,18 @@ class CoTraining:
 
     def dev_metric(self, encoder, vectors: np.ndarray) -> float | None:
         """nDCG@10 of the dev queries over the whole corpus (None without a dev set)."""
+        return self.measure(encoder, vectors, [self.MEASURE])[self.MEASURE] if self.dev_queries else None
+
+    def measure(self, encoder, vectors: np.ndarray, measures: list[str]) -> dict[str, float]:
+        """``measures`` of the dev queries, searched exactly over the corpus ``vectors`` (the top 100 each)."""
         from semiret.evaluation.metrics import parse_measures, score_run
 
-        if not self.dev_queries:
-            return None
         query_ids = list(self.dev_queries)
         scores = encoder.encode_query([self.dev_queries[q] for q in query_ids], batch_size=64) @ vectors.T
         top = np.argsort(-scores, axis=1)[:, :100]
         ids = self.corpus.ids
         run = {q: {ids[d]: float(scores[i, d]) for d in top[i]} for i, q in enumerate(query_ids)}
-        return score_run(run, self.dev_qrels, parse_measures([self.MEASURE]))[self.MEASURE]
+        return score_run(run, self.dev_qrels, parse_measures(measures))
 
     def cluster(self, vectors: np.ndarray, epoch: int):
         from semiret.clustering import agglomerative_tree
@@ -353,7 +355,8 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         queries = collection.queries()
         dev_queries = {q: queries[q] for q in dev_qrels}
     elif config.dev_pseudo_queries:
-        dev_queries, dev_qrels = pseudo_dev_set(corpus, config.dev_pseudo_queries, config.span_words, config.dev_seed + 1)
+        dev_queries, dev_qrels = pseudo_dev_set(corpus, config.dev_pseudo_queries, config.span_words,
+                                                config.dev_seed + 1)
     if config.uses_tree:
         branching = config.branching or branching_for_depth(n)
         if n < branching:
