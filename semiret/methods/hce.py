@@ -278,16 +278,19 @@ class CoTraining:
         """nDCG@10 of the dev queries over the whole corpus (None without a dev set)."""
         return self.measure(encoder, vectors, [self.MEASURE])[self.MEASURE] if self.dev_queries else None
 
-    def measure(self, encoder, vectors: np.ndarray, measures: list[str]) -> dict[str, float]:
-        """``measures`` of the dev queries, searched exactly over the corpus ``vectors`` (the top 100 each)."""
-        from semiret.evaluation.metrics import parse_measures, score_run
-
+    def search(self, encoder, vectors: np.ndarray, depth: int = 100) -> dict[str, dict[str, float]]:
+        """The dev queries' run: each query's top ``depth`` documents, searched exactly over the corpus ``vectors``."""
         query_ids = list(self.dev_queries)
         scores = encoder.encode_query([self.dev_queries[q] for q in query_ids], batch_size=64) @ vectors.T
-        top = np.argsort(-scores, axis=1)[:, :100]
+        top = np.argsort(-scores, axis=1)[:, :depth]
         ids = self.corpus.ids
-        run = {q: {ids[d]: float(scores[i, d]) for d in top[i]} for i, q in enumerate(query_ids)}
-        return score_run(run, self.dev_qrels, parse_measures(measures))
+        return {q: {ids[d]: float(scores[i, d]) for d in top[i]} for i, q in enumerate(query_ids)}
+
+    def measure(self, encoder, vectors: np.ndarray, measures: list[str]) -> dict[str, float]:
+        """``measures`` of the dev queries' exact search (the top 100 each)."""
+        from semiret.evaluation.metrics import parse_measures, score_run
+
+        return score_run(self.search(encoder, vectors), self.dev_qrels, parse_measures(measures))
 
     def cluster(self, vectors: np.ndarray, epoch: int):
         from semiret.clustering import agglomerative_tree
@@ -337,7 +340,8 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     from semiret.clustering import branching_for_depth, depth_for
     from semiret.models.encoders import average_with_base, load_encoder
     from semiret.training.config import Schedule
-    from semiret.training.distributed import is_main_process, main_process_result
+    from semiret.training.devices import resolve_device
+    from semiret.training.distributed import is_main_process, main_process_result, processes
     from semiret.training.hierarchy import HierarchyLoss, HierarchyModel
     from semiret.training.trainer import Trainer, epoch_summary, saved_history
 
@@ -373,6 +377,8 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         raise SemiretError(f"{n} documents are too few to sample {negatives} negatives from")
 
     encoder = load_encoder(config.base, "dense", max_length=config.document_max_length)
+    # on the training device from the start: the first corpus embedding (tree, dev metric, mining) runs there too
+    encoder.to(resolve_device(config.device, processes().local_rank))
     if config.threads:
         import torch
 
