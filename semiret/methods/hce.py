@@ -373,8 +373,12 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     else:
         levels = 0
     negatives = config.negatives if config.loss in ("hierarchy", "mined") else 0
-    if negatives and n < negatives + 2:
-        raise SemiretError(f"{n} documents are too few to sample {negatives} negatives from")
+    # a batch's positives are never sampled as its negatives: the corpus must hold both
+    positives = min(n, (config.batch_size if config.supervised else 0)
+                    + ((config.unsupervised_batch_size or config.batch_size) if config.unsupervised else 0))
+    if negatives and n - positives < negatives:
+        raise SemiretError(f"{n} documents are too few to sample {negatives} negatives beside a batch's "
+                           f"{positives} positives: lower --batch-size or --negatives")
 
     encoder = load_encoder(config.base, "dense", max_length=config.document_max_length)
     # on the training device from the start: the first corpus embedding (tree, dev metric, mining) runs there too

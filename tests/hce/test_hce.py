@@ -239,6 +239,7 @@ def test_a_pseudo_query_is_a_span_of_its_document():
     ({"hierarchy_levels": 3}, "deeper"),
     ({"scenario": "semi"}, "scenario"),
     ({"branching": 1}, "at least 2"),
+    ({"scenario": "unsupervised", "batch_size": 10_000}, "too few to sample 4 negatives beside"),
 ])
 def test_bad_input_fails_before_the_encoder_loads(collection, tiny_bert, tmp_path, monkeypatch, options, message):
     import semiret.models.encoders as encoders
