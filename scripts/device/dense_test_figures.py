@@ -29,6 +29,7 @@ for model in args.models:
     vectors = scorer.embed(encoder)
     figures = scorer.measure(encoder, vectors, ["nDCG@10", "R@100"])
     if args.runs:
-        write_trec_run(scorer.search(encoder, vectors), args.runs / ("-".join(part.lstrip(".") for part in Path(model).parts[-2:]) + ".trec"))
+        name = "-".join(part.lstrip(".") for part in Path(model).parts[-2:])  # run/model: "run-model"
+        write_trec_run(scorer.search(encoder, vectors), args.runs / f"{name}.trec")
     rounded = {k: round(v, 4) for k, v in figures.items()}
     print(json.dumps({"model": model, "max_length": encoder.max_length, **rounded}), flush=True)
