@@ -319,10 +319,11 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
                            "(fewer give too few pseudo-queries to learn from and to check the result on): search it "
                            f"with {config.model} as it is, or with -r hybrid")
     estimate = estimate_seconds(kind, start, documents, config)
-    log.warning("adapting %s to %s (%d documents): about %.0f minutes on this machine", config.model, corpus,
-                len(documents), estimate / 60)
+    duration = f"{estimate / 60:.0f} minutes" if estimate >= 90 else f"{estimate:.0f} seconds"
+    log.warning("adapting %s to %s (%d documents): about %s on this machine", config.model, corpus,
+                len(documents), duration)
     report = {"config": asdict(config), "kind": kind, "corpus": str(corpus), "documents": len(documents),
-              "estimate_seconds": round(estimate)}
+              "estimate_seconds": round(estimate, 2)}  # small corpora take under a second
     if confirm is not None and not confirm(estimate):
         return report
     started = time.perf_counter()
