@@ -162,8 +162,10 @@ def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np
             if str(saved["encoder"]) == config.encoder_of_documents and np.array_equal(saved["ids"], ids):
                 return saved["vectors"]
     from semiret.models.encoders import load_encoder
+    from semiret.training.distributed import training_device
 
     encoder = load_encoder(config.encoder_of_documents, "dense", max_length=config.document_max_length)
+    encoder.to(training_device(config.device))  # one pass over the corpus: on the GPU where training runs there
     if config.threads:
         encoder.threads = config.threads
     vectors = encoder.encode_document([d.full_text for d in documents], batch_size=64)

@@ -340,8 +340,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     from semiret.clustering import branching_for_depth, depth_for
     from semiret.models.encoders import average_with_base, load_encoder
     from semiret.training.config import Schedule
-    from semiret.training.devices import resolve_device
-    from semiret.training.distributed import is_main_process, main_process_result, processes
+    from semiret.training.distributed import is_main_process, main_process_result, training_device
     from semiret.training.hierarchy import HierarchyLoss, HierarchyModel
     from semiret.training.trainer import Trainer, epoch_summary, saved_history
 
@@ -382,7 +381,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
 
     encoder = load_encoder(config.base, "dense", max_length=config.document_max_length)
     # on the training device from the start: the first corpus embedding (tree, dev metric, mining) runs there too
-    encoder.to(resolve_device(config.device, processes().local_rank))
+    encoder.to(training_device(config.device))
     if config.threads:
         import torch
 

@@ -256,7 +256,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     from semiret.models.splade import SpladeEncoder
     from semiret.training.data import TrainingSet
     from semiret.training.distillation import DistillationSet
-    from semiret.training.distributed import is_main_process, main_process_first
+    from semiret.training.distributed import is_main_process, main_process_first, training_device
     from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
 
     started = time.perf_counter()
@@ -271,7 +271,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     idf_documents = list(Collection(source_corpus).corpus()) if source_corpus else None
     weights, source = load_idf(config.idf, config.base, idf_documents)
     cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
-    teachers = [make_teacher(kind, model, length) for kind, model, length in teacher_specs]
+    device = str(training_device(config.device))
+    teachers = [make_teacher(kind, model, length, device) for kind, model, length in teacher_specs]
     if is_main_process():
         write_manifest(output, teachers)
 

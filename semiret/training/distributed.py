@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from semiret import progress
-from semiret.training.devices import MixedPrecision
+from semiret.training.devices import MixedPrecision, resolve_device
 
 T = TypeVar("T")
 
@@ -62,6 +62,12 @@ def processes() -> Processes:
 
 def is_main_process() -> bool:
     return processes().main
+
+
+def training_device(name: str) -> torch.device:
+    """The device a ``--device`` option means for this process (under ``torchrun``, its local rank's GPU): where a
+    recipe also runs what it encodes before the first step (trees, teachers, mined negatives)."""
+    return resolve_device(name, processes().local_rank)
 
 
 def shares(rows: int, world_size: int) -> list[int]:

@@ -85,9 +85,11 @@ class Teacher(ABC):
 
     kind: str
 
-    def __init__(self, model: str, max_length: int | None = None):
+    def __init__(self, model: str, max_length: int | None = None, device: str = "cpu"):
         self.model = model
         self.max_length = max_length
+        self.device = device
+        """Where a neural teacher encodes (the student's training device: a corpus pass there, not on the CPU)."""
 
     @property
     def name(self) -> str:
@@ -137,8 +139,8 @@ class Teacher(ABC):
 class DenseTeacher(Teacher):
     kind = "dense"
 
-    def __init__(self, model: str = "minilm", max_length: int | None = None):
-        super().__init__(model, max_length)
+    def __init__(self, model: str = "minilm", max_length: int | None = None, device: str = "cpu"):
+        super().__init__(model, max_length, device)
         self._encoder = None
 
     @property
@@ -146,7 +148,7 @@ class DenseTeacher(Teacher):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            self._encoder = load_encoder(self.model, "dense", max_length=self.max_length, normalize=True)
+            self._encoder = load_encoder(self.model, "dense", max_length=self.max_length, normalize=True).to(self.device)
         return self._encoder
 
     def encode_documents(self, texts):
@@ -159,8 +161,8 @@ class DenseTeacher(Teacher):
 class SparseTeacher(Teacher):
     kind = "sparse"
 
-    def __init__(self, model: str = "splade-tiny", max_length: int | None = None):
-        super().__init__(model, max_length)
+    def __init__(self, model: str = "splade-tiny", max_length: int | None = None, device: str = "cpu"):
+        super().__init__(model, max_length, device)
         self._encoder = None
 
     @property
@@ -168,7 +170,7 @@ class SparseTeacher(Teacher):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            self._encoder = load_encoder(self.model, "splade", max_length=self.max_length)
+            self._encoder = load_encoder(self.model, "splade", max_length=self.max_length).to(self.device)
         return self._encoder
 
     def _csr(self, vectors, excluded) -> sp.csr_matrix:
@@ -201,8 +203,8 @@ class SiDRTeacher(SparseTeacher):
 
     kind = "sidr"
 
-    def __init__(self, model: str = "sidr-scifact", max_length: int | None = None):
-        super().__init__(model, max_length)
+    def __init__(self, model: str = "sidr-scifact", max_length: int | None = None, device: str = "cpu"):
+        super().__init__(model, max_length, device)
         self._sidr = None
 
     @property
@@ -210,7 +212,7 @@ class SiDRTeacher(SparseTeacher):
         if self._sidr is None:
             from semiret.models.sidr import SiDRModel
 
-            self._sidr = SiDRModel.load(self.model)
+            self._sidr = SiDRModel.load(self.model).to(self.device)
             if self.max_length:
                 self._sidr.document_encoder.inputs.max_length = self.max_length
         return self._sidr
@@ -272,8 +274,9 @@ class BM25Teacher(Teacher):
 TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, SiDRTeacher, BM25Teacher)}
 
 
-def make_teacher(kind: str, model: str, max_length: int | None = None) -> Teacher:
-    return TEACHERS[kind](model, max_length)
+def make_teacher(kind: str, model: str, max_length: int | None = None, device: str = "cpu") -> Teacher:
+    """A teacher of ``kind``; a neural one encodes on ``device`` (BM25 runs on the CPU whatever it says)."""
+    return TEACHERS[kind](model, max_length, device) if kind != "bm25" else TEACHERS[kind](model, max_length)
 
 
 def _rows_dot(queries, documents, query_rows: np.ndarray, doc_rows: np.ndarray) -> np.ndarray:

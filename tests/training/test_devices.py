@@ -54,3 +54,13 @@ def test_every_train_command_has_the_device_flags():
     for name in RECIPES:
         help_text = CliRunner().invoke(app, ["train", name, "--help"], env={"COLUMNS": "400"}).stdout
         assert "--device" in help_text and "--no-mixed-precision" in help_text, name
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_neural_teachers_encode_on_the_device_they_are_given(tiny_bert, kind):
+    from semiret.training.teachers import make_teacher
+
+    # "meta" stands in for a GPU: a device this CPU machine can place modules on
+    assert make_teacher(kind, str(tiny_bert), device="meta").encoder.device.type == "meta"
+    assert make_teacher(kind, str(tiny_bert)).encoder.device.type == "cpu"
+    assert make_teacher("bm25", "bm25", device="meta").device == "cpu"  # no encoder: always the CPU
