@@ -33,7 +33,7 @@ summaries() {  # one line per run: its dev figures, per-epoch losses and what wa
     [ -d $R/$n/model ] || { [ -d $R/$n/best-model ] && cp -r $R/$n/best-model $R/$n/model && echo "$n: stopped, best-model so far"; }
     python3 -c "
 import json; s=json.load(open('$R/$n/summary.json'))
-print('$n', json.dumps({k: s.get(k) for k in ('train_seconds', 'steps_per_epoch', 'dev_nDCG@10_initial', 'dev_nDCG@10_per_epoch', 'reclustered_after_epochs', 'saved_epoch', 'loss_per_epoch')}))" 2>/dev/null || \
+print('$n', json.dumps({k: s.get(k) for k in ('train_seconds', 'steps_per_epoch', 'dev_nDCG@10_initial', 'dev_nDCG@10_per_epoch', 'reclustered_after_epochs', 'saved_epoch', 'loss_per_epoch', 'gpu_peak_gb')}))" 2>/dev/null || \
     python3 -c "
 from semiret.training.trainer import saved_history
 print('$n: no summary; epochs checkpointed:', [(h.epoch, h.notes) for h in saved_history('$R/$n')])" 2>&1 | tail -n 1

@@ -45,6 +45,8 @@ class EpochLog:
     notes: dict = field(default_factory=dict)
     """What the recipe's ``after_epoch`` hook reported (a dev metric, a re-clustering; ``stop``: true to end
     training after this epoch, early stopping)."""
+    gpu_peak_gb: float | None = None
+    """On CUDA, the most GPU memory torch held for tensors so far in the run (GiB): what sizes runs that share a GPU."""
 
     @classmethod
     def from_json(cls, entry: dict) -> EpochLog:
@@ -53,9 +55,12 @@ class EpochLog:
 
 
 def epoch_summary(history: list[EpochLog]) -> dict:
-    """What a recipe's summary reports of a history: the loss and the mean of each term, per epoch."""
+    """What a recipe's summary reports of a history: the loss and the mean of each term, per epoch (and, on
+    CUDA, the run's peak GPU memory)."""
+    peaks = [h.gpu_peak_gb for h in history if h.gpu_peak_gb is not None]
     return {"loss_per_epoch": [round(h.mean_loss, 4) for h in history],
-            "terms_per_epoch": [{k: round(v, 4) for k, v in h.terms.items()} for h in history]}
+            "terms_per_epoch": [{k: round(v, 4) for k, v in h.terms.items()} for h in history],
+            **({"gpu_peak_gb": round(max(peaks), 2)} if peaks else {})}
 
 
 class Trainer:
@@ -137,6 +142,11 @@ class Trainer:
         return True
 
     # ------------------------------------------------------------------ the loop
+    def _gpu_peak_gb(self) -> float | None:
+        if self.device.type != "cuda":
+            return None
+        return torch.cuda.max_memory_allocated(self.device) / 2**30
+
     def train(self, resume: bool = True, after_epoch: Callable[[int], dict] | None = None) -> list[EpochLog]:
         """Run the remaining epochs. ``after_epoch(epoch)`` (1-based) runs after each epoch's last step and before
         its checkpoint, with the model where it trains (dense encoders encode there: a corpus embedding for a
@@ -185,7 +195,7 @@ class Trainer:
                         f" {k} {v:.3g}" for k, v in output.terms.items()))
             entry = EpochLog(epoch + 1, len(batches), float(np.mean(losses)), time.perf_counter() - started,
                              {name: float(np.mean(values)) for name, values in terms.items()},
-                             after_epoch(epoch + 1) if after_epoch is not None else {})
+                             after_epoch(epoch + 1) if after_epoch is not None else {}, self._gpu_peak_gb())
             self.history.append(entry)
             log.info("epoch %d: loss %.4f (%.1f s) %s", entry.epoch, entry.mean_loss, entry.seconds, entry.terms)
             self.start_epoch = epoch + 1

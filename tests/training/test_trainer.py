@@ -213,3 +213,13 @@ def test_forgetting_a_parameters_optimizer_state(tmp_path):
     assert weight in trainer.optimizer.state
     trainer.forget_optimizer_state([weight])
     assert weight not in trainer.optimizer.state
+
+
+def test_the_summary_reports_the_runs_peak_gpu_memory_only_where_there_was_one():
+    from semiret.training.trainer import EpochLog, epoch_summary
+
+    cpu_run = [EpochLog(1, 3, 1.0, 2.0), EpochLog(2, 3, 0.5, 2.0)]
+    assert "gpu_peak_gb" not in epoch_summary(cpu_run)
+    gpu_run = [EpochLog(1, 3, 1.0, 2.0, gpu_peak_gb=10.123), EpochLog(2, 3, 0.5, 2.0, gpu_peak_gb=12.5)]
+    assert epoch_summary(gpu_run)["gpu_peak_gb"] == 12.5
+    assert EpochLog.from_json({"epoch": 1, "steps": 3, "mean_loss": 1.0, "seconds": 2.0}).gpu_peak_gb is None
