@@ -37,7 +37,7 @@ for n in $ONLY; do
 done
 wait
 t "test figures"
-mkdir -p /tmp/runs
+rm -rf /tmp/runs && mkdir -p /tmp/runs
 on() { for n in $ONLY; do [[ $n == *$1* ]] && echo $R/$n/model $R/$n/wise50; done; }  # missing folders are skipped
 python3 scripts/device/dense_test_figures.py $SCIFACT $DEVICE $BASE $(on 256) $(on scifact) --runs /tmp/runs/scifact \
   2>/tmp/logs/figures-scifact.err > $OUT/test-scifact.jsonl &
