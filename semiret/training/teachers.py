@@ -148,7 +148,8 @@ class DenseTeacher(Teacher):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            self._encoder = load_encoder(self.model, "dense", max_length=self.max_length, normalize=True).to(self.device)
+            encoder = load_encoder(self.model, "dense", max_length=self.max_length, normalize=True)
+            self._encoder = encoder.to(self.device)
         return self._encoder
 
     def encode_documents(self, texts):
@@ -229,8 +230,9 @@ class BM25Teacher(Teacher):
 
     kind = "bm25"
 
-    def __init__(self, model: str = "bm25", max_length: int | None = None, k1: float = 1.5, b: float = 0.75):
-        super().__init__(model, max_length)
+    def __init__(self, model: str = "bm25", max_length: int | None = None, device: str = "cpu", k1: float = 1.5,
+                 b: float = 0.75):
+        super().__init__(model, max_length, device)  # scipy on the CPU, whatever the device
         from semiret.text.analyzer import TermDictionary, WordAnalyzer
 
         self.analyzer, self.terms = WordAnalyzer(stopwords="en", stemmer="english"), TermDictionary()
@@ -275,8 +277,8 @@ TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, SiDRTeacher, BM25Te
 
 
 def make_teacher(kind: str, model: str, max_length: int | None = None, device: str = "cpu") -> Teacher:
-    """A teacher of ``kind``; a neural one encodes on ``device`` (BM25 runs on the CPU whatever it says)."""
-    return TEACHERS[kind](model, max_length, device) if kind != "bm25" else TEACHERS[kind](model, max_length)
+    """A teacher of ``kind``; a neural one encodes on ``device``."""
+    return TEACHERS[kind](model, max_length, device=device)
 
 
 def _rows_dot(queries, documents, query_rows: np.ndarray, doc_rows: np.ndarray) -> np.ndarray:
