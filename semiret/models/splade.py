@@ -58,5 +58,5 @@ class SpladeEncoder(SparseEncoder):
         rows = []
         for states in packed.split(batch.lengths):
             ids, maxima = self._pool(states)
-            rows.append((ids.cpu().numpy().astype(np.int32), log_saturation(maxima).cpu().numpy()))
+            rows.append((ids.numpy().astype(np.int32), log_saturation(maxima).numpy()))
         return rows

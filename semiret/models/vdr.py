@@ -99,5 +99,5 @@ class VDREncoder(SparseEncoder):
         rows = []
         for states in packed.split(batch.lengths):
             ids, maxima = self._pool(states)
-            rows.append(((ids + self.first_id).cpu().numpy().astype(np.int32), elu1p(maxima).cpu().numpy()))
+            rows.append(((ids + self.first_id).numpy().astype(np.int32), elu1p(maxima).numpy()))
         return rows

@@ -89,7 +89,8 @@ class Teacher(ABC):
         self.model = model
         self.max_length = max_length
         self.device = device
-        """Where a neural teacher encodes (the student's training device: a corpus pass there, not on the CPU)."""
+        """Where a dense teacher encodes (the student's training device: a corpus pass there, not on the CPU);
+        sparse and BM25 teachers encode on the CPU."""
 
     @property
     def name(self) -> str:
@@ -171,7 +172,8 @@ class SparseTeacher(Teacher):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            self._encoder = load_encoder(self.model, "splade", max_length=self.max_length).to(self.device)
+            # on the CPU whatever the device: the sparse encoders' fast inference path (MaxPooledLogits) is CPU-only
+            self._encoder = load_encoder(self.model, "splade", max_length=self.max_length)
         return self._encoder
 
     def _csr(self, vectors, excluded) -> sp.csr_matrix:
@@ -213,7 +215,7 @@ class SiDRTeacher(SparseTeacher):
         if self._sidr is None:
             from semiret.models.sidr import SiDRModel
 
-            self._sidr = SiDRModel.load(self.model).to(self.device)
+            self._sidr = SiDRModel.load(self.model)  # a sparse encoder pair: on the CPU (SparseTeacher.encoder)
             if self.max_length:
                 self._sidr.document_encoder.inputs.max_length = self.max_length
         return self._sidr
@@ -277,7 +279,7 @@ TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, SiDRTeacher, BM25Te
 
 
 def make_teacher(kind: str, model: str, max_length: int | None = None, device: str = "cpu") -> Teacher:
-    """A teacher of ``kind``; a neural one encodes on ``device``."""
+    """A teacher of ``kind``; a dense one encodes on ``device``."""
     return TEACHERS[kind](model, max_length, device=device)
 
 
