@@ -8,6 +8,7 @@ from pathlib import Path
 
 from semiret.data.collection import Collection
 from semiret.data.trec import write_trec_run
+from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.methods.hce import CoTraining, Corpus, HCETrainingConfig
 from semiret.models.encoders import load_encoder
 
@@ -26,10 +27,10 @@ for model in args.models:
     if not Path(model).is_dir():
         continue
     encoder = load_encoder(model, "dense").to(args.device)
-    vectors = scorer.embed(encoder)
-    figures = scorer.measure(encoder, vectors, ["nDCG@10", "R@100"])
+    run = scorer.search(encoder, scorer.embed(encoder))  # searched once, measured and written
+    figures = score_run(run, qrels, parse_measures(["nDCG@10", "R@100"]))
     if args.runs:
         name = "-".join(part.lstrip(".") for part in Path(model).parts[-2:])  # run/model: "run-model"
-        write_trec_run(scorer.search(encoder, vectors), args.runs / f"{name}.trec")
+        write_trec_run(run, args.runs / f"{name}.trec")
     rounded = {k: round(v, 4) for k, v in figures.items()}
     print(json.dumps({"model": model, "max_length": encoder.max_length, **rounded}), flush=True)

@@ -84,13 +84,13 @@ class Teacher(ABC):
     """Vectors for documents and queries whose inner product is the teacher's score."""
 
     kind: str
+    device: str = "cpu"
+    """Where a dense teacher encodes (the student's training device: a corpus pass there, not on the CPU); sparse
+    and BM25 teachers encode on the CPU."""
 
-    def __init__(self, model: str, max_length: int | None = None, device: str = "cpu"):
+    def __init__(self, model: str, max_length: int | None = None):
         self.model = model
         self.max_length = max_length
-        self.device = device
-        """Where a dense teacher encodes (the student's training device: a corpus pass there, not on the CPU);
-        sparse and BM25 teachers encode on the CPU."""
 
     @property
     def name(self) -> str:
@@ -140,8 +140,8 @@ class Teacher(ABC):
 class DenseTeacher(Teacher):
     kind = "dense"
 
-    def __init__(self, model: str = "minilm", max_length: int | None = None, device: str = "cpu"):
-        super().__init__(model, max_length, device)
+    def __init__(self, model: str = "minilm", max_length: int | None = None):
+        super().__init__(model, max_length)
         self._encoder = None
 
     @property
@@ -163,8 +163,8 @@ class DenseTeacher(Teacher):
 class SparseTeacher(Teacher):
     kind = "sparse"
 
-    def __init__(self, model: str = "splade-tiny", max_length: int | None = None, device: str = "cpu"):
-        super().__init__(model, max_length, device)
+    def __init__(self, model: str = "splade-tiny", max_length: int | None = None):
+        super().__init__(model, max_length)
         self._encoder = None
 
     @property
@@ -206,8 +206,8 @@ class SiDRTeacher(SparseTeacher):
 
     kind = "sidr"
 
-    def __init__(self, model: str = "sidr-scifact", max_length: int | None = None, device: str = "cpu"):
-        super().__init__(model, max_length, device)
+    def __init__(self, model: str = "sidr-scifact", max_length: int | None = None):
+        super().__init__(model, max_length)
         self._sidr = None
 
     @property
@@ -232,9 +232,8 @@ class BM25Teacher(Teacher):
 
     kind = "bm25"
 
-    def __init__(self, model: str = "bm25", max_length: int | None = None, device: str = "cpu", k1: float = 1.5,
-                 b: float = 0.75):
-        super().__init__(model, max_length, device)  # scipy on the CPU, whatever the device
+    def __init__(self, model: str = "bm25", max_length: int | None = None, k1: float = 1.5, b: float = 0.75):
+        super().__init__(model, max_length)
         from semiret.text.analyzer import TermDictionary, WordAnalyzer
 
         self.analyzer, self.terms = WordAnalyzer(stopwords="en", stemmer="english"), TermDictionary()
@@ -280,7 +279,9 @@ TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, SiDRTeacher, BM25Te
 
 def make_teacher(kind: str, model: str, max_length: int | None = None, device: str = "cpu") -> Teacher:
     """A teacher of ``kind``; a dense one encodes on ``device``."""
-    return TEACHERS[kind](model, max_length, device=device)
+    teacher = TEACHERS[kind](model, max_length)
+    teacher.device = device
+    return teacher
 
 
 def _rows_dot(queries, documents, query_rows: np.ndarray, doc_rows: np.ndarray) -> np.ndarray:
