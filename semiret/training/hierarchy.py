@@ -24,6 +24,11 @@ A batch holds supervised examples (HCE-S), unsupervised ones (HCE-U, pseudo-quer
 ``mined_from`` (the corpus as the starting encoder embeds it) replaces the tree's samples by mined hard
 negatives: ``n_NS`` drawn from each query's top ``mining_depth`` documents, positives of the batch excluded (the
 second baseline).
+
+``cached_negatives``: the sampled (or mined) negatives' vectors are read from a corpus embedding the recipe
+refreshes between epochs (:meth:`HierarchyLoss.refresh_negatives`) instead of encoded at every step, as ANCE
+reads its negatives from an index refreshed asynchronously (Xiong et al. 2021): targets without gradients in
+either case, here up to an epoch stale, for about a third less compute per step on a CPU.
 """
 
 from __future__ import annotations
@@ -113,7 +118,8 @@ class HierarchyLoss(Loss):
     def __init__(self, documents: list[str], tree: EqualDepthTree | None = None, levels: int = 0,
                  negatives: int = SAMPLED_NEGATIVES, temperature: float = TEMPERATURE,
                  unsupervised_weight: float = 0.5, negative_gradients: bool = True,
-                 mined_from: np.ndarray | None = None, mining_depth: int = MINING_DEPTH):
+                 mined_from: np.ndarray | None = None, mining_depth: int = MINING_DEPTH,
+                 cached_negatives: bool = False):
         if negatives < 0 or temperature <= 0:
             raise SemiretError("the loss needs a non-negative number of negatives and a positive temperature")
         if (levels or (negatives and mined_from is None)) and tree is None:
@@ -123,7 +129,12 @@ class HierarchyLoss(Loss):
                                f"and a mining depth of at least {negatives}, got {mining_depth}")
         if negatives and len(documents) < negatives + 2:
             raise SemiretError(f"{len(documents)} documents are too few to sample {negatives} negatives from")
+        if cached_negatives and (negative_gradients or not negatives):
+            raise SemiretError("cached negatives need sampled negatives without gradients (negatives > 0, "
+                               "no negative gradients)")
         self.documents, self.levels, self.negatives = documents, levels, negatives
+        self.cached_negatives = cached_negatives
+        self.negative_vectors: np.ndarray | None = None
         self.temperature, self.unsupervised_weight = temperature, unsupervised_weight
         self.negative_gradients = negative_gradients
         self.mined_from, self.mining_depth = mined_from, mining_depth
@@ -140,6 +151,12 @@ class HierarchyLoss(Loss):
             raise SemiretError(f"the hierarchy loss covers levels 1..M with M < L = {tree.depth}, got {self.levels}")
         self.tree = tree
         self._subtrees = [tree.documents_under(depth) for depth in range(tree.depth)]
+
+    def refresh_negatives(self, vectors: np.ndarray) -> None:
+        """``cached_negatives``: the corpus embedding (row by row) the negatives' vectors are read from now on."""
+        if vectors.shape[0] != len(self.documents):
+            raise SemiretError(f"{vectors.shape[0]} cached vectors for a corpus of {len(self.documents)}")
+        self.negative_vectors = np.ascontiguousarray(vectors, np.float32)
 
     @property
     def sampled_levels(self) -> range:
@@ -170,16 +187,23 @@ class HierarchyLoss(Loss):
                          for t in range(1, self.levels + 1)), torch.zeros(()))
         contrastive = []
         for sampled in self._negative_rounds(examples, queries, in_batch, rng):
-            texts = [self.documents[r] for rows_ in sampled for r in rows_]
-            if self.negative_gradients:
-                negatives = model.encode_documents(texts)
-            else:  # fixed targets of this step: encoded as at inference, without dropout (half the time)
-                with torch.no_grad(), _evaluation_mode(model):
-                    negatives = model.encode_documents(texts)
+            negatives = self._negatives(model, np.concatenate(sampled)).to(queries.device)
             contrastive.append(symmetric_info_nce(queries / self.temperature, torch.cat([positives, negatives])))
         if not contrastive:  # in-batch negatives only
             contrastive.append(symmetric_info_nce(queries / self.temperature, positives))
         return hierarchy, sum(contrastive)
+
+    def _negatives(self, model: HierarchyModel, rows: np.ndarray) -> torch.Tensor:
+        """The vectors of the sampled documents ``rows``: read from the cache, or encoded."""
+        if self.cached_negatives:
+            if self.negative_vectors is None:
+                raise SemiretError("cached negatives: no corpus embedding yet (refresh_negatives before training)")
+            return torch.from_numpy(self.negative_vectors[rows])
+        texts = [self.documents[r] for r in rows]
+        if self.negative_gradients:
+            return model.encode_documents(texts)
+        with torch.no_grad(), _evaluation_mode(model):  # fixed targets of this step: encoded as at inference
+            return model.encode_documents(texts)
 
     def _negative_rounds(self, examples, queries: torch.Tensor, in_batch: set[int], rng: np.random.Generator):
         """Each round's negatives per example: one round per sampled tree level, or one of mined negatives."""

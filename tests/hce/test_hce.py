@@ -153,9 +153,11 @@ def load_encoder_for(model):
     return load_encoder(str(model), "dense")
 
 
-def test_a_resumed_run_ends_where_an_uninterrupted_one_does(collection, tiny_bert, tmp_path, monkeypatch):
+@pytest.mark.parametrize("cached_negatives", [False, True])
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(collection, tiny_bert, tmp_path, monkeypatch,
+                                                          cached_negatives):
     """Interrupted in the second epoch, after the first re-clustered the corpus: the resumed run reloads that
-    tree and its trained centroids."""
+    tree and its trained centroids (and, with cached negatives, the corpus embedding of the first epoch)."""
     from semiret.training.hierarchy import HierarchyLoss
 
     scripted = {"whole": iter([0.1, 0.5, 0.6]), "resumed": iter([0.1, 0.5, 0.6])}
@@ -168,17 +170,44 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(collection, tiny_ber
         return recording_loss(monkeypatch, HierarchyLoss, crash_at)
 
     whole = patch()
-    reference = train_hce(config(collection, tiny_bert, tmp_path / "whole"))
+    options = {"cached_negatives": cached_negatives}
+    reference = train_hce(config(collection, tiny_bert, tmp_path / "whole", **options))
     steps = len(whole) // 2
     patch(crash_at=steps + 1)
     with pytest.raises(Crash):
-        train_hce(config(collection, tiny_bert, tmp_path / "resumed"))
+        train_hce(config(collection, tiny_bert, tmp_path / "resumed", **options))
     resumed = patch()
-    again = train_hce(config(collection, tiny_bert, tmp_path / "resumed"))
+    again = train_hce(config(collection, tiny_bert, tmp_path / "resumed", **options))
     assert reference["reclustered_after_epochs"] == again["reclustered_after_epochs"] == [1]
     assert resumed == pytest.approx(whole[steps:], rel=1e-4)
     difference = np.abs(checkpointed_weights(tmp_path / "resumed") - checkpointed_weights(tmp_path / "whole"))
     assert difference.mean() < 1e-6
+
+
+def test_cached_negatives_are_the_corpus_embedding_of_the_last_epoch(collection, tiny_bert, tmp_path, monkeypatch):
+    """Only the batch's positives are encoded in a step; the negatives are read from the corpus as the encoder
+    embedded it before the first epoch, then after each (the dev metric's embedding, made even without a
+    dev figure wanted)."""
+    from semiret.training.hierarchy import HierarchyLoss
+
+    refreshed, encoded = [], []
+    refresh = HierarchyLoss.refresh_negatives
+    monkeypatch.setattr(HierarchyLoss, "refresh_negatives",
+                        lambda self, vectors: refreshed.append(vectors.copy()) or refresh(self, vectors))
+    monkeypatch.setattr(CoTraining, "embed", lambda self, encoder, embed=CoTraining.embed:
+                        encoded.append(len(self.corpus.documents)) or embed(self, encoder))
+    run = tmp_path / "run"
+    summary = train_hce(config(collection, tiny_bert, run, cached_negatives=True, dev_every_epoch=False,
+                               co_training=False, epochs=3, scenario="supervised"))
+    assert len(refreshed) == 3 and encoded == [40, 40, 40]  # the start, after epochs 1 and 2 (not the last)
+    assert not np.allclose(refreshed[0], refreshed[1])  # each refresh is the trained encoder's
+    assert sorted(p.name for p in run.glob("negative-vectors-*.npy")) == ["negative-vectors-1.npy",
+                                                                           "negative-vectors-2.npy"]
+    np.testing.assert_allclose(np.load(run / "negative-vectors-2.npy"), refreshed[2])
+    assert summary["config"]["negative_gradients"] is False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert config(collection, tiny_bert, tmp_path, cached_negatives=True).resolved().negative_gradients is False
 
 
 def test_gradients_through_the_negatives_default_to_where_training_runs(collection, tiny_bert, tmp_path, monkeypatch):
@@ -240,6 +269,8 @@ def test_a_pseudo_query_is_a_span_of_its_document():
     ({"scenario": "semi"}, "scenario"),
     ({"branching": 1}, "at least 2"),
     ({"scenario": "unsupervised", "batch_size": 10_000}, "too few to sample 4 negatives beside"),
+    ({"cached_negatives": True, "loss": "contrastive"}, "--cached-negatives"),
+    ({"cached_negatives": True, "negative_gradients": True}, "--cached-negatives"),
 ])
 def test_bad_input_fails_before_the_encoder_loads(collection, tiny_bert, tmp_path, monkeypatch, options, message):
     import semiret.models.encoders as encoders

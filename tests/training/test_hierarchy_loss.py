@@ -140,6 +140,30 @@ def test_sampled_negatives_without_gradients_are_encoded_without_them_or_dropout
     assert modes == [True, False, False, False] and model.training  # positives with dropout; 3 levels of negatives
 
 
+def test_cached_negatives_are_read_from_the_refreshed_embedding_not_encoded():
+    tree = hand_tree()
+    model = FixedEmbeddings(tree, levels=0)
+    encoded = HierarchyLoss(DOCUMENTS, tree, levels=0, negatives=2, negative_gradients=False)
+    cached = HierarchyLoss(DOCUMENTS, tree, levels=0, negatives=2, negative_gradients=False, cached_negatives=True)
+    with pytest.raises(SemiretError, match="no corpus embedding"):
+        cached(model, batch([(0, 4), (1, 8)]), 0)
+    current = F.normalize(model.documents, dim=-1).detach().numpy()
+    cached.refresh_negatives(current)
+    expected = encoded(model, batch([(0, 4), (1, 8)]), 0).total.item()
+    model.encoded.clear()
+    output = cached(model, batch([(0, 4), (1, 8)]), 0)  # the same draws read from a cache of the same vectors
+    assert output.total.item() == pytest.approx(expected, rel=1e-5)
+    assert model.encoded == ["d4", "d8"]  # only the positives were encoded
+    output.total.backward()
+    assert set(np.flatnonzero(model.documents.grad.abs().sum(1).numpy())) == {4, 8}
+    cached.refresh_negatives(-current)  # a stale cache is what the loss reads
+    assert cached(model, batch([(0, 4), (1, 8)]), 0).total.item() != pytest.approx(expected, rel=1e-3)
+    with pytest.raises(SemiretError, match="cached vectors"):
+        cached.refresh_negatives(current[:5])
+    with pytest.raises(SemiretError, match="without gradients"):
+        HierarchyLoss(DOCUMENTS, tree, negatives=2, negative_gradients=True, cached_negatives=True)
+
+
 def test_plain_contrastive_needs_no_tree():
     model = FixedEmbeddings(hand_tree(), levels=0)
     output = HierarchyLoss(DOCUMENTS, negatives=0)(model, batch([(0, 4), (1, 8), (2, 1)]), 0)
