@@ -1,4 +1,4 @@
-"""Training throughput of the SiDR and inference-free defaults on each device: steps and queries per second.
+"""Training throughput of the SiDR, inference-free and HCE defaults on each device: steps and queries per second.
 
 ``python bench/train_throughput.py [--devices cpu,cuda] [--methods sidr,inference-free] [--epochs 1]`` runs
 each method's default ``semiret train`` command (SciFact train, the defaults' batch, lengths and losses) for
@@ -8,6 +8,10 @@ mining and teacher scoring before training are not counted, since they are the s
 It prints one JSON object: the machine (CPU count and model, the GPU's name), per method and device the
 epochs' seconds, steps and the best epoch's steps and queries per second, and per method the ratio of each
 device's rate to the CPU's, measured in the same run.
+
+``hce-cached`` is HCE with ``--cached-negatives`` (the sampled negatives read from the corpus embedding of the
+last epoch, not encoded every step); with ``hce`` in the same run, ``ratio_to_peer`` gives its rate over HCE's on
+each device. ``--options`` adds options to every command (say ``"--document-max-length 256"``).
 
 The inference-free run fine-tunes only (``--pretrain none``, as the packaged model was trained); its teacher
 vectors are computed before training (or read from ``--teacher-cache``) and do not enter the timed steps.
@@ -27,8 +31,12 @@ from pathlib import Path
 
 from corpus import SCIFACT, emit, machine
 
-EPOCH_OPTIONS = {"sidr": "--epochs", "inference-free": "--finetune-epochs"}
-EXTRA_OPTIONS = {"sidr": [], "inference-free": ["--pretrain", "none", "--no-document-threshold"]}
+EPOCH_OPTIONS = {"sidr": "--epochs", "inference-free": "--finetune-epochs", "hce": "--epochs", "hce-cached": "--epochs"}
+EXTRA_OPTIONS = {"sidr": [], "inference-free": ["--pretrain", "none", "--no-document-threshold"], "hce": [],
+                 "hce-cached": ["--cached-negatives"]}
+COMMANDS = {"hce-cached": "hce"}
+PEERS = {"hce-cached": "hce"}
+"""A variant's peer: the method it is a faster way of running, measured in the same run."""
 
 
 def cpu_model() -> str:
@@ -52,8 +60,9 @@ def train_once(method: str, run: str, args, output: Path) -> dict:
     precision); the epochs' timings from its checkpoint."""
     device = run.removesuffix("-fp32")
     epochs = args.gpu_epochs if device == "cuda" else args.epochs
-    command = [sys.executable, "-m", "semiret.cli", "train", method, "--data", str(args.data), "--output",
-               str(output), "--device", device, EPOCH_OPTIONS[method], str(epochs), *EXTRA_OPTIONS[method]]
+    command = [sys.executable, "-m", "semiret.cli", "train", COMMANDS.get(method, method), "--data", str(args.data),
+               "--output", str(output), "--device", device, EPOCH_OPTIONS[method], str(epochs),
+               *EXTRA_OPTIONS[method], *args.options.split()]
     if run.endswith("-fp32"):
         command.append("--no-mixed-precision")
     if device == "cpu" and args.threads:
@@ -92,12 +101,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads on the CPU (0: all cores)")
     parser.add_argument("--teacher-cache", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--options", default="", help="options added to every training command")
     args = parser.parse_args()
     gpu = gpu_name()
     devices = [d for d in args.devices.split(",") if d == "cpu" or gpu]
     result = {"machine": {**machine(), "cpu_model": cpu_model(), "gpu": gpu,
                           "torch_threads_cpu": args.threads or os.cpu_count()},
-              "runs": {}, "ratio_to_cpu": {}}
+              "options": args.options, "runs": {}, "ratio_to_cpu": {}, "ratio_to_peer": {}}
     with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
         for method in args.methods.split(","):
             runs = result["runs"][method] = {}
@@ -108,6 +118,13 @@ def main() -> None:
                 result["ratio_to_cpu"][method] = {
                     device: round(run["steps_per_second"] / runs["cpu"]["steps_per_second"], 2)
                     for device, run in runs.items() if device != "cpu" and "steps_per_second" in run}
+    for method, peer in PEERS.items():
+        ours, theirs = result["runs"].get(method, {}), result["runs"].get(peer, {})
+        rates = {device: round(run["steps_per_second"] / theirs[device]["steps_per_second"], 2)
+                 for device, run in ours.items() if "steps_per_second" in run
+                 and "steps_per_second" in theirs.get(device, {})}
+        if rates:
+            result["ratio_to_peer"][method] = {"peer": peer, **rates}
     emit(result)
     if any("error" in run for runs in result["runs"].values() for run in runs.values()):
         sys.exit(1)
