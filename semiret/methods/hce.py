@@ -74,8 +74,9 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
     cached_negatives: bool = False
     """Read the sampled negatives' vectors from the corpus embedding made after the last epoch (the one the dev
     metric and the tree use; the starting encoder's before the first) instead of encoding them at every step:
-    about a third less time per step on a CPU, the negatives up to an epoch stale (as ANCE's asynchronously
-    refreshed index). Needs the negatives without gradients; the corpus is embedded after every epoch."""
+    1.85x the default recipe's step rate on a 2-core CPU, the negatives up to an epoch stale (as ANCE's
+    asynchronously refreshed index; slightly lower quality on SciFact, docs/results.md). Needs the negatives
+    without gradients; the corpus is embedded after every epoch."""
     temperature: float = 0.01
     alpha: float = 0.5
     """Weight of the unsupervised loss in the joint scenario."""

@@ -28,7 +28,7 @@ second baseline).
 ``cached_negatives``: the sampled (or mined) negatives' vectors are read from a corpus embedding the recipe
 refreshes between epochs (:meth:`HierarchyLoss.refresh_negatives`) instead of encoded at every step, as ANCE
 reads its negatives from an index refreshed asynchronously (Xiong et al. 2021): targets without gradients in
-either case, here up to an epoch stale, for about a third less compute per step on a CPU.
+either case, here up to an epoch stale, for less compute per step on a CPU (no forward pass for them).
 """
 
 from __future__ import annotations
