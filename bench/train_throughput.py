@@ -114,10 +114,11 @@ def main() -> None:
             for device in devices:
                 runs[device] = train_once(method, device, args, Path(workdir) / f"{method}-{device}")
                 print(f"{method} on {device}: {json.dumps(runs[device])[:400]}", file=sys.stderr, flush=True)
-            if "steps_per_second" in runs.get("cpu", {}):
-                result["ratio_to_cpu"][method] = {
-                    device: round(run["steps_per_second"] / runs["cpu"]["steps_per_second"], 2)
-                    for device, run in runs.items() if device != "cpu" and "steps_per_second" in run}
+            ratios = {device: round(run["steps_per_second"] / runs["cpu"]["steps_per_second"], 2)
+                      for device, run in runs.items() if device != "cpu" and "steps_per_second" in run
+                      and "steps_per_second" in runs.get("cpu", {})}
+            if ratios:
+                result["ratio_to_cpu"][method] = ratios
     for method, peer in PEERS.items():
         ours, theirs = result["runs"].get(method, {}), result["runs"].get(peer, {})
         rates = {device: round(run["steps_per_second"] / theirs[device]["steps_per_second"], 2)
