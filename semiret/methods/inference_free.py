@@ -120,6 +120,12 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
     """Comma-separated teachers: dense[:model], sparse[:model], sidr[:model] (full SiDR), bm25; a model name may
     end in @N (its inputs cut to N tokens)."""
+    learn_query_weights: bool = False
+    """Learn each query token's weight beside the document encoder, starting from the IDF (a factor per token,
+    Li-LSR: Nardini et al. 2025); the query side stays a lookup table, tokens no training query has keep their
+    IDF. Needs --idf-aware."""
+    query_weights_learning_rate: float = 5e-3
+    """Peak learning rate of the query-weight factors (their logarithms) with --learn-query-weights."""
     normalize_teachers: bool = True
     """Min-max normalize, average and scale teachers; off: 'simply add' raw scores."""
     fit_student_scale: bool = True
@@ -214,6 +220,10 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
             if not getattr(self, name) > 0:
                 raise SemiretError(f"{name} must be positive")
         self.validate_averaging()
+        if self.learn_query_weights and not self.idf_aware:
+            raise SemiretError("--learn-query-weights starts from the IDF: it needs --idf-aware")
+        if not self.query_weights_learning_rate > 0:
+            raise SemiretError("query_weights_learning_rate must be positive")
         for name in ("pretrain_flops_weight", "finetune_flops_weight"):
             if not getattr(self, name) >= 0:
                 raise SemiretError(f"{name} must be non-negative")
@@ -237,7 +247,9 @@ def _train_stage(model, sets, config: InferenceFreeTrainingConfig, stage: str, r
         fit_student_scale=config.fit_student_scale, in_batch_negatives=config.stage(stage, "in_batch_negatives"))
     schedule = Schedule(epochs, config.stage(stage, "learning_rate"), warmup_epochs=0.1)
     started = time.perf_counter()
-    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / stage).train(resume=resume)
+    rates = {"query_log_scale": config.query_weights_learning_rate} if model.query_log_scale is not None else None
+    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / stage,
+                      learning_rates=rates).train(resume=resume)
     return {"stage": stage, "corpora": [s.name for s in sets], "queries": sum(len(s.examples) for s in sets),
             "steps_per_epoch": len(batches), "epochs": epochs, "seconds": round(time.perf_counter() - started, 1),
             **epoch_summary(history)}
@@ -282,6 +294,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         prior = LexicalPrior(config.lexical_prior, stems=config.lexical_prior_stems) if config.lexical_prior else None
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
                                "idf" if config.idf_aware else "binary", source, prior)
+    if config.learn_query_weights:
+        model.learn_query_weights()
     if config.threads:
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}
@@ -291,6 +305,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
             log.warning("pre-training already done: loading %s", pretrained)
             done = json.loads((pretrained / INFERENCE_FREE.marker).read_text())["training"]
             model = InferenceFreeModel.load(str(pretrained))
+            if config.learn_query_weights:  # fine-tuning goes on from the table pre-training learned
+                model.learn_query_weights()
             summary["stages"].append(done)
         else:
             t0 = time.perf_counter()

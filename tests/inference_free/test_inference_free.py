@@ -173,6 +173,9 @@ def test_training_rejects_bad_inputs_before_loading_models(tmp_path, monkeypatch
     with pytest.raises(SemiretError, match="non-negative"):
         train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"), idf=str(bad),
                                                          teachers="bm25"))
+    with pytest.raises(SemiretError, match="needs --idf-aware"):
+        train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"), teachers="bm25",
+                                                         idf_aware=False, learn_query_weights=True))
     with pytest.raises(SemiretError, match="no dataset 'no-such-corpus'"):
         train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"),
                                                          idf="corpus:no-such-corpus", teachers="bm25"))
@@ -464,6 +467,52 @@ def test_binary_variant_trains_and_saves_ones(tmp_path, tiny_bert):  # noqa: F81
     train_inference_free(config)
     table = json.loads((tmp_path / "run" / "model" / "idf.json").read_text())
     assert set(table.values()) == {1.0}
+
+
+def test_learned_query_weights_get_gradients_for_the_query_tokens_alone(tiny_bert):  # noqa: F811
+    from semiret.models.splade import SpladeEncoder
+
+    model = InferenceFreeModel(SpladeEncoder.from_pretrained(str(tiny_bert)), load_idf(str(MSMARCO_IDF), "splade-tiny")[0])
+    model.learn_query_weights()
+    assert model.query_weighting == "learned" and np.array_equal(model.query_weights, model.idf.numpy())
+    tokens = [np.array([2000, 2001]), np.array([2001, 3000])]
+    q = model.query_vectors(tokens)
+    assert torch.equal(q[0, [2000, 2001]], model.idf[[2000, 2001]])  # the factor starts at 1
+    (q * torch.arange(q.shape[1], dtype=torch.float32)).sum().backward()
+    grad = model.query_log_scale.grad
+    assert set(torch.nonzero(grad).flatten().tolist()) == {2000, 2001, 3000}
+    with torch.no_grad():
+        model.query_log_scale[2000] = float(np.log(2.0))
+    assert model.query_weights[2000] == pytest.approx(2 * float(model.idf[2000]))
+    binary = InferenceFreeModel(SpladeEncoder.from_pretrained(str(tiny_bert)), model.idf.numpy(), "binary")
+    with pytest.raises(SemiretError, match="IDF"):
+        binary.learn_query_weights()
+
+
+def test_learned_query_weights_train_save_and_search(tmp_path, tiny_bert):  # noqa: F811
+    """Trained from the IDF, the table moves for the training queries' tokens only, is saved as the model's
+    ``idf.json`` and is what the retriever weights queries with."""
+    from semiret.search.neural import InferenceFreeRetriever
+
+    root = write_beir(tmp_path / "tiny", split="train")
+    config = InferenceFreeTrainingConfig(
+        data=str(root), output=str(tmp_path / "run"), base=str(tiny_bert), idf=str(MSMARCO_IDF), teachers="bm25",
+        pretrain_corpora=["none"], finetune_epochs=2, batch_size=2, candidates=2, mining_depth=3, flops_sample=16,
+        finetune_max_length=32, learn_query_weights=True, query_weights_learning_rate=0.2,
+        choose_document_threshold=False, lexical_prior=1.0)  # the prior: the tiny random model's own weights are ~0
+    train_inference_free(config)
+    model_dir = tmp_path / "run" / "model"
+    assert json.loads((model_dir / "inference-free.json").read_text())["query_weighting"] == "learned"
+    vocabulary = WordPieceVocabulary(str(tiny_bert))
+    idf = load_idf(str(MSMARCO_IDF), "splade-tiny")[0]
+    learned = InferenceFreeModel.load(str(model_dir)).query_weights
+    asked = sorted({t for q in Collection(root).queries("train").values() for t in vocabulary.encode(q)})
+    others = np.setdiff1d(np.flatnonzero(idf), asked)
+    assert np.allclose(learned[others], idf[others], rtol=0, atol=1e-5)  # the JSON table keeps 5 decimals
+    assert not np.allclose(learned[asked], idf[asked], rtol=1e-3)
+    retriever = InferenceFreeRetriever.build(Collection(root).corpus(), tmp_path / "index", model=str(model_dir))
+    query = retriever.encode_query("statins cancer risk")
+    assert np.allclose(query.weights, learned[query.terms], rtol=0, atol=1e-5)
 
 
 def test_a_sidr_checkpoint_is_not_taken_for_an_inference_free_model(tmp_path):
