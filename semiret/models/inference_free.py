@@ -105,12 +105,12 @@ class InferenceFreeModel(torch.nn.Module):
         1 (Eq. 2)."""
         device = self.idf.device
         out = torch.zeros(len(token_lists), self.encoder.vocab_size, device=device)
-        if idf_aware and self.query_weighting != "binary":
-            weights = self.query_weight_tensor()
-        elif idf_aware:
+        if not idf_aware:
+            weights = torch.ones(self.encoder.vocab_size, device=device)
+        elif self.query_weighting == "binary":
             weights = torch.from_numpy(self.query_weights).to(device)
         else:
-            weights = torch.ones(self.encoder.vocab_size, device=device)
+            weights = self.query_weight_tensor()  # with gradients when learned
         for i, tokens in enumerate(token_lists):
             ids = torch.from_numpy(np.asarray(tokens, np.int64)).to(device)
             out[i, ids] = weights[ids]
