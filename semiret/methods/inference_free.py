@@ -27,7 +27,8 @@ from semiret.data.collection import Collection, Document
 from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
-from semiret.models.checkpoints import IDF_FILE, INFERENCE_FREE, inference_free_lexical_prior
+from semiret.models.checkpoints import (IDF_FILE, INFERENCE_FREE, inference_free_document_threshold,
+                                       inference_free_lexical_prior)
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.training.config import TrainingConfig, WeightAveraging
 
@@ -67,9 +68,14 @@ def choose_document_threshold(model: str, data: str, split: str = "train") -> di
     from semiret.evaluation.pruning import largest_safe_threshold
 
     rows = document_threshold_sweep(model, data, split)
-    chosen = {"document_threshold": largest_safe_threshold(rows),
-              "document_threshold_sweep": {"data": str(data), "split": split, "rows": rows}}
-    path, meta = INFERENCE_FREE.read(model)
+    return record_document_threshold(model, largest_safe_threshold(rows),
+                                     sweep={"data": str(data), "split": split, "rows": rows})
+
+
+def record_document_threshold(model: str | Path, threshold: float | None, sweep: dict | None = None) -> dict:
+    """Write ``threshold`` (and the sweep that chose it) into a saved model's ``inference-free.json``."""
+    chosen = {"document_threshold": threshold, **({"document_threshold_sweep": sweep} if sweep else {})}
+    path, meta = INFERENCE_FREE.read(str(model))
     atomic_write_json(path / INFERENCE_FREE.marker, {**meta, **chosen})
     return chosen
 
@@ -126,6 +132,9 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     IDF. Needs --idf-aware."""
     query_weights_learning_rate: float = 5e-3
     """Peak learning rate of the query-weight factors (their logarithms) with --learn-query-weights."""
+    freeze_document_encoder: bool = False
+    """With --learn-query-weights: keep the --base model's document encoder as it is and learn the query weights
+    alone, so the indexes already built with --base stay valid (search them with --idf MODEL/idf.json)."""
     normalize_teachers: bool = True
     """Min-max normalize, average and scale teachers; off: 'simply add' raw scores."""
     fit_student_scale: bool = True
@@ -222,11 +231,22 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
         self.validate_averaging()
         if self.learn_query_weights and not self.idf_aware:
             raise SemiretError("--learn-query-weights starts from the IDF: it needs --idf-aware")
+        if self.freeze_document_encoder and not self.learn_query_weights:
+            raise SemiretError("--freeze-document-encoder leaves nothing to train without --learn-query-weights")
         if not self.query_weights_learning_rate > 0:
             raise SemiretError("query_weights_learning_rate must be positive")
         for name in ("pretrain_flops_weight", "finetune_flops_weight"):
             if not getattr(self, name) >= 0:
                 raise SemiretError(f"{name} must be non-negative")
+
+
+def _set_trainable(model, config: InferenceFreeTrainingConfig) -> None:
+    """The query weights trainable with --learn-query-weights; the document encoder frozen with
+    --freeze-document-encoder."""
+    if config.learn_query_weights:
+        model.learn_query_weights()
+    if config.freeze_document_encoder:
+        model.encoder.requires_grad_(False)
 
 
 def _train_stage(model, sets, config: InferenceFreeTrainingConfig, stage: str, resume: bool) -> dict:
@@ -294,8 +314,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         prior = LexicalPrior(config.lexical_prior, stems=config.lexical_prior_stems) if config.lexical_prior else None
     model = InferenceFreeModel(SpladeEncoder.from_pretrained(config.base).float(), weights,
                                "idf" if config.idf_aware else "binary", source, prior)
-    if config.learn_query_weights:
-        model.learn_query_weights()
+    _set_trainable(model, config)
     if config.threads:
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}
@@ -305,8 +324,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
             log.warning("pre-training already done: loading %s", pretrained)
             done = json.loads((pretrained / INFERENCE_FREE.marker).read_text())["training"]
             model = InferenceFreeModel.load(str(pretrained))
-            if config.learn_query_weights:  # fine-tuning goes on from the table pre-training learned
-                model.learn_query_weights()
+            _set_trainable(model, config)  # fine-tuning goes on from the table pre-training learned
             summary["stages"].append(done)
         else:
             t0 = time.perf_counter()
@@ -341,7 +359,9 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         average_weights(model.encoder, SpladeEncoder.from_pretrained(config.base).float(), config.average_with_base)
     if is_main_process():
         model.save(output / "model", training={k: v for k, v in summary.items()}, max_length=config.finetune_max_length)
-        if config.finetune_epochs and config.choose_document_threshold:
+        if config.freeze_document_encoder:  # the base's document weights, so its pruning: its indexes stay valid
+            summary.update(record_document_threshold(output / "model", inference_free_document_threshold(config.base)))
+        elif config.finetune_epochs and config.choose_document_threshold:
             summary.update(choose_document_threshold(str(output / "model"), config.data, config.split))
         (output / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

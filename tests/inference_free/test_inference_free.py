@@ -515,6 +515,37 @@ def test_learned_query_weights_train_save_and_search(tmp_path, tiny_bert):  # no
     assert np.allclose(query.weights, learned[query.terms], rtol=0, atol=1e-5)
 
 
+def test_query_weights_learned_for_a_frozen_document_encoder_keep_its_indexes_valid(tiny_run, tmp_path):
+    """``--freeze-document-encoder``: the document side is the base model's to the bit (so is its pruning
+    threshold), so an index built with the base is searched with the new table alone."""
+    from safetensors.numpy import load_file
+
+    from semiret.search.neural import InferenceFreeRetriever
+
+    root, output, _, _ = tiny_run
+    base = output / "model"
+    config = InferenceFreeTrainingConfig(
+        data=str(root), output=str(tmp_path / "run"), base=str(base), idf=str(MSMARCO_IDF), teachers="bm25",
+        pretrain_corpora=["none"], finetune_epochs=2, batch_size=2, candidates=2, mining_depth=3, flops_sample=16,
+        finetune_max_length=32, learn_query_weights=True, query_weights_learning_rate=0.2, lexical_prior=1.0,
+        freeze_document_encoder=True)
+    train_inference_free(config)
+    model_dir = tmp_path / "run" / "model"
+    before, after = load_file(str(base / "model.safetensors")), load_file(str(model_dir / "model.safetensors"))
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+    meta = json.loads((model_dir / "inference-free.json").read_text())
+    assert meta["document_threshold"] == json.loads((base / "inference-free.json").read_text())["document_threshold"]
+    learned = InferenceFreeModel.load(str(model_dir)).query_weights
+    assert not np.allclose(learned, InferenceFreeModel.load(str(base)).query_weights, rtol=0, atol=1e-4)
+    InferenceFreeRetriever.build(Collection(root).corpus(), tmp_path / "index", model=str(base),
+                                lexical_prior=1.0)
+    relearned = InferenceFreeRetriever.open(tmp_path / "index", idf=str(model_dir / "idf.json"))
+    query = relearned.encode_query("statins cancer risk")
+    assert np.allclose(query.weights, learned[query.terms], rtol=0, atol=1e-5)
+    with pytest.raises(SemiretError, match="nothing to train"):
+        train_inference_free(InferenceFreeTrainingConfig(**{**asdict(config), "learn_query_weights": False}))
+
+
 def test_a_sidr_checkpoint_is_not_taken_for_an_inference_free_model(tmp_path):
     from semiret.models.checkpoints import resolve_inference_free
 
