@@ -28,7 +28,7 @@ from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 from semiret.models.checkpoints import (IDF_FILE, INFERENCE_FREE, inference_free_document_threshold,
-                                       inference_free_lexical_prior)
+                                       inference_free_lexical_prior, resolve_inference_free)
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.training.config import TrainingConfig, WeightAveraging
 
@@ -211,6 +211,7 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
         from semiret.data.paths import dataset
 
         resolved = super().resolved()
+        resolved.base = resolve_inference_free(resolved.base)  # a packaged model's name: its directory
         resolved.pretrain_corpora = [str(dataset(c)) for c in resolved.pretraining()]
         resolved.finetune_also = [str(dataset(c)) for c in resolved.finetune_also or []]
         return resolved

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,6 +180,12 @@ def test_training_rejects_bad_inputs_before_loading_models(tmp_path, monkeypatch
     with pytest.raises(SemiretError, match="no dataset 'no-such-corpus'"):
         train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"),
                                                          idf="corpus:no-such-corpus", teachers="bm25"))
+
+
+def test_a_packaged_model_is_a_base_by_its_name(tmp_path):
+    root = write_beir(tmp_path / "c", split="train")
+    resolved = InferenceFreeTrainingConfig(data=str(root), base="inference-free-scifact").resolved()
+    assert (Path(resolved.base) / "inference-free.json").is_file()
 
 
 def test_idf_of_another_corpus_than_the_fine_tuning_one(tmp_path):
