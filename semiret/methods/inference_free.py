@@ -80,6 +80,86 @@ def record_document_threshold(model: str | Path, threshold: float | None, sweep:
     return chosen
 
 
+# ---------------------------------------------------------------------------------------------- lexical prior
+LEXICAL_PRIOR_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
+"""The weights :func:`choose_lexical_prior` tries (those the packaged model's prior was chosen among)."""
+
+
+def lexical_prior_sweep(model: str, data: str, split: str, weights=LEXICAL_PRIOR_WEIGHTS, stems: bool = True,
+                        idf: str = "model", measures: tuple[str, ...] = ("nDCG@10", "R@100"),
+                        prior_alone: bool = False) -> list[dict]:
+    """One row of ``measures`` per lexical-prior weight W: ``data``'s ``split`` queries (weighted as the
+    ``inference-free`` retriever weights them; ``idf="corpus"``: by this corpus's IDF) over the model's document
+    vectors (pruned at its recorded threshold) plus W x BM25 over the documents' own tokens
+    (:class:`~semiret.text.bm25.LexicalPrior`); ``prior_alone`` adds a row of the prior without the model. The
+    corpus is encoded once, so the sweep costs one indexing of the model, not one per weight."""
+    import tempfile
+
+    from semiret.evaluation.pruning import search_vectors
+    from semiret.models.encoders import load_encoder
+    from semiret.models.sparse import SparseVectors
+    from semiret.search.lexical import IDFQueries
+    from semiret.text.bm25 import LexicalPrior
+    from semiret.text.token_weights import corpus_idf, weights_table
+
+    path, _ = INFERENCE_FREE.read(model)
+    collection = Collection(data)
+    qrels, queries = collection.qrels(split), collection.queries(split)
+    documents = list(collection.corpus())
+    texts, ids = [d.full_text for d in documents], [d.id for d in documents]
+    vocabulary = WordPieceVocabulary(str(path))
+    with tempfile.TemporaryDirectory() as scratch:
+        table = path / IDF_FILE
+        if idf == "corpus":  # Lucene IDF of this corpus's tokens, as `--idf corpus` computes it
+            table = Path(scratch) / IDF_FILE
+            table.write_text(json.dumps(weights_table(corpus_idf(texts, vocabulary), vocabulary)))
+        encoded = IDFQueries.from_table(table, vocabulary).encode_queries(list(queries.values()))
+    learned = load_encoder(str(path), "splade").encode_document(texts).prune(
+        threshold=inference_free_document_threshold(str(path))).to_csr()
+    prior = LexicalPrior(1.0, stems=stems).vectors(vocabulary, texts)
+    rows = []
+    for weight in [float(w) for w in weights] + ([None] if prior_alone else []):
+        vectors = SparseVectors.from_csr(prior if weight is None else learned + weight * prior)
+        figures, _ = search_vectors(vectors, ids, list(queries), encoded, qrels, measures)
+        rows.append({"weight": "prior alone" if weight is None else weight, **figures})
+    return rows
+
+
+def choose_lexical_prior(model: str, data: str, split: str = "train", weights=LEXICAL_PRIOR_WEIGHTS,
+                         stems: bool = True, tolerance: float = 0.001) -> dict:
+    """Choose the weight of a lexical prior added to a trained model at indexing (not trained with: a student
+    trained with it leans on it less and generalises worse, docs/results.md), on another collection's
+    ``split`` queries: the smallest weight within ``tolerance`` nDCG@10 of the best; record it and the sweep
+    in the model's ``inference-free.json``. Test queries are refused: choosing on them tunes on them."""
+    if split == "test":
+        raise SemiretError(f"the lexical prior's weight would be chosen on {data}'s test queries: choose it on "
+                           "a training or dev split")
+    from semiret.text.bm25 import LexicalPrior
+
+    rows = lexical_prior_sweep(model, data, split, weights, stems, measures=("nDCG@10",))
+    best = max(row["nDCG@10"] for row in rows)
+    weight = min(row["weight"] for row in rows if row["nDCG@10"] >= best - tolerance)
+    choice = {"data": str(data), "split": split, "measure": "nDCG@10", "stems": stems, "tolerance": tolerance,
+              "rows": rows, "note": f"added to the trained model without retraining; the smallest weight within "
+                                    f"{tolerance} of the best on these queries"}
+    return record_lexical_prior(model, LexicalPrior(weight, stems=stems) if weight else None, choice)
+
+
+def record_lexical_prior(model: str | Path, prior, choice: dict | None = None) -> dict:
+    """Write a :class:`~semiret.text.bm25.LexicalPrior` (None: none) and the choice that made it into a saved
+    model's ``inference-free.json``, which the ``inference-free`` retriever applies at indexing."""
+    from semiret.data.packaged import PACKAGED_CHECKPOINTS
+
+    path, meta = INFERENCE_FREE.read(str(model))
+    if PACKAGED_CHECKPOINTS.resolve() in path.resolve().parents:
+        raise SemiretError(f"{model} is a packaged model, whose files are never rewritten: copy its folder and "
+                           "record the prior in the copy")
+    recorded = {k: v for k, v in prior.config().items() if k != "avgdl"} if prior else None
+    chosen = {"lexical_prior": recorded, **({"lexical_prior_choice": choice} if choice else {})}
+    atomic_write_json(path / INFERENCE_FREE.marker, {**meta, **chosen})
+    return chosen
+
+
 # ---------------------------------------------------------------------------------------------- query weights
 def is_corpus_idf(idf) -> bool:
     """``corpus`` or ``corpus:<collection>``: IDF computed from a collection's documents, not read from a table."""
@@ -196,6 +276,11 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     retriever drops document weights below it (applied at indexing).
 
     The choice: :func:`choose_document_threshold`."""
+    choose_lexical_prior: str | None = None
+    """A collection (name or folder) whose --split queries choose the weight of a lexical prior recorded with the
+    saved model after training (added at indexing, not trained with; stem variants per --lexical-prior-stems):
+    the smallest of 0-1.5 within 0.001 nDCG@10 of the best. Another collection than --data, so the prior is
+    chosen for corpora the model was not fitted to. The choice: :func:`choose_lexical_prior`."""
 
     def pretraining(self) -> list[str]:
         """The pre-training corpora: ``pretrain_corpora``, or the ``data`` corpus when unset; 'none' dropped."""
@@ -214,6 +299,8 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
         resolved.base = resolve_inference_free(resolved.base)  # a packaged model's name: its directory
         resolved.pretrain_corpora = [str(dataset(c)) for c in resolved.pretraining()]
         resolved.finetune_also = [str(dataset(c)) for c in resolved.finetune_also or []]
+        if resolved.choose_lexical_prior is not None:
+            resolved.choose_lexical_prior = str(dataset(resolved.choose_lexical_prior))
         return resolved
 
     def validate(self) -> None:
@@ -239,6 +326,18 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
         for name in ("pretrain_flops_weight", "finetune_flops_weight"):
             if not getattr(self, name) >= 0:
                 raise SemiretError(f"{name} must be non-negative")
+        if self.choose_lexical_prior is not None:
+            trained_with = self.lexical_prior if self.lexical_prior is not None else (
+                inference_free_lexical_prior(resolve_inference_free(self.base)) or {}).get("weight")
+            if trained_with:
+                raise SemiretError("--choose-lexical-prior chooses a prior for a model trained without one, and this "
+                                   "run trains with one (--lexical-prior, or --base's own): give --lexical-prior 0")
+            if self.split == "test":
+                raise SemiretError("--choose-lexical-prior reads --split's queries, which are the test queries here: "
+                                   "choosing on them tunes on them")
+            if self.freeze_document_encoder:
+                raise SemiretError("--choose-lexical-prior would change the frozen base's document weights and "
+                                   "invalidate its indexes: record a prior with the base instead")
 
 
 def _set_trainable(model, config: InferenceFreeTrainingConfig) -> None:
@@ -300,6 +399,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     # everything that can be wrong with the inputs fails here, before teachers or the student run
     training_sets = [(root, TrainingSet.from_collection(Collection(root), config.split))
                      for root in [config.data, *(config.finetune_also or [])]] if config.finetune_epochs else []
+    if config.choose_lexical_prior is not None:  # its queries and judgements exist before anything trains
+        Collection(config.choose_lexical_prior).qrels(config.split)
     source_corpus = idf_corpus(config.idf, config.data)
     idf_documents = list(Collection(source_corpus).corpus()) if source_corpus else None
     weights, source = load_idf(config.idf, config.base, idf_documents)
@@ -364,5 +465,8 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
             summary.update(record_document_threshold(output / "model", inference_free_document_threshold(config.base)))
         elif config.finetune_epochs and config.choose_document_threshold:
             summary.update(choose_document_threshold(str(output / "model"), config.data, config.split))
+        if config.choose_lexical_prior is not None:
+            summary.update(choose_lexical_prior(str(output / "model"), config.choose_lexical_prior, config.split,
+                                                stems=config.lexical_prior_stems))
         (output / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

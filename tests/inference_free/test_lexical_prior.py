@@ -10,6 +10,7 @@ import pytest
 
 from semiret.data import Collection, Document
 from semiret.errors import SemiretError
+from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 from semiret.models.inference_free import InferenceFreeModel
 from semiret.text.bm25 import LexicalPrior
@@ -110,3 +111,57 @@ def test_training_from_a_model_with_a_prior_keeps_it_unless_told(prior_run, tmp_
                                                             "lexical_prior": given}))
         meta = json.loads((tmp_path / run / "model" / "inference-free.json").read_text())
         assert (meta["lexical_prior"] or {}).get("weight") == expected
+
+
+def test_a_prior_chosen_on_another_collection_after_training_is_recorded_and_indexed(prior_run, tmp_path):
+    """``--choose-lexical-prior``: the model trains without a prior, then the weight that another collection's
+    training queries prefer (the smallest within 0.001 of the best) is recorded and applied at indexing."""
+    from semiret.methods.inference_free import lexical_prior_sweep
+    from semiret.search.neural import InferenceFreeRetriever
+
+    root, _, summary = prior_run
+    other = write_beir(tmp_path / "other", docs=TINY_DOCS, split="train",
+                       queries={"o1": "cats in the garden", "o2": "statins and cancer"},
+                       qrels={"o1": {"d1": 1}, "o2": {"d2": 1}})
+    config = {**summary["config"], "output": str(tmp_path / "run"), "finetune_also": None, "lexical_prior": None,
+              "choose_lexical_prior": str(other)}
+    trained = train_inference_free(InferenceFreeTrainingConfig(**config))
+    meta = json.loads((tmp_path / "run" / "model" / "inference-free.json").read_text())
+    choice = meta["lexical_prior_choice"]
+    assert trained["lexical_prior_choice"] == choice and choice["split"] == "train"
+    weights = [row["weight"] for row in choice["rows"]]
+    assert weights == [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5]
+    best = max(row["nDCG@10"] for row in choice["rows"])
+    chosen = min(w for w, row in zip(weights, choice["rows"]) if row["nDCG@10"] >= best - 0.001)
+    assert (meta["lexical_prior"] or {}).get("weight", 0.0) == chosen
+    # the sweep is what the search finds: the chosen weight's row equals a search of the index it builds
+    model = str(tmp_path / "run" / "model")
+    forced = 0.5 if chosen == 0.0 else chosen
+    (row,) = lexical_prior_sweep(model, str(other), "train", [forced], measures=("nDCG@10",))
+    index = InferenceFreeRetriever.build(Collection(other).corpus(), tmp_path / "index", model=model,
+                                         lexical_prior=forced)
+    assert index.index.meta["analyzer"]["lexical_prior"]["weight"] == forced
+    queries = Collection(other).queries("train")
+    run = index.search(list(queries.values()), k=100).as_run(list(queries))
+    figures = score_run(run, Collection(other).qrels("train"), parse_measures(["nDCG@10"]))
+    assert figures["nDCG@10"] == pytest.approx(row["nDCG@10"], abs=1e-4)
+
+
+def test_choosing_a_prior_is_refused_where_it_would_tune_on_test_or_rewrite_a_packaged_model(prior_run, tmp_path):
+    from semiret.methods.inference_free import choose_lexical_prior, record_lexical_prior
+
+    root, output, summary = prior_run
+    common = {**summary["config"], "output": str(tmp_path / "run"), "finetune_also": None,
+              "choose_lexical_prior": str(root)}
+    with pytest.raises(SemiretError, match="trains with one"):  # the run's own prior (0.5) is trained in
+        train_inference_free(InferenceFreeTrainingConfig(**common))
+    with pytest.raises(SemiretError, match="trains with one"):  # --base's recorded prior, inherited
+        train_inference_free(InferenceFreeTrainingConfig(**{**common, "base": str(output / "model"),
+                                                            "lexical_prior": None}))
+    with pytest.raises(SemiretError, match="test queries"):
+        train_inference_free(InferenceFreeTrainingConfig(**{**common, "lexical_prior": 0.0, "split": "test"}))
+    assert not (tmp_path / "run" / "model").exists()  # each refused before training
+    with pytest.raises(SemiretError, match="test queries"):
+        choose_lexical_prior(str(output / "model"), str(root), "test")
+    with pytest.raises(SemiretError, match="packaged model"):
+        record_lexical_prior("inference-free-scifact", LexicalPrior(1.0))
