@@ -1,7 +1,7 @@
 """The lexical prior's weight, swept over a saved inference-free model without retraining.
 
 ``python scripts/lexical_prior_sweep.py --data vaswani --split test [--model inference-free-scifact]
-[--weights 0,0.1,0.3,0.5,1] [--stems] [--idf corpus]`` encodes the corpus once, then for each weight W
+[--weights 0,0.1,0.3,0.5,1 (default: 0 to 5)] [--stems] [--idf corpus]`` encodes the corpus once, then for each weight W
 searches the split's queries (weighted as the ``inference-free`` retriever weights them) over the model's
 document vectors (pruned at its recorded threshold) plus W x BM25 over the documents' own tokens
 (:class:`~semiret.text.bm25.LexicalPrior`), and the prior alone; prints one JSON object of nDCG@10 and R@100
@@ -21,7 +21,7 @@ import torch
 
 from semiret import progress
 from semiret.data.paths import dataset
-from semiret.methods.inference_free import choose_lexical_prior, lexical_prior_sweep
+from semiret.methods.inference_free import LEXICAL_PRIOR_WEIGHTS, choose_lexical_prior, lexical_prior_sweep
 from semiret.models.checkpoints import resolve_inference_free
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--data", default="scifact")
     parser.add_argument("--split", default="test")
     parser.add_argument("--model", default="inference-free-scifact")
-    parser.add_argument("--weights", default="0,0.1,0.3,0.5,1")
+    parser.add_argument("--weights", default=",".join(map(str, LEXICAL_PRIOR_WEIGHTS)))
     parser.add_argument("--stems", action="store_true", help="the prior credits stem variants")
     parser.add_argument("--idf", default="model", help="'model' (the table it was trained with) or 'corpus'")
     parser.add_argument("--record", action="store_true", help="write the chosen weight into the model")

@@ -81,8 +81,9 @@ def record_document_threshold(model: str | Path, threshold: float | None, sweep:
 
 
 # ---------------------------------------------------------------------------------------------- lexical prior
-LEXICAL_PRIOR_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
-"""The weights :func:`choose_lexical_prior` tries (those the packaged model's prior was chosen among)."""
+LEXICAL_PRIOR_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+"""The weights :func:`choose_lexical_prior` tries: those the packaged model's prior was chosen among (it took 1),
+and up to 5, where students fitted harder to their training collection peaked (2-3, docs/results.md)."""
 
 
 def lexical_prior_sweep(model: str, data: str, split: str, weights=LEXICAL_PRIOR_WEIGHTS, stems: bool = True,
@@ -139,6 +140,9 @@ def choose_lexical_prior(model: str, data: str, split: str = "train", weights=LE
     rows = lexical_prior_sweep(model, data, split, weights, stems, measures=("nDCG@10",))
     best = max(row["nDCG@10"] for row in rows)
     weight = min(row["weight"] for row in rows if row["nDCG@10"] >= best - tolerance)
+    if len(rows) > 1 and weight == max(weights):
+        log.warning("the lexical prior's best weight on %s is the largest tried, %s: a larger one may be better",
+                    data, weight)
     choice = {"data": str(data), "split": split, "measure": "nDCG@10", "stems": stems, "tolerance": tolerance,
               "rows": rows, "note": f"added to the trained model without retraining; the smallest weight within "
                                     f"{tolerance} of the best on these queries"}
@@ -279,7 +283,7 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     choose_lexical_prior: str | None = None
     """A collection (name or folder) whose --split queries choose the weight of a lexical prior recorded with the
     saved model after training (added at indexing, not trained with; stem variants per --lexical-prior-stems):
-    the smallest of 0-1.5 within 0.001 nDCG@10 of the best. Another collection than --data, so the prior is
+    the smallest of 0-5 within 0.001 nDCG@10 of the best. Another collection than --data, so the prior is
     chosen for corpora the model was not fitted to. The choice: :func:`choose_lexical_prior`."""
 
     def pretraining(self) -> list[str]:

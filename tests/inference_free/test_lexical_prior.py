@@ -116,7 +116,7 @@ def test_training_from_a_model_with_a_prior_keeps_it_unless_told(prior_run, tmp_
 def test_a_prior_chosen_on_another_collection_after_training_is_recorded_and_indexed(prior_run, tmp_path):
     """``--choose-lexical-prior``: the model trains without a prior, then the weight that another collection's
     training queries prefer (the smallest within 0.001 of the best) is recorded and applied at indexing."""
-    from semiret.methods.inference_free import lexical_prior_sweep
+    from semiret.methods.inference_free import LEXICAL_PRIOR_WEIGHTS, lexical_prior_sweep
     from semiret.search.neural import InferenceFreeRetriever
 
     root, _, summary = prior_run
@@ -130,7 +130,7 @@ def test_a_prior_chosen_on_another_collection_after_training_is_recorded_and_ind
     choice = meta["lexical_prior_choice"]
     assert trained["lexical_prior_choice"] == choice and choice["split"] == "train"
     weights = [row["weight"] for row in choice["rows"]]
-    assert weights == [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5]
+    assert weights == list(LEXICAL_PRIOR_WEIGHTS) and weights[0] == 0.0
     best = max(row["nDCG@10"] for row in choice["rows"])
     chosen = min(w for w, row in zip(weights, choice["rows"]) if row["nDCG@10"] >= best - 0.001)
     assert (meta["lexical_prior"] or {}).get("weight", 0.0) == chosen
