@@ -11,13 +11,13 @@ import json
 import sys
 
 from semiret.models.base import average_weights
-from semiret.models.checkpoints import INFERENCE_FREE
+from semiret.models.checkpoints import INFERENCE_FREE, resolve_inference_free
 from semiret.models.inference_free import InferenceFreeModel
 from semiret.models.splade import SpladeEncoder
 
 
 def main() -> None:
-    model_name, base, share, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    model_name, base, share, out = sys.argv[1], resolve_inference_free(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     model = InferenceFreeModel.load(model_name)
     model.encoder.float()
     average_weights(model.encoder, SpladeEncoder.from_pretrained(base).float(), share)
