@@ -160,6 +160,10 @@ def test_choosing_a_prior_is_refused_where_it_would_tune_on_test_or_rewrite_a_pa
                                                             "lexical_prior": None}))
     with pytest.raises(SemiretError, match="test queries"):
         train_inference_free(InferenceFreeTrainingConfig(**{**common, "lexical_prior": 0.0, "split": "test"}))
+    with pytest.raises(SemiretError, match="frozen base"):
+        train_inference_free(InferenceFreeTrainingConfig(**{**common, "lexical_prior": 0.0,
+                                                            "learn_query_weights": True,
+                                                            "freeze_document_encoder": True}))
     assert not (tmp_path / "run" / "model").exists()  # each refused before training
     with pytest.raises(SemiretError, match="test queries"):
         choose_lexical_prior(str(output / "model"), str(root), "test")
