@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SCENARIOS = ("supervised", "unsupervised", "joint")
 LOSSES = ("hierarchy", "contrastive", "mined")
+PSEUDO_QUERIES = ("span", "dropout", "title")
 
 
 @dataclass
@@ -96,6 +97,11 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
     and HCE adds the sampled negatives and the corpus embedding of each co-training step."""
     index_max_length: int = 256
     """Document tokens the saved model reads when it indexes."""
+    pseudo_queries: str = "span"
+    """HCE-U's pseudo-query of a document: 'span' (the paper's ICT: ``span_words`` consecutive words), 'dropout'
+    (the paper's SimCSE option: the document's own text, read at ``query_max_length`` tokens, a second view only
+    through its dropout mask and truncation) or 'title' (beyond the paper: the document's title, a span where a
+    document has none; titles of scientific abstracts read like the claims users search with)."""
     span_words: int = 64
     """Words of a document cut out as its inverse-cloze pseudo-query (at most half of its words)."""
     unsupervised_batch_size: int | None = None
@@ -120,7 +126,7 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
     """Seed that draws the dev split (HCE-U: its pseudo-queries), apart from --seed so that runs of several
     seeds are judged on the same held-out queries, none of which any of them trained on."""
     dev_pseudo_queries: int = 300
-    """HCE-U: inverse-cloze pseudo-queries in the label-free dev set."""
+    """HCE-U: inverse-cloze pseudo-queries in the label-free dev set (spans, whatever --pseudo-queries)."""
     kmeans_iterations: int = 50
 
     @property
@@ -163,6 +169,8 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
                                "hierarchy or mined, --negatives above 0 and --no-negative-gradients")
         if not 0 <= self.dev_fraction < 1:
             raise SemiretError(f"the dev fraction must be in [0, 1), got {self.dev_fraction}")
+        if self.pseudo_queries not in PSEUDO_QUERIES:
+            raise SemiretError(f"pseudo-queries must be one of {', '.join(PSEUDO_QUERIES)}, not {self.pseudo_queries!r}")
         if self.span_words < 1 or (self.unsupervised_batch_size or 2) < 2:
             raise SemiretError("the pseudo-query span needs a word and unsupervised batches two examples")
         self.validate_averaging()
@@ -208,9 +216,14 @@ def split_dev(training_set: TrainingSet, fraction: float, seed: int) -> tuple[Tr
     return kept, {q: {d: 1 for d in training_set.positives[q]} for q in sorted(dev)}
 
 
-def pseudo_query(document: Document, span_words: int, rng: random.Random) -> str:
-    """An inverse-cloze pseudo-query: ``span_words`` consecutive words of the document, at most half of its
-    words (a query that is the whole document teaches only self-matching)."""
+def pseudo_query(document: Document, span_words: int, rng: random.Random, kind: str = "span") -> str:
+    """A pseudo-query of ``kind`` (:attr:`HCETrainingConfig.pseudo_queries`). A span is ``span_words``
+    consecutive words of the document, at most half of its words (a query that is the whole document teaches
+    only self-matching, unless dropout makes it a second view)."""
+    if kind == "dropout":
+        return document.full_text
+    if kind == "title" and document.title.strip():
+        return document.title.strip()
     words = document.full_text.split()
     length = max(1, min(span_words, len(words) // 2))
     return independent_crop(words, rng, length, length)
@@ -222,9 +235,10 @@ class HierarchyBatches(BatchSource):
     each (documents in a shuffled cycle); unsupervised alone, ``per_epoch`` documents' pseudo-queries."""
 
     def __init__(self, corpus: Corpus, training_set: TrainingSet | None, batch_size: int, unsupervised: bool,
-                 unsupervised_batch_size: int | None, per_epoch: int | None, span_words: int):
+                 unsupervised_batch_size: int | None, per_epoch: int | None, span_words: int,
+                 pseudo_queries: str = "span"):
         self.corpus, self.training_set, self.batch_size = corpus, training_set, batch_size
-        self.unsupervised, self.span_words = unsupervised, span_words
+        self.unsupervised, self.span_words, self.pseudo_queries = unsupervised, span_words, pseudo_queries
         self.unsupervised_batch_size = unsupervised_batch_size or batch_size
         self.per_epoch = per_epoch
         self.rows = {doc_id: row for row, doc_id in enumerate(corpus.ids)}
@@ -252,7 +266,8 @@ class HierarchyBatches(BatchSource):
             while len(order) < size:
                 order += rng.sample(range(len(self.corpus.documents)), len(self.corpus.documents))
             rows, order = order[:size], order[size:]
-            unsupervised.append(tuple(HierarchyExample(pseudo_query(self.corpus.documents[r], self.span_words, rng), r)
+            unsupervised.append(tuple(HierarchyExample(pseudo_query(self.corpus.documents[r], self.span_words, rng,
+                                                                     self.pseudo_queries), r)
                                       for r in rows))
         if not supervised:
             return seeded([HierarchyBatch(unsupervised=u) for u in unsupervised], rng)
@@ -261,7 +276,8 @@ class HierarchyBatches(BatchSource):
 
 def pseudo_dev_set(corpus: Corpus, count: int, span_words: int, seed: int) -> tuple[dict[str, str], dict]:
     """HCE-U's label-free dev set: (queries, qrels) of ``count`` inverse-cloze pseudo-queries, each relevant
-    to the document it was cut from."""
+    to the document it was cut from. Spans whatever the training's pseudo-queries: a document is its own
+    'dropout' query (the dev metric would be 1 from the start) and holds its title (0.99 on SciFact)."""
     rng = random.Random(seed)
     rows = rng.sample(range(len(corpus.documents)), min(count, len(corpus.documents)))
     queries = {f"dev-{r}": pseudo_query(corpus.documents[r], span_words, rng) for r in rows}
@@ -425,7 +441,8 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     if cached is not None:
         loss.refresh_negatives(cached)
     batches = HierarchyBatches(corpus, training_set, config.batch_size, config.unsupervised,
-                               config.unsupervised_batch_size, config.unsupervised_per_epoch, config.span_words)
+                               config.unsupervised_batch_size, config.unsupervised_per_epoch, config.span_words,
+                               config.pseudo_queries)
     schedule = Schedule(config.epochs, config.learning_rate, config.warmup_epochs)
     trainer = Trainer(model, loss, batches, config, schedule, output,
                       learning_rates={"centroids.": config.centroid_learning_rate})

@@ -13,7 +13,8 @@ from helpers import Crash, checkpointed_weights, recording_loss, write_beir
 
 from semiret.data import Document
 from semiret.errors import SemiretError
-from semiret.methods.hce import CoTraining, Corpus, HCETrainingConfig, HierarchyBatches, pseudo_query, train_hce
+from semiret.methods.hce import (CoTraining, Corpus, HCETrainingConfig, HierarchyBatches, pseudo_dev_set,
+                                 pseudo_query, train_hce)
 from semiret.training.data import TrainingSet
 
 WORDS = ("cat dog bird fish statin cancer heart garden morning mail letter tumour mice risk therapy growth river "
@@ -262,11 +263,26 @@ def test_a_pseudo_query_is_a_span_of_its_document():
     assert len(pseudo_query(Document("s", "a b c d e f"), 64, random.Random(0)).split()) == 3
 
 
+def test_pseudo_query_kinds_title_dropout_and_span_fallback():
+    titled = Document("t", " ".join(f"w{i}" for i in range(200)), title="  A claim about w7  ")
+    untitled = Document("u", " ".join(f"v{i}" for i in range(200)))
+    assert pseudo_query(titled, 64, random.Random(0), "title") == "A claim about w7"
+    assert pseudo_query(untitled, 64, random.Random(0), "title") == pseudo_query(untitled, 64, random.Random(0))
+    assert pseudo_query(titled, 64, random.Random(0), "dropout") == titled.full_text  # SimCSE: the text itself
+    corpus = Corpus([titled, untitled])
+    queries = {e.query for b in HierarchyBatches(corpus, None, 2, True, None, None, 6, "title").epoch(random.Random(0))
+               for e in b.items.unsupervised}
+    assert "A claim about w7" in queries and len(queries) == 2
+    dev_queries, dev_qrels = pseudo_dev_set(corpus, 2, 6, 0)  # spans: a title is inside its own document
+    assert all(len(q.split()) == 6 for q in dev_queries.values()) and dev_qrels == {"dev-0": {"t": 1}, "dev-1": {"u": 1}}
+
+
 @pytest.mark.parametrize("options, message", [
     ({"dev_fraction": 0.01}, "dev split has no qrels"),
     ({"branching": 64}, "smaller than the branching"),
     ({"hierarchy_levels": 3}, "deeper"),
     ({"scenario": "semi"}, "scenario"),
+    ({"scenario": "unsupervised", "pseudo_queries": "summary"}, "pseudo-queries must be one of span, dropout, title"),
     ({"branching": 1}, "at least 2"),
     ({"scenario": "unsupervised", "batch_size": 10_000}, "too few to sample 4 negatives beside"),
     ({"cached_negatives": True, "loss": "contrastive"}, "--cached-negatives"),
