@@ -343,16 +343,24 @@ app.command(name="eval")(command_with_options(evaluate_command, _option_classes(
                                               help_suffix=_either_side))
 
 
+def _run_paths(paths: list[Path]) -> str | list[str]:
+    """A side of `compare --json`: its run's path, or the list of its seeds' paths."""
+    return str(paths[0]) if len(paths) == 1 else [str(p) for p in paths]
+
+
 @app.command()
-def compare(run: Path = typer.Argument(..., help="A TREC run (e.g. `semiret eval --run`)."),
-            baseline: Path = typer.Option(..., help="The TREC run to compare it with, query by query."),
+def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semiret eval --run`); several: one "
+                                                     "system's seeds, averaged query by query."),
+            baseline: list[Path] = typer.Option(..., help="The TREC run to compare it with, query by query; "
+                                                          "repeatable (the baseline's seeds, averaged)."),
             data: Path = typer.Option(..., help="The BEIR collection both runs searched (a folder, or a name under "
                                                 "shared/data)."),
             split: str = typer.Option("test", help="Qrels split."),
             measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
-    """Compare two saved runs on the same queries: each measure's means, difference and paired t-test (the
-    figures `semiret eval --baseline` gives, for runs already on disk)."""
+    """Compare saved runs on the same queries: each measure's means, difference and paired t-test (the
+    figures `semiret eval --baseline` gives, for runs already on disk). Several runs on a side (one system
+    trained with several seeds) are averaged query by query before the test."""
     from semiret.data.collection import Collection
     from semiret.data.paths import dataset
     from semiret.data.trec import read_trec_run
@@ -360,12 +368,14 @@ def compare(run: Path = typer.Argument(..., help="A TREC run (e.g. `semiret eval
     from semiret.evaluation.significance import compare_runs
 
     qrels = Collection(dataset(str(data))).qrels(split)
-    versus = compare_runs(read_trec_run(run), read_trec_run(baseline), qrels, parse_measures(measure))
-    figures = {"run": str(run), "baseline_run": str(baseline), "queries": len(qrels), "vs_baseline": versus}
+    versus = compare_runs([read_trec_run(p) for p in run], [read_trec_run(p) for p in baseline], qrels,
+                          parse_measures(measure))
+    figures = {"run": _run_paths(run), "baseline_run": _run_paths(baseline), "queries": len(qrels), "vs_baseline": versus}
     if as_json:
         print(json.dumps(figures))
         return
-    table = Table(title=f"{run.name} against {baseline.name} ({len(qrels)} {split} queries)")
+    names = {side: " + ".join(p.name for p in paths) for side, paths in (("run", run), ("baseline", baseline))}
+    table = Table(title=f"{names['run']} against {names['baseline']} ({len(qrels)} {split} queries)")
     for column in ("measure", "run", "baseline", "difference (p)", "better / worse"):
         table.add_column(column, justify="right")
     for name, v in versus.items():

@@ -8,7 +8,7 @@
 # (.gpu/data/scifact and .gpu/data/vaswani). ONLY="NAME ..." runs some of them (the names in RUNS below).
 set -u
 SCIFACT=${SCIFACT:-.gpu/data/scifact} VASWANI=${VASWANI:-.gpu/data/vaswani} EPOCHS=${EPOCHS:-10} U_EPOCHS=${U_EPOCHS:-4}
-OMP_NUM_THREADS=1 source scripts/device/hce_setup.sh
+OMP_NUM_THREADS=${THREADS:-1} source scripts/device/hce_setup.sh  # THREADS: CPU threads per run (16 cores over the runs)
 (while sleep 15; do nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader; done) > /tmp/logs/gpu.txt 2>&1 &
 monitor=$! pids=()
 t "training"

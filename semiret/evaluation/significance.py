@@ -1,10 +1,14 @@
 """Paired comparison of two runs on the same queries: is a difference in a measure more than query noise?
 
 The two-sided paired t-test over per-query values is what TREC practice and PyTerrier's ``Experiment(baseline=...)``
-report; on a few hundred queries (or Vaswani's 93) differences of 0.01-0.02 nDCG@10 are often within it.
+report; on a few hundred queries (or Vaswani's 93) differences of 0.01-0.02 nDCG@10 are often within it. A side may
+be several runs of one system (trained with several seeds): their per-query values are averaged before the test, so
+the comparison is between the systems rather than between two draws of their training noise.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -22,19 +26,21 @@ def check_baseline(baseline: Run, qrels: dict[str, dict[str, int]]) -> None:
         raise SemiretError("the baseline run has none of the judged queries (a run of another collection or split?)")
 
 
-def compare_runs(run: Run, baseline: Run, qrels: dict[str, dict[str, int]],
+def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels: dict[str, dict[str, int]],
                  measures: dict[str, object] | None = None) -> dict[str, dict]:
     """For each measure: the baseline's mean, the mean difference (run - baseline), the paired t-test p-value,
     and how many judged queries the run does better, worse or the same on. Queries missing from a run count
-    as 0, as in :func:`~semiret.evaluation.metrics.score_run`."""
-    check_baseline(baseline, qrels)
+    as 0, as in :func:`~semiret.evaluation.metrics.score_run`. Either side may be a list of runs (one system's
+    seeds), averaged query by query."""
+    runs, baselines = _as_runs(run), _as_runs(baseline)
+    for each in baselines:
+        check_baseline(each, qrels)
     judged = list(qrels)
     measures = measures or parse_measures(None)
     comparison = {}
     for name, measure in measures.items():
-        ours, theirs = per_query(run, qrels, measure), per_query(baseline, qrels, measure)
-        a = np.array([ours[q] for q in judged])
-        b = np.array([theirs[q] for q in judged])
+        a = _mean_per_query(runs, qrels, measure, judged)
+        b = _mean_per_query(baselines, qrels, measure, judged)
         diff = a - b
         # ttest_rel is undefined (nan) when every difference is equal; identical runs are simply not different
         p = float(stats.ttest_rel(a, b).pvalue) if np.ptp(diff) > 0 else (1.0 if not diff.any() else 0.0)
@@ -43,3 +49,15 @@ def compare_runs(run: Run, baseline: Run, qrels: dict[str, dict[str, int]],
                             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum()),
                             "same": int((diff == 0).sum())}
     return comparison
+
+
+def _as_runs(side: Run | Sequence[Run]) -> list[Run]:
+    runs = [side] if isinstance(side, Mapping) else list(side)
+    if not runs:
+        raise SemiretError("a side of the comparison has no runs")
+    return runs
+
+
+def _mean_per_query(runs: list[Run], qrels, measure, judged: list[str]) -> np.ndarray:
+    values = [per_query(run, qrels, measure) for run in runs]
+    return np.array([[v[q] for q in judged] for v in values]).mean(axis=0)

@@ -126,6 +126,12 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     assert set(same) == {"P@1"} and same["P@1"]["delta"] == 0 and same["P@1"]["p_value"] == 1.0
     assert "difference (p)" in invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec",
                                       "--data", beir_dir).stdout
+    seeds = json.loads(invoke("compare", tmp_path / "bot.trec", tmp_path / "bm25.trec", "--baseline",
+                              tmp_path / "bm25.trec", "--data", beir_dir, "--json").stdout)
+    assert seeds["run"] == [str(tmp_path / "bot.trec"), str(tmp_path / "bm25.trec")]
+    assert seeds["baseline_run"] == str(tmp_path / "bm25.trec")  # the run of bot and BM25 averaged, against BM25:
+    halved = seeds["vs_baseline"]["nDCG@10"]["delta"]             # half bot's difference
+    assert halved == pytest.approx(compared["vs_baseline"]["nDCG@10"]["delta"] / 2, abs=1e-5)
 
 
 def test_eval_table_and_measures(beir_dir):

@@ -135,6 +135,29 @@ def test_compare_runs_identical_and_clearly_better():
         compare_runs(run, {"other": {"D1": 1.0}}, qrels)
 
 
+def test_compare_runs_averages_each_sides_seeds_query_by_query():
+    from scipy import stats
+
+    run, qrels = random_run_and_qrels(7)
+    other_seed, _ = random_run_and_qrels(10)
+    baseline, _ = random_run_and_qrels(8)
+    measure = DEFAULT_MEASURES["nDCG@10"]
+    seeds = [per_query(r, qrels, measure) for r in (run, other_seed)]
+    mean = {q: (seeds[0][q] + seeds[1][q]) / 2 for q in qrels}
+    theirs = per_query(baseline, qrels, measure)
+    figures = compare_runs([run, other_seed], [baseline], qrels)["nDCG@10"]
+    expected = stats.ttest_rel([mean[q] for q in qrels], [theirs[q] for q in qrels]).pvalue
+    assert figures["p_value"] == pytest.approx(expected, abs=1e-6)
+    assert figures["delta"] == pytest.approx(sum(mean[q] - theirs[q] for q in qrels) / len(qrels), abs=1e-6)
+    assert figures["better"] == sum(mean[q] > theirs[q] for q in qrels)
+    assert compare_runs([run], baseline, qrels) == compare_runs(run, baseline, qrels)  # one seed is one run
+    assert compare_runs([run, run], [baseline, baseline], qrels) == compare_runs(run, baseline, qrels)
+    with pytest.raises(SemiretError, match="none of the judged queries"):  # every baseline seed is checked
+        compare_runs(run, [baseline, {"other": {"D1": 1.0}}], qrels)
+    with pytest.raises(SemiretError, match="no runs"):
+        compare_runs([], baseline, qrels)
+
+
 # ---------------------------------------------------------------------------- the evaluation runner
 def test_evaluate_on_a_tiny_collection(beir_dir, tmp_path):
     run_path = tmp_path / "runs" / "bm25.trec"
