@@ -370,7 +370,8 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     qrels = Collection(dataset(str(data))).qrels(split)
     versus = compare_runs([read_trec_run(p) for p in run], [read_trec_run(p) for p in baseline], qrels,
                           parse_measures(measure))
-    figures = {"run": _run_paths(run), "baseline_run": _run_paths(baseline), "queries": len(qrels), "vs_baseline": versus}
+    figures = {"run": _run_paths(run), "baseline_run": _run_paths(baseline), "queries": len(qrels),
+               "vs_baseline": versus}
     if as_json:
         print(json.dumps(figures))
         return
