@@ -245,7 +245,8 @@ pseudo-queries (a query's length, not the paper's 64), and the result averaged h
 the sampled negatives without gradients on every device, as these settings were chosen.
 HCE-U at HCE's own settings made ``hce-scifact`` worse on real queries while the known-item check rose (0.52 ->
 0.64 on Vaswani): fused with BM25, climate-fever's training queries 0.405 against 0.414 unadapted, and these
-settings 0.425 (+0.011, p = 0.02; docs/results.md)."""
+settings 0.425 (+0.011, p = 0.02; docs/results.md). SimCSE pseudo-queries instead of spans (HCE-U's other option,
+better from MiniLM) were worse there: -0.011 fused (p = 0.009)."""
 
 
 def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
