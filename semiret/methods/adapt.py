@@ -11,7 +11,12 @@ own label-free stages:
 - a **SiDR** model (``sidr-scifact``, a saved one): SiDR's own training (:func:`semiret.methods.sidr.train_sidr`:
   the semi-parametric loss, negatives retrieved from the corpus's bag-of-tokens index) continued on pseudo-queries
   of the corpus, each judged relevant to its source document, averaged half with the start (:data:`SIDR_ADAPT`);
-  searched as ``sidr-full``.
+  searched as ``sidr-full``;
+- a **GDR** model (``gdr-scifact``, a saved one): GDR trained again without labels over a prefix tree of this
+  corpus (:func:`semiret.methods.gdr.train_gdr`: E_D's vectors clustered by Algorithm 1, the decoder learning the
+  new cluster ids from the corpus's random spans and inverse-cloze sentences plus the pseudo-queries above), E_Q
+  going on from the model's own; its recorded search settings (beta) carried over (:data:`GDR_ADAPT`). The starting
+  model's tree is SciFact's, into which a foreign corpus's documents only join the nearest leaf.
 
 Without labels the only check is a **known-item test**: held-out pseudo-queries (``check_queries`` documents'
 crops and sentences, drawn with another seed than training's) each judged relevant to the document it was cut
@@ -61,7 +66,8 @@ class AdaptConfig:
     """The corpus to adapt to: a BEIR folder or a corpus file (.jsonl/.tsv); no labels are read."""
     model: str = INFERENCE_FREE.default
     """The model to adapt: an inference-free model (default: the packaged one), a dense encoder (minilm,
-    hce-scifact, a saved one) or a SiDR model (sidr-scifact, a saved one)."""
+    hce-scifact, a saved one), a SiDR model (sidr-scifact, a saved one) or a GDR model (gdr-scifact, a saved
+    one)."""
     output: str | None = None
     """Folder for the adapted model, its index, the report and the run (default: adapted/<corpus>-<model>)."""
     epochs: int = 2
@@ -90,13 +96,14 @@ def default_output(data: str, model: str) -> Path:
 
 
 def model_kind(model: str) -> str:
-    """'inference-free', 'sidr' or 'dense' (torch-free checks of the model's files); an error for any other
-    model."""
+    """'inference-free', 'sidr', 'gdr' or 'dense' (torch-free checks of the model's files); an error for any
+    other model."""
     from semiret.models.base import ENCODER_FILE
 
-    if any((folder / SIDR.marker).is_file() for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
-        return "sidr"
-    other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind not in (INFERENCE_FREE, SIDR)]
+    for kind, name in ((SIDR, "sidr"), (GDR, "gdr")):
+        if any((folder / kind.marker).is_file() for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
+            return name
+    other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind not in (INFERENCE_FREE, SIDR, GDR)]
     found = [kind for kind in other_kinds for folder in (Path(model), PACKAGED_CHECKPOINTS / model)
              if (folder / kind.marker).is_file()]
     if not found:
@@ -105,10 +112,9 @@ def model_kind(model: str) -> str:
         saved = model_directory_of("dense", model) / ENCODER_FILE
         if (json.loads(saved.read_text())["family"] if saved.is_file() else model) in ("dense", "minilm"):
             return "dense"
-    instead = {NAIL: f"search it with -r bm25+nail --model {model}, which adds BM25's score already",
-               GDR: f"search it with -r hybrid --neural gdr --model {model}, BM25 fused with it"}
+    instead = {NAIL: f"search it with -r bm25+nail --model {model}, which adds BM25's score already"}
     hint = instead.get(found[0]) if found else None
-    raise SemiretError(f"semiret adapt adapts inference-free, SiDR and dense models; {model!r} is none of them "
+    raise SemiretError(f"semiret adapt adapts inference-free, SiDR, GDR and dense models; {model!r} is none of them "
                        f"({hint or 'for other models, search with -r hybrid, BM25 fused with the model'}; "
                        "docs/results.md, 'Every packaged model against BM25 out of domain')")
 
@@ -164,7 +170,7 @@ def fusion_against_model(fused_run: dict, model_run: dict, qrels: dict) -> dict:
 
 
 def retriever_name(kind: str) -> str:
-    return {"inference-free": "inference-free", "sidr": "sidr-full"}.get(kind, "dense")
+    return {"inference-free": "inference-free", "sidr": "sidr-full", "gdr": "gdr"}.get(kind, "dense")
 
 
 def estimate_seconds(kind: str, model: str, documents: list[Document], config: AdaptConfig) -> float:
@@ -176,6 +182,9 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     if kind == "sidr":
         path, meta = SIDR.read(model)
         encoder = load_encoder(str(path / ("encoder" if meta["shared"] else "document")), "vdr")
+    elif kind == "gdr":
+        recorded = GDR.read(model)[1]["config"]
+        encoder = load_encoder(recorded["document_encoder"], "dense", max_length=recorded["document_max_length"])
     else:
         encoder = load_encoder(model, "splade" if kind == "inference-free" else "dense")
     probe = [d.full_text for d in documents[:16]]
@@ -193,6 +202,11 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         work = teacher_cost * n * 1.3 + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
     elif kind == "sidr":
         work = 3 * trained * 3 + n  # query, positive, a retrieved negative per pair; the bag-of-tokens index
+    elif kind == "gdr":
+        # E_D over the corpus for the tree and each of the start's and the adapted model's indexes; per epoch a
+        # span and a sentence of every document besides the pseudo-queries, each a short query through E_Q
+        # (about half a document's cost with the backward pass through its top layers) and the decoder
+        work = 3 * n + config.epochs * (2 * n + config.queries_per_epoch) * 0.5
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
     return per_document * (work + n * config.hybrid)  # the hybrid index encodes the corpus once more
@@ -204,8 +218,8 @@ def model_directory_of(kind: str, model: str) -> Path:
 
     if kind == "inference-free":
         return INFERENCE_FREE.directory(model)
-    if kind == "sidr":
-        return SIDR.directory(model)
+    if kind in ("sidr", "gdr"):
+        return (SIDR if kind == "sidr" else GDR).directory(model)
     shipped = PACKAGED_CHECKPOINTS / model
     return shipped if shipped.is_dir() and not Path(model).exists() else resolve_model_path(model)
 
@@ -247,6 +261,10 @@ HCE-U at HCE's own settings made ``hce-scifact`` worse on real queries while the
 0.64 on Vaswani): fused with BM25, climate-fever's training queries 0.405 against 0.414 unadapted, and these
 settings 0.425 (+0.011, p = 0.02; docs/results.md). SimCSE pseudo-queries instead of spans (HCE-U's other option,
 better from MiniLM) were worse there: -0.011 fused (p = 0.009)."""
+
+GDR_ADAPT = {"trained_query_layers": 2}
+"""GDR on a new corpus at the packaged model's own settings: E_Q's top 2 layers trained (what fitted the CPU
+budget, docs/results.md); the decoder's shape is the start's, its weights learn the new tree from the start."""
 
 
 def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
@@ -291,12 +309,37 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
         labelled = pseudo_labelled_collection(corpus, documents, config, run / "pseudo-queries")
         train_sidr(SiDRTrainingConfig(**{**common, "data": str(labelled)}, epochs=config.epochs, **SIDR_ADAPT))
         return run / "model"
+    if kind == "gdr":
+        return train_adapted_gdr(config, corpus, documents, start, run, common)
     from semiret.methods.hce import HCETrainingConfig, train_hce
 
     train_hce(HCETrainingConfig(**common, scenario="unsupervised", epochs=config.epochs,
                                 unsupervised_per_epoch=config.queries_per_epoch, document_max_length=config.max_length,
                                 index_max_length=length or HCETrainingConfig.index_max_length, **DENSE_ADAPT))
     return run / "model"
+
+
+def train_adapted_gdr(config: AdaptConfig, corpus: Path, documents: list[Document], start: str, run: Path,
+                      common: dict) -> Path:
+    """GDR trained again over a tree of this corpus, E_Q and the decoder's shape from ``start``, the start's
+    search settings recorded in the result."""
+    from semiret.methods.gdr import GDRTrainingConfig, train_gdr
+    from semiret.models.gdr import QUERY_ENCODER
+
+    path, meta = GDR.read(start)
+    recorded = meta["config"]
+    labelled = pseudo_labelled_collection(corpus, documents, config, run / "pseudo-queries")
+    train_gdr(GDRTrainingConfig(
+        **{**common, "data": str(labelled), "base": str(path / QUERY_ENCODER)},
+        document_encoder=recorded["document_encoder"], document_max_length=recorded["document_max_length"],
+        query_max_length=recorded["query_max_length"], branching=recorded["branching"],
+        decoder_layers=recorded["decoder_layers"], heads=recorded["heads"], adaptive_head=recorded["adaptive_head"],
+        adaptor_layers=recorded["adaptor_layers"],
+        epochs=config.epochs, **GDR_ADAPT))
+    adapted = run / "model"
+    if "search" in meta:
+        GDR.write_marker(adapted, **{**GDR.read(str(adapted))[1], "search": meta["search"]})
+    return adapted
 
 
 def adapt(config: AdaptConfig, confirm=None) -> dict:

@@ -18,7 +18,7 @@ import numpy as np
 from semiret.clustering import nearest_means
 from semiret.errors import SemiretError
 from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
-from semiret.models.checkpoints import GDR
+from semiret.models.checkpoints import GDR, check_adapted_corpus
 from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 
@@ -72,6 +72,9 @@ class GDRDocuments(DocumentSide):
     def index_config(self) -> dict:
         return {"dim": self.clusters.leaf_means.shape[1], "analyzer": self.config,
                 "leaf_count": len(self.clusters.cids), "fingerprint": self.tree.fingerprint()}
+
+    def prepare(self, documents):
+        check_adapted_corpus(self.config["model"], [d.id for d in documents])
 
     def encode(self, documents) -> ClusteredEmbeddings:
         vectors = self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size,

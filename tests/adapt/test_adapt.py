@@ -126,6 +126,33 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
                                                model=str(output / "model"))
 
 
+def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr, tmp_path, small_corpora):
+    import shutil
+
+    from semiret.models.checkpoints import GDR
+    from semiret.models.gdr import Clusters
+    from semiret.search.retrievers import open_retriever, retriever_class
+
+    start = tmp_path / "start"
+    shutil.copytree(tiny_gdr, start)
+    path, meta = GDR.read(str(start))
+    GDR.write_marker(path, **{**meta, "search": {"beta": 7.0}})
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus, start, output, hybrid=False))
+    assert report["kind"] == "gdr" and report["retriever"] == "gdr" and report["estimate_seconds"] > 0
+    summary = json.loads((output / "train" / "summary.json").read_text())
+    assert summary["pairs"] == 8 and summary["config"]["trained_query_layers"] == 2
+    assert summary["config"]["branching"] == 3 and summary["config"]["base"] == str(start.resolve() / "query-encoder")
+    trained = Clusters.load(output / "train" / "model" / "clusters.npz")
+    assert sorted(trained.document_ids) == sorted(f"d{i}" for i in range(40))  # a tree of this corpus, not the start's
+    assert GDR.read(str(output / "train" / "model"))[1]["search"] == {"beta": 7.0}  # the start's search settings
+    assert open_retriever(output / "index").name == "gdr"
+    if report["kept"] == "adapted":
+        with pytest.raises(SemiretError, match="was adapted to"):
+            retriever_class("gdr").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
+                                         model=str(output / "model"))
+
+
 def test_a_model_worse_on_the_check_is_not_kept(corpus, inference_free_start, tiny_bert, tmp_path, small_corpora,
                                                monkeypatch):
     figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}, {"nDCG@10": 0.3, "R@100": 0.97}])
@@ -185,8 +212,6 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
     with pytest.raises(SemiretError, match="none of them.*-r bm25\\+nail --model nail-scifact"):
         adapt(settings(corpus, "nail-scifact", tmp_path / "o"))
-    with pytest.raises(SemiretError, match="none of them.*-r hybrid --neural gdr --model gdr-scifact"):
-        adapt(settings(corpus, "gdr-scifact", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
 
