@@ -264,7 +264,7 @@ better from MiniLM) were worse there: -0.011 fused (p = 0.009)."""
 
 GDR_ADAPT = {"trained_query_layers": 2}
 """GDR on a new corpus at the packaged model's own settings: E_Q's top 2 layers trained (what fitted the CPU
-budget, docs/results.md); the decoder's shape is the start's, its weights learn the new tree from the start."""
+budget, docs/results.md); the decoder has the start's shape and starts afresh, since the tree it learns is new."""
 
 
 def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
