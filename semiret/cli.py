@@ -224,6 +224,18 @@ def merge_shards_command(out: Path = typer.Argument(..., help="Index directory t
     _print_json(merge_shards(out, shards, overwrite=overwrite).describe())
 
 
+@app.command(name="hybrid-index")
+def hybrid_index_command(neural_index: Path = typer.Argument(..., help="An index a neural retriever built, with its "
+                                                                       "texts stored."),
+                         out: Path = typer.Argument(..., help="Hybrid index directory to create."),
+                         overwrite: bool = typer.Option(False, help="Replace an existing index.")):
+    """BM25 beside an existing neural index, searched fused (-r hybrid): BM25 is built from the stored texts
+    and the neural index copied in, so no document is encoded again."""
+    from semiret.search.hybrid import HybridRetriever
+
+    _print_json(HybridRetriever.around(neural_index, out, overwrite=overwrite).index.describe())
+
+
 @app.command()
 def info(index: Path = typer.Argument(..., help="Index directory."),
          backend: Optional[str] = _backend_option(),

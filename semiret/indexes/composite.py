@@ -15,7 +15,7 @@ import copy
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, staged_directory
@@ -40,19 +40,34 @@ class CompositeIndex:
               store_texts: bool = True, overwrite: bool = False, extra_meta: dict | None = None) -> "CompositeIndex":
         """Build every part from ``{part: batch}`` batches; ``parts`` maps each part's name to its index class
         (``index_class``), kind (``kind``) and build options (the rest)."""
+        batch_list = list(batches)
+
+        def part_writer(name: str, config: dict, position: int):
+            config = dict(config)
+            index_class, part_kind = config.pop("index_class"), config.pop("kind")
+            part_meta = {"retriever": config.pop("retriever")} if "retriever" in config else None
+            return lambda target: index_class.build(target, part_kind, [batch[name] for batch in batch_list],
+                                                    **config, store_texts=store_texts and position == 0,
+                                                    extra_meta=part_meta)
+
+        return cls.assemble(path, kind, {name: part_writer(name, config, position)
+                                         for position, (name, config) in enumerate(parts.items())},
+                            overwrite=overwrite, extra_meta=extra_meta)
+
+    @classmethod
+    def assemble(cls, path: str | Path, kind: str, writers: dict[str, Callable[[Path], object]],
+                 overwrite: bool = False, extra_meta: dict | None = None) -> "CompositeIndex":
+        """A composite index whose parts are written, in order, by ``writers`` (part name -> a function that
+        writes a complete index at the path it is given), staged and published as one directory: a failing
+        writer leaves any old index at ``path`` untouched. The first part stores the texts."""
         target = Path(path)
         _check_build_target(target, overwrite)
-        batch_list = list(batches)
         with staged_directory(target, overwrite) as staged:
-            for position, (name, config) in enumerate(parts.items()):
-                config = dict(config)
-                index_class, part_kind = config.pop("index_class"), config.pop("kind")
-                part_meta = {"retriever": config.pop("retriever")} if "retriever" in config else None
-                index_class.build(staged / name, part_kind, [batch[name] for batch in batch_list], **config,
-                                  store_texts=store_texts and position == 0, extra_meta=part_meta)
+            for name, write in writers.items():
+                write(staged / name)
             atomic_write_json(staged / META_FILE, {
-                "format": cls.FORMAT, "version": cls.VERSION, "kind": kind, "parts": list(parts),
-                "analyzer": {"type": "composite", "parts": list(parts)},
+                "format": cls.FORMAT, "version": cls.VERSION, "kind": kind, "parts": list(writers),
+                "analyzer": {"type": "composite", "parts": list(writers)},
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra_meta or {})})
         return cls.open(target)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -77,6 +77,17 @@ class EmbeddingCache:
                 if doc_id not in self._vectors:
                     self._vectors[doc_id] = vector
                     self._pending.append(doc_id)
+
+    def dense_vectors(self, doc_ids: Sequence[str], embed: Callable[[list[int]], np.ndarray]) -> np.ndarray:
+        """The dense vectors of ``doc_ids`` in order (a matrix): cached ones read, the others computed by
+        ``embed`` (given their positions in ``doc_ids``), cached and flushed."""
+        if self.kind != "dense":
+            raise SemiretError("this embedding cache holds sparse vectors")
+        absent = [position for position, doc_id in enumerate(doc_ids) if doc_id not in self._vectors]
+        if absent:
+            self.put([doc_ids[p] for p in absent], embed(absent))
+            self.flush()
+        return np.stack([self._vectors[doc_id] for doc_id in doc_ids]).astype(np.float32, copy=False)
 
     def flush(self) -> None:
         """Write embeddings added since the last flush as one new chunk."""

@@ -203,13 +203,13 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     elif kind == "sidr":
         work = 3 * trained * 3 + n  # query, positive, a retrieved negative per pair; the bag-of-tokens index
     elif kind == "gdr":
-        # E_D over the corpus for the tree and each of the start's and the adapted model's indexes; per epoch a
-        # span and a sentence of every document besides the pseudo-queries, each a short query through E_Q
-        # (about half a document's cost with the backward pass through its top layers) and the decoder
-        work = 3 * n + config.epochs * (2 * n + config.queries_per_epoch) * 0.5
+        # E_D over the corpus once (its vectors cached for the tree and both indexes); per epoch a span and a
+        # sentence of every document besides the pseudo-queries, each a short query through E_Q (about half a
+        # document's cost with the backward pass through its top layers) and the decoder
+        work = n + config.epochs * (2 * n + config.queries_per_epoch) * 0.5
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
-    return per_document * (work + n * config.hybrid)  # the hybrid index encodes the corpus once more
+    return per_document * work  # the hybrid index adds BM25 beside the model's index, encoding nothing
 
 
 def model_directory_of(kind: str, model: str) -> Path:
@@ -288,6 +288,12 @@ def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: 
     return folder
 
 
+def index_options(kind: str, output: Path) -> dict:
+    """Build options of every index (and the training) of one adaptation: GDR's start and adapted models share
+    E_D, so its vectors of the corpus are computed once and kept in ``<output>/train/document-embeddings``."""
+    return {"embedding_cache": str(output / "train" / "document-embeddings")} if kind == "gdr" else {}
+
+
 def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[Document], start: str,
                   run: Path) -> Path:
     """Run the recipe's label-free stage; the adapted model's folder."""
@@ -335,7 +341,7 @@ def train_adapted_gdr(config: AdaptConfig, corpus: Path, documents: list[Documen
         query_max_length=recorded["query_max_length"], branching=recorded["branching"],
         decoder_layers=recorded["decoder_layers"], heads=recorded["heads"], adaptive_head=recorded["adaptive_head"],
         adaptor_layers=recorded["adaptor_layers"],
-        epochs=config.epochs, **GDR_ADAPT))
+        epochs=config.epochs, **index_options("gdr", run.parent), **GDR_ADAPT))
     adapted = run / "model"
     if "search" in meta:
         GDR.write_marker(adapted, **{**GDR.read(str(adapted))[1], "search": meta["search"]})
@@ -374,14 +380,16 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
     queries, qrels = check_set(documents, config.check_queries, config.seed + 7919)
     retriever = retriever_class(retriever_name(kind))
     start_index = output / "start-index"
-    runs = {"start": known_item_run(retriever.build(documents, start_index, overwrite=True, model=start), queries)}
+    shared = index_options(kind, output)
+    runs = {"start": known_item_run(retriever.build(documents, start_index, overwrite=True, model=start, **shared),
+                                    queries)}
     before = known_item_figures(runs["start"], qrels)
     adapted = train_adapted(kind, config, corpus, documents, start, output / "train")
     atomic_write_json(adapted / ADAPTED_CORPUS_FILE, {"corpus": str(corpus), **corpus_fingerprint(d.id for d in documents)})
     # published first, then measured: the index records its model's path, so it is built from the published copy
     replace_tree(adapted, output / "model")
     runs["adapted"] = known_item_run(retriever.build(documents, output / "index", overwrite=True,
-                                                     model=str(output / "model")), queries)
+                                                     model=str(output / "model"), **shared), queries)
     after = known_item_figures(runs["adapted"], qrels)
     kept = after["nDCG@10"] >= before["nDCG@10"]
     if kept:
@@ -394,9 +402,9 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
              "adapted": after}
     searched_with = retriever_name(kind)
     if config.hybrid:
-        fused_run = known_item_run(retriever_class("hybrid").build(
-            documents, output / "hybrid-index", overwrite=True, neural=retriever_name(kind),
-            model=str(output / "model")), queries)
+        # BM25 beside the index just built: the corpus is not encoded again
+        fused_run = known_item_run(retriever_class("hybrid").around(output / "index", output / "hybrid-index",
+                                                                    overwrite=True), queries)
         check["hybrid"] = known_item_figures(fused_run, qrels)
         check["hybrid_vs_model"] = fusion_against_model(fused_run, runs["adapted" if kept else "start"], qrels)
         if not check["hybrid_vs_model"]["worse"]:

@@ -93,6 +93,9 @@ class GDRTrainingConfig(TrainingConfig):
     held_out_fraction: float = 0.0
     """Share of the documents left out of clustering and training (the Table 6 protocol)."""
     kmeans_iterations: int = 50
+    embedding_cache: str | None = None
+    """A directory keeping E_D's vectors by document id (the ``gdr`` retriever's option of that name): vectors
+    found there are not computed again, others are added."""
 
     def validate(self) -> None:
         if self.identifiers not in IDENTIFIERS:
@@ -154,7 +157,7 @@ def held_out_documents(documents: list[Document], fraction: float, seed: int) ->
 
 def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np.ndarray:
     """E_D's vectors of ``documents``, read from the run folder when they were computed for the same documents
-    and encoder, else computed (one pass of E_D) and stored there."""
+    and encoder, else computed (one pass of E_D, less what ``embedding_cache`` holds) and stored there."""
     cache = Path(config.output) / VECTORS_FILE
     ids = np.asarray([d.id for d in documents], dtype=str)
     if cache.is_file():
@@ -164,11 +167,22 @@ def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np
     from semiret.models.encoders import load_encoder
     from semiret.training.distributed import training_device
 
-    encoder = load_encoder(config.encoder_of_documents, "dense", max_length=config.document_max_length)
-    encoder.to(training_device(config.device))  # one pass over the corpus: on the GPU where training runs there
-    if config.threads:
-        encoder.threads = config.threads
-    vectors = encoder.encode_document([d.full_text for d in documents], batch_size=64)
+    def embed(positions):
+        encoder = load_encoder(config.encoder_of_documents, "dense", max_length=config.document_max_length)
+        encoder.to(training_device(config.device))  # one pass over the corpus: on the GPU where training runs
+        if config.threads:
+            encoder.threads = config.threads
+        return encoder.encode_document([documents[p].full_text for p in positions], batch_size=64)
+
+    if config.embedding_cache:
+        from semiret.indexes.embedding_cache import EmbeddingCache
+        from semiret.search.gdr import document_encoder_fingerprint
+
+        shared = EmbeddingCache(config.embedding_cache, "dense",
+                                document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length))
+        vectors = shared.dense_vectors([d.id for d in documents], embed)
+    else:
+        vectors = embed(range(len(documents)))
     cache.parent.mkdir(parents=True, exist_ok=True)
     staged = cache.with_suffix(".tmp.npz")
     np.savez(staged, ids=ids, vectors=vectors, encoder=config.encoder_of_documents)

@@ -18,6 +18,7 @@ import numpy as np
 from semiret.clustering import nearest_means
 from semiret.errors import SemiretError
 from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
+from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.models.checkpoints import GDR, check_adapted_corpus
 from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -27,12 +28,21 @@ BEAMS = 100
 """The paper's beam size (and its length penalty, 0.8, the option's default)."""
 
 
+def document_encoder_fingerprint(encoder: str, max_length: int | None) -> str:
+    """What an embedding cache of E_D's vectors records about the encoder that made them."""
+    return f"{encoder} (dense, {max_length or 'its own'} document tokens)"
+
+
 @dataclass
 class GDRDocumentOptions:
     model: str = GDR.default
     """GDR model: a saved directory (semiret train gdr) or the packaged gdr-scifact."""
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
+    embedding_cache: str | None = None
+    """A directory keeping E_D's document vectors by id (created when absent): documents found there are not
+    embedded again, others are added. For several indexes of one corpus by models sharing E_D (what
+    ``semiret adapt`` builds); keyed by id, so start a new one when texts change."""
 
 
 class GDRDocuments(DocumentSide):
@@ -43,7 +53,7 @@ class GDRDocuments(DocumentSide):
     index_class = ClusteredDenseIndex
     batch_size = 1024
 
-    def __init__(self, config: dict, encode_batch_size: int = ENCODE_BATCH_SIZE):
+    def __init__(self, config: dict, encode_batch_size: int = ENCODE_BATCH_SIZE, embedding_cache: str | None = None):
         from semiret.models.gdr import PrefixTree, read_clusters
 
         self.config, self.encode_batch_size = config, encode_batch_size
@@ -51,11 +61,17 @@ class GDRDocuments(DocumentSide):
         self.model_config = meta["config"]
         self.tree = PrefixTree(self.clusters.cids, self.model_config["branching"])
         self.trained_leaf = dict(zip(self.clusters.document_ids, self.clusters.document_leaves.tolist()))
+        self.cache = None
+        if embedding_cache:
+            self.cache = EmbeddingCache(embedding_cache, "dense",
+                                        document_encoder_fingerprint(self.model_config["document_encoder"],
+                                                                     self.model_config["document_max_length"]),
+                                        self.clusters.leaf_means.shape[1])
 
     @classmethod
     def create(cls, options: GDRDocumentOptions):
         path, _ = GDR.read(options.model)
-        return cls(encoder_config(FAMILY, str(path), None), options.encode_batch_size)
+        return cls(encoder_config(FAMILY, str(path), None), options.encode_batch_size, options.embedding_cache)
 
     @classmethod
     def from_index(cls, index):
@@ -77,8 +93,12 @@ class GDRDocuments(DocumentSide):
         check_adapted_corpus(self.config["model"], [d.id for d in documents])
 
     def encode(self, documents) -> ClusteredEmbeddings:
-        vectors = self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size,
-                                               show_progress=False)
+        def embed(positions):
+            return self.encoder.encode_document([documents[p].full_text for p in positions],
+                                                batch_size=self.encode_batch_size, show_progress=False)
+
+        vectors = (self.cache.dense_vectors([d.id for d in documents], embed) if self.cache is not None
+                   else embed(range(len(documents))))
         leaves = np.asarray([self.trained_leaf.get(d.id, -1) for d in documents], np.int64)
         new = leaves < 0
         if new.any():

@@ -7,13 +7,17 @@ min-max normalised scores), with a configurable weight.
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 import numba
 import numpy as np
 
 from semiret.errors import SemiretError
+from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
+from semiret.indexes.segments import LOCK_FILE
 from semiret.search.retrievers import (
     DocumentSide,
     QuerySide,
@@ -203,6 +207,31 @@ class HybridRetriever(Retriever):
     name = "hybrid"
     documents = HybridDocuments
     queries = HybridQueries
+
+    @classmethod
+    def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False,
+               **options) -> "HybridRetriever":
+        """A hybrid index over an index a neural retriever already built: BM25 built from the texts it stores
+        and the index itself copied in unchanged, so no document is encoded again (``semiret hybrid-index``;
+        what ``semiret adapt`` does after building its index). ``options``: search options."""
+        source = open_index(neural_index)
+        built_by = source.meta.get("retriever")
+        if isinstance(source, CompositeIndex) or built_by in (None, "bm25", cls.name):
+            raise SemiretError(f"{neural_index} was not built by a neural retriever (it holds a {source.kind!r} "
+                               f"index built by {built_by or 'an unknown retriever'}); hybrid needs one")
+        if not source.meta.get("store_texts"):
+            raise SemiretError(f"{neural_index} stores no texts (built with --no-store-texts), which BM25 needs: "
+                               "build the hybrid index from the corpus (semiret index -r hybrid)")
+        cls._search_options(options)  # bad options fail before any work
+        with source.writing():  # no commit lands while the index is read and copied
+            ids = source.live_ids()
+            index = CompositeIndex.assemble(path, cls.documents.index_kind, {
+                LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
+                                                                      target, total=len(ids)),
+                NEURAL: lambda target: shutil.copytree(source.path, target,
+                                                       ignore=shutil.ignore_patterns(LOCK_FILE, "*.tmp-*"))},
+                overwrite=overwrite, extra_meta={"retriever": cls.name})
+        return cls.from_index(index, **options)
 
 
 @numba.njit(**NUMBA_OPTIONS)

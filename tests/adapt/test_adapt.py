@@ -138,15 +138,18 @@ def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr
     path, meta = GDR.read(str(start))
     GDR.write_marker(path, **{**meta, "search": {"beta": 7.0}})
     output = tmp_path / "adapted"
-    report = adapt(settings(corpus, start, output, hybrid=False))
-    assert report["kind"] == "gdr" and report["retriever"] == "gdr" and report["estimate_seconds"] > 0
+    report = adapt(settings(corpus, start, output))
+    assert report["kind"] == "gdr" and report["retriever"] in ("gdr", "hybrid") and report["estimate_seconds"] > 0
+    cache = json.loads((output / "train" / "document-embeddings" / "meta.json").read_text())
+    assert len(cache["chunks"]) == 1  # E_D embedded the corpus once: the start's index; training and both
+    # indexes after it read the cache, and the hybrid index copies the model's index beside a new BM25
     summary = json.loads((output / "train" / "summary.json").read_text())
     assert summary["pairs"] == 8 and summary["config"]["trained_query_layers"] == 2
     assert summary["config"]["branching"] == 3 and summary["config"]["base"] == str(start.resolve() / "query-encoder")
     trained = Clusters.load(output / "train" / "model" / "clusters.npz")
     assert sorted(trained.document_ids) == sorted(f"d{i}" for i in range(40))  # a tree of this corpus, not the start's
     assert GDR.read(str(output / "train" / "model"))[1]["search"] == {"beta": 7.0}  # the start's search settings
-    assert open_retriever(output / "index").name == "gdr"
+    assert open_retriever(output / "index").name == report["retriever"]
     if report["kept"] == "adapted":
         with pytest.raises(SemiretError, match="was adapted to"):
             retriever_class("gdr").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",

@@ -312,6 +312,30 @@ def test_documents_are_added_to_the_nearest_leaf_and_deleted_without_retraining(
     assert retriever.index.fingerprint == fingerprint and len(model.tree.cids) == len(model.clusters.cids)
 
 
+def test_an_embedding_cache_spares_a_second_embedding_of_the_corpus(trained, gdr_index, collection, tmp_path,
+                                                                    monkeypatch):
+    """Indexes built with one ``embedding_cache`` embed each document once; their vectors are E_D's."""
+    from semiret.data.collection import Collection
+    from semiret.models.base import TextEncoder
+    from semiret.search import GDRRetriever
+
+    embedded = []
+    encode = TextEncoder.encode_document
+    monkeypatch.setattr(TextEncoder, "encode_document",
+                        lambda self, texts, *a, **k: embedded.extend(texts) or encode(self, texts, *a, **k))
+    documents, model, cache = list(Collection(collection).corpus()), str(trained[0] / "model"), tmp_path / "cache"
+    first = GDRRetriever.build(documents, tmp_path / "a", model=model, beams=2, embedding_cache=str(cache))
+    assert len(embedded) == 40
+    second = GDRRetriever.build(documents, tmp_path / "b", model=model, beams=2, embedding_cache=str(cache))
+    second.add([Document("new-1", "statin therapy and tumour growth")])
+    assert len(embedded) == 41  # only the new document
+    reference = GDRRetriever.open(gdr_index, beams=2)
+    for doc_id in ("d0", "d17", "d39"):
+        assert np.allclose(second.index.get_vector(doc_id), reference.index.get_vector(doc_id), atol=1e-6)
+        assert np.array_equal(first.index.get_vector(doc_id), second.index.get_vector(doc_id))
+    assert second.search(["statin cancer risk"], k=5).ids == reference.search(["statin cancer risk"], k=5).ids
+
+
 def test_bad_input_is_refused_before_any_compute(trained, gdr_index, collection, tmp_path, tiny_nail, tiny_bert):
     from semiret.models.gdr import CLUSTERS_FILE
     from semiret.search import DenseRetriever, GDRRetriever

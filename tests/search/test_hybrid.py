@@ -125,3 +125,42 @@ def test_cli_builds_and_evaluates_a_hybrid(tmp_path):
                                   "--json"])
     assert figures.exit_code == 0, figures.output
     assert 0 < json.loads(figures.stdout)["nDCG@10"] <= 1
+
+
+def test_a_hybrid_index_is_assembled_around_a_built_neural_index(tmp_path, hybrid):
+    """``semiret hybrid-index``: BM25 from the neural index's stored texts, the neural index copied unchanged;
+    it searches as a hybrid built from the corpus does, and the neural index itself is left as it was."""
+    from semiret.search import retriever_class
+
+    neural = retriever_class("idf").build(TINY_DOCS, tmp_path / "idf")
+    neural.delete(["d3"])
+    result = CliRunner().invoke(app, ["hybrid-index", str(tmp_path / "idf"), str(tmp_path / "around")])
+    assert result.exit_code == 0, result.output
+    around = open_retriever(tmp_path / "around")
+    assert isinstance(around, HybridRetriever) and around.index.n_docs == 5
+    texts = list(TINY_QUERIES.values())
+    hybrid.delete(["d3"])
+    assert around.search(texts, k=10).ids == hybrid.search(texts, k=10).ids
+    assert around.index.get_document("d2").text == hybrid.index.get_document("d2").text
+    around.add([Document("d9", "A quokka photographs cats.")])
+    assert around.search("quokka", k=1)[0].id == "d9" and neural.index.n_docs == 5
+    assert open_retriever(tmp_path / "idf").index.n_docs == 5
+
+
+def test_a_hybrid_index_needs_a_neural_index_with_texts(tmp_path, hybrid):
+    from semiret.search import retriever_class
+
+    retriever_class("bm25").build(TINY_DOCS, tmp_path / "bm25")
+    retriever_class("idf").build(TINY_DOCS, tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="not built by a neural retriever"):
+        HybridRetriever.around(tmp_path / "bm25", tmp_path / "a")
+    with pytest.raises(SemiretError, match="not built by a neural retriever"):
+        HybridRetriever.around(hybrid.index.path, tmp_path / "b")
+    with pytest.raises(SemiretError, match="stores no texts"):
+        HybridRetriever.around(tmp_path / "bare", tmp_path / "c")
+    retriever_class("idf").build(TINY_DOCS, tmp_path / "idf")
+    before = hybrid.search(["cats"], k=10).ids
+    with pytest.raises(SemiretError, match="already exists"):
+        HybridRetriever.around(tmp_path / "idf", hybrid.index.path)
+    assert open_retriever(hybrid.index.path).search(["cats"], k=10).ids == before
+    assert not any((tmp_path / name).exists() for name in "abc") and not leftovers(tmp_path)
