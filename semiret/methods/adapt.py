@@ -204,9 +204,10 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         work = 3 * trained * 3 + n  # query, positive, a retrieved negative per pair; the bag-of-tokens index
     elif kind == "gdr":
         # E_D over the corpus once (its vectors cached for the tree and both indexes); per epoch a span and a
-        # sentence of every document besides the pseudo-queries, each a short query through E_Q (about half a
-        # document's cost with the backward pass through its top layers) and the decoder
-        work = n + config.epochs * (2 * n + config.queries_per_epoch) * 0.5
+        # sentence of every document besides the pseudo-queries, each a short query through E_Q with the backward
+        # pass through its top layers, and the decoder: about 1.1 documents' encoding each (measured on Vaswani's
+        # and climate-fever's short documents, 0.95 and 1.5; docs/results.md)
+        work = n + config.epochs * (2 * n + config.queries_per_epoch) * 1.1
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
     return per_document * work  # the hybrid index adds BM25 beside the model's index, encoding nothing
