@@ -59,7 +59,7 @@ class CompositeIndex:
                  overwrite: bool = False, extra_meta: dict | None = None) -> "CompositeIndex":
         """A composite index whose parts are written, in order, by ``writers`` (part name -> a function that
         writes a complete index at the path it is given), staged and published as one directory: a failing
-        writer leaves any old index at ``path`` untouched. The first part stores the texts."""
+        writer leaves any old index at ``path`` untouched. Texts are read from the first part."""
         target = Path(path)
         _check_build_target(target, overwrite)
         with staged_directory(target, overwrite) as staged:
