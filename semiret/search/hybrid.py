@@ -222,6 +222,10 @@ class HybridRetriever(Retriever):
         if not source.meta.get("store_texts"):
             raise SemiretError(f"{neural_index} stores no texts (built with --no-store-texts), which BM25 needs: "
                                "build the hybrid index from the corpus (semiret index -r hybrid)")
+        target = Path(path).resolve()
+        if target == source.path.resolve() or source.path.resolve() in target.parents:
+            raise SemiretError(f"the hybrid index {path} would replace or lie inside {neural_index}, which it copies: "
+                               "choose another directory")
         cls._search_options(options)  # bad options fail before any work
         with source.writing():  # no commit lands while the index is read and copied
             ids = source.live_ids()

@@ -163,4 +163,8 @@ def test_a_hybrid_index_needs_a_neural_index_with_texts(tmp_path, hybrid):
     with pytest.raises(SemiretError, match="already exists"):
         HybridRetriever.around(tmp_path / "idf", hybrid.index.path)
     assert open_retriever(hybrid.index.path).search(["cats"], k=10).ids == before
+    for inside in ("idf", "idf/sub"):
+        with pytest.raises(SemiretError, match="would replace or lie inside"):
+            HybridRetriever.around(tmp_path / "idf", tmp_path / inside, overwrite=True)
+    assert open_retriever(tmp_path / "idf").name == "idf" and not (tmp_path / "idf" / "sub").exists()
     assert not any((tmp_path / name).exists() for name in "abc") and not leftovers(tmp_path)
