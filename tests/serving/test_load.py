@@ -19,7 +19,8 @@ SECONDS = float(os.environ.get("SEMIRET_LOAD_SECONDS", "30"))
 def test_mixed_load_loses_nothing_and_fails_nothing():
     """The indexes of 200 SciFact documents are built on the first run (into the benchmark cache), then reused."""
     require_shared_data()
-    done = subprocess.run([sys.executable, str(BENCH), "--duration", str(SECONDS), "--docs", "200", "--idle-queries", "50"],
+    done = subprocess.run([sys.executable, str(BENCH), "--duration", str(SECONDS), "--docs", "200", "--idle-queries", "50",
+                           "--paced-idle-queries", "20"],
                           capture_output=True, text=True, timeout=SECONDS + 300)
     result = json.loads(done.stdout)
     assert (result["errors"], result["lost_documents"], result["not_visible_after_add"]) == (0, 0, 0), result["error_examples"]
@@ -29,3 +30,4 @@ def test_mixed_load_loses_nothing_and_fails_nothing():
         assert load["search"]["count"] > 0 and load["add"]["count"] > 0 and load["delete"]["count"] > 0, name
         added, deleted = load["add"]["count"], load["delete"]["count"]
         assert figures["documents_after"] == figures["documents_before"] + added - deleted, name
+        assert figures["idle_paced"]["searches"] == 20 and figures["search_p99_over_paced_idle_p50"] > 0, name
