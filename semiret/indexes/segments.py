@@ -633,6 +633,12 @@ class SegmentHits(SearchHits):
         return out
 
 
+def copy_index_files(source: Path, target: Path) -> None:
+    """An index directory's files copied to ``target`` (which may exist), without its lock file and the staged
+    files of writes that never committed."""
+    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE, "*.tmp-*"))
+
+
 def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bool = False) -> SegmentedIndex:
     """One index at ``target`` from the shard indexes of one corpus (``semiret index --shard i/n``, in shard
     order), folded into one segment: the documents and order one machine's build of the whole corpus has."""
@@ -646,7 +652,7 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
     _check_build_target(target, overwrite)
     staged = staging_directory(target)
     try:
-        shutil.copytree(first.path, staged, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE, "*.tmp-*"))
+        copy_index_files(first.path, staged)
         merged = type(first).open(staged)
         for shard in shards[1:]:
             merged.add_index(open_index(shard))

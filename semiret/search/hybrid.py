@@ -7,7 +7,6 @@ min-max normalised scores), with a configurable weight.
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
-from semiret.indexes.segments import LOCK_FILE
+from semiret.indexes.segments import copy_index_files
 from semiret.search.retrievers import (
     DocumentSide,
     QuerySide,
@@ -222,8 +221,8 @@ class HybridRetriever(Retriever):
         if not source.meta.get("store_texts"):
             raise SemiretError(f"{neural_index} stores no texts (built with --no-store-texts), which BM25 needs: "
                                "build the hybrid index from the corpus (semiret index -r hybrid)")
-        target = Path(path).resolve()
-        if target == source.path.resolve() or source.path.resolve() in target.parents:
+        resolved = Path(path).resolve()
+        if resolved == source.path.resolve() or source.path.resolve() in resolved.parents:
             raise SemiretError(f"the hybrid index {path} would replace or lie inside {neural_index}, which it copies: "
                                "choose another directory")
         cls._search_options(options)  # bad options fail before any work
@@ -232,8 +231,7 @@ class HybridRetriever(Retriever):
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
                                                                       target, total=len(ids)),
-                NEURAL: lambda target: shutil.copytree(source.path, target,
-                                                       ignore=shutil.ignore_patterns(LOCK_FILE, "*.tmp-*"))},
+                NEURAL: lambda target: copy_index_files(source.path, target)},
                 overwrite=overwrite, extra_meta={"retriever": cls.name})
         return cls.from_index(index, **options)
 
