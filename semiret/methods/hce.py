@@ -42,6 +42,8 @@ from semiret.training.pseudo_queries import independent_crop
 log = logging.getLogger(__name__)
 
 SCENARIOS = ("supervised", "unsupervised", "joint")
+TRAINING_FILE = "training.json"
+"""Written beside a trained model's weights: the run's summary (configuration, dev figures per epoch, time)."""
 LOSSES = ("hierarchy", "contrastive", "mined")
 PSEUDO_QUERIES = ("span", "dropout", "title")
 
@@ -509,4 +511,6 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
             average_with_base(str(output / "model"), config.base, config.average_with_base, output / "model")
             summary["averaged_with_base"] = config.average_with_base
         atomic_write_json(output / "summary.json", summary)
+        # the model carries how it was made (a packaged copy keeps its recipe, dev figures and time beside it)
+        atomic_write_json(output / "model" / TRAINING_FILE, summary)
     return summary

@@ -3,6 +3,7 @@ contrastive baseline, EM co-training's re-clustering rule, resuming, the saved d
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def test_joint_training_writes_a_dense_model_the_dense_retriever_searches(collec
                for terms in summary["terms_per_epoch"])
     assert len(summary["dev_nDCG@10_per_epoch"]) == 2 and (tmp_path / "run" / "trees" / "tree-0.npz").is_file()
     model = tmp_path / "run" / "model"
+    training = json.loads((model / "training.json").read_text())  # the model carries its recipe and figures
+    assert training["tree"] == summary["tree"] and training["config"]["epochs"] == 2
+    assert training["dev_nDCG@10_per_epoch"] == summary["dev_nDCG@10_per_epoch"]
     with safe_open(str(model / "model.safetensors"), "pt") as weights:
         assert all(weights.get_tensor(k).dtype.is_floating_point and weights.get_tensor(k).itemsize == 2
                    for k in weights.keys())
