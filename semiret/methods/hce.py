@@ -42,10 +42,10 @@ from semiret.training.pseudo_queries import independent_crop
 log = logging.getLogger(__name__)
 
 SCENARIOS = ("supervised", "unsupervised", "joint")
-TRAINING_FILE = "training.json"
-"""Written beside a trained model's weights: the run's summary (configuration, dev figures per epoch, time)."""
 LOSSES = ("hierarchy", "contrastive", "mined")
 PSEUDO_QUERIES = ("span", "dropout", "title")
+TRAINING_FILE = "training.json"
+"""Written beside a trained model's weights: the run's summary (configuration, dev figures per epoch, time)."""
 
 
 @dataclass
