@@ -41,13 +41,17 @@ class Document:
 
 
 def _field(record: dict, names: tuple[str, ...], what: str, path, line: int) -> str:
+    """The first of ``names`` in ``record``, as a string: ids may be integers (many collections number their
+    documents), texts are strings or null (empty)."""
     for name in names:
         if name in record:
             value = record[name]
-            if value is None:
+            if value is None and what != "id":
                 value = ""
-            if not isinstance(value, (str, int)):
-                raise DataFormatError(f"field {name!r} must be a string, got {type(value).__name__}", path, line)
+            allowed = (str, int) if what == "id" else str
+            if not isinstance(value, allowed) or isinstance(value, bool):
+                kind = "a string or an integer" if what == "id" else "a string"
+                raise DataFormatError(f"field {name!r} must be {kind}, got {type(value).__name__}", path, line)
             return str(value)
     raise DataFormatError(f"missing {what} field (one of {', '.join(map(repr, names))})", path, line)
 
@@ -104,7 +108,7 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
             text = _field(record, TEXT_FIELDS, "text", path, line)
             title = record.get("title") or ""
             if not isinstance(title, str):
-                raise DataFormatError("field 'title' must be a string", path, line)
+                raise DataFormatError(f"field 'title' must be a string, got {type(title).__name__}", path, line)
             yield checked(doc_id, text, title, line)
     if truncated:
         log.warning("%s: %d documents longer than %d characters were truncated", path, truncated, MAX_DOC_CHARS)

@@ -59,6 +59,7 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = retriever_class(retriever)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
+    cls._search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None
     if index is None and store is None:
         scratch = Path(tempfile.mkdtemp(prefix="semiret-eval-"))
@@ -73,6 +74,10 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
             start = time.perf_counter()
             cls.build(collection.corpus(), index, overwrite=True, backend=store, **build_options)
             build_seconds = time.perf_counter() - start
+        elif build_options:
+            log.warning("%s exists and is searched as it was built: %s only apply when an index is built (add "
+                        "--rebuild to build it again with them)", index,
+                        ", ".join(f"{name}={value!r}" for name, value in build_options.items()))
         searcher = open_retriever(index, retriever, backend=store, **search_options)
         _warn_unknown_documents(qrels, searcher)
 

@@ -17,6 +17,10 @@ own label-free stages:
   new cluster ids from the corpus's random spans and inverse-cloze sentences plus the pseudo-queries above), E_Q
   going on from the model's own; its recorded search settings (beta) carried over (:data:`GDR_ADAPT`). The starting
   model's tree is SciFact's, into which a foreign corpus's documents only join the nearest leaf.
+- a **NAIL** model (``nail-scifact``, a saved one): NAIL's own self-supervised pre-training stage
+  (:func:`semiret.methods.nail.train_nail` with no fine-tuning: inverse-cloze and cropped pairs of the corpus,
+  in-batch negatives) continued from the model, which keeps its recorded BM25 weight; searched as ``bm25+nail``,
+  BM25 already inside, so no fusion is checked.
 
 Without labels the only check is a **known-item test**: held-out pseudo-queries (``check_queries`` documents'
 crops and sentences, drawn with another seed than training's) each judged relevant to the document it was cut
@@ -43,13 +47,14 @@ import random
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from semiret.data.collection import Collection, Document, iter_corpus
 from semiret.data.packaged import PACKAGED_CHECKPOINTS
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
-from semiret.models.checkpoints import (ADAPTED_CORPUS_FILE, GDR, INFERENCE_FREE, NAIL, SAVED_MODEL_KINDS, SIDR,
+from semiret.models.checkpoints import (ADAPTED_CORPUS_FILE, GDR, INFERENCE_FREE, NAIL, SIDR,
                                        corpus_fingerprint)
 
 log = logging.getLogger(__name__)
@@ -66,8 +71,8 @@ class AdaptConfig:
     """The corpus to adapt to: a BEIR folder or a corpus file (.jsonl/.tsv); no labels are read."""
     model: str = INFERENCE_FREE.default
     """The model to adapt: an inference-free model (default: the packaged one), a dense encoder (minilm,
-    hce-scifact, a saved one), a SiDR model (sidr-scifact, a saved one) or a GDR model (gdr-scifact, a saved
-    one)."""
+    hce-scifact, a saved one), a SiDR model (sidr-scifact, a saved one), a GDR model (gdr-scifact, a saved one)
+    or a NAIL model (nail-scifact, a saved one)."""
     output: str | None = None
     """Folder for the adapted model, its index, the report and the run (default: adapted/<corpus>-<model>)."""
     epochs: int = 2
@@ -85,7 +90,8 @@ class AdaptConfig:
     """Held-out known-item pseudo-queries the starting and the adapted model are compared on."""
     hybrid: bool = True
     """Also check BM25 fused with the kept model (the ``hybrid`` retriever's defaults) and index the corpus that
-    way unless the known-item check finds fusion significantly worse than the model alone."""
+    way unless the known-item check finds fusion significantly worse than the model alone (NAIL models: BM25 is
+    their first stage already)."""
     seed: int = 12345
     threads: int | None = None
     """Torch threads (default: torch's choice)."""
@@ -95,46 +101,50 @@ def default_output(data: str, model: str) -> Path:
     return Path("adapted") / f"{Path(data).stem if Path(data).is_file() else Path(data).name}-{Path(model).name}"
 
 
+SAVED_KINDS = {SIDR: "sidr", GDR: "gdr", NAIL: "nail"}
+"""Saved-model kinds adapt recognises by their marker file (an inference-free model also by its name)."""
+
+
 def model_kind(model: str) -> str:
-    """'inference-free', 'sidr', 'gdr' or 'dense' (torch-free checks of the model's files); an error for any
-    other model."""
+    """'inference-free', 'sidr', 'gdr', 'nail' or 'dense' (torch-free checks of the model's files); an error for
+    any other model."""
     from semiret.models.base import ENCODER_FILE
 
-    for kind, name in ((SIDR, "sidr"), (GDR, "gdr")):
+    for kind, name in SAVED_KINDS.items():
         if any((folder / kind.marker).is_file() for folder in (Path(model), PACKAGED_CHECKPOINTS / model)):
             return name
-    other_kinds = [kind for kind in SAVED_MODEL_KINDS if kind not in (INFERENCE_FREE, SIDR, GDR)]
-    found = [kind for kind in other_kinds for folder in (Path(model), PACKAGED_CHECKPOINTS / model)
-             if (folder / kind.marker).is_file()]
-    if not found:
-        if INFERENCE_FREE.directory(model) is not None:
-            return "inference-free"
-        saved = model_directory_of("dense", model) / ENCODER_FILE
-        if (json.loads(saved.read_text())["family"] if saved.is_file() else model) in ("dense", "minilm"):
-            return "dense"
-    instead = {NAIL: f"search it with -r bm25+nail --model {model}, which adds BM25's score already"}
-    hint = instead.get(found[0]) if found else None
-    raise SemiretError(f"semiret adapt adapts inference-free, SiDR, GDR and dense models; {model!r} is none of them "
-                       f"({hint or 'for other models, search with -r hybrid, BM25 fused with the model'}; "
-                       "docs/results.md, 'Every packaged model against BM25 out of domain')")
+    if INFERENCE_FREE.directory(model) is not None:
+        return "inference-free"
+    saved = model_directory_of("dense", model) / ENCODER_FILE
+    if (json.loads(saved.read_text())["family"] if saved.is_file() else model) in ("dense", "minilm"):
+        return "dense"
+    raise SemiretError(f"semiret adapt adapts inference-free, SiDR, GDR, NAIL and dense models; {model!r} is none of "
+                       "them (for other models, search with -r hybrid, BM25 fused with the model; docs/results.md, "
+                       "'Every packaged model against BM25 out of domain')")
 
 
-def corpus_collection(data: str, output: Path) -> tuple[Path, list[Document]]:
-    """(a BEIR folder holding the corpus, its documents): ``data`` itself when it is one, else the corpus file
-    validated and written to ``<output>/corpus/corpus.jsonl``. Errors name the file and line."""
+def read_corpus(data: str) -> tuple[Path | None, list[Document]]:
+    """(the BEIR folder ``data`` names, or None for a corpus file; its documents). Errors name the file and
+    line."""
     from semiret.data.paths import dataset
 
     source = Path(data)
     if source.is_file():
-        documents = list(iter_corpus(source))
-        folder = output / "corpus"
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "corpus.jsonl", "w", encoding="utf-8") as handle:
-            for document in documents:
-                handle.write(json.dumps(document.to_record(), ensure_ascii=False) + "\n")
-        return folder, documents
+        return None, list(iter_corpus(source))
     folder = dataset(data)
     return folder, list(Collection(folder).corpus())
+
+
+def write_corpus_copy(documents: list[Document], folder: Path) -> Path:
+    """A corpus file's documents as the BEIR folder ``folder`` (what the recipes read), published in one rename:
+    a run stopped while writing leaves an earlier copy whole."""
+    from semiret.files import staged_directory
+
+    with staged_directory(folder) as staged:
+        with open(staged / "corpus.jsonl", "w", encoding="utf-8") as handle:
+            for document in documents:
+                handle.write(json.dumps(document.to_record(), ensure_ascii=False) + "\n")
+    return folder
 
 
 def check_set(documents: list[Document], count: int, seed: int) -> tuple[dict[str, str], dict]:
@@ -170,7 +180,7 @@ def fusion_against_model(fused_run: dict, model_run: dict, qrels: dict) -> dict:
 
 
 def retriever_name(kind: str) -> str:
-    return {"inference-free": "inference-free", "sidr": "sidr-full", "gdr": "gdr"}.get(kind, "dense")
+    return {"inference-free": "inference-free", "sidr": "sidr-full", "gdr": "gdr", "nail": "bm25+nail"}.get(kind, "dense")
 
 
 def estimate_seconds(kind: str, model: str, documents: list[Document], config: AdaptConfig) -> float:
@@ -185,12 +195,17 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     elif kind == "gdr":
         recorded = GDR.read(model)[1]["config"]
         encoder = load_encoder(recorded["document_encoder"], "dense", max_length=recorded["document_max_length"])
+    elif kind == "nail":
+        from semiret.models.nail import NailModel
+
+        encoder = NailModel.load(model)
     else:
         encoder = load_encoder(model, "splade" if kind == "inference-free" else "dense")
     probe = [d.full_text for d in documents[:16]]
-    encoder.encode_document(probe[:2], batch_size=16, show_progress=False)  # warm-up
+    encode = encoder.score_documents if kind == "nail" else partial(encoder.encode_document, show_progress=False)
+    encode(probe[:2], batch_size=16)  # warm-up
     started = time.perf_counter()
-    encoder.encode_document(probe, batch_size=16, show_progress=False)
+    encode(probe, batch_size=16)
     per_document = (time.perf_counter() - started) / len(probe)
     trained = config.epochs * config.queries_per_epoch
     n = len(documents)
@@ -208,6 +223,8 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         # pass through its top layers, and the decoder: about 1.1 documents' encoding each (measured on Vaswani's
         # and climate-fever's short documents, 0.95 and 1.5; docs/results.md)
         work = n + config.epochs * (2 * n + config.queries_per_epoch) * 1.1
+    elif kind == "nail":
+        work = 2 * n + 3 * trained  # the score matrix twice (start and adapted); a pair's passage, backward pass
     else:
         work = config.epochs * n + 3 * trained * 6 + 2 * n  # re-embedding per epoch; query, positive, 4 negatives
     return per_document * work  # the hybrid index adds BM25 beside the model's index, encoding nothing
@@ -219,8 +236,8 @@ def model_directory_of(kind: str, model: str) -> Path:
 
     if kind == "inference-free":
         return INFERENCE_FREE.directory(model)
-    if kind in ("sidr", "gdr"):
-        return (SIDR if kind == "sidr" else GDR).directory(model)
+    if kind in ("sidr", "gdr", "nail"):
+        return {"sidr": SIDR, "gdr": GDR, "nail": NAIL}[kind].directory(model)
     shipped = PACKAGED_CHECKPOINTS / model
     return shipped if shipped.is_dir() and not Path(model).exists() else resolve_model_path(model)
 
@@ -266,6 +283,11 @@ better from MiniLM) were worse there: -0.011 fused (p = 0.009)."""
 GDR_ADAPT = {"trained_query_layers": 2}
 """GDR on a new corpus at the packaged model's own settings: E_Q's top 2 layers trained (what fitted the CPU
 budget, docs/results.md); the decoder has the start's shape and starts afresh, since the tree it learns is new."""
+
+NAIL_ADAPT = {"average_with_base": 0.5}
+"""NAIL's pre-training on the corpus, averaged half with the start (WiSE-FT, as :data:`DENSE_ADAPT`): continued
+from ``nail-scifact`` on climate-fever's corpus (4 epochs of 2,048 pairs), BM25 + NAIL on that collection's
+training queries scored 0.3878 unaveraged, 0.3904 averaged, against 0.3910 unadapted (docs/results.md)."""
 
 
 def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
@@ -318,6 +340,13 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
         return run / "model"
     if kind == "gdr":
         return train_adapted_gdr(config, corpus, documents, start, run, common)
+    if kind == "nail":
+        from semiret.methods.nail import NailTrainingConfig, train_nail
+
+        train_nail(NailTrainingConfig(**common, pretrain_corpora=[str(corpus)], pretrain_epochs=config.epochs,
+                                      pretrain_pairs_per_epoch=config.queries_per_epoch,
+                                      pretrain_batch_size=config.batch_size, finetune_epochs=0, **NAIL_ADAPT))
+        return with_search_settings(NAIL, start, run / "model")
     from semiret.methods.hce import HCETrainingConfig, train_hce
 
     train_hce(HCETrainingConfig(**common, scenario="unsupervised", epochs=config.epochs,
@@ -343,9 +372,15 @@ def train_adapted_gdr(config: AdaptConfig, corpus: Path, documents: list[Documen
         decoder_layers=recorded["decoder_layers"], heads=recorded["heads"], adaptive_head=recorded["adaptive_head"],
         adaptor_layers=recorded["adaptor_layers"],
         epochs=config.epochs, **index_options("gdr", run.parent), **GDR_ADAPT))
-    adapted = run / "model"
-    if "search" in meta:
-        GDR.write_marker(adapted, **{**GDR.read(str(adapted))[1], "search": meta["search"]})
+    return with_search_settings(GDR, start, run / "model")
+
+
+def with_search_settings(kind, start: str, adapted: Path) -> Path:
+    """``adapted`` with the search settings ``start`` records (GDR's beta, NAIL's BM25 weight), which training
+    does not write."""
+    recorded = kind.read(start)[1]
+    if "search" in recorded:
+        kind.write_marker(adapted, **{**kind.read(str(adapted))[1], "search": recorded["search"]})
     return adapted
 
 
@@ -364,7 +399,8 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
     start = str(start)
     output = Path(config.output) if config.output else default_output(config.data, config.model)
     check_output(output, start)
-    corpus, documents = corpus_collection(config.data, output)
+    folder, documents = read_corpus(config.data)
+    corpus = folder or output / "corpus"  # a corpus file is copied there once the run goes ahead
     if len(documents) < MIN_DOCUMENTS:
         raise SemiretError(f"{config.data} holds {len(documents)} documents; adapting needs at least {MIN_DOCUMENTS} "
                            "(fewer give too few pseudo-queries to learn from and to check the result on): search it "
@@ -377,6 +413,8 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
               "estimate_seconds": round(estimate, 2)}  # small corpora take under a second
     if confirm is not None and not confirm(estimate):
         return report
+    if folder is None:
+        write_corpus_copy(documents, corpus)
     started = time.perf_counter()
     queries, qrels = check_set(documents, config.check_queries, config.seed + 7919)
     retriever = retriever_class(retriever_name(kind))
@@ -402,7 +440,7 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
     check = {"queries": len(queries), "measure": "known-item pseudo-queries (held out)", "start": before,
              "adapted": after}
     searched_with = retriever_name(kind)
-    if config.hybrid:
+    if config.hybrid and kind != "nail":
         # BM25 beside the index just built: the corpus is not encoded again
         fused_run = known_item_run(retriever_class("hybrid").around(output / "index", output / "hybrid-index",
                                                                     overwrite=True), queries)

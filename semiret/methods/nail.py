@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from semiret.errors import SemiretError
 from semiret.models.checkpoints import NAIL
-from semiret.training.config import TrainingConfig
+from semiret.training.config import TrainingConfig, WeightAveraging
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +48,16 @@ placeholders in about 0.12 s of one core per passage in training (bfloat16 on an
 
 
 @dataclass
-class NailTrainingConfig(TrainingConfig):
+class NailTrainingConfig(WeightAveraging, TrainingConfig):
     output: str = "runs/nail"
     """Run folder: checkpoints, the pre-trained and the final model, summary.json."""
     architecture: str = "encoder-decoder"
     """encoder-decoder (an MLM encoder and a non-autoregressive decoder) or decoder-only (a causal LM reads the
     document, then the placeholders)."""
     base: str | None = None
-    """Model to start from: a masked LM (encoder-decoder; default splade-tiny) or a Llama-style causal LM
-    (decoder-only; default smollm2-135m)."""
+    """Model to start from: a masked LM (encoder-decoder; default splade-tiny), a Llama-style causal LM
+    (decoder-only; default smollm2-135m), or a saved NAIL model (nail-scifact, a folder) to train further, whose
+    own architecture is kept (the architecture options are then ignored)."""
     positions: int = 16
     """Decoder positions P (learned position embeddings, the decoder's only inputs); decoder-only: the
     placeholder positions after the document."""
@@ -128,6 +129,7 @@ class NailTrainingConfig(TrainingConfig):
 
     def validate(self) -> None:
         self.model_config().validate()
+        self.validate_averaging()
         if self.batch_size < 1 or self.pretrain_batch_size < 2:
             raise SemiretError("fine-tuning needs batches of at least 1 query, pre-training of at least 2 pairs")
         if self.hard_negatives < 0 or self.negative_depth < 1:
@@ -191,6 +193,18 @@ def _train_stage(model, name: str, batches, loss, config: NailTrainingConfig, ep
             "seconds": round(time.perf_counter() - started, 1), **epoch_summary(history)}
 
 
+def starting_model(config: NailTrainingConfig):
+    """(model, config): a fresh decoder on ``config.base``, or the saved NAIL model it names, with the run's
+    architecture options set to that model's (what the summary then records)."""
+    from semiret.models.nail import NailModel
+
+    saved = NAIL.directory(config.base) if config.base else None
+    if saved is None:
+        return NailModel.initialise(config.base, config.model_config()), config
+    model = NailModel.load(str(saved))
+    return model, replace(config, **asdict(model.config))
+
+
 def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     """Pre-train on pseudo pairs of the pre-training corpora (if any), then fine-tune on ``data``'s qrels with
     BM25 hard negatives; writes ``<output>/model`` and ``summary.json`` and returns the summary."""
@@ -213,7 +227,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
-    model = NailModel.initialise(config.base, config.model_config())
+    model, config = starting_model(config)
     vocabulary = WordPieceVocabulary(model.tokenizer_source)
     summary: dict = {"config": asdict(config), "stages": [], "parameters": {
         "total": sum(p.numel() for p in model.parameters()),
@@ -242,6 +256,12 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
                               config.finetune_epochs, config.finetune_learning_rate, resume)
         result["pairs"] = len(training_set)
         summary["stages"].append(result)
+    if config.average_with_base:
+        from semiret.models.base import average_weights
+
+        torch.manual_seed(config.seed)  # the start again: a fresh decoder is initialised as the run's was
+        average_weights(model.float(), starting_model(config)[0], config.average_with_base)
+        summary["averaged_with_base"] = config.average_with_base
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
     if is_main_process():
         model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})

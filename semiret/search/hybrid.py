@@ -97,6 +97,15 @@ class HybridQueryOptions:
     fusion_depth: int = 100
     """Documents taken from each ranking before fusing."""
 
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise SemiretError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+        if not (math.isfinite(self.weight) and 0.0 <= self.weight <= 1.0):
+            raise SemiretError(f"the BM25 weight must be between 0 and 1 (the neural retriever gets 1 - weight), "
+                               f"got {self.weight}")
+        if self.rrf_k < 0 or self.fusion_depth < 1:
+            raise SemiretError("rrf_k must be >= 0 and fusion_depth >= 1")
+
 
 class HybridQueries(QuerySide):
     """Search both parts with their own retrievers, then fuse. One after the other: BM25 costs a tenth of a
@@ -105,14 +114,7 @@ class HybridQueries(QuerySide):
     Options = HybridQueryOptions
 
     def __init__(self, parts: dict[str, Retriever], options: HybridQueryOptions):
-        if options.fusion not in FUSIONS:
-            raise SemiretError(f"fusion must be one of {', '.join(FUSIONS)}, not {options.fusion!r}")
-        if not (math.isfinite(options.weight) and 0.0 <= options.weight <= 1.0):
-            raise SemiretError(f"the BM25 weight must be between 0 and 1 (the neural retriever gets 1 - weight), "
-                               f"got {options.weight}")
-        if options.rrf_k < 0 or options.fusion_depth < 1:
-            raise SemiretError("rrf_k must be >= 0 and fusion_depth >= 1")
-        self.parts, self.options = parts, options
+        self.parts, self.options = parts, options  # options checked when made (HybridQueryOptions.__post_init__)
         self._rrf = np.empty(0)  # 1 / (rrf_k + rank) for ranks 1, 2, ...: made once for the deepest ranking seen
 
     @classmethod

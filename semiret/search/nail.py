@@ -28,7 +28,7 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.score_matrix import ScoredPostings, ScoreMatrixIndex
-from semiret.models.checkpoints import NAIL
+from semiret.models.checkpoints import NAIL, check_adapted_corpus
 from semiret.search.lexical import (
     BM25Options,
     NoOptions,
@@ -131,6 +131,9 @@ class NailSparseDocuments(DocumentSide):
     def __init__(self, scorer: NailModelSide):
         self.scorer = scorer
 
+    def prepare(self, documents):
+        check_adapted_corpus(self.scorer.config["model"], [d.id for d in documents])
+
     @classmethod
     def create(cls, options: NailSparseOptions):
         if options.top_k < 1:
@@ -222,6 +225,10 @@ class NailMatrixDocuments(WordCounts):
         side = super().from_index(index)
         side.scorer = NailModelSide(index.scorer)
         return side
+
+    def prepare(self, documents):
+        super().prepare(documents)
+        check_adapted_corpus(self.scorer.config["model"], [d.id for d in documents])
 
     def index_config(self) -> dict:
         return {**super().index_config(), "score_vocab_size": self.scorer.vocab_size, "scorer": self.scorer.config}

@@ -156,6 +156,38 @@ def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr
                                          model=str(output / "model"))
 
 
+def test_a_nail_model_goes_on_pre_training_on_the_corpus_and_keeps_its_bm25_weight(corpus, tiny_nail, tmp_path,
+                                                                                   small_corpora):
+    import shutil
+
+    from semiret.models.checkpoints import NAIL
+    from semiret.models.nail import NailModel
+    from semiret.search.retrievers import open_retriever, retriever_class
+
+    start = tmp_path / "start"
+    shutil.copytree(tiny_nail, start)
+    path, meta = NAIL.read(str(start))
+    NAIL.write_marker(path, **{**meta, "search": {"bm25_weight": 1.5}})
+    output = tmp_path / "adapted"
+    report = adapt(settings(corpus, start, output))
+    assert report["kind"] == "nail" and report["retriever"] == "bm25+nail" and report["estimate_seconds"] > 0
+    assert "hybrid" not in report["check"]  # BM25 is the first stage already: no fusion checked
+    summary = json.loads((output / "train" / "summary.json").read_text())
+    assert [stage["stage"] for stage in summary["stages"]] == ["pretrain"]  # the label-free stage alone
+    assert summary["stages"][0]["pairs"] > 0 and summary["config"]["positions"] == 4  # the start's architecture
+    assert summary["averaged_with_base"] == 0.5  # WiSE-FT with the start, as for dense and SiDR models
+    assert NAIL.read(str(output / "train" / "model"))[1]["search"] == {"bm25_weight": 1.5}
+    served = open_retriever(output / "index")
+    assert served.name == "bm25+nail" and served.query_side.bm25_weight == 1.5
+    assert len(served.search("cat dog", k=3)) == 3
+    if report["kept"] == "adapted":  # trained further from the start's weights, and bound to this corpus
+        trained, begun = NailModel.load(str(output / "model")).state_dict(), NailModel.load(str(start)).state_dict()
+        assert any(not (trained[k] == begun[k]).all() for k in begun)
+        with pytest.raises(SemiretError, match="was adapted to"):
+            retriever_class("bm25+nail").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
+                                               model=str(output / "model"))
+
+
 def test_a_model_worse_on_the_check_is_not_kept(corpus, inference_free_start, tiny_bert, tmp_path, small_corpora,
                                                monkeypatch):
     figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.4, "R@100": 0.95}, {"nDCG@10": 0.3, "R@100": 0.97}])
@@ -204,17 +236,25 @@ def test_a_corpus_file_is_accepted_and_estimates_stop_before_training(inference_
     output = tmp_path / "adapted"
     report = adapt(settings(corpus_file, inference_free_start, output), confirm=lambda seconds: False)
     assert report["documents"] == 25 and report["estimate_seconds"] > 0
-    assert not (output / "train").exists() and not (output / "model").exists()
+    assert not output.exists()  # an estimate alone writes nothing, not even the corpus's copy
 
 
 def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path, monkeypatch):
     monkeypatch.setattr(adapt_module, "train_adapted", lambda *args: pytest.fail("trained"))
     with pytest.raises(SemiretError, match="adapting needs at least 500"):
         adapt(settings(corpus, inference_free_start, tmp_path / "o"))
+    earlier = tmp_path / "earlier"  # an earlier run's output, whose model points to its corpus copy
+    (earlier / "corpus").mkdir(parents=True)
+    (earlier / "corpus" / "corpus.jsonl").write_text("the earlier corpus\n")
+    small_file = write_jsonl(tmp_path / "small.jsonl", [d.to_record() for d in random_documents(5)])
+    with pytest.raises(SemiretError, match="holds 5 documents"):
+        adapt(settings(small_file, inference_free_start, earlier))
+    assert (earlier / "corpus" / "corpus.jsonl").read_text() == "the earlier corpus\n"
+    assert sorted(p.name for p in earlier.iterdir()) == ["corpus"]
     with pytest.raises(SemiretError, match="adapt never overwrites"):
         adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
-    with pytest.raises(SemiretError, match="none of them.*-r bm25\\+nail --model nail-scifact"):
-        adapt(settings(corpus, "nail-scifact", tmp_path / "o"))
+    with pytest.raises(SemiretError, match="none of them.*-r hybrid"):
+        adapt(settings(corpus, "splade-tiny", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
 

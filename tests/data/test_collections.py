@@ -153,8 +153,16 @@ def test_non_string_fields(tmp_path):
     with pytest.raises(DataFormatError, match="field 'text' must be a string"):
         list(iter_corpus(path))
     path = write_jsonl(tmp_path / "corpus2.jsonl", [{"_id": "a", "text": "x", "title": 5}])
-    with pytest.raises(DataFormatError, match="field 'title' must be a string"):
+    with pytest.raises(DataFormatError, match="field 'title' must be a string, got int"):
         list(iter_corpus(path))
+    path = write_jsonl(tmp_path / "corpus3.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "text": 12345}])
+    with pytest.raises(DataFormatError, match=":2: field 'text' must be a string, got int"):
+        list(iter_corpus(path))
+    path = write_jsonl(tmp_path / "corpus4.jsonl", [{"_id": None, "text": "x"}])
+    with pytest.raises(DataFormatError, match="field '_id' must be a string or an integer, got NoneType"):
+        list(iter_corpus(path))
+    numbered = write_jsonl(tmp_path / "corpus5.jsonl", [{"_id": 7, "text": "x", "title": None}, {"_id": "b", "text": None}])
+    assert [(d.id, d.text, d.title) for d in iter_corpus(numbered)] == [("7", "x", ""), ("b", "", "")]
 
 
 def test_empty_document_id(tmp_path):

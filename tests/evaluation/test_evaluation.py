@@ -213,6 +213,23 @@ def test_evaluate_against_a_baseline_run(beir_dir, tmp_path):
     assert not (tmp_path / "never").exists()  # checked before any index is built
 
 
+def test_bad_search_options_fail_before_an_index_is_built_or_rebuilt(beir_dir, tmp_path, monkeypatch):
+    from semiret.search.retrievers import Retriever
+
+    monkeypatch.setattr(Retriever, "build", classmethod(lambda *args, **kwargs: pytest.fail("built")))
+    for bad in ({"weight": 1.5}, {"fusion": "max"}, {"fusion_depth": 0}):
+        with pytest.raises(SemiretError, match="weight must be between 0 and 1|fusion must be one of|fusion_depth"):
+            evaluate(beir_dir, "hybrid", index=tmp_path / "idx", rebuild=True, **bad)
+
+
+def test_build_options_given_for_a_reused_index_are_reported_as_ignored(beir_dir, tmp_path, caplog):
+    evaluate(beir_dir, "bm25", index=tmp_path / "idx")
+    with caplog.at_level("WARNING"):
+        reused = evaluate(beir_dir, "bm25", index=tmp_path / "idx", k1=0.9)
+    assert reused["index_build_s"] is None
+    assert "k1=0.9 only apply when an index is built" in caplog.text
+
+
 def test_evaluate_without_an_index_leaves_nothing(beir_dir, tmp_path, monkeypatch):
     import tempfile
 
