@@ -135,12 +135,14 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           milvus_token: Optional[str] = _milvus_token_option(),
           options: dict = None):
     """Build an index from a corpus."""
-    from semiret.data.collection import corpus_shard
+    from semiret.data.collection import corpus_shard, count_documents
+    from semiret.data.paths import dataset
     from semiret.search.retrievers import retriever_class
 
     documents = _corpus(data) if shard is None else corpus_shard(_corpus(data), shard)
+    total = count_documents(dataset(str(data))) if shard is None else None  # a shard is a list: its length
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
-                                             backend=_backend(backend, milvus_token), **options)
+                                             backend=_backend(backend, milvus_token), total=total, **options)
     _print_json(built.index.describe())
 
 

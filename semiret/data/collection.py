@@ -114,6 +114,18 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
         log.warning("%s: %d documents longer than %d characters were truncated", path, truncated, MAX_DOC_CHARS)
 
 
+def count_documents(path: str | Path) -> int:
+    """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines), without parsing
+    them: a progress bar's total, and what an index that cannot hold them all checks before encoding any."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "corpus.jsonl"
+    if not path.is_file():
+        raise DataFormatError("file not found", path)
+    with open(path, "rb") as handle:
+        return sum(1 for raw in handle if raw.strip())
+
+
 def read_queries(path: str | Path) -> dict[str, str]:
     """Read queries from BEIR ``queries.jsonl`` or an ``id<TAB>text`` TSV file, as ``{id: text}``."""
     path = Path(path)

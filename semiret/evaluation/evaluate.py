@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from semiret.data.collection import Collection
+from semiret.data.collection import Collection, count_documents
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import check_baseline, compare_runs
@@ -72,7 +72,8 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
         exists = store.exists(index) if store is not None else (index / META_FILE).is_file()
         if rebuild or not exists:
             start = time.perf_counter()
-            cls.build(collection.corpus(), index, overwrite=True, backend=store, **build_options)
+            cls.build(collection.corpus(), index, total=count_documents(collection.corpus_path), overwrite=True,
+                      backend=store, **build_options)
             build_seconds = time.perf_counter() - start
         elif build_options:
             log.warning("%s exists and is searched as it was built: %s only apply when an index is built (add "

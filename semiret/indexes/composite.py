@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, staged_directory
 from semiret.indexes.segments import (
-    _check_build_target,
+    check_build_target,
     open_index,
     register_index_format,
 )
@@ -61,7 +61,7 @@ class CompositeIndex:
         writes a complete index at the path it is given), staged and published as one directory: a failing
         writer leaves any old index at ``path`` untouched. Texts are read from the first part."""
         target = Path(path)
-        _check_build_target(target, overwrite)
+        check_build_target(target, overwrite)
         with staged_directory(target, overwrite) as staged:
             for name, write in writers.items():
                 write(staged / name)

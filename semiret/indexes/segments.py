@@ -244,7 +244,7 @@ class SegmentedIndex(ABC):
         """Write a new index of ``batches`` (staged beside ``path``, then renamed): ``fields`` are the kind's
         ``meta.json`` entries, ``attributes`` go to its constructor."""
         target = Path(path)
-        _check_build_target(target, overwrite)
+        check_build_target(target, overwrite)
         staged = staging_directory(target)
         try:
             meta = {
@@ -649,7 +649,7 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
         raise SemiretError(f"{shards[0]} holds several indexes ({type(first).__name__}): only single-part "
                            "indexes merge as shards")
     target = Path(target)
-    _check_build_target(target, overwrite)
+    check_build_target(target, overwrite)
     staged = staging_directory(target)
     try:
         copy_index_files(first.path, staged)
@@ -672,7 +672,7 @@ def check_unique_ids(ids: list[str]) -> None:
         raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
 
 
-def _check_build_target(target: Path, overwrite: bool) -> None:
+def check_build_target(target: Path, overwrite: bool) -> None:
     """Refuse early (before any document is read) what :func:`replace_directory` would refuse late,
     and never replace a non-empty directory that is not a semiret index, even with ``overwrite``."""
     if not target.exists():

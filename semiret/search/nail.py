@@ -233,16 +233,27 @@ class NailMatrixDocuments(WordCounts):
     def index_config(self) -> dict:
         return {**super().index_config(), "score_vocab_size": self.scorer.vocab_size, "scorer": self.scorer.config}
 
+    def _check_size(self, documents: int, more: str) -> None:
+        """Refuse a score matrix of ``documents`` rows (``more``: "+" when more may follow) over the limit."""
+        needed = documents * self.scorer.vocab_size * 2
+        if self.limit_bytes is not None and needed > self.limit_bytes:
+            raise SemiretError(f"the NAIL score matrix would take {'over ' if more else ''}{_size(needed)} (float16, "
+                               f"{documents}{more} documents x {self.scorer.vocab_size} tokens), more than the "
+                               f"{_size(self.limit_bytes)} allowed: index these documents with -r nail-sparse (each "
+                               "document's top-k tokens) instead")
+
+    def expect(self, total: int) -> None:
+        self._check_size(total, "")
+
     def encode(self, documents):
         self._documents_seen += len(documents)
-        needed = self._documents_seen * self.scorer.vocab_size * 2
-        if self.limit_bytes is not None and needed > self.limit_bytes:
-            raise SemiretError(f"the NAIL score matrix would take over {needed / 1e9:.1f} GB (float16, "
-                               f"{self._documents_seen}+ documents x {self.scorer.vocab_size} tokens), more than "
-                               f"the {self.limit_bytes / 1e9:.1f} GB allowed: index these documents with "
-                               f"-r nail-sparse (each document's top-k tokens) instead")
+        self._check_size(self._documents_seen, "+")
         words = super().encode(documents)
         return ScoredPostings(**vars(words) | {"scores": self.scorer.scores(documents).astype(np.float16)})
+
+
+def _size(size_bytes: float) -> str:
+    return f"{size_bytes / 1e9:.1f} GB" if size_bytes >= 1e8 else f"{size_bytes / 1e6:.1f} MB"
 
 
 def matrix_vocabulary(index) -> WordPieceVocabulary:

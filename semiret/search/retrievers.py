@@ -33,6 +33,7 @@ from semiret.data.collection import Document, batched
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
+from semiret.indexes.segments import check_build_target
 from semiret.types import Hit, SearchHits
 
 if TYPE_CHECKING:
@@ -61,6 +62,10 @@ class DocumentSide(ABC):
     @abstractmethod
     def encode(self, documents: list[Document]):
         """:class:`~semiret.types.Postings` or :class:`~semiret.types.Embeddings` of a batch."""
+
+    def expect(self, total: int) -> None:
+        """Called before anything is encoded when the number of documents to index is known: a side that cannot
+        hold that many raises an error here (default: nothing)."""
 
     def prepare(self, documents: list[Document]) -> None:
         """Called with the first batch an index is built from, before it is encoded and before the index records
@@ -149,6 +154,8 @@ class Retriever:
         store = resolve_backend(backend) or cls.documents.index_class
         if path is None and backend is not None:
             raise SemiretError("a Milvus collection needs a name (path)")
+        if path is not None and backend is None:
+            check_build_target(Path(path), overwrite)  # before a model loads or a document is read
         document_side = cls.documents.create(option_tools.build(cls.documents.Options, build_options, cls.name))
         scratch = None
         if path is None:
@@ -156,6 +163,8 @@ class Retriever:
             path = Path(scratch.name) / "index"
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
+        if total is not None:
+            document_side.expect(total)
 
         rest = iter(batched(documents, batch_size or cls.documents.batch_size))
         first = next(rest, None)

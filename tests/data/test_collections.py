@@ -276,3 +276,14 @@ def test_corpus_is_streamed(tmp_path):
     assert next(stream) == Document("a", "x")
     with pytest.raises(DataFormatError):
         next(stream)
+
+
+def test_count_documents_counts_what_iter_corpus_reads(tmp_path):
+    from semiret.data.collection import count_documents
+
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": str(i), "text": "x"} for i in range(5)])
+    path.write_text(path.read_text() + "\n  \n")  # blank lines are not documents
+    assert count_documents(path) == len(list(iter_corpus(path))) == 5
+    assert count_documents(tmp_path) == 5  # a BEIR folder: its corpus.jsonl
+    with pytest.raises(DataFormatError, match="file not found"):
+        count_documents(tmp_path / "missing.jsonl")

@@ -179,6 +179,20 @@ def test_a_score_matrix_over_the_memory_allowance_is_refused_and_nothing_is_writ
     assert not (tmp_path / "exh").exists() and not leftovers(tmp_path)
 
 
+def test_a_known_number_of_documents_too_many_for_the_matrix_is_refused_before_any_is_scored(
+        tiny_nail, tmp_path, monkeypatch):
+    from semiret.search.nail import NailModelSide
+
+    monkeypatch.setattr(NailModelSide, "scores", lambda *args: pytest.fail("scored"))
+    with pytest.raises(SemiretError, match=r"would take 0\.4 MB \(float16, 6 documents x 30522 tokens\), more than "
+                                           r"the 0\.1 MB allowed: index these documents with -r nail-sparse"):
+        NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(tiny_nail), max_matrix_gb=1e-4)
+    with pytest.raises(SemiretError, match=r"over 0\.1 MB \(float16, 2\+ documents"):  # streamed: batch by batch
+        NailExhaustiveRetriever.build(iter(TINY_DOCS), tmp_path / "exh", model=str(tiny_nail), max_matrix_gb=1e-4,
+                                      batch_size=2)
+    assert not (tmp_path / "exh").exists()
+
+
 def test_a_model_that_is_not_a_saved_nail_model_is_refused_before_indexing(tiny_bert, tmp_path):
     with pytest.raises(SemiretError, match="not a saved NAIL model"):
         NailSparseRetriever.build(TINY_DOCS, tmp_path / "x", model=str(tiny_bert))

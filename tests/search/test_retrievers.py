@@ -150,6 +150,13 @@ def test_build_refuses_existing_index_and_keeps_it(tmp_path, bm25):
     assert rebuilt.index.n_docs == 1 and leftovers(tmp_path) == []
 
 
+def test_an_existing_index_is_refused_before_a_model_loads(tmp_path, bm25, monkeypatch):
+    monkeypatch.setattr(retriever_class("dense").documents, "create",
+                        classmethod(lambda *args: pytest.fail("a model loaded")))
+    with pytest.raises(IndexFormatError, match="already exists"):
+        retriever_class("dense").build([Document("x", "other")], tmp_path / "bm25", model="minilm")
+
+
 # ---------------------------------------------------------------------------- bag of tokens
 def test_bot_scores_are_shared_distinct_tokens(bot_index, vocabulary):
     bot = BagOfTokensRetriever.open(bot_index)
