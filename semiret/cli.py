@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 from dataclasses import fields
@@ -419,8 +420,15 @@ def demo(data: str = typer.Option("scifact", help="Collection to run on."),
 
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM (a job scheduler, ``kill``) ends the command as Ctrl-C does: by an exception, so that an index or
+    model being written removes its staging folder (Python's default dies without cleaning up)."""
+    sys.exit(128 + signum)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `semiret serve` installs its server's own handlers
     try:
         app()
     except SemiretError as exc:

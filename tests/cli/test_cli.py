@@ -205,3 +205,28 @@ def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
     assert "dense" not in names
     (tmp_path / "hce-scifact").mkdir()
     assert ("dense", {"model": "hce-scifact"}) in [(r, o) for _, r, o in demo.demo_systems(baselines=False)]
+
+
+def test_a_build_ended_by_sigterm_leaves_no_staging_folder(tmp_path):
+    """SIGTERM ends `semiret index` as Ctrl-C does: the index being written is removed, nothing half-built stays."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import leftovers
+
+    words = "cat dog bird fish statin cancer heart garden morning mail letter tumour mice risk".split()
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [
+        {"_id": f"d{i}", "text": " ".join(words[(i * 7 + j) % len(words)] + str(j % 97) for j in range(60))}
+        for i in range(60_000)])
+    out = tmp_path / "idx"
+    process = subprocess.Popen([sys.executable, "-c", "from semiret.cli import main; main()", "index", "--data",
+                                str(corpus), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not leftovers(tmp_path) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the staging folder exists
+    assert process.poll() is None, "the build ended before it could be stopped"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    assert leftovers(tmp_path) == [] and not out.exists()
