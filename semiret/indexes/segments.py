@@ -655,7 +655,11 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
         copy_index_files(first.path, staged)
         merged = type(first).open(staged)
         for shard in shards[1:]:
-            merged.add_index(open_index(shard))
+            try:
+                merged.add_index(open_index(shard))
+            except SemiretError as exc:  # said of the first shard, not of the staging folder it is copied to
+                reason = str(exc).replace(str(staged), str(shards[0]))
+                raise type(exc)(f"{shard} does not join {shards[0]}: {reason}") from None
         merged.merge()
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)

@@ -180,7 +180,8 @@ def fusion_against_model(fused_run: dict, model_run: dict, qrels: dict) -> dict:
 
 
 def retriever_name(kind: str) -> str:
-    return {"inference-free": "inference-free", "sidr": "sidr-full", "gdr": "gdr", "nail": "bm25+nail"}.get(kind, "dense")
+    return {"inference-free": "inference-free", "sidr": "sidr-full", "gdr": "gdr",
+            "nail": "bm25+nail"}.get(kind, "dense")
 
 
 def estimate_seconds(kind: str, model: str, documents: list[Document], config: AdaptConfig) -> float:

@@ -415,6 +415,10 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         if levels >= depth:
             raise SemiretError(f"{levels} hierarchy levels need a tree deeper than its {depth} levels "
                                f"({n} documents, b = {branching})")
+        if depth < 2:
+            log.warning("with b = %d the tree over %d documents has one level, every document a sibling of every "
+                        "other: the hierarchy loss has no cluster level to learn from (a smaller --branching, or the "
+                        "default, gives a deeper tree)", branching, n)
     else:
         levels = 0
     negatives = config.negatives if config.loss in ("hierarchy", "mined") else 0

@@ -62,6 +62,16 @@ def sidr_start(tiny_bert, tmp_path_factory):
     return model.save(tmp_path_factory.mktemp("sidr") / "model")
 
 
+def copy_with_search_settings(kind, model, copy, search: dict):
+    """A copy of a saved model whose marker records ``search`` settings, as packaged models do."""
+    import shutil
+
+    shutil.copytree(model, copy)
+    path, meta = kind.read(str(copy))
+    kind.write_marker(path, **{**meta, "search": search})
+    return copy
+
+
 def settings(corpus, model, output, **options) -> AdaptConfig:
     return AdaptConfig(**{**dict(data=str(corpus), model=str(model), output=str(output), epochs=1,
                                  queries_per_epoch=8, batch_size=4, max_length=24, check_queries=12), **options})
@@ -127,16 +137,11 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
 
 
 def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr, tmp_path, small_corpora):
-    import shutil
-
     from semiret.models.checkpoints import GDR
     from semiret.models.gdr import Clusters
     from semiret.search.retrievers import open_retriever, retriever_class
 
-    start = tmp_path / "start"
-    shutil.copytree(tiny_gdr, start)
-    path, meta = GDR.read(str(start))
-    GDR.write_marker(path, **{**meta, "search": {"beta": 7.0}})
+    start = copy_with_search_settings(GDR, tiny_gdr, tmp_path / "start", {"beta": 7.0})
     output = tmp_path / "adapted"
     report = adapt(settings(corpus, start, output))
     assert report["kind"] == "gdr" and report["retriever"] in ("gdr", "hybrid") and report["estimate_seconds"] > 0
@@ -158,16 +163,11 @@ def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr
 
 def test_a_nail_model_goes_on_pre_training_on_the_corpus_and_keeps_its_bm25_weight(corpus, tiny_nail, tmp_path,
                                                                                    small_corpora):
-    import shutil
-
     from semiret.models.checkpoints import NAIL
     from semiret.models.nail import NailModel
     from semiret.search.retrievers import open_retriever, retriever_class
 
-    start = tmp_path / "start"
-    shutil.copytree(tiny_nail, start)
-    path, meta = NAIL.read(str(start))
-    NAIL.write_marker(path, **{**meta, "search": {"bm25_weight": 1.5}})
+    start = copy_with_search_settings(NAIL, tiny_nail, tmp_path / "start", {"bm25_weight": 1.5})
     output = tmp_path / "adapted"
     report = adapt(settings(corpus, start, output))
     assert report["kind"] == "nail" and report["retriever"] == "bm25+nail" and report["estimate_seconds"] > 0

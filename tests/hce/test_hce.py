@@ -304,6 +304,21 @@ def test_bad_input_fails_before_the_encoder_loads(collection, tiny_bert, tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+def test_a_branching_as_large_as_the_corpus_is_warned_of_before_the_encoder_loads(collection, tiny_bert, tmp_path,
+                                                                                   monkeypatch, caplog):
+    import semiret.models.encoders as encoders
+    from semiret.data import Collection
+
+    def no_encoder(*args, **kwargs):
+        raise AssertionError("the encoder loaded")
+
+    monkeypatch.setattr(encoders, "load_encoder", no_encoder)
+    n = len(list(Collection(collection).corpus()))
+    with caplog.at_level("WARNING"), pytest.raises(AssertionError, match="the encoder loaded"):
+        train_hce(config(collection, tiny_bert, tmp_path / "run", branching=n, hierarchy_levels=0))
+    assert f"with b = {n} the tree over {n} documents has one level" in caplog.text
+
+
 def test_a_run_stopped_in_its_first_epoch_resumes_with_its_first_tree(collection, tiny_bert, tmp_path, monkeypatch):
     from semiret.training.hierarchy import HierarchyLoss
 

@@ -60,8 +60,9 @@ def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, cor
     BM25Retriever.build(TINY_DOCS[:3], tmp_path / "a")
     BM25Retriever.build(TINY_DOCS[3:], tmp_path / "b", k1=0.5)
     BM25Retriever.build(TINY_DOCS[2:], tmp_path / "c")
-    with pytest.raises(SemiretError, match="not built like"):
+    with pytest.raises(SemiretError, match="not built like") as refused:
         merge_shards(tmp_path / "ab", [tmp_path / "a", tmp_path / "b"])
+    assert f"{tmp_path / 'b'} does not join {tmp_path / 'a'}" in str(refused.value) and ".tmp-" not in str(refused.value)
     with pytest.raises(SemiretError, match="already in"):
         merge_shards(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"])
     assert not (tmp_path / "ab").exists() and not (tmp_path / "ac").exists()
