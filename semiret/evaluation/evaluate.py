@@ -75,10 +75,10 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
             cls.build(collection.corpus(), index, total=count_documents(collection.corpus_path), overwrite=True,
                       backend=store, **build_options)
             build_seconds = time.perf_counter() - start
-        elif build_options:
+        elif store is None and (ignored := _unlike_the_index(index, build_options)):
             log.warning("%s exists and is searched as it was built: %s only apply when an index is built (add "
                         "--rebuild to build it again with them)", index,
-                        ", ".join(f"{name}={value!r}" for name, value in build_options.items()))
+                        ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
         searcher = open_retriever(index, retriever, backend=store, **search_options)
         _warn_unknown_documents(qrels, searcher)
 
@@ -149,6 +149,34 @@ def _built_for(index: str | Path | None, store) -> str | None:
     if store is not None:
         return store.open(index).meta.get("retriever") if store.exists(index) else None
     return read_meta(Path(index), None).get("retriever") if (Path(index) / META_FILE).is_file() else None
+
+
+def _unlike_the_index(index: Path, build_options: dict) -> dict:
+    """The build options whose value differs from what ``index`` recorded under the same name (models compared by
+    folder); options it recorded nothing for cannot be compared and are left out."""
+    meta = read_meta(index, None)
+    return {name: value for name, value in build_options.items()
+            if (recorded := _recorded(meta, name)) is not None
+            and (_model_folder(value) != _model_folder(recorded) if name == "model" else value != recorded)}
+
+
+def _recorded(meta, name: str):
+    """The first value recorded under ``name`` anywhere in an index's ``meta.json`` (None: none)."""
+    if isinstance(meta, dict):
+        if name in meta:
+            return meta[name]
+        return next((found for value in meta.values() if (found := _recorded(value, name)) is not None), None)
+    return None
+
+
+def _model_folder(model) -> str:
+    """A model name or folder as the resolved folder it names (packaged names resolved; others as given)."""
+    from semiret.data.packaged import PACKAGED_CHECKPOINTS, REGISTRY, resolve_model_path
+
+    for candidate in (Path(str(model)), PACKAGED_CHECKPOINTS / str(model)):
+        if candidate.exists():
+            return str(candidate.resolve())
+    return str(resolve_model_path(model).resolve()) if model in REGISTRY else str(model)
 
 
 def _warn_unknown_documents(qrels, searcher) -> None:

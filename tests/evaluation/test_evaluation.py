@@ -222,12 +222,19 @@ def test_bad_search_options_fail_before_an_index_is_built_or_rebuilt(beir_dir, t
             evaluate(beir_dir, "hybrid", index=tmp_path / "idx", rebuild=True, **bad)
 
 
-def test_build_options_given_for_a_reused_index_are_reported_as_ignored(beir_dir, tmp_path, caplog):
+def test_build_options_unlike_a_reused_index_are_reported_as_ignored(beir_dir, tiny_bert, tmp_path, caplog):
     evaluate(beir_dir, "bm25", index=tmp_path / "idx")
     with caplog.at_level("WARNING"):
         reused = evaluate(beir_dir, "bm25", index=tmp_path / "idx", k1=0.9)
     assert reused["index_build_s"] is None
     assert "k1=0.9 only apply when an index is built" in caplog.text
+    evaluate(beir_dir, "dense", index=tmp_path / "dense", model=str(tiny_bert))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        evaluate(beir_dir, "dense", index=tmp_path / "dense", model=str(tiny_bert))  # as built: nothing to say
+        assert "only apply" not in caplog.text
+        evaluate(beir_dir, "dense", index=tmp_path / "dense", model="minilm")
+    assert "model='minilm' only apply when an index is built" in caplog.text
 
 
 def test_evaluate_without_an_index_leaves_nothing(beir_dir, tmp_path, monkeypatch):
