@@ -164,14 +164,18 @@ def search(query: list[str] = typer.Argument(..., help="One or more queries."),
         if as_json:
             print(json.dumps({"query": text, "hits": [{"id": h.id, "score": h.score} for h in hits]}))
             continue
+        rows = [(str(rank), hit.id, f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
+        widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, name in enumerate(("#", "id", "score"))]
         table = Table(title=text, show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("id")
-        table.add_column("score", justify="right")
+        for width, (name, justify) in zip(widths, (("#", "right"), ("id", "left"), ("score", "right"))):
+            table.add_column(name, justify=justify, no_wrap=True, min_width=width)
+        # on a narrow terminal the text gives way, never the rank, id or score (3 cells of padding and border each)
+        room = min(90, max(10, stdout.width - sum(widths) - 3 * (len(widths) + 1) - 1))
         if show_text:
-            table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=90)
-        for rank, hit in enumerate(hits, 1):
-            table.add_row(str(rank), hit.id, f"{hit.score:.3f}", *([hit.text or ""] if show_text else []))
+            table.add_column("text", no_wrap=True, max_width=room)
+        for row, hit in zip(rows, hits):
+            passage = " ".join((hit.text or "").split())
+            table.add_row(*row, *([passage if len(passage) <= room else passage[: room - 1] + "…"] if show_text else []))
         stdout.print(table)
 
 

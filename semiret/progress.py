@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, TypeVar
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 T = TypeVar("T")
 ENABLED = True
+CONSOLE = Console(stderr=True)
+"""Bars draw on standard error, with the log messages: standard output carries only results (``--json``)."""
 
 
 def set_enabled(enabled: bool) -> None:
@@ -22,7 +25,7 @@ def track(items: Iterable[T], description: str, total: float | None = None, adva
         return
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, transient=True) as progress:
+    with Progress(*columns, transient=True, console=CONSOLE) as progress:
         task = progress.add_task(description, total=total)
         for item in items:
             yield item
@@ -40,7 +43,7 @@ class StepBar:
     def __enter__(self) -> "StepBar":
         if ENABLED:
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
+                                      TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=CONSOLE)
             self._progress.__enter__()
             self._task = self._progress.add_task(self.description, total=self.total)
         return self

@@ -74,6 +74,12 @@ def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                 yield line_number, row
 
 
+def _is_header(row: list[str]) -> bool:
+    """Whether a TSV corpus's first row names its columns (``id<TAB>text[<TAB>title]``) rather than a document."""
+    names = [field.strip().lower() for field in row]
+    return len(names) >= 2 and names[0] in ID_FIELDS and names[1] in TEXT_FIELDS + ("title",)
+
+
 def iter_corpus(path: str | Path) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names) or a ``id<TAB>text`` TSV file.
 
@@ -99,6 +105,8 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
 
     if path.suffix.lower() in (".tsv", ".tab"):
         for line, row in _read_tsv_rows(path):
+            if line == 1 and _is_header(row):
+                continue
             if len(row) < 2:
                 raise DataFormatError("expected 'id<TAB>text' (optionally '<TAB>title')", path, line)
             yield checked(row[0], row[1], row[2] if len(row) > 2 else "", line)
@@ -122,8 +130,15 @@ def count_documents(path: str | Path) -> int:
         path = path / "corpus.jsonl"
     if not path.is_file():
         raise DataFormatError("file not found", path)
+    count, first = 0, None
     with open(path, "rb") as handle:
-        return sum(1 for raw in handle if raw.strip())
+        for raw in handle:
+            if raw.strip():
+                count += 1
+                first = raw if first is None else first
+    tsv = path.suffix.lower() in (".tsv", ".tab")
+    header = tsv and first is not None and _is_header(first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"))
+    return count - header
 
 
 def read_queries(path: str | Path) -> dict[str, str]:

@@ -84,13 +84,16 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]
+        # the first query alone, then the rest timed as the batch: a query encoder loads on first use
+        run = searcher.search(texts[:1], k=depth).as_run(query_ids[:1])
         start = time.perf_counter()
-        hits = searcher.search(texts, k=depth, n_threads=n_threads)
+        rest = searcher.search(texts[1:], k=depth, n_threads=n_threads) if len(texts) > 1 else None
         batch_seconds = time.perf_counter() - start
         cost_figures = getattr(searcher.query_side, "cost_figures", None)  # embedding work of this run (re-ranking)
         costs = cost_figures() if cost_figures is not None else {}
         sparsity = _sparsity(searcher, texts)
-        run = hits.as_run(query_ids)
+        if rest is not None:
+            run.update(rest.as_run(query_ids[1:]))
         if run_path:
             write_trec_run(run, run_path, tag=retriever)
 
@@ -109,7 +112,7 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
             "documents": searcher.index.n_docs,
             "latency_ms_median": round(statistics.median(latencies), 4),
             "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 4),
-            "batch_qps": round(len(query_ids) / batch_seconds, 1),
+            "batch_qps": round((len(query_ids) - 1) / batch_seconds, 1) if rest is not None else None,
         }
         # one key set for every retriever (the ``--json`` contract); null where a figure does not apply
         figures.update({key: costs.get(key) for key in COST_FIGURES})

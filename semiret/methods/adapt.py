@@ -409,7 +409,7 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
                            f"with {config.model} as it is, or with -r hybrid")
     estimate = estimate_seconds(kind, start, documents, config)
     duration = f"{estimate / 60:.0f} minutes" if estimate >= 90 else f"{estimate:.0f} seconds"
-    log.warning("adapting %s to %s (%d documents): about %s on this machine", config.model, corpus,
+    log.warning("adapting %s to %s (%d documents) takes about %s on this machine", config.model, config.data,
                 len(documents), duration)
     report = {"config": asdict(config), "kind": kind, "corpus": str(corpus), "documents": len(documents),
               "estimate_seconds": round(estimate, 2)}  # small corpora take under a second

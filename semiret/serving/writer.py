@@ -12,8 +12,9 @@ The process is started fresh (``spawn``: forking a process whose tokenizer and t
 deadlock the child) and runs at a lower priority (:data:`WRITER_NICENESS`) with half the cores for torch. Both
 processes freeze what start-up allocated out of the garbage collector's reach (``gc.freeze``): a full
 collection over the half million objects a served model and FastAPI leave took 216 ms, a pause every request
-in flight would wait for. If the server is killed, the writer sees its pipe close and exits; a write it was
-committing either lands whole or not at all (the index's commit is atomic), and was not acknowledged.
+in flight would wait for. If the server is killed (even by SIGKILL, which closes nothing in order), the writer
+notices that its parent is gone within :data:`PARENT_CHECK_SECONDS` and exits; a write it was committing either
+lands whole or not at all (the index's commit is atomic), and was not acknowledged.
 """
 
 from __future__ import annotations
@@ -22,19 +23,32 @@ import gc
 import multiprocessing
 import os
 import sys
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 
 WRITER_NICENESS = 10
 """The writer process's ``nice`` increment: when the cores are busy the scheduler serves searches first (a write
 takes a little longer to be acknowledged; with idle cores nothing changes)."""
 
+PARENT_CHECK_SECONDS = 1.0
+"""How often the writer checks that the serving process that started it is still its parent."""
+
 _INDEXES: dict = {}
 """The writer process's own :class:`~semiret.serving.served.ServedIndex` per index name."""
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit once the process that started this one has died (this one is then adopted by another)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(0)
 
 
 def _open_indexes(specs: dict[str, tuple[str, str | None]], max_segments: int, threads: int) -> None:
     from semiret.serving.served import ServedIndex
 
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     os.nice(WRITER_NICENESS)
     for name, (path, retriever) in specs.items():
         index = ServedIndex(name, path, max_segments, retriever)

@@ -65,6 +65,14 @@ def test_search_table_shows_texts(index_dir):
     assert "d5" in result.stdout and "mailman" in result.stdout
 
 
+def test_a_narrow_search_table_shortens_the_text_not_the_ids_or_scores(index_dir, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "36")
+    table = invoke("search", "--index", index_dir, "-k", "3", "cats dogs birds").stdout
+    hits = json_lines(invoke("search", "--index", index_dir, "-k", "3", "--json", "cats dogs birds").stdout)[0]["hits"]
+    assert all(hit["id"] in table and f"{hit['score']:.3f}" in table for hit in hits)
+    assert max(map(len, table.splitlines())) <= 36 and "…" in table
+
+
 def test_search_without_known_words(index_dir):
     result = invoke("search", "--index", index_dir, "--json", "zyzzyva")
     assert json_lines(result.stdout) == [{"query": "zyzzyva", "hits": []}]
@@ -230,3 +238,15 @@ def test_a_build_ended_by_sigterm_leaves_no_staging_folder(tmp_path):
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 128 + signal.SIGTERM
     assert leftovers(tmp_path) == [] and not out.exists()
+
+
+def test_standard_output_carries_only_the_result(beir_dir, tmp_path):
+    """Progress bars and messages go to standard error: `semiret index` and `eval --json` print nothing but JSON."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", "from semiret.cli import main; main()"]
+    for arguments in (["index", "--data", str(beir_dir), "--out", str(tmp_path / "idx")],
+                      ["eval", "--data", str(beir_dir), "--index", str(tmp_path / "idx"), "--json"]):
+        done = subprocess.run(command + arguments, capture_output=True, text=True, check=True)
+        assert done.stdout.startswith("{") and json.loads(done.stdout)

@@ -70,6 +70,17 @@ def test_tsv_corpus_with_optional_title(tmp_path):
     assert list(iter_corpus(path)) == [Document("a", "first text"), Document("b", 'second "quoted" text', "A title")]
 
 
+def test_a_tsv_corpus_header_is_not_a_document(tmp_path):
+    from semiret.data.collection import count_documents
+
+    path = tmp_path / "docs.tsv"
+    path.write_text("id\ttext\ttitle\n1\thello world\tgreeting\n2\tfoo bar\t\n")
+    assert [(d.id, d.text, d.title) for d in iter_corpus(path)] == [("1", "hello world", "greeting"), ("2", "foo bar", "")]
+    assert count_documents(path) == 2
+    path.write_text("id\thello\n")  # a document whose text is a column name would be read as one: only "text"-like
+    assert [d.id for d in iter_corpus(path)] == ["id"]
+
+
 def test_tsv_queries(tmp_path):
     path = tmp_path / "queries.tsv"
     path.write_text("1\tfirst query\n2\tsecond query\n", encoding="utf-8")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -112,3 +113,36 @@ def test_no_acknowledged_write_is_lost_when_the_server_is_killed(tmp_path):
     acknowledged = sum(writer.acknowledged for writer in writers)
     print(f"\n{KILLS} kills, {acknowledged} acknowledged writes, {time.monotonic() - started:.1f} s")
     assert acknowledged >= KILLS  # the kills did land among writes
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_the_writer_process_exits_when_the_server_is_killed_alone(tmp_path):
+    """SIGKILL to the serving process only (not its group): the writer process it started does not live on."""
+    import os
+    import signal
+
+    BM25Retriever.build([Document("seed", "common words")], tmp_path / "alone")
+    server = ServerProcess({"alone": tmp_path / "alone"}, api_key=KEY).start()
+    try:
+        children = _children(server.process.pid)
+        assert children, "the server started no writer process"
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+        deadline = time.monotonic() + 15
+        while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
+    finally:
+        server.kill()
