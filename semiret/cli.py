@@ -147,22 +147,41 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     _print_json(built.index.describe())
 
 
-def search(query: list[str] = typer.Argument(..., help="One or more queries."),
+def search(query: Optional[list[str]] = typer.Argument(None, help="One or more queries."),
            index: Path = typer.Option(..., help="Index directory."),
            retriever: Optional[str] = _retriever_option(None, "Search with another retriever than the index's own"),
            k: int = typer.Option(10, "-k", help="Results per query."),
+           queries: Optional[Path] = typer.Option(None, help="Search every query of a file instead (BEIR "
+                                                  "queries.jsonl, a BEIR folder, or id<TAB>text), in one batch."),
+           run: Optional[Path] = typer.Option(None, help="Also write the results as a TREC run file (query ids from "
+                                              "--queries; 1, 2, ... for queries given as arguments)."),
+           threads: int = typer.Option(1, help="Threads searching a batch of queries."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
-    """Search an index."""
+    """Search an index: queries given as arguments, or a file of them (--queries), results as tables, JSON lines
+    or a TREC run."""
+    from semiret.data.collection import read_queries
+    from semiret.data.trec import write_trec_run
     from semiret.search.retrievers import open_retriever
 
+    if bool(query) == (queries is not None):
+        raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
+    named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
+    query_ids, texts = list(named), list(named.values())
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
-    for text, hits in zip(query, searcher.search(query, k=k)):
+    found = searcher.search(texts, k=k, n_threads=threads)
+    if run is not None:
+        write_trec_run(found.as_run(query_ids), run, tag=searcher.name)
+        if queries is not None and not as_json:
+            print(f"{len(texts)} queries searched, top {k} of each written to {run}", file=sys.stderr)
+            return  # a file of queries: the run is the output, not a table per query
+    for query_id, text, hits in zip(query_ids, texts, found):
         if as_json:
-            print(json.dumps({"query": text, "hits": [{"id": h.id, "score": h.score} for h in hits]}))
+            print(json.dumps({**({"query_id": query_id} if queries is not None else {}), "query": text,
+                              "hits": [{"id": h.id, "score": h.score} for h in hits]}))
             continue
         rows = [(str(rank), hit.id, f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
         widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, name in enumerate(("#", "id", "score"))]

@@ -73,6 +73,24 @@ def test_a_narrow_search_table_shortens_the_text_not_the_ids_or_scores(index_dir
     assert max(map(len, table.splitlines())) <= 36 and "…" in table
 
 
+def test_a_file_of_queries_is_searched_into_a_trec_run(index_dir, tmp_path):
+    from semiret.data import read_trec_run
+
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("cats\tcats and dogs\nstatins\tstatins cancer\n")
+    result = invoke("search", "--index", index_dir, "--queries", queries, "--run", tmp_path / "run.trec", "-k", "2")
+    assert result.stdout == ""  # the run is the output
+    run = read_trec_run(tmp_path / "run.trec")
+    assert set(run) == {"cats", "statins"} and all(len(hits) == 2 for hits in run.values())
+    lines = json_lines(invoke("search", "--index", index_dir, "--queries", queries, "--json", "-k", "2").stdout)
+    assert [(line["query_id"], [h["id"] for h in line["hits"]]) for line in lines] == [
+        (q, sorted(run[q], key=run[q].get, reverse=True)) for q in ("cats", "statins")]
+    invoke("search", "--index", index_dir, "--run", tmp_path / "args.trec", "cats and dogs", "mailman")
+    assert set(read_trec_run(tmp_path / "args.trec")) == {"1", "2"}
+    refused = invoke("search", "--index", index_dir, "--queries", queries, "cats", ok=False)
+    assert refused.exit_code == 2 and "one of the two" in refused.stderr
+
+
 def test_search_without_known_words(index_dir):
     result = invoke("search", "--index", index_dir, "--json", "zyzzyva")
     assert json_lines(result.stdout) == [{"query": "zyzzyva", "hits": []}]
@@ -181,7 +199,9 @@ def test_failed_add_changes_nothing(tmp_path, index_dir):
 
 def test_usage_errors_are_click_errors(index_dir):
     result = invoke("search", "--index", index_dir, ok=False)  # no query
-    assert result.exit_code == 2 and "Missing argument" in result.output
+    assert result.exit_code == 2 and "give queries as arguments or a file of them with --queries" in result.stderr
+    result = invoke("search", index_dir, ok=False)  # no --index
+    assert result.exit_code == 2 and "Missing option" in result.output
     assert invoke("--help").stdout.count("search") >= 1
 
 
