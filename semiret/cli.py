@@ -157,7 +157,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                               "--queries; 1, 2, ... for queries given as arguments)."),
            threads: int = typer.Option(1, help="Threads searching a batch of queries."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
-           show_text: bool = typer.Option(True, help="Show stored document texts."),
+           show_text: bool = typer.Option(True, help="Show stored document texts in the tables."),
+           with_text: bool = typer.Option(False, help="Put each hit's stored text in the --json lines too (the "
+                                          "service's with_text)."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
@@ -181,7 +183,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     for query_id, text, hits in zip(query_ids, texts, found):
         if as_json:
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), "query": text,
-                              "hits": [{"id": h.id, "score": h.score} for h in hits]}))
+                              "hits": [{"id": h.id, "score": h.score, **({"text": h.text} if with_text else {})}
+                                       for h in hits]}))
             continue
         rows = [(str(rank), hit.id, f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
         widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, name in enumerate(("#", "id", "score"))]

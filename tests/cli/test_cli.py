@@ -63,6 +63,10 @@ def test_search_json(index_dir):
 def test_search_table_shows_texts(index_dir):
     result = invoke("search", "--index", index_dir, "mailman")
     assert "d5" in result.stdout and "mailman" in result.stdout
+    plain, texts = ({hit["id"]: hit for hit in json_lines(invoke("search", "--index", index_dir, "--json", *flag,
+                                                                "mailman").stdout)[0]["hits"]}
+                    for flag in ((), ("--with-text",)))
+    assert set(plain["d5"]) == {"id", "score"} and "mailman" in texts["d5"]["text"]
 
 
 def test_a_narrow_search_table_shortens_the_text_not_the_ids_or_scores(index_dir, monkeypatch):
