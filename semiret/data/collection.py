@@ -74,6 +74,12 @@ def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                 yield line_number, row
 
 
+def _corpus_file(path: str | Path) -> Path:
+    """A corpus file, or a BEIR folder's ``corpus.jsonl``."""
+    path = Path(path)
+    return path / "corpus.jsonl" if path.is_dir() else path
+
+
 def _is_header(row: list[str]) -> bool:
     """Whether a TSV corpus's first row names its columns (``id<TAB>text[<TAB>title]``) rather than a document."""
     names = [field.strip().lower() for field in row]
@@ -85,9 +91,7 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / "corpus.jsonl"
+    path = _corpus_file(path)
     seen: dict[str, int] = {}
     truncated = 0
 
@@ -125,9 +129,7 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
 def count_documents(path: str | Path) -> int:
     """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines), without parsing
     them: a progress bar's total, and what an index that cannot hold them all checks before encoding any."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "corpus.jsonl"
+    path = _corpus_file(path)
     if not path.is_file():
         raise DataFormatError("file not found", path)
     count, first = 0, None

@@ -59,7 +59,7 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = retriever_class(retriever)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
-    cls._search_options(search_options)  # as do bad values of the search options (checked when made)
+    cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None
     if index is None and store is None:
         scratch = Path(tempfile.mkdtemp(prefix="semiret-eval-"))

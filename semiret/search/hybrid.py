@@ -227,7 +227,7 @@ class HybridRetriever(Retriever):
         if resolved == source.path.resolve() or source.path.resolve() in resolved.parents:
             raise SemiretError(f"the hybrid index {path} would replace or lie inside {neural_index}, which it copies: "
                                "choose another directory")
-        cls._search_options(options)  # bad options fail before any work
+        cls.search_options(options)  # bad options fail before any work
         with source.writing():  # no commit lands while the index is read and copied
             ids = source.live_ids()
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {

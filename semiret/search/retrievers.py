@@ -134,7 +134,8 @@ class Retriever:
         return option_tools.pick(options, cls.documents.Options), option_tools.pick(options, cls.queries.Options)
 
     @classmethod
-    def _search_options(cls, options: dict):
+    def search_options(cls, options: dict):
+        """The query side's options object made from ``options`` (checked: unknown names and bad values fail)."""
         search_names = option_tools.option_names([cls.queries.Options])
         misplaced = sorted(k for k, v in options.items() if v is not None and k not in search_names)
         if misplaced:
@@ -195,9 +196,9 @@ class Retriever:
         the retriever that built the index, re-opened from its ``meta.json``)."""
         if index.kind not in cls.compatible_kinds():
             raise SemiretError(f"{index.path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
-        search_options = cls._search_options(options)
+        query_options = cls.search_options(options)
         document_side = document_side or _builder_of(index, cls).documents.from_index(index)
-        return cls(index, cls.queries.open(index, search_options, document_side), document_side)
+        return cls(index, cls.queries.open(index, query_options, document_side), document_side)
 
     def add(self, documents: Iterable[Document], replace: bool = False) -> int:
         """Index more documents; they are searchable as soon as this returns, and durable.
@@ -214,7 +215,7 @@ class Retriever:
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""
-        query_side = self.queries.open(self.index, self._search_options(options), self.document_side)
+        query_side = self.queries.open(self.index, self.search_options(options), self.document_side)
         return type(self)(self.index, query_side, self.document_side)
 
     def pinned(self) -> "Retriever":
