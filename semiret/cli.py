@@ -406,11 +406,15 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     from semiret.data.paths import dataset
     from semiret.data.trec import read_trec_run
     from semiret.evaluation.metrics import parse_measures
-    from semiret.evaluation.significance import compare_runs
+    from semiret.evaluation.significance import check_baseline, compare_runs
 
     qrels = Collection(dataset(str(data))).qrels(split)
-    versus = compare_runs([read_trec_run(p) for p in run], [read_trec_run(p) for p in baseline], qrels,
-                          parse_measures(measure))
+    measures = parse_measures(measure)
+    sides = [[read_trec_run(p) for p in paths] for paths in (run, baseline)]
+    for paths, runs in zip((run, baseline), sides):
+        for path, each in zip(paths, runs):
+            check_baseline(each, qrels, f"run {path}")  # the file at fault named
+    versus = compare_runs(*sides, qrels, measures)
     figures = {"run": _run_paths(run), "baseline_run": _run_paths(baseline), "queries": len(qrels),
                "vs_baseline": versus}
     if as_json:

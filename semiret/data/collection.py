@@ -195,7 +195,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                 )
             try:
                 value = int(float(grade))
-            except ValueError:
+            except (ValueError, OverflowError):  # NaN, text / inf
                 raise DataFormatError(f"relevance grade {grade!r} is not a number", path, line_number) from None
             qrels.setdefault(query_id, {})[doc_id] = value
     return qrels

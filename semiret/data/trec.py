@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from semiret.errors import DataFormatError
@@ -40,6 +41,8 @@ def read_trec_run(path: str | Path) -> Run:
             try:
                 score = float(fields[4])
             except ValueError:
-                raise DataFormatError(f"score {fields[4]!r} is not a number", path, line_number) from None
+                score = math.nan
+            if math.isnan(score):  # NaN has no order: the run's ranking would be arbitrary
+                raise DataFormatError(f"score {fields[4]!r} is not a number", path, line_number)
             run.setdefault(fields[0], {})[fields[2]] = score
     return run

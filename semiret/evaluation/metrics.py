@@ -5,6 +5,8 @@ from __future__ import annotations
 import ir_measures
 from ir_measures import R, RR, nDCG
 
+from semiret.errors import SemiretError
+
 DEFAULT_MEASURES = {"nDCG@10": nDCG @ 10, "R@100": R @ 100, "MRR@10": RR @ 10}
 
 
@@ -12,7 +14,14 @@ def parse_measures(names: list[str] | None) -> dict[str, object]:
     """Report names to ir_measures objects; ``MRR@k`` is accepted as the usual name of ``RR@k``."""
     if not names:
         return dict(DEFAULT_MEASURES)
-    return {name: ir_measures.parse_measure(name.replace("MRR@", "RR@")) for name in names}
+    parsed = {}
+    for name in names:
+        try:
+            parsed[name] = ir_measures.parse_measure(name.replace("MRR@", "RR@"))
+        except (NameError, ValueError) as exc:  # ir_measures' own errors for unknown names and bad syntax
+            raise SemiretError(f"measure {name!r}: {exc} (--measure takes ir_measures names, e.g. "
+                               f"{', '.join(DEFAULT_MEASURES)}, P@5, AP)") from None
+    return parsed
 
 
 def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],

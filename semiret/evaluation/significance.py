@@ -20,10 +20,11 @@ from semiret.evaluation.metrics import parse_measures, per_query
 SIGNIFICANCE_LEVEL = 0.05
 
 
-def check_baseline(baseline: Run, qrels: dict[str, dict[str, int]]) -> None:
-    """A baseline that retrieved nothing for any judged query is a run of another collection or split."""
+def check_baseline(baseline: Run, qrels: dict[str, dict[str, int]], what: str = "the baseline run") -> None:
+    """A baseline (or compared run) that retrieved nothing for any judged query is a run of another collection or
+    split."""
     if not any(q in baseline for q in qrels):
-        raise SemiretError("the baseline run has none of the judged queries (a run of another collection or split?)")
+        raise SemiretError(f"{what} has none of the judged queries (a run of another collection or split?)")
 
 
 def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels: dict[str, dict[str, int]],

@@ -198,7 +198,12 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str
 
     saved = Path(config.output) / CLUSTERS_FILE
     if resume and saved.is_file():
-        return Clusters.load(saved)
+        clusters = Clusters.load(saved)
+        if list(clusters.document_ids) != list(ids):
+            raise SemiretError(f"{saved} clusters other documents ({len(clusters.document_ids)}) than --data "
+                               f"{config.data} trains on ({len(ids)}): the run folder holds another corpus's run; "
+                               f"start again with --no-resume, or give another --output")
+        return clusters
     threshold = config.leaf_size or leaf_threshold(len(ids), config.expected_clusters)
     tree = divisive_cluster_ids(vectors, config.branching, threshold, config.seed, config.kmeans_iterations)
     if config.identifiers == "document":

@@ -113,6 +113,7 @@ class NailTrainingConfig(WeightAveraging, TrainingConfig):
         for name, value in ARCHITECTURE_DEFAULTS.get(self.architecture, {}).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        super().__post_init__()
 
     def pretraining(self) -> list[str]:
         """The pre-training corpora: ``pretrain_corpora``, or the ``data`` corpus when unset; 'none' dropped."""
@@ -136,10 +137,6 @@ class NailTrainingConfig(WeightAveraging, TrainingConfig):
             raise SemiretError("hard_negatives must be >= 0 and negative_depth >= 1")
         if not self.temperature > 0:
             raise SemiretError(f"the temperature must be positive, got {self.temperature}")
-        if self.encoder_learning_rate is not None and not self.encoder_learning_rate > 0:
-            raise SemiretError(f"the encoder learning rate must be positive, got {self.encoder_learning_rate}")
-        if self.pretrain_epochs < 0 or self.finetune_epochs < 0:
-            raise SemiretError("epochs must be non-negative")
         if self.finetune_epochs == 0 and not (self.pretraining() and self.pretrain_epochs):
             raise SemiretError("nothing to train: no fine-tuning epochs and no pre-training")
 

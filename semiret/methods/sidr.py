@@ -76,7 +76,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.training.data import PairBatches, TrainingSet
     from semiret.training.distributed import is_main_process, main_process_first
     from semiret.training.miners import RetrievedNegativeMiner
-    from semiret.training.trainer import Trainer, epoch_summary
+    from semiret.training.trainer import Trainer, epoch_summary, saved_history
 
     config.validate()
     config = config.resolved()
@@ -98,8 +98,11 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     miner = None
     if config.negatives == "retrieved":
         bot_path = output / "bot-index"
+        # a new run (or one started again) builds it afresh: an older run's may hold another corpus, tokenizer or
+        # length; a resumed run keeps the one it mined with
+        kept = resume and bool(saved_history(output)) and (bot_path / "meta.json").is_file()
         with main_process_first():  # the others open what it built
-            if not (bot_path / "meta.json").is_file():
+            if is_main_process() and not kept:
                 tokenizer = model.document_encoder.name if saved_start is not None else config.base
                 BagOfTokensRetriever.build(collection.corpus(), bot_path, overwrite=True, store_texts=False,
                                            tokenizer=tokenizer, max_length=config.document_max_length)

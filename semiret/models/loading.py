@@ -40,7 +40,13 @@ def load_masked_lm(name_or_path: str):
     """A masked language model with its MLM head (SPLADE, VDR initialised from an MLM)."""
     from transformers import AutoModelForMaskedLM
 
-    return _load(AutoModelForMaskedLM, name_or_path, "masked language model").eval()
+    model, info = _load(AutoModelForMaskedLM, name_or_path, "masked language model", output_loading_info=True)
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # transformers starts them random, and its report of it is silenced above
+        raise SemiretError(f"{name_or_path!r} is not a masked language model with its MLM head: {len(missing)} "
+                           f"weights are missing ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) and "
+                           f"would start random (a sentence encoder such as minilm has no MLM head)")
+    return model.eval()
 
 
 def load_encoder_model(name_or_path: str):

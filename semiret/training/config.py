@@ -8,6 +8,7 @@ once, with its default and help (the attribute docstring), for the Python API an
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 
@@ -38,10 +39,45 @@ class TrainingConfig:
     """On CUDA, run the encoders in bf16 autocast (fp16 with a gradient scaler where the GPU lacks bf16); the
     losses stay in float32. No effect on a CPU or MPS."""
 
-    def resolved(self):
-        """A copy whose ``data`` is a folder (:func:`semiret.data.paths.dataset`); errors for unknown names."""
-        from semiret.data.paths import dataset
+    def __post_init__(self) -> None:
+        """Reject numbers no training can use, naming the option: every float finite (NaN or inf reached AdamW
+        or the loss as a traceback, or trained on silently), learning rates positive, epochs, warm-up and the
+        clipping norm non-negative (a negative norm turned clipping into gradient ascent), at least one query
+        per batch and one thread."""
+        from semiret.errors import SemiretError
 
+        def bad(name: str, requirement: str) -> SemiretError:
+            flag = "--" + name.replace("_", "-")
+            return SemiretError(f"{name} ({flag}) must be {requirement}, got {getattr(self, name)!r}")
+
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not math.isfinite(value):
+                raise bad(f.name, "a finite number")
+            if f.name.endswith("learning_rate") and not value > 0:
+                raise bad(f.name, "positive")
+            if (f.name.endswith("epochs") or f.name == "max_grad_norm") and value < 0:
+                raise bad(f.name, "non-negative")
+        if self.batch_size < 1:
+            raise bad("batch_size", "at least 1")
+        if self.threads is not None and self.threads < 0:
+            raise bad("threads", "at least 1 (0 or unset: torch's choice)")
+
+    def resolved(self):
+        """A copy whose ``data`` is a folder (:func:`semiret.data.paths.dataset`); errors for unknown names and for
+        an ``output`` that is (or lies under) a file."""
+        from pathlib import Path
+
+        from semiret.data.paths import dataset
+        from semiret.errors import SemiretError
+
+        existing = Path(self.output)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise SemiretError(f"--output {self.output}: {existing} is a file, not a folder (the run folder needs one)")
         return dataclasses.replace(self, data=str(dataset(self.data)))
 
 

@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from semiret.errors import SemiretError
+from semiret.files import staged_directory
 from semiret.progress import StepBar
 from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.data import BatchSource
@@ -100,23 +101,13 @@ class Trainer:
         """Write the checkpoint (the main process alone)."""
         if not self.processes.main:
             return
-        staged = self.output_dir / "checkpoint.tmp"
-        staged.mkdir(parents=True, exist_ok=True)
-        save_model(self.model, str(staged / "model.safetensors"))
-        torch.save({"optimizer": _cpu_copy(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
-                    "rng": torch.get_rng_state(), "precision": self.precision.state_dict()}, staged / "optimizer.pt")
-        state = {"epoch": self.start_epoch, "global_step": self.global_step, "config": asdict(self.config),
-                 "schedule": asdict(self.schedule), "history": [asdict(h) for h in self.history]}
-        (staged / STATE_FILE).write_text(json.dumps(state, indent=2))
-        if self.checkpoint_dir.exists():
-            old = self.output_dir / "checkpoint.old"
-            self.checkpoint_dir.rename(old)
-            staged.rename(self.checkpoint_dir)
-            for f in old.iterdir():
-                f.unlink()
-            old.rmdir()
-        else:
-            staged.rename(self.checkpoint_dir)
+        with staged_directory(self.checkpoint_dir) as staged:  # an interrupted save leaves the last checkpoint
+            save_model(self.model, str(staged / "model.safetensors"))
+            torch.save({"optimizer": _cpu_copy(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
+                        "rng": torch.get_rng_state(), "precision": self.precision.state_dict()}, staged / "optimizer.pt")
+            state = {"epoch": self.start_epoch, "global_step": self.global_step, "config": asdict(self.config),
+                     "schedule": asdict(self.schedule), "history": [asdict(h) for h in self.history]}
+            (staged / STATE_FILE).write_text(json.dumps(state, indent=2))
 
     def forget_optimizer_state(self, parameters) -> None:
         """Drop the optimizer's moments of ``parameters`` (their values were replaced, say by a re-clustering)."""
@@ -125,19 +116,27 @@ class Trainer:
 
     def resume(self) -> bool:
         """Continue from the last checkpoint in ``output_dir`` if there is one."""
-        state_file = self.checkpoint_dir / STATE_FILE
-        if not state_file.is_file():
+        state = _saved_state(self.checkpoint_dir)
+        if state is None:
             return False
-        state = json.loads(state_file.read_text())
-        load_model(self.model, str(self.checkpoint_dir / "model.safetensors"))
-        saved = torch.load(self.checkpoint_dir / "optimizer.pt", map_location="cpu", weights_only=False)
-        self.optimizer.load_state_dict(saved["optimizer"])  # moved to the parameters' device
-        self.precision.load_state_dict(saved.get("precision", {}))
-        self.scheduler.load_state_dict(saved["scheduler"])
-        torch.set_rng_state(saved["rng"])
-        self.start_epoch = state["epoch"]
-        self.global_step = state["global_step"]
-        self.history = [EpochLog.from_json(h) for h in state["history"]]
+        saved_config = state.get("config") if isinstance(state.get("config"), dict) else {}
+        changed = _changed_options(saved_config, asdict(self.config))
+        try:
+            load_model(self.model, str(self.checkpoint_dir / "model.safetensors"))
+            saved = torch.load(self.checkpoint_dir / "optimizer.pt", map_location="cpu", weights_only=False)
+            self.optimizer.load_state_dict(saved["optimizer"])  # moved to the parameters' device
+            self.precision.load_state_dict(saved.get("precision", {}))
+            self.scheduler.load_state_dict(saved["scheduler"])
+            torch.set_rng_state(saved["rng"])
+            self.start_epoch = state["epoch"]
+            self.global_step = state["global_step"]
+            self.history = [EpochLog.from_json(h) for h in state["history"]]
+        except SemiretError:
+            raise
+        except Exception as exc:  # truncated files, another model's weights: safetensors, torch and pickle errors
+            raise _unusable(self.checkpoint_dir, exc, changed) from None
+        if changed:
+            log.warning("resuming %s with options other than its checkpoint's: %s", self.output_dir, changed)
         log.warning("resuming %s from epoch %d (step %d)", self.output_dir, self.start_epoch, self.global_step)
         return True
 
@@ -206,10 +205,46 @@ class Trainer:
 def saved_history(output_dir: str | Path) -> list[EpochLog]:
     """The epochs of the last checkpoint in ``output_dir`` ([] when there is none): what a resumed run starts
     from, for recipes that must rebuild their state (a tree, say) before the trainer resumes."""
-    state_file = Path(output_dir) / "checkpoint" / STATE_FILE
-    if not state_file.is_file():
+    checkpoint = Path(output_dir) / "checkpoint"
+    state = _saved_state(checkpoint)
+    if state is None:
         return []
-    return [EpochLog.from_json(h) for h in json.loads(state_file.read_text())["history"]]
+    try:
+        return [EpochLog.from_json(h) for h in state["history"]]
+    except (KeyError, TypeError) as exc:
+        raise _unusable(checkpoint, exc) from None
+
+
+RESUMABLE_CHANGES = {"output", "threads", "device", "mixed_precision", "epochs", "finetune_epochs", "pretrain_epochs"}
+"""Options a run may resume with other values of (where it runs; how long it goes on)."""
+
+
+def _saved_state(checkpoint: Path) -> dict | None:
+    """The checkpoint's trainer state (None when there is no checkpoint); unreadable: a :class:`SemiretError`."""
+    state_file = checkpoint / STATE_FILE
+    if not state_file.is_file():
+        return None
+    try:
+        state = json.loads(state_file.read_text())
+        if not isinstance(state, dict):
+            raise ValueError(f"expected a JSON object, got {type(state).__name__}")
+        return state
+    except (OSError, ValueError) as exc:
+        raise _unusable(checkpoint, exc) from None
+
+
+def _changed_options(saved: dict, current: dict) -> str:
+    """The options a resumed run changes from its checkpoint's (``name: old -> new``), those it may change aside."""
+    return ", ".join(f"{name}: {saved[name]!r} -> {value!r}" for name, value in current.items()
+                     if name in saved and saved[name] != value and name not in RESUMABLE_CHANGES)
+
+
+def _unusable(checkpoint: Path, exc: BaseException, changed: str = "") -> SemiretError:
+    cause = " ".join(str(exc).split())
+    cause = cause if len(cause) <= 300 else cause[:300] + "..."
+    because = f" (it was saved with other options: {changed})" if changed else ""
+    return SemiretError(f"cannot resume from {checkpoint}{because}: {type(exc).__name__}: {cause}; start the run "
+                        f"again with --no-resume, or give another --output")
 
 
 def _cpu_copy(state):

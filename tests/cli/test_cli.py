@@ -274,3 +274,14 @@ def test_standard_output_carries_only_the_result(beir_dir, tmp_path):
                       ["eval", "--data", str(beir_dir), "--index", str(tmp_path / "idx"), "--json"]):
         done = subprocess.run(command + arguments, capture_output=True, text=True, check=True)
         assert done.stdout.startswith("{") and json.loads(done.stdout)
+
+
+def test_compare_names_a_run_file_of_other_queries(beir_dir, tmp_path):
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    (tmp_path / "other.trec").write_text("zzz Q0 d1 1 1.0 x\n", encoding="utf-8")
+    result = invoke("compare", tmp_path / "bm25.trec", tmp_path / "other.trec", "--baseline", tmp_path / "bm25.trec",
+                    "--data", beir_dir, ok=False)
+    assert result.exit_code == 2 and f"run {tmp_path / 'other.trec'} has none of the judged queries" in result.output
+    result = invoke("compare", tmp_path / "bm25.trec", "--baseline", tmp_path / "bm25.trec", "--data", beir_dir,
+                    "--measure", "bogus", ok=False)
+    assert result.exit_code == 2 and "measure 'bogus'" in result.output

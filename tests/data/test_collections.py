@@ -298,3 +298,10 @@ def test_count_documents_counts_what_iter_corpus_reads(tmp_path):
     assert count_documents(tmp_path) == 5  # a BEIR folder: its corpus.jsonl
     with pytest.raises(DataFormatError, match="file not found"):
         count_documents(tmp_path / "missing.jsonl")
+
+
+def test_an_infinite_relevance_grade_names_its_line(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tinf\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"qrels.tsv:3: relevance grade 'inf' is not a number"):
+        read_qrels(path)

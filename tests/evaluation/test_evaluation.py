@@ -264,3 +264,16 @@ def test_evaluate_errors(beir_dir):
         evaluate(beir_dir, "bm25", split="dev")
     with pytest.raises(SemiretError, match="do not apply to retriever 'bm25'"):
         evaluate(beir_dir, "bm25", idf="corpus")
+
+
+def test_an_unknown_or_malformed_measure_is_named():
+    for name in ("bogus", "P@-1"):
+        with pytest.raises(SemiretError, match=rf"measure '{name}'.*--measure takes ir_measures names"):
+            parse_measures(["nDCG@10", name])
+
+
+def test_a_run_with_a_nan_score_names_its_line(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 nan x\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"run.trec:2: score 'nan' is not a number"):
+        read_trec_run(path)

@@ -233,3 +233,20 @@ def test_a_saved_encoder_in_the_packaged_checkpoints_loads_by_name(tiny_bert, tm
     assert isinstance(encoder, DenseEncoder) and encoder.max_length == 16
     with pytest.raises(SemiretError, match="unknown model"):
         load_encoder("not-shipped", "dense")
+
+
+def test_a_model_without_an_mlm_head_is_no_masked_lm(tmp_path):
+    """A sentence encoder's head would start random (transformers' report of it is silenced): an error instead."""
+    from transformers import BertConfig, BertModel
+
+    from semiret.models.loading import load_masked_lm, load_tokenizer
+
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=MAX_POSITIONS)).save_pretrained(tmp_path)
+    load_tokenizer("splade-tiny").save_pretrained(tmp_path)
+    with pytest.raises(SemiretError, match=r"is not a masked language model with its MLM head: \d+ weights are "
+                                           r"missing \(cls\.predictions"):
+        load_masked_lm(str(tmp_path))
+    with pytest.raises(SemiretError, match="MLM head"):
+        VDREncoder.from_pretrained(str(tmp_path), head="mlm")
+    VDREncoder.from_pretrained(str(tmp_path), head="fresh")  # a fresh head needs none

@@ -1,0 +1,134 @@
+"""Bad training input fails before any compute with a message naming the option or file, and a run folder left
+by another run or a damaged checkpoint is an error to act on, not a traceback or a silently mixed run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import TINY_DOCS, leftovers, write_beir
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.training.config import Schedule, TrainingConfig
+from semiret.training.data import BatchSource, seeded
+from semiret.training.losses import Loss, LossOutput
+from semiret.training.trainer import STATE_FILE, Trainer, saved_history
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"learning_rate": -1.0}, r"learning_rate \(--learning-rate\) must be positive, got -1.0"),
+    ({"learning_rate": 0.0}, r"--learning-rate\) must be positive"),
+    ({"learning_rate": float("nan")}, r"--learning-rate\) must be a finite number, got nan"),
+    ({"warmup_epochs": float("nan")}, r"--warmup-epochs\) must be a finite number"),
+    ({"warmup_epochs": -1.0}, r"--warmup-epochs\) must be non-negative"),
+    ({"max_grad_norm": -1.0}, r"--max-grad-norm\) must be non-negative"),  # clipping by it flips gradients
+    ({"max_grad_norm": float("inf")}, r"--max-grad-norm\) must be a finite number"),
+    ({"threads": -2}, r"--threads\) must be at least 1"),
+    ({"batch_size": 0}, r"--batch-size\) must be at least 1"),
+])
+def test_nonsense_numbers_name_their_option(options, message):
+    from semiret.methods.sidr import SiDRTrainingConfig
+
+    with pytest.raises(SemiretError, match=message):
+        SiDRTrainingConfig(**options)
+
+
+def test_recipes_with_their_own_post_init_check_numbers_too():
+    from semiret.methods.hce import HCETrainingConfig
+    from semiret.methods.nail import NailTrainingConfig
+
+    with pytest.raises(SemiretError, match=r"--finetune-learning-rate\) must be positive"):
+        NailTrainingConfig(finetune_learning_rate=0.0)
+    with pytest.raises(SemiretError, match=r"--temperature\) must be a finite number"):
+        HCETrainingConfig(temperature=float("nan"))
+
+
+def test_an_output_that_is_a_file_is_named(tmp_path):
+    data = write_beir(tmp_path / "data", split="train")
+    (tmp_path / "run").write_text("not a folder")
+    for output in (tmp_path / "run", tmp_path / "run" / "inner"):
+        with pytest.raises(SemiretError, match=r"run is a file, not a folder"):
+            TrainingConfig(data=str(data), output=str(output)).resolved()
+
+
+# ------------------------------------------------------------------ checkpoints
+class Numbers(BatchSource):
+    def epoch(self, rng):
+        order = list(range(8))
+        rng.shuffle(order)
+        return seeded([order[:4], order[4:]], rng)
+
+
+class Regression(Loss):
+    def __call__(self, model, batch, step):
+        x = torch.tensor(batch.items, dtype=torch.float32)[:, None]
+        return LossOutput(((model(x) - 3 * x) ** 2).mean())
+
+
+def _trainer(output, width=1, epochs=2, **config):
+    return Trainer(torch.nn.Linear(1, width, bias=False), Regression(), Numbers(), TrainingConfig(seed=1, **config),
+                   Schedule(epochs, learning_rate=0.05), output)
+
+
+def test_saving_a_checkpoint_again_replaces_it_and_leaves_nothing_behind(tmp_path):
+    _trainer(tmp_path, epochs=2).train()
+    assert json.loads((tmp_path / "checkpoint" / STATE_FILE).read_text())["epoch"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"] and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("damage, error", [
+    (lambda c: (c / "model.safetensors").write_bytes(b"\x00" * 10), "SafetensorError"),
+    (lambda c: (c / "optimizer.pt").write_bytes(b"truncated"), "optimizer|pickle|zip|Unpickling"),
+    (lambda c: (c / "optimizer.pt").unlink(), "FileNotFoundError"),
+    (lambda c: (c / STATE_FILE).write_text('{"epoch": 1,'), "JSONDecodeError"),
+    (lambda c: (c / STATE_FILE).write_text("[]"), "expected a JSON object"),
+])
+def test_a_damaged_checkpoint_is_an_error_that_says_what_to_do(tmp_path, damage, error):
+    _trainer(tmp_path, epochs=1).train()
+    damage(tmp_path / "checkpoint")
+    with pytest.raises(SemiretError, match=rf"cannot resume from .*checkpoint.*({error}).*--no-resume"):
+        _trainer(tmp_path).train()
+    assert len(_trainer(tmp_path).train(resume=False)) == 2  # starting again works
+
+
+def test_saved_history_of_a_damaged_checkpoint_is_an_error(tmp_path):
+    _trainer(tmp_path, epochs=1).train()
+    (tmp_path / "checkpoint" / STATE_FILE).write_text("{")
+    with pytest.raises(SemiretError, match="cannot resume from"):
+        saved_history(tmp_path)
+
+
+def test_resuming_another_models_checkpoint_names_the_changed_options(tmp_path, caplog):
+    _trainer(tmp_path, epochs=1, max_grad_norm=1.0).train()
+    with pytest.raises(SemiretError, match=r"saved with other options: max_grad_norm: 1.0 -> 3.0\).*--no-resume"):
+        _trainer(tmp_path, width=2, max_grad_norm=3.0).train()
+    _trainer(tmp_path, max_grad_norm=3.0, threads=1).train()  # the same model: resumed, the change warned of
+    assert "max_grad_norm: 1.0 -> 3.0" in caplog.text and "threads" not in caplog.text
+
+
+# ------------------------------------------------------------------ caches a run folder keeps
+def test_a_new_sidr_run_in_an_old_run_folder_mines_from_its_own_corpus(tmp_path, tiny_bert):
+    from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
+    from semiret.search import BagOfTokensRetriever
+
+    config = dict(output=str(tmp_path / "run"), base=str(tiny_bert), epochs=1, batch_size=3, top_k=64, pool_size=2,
+                  retrieve_depth=4, query_max_length=16, document_max_length=16, threads=1)
+    train_sidr(SiDRTrainingConfig(data=str(write_beir(tmp_path / "small", split="train")), **config))
+    more = TINY_DOCS + [Document(f"x{i}", f"filler document number {i}") for i in range(4)]
+    train_sidr(SiDRTrainingConfig(data=str(write_beir(tmp_path / "more", docs=more, split="train")), **config),
+               resume=False)
+    assert BagOfTokensRetriever.open(tmp_path / "run" / "bot-index").index.describe()["documents"] == len(more)
+
+
+def test_gdr_clusters_of_another_corpus_are_not_resumed_silently(tmp_path):
+    from semiret.methods.gdr import GDRTrainingConfig, cluster_corpus
+
+    config = GDRTrainingConfig(output=str(tmp_path), branching=2, leaf_size=2)
+    vectors = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    cluster_corpus(config, vectors, [f"d{i}" for i in range(6)], resume=False)
+    assert cluster_corpus(config, vectors, [f"d{i}" for i in range(6)], resume=True).document_ids[0] == "d0"
+    with pytest.raises(SemiretError, match=r"clusters other documents \(6\).*\(5\).*--no-resume"):
+        cluster_corpus(config, vectors[:5], [f"e{i}" for i in range(5)], resume=True)
