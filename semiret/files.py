@@ -25,12 +25,22 @@ FSYNC_THREADS = 16
 
 def atomic_write_json(path: Path, data: dict) -> None:
     """Replace ``path`` with ``data`` in one rename; durable once this returns."""
+    atomic_write_text(path, json.dumps(data, indent=2))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename (an interrupted write leaves the old file or none, never half
+    of one); durable once this returns."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_directory(path.parent)
 
 

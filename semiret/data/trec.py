@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from semiret.errors import DataFormatError
+from semiret.files import atomic_write_text
 
 Run = dict[str, dict[str, float]]
 """A ranking per query: ``{query_id: {doc_id: score}}`` (the ir_measures / pytrec_eval convention)."""
@@ -15,11 +16,11 @@ def write_trec_run(run: Run, path: str | Path, tag: str = "semiret") -> None:
     """Write a run in TREC format, documents of each query sorted by descending score."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        for query_id, scores in run.items():
-            ranked = sorted(scores.items(), key=lambda item: -item[1])
-            for rank, (doc_id, score) in enumerate(ranked, 1):
-                handle.write(f"{query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+    lines = []
+    for query_id, scores in run.items():
+        ranked = sorted(scores.items(), key=lambda item: -item[1])
+        lines += (f"{query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n" for rank, (doc_id, score) in enumerate(ranked, 1))
+    atomic_write_text(path, "".join(lines))  # a run cut short by a crash would score as a worse system
 
 
 def read_trec_run(path: str | Path) -> Run:
@@ -44,5 +45,9 @@ def read_trec_run(path: str | Path) -> Run:
                 score = math.nan
             if math.isnan(score):  # NaN has no order: the run's ranking would be arbitrary
                 raise DataFormatError(f"score {fields[4]!r} is not a number", path, line_number)
-            run.setdefault(fields[0], {})[fields[2]] = score
+            ranking = run.setdefault(fields[0], {})
+            if fields[2] in ranking:  # which of its scores counts would be a guess
+                raise DataFormatError(f"document {fields[2]!r} is ranked twice for query {fields[0]!r}", path,
+                                      line_number)
+            ranking[fields[2]] = score
     return run

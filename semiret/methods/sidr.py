@@ -61,6 +61,11 @@ class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
             raise SemiretError(f"negatives must be 'retrieved' or 'none', not {self.negatives!r}")
         if self.epochs < 1 or self.batch_size < 2:
             raise SemiretError("training needs at least 1 epoch and batches of at least 2 pairs")
+        if self.negatives == "retrieved" and (self.pool_size < 1 or self.retrieve_depth < 1):
+            raise SemiretError(f"retrieved negatives need --pool-size and --retrieve-depth of at least 1 (got "
+                               f"{self.pool_size} and {self.retrieve_depth}); --negatives none trains without them")
+        if self.top_k < 1 or self.query_max_length < 1 or self.document_max_length < 1:
+            raise SemiretError("--top-k, --query-max-length and --document-max-length must be at least 1")
         self.validate_averaging()
 
 
