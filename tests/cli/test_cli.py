@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
-from semiret import progress
+from semiret import cli, progress
 from semiret.cli import app
 
 from helpers import TINY_DOCS, write_jsonl
@@ -71,6 +72,8 @@ def test_search_table_shows_texts(index_dir):
 
 def test_a_narrow_search_table_shortens_the_text_not_the_ids_or_scores(index_dir, monkeypatch):
     monkeypatch.setenv("COLUMNS", "36")
+    # the CLI's console read COLUMNS when it was made (at import); a terminal 36 wide from the start is this one
+    monkeypatch.setattr(cli, "stdout", Console())
     table = invoke("search", "--index", index_dir, "-k", "3", "cats dogs birds").stdout
     hits = json_lines(invoke("search", "--index", index_dir, "-k", "3", "--json", "cats dogs birds").stdout)[0]["hits"]
     assert all(hit["id"] in table and f"{hit['score']:.3f}" in table for hit in hits)
