@@ -439,13 +439,15 @@ def demo(data: str = typer.Option("scifact", help="Collection to run on."),
          nail: Optional[str] = typer.Option(None, help="Also NAIL's pipelines (bm25+nail, nail-exh, nail-sparse) with "
                                                        "this saved NAIL model or packaged name: it scores the corpus "
                                                        "twice (a few minutes)."),
-         gdr: Optional[str] = typer.Option(None, help="Also GDR with this saved GDR model (the packaged gdr-scifact "
-                                                      "is a row whenever it is installed); it embeds the corpus "
+         dense: bool = typer.Option(False, help="Also the packaged dense models, HCE-J (hce-scifact) and GDR "
+                                                "(gdr-scifact): each encodes the corpus with a MiniLM-sized network "
+                                                "(2-3 minutes each on a fast 2-core CPU, 6-7 on a slow one)."),
+         gdr: Optional[str] = typer.Option(None, help="Also GDR with this saved GDR model; it embeds the corpus "
                                                       "with its E_D (a few minutes).")):
     """Build every available index on SciFact, evaluate, print a comparison and plot quality vs latency."""
     from semiret.demo import run_demo
 
-    run_demo(data, out, baselines, nail, gdr)
+    run_demo(data, out, baselines, nail, gdr, dense)
 
 
 

@@ -17,11 +17,13 @@ QUALITY = "nDCG@10"
 LATENCY = "latency_ms_median"
 
 
-def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
+def demo_systems(baselines: bool = False, dense: bool = False) -> list[tuple[str, str, dict]]:
     """(label, retriever, options) for each system the demo compares; grows as methods land.
 
     ``baselines``: also the neural references that encode the whole corpus with an off-the-shelf model
-    (SPLADE-tiny siamese, MiniLM, SPLADE-tiny document vectors under IDF queries).
+    (SPLADE-tiny siamese, MiniLM, SPLADE-tiny document vectors under IDF queries). ``dense``: also the packaged
+    HCE-J and GDR models, each of which encodes the corpus with a MiniLM-sized network (2-3 minutes each on a fast
+    2-core CPU, 6-7 on a slow one: the default demo stays within 10 minutes on both).
     """
     neural = [("SPLADE-tiny (siamese)", "splade", {"model": "splade-tiny"}),
               ("MiniLM dense", "dense", {"model": "minilm"}),
@@ -34,8 +36,7 @@ def demo_systems(baselines: bool = False) -> list[tuple[str, str, dict]]:
         *neural,
         *sidr_systems(),
         *inference_free_systems(),
-        *hce_systems(),
-        *packaged_gdr_systems(),
+        *(hce_systems() + packaged_gdr_systems() if dense else []),
     ]
 
 
@@ -68,7 +69,8 @@ HCE_MODEL = "hce-scifact"
 
 
 def hce_systems() -> list[tuple[str, str, dict]]:
-    """The packaged HCE-J encoder (``semiret train hce``), a plain dense retriever, when it is installed."""
+    """The packaged HCE-J encoder (``semiret train hce``), a plain dense retriever, when it is installed
+    (``semiret demo --dense``)."""
     from semiret.data.packaged import packaged_checkpoint_installed
 
     if not packaged_checkpoint_installed(HCE_MODEL):
@@ -94,7 +96,7 @@ def gdr_systems(model: str) -> list[tuple[str, str, dict]]:
 
 
 def packaged_gdr_systems() -> list[tuple[str, str, dict]]:
-    """The packaged ``gdr-scifact`` (``semiret train gdr``), when it is installed."""
+    """The packaged ``gdr-scifact`` (``semiret train gdr``), when it is installed (``semiret demo --dense``)."""
     from semiret.data.packaged import packaged_checkpoint_installed
     from semiret.models.checkpoints import GDR
 
@@ -102,7 +104,7 @@ def packaged_gdr_systems() -> list[tuple[str, str, dict]]:
 
 
 def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = None,
-             gdr: str | None = None) -> list[dict]:
+             gdr: str | None = None, dense: bool = False) -> list[dict]:
     console = Console()
     out.mkdir(parents=True, exist_ok=True)
     root = dataset(data)
@@ -115,7 +117,7 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         suffix = f"-{Path(options['model']).name}" if "model" in options else ""
         return index_dir / f"{root.name}-{retriever_class(retriever).documents.index_kind}{suffix}"
 
-    for label, retriever, options in demo_systems(baselines) + (nail_systems(nail) if nail else []) + \
+    for label, retriever, options in demo_systems(baselines, dense) + (nail_systems(nail) if nail else []) + \
             (gdr_systems(gdr) if gdr else []):
         console.print(f"[bold]{label}[/bold] ...")
         options = dict(options)

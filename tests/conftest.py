@@ -15,6 +15,18 @@ from semiret.data import Document
 from helpers import MAX_POSITIONS, SCIFACT, TINY_DOCS, TOKENIZER_SOURCE, require_shared_data, write_beir, write_jsonl
 
 
+LONGEST_FILES_FIRST = ("serving/test_fault.py", "models/test_encoders_integration.py", "gdr/test_gdr_integration.py",
+                       "serving/test_load.py", "hce/test_hce_integration.py", "training/test_distributed.py")
+"""The test files that take a minute or more here: started first, so that with ``-n`` (a file per worker) no worker is
+left alone with one of them at the end while the others are idle."""
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    root = Path(__file__).parent
+    items.sort(key=lambda item: rank.get(item.path.relative_to(root).as_posix(), len(rank)))  # stable: order kept
+
+
 @pytest.fixture(autouse=True)
 def _quiet_progress():
     """No progress bars in test output."""

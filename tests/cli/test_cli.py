@@ -215,8 +215,11 @@ def test_usage_errors_are_click_errors(index_dir):
 def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, monkeypatch):
     from semiret import demo
 
-    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [("BM25", "bm25", {}), ("bag-of-tokens overlap", "bot", {}),
-                                                       ("IDF (corpus)", "idf", {})])
+    asked = []
+    monkeypatch.setattr(demo, "demo_systems", lambda *flags: asked.append(flags) or [
+        ("BM25", "bm25", {}), ("bag-of-tokens overlap", "bot", {}), ("IDF (corpus)", "idf", {})])
+    invoke("demo", "--data", beir_dir, "--out", tmp_path / "cli-out", "--dense")
+    assert asked == [(False, True)]  # --dense reaches the list of systems
     rows = demo.run_demo(str(beir_dir), tmp_path / "out")
     assert [r["system"] for r in rows] == ["BM25", "bag-of-tokens overlap", "IDF (corpus)"]
     assert rows[2]["index_build_s"] is None  # idf reuses the bag-of-tokens index built for bot
@@ -239,7 +242,8 @@ def test_demo_lists_packaged_systems_only_when_installed(monkeypatch, tmp_path):
     assert {"sidr-beta", "sidr-beta-rerank", "sidr-full"} <= set(names) and "inference-free" not in names
     assert "dense" not in names
     (tmp_path / "hce-scifact").mkdir()
-    assert ("dense", {"model": "hce-scifact"}) in [(r, o) for _, r, o in demo.demo_systems(baselines=False)]
+    assert ("dense", {"model": "hce-scifact"}) in [(r, o) for _, r, o in demo.demo_systems(dense=True)]
+    assert "dense" not in [r for _, r, _ in demo.demo_systems()]  # the MiniLM-sized encoders only when asked
 
 
 def test_a_build_ended_by_sigterm_leaves_no_staging_folder(tmp_path):

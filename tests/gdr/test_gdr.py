@@ -379,7 +379,7 @@ def test_eval_reports_the_documents_each_query_scored(trained, gdr_index, collec
 def test_the_demo_has_a_gdr_row_when_given_a_model(trained, collection, tmp_path, monkeypatch):
     from semiret import demo
 
-    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [("BM25", "bm25", {})])
+    monkeypatch.setattr(demo, "demo_systems", lambda *flags: [("BM25", "bm25", {})])
     monkeypatch.setattr(demo, "plot_quality_latency", lambda rows, path, title: path)
     monkeypatch.setattr(demo, "GDR_BEAMS", 2)
     rows = demo.run_demo(str(collection), tmp_path / "out", gdr=str(trained[0] / "model"))

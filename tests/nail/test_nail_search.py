@@ -212,7 +212,7 @@ def test_searching_a_nail_index_never_imports_torch(tiny_nail, tmp_path):
 def test_the_demo_runs_nail_pipelines_only_when_given_a_model(tiny_nail, beir_dir, tmp_path, monkeypatch):
     from semiret import demo
 
-    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [("BM25", "bm25", {})])
+    monkeypatch.setattr(demo, "demo_systems", lambda *flags: [("BM25", "bm25", {})])
     monkeypatch.setattr(demo, "plot_quality_latency", lambda rows, path, title: path)
     assert [r["retriever"] for r in demo.run_demo(str(beir_dir), tmp_path / "plain")] == ["bm25"]
     rows = demo.run_demo(str(beir_dir), tmp_path / "nail", nail=str(tiny_nail))

@@ -309,7 +309,7 @@ def test_demo_builds_the_full_index_from_the_rerank_cache(trained, tmp_path, mon
     _, output, _ = trained
     model = str(output / "model")
     root = write_beir(tmp_path / "tiny")  # a test split
-    monkeypatch.setattr(demo, "demo_systems", lambda baselines: [
+    monkeypatch.setattr(demo, "demo_systems", lambda *flags: [
         ("re-rank", "sidr-beta-rerank", {"model": model, "rerank_depth": 2}),
         ("full", "sidr-full", {"model": model, demo.FROM_RERANK_CACHE: True})])
     rerank, full = demo.run_demo(str(root), tmp_path / "out")
