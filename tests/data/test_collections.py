@@ -256,14 +256,36 @@ def test_bad_qrels_lines(tmp_path):
         read_qrels(path)
 
 
-def test_bad_run_lines(tmp_path):
+@pytest.mark.parametrize("content, message", [
+    ("q1 Q0 d1 1 1.0\n", ":1: expected 6 columns"),
+    ("q1 Q0 d1 1 high tag\n", ":1: score 'high' is not a number"),
+    ("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 nan x\n", ":2: score 'nan' is not a number"),  # NaN has no order
+    ("q1 Q0 d1 1 2.0 x\nq2 Q0 d1 1 2.0 x\nq1 Q0 d1 2 1.0 x\n", ":3: document 'd1' is ranked twice for query 'q1'"),
+])
+def test_bad_run_lines(tmp_path, content, message):
     path = tmp_path / "run.trec"
-    path.write_text("q1 Q0 d1 1 1.0\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=":1: expected 6 columns"):
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataFormatError, match=message):
         read_trec_run(path)
-    path.write_text("q1 Q0 d1 1 high tag\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=":1: score 'high' is not a number"):
-        read_trec_run(path)
+
+
+def test_a_run_interrupted_while_written_leaves_the_old_file(tmp_path, monkeypatch):
+    import os
+
+    from semiret.data import write_trec_run
+
+    path = tmp_path / "run.trec"
+    write_trec_run({"q1": {"d1": 1.0, "d2": 2.0}}, path)
+    assert read_trec_run(path) == {"q1": {"d1": 1.0, "d2": 2.0}}
+
+    def crash(fd):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        write_trec_run({"q1": {"d3": 1.0}}, path)
+    assert read_trec_run(path) == {"q1": {"d1": 1.0, "d2": 2.0}}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.trec"]
 
 
 def test_missing_files_are_data_errors(tmp_path):

@@ -270,36 +270,3 @@ def test_an_unknown_or_malformed_measure_is_named():
     for name in ("bogus", "P@-1"):
         with pytest.raises(SemiretError, match=rf"measure '{name}'.*--measure takes ir_measures names"):
             parse_measures(["nDCG@10", name])
-
-
-def test_a_run_with_a_nan_score_names_its_line(tmp_path):
-    path = tmp_path / "run.trec"
-    path.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 nan x\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"run.trec:2: score 'nan' is not a number"):
-        read_trec_run(path)
-
-
-def test_a_run_ranking_a_document_twice_names_its_line(tmp_path):
-    path = tmp_path / "run.trec"
-    path.write_text("q1 Q0 d1 1 2.0 x\nq2 Q0 d1 1 2.0 x\nq1 Q0 d1 2 1.0 x\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"run.trec:3: document 'd1' is ranked twice for query 'q1'"):
-        read_trec_run(path)
-
-
-def test_a_run_interrupted_while_written_leaves_the_old_file(tmp_path, monkeypatch):
-    import os
-
-    from semiret.data import write_trec_run
-
-    path = tmp_path / "run.trec"
-    write_trec_run({"q1": {"d1": 1.0, "d2": 2.0}}, path)
-    assert read_trec_run(path) == {"q1": {"d1": 1.0, "d2": 2.0}}
-
-    def crash(fd):
-        raise OSError("disk gone")
-
-    monkeypatch.setattr(os, "fsync", crash)
-    with pytest.raises(OSError, match="disk gone"):
-        write_trec_run({"q1": {"d3": 1.0}}, path)
-    assert read_trec_run(path) == {"q1": {"d1": 1.0, "d2": 2.0}}
-    assert [p.name for p in tmp_path.iterdir()] == ["run.trec"]
