@@ -454,8 +454,10 @@ class SegmentedIndex(ABC):
     def add_index(self, other: "SegmentedIndex") -> int:
         """Add every live document of ``other`` (a shard: an index of this kind built with the same options from
         other documents) as new segments, in its order; returns how many. Ids already here are an error."""
-        if self.shard_record(self.meta) != self.shard_record(other.meta):
-            raise SemiretError(f"{other.path} was not built like {self.path}: they cannot be merged")
+        ours, theirs = self.shard_record(self.meta), self.shard_record(other.meta)
+        if ours != theirs:
+            differences = "; ".join(_differences(ours, theirs))
+            raise SemiretError(f"{other.path} was not built like {self.path} ({differences}): they cannot be merged")
         added = 0
         with self.writing():
             for segment in other.segments:
@@ -685,3 +687,15 @@ def check_build_target(target: Path, overwrite: bool) -> None:
         raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
     if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
         raise IndexFormatError(f"{target} exists and is not a semiret index: refusing to overwrite it")
+
+
+def _differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
+    """``name: a != b`` for each setting (nested ones as ``outer.inner``) two records give different values."""
+    found = []
+    for name in sorted(set(ours) | set(theirs), key=str):
+        a, b = ours.get(name), theirs.get(name)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += _differences(a, b, f"{prefix}{name}.")
+        elif a != b:
+            found.append(f"{prefix}{name}: {a!r} != {b!r}")
+    return found

@@ -35,7 +35,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     queries: list[str] = Field(description="Query texts; the answer has one list of hits per query.")
-    k: int = Field(10, ge=1, description="Hits per query.")
+    k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422).")
     with_text: bool = Field(False, description="Include each hit's stored title and text.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "

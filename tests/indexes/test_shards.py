@@ -63,6 +63,7 @@ def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, cor
     with pytest.raises(SemiretError, match="not built like") as refused:
         merge_shards(tmp_path / "ab", [tmp_path / "a", tmp_path / "b"])
     assert f"{tmp_path / 'b'} does not join {tmp_path / 'a'}" in str(refused.value) and ".tmp-" not in str(refused.value)
+    assert "bm25.k1: 1.5 != 0.5" in str(refused.value)  # the setting that differs is named
     with pytest.raises(SemiretError, match="already in"):
         merge_shards(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"])
     assert not (tmp_path / "ab").exists() and not (tmp_path / "ac").exists()

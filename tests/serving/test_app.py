@@ -153,6 +153,8 @@ def test_search_takes_the_retrievers_options(client_with_neural):
     ({"queries": "cats"}, ["body", "queries"]),
     ({"queries": ["cats"], "k": "ten"}, ["body", "k"]),
     ({"queries": ["cats"], "k": 0}, ["body", "k"]),
+    ({"queries": ["cats"], "k": True}, ["body", "k"]),  # not read as 1
+    ({"queries": ["cats"], "k": "3"}, ["body", "k"]),
     ({"queries": ["cats"], "k": 51}, ["body", "k"]),
     ({"queries": [1]}, ["body", "queries", 0]),
     ({"k": 3}, ["body", "queries"]),
