@@ -24,7 +24,11 @@ left alone with one of them at the end while the others are idle."""
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
     root = Path(__file__).parent
-    items.sort(key=lambda item: rank.get(item.path.relative_to(root).as_posix(), len(rank)))  # stable: order kept
+    def place(item) -> int:
+        inside = item.path.is_relative_to(root)  # a test file named from elsewhere keeps its place
+        return rank.get(item.path.relative_to(root).as_posix(), len(rank)) if inside else len(rank)
+
+    items.sort(key=place)  # stable: the order is kept otherwise
 
 
 @pytest.fixture(autouse=True)

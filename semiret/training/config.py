@@ -10,6 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
+
+from semiret.errors import SemiretError
 
 
 @dataclass
@@ -44,8 +47,6 @@ class TrainingConfig:
         or the loss as a traceback, or trained on silently), learning rates positive, epochs, warm-up and the
         clipping norm non-negative (a negative norm turned clipping into gradient ascent), at least one query
         per batch and one thread."""
-        from semiret.errors import SemiretError
-
         def bad(name: str, requirement: str) -> SemiretError:
             flag = "--" + name.replace("_", "-")
             return SemiretError(f"{name} ({flag}) must be {requirement}, got {getattr(self, name)!r}")
@@ -68,10 +69,7 @@ class TrainingConfig:
     def resolved(self):
         """A copy whose ``data`` is a folder (:func:`semiret.data.paths.dataset`); errors for unknown names and for
         an ``output`` that is (or lies under) a file."""
-        from pathlib import Path
-
         from semiret.data.paths import dataset
-        from semiret.errors import SemiretError
 
         existing = Path(self.output)
         while not existing.exists() and existing != existing.parent:
@@ -90,8 +88,6 @@ class WeightAveraging:
     keeps more of the start's robustness on collections unlike the training's); 0: the trained weights."""
 
     def validate_averaging(self) -> None:
-        from semiret.errors import SemiretError
-
         if not 0.0 <= self.average_with_base <= 1.0:
             raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got "
                                f"{self.average_with_base}")

@@ -240,6 +240,7 @@ def _changed_options(saved: dict, current: dict) -> str:
 
 
 def _unusable(checkpoint: Path, exc: BaseException, changed: str = "") -> SemiretError:
+    """The error for a checkpoint that cannot be resumed: its cause in one line, and what to do instead."""
     cause = " ".join(str(exc).split())
     cause = cause if len(cause) <= 300 else cause[:300] + "..."
     because = f" (it was saved with other options: {changed})" if changed else ""
