@@ -1,10 +1,13 @@
 """``hybrid`` (BM25 fused with a neural retriever) against each of its parts alone: quality and single-query
 latency in one run, and the hybrid's latency as a ratio of its slower part's (the target: <= 1.10).
 
-``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion score]``
-prints one JSON object. The hybrid index is built once (its two parts are complete indexes, searched alone
-by the part retrievers, so all three systems read the same postings). Latency: each query alone
-(``search(text, k=10)``), systems timed in rotating rounds (``corpus.timed_rounds``).
+``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion score]
+[--threads 1] [--docs N]`` prints one JSON object. The hybrid index is built once (its two parts are complete
+indexes, searched alone by the part retrievers, so all three systems read the same postings). Latency: each query
+alone (``search(text, k=10, n_threads=THREADS)``, every system given the same threads; with two the hybrid searches
+its parts at once), systems timed in rotating rounds (``corpus.timed_rounds``). ``--docs N`` times the synthetic
+Zipf corpus of N documents and its queries (``corpus.py``; no qrels, so no quality) instead of ``--data``: where
+searches cost more than handing one to a thread.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from corpus import latency_queries, emit, machine, timed_rounds
+from corpus import CACHE_ROOT, emit, ensure_corpus, latency_queries, load_documents, load_queries, machine, timed_rounds
 
 
 def main() -> None:
@@ -31,24 +34,33 @@ def main() -> None:
     parser.add_argument("--fusion", default="score", choices=("rrf", "score"))
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the hybrid index here")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1, help="n_threads of every system's searches")
+    parser.add_argument("--docs", type=int, default=None, help="the synthetic Zipf corpus of this many documents")
     args = parser.parse_args()
-    collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
-    index = args.index or Path(f"/tmp/semiret-bench/hybrid-{collection.name}-{args.neural}")
+    if args.docs:
+        directory, _ = ensure_corpus(args.docs)
+        name, qrels, texts = f"zipf-{args.docs}", None, load_queries(directory)[:300]
+        documents = partial(load_documents, directory)
+    else:
+        collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
+        name, documents = collection.name, collection.corpus
+    index = args.index or CACHE_ROOT / f"hybrid-{name}-{args.neural}"
     if not (index / "meta.json").is_file():
-        HybridRetriever.build(collection.corpus(), index, overwrite=True, neural=args.neural, model=args.model)
+        HybridRetriever.build(documents(), index, overwrite=True, neural=args.neural, model=args.model)
     hybrid = open_retriever(index, fusion=args.fusion)
     systems = {"hybrid": hybrid, **hybrid.query_side.parts}  # the parts: BM25 ("lexical") and the neural one
-    result = {"benchmark": "hybrid_latency", "machine": machine(), "data": collection.name, "neural": args.neural,
-              "model": args.model, "fusion": args.fusion, "queries": len(texts), "systems": {}}
-    times = timed_rounds({label: partial(system.search, k=10) for label, system in systems.items()}, texts,
-                         rounds=args.rounds)
+    result = {"benchmark": "hybrid_latency", "machine": machine(), "data": name, "neural": args.neural,
+              "model": args.model, "fusion": args.fusion, "threads": args.threads, "queries": len(texts),
+              "systems": {}}
+    times = timed_rounds({label: partial(system.search, k=10, n_threads=args.threads)
+                          for label, system in systems.items()}, texts, rounds=args.rounds)
     for label, system in systems.items():
-        hits = system.search(texts, k=100)
-        result["systems"][label] = {
-            **score_run(hits.as_run(query_ids), qrels, parse_measures(None)),
-            "latency_ms_median": round(statistics.median(times[label]), 4),
-            "latency_ms_mean": round(statistics.fmean(times[label]), 4)}
-    deep = timed_rounds({label: partial(system.search, k=hybrid.query_side.options.fusion_depth)
+        quality = {} if qrels is None else score_run(system.search(texts, k=100).as_run(query_ids), qrels,
+                                                     parse_measures(None))
+        result["systems"][label] = {**quality, "latency_ms_median": round(statistics.median(times[label]), 4),
+                                    "latency_ms_mean": round(statistics.fmean(times[label]), 4)}
+    deep = timed_rounds({label: partial(system.search, k=hybrid.query_side.options.fusion_depth,
+                                        n_threads=args.threads)
                          for label, system in hybrid.query_side.parts.items()}, texts, rounds=args.rounds)
     for label in hybrid.query_side.parts:  # what each part costs at the depth the hybrid reads it
         result["systems"][label]["latency_ms_median_at_fusion_depth"] = round(statistics.median(deep[label]), 4)
