@@ -45,6 +45,7 @@ import json
 import logging
 import random
 import shutil
+import sysconfig
 import time
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -95,6 +96,19 @@ class AdaptConfig:
     seed: int = 12345
     threads: int | None = None
     """Torch threads (default: torch's choice)."""
+
+
+def check_numbers(config: AdaptConfig) -> None:
+    """Numbers that cannot work, refused before anything loads, each naming its flag."""
+    if config.epochs < 1 or config.queries_per_epoch < 1 or config.check_queries < 10:
+        raise SemiretError("adaptation needs at least 1 epoch (--epochs), 1 pseudo-query per epoch "
+                           "(--queries-per-epoch) and 10 check queries (--check-queries)")
+    if config.batch_size < 1:
+        raise SemiretError(f"--batch-size must be at least 1, got {config.batch_size}")
+    if config.max_length < 2:
+        raise SemiretError(f"--max-length must be at least 2 tokens, got {config.max_length}")
+    if config.threads is not None and config.threads < 0:
+        raise SemiretError(f"--threads must be 0 (torch's choice) or more, got {config.threads}")
 
 
 def default_output(data: str, model: str) -> Path:
@@ -248,12 +262,12 @@ def replace_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target)
 
 
-def check_output(output: Path, model: str) -> None:
-    """The output may not be (or lie inside) the packaged checkpoints or the model's own folder."""
+def check_output(output: Path, model_folder: Path) -> None:
+    """The output may not be (or lie inside) the packaged checkpoints, the model's own folder or the installed
+    Python packages (where registry models such as ``minilm`` live): adapt replaces ``<output>/model``."""
     resolved = output.resolve()
-    protected = [PACKAGED_CHECKPOINTS.resolve()]
-    if Path(model).is_dir():
-        protected.append(Path(model).resolve())
+    installed = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    protected = [PACKAGED_CHECKPOINTS.resolve(), model_folder.resolve(), *(Path(p).resolve() for p in installed)]
     for folder in protected:
         if resolved == folder or folder in resolved.parents or resolved in folder.parents:
             raise SemiretError(f"--output {output} would write into {folder}: adapt never overwrites a model's files; "
@@ -394,19 +408,20 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
 
     if not config.data:
         raise SemiretError("say which corpus to adapt to (--data)")
-    if config.epochs < 1 or config.queries_per_epoch < 1 or config.check_queries < 10:
-        raise SemiretError("adaptation needs at least 1 epoch, 1 pseudo-query per epoch and 10 check queries")
+    check_numbers(config)
     kind = model_kind(config.model)
     start = model_directory_of(kind, config.model) if kind in ("inference-free", "sidr") else config.model
     start = str(start)
     output = Path(config.output) if config.output else default_output(config.data, config.model)
-    check_output(output, start)
+    check_output(output, model_directory_of(kind, start))
     folder, documents = read_corpus(config.data)
     corpus = folder or output / "corpus"  # a corpus file is copied there once the run goes ahead
-    if len(documents) < MIN_DOCUMENTS:
-        raise SemiretError(f"{config.data} holds {len(documents)} documents; adapting needs at least {MIN_DOCUMENTS} "
-                           "(fewer give too few pseudo-queries to learn from and to check the result on): search it "
-                           f"with {config.model} as it is, or with -r hybrid")
+    with_text = sum(1 for d in documents if d.full_text.strip())
+    if with_text < MIN_DOCUMENTS:
+        empty = f" ({len(documents) - with_text} of its {len(documents)} have no text)" if with_text < len(documents) else ""
+        raise SemiretError(f"{config.data} holds {with_text} documents with text{empty}; adapting needs at least "
+                           f"{MIN_DOCUMENTS} (fewer give too few pseudo-queries to learn from and to check the result "
+                           f"on): search it with {config.model} as it is, or with -r hybrid")
     estimate = estimate_seconds(kind, start, documents, config)
     duration = f"{estimate / 60:.0f} minutes" if estimate >= 90 else f"{estimate:.0f} seconds"
     log.warning("adapting %s to %s (%d documents) takes about %s on this machine", config.model, config.data,

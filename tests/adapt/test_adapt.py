@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import sysconfig
+from pathlib import Path
 
 import pytest
 from helpers import MSMARCO_IDF, write_beir, write_jsonl
@@ -253,6 +255,22 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
     assert sorted(p.name for p in earlier.iterdir()) == ["corpus"]
     with pytest.raises(SemiretError, match="adapt never overwrites"):
         adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
+    for inside in (Path(inference_free_start) / "x",  # the model's own folder
+                   Path(sysconfig.get_paths()["purelib"]) / "adapted-here"):  # where registry models (minilm) are installed
+        with pytest.raises(SemiretError, match="adapt never overwrites"):
+            adapt(settings(corpus, inference_free_start, inside))
+        assert not inside.exists()
+    for option, message in (({"batch_size": 0}, "--batch-size must be at least 1"),
+                            ({"max_length": 0}, "--max-length must be at least 2"),
+                            ({"threads": -2}, "--threads must be 0"),
+                            ({"check_queries": 3}, "10 check queries \\(--check-queries\\)")):
+        with pytest.raises(SemiretError, match=message):
+            adapt(settings(corpus, inference_free_start, tmp_path / "numbers", **option))
+        assert not (tmp_path / "numbers").exists()
+    mostly_empty = random_documents(30)[:10] + [Document(f"e{i}", " ") for i in range(600)]
+    empty_file = write_jsonl(tmp_path / "empty.jsonl", [d.to_record() for d in mostly_empty])
+    with pytest.raises(SemiretError, match="holds 10 documents with text \\(600 of its 610 have no text\\)"):
+        adapt(settings(empty_file, inference_free_start, tmp_path / "o"))
     with pytest.raises(SemiretError, match="none of them.*-r hybrid"):
         adapt(settings(corpus, "splade-tiny", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
