@@ -138,8 +138,11 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     """Build an index from a corpus."""
     from semiret.data.collection import corpus_shard, count_documents
     from semiret.data.paths import dataset
+    from semiret.indexes.segments import check_build_target
     from semiret.search.retrievers import retriever_class
 
+    if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
+        check_build_target(out, overwrite, source=dataset(str(data)))
     documents = _corpus(data) if shard is None else corpus_shard(_corpus(data), shard)
     total = count_documents(dataset(str(data))) if shard is None else None  # a shard is a list: its length
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,

@@ -49,7 +49,7 @@ def branching_for_depth(n_documents: int, depth: int = 3) -> int:
     if depth_for(n_documents, branching) != depth:
         raise SemiretError(f"no power-of-two branching gives a tree of depth {depth} over {n_documents} documents "
                            f"(b = {branching} gives depth {depth_for(n_documents, branching)}): give the branching "
-                           f"factor")
+                           f"factor (--tree-branching when indexing, --branching when training)")
     return branching
 
 

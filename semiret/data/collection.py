@@ -233,15 +233,26 @@ class Collection:
         return read_qrels(path)
 
     def queries(self, split: str | None = None) -> dict[str, str]:
-        """Queries, restricted to those judged in ``split`` when one is given."""
+        """Queries, restricted to those judged in ``split`` when one is given.
+
+        Raises :class:`SemiretError` naming the qrels file when ``split`` judges no query with a text (an empty or
+        header-only qrels file, or one whose queries are all missing from ``queries.jsonl``).
+        """
         queries = read_queries(self.root / "queries.jsonl")
         if split is None:
             return queries
         judged = self.qrels(split)
         missing = [q for q in judged if q not in queries]
+        selected = {q: queries[q] for q in judged if q in queries}
+        if not selected:  # nothing to search or score: fail before any index is opened
+            path = self.root / "qrels" / f"{split}.tsv"
+            found = (f"none of its {len(judged)} judged query ids, e.g. {missing[0]!r}, is there" if judged
+                     else "the file holds no judgements")
+            raise SemiretError(f"{path}: judges no query that {self.root / 'queries.jsonl'} has a text for "
+                               f"({found})")
         if missing:
             log.warning("%d judged queries of split %r have no text (e.g. %r); skipped", len(missing), split, missing[0])
-        return {q: queries[q] for q in judged if q in queries}
+        return selected
 
 
 def corpus_shard(documents: Iterable[Document], shard: str) -> list[Document]:

@@ -12,7 +12,7 @@ from semiret.errors import DataFormatError
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
     """Yield ``(line_number, byte_offset, record)`` for each non-blank line of a JSONL file.
 
-    Invalid UTF-8, malformed JSON and non-object lines raise :class:`DataFormatError` naming the line.
+    Invalid UTF-8, invalid JSON and non-object lines raise :class:`DataFormatError` naming the line.
     """
     path = Path(path)
     if not path.is_file():
@@ -31,7 +31,14 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(f"malformed JSON ({exc.msg}, column {exc.colno})", path, line_number) from None
+                raise DataFormatError(f"invalid JSON: {json_error(exc)}", path, line_number) from None
             if not isinstance(record, dict):
                 raise DataFormatError(f"expected a JSON object, got {type(record).__name__}", path, line_number)
             yield line_number, line_offset, record
+
+
+def json_error(exc: json.JSONDecodeError) -> str:
+    """A decoding error as a phrase: ``Expecting value at column 1``. Some of Python's messages already end in
+    "at" (``Invalid control character at``, ``Unterminated string starting at``): the column follows it."""
+    message = exc.msg.rstrip()
+    return f"{message} column {exc.colno}" if message.endswith(" at") else f"{message} at column {exc.colno}"

@@ -19,14 +19,34 @@ def data_root() -> Path:
     raise SemiretError("shared data not found: set SEMIRET_DATA or place shared/data beside the checkout")
 
 
+FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".tsv")
+"""Names ending so are files the user meant, never dataset names."""
+
+
 def dataset(name: str) -> Path:
-    """A dataset folder by name (``scifact``) or any existing path."""
+    """A dataset folder by name (``scifact``) or any existing path.
+
+    A name that looks like a path (a path separator, or a suffix of :data:`FILE_SUFFIXES`) and exists neither as
+    given nor under :func:`data_root` is reported as a missing file (``<name>: no such file``); only a bare name
+    gets the "no dataset under ..." hint.
+    """
     if Path(name).exists():
         return Path(name)
-    path = data_root() / name
+    missing = f"{name}: no such file" if _looks_like_a_path(name) else None
+    try:
+        path = data_root() / name  # a relative name under the shared data (``cqadupstack/android``) too
+    except SemiretError:  # no shared data: a missing file is reported as such all the same
+        if missing:
+            raise SemiretError(missing) from None
+        raise
     if not path.exists():
-        raise SemiretError(f"no dataset {name!r} under {data_root()}")
+        raise SemiretError(missing or f"no dataset {name!r} under {data_root()}")
     return path
+
+
+def _looks_like_a_path(name: str) -> bool:
+    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    return any(sep in name for sep in separators) or name.lower().endswith(FILE_SUFFIXES)
 
 
 def msmarco_idf() -> Path:

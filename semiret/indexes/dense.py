@@ -94,6 +94,12 @@ class DenseSegment(Segment):
         return int(faiss.serialize_index(self.ann).nbytes)
 
 
+def check_tree_branching(tree_branching: int | None) -> None:
+    """The ``tree`` structure's branching factor (None: the BEIR rule) must be at least 2."""
+    if tree_branching is not None and tree_branching < 2:
+        raise SemiretError(f"tree_branching (--tree-branching) must be at least 2, got {tree_branching}")
+
+
 @register_index_format
 class DenseIndex(SegmentedIndex):
     """An open dense index directory."""
@@ -117,8 +123,7 @@ class DenseIndex(SegmentedIndex):
             raise SemiretError(f"unknown dense search structure {ann!r} (known: {', '.join(ANN_TYPES)})")
         if ann != "exact":
             import faiss  # noqa: F401  (fail before any document is encoded)
-        if tree_branching is not None and tree_branching < 2:
-            raise SemiretError(f"the tree's branching factor must be at least 2, got {tree_branching}")
+        check_tree_branching(tree_branching)
         fields = {
             "kind": "dense", "ann": ann, "dim": dim, "metric": "ip",
             "parameters": {"nlist": nlist, "hnsw_m": hnsw_m, "ef_construction": ef_construction,

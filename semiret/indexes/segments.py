@@ -678,15 +678,20 @@ def check_unique_ids(ids: list[str]) -> None:
         raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
 
 
-def check_build_target(target: Path, overwrite: bool) -> None:
-    """Refuse early (before any document is read) what :func:`replace_directory` would refuse late,
-    and never replace a non-empty directory that is not a semiret index, even with ``overwrite``."""
+def check_build_target(target: Path, overwrite: bool, source: Path | None = None) -> None:
+    """Refuse early (before any document is read) what :func:`replace_directory` would refuse late, never
+    replace a non-empty directory that is not a semiret index, even with ``overwrite``, nor the directory that
+    holds ``source`` (the corpus being indexed)."""
     if not target.exists():
         return
+    if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
+        raise IndexFormatError(f"{target} exists and is not a semiret index: choose another directory "
+                               "(an index never replaces other files)")
     if not overwrite:
         raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
-    if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
-        raise IndexFormatError(f"{target} exists and is not a semiret index: refusing to overwrite it")
+    if source is not None and (source.resolve() == target.resolve() or target.resolve() in source.resolve().parents):
+        raise IndexFormatError(f"the corpus {source} lies inside {target}, which --overwrite would replace: move "
+                               "the corpus out first or choose another directory")
 
 
 def _differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:

@@ -161,7 +161,7 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
         if self.epochs < 1 or self.batch_size < 2:
             raise SemiretError("training needs at least 1 epoch and batches of at least 2 examples")
         if self.branching is not None and self.branching < 2:
-            raise SemiretError(f"the branching factor must be at least 2, got {self.branching}")
+            raise SemiretError(f"branching (--branching) must be at least 2, got {self.branching}")
         if self.hierarchy_levels is not None and self.hierarchy_levels < 0:
             raise SemiretError(f"hierarchy levels must be non-negative, got {self.hierarchy_levels}")
         if self.negatives < 0 or self.temperature <= 0 or self.alpha < 0:

@@ -99,12 +99,14 @@ class HybridQueryOptions:
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
-            raise SemiretError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+            raise SemiretError(f"fusion (--fusion) must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
         if not (math.isfinite(self.weight) and 0.0 <= self.weight <= 1.0):
             raise SemiretError(f"the BM25 weight must be between 0 and 1 (the neural retriever gets 1 - weight), "
                                f"got {self.weight}")
-        if self.rrf_k < 0 or self.fusion_depth < 1:
-            raise SemiretError("rrf_k must be >= 0 and fusion_depth >= 1")
+        if self.rrf_k < 0:
+            raise SemiretError(f"rrf_k (--rrf-k) must be at least 0, got {self.rrf_k}")
+        if self.fusion_depth < 1:
+            raise SemiretError(f"fusion_depth (--fusion-depth) must be at least 1, got {self.fusion_depth}")
 
 
 class HybridQueries(QuerySide):

@@ -210,7 +210,7 @@ class NailMatrixDocuments(WordCounts):
     @classmethod
     def create(cls, options: NailMatrixOptions):
         if options.max_matrix_gb is not None and not options.max_matrix_gb > 0:
-            raise SemiretError(f"max_matrix_gb must be positive, got {options.max_matrix_gb}")
+            raise SemiretError(f"max_matrix_gb (--max-matrix-gb) must be positive, got {options.max_matrix_gb}")
         side = super().create(BM25Options())
         side.scorer = NailModelSide.create(options.model, options.encode_batch_size)
         side.limit_bytes = options.max_matrix_gb * 1e9 if options.max_matrix_gb else MEMORY_SHARE * available_memory()
@@ -253,7 +253,10 @@ class NailMatrixDocuments(WordCounts):
 
 
 def _size(size_bytes: float) -> str:
-    return f"{size_bytes / 1e9:.1f} GB" if size_bytes >= 1e8 else f"{size_bytes / 1e6:.1f} MB"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if size_bytes >= scale / 10:
+            return f"{size_bytes / scale:.1f} {unit}"
+    return f"{size_bytes / 1e3:.1f} kB"
 
 
 def matrix_vocabulary(index) -> WordPieceVocabulary:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from semiret.errors import SemiretError
-from semiret.indexes.dense import DenseIndex
+from semiret.indexes.dense import DenseIndex, check_tree_branching
 from semiret.indexes.tree_ann import BEAM
 from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, inference_free_document_threshold,
                                         inference_free_lexical_prior, resolve_inference_free)
@@ -301,6 +301,7 @@ class DenseDocuments(EncoderDocuments):
     def create(cls, options: DenseDocumentOptions):
         from semiret.models.encoders import load_encoder
 
+        check_tree_branching(options.tree_branching)  # before the model loads
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
         config = encoder_config("dense", options.model, encoder.max_length, precision=encoder.requested_precision)
         side = cls(config, encoder, options.encode_batch_size)

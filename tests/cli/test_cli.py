@@ -173,22 +173,35 @@ def test_eval_table_and_measures(beir_dir):
 
 
 # ---------------------------------------------------------------------------- errors
+def test_an_index_holding_the_corpus_it_would_be_rebuilt_from_is_kept(index_dir, beir_dir):
+    corpus = index_dir / "corpus.jsonl"
+    corpus.write_bytes((beir_dir / "corpus.jsonl").read_bytes())
+    before = invoke("search", "--index", index_dir, "--json", "cats").stdout
+    result = invoke("index", "--data", corpus, "--out", index_dir, "--overwrite", ok=False)
+    assert result.exit_code == 2 and "lies inside" in result.stderr and "move the corpus out first" in result.stderr
+    assert corpus.is_file() and invoke("search", "--index", index_dir, "--json", "cats").stdout == before
+
+
 @pytest.mark.parametrize("args,message", [
     (("search", "--index", "{tmp}", "x"), "is not a semiret index"),
     (("info", "{tmp}/missing"), "is not a semiret index"),
     (("delete", "--index", "{idx}", "no-such-doc"), "cannot delete 'no-such-doc'"),
     (("index", "--data", "{beir}", "--out", "{idx}"), "already exists"),
-    (("index", "--data", "{tmp}/nowhere", "--out", "{tmp}/x"), "no dataset"),
+    (("index", "--data", "{beir}", "--out", "{beir}", "--overwrite"), "is not a semiret index: choose another"),
+    (("index", "--data", "{tmp}/nowhere", "--out", "{tmp}/x"), "/nowhere: no such file"),
+    (("add", "--index", "{idx}", "nothere.jsonl"), "error: nothere.jsonl: no such file"),
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "nope"), "unknown retriever 'nope'"),
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "bot", "--k1", "1.2"), "do not apply to retriever 'bot'"),
     (("search", "--index", "{idx}", "-r", "idf", "x"), "is a 'bm25' index"),
-    (("add", "--index", "{idx}", "{tmp}/bad.jsonl"), "bad.jsonl:2: malformed JSON"),
+    (("add", "--index", "{idx}", "{tmp}/bad.jsonl"), "bad.jsonl:2: invalid JSON: Expecting value at column 1"),
     (("eval", "--data", "{beir}", "--split", "dev"), "no qrels for split 'dev'"),
+    (("eval", "--data", "{beir}", "--split", "empty"), "qrels/empty.tsv: judges no query that"),
     (("search", "--index", "{idx}", "-k", "0", "x"), "k must be at least 1"),
     (("search", "--index", "{idx}", "--idf", "corpus", "x"), "idf do not apply when searching with retriever 'bm25'"),
 ])
 def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, message):
     (tmp_path / "bad.jsonl").write_text('{"_id": "ok", "text": "fine"}\n{"_id": "x", "text": \n')
+    (beir_dir / "qrels" / "empty.tsv").write_text("query-id\tcorpus-id\tscore\n")
     args = [a.format(tmp=tmp_path, idx=index_dir, beir=beir_dir) for a in args]
     result = invoke(*args, ok=False)
     assert result.exit_code == 2, result.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -33,6 +34,21 @@ def test_collection_queries_restricted_to_split_and_missing_texts_warn(beir_dir,
     with caplog.at_level(logging.WARNING):
         assert collection.queries("dev") == {"q2": TINY_QUERIES["q2"]}
     assert "q9" in caplog.text
+
+
+@pytest.mark.parametrize("content", [
+    "",  # an empty file
+    "query-id\tcorpus-id\tscore\n",  # the header alone
+    "query-id\tcorpus-id\tscore\nq9\td1\t1\nq8\td2\t1\n",  # judged queries, none with a text
+])
+def test_a_split_judging_no_query_with_a_text_names_its_qrels_file(beir_dir, content):
+    qrels = beir_dir / "qrels" / "dev.tsv"
+    qrels.write_text(content)
+    with pytest.raises(SemiretError) as info:
+        Collection(beir_dir).queries("dev")
+    message = str(info.value)
+    assert message.startswith(f"{qrels}: judges no query that {beir_dir / 'queries.jsonl'} has a text for")
+    assert ("'q9'" in message) == bool(content.count("\n") > 1)  # an example of a query id without a text
 
 
 def test_collection_unknown_split_and_missing_corpus(beir_dir, tmp_path):
@@ -135,9 +151,22 @@ def test_batched():
 def test_malformed_json_names_file_and_line(tmp_path):
     path = tmp_path / "corpus.jsonl"
     path.write_text('{"_id": "a", "text": "ok"}\n\n{"_id": "b", "text": "broken"\n', encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"corpus\.jsonl:3: malformed JSON") as info:
+    with pytest.raises(DataFormatError, match=r"corpus\.jsonl:3: invalid JSON") as info:
         list(iter_corpus(path))
     assert info.value.line == 3 and info.value.path == path
+
+
+@pytest.mark.parametrize("line,message", [
+    ('{"_id": "b", "text": \n', "invalid JSON: Expecting value at column 1"),  # truncated: the value on the next line
+    ('{"_id": "b", "text": "unterminated\n', "invalid JSON: Invalid control character at column 35"),
+    ('{"_id": "b" "text": "x"}\n', "invalid JSON: Expecting ',' delimiter at column 13"),
+])
+def test_invalid_json_reads_naturally(tmp_path, line, message):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "a", "text": "ok"}\n' + line, encoding="utf-8")
+    with pytest.raises(DataFormatError) as info:
+        list(iter_corpus(path))
+    assert str(info.value) == f"{path}:2: {message}"
 
 
 def test_json_line_that_is_not_an_object(tmp_path):
@@ -327,3 +356,20 @@ def test_an_infinite_relevance_grade_names_its_line(tmp_path):
     path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tinf\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"qrels.tsv:3: relevance grade 'inf' is not a number"):
         read_qrels(path)
+
+
+def test_a_missing_file_argument_is_not_looked_up_as_a_dataset(tmp_path, monkeypatch):
+    from semiret.data.paths import dataset
+
+    shared = tmp_path / "shared"
+    (shared / "beir" / "nested").mkdir(parents=True)
+    monkeypatch.setenv("SEMIRET_DATA", str(shared))
+    monkeypatch.chdir(tmp_path)
+    for name in ("nothere.jsonl", "nothere.json", "nothere.jsonl.gz", "sub/nothere", str(tmp_path / "gone")):
+        with pytest.raises(SemiretError, match=rf"^{re.escape(name)}: no such file$"):
+            dataset(name)
+    with pytest.raises(SemiretError, match=rf"^no dataset 'nothere' under {re.escape(str(shared))}$"):  # a bare name: the hint
+        dataset("nothere")
+    assert dataset("beir/nested") == shared / "beir" / "nested"  # a nested dataset name still resolves
+    (tmp_path / "here.jsonl").write_text("")
+    assert dataset("here.jsonl").name == "here.jsonl"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -218,7 +219,7 @@ def test_bad_search_options_fail_before_an_index_is_built_or_rebuilt(beir_dir, t
 
     monkeypatch.setattr(Retriever, "build", classmethod(lambda *args, **kwargs: pytest.fail("built")))
     for bad in ({"weight": 1.5}, {"fusion": "max"}, {"fusion_depth": 0}):
-        with pytest.raises(SemiretError, match="weight must be between 0 and 1|fusion must be one of|fusion_depth"):
+        with pytest.raises(SemiretError, match=r"weight must be between 0 and 1|fusion \(--fusion\) must be one of|fusion_depth \(--fusion-depth\)"):
             evaluate(beir_dir, "hybrid", index=tmp_path / "idx", rebuild=True, **bad)
 
 
@@ -264,6 +265,18 @@ def test_evaluate_errors(beir_dir):
         evaluate(beir_dir, "bm25", split="dev")
     with pytest.raises(SemiretError, match="do not apply to retriever 'bm25'"):
         evaluate(beir_dir, "bm25", idf="corpus")
+
+
+@pytest.mark.parametrize("content", ["", "query-id\tcorpus-id\tscore\n", "query-id\tcorpus-id\tscore\nq9\td1\t1\n"])
+def test_a_split_with_no_usable_query_fails_before_any_index(beir_dir, tmp_path, monkeypatch, content):
+    from semiret.search.retrievers import Retriever
+
+    qrels = beir_dir / "qrels" / "dev.tsv"
+    qrels.write_text(content)  # empty, the header alone, or only a query queries.jsonl has no text for
+    monkeypatch.setattr(Retriever, "build", classmethod(lambda *args, **kwargs: pytest.fail("built")))
+    with pytest.raises(SemiretError, match=rf"^{re.escape(str(qrels))}: judges no query that .*queries\.jsonl has"):
+        evaluate(beir_dir, "bm25", split="dev", index=tmp_path / "idx")
+    assert not (tmp_path / "idx").exists()
 
 
 def test_an_unknown_or_malformed_measure_is_named():

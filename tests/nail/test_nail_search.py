@@ -174,8 +174,10 @@ def _splade_index(tmp_path):
 
 
 def test_a_score_matrix_over_the_memory_allowance_is_refused_and_nothing_is_written(tiny_nail, tmp_path):
-    with pytest.raises(SemiretError, match="nail-sparse"):
+    with pytest.raises(SemiretError, match=r"more than the 1\.0 kB allowed: index these documents with -r nail-sparse"):
         NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(tiny_nail), max_matrix_gb=1e-6)
+    with pytest.raises(SemiretError, match=r"max_matrix_gb \(--max-matrix-gb\) must be positive"):
+        NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(tiny_nail), max_matrix_gb=-1)
     assert not (tmp_path / "exh").exists() and not leftovers(tmp_path)
 
 

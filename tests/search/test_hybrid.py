@@ -100,8 +100,12 @@ def test_adds_and_deletes_reach_both_parts_at_once(hybrid):
 def test_bad_input_is_refused_and_changes_nothing(tmp_path, hybrid):
     with pytest.raises(SemiretError, match="weight must be between 0 and 1"):
         open_retriever(hybrid.index.path, weight=1.5)
-    with pytest.raises(SemiretError, match="fusion must be one of rrf, score"):
+    with pytest.raises(SemiretError, match=r"fusion \(--fusion\) must be one of rrf, score"):
         open_retriever(hybrid.index.path, fusion="max")
+    for option, message in (({"rrf_k": -1}, r"rrf_k \(--rrf-k\) must be at least 0, got -1"),
+                            ({"fusion_depth": 0}, r"fusion_depth \(--fusion-depth\) must be at least 1, got 0")):
+        with pytest.raises(SemiretError, match=message):
+            open_retriever(hybrid.index.path, **option)
     with pytest.raises(SemiretError, match="not with 'bm25'"):
         HybridRetriever.build(TINY_DOCS, tmp_path / "x", neural="bm25")
     with pytest.raises(SemiretError, match="takes no model"):

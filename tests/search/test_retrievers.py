@@ -10,11 +10,12 @@ import pytest
 
 from semiret.data import Document
 from semiret.errors import DataFormatError, IndexFormatError, SemiretError
+from semiret.indexes.segments import check_build_target
 from semiret.search import BagOfTokensRetriever, BM25Retriever, IDFRetriever, open_retriever, retriever_class
 from semiret.text.token_weights import load_token_weights
 from semiret.text import WordAnalyzer, WordPieceVocabulary
 
-from helpers import MSMARCO_IDF, TINY_DOCS, leftovers, require_shared_data
+from helpers import MSMARCO_IDF, TINY_DOCS, leftovers, require_shared_data, write_jsonl
 
 CORPUS = TINY_DOCS + [
     Document("d7", "Heart disease and statins: a randomized trial of statin dosage in older patients."),
@@ -148,6 +149,31 @@ def test_build_refuses_existing_index_and_keeps_it(tmp_path, bm25):
     assert BM25Retriever.open(tmp_path / "bm25").index.n_docs == len(CORPUS)
     rebuilt = BM25Retriever.build([Document("x", "other")], tmp_path / "bm25", overwrite=True)
     assert rebuilt.index.n_docs == 1 and leftovers(tmp_path) == []
+
+
+def test_a_build_never_replaces_other_files_or_the_corpus_it_reads(tmp_path, bm25):
+    """A folder of other files is refused with or without --overwrite (no hint to pass it); an index holding the
+    corpus file being indexed is refused before it is read, and stays as it was."""
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep me")
+    for overwrite in (False, True):
+        with pytest.raises(IndexFormatError, match="is not a semiret index: choose another directory"):
+            check_build_target(other, overwrite)
+    corpus = write_jsonl(tmp_path / "bm25" / "corpus.jsonl", [d.to_record() for d in CORPUS])
+    with pytest.raises(IndexFormatError, match="corpus .*corpus.jsonl lies inside .*bm25, which --overwrite would"):
+        check_build_target(tmp_path / "bm25", True, source=corpus)
+    check_build_target(tmp_path / "bm25", True, source=tmp_path / "elsewhere.jsonl")  # any other corpus: fine
+    assert corpus.is_file() and (other / "mine.txt").read_text() == "keep me"
+
+
+def test_a_tree_branching_below_2_is_refused_before_the_encoder_loads(tmp_path, monkeypatch):
+    import semiret.models.encoders
+
+    monkeypatch.setattr(semiret.models.encoders, "load_encoder", lambda *args, **kwargs: pytest.fail("loaded"))
+    with pytest.raises(SemiretError, match=r"tree_branching \(--tree-branching\) must be at least 2, got 1"):
+        retriever_class("dense").build(TINY_DOCS, tmp_path / "tree", model="minilm", ann="tree", tree_branching=1)
+    assert not (tmp_path / "tree").exists()
 
 
 def test_an_existing_index_is_refused_before_a_model_loads(tmp_path, bm25, monkeypatch):
