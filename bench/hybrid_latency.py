@@ -4,10 +4,9 @@ latency in one run, and the hybrid's latency as a ratio of its slower part's (th
 ``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion score]
 [--threads 1] [--docs N]`` prints one JSON object. The hybrid index is built once (its two parts are complete
 indexes, searched alone by the part retrievers, so all three systems read the same postings). Latency: each query
-alone (``search(text, k=10, n_threads=THREADS)``, every system given the same threads; with two the hybrid searches
-its parts at once), systems timed in rotating rounds (``corpus.timed_rounds``). ``--docs N`` times the synthetic
-Zipf corpus of N documents and its queries (``corpus.py``; no qrels, so no quality) instead of ``--data``: where
-searches cost more than handing one to a thread.
+alone (``search(text, k=10, n_threads=THREADS)``, every system given the same threads), systems timed in rotating
+rounds (``corpus.timed_rounds``). ``--docs N`` times the synthetic Zipf corpus of N documents and its queries
+(``corpus.py``; no qrels, so no quality) instead of ``--data``: a larger index than SciFact's.
 """
 
 from __future__ import annotations
