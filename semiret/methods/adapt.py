@@ -441,7 +441,7 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
                                     queries)}
     before = known_item_figures(runs["start"], qrels)
     adapted = train_adapted(kind, config, corpus, documents, start, output / "train")
-    atomic_write_json(adapted / ADAPTED_CORPUS_FILE, {"corpus": str(corpus), **corpus_fingerprint(d.id for d in documents)})
+    atomic_write_json(adapted / ADAPTED_CORPUS_FILE, {"corpus": str(corpus), **corpus_fingerprint(documents)})
     # published first, then measured: the index records its model's path, so it is built from the published copy
     replace_tree(adapted, output / "model")
     runs["adapted"] = known_item_run(retriever.build(documents, output / "index", overwrite=True,

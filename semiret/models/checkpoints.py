@@ -104,30 +104,38 @@ def inference_free_lexical_prior(model: str) -> dict | None:
 
 
 ADAPTED_CORPUS_FILE = "adapted-corpus.json"
-"""Written by ``semiret adapt`` into an adapted model: the corpus it was adapted to (its documents' id hashes)."""
+"""Written by ``semiret adapt`` into an adapted model: the corpus it was adapted to (a hash of each document)."""
 
 
-def _id_hash(doc_id: str) -> str:
-    return hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:12]
+def _hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
-def corpus_fingerprint(doc_ids: Iterable[str]) -> dict:
-    """``{"documents", "id_hashes"}`` of a corpus, what :func:`check_adapted_corpus` compares against."""
-    hashes = sorted({_id_hash(d) for d in doc_ids})
-    return {"documents": len(hashes), "id_hashes": hashes}
+def _document_hash(document) -> str:
+    """A document's id and text together: classic collections number their documents 1, 2, ..., so ids alone
+    would take one corpus for another."""
+    return _hash(f"{document.id}\x00{document.full_text}")
 
 
-def check_adapted_corpus(model: str, doc_ids: list[str]) -> None:
-    """An error when ``model`` was adapted to a corpus (``semiret adapt``) and fewer than half of ``doc_ids``
-    (the first documents an index is built from) belong to it: a model adapted to one corpus is made to index
-    another. Documents added later are not checked (a corpus grows)."""
+def corpus_fingerprint(documents: Iterable) -> dict:
+    """``{"documents", "document_hashes"}`` of a corpus, what :func:`check_adapted_corpus` compares against."""
+    hashes = sorted({_document_hash(d) for d in documents})
+    return {"documents": len(hashes), "document_hashes": hashes}
+
+
+def check_adapted_corpus(model: str, documents: list) -> None:
+    """An error when ``model`` was adapted to a corpus (``semiret adapt``) and fewer than half of ``documents``
+    (the first ones an index is built from) belong to it, by id and text: a model adapted to one corpus is made to
+    index another. Documents added later are not checked (a corpus grows). Records written before texts were
+    hashed hold id hashes and are compared by id."""
     marker = Path(model) / ADAPTED_CORPUS_FILE  # adapted models are folders (adapt never writes a packaged one)
-    if not doc_ids or not marker.is_file():
+    if not documents or not marker.is_file():
         return
     adapted = json.loads(marker.read_text())
-    known = set(adapted["id_hashes"])
-    shared = sum(_id_hash(d) in known for d in doc_ids)
-    if shared * 2 < len(doc_ids):
+    by_text = "document_hashes" in adapted
+    known = set(adapted["document_hashes"] if by_text else adapted["id_hashes"])
+    shared = sum((_document_hash(d) if by_text else _hash(d.id)) in known for d in documents)
+    if shared * 2 < len(documents):
         raise SemiretError(f"{model} was adapted to {adapted.get('corpus')} ({adapted['documents']} documents), and "
-                           f"only {shared} of the first {len(doc_ids)} documents indexed here belong to it: adapt it "
+                           f"only {shared} of the first {len(documents)} documents indexed here belong to it: adapt it "
                            "to this corpus (semiret adapt --data ...) or index it with the model it started from")

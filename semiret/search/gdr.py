@@ -90,7 +90,7 @@ class GDRDocuments(DocumentSide):
                 "leaf_count": len(self.clusters.cids), "fingerprint": self.tree.fingerprint()}
 
     def prepare(self, documents):
-        check_adapted_corpus(self.config["model"], [d.id for d in documents])
+        check_adapted_corpus(self.config["model"], documents)
 
     def encode(self, documents) -> ClusteredEmbeddings:
         def embed(positions):

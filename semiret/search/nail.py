@@ -132,7 +132,7 @@ class NailSparseDocuments(DocumentSide):
         self.scorer = scorer
 
     def prepare(self, documents):
-        check_adapted_corpus(self.scorer.config["model"], [d.id for d in documents])
+        check_adapted_corpus(self.scorer.config["model"], documents)
 
     @classmethod
     def create(cls, options: NailSparseOptions):
@@ -228,7 +228,7 @@ class NailMatrixDocuments(WordCounts):
 
     def prepare(self, documents):
         super().prepare(documents)
-        check_adapted_corpus(self.scorer.config["model"], [d.id for d in documents])
+        check_adapted_corpus(self.scorer.config["model"], documents)
 
     def index_config(self) -> dict:
         return {**super().index_config(), "score_vocab_size": self.scorer.vocab_size, "scorer": self.scorer.config}

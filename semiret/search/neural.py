@@ -76,7 +76,7 @@ class EncoderDocuments(DocumentSide):
         """Refuse a loaded encoder that does not fit the index (before it encodes anything)."""
 
     def prepare(self, documents):
-        check_adapted_corpus(self.config["model"], [d.id for d in documents])
+        check_adapted_corpus(self.config["model"], documents)
 
     def encode_texts(self, documents):
         return self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size,

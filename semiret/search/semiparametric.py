@@ -72,7 +72,7 @@ class SiDRDocuments(DocumentSide):
         return cls(check_encoder_index(index, "sidr")["model"])
 
     def prepare(self, documents):
-        check_adapted_corpus(self.model, [d.id for d in documents])
+        check_adapted_corpus(self.model, documents)
 
     def index_config(self) -> dict:
         return {"vocab_size": self.sidr.document_encoder.vocab_size, "quantize_bits": self.quantize_bits,

@@ -3,6 +3,7 @@ rule, the corpus check of an adapted model, bad input before any training."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sysconfig
@@ -278,10 +279,24 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
 
 
 def test_the_corpus_check_accepts_the_corpus_and_later_additions(tmp_path):
+    """Documents belong to the adapted corpus by id and text: another corpus numbered the same way (1, 2, 3, as
+    classic collections are) is refused; a record of an older version (id hashes) is still read, by id."""
+    mine = [Document("1", "wing flutter at supersonic speed"), Document("2", "boundary layer transition"),
+            Document("3", "heat transfer in hypersonic flow")]
     model = tmp_path / "model"
     model.mkdir()
-    (model / ADAPTED_CORPUS_FILE).write_text(json.dumps({"corpus": "mine", **corpus_fingerprint(["a", "b", "c"])}))
-    check_adapted_corpus(str(model), ["a", "b", "new"])
-    check_adapted_corpus(str(tmp_path), ["x"])  # no record: any corpus
+    (model / ADAPTED_CORPUS_FILE).write_text(json.dumps({"corpus": "mine", **corpus_fingerprint(mine)}))
+    check_adapted_corpus(str(model), mine[:2] + [Document("new", "a later addition")])
+    check_adapted_corpus(str(tmp_path), [Document("x", "anything")])  # no record: any corpus
     with pytest.raises(SemiretError, match="only 1 of the first 3"):
-        check_adapted_corpus(str(model), ["a", "x", "y"])
+        check_adapted_corpus(str(model), [mine[0], Document("x", "y"), Document("z", "w")])
+    same_ids = [Document("1", "library catalogues"), Document("2", "indexing languages"), mine[2]]
+    with pytest.raises(SemiretError, match="only 1 of the first 3"):
+        check_adapted_corpus(str(model), same_ids)
+    older = tmp_path / "older"
+    older.mkdir()
+    id_hashes = sorted(hashlib.sha1(i.encode()).hexdigest()[:12] for i in ("1", "2", "3"))
+    (older / ADAPTED_CORPUS_FILE).write_text(json.dumps({"corpus": "mine", "documents": 3, "id_hashes": id_hashes}))
+    check_adapted_corpus(str(older), same_ids)  # by id, as it was written
+    with pytest.raises(SemiretError, match="only 0 of the first 1"):
+        check_adapted_corpus(str(older), [Document("x", "y")])
