@@ -136,15 +136,16 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           milvus_token: Optional[str] = _milvus_token_option(),
           options: dict = None):
     """Build an index from a corpus."""
-    from semiret.data.collection import corpus_shard, count_documents
+    from semiret.data.collection import corpus_shard, count_documents, iter_corpus
     from semiret.data.paths import dataset
     from semiret.indexes.segments import check_build_target
     from semiret.search.retrievers import retriever_class
 
+    source = dataset(str(data))
     if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
-        check_build_target(out, overwrite, source=dataset(str(data)))
-    documents = _corpus(data) if shard is None else corpus_shard(_corpus(data), shard)
-    total = count_documents(dataset(str(data))) if shard is None else None  # a shard is a list: its length
+        check_build_target(out, overwrite, source=source)
+    documents = iter_corpus(source) if shard is None else corpus_shard(iter_corpus(source), shard)
+    total = count_documents(source) if shard is None else None  # a shard is a list: its length
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                              backend=_backend(backend, milvus_token), total=total, **options)
     _print_json(built.index.describe())
