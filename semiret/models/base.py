@@ -8,6 +8,7 @@ outside the backbone (a fresh LayerNorm, an IDF vector), ``head.safetensors``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from abc import abstractmethod
 from contextlib import contextmanager
@@ -180,6 +181,18 @@ class TextEncoder(nn.Module):
                                "difference from it")
         stored = torch.float16 if fp16 else torch.float32
         return [k for k, value in state.items() if not torch.equal(value.to(stored), reference[k].to(stored))]
+
+
+def weights_fingerprint(module: nn.Module) -> str:
+    """A short hash of a model's parameters: what an index records of the model that built it, so a model retrained
+    or replaced at the same path is refused instead of matching queries against vectors of the old one.
+
+    Parameters are hashed rounded to float16, the precision checkpoints are saved in: a model in memory after
+    training and the same model loaded back from its fp16 checkpoint give the same fingerprint."""
+    digest = hashlib.sha1()
+    for parameter in module.parameters():
+        digest.update(parameter.detach().to("cpu", torch.float16).contiguous().view(-1).view(torch.uint8).numpy().data)
+    return digest.hexdigest()[:16]
 
 
 def save_model_directory(path: str | Path, write) -> Path:

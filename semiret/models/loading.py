@@ -3,12 +3,18 @@ local directories :mod:`semiret.data.packaged` resolves, offline, with errors ma
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from semiret.data.packaged import gguf_file, model_directory
 from semiret.errors import SemiretError
 
 
 def _load(loader, name_or_path: str, what: str, **kwargs):
-    """Call a transformers ``from_pretrained`` on a local directory, offline, with errors made plain."""
+    """Call a transformers ``from_pretrained`` on a local directory, offline, with errors made plain.
+
+    Weights the checkpoint lacks (a bare encoder's pooler, loaded from an MLM checkpoint) are initialised from a
+    fixed seed, without touching the caller's random state: a model loads to the same weights every time, which
+    the fingerprint an index records of its model relies on (:func:`semiret.models.base.weights_fingerprint`)."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # semiret shows its own progress; loading weights is quick
@@ -19,11 +25,25 @@ def _load(loader, name_or_path: str, what: str, **kwargs):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # loading an MLM checkpoint as a bare encoder reports its unused head
     try:
-        return loader.from_pretrained(path, local_files_only=True, **kwargs)
+        with _fixed_initialisation(loader):
+            return loader.from_pretrained(path, local_files_only=True, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+@contextmanager
+def _fixed_initialisation(loader):
+    """Seed torch inside the block and restore the caller's random state after it (tokenizers need no torch)."""
+    if "Tokenizer" in loader.__name__:
+        yield
+        return
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
 
 
 def load_tokenizer(name_or_path: str):

@@ -36,7 +36,7 @@ from semiret.search.lexical import (
     WordCountQueries,
     WordCounts,
 )
-from semiret.search.neural import batch_size_field, check_encoder_index, encoder_config
+from semiret.search.neural import batch_size_field, check_encoder_index, check_weights, encoder_config
 from semiret.search.retrievers import DocumentSide, Retriever, register_retriever
 from semiret.text.wordpiece import WordPieceVocabulary, tokenizer_fingerprint
 from semiret.types import Postings, SearchHits
@@ -50,17 +50,18 @@ MEMORY_SHARE = 0.5
 class NailModelSide:
     """The NAIL model a document side scores with: loaded now (new index) or on first use (adding documents)."""
 
-    def __init__(self, config: dict, model=None, encode_batch_size: int = 32):
-        self.config, self._model, self.encode_batch_size = config, model, encode_batch_size
+    def __init__(self, config: dict, model=None, encode_batch_size: int = 32, where: str = ""):
+        self.config, self._model, self.encode_batch_size, self.where = config, model, encode_batch_size, where
 
     @classmethod
     def create(cls, model: str, encode_batch_size: int) -> "NailModelSide":
+        from semiret.models.base import weights_fingerprint
         from semiret.models.nail import NailModel
 
         path, _ = NAIL.read(model)  # a saved NAIL model, or a clear error before anything loads
         loaded = NailModel.load(str(path))
         config = encoder_config(FAMILY, str(path), loaded.config.max_length,
-                                tokenizer=tokenizer_fingerprint(str(path)))
+                                tokenizer=tokenizer_fingerprint(str(path)), weights=weights_fingerprint(loaded))
         return cls(config, loaded, encode_batch_size)
 
     @property
@@ -68,7 +69,9 @@ class NailModelSide:
         if self._model is None:
             from semiret.models.nail import NailModel
 
-            self._model = NailModel.load(self.config["model"])
+            model = NailModel.load(self.config["model"])
+            check_weights(self.config, model, self.where)
+            self._model = model
         return self._model
 
     @cached_property
@@ -144,7 +147,7 @@ class NailSparseDocuments(DocumentSide):
 
     @classmethod
     def from_index(cls, index):
-        return cls(NailModelSide(check_encoder_index(index, FAMILY)))
+        return cls(NailModelSide(check_encoder_index(index, FAMILY), where=str(index.path)))
 
     def index_config(self) -> dict:
         return {"vocab_size": self.scorer.vocab_size, "analyzer": self.scorer.config}
@@ -223,7 +226,7 @@ class NailMatrixDocuments(WordCounts):
         if index.scorer.get("family") != FAMILY:
             raise SemiretError(f"{index.path} holds scores of {index.scorer.get('family')!r}, not of a NAIL model")
         side = super().from_index(index)
-        side.scorer = NailModelSide(index.scorer)
+        side.scorer = NailModelSide(index.scorer, where=str(index.path))
         return side
 
     def prepare(self, documents):

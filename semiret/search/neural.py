@@ -35,10 +35,27 @@ def batch_size_field():
 
 
 def encoder_config(family: str, model: str, max_length: int | None, **extra) -> dict:
-    """The ``analyzer`` entry of an index made by an encoder (a model directory is stored as an absolute path)."""
+    """The ``analyzer`` entry of an index made by an encoder (a model directory is stored as an absolute path;
+    ``weights``: the fingerprint :func:`check_weights` compares)."""
     if Path(model).is_dir():
         model = str(Path(model).resolve())
     return {"type": "encoder", "family": family, "model": model, "max_length": max_length, **extra}
+
+
+def check_weights(config: dict, module, where) -> None:
+    """Refuse a model loaded for the index at ``where`` whose weights are not those recorded when it was built
+    (the model directory retrained or replaced since): its queries or new documents would be matched against
+    vectors of the old weights. Indexes from before weights were recorded are not checked."""
+    recorded = config.get("weights")
+    if recorded is None:
+        return
+    from semiret.models.base import weights_fingerprint
+
+    now = weights_fingerprint(module)
+    if now != recorded:
+        raise SemiretError(f"{where} was built with other weights than {config['model']} holds now (fingerprint "
+                           f"{recorded} then, {now} now: retrained or replaced since): rebuild the index with this "
+                           "model (--overwrite), or give it the model files it was built with")
 
 
 def check_encoder_index(index, family: str) -> dict:
@@ -53,20 +70,24 @@ class EncoderDocuments(DocumentSide):
 
     family: str
 
+    index_path: str = ""
+
     def __init__(self, config: dict, encoder=None, encode_batch_size: int = ENCODE_BATCH_SIZE):
         self.config, self._encoder, self.encode_batch_size = config, encoder, encode_batch_size
 
     @classmethod
     def from_index(cls, index):
-        return cls(check_encoder_index(index, cls.family))
+        side = cls(check_encoder_index(index, cls.family))
+        side.index_path = str(index.path)
+        return side
 
     @property
     def encoder(self):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            options = {k: v for k, v in self.config.items() if k not in ("type", "family", "model", "top_k", "threshold",
-                                                                    "lexical_prior")}
+            options = {k: v for k, v in self.config.items()
+                       if k not in ("type", "family", "model", "top_k", "threshold", "lexical_prior", "weights")}
             encoder = load_encoder(self.config["model"], self.config["family"], **options)
             self.check_encoder(encoder)
             self._encoder = encoder
@@ -74,6 +95,7 @@ class EncoderDocuments(DocumentSide):
 
     def check_encoder(self, encoder) -> None:
         """Refuse a loaded encoder that does not fit the index (before it encodes anything)."""
+        check_weights(self.config, encoder, self.index_path)
 
     def prepare(self, documents):
         check_adapted_corpus(self.config["model"], documents)
@@ -113,11 +135,13 @@ class SpladeDocuments(EncoderDocuments):
 
     @classmethod
     def create(cls, options: SpladeDocumentOptions):
+        from semiret.models.base import weights_fingerprint
         from semiret.models.encoders import load_encoder
 
         model = resolve_inference_free(options.model)  # packaged short names of trained inference-free models
         encoder = load_encoder(model, "splade", max_length=options.max_length)
-        config = encoder_config("splade", model, encoder.max_length, top_k=options.top_k, threshold=options.threshold)
+        config = encoder_config("splade", model, encoder.max_length, top_k=options.top_k, threshold=options.threshold,
+                                weights=weights_fingerprint(encoder))
         side = cls(config, encoder, options.encode_batch_size)
         side.quantize_bits = options.quantize_bits
         return side
@@ -282,12 +306,11 @@ class DenseDocuments(EncoderDocuments):
 
     ann_options: dict = {}
     index_dim: int | None = None
-    index_path: str = ""
 
     @classmethod
     def from_index(cls, index):
         side = super().from_index(index)
-        side.index_dim, side.index_path = index.meta["dim"], str(index.path)
+        side.index_dim = index.meta["dim"]
         return side
 
     def check_encoder(self, encoder) -> None:
@@ -296,14 +319,17 @@ class DenseDocuments(EncoderDocuments):
         if self.index_dim is not None and encoder.dim != self.index_dim:
             raise SemiretError(f"{self.index_path} holds {self.index_dim}-dimensional vectors but its encoder "
                                f"{self.config['model']} gives {encoder.dim}: rebuild the index with this encoder")
+        super().check_encoder(encoder)
 
     @classmethod
     def create(cls, options: DenseDocumentOptions):
+        from semiret.models.base import weights_fingerprint
         from semiret.models.encoders import load_encoder
 
         check_tree_branching(options.tree_branching)  # before the model loads
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
-        config = encoder_config("dense", options.model, encoder.max_length, precision=encoder.requested_precision)
+        config = encoder_config("dense", options.model, encoder.max_length, precision=encoder.requested_precision,
+                                weights=weights_fingerprint(encoder))
         side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
                             **({"hnsw_m": options.hnsw_m} if options.hnsw_m else {})}

@@ -21,7 +21,8 @@ from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus
 from semiret.search.lexical import TokenSets, index_vocabulary
-from semiret.search.neural import ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index
+from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
+                                   check_weights)
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits, SparseQuery
 
@@ -36,6 +37,13 @@ def _load_model(model: str):
 
 def _model_reference(model: str) -> str:
     return str(Path(model).resolve()) if Path(model).is_dir() else model
+
+
+def _sidr_analyzer(model: str, sidr) -> dict:
+    """The ``analyzer`` entry of a ``sidr-full`` index: the model and its weights' fingerprint."""
+    from semiret.models.base import weights_fingerprint
+
+    return {"type": "encoder", "family": "sidr", "model": model, "weights": weights_fingerprint(sidr)}
 
 
 # ---------------------------------------------------------------------------------------------- full
@@ -54,13 +62,17 @@ class SiDRDocuments(DocumentSide):
     index_kind = "impact"
     batch_size = 1024
 
-    def __init__(self, model: str, sidr=None, quantize_bits: int | None = None):
+    def __init__(self, model: str, sidr=None, quantize_bits: int | None = None, built: dict | None = None,
+                 where: str = ""):
         self.model, self._sidr, self.quantize_bits = model, sidr, quantize_bits
+        self.built, self.where = built or {}, where  # an existing index's analyzer entry, checked on loading
 
     @property
     def sidr(self):
         if self._sidr is None:
-            self._sidr = _load_model(self.model)
+            model = _load_model(self.model)
+            check_weights(self.built, model, self.where)
+            self._sidr = model
         return self._sidr
 
     @classmethod
@@ -69,14 +81,15 @@ class SiDRDocuments(DocumentSide):
 
     @classmethod
     def from_index(cls, index):
-        return cls(check_encoder_index(index, "sidr")["model"])
+        built = check_encoder_index(index, "sidr")
+        return cls(built["model"], built=built, where=str(index.path))
 
     def prepare(self, documents):
         check_adapted_corpus(self.model, documents)
 
     def index_config(self) -> dict:
         return {"vocab_size": self.sidr.document_encoder.vocab_size, "quantize_bits": self.quantize_bits,
-                "analyzer": {"type": "encoder", "family": "sidr", "model": self.model}}
+                "analyzer": self.built or _sidr_analyzer(self.model, self.sidr)}
 
     def encode(self, documents):
         vectors = self.sidr.document_encoder.encode_document([d.full_text for d in documents],
@@ -215,7 +228,11 @@ class LateParametricQueries(SiDRBetaQueries):
         if self._cache is None:
             encoder = self.second_stage
             kind = "dense" if encoder.family == "dense" else "sparse"
-            fingerprint = f"{encoder.family}:{_model_reference(self.rerank_model or self.model)}"
+            from semiret.models.base import weights_fingerprint
+
+            # the weights too: a model retrained at the same path must not re-rank with the old one's vectors
+            fingerprint = (f"{encoder.family}:{_model_reference(self.rerank_model or self.model)}"
+                           f"@{weights_fingerprint(encoder)}")
             slug = "".join(c if c.isalnum() else "-" for c in fingerprint)[-80:]
             path = self.cache_path or Path(self.index.path) / "embedding-cache" / slug
             self._cache = EmbeddingCache(path, kind, fingerprint)
@@ -308,5 +325,5 @@ def cache_to_full_index(retriever: LateParametricRetriever, path: str | Path, ov
     documents = [retriever.index.get_document(i) for i in ids]
     postings = late.cache.to_postings(ids, documents)
     return InvertedIndex.build(path, "impact", [postings], vocab_size=late.vocabulary.size,
-                               analyzer={"type": "encoder", "family": "sidr", "model": _model_reference(late.model)},
+                               analyzer=_sidr_analyzer(_model_reference(late.model), late.sidr),
                                overwrite=overwrite, extra_meta={"retriever": SiDRFullRetriever.name})

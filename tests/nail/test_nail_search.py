@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from helpers import TINY_DOCS, leftovers
 
+from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, open_retriever
 from semiret.search.nail import (
@@ -48,6 +49,25 @@ def test_nail_exh_scores_every_document_by_lookup_and_sum(tiny_nail, phi, tmp_pa
     expected = _expected(phi)
     assert [h.id for h in hits] == [d for d, _ in expected]
     assert [h.score for h in hits] == pytest.approx([s for _, s in expected], rel=2e-3, abs=2e-3)  # float16 storage
+
+
+def test_a_nail_index_refuses_documents_of_a_model_retrained_in_place(tiny_nail, tmp_path):
+    import torch
+
+    from semiret.models.nail import NailModel
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_nail, model)
+    NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(model))
+    retrained = NailModel.load(str(model))
+    with torch.no_grad():
+        for parameter in retrained.parameters():
+            parameter.add_(0.01)
+    retrained.save(model, fp16=False)
+    before = {f: f.read_bytes() for f in sorted((tmp_path / "exh").rglob("*")) if f.is_file()}
+    with pytest.raises(SemiretError, match="exh was built with other weights than .*model holds now"):
+        open_retriever(tmp_path / "exh").add([Document("d9", "statins again")])
+    assert {f: f.read_bytes() for f in sorted((tmp_path / "exh").rglob("*")) if f.is_file()} == before
 
 
 def test_bm25_nail_reranks_only_bm25_candidates(tiny_nail, phi, tmp_path):

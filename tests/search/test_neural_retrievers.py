@@ -98,6 +98,57 @@ def test_a_dense_index_whose_encoder_was_replaced_by_another_dimension_is_refuse
     assert sorted((tmp_path / "dense").rglob("*")) == before
 
 
+def _retrain_in_place(model_dir) -> None:
+    """Other weights of the same shapes in the same folder: what a second training run into it leaves."""
+    import torch
+    from transformers import BertForMaskedLM
+
+    model = BertForMaskedLM.from_pretrained(model_dir)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.01)
+    model.save_pretrained(model_dir)
+
+
+@pytest.mark.parametrize("retriever", [DenseRetriever, SpladeRetriever, InferenceFreeRetriever])
+def test_an_index_whose_model_was_retrained_in_place_is_refused(tmp_path, tiny_docs, tiny_bert, retriever):
+    """The index records its model's weights: queries (or new documents) of the retrained model are refused
+    instead of being matched against vectors of the old one, and the index is left as it was."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert, model)
+    retriever.build(tiny_docs, tmp_path / "index", model=str(model))
+    open_retriever(tmp_path / "index").add([Document("d8", "the same weights: added")])
+    before = {f: f.read_bytes() for f in sorted((tmp_path / "index").rglob("*")) if f.is_file()}
+    _retrain_in_place(model)
+    reopened = open_retriever(tmp_path / "index")
+    with pytest.raises(SemiretError, match="index was built with other weights than .*model holds now"):
+        reopened.add([Document("d9", "new text")])
+    if retriever is not InferenceFreeRetriever:  # its queries need no model
+        with pytest.raises(SemiretError, match="rebuild the index with this model"):
+            open_retriever(tmp_path / "index").search("a query")
+    assert {f: f.read_bytes() for f in sorted((tmp_path / "index").rglob("*")) if f.is_file()} == before
+
+
+def test_the_weights_fingerprint_is_that_of_the_saved_fp16_checkpoint(tmp_path, tiny_bert):
+    """A model indexed in memory after training and the same model loaded from its fp16 checkpoint agree; any
+    change of a weight beyond float16's rounding does not."""
+    import torch
+
+    from semiret.models.base import weights_fingerprint
+    from semiret.models.encoders import load_encoder
+
+    encoder = load_encoder(str(tiny_bert), "dense")
+    with torch.no_grad():
+        next(encoder.parameters()).mul_(1.0 + 1e-5)  # float32 weights no checkpoint of float16 can hold exactly
+    fingerprint = weights_fingerprint(encoder)
+    assert weights_fingerprint(load_encoder(str(encoder.save(tmp_path / "saved", fp16=True)))) == fingerprint
+    with torch.no_grad():
+        next(encoder.parameters())[0, 0] += 0.01
+    assert weights_fingerprint(encoder) != fingerprint
+
+
 def test_options_are_checked(tmp_path, tiny_docs, tiny_bert):
     with pytest.raises(SemiretError, match="ann do not apply to retriever 'splade'"):
         SpladeRetriever.build(tiny_docs, tmp_path / "x", model=str(tiny_bert), ann="hnsw")

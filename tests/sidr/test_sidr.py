@@ -237,6 +237,32 @@ def test_three_pipelines_and_cache_to_full_index(trained, tiny_docs, tmp_path):
     assert converted.search(q, k=5).ids == full.index.search(q, k=5).ids
 
 
+def test_sidr_indexes_and_the_rerank_cache_notice_a_model_retrained_in_place(trained, tiny_docs, tmp_path):
+    """A full index refuses the queries of a model retrained into its folder; re-ranking starts a cache of the
+    new weights instead of scoring with the old ones' document vectors."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(trained[1] / "model", model)
+    SiDRFullRetriever.build(tiny_docs, tmp_path / "full", model=str(model))
+    SiDRBetaRetriever.build(tiny_docs, tmp_path / "bot", model=str(model))
+    first = LateParametricRetriever.open(tmp_path / "bot", model=str(model), rerank_depth=3)
+    first.search(["cats and dogs"], k=3)
+    embedded = first.query_side.cost_figures()["documents_embedded"]
+    assert embedded > 0
+    retrained = SiDRModel.load(str(model))
+    with torch.no_grad():
+        for parameter in retrained.parameters():
+            parameter.add_(0.01)
+    retrained.save(model)
+    with pytest.raises(SemiretError, match="full was built with other weights than .*model holds now"):
+        SiDRFullRetriever.open(tmp_path / "full").search(["cats and dogs"], k=3)
+    again = LateParametricRetriever.open(tmp_path / "bot", model=str(model), rerank_depth=3)
+    again.search(["cats and dogs"], k=3)
+    assert again.query_side.cost_figures()["documents_embedded"] == embedded
+    assert len(list((tmp_path / "bot" / "embedding-cache").iterdir())) == 2
+
+
 def test_sparse_queries_shift_back_to_tokenizer_ids(tiny_mlm):
     model = SiDRModel.initialise(tiny_mlm, shared=True, top_k=10, query_max_length=16)
     encoder = model.query_encoder
