@@ -55,13 +55,12 @@ class NailModelSide:
 
     @classmethod
     def create(cls, model: str, encode_batch_size: int) -> "NailModelSide":
-        from semiret.models.base import weights_fingerprint
         from semiret.models.nail import NailModel
 
         path, _ = NAIL.read(model)  # a saved NAIL model, or a clear error before anything loads
         loaded = NailModel.load(str(path))
-        config = encoder_config(FAMILY, str(path), loaded.config.max_length,
-                                tokenizer=tokenizer_fingerprint(str(path)), weights=weights_fingerprint(loaded))
+        config = encoder_config(FAMILY, str(path), loaded.config.max_length, loaded,
+                                tokenizer=tokenizer_fingerprint(str(path)))
         return cls(config, loaded, encode_batch_size)
 
     @property

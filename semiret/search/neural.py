@@ -34,11 +34,15 @@ def batch_size_field():
     return field(default=ENCODE_BATCH_SIZE, metadata={"flag": "--batch-size"})
 
 
-def encoder_config(family: str, model: str, max_length: int | None, **extra) -> dict:
+def encoder_config(family: str, model: str, max_length: int | None, loaded=None, **extra) -> dict:
     """The ``analyzer`` entry of an index made by an encoder (a model directory is stored as an absolute path;
-    ``weights``: the fingerprint :func:`check_weights` compares)."""
+    with the ``loaded`` model, its weights' fingerprint, which :func:`check_weights` compares)."""
     if Path(model).is_dir():
         model = str(Path(model).resolve())
+    if loaded is not None:
+        from semiret.models.base import weights_fingerprint
+
+        extra["weights"] = weights_fingerprint(loaded)
     return {"type": "encoder", "family": family, "model": model, "max_length": max_length, **extra}
 
 
@@ -135,13 +139,12 @@ class SpladeDocuments(EncoderDocuments):
 
     @classmethod
     def create(cls, options: SpladeDocumentOptions):
-        from semiret.models.base import weights_fingerprint
         from semiret.models.encoders import load_encoder
 
         model = resolve_inference_free(options.model)  # packaged short names of trained inference-free models
         encoder = load_encoder(model, "splade", max_length=options.max_length)
-        config = encoder_config("splade", model, encoder.max_length, top_k=options.top_k, threshold=options.threshold,
-                                weights=weights_fingerprint(encoder))
+        config = encoder_config("splade", model, encoder.max_length, encoder, top_k=options.top_k,
+                                threshold=options.threshold)
         side = cls(config, encoder, options.encode_batch_size)
         side.quantize_bits = options.quantize_bits
         return side
@@ -323,13 +326,12 @@ class DenseDocuments(EncoderDocuments):
 
     @classmethod
     def create(cls, options: DenseDocumentOptions):
-        from semiret.models.base import weights_fingerprint
         from semiret.models.encoders import load_encoder
 
         check_tree_branching(options.tree_branching)  # before the model loads
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
-        config = encoder_config("dense", options.model, encoder.max_length, precision=encoder.requested_precision,
-                                weights=weights_fingerprint(encoder))
+        config = encoder_config("dense", options.model, encoder.max_length, encoder,
+                                precision=encoder.requested_precision)
         side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
                             **({"hnsw_m": options.hnsw_m} if options.hnsw_m else {})}

@@ -22,7 +22,7 @@ from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus
 from semiret.search.lexical import TokenSets, index_vocabulary
 from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
-                                   check_weights)
+                                   check_weights, encoder_config)
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits, SparseQuery
 
@@ -37,13 +37,6 @@ def _load_model(model: str):
 
 def _model_reference(model: str) -> str:
     return str(Path(model).resolve()) if Path(model).is_dir() else model
-
-
-def _sidr_analyzer(model: str, sidr) -> dict:
-    """The ``analyzer`` entry of a ``sidr-full`` index: the model and its weights' fingerprint."""
-    from semiret.models.base import weights_fingerprint
-
-    return {"type": "encoder", "family": "sidr", "model": model, "weights": weights_fingerprint(sidr)}
 
 
 # ---------------------------------------------------------------------------------------------- full
@@ -89,7 +82,7 @@ class SiDRDocuments(DocumentSide):
 
     def index_config(self) -> dict:
         return {"vocab_size": self.sidr.document_encoder.vocab_size, "quantize_bits": self.quantize_bits,
-                "analyzer": self.built or _sidr_analyzer(self.model, self.sidr)}
+                "analyzer": self.built or encoder_config("sidr", self.model, None, self.sidr)}
 
     def encode(self, documents):
         vectors = self.sidr.document_encoder.encode_document([d.full_text for d in documents],
@@ -325,5 +318,5 @@ def cache_to_full_index(retriever: LateParametricRetriever, path: str | Path, ov
     documents = [retriever.index.get_document(i) for i in ids]
     postings = late.cache.to_postings(ids, documents)
     return InvertedIndex.build(path, "impact", [postings], vocab_size=late.vocabulary.size,
-                               analyzer=_sidr_analyzer(_model_reference(late.model), late.sidr),
+                               analyzer=encoder_config("sidr", late.model, None, late.sidr),
                                overwrite=overwrite, extra_meta={"retriever": SiDRFullRetriever.name})
