@@ -7,7 +7,9 @@ splade-tiny's tokenizer under NAIL's decoder (the paper's decoder-only scores), 
 does not depend on what the scores are, only on the vocabulary (30,522 tokens, as splade-tiny's) and the corpus.
 The score-matrix index is built once (``--index``, default ``/tmp/semiret-bench/nail-<corpus>-<model>``) and
 opened as ``bm25`` (the same postings), ``bm25+nail`` (also with ``--bm25-weight``) and ``nail-exh``; quality
-is reported too (meaningless for the quick model). Latency: each query alone (``search(text, k=10)``), the
+is reported too (meaningless for the quick model). ``--sparse`` also builds ``nail-sparse`` (each document's top
+``--sparse-top-k`` tokens in an impact index, beside the score matrix's; use a trained ``--model``: a random
+model's top tokens are not a trained one's) and times it in the same rounds. Latency: each query alone (``search(text, k=10)``), the
 systems timed in rotating rounds (``corpus.timed_rounds``); ``bm25@100`` is BM25 read 100 deep, the first
 stage's own cost.
 
@@ -90,15 +92,31 @@ def main() -> None:
     parser.add_argument("--bm25-weight", type=float, default=None, help="also time bm25+nail with this weight")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--no-minilm", dest="minilm", action="store_false", help="skip MiniLM's FLOPs")
+    parser.add_argument("--sparse", action="store_true", help="also time nail-sparse (its own index, built once)")
+    parser.add_argument("--sparse-top-k", type=int, default=None, help="nail-sparse's tokens per document "
+                        "(default: the retriever's, 2,000)")
     args = parser.parse_args()
     collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
-    label = Path(args.model).name if args.model else "quick"
+    if args.model:
+        from semiret.models.checkpoints import NAIL
+
+        model = str(NAIL.read(args.model)[0])  # a saved model's directory, or the packaged nail-scifact's
+    else:
+        model = str(quick_model(CACHE_ROOT / "nail-quick-model"))
+    label = Path(model).name if args.model else "quick"
     index = args.index or CACHE_ROOT / f"nail-{collection.name}-{label}"
-    model = args.model or str(quick_model(CACHE_ROOT / "nail-quick-model"))
     if not (index / "meta.json").is_file():
         BM25NailRetriever.build(collection.corpus(), index, overwrite=True, model=model)
     systems = {"bm25": open_retriever(index, "bm25"), "bm25+nail": open_retriever(index, "bm25+nail"),
                "nail-exh": open_retriever(index, "nail-exh")}
+    if args.sparse:
+        from semiret.search.nail import NailSparseRetriever
+
+        top_k = {"top_k": args.sparse_top_k} if args.sparse_top_k else {}
+        sparse = index.with_name(index.name + f"-sparse{args.sparse_top_k or ''}")
+        if not (sparse / "meta.json").is_file():
+            NailSparseRetriever.build(collection.corpus(), sparse, overwrite=True, model=model, **top_k)
+        systems["nail-sparse"] = open_retriever(sparse)
     if args.bm25_weight is not None:
         systems[f"bm25+nail(bm25_weight={args.bm25_weight})"] = open_retriever(index, "bm25+nail",
                                                                                 bm25_weight=args.bm25_weight)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -125,6 +126,22 @@ def _corpus(path: Path):
     return iter_corpus(dataset(str(path)))
 
 
+def _encoding_threads_option():
+    return typer.Option(None, help="Threads a neural model encodes documents with (default: torch's, every core).")
+
+
+def _limit_encoding_threads(threads: int | None) -> None:
+    """Cap the threads torch encodes with; set before torch is imported (BM25 never imports it), and on torch
+    itself if it already is."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise SemiretError(f"--threads must be at least 1, got {threads}")
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # torch's default thread count, read when it is imported
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
 def index(data: Path = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv)."),
           out: Path = typer.Option(..., help="Index directory to create (a collection name with --backend)."),
           retriever: str = _retriever_option("bm25", "Retriever"),
@@ -132,6 +149,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
           shard: Optional[str] = typer.Option(None, help="Index only shard i/n of the corpus (the i-th of n "
                                               "contiguous slices, from 0); merge-shards joins the shards."),
+          threads: Optional[int] = _encoding_threads_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option(),
           options: dict = None):
@@ -141,6 +159,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     from semiret.indexes.segments import check_build_target
     from semiret.search.retrievers import retriever_class
 
+    _limit_encoding_threads(threads)
     source = dataset(str(data))
     if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
         check_build_target(out, overwrite, source=source)
@@ -213,11 +232,13 @@ app.command()(command_with_options(search, _option_classes("queries"), help_suff
 def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv)."),
         index: Path = typer.Option(..., help="Index directory."),
         replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
+        threads: Optional[int] = _encoding_threads_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option()):
     """Add documents to an index (searchable at once)."""
     from semiret.search.retrievers import open_retriever
 
+    _limit_encoding_threads(threads)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     added = searcher.add(_corpus(corpus), replace=replace)
     segments = getattr(searcher.index, "segments", None)
@@ -310,14 +331,17 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
                              host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token)
-    for path in settings.indexes.values():  # a bad index or retriever name fails here, before any worker starts
-        open_index_at(path, _backend(backend, milvus_token))
+    for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
+        opened = open_index_at(path, _backend(backend, milvus_token))
+        if name in settings.retrievers:
+            retriever_class(settings.retrievers[name]).check_index(opened)
     for name in settings.retrievers.values():
         retriever_class(name)
+    app = create_app(settings) if workers == 1 else None  # (workers > 1 open the indexes themselves)
     console.print(f"serving {', '.join(settings.indexes)} on http://{host}:{port} (API: /docs; "
                   f"{'writes need the API key' if api_key else 'read-only: no API key'})")
-    if workers == 1:
-        uvicorn.run(create_app(settings), host=host, port=port, access_log=False, log_level="warning")
+    if app is not None:
+        uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
     else:
         settings.to_environment()
         uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port, workers=workers,

@@ -53,7 +53,7 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
     measure_objects = parse_measures(measures)
     baseline_run = read_trec_run(baseline) if baseline is not None else None
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
-        check_baseline(baseline_run, qrels)
+        check_baseline(baseline_run, qrels, f"the baseline run {baseline}")
     store = resolve_backend(backend)
     if retriever is None:
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER

@@ -8,6 +8,7 @@ the comparison is between the systems rather than between two draws of their tra
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -17,14 +18,27 @@ from semiret.data.trec import Run
 from semiret.errors import SemiretError
 from semiret.evaluation.metrics import parse_measures, per_query
 
+log = logging.getLogger(__name__)
+
 SIGNIFICANCE_LEVEL = 0.05
 
 
 def check_baseline(baseline: Run, qrels: dict[str, dict[str, int]], what: str = "the baseline run") -> None:
     """A baseline (or compared run) that retrieved nothing for any judged query is a run of another collection or
-    split."""
-    if not any(q in baseline for q in qrels):
+    split; one that misses some is compared as it is (those queries count as 0, as ``trec_eval -c`` counts them),
+    with a warning saying how many: a run of a subset of the queries would otherwise read as a much worse system."""
+    covered = _judged_queries_ranked(baseline, qrels, what)
+    if covered < len(qrels):
+        log.warning("%s ranks documents for %d of the %d judged queries: the other %d count as 0 (a run of some of "
+                    "the queries, or queries it found nothing for)", what, covered, len(qrels), len(qrels) - covered)
+
+
+def _judged_queries_ranked(run: Run, qrels, what: str) -> int:
+    """How many judged queries ``run`` ranks documents for; none is an error."""
+    covered = sum(q in run for q in qrels)
+    if not covered:
         raise SemiretError(f"{what} has none of the judged queries (a run of another collection or split?)")
+    return covered
 
 
 def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels: dict[str, dict[str, int]],
@@ -35,7 +49,7 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
     seeds), averaged query by query."""
     runs, baselines = _as_runs(run), _as_runs(baseline)
     for each in baselines:
-        check_baseline(each, qrels)
+        _judged_queries_ranked(each, qrels, "the baseline run")  # callers warn of partial runs (check_baseline)
     judged = list(qrels)
     measures = measures or parse_measures(None)
     comparison = {}

@@ -41,7 +41,7 @@ def read_commit(path: Path, expected_format: str | None) -> tuple[dict, CommitSt
             stamp = _stamp(os.fstat(handle.fileno()))
             text = handle.read()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        raise IndexFormatError(f"{path} is not a semiret index (no {META_FILE})") from None
+        raise IndexFormatError(_not_an_index(Path(path))) from None
     try:
         meta = json.loads(text.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -49,6 +49,16 @@ def read_commit(path: Path, expected_format: str | None) -> tuple[dict, CommitSt
     if expected_format is not None and meta.get("format") != expected_format:
         raise IndexFormatError(f"{path} holds a {meta.get('format')!r} index, not {expected_format!r}")
     return meta, stamp
+
+
+def _not_an_index(path: Path) -> str:
+    """Why ``path`` cannot be opened as an index, in the words that say what to do."""
+    if path.is_dir():
+        return f"{path} is not a semiret index (no {META_FILE})"
+    if path.exists():
+        return f"{path} is a file, not an index directory"
+    hint = "" if len(path.parts) > 1 else " (a Milvus collection? add --backend milvus:URI)"
+    return f"{path}: no such index directory{hint}"
 
 
 def commit_stamp(path: Path) -> CommitStamp | None:

@@ -65,7 +65,11 @@ def check_weights(config: dict, module, where) -> None:
 def check_encoder_index(index, family: str) -> dict:
     config = index.meta["analyzer"]
     if config.get("type") != "encoder" or config.get("family") != family:
-        raise SemiretError(f"{index.path} was not built with a {family} encoder")
+        built = (f"{config.get('family')} model {config.get('model')}" if config.get("type") == "encoder"
+                 else f"the {config.get('type')} analyzer")
+        raise SemiretError(f"{index.path} was not built with a {family} encoder but with {built}"
+                           + (f" (search it as {index.meta['retriever']}: without -r)"
+                              if index.meta.get("retriever") else ""))
     return config
 
 

@@ -191,11 +191,23 @@ class Retriever:
         return cls.from_index(open_index_at(path, backend), **options)
 
     @classmethod
+    def check_index(cls, index) -> None:
+        """Refuse an index of a kind this retriever cannot search, naming the retrievers that can."""
+        if index.kind in cls.compatible_kinds():
+            return
+        built = index.meta.get("retriever")
+        usable = [name for name, other in RETRIEVERS.items() if index.kind in other.compatible_kinds()]
+        article = "an" if index.kind[:1] in "aeiou" else "a"
+        raise SemiretError(f"{index.path} is {article} {index.kind!r} index"
+                           + (f" built for {built}" if built else "")
+                           + f"; {cls.name} needs one of {cls.compatible_kinds()}. Retrievers that search it: "
+                           + ", ".join(usable) + (f" (without -r: {built})" if built else ""))
+
+    @classmethod
     def from_index(cls, index, document_side: DocumentSide | None = None, **options) -> "Retriever":
         """A retriever over an open index; ``document_side`` shares one already open on it (default: the side of
         the retriever that built the index, re-opened from its ``meta.json``)."""
-        if index.kind not in cls.compatible_kinds():
-            raise SemiretError(f"{index.path} is a {index.kind!r} index; {cls.name} needs one of {cls.compatible_kinds()}")
+        cls.check_index(index)
         query_options = cls.search_options(options)
         document_side = document_side or _builder_of(index, cls).documents.from_index(index)
         return cls(index, cls.queries.open(index, query_options, document_side), document_side)

@@ -184,7 +184,7 @@ def test_an_index_holding_the_corpus_it_would_be_rebuilt_from_is_kept(index_dir,
 
 @pytest.mark.parametrize("args,message", [
     (("search", "--index", "{tmp}", "x"), "is not a semiret index"),
-    (("info", "{tmp}/missing"), "is not a semiret index"),
+    (("info", "{tmp}/missing"), "missing: no such index directory"),
     (("delete", "--index", "{idx}", "no-such-doc"), "cannot delete 'no-such-doc'"),
     (("index", "--data", "{beir}", "--out", "{idx}"), "already exists"),
     (("index", "--data", "{beir}", "--out", "{beir}", "--overwrite"), "is not a semiret index: choose another"),
@@ -305,3 +305,52 @@ def test_compare_names_a_run_file_of_other_queries(beir_dir, tmp_path):
     result = invoke("compare", tmp_path / "bm25.trec", "--baseline", tmp_path / "bm25.trec", "--data", beir_dir,
                     "--measure", "bogus", ok=False)
     assert result.exit_code == 2 and "measure 'bogus'" in result.output
+
+
+def test_compare_warns_of_a_run_of_some_of_the_judged_queries(beir_dir, tmp_path, caplog):
+    """Queries a run lacks count as 0: compared as it is, but with a warning saying how many, not silently."""
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    lines = (tmp_path / "bm25.trec").read_text(encoding="utf-8").splitlines()
+    first = lines[0].split()[0]
+    (tmp_path / "some.trec").write_text("\n".join(l for l in lines if l.split()[0] == first) + "\n", encoding="utf-8")
+    from semiret.data.collection import Collection
+
+    judged = len(Collection(beir_dir).qrels("test"))
+    assert judged > 1
+    with caplog.at_level("WARNING"):
+        result = invoke("compare", tmp_path / "some.trec", "--baseline", tmp_path / "bm25.trec", "--data", beir_dir,
+                        "--json")
+    assert json.loads(result.stdout)["queries"] == judged
+    assert f"run {tmp_path / 'some.trec'} ranks documents for 1 of the {judged} judged queries" in caplog.text
+    assert "bm25.trec ranks" not in caplog.text
+
+
+def test_index_and_add_cap_the_threads_a_model_encodes_with(beir_dir, tmp_path, tiny_bert, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        invoke("index", "--data", beir_dir, "--out", tmp_path / "idx", "-r", "dense", "--model", tiny_bert,
+               "--threads", "1")
+        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        new = tmp_path / "new.jsonl"
+        new.write_text('{"_id": "n1", "text": "a new text"}\n', encoding="utf-8")
+        invoke("add", new, "--index", tmp_path / "idx", "--threads", "1")
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(previous)
+    result = invoke("index", "--data", beir_dir, "--out", tmp_path / "other", "--threads", "0", ok=False)
+    assert result.exit_code == 2 and "--threads must be at least 1, got 0" in result.output
+    assert not (tmp_path / "other").exists()
+
+
+def test_serve_refuses_a_retriever_that_cannot_search_its_index_before_it_says_serving(index_dir, monkeypatch):
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("the server started"))
+    result = invoke("serve", "--index", index_dir, "--retriever", "idx=bot", "--workers", "2", ok=False)
+    assert result.exit_code == 2 and "is a 'bm25' index built for bm25; bot needs one of" in result.output
+    assert "serving" not in result.output

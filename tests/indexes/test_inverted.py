@@ -713,8 +713,14 @@ def test_interrupted_add_is_invisible_and_later_adds_work(tmp_path, monkeypatch)
 def test_opening_a_directory_that_is_not_an_index(tmp_path):
     with pytest.raises(IndexFormatError, match="is not a semiret index"):
         InvertedIndex.open(tmp_path)
-    with pytest.raises(IndexFormatError, match="is not a semiret index"):
+    with pytest.raises(IndexFormatError, match="missing: no such index directory$"):
         InvertedIndex.open(tmp_path / "missing")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(IndexFormatError, match="file is a file, not an index directory"):
+        InvertedIndex.open(tmp_path / "file")
+    with pytest.raises(IndexFormatError, match=r"^collection: no such index directory \(a Milvus collection\? "
+                                               r"add --backend milvus:URI\)"):
+        InvertedIndex.open("collection")
     (tmp_path / "meta.json").write_text("{not json")
     with pytest.raises(IndexFormatError, match="malformed JSON"):
         InvertedIndex.open(tmp_path)

@@ -155,7 +155,7 @@ def test_options_are_checked(tmp_path, tiny_docs, tiny_bert):
     with pytest.raises(SemiretError, match="unknown model"):
         SpladeRetriever.build(tiny_docs, tmp_path / "y", model="no-such-model")
     SpladeRetriever.build(tiny_docs, tmp_path / "z", model=str(tiny_bert))
-    with pytest.raises(SemiretError, match="is a 'impact' index; dense needs one of"):
+    with pytest.raises(SemiretError, match="is an 'impact' index built for splade; dense needs one of"):
         DenseRetriever.from_index(open_retriever(tmp_path / "z").index)
 
 
