@@ -126,6 +126,10 @@ def _corpus(path: Path):
     return iter_corpus(dataset(str(path)))
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _encoding_threads_option():
     return typer.Option(None, help="Threads a neural model encodes documents with (default: torch's, every core).")
 
@@ -242,7 +246,7 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     added = searcher.add(_corpus(corpus), replace=replace)
     segments = getattr(searcher.index, "segments", None)
-    console.print(f"added {added} documents; {searcher.index.n_docs} live"
+    console.print(f"added {_count(added, 'document')}; {searcher.index.n_docs} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))
 
 
@@ -255,7 +259,7 @@ def delete(doc_ids: list[str] = typer.Argument(..., help="Document ids to delete
     from semiret.search.retrievers import open_index_at
 
     deleted = open_index_at(index, _backend(backend, milvus_token)).delete(doc_ids)
-    console.print(f"deleted {deleted} documents")
+    console.print(f"deleted {_count(deleted, 'document')}")
 
 
 @app.command()
@@ -487,7 +491,7 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")  # as pip: "WARNING: ..."
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `semiret serve` installs its server's own handlers
     try:
         app()

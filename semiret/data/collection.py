@@ -80,10 +80,15 @@ def _corpus_file(path: str | Path) -> Path:
     return path / "corpus.jsonl" if path.is_dir() else path
 
 
-def _is_header(row: list[str]) -> bool:
-    """Whether a TSV corpus's first row names its columns (``id<TAB>text[<TAB>title]``) rather than a document."""
+QUERY_ID_HEADERS = ("qid", "query-id", "query_id", "queryid")
+QUERY_TEXT_HEADERS = ("query", "question")
+
+
+def _is_header(row: list[str], ids: tuple[str, ...] = (), texts: tuple[str, ...] = ("title",)) -> bool:
+    """Whether a TSV file's first row names its columns (``id<TAB>text[<TAB>title]``; a queries file's also
+    ``qid<TAB>query`` and the like) rather than holding a document or query."""
     names = [field.strip().lower() for field in row]
-    return len(names) >= 2 and names[0] in ID_FIELDS and names[1] in TEXT_FIELDS + ("title",)
+    return len(names) >= 2 and names[0] in ID_FIELDS + ids and names[1] in TEXT_FIELDS + texts
 
 
 def iter_corpus(path: str | Path) -> Iterator[Document]:
@@ -150,7 +155,8 @@ def read_queries(path: str | Path) -> dict[str, str]:
         path = path / "queries.jsonl"
     queries: dict[str, str] = {}
     if path.suffix.lower() in (".tsv", ".tab", ".txt"):
-        rows = ((line, row[0], row[1] if len(row) > 1 else None) for line, row in _read_tsv_rows(path))
+        rows = ((line, row[0], row[1] if len(row) > 1 else None) for line, row in _read_tsv_rows(path)
+                if not (line == 1 and _is_header(row, QUERY_ID_HEADERS, QUERY_TEXT_HEADERS)))
     else:
         rows = (
             (line, _field(r, ID_FIELDS, "id", path, line), _field(r, TEXT_FIELDS, "text", path, line))
@@ -203,12 +209,15 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
 
 @dataclass
 class Collection:
-    """A BEIR-layout test collection on disk."""
+    """A BEIR-layout test collection on disk: a folder, or a dataset's name under the shared data (``scifact``),
+    as the CLI's ``--data`` takes it."""
 
     root: Path
 
     def __post_init__(self):
-        self.root = Path(self.root)
+        from semiret.data.paths import dataset
+
+        self.root = dataset(str(self.root))
         if not (self.root / "corpus.jsonl").is_file():
             raise DataFormatError("not a BEIR collection (no corpus.jsonl)", self.root)
 

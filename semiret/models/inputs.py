@@ -86,8 +86,9 @@ class TextBatcher:
         truncated = sum(1 for e in encodings if e.overflowing)
         if truncated and not self._warned:
             self._warned = True
-            log.warning("%d of %d texts are longer than %d tokens, the limit set for %s: they were truncated "
-                        "(this warning is shown once)", truncated, len(texts), self.max_length, self.model_name)
+            log.warning("%d of %d texts are longer than the %d tokens %s reads: their first %d are encoded, as the "
+                        "model was trained (--max-length sets another limit; said once)", truncated, len(texts),
+                        self.max_length, self.model_name, self.max_length)
         return [e.ids for e in encodings]
 
     def padded(self, texts: list[str], device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:

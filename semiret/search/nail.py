@@ -286,6 +286,10 @@ class NailExhaustiveRetriever(Retriever):
     documents = NailMatrixDocuments
     queries = NailMatrixQueries
 
+    @classmethod
+    def can_search(cls, index) -> bool:
+        return isinstance(index, ScoreMatrixIndex)  # BM25's postings with NAIL's scores beside them
+
 
 @dataclass
 class RerankOptions:
@@ -331,3 +335,4 @@ class BM25NailRetriever(Retriever):
     name = "bm25+nail"
     documents = NailMatrixDocuments
     queries = BM25ThenNailQueries
+    can_search = NailExhaustiveRetriever.can_search  # the same index: BM25's postings beside NAIL's scores

@@ -191,12 +191,17 @@ class Retriever:
         return cls.from_index(open_index_at(path, backend), **options)
 
     @classmethod
+    def can_search(cls, index) -> bool:
+        """Whether this retriever searches ``index`` (its kind; a retriever needing more says so here)."""
+        return index.kind in cls.compatible_kinds()
+
+    @classmethod
     def check_index(cls, index) -> None:
         """Refuse an index of a kind this retriever cannot search, naming the retrievers that can."""
         if index.kind in cls.compatible_kinds():
             return
         built = index.meta.get("retriever")
-        usable = [name for name, other in RETRIEVERS.items() if index.kind in other.compatible_kinds()]
+        usable = [name for name, other in RETRIEVERS.items() if other.can_search(index)]
         article = "an" if index.kind[:1] in "aeiou" else "a"
         raise SemiretError(f"{index.path} is {article} {index.kind!r} index"
                            + (f" built for {built}" if built else "")

@@ -106,7 +106,7 @@ def test_search_without_known_words(index_dir):
 def test_add_delete_merge_info(tmp_path, index_dir):
     new = write_jsonl(tmp_path / "new.jsonl", [{"_id": "n1", "text": "a quokka in the garden"}])
     result = invoke("add", "--index", index_dir, new)
-    assert "added 1 documents; 7 live in 2 segments" in result.stderr
+    assert "added 1 document; 7 live in 2 segments" in result.stderr
     hits = json_lines(invoke("search", "--index", index_dir, "--json", "quokka").stdout)[0]["hits"]
     assert [h["id"] for h in hits] == ["n1"]
 

@@ -101,6 +101,11 @@ def test_tsv_queries(tmp_path):
     path = tmp_path / "queries.tsv"
     path.write_text("1\tfirst query\n2\tsecond query\n", encoding="utf-8")
     assert read_queries(path) == {"1": "first query", "2": "second query"}
+    for header in ("qid\tquery", "query-id\ttext", "id\tquestion"):  # a first row naming the columns is no query
+        path.write_text(f"{header}\n1\tfirst query\n", encoding="utf-8")
+        assert read_queries(path) == {"1": "first query"}
+    path.write_text("1\tquery\n", encoding="utf-8")  # a query that is one word long is still a query
+    assert read_queries(path) == {"1": "query"}
 
 
 def test_jsonl_queries_with_pyserini_names(tmp_path):
@@ -373,3 +378,16 @@ def test_a_missing_file_argument_is_not_looked_up_as_a_dataset(tmp_path, monkeyp
     assert dataset("beir/nested") == shared / "beir" / "nested"  # a nested dataset name still resolves
     (tmp_path / "here.jsonl").write_text("")
     assert dataset("here.jsonl").name == "here.jsonl"
+
+
+def test_a_collection_opens_by_its_name_under_the_shared_data_as_the_cli_does(tmp_path, monkeypatch, beir_dir):
+    import shutil
+
+    shared = tmp_path / "shared"
+    shutil.copytree(beir_dir, shared / "mine")
+    monkeypatch.setenv("SEMIRET_DATA", str(shared))
+    monkeypatch.chdir(tmp_path)
+    assert Collection("mine").root == shared / "mine"
+    assert Collection(beir_dir).root == beir_dir  # a path is a path
+    with pytest.raises(SemiretError, match="^no dataset 'yours' under"):
+        Collection("yours")

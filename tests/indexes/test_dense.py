@@ -95,7 +95,7 @@ def test_open_index_dispatches_on_format(tmp_path, corpus):
     DenseIndex.build(tmp_path / "dense", "dense", [embeddings(corpus[:10])], dim=DIM, analyzer={}, ann="hnsw")
     opened = open_index(tmp_path / "dense")
     assert isinstance(opened, DenseIndex) and opened.meta["ann"] == "hnsw"
-    with pytest.raises(IndexFormatError, match="not a semiret index"):
+    with pytest.raises(IndexFormatError, match="nowhere: no such index directory"):
         open_index(tmp_path / "nowhere")
 
 
