@@ -129,6 +129,9 @@ class SearchHits:
         return (self[i] for i in range(len(self)))
 
     def as_run(self, query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+        """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what
+        :func:`~semiret.evaluation.metrics.score_run`, :func:`~semiret.evaluation.significance.compare_runs` and
+        :func:`~semiret.data.trec.write_trec_run` take."""
         return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
 
     def id_keys(self, query: int) -> np.ndarray | None:

@@ -10,12 +10,23 @@ from semiret.errors import SemiretError
 DEFAULT_MEASURES = {"nDCG@10": nDCG @ 10, "R@100": R @ 100, "MRR@10": RR @ 10}
 
 
-def parse_measures(names: list[str] | None) -> dict[str, object]:
-    """Report names to ir_measures objects; ``MRR@k`` is accepted as the usual name of ``RR@k``."""
+def parse_measures(names) -> dict[str, object]:
+    """Measures as ``{report name: ir_measures object}``, from names (``MRR@k`` is accepted as the usual name of
+    ``RR@k``), ir_measures objects (``nDCG@10`` from ``ir_measures``), a mix of the two, or such a mapping already;
+    None or empty: the defaults. Every function here that takes measures takes any of these."""
     if not names:
         return dict(DEFAULT_MEASURES)
+    if isinstance(names, dict):
+        return dict(names)
+    if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)):
+        names = [names]
     parsed = {}
     for name in names:
+        if not isinstance(name, str):
+            if not hasattr(name, "NAME"):  # what every ir_measures measure has
+                raise SemiretError(f"measure {name!r} is neither a name nor an ir_measures measure")
+            parsed[str(name)] = name
+            continue
         try:
             parsed[name] = ir_measures.parse_measure(name.replace("MRR@", "RR@"))
         except (NameError, ValueError) as exc:  # ir_measures' own errors for unknown names and bad syntax
@@ -26,8 +37,9 @@ def parse_measures(names: list[str] | None) -> dict[str, object]:
 
 def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],
               measures: dict[str, object] | None = None) -> dict[str, float]:
-    """Mean of each measure over the judged queries (queries missing from the run count as 0)."""
-    measures = measures or DEFAULT_MEASURES
+    """Mean of each measure over the judged queries (queries missing from the run count as 0); ``measures``: any
+    form :func:`parse_measures` takes."""
+    measures = parse_measures(measures)
     full_run = {q: run.get(q, {}) for q in qrels}
     aggregate = ir_measures.calc_aggregate(list(measures.values()), qrels, full_run)
     return {name: float(aggregate.get(measure, 0.0)) for name, measure in measures.items()}

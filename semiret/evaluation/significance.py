@@ -42,7 +42,7 @@ def _judged_queries_ranked(run: Run, qrels, what: str) -> int:
 
 
 def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels: dict[str, dict[str, int]],
-                 measures: dict[str, object] | None = None) -> dict[str, dict]:
+                 measures=None) -> dict[str, dict]:
     """For each measure: the baseline's mean, the mean difference (run - baseline), the paired t-test p-value,
     and how many judged queries the run does better, worse or the same on. Queries missing from a run count
     as 0, as in :func:`~semiret.evaluation.metrics.score_run`. Either side may be a list of runs (one system's
@@ -51,7 +51,7 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
     for each in baselines:
         _judged_queries_ranked(each, qrels, "the baseline run")  # callers warn of partial runs (check_baseline)
     judged = list(qrels)
-    measures = measures or parse_measures(None)
+    measures = parse_measures(measures)
     comparison = {}
     for name, measure in measures.items():
         a = _mean_per_query(runs, qrels, measure, judged)

@@ -292,7 +292,11 @@ def open_retriever(path: str | Path, name: str | None = None, backend: "str | Mi
     """Open an index directory (or the collection ``path`` of a ``backend``) with the retriever it was built for,
     or with ``name``."""
     index = open_index_at(path, backend)
-    return retriever_class(name or index.meta.get("retriever", "")).from_index(index, **options)
+    recorded = index.meta.get("retriever", "")
+    if name is None and recorded and recorded not in RETRIEVERS:
+        raise SemiretError(f"{path} was built by the retriever {recorded!r}, which this process has not registered: "
+                           f"import the module that defines it first (known: {', '.join(RETRIEVERS)})")
+    return retriever_class(name or recorded).from_index(index, **options)
 
 
 def resolve_backend(backend: "str | MilvusBackend | None") -> "MilvusBackend | None":

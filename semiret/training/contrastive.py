@@ -1,6 +1,7 @@
-"""Contrastive training losses over batches of (query, positive) pairs: SiDR's semi-parametric loss with
-in-batch negatives, negatives retrieved during training from a fixed index, and any given with the data; and
-NAIL's in-batch softmax over token-set queries with pooled hard negatives."""
+"""Contrastive training losses over batches of (query, positive) pairs: the plain in-batch loss any bi-encoder
+trains with (sentence-transformers' MultipleNegativesRankingLoss); SiDR's semi-parametric loss with in-batch
+negatives, negatives retrieved during training from a fixed index, and any given with the data; and NAIL's
+in-batch softmax over token-set queries with pooled hard negatives."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from functools import partial
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from semiret.errors import SemiretError
 from semiret.models.sidr import sparse_queries
@@ -16,6 +18,38 @@ from semiret.training.devices import module_device
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss
 from semiret.training.miners import PooledNegatives, RetrievedNegativeMiner
+
+
+class InBatchContrastiveLoss(Loss):
+    """Any bi-encoder on batches of :class:`~semiret.training.data.TrainingPair`: each query against its positive,
+    the batch's other positives and the pairs' given negatives (and, ``symmetric``, each positive against the
+    batch's queries), inner products divided by ``temperature``: sentence-transformers'
+    MultipleNegativesRankingLoss. The model is one encoder for both sides (a dense, SPLADE or VDR
+    :class:`~semiret.models.base.TextEncoder`) or a module with a ``query_encoder`` and a ``document_encoder``.
+    0.05 suits normalised embeddings (a cosine's range); unnormalised or sparse vectors want 1."""
+
+    def __init__(self, temperature: float = 0.05, symmetric: bool = True):
+        if not temperature > 0:
+            raise SemiretError(f"the temperature must be positive, got {temperature}")
+        self.temperature, self.symmetric = temperature, symmetric
+
+    def __call__(self, model, batch: SeededBatch, step: int) -> LossOutput:
+        pairs = batch.items
+        device = module_device(model)
+
+        def encode(encoder, texts):
+            return encode_rows(lambda share: encoder(*encoder.inputs.padded(share, device)), texts)
+
+        queries = encode(getattr(model, "query_encoder", model), [p.query for p in pairs])
+        passages = encode(getattr(model, "document_encoder", model),
+                          [p.positive.full_text for p in pairs] + [n.full_text for p in pairs for n in p.negatives])
+        scores = queries @ passages.T / self.temperature
+        targets = torch.arange(len(pairs), device=scores.device)
+        forward = F.cross_entropy(scores, targets)
+        if not self.symmetric:
+            return LossOutput(forward, {"query_to_passage": forward.item()})
+        backward = F.cross_entropy(scores.T[: len(pairs)], targets)
+        return LossOutput(forward + backward, {"query_to_passage": forward.item(), "passage_to_query": backward.item()})
 
 
 class SemiParametricLoss(Loss):

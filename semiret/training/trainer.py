@@ -138,6 +138,10 @@ class Trainer:
         if changed:
             log.warning("resuming %s with options other than its checkpoint's: %s", self.output_dir, changed)
         log.warning("resuming %s from epoch %d (step %d)", self.output_dir, self.start_epoch, self.global_step)
+        if self.start_epoch >= self.schedule.epochs:
+            log.warning("%s has trained all its %d epochs: nothing is trained again, and the model is its checkpoint's "
+                        "(to train again: train(resume=False), --no-resume, or another output folder)",
+                        self.output_dir, self.schedule.epochs)
         return True
 
     # ------------------------------------------------------------------ the loop

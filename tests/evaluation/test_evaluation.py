@@ -283,3 +283,17 @@ def test_an_unknown_or_malformed_measure_is_named():
     for name in ("bogus", "P@-1"):
         with pytest.raises(SemiretError, match=rf"measure '{name}'.*--measure takes ir_measures names"):
             parse_measures(["nDCG@10", name])
+
+
+def test_measures_are_taken_as_names_objects_or_a_mapping_everywhere():
+    from ir_measures import AP, nDCG
+
+    run, qrels = random_run_and_qrels(3)
+    by_name = score_run(run, qrels, parse_measures(["nDCG@10", "AP"]))
+    assert score_run(run, qrels, [nDCG @ 10, AP]) == by_name
+    assert score_run(run, qrels, ["nDCG@10", AP]) == by_name
+    assert score_run(run, qrels, nDCG @ 10) == {"nDCG@10": by_name["nDCG@10"]}
+    other, _ = random_run_and_qrels(4)
+    assert compare_runs(other, run, qrels, [nDCG @ 10]) == compare_runs(other, run, qrels, ["nDCG@10"])
+    with pytest.raises(SemiretError, match="neither a name nor an ir_measures measure"):
+        score_run(run, qrels, [10])

@@ -331,6 +331,19 @@ def test_unknown_retriever_and_wrong_index_kind(bm25, bot_index):
     assert isinstance(open_retriever(bot_index, "idf"), IDFRetriever)
 
 
+def test_an_index_of_a_retriever_this_process_has_not_registered_says_to_import_it(tmp_path, bot_index):
+    import json
+    import shutil
+
+    shutil.copytree(bot_index, tmp_path / "custom")
+    meta = json.loads((tmp_path / "custom" / "meta.json").read_text())
+    (tmp_path / "custom" / "meta.json").write_text(json.dumps({**meta, "retriever": "my-bot"}))
+    with pytest.raises(SemiretError, match="built by the retriever 'my-bot', which this process has not registered: "
+                                           "import the module that defines it first"):
+        open_retriever(tmp_path / "custom")
+    assert isinstance(open_retriever(tmp_path / "custom", "bot"), BagOfTokensRetriever)  # named: searched as asked
+
+
 def test_opening_a_non_index_directory(tmp_path):
     with pytest.raises(IndexFormatError, match="is not a semiret index"):
         open_retriever(tmp_path)

@@ -223,3 +223,33 @@ def test_the_summary_reports_the_runs_peak_gpu_memory_only_where_there_was_one()
     gpu_run = [EpochLog(1, 3, 1.0, 2.0, gpu_peak_gb=10.123), EpochLog(2, 3, 0.5, 2.0, gpu_peak_gb=12.5)]
     assert epoch_summary(gpu_run)["gpu_peak_gb"] == 12.5
     assert EpochLog.from_json({"epoch": 1, "steps": 3, "mean_loss": 1.0, "seconds": 2.0}).gpu_peak_gb is None
+
+
+def test_the_readme_python_training_path_fine_tunes_an_encoder_and_indexes_with_it(tmp_path, tiny_bert, caplog):
+    """README, "Training from Python": an encoder, the in-batch loss object, pairs of a collection, the trainer;
+    the loss falls, the saved model indexes; a second train() of the finished run trains nothing and says so."""
+    from semiret.data import Collection
+    from semiret.models.encoders import load_encoder
+    from semiret.search import DenseRetriever
+    from semiret.training.contrastive import InBatchContrastiveLoss
+    from semiret.training.data import PairBatches, TrainingSet
+
+    collection = Collection(write_beir(tmp_path / "c", split="train"))
+    encoder = load_encoder(str(tiny_bert), "dense")
+    pairs = TrainingSet.from_collection(collection, "train")
+
+    def trainer():
+        return Trainer(encoder, InBatchContrastiveLoss(), PairBatches(pairs, batch_size=3),
+                       TrainingConfig(seed=1, threads=1), Schedule(epochs=4, learning_rate=1e-3, warmup_epochs=0),
+                       tmp_path / "run")
+
+    history = trainer().train()
+    assert len(history) == 4 and history[-1].mean_loss < history[0].mean_loss
+    assert set(history[0].terms) == {"query_to_passage", "passage_to_query"}
+    encoder.save(tmp_path / "run" / "model", fp16=True)
+    retriever = DenseRetriever.build(collection.corpus(), tmp_path / "index", model=str(tmp_path / "run" / "model"))
+    assert retriever.search(pairs.pairs[0].query, k=3)
+    with caplog.at_level("WARNING"):
+        again = trainer().train()
+    assert [h.mean_loss for h in again] == [h.mean_loss for h in history]
+    assert "has trained all its 4 epochs: nothing is trained again" in caplog.text

@@ -11,6 +11,7 @@ import torch
 from helpers import MSMARCO_IDF, TINY_DOCS, write_beir
 
 from semiret.data import Collection
+from semiret.errors import SemiretError
 from semiret.training.data import PairBatches, SeededBatch, TrainingSet, seeded
 from semiret.training.losses import VocabularySample, flops_regularizer
 from semiret.training.miners import negative_pool, sample_negatives
@@ -76,6 +77,30 @@ def test_batches_carry_seeds_drawn_in_order():
 @pytest.fixture(scope="module")
 def training_set(tmp_path_factory):
     return TrainingSet.from_collection(Collection(write_beir(tmp_path_factory.mktemp("c") / "c", split="train")))
+
+
+def test_in_batch_contrastive_loss_is_multiple_negatives_ranking(training_set, tiny_bert):
+    """Each query's cross-entropy against its positive among the batch's passages, and back, over scaled inner
+    products: computed here from the encoder's own vectors."""
+    import torch.nn.functional as F
+
+    from semiret.models.encoders import load_encoder
+    from semiret.training.contrastive import InBatchContrastiveLoss
+
+    encoder = load_encoder(str(tiny_bert), "dense")
+    batch = PairBatches(training_set, 3).epoch(random.Random(0))[0]
+    output = InBatchContrastiveLoss(temperature=0.1)(encoder, batch, 0)
+    with torch.no_grad():
+        q = encoder(*encoder.inputs.padded([p.query for p in batch.items]))
+        d = encoder(*encoder.inputs.padded([p.positive.full_text for p in batch.items]))
+    scores, targets = q @ d.T / 0.1, torch.arange(len(batch.items))
+    assert output.terms["query_to_passage"] == pytest.approx(F.cross_entropy(scores, targets).item(), rel=1e-5)
+    assert output.terms["passage_to_query"] == pytest.approx(F.cross_entropy(scores.T, targets).item(), rel=1e-5)
+    assert output.total.requires_grad
+    one_way = InBatchContrastiveLoss(temperature=0.1, symmetric=False)(encoder, batch, 0)
+    assert set(one_way.terms) == {"query_to_passage"}
+    with pytest.raises(SemiretError, match="temperature must be positive"):
+        InBatchContrastiveLoss(temperature=0)
 
 
 def test_semi_parametric_loss_terms(training_set, tiny_bert):
