@@ -35,8 +35,7 @@ def parse_measures(names) -> dict[str, object]:
     return parsed
 
 
-def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],
-              measures: dict[str, object] | None = None) -> dict[str, float]:
+def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], measures=None) -> dict[str, float]:
     """Mean of each measure over the judged queries (queries missing from the run count as 0); ``measures``: any
     form :func:`parse_measures` takes."""
     measures = parse_measures(measures)
