@@ -15,7 +15,8 @@ from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
-from semiret.search.retrievers import open_retriever, resolve_backend, retriever_class
+from semiret.errors import SemiretError
+from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 
 log = logging.getLogger(__name__)
 LATENCY_QUERIES = 200
@@ -33,7 +34,8 @@ DEFAULT_RETRIEVER = "bm25"
 """What ``evaluate`` builds when told neither a retriever nor an existing index."""
 
 
-def evaluate(data: str | Path, retriever: str | None = None, split: str = "test", index: str | Path | None = None,
+def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: str = "test",
+             index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
              rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, backend=None,
              **options) -> dict:
@@ -41,7 +43,8 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
     ``retriever`` None: the one an existing ``index`` was built for (what ``semiret adapt`` chose, say), else
-    :data:`DEFAULT_RETRIEVER`.
+    :data:`DEFAULT_RETRIEVER`; an open :class:`~semiret.search.retrievers.Retriever` (one of your own, say) is
+    evaluated as it is, over its index (no ``index``, ``rebuild`` or options then).
     ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
     query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
@@ -55,9 +58,15 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
         check_baseline(baseline_run, qrels, f"the baseline run {baseline}")
     store = resolve_backend(backend)
+    opened = retriever if isinstance(retriever, Retriever) else None
+    if opened is not None:
+        if index is not None or rebuild or options or backend is not None:
+            raise SemiretError("a retriever object is evaluated as it is, over its own index: give it no index, "
+                               "rebuild, backend or options")
+        retriever, index = opened.name, opened.index.path
     if retriever is None:
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
-    cls = retriever_class(retriever)
+    cls = type(opened) if opened is not None else retriever_class(retriever)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None
@@ -69,17 +78,17 @@ def evaluate(data: str | Path, retriever: str | None = None, split: str = "test"
     index = Path(index)
     try:
         build_seconds = None
-        exists = store.exists(index) if store is not None else (index / META_FILE).is_file()
+        exists = opened is not None or (store.exists(index) if store is not None else (index / META_FILE).is_file())
         if rebuild or not exists:
             start = time.perf_counter()
             cls.build(collection.corpus(), index, total=count_documents(collection.corpus_path), overwrite=True,
                       backend=store, **build_options)
             build_seconds = time.perf_counter() - start
-        elif store is None and (ignored := _unlike_the_index(index, build_options)):
+        elif store is None and opened is None and (ignored := _unlike_the_index(index, build_options)):
             log.warning("%s exists and is searched as it was built: %s only apply when an index is built (add "
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
-        searcher = open_retriever(index, retriever, backend=store, **search_options)
+        searcher = opened or open_retriever(index, retriever, backend=store, **search_options)
         _warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)

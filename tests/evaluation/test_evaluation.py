@@ -297,3 +297,19 @@ def test_measures_are_taken_as_names_objects_or_a_mapping_everywhere():
     assert compare_runs(other, run, qrels, [nDCG @ 10]) == compare_runs(other, run, qrels, ["nDCG@10"])
     with pytest.raises(SemiretError, match="neither a name nor an ir_measures measure"):
         score_run(run, qrels, [10])
+
+
+def test_an_open_retriever_object_is_evaluated_as_it_is(beir_dir, tmp_path):
+    from semiret.data import Collection
+    from semiret.search import BM25Retriever
+
+    by_name = evaluate(beir_dir, "bm25", index=tmp_path / "idx")
+    retriever = BM25Retriever.open(tmp_path / "idx")
+    figures = evaluate(beir_dir, retriever)
+    assert figures["retriever"] == "bm25" and figures["index_build_s"] is None
+    assert {k: figures[k] for k in ("documents", "nDCG@10", "R@100")} == {
+        k: by_name[k] for k in ("documents", "nDCG@10", "R@100")}
+    scratch = BM25Retriever.build(Collection(beir_dir).corpus())  # a temporary index, as it is
+    assert evaluate(beir_dir, scratch)["nDCG@10"] == by_name["nDCG@10"]
+    with pytest.raises(SemiretError, match="a retriever object is evaluated as it is"):
+        evaluate(beir_dir, retriever, index=tmp_path / "idx")
