@@ -120,6 +120,8 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
         return function(*args)
 
     monkeypatch.setattr(app_module, "run_in_threadpool", counting_pool)
+    # the routing, not this machine's speed, is under test: a loaded machine may take 2 ms for a tiny index
+    monkeypatch.setattr(app_module, "INLINE_SEARCH_MS", 1000.0)
     client = client_of(with_neural)
 
     def search(query: str, **extra) -> list[list[str]]:
@@ -127,7 +129,7 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
 
     first = search("cats and dogs")
     assert pooled == [["cats and dogs"]]
-    assert search("cats and dogs") == first and len(pooled) == 1  # a tiny index: far under 2 ms a query
+    assert search("cats and dogs") == first and len(pooled) == 1  # its time known and under the bound: inline
     search("cats and dogs", options={"min_idf": 0})
     assert pooled[-1] == ["cats and dogs"] and len(pooled) == 2  # a new variant is made in the pool
     search("cats and dogs", options={"min_idf": 0})
