@@ -250,7 +250,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.models.gdr import GDRConfig, GDRModel
     from semiret.training.config import Schedule
     from semiret.training.gdr import GDRLoss
-    from semiret.training.trainer import Trainer, epoch_summary
+    from semiret.training.trainer import Trainer, epoch_summary, write_run_summary
 
     config.validate()
     config = config.resolved()
@@ -306,5 +306,4 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
                "steps_per_epoch": len(batches), "train_seconds": round(time.perf_counter() - started, 1),
                **epoch_summary(trained)}
     model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
-    atomic_write_json(output / "summary.json", summary)
-    return summary
+    return write_run_summary(output, summary)

@@ -388,7 +388,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     from semiret.training.config import Schedule
     from semiret.training.distributed import is_main_process, main_process_result, training_device
     from semiret.training.hierarchy import HierarchyLoss, HierarchyModel
-    from semiret.training.trainer import Trainer, epoch_summary, saved_history
+    from semiret.training.trainer import Trainer, epoch_summary, saved_history, write_run_summary
 
     config.validate()
     config = config.resolved()
@@ -514,7 +514,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         if config.average_with_base:
             average_with_base(str(output / "model"), config.base, config.average_with_base, output / "model")
             summary["averaged_with_base"] = config.average_with_base
-        atomic_write_json(output / "summary.json", summary)
         # the model carries how it was made (a packaged copy keeps its recipe, dev figures and time beside it)
         atomic_write_json(output / "model" / TRAINING_FILE, summary)
+        summary = write_run_summary(output, summary)
     return summary

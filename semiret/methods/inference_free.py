@@ -392,6 +392,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     from semiret.models.splade import SpladeEncoder
     from semiret.training.data import TrainingSet
     from semiret.training.distillation import DistillationSet
+    from semiret.training.trainer import write_run_summary
     from semiret.training.distributed import is_main_process, main_process_first, training_device
     from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
 
@@ -472,5 +473,5 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         if config.choose_lexical_prior is not None:
             summary.update(choose_lexical_prior(str(output / "model"), config.choose_lexical_prior, config.split,
                                                 stems=config.lexical_prior_stems))
-        (output / "summary.json").write_text(json.dumps(summary, indent=2))
+        summary = write_run_summary(output, summary)
     return summary

@@ -214,6 +214,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     from semiret.training.data import PairBatches, TrainingSet
     from semiret.training.distributed import is_main_process
     from semiret.training.miners import PooledNegatives
+    from semiret.training.trainer import write_run_summary
 
     started = time.perf_counter()
     config.validate()
@@ -262,5 +263,5 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
     if is_main_process():
         model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
-        (output / "summary.json").write_text(json.dumps(summary, indent=2))
+        summary = write_run_summary(output, summary)
     return summary

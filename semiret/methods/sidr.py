@@ -14,7 +14,6 @@ The model and its saved form are :class:`semiret.models.sidr.SiDRModel`.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,7 +80,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.training.data import PairBatches, TrainingSet
     from semiret.training.distributed import is_main_process, main_process_first
     from semiret.training.miners import RetrievedNegativeMiner
-    from semiret.training.trainer import Trainer, epoch_summary, saved_history
+    from semiret.training.trainer import Trainer, epoch_summary, saved_history, write_run_summary
 
     config.validate()
     config = config.resolved()
@@ -131,5 +130,5 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
         summary["averaged_with_base"] = config.average_with_base
     if is_main_process():
         model.save(output / "model", training=summary)
-        (output / "summary.json").write_text(json.dumps(summary, indent=2))
+        summary = write_run_summary(output, summary)
     return summary

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from semiret.errors import SemiretError
-from semiret.files import staged_directory
+from semiret.files import atomic_write_json, staged_directory
 from semiret.progress import StepBar
 from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.data import BatchSource
@@ -62,6 +62,14 @@ def epoch_summary(history: list[EpochLog]) -> dict:
     return {"loss_per_epoch": [round(h.mean_loss, 4) for h in history],
             "terms_per_epoch": [{k: round(v, 4) for k, v in h.terms.items()} for h in history],
             **({"gpu_peak_gb": round(max(peaks), 2)} if peaks else {})}
+
+
+def write_run_summary(output: str | Path, summary: dict) -> dict:
+    """``summary`` with where the run's model is (``model``: ``<output>/model``), written to
+    ``<output>/summary.json`` in one rename; what every recipe returns."""
+    summary = {**summary, "model": str(Path(output) / "model")}
+    atomic_write_json(Path(output) / "summary.json", summary)
+    return summary
 
 
 class Trainer:

@@ -168,6 +168,8 @@ def test_training_runs_saves_fp16_and_resumes(trained, tiny_mlm):
     assert len(summary["loss_per_epoch"]) == 2 and all(np.isfinite(summary["loss_per_epoch"]))
     meta = json.loads((output / "model" / "sidr.json").read_text())
     assert meta["shared"] is False and meta["training"]["pairs"] == 5
+    assert summary["model"] == str(output / "model")  # where the model is, in what the recipe returns and writes
+    assert json.loads((output / "summary.json").read_text()) == summary
     from safetensors import safe_open
 
     with safe_open(str(output / "model" / "query" / "model.safetensors"), "pt") as f:
