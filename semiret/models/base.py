@@ -271,13 +271,27 @@ def average_weights(model: nn.Module, other: nn.Module, share: float) -> nn.Modu
     unlike the fine-tuning's). The two must have the same architecture."""
     if not 0.0 <= share <= 1.0:
         raise SemiretError(f"the averaging share must be between 0 and 1, got {share}")
+    return _combine_weights(model, other, 1.0 - share, share)
+
+
+def undo_averaging(model: nn.Module, other: nn.Module, share: float) -> nn.Module:
+    """The inverse of :func:`average_weights` with the same ``other`` and ``share``: ``model``'s weights become
+    ``(model - share * other) / (1 - share)`` in place, the fine-tuned model before it was averaged (up to the
+    rounding of a float16 checkpoint, magnified by ``1 / (1 - share)``)."""
+    if not 0.0 <= share < 1.0:
+        raise SemiretError(f"an averaging share to undo must be at least 0 and below 1, got {share}")
+    return _combine_weights(model, other, 1.0 / (1.0 - share), -share / (1.0 - share))
+
+
+def _combine_weights(model: nn.Module, other: nn.Module, own: float, theirs_share: float) -> nn.Module:
+    """``model``'s floating-point weights become ``own * model + theirs_share * other`` in place."""
     theirs = other.state_dict()
     if theirs.keys() != model.state_dict().keys():
         raise SemiretError("weights can only be averaged between models of the same architecture")
-    done = set()  # tied weights (embeddings and output projection) appear under two names: average them once
+    done = set()  # tied weights (embeddings and output projection) appear under two names: combine them once
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             if tensor.is_floating_point() and tensor.data_ptr() not in done:
                 done.add(tensor.data_ptr())
-                tensor.mul_(1.0 - share).add_(theirs[name].to(tensor.dtype), alpha=share)
+                tensor.mul_(own).add_(theirs[name].to(tensor.dtype), alpha=theirs_share)
     return model

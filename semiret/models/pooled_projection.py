@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import torch
 
-from semiret.models.vocabulary import native_bfloat16
+from semiret.models.vocabulary import TILE, native_bfloat16
 
 ROWS_PER_CHUNK = 8
-"""Texts whose [length, |V|] scores are materialised at once while locating maxima (bounds memory)."""
+"""Texts whose [length, |V|] scores are materialised at once while locating maxima off the CPU (bounds memory)."""
 
 
 def _locate_maxima(states, attention_mask, weight, dtype):
     """(max value, argmax position) over unpadded positions for every entry, without autograd: [B, V] each."""
     with torch.no_grad():
         w = weight.detach().to(dtype)
+        if states.device.type == "cpu":
+            return _locate_maxima_by_tiles(states.detach().to(dtype), attention_mask, w)
         values, positions = [], []
         for rows, mask in zip(states.detach().split(ROWS_PER_CHUNK), attention_mask.split(ROWS_PER_CHUNK)):
             scores = torch.matmul(rows.to(dtype), w.T)  # [b, L, V]
@@ -34,6 +36,27 @@ def _locate_maxima(states, attention_mask, weight, dtype):
             values.append(best.values.float())
             positions.append(best.indices)
         return torch.cat(values), torch.cat(positions)
+
+
+def _locate_maxima_by_tiles(states, attention_mask, weight):
+    """:func:`_locate_maxima` on a CPU: each text's unpadded positions against one tile of vocabulary rows at a time,
+    a [tile, length] block reduced along its rows while in cache (as inference does,
+    :data:`~semiret.models.vocabulary.TILE`; the same maxima and positions as one [length, |V|] product)."""
+    weight = weight.clone()  # aligned memory of its own: BLAS may sum in another order at another alignment
+    values = torch.full((states.shape[0], weight.shape[0]), float("-inf"))
+    positions = torch.zeros(values.shape, dtype=torch.long)
+    for row, mask in enumerate(attention_mask.bool()):
+        kept = torch.nonzero(mask).squeeze(1)
+        if not len(kept):
+            continue
+        hidden = states[row, kept].clone()
+        start = 0
+        for tile in weight.split(TILE):
+            best = torch.matmul(tile, hidden.T).max(dim=1)
+            values[row, start: start + len(tile)] = best.values
+            positions[row, start: start + len(tile)] = kept[best.indices]
+            start += len(tile)
+    return values, positions
 
 
 def max_pooled_projection(states: torch.Tensor, attention_mask: torch.Tensor, weight: torch.Tensor,

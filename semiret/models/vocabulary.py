@@ -22,7 +22,11 @@ ACCUMULATION_SLACK = 1e-4
 SCREEN_ERROR = 3 * BF16_UNIT_ROUNDOFF + 3 * BF16_UNIT_ROUNDOFF ** 2 + ACCUMULATION_SLACK
 """Bound on |bf16 score - exact score| / (|hidden| |weight row|): inputs rounded (2u), output rounded (u)."""
 TILE = 4096
-"""Vocabulary rows per matmul: a [length, TILE] bfloat16 block fits in a core's L2 cache."""
+"""Vocabulary rows per matmul, whose scores are reduced while in cache: a bfloat16 [length, TILE] block, or a float32
+[TILE, length] block reduced along its rows. The latter gives the same maxima (bit for bit on SciFact's documents
+here) as one [length, |V|] product (tens of MB) reduced over its columns, in half the time on a 2-core AVX2 CPU; a
+smaller tile measured a little faster on an idle CPU but slower when other processes share it (more thread
+hand-overs per text; docs/results.md, "The vocabulary projection in tiles")."""
 
 
 def native_bfloat16() -> bool:
@@ -51,22 +55,24 @@ class MaxPooledLogits:
                  top_k: int | None = None, screen: bool | None = None):
         if (threshold is None) == (top_k is None):
             raise ValueError("give exactly one of threshold and top_k")
-        self.weight = weight.detach().float().contiguous()  # [V, H]
+        # [V, H], a copy of its own: memory the allocator aligned, since BLAS may sum in another order at another
+        # alignment (a model loaded again would then score its texts a rounding apart)
+        self.weight = weight.detach().float().clone()
         self.bias = bias.detach().float() if bias is not None else torch.zeros(len(self.weight))
         self.threshold = threshold
         self.top_k = min(top_k, len(self.weight)) if top_k is not None else None
         self.screen = native_bfloat16() if screen is None else screen
         self._scratch: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        self.float_tiles = self.weight.split(TILE)
         if self.screen:
             self.tiles = self.weight.bfloat16().split(TILE)
             self.weight_norms = self.weight.norm(dim=1)
 
     def __call__(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``hidden`` [length, H] of one text -> (kept ids ascending, their maxima)."""
-        hidden = hidden.float()
+        hidden = hidden.float().clone()  # aligned, as the weights (a text's rows start anywhere in its batch's)
         if not self.screen:
-            scores = torch.matmul(hidden, self.weight.T, out=self._buffer(len(hidden), len(self.weight), torch.float32))
-            return self._select(torch.arange(len(self.weight)), scores.amax(0) + self.bias)
+            return self._select(torch.arange(len(self.weight)), self._float32_maxima(hidden) + self.bias)
         approx = self._screening_maxima(hidden.bfloat16()).float() + self.bias
         margin = SCREEN_ERROR * hidden.norm(dim=1).max() * self.weight_norms
         if self.threshold is not None:
@@ -76,6 +82,14 @@ class MaxPooledLogits:
             candidates = torch.nonzero(approx + margin >= floor).squeeze(1)
         exact = (hidden @ self.weight[candidates].T).amax(0) + self.bias[candidates]
         return self._select(candidates, exact)
+
+    def _float32_maxima(self, hidden: torch.Tensor) -> torch.Tensor:
+        maxima = torch.empty(len(self.weight))
+        scratch = self._buffer(len(hidden), TILE, torch.float32).view(-1)  # room for one [tile, length] block
+        for tile, out in zip(self.float_tiles, maxima.split(TILE)):
+            block = scratch[: len(tile) * len(hidden)].view(len(tile), len(hidden))
+            torch.amax(torch.matmul(tile, hidden.T, out=block), 1, out=out)
+        return maxima
 
     def _screening_maxima(self, hidden: torch.Tensor) -> torch.Tensor:
         maxima = torch.empty(len(self.weight), dtype=torch.bfloat16)

@@ -40,6 +40,23 @@ def test_max_pooled_logits_equal_float32(screen, rule):
         torch.testing.assert_close(values, maxima[expected], rtol=1e-5, atol=1e-5)
 
 
+def test_training_maxima_are_located_tile_by_tile_as_in_one_product():
+    """On a CPU, training locates each entry's best position over vocabulary tiles of each text's unpadded
+    positions: the same values and positions as the masked [batch, length, |V|] product."""
+    from semiret.models.pooled_projection import _locate_maxima
+
+    torch.manual_seed(0)
+    states, weight = torch.randn(3, 9, 16), torch.randn(9000, 16)  # three vocabulary tiles, the last one partial
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 4:] = 0  # a padded text
+    mask[2] = 0  # and an empty one
+    best = (states @ weight.T).masked_fill(~mask.bool().unsqueeze(-1), float("-inf")).max(dim=1)
+    values, positions = _locate_maxima(states, mask, weight, torch.float32)
+    torch.testing.assert_close(values, best.values, rtol=1e-6, atol=1e-6)
+    assert torch.equal(positions[:2], best.indices[:2]) and int(positions[1].max()) < 4
+    assert torch.all(values[2] == float("-inf"))
+
+
 # ---------------------------------------------------------------------- SPLADE
 @pytest.mark.parametrize("model_fixture", ["tiny_bert", "tiny_distilbert"])
 def test_splade_matches_naive_forward(model_fixture, request):
