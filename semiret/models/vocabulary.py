@@ -63,10 +63,11 @@ class MaxPooledLogits:
         self.top_k = min(top_k, len(self.weight)) if top_k is not None else None
         self.screen = native_bfloat16() if screen is None else screen
         self._scratch: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-        self.float_tiles = self.weight.split(TILE)
         if self.screen:
             self.tiles = self.weight.bfloat16().split(TILE)
             self.weight_norms = self.weight.norm(dim=1)
+        else:
+            self.float_tiles = self.weight.split(TILE)
 
     def __call__(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``hidden`` [length, H] of one text -> (kept ids ascending, their maxima)."""
