@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from semiret.errors import SemiretError
+from semiret.methods.sidr import starting_sidr_model
 from semiret.models.base import undo_averaging
 from semiret.models.checkpoints import SIDR
 
@@ -26,10 +27,8 @@ def undo_sidr(model: str, out: str) -> None:
     share, config = training.get("averaged_with_base"), training.get("config", {})
     if not share:
         raise SemiretError(f"{model} records no averaging with its start")
-    saved_start = SIDR.directory(config["base"])
-    start = (SiDRModel.load(str(saved_start)) if saved_start is not None else
-             SiDRModel.initialise(config["base"], config["shared"], config["head"], config["top_k"],
-                                  config["query_max_length"], config["document_max_length"]))
+    start = starting_sidr_model(config["base"], config["shared"], config["head"], config["top_k"],
+                                config["query_max_length"], config["document_max_length"])
     trained = undo_averaging(SiDRModel.load(model).float(), start.float(), share)
     trained.save(out, training={"averaging_undone": share, "model": model}, fp16=False)
 

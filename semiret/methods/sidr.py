@@ -90,12 +90,8 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     saved_start = SIDR.directory(config.base)
 
     def starting_model() -> SiDRModel:
-        """--base as it starts: a saved SiDR model trained further (what ``semiret adapt`` does), else a masked
-        LM made an untrained VDR with this config's head, top-k and lengths."""
-        if saved_start is not None:
-            return SiDRModel.load(str(saved_start))
-        return SiDRModel.initialise(config.base, config.shared, config.head, config.top_k,
-                                    config.query_max_length, config.document_max_length)
+        return starting_sidr_model(config.base, config.shared, config.head, config.top_k, config.query_max_length,
+                                   config.document_max_length)
 
     model = starting_model()
 
@@ -132,3 +128,16 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
         model.save(output / "model", training=summary)
         summary = write_run_summary(output, summary)
     return summary
+
+
+def starting_sidr_model(base: str, shared: bool, head: str, top_k: int, query_max_length: int | None,
+                        document_max_length: int | None):
+    """A SiDR run's ``--base`` as it starts: a saved SiDR model trained further (what ``semiret adapt`` does), else
+    a masked LM made an untrained VDR with this head, top-k and lengths."""
+    from semiret.models.checkpoints import SIDR
+    from semiret.models.sidr import SiDRModel
+
+    saved_start = SIDR.directory(base)
+    if saved_start is not None:
+        return SiDRModel.load(str(saved_start))
+    return SiDRModel.initialise(base, shared, head, top_k, query_max_length, document_max_length)
