@@ -21,6 +21,7 @@ import torch
 from semiret.data.collection import Collection
 from semiret.data.paths import dataset
 from semiret.models.loading import load_masked_lm, load_tokenizer
+from semiret.models.splade import SpladeEncoder
 
 FIT_DOCUMENTS = 400
 CHECK_DOCUMENTS = 60
@@ -34,15 +35,13 @@ def fitted_layer_norm(hidden: torch.Tensor, eps: float) -> tuple[torch.Tensor, t
     return gain, h_mean - gain * n_mean
 
 
-def splade_vectors(model, batch: dict) -> torch.Tensor:
-    """Max-pooled log(1 + ReLU(logits)) of a tokenized batch, ten texts at a time (the logits are |V| wide)."""
-    vectors = []
+def splade_vectors(model, tokenizer, batch: dict) -> torch.Tensor:
+    """The model's SPLADE document vectors (:meth:`SpladeEncoder.forward`) of a tokenized batch, ten texts at a time
+    (the logits are |V| wide)."""
+    encoder = SpladeEncoder(model, tokenizer, "grown")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
     with torch.no_grad():
-        for start in range(0, len(batch["input_ids"]), 10):
-            part = {key: value[start: start + 10] for key, value in batch.items()}
-            weights = torch.log1p(torch.relu(model(**part).logits)) * part["attention_mask"][..., None]
-            vectors.append(weights.amax(1))
-    return torch.cat(vectors)
+        return torch.cat([encoder(ids[start: start + 10], mask[start: start + 10]) for start in range(0, len(ids), 10)])
 
 
 def main() -> None:
@@ -63,7 +62,7 @@ def main() -> None:
         hidden = model(**batch, output_hidden_states=True).hidden_states[-1][batch["attention_mask"].bool()]
     gain, bias = fitted_layer_norm(hidden, model.config.layer_norm_eps)
     check = {key: value[:CHECK_DOCUMENTS] for key, value in batch.items()}
-    before = splade_vectors(model, check)
+    before = splade_vectors(model, tokenizer, check)
     last = encoder.layer[-1]
     while len(encoder.layer) < args.layers:
         layer = copy.deepcopy(last)
@@ -75,13 +74,13 @@ def main() -> None:
             norm.bias.data.copy_(bias)
         encoder.layer.append(layer)
     model.config.num_hidden_layers = args.layers
-    after = splade_vectors(model, check)
+    after = splade_vectors(model, tokenizer, check)
     cosine = torch.nn.functional.cosine_similarity(after, before).mean().item()
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
     print(json.dumps({"model": args.model, "out": args.out, "layers": args.layers,
                       "splade_vector_cosine_to_start": round(cosine, 5),
-                      "max_abs_weight_change": round((after - before).abs().max().item(), 4)}))
+                      "max_abs_vector_change": round((after - before).abs().max().item(), 4)}))
 
 
 if __name__ == "__main__":
