@@ -47,6 +47,16 @@ class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
     """Negative pool size m per query."""
     retrieve_depth: int = 100
     """Results of the in-training search scanned for the pool."""
+    teachers: str = ""
+    """Teachers to distil from beside the contrastive loss, as for train inference-free (dense[:model],
+    sparse[:model], sidr[:model], bm25, comma-separated): KL from their normalised ensemble to the full index's
+    scores of every query against every passage of the batch. Empty: no distillation (the paper's recipe)."""
+    distillation_weight: float = 1.0
+    """Weight of the distillation term beside the contrastive loss (with --teachers)."""
+    teacher_scale: float = 30.0
+    """Scale S of the ensemble teacher's scores (with --teachers; train inference-free's fine-tuning default)."""
+    teacher_cache: str | None = None
+    """Teacher vector cache folder (default <output>/teachers; train inference-free's caches can be shared)."""
     epochs: int = 15
     learning_rate: float = 2e-4
     """Peak learning rate of AdamW."""
@@ -65,6 +75,13 @@ class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
                                f"{self.pool_size} and {self.retrieve_depth}); --negatives none trains without them")
         if self.top_k < 1 or self.query_max_length < 1 or self.document_max_length < 1:
             raise SemiretError("--top-k, --query-max-length and --document-max-length must be at least 1")
+        if self.teachers:
+            from semiret.training.teachers import parse_teachers
+
+            parse_teachers(self.teachers)
+            if not (self.distillation_weight > 0 and self.teacher_scale > 0):
+                raise SemiretError(f"--distillation-weight and --teacher-scale must be positive with --teachers (got "
+                                   f"{self.distillation_weight} and {self.teacher_scale})")
         self.validate_averaging()
 
 
@@ -109,8 +126,22 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
         miner = RetrievedNegativeMiner(BagOfTokensRetriever.open(bot_path).index, training_set.documents,
                                        training_set.positives, pool_size=config.pool_size,
                                        depth=config.retrieve_depth)
+    distillation = None
+    if config.teachers:
+        from semiret.training.distillation import InBatchDistillation
+        from semiret.training.distributed import training_device
+        from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
+
+        cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
+        teachers = [make_teacher(kind, name, length, str(training_device(config.device)))
+                    for kind, name, length in parse_teachers(config.teachers)]
+        with main_process_first():  # the others read the teacher caches it wrote
+            if is_main_process():
+                write_manifest(output, teachers)
+            distillation = InBatchDistillation.from_training_set(training_set, teachers, cache_dir,
+                                                                 config.teacher_scale, config.distillation_weight)
     batches = PairBatches(training_set, config.batch_size)
-    loss = SemiParametricLoss(config.loss_form, config.semi_parametric, miner)
+    loss = SemiParametricLoss(config.loss_form, config.semi_parametric, miner, distillation)
     schedule = Schedule(config.epochs, config.learning_rate, config.warmup_epochs)
     started = time.perf_counter()
     history = Trainer(model, loss, batches, config, schedule, output).train(resume=resume)

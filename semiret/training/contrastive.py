@@ -15,6 +15,7 @@ from semiret.errors import SemiretError
 from semiret.models.sidr import sparse_queries
 from semiret.training.data import SeededBatch
 from semiret.training.devices import module_device
+from semiret.training.distillation import InBatchDistillation
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss
 from semiret.training.miners import PooledNegatives, RetrievedNegativeMiner
@@ -59,11 +60,14 @@ class SemiParametricLoss(Loss):
     Passages are the positives, then one negative per query retrieved by ``miner`` (if any) with the current
     queries, drawn with the batch's seed, then the pairs' given negatives. ``form="paper"`` encodes top-k
     vectors only (gradients for kept entries); ``"code"`` encodes full vectors and sparsifies them. Queries and
-    passages are encoded through :func:`~semiret.training.distributed.encode_rows` (shared between processes)."""
+    passages are encoded through :func:`~semiret.training.distributed.encode_rows` (shared between processes).
+    ``distillation`` (optional) adds its term over the full index's scores (the top-k vectors) of every query
+    against every passage of the batch."""
 
     def __init__(self, form: str = "paper", semi_parametric: bool = True,
-                 miner: RetrievedNegativeMiner | None = None):
+                 miner: RetrievedNegativeMiner | None = None, distillation: InBatchDistillation | None = None):
         self.form, self.semi_parametric, self.miner = form, semi_parametric, miner
+        self.distillation = distillation
 
     def __call__(self, model, batch: SeededBatch, step: int) -> LossOutput:
         pairs = batch.items
@@ -85,7 +89,11 @@ class SemiParametricLoss(Loss):
         documents += [n for p in pairs for n in p.negatives]
         p, p_bot = encode_rows(partial(vectors_and_bags, document_encoder), [d.full_text for d in documents])
         p_sparse = document_encoder.sparsify(p) if dense else p
-        return sidr_loss(q, p, q_bot, p_bot, q_sparse, p_sparse, form=self.form, semi_parametric=self.semi_parametric)
+        output = sidr_loss(q, p, q_bot, p_bot, q_sparse, p_sparse, form=self.form, semi_parametric=self.semi_parametric)
+        if self.distillation is None:
+            return output
+        distilled = self.distillation(q_sparse @ p_sparse.T, [p.query_id for p in pairs], [d.id for d in documents])
+        return LossOutput(output.total + distilled.total, {**output.terms, **distilled.terms})
 
 
 class TokenSetContrastiveLoss(Loss):

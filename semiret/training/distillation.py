@@ -165,10 +165,55 @@ class DistillationLoss(Loss):
         else:
             student, scored = grouped_scores(q, d), candidates
         query_ids = [data.examples[i].query_id for i in rows]
-        teacher = ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, scored)).to(device)
-                                           for t in data.teachers], self.scale, normalize=self.normalize_teachers)
+        teacher = teacher_ensemble_scores(data.teachers, query_ids, scored, self.scale, self.normalize_teachers,
+                                          device)
         student_scale = fitted_student_scale(student, teacher) if self.fit_student_scale else 1.0
         kl = kl_distillation(student_scale * student, teacher)
         total = kl + quadratic_warmup(self.flops_weight, step, self.flops_ramp_steps) * flops
         return LossOutput(total, {"kl": kl.item(), "flops": flops.item(), "nnz": nnz, "student_scale": student_scale,
                                   "documents_per_query": student.shape[1]})
+
+
+def teacher_ensemble_scores(teachers: Sequence, query_ids: Sequence[str], doc_rows: np.ndarray, scale: float,
+                            normalize: bool, device) -> torch.Tensor:
+    """The ensemble teacher's scores [N, C] of query ``query_ids[i]`` against document rows ``doc_rows[i]``, from
+    cached :class:`~semiret.training.teachers.TeacherScores` (:func:`ensemble_teacher_scores`)."""
+    return ensemble_teacher_scores([torch.from_numpy(t.scores(query_ids, doc_rows)).to(device) for t in teachers],
+                                   scale, normalize=normalize)
+
+
+class InBatchDistillation:
+    """A distillation term for a contrastive batch: KL from cached teachers' ensemble to the student's scores of
+    every query of the batch against every passage of the batch (in-batch distillation, as TAS-B does it), the
+    student's scores times a factor fitted per step (:func:`fitted_student_scale`), so the term leaves the
+    contrastive loss's temperature alone. ``weight`` multiplies the KL in the total.
+
+    ``teachers`` score one fixed query set (the training set's queries) over ``documents``; a passage is found by
+    its document id."""
+
+    def __init__(self, teachers: Sequence, documents: Sequence[Document], scale: float, weight: float = 1.0,
+                 normalize: bool = True):
+        self.teachers, self.scale, self.weight, self.normalize = teachers, scale, weight, normalize
+        self.row = {d.id: i for i, d in enumerate(documents)}
+
+    @classmethod
+    def from_training_set(cls, training_set: TrainingSet, teachers, cache_dir: Path, scale: float,
+                          weight: float = 1.0, normalize: bool = True) -> InBatchDistillation:
+        """Teachers over a qrels split's queries and corpus, cached in ``cache_dir`` (the same query set and
+        cache keys as :meth:`DistillationSet.from_training_set`, so the two recipes share a cache)."""
+        from semiret.training.teachers import TeacherScores
+
+        documents = list(training_set.documents.values())
+        ids = list(training_set.positives)
+        texts = [next(p.query for p in training_set.pairs if p.query_id == q) for q in ids]
+        return cls([TeacherScores(t, documents, ids, texts, cache_dir) for t in teachers], documents, scale, weight,
+                   normalize)
+
+    def __call__(self, student: torch.Tensor, query_ids: Sequence[str], passage_ids: Sequence[str]) -> LossOutput:
+        """``student`` [N, M]: the batch's N queries against its M passages (``passage_ids``)."""
+        rows = np.fromiter((self.row[p] for p in passage_ids), np.int64, len(passage_ids))
+        teacher = teacher_ensemble_scores(self.teachers, query_ids, np.broadcast_to(rows, student.shape),
+                                          self.scale, self.normalize, student.device)
+        student_scale = fitted_student_scale(student, teacher)
+        kl = kl_distillation(student_scale * student, teacher)
+        return LossOutput(self.weight * kl, {"kl": kl.item(), "student_scale": student_scale})

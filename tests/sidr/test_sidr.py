@@ -346,3 +346,40 @@ def test_demo_builds_the_full_index_from_the_rerank_cache(trained, tmp_path, mon
     built = SiDRFullRetriever.open(next((tmp_path / "out" / "indexes").glob("*impact*")))
     query = ["statins cancer"]
     assert built.search(query, k=3).ids == direct.search(query, k=3).ids
+
+
+def test_in_batch_distillation_follows_the_teachers_ranking(tmp_path, tiny_docs):
+    """The KL term is lower for a student ranking the batch's passages as the teacher does than for one ranking
+    them in reverse, finds passages by document id, and scales with its weight."""
+    from semiret.training.distillation import InBatchDistillation
+    from semiret.training.teachers import BM25Teacher, TeacherScores
+
+    documents = tiny_docs[:4]
+    teacher = TeacherScores(BM25Teacher(), documents, ["q1"], [documents[2].text], None)
+    passages = [d.id for d in reversed(documents)]  # rows 3, 2, 1, 0
+    teacher_scores = teacher.scores(["q1"], np.array([[3, 2, 1, 0]]))
+    assert teacher_scores.argmax() == 1  # the query is document 2's text
+    term = InBatchDistillation([teacher], documents, scale=30.0)
+    agreeing = term(torch.from_numpy(teacher_scores).float(), ["q1"], passages)
+    reversed_ = term(-torch.from_numpy(teacher_scores).float(), ["q1"], passages)
+    assert agreeing.terms["kl"] < reversed_.terms["kl"]
+    doubled = InBatchDistillation([teacher], documents, scale=30.0, weight=2.0)
+    assert doubled(-torch.from_numpy(teacher_scores).float(), ["q1"], passages).total.item() == pytest.approx(
+        2 * reversed_.total.item())
+
+
+def test_training_with_teachers_adds_the_distillation_term(trained, tmp_path):
+    """--teachers: the run distils from them beside the contrastive loss (its terms in the summary, their cache
+    and manifest in the run folder); a bad teacher list or weight fails before any compute."""
+    root, output, summary = trained
+    config = SiDRTrainingConfig(**{**summary["config"], "output": str(tmp_path / "run"), "teachers": "bm25"})
+    distilled = train_sidr(config)
+    terms = distilled["terms_per_epoch"]
+    assert all({"parametric", "semi_parametric", "kl", "student_scale"} <= set(t) for t in terms)
+    assert all(np.isfinite(t["kl"]) and t["kl"] >= 0 for t in terms)
+    assert json.loads((tmp_path / "run" / "teachers.json").read_text()) == ["bm25:bm25"]
+    assert "kl" not in summary["terms_per_epoch"][0]  # without teachers, the paper's loss alone
+    with pytest.raises(SemiretError, match="unknown teacher"):
+        SiDRTrainingConfig(data=".", output=str(tmp_path), teachers="oracle").validate()
+    with pytest.raises(SemiretError, match="distillation-weight"):
+        SiDRTrainingConfig(data=".", output=str(tmp_path), teachers="bm25", distillation_weight=0).validate()
