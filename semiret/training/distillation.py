@@ -41,6 +41,14 @@ class Example:
     positives: tuple[int, ...]  # document rows
 
 
+def query_texts(training_set: TrainingSet) -> dict[str, str]:
+    """Each query's text by id, in the order of ``training_set.positives`` (the order teacher caches are keyed by)."""
+    texts = {}
+    for pair in training_set.pairs:
+        texts.setdefault(pair.query_id, pair.query)
+    return {q: texts[q] for q in training_set.positives}
+
+
 class DistillationSet:
     """One corpus with its queries, cached teacher scores, mined candidate pools and query tokens."""
 
@@ -78,8 +86,8 @@ class DistillationSet:
         """Labelled: a qrels split's queries with all their judged positives."""
         documents = list(training_set.documents.values())
         row = {d.id: i for i, d in enumerate(documents)}
-        examples = [Example(q, next(p.query for p in training_set.pairs if p.query_id == q),
-                            tuple(sorted(row[d] for d in ds))) for q, ds in training_set.positives.items()]
+        texts = query_texts(training_set)
+        examples = [Example(q, texts[q], tuple(sorted(row[d] for d in ds))) for q, ds in training_set.positives.items()]
         return cls(name, documents, examples, teachers, cache_dir, mining_depth, vocabulary)
 
     def candidates(self, i: int, n: int, rng: random.Random) -> list[int]:
@@ -204,10 +212,9 @@ class InBatchDistillation:
         from semiret.training.teachers import TeacherScores
 
         documents = list(training_set.documents.values())
-        ids = list(training_set.positives)
-        texts = [next(p.query for p in training_set.pairs if p.query_id == q) for q in ids]
-        return cls([TeacherScores(t, documents, ids, texts, cache_dir) for t in teachers], documents, scale, weight,
-                   normalize)
+        texts = query_texts(training_set)
+        return cls([TeacherScores(t, documents, list(texts), list(texts.values()), cache_dir) for t in teachers],
+                   documents, scale, weight, normalize)
 
     def __call__(self, student: torch.Tensor, query_ids: Sequence[str], passage_ids: Sequence[str]) -> LossOutput:
         """``student`` [N, M]: the batch's N queries against its M passages (``passage_ids``)."""
