@@ -1,23 +1,14 @@
-# Sourced by the HCE device scripts (scripts/device/hce_*.sh): installs the carried wheels, unpacks the carried data
-# (.gpu/data/*/corpus.jsonl.{gz,xz}) and MiniLM (float16, xz-compressed, widened back to float32), and defines
-# `t MESSAGE` (seconds since the start) and `train NAME DATA [semiret train hce options]` (a run under $R/NAME, its
+# Sourced by the HCE device scripts (scripts/device/hce_*.sh): scripts/device/setup.sh (wheels, unpacked data, `t`,
+# $OUT, $R), MiniLM widened back to float32 (it travels in float16, xz-compressed), and `train NAME DATA [semiret
+# train hce options]` (a run under $R/NAME, its
 # log /tmp/logs/NAME.log, stopped at $LIMIT seconds; runs are resumable). What travels, prepared here and ignored
 # through .git/info/exclude (the tree's limit is 64 MiB, so the packaged checkpoints must not travel):
 #   .gpu/minilm/   MiniLM's sentence-transformers folder, model.safetensors in float16 and xz-compressed
 #   .gpu/data/NAME/   queries.jsonl, qrels/, corpus.jsonl.gz or .xz
 #   .whl/          cp312 wheels of faiss-cpu, ir-measures, pytrec-eval-terrier, PyStemmer (device README)
 # Locally, a dry run on the CPU: DEVICE=cpu BASE=minilm with a small BEIR folder as the data.
-DEVICE=${DEVICE:-cuda} LIMIT=${LIMIT:-300} R=${R:-/tmp/r}
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT $R /tmp/logs
-start=$(date +%s); t() { echo "[$(( $(date +%s) - start )) s] $*"; }
+source scripts/device/setup.sh
 if [ "$DEVICE" = cuda ]; then
-  for packed in .gpu/data/*/corpus.jsonl.gz .gpu/data/*/corpus.jsonl.xz; do
-    [ -f "$packed" ] && [ ! -f "${packed%.*}" ] && { case $packed in *.gz) gunzip -k "$packed";; *) xz -dk "$packed";; esac; }
-  done
-  [ -d /tmp/site/faiss ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site:$PWD
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  xz -dkf .gpu/minilm/model.safetensors.xz
   python3 -c "
 import torch, transformers; from safetensors.torch import load_file, save_file
 p='.gpu/minilm/model.safetensors'; t=load_file(p)
@@ -25,7 +16,6 @@ save_file({k:(v.float() if v.is_floating_point() else v).contiguous() for k,v in
 print(torch.__version__, transformers.__version__, torch.cuda.get_device_name())" || exit 4
 fi
 BASE=${BASE:-.gpu/minilm}
-export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-3} TOKENIZERS_PARALLELISM=false
 train() { name=$1 data=$2; shift 2; timeout $LIMIT python3 -m semiret.cli train hce --data $data --base $BASE --output $R/$name \
   --device $DEVICE "$@" > /tmp/logs/$name.log 2>&1; t "$name exit $?"; }
 summaries() {  # one line per run: its dev figures, per-epoch losses and what was saved

@@ -251,13 +251,16 @@ class NailModel(nn.Module):
 
     @torch.inference_mode()
     def score_documents(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """φ_d of ``texts`` as a float32 [N, V] array (inference: no dropout, no gradients)."""
+        """φ_d of ``texts`` as a float32 [N, V] array (inference: no dropout, no gradients), computed on the
+        device the model is on."""
         was_training = self.training
         self.eval()
+        device = next(self.parameters()).device
         out = np.empty((len(texts), self.vocab_size), np.float32)
         try:
             for batch in self.inputs.batches(list(texts), batch_size):
-                out[batch.positions] = self(batch.input_ids, batch.attention_mask).numpy()
+                scores = self(batch.input_ids.to(device), batch.attention_mask.to(device))
+                out[batch.positions] = scores.float().cpu().numpy()
         finally:
             self.train(was_training)
         return out
