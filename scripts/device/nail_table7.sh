@@ -13,20 +13,21 @@
 set -u
 DATA=${DATA:-.gpu/data} FIRST_STAGE=${FIRST_STAGE:-.gpu} SPLADE=${SPLADE:-.gpu/splade-tiny} SEEDS=${SEEDS:-"1 2 3"}
 PRETRAIN_UNTIL=${PRETRAIN_UNTIL:-270} END=${END:-530} FT_ARGS=${FT_ARGS:-} PAIRS=${PAIRS:-3200}
+R=${R:-/tmp/nail-table7-$(date +%s)}  # a fresh folder each call: a warm machine keeps /tmp, and the runs would resume
 source scripts/device/setup.sh
 python3 -c "import Stemmer, torch, semiret.cli; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" || exit 5
 collections="scifact climate-fever vaswani"
 nail() { name=$1 limit=$2; shift 2; timeout $limit python3 -m semiret.cli train nail --device $DEVICE --output $R/$name \
   "$@" > /tmp/logs/$name.log 2>&1; t "$name exit $?"; }
 rerank() { local pids=(); for D in $collections; do python3 scripts/device/nail_rerank.py $DATA/$D $FIRST_STAGE/bm25-$D.trec \
-  /tmp/runs/$D "$@" --device $DEVICE >> $OUT/rerank-$D.jsonl 2>>/tmp/logs/rerank.err & pids+=($!); done; wait "${pids[@]}"; }
+  $R/runs/$D "$@" --device $DEVICE >> $OUT/rerank-$D.jsonl 2>>/tmp/logs/rerank.err & pids+=($!); done; wait "${pids[@]}"; }
 pretraining="--data $DATA/scifact --base $SPLADE --finetune-epochs 0 --pretrain-pairs-per-document 8
   --pretrain-pairs-per-epoch $PAIRS --pretrain $DATA/scifact --pretrain $DATA/climate-fever --pretrain $DATA/vaswani"
 
 t "fine-tuning only, seeds $SEEDS, beside a one-epoch pre-training calibration"
 ft=()
 for s in $SEEDS; do nail ft-s$s $LIMIT --data $DATA/scifact --base $SPLADE --pretrain none --seed $s $FT_ARGS & ft+=($!); done
-nail calibration 120 $pretraining --pretrain-epochs 1
+nail calibration 120 $pretraining --pretrain-epochs 1  # beside the three fine-tunings: about twice an epoch's time alone
 epochs=$(python3 -c "
 import json, time
 stage = json.load(open('$R/calibration/summary.json'))['stages'][0]
@@ -55,7 +56,7 @@ print('$n', json.dumps({'train_seconds': s.get('train_seconds'), 'stages': [{k: 
   if k in ('stage', 'steps_per_epoch', 'epochs', 'seconds', 'loss_per_epoch', 'pairs')} for st in s['stages']]}))" 2>/dev/null \
     || echo "$n: no summary"
 done | tee $OUT/summaries.txt
-tar -C /tmp -cJf $OUT/runs.tar.xz runs
+tar -C $R -cJf $OUT/runs.tar.xz runs
 [ -d $R/pretrained/model ] && tar -C $R/pretrained -cJf $OUT/pretrained-model.tar.xz model
 t "done"
 tail -n 15 /tmp/logs/*.log /tmp/logs/*.err > $OUT/logs.txt 2>&1
