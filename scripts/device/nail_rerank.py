@@ -36,6 +36,7 @@ queries = {q: t for q, t in collection.queries().items() if q in first_stage}
 candidates = sorted({d for hits in first_stage.values() for d in hits})
 wanted = set(candidates)
 texts = {d.id: d.full_text for d in collection.corpus() if d.id in wanted}  # title and text, as the index reads
+row = {d: i for i, d in enumerate(candidates)}  # a candidate's row in each model's score matrix
 weights = [float(w) for w in args.weights.split(",")]
 args.out.mkdir(parents=True, exist_ok=True)
 for model_path in args.models:
@@ -44,7 +45,6 @@ for model_path in args.models:
     started = time.perf_counter()
     model = NailModel.load(model_path).to(args.device)
     phi = model.score_documents([texts[d] for d in candidates], batch_size=128)
-    row = {d: i for i, d in enumerate(candidates)}
     vocabulary = WordPieceVocabulary(model.tokenizer_source)
     runs = {w: defaultdict(dict) for w in weights}
     for qid, text in queries.items():

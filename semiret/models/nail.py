@@ -259,8 +259,8 @@ class NailModel(nn.Module):
         out = np.empty((len(texts), self.vocab_size), np.float32)
         try:
             for batch in self.inputs.batches(list(texts), batch_size):
-                scores = self(batch.input_ids.to(device), batch.attention_mask.to(device))
-                out[batch.positions] = scores.float().cpu().numpy()
+                batch = batch.to(device)
+                out[batch.positions] = self(batch.input_ids, batch.attention_mask).float().cpu().numpy()
         finally:
             self.train(was_training)
         return out
