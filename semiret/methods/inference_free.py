@@ -394,13 +394,12 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     from semiret.training.distillation import DistillationSet
     from semiret.training.trainer import write_run_summary
     from semiret.training.distributed import is_main_process, main_process_first, training_device
-    from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
+    from semiret.training.teachers import run_teachers
 
     started = time.perf_counter()
     config.validate()  # teacher list, numbers
     config = config.resolved()
     output = Path(config.output)
-    teacher_specs = parse_teachers(config.teachers)
     # everything that can be wrong with the inputs fails here, before teachers or the student run
     training_sets = [(root, TrainingSet.from_collection(Collection(root), config.split))
                      for root in [config.data, *(config.finetune_also or [])]] if config.finetune_epochs else []
@@ -409,11 +408,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     source_corpus = idf_corpus(config.idf, config.data)
     idf_documents = list(Collection(source_corpus).corpus()) if source_corpus else None
     weights, source = load_idf(config.idf, config.base, idf_documents)
-    cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
-    device = str(training_device(config.device))
-    teachers = [make_teacher(kind, model, length, device) for kind, model, length in teacher_specs]
-    if is_main_process():
-        write_manifest(output, teachers)
+    teachers, cache_dir = run_teachers(config.teachers, output, config.teacher_cache, training_device(config.device))
 
     if config.lexical_prior is None:  # the base model's own (none for an untrained one)
         prior = LexicalPrior.from_config(inference_free_lexical_prior(config.base))

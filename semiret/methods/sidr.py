@@ -130,14 +130,11 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     if config.teachers:
         from semiret.training.distillation import InBatchDistillation
         from semiret.training.distributed import training_device
-        from semiret.training.teachers import make_teacher, parse_teachers, write_manifest
+        from semiret.training.teachers import run_teachers
 
-        cache_dir = Path(config.teacher_cache) if config.teacher_cache else output / "teachers"
-        teachers = [make_teacher(kind, name, length, str(training_device(config.device)))
-                    for kind, name, length in parse_teachers(config.teachers)]
+        teachers, cache_dir = run_teachers(config.teachers, output, config.teacher_cache,
+                                           training_device(config.device))
         with main_process_first():  # the others read the teacher caches it wrote
-            if is_main_process():
-                write_manifest(output, teachers)
             distillation = InBatchDistillation.from_training_set(training_set, teachers, cache_dir,
                                                                  config.teacher_scale, config.distillation_weight)
     batches = PairBatches(training_set, config.batch_size)

@@ -330,6 +330,18 @@ def describe(teachers: Sequence[Teacher]) -> list[str]:
     return [t.name for t in teachers]
 
 
+def run_teachers(spec: str | Sequence[str], output: Path, cache: str | None, device) -> tuple[list[Teacher], Path]:
+    """A training run's teachers from ``spec`` (:func:`parse_teachers`), dense ones encoding on ``device``, their
+    list recorded in ``output/teachers.json`` by the main process; and the folder their cached vectors go to
+    (``cache``, else ``output/teachers``: a shared one lets runs and recipes reuse each other's vectors)."""
+    from semiret.training.distributed import is_main_process
+
+    teachers = [make_teacher(kind, model, length, str(device)) for kind, model, length in parse_teachers(spec)]
+    if is_main_process():
+        write_manifest(output, teachers)
+    return teachers, Path(cache) if cache else Path(output) / "teachers"
+
+
 def write_manifest(cache_dir: Path, teachers: Sequence[Teacher]) -> None:
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     (Path(cache_dir) / "teachers.json").write_text(json.dumps(describe(teachers)))
