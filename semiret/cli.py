@@ -134,6 +134,20 @@ def _encoding_threads_option():
     return typer.Option(None, help="Threads a neural model encodes documents with (default: torch's, every core).")
 
 
+def _encoding_device_option():
+    return typer.Option(None, help="Device a neural model encodes on: cpu (the default), cuda, cuda:N, mps, or auto "
+                                   "(CUDA when torch sees a GPU). BM25 never uses one.")
+
+
+def _use_encoding_device(device: str | None) -> None:
+    """Make ``device`` (checked before anything is read or written) the one models load onto in this command, and
+    in the processes it starts (the service's workers)."""
+    if device is not None:
+        from semiret.models.devices import set_encoding_device
+
+        set_encoding_device(device)
+
+
 def _limit_encoding_threads(threads: int | None) -> None:
     """Cap the threads torch encodes with; set before torch is imported (BM25 never imports it), and on torch
     itself if it already is."""
@@ -154,6 +168,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           shard: Optional[str] = typer.Option(None, help="Index only shard i/n of the corpus (the i-th of n "
                                               "contiguous slices, from 0); merge-shards joins the shards."),
           threads: Optional[int] = _encoding_threads_option(),
+          device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option(),
           options: dict = None):
@@ -164,6 +179,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     from semiret.search.retrievers import retriever_class
 
     _limit_encoding_threads(threads)
+    _use_encoding_device(device)
     source = dataset(str(data))
     if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
         check_build_target(out, overwrite, source=source)
@@ -183,6 +199,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            run: Optional[Path] = typer.Option(None, help="Also write the results as a TREC run file (query ids from "
                                               "--queries; 1, 2, ... for queries given as arguments)."),
            threads: int = typer.Option(1, help="Threads searching a batch of queries."),
+           device: Optional[str] = _encoding_device_option(),
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts in the tables."),
            with_text: bool = typer.Option(False, help="Put each hit's stored text in the --json lines too (the "
@@ -198,6 +215,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
 
     if bool(query) == (queries is not None):
         raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
+    _use_encoding_device(device)
     named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
     query_ids, texts = list(named), list(named.values())
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
@@ -237,12 +255,14 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         index: Path = typer.Option(..., help="Index directory."),
         replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
         threads: Optional[int] = _encoding_threads_option(),
+        device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option()):
     """Add documents to an index (searchable at once)."""
     from semiret.search.retrievers import open_retriever
 
     _limit_encoding_threads(threads)
+    _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     added = searcher.add(_corpus(corpus), replace=replace)
     segments = getattr(searcher.index, "segments", None)
@@ -322,10 +342,13 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
           max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged."),
           write_process: bool = typer.Option(_serve_default("write_process"), help="Do writes in a process of "
                                              "their own, so searches never wait on them (per worker)."),
+          device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
     """Serve indexes over HTTP: search, add, delete while searching (OpenAPI at /docs)."""
     import uvicorn
+
+    _use_encoding_device(device)
 
     from semiret.search.retrievers import open_index_at, retriever_class
     from semiret.serving import ServeSettings, create_app, parse_index_specs, parse_retriever_specs
@@ -357,11 +380,14 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
                   out: Path = typer.Option(..., help="The sidr-full index directory to write."),
                   model: str = typer.Option("sidr-scifact", help="The SiDR model whose document vectors the cache holds."),
                   cache: Optional[str] = typer.Option(None, help="Embedding cache directory (default: inside the index)."),
-                  overwrite: bool = typer.Option(False, help="Replace --out.")):
+                  overwrite: bool = typer.Option(False, help="Replace --out."),
+                  device: Optional[str] = _encoding_device_option()):
     """Turn sidr-beta-rerank's embedding cache into the full parametric index (SiDR Appendix E): documents not
     yet embedded are embedded now, cached ones are never embedded again."""
     from semiret.search.retrievers import open_retriever
     from semiret.search.semiparametric import cache_to_full_index
+
+    _use_encoding_device(device)
 
     searcher = open_retriever(index, "sidr-beta-rerank", model=model, cache=cache)
     cached = len(searcher.query_side.cache)
@@ -382,6 +408,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      run: Optional[Path] = typer.Option(None, help="Write the TREC run here."),
                      baseline: Optional[Path] = typer.Option(None, help="A TREC run (e.g. BM25's --run) to compare with query by query: difference and paired t-test per measure."),
                      threads: int = typer.Option(1, help="Threads for the batch search."),
+                     device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      backend: Optional[str] = _backend_option(),
                      milvus_token: Optional[str] = _milvus_token_option(),
@@ -390,6 +417,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
 
+    _use_encoding_device(device)
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline,
                        backend=_backend(backend, milvus_token), **options)
@@ -475,13 +503,13 @@ def demo(data: str = typer.Option("scifact", help="Collection to run on."),
                                                 "(gdr-scifact): each encodes the corpus with a MiniLM-sized network "
                                                 "(2-3 minutes each on a fast 2-core CPU, 6-7 on a slow one)."),
          gdr: Optional[str] = typer.Option(None, help="Also GDR with this saved GDR model; it embeds the corpus "
-                                                      "with its E_D (a few minutes).")):
+                                                      "with its E_D (a few minutes)."),
+         device: Optional[str] = _encoding_device_option()):
     """Build every available index on SciFact, evaluate, print a comparison and plot quality vs latency."""
     from semiret.demo import run_demo
 
+    _use_encoding_device(device)
     run_demo(data, out, baselines, nail, gdr, dense)
-
-
 
 
 def _exit_on_sigterm(signum, frame) -> None:

@@ -96,6 +96,9 @@ class AdaptConfig:
     seed: int = 12345
     threads: int | None = None
     """Torch threads (default: torch's choice)."""
+    device: str = "auto"
+    """Where the model trains and encodes the corpus: auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda,
+    cuda:N or mps."""
 
 
 def check_numbers(config: AdaptConfig) -> None:
@@ -338,7 +341,7 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
     """Run the recipe's label-free stage; the adapted model's folder."""
     length = indexing_length(kind, start)
     common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
-                  threads=config.threads)
+                  threads=config.threads, device=config.device)
     if kind == "inference-free":
         from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 
@@ -403,12 +406,19 @@ def with_search_settings(kind, start: str, adapted: Path) -> Path:
 def adapt(config: AdaptConfig, confirm=None) -> dict:
     """Adapt ``config.model`` to ``config.data`` (see the module's docstring); returns the report written to
     ``<output>/adapt.json``. ``confirm(estimate_seconds)``, when given, is called before training starts and
-    may stop the run by returning False."""
-    from semiret.search.retrievers import retriever_class
+    may stop the run by returning False. Every encoding runs on ``config.device``, as the training does."""
+    from semiret.models.devices import encoding_on
 
     if not config.data:
         raise SemiretError("say which corpus to adapt to (--data)")
     check_numbers(config)
+    with encoding_on(config.device):
+        return _adapt(config, confirm)
+
+
+def _adapt(config: AdaptConfig, confirm) -> dict:
+    from semiret.search.retrievers import retriever_class
+
     kind = model_kind(config.model)
     start = model_directory_of(kind, config.model) if kind in ("inference-free", "sidr") else config.model
     start = str(start)

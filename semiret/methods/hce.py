@@ -147,7 +147,7 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
         """Also decides ``negative_gradients`` when unset: on where the training runs on CUDA."""
         resolved = super().resolved()
         if resolved.negative_gradients is None:
-            from semiret.training.devices import resolve_device
+            from semiret.models.devices import resolve_device
 
             on_gpu = resolve_device(resolved.device).type == "cuda"
             resolved = replace(resolved, negative_gradients=on_gpu and not resolved.cached_negatives)

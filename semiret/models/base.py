@@ -252,6 +252,16 @@ class SparseEncoder(TextEncoder):
     def _finish(self, outputs) -> SparseVectors:
         return SparseVectors.from_rows(outputs, self.vocab_size)
 
+    @staticmethod
+    def _rows_of(vectors: torch.Tensor, first_id: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(ids + ``first_id``, values) of each row's nonzero entries, on the CPU: how a batch of dense [B, V]
+        vectors computed off the CPU (a GPU) becomes the rows :meth:`_store` keeps."""
+        rows, columns = torch.nonzero(vectors, as_tuple=True)
+        values = vectors[rows, columns].float().cpu().numpy()
+        ids = (columns + first_id).cpu().numpy().astype(np.int32)
+        bounds = np.searchsorted(rows.cpu().numpy(), np.arange(len(vectors) + 1))
+        return [(ids[a:b], values[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
 
 def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: str) -> nn.Module:
     """Load ``file`` (the weights a model saves beside a pretrained part already loaded, whose parameters start

@@ -11,6 +11,7 @@ from semiret.data import packaged
 from semiret.errors import SemiretError
 from semiret.models.base import DELTA_FILE, ENCODER_FILE, HEAD_FILE, TextEncoder
 from semiret.models.dense import DenseEncoder
+from semiret.models.devices import to_encoding_device
 from semiret.models.splade import SpladeEncoder
 from semiret.models.vdr import VDREncoder
 
@@ -53,7 +54,7 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
         if unexpected:
             raise SemiretError(f"{head} holds weights this {family} encoder does not have: {unexpected[:3]}")
     # Checkpoints are stored in float16 to stay small; CPUs compute in it several times slower than in float32.
-    return encoder.float()
+    return to_encoding_device(encoder.float())
 
 
 def _apply_delta(encoder: TextEncoder, directory: Path) -> None:

@@ -36,6 +36,7 @@ from torch.nn import functional as F
 from semiret.errors import SemiretError
 from semiret.models.base import _half_precision, load_own_weights, save_model_directory
 from semiret.models.checkpoints import GDR
+from semiret.models.devices import to_encoding_device
 from semiret.models.inputs import TextBatcher, check_texts
 
 TERMINAL = 0
@@ -342,7 +343,7 @@ class GDRModel(nn.Module):
         path, meta = GDR.read(name_or_path)
         encoder = load_encoder(str(path / QUERY_ENCODER), "dense")
         model = cls(encoder, Clusters.load(path / CLUSTERS_FILE), GDRConfig(**meta["config"]))
-        return load_own_weights(model, path / DECODER_FILE, "encoder.", GDR.marker)
+        return to_encoding_device(load_own_weights(model, path / DECODER_FILE, "encoder.", GDR.marker))
 
 
 def read_clusters(name_or_path: str) -> tuple[Path, dict, Clusters]:

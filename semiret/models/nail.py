@@ -61,6 +61,7 @@ from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.models.base import _half_precision, load_own_weights, save_model_directory
 from semiret.models.checkpoints import NAIL
+from semiret.models.devices import to_encoding_device
 from semiret.models.inputs import TextBatcher
 from semiret.models.loading import load_causal_lm, load_masked_lm, load_tokenizer
 from semiret.models.mlm import mlm_head_parts
@@ -293,7 +294,7 @@ class NailModel(nn.Module):
             model = NailDecoderOnlyModel(lm.float(), tokenizer, config, str(path))
         else:
             model = NailModel(load_masked_lm(str(path)).float(), load_tokenizer(str(path)), config, str(path))
-        return load_own_weights(model, path / DECODER_FILE, "lm.", NAIL.marker)
+        return to_encoding_device(load_own_weights(model, path / DECODER_FILE, "lm.", NAIL.marker))
 
 
 class NailDecoderOnlyModel(NailModel):

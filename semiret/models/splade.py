@@ -50,9 +50,12 @@ class SpladeEncoder(SparseEncoder):
 
     # ------------------------------------------------------------------ fast inference
     def _prepare(self) -> None:
-        self._pool = MaxPooledLogits(self._projection.weight, self._projection.bias, threshold=0.0)
+        on_cpu = self.device.type == "cpu"
+        self._pool = MaxPooledLogits(self._projection.weight, self._projection.bias, threshold=0.0) if on_cpu else None
 
     def _encode_batch(self, batch: Batch, side: str):
+        if self._pool is None:  # off the CPU: the whole batch's [B, V] weights at once, then each row's nonzero ones
+            return self._rows_of(self.training_vectors(batch.input_ids, batch.attention_mask))
         hidden = self.backbone.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]
         packed = self._transform(hidden[batch.attention_mask.bool()])
         rows = []

@@ -91,9 +91,11 @@ class VDREncoder(SparseEncoder):
     # ------------------------------------------------------------------ fast inference
     def _prepare(self) -> None:
         _, weight, bias = self._projection()
-        self._pool = MaxPooledLogits(weight, bias, top_k=self.top_k)
+        self._pool = MaxPooledLogits(weight, bias, top_k=self.top_k) if self.device.type == "cpu" else None
 
     def _encode_batch(self, batch: Batch, side: str):
+        if self._pool is None:  # off the CPU: the whole batch's top-k vectors at once, then each row's kept entries
+            return self._rows_of(self(batch.input_ids, batch.attention_mask, sparse=True), self.first_id)
         transform, _, _ = self._projection()
         packed = transform(self._hidden(batch.input_ids, batch.attention_mask)[batch.attention_mask.bool()])
         rows = []

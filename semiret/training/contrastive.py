@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from semiret.errors import SemiretError
 from semiret.models.sidr import sparse_queries
 from semiret.training.data import SeededBatch
-from semiret.training.devices import module_device
+from semiret.models.devices import module_device
 from semiret.training.distillation import InBatchDistillation
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss

@@ -1,4 +1,4 @@
-"""Where training runs: the device ``--device`` names, and mixed precision on CUDA.
+"""Mixed precision for training on CUDA (the device names ``--device`` takes: :mod:`semiret.models.devices`).
 
 Mixed precision covers the encoders' forward passes only (:func:`semiret.training.distributed.encode_rows`):
 bf16 autocast where the GPU supports it, else fp16 with a gradient scaler. The losses' scores, softmaxes
@@ -11,40 +11,6 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 import torch
-
-from semiret.errors import SemiretError
-
-DEVICES = "auto, cpu, cuda, cuda:N, mps"
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """The device ``name`` means here: ``auto`` is CUDA when torch sees a GPU, else the CPU; ``cuda`` without
-    an index is the GPU of this process's local rank (under ``torchrun``). An error, before any compute, for a
-    device that is unknown or not available on this machine."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        device = None
-    if device is None or device.type not in ("cpu", "cuda", "mps"):
-        raise SemiretError(f"unknown device {name!r} (one of {DEVICES})")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise SemiretError(f"device {name!r} is not available: torch {torch.__version__} sees no CUDA GPU")
-        index = local_rank if device.index is None else device.index
-        if index >= torch.cuda.device_count():
-            raise SemiretError(f"device {name!r} is not available: torch sees {torch.cuda.device_count()} GPU(s)"
-                               + (f" and this is local rank {local_rank}" if device.index is None else ""))
-        return torch.device("cuda", index)
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise SemiretError(f"device {name!r} is not available on this machine")
-    return device
-
-
-def module_device(module: torch.nn.Module) -> torch.device:
-    """The device of ``module``'s parameters (the CPU when it has none)."""
-    return next(module.parameters(), torch.empty(0)).device
 
 
 class MixedPrecision:

@@ -18,7 +18,7 @@ import torch
 
 from semiret.data.collection import Collection, Document
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
-from semiret.training.devices import module_device
+from semiret.models.devices import module_device
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import (
     Loss,

@@ -22,7 +22,8 @@ import torch
 import torch.distributed as dist
 
 from semiret import progress
-from semiret.training.devices import MixedPrecision, resolve_device
+from semiret.models.devices import resolve_device
+from semiret.training.devices import MixedPrecision
 
 T = TypeVar("T")
 

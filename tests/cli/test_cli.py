@@ -347,6 +347,31 @@ def test_index_and_add_cap_the_threads_a_model_encodes_with(beir_dir, tmp_path, 
     assert not (tmp_path / "other").exists()
 
 
+def test_device_names_where_models_encode_and_a_missing_one_stops_before_any_index(beir_dir, tmp_path, tiny_bert,
+                                                                                      monkeypatch):
+    import torch
+
+    from semiret.models.devices import ENCODING_DEVICE_VARIABLE
+
+    monkeypatch.setenv(ENCODING_DEVICE_VARIABLE, "cpu")  # restored after the test: the commands set it
+    invoke("index", "--data", beir_dir, "--out", tmp_path / "idx", "-r", "dense", "--model", tiny_bert,
+           "--device", "cpu")
+    result = invoke("search", "--index", tmp_path / "idx", "a query", "--device", "cpu", "--json")
+    assert len(json.loads(result.stdout.splitlines()[0])["hits"]) > 0
+    for device, message in (("gpu", "unknown device 'gpu'"), ("cuda:7", "device 'cuda:7' is not available")):
+        if device.startswith("cuda") and torch.cuda.device_count() > 7:
+            continue
+        result = invoke("index", "--data", beir_dir, "--out", tmp_path / "other", "-r", "dense", "--model",
+                        tiny_bert, "--device", device, ok=False)
+        assert result.exit_code == 2 and message in result.output
+        assert not (tmp_path / "other").exists()
+    new = tmp_path / "new.jsonl"
+    new.write_text('{"_id": "n1", "text": "a new text"}\n', encoding="utf-8")
+    before = sorted(p.name for p in (tmp_path / "idx").rglob("*"))
+    result = invoke("add", new, "--index", tmp_path / "idx", "--device", "gpu", ok=False)
+    assert result.exit_code == 2 and sorted(p.name for p in (tmp_path / "idx").rglob("*")) == before
+
+
 def test_serve_refuses_a_retriever_that_cannot_search_its_index_before_it_says_serving(index_dir, monkeypatch):
     import uvicorn
 

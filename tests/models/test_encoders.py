@@ -57,13 +57,25 @@ def test_training_maxima_are_located_tile_by_tile_as_in_one_product():
     assert torch.all(values[2] == float("-inf"))
 
 
+def off_the_cpu(encoder, monkeypatch):
+    """``encoder`` made to take the path it takes on a GPU (the training kernels over the whole batch, then each
+    row's entries), here on the CPU, locating maxima in float32 so that it is compared exactly."""
+    monkeypatch.setattr("semiret.models.pooled_projection.native_bfloat16", lambda: False)
+    monkeypatch.setattr(encoder, "_prepare", lambda: setattr(encoder, "_pool", None))
+    return encoder
+
+
 # ---------------------------------------------------------------------- SPLADE
 @pytest.mark.parametrize("model_fixture", ["tiny_bert", "tiny_distilbert"])
-def test_splade_matches_naive_forward(model_fixture, request):
+@pytest.mark.parametrize("device_path", ["cpu", "off-cpu"])
+def test_splade_matches_naive_forward(model_fixture, device_path, request, monkeypatch):
     directory = request.getfixturevalue(model_fixture)
     encoder = SpladeEncoder.from_pretrained(str(directory))
+    if device_path == "off-cpu":
+        off_the_cpu(encoder, monkeypatch)
     vectors = encoder.encode_document(TEXTS, batch_size=3, show_progress=False)
     np.testing.assert_allclose(vectors.to_dense(), naive_splade(directory, TEXTS), atol=1e-5)
+    assert (encoder._pool is None) == (device_path == "off-cpu")
     assert vectors.dim == 30522 and len(vectors) == len(TEXTS)
     assert all(np.all(np.diff(vectors.row(i)[0]) > 0) for i in range(len(TEXTS)))  # ascending ids
 
@@ -178,14 +190,18 @@ def naive_vdr(encoder: VDREncoder, texts: list[str]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("head", ["fresh", "mlm"])
-def test_vdr_matches_naive_top_k(tiny_bert, head):
+@pytest.mark.parametrize("device_path", ["cpu", "off-cpu"])
+def test_vdr_matches_naive_top_k(tiny_bert, head, device_path, monkeypatch):
     encoder = VDREncoder.from_pretrained(str(tiny_bert), head=head, top_k=40)
+    if device_path == "off-cpu":
+        off_the_cpu(encoder, monkeypatch)
     vectors = encoder.encode_document(TEXTS, show_progress=False)
     assert list(vectors.nnz()) == [40] * len(TEXTS)
     assert vectors.terms.min() >= 999  # the vocabulary shift: [PAD], [unused*], [CLS]... never appear
     expected = np.zeros((len(TEXTS), 30522), np.float32)
     expected[:, 999:] = naive_vdr(encoder, TEXTS)
     np.testing.assert_allclose(vectors.to_dense(), expected, atol=1e-5)
+    assert (encoder._pool is None) == (device_path == "off-cpu")
 
 
 def test_float16_checkpoints_load_as_float32(tiny_bert, tmp_path):
