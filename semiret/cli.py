@@ -348,10 +348,10 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
     """Serve indexes over HTTP: search, add, delete while searching (OpenAPI at /docs)."""
     import uvicorn
 
-    _use_encoding_device(device)
-
     from semiret.search.retrievers import open_index_at, retriever_class
     from semiret.serving import ServeSettings, create_app, parse_index_specs, parse_retriever_specs
+
+    _use_encoding_device(device)
 
     settings = ServeSettings(parse_index_specs(index, collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
@@ -388,7 +388,6 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
     from semiret.search.semiparametric import cache_to_full_index
 
     _use_encoding_device(device)
-
     searcher = open_retriever(index, "sidr-beta-rerank", model=model, cache=cache)
     cached = len(searcher.query_side.cache)
     built = cache_to_full_index(searcher, out, overwrite=overwrite)

@@ -85,8 +85,8 @@ class Teacher(ABC):
 
     kind: str
     device: str = "cpu"
-    """Where a dense teacher encodes (the student's training device: a corpus pass there, not on the CPU); sparse
-    and BM25 teachers encode on the CPU."""
+    """Where a neural teacher encodes (the student's training device: a corpus pass there, not on the CPU); BM25
+    needs none."""
 
     def __init__(self, model: str, max_length: int | None = None):
         self.model = model
@@ -172,8 +172,7 @@ class SparseTeacher(Teacher):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            # on the CPU whatever the device: the sparse encoders' fast inference path (MaxPooledLogits) is CPU-only
-            self._encoder = load_encoder(self.model, "splade", max_length=self.max_length)
+            self._encoder = load_encoder(self.model, "splade", max_length=self.max_length).to(self.device)
         return self._encoder
 
     def _csr(self, vectors, excluded) -> sp.csr_matrix:
@@ -215,7 +214,7 @@ class SiDRTeacher(SparseTeacher):
         if self._sidr is None:
             from semiret.models.sidr import SiDRModel
 
-            self._sidr = SiDRModel.load(self.model)  # a sparse encoder pair: on the CPU (SparseTeacher.encoder)
+            self._sidr = SiDRModel.load(self.model).to(self.device)
             if self.max_length:
                 self._sidr.document_encoder.inputs.max_length = self.max_length
         return self._sidr
@@ -278,7 +277,7 @@ TEACHERS = {t.kind: t for t in (DenseTeacher, SparseTeacher, SiDRTeacher, BM25Te
 
 
 def make_teacher(kind: str, model: str, max_length: int | None = None, device: str = "cpu") -> Teacher:
-    """A teacher of ``kind``; a dense one encodes on ``device``."""
+    """A teacher of ``kind``; a neural one encodes on ``device``."""
     teacher = TEACHERS[kind](model, max_length)
     teacher.device = device
     return teacher
@@ -331,7 +330,7 @@ def describe(teachers: Sequence[Teacher]) -> list[str]:
 
 
 def run_teachers(spec: str | Sequence[str], output: Path, cache: str | None, device) -> tuple[list[Teacher], Path]:
-    """A training run's teachers from ``spec`` (:func:`parse_teachers`), dense ones encoding on ``device``, their
+    """A training run's teachers from ``spec`` (:func:`parse_teachers`), neural ones encoding on ``device``, their
     list recorded in ``output/teachers.json`` by the main process; and the folder their cached vectors go to
     (``cache``, else ``output/teachers``: a shared one lets runs and recipes reuse each other's vectors)."""
     from semiret.training.distributed import is_main_process

@@ -57,11 +57,12 @@ def test_every_train_command_has_the_device_flags():
         assert "--device" in help_text and "--no-mixed-precision" in help_text, name
 
 
-def test_dense_teachers_encode_on_the_device_they_are_given_sparse_ones_on_the_cpu(tiny_bert):
+def test_neural_teachers_encode_on_the_device_they_are_given(tiny_bert):
     from semiret.training.teachers import make_teacher
 
     # "meta" stands in for a GPU: a device this CPU machine can place modules on
     assert make_teacher("dense", str(tiny_bert), device="meta").encoder.device.type == "meta"
     assert make_teacher("dense", str(tiny_bert)).encoder.device.type == "cpu"
-    assert make_teacher("sparse", str(tiny_bert), device="meta").encoder.device.type == "cpu"  # CPU-only fast path
+    assert make_teacher("sparse", str(tiny_bert), device="meta").encoder.device.type == "meta"  # off the CPU path
+    assert make_teacher("sparse", str(tiny_bert)).encoder.device.type == "cpu"
     assert make_teacher("bm25", "bm25", device="meta").encode_documents(["a b", "b c"]).shape[0] == 2  # scipy
