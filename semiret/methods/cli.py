@@ -42,8 +42,13 @@ def _command(name: str):
 
     def train(resume: bool = typer.Option(True, help="Continue from the run folder's last checkpoint."),
               options: dict | None = None) -> None:
+        from semiret.models.devices import encoding_on
+        from semiret.training.distributed import training_device
+
         config_class, train_recipe, _ = RECIPES[name]
-        summary = train_recipe(config_class(**options), resume=resume)
+        config = config_class(**options)
+        with encoding_on(str(training_device(config.device))):  # what the recipe encodes outside training, there too
+            summary = train_recipe(config, resume=resume)
         print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
 
     train.__doc__ = help_text
