@@ -10,8 +10,8 @@ import fcntl
 import functools
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -98,10 +98,6 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def staging_directory(target: Path) -> Path:
-    """A fresh empty directory beside ``target`` (same filesystem, so a rename publishes it)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
 
 
 def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
@@ -131,8 +127,12 @@ def staged_directory(target: str | Path, overwrite: bool = True) -> Iterator[Pat
     """Write a directory in a staging folder beside ``target`` and publish it when the block ends; an
     exception removes the staging folder and leaves any old ``target`` untouched."""
     target = Path(target)
-    staged = staging_directory(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # beside the target (same filesystem, so a rename publishes it), named before it is made: a signal that ends
+    # the process (SIGTERM, Ctrl-C) as soon as the folder exists still finds the name to remove
+    staged = target.parent / f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
+        staged.mkdir()
         yield staged
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)

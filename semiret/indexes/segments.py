@@ -44,9 +44,7 @@ from semiret.files import (
     atomic_write_json,
     directory_size,
     exclusive_lock,
-    replace_directory,
     staged_directory,
-    staging_directory,
 )
 from semiret.indexes.storage import (
     META_FILE,
@@ -245,8 +243,7 @@ class SegmentedIndex(ABC):
         ``meta.json`` entries, ``attributes`` go to its constructor."""
         target = Path(path)
         check_build_target(target, overwrite)
-        staged = staging_directory(target)
-        try:
+        with staged_directory(target, overwrite) as staged:
             meta = {
                 "format": cls.FORMAT, "version": cls.VERSION, **fields, "store_texts": store_texts,
                 "segments": [], "next_segment": 0, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -259,10 +256,6 @@ class SegmentedIndex(ABC):
                     batch = cls.batch_type.concatenate(batch_list)
                     draft._check_batch(batch)
                     draft._append_segment(batch)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        replace_directory(staged, target, overwrite)
         return cls.open(target)
 
     @classmethod
@@ -652,8 +645,7 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
                            "indexes merge as shards")
     target = Path(target)
     check_build_target(target, overwrite)
-    staged = staging_directory(target)
-    try:
+    with staged_directory(target, overwrite) as staged:
         copy_index_files(first.path, staged)
         merged = type(first).open(staged)
         for shard in shards[1:]:
@@ -663,10 +655,6 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
                 reason = str(exc).replace(str(staged), str(shards[0]))
                 raise type(exc)(f"{shard} does not join {shards[0]}: {reason}") from None
         merged.merge()
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
-    replace_directory(staged, target, overwrite)
     return open_index(target)
 
 
