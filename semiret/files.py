@@ -98,8 +98,6 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-
-
 def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
     """Move a fully written ``staged`` directory to ``target``, durably; an old ``target`` is replaced only if
     allowed."""

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from semiret.errors import SemiretError
+from semiret.models.devices import module_device
 from semiret.models.sidr import sparse_queries
 from semiret.training.data import SeededBatch
-from semiret.models.devices import module_device
 from semiret.training.distillation import InBatchDistillation
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from semiret.data.collection import Collection, Document
-from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.models.devices import module_device
+from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import (
     Loss,

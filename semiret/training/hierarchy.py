@@ -43,9 +43,9 @@ from torch import nn
 
 from semiret.clustering import EqualDepthTree
 from semiret.errors import SemiretError
+from semiret.models.devices import module_device
 from semiret.models.inputs import TextBatcher
 from semiret.training.data import SeededBatch
-from semiret.models.devices import module_device
 from semiret.training.distributed import encode_rows
 from semiret.training.losses import Loss, LossOutput, symmetric_info_nce
 

@@ -24,10 +24,10 @@ from safetensors.torch import load_model, save_model
 
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json, staged_directory
+from semiret.models.devices import resolve_device
 from semiret.progress import StepBar
 from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.data import BatchSource
-from semiret.models.devices import resolve_device
 from semiret.training.devices import MixedPrecision
 from semiret.training.distributed import average_gradients, broadcast_from_main, encoders_in, processes
 from semiret.training.losses import Loss

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from semiret.errors import SemiretError
-from semiret.training.config import Schedule, TrainingConfig
 from semiret.models.devices import resolve_device
+from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.devices import MixedPrecision
 from semiret.training.distributed import encode_rows
 
