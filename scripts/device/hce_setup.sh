@@ -1,7 +1,8 @@
 # Sourced by the HCE device scripts (scripts/device/hce_*.sh): scripts/device/setup.sh (wheels, unpacked data, `t`,
 # $OUT, $R), MiniLM widened back to float32 (it travels in float16, xz-compressed), and `train NAME DATA [semiret
-# train hce options]` (a run under $R/NAME, its log /tmp/logs/NAME.log, stopped at $LIMIT seconds; resumable). What travels, prepared here and ignored
-# through .git/info/exclude (the tree's limit is 64 MiB, so the packaged checkpoints must not travel):
+# train hce options]` (a run under $R/NAME, its log /tmp/logs/NAME.log, stopped at $LIMIT seconds; resumable). What
+# travels, prepared here and ignored through .git/info/exclude (the tree's limit is 64 MiB, so the packaged
+# checkpoints must not travel):
 #   .gpu/minilm/   MiniLM's sentence-transformers folder, model.safetensors in float16 and xz-compressed
 #   .gpu/data/NAME/   queries.jsonl, qrels/, corpus.jsonl.gz or .xz
 #   .whl/          cp312 wheels of faiss-cpu, ir-measures, pytrec-eval-terrier, PyStemmer (device README)

@@ -13,8 +13,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from semiret.data.collection import Collection
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.models.nail import NailModel
