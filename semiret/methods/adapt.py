@@ -47,7 +47,7 @@ import random
 import shutil
 import sysconfig
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -76,8 +76,9 @@ class AdaptConfig:
     or a NAIL model (nail-scifact, a saved one)."""
     output: str | None = None
     """Folder for the adapted model, its index, the report and the run (default: adapted/<corpus>-<model>)."""
-    epochs: int = 2
-    """Training epochs over the pseudo-queries."""
+    epochs: int | None = None
+    """Training epochs over the pseudo-queries (default: 2; GDR models 1, an epoch of theirs covering every
+    document of the corpus)."""
     queries_per_epoch: int = 1024
     """Pseudo-queries trained on per epoch (the inference-free recipe's pre-training default; 8x more moved
     Vaswani's nDCG@10 by -0.005, docs/results.md)."""
@@ -103,7 +104,7 @@ class AdaptConfig:
 
 def check_numbers(config: AdaptConfig) -> None:
     """Numbers that cannot work, refused before anything loads, each naming its flag."""
-    if config.epochs < 1 or config.queries_per_epoch < 1 or config.check_queries < 10:
+    if (config.epochs is not None and config.epochs < 1) or config.queries_per_epoch < 1 or config.check_queries < 10:
         raise SemiretError("adaptation needs at least 1 epoch (--epochs), 1 pseudo-query per epoch "
                            "(--queries-per-epoch) and 10 check queries (--check-queries)")
     if config.batch_size < 1:
@@ -221,7 +222,7 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
         encoder = load_encoder(model, "splade" if kind == "inference-free" else "dense")
     probe = [d.full_text for d in documents[:16]]
     encode = encoder.score_documents if kind == "nail" else partial(encoder.encode_document, show_progress=False)
-    encode(probe[:2], batch_size=16)  # warm-up
+    encode(probe, batch_size=16)  # warm-up at the timed batch's shapes (a first batch of a shape pays for its kernels)
     started = time.perf_counter()
     encode(probe, batch_size=16)
     per_document = (time.perf_counter() - started) / len(probe)
@@ -236,11 +237,12 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     elif kind == "sidr":
         work = 3 * trained * 3 + n  # query, positive, a retrieved negative per pair; the bag-of-tokens index
     elif kind == "gdr":
-        # E_D over the corpus once (its vectors cached for the tree and both indexes); per epoch a span and a
-        # sentence of every document besides the pseudo-queries, each a short query through E_Q with the backward
-        # pass through its top layers, and the decoder: about 1.1 documents' encoding each (measured on Vaswani's
-        # and climate-fever's short documents, 0.95 and 1.5; docs/results.md)
-        work = n + config.epochs * (2 * n + config.queries_per_epoch) * 1.1
+        # E_D over the corpus, both indexes and their known-item checks: about 1.8 documents' encoding per document;
+        # per epoch GDR_ADAPT's spans and a sentence of every document besides the pseudo-queries, each a short query
+        # through E_Q with the backward pass through its top layers, and the decoder: about 1.1 documents' encoding
+        # each (Vaswani's and climate-fever's short documents on the AMD EPYC, 1.0 and 1.14; docs/results.md)
+        per_epoch = (GDR_ADAPT["spans_per_document"] + 1) * n + config.queries_per_epoch
+        work = 1.8 * n + config.epochs * per_epoch * 1.1
     elif kind == "nail":
         work = 2 * n + 3 * trained  # the score matrix twice (start and adapted); a pair's passage, backward pass
     else:
@@ -298,9 +300,18 @@ HCE-U at HCE's own settings made ``hce-scifact`` worse on real queries while the
 settings 0.425 (+0.011, p = 0.02; docs/results.md). SimCSE pseudo-queries instead of spans (HCE-U's other option,
 better from MiniLM) were worse there: -0.011 fused (p = 0.009)."""
 
-GDR_ADAPT = {"trained_query_layers": 2}
-"""GDR on a new corpus at the packaged model's own settings: E_Q's top 2 layers trained (what fitted the CPU
-budget, docs/results.md); the decoder has the start's shape and starts afresh, since the tree it learns is new."""
+GDR_ADAPT = {"trained_query_layers": 2, "span_words": 16, "spans_per_document": 2}
+"""GDR on a new corpus at the packaged model's own settings but for its pseudo-queries: E_Q's top 2 layers trained
+(what fitted the CPU budget), two random spans of 16 words (a query's length, as :data:`DENSE_ADAPT`'s; the recipe's
+one of 40 words costs 1.5x more per step) and a sentence of every document; the decoder has the start's shape and
+starts afresh, since the tree it learns is new. One epoch of these (:data:`DEFAULT_EPOCHS`) against two of the
+recipe's: Vaswani's known-item check 0.411 -> 0.463 (two epochs 0.460) in 16 min 42 s instead of 31 min 55 s on the
+slower 2-core machine; the adapted index on its test queries +0.014 (p = 0.04), kept on climate-fever too (0.562 ->
+0.564). One epoch with a single span: climate-fever's check fell, the start was kept (docs/results.md)."""
+
+DEFAULT_EPOCHS = {"gdr": 1}
+"""Epochs of ``adapt`` by model kind where not 2: a GDR epoch trains on every document's spans and sentence besides
+the pseudo-queries, about 30 times the other kinds' epochs on a 10k-document corpus (:data:`GDR_ADAPT`)."""
 
 NAIL_ADAPT = {"average_with_base": 0.5}
 """NAIL's pre-training on the corpus at adapt's settings, averaged half with the start (WiSE-FT, as
@@ -420,6 +431,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     from semiret.search.retrievers import retriever_class
 
     kind = model_kind(config.model)
+    config = replace(config, epochs=config.epochs or DEFAULT_EPOCHS.get(kind, 2))
     start = model_directory_of(kind, config.model) if kind in ("inference-free", "sidr") else config.model
     start = str(start)
     output = Path(config.output) if config.output else default_output(config.data, config.model)

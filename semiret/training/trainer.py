@@ -34,6 +34,8 @@ from semiret.training.losses import Loss
 
 log = logging.getLogger(__name__)
 STATE_FILE = "trainer_state.json"
+FUSED_OPTIMIZER_DEVICES = ("cpu", "cuda")
+"""Where AdamW runs its fused kernel (elsewhere, MPS included, the per-tensor loop)."""
 
 
 @dataclass
@@ -93,8 +95,11 @@ class Trainer:
         self.config, self.schedule = config, schedule
         self.output_dir = Path(output_dir)
         self.total_steps = steps_per_epoch * schedule.epochs
+        # the fused kernel updates every tensor in one pass: 4x faster than the per-tensor loop on a CPU (a step
+        # of GDR's 15M trainable parameters, 61 -> 16 ms on 2 cores, docs/results.md), the same update
         self.optimizer = torch.optim.AdamW(_parameter_groups(model, schedule.learning_rate, learning_rates or {}),
-                                           lr=schedule.learning_rate, weight_decay=0.0, eps=1e-8, betas=(0.9, 0.999))
+                                           lr=schedule.learning_rate, weight_decay=0.0, eps=1e-8, betas=(0.9, 0.999),
+                                           fused=self.device.type in FUSED_OPTIMIZER_DEVICES)
         warmup = int(schedule.warmup_epochs * steps_per_epoch)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _linear_schedule(warmup, self.total_steps))
         self.history: list[EpochLog] = []

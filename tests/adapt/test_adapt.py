@@ -153,6 +153,7 @@ def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr
     # indexes after it read the cache, and the hybrid index copies the model's index beside a new BM25
     summary = json.loads((output / "train" / "summary.json").read_text())
     assert summary["pairs"] == 8 and summary["config"]["trained_query_layers"] == 2
+    assert (summary["config"]["span_words"], summary["config"]["spans_per_document"]) == (16, 2)  # adapt's spans
     assert summary["config"]["branching"] == 3 and summary["config"]["base"] == str(start.resolve() / "query-encoder")
     trained = Clusters.load(output / "train" / "model" / "clusters.npz")
     assert sorted(trained.document_ids) == sorted(f"d{i}" for i in range(40))  # a tree of this corpus, not the start's
@@ -240,6 +241,17 @@ def test_a_corpus_file_is_accepted_and_estimates_stop_before_training(inference_
     report = adapt(settings(corpus_file, inference_free_start, output), confirm=lambda seconds: False)
     assert report["documents"] == 25 and report["estimate_seconds"] > 0
     assert not output.exists()  # an estimate alone writes nothing, not even the corpus's copy
+
+
+def test_epochs_default_by_model_kind(corpus, inference_free_start, tiny_gdr, tmp_path, small_corpora):
+    def epochs(model, **options):
+        report = adapt(settings(corpus, model, tmp_path / "o", **{"epochs": None, **options}),
+                       confirm=lambda seconds: False)
+        return report["config"]["epochs"]
+
+    # a GDR epoch trains on every document's span and sentence: one of them; the others' epochs are 1,024 queries
+    assert (epochs(tiny_gdr), epochs(inference_free_start)) == (1, 2)
+    assert epochs(tiny_gdr, epochs=3) == 3
 
 
 def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path, monkeypatch):
