@@ -114,6 +114,7 @@ def test_a_dense_encoder_is_adapted_with_hce_u(corpus, dense_start, tmp_path, sm
     summary = json.loads((tmp_path / "adapted" / "train" / "summary.json").read_text())
     assert summary["config"]["scenario"] == "unsupervised" and summary["pairs"] == 0
     assert summary["averaged_with_base"] == 0.5 and summary["config"]["span_words"] == 16  # the gentler settings
+    assert summary["config"]["cached_negatives"] and not summary["config"]["dev_every_epoch"]  # adapt's 20 minutes
 
 
 def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weights(corpus, sidr_start, tmp_path,
