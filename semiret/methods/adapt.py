@@ -105,7 +105,8 @@ class AdaptConfig:
 
 def check_numbers(config: AdaptConfig) -> None:
     """Numbers that cannot work, refused before anything loads, each naming its flag."""
-    if (config.epochs is not None and config.epochs < 1) or config.queries_per_epoch < 1 or config.check_queries < 10:
+    too_few_epochs = config.epochs is not None and config.epochs < 1
+    if too_few_epochs or config.queries_per_epoch < 1 or config.check_queries < 10:
         raise SemiretError("adaptation needs at least 1 epoch (--epochs), 1 pseudo-query per epoch "
                            "(--queries-per-epoch) and 10 check queries (--check-queries)")
     if config.batch_size < 1:

@@ -250,7 +250,7 @@ def test_epochs_default_by_model_kind(corpus, inference_free_start, tiny_gdr, tm
                        confirm=lambda seconds: False)
         return report["config"]["epochs"]
 
-    # a GDR epoch trains on every document's span and sentence: one of them; the others' epochs are 1,024 queries
+    # a GDR epoch trains on every document's spans and sentence: one of them; the others' epochs are 1,024 queries
     assert (epochs(tiny_gdr), epochs(inference_free_start)) == (1, 2)
     assert epochs(tiny_gdr, epochs=3) == 3
 
