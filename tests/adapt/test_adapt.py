@@ -253,6 +253,8 @@ def test_epochs_default_by_model_kind(corpus, inference_free_start, tiny_gdr, tm
     # a GDR epoch trains on every document's spans and sentence: one of them; the others' epochs are 1,024 queries
     assert (epochs(tiny_gdr), epochs(inference_free_start)) == (1, 2)
     assert epochs(tiny_gdr, epochs=3) == 3
+    with pytest.raises(SemiretError, match="--epochs"):
+        adapt(settings(corpus, tiny_gdr, tmp_path / "o", epochs=0))  # refused, not taken for the default
 
 
 def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path, monkeypatch):
