@@ -10,8 +10,8 @@ own label-free stages:
   HCE's and averaged with the start (:data:`DENSE_ADAPT`);
 - a **SiDR** model (``sidr-scifact``, a saved one): SiDR's own training (:func:`semiret.methods.sidr.train_sidr`:
   the semi-parametric loss, negatives retrieved from the corpus's bag-of-tokens index) continued on pseudo-queries
-  of the corpus, each judged relevant to its source document, averaged half with the start (:data:`SIDR_ADAPT`);
-  searched as ``sidr-full``;
+  of the corpus, each judged relevant to its source document, distilled in-batch from the same teacher ensemble
+  (BM25 kept in it), averaged half with the start (:data:`SIDR_ADAPT`); searched as ``sidr-full``;
 - a **GDR** model (``gdr-scifact``, a saved one): GDR trained again without labels over a prefix tree of this
   corpus (:func:`semiret.methods.gdr.train_gdr`: E_D's vectors clustered by Algorithm 1, the decoder learning the
   new cluster ids from the corpus's random spans and inverse-cloze sentences plus the pseudo-queries above), E_Q
@@ -84,7 +84,8 @@ class AdaptConfig:
     """Pseudo-queries trained on per epoch (the inference-free recipe's pre-training default; 8x more moved
     Vaswani's nDCG@10 by -0.005, docs/results.md)."""
     teachers: str = "dense:minilm@128,sparse:splade-tiny,bm25"
-    """Inference-free models: the teacher ensemble (BM25 kept in it; see semiret train inference-free)."""
+    """Inference-free and SiDR models: the teacher ensemble (BM25 kept in it; see semiret train inference-free),
+    distilled from as each recipe's training does."""
     batch_size: int = 32
     """Pseudo-queries per step."""
     max_length: int = 128
@@ -204,6 +205,15 @@ def retriever_name(kind: str) -> str:
             "nail": "bm25+nail"}.get(kind, "dense")
 
 
+def teacher_work(config: AdaptConfig, documents: int) -> float:
+    """The teachers' share of an estimate, in the student's document encodings: each neural teacher encodes the
+    corpus and the pseudo-queries (about 0.3 of a corpus); MiniLM costs ~2.5x SPLADE-tiny."""
+    from semiret.training.teachers import parse_teachers
+
+    cost = {"dense": 2.5, "sparse": 1.0, "sidr": 2.0}
+    return sum(cost.get(kind, 0.0) for kind, _, _ in parse_teachers(config.teachers)) * documents * 1.3
+
+
 def estimate_seconds(kind: str, model: str, documents: list[Document], config: AdaptConfig) -> float:
     """Seconds the adaptation should take here, from a probe: the time the model takes to encode 64 of the
     corpus's documents, scaled by the work each stage does in document encodings (a training encoding
@@ -237,13 +247,12 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     trained = config.epochs * config.queries_per_epoch
     n = len(documents)
     if kind == "inference-free":
-        from semiret.training.teachers import parse_teachers
-
-        # each neural teacher encodes the corpus and one pseudo-query per document; MiniLM costs ~2.5x SPLADE-tiny
-        teacher_cost = sum({"dense": 2.5, "sparse": 1.0, "sidr": 2.0}.get(kind_, 0.0) for kind_, _, _ in parse_teachers(config.teachers))
-        work = teacher_cost * n * 1.3 + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
+        work = teacher_work(config, n) + 3 * trained * 8 * 0.5 + 2 * n  # 8 candidates at pre-training's 128 tokens
     elif kind == "sidr":
-        work = 3 * trained * 3 + n  # query, positive, a retrieved negative per pair; the bag-of-tokens index
+        # query, positive, a retrieved negative per pair; the bag-of-tokens index; the teachers at half their
+        # pre-training weight, the probe reading SiDR's 256 tokens (climate-fever, AMD EPYC: MiniLM@128 1.14 and
+        # SPLADE-tiny 0.94 of a probe document's time; docs/results.md)
+        work = 0.5 * teacher_work(config, n) + 3 * trained * 3 + n
     elif kind == "gdr":
         # E_D over the corpus, both indexes and their known-item checks: about 1.5 documents' encoding per document;
         # per epoch GDR_ADAPT's spans and a sentence of every document besides the pseudo-queries, each a short query
@@ -381,7 +390,8 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
         from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 
         labelled = pseudo_labelled_collection(corpus, documents, config, run / "pseudo-queries")
-        train_sidr(SiDRTrainingConfig(**{**common, "data": str(labelled)}, epochs=config.epochs, **SIDR_ADAPT))
+        train_sidr(SiDRTrainingConfig(**{**common, "data": str(labelled)}, epochs=config.epochs,
+                                      teachers=config.teachers, **SIDR_ADAPT))
         return run / "model"
     if kind == "gdr":
         return train_adapted_gdr(config, corpus, documents, start, run, common)

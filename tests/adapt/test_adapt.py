@@ -117,17 +117,20 @@ def test_a_dense_encoder_is_adapted_with_hce_u(corpus, dense_start, tmp_path, sm
     assert summary["config"]["cached_negatives"] and not summary["config"]["dev_every_epoch"]  # adapt's 20 minutes
 
 
-def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weights(corpus, sidr_start, tmp_path,
-                                                                                 small_corpora):
+def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weights(corpus, sidr_start, tiny_bert,
+                                                                                 tmp_path, small_corpora):
     from semiret.models.sidr import SiDRModel
     from semiret.search.retrievers import open_retriever, retriever_class
 
     output = tmp_path / "adapted"
-    report = adapt(settings(corpus, sidr_start, output, hybrid=False))
+    teachers = f"dense:{tiny_bert},bm25"
+    report = adapt(settings(corpus, sidr_start, output, hybrid=False, teachers=teachers))
     assert report["kind"] == "sidr" and report["retriever"] == "sidr-full" and report["estimate_seconds"] > 0
     summary = json.loads((output / "train" / "summary.json").read_text())
     assert summary["pairs"] == 8 and summary["config"]["base"] == str(sidr_start.resolve())
     assert summary["averaged_with_base"] == 0.5  # WiSE-FT with the start, as for dense encoders
+    assert summary["config"]["teachers"] == teachers  # distilled from the ensemble, BM25 in it
+    assert all(terms["kl"] > 0 for terms in summary["terms_per_epoch"])
     qrels = (output / "train" / "pseudo-queries" / "qrels" / "train.tsv").read_text().splitlines()[1:]
     assert len(qrels) == 8 and all(line.split("\t")[1].startswith("d") for line in qrels)
     assert open_retriever(output / "index").name == "sidr-full"
