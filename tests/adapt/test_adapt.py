@@ -294,6 +294,28 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         adapt(settings(corpus, "splade-tiny", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
+    with pytest.raises(SemiretError, match="give it teachers.*'none' is for SiDR"):
+        adapt(settings(corpus, inference_free_start, tmp_path / "o", teachers="none"))
+    assert not (tmp_path / "o").exists()
+
+
+def test_sidr_adapts_without_teachers_when_told(corpus, sidr_start, tmp_path, small_corpora, monkeypatch):
+    import semiret.methods.sidr as sidr_recipe
+
+    class Trained(Exception):
+        pass
+
+    def train_sidr(config):
+        seen.append(config)
+        raise Trained
+
+    seen = []
+    monkeypatch.setattr(sidr_recipe, "train_sidr", train_sidr)
+    with pytest.raises(Trained):
+        adapt(settings(corpus, sidr_start, tmp_path / "a", teachers="none"))
+    assert seen[0].teachers == ""  # SiDR's own loss alone
+    assert adapt_module.teacher_work(AdaptConfig(teachers="none"), 1000) == 0.0  # no teacher encodes the corpus
+    assert adapt_module.teacher_work(AdaptConfig(), 1000) > 0
 
 
 def test_the_corpus_check_accepts_the_corpus_and_later_additions(tmp_path):
