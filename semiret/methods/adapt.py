@@ -121,6 +121,22 @@ def check_numbers(config: AdaptConfig) -> None:
         raise SemiretError(f"--threads must be 0 (torch's choice) or more, got {config.threads}")
 
 
+def check_teachers(kind: str, teachers: str) -> None:
+    """``--teachers`` checked before anything loads: a list the recipe can use, or ``none`` for SiDR; other kinds
+    adapt without teachers, and are told so when given some."""
+    from semiret.training.teachers import parse_teachers
+
+    if kind not in ("inference-free", "sidr"):
+        if teachers != AdaptConfig.teachers:
+            log.warning("--teachers is for inference-free and SiDR models: a %s model adapts without them", kind)
+    elif teachers == NO_TEACHERS:
+        if kind == "inference-free":
+            raise SemiretError("inference-free adaptation is distillation: give it teachers (--teachers, default "
+                               f"{AdaptConfig.teachers}); '{NO_TEACHERS}' is for SiDR models")
+    else:
+        parse_teachers(teachers)
+
+
 def default_output(data: str, model: str) -> Path:
     return Path("adapted") / f"{Path(data).stem if Path(data).is_file() else Path(data).name}-{Path(model).name}"
 
@@ -462,9 +478,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     from semiret.search.retrievers import retriever_class
 
     kind = model_kind(config.model)
-    if kind == "inference-free" and config.teachers == NO_TEACHERS:
-        raise SemiretError("inference-free adaptation is distillation: give it teachers (--teachers, default "
-                           f"{AdaptConfig.teachers}); '{NO_TEACHERS}' is for SiDR models")
+    check_teachers(kind, config.teachers)
     config = replace(config, epochs=config.epochs or DEFAULT_EPOCHS.get(kind, 2))
     start = model_directory_of(kind, config.model) if kind in ("inference-free", "sidr") else config.model
     start = str(start)

@@ -294,9 +294,16 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         adapt(settings(corpus, "splade-tiny", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
-    with pytest.raises(SemiretError, match="give it teachers.*'none' is for SiDR"):
-        adapt(settings(corpus, inference_free_start, tmp_path / "o", teachers="none"))
-    assert not (tmp_path / "o").exists()
+    for teachers, message in (("none", "give it teachers.*'none' is for SiDR"), ("dense:x,bm2", "unknown teacher 'bm2'")):
+        with pytest.raises(SemiretError, match=message):
+            adapt(settings(corpus, inference_free_start, tmp_path / "o", teachers=teachers))
+        assert not (tmp_path / "o").exists()
+
+
+def test_teachers_given_to_a_kind_that_adapts_without_them_are_named(corpus, dense_start, tmp_path, small_corpora,
+                                                                     caplog):
+    adapt(settings(corpus, dense_start, tmp_path / "o", teachers="bm25"), confirm=lambda seconds: False)
+    assert "--teachers is for inference-free and SiDR models: a dense model adapts without them" in caplog.text
 
 
 def test_sidr_adapts_without_teachers_when_told(corpus, sidr_start, tmp_path, small_corpora, monkeypatch):
@@ -314,6 +321,9 @@ def test_sidr_adapts_without_teachers_when_told(corpus, sidr_start, tmp_path, sm
     with pytest.raises(Trained):
         adapt(settings(corpus, sidr_start, tmp_path / "a", teachers="none"))
     assert seen[0].teachers == ""  # SiDR's own loss alone
+    with pytest.raises(SemiretError, match="unknown teacher 'nope'"):
+        adapt(settings(corpus, sidr_start, tmp_path / "b", teachers="nope"))
+    assert not (tmp_path / "b").exists()
     assert adapt_module.teacher_work(AdaptConfig(teachers="none"), 1000) == 0.0  # no teacher encodes the corpus
     assert adapt_module.teacher_work(AdaptConfig(), 1000) > 0
 
