@@ -33,7 +33,7 @@ from pathlib import Path
 
 from semiret.errors import SemiretError
 from semiret.models.checkpoints import NAIL
-from semiret.training.config import TrainingConfig, WeightAveraging
+from semiret.training.config import InBatchTeachers, TrainingConfig, WeightAveraging
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ placeholders in about 0.12 s of one core per passage in training (bfloat16 on an
 
 
 @dataclass
-class NailTrainingConfig(WeightAveraging, TrainingConfig):
+class NailTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
     output: str = "runs/nail"
     """Run folder: checkpoints, the pre-trained and the final model, summary.json."""
     architecture: str = "encoder-decoder"
@@ -130,6 +130,7 @@ class NailTrainingConfig(WeightAveraging, TrainingConfig):
 
     def validate(self) -> None:
         self.model_config().validate()
+        self.validate_teachers()
         self.validate_averaging()
         if self.batch_size < 1 or self.pretrain_batch_size < 2:
             raise SemiretError("fine-tuning needs batches of at least 1 query, pre-training of at least 2 pairs")
@@ -150,7 +151,7 @@ class NailTrainingConfig(WeightAveraging, TrainingConfig):
 
 def pretraining_pairs(corpora: list[str], per_document: int, seed: int):
     """A :class:`~semiret.training.data.TrainingSet` of pseudo pairs from every corpus (a passage is a document
-    of its own, so no pair's positive is another's)."""
+    of its own, so no pair's positive is another's), each passage its query's one positive (what teachers score)."""
     from semiret.data.collection import Collection, Document
     from semiret.training.data import TrainingPair, TrainingSet
     from semiret.training.pseudo_queries import generate_pseudo_pairs
@@ -161,7 +162,7 @@ def pretraining_pairs(corpora: list[str], per_document: int, seed: int):
             pairs.append(TrainingPair(pair.id, pair.query, Document(f"{pair.id}-passage", pair.passage)))
     if not pairs:
         raise SemiretError(f"no document of {', '.join(corpora)} is long enough for a pseudo pair")
-    return TrainingSet(pairs)
+    return TrainingSet(pairs, {p.query_id: {p.positive.id} for p in pairs}, {p.positive.id: p.positive for p in pairs})
 
 
 def bm25_pools(training_set, depth: int) -> dict[str, list[str]]:
@@ -212,6 +213,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     from semiret.text.wordpiece import WordPieceVocabulary
     from semiret.training.contrastive import TokenSetContrastiveLoss
     from semiret.training.data import PairBatches, TrainingSet
+    from semiret.training.distillation import InBatchDistillation
     from semiret.training.distributed import is_main_process
     from semiret.training.miners import PooledNegatives
     from semiret.training.trainer import write_run_summary
@@ -231,6 +233,9 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
         "total": sum(p.numel() for p in model.parameters()),
         "trained": sum(p.numel() for p in model.parameters() if p.requires_grad)}}
 
+    def distilling(stage_set):
+        return InBatchDistillation.of_config(config, stage_set) if config.teachers else None
+
     pretrained = output / "pretrain" / "model"
     if config.pretrain_corpora and config.pretrain_epochs:
         if resume and (pretrained / NAIL.marker).is_file():
@@ -240,8 +245,9 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
         else:
             pairs = pretraining_pairs(config.pretrain_corpora, config.pretrain_pairs_per_document, config.seed)
             batches = PairBatches(pairs, config.pretrain_batch_size, config.pretrain_pairs_per_epoch)
-            result = _train_stage(model, "pretrain", batches, TokenSetContrastiveLoss(vocabulary, config.temperature),
-                                  config, config.pretrain_epochs, config.pretrain_learning_rate, resume)
+            loss = TokenSetContrastiveLoss(vocabulary, config.temperature, distillation=distilling(pairs))
+            result = _train_stage(model, "pretrain", batches, loss, config, config.pretrain_epochs,
+                                  config.pretrain_learning_rate, resume)
             result["pairs"] = len(pairs)
             summary["stages"].append(result)
             if is_main_process():
@@ -249,7 +255,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     if config.finetune_epochs:
         negatives = PooledNegatives(bm25_pools(training_set, config.negative_depth), training_set.documents,
                                     training_set.positives, config.hard_negatives)
-        loss = TokenSetContrastiveLoss(vocabulary, config.temperature, negatives)
+        loss = TokenSetContrastiveLoss(vocabulary, config.temperature, negatives, distilling(training_set))
         result = _train_stage(model, "finetune", PairBatches(training_set, config.batch_size), loss, config,
                               config.finetune_epochs, config.finetune_learning_rate, resume)
         result["pairs"] = len(training_set)

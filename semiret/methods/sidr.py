@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from semiret.errors import SemiretError
-from semiret.training.config import TrainingConfig, WeightAveraging
+from semiret.training.config import InBatchTeachers, TrainingConfig, WeightAveraging
 
 
 # ---------------------------------------------------------------------------------------------- training
 @dataclass
-class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
+class SiDRTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
     output: str = "runs/sidr"
     """Run folder: checkpoints, bag-of-tokens index, final model."""
     shared: bool = False
@@ -47,16 +47,6 @@ class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
     """Negative pool size m per query."""
     retrieve_depth: int = 100
     """Results of the in-training search scanned for the pool."""
-    teachers: str = ""
-    """Teachers to distil from beside the contrastive loss, as for train inference-free (dense[:model],
-    sparse[:model], sidr[:model], bm25, comma-separated): KL from their normalised ensemble to the full index's
-    scores of every query against every passage of the batch. Empty: no distillation (the paper's recipe)."""
-    distillation_weight: float = 1.0
-    """Weight of the distillation term beside the contrastive loss (with --teachers)."""
-    teacher_scale: float = 30.0
-    """Scale S of the ensemble teacher's scores (with --teachers; train inference-free's fine-tuning default)."""
-    teacher_cache: str | None = None
-    """Teacher vector cache folder (default <output>/teachers; train inference-free's caches can be shared)."""
     epochs: int = 15
     learning_rate: float = 2e-4
     """Peak learning rate of AdamW."""
@@ -75,13 +65,7 @@ class SiDRTrainingConfig(WeightAveraging, TrainingConfig):
                                f"{self.pool_size} and {self.retrieve_depth}); --negatives none trains without them")
         if self.top_k < 1 or self.query_max_length < 1 or self.document_max_length < 1:
             raise SemiretError("--top-k, --query-max-length and --document-max-length must be at least 1")
-        if self.teachers:
-            from semiret.training.teachers import parse_teachers
-
-            parse_teachers(self.teachers)
-            if not (self.distillation_weight > 0 and self.teacher_scale > 0):
-                raise SemiretError(f"--distillation-weight and --teacher-scale must be positive with --teachers (got "
-                                   f"{self.distillation_weight} and {self.teacher_scale})")
+        self.validate_teachers()
         self.validate_averaging()
 
 
@@ -95,6 +79,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.training.config import Schedule
     from semiret.training.contrastive import SemiParametricLoss
     from semiret.training.data import PairBatches, TrainingSet
+    from semiret.training.distillation import InBatchDistillation
     from semiret.training.distributed import is_main_process, main_process_first
     from semiret.training.miners import RetrievedNegativeMiner
     from semiret.training.trainer import Trainer, epoch_summary, saved_history, write_run_summary
@@ -126,17 +111,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
         miner = RetrievedNegativeMiner(BagOfTokensRetriever.open(bot_path).index, training_set.documents,
                                        training_set.positives, pool_size=config.pool_size,
                                        depth=config.retrieve_depth)
-    distillation = None
-    if config.teachers:
-        from semiret.training.distillation import InBatchDistillation
-        from semiret.training.distributed import training_device
-        from semiret.training.teachers import run_teachers
-
-        teachers, cache_dir = run_teachers(config.teachers, output, config.teacher_cache,
-                                           training_device(config.device))
-        with main_process_first():  # the others read the teacher caches it wrote
-            distillation = InBatchDistillation.from_training_set(training_set, teachers, cache_dir,
-                                                                 config.teacher_scale, config.distillation_weight)
+    distillation = InBatchDistillation.of_config(config, training_set) if config.teachers else None
     batches = PairBatches(training_set, config.batch_size)
     loss = SemiParametricLoss(config.loss_form, config.semi_parametric, miner, distillation)
     schedule = Schedule(config.epochs, config.learning_rate, config.warmup_epochs)

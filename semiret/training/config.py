@@ -80,6 +80,32 @@ class TrainingConfig:
 
 
 @dataclass
+class InBatchTeachers:
+    """The options of recipes that can distil from a teacher ensemble beside their contrastive loss, every query
+    of a batch against every passage of it (:class:`semiret.training.distillation.InBatchDistillation`)."""
+
+    teachers: str = ""
+    """Teachers to distil from beside the contrastive loss, as for train inference-free (dense[:model],
+    sparse[:model], sidr[:model], bm25, comma-separated): KL from their normalised ensemble to the model's
+    scores of every query against every passage of the batch. Empty: no distillation (the paper's recipe)."""
+    distillation_weight: float = 1.0
+    """Weight of the distillation term beside the contrastive loss (with --teachers)."""
+    teacher_scale: float = 30.0
+    """Scale S of the ensemble teacher's scores (with --teachers; train inference-free's fine-tuning default)."""
+    teacher_cache: str | None = None
+    """Teacher vector cache folder (default <output>/teachers; train inference-free's caches can be shared)."""
+
+    def validate_teachers(self) -> None:
+        if self.teachers:
+            from semiret.training.teachers import parse_teachers
+
+            parse_teachers(self.teachers)
+            if not (self.distillation_weight > 0 and self.teacher_scale > 0):
+                raise SemiretError(f"--distillation-weight and --teacher-scale must be positive with --teachers (got "
+                                   f"{self.distillation_weight} and {self.teacher_scale})")
+
+
+@dataclass
 class WeightAveraging:
     """The option of recipes that can average their trained weights with their starting model's."""
 

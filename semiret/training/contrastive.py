@@ -17,7 +17,7 @@ from semiret.models.sidr import sparse_queries
 from semiret.training.data import SeededBatch
 from semiret.training.distillation import InBatchDistillation
 from semiret.training.distributed import encode_rows
-from semiret.training.losses import Loss, LossOutput, multi_hot_softmax_loss, sidr_loss
+from semiret.training.losses import Loss, LossOutput, multi_hot_cross_entropy, multi_hot_similarities, sidr_loss
 from semiret.training.miners import PooledNegatives, RetrievedNegativeMiner
 
 
@@ -101,12 +101,15 @@ class TokenSetContrastiveLoss(Loss):
     :class:`~semiret.training.data.TrainingPair`: queries are their distinct non-special tokens (``vocabulary``),
     passages the positives, then ``negatives``' draws for each query (if any), then the pairs' given negatives;
     every passage of the batch competes for every query. Only the vocabulary columns of the batch's query tokens
-    are computed: the loss reads no other."""
+    are computed: the loss reads no other. ``distillation`` (optional) adds its term over the same scores of every
+    query against every passage of the batch."""
 
-    def __init__(self, vocabulary, temperature: float = 1.0, negatives: PooledNegatives | None = None):
+    def __init__(self, vocabulary, temperature: float = 1.0, negatives: PooledNegatives | None = None,
+                 distillation: InBatchDistillation | None = None):
         if not temperature > 0:
             raise SemiretError(f"the temperature must be positive, got {temperature}")
         self.vocabulary, self.temperature, self.negatives = vocabulary, temperature, negatives
+        self.distillation = distillation
 
     def __call__(self, model, batch: SeededBatch, step: int) -> LossOutput:
         pairs = batch.items
@@ -122,5 +125,9 @@ class TokenSetContrastiveLoss(Loss):
             return model(*model.inputs.padded(texts, device), columns.to(device))
 
         scores = encode_rows(scores_of, [d.full_text for d in passages])
-        loss = multi_hot_softmax_loss(tokens, scores, columns, torch.arange(len(pairs)), self.temperature)
-        return LossOutput(loss)
+        similarities = multi_hot_similarities(tokens, scores, columns)
+        loss = multi_hot_cross_entropy(similarities, torch.arange(len(pairs)), self.temperature)
+        if self.distillation is None:
+            return LossOutput(loss)
+        distilled = self.distillation(similarities, [p.query_id for p in pairs], [d.id for d in passages])
+        return LossOutput(loss + distilled.total, {"contrastive": loss.item(), **distilled.terms})

@@ -216,6 +216,20 @@ class InBatchDistillation:
         return cls([TeacherScores(t, documents, list(texts), list(texts.values()), cache_dir) for t in teachers],
                    documents, scale, weight, normalize)
 
+    @classmethod
+    def of_config(cls, config, training_set: TrainingSet) -> InBatchDistillation:
+        """The term a recipe's :class:`~semiret.training.config.InBatchTeachers` options ask for over
+        ``training_set``: the teachers run (and cached) on the training device by the main process, read by the
+        others."""
+        from semiret.training.distributed import main_process_first, training_device
+        from semiret.training.teachers import run_teachers
+
+        teachers, cache_dir = run_teachers(config.teachers, Path(config.output), config.teacher_cache,
+                                           training_device(config.device))
+        with main_process_first():  # the others read the teacher caches it wrote
+            return cls.from_training_set(training_set, teachers, cache_dir, config.teacher_scale,
+                                         config.distillation_weight)
+
     def __call__(self, student: torch.Tensor, query_ids: Sequence[str], passage_ids: Sequence[str]) -> LossOutput:
         """``student`` [N, M]: the batch's N queries against its M passages (``passage_ids``)."""
         rows = np.fromiter((self.row[p] for p in passage_ids), np.int64, len(passage_ids))

@@ -170,17 +170,27 @@ def grouped_scores(queries: torch.Tensor, documents: torch.Tensor) -> torch.Tens
     return torch.bmm(documents.view(n, -1, documents.shape[-1]), queries.unsqueeze(-1)).squeeze(-1)
 
 
-def multi_hot_softmax_loss(query_tokens: list[torch.Tensor], document_scores: torch.Tensor, columns: torch.Tensor,
-                           positives: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """NAIL's Eq. 3: ``-s(q, d+) + log sum_{d' in batch} exp(s(q, d'))``, summed over the queries, with
-    ``s(q, d) = sum of d's scores at q's distinct tokens`` (the query a multi-hot vector) divided by
-    ``temperature`` (the paper: 1).
-
-    ``document_scores`` [N, C] are every passage of the batch over vocabulary ids ``columns`` (ascending, at
-    least every query token); ``positives`` [m] the row of each query's positive."""
+def multi_hot_similarities(query_tokens: list[torch.Tensor], document_scores: torch.Tensor,
+                           columns: torch.Tensor) -> torch.Tensor:
+    """``s(q, d)`` [m, N], the sum of d's scores at q's distinct tokens (the query a multi-hot vector), for every
+    query against every passage: ``document_scores`` [N, C] over vocabulary ids ``columns`` (ascending, at least
+    every query token)."""
     device = document_scores.device
     multi_hot = torch.zeros(len(query_tokens), len(columns), dtype=document_scores.dtype, device=device)
     for row, tokens in enumerate(query_tokens):
         multi_hot[row, torch.searchsorted(columns, tokens).to(device)] = 1.0
-    similarities = multi_hot @ document_scores.T / temperature
-    return F.cross_entropy(similarities, positives.to(device), reduction="sum")
+    return multi_hot @ document_scores.T
+
+
+def multi_hot_softmax_loss(query_tokens: list[torch.Tensor], document_scores: torch.Tensor, columns: torch.Tensor,
+                           positives: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """NAIL's Eq. 3: ``-s(q, d+) + log sum_{d' in batch} exp(s(q, d'))``, summed over the queries, with ``s``
+    :func:`multi_hot_similarities` divided by ``temperature`` (the paper: 1); ``positives`` [m] the row of each
+    query's positive."""
+    similarities = multi_hot_similarities(query_tokens, document_scores, columns)
+    return multi_hot_cross_entropy(similarities, positives, temperature)
+
+
+def multi_hot_cross_entropy(similarities: torch.Tensor, positives: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Eq. 3 over similarities already computed (:func:`multi_hot_softmax_loss`)."""
+    return F.cross_entropy(similarities / temperature, positives.to(similarities.device), reduction="sum")

@@ -169,21 +169,25 @@ def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr
                                          model=str(output / "model"))
 
 
-def test_a_nail_model_goes_on_pre_training_on_the_corpus_and_keeps_its_bm25_weight(corpus, tiny_nail, tmp_path,
-                                                                                   small_corpora):
+def test_a_nail_model_goes_on_pre_training_on_the_corpus_and_keeps_its_bm25_weight(corpus, tiny_nail, tiny_bert,
+                                                                                   tmp_path, small_corpora):
     from semiret.models.checkpoints import NAIL
     from semiret.models.nail import NailModel
     from semiret.search.retrievers import open_retriever, retriever_class
 
     start = copy_with_search_settings(NAIL, tiny_nail, tmp_path / "start", {"bm25_weight": 1.5})
     output = tmp_path / "adapted"
-    report = adapt(settings(corpus, start, output))
+    teachers = f"dense:{tiny_bert},bm25"
+    report = adapt(settings(corpus, start, output, teachers=teachers))
     assert report["kind"] == "nail" and report["retriever"] == "bm25+nail" and report["estimate_seconds"] > 0
     assert "hybrid" not in report["check"]  # BM25 is the first stage already: no fusion checked
     summary = json.loads((output / "train" / "summary.json").read_text())
     assert [stage["stage"] for stage in summary["stages"]] == ["pretrain"]  # the label-free stage alone
     assert summary["stages"][0]["pairs"] > 0 and summary["config"]["positions"] == 4  # the start's architecture
     assert summary["averaged_with_base"] == 0.5  # WiSE-FT with the start, as for dense and SiDR models
+    assert summary["config"]["teachers"] == teachers  # distilled from the ensemble, BM25 in it
+    assert summary["config"]["distillation_weight"] == 32  # the batch: Eq. 3 is summed over its queries
+    assert all(terms["kl"] > 0 for terms in summary["stages"][0]["terms_per_epoch"])
     assert NAIL.read(str(output / "train" / "model"))[1]["search"] == {"bm25_weight": 1.5}
     served = open_retriever(output / "index")
     assert served.name == "bm25+nail" and served.query_side.bm25_weight == 1.5
@@ -303,7 +307,7 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
 def test_teachers_given_to_a_kind_that_adapts_without_them_are_named(corpus, dense_start, tmp_path, small_corpora,
                                                                      caplog):
     adapt(settings(corpus, dense_start, tmp_path / "o", teachers="bm25"), confirm=lambda seconds: False)
-    assert "--teachers is for inference-free and SiDR models: a dense model adapts without them" in caplog.text
+    assert "--teachers is for inference-free, SiDR and NAIL models: a dense model adapts without them" in caplog.text
 
 
 def test_sidr_adapts_without_teachers_when_told(corpus, sidr_start, tmp_path, small_corpora, monkeypatch):

@@ -103,6 +103,19 @@ def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_op
     assert open_retriever(tmp_path / "index").search("statins cancer", k=2)
 
 
+def test_teachers_add_an_in_batch_distillation_term_to_both_stages(tiny_bert, beir_dir, tmp_path):
+    config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
+                  decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=1,
+                  batch_size=2, hard_negatives=1, threads=1, teachers=f"dense:{tiny_bert},bm25")
+    summary = train_nail(NailTrainingConfig(**config))
+    for stage in summary["stages"]:  # the pseudo pairs' passages and the qrels' documents are both scored
+        terms = stage["terms_per_epoch"][0]
+        assert terms["kl"] > 0 and terms["contrastive"] > 0
+        assert stage["loss_per_epoch"][0] == pytest.approx(terms["contrastive"] + terms["kl"], rel=1e-3)
+    with pytest.raises(SemiretError, match="unknown teacher"):
+        train_nail(NailTrainingConfig(**{**config, "teachers": "bm26"}))
+
+
 def test_the_train_command_takes_every_option_as_a_flag(monkeypatch):
     from typer.testing import CliRunner
 
