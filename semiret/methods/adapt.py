@@ -124,8 +124,8 @@ def check_numbers(config: AdaptConfig) -> None:
 
 
 def check_teachers(kind: str, teachers: str) -> None:
-    """``--teachers`` checked before anything loads: a list the recipe can use, or ``none`` for SiDR and NAIL; other kinds
-    adapt without teachers, and are told so when given some."""
+    """``--teachers`` checked before anything loads: a list the recipe can use, or ``none`` for SiDR and NAIL;
+    other kinds adapt without teachers, and are told so when given some."""
     from semiret.training.teachers import parse_teachers
 
     if kind not in DISTILLING_KINDS:

@@ -298,7 +298,8 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         adapt(settings(corpus, "splade-tiny", tmp_path / "o"))
     with pytest.raises(SemiretError, match="which corpus"):
         adapt(AdaptConfig(output=str(tmp_path / "o")))
-    for teachers, message in (("none", "give it teachers.*'none' is for SiDR"), ("dense:x,bm2", "unknown teacher 'bm2'")):
+    for teachers, message in (("none", "give it teachers.*'none' is for SiDR"),
+                              ("dense:x,bm2", "unknown teacher 'bm2'")):
         with pytest.raises(SemiretError, match=message):
             adapt(settings(corpus, inference_free_start, tmp_path / "o", teachers=teachers))
         assert not (tmp_path / "o").exists()
