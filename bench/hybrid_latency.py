@@ -1,7 +1,7 @@
 """``hybrid`` (BM25 fused with a neural retriever) against each of its parts alone: quality and single-query
 latency in one run, and the hybrid's latency as a ratio of its slower part's (the target: <= 1.10).
 
-``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion score]
+``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion bound]
 [--threads 1] [--docs N]`` prints one JSON object. The hybrid index is built once (its two parts are complete
 indexes, searched alone by the part retrievers, so all three systems read the same postings). Latency: each query
 alone (``search(text, k=10, n_threads=THREADS)``, every system given the same threads), systems timed in rotating
@@ -30,7 +30,8 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--neural", default="inference-free")
     parser.add_argument("--model", default=None)
-    parser.add_argument("--fusion", default="score", choices=("rrf", "score"))
+    parser.add_argument("--fusion", default=None, choices=("bound", "score", "rrf"),
+                        help="default: the hybrid's own ('bound' for two parts that search postings)")
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the hybrid index here")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="n_threads of every system's searches")
@@ -49,7 +50,7 @@ def main() -> None:
     hybrid = open_retriever(index, fusion=args.fusion)
     systems = {"hybrid": hybrid, **hybrid.query_side.parts}  # the parts: BM25 ("lexical") and the neural one
     result = {"benchmark": "hybrid_latency", "machine": machine(), "data": name, "neural": args.neural,
-              "model": args.model, "fusion": args.fusion, "threads": args.threads, "queries": len(texts),
+              "model": args.model, "fusion": hybrid.query_side.fusion, "threads": args.threads, "queries": len(texts),
               "systems": {}}
     times = timed_rounds({label: partial(system.search, k=10, n_threads=args.threads)
                           for label, system in systems.items()}, texts, rounds=args.rounds)

@@ -362,18 +362,39 @@ class InvertedIndex(SegmentedIndex):
                 finally:
                     segment.release_scratch(scratch)
 
-            if n_threads > 1 and n_queries > 1:
-                chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
-                with ThreadPoolExecutor(n_threads) as pool:
-                    list(pool.map(run, chunks[:-1], chunks[1:]))
-            else:
-                run(0, n_queries)
+            _in_query_chunks(run, n_queries, n_threads)
             if snapshot.meta.get("quantization") and second_stage is None:
                 scores *= snapshot.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)
             seg_docs.append(docs)
             visited += seg_visited
         return seg_scores, seg_docs, visited
+
+    def term_bounds(self, snapshot: Snapshot | None = None) -> np.ndarray:
+        """Each term's largest value over the snapshot's segments (float32 [vocab], 0 for absent terms; the
+        quantization scale applied): with the query weights, the largest score a document can get. Deleted
+        documents count until a merge drops them, as in document frequencies: still a bound, never recomputed
+        for a delete."""
+        snapshot = snapshot or self.snapshot
+        bounds = snapshot.derived.get("term_bounds")
+        if bounds is None:
+            bounds = np.zeros(_vocab_size(snapshot.meta), np.float32)
+            for segment in snapshot.segments:
+                terms = np.asarray(segment.terms)
+                inside = terms < len(bounds)  # words an add was still encoding are not searched either
+                bounds[terms[inside]] = np.maximum(bounds[terms[inside]], segment.term_maxima()[inside])
+            if snapshot.meta.get("quantization"):
+                bounds *= snapshot.meta["quantization"]["scale"] or 1.0
+            snapshot.derived["term_bounds"] = bounds
+        return bounds
+
+    def score_bounds(self, queries: Sequence[SparseQuery], snapshot: Snapshot | None = None) -> np.ndarray:
+        """Each query's score bound: the largest score any document of the snapshot can get (``sum_t w_t x``
+        the term's largest value, with IDF for BM25), so that scores divided by it lie in [0, 1] whatever the
+        query, the model or the collection (what a fusion of two indexes' scores normalises by)."""
+        snapshot = snapshot or self.snapshot
+        offsets, terms, weights = self._pack_queries(queries, snapshot)
+        return kernels.query_score_bounds(offsets, terms, weights, self.term_bounds(snapshot))
 
     def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
         """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""
@@ -500,6 +521,92 @@ class InvertedIndex(SegmentedIndex):
         if committed is None:  # indexes written before vocab_bytes was recorded
             committed = sum(len(t.encode("utf-8")) + 1 for t in self.vocab[: self.meta["n_terms"]])
         return committed
+
+
+def search_normalised_sum(parts: Sequence[tuple[InvertedIndex, Sequence[SparseQuery], float]], k: int,
+                          n_threads: int = 1) -> SearchHits | None:
+    """The top ``k`` of ``sum_p share_p x score_p(q, d) / bound_p(q)`` over two inverted indexes of the same
+    documents, ``parts`` being ``(index, queries, share)``: each index's score divided by the query's score
+    bound there (:meth:`InvertedIndex.score_bounds`), so both lie in [0, 1], then weighted and summed, exactly,
+    over every document. Both indexes' postings are added into one score buffer per segment and selected
+    once: what a hybrid of two sparse retrievers costs about as much as one. Needs segments that hold the
+    same documents in the same order (indexes written together, as a hybrid's parts are); None when the
+    current ones do not (a crash between the parts' commits, or a part copied from elsewhere), for the caller
+    to search each index alone. Hits' ids are the first index's."""
+    (index_a, queries_a, share_a), (index_b, queries_b, share_b) = parts
+    snapshot_a, snapshot_b = index_a.snapshot, index_b.snapshot
+    if k < 1:
+        raise SemiretError("k must be at least 1")
+    if not _aligned(snapshot_a.segments, snapshot_b.segments):
+        return None
+    packed = []
+    for index, queries, share, snapshot in ((index_a, queries_a, share_a, snapshot_a),
+                                            (index_b, queries_b, share_b, snapshot_b)):
+        offsets, terms, weights = index._pack_queries(queries, snapshot)
+        bounds = kernels.query_score_bounds(offsets, terms, weights, index.term_bounds(snapshot))
+        if snapshot.meta.get("quantization"):  # the postings hold quantized units, the bounds real ones
+            share *= snapshot.meta["quantization"]["scale"] or 1.0
+        packed.append((offsets, terms, weights, bounds, float(share)))
+    n_queries = len(queries_a)
+    seg_scores, seg_docs = [], []
+    for segment_a, segment_b in zip(snapshot_a.segments, snapshot_b.segments):
+        deleted = _NO_DELETIONS  # a delete that reached one part only (a crash between commits) still counts
+        if segment_a.deleted.any() or segment_b.deleted.any():
+            deleted = segment_a.deleted | segment_b.deleted
+        arguments = [(*query, *segment.search_arrays(), segment.values is None)
+                     for query, segment in zip(packed, (segment_a, segment_b))]
+        kk = min(k, segment_a.n_docs) or 1
+        scores = np.empty((n_queries, kk), np.float32)
+        docs = np.empty((n_queries, kk), np.int32)
+        visited = np.empty(n_queries, np.int64)
+
+        def run(lo: int, hi: int) -> None:
+            scratch = segment_a.scratch()
+            try:
+                kernels.search_two_postings(*_query_slice(arguments[0], lo, hi), *_query_slice(arguments[1], lo, hi),
+                                            deleted, segment_a.n_docs, kk, *scratch, scores[lo:hi], docs[lo:hi],
+                                            visited[lo:hi])
+            finally:
+                segment_a.release_scratch(scratch)
+
+        _in_query_chunks(run, n_queries, n_threads)
+        seg_scores.append(scores)
+        seg_docs.append(docs)
+    return index_a._top_hits(snapshot_a.segments, seg_scores, seg_docs, k, n_queries)
+
+
+def _query_slice(part: tuple, lo: int, hi: int) -> tuple:
+    """One part's kernel arguments (offsets, terms, weights, bounds, share, then its segment's arrays) for the
+    queries ``lo:hi``."""
+    offsets, terms, weights, bounds, *rest = part
+    return (offsets[lo: hi + 1], terms, weights, bounds[lo:hi], *rest)
+
+
+def _aligned(segments_a: list[InvertedSegment], segments_b: list[InvertedSegment]) -> bool:
+    """Whether two indexes' segments hold the same documents in the same order (their id hashes compared once
+    per pair of segments: segments never change but for their deletion marks)."""
+    if len(segments_a) != len(segments_b):
+        return False
+    for segment_a, segment_b in zip(segments_a, segments_b):
+        if segment_a.n_docs != segment_b.n_docs:
+            return False
+        key = ("aligned", str(segment_b.path))
+        same = segment_a._cache.get(key)
+        if same is None:
+            same = segment_a._cache[key] = bool(np.array_equal(segment_a.id_keys(), segment_b.id_keys()))
+        if not same:
+            return False
+    return True
+
+
+def _in_query_chunks(run: Callable[[int, int], None], n_queries: int, n_threads: int) -> None:
+    """``run(lo, hi)`` over the queries, split in ``n_threads`` chunks run at once (one call for one thread)."""
+    if n_threads > 1 and n_queries > 1:
+        chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(run, chunks[:-1], chunks[1:]))
+    else:
+        run(0, n_queries)
 
 
 def check_postings(postings: Postings, vocab_size: int, kind: str) -> None:

@@ -244,6 +244,28 @@ def _finish_dense(weights, rows, order, first, indptr, docs, values, binary, buf
 
 
 @numba.njit(**NUMBA_OPTIONS)
+def _add_list(docs, values, binary, start, end, weight, buffer, touched, n_touched):
+    """Add ``weight`` x the postings ``start:end`` to ``buffer``; a document enters ``touched`` when its score
+    was still zero. Branch-free: each document enters once (``weight`` > 0, values > 0), so it never
+    overflows: the slot after the last entry is written, not counted. Returns the new ``n_touched``."""
+    if binary:
+        for p in range(start, end):
+            d = docs[p]
+            old = buffer[d]
+            touched[n_touched] = d
+            n_touched += old == 0.0
+            buffer[d] = old + weight
+    else:
+        for p in range(start, end):
+            d = docs[p]
+            old = buffer[d]
+            touched[n_touched] = d
+            n_touched += old == 0.0
+            buffer[d] = old + weight * values[p]
+    return n_touched
+
+
+@numba.njit(**NUMBA_OPTIONS)
 def _collect_hits(buffer, touched, n, in_order, deleted, has_deleted, heap_scores, heap_docs):
     """The best live hits among documents ``range(n)`` (``in_order``) or ``touched[:n]`` into the heap; clears
     their scores and returns the heap's size."""
@@ -464,24 +486,8 @@ def accumulate_query(terms, weights, present_terms, indptr, docs, values, maxima
             _finish_dense(weights, rows, order, idx, indptr, docs, values, binary, buffer)
             work += remaining_postings + n_docs
             break
-        weight = weights[i]
         start, end = indptr[row], indptr[row + 1]
-        # branch-free: a document enters ``touched`` when its score was still zero (each document
-        # once, so it never overflows: the slot after the last entry is written, not counted)
-        if binary:
-            for p in range(start, end):
-                d = docs[p]
-                old = buffer[d]
-                touched[n_touched] = d
-                n_touched += old == 0.0
-                buffer[d] = old + weight
-        else:
-            for p in range(start, end):
-                d = docs[p]
-                old = buffer[d]
-                touched[n_touched] = d
-                n_touched += old == 0.0
-                buffer[d] = old + weight * values[p]
+        n_touched = _add_list(docs, values, binary, start, end, weights[i], buffer, touched, n_touched)
         work += end - start
         remaining_postings -= end - start
         remaining_bound -= bounds[i]
@@ -609,3 +615,80 @@ def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_
                 m += 1
         out_offsets[q + 1] = m
     return -1, out_offsets, out_terms[:m], out_weights[:m]
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _rows_of(terms, present_terms, indptr):
+    """Each query term's row in ``present_terms`` (-1 when absent) and the postings of those rows."""
+    n_present = present_terms.shape[0]
+    rows = np.full(terms.shape[0], -1, np.int64)
+    postings = 0
+    for i in range(terms.shape[0]):
+        row = np.searchsorted(present_terms, terms[i])
+        if row < n_present and present_terms[row] == terms[i]:
+            rows[i] = row
+            postings += indptr[row + 1] - indptr[row]
+    return rows, postings
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _add_part(weights, factor, rows, indptr, docs, values, binary, dense, buffer, touched, n_touched):
+    """One part's query terms (weights x ``factor``) into the shared buffer, tracked in ``touched`` unless
+    ``dense``; tracked terms whose weight comes to zero are skipped (they would enter documents twice)."""
+    scaled = (weights * factor).astype(np.float32)
+    if dense:
+        _finish_dense(scaled, rows, np.arange(rows.shape[0]), 0, indptr, docs, values, binary, buffer)
+        return n_touched
+    for i in range(rows.shape[0]):
+        row = rows[i]
+        if row >= 0 and scaled[i] > 0:
+            n_touched = _add_list(docs, values, binary, indptr[row], indptr[row + 1], scaled[i], buffer, touched,
+                                  n_touched)
+    return n_touched
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def search_two_postings(q_offsets_a, q_terms_a, q_weights_a, bounds_a, share_a, present_a, indptr_a, docs_a,
+                        values_a, binary_a, q_offsets_b, q_terms_b, q_weights_b, bounds_b, share_b, present_b,
+                        indptr_b, docs_b, values_b, binary_b, deleted, n_docs, k, buffer, touched, out_scores,
+                        out_docs, visited):
+    """Exact top-k of ``share_a x score_a(q, d) / bounds_a[q] + share_b x score_b(q, d) / bounds_b[q]`` (a
+    part whose bound is 0 adds nothing) over one pair of
+    segments that hold the same documents in the same order (a hybrid's two parts, written together), both
+    parts' postings added into one score buffer: one pass and one selection where two searches and a fusion
+    of their rankings would cost two of each. Each part's arguments are :func:`search_postings`' (no pruning:
+    its bound is one part's); ``deleted``, scratch and outputs as there. A quantized part's ``share`` carries
+    its scale (its postings hold quantized units, its bounds real ones)."""
+    n_queries = q_offsets_a.shape[0] - 1
+    has_deleted = deleted.shape[0] > 0
+    dense_fraction = SMALL_SEGMENT_DENSE_FRACTION if n_docs < SMALL_SEGMENT_DOCS else DENSE_FRACTION
+    heap_scores = np.empty(k, np.float32)
+    heap_docs = np.empty(k, np.int32)
+    keys = np.empty(4 * k if k >= DEEP_K else 0, np.uint64)
+    for q in range(n_queries):
+        rows_a, postings_a = _rows_of(q_terms_a[q_offsets_a[q]:q_offsets_a[q + 1]], present_a, indptr_a)
+        rows_b, postings_b = _rows_of(q_terms_b[q_offsets_b[q]:q_offsets_b[q + 1]], present_b, indptr_b)
+        dense = postings_a + postings_b >= n_docs * dense_fraction
+        factor_a = share_a / bounds_a[q] if bounds_a[q] > 0 else 0.0
+        factor_b = share_b / bounds_b[q] if bounds_b[q] > 0 else 0.0
+        n = _add_part(q_weights_a[q_offsets_a[q]:q_offsets_a[q + 1]], factor_a, rows_a, indptr_a, docs_a,
+                      values_a, binary_a, dense, buffer, touched, 0)
+        n = _add_part(q_weights_b[q_offsets_b[q]:q_offsets_b[q + 1]], factor_b, rows_b, indptr_b, docs_b,
+                      values_b, binary_b, dense, buffer, touched, n)
+        visited[q] = postings_a + postings_b + (n_docs if dense else n)
+        _collect_best(buffer, touched, n_docs if dense else n, dense, deleted, has_deleted, heap_scores, heap_docs,
+                      keys, out_scores[q], out_docs[q])
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def query_score_bounds(q_offsets, q_terms, q_weights, term_bounds):
+    """Each query's ``sum_t w_t x term_bounds[t]``: the largest score any document can get (``term_bounds``:
+    each term's largest value over the index)."""
+    n_queries = q_offsets.shape[0] - 1
+    out = np.zeros(n_queries, np.float64)
+    for q in range(n_queries):
+        total = 0.0
+        for j in range(q_offsets[q], q_offsets[q + 1]):
+            total += q_weights[j] * term_bounds[q_terms[j]]
+        out[q] = total
+    return out

@@ -1,7 +1,8 @@
 """``hybrid``: BM25 fused with a neural retriever, what practitioners reach for when a model is out of its
 domain. Both indexes live in one composite index directory (:class:`~semiret.indexes.composite.CompositeIndex`)
-and change together; each query searches both and fuses the two rankings (reciprocal rank fusion, or
-min-max normalised scores), with a configurable weight.
+and change together. Each query is scored by both and fused, with a configurable weight: each part's scores
+divided by the query's score bound there, summed over every document in one pass over both parts' postings
+(sparse neural parts), or the two rankings fused (min-max normalised scores, or reciprocal rank fusion).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
+from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
 from semiret.indexes.segments import copy_index_files
 from semiret.search.retrievers import (
     DocumentSide,
@@ -28,7 +30,7 @@ from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import SearchHits
 
 LEXICAL, NEURAL = "lexical", "neural"
-FUSIONS = ("rrf", "score")
+FUSIONS = ("bound", "score", "rrf")
 
 
 @dataclass
@@ -85,11 +87,15 @@ class HybridDocuments(DocumentSide):
 
 @dataclass
 class HybridQueryOptions:
-    fusion: str = "score"
-    """How the two rankings combine: 'score' (each ranking's scores min-max normalised over its top
-    ``fusion_depth``, then weighted and summed) or 'rrf' (reciprocal rank fusion). 'score' is the default: chosen
-    on climate-fever's training queries, a collection no packaged model was trained on, where it beat RRF with
-    all six neural parts tried (docs/results.md, "The hybrid's fusion")."""
+    fusion: str | None = None
+    """How the two parts' scores combine: 'bound' (each part's score divided by the query's score bound there,
+    the largest score any document can get, so both lie in [0, 1]; then weighted and summed over every document,
+    both parts' postings added in one pass: for parts that search postings, BM25 with inference-free, SPLADE,
+    SiDR or NAIL's sparse index), 'score' (each ranking's scores min-max normalised over its top
+    ``fusion_depth``, then weighted and summed) or 'rrf' (reciprocal rank fusion). Default: 'bound' where both
+    parts search postings (level with 'score' on climate-fever's training queries, at about half the time:
+    docs/results.md, "One pass over both parts' postings"), else 'score' (it beat RRF there with all six neural
+    parts tried: "The hybrid's fusion")."""
     weight: float = 0.5
     """Share of BM25 in the fused score, in [0, 1] (the neural retriever gets the rest)."""
     rrf_k: int = 60
@@ -98,7 +104,7 @@ class HybridQueryOptions:
     """Documents taken from each ranking before fusing."""
 
     def __post_init__(self) -> None:
-        if self.fusion not in FUSIONS:
+        if self.fusion is not None and self.fusion not in FUSIONS:
             raise SemiretError(f"fusion (--fusion) must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
         if not (math.isfinite(self.weight) and 0.0 <= self.weight <= 1.0):
             raise SemiretError(f"the BM25 weight must be between 0 and 1 (the neural retriever gets 1 - weight), "
@@ -110,13 +116,22 @@ class HybridQueryOptions:
 
 
 class HybridQueries(QuerySide):
-    """Search both parts with their own retrievers, then fuse. One after the other: BM25 costs a tenth of a
-    millisecond, less than handing a search to a thread (bench/hybrid_latency.py)."""
+    """Both parts' postings in one pass ('bound' fusion), or each part searched by its own retriever, then the
+    rankings fused. One after the other: BM25 costs a tenth of a millisecond, less than handing a search to a
+    thread (bench/hybrid_latency.py)."""
 
     Options = HybridQueryOptions
 
     def __init__(self, parts: dict[str, Retriever], options: HybridQueryOptions):
         self.parts, self.options = parts, options  # options checked when made (HybridQueryOptions.__post_init__)
+        in_one_pass = all(part.query_side.searches_postings and isinstance(part.index, InvertedIndex)
+                          for part in parts.values())
+        self.fusion = options.fusion or ("bound" if in_one_pass else "score")
+        if self.fusion == "bound" and not in_one_pass:
+            neural = parts[NEURAL]
+            raise SemiretError(f"fusion 'bound' needs a neural part that searches postings (inference-free, splade, "
+                               f"sidr-full, sidr-beta, nail-sparse, bot); this hybrid's is "
+                               f"{type(neural).name!r}: use --fusion score or rrf")
         self._rrf = np.empty(0)  # 1 / (rrf_k + rank) for ranks 1, 2, ...: made once for the deepest ranking seen
 
     @classmethod
@@ -132,21 +147,40 @@ class HybridQueries(QuerySide):
         return [{name: queries[i] for name, queries in encoded.items()} for i in range(len(texts))]
 
     def search(self, index, texts, k, n_threads):
+        if self.fusion == "bound":
+            return self._search_bounded(texts, k, n_threads)
         depth = max(k, self.options.fusion_depth)
         lexical, neural = (self.parts[name].search(texts, depth, n_threads) for name in (LEXICAL, NEURAL))
         return self.fuse(lexical, neural, k)
 
-    def fuse(self, lexical: SearchHits, neural: SearchHits, k: int) -> SearchHits:
+    def _search_bounded(self, texts: list[str], k: int, n_threads: int) -> SearchHits:
+        """'bound' fusion: both parts' postings in one pass; where their segments are not aligned (a crash
+        between the parts' commits), each part's best ``fusion_depth`` divided by its bounds, then fused."""
+        shares = {LEXICAL: self.options.weight, NEURAL: 1.0 - self.options.weight}
+        queries = {name: self.parts[name].query_side.encode_queries(texts) for name in (LEXICAL, NEURAL)}
+        hits = search_normalised_sum([(self.parts[name].index, queries[name], shares[name])
+                                      for name in (LEXICAL, NEURAL)], k, n_threads)
+        if hits is not None:
+            return hits
+        depth = max(k, self.options.fusion_depth)
+        lexical, neural = (self.parts[name].index.search(queries[name], k=depth, n_threads=n_threads)
+                           for name in (LEXICAL, NEURAL))
+        return self.fuse(lexical, neural, k, bounds=[self.parts[name].index.score_bounds(queries[name])
+                                                     for name in (LEXICAL, NEURAL)])
+
+    def fuse(self, lexical: SearchHits, neural: SearchHits, k: int,
+             bounds: list[np.ndarray] | None = None) -> SearchHits:
         """Each document's weighted contributions summed over the two rankings, the best ``k`` (equal scores:
-        the document met first, BM25's ranking before the neural one's). Rankings that carry id hashes
+        the document met first, BM25's ranking before the neural one's). ``bounds`` (each part's score bound
+        per query) are what 'bound' fusion divides by. Rankings that carry id hashes
         (:meth:`~semiret.types.SearchHits.id_keys`: every semiret index) are joined on them, and only the ``k``
         ids shown are decoded; others (Milvus) on their ids."""
-        weighted = [(weight, hits) for weight, hits in ((self.options.weight, lexical),
-                                                        (1.0 - self.options.weight, neural))
+        parts = zip((self.options.weight, 1.0 - self.options.weight), (lexical, neural), bounds or (None, None))
+        weighted = [(weight, hits, bound) for weight, hits, bound in parts
                     if weight]  # a part weighted 0 adds no documents either
         out_ids, out_scores = [], []
         for query in range(len(lexical)):
-            keys = [hits.id_keys(query) for _, hits in weighted]
+            keys = [hits.id_keys(query) for _, hits, _ in weighted]
             if all(key is not None for key in keys):
                 ids, scores = self._fuse_keys(weighted, keys, query, k)
             else:
@@ -155,26 +189,27 @@ class HybridQueries(QuerySide):
             out_scores.append(scores)
         return SearchHits(out_ids, out_scores)
 
-    def _fuse_ids(self, weighted: list[tuple[float, SearchHits]], query: int, k: int) -> tuple[list, list]:
+    def _fuse_ids(self, weighted: list[tuple], query: int, k: int) -> tuple[list, list]:
         fused: dict[str, float] = {}
-        for weight, hits in weighted:
-            for doc_id, contribution in zip(hits.ids[query], self._contributions(hits.scores[query]).tolist()):
+        for weight, hits, bound in weighted:
+            contributions = self._contributions(hits.scores[query], bound, query).tolist()
+            for doc_id, contribution in zip(hits.ids[query], contributions):
                 fused[doc_id] = fused.get(doc_id, 0.0) + weight * contribution
         ranked = sorted(fused.items(), key=lambda item: -item[1])[:k]
         return [d for d, _ in ranked], [s for _, s in ranked]
 
-    def _fuse_keys(self, weighted: list[tuple[float, SearchHits]], keys: list[np.ndarray], query: int,
+    def _fuse_keys(self, weighted: list[tuple], keys: list[np.ndarray], query: int,
                    k: int) -> tuple[list, list]:
         """:meth:`_fuse_ids` on 64-bit id hashes (the same sums in the same order, so the same scores and ties;
         two ids of one corpus sharing a hash, about n^2 / 2^65 for n documents, would count as one)."""
         joined = np.concatenate(keys) if len(keys) > 1 else keys[0]
-        contributions = np.concatenate([weight * self._contributions(hits.scores[query])
-                                        for weight, hits in weighted])
+        contributions = np.concatenate([weight * self._contributions(hits.scores[query], bound, query)
+                                        for weight, hits, bound in weighted])
         positions, scores = fuse_on_keys(joined, contributions, k)
         positions = positions.tolist()
         ids: list = [None] * len(positions)
         start = 0
-        for (_, hits), part_keys in zip(weighted, keys):  # each part's shown ids decoded in one call
+        for (_, hits, _), part_keys in zip(weighted, keys):  # each part's shown ids decoded in one call
             end = start + len(part_keys)
             rows = [r for r, p in enumerate(positions) if start <= p < end]
             if rows:
@@ -183,10 +218,13 @@ class HybridQueries(QuerySide):
             start = end
         return ids, scores.tolist()
 
-    def _contributions(self, scores: list[float]) -> np.ndarray:
-        """Each hit's share before weighting (float64, best first): ``1 / (rrf_k + rank)`` or its min-max
-        normalised score."""
-        if self.options.fusion == "rrf":
+    def _contributions(self, scores: list[float], bounds: np.ndarray | None, query: int) -> np.ndarray:
+        """Each hit's share before weighting (float64, best first): ``1 / (rrf_k + rank)``, its score divided
+        by the query's bound (``bounds`` given: 'bound' fusion), or its min-max normalised score."""
+        if bounds is not None:
+            bound = bounds[query]
+            return np.array(scores, np.float64) / bound if bound > 0 else np.zeros(len(scores))
+        if self.fusion == "rrf":
             shares = self._rrf  # read once: another thread's search may replace it meanwhile
             if len(shares) < len(scores):
                 shares = self._rrf = 1.0 / (self.options.rrf_k + np.arange(1, len(scores) + 1, dtype=np.float64))
@@ -205,7 +243,7 @@ class HybridQueries(QuerySide):
 @register_retriever
 class HybridRetriever(Retriever):
     """BM25 and a neural retriever (``neural``, default ``inference-free``) over one composite index, their
-    rankings fused by RRF or normalised scores."""
+    scores fused: divided by their bounds in one pass, or rankings fused by normalised scores or RRF."""
 
     name = "hybrid"
     documents = HybridDocuments

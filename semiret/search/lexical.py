@@ -70,6 +70,7 @@ class WordCountQueries(QuerySide):
     Shares the document side's term dictionary, so words of documents added later are searchable at once."""
 
     Options = NoOptions
+    searches_postings = True
 
     def __init__(self, terms: QueryTerms):
         self._query_terms = terms
@@ -156,6 +157,7 @@ class TokenSetQueries(QuerySide):
     """The query's distinct tokens, each weighing 1: the score is the number of them a document contains."""
 
     Options = NoOptions
+    searches_postings = True
 
     def __init__(self, vocabulary: WordPieceVocabulary):
         self.vocabulary = vocabulary
@@ -250,6 +252,8 @@ class IDFQueries(QuerySide):
             kept = weights >= self._min_weight
             out.append(SparseQuery(terms[kept], weights[kept]))
         return out
+
+    searches_postings = True  # its search differs only by two-phase, an approximation
 
     def search(self, index, texts, k, n_threads):
         return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, two_phase=self.two_phase)

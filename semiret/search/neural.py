@@ -255,6 +255,7 @@ class SpladeQueries(SiameseQueries):
     """Queries encoded (in batches) by the index's own SPLADE model."""
 
     family = "splade"
+    searches_postings = True
 
     def encode_queries(self, texts):
         return self.documents.encoder.encode_query(texts, batch_size=self.options.encode_batch_size).to_queries()

@@ -82,6 +82,15 @@ class QuerySide(ABC):
 
     Options: ClassVar[type]
     """Dataclass of the options that shape queries only."""
+    searches_postings: ClassVar[bool] = False
+    """True where :meth:`search` is :meth:`encode_queries` (sparse queries) then the inverted index's own search
+    (approximations such as two-phase aside): ``hybrid`` can then add two such sides' postings in one pass.
+    A subclass with a ``search`` of its own is False unless it says otherwise."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "search" in cls.__dict__ and "searches_postings" not in cls.__dict__:
+            cls.searches_postings = False
 
     @classmethod
     @abstractmethod

@@ -94,6 +94,7 @@ class SiDRQueries(SiameseQueries):
     """Parametric queries from the index's own SiDR model."""
 
     family = "sidr"
+    searches_postings = True
 
     def encode_queries(self, texts):
         encoder = self.documents.sidr.query_encoder
@@ -122,6 +123,7 @@ class SiDRBetaQueries(QuerySide):
     """Beta search: SiDR query vectors against the tokenizer-only bag-of-tokens index (any ``bot`` index)."""
 
     Options = SiDRBetaOptions
+    searches_postings = True
 
     def __init__(self, index, options: SiDRBetaOptions):
         if options.query_top_k is not None and options.query_top_k < 1:

@@ -739,3 +739,55 @@ def test_opening_an_index_with_missing_files_or_future_version(tmp_path):
     (tmp_path / "idx" / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(IndexFormatError, match="version 99 is not supported"):
         InvertedIndex.open(tmp_path / "idx")
+
+
+# ---------------------------------------------------------------------------- two indexes summed in one pass
+def _same_documents(postings: Postings, rng, kind: str) -> Postings:
+    """Other rows (terms and values) for the same documents: a second index of them."""
+    other = random_postings(rng, len(postings), kind=kind)
+    return Postings(postings.ids, other.offsets, other.terms, other.values, other.lengths, postings.documents)
+
+
+def _term_bound(index: InvertedIndex, term: int, weight: float) -> float:
+    hits = index.search([SparseQuery.from_pairs([term], [weight])], k=1)
+    return hits.scores[0][0] if hits.scores[0] else 0.0
+
+
+@pytest.mark.parametrize("kinds,bits,shares", [(("bm25", "impact"), 8, (0.5, 0.5)),
+                                               (("binary", "impact"), None, (0.3, 0.7)),
+                                               (("bm25", "binary"), None, (1.0, 0.0))])
+def test_two_aligned_indexes_are_summed_over_their_bounds_in_one_pass(tmp_path, kinds, bits, shares):
+    """``search_normalised_sum`` equals each index searched alone, its scores divided by the query's bound (each
+    term's best single-term score, summed: deleted documents count until a merge), weighted and summed, over
+    several segments with deletions (a document deleted from one index only counts as deleted); scored densely
+    or document by document; on two threads as on one. Indexes whose segments differ give None."""
+    from semiret.indexes.inverted import search_normalised_sum
+
+    rng = np.random.default_rng(7)
+    batches = [random_postings(rng, n, first_id=first, kind=kinds[0]) for first, n in ((0, 400), (400, 150))]
+    indexes = [build(tmp_path / "a", kinds[0], batches[0]),
+               build(tmp_path / "b", kinds[1], _same_documents(batches[0], rng, kinds[1]), quantize_bits=bits)]
+    indexes[0].add(batches[1])
+    indexes[1].add(_same_documents(batches[1], rng, kinds[1]))
+    queries = [random_queries(rng, 30) for _ in indexes]
+    bounds = [[sum(_term_bound(index, t, w) for t, w in zip(q.terms, q.weights)) for q in part_queries]
+              for index, part_queries in zip(indexes, queries)]
+    indexes[0].delete(["doc3", "doc401", "doc77"])
+    indexes[1].delete(["doc3", "doc401", "doc120"])
+    n_docs = 550
+    ids = [f"doc{i}" for i in range(n_docs)]
+    expected = np.zeros((30, n_docs))
+    for index, part_queries, part_bounds, share in zip(indexes, queries, bounds, shares):
+        alone = index.search(part_queries, k=n_docs)
+        for q in range(30):
+            for doc_id, score in zip(alone.ids[q], alone.scores[q]):
+                expected[q, ids.index(doc_id)] += share * score / part_bounds[q]
+    live = np.array([d not in ("doc3", "doc401", "doc77", "doc120") for d in ids])
+    parts = [(index, part_queries, share) for index, part_queries, share in zip(indexes, queries, shares)]
+    one, two = (search_normalised_sum(parts, k=9, n_threads=threads) for threads in (1, 2))
+    assert one.ids == two.ids and one.scores == two.scores
+    for q in range(30):
+        assert_exact_topk(one.ids[q], one.scores[q], expected[q], ids, 9, live=live, rtol=1e-4)
+    assert all(s <= 1.0 + 1e-5 for scores in one.scores for s in scores)
+    indexes[1].merge()
+    assert search_normalised_sum(parts, k=9) is None

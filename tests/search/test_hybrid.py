@@ -1,4 +1,4 @@
-"""``hybrid``: BM25 and a neural retriever in one composite index, their rankings fused (tokenizer-only ``idf``
+"""``hybrid``: BM25 and a neural retriever in one composite index, their scores fused (tokenizer-only ``idf``
 stands in for the neural part here: same mechanics, no model)."""
 
 from __future__ import annotations
@@ -44,10 +44,87 @@ def _min_max(hits, query):
     return {d: (s - low) / (high - low) if high > low else 1.0 for d, s in zip(hits.ids[query], scores)}
 
 
-def test_default_fusion_sums_min_max_normalised_scores(hybrid):
-    """The default: each ranking's top 100 scores mapped to [0, 1], weighted half and half, summed."""
+def _bounds(part, text):
+    """A query's score bound in ``part``, found without the index's maxima: each distinct query term alone
+    scores its best document (IDF and the term's count included), and the bound sums those."""
+    encoded = part.query_side.encode_queries([text])[0]
+    bound = 0.0
+    for term, weight in zip(encoded.terms, encoded.weights):
+        single = part.index.search([type(encoded)(encoded.terms[[list(encoded.terms).index(term)]],
+                                                  encoded.weights[[list(encoded.terms).index(term)]])], k=1)
+        bound += single.scores[0][0] if single.scores[0] else 0.0
+    return bound
+
+
+def _bound_fusion(searcher, text, weight=0.5, bounds=None):
+    """Each document's expected 'bound' fused score for one query, from the parts searched alone (``bounds``:
+    each part's bound, when found before documents were deleted)."""
+    expected = {}
+    for name, share in (("lexical", weight), ("neural", 1 - weight)):
+        part = searcher.query_side.parts[name]
+        hits = part.search([text], k=100)
+        bound = (bounds or {}).get(name) or _bounds(part, text)
+        for doc_id, score in zip(hits.ids[0], hits.scores[0]):
+            expected[doc_id] = expected.get(doc_id, 0.0) + share * score / bound
+    return expected
+
+
+def _assert_fused(fused, query, expected):
+    assert fused.scores[query] == pytest.approx(sorted(expected.values(), reverse=True)[:10], rel=1e-5)
+    assert [expected[d] for d in fused.ids[query]] == pytest.approx(fused.scores[query], rel=1e-5)
+
+
+@pytest.mark.parametrize("weight", [0.5, 0.3])
+def test_default_fusion_divides_each_part_by_its_bound_over_every_document(hybrid, weight):
+    """The default where both parts search postings: each part's score over the query's bound there (the sum of
+    its terms' best single-term scores), weighted, summed over every document, not only each part's top hits."""
+    searcher = open_retriever(hybrid.index.path, weight=weight)
+    assert searcher.query_side.fusion == "bound"
+    texts = list(TINY_QUERIES.values()) + ["cats dogs", "nothing matches zzzz"]
+    fused = searcher.search(texts, k=10)
+    for q, text in enumerate(texts):
+        expected = _bound_fusion(searcher, text, weight)
+        assert all(0.0 < value <= 1.0 + 1e-6 for value in expected.values())
+        _assert_fused(fused, q, expected)
+    assert fused.ids[-1] == [] and len(fused.ids[0]) > 1
+
+
+def test_bound_fusion_over_segments_with_deletions_and_a_part_out_of_step(hybrid):
+    """Several segments with deletions are searched in one pass; parts whose segments no longer hold the same
+    documents in the same order (one part merged alone) are searched one by one and fused the same way. Deleted
+    documents count in a bound until a merge drops them, as they do in document frequencies."""
+    for n in range(3):
+        hybrid.add([Document(f"x{n}{i}", f"cats {'dogs ' * i}and quokkas number {n}") for i in range(3)])
+    texts = list(TINY_QUERIES.values()) + ["cats dogs quokkas"]
+    before = open_retriever(hybrid.index.path).query_side.parts
+    bounds = {text: {name: _bounds(part, text) for name, part in before.items()} for text in texts}
+    hybrid.delete(["d1", "x11"])
+    for merged in (False, True):
+        if merged:
+            hybrid.index.parts["neural"].merge()  # one part only: its segments no longer match the other's
+            for text in texts:
+                bounds[text]["neural"] = None  # its deleted documents are gone: found from the live ones
+        searcher = open_retriever(hybrid.index.path)
+        parts = searcher.index.parts
+        assert (len(parts["neural"].segments) < len(parts["lexical"].segments)) == merged
+        assert len(parts["lexical"].segments) > 1
+        fused = searcher.search(texts, k=10)
+        assert "d1" not in sum(fused.ids, []) and "x11" not in sum(fused.ids, [])
+        for q, text in enumerate(texts):
+            _assert_fused(fused, q, _bound_fusion(searcher, text, bounds=bounds[text]))
+
+
+def test_bound_fusion_needs_parts_that_search_postings(tmp_path, tiny_bert):
+    HybridRetriever.build(TINY_DOCS, tmp_path / "dense", neural="dense", model=str(tiny_bert))
+    assert open_retriever(tmp_path / "dense").query_side.fusion == "score"
+    with pytest.raises(SemiretError, match="fusion 'bound' needs a neural part that searches postings"):
+        open_retriever(tmp_path / "dense", fusion="bound")
+
+
+def test_score_fusion_sums_min_max_normalised_scores(hybrid):
+    """'score': each ranking's top 100 scores mapped to [0, 1], weighted half and half, summed."""
     texts = list(TINY_QUERIES.values())
-    fused = hybrid.search(texts, k=10)
+    fused = open_retriever(hybrid.index.path, fusion="score").search(texts, k=10)
     lexical = hybrid.query_side.parts["lexical"].search(texts, k=100)
     neural = hybrid.query_side.parts["neural"].search(texts, k=100)
     for q in range(len(texts)):
@@ -100,7 +177,7 @@ def test_adds_and_deletes_reach_both_parts_at_once(hybrid):
 def test_bad_input_is_refused_and_changes_nothing(tmp_path, hybrid):
     with pytest.raises(SemiretError, match="weight must be between 0 and 1"):
         open_retriever(hybrid.index.path, weight=1.5)
-    with pytest.raises(SemiretError, match=r"fusion \(--fusion\) must be one of rrf, score"):
+    with pytest.raises(SemiretError, match=r"fusion \(--fusion\) must be one of bound, score, rrf"):
         open_retriever(hybrid.index.path, fusion="max")
     for option, message in (({"rrf_k": -1}, r"rrf_k \(--rrf-k\) must be at least 0, got -1"),
                             ({"fusion_depth": 0}, r"fusion_depth \(--fusion-depth\) must be at least 1, got 0")):
