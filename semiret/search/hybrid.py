@@ -253,7 +253,7 @@ class HybridRetriever(Retriever):
     def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False,
                **options) -> "HybridRetriever":
         """A hybrid index over an index a neural retriever already built: BM25 built from the texts it stores
-        and the index itself copied in unchanged, so no document is encoded again (``semiret hybrid-index``;
+        and the index itself copied in (its segments merged into one), so no document is encoded again (``semiret hybrid-index``;
         what ``semiret adapt`` does after building its index). ``options``: search options."""
         source = open_index(neural_index)
         built_by = source.meta.get("retriever")
@@ -273,9 +273,16 @@ class HybridRetriever(Retriever):
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
                                                                       target, total=len(ids)),
-                NEURAL: lambda target: copy_index_files(source.path, target)},
+                NEURAL: lambda target: _copy_merged(source.path, target)},
                 overwrite=overwrite, extra_meta={"retriever": cls.name})
         return cls.from_index(index, **options)
+
+
+def _copy_merged(source: Path, target: Path) -> None:
+    """A copy of an index, its segments merged into one without its deleted documents: the documents of BM25
+    built from its live texts, in the same order, so that a hybrid can search both parts in one pass."""
+    copy_index_files(source, target)
+    open_index(target).merge()
 
 
 @numba.njit(**NUMBA_OPTIONS)
