@@ -392,9 +392,12 @@ class InvertedIndex(SegmentedIndex):
         """Each query's score bound: the largest score any document of the snapshot can get (``sum_t w_t x``
         the term's largest value, with IDF for BM25), so that scores divided by it lie in [0, 1] whatever the
         query, the model or the collection (what a fusion of two indexes' scores normalises by)."""
-        snapshot = snapshot or self.snapshot
+        return self._pack_with_bounds(queries, snapshot or self.snapshot)[3]
+
+    def _pack_with_bounds(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
+        """:meth:`_pack_queries` and each query's score bound: (offsets, terms, weights, bounds)."""
         offsets, terms, weights = self._pack_queries(queries, snapshot)
-        return kernels.query_score_bounds(offsets, terms, weights, self.term_bounds(snapshot))
+        return offsets, terms, weights, kernels.query_score_bounds(offsets, terms, weights, self.term_bounds(snapshot))
 
     def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
         """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""
@@ -537,16 +540,14 @@ def search_normalised_sum(parts: Sequence[tuple[InvertedIndex, Sequence[SparseQu
     snapshot_a, snapshot_b = index_a.snapshot, index_b.snapshot
     if k < 1:
         raise SemiretError("k must be at least 1")
-    if not _aligned(snapshot_a.segments, snapshot_b.segments):
+    if not _aligned(snapshot_a, snapshot_b):
         return None
     packed = []
     for index, queries, share, snapshot in ((index_a, queries_a, share_a, snapshot_a),
                                             (index_b, queries_b, share_b, snapshot_b)):
-        offsets, terms, weights = index._pack_queries(queries, snapshot)
-        bounds = kernels.query_score_bounds(offsets, terms, weights, index.term_bounds(snapshot))
         if snapshot.meta.get("quantization"):  # the postings hold quantized units, the bounds real ones
             share *= snapshot.meta["quantization"]["scale"] or 1.0
-        packed.append((offsets, terms, weights, bounds, float(share)))
+        packed.append((*index._pack_with_bounds(queries, snapshot), float(share)))
     n_queries = len(queries_a)
     seg_scores, seg_docs = [], []
     for segment_a, segment_b in zip(snapshot_a.segments, snapshot_b.segments):
@@ -582,15 +583,15 @@ def _query_slice(part: tuple, lo: int, hi: int) -> tuple:
     return (offsets[lo: hi + 1], terms, weights, bounds[lo:hi], *rest)
 
 
-def _aligned(segments_a: list[InvertedSegment], segments_b: list[InvertedSegment]) -> bool:
-    """Whether two indexes' segments hold the same documents in the same order (their id hashes compared once
+def _aligned(snapshot_a: Snapshot, snapshot_b: Snapshot) -> bool:
+    """Whether two snapshots' segments hold the same documents in the same order (their id hashes compared once
     per pair of segments: segments never change but for their deletion marks)."""
-    if len(segments_a) != len(segments_b):
+    if len(snapshot_a.segments) != len(snapshot_b.segments):
         return False
-    for segment_a, segment_b in zip(segments_a, segments_b):
+    for segment_a, segment_b in zip(snapshot_a.segments, snapshot_b.segments):
         if segment_a.n_docs != segment_b.n_docs:
             return False
-        key = ("aligned", str(segment_b.path))
+        key = ("aligned", str(segment_b.path), snapshot_b.meta.get("created"))  # another index there: compared anew
         same = segment_a._cache.get(key)
         if same is None:
             same = segment_a._cache[key] = bool(np.array_equal(segment_a.id_keys(), segment_b.id_keys()))

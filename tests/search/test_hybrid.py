@@ -224,7 +224,7 @@ def test_a_hybrid_index_is_assembled_around_a_built_neural_index(tmp_path, hybri
     texts = list(TINY_QUERIES.values())
     fresh = HybridRetriever.build([d for d in TINY_DOCS if d.id != "d3"], tmp_path / "fresh", neural="idf")
     assert around.search(texts, k=10).ids == fresh.search(texts, k=10).ids  # the same statistics: d3 merged away
-    assert _aligned(*(around.index.parts[name].segments for name in ("lexical", "neural")))  # one pass
+    assert _aligned(*(around.index.parts[name].snapshot for name in ("lexical", "neural")))  # one pass
     assert around.index.get_document("d2").text == hybrid.index.get_document("d2").text
     around.add([Document("d9", "A quokka photographs cats.")])
     assert around.search("quokka", k=1)[0].id == "d9" and neural.index.n_docs == 5
