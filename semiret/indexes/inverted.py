@@ -350,19 +350,10 @@ class InvertedIndex(SegmentedIndex):
                 kk = min(k, window)
                 kernel, args = two_phase_search, (*arrays, window, np.float32(two_phase.prune_ratio),
                                                   two_phase.adaptive)
-            scores = np.empty((n_queries, kk), np.float32)
-            docs = np.empty((n_queries, kk), np.int32)
-            seg_visited = np.empty(n_queries, np.int64)
-
-            def run(lo: int, hi: int) -> None:
-                scratch = segment.scratch()
-                try:
-                    kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args, *scratch, scores[lo:hi], docs[lo:hi],
-                           seg_visited[lo:hi])
-                finally:
-                    segment.release_scratch(scratch)
-
-            _in_query_chunks(run, n_queries, n_threads)
+            scores, docs, seg_visited = _search_in_chunks(
+                segment, n_queries, kk, n_threads,
+                lambda lo, hi, *scratch_and_out: kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args,
+                                                        *scratch_and_out))
             if snapshot.meta.get("quantization") and second_stage is None:
                 scores *= snapshot.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)
@@ -557,20 +548,11 @@ def search_normalised_sum(parts: Sequence[tuple[InvertedIndex, Sequence[SparseQu
         arguments = [(*query, *segment.search_arrays(), segment.values is None)
                      for query, segment in zip(packed, (segment_a, segment_b))]
         kk = min(k, segment_a.n_docs) or 1
-        scores = np.empty((n_queries, kk), np.float32)
-        docs = np.empty((n_queries, kk), np.int32)
-        visited = np.empty(n_queries, np.int64)
-
-        def run(lo: int, hi: int) -> None:
-            scratch = segment_a.scratch()
-            try:
-                kernels.search_two_postings(*_query_slice(arguments[0], lo, hi), *_query_slice(arguments[1], lo, hi),
-                                            deleted, segment_a.n_docs, kk, *scratch, scores[lo:hi], docs[lo:hi],
-                                            visited[lo:hi])
-            finally:
-                segment_a.release_scratch(scratch)
-
-        _in_query_chunks(run, n_queries, n_threads)
+        scores, docs, _ = _search_in_chunks(
+            segment_a, n_queries, kk, n_threads,
+            lambda lo, hi, *scratch_and_out: kernels.search_two_postings(
+                *_query_slice(arguments[0], lo, hi), *_query_slice(arguments[1], lo, hi), deleted, segment_a.n_docs,
+                kk, *scratch_and_out))
         seg_scores.append(scores)
         seg_docs.append(docs)
     return index_a._top_hits(snapshot_a.segments, seg_scores, seg_docs, k, n_queries)
@@ -600,14 +582,29 @@ def _aligned(snapshot_a: Snapshot, snapshot_b: Snapshot) -> bool:
     return True
 
 
-def _in_query_chunks(run: Callable[[int, int], None], n_queries: int, n_threads: int) -> None:
-    """``run(lo, hi)`` over the queries, split in ``n_threads`` chunks run at once (one call for one thread)."""
+def _search_in_chunks(segment: InvertedSegment, n_queries: int, k: int, n_threads: int,
+                      call: Callable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``call(lo, hi, buffer, touched, scores, docs, visited)`` (a search kernel over the queries ``lo:hi``, with
+    the segment's scratch and those queries' output rows) over all queries, in ``n_threads`` chunks run at once;
+    returns the outputs: [queries, k] scores and local numbers, and the postings each query visited."""
+    scores = np.empty((n_queries, k), np.float32)
+    docs = np.empty((n_queries, k), np.int32)
+    visited = np.empty(n_queries, np.int64)
+
+    def run(lo: int, hi: int) -> None:
+        scratch = segment.scratch()
+        try:
+            call(lo, hi, *scratch, scores[lo:hi], docs[lo:hi], visited[lo:hi])
+        finally:
+            segment.release_scratch(scratch)
+
     if n_threads > 1 and n_queries > 1:
         chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
         with ThreadPoolExecutor(n_threads) as pool:
             list(pool.map(run, chunks[:-1], chunks[1:]))
     else:
         run(0, n_queries)
+    return scores, docs, visited
 
 
 def check_postings(postings: Postings, vocab_size: int, kind: str) -> None:
