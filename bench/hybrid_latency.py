@@ -2,10 +2,10 @@
 latency in one run, and the hybrid's latency as a ratio of its slower part's (the target: <= 1.10).
 
 ``python bench/hybrid_latency.py [--data scifact] [--neural inference-free] [--model ...] [--fusion bound]
-[--threads 1] [--docs N] [--also-fusion score]`` prints one JSON object. The hybrid index is built once (its two parts are complete
-indexes, searched alone by the part retrievers, so all three systems read the same postings). Latency: each query
-alone (``search(text, k=10, n_threads=THREADS)``, every system given the same threads), systems timed in rotating
-rounds (``corpus.timed_rounds``). ``--docs N`` times the synthetic Zipf corpus of N documents and its queries
+[--threads 1] [--docs N] [--also-fusion score]`` prints one JSON object. The hybrid index is built once (its two
+parts are complete indexes, searched alone by the part retrievers, so all three systems read the same postings).
+Latency: each query alone (``search(text, k=10, n_threads=THREADS)``, every system given the same threads), systems
+timed in rotating rounds (``corpus.timed_rounds``). ``--docs N`` times the synthetic Zipf corpus of N documents and its queries
 (``corpus.py``; no qrels, so no quality) instead of ``--data``: a larger index than SciFact's.
 """
 

@@ -652,13 +652,12 @@ def search_two_postings(q_offsets_a, q_terms_a, q_weights_a, bounds_a, share_a, 
                         values_a, binary_a, q_offsets_b, q_terms_b, q_weights_b, bounds_b, share_b, present_b,
                         indptr_b, docs_b, values_b, binary_b, deleted, n_docs, k, buffer, touched, out_scores,
                         out_docs, visited):
-    """Exact top-k of ``share_a x score_a(q, d) / bounds_a[q] + share_b x score_b(q, d) / bounds_b[q]`` (a
-    part whose bound is 0 adds nothing) over one pair of
-    segments that hold the same documents in the same order (a hybrid's two parts, written together), both
-    parts' postings added into one score buffer: one pass and one selection where two searches and a fusion
-    of their rankings would cost two of each. Each part's arguments are :func:`search_postings`' (no pruning:
-    its bound is one part's); ``deleted``, scratch and outputs as there. A quantized part's ``share`` carries
-    its scale (its postings hold quantized units, its bounds real ones)."""
+    """Exact top-k of ``share_a x score_a(q, d) / bounds_a[q] + share_b x score_b(q, d) / bounds_b[q]`` (a part
+    whose bound is 0 adds nothing) over one pair of segments that hold the same documents in the same order (a
+    hybrid's two parts, written together), both parts' postings added into one score buffer: one pass and one
+    selection where two searches and a fusion of their rankings would cost two of each. Each part's arguments are
+    :func:`search_postings`' (no pruning: its bound is one part's); ``deleted``, scratch and outputs as there. A
+    quantized part's ``share`` carries its scale (its postings hold quantized units, its bounds real ones)."""
     n_queries = q_offsets_a.shape[0] - 1
     has_deleted = deleted.shape[0] > 0
     dense_fraction = SMALL_SEGMENT_DENSE_FRACTION if n_docs < SMALL_SEGMENT_DOCS else DENSE_FRACTION

@@ -94,7 +94,7 @@ class HybridQueryOptions:
     SiDR or NAIL's sparse index), 'score' (each ranking's scores min-max normalised over its top
     ``fusion_depth``, then weighted and summed) or 'rrf' (reciprocal rank fusion). Default: 'bound' where both
     parts search postings (level with 'score' on climate-fever's training queries, at about half the time:
-    docs/results.md, "One pass over both parts' postings"), else 'score' (it beat RRF there with all six neural
+    docs/results.md, "`hybrid` in one pass"), else 'score' (it beat RRF there with all six neural
     parts tried: "The hybrid's fusion")."""
     weight: float = 0.5
     """Share of BM25 in the fused score, in [0, 1] (the neural retriever gets the rest)."""
@@ -117,8 +117,8 @@ class HybridQueryOptions:
 
 class HybridQueries(QuerySide):
     """Both parts' postings in one pass ('bound' fusion), or each part searched by its own retriever, then the
-    rankings fused. One after the other: BM25 costs a tenth of a millisecond, less than handing a search to a
-    thread (bench/hybrid_latency.py)."""
+    rankings fused: one part after the other, as BM25 costs a tenth of a millisecond, less than handing a search
+    to a thread (bench/hybrid_latency.py)."""
 
     Options = HybridQueryOptions
 
@@ -252,9 +252,9 @@ class HybridRetriever(Retriever):
     @classmethod
     def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False,
                **options) -> "HybridRetriever":
-        """A hybrid index over an index a neural retriever already built: BM25 built from the texts it stores
-        and the index itself copied in (its segments merged into one), so no document is encoded again (``semiret hybrid-index``;
-        what ``semiret adapt`` does after building its index). ``options``: search options."""
+        """A hybrid index over an index a neural retriever already built: BM25 built from the texts it stores and
+        the index itself copied in (its segments merged into one), so no document is encoded again (``semiret
+        hybrid-index``; what ``semiret adapt`` does after building its index). ``options``: search options."""
         source = open_index(neural_index)
         built_by = source.meta.get("retriever")
         if isinstance(source, CompositeIndex) or built_by in (None, "bm25", cls.name):
