@@ -127,14 +127,15 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         console.print(f"[bold]{label}[/bold] ...")
         options = dict(options)
         build_seconds = None
-        if options.pop(FROM_RERANK_CACHE, False):
-            build_seconds = _full_index_from_rerank_cache(index_path("sidr-beta-rerank", options),
-                                                          index_path(retriever, options), options["model"])
-        around = options.pop(AROUND, None)
+        from_rerank_cache, around = options.pop(FROM_RERANK_CACHE, False), options.pop(AROUND, None)
+        index = index_path(retriever, options)
+        if from_rerank_cache:
+            build_seconds = _full_index_from_rerank_cache(index_path("sidr-beta-rerank", options), index,
+                                                          options["model"])
         if around is not None:
-            build_seconds = _hybrid_around(index_path(around, options), index_path(retriever, options))
-            options.pop("model", None)  # the model of the index it was assembled around
-        figures = evaluate(root, retriever, index=index_path(retriever, options), **options)
+            build_seconds = _hybrid_around(index_path(around, options), index)
+            options.pop("model", None)  # the model of the index it was assembled around, not an option of its search
+        figures = evaluate(root, retriever, index=index, **options)
         if build_seconds is not None:
             figures["index_build_s"] = round(build_seconds, 3)
         rows.append({"system": label, **figures})

@@ -242,16 +242,20 @@ def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, mo
     assert (tmp_path / "out" / "quality_vs_latency.png").stat().st_size > 1000
 
 
-def test_demo_assembles_its_hybrid_around_an_index_built_above(tmp_path, beir_dir, monkeypatch):
+def test_demo_assembles_its_hybrid_around_an_index_built_above(tmp_path, beir_dir, monkeypatch, tiny_bert):
     from semiret import demo
 
+    model = {"model": str(tiny_bert)}
     monkeypatch.setattr(demo, "demo_systems", lambda *flags: [
-        ("IDF (corpus)", "idf", {}), ("hybrid: BM25 + IDF", "hybrid", {demo.AROUND: "idf"})])
+        ("inference-free", "inference-free", model),
+        ("hybrid: BM25 + inference-free", "hybrid", {**model, demo.AROUND: "inference-free"})])
     rows = demo.run_demo(str(beir_dir), tmp_path / "out")
     assert rows[1]["retriever"] == "hybrid" and 0 < rows[1]["nDCG@10"] <= 1
-    assert rows[1]["index_build_s"] > 0  # BM25 built beside a copy of the idf index, nothing encoded again
-    hybrid = tmp_path / "out" / "indexes" / f"{beir_dir.name}-hybrid"
-    assert json.loads((hybrid / "neural" / "meta.json").read_text())["retriever"] == "idf"
+    assert rows[1]["index_build_s"] > 0  # BM25 built beside a copy of the inference-free index, nothing encoded again
+    names = sorted(path.name for path in (tmp_path / "out" / "indexes").iterdir())
+    assert names == [f"{beir_dir.name}-{kind}-{tiny_bert.name}" for kind in ("hybrid", "impact")]  # evaluated there
+    hybrid = tmp_path / "out" / "indexes" / names[0]
+    assert json.loads((hybrid / "neural" / "meta.json").read_text())["retriever"] == "inference-free"
     again = demo.run_demo(str(beir_dir), tmp_path / "out")
     assert again[1]["index_build_s"] is None and again[1]["nDCG@10"] == rows[1]["nDCG@10"]  # reused
 
