@@ -20,6 +20,7 @@ from semiret.indexes.composite import CompositeIndex
 from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
 from semiret.indexes.segments import copy_index_files
 from semiret.search.retrievers import (
+    RETRIEVERS,
     DocumentSide,
     QuerySide,
     Retriever,
@@ -128,10 +129,9 @@ class HybridQueries(QuerySide):
                           for part in parts.values())
         self.fusion = options.fusion or ("bound" if in_one_pass else "score")
         if self.fusion == "bound" and not in_one_pass:
-            neural = parts[NEURAL]
-            raise SemiretError(f"fusion 'bound' needs a neural part that searches postings (inference-free, splade, "
-                               f"sidr-full, sidr-beta, nail-sparse, bot); this hybrid's is "
-                               f"{type(neural).name!r}: use --fusion score or rrf")
+            sparse = sorted(name for name, cls in RETRIEVERS.items() if cls.queries.searches_postings and name != "bm25")
+            raise SemiretError(f"fusion 'bound' needs a neural part that searches postings ({', '.join(sparse)}); "
+                               f"this hybrid's is {type(parts[NEURAL]).name!r}: use --fusion score or rrf")
         self._rrf = np.empty(0)  # 1 / (rrf_k + rank) for ranks 1, 2, ...: made once for the deepest ranking seen
 
     @classmethod
