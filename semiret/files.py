@@ -117,7 +117,17 @@ def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
 
 
 def directory_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    """Bytes of the files under ``path``, counted while writers may work there: staging folders (``.NAME.tmp-*``,
+    not yet part of anything) are left out, and a file removed meanwhile (a merge dropping a segment) counts 0."""
+    total = 0
+    for folder, subfolders, names in os.walk(path):  # a folder removed meanwhile: os.walk skips it
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        for name in names:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 same fields into flags (:func:`command_with_options`), and bad names get one generated message.
 
 A field's help text is its attribute docstring (the string literal under it, as Sphinx reads it); a flag
-other than ``--field-name`` is given with ``field(metadata={"flag": "--other"})``.
+other than ``--field-name`` is given with ``field(metadata={"flag": "--other"})``. A field that may name a file,
+directory or model on the machine that runs the code is declared with :func:`local_field`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,81 @@ import ast
 import dataclasses
 import functools
 import inspect
+import math
 import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from semiret.errors import SemiretError
+
+
+LOCAL = "local"
+"""Field metadata: the field may name a file, directory or model of the machine that runs the code; its value
+is the names it also takes that are none of those (e.g. 'corpus' and 'msmarco' for an IDF table)."""
+
+
+def local_field(default=None, names: tuple[str, ...] = ()) -> Any:
+    """A field whose value may name a local file, directory or model (:data:`LOCAL`): a server takes only
+    ``names`` for it from its clients, never a path or a model to load."""
+    return dataclasses.field(default=default, metadata={LOCAL: tuple(names)})
+
+
+class OptionValueError(SemiretError):
+    """An option value of the wrong JSON type, or one a client may not give (:func:`check_json_values`);
+    ``name`` is the option's."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.name = name
+
+
+def check_json_values(classes: Iterable[type], values: dict, owner: str = "") -> None:
+    """Options that arrive as JSON from a client (the HTTP API) checked against the fields of ``classes`` (of
+    ``owner``) before anything is made from them: every name a field's (a null too), every value of its
+    field's JSON type (true is no number, an integer is a float, numbers are finite), and local fields
+    (:func:`local_field`) given one of their names only. Raises :class:`OptionValueError`."""
+    found = {f.name: (f, typing.get_type_hints(cls)[f.name]) for cls in classes for f in dataclasses.fields(cls)}
+    for name, value in values.items():
+        if name not in found:
+            known = ", ".join(sorted(found)) or "none"
+            where = f" to {owner}" if owner else ""
+            raise OptionValueError(name, f"option {name!r} does not apply{where} (its options: {known})")
+        f, annotation = found[name]
+        if value is None:
+            continue  # null: the default
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+        if not any(_json_is(value, kind) for kind in kinds):
+            wanted = " or ".join(getattr(kind, "__name__", str(kind)) for kind in kinds)
+            raise OptionValueError(name, f"option {name!r} must be a {_JSON_NAMES.get(wanted, wanted)}, "
+                                         f"got {json_repr(value)}")
+        if LOCAL in f.metadata and value not in f.metadata[LOCAL]:
+            allowed = " or ".join(repr(n) for n in f.metadata[LOCAL])
+            raise OptionValueError(name, f"option {name!r} names a file or model of the server, which a request "
+                                         f"may not choose" + (f": give {allowed}, or leave it out" if allowed else ""))
+
+
+_JSON_NAMES = {"int": "JSON integer", "float": "JSON number", "str": "JSON string", "bool": "JSON boolean"}
+
+
+def _json_is(value, kind) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if kind is str:
+        return isinstance(value, str)
+    return True  # other types: the option's own checks
+
+
+def json_repr(value) -> str:
+    """A value as JSON writes it, shortened (for messages)."""
+    import json
+
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def option_fields(cls) -> list[dataclasses.Field]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -22,6 +23,19 @@ ID_FIELDS = ("_id", "id", "docid", "doc_id", "qid")
 TEXT_FIELDS = ("text", "contents", "content", "body", "query")
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def document_id_problem(doc_id: str) -> str | None:
+    """What makes ``doc_id`` unusable as a document id, or None: blank, or holding a control character (a
+    newline or a tab breaks TREC runs, TSV files and the URL that names the document)."""
+    if not doc_id.strip():
+        return "empty document id"
+    control = _CONTROL_CHARACTER.search(doc_id)
+    if control is not None:
+        return (f"document id {doc_id!r} holds the control character {control.group()!r}: ids may not hold "
+                "newlines, tabs or other control characters")
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +116,9 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
 
     def checked(doc_id: str, text: str, title: str, line: int) -> Document:
         nonlocal truncated
-        if not doc_id.strip():
-            raise DataFormatError("empty document id", path, line)
+        problem = document_id_problem(doc_id)
+        if problem is not None:
+            raise DataFormatError(problem, path, line)
         if doc_id in seen:
             raise DataFormatError(f"duplicate document id {doc_id!r} (first seen on line {seen[doc_id]})", path, line)
         seen[doc_id] = line

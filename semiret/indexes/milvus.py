@@ -39,7 +39,7 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import check_embeddings
 from semiret.indexes.inverted import check_postings, pack_queries
-from semiret.indexes.segments import check_unique_ids
+from semiret.indexes.segments import check_ids
 from semiret.types import Embeddings, Postings, SearchHits
 
 SCHEME = "milvus:"
@@ -134,7 +134,7 @@ class MilvusBackend:
         try:
             seen: set[str] = set()
             for batch in batches:
-                check_unique_ids(batch.ids)
+                check_ids(batch.ids)
                 repeated = next((i for i in batch.ids if i in seen), None)
                 if repeated is not None:
                     raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
@@ -236,7 +236,7 @@ class MilvusIndex:
         unchanged."""
         if len(batch) == 0:
             return 0
-        check_unique_ids(batch.ids)
+        check_ids(batch.ids)
         if not replace:
             clash = next(iter(self.present(batch.ids)), None)
             if clash is not None:

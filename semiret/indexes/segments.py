@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from semiret.data.collection import Document
+from semiret.data.collection import Document, document_id_problem
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import (
     atomic_write_json,
@@ -510,7 +510,7 @@ class SegmentedIndex(ABC):
     # ------------------------------------------------------------------ writing (on a draft)
     def _check_batch(self, batch) -> None:
         """Refuse a batch that repeats an id or that the kind cannot take (:meth:`_validate`)."""
-        check_unique_ids(batch.ids)
+        check_ids(batch.ids)
         self._validate(batch)
 
     def _mark_deleted(self, doc_ids: Iterable[str], missing_ok: bool) -> int:
@@ -658,8 +658,12 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
     return open_index(target)
 
 
-def check_unique_ids(ids: list[str]) -> None:
-    """Refuse documents to add that repeat an id."""
+def check_ids(ids: list[str]) -> None:
+    """Refuse documents to add that repeat an id or whose id is blank or holds a control character."""
+    for doc_id in ids:
+        problem = document_id_problem(doc_id)
+        if problem is not None:
+            raise SemiretError(f"{problem} (in the documents to add)")
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
         repeated = next(i for i in ids if i in seen or seen.add(i))

@@ -10,6 +10,7 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import BM25Parameters, TwoPhase
+from semiret.options import local_field
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
@@ -186,7 +187,7 @@ class BagOfTokensRetriever(Retriever):
 # ---------------------------------------------------------------------------------------------- IDF
 @dataclass
 class IDFOptions:
-    idf: str | None = None
+    idf: str | None = local_field(names=("corpus", "msmarco"))
     """Query token weights: 'corpus' (IDF over the index, kept current as documents are added), 'msmarco'
     (the shared MS MARCO table) or a JSON {token: weight} table; default: the table a trained inference-free
     model was saved with, else 'corpus'."""

@@ -20,6 +20,7 @@ from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus
+from semiret.options import local_field
 from semiret.search.lexical import TokenSets, index_vocabulary
 from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
                                    check_weights, encoder_config)
@@ -113,7 +114,7 @@ class SiDRFullRetriever(Retriever):
 # ---------------------------------------------------------------------------------------------- beta
 @dataclass
 class SiDRBetaOptions(EncoderQueryOptions):
-    model: str = SIDR.default
+    model: str = local_field(SIDR.default)
     """SiDR model whose query encoder searches the bag-of-tokens index."""
     query_top_k: int | None = None
     """Terms kept per query vector in beta search (SiDR's query activation; default: the model's, 768)."""
@@ -174,9 +175,9 @@ class SiDRBetaRetriever(Retriever):
 class LateParametricOptions(SiDRBetaOptions):
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     """Documents re-ranked per query (m)."""
-    rerank_model: str | None = None
+    rerank_model: str | None = local_field()
     """Second-stage encoder (default: the SiDR document encoder; e.g. minilm)."""
-    cache: str | None = None
+    cache: str | None = local_field()
     """Embedding cache directory (default: inside the index)."""
 
 

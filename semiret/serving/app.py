@@ -41,6 +41,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
+from semiret.options import OptionValueError, check_json_values
 from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
@@ -52,7 +53,7 @@ from semiret.serving.schemas import (
     WriteResponse,
 )
 from semiret.serving.served import ServedIndex
-from semiret.serving.writer import WriterProcess
+from semiret.serving.writer import WriterProcess, WriterUnavailable
 from semiret.serving.settings import ServeSettings
 
 INLINE_SEARCH_MS = 2.0
@@ -61,7 +62,11 @@ pool. Handing a sub-millisecond search to a pool thread and back costs two threa
 that, on the 2-core reference machine, doubled a BM25 search's server time under load (p50 0.9 -> 0.55 ms, p99
 4.2 -> 2.2 ms; docs/results.md), while blocking the loop for a millisecond or two delays other requests by no
 more than that. Expected time: the index's recent time per query (:attr:`ServedIndex.query_ms`) times the
-queries asked."""
+queries asked; queries longer than :data:`INLINE_QUERY_CHARS` in all always go to the pool (a query's cost grows
+with its length, which the average does not know: one 400 KB query held the loop for 3 s)."""
+INLINE_QUERY_CHARS = 2_000
+"""The most characters, all queries of a search together, that may be searched on the event loop."""
+GET_SEARCH_PARAMETERS = frozenset({"q", "k", "with_text"})
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
 DOCUMENT = TypeAdapter(DocumentIn)
 
@@ -103,13 +108,18 @@ class BodyLimit:
 
 class CheckedRoute(APIRoute):
     """A route whose JSON body must be valid UTF-8: a clear 422 (FastAPI alone answers 400 "There was an error
-    parsing the body")."""
+    parsing the body"); a body of another type than JSON is a 415 (FastAPI alone: 422 "Input should be a valid
+    dictionary")."""
 
     def get_route_handler(self):
         handle = super().get_route_handler()
+        takes_json = self.body_field is not None  # routes that read their body themselves check its type
 
         async def checked(request: Request):
-            if request.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+            content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if takes_json and content_type not in ("", "application/json"):
+                raise HTTPException(415, f"body type {content_type!r}: send application/json")
+            if content_type == "application/json":
                 body = await request.body()  # kept by the request: the endpoint reads it again for free
                 try:
                     body.decode("utf-8")
@@ -197,6 +207,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def unavailable(request: Request, exc: IndexFormatError):
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
+    @app.exception_handler(WriterUnavailable)
+    async def writer_unavailable(request: Request, exc: WriterUnavailable):
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
     @app.exception_handler(SemiretError)
     async def refused(request: Request, exc: SemiretError):
         return JSONResponse({"detail": str(exc)}, status_code=422)
@@ -217,15 +231,23 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.get("/readyz", tags=["health"])
     async def readyz():
-        """Every index still opens (its ``meta.json`` reads); 503 naming those that do not."""
+        """Every index still opens (its ``meta.json`` reads) and the writer process runs (started again if it
+        died); 503 naming what does not."""
         failed = {}
         for name, index in served.items():
             try:
                 await run_in_threadpool(index.refresh)
             except (SemiretError, OSError) as exc:
                 failed[name] = str(exc)
-        if failed:
-            return JSONResponse({"status": "unavailable", "indexes": failed}, status_code=503)
+        writer_failed = None
+        if writer is not None:
+            try:
+                await run_in_threadpool(writer.ensure_running)
+            except WriterUnavailable as exc:
+                writer_failed = str(exc)
+        if failed or writer_failed:
+            return JSONResponse({"status": "unavailable", "indexes": failed,
+                                 **({"writer": writer_failed} if writer_failed else {})}, status_code=503)
         return {"status": "ready", "indexes": list(served)}
 
     # ------------------------------------------------------------------ indexes
@@ -249,17 +271,30 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def search(body: SearchRequest, index: ServedIndex = Depends(readable)):
         started = time.perf_counter()
         check_batch(len(body.queries), "queries")
-        check_k(body.k, ("body", "k"))
-        results = await _search(index, body.queries, body.k, body.options, body.with_text)
+        k = body.k if "k" in body.model_fields_set else min(body.k, settings.max_k)
+        check_k(k, ("body", "k"))
+        try:
+            check_json_values([index.retriever.queries.Options], body.options,
+                              f"searches with retriever {index.retriever.name!r}")
+        except OptionValueError as exc:
+            raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
+        results = await _search(index, body.queries, k, body.options, body.with_text)
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"])
-    async def search_get(q: Annotated[list[str], Query(min_length=1, description="A query; repeat for more.")],
-                         index: ServedIndex = Depends(readable), k: Annotated[int, Query(ge=1)] = 10,
+    async def search_get(request: Request,
+                         q: Annotated[list[str], Query(min_length=1, description="A query; repeat for more.")],
+                         index: ServedIndex = Depends(readable), k: Annotated[int | None, Query(ge=1)] = None,
                          with_text: bool = False):
+        """The POST search's for quick use: ``k`` defaults to 10 (or ``--max-k`` if lower); no options."""
         started = time.perf_counter()
+        unknown = sorted(set(request.query_params) - GET_SEARCH_PARAMETERS)
+        if unknown:
+            raise validation_error(("query", unknown[0]), f"unknown parameter(s) {', '.join(unknown)} (this search "
+                                   f"takes q, k and with_text; search options: POST)", "extra_forbidden")
         check_batch(len(q), "queries")
+        k = min(10, settings.max_k) if k is None else k
         check_k(k, ("query", "k"))
         results = await _search(index, q, k, {}, with_text)
         return {"results": results, "took_ms": _milliseconds_since(started)}
@@ -267,7 +302,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     # ------------------------------------------------------------------ documents
     @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
              tags=["documents"], openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": UpsertRequest.model_json_schema()},
+                 "application/json": {"schema": _inlined_schema(UpsertRequest)},
                  "application/x-ndjson": {"schema": {"type": "string", "description":
                                                      "One document per line: {\"_id\", \"title\", \"text\"}"}}}}})
     async def upsert(request: Request, index: ServedIndex = Depends(writable)):
@@ -314,9 +349,29 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
-    if expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options):
+    if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
+            and sum(map(len, queries)) <= INLINE_QUERY_CHARS):
         return index.search(queries, k, options, with_text)
     return await run_in_threadpool(index.search, queries, k, options, with_text)
+
+
+def _inlined_schema(model) -> dict:
+    """A pydantic model's JSON schema with its definitions written in place of their references, for a request
+    body given to OpenAPI by hand (its ``#/$defs/...`` references would point nowhere in the OpenAPI document)."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def inline(node):
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                return inline(definitions[reference.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        return node
+
+    return inline(schema)
 
 
 def _milliseconds_since(started: float) -> float:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from semiret.data.collection import document_id_problem
 
 
 class DocumentIn(BaseModel):
@@ -15,6 +17,14 @@ class DocumentIn(BaseModel):
     id: str = Field(alias="_id", min_length=1, description="Document id, unique within one request.")
     title: str = ""
     text: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _usable_id(cls, value: str) -> str:
+        problem = document_id_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _not_empty(self) -> "DocumentIn":
@@ -35,7 +45,8 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     queries: list[str] = Field(description="Query texts; the answer has one list of hits per query.")
-    k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422).")
+    k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
+                   "default 10, or the server's --max-k if lower.")
     with_text: bool = Field(False, description="Include each hit's stored title and text.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "

@@ -14,7 +14,9 @@ processes freeze what start-up allocated out of the garbage collector's reach (`
 collection over the half million objects a served model and FastAPI leave took 216 ms, a pause every request
 in flight would wait for. If the server is killed (even by SIGKILL, which closes nothing in order), the writer
 notices that its parent is gone within :data:`PARENT_CHECK_SECONDS` and exits; a write it was committing either
-lands whole or not at all (the index's commit is atomic), and was not acknowledged.
+lands whole or not at all (the index's commit is atomic), and was not acknowledged. If the writer dies (killed,
+out of memory), the next write or readiness check starts another, and a write it was doing is done again once:
+adds replace by id and deletes skip missing ids, so a write that had landed lands the same.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 WRITER_NICENESS = 10
 """The writer process's ``nice`` increment: when the cores are busy the scheduler serves searches first (a write
@@ -33,6 +36,9 @@ takes a little longer to be acknowledged; with idle cores nothing changes)."""
 
 PARENT_CHECK_SECONDS = 1.0
 """How often the writer checks that the serving process that started it is still its parent."""
+
+READY_PROBE_SECONDS = 1.0
+"""How long a readiness check waits for the writer to answer; one busy with a long write counts as running."""
 
 _INDEXES: dict = {}
 """The writer process's own :class:`~semiret.serving.served.ServedIndex` per index name."""
@@ -63,18 +69,60 @@ def _write(name: str, method: str, args: tuple):
     return getattr(_INDEXES[name], method)(*args)
 
 
+class WriterUnavailable(Exception):
+    """The writer process died and another could not take its place (the server answers 503)."""
+
+
 class WriterProcess:
-    """One process doing every write of the served indexes, one at a time, in the order they arrive."""
+    """One process doing every write of the served indexes, one at a time, in the order they arrive; started
+    again if it dies."""
 
     def __init__(self, specs: dict[str, tuple[str, str | None]], max_segments: int, threads: int | None = None):
-        threads = threads or max(1, (os.cpu_count() or 2) // 2)  # leave cores to the searches
+        self._arguments = (specs, max_segments, threads or max(1, (os.cpu_count() or 2) // 2))  # cores for searches
+        self._restarting = threading.Lock()
+        self._start()
+
+    def _start(self) -> None:
         self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         # a task rather than the pool's initializer: an error opening an index comes back with its message
-        self._opened: Future = self._pool.submit(_open_indexes, specs, max_segments, threads)
+        self._opened: Future = self._pool.submit(_open_indexes, *self._arguments)
+
+    def _restart(self, dead: ProcessPoolExecutor) -> None:
+        """A new writer in place of the one of ``dead`` (once, whichever thread notices first), open."""
+        with self._restarting:
+            if self._pool is dead:
+                dead.shutdown(wait=False, cancel_futures=True)
+                self._start()
+        try:
+            self.wait_until_open()
+        except Exception as exc:
+            raise WriterUnavailable(f"the writer process died and the one started in its place could not open "
+                                    f"the indexes: {exc or type(exc).__name__}") from None
+
+    def _ready_pool(self) -> ProcessPoolExecutor:
+        """The pool of a writer that opened every index: another one if this one died or failed to."""
+        pool, opened = self._pool, self._opened
+        try:
+            opened.result()
+        except Exception:
+            self._restart(pool)
+            return self._pool
+        return pool
 
     def wait_until_open(self) -> None:
         """Return once the writer has opened every index (raise what opening one raised)."""
         self._opened.result()
+
+    def ensure_running(self) -> None:
+        """Start another writer if this one died (what a readiness check asks); raise
+        :class:`WriterUnavailable` if that fails."""
+        pool = self._ready_pool()
+        try:
+            pool.submit(int).result(timeout=READY_PROBE_SECONDS)
+        except BrokenProcessPool:
+            self._restart(pool)
+        except TimeoutError:
+            pass  # queued behind a write in progress: the writer is alive
 
     @property
     def pid(self) -> int:
@@ -82,8 +130,18 @@ class WriterProcess:
         return self._pool.submit(os.getpid).result()
 
     def write(self, name: str, method: str, *args):
-        """``ServedIndex.<method>(*args)`` of index ``name`` in the writer process; its result once committed."""
-        return self._pool.submit(_write, name, method, args).result()
+        """``ServedIndex.<method>(*args)`` of index ``name`` in the writer process; its result once committed.
+        Done again once in a new writer if the process dies (:class:`WriterUnavailable` if it dies again)."""
+        pool = self._ready_pool()
+        try:
+            return pool.submit(_write, name, method, args).result()
+        except BrokenProcessPool:
+            self._restart(pool)
+        try:
+            return self._pool.submit(_write, name, method, args).result()
+        except BrokenProcessPool:
+            raise WriterUnavailable(f"the writer process died twice doing this write ({method.strip('_')} on index "
+                                    f"{name!r}); it is started again at the next write") from None
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

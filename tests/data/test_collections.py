@@ -216,6 +216,13 @@ def test_empty_document_id(tmp_path):
         list(iter_corpus(path))
 
 
+def test_document_ids_with_control_characters(tmp_path):
+    """A newline or a tab in an id would break TREC runs, TSV files and the URL that names the document."""
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b\tc", "text": "y"}])
+    with pytest.raises(DataFormatError, match=r":2: document id 'b\\tc' holds the control character '\\t'"):
+        list(iter_corpus(path))
+
+
 def test_duplicate_document_ids(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "text": "y"},
                                                    {"_id": "a", "text": "z"}])

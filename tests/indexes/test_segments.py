@@ -119,12 +119,39 @@ def test_the_store_refuses_bad_batches_before_writing(tmp_path, registry):
     index = PriorityIndex.build(tmp_path / "idx", [priorities({"a": 1})])
     with pytest.raises(SemiretError, match="duplicate document id 'x' in the documents to add"):
         index.add(Priorities(["x", "x"], np.ones(2, np.float32)))
+    with pytest.raises(SemiretError, match=r"document id 'x\\ny' holds the control character '\\n'"):
+        index.add(Priorities(["w", "x\ny"], np.ones(2, np.float32)))
+    with pytest.raises(SemiretError, match="empty document id"):
+        index.add(Priorities([""], np.ones(1, np.float32)))
     with pytest.raises(SemiretError, match="priorities must be finite"):
         index.add(priorities({"a": float("nan")}), replace=True)
     with pytest.raises(SemiretError, match=r"document 'a' is already in .* \(use replace / --replace\)"):
         index.add(priorities({"a": 2}))
     reopened = PriorityIndex.open(tmp_path / "idx")
     assert reopened.n_docs == 1 and "a" in reopened and len(reopened.segments) == 1
+
+
+def test_the_size_leaves_out_staging_folders_and_files_removed_meanwhile(tmp_path, registry, monkeypatch):
+    """What an index's size counts while a writer works beside it (a server describing the index during a merge):
+    a staging folder is not part of the index yet, and a file a merge removes between listing and ``stat``
+    counts nothing rather than failing the description."""
+    import semiret.files
+
+    index = PriorityIndex.build(tmp_path / "idx", [priorities({"a": 1, "b": 2})])
+    size = index.describe()["size_bytes"]
+    staging = tmp_path / "idx" / ".seg-000009.tmp-1-abcd"
+    staging.mkdir()
+    (staging / "big.npy").write_bytes(b"x" * 100_000)
+    assert index.describe()["size_bytes"] == size
+    real_stat = semiret.files.os.stat
+
+    def stat_losing_a_file(path, *args, **kwargs):
+        if str(path).endswith("meta.json"):
+            raise FileNotFoundError(path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(semiret.files.os, "stat", stat_losing_a_file)
+    assert 0 < index.describe()["size_bytes"] < size
 
 
 def test_a_crash_between_segment_write_and_commit_leaves_the_old_index(tmp_path, registry, monkeypatch):

@@ -4,6 +4,9 @@ never changes an index."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 
 import pytest
 from fastapi.testclient import TestClient
@@ -79,6 +82,9 @@ def test_health_readiness_and_openapi(client_with_neural, tmp_path):
     assert {"/indexes", "/indexes/{name}/search", "/indexes/{name}/documents", "/indexes/{name}/documents/delete",
             "/indexes/{name}/documents/{doc_id}", "/indexes/{name}/merge"} <= set(schema["paths"])
     assert "application/x-ndjson" in schema["paths"]["/indexes/{name}/documents"]["put"]["requestBody"]["content"]
+    references = re.findall(r'"\$ref": "([^"]+)"', json.dumps(schema))
+    assert references and all(r.removeprefix("#/components/schemas/") in schema["components"]["schemas"]
+                              for r in references)  # every reference resolves (the upsert body's too)
     assert client.get("/docs").status_code == 200
     (tmp_path / "tiny" / "meta.json").rename(tmp_path / "tiny" / "meta.json.away")
     answer = client.get("/readyz")
@@ -134,9 +140,12 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
     assert pooled[-1] == ["cats and dogs"] and len(pooled) == 2  # a new variant is made in the pool
     search("cats and dogs", options={"min_idf": 0})
     assert len(pooled) == 2  # made now: inline
+    long_query = "cats " * (app_module.INLINE_QUERY_CHARS // 5 + 1)
+    search(long_query)
+    assert pooled[-1] == [long_query] and len(pooled) == 3  # a long query, whatever the average: the pool
     monkeypatch.setattr(app_module, "INLINE_SEARCH_MS", 0.0)
     search("garden birds")
-    assert pooled[-1] == ["garden birds"] and len(pooled) == 3
+    assert pooled[-1] == ["garden birds"] and len(pooled) == 4
 
 
 def test_search_takes_the_retrievers_options(client_with_neural):
@@ -146,9 +155,48 @@ def test_search_takes_the_retrievers_options(client_with_neural):
                                                                "options": {"min_idf": 0, "two_phase": "on"}})
     assert plain.status_code == every_token.status_code == 200
     unknown = client.post("/indexes/tiny/search", json={"queries": ["cats"], "options": {"two_phase": "on"}})
-    assert unknown.status_code == 422 and "two_phase" in unknown.json()["detail"] and "bm25" in unknown.json()["detail"]
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "options", "two_phase"]
+    assert "bm25" in unknown.json()["detail"][0]["msg"]
     bad_value = client.post("/indexes/neural/search", json={"queries": ["cats"], "options": {"min_idf": -1}})
     assert bad_value.status_code == 422 and "min_idf" in bad_value.json()["detail"]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"idf": "/etc/passwd"}, "names a file or model of the server, which a request may not choose: give 'corpus' or "
+                             "'msmarco', or leave it out"),
+    ({"idf": "corpus", "min_idf": "abc"}, "option 'min_idf' must be a JSON number, got \"abc\""),
+    ({"min_idf": True}, "option 'min_idf' must be a JSON number, got true"),
+    ({"min_idf": [1]}, "option 'min_idf' must be a JSON number, got [1]"),
+    ({"bogus": None}, "option 'bogus' does not apply to searches with retriever 'inference-free'"),
+])
+def test_search_options_from_a_client_are_typed_and_name_no_server_file(client_with_neural, options, message):
+    """A client's options are checked as JSON before any retriever is made: an IDF table (or a model, a cache
+    directory) on the server's disk is the operator's choice, never a request's (its contents would leak in the
+    error of a table that does not parse)."""
+    answer = client_with_neural.post("/indexes/neural/search", json={"queries": ["cats"], "options": options})
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["detail"][0]
+    assert error["loc"] == ["body", "options", list(options)[-1]] and message in error["msg"]
+    assert client_with_neural.post("/indexes/neural/search", json={
+        "queries": ["cats"], "options": {"idf": "corpus", "min_idf": 0}}).status_code == 200
+
+
+def test_get_search_takes_only_its_parameters_and_k_defaults_within_the_limit(indexes):
+    client = client_of(indexes, max_k=2)
+    assert [len(hits) for hits in ids(client.get("/indexes/tiny/search", params={"q": "cats dogs garden"}))] == [2]
+    assert [len(hits) for hits in ids(client.post("/indexes/tiny/search", json={"queries": ["cats dogs garden"]}))] == [2]
+    assert client.post("/indexes/tiny/search", json={"queries": ["cats"], "k": 3}).status_code == 422
+    unknown = client.get("/indexes/tiny/search", params={"q": "cats", "size": 2})
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["query", "size"]
+
+
+def test_bodies_of_another_type_than_json_are_415(client, indexes):
+    before = state(indexes)
+    assert client.post("/indexes/tiny/search", content=b"queries=cats",
+                       headers={"content-type": "application/x-www-form-urlencoded"}).status_code == 415
+    assert client.post("/indexes/tiny/documents/delete", content=b"d1", headers={**WRITE, "content-type": "text/plain"}
+                       ).status_code == 415
+    assert state(indexes) == before
 
 
 @pytest.mark.parametrize("body, loc", [
@@ -209,6 +257,12 @@ def test_upsert_streams_jsonl(client, indexes):
     ("application/json", {"documents": [{"_id": "n1", "text": "new"}, {"_id": "n2", "title": " ", "text": ""}]}, 422,
      {"loc": ["body", "documents", 1], "msg": "Value error, document 'n2' is empty: its title and text are both blank"}),
     ("application/json", {"documents": [{"_id": "", "text": "no id"}]}, 422, {"loc": ["body", "documents", 0, "_id"]}),
+    ("application/json", {"documents": [{"_id": "line1\nline2", "text": "x"}]}, 422,
+     {"loc": ["body", "documents", 0, "_id"], "msg": "Value error, document id 'line1\\nline2' holds the control "
+                                                     "character '\\n': ids may not hold newlines, tabs or other "
+                                                     "control characters"}),
+    ("application/x-ndjson", b'{"_id": "n1", "text": "a"}\n{"_id": "tab\\there", "text": "b"}\n', 422,
+     {"loc": ["body", "line", 2, "_id"]}),
     ("application/json", {"documents": [{"_id": "n1", "text": 7}]}, 422, {"loc": ["body", "documents", 0, "text"]}),
     ("application/json", {"docs": []}, 422, {"loc": ["body", "docs"], "type": "extra_forbidden"}),
     ("application/json", b'{"documents": [{"_id": "n1", "text": "caf\xe9"}]}', 422,
@@ -297,6 +351,21 @@ def test_the_writer_process_encodes_commits_and_reports_errors(with_neural, tmp_
         assert client.put("/indexes/tiny/documents", headers=WRITE,
                           json={"documents": [{"_id": "x", "text": "walrus"}]}).status_code == 200
         assert ids(client.get("/indexes/tiny/search", params={"q": "walrus"})) == [["x"]]
+
+
+def test_a_writer_process_that_dies_is_started_again(indexes):
+    """The writer killed (SIGKILL, as the kernel's out-of-memory killer does): readiness starts another, and a
+    write sent while none runs is done by a new one, acknowledged and searchable."""
+    with client_of(indexes, write_process=True, api_key=KEY) as client:
+        writer = client.app.state.writer
+        os.kill(writer.pid, signal.SIGKILL)
+        ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        first_new = writer.pid
+        os.kill(first_new, signal.SIGKILL)
+        added = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "w1", "text": "walrus"}]})
+        assert added.json() == {"status": "acknowledged", "upserted": 1}
+        assert writer.pid != first_new and ids(client.get("/indexes/tiny/search", params={"q": "walrus"})) == [["w1"]]
 
 
 def test_many_small_adds_keep_few_segments(indexes):
