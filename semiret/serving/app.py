@@ -20,7 +20,8 @@ server started without a key (read-only), 404 unknown index or document, 413 a b
 ``--max-request-bytes`` or a batch over ``--max-batch``, 415 an unknown body type, 422 malformed JSON, invalid
 UTF-8, a wrong field or type (each naming where), an empty document, an id repeated within one add (ids must
 be unique within a request: which of two versions to keep would be a guess), an option the retriever does
-not have; 503 an index directory that no longer opens.
+not have, an option value of the wrong JSON type or naming a file or model of the server; 503 an index directory
+that no longer opens, or a writer process that died and could not be started again.
 """
 
 from __future__ import annotations
