@@ -42,7 +42,7 @@ class _Commands(TyperGroup):
         elif name == "adapt":
             from semiret.methods.cli import adapt_command
 
-            app = typer.Typer()
+            app = typer.Typer(add_completion=False)
             app.command()(adapt_command)
             command = typer.main.get_command(app)
         else:
@@ -211,10 +211,13 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     or a TREC run."""
     from semiret.data.collection import read_queries
     from semiret.data.trec import write_trec_run
+    from semiret.files import check_output_file
     from semiret.search.retrievers import open_retriever
 
     if bool(query) == (queries is not None):
         raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
+    if run is not None:
+        check_output_file(run, "TREC run (--run)")
     _use_encoding_device(device)
     named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
     query_ids, texts = list(named), list(named.values())
@@ -231,9 +234,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                               "hits": [{"id": h.id, "score": h.score, **({"text": h.text} if with_text else {})}
                                        for h in hits]}))
             continue
-        rows = [(str(rank), hit.id, f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
+        # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")
+        rows = [(str(rank), escape(hit.id), f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
         widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, name in enumerate(("#", "id", "score"))]
-        table = Table(title=text, show_lines=False)
+        table = Table(title=escape(text), show_lines=False)
         for width, (name, justify) in zip(widths, (("#", "right"), ("id", "left"), ("score", "right"))):
             table.add_column(name, justify=justify, no_wrap=True, min_width=width)
         # on a narrow terminal the text gives way, never the rank, id or score (3 cells of padding and border each)
@@ -242,7 +246,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             table.add_column("text", no_wrap=True, max_width=room)
         for row, hit in zip(rows, hits):
             passage = " ".join((hit.text or "").split())
-            table.add_row(*row, *([passage if len(passage) <= room else passage[: room - 1] + "…"] if show_text else []))
+            shown = passage if len(passage) <= room else passage[: room - 1] + "…"
+            table.add_row(*row, *([escape(shown)] if show_text else []))
         stdout.print(table)
 
 

@@ -12,12 +12,13 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from semiret.errors import IndexFormatError
+from semiret.errors import IndexFormatError, SemiretError
 
 FSYNC_THREADS = 16
 """Files synced at once by :func:`fsync_tree` (the syscalls wait on the disk, not on a core)."""
@@ -42,6 +43,39 @@ def atomic_write_text(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def check_output_file(path: str | Path, what: str = "output file") -> None:
+    """Refuse, before any work, an output file path that cannot be written: a directory, or one under a file.
+    ``-`` (standard output), devices and pipes are fine (:func:`write_output_text`)."""
+    if str(path) == "-":
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise SemiretError(f"{path} is a directory: give a file name for the {what}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise SemiretError(f"{path} cannot be written: {parent} is a file, not a directory")
+            break
+
+
+def write_output_text(path: str | Path, text: str) -> None:
+    """Write a file a user named for output: ``-`` is standard output; a symbolic link is written through (its
+    target replaced, the link kept); a device or a pipe (``/dev/stdout``) is written to as it is; any other path
+    is replaced atomically (:func:`atomic_write_text`)."""
+    if str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    check_output_file(path)
+    if os.path.exists(path) and not os.path.isfile(path):  # a device or a pipe, through any link
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
 
 
 def fsync_directory(path: Path) -> None:

@@ -46,6 +46,13 @@ class Document:
     text: str
     title: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("id", "text", "title"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise SemiretError(f"a document's {name} must be a string, got {type(value).__name__} "
+                                   f"({value!r}{f' in document {self.id!r}' if name != 'id' else ''})")
+
     @property
     def full_text(self) -> str:
         return f"{self.title} {self.text}" if self.title else self.text

@@ -29,7 +29,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
             except UnicodeDecodeError as exc:
                 raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
             try:
-                record = json.loads(text)
+                record = json.loads(text.rstrip("\r\n"))  # an error at the end then points at the line's end
             except json.JSONDecodeError as exc:
                 raise DataFormatError(f"invalid JSON: {json_error(exc)}", path, line_number) from None
             if not isinstance(record, dict):

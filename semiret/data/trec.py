@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
-from semiret.errors import DataFormatError
-from semiret.files import atomic_write_text
+from semiret.errors import DataFormatError, SemiretError
+from semiret.files import write_output_text
 
 Run = dict[str, dict[str, float]]
 """A ranking per query: ``{query_id: {doc_id: score}}`` (the ir_measures / pytrec_eval convention)."""
 
 
 def write_trec_run(run: Run, path: str | Path, tag: str = "semiret") -> None:
-    """Write a run in TREC format, documents of each query sorted by descending score."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write a run in TREC format, documents of each query sorted by descending score (``-``: standard output).
+    Ids holding whitespace, which the format's columns cannot hold, are refused before anything is written."""
     lines = []
     for query_id, scores in run.items():
         ranked = sorted(scores.items(), key=lambda item: -item[1])
+        _check_column(query_id, "query", path)
+        for doc_id in scores:
+            _check_column(doc_id, "document", path)
         lines += (f"{query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n" for rank, (doc_id, score) in enumerate(ranked, 1))
-    atomic_write_text(path, "".join(lines))  # a run cut short by a crash would score as a worse system
+    write_output_text(path, "".join(lines))  # atomic: a run cut short by a crash would score as a worse system
+
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def _check_column(value: str, what: str, path) -> None:
+    if not value or _WHITESPACE.search(value):
+        raise SemiretError(f"{what} id {value!r} holds whitespace or is empty, which a TREC run's columns cannot "
+                           f"hold: nothing written to {path} (search --format json keeps any id)")
 
 
 def read_trec_run(path: str | Path) -> Run:

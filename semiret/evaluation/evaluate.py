@@ -12,6 +12,7 @@ from pathlib import Path
 
 from semiret.data.collection import Collection, count_documents
 from semiret.data.trec import read_trec_run, write_trec_run
+from semiret.files import check_output_file
 from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
@@ -50,10 +51,21 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
     dropped).
     """
+    if run_path:
+        check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
+    if n_threads < 1:
+        raise SemiretError(f"--threads must be at least 1, got {n_threads}")
+    if depth < 1:
+        raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
     collection = Collection(data)
-    qrels = collection.qrels(split)
     queries = collection.queries(split)
+    # judged queries without a text are skipped (Collection.queries warns): not searched, so not averaged as 0s
+    qrels = {query_id: judged for query_id, judged in collection.qrels(split).items() if query_id in queries}
     measure_objects = parse_measures(measures)
+    deeper = [name for name, measure in measure_objects.items() if (measure.params.get("cutoff") or 0) > depth]
+    if deeper:
+        log.warning("%s read(s) deeper than the %d documents searched per query (--depth): scored as if the "
+                    "ranking stopped there", ", ".join(deeper), depth)
     baseline_run = read_trec_run(baseline) if baseline is not None else None
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
         check_baseline(baseline_run, qrels, f"the baseline run {baseline}")

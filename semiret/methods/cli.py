@@ -34,7 +34,7 @@ RECIPES = {
 }
 """Command name -> (configuration dataclass, training function ``train(config, resume) -> summary``, help)."""
 
-train_app = typer.Typer(no_args_is_help=True, help="Train a method's models.")
+train_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train a method's models.")
 
 
 def _command(name: str):

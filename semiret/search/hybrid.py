@@ -132,6 +132,8 @@ class HybridQueries(QuerySide):
             sparse = sorted(name for name, cls in RETRIEVERS.items() if cls.queries.searches_postings and name != "bm25")
             raise SemiretError(f"fusion 'bound' needs a neural part that searches postings ({', '.join(sparse)}); "
                                f"this hybrid's is {type(parts[NEURAL]).name!r}: use --fusion score or rrf")
+        if self.fusion != "rrf" and options.rrf_k != HybridQueryOptions.rrf_k:
+            raise SemiretError(f"rrf_k (--rrf-k) applies to fusion 'rrf' only; this hybrid fuses by {self.fusion!r}")
         self._rrf = np.empty(0)  # 1 / (rrf_k + rank) for ranks 1, 2, ...: made once for the deepest ranking seen
 
     @classmethod

@@ -236,6 +236,9 @@ class Retriever:
             return self.index.add(self.document_side.encode(documents), replace=replace)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once."""
+        if isinstance(doc_ids, str):
+            raise SemiretError(f"delete takes a list of ids, got the string {doc_ids!r} (one id: [{doc_ids!r}])")
         return self.index.delete(doc_ids)
 
     def with_options(self, **options) -> "Retriever":
@@ -262,12 +265,17 @@ class Retriever:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`."""
         single = isinstance(queries, str)
-        texts = [queries] if single else list(queries)
+        try:
+            texts = [queries] if single else list(queries)
+        except TypeError:
+            raise SemiretError(f"queries must be a string or a list of strings, got {type(queries).__name__}") from None
         bad = next((q for q in texts if not isinstance(q, str)), None)
         if bad is not None:
             raise SemiretError(f"queries must be strings, got {type(bad).__name__}")
         if k < 1:
             raise SemiretError("k must be at least 1")
+        if n_threads < 1:
+            raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
         hits = self.query_side.search(self.index, texts, k, n_threads)
         hits.lookup = self.index.get_document
         return hits[0] if single else hits

@@ -4,6 +4,7 @@ tokenizer's ids)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
@@ -18,6 +19,12 @@ from semiret.text.wordpiece import WordPieceVocabulary
 class BM25Parameters:
     k1: float = 1.5
     b: float = 0.75
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.k1) and self.k1 >= 0):
+            raise SemiretError(f"BM25's k1 (--k1) must be a finite number of at least 0, got {self.k1}")
+        if not 0.0 <= self.b <= 1.0:
+            raise SemiretError(f"BM25's b (--b) must be between 0 and 1, got {self.b}")
 
     def saturation(self, tf: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
         """The document side of BM25 as Lucene (and bm25s, Pyserini) compute it:

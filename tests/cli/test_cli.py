@@ -193,10 +193,16 @@ def test_an_index_holding_the_corpus_it_would_be_rebuilt_from_is_kept(index_dir,
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "nope"), "unknown retriever 'nope'"),
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "bot", "--k1", "1.2"), "do not apply to retriever 'bot'"),
     (("search", "--index", "{idx}", "-r", "idf", "x"), "is a 'bm25' index"),
-    (("add", "--index", "{idx}", "{tmp}/bad.jsonl"), "bad.jsonl:2: invalid JSON: Expecting value at column 1"),
+    (("add", "--index", "{idx}", "{tmp}/bad.jsonl"), "bad.jsonl:2: invalid JSON: Expecting value at column 22"),
     (("eval", "--data", "{beir}", "--split", "dev"), "no qrels for split 'dev'"),
     (("eval", "--data", "{beir}", "--split", "empty"), "qrels/empty.tsv: judges no query that"),
     (("search", "--index", "{idx}", "-k", "0", "x"), "k must be at least 1"),
+    (("search", "--index", "{idx}", "--threads", "0", "x"), "--threads) must be at least 1, got 0"),
+    (("search", "--index", "{idx}", "--run", "{tmp}", "x"), "is a directory: give a file name for the TREC run"),
+    (("eval", "--data", "{beir}", "--run", "{tmp}"), "is a directory: give a file name for the TREC run (--run)"),
+    (("eval", "--data", "{beir}", "--depth", "0"), "the depth searched (--depth) must be at least 1, got 0"),
+    (("index", "--data", "{beir}", "--out", "{tmp}/x", "--k1", "-1"), "BM25's k1 (--k1) must be a finite number"),
+    (("index", "--data", "{beir}", "--out", "{tmp}/x", "--b", "2"), "BM25's b (--b) must be between 0 and 1, got 2.0"),
     (("search", "--index", "{idx}", "--idf", "corpus", "x"), "idf do not apply when searching with retriever 'bm25'"),
 ])
 def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, message):
@@ -208,6 +214,30 @@ def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, messa
     assert "error:" in result.stderr and message in result.stderr
     assert "Traceback" not in result.output
     assert result.stderr.count("\n") == 1  # one line, however long the paths
+
+
+def test_search_tables_show_texts_and_ids_as_they_are(tmp_path, index_dir):
+    """Brackets in a query, an id or a text are shown, never read as rich markup (which raised on "[/]")."""
+    (tmp_path / "odd.jsonl").write_text('{"_id": "[bold]b1", "text": "quokka [/b] island"}\n')
+    invoke("add", "--index", index_dir, tmp_path / "odd.jsonl")
+    shown = invoke("search", "--index", index_dir, "quokka [/]").stdout
+    assert "quokka [/]" in shown and "[bold]b1" in shown and "quokka [/b] island" in shown
+
+
+def test_trec_runs_go_to_standard_output_through_links_and_refuse_ids_with_spaces(tmp_path, index_dir):
+    to_stdout = invoke("search", "--index", index_dir, "--run", "-", "cats").stdout
+    assert to_stdout.startswith("1 Q0 ") and to_stdout.split("\n")[0].endswith(" bm25")
+    target = tmp_path / "target.trec"
+    target.write_text("old\n")
+    (tmp_path / "link.trec").symlink_to(target)
+    invoke("search", "--index", index_dir, "--run", tmp_path / "link.trec", "cats")
+    assert (tmp_path / "link.trec").is_symlink() and target.read_text().startswith("1 Q0 ")
+    (tmp_path / "spaced.jsonl").write_text('{"_id": "has space", "text": "wombats burrow"}\n')
+    invoke("add", "--index", index_dir, tmp_path / "spaced.jsonl")
+    refused = invoke("search", "--index", index_dir, "--run", tmp_path / "w.trec", "wombats", ok=False)
+    assert refused.exit_code == 2 and "document id 'has space' holds whitespace" in refused.stderr
+    assert not (tmp_path / "w.trec").exists()
+    assert "has space" in invoke("search", "--index", index_dir, "--json", "wombats").stdout
 
 
 def test_failed_add_changes_nothing(tmp_path, index_dir):

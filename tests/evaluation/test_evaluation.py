@@ -313,3 +313,22 @@ def test_an_open_retriever_object_is_evaluated_as_it_is(beir_dir, tmp_path):
     assert evaluate(beir_dir, scratch)["nDCG@10"] == by_name["nDCG@10"]
     with pytest.raises(SemiretError, match="a retriever object is evaluated as it is"):
         evaluate(beir_dir, retriever, index=tmp_path / "idx")
+
+
+def test_judged_queries_without_a_text_are_left_out_of_the_means(tmp_path, caplog):
+    """A judged query with no text is skipped (warned about): not searched, so not averaged in as zeros; and a
+    measure reading deeper than the ranking searched is warned about."""
+    from helpers import TINY_QRELS, TINY_QUERIES, write_beir
+
+    complete = write_beir(tmp_path / "complete")
+    partial = write_beir(tmp_path / "partial", queries=dict(list(TINY_QUERIES.items())[1:]))
+    with_all = evaluate(complete, "bm25", split="test")
+    without_first = evaluate(partial, "bm25", split="test")
+    assert without_first["queries"] == len(TINY_QRELS) - 1
+    others = evaluate(write_beir(tmp_path / "others", queries=dict(list(TINY_QUERIES.items())[1:]),
+                                 qrels={q: j for q, j in TINY_QRELS.items() if q != next(iter(TINY_QUERIES))}),
+                      "bm25", split="test")
+    assert without_first["nDCG@10"] == others["nDCG@10"] and with_all["queries"] == len(TINY_QRELS)
+    caplog.clear()
+    evaluate(complete, "bm25", split="test", depth=5)
+    assert "nDCG@10, R@100, MRR@10 read(s) deeper than the 5 documents searched" in caplog.text

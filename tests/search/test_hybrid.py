@@ -184,6 +184,8 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path, hybrid):
                             ({"fusion_depth": 0}, r"fusion_depth \(--fusion-depth\) must be at least 1, got 0")):
         with pytest.raises(SemiretError, match=message):
             open_retriever(hybrid.index.path, **option)
+    with pytest.raises(SemiretError, match="rrf_k \\(--rrf-k\\) applies to fusion 'rrf' only; this hybrid fuses by"):
+        open_retriever(hybrid.index.path, fusion="score", rrf_k=10)  # it would change nothing: said, not ignored
     with pytest.raises(SemiretError, match="not with 'bm25'"):
         HybridRetriever.build(TINY_DOCS, tmp_path / "x", neural="bm25")
     with pytest.raises(SemiretError, match="takes no model"):

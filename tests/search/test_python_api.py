@@ -7,6 +7,7 @@ import gc
 
 import pytest
 
+from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, IDFRetriever
 from semiret.types import Hit, SearchHits
@@ -53,3 +54,20 @@ def test_queries_must_be_strings(tmp_path):
         bm25.search([1, 2])
     with pytest.raises(SemiretError, match="k must be at least 1"):
         bm25.search("cats", k=0)
+    with pytest.raises(SemiretError, match="queries must be a string or a list of strings, got NoneType"):
+        bm25.search(None)
+    with pytest.raises(SemiretError, match=r"n_threads \(--threads\) must be at least 1, got 0"):
+        bm25.search("cats", n_threads=0)
+
+
+def test_documents_and_ids_are_checked_where_they_enter(tmp_path):
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match=r"delete takes a list of ids, got the string 'd1' \(one id: \['d1'\]\)"):
+        bm25.delete("d1")
+    with pytest.raises(SemiretError, match="a document's id must be a string, got int"):
+        Document(7, "x")
+    with pytest.raises(SemiretError, match="a document's text must be a string, got NoneType"):
+        Document("z", None)
+    with pytest.raises(SemiretError, match="holds the control character"):
+        bm25.add([Document("ok", "fine"), Document("x\ty", "tabbed")])
+    assert bm25.index.n_docs == len(TINY_DOCS) and bm25.delete(["d1"]) == 1
