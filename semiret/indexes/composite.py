@@ -24,12 +24,12 @@ from semiret.indexes.segments import (
     open_index,
     register_index_format,
 )
-from semiret.indexes.storage import META_FILE, read_meta
+from semiret.indexes.storage import COMPOSITE_FORMAT, META_FILE, read_meta
 
 
 @register_index_format
 class CompositeIndex:
-    FORMAT = "semiret.composite"
+    FORMAT = COMPOSITE_FORMAT
     VERSION = 1
 
     def __init__(self, path: Path, meta: dict, parts: dict):
@@ -77,7 +77,7 @@ class CompositeIndex:
         meta = read_meta(path, cls.FORMAT)
         if meta.get("version") != cls.VERSION:
             raise IndexFormatError(f"{path}: composite index format version {meta.get('version')} is not supported")
-        return cls(path, meta, {name: open_index(path / name) for name in meta["parts"]})
+        return cls(path, meta, {name: open_index(path / name, as_part=True) for name in meta["parts"]})
 
     # ------------------------------------------------------------------ the first part answers for the documents
     @property

@@ -51,6 +51,7 @@ from semiret.indexes.storage import (
     StringTable,
     append_deletions,
     commit_stamp,
+    composite_holding,
     read_commit,
     read_deletions,
     read_meta,
@@ -79,12 +80,17 @@ def register_index_format(index_class: type) -> type:
     return index_class
 
 
-def open_index(path: str | Path):
-    """Open any semiret index directory with the class registered for its ``meta.json`` format."""
+def open_index(path: str | Path, as_part: bool = False):
+    """Open any semiret index directory with the class registered for its ``meta.json`` format. One of the parts
+    of a composite index (a hybrid's), opened on its own rather than by the composite (``as_part``), opens
+    read-only: a change to one part alone would leave the parts holding different documents."""
     found = read_meta(Path(path), None).get("format")
     if found not in INDEX_FORMATS:
         raise IndexFormatError(f"{path} holds a {found!r} index, not one semiret searches ({', '.join(sorted(INDEX_FORMATS))})")
-    return INDEX_FORMATS[found].open(path)
+    index = INDEX_FORMATS[found].open(path)
+    if not as_part:
+        index.part_of = composite_holding(Path(path))
+    return index
 
 
 class Segment:
@@ -197,6 +203,8 @@ class SegmentedIndex(ABC):
     VERSION: ClassVar[int]
     DESCRIPTION: ClassVar[str] = "index"
     batch_type: ClassVar[type]
+    part_of: Path | None = None
+    """The composite index this one is a part of, when opened on its own (:func:`open_index`): no writes."""
 
     def __init__(self, path: Path, meta: dict):
         self.path = path
@@ -394,6 +402,9 @@ class SegmentedIndex(ABC):
         themselves; hold it around more than one of them to make them one step for other writers, and around
         encoding documents whose encoding grows the index's vocabulary (BM25's words). A failure inside
         discards what uncommitted state it left (such words). Searches never wait for it."""
+        if self.part_of is not None:
+            raise SemiretError(f"{self.path} is the {self.path.name!r} part of the index {self.part_of}, whose parts "
+                               f"change together: add, delete and merge there (--index {self.part_of})")
         with self._writer:
             outermost = self._write_depth == 0
             with exclusive_lock(self.path / LOCK_FILE) if outermost else nullcontext():

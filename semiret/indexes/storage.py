@@ -20,6 +20,20 @@ from semiret.errors import IndexFormatError
 from semiret.files import fsync_directory
 
 META_FILE = "meta.json"
+COMPOSITE_FORMAT = "semiret.composite"
+"""The ``meta.json`` format of a directory of several indexes of the same documents (a hybrid's)."""
+
+
+def composite_holding(path: Path) -> Path | None:
+    """The composite index (a hybrid's directory) that lists the index at ``path`` as one of its parts, if any."""
+    path = Path(path).resolve()
+    try:
+        meta = json.loads((path.parent / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(meta, dict) and meta.get("format") == COMPOSITE_FORMAT and path.name in meta.get("parts", []):
+        return path.parent
+    return None
 
 
 CommitStamp = tuple[int, int, int]

@@ -46,10 +46,12 @@ from semiret.options import OptionValueError, check_json_values
 from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
+    ErrorDetail,
     IndexInfo,
     IndexList,
     SearchRequest,
     SearchResponse,
+    StoredDocument,
     UpsertRequest,
     WriteResponse,
 )
@@ -69,6 +71,16 @@ INLINE_QUERY_CHARS = 2_000
 """The most characters, all queries of a search together, that may be searched on the event loop."""
 GET_SEARCH_PARAMETERS = frozenset({"q", "k", "with_text"})
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
+ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started without a key (read-only).",
+          404: "No such index (or document).", 413: "A body over --max-request-bytes, or a batch over --max-batch.",
+          415: "A body of another type than JSON (or JSON lines for an add).",
+          503: "The index directory no longer opens, or the writer process could not be started again."}
+"""What each error status means, for the OpenAPI description of the routes that can answer it (422, a field named
+by ``loc``, is FastAPI's own)."""
+
+
+def _errors(*codes: int) -> dict:
+    return {code: {"model": ErrorDetail, "description": ERRORS[code]} for code in codes}
 DOCUMENT = TypeAdapter(DocumentIn)
 
 
@@ -252,23 +264,24 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return {"status": "ready", "indexes": list(served)}
 
     # ------------------------------------------------------------------ indexes
-    @app.get("/indexes", response_model=IndexList, tags=["indexes"])
+    @app.get("/indexes", response_model=IndexList, tags=["indexes"], responses=_errors(401, 503))
     async def list_indexes(request: Request):
         check_key(request, write=False)
         return {"indexes": [await run_in_threadpool(index.describe) for index in served.values()]}
 
-    @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"])
+    @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"], responses=_errors(401, 404, 503))
     async def describe_index(index: ServedIndex = Depends(readable)):
         return await run_in_threadpool(index.describe)
 
-    @app.post("/indexes/{name}/merge", response_model=IndexInfo, tags=["indexes"])
+    @app.post("/indexes/{name}/merge", response_model=IndexInfo, tags=["indexes"],
+              responses=_errors(401, 403, 404, 503))
     async def merge_index(index: ServedIndex = Depends(writable)):
         """Fold all segments into one and drop deleted documents."""
         return await run_in_threadpool(index.merge)
 
     # ------------------------------------------------------------------ search
     @app.post("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
-              tags=["search"])
+              tags=["search"], responses=_errors(401, 404, 413, 415, 503))
     async def search(body: SearchRequest, index: ServedIndex = Depends(readable)):
         started = time.perf_counter()
         check_batch(len(body.queries), "queries")
@@ -283,7 +296,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
-             tags=["search"])
+             tags=["search"], responses=_errors(401, 404, 413, 503))
     async def search_get(request: Request,
                          q: Annotated[list[str], Query(min_length=1, description="A query; repeat for more.")],
                          index: ServedIndex = Depends(readable), k: Annotated[int | None, Query(ge=1)] = None,
@@ -302,7 +315,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # ------------------------------------------------------------------ documents
     @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
-             tags=["documents"], openapi_extra={"requestBody": {"required": True, "content": {
+             tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503), openapi_extra={"requestBody": {"required": True, "content": {
                  "application/json": {"schema": _inlined_schema(UpsertRequest)},
                  "application/x-ndjson": {"schema": {"type": "string", "description":
                                                      "One document per line: {\"_id\", \"title\", \"text\"}"}}}}})
@@ -323,14 +336,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return {"upserted": upserted}
 
     @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
-              tags=["documents"])
+              tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503))
     async def delete(body: DeleteRequest, index: ServedIndex = Depends(writable)):
         """Delete documents by id (unknown ids are skipped); answered once durable."""
         check_batch(len(body.ids), "ids")
         return {"deleted": await run_in_threadpool(index.delete, body.ids)}
 
-    @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"])
-    async def get_document(doc_id: str, index: ServedIndex = Depends(readable)) -> dict:
+    @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"], response_model=StoredDocument,
+             response_model_exclude_unset=True, response_model_by_alias=True, responses=_errors(401, 404, 503))
+    async def get_document(doc_id: str, index: ServedIndex = Depends(readable)):
         """The stored document: ``{"_id", "title", "text"}`` (only ``_id`` if the index keeps no texts)."""
         found = await run_in_threadpool(index.document, doc_id)
         if found is None:

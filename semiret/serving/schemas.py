@@ -94,3 +94,19 @@ class IndexInfo(BaseModel):
 
 class IndexList(BaseModel):
     indexes: list[IndexInfo]
+
+
+class ErrorDetail(BaseModel):
+    """An error other than a validation error: what went wrong, in words."""
+
+    detail: str
+
+
+class StoredDocument(BaseModel):
+    """A stored document (only ``_id`` when the index keeps no texts)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str = Field(alias="_id")
+    title: str | None = None
+    text: str | None = None

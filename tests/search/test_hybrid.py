@@ -175,6 +175,19 @@ def test_adds_and_deletes_reach_both_parts_at_once(hybrid):
     assert "d1" not in [h.id for h in reopened.search("cats", k=10)]
 
 
+def test_a_part_opened_on_its_own_is_searched_but_never_changed_alone(hybrid):
+    """Adding to one part of a hybrid (``semiret add --index HYBRID/lexical``) would leave the parts holding different
+    documents: refused, naming the hybrid to change instead; the part still opens and searches."""
+    part = open_retriever(hybrid.index.path / "lexical")
+    assert part.search("cats", k=1)[0].id == hybrid.search("cats", k=1)[0].id
+    for change in (lambda: part.add([Document("d9", "walrus")]), lambda: part.delete(["d1"]), part.index.merge):
+        with pytest.raises(SemiretError, match=f"is the 'lexical' part of the index {hybrid.index.path}, whose parts "
+                                               "change together"):
+            change()
+    assert all(p.n_docs == 6 for p in open_retriever(hybrid.index.path).index.parts.values())
+    assert hybrid.add([Document("d9", "walrus")]) == 1 and hybrid.search("walrus", k=1)[0].id == "d9"
+
+
 def test_bad_input_is_refused_and_changes_nothing(tmp_path, hybrid):
     with pytest.raises(SemiretError, match="weight must be between 0 and 1"):
         open_retriever(hybrid.index.path, weight=1.5)

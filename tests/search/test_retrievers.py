@@ -101,6 +101,20 @@ def test_bm25_add_new_words_and_delete(tmp_path, bm25):
     assert "d1" not in BM25Retriever.open(tmp_path / "bm25").search(["cats"], k=20).ids[0]
 
 
+def test_an_add_with_a_bad_id_fails_before_any_document_is_encoded(bm25, monkeypatch):
+    """Encoding a file with a neural model can take minutes: an id already there, repeated or unusable is refused
+    first."""
+    def never(documents):
+        raise AssertionError("encoded")
+
+    monkeypatch.setattr(bm25.document_side, "encode", never)
+    for documents, message in (([Document("new", "x"), Document("d1", "y")], "'d1' is already in"),
+                               ([Document("n", "x"), Document("n", "y")], "duplicate document id 'n'"),
+                               ([Document("a\nb", "x")], "holds the control character")):
+        with pytest.raises(SemiretError, match=message):
+            bm25.add(documents)
+
+
 def test_bm25_search_after_a_failed_add(bm25):
     """A rejected add must not break later searches for the words it introduced."""
     with pytest.raises(SemiretError, match="already in"):

@@ -85,6 +85,7 @@ def test_health_readiness_and_openapi(client_with_neural, tmp_path):
     references = re.findall(r'"\$ref": "([^"]+)"', json.dumps(schema))
     assert references and all(r.removeprefix("#/components/schemas/") in schema["components"]["schemas"]
                               for r in references)  # every reference resolves (the upsert body's too)
+    assert {"401", "404", "413", "415", "422", "503"} <= set(schema["paths"]["/indexes/{name}/search"]["post"]["responses"])
     assert client.get("/docs").status_code == 200
     (tmp_path / "tiny" / "meta.json").rename(tmp_path / "tiny" / "meta.json.away")
     answer = client.get("/readyz")
