@@ -5,6 +5,10 @@ document is never embedded twice, across queries and across runs. Over time the 
 corpus and can be turned into the full parametric index (SiDR Appendix E): :meth:`to_postings`
 feeds an ``impact`` inverted index for sparse vectors; :meth:`dense_matrix` a dense index.
 
+Embeddings are kept under a key: :func:`content_key` (a document's id and a digest of its text) wherever documents
+are embedded, so a document replaced under its id, or another corpus's document of the same id, is embedded anew
+rather than handed the vector of the text it had.
+
 On disk: ``meta.json`` (kind, the encoder's fingerprint, chunks) and append-only ``chunk-NNNNNN/``
 folders, each staged under a temporary name and renamed before ``meta.json`` lists it, so the cache is never
 half-written. Threads may share a cache (a server's concurrent searches): adding and flushing take a lock.
@@ -12,12 +16,14 @@ half-written. Threads may share a cache (a server's concurrent searches): adding
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json, staged_directory
 from semiret.indexes.storage import META_FILE, StringTable, load_array, read_meta
@@ -28,8 +34,15 @@ SparseVector = tuple[np.ndarray, np.ndarray]
 """Token ids (int32) and their weights (float32)."""
 
 
+def content_key(document: Document) -> str:
+    """A document's key in a cache: its id and a digest of the text its embedding is computed from (ids hold no
+    control characters, so the separator cannot make two documents' keys equal)."""
+    digest = hashlib.blake2b(document.full_text.encode("utf-8"), digest_size=8).hexdigest()
+    return f"{document.id}\x1f{digest}"
+
+
 class EmbeddingCache:
-    """Document id -> embedding (sparse token vector or dense array), persisted in chunks."""
+    """Key (:func:`content_key`) -> embedding (sparse token vector or dense array), persisted in chunks."""
 
     def __init__(self, path: str | Path, kind: str, encoder: str, dim: int | None = None):
         if kind not in ("sparse", "dense"):
@@ -130,15 +143,18 @@ class EmbeddingCache:
         """Fraction of ``corpus_ids`` already embedded."""
         return sum(1 for i in corpus_ids if i in self._vectors) / max(len(corpus_ids), 1)
 
-    def to_postings(self, doc_ids: Sequence[str] | None = None, documents=None) -> Postings:
-        """Cached sparse vectors as postings for an ``impact`` index (all of them, or ``doc_ids``)."""
+    def to_postings(self, keys: Sequence[str] | None = None, documents=None,
+                    ids: Sequence[str] | None = None) -> Postings:
+        """Cached sparse vectors as postings for an ``impact`` index (all of them, or those of ``keys``), the
+        documents named ``ids`` (default: the keys)."""
         if self.kind != "sparse":
             raise SemiretError("only a sparse embedding cache becomes an inverted index")
-        ids = list(doc_ids) if doc_ids is not None else list(self._vectors)
-        absent = [i for i in ids if i not in self._vectors]
+        keys = list(keys) if keys is not None else list(self._vectors)
+        absent = [i for i in keys if i not in self._vectors]
         if absent:
             raise SemiretError(f"{len(absent)} documents are not embedded yet (e.g. {absent[0]!r})")
-        vectors = [self._vectors[i] for i in ids]
+        vectors = [self._vectors[i] for i in keys]
+        ids = list(ids) if ids is not None else keys
         offsets = np.zeros(len(ids) + 1, np.int64)
         np.cumsum([len(t) for t, _ in vectors], out=offsets[1:])
         return Postings(ids=ids, offsets=offsets,

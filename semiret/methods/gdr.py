@@ -175,12 +175,12 @@ def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np
         return encoder.encode_document([documents[p].full_text for p in positions], batch_size=64)
 
     if config.embedding_cache:
-        from semiret.indexes.embedding_cache import EmbeddingCache
+        from semiret.indexes.embedding_cache import EmbeddingCache, content_key
         from semiret.search.gdr import document_encoder_fingerprint
 
         shared = EmbeddingCache(config.embedding_cache, "dense",
                                 document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length))
-        vectors = shared.dense_vectors([d.id for d in documents], embed)
+        vectors = shared.dense_vectors([content_key(d) for d in documents], embed)
     else:
         vectors = embed(range(len(documents)))
     cache.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import numpy as np
 from semiret.clustering import nearest_means
 from semiret.errors import SemiretError
 from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
-from semiret.indexes.embedding_cache import EmbeddingCache
+from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.models.checkpoints import GDR, check_adapted_corpus
 from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -97,7 +97,7 @@ class GDRDocuments(DocumentSide):
             return self.encoder.encode_document([documents[p].full_text for p in positions],
                                                 batch_size=self.encode_batch_size, show_progress=False)
 
-        vectors = (self.cache.dense_vectors([d.id for d in documents], embed) if self.cache is not None
+        vectors = (self.cache.dense_vectors([content_key(d) for d in documents], embed) if self.cache is not None
                    else embed(range(len(documents))))
         leaves = np.asarray([self.trained_leaf.get(d.id, -1) for d in documents], np.int64)
         new = leaves < 0

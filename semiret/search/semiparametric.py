@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.indexes.embedding_cache import EmbeddingCache
+from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus
 from semiret.options import local_field
@@ -251,7 +252,7 @@ class LateParametricQueries(SiDRBetaQueries):
         candidates = [ids[: self.rerank_depth] for ids in first.ids]
         self.rerank_pairs += sum(map(len, candidates))
         self.candidates_seen.update(d for ids in candidates for d in ids)
-        self._embed_missing([d for ids in candidates for d in ids])
+        keys = self._embed_missing(self._stored(dict.fromkeys(d for ids in candidates for d in ids)))
         if self.rerank_model is None:
             query_vectors = full_queries  # the parametric score uses the whole query vector
         else:
@@ -261,7 +262,7 @@ class LateParametricQueries(SiDRBetaQueries):
             self.queries_embedded += len(queries)
         out_ids, out_scores = [], []
         for qv, ids, rest_ids in zip(query_vectors, candidates, first.ids):
-            scores = np.asarray([self._score(qv, self.cache.get(d)) for d in ids], np.float32)
+            scores = np.asarray([self._score(qv, self.cache.get(keys[d])) for d in ids], np.float32)
             order = np.argsort(-scores, kind="stable")
             ranked = [ids[i] for i in order]
             ranked_scores = scores[order].tolist()
@@ -271,23 +272,32 @@ class LateParametricQueries(SiDRBetaQueries):
             out_scores.append((ranked_scores + [floor - i for i in range(len(tail))])[:k])
         return SearchHits(out_ids, out_scores)
 
-    def _embed_missing(self, doc_ids: list[str]) -> None:
-        missing = self.cache.missing(doc_ids)
-        if not missing:
-            return
-        texts = []
-        for doc_id in missing:
+    def _stored(self, doc_ids) -> list[Document]:
+        """The stored documents of these ids (what re-ranking embeds)."""
+        documents = []
+        for doc_id in doc_ids:
             document = self.index.get_document(doc_id)
             if document is None:
                 raise SemiretError(f"{self.index.path} does not store the text of {doc_id!r}: re-ranking needs "
                                    "stored documents (build the index with store_texts)")
-            texts.append(document.full_text)
-        vectors = self.second_stage.encode_document(texts, batch_size=self.encode_batch_size,
-                                                    show_progress=len(texts) > 256)
+            documents.append(document)
+        return documents
+
+    def _embed_missing(self, documents: list[Document]) -> dict[str, str]:
+        """Embed and cache those of ``documents`` the cache lacks (by id and text: a document replaced under its
+        id is embedded anew); returns each document's cache key by id."""
+        keys = {document.id: content_key(document) for document in documents}
+        missing = set(self.cache.missing(list(keys.values())))
+        new = [document for document in documents if keys[document.id] in missing]
+        if not new:
+            return keys
+        vectors = self.second_stage.encode_document([document.full_text for document in new],
+                                                    batch_size=self.encode_batch_size, show_progress=len(new) > 256)
         rows = [vectors.row(i) for i in range(len(vectors))] if self.cache.kind == "sparse" else list(vectors)
-        self.cache.put(missing, rows)
+        self.cache.put([keys[document.id] for document in new], rows)
         self.cache.flush()
-        self.documents_embedded += len(missing)
+        self.documents_embedded += len(new)
+        return keys
 
     @staticmethod
     def _score(query, document) -> float:
@@ -317,9 +327,9 @@ def cache_to_full_index(retriever: LateParametricRetriever, path: str | Path, ov
     if late.rerank_model is not None:
         raise SemiretError("only a cache of SiDR document vectors becomes a sidr-full index")
     ids = retriever.index.live_ids()
-    late._embed_missing(ids)
-    documents = [retriever.index.get_document(i) for i in ids]
-    postings = late.cache.to_postings(ids, documents)
+    documents = late._stored(ids)
+    keys = late._embed_missing(documents)
+    postings = late.cache.to_postings([keys[i] for i in ids], documents, ids)
     return InvertedIndex.build(path, "impact", [postings], vocab_size=late.vocabulary.size,
                                analyzer=encoder_config("sidr", late.model, None, late.sidr),
                                overwrite=overwrite, extra_meta={"retriever": SiDRFullRetriever.name})

@@ -334,6 +334,10 @@ def test_an_embedding_cache_spares_a_second_embedding_of_the_corpus(trained, gdr
         assert np.allclose(second.index.get_vector(doc_id), reference.index.get_vector(doc_id), atol=1e-6)
         assert np.array_equal(first.index.get_vector(doc_id), second.index.get_vector(doc_id))
     assert second.search(["statin cancer risk"], k=5).ids == reference.search(["statin cancer risk"], k=5).ids
+    other = [Document("d0", "penguins huddle through the polar winter")]  # another corpus's d0: embedded anew
+    third = GDRRetriever.build(other, tmp_path / "c", model=model, beams=2, embedding_cache=str(cache))
+    uncached = GDRRetriever.build(other, tmp_path / "d", model=model, beams=2)
+    assert len(embedded) == 43 and np.allclose(third.index.get_vector("d0"), uncached.index.get_vector("d0"), atol=1e-6)
 
 
 def test_bad_input_is_refused_before_any_compute(trained, gdr_index, collection, tmp_path, tiny_nail, tiny_bert):

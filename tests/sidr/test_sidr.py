@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from semiret.data import Collection
+from semiret.data import Collection, Document
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.models.pooled_projection import max_pooled_projection, top_k_max_pooled_projection
@@ -263,6 +263,25 @@ def test_sidr_indexes_and_the_rerank_cache_notice_a_model_retrained_in_place(tra
     again.search(["cats and dogs"], k=3)
     assert again.query_side.cost_figures()["documents_embedded"] == embedded
     assert len(list((tmp_path / "bot" / "embedding-cache").iterdir())) == 2
+
+
+def test_re_ranking_embeds_a_replaced_document_anew(trained, tiny_docs, tmp_path):
+    """The embedding cache keys a document by its id and text: one replaced under its id is re-ranked with the
+    new text's vector (as a fresh build scores it), never the old one's."""
+    model = str(trained[1] / "model")
+    late = LateParametricRetriever.build(tiny_docs, tmp_path / "bot", model=model, rerank_depth=6)
+    query = "cats and dogs"
+    before = {h.id: h.score for h in late.search(query, k=6)}
+    target = next(iter(before))
+    late.add([Document(target, "Quarterly tax filings for small businesses.")], replace=True)
+    after = {h.id: h.score for h in late.search(query, k=6)}
+    fresh = LateParametricRetriever.build(
+        [d if d.id != target else Document(target, "Quarterly tax filings for small businesses.") for d in tiny_docs],
+        tmp_path / "fresh", model=model, rerank_depth=6)
+    expected = {h.id: h.score for h in fresh.search(query, k=6)}
+    assert target in after and after[target] != before[target]
+    assert after[target] == pytest.approx(expected[target], rel=1e-5)
+    assert late.query_side.cost_figures()["documents_embedded"] == len(tiny_docs) + 1
 
 
 def test_sparse_queries_shift_back_to_tokenizer_ids(tiny_mlm):
