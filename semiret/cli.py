@@ -435,7 +435,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
         if key not in ("retriever", "dataset", "split", "queries", "vs_baseline") and value is not None:
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     for name, versus in (figures["vs_baseline"] or {}).items():
-        table.add_row(f"{name} vs baseline", f"{versus['delta']:+.4f} (p={versus['p_value']:.3g}; "
+        table.add_row(f"{name} vs baseline", f"{versus['delta']:+.4f} (p={_p_value(versus)}; "
                                              f"{versus['better']} better, {versus['worse']} worse)")
     stdout.print(table)
 
@@ -446,6 +446,11 @@ def _either_side(name: str) -> str:
 
 app.command(name="eval")(command_with_options(evaluate_command, _option_classes("documents") + _option_classes("queries"),
                                               help_suffix=_either_side))
+
+
+def _p_value(compared: dict) -> str:
+    """A comparison's p-value as a table shows it ("n/a" for one query: no test)."""
+    return "n/a" if compared["p_value"] is None else f"{compared['p_value']:.3g}"
 
 
 def _run_paths(paths: list[Path]) -> str | list[str]:
@@ -490,7 +495,7 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
         table.add_column(column, justify="right")
     for name, v in versus.items():
         table.add_row(name, f"{v['baseline'] + v['delta']:.4f}", f"{v['baseline']:.4f}",
-                      f"{v['delta']:+.4f} (p={v['p_value']:.3g})", f"{v['better']} / {v['worse']}")
+                      f"{v['delta']:+.4f} (p={_p_value(v)})", f"{v['better']} / {v['worse']}")
     stdout.print(table)
 
 

@@ -45,7 +45,10 @@ def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]
 
 
 def per_query(run, qrels, measure) -> dict[str, float]:
-    """One measure for each judged query (for significance tests and error analysis)."""
+    """One measure (a name or an ir_measures object) for each judged query (for significance tests and error
+    analysis)."""
+    if isinstance(measure, str):
+        [measure] = parse_measures([measure]).values()
     out = {q: 0.0 for q in qrels}
     for m in ir_measures.iter_calc([measure], qrels, run):
         out[m.query_id] = float(m.value)

@@ -46,7 +46,9 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
     """For each measure: the baseline's mean, the mean difference (run - baseline), the paired t-test p-value,
     and how many judged queries the run does better, worse or the same on. Queries missing from a run count
     as 0, as in :func:`~semiret.evaluation.metrics.score_run`. Either side may be a list of runs (one system's
-    seeds), averaged query by query."""
+    seeds), averaged query by query. With one judged query there is no test (``p_value`` None, not
+    significant); where every query differs by the same non-zero amount the t-test is undefined too, and the
+    exact two-sided sign test stands in (two queries both better: p = 0.5)."""
     runs, baselines = _as_runs(run), _as_runs(baseline)
     for each in baselines:
         _judged_queries_ranked(each, qrels, "the baseline run")  # callers warn of partial runs (check_baseline)
@@ -57,13 +59,25 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
         a = _mean_per_query(runs, qrels, measure, judged)
         b = _mean_per_query(baselines, qrels, measure, judged)
         diff = a - b
-        # ttest_rel is undefined (nan) when every difference is equal; identical runs are simply not different
-        p = float(stats.ttest_rel(a, b).pvalue) if np.ptp(diff) > 0 else (1.0 if not diff.any() else 0.0)
+        p = _paired_p_value(a, b)
         comparison[name] = {"baseline": round(float(b.mean()), 6), "delta": round(float(diff.mean()), 6),
-                            "p_value": round(p, 6), "significant": p < SIGNIFICANCE_LEVEL,
+                            "p_value": None if p is None else round(p, 6),
+                            "significant": p is not None and p < SIGNIFICANCE_LEVEL,
                             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum()),
                             "same": int((diff == 0).sum())}
     return comparison
+
+
+def _paired_p_value(a: np.ndarray, b: np.ndarray) -> float | None:
+    """The paired t-test's two-sided p-value; None for fewer than two queries. ``ttest_rel`` is undefined (nan)
+    when every difference is equal: identical runs are simply not different (1.0), and equal non-zero
+    differences take the exact sign test, 2 x 0.5^n."""
+    if len(a) < 2:
+        return None
+    diff = a - b
+    if np.ptp(diff) > 0:
+        return float(stats.ttest_rel(a, b).pvalue)
+    return 1.0 if not diff.any() else min(1.0, 2.0 * 0.5 ** len(a))
 
 
 def _as_runs(side: Run | Sequence[Run]) -> list[Run]:

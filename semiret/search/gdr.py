@@ -22,6 +22,7 @@ from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.models.checkpoints import GDR, check_adapted_corpus
 from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+from semiret.types import SearchHits
 
 FAMILY = "gdr"
 BEAMS = 100
@@ -157,6 +158,13 @@ class GDRQueries(QuerySide):
         return self.model.query_vectors(self._checked(texts))
 
     def search(self, index, texts, k, n_threads):
+        asked = [i for i, text in enumerate(texts) if text.strip()]
+        if len(asked) < len(texts):  # an empty query finds nothing, as with every retriever; the others are searched
+            found = self.search(index, [texts[i] for i in asked], k, n_threads) if asked else None
+            ids, scores = [[] for _ in texts], [[] for _ in texts]
+            for row, i in enumerate(asked):
+                ids[i], scores[i] = list(found.ids[row]), list(found.scores[row])
+            return SearchHits(ids, scores)
         leaves, inter, vectors = self.model.search_clusters(self._checked(texts), self.options.beams,
                                                             self.options.length_penalty)
         hits, scored = index.search_clusters(vectors, leaves, inter, k, self.options.beta)

@@ -302,6 +302,13 @@ class DenseDocumentOptions:
     Smaller gives smaller lowest clusters and a finer choice of what a search scans (better recall for the
     same share scanned: docs/results.md, tree ANN) at a slower build."""
 
+    def __post_init__(self) -> None:
+        for name, least in (("nlist", 1), ("hnsw_m", 2)):
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least {least}, got {value}")
+        check_tree_branching(self.tree_branching)
+
 
 class DenseDocuments(EncoderDocuments):
     """Pooled embeddings into a ``dense`` index."""
@@ -333,13 +340,12 @@ class DenseDocuments(EncoderDocuments):
     def create(cls, options: DenseDocumentOptions):
         from semiret.models.encoders import load_encoder
 
-        check_tree_branching(options.tree_branching)  # before the model loads
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
         config = encoder_config("dense", options.model, encoder.max_length, encoder,
                                 precision=encoder.requested_precision)
         side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
-                            **({"hnsw_m": options.hnsw_m} if options.hnsw_m else {})}
+                            **({"hnsw_m": options.hnsw_m} if options.hnsw_m is not None else {})}
         return side
 
     def index_config(self) -> dict:
@@ -357,6 +363,11 @@ class DenseQueryOptions(EncoderQueryOptions):
     """HNSW candidate list size (--ann hnsw)."""
     beam: int = BEAM
     """Tree clusters kept at each level of the descent (--ann tree): wider finds more, scores more."""
+
+    def __post_init__(self) -> None:
+        for name in ("nprobe", "ef_search", "beam"):
+            if getattr(self, name) < 1:
+                raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least 1, got {getattr(self, name)}")
 
 
 class DenseQueries(SiameseQueries):

@@ -256,7 +256,7 @@ class Retriever:
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""
         query_side = self.queries.open(self.index, self.search_options(options), self.document_side)
-        return type(self)(self.index, query_side, self.document_side)
+        return type(self)(self.index, query_side, self.document_side, self._scratch)  # a temporary index lives on
 
     def pinned(self) -> "Retriever":
         """This retriever over a read-only view of the index's current commit (``index.pinned()``): a search
@@ -277,12 +277,14 @@ class Retriever:
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`."""
         single = isinstance(queries, str)
         try:
-            texts = [queries] if single else list(queries)
+            texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
         except TypeError:
-            raise SemiretError(f"queries must be a string or a list of strings, got {type(queries).__name__}") from None
-        bad = next((q for q in texts if not isinstance(q, str)), None)
-        if bad is not None:
-            raise SemiretError(f"queries must be strings, got {type(bad).__name__}")
+            texts = None
+        if texts is None:
+            raise SemiretError(f"queries must be a string or a list of strings, got {type(queries).__name__}")
+        bad = [q for q in texts if not isinstance(q, str)]
+        if bad:
+            raise SemiretError(f"queries must be strings, got {type(bad[0]).__name__}")
         if k < 1:
             raise SemiretError("k must be at least 1")
         if n_threads < 1:

@@ -122,6 +122,8 @@ class PairBatches(BatchSource):
     ``per_epoch``, each epoch draws a fresh sample of that many pairs (large pre-training sets)."""
 
     def __init__(self, training_set: TrainingSet, batch_size: int, per_epoch: int | None = None):
+        if batch_size < 1:
+            raise SemiretError(f"the batch size must be at least 1, got {batch_size}")
         if per_epoch is not None and per_epoch < 1:
             raise SemiretError(f"pairs per epoch must be at least 1, got {per_epoch}")
         self.training_set, self.batch_size, self.per_epoch = training_set, batch_size, per_epoch

@@ -105,6 +105,7 @@ def test_per_query_values():
     assert set(values) == set(qrels) and values["q0"] == 0.0
     reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run)
     assert values["q1"] == pytest.approx(reference["q1"]["ndcg_cut_10"])
+    assert per_query(run, qrels, "nDCG@10") == per_query(run, qrels, DEFAULT_MEASURES["nDCG@10"])  # a name too
 
 
 def test_compare_runs_against_scipy_and_counts():
@@ -134,6 +135,18 @@ def test_compare_runs_identical_and_clearly_better():
     assert better["delta"] > 0 and better["significant"] and better["worse"] == 0
     with pytest.raises(SemiretError, match="none of the judged queries"):
         compare_runs(run, {"other": {"D1": 1.0}}, qrels)
+
+
+def test_compare_runs_where_the_t_test_is_undefined():
+    """One query: no test at all; every query better by the same amount: the exact sign test, not p = 0."""
+    one = compare_runs({"q1": {"d1": 1.0}}, {"q1": {"d2": 1.0, "d1": 0.5}}, {"q1": {"d1": 1}}, ["RR@10"])["RR@10"]
+    assert one["delta"] == 0.5 and one["p_value"] is None and not one["significant"]
+    qrels = {f"q{i}": {"d1": 1} for i in range(2)}
+    two = compare_runs({q: {"d1": 1.0} for q in qrels}, {q: {"d2": 1.0, "d1": 0.5} for q in qrels}, qrels, ["RR@10"])
+    assert two["RR@10"]["p_value"] == 0.5 and not two["RR@10"]["significant"]
+    qrels = {f"q{i}": {"d1": 1} for i in range(8)}
+    eight = compare_runs({q: {"d1": 1.0} for q in qrels}, {q: {"d2": 1.0, "d1": 0.5} for q in qrels}, qrels, ["RR@10"])
+    assert eight["RR@10"]["p_value"] == round(2 * 0.5 ** 8, 6) and eight["RR@10"]["significant"]
 
 
 def test_compare_runs_averages_each_sides_seeds_query_by_query():

@@ -43,7 +43,12 @@ def test_an_index_without_a_path_lives_in_a_temporary_directory():
     assert path.is_dir() and retriever.search("garden birds", k=1)[0].id == "d4"
     retriever.add([TINY_DOCS[0].__class__("d7", "quokkas in the garden")])
     assert retriever.search("quokkas", k=1)[0].id == "d7"
+    variant = retriever.with_options(min_idf=0)
     del retriever
+    gc.collect()
+    assert path.is_dir() and variant.search("quokkas", k=1)[0].id == "d7"  # kept alive by a variant of it too
+    variant.add([TINY_DOCS[0].__class__("d8", "wombats")])
+    del variant
     gc.collect()
     assert not path.exists()
 
@@ -56,6 +61,10 @@ def test_queries_must_be_strings(tmp_path):
         bm25.search("cats", k=0)
     with pytest.raises(SemiretError, match="queries must be a string or a list of strings, got NoneType"):
         bm25.search(None)
+    with pytest.raises(SemiretError, match="queries must be strings, got NoneType"):
+        bm25.search(["cats", None])
+    with pytest.raises(SemiretError, match="queries must be a string or a list of strings, got bytes"):
+        bm25.search(b"cats")
     with pytest.raises(SemiretError, match=r"n_threads \(--threads\) must be at least 1, got 0"):
         bm25.search("cats", n_threads=0)
 

@@ -368,3 +368,28 @@ def test_multithreaded_retriever_search(bm25):
     one, many = bm25.search(queries, k=4), bm25.search(queries, k=4, n_threads=3)
     assert one.ids == many.ids and one.scores == many.scores
     assert np.all(np.diff(one.scores[0]) <= 0)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"nprobe": 0}, r"nprobe \(--nprobe\) must be at least 1, got 0"),
+    ({"ef_search": -3}, r"ef_search \(--ef-search\) must be at least 1, got -3"),
+    ({"beam": 0}, r"beam \(--beam\) must be at least 1, got 0"),
+])
+def test_dense_search_options_are_checked_before_any_search(options, message):
+    from semiret.search import DenseRetriever
+
+    with pytest.raises(SemiretError, match=message):
+        DenseRetriever.search_options(options)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"hnsw_m": 0}, r"hnsw_m \(--hnsw-m\) must be at least 2, got 0"),  # not the default put in its place
+    ({"nlist": 0}, r"nlist \(--nlist\) must be at least 1, got 0"),
+    ({"tree_branching": 1}, r"tree_branching \(--tree-branching\) must be at least 2, got 1"),
+])
+def test_dense_index_options_are_checked_before_the_model_loads(tmp_path, options, message):
+    from semiret.search import DenseRetriever
+
+    with pytest.raises(SemiretError, match=message):
+        DenseRetriever.build(TINY_DOCS, tmp_path / "dense", model="no-such-model", **options)
+    assert not (tmp_path / "dense").exists()

@@ -79,6 +79,11 @@ def training_set(tmp_path_factory):
     return TrainingSet.from_collection(Collection(write_beir(tmp_path_factory.mktemp("c") / "c", split="train")))
 
 
+def test_batches_of_no_pairs_are_refused(training_set):
+    with pytest.raises(SemiretError, match="the batch size must be at least 1, got 0"):
+        PairBatches(training_set, 0)
+
+
 def test_in_batch_contrastive_loss_is_multiple_negatives_ranking(training_set, tiny_bert):
     """Each query's cross-entropy against its positive among the batch's passages, and back, over scaled inner
     products: computed here from the encoder's own vectors."""
