@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from semiret.data.collection import Document
+from semiret.errors import SemiretError
 
 
 @dataclass
@@ -123,6 +124,9 @@ class SearchHits:
         return len(self.ids)
 
     def __getitem__(self, query: int) -> list[Hit]:
+        """Query ``query``'s hits, best first (one query: a slice of queries is ``list(hits)[a:b]``)."""
+        if not isinstance(query, (int, np.integer)):
+            raise TypeError(f"search hits are indexed by query number (an int), not {type(query).__name__}")
         return [Hit(i, s, self.lookup) for i, s in zip(self.ids[query], self.scores[query])]
 
     def __iter__(self) -> Iterator[list[Hit]]:
@@ -132,6 +136,8 @@ class SearchHits:
         """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what
         :func:`~semiret.evaluation.metrics.score_run`, :func:`~semiret.evaluation.significance.compare_runs` and
         :func:`~semiret.data.trec.write_trec_run` take."""
+        if len(query_ids) != len(self.ids):  # a query left out would score as 0 wherever the run is judged
+            raise SemiretError(f"{len(query_ids)} query ids for the hits of {len(self.ids)} queries")
         return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
 
     def id_keys(self, query: int) -> np.ndarray | None:

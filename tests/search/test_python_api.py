@@ -33,6 +33,11 @@ def test_hits_unpack_as_pairs_and_carry_the_stored_text(tmp_path):
     assert "mailman delivers letters" in hits[0].text and hits[0].document.id == "d5"
     for query_hits in bm25.search(["mailman", "birds"], k=1):  # a batch iterates query by query
         assert len(query_hits) == 1 and query_hits[0].text
+    batch = bm25.search(["mailman", "birds"], k=1)
+    with pytest.raises(TypeError, match="indexed by query number"):
+        batch[0:2]
+    with pytest.raises(SemiretError, match="1 query ids for the hits of 2 queries"):
+        batch.as_run(["q1"])
     unstored = BM25Retriever.build(TINY_DOCS, tmp_path / "bare", store_texts=False)
     assert unstored.search("mailman", k=1)[0].text is None
 
