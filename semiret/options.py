@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import json
 import math
 import types
 import typing
@@ -59,7 +60,7 @@ def check_json_values(classes: Iterable[type], values: dict, owner: str = "") ->
         if not any(_json_is(value, kind) for kind in kinds):
             wanted = " or ".join(getattr(kind, "__name__", str(kind)) for kind in kinds)
             raise OptionValueError(name, f"option {name!r} must be a {_JSON_NAMES.get(wanted, wanted)}, "
-                                         f"got {json_repr(value)}")
+                                         f"got {_json_repr(value)}")
         if LOCAL in f.metadata and value not in f.metadata[LOCAL]:
             allowed = " or ".join(repr(n) for n in f.metadata[LOCAL])
             raise OptionValueError(name, f"option {name!r} names a file or model of the server, which a request "
@@ -81,10 +82,8 @@ def _json_is(value, kind) -> bool:
     return True  # other types: the option's own checks
 
 
-def json_repr(value) -> str:
+def _json_repr(value) -> str:
     """A value as JSON writes it, shortened (for messages)."""
-    import json
-
     text = json.dumps(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -21,6 +21,7 @@ from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, staged_directory
 from semiret.indexes.segments import (
     check_build_target,
+    check_new_ids,
     open_index,
     register_index_format,
 )
@@ -141,15 +142,17 @@ class CompositeIndex:
             yield self
 
     # ------------------------------------------------------------------ changes go to every part
+    def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
+        """:meth:`SegmentedIndex.check_new_ids`, the ids being this index's (its first part's)."""
+        check_new_ids(self.path, ids, lambda asked: (i for i in asked if i in self), replace)
+
     def add(self, batch: dict, replace: bool = False) -> int:
         if set(batch) != set(self.parts):
             raise SemiretError(f"a batch for {self.path} needs the parts {list(self.parts)}, got {sorted(batch)}")
         with self.writing():
             for name, part in self.parts.items():  # every part's checks run before any part writes
                 part._check_batch(batch[name])
-            clash = None if replace else next((i for i in batch[next(iter(batch))].ids if i in self.first), None)
-            if clash is not None:
-                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+            self.check_new_ids(batch[next(iter(batch))].ids, replace)
             for name, part in self.parts.items():
                 added = part.add(batch[name], replace=replace)
             return added

@@ -39,7 +39,7 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import check_embeddings
 from semiret.indexes.inverted import check_postings, pack_queries
-from semiret.indexes.segments import check_ids
+from semiret.indexes.segments import check_ids, check_new_ids
 from semiret.types import Embeddings, Postings, SearchHits
 
 SCHEME = "milvus:"
@@ -230,17 +230,18 @@ class MilvusIndex:
         Milvus orders the writes (the last upsert of an id wins)."""
         yield self
 
+    def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
+        """Refuse ids of documents to add that repeat, are unusable or, without ``replace``, are in the
+        collection already (one query for all of them)."""
+        check_new_ids(self.path, ids, self.present, replace)
+
     def add(self, batch: Postings | Embeddings, replace: bool = False) -> int:
         """Upsert documents; returns how many. Ids the collection holds are an error unless ``replace``. Every
         vector is checked before the first is sent (:meth:`upsert`): a refused batch leaves the collection
         unchanged."""
         if len(batch) == 0:
             return 0
-        check_ids(batch.ids)
-        if not replace:
-            clash = next(iter(self.present(batch.ids)), None)
-            if clash is not None:
-                raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
+        self.check_new_ids(batch.ids, replace)
         self.upsert(batch)
         return len(batch)
 

@@ -34,7 +34,7 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -440,13 +440,10 @@ class SegmentedIndex(ABC):
         if len(batch) == 0:
             return 0
         with self._change() as draft:
-            draft._check_batch(batch)  # against the last commit: another writer's may have changed what is valid
+            draft.check_new_ids(batch.ids, replace)  # against the last commit: another writer's may have changed it
+            draft._validate(batch)
             if replace:
                 draft._mark_deleted([i for i in batch.ids if i in draft], missing_ok=True)
-            else:
-                clash = next((i for i in batch.ids if i in draft), None)
-                if clash is not None:
-                    raise SemiretError(f"document {clash!r} is already in {self.path} (use replace / --replace)")
             draft._append_segment(batch)
         return len(batch)
 
@@ -519,6 +516,11 @@ class SegmentedIndex(ABC):
                     entry.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ writing (on a draft)
+    def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
+        """Refuse ids of documents to add that repeat, are unusable (:func:`check_ids`) or, without ``replace``,
+        are here already: what :meth:`add` checks, which callers may also ask before encoding documents."""
+        check_new_ids(self.path, ids, lambda asked: (i for i in asked if i in self), replace)
+
     def _check_batch(self, batch) -> None:
         """Refuse a batch that repeats an id or that the kind cannot take (:meth:`_validate`)."""
         check_ids(batch.ids)
@@ -679,6 +681,16 @@ def check_ids(ids: list[str]) -> None:
         seen: set[str] = set()
         repeated = next(i for i in ids if i in seen or seen.add(i))
         raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+
+
+def check_new_ids(path, ids: list[str], present: Callable[[list[str]], Iterable[str]], replace: bool) -> None:
+    """Refuse ids of documents to add to the index at ``path`` that repeat, are unusable (:func:`check_ids`) or,
+    without ``replace``, are there already (``present(ids)``: those of them the index holds)."""
+    check_ids(ids)
+    if not replace:
+        clash = next(iter(present(ids)), None)
+        if clash is not None:
+            raise SemiretError(f"document {clash!r} is already in {path} (use replace / --replace)")
 
 
 def check_build_target(target: Path, overwrite: bool, source: Path | None = None) -> None:

@@ -33,8 +33,7 @@ from semiret.data.collection import Document, batched
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
-from semiret.indexes.composite import CompositeIndex
-from semiret.indexes.segments import SegmentedIndex, check_build_target, check_ids
+from semiret.indexes.segments import check_build_target
 from semiret.types import Hit, SearchHits
 
 if TYPE_CHECKING:
@@ -234,17 +233,8 @@ class Retriever:
         encoded (BM25's words) then gives new words ids no other writer has given."""
         documents = list(documents)
         with self.index.writing():
-            self._check_ids_to_add([d.id for d in documents], replace)  # before encoding: it may take minutes
+            self.index.check_new_ids([d.id for d in documents], replace)  # before encoding: it may take minutes
             return self.index.add(self.document_side.encode(documents), replace=replace)
-
-    def _check_ids_to_add(self, ids: list[str], replace: bool) -> None:
-        """What the index's add would refuse after the documents were encoded: a repeated or unusable id, or
-        (without ``replace``) one already in a local index (Milvus checks its own, a query per id away)."""
-        check_ids(ids)
-        if not replace and isinstance(self.index, (SegmentedIndex, CompositeIndex)):
-            clash = next((doc_id for doc_id in ids if doc_id in self.index), None)
-            if clash is not None:
-                raise SemiretError(f"document {clash!r} is already in {self.index.path} (use replace / --replace)")
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once."""
