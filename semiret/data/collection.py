@@ -47,11 +47,12 @@ class Document:
     title: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("id", "text", "title"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise SemiretError(f"a document's {name} must be a string, got {type(value).__name__} "
-                                   f"({value!r}{f' in document {self.id!r}' if name != 'id' else ''})")
+        if isinstance(self.id, str) and isinstance(self.text, str) and isinstance(self.title, str):
+            return  # the common case, at a corpus's every document: one test each
+        name = next(n for n in ("id", "text", "title") if not isinstance(getattr(self, n), str))
+        value = getattr(self, name)
+        raise SemiretError(f"a document's {name} must be a string, got {type(value).__name__} "
+                           f"({value!r}{f' in document {self.id!r}' if name != 'id' else ''})")
 
     @property
     def full_text(self) -> str:
