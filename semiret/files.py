@@ -6,6 +6,8 @@ directory holding the new name after it.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import functools
 import json
@@ -140,6 +142,10 @@ def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
         raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
     fsync_tree(staged)
     if target.exists():
+        if _exchange(staged, target):  # one step: no moment without a target, whenever the process dies
+            fsync_directory(target.parent)
+            shutil.rmtree(staged, ignore_errors=True)  # now the old directory
+            return
         trash = target.with_name(f".{target.name}.old-{os.getpid()}")
         os.replace(target, trash)
         os.replace(staged, target)
@@ -148,6 +154,22 @@ def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
     else:
         os.replace(staged, target)
         fsync_directory(target.parent)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``, which neither ``os`` nor any library
+    offers: called through ctypes); False where the system or filesystem cannot, for the caller to fall back."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_current_directory, rename_exchange = -100, 2
+    if renameat2(at_current_directory, os.fsencode(a), at_current_directory, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def directory_size(path: Path) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,22 @@ def packaged_file(model: PackagedModel) -> Path:
 PACKAGED_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 """Trained checkpoints shipped inside semiret itself (``sidr-scifact``, ``inference-free-scifact``)."""
 
+
+
+def check_run_output(output: Path, protected: tuple[Path, ...] = (), command: str = "training") -> None:
+    """Refuse, before any work, a run's ``--output`` folder that is a file, or that is (or lies inside, or holds)
+    the packaged checkpoints, the installed Python packages (where registry models such as ``minilm`` live) or
+    one of ``protected`` (the model a run starts from): a run writes ``<output>/model``."""
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise SemiretError(f"--output {output} is a file: give a folder for the run")
+    resolved = output.resolve()
+    installed = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    for folder in [PACKAGED_CHECKPOINTS.resolve(), *(Path(p).resolve() for p in installed),
+                   *(Path(p).resolve() for p in protected)]:
+        if resolved == folder or folder in resolved.parents or resolved in folder.parents:
+            raise SemiretError(f"--output {output} would write into {folder}: {command} never overwrites a model's "
+                               "files; choose another folder")
 
 
 def packaged_checkpoint_installed(name: str) -> bool:

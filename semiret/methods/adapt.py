@@ -45,14 +45,13 @@ import json
 import logging
 import random
 import shutil
-import sysconfig
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from semiret.data.collection import Collection, Document, iter_corpus
-from semiret.data.packaged import PACKAGED_CHECKPOINTS
+from semiret.data.packaged import PACKAGED_CHECKPOINTS, check_run_output
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 from semiret.models.checkpoints import (ADAPTED_CORPUS_FILE, GDR, INFERENCE_FREE, NAIL, SIDR,
@@ -317,18 +316,6 @@ def replace_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target)
 
 
-def check_output(output: Path, model_folder: Path) -> None:
-    """The output may not be (or lie inside) the packaged checkpoints, the model's own folder or the installed
-    Python packages (where registry models such as ``minilm`` live): adapt replaces ``<output>/model``."""
-    resolved = output.resolve()
-    installed = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
-    protected = [PACKAGED_CHECKPOINTS.resolve(), model_folder.resolve(), *(Path(p).resolve() for p in installed)]
-    for folder in protected:
-        if resolved == folder or folder in resolved.parents or resolved in folder.parents:
-            raise SemiretError(f"--output {output} would write into {folder}: adapt never overwrites a model's files; "
-                               "choose another folder")
-
-
 def indexing_length(kind: str, model: str) -> int | None:
     """The document length ``model`` indexes at (recorded with a saved encoder; None: the model's own)."""
     from semiret.models.base import ENCODER_FILE
@@ -493,7 +480,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     start = model_directory_of(kind, config.model) if kind in ("inference-free", "sidr") else config.model
     start = str(start)
     output = Path(config.output) if config.output else default_output(config.data, config.model)
-    check_output(output, model_directory_of(kind, start))
+    check_run_output(output, (model_directory_of(kind, start),), "adapt")
     folder, documents = read_corpus(config.data)
     corpus = folder or output / "corpus"  # a corpus file is copied there once the run goes ahead
     with_text = sum(1 for d in documents if d.full_text.strip())

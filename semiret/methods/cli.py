@@ -4,9 +4,11 @@ dataclass (:func:`semiret.options.command_with_options`): names, defaults and he
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
+from semiret.data.packaged import check_run_output
 from semiret.methods.adapt import AdaptConfig
 from semiret.methods.gdr import GDRTrainingConfig, train_gdr
 from semiret.methods.hce import HCETrainingConfig, train_hce
@@ -47,6 +49,7 @@ def _command(name: str):
 
         config_class, train_recipe, _ = RECIPES[name]
         config = config_class(**options)
+        check_run_output(Path(config.output))  # never into the packaged models, whatever a recipe writes there
         with encoding_on(str(training_device(config.device))):  # what the recipe encodes outside training, there too
             summary = train_recipe(config, resume=resume)
         print(json.dumps({k: v for k, v in summary.items() if k != "config"}))

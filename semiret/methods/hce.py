@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -34,7 +35,7 @@ import numpy as np
 
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
-from semiret.files import atomic_write_json, replace_directory
+from semiret.files import atomic_write_json, staged_directory
 from semiret.training.config import TrainingConfig, WeightAveraging
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.training.pseudo_queries import independent_crop
@@ -507,8 +508,9 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         summary["saved_epoch"] = (best[-1] if best else 0) if config.best_epoch else last
         if not config.best_epoch:
             encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
-        elif best:
-            replace_directory(co_training.best_model, output / "model", overwrite=True)
+        elif best:  # copied, not moved: a run started again once finished finds its best epoch where it was
+            with staged_directory(output / "model") as staged:
+                shutil.copytree(co_training.best_model, staged, dirs_exist_ok=True)
         else:  # no epoch beat the starting encoder: it is the result
             load_encoder(config.base, "dense").save(output / "model", fp16=True, max_length=config.index_max_length)
         if config.average_with_base:

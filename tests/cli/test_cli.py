@@ -201,6 +201,9 @@ def test_an_index_holding_the_corpus_it_would_be_rebuilt_from_is_kept(index_dir,
     (("search", "--index", "{idx}", "--run", "{tmp}", "x"), "is a directory: give a file name for the TREC run"),
     (("eval", "--data", "{beir}", "--run", "{tmp}"), "is a directory: give a file name for the TREC run (--run)"),
     (("eval", "--data", "{beir}", "--depth", "0"), "the depth searched (--depth) must be at least 1, got 0"),
+    (("train", "sidr", "--data", "{beir}", "--output", "{tmp}/bad.jsonl"), "is a file: give a folder for the run"),
+    (("adapt", "--data", "{beir}", "--model", "sidr-scifact", "--output", "{tmp}/bad.jsonl"),
+     "is a file: give a folder for the run"),
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "--k1", "-1"), "BM25's k1 (--k1) must be a finite number"),
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "--b", "2"), "BM25's b (--b) must be between 0 and 1, got 2.0"),
     (("search", "--index", "{idx}", "--idf", "corpus", "x"), "idf do not apply when searching with retriever 'bm25'"),
@@ -238,6 +241,14 @@ def test_trec_runs_go_to_standard_output_through_links_and_refuse_ids_with_space
     assert refused.exit_code == 2 and "document id 'has space' holds whitespace" in refused.stderr
     assert not (tmp_path / "w.trec").exists()
     assert "has space" in invoke("search", "--index", index_dir, "--json", "wombats").stdout
+
+
+def test_training_never_writes_into_the_packaged_models(beir_dir):
+    from semiret.data.packaged import PACKAGED_CHECKPOINTS
+
+    target = PACKAGED_CHECKPOINTS / "sidr-scifact" / "retrained"
+    result = invoke("train", "sidr", "--data", beir_dir, "--output", target, ok=False)
+    assert result.exit_code == 2 and "would write into" in result.stderr and not target.exists()
 
 
 def test_failed_add_changes_nothing(tmp_path, index_dir):

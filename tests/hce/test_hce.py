@@ -132,6 +132,10 @@ def test_best_epoch_saves_the_encoder_of_the_best_dev_epoch(collection, tiny_ber
     key = next(k for k in weights if k.endswith("encoder.layer.0.attention.self.query.weight"))
     expected = next(v for k, v in first_epoch.items() if k.endswith("encoder.layer.0.attention.self.query.weight"))
     assert np.allclose(weights[key].astype(np.float32), expected.half().float().numpy())
+    again = train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=3, batch_size=8,
+                             scenario="supervised", loss="contrastive", best_epoch=True))  # finished: nothing to do
+    assert again["saved_epoch"] == 1 and (tmp_path / "run" / "best-model").is_dir()
+    assert load_file(str(tmp_path / "run" / "model" / "model.safetensors"))[key].tobytes() == weights[key].tobytes()
     with pytest.raises(SemiretError, match="need a dev set"):
         train_hce(config(collection, tiny_bert, tmp_path / "x", best_epoch=True, dev_fraction=0))
 

@@ -154,6 +154,25 @@ def test_the_size_leaves_out_staging_folders_and_files_removed_meanwhile(tmp_pat
     assert 0 < index.describe()["size_bytes"] < size
 
 
+def test_a_directory_is_replaced_in_one_step(tmp_path, monkeypatch):
+    """Checkpoints and models are replaced by swapping the two directories at once (renameat2): no moment where
+    neither exists for an interrupt to land in (two renames, old away then new in, had one)."""
+    import semiret.files
+
+    old, new = tmp_path / "checkpoint", tmp_path / ".checkpoint.tmp"
+    old.mkdir()
+    (old / "state").write_text("epoch 1")
+    new.mkdir()
+    (new / "state").write_text("epoch 2")
+
+    def interrupted(*args):
+        raise KeyboardInterrupt  # what a rename between the two would have met
+
+    monkeypatch.setattr(semiret.files.os, "replace", interrupted)
+    semiret.files.replace_directory(new, old, overwrite=True)
+    assert (old / "state").read_text() == "epoch 2" and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
 def test_a_crash_between_segment_write_and_commit_leaves_the_old_index(tmp_path, registry, monkeypatch):
     PriorityIndex.build(tmp_path / "idx", [priorities({"a": 1})])
     index = PriorityIndex.open(tmp_path / "idx")
