@@ -101,6 +101,9 @@ class AdaptConfig:
     way unless the known-item check finds fusion significantly worse than the model alone (NAIL models: BM25 is
     their first stage already)."""
     seed: int = 12345
+    resume: bool = True
+    """Continue an adaptation into the same --output where its training stopped; --no-resume starts the training
+    over (what to do after changing an option, or the corpus, of an earlier run there)."""
     threads: int | None = None
     """Torch threads (default: torch's choice)."""
     device: str = "auto"
@@ -392,6 +395,8 @@ def index_options(kind: str, output: Path) -> dict:
 def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[Document], start: str,
                   run: Path) -> Path:
     """Run the recipe's label-free stage; the adapted model's folder."""
+    if not config.resume:
+        shutil.rmtree(run, ignore_errors=True)  # its checkpoints, pseudo-queries and cached vectors with them
     length = indexing_length(kind, start)
     common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
                   threads=config.threads, device=config.device)
@@ -402,14 +407,14 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
             **common, idf="corpus", teachers=config.teachers, pretrain_corpora=[str(corpus)],
             pretrain_epochs=config.epochs, pretrain_queries_per_epoch=config.queries_per_epoch,
             pretrain_max_length=config.max_length, finetune_max_length=length or config.max_length,
-            finetune_epochs=0, choose_document_threshold=False))
+            finetune_epochs=0, choose_document_threshold=False), resume=config.resume)
         return run / "model"
     if kind == "sidr":
         from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 
         labelled = pseudo_labelled_collection(corpus, documents, config, run / "pseudo-queries")
         train_sidr(SiDRTrainingConfig(**{**common, "data": str(labelled)}, epochs=config.epochs,
-                                      teachers=distilled_from(config), **SIDR_ADAPT))
+                                      teachers=distilled_from(config), **SIDR_ADAPT), resume=config.resume)
         return run / "model"
     if kind == "gdr":
         return train_adapted_gdr(config, corpus, documents, start, run, common)
@@ -419,13 +424,13 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
         train_nail(NailTrainingConfig(**common, pretrain_corpora=[str(corpus)], pretrain_epochs=config.epochs,
                                       pretrain_pairs_per_epoch=config.queries_per_epoch,
                                       pretrain_batch_size=config.batch_size, finetune_epochs=0,
-                                      teachers=distilled_from(config), **NAIL_ADAPT))
+                                      teachers=distilled_from(config), **NAIL_ADAPT), resume=config.resume)
         return with_search_settings(NAIL, start, run / "model")
     from semiret.methods.hce import HCETrainingConfig, train_hce
 
     train_hce(HCETrainingConfig(**common, scenario="unsupervised", epochs=config.epochs,
                                 unsupervised_per_epoch=config.queries_per_epoch, document_max_length=config.max_length,
-                                index_max_length=length or HCETrainingConfig.index_max_length, **DENSE_ADAPT))
+                                index_max_length=length or HCETrainingConfig.index_max_length, **DENSE_ADAPT), resume=config.resume)
     return run / "model"
 
 
@@ -445,7 +450,7 @@ def train_adapted_gdr(config: AdaptConfig, corpus: Path, documents: list[Documen
         query_max_length=recorded["query_max_length"], branching=recorded["branching"],
         decoder_layers=recorded["decoder_layers"], heads=recorded["heads"], adaptive_head=recorded["adaptive_head"],
         adaptor_layers=recorded["adaptor_layers"],
-        epochs=config.epochs, **index_options("gdr", run.parent), **GDR_ADAPT))
+        epochs=config.epochs, **index_options("gdr", run.parent), **GDR_ADAPT), resume=config.resume)
     return with_search_settings(GDR, start, run / "model")
 
 

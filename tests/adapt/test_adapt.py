@@ -141,6 +141,8 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
         with pytest.raises(SemiretError, match="was adapted to"):
             retriever_class("sidr-full").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
                                                model=str(output / "model"))
+    adapt(settings(corpus, sidr_start, output, hybrid=False, teachers=teachers, queries_per_epoch=12, resume=False))
+    assert json.loads((output / "train" / "summary.json").read_text())["pairs"] == 12  # trained over, not resumed
 
 
 def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr, tmp_path, small_corpora):
