@@ -430,7 +430,8 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
 
     train_hce(HCETrainingConfig(**common, scenario="unsupervised", epochs=config.epochs,
                                 unsupervised_per_epoch=config.queries_per_epoch, document_max_length=config.max_length,
-                                index_max_length=length or HCETrainingConfig.index_max_length, **DENSE_ADAPT), resume=config.resume)
+                                index_max_length=length or HCETrainingConfig.index_max_length, **DENSE_ADAPT),
+              resume=config.resume)
     return run / "model"
 
 

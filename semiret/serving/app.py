@@ -315,7 +315,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # ------------------------------------------------------------------ documents
     @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
-             tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503), openapi_extra={"requestBody": {"required": True, "content": {
+             tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503),
+             openapi_extra={"requestBody": {"required": True, "content": {
                  "application/json": {"schema": _inlined_schema(UpsertRequest)},
                  "application/x-ndjson": {"schema": {"type": "string", "description":
                                                      "One document per line: {\"_id\", \"title\", \"text\"}"}}}}})
