@@ -319,7 +319,7 @@ def test_sidr_adapts_without_teachers_when_told(corpus, sidr_start, tmp_path, sm
     class Trained(Exception):
         pass
 
-    def train_sidr(config):
+    def train_sidr(config, resume=True):
         seen.append(config)
         raise Trained
 
