@@ -23,20 +23,26 @@ from semiret.training.config import InBatchTeachers, TrainingConfig, WeightAvera
 
 
 # ---------------------------------------------------------------------------------------------- training
+INITIAL_SHAPE = {"shared": False, "head": "mlm", "top_k": 768, "query_max_length": 64, "document_max_length": 256}
+"""What a SiDR model made from a masked LM has unless the run says otherwise (the paper's top-k and lengths)."""
+
+
 @dataclass
 class SiDRTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
     output: str = "runs/sidr"
     """Run folder: checkpoints, bag-of-tokens index, final model."""
-    shared: bool = False
-    """One encoder for queries and documents."""
-    head: str = "mlm"
-    """'mlm': the pretrained MLM head; 'fresh': the authors' LayerNorm + tied embeddings."""
-    top_k: int = 768
-    """Dimensions kept per vector."""
-    query_max_length: int = 64
-    """Query tokens read in training (longer queries are cut)."""
-    document_max_length: int = 256
-    """Document tokens read in training and by the bag-of-tokens index."""
+    shared: bool | None = None
+    """One encoder for queries and documents (default: separate ones; a saved SiDR --base keeps its own)."""
+    head: str | None = None
+    """'mlm': the pretrained MLM head; 'fresh': the authors' LayerNorm + tied embeddings (default: mlm; a saved
+    SiDR --base keeps its own)."""
+    top_k: int | None = None
+    """Dimensions kept per vector (default: 768; a saved SiDR --base: its own)."""
+    query_max_length: int | None = None
+    """Query tokens read in training, longer queries are cut (default: 64; a saved SiDR --base: its own)."""
+    document_max_length: int | None = None
+    """Document tokens read in training and by the bag-of-tokens index (default: 256; a saved SiDR --base: its
+    own)."""
     loss_form: str = "paper"
     """'paper' (L_para + L_semi-para) or 'code' (the authors' 4-term loss)."""
     semi_parametric: bool = True
@@ -63,8 +69,10 @@ class SiDRTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
         if self.negatives == "retrieved" and (self.pool_size < 1 or self.retrieve_depth < 1):
             raise SemiretError(f"retrieved negatives need --pool-size and --retrieve-depth of at least 1 (got "
                                f"{self.pool_size} and {self.retrieve_depth}); --negatives none trains without them")
-        if self.top_k < 1 or self.query_max_length < 1 or self.document_max_length < 1:
-            raise SemiretError("--top-k, --query-max-length and --document-max-length must be at least 1")
+        for name in ("top_k", "query_max_length", "document_max_length"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                flag = "--" + name.replace("_", "-")
+                raise SemiretError(f"{flag} must be at least 1, got {getattr(self, name)}")
         self.validate_teachers()
         self.validate_averaging()
 
@@ -107,7 +115,7 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
             if is_main_process() and not kept:
                 tokenizer = model.document_encoder.name if saved_start is not None else config.base
                 BagOfTokensRetriever.build(collection.corpus(), bot_path, overwrite=True, store_texts=False,
-                                           tokenizer=tokenizer, max_length=config.document_max_length)
+                                           tokenizer=tokenizer, max_length=model.document_encoder.max_length)
         miner = RetrievedNegativeMiner(BagOfTokensRetriever.open(bot_path).index, training_set.documents,
                                        training_set.positives, pool_size=config.pool_size,
                                        depth=config.retrieve_depth)
@@ -133,14 +141,27 @@ def train_sidr(config: SiDRTrainingConfig, resume: bool = True) -> dict:
     return summary
 
 
-def starting_sidr_model(base: str, shared: bool, head: str, top_k: int, query_max_length: int | None,
-                        document_max_length: int | None):
-    """A SiDR run's ``--base`` as it starts: a saved SiDR model trained further (what ``semiret adapt`` does), else
-    a masked LM made an untrained VDR with this head, top-k and lengths."""
+def starting_sidr_model(base: str, shared: bool | None = None, head: str | None = None, top_k: int | None = None,
+                        query_max_length: int | None = None, document_max_length: int | None = None):
+    """A SiDR run's ``--base`` as it starts: a masked LM made an untrained VDR with this head, top-k and lengths
+    (None: :data:`INITIAL_SHAPE`'s), or a saved SiDR model trained further (what ``semiret adapt`` does) with the
+    top-k and lengths given (None: its own); its sharing and head are what it was trained with, and asking for
+    others is an error rather than silently ignored."""
     from semiret.models.checkpoints import SIDR
     from semiret.models.sidr import SiDRModel
 
     saved_start = SIDR.directory(base)
-    if saved_start is not None:
-        return SiDRModel.load(str(saved_start))
-    return SiDRModel.initialise(base, shared, head, top_k, query_max_length, document_max_length)
+    if saved_start is None:
+        given = {"shared": shared, "head": head, "top_k": top_k, "query_max_length": query_max_length,
+                 "document_max_length": document_max_length}
+        return SiDRModel.initialise(base, **{**INITIAL_SHAPE, **{k: v for k, v in given.items() if v is not None}})
+    model = SiDRModel.load(str(saved_start))
+    saved = {"shared": model.shared, "head": model.query_encoder.head}
+    conflicts = [f"--{'shared' if value else 'no-shared'}" if name == "shared" else f"--{name} {value}"
+                 for name, value in (("shared", shared), ("head", head)) if value is not None and value != saved[name]]
+    if conflicts:
+        raise SemiretError(f"--base {base} is a trained SiDR model (shared: {saved['shared']}, head: "
+                           f"{saved['head']}); it cannot be trained further with {' and '.join(conflicts)} (leave "
+                           f"them out, or start from a masked LM)")
+    model.reshape(top_k, query_max_length, document_max_length)
+    return model

@@ -52,6 +52,23 @@ class SiDRModel(torch.nn.Module):
             return cls(load_encoder(str(path / "encoder"), "vdr"))
         return cls(load_encoder(str(path / "query"), "vdr"), load_encoder(str(path / "document"), "vdr"))
 
+    def reshape(self, top_k: int | None = None, query_max_length: int | None = None,
+                document_max_length: int | None = None) -> None:
+        """Keep ``top_k`` dimensions per vector and read this many tokens per side from now on (None: unchanged);
+        a shared encoder reads the longer of the two lengths given, as :meth:`initialise` makes it."""
+        if top_k is not None:
+            for encoder in {self.query_encoder, self.document_encoder}:
+                encoder.top_k = top_k
+        lengths = [n for n in (query_max_length, document_max_length) if n is not None]
+        if self.shared:
+            if lengths:
+                self.query_encoder.inputs.max_length = max(lengths)
+            return
+        if query_max_length is not None:
+            self.query_encoder.inputs.max_length = query_max_length
+        if document_max_length is not None:
+            self.document_encoder.inputs.max_length = document_max_length
+
     def save(self, path: str | Path, training: dict | None = None, fp16: bool = True) -> Path:
         def write(staged: Path) -> None:
             sides = {"encoder": self.query_encoder} if self.shared else {

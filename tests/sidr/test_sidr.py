@@ -17,7 +17,7 @@ from semiret.models.pooled_projection import max_pooled_projection, top_k_max_po
 from semiret.models.pooling import elu1p, masked_max, top_k_sparsify
 from semiret.search import BagOfTokensRetriever
 from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever, cache_to_full_index
-from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
+from semiret.methods.sidr import SiDRTrainingConfig, starting_sidr_model, train_sidr
 from semiret.models.sidr import SiDRModel, sparse_queries
 from semiret.training.data import TrainingSet
 from semiret.training.losses import sidr_loss, symmetric_info_nce
@@ -190,8 +190,8 @@ def test_average_with_base_mixes_the_trained_and_the_starting_weights(trained, t
     shutil.copytree(output, tmp_path / "run")
     config = SiDRTrainingConfig(**{**summary["config"], "output": str(tmp_path / "run"), "average_with_base": 0.5})
     assert train_sidr(config)["averaged_with_base"] == 0.5  # the finished run resumes, then averages
-    start = SiDRModel.initialise(config.base, False, config.head, config.top_k, config.query_max_length,
-                                 config.document_max_length).state_dict()
+    start = starting_sidr_model(config.base, False, config.head, config.top_k, config.query_max_length,
+                                config.document_max_length).state_dict()
     trained_weights = SiDRModel.load(str(output / "model")).state_dict()
     averaged = SiDRModel.load(str(tmp_path / "run" / "model")).state_dict()
     moved = [name for name, value in start.items() if not torch.equal(value, trained_weights[name])]
@@ -402,3 +402,27 @@ def test_training_with_teachers_adds_the_distillation_term(trained, tmp_path):
         SiDRTrainingConfig(data=".", output=str(tmp_path), teachers="oracle").validate()
     with pytest.raises(SemiretError, match="distillation-weight"):
         SiDRTrainingConfig(data=".", output=str(tmp_path), teachers="bm25", distillation_weight=0).validate()
+
+
+def test_a_trained_sidr_base_takes_the_shape_given_and_refuses_another_head(tmp_path, tiny_bert):
+    """``train sidr --base <trained SiDR>`` went on with the saved model's top-k and lengths whatever the flags
+    said; now the flags given apply, those left out keep the saved model's, and a head or sharing the saved model
+    was not trained with is an error, not ignored."""
+    from semiret.methods.sidr import INITIAL_SHAPE
+    from semiret.models.sidr import SiDRModel
+
+    fresh = starting_sidr_model(str(tiny_bert))
+    assert (fresh.shared, fresh.query_encoder.head, fresh.query_encoder.top_k,
+            fresh.query_encoder.max_length) == tuple(INITIAL_SHAPE.values())[:4]  # the tiny model reads 64 at most
+    SiDRModel.initialise(str(tiny_bert), top_k=40, query_max_length=16, document_max_length=32).save(tmp_path / "m")
+    kept = starting_sidr_model(str(tmp_path / "m"))
+    assert (kept.query_encoder.top_k, kept.query_encoder.max_length, kept.document_encoder.max_length) == (40, 16, 32)
+    reshaped = starting_sidr_model(str(tmp_path / "m"), top_k=7, document_max_length=20, head="mlm", shared=False)
+    assert (reshaped.document_encoder.top_k, reshaped.query_encoder.max_length,
+            reshaped.document_encoder.max_length) == (7, 16, 20)
+    vectors = reshaped.document_encoder.encode_document(["a b c d e f g h i j"] * 2)
+    assert vectors.nnz().max() == 7
+    with pytest.raises(SemiretError, match=r"trained SiDR model \(shared: False, head: mlm\).* --head fresh"):
+        starting_sidr_model(str(tmp_path / "m"), head="fresh")
+    with pytest.raises(SemiretError, match=r"with --shared \(leave"):
+        starting_sidr_model(str(tmp_path / "m"), shared=True)
