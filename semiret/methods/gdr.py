@@ -235,9 +235,13 @@ def prefix_overlaps(clusters, collection: Collection) -> dict[str, float]:
 
 
 def freeze_lower_layers(backbone, trained: int) -> None:
-    """Stop the gradients of a transformer's embeddings and of all but its top ``trained`` layers."""
+    """Stop the gradients of a transformer's embeddings and of all but its top ``trained`` layers (more than
+    it has: an error naming the option, where asking for 99 of 6 layers trained all of them silently)."""
     layers = backbone.encoder.layer
-    for module in [backbone.embeddings, *layers[: max(len(layers) - trained, 0)]]:
+    if trained > len(layers):
+        raise SemiretError(f"--trained-query-layers {trained}: E_Q has {len(layers)} transformer layers (leave the "
+                           f"option out to train them all)")
+    for module in [backbone.embeddings, *layers[: len(layers) - trained]]:
         module.requires_grad_(False)
     if trained == 0:
         backbone.requires_grad_(False)
@@ -273,6 +277,10 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
                              document_max_length=config.document_max_length,
                              query_base=config.base if config.base in REGISTRY else None)
     model_config.validate()
+    query_encoder = load_encoder(config.base, "dense")
+    model_config.check_width(query_encoder.dim)
+    if config.trained_query_layers is not None:
+        freeze_lower_layers(query_encoder.backbone, config.trained_query_layers)
     import torch
 
     if config.threads:
@@ -286,9 +294,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     if held_out:
         atomic_write_json(output / HELD_OUT_FILE, sorted(held_out))
     torch.manual_seed(config.seed)  # the decoder's initial weights
-    model = GDRModel(load_encoder(config.base, "dense"), clusters, model_config)
-    if config.trained_query_layers is not None:
-        freeze_lower_layers(model.encoder.backbone, config.trained_query_layers)
+    model = GDRModel(query_encoder, clusters, model_config)
     loss = GDRLoss(vectors, clusters.document_leaves, config.gamma, config.intra_negatives, config.temperature)
     batches = GDRBatches(documents, training_set, config.batch_size, config.supervised_repeats,
                          config.spans_per_document, config.cloze_per_document, config.span_words)

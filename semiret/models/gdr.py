@@ -80,6 +80,12 @@ class GDRConfig:
         if self.query_max_length < 2:
             raise SemiretError(f"queries need at least 2 tokens, got {self.query_max_length}")
 
+    def check_width(self, width: int) -> None:
+        """The decoder's attention splits E_Q's width among its heads: they must divide it."""
+        if width % self.heads:
+            raise SemiretError(f"--heads {self.heads} does not divide E_Q's width {width} (the decoder's attention "
+                               f"splits it among the heads): choose a divisor of {width}")
+
 
 class PrefixTree:
     """The valid CIDs as a trie: the values allowed after each prefix, and each CID's leaf number (its row)."""
@@ -142,6 +148,7 @@ class GDRModel(nn.Module):
     def __init__(self, encoder: nn.Module, clusters: Clusters, config: GDRConfig):
         super().__init__()
         config.validate()
+        config.check_width(encoder.dim)
         self.config, self.clusters = config, clusters
         self.tree = PrefixTree(clusters.cids, config.branching)
         self.encoder = encoder

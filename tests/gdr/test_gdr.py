@@ -236,6 +236,8 @@ def test_held_out_documents_are_neither_clustered_nor_trained_on(collection, tin
 @pytest.mark.parametrize("options, message", [
     ({"identifiers": "words"}, "identifiers"), ({"held_out_fraction": 1.0}, "held-out"),
     ({"branching": 1}, "branching"), ({"data": "/nonexistent"}, "nonexistent"),
+    ({"heads": 5}, r"--heads 5 does not divide E_Q's width 32"),  # was an AssertionError after E_D's encoding
+    ({"trained_query_layers": 9}, r"--trained-query-layers 9: E_Q has 2 transformer layers"),  # trained all, silently
 ])
 def test_bad_training_options_fail_before_any_compute(collection, tiny_bert, tmp_path, options, message):
     with pytest.raises(SemiretError, match=message):
