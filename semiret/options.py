@@ -177,6 +177,16 @@ def _flag_type(annotation):
     return annotation
 
 
+def _none_or(kind: type) -> Callable:
+    """A flag's parser: ``none`` (any case) is None, anything else a ``kind`` (typer hands defaults in parsed)."""
+    def parse(text):
+        if not isinstance(text, str):
+            return text
+        return None if text.strip().lower() == "none" else kind(text)
+
+    return parse
+
+
 def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: Callable[[str], str] | None = None,
                     skip: Iterable[str] = ()) -> list[inspect.Parameter]:
     """One keyword-only typer option per field of ``classes`` (each name once, help from the first class that
@@ -207,8 +217,12 @@ def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: 
         if help_suffix is not None:
             help_text += help_suffix(name)
         declarations = [f.metadata["flag"]] if "flag" in f.metadata else []
+        parsing = {}
+        if default is not None and typing.get_origin(kind) is typing.Union and typing.get_args(kind)[0] in (int, float):
+            # an optional number with a default of its own: "none" is how the command line leaves it unset
+            parsing = {"parser": _none_or(typing.get_args(kind)[0]), "metavar": f"<{typing.get_args(kind)[0].__name__}|none>"}
         info = typer.Option(... if default is dataclasses.MISSING else default, *declarations, help=help_text,
-                            show_default=not unset_defaults)
+                            show_default=not unset_defaults, **parsing)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind))
     return params
 

@@ -15,6 +15,10 @@ from pathlib import Path
 from semiret.errors import SemiretError
 
 
+MINIMUM_BY_SUFFIX = {"batch_size": 1, "_depth": 1, "_per_epoch": 1, "_iterations": 1, "max_length": 2}
+"""The least value of a training option whose name ends so (a text batch needs a token beside its special ones)."""
+
+
 @dataclass
 class TrainingConfig:
     """Options shared by every recipe: the data, the run folder, batches, clipping, seed, threads and device."""
@@ -45,8 +49,9 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         """Reject numbers no training can use, naming the option: every float finite (NaN or inf reached AdamW
         or the loss as a traceback, or trained on silently), learning rates positive, epochs, warm-up and the
-        clipping norm non-negative (a negative norm turned clipping into gradient ascent), at least one query
-        per batch and one thread."""
+        clipping norm non-negative (a negative norm turned clipping into gradient ascent), shares between 0 and
+        1, and the least :data:`MINIMUM_BY_SUFFIX` allows (a batch of 0 looped forever, a mining depth of 0
+        trained without negatives), by the field's name, so every recipe's fields are checked alike."""
         def bad(name: str, requirement: str) -> SemiretError:
             flag = "--" + name.replace("_", "-")
             return SemiretError(f"{name} ({flag}) must be {requirement}, got {getattr(self, name)!r}")
@@ -61,8 +66,11 @@ class TrainingConfig:
                 raise bad(f.name, "positive")
             if (f.name.endswith("epochs") or f.name == "max_grad_norm") and value < 0:
                 raise bad(f.name, "non-negative")
-        if self.batch_size < 1:
-            raise bad("batch_size", "at least 1")
+            if f.name.endswith("_fraction") and not 0 <= value <= 1:
+                raise bad(f.name, "a share between 0 and 1")
+            least = next((n for suffix, n in MINIMUM_BY_SUFFIX.items() if f.name.endswith(suffix)), None)
+            if least is not None and value < least:
+                raise bad(f.name, f"at least {least}")
         if self.threads is not None and self.threads < 0:
             raise bad("threads", "at least 1 (0 or unset: torch's choice)")
 

@@ -37,8 +37,21 @@ def test_nonsense_numbers_name_their_option(options, message):
 
 
 def test_recipes_with_their_own_post_init_check_numbers_too():
+    from semiret.methods.gdr import GDRTrainingConfig
     from semiret.methods.hce import HCETrainingConfig
+    from semiret.methods.inference_free import InferenceFreeTrainingConfig
     from semiret.methods.nail import NailTrainingConfig
+
+    # each was accepted, then trained on (a FLOPS warm-up twice the run), looped or failed deep in the run
+    for config, options, message in [
+            (InferenceFreeTrainingConfig, {"flops_warmup_fraction": 2.0}, r"--flops-warmup-fraction\) must be a share"),
+            (InferenceFreeTrainingConfig, {"mining_depth": 0}, r"--mining-depth\) must be at least 1, got 0"),
+            (HCETrainingConfig, {"unsupervised_batch_size": 0}, r"--unsupervised-batch-size\) must be at least 1"),
+            (HCETrainingConfig, {"kmeans_iterations": 0}, r"--kmeans-iterations\) must be at least 1"),
+            (NailTrainingConfig, {"pretrain_pairs_per_epoch": 0}, r"--pretrain-pairs-per-epoch\) must be at least 1"),
+            (GDRTrainingConfig, {"query_max_length": 1}, r"--query-max-length\) must be at least 2")]:
+        with pytest.raises(SemiretError, match=message):
+            config(**options)
 
     with pytest.raises(SemiretError, match=r"--finetune-learning-rate\) must be positive"):
         NailTrainingConfig(finetune_learning_rate=0.0)

@@ -41,6 +41,20 @@ def test_sidr_flags(calls):
     assert calls[-1] == (SiDRTrainingConfig(), True)  # every default is the dataclass's
 
 
+def test_optional_numbers_with_a_default_take_none_on_the_command_line(calls):
+    """``--encoder-learning-rate`` said "none: the stage's rate" in its help, and the command line refused none."""
+    from semiret.methods.nail import NailTrainingConfig
+
+    _run("nail", "--encoder-learning-rate", "none", "--pretrain-pairs-per-epoch", "None")
+    config = calls[-1][0]
+    assert config.encoder_learning_rate is None and config.pretrain_pairs_per_epoch is None
+    _run("nail", "--encoder-learning-rate", "1e-4")
+    assert calls[-1][0].encoder_learning_rate == 1e-4
+    assert calls[-1][0].pretrain_pairs_per_epoch == NailTrainingConfig.pretrain_pairs_per_epoch == 2048
+    result = CliRunner().invoke(cli.train_app, ["nail", "--encoder-learning-rate", "fast"])
+    assert result.exit_code == 2 and "--encoder-learning-rate" in result.output
+
+
 def test_inference_free_flags(calls):
     _run("inference-free", "--data", "scifact", "--pretrain", "none", "--teacher-cache", "runs/t", "--idf",
          "corpus:vaswani", "--no-idf-aware", "--no-normalize-teachers", "--no-fit-student-scale",
