@@ -18,6 +18,13 @@ def set_enabled(enabled: bool) -> None:
     ENABLED = enabled
 
 
+def report(message: str) -> None:
+    """A line that stays where the bars were (a finished epoch's loss, say): printed to standard error whenever
+    bars are shown, a terminal or not, so a run whose output goes to a file still records it."""
+    if ENABLED:
+        CONSOLE.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
 def track(items: Iterable[T], description: str, total: float | None = None, advance=None) -> Iterator[T]:
     """Yield ``items`` with a progress bar; ``advance(item)`` says how much each item counts (default 1)."""
     if not ENABLED:

@@ -94,8 +94,8 @@ class GDRTrainingConfig(TrainingConfig):
     """Share of the documents left out of clustering and training (the Table 6 protocol)."""
     kmeans_iterations: int = 50
     embedding_cache: str | None = None
-    """A directory keeping E_D's vectors by document id (the ``gdr`` retriever's option of that name): vectors
-    found there are not computed again, others are added."""
+    """A directory keeping E_D's vectors by document id and text (the ``gdr`` retriever's option of that name):
+    vectors found there are not computed again, others are added."""
 
     def validate(self) -> None:
         if self.identifiers not in IDENTIFIERS:

@@ -87,7 +87,8 @@ class TextBatcher:
         if truncated and not self._warned:
             self._warned = True
             log.warning("%d of %d texts are longer than the %d tokens %s reads: their first %d are encoded, as the "
-                        "model was trained (--max-length sets another limit; said once)", truncated, len(texts),
+                        "model was trained (a retriever's or a training recipe's max-length option sets another limit; said "
+                        "once)", truncated, len(texts),
                         self.max_length, self.model_name, self.max_length)
         return [e.ids for e in encodings]
 

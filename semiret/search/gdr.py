@@ -41,9 +41,9 @@ class GDRDocumentOptions:
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
     embedding_cache: str | None = None
-    """A directory keeping E_D's document vectors by id (created when absent): documents found there are not
-    embedded again, others are added. For several indexes of one corpus by models sharing E_D (what
-    ``semiret adapt`` builds); keyed by id, so start a new one when texts change."""
+    """A directory keeping E_D's document vectors by id and text (created when absent): documents found there
+    are not embedded again, others (new, or with a changed text) are added. For several indexes of one corpus by
+    models sharing E_D (what ``semiret adapt`` builds)."""
 
 
 class GDRDocuments(DocumentSide):

@@ -25,6 +25,7 @@ from safetensors.torch import load_model, save_model
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json, staged_directory
 from semiret.models.devices import resolve_device
+from semiret import progress
 from semiret.progress import StepBar
 from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.data import BatchSource
@@ -56,6 +57,14 @@ class EpochLog:
     def from_json(cls, entry: dict) -> EpochLog:
         """An entry of a saved history (older checkpoints have no ``terms``)."""
         return cls(**{f.name: entry[f.name] for f in fields(cls) if f.name in entry})
+
+
+def epoch_line(entry: EpochLog, epochs: int) -> str:
+    """One finished epoch as the run reports it: its loss, each term, what ``after_epoch`` noted, its time."""
+    figures = [f"loss {entry.mean_loss:.4f}", *(f"{name} {value:.4g}" for name, value in entry.terms.items()),
+               *(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
+                 for name, value in entry.notes.items() if isinstance(value, (int, float, str)))]
+    return f"epoch {entry.epoch}/{epochs}: {', '.join(figures)} ({entry.seconds:.1f} s)"
 
 
 def epoch_summary(history: list[EpochLog]) -> dict:
@@ -214,7 +223,7 @@ class Trainer:
                              {name: float(np.mean(values)) for name, values in terms.items()},
                              after_epoch(epoch + 1) if after_epoch is not None else {}, self._gpu_peak_gb())
             self.history.append(entry)
-            log.info("epoch %d: loss %.4f (%.1f s) %s", entry.epoch, entry.mean_loss, entry.seconds, entry.terms)
+            progress.report(epoch_line(entry, epochs))
             self.start_epoch = epoch + 1
             self.save_checkpoint()
 

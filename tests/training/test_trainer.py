@@ -62,6 +62,18 @@ def test_terms_are_shown_and_averaged_per_epoch_into_the_state(tmp_path, monkeyp
     assert summary["loss_per_epoch"] == [round(h.mean_loss, 4) for h in history]
 
 
+def test_each_finished_epoch_is_reported_where_output_goes_to_a_file(tmp_path, capsys):
+    """The epoch's loss was logged at INFO, below what the command line shows, and the bars vanish when done: a
+    run whose output went to a file had no per-epoch loss."""
+    from semiret import progress
+
+    progress.set_enabled(True)
+    history = _trainer(tmp_path, epochs=2).train(after_epoch=lambda epoch: {"dev nDCG@10": 0.5 + epoch / 10})
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch ")]
+    assert len(lines) == 2 and lines[1].startswith(f"epoch 2/2: loss {history[1].mean_loss:.4f}, error ")
+    assert "dev nDCG@10 0.7" in lines[1] and lines[1].endswith(" s)")
+
+
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     whole = _trainer(tmp_path / "whole")
     whole.train()
