@@ -82,12 +82,16 @@ class TextEncoder(nn.Module):
 
     # ------------------------------------------------------------------ encoding
     def encode_query(self, texts: str | Sequence[str], batch_size: int = BATCH_SIZE, show_progress: bool = False):
+        """The queries' vectors, one row per text; one string gives one vector (dense: shape ``(dim,)``, as
+        sentence-transformers does; sparse vectors are always rows, a string's a single one)."""
         return self._encode(texts, batch_size, "query", show_progress)
 
     def encode_document(self, texts: str | Sequence[str], batch_size: int = BATCH_SIZE, show_progress: bool = True):
+        """The documents' vectors, shaped as :meth:`encode_query`'s."""
         return self._encode(texts, batch_size, "document", show_progress)
 
     def _encode(self, texts, batch_size: int, side: str, show_progress: bool):
+        one_text = isinstance(texts, str)
         texts = check_texts(texts, f"{side} texts")
         filled = np.asarray([i for i, t in enumerate(texts) if t.strip()], np.int64)
         if len(filled) < len(texts) and not self._warned_empty:
@@ -109,7 +113,12 @@ class TextEncoder(nn.Module):
                         self._store(outputs, filled[batch.positions], self._encode_batch(batch.to(device), side))
         finally:
             self.train(was_training)
-        return self._finish(outputs)
+        encoded = self._finish(outputs)
+        return self._single(encoded) if one_text else encoded
+
+    def _single(self, encoded):
+        """What one string encodes to, given the batch of its one row (kept a batch unless a subclass says)."""
+        return encoded
 
     def _prepare(self) -> None:
         """Per-call setup before the batches (e.g. inference copies of weights, which training may change)."""

@@ -76,6 +76,9 @@ class DenseEncoder(TextEncoder):
     def _store(self, outputs, positions, encoded) -> None:
         outputs[positions] = encoded
 
+    def _single(self, encoded: np.ndarray) -> np.ndarray:
+        return encoded[0]
+
 
 def sentence_transformers_defaults(directory: Path) -> dict:
     """Pooling, normalisation and length limit of a sentence-transformers directory ({} for others)."""

@@ -240,6 +240,11 @@ def test_dense_mean_cls_normalize(tiny_bert):
     vectors = cls.encode_query(TEXTS + [""])
     np.testing.assert_allclose(vectors[:-1], torch.nn.functional.normalize(states[:, 0], dim=-1).numpy(), atol=1e-5)
     assert not vectors[-1].any()  # empty text: zero vector
+    one = cls.encode_query(TEXTS[1])  # one string, one vector, as sentence-transformers gives (was a 1-row matrix)
+    assert one.shape == (cls.dim,)
+    np.testing.assert_allclose(one, vectors[1], atol=1e-6)
+    assert cls.encode_document([TEXTS[1]], show_progress=False).shape == (1, cls.dim)
+    assert len(SpladeEncoder.from_pretrained(str(tiny_bert)).encode_query(TEXTS[1])) == 1  # sparse: rows always
     with pytest.raises(SemiretError, match="unknown pooling"):
         DenseEncoder.from_pretrained(str(tiny_bert), pooling="max")
 
