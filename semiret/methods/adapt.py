@@ -41,6 +41,7 @@ model, ready for ``semiret search``; the report's ``retriever`` says which), ``a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -392,11 +393,32 @@ def index_options(kind: str, output: Path) -> dict:
     return {"embedding_cache": str(output / "train" / "document-embeddings")} if kind == "gdr" else {}
 
 
+TRAINING_OPTIONS = ("queries_per_epoch", "teachers", "batch_size", "max_length", "seed")
+"""The options of ``semiret adapt`` that shape its training, with the model and the corpus (``--epochs`` may grow:
+a run resumed with more trains on)."""
+
+
+def prepare_run_folder(config: AdaptConfig, documents: list[Document], start: str, run: Path) -> None:
+    """The training's run folder, checked before anything is computed: one left by an adaptation with other
+    :data:`TRAINING_OPTIONS`, another start or another corpus is started over when it has no checkpoint yet, and
+    is an error when it has one (``--no-resume`` starts it over, as it does any run)."""
+    from semiret.training.trainer import STATE_FILE, start_state_reusable
+
+    record = run / "adapt-options.json"
+    made_with = {**{name: getattr(config, name) for name in TRAINING_OPTIONS}, "model": start,
+                 "corpus": hashlib.blake2b("".join(corpus_fingerprint(documents)["document_hashes"]).encode(),
+                                           digest_size=16).hexdigest()}
+    recorded = json.loads(record.read_text()).get("made_with") if record.is_file() else None
+    checkpointed = any(run.rglob(STATE_FILE))
+    if not config.resume or not start_state_reusable(recorded, made_with, checkpointed, run):
+        shutil.rmtree(run, ignore_errors=True)  # its checkpoints, pseudo-queries and cached vectors with them
+    run.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(record, {"made_with": made_with})
+
+
 def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[Document], start: str,
                   run: Path) -> Path:
-    """Run the recipe's label-free stage; the adapted model's folder."""
-    if not config.resume:
-        shutil.rmtree(run, ignore_errors=True)  # its checkpoints, pseudo-queries and cached vectors with them
+    """Run the recipe's label-free stage in ``run`` (:func:`prepare_run_folder`); the adapted model's folder."""
     length = indexing_length(kind, start)
     common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
                   threads=config.threads, device=config.device)
@@ -503,6 +525,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
               "estimate_seconds": round(estimate, 2)}  # small corpora take under a second
     if confirm is not None and not confirm(estimate):
         return report
+    prepare_run_folder(config, documents, start, output / "train")
     if folder is None:
         write_corpus_copy(documents, corpus)
     started = time.perf_counter()

@@ -21,6 +21,7 @@ The trained model is ``<output>/model``: ``semiret eval -r gdr --model <output>/
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -157,12 +158,18 @@ def held_out_documents(documents: list[Document], fraction: float, seed: int) ->
 
 def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np.ndarray:
     """E_D's vectors of ``documents``, read from the run folder when they were computed for the same documents
-    and encoder, else computed (one pass of E_D, less what ``embedding_cache`` holds) and stored there."""
+    (ids and texts) by the same encoder at the same length, else computed (one pass of E_D, less what
+    ``embedding_cache`` holds) and stored there."""
+    from semiret.indexes.embedding_cache import content_key
+    from semiret.search.gdr import document_encoder_fingerprint
+
     cache = Path(config.output) / VECTORS_FILE
-    ids = np.asarray([d.id for d in documents], dtype=str)
+    keys = np.asarray([content_key(d) for d in documents], dtype=str)
+    fingerprint = document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length)
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as saved:
-            if str(saved["encoder"]) == config.encoder_of_documents and np.array_equal(saved["ids"], ids):
+            if ("keys" in saved and str(saved["encoder"]) == fingerprint
+                    and np.array_equal(saved["keys"], keys)):
                 return saved["vectors"]
     from semiret.models.encoders import load_encoder
     from semiret.training.distributed import training_device
@@ -175,36 +182,42 @@ def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np
         return encoder.encode_document([documents[p].full_text for p in positions], batch_size=64)
 
     if config.embedding_cache:
-        from semiret.indexes.embedding_cache import EmbeddingCache, content_key
-        from semiret.search.gdr import document_encoder_fingerprint
+        from semiret.indexes.embedding_cache import EmbeddingCache
 
-        shared = EmbeddingCache(config.embedding_cache, "dense",
-                                document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length))
-        vectors = shared.dense_vectors([content_key(d) for d in documents], embed)
+        vectors = EmbeddingCache(config.embedding_cache, "dense", fingerprint).dense_vectors(keys.tolist(), embed)
     else:
         vectors = embed(range(len(documents)))
     cache.parent.mkdir(parents=True, exist_ok=True)
     staged = cache.with_suffix(".tmp.npz")
-    np.savez(staged, ids=ids, vectors=vectors, encoder=config.encoder_of_documents)
+    np.savez(staged, keys=keys, vectors=vectors, encoder=fingerprint)
     staged.replace(cache)
     return vectors
 
 
 def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str], resume: bool):
-    """The :class:`~semiret.models.gdr.Clusters` of the trained documents: read back when resuming, else
-    Algorithm 1 (and, for --identifiers document, per-document ids), saved in the run folder."""
+    """The :class:`~semiret.models.gdr.Clusters` of the trained documents: read back when resuming a run whose
+    clusters were made with these options (and vectors), else Algorithm 1 (and, for --identifiers document,
+    per-document ids), saved in the run folder with the options they were made with."""
     from semiret.clustering import divisive_cluster_ids, leaf_threshold, per_document_ids
     from semiret.models.gdr import Clusters
+    from semiret.search.gdr import document_encoder_fingerprint
+    from semiret.training.trainer import saved_history, start_state_reusable
 
     saved = Path(config.output) / CLUSTERS_FILE
-    if resume and saved.is_file():
+    threshold = config.leaf_size or leaf_threshold(len(ids), config.expected_clusters)
+    made_with = {"vectors": document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length),
+                 "branching": config.branching, "leaf_size": threshold, "identifiers": config.identifiers,
+                 "seed": config.seed, "kmeans_iterations": config.kmeans_iterations}
+    record = saved.with_suffix(".json")
+    recorded = json.loads(record.read_text())["made_with"] if record.is_file() else None
+    if (resume and saved.is_file()
+            and start_state_reusable(recorded, made_with, bool(saved_history(config.output)), saved)):
         clusters = Clusters.load(saved)
         if list(clusters.document_ids) != list(ids):
             raise SemiretError(f"{saved} clusters other documents ({len(clusters.document_ids)}) than --data "
                                f"{config.data} trains on ({len(ids)}): the run folder holds another corpus's run; "
                                f"start again with --no-resume, or give another --output")
         return clusters
-    threshold = config.leaf_size or leaf_threshold(len(ids), config.expected_clusters)
     tree = divisive_cluster_ids(vectors, config.branching, threshold, config.seed, config.kmeans_iterations)
     if config.identifiers == "document":
         tree = per_document_ids(tree, vectors, config.branching)
@@ -214,6 +227,7 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str
                         np.asarray([leaf_of[c] for c in tree.cids], np.int64))
     saved.parent.mkdir(parents=True, exist_ok=True)
     clusters.save(saved)
+    atomic_write_json(record, {"made_with": made_with})
     return clusters
 
 

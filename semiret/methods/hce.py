@@ -288,6 +288,12 @@ def pseudo_dev_set(corpus: Corpus, count: int, span_words: int, seed: int) -> tu
 
 
 # ---------------------------------------------------------------------------------------------- co-training
+START_OPTIONS = ("data", "base", "document_max_length", "branching", "kmeans_iterations", "seed", "loss",
+                 "cached_negatives", "scenario", "split", "dev_fraction", "dev_seed", "dev_pseudo_queries", "span_words")
+"""The options that shape what a run builds before its first step (the corpus embedding, the tree, the dev set and
+its first metric, the mining or negative vectors): a run restarted with others builds them again."""
+
+
 class CoTraining:
     """Algorithm 3 around the trainer: the corpus embedded by the current encoder, the dev metric, the tree;
     trees are saved as ``<output>/trees/tree-<epoch>.npz`` (the epoch after which each came into use)."""
@@ -356,12 +362,16 @@ class CoTraining:
     def start(self, encoder, history, resume: bool) -> tuple[object, float | None, np.ndarray | None]:
         """(the tree in use after the last saved epoch, the dev metric of the starting encoder, the cached
         negatives' vectors or None): built and saved on a fresh run, read back when resuming (also a run that
-        stopped within its first epoch)."""
+        stopped within its first epoch, unless restarted with other :data:`START_OPTIONS`)."""
         from semiret.clustering import EqualDepthTree
+
+        from semiret.training.trainer import start_state_reusable
 
         initial = Path(self.config.output) / "initial.json"
         last = max([0] + [h.epoch for h in history if h.notes.get("reclustered")])
-        if resume and initial.is_file():
+        made_with = {name: getattr(self.config, name) for name in START_OPTIONS}
+        if resume and initial.is_file() and start_state_reusable(json.loads(initial.read_text()).get("made_with"),
+                                                                 made_with, bool(history), initial.parent):
             tree_file = self.trees / f"tree-{last}.npz"
             cache = self.negatives_file(history[-1].epoch if history else 0)
             for needed, wanted in ((tree_file, self.config.uses_tree), (cache, self.config.cached_negatives)):
@@ -377,7 +387,7 @@ class CoTraining:
         tree = self.cluster(vectors, 0) if self.config.uses_tree else None
         dev = self.dev_metric(encoder, vectors)
         self.keep_negatives(vectors, 0)
-        atomic_write_json(initial, {"dev": dev})
+        atomic_write_json(initial, {"dev": dev, "made_with": made_with})
         return tree, dev, vectors if self.config.cached_negatives else None
 
 

@@ -69,10 +69,8 @@ class SiDRTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
         if self.negatives == "retrieved" and (self.pool_size < 1 or self.retrieve_depth < 1):
             raise SemiretError(f"retrieved negatives need --pool-size and --retrieve-depth of at least 1 (got "
                                f"{self.pool_size} and {self.retrieve_depth}); --negatives none trains without them")
-        for name in ("top_k", "query_max_length", "document_max_length"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                flag = "--" + name.replace("_", "-")
-                raise SemiretError(f"{flag} must be at least 1, got {getattr(self, name)}")
+        if self.top_k is not None and self.top_k < 1:
+            raise SemiretError(f"--top-k must be at least 1, got {self.top_k}")
         self.validate_teachers()
         self.validate_averaging()
 

@@ -242,6 +242,23 @@ def saved_history(output_dir: str | Path) -> list[EpochLog]:
         raise _unusable(checkpoint, exc) from None
 
 
+def start_state_reusable(recorded: dict | None, made_with: dict, checkpointed: bool, what: str | Path) -> bool:
+    """Whether what a run built before its first step (``what``: a tree, clusters), recorded as made with the
+    options ``recorded``, serves this run, made with ``made_with``: yes when they agree (or an older run recorded
+    none). When they differ, a run without a checkpoint yet builds it again (False: a run stopped within its first
+    epoch and started with another branching reused the old tree), and one with a checkpoint is an error, its
+    weights having trained against the old state."""
+    if recorded is None or recorded == made_with:
+        return True
+    changed = ", ".join(f"{name}: {recorded.get(name)!r} -> {value!r}" for name, value in made_with.items()
+                        if recorded.get(name) != value)
+    if checkpointed:
+        raise SemiretError(f"{what} was made with other options than this run's ({changed}), and the run's checkpoint "
+                           f"trained on it: resume with the options it was made with, or start again with --no-resume")
+    log.warning("%s was made with other options (%s): it is made again", what, changed)
+    return False
+
+
 RESUMABLE_CHANGES = {"output", "threads", "device", "mixed_precision", "epochs", "finetune_epochs", "pretrain_epochs"}
 """Options a run may resume with other values of (where it runs; how long it goes on)."""
 

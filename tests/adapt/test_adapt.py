@@ -143,6 +143,10 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
                                                model=str(output / "model"))
     adapt(settings(corpus, sidr_start, output, hybrid=False, teachers=teachers, queries_per_epoch=12, resume=False))
     assert json.loads((output / "train" / "summary.json").read_text())["pairs"] == 12  # trained over, not resumed
+    # started again with other options, the finished training was resumed as it was; now an error, before compute
+    with pytest.raises(SemiretError, match=r"other options than this run's \(queries_per_epoch: 12 -> 16\).*--no-resume"):
+        adapt(settings(corpus, sidr_start, output, hybrid=False, teachers=teachers, queries_per_epoch=16))
+    assert json.loads((output / "train" / "summary.json").read_text())["pairs"] == 12
 
 
 def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr, tmp_path, small_corpora):

@@ -186,6 +186,25 @@ def test_training_resumes_where_it_stopped(collection, tiny_bert, tmp_path, monk
     assert np.allclose(checkpointed_weights(tmp_path / "run"), checkpointed_weights(reference), atol=1e-5)
 
 
+def test_clusters_are_made_again_for_a_run_restarted_with_other_options(collection, tiny_bert, tmp_path,
+                                                                         monkeypatch, caplog):
+    """A run stopped in its first epoch reused its clusters whatever leaf size or branching it restarted with;
+    a run with a checkpoint, trained on them, is told to keep its options or start again."""
+    import json
+
+    run = tmp_path / "run"
+    recording_loss(monkeypatch, GDRLoss, crash_at=3)
+    with pytest.raises(Crash):
+        train_gdr(config(collection, tiny_bert, run, epochs=1, leaf_size=6))
+    monkeypatch.undo()
+    with caplog.at_level("WARNING"):
+        train_gdr(config(collection, tiny_bert, run, epochs=1, leaf_size=10))
+    assert "leaf_size: 6 -> 10): it is made again" in caplog.text
+    assert json.loads((run / "clusters.json").read_text())["made_with"]["leaf_size"] == 10
+    with pytest.raises(SemiretError, match=r"other options than this run's \(branching: 3 -> 4\).*--no-resume"):
+        train_gdr(config(collection, tiny_bert, run, epochs=1, leaf_size=10, branching=4))
+
+
 def test_only_the_top_query_layers_train_when_asked(collection, tiny_bert, tmp_path, monkeypatch):
     """... and a model started from a packaged encoder saves E_Q as the layers that changed."""
     from safetensors import safe_open

@@ -337,6 +337,27 @@ def test_a_run_stopped_in_its_first_epoch_resumes_with_its_first_tree(collection
     assert clustered == [] and (tmp_path / "run" / "trees" / "tree-0.npz").stat().st_mtime_ns == first
 
 
+def test_a_run_stopped_in_its_first_epoch_and_started_with_other_options_builds_its_tree_again(
+        collection, tiny_bert, tmp_path, monkeypatch, caplog):
+    """It reused the first run's tree (and dev set) whatever the new options; a run with a checkpoint, whose
+    weights trained against the old tree, is told to keep its options or start again."""
+    from semiret.training.hierarchy import HierarchyLoss
+
+    run = tmp_path / "run"
+    recording_loss(monkeypatch, HierarchyLoss, crash_at=1)
+    with pytest.raises(Crash):
+        train_hce(config(collection, tiny_bert, run, epochs=1, scenario="supervised", kmeans_iterations=3))
+    monkeypatch.undo()
+    clustered, cluster = [], CoTraining.cluster
+    monkeypatch.setattr(CoTraining, "cluster",
+                        lambda self, vectors, epoch: clustered.append(epoch) or cluster(self, vectors, epoch))
+    with caplog.at_level("WARNING"):
+        train_hce(config(collection, tiny_bert, run, epochs=1, scenario="supervised", kmeans_iterations=5))
+    assert clustered[0] == 0 and "kmeans_iterations: 3 -> 5): it is made again" in caplog.text
+    with pytest.raises(SemiretError, match=r"other options than this run's \(kmeans_iterations: 5 -> 7\).*--no-resume"):
+        train_hce(config(collection, tiny_bert, run, epochs=1, scenario="supervised", kmeans_iterations=7))
+
+
 def test_the_mined_negatives_baseline_mines_with_the_starting_encoder(collection, tiny_bert, tmp_path):
     summary = train_hce(config(collection, tiny_bert, tmp_path / "run", loss="mined", epochs=1, mining_depth=6))
     assert summary["tree"] is None

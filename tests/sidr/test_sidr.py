@@ -206,11 +206,13 @@ def test_training_rejects_bad_config(tmp_path):
     with pytest.raises(SemiretError):
         SiDRTrainingConfig(data=".", output=str(tmp_path), negatives="bm25").validate()
     for option in ("pool_size", "retrieve_depth"):  # 0 left training with no mined negatives, silently
-        with pytest.raises(SemiretError, match="--pool-size and --retrieve-depth of at least 1"):
+        with pytest.raises(SemiretError, match=r"retrieve-depth\)? (must be |of )at least 1"):
             SiDRTrainingConfig(data=".", output=str(tmp_path), **{option: 0}).validate()
     SiDRTrainingConfig(data=".", output=str(tmp_path), negatives="none", pool_size=0).validate()
-    with pytest.raises(SemiretError, match="--document-max-length must be at least 1"):
+    with pytest.raises(SemiretError, match=r"--document-max-length\) must be at least 2"):
         SiDRTrainingConfig(data=".", output=str(tmp_path), document_max_length=0).validate()
+    with pytest.raises(SemiretError, match="--top-k must be at least 1"):
+        SiDRTrainingConfig(data=".", output=str(tmp_path), top_k=0).validate()
 
 
 def test_three_pipelines_and_cache_to_full_index(trained, tiny_docs, tmp_path):
