@@ -62,6 +62,11 @@ PRUNE_MIN_DOCS = 50_000
 saves (``bench/pruning.py``, docs/results.md: 1.2-1.35x slower on SciFact's 5,183 documents, 1.07-1.22x
 faster by the median on 1M)."""
 VOCAB_FILE = "vocab.txt"
+AVGDL_TOLERANCE = 0.01
+"""How far (relatively) the average document length a BM25 segment was normalised by may drift from the index's
+before the segment is rewritten. Lucene reads the current average at search time; semiret stores saturated
+weights (no per-posting work when searching) and rewrites a segment once adds have moved the average 1%: BM25's
+length norm moves by less than that, and a corpus growing in like documents rarely moves it so far."""
 
 
 class InvertedSegment(Segment):
@@ -438,12 +443,29 @@ class InvertedIndex(SegmentedIndex):
     def _validate(self, postings: Postings) -> None:
         check_postings(postings, self._batch_vocab_size(), self.kind)
 
+    def _average_length(self, postings: Postings | None = None) -> float:
+        """BM25's average document length over every stored document (deleted ones too, until a merge), with
+        ``postings``' documents."""
+        total = sum(float(np.sum(s.doclens)) for s in self.segments)
+        if postings is None:
+            return total / max(self.n_stored, 1)
+        return (total + float(np.sum(postings.lengths))) / max(self.n_stored + len(postings), 1)
+
+    def _stale_segments(self) -> list[int]:
+        """BM25 segments whose lengths were normalised by an average more than :data:`AVGDL_TOLERANCE` away from
+        the index's current one (adds of longer or shorter documents moved it): rewritten in the same commit,
+        so that scores stay within that tolerance of a fresh build's without search-time work."""
+        if self.kind != "bm25" or not self.segments:
+            return []
+        current = self._average_length()
+        return [position for position, segment in enumerate(self.segments)
+                if abs(segment.avgdl - current) > AVGDL_TOLERANCE * current]
+
     def _write_segment_files(self, directory: Path, postings: Postings, info: dict) -> None:
         """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""
         values = np.asarray(postings.values, np.float32)
         if self.kind == "bm25":
-            total_len = float(np.sum(postings.lengths)) + sum(float(np.sum(s.doclens)) for s in self.segments)
-            info["avgdl"] = total_len / max(self.n_stored + len(postings), 1)
+            info["avgdl"] = self._average_length(postings)
             doc_of_posting = np.repeat(np.arange(len(postings)), np.diff(postings.offsets))
             values = self.bm25.saturation(values, postings.lengths[doc_of_posting].astype(np.float32), info["avgdl"])
         elif self.kind == "impact":

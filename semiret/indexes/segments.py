@@ -445,6 +445,8 @@ class SegmentedIndex(ABC):
             if replace:
                 draft._mark_deleted([i for i in batch.ids if i in draft], missing_ok=True)
             draft._append_segment(batch)
+            replaced = draft._renormalise()
+        _remove_folders(replaced)
         return len(batch)
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
@@ -497,11 +499,11 @@ class SegmentedIndex(ABC):
                 del draft.segments[first:]
                 del draft.meta["segments"][first:]
                 draft._append_segment(merged)
+                replaced = draft._renormalise()
             if first == 0:
                 self._remove_uncommitted_files()
             else:
-                for segment in folded:
-                    shutil.rmtree(segment.path, ignore_errors=True)
+                _remove_folders([segment.path for segment in folded] + replaced)
 
     def _remove_uncommitted_files(self) -> None:
         """Delete segment folders and staged files that the last commit does not list (under the write lock:
@@ -557,6 +559,33 @@ class SegmentedIndex(ABC):
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
         self.segments.append(self._open_segment(self.path / info["name"], info))
+
+    def _stale_segments(self) -> list[int]:
+        """Positions of segments whose stored values were computed from index-wide statistics that have moved
+        too far since (BM25's average document length): :meth:`_renormalise` rewrites them. None by default."""
+        return []
+
+    def _renormalise(self) -> list[Path]:
+        """On a draft: rewrite each stale segment (:meth:`_stale_segments`) as the statistics now are, in its
+        place, with the same documents and deletion marks (the parts of a hybrid index stay aligned, and the
+        statistics themselves do not move); returns the folders the commit no longer lists, to remove once it
+        is made."""
+        replaced = []
+        for position in self._stale_segments():
+            segment = self.segments.pop(position)
+            self.meta["segments"].pop(position)
+            replaced.append(segment.path)
+            every = np.arange(segment.n_docs)
+            whole = segment.with_deleted(np.zeros(segment.n_docs, bool))
+            documents = [segment.document(i) for i in every.tolist()] if segment.texts is not None else None
+            self._append_segment(self._live_batch(whole, every, segment.document_ids(every), documents))
+            rewritten, info = self.segments.pop(), self.meta["segments"].pop()
+            if segment.n_deleted:
+                append_deletions(rewritten.path, 0, np.flatnonzero(segment.deleted).tolist())
+                rewritten = rewritten.with_deleted(segment.deleted.copy())
+            self.segments.insert(position, rewritten)
+            self.meta["segments"].insert(position, info)
+        return replaced
 
     def _commit(self) -> None:
         """Record the draft's state in ``meta.json`` (one atomic rename, fsynced): the commit point of every
@@ -639,6 +668,12 @@ class SegmentHits(SearchHits):
             here = seg_of == seg_no
             out[here] = read(self._segments[seg_no], refs[here] & 0xFFFFFFFF)
         return out
+
+
+def _remove_folders(paths: list[Path]) -> None:
+    """Delete segment folders a commit no longer lists (readers of an older snapshot keep their mapped files)."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def copy_index_files(source: Path, target: Path) -> None:

@@ -500,6 +500,43 @@ def test_merge_drops_deleted_and_keeps_results(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+def test_bm25_segments_are_rewritten_when_adds_move_the_average_length(tmp_path):
+    """Each BM25 segment kept the average length of its write: 80 short documents, then 40 long ones, ranked
+    otherwise than a fresh build until a merge. An add that moves the average more than 1% now rewrites the older
+    segments with it in the same commit (the searches then equal a fresh build's, deletions alike); a small move
+    rewrites nothing."""
+    from semiret.indexes.inverted import AVGDL_TOLERANCE
+
+    rng = np.random.default_rng(4)
+    short = random_postings(rng, 80, kind="bm25", max_terms=4)
+    long = random_postings(rng, 40, first_id=80, kind="bm25", max_terms=12)
+    deleted = [f"doc{i}" for i in range(0, 80, 8)]
+    index = build(tmp_path / "idx", "bm25", short)
+    index.delete(deleted)
+    first = index.segments[0].path.name
+    index.add(long)
+    # rewritten in place with its documents and deletion marks: a hybrid's parts stay aligned
+    assert [(s.n_docs, s.n_deleted) for s in index.segments] == [(80, 10), (40, 0)]
+    assert index.segments[0].path.name != first and index.n_docs == 110
+    fresh = build(tmp_path / "fresh", "bm25", Postings.concatenate([short, long]))
+    fresh.delete(deleted)  # deleted documents count in the statistics until a merge, in both
+    queries = random_queries(rng, 25)
+    for current in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert [s.avgdl for s in current.segments] == pytest.approx([fresh.segments[0].avgdl] * 2)
+        hits, expected = current.search(queries, k=20), fresh.search(queries, k=20)
+        for q in range(len(queries)):
+            np.testing.assert_allclose(hits.scores[q], expected.scores[q], rtol=1e-5)
+            assert hits.ids[q] == expected.ids[q]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir() if p.name.startswith("seg-")) == sorted(
+        s.path.name for s in index.segments)  # the rewritten segment's old folder is gone
+    names = [s.path.name for s in index.segments]
+    typical = Postings(["typical"], np.array([0, 2]), np.array([0, 1], np.int32), np.array([5.0, 6.0], np.float32),
+                       np.array([11], np.int32))  # a document of about the average length: it barely moves
+    assert abs(index._average_length(typical) / index.segments[0].avgdl - 1) < AVGDL_TOLERANCE
+    index.add(typical)
+    assert [s.path.name for s in index.segments[:2]] == names and len(index.segments) == 3
+
+
 def test_merge_bm25_equals_fresh_build_of_live_documents(tmp_path):
     rng = np.random.default_rng(9)
     parts = [random_postings(rng, 80, first_id=80 * i, kind="bm25") for i in range(3)]

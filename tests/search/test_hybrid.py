@@ -243,6 +243,12 @@ def test_a_hybrid_index_is_assembled_around_a_built_neural_index(tmp_path, hybri
     assert around.index.get_document("d2").text == hybrid.index.get_document("d2").text
     around.add([Document("d9", "A quokka photographs cats.")])
     assert around.search("quokka", k=1)[0].id == "d9" and neural.index.n_docs == 5
+    around.delete(["d1"])
+    lexical = around.index.parts["lexical"]
+    first = lexical.segments[0].path.name
+    around.add([Document("d10", "wombats dig " * 40)])  # moves BM25's average length: its segments are rewritten
+    assert lexical.segments[0].path.name != first and lexical.segments[0].n_deleted == 1
+    assert _aligned(*(around.index.parts[name].snapshot for name in ("lexical", "neural")))  # still one pass
     assert open_retriever(tmp_path / "idf").index.n_docs == 5
 
 
