@@ -205,6 +205,7 @@ class LateParametricQueries(SiDRBetaQueries):
         self.queries_embedded = 0
         self.rerank_pairs = 0
         self.candidates_seen: set[str] = set()
+        self._known_keys: tuple[object, dict[str, str]] = (None, {})  # (snapshot, doc id -> cache key)
 
     @property
     def second_stage(self):
@@ -248,11 +249,13 @@ class LateParametricQueries(SiDRBetaQueries):
         first_queries = [self.first_stage(q) for q in full_queries]
         self.queries_embedded += len(queries)
         depth = max(k, self.rerank_depth)
-        first = self.index.search(first_queries, k=depth, n_threads=n_threads)
+        pinned = getattr(self.index, "pinned", None)
+        snapshot = pinned() if pinned is not None else self.index  # the candidates' texts from the commit searched
+        first = snapshot.search(first_queries, k=depth, n_threads=n_threads)
         candidates = [ids[: self.rerank_depth] for ids in first.ids]
         self.rerank_pairs += sum(map(len, candidates))
         self.candidates_seen.update(d for ids in candidates for d in ids)
-        keys = self._embed_missing(self._stored(dict.fromkeys(d for ids in candidates for d in ids)))
+        keys = self._candidate_keys(snapshot, dict.fromkeys(d for ids in candidates for d in ids))
         if self.rerank_model is None:
             query_vectors = full_queries  # the parametric score uses the whole query vector
         else:
@@ -272,11 +275,27 @@ class LateParametricQueries(SiDRBetaQueries):
             out_scores.append((ranked_scores + [floor - i for i in range(len(tail))])[:k])
         return SearchHits(out_ids, out_scores)
 
-    def _stored(self, doc_ids) -> list[Document]:
-        """The stored documents of these ids (what re-ranking embeds)."""
+    def _candidate_keys(self, index, doc_ids) -> dict[str, str]:
+        """Each candidate's cache key by id (:meth:`_embed_missing`), remembered while the index is at one commit
+        (a document changes under its id only in a new one): a candidate's stored text is read and hashed once
+        per commit, not on every query that finds it."""
+        snapshot = getattr(index, "snapshot", None)
+        if snapshot is None:  # an index without snapshots (Milvus): nothing to tell a changed document by
+            return self._embed_missing(self._stored(doc_ids, index))
+        known = self._known_keys  # read once: another thread may start the next commit's meanwhile
+        if known[0] is not snapshot:
+            known = self._known_keys = (snapshot, {})
+        unknown = [doc_id for doc_id in doc_ids if doc_id not in known[1]]
+        if unknown:
+            known[1].update(self._embed_missing(self._stored(unknown, index)))
+        return known[1]
+
+    def _stored(self, doc_ids, index=None) -> list[Document]:
+        """The stored documents of these ids in ``index`` (default: the retriever's; what re-ranking embeds)."""
+        index = self.index if index is None else index
         documents = []
         for doc_id in doc_ids:
-            document = self.index.get_document(doc_id)
+            document = index.get_document(doc_id)
             if document is None:
                 raise SemiretError(f"{self.index.path} does not store the text of {doc_id!r}: re-ranking needs "
                                    "stored documents (build the index with store_texts)")

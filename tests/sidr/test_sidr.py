@@ -275,6 +275,11 @@ def test_re_ranking_embeds_a_replaced_document_anew(trained, tiny_docs, tmp_path
     query = "cats and dogs"
     before = {h.id: h.score for h in late.search(query, k=6)}
     target = next(iter(before))
+    reads = []
+    get_document = type(late.index).get_document
+    with pytest.MonkeyPatch.context() as patch:  # while the index is at one commit, candidates' texts are read once
+        patch.setattr(type(late.index), "get_document", lambda self, i: reads.append(i) or get_document(self, i))
+        assert {h.id: h.score for h in late.search(query, k=6)} == before and reads == []
     late.add([Document(target, "Quarterly tax filings for small businesses.")], replace=True)
     after = {h.id: h.score for h in late.search(query, k=6)}
     fresh = LateParametricRetriever.build(
