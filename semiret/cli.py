@@ -25,8 +25,9 @@ def _report(exc: SemiretError) -> None:
 
 
 class _Commands(TyperGroup):
-    """Turns a :class:`SemiretError` from any command into a one-line message and exit code 2, so the app
-    behaves the same however it is invoked (the ``semiret`` script, ``typer.testing.CliRunner``, ``python -m``).
+    """Turns a :class:`SemiretError` from any command into a one-line message and exit code 2 (an ``OSError``,
+    such as a full disk: its message and exit code 1), so the app behaves the same however it is invoked (the
+    ``semiret`` script, ``typer.testing.CliRunner``, ``python -m``).
 
     ``train`` and ``adapt`` are loaded only when asked for: the recipes import torch, which searching never
     needs."""
@@ -56,6 +57,10 @@ class _Commands(TyperGroup):
         except SemiretError as exc:
             _report(exc)
             raise typer.Exit(2) from None
+        except OSError as exc:  # a full disk, a read-only or vanished file system: the cause lies outside semiret
+            where = f": {exc.filename}" if exc.filename else ""
+            _report(SemiretError(f"{exc.strerror or exc}{where}"))
+            raise typer.Exit(1) from None
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -10,15 +10,16 @@ import ctypes
 import errno
 import fcntl
 import functools
+import glob
 import json
 import os
 import secrets
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from semiret.errors import IndexFormatError, SemiretError
 
@@ -187,18 +188,50 @@ def directory_size(path: Path) -> int:
 
 
 @contextmanager
-def staged_directory(target: str | Path, overwrite: bool = True) -> Iterator[Path]:
+def staged_directory(target: str | Path, overwrite: bool = True, locks: Sequence[Path] = ()) -> Iterator[Path]:
     """Write a directory in a staging folder beside ``target`` and publish it when the block ends; an
-    exception removes the staging folder and leaves any old ``target`` untouched."""
+    exception removes the staging folder and leaves any old ``target`` untouched. ``locks``: files to hold
+    exclusively (:func:`exclusive_lock`) while the old ``target`` is replaced (its writers' locks: a write to the
+    old directory finishes first, and none starts on it meanwhile)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned_staging(target)
     # beside the target (same filesystem, so a rename publishes it), named before it is made: a signal that ends
     # the process (SIGTERM, Ctrl-C) as soon as the folder exists still finds the name to remove
-    staged = target.parent / f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    staged = target.parent / f".{target.name}{STAGING_MARK}{os.getpid()}-{secrets.token_hex(4)}"
     try:
         staged.mkdir()
         yield staged
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    replace_directory(staged, target, overwrite)
+    with ExitStack() as held:
+        for lock in locks:
+            if lock.parent.is_dir():
+                held.enter_context(exclusive_lock(lock))
+        replace_directory(staged, target, overwrite)
+
+
+STAGING_MARK = ".tmp-"
+"""What names a staging folder: ``.<target>.tmp-<pid>-<random>``."""
+
+
+def remove_abandoned_staging(target: Path) -> None:
+    """Delete the staging folders of ``target`` whose process is gone (one killed with SIGKILL, or by a power
+    cut, never removes its own): each names its process id, and only those of no running process on this
+    machine are removed."""
+    prefix = f".{target.name}{STAGING_MARK}"
+    for entry in target.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = entry.name[len(prefix):].split("-", 1)[0]
+        if entry.is_dir() and pid.isdigit() and not _process_running(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _process_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True

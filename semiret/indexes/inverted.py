@@ -43,7 +43,7 @@ import numpy as np
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes import kernels
-from semiret.indexes.segments import Segment, SegmentedIndex, Snapshot, register_index_format
+from semiret.indexes.segments import Segment, SegmentedIndex, Snapshot, build_of, register_index_format
 from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
 from semiret.text.analyzer import TermDictionary
@@ -204,9 +204,9 @@ class FrequencyBasis:
         self._state: tuple[str | None, dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray] | None = None
 
     def frequencies(self, snapshot: Snapshot) -> np.ndarray:
-        created, vocab_size = snapshot.meta.get("created"), _vocab_size(snapshot.meta)
+        build, vocab_size = build_of(snapshot.meta), _vocab_size(snapshot.meta)
         state = self._state
-        if state is None or state[0] != created:  # none yet, or another index in this directory now
+        if state is None or state[0] != build:  # none yet, or another index in this directory now
             shares, df = {}, np.zeros(vocab_size, np.int64)
         else:
             shares, df = dict(state[1]), np.zeros(vocab_size, np.int64)
@@ -221,7 +221,7 @@ class FrequencyBasis:
             if segment.name not in shares:
                 terms, counts = shares[segment.name] = segment.term_document_counts()
                 df[terms] += counts  # a segment's term ids are distinct
-        self._state = (created, shares, df)
+        self._state = (build, shares, df)
         return df
 
 
@@ -517,7 +517,7 @@ class InvertedIndex(SegmentedIndex):
         commit holds: they would take the ids of the new ones)."""
         if self.terms is None:
             return
-        if meta.get("created") != self.meta.get("created"):  # another index in this directory now
+        if build_of(meta) != build_of(self.meta):  # another index in this directory now
             self.terms.truncate(0)
             self.terms.lookup(_read_vocabulary(self.path, meta, 0, 0), add=True)
             return
@@ -595,7 +595,7 @@ def _aligned(snapshot_a: Snapshot, snapshot_b: Snapshot) -> bool:
     for segment_a, segment_b in zip(snapshot_a.segments, snapshot_b.segments):
         if segment_a.n_docs != segment_b.n_docs:
             return False
-        key = ("aligned", str(segment_b.path), snapshot_b.meta.get("created"))  # another index there: compared anew
+        key = ("aligned", str(segment_b.path), build_of(snapshot_b.meta))  # another index there: compared anew
         same = segment_a._cache.get(key)
         if same is None:
             same = segment_a._cache[key] = bool(np.array_equal(segment_a.id_keys(), segment_b.id_keys()))

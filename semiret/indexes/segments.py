@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+import secrets
 import shutil
 import threading
 import time
@@ -59,7 +60,7 @@ from semiret.indexes.storage import (
 from semiret.types import SearchHits
 
 LOCK_FILE = "write.lock"
-SHARD_VARIABLES = ("segments", "next_segment", "created", "vocab_size", "n_terms", "vocab_bytes")
+SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "vocab_size", "n_terms", "vocab_bytes")
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
 OPEN_ATTEMPTS = 5
 """Tries to open a commit whose segments a merge in another process removes meanwhile (each try reads the
@@ -251,11 +252,11 @@ class SegmentedIndex(ABC):
         ``meta.json`` entries, ``attributes`` go to its constructor."""
         target = Path(path)
         check_build_target(target, overwrite)
-        with staged_directory(target, overwrite) as staged:
+        with staged_directory(target, overwrite, writer_locks(target)) as staged:
             meta = {
                 "format": cls.FORMAT, "version": cls.VERSION, **fields, "store_texts": store_texts,
                 "segments": [], "next_segment": 0, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                **(extra_meta or {}),
+                "build": secrets.token_hex(8), **(extra_meta or {}),
             }
             batch_list = list(batches)  # consumed first: what the batches' producer fills in is complete afterwards
             index = cls(staged, meta, **attributes)
@@ -370,7 +371,7 @@ class SegmentedIndex(ABC):
             try:
                 self._load_commit(meta)
                 # segments are re-used by name, unless the directory holds another index now (rebuilt)
-                same_index = meta.get("created") == self.meta.get("created")
+                same_index = build_of(meta) == build_of(self.meta)
                 known = {segment.name: segment for segment in self.segments} if same_index else {}
                 segments = [self._reopen_segment(known.get(info["name"]), info) for info in meta["segments"]]
             except (IndexFormatError, OSError):
@@ -412,7 +413,11 @@ class SegmentedIndex(ABC):
                 try:
                     if outermost:
                         with self._publishing:
+                            opened = build_of(self.meta)
                             self._load_newer_commit()
+                        if build_of(self.meta) != opened:
+                            raise SemiretError(f"{self.path} was rebuilt (an index --overwrite) since this process "
+                                               f"opened it: nothing was written; open it again and repeat the change")
                     yield self
                 except BaseException:
                     self._discard_uncommitted()
@@ -500,14 +505,13 @@ class SegmentedIndex(ABC):
                 del draft.meta["segments"][first:]
                 draft._append_segment(merged)
                 replaced = draft._renormalise()
-            if first == 0:
-                self._remove_uncommitted_files()
-            else:
-                _remove_folders([segment.path for segment in folded] + replaced)
+            _remove_folders([segment.path for segment in folded] + replaced)
+            self._remove_uncommitted_files()
 
     def _remove_uncommitted_files(self) -> None:
-        """Delete segment folders and staged files that the last commit does not list (under the write lock:
-        no writer is making any). Readers still searching an older snapshot keep their memory-mapped files."""
+        """Delete segment folders and staged files that the last commit does not list (what crashed changes left;
+        under the write lock: no writer is making any). Readers still searching an older snapshot keep their
+        memory-mapped files."""
         listed = {info["name"] for info in self.meta["segments"]}
         for entry in self.path.iterdir():
             orphan = entry.name.startswith("seg-") and entry.name not in listed
@@ -668,6 +672,24 @@ class SegmentHits(SearchHits):
             here = seg_of == seg_no
             out[here] = read(self._segments[seg_no], refs[here] & 0xFFFFFFFF)
         return out
+
+
+def build_of(meta: dict) -> str | None:
+    """What tells one build of an index from another at the same path: a random token (indexes written before it
+    had one: their creation time, to the second)."""
+    return meta.get("build", meta.get("created"))
+
+
+def writer_locks(target: Path) -> list[Path]:
+    """The lock files writers of the index at ``target`` hold (none when there is no index there): what a build
+    that replaces it takes while swapping, in the order writers take them (a hybrid's parts in order)."""
+    try:
+        meta = read_meta(target, None)
+    except (IndexFormatError, OSError, ValueError):
+        return []
+    if "parts" in meta:
+        return [target / part / LOCK_FILE for part in meta["parts"]]
+    return [target / LOCK_FILE]
 
 
 def _remove_folders(paths: list[Path]) -> None:

@@ -258,6 +258,24 @@ def test_failed_add_changes_nothing(tmp_path, index_dir):
     assert info["documents"] == len(TINY_DOCS) and info["segments"] == 1
 
 
+def test_a_full_disk_is_one_line_and_leaves_the_index_as_it_was(tmp_path, index_dir, monkeypatch):
+    """A full disk during an add printed a 59-line traceback (the index itself stayed intact)."""
+    import errno
+
+    from semiret.indexes import segments
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "seg-000001"))
+
+    (tmp_path / "new.jsonl").write_text('{"_id": "n1", "text": "quokka"}\n')
+    monkeypatch.setattr(segments.SegmentedIndex, "_append_segment", full)
+    result = invoke("add", "--index", index_dir, tmp_path / "new.jsonl", ok=False)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == f"error: No space left on device: {tmp_path / 'seg-000001'}"
+    monkeypatch.undo()
+    assert json.loads(invoke("info", index_dir).stdout)["documents"] == len(TINY_DOCS)
+
+
 def test_usage_errors_are_click_errors(index_dir):
     result = invoke("search", "--index", index_dir, ok=False)  # no query
     assert result.exit_code == 2 and "give queries as arguments or a file of them with --queries" in result.stderr

@@ -200,3 +200,75 @@ def test_every_acknowledged_change_survives_kill_9(tmp_path):
         assert present - in_flight <= live and not (deleted & live)
         present -= in_flight - live  # the delete in flight happened
         deleted |= in_flight - live
+
+
+# ------------------------------------------------------------------ an index rebuilt (--overwrite) under open ones
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
+
+def test_a_rebuild_waits_for_a_writer_and_open_writers_never_write_into_it(tmp_path):
+    """The rebuild swapped the directory without the write lock: an add encoding meanwhile then committed the
+    old index's meta.json into the new directory (the rebuild lost, searches failing). It now waits for the
+    writer, and a writer that opened the old build refuses to write into the new one."""
+    path = tmp_path / "idx"
+    BM25Retriever.build([Document("a", "apple pie"), Document("b", "banana split")], path)
+    writer, stale = open_retriever(path), open_retriever(path)
+    holding, rebuilt = threading.Event(), threading.Event()
+
+    def rebuild():
+        holding.wait(10)
+        BM25Retriever.build([Document(f"n{i}", f"new text {word}") for i, word in enumerate(WORDS)], path,
+                            overwrite=True)
+        rebuilt.set()
+
+    builder = threading.Thread(target=rebuild)
+    builder.start()
+    with writer.index.writing():  # as an add holds it while encoding words
+        holding.set()
+        time.sleep(0.5)
+        assert not rebuilt.is_set()  # the swap waits for the writer
+        writer.add([Document("c", "cherry tart")])
+    builder.join(10)
+    assert rebuilt.is_set()
+    fresh = open_retriever(path)
+    assert sorted(fresh.index.live_ids()) == [f"n{i}" for i in range(5)]
+    with pytest.raises(SemiretError, match="was rebuilt .* nothing was written; open it again"):
+        stale.add([Document("d", "date cake")])
+    assert sorted(open_retriever(path).index.live_ids()) == [f"n{i}" for i in range(5)]
+    assert [h.id for h in fresh.search("text delta", k=1)] == ["n3"]
+
+
+def test_a_reader_refreshes_onto_a_rebuild_made_within_the_same_second(tmp_path):
+    """Builds were told apart by their creation time, to the second: a reader kept the old segments under the
+    new commit (wrong results; its next write corrupted the index). Each build now has its own token."""
+    path = tmp_path / "idx"
+    BM25Retriever.build([Document(f"o{i}", f"old words {i}") for i in range(3)], path)
+    held = open_retriever(path)
+    BM25Retriever.build([Document(f"n{i}", f"new words {word}") for i, word in enumerate(WORDS[:4])], path,
+                        overwrite=True)
+    assert held.index.refresh() is True
+    assert held.index.n_docs == 4 and [h.id for h in held.search("words gamma", k=1)] == ["n2"]
+    held.add([Document("x", "extra words")])  # a writer that refreshed onto the new build writes into it
+    assert sorted(open_retriever(path).index.live_ids()) == ["n0", "n1", "n2", "n3", "x"]
+
+
+def test_staging_folders_of_dead_processes_are_removed_by_the_next_build(tmp_path):
+    """A build killed with SIGKILL leaves its staging folder beside the index; they piled up with every kill."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, alive = tmp_path / f".idx.tmp-{done.stdout.strip()}-0badc0de", tmp_path / f".idx.tmp-{os.getpid()}-00000000"
+    dead.mkdir()
+    alive.mkdir()  # this very process: a build in progress in another thread
+    BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    assert not dead.exists() and alive.exists()
+
+
+def test_a_tail_merge_removes_what_crashed_changes_left(tmp_path):
+    """Only a merge of every segment removed staging folders and orphan segments, and the service merges tails."""
+    retriever = BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    for i in range(3):
+        retriever.add([Document(f"d{i}", f"date {i}")])
+    leftovers = [tmp_path / "idx" / ".seg-000009.tmp-1-deadbeef", tmp_path / "idx" / "seg-000042"]
+    for leftover in leftovers:
+        leftover.mkdir()
+    retriever.index.merge(tail=2)
+    assert not any(leftover.exists() for leftover in leftovers)
+    assert len(retriever.index.segments) == 3 and retriever.index.n_docs == 4
