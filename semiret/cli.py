@@ -78,10 +78,22 @@ def _retrievers():
 
 
 def _applies_to(side: str):
-    """Help suffix naming the retrievers whose ``side`` (``documents``/``queries``) has an option."""
+    """Help suffix naming the retrievers whose ``side`` (``documents``/``queries``) has an option, with each one's
+    default where they differ (the flag's own help shows one only where all agree)."""
     def suffix(name: str) -> str:
-        owners = [n for n, r in _retrievers().items() if name in {f.name for f in fields(getattr(r, side).Options)}]
-        return f" (for {', '.join(owners)})" if owners else ""  # not [...]: rich reads brackets as markup
+        defaults: dict[str, list[str]] = {}
+        for retriever_name, retriever in _retrievers().items():
+            field = next((f for f in fields(getattr(retriever, side).Options) if f.name == name), None)
+            if field is not None:
+                defaults.setdefault(repr(field.default), []).append(retriever_name)
+        if not defaults:
+            return ""
+        if len(defaults) == 1:
+            return f" (for {', '.join(*defaults.values())})"  # not [...]: rich reads brackets as markup
+        groups = [", ".join(owners) + ("" if default in ("None", "''", "<dataclasses._MISSING_TYPE object>")
+                                       or default.startswith("<") else f": default {default}")
+                  for default, owners in defaults.items()]
+        return f" (for {'; '.join(groups)})"
 
     return suffix
 

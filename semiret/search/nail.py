@@ -104,7 +104,7 @@ class NailSparseOptions:
     model: str = NAIL.default
     """NAIL model: a saved directory or the packaged nail-scifact."""
     top_k: int = DEFAULT_TOP_K
-    """Tokens kept per document (those with the highest positive scores)."""
+    """Tokens kept per document, those with the highest positive scores (nail-sparse: 2000 unless given)."""
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
 
