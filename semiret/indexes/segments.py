@@ -368,10 +368,13 @@ class SegmentedIndex(ABC):
         attempt = 0
         while commit_stamp(self.path) != self.snapshot.stamp:
             meta, stamp = read_commit(self.path, self.FORMAT)
+            # segments are re-used by name, unless the directory holds another index now (rebuilt)
+            same_index = build_of(meta) == build_of(self.meta)
+            if not same_index and _made_as(meta) != _made_as(self.meta):
+                raise SemiretError(f"{self.path} was rebuilt as another index ({_made_as(meta)['retriever']}, made "
+                                   f"otherwise than the one open here): open it again")
             try:
                 self._load_commit(meta)
-                # segments are re-used by name, unless the directory holds another index now (rebuilt)
-                same_index = build_of(meta) == build_of(self.meta)
                 known = {segment.name: segment for segment in self.segments} if same_index else {}
                 segments = [self._reopen_segment(known.get(info["name"]), info) for info in meta["segments"]]
             except (IndexFormatError, OSError):
@@ -678,6 +681,22 @@ def build_of(meta: dict) -> str | None:
     """What tells one build of an index from another at the same path: a random token (indexes written before it
     had one: their creation time, to the second)."""
     return meta.get("build", meta.get("created"))
+
+
+CORPUS_STATISTICS = ("avgdl",)
+"""Analyzer entries a build takes from its corpus (a lexical prior's average length): another corpus, same model."""
+
+
+def _made_as(meta: dict) -> dict:
+    """What an index's queries must be made for: its format, kind, retriever and analyzer (less what the analyzer
+    took from the corpus). A rebuild that keeps them is searched as the old index was; one that does not is not."""
+    def without_statistics(value):
+        if isinstance(value, dict):
+            return {k: without_statistics(v) for k, v in value.items() if k not in CORPUS_STATISTICS}
+        return value
+
+    return {"format": meta.get("format"), "kind": meta.get("kind"), "retriever": meta.get("retriever"),
+            "analyzer": without_statistics(meta.get("analyzer"))}
 
 
 def writer_locks(target: Path) -> list[Path]:

@@ -272,3 +272,16 @@ def test_a_tail_merge_removes_what_crashed_changes_left(tmp_path):
     retriever.index.merge(tail=2)
     assert not any(leftover.exists() for leftover in leftovers)
     assert len(retriever.index.segments) == 3 and retriever.index.n_docs == 4
+
+
+def test_a_reader_is_told_when_its_index_was_rebuilt_as_another(tmp_path):
+    """A BM25 reader refreshed onto a bag-of-tokens index rebuilt at its path and searched it with BM25's queries."""
+    from semiret.search import retriever_class
+
+    path = tmp_path / "idx"
+    BM25Retriever.build([Document("a", "apple pie")], path)
+    held = open_retriever(path)
+    retriever_class("bot").build([Document("b", "banana split")], path, overwrite=True)
+    with pytest.raises(SemiretError, match=r"was rebuilt as another index \(bot, .*open it again"):
+        held.index.refresh()
+    assert [h.id for h in open_retriever(path).search("banana", k=1)] == ["b"]
