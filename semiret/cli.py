@@ -488,13 +488,13 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     """Compare saved runs on the same queries: each measure's means, difference and paired t-test (the
     figures `semiret eval --baseline` gives, for runs already on disk). Several runs on a side (one system
     trained with several seeds) are averaged query by query before the test."""
-    from semiret.data.collection import Collection
+    from semiret.data.collection import Collection, searched_qrels
     from semiret.data.paths import dataset
     from semiret.data.trec import read_trec_run
     from semiret.evaluation.metrics import parse_measures
     from semiret.evaluation.significance import check_baseline, compare_runs
 
-    qrels = Collection(dataset(str(data))).qrels(split)
+    qrels = searched_qrels(Collection(dataset(str(data))), split)  # the queries `eval` scores
     measures = parse_measures(measure)
     sides = [[read_trec_run(p) for p in paths] for paths in (run, baseline)]
     for paths, runs in zip((run, baseline), sides):

@@ -287,6 +287,14 @@ class Collection:
         return selected
 
 
+def searched_qrels(collection: "Collection", split: str) -> dict[str, dict[str, int]]:
+    """``split``'s judgements of the queries that have a text (what ``eval`` searches and ``compare`` scores:
+    a judged query without one cannot be searched, so it is left out of every mean rather than averaged as a 0;
+    :meth:`Collection.queries` warns of them)."""
+    queries = collection.queries(split)
+    return {query_id: judged for query_id, judged in collection.qrels(split).items() if query_id in queries}
+
+
 def corpus_shard(documents: Iterable[Document], shard: str) -> list[Document]:
     """Shard ``i/n`` of ``documents``: the i-th of n contiguous slices (0-based, sizes differing by one at
     most), so shards 0..n-1 merged in order hold the corpus in its order."""

@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from semiret.data.collection import Collection, count_documents
+from semiret.data.collection import Collection, count_documents, searched_qrels
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.files import check_output_file
 from semiret.evaluation.metrics import parse_measures, score_run
@@ -59,8 +59,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
     collection = Collection(data)
     queries = collection.queries(split)
-    # judged queries without a text are skipped (Collection.queries warns): not searched, so not averaged as 0s
-    qrels = {query_id: judged for query_id, judged in collection.qrels(split).items() if query_id in queries}
+    qrels = searched_qrels(collection, split)
     measure_objects = parse_measures(measures)
     deeper = [name for name, measure in measure_objects.items() if (measure.params.get("cutoff") or 0) > depth]
     if deeper:

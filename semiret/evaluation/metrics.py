@@ -39,9 +39,21 @@ def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]
     """Mean of each measure over the judged queries (queries missing from the run count as 0); ``measures``: any
     form :func:`parse_measures` takes."""
     measures = parse_measures(measures)
-    full_run = {q: run.get(q, {}) for q in qrels}
+    full_run = trec_ordered({q: run.get(q, {}) for q in qrels})
     aggregate = ir_measures.calc_aggregate(list(measures.values()), qrels, full_run)
     return {name: float(aggregate.get(measure, 0.0)) for name, measure in measures.items()}
+
+
+def trec_ordered(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """``run`` with each query's scores replaced by their places in trec_eval's order (score descending, ties by
+    document id descending), so that every measure reads the same ranking: ir_measures hands measures to
+    backends that break ties differently (pytrec_eval for nDCG@10 and R@100 as trec_eval does, its msmarco code
+    for RR@10 by document id ascending), and runs of overlap scores (bag-of-tokens) tie in most queries."""
+    ordered = {}
+    for query_id, scores in run.items():
+        ranking = sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
+        ordered[query_id] = {doc_id: float(len(ranking) - place) for place, (doc_id, _) in enumerate(ranking)}
+    return ordered
 
 
 def per_query(run, qrels, measure) -> dict[str, float]:
@@ -50,6 +62,6 @@ def per_query(run, qrels, measure) -> dict[str, float]:
     if isinstance(measure, str):
         [measure] = parse_measures([measure]).values()
     out = {q: 0.0 for q in qrels}
-    for m in ir_measures.iter_calc([measure], qrels, run):
+    for m in ir_measures.iter_calc([measure], qrels, trec_ordered(run)):
         out[m.query_id] = float(m.value)
     return out

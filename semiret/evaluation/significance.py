@@ -61,7 +61,7 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
         diff = a - b
         p = _paired_p_value(a, b)
         comparison[name] = {"baseline": round(float(b.mean()), 6), "delta": round(float(diff.mean()), 6),
-                            "p_value": None if p is None else round(p, 6),
+                            "p_value": None if p is None else float(f"{p:.6g}"),  # 7.19e-14 is not 0
                             "significant": p is not None and p < SIGNIFICANCE_LEVEL,
                             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum()),
                             "same": int((diff == 0).sum())}
