@@ -24,6 +24,7 @@ from semiret.indexes.segments import (
     check_new_ids,
     open_index,
     register_index_format,
+    writer_locks,
 )
 from semiret.indexes.storage import COMPOSITE_FORMAT, META_FILE, read_meta
 
@@ -63,7 +64,7 @@ class CompositeIndex:
         writer leaves any old index at ``path`` untouched. Texts are read from the first part."""
         target = Path(path)
         check_build_target(target, overwrite)
-        with staged_directory(target, overwrite) as staged:
+        with staged_directory(target, overwrite, writer_locks(target)) as staged:
             for name, write in writers.items():
                 write(staged / name)
             atomic_write_json(staged / META_FILE, {

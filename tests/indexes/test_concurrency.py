@@ -285,3 +285,24 @@ def test_a_reader_is_told_when_its_index_was_rebuilt_as_another(tmp_path):
     with pytest.raises(SemiretError, match=r"was rebuilt as another index \(bot, .*open it again"):
         held.index.refresh()
     assert [h.id for h in open_retriever(path).search("banana", k=1)] == ["b"]
+
+
+def test_a_hybrid_rebuild_waits_for_the_writer_of_its_parts(tmp_path):
+    from semiret.search import retriever_class
+
+    hybrid = retriever_class("hybrid")
+    path = tmp_path / "h"
+    open_hybrid = hybrid.build([Document("a", "apple pie"), Document("b", "banana split")], path, neural="idf")
+    rebuilt = threading.Event()
+
+    def rebuild():
+        hybrid.build([Document("c", "cherry tart")], path, neural="idf", overwrite=True)
+        rebuilt.set()
+
+    with open_hybrid.index.writing():
+        builder = threading.Thread(target=rebuild)
+        builder.start()
+        time.sleep(1.0)
+        assert not rebuilt.is_set()  # the swap waits for the parts' writer
+    builder.join(20)
+    assert rebuilt.is_set() and open_retriever(path).index.live_ids() == ["c"]
