@@ -371,7 +371,7 @@ class SegmentedIndex(ABC):
             # segments are re-used by name, unless the directory holds another index now (rebuilt)
             same_index = build_of(meta) == build_of(self.meta)
             if not same_index and _made_as(meta) != _made_as(self.meta):
-                raise SemiretError(f"{self.path} was rebuilt as another index ({_made_as(meta)['retriever']}, made "
+                raise IndexFormatError(f"{self.path} was rebuilt as another index ({_made_as(meta)['retriever']}, made "
                                    f"otherwise than the one open here): open it again")
             try:
                 self._load_commit(meta)
@@ -419,7 +419,7 @@ class SegmentedIndex(ABC):
                             opened = build_of(self.meta)
                             self._load_newer_commit()
                         if build_of(self.meta) != opened:
-                            raise SemiretError(f"{self.path} was rebuilt (an index --overwrite) since this process "
+                            raise IndexFormatError(f"{self.path} was rebuilt (an index --overwrite) since this process "
                                                f"opened it: nothing was written; open it again and repeat the change")
                     yield self
                 except BaseException:
