@@ -10,13 +10,19 @@ Each segment's ``avgdl`` (the average length its weights are normalised by) is r
 
 from __future__ import annotations
 
+import argparse
 import shutil
+from pathlib import Path
 
-from corpus import common_arguments, emit, machine
+from corpus import CACHE_ROOT, emit, machine
 
 
 def main() -> None:
-    parser = common_arguments(__doc__.splitlines()[0])
+    from semiret import progress
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "indexes", help="where indexes are written")
     parser.add_argument("--data", default="scifact", help="BEIR collection (a folder or a name under shared/data)")
     parser.add_argument("--short", type=int, default=300, help="shortest documents indexed first")
     parser.add_argument("--long", type=int, default=50, help="longest documents added afterwards")

@@ -26,6 +26,9 @@ import numpy as np
 
 DEFAULT_DOCS = 1_000_000
 QUICK_DOCS = 20_000
+QUICK_SCIFACT_DOCS = 500
+"""SciFact documents a ``--quick`` run of a benchmark that encodes them with a neural model reads (a smoke run:
+its quality figures are not the collection's)."""
 CACHE_ROOT = Path(os.environ.get("SEMIRET_BENCH_CACHE", "/tmp/semiret-bench"))
 SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 ZIPF_EXPONENT = 1.1

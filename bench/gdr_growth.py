@@ -58,21 +58,16 @@ def build_from_run_vectors(run: Path, index: Path) -> bool:
     """Build ``run``'s ``gdr`` index of its collection at ``index`` from the E_D vectors its training cached
     (``document-vectors.npz``: the same encoder and length limit the index would use), so that the corpus is not
     embedded a second time; False (nothing built) when the cache does not cover the collection."""
-    import numpy as np
-
     from semiret.data.collection import Collection
+    from semiret.methods.gdr import run_document_vectors
     from semiret.search.gdr import GDRDocuments, GDRRetriever
 
     config = json.loads((run / "summary.json").read_text())["config"]
-    cache = run / "document-vectors.npz"
-    if not cache.is_file():
-        return False
     documents = list(Collection(config["data"]).corpus())
-    with np.load(cache, allow_pickle=False) as saved:
-        if str(saved["encoder"]) != (config["document_encoder"] or config["base"]) or \
-                list(saved["ids"]) != [d.id for d in documents]:
-            return False
-        vectors = saved["vectors"]
+    vectors = run_document_vectors(run, config["document_encoder"] or config["base"], config["document_max_length"],
+                                   documents)
+    if vectors is None:
+        return False
     rows = {d.full_text: row for row, d in enumerate(documents)}  # equal texts have equal vectors
 
     class CachedEncoder:

@@ -1,6 +1,7 @@
 """Size, memory, FLOPS, latency and quality of every learned index type on SciFact, from one encoding.
 
-``python bench/index_sizes.py [--top-k 64]`` prints one JSON object.
+``python bench/index_sizes.py [--top-k 64] [--quick]`` prints one JSON object (``--quick``: SciFact's first
+documents only, a smoke run whose quality figures are not the collection's).
 
 SciFact's documents and test queries are encoded once with SPLADE-tiny and MiniLM; each index is
 then built from those vectors (``store_texts=False``, so sizes are the search structures alone):
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus import CACHE_ROOT, SCIFACT, emit, machine
+from corpus import CACHE_ROOT, QUICK_SCIFACT_DOCS, SCIFACT, emit, load_documents, machine
 
 LATENCY_QUERIES = 200
 
@@ -65,11 +66,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top-k", type=int, default=64, help="terms kept per document in the pruned variants")
     parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "index-sizes")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"SciFact's first {QUICK_SCIFACT_DOCS} documents only (a smoke run)")
     args = parser.parse_args()
 
     before = machine()
     collection = Collection(SCIFACT)
-    documents = list(collection.corpus())
+    documents = load_documents(SCIFACT, QUICK_SCIFACT_DOCS if args.quick else None)
     ids, texts = [d.id for d in documents], [d.full_text for d in documents]
     queries = collection.queries("test")
     qrels = collection.qrels("test")

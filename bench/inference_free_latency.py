@@ -49,11 +49,11 @@ PROXY_SIGMA = 0.1
 
 
 def encode_sample(model: str, texts: list[str]):
-    from semiret.search.neural import load_configured_encoder, encoder_config
     from semiret.models.checkpoints import resolve_inference_free
+    from semiret.models.encoders import load_encoder
 
     path = resolve_inference_free(model)
-    encoder = load_configured_encoder(encoder_config("splade", path, None))
+    encoder = load_encoder(path, "splade")
     return encoder, encoder.encode_document(texts, show_progress=False), path
 
 
@@ -114,7 +114,7 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
     threshold = inference_free_document_threshold(path) if args.threshold is None else args.threshold
     result["if_threshold"] = threshold
     for target, kept in ((unpruned_path, None), (if_path, threshold or None)):
-        analyzer = encoder_config("splade", path, encoder.max_length, top_k=None, threshold=kept)
+        analyzer = encoder_config("splade", path, encoder.max_length, encoder, top_k=None, threshold=kept)
         InvertedIndex.build(target, "impact", [postings if kept is None else prune_postings(postings, kept)],
                             vocab_size=encoder.vocab_size, analyzer=analyzer, store_texts=False, overwrite=True,
                             extra_meta={"retriever": "inference-free"})

@@ -34,7 +34,8 @@ import time  # noqa: E402
 from functools import partial  # noqa: E402
 
 import numpy as np  # noqa: E402
-from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine, timed_rounds
+from corpus import (QUICK_SCIFACT_DOCS, bench_corpora, common_arguments, emit, load_documents, load_queries,
+                    machine, timed_rounds)
 
 BATCH_DOCS = 50_000
 N_QUERIES = 200
@@ -91,14 +92,15 @@ def run_corpus(corpus, directory, split, backend, args) -> dict:
     from semiret.search.neural import DenseDocuments, InferenceFreeDocuments
     from semiret.types import Embeddings
 
-    documents = load_documents(directory)
+    neural = corpus == "scifact"  # encoded by the inference-free model: a quick run reads a few hundred
+    documents = load_documents(directory, QUICK_SCIFACT_DOCS if neural and args.quick else None)
     texts = load_queries(directory, split)[: args.n_queries]
     results = {"corpus": corpus, "documents": len(documents)}
     prefix = f"bench_{corpus.replace('-', '_')}"
     collections = []
 
     systems = [("idf", TokenSets, IDFOptions(idf="msmarco"))]
-    if corpus == "scifact":
+    if neural:
         systems.append(("inference_free", InferenceFreeDocuments, IDFOptions()))  # the model's own IDF table
     for label, side_class, query_options in systems:
         ours, theirs, figures = build_both(side_class, {}, documents, args.workdir / f"{prefix}_{label}",

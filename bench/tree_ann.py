@@ -2,7 +2,8 @@
 HNSW, at equal recall: recall@10 against exact search, share of the documents scored, median single-query
 latency (query encoding excluded), build time.
 
-``python bench/tree_ann.py [--model runs/hce-scifact/model] [--synthetic 1000000] [--tree-branching 0 8]`` prints
+``python bench/tree_ann.py [--model runs/hce-scifact/model] [--synthetic 1000000] [--tree-branching 0 8] [--quick]``
+prints
 one JSON object.
 
 - ``scifact``: the corpus and test queries embedded by ``--model`` (cached under the bench cache directory);
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus import CACHE_ROOT, SCIFACT, emit, machine
+from corpus import CACHE_ROOT, QUICK_SCIFACT_DOCS, SCIFACT, emit, load_documents, machine
 
 SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]),
           "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]),
@@ -34,19 +35,20 @@ SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 25
 LATENCY_QUERIES = 200
 
 
-def scifact_vectors(model: str, cache: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(document vectors, test query vectors) of SciFact by ``model``, cached by the model's path and files."""
+def scifact_vectors(model: str, cache: Path, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(document vectors, test query vectors) of SciFact (its first ``limit`` documents) by ``model``, cached by
+    the model's path and files."""
     from semiret.data.collection import Collection
     from semiret.models.encoders import load_encoder
 
     key = hashlib.sha1(str(Path(model).resolve() if Path(model).exists() else model).encode()).hexdigest()[:12]
-    file = cache / f"scifact-{key}.npz"
+    file = cache / f"scifact-{key}{'' if limit is None else f'-{limit}'}.npz"
     if file.is_file():
         saved = np.load(file)
         return saved["documents"], saved["queries"]
     collection = Collection(SCIFACT)
     encoder = load_encoder(model, "dense")
-    documents = encoder.encode_document([d.full_text for d in collection.corpus()], batch_size=64)
+    documents = encoder.encode_document([d.full_text for d in load_documents(SCIFACT, limit)], batch_size=64)
     queries = encoder.encode_query(list(collection.queries("test").values()))
     cache.mkdir(parents=True, exist_ok=True)
     np.savez(file, documents=documents, queries=queries)
@@ -139,10 +141,13 @@ def main() -> None:
     parser.add_argument("--tree-branching", type=int, nargs="+", default=[0],
                         help="tree branching factors to compare (0: the index's default)")
     parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "tree-ann")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"SciFact's first {QUICK_SCIFACT_DOCS} documents only (a smoke run)")
     args = parser.parse_args()
 
     result = {"benchmark": "tree_ann", "target_recall@10": args.target, "machine_before": machine()}
-    documents, queries = scifact_vectors(args.model, args.workdir / "vectors")
+    documents, queries = scifact_vectors(args.model, args.workdir / "vectors",
+                                         QUICK_SCIFACT_DOCS if args.quick else None)
     result["scifact"] = {"model": args.model,
                          **run("scifact", documents, queries, args.workdir, args.target, args.tree_branching)}
     if args.synthetic:

@@ -156,21 +156,36 @@ def held_out_documents(documents: list[Document], fraction: float, seed: int) ->
     return set(random.Random(seed).sample(ids, round(fraction * len(ids)))) if fraction else set()
 
 
-def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np.ndarray:
-    """E_D's vectors of ``documents``, read from the run folder when they were computed for the same documents
-    (ids and texts) by the same encoder at the same length, else computed (one pass of E_D, less what
-    ``embedding_cache`` holds) and stored there."""
+def run_document_vectors(output: str | Path, encoder: str, max_length: int | None,
+                         documents: list[Document]) -> np.ndarray | None:
+    """The E_D vectors of ``documents`` a GDR run in ``output`` cached (``document-vectors.npz``), when ``encoder``
+    made them at ``max_length`` for these very documents, ids and texts in this order; else None."""
     from semiret.indexes.embedding_cache import content_key
     from semiret.search.gdr import document_encoder_fingerprint
 
+    cache = Path(output) / VECTORS_FILE
+    if not cache.is_file():
+        return None
+    with np.load(cache, allow_pickle=False) as saved:
+        if ("keys" in saved and str(saved["encoder"]) == document_encoder_fingerprint(encoder, max_length)
+                and np.array_equal(saved["keys"], np.asarray([content_key(d) for d in documents], dtype=str))):
+            return saved["vectors"]
+    return None
+
+
+def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np.ndarray:
+    """E_D's vectors of ``documents``, read from the run folder when they were computed for the same documents
+    (ids and texts) by the same encoder at the same length (:func:`run_document_vectors`), else computed (one
+    pass of E_D, less what ``embedding_cache`` holds) and stored there."""
+    from semiret.indexes.embedding_cache import content_key
+    from semiret.search.gdr import document_encoder_fingerprint
+
+    cached = run_document_vectors(config.output, config.encoder_of_documents, config.document_max_length, documents)
+    if cached is not None:
+        return cached
     cache = Path(config.output) / VECTORS_FILE
     keys = np.asarray([content_key(d) for d in documents], dtype=str)
     fingerprint = document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length)
-    if cache.is_file():
-        with np.load(cache, allow_pickle=False) as saved:
-            if ("keys" in saved and str(saved["encoder"]) == fingerprint
-                    and np.array_equal(saved["keys"], keys)):
-                return saved["vectors"]
     from semiret.models.encoders import load_encoder
     from semiret.training.distributed import training_device
 
@@ -194,15 +209,17 @@ def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np
     return vectors
 
 
-def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str], resume: bool):
+def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, documents: list[Document], resume: bool):
     """The :class:`~semiret.models.gdr.Clusters` of the trained documents: read back when resuming a run whose
     clusters were made with these options (and vectors), else Algorithm 1 (and, for --identifiers document,
     per-document ids), saved in the run folder with the options they were made with."""
     from semiret.clustering import divisive_cluster_ids, leaf_threshold, per_document_ids
+    from semiret.indexes.embedding_cache import content_key
     from semiret.models.gdr import Clusters
     from semiret.search.gdr import document_encoder_fingerprint
     from semiret.training.trainer import saved_history, start_state_reusable
 
+    ids, keys = [d.id for d in documents], [content_key(d) for d in documents]
     saved = Path(config.output) / CLUSTERS_FILE
     threshold = config.leaf_size or leaf_threshold(len(ids), config.expected_clusters)
     made_with = {"vectors": document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length),
@@ -213,7 +230,7 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str
     if (resume and saved.is_file()
             and start_state_reusable(recorded, made_with, bool(saved_history(config.output)), saved)):
         clusters = Clusters.load(saved)
-        if list(clusters.document_ids) != list(ids):
+        if clusters.document_keys not in (None, keys) or list(clusters.document_ids) != ids:
             raise SemiretError(f"{saved} clusters other documents ({len(clusters.document_ids)}) than --data "
                                f"{config.data} trains on ({len(ids)}): the run folder holds another corpus's run; "
                                f"start again with --no-resume, or give another --output")
@@ -224,7 +241,7 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, ids: list[str
     cids = list(tree.leaf_centroids)
     leaf_of = {cid: leaf for leaf, cid in enumerate(cids)}
     clusters = Clusters(cids, np.stack([tree.leaf_centroids[c] for c in cids]), list(ids),
-                        np.asarray([leaf_of[c] for c in tree.cids], np.int64))
+                        np.asarray([leaf_of[c] for c in tree.cids], np.int64), keys)
     saved.parent.mkdir(parents=True, exist_ok=True)
     clusters.save(saved)
     atomic_write_json(record, {"made_with": made_with})
@@ -304,7 +321,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     vectors = document_vectors(config, corpus)
     rows = [i for i, d in enumerate(corpus) if d.id not in held_out]
     vectors = vectors[rows]
-    clusters = cluster_corpus(config, vectors, [d.id for d in documents], resume)
+    clusters = cluster_corpus(config, vectors, documents, resume)
     if held_out:
         atomic_write_json(output / HELD_OUT_FILE, sorted(held_out))
     torch.manual_seed(config.seed)  # the decoder's initial weights

@@ -120,26 +120,35 @@ class PrefixTree:
 @dataclass(frozen=True)
 class Clusters:
     """What the model was trained against: the CIDs (leaf ``i`` is ``cids[i]``), each leaf's mean E_D vector
-    (new documents join the nearest), and the leaf of each document of the training corpus."""
+    (new documents join the nearest), and the leaf of each document of the training corpus, with each one's
+    cache key (:func:`~semiret.indexes.embedding_cache.content_key`: id and text digest), so that a document
+    keeps its trained leaf only with the text it was trained with (models saved before keys: by id alone)."""
 
     cids: list[tuple[int, ...]]
     leaf_means: np.ndarray
     document_ids: list[str]
     document_leaves: np.ndarray
+    document_keys: list[str] | None = None
 
     def save(self, path: Path) -> None:
         lengths = np.asarray([len(c) for c in self.cids], np.int32)
         padded = np.full((len(self.cids), lengths.max()), -1, np.int32)
         for row, cid in enumerate(self.cids):
             padded[row, : len(cid)] = cid
+        keys = {} if self.document_keys is None else {"document_keys": np.asarray(self.document_keys, dtype=str)}
         np.savez(path, cids=padded, lengths=lengths, leaf_means=self.leaf_means.astype(np.float32),
-                 document_ids=np.asarray(self.document_ids, dtype=str), document_leaves=self.document_leaves)
+                 document_ids=np.asarray(self.document_ids, dtype=str), document_leaves=self.document_leaves, **keys)
 
     @classmethod
     def load(cls, path: Path) -> "Clusters":
         with np.load(path, allow_pickle=False) as data:
             cids = [tuple(row[:n].tolist()) for row, n in zip(data["cids"], data["lengths"])]
-            return cls(cids, data["leaf_means"], data["document_ids"].tolist(), data["document_leaves"])
+            keys = data["document_keys"].tolist() if "document_keys" in data.files else None
+            return cls(cids, data["leaf_means"], data["document_ids"].tolist(), data["document_leaves"], keys)
+
+    def trained_leaves(self) -> dict[str, int]:
+        """Each trained document's leaf, by its cache key (by id for models saved before keys)."""
+        return dict(zip(self.document_keys or self.document_ids, self.document_leaves.tolist()))
 
 
 class GDRModel(nn.Module):

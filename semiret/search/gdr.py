@@ -61,7 +61,8 @@ class GDRDocuments(DocumentSide):
         path, meta, self.clusters = read_clusters(config["model"])  # another model kind: a clear error here
         self.model_config = meta["config"]
         self.tree = PrefixTree(self.clusters.cids, self.model_config["branching"])
-        self.trained_leaf = dict(zip(self.clusters.document_ids, self.clusters.document_leaves.tolist()))
+        self.trained_leaf = self.clusters.trained_leaves()
+        self.keyed_by_text = self.clusters.document_keys is not None
         self.cache = None
         if embedding_cache:
             self.cache = EmbeddingCache(embedding_cache, "dense",
@@ -98,9 +99,12 @@ class GDRDocuments(DocumentSide):
             return self.encoder.encode_document([documents[p].full_text for p in positions],
                                                 batch_size=self.encode_batch_size, show_progress=False)
 
-        vectors = (self.cache.dense_vectors([content_key(d) for d in documents], embed) if self.cache is not None
-                   else embed(range(len(documents))))
-        leaves = np.asarray([self.trained_leaf.get(d.id, -1) for d in documents], np.int64)
+        keys = [content_key(d) for d in documents]
+        vectors = self.cache.dense_vectors(keys, embed) if self.cache is not None else embed(range(len(documents)))
+        # a document keeps the leaf it was trained in only with the text it was trained with (a replaced one, or
+        # another corpus's document of the same id, joins the nearest leaf as any new document does)
+        looked_up = keys if self.keyed_by_text else [d.id for d in documents]
+        leaves = np.asarray([self.trained_leaf.get(key, -1) for key in looked_up], np.int64)
         new = leaves < 0
         if new.any():
             leaves[new] = nearest_means(vectors[new], self.clusters.leaf_means)

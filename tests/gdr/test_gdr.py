@@ -333,6 +333,32 @@ def test_documents_are_added_to_the_nearest_leaf_and_deleted_without_retraining(
     assert retriever.index.fingerprint == fingerprint and len(model.tree.cids) == len(model.clusters.cids)
 
 
+def test_a_document_keeps_its_trained_leaf_only_with_its_trained_text(trained, gdr_index, collection, tmp_path):
+    """Trained leaves were looked up by id: a document replaced with another text (or another corpus's document of
+    a trained id) stayed in the old text's cluster, where searches for the new text did not decode it."""
+    import shutil
+
+    from semiret.data.collection import Collection
+    from semiret.search import GDRRetriever
+
+    path = tmp_path / "index"
+    shutil.copytree(gdr_index, path)
+    retriever = GDRRetriever.open(path, beams=1)
+    clusters = retriever.query_side.model.clusters
+    assert clusters.document_keys is not None and len(clusters.document_keys) == len(clusters.document_ids)
+    trained = clusters.trained_leaves()
+    corpus = list(Collection(collection).corpus())
+    leaf_of = {d.id: trained[key] for d, key in zip(corpus, clusters.document_keys)}
+    vectors = retriever.document_side.encoder.encode_document([d.text for d in corpus], show_progress=False)
+    nearest = {d.id: int(((clusters.leaf_means - v) ** 2).sum(1).argmin()) for d, v in zip(corpus, vectors)}
+    target = corpus[0]
+    donor = next(d for d in corpus if nearest[d.id] != leaf_of[target.id] and d.title == target.title == "")
+    retriever.add([Document(target.id, donor.text)], replace=True)
+    assert int(retriever.index.segments[-1].leaves[0]) == nearest[donor.id] != leaf_of[target.id]
+    retriever.add([target], replace=True)  # its trained text again: its trained leaf again
+    assert int(retriever.index.segments[-1].leaves[0]) == leaf_of[target.id]
+
+
 def test_an_embedding_cache_spares_a_second_embedding_of_the_corpus(trained, gdr_index, collection, tmp_path,
                                                                     monkeypatch):
     """Indexes built with one ``embedding_cache`` embed each document once; their vectors are E_D's."""
