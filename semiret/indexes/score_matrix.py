@@ -153,21 +153,55 @@ class ScoreMatrixIndex(InvertedIndex):
         score for the matching token query (plus ``first_stage_weight`` times their first-stage score); the best
         ``k`` of them. A token query with no tokens finds nothing.
 
-        One compiled call per segment does both stages (:func:`rerank_postings`): the first stage's best
-        ``depth`` are selected in no particular order (no sort of the 100, no list handed back to Python) and
-        addressed by local number; no id is decoded but the ``k`` returned. Equal scores keep the first stage's
-        order within a segment, the earlier segment first across segments."""
+        One compiled call does both stages of a one-segment index (:func:`rerank_postings`): the first stage's
+        best ``depth`` are selected in no particular order (no sort of the 100, no list handed back to Python)
+        and addressed by local number; no id is decoded but the ``k`` returned. An index of several segments
+        (documents added since its build) takes the best ``depth`` over all of them first, as a fresh build
+        would (:meth:`_rerank_across_segments`). Equal scores keep the first stage's order within a segment, the
+        earlier segment first across segments."""
         if k < 1 or depth < 1:
             raise SemiretError("k and the re-ranking depth must be at least 1")
         if len(first_stage) != len(queries):
             raise SemiretError(f"{len(first_stage)} first-stage queries for {len(queries)} token queries")
         t_offsets, t_terms, t_weights = self._packed(queries)
         weight = np.float32(first_stage_weight)
+        snapshot = self.snapshot  # the first stage and the scores read the same commit
+        if len(snapshot.segments) > 1:
+            return self._rerank_across_segments(snapshot, first_stage, (t_offsets, t_terms, t_weights), depth, k,
+                                                n_threads, weight)
         stage = SecondStage(rerank_postings, depth, k,
                             lambda segment: (t_offsets, t_terms, t_weights, segment.score_bits(), FLOAT16_TABLE, weight))
-        snapshot = self.snapshot  # the first stage and the scores read the same commit
         seg_scores, seg_locals, _ = self.search_segments(snapshot, first_stage, k, n_threads, second_stage=stage)
         return self._top_hits(snapshot.segments, seg_scores, seg_locals, k, len(queries))
+
+    def _rerank_across_segments(self, snapshot, first_stage, packed, depth: int, k: int, n_threads: int,
+                                weight: np.float32) -> SearchHits:
+        """:meth:`rerank` over several segments: each segment's best ``depth`` by the first stage, the best
+        ``depth`` of those over every segment (re-ranking each segment's own ``depth`` re-ranked up to
+        segments x depth documents, and results changed with merges), then each segment's share of them scored
+        by :func:`rank_candidates`."""
+        t_offsets, t_terms, t_weights = packed
+        segments = snapshot.segments
+        stage_scores, stage_locals, _ = self.search_segments(snapshot, first_stage, depth, n_threads)
+        widths = [min(k, segment.n_docs) or 1 for segment in segments]
+        out_scores = [np.full((len(first_stage), width), -np.inf, np.float32) for width in widths]
+        out_docs = [np.full((len(first_stage), width), -1, np.int32) for width in widths]
+        totals = np.empty(depth, np.float32)
+        for q in range(len(first_stage)):
+            found = [(scores[q][locals_[q] >= 0], locals_[q][locals_[q] >= 0])
+                     for scores, locals_ in zip(stage_scores, stage_locals)]
+            segment_of = np.concatenate([np.full(len(f[0]), s, np.int64) for s, f in enumerate(found)])
+            place = np.concatenate([np.arange(len(f[0])) for f in found])
+            score = np.concatenate([f[0] for f in found])
+            best = np.lexsort((place, segment_of, -score))[:depth]  # ties: the earlier segment, then its order
+            terms, weights = t_terms[t_offsets[q]: t_offsets[q + 1]], t_weights[t_offsets[q]: t_offsets[q + 1]]
+            for s, segment in enumerate(segments):
+                mine = np.sort(place[best[segment_of[best] == s]])
+                if len(mine):
+                    rank_candidates(terms, weights, segment.score_bits(), FLOAT16_TABLE,
+                                    found[s][1][mine].astype(np.int32), found[s][0][mine].astype(np.float32),
+                                    len(mine), weight, totals, out_scores[s][q], out_docs[s][q])
+        return self._top_hits(segments, out_scores, out_docs, k, len(first_stage))
 
     def _packed(self, queries: Sequence[SparseQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Token queries (checked) as CSR offsets, terms and weights."""

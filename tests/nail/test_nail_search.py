@@ -126,6 +126,24 @@ def test_bm25_nail_reranks_candidates_of_every_segment(tiny_nail, phi, tmp_path)
     assert batch.ids[0] == batch.ids[2] == [d for d, _ in expected] and batch.ids[1] == []
 
 
+def test_bm25_nail_reranks_the_best_depth_over_all_segments_as_a_fresh_build(tiny_nail, phi, tmp_path):
+    """Each segment re-ranked its own best ``rerank_depth``: an index with added documents re-ranked up to
+    segments x depth candidates (at depth 1 with two segments, two), and merging changed the results."""
+    import itertools
+
+    words = "cats dogs mice garden morning mailman statins cancer risk birds letters".split()
+    queries = [" ".join(pair) for pair in itertools.combinations(words, 2)]
+    grown = BM25NailRetriever.build(TINY_DOCS[:3], tmp_path / "grown", model=str(tiny_nail))
+    grown.add(TINY_DOCS[3:])
+    fresh = BM25NailRetriever.build(TINY_DOCS, tmp_path / "fresh", model=str(tiny_nail))
+    for depth in (1, 2, 100):
+        ours = BM25NailRetriever.open(tmp_path / "grown", rerank_depth=depth).search(queries, k=3)
+        theirs = BM25NailRetriever.open(tmp_path / "fresh", rerank_depth=depth).search(queries, k=3)
+        assert ours.ids == theirs.ids, depth
+        for mine, expected in zip(ours.scores, theirs.scores):
+            assert np.allclose(mine, expected, rtol=1e-3, atol=1e-3)
+
+
 def test_the_score_matrix_follows_adds_deletes_and_merges(tiny_nail, phi, tmp_path):
     retriever = NailExhaustiveRetriever.build(TINY_DOCS[:3], tmp_path / "exh", model=str(tiny_nail))
     retriever.add(TINY_DOCS[3:])
