@@ -141,7 +141,10 @@ def test_gdr_clusters_of_another_corpus_are_not_resumed_silently(tmp_path):
 
     config = GDRTrainingConfig(output=str(tmp_path), branching=2, leaf_size=2)
     vectors = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
-    cluster_corpus(config, vectors, [f"d{i}" for i in range(6)], resume=False)
-    assert cluster_corpus(config, vectors, [f"d{i}" for i in range(6)], resume=True).document_ids[0] == "d0"
+    documents = [Document(f"d{i}", f"text {i}") for i in range(6)]
+    cluster_corpus(config, vectors, documents, resume=False)
+    assert cluster_corpus(config, vectors, documents, resume=True).document_ids[0] == "d0"
     with pytest.raises(SemiretError, match=r"clusters other documents \(6\).*\(5\).*--no-resume"):
-        cluster_corpus(config, vectors[:5], [f"e{i}" for i in range(5)], resume=True)
+        cluster_corpus(config, vectors[:5], [Document(f"e{i}", "x") for i in range(5)], resume=True)
+    with pytest.raises(SemiretError, match=r"clusters other documents \(6\).*\(6\).*--no-resume"):  # same ids, new texts
+        cluster_corpus(config, vectors, [Document(d.id, "another text") for d in documents], resume=True)
