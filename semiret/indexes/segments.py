@@ -371,8 +371,8 @@ class SegmentedIndex(ABC):
             # segments are re-used by name, unless the directory holds another index now (rebuilt)
             same_index = build_of(meta) == build_of(self.meta)
             if not same_index and _made_as(meta) != _made_as(self.meta):
-                raise IndexFormatError(f"{self.path} was rebuilt as another index ({_made_as(meta)['retriever']}, made "
-                                   f"otherwise than the one open here): open it again")
+                raise IndexFormatError(f"{self.path} was rebuilt as another index ({_made_as(meta)['retriever']}, "
+                                       f"made otherwise than the one open here): open it again")
             try:
                 self._load_commit(meta)
                 known = {segment.name: segment for segment in self.segments} if same_index else {}
@@ -419,8 +419,9 @@ class SegmentedIndex(ABC):
                             opened = build_of(self.meta)
                             self._load_newer_commit()
                         if build_of(self.meta) != opened:
-                            raise IndexFormatError(f"{self.path} was rebuilt (an index --overwrite) since this process "
-                                               f"opened it: nothing was written; open it again and repeat the change")
+                            raise IndexFormatError(f"{self.path} was rebuilt (an index --overwrite) since this "
+                                                   f"process opened it: nothing was written; open it again and "
+                                                   f"repeat the change")
                     yield self
                 except BaseException:
                     self._discard_uncommitted()
@@ -507,9 +508,8 @@ class SegmentedIndex(ABC):
                 del draft.segments[first:]
                 del draft.meta["segments"][first:]
                 draft._append_segment(merged)
-                replaced = draft._renormalise()
-            _remove_folders([segment.path for segment in folded] + replaced)
-            self._remove_uncommitted_files()
+                draft._renormalise()
+            self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
 
     def _remove_uncommitted_files(self) -> None:
         """Delete segment folders and staged files that the last commit does not list (what crashed changes left;
