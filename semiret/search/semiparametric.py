@@ -250,12 +250,12 @@ class LateParametricQueries(SiDRBetaQueries):
         self.queries_embedded += len(queries)
         depth = max(k, self.rerank_depth)
         pinned = getattr(self.index, "pinned", None)
-        snapshot = pinned() if pinned is not None else self.index  # the candidates' texts from the commit searched
-        first = snapshot.search(first_queries, k=depth, n_threads=n_threads)
+        searched = pinned() if pinned is not None else self.index  # the candidates' texts from the commit searched
+        first = searched.search(first_queries, k=depth, n_threads=n_threads)
         candidates = [ids[: self.rerank_depth] for ids in first.ids]
         self.rerank_pairs += sum(map(len, candidates))
         self.candidates_seen.update(d for ids in candidates for d in ids)
-        keys = self._candidate_keys(snapshot, dict.fromkeys(d for ids in candidates for d in ids))
+        keys = self._candidate_keys(searched, dict.fromkeys(d for ids in candidates for d in ids))
         if self.rerank_model is None:
             query_vectors = full_queries  # the parametric score uses the whole query vector
         else:
