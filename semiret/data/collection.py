@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from semiret.data.jsonl import iter_jsonl
+from semiret.data.jsonl import FORMATS, format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
 
 log = logging.getLogger(__name__)
@@ -62,25 +62,80 @@ class Document:
         return {"_id": self.id, "title": self.title, "text": self.text}
 
 
-def _field(record: dict, names: tuple[str, ...], what: str, path, line: int) -> str:
-    """The first of ``names`` in ``record``, as a string: ids may be integers (many collections number their
-    documents), texts are strings or null (empty)."""
-    for name in names:
-        if name in record:
-            value = record[name]
-            if value is None and what != "id":
-                value = ""
-            allowed = (str, int) if what == "id" else str
-            if not isinstance(value, allowed) or isinstance(value, bool):
-                kind = "a string or an integer" if what == "id" else "a string"
-                raise DataFormatError(f"field {name!r} must be {kind}, got {type(value).__name__}", path, line)
-            return str(value)
-    raise DataFormatError(f"missing {what} field (one of {', '.join(map(repr, names))})", path, line)
+def _pick(record: dict, names: tuple[str, ...]) -> tuple[str, object] | None:
+    """The first of ``names`` in ``record`` holding a value, as (name, value); when every one there is null or empty,
+    the first of them (so ``{"text": null, "contents": "..."}`` reads the contents); None when none is there."""
+    present = [name for name in names if name in record]
+    name = next((n for n in present if record[n] is not None and record[n] != ""), present[0] if present else None)
+    return None if name is None else (name, record[name])
+
+
+def _field(record: dict, names: tuple[str, ...], what: str) -> str | None:
+    """:func:`_pick`'s value as a string (a null text is empty); ids may be integers (many collections number their
+    documents), texts are strings. Raises ValueError naming the field."""
+    picked = _pick(record, names)
+    if picked is None:
+        return None
+    name, value = picked
+    if value is None and what != "id":
+        return ""
+    allowed = (str, int) if what == "id" else str
+    if not isinstance(value, allowed) or isinstance(value, bool):
+        kind = "a string or an integer" if what == "id" else "a string"
+        raise ValueError(f"field {name!r} must be {kind}, got {type(value).__name__}")
+    return str(value)
+
+
+def _required(record: dict, names: tuple[str, ...], what: str) -> str:
+    value = _field(record, names, what)
+    if value is None:
+        raise ValueError(f"missing {what} field (one of {', '.join(map(repr, names))})")
+    return value
+
+
+def record_fields(record: dict) -> dict:
+    """A JSON object describing a document, however it names its fields (BEIR's ``_id``/``title``/``text``,
+    Pyserini's ``id``/``contents``, the other names of :data:`ID_FIELDS` and :data:`TEXT_FIELDS`; other fields are
+    ignored), as ``{"_id", "title", "text"}`` with the values found (an integer id as its string; a text missing
+    beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
+    are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""
+    if _pick(record, ID_FIELDS) is None:
+        raise ValueError(f"missing id field (one of {', '.join(map(repr, ID_FIELDS))})")
+    _, doc_id = _pick(record, ID_FIELDS)
+    title, text = record.get("title"), _pick(record, TEXT_FIELDS)
+    if text is None and not title:
+        raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = str(doc_id)
+    return {"_id": doc_id, "title": "" if title is None else title, "text": "" if text is None or text[1] is None
+            else text[1]}
+
+
+def record_document(record: dict) -> Document:
+    """The :class:`Document` a JSON object describes (:func:`record_fields`); a value of the wrong type is a
+    ValueError naming its field."""
+    record_fields(record)  # what is missing
+    return Document(_required(record, ID_FIELDS, "id"), _field(record, TEXT_FIELDS, "text") or "",
+                    _field(record, ("title",), "title") or "")
+
+
+def as_document(item, position: int) -> Document:
+    """An item of the Python API's ``build``/``add``: a :class:`Document`, or a dict read as
+    :func:`record_document` reads a corpus line; anything else (a bare string has no id) is a clear error."""
+    if isinstance(item, Document):
+        return item
+    if isinstance(item, dict):
+        try:
+            return record_document(item)
+        except ValueError as exc:
+            raise SemiretError(f"document {position}: {exc}") from None
+    hint = (" (strings have no id: give Document(id, text), or {'_id': ..., 'text': ...}; e.g. "
+            "[Document(str(i), t) for i, t in enumerate(texts)])" if isinstance(item, str) else "")
+    raise SemiretError(f"document {position} is a {type(item).__name__}, not a Document or a dict{hint}")
 
 
 def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    if not path.is_file():
-        raise DataFormatError("file not found", path)
+    """The non-blank rows of a TSV file with their line numbers."""
 
     def decoded(handle) -> Iterator[str]:
         for line_number, raw in enumerate(handle, 1):
@@ -89,7 +144,7 @@ def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             except UnicodeDecodeError as exc:
                 raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
 
-    with open(path, "rb") as handle:
+    with open_data_file(path) as handle:
         # QUOTE_NONE: one row per physical line, so row numbers are line numbers
         for line_number, row in enumerate(csv.reader(decoded(handle), delimiter="\t", quoting=csv.QUOTE_NONE), 1):
             if row and any(cell.strip() for cell in row):
@@ -102,19 +157,65 @@ def _corpus_file(path: str | Path) -> Path:
     return path / "corpus.jsonl" if path.is_dir() else path
 
 
+TSV_SUFFIXES = (".tsv", ".tab", ".txt")
 QUERY_ID_HEADERS = ("qid", "query-id", "query_id", "queryid")
 QUERY_TEXT_HEADERS = ("query", "question")
+CORPUS_COLUMNS = (ID_FIELDS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
+QUERY_COLUMNS = (ID_FIELDS + QUERY_ID_HEADERS, TEXT_FIELDS + QUERY_TEXT_HEADERS, (), "id<TAB>text")
+"""A TSV file's columns: the names a header may give the id, the text and the title, and the layout without one."""
 
 
-def _is_header(row: list[str], ids: tuple[str, ...] = (), texts: tuple[str, ...] = ("title",)) -> bool:
-    """Whether a TSV file's first row names its columns (``id<TAB>text[<TAB>title]``; a queries file's also
-    ``qid<TAB>query`` and the like) rather than holding a document or query."""
-    names = [field.strip().lower() for field in row]
-    return len(names) >= 2 and names[0] in ID_FIELDS + ids and names[1] in TEXT_FIELDS + texts
+def _is_tsv(path: Path) -> bool:
+    suffix = format_suffix(path)
+    if suffix == ".csv":
+        raise DataFormatError(f"CSV files are not read: semiret reads {FORMATS}", path)
+    return suffix in TSV_SUFFIXES
+
+
+def _header_columns(row: list[str], columns) -> tuple[int, int | None, int | None] | None:
+    """The positions of the id, text and title columns a TSV file's first row names (in any order; other named
+    columns are left unread), or None when the row is not a header (it holds a document or a query): a header's
+    cells are single words, one naming the id and one the text or title."""
+    id_names, text_names, title_names, _ = columns
+    names = [cell.strip().lower() for cell in row]
+    if len(names) < 2 or any(not name or any(c.isspace() for c in name) for name in names):
+        return None
+    position = {name: i for i, name in reversed(list(enumerate(names)))}  # the first of a repeated name
+    found = [next((position[n] for n in group if n in position), None) for group in (id_names, text_names, title_names)]
+    if found[0] is None or (found[1] is None and found[2] is None):
+        return None
+    return found[0], found[1], found[2]
+
+
+def _tsv_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
+    """``(line, id, text, title)`` of each row of a TSV file: columns by position (the layout of ``columns``), or
+    by the names of a first row naming them. A row with more columns than that is an error rather than a text
+    cut at its first tab."""
+    layout = columns[3]
+    named, width, first = (), layout.count("<TAB>") + 1, True  # no header: by position
+    for line, row in _read_tsv_rows(path):
+        if first:
+            first, header = False, _header_columns(row, columns)
+            if header is not None:
+                named, header_line, width = header, line, len(row)
+                continue
+        if named:
+            if len(row) > width:
+                raise DataFormatError(f"{len(row)} columns, but the header on line {header_line} names {width}",
+                                      path, line)
+            cell = lambda k: row[k] if k is not None and k < len(row) else ""  # noqa: E731
+            yield line, cell(named[0]), cell(named[1]), cell(named[2])
+        else:
+            if not 2 <= len(row) <= width:
+                hint = " (a text holding a tab? Name the columns in a first row, or use JSONL)" * (len(row) > width)
+                raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
+                                      path, line)
+            yield line, row[0], row[1], row[2] if len(row) > 2 else ""
 
 
 def iter_corpus(path: str | Path) -> Iterator[Document]:
-    """Stream documents from a JSONL corpus (BEIR or Pyserini field names) or a ``id<TAB>text`` TSV file.
+    """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV file
+    (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids.
     """
@@ -122,72 +223,68 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     seen: dict[str, int] = {}
     truncated = 0
 
-    def checked(doc_id: str, text: str, title: str, line: int) -> Document:
+    def checked(document: Document, line: int) -> Document:
         nonlocal truncated
-        problem = document_id_problem(doc_id)
+        problem = document_id_problem(document.id)
         if problem is not None:
             raise DataFormatError(problem, path, line)
-        if doc_id in seen:
-            raise DataFormatError(f"duplicate document id {doc_id!r} (first seen on line {seen[doc_id]})", path, line)
-        seen[doc_id] = line
-        if len(text) > MAX_DOC_CHARS:
+        if document.id in seen:
+            raise DataFormatError(f"duplicate document id {document.id!r} (first seen on line {seen[document.id]})",
+                                  path, line)
+        seen[document.id] = line
+        if len(document.text) > MAX_DOC_CHARS:
             truncated += 1
-            text = text[:MAX_DOC_CHARS]
-        return Document(doc_id, text, title)
+            document = Document(document.id, document.text[:MAX_DOC_CHARS], document.title)
+        return document
 
-    if path.suffix.lower() in (".tsv", ".tab"):
-        for line, row in _read_tsv_rows(path):
-            if line == 1 and _is_header(row):
-                continue
-            if len(row) < 2:
-                raise DataFormatError("expected 'id<TAB>text' (optionally '<TAB>title')", path, line)
-            yield checked(row[0], row[1], row[2] if len(row) > 2 else "", line)
+    if _is_tsv(path):
+        for line, doc_id, text, title in _tsv_records(path, CORPUS_COLUMNS):
+            yield checked(Document(doc_id, text, title), line)
     else:
         for line, _, record in iter_jsonl(path):
-            doc_id = _field(record, ID_FIELDS, "id", path, line)
-            text = _field(record, TEXT_FIELDS, "text", path, line)
-            title = record.get("title") or ""
-            if not isinstance(title, str):
-                raise DataFormatError(f"field 'title' must be a string, got {type(title).__name__}", path, line)
-            yield checked(doc_id, text, title, line)
+            try:
+                document = record_document(record)
+            except ValueError as exc:
+                raise DataFormatError(str(exc), path, line) from None
+            yield checked(document, line)
     if truncated:
         log.warning("%s: %d documents longer than %d characters were truncated", path, truncated, MAX_DOC_CHARS)
 
 
 def count_documents(path: str | Path) -> int:
-    """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines), without parsing
-    them: a progress bar's total, and what an index that cannot hold them all checks before encoding any."""
+    """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines, less a TSV
+    header), without parsing them: a progress bar's total, and what an index that cannot hold them all checks
+    before encoding any."""
     path = _corpus_file(path)
-    if not path.is_file():
-        raise DataFormatError("file not found", path)
     count, first = 0, None
-    with open(path, "rb") as handle:
+    with open_data_file(path) as handle:
         for raw in handle:
             if raw.strip():
                 count += 1
                 first = raw if first is None else first
-    tsv = path.suffix.lower() in (".tsv", ".tab")
-    header = tsv and first is not None and _is_header(first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"))
+    header = (first is not None and _is_tsv(path) and _header_columns(
+        first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), CORPUS_COLUMNS) is not None)
     return count - header
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
-    """Read queries from BEIR ``queries.jsonl`` or an ``id<TAB>text`` TSV file, as ``{id: text}``."""
+    """Read queries from BEIR ``queries.jsonl`` or a TSV file (``id<TAB>text``, or columns named by a first row),
+    either gzipped or not, as ``{id: text}``."""
     path = Path(path)
     if path.is_dir():
         path = path / "queries.jsonl"
     queries: dict[str, str] = {}
-    if path.suffix.lower() in (".tsv", ".tab", ".txt"):
-        rows = ((line, row[0], row[1] if len(row) > 1 else None) for line, row in _read_tsv_rows(path)
-                if not (line == 1 and _is_header(row, QUERY_ID_HEADERS, QUERY_TEXT_HEADERS)))
+    if _is_tsv(path):
+        rows = ((line, query_id, text) for line, query_id, text, _ in _tsv_records(path, QUERY_COLUMNS))
     else:
-        rows = (
-            (line, _field(r, ID_FIELDS, "id", path, line), _field(r, TEXT_FIELDS, "text", path, line))
-            for line, _, r in iter_jsonl(path)
-        )
+        def fields(record: dict, line: int) -> tuple[int, str, str]:
+            try:
+                return line, _required(record, ID_FIELDS, "id"), _required(record, TEXT_FIELDS, "text")
+            except ValueError as exc:
+                raise DataFormatError(str(exc), path, line) from None
+
+        rows = (fields(record, line) for line, _, record in iter_jsonl(path))
     for line, query_id, text in rows:
-        if text is None:
-            raise DataFormatError("expected 'id<TAB>text'", path, line)
         if query_id in queries:
             raise DataFormatError(f"duplicate query id {query_id!r}", path, line)
         queries[query_id] = text
@@ -198,13 +295,15 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """Read relevance judgements as ``{query_id: {doc_id: grade}}``.
 
     Accepts the BEIR TSV (``query-id corpus-id score`` with a header) and TREC qrels
-    (``qid iteration docid grade``, whitespace-separated).
+    (``qid iteration docid grade``, whitespace-separated), either gzipped or not. Grades are integers (``2`` or
+    ``2.0``); a fractional grade, or a query-document pair judged twice with two grades, is an error naming the
+    line rather than a judgement changed without a word.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError("file not found", path)
     qrels: dict[str, dict[str, int]] = {}
-    with open(path, "rb") as handle:
+    judged_on: dict[tuple[str, str], int] = {}
+    first = True
+    with open_data_file(path) as handle:
         for line_number, raw in enumerate(handle, 1):
             try:
                 fields = raw.decode("utf-8-sig" if line_number == 1 else "utf-8").split()
@@ -212,8 +311,10 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                 raise DataFormatError("invalid UTF-8", path, line_number) from None
             if not fields:
                 continue
-            if line_number == 1 and fields[0].lower() in ("query-id", "query_id", "qid", "query"):
+            if first and fields[0].lower() in ("query-id", "query_id", "qid", "query"):
+                first = False
                 continue  # BEIR header
+            first = False
             if len(fields) == 3:
                 query_id, doc_id, grade = fields
             elif len(fields) == 4:
@@ -223,10 +324,19 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                     f"expected 3 (BEIR) or 4 (TREC) columns, got {len(fields)}", path, line_number
                 )
             try:
-                value = int(float(grade))
+                number = float(grade)
+                value = int(number)
             except (ValueError, OverflowError):  # NaN, text / inf
                 raise DataFormatError(f"relevance grade {grade!r} is not a number", path, line_number) from None
-            qrels.setdefault(query_id, {})[doc_id] = value
+            if value != number:
+                raise DataFormatError(f"relevance grade {grade!r} is not a whole number (grades are 0, 1, 2, ...)",
+                                      path, line_number)
+            judged = qrels.setdefault(query_id, {})
+            if doc_id in judged and judged[doc_id] != value:
+                raise DataFormatError(f"query {query_id!r} and document {doc_id!r} were judged {judged[doc_id]} on "
+                                      f"line {judged_on[query_id, doc_id]} and {value} here", path, line_number)
+            judged[doc_id] = value
+            judged_on[query_id, doc_id] = line_number
     return qrels
 
 

@@ -2,38 +2,73 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from semiret.errors import DataFormatError
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
-    """Yield ``(line_number, byte_offset, record)`` for each non-blank line of a JSONL file.
+GZIP_MAGIC = b"\x1f\x8b"
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+FORMATS = "JSONL (.jsonl, .json, .ndjson) or TSV (.tsv, .tab, .txt), either gzipped (.gz) or not"
+"""What the data readers take, for messages."""
 
-    Invalid UTF-8, invalid JSON and non-object lines raise :class:`DataFormatError` naming the line.
-    """
+
+def open_data_file(path: str | Path) -> BinaryIO:
+    """A data file opened for reading bytes, decompressed when it is gzipped (by its first bytes, whatever its
+    name): ``corpus.jsonl.gz`` reads as ``corpus.jsonl``."""
     path = Path(path)
     if not path.is_file():
         raise DataFormatError("file not found", path)
+    handle = open(path, "rb")
+    if handle.read(2) == GZIP_MAGIC:
+        handle.close()
+        return gzip.open(path, "rb")
+    handle.seek(0)
+    return handle
+
+
+def format_suffix(path: str | Path) -> str:
+    """A data file's format suffix, lower case, a ``.gz`` after it left out (``corpus.tsv.gz``: ``.tsv``)."""
+    path = Path(path)
+    if path.suffix.lower() == ".gz":
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
+    """Yield ``(line_number, byte_offset, record)`` for each non-blank line of a JSONL file (gzipped or not; the
+    offset is in the decompressed text).
+
+    Invalid UTF-8, invalid JSON and non-object lines raise :class:`DataFormatError` naming the line; on the first
+    line of a file whose name does not say JSON, the message also names the formats read.
+    """
+    path = Path(path)
     offset = 0
-    with open(path, "rb") as handle:
+    seen_record = False
+    hint = "" if format_suffix(path) in JSON_SUFFIXES else f" (is this JSONL? semiret reads {FORMATS})"
+    with open_data_file(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             line_offset = offset
             offset += len(raw)
             if not raw.strip():
                 continue
+            first = "" if seen_record else hint
+            seen_record = True
             try:
                 text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM
             except UnicodeDecodeError as exc:
-                raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
+                raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line{first}", path,
+                                      line_number) from None
             try:
                 record = json.loads(text.rstrip("\r\n"))  # an error at the end then points at the line's end
             except json.JSONDecodeError as exc:
-                raise DataFormatError(f"invalid JSON: {json_error(exc)}", path, line_number) from None
+                raise DataFormatError(f"invalid JSON: {json_error(exc)}{first}", path, line_number) from None
             if not isinstance(record, dict):
-                raise DataFormatError(f"expected a JSON object, got {type(record).__name__}", path, line_number)
+                raise DataFormatError(f"expected a JSON object, got {type(record).__name__}{first}", path,
+                                      line_number)
             yield line_number, line_offset, record
 
 

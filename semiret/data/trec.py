@@ -32,7 +32,7 @@ _WHITESPACE = re.compile(r"\s")
 def _check_column(value: str, what: str, path) -> None:
     if not value or _WHITESPACE.search(value):
         raise SemiretError(f"{what} id {value!r} holds whitespace or is empty, which a TREC run's columns cannot "
-                           f"hold: nothing written to {path} (search --format json keeps any id)")
+                           f"hold: nothing written to {path} (search --json keeps any id)")
 
 
 def read_trec_run(path: str | Path) -> Run:

@@ -51,7 +51,8 @@ class WordCounts(DocumentSide):
 
     @classmethod
     def create(cls, options: BM25Options):
-        return cls(WordAnalyzer(stopwords=options.stopwords, stemmer=options.stemmer), TermDictionary(),
+        return cls(WordAnalyzer(stopwords=options.stopwords, stemmer=options.stemmer, unicode_form="NFKC"),
+                   TermDictionary(),
                    BM25Parameters(options.k1, options.b))
 
     @classmethod

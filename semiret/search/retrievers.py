@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -29,12 +30,14 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
 from semiret import options as option_tools
 from semiret import progress
-from semiret.data.collection import Document, batched
+from semiret.data.collection import Document, as_document, batched
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.types import Hit, SearchHits
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from semiret.indexes.milvus import MilvusBackend
@@ -176,7 +179,7 @@ class Retriever:
         if total is not None:
             document_side.expect(total)
 
-        rest = iter(batched(documents, batch_size or cls.documents.batch_size))
+        rest = iter(batched(_documents(documents, "build"), batch_size or cls.documents.batch_size))
         first = next(rest, None)
         if first is not None:
             document_side.prepare(first)
@@ -191,6 +194,8 @@ class Retriever:
                             store_texts=store_texts, overwrite=overwrite, extra_meta={"retriever": cls.name})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
+        if first is None:  # an empty file, blank lines, a header alone: worth a word, not an error
+            log.warning("no documents to index: %s holds an empty index (documents can be added to it)", path)
         return retriever
 
     @classmethod
@@ -231,7 +236,7 @@ class Retriever:
 
         Encoded under the index's write lock, against its last commit: a vocabulary that grows as documents are
         encoded (BM25's words) then gives new words ids no other writer has given."""
-        documents = list(documents)
+        documents = list(_documents(documents, "add"))
         with self.index.writing():
             self.index.check_new_ids([d.id for d in documents], replace)  # before encoding: it may take minutes
             return self.index.add(self.document_side.encode(documents), replace=replace)
@@ -240,7 +245,7 @@ class Retriever:
         """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once."""
         if isinstance(doc_ids, str):
             raise SemiretError(f"delete takes a list of ids, got the string {doc_ids!r} (one id: [{doc_ids!r}])")
-        return self.index.delete(doc_ids)
+        return self.index.delete([_document_id(doc_id) for doc_id in doc_ids])
 
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is
@@ -282,6 +287,25 @@ class Retriever:
         hits = self.query_side.search(self.index, texts, k, n_threads)
         hits.lookup = self.index.get_document
         return hits[0] if single else hits
+
+
+def _documents(documents, call: str) -> Iterable[Document]:
+    """The documents given to ``build`` or ``add``: :class:`Document` objects, or dicts read as a corpus file's
+    lines are (``{"_id": ..., "text": ...}``, Pyserini's ``id``/``contents``, ...); one document alone, or an item
+    of another type, is a clear error rather than an ``AttributeError`` from the encoder."""
+    if isinstance(documents, (Document, dict, str, bytes)):
+        raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
+                           "(one document: [document])")
+    return (as_document(item, position) for position, item in enumerate(documents))
+
+
+def _document_id(doc_id) -> str:
+    """An id given to ``delete``: a string, or an integer read as its string (as corpus files' ids are)."""
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        return str(doc_id)
+    if not isinstance(doc_id, str):
+        raise SemiretError(f"document ids are strings, got {type(doc_id).__name__} {doc_id!r}")
+    return doc_id
 
 
 RETRIEVERS: dict[str, type[Retriever]] = {}

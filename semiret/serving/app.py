@@ -18,7 +18,8 @@ A write is answered only once it is durable (``"status": "acknowledged"``); a re
 nothing. Errors: 401 missing or wrong API key (``X-API-Key`` or ``Authorization: Bearer``), 403 a write to a
 server started without a key (read-only), 404 unknown index or document, 413 a body over
 ``--max-request-bytes`` or a batch over ``--max-batch``, 415 an unknown body type, 422 malformed JSON, invalid
-UTF-8, a wrong field or type (each naming where), an empty document, an id repeated within one add (ids must
+UTF-8, a wrong field or type (each naming where), a document without an id or a text (or title) field under
+any name the corpus reader takes, an id repeated within one add (ids must
 be unique within a request: which of two versions to keep would be a guess), an option the retriever does
 not have, an option value of the wrong JSON type or naming a file or model of the server; 503 an index directory
 that no longer opens, or a writer process that died and could not be started again.
@@ -426,7 +427,7 @@ async def _read_jsonl(request: Request, max_documents: int) -> list[Located]:
             return
         loc = ("body", "line", line_number)
         try:
-            text = line.decode("utf-8")
+            text = line.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM, as files are read
         except UnicodeDecodeError as exc:
             raise validation_error(loc, f"invalid UTF-8 at byte {exc.start} of the line", "utf8_invalid") from None
         try:

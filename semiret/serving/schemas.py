@@ -6,11 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from semiret.data.collection import document_id_problem
+from semiret.data.collection import document_id_problem, record_fields
 
 
 class DocumentIn(BaseModel):
-    """A document to add, as in a BEIR ``corpus.jsonl`` line (other fields are ignored)."""
+    """A document to add, as in a BEIR ``corpus.jsonl`` line, or under any name ``semiret index`` reads from a
+    corpus file (Pyserini's ``id``/``contents``, ``docid``, ``body``, ...; an integer id as its string); other
+    fields are ignored."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -26,11 +28,12 @@ class DocumentIn(BaseModel):
             raise ValueError(problem)
         return value
 
-    @model_validator(mode="after")
-    def _not_empty(self) -> "DocumentIn":
-        if not (self.title.strip() or self.text.strip()):
-            raise ValueError(f"document {self.id!r} is empty: its title and text are both blank")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _field_names(cls, record: Any) -> Any:
+        """The corpus reader's field names (:func:`~semiret.data.collection.record_fields`), so a document the CLI
+        indexes is one the API takes; the fields' types are then checked here, each error naming its field."""
+        return record_fields(record) if isinstance(record, dict) else record
 
 
 class UpsertRequest(BaseModel):

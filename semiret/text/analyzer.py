@@ -7,6 +7,7 @@ BM25 scores can be compared with it directly.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 import Stemmer
@@ -18,6 +19,7 @@ ENGLISH_STOPWORDS = frozenset(
 )
 STOPWORD_LISTS = {"en": ENGLISH_STOPWORDS, "none": frozenset()}
 WORD_PATTERN = r"(?u)\b\w\w+\b"
+UNICODE_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
 
 
 @dataclass
@@ -28,6 +30,10 @@ class WordAnalyzer:
     stemmer: str | None = "english"
     lowercase: bool = True
     pattern: str = WORD_PATTERN
+    unicode_form: str | None = None
+    """Unicode normalization of non-ASCII text before anything else (new BM25 indexes: ``NFKC``, as Lucene's ICU
+    normalizer: "café" typed composed or decomposed is one word, the ligature in "ﬁnd" is "fi"); None, as in
+    indexes built before the option, leaves text as it comes."""
     _regex: re.Pattern = field(init=False, repr=False)
     _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
 
@@ -36,6 +42,8 @@ class WordAnalyzer:
             self.stemmer = None
         if self.stopwords not in STOPWORD_LISTS:
             raise ValueError(f"unknown stopword list {self.stopwords!r} (known: {', '.join(STOPWORD_LISTS)})")
+        if self.unicode_form is not None and self.unicode_form not in UNICODE_FORMS:
+            raise ValueError(f"unknown Unicode normalization {self.unicode_form!r} (known: {', '.join(UNICODE_FORMS)})")
         if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():
             raise ValueError(f"unknown stemmer {self.stemmer!r} (known: {', '.join(Stemmer.algorithms())})")
         self._regex = re.compile(self.pattern)
@@ -43,7 +51,9 @@ class WordAnalyzer:
         self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
 
     def words(self, text: str) -> list[str]:
-        """The surface words of ``text`` (lowercased when configured), stopwords included."""
+        """The surface words of ``text`` (normalized and lowercased when configured), stopwords included."""
+        if self.unicode_form is not None and not text.isascii():
+            text = unicodedata.normalize(self.unicode_form, text)
         return self._regex.findall(text.lower() if self.lowercase else text)
 
     def term(self, word: str) -> str | None:
@@ -72,7 +82,7 @@ class WordAnalyzer:
 
     def config(self) -> dict:
         return {"type": "word", "stopwords": self.stopwords, "stemmer": self.stemmer,
-                "lowercase": self.lowercase, "pattern": self.pattern}
+                "lowercase": self.lowercase, "pattern": self.pattern, "unicode_form": self.unicode_form}
 
 
 class TermDictionary:

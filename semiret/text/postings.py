@@ -23,9 +23,7 @@ def word_count_postings(documents: list[Document], analyzer: WordAnalyzer, terms
     ids (-1 for stopwords): each distinct word goes through the analyzer once.
     """
     word_ids = _word_ids(analyzer, terms)
-    lower = analyzer.lowercase
-    findall = analyzer._regex.findall
-    word_lists = [findall(d.full_text.lower() if lower else d.full_text) for d in documents]
+    word_lists = [analyzer.words(d.full_text) for d in documents]
     n_words = np.fromiter(map(len, word_lists), dtype=np.int64, count=len(word_lists))
     flat = np.fromiter(map(word_ids.__getitem__, chain.from_iterable(word_lists)), dtype=np.int32,
                        count=int(n_words.sum()))

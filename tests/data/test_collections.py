@@ -97,6 +97,73 @@ def test_a_tsv_corpus_header_is_not_a_document(tmp_path):
     assert [d.id for d in iter_corpus(path)] == ["id"]
 
 
+def test_a_tsv_header_names_the_columns_in_any_order(tmp_path):
+    """Columns are read by the names a header gives them: a title before the text is not swapped with it, and a
+    column semiret does not read (a url, a year) is left out rather than taken for the title."""
+    from semiret.data.collection import count_documents
+
+    path = tmp_path / "docs.tsv"
+    path.write_text("id\ttitle\ttext\na\tStatins Title\tthe body\n", encoding="utf-8")
+    assert list(iter_corpus(path)) == [Document("a", "the body", "Statins Title")]
+    path.write_text("\ndocid\tcontents\turl\tyear\nb\tgiraffe body\thttp://x\t2001\nc\tshort\n", encoding="utf-8")
+    assert list(iter_corpus(path)) == [Document("b", "giraffe body"), Document("c", "short")]  # blank first line too
+    assert count_documents(path) == 2
+    path.write_text("id\ttext\na\tone\ttwo\tthree\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":2: 4 columns, but the header on line 1 names 2"):
+        list(iter_corpus(path))
+
+
+def test_a_tsv_row_with_more_columns_than_its_layout_is_refused(tmp_path):
+    path = tmp_path / "docs.tsv"
+    path.write_text("a\tstatins reduce\tcancer risk title\tEXTRA\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":1: expected 'id<TAB>text\[<TAB>title\]', got 4 columns"):
+        list(iter_corpus(path))
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("1\tfirst query\ta narrative\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":1: expected 'id<TAB>text', got 3 columns"):
+        read_queries(queries)
+    queries.write_text("qid\tquery\tnarrative\n1\tfirst query\ta narrative\n", encoding="utf-8")
+    assert read_queries(queries) == {"1": "first query"}  # named: the narrative is a column left unread
+
+
+def test_gzipped_files_read_as_their_contents(tmp_path):
+    import gzip
+
+    from semiret.data.collection import count_documents
+
+    corpus = tmp_path / "corpus.jsonl.gz"
+    corpus.write_bytes(gzip.compress(b'{"_id": "a", "text": "one"}\n{"_id": "b", "text": "two"}\n'))
+    assert [d.id for d in iter_corpus(corpus)] == ["a", "b"] and count_documents(corpus) == 2
+    tsv = tmp_path / "docs.tsv.gz"
+    tsv.write_bytes(gzip.compress(b"id\ttext\na\tone\n"))
+    assert list(iter_corpus(tsv)) == [Document("a", "one")] and count_documents(tsv) == 1
+    queries = tmp_path / "queries.tsv.gz"
+    queries.write_bytes(gzip.compress(b"1\tfirst query\n"))
+    assert read_queries(queries) == {"1": "first query"}
+    qrels = tmp_path / "qrels.txt.gz"
+    qrels.write_bytes(gzip.compress(b"q1 0 d1 1\n"))
+    assert read_qrels(qrels) == {"q1": {"d1": 1}}
+
+
+def test_other_formats_are_named(tmp_path):
+    csv = tmp_path / "docs.csv"
+    csv.write_text("id,text\na,one\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"docs.csv: CSV files are not read: semiret reads JSONL"):
+        list(iter_corpus(csv))
+    text = tmp_path / "docs.txt"  # .txt is TSV, as for queries
+    text.write_text("a\tone\n", encoding="utf-8")
+    assert list(iter_corpus(text)) == [Document("a", "one")]
+    unnamed = tmp_path / "docs"
+    unnamed.write_text("a one\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"docs:1: invalid JSON: .* \(is this JSONL\? semiret reads"):
+        list(iter_corpus(unnamed))
+    named = tmp_path / "docs.jsonl"
+    named.write_text("a one\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as error:
+        list(iter_corpus(named))
+    assert "is this JSONL" not in str(error.value)  # its name says JSONL already
+
+
 def test_tsv_queries(tmp_path):
     path = tmp_path / "queries.tsv"
     path.write_text("1\tfirst query\n2\tsecond query\n", encoding="utf-8")
@@ -188,9 +255,17 @@ def test_missing_id_field(tmp_path):
 
 
 def test_missing_text_field(tmp_path):
-    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "title": "only a title"}])
-    with pytest.raises(DataFormatError, match=r":1: missing text field"):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "title": "only a title"}, {"_id": "b", "name": "x"}])
+    with pytest.raises(DataFormatError, match=r":2: missing text field"):
         list(iter_corpus(path))
+    path = write_jsonl(tmp_path / "titles.jsonl", [{"_id": "a", "title": "only a title"}])
+    assert list(iter_corpus(path)) == [Document("a", "", "only a title")]  # as the HTTP API reads it
+
+
+def test_a_null_or_empty_text_field_gives_way_to_the_next_name(tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": None, "contents": "statins and cancer"},
+                                                  {"_id": "b", "text": "", "body": "vitamin d"}])
+    assert [(d.id, d.text) for d in iter_corpus(path)] == [("a", "statins and cancer"), ("b", "vitamin d")]
 
 
 def test_non_string_fields(tmp_path):
@@ -283,7 +358,7 @@ def test_invalid_utf8_in_qrels_and_runs_names_the_line(tmp_path):
 def test_tsv_row_without_text(tmp_path):
     path = tmp_path / "corpus.tsv"
     path.write_text("a\ttext\nlonely-id\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r":2: expected 'id<TAB>text'"):
+    with pytest.raises(DataFormatError, match=r":2: expected 'id<TAB>text\[<TAB>title\]', got 1 column$"):
         list(iter_corpus(path))
 
 
@@ -294,6 +369,12 @@ def test_bad_qrels_lines(tmp_path):
         read_qrels(path)
     path.write_text("q1 0 d1 high\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r":1: relevance grade 'high' is not a number"):
+        read_qrels(path)
+    path.write_text("q1 0 d1 0.7\n", encoding="utf-8")  # not read as 0 (not relevant) without a word
+    with pytest.raises(DataFormatError, match=r":1: relevance grade '0.7' is not a whole number"):
+        read_qrels(path)
+    path.write_text("q1 0 d1 1\nq1 0 d2 0\nq1 0 d1 1\nq1 0 d1 2\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r":4: query 'q1' and document 'd1' were judged 1 on line 3 and 2 here"):
         read_qrels(path)
 
 

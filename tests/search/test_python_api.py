@@ -85,3 +85,36 @@ def test_documents_and_ids_are_checked_where_they_enter(tmp_path):
     with pytest.raises(SemiretError, match="holds the control character"):
         bm25.add([Document("ok", "fine"), Document("x\ty", "tabbed")])
     assert bm25.index.n_docs == len(TINY_DOCS) and bm25.delete(["d1"]) == 1
+
+
+def test_documents_may_be_dicts_as_corpus_lines_are(tmp_path):
+    """Qdrant and Pyserini users hand over dicts: read as a corpus file's lines are (BEIR or Pyserini names, a
+    numbered id as its string), and deleted by that number too."""
+    bm25 = BM25Retriever.build([{"_id": 17, "title": "Statins", "text": "and cancer"},
+                                {"id": "p2", "contents": "vitamin d and bones"}], tmp_path / "idx")
+    assert [h.id for h in bm25.search("statins", k=1)] == ["17"]
+    assert bm25.add([{"_id": "n3", "text": None, "body": "zebras graze"}]) == 1
+    assert bm25.search("zebras", k=1)[0].text == "zebras graze"
+    assert bm25.delete([17]) == 1 and bm25.index.n_docs == 2
+
+
+def test_what_is_not_a_list_of_documents_is_named(tmp_path):
+    with pytest.raises(SemiretError, match=r"document 0 is a str, not a Document or a dict \(strings have no id"):
+        BM25Retriever.build(["statins and cancer"], tmp_path / "idx")
+    assert not (tmp_path / "idx").exists()  # nothing left behind
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match=r"add takes a list of documents, got a single Document"):
+        bm25.add(Document("n1", "one"))
+    with pytest.raises(SemiretError, match=r"document 1: missing text field"):
+        bm25.add([{"_id": "n1", "text": "fine"}, {"_id": "n2", "name": "misnamed"}])
+    with pytest.raises(SemiretError, match=r"document ids are strings, got float 1.5"):
+        bm25.delete([1.5])
+    assert bm25.index.n_docs == len(TINY_DOCS)  # every refusal changed nothing
+
+
+def test_an_empty_corpus_builds_an_empty_index_with_a_warning(tmp_path, caplog):
+    with caplog.at_level("WARNING"):
+        bm25 = BM25Retriever.build([], tmp_path / "idx")
+    assert "no documents to index" in caplog.text and bm25.index.n_docs == 0
+    bm25.add([Document("a", "statins")])
+    assert [h.id for h in bm25.search("statins")] == ["a"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -218,3 +220,23 @@ def test_unknown_tokenizer_is_a_clear_error(tmp_path):
     (tmp_path / "model").mkdir()
     with pytest.raises(SemiretError, match="has no tokenizer.json"):
         WordPieceVocabulary(str(tmp_path / "model"))
+
+
+def test_new_bm25_indexes_normalize_unicode_and_old_ones_read_as_they_were_built(tmp_path):
+    """NFKC (as Lucene's ICU normalizer): "café" typed composed finds it written decomposed, a ligature is its
+    letters; an index whose analyzer config predates the option keeps reading text unnormalized."""
+    from semiret.data import Document
+    from semiret.search import BM25Retriever, open_retriever
+    from semiret.text.analyzer import WordAnalyzer
+
+    bm25 = BM25Retriever.build([Document("a", "cafe\u0301 au lait"), Document("b", "the \ufb01nal report")], tmp_path / "i")
+    assert [h.id for h in bm25.search("café")] == ["a"] and [h.id for h in bm25.search("final")] == ["b"]
+    assert bm25.index.meta["analyzer"]["unicode_form"] == "NFKC"
+    assert WordAnalyzer().words("cafe\u0301") == ["cafe"]  # the old default: the combining accent is no letter
+    with pytest.raises(ValueError, match="unknown Unicode normalization 'NFX'"):
+        WordAnalyzer(unicode_form="NFX")
+    meta = tmp_path / "i" / "meta.json"
+    config = json.loads(meta.read_text())
+    del config["analyzer"]["unicode_form"]  # as written before the option
+    meta.write_text(json.dumps(config))
+    assert open_retriever(tmp_path / "i").document_side.analyzer.unicode_form is None
