@@ -417,8 +417,13 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
     _print_json(built.describe())
 
 
-def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data)."),
+def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data), or "
+                                                  "a corpus file with --queries and --qrels."),
                      split: str = typer.Option("test", help="Qrels split."),
+                     queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file "
+                                                             "(JSONL or id<TAB>text) instead of the folder's."),
+                     qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file (TREC "
+                                                           "or BEIR qrels) instead of the folder's qrels/SPLIT.tsv."),
                      retriever: Optional[str] = _retriever_option(None, "Retriever (default: the one --index was built "
                                                                      "for, else bm25)"),
                      index: Optional[Path] = typer.Option(None, help="Reuse (or create) this index directory (a "
@@ -441,7 +446,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     _use_encoding_device(device)
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline,
-                       backend=_backend(backend, milvus_token), **options)
+                       backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file, **options)
     if as_json:
         print(json.dumps(figures))
         return
@@ -483,6 +488,10 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
             data: Path = typer.Option(..., help="The BEIR collection both runs searched (a folder, or a name under "
                                                 "shared/data)."),
             split: str = typer.Option("test", help="Qrels split."),
+            queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
+                                                                            "folder's (as eval's --queries)."),
+            qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
+                                                                        "folder's qrels/SPLIT.tsv."),
             measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Compare saved runs on the same queries: each measure's means, difference and paired t-test (the
@@ -494,7 +503,7 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     from semiret.evaluation.metrics import parse_measures
     from semiret.evaluation.significance import check_baseline, compare_runs
 
-    qrels = searched_qrels(Collection(dataset(str(data))), split)  # the queries `eval` scores
+    qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)  # the queries `eval` scores
     measures = parse_measures(measure)
     sides = [[read_trec_run(p) for p in paths] for paths in (run, baseline)]
     for paths, runs in zip((run, baseline), sides):

@@ -343,34 +343,57 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
 @dataclass
 class Collection:
     """A BEIR-layout test collection on disk: a folder, or a dataset's name under the shared data (``scifact``),
-    as the CLI's ``--data`` takes it."""
+    as the CLI's ``--data`` takes it. ``queries_file`` and ``qrels_file`` (the CLI's ``--queries``, ``--qrels``)
+    read queries and judgements from files of their own instead of the folder's ``queries.jsonl`` and
+    ``qrels/<split>.tsv``; with a ``queries_file``, ``root`` may be a corpus file rather than a folder, as
+    Pyserini takes a corpus, topics and qrels apart."""
 
     root: Path
+    queries_file: Path | None = None
+    qrels_file: Path | None = None
 
     def __post_init__(self):
         from semiret.data.paths import dataset
 
         self.root = dataset(str(self.root))
-        if not (self.root / "corpus.jsonl").is_file():
+        self.queries_file = Path(self.queries_file) if self.queries_file is not None else None
+        self.qrels_file = Path(self.qrels_file) if self.qrels_file is not None else None
+        if self.root.is_file():
+            if self.queries_file is None:
+                raise DataFormatError("a corpus file, not a BEIR folder: give its queries and judgements too "
+                                      "(--queries FILE --qrels FILE)", self.root)
+        elif not (self.root / "corpus.jsonl").is_file():
             raise DataFormatError("not a BEIR collection (no corpus.jsonl)", self.root)
+        for path in (self.queries_file, self.qrels_file):
+            if path is not None and not path.is_file():
+                raise DataFormatError("file not found", path)
 
     @property
     def name(self) -> str:
-        return self.root.name
+        return self.root.name.split(".")[0] if self.root.is_file() else self.root.name
 
     @property
     def corpus_path(self) -> Path:
-        return self.root / "corpus.jsonl"
+        return self.root if self.root.is_file() else self.root / "corpus.jsonl"
 
     def corpus(self) -> Iterator[Document]:
         return iter_corpus(self.corpus_path)
 
     def splits(self) -> list[str]:
-        return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
+        return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv")) if self.root.is_dir() else []
+
+    def qrels_path(self, split: str) -> Path:
+        return self.qrels_file or self.root / "qrels" / f"{split}.tsv"
+
+    @property
+    def queries_path(self) -> Path:
+        return self.queries_file or self.root / "queries.jsonl"
 
     def qrels(self, split: str) -> dict[str, dict[str, int]]:
-        path = self.root / "qrels" / f"{split}.tsv"
+        path = self.qrels_path(split)
         if not path.is_file():
+            if self.root.is_file():
+                raise DataFormatError("no judgements: give them with --qrels FILE", self.root)
             raise DataFormatError(f"no qrels for split {split!r} (have: {', '.join(self.splits()) or 'none'})", path)
         return read_qrels(path)
 
@@ -378,22 +401,22 @@ class Collection:
         """Queries, restricted to those judged in ``split`` when one is given.
 
         Raises :class:`SemiretError` naming the qrels file when ``split`` judges no query with a text (an empty or
-        header-only qrels file, or one whose queries are all missing from ``queries.jsonl``).
+        header-only qrels file, or one whose queries are all missing from the queries file).
         """
-        queries = read_queries(self.root / "queries.jsonl")
+        queries = read_queries(self.queries_path)
         if split is None:
             return queries
         judged = self.qrels(split)
         missing = [q for q in judged if q not in queries]
         selected = {q: queries[q] for q in judged if q in queries}
         if not selected:  # nothing to search or score: fail before any index is opened
-            path = self.root / "qrels" / f"{split}.tsv"
             found = (f"none of its {len(judged)} judged query ids, e.g. {missing[0]!r}, is there" if judged
                      else "the file holds no judgements")
-            raise SemiretError(f"{path}: judges no query that {self.root / 'queries.jsonl'} has a text for "
+            raise SemiretError(f"{self.qrels_path(split)}: judges no query that {self.queries_path} has a text for "
                                f"({found})")
         if missing:
-            log.warning("%d judged queries of split %r have no text (e.g. %r); skipped", len(missing), split, missing[0])
+            log.warning("%d judged queries of %s have no text (e.g. %r); skipped", len(missing),
+                        self.qrels_file or f"split {split!r}", missing[0])
         return selected
 
 

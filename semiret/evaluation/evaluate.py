@@ -39,7 +39,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
              rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, backend=None,
-             **options) -> dict:
+             queries_file: str | Path | None = None, qrels_file: str | Path | None = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -49,7 +49,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
     query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
-    dropped).
+    dropped). ``queries_file`` and ``qrels_file`` read queries and judgements from files of their own
+    (:class:`~semiret.data.collection.Collection`; ``data`` may then be a corpus file).
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -57,7 +58,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"--threads must be at least 1, got {n_threads}")
     if depth < 1:
         raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
-    collection = Collection(data)
+    collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
     measure_objects = parse_measures(measures)

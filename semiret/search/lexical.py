@@ -38,6 +38,10 @@ class BM25Options:
     """Stopword list of the word analyzer ('en', or 'none')."""
     stemmer: str | None = "english"
     """Snowball stemmer of the word analyzer (a PyStemmer language, or none)."""
+    unicode_form: str = "NFC"
+    """Unicode normalization of non-ASCII text ('NFC': "café" typed composed or decomposed is one word, every
+    figure as bm25s's; 'NFKC' also folds compatibility forms, the ligature of "ﬁnd", "µ", full-width letters, as
+    Lucene's ICU normalizer; or 'none')."""
 
 
 class WordCounts(DocumentSide):
@@ -51,7 +55,8 @@ class WordCounts(DocumentSide):
 
     @classmethod
     def create(cls, options: BM25Options):
-        return cls(WordAnalyzer(stopwords=options.stopwords, stemmer=options.stemmer, unicode_form="NFKC"),
+        form = None if options.unicode_form == "none" else options.unicode_form
+        return cls(WordAnalyzer(stopwords=options.stopwords, stemmer=options.stemmer, unicode_form=form),
                    TermDictionary(),
                    BM25Parameters(options.k1, options.b))
 

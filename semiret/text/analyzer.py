@@ -31,9 +31,9 @@ class WordAnalyzer:
     lowercase: bool = True
     pattern: str = WORD_PATTERN
     unicode_form: str | None = None
-    """Unicode normalization of non-ASCII text before anything else (new BM25 indexes: ``NFKC``, as Lucene's ICU
-    normalizer: "café" typed composed or decomposed is one word, the ligature in "ﬁnd" is "fi"); None, as in
-    indexes built before the option, leaves text as it comes."""
+    """Unicode normalization of non-ASCII text before anything else (new BM25 indexes: ``NFC`` unless told
+    otherwise, so "café" typed composed or decomposed is one word; ``NFKC``, as Lucene's ICU normalizer, also makes
+    the ligature in "ﬁnd" "fi"); None, as in indexes built before the option, leaves text as it comes."""
     _regex: re.Pattern = field(init=False, repr=False)
     _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
 

@@ -167,6 +167,31 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     assert halved == pytest.approx(compared["vs_baseline"]["nDCG@10"]["delta"] / 2, abs=1e-5)
 
 
+def test_eval_and_compare_read_queries_and_judgements_from_files_of_their_own(beir_dir, tmp_path):
+    """As Pyserini takes a corpus, topics and qrels apart: a TSV corpus with a header, TSV queries and TREC qrels
+    give the figures the BEIR folder holding the same gives; a corpus file without them is told what to add."""
+    from semiret.data import iter_corpus, read_qrels, read_queries
+
+    corpus, topics, qrels = tmp_path / "docs.tsv", tmp_path / "topics.tsv", tmp_path / "judged.txt"
+    corpus.write_text("docid\ttitle\ttext\n" + "".join(f"{d.id}\t{d.title}\t{d.text}\n" for d in iter_corpus(beir_dir)))
+    topics.write_text("".join(f"{q}\t{text}\n" for q, text in read_queries(beir_dir).items()))
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, judged in read_qrels(beir_dir / "qrels" / "test.tsv").items()
+                             for d, g in judged.items()))
+    folder = json.loads(invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "folder.trec").stdout)
+    files = json.loads(invoke("eval", "--data", corpus, "--queries", topics, "--qrels", qrels, "--json",
+                              "--run", tmp_path / "files.trec").stdout)
+    assert (files["queries"], files["nDCG@10"], files["R@100"]) == (folder["queries"], folder["nDCG@10"], folder["R@100"])
+    assert (tmp_path / "files.trec").read_text() == (tmp_path / "folder.trec").read_text()
+    compared = json.loads(invoke("compare", tmp_path / "files.trec", "--baseline", tmp_path / "folder.trec", "--data",
+                                 corpus, "--queries", topics, "--qrels", qrels, "--json").stdout)
+    assert compared["queries"] == folder["queries"] and compared["vs_baseline"]["nDCG@10"]["delta"] == 0
+    alone = invoke("eval", "--data", corpus, ok=False)
+    assert alone.exit_code == 2 and "a corpus file, not a BEIR folder: give its queries and judgements too" in alone.output
+    qrels.write_text("nobody 0 d1 1\n")
+    unjudged = invoke("eval", "--data", beir_dir, "--qrels", qrels, ok=False)
+    assert "judged.txt: judges no query that" in unjudged.output
+
+
 def test_eval_table_and_measures(beir_dir):
     result = invoke("eval", "--data", beir_dir, "-r", "idf", "--measure", "P@1", "--measure", "MRR@10")
     assert "P@1" in result.stdout and "MRR@10" in result.stdout and "nDCG@10" not in result.stdout

@@ -223,15 +223,20 @@ def test_unknown_tokenizer_is_a_clear_error(tmp_path):
 
 
 def test_new_bm25_indexes_normalize_unicode_and_old_ones_read_as_they_were_built(tmp_path):
-    """NFKC (as Lucene's ICU normalizer): "café" typed composed finds it written decomposed, a ligature is its
-    letters; an index whose analyzer config predates the option keeps reading text unnormalized."""
+    """NFC by default: "café" typed composed finds it written decomposed; NFKC (as Lucene's ICU normalizer) also
+    makes a ligature its letters; an index whose analyzer config predates the option keeps reading text as it
+    was built."""
     from semiret.data import Document
     from semiret.search import BM25Retriever, open_retriever
     from semiret.text.analyzer import WordAnalyzer
 
-    bm25 = BM25Retriever.build([Document("a", "cafe\u0301 au lait"), Document("b", "the \ufb01nal report")], tmp_path / "i")
-    assert [h.id for h in bm25.search("café")] == ["a"] and [h.id for h in bm25.search("final")] == ["b"]
-    assert bm25.index.meta["analyzer"]["unicode_form"] == "NFKC"
+    documents = [Document("a", "cafe\u0301 au lait"), Document("b", "the \ufb01nal report")]
+    bm25 = BM25Retriever.build(documents, tmp_path / "i")
+    assert [h.id for h in bm25.search("café")] == ["a"] and bm25.search("final") == []
+    assert bm25.index.meta["analyzer"]["unicode_form"] == "NFC"
+    folded = BM25Retriever.build(documents, unicode_form="NFKC")
+    assert [h.id for h in folded.search("final")] == ["b"] and [h.id for h in folded.search("café")] == ["a"]
+    assert BM25Retriever.build(documents, unicode_form="none").search("café") == []
     assert WordAnalyzer().words("cafe\u0301") == ["cafe"]  # the old default: the combining accent is no letter
     with pytest.raises(ValueError, match="unknown Unicode normalization 'NFX'"):
         WordAnalyzer(unicode_form="NFX")
