@@ -99,16 +99,15 @@ def record_fields(record: dict) -> dict:
     ignored), as ``{"_id", "title", "text"}`` with the values found (an integer id as its string; a text missing
     beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
     are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""
-    if _pick(record, ID_FIELDS) is None:
+    doc_id, text, title = _pick(record, ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
+    if doc_id is None:
         raise ValueError(f"missing id field (one of {', '.join(map(repr, ID_FIELDS))})")
-    _, doc_id = _pick(record, ID_FIELDS)
-    title, text = record.get("title"), _pick(record, TEXT_FIELDS)
     if text is None and not title:
         raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
+    doc_id, text = doc_id[1], None if text is None else text[1]
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
-    return {"_id": doc_id, "title": "" if title is None else title, "text": "" if text is None or text[1] is None
-            else text[1]}
+    return {"_id": doc_id, "title": "" if title is None else title, "text": "" if text is None else text}
 
 
 def record_document(record: dict) -> Document:
