@@ -359,9 +359,23 @@ def test_a_run_stopped_in_its_first_epoch_and_started_with_other_options_builds_
 
 
 def test_the_mined_negatives_baseline_mines_with_the_starting_encoder(collection, tiny_bert, tmp_path):
+    from semiret.data.collection import Collection
+    from semiret.models.encoders import load_encoder
+
     summary = train_hce(config(collection, tiny_bert, tmp_path / "run", loss="mined", epochs=1, mining_depth=6))
     assert summary["tree"] is None
-    assert np.load(tmp_path / "run" / "mining-vectors.npy").shape[0] == 40
+    mined = np.load(tmp_path / "run" / "mining-vectors.npy")
+    texts = [d.full_text for d in Collection(collection).corpus()]
+
+    def embedded_by(model):  # the corpus as the recipe embeds it, at its document length
+        encoder = load_encoder(str(model), "dense", max_length=summary["config"]["document_max_length"])
+        return encoder.encode_document(texts, batch_size=64)
+
+    starting = embedded_by(tiny_bert)
+    assert mined.shape == (40, starting.shape[1])
+    np.testing.assert_allclose(mined, starting, rtol=1e-4, atol=1e-5)
+    trained = embedded_by(tmp_path / "run" / "model")
+    assert not np.allclose(trained, starting, rtol=1e-4, atol=1e-5)  # the trained encoder's would fail the check above
     assert set(summary["terms_per_epoch"][0]) == {"S.contrastive", "U.contrastive"}
     assert all(isinstance(d, float) for d in summary["dev_nDCG@10_per_epoch"])  # measured without a tree too
     quiet = train_hce(config(collection, tiny_bert, tmp_path / "quiet", loss="contrastive", epochs=1,

@@ -424,8 +424,9 @@ def test_rejected_replace_keeps_the_old_documents(tmp_path):
                         np.array([1], np.int32))
     outside = Postings(["doc0"], np.array([0, 1]), np.array([VOCAB], np.int32), np.array([1.0], np.float32),
                        np.array([1], np.int32))
-    for bad in (twice, negative, outside):
-        with pytest.raises(SemiretError):
+    for bad, message in ((twice, "duplicate document id 'doc1'"), (negative, "weights must be finite and non-negative"),
+                         (outside, rf"term id {VOCAB} is outside the vocabulary")):
+        with pytest.raises(SemiretError, match=message):
             index.add(bad, replace=True)
     for current in (index, InvertedIndex.open(tmp_path / "idx")):
         assert current.n_docs == 3 and all(f"doc{i}" in current for i in range(3))

@@ -29,7 +29,7 @@ from semiret.training.losses import (
 from semiret.training.pseudo_queries import generate_pseudo_queries, independent_crop, inverse_cloze
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.training.teachers import BM25Teacher, Teacher, TeacherScores, model_identity, parse_teachers
-from helpers import MSMARCO_IDF, write_beir
+from helpers import MSMARCO_IDF, recording_loss, write_beir
 
 
 # ------------------------------------------------------------------ losses
@@ -74,7 +74,7 @@ def test_ensemble_normalization_versus_simply_add():
     simply = ensemble_teacher_scores([dense, sparse], scale=10, normalize=False)
     assert torch.allclose(simply, dense + sparse)  # the raw sum: the sparse teacher's scale dominates
     assert simply.argmax() == sparse.argmax()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least one teacher is needed"):
         ensemble_teacher_scores([], scale=10)
 
 
@@ -116,7 +116,7 @@ def test_pseudo_queries_are_deterministic_spans_of_their_documents(tiny_docs):
     unpunctuated = Document("u", "a physics abstract without any punctuation at all in its many words")
     assert inverse_cloze(unpunctuated.text, rng) is None
     assert {q.kind for q in generate_pseudo_queries([unpunctuated], per_document=4, seed=1)} == {"crop"}
-    with pytest.raises(SemiretError):
+    with pytest.raises(SemiretError, match=r"pseudo-query kinds must be among crop, ict, got \['doc2query'\]"):
         generate_pseudo_queries(tiny_docs, kinds=("doc2query",))
 
 
@@ -158,7 +158,7 @@ def test_bad_token_weight_tables_fail_before_compute(tmp_path):
         load_idf(str(nan), "splade-tiny")
     with pytest.raises(SemiretError, match="entries"):
         load_idf(np.ones(10, np.float32), "splade-tiny")
-    with pytest.raises(SemiretError):
+    with pytest.raises(SemiretError, match="IDF weights must be finite and non-negative"):
         load_idf(np.full(30522, np.nan, np.float32), "splade-tiny")
 
 
@@ -319,8 +319,11 @@ def test_two_phase_options_are_checked():
     assert TwoPhase.parse("0.3,4") == TwoPhase(0.3, 4.0)
     assert TwoPhase.parse("0.3,4,always") == TwoPhase(0.3, 4.0, adaptive=False)
     assert TwoPhase.parse("always") == TwoPhase(adaptive=False) and TwoPhase.parse("on,always") == TwoPhase(adaptive=False)
-    for bad in ("2", "-0.1", "0.4,0.5", "x", "0.1,2,3", "0.1,2,3,always", "always,0.4"):
-        with pytest.raises(SemiretError):
+    ratio, expansion = r"prune_ratio must be in \[0, 1\]", "expansion must be at least 1"
+    form, too_many = "expected 'on', 'off', 'RATIO'", r"expected at most RATIO,EXPANSION\[,always\]"
+    for bad, message in (("2", ratio), ("-0.1", ratio), ("0.4,0.5", expansion), ("x", form),
+                         ("0.1,2,3", too_many), ("0.1,2,3,always", too_many), ("always,0.4", form)):
+        with pytest.raises(SemiretError, match=f"^two-phase:? {message}"):
             TwoPhase.parse(bad)
 
 
@@ -374,7 +377,9 @@ def tiny_run(tmp_path_factory, tiny_bert):  # noqa: F811
     return root, output, config, train_inference_free(config)
 
 
-def test_training_saves_loads_and_resumes(tiny_run):
+def test_training_saves_loads_and_resumes(tiny_run, monkeypatch):
+    from semiret.training.distillation import DistillationLoss
+
     root, output, config, summary = tiny_run
     assert [s["stage"] for s in summary["stages"]] == ["pretrain", "finetune"]
     model_dir = output / "model"
@@ -393,11 +398,15 @@ def test_training_saves_loads_and_resumes(tiny_run):
     assert loaded.idf[loaded.vocabulary.token_ids()["cat"]] > 0
     assert (output / "teachers").is_dir() and any((output / "teachers").iterdir())  # cached teacher vectors
     # resuming a finished run trains nothing more: both stages are found complete
+    steps = recording_loss(monkeypatch, DistillationLoss)
     again = train_inference_free(InferenceFreeTrainingConfig(**summary["config"]))
+    assert steps == []
     assert again["stages"][-1]["loss_per_epoch"] == summary["stages"][-1]["loss_per_epoch"]
-    # more fine-tuning epochs continue from the checkpoint
+    # more fine-tuning epochs continue from the checkpoint: the second epoch's steps alone are trained
     more = train_inference_free(InferenceFreeTrainingConfig(**{**summary["config"], "finetune_epochs": 2}))
+    assert len(steps) == summary["stages"][-1]["steps_per_epoch"] > 0
     assert len(more["stages"][-1]["loss_per_epoch"]) == 2
+    assert more["stages"][-1]["loss_per_epoch"][0] == summary["stages"][-1]["loss_per_epoch"][0]
 
 
 def test_saved_models_index_at_the_fine_tuning_length_even_after_pre_training_alone(tiny_run, tmp_path):

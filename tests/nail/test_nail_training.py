@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import TINY_DOCS
+from helpers import TINY_DOCS, recording_loss
 
 from semiret.data import Document
 from semiret.errors import SemiretError
@@ -77,16 +77,21 @@ def test_bad_training_configurations_fail_before_any_work(changes, message, tmp_
         train_nail(NailTrainingConfig(output=str(tmp_path / "run"), base="no-such-model", **changes))
 
 
-def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_open(tiny_bert, beir_dir, tmp_path):
+def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_open(tiny_bert, beir_dir, tmp_path,
+                                                                                   monkeypatch):
     from semiret.models.nail import NailModel
     from semiret.search import open_retriever
     from semiret.search.nail import BM25NailRetriever
+    from semiret.training.contrastive import TokenSetContrastiveLoss
 
     config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
                   decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=2,
                   batch_size=2, hard_negatives=1, threads=1)
+    first = recording_loss(monkeypatch, TokenSetContrastiveLoss)
     summary = train_nail(NailTrainingConfig(**config))
+    monkeypatch.undo()
     assert [s["stage"] for s in summary["stages"]] == ["pretrain", "finetune"]
+    assert len(first) == sum(s["steps_per_epoch"] * s["epochs"] for s in summary["stages"]) > 0
     assert len(summary["stages"][1]["loss_per_epoch"]) == 2
     model_dir = tmp_path / "run" / "model"
     assert json.loads((model_dir / "nail.json").read_text())["config"]["positions"] == 2
@@ -95,7 +100,9 @@ def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_op
     with safe_open(str(model_dir / "nail-decoder.safetensors"), "pt") as saved:
         assert saved.get_tensor("position_embeddings").dtype == torch.float16
     before = NailModel.load(str(model_dir)).score_documents(["statins"])
+    steps = recording_loss(monkeypatch, TokenSetContrastiveLoss)
     again = train_nail(NailTrainingConfig(**config))  # both stages are done: nothing is trained again
+    assert steps == []
     assert again["stages"][0] == summary["stages"][0]
     assert again["stages"][1]["loss_per_epoch"] == summary["stages"][1]["loss_per_epoch"]
     assert NailModel.load(str(model_dir)).score_documents(["statins"]) == pytest.approx(before)

@@ -55,11 +55,15 @@ def test_inference_free_reuses_splade_documents(tmp_path, tiny_docs, tiny_bert):
     documents = table.document_side.encoder.encode_document([d.full_text for d in tiny_docs] + ["cats and dogs again"],
                                                        show_progress=False).to_dense()
     ids = [d.id for d in tiny_docs] + ["d7"]
-    for text in ("cats and dogs", "statins cancer risk"):
+    # words the random model's document vectors hold ("theodore" is the added d7's strongest), so that the hits
+    # compared are not empty: the documents' own words ("cats and dogs") are rarely among them
+    for text in ("theodore designation", "statins cancer risk"):
         query = table.encode_query(text)
         scores = documents[:, query.terms] @ query.weights
         hits = table.search([text], k=7)
         assert hits.ids[0] == [ids[i] for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
+        assert len(hits.ids[0]) > 1
+    assert table.search(["theodore"], k=1).ids == [["d7"]]  # the added document, encoded on adding
     built = InferenceFreeRetriever.build(tiny_docs, tmp_path / "if", model=str(tiny_bert))
     assert built.index.meta["retriever"] == "inference-free"
 

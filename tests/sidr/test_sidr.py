@@ -48,8 +48,14 @@ def test_symmetric_info_nce_prefers_aligned_pairs():
 
 
 def test_symmetric_info_nce_handles_extra_negatives():
+    torch.manual_seed(0)
     q, p = torch.randn(3, 8), torch.randn(5, 8)  # 3 positives + 2 negatives
-    assert torch.isfinite(symmetric_info_nce(q, p))
+    scores = q @ p.T
+    # query i against all 5 passages, passage i (a positive) against the 3 queries; each direction's mean
+    to_passages = sum(torch.logsumexp(scores[i], 0) - scores[i, i] for i in range(3)) / 3
+    to_queries = sum(torch.logsumexp(scores[:, i], 0) - scores[i, i] for i in range(3)) / 3
+    assert symmetric_info_nce(q, p).item() == pytest.approx((to_passages + to_queries).item(), rel=1e-5)
+    assert symmetric_info_nce(q, p).item() != pytest.approx(symmetric_info_nce(q, p[:3]).item(), rel=1e-3)
 
 
 def test_sidr_loss_forms_and_ablation():
@@ -65,7 +71,7 @@ def test_sidr_loss_forms_and_ablation():
     code = sidr_loss(q, p, q_bot, p_bot, top_k_sparsify(q, 5), top_k_sparsify(p, 5), form="code")
     assert torch.isfinite(code.total)
     assert code.total.item() == pytest.approx(code.terms["parametric"] + code.terms["semi_parametric"], rel=1e-6)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="form='code' needs the sparsified q_sparse and p_sparse"):
         sidr_loss(q, p, q_bot, p_bot, form="code")
 
 
@@ -203,7 +209,7 @@ def test_average_with_base_mixes_the_trained_and_the_starting_weights(trained, t
 
 
 def test_training_rejects_bad_config(tmp_path):
-    with pytest.raises(SemiretError):
+    with pytest.raises(SemiretError, match="negatives must be 'retrieved' or 'none', not 'bm25'"):
         SiDRTrainingConfig(data=".", output=str(tmp_path), negatives="bm25").validate()
     for option in ("pool_size", "retrieve_depth"):  # 0 left training with no mined negatives, silently
         with pytest.raises(SemiretError, match=r"retrieve-depth\)? (must be |of )at least 1"):

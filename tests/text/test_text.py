@@ -203,7 +203,9 @@ def test_wordpiece_config_and_token(vocabulary):
     assert vocabulary.token(vocabulary.token_ids()["cancer"]) == "cancer"
 
 
-def test_token_set_postings_are_binary_sets(vocabulary):
+def test_token_set_postings_count_each_distinct_token_and_the_binary_index_reads_them_as_sets(vocabulary, tmp_path):
+    from semiret.search import BagOfTokensRetriever
+
     docs = [Document("a", "cancer cancer cancer risk"), Document("b", "[SEP] [MASK]")]
     postings = token_set_postings(docs, vocabulary)
     ids = vocabulary.token_ids()
@@ -212,6 +214,11 @@ def test_token_set_postings_are_binary_sets(vocabulary):
     assert postings.values[postings.offsets[0]: postings.offsets[1]].tolist() == [3.0, 1.0]
     assert postings.offsets[2] == postings.offsets[1]  # only special tokens: nothing indexed
     assert postings.lengths.tolist() == [4, 0]
+    # the counts are what a binary index is built from, and it scores each distinct token once: a set
+    retriever = BagOfTokensRetriever.build(docs, tmp_path / "bot")
+    assert retriever.index.kind == "binary"
+    hits = retriever.search(["cancer", "cancer risk"], k=2)
+    assert hits.ids == [["a"], ["a"]] and hits.scores == [[1.0], [2.0]]
 
 
 def test_unknown_tokenizer_is_a_clear_error(tmp_path):

@@ -84,10 +84,17 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
                 raise Crash
             return super().__call__(model, batch, step)
 
+    class Recording(Regression):
+        def __call__(self, model, batch, step):
+            steps.append(step)
+            return super().__call__(model, batch, step)
+
     with pytest.raises(Crash):
         _trainer(tmp_path / "resumed", loss=CrashingAt()).train()
-    resumed = _trainer(tmp_path / "resumed")
+    steps = []
+    resumed = _trainer(tmp_path / "resumed", loss=Recording())
     resumed.train()
+    assert steps == [6, 7, 8]  # the third epoch alone: the first two come from the checkpoint
     assert [asdict_without_time(h) for h in resumed.history] == [asdict_without_time(h) for h in whole.history]
     assert torch.equal(resumed.model.weight, whole.model.weight)
 
