@@ -3,6 +3,7 @@ segmented store's write lock, refresh and snapshots (:mod:`semiret.indexes.segme
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import multiprocessing
 import os
@@ -12,10 +13,12 @@ import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import semiret.files
 from semiret.data import Document, iter_corpus
 from semiret.errors import SemiretError
 from semiret.indexes import open_index, segments
@@ -24,6 +27,37 @@ from semiret.search import BM25Retriever, open_retriever
 from helpers import SCIFACT, require_shared_data, write_jsonl
 
 ROUNDS = 12
+
+
+class LockWatch:
+    """Watches the write lock: ``fcntl.flock`` as :func:`semiret.files.exclusive_lock` calls it, on ``lock_files``.
+    Each exclusive acquisition first tries without blocking; when the lock was held then, ``when_held`` runs
+    before the acquisition blocks. ``records`` gets (thread name, whether the lock was free when asked, what
+    ``after`` returned once the lock was had): ordering evidence, no clock."""
+
+    def __init__(self, monkeypatch, lock_files, when_held=lambda: None, after=lambda: None):
+        self.files = {(os.stat(f).st_dev, os.stat(f).st_ino) for f in lock_files}
+        self.records: list[tuple[str, bool, object]] = []
+        self.when_held, self.after = when_held, after
+        names = {name: getattr(fcntl, name) for name in dir(fcntl) if name.isupper()}
+        monkeypatch.setattr(semiret.files, "fcntl", SimpleNamespace(**names, flock=self._flock))
+
+    def _flock(self, fd: int, operation: int) -> None:
+        status = os.fstat(fd)
+        if operation != fcntl.LOCK_EX or (status.st_dev, status.st_ino) not in self.files:
+            return fcntl.flock(fd, operation)
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            free = True
+        except BlockingIOError:
+            free = False
+            self.when_held()
+            fcntl.flock(fd, operation)
+        self.records.append((threading.current_thread().name, free, self.after()))
+
+    def of(self, thread: threading.Thread | None = None) -> list[tuple[bool, object]]:
+        name = (thread or threading.current_thread()).name
+        return [(free, after) for who, free, after in self.records if who == name]
 
 
 def _add_batches(path: str, tag: str) -> None:
@@ -93,25 +127,32 @@ def test_searches_never_see_half_a_replace(tmp_path):
     never none and never twenty."""
     ids = [f"doc{i}" for i in range(10)]
     retriever = BM25Retriever.build([Document(i, "alpha version0") for i in ids], tmp_path / "idx")
-    stop = threading.Event()
-    seen: list[int] = []
+    stop, searching = threading.Event(), threading.Barrier(4)
+    seen: list[list[str]] = []
+    wrong: list[list[str]] = []  # an assert in a thread would only warn: the main thread asserts
 
     def search_loop():
-        while not stop.is_set():
-            hits = retriever.search("alpha", k=50)
-            seen.append(len(hits))
-            assert sorted(h.id for h in hits) == ids
+        searching.wait(30)  # the three search while the replaces run
+        try:
+            while not stop.is_set():
+                found = sorted(h.id for h in retriever.search("alpha", k=50))
+                seen.append(found)
+                if found != ids:
+                    wrong.append(found)
+        except Exception as exc:  # noqa: BLE001 (a failed search is a wrong answer too)
+            wrong.append([repr(exc)])
 
     readers = [threading.Thread(target=search_loop) for _ in range(3)]
     for thread in readers:
         thread.start()
+    searching.wait(30)
     for version in range(1, 25):
         retriever.add([Document(i, f"alpha version{version}") for i in ids], replace=True)
     stop.set()
     for thread in readers:
         thread.join()
-    assert seen and set(seen) == {10}
-    assert len(retriever.search("version24", k=20)) == 10
+    assert seen and not wrong, wrong[:3]
+    assert sorted(h.id for h in retriever.search("version24", k=20)) == ids
 
 
 def test_a_failed_add_takes_back_the_words_it_encoded(tmp_path):
@@ -143,20 +184,34 @@ def test_a_merge_in_another_process_does_not_break_opening(tmp_path, monkeypatch
     assert retriever.index.refresh() and set(retriever.index.live_ids()) == {"a", "b"}
 
 
-def test_the_write_lock_holds_across_processes(tmp_path):
+def test_the_write_lock_holds_across_processes(tmp_path, monkeypatch):
+    """Another process holds the lock until this one's add finds it held; the add commits only after the holder
+    marked that it is releasing (an order, not a duration)."""
     BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    releasing = tmp_path / "holder-releasing"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import sys, time
+        import pathlib, sys
         from semiret.indexes import open_index
         with open_index({str(tmp_path / 'idx')!r}).writing():
             print("locked", flush=True)
-            time.sleep(1.5)
-    """)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"
-    started = time.perf_counter()
-    open_retriever(tmp_path / "idx").add([Document("b", "banana")])
-    assert time.perf_counter() - started > 0.8  # waited for the other process
-    assert holder.wait(10) == 0
+            sys.stdin.readline()  # until the other process asks for the lock (or ends)
+            pathlib.Path({str(releasing)!r}).touch()
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+
+        def let_go():
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+
+        watch = LockWatch(monkeypatch, [tmp_path / "idx" / segments.LOCK_FILE], when_held=let_go,
+                          after=releasing.exists)
+        open_retriever(tmp_path / "idx").add([Document("b", "banana")])
+    finally:
+        holder.stdin.close()
+        assert holder.wait(30) == 0
+    assert watch.of() == [(False, True)]  # found held; had only once the holder was releasing it
+    assert set(open_index(tmp_path / "idx").live_ids()) == {"a", "b"}
 
 
 KILL_WRITER = textwrap.dedent("""
@@ -188,7 +243,8 @@ def test_every_acknowledged_change_survives_kill_9(tmp_path):
         time.sleep(rng.uniform(0.05, 0.4))
         os.kill(writer.pid, signal.SIGKILL)
         lines += writer.stdout.read().splitlines()
-        writer.wait()
+        assert writer.wait() == -signal.SIGKILL  # it died of the kill, not on its own
+        assert any(line.startswith("added ") for line in lines), lines  # and had acknowledged adds
         in_flight = set()
         for line in filter(None, map(str.strip, lines)):
             done, doc_id = line.split()
@@ -205,14 +261,15 @@ def test_every_acknowledged_change_survives_kill_9(tmp_path):
 # ------------------------------------------------------------------ an index rebuilt (--overwrite) under open ones
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
 
-def test_a_rebuild_waits_for_a_writer_and_open_writers_never_write_into_it(tmp_path):
+def test_a_rebuild_waits_for_a_writer_and_open_writers_never_write_into_it(tmp_path, monkeypatch):
     """The rebuild swapped the directory without the write lock: an add encoding meanwhile then committed the
     old index's meta.json into the new directory (the rebuild lost, searches failing). It now waits for the
     writer, and a writer that opened the old build refuses to write into the new one."""
     path = tmp_path / "idx"
     BM25Retriever.build([Document("a", "apple pie"), Document("b", "banana split")], path)
     writer, stale = open_retriever(path), open_retriever(path)
-    holding, rebuilt = threading.Event(), threading.Event()
+    holding, rebuilt, blocked, releasing = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    watch = LockWatch(monkeypatch, segments.writer_locks(path), when_held=blocked.set, after=releasing.is_set)
 
     def rebuild():
         holding.wait(10)
@@ -224,11 +281,13 @@ def test_a_rebuild_waits_for_a_writer_and_open_writers_never_write_into_it(tmp_p
     builder.start()
     with writer.index.writing():  # as an add holds it while encoding words
         holding.set()
-        time.sleep(0.5)
-        assert not rebuilt.is_set()  # the swap waits for the writer
+        assert blocked.wait(30)  # the swap asked for the writer's lock, found it held, and waits
+        assert not rebuilt.is_set()
         writer.add([Document("c", "cherry tart")])
-    builder.join(10)
+        releasing.set()
+    builder.join(30)
     assert rebuilt.is_set()
+    assert watch.of(builder) == [(False, True)]  # swapped only once the writer was releasing the lock
     fresh = open_retriever(path)
     assert sorted(fresh.index.live_ids()) == [f"n{i}" for i in range(5)]
     with pytest.raises(SemiretError, match="was rebuilt .* nothing was written; open it again"):
@@ -287,13 +346,16 @@ def test_a_reader_is_told_when_its_index_was_rebuilt_as_another(tmp_path):
     assert [h.id for h in open_retriever(path).search("banana", k=1)] == ["b"]
 
 
-def test_a_hybrid_rebuild_waits_for_the_writer_of_its_parts(tmp_path):
+def test_a_hybrid_rebuild_waits_for_the_writer_of_its_parts(tmp_path, monkeypatch):
     from semiret.search import retriever_class
 
     hybrid = retriever_class("hybrid")
     path = tmp_path / "h"
     open_hybrid = hybrid.build([Document("a", "apple pie"), Document("b", "banana split")], path, neural="idf")
-    rebuilt = threading.Event()
+    rebuilt, blocked, releasing = threading.Event(), threading.Event(), threading.Event()
+    locks = segments.writer_locks(path)
+    assert len(locks) == 2  # one per part
+    watch = LockWatch(monkeypatch, locks, when_held=blocked.set, after=releasing.is_set)
 
     def rebuild():
         hybrid.build([Document("c", "cherry tart")], path, neural="idf", overwrite=True)
@@ -302,7 +364,10 @@ def test_a_hybrid_rebuild_waits_for_the_writer_of_its_parts(tmp_path):
     with open_hybrid.index.writing():
         builder = threading.Thread(target=rebuild)
         builder.start()
-        time.sleep(1.0)
-        assert not rebuilt.is_set()  # the swap waits for the parts' writer
-    builder.join(20)
+        assert blocked.wait(30)  # the swap asked for a part's lock, found it held, and waits
+        assert not rebuilt.is_set()
+        releasing.set()
+    builder.join(30)
     assert rebuilt.is_set() and open_retriever(path).index.live_ids() == ["c"]
+    first, *rest = had = watch.of(builder)  # each part's lock, the first found held: all had once it was releasing
+    assert len(had) == 2 and first == (False, True) and all(after for _, after in rest), had

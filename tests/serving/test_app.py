@@ -8,6 +8,7 @@ import os
 import re
 import signal
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -149,12 +150,22 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
     assert pooled[-1] == ["garden birds"] and len(pooled) == 4
 
 
-def test_search_takes_the_retrievers_options(client_with_neural):
+def test_search_takes_the_retrievers_options(client_with_neural, with_neural):
+    """Each search answers what the retriever opened with its options answers; the options change the hits."""
+    from semiret.search import open_retriever
+
     client = client_with_neural
-    plain = client.post("/indexes/neural/search", json={"queries": ["cats chase mice"], "k": 6})
-    every_token = client.post("/indexes/neural/search", json={"queries": ["cats chase mice"], "k": 6,
-                                                               "options": {"min_idf": 0, "two_phase": "on"}})
-    assert plain.status_code == every_token.status_code == 200
+    opened = open_retriever(with_neural["neural"])
+    idf = opened.index.idf()  # three words the documents expand to that the default min_idf (1.0) leaves out:
+    low = _whole_words(opened.query_side.vocabulary, np.flatnonzero((idf > 0) & (idf < 1.0)).tolist())[:3]
+    queries = [" ".join(low), "statins cancer risk"]  # (two-phase search drops the second's weak matches)
+    answers = {}
+    for options in ({}, {"min_idf": 0}, {"min_idf": 0, "two_phase": "on"}):
+        served = ids(client.post("/indexes/neural/search", json={"queries": queries, "k": 6, "options": options}))
+        direct = [[hit.id for hit in hits] for hits in open_retriever(with_neural["neural"], **options).search(queries, k=6)]
+        assert served == direct, options
+        answers[repr(options)] = served
+    assert len({repr(hits) for hits in answers.values()}) == 3 and answers["{'min_idf': 0}"][0], answers
     unknown = client.post("/indexes/tiny/search", json={"queries": ["cats"], "options": {"two_phase": "on"}})
     assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "options", "two_phase"]
     assert "bm25" in unknown.json()["detail"][0]["msg"]
@@ -484,20 +495,64 @@ def test_the_served_list_holds_every_registered_retriever():
 
 @pytest.mark.parametrize("name, options, served_as", SERVED)
 def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, name, options, served_as):
-    """Search, upsert, fetch, delete and merge through every kind of retriever (SiDR's with the packaged model)."""
-    from semiret.search import retriever_class
+    """Search, upsert, fetch, delete and merge through every kind of retriever (SiDR's with the packaged model):
+    each search answers what the retriever opened on the directory answers, and finds what was just written."""
+    from semiret.search import open_retriever, retriever_class
 
     models = {TINY_MODEL: str(tiny_bert), TINY_NAIL: str(tiny_nail), TINY_GDR: str(tiny_gdr)}
     options = {key: models.get(value, value) for key, value in options.items()}
     retriever_class(name).build(TINY_DOCS, tmp_path / "idx", **options)
     client = client_of({"idx": str(tmp_path / "idx")}, api_key=KEY, retrievers={"idx": served_as} if served_as else {})
     assert client.get("/indexes/idx").json()["retriever"] == (served_as or name)
-    assert len(ids(client.post("/indexes/idx/search", json={"queries": ["cats and dogs", "statins"], "k": 3}))) == 2
+
+    opened = open_retriever(tmp_path / "idx", served_as)  # beside the server's, as another process would
+
+    def served_and_direct(queries: list[str], k: int) -> tuple[list, list]:
+        """The served hits and those of the retriever opened on the directory (refreshed), as (id, score) pairs."""
+        answer = client.post("/indexes/idx/search", json={"queries": queries, "k": k})
+        assert answer.status_code == 200, answer.text
+        served = [[(hit["id"], pytest.approx(hit["score"], rel=1e-5, abs=1e-6)) for hit in hits]
+                  for hits in answer.json()["results"]]
+        opened.index.refresh()
+        direct = [[(hit.id, hit.score) for hit in hits] for hits in opened.search(queries, k=k)]
+        return served, direct
+
+    served, direct = served_and_direct(["cats and dogs", "statins"], 3)
+    assert served == direct and any(direct), direct  # the served search finds what the retriever finds
     added = client.put("/indexes/idx/documents", headers=WRITE,
                        json={"documents": [{"_id": "new", "text": "Cats and dogs share the garden."}]})
     assert added.json()["upserted"] == 1
     assert client.get("/indexes/idx/documents/new").json()["text"] == "Cats and dogs share the garden."
+    finds_new = "Cats and dogs share the garden."
+    if name == "inference-free":  # the random model expands documents to random tokens; queries are their own
+        finds_new = _words_only_this_document_expands_to(tmp_path / "idx", Document("new", finds_new))
+    served, direct = served_and_direct([finds_new], 10)
+    assert served == direct and "new" in [doc_id for doc_id, _ in direct[0]], direct  # the upsert is searched
     assert client.post("/indexes/idx/documents/delete", headers=WRITE, json={"ids": ["new", "d1"]}).json()["deleted"] == 2
-    hits = ids(client.post("/indexes/idx/search", json={"queries": ["cats and dogs"], "k": 10}))[0]
-    assert "new" not in hits and "d1" not in hits
+    after_delete = [finds_new, "cats and dogs", "statins"]
+    served, direct = served_and_direct(after_delete, 10)
+    assert served == direct and direct[2], direct  # (the idf retriever's min_idf drops 'cats' and 'dogs' by now)
+    assert not {"new", "d1"} & {doc_id for hits in direct for doc_id, _ in hits}  # the deleted are gone
     assert client.post("/indexes/idx/merge", headers=WRITE).json()["documents"] == 5
+    served, direct = served_and_direct(after_delete, 10)  # (BM25's statistics leave the deleted now)
+    assert served == direct and direct[2] and not {"new", "d1"} & {doc_id for hits in direct for doc_id, _ in hits}
+
+
+def _words_only_this_document_expands_to(path, document: Document) -> str:
+    """Five words of ``document``'s expansion by the index's document encoder that no document of ``TINY_DOCS``
+    expands to, heaviest first: a query of them finds it (each has a high IDF)."""
+    from semiret.search import open_retriever
+
+    retriever = open_retriever(path)
+    mine, others = retriever.document_side.encode([document]), retriever.document_side.encode(TINY_DOCS)
+    weights = dict(zip(mine.terms.tolist(), mine.values.tolist()))
+    own = sorted(set(weights) - set(others.terms.tolist()), key=lambda term: -weights[term])
+    words = _whole_words(retriever.query_side.vocabulary, own)
+    assert len(words) >= 5, words
+    return " ".join(words[:5])
+
+
+def _whole_words(vocabulary, token_ids) -> list[str]:
+    """The tokens of ``token_ids`` that a query of the token alone encodes to (whole words), in that order."""
+    return [word for word, token_id in zip(map(vocabulary.token, token_ids), token_ids)
+            if word.isascii() and word.isalpha() and vocabulary.encode(word) == [token_id]]
