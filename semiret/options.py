@@ -88,10 +88,6 @@ def _json_repr(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def option_fields(cls) -> list[dataclasses.Field]:
-    return list(dataclasses.fields(cls))
-
-
 def option_names(classes: Iterable[type]) -> list[str]:
     """Field names of several option dataclasses, each once, in declaration order."""
     return list(dict.fromkeys(f.name for cls in classes for f in dataclasses.fields(cls)))
@@ -112,12 +108,6 @@ def pick(values: dict, cls) -> dict:
     """The set (not None) entries of ``values`` that are fields of ``cls``."""
     known = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in values.items() if v is not None and k in known}
-
-
-def set_fields(instance) -> dict:
-    """The fields of an option instance that differ from their defaults (what a user chose)."""
-    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)
-            if getattr(instance, f.name) != _default(f)}
 
 
 @functools.cache

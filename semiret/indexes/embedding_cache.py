@@ -3,7 +3,8 @@
 Re-ranking embeds only the top-m documents of each query; the cache keeps every embedding so a
 document is never embedded twice, across queries and across runs. Over time the cache covers the
 corpus and can be turned into the full parametric index (SiDR Appendix E): :meth:`to_postings`
-feeds an ``impact`` inverted index for sparse vectors; :meth:`dense_matrix` a dense index.
+feeds an ``impact`` inverted index for sparse vectors (``cache-to-full``); dense vectors are read back by
+:meth:`dense_vectors`.
 
 Embeddings are kept under a key: :func:`content_key` (a document's id and a digest of its text) wherever documents
 are embedded, so a document replaced under its id, or another corpus's document of the same id, is embedded anew
@@ -139,10 +140,6 @@ class EmbeddingCache:
             self._vectors[ids[i]] = (terms[lo:hi], weights[lo:hi])
 
     # ------------------------------------------------------------------ towards the parametric index
-    def coverage(self, corpus_ids: Sequence[str]) -> float:
-        """Fraction of ``corpus_ids`` already embedded."""
-        return sum(1 for i in corpus_ids if i in self._vectors) / max(len(corpus_ids), 1)
-
     def to_postings(self, keys: Sequence[str] | None = None, documents=None,
                     ids: Sequence[str] | None = None) -> Postings:
         """Cached sparse vectors as postings for an ``impact`` index (all of them, or those of ``keys``), the
@@ -161,9 +158,3 @@ class EmbeddingCache:
                         terms=np.concatenate([t for t, _ in vectors]).astype(np.int32) if ids else np.empty(0, np.int32),
                         values=np.concatenate([w for _, w in vectors]).astype(np.float32) if ids else np.empty(0, np.float32),
                         lengths=np.diff(offsets).astype(np.int32), documents=documents)
-
-    def dense_matrix(self, doc_ids: Sequence[str] | None = None) -> tuple[list[str], np.ndarray]:
-        if self.kind != "dense":
-            raise SemiretError("this embedding cache holds sparse vectors")
-        ids = list(doc_ids) if doc_ids is not None else list(self._vectors)
-        return ids, np.stack([self._vectors[i] for i in ids]).astype(np.float32)

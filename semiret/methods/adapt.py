@@ -44,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
@@ -200,10 +199,9 @@ def write_corpus_copy(documents: list[Document], folder: Path) -> Path:
 def check_set(documents: list[Document], count: int, seed: int) -> tuple[dict[str, str], dict]:
     """Known-item check queries: one pseudo-query (crop or sentence) of each of ``count`` documents drawn with
     ``seed``, judged relevant to its source document."""
-    from semiret.training.pseudo_queries import generate_pseudo_queries
+    from semiret.training.pseudo_queries import known_item_queries
 
-    sample = random.Random(seed).sample(documents, min(count, len(documents)))
-    queries = generate_pseudo_queries(sample, per_document=1, seed=seed, prefix="check")
+    queries = known_item_queries(documents, count, seed, prefix="check")
     return {q.id: q.text for q in queries}, {q.id: {q.document_id: 1} for q in queries}
 
 
@@ -315,11 +313,6 @@ def model_directory_of(kind: str, model: str) -> Path:
     return shipped if shipped.is_dir() and not Path(model).exists() else resolve_model_path(model)
 
 
-def replace_tree(source: Path, target: Path) -> None:
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
-
-
 def indexing_length(kind: str, model: str) -> int | None:
     """The document length ``model`` indexes at (recorded with a saved encoder; None: the model's own)."""
     from semiret.models.base import ENCODER_FILE
@@ -370,10 +363,9 @@ def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: 
     """A BEIR folder beside the run: the corpus (linked), ``queries_per_epoch`` pseudo-queries of as many of its
     ``documents`` (crops and sentences, :func:`semiret.training.pseudo_queries.generate_pseudo_queries`) and their
     train qrels (each query judged relevant to its source document): what a recipe that trains on labels reads."""
-    from semiret.training.pseudo_queries import generate_pseudo_queries
+    from semiret.training.pseudo_queries import known_item_queries
 
-    sample = random.Random(config.seed).sample(documents, min(config.queries_per_epoch, len(documents)))
-    queries = generate_pseudo_queries(sample, per_document=1, seed=config.seed, prefix="pseudo")
+    queries = known_item_queries(documents, config.queries_per_epoch, config.seed, prefix="pseudo")
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     link = folder / "corpus.jsonl"
     if not link.exists():
@@ -500,6 +492,7 @@ def adapt(config: AdaptConfig, confirm=None) -> dict:
 
 
 def _adapt(config: AdaptConfig, confirm) -> dict:
+    from semiret.models.base import copy_model_directory
     from semiret.search.retrievers import retriever_class
 
     kind = model_kind(config.model)
@@ -539,7 +532,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     adapted = train_adapted(kind, config, corpus, documents, start, output / "train")
     atomic_write_json(adapted / ADAPTED_CORPUS_FILE, {"corpus": str(corpus), **corpus_fingerprint(documents)})
     # published first, then measured: the index records its model's path, so it is built from the published copy
-    replace_tree(adapted, output / "model")
+    copy_model_directory(adapted, output / "model")
     runs["adapted"] = known_item_run(retriever.build(documents, output / "index", overwrite=True,
                                                      model=str(output / "model"), **shared), queries)
     after = known_item_figures(runs["adapted"], qrels)
@@ -547,7 +540,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     if kept:
         shutil.rmtree(start_index)
     else:
-        replace_tree(model_directory_of(kind, start), output / "model")
+        copy_model_directory(model_directory_of(kind, start), output / "model")
         shutil.rmtree(output / "index")
         start_index.rename(output / "index")
     check = {"queries": len(queries), "measure": "known-item pseudo-queries (held out)", "start": before,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -35,7 +34,7 @@ import numpy as np
 
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
-from semiret.files import atomic_write_json, staged_directory
+from semiret.files import atomic_write_json
 from semiret.training.config import TrainingConfig, WeightAveraging
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.training.pseudo_queries import independent_crop
@@ -395,6 +394,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
     """Train HCE (or the plain contrastive baseline) on a BEIR collection; writes ``<output>/model`` (a dense
     encoder in float16) and ``<output>/summary.json`` and returns the summary."""
     from semiret.clustering import branching_for_depth, depth_for
+    from semiret.models.base import copy_model_directory
     from semiret.models.encoders import average_with_base, load_encoder
     from semiret.training.config import Schedule
     from semiret.training.distributed import is_main_process, main_process_result, training_device
@@ -519,8 +519,7 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
         if not config.best_epoch:
             encoder.save(output / "model", fp16=True, max_length=config.index_max_length)
         elif best:  # copied, not moved: a run started again once finished finds its best epoch where it was
-            with staged_directory(output / "model") as staged:
-                shutil.copytree(co_training.best_model, staged, dirs_exist_ok=True)
+            copy_model_directory(co_training.best_model, output / "model")
         else:  # no epoch beat the starting encoder: it is the result
             load_encoder(config.base, "dense").save(output / "model", fp16=True, max_length=config.index_max_length)
         if config.average_with_base:

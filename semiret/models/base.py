@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 from abc import abstractmethod
 from contextlib import contextmanager
 from pathlib import Path
@@ -212,6 +213,12 @@ def save_model_directory(path: str | Path, write) -> Path:
     return Path(path)
 
 
+def copy_model_directory(source: str | Path, target: str | Path) -> Path:
+    """A saved model's files copied to ``target`` through :func:`save_model_directory` (the model that was there
+    stays whole until the copy is)."""
+    return save_model_directory(target, lambda staged: shutil.copytree(source, staged, dirs_exist_ok=True))
+
+
 @contextmanager
 def _half_precision(module: nn.Module, enabled: bool):
     """Weights in float16 inside the block (checkpoints stay small), and after it exactly the float32 weights they
@@ -270,6 +277,14 @@ class SparseEncoder(TextEncoder):
         ids = (columns + first_id).cpu().numpy().astype(np.int32)
         bounds = np.searchsorted(rows.cpu().numpy(), np.arange(len(vectors) + 1))
         return [(ids[a:b], values[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def save_own_weights(model: nn.Module, file: Path, loaded_prefix: str) -> None:
+    """Write ``model``'s weights but those whose names start with ``loaded_prefix`` (a pretrained part saved in its
+    own format) to ``file``, as they are now (inside :func:`_half_precision` for float16): what
+    :func:`load_own_weights` reads back."""
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items() if not k.startswith(loaded_prefix)},
+              str(file))
 
 
 def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: str) -> nn.Module:

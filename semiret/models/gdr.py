@@ -29,12 +29,11 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from torch import nn
 from torch.nn import functional as F
 
 from semiret.errors import SemiretError
-from semiret.models.base import _half_precision, load_own_weights, save_model_directory
+from semiret.models.base import _half_precision, load_own_weights, save_model_directory, save_own_weights
 from semiret.models.checkpoints import GDR
 from semiret.models.devices import to_encoding_device
 from semiret.models.inputs import TextBatcher, check_texts
@@ -344,9 +343,7 @@ class GDRModel(nn.Module):
             (staged / QUERY_ENCODER).mkdir()
             self.encoder.write(staged / QUERY_ENCODER, fp16, self.config.query_max_length, self.config.query_base)
             with _half_precision(self, fp16):
-                decoder = {k: v.detach().contiguous() for k, v in self.state_dict().items()
-                           if not k.startswith("encoder.")}
-                save_file(decoder, str(staged / DECODER_FILE))
+                save_own_weights(self, staged / DECODER_FILE, "encoder.")
             self.clusters.save(staged / CLUSTERS_FILE)
             GDR.write_marker(staged, config=dataclasses.asdict(self.config), training=training or {})
 

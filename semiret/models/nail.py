@@ -54,12 +54,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch import nn
 
 from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
-from semiret.models.base import _half_precision, load_own_weights, save_model_directory
+from semiret.models.base import _half_precision, load_own_weights, save_model_directory, save_own_weights
 from semiret.models.checkpoints import NAIL
 from semiret.models.devices import to_encoding_device
 from semiret.models.inputs import TextBatcher
@@ -277,9 +276,7 @@ class NailModel(nn.Module):
             with _half_precision(self, fp16):
                 self.lm.save_pretrained(staged)
                 self.tokenizer.save_pretrained(staged)
-                decoder = {k: v.detach().contiguous() for k, v in self.state_dict().items()
-                           if not k.startswith("lm.")}
-                save_file(decoder, str(staged / DECODER_FILE))
+                save_own_weights(self, staged / DECODER_FILE, "lm.")
             NAIL.write_marker(staged, config=dataclasses.asdict(self.config), training=training or {})
 
         return save_model_directory(target, write)

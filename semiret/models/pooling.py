@@ -16,11 +16,6 @@ def elu1p(logits: torch.Tensor) -> torch.Tensor:
     return F.elu(logits) + 1.0
 
 
-ACTIVATIONS = {"log_saturation": log_saturation, "elu1p": elu1p}
-"""Monotone non-decreasing activations: ``max_t act(x_t) == act(max_t x_t)``, which the fast
-encoders use to activate only max-pooled logits."""
-
-
 def masked_max(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Max over positions [B, L, D] -> [B, D], padding excluded."""
     fill = torch.finfo(states.dtype).min

@@ -130,10 +130,6 @@ class Retriever:
         return cls.index_kinds or (cls.documents.index_kind,)
 
     @classmethod
-    def option_classes(cls) -> tuple[type, type]:
-        return cls.documents.Options, cls.queries.Options
-
-    @classmethod
     def split_options(cls, options: dict) -> tuple[dict, dict]:
         """(build options, search options) of ``options``; names neither side knows are an error."""
         build_names = option_tools.option_names([cls.documents.Options])

@@ -87,6 +87,14 @@ def generate_pseudo_queries(documents: Iterable[Document], per_document: int = 2
     return queries
 
 
+def known_item_queries(documents: Sequence[Document], count: int, seed: int, prefix: str) -> list[PseudoQuery]:
+    """One pseudo-query (crop or sentence) of each of ``count`` documents drawn with ``seed``, each judged relevant
+    to the document it was cut from: known-item queries where there are no labels (``semiret adapt``'s check and
+    its training queries)."""
+    sample = random.Random(seed).sample(list(documents), min(count, len(documents)))
+    return generate_pseudo_queries(sample, per_document=1, seed=seed, prefix=prefix)
+
+
 @dataclass(frozen=True)
 class PseudoPair:
     """A pseudo-query and the pseudo-passage it should retrieve, both cut from one document."""
