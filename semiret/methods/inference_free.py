@@ -30,7 +30,7 @@ from semiret.files import atomic_write_json
 from semiret.models.checkpoints import (IDF_FILE, INFERENCE_FREE, inference_free_document_threshold,
                                        inference_free_lexical_prior, resolve_inference_free)
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.training.config import TrainingConfig, WeightAveraging
+from semiret.training.config import Pretraining, TrainingConfig, WeightAveraging
 
 if TYPE_CHECKING:
     import numpy as np
@@ -199,7 +199,7 @@ def load_idf(idf, base: str, documents: list[Document] | None = None) -> tuple[n
 
 # ---------------------------------------------------------------------------------------------- training
 @dataclass
-class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
+class InferenceFreeTrainingConfig(Pretraining, WeightAveraging, TrainingConfig):
     output: str = "runs/inference-free"
     """Run folder: teacher caches, checkpoints, final model."""
     idf: str = "msmarco"
@@ -226,9 +226,6 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     student prunes its expansion to shrink its scores.
 
     The factor: :func:`~semiret.training.losses.fitted_student_scale`."""
-    pretrain_corpora: list[str] | None = field(default=None, metadata={"flag": "--pretrain"})
-    """Corpora for label-free pre-training (names or folders, repeatable); 'none' skips it. Default: the
-    --data corpus."""
     pseudo_queries_per_document: int = 1
     """Pseudo-queries generated from each pre-training document."""
     pretrain_queries_per_epoch: int = 1024
@@ -286,11 +283,6 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
     the smallest of 0-5 within 0.001 nDCG@10 of the best. Another collection than --data, so the prior is
     chosen for corpora the model was not fitted to. The choice: :func:`choose_lexical_prior`."""
 
-    def pretraining(self) -> list[str]:
-        """The pre-training corpora: ``pretrain_corpora``, or the ``data`` corpus when unset; 'none' dropped."""
-        return [c for c in (self.pretrain_corpora if self.pretrain_corpora is not None else [self.data])
-                if c != "none"]
-
     def stage(self, stage: str, option: str):
         """A per-stage option (``scale``, ``epochs``...) of ``stage`` (``pretrain`` or ``finetune``)."""
         return getattr(self, f"{stage}_{option}")
@@ -301,7 +293,7 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
 
         resolved = super().resolved()
         resolved.base = resolve_inference_free(resolved.base)  # a packaged model's name: its directory
-        resolved.pretrain_corpora = [str(dataset(c)) for c in resolved.pretraining()]
+        resolved.resolve_pretraining()
         resolved.finetune_also = [str(dataset(c)) for c in resolved.finetune_also or []]
         if resolved.choose_lexical_prior is not None:
             resolved.choose_lexical_prior = str(dataset(resolved.choose_lexical_prior))
@@ -315,8 +307,7 @@ class InferenceFreeTrainingConfig(WeightAveraging, TrainingConfig):
             raise SemiretError("training needs batches of at least 1 query and at least 2 candidates per query")
         if self.finetune_epochs < 0 or self.pretrain_epochs < 0:
             raise SemiretError("epochs must be non-negative")
-        if self.finetune_epochs == 0 and not (self.pretraining() and self.pretrain_epochs):
-            raise SemiretError("nothing to train: no fine-tuning epochs and no pre-training")
+        self.validate_stages()
         for name in ("pretrain_scale", "finetune_scale"):
             if not getattr(self, name) > 0:
                 raise SemiretError(f"{name} must be positive")
@@ -357,7 +348,7 @@ def _train_stage(model, sets, config: InferenceFreeTrainingConfig, stage: str, r
     """One stage (``pretrain`` or ``finetune``) with the shared Trainer; returns its summary."""
     from semiret.training.config import Schedule
     from semiret.training.distillation import DistillationBatches, DistillationLoss
-    from semiret.training.trainer import Trainer, epoch_summary
+    from semiret.training.trainer import train_stage
 
     model.encoder.inputs.max_length = config.stage(stage, "max_length")
     epochs = config.stage(stage, "epochs")
@@ -370,13 +361,9 @@ def _train_stage(model, sets, config: InferenceFreeTrainingConfig, stage: str, r
         idf_aware=config.idf_aware, normalize_teachers=config.normalize_teachers,
         fit_student_scale=config.fit_student_scale, in_batch_negatives=config.stage(stage, "in_batch_negatives"))
     schedule = Schedule(epochs, config.stage(stage, "learning_rate"), warmup_epochs=0.1)
-    started = time.perf_counter()
     rates = {"query_log_scale": config.query_weights_learning_rate} if model.query_log_scale is not None else None
-    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / stage,
-                      learning_rates=rates).train(resume=resume)
     return {"stage": stage, "corpora": [s.name for s in sets], "queries": sum(len(s.examples) for s in sets),
-            "steps_per_epoch": len(batches), "epochs": epochs, "seconds": round(time.perf_counter() - started, 1),
-            **epoch_summary(history)}
+            **train_stage(model, loss, batches, config, schedule, Path(config.output) / stage, rates, resume)}
 
 
 def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = True) -> dict:

@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from semiret.errors import SemiretError
 from semiret.models.checkpoints import NAIL
-from semiret.training.config import InBatchTeachers, TrainingConfig, WeightAveraging
+from semiret.training.config import InBatchTeachers, Pretraining, TrainingConfig, WeightAveraging
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ placeholders in about 0.12 s of one core per passage in training (bfloat16 on an
 
 
 @dataclass
-class NailTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
+class NailTrainingConfig(Pretraining, InBatchTeachers, WeightAveraging, TrainingConfig):
     output: str = "runs/nail"
     """Run folder: checkpoints, the pre-trained and the final model, summary.json."""
     architecture: str = "encoder-decoder"
@@ -85,9 +85,6 @@ class NailTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
     stage's rate); none: the stage's rate for every parameter."""
     temperature: float = 1.0
     """Softmax temperature of the loss (the paper: 1)."""
-    pretrain_corpora: list[str] | None = field(default=None, metadata={"flag": "--pretrain"})
-    """Corpora for self-supervised pre-training (names or folders, repeatable); 'none' skips it. Default: the
-    --data corpus."""
     pretrain_pairs_per_document: int = 1
     """Pseudo pairs cut from each pre-training document."""
     pretrain_pairs_per_epoch: int | None = 2048
@@ -115,11 +112,6 @@ class NailTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
                 setattr(self, name, value)
         super().__post_init__()
 
-    def pretraining(self) -> list[str]:
-        """The pre-training corpora: ``pretrain_corpora``, or the ``data`` corpus when unset; 'none' dropped."""
-        return [c for c in (self.pretrain_corpora if self.pretrain_corpora is not None else [self.data])
-                if c != "none"]
-
     def model_config(self):
         from semiret.models.nail import NailConfig
 
@@ -138,14 +130,11 @@ class NailTrainingConfig(InBatchTeachers, WeightAveraging, TrainingConfig):
             raise SemiretError("hard_negatives must be >= 0 and negative_depth >= 1")
         if not self.temperature > 0:
             raise SemiretError(f"the temperature must be positive, got {self.temperature}")
-        if self.finetune_epochs == 0 and not (self.pretraining() and self.pretrain_epochs):
-            raise SemiretError("nothing to train: no fine-tuning epochs and no pre-training")
+        self.validate_stages()
 
     def resolved(self) -> "NailTrainingConfig":
-        from semiret.data.paths import dataset
-
         resolved = super().resolved()
-        resolved.pretrain_corpora = [str(dataset(c)) for c in resolved.pretraining()]
+        resolved.resolve_pretraining()
         return resolved
 
 
@@ -180,15 +169,12 @@ def bm25_pools(training_set, depth: int) -> dict[str, list[str]]:
 def _train_stage(model, name: str, batches, loss, config: NailTrainingConfig, epochs: int, learning_rate: float,
                  resume: bool) -> dict:
     from semiret.training.config import Schedule
-    from semiret.training.trainer import Trainer, epoch_summary
+    from semiret.training.trainer import train_stage
 
-    started = time.perf_counter()
-    schedule = Schedule(epochs, learning_rate, config.warmup_epochs)
     rates = {"lm.": config.encoder_learning_rate} if config.encoder_learning_rate else None
-    history = Trainer(model, loss, batches, config, schedule, Path(config.output) / name,
-                      learning_rates=rates).train(resume=resume)
-    return {"stage": name, "steps_per_epoch": len(batches), "epochs": epochs,
-            "seconds": round(time.perf_counter() - started, 1), **epoch_summary(history)}
+    schedule = Schedule(epochs, learning_rate, config.warmup_epochs)
+    return {"stage": name, **train_stage(model, loss, batches, config, schedule, Path(config.output) / name, rates,
+                                         resume)}
 
 
 def starting_model(config: NailTrainingConfig):

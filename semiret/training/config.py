@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from semiret.errors import SemiretError
@@ -125,6 +125,31 @@ class WeightAveraging:
         if not 0.0 <= self.average_with_base <= 1.0:
             raise SemiretError(f"average_with_base is the base model's share, between 0 and 1; got "
                                f"{self.average_with_base}")
+
+
+@dataclass
+class Pretraining:
+    """The option of two-stage recipes (label-free pre-training, then fine-tuning: inference-free, NAIL) that names
+    the pre-training corpora; the recipe has ``pretrain_epochs`` and ``finetune_epochs``."""
+
+    pretrain_corpora: list[str] | None = field(default=None, metadata={"flag": "--pretrain"})
+    """Corpora for label-free pre-training (names or folders, repeatable); 'none' skips it. Default: the
+    --data corpus."""
+
+    def pretraining(self) -> list[str]:
+        """The pre-training corpora: ``pretrain_corpora``, or the ``data`` corpus when unset; 'none' dropped."""
+        return [c for c in (self.pretrain_corpora if self.pretrain_corpora is not None else [self.data])
+                if c != "none"]
+
+    def validate_stages(self) -> None:
+        if self.finetune_epochs == 0 and not (self.pretraining() and self.pretrain_epochs):
+            raise SemiretError("nothing to train: no fine-tuning epochs and no pre-training")
+
+    def resolve_pretraining(self) -> None:
+        """``pretrain_corpora`` as the folders of every corpus :meth:`pretraining` names (in a resolved copy)."""
+        from semiret.data.paths import dataset
+
+        self.pretrain_corpora = [str(dataset(c)) for c in self.pretraining()]
 
 
 @dataclass(frozen=True)

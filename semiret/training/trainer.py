@@ -76,6 +76,17 @@ def epoch_summary(history: list[EpochLog]) -> dict:
             **({"gpu_peak_gb": round(max(peaks), 2)} if peaks else {})}
 
 
+def train_stage(model, loss, batches, config, schedule, folder: Path, learning_rates: dict | None = None,
+                resume: bool = True) -> dict:
+    """One stage of a recipe (pre-training or fine-tuning) trained by :class:`Trainer` in ``folder``; what the
+    recipe's summary reports of it: steps per epoch, epochs, seconds and :func:`epoch_summary`."""
+    started = time.perf_counter()
+    history = Trainer(model, loss, batches, config, schedule, folder, learning_rates=learning_rates).train(
+        resume=resume)
+    return {"steps_per_epoch": len(batches), "epochs": schedule.epochs,
+            "seconds": round(time.perf_counter() - started, 1), **epoch_summary(history)}
+
+
 def write_run_summary(output: str | Path, summary: dict) -> dict:
     """``summary`` with where the run's model is (``model``: ``<output>/model``), written to
     ``<output>/summary.json`` in one rename; what every recipe returns."""
