@@ -46,7 +46,10 @@ def check_json_values(classes: Iterable[type], values: dict, owner: str = "") ->
     """Options that arrive as JSON from a client (the HTTP API) checked against the fields of ``classes`` (of
     ``owner``) before anything is made from them: every name a field's (a null too), every value of its
     field's JSON type (true is no number, an integer is a float, numbers are finite), and local fields
-    (:func:`local_field`) given one of their names only. Raises :class:`OptionValueError`."""
+    (:func:`local_field`) given one of their names only. Raises :class:`OptionValueError`.
+
+    By hand rather than with pydantic's strict mode: the fields are plain dataclasses shared with the CLI and the
+    Python API, ``local_field``'s name rule is no type, and one message per option names it as the server answers."""
     found = {f.name: (f, typing.get_type_hints(cls)[f.name]) for cls in classes for f in dataclasses.fields(cls)}
     for name, value in values.items():
         if name not in found:

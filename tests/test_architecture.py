@@ -42,14 +42,32 @@ def _layer(module: str) -> str:
 
 
 def _imports(path: Path) -> set[str]:
+    return _imported(path.read_text(encoding="utf-8"), path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+
+
+def _imported(source: str, package: tuple[str, ...]) -> set[str]:
+    """The semiret modules ``source`` (a module of ``package``) imports, at module level or inside functions,
+    relative imports (``from ..methods import x``) resolved against its package."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("semiret"):
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names if node.module == "semiret")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join([*base, module] if module else base)
+            if module.startswith("semiret"):
+                found.add(module)
+                if module == "semiret" or not node.module:  # ``from . import kernels``: the names are modules
+                    found.update(f"{module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("semiret"))
     return found
+
+
+def test_relative_and_local_imports_are_read_too():
+    source = "from ..methods import sidr\nfrom . import kernels\ndef f():\n    from semiret.cli import app\n"
+    found = _imported(source, ("semiret", "indexes"))
+    assert {"semiret.methods", "semiret.indexes.kernels", "semiret.cli"} <= found
 
 
 def test_every_layer_imports_only_the_layers_below_it():

@@ -328,6 +328,10 @@ def _parameter_groups(model: torch.nn.Module, learning_rate: float, learning_rat
 
 
 def _linear_schedule(warmup_steps: int, total_steps: int) -> Callable[[int], float]:
+    """Linear warm-up, then linear decay to 0: ``transformers.get_linear_schedule_with_warmup``'s shape, written
+    here because its warm-up starts at a factor of 0 (the first step then changes nothing) where this one starts at
+    ``1 / warmup_steps``, which every recorded training of this project used."""
+
     def factor(step: int) -> float:
         if warmup_steps and step < warmup_steps:
             return (step + 1) / warmup_steps
