@@ -135,8 +135,7 @@ class GDRBatches(BatchSource):
         examples = []
         if self.training_set is not None:
             for pair in self.training_set.pairs * self.repeats:
-                others = tuple(self.rows[d] for d in self.training_set.positives[pair.query_id] if d != pair.positive.id)
-                examples.append(HierarchyExample(pair.query, self.rows[pair.positive.id], others))
+                examples.append(HierarchyExample.labelled(pair, self.rows, self.training_set.positives))
         for row, document in enumerate(self.documents):
             words = document.full_text.split()
             for _ in range(self.spans):

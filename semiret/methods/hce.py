@@ -251,10 +251,8 @@ class HierarchyBatches(BatchSource):
         supervised = []
         if self.training_set is not None:
             for pairs in self.training_set.batches(self.batch_size, rng):
-                supervised.append(tuple(
-                    HierarchyExample(p.query, self.rows[p.positive.id],
-                                     tuple(self.rows[d] for d in self.training_set.positives[p.query_id]
-                                           if d != p.positive.id)) for p in pairs))
+                supervised.append(tuple(HierarchyExample.labelled(p, self.rows, self.training_set.positives)
+                                        for p in pairs))
         if not self.unsupervised:
             return seeded([HierarchyBatch(supervised=s) for s in supervised], rng)
         if supervised:

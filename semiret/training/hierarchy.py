@@ -64,6 +64,13 @@ class HierarchyExample:
     document: int
     excluded: tuple[int, ...] = ()
 
+    @classmethod
+    def labelled(cls, pair, rows: dict[str, int], positives: dict[str, set[str]]) -> "HierarchyExample":
+        """A training pair's query and positive, the query's other judged documents excluded (``rows``: the row of
+        each document id in the clustered corpus; ``positives``: each query's judged documents)."""
+        others = tuple(rows[d] for d in positives[pair.query_id] if d != pair.positive.id)
+        return cls(pair.query, rows[pair.positive.id], others)
+
 
 @dataclass(frozen=True)
 class HierarchyBatch:
