@@ -65,32 +65,44 @@ class Document:
 def _pick(record: dict, names: tuple[str, ...]) -> tuple[str, object] | None:
     """The first of ``names`` in ``record`` holding a value, as (name, value); when every one there is null or empty,
     the first of them (so ``{"text": null, "contents": "..."}`` reads the contents); None when none is there."""
-    present = [name for name in names if name in record]
-    name = next((n for n in present if record[n] is not None and record[n] != ""), present[0] if present else None)
-    return None if name is None else (name, record[name])
+    first = None
+    for name in names:
+        if name in record:
+            value = record[name]
+            if value is not None and value != "":
+                return name, value
+            if first is None:
+                first = name
+    return None if first is None else (first, record[first])
 
 
-def _field(record: dict, names: tuple[str, ...], what: str) -> str | None:
-    """:func:`_pick`'s value as a string (a null text is empty); ids may be integers (many collections number their
-    documents), texts are strings. Raises ValueError naming the field."""
-    picked = _pick(record, names)
-    if picked is None:
-        return None
-    name, value = picked
+def _as_string(name: str, value, what: str) -> str:
+    """A picked value as a string (a null text or title is empty); ids may be integers (many collections number
+    their documents), texts are strings. Raises ValueError naming the field."""
     if value is None and what != "id":
         return ""
     allowed = (str, int) if what == "id" else str
     if not isinstance(value, allowed) or isinstance(value, bool):
         kind = "a string or an integer" if what == "id" else "a string"
         raise ValueError(f"field {name!r} must be {kind}, got {type(value).__name__}")
-    return str(value)
+    return value if isinstance(value, str) else str(value)
 
 
 def _required(record: dict, names: tuple[str, ...], what: str) -> str:
-    value = _field(record, names, what)
-    if value is None:
+    picked = _pick(record, names)
+    if picked is None:
         raise ValueError(f"missing {what} field (one of {', '.join(map(repr, names))})")
-    return value
+    return _as_string(*picked, what)
+
+
+def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, object] | None, object]:
+    """(id, text or None, title) as picked from a document's record, each field looked up once."""
+    doc_id, text, title = _pick(record, ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
+    if doc_id is None:
+        raise ValueError(f"missing id field (one of {', '.join(map(repr, ID_FIELDS))})")
+    if text is None and not title:
+        raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
+    return doc_id, text, title
 
 
 def record_fields(record: dict) -> dict:
@@ -99,23 +111,19 @@ def record_fields(record: dict) -> dict:
     ignored), as ``{"_id", "title", "text"}`` with the values found (an integer id as its string; a text missing
     beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
     are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""
-    doc_id, text, title = _pick(record, ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
-    if doc_id is None:
-        raise ValueError(f"missing id field (one of {', '.join(map(repr, ID_FIELDS))})")
-    if text is None and not title:
-        raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
-    doc_id, text = doc_id[1], None if text is None else text[1]
+    (_, doc_id), text, title = _document_fields(record)
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
-    return {"_id": doc_id, "title": "" if title is None else title, "text": "" if text is None else text}
+    return {"_id": doc_id, "title": "" if title is None else title, "text": "" if text is None or text[1] is None
+            else text[1]}
 
 
 def record_document(record: dict) -> Document:
     """The :class:`Document` a JSON object describes (:func:`record_fields`); a value of the wrong type is a
     ValueError naming its field."""
-    record_fields(record)  # what is missing
-    return Document(_required(record, ID_FIELDS, "id"), _field(record, TEXT_FIELDS, "text") or "",
-                    _field(record, ("title",), "title") or "")
+    doc_id, text, title = _document_fields(record)
+    return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
+                    _as_string("title", title, "title"))
 
 
 def as_document(item, position: int) -> Document:
