@@ -210,8 +210,7 @@ def _tsv_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
             if len(row) > width:
                 raise DataFormatError(f"{len(row)} columns, but the header on line {header_line} names {width}",
                                       path, line)
-            cell = lambda k: row[k] if k is not None and k < len(row) else ""  # noqa: E731
-            yield line, cell(named[0]), cell(named[1]), cell(named[2])
+            yield line, *(row[k] if k is not None and k < len(row) else "" for k in named)
         else:
             if not 2 <= len(row) <= width:
                 hint = " (a text holding a tab? Name the columns in a first row, or use JSONL)" * (len(row) > width)
@@ -229,12 +228,15 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     path = _corpus_file(path)
     seen: dict[str, int] = {}
     truncated = 0
+    spaced: list[str] = []
 
     def checked(document: Document, line: int) -> Document:
         nonlocal truncated
         problem = document_id_problem(document.id)
         if problem is not None:
             raise DataFormatError(problem, path, line)
+        if " " in document.id:
+            spaced.append(document.id)
         if document.id in seen:
             raise DataFormatError(f"duplicate document id {document.id!r} (first seen on line {seen[document.id]})",
                                   path, line)
@@ -256,6 +258,9 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
             yield checked(document, line)
     if truncated:
         log.warning("%s: %d documents longer than %d characters were truncated", path, truncated, MAX_DOC_CHARS)
+    if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
+        log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
+                    "can)", path, len(spaced), spaced[0])
 
 
 def count_documents(path: str | Path) -> int:

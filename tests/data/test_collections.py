@@ -285,6 +285,15 @@ def test_non_string_fields(tmp_path):
     assert [(d.id, d.text, d.title) for d in iter_corpus(numbered)] == [("7", "x", ""), ("b", "", "")]
 
 
+def test_ids_with_spaces_are_read_with_one_warning(tmp_path, caplog):
+    """They search and serve like any id; only TREC runs and qrels, split at whitespace, cannot name them."""
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "doc one", "text": "x"}, {"_id": "doc two", "text": "y"},
+                                                   {"_id": "three", "text": "z"}])
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(path)] == ["doc one", "doc two", "three"]
+    assert caplog.text.count("document ids hold a space") == 1 and "2 document ids" in caplog.text
+
+
 def test_empty_document_id(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "  ", "text": "x"}])
     with pytest.raises(DataFormatError, match=":1: empty document id"):
