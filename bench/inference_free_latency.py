@@ -1,7 +1,8 @@
 """Inference-free search against BM25 on the same corpus: single-thread query latency, measured in one run.
 
 ``python bench/inference_free_latency.py [--docs N] [--quick] [--model inference-free-scifact] [--sample S]``
-prints one JSON object.
+prints one JSON object (``--quick``: SciFact's first 500 documents, which the model encodes in seconds, and the small
+synthetic corpus: a smoke run).
 
 Per corpus, these systems are timed one query at a time (``retriever.search([text], k=K)``, ``--k``,
 default 10: query analysis or tokenization plus IDF lookup, search, id decoding), in rounds over all
@@ -40,7 +41,8 @@ from dataclasses import replace
 from functools import partial
 
 import numpy as np
-from corpus import bench_corpora, common_arguments, emit, load_documents, load_queries, machine, timed_rounds
+from corpus import (QUICK_SCIFACT_DOCS, bench_corpora, common_arguments, emit, load_documents, load_queries, machine,
+                    timed_rounds)
 
 from semiret.search.lexical import DEFAULT_MIN_IDF
 
@@ -90,7 +92,7 @@ def run_corpus(name, directory, split, workdir, args) -> dict:
     from semiret.search.neural import InferenceFreeRetriever, encoder_config
     from semiret.search import BM25Retriever
 
-    docs = load_documents(directory)
+    docs = load_documents(directory, QUICK_SCIFACT_DOCS if args.quick and name == "scifact" else None)
     texts = load_queries(directory, split)[:N_LATENCY_QUERIES]
     result = {"corpus": name, "documents": len(docs), "queries": len(texts)}
     bm25_path = workdir / f"if-lat-{name}-bm25"
