@@ -72,7 +72,16 @@ class SearchResponse(BaseModel):
 class DeleteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[str] = Field(description="Ids to delete; unknown ones are skipped.")
+    ids: list[str] = Field(description="Ids to delete; unknown ones are skipped; an integer is read as its string, "
+                                       "as in an upsert.")
+
+    @field_validator("ids", mode="before")
+    @classmethod
+    def _numbered_ids(cls, ids: Any) -> Any:
+        """Integer ids as their strings, as documents are upserted (``{"id": 17}`` is document "17")."""
+        if isinstance(ids, list):
+            return [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
+        return ids
 
 
 class WriteResponse(BaseModel):

@@ -267,6 +267,9 @@ def test_upsert_reads_the_field_names_the_cli_reads(client, indexes):
     answer = client.put("/indexes/tiny/documents", headers={**WRITE, "content-type": "application/x-ndjson"},
                         content='\ufeff{"_id": "b1", "text": "axolotl"}\n'.encode())
     assert answer.json() == {"status": "acknowledged", "upserted": 1}, answer.text
+    deleted = client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": [17]})
+    assert deleted.json() == {"status": "acknowledged", "deleted": 1}, deleted.text  # the document upserted as 17
+    assert client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": [True]}).status_code == 422
 
 
 def test_upsert_streams_jsonl(client, indexes):
