@@ -37,3 +37,30 @@ def test_broken_model_directory_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(SemiretError, match="cannot load"):
         load_masked_lm(str(tmp_path))
+
+
+def test_a_model_copied_over_another_is_whole_or_not_there(tmp_path, monkeypatch):
+    """``semiret adapt`` publishes its adapted (or kept) model by copying it over the run's ``model`` folder: a copy
+    that fails half-way leaves the model that was there whole (it used to be removed first, then copied)."""
+    import shutil
+
+    from semiret.models import base
+
+    source, target = tmp_path / "adapted", tmp_path / "model"
+    for folder, text in ((source, "new"), (target, "old")):
+        folder.mkdir()
+        (folder / "a.json").write_text(text)
+        (folder / "b.json").write_text(text)
+
+    def copy_then_fail(src, dst, **options):
+        shutil.copy(src / "a.json", dst / "a.json")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(base.shutil, "copytree", copy_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        base.copy_model_directory(source, target)
+    assert {p.name: p.read_text() for p in target.iterdir()} == {"a.json": "old", "b.json": "old"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adapted", "model"]  # no staging folder left
+    monkeypatch.undo()
+    base.copy_model_directory(source, target)
+    assert {p.name: p.read_text() for p in target.iterdir()} == {"a.json": "new", "b.json": "new"}
