@@ -268,13 +268,14 @@ def count_documents(path: str | Path) -> int:
     header), without parsing them: a progress bar's total, and what an index that cannot hold them all checks
     before encoding any."""
     path = _corpus_file(path)
+    tsv = _is_tsv(path)  # a format not read is refused before the file is
     count, first = 0, None
     with open_data_file(path) as handle:
         for raw in handle:
             if raw.strip():
                 count += 1
                 first = raw if first is None else first
-    header = (first is not None and _is_tsv(path) and _header_columns(
+    header = (first is not None and tsv and _header_columns(
         first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), CORPUS_COLUMNS) is not None)
     return count - header
 
