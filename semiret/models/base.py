@@ -25,12 +25,12 @@ from semiret import progress
 from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json, staged_directory
+from semiret.models.checkpoints import ENCODER_FILE
 from semiret.models.inputs import Batch, TextBatcher, check_texts
 from semiret.models.sparse import SparseVectors
 
 log = logging.getLogger(__name__)
 
-ENCODER_FILE = "semiret-encoder.json"
 HEAD_FILE = "head.safetensors"
 DELTA_FILE = "backbone-delta.safetensors"
 """A saved encoder that records a ``base``: the backbone weights that differ from that packaged model's."""

@@ -58,8 +58,13 @@ class SavedModelKind:
         atomic_write_json(Path(directory) / self.marker, {"format": self.format, "version": 1, **fields})
 
     @property
+    def name(self) -> str:
+        """The kind's short name (``sidr``, ``inference-free``, ...)."""
+        return self.marker.removesuffix(".json")
+
+    @property
     def format(self) -> str:
-        return "semiret." + self.marker.removesuffix(".json")
+        return "semiret." + self.name
 
 
 SIDR = SavedModelKind("sidr.json", "a saved SiDR model", "sidr-scifact", "semiret train sidr")
@@ -68,6 +73,35 @@ INFERENCE_FREE = SavedModelKind("inference-free.json", "a saved inference-free m
 NAIL = SavedModelKind("nail.json", "a saved NAIL model", "nail-scifact", "semiret train nail")
 GDR = SavedModelKind("gdr.json", "a saved GDR model", "gdr-scifact", "semiret train gdr")
 SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE, NAIL, GDR)
+
+
+
+def saved_model_kind(name_or_path: str) -> SavedModelKind | None:
+    """The kind of saved model ``name_or_path`` is (a directory, or a packaged checkpoint's name), else None (an
+    encoder, a registry name, a hub id, or nothing at all)."""
+    for candidate in (Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path):
+        for kind in SAVED_MODEL_KINDS:
+            if (candidate / kind.marker).is_file():
+                return kind
+    return None
+
+
+ENCODER_FILE = "semiret-encoder.json"
+"""Written beside an encoder semiret trained or adapted: its family (``dense``, ``splade``), pooling, lengths."""
+ENCODER_FAMILIES = ("dense", "splade")
+
+
+def encoder_family(name_or_path: str) -> str | None:
+    """``dense`` or ``splade`` for an encoder semiret saved (its :data:`ENCODER_FILE`) or a registry model whose
+    family is known; None otherwise (a saved model of another kind, a hub id, an unknown folder)."""
+    entry = packaged.REGISTRY.get(packaged.ALIASES.get(name_or_path, name_or_path))
+    if entry is not None:
+        return entry.family
+    for candidate in (Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path):
+        if (candidate / ENCODER_FILE).is_file():
+            return json.loads((candidate / ENCODER_FILE).read_text()).get("family")
+    return None
+
 
 IDF_FILE = "idf.json"
 """The token-weight table an inference-free model was trained with (its query side)."""

@@ -196,5 +196,6 @@ class GDRRetriever(Retriever):
     """GDR: cluster ids decoded by constrained beam search, dense matching inside the decoded clusters."""
 
     name = "gdr"
+    model_kinds = ("gdr",)
     documents = GDRDocuments
     queries = GDRQueries

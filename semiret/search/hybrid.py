@@ -61,6 +61,7 @@ class HybridDocuments(DocumentSide):
         neural_fields = {f.name for f in fields(neural.documents.Options)}
         if options.model is not None and "model" not in neural_fields:
             raise SemiretError(f"retriever {options.neural!r} takes no model")
+        neural.check_model(options.model)
         neural_options = neural.documents.Options(**({"model": options.model} if options.model else {}))
         bm25 = retriever_class("bm25")
         return cls({LEXICAL: (bm25.name, bm25.documents.create(bm25.documents.Options())),

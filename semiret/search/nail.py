@@ -169,6 +169,7 @@ class NailSparseRetriever(Retriever):
     """NAIL documents pruned to their top-k tokens in an inverted index; queries only tokenized."""
 
     name = "nail-sparse"
+    model_kinds = ("nail",)
     documents = NailSparseDocuments
     queries = NailTokenQueries
 
@@ -283,6 +284,7 @@ class NailExhaustiveRetriever(Retriever):
     """NAIL-exh: every document scored by lookup and sum over its full vocabulary scores."""
 
     name = "nail-exh"
+    model_kinds = ("nail",)
     documents = NailMatrixDocuments
     queries = NailMatrixQueries
 
@@ -333,6 +335,7 @@ class BM25NailRetriever(Retriever):
     """BM25+NAIL: BM25's top 100 re-ranked by NAIL scores (lookup and sum), the paper's main setting."""
 
     name = "bm25+nail"
+    model_kinds = ("nail",)
     documents = NailMatrixDocuments
     queries = BM25ThenNailQueries
     can_search = NailExhaustiveRetriever.can_search  # the same index: BM25's postings beside NAIL's scores

@@ -266,6 +266,7 @@ class SpladeRetriever(Retriever):
     """Siamese SPLADE: queries are encoded by the document model."""
 
     name = "splade"
+    model_kinds = ("splade", "inference-free")
     documents = SpladeDocuments
     queries = SpladeQueries
 
@@ -276,6 +277,7 @@ class InferenceFreeRetriever(Retriever):
     with), as in the inference-free paper. Opens indexes built by ``splade`` too: same document vectors."""
 
     name = "inference-free"
+    model_kinds = ("inference-free", "splade")
     documents = InferenceFreeDocuments
     queries = IDFQueries
 
@@ -390,5 +392,6 @@ class DenseRetriever(Retriever):
     tree)."""
 
     name = "dense"
+    model_kinds = ("dense",)
     documents = DenseDocuments
     queries = DenseQueries

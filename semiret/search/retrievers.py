@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.collection import Document, as_document, batched
+from semiret.data.packaged import LIST_HINT
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
+from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
 from semiret.types import Hit, SearchHits
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,11 @@ class Retriever:
     queries: ClassVar[type[QuerySide]]
     index_kinds: ClassVar[tuple[str, ...]] = ()
     """Index kinds this retriever can search (default: the one its document side writes)."""
+    model_kinds: ClassVar[tuple[str, ...]] = ()
+    """What its ``model`` option takes: saved semiret models by kind (``sidr``, ``inference-free``, ``nail``,
+    ``gdr``) and encoders by family (``dense``, ``splade``). A model of another kind is refused before it loads,
+    naming the retrievers that take it; a model of no known kind (a hub id, a plain transformers folder) is left to
+    the side that loads it."""
 
     def __init__(self, index, query_side: QuerySide, document_side: DocumentSide, scratch=None):
         self.index = index
@@ -149,7 +156,28 @@ class Retriever:
         if misplaced:
             raise SemiretError(f"option(s) {', '.join(misplaced)} do not apply when searching with retriever "
                                f"{cls.name!r} (its search options: {', '.join(search_names) or 'none'})")
-        return option_tools.build(cls.queries.Options, options, cls.name)
+        built = option_tools.build(cls.queries.Options, options, cls.name)
+        cls.check_model(getattr(built, "model", None))
+        return built
+
+    @classmethod
+    def check_model(cls, model: str | None) -> None:
+        """Refuse ``model`` when it is a saved model or an encoder this retriever does not take (see
+        :attr:`model_kinds`), naming the retrievers that do."""
+        if model is None or not cls.model_kinds:
+            return
+        saved = saved_model_kind(model)
+        family = None if saved else encoder_family(model)
+        kind = saved.name if saved else family
+        if kind is None or kind in cls.model_kinds:
+            return
+        if saved is None and any(k in cls.model_kinds for k in ENCODER_FAMILIES):
+            return  # an encoder of another family: loading it as this retriever's family is the user's experiment
+        takers = [name for name, other in RETRIEVERS.items() if kind in other.model_kinds]
+        what = saved.what if saved else f"a {family} encoder"
+        raise SemiretError(f"{model} is {what}, which retriever {cls.name!r} does not take"
+                           + (f"; search it with -r {', '.join(takers)}" if takers else "")
+                           + f" ({LIST_HINT})")
 
     # ------------------------------------------------------------------ index life cycle
     @classmethod
@@ -165,7 +193,10 @@ class Retriever:
             raise SemiretError("a Milvus collection needs a name (path)")
         if path is not None and backend is None:
             check_build_target(Path(path), overwrite)  # before a model loads or a document is read
-        document_side = cls.documents.create(option_tools.build(cls.documents.Options, build_options, cls.name))
+        document_options = option_tools.build(cls.documents.Options, build_options, cls.name)
+        cls.check_model(getattr(document_options, "model", None))
+        cls.check_model(search_options.get("model"))  # a query side's model (sidr-beta), before anything is built
+        document_side = cls.documents.create(document_options)
         scratch = None
         if path is None:
             scratch = tempfile.TemporaryDirectory(prefix="semiret-index-")

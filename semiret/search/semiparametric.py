@@ -20,7 +20,7 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.indexes.inverted import InvertedIndex
-from semiret.models.checkpoints import SIDR, check_adapted_corpus
+from semiret.models.checkpoints import SIDR, check_adapted_corpus, encoder_family
 from semiret.options import local_field
 from semiret.search.lexical import TokenSets, index_vocabulary
 from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
@@ -108,6 +108,7 @@ class SiDRFullRetriever(Retriever):
     """Full parametric SiDR: documents encoded by the SiDR document encoder into an ``impact`` index."""
 
     name = "sidr-full"
+    model_kinds = ("sidr",)
     documents = SiDRDocuments
     queries = SiDRQueries
 
@@ -167,6 +168,7 @@ class SiDRBetaRetriever(Retriever):
     """Beta search over the bag-of-tokens index the tokenizer alone builds."""
 
     name = "sidr-beta"
+    model_kinds = ("sidr",)
     documents = TokenSets
     queries = SiDRBetaQueries
 
@@ -216,9 +218,8 @@ class LateParametricQueries(SiDRBetaQueries):
             else:
                 from semiret.models.encoders import load_encoder
 
-                saved = Path(self.rerank_model) / "semiret-encoder.json"
-                family = None if saved.is_file() else ("splade" if self.rerank_model == "splade-tiny" else "dense")
-                self._second = load_encoder(self.rerank_model, family)
+                # a saved encoder's family or a registry model's; a plain transformers model is read as dense
+                self._second = load_encoder(self.rerank_model, encoder_family(self.rerank_model) or "dense")
         return self._second
 
     @property
@@ -332,6 +333,7 @@ class LateParametricRetriever(Retriever):
     """Beta search, then late parametric re-ranking of the top m with cached embeddings."""
 
     name = "sidr-beta-rerank"
+    model_kinds = ("sidr",)
     documents = TokenSets
     queries = LateParametricQueries
 

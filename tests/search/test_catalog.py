@@ -1,0 +1,121 @@
+"""What `semiret models` lists, and retrievers refusing a model of a kind they do not take (before it loads, before
+anything is written), naming the retrievers that do. Fake model folders hold only the JSON that says what they are:
+nothing here loads weights."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import packaged
+from semiret.errors import SemiretError
+from semiret.models.checkpoints import GDR, NAIL, SIDR, encoder_family, saved_model_kind
+from semiret.search import DenseRetriever, HybridRetriever, NailSparseRetriever, SiDRBetaRetriever
+from semiret.search.catalog import available_models
+
+from helpers import TINY_DOCS
+
+
+def _saved(folder, kind, training=None):
+    folder.mkdir(parents=True)
+    kind.write_marker(folder, **({"training": training} if training else {}))
+    return folder
+
+
+def _encoder(folder, family, training=None):
+    folder.mkdir(parents=True)
+    (folder / "semiret-encoder.json").write_text(json.dumps({"family": family}))
+    (folder / "weights.bin").write_bytes(b"\0" * 2**20)
+    if training:
+        (folder / "training.json").write_text(json.dumps(training))
+    return folder
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    """A packaged-checkpoints folder holding a SiDR model, a dense encoder and a GDR model."""
+    root = tmp_path / "checkpoints"
+    _saved(root / "sidr-x", SIDR, {"config": {"data": "/data/scifact", "split": "train", "base": "splade-tiny"},
+                                   "train_seconds": 600})
+    _encoder(root / "hce-x", "dense", {"config": {"data": "scifact", "split": "train", "base": "minilm"}})
+    _saved(root / "gdr-x", GDR, {"command": "semiret train gdr --data vaswani --epochs 2"})
+    monkeypatch.setattr(packaged, "PACKAGED_CHECKPOINTS", root)
+    return root
+
+
+def test_the_catalog_reads_each_checkpoint_from_its_own_files(shipped):
+    entries = {entry.name: entry for entry in available_models()}
+    assert [e.source for e in entries.values()] == ["registry"] * len(packaged.REGISTRY) + ["packaged"] * 3
+    sidr = entries["sidr-x"]
+    assert (sidr.kind, sidr.base, sidr.trained_on, sidr.train_minutes) == ("sidr", "splade-tiny", "scifact (train)", 10)
+    assert sidr.retrievers == ("sidr-full", "sidr-beta", "sidr-beta-rerank", "hybrid")
+    hce = entries["hce-x"]
+    assert (hce.kind, hce.base, hce.trained_on, hce.retrievers) == ("dense", "minilm", "scifact (train)",
+                                                                     ("dense", "hybrid"))
+    assert hce.size_mb == 1.0
+    assert entries["gdr-x"].trained_on == "vaswani"  # from the command line it recorded
+    assert entries["gdr-x"].retrievers == ("gdr", "hybrid")
+    minilm = entries["minilm"]
+    assert (minilm.kind, minilm.hub_id, minilm.installed) == ("dense", "sentence-transformers/all-MiniLM-L6-v2", True)
+    assert entries["smollm2-135m"].retrievers == ()  # a base for training, searched by no retriever
+
+
+def test_models_command_lists_the_shipped_checkpoints():
+    result = CliRunner().invoke(app, ["models", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    for folder in packaged.PACKAGED_CHECKPOINTS.iterdir():
+        assert listed[folder.name]["source"] == "packaged"
+    assert listed["inference-free-scifact"]["kind"] == "inference-free"
+    assert "inference-free" in listed["inference-free-scifact"]["retrievers"]
+    assert listed["nail-scifact"]["retrievers"][:3] == ["nail-sparse", "nail-exh", "bm25+nail"]
+    table = CliRunner().invoke(app, ["models"], terminal_width=200)
+    assert table.exit_code == 0 and "sidr-scifact" in table.stdout and "sidr-full" in table.stdout
+
+
+def test_kinds_of_models():
+    assert saved_model_kind("sidr-scifact") is SIDR and saved_model_kind("nail-scifact") is NAIL
+    assert saved_model_kind("minilm") is None and saved_model_kind("org/some-model") is None
+    assert encoder_family("minilm") == "dense" and encoder_family("splade-tiny") == "splade"
+    assert encoder_family("hce-scifact") == "dense" and encoder_family("org/some-model") is None
+
+
+def test_a_saved_model_of_another_kind_is_refused_before_anything_is_written(tmp_path):
+    sidr = _saved(tmp_path / "my-sidr", SIDR)
+    with pytest.raises(SemiretError, match=r"my-sidr is a saved SiDR model, which retriever 'dense' does not take; "
+                                           r"search it with -r sidr-full, sidr-beta, sidr-beta-rerank"):
+        DenseRetriever.build(TINY_DOCS, tmp_path / "index", model=str(sidr))
+    assert not (tmp_path / "index").exists()
+
+
+def test_an_encoder_given_to_a_retriever_of_saved_models_names_where_it_goes(tmp_path):
+    encoder = _encoder(tmp_path / "my-encoder", "dense")
+    with pytest.raises(SemiretError, match=r"is a dense encoder, which retriever 'nail-sparse' does not take; "
+                                           r"search it with -r dense"):
+        NailSparseRetriever.build(TINY_DOCS, tmp_path / "index", model=str(encoder))
+    assert not (tmp_path / "index").exists()
+
+
+def test_a_query_side_model_is_checked_before_the_index_is_built(tmp_path):
+    nail = _saved(tmp_path / "my-nail", NAIL)
+    with pytest.raises(SemiretError, match="saved NAIL model, which retriever 'sidr-beta' does not take"):
+        SiDRBetaRetriever.build(TINY_DOCS, tmp_path / "index", model=str(nail))
+    assert not (tmp_path / "index").exists()
+
+
+def test_hybrid_checks_its_neural_part_model(tmp_path):
+    gdr = _saved(tmp_path / "my-gdr", GDR)
+    with pytest.raises(SemiretError, match="saved GDR model, which retriever 'inference-free' does not take; "
+                                           "search it with -r gdr"):
+        HybridRetriever.build(TINY_DOCS, tmp_path / "index", neural="inference-free", model=str(gdr))
+    assert not (tmp_path / "index").exists()
+
+
+def test_models_of_no_known_kind_are_left_to_the_side_that_loads_them(tmp_path):
+    for model in ("org/some-model", str(tmp_path)):  # a hub id, a plain folder: no check can say
+        DenseRetriever.check_model(model)
+        NailSparseRetriever.check_model(model)
+    DenseRetriever.check_model("splade-tiny")  # another encoder family: the user's experiment, not refused
