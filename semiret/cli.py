@@ -219,8 +219,12 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            device: Optional[str] = _encoding_device_option(),
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts in the tables."),
-           with_text: bool = typer.Option(False, help="Put each hit's stored text in the --json lines too (the "
-                                          "service's with_text)."),
+           with_text: bool = typer.Option(False, help="Put each hit's stored text and metadata in the --json lines "
+                                          "too (the service's with_text)."),
+           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only documents whose stored metadata "
+                                                       "matches: FIELD=VALUE (VALUE read as JSON when it is: year=2020 "
+                                                       "a number, 'year={\"gte\": 2019}' a range); repeat for more "
+                                                       "(one field twice: either value), or one JSON object."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
@@ -239,7 +243,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
     query_ids, texts = list(named), list(named.values())
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
-    found = searcher.search(texts, k=k, n_threads=threads)
+    found = searcher.search(texts, k=k, n_threads=threads, filter=_filter(filter_) if filter_ else None)
     if run is not None:
         write_trec_run(found.as_run(query_ids), run, tag=searcher.name)
         if queries is not None and not as_json:
@@ -248,7 +252,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     for query_id, text, hits in zip(query_ids, texts, found):
         if as_json:
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), "query": text,
-                              "hits": [{"id": h.id, "score": h.score, **({"text": h.text} if with_text else {})}
+                              "hits": [{"id": h.id, "score": h.score, **(_stored(h) if with_text else {})}
                                        for h in hits]}))
             continue
         # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")
@@ -266,6 +270,38 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             shown = passage if len(passage) <= room else passage[: room - 1] + "…"
             table.add_row(*row, *([escape(shown)] if show_text else []))
         stdout.print(table)
+
+
+def _filter(conditions: list[str]) -> dict:
+    """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value), or a JSON
+    object."""
+    if len(conditions) == 1 and conditions[0].lstrip().startswith("{"):
+        try:
+            return json.loads(conditions[0])
+        except json.JSONDecodeError as exc:
+            raise SemiretError(f"--filter {conditions[0]!r} is not a JSON object ({exc.msg})") from None
+    spec: dict = {}
+    for condition in conditions:
+        field, equals, value = condition.partition("=")
+        if not equals or not field.strip():
+            raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE (or one JSON object)")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass  # a plain string
+        field = field.strip()
+        if field in spec:
+            before = spec[field] if isinstance(spec[field], list) else [spec[field]]
+            spec[field] = before + (value if isinstance(value, list) else [value])
+        else:
+            spec[field] = value
+    return spec
+
+
+def _stored(hit) -> dict:
+    """A hit's stored text and, when it has some, metadata, for a --json line."""
+    metadata = hit.metadata
+    return {"text": hit.text, **({"metadata": metadata} if metadata else {})}
 
 
 app.command()(command_with_options(index, _option_classes("documents"), help_suffix=_applies_to("documents")))

@@ -87,8 +87,8 @@ DocumentLookup = Callable[[str], "Document | None"]
 
 @dataclass(frozen=True)
 class Hit:
-    """One result. Unpacks as ``doc_id, score = hit``; ``hit.document`` / ``hit.text`` read the stored document
-    (None when the index keeps no texts)."""
+    """One result. Unpacks as ``doc_id, score = hit``; ``hit.document`` / ``hit.text`` / ``hit.metadata`` read the
+    stored document (None when the index keeps no texts)."""
 
     id: str
     score: float
@@ -106,6 +106,12 @@ class Hit:
     def text(self) -> str | None:
         document = self.document
         return document.full_text if document is not None else None
+
+    @property
+    def metadata(self) -> dict | None:
+        """The stored document's metadata ({} when it has none; None when the index keeps no documents)."""
+        document = self.document
+        return (document.metadata or {}) if document is not None else None
 
 
 @dataclass

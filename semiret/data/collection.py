@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -40,26 +40,40 @@ def document_id_problem(doc_id: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One corpus entry; ``full_text`` is what analyzers and encoders see."""
+    """One corpus entry; ``full_text`` is what analyzers and encoders see. ``metadata`` (a JSON object, as in
+    BEIR's ``corpus.jsonl``) is stored with the text and never encoded: searches filter on it (``filter=``)."""
 
     id: str
     text: str
     title: str = ""
+    metadata: dict | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.id, str) and isinstance(self.text, str) and isinstance(self.title, str):
+        if isinstance(self.id, str) and isinstance(self.text, str) and isinstance(self.title, str) \
+                and (self.metadata is None or isinstance(self.metadata, dict)):
             return  # the common case, at a corpus's every document: one test each
-        name = next(n for n in ("id", "text", "title") if not isinstance(getattr(self, n), str))
-        value = getattr(self, name)
-        raise SemiretError(f"a document's {name} must be a string, got {type(value).__name__} "
-                           f"({value!r}{f' in document {self.id!r}' if name != 'id' else ''})")
+        for name, kind, types in (("id", "a string", str), ("text", "a string", str), ("title", "a string", str),
+                                  ("metadata", "an object (dict)", (dict, type(None)))):
+            value = getattr(self, name)
+            if not isinstance(value, types):
+                raise SemiretError(f"a document's {name} must be {kind}, got {type(value).__name__} "
+                                   f"({value!r}{f' in document {self.id!r}' if name != 'id' else ''})")
 
     @property
     def full_text(self) -> str:
         return f"{self.title} {self.text}" if self.title else self.text
 
     def to_record(self) -> dict:
-        return {"_id": self.id, "title": self.title, "text": self.text}
+        """The document as a BEIR corpus line (``metadata`` only when it has some)."""
+        record = {"_id": self.id, "title": self.title, "text": self.text}
+        if self.metadata:
+            record["metadata"] = self.metadata
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Document":
+        """A document as :meth:`to_record` wrote it (an index's stored texts)."""
+        return cls(record["_id"], record["text"], record.get("title", ""), record.get("metadata") or None)
 
 
 def _pick(record: dict, names: tuple[str, ...]) -> tuple[str, object] | None:
@@ -107,23 +121,29 @@ def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, objec
 
 def record_fields(record: dict) -> dict:
     """A JSON object describing a document, however it names its fields (BEIR's ``_id``/``title``/``text``,
-    Pyserini's ``id``/``contents``, the other names of :data:`ID_FIELDS` and :data:`TEXT_FIELDS`; other fields are
-    ignored), as ``{"_id", "title", "text"}`` with the values found (an integer id as its string; a text missing
-    beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
+    Pyserini's ``id``/``contents``, the other names of :data:`ID_FIELDS` and :data:`TEXT_FIELDS`; a ``metadata``
+    object is kept, other fields are ignored), as ``{"_id", "title", "text"[, "metadata"]}`` with the values found
+    (an integer id as its string; a text missing beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
     are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""
     (_, doc_id), text, title = _document_fields(record)
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
-    return {"_id": doc_id, "title": "" if title is None else title, "text": "" if text is None or text[1] is None
-            else text[1]}
+    fields_found = {"_id": doc_id, "title": "" if title is None else title,
+                    "text": "" if text is None or text[1] is None else text[1]}
+    if record.get("metadata"):
+        fields_found["metadata"] = record["metadata"]
+    return fields_found
 
 
 def record_document(record: dict) -> Document:
     """The :class:`Document` a JSON object describes (:func:`record_fields`); a value of the wrong type is a
     ValueError naming its field."""
     doc_id, text, title = _document_fields(record)
+    metadata = record.get("metadata") or None
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ValueError(f"field 'metadata' must be an object, got {type(metadata).__name__}")
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
-                    _as_string("title", title, "title"))
+                    _as_string("title", title, "title"), metadata)
 
 
 def as_document(item, position: int) -> Document:
@@ -243,7 +263,7 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
         seen[document.id] = line
         if len(document.text) > MAX_DOC_CHARS:
             truncated += 1
-            document = Document(document.id, document.text[:MAX_DOC_CHARS], document.title)
+            document = replace(document, text=document.text[:MAX_DOC_CHARS])
         return document
 
     if _is_tsv(path):

@@ -105,6 +105,10 @@ class CompositeIndex:
     def __contains__(self, doc_id: str) -> bool:
         return doc_id in self.first
 
+    @property
+    def stores_texts(self) -> bool:
+        return self.first.stores_texts  # the first part holds the documents
+
     def get_document(self, doc_id: str):
         return self.first.get_document(doc_id)
 

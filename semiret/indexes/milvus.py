@@ -202,6 +202,10 @@ class MilvusIndex:
     def __contains__(self, doc_id: str) -> bool:
         return bool(self.present([doc_id]))
 
+    @property
+    def stores_texts(self) -> bool:
+        return bool(self.meta["store_texts"])
+
     def get_document(self, doc_id: str) -> Document | None:
         """The stored document, or None when it is unknown or its text was not stored."""
         if not self.meta["store_texts"]:
@@ -211,8 +215,7 @@ class MilvusIndex:
                                       consistency_level=self.backend.consistency)
         if not rows or not rows[0][DOCUMENT_FIELD]:
             return None
-        record = json.loads(rows[0][DOCUMENT_FIELD])
-        return Document(record["_id"], record["text"], record.get("title", ""))
+        return Document.from_record(json.loads(rows[0][DOCUMENT_FIELD]))
 
     def describe(self) -> dict:
         return {"kind": self.kind, "documents": self.n_docs, "backend": "milvus", "uri": self.backend.uri,

@@ -120,8 +120,7 @@ class Segment:
 
     def document(self, local: int) -> Document:
         """The stored document of a local number (needs stored texts)."""
-        record = json.loads(self.texts[local])
-        return Document(record["_id"], record["text"], record.get("title", ""))
+        return Document.from_record(json.loads(self.texts[local]))
 
     def document_ids(self, locals_: np.ndarray) -> list[str]:
         """Document ids of local numbers, decoded straight from the memory-mapped id table."""
@@ -335,6 +334,11 @@ class SegmentedIndex(ABC):
     def live_ids(self) -> list[str]:
         """Ids of the live documents, segment by segment in the order they were added."""
         return [i for s in self.segments for i in s.document_ids(np.flatnonzero(~s.deleted))]
+
+    @property
+    def stores_texts(self) -> bool:
+        """Whether documents are stored beside their postings or vectors (texts, titles, metadata)."""
+        return bool(self.meta["store_texts"])
 
     def get_document(self, doc_id: str) -> Document | None:
         """The stored document, or None when it is unknown, deleted or texts were not stored."""

@@ -37,6 +37,7 @@ from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
+from semiret.search.filters import MetadataFilter
 from semiret.types import Hit, SearchHits
 
 log = logging.getLogger(__name__)
@@ -294,9 +295,11 @@ class Retriever:
     def encode_query(self, text: str):
         return self.encode_queries([text])[0]
 
-    def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1) -> SearchHits | list[Hit]:
+    def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1,
+               filter: dict | None = None) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
-        hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`."""
+        hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
+        documents whose stored metadata passes it (:mod:`semiret.search.filters`: ``{"source": "pubmed"}``)."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -311,9 +314,42 @@ class Retriever:
             raise SemiretError("k must be at least 1")
         if n_threads < 1:
             raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
-        hits = self.query_side.search(self.index, texts, k, n_threads)
+        if filter is None:
+            hits = self.query_side.search(self.index, texts, k, n_threads)
+        else:
+            hits = self._search_filtered(texts, k, n_threads, MetadataFilter(filter))
         hits.lookup = self.index.get_document
         return hits[0] if single else hits
+
+    def _search_filtered(self, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter) -> SearchHits:
+        """The best ``k`` hits whose metadata passes ``wanted``: each query searched deeper (x4) until ``k`` of its
+        hits pass, its ranking ends or it reaches every document (post-filtering: exact for exhaustive retrievers)."""
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it "
+                               "has no metadata to filter on")
+        passes: dict[str, bool] = {}
+
+        def passing(doc_id: str) -> bool:
+            if doc_id not in passes:
+                document = self.index.get_document(doc_id)
+                passes[doc_id] = document is not None and wanted.matches(document.metadata)
+            return passes[doc_id]
+
+        total = self.index.n_docs
+        ids: list[list[str]] = [[] for _ in texts]
+        scores: list[list[float]] = [[] for _ in texts]
+        pending, depth = list(range(len(texts))), min(max(4 * k, FILTER_DEPTH), max(total, 1))
+        while pending:
+            found = self.query_side.search(self.index, [texts[i] for i in pending], depth, n_threads)
+            unfinished = []
+            for i, hit_ids, hit_scores in zip(pending, found.ids, found.scores):
+                kept = [(d, s) for d, s in zip(hit_ids, hit_scores) if passing(d)][:k]
+                if len(kept) < k and len(hit_ids) >= depth and depth < total:
+                    unfinished.append(i)
+                else:
+                    ids[i], scores[i] = [d for d, _ in kept], [s for _, s in kept]
+            pending, depth = unfinished, min(depth * 4, total)
+        return SearchHits(ids, scores)
 
 
 def _documents(documents, call: str) -> Iterable[Document]:
@@ -334,6 +370,9 @@ def _document_id(doc_id) -> str:
         raise SemiretError(f"document ids are strings, got {type(doc_id).__name__} {doc_id!r}")
     return doc_id
 
+
+FILTER_DEPTH = 100
+"""Hits a filtered search reads first (at least 4 k); deeper by 4x while too few pass."""
 
 RETRIEVERS: dict[str, type[Retriever]] = {}
 

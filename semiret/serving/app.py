@@ -44,6 +44,7 @@ from pydantic import TypeAdapter, ValidationError
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.options import OptionValueError, check_json_values
+from semiret.search.filters import MetadataFilter
 from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
@@ -293,7 +294,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
                               f"searches with retriever {index.retriever.name!r}")
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
-        results = await _search(index, body.queries, k, body.options, body.with_text)
+        if body.filter is not None:
+            try:
+                MetadataFilter(body.filter)
+            except SemiretError as exc:
+                raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
+        results = await _search(index, body.queries, k, body.options, body.with_text, body.filter)
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -320,7 +326,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/json": {"schema": _inlined_schema(UpsertRequest)},
                  "application/x-ndjson": {"schema": {"type": "string", "description":
-                                                     "One document per line: {\"_id\", \"title\", \"text\"}"}}}}})
+                                                     "One document per line: {\"_id\", \"title\", \"text\", \"metadata\"}"}}}}})
     async def upsert(request: Request, index: ServedIndex = Depends(writable)):
         """Add documents; those whose ids exist are replaced (in the same commit). Ids must be unique within
         one request. Answered once durable; a bad document anywhere changes nothing."""
@@ -334,7 +340,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                      f"or application/x-ndjson (one document per line)")
         check_batch(len(documents), "documents")
         _check_unique(documents)
-        upserted = await run_in_threadpool(index.upsert, [Document(d.id, d.text, d.title) for _, d in documents])
+        upserted = await run_in_threadpool(index.upsert, [Document(d.id, d.text, d.title, d.metadata or None) for _, d in documents])
         return {"upserted": upserted}
 
     @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
@@ -347,7 +353,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"], response_model=StoredDocument,
              response_model_exclude_unset=True, response_model_by_alias=True, responses=_errors(401, 404, 503))
     async def get_document(doc_id: str, index: ServedIndex = Depends(readable)):
-        """The stored document: ``{"_id", "title", "text"}`` (only ``_id`` if the index keeps no texts)."""
+        """The stored document: ``{"_id", "title", "text"}`` and its ``metadata`` if it has some (only ``_id`` if the
+        index keeps no texts)."""
         found = await run_in_threadpool(index.document, doc_id)
         if found is None:
             raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
@@ -362,14 +369,15 @@ def app_from_environment() -> FastAPI:
     return create_app(ServeSettings.from_environment())
 
 
-async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool) -> list[list[dict]]:
+async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
+                  filter: dict | None = None) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS):
-        return index.search(queries, k, options, with_text)
-    return await run_in_threadpool(index.search, queries, k, options, with_text)
+        return index.search(queries, k, options, with_text, filter)
+    return await run_in_threadpool(index.search, queries, k, options, with_text, filter)
 
 
 def _inlined_schema(model) -> dict:

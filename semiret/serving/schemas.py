@@ -19,6 +19,8 @@ class DocumentIn(BaseModel):
     id: str = Field(alias="_id", min_length=1, description="Document id, unique within one request.")
     title: str = ""
     text: str = ""
+    metadata: dict[str, Any] | None = Field(None, description="Stored with the document, never encoded: what a "
+                                            "search's filter reads.")
 
     @field_validator("id")
     @classmethod
@@ -50,7 +52,10 @@ class SearchRequest(BaseModel):
     queries: list[str] = Field(description="Query texts; the answer has one list of hits per query.")
     k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
                    "default 10, or the server's --max-k if lower.")
-    with_text: bool = Field(False, description="Include each hit's stored title and text.")
+    with_text: bool = Field(False, description="Include each hit's stored title, text and metadata.")
+    filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches: "
+                                          "{\"field\": value}, {\"field\": [any, of]}, {\"field\": {\"gte\": 1, "
+                                          "\"lt\": 9}}; several fields: all; \"a.b\" a nested field.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")
@@ -61,6 +66,7 @@ class Hit(BaseModel):
     score: float
     title: str | None = Field(None, description="With with_text.")
     text: str | None = Field(None, description="With with_text.")
+    metadata: dict[str, Any] | None = Field(None, description="With with_text, when the document has some.")
 
 
 class SearchResponse(BaseModel):
@@ -122,3 +128,4 @@ class StoredDocument(BaseModel):
     id: str = Field(alias="_id")
     title: str | None = None
     text: str | None = None
+    metadata: dict[str, Any] | None = None

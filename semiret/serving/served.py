@@ -79,15 +79,16 @@ class ServedIndex:
         return {"name": self.name, "retriever": self.retriever.name, **self.index.describe(),
                 "search_options": search_options}
 
-    def search(self, queries: list[str], k: int, options: dict, with_text: bool) -> list[list[dict]]:
-        """One list of hits per query, best first, all from one commit (stored title and text with
-        ``with_text``)."""
+    def search(self, queries: list[str], k: int, options: dict, with_text: bool,
+               filter: dict | None = None) -> list[list[dict]]:
+        """One list of hits per query, best first, all from one commit (stored title, text and metadata with
+        ``with_text``; only documents whose metadata passes ``filter``)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         started = time.perf_counter()
         self.refresh()
         retriever = retriever.pinned()
         results = []
-        for hits in retriever.search(queries, k=k):
+        for hits in retriever.search(queries, k=k, filter=filter):
             rows = []
             for hit in hits:
                 row = {"id": hit.id, "score": hit.score}
@@ -95,6 +96,8 @@ class ServedIndex:
                     document = hit.document
                     row["title"] = document.title if document is not None else None
                     row["text"] = document.text if document is not None else None
+                    if document is not None and document.metadata:
+                        row["metadata"] = document.metadata
                 rows.append(row)
             results.append(rows)
         per_query = (time.perf_counter() - started) * 1000 / max(1, len(queries))

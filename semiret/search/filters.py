@@ -1,0 +1,83 @@
+"""Searches restricted by the documents' stored metadata (``search(..., filter={...})``, ``--filter``, the API's
+``filter``), in the shape of Qdrant's ``match`` and ``range`` conditions, written as one JSON object:
+
+- ``{"source": "pubmed"}``: the field equals the value (a field holding a list matches when any element does);
+- ``{"year": [2019, 2020]}``: any of the values;
+- ``{"year": {"gte": 2019, "lt": 2024}}``: a range (``gt``, ``gte``, ``lt``, ``lte``; numbers with numbers, strings
+  with strings, so ISO dates compare as dates);
+- several fields: all of them; ``"a.b"`` reads the field ``b`` inside the object ``a``.
+
+Every retriever is filtered the same way, after its own ranking (post-filtering): the search goes deeper until ``k``
+documents match or nothing is left, so for exhaustive retrievers the hits are exactly the best matching documents;
+approximate ones (ANN, two-phase, GDR's clusters, re-ranking depths) find what their deeper lists hold.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from typing import Any, Callable
+
+from semiret.errors import SemiretError
+
+RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
+                                                           "lt": operator.lt, "lte": operator.le}
+MISSING = object()
+
+
+def _key(value) -> tuple:
+    """Values compared for equality, by type: numbers by value (2020 and 2020.0 agree), 2020 and "2020" differ."""
+    if _is_number(value):
+        return ("number", float(value))
+    return (type(value).__name__, json.dumps(value, sort_keys=True))
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class MetadataFilter:
+    """A checked filter: :meth:`matches` says whether a document's metadata passes every condition."""
+
+    def __init__(self, spec: dict):
+        if not isinstance(spec, dict) or not spec:
+            raise SemiretError(f"a filter is a non-empty JSON object of field conditions, got {spec!r}")
+        self.spec = spec
+        self._conditions = [(field.split("."), self._condition(field, wanted)) for field, wanted in spec.items()]
+
+    @staticmethod
+    def _condition(field: str, wanted) -> Callable[[Any], bool]:
+        if not isinstance(field, str) or not field or "" in field.split("."):
+            raise SemiretError(f"filter field {field!r}: a field name, or names joined by dots for nested fields")
+        if isinstance(wanted, dict):
+            unknown = sorted(set(wanted) - set(RANGE_OPERATORS))
+            if unknown or not wanted:
+                raise SemiretError(f"filter field {field!r}: a range takes {', '.join(RANGE_OPERATORS)}, "
+                                   f"got {', '.join(unknown) or 'none'}")
+            bounds = list(wanted.items())
+            if not all(_is_number(v) for _, v in bounds) and not all(isinstance(v, str) for _, v in bounds):
+                raise SemiretError(f"filter field {field!r}: a range's bounds are all numbers or all strings")
+            numeric = _is_number(bounds[0][1])
+
+            def in_range(value) -> bool:
+                if not (_is_number(value) if numeric else isinstance(value, str)):
+                    return False  # a string against numeric bounds (or the reverse) is outside the range
+                return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
+            return in_range
+        values = wanted if isinstance(wanted, list) else [wanted]
+        if not values or any(isinstance(v, (dict, list)) for v in values):
+            raise SemiretError(f"filter field {field!r}: a value, a non-empty list of values (any of them) or a "
+                               "range object")
+        keys = {_key(v) for v in values}
+        return lambda value: _key(value) in keys
+
+    def matches(self, metadata: dict | None) -> bool:
+        for path, condition in self._conditions:
+            value = metadata if metadata is not None else MISSING
+            for name in path:
+                value = value.get(name, MISSING) if isinstance(value, dict) else MISSING
+            if value is MISSING:
+                return False
+            if not (any(condition(v) for v in value) if isinstance(value, list) else condition(value)):
+                return False
+        return True
