@@ -138,6 +138,16 @@ class CompositeIndex:
         view.parts = {name: part.pinned() for name, part in self.parts.items()}
         return view
 
+    def restricted(self, wanted) -> "CompositeIndex":
+        """Every part restricted to the documents that pass ``wanted`` (:meth:`SegmentedIndex.restricted`): the
+        first part, which stores the documents, by their metadata; the others by those documents' ids."""
+        first = self.first.restricted(wanted)
+        keys = first.live_keys()
+        view = copy.copy(self)
+        view.parts = {name: first if part is self.first else part.restricted(wanted, keys)
+                      for name, part in self.parts.items()}
+        return view
+
     @contextmanager
     def writing(self) -> Iterator["CompositeIndex"]:
         """Hold every part's write lock, taken in part order (:meth:`SegmentedIndex.writing`)."""

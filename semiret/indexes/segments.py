@@ -5,6 +5,7 @@ one folder per segment, written once and never rewritten::
 
     seg-000000/docids.*.npy   document ids, with a hash table for lookups
                texts.*.npy    stored document JSON (optional)
+               metadata.*.npy each stored document's metadata JSON, when some document has metadata
                deleted.bin    append-only local numbers of deleted documents
                ...            what the index kind keeps per document (postings, vectors, ...)
     write.lock                what writers lock (``flock``), in every process
@@ -33,6 +34,7 @@ import shutil
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
@@ -103,9 +105,11 @@ class Segment:
         self.n_docs: int = info["n_docs"]
         self.docids = StringTable(path, "docids", with_lookup=True)
         self.texts = StringTable(path, "texts") if (path / "texts.offsets.npy").is_file() else None
+        self.metadata = StringTable(path, "metadata") if (path / "metadata.offsets.npy").is_file() else None
         self.deleted = read_deletions(path, self.n_docs, info.get("n_deleted", 0))  # bool [n_docs], in memory
         self._id_table: tuple[memoryview, np.ndarray] | None = None
         self._id_keys: np.ndarray | None = None
+        self._matching: OrderedDict[str, np.ndarray] = OrderedDict()  # shared by with_deleted copies
 
     @property
     def n_deleted(self) -> int:
@@ -140,6 +144,26 @@ class Segment:
                 return joined.tobytes().decode("utf-8").split("\0")[:-1]
         return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
+    def matching(self, wanted, keys: np.ndarray | None = None) -> np.ndarray:
+        """bool [n_docs]: the documents whose stored metadata passes ``wanted`` (a
+        :class:`~semiret.indexes.filters.MetadataFilter`), or, given ``keys``, those whose id hashes are among them
+        (a part that stores no texts, beside one that does). Kept per filter: a segment's documents never change."""
+        found = self._matching.get(wanted.key)
+        if found is None:
+            if keys is not None:
+                found = np.isin(self.id_keys(), keys)
+            elif self.metadata is None:
+                found = np.zeros(self.n_docs, bool)  # no document of this segment has metadata
+            else:
+                found = np.fromiter((wanted.matches(json.loads(m) if m else None) for m in map(
+                    self.metadata.__getitem__, range(self.n_docs))), bool, count=self.n_docs)
+            self._matching[wanted.key] = found
+            if len(self._matching) > FILTERS_KEPT:
+                self._matching.popitem(last=False)
+        else:
+            self._matching.move_to_end(wanted.key)
+        return found
+
     def id_keys(self) -> np.ndarray:
         """Each local document's 64-bit id hash (uint64 [n_docs]: the id lookup table's hashes put back in local
         order), made once: rankings of two indexes of the same documents join on them without decoding ids."""
@@ -148,6 +172,10 @@ class Segment:
             keys[np.asarray(self.docids.hash_order)] = np.asarray(self.docids.hashes)
             self._id_keys = keys
         return self._id_keys
+
+
+FILTERS_KEPT = 32
+"""Filters whose matching documents a segment keeps (the least recently used go first)."""
 
 
 class Snapshot:
@@ -351,6 +379,23 @@ class SegmentedIndex(ABC):
         """A read-only view of the current snapshot: searches and lookups on it all see that one commit, whatever
         is published meanwhile (a search and the stored texts of its hits, say). Never change it."""
         return copy.copy(self)
+
+    def restricted(self, wanted, keys: np.ndarray | None = None) -> "SegmentedIndex":
+        """A read-only view of the current snapshot (as :meth:`pinned`) in which the documents that fail ``wanted``
+        (a :class:`~semiret.indexes.filters.MetadataFilter`; given ``keys``, those whose id hashes are not among
+        them) count as deleted: every search kind then skips them, and scores stay what they are unfiltered
+        (deleted documents count in statistics until a merge, so the snapshot's derived values are shared)."""
+        snapshot = self.snapshot
+        segments = [segment.with_deleted(segment.deleted | ~segment.matching(wanted, keys))
+                    for segment in snapshot.segments]
+        view = copy.copy(self)
+        view.snapshot = Snapshot(snapshot.meta, segments, snapshot.stamp)
+        view.snapshot.derived = snapshot.derived
+        return view
+
+    def live_keys(self) -> np.ndarray:
+        """The id hashes of the live documents (uint64), every segment's."""
+        return np.concatenate([s.id_keys()[~s.deleted] for s in self.segments] or [np.empty(0, np.uint64)])
 
     # ------------------------------------------------------------------ other processes' commits
     def refresh(self, wait: bool = False) -> bool:
@@ -567,6 +612,9 @@ class SegmentedIndex(ABC):
             if self.meta["store_texts"] and batch.documents is not None:
                 StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
                                                     for d in batch.documents])
+                if any(d.metadata for d in batch.documents):  # also alone: filters read it without the texts
+                    StringTable.write(staged, "metadata", [json.dumps(d.metadata, ensure_ascii=False)
+                                                           if d.metadata else "" for d in batch.documents])
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
         self.segments.append(self._open_segment(self.path / info["name"], info))

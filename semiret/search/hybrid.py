@@ -150,25 +150,28 @@ class HybridQueries(QuerySide):
         return [{name: queries[i] for name, queries in encoded.items()} for i in range(len(texts))]
 
     def search(self, index, texts, k, n_threads):
+        """The parts of ``index`` searched (the composite index given: a pinned or filtered view reaches every
+        part), each by its own query side."""
         if self.fusion == "bound":
-            return self._search_bounded(texts, k, n_threads)
+            return self._search_bounded(index, texts, k, n_threads)
         depth = max(k, self.options.fusion_depth)
-        lexical, neural = (self.parts[name].search(texts, depth, n_threads) for name in (LEXICAL, NEURAL))
+        lexical, neural = (self.parts[name].query_side.search(index.parts[name], texts, depth, n_threads)
+                           for name in (LEXICAL, NEURAL))
         return self.fuse(lexical, neural, k)
 
-    def _search_bounded(self, texts: list[str], k: int, n_threads: int) -> SearchHits:
+    def _search_bounded(self, index, texts: list[str], k: int, n_threads: int) -> SearchHits:
         """'bound' fusion: both parts' postings in one pass; where their segments are not aligned (a crash
         between the parts' commits), each part's best ``fusion_depth`` divided by its bounds, then fused."""
         shares = {LEXICAL: self.options.weight, NEURAL: 1.0 - self.options.weight}
         queries = {name: self.parts[name].query_side.encode_queries(texts) for name in (LEXICAL, NEURAL)}
-        hits = search_normalised_sum([(self.parts[name].index, queries[name], shares[name])
+        hits = search_normalised_sum([(index.parts[name], queries[name], shares[name])
                                       for name in (LEXICAL, NEURAL)], k, n_threads)
         if hits is not None:
             return hits
         depth = max(k, self.options.fusion_depth)
-        lexical, neural = (self.parts[name].index.search(queries[name], k=depth, n_threads=n_threads)
+        lexical, neural = (index.parts[name].search(queries[name], k=depth, n_threads=n_threads)
                            for name in (LEXICAL, NEURAL))
-        return self.fuse(lexical, neural, k, bounds=[self.parts[name].index.score_bounds(queries[name])
+        return self.fuse(lexical, neural, k, bounds=[index.parts[name].score_bounds(queries[name])
                                                      for name in (LEXICAL, NEURAL)])
 
     def fuse(self, lexical: SearchHits, neural: SearchHits, k: int,

@@ -37,7 +37,7 @@ from semiret.indexes import open_index
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
-from semiret.search.filters import MetadataFilter
+from semiret.indexes.filters import MetadataFilter
 from semiret.types import Hit, SearchHits
 
 log = logging.getLogger(__name__)
@@ -299,7 +299,7 @@ class Retriever:
                filter: dict | None = None) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
-        documents whose stored metadata passes it (:mod:`semiret.search.filters`: ``{"source": "pubmed"}``)."""
+        documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``)."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -317,16 +317,21 @@ class Retriever:
         if filter is None:
             hits = self.query_side.search(self.index, texts, k, n_threads)
         else:
-            hits = self._search_filtered(texts, k, n_threads, MetadataFilter(filter))
+            wanted = MetadataFilter(filter)
+            if not self.index.stores_texts:
+                raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so "
+                                   "it has no metadata to filter on")
+            if hasattr(self.index, "restricted"):  # the documents that fail count as deleted: one ordinary search
+                hits = self.query_side.search(self.index.restricted(wanted), texts, k, n_threads)
+            else:
+                hits = self._search_filtered(texts, k, n_threads, wanted)
         hits.lookup = self.index.get_document
         return hits[0] if single else hits
 
     def _search_filtered(self, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter) -> SearchHits:
-        """The best ``k`` hits whose metadata passes ``wanted``: each query searched deeper (x4) until ``k`` of its
-        hits pass, its ranking ends or it reaches every document (post-filtering: exact for exhaustive retrievers)."""
-        if not self.index.stores_texts:
-            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it "
-                               "has no metadata to filter on")
+        """For an index that cannot hide documents from a search (Milvus): the best ``k`` hits whose metadata passes
+        ``wanted``, each query searched deeper (x4) until ``k`` of its hits pass, its ranking ends or it reaches
+        every document (post-filtering: exact for exhaustive retrievers)."""
         passes: dict[str, bool] = {}
 
         def passing(doc_id: str) -> bool:
@@ -372,7 +377,7 @@ def _document_id(doc_id) -> str:
 
 
 FILTER_DEPTH = 100
-"""Hits a filtered search reads first (at least 4 k); deeper by 4x while too few pass."""
+"""Hits a post-filtered search reads first (at least 4 k); deeper by 4x while too few pass."""
 
 RETRIEVERS: dict[str, type[Retriever]] = {}
 

@@ -250,8 +250,8 @@ class LateParametricQueries(SiDRBetaQueries):
         first_queries = [self.first_stage(q) for q in full_queries]
         self.queries_embedded += len(queries)
         depth = max(k, self.rerank_depth)
-        pinned = getattr(self.index, "pinned", None)
-        searched = pinned() if pinned is not None else self.index  # the candidates' texts from the commit searched
+        pinned = getattr(index, "pinned", None)
+        searched = pinned() if pinned is not None else index  # the candidates' texts from the commit searched
         first = searched.search(first_queries, k=depth, n_threads=n_threads)
         candidates = [ids[: self.rerank_depth] for ids in first.ids]
         self.rerank_pairs += sum(map(len, candidates))

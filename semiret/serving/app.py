@@ -44,7 +44,7 @@ from pydantic import TypeAdapter, ValidationError
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.options import OptionValueError, check_json_values
-from semiret.search.filters import MetadataFilter
+from semiret.indexes.filters import MetadataFilter
 from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,

@@ -53,6 +53,7 @@ def built_both_ways(cls, documents, path, name, backend, **options):
     return cls.from_index(ours, side, **search_options), cls.from_index(theirs, side, **search_options)
 
 
+@pytest.mark.integration  # reads the SciFact sample (scifact_sample)
 @pytest.mark.parametrize("cls, options", [
     (InferenceFreeRetriever, {"top_k": 100, "idf": str(MSMARCO_IDF), "min_idf": 0.0}),
     (DenseRetriever, {}),
@@ -208,3 +209,16 @@ def test_the_service_serves_a_collection(backend):
     assert client.get("/indexes/tiny/documents/d7").json()["text"] == "cats and dogs"
     assert client.post("/indexes/tiny/documents/delete", headers=write, json={"ids": ["d7"]}).status_code == 200
     assert top("cats and dogs") == "d2"
+
+
+def test_metadata_filters_search_deeper_in_a_collection(backend, tmp_path):
+    """Milvus cannot hide documents from a search: a filtered search reads deeper until k hits pass, and finds
+    what semiret's own index finds by hiding the others."""
+    docs = [Document(f"d{i}", "cats " * (1 + i % 7) + "and dogs", metadata={"pet": "cat" if i % 9 == 0 else "dog"})
+            for i in range(300)]
+    collection = BagOfTokensRetriever.build(docs, next(_names), backend=backend)
+    own = BagOfTokensRetriever.build(docs, tmp_path / "own")
+    found = collection.search(["cats", "dogs"], k=5, filter={"pet": "cat"})
+    expected = own.search(["cats", "dogs"], k=5, filter={"pet": "cat"})
+    assert found.scores == expected.scores and all(len(ids) == 5 for ids in found.ids)
+    assert all(collection.index.get_document(d).metadata == {"pet": "cat"} for ids in found.ids for d in ids)

@@ -16,10 +16,10 @@ from semiret.data import Document
 from semiret.data.collection import iter_corpus
 from semiret.errors import DataFormatError, SemiretError
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
-from semiret.search.filters import MetadataFilter
+from semiret.indexes.filters import MetadataFilter
 from semiret.serving import ServeSettings, create_app
 
-from helpers import write_jsonl
+from helpers import TINY_DOCS, write_jsonl
 
 WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep".split()
 
@@ -172,3 +172,92 @@ def test_the_service_stores_metadata_and_filters(tmp_path):
             {"_id": "x", "text": "statins", "metadata": "preprint"}]})
         assert not_object.status_code == 422
         assert client.get("/indexes/docs/documents/x").status_code == 404
+
+
+EXHAUSTIVE = [("bm25", {}), ("bot", {}), ("idf", {"min_idf": 0}), ("inference-free", {"model": "active_bert", "min_idf": 0}),
+              ("splade", {"model": "active_bert"}), ("dense", {"model": "tiny_bert"}),
+              ("nail-sparse", {"model": "tiny_nail"}), ("nail-exh", {"model": "tiny_nail"}),
+              ("hybrid", {"neural": "bot"})]
+APPROXIMATE = [("dense", {"model": "tiny_bert", "ann": "hnsw"}), ("dense", {"model": "tiny_bert", "ann": "tree"}),
+               ("bm25+nail", {"model": "tiny_nail"}),
+               ("inference-free", {"model": "active_bert", "two_phase": "on", "min_idf": 0}),
+               ("hybrid", {"neural": "dense", "model": "tiny_bert"})]  # min-max fusion: over the filtered candidates
+
+
+@pytest.fixture(scope="module")
+def active_bert(tiny_bert, tmp_path_factory):
+    """``tiny_bert`` with a positive vocabulary bias: its SPLADE vectors hold many tokens, queries' among them."""
+    import torch
+    from transformers import BertForMaskedLM
+
+    model = BertForMaskedLM.from_pretrained(tiny_bert)
+    with torch.no_grad():
+        model.cls.predictions.bias.fill_(0.05)
+    path = tmp_path_factory.mktemp("active-bert")
+    model.save_pretrained(path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tiny_bert / name).is_file():
+            (path / name).write_bytes((tiny_bert / name).read_bytes())
+    return path
+
+
+def _build(name, options, request, path):
+    from semiret.search import retriever_class
+
+    options = {key: str(request.getfixturevalue(value)) if value in ("tiny_bert", "active_bert", "tiny_nail") else value
+               for key, value in options.items()}
+    return retriever_class(name).build(_corpus(80), path, **options)
+
+
+SPECS = [{"source": "web"}, {"year": {"lt": 2003}}]  # a third of the documents; 3 of them, in the ranking's tail
+
+
+@pytest.mark.parametrize("name, options", EXHAUSTIVE, ids=[f"{n}-{'-'.join(map(str, o.values()))}"
+                                                           for n, o in EXHAUSTIVE])
+def test_every_exhaustive_retriever_ranks_the_matching_documents_as_unfiltered(name, options, request, tmp_path):
+    retriever = _build(name, options, request, tmp_path / "index")
+    metadata = {d.id: d.metadata for d in _corpus(80)}
+    queries = ["statins heart risk", "sleep diet"]
+    everything = retriever.search(queries, k=80)
+    assert max(len(ids) for ids in everything.ids) >= 8, everything.ids  # enough to filter
+    for spec in SPECS:
+        wanted = MetadataFilter(spec)
+        filtered = retriever.search(queries, k=6, filter=spec)
+        for all_ids, all_scores, ids, scores in zip(everything.ids, everything.scores, filtered.ids, filtered.scores):
+            expected = [(d, s) for d, s in zip(all_ids, all_scores) if wanted.matches(metadata[d])][:6]
+            assert scores == pytest.approx([s for _, s in expected], rel=1e-5)  # the best matching scores
+            unfiltered = dict(zip(all_ids, all_scores))  # each hit a matching document, scored as unfiltered
+            assert all(wanted.matches(metadata[d]) and unfiltered[d] == pytest.approx(s, rel=1e-5)
+                       for d, s in zip(ids, scores))  # (equal scores may come in another order)
+
+
+@pytest.mark.parametrize("name, options", APPROXIMATE, ids=[f"{n}-{'-'.join(map(str, o.values()))}"
+                                                            for n, o in APPROXIMATE])
+def test_approximate_retrievers_find_only_matching_documents(name, options, request, tmp_path):
+    retriever = _build(name, options, request, tmp_path / "index")
+    for spec in SPECS:
+        wanted = MetadataFilter(spec)
+        hits = retriever.search("statins heart risk", k=6, filter=spec)
+        assert hits and all(wanted.matches(hit.metadata) for hit in hits)
+
+
+def test_gdr_finds_only_matching_documents(tiny_gdr, tmp_path):
+    from semiret.search import GDRRetriever
+
+    docs = [Document(d.id, d.text, d.title, {"even": i % 2 == 0}) for i, d in enumerate(TINY_DOCS)]
+    retriever = GDRRetriever.build(docs, tmp_path / "index", model=str(tiny_gdr), beams=3)
+    unfiltered = retriever.search("cats and dogs", k=6)
+    hits = retriever.search("cats and dogs", k=6, filter={"even": True})
+    assert [h.id for h in hits] == [h.id for h in unfiltered if h.metadata["even"]]
+
+
+def test_a_filter_is_worked_out_once_per_segment(indexed, monkeypatch):
+    _, retriever = indexed
+    read = []
+    original = MetadataFilter.matches
+    monkeypatch.setattr(MetadataFilter, "matches", lambda self, metadata: read.append(1) or original(self, metadata))
+    spec = {"source": "arxiv", "year": {"gt": 2011}}
+    first = retriever.search("statins", k=3, filter=spec)
+    assert len(read) == retriever.index.n_docs
+    assert retriever.search("statins", k=3, filter=dict(reversed(spec.items()))) == first  # the same filter
+    assert len(read) == retriever.index.n_docs

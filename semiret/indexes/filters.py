@@ -7,9 +7,11 @@
   with strings, so ISO dates compare as dates);
 - several fields: all of them; ``"a.b"`` reads the field ``b`` inside the object ``a``.
 
-Every retriever is filtered the same way, after its own ranking (post-filtering): the search goes deeper until ``k``
-documents match or nothing is left, so for exhaustive retrievers the hits are exactly the best matching documents;
-approximate ones (ANN, two-phase, GDR's clusters, re-ranking depths) find what their deeper lists hold.
+A segmented index applies a filter as deletions (:meth:`~semiret.indexes.segments.SegmentedIndex.restricted`): the
+documents that fail it are hidden from one ordinary search, as deleted documents are, so every retriever ranks only
+the matching ones, with the scores it gives them unfiltered (deleted documents count in statistics until a merge).
+Which documents pass is worked out once per segment and filter and kept (segments never change their documents).
+An index that cannot hide documents (Milvus) is searched deeper until ``k`` hits pass (post-filtering).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class MetadataFilter:
         if not isinstance(spec, dict) or not spec:
             raise SemiretError(f"a filter is a non-empty JSON object of field conditions, got {spec!r}")
         self.spec = spec
+        self.key = json.dumps(spec, sort_keys=True)
+        """The filter written one way (what segments cache their matching documents under)."""
         self._conditions = [(field.split("."), self._condition(field, wanted)) for field, wanted in spec.items()]
 
     @staticmethod

@@ -1,0 +1,92 @@
+"""Metadata-filtered BM25 search: semiret's ``search(filter=...)`` against bm25s's ``weight_mask`` and against
+semiret's own unfiltered search, single-query latency at several selectivities, in one run.
+
+``python bench/filtered_search.py [--data scifact] [--rounds 4]`` prints one JSON object. Each document gets a
+synthetic metadata field ``bucket`` (its position modulo 100); a filter ``{"bucket": {"lt": s}}`` keeps s% of the
+corpus. semiret hides the documents that fail the filter as it hides deleted ones (which documents pass is worked out
+by a filter's first search, from the stored metadata, and kept per segment: ``semiret_first_search_ms``); bm25s is
+given a 0/1 mask over the corpus computed once per filter beforehand (its users' way: the mask is theirs to build). Both tokenize each query inside the timing.
+Every filtered semiret ranking is checked against its unfiltered ranking filtered afterwards (``exact``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+from functools import partial
+
+import numpy as np
+
+from corpus import CACHE_ROOT, emit, latency_queries, machine, timed_rounds
+
+SELECTIVITIES = (50, 10, 1)
+
+
+def main() -> None:
+    import bm25s
+    import Stemmer
+
+    from semiret import progress
+    from semiret.search import BM25Retriever, open_retriever
+    from semiret.indexes.filters import MetadataFilter
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="scifact")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    collection, _, _, texts = latency_queries(args.data, args.split)
+    documents = [replace(d, metadata={"bucket": i % 100}) for i, d in enumerate(collection.corpus())]
+    index = CACHE_ROOT / f"filtered-{collection.name}-bm25"
+    if not (index / "meta.json").is_file():
+        BM25Retriever.build(documents, index, overwrite=True)
+    semiret_bm25 = open_retriever(index)
+
+    stemmer = Stemmer.Stemmer("english")
+    peer = bm25s.BM25(k1=1.5, b=0.75, backend="numba")
+    peer.index(bm25s.tokenize([d.full_text for d in documents], stopwords="en", stemmer=stemmer,
+                              show_progress=False), show_progress=False)
+    peer_ids = np.array([d.id for d in documents])
+
+    def peer_search(text: str, mask=None):
+        tokens = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False, return_ids=False)
+        return peer.retrieve(tokens if tokens[0] else [[""]], corpus=peer_ids, k=10, show_progress=False,
+                             n_threads=1, weight_mask=mask)
+
+    systems = {"semiret": partial(semiret_bm25.search, k=10), "bm25s": peer_search}
+    result = {"benchmark": "filtered_search", "machine": machine(), "data": collection.name,
+              "documents": len(documents), "queries": len(texts), "selectivities_percent": list(SELECTIVITIES),
+              "systems": {}}
+    for share in SELECTIVITIES:
+        spec = {"bucket": {"lt": share}}
+        mask = np.array([d.metadata["bucket"] < share for d in documents], dtype=np.float32)
+        systems[f"semiret-{share}%"] = partial(semiret_bm25.search, k=10, filter=spec)
+        systems[f"bm25s-{share}%"] = partial(peer_search, mask=mask)
+        wanted = MetadataFilter(spec)
+        full = semiret_bm25.search(texts, k=len(documents))
+        filtered = semiret_bm25.search(texts, k=10, filter=spec)
+        result[f"exact_{share}%"] = all(
+            ids == [d for d in every if wanted.matches({"bucket": int(d_bucket[d])})][:10]
+            for ids, every, d_bucket in ((f, e, {d.id: d.metadata["bucket"] for d in documents})
+                                         for f, e in zip(filtered.ids, full.ids)))
+    for share in SELECTIVITIES:  # a filter's first search works out which documents pass (then kept per segment)
+        fresh = open_retriever(index)
+        started = time.perf_counter()
+        fresh.search(texts[0], k=10, filter={"bucket": {"lt": share}})
+        result[f"semiret_first_search_ms_{share}%"] = round((time.perf_counter() - started) * 1000, 2)
+    times = timed_rounds(systems, texts, rounds=args.rounds)
+    for label, measured in times.items():
+        result["systems"][label] = {"latency_ms_median": round(statistics.median(measured), 4),
+                                    "latency_ms_mean": round(statistics.fmean(measured), 4)}
+    median = {label: figures["latency_ms_median"] for label, figures in result["systems"].items()}
+    for share in SELECTIVITIES:
+        result[f"semiret_over_bm25s_{share}%"] = round(median[f"semiret-{share}%"] / median[f"bm25s-{share}%"], 3)
+        result[f"semiret_filtered_over_unfiltered_{share}%"] = round(median[f"semiret-{share}%"] / median["semiret"], 3)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
