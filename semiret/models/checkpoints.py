@@ -86,6 +86,29 @@ def saved_model_kind(name_or_path: str) -> SavedModelKind | None:
     return None
 
 
+def model_reference(model: str) -> str:
+    """How an index records the model it was built with: a folder by its absolute path, except the packaged
+    checkpoints, recorded by their short name (``inference-free-scifact``), so that the index outlives the virtual
+    environment it was built in; a name (registry name, hub id) as it is."""
+    path = Path(model)
+    if not path.is_dir():
+        return model
+    resolved = path.resolve()
+    return resolved.name if resolved.parent == packaged.PACKAGED_CHECKPOINTS.resolve() else str(resolved)
+
+
+def located(model: str) -> str:
+    """Where a model an index recorded is now: a packaged checkpoint's short name, or a path into the packaged
+    checkpoints of another installation (an index built before :func:`model_reference` recorded names, in a virtual
+    environment since made again), is this installation's folder of that name; anything else as it is."""
+    path = Path(model)
+    if path.exists():
+        return model
+    shipped = packaged.PACKAGED_CHECKPOINTS / path.name
+    packaged_path = len(path.parts) == 1 or path.parts[-3:-1] == ("semiret", "checkpoints")
+    return str(shipped) if packaged_path and path.name and shipped.is_dir() else model
+
+
 ENCODER_FILE = "semiret-encoder.json"
 """Written beside an encoder semiret trained or adapted: its family (``dense``, ``splade``), pooling, lengths."""
 ENCODER_FAMILIES = ("dense", "splade")

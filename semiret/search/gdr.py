@@ -19,7 +19,7 @@ from semiret.clustering import nearest_means
 from semiret.errors import SemiretError
 from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
 from semiret.indexes.embedding_cache import EmbeddingCache, content_key
-from semiret.models.checkpoints import GDR, check_adapted_corpus
+from semiret.models.checkpoints import GDR, check_adapted_corpus, located
 from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits
@@ -58,7 +58,7 @@ class GDRDocuments(DocumentSide):
         from semiret.models.gdr import PrefixTree, read_clusters
 
         self.config, self.encode_batch_size = config, encode_batch_size
-        path, meta, self.clusters = read_clusters(config["model"])  # another model kind: a clear error here
+        path, meta, self.clusters = read_clusters(located(config["model"]))  # another model kind: a clear error here
         self.model_config = meta["config"]
         self.tree = PrefixTree(self.clusters.cids, self.model_config["branching"])
         self.trained_leaf = self.clusters.trained_leaves()
@@ -92,7 +92,7 @@ class GDRDocuments(DocumentSide):
                 "leaf_count": len(self.clusters.cids), "fingerprint": self.tree.fingerprint()}
 
     def prepare(self, documents):
-        check_adapted_corpus(self.config["model"], documents)
+        check_adapted_corpus(located(self.config["model"]), documents)
 
     def encode(self, documents) -> ClusteredEmbeddings:
         def embed(positions):
@@ -140,7 +140,7 @@ class GDRQueries(QuerySide):
         if options.beams is None:
             options = dataclasses.replace(options, beams=min(BEAMS, index.leaf_count))
         if options.beta is None:
-            recorded = GDR.read(documents.config["model"])[1].get("search", {}).get("beta", 1.0)
+            recorded = GDR.read(located(documents.config["model"]))[1].get("search", {}).get("beta", 1.0)
             options = dataclasses.replace(options, beta=float(recorded))
         if options.beams < 1 or not 0 < options.length_penalty or options.beta < 0:
             raise SemiretError("beams must be at least 1, the length penalty positive and beta non-negative")
@@ -149,7 +149,7 @@ class GDRQueries(QuerySide):
         if documents.tree.fingerprint() != index.fingerprint:
             raise SemiretError(f"the prefix tree of {documents.config['model']} does not match {index.path}: "
                                "the index was built with other clusters (rebuild it with this model)")
-        return cls(documents.config["model"], options)
+        return cls(located(documents.config["model"]), options)
 
     @cached_property
     def model(self):

@@ -10,6 +10,7 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import BM25Parameters, TwoPhase
+from semiret.models.checkpoints import located
 from semiret.options import local_field
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
@@ -125,7 +126,7 @@ def index_vocabulary(index) -> WordPieceVocabulary:
     if config.get("type") == "wordpiece":
         return WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
     if config.get("type") == "encoder":
-        return WordPieceVocabulary(config["model"])
+        return WordPieceVocabulary(located(config["model"]))
     raise SemiretError(f"{index.path} was not built over a token vocabulary (its analyzer: {config.get('type')!r})")
 
 
@@ -239,7 +240,7 @@ class IDFQueries(QuerySide):
         idf = options.idf
         if idf is None:
             model = index.meta["analyzer"].get("model")
-            idf = (inference_free_token_weights(model) if model else None) or "corpus"
+            idf = (inference_free_token_weights(located(model)) if model else None) or "corpus"
         return cls(index_vocabulary(index), index, idf, options.two_phase, options.min_idf)
 
     @classmethod

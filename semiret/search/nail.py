@@ -28,7 +28,7 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.score_matrix import ScoredPostings, ScoreMatrixIndex
-from semiret.models.checkpoints import NAIL, check_adapted_corpus
+from semiret.models.checkpoints import NAIL, check_adapted_corpus, located
 from semiret.search.lexical import (
     BM25Options,
     NoOptions,
@@ -68,7 +68,7 @@ class NailModelSide:
         if self._model is None:
             from semiret.models.nail import NailModel
 
-            model = NailModel.load(self.config["model"])
+            model = NailModel.load(located(self.config["model"]))
             check_weights(self.config, model, self.where)
             self._model = model
         return self._model
@@ -76,7 +76,7 @@ class NailModelSide:
     @cached_property
     def vocabulary(self) -> WordPieceVocabulary:
         """The model's tokenizer, torch-free."""
-        return WordPieceVocabulary(self.config["model"])
+        return WordPieceVocabulary(located(self.config["model"]))
 
     @property
     def vocab_size(self) -> int:
@@ -92,10 +92,11 @@ def nail_vocabulary(config: dict, where) -> WordPieceVocabulary:
     the index was built with."""
     if config.get("family") != FAMILY:
         raise SemiretError(f"{where} was not built by a NAIL model")
-    if tokenizer_fingerprint(config["model"]) != config.get("tokenizer"):
+    model = located(config["model"])
+    if tokenizer_fingerprint(model) != config.get("tokenizer"):
         raise SemiretError(f"{where} was built with another tokenizer than the one of {config['model']} now: "
                            f"rebuild the index with this model")
-    return WordPieceVocabulary(config["model"])
+    return WordPieceVocabulary(model)
 
 
 # ---------------------------------------------------------------------------------------------- nail-sparse
@@ -134,7 +135,7 @@ class NailSparseDocuments(DocumentSide):
         self.scorer = scorer
 
     def prepare(self, documents):
-        check_adapted_corpus(self.scorer.config["model"], documents)
+        check_adapted_corpus(located(self.scorer.config["model"]), documents)
 
     @classmethod
     def create(cls, options: NailSparseOptions):
@@ -231,7 +232,7 @@ class NailMatrixDocuments(WordCounts):
 
     def prepare(self, documents):
         super().prepare(documents)
-        check_adapted_corpus(self.scorer.config["model"], documents)
+        check_adapted_corpus(located(self.scorer.config["model"]), documents)
 
     def index_config(self) -> dict:
         return {**super().index_config(), "score_vocab_size": self.scorer.vocab_size, "scorer": self.scorer.config}
@@ -322,7 +323,7 @@ class BM25ThenNailQueries(NailMatrixQueries):
         vocabulary = matrix_vocabulary(index)
         weight = options.bm25_weight
         if weight is None:
-            weight = NAIL.read(index.scorer["model"])[1].get("search", {}).get("bm25_weight", 0.0)
+            weight = NAIL.read(located(index.scorer["model"]))[1].get("search", {}).get("bm25_weight", 0.0)
         return cls(vocabulary, WordCountQueries.open(index, NoOptions(), documents), options.rerank_depth, weight)
 
     def search(self, index, texts, k, n_threads) -> SearchHits:

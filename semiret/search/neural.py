@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import ClassVar
 
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex, check_tree_branching
 from semiret.indexes.tree_ann import BEAM
 from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, inference_free_document_threshold,
-                                        inference_free_lexical_prior, resolve_inference_free)
+                                        inference_free_lexical_prior, located, model_reference,
+                                        resolve_inference_free)
 from semiret.search.lexical import IDFQueries
 from semiret.text.bm25 import LexicalPrior
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -35,10 +35,10 @@ def batch_size_field():
 
 
 def encoder_config(family: str, model: str, max_length: int | None, loaded=None, **extra) -> dict:
-    """The ``analyzer`` entry of an index made by an encoder (a model directory is stored as an absolute path;
-    with the ``loaded`` model, its weights' fingerprint, which :func:`check_weights` compares)."""
-    if Path(model).is_dir():
-        model = str(Path(model).resolve())
+    """The ``analyzer`` entry of an index made by an encoder (a model directory is stored as an absolute path, a
+    packaged checkpoint by its name: :func:`model_reference`; with the ``loaded`` model, its weights' fingerprint,
+    which :func:`check_weights` compares)."""
+    model = model_reference(model)
     if loaded is not None:
         from semiret.models.base import weights_fingerprint
 
@@ -96,7 +96,7 @@ class EncoderDocuments(DocumentSide):
 
             options = {k: v for k, v in self.config.items()
                        if k not in ("type", "family", "model", "top_k", "threshold", "lexical_prior", "weights")}
-            encoder = load_encoder(self.config["model"], self.config["family"], **options)
+            encoder = load_encoder(located(self.config["model"]), self.config["family"], **options)
             self.check_encoder(encoder)
             self._encoder = encoder
         return self._encoder
@@ -106,7 +106,7 @@ class EncoderDocuments(DocumentSide):
         check_weights(self.config, encoder, self.index_path)
 
     def prepare(self, documents):
-        check_adapted_corpus(self.config["model"], documents)
+        check_adapted_corpus(located(self.config["model"]), documents)
 
     def encode_texts(self, documents):
         return self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size,

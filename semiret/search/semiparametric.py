@@ -20,7 +20,7 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.indexes.inverted import InvertedIndex
-from semiret.models.checkpoints import SIDR, check_adapted_corpus, encoder_family
+from semiret.models.checkpoints import SIDR, check_adapted_corpus, encoder_family, located, model_reference
 from semiret.options import local_field
 from semiret.search.lexical import TokenSets, index_vocabulary
 from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
@@ -35,10 +35,6 @@ def _load_model(model: str):
     from semiret.models.sidr import SiDRModel
 
     return SiDRModel.load(model)
-
-
-def _model_reference(model: str) -> str:
-    return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
 # ---------------------------------------------------------------------------------------------- full
@@ -72,12 +68,12 @@ class SiDRDocuments(DocumentSide):
 
     @classmethod
     def create(cls, options: SiDRDocumentOptions):
-        return cls(_model_reference(options.model), _load_model(options.model), options.quantize_bits)
+        return cls(model_reference(options.model), _load_model(options.model), options.quantize_bits)
 
     @classmethod
     def from_index(cls, index):
         built = check_encoder_index(index, "sidr")
-        return cls(built["model"], built=built, where=str(index.path))
+        return cls(located(built["model"]), built=built, where=str(index.path))
 
     def prepare(self, documents):
         check_adapted_corpus(self.model, documents)
@@ -230,7 +226,7 @@ class LateParametricQueries(SiDRBetaQueries):
             from semiret.models.base import weights_fingerprint
 
             # the weights too: a model retrained at the same path must not re-rank with the old one's vectors
-            fingerprint = (f"{encoder.family}:{_model_reference(self.rerank_model or self.model)}"
+            fingerprint = (f"{encoder.family}:{model_reference(self.rerank_model or self.model)}"
                            f"@{weights_fingerprint(encoder)}")
             slug = "".join(c if c.isalnum() else "-" for c in fingerprint)[-80:]
             path = self.cache_path or Path(self.index.path) / "embedding-cache" / slug

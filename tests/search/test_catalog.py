@@ -119,3 +119,32 @@ def test_models_of_no_known_kind_are_left_to_the_side_that_loads_them(tmp_path):
         DenseRetriever.check_model(model)
         NailSparseRetriever.check_model(model)
     DenseRetriever.check_model("splade-tiny")  # another encoder family: the user's experiment, not refused
+
+
+def test_indexes_record_packaged_checkpoints_by_name_and_find_them_again(tmp_path, monkeypatch, tiny_bert):
+    """An index outlives the virtual environment it was built in: a packaged checkpoint is recorded by its name,
+    and a path into another installation's checkpoints (indexes built before) is found in this one's."""
+    import shutil
+
+    from semiret.indexes import open_index
+    from semiret.models.checkpoints import located, model_reference
+    from semiret.search import InferenceFreeRetriever, open_retriever
+
+    shipped = tmp_path / "site-packages" / "semiret" / "checkpoints"
+    shutil.copytree(tiny_bert, shipped / "tiny-splade")
+    monkeypatch.setattr(packaged, "PACKAGED_CHECKPOINTS", shipped)
+    assert model_reference(str(shipped / "tiny-splade")) == "tiny-splade"
+    assert model_reference(str(tmp_path)) == str(tmp_path.resolve()) and model_reference("minilm") == "minilm"
+    elsewhere = "/old-venv/lib/python3.10/site-packages/semiret/checkpoints/tiny-splade"
+    assert located(elsewhere) == located("tiny-splade") == str(shipped / "tiny-splade")
+    assert located("/old-venv/elsewhere/tiny-splade") == "/old-venv/elsewhere/tiny-splade"  # not a checkpoint path
+
+    built = InferenceFreeRetriever.build(TINY_DOCS[:3], tmp_path / "index", model=str(shipped / "tiny-splade"))
+    assert built.index.meta["analyzer"]["model"] == "tiny-splade"
+    meta_file = tmp_path / "index" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["analyzer"]["model"] = elsewhere  # as an index built in another environment recorded it
+    meta_file.write_text(json.dumps(meta))
+    moved = open_retriever(tmp_path / "index")
+    moved.add(TINY_DOCS[3:])  # the document side loads the model again: from this installation's checkpoints
+    assert open_index(tmp_path / "index").n_docs == len(TINY_DOCS)
