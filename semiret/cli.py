@@ -71,6 +71,20 @@ console = Console(stderr=True)
 stdout = Console()
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from semiret import __version__
+
+        print(f"semiret {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="Print semiret's version and exit.")):
+    """Semi-parametric retrieval: index, search and evaluate."""
+
+
 def _retrievers():
     from semiret.search import RETRIEVERS
 
@@ -403,6 +417,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="One JSON object p
         else:
             origin = ", ".join(filter(None, [" / ".join(filter(None, [entry.base, entry.trained_on])),
                                              f"{entry.train_minutes:g} min" if entry.train_minutes else ""]))
+            if not entry.installed:
+                origin += f"; needs {', '.join(entry.requires)}, not installed"
         table.add_row(entry.name, escape(entry.description), ", ".join(entry.retrievers) or "(training only)",
                       escape(origin), f"{entry.size_mb:g} MB" if entry.size_mb is not None else "")
     stdout.print(table)

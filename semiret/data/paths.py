@@ -16,7 +16,9 @@ def data_root() -> Path:
     for candidate in candidates:
         if candidate.is_dir():
             return candidate
-    raise SemiretError("shared data not found: set SEMIRET_DATA or place shared/data beside the checkout")
+    raise SemiretError("no folder of named collections found (scifact, vaswani, ...): give --data a folder or a "
+                       "corpus file's path, or set SEMIRET_DATA to the folder holding the collections (and the "
+                       "idf/ tables); a checkout finds shared/data beside it")
 
 
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".tsv")

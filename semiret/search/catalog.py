@@ -39,9 +39,12 @@ class ModelEntry:
     trained_on: str | None = None
     train_minutes: float | None = None
     size_mb: float | None = None
+    requires: tuple[str, ...] = ()
+    """Registry models its files are read with (weights stored as a difference from one, a frozen encoder):
+    ``installed`` only when they are too."""
 
     def to_json(self) -> dict:
-        return {**asdict(self), "retrievers": list(self.retrievers)}
+        return {**asdict(self), "retrievers": list(self.retrievers), "requires": list(self.requires)}
 
 
 def retrievers_taking(kind: str | None) -> tuple[str, ...]:
@@ -99,9 +102,20 @@ def _packaged_entry(path: Path) -> ModelEntry:
     config = training.get("config", {})
     seconds = training.get("train_seconds")
     base = config.get("base") or marker.get("base") or marker.get("config", {}).get("query_base")
-    return ModelEntry(name, "packaged", kind, f"{description}, trained by semiret", retrievers_taking(kind), True,
-                      str(path), base=base, trained_on=_trained_on(training),
-                      train_minutes=round(seconds / 60, 1) if seconds else None, size_mb=_size_mb(path))
+    requires = _requires(path, marker)
+    installed = all(_registry_entry(packaged.REGISTRY[name]).installed for name in requires)
+    return ModelEntry(name, "packaged", kind, f"{description}, trained by semiret", retrievers_taking(kind),
+                      installed, str(path), base=base, trained_on=_trained_on(training),
+                      train_minutes=round(seconds / 60, 1) if seconds else None, size_mb=_size_mb(path),
+                      requires=requires)
+
+
+def _requires(path: Path, marker: dict) -> tuple[str, ...]:
+    """The registry models a checkpoint's files need: the ``base`` its encoders' weights are stored against, and a
+    frozen document encoder it names (GDR's E_D)."""
+    names = [json.loads(saved.read_text()).get("base") for saved in sorted(path.rglob(ENCODER_FILE))]
+    names.append(marker.get("config", {}).get("document_encoder"))
+    return tuple(dict.fromkeys(n for n in names if n in packaged.REGISTRY))
 
 
 def _size_mb(path: Path) -> float:

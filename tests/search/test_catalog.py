@@ -148,3 +148,27 @@ def test_indexes_record_packaged_checkpoints_by_name_and_find_them_again(tmp_pat
     moved = open_retriever(tmp_path / "index")
     moved.add(TINY_DOCS[3:])  # the document side loads the model again: from this installation's checkpoints
     assert open_index(tmp_path / "index").n_docs == len(TINY_DOCS)
+
+
+def test_a_checkpoint_needing_a_missing_base_model_is_not_installed(tmp_path, monkeypatch):
+    root = tmp_path / "checkpoints"
+    folder = _saved(root / "gdr-y", GDR)
+    marker = json.loads((folder / GDR.marker).read_text())
+    (folder / GDR.marker).write_text(json.dumps({**marker, "config": {"document_encoder": "minilm"}}))
+    _encoder(folder / "query-encoder", "dense")
+    (folder / "query-encoder" / "semiret-encoder.json").write_text(json.dumps({"family": "dense", "base": "splade-tiny"}))
+    monkeypatch.setattr(packaged, "PACKAGED_CHECKPOINTS", root)
+    entry = {e.name: e for e in available_models()}["gdr-y"]
+    assert entry.requires == ("splade-tiny", "minilm") and entry.installed
+
+    def missing(model):
+        if model.name == "minilm":
+            raise SemiretError("not installed")
+        return original(model)
+
+    original = packaged.packaged_file
+    monkeypatch.setattr(packaged, "packaged_file", missing)
+    entries = {e.name: e for e in available_models()}
+    assert not entries["minilm"].installed and not entries["gdr-y"].installed
+    table = CliRunner().invoke(app, ["models"])
+    assert table.exit_code == 0 and "needs" in table.stdout  # the row says what is missing

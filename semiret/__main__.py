@@ -1,0 +1,5 @@
+"""``python -m semiret``: the ``semiret`` command line."""
+
+from semiret.cli import main
+
+main()
