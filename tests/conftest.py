@@ -1,6 +1,12 @@
 """Shared fixtures: tiny corpora written into ``tmp_path``, a SciFact sample for integration tests, and tiny
 randomly initialised transformers (built once per session, offline, with the packaged splade-tiny tokenizer;
-the MLM bias is negative so SPLADE vectors are sparse, as trained ones are)."""
+the MLM bias is negative so SPLADE vectors are sparse, as trained ones are).
+
+A test that runs a packaged model's weights (``minilm``, ``splade-tiny``, ``smollm2-135m``, a checkpoint under
+``semiret/checkpoints``) or reads a real collection under ``../shared/data`` carries the ``integration`` marker
+(declared in pyproject.toml); a packaged tokenizer or vocabulary alone does not make a test one.
+``python -m pytest -q -n 2 -m "not integration"`` is the quick unit run, ``-m integration`` the rest, and no
+``-m`` runs both. The unit run still reads the shared MS MARCO IDF table (``helpers.MSMARCO_IDF``)."""
 
 from __future__ import annotations
 

@@ -398,7 +398,8 @@ def test_bad_input_is_refused_before_any_compute(trained, gdr_index, collection,
     searcher = GDRRetriever.open(gdr_index, beams=2)  # an empty query finds nothing; the others are searched
     assert searcher.search(["statin", "  "]).ids == [searcher.search(["statin"]).ids[0], []]
     assert searcher.search(["", " "]).ids == [[], []]
-    with pytest.raises(SemiretError, match="NAIL model .* needs gdr.json"):
+    with pytest.raises(SemiretError, match="is a saved NAIL model, which retriever 'gdr' does not take; search it "
+                                           "with -r nail-sparse"):
         GDRRetriever.build([Document("x", "text")], tmp_path / "nail", model=str(tiny_nail))
     assert not (tmp_path / "nail").exists()
     other = tmp_path / "other-model"  # the same model, with two leaves' ids swapped: another prefix tree

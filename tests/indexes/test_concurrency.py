@@ -86,6 +86,7 @@ def test_two_processes_adding_at_once_keep_every_batch_and_word(tmp_path):
         assert retriever.search(f"{tag}only{round_}x{i}", k=2)[0].id == f"{tag}-{round_}-{i}"
 
 
+@pytest.mark.integration  # reads 5,000 documents of the real SciFact
 def test_semiret_add_twice_in_parallel_keeps_both_batches(tmp_path):
     """The lost write of issue 19: two ``semiret add`` of 1,000 documents on a 3,000-document BM25 index."""
     require_shared_data()

@@ -572,6 +572,7 @@ def test_a_sidr_checkpoint_is_not_taken_for_an_inference_free_model(tmp_path):
         resolve_inference_free(str(sidr))
 
 
+@pytest.mark.integration  # encodes with the packaged sidr-scifact
 def test_the_sidr_teacher_scores_as_the_sidr_full_retriever(tiny_docs):
     from semiret.search.semiparametric import SiDRFullRetriever
     from semiret.training.teachers import SiDRTeacher

@@ -188,7 +188,7 @@ def _built(name, tiny_nail, tmp_path):
     return tmp_path / name
 
 
-def test_an_index_built_with_another_tokenizer_is_refused(tiny_nail, tmp_path):
+def test_an_index_built_with_another_tokenizer_is_refused(tiny_nail, tiny_bert, tmp_path):
     import shutil
 
     model = shutil.copytree(tiny_nail, tmp_path / "model")
@@ -203,13 +203,13 @@ def test_an_index_built_with_another_tokenizer_is_refused(tiny_nail, tmp_path):
     fine = open_retriever(_built("nail-sparse", tiny_nail, tmp_path), "nail-sparse")  # built by a NAIL model
     assert fine.name == "nail-sparse" and len(fine.search(["statins cancer"], k=2).ids[0]) == 2
     with pytest.raises(SemiretError, match="not built by a NAIL model"):
-        open_retriever(_splade_index(tmp_path), "nail-sparse")
+        open_retriever(_splade_index(tmp_path, tiny_bert), "nail-sparse")
 
 
-def _splade_index(tmp_path):
+def _splade_index(tmp_path, model):
     from semiret.search import SpladeRetriever
 
-    return SpladeRetriever.build(TINY_DOCS, tmp_path / "splade").index.path
+    return SpladeRetriever.build(TINY_DOCS, tmp_path / "splade", model=str(model)).index.path
 
 
 def test_a_score_matrix_over_the_memory_allowance_is_refused_and_nothing_is_written(tiny_nail, tmp_path):

@@ -496,7 +496,8 @@ def test_the_served_list_holds_every_registered_retriever():
     assert {served_as or name for name, _, served_as in SERVED} == set(RETRIEVERS)
 
 
-@pytest.mark.parametrize("name, options, served_as", SERVED)
+@pytest.mark.parametrize("name, options, served_as", [  # SiDR's encode with the packaged sidr-scifact
+    pytest.param(*case, marks=pytest.mark.integration) if case[0].startswith("sidr") else case for case in SERVED])
 def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, name, options, served_as):
     """Search, upsert, fetch, delete and merge through every kind of retriever (SiDR's with the packaged model):
     each search answers what the retriever opened on the directory answers, and finds what was just written."""

@@ -11,10 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import require_shared_data
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_load.py"
 SECONDS = float(os.environ.get("SEMIRET_LOAD_SECONDS", "6"))
+
+pytestmark = pytest.mark.integration  # real SciFact documents, the packaged inference-free-scifact
 
 
 def test_mixed_load_loses_nothing_and_fails_nothing():
