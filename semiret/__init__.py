@@ -23,8 +23,15 @@ def _numba_cache_fallback() -> None:
                                             if user_cache is not None else [])
     if any(_os.access(folder, _os.W_OK) for folder in writable):
         return
-    user = getattr(_os, "getuid", lambda: "user")()
-    _os.environ["NUMBA_CACHE_DIR"] = str(_Path(_tempfile.gettempdir()) / f"semiret-numba-{user}")
+    uid = getattr(_os, "getuid", lambda: None)()
+    folder = _Path(_tempfile.gettempdir()) / f"semiret-numba-{uid}"
+    try:  # numba reads its cache index with pickle: only a folder of this user's own, closed to others
+        folder.mkdir(mode=0o700, exist_ok=True)
+        status = folder.stat()
+        private = uid is None or (status.st_uid == uid and not status.st_mode & 0o077)
+    except OSError:
+        private = False
+    _os.environ["NUMBA_CACHE_DIR"] = str(folder if private else _tempfile.mkdtemp(prefix="semiret-numba-"))
 
 
 _numba_cache_fallback()

@@ -36,3 +36,18 @@ def test_numba_keeps_its_own_cache_when_it_can_write(monkeypatch, tmp_path):
     monkeypatch.setattr(semiret._os, "access", lambda path, mode: written.append(path) or str(path) == str(tmp_path))
     semiret._numba_cache_fallback()
     assert "NUMBA_CACHE_DIR" not in semiret._os.environ and tmp_path in written  # the cache folder's parent
+
+
+def test_numba_never_uses_a_cache_folder_others_can_write(monkeypatch, tmp_path):
+    """numba reads its cache index with pickle: a folder of the expected name left open by someone else is passed
+    over for a fresh private one."""
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(semiret._tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(semiret._tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(semiret._os, "access", lambda path, mode: False)
+    planted = tmp_path / f"semiret-numba-{semiret._os.getuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    semiret._numba_cache_fallback()
+    chosen = semiret._os.environ["NUMBA_CACHE_DIR"]
+    assert chosen != str(planted) and chosen.startswith(str(tmp_path))

@@ -8,6 +8,7 @@ Corpora are streamed: nothing here holds a whole corpus in memory unless asked t
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
@@ -150,15 +151,25 @@ def as_document(item, position: int) -> Document:
     """An item of the Python API's ``build``/``add``: a :class:`Document`, or a dict read as
     :func:`record_document` reads a corpus line; anything else (a bare string has no id) is a clear error."""
     if isinstance(item, Document):
-        return item
+        return _stored_as_json(item, position)
     if isinstance(item, dict):
         try:
-            return record_document(item)
+            return _stored_as_json(record_document(item), position)
         except ValueError as exc:
             raise SemiretError(f"document {position}: {exc}") from None
     hint = (" (strings have no id: give Document(id, text), or {'_id': ..., 'text': ...}; e.g. "
             "[Document(str(i), t) for i, t in enumerate(texts)])" if isinstance(item, str) else "")
     raise SemiretError(f"document {position} is a {type(item).__name__}, not a Document or a dict{hint}")
+
+
+def _stored_as_json(document: Document, position: int) -> Document:
+    """``document``, its metadata checked to be JSON (what the index stores) before anything is encoded."""
+    if document.metadata:
+        try:
+            json.dumps(document.metadata)
+        except (TypeError, ValueError) as exc:
+            raise SemiretError(f"document {position} ({document.id!r}): its metadata is not JSON ({exc})") from None
+    return document
 
 
 def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:

@@ -140,11 +140,10 @@ class CompositeIndex:
 
     def restricted(self, wanted) -> "CompositeIndex":
         """Every part restricted to the documents that pass ``wanted`` (:meth:`SegmentedIndex.restricted`): the
-        first part, which stores the documents, by their metadata; the others by those documents' ids."""
+        first part, which stores the documents, by their metadata; the others as it is."""
         first = self.first.restricted(wanted)
-        keys = first.live_keys()
         view = copy.copy(self)
-        view.parts = {name: first if part is self.first else part.restricted(wanted, keys)
+        view.parts = {name: first if part is self.first else part.restricted(wanted, like=first)
                       for name, part in self.parts.items()}
         return view
 

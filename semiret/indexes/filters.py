@@ -25,17 +25,28 @@ from semiret.errors import SemiretError
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
                                                            "lt": operator.lt, "lte": operator.le}
 MISSING = object()
-
-
 def _key(value) -> tuple:
-    """Values compared for equality, by type: numbers by value (2020 and 2020.0 agree), 2020 and "2020" differ."""
+    """Values compared for equality, by type: numbers by value (2020 and 2020.0 agree; large integers exactly),
+    2020 and "2020" differ."""
     if _is_number(value):
-        return ("number", float(value))
+        return ("number", value)
     return (type(value).__name__, json.dumps(value, sort_keys=True))
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _scalar(value, field: str):
+    """A filter's value as a JSON scalar (a numpy number as its Python one); anything else is an error."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalars
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    raise SemiretError(f"filter field {field!r}: {value!r} is not a JSON value (a string, number, boolean or null)")
+
+
+ANY_OF = (list, tuple, set, frozenset)
 
 
 class MetadataFilter:
@@ -44,23 +55,36 @@ class MetadataFilter:
     def __init__(self, spec: dict):
         if not isinstance(spec, dict) or not spec:
             raise SemiretError(f"a filter is a non-empty JSON object of field conditions, got {spec!r}")
-        self.spec = spec
-        self.key = json.dumps(spec, sort_keys=True)
+        self.spec = {field: self._normalised(field, wanted) for field, wanted in spec.items()}
+        self.key = json.dumps(self.spec, sort_keys=True)
         """The filter written one way (what segments cache their matching documents under)."""
-        self._conditions = [(field.split("."), self._condition(field, wanted)) for field, wanted in spec.items()]
+        self._conditions = [(field.split("."), self._condition(wanted)) for field, wanted in self.spec.items()]
 
     @staticmethod
-    def _condition(field: str, wanted) -> Callable[[Any], bool]:
+    def _normalised(field: str, wanted):
+        """A condition checked and written one way: a scalar, a sorted list of scalars (any of them), or a range."""
         if not isinstance(field, str) or not field or "" in field.split("."):
             raise SemiretError(f"filter field {field!r}: a field name, or names joined by dots for nested fields")
         if isinstance(wanted, dict):
             unknown = sorted(set(wanted) - set(RANGE_OPERATORS))
             if unknown or not wanted:
                 raise SemiretError(f"filter field {field!r}: a range takes {', '.join(RANGE_OPERATORS)}, "
-                                   f"got {', '.join(unknown) or 'none'}")
-            bounds = list(wanted.items())
-            if not all(_is_number(v) for _, v in bounds) and not all(isinstance(v, str) for _, v in bounds):
+                                   f"got {', '.join(map(str, unknown)) or 'none'}")
+            bounds = {op: _scalar(bound, field) for op, bound in wanted.items()}
+            if not all(_is_number(v) for v in bounds.values()) and not all(isinstance(v, str) for v in bounds.values()):
                 raise SemiretError(f"filter field {field!r}: a range's bounds are all numbers or all strings")
+            return bounds
+        if isinstance(wanted, ANY_OF):
+            if not wanted or any(isinstance(v, (dict, *ANY_OF)) for v in wanted):
+                raise SemiretError(f"filter field {field!r}: a value, a non-empty list of values (any of them) or a "
+                                   "range object")
+            return sorted({_key(v): v for v in (_scalar(v, field) for v in wanted)}.values(), key=_key)
+        return _scalar(wanted, field)
+
+    @staticmethod
+    def _condition(wanted) -> Callable[[Any], bool]:
+        if isinstance(wanted, dict):
+            bounds = list(wanted.items())
             numeric = _is_number(bounds[0][1])
 
             def in_range(value) -> bool:
@@ -68,11 +92,7 @@ class MetadataFilter:
                     return False  # a string against numeric bounds (or the reverse) is outside the range
                 return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
             return in_range
-        values = wanted if isinstance(wanted, list) else [wanted]
-        if not values or any(isinstance(v, (dict, list)) for v in values):
-            raise SemiretError(f"filter field {field!r}: a value, a non-empty list of values (any of them) or a "
-                               "range object")
-        keys = {_key(v) for v in values}
+        keys = {_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
         return lambda value: _key(value) in keys
 
     def matches(self, metadata: dict | None) -> bool:

@@ -53,6 +53,8 @@ ID_FIELD, VECTOR_FIELD, DOCUMENT_FIELD = "id", "vector", "document"
 MAX_ID_BYTES = 512
 MAX_DOCUMENT_BYTES = 65_535
 ROWS_PER_REQUEST = 1000
+MAX_TOP_K = 16_384
+"""The most hits Milvus returns for a query (its ``limit``)."""
 """Rows per upsert, id lookup or delete request (well under Milvus's 64 MB message limit at 768 dimensions)."""
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
@@ -206,16 +208,26 @@ class MilvusIndex:
     def stores_texts(self) -> bool:
         return bool(self.meta["store_texts"])
 
+    max_top_k = MAX_TOP_K
+
     def get_document(self, doc_id: str) -> Document | None:
         """The stored document, or None when it is unknown or its text was not stored."""
+        return self.get_documents([doc_id]).get(doc_id)
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """The stored documents of those ids the collection holds, in a request per :data:`ROWS_PER_REQUEST`."""
         if not self.meta["store_texts"]:
-            return None
-        with milvus_errors(f"reading a document of {self.name!r}"):
-            rows = self._client.query(self.name, ids=[doc_id], output_fields=[DOCUMENT_FIELD],
-                                      consistency_level=self.backend.consistency)
-        if not rows or not rows[0][DOCUMENT_FIELD]:
-            return None
-        return Document.from_record(json.loads(rows[0][DOCUMENT_FIELD]))
+            return {}
+        ids = list(dict.fromkeys(doc_ids))
+        found: dict[str, Document] = {}
+        for start in range(0, len(ids), ROWS_PER_REQUEST):
+            with milvus_errors(f"reading documents of {self.name!r}"):
+                rows = self._client.query(self.name, ids=ids[start: start + ROWS_PER_REQUEST],
+                                          output_fields=[ID_FIELD, DOCUMENT_FIELD],
+                                          consistency_level=self.backend.consistency)
+            found.update((row[ID_FIELD], Document.from_record(json.loads(row[DOCUMENT_FIELD])))
+                         for row in rows if row[DOCUMENT_FIELD])
+        return found
 
     def describe(self) -> dict:
         return {"kind": self.kind, "documents": self.n_docs, "backend": "milvus", "uri": self.backend.uri,
@@ -334,6 +346,8 @@ class MilvusIndex:
         semiret's own index's (Milvus searches on its side)."""
         if k < 1:
             raise SemiretError("k must be at least 1")
+        if k > MAX_TOP_K:
+            raise SemiretError(f"a Milvus collection returns at most {MAX_TOP_K:,} hits a query, not k = {k:,}")
         if two_phase is not None:
             raise SemiretError("two-phase search is semiret's own index's; a Milvus collection is searched exactly")
         if self.kind == DENSE_KIND:

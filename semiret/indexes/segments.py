@@ -109,7 +109,11 @@ class Segment:
         self.deleted = read_deletions(path, self.n_docs, info.get("n_deleted", 0))  # bool [n_docs], in memory
         self._id_table: tuple[memoryview, np.ndarray] | None = None
         self._id_keys: np.ndarray | None = None
-        self._matching: OrderedDict[str, np.ndarray] = OrderedDict()  # shared by with_deleted copies
+        # which documents pass each recent filter, and which segments of other parts hold the same documents in the
+        # same order: shared by with_deleted copies, and by the threads searching them
+        self._matching: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._matching_lock = threading.Lock()
+        self._aligned: dict[Path, bool] = {}
 
     @property
     def n_deleted(self) -> int:
@@ -144,25 +148,34 @@ class Segment:
                 return joined.tobytes().decode("utf-8").split("\0")[:-1]
         return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
-    def matching(self, wanted, keys: np.ndarray | None = None) -> np.ndarray:
+    def matching(self, wanted) -> np.ndarray:
         """bool [n_docs]: the documents whose stored metadata passes ``wanted`` (a
-        :class:`~semiret.indexes.filters.MetadataFilter`), or, given ``keys``, those whose id hashes are among them
-        (a part that stores no texts, beside one that does). Kept per filter: a segment's documents never change."""
-        found = self._matching.get(wanted.key)
-        if found is None:
-            if keys is not None:
-                found = np.isin(self.id_keys(), keys)
-            elif self.metadata is None:
-                found = np.zeros(self.n_docs, bool)  # no document of this segment has metadata
-            else:
-                found = np.fromiter((wanted.matches(json.loads(m) if m else None) for m in map(
-                    self.metadata.__getitem__, range(self.n_docs))), bool, count=self.n_docs)
+        :class:`~semiret.indexes.filters.MetadataFilter`), kept for the :data:`FILTERS_KEPT` latest filters (a
+        segment's documents never change)."""
+        with self._matching_lock:
+            found = self._matching.get(wanted.key)
+            if found is not None:
+                self._matching.move_to_end(wanted.key)
+                return found
+        if self.metadata is None:
+            found = np.zeros(self.n_docs, bool)  # no document of this segment has metadata
+        else:  # worked out outside the lock: searches with other filters go on meanwhile
+            found = np.fromiter((wanted.matches(json.loads(m) if m else None) for m in map(
+                self.metadata.__getitem__, range(self.n_docs))), bool, count=self.n_docs)
+        with self._matching_lock:
             self._matching[wanted.key] = found
-            if len(self._matching) > FILTERS_KEPT:
+            while len(self._matching) > FILTERS_KEPT:
                 self._matching.popitem(last=False)
-        else:
-            self._matching.move_to_end(wanted.key)
         return found
+
+    def aligned_with(self, other: "Segment") -> bool:
+        """Whether ``other`` (a segment of another part of one composite index) holds the same documents in the
+        same order, so that what passes a filter there passes here (compared once per pair)."""
+        known = self._aligned.get(other.path)
+        if known is None:
+            known = other.n_docs == self.n_docs and np.array_equal(other.id_keys(), self.id_keys())
+            self._aligned[other.path] = known
+        return known
 
     def id_keys(self) -> np.ndarray:
         """Each local document's 64-bit id hash (uint64 [n_docs]: the id lookup table's hashes put back in local
@@ -176,6 +189,22 @@ class Segment:
 
 FILTERS_KEPT = 32
 """Filters whose matching documents a segment keeps (the least recently used go first)."""
+
+
+def _hidden_as(segments: list[Segment], like: "SegmentedIndex") -> list[np.ndarray]:
+    """Per segment, the documents ``like`` (a restricted view of another part) hides: its aligned segment's flags,
+    else (parts out of step: a crash between their commits) by id among the documents it keeps."""
+    shown = None
+    hidden = []
+    for position, segment in enumerate(segments):
+        other = like.segments[position] if position < len(like.segments) else None
+        if other is not None and segment.aligned_with(other):
+            hidden.append(other.deleted)
+            continue
+        if shown is None:
+            shown = np.concatenate([s.id_keys()[~s.deleted] for s in like.segments] or [np.empty(0, np.uint64)])
+        hidden.append(~np.isin(segment.id_keys(), shown))
+    return hidden
 
 
 class Snapshot:
@@ -380,22 +409,23 @@ class SegmentedIndex(ABC):
         is published meanwhile (a search and the stored texts of its hits, say). Never change it."""
         return copy.copy(self)
 
-    def restricted(self, wanted, keys: np.ndarray | None = None) -> "SegmentedIndex":
+    def restricted(self, wanted, like: "SegmentedIndex | None" = None) -> "SegmentedIndex":
         """A read-only view of the current snapshot (as :meth:`pinned`) in which the documents that fail ``wanted``
-        (a :class:`~semiret.indexes.filters.MetadataFilter`; given ``keys``, those whose id hashes are not among
-        them) count as deleted: every search kind then skips them, and scores stay what they are unfiltered
-        (deleted documents count in statistics until a merge, so the snapshot's derived values are shared)."""
+        (a :class:`~semiret.indexes.filters.MetadataFilter`) count as deleted: every search kind then skips them,
+        and scores stay what they are unfiltered (deleted documents count in statistics until a merge, so the
+        snapshot's derived values are shared). ``like``: the view of another part of the same composite index,
+        which stores the documents; this part hides the same ones (segment by segment where the two hold the same
+        documents in the same order, else by id)."""
         snapshot = self.snapshot
-        segments = [segment.with_deleted(segment.deleted | ~segment.matching(wanted, keys))
-                    for segment in snapshot.segments]
+        if like is None:
+            hidden = [~segment.matching(wanted) for segment in snapshot.segments]
+        else:
+            hidden = _hidden_as(snapshot.segments, like)
+        segments = [segment.with_deleted(segment.deleted | mask) for segment, mask in zip(snapshot.segments, hidden)]
         view = copy.copy(self)
         view.snapshot = Snapshot(snapshot.meta, segments, snapshot.stamp)
         view.snapshot.derived = snapshot.derived
         return view
-
-    def live_keys(self) -> np.ndarray:
-        """The id hashes of the live documents (uint64), every segment's."""
-        return np.concatenate([s.id_keys()[~s.deleted] for s in self.segments] or [np.empty(0, np.uint64)])
 
     # ------------------------------------------------------------------ other processes' commits
     def refresh(self, wait: bool = False) -> bool:

@@ -102,11 +102,12 @@ def located(model: str) -> str:
     checkpoints of another installation (an index built before :func:`model_reference` recorded names, in a virtual
     environment since made again), is this installation's folder of that name; anything else as it is."""
     path = Path(model)
-    if path.exists():
-        return model
     shipped = packaged.PACKAGED_CHECKPOINTS / path.name
-    packaged_path = len(path.parts) == 1 or path.parts[-3:-1] == ("semiret", "checkpoints")
-    return str(shipped) if packaged_path and path.name and shipped.is_dir() else model
+    if len(path.parts) == 1 and path.name and shipped.is_dir():
+        return str(shipped)  # a name is what model_reference records for these only (a folder in the way or not)
+    if path.exists() or path.parts[-3:-1] != ("semiret", "checkpoints") or not shipped.is_dir():
+        return model
+    return str(shipped)
 
 
 ENCODER_FILE = "semiret-encoder.json"

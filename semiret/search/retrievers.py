@@ -314,7 +314,7 @@ class Retriever:
             raise SemiretError("k must be at least 1")
         if n_threads < 1:
             raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
-        if filter is None:
+        if not filter:  # None, or an empty filter (as Qdrant's): every document
             hits = self.query_side.search(self.index, texts, k, n_threads)
         else:
             wanted = MetadataFilter(filter)
@@ -331,24 +331,25 @@ class Retriever:
     def _search_filtered(self, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter) -> SearchHits:
         """For an index that cannot hide documents from a search (Milvus): the best ``k`` hits whose metadata passes
         ``wanted``, each query searched deeper (x4) until ``k`` of its hits pass, its ranking ends or it reaches
-        every document (post-filtering: exact for exhaustive retrievers)."""
+        every document (post-filtering: exact for exhaustive retrievers), or the index's deepest search (Milvus's
+        16,384 hits: fewer than ``k`` may pass there)."""
         passes: dict[str, bool] = {}
 
-        def passing(doc_id: str) -> bool:
-            if doc_id not in passes:
-                document = self.index.get_document(doc_id)
-                passes[doc_id] = document is not None and wanted.matches(document.metadata)
-            return passes[doc_id]
+        def read(doc_ids) -> None:  # the new candidates' stored documents, in as few requests as the index allows
+            unread = [d for d in dict.fromkeys(doc_ids) if d not in passes]
+            documents = self.index.get_documents(unread)
+            passes.update((d, d in documents and wanted.matches(documents[d].metadata)) for d in unread)
 
-        total = self.index.n_docs
+        total = min(self.index.n_docs, self.index.max_top_k)  # deeper than Milvus's limit is not to be had
         ids: list[list[str]] = [[] for _ in texts]
         scores: list[list[float]] = [[] for _ in texts]
         pending, depth = list(range(len(texts))), min(max(4 * k, FILTER_DEPTH), max(total, 1))
         while pending:
             found = self.query_side.search(self.index, [texts[i] for i in pending], depth, n_threads)
             unfinished = []
+            read(d for hit_ids in found.ids for d in hit_ids)
             for i, hit_ids, hit_scores in zip(pending, found.ids, found.scores):
-                kept = [(d, s) for d, s in zip(hit_ids, hit_scores) if passing(d)][:k]
+                kept = [(d, s) for d, s in zip(hit_ids, hit_scores) if passes[d]][:k]
                 if len(kept) < k and len(hit_ids) >= depth and depth < total:
                     unfinished.append(i)
                 else:

@@ -104,7 +104,7 @@ class SiDRFullRetriever(Retriever):
     """Full parametric SiDR: documents encoded by the SiDR document encoder into an ``impact`` index."""
 
     name = "sidr-full"
-    model_kinds = ("sidr",)
+    model_kinds = ("sidr", "splade")  # a saved SiDR model, or any masked LM as an untrained VDR
     documents = SiDRDocuments
     queries = SiDRQueries
 
@@ -164,7 +164,7 @@ class SiDRBetaRetriever(Retriever):
     """Beta search over the bag-of-tokens index the tokenizer alone builds."""
 
     name = "sidr-beta"
-    model_kinds = ("sidr",)
+    model_kinds = ("sidr", "splade")  # a saved SiDR model, or any masked LM as an untrained VDR
     documents = TokenSets
     queries = SiDRBetaQueries
 
@@ -329,7 +329,7 @@ class LateParametricRetriever(Retriever):
     """Beta search, then late parametric re-ranking of the top m with cached embeddings."""
 
     name = "sidr-beta-rerank"
-    model_kinds = ("sidr",)
+    model_kinds = ("sidr", "splade")  # a saved SiDR model, or any masked LM as an untrained VDR
     documents = TokenSets
     queries = LateParametricQueries
 

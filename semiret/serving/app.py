@@ -294,7 +294,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                               f"searches with retriever {index.retriever.name!r}")
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
-        if body.filter is not None:
+        if body.filter:
             try:
                 MetadataFilter(body.filter)
             except SemiretError as exc:
@@ -375,7 +375,7 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
-            and sum(map(len, queries)) <= INLINE_QUERY_CHARS):
+            and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter):  # a new filter reads every document
         return index.search(queries, k, options, with_text, filter)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter)
 

@@ -222,3 +222,9 @@ def test_metadata_filters_search_deeper_in_a_collection(backend, tmp_path):
     expected = own.search(["cats", "dogs"], k=5, filter={"pet": "cat"})
     assert found.scores == expected.scores and all(len(ids) == 5 for ids in found.ids)
     assert all(collection.index.get_document(d).metadata == {"pet": "cat"} for ids in found.ids for d in ids)
+
+
+def test_a_collection_refuses_more_hits_than_milvus_returns(backend):
+    collection = BagOfTokensRetriever.build(TINY_DOCS, next(_names), backend=backend)
+    with pytest.raises(SemiretError, match="returns at most 16,384 hits a query, not k = 20,000"):
+        collection.search("cats", k=20_000)

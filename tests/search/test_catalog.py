@@ -172,3 +172,18 @@ def test_a_checkpoint_needing_a_missing_base_model_is_not_installed(tmp_path, mo
     assert not entries["minilm"].installed and not entries["gdr-y"].installed
     table = CliRunner().invoke(app, ["models"])
     assert table.exit_code == 0 and "needs" in table.stdout  # the row says what is missing
+
+
+def test_sidr_retrievers_take_any_masked_lm_as_an_untrained_vdr():
+    from semiret.search import LateParametricRetriever, SiDRFullRetriever
+
+    for retriever in (SiDRBetaRetriever, SiDRFullRetriever, LateParametricRetriever):
+        retriever.check_model("splade-tiny")  # refused for a while: the documented untrained-VDR runs
+
+
+def test_a_folder_named_like_a_packaged_checkpoint_does_not_shadow_it(tmp_path, monkeypatch):
+    from semiret.models.checkpoints import located
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inference-free-scifact").mkdir()  # e.g. an index named after its model
+    assert located("inference-free-scifact") == str(packaged.PACKAGED_CHECKPOINTS / "inference-free-scifact")
