@@ -34,10 +34,10 @@ from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
+from semiret.indexes.filters import MetadataFilter
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
-from semiret.indexes.filters import MetadataFilter
 from semiret.types import Hit, SearchHits
 
 log = logging.getLogger(__name__)
