@@ -343,14 +343,21 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
 
 
 @app.command()
-def delete(doc_ids: list[str] = typer.Argument(..., help="Document ids to delete."),
+def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document ids to delete."),
            index: Path = typer.Option(..., help="Index directory."),
+           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Delete the documents whose stored "
+                                                       "metadata matches instead (as search's --filter)."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option()):
-    """Delete documents by id (they vanish from searches at once)."""
-    from semiret.search.retrievers import open_index_at
+    """Delete documents by id, or those whose metadata matches --filter (they vanish from searches at once)."""
+    from semiret.search.retrievers import open_index_at, open_retriever
 
-    deleted = open_index_at(index, _backend(backend, milvus_token)).delete(doc_ids)
+    if bool(doc_ids) == bool(filter_):
+        raise SemiretError("give ids to delete or a --filter (one of the two)")
+    if filter_:
+        deleted = open_retriever(index, backend=_backend(backend, milvus_token)).delete_where(_filter(filter_))
+    else:
+        deleted = open_index_at(index, _backend(backend, milvus_token)).delete(doc_ids)
     console.print(f"deleted {_count(deleted, 'document')}")
 
 

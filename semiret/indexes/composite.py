@@ -179,6 +179,11 @@ class CompositeIndex:
                 part.delete(doc_ids, missing_ok=True)
             return deleted
 
+    def delete_where(self, wanted) -> int:
+        """:meth:`SegmentedIndex.delete_where` for every part: what the first part's metadata says, deleted in all."""
+        with self.writing():
+            return self.delete(self.first.restricted(wanted).live_ids(), missing_ok=True)
+
     def merge(self, tail: int | None = None) -> None:
         """Merge every part (:meth:`SegmentedIndex.merge`)."""
         with self.writing():

@@ -542,6 +542,13 @@ class SegmentedIndex(ABC):
         with self._change() as draft:
             return draft._mark_deleted(doc_ids, missing_ok)
 
+    def delete_where(self, wanted) -> int:
+        """Delete the live documents whose stored metadata passes ``wanted`` (a
+        :class:`~semiret.indexes.filters.MetadataFilter`) in one commit, decided on the last commit (under the write
+        lock). Returns how many were deleted."""
+        with self.writing():
+            return self.delete(self.restricted(wanted).live_ids(), missing_ok=True)
+
     def add_index(self, other: "SegmentedIndex") -> int:
         """Add every live document of ``other`` (a shard: an index of this kind built with the same options from
         other documents) as new segments, in its order; returns how many. Ids already here are an error."""

@@ -275,6 +275,17 @@ class Retriever:
             raise SemiretError(f"delete takes a list of ids, got the string {doc_ids!r} (one id: [{doc_ids!r}])")
         return self.index.delete([_document_id(doc_id) for doc_id in doc_ids])
 
+    def delete_where(self, filter: dict) -> int:
+        """Delete every document whose stored metadata passes ``filter`` (as :meth:`search` reads it; Qdrant's delete
+        by filter, OpenSearch's delete by query) in one commit; returns how many."""
+        wanted = MetadataFilter(filter)
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it "
+                               "has no metadata to delete by")
+        if not hasattr(self.index, "delete_where"):
+            raise SemiretError(f"{self.index.path}: a Milvus collection deletes by id only")
+        return self.index.delete_where(wanted)
+
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""

@@ -346,7 +346,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
               tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503))
     async def delete(body: DeleteRequest, index: ServedIndex = Depends(writable)):
-        """Delete documents by id (unknown ids are skipped); answered once durable."""
+        """Delete documents by id (unknown ids are skipped), or those whose metadata matches ``filter``; answered once
+        durable."""
+        if body.filter:
+            try:
+                MetadataFilter(body.filter)
+            except SemiretError as exc:
+                raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
+            return {"deleted": await run_in_threadpool(index.delete_where, body.filter)}
         check_batch(len(body.ids), "ids")
         return {"deleted": await run_in_threadpool(index.delete, body.ids)}
 

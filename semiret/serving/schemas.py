@@ -76,10 +76,20 @@ class SearchResponse(BaseModel):
 
 
 class DeleteRequest(BaseModel):
+    """Ids to delete, or a filter on the documents' metadata (one of the two)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[str] = Field(description="Ids to delete; unknown ones are skipped; an integer is read as its string, "
-                                       "as in an upsert.")
+    ids: list[str] | None = Field(None, description="Ids to delete; unknown ones are skipped; an integer is read as "
+                                                    "its string, as in an upsert.")
+    filter: dict[str, Any] | None = Field(None, description="Delete the documents whose stored metadata matches "
+                                          "(as a search's filter) instead.")
+
+    @model_validator(mode="after")
+    def _one_of_the_two(self) -> "DeleteRequest":
+        if (self.ids is None) == (not self.filter):
+            raise ValueError("give ids or a non-empty filter (one of the two)")
+        return self
 
     @field_validator("ids", mode="before")
     @classmethod

@@ -126,6 +126,10 @@ class ServedIndex:
         """Delete the documents of these ids that exist; returns how many did."""
         return self._write("_delete", doc_ids)
 
+    def delete_where(self, filter: dict) -> int:
+        """Delete the documents whose stored metadata passes ``filter``; returns how many did."""
+        return self._write("_delete_where", filter)
+
     def merge(self) -> dict:
         self._write("_merge")
         return self.describe()
@@ -146,6 +150,9 @@ class ServedIndex:
 
     def _delete(self, doc_ids: list[str]) -> int:
         return self.index.delete(doc_ids, missing_ok=True)
+
+    def _delete_where(self, filter: dict) -> int:
+        return self.retriever.delete_where(filter)
 
     def _merge(self) -> None:
         self.index.merge()

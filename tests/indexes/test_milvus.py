@@ -228,3 +228,10 @@ def test_a_collection_refuses_more_hits_than_milvus_returns(backend):
     collection = BagOfTokensRetriever.build(TINY_DOCS, next(_names), backend=backend)
     with pytest.raises(SemiretError, match="returns at most 16,384 hits a query, not k = 20,000"):
         collection.search("cats", k=20_000)
+
+
+def test_a_collection_deletes_by_id_only(backend):
+    collection = BagOfTokensRetriever.build([Document("a", "cats", metadata={"pet": "cat"})], next(_names),
+                                            backend=backend)
+    with pytest.raises(SemiretError, match="a Milvus collection deletes by id only"):
+        collection.delete_where({"pet": "cat"})

@@ -336,3 +336,48 @@ def test_a_hybrid_part_restricted_against_an_older_commit_caches_nothing_stale(t
     assert "new" not in neural.live_ids() and len(neural.live_ids()) == len(older.live_ids())  # as the older view
     hits = retriever.search("statins heart", k=3, filter={"source": "web"})
     assert hits[0].id == "new"  # the next search sees it in both parts
+
+
+def test_delete_where_deletes_the_matching_documents_in_every_part(tmp_path):
+    docs = _corpus(60)
+    web = {d.id for d in docs if d.metadata["source"] == "web"}
+    for retriever in (BM25Retriever.build(docs[:40], tmp_path / "bm25"),
+                      HybridRetriever.build(docs[:40], tmp_path / "hybrid", neural="bot")):
+        retriever.add(docs[40:])  # two segments
+        assert retriever.delete_where({"source": "web"}) == len(web)
+        assert retriever.delete_where({"source": "web"}) == 0
+        reopened = open_retriever(retriever.index.path)
+        assert not set(reopened.index.live_ids()) & web and len(reopened.index.live_ids()) == 60 - len(web)
+        hits = reopened.search("statins heart risk sleep", k=60)
+        assert hits and not {h.id for h in hits} & web
+    hybrid = open_retriever(tmp_path / "hybrid")
+    assert all(not {d for d in part.index.live_ids()} & web for part in hybrid.query_side.parts.values())
+
+
+def test_delete_where_refuses_what_it_cannot_do(tmp_path):
+    retriever = BM25Retriever.build(_corpus(10), tmp_path / "index", store_texts=False)
+    with pytest.raises(SemiretError, match="no metadata to delete by"):
+        retriever.delete_where({"source": "web"})
+    with pytest.raises(SemiretError, match="non-empty JSON object"):
+        BM25Retriever.build(_corpus(10), tmp_path / "other").delete_where({})
+
+
+def test_delete_command_and_endpoint_take_a_filter(tmp_path):
+    BM25Retriever.build(_corpus(30), tmp_path / "cli")
+    runner = CliRunner()
+    deleted = runner.invoke(app, ["delete", "--index", str(tmp_path / "cli"), "--filter", "source=web"])
+    assert deleted.exit_code == 0 and "deleted 10 documents" in deleted.output
+    neither = runner.invoke(app, ["delete", "--index", str(tmp_path / "cli")])
+    assert neither.exit_code == 2 and "one of the two" in neither.output
+    for write_process in (False, True):  # the write in the server's threads, or in its writer process
+        served = tmp_path / f"served-{write_process}"
+        BM25Retriever.build(_corpus(30), served)
+        settings = ServeSettings({"docs": str(served)}, api_key="key", write_process=write_process)
+        with TestClient(create_app(settings)) as client:
+            write = {"X-API-Key": "key"}
+            answer = client.post("/indexes/docs/documents/delete", headers=write, json={"filter": {"source": "arxiv"}})
+            assert answer.json() == {"status": "acknowledged", "deleted": 10}
+            assert client.get("/indexes/docs").json()["documents"] == 20
+            both = client.post("/indexes/docs/documents/delete", headers=write, json={"ids": ["doc1"],
+                                                                                     "filter": {"source": "web"}})
+            assert both.status_code == 422 and client.get("/indexes/docs").json()["documents"] == 20
