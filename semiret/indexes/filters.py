@@ -20,6 +20,8 @@ import json
 import operator
 from typing import Any, Callable
 
+import numpy as np
+
 from semiret.errors import SemiretError
 
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
@@ -95,13 +97,34 @@ class MetadataFilter:
         keys = {_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
         return lambda value: _key(value) in keys
 
+    @property
+    def fields(self) -> list[tuple[str, ...]]:
+        """The field paths the filter reads (``"a.b"`` as ``("a", "b")``)."""
+        return [tuple(path) for path, _ in self._conditions]
+
     def matches(self, metadata: dict | None) -> bool:
+        return all(_passes(condition, field_value(metadata, path)) for path, condition in self._conditions)
+
+    def mask(self, values: Callable[[tuple[str, ...]], list]) -> np.ndarray:
+        """bool per document, from ``values(path)``: each document's value of a field (:data:`MISSING` where it has
+        none), as a segment keeps them (:func:`field_value`), so a new filter reads no JSON."""
+        passing = None
         for path, condition in self._conditions:
-            value = metadata if metadata is not None else MISSING
-            for name in path:
-                value = value.get(name, MISSING) if isinstance(value, dict) else MISSING
-            if value is MISSING:
-                return False
-            if not (any(condition(v) for v in value) if isinstance(value, list) else condition(value)):
-                return False
-        return True
+            column = values(tuple(path))
+            found = np.fromiter((_passes(condition, value) for value in column), bool, count=len(column))
+            passing = found if passing is None else passing & found
+        return passing
+
+
+def field_value(metadata: dict | None, path) -> Any:
+    """The value at ``path`` in ``metadata`` (nested objects), or :data:`MISSING`."""
+    value = metadata if metadata is not None else MISSING
+    for name in path:
+        value = value.get(name, MISSING) if isinstance(value, dict) else MISSING
+    return value
+
+
+def _passes(condition, value) -> bool:
+    if value is MISSING:
+        return False
+    return any(condition(v) for v in value) if isinstance(value, list) else condition(value)

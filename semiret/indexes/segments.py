@@ -49,6 +49,7 @@ from semiret.files import (
     exclusive_lock,
     staged_directory,
 )
+from semiret.indexes.filters import field_value
 from semiret.indexes.storage import (
     META_FILE,
     StringTable,
@@ -113,6 +114,7 @@ class Segment:
         # same order: shared by with_deleted copies, and by the threads searching them
         self._matching: OrderedDict[str, np.ndarray] = OrderedDict()
         self._matching_lock = threading.Lock()
+        self._fields: OrderedDict[tuple[str, ...], list] = OrderedDict()
         self._aligned: dict[Path, bool] = {}
 
     @property
@@ -160,13 +162,32 @@ class Segment:
         if self.metadata is None:
             found = np.zeros(self.n_docs, bool)  # no document of this segment has metadata
         else:  # worked out outside the lock: searches with other filters go on meanwhile
-            found = np.fromiter((wanted.matches(json.loads(m) if m else None) for m in map(
-                self.metadata.__getitem__, range(self.n_docs))), bool, count=self.n_docs)
+            found = wanted.mask(self._columns(wanted.fields).__getitem__)
         with self._matching_lock:
             self._matching[wanted.key] = found
             while len(self._matching) > FILTERS_KEPT:
                 self._matching.popitem(last=False)
         return found
+
+    def _columns(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], list]:
+        """Each document's value of these metadata fields, read from the metadata table in one pass for the fields
+        not kept yet, and kept for the :data:`FIELDS_KEPT` latest fields: a new filter on fields read before parses
+        no JSON."""
+        with self._matching_lock:
+            columns = {path: self._fields[path] for path in paths if path in self._fields}
+            for path in columns:
+                self._fields.move_to_end(path)
+        missing = [path for path in dict.fromkeys(paths) if path not in columns]
+        if missing:
+            records = [json.loads(m) if m else None for m in map(self.metadata.__getitem__, range(self.n_docs))]
+            read = {path: [field_value(record, path) for record in records] for path in missing}
+            with self._matching_lock:
+                for path, values in read.items():
+                    self._fields[path] = values
+                while len(self._fields) > FIELDS_KEPT:
+                    self._fields.popitem(last=False)
+            columns.update(read)
+        return columns
 
     def aligned_with(self, other: "Segment") -> bool:
         """Whether ``other`` (a segment of another part of one composite index) holds the same documents in the
@@ -189,6 +210,8 @@ class Segment:
 
 FILTERS_KEPT = 32
 """Filters whose matching documents a segment keeps (the least recently used go first)."""
+FIELDS_KEPT = 8
+"""Metadata fields whose values a segment keeps, for filters not seen yet (the least recently used go first)."""
 
 
 def _hidden_as(segments: list[Segment], like: "SegmentedIndex") -> list[np.ndarray]:

@@ -259,17 +259,27 @@ def test_gdr_finds_only_matching_documents(tiny_gdr, tmp_path):
     assert [h.id for h in hits] == [h.id for h in unfiltered if h.metadata["even"]]
 
 
-def test_a_filter_is_worked_out_once_per_segment(indexed, monkeypatch):
-    _, retriever = indexed
-    read = []
-    original = MetadataFilter.matches
-    monkeypatch.setattr(MetadataFilter, "matches", lambda self, metadata: read.append(1) or original(self, metadata))
+def test_a_filter_is_worked_out_once_per_segment(tmp_path, monkeypatch):
+    """A filter seen before costs nothing to work out; a new one on a field read before parses no JSON."""
+    import json as json_module
+    import types
+
+    import semiret.indexes.segments as segments
+
+    retriever = BM25Retriever.build(_corpus(40), tmp_path / "index")
+    parsed, masks = [], []
+    monkeypatch.setattr(segments, "json", types.SimpleNamespace(
+        **{name: getattr(json_module, name) for name in ("dumps", "dump", "load")},
+        loads=lambda text: parsed.append(1) or json_module.loads(text)))
+    original = MetadataFilter.mask
+    monkeypatch.setattr(MetadataFilter, "mask", lambda self, values: masks.append(1) or original(self, values))
     spec = {"source": "arxiv", "year": {"gt": 2011}}
     first = retriever.search("statins", k=3, filter=spec)
-    assert len(read) == retriever.index.n_docs
+    assert len(masks) == 1 and len(parsed) == 40  # both fields read in one pass over the documents
     assert retriever.search("statins", k=3, filter=dict(reversed(spec.items()))) == first  # the same filter
-    assert len(read) == retriever.index.n_docs
-
+    assert len(masks) == 1
+    retriever.search("statins", k=3, filter={"source": "web", "year": 2003})  # new, on the same fields
+    assert len(masks) == 2 and len(parsed) == 40
 
 def test_one_filter_written_two_ways_is_one_filter(indexed):
     _, retriever = indexed
