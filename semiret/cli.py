@@ -350,14 +350,13 @@ def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document id
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option()):
     """Delete documents by id, or those whose metadata matches --filter (they vanish from searches at once)."""
-    from semiret.search.retrievers import open_index_at, open_retriever
+    from semiret.indexes.filters import delete_matching
+    from semiret.search.retrievers import open_index_at
 
     if bool(doc_ids) == bool(filter_):
         raise SemiretError("give ids to delete or a --filter (one of the two)")
-    if filter_:
-        deleted = open_retriever(index, backend=_backend(backend, milvus_token)).delete_where(_filter(filter_))
-    else:
-        deleted = open_index_at(index, _backend(backend, milvus_token)).delete(doc_ids)
+    opened = open_index_at(index, _backend(backend, milvus_token))
+    deleted = delete_matching(opened, _filter(filter_)) if filter_ else opened.delete(doc_ids)
     console.print(f"deleted {_count(deleted, 'document')}")
 
 

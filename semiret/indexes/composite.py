@@ -182,7 +182,8 @@ class CompositeIndex:
     def delete_where(self, wanted) -> int:
         """:meth:`SegmentedIndex.delete_where` for every part: what the first part's metadata says, deleted in all."""
         with self.writing():
-            return self.delete(self.first.restricted(wanted).live_ids(), missing_ok=True)
+            doomed = self.first.restricted(wanted).live_ids()
+            return self.delete(doomed, missing_ok=True) if doomed else 0  # nothing to delete: no commit
 
     def merge(self, tail: int | None = None) -> None:
         """Merge every part (:meth:`SegmentedIndex.merge`)."""

@@ -105,23 +105,81 @@ class MetadataFilter:
     def matches(self, metadata: dict | None) -> bool:
         return all(_passes(condition, field_value(metadata, path)) for path, condition in self._conditions)
 
-    def mask(self, values: Callable[[tuple[str, ...]], list]) -> np.ndarray:
-        """bool per document, from ``values(path)``: each document's value of a field (:data:`MISSING` where it has
-        none), as a segment keeps them (:func:`field_value`), so a new filter reads no JSON."""
+    def mask(self, columns: Callable[[tuple[str, ...]], "Column"]) -> np.ndarray:
+        """bool per document, from ``columns(path)``: a field's values as a segment keeps them (:class:`Column`),
+        each distinct value tested once, so a new filter reads no JSON."""
         passing = None
         for path, condition in self._conditions:
-            column = values(tuple(path))
-            found = np.fromiter((_passes(condition, value) for value in column), bool, count=len(column))
+            column = columns(tuple(path))
+            tested = np.fromiter((_passes(condition, value) for value in column.values), bool, len(column.values))
+            found = tested[column.codes]
             passing = found if passing is None else passing & found
         return passing
 
 
+class Column:
+    """One metadata field of a segment's documents: its distinct values (:data:`MISSING` among them) and each
+    document's code, 4 bytes a document however long its value."""
+
+    def __init__(self) -> None:
+        self.values: list = []
+        self.codes: list[int] | np.ndarray = []
+        self._code: dict[tuple, int] = {}
+
+    def append(self, value) -> None:
+        key = _value_key(value)
+        code = self._code.get(key)
+        if code is None:
+            code = self._code[key] = len(self.values)
+            self.values.append(value)
+        self.codes.append(code)
+
+    def done(self) -> "Column":
+        self.codes, self._code = np.asarray(self.codes, np.int32), {}
+        return self
+
+
+def _value_key(value) -> tuple:
+    """Distinct values of a column: as conditions compare them (:func:`_key`), lists and objects by their JSON."""
+    if value is MISSING:
+        return ("missing",)
+    if isinstance(value, (list, dict)):
+        return ("json", json.dumps(value, sort_keys=True))
+    return _key(value)
+
+
 def field_value(metadata: dict | None, path) -> Any:
-    """The value at ``path`` in ``metadata`` (nested objects), or :data:`MISSING`."""
-    value = metadata if metadata is not None else MISSING
+    """The value at ``path`` in ``metadata``, or :data:`MISSING`. Nested objects are walked; a step that meets a
+    list of objects collects the field from each of them (``{"authors": [{"name": "x"}]}`` holds ``x`` at
+    ``authors.name``), giving a list."""
+    values, crossed = ([metadata] if metadata is not None else []), False
     for name in path:
-        value = value.get(name, MISSING) if isinstance(value, dict) else MISSING
-    return value
+        found = []
+        for value in values:
+            if isinstance(value, dict):
+                if name in value:
+                    found.append(value[name])
+            elif isinstance(value, list):
+                crossed = True
+                found.extend(item[name] for item in value if isinstance(item, dict) and name in item)
+        values = found
+    if not values:
+        return MISSING
+    if not crossed:
+        return values[0]
+    return [item for value in values for item in (value if isinstance(value, list) else [value])]
+
+
+def delete_matching(index, spec: dict) -> int:
+    """Delete every document of ``index`` whose stored metadata passes the filter ``spec`` (what
+    ``Retriever.delete_where`` and ``semiret delete --filter`` do); returns how many."""
+    wanted = MetadataFilter(spec)
+    if not index.stores_texts:
+        raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
+                           "metadata to delete by")
+    if not hasattr(index, "delete_where"):
+        raise SemiretError(f"{index.path}: a Milvus collection deletes by id only")
+    return index.delete_where(wanted)
 
 
 def _passes(condition, value) -> bool:

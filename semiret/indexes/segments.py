@@ -49,7 +49,7 @@ from semiret.files import (
     exclusive_lock,
     staged_directory,
 )
-from semiret.indexes.filters import field_value
+from semiret.indexes.filters import Column, field_value
 from semiret.indexes.storage import (
     META_FILE,
     StringTable,
@@ -114,7 +114,7 @@ class Segment:
         # same order: shared by with_deleted copies, and by the threads searching them
         self._matching: OrderedDict[str, np.ndarray] = OrderedDict()
         self._matching_lock = threading.Lock()
-        self._fields: OrderedDict[tuple[str, ...], list] = OrderedDict()
+        self._fields: OrderedDict[tuple[str, ...], Column] = OrderedDict()
         self._aligned: dict[Path, bool] = {}
 
     @property
@@ -169,7 +169,7 @@ class Segment:
                 self._matching.popitem(last=False)
         return found
 
-    def _columns(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], list]:
+    def _columns(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], Column]:
         """Each document's value of these metadata fields, read from the metadata table in one pass for the fields
         not kept yet, and kept for the :data:`FIELDS_KEPT` latest fields: a new filter on fields read before parses
         no JSON."""
@@ -179,8 +179,13 @@ class Segment:
                 self._fields.move_to_end(path)
         missing = [path for path in dict.fromkeys(paths) if path not in columns]
         if missing:
-            records = [json.loads(m) if m else None for m in map(self.metadata.__getitem__, range(self.n_docs))]
-            read = {path: [field_value(record, path) for record in records] for path in missing}
+            read = {path: Column() for path in missing}
+            for local in range(self.n_docs):  # one document's metadata parsed at a time
+                stored = self.metadata[local]
+                record = json.loads(stored) if stored else None
+                for path, column in read.items():
+                    column.append(field_value(record, path))
+            read = {path: column.done() for path, column in read.items()}
             with self._matching_lock:
                 for path, values in read.items():
                     self._fields[path] = values
@@ -570,7 +575,8 @@ class SegmentedIndex(ABC):
         :class:`~semiret.indexes.filters.MetadataFilter`) in one commit, decided on the last commit (under the write
         lock). Returns how many were deleted."""
         with self.writing():
-            return self.delete(self.restricted(wanted).live_ids(), missing_ok=True)
+            doomed = self.restricted(wanted).live_ids()
+            return self.delete(doomed, missing_ok=True) if doomed else 0  # nothing to delete: no commit
 
     def add_index(self, other: "SegmentedIndex") -> int:
         """Add every live document of ``other`` (a shard: an index of this kind built with the same options from

@@ -34,7 +34,7 @@ from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.filters import MetadataFilter
+from semiret.indexes.filters import MetadataFilter, delete_matching
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
@@ -277,14 +277,8 @@ class Retriever:
 
     def delete_where(self, filter: dict) -> int:
         """Delete every document whose stored metadata passes ``filter`` (as :meth:`search` reads it; Qdrant's delete
-        by filter, OpenSearch's delete by query) in one commit; returns how many."""
-        wanted = MetadataFilter(filter)
-        if not self.index.stores_texts:
-            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it "
-                               "has no metadata to delete by")
-        if not hasattr(self.index, "delete_where"):
-            raise SemiretError(f"{self.index.path}: a Milvus collection deletes by id only")
-        return self.index.delete_where(wanted)
+        by filter, OpenSearch's delete by query), in one commit per part of the index; returns how many."""
+        return delete_matching(self.index, filter)
 
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is

@@ -348,7 +348,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def delete(body: DeleteRequest, index: ServedIndex = Depends(writable)):
         """Delete documents by id (unknown ids are skipped), or those whose metadata matches ``filter``; answered once
         durable."""
-        if body.filter:
+        if body.filter is not None:
             try:
                 MetadataFilter(body.filter)
             except SemiretError as exc:

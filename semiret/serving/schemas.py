@@ -87,8 +87,10 @@ class DeleteRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_of_the_two(self) -> "DeleteRequest":
-        if (self.ids is None) == (not self.filter):
-            raise ValueError("give ids or a non-empty filter (one of the two)")
+        if (self.ids is None) == (self.filter is None):
+            raise ValueError("give ids or a filter (one of the two)")
+        if self.filter == {}:
+            raise ValueError("an empty filter would delete every document: give a condition")
         return self
 
     @field_validator("ids", mode="before")

@@ -57,6 +57,11 @@ def _corpus(n: int = 300, seed: int = 7) -> list[Document]:
     ({"source": {"arxiv", "pubmed"}}, {"source": "pubmed"}, True),
     ({"tweet": 1234567890123456789}, {"tweet": 1234567890123456788}, False),  # large integers exactly
     ({"year": np.int64(2020)}, {"year": 2020}, True),               # numpy numbers as Python's
+    ({"authors.name": "x"}, {"authors": [{"name": "y"}, {"name": "x"}]}, True),  # across an array of objects
+    ({"authors.name": "z"}, {"authors": [{"name": "y"}, {"name": "x"}]}, False),
+    ({"authors.tags": "b"}, {"authors": [{"tags": ["a"]}, {"tags": ["b"]}]}, True),
+    ({"x": None}, {"x": None}, True),                              # null matches null; a missing field, nothing
+    ({"x": None}, {}, False),
 ])
 def test_conditions(spec, metadata, expected):
     assert MetadataFilter(spec).matches(metadata) is expected
@@ -391,3 +396,20 @@ def test_delete_command_and_endpoint_take_a_filter(tmp_path):
             both = client.post("/indexes/docs/documents/delete", headers=write, json={"ids": ["doc1"],
                                                                                      "filter": {"source": "web"}})
             assert both.status_code == 422 and client.get("/indexes/docs").json()["documents"] == 20
+
+
+def test_a_delete_matching_nothing_commits_nothing(tmp_path):
+    retriever = BM25Retriever.build(_corpus(10), tmp_path / "index")
+    before = (tmp_path / "index" / "meta.json").stat().st_mtime_ns
+    assert retriever.delete_where({"source": "nowhere"}) == 0
+    assert (tmp_path / "index" / "meta.json").stat().st_mtime_ns == before
+
+
+def test_a_delete_request_names_ids_or_a_filter(tmp_path):
+    BM25Retriever.build(_corpus(10), tmp_path / "index")
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False)
+    with TestClient(create_app(settings)) as client:
+        for body in ({"ids": ["doc1"], "filter": {}}, {"filter": {}}, {}):
+            refused = client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"}, json=body)
+            assert refused.status_code == 422, body
+        assert client.get("/indexes/docs").json()["documents"] == 10

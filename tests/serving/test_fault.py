@@ -107,10 +107,12 @@ def test_no_acknowledged_write_is_lost_when_the_server_is_killed(tmp_path):
                 before = sum(writer.acknowledged for writer in writers)
                 for thread in threads:
                     thread.start()
-                deadline = time.monotonic() + 30  # the round's first write acknowledged, however loaded the machine
-                while sum(writer.acknowledged for writer in writers) == before and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                time.sleep(rng.uniform(0.0, 0.4))  # then the kill lands wherever the writes are
+                if kill % 4 != 1:  # most rounds: the kill after the round's first acknowledged write, however slow
+                    deadline = time.monotonic() + 30
+                    while sum(writer.acknowledged for writer in writers) == before and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    assert sum(writer.acknowledged for writer in writers) > before, "no write acknowledged in 30 s"
+                time.sleep(rng.uniform(0.0, 0.4))  # the kill lands wherever the writes are (maybe before any)
                 server.kill()
                 for thread in threads:
                     thread.join(30)
@@ -119,7 +121,7 @@ def test_no_acknowledged_write_is_lost_when_the_server_is_killed(tmp_path):
             server.kill()
     acknowledged = sum(writer.acknowledged for writer in writers)
     print(f"\n{KILLS} kills, {acknowledged} acknowledged writes, {time.monotonic() - started:.1f} s")
-    assert acknowledged >= KILLS  # each round's kill came after at least one acknowledged write
+    assert acknowledged >= sum(kill % 4 != 1 for kill in range(KILLS))  # the kills landed among writes
 
 
 def _children(pid: int) -> list[int]:
