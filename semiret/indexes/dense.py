@@ -57,6 +57,25 @@ class DenseSegment(Segment):
 
         deleted = np.flatnonzero(self.deleted).astype(np.int64)
         selector = faiss.IDSelectorNot(faiss.IDSelectorBatch(deleted)) if len(deleted) else None
+        scores, local = self._approximate(queries, k, nprobe, ef_search, beam, selector)
+        if selector is None:
+            return scores, local
+        # many documents hidden (deleted, or failing a filter): the clusters or graph neighbours searched may hold
+        # fewer than k live ones; the queries left short are searched again, 4x wider each time, as far as it goes
+        wanted = min(k, self.n_docs - len(deleted))
+        short = np.flatnonzero((local >= 0).sum(axis=1) < wanted)
+        while len(short):
+            wider = self._wider(nprobe, ef_search, beam)
+            if wider is None:
+                break
+            nprobe, ef_search, beam = wider
+            scores[short], local[short] = self._approximate(queries[short], k, nprobe, ef_search, beam, selector)
+            short = short[(local[short] >= 0).sum(axis=1) < wanted]
+        return scores, local
+
+    def _approximate(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int, selector):
+        import faiss
+
         if self.tree is not None:
             return self.tree.search(queries, k, beam, selector)
         if isinstance(self.ann, faiss.IndexHNSW):
@@ -65,8 +84,20 @@ class DenseSegment(Segment):
             params = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe)
         else:
             params = faiss.SearchParameters(sel=selector)
-        scores, local = self.ann.search(queries, k, params=params)
-        return scores, local
+        return self.ann.search(queries, k, params=params)
+
+    def _wider(self, nprobe: int, ef_search: int, beam: int) -> tuple[int, int, int] | None:
+        """The search breadth 4x wider where this segment's structure has room left, else None."""
+        import faiss
+
+        if self.tree is not None:
+            widest = len(self.tree.cluster_sizes)
+            return (nprobe, ef_search, min(beam * 4, widest)) if beam < widest else None
+        if isinstance(self.ann, faiss.IndexIVF):
+            return (min(nprobe * 4, self.ann.nlist), ef_search, beam) if nprobe < self.ann.nlist else None
+        if isinstance(self.ann, faiss.IndexHNSW):
+            return (nprobe, min(ef_search * 4, self.n_docs), beam) if ef_search < self.n_docs else None
+        return None
 
     def _exact(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         best_scores = np.full((len(queries), 0), -np.inf, np.float32)

@@ -252,6 +252,21 @@ def test_approximate_retrievers_find_only_matching_documents(name, options, requ
         wanted = MetadataFilter(spec)
         hits = retriever.search("statins heart risk", k=6, filter=spec)
         assert hits and all(wanted.matches(hit.metadata) for hit in hits)
+        if name == "dense":  # an ANN structure searched wider until k live documents are found
+            assert len(hits) == 6
+
+
+def test_a_narrow_filter_widens_ivf_and_the_tree_until_k_are_found(tiny_bert, tmp_path):
+    from semiret.search import DenseRetriever
+
+    docs = [Document(f"d{i}", f"document number {i} about {WORDS[i % len(WORDS)]}", metadata={"rare": i % 97 == 0})
+            for i in range(600)]  # 7 documents pass, spread over the clusters
+    for ann in ("ivf", "tree"):
+        retriever = DenseRetriever.build(docs, tmp_path / ann, model=str(tiny_bert), ann=ann,
+                                         **({"nprobe": 1} if ann == "ivf" else {"beam": 1}))
+        exact = DenseRetriever.build(docs, tmp_path / f"{ann}-exact", model=str(tiny_bert))
+        hits = retriever.search("statins heart", k=5, filter={"rare": True})
+        assert [h.id for h in hits] == [h.id for h in exact.search("statins heart", k=5, filter={"rare": True})]
 
 
 def test_gdr_finds_only_matching_documents(tiny_gdr, tmp_path):
