@@ -5,13 +5,15 @@
 - ``{"year": [2019, 2020]}``: any of the values;
 - ``{"year": {"gte": 2019, "lt": 2024}}``: a range (``gt``, ``gte``, ``lt``, ``lte``; numbers with numbers, strings
   with strings, so ISO dates compare as dates);
-- several fields: all of them; ``"a.b"`` reads the field ``b`` inside the object ``a``.
+- several fields: all of them; ``"a.b"`` reads the field ``b`` inside the object ``a`` (inside each object of a list
+  of objects: ``authors.name``).
 
 A segmented index applies a filter as deletions (:meth:`~semiret.indexes.segments.SegmentedIndex.restricted`): the
 documents that fail it are hidden from one ordinary search, as deleted documents are, so every retriever ranks only
 the matching ones, with the scores it gives them unfiltered (deleted documents count in statistics until a merge).
-Which documents pass is worked out once per segment and filter and kept (segments never change their documents).
-An index that cannot hide documents (Milvus) is searched deeper until ``k`` hits pass (post-filtering).
+Which documents pass is worked out once per segment and filter and kept (segments never change their documents),
+from the values of the fields read, kept as a :class:`Column` each. An index that cannot hide documents (Milvus) is
+searched deeper until ``k`` hits pass (post-filtering).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from semiret.errors import SemiretError
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
                                                            "lt": operator.lt, "lte": operator.le}
 MISSING = object()
+"""A field a document does not have (``null`` is a value: it matches a filter asking for null)."""
+
+
 def _key(value) -> tuple:
     """Values compared for equality, by type: numbers by value (2020 and 2020.0 agree; large integers exactly),
     2020 and "2020" differ."""
