@@ -31,7 +31,7 @@ class SavedModelKind:
         """The directory of a saved model of this kind: ``name_or_path`` itself or the packaged checkpoint of
         that name. None when neither is one (a plain model name such as ``splade-tiny``); a directory of
         another kind, or the packaged default missing, is an error."""
-        for candidate in (Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path):
+        for candidate in _candidates(name_or_path):
             if (candidate / self.marker).is_file():
                 return candidate.resolve()
             for other in SAVED_MODEL_KINDS:
@@ -76,10 +76,15 @@ SAVED_MODEL_KINDS = (SIDR, INFERENCE_FREE, NAIL, GDR)
 
 
 
+def _candidates(name_or_path: str) -> tuple[Path, Path]:
+    """Where a model named so may be: the folder itself, else the packaged checkpoint of that name."""
+    return Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path
+
+
 def saved_model_kind(name_or_path: str) -> SavedModelKind | None:
     """The kind of saved model ``name_or_path`` is (a directory, or a packaged checkpoint's name), else None (an
     encoder, a registry name, a hub id, or nothing at all)."""
-    for candidate in (Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path):
+    for candidate in _candidates(name_or_path):
         for kind in SAVED_MODEL_KINDS:
             if (candidate / kind.marker).is_file():
                 return kind
@@ -121,7 +126,7 @@ def encoder_family(name_or_path: str) -> str | None:
     entry = packaged.REGISTRY.get(packaged.ALIASES.get(name_or_path, name_or_path))
     if entry is not None:
         return entry.family
-    for candidate in (Path(name_or_path), packaged.PACKAGED_CHECKPOINTS / name_or_path):
+    for candidate in _candidates(name_or_path):
         if (candidate / ENCODER_FILE).is_file():
             return json.loads((candidate / ENCODER_FILE).read_text()).get("family")
     return None

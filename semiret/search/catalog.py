@@ -57,11 +57,16 @@ def retrievers_taking(kind: str | None) -> tuple[str, ...]:
     return tuple(takers + (["hybrid"] if fuses and "hybrid" in RETRIEVERS else []))
 
 
-def _registry_entry(model: packaged.PackagedModel) -> ModelEntry:
+def _installed_at(model: packaged.PackagedModel) -> Path | None:
+    """The folder of a registry model, None when its package is not installed."""
     try:
-        path = packaged.packaged_file(model).parent
+        return packaged.packaged_file(model).parent
     except SemiretError:
-        path = None
+        return None
+
+
+def _registry_entry(model: packaged.PackagedModel) -> ModelEntry:
+    path = _installed_at(model)
     return ModelEntry(model.name, "registry", model.family, model.description, retrievers_taking(model.family),
                       path is not None, str(path) if path else None, package=model.package, hub_id=model.hub_id,
                       size_mb=_size_mb(path) if path else None)
@@ -103,7 +108,7 @@ def _packaged_entry(path: Path) -> ModelEntry:
     seconds = training.get("train_seconds")
     base = config.get("base") or marker.get("base") or marker.get("config", {}).get("query_base")
     requires = _requires(path, marker)
-    installed = all(_registry_entry(packaged.REGISTRY[name]).installed for name in requires)
+    installed = all(_installed_at(packaged.REGISTRY[name]) is not None for name in requires)
     return ModelEntry(name, "packaged", kind, f"{description}, trained by semiret", retrievers_taking(kind),
                       installed, str(path), base=base, trained_on=_trained_on(training),
                       train_minutes=round(seconds / 60, 1) if seconds else None, size_mb=_size_mb(path),
