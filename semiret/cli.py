@@ -1,4 +1,5 @@
-"""The ``semiret`` command line: index, search, add, delete, merge, merge-shards, info, models, eval, demo."""
+"""The ``semiret`` command line: index, search, add, delete, count, export, merge, merge-shards, info, models, eval,
+demo."""
 
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ class _Commands(TyperGroup):
         except SemiretError as exc:
             _report(exc)
             raise typer.Exit(2) from None
+        except BrokenPipeError:  # `semiret export INDEX | head`: the reader has what it wanted; end quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush finds no pipe
+            raise typer.Exit(1) from None
         except OSError as exc:  # a full disk, a read-only or vanished file system: the cause lies outside semiret
             where = f": {exc.filename}" if exc.filename else ""
             _report(SemiretError(f"{exc.strerror or exc}{where}"))
@@ -358,6 +362,50 @@ def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document id
     opened = open_index_at(index, _backend(backend, milvus_token))
     deleted = delete_matching(opened, _filter(filter_)) if filter_ else opened.delete(doc_ids)
     console.print(f"deleted {_count(deleted, 'document')}")
+
+
+@app.command()
+def count(index: Path = typer.Argument(..., help="Index directory."),
+          filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count the documents whose stored "
+                                                      "metadata matches (as search's --filter)."),
+          backend: Optional[str] = _backend_option(),
+          milvus_token: Optional[str] = _milvus_token_option()):
+    """Count an index's documents, or those whose metadata matches --filter (the number on standard output)."""
+    from semiret.indexes.filters import count_matching
+    from semiret.search.retrievers import open_index_at
+
+    print(count_matching(open_index_at(index, _backend(backend, milvus_token)), _filter(filter_) if filter_ else None))
+
+
+@app.command()
+def export(index: Path = typer.Argument(..., help="Index directory."),
+           out: str = typer.Option("-", "--out", "-o", help="JSONL file to write, replaced whole once complete "
+                                   "(default -: standard output)."),
+           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only the documents whose stored "
+                                                       "metadata matches (as search's --filter)."),
+           backend: Optional[str] = _backend_option(),
+           milvus_token: Optional[str] = _milvus_token_option()):
+    """Write an index's stored documents as a corpus file (BEIR corpus.jsonl lines, metadata included), which
+    `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects."""
+    from semiret import progress
+    from semiret.files import check_output_file, write_output_text
+    from semiret.indexes.filters import count_matching, matching_documents
+    from semiret.search.retrievers import open_index_at
+
+    check_output_file(out, "export (--out)")
+    opened = open_index_at(index, _backend(backend, milvus_token)).pinned()  # one commit, however long it takes
+    spec = _filter(filter_) if filter_ else None
+    documents = matching_documents(opened, spec)
+    written = 0
+
+    def lines():
+        nonlocal written
+        for document in progress.track(documents, "exporting", total=count_matching(opened, spec)):
+            written += 1
+            yield json.dumps(document.to_record(), ensure_ascii=False) + "\n"
+
+    write_output_text(out, lines())
+    console.print(f"exported {_count(written, 'document')}" + (f" to {out}" if out != "-" else ""))
 
 
 @app.command()

@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from semiret.errors import IndexFormatError, SemiretError
 
@@ -32,13 +32,13 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=2))
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename (an interrupted write leaves the old file or none, never half
-    of one); durable once this returns."""
+def atomic_write_text(path: Path, text: str | Iterable[str]) -> None:
+    """Replace ``path`` with ``text`` (or its pieces, written as they come) in one rename (an interrupted write
+    leaves the old file or none, never half of one); durable once this returns."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(text) if isinstance(text, str) else handle.writelines(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -63,18 +63,19 @@ def check_output_file(path: str | Path, what: str = "output file") -> None:
             break
 
 
-def write_output_text(path: str | Path, text: str) -> None:
-    """Write a file a user named for output: ``-`` is standard output; a symbolic link is written through (its
-    target replaced, the link kept); a device or a pipe (``/dev/stdout``) is written to as it is; any other path
-    is replaced atomically (:func:`atomic_write_text`)."""
+def write_output_text(path: str | Path, text: str | Iterable[str]) -> None:
+    """Write a file a user named for output (``text`` whole, or its pieces as they come): ``-`` is standard output;
+    a symbolic link is written through (its target replaced, the link kept); a device or a pipe (``/dev/stdout``)
+    is written to as it is; any other path is replaced atomically (:func:`atomic_write_text`)."""
+    pieces = [text] if isinstance(text, str) else text
     if str(path) == "-":
-        sys.stdout.write(text)
+        sys.stdout.writelines(pieces)
         sys.stdout.flush()
         return
     check_output_file(path)
     if os.path.exists(path) and not os.path.isfile(path):  # a device or a pipe, through any link
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines(pieces)
         return
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)

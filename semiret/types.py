@@ -69,6 +69,16 @@ class Embeddings:
 
 
 @dataclass
+class DocumentPage:
+    """A page of an index's documents in id order (``Retriever.scroll``): their ``ids``, stored ``documents`` (None
+    when the index keeps no texts), and ``next_offset``, the id the next page starts at (None after the last)."""
+
+    ids: list[str]
+    documents: list[Document] | None
+    next_offset: str | None
+
+
+@dataclass
 class SparseQuery:
     """A weighted bag of term ids; weights must be positive."""
 

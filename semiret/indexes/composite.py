@@ -112,8 +112,20 @@ class CompositeIndex:
     def get_document(self, doc_id: str):
         return self.first.get_document(doc_id)
 
+    def get_documents(self, doc_ids):
+        return self.first.get_documents(doc_ids)
+
     def live_ids(self) -> list[str]:
         return self.first.live_ids()
+
+    def count(self, wanted=None) -> int:
+        return self.first.count(wanted)
+
+    def iter_documents(self, wanted=None):
+        return self.first.iter_documents(wanted)
+
+    def sorted_ids(self, wanted=None) -> list[str]:
+        return self.first.sorted_ids(wanted)
 
     def size_on_disk(self) -> int:
         return directory_size(self.path)

@@ -18,13 +18,16 @@ searched deeper until ``k`` hits pass (post-filtering).
 
 from __future__ import annotations
 
+import bisect
 import json
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from semiret.data.collection import Document
 from semiret.errors import SemiretError
+from semiret.types import DocumentPage
 
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
                                                            "lt": operator.lt, "lte": operator.le}
@@ -175,16 +178,60 @@ def field_value(metadata: dict | None, path) -> Any:
     return [item for value in values for item in (value if isinstance(value, list) else [value])]
 
 
-def delete_matching(index, spec: dict) -> int:
-    """Delete every document of ``index`` whose stored metadata passes the filter ``spec`` (what
-    ``Retriever.delete_where`` and ``semiret delete --filter`` do); returns how many."""
+def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | None:
+    """The filter ``spec`` checked against ``index`` (None, or an empty filter as Qdrant's: every document); an
+    index keeping no stored documents has no metadata to ``doing`` ("search by", "delete by", ...)."""
+    if not spec:
+        return None
     wanted = MetadataFilter(spec)
     if not index.stores_texts:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
-                           "metadata to delete by")
+                           f"metadata to {doing}")
+    return wanted
+
+
+def delete_matching(index, spec: dict) -> int:
+    """Delete every document of ``index`` whose stored metadata passes the filter ``spec`` (what
+    ``Retriever.delete_where`` and ``semiret delete --filter`` do); returns how many."""
+    wanted = checked_filter(index, spec, "delete by")
+    if wanted is None:
+        raise SemiretError(f"an empty filter would delete every document of {index.path}: give a condition")
     if not hasattr(index, "delete_where"):
         raise SemiretError(f"{index.path}: a Milvus collection deletes by id only")
     return index.delete_where(wanted)
+
+
+def count_matching(index, spec: dict | None = None) -> int:
+    """How many live documents of ``index`` pass the filter ``spec`` (all of them without one): Qdrant's count,
+    OpenSearch's ``_count``."""
+    return index.count(checked_filter(index, spec, "count by"))
+
+
+def matching_documents(index, spec: dict | None = None) -> Iterator[Document]:
+    """The stored live documents of ``index`` that pass ``spec`` (all without one), in the index's order, from one
+    commit: what ``semiret export`` writes."""
+    if not index.stores_texts:
+        raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): there is "
+                           "nothing to read back")
+    return index.iter_documents(checked_filter(index, spec, "filter on"))
+
+
+def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str | None = None) -> DocumentPage:
+    """One page of the live documents that pass ``spec``, in id order (Qdrant's scroll): at most ``limit``, from the
+    id ``offset`` on (included; None: the first), with the id the next page starts at. Pages stay consistent while
+    documents change: each starts where the last ended, whatever was added or deleted before it."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise SemiretError(f"limit must be a positive integer, got {limit!r}")
+    view = index.pinned()  # the ids and their documents from one commit
+    ids = view.sorted_ids(checked_filter(view, spec, "filter on"))
+    start = bisect.bisect_left(ids, offset) if offset is not None else 0
+    page = ids[start: start + limit]
+    following = ids[start + limit] if start + limit < len(ids) else None
+    if not view.stores_texts:
+        return DocumentPage(page, None, following)
+    found = view.get_documents(page)
+    page = [doc_id for doc_id in page if doc_id in found]  # (Milvus) deleted since its ids were read
+    return DocumentPage(page, [found[doc_id] for doc_id in page], following)
 
 
 def _passes(condition, value) -> bool:

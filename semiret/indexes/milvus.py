@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import time
@@ -53,9 +54,9 @@ ID_FIELD, VECTOR_FIELD, DOCUMENT_FIELD = "id", "vector", "document"
 MAX_ID_BYTES = 512
 MAX_DOCUMENT_BYTES = 65_535
 ROWS_PER_REQUEST = 1000
+"""Rows per upsert, id lookup, read or delete request (well under Milvus's 64 MB message limit at 768 dimensions)."""
 MAX_TOP_K = 16_384
 """The most hits Milvus returns for a query (its ``limit``)."""
-"""Rows per upsert, id lookup or delete request (well under Milvus's 64 MB message limit at 768 dimensions)."""
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 
@@ -228,6 +229,40 @@ class MilvusIndex:
             found.update((row[ID_FIELD], Document.from_record(json.loads(row[DOCUMENT_FIELD])))
                          for row in rows if row[DOCUMENT_FIELD])
         return found
+
+    def count(self, wanted=None) -> int:
+        """Documents, or those whose stored metadata passes ``wanted`` (read through: Milvus has not got it)."""
+        return self.n_docs if wanted is None else sum(1 for _ in self.iter_documents(wanted))
+
+    def iter_documents(self, wanted=None) -> Iterator[Document]:
+        """The stored documents (those passing ``wanted``), in Milvus's order, read a page at a time."""
+        for row in self._rows([ID_FIELD, DOCUMENT_FIELD]):
+            if row[DOCUMENT_FIELD]:
+                document = Document.from_record(json.loads(row[DOCUMENT_FIELD]))
+                if wanted is None or wanted.matches(document.metadata):
+                    yield document
+
+    def sorted_ids(self, wanted=None) -> list[str]:
+        """Ids of the documents (those passing ``wanted``) in sorted order, what a scroll pages through."""
+        if wanted is None:
+            return sorted(row[ID_FIELD] for row in self._rows([ID_FIELD]))
+        return sorted(document.id for document in self.iter_documents(wanted))
+
+    def _rows(self, output_fields: list[str]) -> Iterator[dict]:
+        """Every row's ``output_fields``, :data:`ROWS_PER_REQUEST` rows a request (Milvus's query iterator)."""
+        with milvus_errors(f"reading {self.name!r}"):
+            pages = self._client.query_iterator(self.name, batch_size=ROWS_PER_REQUEST, filter="",
+                                                output_fields=output_fields,
+                                                consistency_level=self.backend.consistency)
+        try:
+            while True:
+                with milvus_errors(f"reading {self.name!r}"):
+                    page = pages.next()
+                if not page:
+                    return
+                yield from page
+        finally:
+            pages.close()
 
     def describe(self) -> dict:
         return {"kind": self.kind, "documents": self.n_docs, "backend": "milvus", "uri": self.backend.uri,
@@ -427,9 +462,15 @@ def _client(uri: str, token: str):
         from pymilvus import MilvusClient
     except ImportError:
         raise SemiretError("the Milvus backend needs pymilvus: pip install 'semiret[milvus]'") from None
+    # a Milvus Lite server gives its query iterator no timestamp, and pymilvus says so at every read
+    logging.getLogger("pymilvus.orm.iterator").addFilter(_not_a_timestamp_notice)
     with warnings.catch_warnings(), milvus_errors(f"connecting to {uri}"):
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
         return MilvusClient(uri=uri, token=token)
+
+
+def _not_a_timestamp_notice(record: logging.LogRecord) -> bool:
+    return "mvccTs" not in record.getMessage()
 
 
 @contextmanager

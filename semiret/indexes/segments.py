@@ -219,6 +219,11 @@ FIELDS_KEPT = 8
 """Metadata fields whose values a segment keeps, for filters not seen yet (the least recently used go first)."""
 
 
+def _shown(segment: Segment, wanted) -> np.ndarray:
+    """bool [n_docs]: a segment's live documents, those whose metadata passes ``wanted`` when given."""
+    return ~segment.deleted if wanted is None else ~segment.deleted & segment.matching(wanted)
+
+
 def _hidden_as(segments: list[Segment], like: "SegmentedIndex") -> list[np.ndarray]:
     """Per segment, the documents ``like`` (a restricted view of another part) hides: its aligned segment's flags,
     else (parts out of step: a crash between their commits) by id among the documents it keeps."""
@@ -420,6 +425,29 @@ class SegmentedIndex(ABC):
         """Ids of the live documents, segment by segment in the order they were added."""
         return [i for s in self.segments for i in s.document_ids(np.flatnonzero(~s.deleted))]
 
+    def count(self, wanted=None) -> int:
+        """Live documents, or those whose metadata passes ``wanted`` (a
+        :class:`~semiret.indexes.filters.MetadataFilter`): sums of the segments' masks, no id decoded."""
+        return sum(int(np.count_nonzero(_shown(segment, wanted))) for segment in self.segments)
+
+    def iter_documents(self, wanted=None) -> Iterator[Document]:
+        """The stored live documents (those passing ``wanted``), segment by segment in the order they were added,
+        all from the commit current when the iteration starts (needs stored texts)."""
+        for segment in self.snapshot.segments:
+            for local in np.flatnonzero(_shown(segment, wanted)).tolist():
+                yield segment.document(local)
+
+    def sorted_ids(self, wanted=None) -> list[str]:
+        """Ids of the live documents (those passing ``wanted``) in sorted order, what a scroll pages through; kept
+        for the latest filter of the current commit, so that each next page costs a binary search."""
+        snapshot = self.snapshot
+        key = None if wanted is None else wanted.key
+        kept = snapshot.derived.get("sorted_ids")
+        if kept is None or kept[0] != key:
+            ids = sorted(i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted))))
+            kept = snapshot.derived["sorted_ids"] = (key, ids)
+        return kept[1]
+
     @property
     def stores_texts(self) -> bool:
         """Whether documents are stored beside their postings or vectors (texts, titles, metadata)."""
@@ -431,6 +459,11 @@ class SegmentedIndex(ABC):
         if found is None or found[0].texts is None:
             return None
         return found[0].document(found[1])
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """The stored documents of those ids that are live (none when texts were not stored)."""
+        found = ((doc_id, self.get_document(doc_id)) for doc_id in doc_ids)
+        return {doc_id: document for doc_id, document in found if document is not None}
 
     def pinned(self) -> "SegmentedIndex":
         """A read-only view of the current snapshot: searches and lookups on it all see that one commit, whatever

@@ -26,7 +26,7 @@ import logging
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 from semiret import options as option_tools
 from semiret import progress
@@ -34,11 +34,12 @@ from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.filters import MetadataFilter, delete_matching
+from semiret.indexes.filters import (MetadataFilter, checked_filter, count_matching, delete_matching,
+                                      documents_page, matching_documents)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
-from semiret.types import Hit, SearchHits
+from semiret.types import DocumentPage, Hit, SearchHits
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +281,20 @@ class Retriever:
         by filter, OpenSearch's delete by query), in one commit per part of the index; returns how many."""
         return delete_matching(self.index, filter)
 
+    # ------------------------------------------------------------------ documents
+    def count(self, filter: dict | None = None) -> int:
+        """How many documents the index holds, or how many pass ``filter`` (as :meth:`search` reads it)."""
+        return count_matching(self.index, filter)
+
+    def iter_documents(self, filter: dict | None = None) -> Iterator[Document]:
+        """The stored documents (those passing ``filter``), in the order they were added, from one commit."""
+        return matching_documents(self.index, filter)
+
+    def scroll(self, filter: dict | None = None, limit: int = 10, offset: str | None = None) -> DocumentPage:
+        """A page of at most ``limit`` documents (those passing ``filter``) in id order, from the id ``offset`` on;
+        ``page.next_offset`` starts the next one (Qdrant's scroll)."""
+        return documents_page(self.index, filter, limit, offset)
+
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""
@@ -319,13 +334,10 @@ class Retriever:
             raise SemiretError("k must be at least 1")
         if n_threads < 1:
             raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
-        if not filter:  # None, or an empty filter (as Qdrant's): every document
+        wanted = checked_filter(self.index, filter, "filter on")
+        if wanted is None:  # no filter, or an empty one (as Qdrant's): every document
             hits = self.query_side.search(self.index, texts, k, n_threads)
         else:
-            wanted = MetadataFilter(filter)
-            if not self.index.stores_texts:
-                raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so "
-                                   "it has no metadata to filter on")
             if hasattr(self.index, "restricted"):  # the documents that fail count as deleted: one ordinary search
                 hits = self.query_side.search(self.index.restricted(wanted), texts, k, n_threads)
             else:

@@ -3,12 +3,16 @@
 =========================================  =========================================================
 ``GET /indexes``                           the served indexes, described
 ``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
-``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "with_text", "options"}`` ->
+``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "with_text",
+                                           "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
                                            JSONL body (``application/x-ndjson``), streamed
-``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``
+``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
+``POST /indexes/{name}/documents/scroll``  ``{"filter", "limit", "offset"}`` -> a page of documents in id order
+                                           and ``next_page_offset``
+``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
 ``GET /indexes/{name}/documents/{id}``     a stored document
 ``POST /indexes/{name}/merge``             fold all segments into one
 ``GET /healthz``, ``GET /readyz``          liveness; readiness (every index opens)
@@ -46,11 +50,15 @@ from semiret.errors import IndexFormatError, SemiretError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import MetadataFilter
 from semiret.serving.schemas import (
+    CountRequest,
+    CountResponse,
     DeleteRequest,
     DocumentIn,
     ErrorDetail,
     IndexInfo,
     IndexList,
+    ScrollRequest,
+    ScrollResponse,
     SearchRequest,
     SearchResponse,
     StoredDocument,
@@ -238,6 +246,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if k > settings.max_k:
             raise validation_error(loc, f"k must be at most {settings.max_k}", "less_than_equal")
 
+    def check_filter(spec: dict | None) -> None:
+        if spec:
+            try:
+                MetadataFilter(spec)
+            except SemiretError as exc:
+                raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
+
     # ------------------------------------------------------------------ health
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict:
@@ -289,17 +304,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_batch(len(body.queries), "queries")
         k = body.k if "k" in body.model_fields_set else min(body.k, settings.max_k)
         check_k(k, ("body", "k"))
+        if k + body.offset > settings.max_k:
+            raise validation_error(("body", "offset"), f"k + offset must be at most {settings.max_k} (--max-k)",
+                                   "less_than_equal")
         try:
             check_json_values([index.retriever.queries.Options], body.options,
                               f"searches with retriever {index.retriever.name!r}")
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
-        if body.filter:
-            try:
-                MetadataFilter(body.filter)
-            except SemiretError as exc:
-                raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
-        results = await _search(index, body.queries, k, body.options, body.with_text, body.filter)
+        check_filter(body.filter)
+        results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset)
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -349,13 +363,30 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Delete documents by id (unknown ids are skipped), or those whose metadata matches ``filter``; answered once
         durable."""
         if body.filter is not None:
-            try:
-                MetadataFilter(body.filter)
-            except SemiretError as exc:
-                raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
+            check_filter(body.filter)
             return {"deleted": await run_in_threadpool(index.delete_where, body.filter)}
         check_batch(len(body.ids), "ids")
         return {"deleted": await run_in_threadpool(index.delete, body.ids)}
+
+    @app.post("/indexes/{name}/documents/scroll", response_model=ScrollResponse, response_model_exclude_unset=True,
+              response_model_by_alias=True, tags=["documents"], responses=_errors(401, 404, 503))
+    async def scroll(body: ScrollRequest, index: ServedIndex = Depends(readable)):
+        """A page of the stored documents in id order, those whose metadata matches ``filter`` if given (Qdrant's
+        scroll): ``{"documents": [...], "next_page_offset": ID}``; ask again with ``"offset": ID`` until it is null.
+        Pages stay consistent while documents change: each starts where the last ended."""
+        if body.limit > settings.max_batch:
+            raise validation_error(("body", "limit"), f"limit must be at most {settings.max_batch} (--max-batch)",
+                                   "less_than_equal")
+        check_filter(body.filter)
+        return await run_in_threadpool(index.scroll, body.filter, body.limit, body.offset, body.with_text)
+
+    @app.post("/indexes/{name}/documents/count", response_model=CountResponse, tags=["documents"],
+              responses=_errors(401, 404, 503))
+    async def count(body: CountRequest, index: ServedIndex = Depends(readable)):
+        """How many documents the index holds, or how many match ``filter`` (Qdrant's count, OpenSearch's
+        ``_count``)."""
+        check_filter(body.filter)
+        return {"count": await run_in_threadpool(index.count, body.filter)}
 
     @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"], response_model=StoredDocument,
              response_model_exclude_unset=True, response_model_by_alias=True, responses=_errors(401, 404, 503))
@@ -377,14 +408,14 @@ def app_from_environment() -> FastAPI:
 
 
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
-                  filter: dict | None = None) -> list[list[dict]]:
+                  filter: dict | None = None, offset: int = 0) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter):  # a new filter reads every document
-        return index.search(queries, k, options, with_text, filter)
-    return await run_in_threadpool(index.search, queries, k, options, with_text, filter)
+        return index.search(queries, k, options, with_text, filter, offset)
+    return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset)
 
 
 def _inlined_schema(model) -> dict:

@@ -52,6 +52,8 @@ class SearchRequest(BaseModel):
     queries: list[str] = Field(description="Query texts; the answer has one list of hits per query.")
     k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
                    "default 10, or the server's --max-k if lower.")
+    offset: int = Field(0, ge=0, strict=True, description="Hits of each query to skip first, for the next page "
+                        "of a ranking (OpenSearch's `from`): k hits from rank offset + 1 on.")
     with_text: bool = Field(False, description="Include each hit's stored title, text and metadata.")
     filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches: "
                                           "{\"field\": value}, {\"field\": [any, of]}, {\"field\": {\"gte\": 1, "
@@ -141,3 +143,33 @@ class StoredDocument(BaseModel):
     title: str | None = None
     text: str | None = None
     metadata: dict[str, Any] | None = None
+
+
+class ScrollRequest(BaseModel):
+    """A page of the documents in id order (Qdrant's scroll): start with no offset, then each answer's
+    ``next_page_offset``, until it is null."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches (as a "
+                                          "search's filter).")
+    limit: int = Field(10, ge=1, strict=True, description="Documents in the page, at most the server's --max-batch.")
+    offset: str | None = Field(None, description="The id the page starts at (included): a previous answer's "
+                               "next_page_offset.")
+    with_text: bool = Field(True, description="Each document's stored title, text and metadata; false: ids only.")
+
+
+class ScrollResponse(BaseModel):
+    documents: list[StoredDocument]
+    next_page_offset: str | None = Field(description="The offset of the next page; null after the last.")
+
+
+class CountRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    filter: dict[str, Any] | None = Field(None, description="Count only documents whose stored metadata matches "
+                                          "(as a search's filter).")
+
+
+class CountResponse(BaseModel):
+    count: int

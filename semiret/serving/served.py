@@ -80,17 +80,17 @@ class ServedIndex:
                 "search_options": search_options}
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
-               filter: dict | None = None) -> list[list[dict]]:
+               filter: dict | None = None, offset: int = 0) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
-        ``with_text``; only documents whose metadata passes ``filter``)."""
+        ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         started = time.perf_counter()
         self.refresh()
         retriever = retriever.pinned()
         results = []
-        for hits in retriever.search(queries, k=k, filter=filter):
+        for hits in retriever.search(queries, k=k + offset, filter=filter):
             rows = []
-            for hit in hits:
+            for hit in hits[offset:]:
                 row = {"id": hit.id, "score": hit.score}
                 if with_text:
                     document = hit.document
@@ -116,6 +116,21 @@ class ServedIndex:
         if document is not None:
             return document.to_record()
         return {"_id": doc_id} if doc_id in index else None
+
+    def count(self, filter: dict | None) -> int:
+        """Live documents, or those whose metadata passes ``filter``."""
+        self.refresh()
+        return self.retriever.count(filter)
+
+    def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool) -> dict:
+        """A page of documents in id order from ``offset`` on, and the next page's offset (all from one commit)."""
+        self.refresh()
+        page = self.retriever.scroll(filter, limit, offset)
+        if page.documents is None or not with_text:
+            rows = [{"_id": doc_id} for doc_id in page.ids]
+        else:
+            rows = [document.to_record() for document in page.documents]
+        return {"documents": rows, "next_page_offset": page.next_offset}
 
     # ------------------------------------------------------------------ writes (each durable when it returns)
     def upsert(self, documents: list[Document]) -> int:

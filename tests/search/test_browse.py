@@ -1,0 +1,186 @@
+"""Reading an index's documents back: counting them (by filter), iterating them, paging through them in id order
+(Qdrant's scroll), `semiret count` and `semiret export`, the service's scroll, count and search offset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.data.collection import iter_corpus
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, HybridRetriever, open_retriever
+from semiret.serving import ServeSettings, create_app
+
+from helpers import write_jsonl
+
+
+def _corpus(n: int = 40) -> list[Document]:
+    return [Document(f"d{i:03d}", f"statins heart risk trial {i} " + "dose " * (i % 5), title=f"t{i}",
+                     metadata={"year": 2000 + i % 4, "source": ["pubmed", "web"][i % 2]} if i % 10 else None)
+            for i in range(n)]
+
+
+@pytest.fixture
+def indexed(tmp_path):
+    return BM25Retriever.build(_corpus(), tmp_path / "index")
+
+
+def _scrolled(retriever, spec=None, limit=7) -> list[str]:
+    """Every page's ids, page after page, checking that pages neither overlap nor skip."""
+    ids, offset = [], None
+    while True:
+        page = retriever.scroll(spec, limit=limit, offset=offset)
+        assert len(page.ids) <= limit and page.ids == [d.id for d in page.documents]
+        ids += page.ids
+        offset = page.next_offset
+        if offset is None:
+            return ids
+        assert len(page.ids) == limit and offset > page.ids[-1]
+
+
+def test_count_iterate_and_scroll_agree_with_the_documents(indexed):
+    corpus = _corpus()
+    web = [d for d in corpus if d.metadata and d.metadata["source"] == "web"]
+    assert indexed.count() == 40 and indexed.count({}) == 40
+    assert indexed.count({"source": "web"}) == len(web) == 20
+    assert indexed.count({"year": {"gte": 2002}, "source": "pubmed"}) == sum(
+        1 for d in corpus if d.metadata and d.metadata["year"] >= 2002 and d.metadata["source"] == "pubmed")
+    assert list(indexed.iter_documents({"source": "web"})) == web  # texts, titles and metadata as given
+    assert list(indexed.iter_documents()) == corpus
+    assert _scrolled(indexed) == sorted(d.id for d in corpus)
+    assert _scrolled(indexed, {"source": "web"}, limit=5) == sorted(d.id for d in web)
+    page = indexed.scroll({"source": "web"}, limit=3, offset="d012")  # an offset need not be a matching id
+    assert page.ids == ["d013", "d015", "d017"] and page.next_offset == "d019"
+    assert indexed.scroll(offset="zzz").ids == [] and indexed.scroll(offset="zzz").next_offset is None
+
+
+def test_deleted_and_added_documents_are_counted_and_paged_at_once(indexed):
+    assert indexed.count({"source": "web"}) == 20
+    indexed.delete(["d001", "d003"])
+    indexed.add([Document("d500", "statins", metadata={"source": "web"})])
+    assert indexed.count({"source": "web"}) == 19 and indexed.count() == 39
+    ids = _scrolled(indexed, {"source": "web"}, limit=4)
+    assert "d001" not in ids and "d500" in ids and len(ids) == 19
+    first = indexed.scroll(limit=5)
+    indexed.delete([first.next_offset])  # the next page's first document goes between two pages
+    second = indexed.scroll(limit=5, offset=first.next_offset)
+    assert second.ids[0] > first.ids[-1] and first.next_offset not in second.ids
+    indexed.index.merge()
+    assert indexed.count() == 38 and _scrolled(indexed) == sorted(indexed.index.live_ids())
+
+
+def test_an_index_without_stored_documents_counts_and_pages_ids_only(tmp_path):
+    retriever = BM25Retriever.build(_corpus(12), tmp_path / "index", store_texts=False)
+    assert retriever.count() == 12
+    page = retriever.scroll(limit=5)
+    assert page.ids == [f"d{i:03d}" for i in range(5)] and page.documents is None
+    with pytest.raises(SemiretError, match="no metadata to count by"):
+        retriever.count({"source": "web"})
+    with pytest.raises(SemiretError, match="nothing to read back"):
+        list(retriever.iter_documents())
+    with pytest.raises(SemiretError, match="limit must be a positive integer"):
+        retriever.scroll(limit=0)
+
+
+def test_a_hybrid_index_reads_its_documents_from_its_first_part(tmp_path):
+    hybrid = HybridRetriever.build(_corpus(), tmp_path / "hybrid", neural="bot")
+    assert hybrid.count({"source": "web"}) == 20
+    assert [d.id for d in hybrid.iter_documents({"year": 2001})] == [
+        d.id for d in _corpus() if d.metadata and d.metadata["year"] == 2001]
+    assert _scrolled(hybrid, {"source": "pubmed"}) == sorted(
+        d.id for d in _corpus() if d.metadata and d.metadata["source"] == "pubmed")
+
+
+def test_count_and_export_commands(indexed, tmp_path):
+    runner = CliRunner()
+    counted = runner.invoke(app, ["count", str(indexed.index.path), "--filter", "source=web"])
+    assert counted.exit_code == 0 and counted.stdout.strip() == "20"
+    out = tmp_path / "web.jsonl"
+    exported = runner.invoke(app, ["export", str(indexed.index.path), "--filter", '{"year": {"lt": 2002}}', "-o",
+                                   str(out)])
+    assert exported.exit_code == 0, exported.output
+    wanted = [d for d in _corpus() if d.metadata and d.metadata["year"] < 2002]
+    assert list(iter_corpus(out)) == wanted  # a corpus file `semiret index` reads back, metadata and all
+    everything = runner.invoke(app, ["export", str(indexed.index.path)])
+    lines = [json.loads(line) for line in everything.stdout.splitlines()]
+    assert [line["_id"] for line in lines] == [d.id for d in _corpus()] and lines[1]["metadata"]["year"] == 2001
+    rebuilt = runner.invoke(app, ["index", "--data", str(out), "--out", str(tmp_path / "copy"), "-r", "bm25"])
+    assert rebuilt.exit_code == 0 and open_retriever(tmp_path / "copy").count({"year": 2001}) == 10
+
+
+def test_export_refuses_before_writing_and_never_leaves_half_a_file(indexed, tmp_path, monkeypatch):
+    runner = CliRunner()
+    out = tmp_path / "kept.jsonl"
+    write_jsonl(out, [{"_id": "old", "text": "kept"}])
+    assert runner.invoke(app, ["export", str(indexed.index.path), "-o", str(tmp_path)]).exit_code == 2
+    bare = BM25Retriever.build(_corpus(5), tmp_path / "bare", store_texts=False)
+    refused = runner.invoke(app, ["export", str(bare.index.path), "-o", str(out)])
+    assert refused.exit_code == 2 and "nothing to read back" in refused.output
+
+    def failing(self, local):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("semiret.indexes.segments.Segment.document", failing)
+    failed = runner.invoke(app, ["export", str(indexed.index.path), "-o", str(out)])
+    assert failed.exit_code == 1 and [d.id for d in iter_corpus(out)] == ["old"]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".kept")]
+
+
+def test_the_service_scrolls_counts_and_pages_searches(tmp_path):
+    BM25Retriever.build(_corpus(), tmp_path / "index")
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False, max_batch=8,
+                             max_k=20)
+    with TestClient(create_app(settings)) as client:
+        count = client.post("/indexes/docs/documents/count", json={"filter": {"source": "web"}})
+        assert count.status_code == 200 and count.json() == {"count": 20}
+        assert client.post("/indexes/docs/documents/count", json={}).json() == {"count": 40}
+        ids, offset = [], None
+        while True:
+            page = client.post("/indexes/docs/documents/scroll", json={"filter": {"source": "web"}, "limit": 8,
+                                                                        **({"offset": offset} if offset else {})})
+            assert page.status_code == 200, page.text
+            ids += [d["_id"] for d in page.json()["documents"]]
+            offset = page.json()["next_page_offset"]
+            if offset is None:
+                break
+        assert ids == sorted(d.id for d in _corpus() if d.metadata and d.metadata["source"] == "web")
+        first = client.post("/indexes/docs/documents/scroll", json={"limit": 2}).json()["documents"]
+        assert first == [{"_id": "d000", "title": "t0", "text": _corpus()[0].text},
+                         {"_id": "d001", "title": "t1", "text": _corpus()[1].text,
+                          "metadata": {"year": 2001, "source": "web"}}]
+        bare = client.post("/indexes/docs/documents/scroll", json={"limit": 2, "with_text": False}).json()
+        assert bare == {"documents": [{"_id": "d000"}, {"_id": "d001"}], "next_page_offset": "d002"}
+        too_many = client.post("/indexes/docs/documents/scroll", json={"limit": 9})
+        assert too_many.status_code == 422 and too_many.json()["detail"][0]["loc"] == ["body", "limit"]
+        bad = client.post("/indexes/docs/documents/count", json={"filter": {"year": {"after": 1}}})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "filter"]
+
+        def ranking(**body):
+            found = client.post("/indexes/docs/search", json={"queries": ["statins dose"], **body})
+            assert found.status_code == 200, found.text
+            return [hit["id"] for hit in found.json()["results"][0]]
+
+        whole = ranking(k=12)
+        assert ranking(k=5) + ranking(k=5, offset=5) + ranking(k=2, offset=10) == whole
+        assert ranking(k=5, offset=3, filter={"source": "web"}) == ranking(k=8, filter={"source": "web"})[3:]
+        past = client.post("/indexes/docs/search", json={"queries": ["statins"], "k": 10, "offset": 11})
+        assert past.status_code == 422 and past.json()["detail"][0]["loc"] == ["body", "offset"]
+
+
+def test_a_milvus_collection_counts_exports_and_scrolls(tmp_path):
+    pytest.importorskip("milvus_lite", reason="needs milvus-lite (pip install 'semiret[milvus]')")
+    from semiret.indexes.milvus import MilvusBackend
+    from semiret.search import BagOfTokensRetriever
+
+    backend = MilvusBackend(str(tmp_path / "milvus.db"))
+    collection = BagOfTokensRetriever.build(_corpus(), "browse", backend=backend)
+    web = [d for d in _corpus() if d.metadata and d.metadata["source"] == "web"]
+    assert collection.count() == 40 and collection.count({"source": "web"}) == 20
+    assert sorted(collection.iter_documents({"source": "web"}), key=lambda d: d.id) == web
+    assert _scrolled(collection, {"source": "web"}, limit=5) == [d.id for d in web]
+    assert _scrolled(collection, limit=16) == sorted(d.id for d in _corpus())
