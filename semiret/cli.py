@@ -1,5 +1,5 @@
 """The ``semiret`` command line: index, search, add, delete, count, export, merge, merge-shards, info, models, eval,
-demo."""
+compare, fuse, demo."""
 
 from __future__ import annotations
 
@@ -654,6 +654,31 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
         table.add_row(name, f"{v['baseline'] + v['delta']:.4f}", f"{v['baseline']:.4f}",
                       f"{v['delta']:+.4f} (p={_p_value(v)})", f"{v['better']} / {v['worse']}")
     stdout.print(table)
+
+
+@app.command()
+def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two or more)."),
+         out: str = typer.Option("-", "--out", "-o", help="The fused TREC run (default -: standard output)."),
+         method: str = typer.Option("rrf", help="rrf (reciprocal rank fusion) or score (min-max normalised scores, "
+                                                "weighted and summed)."),
+         weight: Optional[list[float]] = typer.Option(None, help="Each run's weight, in their order (repeat; "
+                                                                 "default: equal)."),
+         rrf_k: int = typer.Option(60, help="RRF's rank offset k: 1 / (k + rank)."),
+         depth: Optional[int] = typer.Option(None, help="Documents taken from each run's ranking of a query "
+                                                        "(default: all)."),
+         k: int = typer.Option(1000, "-k", help="Documents per query in the fused run."),
+         tag: str = typer.Option("fused", help="The fused run's tag column.")):
+    """Fuse saved runs into one (Pyserini's and ranx's fusion; the hybrid retriever's, for runs already on disk):
+    score the result with `semiret compare`."""
+    from semiret.data.trec import read_trec_run, write_trec_run
+    from semiret.evaluation.fusion import fuse_runs
+    from semiret.files import check_output_file
+
+    check_output_file(out, "fused run (--out)")
+    fused = fuse_runs([read_trec_run(path) for path in run], method, weight, rrf_k, depth, k)
+    write_trec_run(fused, out, tag=tag)
+    if out != "-":
+        console.print(f"{len(fused)} queries fused from {len(run)} runs into {out}")
 
 
 @app.command()

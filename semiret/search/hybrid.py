@@ -19,6 +19,7 @@ from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
 from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
 from semiret.indexes.segments import copy_index_files
+from semiret.search.fusion import min_max_normalised, reciprocal_ranks
 from semiret.search.retrievers import (
     RETRIEVERS,
     DocumentSide,
@@ -233,17 +234,9 @@ class HybridQueries(QuerySide):
         if self.fusion == "rrf":
             shares = self._rrf  # read once: another thread's search may replace it meanwhile
             if len(shares) < len(scores):
-                shares = self._rrf = 1.0 / (self.options.rrf_k + np.arange(1, len(scores) + 1, dtype=np.float64))
+                shares = self._rrf = reciprocal_ranks(len(scores), self.options.rrf_k)
             return shares[: len(scores)]
-        if not len(scores):
-            return np.empty(0)
-        high, low = scores[0], scores[-1]  # hits come best first: no scan for the extremes
-        if not high > low:
-            return np.ones(len(scores))
-        values = np.array(scores, np.float64)
-        values -= low
-        values *= 1.0 / (high - low)
-        return values
+        return min_max_normalised(scores)
 
 
 @register_retriever
