@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -110,25 +110,75 @@ class ClusteredDenseIndex(DenseIndex):
         return ClusteredEmbeddings(ids, np.asarray(segment.vectors)[live], documents, np.asarray(segment.leaves)[live])
 
     def search_clusters(self, queries: np.ndarray, leaves: Sequence[np.ndarray], inter: Sequence[np.ndarray],
-                        k: int = 10, beta: float = 1.0) -> tuple[SearchHits, list[int]]:
+                        k: int = 10, beta: float = 1.0, wider: Callable | None = None) -> tuple[SearchHits, list[int]]:
         """Per query, the top ``k`` live documents of its ``leaves`` by ``inter + beta * sigmoid(<q, d>)`` (its
-        leaves' ``S_inter``), and how many documents each query scored."""
+        leaves' ``S_inter``), and how many documents each query scored.
+
+        ``wider(rows)``: for the queries (row numbers) left with fewer than ``k`` live hits while the index holds
+        more live documents (few or small leaves decoded, documents deleted or hidden by a filter), their leaves
+        and ``S_inter`` decoded wider (GDR: 4x the beams), or None where no wider decoding is left. The leaves not
+        scored yet are scored (an ``S_inter`` is its path's probability, whatever the beams: the scores already
+        found stand), each such query keeps the best ``k`` of all it scored, and the count of documents scored
+        grows by theirs; repeated until every query has ``k`` live hits (or all there are) or ``wider`` gives None.
+        """
         if k < 1:
             raise SemiretError("k must be at least 1")
         queries = np.ascontiguousarray(queries, np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim or not len(leaves) == len(inter) == len(queries):
             raise SemiretError(f"expected [n, {self.dim}] queries with their leaves and scores, got {queries.shape}")
-        segments = self.segments
-        scored = [0] * len(queries)
-        seg_scores, seg_locals = [], []
-        for segment in segments:
-            scores = np.full((len(queries), k), -np.inf, np.float32)
-            local = np.full((len(queries), k), -1, np.int64)
-            for row, query in enumerate(queries):
-                found, numbers, count = segment.score_clusters(query, np.asarray(leaves[row], np.int64),
-                                                               np.asarray(inter[row], np.float32), k, beta)
-                scores[row, : len(found)], local[row, : len(found)] = found, numbers
-                scored[row] += count
-            seg_scores.append(scores)
-            seg_locals.append(local)
+        segments = self.segments  # one snapshot for the whole search, the wider rounds included
+        seg_scores, seg_locals, scored = _score_clusters(segments, queries, leaves, inter, k, beta)
+        if wider is not None:
+            wanted = min(k, sum(s.n_docs - s.n_deleted for s in segments))
+            searched = [np.asarray(row_leaves, np.int64) for row_leaves in leaves]
+            short = _short(seg_locals, np.arange(len(queries)), wanted)
+            while len(short):
+                widened = wider(short)
+                if widened is None:
+                    break
+                fresh_leaves, fresh_inter = [], []
+                for row, row_leaves, row_inter in zip(short, *widened):
+                    row_leaves = np.asarray(row_leaves, np.int64)
+                    fresh = ~np.isin(row_leaves, searched[row])
+                    fresh_leaves.append(row_leaves[fresh])
+                    fresh_inter.append(np.asarray(row_inter, np.float32)[fresh])
+                    searched[row] = np.concatenate([searched[row], row_leaves[fresh]])
+                more_scores, more_locals, more_scored = _score_clusters(segments, queries[short], fresh_leaves,
+                                                                        fresh_inter, k, beta)
+                for scores, local, extra_scores, extra_local in zip(seg_scores, seg_locals, more_scores, more_locals):
+                    # the fresh leaves' documents are new to each query (a document is in one leaf): best k of both
+                    both_scores = np.concatenate([scores[short], extra_scores], axis=1)
+                    both_local = np.concatenate([local[short], extra_local], axis=1)
+                    order = np.argsort(-both_scores, axis=1, kind="stable")[:, :k]
+                    scores[short] = np.take_along_axis(both_scores, order, 1)
+                    local[short] = np.take_along_axis(both_local, order, 1)
+                for row, count in zip(short, more_scored):
+                    scored[row] += count
+                short = _short(seg_locals, short, wanted)
         return self._top_hits(segments, seg_scores, seg_locals, k, len(queries)), scored
+
+
+def _score_clusters(segments: list[ClusteredSegment], queries: np.ndarray, leaves: Sequence[np.ndarray],
+                    inter: Sequence[np.ndarray], k: int, beta: float
+                    ) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+    """Per segment, [queries, k] scores (best first, -inf past the last) and local numbers (-1 there) of each
+    query's live documents in its ``leaves``; and how many documents each query scored."""
+    scored = [0] * len(queries)
+    seg_scores, seg_locals = [], []
+    for segment in segments:
+        scores = np.full((len(queries), k), -np.inf, np.float32)
+        local = np.full((len(queries), k), -1, np.int64)
+        for row, query in enumerate(queries):
+            found, numbers, count = segment.score_clusters(query, np.asarray(leaves[row], np.int64),
+                                                           np.asarray(inter[row], np.float32), k, beta)
+            scores[row, : len(found)], local[row, : len(found)] = found, numbers
+            scored[row] += count
+        seg_scores.append(scores)
+        seg_locals.append(local)
+    return seg_scores, seg_locals, scored
+
+
+def _short(seg_locals: list[np.ndarray], rows: np.ndarray, wanted: int) -> np.ndarray:
+    """The ``rows`` whose hits over all segments number fewer than ``wanted``."""
+    found = sum(((local[rows] >= 0).sum(axis=1) for local in seg_locals), np.zeros(len(rows), np.int64))
+    return rows[found < wanted]

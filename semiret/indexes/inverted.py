@@ -137,7 +137,8 @@ class TwoPhase:
     ``max_window``); phase two adds the other terms' contributions to those candidates only.
     ``prune_ratio=0`` keeps every term in phase one: the result equals the exhaustive search. ``adaptive``
     searches a query exactly where deferring its light terms would spare fewer postings than the window costs
-    (on a small index, nearly always: exact search is cheaper there)."""
+    (on a small index, nearly always: exact search is cheaper there). A query whose heavy terms leave fewer than
+    k live candidates is searched exactly whatever ``adaptive`` says: it finds as many hits as exact search."""
 
     prune_ratio: float = 0.4
     expansion: float = 5.0

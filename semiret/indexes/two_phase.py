@@ -13,6 +13,9 @@ A query whose light tokens would spare fewer postings than its window of candida
 (``WINDOW_COST``) is searched exactly instead (``adaptive``): on SciFact, where the query-side stopwords
 are already gone, the deferred tokens held 8% of a query's postings and two-phase search was slower than
 exhaustive search; on a large index the same rule keeps two-phase search for nearly every query.
+A query whose heavy tokens leave fewer than k live candidates (rare words, deletions, the documents a filter hides)
+is searched exactly as well: the documents holding only its light tokens are never candidates, and k hits are
+expected wherever k documents match.
 """
 
 from __future__ import annotations
@@ -104,7 +107,10 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
     ``prune_ratio`` x the query's largest weight, ``window`` candidates), phase two (the other terms added
     to those candidates), then the best ``out_scores.shape[1]`` written best first (ties: earlier document).
     With ``adaptive``, a query whose light terms spare fewer postings than the window costs
-    (:func:`deferred_postings` against ``WINDOW_COST`` per candidate beyond k) is searched exactly.
+    (:func:`deferred_postings` against ``WINDOW_COST`` per candidate beyond k) is searched exactly. So is, always,
+    a query whose phase one finds fewer than k live candidates while it has light terms: documents holding only
+    those would be missed, and fewer than k hits returned where k can be found (its ``visited``: phase one's work
+    plus the exact search's).
 
     ``docs`` is the postings' document array viewed as uint32 (phase one) and read as int32 in phase two;
     ``maxima``, ``buffer`` (also phase two's candidate marks), ``touched`` and ``visited`` (phase one's work
@@ -133,6 +139,15 @@ def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs,
         search_postings(one, high_terms, high_weights, present_terms, indptr, docs, values, maxima, binary,
                         deleted, n_docs, window, buffer, touched, candidate_scores, candidate_docs, phase_one_work)
         visited[q] = phase_one_work[0]
+        if low_terms.shape[0] and candidate_docs[0, k - 1] < 0:
+            # fewer than k live documents hold a heavy term (rare words, deletions, a narrow filter's hidden
+            # documents): those holding only light terms were never candidates, so the query is searched exactly
+            # (candidates are best first, -1 after the last: one comparison tells)
+            one[1] = hi - lo
+            search_postings(one, terms, weights, present_terms, indptr, docs, values, maxima, binary, deleted,
+                            n_docs, k, buffer, touched, out_scores[q: q + 1], out_docs[q: q + 1], phase_one_work)
+            visited[q] += phase_one_work[0]
+            continue
         if low_terms.shape[0]:
             one[1] = low_terms.shape[0]
             visited[q] += rescore_candidates(one, low_terms, low_weights, present_terms, indptr, signed_docs,

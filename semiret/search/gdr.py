@@ -1,6 +1,7 @@
 """GDR's retriever (``gdr``): documents embedded by the model's frozen E_D into a clustered dense index, each in
 its leaf cluster; a query's cluster ids decoded by constrained beam search, then only the documents of those
-clusters scored, by ``S_inter + beta * sigmoid(<r_q, r_d>)``.
+clusters scored, by ``S_inter + beta * sigmoid(<r_q, r_d>)``; a query whose decoded clusters hold fewer than k live
+documents is decoded again with 4x the beams, up to every leaf.
 
 Documents of the model's training corpus keep the leaf they were trained in; any other document (added later,
 or a corpus the model has not seen) joins the leaf whose mean E_D vector is nearest: the prefix tree and the
@@ -115,7 +116,8 @@ class GDRDocuments(DocumentSide):
 class GDRQueryOptions:
     beams: int | None = None
     """Beam size of the constrained beam search: cluster ids decoded per query (default 100, or all of them
-    when there are fewer; more than there are is an error)."""
+    when there are fewer; more than there are is an error). A query whose clusters hold fewer than k live
+    documents is decoded again with 4x as many, up to all of them."""
     length_penalty: float = 0.8
     """Beam ranking: log-probability / length ** this."""
     beta: float | None = None
@@ -124,7 +126,9 @@ class GDRQueryOptions:
 
 
 class GDRQueries(QuerySide):
-    """Cluster ids decoded by the model; the documents of those clusters scored."""
+    """Cluster ids decoded by the model; the documents of those clusters scored. A query whose decoded clusters hold
+    fewer than k live documents is decoded again with 4x the beams (up to every leaf) until k are found: the
+    documents scored (:meth:`cost_figures`) count that work too."""
 
     Options = GDRQueryOptions
 
@@ -171,7 +175,23 @@ class GDRQueries(QuerySide):
             return SearchHits(ids, scores)
         leaves, inter, vectors = self.model.search_clusters(self._checked(texts), self.options.beams,
                                                             self.options.length_penalty)
-        hits, scored = index.search_clusters(vectors, leaves, inter, k, self.options.beta)
+        beams = [self.options.beams]
+
+        def wider(rows):
+            # A query whose decoded leaves hold fewer than k live documents (few beams, small leaves, deletions, a
+            # filter hiding most documents) is decoded again with 4x the beams, up to the number of leaves: the
+            # constrained beam search returns min(beams, leaves) cluster ids, so the widest decoding reaches every
+            # leaf and every live document is scored. Decoding again, rather than taking the leaves whose means lie
+            # nearest the query vector, gives the new leaves their S_inter from the decoder, so their documents rank
+            # on the same scale as the first ones; it costs a decoding only for the few queries left short.
+            if beams[0] >= index.leaf_count:
+                return None
+            beams[0] = min(beams[0] * 4, index.leaf_count)
+            wide_leaves, wide_inter, _ = self.model.search_clusters([texts[row] for row in rows], beams[0],
+                                                                    self.options.length_penalty)
+            return wide_leaves, wide_inter
+
+        hits, scored = index.search_clusters(vectors, leaves, inter, k, self.options.beta, wider)
         self.queries_searched += len(texts)
         self.documents_scored += sum(scored)
         self.corpus_size = index.n_docs

@@ -282,9 +282,9 @@ def test_search_scores_only_the_decoded_clusters_by_s_inter_plus_beta_sigmoid(tr
     model = retriever.query_side.model
     assert retriever.index.describe()["documents"] == 40
     leaves, inter, vectors = model.search_clusters(["statin cancer risk"], beams=2, length_penalty=0.8)
-    hits = retriever.search("statin cancer risk", k=40)
     members = {d for leaf in leaves[0] for d, l in zip(model.clusters.document_ids, model.clusters.document_leaves)
                if l == leaf}
+    hits = retriever.search("statin cancer risk", k=len(members))  # more: decoded wider (the next test)
     assert {h.id for h in hits} == members  # the trained documents keep their leaves
     s_inter = dict(zip(leaves[0].tolist(), inter[0].tolist()))
     row = model.clusters.document_ids.index(hits[0].id)
@@ -292,6 +292,48 @@ def test_search_scores_only_the_decoded_clusters_by_s_inter_plus_beta_sigmoid(tr
                                                                                @ vectors[0]))
     assert hits[0].score == pytest.approx(expected, rel=1e-5)
     assert retriever.query_side.cost_figures()["documents_scored_per_query"] == len(members)
+
+
+def test_a_query_whose_decoded_clusters_hold_fewer_than_k_live_documents_is_decoded_wider(trained, collection,
+                                                                                          tmp_path):
+    """One beam decodes one leaf (at most 6 documents): k = 10 found 6 or fewer, and a filter passing 10 documents
+    found those of them in that leaf. A query left with fewer than k live hits is decoded again with 4x the beams,
+    up to every leaf: k hits whenever k live documents pass, each scored as with every leaf decoded, and the
+    documents scored counting the wider rounds (each document once)."""
+    from semiret.data.collection import Collection
+    from semiret.search import GDRRetriever
+
+    documents = [Document(d.id, d.text, d.title, metadata={"quarter": int(d.id[1:]) % 4 == 0, "one": d.id == "d7"})
+                 for d in Collection(collection).corpus()]
+    path = tmp_path / "index"
+    GDRRetriever.build(documents, path, model=str(trained[0] / "model"), beams=1)
+    narrow = GDRRetriever.open(path, beams=1)
+    leaf_count = narrow.index.leaf_count
+    every = GDRRetriever.open(path, beams=leaf_count)
+    queries = ["statin cancer risk", "morning garden birds"]
+    leaves, _, _ = narrow.query_side.model.search_clusters(queries, 1, 0.8)
+    first = [sum(int(leaf) == int(leaves[row][0]) for leaf in narrow.index.segments[0].leaves) for row in range(2)]
+    assert leaf_count > 4 and max(first) < 10  # one leaf holds fewer than k documents
+
+    widest = every.search(queries, k=40)
+    all_scores = [dict(zip(ids, scores)) for ids, scores in zip(widest.ids, widest.scores)]
+    hits = narrow.search(queries, k=10)
+    assert [len(ids) for ids in hits.ids] == [10, 10]
+    for row, (ids, scores) in enumerate(zip(hits.ids, hits.scores)):  # S_inter of every leaf as the widest decoding's
+        assert all(s == pytest.approx(all_scores[row][d], rel=1e-5) for d, s in zip(ids, scores))
+    figures = narrow.query_side.cost_figures()
+    assert 10 <= figures["documents_scored_per_query"] <= 40 and figures["documents_scored_fraction"] <= 1
+
+    for spec, expected in (({"quarter": True}, 10), ({"one": True}, 1)):  # 10 pass; 1 passes (every leaf decoded)
+        filtered = narrow.search(queries, k=10, filter=spec)
+        assert [len(ids) for ids in filtered.ids] == [expected, expected]
+        assert filtered.ids == every.search(queries, k=10, filter=spec).ids
+
+    narrow.delete([f"d{i}" for i in range(40) if i % 4])  # deletions as a filter: 10 live documents left
+    left = narrow.search(queries, k=10)
+    assert [sorted(ids) for ids in left.ids] == [sorted(f"d{i}" for i in range(0, 40, 4))] * 2
+    every.index.refresh()
+    assert left.ids == every.search(queries, k=10).ids
 
 
 def test_beta_defaults_to_the_models_recorded_choice_else_the_papers(trained, gdr_index, collection, tmp_path):
@@ -428,14 +470,15 @@ def test_eval_reports_the_documents_each_query_scored(trained, gdr_index, collec
 
     figures = evaluate(collection, "gdr", index=gdr_index, beams=3)
     assert 0 < figures["documents_scored_per_query"] <= 40 and figures["documents_scored_fraction"] <= 1
-    # k = 100 exceeds the corpus: each query's hits are the documents it scored, and R@100 is the share of the
-    # test queries whose relevant document lies in a decoded cluster
+    # k = 100 exceeds the corpus: the queries are decoded wider until every leaf is (k hits are sought while live
+    # documents are left), so each query's hits are the documents it scored, each scored once: all 40
     queries, qrels = Collection(collection).queries("test"), Collection(collection).qrels("test")
     hits = GDRRetriever.open(gdr_index, beams=3).search(list(queries.values()), k=100).ids
     assert figures["documents_scored_per_query"] == pytest.approx(np.mean([len(h) for h in hits]), abs=0.05)
     assert figures["documents_scored_fraction"] == pytest.approx(figures["documents_scored_per_query"] / 40, abs=1e-3)
+    assert all(len(h) == 40 for h in hits) and figures["documents_scored_per_query"] == 40
     found = [bool(set(qrels[q]) & set(h)) for q, h in zip(queries, hits)]
-    assert figures["R@100"] == pytest.approx(np.mean(found))
+    assert figures["R@100"] == pytest.approx(np.mean(found)) == 1.0
 
 
 def test_the_demo_has_a_gdr_row_when_given_a_model(trained, collection, tmp_path, monkeypatch):

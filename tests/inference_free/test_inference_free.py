@@ -313,6 +313,53 @@ def test_two_phase_searches_exactly_where_deferring_spares_less_than_the_window_
     assert two.postings_visited == big.search(long_query, k=2, two_phase=TwoPhase(0.4, 2.0, adaptive=False)).postings_visited
 
 
+def test_two_phase_searches_exactly_a_query_whose_heavy_terms_leave_fewer_than_k_live_candidates(tmp_path):
+    """Phase one draws candidates from the heavy terms only: a query whose heavy term holds 5 documents (or 30, 25
+    of them deleted) found 5 hits, though 1,000 documents hold its light term. Such a query is searched exactly (its
+    work: phase one's postings plus the exact search's); a query with candidates enough keeps two-phase search."""
+    rng = np.random.default_rng(11)
+    n, vocab = 1000, 10
+    dense = np.zeros((n, vocab), np.float32)
+    dense[:, 1] = 0.1 + rng.random(n)                      # light: in every document
+    dense[:5, 0] = 1.0 + rng.random(5)                     # heavy, in 5 documents
+    dense[:30, 2] = 1.0 + rng.random(30)                   # heavy, in 30 documents (25 deleted below)
+    dense[::2, 3] = 1.0 + rng.random(n // 2)               # heavy, in 500 documents
+    index = InvertedIndex.build(tmp_path / "index", "impact", [SparseVectors.from_dense(dense).to_postings(
+        [f"d{i}" for i in range(n)])], vocab_size=vocab, analyzer={"type": "test"}, store_texts=False)
+    index.delete([f"d{i}" for i in range(5, 30)])
+    queries = [SparseQuery(np.array([0, 1], np.int32), np.array([3.0, 0.2], np.float32)),
+               SparseQuery(np.array([1, 2], np.int32), np.array([0.2, 3.0], np.float32)),
+               SparseQuery(np.array([1, 3], np.int32), np.array([0.2, 3.0], np.float32))]
+    exact = index.search(queries, k=10)
+    two = index.search(queries, k=10, two_phase=TwoPhase(prune_ratio=0.4, expansion=2.0, adaptive=False))
+    assert [len(hits) for hits in two.ids] == [10, 10, 10]
+    assert two.ids[:2] == exact.ids[:2]
+    assert np.allclose(np.array(two.scores[:2]), np.array(exact.scores[:2]), atol=1e-6)
+    assert all(v > e for v, e in zip(two.postings_visited[:2], exact.postings_visited[:2]))  # phase one counts too
+    assert two.postings_visited[2] < exact.postings_visited[2]  # 20 candidates: two-phase search kept
+    assert all(h.startswith("d") and not 5 <= int(h[1:]) < 30 for hits in two.ids for h in hits)
+
+
+def test_two_phase_under_a_narrow_filter_finds_k_hits_as_exact_search(tmp_path):
+    """A filter hides the documents failing it as deleted ones: few of the documents holding the query's rare
+    (heavy) word pass it, yet k of those holding its common words do, and are found, ranked as by exact search."""
+    from semiret.search import IDFRetriever
+
+    rng = random.Random(5)
+    filler = "morning garden birds river mountain snow rain letter".split()
+    documents = [Document(f"d{i}", " ".join(["heart"] + ["blood"] * (i % 2) + ["statins"] * (i % 10 == 0)
+                                              + rng.sample(filler, 3)),
+                          metadata={"source": "web" if i % 3 == 0 else "pubmed"}) for i in range(60)]
+    two_phase = IDFRetriever.build(documents, tmp_path / "index", min_idf=0, two_phase="0.4,5,always")
+    exact = IDFRetriever.open(tmp_path / "index", min_idf=0)
+    for spec in ({"source": "web"}, {"source": "pubmed"}):
+        found = two_phase.search(["statins heart blood"], k=5, filter=spec)
+        expected = exact.search(["statins heart blood"], k=5, filter=spec)
+        assert len(found.ids[0]) == 5 and found.ids == expected.ids
+        assert np.allclose(found.scores, expected.scores)
+    assert len(two_phase.search(["statins heart blood"], k=5).ids[0]) == 5  # unfiltered: 6 hold statins
+
+
 def test_two_phase_options_are_checked():
     assert TwoPhase.parse("off") is None and TwoPhase.parse(None) is None
     assert TwoPhase.parse("on") == TwoPhase()
