@@ -150,22 +150,34 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
     assert pooled[-1] == ["garden birds"] and len(pooled) == 4
 
 
-def test_search_takes_the_retrievers_options(client_with_neural, with_neural):
-    """Each search answers what the retriever opened with its options answers; the options change the hits."""
+def test_search_takes_the_retrievers_options(client_with_neural, with_neural, monkeypatch):
+    """Each search answers what the retriever opened with its options answers; the options change the hits, or
+    (two-phase search, exact on six documents) reach the index."""
+    from semiret.indexes.inverted import InvertedIndex
     from semiret.search import open_retriever
 
     client = client_with_neural
     opened = open_retriever(with_neural["neural"])
     idf = opened.index.idf()  # three words the documents expand to that the default min_idf (1.0) leaves out:
     low = _whole_words(opened.query_side.vocabulary, np.flatnonzero((idf > 0) & (idf < 1.0)).tolist())[:3]
-    queries = [" ".join(low), "statins cancer risk"]  # (two-phase search drops the second's weak matches)
+    queries = [" ".join(low), "statins cancer risk"]
+    searched_with = []
+    index_search = InvertedIndex.search
+
+    def recording(index, queries, k=10, n_threads=1, two_phase=None, prune=None):
+        searched_with.append(two_phase)
+        return index_search(index, queries, k, n_threads, two_phase, prune)
+
+    monkeypatch.setattr(InvertedIndex, "search", recording)
     answers = {}
     for options in ({}, {"min_idf": 0}, {"min_idf": 0, "two_phase": "on"}):
+        searched_with.clear()
         served = ids(client.post("/indexes/neural/search", json={"queries": queries, "k": 6, "options": options}))
+        assert searched_with and all((two_phase is not None) == ("two_phase" in options) for two_phase in searched_with)
         direct = [[hit.id for hit in hits] for hits in open_retriever(with_neural["neural"], **options).search(queries, k=6)]
         assert served == direct, options
         answers[repr(options)] = served
-    assert len({repr(hits) for hits in answers.values()}) == 3 and answers["{'min_idf': 0}"][0], answers
+    assert answers["{}"] != answers["{'min_idf': 0}"] and answers["{'min_idf': 0}"][0], answers
     unknown = client.post("/indexes/tiny/search", json={"queries": ["cats"], "options": {"two_phase": "on"}})
     assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "options", "two_phase"]
     assert "bm25" in unknown.json()["detail"][0]["msg"]
