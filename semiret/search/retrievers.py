@@ -282,6 +282,16 @@ class Retriever:
         return delete_matching(self.index, filter)
 
     # ------------------------------------------------------------------ documents
+    def get_document(self, doc_id: str) -> Document | None:
+        """The stored document of an id, or None (unknown, deleted, or the index keeps no texts)."""
+        return self.index.get_document(_document_id(doc_id))
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """The stored documents of those ids the index holds (Qdrant's retrieve), by id."""
+        if isinstance(doc_ids, str):
+            raise SemiretError(f"get_documents takes a list of ids, got the string {doc_ids!r} (one id: get_document)")
+        return self.index.get_documents([_document_id(doc_id) for doc_id in doc_ids])
+
     def count(self, filter: dict | None = None) -> int:
         """How many documents the index holds, or how many pass ``filter`` (as :meth:`search` reads it)."""
         return count_matching(self.index, filter)

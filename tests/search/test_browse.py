@@ -59,6 +59,18 @@ def test_count_iterate_and_scroll_agree_with_the_documents(indexed):
     assert indexed.scroll(offset="zzz").ids == [] and indexed.scroll(offset="zzz").next_offset is None
 
 
+def test_documents_are_fetched_by_id(indexed, tmp_path):
+    corpus = {d.id: d for d in _corpus()}
+    assert indexed.get_document("d001") == corpus["d001"] and indexed.get_document("nope") is None
+    assert indexed.get_documents(["d002", "nope", "d003"]) == {"d002": corpus["d002"], "d003": corpus["d003"]}
+    indexed.add([Document("7", "seven")])
+    assert indexed.get_document(7).text == "seven" and list(indexed.get_documents([7])) == ["7"]
+    with pytest.raises(SemiretError, match="a list of ids"):
+        indexed.get_documents("d001")
+    hybrid = HybridRetriever.build(_corpus(5), tmp_path / "hybrid", neural="bot")
+    assert hybrid.get_documents(["d004"]) == {"d004": corpus["d004"]}
+
+
 def test_deleted_and_added_documents_are_counted_and_paged_at_once(indexed):
     assert indexed.count({"source": "web"}) == 20
     indexed.delete(["d001", "d003"])
