@@ -1,5 +1,5 @@
-"""The ``semiret`` command line: index, search, add, delete, count, export, merge, merge-shards, info, models, eval,
-compare, fuse, demo."""
+"""The ``semiret`` command line: index, search, add, delete, count, export, backup, merge, merge-shards, info, models,
+eval, compare, fuse, demo."""
 
 from __future__ import annotations
 
@@ -406,6 +406,18 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
 
     write_output_text(out, lines())
     console.print(f"exported {_count(written, 'document')}" + (f" to {out}" if out != "-" else ""))
+
+
+@app.command()
+def backup(index: Path = typer.Argument(..., help="Index directory."),
+             out: Path = typer.Argument(..., help="Directory to write the copy to (an index directory)."),
+             overwrite: bool = typer.Option(False, help="Replace an existing index there.")):
+    """Copy an index as its last commit stands, while it is searched and written (a server may be serving it):
+    a backup that opens, searches and serves on its own. Files are hard-linked where OUT lies on the same file
+    system (instant, no space), else copied."""
+    from semiret.indexes import open_index
+
+    _print_json(open_index(open_index(index).backup(out, overwrite)).describe())
 
 
 @app.command()

@@ -82,6 +82,17 @@ def write_output_text(path: str | Path, text: str | Iterable[str]) -> None:
     atomic_write_text(target, text)
 
 
+def link_or_copy(source: Path, target: Path) -> None:
+    """``target`` as a hard link to ``source`` (instant, no space: for files that never change once written), or a
+    copy where the two lie on different file systems or the file system has no hard links."""
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        shutil.copy2(source, target)
+
+
 def fsync_directory(path: Path) -> None:
     """Make the names in a directory durable (a rename or a new file is not, until its directory is synced)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

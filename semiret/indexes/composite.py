@@ -22,8 +22,10 @@ from semiret.files import atomic_write_json, directory_size, staged_directory
 from semiret.indexes.segments import (
     check_build_target,
     check_new_ids,
+    check_backup_target,
     open_index,
     register_index_format,
+    backup_files,
     writer_locks,
 )
 from semiret.indexes.storage import COMPOSITE_FORMAT, META_FILE, read_meta
@@ -158,6 +160,17 @@ class CompositeIndex:
         view.parts = {name: first if part is self.first else part.restricted(wanted, like=first)
                       for name, part in self.parts.items()}
         return view
+
+    def backup(self, target: str | Path, overwrite: bool = False) -> Path:
+        """A copy of every part as its last commit stands (:meth:`SegmentedIndex.snapshot`), taken with every
+        part's write lock held: the parts agree in it as they do here."""
+        target = check_backup_target(self.path, target, overwrite)
+        with self.writing(), staged_directory(target, overwrite, writer_locks(target)) as staged:
+            for name, part in self.parts.items():
+                (staged / name).mkdir()
+                backup_files(part.path, staged / name, part.meta)
+            atomic_write_json(staged / META_FILE, self.meta)
+        return target
 
     @contextmanager
     def writing(self) -> Iterator["CompositeIndex"]:

@@ -44,13 +44,16 @@ import numpy as np
 from semiret.data.collection import Document, document_id_problem
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import (
+    STAGING_MARK,
     atomic_write_json,
     directory_size,
     exclusive_lock,
+    link_or_copy,
     staged_directory,
 )
 from semiret.indexes.filters import Column, field_value
 from semiret.indexes.storage import (
+    DELETED_FILE,
     META_FILE,
     StringTable,
     append_deletions,
@@ -465,6 +468,17 @@ class SegmentedIndex(ABC):
         found = ((doc_id, self.get_document(doc_id)) for doc_id in doc_ids)
         return {doc_id: document for doc_id, document in found if document is not None}
 
+    def backup(self, target: str | Path, overwrite: bool = False) -> Path:
+        """A copy of the index as its last commit stands, at ``target``: an index directory that opens and serves on
+        its own (a backup; changes to either never reach the other). The segments' files, which never change once
+        written, are hard-linked where ``target`` lies on the same file system (instant, no space), else copied;
+        deletion marks are copied as far as the commit counts them. Writers wait meanwhile (a merge would remove
+        a folder being linked); searches go on."""
+        target = check_backup_target(self.path, target, overwrite)
+        with self.writing(), staged_directory(target, overwrite, writer_locks(target)) as staged:
+            backup_files(self.path, staged, self.meta)
+        return target
+
     def pinned(self) -> "SegmentedIndex":
         """A read-only view of the current snapshot: searches and lookups on it all see that one commit, whatever
         is published meanwhile (a search and the stored texts of its hits, say). Never change it."""
@@ -866,6 +880,38 @@ def _remove_folders(paths: list[Path]) -> None:
     """Delete segment folders a commit no longer lists (readers of an older snapshot keep their mapped files)."""
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def check_backup_target(source: Path, target: str | Path, overwrite: bool) -> Path:
+    """Where a backup of the index at ``source`` may go: not the index itself nor inside it, and an existing
+    directory only with ``overwrite`` and when it is an index (:func:`check_build_target`)."""
+    target = Path(target)
+    resolved = target.resolve()
+    if resolved == source.resolve() or source.resolve() in resolved.parents:
+        raise SemiretError(f"a backup of {source} cannot replace it or lie inside it: choose another directory")
+    check_build_target(target, overwrite)
+    return target
+
+
+def backup_files(source: Path, folder: Path, meta: dict) -> None:
+    """The files of the commit ``meta`` of the index at ``source`` into ``folder`` (held under the index's write
+    lock): its segments' files linked (:func:`~semiret.files.link_or_copy`), their deletion marks copied up to the
+    committed count (they are appended in place), the other files at the top (a growable vocabulary) copied, and
+    ``meta`` as ``meta.json``. Segment folders of no commit, staging leftovers, the lock and caches kept in
+    folders of their own (an embedding cache) are left out."""
+    for entry in source.iterdir():
+        if entry.is_file() and entry.name not in (META_FILE, LOCK_FILE) and STAGING_MARK not in entry.name:
+            shutil.copy2(entry, folder / entry.name)
+    for info in meta["segments"]:
+        segment, copied = source / info["name"], folder / info["name"]
+        copied.mkdir()
+        for file in segment.iterdir():
+            if file.name == DELETED_FILE:
+                with open(file, "rb") as marks:
+                    (copied / DELETED_FILE).write_bytes(marks.read(4 * info.get("n_deleted", 0)))
+            elif STAGING_MARK not in file.name:
+                link_or_copy(file, copied / file.name)
+    atomic_write_json(folder / META_FILE, meta)
 
 
 def copy_index_files(source: Path, target: Path) -> None:

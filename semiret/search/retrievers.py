@@ -305,6 +305,14 @@ class Retriever:
         ``page.next_offset`` starts the next one (Qdrant's scroll)."""
         return documents_page(self.index, filter, limit, offset)
 
+    def backup(self, target: str | Path, overwrite: bool = False) -> Path:
+        """A copy of the index as its last commit stands, at ``target``, taken while searches and writes go on: a
+        backup that opens with this retriever (``open_retriever(target)``). Files that never change are
+        hard-linked where ``target`` lies on the same file system, so it costs little time and no space."""
+        if not hasattr(self.index, "backup"):
+            raise SemiretError(f"{self.index.path}: a Milvus collection is backed up with Milvus's own tools")
+        return self.index.backup(target, overwrite)
+
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""

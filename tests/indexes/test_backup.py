@@ -1,0 +1,115 @@
+"""Backups (`semiret backup`, ``Retriever.backup``): a copy of an index's last commit that opens on its own, hard-linked
+where it can be, and independent of the index afterwards in both directions."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes.storage import DELETED_FILE
+from semiret.search import BM25Retriever, HybridRetriever, open_retriever
+
+WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep".split()
+
+
+def _corpus(start: int, n: int) -> list[Document]:
+    return [Document(f"d{i}", " ".join(WORDS[(i + j) % len(WORDS)] for j in range(i % 5 + 2)),
+                     metadata={"n": i}) for i in range(start, start + n)]
+
+
+def _state(retriever) -> tuple:
+    hits = retriever.search(["statins heart", "sleep diet risk"], k=20)
+    return sorted(retriever.index.live_ids()), hits.ids, hits.scores
+
+
+@pytest.fixture
+def indexed(tmp_path):
+    retriever = BM25Retriever.build(_corpus(0, 30), tmp_path / "index")
+    retriever.add(_corpus(30, 10))  # a second segment
+    retriever.delete(["d3", "d31"])
+    return retriever
+
+
+def test_a_backup_is_the_index_as_committed_and_shares_its_unchanging_files(indexed, tmp_path):
+    backup = open_retriever(indexed.backup(tmp_path / "backup"))
+    assert _state(backup) == _state(indexed) and backup.count({"n": {"lt": 10}}) == 9
+    segment = indexed.index.segments[0].path.name
+    original, copied = indexed.index.path / segment, tmp_path / "backup" / segment
+    assert os.stat(original / "postings.docs.npy").st_ino == os.stat(copied / "postings.docs.npy").st_ino
+    assert os.stat(original / DELETED_FILE).st_ino != os.stat(copied / DELETED_FILE).st_ino
+
+
+def test_changes_to_either_never_reach_the_other(indexed, tmp_path):
+    before = _state(indexed)
+    backup = open_retriever(indexed.backup(tmp_path / "backup"))
+    indexed.delete(["d0", "d32"])  # marks appended to the deletion files the index keeps
+    indexed.add([Document("new", "zebra statins")])  # a word the vocabulary gains
+    assert _state(open_retriever(tmp_path / "backup")) == before
+    backup.delete(["d1"])
+    backup.add([Document("other", "walrus heart")])
+    reopened = open_retriever(indexed.index.path)
+    assert "d1" in reopened.index and "other" not in reopened.index and "new" in reopened.index
+    assert "walrus" not in (indexed.index.path / "vocab.txt").read_text().split()
+    assert "walrus" in (tmp_path / "backup" / "vocab.txt").read_text().split()
+    assert sorted(open_retriever(indexed.index.path).index.live_ids()) == sorted(indexed.index.live_ids())
+    indexed.index.merge()  # folders the backup links to go from the index; the backup still opens
+    assert _state(open_retriever(tmp_path / "backup")) == _state(backup)
+
+
+def test_only_the_commit_is_copied(indexed, tmp_path):
+    segment = indexed.index.segments[0].path
+    with open(segment / DELETED_FILE, "ab") as marks:  # a delete that crashed before its commit
+        marks.write((7).to_bytes(4, "little"))
+    (indexed.index.path / "seg-999999").mkdir()  # a segment of no commit
+    backup = open_retriever(indexed.backup(tmp_path / "backup"))
+    assert "d7" in backup.index and not (tmp_path / "backup" / "seg-999999").exists()
+    assert not (tmp_path / "backup" / "write.lock").exists()
+
+
+def test_file_systems_without_shared_links_get_copies(indexed, tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_links)
+    backup = open_retriever(indexed.backup(tmp_path / "backup"))
+    assert _state(backup) == _state(indexed)
+    segment = indexed.index.segments[0].path.name
+    assert (os.stat(indexed.index.path / segment / "postings.docs.npy").st_ino
+            != os.stat(tmp_path / "backup" / segment / "postings.docs.npy").st_ino)
+
+
+def test_a_hybrid_index_is_backed_up_whole(tmp_path):
+    hybrid = HybridRetriever.build(_corpus(0, 30), tmp_path / "hybrid", neural="bot")
+    hybrid.delete(["d2"])
+    backup = open_retriever(hybrid.backup(tmp_path / "backup"))
+    assert backup.name == "hybrid" and _state(backup) == _state(hybrid)
+
+
+def test_bad_targets_are_refused_and_an_old_backup_replaced_only_when_asked(indexed, tmp_path):
+    with pytest.raises(SemiretError, match="cannot replace it or lie inside it"):
+        indexed.backup(indexed.index.path / "inside")
+    with pytest.raises(SemiretError, match="cannot replace it or lie inside it"):
+        indexed.backup(indexed.index.path)
+    (tmp_path / "papers").mkdir()
+    (tmp_path / "papers" / "notes.txt").write_text("mine")
+    with pytest.raises(IndexFormatError, match="not a semiret index"):
+        indexed.backup(tmp_path / "papers", overwrite=True)
+    indexed.backup(tmp_path / "backup")
+    indexed.delete(["d4"])
+    with pytest.raises(IndexFormatError, match="already exists"):
+        indexed.backup(tmp_path / "backup")
+    assert "d4" in open_retriever(tmp_path / "backup").index
+    indexed.backup(tmp_path / "backup", overwrite=True)
+    assert "d4" not in open_retriever(tmp_path / "backup").index
+
+
+def test_backup_command(indexed, tmp_path):
+    done = CliRunner().invoke(app, ["backup", str(indexed.index.path), str(tmp_path / "copy")])
+    assert done.exit_code == 0, done.output
+    assert '"documents": 38' in done.stdout and _state(open_retriever(tmp_path / "copy")) == _state(indexed)
