@@ -626,8 +626,9 @@ def _run_paths(paths: list[Path]) -> str | list[str]:
 @app.command()
 def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semiret eval --run`); several: one "
                                                      "system's seeds, averaged query by query."),
-            baseline: list[Path] = typer.Option(..., help="The TREC run to compare it with, query by query; "
-                                                          "repeatable (the baseline's seeds, averaged)."),
+            baseline: Optional[list[Path]] = typer.Option(None, help="The TREC run to compare it with, query by "
+                                                                     "query; repeatable (the baseline's seeds, "
+                                                                     "averaged). Without one: the run's measures."),
             data: Path = typer.Option(..., help="The BEIR collection both runs searched (a folder, or a name under "
                                                 "shared/data)."),
             split: str = typer.Option("test", help="Qrels split."),
@@ -636,33 +637,54 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
             qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
                                                                         "folder's qrels/SPLIT.tsv."),
             measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
+            per_query: Optional[Path] = typer.Option(None, "--per-query", help="Also write each judged query's "
+                                                     "measures (the run's, seeds averaged) as `MEASURE<TAB>QUERY<TAB>"
+                                                     "VALUE` lines (trec_eval -q), for your own analysis."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
-    """Compare saved runs on the same queries: each measure's means, difference and paired t-test (the
-    figures `semiret eval --baseline` gives, for runs already on disk). Several runs on a side (one system
-    trained with several seeds) are averaged query by query before the test."""
+    """Score saved runs on a collection's judgements, and compare them with a baseline: each measure's means,
+    difference and paired t-test (the figures `semiret eval --baseline` gives, for runs already on disk, from any
+    system). Several runs on a side (one system trained with several seeds) are averaged query by query."""
     from semiret.data.collection import Collection, searched_qrels
     from semiret.data.paths import dataset
     from semiret.data.trec import read_trec_run
     from semiret.evaluation.metrics import parse_measures
-    from semiret.evaluation.significance import check_baseline, compare_runs
+    from semiret.evaluation.significance import check_baseline, compare_runs, mean_per_query
+    from semiret.files import check_output_file, write_output_text
 
+    if per_query is not None:
+        check_output_file(per_query, "per-query measures (--per-query)")
     qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)  # the queries `eval` scores
     measures = parse_measures(measure)
+    baseline = baseline or []
     sides = [[read_trec_run(p) for p in paths] for paths in (run, baseline)]
     for paths, runs in zip((run, baseline), sides):
         for path, each in zip(paths, runs):
             check_baseline(each, qrels, f"run {path}")  # the file at fault named
-    versus = compare_runs(*sides, qrels, measures)
-    figures = {"run": _run_paths(run), "baseline_run": _run_paths(baseline), "queries": len(qrels),
-               "vs_baseline": versus}
+    judged = list(qrels)
+    values = {name: mean_per_query(sides[0], qrels, m, judged) for name, m in measures.items()}
+    if per_query is not None:
+        write_output_text(per_query, [f"{name}\t{query}\t{value:.6f}\n" for name, column in values.items()
+                                      for query, value in zip(judged, column.tolist())])
+    figures = {"run": _run_paths(run), "queries": len(qrels),
+               "measures": {name: round(float(column.mean()), 6) for name, column in values.items()}}
+    if baseline:
+        figures.update(baseline_run=_run_paths(baseline), vs_baseline=compare_runs(*sides, qrels, measures))
     if as_json:
         print(json.dumps(figures))
         return
     names = {side: " + ".join(p.name for p in paths) for side, paths in (("run", run), ("baseline", baseline))}
+    if not baseline:
+        table = Table(title=f"{names['run']} ({len(qrels)} {split} queries)")
+        for column in ("measure", "run"):
+            table.add_column(column, justify="right")
+        for name, value in figures["measures"].items():
+            table.add_row(name, f"{value:.4f}")
+        stdout.print(table)
+        return
     table = Table(title=f"{names['run']} against {names['baseline']} ({len(qrels)} {split} queries)")
     for column in ("measure", "run", "baseline", "difference (p)", "better / worse"):
         table.add_column(column, justify="right")
-    for name, v in versus.items():
+    for name, v in figures["vs_baseline"].items():
         table.add_row(name, f"{v['baseline'] + v['delta']:.4f}", f"{v['baseline']:.4f}",
                       f"{v['delta']:+.4f} (p={_p_value(v)})", f"{v['better']} / {v['worse']}")
     stdout.print(table)

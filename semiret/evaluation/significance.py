@@ -56,8 +56,8 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
     measures = parse_measures(measures)
     comparison = {}
     for name, measure in measures.items():
-        a = _mean_per_query(runs, qrels, measure, judged)
-        b = _mean_per_query(baselines, qrels, measure, judged)
+        a = mean_per_query(runs, qrels, measure, judged)
+        b = mean_per_query(baselines, qrels, measure, judged)
         diff = a - b
         p = _paired_p_value(a, b)
         comparison[name] = {"baseline": round(float(b.mean()), 6), "delta": round(float(diff.mean()), 6),
@@ -87,6 +87,7 @@ def _as_runs(side: Run | Sequence[Run]) -> list[Run]:
     return runs
 
 
-def _mean_per_query(runs: list[Run], qrels, measure, judged: list[str]) -> np.ndarray:
+def mean_per_query(runs: list[Run], qrels, measure, judged: list[str]) -> np.ndarray:
+    """One measure of each judged query (in ``judged``'s order), averaged over ``runs`` (one system's seeds)."""
     values = [per_query(run, qrels, measure) for run in runs]
     return np.array([[v[q] for q in judged] for v in values]).mean(axis=0)

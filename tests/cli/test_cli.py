@@ -167,6 +167,19 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     assert halved == pytest.approx(compared["vs_baseline"]["nDCG@10"]["delta"] / 2, abs=1e-5)
 
 
+def test_compare_without_a_baseline_scores_a_run_and_writes_its_queries_measures(beir_dir, tmp_path):
+    evaluated = json.loads(invoke("eval", "--data", beir_dir, "-r", "bot", "--json", "--run", tmp_path / "bot.trec").stdout)
+    scored = json.loads(invoke("compare", tmp_path / "bot.trec", "--data", beir_dir, "--json", "--per-query",
+                               tmp_path / "q.tsv").stdout)
+    assert "vs_baseline" not in scored and scored["queries"] == 3
+    assert scored["measures"] == {name: pytest.approx(evaluated[name], abs=1e-6) for name in ("nDCG@10", "R@100", "MRR@10")}
+    rows = [line.split("\t") for line in (tmp_path / "q.tsv").read_text().splitlines()]
+    assert len(rows) == 9 and {row[0] for row in rows} == {"nDCG@10", "R@100", "MRR@10"}
+    ndcg = [float(value) for name, _, value in rows if name == "nDCG@10"]
+    assert sum(ndcg) / 3 == pytest.approx(evaluated["nDCG@10"], abs=1e-5)
+    assert "0." in invoke("compare", tmp_path / "bot.trec", "--data", beir_dir).stdout
+
+
 def test_eval_and_compare_read_queries_and_judgements_from_files_of_their_own(beir_dir, tmp_path):
     """As Pyserini takes a corpus, topics and qrels apart: a TSV corpus with a header, TSV queries and TREC qrels
     give the figures the BEIR folder holding the same gives; a corpus file without them is told what to add."""
