@@ -135,6 +135,10 @@ class Segment:
         """The stored document of a local number (needs stored texts)."""
         return Document.from_record(json.loads(self.texts[local]))
 
+    def documents(self, locals_: np.ndarray) -> Iterator[Document]:
+        """The stored documents of local numbers, in order (needs stored texts)."""
+        return (Document.from_record(json.loads(record)) for record in self.texts.iter_at(locals_))
+
     def document_ids(self, locals_: np.ndarray) -> list[str]:
         """Document ids of local numbers, decoded straight from the memory-mapped id table."""
         if self._id_table is None:
@@ -437,8 +441,7 @@ class SegmentedIndex(ABC):
         """The stored live documents (those passing ``wanted``), segment by segment in the order they were added,
         all from the commit current when the iteration starts (needs stored texts)."""
         for segment in self.snapshot.segments:
-            for local in np.flatnonzero(_shown(segment, wanted)).tolist():
-                yield segment.document(local)
+            yield from segment.documents(np.flatnonzero(_shown(segment, wanted)))
 
     def sorted_ids(self, wanted=None) -> list[str]:
         """Ids of the live documents (those passing ``wanted``) in sorted order, what a scroll pages through; kept

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -127,6 +128,13 @@ class StringTable:
 
     def __getitem__(self, i: int) -> str:
         return bytes(self.blob[self.offsets[i]: self.offsets[i + 1]]).decode("utf-8")
+
+    def iter_at(self, positions: np.ndarray) -> Iterator[str]:
+        """The strings at ``positions``, in order, decoded from one view of the blob (indexing the memory-mapped
+        arrays once per string cost as much again as decoding it)."""
+        blob, offsets = memoryview(np.asarray(self.blob)), np.asarray(self.offsets)
+        for start, end in zip(offsets[positions].tolist(), offsets[positions + 1].tolist()):
+            yield str(blob[start:end], "utf-8")
 
     def find(self, value: str) -> int:
         """Position of ``value`` or -1 (needs ``with_lookup``)."""

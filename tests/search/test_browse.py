@@ -13,6 +13,7 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.data.collection import iter_corpus
 from semiret.errors import SemiretError
+from semiret.indexes.segments import Segment
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
 from semiret.serving import ServeSettings, create_app
 
@@ -134,10 +135,13 @@ def test_export_refuses_before_writing_and_never_leaves_half_a_file(indexed, tmp
     refused = runner.invoke(app, ["export", str(bare.index.path), "-o", str(out)])
     assert refused.exit_code == 2 and "nothing to read back" in refused.output
 
-    def failing(self, local):
+    documents = Segment.documents
+
+    def failing(self, locals_):  # the disk fills after the first document
+        yield next(documents(self, locals_))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("semiret.indexes.segments.Segment.document", failing)
+    monkeypatch.setattr(Segment, "documents", failing)
     failed = runner.invoke(app, ["export", str(indexed.index.path), "-o", str(out)])
     assert failed.exit_code == 1 and [d.id for d in iter_corpus(out)] == ["old"]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".kept")]
