@@ -165,6 +165,18 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _chunk_words_option():
+    return typer.Option(None, help="Index passages of this many words instead of whole documents (each keeps its "
+                                   "document's title and metadata, and gets metadata fields parent and chunk): a "
+                                   "neural model reads all of a long document; search --group-by parent ranks the "
+                                   "documents by their best passage. Recorded: add splits documents alike, and "
+                                   "delete ID deletes a document's passages.")
+
+
+def _chunk_overlap_option():
+    return typer.Option(0, help="Words each passage shares with the one before it (with --chunk-words).")
+
+
 def _encoding_threads_option():
     return typer.Option(None, help="Threads a neural model encodes documents with (default: torch's, every core).")
 
@@ -202,12 +214,15 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
           shard: Optional[str] = typer.Option(None, help="Index only shard i/n of the corpus (the i-th of n "
                                               "contiguous slices, from 0); merge-shards joins the shards."),
+          chunk_words: Optional[int] = _chunk_words_option(),
+          chunk_overlap: int = _chunk_overlap_option(),
           threads: Optional[int] = _encoding_threads_option(),
           device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option(),
           options: dict = None):
     """Build an index from a corpus."""
+    from semiret.data.chunking import Chunking
     from semiret.data.collection import corpus_shard, count_documents, iter_corpus
     from semiret.data.paths import dataset
     from semiret.indexes.segments import check_build_target
@@ -220,8 +235,10 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
         check_build_target(out, overwrite, source=source)
     documents = iter_corpus(source) if shard is None else corpus_shard(iter_corpus(source), shard)
     total = count_documents(source) if shard is None else None  # a shard is a list: its length
+    chunking = Chunking(chunk_words, chunk_overlap) if chunk_words is not None else None
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
-                                             backend=_backend(backend, milvus_token), total=total, **options)
+                                             backend=_backend(backend, milvus_token), total=total, chunking=chunking,
+                                             **options)
     _print_json(built.index.describe())
 
 
@@ -243,6 +260,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                        "matches: FIELD=VALUE (VALUE read as JSON when it is: year=2020 "
                                                        "a number, 'year={\"gte\": 2019}' a range); repeat for more "
                                                        "(one field twice: either value), or one JSON object."),
+           group_by: Optional[str] = typer.Option(None, help="k groups of hits by this metadata field's value, groups "
+                                                  "by their best hit (parent, over passages: documents by their "
+                                                  "best passage); the run file then holds the groups."),
+           group_size: int = typer.Option(1, help="Hits per group (with --group-by)."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
@@ -261,17 +282,18 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
     query_ids, texts = list(named), list(named.values())
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
-    found = searcher.search(texts, k=k, n_threads=threads, filter=_filter(filter_) if filter_ else None)
+    found = searcher.search(texts, k=k, n_threads=threads, filter=_filter(filter_) if filter_ else None,
+                            group_by=group_by, group_size=group_size)
     if run is not None:
-        write_trec_run(found.as_run(query_ids), run, tag=searcher.name)
+        write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if queries is not None and not as_json:
             print(f"{len(texts)} queries searched, top {k} of each written to {run}", file=sys.stderr)
             return  # a file of queries: the run is the output, not a table per query
     for query_id, text, hits in zip(query_ids, texts, found):
         if as_json:
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), "query": text,
-                              "hits": [{"id": h.id, "score": h.score, **(_stored(h) if with_text else {})}
-                                       for h in hits]}))
+                              "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
+                                        **(_stored(h) if with_text else {})} for h in hits]}))
             continue
         # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")
         rows = [(str(rank), escape(hit.id), f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
@@ -334,7 +356,7 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option()):
-    """Add documents to an index (searchable at once)."""
+    """Add documents to an index (searchable at once; split into passages as the index's were)."""
     from semiret.search.retrievers import open_retriever
 
     _limit_encoding_threads(threads)
@@ -342,7 +364,7 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     added = searcher.add(_corpus(corpus), replace=replace)
     segments = getattr(searcher.index, "segments", None)
-    console.print(f"added {_count(added, 'document')}; {searcher.index.n_docs} live"
+    console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {searcher.index.n_docs} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))
 
 
@@ -354,13 +376,13 @@ def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document id
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option()):
     """Delete documents by id, or those whose metadata matches --filter (they vanish from searches at once)."""
-    from semiret.indexes.filters import delete_matching
+    from semiret.indexes.filters import delete_documents, delete_matching
     from semiret.search.retrievers import open_index_at
 
     if bool(doc_ids) == bool(filter_):
         raise SemiretError("give ids to delete or a --filter (one of the two)")
     opened = open_index_at(index, _backend(backend, milvus_token))
-    deleted = delete_matching(opened, _filter(filter_)) if filter_ else opened.delete(doc_ids)
+    deleted = delete_matching(opened, _filter(filter_)) if filter_ else delete_documents(opened, doc_ids)
     console.print(f"deleted {_count(deleted, 'document')}")
 
 
@@ -577,6 +599,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      run: Optional[Path] = typer.Option(None, help="Write the TREC run here."),
                      baseline: Optional[Path] = typer.Option(None, help="A TREC run (e.g. BM25's --run) to compare with query by query: difference and paired t-test per measure."),
                      threads: int = typer.Option(1, help="Threads for the batch search."),
+                     chunk_words: Optional[int] = _chunk_words_option(),
+                     chunk_overlap: int = _chunk_overlap_option(),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      backend: Optional[str] = _backend_option(),
@@ -589,7 +613,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     _use_encoding_device(device)
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline,
-                       backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file, **options)
+                       backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
+                       chunk_words=chunk_words, chunk_overlap=chunk_overlap, **options)
     if as_json:
         print(json.dumps(figures))
         return

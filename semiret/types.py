@@ -103,6 +103,8 @@ class Hit:
     id: str
     score: float
     lookup: DocumentLookup | None = field(default=None, repr=False, compare=False)
+    group: object = None
+    """The value of the metadata field a grouped search grouped by (``search(..., group_by=...)``), else None."""
 
     def __iter__(self) -> Iterator:
         yield self.id
@@ -135,6 +137,8 @@ class SearchHits:
     """Per query, postings read plus documents probed, summed over segments (inverted indexes only)."""
     lookup: DocumentLookup | None = field(default=None, repr=False, compare=False)
     """Where :attr:`Hit.document` reads stored documents (set by the retriever that searched)."""
+    groups: list[list] | None = None
+    """Per query, each hit's group (a grouped search's, ``group_by``): the value of the field it was grouped by."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -143,18 +147,31 @@ class SearchHits:
         """Query ``query``'s hits, best first (one query: a slice of queries is ``list(hits)[a:b]``)."""
         if not isinstance(query, (int, np.integer)):
             raise TypeError(f"search hits are indexed by query number (an int), not {type(query).__name__}")
+        if self.groups is not None:
+            return [Hit(i, s, self.lookup, g) for i, s, g in zip(self.ids[query], self.scores[query], self.groups[query])]
         return [Hit(i, s, self.lookup) for i, s in zip(self.ids[query], self.scores[query])]
 
     def __iter__(self) -> Iterator[list[Hit]]:
         return (self[i] for i in range(len(self)))
 
-    def as_run(self, query_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+    def as_run(self, query_ids: Sequence[str], by_group: bool = False) -> dict[str, dict[str, float]]:
         """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what
         :func:`~semiret.evaluation.metrics.score_run`, :func:`~semiret.evaluation.significance.compare_runs` and
-        :func:`~semiret.data.trec.write_trec_run` take."""
+        :func:`~semiret.data.trec.write_trec_run` take. ``by_group``: a grouped search's groups as the documents,
+        each with its best hit's score (passages grouped by ``parent``: their documents, MaxP)."""
         if len(query_ids) != len(self.ids):  # a query left out would score as 0 wherever the run is judged
             raise SemiretError(f"{len(query_ids)} query ids for the hits of {len(self.ids)} queries")
-        return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
+        if not by_group:
+            return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
+        if self.groups is None:
+            raise SemiretError("these hits were not grouped (search with group_by)")
+        run = {}
+        for q, groups, scores in zip(query_ids, self.groups, self.scores):
+            ranking: dict[str, float] = {}
+            for group, score in zip(groups, scores):
+                ranking.setdefault(str(group), score)  # a group's hits come best first
+            run[q] = ranking
+        return run
 
     def id_keys(self, query: int) -> np.ndarray | None:
         """Query ``query``'s hits as 64-bit hashes of their ids (uint64, best first), for joining rankings

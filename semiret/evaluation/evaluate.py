@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+from semiret.data.chunking import PARENT_FIELD, Chunking
 from semiret.data.collection import Collection, count_documents, searched_qrels
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.files import check_output_file
@@ -39,7 +40,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
              rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, backend=None,
-             queries_file: str | Path | None = None, qrels_file: str | Path | None = None, **options) -> dict:
+             queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
+             chunk_words: int | None = None, chunk_overlap: int = 0, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -50,7 +52,10 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
     dropped). ``queries_file`` and ``qrels_file`` read queries and judgements from files of their own
-    (:class:`~semiret.data.collection.Collection`; ``data`` may then be a corpus file).
+    (:class:`~semiret.data.collection.Collection`; ``data`` may then be a corpus file). ``chunk_words`` (and
+    ``chunk_overlap``): the documents indexed as passages (:mod:`semiret.data.chunking`); an index of passages, so
+    built or found, is searched for documents by their best passage (MaxP: its hits grouped by ``parent``, ``depth``
+    documents), and ``documents`` counts its passages.
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -79,6 +84,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     if retriever is None:
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = type(opened) if opened is not None else retriever_class(retriever)
+    chunking = Chunking(chunk_words, chunk_overlap) if chunk_words is not None else None
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None
@@ -94,34 +100,39 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         if rebuild or not exists:
             start = time.perf_counter()
             cls.build(collection.corpus(), index, total=count_documents(collection.corpus_path), overwrite=True,
-                      backend=store, **build_options)
+                      backend=store, chunking=chunking, **build_options)
             build_seconds = time.perf_counter() - start
         elif store is None and opened is None and (ignored := _unlike_the_index(index, build_options)):
             log.warning("%s exists and is searched as it was built: %s only apply when an index is built (add "
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
         searcher = opened or open_retriever(index, retriever, backend=store, **search_options)
-        _warn_unknown_documents(qrels, searcher)
+        if chunking is not None and searcher.chunking != chunking:
+            raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
+                               f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
+        grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
+        if not grouped:
+            _warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]
         # the first query alone, then the rest timed as the batch: a query encoder loads on first use
-        run = searcher.search(texts[:1], k=depth).as_run(query_ids[:1])
+        run = searcher.search(texts[:1], k=depth, **grouped).as_run(query_ids[:1], by_group=bool(grouped))
         start = time.perf_counter()
-        rest = searcher.search(texts[1:], k=depth, n_threads=n_threads) if len(texts) > 1 else None
+        rest = searcher.search(texts[1:], k=depth, n_threads=n_threads, **grouped) if len(texts) > 1 else None
         batch_seconds = time.perf_counter() - start
         cost_figures = getattr(searcher.query_side, "cost_figures", None)  # embedding work of this run (re-ranking)
         costs = cost_figures() if cost_figures is not None else {}
         sparsity = _sparsity(searcher, texts)
         if rest is not None:
-            run.update(rest.as_run(query_ids[1:]))
+            run.update(rest.as_run(query_ids[1:], by_group=bool(grouped)))
         if run_path:
             write_trec_run(run, run_path, tag=retriever)
 
         latencies = []
         for text in texts[:LATENCY_QUERIES]:
             start = time.perf_counter()
-            searcher.search([text], k=10)
+            searcher.search([text], k=10, **grouped)
             latencies.append((time.perf_counter() - start) * 1000)
         latencies.sort()
 
@@ -138,6 +149,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         # one key set for every retriever (the ``--json`` contract); null where a figure does not apply
         figures.update({key: costs.get(key) for key in COST_FIGURES})
         figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
+        figures["chunking"] = searcher.chunking.record() if searcher.chunking is not None else None
         figures["baseline_run"] = str(baseline) if baseline is not None else None
         figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects)
                                   if baseline_run is not None else None)
@@ -147,6 +159,11 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             shutil.rmtree(scratch, ignore_errors=True)
         if temporary_collection is not None and store.exists(temporary_collection):
             store.drop(temporary_collection)
+
+
+def _passages(chunking: Chunking | None) -> str:
+    return "whole documents" if chunking is None else (f"passages of {chunking.words} words overlapping by "
+                                                       f"{chunking.overlap}")
 
 
 def _megabytes(size: int | None) -> float | None:

@@ -117,6 +117,9 @@ class CompositeIndex:
     def get_documents(self, doc_ids):
         return self.first.get_documents(doc_ids)
 
+    def field_values(self, doc_ids, path: tuple[str, ...]) -> dict:
+        return self.first.field_values(doc_ids, path)
+
     def live_ids(self) -> list[str]:
         return self.first.live_ids()
 

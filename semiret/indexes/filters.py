@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from semiret.data.chunking import PARENT_FIELD
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.types import DocumentPage
@@ -40,6 +41,8 @@ def _key(value) -> tuple:
     2020 and "2020" differ."""
     if _is_number(value):
         return ("number", value)
+    if isinstance(value, str):
+        return ("str", value)
     return (type(value).__name__, json.dumps(value, sort_keys=True))
 
 
@@ -178,6 +181,50 @@ def field_value(metadata: dict | None, path) -> Any:
     return [item for value in values for item in (value if isinstance(value, list) else [value])]
 
 
+class Grouping:
+    """Hits grouped by a metadata field's value (Qdrant's search groups; ``group_by="parent"`` over passages:
+    documents ranked by their best passage): the first ``k`` distinct values met down a ranking, each with its
+    best ``size`` hits. A document whose field holds a list is in the group of each value; one without the field, or
+    with an object there, in none."""
+
+    def __init__(self, field: str, size: int = 1):
+        if not isinstance(field, str) or not field or "" in field.split("."):
+            raise SemiretError(f"group_by {field!r}: a metadata field name, or names joined by dots for nested fields")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise SemiretError(f"group_size must be a positive integer, got {size!r}")
+        self.field, self.size = field, size
+        self.path = tuple(field.split("."))
+
+    def pick(self, ids: list[str], scores: list[float], values: dict, k: int) -> tuple[list, list, list, bool]:
+        """The grouped hits of one ranking (``values``: each id's value of the field, :func:`field_values`): ids,
+        scores and group values, group by group (each group's hits best first, groups by their best hit), and
+        whether ``k`` groups were found."""
+        groups: dict[tuple, tuple[Any, list]] = {}
+        for doc_id, score in zip(ids, scores):
+            value = values.get(doc_id, MISSING)
+            for each in (value if isinstance(value, list) else [value]):
+                if each is MISSING or isinstance(each, (dict, list)):
+                    continue
+                key = _key(each)
+                if key not in groups:
+                    if len(groups) == k:
+                        continue
+                    groups[key] = (each, [])
+                members = groups[key][1]
+                if len(members) < self.size:
+                    members.append((doc_id, score))
+        flat = [(doc_id, score, value) for value, members in groups.values() for doc_id, score in members]
+        return [f[0] for f in flat], [f[1] for f in flat], [f[2] for f in flat], len(groups) == k
+
+
+def field_values(index, doc_ids: list[str], path: tuple[str, ...]) -> dict:
+    """Each live id's value of a metadata field (:data:`MISSING` where it has none): from the values a segmented
+    index keeps, else (Milvus) from the stored documents."""
+    if hasattr(index, "field_values"):
+        return index.field_values(doc_ids, path)
+    return {doc_id: field_value(document.metadata, path) for doc_id, document in index.get_documents(doc_ids).items()}
+
+
 def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | None:
     """The filter ``spec`` checked against ``index`` (None, or an empty filter as Qdrant's: every document); an
     index keeping no stored documents has no metadata to ``doing`` ("search by", "delete by", ...)."""
@@ -196,9 +243,23 @@ def delete_matching(index, spec: dict) -> int:
     wanted = checked_filter(index, spec, "delete by")
     if wanted is None:
         raise SemiretError(f"an empty filter would delete every document of {index.path}: give a condition")
-    if not hasattr(index, "delete_where"):
-        raise SemiretError(f"{index.path}: a Milvus collection deletes by id only")
     return index.delete_where(wanted)
+
+
+def delete_documents(index, doc_ids: list[str], missing_ok: bool = False) -> int:
+    """Delete documents by id (``Retriever.delete``, ``semiret delete``); an unknown id is an error (nothing is
+    deleted) unless ``missing_ok``. In an index of passages (``meta.json``'s ``chunking``), a document's id deletes
+    all its passages, and a passage's id that passage."""
+    if not index.meta.get("chunking") or not doc_ids:
+        return index.delete(doc_ids, missing_ok=missing_ok)
+    with index.writing():
+        of_documents = list(index.iter_documents(MetadataFilter({PARENT_FIELD: doc_ids})))
+        passages = {d for d in doc_ids if d in index}
+        unknown = set(doc_ids) - passages - {p.metadata[PARENT_FIELD] for p in of_documents}
+        if unknown and not missing_ok:
+            raise SemiretError(f"no document or passage {sorted(unknown)[0]!r} in {index.path}: nothing was deleted")
+        doomed = passages | {p.id for p in of_documents}
+        return index.delete(sorted(doomed), missing_ok=True) if doomed else 0
 
 
 def count_matching(index, spec: dict | None = None) -> int:

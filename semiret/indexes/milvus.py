@@ -309,6 +309,11 @@ class MilvusIndex:
                 self._client.delete(self.name, ids=ids[start: start + ROWS_PER_REQUEST])
         return len(ids)
 
+    def delete_where(self, wanted) -> int:
+        """Delete the documents whose stored metadata passes ``wanted`` (read through: Milvus has not got it)."""
+        doomed = [document.id for document in self.iter_documents(wanted)]
+        return self.delete(doomed, missing_ok=True) if doomed else 0
+
     def merge(self) -> None:
         """Nothing to do: Milvus merges its segments itself (compaction)."""
 

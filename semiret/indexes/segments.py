@@ -51,11 +51,12 @@ from semiret.files import (
     link_or_copy,
     staged_directory,
 )
-from semiret.indexes.filters import Column, field_value
+from semiret.indexes.filters import MISSING, Column, field_value
 from semiret.indexes.storage import (
     DELETED_FILE,
     META_FILE,
     StringTable,
+    id_hash,
     append_deletions,
     commit_stamp,
     composite_holding,
@@ -467,9 +468,42 @@ class SegmentedIndex(ABC):
         return found[0].document(found[1])
 
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
-        """The stored documents of those ids that are live (none when texts were not stored)."""
-        found = ((doc_id, self.get_document(doc_id)) for doc_id in doc_ids)
-        return {doc_id: document for doc_id, document in found if document is not None}
+        """The stored documents of those ids that are live (none when texts were not stored): :meth:`get_document`
+        for many ids, each segment's lookups and reads made at once (a page of a scroll, say)."""
+        found: dict[str, Document] = {}
+        for segment, ids, locals_ in self._live_locals(doc_ids):
+            if segment.texts is not None:
+                found.update(zip(ids, segment.documents(locals_)))
+        return found
+
+    def field_values(self, doc_ids: Iterable[str], path: tuple[str, ...]) -> dict:
+        """Each live id's value of a metadata field (``path``: ``("a", "b")`` for ``a.b``; :data:`MISSING` where
+        it has none), from the values the segments keep of the latest fields read (:meth:`Segment._columns`): what
+        a grouped search reads of its hits, no JSON parsed once a field is kept."""
+        found: dict = {}
+        for segment, ids, locals_ in self._live_locals(doc_ids):
+            if segment.metadata is None:
+                found.update((doc_id, MISSING) for doc_id in ids)
+                continue
+            column = segment._columns([path])[path]
+            found.update(zip(ids, (column.values[code] for code in column.codes[locals_].tolist())))
+        return found
+
+    def _live_locals(self, doc_ids: Iterable[str]) -> Iterator[tuple[Segment, list[str], np.ndarray]]:
+        """The live documents of ``doc_ids``, segment by segment: each segment's ids and local numbers (the newest
+        live copy of an id, as :meth:`locate` finds it), its id lookups made at once."""
+        ids = list(dict.fromkeys(doc_ids))
+        hashes = id_hash(ids)
+        unresolved = np.arange(len(ids))
+        for segment in reversed(self.segments):
+            if not len(unresolved):
+                return
+            locals_ = segment.docids.find_many([ids[i] for i in unresolved.tolist()], hashes[unresolved])
+            live = locals_ >= 0
+            live[live] = ~segment.deleted[locals_[live]]
+            if live.any():
+                yield segment, [ids[i] for i in unresolved[live].tolist()], locals_[live]
+            unresolved = unresolved[~live]
 
     def backup(self, target: str | Path, overwrite: bool = False) -> Path:
         """A copy of the index as its last commit stands, at ``target``: an index directory that opens and serves on

@@ -129,6 +129,22 @@ class StringTable:
     def __getitem__(self, i: int) -> str:
         return bytes(self.blob[self.offsets[i]: self.offsets[i + 1]]).decode("utf-8")
 
+    def find_many(self, values: list[str], hashes: np.ndarray | None = None) -> np.ndarray:
+        """int64 positions of ``values`` (-1 where absent; needs ``with_lookup``): :meth:`find` with the hash
+        lookups of all of them made at once (``hashes``: their :func:`id_hash`, when the caller has them)."""
+        hashes = id_hash(values) if hashes is None else hashes
+        table, order = np.asarray(self.hashes), np.asarray(self.hash_order)
+        low, high = np.searchsorted(table, hashes, side="left"), np.searchsorted(table, hashes, side="right")
+        blob, offsets = memoryview(np.asarray(self.blob)), np.asarray(self.offsets)
+        found = np.full(len(values), -1, np.int64)
+        for i in np.flatnonzero(high > low).tolist():
+            for position in range(int(low[i]), int(high[i])):  # a hash shared by two ids: the one that is equal
+                candidate = int(order[position])
+                if str(blob[int(offsets[candidate]): int(offsets[candidate + 1])], "utf-8") == values[i]:
+                    found[i] = candidate
+                    break
+        return found
+
     def iter_at(self, positions: np.ndarray) -> Iterator[str]:
         """The strings at ``positions``, in order, decoded from one view of the blob (indexing the memory-mapped
         arrays once per string cost as much again as decoding it)."""

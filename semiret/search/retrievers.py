@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 from semiret import options as option_tools
 from semiret import progress
+from semiret.data.chunking import PARENT_FIELD, Chunking
 from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.filters import (MetadataFilter, checked_filter, count_matching, delete_matching,
-                                      documents_page, matching_documents)
+from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
+                                      delete_matching, documents_page, field_value, field_values,
+                                      matching_documents)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
@@ -185,11 +187,19 @@ class Retriever:
     @classmethod
     def build(cls, documents: Iterable[Document], path: str | Path | None = None, *, total: int | None = None,
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
-              backend: "str | MilvusBackend | None" = None, **options) -> "Retriever":
+              backend: "str | MilvusBackend | None" = None, chunking: Chunking | None = None,
+              **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
-        ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead."""
+        ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
+        ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`), recorded in the index, so
+        that documents added later are split alike."""
         build_options, search_options = cls.split_options(options)
+        if chunking is not None:
+            if not store_texts:
+                raise SemiretError("passages find their documents by their stored metadata (parent): build with "
+                                   "stored texts to index passages")
+            documents, total = chunking.split(documents), None
         store = resolve_backend(backend) or cls.documents.index_class
         if path is None and backend is not None:
             raise SemiretError("a Milvus collection needs a name (path)")
@@ -220,7 +230,8 @@ class Retriever:
         batches = encoded()
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
         index = store.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
-                            store_texts=store_texts, overwrite=overwrite, extra_meta={"retriever": cls.name})
+                            store_texts=store_texts, overwrite=overwrite,
+                            extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
         if first is None:  # an empty file, blank lines, a header alone: worth a word, not an error
@@ -260,21 +271,37 @@ class Retriever:
         document_side = document_side or _builder_of(index, cls).documents.from_index(index)
         return cls(index, cls.queries.open(index, query_options, document_side), document_side)
 
+    @property
+    def chunking(self) -> Chunking | None:
+        """How the index splits documents into passages (``build(chunking=...)``, ``--chunk-words``), or None."""
+        recorded = self.index.meta.get("chunking")
+        return Chunking(**recorded) if recorded else None
+
     def add(self, documents: Iterable[Document], replace: bool = False) -> int:
-        """Index more documents; they are searchable as soon as this returns, and durable.
+        """Index more documents; they are searchable as soon as this returns, and durable. Returns how many were
+        added (passages, where the index holds passages: each document is split as at the build, and ``replace``
+        first deletes the passages of the documents it replaces).
 
         Encoded under the index's write lock, against its last commit: a vocabulary that grows as documents are
         encoded (BM25's words) then gives new words ids no other writer has given."""
         documents = list(_documents(documents, "add"))
+        chunking = self.chunking
+        parents = [d.id for d in documents]
+        if chunking is not None:
+            documents = list(chunking.split(documents))
         with self.index.writing():
+            if chunking is not None and replace and documents:
+                self.index.delete_where(MetadataFilter({PARENT_FIELD: parents}))  # nothing there: no commit
             self.index.check_new_ids([d.id for d in documents], replace)  # before encoding: it may take minutes
             return self.index.add(self.document_side.encode(documents), replace=replace)
 
-    def delete(self, doc_ids: Iterable[str]) -> int:
-        """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once."""
+    def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
+        """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once. An unknown id is
+        an error (nothing is deleted) unless ``missing_ok``. Where the index holds passages, a document's id deletes
+        all its passages (a passage's id, that passage)."""
         if isinstance(doc_ids, str):
             raise SemiretError(f"delete takes a list of ids, got the string {doc_ids!r} (one id: [{doc_ids!r}])")
-        return self.index.delete([_document_id(doc_id) for doc_id in doc_ids])
+        return delete_documents(self.index, [_document_id(doc_id) for doc_id in doc_ids], missing_ok)
 
     def delete_where(self, filter: dict) -> int:
         """Delete every document whose stored metadata passes ``filter`` (as :meth:`search` reads it; Qdrant's delete
@@ -334,10 +361,14 @@ class Retriever:
         return self.encode_queries([text])[0]
 
     def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1,
-               filter: dict | None = None) -> SearchHits | list[Hit]:
+               filter: dict | None = None, group_by: str | None = None,
+               group_size: int = 1) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
-        documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``)."""
+        documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
+        ``group_by``: ``k`` groups of hits by a metadata field's value (each hit's ``group``), each with its best
+        ``group_size`` hits, groups by their best hit (Qdrant's search groups; ``"parent"`` over an index of
+        passages, ``--chunk-words``: documents by their best passage)."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -353,44 +384,66 @@ class Retriever:
         if n_threads < 1:
             raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
         wanted = checked_filter(self.index, filter, "filter on")
-        if wanted is None:  # no filter, or an empty one (as Qdrant's): every document
-            hits = self.query_side.search(self.index, texts, k, n_threads)
+        grouping = None
+        if group_by is not None:
+            grouping = Grouping(group_by, group_size)
+            if not self.index.stores_texts:
+                raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so "
+                                   "it has no metadata to group by")
+        index = self.index
+        if wanted is not None and hasattr(index, "restricted"):
+            index, wanted = index.restricted(wanted), None  # the documents that fail count as deleted
+        if wanted is None and grouping is None:  # no filter, or an empty one (as Qdrant's): every document
+            hits = self.query_side.search(index, texts, k, n_threads)
         else:
-            if hasattr(self.index, "restricted"):  # the documents that fail count as deleted: one ordinary search
-                hits = self.query_side.search(self.index.restricted(wanted), texts, k, n_threads)
-            else:
-                hits = self._search_filtered(texts, k, n_threads, wanted)
+            hits = self._search_deeper(index, texts, k, n_threads, wanted, grouping)
         hits.lookup = self.index.get_document
         return hits[0] if single else hits
 
-    def _search_filtered(self, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter) -> SearchHits:
-        """For an index that cannot hide documents from a search (Milvus): the best ``k`` hits whose metadata passes
-        ``wanted``, each query searched deeper (x4) until ``k`` of its hits pass, its ranking ends or it reaches
-        every document (post-filtering: exact for exhaustive retrievers), or the index's deepest search (Milvus's
-        16,384 hits: fewer than ``k`` may pass there)."""
+    def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
+                       grouping: Grouping | None) -> SearchHits:
+        """Hits chosen by their stored metadata: those passing ``wanted`` (an index that cannot hide documents from
+        a search: Milvus; post-filtering), then ``k`` groups of ``grouping``, or the first ``k``. Each query is
+        searched deeper (x4, from :data:`FILTER_DEPTH`) until it has them, its ranking ends or it reaches every
+        document (exact for exhaustive retrievers), or the index's deepest search (Milvus's 16,384 hits)."""
         passes: dict[str, bool] = {}
+        values: dict = {}
 
-        def read(doc_ids) -> None:  # the new candidates' stored documents, in as few requests as the index allows
+        def read(doc_ids) -> None:  # what the new candidates' metadata says, in as few requests as the index allows
             unread = [d for d in dict.fromkeys(doc_ids) if d not in passes]
-            documents = self.index.get_documents(unread)
-            passes.update((d, d in documents and wanted.matches(documents[d].metadata)) for d in unread)
+            if wanted is not None:
+                documents = index.get_documents(unread)
+                passes.update((d, d in documents and wanted.matches(documents[d].metadata)) for d in unread)
+                if grouping is not None:
+                    values.update((d, field_value(documents[d].metadata, grouping.path)) for d in unread
+                                  if d in documents)
+            else:
+                passes.update((d, True) for d in unread)
+                values.update(field_values(index, unread, grouping.path))
 
-        total = min(self.index.n_docs, self.index.max_top_k)  # deeper than Milvus's limit is not to be had
+        def chosen(hit_ids: list[str], hit_scores: list[float]) -> tuple[list, list, list | None, bool]:
+            if wanted is not None:
+                kept = [(d, s) for d, s in zip(hit_ids, hit_scores) if passes[d]]
+                hit_ids, hit_scores = [d for d, _ in kept], [s for _, s in kept]
+            if grouping is not None:
+                return grouping.pick(hit_ids, hit_scores, values, k)
+            return hit_ids[:k], hit_scores[:k], None, len(hit_ids) >= k
+
+        total = min(index.n_docs, getattr(index, "max_top_k", index.n_docs))  # deeper than Milvus's limit is not to be had
         ids: list[list[str]] = [[] for _ in texts]
         scores: list[list[float]] = [[] for _ in texts]
+        groups: list[list] = [[] for _ in texts]
         pending, depth = list(range(len(texts))), min(max(4 * k, FILTER_DEPTH), max(total, 1))
         while pending:
-            found = self.query_side.search(self.index, [texts[i] for i in pending], depth, n_threads)
+            found = self.query_side.search(index, [texts[i] for i in pending], depth, n_threads)
             unfinished = []
             read(d for hit_ids in found.ids for d in hit_ids)
             for i, hit_ids, hit_scores in zip(pending, found.ids, found.scores):
-                kept = [(d, s) for d, s in zip(hit_ids, hit_scores) if passes[d]][:k]
-                if len(kept) < k and len(hit_ids) >= depth and depth < total:
+                ids[i], scores[i], groups[i], enough = chosen(list(hit_ids), list(hit_scores))
+                if not enough and len(hit_ids) >= depth and depth < total:
                     unfinished.append(i)
-                else:
-                    ids[i], scores[i] = [d for d, _ in kept], [s for _, s in kept]
             pending, depth = unfinished, min(depth * 4, total)
-        return SearchHits(ids, scores)
+        return SearchHits(ids, scores, groups=groups if grouping is not None else None)
 
 
 def _documents(documents, call: str) -> Iterable[Document]:

@@ -3,8 +3,8 @@
 =========================================  =========================================================
 ``GET /indexes``                           the served indexes, described
 ``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
-``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "with_text",
-                                           "options"}`` ->
+``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
+                                           "group_size", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
@@ -48,7 +48,7 @@ from pydantic import TypeAdapter, ValidationError
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.options import OptionValueError, check_json_values
-from semiret.indexes.filters import MetadataFilter
+from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.serving.schemas import (
     CountRequest,
     CountResponse,
@@ -313,7 +313,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
         check_filter(body.filter)
-        results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset)
+        if body.group_by is not None:
+            try:
+                Grouping(body.group_by, body.group_size)
+            except SemiretError as exc:
+                raise validation_error(("body", "group_by"), str(exc), "group_by_invalid") from None
+        results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
+                                body.group_by, body.group_size)
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -408,14 +414,16 @@ def app_from_environment() -> FastAPI:
 
 
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
-                  filter: dict | None = None, offset: int = 0) -> list[list[dict]]:
+                  filter: dict | None = None, offset: int = 0, group_by: str | None = None,
+                  group_size: int = 1) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
-            and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter):  # a new filter reads every document
+            and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
+            and group_by is None):  # groups read their hits' stored documents
         return index.search(queries, k, options, with_text, filter, offset)
-    return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset)
+    return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size)
 
 
 def _inlined_schema(model) -> dict:

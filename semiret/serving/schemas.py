@@ -58,6 +58,10 @@ class SearchRequest(BaseModel):
     filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches: "
                                           "{\"field\": value}, {\"field\": [any, of]}, {\"field\": {\"gte\": 1, "
                                           "\"lt\": 9}}; several fields: all; \"a.b\" a nested field.")
+    group_by: str | None = Field(None, description="k groups of hits by this stored metadata field's value, groups "
+                                 "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
+                                 "over an index of passages: documents by their best passage).")
+    group_size: int = Field(1, ge=1, strict=True, description="Hits per group (with group_by).")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")
@@ -69,6 +73,7 @@ class Hit(BaseModel):
     title: str | None = Field(None, description="With with_text.")
     text: str | None = Field(None, description="With with_text.")
     metadata: dict[str, Any] | None = Field(None, description="With with_text, when the document has some.")
+    group: Any = Field(None, description="With group_by: the value of the field the hit was grouped by.")
 
 
 class SearchResponse(BaseModel):

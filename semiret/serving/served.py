@@ -80,18 +80,25 @@ class ServedIndex:
                 "search_options": search_options}
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
-               filter: dict | None = None, offset: int = 0) -> list[list[dict]]:
+               filter: dict | None = None, offset: int = 0, group_by: str | None = None,
+               group_size: int = 1) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
-        ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on)."""
+        ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
+        metadata field ``group_by``, ``k`` groups from the ``offset``-th on)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         started = time.perf_counter()
         self.refresh()
         retriever = retriever.pinned()
         results = []
-        for hits in retriever.search(queries, k=k + offset, filter=filter):
+        for hits in retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size):
             rows = []
-            for hit in hits[offset:]:
-                row = {"id": hit.id, "score": hit.score}
+            if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
+                skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
+                hits = [hit for hit in hits if repr(hit.group) not in skipped]
+            else:
+                hits = hits[offset:]
+            for hit in hits:
+                row = {"id": hit.id, "score": hit.score, **({"group": hit.group} if group_by is not None else {})}
                 if with_text:
                     document = hit.document
                     row["title"] = document.title if document is not None else None
@@ -164,7 +171,7 @@ class ServedIndex:
         return added
 
     def _delete(self, doc_ids: list[str]) -> int:
-        return self.index.delete(doc_ids, missing_ok=True)
+        return self.retriever.delete(doc_ids, missing_ok=True)
 
     def _delete_where(self, filter: dict) -> int:
         return self.retriever.delete_where(filter)

@@ -230,8 +230,9 @@ def test_a_collection_refuses_more_hits_than_milvus_returns(backend):
         collection.search("cats", k=20_000)
 
 
-def test_a_collection_deletes_by_id_only(backend):
-    collection = BagOfTokensRetriever.build([Document("a", "cats", metadata={"pet": "cat"})], next(_names),
-                                            backend=backend)
-    with pytest.raises(SemiretError, match="a Milvus collection deletes by id only"):
-        collection.delete_where({"pet": "cat"})
+def test_a_collection_deletes_by_filter(backend):
+    collection = BagOfTokensRetriever.build([Document("a", "cats", metadata={"pet": "cat"}),
+                                             Document("b", "dogs", metadata={"pet": "dog"}), Document("c", "cats")],
+                                            next(_names), backend=backend)
+    assert collection.delete_where({"pet": "cat"}) == 1 and collection.delete_where({"pet": "cat"}) == 0
+    assert sorted(d.id for d in collection.iter_documents()) == ["b", "c"]

@@ -200,3 +200,8 @@ def test_a_milvus_collection_counts_exports_and_scrolls(tmp_path):
     assert sorted(collection.iter_documents({"source": "web"}), key=lambda d: d.id) == web
     assert _scrolled(collection, {"source": "web"}, limit=5) == [d.id for d in web]
     assert _scrolled(collection, limit=16) == sorted(d.id for d in _corpus())
+    own = BagOfTokensRetriever.build(_corpus(), tmp_path / "own")
+    for spec in (None, {"year": 2001}):
+        grouped, expected = (r.search(["statins dose", "trial 7"], k=2, group_by="source", filter=spec)
+                             for r in (collection, own))
+        assert grouped.groups == expected.groups and grouped.scores == expected.scores

@@ -1,0 +1,60 @@
+"""Long documents as passages (``--chunk-words``): each document split into windows of words that overlap, so that a
+neural encoder, which reads a few hundred tokens, sees all of it; searches then rank the documents by their best
+passage (``search(..., group_by="parent")``: MaxP, Dai & Callan 2019).
+
+A passage keeps its document's title (its context in every window) and metadata, with two fields added: ``parent``
+(the document's id) and ``chunk`` (its number, from 0). A document that fits in one window stays one passage with its
+own id; longer ones become ``ID#0``, ``ID#1``, ... Words are runs of non-space characters: the windows are
+model-agnostic (a word is about 1.3 WordPiece tokens in English text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from semiret.data.collection import Document
+from semiret.errors import SemiretError
+
+PARENT_FIELD, CHUNK_FIELD = "parent", "chunk"
+"""The metadata fields a passage gets: its document's id, and its number within the document."""
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """Windows of ``words`` words, each starting ``words - overlap`` words after the one before."""
+
+    words: int
+    overlap: int = 0
+
+    def __post_init__(self) -> None:
+        if self.words < 1:
+            raise SemiretError(f"passages need at least one word (--chunk-words), got {self.words}")
+        if not 0 <= self.overlap < self.words:
+            raise SemiretError(f"the overlap of passages (--chunk-overlap) must be at least 0 and less than their "
+                               f"{self.words} words, got {self.overlap}")
+
+    def record(self) -> dict:
+        """What an index records of it (``meta.json``'s ``chunking``)."""
+        return {"words": self.words, "overlap": self.overlap}
+
+    def split(self, documents: Iterable[Document]) -> Iterator[Document]:
+        """Each document's passages, in order."""
+        for document in documents:
+            yield from self.passages(document)
+
+    def passages(self, document: Document) -> list[Document]:
+        metadata = document.metadata or {}
+        taken = sorted({PARENT_FIELD, CHUNK_FIELD} & set(metadata))
+        if taken:
+            raise SemiretError(f"document {document.id!r} has metadata field(s) {', '.join(taken)}, which its "
+                               "passages' metadata would hold: rename them, or index the documents whole")
+        words = document.text.split()
+        step = self.words - self.overlap
+        starts = range(0, max(len(words) - self.overlap, 1), step)
+        if len(starts) == 1:
+            return [Document(document.id, document.text, document.title, {**metadata, PARENT_FIELD: document.id,
+                                                                          CHUNK_FIELD: 0})]
+        return [Document(f"{document.id}#{number}", " ".join(words[start: start + self.words]), document.title,
+                         {**metadata, PARENT_FIELD: document.id, CHUNK_FIELD: number})
+                for number, start in enumerate(starts)]

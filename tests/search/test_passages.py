@@ -1,0 +1,160 @@
+"""Long documents as passages (`--chunk-words`) and grouped searches (`group_by`): windows of words, documents ranked by
+their best passage as the whole ranking grouped by hand, passages kept in step with their documents through add,
+replace and delete, `semiret eval --chunk-words`, and the service's `group_by`."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.data.chunking import Chunking
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, open_retriever
+from semiret.serving import ServeSettings, create_app
+
+from helpers import write_beir
+
+WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep walrus".split()
+
+
+def _documents(n: int = 30, seed: int = 3) -> list[Document]:
+    rng = random.Random(seed)
+    return [Document(f"d{i}", " ".join(rng.choices(WORDS, k=rng.randint(3, 40))), f"title {i}",
+                     {"source": ["a", "b", "c"][i % 3], "tags": ["x", "y"][: i % 2 + 1]}) for i in range(n)]
+
+
+@pytest.mark.parametrize("words, overlap, n, expected", [
+    (4, 1, 0, [("d", "")]),
+    (4, 1, 4, [("d", "w0 w1 w2 w3")]),
+    (4, 1, 5, [("d#0", "w0 w1 w2 w3"), ("d#1", "w3 w4")]),
+    (4, 1, 7, [("d#0", "w0 w1 w2 w3"), ("d#1", "w3 w4 w5 w6")]),
+    (4, 0, 9, [("d#0", "w0 w1 w2 w3"), ("d#1", "w4 w5 w6 w7"), ("d#2", "w8")]),
+])
+def test_windows_of_words(words, overlap, n, expected):
+    document = Document("d", " ".join(f"w{i}" for i in range(n)), "T", {"year": 2020})
+    passages = Chunking(words, overlap).passages(document)
+    assert [(p.id, p.text) for p in passages] == expected
+    assert [p.metadata for p in passages] == [{"year": 2020, "parent": "d", "chunk": c} for c in range(len(expected))]
+    assert {p.title for p in passages} == {"T"}
+
+
+@pytest.mark.parametrize("words, overlap, message", [(0, 0, "at least one word"), (5, 5, "less than their 5 words"),
+                                                     (5, -1, "at least 0")])
+def test_bad_windows_are_refused(words, overlap, message):
+    with pytest.raises(SemiretError, match=message):
+        Chunking(words, overlap)
+
+
+def test_a_document_holding_the_passage_fields_is_refused():
+    with pytest.raises(SemiretError, match="document 'd' has metadata field.* parent"):
+        Chunking(5).passages(Document("d", "a b c", metadata={"parent": "x"}))
+
+
+def _grouped_by_hand(retriever, query: str, field: str, k: int, size: int) -> list[tuple]:
+    """The whole ranking, grouped afterwards: what a grouped search must give."""
+    groups: dict = {}
+    for hit in retriever.search(query, k=10_000):
+        value = (hit.metadata or {}).get(field)
+        for each in value if isinstance(value, list) else [value]:
+            if each is None or (each not in groups and len(groups) == k):
+                continue
+            members = groups.setdefault(each, [])
+            if len(members) < size:
+                members.append((hit.id, hit.score, each))
+    return [member for members in groups.values() for member in members]
+
+
+@pytest.mark.parametrize("field, size", [("parent", 1), ("parent", 3), ("source", 2), ("tags", 2)])
+def test_a_grouped_search_is_the_whole_ranking_grouped(tmp_path, field, size):
+    retriever = BM25Retriever.build(_documents(), tmp_path / "index", chunking=Chunking(6, 2))
+    for query in ("statins heart", "walrus sleep diet", "risk"):
+        hits = retriever.search(query, k=4, group_by=field, group_size=size)
+        assert [(h.id, h.score, h.group) for h in hits] == _grouped_by_hand(retriever, query, field, 4, size)
+    assert len({h.group for h in retriever.search("statins", k=4, group_by="parent")}) == 4
+    filtered = retriever.search("statins heart", k=3, group_by="parent", filter={"source": "b"})
+    assert len(filtered) == 3 and all(h.metadata["source"] == "b" for h in filtered)
+    run = retriever.search(["statins heart"], k=5, group_by="parent").as_run(["q"], by_group=True)
+    assert list(run["q"]) == [h.group for h in retriever.search("statins heart", k=5, group_by="parent")]
+
+
+def test_grouping_refuses_what_it_cannot_do(tmp_path):
+    bare = BM25Retriever.build(_documents(5), tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="no metadata to group by"):
+        bare.search("statins", group_by="source")
+    with pytest.raises(SemiretError, match="group_size must be a positive integer"):
+        open_retriever(tmp_path / "bare").search("statins", group_by="source", group_size=0)
+    with pytest.raises(SemiretError, match="passages find their documents"):
+        BM25Retriever.build(_documents(5), tmp_path / "x", store_texts=False, chunking=Chunking(5))
+
+
+def test_passages_follow_their_documents_through_add_replace_and_delete(tmp_path):
+    retriever = BM25Retriever.build(_documents(10), tmp_path / "index", chunking=Chunking(6, 2))
+    assert retriever.chunking == Chunking(6, 2) and open_retriever(tmp_path / "index").chunking == Chunking(6, 2)
+    long = Document("new", " ".join(["walrus"] * 20), metadata={"source": "z"})
+    assert retriever.add([long]) == 5  # split as at the build: 20 words, windows of 6 every 4
+    assert retriever.count({"parent": "new"}) == 5
+    assert retriever.add([Document("new", "walrus walrus")], replace=True) == 1  # the old passages go first
+    assert retriever.count({"parent": "new"}) == 1 and retriever.get_document("new").text == "walrus walrus"
+    passages_of_d1 = retriever.count({"parent": "d1"})
+    assert passages_of_d1 > 1
+    assert retriever.delete(["d1"]) == passages_of_d1 and retriever.count({"parent": "d1"}) == 0
+    assert retriever.delete(["d2#0"]) == 1 and "d2#1" in retriever.index
+    with pytest.raises(SemiretError, match="no document or passage 'nope'"):
+        retriever.delete(["d3", "nope"])
+    assert retriever.count({"parent": "d3"}) > 0  # nothing deleted
+    assert retriever.delete(["d3", "nope"], missing_ok=True) > 0 and retriever.count({"parent": "d3"}) == 0
+    deleted = CliRunner().invoke(app, ["delete", "--index", str(tmp_path / "index"), "d4"])
+    assert deleted.exit_code == 0 and open_retriever(tmp_path / "index").count({"parent": "d4"}) == 0
+
+
+def test_eval_ranks_documents_by_their_best_passage(tmp_path):
+    documents = _documents(24)
+    queries = {"q1": "statins heart walrus", "q2": "sleep diet"}
+    qrels = {"q1": {"d3": 1, "d7": 1}, "q2": {"d11": 1}}
+    beir = write_beir(tmp_path / "beir", documents, queries, qrels)
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", "--data", str(beir), "-r", "bm25", "--chunk-words", "6", "--chunk-overlap",
+                                 "2", "--index", str(tmp_path / "passages"), "--run", str(tmp_path / "run.trec"),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    passages = open_retriever(tmp_path / "passages")
+    assert figures["chunking"] == {"words": 6, "overlap": 2} and figures["documents"] == passages.count() > 24
+    run_ids = {line.split()[2] for line in (tmp_path / "run.trec").read_text().splitlines()}
+    assert run_ids <= {d.id for d in documents}  # documents, not passages
+    best = passages.search("sleep diet", k=100, group_by="parent")
+    ranked = [line.split()[2] for line in (tmp_path / "run.trec").read_text().splitlines() if line.startswith("q2 ")]
+    assert ranked == [h.group for h in best]
+    whole = runner.invoke(app, ["eval", "--data", str(beir), "-r", "bm25", "--json"])
+    assert json.loads(whole.stdout)["chunking"] is None
+    again = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "passages"), "--chunk-words",
+                                "8", "--json"])
+    assert again.exit_code == 2 and "passages of 6 words overlapping by 2, not passages of 8" in again.output
+
+
+def test_the_service_groups_and_pages_groups(tmp_path):
+    BM25Retriever.build(_documents(), tmp_path / "index", chunking=Chunking(6, 2))
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False)
+    with TestClient(create_app(settings)) as client:
+        def grouped(**body):
+            found = client.post("/indexes/docs/search", json={"queries": ["statins heart"], "group_by": "parent",
+                                                              **body})
+            assert found.status_code == 200, found.text
+            return [(hit["id"], hit["group"]) for hit in found.json()["results"][0]]
+
+        first, second = grouped(k=3, group_size=2), grouped(k=3, group_size=2, offset=3)
+        assert [g for _, g in first + second] == [g for _, g in grouped(k=6, group_size=2)]
+        assert not {g for _, g in first} & {g for _, g in second}
+        bad = client.post("/indexes/docs/search", json={"queries": ["x"], "group_by": ""})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "group_by"]
+        added = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"},
+                           json={"documents": [{"_id": "long", "text": "walrus " * 12}]})
+        assert added.json()["upserted"] == 3  # split as the index's passages
+        assert client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
+                           json={"ids": ["long"]}).json()["deleted"] == 3
