@@ -677,6 +677,8 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     from semiret.files import check_output_file, write_output_text
 
     if per_query is not None:
+        if str(per_query) == "-" and as_json:
+            raise SemiretError("--per-query - and --json would both write to standard output: give --per-query a file")
         check_output_file(per_query, "per-query measures (--per-query)")
     qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)  # the queries `eval` scores
     measures = parse_measures(measure)
@@ -730,12 +732,12 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
     """Fuse saved runs into one (Pyserini's and ranx's fusion; the hybrid retriever's, for runs already on disk):
     score the result with `semiret compare`."""
     from semiret.data.trec import read_trec_run, write_trec_run
-    from semiret.evaluation.fusion import fuse_runs
+    from semiret.evaluation.fusion import FUSED_SCORE_PLACES, fuse_runs
     from semiret.files import check_output_file
 
     check_output_file(out, "fused run (--out)")
     fused = fuse_runs([read_trec_run(path) for path in run], method, weight, rrf_k, depth, k)
-    write_trec_run(fused, out, tag=tag)
+    write_trec_run(fused, out, tag=tag, places=FUSED_SCORE_PLACES)
     if out != "-":
         console.print(f"{len(fused)} queries fused from {len(run)} runs into {out}")
 

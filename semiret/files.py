@@ -131,15 +131,25 @@ os.register_at_fork(after_in_child=_fsync_pool.cache_clear)  # a forked child ha
 
 
 @contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
+def exclusive_lock(path: Path, reading: bool = False) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing) while the block runs.
 
     It excludes other processes and other open descriptions of the file in this process, and the kernel
     drops it when its holder dies, even by ``kill -9``, so no stale lock is ever left to clean up. (Written
     here rather than taken from ``filelock``/``portalocker``: the few lines of ``fcntl`` are the whole of it
-    on Linux and macOS, and a dependency would add nothing semiret uses.)
+    on Linux and macOS, and a dependency would add nothing semiret uses.) ``reading``: for a reader that keeps
+    writers out (a backup) where it may not write: the file opened read-only (``flock`` needs no more), and no
+    lock at all on a read-only file system without one (nothing writes there).
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if not reading or exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        if exc.errno == errno.EROFS and not os.path.exists(path):
+            yield
+            return
+        fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

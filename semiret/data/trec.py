@@ -13,16 +13,17 @@ Run = dict[str, dict[str, float]]
 """A ranking per query: ``{query_id: {doc_id: score}}`` (the ir_measures / pytrec_eval convention)."""
 
 
-def write_trec_run(run: Run, path: str | Path, tag: str = "semiret") -> None:
-    """Write a run in TREC format, documents of each query sorted by descending score (``-``: standard output).
-    Ids holding whitespace, which the format's columns cannot hold, are refused before anything is written."""
+def write_trec_run(run: Run, path: str | Path, tag: str = "semiret", places: int = 6) -> None:
+    """Write a run in TREC format, documents of each query sorted by descending score (``-``: standard output),
+    scores with ``places`` decimals (more where scores differ by less: a fusion's). Ids holding whitespace, which
+    the format's columns cannot hold, are refused before anything is written."""
     lines = []
     for query_id, scores in run.items():
         ranked = sorted(scores.items(), key=lambda item: -item[1])
         _check_column(query_id, "query", path)
         for doc_id in scores:
             _check_column(doc_id, "document", path)
-        lines += (f"{query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n" for rank, (doc_id, score) in enumerate(ranked, 1))
+        lines += (f"{query_id} Q0 {doc_id} {rank} {score:.{places}f} {tag}\n" for rank, (doc_id, score) in enumerate(ranked, 1))
     write_output_text(path, "".join(lines))  # atomic: a run cut short by a crash would score as a worse system
 
 
@@ -57,6 +58,8 @@ def read_trec_run(path: str | Path) -> Run:
                 score = math.nan
             if math.isnan(score):  # NaN has no order: the run's ranking would be arbitrary
                 raise DataFormatError(f"score {fields[4]!r} is not a number", path, line_number)
+            if math.isinf(score):  # ties every document it meets, and normalises to NaN in a fusion
+                raise DataFormatError(f"score {fields[4]!r} is not a finite number", path, line_number)
             ranking = run.setdefault(fields[0], {})
             if fields[2] in ranking:  # which of its scores counts would be a guess
                 raise DataFormatError(f"document {fields[2]!r} is ranked twice for query {fields[0]!r}", path,

@@ -12,6 +12,7 @@ document, or its delete, repairs. Stored texts live in the first part. Writers h
 from __future__ import annotations
 
 import copy
+import secrets
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -168,11 +169,13 @@ class CompositeIndex:
         """A copy of every part as its last commit stands (:meth:`SegmentedIndex.snapshot`), taken with every
         part's write lock held: the parts agree in it as they do here."""
         target = check_backup_target(self.path, target, overwrite)
-        with self.writing(), staged_directory(target, overwrite, writer_locks(target)) as staged:
+        with ExitStack() as held, staged_directory(target, overwrite, writer_locks(target)) as staged:
+            for part in self.parts.values():  # in part order, as writers take them
+                held.enter_context(part.unchanging())
             for name, part in self.parts.items():
                 (staged / name).mkdir()
                 backup_files(part.path, staged / name, part.meta)
-            atomic_write_json(staged / META_FILE, self.meta)
+            atomic_write_json(staged / META_FILE, {**self.meta, "build": secrets.token_hex(8)})
         return target
 
     @contextmanager

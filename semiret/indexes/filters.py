@@ -283,6 +283,10 @@ def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str
     documents change: each starts where the last ended, whatever was added or deleted before it."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SemiretError(f"limit must be a positive integer, got {limit!r}")
+    if isinstance(offset, int) and not isinstance(offset, bool):
+        offset = str(offset)  # as ids are read: an integer id is its string
+    if offset is not None and not isinstance(offset, str):
+        raise SemiretError(f"offset is a document id (a string), got {type(offset).__name__} {offset!r}")
     view = index.pinned()  # the ids and their documents from one commit
     ids = view.sorted_ids(checked_filter(view, spec, "filter on"))
     start = bisect.bisect_left(ids, offset) if offset is not None else 0

@@ -221,6 +221,8 @@ class Segment:
         return self._id_keys
 
 
+SORTED_IDS_KEPT = 4
+"""Filters whose matching ids, sorted, a commit keeps for scrolls (several clients scrolling at once)."""
 FILTERS_KEPT = 32
 """Filters whose matching documents a segment keeps (the least recently used go first)."""
 FIELDS_KEPT = 8
@@ -448,12 +450,16 @@ class SegmentedIndex(ABC):
         """Ids of the live documents (those passing ``wanted``) in sorted order, what a scroll pages through; kept
         for the latest filter of the current commit, so that each next page costs a binary search."""
         snapshot = self.snapshot
-        key = None if wanted is None else wanted.key
-        kept = snapshot.derived.get("sorted_ids")
-        if kept is None or kept[0] != key:
+        # a restricted view shares its index's derived values: its hidden documents (deletion flags) are in the key
+        key = (None if wanted is None else wanted.key, tuple(id(s.deleted) for s in snapshot.segments))
+        kept = snapshot.derived.setdefault("sorted_ids", OrderedDict())
+        ids = kept.get(key)
+        if ids is None:
             ids = sorted(i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted))))
-            kept = snapshot.derived["sorted_ids"] = (key, ids)
-        return kept[1]
+            kept[key] = ids
+            while len(kept) > SORTED_IDS_KEPT:
+                kept.popitem(last=False)
+        return ids
 
     @property
     def stores_texts(self) -> bool:
@@ -512,9 +518,21 @@ class SegmentedIndex(ABC):
         deletion marks are copied as far as the commit counts them. Writers wait meanwhile (a merge would remove
         a folder being linked); searches go on."""
         target = check_backup_target(self.path, target, overwrite)
-        with self.writing(), staged_directory(target, overwrite, writer_locks(target)) as staged:
+        with self.unchanging(), staged_directory(target, overwrite, writer_locks(target)) as staged:
             backup_files(self.path, staged, self.meta)
         return target
+
+    @contextmanager
+    def unchanging(self) -> Iterator["SegmentedIndex"]:
+        """Keep writers (of every process) out while the block runs, the index refreshed to its last commit: the
+        write lock, taken as a reader where the index cannot be written to (a read-only file system, another
+        user's index), and for one part of a composite index too."""
+        with self._writer:
+            held = self._write_depth > 0  # this thread writes already: its lock is held
+            with nullcontext() if held else exclusive_lock(self.path / LOCK_FILE, reading=True):
+                with self._publishing:
+                    self._load_newer_commit()
+                yield self
 
     def pinned(self) -> "SegmentedIndex":
         """A read-only view of the current snapshot: searches and lookups on it all see that one commit, whatever
@@ -948,7 +966,9 @@ def backup_files(source: Path, folder: Path, meta: dict) -> None:
                     (copied / DELETED_FILE).write_bytes(marks.read(4 * info.get("n_deleted", 0)))
             elif STAGING_MARK not in file.name:
                 link_or_copy(file, copied / file.name)
-    atomic_write_json(folder / META_FILE, meta)
+    # another index from now on: a process that has the original open reopens everything when the copy is restored
+    # over it (build_of), instead of keeping segments it knows by name
+    atomic_write_json(folder / META_FILE, {**meta, "build": secrets.token_hex(8)})
 
 
 def copy_index_files(source: Path, target: Path) -> None:

@@ -136,7 +136,8 @@ class GDRQueries(QuerySide):
         self.model_path, self.options = model_path, options
         self.queries_searched = 0
         self.documents_scored = 0
-        self.corpus_size = 0
+        self.documents_searchable = 0
+        """Documents each query could have scored, summed over the queries: the live ones it searched among."""
 
     @classmethod
     def open(cls, index, options: GDRQueryOptions, documents: GDRDocuments):
@@ -194,7 +195,7 @@ class GDRQueries(QuerySide):
         hits, scored = index.search_clusters(vectors, leaves, inter, k, self.options.beta, wider)
         self.queries_searched += len(texts)
         self.documents_scored += sum(scored)
-        self.corpus_size = index.n_docs
+        self.documents_searchable += len(texts) * index.n_docs  # a filter's view: the documents it lets through
         return hits
 
     @staticmethod
@@ -208,7 +209,7 @@ class GDRQueries(QuerySide):
         """Documents scored per query (those of the decoded clusters), and as a share of the corpus."""
         per_query = self.documents_scored / max(self.queries_searched, 1)
         return {"documents_scored_per_query": round(per_query, 1),
-                "documents_scored_fraction": round(per_query / max(self.corpus_size, 1), 4)}
+                "documents_scored_fraction": round(self.documents_scored / max(self.documents_searchable, 1), 4)}
 
 
 @register_retriever

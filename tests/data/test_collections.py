@@ -387,6 +387,7 @@ def test_bad_qrels_lines(tmp_path):
     ("q1 Q0 d1 1 1.0\n", ":1: expected 6 columns"),
     ("q1 Q0 d1 1 high tag\n", ":1: score 'high' is not a number"),
     ("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 nan x\n", ":2: score 'nan' is not a number"),  # NaN has no order
+    ("q1 Q0 d1 1 inf x\n", ":1: score 'inf' is not a finite number"),
     ("q1 Q0 d1 1 2.0 x\nq2 Q0 d1 1 2.0 x\nq1 Q0 d1 2 1.0 x\n", ":3: document 'd1' is ranked twice for query 'q1'"),
 ])
 def test_bad_run_lines(tmp_path, content, message):

@@ -62,6 +62,22 @@ def test_fuse_command_writes_a_run_compare_reads(tmp_path):
                                     "--method", "score", "--weight", "1", "--weight", "3", "-k", "3"])
     assert done.exit_code == 0, done.output
     assert read_trec_run(out) == {"q1": {"c": 3.0, "a": 2.5, "b": 0.5}, "q2": {"x": 1.0}, "q3": {"y": 3.0}}
-    assert out.read_text().split("\n")[0].split() == ["q1", "Q0", "c", "1", "3.000000", "fused"]
+    assert out.read_text().split("\n")[0].split() == ["q1", "Q0", "c", "1", "3.000000000000", "fused"]
     refused = CliRunner().invoke(app, ["fuse", str(tmp_path / "a.trec"), "-o", str(out)])
     assert refused.exit_code == 2 and "two runs or more" in refused.output
+
+
+def test_deep_reciprocal_ranks_are_written_apart(tmp_path):
+    """1/1060 and 1/1061 differ by less than 1e-6: written with 6 decimals they would tie, and read back in
+    document-id order."""
+    deep = {"q": {f"d{i:04d}": 1000.0 - i for i in range(1000)}}
+    reverse = {"q": {f"d{i:04d}": float(i) for i in range(1000)}}
+    for run, name in ((deep, "a.trec"), (reverse, "b.trec")):
+        write_trec_run(run, tmp_path / name)
+    out = tmp_path / "fused.trec"
+    done = CliRunner().invoke(app, ["fuse", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "-o", str(out),
+                                    "--weight", "1", "--weight", "0.999"])
+    assert done.exit_code == 0, done.output
+    fused = fuse_runs([read_trec_run(tmp_path / "a.trec"), read_trec_run(tmp_path / "b.trec")], weights=[1, 0.999])
+    written = read_trec_run(out)["q"]
+    assert sorted(written, key=lambda d: (written[d], d), reverse=True) == list(fused["q"])

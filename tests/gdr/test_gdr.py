@@ -489,3 +489,33 @@ def test_the_demo_has_a_gdr_row_when_given_a_model(trained, collection, tmp_path
     monkeypatch.setattr(demo, "GDR_BEAMS", 2)
     rows = demo.run_demo(str(collection), tmp_path / "out", gdr=str(trained[0] / "model"))
     assert [(r["system"], r["retriever"]) for r in rows] == [("BM25", "bm25"), ("GDR, 2 beams", "gdr")]
+
+
+def test_the_share_of_documents_scored_counts_what_each_search_could_score(tmp_path):
+    """Each query's documents scored over the live documents it searched among (a filter's view: those it lets
+    through), summed: never above 1, whatever searches came before (a decoder stands in for the model)."""
+    from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
+    from semiret.indexes.filters import MetadataFilter
+    from semiret.search.gdr import GDRQueries, GDRQueryOptions
+
+    rng = np.random.default_rng(1)
+    leaves, n, dim = 8, 400, 4
+    documents = [Document(f"d{i}", "x", metadata={"rare": i < 3}) for i in range(n)]
+    index = ClusteredDenseIndex.build(tmp_path / "gdr", "gdr", [ClusteredEmbeddings(
+        [d.id for d in documents], rng.normal(size=(n, dim)).astype(np.float32), documents,
+        rng.integers(0, leaves, n))], dim=dim, analyzer={"type": "test"}, leaf_count=leaves, fingerprint="f")
+
+    class Decoder:
+        def search_clusters(self, texts, beams, length_penalty):
+            order = np.arange(leaves)[:beams]
+            return ([order for _ in texts], [(1.0 / (order + 1)).astype(np.float32) for _ in texts],
+                    rng.normal(size=(len(texts), dim)).astype(np.float32))
+
+    queries = GDRQueries("model", GDRQueryOptions(beams=1, beta=1.0))
+    queries.__dict__["model"] = Decoder()
+    for _ in range(10):
+        queries.search(index, ["a"], 10, 1)
+    unfiltered = queries.cost_figures()["documents_scored_fraction"]
+    assert 0 < unfiltered < 1
+    hits = queries.search(index.restricted(MetadataFilter({"rare": True})), ["a"], 10, 1)
+    assert len(hits.ids[0]) == 3 and queries.cost_figures()["documents_scored_fraction"] <= 1

@@ -113,3 +113,27 @@ def test_backup_command(indexed, tmp_path):
     done = CliRunner().invoke(app, ["backup", str(indexed.index.path), str(tmp_path / "copy")])
     assert done.exit_code == 0, done.output
     assert '"documents": 38' in done.stdout and _state(open_retriever(tmp_path / "copy")) == _state(indexed)
+
+
+def test_a_backup_restored_over_its_index_is_read_anew_by_those_who_have_it_open(indexed, tmp_path):
+    backup = open_retriever(indexed.backup(tmp_path / "backup"))
+    assert backup.index.meta["build"] != indexed.index.meta["build"]  # another index, from its first commit
+    indexed.add([Document("x1", "statins primary")])  # both go on: each gets a segment of the same name
+    backup.add([Document("y1", "statins replica"), Document("y2", "heart replica")])
+    served = open_retriever(indexed.index.path)
+    backup.backup(indexed.index.path, overwrite=True)  # the backup restored
+    served.index.refresh()
+    assert "x1" not in served.index and "y1" in served.index and served.index.n_docs == backup.index.n_docs
+    assert [h.id for h in served.search("replica", k=2)] == [h.id for h in backup.search("replica", k=2)]
+
+
+def test_a_part_of_a_hybrid_index_and_an_index_being_written_are_backed_up(tmp_path):
+    hybrid = HybridRetriever.build(_corpus(0, 30), tmp_path / "hybrid", neural="bot")
+    from semiret.indexes import open_index
+
+    part = open_index(tmp_path / "hybrid" / "lexical")
+    assert open_retriever(part.backup(tmp_path / "bm25-copy")).index.n_docs == 30
+    with hybrid.index.writing():  # a backup taken by the thread that writes: its lock is already held
+        first = hybrid.index.first
+        first.backup(tmp_path / "first-copy")
+    assert open_retriever(tmp_path / "first-copy").index.n_docs == 30

@@ -58,6 +58,9 @@ def test_count_iterate_and_scroll_agree_with_the_documents(indexed):
     page = indexed.scroll({"source": "web"}, limit=3, offset="d012")  # an offset need not be a matching id
     assert page.ids == ["d013", "d015", "d017"] and page.next_offset == "d019"
     assert indexed.scroll(offset="zzz").ids == [] and indexed.scroll(offset="zzz").next_offset is None
+    assert indexed.scroll(limit=2, offset=7).ids == indexed.scroll(limit=2, offset="7").ids  # an id as a corpus reads it
+    with pytest.raises(SemiretError, match="offset is a document id"):
+        indexed.scroll(offset=["d001"])
 
 
 def test_documents_are_fetched_by_id(indexed, tmp_path):
@@ -92,12 +95,22 @@ def test_an_index_without_stored_documents_counts_and_pages_ids_only(tmp_path):
     assert retriever.count() == 12
     page = retriever.scroll(limit=5)
     assert page.ids == [f"d{i:03d}" for i in range(5)] and page.documents is None
+
     with pytest.raises(SemiretError, match="no metadata to count by"):
         retriever.count({"source": "web"})
     with pytest.raises(SemiretError, match="nothing to read back"):
         list(retriever.iter_documents())
     with pytest.raises(SemiretError, match="limit must be a positive integer"):
         retriever.scroll(limit=0)
+
+
+def test_a_view_hiding_documents_pages_its_own_ids(indexed):
+    from semiret.indexes.filters import MetadataFilter
+
+    assert len(indexed.index.sorted_ids()) == 40  # kept for the commit
+    view = indexed.index.restricted(MetadataFilter({"source": "web"}))
+    assert view.sorted_ids() == sorted(d.id for d in _corpus() if d.metadata and d.metadata["source"] == "web")
+    assert len(indexed.index.sorted_ids()) == 40
 
 
 def test_a_hybrid_index_reads_its_documents_from_its_first_part(tmp_path):
