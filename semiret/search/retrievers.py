@@ -290,8 +290,15 @@ class Retriever:
         if chunking is not None:
             documents = list(chunking.split(documents))
         with self.index.writing():
-            if chunking is not None and replace and documents:
-                self.index.delete_where(MetadataFilter({PARENT_FIELD: parents}))  # nothing there: no commit
+            if chunking is not None and documents:
+                of_parents = MetadataFilter({PARENT_FIELD: parents})
+                if replace:
+                    self.index.delete_where(of_parents)  # nothing there: no commit
+                else:
+                    taken = next(iter(self.index.iter_documents(of_parents)), None)
+                    if taken is not None:
+                        raise SemiretError(f"document {taken.metadata[PARENT_FIELD]!r} is already in "
+                                           f"{self.index.path} (use replace / --replace)")
             self.index.check_new_ids([d.id for d in documents], replace)  # before encoding: it may take minutes
             return self.index.add(self.document_side.encode(documents), replace=replace)
 

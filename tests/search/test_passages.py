@@ -99,6 +99,8 @@ def test_passages_follow_their_documents_through_add_replace_and_delete(tmp_path
     long = Document("new", " ".join(["walrus"] * 20), metadata={"source": "z"})
     assert retriever.add([long]) == 5  # split as at the build: 20 words, windows of 6 every 4
     assert retriever.count({"parent": "new"}) == 5
+    with pytest.raises(SemiretError, match="document 'new' is already in"):
+        retriever.add([Document("new", "walrus walrus")])  # its passages would be new#0.. or new: a clash by parent
     assert retriever.add([Document("new", "walrus walrus")], replace=True) == 1  # the old passages go first
     assert retriever.count({"parent": "new"}) == 1 and retriever.get_document("new").text == "walrus walrus"
     passages_of_d1 = retriever.count({"parent": "d1"})
