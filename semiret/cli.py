@@ -235,7 +235,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
         check_build_target(out, overwrite, source=source)
     documents = iter_corpus(source) if shard is None else corpus_shard(iter_corpus(source), shard)
     total = count_documents(source) if shard is None else None  # a shard is a list: its length
-    chunking = Chunking(chunk_words, chunk_overlap) if chunk_words is not None else None
+    chunking = Chunking.of_options(chunk_words, chunk_overlap)
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                              backend=_backend(backend, milvus_token), total=total, chunking=chunking,
                                              **options)

@@ -169,7 +169,9 @@ class SearchHits:
         for q, groups, scores in zip(query_ids, self.groups, self.scores):
             ranking: dict[str, float] = {}
             for group, score in zip(groups, scores):
-                ranking.setdefault(str(group), score)  # a group's hits come best first
+                if not isinstance(group, str):  # 2020 and "2020" would be one document of a run
+                    raise SemiretError(f"a run names documents by string ids; a group's value is {group!r}")
+                ranking.setdefault(group, score)  # a group's hits come best first
             run[q] = ranking
         return run
 

@@ -34,6 +34,15 @@ class Chunking:
             raise SemiretError(f"the overlap of passages (--chunk-overlap) must be at least 0 and less than their "
                                f"{self.words} words, got {self.overlap}")
 
+    @classmethod
+    def of_options(cls, words: int | None, overlap: int = 0) -> "Chunking | None":
+        """The chunking ``--chunk-words`` and ``--chunk-overlap`` ask for (None: whole documents)."""
+        if words is None:
+            if overlap:
+                raise SemiretError("--chunk-overlap is the overlap of passages: give --chunk-words too")
+            return None
+        return cls(words, overlap)
+
     def record(self) -> dict:
         """What an index records of it (``meta.json``'s ``chunking``)."""
         return {"words": self.words, "overlap": self.overlap}

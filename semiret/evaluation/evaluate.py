@@ -84,7 +84,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     if retriever is None:
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = type(opened) if opened is not None else retriever_class(retriever)
-    chunking = Chunking(chunk_words, chunk_overlap) if chunk_words is not None else None
+    chunking = Chunking.of_options(chunk_words, chunk_overlap)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None

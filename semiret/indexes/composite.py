@@ -191,15 +191,17 @@ class CompositeIndex:
         """:meth:`SegmentedIndex.check_new_ids`, the ids being this index's (its first part's)."""
         check_new_ids(self.path, ids, lambda asked: (i for i in asked if i in self), replace)
 
-    def add(self, batch: dict, replace: bool = False) -> int:
+    def add(self, batch: dict, replace: bool = False, superseded: Iterable[str] = ()) -> int:
+        """:meth:`SegmentedIndex.add` for every part (``superseded`` deleted in each part's commit)."""
         if set(batch) != set(self.parts):
             raise SemiretError(f"a batch for {self.path} needs the parts {list(self.parts)}, got {sorted(batch)}")
+        superseded = list(superseded)
         with self.writing():
             for name, part in self.parts.items():  # every part's checks run before any part writes
                 part._check_batch(batch[name])
             self.check_new_ids(batch[next(iter(batch))].ids, replace)
             for name, part in self.parts.items():
-                added = part.add(batch[name], replace=replace)
+                added = part.add(batch[name], replace=replace, superseded=superseded)
             return added
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:

@@ -36,7 +36,7 @@ MISSING = object()
 """A field a document does not have (``null`` is a value: it matches a filter asking for null)."""
 
 
-def _key(value) -> tuple:
+def equality_key(value) -> tuple:
     """Values compared for equality, by type: numbers by value (2020 and 2020.0 agree; large integers exactly),
     2020 and "2020" differ."""
     if _is_number(value):
@@ -91,7 +91,7 @@ class MetadataFilter:
             if not wanted or any(isinstance(v, (dict, *ANY_OF)) for v in wanted):
                 raise SemiretError(f"filter field {field!r}: a value, a non-empty list of values (any of them) or a "
                                    "range object")
-            return sorted({_key(v): v for v in (_scalar(v, field) for v in wanted)}.values(), key=_key)
+            return sorted({equality_key(v): v for v in (_scalar(v, field) for v in wanted)}.values(), key=equality_key)
         return _scalar(wanted, field)
 
     @staticmethod
@@ -105,8 +105,8 @@ class MetadataFilter:
                     return False  # a string against numeric bounds (or the reverse) is outside the range
                 return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
             return in_range
-        keys = {_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
-        return lambda value: _key(value) in keys
+        keys = {equality_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
+        return lambda value: equality_key(value) in keys
 
     @property
     def fields(self) -> list[tuple[str, ...]]:
@@ -156,7 +156,7 @@ def _value_key(value) -> tuple:
         return ("missing",)
     if isinstance(value, (list, dict)):
         return ("json", json.dumps(value, sort_keys=True))
-    return _key(value)
+    return equality_key(value)
 
 
 def field_value(metadata: dict | None, path) -> Any:
@@ -185,7 +185,7 @@ class Grouping:
     """Hits grouped by a metadata field's value (Qdrant's search groups; ``group_by="parent"`` over passages:
     documents ranked by their best passage): the first ``k`` distinct values met down a ranking, each with its
     best ``size`` hits. A document whose field holds a list is in the group of each value; one without the field, or
-    with an object there, in none."""
+    with an object there, in none (null is a value: its documents are a group)."""
 
     def __init__(self, field: str, size: int = 1):
         if not isinstance(field, str) or not field or "" in field.split("."):
@@ -195,17 +195,19 @@ class Grouping:
         self.field, self.size = field, size
         self.path = tuple(field.split("."))
 
-    def pick(self, ids: list[str], scores: list[float], values: dict, k: int) -> tuple[list, list, list, bool]:
+    def pick(self, ids: list[str], scores: list[float], values: dict, k: int,
+             counts: dict[tuple, int] | None = None) -> tuple[list, list, list, bool]:
         """The grouped hits of one ranking (``values``: each id's value of the field, :func:`field_values`): ids,
         scores and group values, group by group (each group's hits best first, groups by their best hit), and
-        whether ``k`` groups were found."""
+        whether they are complete: ``k`` groups (or every value there is, by ``counts``: the documents holding each
+        value, where the index tells) of ``size`` hits each (or every document holding the value)."""
         groups: dict[tuple, tuple[Any, list]] = {}
         for doc_id, score in zip(ids, scores):
             value = values.get(doc_id, MISSING)
             for each in (value if isinstance(value, list) else [value]):
                 if each is MISSING or isinstance(each, (dict, list)):
                     continue
-                key = _key(each)
+                key = equality_key(each)
                 if key not in groups:
                     if len(groups) == k:
                         continue
@@ -214,7 +216,10 @@ class Grouping:
                 if len(members) < self.size:
                     members.append((doc_id, score))
         flat = [(doc_id, score, value) for value, members in groups.values() for doc_id, score in members]
-        return [f[0] for f in flat], [f[1] for f in flat], [f[2] for f in flat], len(groups) == k
+        known = counts if counts is not None else {}
+        complete = (len(groups) == min(k, len(known)) if counts is not None else len(groups) == k) and all(
+            len(members) == min(self.size, known.get(key, self.size)) for key, (_, members) in groups.items())
+        return [f[0] for f in flat], [f[1] for f in flat], [f[2] for f in flat], complete
 
 
 def field_values(index, doc_ids: list[str], path: tuple[str, ...]) -> dict:

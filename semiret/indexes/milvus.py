@@ -285,13 +285,18 @@ class MilvusIndex:
         collection already (one query for all of them)."""
         check_new_ids(self.path, ids, self.present, replace)
 
-    def add(self, batch: Postings | Embeddings, replace: bool = False) -> int:
+    def add(self, batch: Postings | Embeddings, replace: bool = False, superseded: Iterable[str] = ()) -> int:
         """Upsert documents; returns how many. Ids the collection holds are an error unless ``replace``. Every
         vector is checked before the first is sent (:meth:`upsert`): a refused batch leaves the collection
-        unchanged."""
+        unchanged. ``superseded``: ids deleted first (not in one step with the upsert: Milvus has no
+        transactions), those the batch does not upsert again."""
+        self.check_new_ids(batch.ids, replace)
+        stale = sorted(set(superseded) - set(batch.ids))
+        if stale:
+            self.validate(batch)  # a refused batch deletes nothing either
+            self.delete(stale, missing_ok=True)
         if len(batch) == 0:
             return 0
-        self.check_new_ids(batch.ids, replace)
         self.upsert(batch)
         return len(batch)
 

@@ -51,7 +51,7 @@ from semiret.files import (
     link_or_copy,
     staged_directory,
 )
-from semiret.indexes.filters import MISSING, Column, field_value
+from semiret.indexes.filters import MISSING, Column, equality_key, field_value
 from semiret.indexes.storage import (
     DELETED_FILE,
     META_FILE,
@@ -221,12 +221,25 @@ class Segment:
         return self._id_keys
 
 
-SORTED_IDS_KEPT = 4
-"""Filters whose matching ids, sorted, a commit keeps for scrolls (several clients scrolling at once)."""
+DERIVED_KEPT = 4
+"""Filters (or fields) whose sorted ids (or value counts) a commit keeps: several clients scrolling at once."""
 FILTERS_KEPT = 32
 """Filters whose matching documents a segment keeps (the least recently used go first)."""
 FIELDS_KEPT = 8
 """Metadata fields whose values a segment keeps, for filters not seen yet (the least recently used go first)."""
+
+
+def _kept(snapshot: Snapshot, kind: str, key, make: Callable[[], Any]):
+    """A value derived from a snapshot's live documents, kept in its ``derived`` (shared with its restricted views,
+    whose hidden documents are in the key) for the :data:`DERIVED_KEPT` latest keys of a kind."""
+    kept = snapshot.derived.setdefault(kind, OrderedDict())
+    key = (key, snapshot.hiding)
+    value = kept.get(key)
+    if value is None:
+        value = kept[key] = make()
+        while len(kept) > DERIVED_KEPT:
+            kept.popitem(last=False)
+    return value
 
 
 def _shown(segment: Segment, wanted) -> np.ndarray:
@@ -257,7 +270,7 @@ class Snapshot:
     Never changed once published: a change builds the next snapshot and publishes it in one assignment, so a
     search that took a snapshot sees all of a change or none of it."""
 
-    __slots__ = ("meta", "segments", "stamp", "derived")
+    __slots__ = ("meta", "segments", "stamp", "derived", "hiding")
 
     def __init__(self, meta: dict, segments: list[Segment], stamp=None):
         self.meta = meta
@@ -265,6 +278,9 @@ class Snapshot:
         self.stamp = stamp
         """The :func:`~semiret.indexes.storage.commit_stamp` of the ``meta.json`` it was read from or written as."""
         self.derived: dict[str, Any] = {}
+        self.hiding: str | None = None
+        """In a restricted view (:meth:`SegmentedIndex.restricted`), the filter whose failing documents it hides:
+        what sets its values derived from the live documents apart from its index's, in the ``derived`` they share."""
 
 
 class SegmentedIndex(ABC):
@@ -450,16 +466,29 @@ class SegmentedIndex(ABC):
         """Ids of the live documents (those passing ``wanted``) in sorted order, what a scroll pages through; kept
         for the latest filter of the current commit, so that each next page costs a binary search."""
         snapshot = self.snapshot
-        # a restricted view shares its index's derived values: its hidden documents (deletion flags) are in the key
-        key = (None if wanted is None else wanted.key, tuple(id(s.deleted) for s in snapshot.segments))
-        kept = snapshot.derived.setdefault("sorted_ids", OrderedDict())
-        ids = kept.get(key)
-        if ids is None:
-            ids = sorted(i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted))))
-            kept[key] = ids
-            while len(kept) > SORTED_IDS_KEPT:
-                kept.popitem(last=False)
-        return ids
+        return _kept(snapshot, "sorted_ids", None if wanted is None else wanted.key, lambda: sorted(
+            i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted)))))
+
+    def field_counts(self, path: tuple[str, ...]) -> dict[tuple, int]:
+        """How many live documents hold each value of a metadata field (one whose field holds a list: each of its
+        values), by the values' equality keys: what tells a grouped search that no more groups, or no more members
+        of a group, are to be found. From the segments' kept values; kept per commit for the latest fields."""
+        snapshot = self.snapshot
+
+        def counted() -> dict[tuple, int]:
+            counts: dict[tuple, int] = {}
+            for segment in snapshot.segments:
+                if segment.metadata is None:
+                    continue
+                column = segment._columns([path])[path]
+                held = np.bincount(column.codes[~segment.deleted], minlength=len(column.values))
+                for value, count in zip(column.values, held.tolist()):
+                    for each in value if isinstance(value, list) else [value]:
+                        if count and each is not MISSING and not isinstance(each, (dict, list)):
+                            counts[equality_key(each)] = counts.get(equality_key(each), 0) + count
+            return counts
+
+        return _kept(snapshot, "field_counts", path, counted)
 
     @property
     def stores_texts(self) -> bool:
@@ -476,11 +505,12 @@ class SegmentedIndex(ABC):
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
         """The stored documents of those ids that are live (none when texts were not stored): :meth:`get_document`
         for many ids, each segment's lookups and reads made at once (a page of a scroll, say)."""
+        doc_ids = list(doc_ids)
         found: dict[str, Document] = {}
         for segment, ids, locals_ in self._live_locals(doc_ids):
             if segment.texts is not None:
                 found.update(zip(ids, segment.documents(locals_)))
-        return found
+        return {doc_id: found[doc_id] for doc_id in dict.fromkeys(doc_ids) if doc_id in found}  # in the order asked
 
     def field_values(self, doc_ids: Iterable[str], path: tuple[str, ...]) -> dict:
         """Each live id's value of a metadata field (``path``: ``("a", "b")`` for ``a.b``; :data:`MISSING` where
@@ -555,6 +585,7 @@ class SegmentedIndex(ABC):
         view = copy.copy(self)
         view.snapshot = Snapshot(snapshot.meta, segments, snapshot.stamp)
         view.snapshot.derived = snapshot.derived
+        view.snapshot.hiding = f"{snapshot.hiding} & {wanted.key}" if snapshot.hiding else wanted.key
         return view
 
     # ------------------------------------------------------------------ other processes' commits
@@ -652,16 +683,20 @@ class SegmentedIndex(ABC):
                 draft.snapshot.stamp = commit_stamp(self.path)
                 self.snapshot = draft.snapshot
 
-    def add(self, batch, replace: bool = False) -> int:
+    def add(self, batch, replace: bool = False, superseded: Iterable[str] = ()) -> int:
         """Add documents as a new segment; returns how many. Existing ids are an error unless ``replace``,
-        which deletes their old versions in the same commit."""
-        if len(batch) == 0:
+        which deletes their old versions in the same commit, as it deletes the documents ``superseded`` names (the
+        old passages of documents added again)."""
+        superseded = list(superseded)
+        if len(batch) == 0 and not superseded:
             return 0
         with self._change() as draft:
             draft.check_new_ids(batch.ids, replace)  # against the last commit: another writer's may have changed it
             draft._validate(batch)
-            if replace:
-                draft._mark_deleted([i for i in batch.ids if i in draft], missing_ok=True)
+            if replace or superseded:
+                draft._mark_deleted([i for i in [*superseded, *batch.ids] if i in draft], missing_ok=True)
+            if len(batch) == 0:
+                return 0
             draft._append_segment(batch)
             replaced = draft._renormalise()
         _remove_folders(replaced)

@@ -273,7 +273,8 @@ class HybridRetriever(Retriever):
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
                                                                       target, total=len(ids)),
                 NEURAL: lambda target: _copy_merged(source.path, target)},
-                overwrite=overwrite, extra_meta={"retriever": cls.name})
+                overwrite=overwrite, extra_meta={"retriever": cls.name, **(
+                    {"chunking": source.meta["chunking"]} if source.meta.get("chunking") else {})})
         return cls.from_index(index, **options)
 
 

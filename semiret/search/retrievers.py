@@ -290,17 +290,29 @@ class Retriever:
         if chunking is not None:
             documents = list(chunking.split(documents))
         with self.index.writing():
-            if chunking is not None and documents:
-                of_parents = MetadataFilter({PARENT_FIELD: parents})
-                if replace:
-                    self.index.delete_where(of_parents)  # nothing there: no commit
-                else:
-                    taken = next(iter(self.index.iter_documents(of_parents)), None)
-                    if taken is not None:
-                        raise SemiretError(f"document {taken.metadata[PARENT_FIELD]!r} is already in "
-                                           f"{self.index.path} (use replace / --replace)")
+            superseded = self._check_passages(parents, documents, replace) if chunking is not None else []
             self.index.check_new_ids([d.id for d in documents], replace)  # before encoding: it may take minutes
-            return self.index.add(self.document_side.encode(documents), replace=replace)
+            batch = self.document_side.encode(documents)
+            if superseded:  # the old passages go in the commit that adds the new ones
+                return self.index.add(batch, replace=replace, superseded=superseded)
+            return self.index.add(batch, replace=replace)
+
+    def _check_passages(self, parents: list[str], passages: list[Document], replace: bool) -> list[str]:
+        """The ids of the passages the documents ``parents`` have in the index (what a ``replace`` deletes), after
+        refusing a document there already (without ``replace``) and a passage whose id another document's
+        passage, or a document indexed whole, holds."""
+        old = list(self.index.iter_documents(MetadataFilter({PARENT_FIELD: parents})))
+        if old and not replace:
+            raise SemiretError(f"document {old[0].metadata[PARENT_FIELD]!r} is already in {self.index.path} (use "
+                               "replace / --replace)")
+        ours = set(parents)
+        for taken in self.index.get_documents([p.id for p in passages]).values():
+            owner = (taken.metadata or {}).get(PARENT_FIELD)
+            if owner not in ours:
+                holder = f"the document {taken.id!r}" if owner in (None, taken.id) else f"a passage of {owner!r}"
+                raise SemiretError(f"a passage would take the id {taken.id!r} of {holder} in {self.index.path}: "
+                                   "give the document another id")
+        return [p.id for p in old]
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once. An unknown id is
@@ -402,8 +414,8 @@ class Retriever:
             index, wanted = index.restricted(wanted), None  # the documents that fail count as deleted
         if wanted is None and grouping is None:  # no filter, or an empty one (as Qdrant's): every document
             hits = self.query_side.search(index, texts, k, n_threads)
-        else:
-            hits = self._search_deeper(index, texts, k, n_threads, wanted, grouping)
+        else:  # rankings and the metadata of their hits from one commit
+            hits = self._search_deeper(index.pinned(), texts, k, n_threads, wanted, grouping)
         hits.lookup = self.index.get_document
         return hits[0] if single else hits
 
@@ -415,6 +427,8 @@ class Retriever:
         document (exact for exhaustive retrievers), or the index's deepest search (Milvus's 16,384 hits)."""
         passes: dict[str, bool] = {}
         values: dict = {}
+        counts = index.field_counts(grouping.path) if grouping is not None and wanted is None and hasattr(
+            index, "field_counts") else None
 
         def read(doc_ids) -> None:  # what the new candidates' metadata says, in as few requests as the index allows
             unread = [d for d in dict.fromkeys(doc_ids) if d not in passes]
@@ -433,7 +447,7 @@ class Retriever:
                 kept = [(d, s) for d, s in zip(hit_ids, hit_scores) if passes[d]]
                 hit_ids, hit_scores = [d for d, _ in kept], [s for _, s in kept]
             if grouping is not None:
-                return grouping.pick(hit_ids, hit_scores, values, k)
+                return grouping.pick(hit_ids, hit_scores, values, k, counts)
             return hit_ids[:k], hit_scores[:k], None, len(hit_ids) >= k
 
         total = min(index.n_docs, getattr(index, "max_top_k", index.n_docs))  # deeper than Milvus's limit is not to be had

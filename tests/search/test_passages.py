@@ -160,3 +160,64 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         assert added.json()["upserted"] == 3  # split as the index's passages
         assert client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
                            json={"ids": ["long"]}).json()["deleted"] == 3
+
+
+def test_groups_are_filled_however_deep_their_members_lie(tmp_path):
+    documents = ([Document("b0", "statins statins statins", metadata={"g": "b"})]
+                 + [Document(f"a{i}", "statins statins", metadata={"g": "a"}) for i in range(150)]
+                 + [Document(f"b{i}", "statins heart sleep diet", metadata={"g": "b"}) for i in range(1, 4)])
+    retriever = BM25Retriever.build(documents, tmp_path / "index")
+    hits = retriever.search("statins", k=2, group_by="g", group_size=3)
+    assert [(h.group, h.id) for h in hits] == [(g, i) for i, _, g in _grouped_by_hand(retriever, "statins", "g", 2, 3)]
+    assert [h.id for h in hits if h.group == "b"] == ["b0", "b1", "b2"]
+
+
+def test_a_grouped_search_stops_once_every_group_there_is_is_found(tmp_path, monkeypatch):
+    retriever = BM25Retriever.build(_documents(400), tmp_path / "index")  # three sources
+    depths = []
+    search = type(retriever.query_side).search
+
+    def recording(query_side, index, texts, k, n_threads):
+        depths.append(k)
+        return search(query_side, index, texts, k, n_threads)
+
+    monkeypatch.setattr(type(retriever.query_side), "search", recording)
+    hits = retriever.search("statins", k=5, group_by="source", group_size=2)
+    assert {h.group for h in hits} == {"a", "b", "c"} and len(hits) == 6 and depths == [100]
+
+
+def test_passages_never_take_another_documents_id_and_a_failed_replace_keeps_the_old_ones(tmp_path, monkeypatch):
+    retriever = BM25Retriever.build([Document("x#0", "unrelated sleep", metadata={"k": "keep"})]
+                                    + _documents(5), tmp_path / "index", chunking=Chunking(6, 2))
+    with pytest.raises(SemiretError, match="take the id 'x#0' of the document 'x#0'"):
+        retriever.add([Document("x", " ".join(["walrus"] * 20))], replace=True)
+    with pytest.raises(SemiretError, match="take the id 'd1#0' of a passage of 'd1'"):
+        retriever.add([Document("d1#0", "walrus")], replace=True)
+    assert retriever.get_document("x#0").metadata == {"k": "keep", "parent": "x#0", "chunk": 0}
+    before = sorted(d.id for d in retriever.iter_documents({"parent": "d2"}))
+
+    def failing(documents):
+        raise RuntimeError("the encoder failed")
+
+    monkeypatch.setattr(retriever.document_side, "encode", failing)
+    with pytest.raises(RuntimeError):
+        retriever.add([Document("d2", "walrus " * 30)], replace=True)
+    assert sorted(d.id for d in open_retriever(tmp_path / "index").iter_documents({"parent": "d2"})) == before
+
+
+def test_a_hybrid_index_made_around_passages_keeps_them_passages(tmp_path):
+    from semiret.search import BagOfTokensRetriever, HybridRetriever
+
+    BagOfTokensRetriever.build(_documents(6), tmp_path / "bot", chunking=Chunking(6, 2))
+    hybrid = HybridRetriever.around(tmp_path / "bot", tmp_path / "hybrid")
+    assert hybrid.chunking == Chunking(6, 2)
+    assert hybrid.add([Document("long", "walrus " * 12)]) == 3 and hybrid.delete(["long"]) == 3
+
+
+def test_groups_named_by_other_values_than_strings_make_no_run(tmp_path):
+    retriever = BM25Retriever.build([Document("a", "statins", metadata={"year": 2020})], tmp_path / "index")
+    with pytest.raises(SemiretError, match="string ids; a group's value is 2020"):
+        retriever.search(["statins"], group_by="year").as_run(["q"], by_group=True)
+    with pytest.raises(SemiretError, match="give --chunk-words too"):
+        Chunking.of_options(None, 5)
+    assert list(retriever.get_documents(["zz", "a"])) == ["a"]
