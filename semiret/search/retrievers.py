@@ -301,7 +301,7 @@ class Retriever:
         """The ids of the passages the documents ``parents`` have in the index (what a ``replace`` deletes), after
         refusing a document there already (without ``replace``) and a passage whose id another document's
         passage, or a document indexed whole, holds."""
-        old = list(self.index.iter_documents(MetadataFilter({PARENT_FIELD: parents})))
+        old = self._passages_of(parents)
         if old and not replace:
             raise SemiretError(f"document {old[0].metadata[PARENT_FIELD]!r} is already in {self.index.path} (use "
                                "replace / --replace)")
@@ -313,6 +313,20 @@ class Retriever:
                 raise SemiretError(f"a passage would take the id {taken.id!r} of {holder} in {self.index.path}: "
                                    "give the document another id")
         return [p.id for p in old]
+
+    def _passages_of(self, parents: list[str]) -> list[Document]:
+        """The passages the documents ``parents`` have in the index: found by their ids, which the chunking gives
+        (``ID`` for a document of one window, ``ID#0``, ``ID#1``, ... for longer ones; :mod:`semiret.data.chunking`),
+        confirmed by their ``parent``: lookups of a few ids, not a pass over every document's metadata."""
+        found = [d for d in self.index.get_documents(parents).values() if (d.metadata or {}).get(PARENT_FIELD) == d.id]
+        pending, start = list(parents), 0
+        while pending:  # windows ID#start .. ID#start+15 of the documents whose windows went on so far
+            wanted = [f"{parent}#{n}" for parent in pending for n in range(start, start + PASSAGES_PROBED)]
+            passages = self.index.get_documents(wanted)
+            found += [d for d in passages.values() if (d.metadata or {}).get(PARENT_FIELD) in pending]
+            pending = [p for p in pending if f"{p}#{start + PASSAGES_PROBED - 1}" in passages]
+            start += PASSAGES_PROBED
+        return found
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once. An unknown id is
@@ -486,6 +500,8 @@ def _document_id(doc_id) -> str:
     return doc_id
 
 
+PASSAGES_PROBED = 16
+"""Passage ids of a document looked up at once when its passages are replaced."""
 FILTER_DEPTH = 100
 """Hits a post-filtered search reads first (at least 4 k); deeper by 4x while too few pass."""
 
