@@ -103,7 +103,7 @@ def test_passages_follow_their_documents_through_add_replace_and_delete(tmp_path
         retriever.add([Document("new", "walrus walrus")])  # its passages would be new#0.. or new: a clash by parent
     assert retriever.add([Document("new", "walrus walrus")], replace=True) == 1  # the old passages go first
     assert retriever.add([Document("new", "walrus " * 100)], replace=True) == 25  # more than 16 windows
-    assert retriever.add([Document("new", "walrus walrus")], replace=True) == 1
+    assert retriever.add([Document("new", "walrus walrus")], replace=True) == 1 and retriever.count({"parent": "new"}) == 1
     assert retriever.count({"parent": "new"}) == 1 and retriever.get_document("new").text == "walrus walrus"
     passages_of_d1 = retriever.count({"parent": "d1"})
     assert passages_of_d1 > 1
