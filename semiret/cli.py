@@ -296,10 +296,12 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                         **(_stored(h) if with_text else {})} for h in hits]}))
             continue
         # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")
-        rows = [(str(rank), escape(hit.id), f"{hit.score:.3f}") for rank, hit in enumerate(hits, 1)]
-        widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, name in enumerate(("#", "id", "score"))]
+        columns = [("#", "right"), ("id", "left"), ("score", "right")] + ([("group", "left")] if group_by else [])
+        rows = [(str(rank), escape(hit.id), f"{hit.score:.3f}", *([escape(json.dumps(hit.group))] if group_by else []))
+                for rank, hit in enumerate(hits, 1)]
+        widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, (name, _) in enumerate(columns)]
         table = Table(title=escape(text), show_lines=False)
-        for width, (name, justify) in zip(widths, (("#", "right"), ("id", "left"), ("score", "right"))):
+        for width, (name, justify) in zip(widths, columns):
             table.add_column(name, justify=justify, no_wrap=True, min_width=width)
         # on a narrow terminal the text gives way, never the rank, id or score (3 cells of padding and border each)
         room = min(90, max(10, stdout.width - sum(widths) - 3 * (len(widths) + 1) - 1))

@@ -223,3 +223,16 @@ def test_groups_named_by_other_values_than_strings_make_no_run(tmp_path):
     with pytest.raises(SemiretError, match="give --chunk-words too"):
         Chunking.of_options(None, 5)
     assert list(retriever.get_documents(["zz", "a"])) == ["a"]
+
+
+def test_search_command_groups(tmp_path):
+    BM25Retriever.build(_documents(), tmp_path / "index", chunking=Chunking(6, 2))
+    runner = CliRunner()
+    lines = runner.invoke(app, ["search", "--index", str(tmp_path / "index"), "statins heart", "--group-by", "parent",
+                                "-k", "3", "--json", "--run", str(tmp_path / "run.trec")]).stdout.splitlines()
+    hits = json.loads(lines[0])["hits"]
+    assert len({h["group"] for h in hits}) == 3 == len(hits)
+    assert [line.split()[2] for line in (tmp_path / "run.trec").read_text().splitlines()] == [h["group"] for h in hits]
+    table = runner.invoke(app, ["search", "--index", str(tmp_path / "index"), "statins heart", "--group-by", "source",
+                                "--group-size", "2", "-k", "2"]).stdout
+    assert "group" in table and any(f'"{value}"' in table for value in "abc")
