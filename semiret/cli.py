@@ -531,6 +531,9 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
           max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged."),
           write_process: bool = typer.Option(_serve_default("write_process"), help="Do writes in a process of "
                                              "their own, so searches never wait on them (per worker)."),
+          backup_dir: Optional[Path] = typer.Option(None, help="Where POST /indexes/NAME/backups writes backups "
+                                                    "(NAME-<UTC time>; on the indexes' file system they cost no "
+                                                    "space); without it, backups over HTTP are off."),
           device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
@@ -546,7 +549,7 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
                              max_segments=max_segments, write_process=write_process, backend=backend,
-                             milvus_token=milvus_token)
+                             milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None)
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
         opened = open_index_at(path, _backend(backend, milvus_token))
         if name in settings.retrievers:

@@ -15,6 +15,7 @@
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
 ``GET /indexes/{name}/documents/{id}``     a stored document
 ``POST /indexes/{name}/merge``             fold all segments into one
+``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first)
 ``GET /healthz``, ``GET /readyz``          liveness; readiness (every index opens)
 =========================================  =========================================================
 
@@ -36,6 +37,7 @@ import hmac
 import json
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -50,6 +52,8 @@ from semiret.errors import IndexFormatError, SemiretError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.serving.schemas import (
+    BackupInfo,
+    BackupList,
     CountRequest,
     CountResponse,
     DeleteRequest,
@@ -295,6 +299,23 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def merge_index(index: ServedIndex = Depends(writable)):
         """Fold all segments into one and drop deleted documents."""
         return await run_in_threadpool(index.merge)
+
+    @app.post("/indexes/{name}/backups", response_model=BackupInfo, tags=["indexes"],
+              responses=_errors(401, 403, 404, 503))
+    async def back_up(index: ServedIndex = Depends(writable)):
+        """A backup of the index as its last commit stands, in the server's ``--backup-dir`` (Qdrant's snapshots):
+        searches go on, writes wait while it is taken (an instant: its files are hard-linked where they can be)."""
+        return await run_in_threadpool(index.backup, backup_directory())
+
+    @app.get("/indexes/{name}/backups", response_model=BackupList, tags=["indexes"], responses=_errors(401, 403, 404))
+    async def list_backups(index: ServedIndex = Depends(readable)):
+        """The backups the server took of the index, oldest first."""
+        return {"backups": await run_in_threadpool(index.backups, backup_directory())}
+
+    def backup_directory() -> Path:
+        if settings.backup_dir is None:
+            raise HTTPException(403, "backups over HTTP are off: start the server with --backup-dir DIR")
+        return Path(settings.backup_dir)
 
     # ------------------------------------------------------------------ search
     @app.post("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,

@@ -178,3 +178,14 @@ class CountRequest(BaseModel):
 
 class CountResponse(BaseModel):
     count: int
+
+
+class BackupInfo(BaseModel):
+    name: str = Field(description="The backup's folder in the server's --backup-dir: an index directory that "
+                                  "`semiret serve --index` serves as it is.")
+    created: str = Field(description="When it was taken (UTC, ISO 8601).")
+    documents: int
+
+
+class BackupList(BaseModel):
+    backups: list[BackupInfo] = Field(description="Oldest first.")

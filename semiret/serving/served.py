@@ -8,6 +8,9 @@ the index (one ``stat`` of ``meta.json``), so each worker process sees what the 
 
 from __future__ import annotations
 
+import glob
+import itertools
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -15,6 +18,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from semiret.data.collection import Document
+from semiret.indexes import open_index
+from semiret.indexes.storage import META_FILE
 from semiret.search.retrievers import Retriever, open_retriever
 
 OPTION_VARIANTS = 32
@@ -25,6 +30,16 @@ SEARCH_TIME_JUMP = 4.0
 """A search counts in :attr:`ServedIndex.query_ms` as at most this many times the average: one slow search (the
 first with new options, the first after a merge) does not move it far; an index that got several times
 slower raises it within some ten searches (the first ones still on the event loop)."""
+
+
+BACKUP_NAME = re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z(-\d+)?")
+"""What follows ``NAME-`` in the name of a backup the server took: when it was taken (UTC), and a number when
+several were taken within a second."""
+
+
+def _backup_info(path: Path, stamp: re.Match) -> dict:
+    created = "{}-{}-{}T{}:{}:{}Z".format(*stamp.groups()[:6])
+    return {"name": path.name, "created": created, "documents": open_index(path).n_docs}
 
 
 class _TakeBack(Exception):
@@ -155,6 +170,26 @@ class ServedIndex:
     def merge(self) -> dict:
         self._write("_merge")
         return self.describe()
+
+    def backup(self, directory: Path) -> dict:
+        """A backup of the index's last commit in ``directory``, named after the index and the time (UTC)
+        (:meth:`Retriever.backup`: writers wait meanwhile, searches go on)."""
+        self.refresh()
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = directory / f"{self.name}-{stamp}"
+        for number in itertools.count(2):  # two backups within a second
+            if not target.exists():
+                break
+            target = directory / f"{self.name}-{stamp}-{number}"
+        self.retriever.backup(target)
+        return _backup_info(target, BACKUP_NAME.fullmatch(target.name[len(self.name) + 1:]))
+
+    def backups(self, directory: Path) -> list[dict]:
+        """The backups of this index in ``directory``, oldest first."""
+        found = [(p, BACKUP_NAME.fullmatch(p.name[len(self.name) + 1:]))
+                 for p in directory.glob(f"{glob.escape(self.name)}-*") if (p / META_FILE).is_file()]
+        return sorted((_backup_info(p, stamp) for p, stamp in found if stamp),
+                      key=lambda info: (info["created"], len(info["name"]), info["name"]))
 
     def _write(self, method: str, *args):
         """``method(*args)`` here, or in the writer process and then this process's snapshot refreshed (so the

@@ -41,6 +41,8 @@ class ServeSettings:
     max_segments: int = 8
     """After a write leaves more segments than this, the small recent ones are merged (searches visit every
     segment, so many small ones slow them down)."""
+    backup_dir: str | None = None
+    """Where ``POST /indexes/{name}/backups`` writes backups (``NAME-<UTC time>``); None: no backups over HTTP."""
     write_process: bool = True
     """Do the writes in a process of their own (:mod:`~semiret.serving.writer`), so searches never wait on
     them for the GIL; False: in the serving process's threads. Milvus collections are written from the serving

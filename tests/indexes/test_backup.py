@@ -137,3 +137,29 @@ def test_a_part_of_a_hybrid_index_and_an_index_being_written_are_backed_up(tmp_p
         first = hybrid.index.first
         first.backup(tmp_path / "first-copy")
     assert open_retriever(tmp_path / "first-copy").index.n_docs == 30
+
+
+def test_the_service_takes_and_lists_backups(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from semiret.serving import ServeSettings, create_app
+
+    BM25Retriever.build(_corpus(0, 12), tmp_path / "docs")
+    settings = ServeSettings({"docs": str(tmp_path / "docs")}, api_key="key", write_process=False,
+                             backup_dir=str(tmp_path / "backups"))
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/indexes/docs/backups").json() == {"backups": []}
+        assert client.post("/indexes/docs/backups").status_code == 401  # a write: the key
+        first = client.post("/indexes/docs/backups", headers={"X-API-Key": "key"})
+        assert first.status_code == 200, first.text
+        client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"}, json={"ids": ["d0"]})
+        second = client.post("/indexes/docs/backups", headers={"X-API-Key": "key"}).json()
+        assert first.json()["documents"] == 12 and second["documents"] == 11
+        assert second["name"].startswith("docs-") and second["created"].endswith("Z")
+        listed = client.get("/indexes/docs/backups").json()["backups"]
+        assert [b["name"] for b in listed] == [first.json()["name"], second["name"]]
+        assert "d0" in open_retriever(tmp_path / "backups" / first.json()["name"]).index
+    off = ServeSettings({"docs": str(tmp_path / "docs")}, api_key="key", write_process=False)
+    with TestClient(create_app(off)) as client:
+        refused = client.post("/indexes/docs/backups", headers={"X-API-Key": "key"})
+        assert refused.status_code == 403 and "--backup-dir" in refused.json()["detail"]
