@@ -407,11 +407,15 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
                                    "(default -: standard output)."),
            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only the documents whose stored "
                                                        "metadata matches (as search's --filter)."),
+           passages: bool = typer.Option(False, help="From an index of passages (--chunk-words), the passages as "
+                                                     "stored, not the documents joined again."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option()):
     """Write an index's stored documents as a corpus file (BEIR corpus.jsonl lines, metadata included), which
-    `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects."""
+    `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects.
+    From an index of passages, its documents joined again (words one space apart), as they were added."""
     from semiret import progress
+    from semiret.data.chunking import Chunking
     from semiret.files import check_output_file, write_output_text
     from semiret.indexes.filters import count_matching, matching_documents
     from semiret.search.retrievers import open_index_at
@@ -420,11 +424,14 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
     opened = open_index_at(index, _backend(backend, milvus_token)).pinned()  # one commit, however long it takes
     spec = _filter(filter_) if filter_ else None
     documents = matching_documents(opened, spec)
+    total = count_matching(opened, spec)
+    if opened.meta.get("chunking") and not passages:
+        documents, total = Chunking(**opened.meta["chunking"]).documents(documents), None
     written = 0
 
     def lines():
         nonlocal written
-        for document in progress.track(documents, "exporting", total=count_matching(opened, spec)):
+        for document in progress.track(documents, "exporting", total=total):
             written += 1
             yield json.dumps(document.to_record(), ensure_ascii=False) + "\n"
 

@@ -52,6 +52,35 @@ class Chunking:
         for document in documents:
             yield from self.passages(document)
 
+    def documents(self, passages: Iterable[Document]) -> Iterator[Document]:
+        """The documents back from their passages, as an index stores them (each document's passages together, in
+        order): a document's words joined again without the overlaps (its spacing: one space between words; a
+        document of one window comes back as it was given), its metadata without the passage fields."""
+        parent, pieces = None, []
+        for passage in passages:
+            owner = (passage.metadata or {}).get(PARENT_FIELD)
+            if owner is None:
+                raise SemiretError(f"{passage.id!r} is not a passage (its metadata names no {PARENT_FIELD})")
+            if owner != parent and pieces:
+                yield self._joined(pieces)
+                pieces = []
+            parent = owner
+            pieces.append(passage)
+        if pieces:
+            yield self._joined(pieces)
+
+    def _joined(self, pieces: list[Document]) -> Document:
+        first = pieces[0]
+        numbers = [p.metadata[CHUNK_FIELD] for p in pieces]
+        if numbers != list(range(len(pieces))):
+            raise SemiretError(f"the passages of {first.metadata[PARENT_FIELD]!r} are not together and in order "
+                               f"(chunks {numbers})")
+        metadata = {k: v for k, v in first.metadata.items() if k not in (PARENT_FIELD, CHUNK_FIELD)} or None
+        if len(pieces) == 1:
+            return Document(first.metadata[PARENT_FIELD], first.text, first.title, metadata)
+        words = first.text.split() + [w for p in pieces[1:] for w in p.text.split()[self.overlap:]]
+        return Document(first.metadata[PARENT_FIELD], " ".join(words), first.title, metadata)
+
     def passages(self, document: Document) -> list[Document]:
         metadata = document.metadata or {}
         taken = sorted({PARENT_FIELD, CHUNK_FIELD} & set(metadata))

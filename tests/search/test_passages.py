@@ -42,6 +42,13 @@ def test_windows_of_words(words, overlap, n, expected):
     assert [(p.id, p.text) for p in passages] == expected
     assert [p.metadata for p in passages] == [{"year": 2020, "parent": "d", "chunk": c} for c in range(len(expected))]
     assert {p.title for p in passages} == {"T"}
+    assert list(Chunking(words, overlap).documents(passages)) == [document]  # joined again
+    assert list(Chunking(words, overlap).documents(passages))[0].metadata == {"year": 2020}
+    if len(passages) > 1:
+        with pytest.raises(SemiretError, match="not together and in order"):
+            list(Chunking(words, overlap).documents(passages[::-1]))
+    with pytest.raises(SemiretError, match="is not a passage"):
+        list(Chunking(words, overlap).documents([document]))
 
 
 @pytest.mark.parametrize("words, overlap, message", [(0, 0, "at least one word"), (5, 5, "less than their 5 words"),
@@ -236,3 +243,21 @@ def test_search_command_groups(tmp_path):
     table = runner.invoke(app, ["search", "--index", str(tmp_path / "index"), "statins heart", "--group-by", "source",
                                 "--group-size", "2", "-k", "2"]).stdout
     assert "group" in table and any(f'"{value}"' in table for value in "abc")
+
+
+def test_a_passage_index_exports_its_documents(tmp_path):
+    documents = _documents(12)
+    BM25Retriever.build(documents, tmp_path / "index", chunking=Chunking(6, 2))
+    runner = CliRunner()
+    joined = runner.invoke(app, ["export", str(tmp_path / "index"), "-o", str(tmp_path / "documents.jsonl")])
+    assert joined.exit_code == 0, joined.output
+    from semiret.data import iter_corpus
+
+    back = list(iter_corpus(tmp_path / "documents.jsonl"))
+    assert [(d.id, d.text.split(), d.title, d.metadata) for d in back] == [
+        (d.id, d.text.split(), d.title, d.metadata) for d in documents]
+    stored = runner.invoke(app, ["export", str(tmp_path / "index"), "--passages"])
+    assert len(stored.stdout.splitlines()) == open_retriever(tmp_path / "index").count() > 12
+    again = runner.invoke(app, ["index", "--data", str(tmp_path / "documents.jsonl"), "--out", str(tmp_path / "again"),
+                                "--chunk-words", "6", "--chunk-overlap", "2"])
+    assert again.exit_code == 0 and open_retriever(tmp_path / "again").count() == open_retriever(tmp_path / "index").count()
