@@ -1,5 +1,5 @@
-"""The ``semiret`` command line: index, search, add, delete, count, export, backup, merge, merge-shards, info, models,
-eval, compare, fuse, demo."""
+"""The ``semiret`` command line: index, search, add, delete, count, facet, export, backup, merge, merge-shards, info,
+models, eval, compare, fuse, demo."""
 
 from __future__ import annotations
 
@@ -399,6 +399,24 @@ def count(index: Path = typer.Argument(..., help="Index directory."),
     from semiret.search.retrievers import open_index_at
 
     print(count_matching(open_index_at(index, _backend(backend, milvus_token)), _filter(filter_) if filter_ else None))
+
+
+@app.command()
+def facet(index: Path = typer.Argument(..., help="Index directory."),
+          field: str = typer.Argument(..., help="A metadata field (a.b: nested)."),
+          filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count only the documents whose stored "
+                                                      "metadata matches (as search's --filter)."),
+          limit: int = typer.Option(10, help="Values shown, those the most documents hold."),
+          backend: Optional[str] = _backend_option(),
+          milvus_token: Optional[str] = _milvus_token_option()):
+    """The values of a metadata field the most documents hold, with their counts (JSON lines on standard output:
+    {"value", "count"})."""
+    from semiret.indexes.filters import facet as counted_values
+    from semiret.search.retrievers import open_index_at
+
+    opened = open_index_at(index, _backend(backend, milvus_token))
+    for value, count in counted_values(opened, field, _filter(filter_) if filter_ else None, limit):
+        print(json.dumps({"value": value, "count": count}, ensure_ascii=False))
 
 
 @app.command()

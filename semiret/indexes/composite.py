@@ -121,6 +121,9 @@ class CompositeIndex:
     def field_values(self, doc_ids, path: tuple[str, ...]) -> dict:
         return self.first.field_values(doc_ids, path)
 
+    def field_counts(self, path: tuple[str, ...]) -> dict:
+        return self.first.field_counts(path)
+
     def live_ids(self) -> list[str]:
         return self.first.live_ids()
 

@@ -196,7 +196,7 @@ class Grouping:
         self.path = tuple(field.split("."))
 
     def pick(self, ids: list[str], scores: list[float], values: dict, k: int,
-             counts: dict[tuple, int] | None = None) -> tuple[list, list, list, bool]:
+             counts: dict[tuple, list] | None = None) -> tuple[list, list, list, bool]:
         """The grouped hits of one ranking (``values``: each id's value of the field, :func:`field_values`): ids,
         scores and group values, group by group (each group's hits best first, groups by their best hit), and
         whether they are complete: ``k`` groups (or every value there is, by ``counts``: the documents holding each
@@ -218,7 +218,7 @@ class Grouping:
         flat = [(doc_id, score, value) for value, members in groups.values() for doc_id, score in members]
         known = counts if counts is not None else {}
         complete = (len(groups) == min(k, len(known)) if counts is not None else len(groups) == k) and all(
-            len(members) == min(self.size, known.get(key, self.size)) for key, (_, members) in groups.items())
+            len(members) == min(self.size, known.get(key, (None, self.size))[1]) for key, (_, members) in groups.items())
         return [f[0] for f in flat], [f[1] for f in flat], [f[2] for f in flat], complete
 
 
@@ -228,6 +228,31 @@ def field_values(index, doc_ids: list[str], path: tuple[str, ...]) -> dict:
     if hasattr(index, "field_values"):
         return index.field_values(doc_ids, path)
     return {doc_id: field_value(document.metadata, path) for doc_id, document in index.get_documents(doc_ids).items()}
+
+
+def facet(index, field: str, spec: dict | None = None, limit: int = 10) -> list[tuple[Any, int]]:
+    """The ``limit`` values of a metadata field the most live documents hold (those passing the filter ``spec``),
+    with how many hold each, most first (ties: by value): Qdrant's facet, OpenSearch's terms aggregation. A document
+    whose field holds a list counts for each value; objects and missing fields count for none (null is a value)."""
+    path = Grouping(field).path  # the field's name checked as group_by's
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise SemiretError(f"limit must be a positive integer, got {limit!r}")
+    wanted = checked_filter(index, spec, "filter on")
+    if not index.stores_texts:
+        raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
+                           "metadata to count")
+    if hasattr(index, "field_counts"):
+        counts = (index.restricted(wanted) if wanted is not None else index.pinned()).field_counts(path).values()
+    else:  # Milvus: its documents read through
+        tally: dict[tuple, list] = {}
+        for document in index.iter_documents(wanted):
+            value = field_value(document.metadata, path)
+            for each in value if isinstance(value, list) else [value]:
+                if each is not MISSING and not isinstance(each, (dict, list)):
+                    tally.setdefault(equality_key(each), [each, 0])[1] += 1
+        counts = tally.values()
+    ranked = sorted(counts, key=lambda pair: (-pair[1], equality_key(pair[0])))
+    return [(value, count) for value, count in ranked[:limit]]
 
 
 def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | None:

@@ -469,14 +469,15 @@ class SegmentedIndex(ABC):
         return _kept(snapshot, "sorted_ids", None if wanted is None else wanted.key, lambda: sorted(
             i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted)))))
 
-    def field_counts(self, path: tuple[str, ...]) -> dict[tuple, int]:
-        """How many live documents hold each value of a metadata field (one whose field holds a list: each of its
-        values), by the values' equality keys: what tells a grouped search that no more groups, or no more members
-        of a group, are to be found. From the segments' kept values; kept per commit for the latest fields."""
+    def field_counts(self, path: tuple[str, ...]) -> dict[tuple, list]:
+        """Each value of a metadata field and how many live documents hold it (one whose field holds a list: each of
+        its values), by the values' equality keys: ``{key: [value, count]}``. What tells a grouped search that no
+        more groups, or members of a group, are to be found, and what a facet counts. From the segments' kept
+        values; kept per commit for the latest fields. Never change what it returns."""
         snapshot = self.snapshot
 
-        def counted() -> dict[tuple, int]:
-            counts: dict[tuple, int] = {}
+        def counted() -> dict[tuple, list]:
+            counts: dict[tuple, list] = {}
             for segment in snapshot.segments:
                 if segment.metadata is None:
                     continue
@@ -485,7 +486,7 @@ class SegmentedIndex(ABC):
                 for value, count in zip(column.values, held.tolist()):
                     for each in value if isinstance(value, list) else [value]:
                         if count and each is not MISSING and not isinstance(each, (dict, list)):
-                            counts[equality_key(each)] = counts.get(equality_key(each), 0) + count
+                            counts.setdefault(equality_key(each), [each, 0])[1] += count
             return counts
 
         return _kept(snapshot, "field_counts", path, counted)

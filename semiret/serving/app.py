@@ -13,6 +13,7 @@
 ``POST /indexes/{name}/documents/scroll``  ``{"filter", "limit", "offset"}`` -> a page of documents in id order
                                            and ``next_page_offset``
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
+``POST /indexes/{name}/facet``             ``{"field", "filter", "limit"}`` -> the values the most documents hold
 ``GET /indexes/{name}/documents/{id}``     a stored document
 ``POST /indexes/{name}/merge``             fold all segments into one
 ``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first)
@@ -59,6 +60,8 @@ from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
     ErrorDetail,
+    FacetRequest,
+    FacetResponse,
     IndexInfo,
     IndexList,
     ScrollRequest,
@@ -414,6 +417,21 @@ def create_app(settings: ServeSettings) -> FastAPI:
         ``_count``)."""
         check_filter(body.filter)
         return {"count": await run_in_threadpool(index.count, body.filter)}
+
+    @app.post("/indexes/{name}/facet", response_model=FacetResponse, tags=["documents"],
+              responses=_errors(401, 404, 503))
+    async def facet(body: FacetRequest, index: ServedIndex = Depends(readable)):
+        """The values of a stored metadata field the most documents hold (those matching ``filter``), with their
+        counts (Qdrant's facet, OpenSearch's terms aggregation): ``{"values": [{"value", "count"}, ...]}``."""
+        if body.limit > settings.max_batch:
+            raise validation_error(("body", "limit"), f"limit must be at most {settings.max_batch} (--max-batch)",
+                                   "less_than_equal")
+        check_filter(body.filter)
+        try:
+            Grouping(body.field)
+        except SemiretError as exc:
+            raise validation_error(("body", "field"), str(exc), "field_invalid") from None
+        return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit)}
 
     @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"], response_model=StoredDocument,
              response_model_exclude_unset=True, response_model_by_alias=True, responses=_errors(401, 404, 503))

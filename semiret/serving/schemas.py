@@ -189,3 +189,21 @@ class BackupInfo(BaseModel):
 
 class BackupList(BaseModel):
     backups: list[BackupInfo] = Field(description="Oldest first.")
+
+
+class FacetRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    field: str = Field(description="A stored metadata field (\"a.b\": nested).")
+    filter: dict[str, Any] | None = Field(None, description="Count only documents whose stored metadata matches "
+                                          "(as a search's filter).")
+    limit: int = Field(10, ge=1, strict=True, description="Values returned, those the most documents hold.")
+
+
+class FacetValue(BaseModel):
+    value: Any
+    count: int
+
+
+class FacetResponse(BaseModel):
+    values: list[FacetValue] = Field(description="Most documents first.")

@@ -144,6 +144,11 @@ class ServedIndex:
         self.refresh()
         return self.retriever.count(filter)
 
+    def facet(self, field: str, filter: dict | None, limit: int) -> list[dict]:
+        """The values of a metadata field the most documents hold, with their counts."""
+        self.refresh()
+        return [{"value": value, "count": count} for value, count in self.retriever.facet(field, filter, limit)]
+
     def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool) -> dict:
         """A page of documents in id order from ``offset`` on, and the next page's offset (all from one commit)."""
         self.refresh()

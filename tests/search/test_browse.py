@@ -213,8 +213,50 @@ def test_a_milvus_collection_counts_exports_and_scrolls(tmp_path):
     assert sorted(collection.iter_documents({"source": "web"}), key=lambda d: d.id) == web
     assert _scrolled(collection, {"source": "web"}, limit=5) == [d.id for d in web]
     assert _scrolled(collection, limit=16) == sorted(d.id for d in _corpus())
+    own_index = BagOfTokensRetriever.build(_corpus(), tmp_path / "facets")
+    assert collection.facet("year", {"source": "web"}) == own_index.facet("year", {"source": "web"})
     own = BagOfTokensRetriever.build(_corpus(), tmp_path / "own")
     for spec in (None, {"year": 2001}):
         grouped, expected = (r.search(["statins dose", "trial 7"], k=2, group_by="source", filter=spec)
                              for r in (collection, own))
         assert grouped.groups == expected.groups and grouped.scores == expected.scores
+
+
+def _facet_by_hand(documents, field, keep=lambda metadata: True):
+    counts: dict = {}
+    for document in documents:
+        metadata = document.metadata or {}
+        if field in metadata and keep(metadata):
+            value = metadata[field]
+            for each in value if isinstance(value, list) else [value]:
+                counts[each] = counts.get(each, 0) + 1
+    return counts
+
+
+def test_facets_count_the_values_documents_hold(tmp_path):
+    documents = [Document(f"d{i}", "statins", metadata={"source": ["pubmed", "web", "arxiv"][i % 3] if i % 4 else "web",
+                                                         "tags": ["x", "y", "z"][: i % 3 + 1], "flag": None if i % 5 == 0 else i % 2})
+                 for i in range(40)]
+    retriever = BM25Retriever.build(documents, tmp_path / "index")
+    for field in ("source", "tags", "flag"):
+        expected = _facet_by_hand(documents, field)
+        found = retriever.facet(field, limit=10)
+        assert dict(found) == expected and [c for _, c in found] == sorted(expected.values(), reverse=True)
+    assert retriever.facet("source", limit=1) == [("web", max(_facet_by_hand(documents, "source").values()))]
+    web = {"source": "web"}
+    assert dict(retriever.facet("tags", web)) == _facet_by_hand(documents, "tags", lambda m: m["source"] == "web")
+    retriever.delete(["d0", "d1"])
+    assert dict(retriever.facet("source")) == _facet_by_hand(documents[2:], "source")
+    hybrid = HybridRetriever.build(documents, tmp_path / "hybrid", neural="bot")
+    assert dict(hybrid.facet("tags", web)) == _facet_by_hand(documents, "tags", lambda m: m["source"] == "web")
+    with pytest.raises(SemiretError, match="limit must be a positive integer"):
+        retriever.facet("source", limit=0)
+    lines = CliRunner().invoke(app, ["facet", str(tmp_path / "index"), "source", "--limit", "2"]).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == [{"value": v, "count": c} for v, c in retriever.facet("source", limit=2)]
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, write_process=False)
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/indexes/docs/facet", json={"field": "tags", "filter": web})
+        assert answer.status_code == 200 and answer.json()["values"] == [
+            {"value": v, "count": c} for v, c in retriever.facet("tags", web)]
+        bad = client.post("/indexes/docs/facet", json={"field": "a..b"})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "field"]
