@@ -55,15 +55,19 @@ class Chunking:
     def documents(self, passages: Iterable[Document]) -> Iterator[Document]:
         """The documents back from their passages, as an index stores them (each document's passages together, in
         order): a document's words joined again without the overlaps (its spacing: one space between words; a
-        document of one window comes back as it was given), its metadata without the passage fields."""
-        parent, pieces = None, []
+        document of one window comes back as it was given), its metadata without the passage fields. A passage
+        deleted on its own leaves its words out (the windows on both sides are joined whole)."""
+        parent, pieces, done = None, [], set()
         for passage in passages:
             owner = (passage.metadata or {}).get(PARENT_FIELD)
             if owner is None:
                 raise SemiretError(f"{passage.id!r} is not a passage (its metadata names no {PARENT_FIELD})")
             if owner != parent and pieces:
                 yield self._joined(pieces)
+                done.add(parent)
                 pieces = []
+            if owner in done:
+                raise SemiretError(f"the passages of {owner!r} are not stored together: export --passages")
             parent = owner
             pieces.append(passage)
         if pieces:
@@ -72,13 +76,16 @@ class Chunking:
     def _joined(self, pieces: list[Document]) -> Document:
         first = pieces[0]
         numbers = [p.metadata[CHUNK_FIELD] for p in pieces]
-        if numbers != list(range(len(pieces))):
-            raise SemiretError(f"the passages of {first.metadata[PARENT_FIELD]!r} are not together and in order "
-                               f"(chunks {numbers})")
+        if numbers != sorted(set(numbers)):
+            raise SemiretError(f"the passages of {first.metadata[PARENT_FIELD]!r} are not in order (chunks "
+                               f"{numbers}): export --passages")
         metadata = {k: v for k, v in first.metadata.items() if k not in (PARENT_FIELD, CHUNK_FIELD)} or None
-        if len(pieces) == 1:
-            return Document(first.metadata[PARENT_FIELD], first.text, first.title, metadata)
-        words = first.text.split() + [w for p in pieces[1:] for w in p.text.split()[self.overlap:]]
+        if numbers == [0] and first.id == first.metadata[PARENT_FIELD]:  # a document of one window, as given
+            return Document(first.id, first.text, first.title, metadata)
+        words = first.text.split()
+        for before, passage in zip(numbers, pieces[1:]):
+            following = passage.text.split()
+            words += following[self.overlap:] if passage.metadata[CHUNK_FIELD] == before + 1 else following
         return Document(first.metadata[PARENT_FIELD], " ".join(words), first.title, metadata)
 
     def passages(self, document: Document) -> list[Document]:

@@ -45,8 +45,15 @@ def test_windows_of_words(words, overlap, n, expected):
     assert list(Chunking(words, overlap).documents(passages)) == [document]  # joined again
     assert list(Chunking(words, overlap).documents(passages))[0].metadata == {"year": 2020}
     if len(passages) > 1:
-        with pytest.raises(SemiretError, match="not together and in order"):
+        with pytest.raises(SemiretError, match="not in order"):
             list(Chunking(words, overlap).documents(passages[::-1]))
+        with pytest.raises(SemiretError, match="not stored together"):
+            list(Chunking(words, overlap).documents([passages[0], Document("o", "x", metadata={"parent": "o",
+                                                                                              "chunk": 0}),
+                                                     passages[1]]))
+    if len(passages) == 3:  # the middle window deleted: the two others joined whole
+        [joined] = Chunking(words, overlap).documents([passages[0], passages[2]])
+        assert joined.text.split() == passages[0].text.split() + passages[2].text.split()
     with pytest.raises(SemiretError, match="is not a passage"):
         list(Chunking(words, overlap).documents([document]))
 
