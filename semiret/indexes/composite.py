@@ -124,6 +124,9 @@ class CompositeIndex:
     def field_counts(self, path: tuple[str, ...]) -> dict:
         return self.first.field_counts(path)
 
+    def ids_holding(self, path: tuple[str, ...], values: list) -> list[str]:
+        return self.first.ids_holding(path, values)
+
     def live_ids(self) -> list[str]:
         return self.first.live_ids()
 

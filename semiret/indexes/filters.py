@@ -149,6 +149,17 @@ class Column:
         self.codes, self._code = np.asarray(self.codes, np.int32), {}
         return self
 
+    def holding(self, values: list) -> np.ndarray:
+        """bool per document: whether its value is one of ``values`` (scalars: the documents of a few parents, say),
+        from a map of the column's values to their codes, made on first use and kept with the column."""
+        lookup = self._lookup
+        if lookup is None:
+            lookup = self._lookup = {_value_key(value): code for code, value in enumerate(self.values)}
+        codes = [lookup[key] for key in map(_value_key, values) if key in lookup]
+        return np.isin(self.codes, np.asarray(codes, np.int32))
+
+    _lookup: dict | None = None
+
 
 def _value_key(value) -> tuple:
     """Distinct values of a column: as conditions compare them (:func:`_key`), lists and objects by their JSON."""
@@ -203,11 +214,7 @@ class Grouping:
         value, where the index tells) of ``size`` hits each (or every document holding the value)."""
         groups: dict[tuple, tuple[Any, list]] = {}
         for doc_id, score in zip(ids, scores):
-            value = values.get(doc_id, MISSING)
-            for each in (value if isinstance(value, list) else [value]):
-                if each is MISSING or isinstance(each, (dict, list)):
-                    continue
-                key = equality_key(each)
+            for key, each in distinct_values(values.get(doc_id, MISSING)).items():
                 if key not in groups:
                     if len(groups) == k:
                         continue
@@ -220,6 +227,16 @@ class Grouping:
         complete = (len(groups) == min(k, len(known)) if counts is not None else len(groups) == k) and all(
             len(members) == min(self.size, known.get(key, (None, self.size))[1]) for key, (_, members) in groups.items())
         return [f[0] for f in flat], [f[1] for f in flat], [f[2] for f in flat], complete
+
+
+def distinct_values(value) -> dict[tuple, Any]:
+    """The values a document's field holds, by equality key, each once (a list: its scalar elements; ``[1, 1.0]``
+    is one value): what it is grouped and counted by. Objects and a missing field hold none; null is a value."""
+    found = {}
+    for each in value if isinstance(value, list) else [value]:
+        if each is not MISSING and not isinstance(each, (dict, list)):
+            found.setdefault(equality_key(each), each)
+    return found
 
 
 def field_values(index, doc_ids: list[str], path: tuple[str, ...]) -> dict:
@@ -246,10 +263,8 @@ def facet(index, field: str, spec: dict | None = None, limit: int = 10) -> list[
     else:  # Milvus: its documents read through
         tally: dict[tuple, list] = {}
         for document in index.iter_documents(wanted):
-            value = field_value(document.metadata, path)
-            for each in value if isinstance(value, list) else [value]:
-                if each is not MISSING and not isinstance(each, (dict, list)):
-                    tally.setdefault(equality_key(each), [each, 0])[1] += 1
+            for key, each in distinct_values(field_value(document.metadata, path)).items():
+                tally.setdefault(key, [each, 0])[1] += 1
         counts = tally.values()
     ranked = sorted(counts, key=lambda pair: (-pair[1], equality_key(pair[0])))
     return [(value, count) for value, count in ranked[:limit]]
@@ -283,13 +298,22 @@ def delete_documents(index, doc_ids: list[str], missing_ok: bool = False) -> int
     if not index.meta.get("chunking") or not doc_ids:
         return index.delete(doc_ids, missing_ok=missing_ok)
     with index.writing():
-        of_documents = list(index.iter_documents(MetadataFilter({PARENT_FIELD: doc_ids})))
+        of_documents = passage_ids(index, doc_ids)
         passages = {d for d in doc_ids if d in index}
-        unknown = set(doc_ids) - passages - {p.metadata[PARENT_FIELD] for p in of_documents}
+        parents = set(field_values(index, of_documents, (PARENT_FIELD,)).values())
+        unknown = set(doc_ids) - passages - parents
         if unknown and not missing_ok:
             raise SemiretError(f"no document or passage {sorted(unknown)[0]!r} in {index.path}: nothing was deleted")
-        doomed = passages | {p.id for p in of_documents}
+        doomed = passages | set(of_documents)
         return index.delete(sorted(doomed), missing_ok=True) if doomed else 0
+
+
+def passage_ids(index, parents: list[str]) -> list[str]:
+    """Ids of the live passages of the documents ``parents`` (those whose metadata names one as its ``parent``):
+    from the segments' kept values where the index keeps them, else (Milvus) its documents read through."""
+    if hasattr(index, "ids_holding"):
+        return index.ids_holding((PARENT_FIELD,), parents)
+    return [d.id for d in index.iter_documents(MetadataFilter({PARENT_FIELD: parents}))]
 
 
 def count_matching(index, spec: dict | None = None) -> int:

@@ -51,7 +51,7 @@ from semiret.files import (
     link_or_copy,
     staged_directory,
 )
-from semiret.indexes.filters import MISSING, Column, equality_key, field_value
+from semiret.indexes.filters import MISSING, Column, distinct_values, field_value
 from semiret.indexes.storage import (
     DELETED_FILE,
     META_FILE,
@@ -484,9 +484,9 @@ class SegmentedIndex(ABC):
                 column = segment._columns([path])[path]
                 held = np.bincount(column.codes[~segment.deleted], minlength=len(column.values))
                 for value, count in zip(column.values, held.tolist()):
-                    for each in value if isinstance(value, list) else [value]:
-                        if count and each is not MISSING and not isinstance(each, (dict, list)):
-                            counts.setdefault(equality_key(each), [each, 0])[1] += count
+                    if count:
+                        for key, each in distinct_values(value).items():
+                            counts.setdefault(key, [each, 0])[1] += count
             return counts
 
         return _kept(snapshot, "field_counts", path, counted)
@@ -524,6 +524,16 @@ class SegmentedIndex(ABC):
                 continue
             column = segment._columns([path])[path]
             found.update(zip(ids, (column.values[code] for code in column.codes[locals_].tolist())))
+        return found
+
+    def ids_holding(self, path: tuple[str, ...], values: list) -> list[str]:
+        """Ids of the live documents whose metadata field ``path`` is one of ``values`` (the passages of a few
+        documents, by ``parent``), from the segments' kept values and a map of them to their codes."""
+        found = []
+        for segment in self.snapshot.segments:
+            if segment.metadata is not None:
+                held = segment._columns([path])[path].holding(values) & ~segment.deleted
+                found += segment.document_ids(np.flatnonzero(held))
         return found
 
     def _live_locals(self, doc_ids: Iterable[str]) -> Iterator[tuple[Segment, list[str], np.ndarray]]:

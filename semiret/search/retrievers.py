@@ -37,7 +37,7 @@ from semiret.errors import SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
                                       delete_matching, documents_page, facet, field_value, field_values,
-                                      matching_documents)
+                                      matching_documents, passage_ids)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
@@ -301,9 +301,10 @@ class Retriever:
         """The ids of the passages the documents ``parents`` have in the index (what a ``replace`` deletes), after
         refusing a document there already (without ``replace``) and a passage whose id another document's
         passage, or a document indexed whole, holds."""
-        old = self._passages_of(parents)
+        old = passage_ids(self.index, parents)
         if old and not replace:
-            raise SemiretError(f"document {old[0].metadata[PARENT_FIELD]!r} is already in {self.index.path} (use "
+            there = field_values(self.index, old[:1], (PARENT_FIELD,))
+            raise SemiretError(f"document {next(iter(there.values()), old[0])!r} is already in {self.index.path} (use "
                                "replace / --replace)")
         ours = set(parents)
         for taken in self.index.get_documents([p.id for p in passages]).values():
@@ -312,21 +313,7 @@ class Retriever:
                 holder = f"the document {taken.id!r}" if owner in (None, taken.id) else f"a passage of {owner!r}"
                 raise SemiretError(f"a passage would take the id {taken.id!r} of {holder} in {self.index.path}: "
                                    "give the document another id")
-        return [p.id for p in old]
-
-    def _passages_of(self, parents: list[str]) -> list[Document]:
-        """The passages the documents ``parents`` have in the index: found by their ids, which the chunking gives
-        (``ID`` for a document of one window, ``ID#0``, ``ID#1``, ... for longer ones; :mod:`semiret.data.chunking`),
-        confirmed by their ``parent``: lookups of a few ids, not a pass over every document's metadata."""
-        found = [d for d in self.index.get_documents(parents).values() if (d.metadata or {}).get(PARENT_FIELD) == d.id]
-        pending, start = list(parents), 0
-        while pending:  # windows ID#start .. ID#start+15 of the documents whose windows went on so far
-            wanted = [f"{parent}#{n}" for parent in pending for n in range(start, start + PASSAGES_PROBED)]
-            passages = self.index.get_documents(wanted)
-            found += [d for d in passages.values() if (d.metadata or {}).get(PARENT_FIELD) in pending]
-            pending = [p for p in pending if f"{p}#{start + PASSAGES_PROBED - 1}" in passages]
-            start += PASSAGES_PROBED
-        return found
+        return old
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         """Delete documents by id (a list: one id is ``[id]``); they vanish from searches at once. An unknown id is
@@ -505,8 +492,6 @@ def _document_id(doc_id) -> str:
     return doc_id
 
 
-PASSAGES_PROBED = 16
-"""Passage ids of a document looked up at once when its passages are replaced."""
 FILTER_DEPTH = 100
 """Hits a post-filtered search reads first (at least 4 k); deeper by 4x while too few pass."""
 

@@ -18,6 +18,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from semiret.data.collection import Document
+from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.storage import META_FILE
 from semiret.search.retrievers import Retriever, open_retriever
@@ -181,20 +182,29 @@ class ServedIndex:
         (:meth:`Retriever.backup`: writers wait meanwhile, searches go on)."""
         self.refresh()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = directory / f"{self.name}-{stamp}"
-        for number in itertools.count(2):  # two backups within a second
-            if not target.exists():
-                break
-            target = directory / f"{self.name}-{stamp}-{number}"
-        self.retriever.backup(target)
-        return _backup_info(target, BACKUP_NAME.fullmatch(target.name[len(self.name) + 1:]))
+        for number in itertools.count(1):  # several backups within a second: numbered, whoever takes them
+            target = directory / (f"{self.name}-{stamp}" + (f"-{number}" if number > 1 else ""))
+            if target.exists():
+                continue
+            try:
+                self.retriever.backup(target)
+            except IndexFormatError:
+                if target.exists():  # another request published this name first
+                    continue
+                raise
+            return _backup_info(target, BACKUP_NAME.fullmatch(target.name[len(self.name) + 1:]))
 
     def backups(self, directory: Path) -> list[dict]:
         """The backups of this index in ``directory``, oldest first."""
-        found = [(p, BACKUP_NAME.fullmatch(p.name[len(self.name) + 1:]))
-                 for p in directory.glob(f"{glob.escape(self.name)}-*") if (p / META_FILE).is_file()]
-        return sorted((_backup_info(p, stamp) for p, stamp in found if stamp),
-                      key=lambda info: (info["created"], len(info["name"]), info["name"]))
+        listed = []
+        for path in directory.glob(f"{glob.escape(self.name)}-*"):
+            stamp = BACKUP_NAME.fullmatch(path.name[len(self.name) + 1:])
+            if stamp and (path / META_FILE).is_file():
+                try:
+                    listed.append(_backup_info(path, stamp))
+                except (SemiretError, OSError):  # a folder of that name that is not (or no longer) an index
+                    continue
+        return sorted(listed, key=lambda info: (info["created"], len(info["name"]), info["name"]))
 
     def _write(self, method: str, *args):
         """``method(*args)`` here, or in the writer process and then this process's snapshot refreshed (so the

@@ -163,3 +163,32 @@ def test_the_service_takes_and_lists_backups(tmp_path):
     with TestClient(create_app(off)) as client:
         refused = client.post("/indexes/docs/backups", headers={"X-API-Key": "key"})
         assert refused.status_code == 403 and "--backup-dir" in refused.json()["detail"]
+
+
+def test_backups_taken_at_once_get_names_of_their_own_and_foreign_folders_are_not_listed(tmp_path):
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from semiret.serving import ServeSettings, create_app
+
+    BM25Retriever.build(_corpus(0, 12), tmp_path / "docs")
+    settings = ServeSettings({"docs": str(tmp_path / "docs")}, api_key="key", write_process=False,
+                             backup_dir=str(tmp_path / "backups"))
+    with TestClient(create_app(settings)) as client:
+        answers = []
+
+        def take() -> None:
+            answers.append(client.post("/indexes/docs/backups", headers={"X-API-Key": "key"}))
+
+        threads = [threading.Thread(target=take) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [a.status_code for a in answers] == [200] * 4 and len({a.json()["name"] for a in answers}) == 4
+        foreign = tmp_path / "backups" / "docs-20200101T000001Z"
+        foreign.mkdir()
+        (foreign / "meta.json").write_text("{}")
+        listed = client.get("/indexes/docs/backups")
+        assert listed.status_code == 200 and len(listed.json()["backups"]) == 4

@@ -268,3 +268,50 @@ def test_a_passage_index_exports_its_documents(tmp_path):
     again = runner.invoke(app, ["index", "--data", str(tmp_path / "documents.jsonl"), "--out", str(tmp_path / "again"),
                                 "--chunk-words", "6", "--chunk-overlap", "2"])
     assert again.exit_code == 0 and open_retriever(tmp_path / "again").count() == open_retriever(tmp_path / "index").count()
+
+
+def test_a_replace_reaches_every_passage_whatever_was_deleted_before(tmp_path):
+    retriever = BM25Retriever.build([Document("A", " ".join(f"w{i}" for i in range(40)))], tmp_path / "index",
+                                    chunking=Chunking(1))
+    retriever.delete([f"A#{i}" for i in range(10, 30)])  # a run of deleted passages, A#15 among them
+    assert retriever.add([Document("A", "w0 w1")], replace=True) == 2
+    assert sorted(retriever.index.live_ids()) == ["A#0", "A#1"]
+
+
+def test_a_value_repeated_in_a_list_counts_and_groups_once(tmp_path):
+    documents = [Document("d1", "statins", metadata={"tags": ["a", "a"], "n": [1, 1.0]}),
+                 Document("d2", "statins", metadata={"tags": ["a", "b"], "n": 1}), Document("d3", "heart")]
+    retriever = BM25Retriever.build(documents, tmp_path / "index")
+    assert retriever.facet("tags") == [("a", 2), ("b", 1)] and retriever.facet("n") == [(1, 2)]
+    hits = retriever.search("statins", k=2, group_by="tags", group_size=3)
+    assert sorted((h.group, h.id) for h in hits) == [("a", "d1"), ("a", "d2"), ("b", "d2")]
+
+
+def test_an_export_takes_whole_documents_whatever_the_filter_passes(tmp_path):
+    documents = [Document("A", "w0 w1 w2 w3 w4", metadata={"s": "x"}), Document("B", "v0 v1 v2", metadata={"s": "y"})]
+    BM25Retriever.build(documents, tmp_path / "index", chunking=Chunking(2, 1))
+    runner = CliRunner()
+    for spec in ("chunk=0", 's=x'):
+        out = runner.invoke(app, ["export", str(tmp_path / "index"), "--filter", spec]).stdout.splitlines()
+        exported = [json.loads(line) for line in out]
+        assert [(d["_id"], d["text"]) for d in exported] == (
+            [("A", "w0 w1 w2 w3 w4"), ("B", "v0 v1 v2")] if spec == "chunk=0" else [("A", "w0 w1 w2 w3 w4")])
+    BM25Retriever.build(documents, tmp_path / "whole")
+    refused = runner.invoke(app, ["export", str(tmp_path / "whole"), "--passages"])
+    assert refused.exit_code == 2 and "holds whole documents" in refused.output
+
+
+def test_a_milvus_collection_of_passages_exports_its_documents(tmp_path):
+    pytest.importorskip("milvus_lite", reason="needs milvus-lite (pip install 'semiret[milvus]')")
+    from semiret.indexes.milvus import MilvusBackend
+    from semiret.search import BagOfTokensRetriever
+
+    uri = f"milvus:{tmp_path / 'milvus.db'}"
+    long = Document("A", " ".join(f"w{i}" for i in range(30)))
+    collection = BagOfTokensRetriever.build([long, Document("B", "v0 v1")], "passages",
+                                            backend=MilvusBackend(str(tmp_path / "milvus.db")), chunking=Chunking(2, 0))
+    assert collection.count() == 16
+    out = CliRunner().invoke(app, ["export", "passages", "--backend", uri])
+    assert out.exit_code == 0, out.output
+    assert [(d["_id"], d["text"]) for d in map(json.loads, out.stdout.splitlines())] == [("A", long.text), ("B", "v0 v1")]
+    assert collection.add([Document("A", "w0")], replace=True) == 1 and collection.count() == 2
