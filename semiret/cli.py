@@ -516,7 +516,8 @@ def info(index: Path = typer.Argument(..., help="Index directory."),
     from semiret.search.retrievers import open_index_at
 
     opened = open_index_at(index, _backend(backend, milvus_token))
-    _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"]})
+    _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"],
+                 **({"chunking": opened.meta["chunking"]} if opened.meta.get("chunking") else {})})
 
 
 @app.command()

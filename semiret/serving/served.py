@@ -92,8 +92,9 @@ class ServedIndex:
     def describe(self) -> dict:
         self.refresh()
         search_options = [f.name for f in fields(self.retriever.queries.Options)]
+        chunking = self.index.meta.get("chunking")
         return {"name": self.name, "retriever": self.retriever.name, **self.index.describe(),
-                "search_options": search_options}
+                "search_options": search_options, **({"chunking": chunking} if chunking else {})}
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,

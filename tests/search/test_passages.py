@@ -176,6 +176,9 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         assert added.json()["upserted"] == 3  # split as the index's passages
         assert client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
                            json={"ids": ["long"]}).json()["deleted"] == 3
+        assert client.get("/indexes/docs").json()["chunking"] == {"words": 6, "overlap": 2}
+    info = json.loads(CliRunner().invoke(app, ["info", str(tmp_path / "index")]).stdout)
+    assert info["chunking"] == {"words": 6, "overlap": 2}
 
 
 def test_groups_are_filled_however_deep_their_members_lie(tmp_path):
