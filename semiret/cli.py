@@ -433,25 +433,19 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
     `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects.
     From an index of passages, its documents joined again (words one space apart), as they were added."""
     from semiret import progress
-    from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
     from semiret.files import check_output_file, write_output_text
-    from semiret.indexes.filters import count_matching, matching_documents
+    from semiret.indexes.filters import count_matching, joined_documents, matching_documents
     from semiret.search.retrievers import open_index_at
 
     check_output_file(out, "export (--out)")
     opened = open_index_at(index, _backend(backend, milvus_token)).pinned()  # one commit, however long it takes
     spec = _filter(filter_) if filter_ else None
-    documents = matching_documents(opened, spec)
-    total = count_matching(opened, spec)
     if passages and not opened.meta.get("chunking"):
         raise SemiretError(f"{index} holds whole documents, not passages: leave out --passages")
     if opened.meta.get("chunking") and not passages:
-        if spec:  # whole documents: every passage of those with a passage that passes
-            parents = sorted({d.metadata[PARENT_FIELD] for d in documents})
-            documents = matching_documents(opened, {PARENT_FIELD: parents}) if parents else iter(())
-        if not hasattr(opened, "segments"):  # Milvus gives its rows in id order: a document's passages together
-            documents = sorted(documents, key=lambda d: (d.metadata[PARENT_FIELD], d.metadata[CHUNK_FIELD]))
-        documents, total = Chunking(**opened.meta["chunking"]).documents(documents), None
+        documents, total = joined_documents(opened, spec), None
+    else:
+        documents, total = matching_documents(opened, spec), count_matching(opened, spec)
     written = 0
 
     def lines():

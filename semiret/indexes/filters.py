@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from semiret.data.chunking import PARENT_FIELD
+from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.types import DocumentPage
@@ -329,6 +329,19 @@ def matching_documents(index, spec: dict | None = None) -> Iterator[Document]:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): there is "
                            "nothing to read back")
     return index.iter_documents(checked_filter(index, spec, "filter on"))
+
+
+def joined_documents(index, spec: dict | None = None) -> Iterator[Document]:
+    """The documents of an index of passages (``meta.json``'s ``chunking``) joined again
+    (:meth:`~semiret.data.chunking.Chunking.documents`), those with a passage that passes ``spec`` whole: what
+    ``semiret export`` writes of such an index."""
+    passages = matching_documents(index, spec)
+    if spec:
+        parents = sorted({passage.metadata[PARENT_FIELD] for passage in passages})
+        passages = matching_documents(index, {PARENT_FIELD: parents}) if parents else iter(())
+    if not hasattr(index, "segments"):  # Milvus gives its rows in id order (A#10 before A#2)
+        passages = sorted(passages, key=lambda p: (p.metadata[PARENT_FIELD], p.metadata[CHUNK_FIELD]))
+    return Chunking(**index.meta["chunking"]).documents(passages)
 
 
 def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str | None = None) -> DocumentPage:
