@@ -464,7 +464,8 @@ class SegmentedIndex(ABC):
 
     def sorted_ids(self, wanted=None) -> list[str]:
         """Ids of the live documents (those passing ``wanted``) in sorted order, what a scroll pages through; kept
-        for the latest filter of the current commit, so that each next page costs a binary search."""
+        for the :data:`DERIVED_KEPT` latest filters of the current commit, so that each next page costs a binary
+        search."""
         snapshot = self.snapshot
         return _kept(snapshot, "sorted_ids", None if wanted is None else wanted.key, lambda: sorted(
             i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted)))))
