@@ -12,6 +12,7 @@ from semiret.errors import SemiretError
 from semiret.indexes.inverted import BM25Parameters, TwoPhase
 from semiret.models.checkpoints import located
 from semiret.options import local_field
+from semiret.search.feedback import FeedbackTerms, RM3Options, expanded_queries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
@@ -75,17 +76,26 @@ class WordCounts(DocumentSide):
 
 class WordCountQueries(QuerySide):
     """The document side's analyzer; each query term weighted by its count (IDF is applied by the index).
-    Shares the document side's term dictionary, so words of documents added later are searchable at once."""
+    Shares the document side's term dictionary, so words of documents added later are searchable at once.
+    With ``rm3``, each query is expanded by pseudo-relevance feedback first (:mod:`semiret.search.feedback`)."""
 
-    Options = NoOptions
-    searches_postings = True
+    Options = RM3Options
 
-    def __init__(self, terms: QueryTerms):
+    def __init__(self, terms: QueryTerms, options: RM3Options | None = None):
         self._query_terms = terms
+        self.options = options or RM3Options()
+        self._feedback_terms = FeedbackTerms()
+
+    @property
+    def searches_postings(self) -> bool:  # an expanded query needs a search of its own first
+        return not self.options.rm3
 
     @classmethod
-    def open(cls, index, options, documents: WordCounts):
-        return cls(QueryTerms(documents.analyzer, documents.terms))
+    def open(cls, index, options: RM3Options, documents: WordCounts):
+        if options.rm3 and not index.stores_texts:
+            raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
+                               "words of its feedback documents from them")
+        return cls(QueryTerms(documents.analyzer, documents.terms), options)
 
     def encode_queries(self, texts):
         return [self.encode_query(t) for t in texts]
@@ -100,10 +110,18 @@ class WordCountQueries(QuerySide):
             counts = np.array([ids.count(t) for t in terms], np.float32)
         return SparseQuery(np.array(terms, np.int32), counts)
 
+    def search(self, index, texts, k, n_threads):
+        queries = self.encode_queries(texts)
+        if self.options.rm3:
+            allowed = self._feedback_terms.allowed(self._query_terms.terms, index.document_frequencies(), index.n_docs)
+            queries = expanded_queries(index, queries, self.options, n_threads, self._query_terms, allowed)
+        return index.search(queries, k=k, n_threads=n_threads)
+
 
 @register_retriever
 class BM25Retriever(Retriever):
-    """Okapi BM25 over words (lowercase, English stopwords, Snowball stems), Lucene IDF."""
+    """Okapi BM25 over words (lowercase, English stopwords, Snowball stems), Lucene IDF; ``rm3=True`` expands
+    queries by pseudo-relevance feedback."""
 
     name = "bm25"
     documents = WordCounts

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.indexes import open_index
-from semiret.search import BM25Retriever, InferenceFreeRetriever
+from semiret.search import BM25Retriever, InferenceFreeRetriever, open_retriever
 from semiret.serving import ServeSettings, create_app, parse_index_specs
 
 from helpers import TINY_DOCS
@@ -154,7 +154,6 @@ def test_search_takes_the_retrievers_options(client_with_neural, with_neural, mo
     """Each search answers what the retriever opened with its options answers; the options change the hits, or
     (two-phase search, exact on six documents) reach the index."""
     from semiret.indexes.inverted import InvertedIndex
-    from semiret.search import open_retriever
 
     client = client_with_neural
     opened = open_retriever(with_neural["neural"])
@@ -572,3 +571,16 @@ def _whole_words(vocabulary, token_ids) -> list[str]:
     """The tokens of ``token_ids`` that a query of the token alone encodes to (whole words), in that order."""
     return [word for word, token_id in zip(map(vocabulary.token, token_ids), token_ids)
             if word.isascii() and word.isalpha() and vocabulary.encode(word) == [token_id]]
+
+
+def test_rm3_over_http_searches_as_the_python_api(tmp_path):
+    corpus = [Document(f"f{i}", f"filler{i} padding{i}") for i in range(40)] + [
+        Document("car", "car automobile automobile engine"), Document("auto", "automobile repairs")]
+    client = client_of({"cars": BM25Retriever.build(corpus, tmp_path / "cars").index.path}, **LIMITS)
+    options = {"rm3": True, "fb_docs": 1, "original_query_weight": 0.3}
+    served = ids(client.post("/indexes/cars/search", json={"queries": ["car"], "k": 5, "options": options}))
+    direct = [[hit.id for hit in hits] for hits in open_retriever(tmp_path / "cars", **options).search(["car"], k=5)]
+    assert served == direct == [["car", "auto"]]
+    assert ids(client.post("/indexes/cars/search", json={"queries": ["car"], "k": 5})) == [["car"]]
+    wrong = client.post("/indexes/cars/search", json={"queries": ["car"], "options": {"rm3": "yes"}})
+    assert wrong.status_code == 422 and "option 'rm3' must be a JSON boolean" in wrong.json()["detail"][0]["msg"]

@@ -1,0 +1,133 @@
+"""Pseudo-relevance feedback: RM3, as Anserini and Pyserini compute it (``--rm3``).
+
+A query is searched once; its top ``fb_docs`` documents are taken as relevant, and the relevance model of
+Lavrenko and Croft (RM1: each term's share of a document's words, weighted by the document's score, summed over
+the documents) gives the ``fb_terms`` terms that best describe them. RM3 interpolates that model with the query
+itself (both normalised to sum to 1, the query's share ``original_query_weight``) and searches again with the
+expanded, weighted query. As Anserini's ``Rm3Reranker``: raw first-round scores as document weights, each document's
+term counts cut to its ``fb_terms`` most frequent and normalised by their sum, terms of fewer than 2 or more than 20 characters skipped, and terms in more
+than a tenth of the corpus skipped (its stopword list). Unlike Anserini's, words outside ``[a-z0-9]`` are kept, so
+that documents in other scripts than English expand too.
+
+The computation is a few hundred integers per document: numpy over each document's term ids, no library does it
+over semiret's analyzer and term dictionary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from semiret.errors import SemiretError
+from semiret.types import SparseQuery
+
+MAX_DOCUMENT_FREQUENCY = 0.1
+"""Terms found in more than this share of the corpus are left out of the relevance model (Anserini's rule)."""
+TERM_CHARACTERS = (2, 20)
+"""The shortest and longest terms the relevance model takes (Anserini's rule)."""
+
+
+@dataclass
+class RM3Options:
+    rm3: bool = False
+    """Expand each query by RM3 pseudo-relevance feedback (Pyserini's --rm3): the words of its first search's top
+    documents, weighted by a relevance model, then a second search. Needs stored texts."""
+    fb_docs: int = 10
+    """RM3: documents of the first search taken as relevant."""
+    fb_terms: int = 10
+    """RM3: terms of the relevance model added to the query."""
+    original_query_weight: float = 0.5
+    """RM3: the original query's share of the expanded query (1: no expansion)."""
+
+    def __post_init__(self):
+        if self.fb_docs < 1:
+            raise SemiretError(f"fb_docs (--fb-docs) must be at least 1, got {self.fb_docs}")
+        if self.fb_terms < 1:
+            raise SemiretError(f"fb_terms (--fb-terms) must be at least 1, got {self.fb_terms}")
+        if not 0.0 <= self.original_query_weight <= 1.0:
+            raise SemiretError("original_query_weight (--original-query-weight) must be between 0 and 1, got "
+                               f"{self.original_query_weight}")
+
+
+class FeedbackTerms:
+    """Which term ids of a growing word vocabulary (a :class:`~semiret.text.analyzer.TermDictionary`) the relevance
+    model may take: of 2 to 20 characters and in at most a tenth of the documents. Each term's length is
+    measured once (a vocabulary only grows, unless a failed write takes its words back: its ``generation``)."""
+
+    def __init__(self):
+        self._lengths, self._generation = np.empty(0, np.int32), None
+
+    def allowed(self, dictionary, document_frequencies: np.ndarray, n_docs: int) -> np.ndarray:
+        """A mask over term ids; terms past ``document_frequencies`` (words of an add not yet committed) are not
+        taken."""
+        terms = dictionary.terms
+        if self._generation != dictionary.generation:
+            self._lengths, self._generation = self._lengths[:0], dictionary.generation
+        if len(self._lengths) < len(terms):
+            added = np.fromiter(map(len, terms[len(self._lengths):]), np.int32, len(terms) - len(self._lengths))
+            self._lengths = np.concatenate([self._lengths, added])
+        shortest, longest = TERM_CHARACTERS
+        n = min(len(document_frequencies), len(self._lengths))
+        return ((self._lengths[:n] >= shortest) & (self._lengths[:n] <= longest)
+                & (document_frequencies[:n] <= MAX_DOCUMENT_FREQUENCY * max(n_docs, 1)))
+
+
+def relevance_model(documents: Sequence[np.ndarray], scores: Sequence[float], allowed: np.ndarray,
+                    fb_terms: int) -> SparseQuery:
+    """RM1 over feedback documents, each given as its term ids (repeated as often as it holds them): each document
+    reduced to its ``fb_terms`` most frequent ``allowed`` terms (ties by term id; see :class:`FeedbackTerms`); per
+    term, the sum over documents of (its count / the document's count of those terms) x the document's score; the
+    ``fb_terms`` heaviest (ties by term id), normalised to sum to 1."""
+    weights: dict[int, float] = {}
+    for term_ids, score in zip(documents, scores):
+        unique, counts = np.unique(term_ids[term_ids < len(allowed)], return_counts=True)
+        kept = allowed[unique]
+        unique, counts = unique[kept], counts[kept]
+        if len(unique) > fb_terms:  # a document's own most frequent terms only, as Anserini prunes its vectors
+            top = np.lexsort((unique, -counts))[:fb_terms]
+            unique, counts = unique[top], counts[top]
+        if not len(unique):
+            continue
+        for term, share in zip(unique.tolist(), (counts * (float(score) / counts.sum())).tolist()):
+            weights[term] = weights.get(term, 0.0) + share
+    kept = sorted((item for item in weights.items() if item[1] > 0), key=lambda item: (-item[1], item[0]))[:fb_terms]
+    if not kept:
+        return SparseQuery(np.empty(0, np.int32), np.empty(0, np.float32))
+    kept.sort()
+    values = np.array([w for _, w in kept], np.float64)
+    return SparseQuery(np.array([t for t, _ in kept], np.int32), (values / values.sum()).astype(np.float32))
+
+
+def interpolate(query: SparseQuery, model: SparseQuery, query_weight: float) -> SparseQuery:
+    """RM3: ``query_weight`` x the query's weights (normalised to sum to 1) + the rest x the relevance model's."""
+    total = float(query.weights.sum())
+    if total <= 0 or not len(model.terms):
+        return query
+    ids = np.union1d(query.terms, model.terms).astype(np.int32)
+    weights = np.zeros(len(ids), np.float64)
+    weights[np.searchsorted(ids, query.terms)] += query_weight * query.weights / total
+    weights[np.searchsorted(ids, model.terms)] += (1.0 - query_weight) * model.weights
+    keep = weights > 0
+    return SparseQuery(ids[keep], weights[keep].astype(np.float32))
+
+
+def expanded_queries(index, queries: list[SparseQuery], options: RM3Options, n_threads: int,
+                     document_terms: Callable[[str], list[int]], allowed: np.ndarray) -> list[SparseQuery]:
+    """``queries`` expanded by RM3 over ``index``: a first search for ``options.fb_docs`` documents each, their
+    stored texts read back and turned into term ids by ``document_terms`` (the index's own analyzer and term
+    dictionary), the relevance model of each query (over the ``allowed`` terms, :class:`FeedbackTerms`)
+    interpolated with it. A document deleted in between is skipped."""
+    first = index.search(queries, k=options.fb_docs, n_threads=n_threads)
+    stored = index.get_documents({d for ids in first.ids for d in ids})
+    parsed: dict[str, np.ndarray] = {}
+    expanded = []
+    for query, ids, scores in zip(queries, first.ids, first.scores):
+        found = [(d, s) for d, s in zip(ids, scores) if d in stored]
+        for doc_id, _ in found:
+            if doc_id not in parsed:
+                parsed[doc_id] = np.array(document_terms(stored[doc_id].full_text), np.int64)
+        model = relevance_model([parsed[d] for d, _ in found], [s for _, s in found], allowed, options.fb_terms)
+        expanded.append(interpolate(query, model, options.original_query_weight))
+    return expanded

@@ -1,0 +1,121 @@
+"""RM3 pseudo-relevance feedback over BM25 (``rm3=True``, ``--rm3``): the relevance model by hand, the expansion
+finding a document the query's own words miss, filters, stored texts, options and the command line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, open_retriever
+from semiret.search.feedback import FeedbackTerms, RM3Options, interpolate, relevance_model
+from semiret.text.analyzer import TermDictionary
+from semiret.types import SparseQuery
+
+from helpers import write_jsonl
+
+FILLER = [Document(f"f{i}", f"filler{i} word{i} number{i} padding{i}") for i in range(40)]
+"""Documents that share nothing, so that the relevance model's rule against terms in over a tenth of the corpus
+leaves the few words under test in."""
+CORPUS = FILLER + [
+    Document("car", "car automobile automobile automobile engine", metadata={"kind": "review"}),
+    Document("auto", "automobile engine repairs", metadata={"kind": "manual"}),
+    Document("garden", "garden roses and tulips"),
+]
+
+
+@pytest.fixture
+def bm25(tmp_path):
+    return BM25Retriever.build(CORPUS, tmp_path / "bm25")
+
+
+def test_the_relevance_model_by_hand():
+    dictionary = TermDictionary(["a", "bb", "cc", "dd", "ee", "x" * 21])
+    df = np.array([1, 1, 1, 1, 50, 1])  # "ee" is in half the corpus, "a" too short, the last too long
+    allowed = FeedbackTerms().allowed(dictionary, df, n_docs=100)
+    assert allowed.tolist() == [False, True, True, True, False, False]
+    documents = [np.array([1, 1, 1, 2, 0, 4, 5]), np.array([2, 3, 3])]
+    model = relevance_model(documents, [2.0, 1.0], allowed, fb_terms=10)
+    # document 1: bb 3/4, cc 1/4 (x2.0); document 2: cc 1/3, dd 2/3 (x1.0)
+    raw = {1: 1.5, 2: 0.5 + 1 / 3, 3: 2 / 3}
+    total = sum(raw.values())
+    assert model.terms.tolist() == [1, 2, 3]
+    np.testing.assert_allclose(model.weights, [raw[t] / total for t in (1, 2, 3)], rtol=1e-6)
+    top = relevance_model(documents, [2.0, 1.0], allowed, fb_terms=1)
+    # each document cut to its most frequent term first: bb from the first, dd from the second
+    assert top.terms.tolist() == [1] and top.weights.tolist() == [1.0]
+    assert len(relevance_model(documents, [2.0, 1.0], allowed[:1], 10).terms) == 0  # words not yet committed
+
+
+def test_the_term_rule_follows_a_growing_and_a_truncated_vocabulary():
+    dictionary, terms = TermDictionary(["bb"]), FeedbackTerms()
+    assert terms.allowed(dictionary, np.array([1]), 100).tolist() == [True]
+    dictionary.lookup(["x", "cc"], add=True)
+    assert terms.allowed(dictionary, np.array([1, 1, 1]), 100).tolist() == [True, False, True]
+    dictionary.truncate(1)
+    dictionary.lookup(["dd", "y" * 30], add=True)  # the same count of terms as before, others
+    assert terms.allowed(dictionary, np.array([1, 1, 1]), 100).tolist() == [True, True, False]
+    assert terms.allowed(dictionary, np.array([1, 1]), 100).tolist() == [True, True]  # uncommitted: not taken
+
+
+def test_interpolation_normalises_the_query_and_keeps_its_share():
+    query = SparseQuery(np.array([3, 7], np.int32), np.array([2.0, 2.0], np.float32))
+    model = SparseQuery(np.array([7, 9], np.int32), np.array([0.75, 0.25], np.float32))
+    mixed = interpolate(query, model, 0.6)
+    assert mixed.terms.tolist() == [3, 7, 9]
+    np.testing.assert_allclose(mixed.weights, [0.3, 0.3 + 0.4 * 0.75, 0.4 * 0.25], rtol=1e-6)
+    assert interpolate(query, SparseQuery(np.empty(0, np.int32), np.empty(0, np.float32)), 0.6) is query
+
+
+def test_rm3_finds_a_document_the_query_words_miss(bm25):
+    assert [h.id for h in bm25.search("car", k=5)] == ["car"]
+    expanded = bm25.with_options(rm3=True, fb_docs=1)
+    assert not expanded.query_side.searches_postings and bm25.query_side.searches_postings  # hybrid: no one pass
+    hits = expanded.search("car", k=5)
+    assert [h.id for h in hits][:2] == ["car", "auto"]
+    assert expanded.with_options(rm3=True, fb_docs=1, original_query_weight=1.0).search("car", k=5)[0].id == "car"
+    assert [h.id for h in expanded.with_options(rm3=True, original_query_weight=1.0).search("car", k=5)] == ["car"]
+
+
+def test_rm3_takes_its_feedback_from_documents_that_pass_the_filter(bm25):
+    expanded = bm25.with_options(rm3=True, fb_docs=1)
+    assert [h.id for h in expanded.search("car automobile", k=5, filter={"kind": "review"})] == ["car"]
+    assert [h.id for h in expanded.search("car automobile", k=5, filter={"kind": "manual"})] == ["auto"]
+    # "car" alone finds no manual, so there is no feedback to expand it by (not the review's "automobile")
+    assert expanded.search("car", k=5, filter={"kind": "manual"}) == []
+    assert [h.id for h in expanded.search("car", k=5)][:2] == ["car", "auto"]
+
+
+def test_rm3_sees_documents_added_and_deleted(bm25):
+    expanded = bm25.with_options(rm3=True, fb_docs=1)
+    expanded.add([Document("sedan", "sedan automobile")])
+    assert "sedan" in [h.id for h in expanded.search("car", k=5)]
+    expanded.delete(["car"])
+    assert expanded.search("car", k=5) == []
+
+
+def test_rm3_needs_stored_texts_and_sound_options(tmp_path, bm25):
+    bare = BM25Retriever.build(CORPUS, tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="no stored documents.*RM3"):
+        bare.with_options(rm3=True)
+    for options, message in [({"fb_docs": 0}, "fb_docs"), ({"fb_terms": 0}, "fb_terms"),
+                             ({"original_query_weight": 1.5}, "original_query_weight")]:
+        with pytest.raises(SemiretError, match=message):
+            open_retriever(bm25.index.path, rm3=True, **options)
+    assert RM3Options().fb_docs == 10 and RM3Options().fb_terms == 10 and RM3Options().original_query_weight == 0.5
+
+
+def test_rm3_from_the_command_line(tmp_path):
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [d.to_record() for d in CORPUS])
+    runner = CliRunner()
+    built = runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "idx")])
+    assert built.exit_code == 0, built.output
+    found = runner.invoke(app, ["search", "--index", str(tmp_path / "idx"), "--rm3", "--fb-docs", "1", "--json",
+                                "car"])
+    assert found.exit_code == 0, found.output
+    assert [hit["id"] for hit in json.loads(found.output.splitlines()[0])["hits"]][:2] == ["car", "auto"]
