@@ -264,26 +264,42 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                   "by their best hit (parent, over passages: documents by their "
                                                   "best passage); the run file then holds the groups."),
            group_size: int = typer.Option(1, help="Hits per group (with --group-by)."),
+           like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
+                                                    "index (its id; repeat for more), each searched with its own "
+                                                    "text (Qdrant's recommend, OpenSearch's more like this)."),
+           unlike: Optional[list[str]] = typer.Option(None, help="With --like: and unlike this document (its id; "
+                                                      "repeat for more)."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
     """Search an index: queries given as arguments, or a file of them (--queries), results as tables, JSON lines
-    or a TREC run."""
+    or a TREC run; or documents like some of the index's (--like)."""
     from semiret.data.collection import read_queries
     from semiret.data.trec import write_trec_run
     from semiret.files import check_output_file
     from semiret.search.retrievers import open_retriever
 
-    if bool(query) == (queries is not None):
+    if like:
+        if query or queries is not None or run is not None or group_by is not None:
+            raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run or "
+                               "--group-by with it")
+    elif unlike:
+        raise SemiretError("--unlike goes with --like (the documents to recommend from)")
+    elif bool(query) == (queries is not None):
         raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
     if run is not None:
         check_output_file(run, "TREC run (--run)")
     _use_encoding_device(device)
-    named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
-    query_ids, texts = list(named), list(named.values())
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
-    found = searcher.search(texts, k=k, n_threads=threads, filter=_filter(filter_) if filter_ else None,
-                            group_by=group_by, group_size=group_size)
+    wanted = _filter(filter_) if filter_ else None
+    if like:
+        hits = searcher.recommend(like, unlike or [], k=k, n_threads=threads, filter=wanted)
+        title = "like " + ", ".join(like) + (" and unlike " + ", ".join(unlike) if unlike else "")
+        query_ids, texts, found = ["like"], [title], [hits]
+    else:
+        named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
+        query_ids, texts = list(named), list(named.values())
+        found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if queries is not None and not as_json:
@@ -291,7 +307,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             return  # a file of queries: the run is the output, not a table per query
     for query_id, text, hits in zip(query_ids, texts, found):
         if as_json:
-            print(json.dumps({**({"query_id": query_id} if queries is not None else {}), "query": text,
+            asked = {"like": like, "unlike": unlike or []} if like else {"query": text}
+            print(json.dumps({**({"query_id": query_id} if queries is not None else {}), **asked,
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
                                         **(_stored(h) if with_text else {})} for h in hits]}))
             continue

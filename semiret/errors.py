@@ -22,3 +22,7 @@ class DataFormatError(SemiretError, ValueError):
 
 class IndexFormatError(SemiretError, ValueError):
     """An index directory is missing, incomplete or of another kind than expected."""
+
+
+class UnknownDocumentError(SemiretError, LookupError):
+    """A document named by its id is not in the index (an example to recommend from, say)."""

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from semiret.data.trec import Run
 from semiret.errors import SemiretError
-from semiret.search.fusion import min_max_normalised, reciprocal_ranks
+from semiret.search.fusion import RRF_K, min_max_normalised, reciprocal_ranks
 
 RUN_FUSIONS = ("rrf", "score")
 FUSED_SCORE_PLACES = 12
@@ -18,7 +18,7 @@ FUSED_SCORE_PLACES = 12
 which the usual 6 would write as ties, and trec_eval would then order by document id."""
 
 
-def fuse_runs(runs: Sequence[Run], method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = 60,
+def fuse_runs(runs: Sequence[Run], method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = RRF_K,
               depth: int | None = None, k: int = 1000) -> Run:
     """One run from several: per query, each run's top ``depth`` (all by default) in trec_eval's order (score
     descending, ties by document id descending), each hit's share (``rrf``: ``1 / (rrf_k + rank)``; ``score``: its

@@ -8,6 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
+RRF_K = 60
+"""Reciprocal rank fusion's constant, Cormack et al.'s: the default of every fusion by rank."""
+
 
 def reciprocal_ranks(count: int, rrf_k: int) -> np.ndarray:
     """float64 [count]: ``1 / (rrf_k + rank)`` for ranks 1..count."""

@@ -19,7 +19,7 @@ from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
 from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
 from semiret.indexes.segments import copy_index_files
-from semiret.search.fusion import min_max_normalised, reciprocal_ranks
+from semiret.search.fusion import RRF_K, min_max_normalised, reciprocal_ranks
 from semiret.search.retrievers import (
     RETRIEVERS,
     DocumentSide,
@@ -101,7 +101,7 @@ class HybridQueryOptions:
     parts tried: "The hybrid's fusion")."""
     weight: float = 0.5
     """Share of BM25 in the fused score, in [0, 1] (the neural retriever gets the rest)."""
-    rrf_k: int = 60
+    rrf_k: int = RRF_K
     """RRF's rank offset k: 1 / (k + rank)."""
     fusion_depth: int = 100
     """Documents taken from each ranking before fusing."""

@@ -33,13 +33,14 @@ from semiret import progress
 from semiret.data.chunking import PARENT_FIELD, Chunking
 from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
-from semiret.errors import SemiretError
+from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
 from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
                                       delete_matching, documents_page, facet, field_value, field_values,
-                                      matching_documents, passage_ids)
+                                      joined_documents, matching_documents, passage_ids)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
+from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
 from semiret.types import DocumentPage, Hit, SearchHits
 
@@ -425,6 +426,57 @@ class Retriever:
         hits.lookup = self.index.get_document
         return hits[0] if single else hits
 
+    def recommend(self, positive: Sequence[str], negative: Sequence[str] = (), k: int = 10, n_threads: int = 1,
+                  filter: dict | None = None) -> list[Hit]:
+        """Documents like the ``positive`` examples and unlike the ``negative`` ones, all given by the ids of
+        documents in the index (Qdrant's recommend, OpenSearch's more like this): each example's stored text is
+        searched as a query by this retriever, whatever its kind; one example's hits keep their scores, those of more
+        are ranked by reciprocal rank fusion, the positives' ``1 / (60 + rank)`` less the negatives' (a document
+        found only near negatives is left out). The examples are never among the hits; ``filter`` as :meth:`search`
+        reads it. Over an index of passages a document's id stands for the document (its passages joined) and none
+        of its passages is recommended."""
+        positive, negative = _ids(positive, "positive"), _ids(negative, "negative")
+        if not positive:
+            raise SemiretError("recommend needs at least one positive example (the id of a document in the index)")
+        if k < 1:
+            raise SemiretError("k must be at least 1")
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): "
+                               "recommend searches with the examples' texts")
+        view = self.pinned()  # the examples and the searches from one commit
+        texts, excluded = self._example_texts(view.index, positive + negative)
+        depth = (k if len(texts) == 1 else max(FILTER_DEPTH, 4 * k)) + len(excluded)
+        found = view.search(texts, k=depth, n_threads=n_threads, filter=filter)
+        if len(texts) == 1:  # one example: its search's own ranking and scores
+            ranked = [(d, float(s)) for d, s in zip(found.ids[0], found.scores[0]) if d not in excluded][:k]
+        else:
+            fused: dict[str, float] = {}
+            for n, ids in enumerate(found.ids):
+                sign = 1.0 if n < len(positive) else -1.0
+                for doc_id, share in zip(ids, reciprocal_ranks(len(ids), RRF_K).tolist()):
+                    fused[doc_id] = fused.get(doc_id, 0.0) + sign * share
+            ranked = sorted(((d, s) for d, s in fused.items() if s > 0 and d not in excluded),
+                            key=lambda item: (-item[1], item[0]))[:k]
+        hits = SearchHits([[d for d, _ in ranked]], [[s for _, s in ranked]])
+        hits.lookup = self.index.get_document
+        return hits[0]
+
+    def _example_texts(self, index, examples: list[str]) -> tuple[list[str], set[str]]:
+        """The texts of the documents ``examples`` name (a document of an index of passages: its passages joined),
+        and the ids a recommendation leaves out (theirs, and their passages'); an id of none is an error."""
+        stored = index.get_documents(examples)
+        texts, excluded = [], set(stored)
+        for doc_id in examples:
+            if doc_id in stored:
+                texts.append(stored[doc_id].full_text)
+                continue
+            passages = passage_ids(index, [doc_id]) if self.chunking is not None else []
+            if not passages:
+                raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path} to recommend from")
+            texts.append(next(iter(joined_documents(index, {PARENT_FIELD: [doc_id]}))).full_text)
+            excluded.update(passages)
+        return texts, excluded
+
     def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
                        grouping: Grouping | None) -> SearchHits:
         """Hits chosen by their stored metadata: those passing ``wanted`` (an index that cannot hide documents from
@@ -481,6 +533,13 @@ def _documents(documents, call: str) -> Iterable[Document]:
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")
     return (as_document(item, position) for position, item in enumerate(documents))
+
+
+def _ids(doc_ids, role: str) -> list[str]:
+    """A list of document ids given to ``recommend`` (a single string is refused: it would read as its letters)."""
+    if isinstance(doc_ids, str):
+        raise SemiretError(f"{role} takes a list of ids, got the string {doc_ids!r} (one id: [{doc_ids!r}])")
+    return [_document_id(doc_id) for doc_id in doc_ids]
 
 
 def _document_id(doc_id) -> str:

@@ -7,6 +7,8 @@
                                            "group_size", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
+``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter", "with_text",
+                                           "options"}`` -> documents like some of the index's (one list)
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
                                            JSONL body (``application/x-ndjson``), streamed
 ``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
@@ -49,7 +51,7 @@ from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
 from semiret.data.collection import Document
-from semiret.errors import IndexFormatError, SemiretError
+from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.serving.schemas import (
@@ -64,6 +66,7 @@ from semiret.serving.schemas import (
     FacetResponse,
     IndexInfo,
     IndexList,
+    RecommendRequest,
     ScrollRequest,
     ScrollResponse,
     SearchRequest,
@@ -253,6 +256,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if k > settings.max_k:
             raise validation_error(loc, f"k must be at most {settings.max_k}", "less_than_equal")
 
+    def check_options(index: ServedIndex, options: dict) -> None:
+        try:
+            check_json_values([index.retriever.queries.Options], options,
+                              f"searches with retriever {index.retriever.name!r}")
+        except OptionValueError as exc:
+            raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
+
     def check_filter(spec: dict | None) -> None:
         if spec:
             try:
@@ -331,11 +341,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if k + body.offset > settings.max_k:
             raise validation_error(("body", "offset"), f"k + offset must be at most {settings.max_k} (--max-k)",
                                    "less_than_equal")
-        try:
-            check_json_values([index.retriever.queries.Options], body.options,
-                              f"searches with retriever {index.retriever.name!r}")
-        except OptionValueError as exc:
-            raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
+        check_options(index, body.options)
         check_filter(body.filter)
         if body.group_by is not None:
             try:
@@ -345,6 +351,24 @@ def create_app(settings: ServeSettings) -> FastAPI:
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
                                 body.group_by, body.group_size)
         return {"results": results, "took_ms": _milliseconds_since(started)}
+
+    @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
+              tags=["search"], responses=_errors(401, 404, 413, 415, 503))
+    async def recommend(body: RecommendRequest, index: ServedIndex = Depends(readable)):
+        """Documents like the ``positive`` ones and unlike the ``negative`` ones (ids of documents in the index):
+        ``results`` holds one list of hits (404: an example the index does not hold)."""
+        started = time.perf_counter()
+        check_batch(len(body.positive) + len(body.negative), "examples")
+        k = body.k if "k" in body.model_fields_set else min(body.k, settings.max_k)
+        check_k(k, ("body", "k"))
+        check_options(index, body.options)
+        check_filter(body.filter)
+        try:
+            hits = await run_in_threadpool(index.recommend, body.positive, body.negative, k, body.options,
+                                           body.with_text, body.filter)
+        except UnknownDocumentError as exc:
+            raise HTTPException(404, str(exc)) from None
+        return {"results": [hits], "took_ms": _milliseconds_since(started)}
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"], responses=_errors(401, 404, 413, 503))

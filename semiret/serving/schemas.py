@@ -67,6 +67,20 @@ class SearchRequest(BaseModel):
                                                 "see search_options of GET /indexes/{name}).")
 
 
+class RecommendRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    positive: list[str] = Field(min_length=1, description="Ids of documents in the index to find documents like "
+                                "(each searched with its own stored text).")
+    negative: list[str] = Field(default_factory=list, description="Ids of documents to find documents unlike.")
+    k: int = Field(10, ge=1, strict=True, description="Hits (a JSON integer); default 10, or the server's --max-k if "
+                   "lower.")
+    with_text: bool = Field(False, description="Include each hit's stored title, text and metadata.")
+    filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches (as a "
+                                          "search's filter).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
+
+
 class Hit(BaseModel):
     id: str
     score: float

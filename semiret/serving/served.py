@@ -108,29 +108,29 @@ class ServedIndex:
         retriever = retriever.pinned()
         results = []
         for hits in retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size):
-            rows = []
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]
             else:
                 hits = hits[offset:]
-            for hit in hits:
-                row = {"id": hit.id, "score": hit.score, **({"group": hit.group} if group_by is not None else {})}
-                if with_text:
-                    document = hit.document
-                    row["title"] = document.title if document is not None else None
-                    row["text"] = document.text if document is not None else None
-                    if document is not None and document.metadata:
-                        row["metadata"] = document.metadata
-                rows.append(row)
-            results.append(rows)
-        per_query = (time.perf_counter() - started) * 1000 / max(1, len(queries))
+            results.append(_rows(hits, with_text, group_by is not None))
+        self._took((time.perf_counter() - started) * 1000 / max(1, len(queries)))
+        return results
+
+    def recommend(self, positive: list[str], negative: list[str], k: int, options: dict, with_text: bool,
+                  filter: dict | None = None) -> list[dict]:
+        """The hits of :meth:`Retriever.recommend <semiret.search.retrievers.Retriever.recommend>`, as rows."""
+        retriever = self._with_options(options)
+        self.refresh()
+        return _rows(retriever.pinned().recommend(positive, negative, k=k, filter=filter), with_text, False)
+
+    def _took(self, per_query: float) -> None:
+        """Fold a search's milliseconds per query into :attr:`query_ms`."""
         average = self.query_ms
         if average is None:
             self.query_ms = per_query
         else:
             self.query_ms = average + SEARCH_TIME_SMOOTHING * (min(per_query, SEARCH_TIME_JUMP * average) - average)
-        return results
 
     def document(self, doc_id: str) -> dict | None:
         """The stored document (only its id when the index keeps no texts), or None if there is no such id."""
@@ -269,3 +269,18 @@ class ServedIndex:
             while len(self._variants) > OPTION_VARIANTS:
                 self._variants.popitem(last=False)
         return variant
+
+
+def _rows(hits, with_text: bool, grouped: bool) -> list[dict]:
+    """Hits as the API answers them: id and score (and group), with the stored title, text and metadata."""
+    rows = []
+    for hit in hits:
+        row = {"id": hit.id, "score": hit.score, **({"group": hit.group} if grouped else {})}
+        if with_text:
+            document = hit.document
+            row["title"] = document.title if document is not None else None
+            row["text"] = document.text if document is not None else None
+            if document is not None and document.metadata:
+                row["metadata"] = document.metadata
+        rows.append(row)
+    return rows
