@@ -264,6 +264,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                   "by their best hit (parent, over passages: documents by their "
                                                   "best passage); the run file then holds the groups."),
            group_size: int = typer.Option(1, help="Hits per group (with --group-by)."),
+           score_threshold: Optional[float] = typer.Option(None, help="No hit scoring below this (fewer than k "
+                                                           "rather than poor ones; what a score means is the "
+                                                           "retriever's)."),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
@@ -293,13 +296,15 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None
     if like:
-        hits = searcher.recommend(like, unlike or [], k=k, n_threads=threads, filter=wanted)
+        hits = searcher.recommend(like, unlike or [], k=k, n_threads=threads, filter=wanted,
+                                  score_threshold=score_threshold)
         title = "like " + ", ".join(like) + (" and unlike " + ", ".join(unlike) if unlike else "")
         query_ids, texts, found = ["like"], [title], [hits]
     else:
         named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
         query_ids, texts = list(named), list(named.values())
-        found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size)
+        found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
+                                score_threshold=score_threshold)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if queries is not None and not as_json:

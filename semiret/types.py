@@ -154,6 +154,16 @@ class SearchHits:
     def __iter__(self) -> Iterator[list[Hit]]:
         return (self[i] for i in range(len(self)))
 
+    def at_least(self, score_threshold: float) -> "SearchHits":
+        """These hits without those scoring below ``score_threshold`` (Qdrant's ``score_threshold``, OpenSearch's
+        ``min_score``), each query's order kept."""
+        kept = [[n for n, score in enumerate(scores) if score >= score_threshold] for scores in self.scores]
+        return SearchHits([[ids[n] for n in keep] for ids, keep in zip(self.ids, kept)],
+                          [[scores[n] for n in keep] for scores, keep in zip(self.scores, kept)],
+                          lookup=self.lookup,
+                          groups=None if self.groups is None else [[groups[n] for n in keep]
+                                                                   for groups, keep in zip(self.groups, kept)])
+
     def as_run(self, query_ids: Sequence[str], by_group: bool = False) -> dict[str, dict[str, float]]:
         """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what
         :func:`~semiret.evaluation.metrics.score_run`, :func:`~semiret.evaluation.significance.compare_runs` and

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import logging
 import tempfile
 from abc import ABC, abstractmethod
@@ -388,13 +389,15 @@ class Retriever:
 
     def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1,
                filter: dict | None = None, group_by: str | None = None,
-               group_size: int = 1) -> SearchHits | list[Hit]:
+               group_size: int = 1, score_threshold: float | None = None) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
         ``group_by``: ``k`` groups of hits by a metadata field's value (each hit's ``group``), each with its best
         ``group_size`` hits, groups by their best hit (Qdrant's search groups; ``"parent"`` over an index of
-        passages, ``--chunk-words``: documents by their best passage)."""
+        passages, ``--chunk-words``: documents by their best passage). ``score_threshold``: no hit scoring below it
+        (Qdrant's ``score_threshold``, OpenSearch's ``min_score``: fewer than ``k`` hits rather than poor ones; what a
+        score means is the retriever's)."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -409,6 +412,7 @@ class Retriever:
             raise SemiretError("k must be at least 1")
         if n_threads < 1:
             raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
+        _check_threshold(score_threshold)
         wanted = checked_filter(self.index, filter, "filter on")
         grouping = None
         if group_by is not None:
@@ -424,18 +428,21 @@ class Retriever:
         else:  # rankings and the metadata of their hits from one commit
             hits = self._search_deeper(index.pinned(), texts, k, n_threads, wanted, grouping)
         hits.lookup = self.index.get_document
+        if score_threshold is not None:
+            hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
 
     def recommend(self, positive: Sequence[str], negative: Sequence[str] = (), k: int = 10, n_threads: int = 1,
-                  filter: dict | None = None) -> list[Hit]:
+                  filter: dict | None = None, score_threshold: float | None = None) -> list[Hit]:
         """Documents like the ``positive`` examples and unlike the ``negative`` ones, all given by the ids of
         documents in the index (Qdrant's recommend, OpenSearch's more like this): each example's stored text is
         searched as a query by this retriever, whatever its kind; one example's hits keep their scores, those of more
         are ranked by reciprocal rank fusion, the positives' ``1 / (60 + rank)`` less the negatives' (a document
         found only near negatives is left out). The examples are never among the hits; ``filter`` as :meth:`search`
         reads it. Over an index of passages a document's id stands for the document (its passages joined) and none
-        of its passages is recommended."""
+        of its passages is recommended. ``score_threshold``: as :meth:`search`'s, on the scores returned."""
         positive, negative = _ids(positive, "positive"), _ids(negative, "negative")
+        _check_threshold(score_threshold)
         if not positive:
             raise SemiretError("recommend needs at least one positive example (the id of a document in the index)")
         if k < 1:
@@ -457,9 +464,8 @@ class Retriever:
                     fused[doc_id] = fused.get(doc_id, 0.0) + sign * share
             ranked = sorted(((d, s) for d, s in fused.items() if s > 0 and d not in excluded),
                             key=lambda item: (-item[1], item[0]))[:k]
-        hits = SearchHits([[d for d, _ in ranked]], [[s for _, s in ranked]])
-        hits.lookup = self.index.get_document
-        return hits[0]
+        hits = SearchHits([[d for d, _ in ranked]], [[s for _, s in ranked]], lookup=self.index.get_document)
+        return (hits if score_threshold is None else hits.at_least(score_threshold))[0]
 
     def _example_texts(self, index, examples: list[str]) -> tuple[list[str], set[str]]:
         """The texts of the documents ``examples`` name (a document of an index of passages: its passages joined),
@@ -533,6 +539,12 @@ def _documents(documents, call: str) -> Iterable[Document]:
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")
     return (as_document(item, position) for position, item in enumerate(documents))
+
+
+def _check_threshold(score_threshold) -> None:
+    if score_threshold is not None and (isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
+                                        or not math.isfinite(score_threshold)):
+        raise SemiretError(f"score_threshold must be a finite number, got {score_threshold!r}")
 
 
 def _ids(doc_ids, role: str) -> list[str]:

@@ -4,11 +4,12 @@
 ``GET /indexes``                           the served indexes, described
 ``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
-                                           "group_size", "with_text", "options"}`` ->
+                                           "group_size", "score_threshold", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
-``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter", "with_text",
-                                           "options"}`` -> documents like some of the index's (one list)
+``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
+                                           "score_threshold", "with_text", "options"}`` -> documents like
+                                           some of the index's (one list)
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
                                            JSONL body (``application/x-ndjson``), streamed
 ``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
@@ -349,7 +350,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             except SemiretError as exc:
                 raise validation_error(("body", "group_by"), str(exc), "group_by_invalid") from None
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size)
+                                body.group_by, body.group_size, body.score_threshold)
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -365,7 +366,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_filter(body.filter)
         try:
             hits = await run_in_threadpool(index.recommend, body.positive, body.negative, k, body.options,
-                                           body.with_text, body.filter)
+                                           body.with_text, body.filter, body.score_threshold)
         except UnknownDocumentError as exc:
             raise HTTPException(404, str(exc)) from None
         return {"results": [hits], "took_ms": _milliseconds_since(started)}
@@ -478,15 +479,16 @@ def app_from_environment() -> FastAPI:
 
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
-                  group_size: int = 1) -> list[list[dict]]:
+                  group_size: int = 1, score_threshold: float | None = None) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
             and group_by is None):  # groups read their hits' stored documents
-        return index.search(queries, k, options, with_text, filter, offset)
-    return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size)
+        return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
+    return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
+                                   score_threshold)
 
 
 def _inlined_schema(model) -> dict:

@@ -62,6 +62,10 @@ class SearchRequest(BaseModel):
                                  "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
                                  "over an index of passages: documents by their best passage).")
     group_size: int = Field(1, ge=1, strict=True, description="Hits per group (with group_by).")
+    score_threshold: float | None = Field(None, strict=True, allow_inf_nan=False,
+                                          description="No hit scoring below this (Qdrant's score_threshold, "
+                                                      "OpenSearch's min_score): fewer than k hits rather than poor "
+                                                      "ones.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")
@@ -78,6 +82,10 @@ class RecommendRequest(BaseModel):
     with_text: bool = Field(False, description="Include each hit's stored title, text and metadata.")
     filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches (as a "
                                           "search's filter).")
+    score_threshold: float | None = Field(None, strict=True, allow_inf_nan=False,
+                                          description="No hit scoring below this (Qdrant's score_threshold, "
+                                                      "OpenSearch's min_score): fewer than k hits rather than poor "
+                                                      "ones.")
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
 
 

@@ -98,16 +98,17 @@ class ServedIndex:
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
-               group_size: int = 1) -> list[list[dict]]:
+               group_size: int = 1, score_threshold: float | None = None) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
         ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
-        metadata field ``group_by``, ``k`` groups from the ``offset``-th on)."""
+        metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         started = time.perf_counter()
         self.refresh()
         retriever = retriever.pinned()
         results = []
-        for hits in retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size):
+        for hits in retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
+                                     score_threshold=score_threshold):
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]
@@ -118,11 +119,12 @@ class ServedIndex:
         return results
 
     def recommend(self, positive: list[str], negative: list[str], k: int, options: dict, with_text: bool,
-                  filter: dict | None = None) -> list[dict]:
+                  filter: dict | None = None, score_threshold: float | None = None) -> list[dict]:
         """The hits of :meth:`Retriever.recommend <semiret.search.retrievers.Retriever.recommend>`, as rows."""
         retriever = self._with_options(options)
         self.refresh()
-        return _rows(retriever.pinned().recommend(positive, negative, k=k, filter=filter), with_text, False)
+        hits = retriever.pinned().recommend(positive, negative, k=k, filter=filter, score_threshold=score_threshold)
+        return _rows(hits, with_text, False)
 
     def _took(self, per_query: float) -> None:
         """Fold a search's milliseconds per query into :attr:`query_ms`."""

@@ -134,3 +134,29 @@ def test_recommend_over_http(bm25):
                                                         "negative": ["d3", "d4"]}).status_code == 413
     bad_option = client.post("/indexes/tiny/recommend", json={"positive": ["d1"], "options": {"rm3": "yes"}})
     assert bad_option.status_code == 422 and bad_option.json()["detail"][0]["loc"] == ["body", "options", "rm3"]
+
+
+def test_a_score_threshold_drops_the_hits_below_it(bm25, tmp_path):
+    hits = bm25.search("cats dogs garden", k=6)
+    cut = hits[2].score
+    kept = bm25.search("cats dogs garden", k=6, score_threshold=cut)
+    assert [h.id for h in kept] == [h.id for h in hits if h.score >= cut] and len(kept) < len(hits)
+    assert bm25.search(["cats"], k=5, score_threshold=1e9).ids == [[]]
+    grouped = bm25.search("cats dogs garden", k=6, group_by="kind", score_threshold=cut)
+    assert all(h.score >= cut for h in grouped)
+    like = bm25.recommend(["d1"], k=5)
+    assert [h.id for h in bm25.recommend(["d1"], k=5, score_threshold=like[1].score)] == [h.id for h in like[:2]]
+    for bad in (float("nan"), float("inf"), "1", True):
+        with pytest.raises(SemiretError, match="score_threshold must be a finite number"):
+            bm25.search("cats", score_threshold=bad)
+    runner = CliRunner()
+    found = runner.invoke(app, ["search", "--index", str(bm25.index.path), "--json", "--score-threshold", str(cut),
+                                "cats dogs garden"])
+    assert [h["id"] for h in json.loads(found.output)["hits"]] == [h.id for h in kept]
+    client = TestClient(create_app(ServeSettings({"tiny": str(bm25.index.path)}, write_process=False)))
+    served = client.post("/indexes/tiny/search", json={"queries": ["cats dogs garden"], "k": 6,
+                                                       "score_threshold": cut})
+    assert [h["id"] for h in served.json()["results"][0]] == [h.id for h in kept]
+    assert client.post("/indexes/tiny/search", json={"queries": ["cats"], "score_threshold": "1"}).status_code == 422
+    liked = client.post("/indexes/tiny/recommend", json={"positive": ["d1"], "score_threshold": like[1].score})
+    assert [h["id"] for h in liked.json()["results"][0]] == [h.id for h in like[:2]]
