@@ -336,6 +336,29 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         stdout.print(table)
 
 
+def explain(query: str = typer.Argument(..., help="The query."),
+            index: Path = typer.Option(..., help="Index directory."),
+            doc_id: str = typer.Option(..., "--id", help="The document whose score to explain (its id)."),
+            retriever: Optional[str] = _retriever_option(None, "Explain another retriever's score than the index's own"),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+            options: dict = None):
+    """How a document's score for a query adds up, term by term (retrievers that sum term weights: bm25, bot, idf,
+    splade, inference-free, sidr-beta, sidr-full, nail-sparse)."""
+    from semiret.search.retrievers import open_retriever
+
+    explained = open_retriever(index, retriever, **options).explain(query, doc_id)
+    if as_json:
+        print(json.dumps(explained.to_json(), ensure_ascii=False))
+        return
+    table = Table(title=escape(f"{doc_id}: {explained.score:.4f} for {query!r}"))
+    for name in ("term", "query weight", "document weight", "contribution"):
+        table.add_column(name, justify="left" if name == "term" else "right")
+    for part in explained.terms:
+        table.add_row(escape(part.term), f"{part.query_weight:.4f}", f"{part.document_weight:.4f}",
+                      f"{part.contribution:.4f}")
+    stdout.print(table)
+
+
 def _filter(conditions: list[str]) -> dict:
     """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value), or a JSON
     object."""
@@ -370,6 +393,7 @@ def _stored(hit) -> dict:
 
 app.command()(command_with_options(index, _option_classes("documents"), help_suffix=_applies_to("documents")))
 app.command()(command_with_options(search, _option_classes("queries"), help_suffix=_applies_to("queries")))
+app.command()(command_with_options(explain, _option_classes("queries"), help_suffix=_applies_to("queries")))
 
 
 @app.command()

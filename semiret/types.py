@@ -196,3 +196,29 @@ class SearchHits:
         those)."""
         ids = self.ids[query]
         return [ids[p] for p in positions]
+
+
+@dataclass
+class TermContribution:
+    """One query term's part in a document's score: ``contribution = query_weight * document_weight``."""
+
+    term: str
+    query_weight: float
+    """The term's weight in the query as the index scores it (for BM25: its count times its IDF)."""
+    document_weight: float
+    """Its value in the document's postings (BM25: the saturated term frequency; 0: the document lacks it)."""
+    contribution: float
+
+
+@dataclass
+class Explanation:
+    """How a document's score for a query adds up (Lucene's and OpenSearch's explain): ``score`` is the sum of the
+    terms' contributions, the score an exact search gives the document."""
+
+    doc_id: str
+    score: float
+    terms: list[TermContribution]
+    """The query's terms, the document's matches first, largest contribution first."""
+
+    def to_json(self) -> dict:
+        return {"id": self.doc_id, "score": self.score, "terms": [vars(term) for term in self.terms]}

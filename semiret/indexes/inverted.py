@@ -367,6 +367,30 @@ class InvertedIndex(SegmentedIndex):
             visited += seg_visited
         return seg_scores, seg_docs, visited
 
+    def explain(self, query: SparseQuery, doc_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """How the live document ``doc_id``'s score for ``query`` adds up, from one commit: the query's term ids and
+        weights as a search scores them (IDF applied for BM25; unknown and zero-weight terms left out) and each term's
+        value in the document's postings (0 where it lacks the term, 1 for a binary index); the products sum to the
+        score an exact search gives it. None when there is no such live document."""
+        view = self.pinned()
+        found = view.locate(doc_id)
+        if found is None:
+            return None
+        segment, local = found
+        _, terms, weights = view._pack_queries([query], view.snapshot)
+        present, indptr, docs, values = segment.search_arrays()
+        scale = (view.snapshot.meta.get("quantization") or {}).get("scale") or 1.0
+        found_values = np.zeros(len(terms), np.float32)
+        for n, term in enumerate(terms.tolist()):
+            at = int(np.searchsorted(present, term))
+            if at == len(present) or present[at] != term:
+                continue
+            start, end = int(indptr[at]), int(indptr[at + 1])
+            position = start + int(np.searchsorted(docs[start:end], local))  # each list in document order
+            if position < end and docs[position] == local:
+                found_values[n] = 1.0 if segment.values is None else float(values[position]) * scale
+        return terms, weights, found_values
+
     def term_bounds(self, snapshot: Snapshot | None = None) -> np.ndarray:
         """Each term's largest value over the snapshot's segments (float32 [vocab], 0 for absent terms; the
         quantization scale applied): with the query weights, the largest score a document can get. Deleted

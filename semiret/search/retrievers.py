@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 import logging
+import math
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
+
+import numpy as np
 
 from semiret import options as option_tools
 from semiret import progress
@@ -43,7 +45,7 @@ from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
-from semiret.types import DocumentPage, Hit, SearchHits
+from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
 
 log = logging.getLogger(__name__)
 
@@ -483,6 +485,27 @@ class Retriever:
             excluded.update(passages)
         return texts, excluded
 
+    def explain(self, query: str, doc_id: str) -> Explanation:
+        """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
+        retrievers that score a document by summing its weights of the query's terms (``bm25``, ``bot``, ``idf``,
+        ``splade``, ``inference-free``, ``sidr-beta``, ``sidr-full``, ``nail-sparse``), each query term's weight, the
+        document's, and their product; the score is what an exact search gives the document (two-phase search
+        approximates it)."""
+        if not isinstance(query, str):
+            raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
+        if not (self.query_side.searches_postings and isinstance(self.index, InvertedIndex)):
+            raise SemiretError(f"retriever {self.name!r} does not score documents by summing term weights (or not "
+                               "with these options), so there are no terms to explain its scores by")
+        found = self.index.explain(self.encode_query(query), _document_id(doc_id))
+        if found is None:
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
+        terms, query_weights, document_weights = found
+        names = _term_names(self.index, terms.tolist())
+        parts = [TermContribution(name, float(q), float(d), float(q) * float(d))
+                 for name, q, d in zip(names, query_weights.tolist(), document_weights.tolist())]
+        parts.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
+        return Explanation(doc_id, float(np.sum(query_weights * document_weights, dtype=np.float32)), parts)
+
     def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
                        grouping: Grouping | None) -> SearchHits:
         """Hits chosen by their stored metadata: those passing ``wanted`` (an index that cannot hide documents from
@@ -539,6 +562,17 @@ def _documents(documents, call: str) -> Iterable[Document]:
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")
     return (as_document(item, position) for position, item in enumerate(documents))
+
+
+def _term_names(index, term_ids: list[int]) -> list[str]:
+    """The words or tokens of an inverted index's term ids: its growable word vocabulary (BM25), else the
+    tokenizer's vocabulary it was built over."""
+    if index.vocab is not None:
+        return [index.vocab[t] for t in term_ids]
+    from semiret.search.lexical import index_vocabulary  # a side's module, which imports this one
+
+    vocabulary = index_vocabulary(index)
+    return [vocabulary.token(t) for t in term_ids]
 
 
 def _check_threshold(score_threshold) -> None:

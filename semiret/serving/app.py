@@ -10,6 +10,8 @@
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
                                            "score_threshold", "with_text", "options"}`` -> documents like
                                            some of the index's (one list)
+``POST /indexes/{name}/explain``           ``{"query", "id", "options"}`` -> how the document's score adds up,
+                                           term by term (``{"id", "score", "terms"}``)
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
                                            JSONL body (``application/x-ndjson``), streamed
 ``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
@@ -63,6 +65,8 @@ from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
     ErrorDetail,
+    ExplainRequest,
+    ExplainResponse,
     FacetRequest,
     FacetResponse,
     IndexInfo,
@@ -370,6 +374,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
         except UnknownDocumentError as exc:
             raise HTTPException(404, str(exc)) from None
         return {"results": [hits], "took_ms": _milliseconds_since(started)}
+
+    @app.post("/indexes/{name}/explain", response_model=ExplainResponse, tags=["search"],
+              responses=_errors(401, 404, 415, 503))
+    async def explain(body: ExplainRequest, index: ServedIndex = Depends(readable)):
+        """How a document's score for a query adds up, term by term (422: a retriever that does not sum term
+        weights; 404: no such document)."""
+        check_options(index, body.options)
+        try:
+            return await run_in_threadpool(index.explain, body.query, body.id, body.options)
+        except UnknownDocumentError as exc:
+            raise HTTPException(404, str(exc)) from None
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"], responses=_errors(401, 404, 413, 503))

@@ -89,6 +89,28 @@ class RecommendRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
 
 
+class ExplainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="The query.")
+    id: str = Field(description="The document whose score to explain.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
+
+
+class TermPart(BaseModel):
+    term: str
+    query_weight: float = Field(description="The term's weight in the query as the index scores it (BM25: count x "
+                                "IDF).")
+    document_weight: float = Field(description="Its value in the document's postings (0: the document lacks it).")
+    contribution: float = Field(description="query_weight x document_weight.")
+
+
+class ExplainResponse(BaseModel):
+    id: str
+    score: float = Field(description="The sum of the contributions: the score an exact search gives the document.")
+    terms: list[TermPart] = Field(description="The query's terms, the document's matches first, largest first.")
+
+
 class Hit(BaseModel):
     id: str
     score: float

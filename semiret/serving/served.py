@@ -126,6 +126,12 @@ class ServedIndex:
         hits = retriever.pinned().recommend(positive, negative, k=k, filter=filter, score_threshold=score_threshold)
         return _rows(hits, with_text, False)
 
+    def explain(self, query: str, doc_id: str, options: dict) -> dict:
+        """:meth:`Retriever.explain <semiret.search.retrievers.Retriever.explain>` as the API answers it."""
+        retriever = self._with_options(options)
+        self.refresh()
+        return retriever.explain(query, doc_id).to_json()
+
     def _took(self, per_query: float) -> None:
         """Fold a search's milliseconds per query into :attr:`query_ms`."""
         average = self.query_ms

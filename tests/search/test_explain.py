@@ -1,0 +1,94 @@
+"""How a document's score adds up (``Retriever.explain``, ``semiret explain``, ``POST .../explain``): the terms'
+contributions sum to the score a search gives, over word, token, learned and 8-bit indexes, across segments and
+after deletes; retrievers that do not sum term weights and unknown documents are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError, UnknownDocumentError
+from semiret.search import BM25Retriever, retriever_class
+from semiret.serving import ServeSettings, create_app
+
+from helpers import TINY_DOCS
+
+QUERIES = ["cats and dogs chase", "statins cancer risk", "morning garden birds sing", "mailman letters"]
+
+
+def _agrees_with_search(retriever, queries=QUERIES) -> int:
+    """Explains every hit of ``queries``; returns how many, after checking each against its search score."""
+    checked = 0
+    for query in queries:
+        for hit in retriever.search(query, k=10):
+            explained = retriever.explain(query, hit.id)
+            assert explained.score == pytest.approx(hit.score, rel=1e-5), (query, hit.id)
+            assert sum(t.contribution for t in explained.terms) == pytest.approx(hit.score, rel=1e-5)
+            contributions = [t.contribution for t in explained.terms]
+            assert contributions == sorted(contributions, reverse=True)
+            assert all(t.contribution == pytest.approx(t.query_weight * t.document_weight) for t in explained.terms)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name", ["bm25", "bot", "idf"])
+def test_contributions_sum_to_the_search_score(tmp_path, name):
+    retriever = retriever_class(name).build(TINY_DOCS, tmp_path / name)
+    retriever.add([Document("d7", "Dogs and cats again, in a second segment.")])
+    retriever.delete(["d2"])
+    assert _agrees_with_search(retriever) >= 5
+
+
+def test_bm25_terms_are_words_with_their_idf_and_saturation(tmp_path):
+    retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    explained = retriever.explain("statins and unknownword cancer", "d3")
+    assert sorted(t.term for t in explained.terms) == ["cancer", "statin"]  # stems; stopwords, unknown words gone
+    lacking = retriever.explain("statins birds", "d3")
+    assert [(t.term, t.document_weight) for t in lacking.terms][-1] == ("bird", 0.0)
+    index = retriever.index
+    statin = next(t for t in explained.terms if t.term == "statin")
+    assert statin.query_weight == pytest.approx(float(index.idf()[index.vocab.index("statin")]))
+
+
+def test_learned_and_quantized_impacts(tmp_path, tiny_docs, tiny_bert):
+    for bits in (None, 8):
+        retriever = retriever_class("splade").build(tiny_docs, tmp_path / f"splade-{bits}", model=str(tiny_bert),
+                                                    quantize_bits=bits)
+        assert _agrees_with_search(retriever, QUERIES[:2]) > 0
+
+
+def test_what_cannot_be_explained(tmp_path):
+    retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    with pytest.raises(UnknownDocumentError, match="no document 'nope'"):
+        retriever.explain("cats", "nope")
+    retriever.delete(["d1"])
+    with pytest.raises(UnknownDocumentError, match="no document 'd1'"):
+        retriever.explain("cats", "d1")
+    with pytest.raises(SemiretError, match="does not score documents by summing term weights"):
+        retriever.with_options(rm3=True).explain("cats", "d2")
+    with pytest.raises(SemiretError, match="one query"):
+        retriever.explain(["cats"], "d2")
+    assert retriever.explain("zebra", "d2").terms == [] and retriever.explain("zebra", "d2").score == 0.0
+
+
+def test_explain_from_the_command_line_and_over_http(tmp_path):
+    retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    expected = retriever.explain("cats and dogs", "d2").to_json()
+    runner = CliRunner()
+    printed = runner.invoke(app, ["explain", "--index", str(tmp_path / "bm25"), "--id", "d2", "--json",
+                                  "cats and dogs"])
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.output) == expected
+    table = runner.invoke(app, ["explain", "--index", str(tmp_path / "bm25"), "--id", "d2", "cats and dogs"])
+    assert table.exit_code == 0 and "contribution" in table.output and "dog" in table.output
+    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
+    answer = client.post("/indexes/tiny/explain", json={"query": "cats and dogs", "id": "d2"})
+    assert answer.status_code == 200 and answer.json() == expected
+    assert client.post("/indexes/tiny/explain", json={"query": "cats", "id": "nope"}).status_code == 404
+    refused = client.post("/indexes/tiny/explain", json={"query": "cats", "id": "d2", "options": {"rm3": True}})
+    assert refused.status_code == 422 and "summing term weights" in refused.json()["detail"]
