@@ -588,8 +588,11 @@ def models(as_json: bool = typer.Option(False, "--json", help="One JSON object p
 
 
 @app.command()
-def serve(index: list[str] = typer.Option(..., "--index", help="An index directory to serve, or NAME=DIR (repeatable); "
-                                                                "its name in URLs is the directory's unless given."),
+def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An index directory to serve, or NAME=DIR "
+                                                    "(repeatable); its name in URLs is the directory's unless given."),
+          data_dir: Optional[Path] = typer.Option(None, help="A directory of indexes the server owns: each one in it "
+                                                  "served under its folder's name, and more created (PUT "
+                                                  "/indexes/NAME) and deleted (DELETE) there over HTTP."),
           retriever: Optional[list[str]] = typer.Option(None, "--retriever", help="NAME=RETRIEVER: search index NAME with "
                                                         "another retriever than its own (e.g. sidr-beta-rerank); repeatable."),
           host: str = typer.Option("127.0.0.1", help="Address to bind; off loopback every request needs the API key."),
@@ -618,11 +621,12 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
 
     _use_encoding_device(device)
 
-    settings = ServeSettings(parse_index_specs(index, collections=backend is not None),
+    settings = ServeSettings(parse_index_specs(index or [], collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
                              max_segments=max_segments, write_process=write_process, backend=backend,
-                             milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None)
+                             milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
+                             data_dir=str(data_dir.resolve()) if data_dir else None)
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
         opened = open_index_at(path, _backend(backend, milvus_token))
         if name in settings.retrievers:
@@ -630,7 +634,9 @@ def serve(index: list[str] = typer.Option(..., "--index", help="An index directo
     for name in settings.retrievers.values():
         retriever_class(name)
     app = create_app(settings) if workers == 1 else None  # (workers > 1 open the indexes themselves)
-    console.print(f"serving {', '.join(settings.indexes)} on http://{host}:{port} (API: /docs; "
+    what = ", ".join(settings.indexes) + (" and " if settings.indexes and data_dir else "") + (
+        f"the indexes of {data_dir}" if data_dir else "")
+    console.print(f"serving {what} on http://{host}:{port} (API: /docs; "
                   f"{'writes need the API key' if api_key else 'read-only: no API key'})")
     if app is not None:
         uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")

@@ -3,6 +3,8 @@
 =========================================  =========================================================
 ``GET /indexes``                           the served indexes, described
 ``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
+``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words", "chunk_overlap"}``: create an
+                                           empty index in ``--data-dir`` (``DELETE``: delete one made there)
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
@@ -41,6 +43,7 @@ from __future__ import annotations
 import gc
 import hmac
 import json
+import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -53,15 +56,18 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
+from semiret.data.chunking import Chunking
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
+from semiret.search.retrievers import retriever_class
 from semiret.serving.schemas import (
     BackupInfo,
     BackupList,
     CountRequest,
     CountResponse,
+    CreateIndexRequest,
     DeleteRequest,
     DocumentIn,
     ErrorDetail,
@@ -80,6 +86,7 @@ from semiret.serving.schemas import (
     UpsertRequest,
     WriteResponse,
 )
+from semiret.serving.data_dir import DataDirectory, IndexExists, check_model_options, check_name
 from semiret.serving.served import ServedIndex
 from semiret.serving.writer import WriterProcess, WriterUnavailable
 from semiret.serving.settings import ServeSettings
@@ -97,7 +104,7 @@ INLINE_QUERY_CHARS = 2_000
 GET_SEARCH_PARAMETERS = frozenset({"q", "k", "with_text"})
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
 ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started without a key (read-only).",
-          404: "No such index (or document).", 413: "A body over --max-request-bytes, or a batch over --max-batch.",
+          404: "No such index (or document).", 409: "An index of that name exists already.", 413: "A body over --max-request-bytes, or a batch over --max-batch.",
           415: "A body of another type than JSON (or JSON lines for an add).",
           503: "The index directory no longer opens, or the writer process could not be started again."}
 """What each error status means, for the OpenAPI description of the routes that can answer it (422, a field named
@@ -181,12 +188,19 @@ def create_app(settings: ServeSettings) -> FastAPI:
         from semiret.indexes.milvus import MilvusBackend
 
         backend = MilvusBackend.parse(settings.backend, settings.milvus_token)
+    data = DataDirectory(settings.data_dir) if settings.data_dir is not None else None
+    owned = set(data.names()) if data is not None else set()
+    """The served indexes that live in the data directory: created and deleted over HTTP, and found there."""
+    if owned & set(settings.indexes):
+        raise SemiretError(f"--index names {', '.join(sorted(owned & set(settings.indexes)))}, which --data-dir "
+                           f"{data.path} holds too: give that --index another name (NAME=DIR)")
+    specs = {**{name: str(data.path_of(name)) for name in sorted(owned)}, **settings.indexes}
     served = {name: ServedIndex(name, path, settings.max_segments, settings.retrievers.get(name), backend)
-              for name, path in settings.indexes.items()}
+              for name, path in specs.items()}
     writable = settings.api_key is not None
     writer = None
     if writable and settings.write_process and backend is None:
-        writer = WriterProcess({name: (path, settings.retrievers.get(name)) for name, path in settings.indexes.items()},
+        writer = WriterProcess({name: (path, settings.retrievers.get(name)) for name, path in specs.items()},
                                settings.max_segments)  # it opens the indexes while this process does
         for index in served.values():
             index.writer = writer
@@ -233,13 +247,49 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # every handler is async: blocking work goes to the thread pool once (run_in_threadpool); a sync handler or
     # dependency would cost a thread hop each
+    opening = threading.Lock()
+
+    def current_owned(name: str) -> ServedIndex | None:
+        """The data directory's index ``name`` as it is now: opened where this process has not opened it (another
+        process created it) or has another index open under that name; None, and forgotten here, when there is
+        none (another process deleted it)."""
+        with opening:
+            index = served.get(name)
+            if index is not None and name in owned and data.holds(name) and not index.replaced():
+                return index
+            if not data.holds(name):
+                if name in owned:
+                    served.pop(name, None)
+                    owned.discard(name)
+                return None
+            index = ServedIndex(name, data.path_of(name), settings.max_segments)
+            index.writer = writer
+            index.warm_up(searches=True, writes=writable and writer is None)
+            served[name] = index
+            owned.add(name)
+            return index
+
+    def sync_owned() -> None:
+        """Every index of the data directory served here, none it no longer holds."""
+        for name in set(owned) | set(data.names()):
+            current_owned(name)
+
+    async def lookup(name: str) -> ServedIndex:
+        index = served.get(name)
+        if data is not None and (index is None or name in owned):
+            if index is None or not data.holds(name) or index.replaced():  # stats: the common case stays inline
+                index = await run_in_threadpool(current_owned, name)
+        if index is None:
+            raise HTTPException(404, f"no index {name!r} (served: {', '.join(served)})")
+        return index
+
     async def readable(name: str, request: Request) -> ServedIndex:
         check_key(request, write=False)
-        return _served_index(served, name)
+        return await lookup(name)
 
     async def writable(name: str, request: Request) -> ServedIndex:
         check_key(request, write=True)
-        return _served_index(served, name)
+        return await lookup(name)
 
     @app.exception_handler(IndexFormatError)
     async def unavailable(request: Request, exc: IndexFormatError):
@@ -286,7 +336,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Every index still opens (its ``meta.json`` reads) and the writer process runs (started again if it
         died); 503 naming what does not."""
         failed = {}
-        for name, index in served.items():
+        if data is not None:
+            await run_in_threadpool(sync_owned)
+        for name, index in list(served.items()):
             try:
                 await run_in_threadpool(index.refresh)
             except (SemiretError, OSError) as exc:
@@ -306,7 +358,65 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/indexes", response_model=IndexList, tags=["indexes"], responses=_errors(401, 503))
     async def list_indexes(request: Request):
         check_key(request, write=False)
-        return {"indexes": [await run_in_threadpool(index.describe) for index in served.values()]}
+        if data is not None:
+            await run_in_threadpool(sync_owned)
+        return {"indexes": [await run_in_threadpool(index.describe) for index in list(served.values())]}
+
+    @app.put("/indexes/{name}", response_model=IndexInfo, status_code=201, tags=["indexes"],
+             responses=_errors(401, 403, 409, 503))
+    async def create_index(name: str, body: CreateIndexRequest, request: Request):
+        """An empty index ``name`` in the server's ``--data-dir``, built by ``retriever`` with the index ``options``
+        it takes (a ``model`` among those ``semiret models`` lists as installed), its documents split into passages
+        of ``chunk_words`` where given; documents are then added with ``PUT /indexes/{name}/documents``. 409 when
+        the name is taken; 403 without a data directory."""
+        check_key(request, write=True)
+        if data is None:
+            raise HTTPException(403, "creating indexes over HTTP is off: start the server with --data-dir DIR")
+        try:
+            check_name(name)
+        except SemiretError as exc:
+            raise validation_error(("path", "name"), str(exc), "name_invalid") from None
+        if name in settings.indexes or data.holds(name):
+            raise HTTPException(409, f"index {name!r} exists already")
+        try:
+            built_by = retriever_class(body.retriever)
+        except SemiretError as exc:
+            raise validation_error(("body", "retriever"), str(exc), "retriever_unknown") from None
+        try:
+            check_json_values([built_by.documents.Options], body.options, f"indexes of retriever {body.retriever!r}")
+            check_model_options(body.options)
+        except OptionValueError as exc:
+            raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
+        try:
+            chunking = Chunking.of_options(body.chunk_words, body.chunk_overlap)
+        except SemiretError as exc:
+            raise validation_error(("body", "chunk_words"), str(exc), "chunking_invalid") from None
+        try:
+            await run_in_threadpool(data.create, name, lambda path: built_by.build(
+                [], path, chunking=chunking, **body.options))
+        except IndexExists as exc:
+            raise HTTPException(409, str(exc)) from None
+        return await run_in_threadpool((await lookup(name)).describe)
+
+    @app.delete("/indexes/{name}", response_model=WriteResponse, response_model_exclude_none=True, tags=["indexes"],
+                responses=_errors(401, 403, 404, 503))
+    async def delete_index(name: str, request: Request):
+        """Delete an index the server made in its ``--data-dir`` (one given with ``--index`` is the operator's:
+        403), once no write is under way in it."""
+        check_key(request, write=True)
+        index = await lookup(name)
+        if name not in owned:
+            raise HTTPException(403, f"index {name!r} was given with --index, not made in --data-dir: the server "
+                                     "does not delete it")
+
+        def delete() -> None:
+            with opening:
+                data.delete(name, index.index)
+                served.pop(name, None)
+                owned.discard(name)
+
+        await run_in_threadpool(delete)
+        return {"status": "acknowledged"}
 
     @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"], responses=_errors(401, 404, 503))
     async def describe_index(index: ServedIndex = Depends(readable)):
@@ -527,13 +637,6 @@ def _inlined_schema(model) -> dict:
 
 def _milliseconds_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _served_index(served: dict[str, ServedIndex], name: str) -> ServedIndex:
-    try:
-        return served[name]
-    except KeyError:
-        raise HTTPException(404, f"no index {name!r} (served: {', '.join(served)})") from None
 
 
 Located = tuple[tuple, DocumentIn]

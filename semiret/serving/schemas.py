@@ -159,6 +159,18 @@ class WriteResponse(BaseModel):
     deleted: int | None = None
 
 
+class CreateIndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    retriever: str = Field("bm25", description="The retriever that builds and searches the index (`semiret models` "
+                           "and the README list them).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Options that shape the index (k1, b, model, "
+                                    "...; a model among those `semiret models` lists as installed).")
+    chunk_words: int | None = Field(None, ge=1, strict=True, description="Split documents into passages of this many "
+                                    "words (as `--chunk-words`).")
+    chunk_overlap: int = Field(0, ge=0, strict=True, description="Words shared by consecutive passages.")
+
+
 class IndexInfo(BaseModel):
     model_config = ConfigDict(extra="allow")
 

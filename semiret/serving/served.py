@@ -20,7 +20,8 @@ from pathlib import Path
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.storage import META_FILE
+from semiret.indexes.segments import build_of
+from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.retrievers import Retriever, open_retriever
 
 OPTION_VARIANTS = 32
@@ -56,6 +57,9 @@ class ServedIndex:
                  backend=None):
         self.name = name
         self.path = Path(path)
+        self.retriever_name = retriever
+        """The retriever asked for (None: the one the index records)."""
+        self._seen = commit_stamp(self.path) if backend is None else None  # meta.json as last checked
         self.retriever = open_retriever(self.path, retriever, backend=backend)
         self.max_segments = max_segments
         self.writer = None
@@ -69,6 +73,23 @@ class ServedIndex:
     @property
     def index(self):
         return self.retriever.index
+
+    def replaced(self) -> bool:
+        """Whether the directory no longer holds the index open here: removed, or another index made there since
+        (a ``stat`` while nothing was committed, else ``meta.json`` read)."""
+        stamp = commit_stamp(self.path)
+        if stamp is None:
+            return True
+        if stamp == self._seen:
+            return False
+        try:
+            meta, stamp = read_commit(self.path, None)
+        except (SemiretError, OSError):
+            return True
+        if build_of(meta) != build_of(self.index.meta):
+            return True
+        self._seen = stamp  # a commit of the same index
+        return False
 
     def refresh(self, wait: bool = False) -> None:
         """Pick up what other processes committed (a ``stat`` when nothing was); ``wait``: see
@@ -220,7 +241,7 @@ class ServedIndex:
         next search sees the write)."""
         if self.writer is None:
             return getattr(self, method)(*args)
-        result = self.writer.write(self.name, method, *args)
+        result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args)
         self.refresh(wait=True)
         return result
 

@@ -43,14 +43,21 @@ class ServeSettings:
     segment, so many small ones slow them down)."""
     backup_dir: str | None = None
     """Where ``POST /indexes/{name}/backups`` writes backups (``NAME-<UTC time>``); None: no backups over HTTP."""
+    data_dir: str | None = None
+    """A directory of indexes the server owns (:mod:`~semiret.serving.data_dir`): each served under its folder's
+    name, and more created (``PUT /indexes/{name}``) and deleted (``DELETE``) there over HTTP; None: only
+    ``indexes``, none created or deleted."""
     write_process: bool = True
     """Do the writes in a process of their own (:mod:`~semiret.serving.writer`), so searches never wait on
     them for the GIL; False: in the serving process's threads. Milvus collections are written from the serving
     process either way (the work is Milvus's)."""
 
     def __post_init__(self):
-        if not self.indexes:
-            raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR)")
+        if not self.indexes and self.data_dir is None:
+            raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR), or a --data-dir")
+        if self.data_dir is not None and self.backend is not None:
+            raise SemiretError("--data-dir holds index directories: it does not go with --backend (Milvus "
+                               "collections are made with `semiret index --backend`)")
         unknown = sorted(set(self.retrievers) - set(self.indexes))
         if unknown:
             raise SemiretError(f"--retriever names no served index: {', '.join(unknown)} (served: {', '.join(self.indexes)})")

@@ -42,6 +42,8 @@ READY_PROBE_SECONDS = 1.0
 
 _INDEXES: dict = {}
 """The writer process's own :class:`~semiret.serving.served.ServedIndex` per index name."""
+_MAX_SEGMENTS: list[int] = []
+"""The served indexes' ``max_segments``, for those opened after start-up."""
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -52,21 +54,33 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _open_indexes(specs: dict[str, tuple[str, str | None]], max_segments: int, threads: int) -> None:
-    from semiret.serving.served import ServedIndex
-
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     os.nice(WRITER_NICENESS)
-    for name, (path, retriever) in specs.items():
-        index = ServedIndex(name, path, max_segments, retriever)
-        index.warm_up(searches=False, writes=True)
-        _INDEXES[name] = index
+    _MAX_SEGMENTS[:] = [max_segments]
+    for name, spec in specs.items():
+        _open(name, spec)
     if "torch" in sys.modules:  # a neural document side was loaded (BM25 alone never imports torch)
         sys.modules["torch"].set_num_threads(threads)
     gc.freeze()
 
 
-def _write(name: str, method: str, args: tuple):
-    return getattr(_INDEXES[name], method)(*args)
+def _open(name: str, spec: tuple[str, str | None]):
+    from semiret.serving.served import ServedIndex
+
+    index = ServedIndex(name, spec[0], _MAX_SEGMENTS[0], spec[1])
+    index.warm_up(searches=False, writes=True)
+    _INDEXES[name] = index
+    return index
+
+
+def _write(name: str, spec: tuple[str, str | None], method: str, args: tuple):
+    """``method(*args)`` of the index ``name`` (at ``spec``: path and retriever), opened first where this process
+    has not opened it (one created over HTTP since the start) or has another index open under that name (deleted
+    and created again)."""
+    index = _INDEXES.get(name)
+    if index is None or index.replaced():
+        index = _open(name, spec)
+    return getattr(index, method)(*args)
 
 
 class WriterUnavailable(Exception):
@@ -129,16 +143,17 @@ class WriterProcess:
         """The writer process's id."""
         return self._pool.submit(os.getpid).result()
 
-    def write(self, name: str, method: str, *args):
-        """``ServedIndex.<method>(*args)`` of index ``name`` in the writer process; its result once committed.
-        Done again once in a new writer if the process dies (:class:`WriterUnavailable` if it dies again)."""
+    def write(self, name: str, spec: tuple[str, str | None], method: str, *args):
+        """``ServedIndex.<method>(*args)`` of index ``name`` (``spec``: its path and retriever, for a writer that
+        has not opened it yet) in the writer process; its result once committed. Done again once in a new writer if
+        the process dies (:class:`WriterUnavailable` if it dies again)."""
         pool = self._ready_pool()
         try:
-            return pool.submit(_write, name, method, args).result()
+            return pool.submit(_write, name, spec, method, args).result()
         except BrokenProcessPool:
             self._restart(pool)
         try:
-            return self._pool.submit(_write, name, method, args).result()
+            return self._pool.submit(_write, name, spec, method, args).result()
         except BrokenProcessPool:
             raise WriterUnavailable(f"the writer process died twice doing this write ({method.strip('_')} on index "
                                     f"{name!r}); it is started again at the next write") from None

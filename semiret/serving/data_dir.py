@@ -1,0 +1,112 @@
+"""``semiret serve --data-dir DIR``: a directory of indexes the server owns, created and deleted over HTTP (Qdrant's
+collections, OpenSearch's ``PUT``/``DELETE`` of an index).
+
+Each index is the folder ``DIR/NAME``. Creating one builds it empty in a staging folder and renames it into place;
+deleting one renames it out of the way while its write lock is held (no write is half-done in it), then removes
+it. Both happen under ``DIR/.lock``, so that the processes of ``--workers N`` never create one name twice or race a
+delete; each process finds indexes the others created, and forgets those they deleted, when a request names them.
+Folders whose names begin with a dot are the server's own (staging, deleted, the lock) and never served.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from semiret.errors import SemiretError
+from semiret.files import exclusive_lock
+from semiret.indexes.storage import META_FILE
+from semiret.options import OptionValueError
+
+INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""An index name a client may give: a letter or digit, then up to 63 letters, digits, ``_``, ``.`` or ``-`` (no
+path, nothing hidden)."""
+LOCK = ".lock"
+STAGING_PREFIX = ".staging-"
+DELETED_PREFIX = ".deleted-"
+MODEL_OPTIONS = ("model", "tokenizer", "rerank_model")
+"""Build options that name a model: a client may name only the models ``semiret models`` lists as installed, never
+a path of the server or a hub id (a download)."""
+
+
+class IndexExists(SemiretError):
+    """Creating an index under a name that is taken (the server answers 409)."""
+
+
+class DataDirectory:
+    """The indexes under one directory: their names, and creating and deleting them safely across processes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).resolve()
+        if self.path.exists() and not self.path.is_dir():
+            raise SemiretError(f"--data-dir {self.path} is not a directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self._locked():  # what a process killed mid-create or mid-delete left
+            for leftover in self.path.glob(".*-*"):
+                if leftover.name.startswith((STAGING_PREFIX, DELETED_PREFIX)):
+                    shutil.rmtree(leftover, ignore_errors=True)
+
+    def _locked(self):
+        return exclusive_lock(self.path / LOCK)
+
+    def names(self) -> list[str]:
+        """The indexes there now, by name."""
+        return sorted(p.name for p in self.path.iterdir()
+                      if INDEX_NAME.fullmatch(p.name) and (p / META_FILE).is_file())
+
+    def holds(self, name: str) -> bool:
+        return bool(INDEX_NAME.fullmatch(name)) and (self.path / name / META_FILE).is_file()
+
+    def path_of(self, name: str) -> Path:
+        return self.path / name
+
+    def create(self, name: str, build) -> Path:
+        """Run ``build(staging_path)`` (which writes an index there) and move the index into place as ``name``;
+        :class:`IndexExists` if the name is taken (checked first and again once built). Nothing is left behind when
+        ``build`` fails."""
+        check_name(name)
+        target = self.path / name
+        if target.exists():
+            raise IndexExists(f"index {name!r} exists already")
+        staging = self.path / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
+        try:
+            build(staging)
+            with self._locked():
+                if target.exists():
+                    raise IndexExists(f"index {name!r} exists already")
+                staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
+
+    def delete(self, name: str, index) -> None:
+        """Remove the index ``name`` (``index``: it, open: its write lock is taken first, so that no write is
+        half-done in it when it goes)."""
+        target = self.path / name
+        trash = self.path / f"{DELETED_PREFIX}{name}-{uuid.uuid4().hex}"
+        with self._locked():
+            with index.writing():
+                target.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def check_name(name: str) -> None:
+    if not INDEX_NAME.fullmatch(name):
+        raise SemiretError(f"index name {name!r}: a letter or digit, then at most 63 letters, digits, '_', '.' or '-'")
+
+
+def check_model_options(options: dict) -> None:
+    """Refuse a build option naming a model that ``semiret models`` does not list as installed (a path of the
+    server, a hub id): what a client may build an index with is the server's installed models."""
+    named = {name: value for name, value in options.items() if name in MODEL_OPTIONS and value is not None}
+    if not named:
+        return
+    from semiret.search.catalog import available_models
+
+    installed = {entry.name for entry in available_models() if entry.installed}
+    for name, value in named.items():
+        if value not in installed:
+            raise OptionValueError(name, f"option {name!r}: {value!r} is not a model this server has installed (it "
+                                         f"may name one of: {', '.join(sorted(installed))})")

@@ -1,0 +1,156 @@
+"""``semiret serve --data-dir``: indexes created (``PUT /indexes/{name}``) and deleted (``DELETE``) over HTTP, found
+again at the next start, seen by every process serving the directory (two applications over one directory stand in
+for two ``--workers``), with the writer process too; bad names, retrievers, options and models refused."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever
+from semiret.serving import ServeSettings, create_app
+from semiret.serving.data_dir import DataDirectory
+
+from helpers import TINY_DOCS
+
+KEY = {"X-API-Key": "key"}
+DOCUMENTS = [{"_id": d.id, "title": d.title, "text": d.text} for d in TINY_DOCS]
+
+
+def _client(data_dir, write_process: bool = False, **settings) -> TestClient:
+    return TestClient(create_app(ServeSettings(settings.pop("indexes", {}), data_dir=str(data_dir), api_key="key",
+                                               write_process=write_process, **settings)))
+
+
+def _ids(answer) -> list[list[str]]:
+    assert answer.status_code == 200, answer.text
+    return [[hit["id"] for hit in hits] for hits in answer.json()["results"]]
+
+
+@pytest.mark.parametrize("write_process", [False, True], ids=["writes-in-threads", "writer-process"])
+def test_create_fill_search_delete(tmp_path, write_process):
+    with _client(tmp_path / "data", write_process) as client:
+        assert client.get("/indexes").json() == {"indexes": []}
+        created = client.put("/indexes/notes", json={"retriever": "bm25", "options": {"k1": 1.2}}, headers=KEY)
+        assert created.status_code == 201 and created.json()["documents"] == 0 and created.json()["retriever"] == "bm25"
+        assert client.put("/indexes/notes/documents", json={"documents": DOCUMENTS}, headers=KEY).status_code == 200
+        direct = BM25Retriever.build(TINY_DOCS, tmp_path / "direct", k1=1.2)
+        expected = [[hit.id for hit in direct.search("cats and dogs", k=3)]]
+        assert _ids(client.post("/indexes/notes/search", json={"queries": ["cats and dogs"], "k": 3})) == expected
+        assert [index["name"] for index in client.get("/indexes").json()["indexes"]] == ["notes"]
+        assert client.put("/indexes/notes", json={}, headers=KEY).status_code == 409
+        assert client.delete("/indexes/notes", headers=KEY).json() == {"status": "acknowledged"}
+        assert client.get("/indexes/notes").status_code == 404
+        assert client.post("/indexes/notes/search", json={"queries": ["cats"]}).status_code == 404
+        assert client.put("/indexes/notes/documents", json={"documents": DOCUMENTS}, headers=KEY).status_code == 404
+        assert [p.name for p in (tmp_path / "data").iterdir()] == [".lock"]
+        # the name again, another retriever: the writer must not write into what it had open under that name
+        assert client.put("/indexes/notes", json={"retriever": "bot"}, headers=KEY).status_code == 201
+        assert client.put("/indexes/notes/documents", json={"documents": DOCUMENTS[:2]}, headers=KEY).status_code == 200
+        described = client.get("/indexes/notes").json()
+        assert described["retriever"] == "bot" and described["documents"] == 2
+
+
+def test_indexes_outlive_the_server_and_every_process_sees_the_others(tmp_path):
+    first, second = _client(tmp_path / "data"), _client(tmp_path / "data")
+    assert first.put("/indexes/a", json={}, headers=KEY).status_code == 201
+    assert first.put("/indexes/a/documents", json={"documents": DOCUMENTS}, headers=KEY).status_code == 200
+    assert sorted(_ids(second.post("/indexes/a/search", json={"queries": ["statins"], "k": 2}))[0]) == ["d3", "d6"]
+    assert [index["name"] for index in second.get("/indexes").json()["indexes"]] == ["a"]
+    assert second.delete("/indexes/a", headers=KEY).status_code == 200
+    assert first.post("/indexes/a/search", json={"queries": ["statins"]}).status_code == 404
+    assert first.get("/readyz").status_code == 200 and first.get("/indexes").json() == {"indexes": []}
+    # deleted by one, created again with another retriever by the other: the first serves the new one
+    assert second.put("/indexes/a", json={"retriever": "bot"}, headers=KEY).status_code == 201
+    assert first.put("/indexes/a", json={}, headers=KEY).status_code == 409
+    assert first.get("/indexes/a").json()["retriever"] == "bot"
+    assert second.put("/indexes/a/documents", json={"documents": DOCUMENTS[:1]}, headers=KEY).status_code == 200
+    assert first.get("/indexes/a").json()["documents"] == 1
+    restarted = _client(tmp_path / "data")
+    assert restarted.get("/indexes/a").json()["documents"] == 1
+
+
+def test_passages_and_model_options_at_creation(tmp_path):
+    client = _client(tmp_path / "data")
+    created = client.put("/indexes/p", json={"chunk_words": 4, "chunk_overlap": 1}, headers=KEY)
+    assert created.status_code == 201 and created.json()["chunking"] == {"words": 4, "overlap": 1}
+    client.put("/indexes/p/documents", json={"documents": DOCUMENTS[2:3]}, headers=KEY)
+    assert client.get("/indexes/p").json()["documents"] == 4  # twelve words: four passages of four, overlapping by one
+    for body, loc, message in [
+        ({"retriever": "nope"}, ["body", "retriever"], "unknown retriever 'nope'"),
+        ({"options": {"rm3": True}}, ["body", "options", "rm3"], "does not apply"),
+        ({"options": {"k1": "1"}}, ["body", "options", "k1"], "must be a JSON number"),
+        ({"retriever": "dense", "options": {"model": "/etc"}}, ["body", "options", "model"], "not a model this server"),
+        ({"retriever": "idf", "options": {"tokenizer": "some/hub-id"}}, ["body", "options", "tokenizer"], "not a model"),
+        ({"chunk_overlap": 2}, ["body", "chunk_words"], "give --chunk-words too"),
+    ]:
+        refused = client.put("/indexes/q", json=body, headers=KEY)
+        assert refused.status_code == 422, (body, refused.text)
+        assert refused.json()["detail"][0]["loc"] == loc and message in refused.json()["detail"][0]["msg"], body
+    assert client.put("/indexes/q", json={"options": {"k1": -1}}, headers=KEY).status_code == 422  # the build's check
+    assert client.put("/indexes/.hidden", json={}, headers=KEY).status_code == 422
+    assert client.put("/indexes/" + "x" * 65, json={}, headers=KEY).status_code == 422
+    assert not (tmp_path / "data" / "q").exists() and [p.name for p in (tmp_path / "data").iterdir()] == [".lock", "p"]
+
+
+def test_what_the_server_does_not_own_or_allow(tmp_path):
+    given = BM25Retriever.build(TINY_DOCS, tmp_path / "given").index.path
+    client = _client(tmp_path / "data", indexes={"given": str(given)})
+    assert client.put("/indexes/given", json={}, headers=KEY).status_code == 409
+    assert client.delete("/indexes/given", headers=KEY).status_code == 403 and given.exists()
+    assert client.put("/indexes/new", json={}).status_code == 401
+    assert client.delete("/indexes/nope", headers=KEY).status_code == 404
+    plain = TestClient(create_app(ServeSettings({"given": str(given)}, api_key="key", write_process=False)))
+    assert plain.put("/indexes/new", json={}, headers=KEY).status_code == 403
+    (tmp_path / "data" / "given").mkdir()
+    BM25Retriever.build(TINY_DOCS, tmp_path / "data" / "given" / "x")  # not an index itself: not served
+    (tmp_path / "data" / "clash").mkdir()
+    BM25Retriever.build(TINY_DOCS[:1], tmp_path / "data" / "clash", overwrite=True)
+    with pytest.raises(SemiretError, match="--index names clash, which --data-dir"):
+        create_app(ServeSettings({"clash": str(given)}, data_dir=str(tmp_path / "data"), write_process=False))
+    with pytest.raises(SemiretError, match="does not go with --backend"):
+        ServeSettings({}, data_dir=str(tmp_path / "data"), backend="milvus:x.db")
+    with pytest.raises(SemiretError, match="nothing to serve"):
+        ServeSettings({})
+
+
+def test_leftovers_of_a_killed_create_or_delete_are_removed(tmp_path):
+    data = tmp_path / "data"
+    for leftover in (".staging-a-1", ".deleted-b-2"):
+        (data / leftover).mkdir(parents=True)
+        (data / leftover / "meta.json").write_text("{}")
+    assert DataDirectory(data).names() == [] and sorted(p.name for p in data.iterdir()) == [".lock"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SemiretError, match="is not a directory"):
+        DataDirectory(tmp_path / "file")
+
+
+def test_two_workers_share_the_data_directory(tmp_path):
+    """Real worker processes (uvicorn's), each with its writer process: what one creates, fills or deletes, the
+    other serves at once."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from semiret.serving.process import ServerProcess
+
+    def call(url, method="GET", body=None):
+        request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                         headers={"content-type": "application/json", **KEY})
+        try:
+            with urllib.request.urlopen(request) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    with ServerProcess({}, api_key="key", workers=2, extra_args=["--data-dir", str(tmp_path / "data")]) as server:
+        assert call(f"{server.url}/indexes/a", "PUT", {})[0] == 201
+        assert call(f"{server.url}/indexes/a/documents", "PUT", {"documents": DOCUMENTS})[0] == 200
+        searched = [call(f"{server.url}/indexes/a/search", "POST", {"queries": ["statins"]}) for _ in range(12)]
+        assert {status for status, _ in searched} == {200} and all(answer["results"][0] for _, answer in searched)
+        assert call(f"{server.url}/indexes/a", "DELETE")[0] == 200
+        assert {call(f"{server.url}/indexes/a/search", "POST", {"queries": ["cats"]})[0] for _ in range(12)} == {404}
+        assert call(f"{server.url}/indexes/a", "PUT", {"retriever": "bot"})[0] == 201
+        assert {call(f"{server.url}/indexes/a/documents", "PUT", {"documents": [d]})[0] for d in DOCUMENTS} == {200}
+        assert {call(f"{server.url}/indexes/a")[1]["documents"] for _ in range(12)} == {len(DOCUMENTS)}
