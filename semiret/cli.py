@@ -706,7 +706,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():
-        if key not in ("retriever", "dataset", "split", "queries", "vs_baseline") and value is not None:
+        if key not in ("retriever", "dataset", "split", "queries", "vs_baseline") and value not in (None, {}):
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     for name, versus in (figures["vs_baseline"] or {}).items():
         table.add_row(f"{name} vs baseline", f"{versus['delta']:+.4f} (p={_p_value(versus)}; "

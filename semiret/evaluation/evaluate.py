@@ -48,6 +48,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     ``retriever`` None: the one an existing ``index`` was built for (what ``semiret adapt`` chose, say), else
     :data:`DEFAULT_RETRIEVER`; an open :class:`~semiret.search.retrievers.Retriever` (one of your own, say) is
     evaluated as it is, over its index (no ``index``, ``rebuild`` or options then).
+    The figures name the retriever's ``options`` that shaped them (those of the index only when it was built here).
     ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
     query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
@@ -150,6 +151,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         figures.update({key: costs.get(key) for key in COST_FIGURES})
         figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
         figures["chunking"] = searcher.chunking.record() if searcher.chunking is not None else None
+        applied = {**(build_options if build_seconds is not None else {}), **search_options}
+        figures["options"] = {name: value for name, value in applied.items() if value is not None}
         figures["baseline_run"] = str(baseline) if baseline is not None else None
         figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects)
                                   if baseline_run is not None else None)

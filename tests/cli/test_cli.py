@@ -134,7 +134,12 @@ def test_eval_json_is_one_object(beir_dir, tmp_path):
     figures = json.loads(lines[0])
     assert {"nDCG@10", "R@100", "MRR@10", "index_build_s", "index_size_mb", "latency_ms_median"} <= set(figures)
     assert figures["retriever"] == "bm25" and figures["queries"] == 3 and 0 < figures["nDCG@10"] <= 1
-    assert (tmp_path / "run.trec").is_file()
+    assert (tmp_path / "run.trec").is_file() and figures["options"] == {}
+    expanded = json.loads(invoke("eval", "--data", beir_dir, "--json", "--k1", "1.2", "--rm3", "--fb-docs", "2",
+                                 "--index", tmp_path / "idx").stdout)
+    assert expanded["options"] == {"k1": 1.2, "rm3": True, "fb_docs": 2}  # what shaped these figures
+    again = json.loads(invoke("eval", "--data", beir_dir, "--json", "--k1", "1.5", "--index", tmp_path / "idx").stdout)
+    assert again["options"] == {}  # the index was reused as built: k1 did not apply
 
 
 def test_eval_compares_with_a_baseline_run(beir_dir, tmp_path):
