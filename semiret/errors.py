@@ -26,3 +26,7 @@ class IndexFormatError(SemiretError, ValueError):
 
 class UnknownDocumentError(SemiretError, LookupError):
     """A document named by its id is not in the index (an example to recommend from, say)."""
+
+
+class OptionError(SemiretError, ValueError):
+    """An option given a value it does not take (an unknown stopword list, say): the message names the option."""

@@ -15,6 +15,7 @@ over semiret's analyzer and term dictionary.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -27,6 +28,8 @@ MAX_DOCUMENT_FREQUENCY = 0.1
 """Terms found in more than this share of the corpus are left out of the relevance model (Anserini's rule)."""
 TERM_CHARACTERS = (2, 20)
 """The shortest and longest terms the relevance model takes (Anserini's rule)."""
+MAX_FEEDBACK_DOCUMENTS = 1000
+"""The most feedback documents a query may ask for (each is read back and analyzed)."""
 
 
 @dataclass
@@ -42,8 +45,8 @@ class RM3Options:
     """RM3: the original query's share of the expanded query (1: no expansion)."""
 
     def __post_init__(self):
-        if self.fb_docs < 1:
-            raise SemiretError(f"fb_docs (--fb-docs) must be at least 1, got {self.fb_docs}")
+        if not 1 <= self.fb_docs <= MAX_FEEDBACK_DOCUMENTS:
+            raise SemiretError(f"fb_docs (--fb-docs) must be between 1 and {MAX_FEEDBACK_DOCUMENTS}, got {self.fb_docs}")
         if self.fb_terms < 1:
             raise SemiretError(f"fb_terms (--fb-terms) must be at least 1, got {self.fb_terms}")
         if not 0.0 <= self.original_query_weight <= 1.0:
@@ -58,19 +61,23 @@ class FeedbackTerms:
 
     def __init__(self):
         self._lengths, self._generation = np.empty(0, np.int32), None
+        self._lock = threading.Lock()  # searches of a server share a query side while its vocabulary grows
 
     def allowed(self, dictionary, document_frequencies: np.ndarray, n_docs: int) -> np.ndarray:
-        """A mask over term ids; terms past ``document_frequencies`` (words of an add not yet committed) are not
-        taken."""
-        terms = dictionary.terms
-        if self._generation != dictionary.generation:
-            self._lengths, self._generation = self._lengths[:0], dictionary.generation
-        if len(self._lengths) < len(terms):
-            added = np.fromiter(map(len, terms[len(self._lengths):]), np.int32, len(terms) - len(self._lengths))
-            self._lengths = np.concatenate([self._lengths, added])
+        """A mask over the term ids of ``document_frequencies`` (terms past it, words of an add not yet committed,
+        are not taken); ``n_docs``: the documents the frequencies count."""
+        n = len(document_frequencies)
+        with self._lock:
+            if self._generation != dictionary.generation:
+                self._lengths, self._generation = self._lengths[:0], dictionary.generation
+            known = len(self._lengths)
+            if known < n:
+                added = dictionary.terms[known:n]  # one slice: the list may grow meanwhile
+                self._lengths = np.concatenate([self._lengths, np.fromiter(map(len, added), np.int32, len(added))])
+            lengths = self._lengths[:n]
         shortest, longest = TERM_CHARACTERS
-        n = min(len(document_frequencies), len(self._lengths))
-        return ((self._lengths[:n] >= shortest) & (self._lengths[:n] <= longest)
+        n = len(lengths)
+        return ((lengths >= shortest) & (lengths <= longest)
                 & (document_frequencies[:n] <= MAX_DOCUMENT_FREQUENCY * max(n_docs, 1)))
 
 
@@ -100,9 +107,11 @@ def relevance_model(documents: Sequence[np.ndarray], scores: Sequence[float], al
     return SparseQuery(np.array([t for t, _ in kept], np.int32), (values / values.sum()).astype(np.float32))
 
 
-def interpolate(query: SparseQuery, model: SparseQuery, query_weight: float) -> SparseQuery:
-    """RM3: ``query_weight`` x the query's weights (normalised to sum to 1) + the rest x the relevance model's."""
-    total = float(query.weights.sum())
+def interpolate(query: SparseQuery, model: SparseQuery, query_weight: float, query_terms: float = 0.0) -> SparseQuery:
+    """RM3: ``query_weight`` x the query's weights (normalised to sum to 1, or to ``query_terms``: the terms the
+    query was analyzed into, those the index does not know included, as Anserini counts them) + the rest x the
+    relevance model's."""
+    total = max(float(query.weights.sum()), query_terms)
     if total <= 0 or not len(model.terms):
         return query
     ids = np.union1d(query.terms, model.terms).astype(np.int32)
@@ -113,21 +122,22 @@ def interpolate(query: SparseQuery, model: SparseQuery, query_weight: float) -> 
     return SparseQuery(ids[keep], weights[keep].astype(np.float32))
 
 
-def expanded_queries(index, queries: list[SparseQuery], options: RM3Options, n_threads: int,
+def expanded_queries(index, queries: list[SparseQuery], query_terms: list[int], options: RM3Options, n_threads: int,
                      document_terms: Callable[[str], list[int]], allowed: np.ndarray) -> list[SparseQuery]:
     """``queries`` expanded by RM3 over ``index``: a first search for ``options.fb_docs`` documents each, their
     stored texts read back and turned into term ids by ``document_terms`` (the index's own analyzer and term
     dictionary), the relevance model of each query (over the ``allowed`` terms, :class:`FeedbackTerms`)
-    interpolated with it. A document deleted in between is skipped."""
+    interpolated with it (``query_terms``: how many terms each query was analyzed into, unknown ones included). A
+    document deleted in between is skipped."""
     first = index.search(queries, k=options.fb_docs, n_threads=n_threads)
     stored = index.get_documents({d for ids in first.ids for d in ids})
     parsed: dict[str, np.ndarray] = {}
     expanded = []
-    for query, ids, scores in zip(queries, first.ids, first.scores):
+    for query, length, ids, scores in zip(queries, query_terms, first.ids, first.scores):
         found = [(d, s) for d, s in zip(ids, scores) if d in stored]
         for doc_id, _ in found:
             if doc_id not in parsed:
                 parsed[doc_id] = np.array(document_terms(stored[doc_id].full_text), np.int64)
         model = relevance_model([parsed[d] for d, _ in found], [s for _, s in found], allowed, options.fb_terms)
-        expanded.append(interpolate(query, model, options.original_query_weight))
+        expanded.append(interpolate(query, model, options.original_query_weight, length))
     return expanded

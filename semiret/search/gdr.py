@@ -22,6 +22,7 @@ from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
 from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.models.checkpoints import GDR, check_adapted_corpus, located
 from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
+from semiret.options import local_field
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits
 
@@ -41,7 +42,7 @@ class GDRDocumentOptions:
     """GDR model: a saved directory (semiret train gdr) or the packaged gdr-scifact."""
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
-    embedding_cache: str | None = None
+    embedding_cache: str | None = local_field()
     """A directory keeping E_D's document vectors by id and text (created when absent): documents found there
     are not embedded again, others (new, or with a changed text) are added. For several indexes of one corpus by
     models sharing E_D (what ``semiret adapt`` builds)."""

@@ -113,8 +113,11 @@ class WordCountQueries(QuerySide):
     def search(self, index, texts, k, n_threads):
         queries = self.encode_queries(texts)
         if self.options.rm3:
-            allowed = self._feedback_terms.allowed(self._query_terms.terms, index.document_frequencies(), index.n_docs)
-            queries = expanded_queries(index, queries, self.options, n_threads, self._query_terms, allowed)
+            # the whole corpus's counts, as the frequencies are, even where a filter hides documents from the search
+            allowed = self._feedback_terms.allowed(self._query_terms.terms, index.document_frequencies(),
+                                                   index.n_stored)
+            lengths = [len(self._query_terms.analyzer(text)) for text in texts]
+            queries = expanded_queries(index, queries, lengths, self.options, n_threads, self._query_terms, allowed)
         return index.search(queries, k=k, n_threads=n_threads)
 
 

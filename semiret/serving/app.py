@@ -86,7 +86,7 @@ from semiret.serving.schemas import (
     UpsertRequest,
     WriteResponse,
 )
-from semiret.serving.data_dir import DataDirectory, IndexExists, check_model_options, check_name
+from semiret.serving.data_dir import DataDirectory, IndexExists, IndexGone, check_model_options, check_name
 from semiret.serving.served import ServedIndex
 from semiret.serving.writer import WriterProcess, WriterUnavailable
 from semiret.serving.settings import ServeSettings
@@ -410,12 +410,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                      "does not delete it")
 
         def delete() -> None:
+            data.delete(name, index.index)  # waits for a write under way, holding nothing this process needs
             with opening:
-                data.delete(name, index.index)
-                served.pop(name, None)
-                owned.discard(name)
+                if served.get(name) is index:
+                    served.pop(name)
+                    owned.discard(name)
 
-        await run_in_threadpool(delete)
+        try:
+            await run_in_threadpool(delete)
+        except IndexGone as exc:
+            raise HTTPException(404, str(exc)) from None
         return {"status": "acknowledged"}
 
     @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"], responses=_errors(401, 404, 503))

@@ -10,14 +10,19 @@ Folders whose names begin with a dot are the server's own (staging, deleted, the
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-from semiret.errors import SemiretError
+from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import exclusive_lock
-from semiret.indexes.storage import META_FILE
+from semiret.indexes.segments import build_of
+from semiret.indexes.storage import META_FILE, read_meta
 from semiret.options import OptionValueError
 
 INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -35,6 +40,10 @@ class IndexExists(SemiretError):
     """Creating an index under a name that is taken (the server answers 409)."""
 
 
+class IndexGone(SemiretError):
+    """Deleting an index another request deleted first (the server answers 404)."""
+
+
 class DataDirectory:
     """The indexes under one directory: their names, and creating and deleting them safely across processes."""
 
@@ -43,10 +52,20 @@ class DataDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise SemiretError(f"--data-dir {self.path} is not a directory")
         self.path.mkdir(parents=True, exist_ok=True)
-        with self._locked():  # what a process killed mid-create or mid-delete left
-            for leftover in self.path.glob(".*-*"):
-                if leftover.name.startswith((STAGING_PREFIX, DELETED_PREFIX)):
-                    shutil.rmtree(leftover, ignore_errors=True)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Remove what a process killed mid-create or mid-delete left: deleted indexes, and staging folders no
+        build holds (another worker may be building one right now: its lock is held)."""
+        for leftover in self.path.glob(f"{DELETED_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        for staging in self.path.glob(f"{STAGING_PREFIX}*"):
+            if staging.name.endswith(LOCK):
+                continue
+            with _lock_if_free(_build_lock(staging)) as free:
+                if free:
+                    shutil.rmtree(staging, ignore_errors=True)
+                    _build_lock(staging).unlink(missing_ok=True)
 
     def _locked(self):
         return exclusive_lock(self.path / LOCK)
@@ -72,24 +91,59 @@ class DataDirectory:
             raise IndexExists(f"index {name!r} exists already")
         staging = self.path / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
         try:
-            build(staging)
-            with self._locked():
-                if target.exists():
-                    raise IndexExists(f"index {name!r} exists already")
-                staging.rename(target)
+            with exclusive_lock(_build_lock(staging)):  # held while building: not a leftover to remove
+                try:
+                    build(staging)
+                    with self._locked():
+                        if target.exists():
+                            raise IndexExists(f"index {name!r} exists already")
+                        staging.rename(target)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            _build_lock(staging).unlink(missing_ok=True)
         return target
 
     def delete(self, name: str, index) -> None:
-        """Remove the index ``name`` (``index``: it, open: its write lock is taken first, so that no write is
-        half-done in it when it goes)."""
+        """Remove the index ``name``, open here as ``index``: under its write lock, so that no write is half-done in
+        it when it goes (a write under way is waited for, holding nothing else). :class:`IndexGone` when it went
+        meanwhile, or was made anew (another request deleted it first)."""
         target = self.path / name
         trash = self.path / f"{DELETED_PREFIX}{name}-{uuid.uuid4().hex}"
-        with self._locked():
+        try:
             with index.writing():
-                target.rename(trash)
+                with self._locked():
+                    if not self.holds(name) or build_of(read_meta(target, None)) != build_of(index.meta):
+                        raise IndexGone(f"no index {name!r}: deleted meanwhile")
+                    target.rename(trash)
+        except (IndexFormatError, OSError):  # its folder went while this waited for its lock
+            if not self.holds(name):
+                raise IndexGone(f"no index {name!r}: deleted meanwhile") from None
+            raise
         shutil.rmtree(trash, ignore_errors=True)
+
+
+def _build_lock(staging: Path) -> Path:
+    return staging.with_name(staging.name + LOCK)
+
+
+@contextmanager
+def _lock_if_free(path: Path) -> Iterator[bool]:
+    """Hold ``path``'s lock if no process holds it (yield True), else yield False at once."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def check_name(name: str) -> None:

@@ -77,6 +77,8 @@ def _write(name: str, spec: tuple[str, str | None], method: str, args: tuple):
     """``method(*args)`` of the index ``name`` (at ``spec``: path and retriever), opened first where this process
     has not opened it (one created over HTTP since the start) or has another index open under that name (deleted
     and created again)."""
+    for other in [n for n, opened in _INDEXES.items() if n != name and not opened.path.exists()]:
+        del _INDEXES[other]  # deleted (over HTTP): its files are freed once nothing here maps them
     index = _INDEXES.get(name)
     if index is None or index.replaced():
         index = _open(name, spec)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import Stemmer
 
+from semiret.errors import OptionError
+
 # The Lucene/Elasticsearch English stop set (also bm25s's "en" list).
 ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
@@ -41,11 +43,13 @@ class WordAnalyzer:
         if self.stemmer == "none":  # spelled out where None means "unset" (retriever options, the CLI)
             self.stemmer = None
         if self.stopwords not in STOPWORD_LISTS:
-            raise ValueError(f"unknown stopword list {self.stopwords!r} (known: {', '.join(STOPWORD_LISTS)})")
+            raise OptionError(f"stopwords: unknown stopword list {self.stopwords!r} (known: "
+                              f"{', '.join(STOPWORD_LISTS)})")
         if self.unicode_form is not None and self.unicode_form not in UNICODE_FORMS:
-            raise ValueError(f"unknown Unicode normalization {self.unicode_form!r} (known: {', '.join(UNICODE_FORMS)})")
+            raise OptionError(f"unicode_form: unknown Unicode normalization {self.unicode_form!r} (known: "
+                              f"{', '.join(UNICODE_FORMS)})")
         if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():
-            raise ValueError(f"unknown stemmer {self.stemmer!r} (known: {', '.join(Stemmer.algorithms())})")
+            raise OptionError(f"stemmer: unknown stemmer {self.stemmer!r} (known: {', '.join(Stemmer.algorithms())})")
         self._regex = re.compile(self.pattern)
         self._stopset = STOPWORD_LISTS[self.stopwords]
         self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None

@@ -23,8 +23,8 @@ FILLER = [Document(f"f{i}", f"filler{i} word{i} number{i} padding{i}") for i in 
 """Documents that share nothing, so that the relevance model's rule against terms in over a tenth of the corpus
 leaves the few words under test in."""
 CORPUS = FILLER + [
-    Document("car", "car automobile automobile automobile engine", metadata={"kind": "review"}),
-    Document("auto", "automobile engine repairs", metadata={"kind": "manual"}),
+    Document("car", "car automobile automobile automobile engine", metadata={"kind": "review", "vehicle": True}),
+    Document("auto", "automobile engine repairs", metadata={"kind": "manual", "vehicle": True}),
     Document("garden", "garden roses and tulips"),
 ]
 
@@ -70,6 +70,16 @@ def test_interpolation_normalises_the_query_and_keeps_its_share():
     assert mixed.terms.tolist() == [3, 7, 9]
     np.testing.assert_allclose(mixed.weights, [0.3, 0.3 + 0.4 * 0.75, 0.4 * 0.25], rtol=1e-6)
     assert interpolate(query, SparseQuery(np.empty(0, np.int32), np.empty(0, np.float32)), 0.6) is query
+    # a query of 8 terms, 4 of them unknown to the index: its known terms keep their share of 8, as Anserini's
+    np.testing.assert_allclose(interpolate(query, model, 0.6, query_terms=8).weights,
+                               [0.15, 0.15 + 0.4 * 0.75, 0.4 * 0.25], rtol=1e-6)
+
+
+def test_unknown_query_words_count_in_the_original_query(bm25):
+    expanded = bm25.with_options(rm3=True, fb_docs=1)
+    alone, diluted = expanded.search("car", k=2), expanded.search("car zzzunknown", k=2)
+    assert [h.id for h in alone] == [h.id for h in diluted] == ["car", "auto"]
+    assert diluted[0].score < alone[0].score and diluted[1].score == pytest.approx(alone[1].score)
 
 
 def test_rm3_finds_a_document_the_query_words_miss(bm25):
@@ -89,6 +99,8 @@ def test_rm3_takes_its_feedback_from_documents_that_pass_the_filter(bm25):
     # "car" alone finds no manual, so there is no feedback to expand it by (not the review's "automobile")
     assert expanded.search("car", k=5, filter={"kind": "manual"}) == []
     assert [h.id for h in expanded.search("car", k=5)][:2] == ["car", "auto"]
+    # a filter passing 2 of 43 documents: a term's share is still of the whole corpus, as its frequency is
+    assert [h.id for h in expanded.search("car", k=5, filter={"vehicle": True})] == ["car", "auto"]
 
 
 def test_rm3_sees_documents_added_and_deleted(bm25):
@@ -103,7 +115,7 @@ def test_rm3_needs_stored_texts_and_sound_options(tmp_path, bm25):
     bare = BM25Retriever.build(CORPUS, tmp_path / "bare", store_texts=False)
     with pytest.raises(SemiretError, match="no stored documents.*RM3"):
         bare.with_options(rm3=True)
-    for options, message in [({"fb_docs": 0}, "fb_docs"), ({"fb_terms": 0}, "fb_terms"),
+    for options, message in [({"fb_docs": 0}, "fb_docs"), ({"fb_docs": 1001}, "fb_docs"), ({"fb_terms": 0}, "fb_terms"),
                              ({"original_query_weight": 1.5}, "original_query_weight")]:
         with pytest.raises(SemiretError, match=message):
             open_retriever(bm25.index.path, rm3=True, **options)

@@ -8,9 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from semiret.errors import SemiretError
+from semiret.files import exclusive_lock
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
-from semiret.serving.data_dir import DataDirectory
+from semiret.serving.data_dir import DataDirectory, IndexGone
 
 from helpers import TINY_DOCS
 
@@ -89,9 +90,15 @@ def test_passages_and_model_options_at_creation(tmp_path):
         assert refused.status_code == 422, (body, refused.text)
         assert refused.json()["detail"][0]["loc"] == loc and message in refused.json()["detail"][0]["msg"], body
     assert client.put("/indexes/q", json={"options": {"k1": -1}}, headers=KEY).status_code == 422  # the build's check
+    analyzer = client.put("/indexes/q", json={"options": {"stopwords": "xx"}}, headers=KEY)
+    assert analyzer.status_code == 422 and "stopwords: unknown stopword list 'xx'" in analyzer.json()["detail"]
+    outside = client.put("/indexes/q", json={"retriever": "gdr", "options": {"embedding_cache": str(tmp_path / "c")}},
+                         headers=KEY)
+    assert outside.status_code == 422 and outside.json()["detail"][0]["loc"] == ["body", "options", "embedding_cache"]
+    assert not (tmp_path / "c").exists()
     assert client.put("/indexes/.hidden", json={}, headers=KEY).status_code == 422
     assert client.put("/indexes/" + "x" * 65, json={}, headers=KEY).status_code == 422
-    assert not (tmp_path / "data" / "q").exists() and [p.name for p in (tmp_path / "data").iterdir()] == [".lock", "p"]
+    assert not (tmp_path / "data" / "q").exists() and sorted(p.name for p in (tmp_path / "data").iterdir()) == [".lock", "p"]
 
 
 def test_what_the_server_does_not_own_or_allow(tmp_path):
@@ -120,7 +127,15 @@ def test_leftovers_of_a_killed_create_or_delete_are_removed(tmp_path):
     for leftover in (".staging-a-1", ".deleted-b-2"):
         (data / leftover).mkdir(parents=True)
         (data / leftover / "meta.json").write_text("{}")
-    assert DataDirectory(data).names() == [] and sorted(p.name for p in data.iterdir()) == [".lock"]
+    assert DataDirectory(data).names() == [] and list(data.iterdir()) == []
+    # a staging folder a build holds (another worker creating an index) is no leftover
+    building = data / ".staging-c-3"
+    building.mkdir()
+    with exclusive_lock(data / ".staging-c-3.lock"):
+        DataDirectory(data)
+        assert building.is_dir()
+    DataDirectory(data)
+    assert not building.exists()
     (tmp_path / "file").write_text("")
     with pytest.raises(SemiretError, match="is not a directory"):
         DataDirectory(tmp_path / "file")
@@ -154,3 +169,28 @@ def test_two_workers_share_the_data_directory(tmp_path):
         assert call(f"{server.url}/indexes/a", "PUT", {"retriever": "bot"})[0] == 201
         assert {call(f"{server.url}/indexes/a/documents", "PUT", {"documents": [d]})[0] for d in DOCUMENTS} == {200}
         assert {call(f"{server.url}/indexes/a")[1]["documents"] for _ in range(12)} == {len(DOCUMENTS)}
+
+
+def test_a_delete_waits_for_a_write_without_holding_up_the_rest(tmp_path):
+    import threading
+    import time
+
+    client = _client(tmp_path / "data")
+    assert client.put("/indexes/a", json={}, headers=KEY).status_code == 201
+    assert client.put("/indexes/b", json={}, headers=KEY).status_code == 201
+    writer = BM25Retriever.open(tmp_path / "data" / "a")
+    answers = []
+    with writer.index.writing():  # a write under way (another process's, say)
+        deleting = threading.Thread(target=lambda: answers.append(client.delete("/indexes/a", headers=KEY)))
+        deleting.start()
+        time.sleep(0.3)
+        started = time.perf_counter()
+        assert client.get("/readyz").status_code == 200 and client.put("/indexes/c", json={}, headers=KEY).status_code == 201
+        assert time.perf_counter() - started < 5 and deleting.is_alive() and (tmp_path / "data" / "a").exists()
+    deleting.join(30)
+    assert answers[0].status_code == 200 and not (tmp_path / "data" / "a").exists()
+    data = DataDirectory(tmp_path / "data")
+    stale = BM25Retriever.open(tmp_path / "data" / "b").index
+    data.delete("b", stale)
+    with pytest.raises(IndexGone):  # a second delete of the same index (two requests at once)
+        data.delete("b", stale)
