@@ -4,6 +4,7 @@ models, eval, compare, fuse, demo."""
 from __future__ import annotations
 
 import json
+import re
 import logging
 import os
 import signal
@@ -264,6 +265,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                   "by their best hit (parent, over passages: documents by their "
                                                   "best passage); the run file then holds the groups."),
            group_size: int = typer.Option(1, help="Hits per group (with --group-by)."),
+           highlight: bool = typer.Option(False, help="Show the passages of each hit where the query's matches "
+                                          "cluster, the matching words marked (--json: highlights)."),
            score_threshold: Optional[float] = typer.Option(None, help="No hit scoring below this (fewer than k "
                                                            "rather than poor ones; what a score means is the "
                                                            "retriever's)."),
@@ -315,7 +318,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             asked = {"like": like, "unlike": unlike or []} if like else {"query": text}
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), **asked,
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
-                                        **(_stored(h) if with_text else {})} for h in hits]}))
+                                        **(_stored(h) if with_text else {}),
+                                        **({"highlights": searcher.highlight(text, h.id)} if highlight else {})}
+                                       for h in hits]}))
             continue
         # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")
         columns = [("#", "right"), ("id", "left"), ("score", "right")] + ([("group", "left")] if group_by else [])
@@ -327,12 +332,15 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             table.add_column(name, justify=justify, no_wrap=True, min_width=width)
         # on a narrow terminal the text gives way, never the rank, id or score (3 cells of padding and border each)
         room = min(90, max(10, stdout.width - sum(widths) - 3 * (len(widths) + 1) - 1))
-        if show_text:
-            table.add_column("text", no_wrap=True, max_width=room)
+        if show_text or highlight:
+            table.add_column("highlights" if highlight else "text", no_wrap=True, max_width=room)
         for row, hit in zip(rows, hits):
-            passage = " ".join((hit.text or "").split())
-            shown = passage if len(passage) <= room else passage[: room - 1] + "…"
-            table.add_row(*row, *([escape(shown)] if show_text else []))
+            if highlight:
+                shown = _marked(next(iter(searcher.highlight(text, hit.id, tags=MARKS)), ""), room)
+            else:
+                passage = " ".join((hit.text or "").split())
+                shown = escape(passage if len(passage) <= room else passage[: room - 1] + "…")
+            table.add_row(*row, *([shown] if show_text or highlight else []))
         stdout.print(table)
 
 
@@ -357,6 +365,21 @@ def explain(query: str = typer.Argument(..., help="The query."),
         table.add_row(escape(part.term), f"{part.query_weight:.4f}", f"{part.document_weight:.4f}",
                       f"{part.contribution:.4f}")
     stdout.print(table)
+
+
+MARKS = ("\x00", "\x01")
+"""Where a highlighted word starts and ends, in a fragment shown in a table (characters no text holds)."""
+
+
+def _marked(fragment: str, room: int):
+    """A highlighted fragment as rich text, its matching words bold, cut to ``room`` characters."""
+    from rich.text import Text
+
+    shown = Text()
+    for n, piece in enumerate(re.split("[\x00\x01]", fragment)):
+        shown.append(piece, style="bold" if n % 2 else None)
+    shown.truncate(room, overflow="ellipsis")
+    return shown
 
 
 def _filter(conditions: list[str]) -> dict:

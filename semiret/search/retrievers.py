@@ -43,6 +43,7 @@ from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, c
                                       joined_documents, matching_documents, passage_ids)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
+from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
@@ -505,6 +506,50 @@ class Retriever:
                  for name, q, d in zip(names, query_weights.tolist(), document_weights.tolist())]
         parts.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
         return Explanation(doc_id, float(np.sum(query_weights * document_weights, dtype=np.float32)), parts)
+
+    def highlight(self, query: str, doc_id: str, fragment_words: int = highlighting.FRAGMENT_WORDS,
+                  fragments: int = highlighting.FRAGMENTS, tags: Sequence[str] = highlighting.TAGS) -> list[str]:
+        """The stored document's passages where ``query``'s matches cluster, the matching words between ``tags``
+        (OpenSearch's highlight; :mod:`semiret.search.highlight`): at most ``fragments`` windows of
+        ``fragment_words`` words, in the document's order; none when no word matches."""
+        if not isinstance(query, str):
+            raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
+        if fragment_words < 1 or fragments < 1:
+            raise SemiretError(f"fragment_words and fragments must be at least 1, got {fragment_words} and {fragments}")
+        if len(tags) != 2 or not all(isinstance(tag, str) for tag in tags):
+            raise SemiretError("tags are two strings: the one before a matching word and the one after")
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
+                               "no text to highlight")
+        view = self.pinned()  # the document and its postings from one commit
+        document = view.index.get_document(_document_id(doc_id))
+        if document is None:
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
+        return highlighting.fragments(document.full_text, view._word_matches(query, document.id), fragment_words,
+                                      fragments, tags)
+
+    def _word_matches(self, query: str, doc_id: str):
+        """What :func:`highlight.fragments <semiret.search.highlight.fragments>` asks: for a document's words, the
+        query terms each stands for. Retrievers that sum term weights: the terms a word encodes to (as a query)
+        that the query and the document both hold with a weight; others: the word's English stem where the query has
+        it."""
+        if self.query_side.searches_postings and isinstance(self.index, InvertedIndex):
+            terms, query_weights, document_weights = self.index.explain(self.encode_query(query), doc_id)
+            held = set(terms[(query_weights > 0) & (document_weights > 0)].tolist())
+
+            def matches(words: list[str]) -> list[frozenset]:
+                distinct = list(dict.fromkeys(words))
+                found = {word: frozenset(t for t in encoded.terms.tolist() if t in held)
+                         for word, encoded in zip(distinct, self.encode_queries(distinct))} if held else {}
+                return [found.get(word, frozenset()) for word in words]
+
+            return matches
+        stems = set(highlighting.STEMMER(query))
+
+        def by_stem(words: list[str]) -> list[frozenset]:
+            return [frozenset(t for t in highlighting.STEMMER(word) if t in stems) for word in words]
+
+        return by_stem
 
     def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
                        grouping: Grouping | None) -> SearchHits:

@@ -6,7 +6,8 @@
 ``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words", "chunk_overlap"}``: create an
                                            empty index in ``--data-dir`` (``DELETE``: delete one made there)
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
-                                           "group_size", "score_threshold", "with_text", "options"}`` ->
+                                           "group_size", "score_threshold", "highlight", "with_text",
+                                           "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
@@ -467,8 +468,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 Grouping(body.group_by, body.group_size)
             except SemiretError as exc:
                 raise validation_error(("body", "group_by"), str(exc), "group_by_invalid") from None
+        if body.highlight and not index.index.stores_texts:
+            raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
+                                   "no text to highlight", "highlight_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size, body.score_threshold)
+                                body.group_by, body.group_size, body.score_threshold, body.highlight)
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -608,16 +612,17 @@ def app_from_environment() -> FastAPI:
 
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
-                  group_size: int = 1, score_threshold: float | None = None) -> list[list[dict]]:
+                  group_size: int = 1, score_threshold: float | None = None,
+                  highlight: bool = False) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
-            and group_by is None):  # groups read their hits' stored documents
+            and group_by is None and not highlight):  # groups and highlights read their hits' stored documents
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
-                                   score_threshold)
+                                   score_threshold, highlight)
 
 
 def _inlined_schema(model) -> dict:

@@ -62,6 +62,8 @@ class SearchRequest(BaseModel):
                                  "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
                                  "over an index of passages: documents by their best passage).")
     group_size: int = Field(1, ge=1, strict=True, description="Hits per group (with group_by).")
+    highlight: bool = Field(False, description="Give each hit `highlights`: the passages of its stored text where the "
+                            "query's matches cluster, matching words between <em> and </em> (OpenSearch's highlight).")
     score_threshold: float | None = Field(None, strict=True, allow_inf_nan=False,
                                           description="No hit scoring below this (Qdrant's score_threshold, "
                                                       "OpenSearch's min_score): fewer than k hits rather than poor "
@@ -118,6 +120,8 @@ class Hit(BaseModel):
     text: str | None = Field(None, description="With with_text.")
     metadata: dict[str, Any] | None = Field(None, description="With with_text, when the document has some.")
     group: Any = Field(None, description="With group_by: the value of the field the hit was grouped by.")
+    highlights: list[str] | None = Field(None, description="With highlight: passages with the matching words marked "
+                                         "(none when no word matches).")
 
 
 class SearchResponse(BaseModel):

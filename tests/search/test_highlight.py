@@ -1,0 +1,89 @@
+"""Highlighted fragments of hits (``Retriever.highlight``, ``search --highlight``, the service's ``highlight``):
+windows where the matches cluster, in document order; words matched as each retriever matches them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError, UnknownDocumentError
+from semiret.search import BM25Retriever, DenseRetriever, retriever_class
+from semiret.search.highlight import fragments
+from semiret.serving import ServeSettings, create_app
+
+LONG = Document("long", "Dogs bark at night. " + "Filler words about nothing in particular here. " * 8
+                + "The dog and the cat sleep. " + "More filler text without any match at all. " * 8
+                + "A barking dog wakes the town.", "Dogs")
+CORPUS = [LONG, Document("cats", "Cats chase mice in the garden."), Document("none", "Birds sing in the morning.")]
+
+
+def _by_word(*wanted: str):
+    def matches(words):
+        return [frozenset({w.lower()}) if w.lower() in wanted else frozenset() for w in words]
+
+    return matches
+
+
+def test_fragments_pick_the_windows_where_matches_cluster():
+    text = "a b dog c d e f g dog cat h i j k l m dog"
+    found = fragments(text, _by_word("dog", "cat"), fragment_words=4, count=2)
+    # the window of two distinct terms first, then the earliest of those with one that does not overlap it
+    assert found == ["a b <em>dog</em> c…", "…f g <em>dog</em> <em>cat</em>…"]
+    assert fragments(text, _by_word("dog"), fragment_words=50, count=3) == [
+        text.replace("dog", "<em>dog</em>")]  # the whole text, once
+    assert fragments(text, _by_word("zebra")) == [] and fragments("", _by_word("dog")) == []
+    assert fragments("dog,cat!", _by_word("dog"), tags=("[", "]")) == ["[dog],cat!"]
+
+
+def test_bm25_highlights_the_stems_it_matched(tmp_path):
+    bm25 = BM25Retriever.build(CORPUS, tmp_path / "bm25")
+    found = bm25.highlight("the barking dogs", "long", fragment_words=8, fragments=3)
+    assert len(found) == 3 and all("<em>" in f for f in found)
+    assert "<em>Dogs</em> <em>bark</em>" in found[0] and "<em>dog</em>" in found[1] and "<em>barking</em>" in found[2]
+    assert "<em>the</em>" not in " ".join(found).lower()  # a stopword is no match
+    assert bm25.highlight("zebra", "long") == [] and bm25.highlight("dogs", "cats") == []
+
+
+def test_a_token_retriever_and_a_dense_one(tmp_path, tiny_bert):
+    idf = retriever_class("idf").build(CORPUS, tmp_path / "idf", min_idf=0)  # three documents: every IDF is low
+    assert "<em>Cats</em>" in idf.highlight("cats", "cats")[0]
+    dense = DenseRetriever.build(CORPUS, tmp_path / "dense", model=str(tiny_bert))
+    assert "<em>chase</em>" in dense.highlight("chasing", "cats")[0]  # no terms of its own: English stems
+
+
+def test_what_cannot_be_highlighted(tmp_path):
+    bm25 = BM25Retriever.build(CORPUS, tmp_path / "bm25")
+    with pytest.raises(UnknownDocumentError, match="no document 'nope'"):
+        bm25.highlight("dogs", "nope")
+    with pytest.raises(SemiretError, match="at least 1"):
+        bm25.highlight("dogs", "long", fragment_words=0)
+    with pytest.raises(SemiretError, match="two strings"):
+        bm25.highlight("dogs", "long", tags=("<b>",))
+    bare = BM25Retriever.build(CORPUS, tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="no text to highlight"):
+        bare.highlight("dogs", "long")
+
+
+def test_highlights_from_the_command_line_and_over_http(tmp_path):
+    bm25 = BM25Retriever.build(CORPUS, tmp_path / "bm25")
+    expected = bm25.highlight("cats in gardens", "cats")
+    printed = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--highlight", "--json",
+                                       "cats in gardens"])
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.output)["hits"][0]["highlights"] == expected
+    table = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--highlight", "cats in gardens"])
+    assert table.exit_code == 0 and "highlights" in table.output and "<em>" not in table.output
+    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
+    answer = client.post("/indexes/tiny/search", json={"queries": ["cats in gardens"], "k": 1, "highlight": True})
+    assert answer.json()["results"][0][0]["highlights"] == expected
+    plain = client.post("/indexes/tiny/search", json={"queries": ["cats in gardens"], "k": 1})
+    assert "highlights" not in plain.json()["results"][0][0]
+    BM25Retriever.build(CORPUS, tmp_path / "bare", store_texts=False)
+    bare = TestClient(create_app(ServeSettings({"bare": str(tmp_path / "bare")}, write_process=False)))
+    refused = bare.post("/indexes/bare/search", json={"queries": ["cats"], "highlight": True})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "highlight"]
