@@ -4,7 +4,6 @@ models, eval, compare, fuse, demo."""
 from __future__ import annotations
 
 import json
-import re
 import logging
 import os
 import signal
@@ -286,9 +285,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     from semiret.search.retrievers import open_retriever
 
     if like:
-        if query or queries is not None or run is not None or group_by is not None:
-            raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run or "
-                               "--group-by with it")
+        if query or queries is not None or run is not None or group_by is not None or highlight:
+            raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
+                               "--group-by or --highlight with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) == (queries is not None):
@@ -336,7 +335,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             table.add_column("highlights" if highlight else "text", no_wrap=True, max_width=room)
         for row, hit in zip(rows, hits):
             if highlight:
-                shown = _marked(next(iter(searcher.highlight(text, hit.id, tags=MARKS)), ""), room)
+                shown = _marked(next(iter(searcher.highlight(text, hit.id, tags=None)), []), room)
             else:
                 passage = " ".join((hit.text or "").split())
                 shown = escape(passage if len(passage) <= room else passage[: room - 1] + "…")
@@ -367,17 +366,14 @@ def explain(query: str = typer.Argument(..., help="The query."),
     stdout.print(table)
 
 
-MARKS = ("\x00", "\x01")
-"""Where a highlighted word starts and ends, in a fragment shown in a table (characters no text holds)."""
-
-
-def _marked(fragment: str, room: int):
-    """A highlighted fragment as rich text, its matching words bold, cut to ``room`` characters."""
+def _marked(pieces: list[tuple[str, bool]], room: int):
+    """A highlighted fragment's pieces as rich text (never read as markup), its matching words bold, cut to
+    ``room`` characters."""
     from rich.text import Text
 
     shown = Text()
-    for n, piece in enumerate(re.split("[\x00\x01]", fragment)):
-        shown.append(piece, style="bold" if n % 2 else None)
+    for piece, matched in pieces:
+        shown.append(piece, style="bold" if matched else None)
     shown.truncate(room, overflow="ellipsis")
     return shown
 

@@ -508,15 +508,16 @@ class Retriever:
         return Explanation(doc_id, float(np.sum(query_weights * document_weights, dtype=np.float32)), parts)
 
     def highlight(self, query: str, doc_id: str, fragment_words: int = highlighting.FRAGMENT_WORDS,
-                  fragments: int = highlighting.FRAGMENTS, tags: Sequence[str] = highlighting.TAGS) -> list[str]:
+                  fragments: int = highlighting.FRAGMENTS, tags: Sequence[str] | None = highlighting.TAGS) -> list:
         """The stored document's passages where ``query``'s matches cluster, the matching words between ``tags``
         (OpenSearch's highlight; :mod:`semiret.search.highlight`): at most ``fragments`` windows of
-        ``fragment_words`` words, in the document's order; none when no word matches."""
+        ``fragment_words`` words, in the document's order; none when no word matches. ``tags=None``: each fragment as
+        ``(text, matched)`` pieces, for a display of its own."""
         if not isinstance(query, str):
             raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
         if fragment_words < 1 or fragments < 1:
             raise SemiretError(f"fragment_words and fragments must be at least 1, got {fragment_words} and {fragments}")
-        if len(tags) != 2 or not all(isinstance(tag, str) for tag in tags):
+        if tags is not None and (len(tags) != 2 or not all(isinstance(tag, str) for tag in tags)):
             raise SemiretError("tags are two strings: the one before a matching word and the one after")
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
@@ -525,23 +526,35 @@ class Retriever:
         document = view.index.get_document(_document_id(doc_id))
         if document is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
-        return highlighting.fragments(document.full_text, view._word_matches(query, document.id), fragment_words,
-                                      fragments, tags)
+        found = highlighting.fragment_pieces(document.full_text, view._word_matches(query, document.id),
+                                             fragment_words, fragments)
+        return found if tags is None else [highlighting.tagged(pieces, tags) for pieces in found]
 
     def _word_matches(self, query: str, doc_id: str):
-        """What :func:`highlight.fragments <semiret.search.highlight.fragments>` asks: for a document's words, the
-        query terms each stands for. Retrievers that sum term weights: the terms a word encodes to (as a query)
-        that the query and the document both hold with a weight; others: the word's English stem where the query has
-        it."""
+        """What :func:`highlight.fragment_pieces <semiret.search.highlight.fragment_pieces>` asks: for a document's
+        words, the query terms each stands for. Retrievers that sum term weights: the terms that the query and the
+        document both hold with a weight, of those a word is made of (the index's analyzer for words, else its
+        tokenizer alone: no model runs); others: the word's English stem where the query has it."""
         if self.query_side.searches_postings and isinstance(self.index, InvertedIndex):
             terms, query_weights, document_weights = self.index.explain(self.encode_query(query), doc_id)
             held = set(terms[(query_weights > 0) & (document_weights > 0)].tolist())
+            if self.index.vocab is not None:  # words (BM25): the query side's own analyzer and dictionary
+                def word_terms(words: list[str]) -> list:
+                    return [encoded.terms.tolist() for encoded in self.encode_queries(words)]
+            else:
+                from semiret.search.lexical import index_vocabulary  # a side's module, which imports this one
+
+                vocabulary = index_vocabulary(self.index)
+
+                def word_terms(words: list[str]) -> list:
+                    return [vocabulary.encode(word) for word in words]
 
             def matches(words: list[str]) -> list[frozenset]:
+                if not held:
+                    return [frozenset()] * len(words)
                 distinct = list(dict.fromkeys(words))
-                found = {word: frozenset(t for t in encoded.terms.tolist() if t in held)
-                         for word, encoded in zip(distinct, self.encode_queries(distinct))} if held else {}
-                return [found.get(word, frozenset()) for word in words]
+                found = {word: frozenset(t for t in ids if t in held) for word, ids in zip(distinct, word_terms(distinct))}
+                return [found[word] for word in words]
 
             return matches
         stems = set(highlighting.STEMMER(query))

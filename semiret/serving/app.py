@@ -296,6 +296,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def unavailable(request: Request, exc: IndexFormatError):
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
+    @app.exception_handler(IndexGone)
+    async def gone(request: Request, exc: IndexGone):
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
     @app.exception_handler(WriterUnavailable)
     async def writer_unavailable(request: Request, exc: WriterUnavailable):
         return JSONResponse({"detail": str(exc)}, status_code=503)
@@ -417,10 +421,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                     served.pop(name)
                     owned.discard(name)
 
-        try:
-            await run_in_threadpool(delete)
-        except IndexGone as exc:
-            raise HTTPException(404, str(exc)) from None
+        await run_in_threadpool(delete)  # IndexGone: 404
         return {"status": "acknowledged"}
 
     @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"], responses=_errors(401, 404, 503))

@@ -60,12 +60,11 @@ class DataDirectory:
         for leftover in self.path.glob(f"{DELETED_PREFIX}*"):
             shutil.rmtree(leftover, ignore_errors=True)
         for staging in self.path.glob(f"{STAGING_PREFIX}*"):
-            if staging.name.endswith(LOCK):
-                continue
-            with _lock_if_free(_build_lock(staging)) as free:
-                if free:
-                    shutil.rmtree(staging, ignore_errors=True)
-                    _build_lock(staging).unlink(missing_ok=True)
+            lock = staging if staging.name.endswith(LOCK) else _build_lock(staging)
+            with _lock_if_free(lock) as free:
+                if free:  # no build holds it (a build checks, once it holds its lock, that the file is still there)
+                    shutil.rmtree(lock.with_name(lock.name[: -len(LOCK)]), ignore_errors=True)
+                    lock.unlink(missing_ok=True)
 
     def _locked(self):
         return exclusive_lock(self.path / LOCK)
@@ -91,7 +90,7 @@ class DataDirectory:
             raise IndexExists(f"index {name!r} exists already")
         staging = self.path / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
         try:
-            with exclusive_lock(_build_lock(staging)):  # held while building: not a leftover to remove
+            with _build_lock_held(_build_lock(staging)):  # held while building: not a leftover to remove
                 try:
                     build(staging)
                     with self._locked():
@@ -110,21 +109,48 @@ class DataDirectory:
         meanwhile, or was made anew (another request deleted it first)."""
         target = self.path / name
         trash = self.path / f"{DELETED_PREFIX}{name}-{uuid.uuid4().hex}"
+        build = build_of(index.meta)
         try:
             with index.writing():
                 with self._locked():
-                    if not self.holds(name) or build_of(read_meta(target, None)) != build_of(index.meta):
+                    if not self._holds_build(name, build):
                         raise IndexGone(f"no index {name!r}: deleted meanwhile")
                     target.rename(trash)
-        except (IndexFormatError, OSError):  # its folder went while this waited for its lock
-            if not self.holds(name):
+        except (IndexFormatError, OSError):  # its folder went (or was made anew) while this waited for its lock
+            if not self._holds_build(name, build):
                 raise IndexGone(f"no index {name!r}: deleted meanwhile") from None
             raise
         shutil.rmtree(trash, ignore_errors=True)
 
+    def _holds_build(self, name: str, build: str | None) -> bool:
+        """Whether ``name`` is still the index of that build (not deleted, nor deleted and made again)."""
+        try:
+            return self.holds(name) and build_of(read_meta(self.path / name, None)) == build
+        except (IndexFormatError, OSError):
+            return False
+
 
 def _build_lock(staging: Path) -> Path:
     return staging.with_name(staging.name + LOCK)
+
+
+@contextmanager
+def _build_lock_held(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock while a build runs. A start-up sweep may remove a free lock file between this opening it
+    and locking it: the lock is then on a file no longer there, so it is taken again on the file now there."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                still_there = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                still_there = False
+            if still_there:
+                yield
+                return
+        finally:
+            os.close(fd)  # releases the lock
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from semiret.indexes import open_index
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.retrievers import Retriever, open_retriever
+from semiret.serving.data_dir import IndexGone
 
 OPTION_VARIANTS = 32
 """Retrievers kept for distinct search options asked for (least recently used dropped first)."""
@@ -244,12 +245,18 @@ class ServedIndex:
 
     def _write(self, method: str, *args):
         """``method(*args)`` here, or in the writer process and then this process's snapshot refreshed (so the
-        next search sees the write)."""
-        if self.writer is None:
-            return getattr(self, method)(*args)
-        result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args)
-        self.refresh(wait=True)
-        return result
+        next search sees the write). An index deleted under the write (``DELETE /indexes/{name}``):
+        :class:`~semiret.serving.data_dir.IndexGone`."""
+        try:
+            if self.writer is None:
+                return getattr(self, method)(*args)
+            result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args)
+            self.refresh(wait=True)
+            return result
+        except (IndexFormatError, OSError):
+            if commit_stamp(self.path) is None:
+                raise IndexGone(f"no index {self.name!r}: deleted meanwhile") from None
+            raise
 
     def _upsert(self, documents: list[Document]) -> int:
         added = self.retriever.add(documents, replace=True)

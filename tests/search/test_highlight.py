@@ -32,8 +32,10 @@ def _by_word(*wanted: str):
 def test_fragments_pick_the_windows_where_matches_cluster():
     text = "a b dog c d e f g dog cat h i j k l m dog"
     found = fragments(text, _by_word("dog", "cat"), fragment_words=4, count=2)
-    # the window of two distinct terms first, then the earliest of those with one that does not overlap it
-    assert found == ["a b <em>dog</em> c…", "…f g <em>dog</em> <em>cat</em>…"]
+    # the window of two distinct terms, its matches in the middle, then the best with one that does not overlap it
+    assert found == ["a b <em>dog</em> c…", "…g <em>dog</em> <em>cat</em> h…"]
+    lone = fragments("x " * 30 + "zed " + "y " * 30, _by_word("zed"), fragment_words=5, count=1)
+    assert lone == ["…x x <em>zed</em> y y…"]  # a lone match in the middle of its window, not at its edge
     assert fragments(text, _by_word("dog"), fragment_words=50, count=3) == [
         text.replace("dog", "<em>dog</em>")]  # the whole text, once
     assert fragments(text, _by_word("zebra")) == [] and fragments("", _by_word("dog")) == []
@@ -47,6 +49,31 @@ def test_bm25_highlights_the_stems_it_matched(tmp_path):
     assert "<em>Dogs</em> <em>bark</em>" in found[0] and "<em>dog</em>" in found[1] and "<em>barking</em>" in found[2]
     assert "<em>the</em>" not in " ".join(found).lower()  # a stopword is no match
     assert bm25.highlight("zebra", "long") == [] and bm25.highlight("dogs", "cats") == []
+
+
+def test_words_keep_their_combining_marks(tmp_path):
+    decomposed = Document("nfd", "le cafe\u0301 cre\u0300me brule\u0301e")  # accents written apart (NFD)
+    bm25 = BM25Retriever.build([decomposed] + CORPUS, tmp_path / "bm25")
+    assert bm25.highlight("café crème", "nfd") == ["le <em>cafe\u0301</em> <em>cre\u0300me</em> brule\u0301e"]
+    hindi = Document("hi", "यह नमस्ते दुनिया है")
+    idf = retriever_class("idf").build([hindi] + CORPUS, tmp_path / "idf", min_idf=0)
+    assert idf.highlight("नमस्ते", "hi") == ["यह <em>नमस्ते</em> दुनिया है"]  # the whole word, vowel signs too
+
+
+def test_pieces_for_a_display_of_ones_own(tmp_path):
+    bm25 = BM25Retriever.build(CORPUS, tmp_path / "bm25")
+    [pieces] = bm25.highlight("cats", "cats", tags=None)
+    assert pieces[0] == ("Cats", True) and "".join(piece for piece, _ in pieces) == "Cats chase mice in the garden."
+
+
+def test_a_model_query_side_matches_words_by_its_tokenizer_alone(tmp_path, tiny_docs, tiny_bert, monkeypatch):
+    splade = retriever_class("splade").build(tiny_docs + [LONG], tmp_path / "splade", model=str(tiny_bert))
+    encoded = []
+    original = type(splade.query_side).encode_queries
+    monkeypatch.setattr(type(splade.query_side), "encode_queries",
+                        lambda side, texts: encoded.append(len(texts)) or original(side, texts))
+    splade.highlight("dogs bark", "long")
+    assert encoded == [1]  # the query alone: the document's words are not run through the model
 
 
 def test_a_token_retriever_and_a_dense_one(tmp_path, tiny_bert):
@@ -78,6 +105,9 @@ def test_highlights_from_the_command_line_and_over_http(tmp_path):
     assert json.loads(printed.output)["hits"][0]["highlights"] == expected
     table = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--highlight", "cats in gardens"])
     assert table.exit_code == 0 and "highlights" in table.output and "<em>" not in table.output
+    assert "Cats chase mice in the garden." in table.output
+    refused = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--like", "cats", "--highlight"])
+    assert refused.exit_code != 0 and "--highlight" in refused.output
     client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
     answer = client.post("/indexes/tiny/search", json={"queries": ["cats in gardens"], "k": 1, "highlight": True})
     assert answer.json()["results"][0][0]["highlights"] == expected

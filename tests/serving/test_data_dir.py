@@ -127,6 +127,7 @@ def test_leftovers_of_a_killed_create_or_delete_are_removed(tmp_path):
     for leftover in (".staging-a-1", ".deleted-b-2"):
         (data / leftover).mkdir(parents=True)
         (data / leftover / "meta.json").write_text("{}")
+    (data / ".staging-z-9.lock").write_text("")  # a lock file whose build never made its folder
     assert DataDirectory(data).names() == [] and list(data.iterdir()) == []
     # a staging folder a build holds (another worker creating an index) is no leftover
     building = data / ".staging-c-3"
@@ -194,3 +195,23 @@ def test_a_delete_waits_for_a_write_without_holding_up_the_rest(tmp_path):
     data.delete("b", stale)
     with pytest.raises(IndexGone):  # a second delete of the same index (two requests at once)
         data.delete("b", stale)
+    assert client.put("/indexes/b", json={"retriever": "bot"}, headers=KEY).status_code == 201
+    with pytest.raises(IndexGone):  # deleted and made again meanwhile: the index asked for is gone
+        data.delete("b", stale)
+    assert (tmp_path / "data" / "b").is_dir()
+
+
+def test_a_write_whose_index_is_deleted_under_it_is_a_404(tmp_path, monkeypatch):
+    from semiret.serving.served import ServedIndex
+
+    client = _client(tmp_path / "data")
+    assert client.put("/indexes/a", json={}, headers=KEY).status_code == 201
+    upsert = ServedIndex._upsert
+
+    def deleted_first(index, documents):  # another worker's DELETE, between the lookup and the write
+        (tmp_path / "data" / "a").rename(tmp_path / "elsewhere")
+        return upsert(index, documents)
+
+    monkeypatch.setattr(ServedIndex, "_upsert", deleted_first)
+    answer = client.put("/indexes/a/documents", json={"documents": DOCUMENTS}, headers=KEY)
+    assert answer.status_code == 404 and "deleted meanwhile" in answer.json()["detail"]
