@@ -13,7 +13,7 @@ from semiret.indexes.inverted import BM25Parameters, TwoPhase
 from semiret.models.checkpoints import located
 from semiret.options import local_field
 from semiret.search.feedback import FeedbackTerms, RM3Options, expanded_queries
-from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights
@@ -138,17 +138,6 @@ class TokenizerOptions:
     """Tokenizer of token-space indexes: a registry name, a directory or a hub id."""
     max_length: int | None = None
     """Truncate texts to this many tokens."""
-
-
-def index_vocabulary(index) -> WordPieceVocabulary:
-    """The token vocabulary an index was built over: its WordPiece analyzer, or the tokenizer of the encoder
-    that made it (learned sparse indexes)."""
-    config = index.meta["analyzer"]
-    if config.get("type") == "wordpiece":
-        return WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
-    if config.get("type") == "encoder":
-        return WordPieceVocabulary(located(config["model"]))
-    raise SemiretError(f"{index.path} was not built over a token vocabulary (its analyzer: {config.get('type')!r})")
 
 
 class TokenSets(DocumentSide):

@@ -45,7 +45,8 @@ from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
-from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, saved_model_kind
+from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, saved_model_kind
+from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
 
 log = logging.getLogger(__name__)
@@ -486,6 +487,11 @@ class Retriever:
             excluded.update(passages)
         return texts, excluded
 
+    @property
+    def _sums_term_weights(self) -> bool:
+        """Whether a document's score is the sum of its weights of the query's terms, as the index stores them."""
+        return self.query_side.searches_postings and isinstance(self.index, InvertedIndex)
+
     def explain(self, query: str, doc_id: str) -> Explanation:
         """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
         retrievers that score a document by summing its weights of the query's terms (``bm25``, ``bot``, ``idf``,
@@ -494,10 +500,11 @@ class Retriever:
         approximates it)."""
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
-        if not (self.query_side.searches_postings and isinstance(self.index, InvertedIndex)):
+        if not self._sums_term_weights:
             raise SemiretError(f"retriever {self.name!r} does not score documents by summing term weights (or not "
                                "with these options), so there are no terms to explain its scores by")
-        found = self.index.explain(self.encode_query(query), _document_id(doc_id))
+        doc_id = _document_id(doc_id)
+        found = self.index.explain(self.encode_query(query), doc_id)
         if found is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
         terms, query_weights, document_weights = found
@@ -535,15 +542,13 @@ class Retriever:
         words, the query terms each stands for. Retrievers that sum term weights: the terms that the query and the
         document both hold with a weight, of those a word is made of (the index's analyzer for words, else its
         tokenizer alone: no model runs); others: the word's English stem where the query has it."""
-        if self.query_side.searches_postings and isinstance(self.index, InvertedIndex):
+        if self._sums_term_weights:
             terms, query_weights, document_weights = self.index.explain(self.encode_query(query), doc_id)
             held = set(terms[(query_weights > 0) & (document_weights > 0)].tolist())
             if self.index.vocab is not None:  # words (BM25): the query side's own analyzer and dictionary
                 def word_terms(words: list[str]) -> list:
                     return [encoded.terms.tolist() for encoded in self.encode_queries(words)]
             else:
-                from semiret.search.lexical import index_vocabulary  # a side's module, which imports this one
-
                 vocabulary = index_vocabulary(self.index)
 
                 def word_terms(words: list[str]) -> list:
@@ -622,13 +627,22 @@ def _documents(documents, call: str) -> Iterable[Document]:
     return (as_document(item, position) for position, item in enumerate(documents))
 
 
+def index_vocabulary(index) -> WordPieceVocabulary:
+    """The token vocabulary an index was built over: its WordPiece analyzer, or the tokenizer of the encoder
+    that made it (learned sparse indexes)."""
+    config = index.meta["analyzer"]
+    if config.get("type") == "wordpiece":
+        return WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
+    if config.get("type") == "encoder":
+        return WordPieceVocabulary(located(config["model"]))
+    raise SemiretError(f"{index.path} was not built over a token vocabulary (its analyzer: {config.get('type')!r})")
+
+
 def _term_names(index, term_ids: list[int]) -> list[str]:
     """The words or tokens of an inverted index's term ids: its growable word vocabulary (BM25), else the
     tokenizer's vocabulary it was built over."""
     if index.vocab is not None:
         return [index.vocab[t] for t in term_ids]
-    from semiret.search.lexical import index_vocabulary  # a side's module, which imports this one
-
     vocabulary = index_vocabulary(index)
     return [vocabulary.token(t) for t in term_ids]
 

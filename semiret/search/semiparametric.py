@@ -22,10 +22,10 @@ from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus, encoder_family, located, model_reference
 from semiret.options import local_field
-from semiret.search.lexical import TokenSets, index_vocabulary
+from semiret.search.lexical import TokenSets
 from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
                                    check_weights, encoder_config)
-from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
 from semiret.types import SearchHits, SparseQuery
 
 DEFAULT_RERANK_DEPTH = 100
