@@ -346,7 +346,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
 def explain(query: str = typer.Argument(..., help="The query."),
             index: Path = typer.Option(..., help="Index directory."),
             doc_id: str = typer.Option(..., "--id", help="The document whose score to explain (its id)."),
-            retriever: Optional[str] = _retriever_option(None, "Explain another retriever's score than the index's own"),
+            retriever: Optional[str] = _retriever_option(None, "Explain another retriever's score than the index's "
+                                                                "own"),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
             options: dict = None):
     """How a document's score for a query adds up, term by term (retrievers that sum term weights: bm25, bot, idf,

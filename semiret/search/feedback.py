@@ -4,10 +4,10 @@ A query is searched once; its top ``fb_docs`` documents are taken as relevant, a
 Lavrenko and Croft (RM1: each term's share of a document's words, weighted by the document's score, summed over
 the documents) gives the ``fb_terms`` terms that best describe them. RM3 interpolates that model with the query
 itself (both normalised to sum to 1, the query's share ``original_query_weight``) and searches again with the
-expanded, weighted query. As Anserini's ``Rm3Reranker``: raw first-round scores as document weights, each document's
-term counts cut to its ``fb_terms`` most frequent and normalised by their sum, terms of fewer than 2 or more than 20 characters skipped, and terms in more
-than a tenth of the corpus skipped (its stopword list). Unlike Anserini's, words outside ``[a-z0-9]`` are kept, so
-that documents in other scripts than English expand too.
+expanded, weighted query. As Anserini's ``Rm3Reranker``: raw first-round scores as document weights, each
+document's term counts cut to its ``fb_terms`` most frequent and normalised by their sum, terms of fewer than 2 or
+more than 20 characters skipped, and terms in more than a tenth of the corpus skipped (its stopword list). Unlike
+Anserini's, words outside ``[a-z0-9]`` are kept, so that documents in other scripts than English expand too.
 
 The computation is a few hundred integers per document: numpy over each document's term ids, no library does it
 over semiret's analyzer and term dictionary.
@@ -46,7 +46,8 @@ class RM3Options:
 
     def __post_init__(self):
         if not 1 <= self.fb_docs <= MAX_FEEDBACK_DOCUMENTS:
-            raise SemiretError(f"fb_docs (--fb-docs) must be between 1 and {MAX_FEEDBACK_DOCUMENTS}, got {self.fb_docs}")
+            raise SemiretError(f"fb_docs (--fb-docs) must be between 1 and {MAX_FEEDBACK_DOCUMENTS}, "
+                               f"got {self.fb_docs}")
         if self.fb_terms < 1:
             raise SemiretError(f"fb_terms (--fb-terms) must be at least 1, got {self.fb_terms}")
         if not 0.0 <= self.original_query_weight <= 1.0:

@@ -558,7 +558,8 @@ class Retriever:
                 if not held:
                     return [frozenset()] * len(words)
                 distinct = list(dict.fromkeys(words))
-                found = {word: frozenset(t for t in ids if t in held) for word, ids in zip(distinct, word_terms(distinct))}
+                found = {word: frozenset(t for t in ids if t in held)
+                         for word, ids in zip(distinct, word_terms(distinct))}
                 return [found[word] for word in words]
 
             return matches
@@ -648,8 +649,10 @@ def _term_names(index, term_ids: list[int]) -> list[str]:
 
 
 def _check_threshold(score_threshold) -> None:
-    if score_threshold is not None and (isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
-                                        or not math.isfinite(score_threshold)):
+    if score_threshold is None:
+        return
+    if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)) or not math.isfinite(
+            score_threshold):
         raise SemiretError(f"score_threshold must be a finite number, got {score_threshold!r}")
 
 

@@ -105,7 +105,8 @@ INLINE_QUERY_CHARS = 2_000
 GET_SEARCH_PARAMETERS = frozenset({"q", "k", "with_text"})
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
 ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started without a key (read-only).",
-          404: "No such index (or document).", 409: "An index of that name exists already.", 413: "A body over --max-request-bytes, or a batch over --max-batch.",
+          404: "No such index (or document).", 409: "An index of that name exists already.",
+          413: "A body over --max-request-bytes, or a batch over --max-batch.",
           415: "A body of another type than JSON (or JSON lines for an add).",
           503: "The index directory no longer opens, or the writer process could not be started again."}
 """What each error status means, for the OpenAPI description of the routes that can answer it (422, a field named

@@ -83,7 +83,8 @@ def test_passages_and_model_options_at_creation(tmp_path):
         ({"options": {"rm3": True}}, ["body", "options", "rm3"], "does not apply"),
         ({"options": {"k1": "1"}}, ["body", "options", "k1"], "must be a JSON number"),
         ({"retriever": "dense", "options": {"model": "/etc"}}, ["body", "options", "model"], "not a model this server"),
-        ({"retriever": "idf", "options": {"tokenizer": "some/hub-id"}}, ["body", "options", "tokenizer"], "not a model"),
+        ({"retriever": "idf", "options": {"tokenizer": "some/hub-id"}}, ["body", "options", "tokenizer"],
+         "not a model"),
         ({"chunk_overlap": 2}, ["body", "chunk_words"], "give --chunk-words too"),
     ]:
         refused = client.put("/indexes/q", json=body, headers=KEY)
@@ -98,7 +99,8 @@ def test_passages_and_model_options_at_creation(tmp_path):
     assert not (tmp_path / "c").exists()
     assert client.put("/indexes/.hidden", json={}, headers=KEY).status_code == 422
     assert client.put("/indexes/" + "x" * 65, json={}, headers=KEY).status_code == 422
-    assert not (tmp_path / "data" / "q").exists() and sorted(p.name for p in (tmp_path / "data").iterdir()) == [".lock", "p"]
+    assert not (tmp_path / "data" / "q").exists()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [".lock", "p"]
 
 
 def test_what_the_server_does_not_own_or_allow(tmp_path):
@@ -186,7 +188,8 @@ def test_a_delete_waits_for_a_write_without_holding_up_the_rest(tmp_path):
         deleting.start()
         time.sleep(0.3)
         started = time.perf_counter()
-        assert client.get("/readyz").status_code == 200 and client.put("/indexes/c", json={}, headers=KEY).status_code == 201
+        assert client.get("/readyz").status_code == 200
+        assert client.put("/indexes/c", json={}, headers=KEY).status_code == 201
         assert time.perf_counter() - started < 5 and deleting.is_alive() and (tmp_path / "data" / "a").exists()
     deleting.join(30)
     assert answers[0].status_code == 200 and not (tmp_path / "data" / "a").exists()
