@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from semiret.data.paths import dataset, msmarco_idf
 from semiret.evaluation.evaluate import evaluate
@@ -122,6 +123,7 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         suffix = f"-{Path(options['model']).name}" if "model" in options else ""
         return index_dir / f"{root.name}-{retriever_class(retriever).documents.index_kind}{suffix}"
 
+    searched = []  # (label, retriever, index, options) of each row, for the example below the table
     for label, retriever, options in demo_systems(baselines, dense) + (nail_systems(nail) if nail else []) + \
             (gdr_systems(gdr) if gdr else []):
         console.print(f"[bold]{label}[/bold] ...")
@@ -139,6 +141,7 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         if build_seconds is not None:
             figures["index_build_s"] = round(build_seconds, 3)
         rows.append({"system": label, **figures})
+        searched.append((label, retriever, index, options))
     columns = {QUALITY: QUALITY, "R@100": "R@100", "MRR@10": "MRR@10", "index_build_s": "build s",
                "index_size_mb": "MB", LATENCY: "ms/query", "flops": "FLOPS"}
     table = Table(title=f"semiret demo: {root.name} test",
@@ -151,10 +154,41 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         table.add_row(row["system"], *(_fmt(row[key], "(reused)" if key == "index_build_s" else "-")
                                        for key in columns))
     console.print(table)
+    explain_example(console, root, searched)
     (out / "results.json").write_text(json.dumps(rows, indent=2))
     plot = plot_quality_latency(rows, out / "quality_vs_latency.png", title=f"{root.name} test")
     console.print(f"wrote {out / 'results.json'} and {plot}")
     return rows
+
+
+def explain_example(console: Console, root: Path, searched: list[tuple[str, str, Path, dict]],
+                    terms: int = 6) -> dict | None:
+    """The collection's first test query searched by the last row whose scores add up term by term (the learned
+    sparse model where the demo has one): its best hit's highlighted passage and the terms its score is made of
+    (``semiret explain``, ``search --highlight``). Returns what it showed (None: no such row)."""
+    from semiret.data.collection import Collection
+    from semiret.search.retrievers import open_retriever, retriever_class
+
+    query = next(iter(Collection(root).queries("test").values()), None)
+    for label, retriever, index, options in reversed(searched):
+        opened = open_retriever(index, retriever, **retriever_class(retriever).split_options(options)[1])
+        if query is None or not opened._sums_term_weights or not opened.index.stores_texts:
+            continue
+        best = opened.search(query, k=1)
+        if not best:
+            continue
+        explained = opened.explain(query, best[0].id)
+        pieces = next(iter(opened.highlight(query, best[0].id, fragments=1, tags=None)), [])
+        shown = Text.assemble(Text(f"\nOne query, explained ({label}): ", style="bold"), query,
+                              f"\nbest hit {best[0].id}: ", *((piece, "bold" if hit else "") for piece, hit in pieces),
+                              "\nits score, term by term (query weight x document weight): ",
+                              "; ".join(f"{t.term} {t.query_weight:.2f} x {t.document_weight:.2f}"
+                                        for t in explained.terms[:terms] if t.contribution > 0))
+        console.print(shown)
+        return {"system": label, "query": query, "hit": best[0].id,
+                "passage": "".join(f"**{piece}**" if hit else piece for piece, hit in pieces),
+                "terms": [vars(t) for t in explained.terms[:terms]]}
+    return None
 
 
 def _hybrid_around(neural_index: Path, hybrid_index: Path) -> float | None:

@@ -5,6 +5,7 @@ Errors from semiret (bad data, bad index, bad options) exit with code 2 and a on
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -333,8 +334,13 @@ def test_demo_compares_systems_in_one_table_json_and_plot(tmp_path, beir_dir, mo
     asked = []
     monkeypatch.setattr(demo, "demo_systems", lambda *flags: asked.append(flags) or [
         ("BM25", "bm25", {}), ("bag-of-tokens overlap", "bot", {}), ("IDF (corpus)", "idf", {})])
-    invoke("demo", "--data", beir_dir, "--out", tmp_path / "cli-out", "--dense")
+    shown = invoke("demo", "--data", beir_dir, "--out", tmp_path / "cli-out", "--dense").stdout
     assert asked == [(False, True)]  # --dense reaches the list of systems
+    assert "One query, explained (IDF (corpus))" in " ".join(shown.split())  # the last row that sums term weights
+    example = demo.explain_example(Console(file=io.StringIO()), beir_dir, [
+        ("BM25", "bm25", tmp_path / "cli-out" / "indexes" / f"{beir_dir.name}-bm25", {})])
+    assert example["system"] == "BM25" and example["terms"] and example["hit"]
+    assert sum(t["contribution"] for t in example["terms"]) > 0 and "**" in example["passage"]
     rows = demo.run_demo(str(beir_dir), tmp_path / "out")
     assert [r["system"] for r in rows] == ["BM25", "bag-of-tokens overlap", "IDF (corpus)"]
     assert rows[2]["index_build_s"] is None  # idf reuses the bag-of-tokens index built for bot
