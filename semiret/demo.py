@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -11,7 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from semiret.data.paths import dataset, msmarco_idf
+from semiret.errors import SemiretError
 from semiret.evaluation.evaluate import evaluate
+
+log = logging.getLogger(__name__)
 
 FROM_RERANK_CACHE = "from_rerank_cache"
 """A demo option of ``sidr-full``: build its index from the embedding cache the ``sidr-beta-rerank`` row filled."""
@@ -177,8 +181,12 @@ def explain_example(console: Console, root: Path, searched: list[tuple[str, str,
         best = opened.search(query, k=1)
         if not best:
             continue
-        explained = opened.explain(query, best[0].id)
-        pieces = next(iter(opened.highlight(query, best[0].id, fragments=1, tags=None)), [])
+        try:
+            explained = opened.explain(query, best[0].id)
+            pieces = next(iter(opened.highlight(query, best[0].id, fragments=1, tags=None)), [])
+        except SemiretError as exc:  # a model saved without its tokenizer's vocabulary names no terms: the next row
+            log.info("no example from %s: %s", label, exc)
+            continue
         shown = Text.assemble(Text(f"\nOne query, explained ({label}): ", style="bold"), query,
                               f"\nbest hit {best[0].id}: ", *((piece, "bold" if hit else "") for piece, hit in pieces),
                               "\nits score, term by term (query weight x document weight): ",

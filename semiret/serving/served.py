@@ -254,7 +254,7 @@ class ServedIndex:
             self.refresh(wait=True)
             return result
         except (IndexFormatError, OSError):
-            if commit_stamp(self.path) is None:
+            if not self.path.is_dir():  # its folder went (a delete renames it away); a meta.json alone gone: broken
                 raise IndexGone(f"no index {self.name!r}: deleted meanwhile") from None
             raise
 
