@@ -248,6 +248,18 @@ class HybridRetriever(Retriever):
     documents = HybridDocuments
     queries = HybridQueries
 
+    def _word_matches(self, query: str, doc_id: str):
+        """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a
+        dense part, English stems), each term known with its part's name (two vocabularies' ids are not one)."""
+        matchers = [(name, part._word_matches(query, doc_id)) for name, part in self.query_side.parts.items()]
+
+        def matches(words: list[str]) -> list[frozenset]:
+            per_part = [[frozenset((name, term) for term in terms) for terms in matcher(words)]
+                        for name, matcher in matchers]
+            return [frozenset().union(*held) for held in zip(*per_part)]
+
+        return matches
+
     @classmethod
     def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False,
                **options) -> "HybridRetriever":

@@ -117,3 +117,13 @@ def test_highlights_from_the_command_line_and_over_http(tmp_path):
     bare = TestClient(create_app(ServeSettings({"bare": str(tmp_path / "bare")}, write_process=False)))
     refused = bare.post("/indexes/bare/search", json={"queries": ["cats"], "highlight": True})
     assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "highlight"]
+
+
+def test_a_hybrid_highlights_what_either_part_matched(tmp_path, tiny_bert):
+    hybrid = retriever_class("hybrid").build(CORPUS, tmp_path / "hybrid", model=str(tiny_bert))
+    words = ["Dogs", "bark", "night", "zebra"]
+    held = hybrid._word_matches("dogs barking", "long")(words)
+    assert {part for terms in held for part, _ in terms} >= {"lexical"} and held[3] == frozenset()
+    assert held[0] and held[1] and not held[2]  # BM25's stems, each named with its part
+    assert "<em>Dogs</em> <em>bark</em>" in hybrid.highlight("dogs barking", "long")[0]
+
