@@ -29,7 +29,7 @@ from semiret.search.retrievers import (
     retriever_class,
 )
 from semiret.text.kernels import NUMBA_OPTIONS
-from semiret.types import SearchHits
+from semiret.types import Explanation, SearchHits, TermContribution
 
 LEXICAL, NEURAL = "lexical", "neural"
 FUSIONS = ("bound", "score", "rrf")
@@ -247,6 +247,27 @@ class HybridRetriever(Retriever):
     name = "hybrid"
     documents = HybridDocuments
     queries = HybridQueries
+
+    def explain(self, query: str, doc_id: str) -> Explanation:
+        """How the document's fused score adds up ('bound' fusion: ``sum_p share_p x score_p / bound_p``): each
+        part's terms (named ``lexical:TERM``, ``neural:TERM``) with their query weights scaled by the part's share
+        over its bound for the query. Fusions of rankings (score, rrf) have no such sum and are refused."""
+        if self.query_side.fusion != "bound":
+            raise SemiretError(f"this hybrid fuses rankings ({self.query_side.fusion!r}), which no term adds up to: "
+                               "explain its parts (-r bm25 and the neural retriever over their indexes), or search "
+                               "it with --fusion bound")
+        shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
+        terms = []
+        for name, part in self.query_side.parts.items():
+            if not shares[name]:
+                continue  # a part weighted 0 adds nothing
+            explained = part.explain(query, doc_id)
+            bound = float(part.index.score_bounds([part.encode_query(query)])[0])
+            scale = shares[name] / bound if bound > 0 else 0.0
+            terms += [TermContribution(f"{name}:{t.term}", t.query_weight * scale, t.document_weight,
+                                       t.contribution * scale) for t in explained.terms]
+        terms.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
+        return Explanation(explained.doc_id, float(sum(t.contribution for t in terms)), terms)
 
     def _word_matches(self, query: str, doc_id: str):
         """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a

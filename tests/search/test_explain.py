@@ -92,3 +92,16 @@ def test_explain_from_the_command_line_and_over_http(tmp_path):
     assert client.post("/indexes/tiny/explain", json={"query": "cats", "id": "nope"}).status_code == 404
     refused = client.post("/indexes/tiny/explain", json={"query": "cats", "id": "d2", "options": {"rm3": True}})
     assert refused.status_code == 422 and "summing term weights" in refused.json()["detail"]
+
+
+def test_a_hybrid_fused_by_bounds_is_explained_part_by_part(tmp_path, tiny_docs, tiny_bert):
+    hybrid = retriever_class("hybrid").build(tiny_docs, tmp_path / "hybrid", neural="splade", model=str(tiny_bert))
+    assert hybrid.query_side.fusion == "bound"
+    assert _agrees_with_search(hybrid, QUERIES[:2]) > 0
+    explained = hybrid.explain("cats and dogs", "d2")
+    assert {t.term.split(":")[0] for t in explained.terms} == {"lexical", "neural"}
+    lexical_only = hybrid.with_options(weight=1.0).explain("cats and dogs", "d2")
+    assert {t.term.split(":")[0] for t in lexical_only.terms} == {"lexical"}
+    with pytest.raises(SemiretError, match="fuses rankings"):
+        hybrid.with_options(fusion="rrf").explain("cats", "d2")
+
