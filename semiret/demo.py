@@ -175,16 +175,16 @@ def explain_example(console: Console, root: Path, searched: list[tuple[str, str,
 
     query = next(iter(Collection(root).queries("test").values()), None)
     for label, retriever, index, options in reversed(searched):
-        opened = open_retriever(index, retriever, **retriever_class(retriever).split_options(options)[1])
-        if query is None or not opened._sums_term_weights or not opened.index.stores_texts:
-            continue
-        best = opened.search(query, k=1)
-        if not best:
-            continue
         try:
+            opened = open_retriever(index, retriever, **retriever_class(retriever).split_options(options)[1])
+            if query is None or not opened._sums_term_weights or not opened.index.stores_texts:
+                continue
+            best = opened.search(query, k=1)
+            if not best:
+                continue
             explained = opened.explain(query, best[0].id)
             pieces = next(iter(opened.highlight(query, best[0].id, fragments=1, tags=None)), [])
-        except SemiretError as exc:  # a model saved without its tokenizer's vocabulary names no terms: the next row
+        except (SemiretError, OSError) as exc:  # (a model saved without its tokenizer names no terms): the next row
             log.info("no example from %s: %s", label, exc)
             continue
         shown = Text.assemble(Text(f"\nOne query, explained ({label}): ", style="bold"), query,

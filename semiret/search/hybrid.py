@@ -14,7 +14,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from semiret.errors import SemiretError
+from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
 from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
@@ -253,21 +253,26 @@ class HybridRetriever(Retriever):
         part's terms (named ``lexical:TERM``, ``neural:TERM``) with their query weights scaled by the part's share
         over its bound for the query. Fusions of rankings (score, rrf) have no such sum and are refused."""
         if self.query_side.fusion != "bound":
+            sparse = self.query_side.parts[NEURAL]._sums_term_weights
             raise SemiretError(f"this hybrid fuses rankings ({self.query_side.fusion!r}), which no term adds up to: "
-                               "explain its parts (-r bm25 and the neural retriever over their indexes), or search "
-                               "it with --fusion bound")
+                               "explain its BM25 part (-r bm25 over its lexical folder)"
+                               + (", or search it with --fusion bound" if sparse else ""))
         shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
-        terms = []
+        terms, found = [], False
         for name, part in self.query_side.parts.items():
-            if not shares[name]:
-                continue  # a part weighted 0 adds nothing
-            explained = part.explain(query, doc_id)
+            try:
+                explained = part.explain(query, doc_id)
+            except UnknownDocumentError:  # in one part only (a crash between the parts' commits): it adds nothing
+                continue
+            found = True
             bound = float(part.index.score_bounds([part.encode_query(query)])[0])
             scale = shares[name] / bound if bound > 0 else 0.0
             terms += [TermContribution(f"{name}:{t.term}", t.query_weight * scale, t.document_weight,
-                                       t.contribution * scale) for t in explained.terms]
+                                       t.contribution * scale) for t in explained.terms if scale]
+        if not found:
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
         terms.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
-        return Explanation(explained.doc_id, float(sum(t.contribution for t in terms)), terms)
+        return Explanation(str(doc_id), float(sum(t.contribution for t in terms)), terms)
 
     def _word_matches(self, query: str, doc_id: str):
         """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a

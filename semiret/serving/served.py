@@ -62,6 +62,7 @@ class ServedIndex:
         """The retriever asked for (None: the one the index records)."""
         self._seen = commit_stamp(self.path) if backend is None else None  # meta.json as last checked
         self.retriever = open_retriever(self.path, retriever, backend=backend)
+        self._build = build_of(self.index.meta) if backend is None else None  # the index opened, of those made there
         self.max_segments = max_segments
         self.writer = None
         """A :class:`~semiret.serving.writer.WriterProcess` that does this index's writes; None: this process."""
@@ -87,7 +88,7 @@ class ServedIndex:
             meta, stamp = read_commit(self.path, None)
         except (SemiretError, OSError):
             return True
-        if build_of(meta) != build_of(self.index.meta):
+        if build_of(meta) != self._build:
             return True
         self._seen = stamp  # a commit of the same index
         return False
@@ -254,7 +255,9 @@ class ServedIndex:
             self.refresh(wait=True)
             return result
         except (IndexFormatError, OSError):
-            if not self.path.is_dir():  # its folder went (a delete renames it away); a meta.json alone gone: broken
+            # its folder went (a delete renames it away), or holds another index (deleted and made again); a
+            # meta.json alone gone is a broken index
+            if not self.path.is_dir() or ((self.path / META_FILE).is_file() and self.replaced()):
                 raise IndexGone(f"no index {self.name!r}: deleted meanwhile") from None
             raise
 

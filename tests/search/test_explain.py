@@ -102,6 +102,20 @@ def test_a_hybrid_fused_by_bounds_is_explained_part_by_part(tmp_path, tiny_docs,
     assert {t.term.split(":")[0] for t in explained.terms} == {"lexical", "neural"}
     lexical_only = hybrid.with_options(weight=1.0).explain("cats and dogs", "d2")
     assert {t.term.split(":")[0] for t in lexical_only.terms} == {"lexical"}
-    with pytest.raises(SemiretError, match="fuses rankings"):
+    with pytest.raises(SemiretError, match="fuses rankings.*--fusion bound"):
         hybrid.with_options(fusion="rrf").explain("cats", "d2")
+    # a document one part lacks (a crash between the parts' commits): the other part's terms alone
+    neural = hybrid.query_side.parts["neural"]
+    neural.explain = lambda query, doc_id: (_ for _ in ()).throw(UnknownDocumentError(doc_id))
+    alone = hybrid.explain("cats and dogs", "d2")
+    assert alone.terms and {t.term.split(":")[0] for t in alone.terms} == {"lexical"}
+    with pytest.raises(UnknownDocumentError, match=f"no document 'nope' in {hybrid.index.path}$"):
+        hybrid.explain("cats", "nope")
+
+
+def test_a_hybrid_fusing_rankings_says_what_can_be_explained(tmp_path, tiny_docs, tiny_bert):
+    dense = retriever_class("hybrid").build(tiny_docs, tmp_path / "hybrid", neural="dense", model=str(tiny_bert))
+    with pytest.raises(SemiretError, match="fuses rankings") as refused:
+        dense.explain("cats", "d2")
+    assert "--fusion bound" not in str(refused.value)  # a dense part cannot be fused by bounds
 

@@ -218,3 +218,14 @@ def test_a_write_whose_index_is_deleted_under_it_is_a_404(tmp_path, monkeypatch)
     monkeypatch.setattr(ServedIndex, "_upsert", deleted_first)
     answer = client.put("/indexes/a/documents", json={"documents": DOCUMENTS}, headers=KEY)
     assert answer.status_code == 404 and "deleted meanwhile" in answer.json()["detail"]
+    monkeypatch.setattr(ServedIndex, "_upsert", upsert)
+    assert client.put("/indexes/b", json={}, headers=KEY).status_code == 201
+
+    def made_again_first(index, documents):  # deleted and made again by another worker meanwhile
+        (tmp_path / "data" / "b").rename(tmp_path / "elsewhere-b")
+        BM25Retriever.build([], tmp_path / "data" / "b")
+        return upsert(index, documents)
+
+    monkeypatch.setattr(ServedIndex, "_upsert", made_again_first)
+    again = client.put("/indexes/b/documents", json={"documents": DOCUMENTS}, headers=KEY)
+    assert again.status_code == 404 and "deleted meanwhile" in again.json()["detail"]
