@@ -157,6 +157,45 @@ def exclusive_lock(path: Path, reading: bool = False) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+@contextmanager
+def exclusive_lock_while_linked(path: Path) -> Iterator[None]:
+    """:func:`exclusive_lock` on a lock file that others remove when they find it free (:func:`lock_if_free`, a
+    sweep of leftovers): one removed between this opening it and locking it holds nothing, so the lock is taken
+    again on the file now at ``path``."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                still_there = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                still_there = False
+            if still_there:
+                yield
+                return
+        finally:
+            os.close(fd)  # releases the lock
+
+
+@contextmanager
+def lock_if_free(path: Path) -> Iterator[bool]:
+    """Hold ``path``'s lock if no process holds it (yield True), else yield False at once."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
     """Move a fully written ``staged`` directory to ``target``, durably; an old ``target`` is replaced only if
     allowed."""

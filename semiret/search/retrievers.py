@@ -533,9 +533,10 @@ class Retriever:
         document = view.index.get_document(_document_id(doc_id))
         if document is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
-        found = highlighting.fragment_pieces(document.full_text, view._word_matches(query, document.id),
-                                             fragment_words, fragments)
-        return found if tags is None else [highlighting.tagged(pieces, tags) for pieces in found]
+        matches = view._word_matches(query, document.id)
+        if tags is None:
+            return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
+        return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags)
 
     def _word_matches(self, query: str, doc_id: str):
         """What :func:`highlight.fragment_pieces <semiret.search.highlight.fragment_pieces>` asks: for a document's

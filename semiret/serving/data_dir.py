@@ -10,17 +10,13 @@ Folders whose names begin with a dot are the server's own (staging, deleted, the
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 import shutil
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.files import exclusive_lock
+from semiret.files import exclusive_lock, exclusive_lock_while_linked, lock_if_free
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.options import OptionValueError
@@ -61,7 +57,7 @@ class DataDirectory:
             shutil.rmtree(leftover, ignore_errors=True)
         for staging in self.path.glob(f"{STAGING_PREFIX}*"):
             lock = staging if staging.name.endswith(LOCK) else _build_lock(staging)
-            with _lock_if_free(lock) as free:
+            with lock_if_free(lock) as free:
                 if free:  # no build holds it (a build checks, once it holds its lock, that the file is still there)
                     shutil.rmtree(lock.with_name(lock.name[: -len(LOCK)]), ignore_errors=True)
                     lock.unlink(missing_ok=True)
@@ -90,7 +86,7 @@ class DataDirectory:
             raise IndexExists(f"index {name!r} exists already")
         staging = self.path / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
         try:
-            with _build_lock_held(_build_lock(staging)):  # held while building: not a leftover to remove
+            with exclusive_lock_while_linked(_build_lock(staging)):  # held while building: not a leftover to remove
                 try:
                     build(staging)
                     with self._locked():
@@ -132,44 +128,6 @@ class DataDirectory:
 
 def _build_lock(staging: Path) -> Path:
     return staging.with_name(staging.name + LOCK)
-
-
-@contextmanager
-def _build_lock_held(path: Path) -> Iterator[None]:
-    """Hold ``path``'s lock while a build runs. A start-up sweep may remove a free lock file between this opening it
-    and locking it: the lock is then on a file no longer there, so it is taken again on the file now there."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                still_there = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                still_there = False
-            if still_there:
-                yield
-                return
-        finally:
-            os.close(fd)  # releases the lock
-
-
-@contextmanager
-def _lock_if_free(path: Path) -> Iterator[bool]:
-    """Hold ``path``'s lock if no process holds it (yield True), else yield False at once."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        yield False
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
 
 
 def check_name(name: str) -> None:
