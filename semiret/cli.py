@@ -258,8 +258,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                           "too (the service's with_text)."),
            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only documents whose stored metadata "
                                                        "matches: FIELD=VALUE (VALUE read as JSON when it is: year=2020 "
-                                                       "a number, 'year={\"gte\": 2019}' a range); repeat for more "
-                                                       "(one field twice: either value), or one JSON object."),
+                                                       "a number, 'year={\"gte\": 2019}' a range), FIELD!=VALUE "
+                                                       "(not that value, or no such field); repeat for more (one "
+                                                       "field twice: either value), or one JSON object ($or, $and, "
+                                                       "$not join filters)."),
            group_by: Optional[str] = typer.Option(None, help="k groups of hits by this metadata field's value, groups "
                                                   "by their best hit (parent, over passages: documents by their "
                                                   "best passage); the run file then holds the groups."),
@@ -380,18 +382,20 @@ def _marked(pieces: list[tuple[str, bool]], room: int):
 
 
 def _filter(conditions: list[str]) -> dict:
-    """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value), or a JSON
-    object."""
+    """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value),
+    ``FIELD!=VALUE`` (documents holding none of these values, or without the field), or a JSON object."""
     if len(conditions) == 1 and conditions[0].lstrip().startswith("{"):
         try:
             return json.loads(conditions[0])
         except json.JSONDecodeError as exc:
             raise SemiretError(f"--filter {conditions[0]!r} is not a JSON object ({exc.msg})") from None
-    spec: dict = {}
+    wanted: dict = {}
+    unwanted: dict = {}
     for condition in conditions:
         field, equals, value = condition.partition("=")
+        spec, field = (unwanted, field[:-1]) if field.endswith("!") else (wanted, field)
         if not equals or not field.strip():
-            raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE (or one JSON object)")
+            raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE or FIELD!=VALUE (or one JSON object)")
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
@@ -402,7 +406,9 @@ def _filter(conditions: list[str]) -> dict:
             spec[field] = before + (value if isinstance(value, list) else [value])
         else:
             spec[field] = value
-    return spec
+    if unwanted:  # none of the fields holds one of its values
+        wanted["$not"] = unwanted if len(unwanted) == 1 else {"$or": [{f: v} for f, v in unwanted.items()]}
+    return wanted
 
 
 def _stored(hit) -> dict:

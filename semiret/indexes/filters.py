@@ -5,8 +5,12 @@
 - ``{"year": [2019, 2020]}``: any of the values;
 - ``{"year": {"gte": 2019, "lt": 2024}}``: a range (``gt``, ``gte``, ``lt``, ``lte``; numbers with numbers, strings
   with strings, so ISO dates compare as dates);
+- ``{"doi": {"exists": true}}``: the document has the field (any value, null included; ``false``: it has not);
 - several fields: all of them; ``"a.b"`` reads the field ``b`` inside the object ``a`` (inside each object of a list
-  of objects: ``authors.name``).
+  of objects: ``authors.name``);
+- ``{"$or": [filter, ...]}``: any of the filters; ``{"$and": [...]}``: all; ``{"$not": filter}``: documents that fail
+  it (a document without the field passes ``{"$not": {"source": "web"}}``, as Qdrant's ``must_not``). These keys sit
+  beside field conditions, which they join with AND: ``{"year": {"gte": 2019}, "$not": {"source": "web"}}``.
 
 A segmented index applies a filter as deletions (:meth:`~semiret.indexes.segments.SegmentedIndex.restricted`): the
 documents that fail it are hidden from one ordinary search, as deleted documents are, so every retriever ranks only
@@ -62,70 +66,156 @@ def _scalar(value, field: str):
 ANY_OF = (list, tuple, set, frozenset)
 
 
+COMBINATORS = ("$and", "$or", "$not")
+"""Keys of a filter object that combine filters instead of naming a field (so no field name starts with ``$``)."""
+
+
 class MetadataFilter:
-    """A checked filter: :meth:`matches` says whether a document's metadata passes every condition."""
+    """A checked filter: :meth:`matches` says whether a document's metadata passes it, :meth:`mask` which of a
+    segment's documents do."""
 
     def __init__(self, spec: dict):
-        if not isinstance(spec, dict) or not spec:
-            raise SemiretError(f"a filter is a non-empty JSON object of field conditions, got {spec!r}")
-        self.spec = {field: self._normalised(field, wanted) for field, wanted in spec.items()}
+        self.spec = _normalised_filter(spec, "a filter")
         self.key = json.dumps(self.spec, sort_keys=True)
         """The filter written one way (what segments cache their matching documents under)."""
-        self._conditions = [(field.split("."), self._condition(wanted)) for field, wanted in self.spec.items()]
-
-    @staticmethod
-    def _normalised(field: str, wanted):
-        """A condition checked and written one way: a scalar, a sorted list of scalars (any of them), or a range."""
-        if not isinstance(field, str) or not field or "" in field.split("."):
-            raise SemiretError(f"filter field {field!r}: a field name, or names joined by dots for nested fields")
-        if isinstance(wanted, dict):
-            unknown = sorted(set(wanted) - set(RANGE_OPERATORS))
-            if unknown or not wanted:
-                raise SemiretError(f"filter field {field!r}: a range takes {', '.join(RANGE_OPERATORS)}, "
-                                   f"got {', '.join(map(str, unknown)) or 'none'}")
-            bounds = {op: _scalar(bound, field) for op, bound in wanted.items()}
-            if not all(_is_number(v) for v in bounds.values()) and not all(isinstance(v, str) for v in bounds.values()):
-                raise SemiretError(f"filter field {field!r}: a range's bounds are all numbers or all strings")
-            return bounds
-        if isinstance(wanted, ANY_OF):
-            if not wanted or any(isinstance(v, (dict, *ANY_OF)) for v in wanted):
-                raise SemiretError(f"filter field {field!r}: a value, a non-empty list of values (any of them) or a "
-                                   "range object")
-            return sorted({equality_key(v): v for v in (_scalar(v, field) for v in wanted)}.values(), key=equality_key)
-        return _scalar(wanted, field)
-
-    @staticmethod
-    def _condition(wanted) -> Callable[[Any], bool]:
-        if isinstance(wanted, dict):
-            bounds = list(wanted.items())
-            numeric = _is_number(bounds[0][1])
-
-            def in_range(value) -> bool:
-                if not (_is_number(value) if numeric else isinstance(value, str)):
-                    return False  # a string against numeric bounds (or the reverse) is outside the range
-                return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
-            return in_range
-        keys = {equality_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
-        return lambda value: equality_key(value) in keys
+        self._root = _clause(self.spec)
 
     @property
     def fields(self) -> list[tuple[str, ...]]:
-        """The field paths the filter reads (``"a.b"`` as ``("a", "b")``)."""
-        return [tuple(path) for path, _ in self._conditions]
+        """The field paths the filter reads (``"a.b"`` as ``("a", "b")``), each once."""
+        return list(dict.fromkeys(self._root.paths()))
 
     def matches(self, metadata: dict | None) -> bool:
-        return all(_passes(condition, field_value(metadata, path)) for path, condition in self._conditions)
+        return self._root.passes(metadata)
 
     def mask(self, columns: Callable[[tuple[str, ...]], "Column"]) -> np.ndarray:
         """bool per document, from ``columns(path)``: a field's values as a segment keeps them (:class:`Column`),
         each distinct value tested once, so a new filter reads no JSON."""
-        passing = None
-        for path, condition in self._conditions:
-            column = columns(tuple(path))
-            tested = np.fromiter((_passes(condition, value) for value in column.values), bool, len(column.values))
-            found = tested[column.codes]
-            passing = found if passing is None else passing & found
-        return passing
+        return self._root.mask(columns)
+
+
+def _normalised_filter(spec, where: str) -> dict:
+    """A filter object checked and written one way: each field's condition (:func:`_normalised_condition`), and
+    ``$and``/``$or`` (a non-empty list of filter objects) and ``$not`` (one) with their filters normalised."""
+    if not isinstance(spec, dict) or not spec:
+        raise SemiretError(f"{where} is a non-empty JSON object of field conditions, got {spec!r}")
+    normalised = {}
+    for key, wanted in spec.items():
+        if isinstance(key, str) and key.startswith("$"):
+            if key == "$not":
+                normalised[key] = _normalised_filter(wanted, "$not's filter")
+            elif key in COMBINATORS:
+                if not isinstance(wanted, list) or not wanted:
+                    raise SemiretError(f"{key} takes a non-empty list of filter objects, got {wanted!r}")
+                normalised[key] = [_normalised_filter(each, f"each filter of {key}") for each in wanted]
+            else:
+                raise SemiretError(f"filter key {key!r}: the keys starting with $ are {', '.join(COMBINATORS)} "
+                                   "(a field name does not start with $)")
+        else:
+            normalised[key] = _normalised_condition(key, wanted)
+    return normalised
+
+
+def _normalised_condition(field: str, wanted):
+    """A field's condition checked and written one way: a scalar, a sorted list of scalars (any of them), a range,
+    or ``{"exists": bool}``."""
+    if not isinstance(field, str) or not field or "" in field.split("."):
+        raise SemiretError(f"filter field {field!r}: a field name, or names joined by dots for nested fields")
+    if isinstance(wanted, dict):
+        if "exists" in wanted:
+            if len(wanted) != 1 or not isinstance(wanted["exists"], bool):
+                raise SemiretError(f"filter field {field!r}: exists takes true or false, alone (got {wanted!r})")
+            return dict(wanted)
+        unknown = sorted(set(wanted) - set(RANGE_OPERATORS))
+        if unknown or not wanted:
+            raise SemiretError(f"filter field {field!r}: a range takes {', '.join(RANGE_OPERATORS)}, got "
+                               f"{', '.join(map(str, unknown)) or 'none'} (the field's presence: "
+                               '{"exists": true} alone)')
+        bounds = {op: _scalar(bound, field) for op, bound in wanted.items()}
+        if not all(_is_number(v) for v in bounds.values()) and not all(isinstance(v, str) for v in bounds.values()):
+            raise SemiretError(f"filter field {field!r}: a range's bounds are all numbers or all strings")
+        return bounds
+    if isinstance(wanted, ANY_OF):
+        if not wanted or any(isinstance(v, (dict, *ANY_OF)) for v in wanted):
+            raise SemiretError(f"filter field {field!r}: a value, a non-empty list of values (any of them), a "
+                               "range object or {\"exists\": true}")
+        return sorted({equality_key(v): v for v in (_scalar(v, field) for v in wanted)}.values(), key=equality_key)
+    return _scalar(wanted, field)
+
+
+class _Field:
+    """One field's condition: ``test`` takes the field's value as :func:`field_value` reads it (:data:`MISSING`
+    included)."""
+
+    def __init__(self, field: str, wanted):
+        self.path = tuple(field.split("."))
+        self.test = _value_test(wanted)
+
+    def paths(self) -> Iterator[tuple[str, ...]]:
+        yield self.path
+
+    def passes(self, metadata: dict | None) -> bool:
+        return self.test(field_value(metadata, self.path))
+
+    def mask(self, columns) -> np.ndarray:
+        column = columns(self.path)
+        tested = np.fromiter(map(self.test, column.values), bool, len(column.values))
+        return tested[column.codes]
+
+
+class _Combined:
+    """Filters joined: all of them (a filter object's keys, ``$and``), any (``$or``), or none (``$not``: so a
+    document without the field a condition reads passes ``$not`` of it, as Qdrant's ``must_not``)."""
+
+    def __init__(self, how: str, parts: list):
+        self.how, self.parts = how, parts
+
+    def paths(self) -> Iterator[tuple[str, ...]]:
+        for part in self.parts:
+            yield from part.paths()
+
+    def passes(self, metadata: dict | None) -> bool:
+        found = (part.passes(metadata) for part in self.parts)
+        return any(found) if self.how == "any" else all(found) if self.how == "all" else not all(found)
+
+    def mask(self, columns) -> np.ndarray:
+        masks = [part.mask(columns) for part in self.parts]
+        joined = np.logical_or.reduce(masks) if self.how == "any" else np.logical_and.reduce(masks)
+        return ~joined if self.how == "not" else joined
+
+
+def _clause(spec: dict):
+    """A normalised filter object as a tree of :class:`_Field` and :class:`_Combined` (its keys: all of them)."""
+    parts = []
+    for key, wanted in spec.items():
+        if key == "$not":
+            parts.append(_Combined("not", [_clause(wanted)]))
+        elif key in COMBINATORS:
+            parts.append(_Combined("all" if key == "$and" else "any", [_clause(each) for each in wanted]))
+        else:
+            parts.append(_Field(key, wanted))
+    return parts[0] if len(parts) == 1 else _Combined("all", parts)
+
+
+def _value_test(wanted) -> Callable[[Any], bool]:
+    """A normalised condition as a test of a field's value (:data:`MISSING` passes only ``{"exists": false}``; a
+    list passes when one of its elements does)."""
+    if isinstance(wanted, dict) and "exists" in wanted:
+        present = wanted["exists"]
+        return lambda value: (value is not MISSING) is present
+    if isinstance(wanted, dict):
+        bounds = list(wanted.items())
+        numeric = _is_number(bounds[0][1])
+
+        def in_range(value) -> bool:
+            if not (_is_number(value) if numeric else isinstance(value, str)):
+                return False  # a string against numeric bounds (or the reverse) is outside the range
+            return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
+        condition = in_range
+    else:
+        keys = {equality_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
+        condition = lambda value: equality_key(value) in keys  # noqa: E731
+    return lambda value: _passes(condition, value)
 
 
 class Column:

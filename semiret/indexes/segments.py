@@ -168,7 +168,7 @@ class Segment:
                 self._matching.move_to_end(wanted.key)
                 return found
         if self.metadata is None:
-            found = np.zeros(self.n_docs, bool)  # no document of this segment has metadata
+            found = np.full(self.n_docs, wanted.matches(None))  # no document has metadata: all pass, or none
         else:  # worked out outside the lock: searches with other filters go on meanwhile
             found = wanted.mask(self._columns(wanted.fields).__getitem__)
         with self._matching_lock:

@@ -62,6 +62,21 @@ def _corpus(n: int = 300, seed: int = 7) -> list[Document]:
     ({"authors.tags": "b"}, {"authors": [{"tags": ["a"]}, {"tags": ["b"]}]}, True),
     ({"x": None}, {"x": None}, True),                              # null matches null; a missing field, nothing
     ({"x": None}, {}, False),
+    ({"doi": {"exists": True}}, {"doi": None}, True),              # null is a value: the field exists
+    ({"doi": {"exists": True}}, {"year": 2020}, False),
+    ({"doi": {"exists": False}}, None, True),
+    ({"authors.name": {"exists": True}}, {"authors": [{"id": 1}]}, False),
+    ({"$not": {"source": "web"}}, {"source": "pubmed"}, True),
+    ({"$not": {"source": "web"}}, {"source": "web"}, False),
+    ({"$not": {"source": "web"}}, {}, True),                        # no such field: passes the negation
+    ({"$not": {"tags": "b"}}, {"tags": ["a", "b"]}, False),          # a list holding it
+    ({"$or": [{"source": "web"}, {"year": {"gte": 2020}}]}, {"source": "pubmed", "year": 2021}, True),
+    ({"$or": [{"source": "web"}, {"year": {"gte": 2020}}]}, {"source": "pubmed", "year": 2019}, False),
+    ({"$and": [{"source": "web"}, {"year": 2020}]}, {"source": "web", "year": 2020}, True),
+    ({"$and": [{"source": "web"}, {"year": 2020}]}, {"source": "web", "year": 2021}, False),
+    ({"year": 2020, "$not": {"source": "web"}}, {"source": "web", "year": 2020}, False),  # beside fields: AND
+    ({"$not": {"$or": [{"a": 1}, {"b": 2}]}}, {"a": 3, "b": 2}, False),
+    ({"$not": {"$not": {"a": 1}}}, {"a": 1}, True),
 ])
 def test_conditions(spec, metadata, expected):
     assert MetadataFilter(spec).matches(metadata) is expected
@@ -76,6 +91,14 @@ def test_conditions(spec, metadata, expected):
     ({"source": [["a"]]}, "a non-empty list"),
     ({"a..b": 1}, "names joined by dots"),
     ({"when": object()}, "is not a JSON value"),
+    ({"$nor": [{"a": 1}]}, r"the keys starting with \$ are \$and, \$or, \$not"),
+    ({"$or": []}, r"\$or takes a non-empty list of filter objects"),
+    ({"$or": {"a": 1}}, r"\$or takes a non-empty list"),
+    ({"$not": {}}, r"\$not's filter is a non-empty JSON object"),
+    ({"$and": [{"a": 1}, "b=2"]}, r"each filter of \$and is a non-empty JSON object"),
+    ({"$not": {"year": {"from": 1}}}, "a range takes gt, gte, lt, lte"),   # checked however deep
+    ({"doi": {"exists": "yes"}}, "exists takes true or false, alone"),
+    ({"doi": {"exists": True, "gte": 1}}, "exists takes true or false, alone"),
 ])
 def test_bad_filters_are_clear_errors(spec, message):
     with pytest.raises(SemiretError, match=message):
@@ -90,7 +113,12 @@ def indexed(tmp_path_factory):
 
 
 @pytest.mark.parametrize("spec", [{"source": "pubmed"}, {"year": {"gte": 2020}}, {"tags": ["a", "d"]},
-                                  {"venue.name": "v3", "source": "web"}, {"year": 2024, "source": "arxiv"}])
+                                  {"venue.name": "v3", "source": "web"}, {"year": 2024, "source": "arxiv"},
+                                  {"$not": {"source": "pubmed"}, "year": {"lt": 2010}},
+                                  {"$or": [{"tags": "a"}, {"venue.name": "v1"}], "$not": {"tags": "b"}},
+                                  {"$and": [{"$not": {"year": {"lt": 2020}}}, {"$or": [{"source": "web"},
+                                                                                       {"missing": None}]}]},
+                                  {"missing": {"exists": False}, "venue": {"exists": True}, "year": 2001}])
 def test_filtered_search_is_the_full_ranking_filtered(indexed, spec):
     docs, retriever = indexed
     metadata = {d.id: d.metadata for d in docs}
@@ -166,6 +194,13 @@ def test_search_command_filters(indexed, tmp_path):
         assert all(h["metadata"]["source"] in ("web", "arxiv") and h["metadata"]["year"] >= 2010 for h in found)
     bad = runner.invoke(app, ["search", "--index", str(retriever.index.path), "statins", "--filter", "source"])
     assert bad.exit_code == 2 and "write FIELD=VALUE" in bad.output
+    # FIELD!=VALUE: none of the values (one field twice), and none of the fields (several)
+    unlike = retriever.search("statins heart", k=4, filter={"$not": {"$or": [{"source": ["web", "arxiv"]},
+                                                                             {"year": 2001}]}, "tags": "a"})
+    found = hits("--filter", "source!=web", "--filter", "source!=arxiv", "--filter", "year!=2001",
+                 "--filter", "tags=a")
+    assert [h["id"] for h in found] == [h.id for h in unlike] and len(found) == 4
+    assert all(h["metadata"]["source"] == "pubmed" and h["metadata"]["year"] != 2001 for h in found)
 
 
 def test_the_service_stores_metadata_and_filters(tmp_path):
@@ -181,6 +216,12 @@ def test_the_service_stores_metadata_and_filters(tmp_path):
         assert [(h["id"], h["metadata"]) for h in found] == [("new", {"source": "preprint"})]
         wrong = client.post("/indexes/docs/search", json={"queries": ["statins"], "filter": {"year": {"after": 1}}})
         assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "filter"]
+        unknown = client.post("/indexes/docs/search", json={"queries": ["statins"], "filter": {"$nor": [{"a": 1}]}})
+        assert unknown.status_code == 422 and "$and, $or, $not" in unknown.text
+        others = client.post("/indexes/docs/search", json={"queries": ["statins"], "k": 50, "with_text": True,
+                                                           "filter": {"$not": {"source": "preprint"}}})
+        assert others.status_code == 200 and {h["id"] for h in others.json()["results"][0]} == {
+            h.id for h in BM25Retriever.open(tmp_path / "index").search("statins", k=50)} - {"new"}
         not_object = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"}, json={"documents": [
             {"_id": "x", "text": "statins", "metadata": "preprint"}]})
         assert not_object.status_code == 422
@@ -428,3 +469,15 @@ def test_a_delete_request_names_ids_or_a_filter(tmp_path):
             refused = client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"}, json=body)
             assert refused.status_code == 422, body
         assert client.get("/indexes/docs").json()["documents"] == 10
+
+
+def test_negations_pass_the_documents_of_a_segment_without_metadata(tmp_path):
+    """A segment none of whose documents has metadata: a negation or a missing-field test passes all of them."""
+    retriever = BM25Retriever.build([Document(f"d{i}", f"statins {i}") for i in range(5)], tmp_path / "index")
+    retriever.add([Document("m", "statins heart", metadata={"source": "web"})])
+    assert len(retriever.index.segments) == 2
+    everything = {h.id for h in retriever.search("statins", k=10)}
+    assert {h.id for h in retriever.search("statins", k=10, filter={"$not": {"source": "web"}})} == everything - {"m"}
+    assert {h.id for h in retriever.search("statins", k=10, filter={"source": {"exists": False}})} == everything - {"m"}
+    assert [h.id for h in retriever.search("statins", k=10, filter={"source": {"exists": True}})] == ["m"]
+    assert retriever.count({"$or": [{"source": "web"}, {"source": {"exists": False}}]}) == 6
