@@ -1,4 +1,4 @@
-"""Searches restricted by the documents' stored metadata (``search(..., filter={...})``, ``--filter``, the API's
+"""Searches restricted by the documents' stored metadata or words (``search(..., filter={...})``, ``--filter``, the API's
 ``filter``), in the shape of Qdrant's ``match`` and ``range`` conditions, written as one JSON object:
 
 - ``{"source": "pubmed"}``: the field equals the value (a field holding a list matches when any element does);
@@ -10,7 +10,9 @@
   of objects: ``authors.name``);
 - ``{"$or": [filter, ...]}``: any of the filters; ``{"$and": [...]}``: all; ``{"$not": filter}``: documents that fail
   it (a document without the field passes ``{"$not": {"source": "web"}}``, as Qdrant's ``must_not``). These keys sit
-  beside field conditions, which they join with AND: ``{"year": {"gte": 2019}, "$not": {"source": "web"}}``.
+  beside field conditions, which they join with AND: ``{"year": {"gte": 2019}, "$not": {"source": "web"}}``;
+- ``{"$text": "statin \\"heart failure\\""}``: the stored title or text holds every word, and each quoted phrase
+  (words matched exactly, case-folded: :class:`TextCondition`).
 
 A segmented index applies a filter as deletions (:meth:`~semiret.indexes.segments.SegmentedIndex.restricted`): the
 documents that fail it are hidden from one ordinary search, as deleted documents are, so every retriever ranks only
@@ -25,13 +27,14 @@ from __future__ import annotations
 import bisect
 import json
 import operator
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
+from semiret.text.analyzer import plain_words
 from semiret.types import DocumentPage
 
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
@@ -68,6 +71,8 @@ ANY_OF = (list, tuple, set, frozenset)
 
 COMBINATORS = ("$and", "$or", "$not")
 """Keys of a filter object that combine filters instead of naming a field (so no field name starts with ``$``)."""
+TEXT = "$text"
+"""The key of a full-text condition on the documents' stored title and text."""
 
 
 class MetadataFilter:
@@ -85,13 +90,16 @@ class MetadataFilter:
         """The field paths the filter reads (``"a.b"`` as ``("a", "b")``), each once."""
         return list(dict.fromkeys(self._root.paths()))
 
-    def matches(self, metadata: dict | None) -> bool:
-        return self._root.passes(metadata)
+    def matches(self, metadata: dict | None, document: Document | None = None) -> bool:
+        """Whether a document's ``metadata`` passes (a ``$text`` condition reads ``document``'s title and text)."""
+        return self._root.passes(metadata, document)
 
-    def mask(self, columns: Callable[[tuple[str, ...]], "Column"]) -> np.ndarray:
+    def mask(self, columns: Callable[[tuple[str, ...]], "Column"], texts: "Callable[[], TextIndex] | None" = None
+             ) -> np.ndarray:
         """bool per document, from ``columns(path)``: a field's values as a segment keeps them (:class:`Column`),
-        each distinct value tested once, so a new filter reads no JSON."""
-        return self._root.mask(columns)
+        each distinct value tested once, so a new filter reads no JSON; and ``$text`` from ``texts()``, the
+        segment's :class:`TextIndex`."""
+        return self._root.mask(columns, texts)
 
 
 def _normalised_filter(spec, where: str) -> dict:
@@ -108,9 +116,11 @@ def _normalised_filter(spec, where: str) -> dict:
                 if not isinstance(wanted, list) or not wanted:
                     raise SemiretError(f"{key} takes a non-empty list of filter objects, got {wanted!r}")
                 normalised[key] = [_normalised_filter(each, f"each filter of {key}") for each in wanted]
+            elif key == TEXT:
+                normalised[key] = TextCondition(wanted).written
             else:
                 raise SemiretError(f"filter key {key!r}: the keys starting with $ are {', '.join(COMBINATORS)} "
-                                   "(a field name does not start with $)")
+                                   f"and {TEXT} (a field name does not start with $)")
         else:
             normalised[key] = _normalised_condition(key, wanted)
     return normalised
@@ -154,10 +164,10 @@ class _Field:
     def paths(self) -> Iterator[tuple[str, ...]]:
         yield self.path
 
-    def passes(self, metadata: dict | None) -> bool:
+    def passes(self, metadata: dict | None, document: Document | None) -> bool:
         return self.test(field_value(metadata, self.path))
 
-    def mask(self, columns) -> np.ndarray:
+    def mask(self, columns, texts) -> np.ndarray:
         column = columns(self.path)
         tested = np.fromiter(map(self.test, column.values), bool, len(column.values))
         return tested[column.codes]
@@ -174,12 +184,12 @@ class _Combined:
         for part in self.parts:
             yield from part.paths()
 
-    def passes(self, metadata: dict | None) -> bool:
-        found = (part.passes(metadata) for part in self.parts)
+    def passes(self, metadata: dict | None, document: Document | None) -> bool:
+        found = (part.passes(metadata, document) for part in self.parts)
         return any(found) if self.how == "any" else all(found) if self.how == "all" else not all(found)
 
-    def mask(self, columns) -> np.ndarray:
-        masks = [part.mask(columns) for part in self.parts]
+    def mask(self, columns, texts) -> np.ndarray:
+        masks = [part.mask(columns, texts) for part in self.parts]
         joined = np.logical_or.reduce(masks) if self.how == "any" else np.logical_and.reduce(masks)
         return ~joined if self.how == "not" else joined
 
@@ -192,9 +202,81 @@ def _clause(spec: dict):
             parts.append(_Combined("not", [_clause(wanted)]))
         elif key in COMBINATORS:
             parts.append(_Combined("all" if key == "$and" else "any", [_clause(each) for each in wanted]))
+        elif key == TEXT:
+            parts.append(TextCondition(wanted))
         else:
             parts.append(_Field(key, wanted))
     return parts[0] if len(parts) == 1 else _Combined("all", parts)
+
+
+class TextCondition:
+    """``{"$text": "statin \\"heart failure\\""}``: documents whose stored title or text holds every word of it, and
+    each quoted phrase as consecutive words (MongoDB's ``$text``, Qdrant's full-text ``match``). Words are matched
+    exactly, case-folded (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the
+    retriever: a filter on what the documents say, beside a ranking by what they mean."""
+
+    def __init__(self, wanted):
+        if not isinstance(wanted, str):
+            raise SemiretError(f"{TEXT} takes a string of words (\"quoted\" for a phrase), got {wanted!r}")
+        pieces = wanted.split('"')
+        if len(pieces) % 2 == 0:
+            raise SemiretError(f"{TEXT} {wanted!r}: a quote opens a phrase that no quote closes")
+        self.phrases = [words for words in map(plain_words, pieces[1::2]) if len(words) > 1]
+        self.words = sorted({word for piece in pieces for word in plain_words(piece)})
+        if not self.words:
+            raise SemiretError(f"{TEXT} {wanted!r} holds no word to match")
+        self.written = " ".join(self.words + [f'"{" ".join(phrase)}"' for phrase in sorted(self.phrases)])
+        """The condition written one way (words sorted, each once), as the filter's key records it."""
+
+    def paths(self) -> Iterator[tuple[str, ...]]:
+        yield from ()
+
+    def passes(self, metadata: dict | None, document: Document | None) -> bool:
+        if document is None:
+            raise SemiretError(f"a {TEXT} filter reads the documents' stored texts, and none was given")
+        fields = [plain_words(document.title or ""), plain_words(document.text)]
+        held = {word for words in fields for word in words}
+        return all(word in held for word in self.words) and all(
+            any(_holds_phrase(words, phrase) for words in fields) for phrase in self.phrases)
+
+    def mask(self, columns, texts) -> np.ndarray:
+        index = texts()
+        found = index.holding(self.words)
+        if self.phrases:  # the documents holding every word, read to check each phrase's order
+            candidates = np.flatnonzero(found)
+            for local, document in zip(candidates.tolist(), index.read(candidates)):
+                found[local] = self.passes(None, document)
+        return found
+
+
+class TextIndex:
+    """Which documents of a segment hold each word of their stored title and text (:func:`plain_words`): built
+    from the stored documents on the segment's first ``$text`` filter and kept with it (a segment's documents
+    never change), so later filters cost a few set intersections. Written here because the postings of a
+    retriever's own index hold its terms (stems, word pieces, learned expansions), not the words as written."""
+
+    def __init__(self, documents: Iterable[Document], n_docs: int, read: Callable[[np.ndarray], Iterator[Document]]):
+        postings: dict[str, list[int]] = {}
+        for local, document in enumerate(documents):
+            for word in set(plain_words(document.title or "")) | set(plain_words(document.text)):
+                postings.setdefault(word, []).append(local)
+        self._postings = {word: np.asarray(locals_, np.int32) for word, locals_ in postings.items()}
+        self.n_docs, self.read = n_docs, read
+
+    def holding(self, words: list[str]) -> np.ndarray:
+        """bool [n_docs]: the documents holding every one of ``words``."""
+        found = np.ones(self.n_docs, bool)
+        for word in words:
+            held = np.zeros(self.n_docs, bool)
+            held[self._postings.get(word, np.empty(0, np.int32))] = True
+            found &= held
+        return found
+
+
+def _holds_phrase(words: list[str], phrase: list[str]) -> bool:
+    """Whether ``phrase`` occurs in ``words`` as consecutive words."""
+    size = len(phrase)
+    return any(words[at:at + size] == phrase for at, word in enumerate(words) if word == phrase[0])
 
 
 def _value_test(wanted) -> Callable[[Any], bool]:
@@ -234,6 +316,13 @@ class Column:
             code = self._code[key] = len(self.values)
             self.values.append(value)
         self.codes.append(code)
+
+    @classmethod
+    def missing(cls, n_docs: int) -> "Column":
+        """The column of a field no document holds (a segment without metadata)."""
+        column = cls()
+        column.values, column.codes = [MISSING], np.zeros(n_docs, np.int32)
+        return column
 
     def done(self) -> "Column":
         self.codes, self._code = np.asarray(self.codes, np.int32), {}

@@ -239,7 +239,7 @@ class MilvusIndex:
         for row in self._rows([ID_FIELD, DOCUMENT_FIELD]):
             if row[DOCUMENT_FIELD]:
                 document = Document.from_record(json.loads(row[DOCUMENT_FIELD]))
-                if wanted is None or wanted.matches(document.metadata):
+                if wanted is None or wanted.matches(document.metadata, document):
                     yield document
 
     def sorted_ids(self, wanted=None) -> list[str]:

@@ -51,7 +51,7 @@ from semiret.files import (
     link_or_copy,
     staged_directory,
 )
-from semiret.indexes.filters import MISSING, Column, distinct_values, field_value
+from semiret.indexes.filters import MISSING, Column, TextIndex, distinct_values, field_value
 from semiret.indexes.storage import (
     DELETED_FILE,
     META_FILE,
@@ -120,6 +120,8 @@ class Segment:
         self._matching_lock = threading.Lock()
         self._fields: OrderedDict[tuple[str, ...], Column] = OrderedDict()
         self._aligned: dict[Path, bool] = {}
+        self._text_index: list[TextIndex] = []  # built on the first $text filter, shared as the caches above
+        self._text_index_lock = threading.Lock()
 
     @property
     def n_deleted(self) -> int:
@@ -167,15 +169,24 @@ class Segment:
             if found is not None:
                 self._matching.move_to_end(wanted.key)
                 return found
-        if self.metadata is None:
-            found = np.full(self.n_docs, wanted.matches(None))  # no document has metadata: all pass, or none
-        else:  # worked out outside the lock: searches with other filters go on meanwhile
-            found = wanted.mask(self._columns(wanted.fields).__getitem__)
+        # worked out outside the lock: searches with other filters go on meanwhile
+        columns = self._columns(wanted.fields) if self.metadata is not None else {}
+        found = wanted.mask(lambda path: columns[path] if path in columns else Column.missing(self.n_docs),
+                            self.text_index)
         with self._matching_lock:
             self._matching[wanted.key] = found
             while len(self._matching) > FILTERS_KEPT:
                 self._matching.popitem(last=False)
         return found
+
+    def text_index(self) -> TextIndex:
+        """Which of the segment's documents hold each word of their title and text, built on first use (needs
+        stored texts) and kept."""
+        with self._text_index_lock:  # one build however many threads filter at once
+            if not self._text_index:
+                self._text_index.append(TextIndex(self.documents(np.arange(self.n_docs)), self.n_docs,
+                                                  self.documents))
+            return self._text_index[0]
 
     def _columns(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], Column]:
         """Each document's value of these metadata fields, read from the metadata table in one pass for the fields

@@ -18,10 +18,8 @@ from typing import Callable, Sequence
 
 import regex
 
-from semiret.text.analyzer import WordAnalyzer
+from semiret.text.analyzer import WORD, WordAnalyzer
 
-WORD = regex.compile(r"[\w\p{M}]+")
-"""A word: letters and digits with their combining marks (an accent written apart, an Indic vowel sign)."""
 SPACES = regex.compile(r"\s+")
 FRAGMENT_WORDS = 25
 FRAGMENTS = 3

@@ -586,7 +586,7 @@ class Retriever:
             unread = [d for d in dict.fromkeys(doc_ids) if d not in passes]
             if wanted is not None:
                 documents = index.get_documents(unread)
-                passes.update((d, d in documents and wanted.matches(documents[d].metadata)) for d in unread)
+                passes.update((d, d in documents and wanted.matches(documents[d].metadata, documents[d])) for d in unread)
                 if grouping is not None:
                     values.update((d, field_value(documents[d].metadata, grouping.path)) for d in unread
                                   if d in documents)

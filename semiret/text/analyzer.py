@@ -11,6 +11,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 import Stemmer
+import regex
 
 from semiret.errors import OptionError
 
@@ -22,6 +23,15 @@ ENGLISH_STOPWORDS = frozenset(
 STOPWORD_LISTS = {"en": ENGLISH_STOPWORDS, "none": frozenset()}
 WORD_PATTERN = r"(?u)\b\w\w+\b"
 UNICODE_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
+WORD = regex.compile(r"[\w\p{M}]+")
+"""A word as a reader sees one (highlights, full-text filters): letters and digits with their combining marks (an
+accent written apart, an Indic vowel sign), one letter long or more."""
+
+
+def plain_words(text: str) -> list[str]:
+    """The words of ``text`` (:data:`WORD`), NFC-normalised and case-folded, none dropped or stemmed: what a
+    full-text filter matches exactly."""
+    return WORD.findall(unicodedata.normalize("NFC", text).casefold())
 
 
 @dataclass

@@ -222,6 +222,9 @@ def test_metadata_filters_search_deeper_in_a_collection(backend, tmp_path):
     expected = own.search(["cats", "dogs"], k=5, filter={"pet": "cat"})
     assert found.scores == expected.scores and all(len(ids) == 5 for ids in found.ids)
     assert all(collection.index.get_document(d).metadata == {"pet": "cat"} for ids in found.ids for d in ids)
+    words = {"$text": "dogs", "$not": {"pet": "dog"}}  # a full-text condition reads the stored texts there too
+    assert collection.search(["cats"], k=5, filter=words).scores == own.search(["cats"], k=5, filter=words).scores
+    assert collection.count(words) == own.count(words) == 34
 
 
 def test_a_collection_refuses_more_hits_than_milvus_returns(backend):

@@ -333,7 +333,7 @@ def test_a_filter_is_worked_out_once_per_segment(tmp_path, monkeypatch):
         **{name: getattr(json_module, name) for name in ("dumps", "dump", "load")},
         loads=lambda text: parsed.append(1) or json_module.loads(text)))
     original = MetadataFilter.mask
-    monkeypatch.setattr(MetadataFilter, "mask", lambda self, values: masks.append(1) or original(self, values))
+    monkeypatch.setattr(MetadataFilter, "mask", lambda self, *read: masks.append(1) or original(self, *read))
     spec = {"source": "arxiv", "year": {"gt": 2011}}
     first = retriever.search("statins", k=3, filter=spec)
     assert len(masks) == 1 and len(parsed) == 40  # both fields read in one pass over the documents

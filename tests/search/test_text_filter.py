@@ -1,0 +1,140 @@
+"""The full-text condition of filters (``{"$text": ...}``): every word, quoted phrases in order, case-folded exact
+words over the stored title and text; searches filtered by it equal to the full ranking filtered afterwards, over
+segments, deletions and negations; its word index built once per segment; the command line's and the service's."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+import semiret.indexes.filters as filters
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.indexes.filters import MetadataFilter, TextCondition
+from semiret.search import BM25Retriever, retriever_class
+from semiret.serving import ServeSettings, create_app
+
+WORDS = "statins heart failure cancer risk trial dose cohort blood pressure diet sleep BRCA1 Café".split()
+
+
+def _corpus(n: int = 200, seed: int = 3) -> list[Document]:
+    rng = random.Random(seed)
+    return [Document("phrase", "statins in heart failure", title="Statins"),
+            Document("apart", "heart and statins: failure", title="Statins")] + [Document(f"d{i}", " ".join(rng.choices(WORDS, k=rng.randint(3, 10))),
+                     title=rng.choice(["", "heart", "Failure of statins"]), metadata={"even": i % 2 == 0})
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("wanted, title, text, expected", [
+    ("statins", None, "Statins lower risk", True),                     # case-folded
+    ("statin", None, "statins lower risk", False),                      # exact words: no stemming
+    ("statins risk", None, "risk of statins", True),                    # every word, in any order
+    ("statins risk", None, "statins lower", False),
+    ('"heart failure"', None, "heart failure trial", True),             # a phrase: consecutive words
+    ('"heart failure"', None, "failure of the heart", False),
+    ('"heart failure"', None, "heart, failure!", True),                 # punctuation between words is no word
+    ('"heart failure"', "heart", "failure", False),                      # a phrase does not run from title to text
+    ("heart failure", "heart", "failure", True),                        # words: title or text
+    ("brca1", None, "BRCA1 carriers", True),
+    ("café", None, "Cafe\u0301 au lait", True),                          # NFC: an accent written apart
+    ('diet "blood pressure"', "Blood pressure", "a diet", True),
+])
+def test_text_conditions(wanted, title, text, expected):
+    document = Document("x", text, title=title or "")
+    assert MetadataFilter({"$text": wanted}).matches(None, document) is expected
+
+
+@pytest.mark.parametrize("wanted, message", [
+    (["statins"], r"\$text takes a string of words"),
+    ('"heart failure', "a quote opens a phrase that no quote closes"),
+    (" ,.; ", "holds no word to match"),
+])
+def test_bad_text_conditions_are_clear_errors(wanted, message):
+    with pytest.raises(SemiretError, match=message):
+        MetadataFilter({"$text": wanted})
+
+
+def test_one_text_condition_written_two_ways_is_one_filter():
+    assert MetadataFilter({"$text": 'Risk  statins "Heart failure" risk'}).key == \
+        MetadataFilter({"$text": 'statins "heart failure" RISK'}).key
+    assert TextCondition('"a b" c').phrases == [["a", "b"]] and TextCondition('"a" c').phrases == []
+
+
+def test_a_text_condition_needs_the_document():
+    with pytest.raises(SemiretError, match="reads the documents' stored texts"):
+        MetadataFilter({"$text": "statins"}).matches({"even": True})
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory):
+    """BM25 over two segments, some documents deleted."""
+    docs = _corpus()
+    retriever = BM25Retriever.build(docs[:120], tmp_path_factory.mktemp("text") / "bm25")
+    retriever.add(docs[120:])
+    retriever.delete(["d3", "d130"])
+    assert len(retriever.index.segments) == 2
+    return {d.id: d for d in docs if d.id not in ("d3", "d130")}, retriever
+
+
+@pytest.mark.parametrize("spec", [{"$text": "statins"}, {"$text": '"heart failure"'}, {"$text": "brca1 diet"},
+                                  {"$text": "failure", "even": True}, {"$not": {"$text": "statins"}},
+                                  {"$or": [{"$text": '"blood pressure"'}, {"even": False}]},
+                                  {"$text": "café"}, {"$text": "nowhere"}])
+def test_a_text_filtered_search_is_the_full_ranking_filtered(segmented, spec):
+    docs, retriever = segmented
+    wanted = MetadataFilter(spec)
+    queries = ["statins heart", "blood pressure diet", "sleep cohort trial dose"]
+    everything = retriever.search(queries, k=len(docs))
+    filtered = retriever.search(queries, k=5, filter=spec)
+    for all_ids, all_scores, ids, scores in zip(everything.ids, everything.scores, filtered.ids, filtered.scores):
+        expected = [(d, s) for d, s in zip(all_ids, all_scores) if wanted.matches(docs[d].metadata, docs[d])][:5]
+        assert list(zip(ids, scores)) == expected
+    assert retriever.count(spec) == sum(wanted.matches(d.metadata, d) for d in docs.values())
+    if spec == {"$text": '"heart failure"'}:
+        assert "phrase" in filtered.ids[0] and "apart" not in [h.id for h in retriever.search("statins", k=200,
+                                                                                               filter=spec)]
+
+
+def test_the_word_index_is_built_once_per_segment(tmp_path, monkeypatch):
+    built = []
+    original = filters.TextIndex.__init__
+    monkeypatch.setattr(filters.TextIndex, "__init__", lambda self, *a: built.append(1) or original(self, *a))
+    retriever = retriever_class("bot").build(_corpus(50), tmp_path / "index")  # (BM25 rewrites segments on adds)
+    retriever.search("statins", k=3, filter={"$text": "heart"})
+    retriever.search("statins", k=3, filter={"$text": "dose", "even": False})
+    retriever.delete(["d1"])  # a new commit: the same segment, the same words
+    retriever.search("statins", k=3, filter={"$not": {"$text": "sleep"}})
+    assert len(built) == 1
+    retriever.add([Document("new", "statins sleep")])
+    assert [h.id for h in retriever.search("statins", k=3, filter={"$text": "sleep", "even": {"exists": False}})] \
+        == ["new"]
+    assert len(built) == 2  # the new segment's own
+
+
+def test_any_retriever_filters_by_words(tmp_path):
+    docs = _corpus(60) + [Document("p1", "statins after heart failure"), Document("p2", "heart failure, statins")]
+    retriever = retriever_class("bot").build(docs, tmp_path / "bot")
+    hits = [h.id for h in retriever.search("statins heart", k=60, filter={"$text": '"heart failure"'})]
+    expected = {d.id for d in docs if MetadataFilter({"$text": '"heart failure"'}).matches(None, d)}
+    assert hits and set(hits) <= expected
+
+
+def test_the_command_line_and_the_service_filter_by_words(segmented, tmp_path):
+    docs, retriever = segmented
+    expected = [h.id for h in retriever.search("statins", k=4, filter={"$text": "BRCA1", "$not": {"$text": "diet"}})]
+    result = CliRunner().invoke(app, ["search", "--index", str(retriever.index.path), "statins", "-k", "4", "--json",
+                                      "--filter", "$text=BRCA1", "--filter", "$text!=diet"])
+    assert result.exit_code == 0, result.output
+    assert [h["id"] for h in json.loads(result.stdout.splitlines()[0])["hits"]] == expected and expected
+    settings = ServeSettings({"docs": str(retriever.index.path)}, write_process=False)
+    with TestClient(create_app(settings)) as client:
+        found = client.post("/indexes/docs/search", json={"queries": ["statins"], "k": 4,
+                                                          "filter": {"$text": "BRCA1", "$not": {"$text": "diet"}}})
+        assert found.status_code == 200 and [h["id"] for h in found.json()["results"][0]] == expected
+        bad = client.post("/indexes/docs/search", json={"queries": ["statins"], "filter": {"$text": '"open'}})
+        assert bad.status_code == 422 and "no quote closes" in bad.text
