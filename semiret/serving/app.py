@@ -64,6 +64,9 @@ from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.search.retrievers import retriever_class
 from semiret.serving.schemas import (
+    AliasInfo,
+    AliasList,
+    AliasRequest,
     BackupInfo,
     BackupList,
     CountRequest,
@@ -87,7 +90,9 @@ from semiret.serving.schemas import (
     UpsertRequest,
     WriteResponse,
 )
-from semiret.serving.data_dir import DataDirectory, IndexExists, IndexGone, check_model_options, check_name
+from semiret.serving.data_dir import (
+    DataDirectory, IndexExists, IndexGone, UnknownAlias, check_model_options, check_name,
+)
 from semiret.serving.served import ServedIndex
 from semiret.serving.writer import WriterProcess, WriterUnavailable
 from semiret.serving.settings import ServeSettings
@@ -276,11 +281,18 @@ def create_app(settings: ServeSettings) -> FastAPI:
         for name in set(owned) | set(data.names()):
             current_owned(name)
 
-    async def lookup(name: str) -> ServedIndex:
+    async def lookup(name: str, through_alias: bool = True) -> ServedIndex:
         index = served.get(name)
         if data is not None and (index is None or name in owned):
             if index is None or not data.holds(name) or index.replaced():  # stats: the common case stays inline
                 index = await run_in_threadpool(current_owned, name)
+        if index is None and through_alias and data is not None:
+            target = data.aliases().get(name)
+            if target is not None:  # the index the alias stands for now
+                try:
+                    return await lookup(target, through_alias=False)
+                except HTTPException:
+                    raise HTTPException(404, f"alias {name!r} stands for the index {target!r}, which is gone") from None
         if index is None:
             raise HTTPException(404, f"no index {name!r} (served: {', '.join(served)})")
         return index
@@ -410,6 +422,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Delete an index the server made in its ``--data-dir`` (one given with ``--index`` is the operator's:
         403), once no write is under way in it."""
         check_key(request, write=True)
+        if data is not None and name in data.aliases():
+            raise HTTPException(409, f"{name!r} is an alias of the index {data.aliases()[name]!r}: DELETE "
+                                     f"/aliases/{name} removes the alias, DELETE /indexes/{data.aliases()[name]} "
+                                     "the index")
         index = await lookup(name)
         if name not in owned:
             raise HTTPException(403, f"index {name!r} was given with --index, not made in --data-dir: the server "
@@ -423,6 +439,52 @@ def create_app(settings: ServeSettings) -> FastAPI:
                     owned.discard(name)
 
         await run_in_threadpool(delete)  # IndexGone: 404
+        return {"status": "acknowledged"}
+
+    # ------------------------------------------------------------------ aliases
+    @app.get("/aliases", response_model=AliasList, response_model_exclude_none=True, tags=["aliases"],
+             responses=_errors(401))
+    async def list_aliases(request: Request):
+        """Each alias of the data directory and the index it stands for (none without --data-dir)."""
+        check_key(request, write=False)
+        aliases = data.aliases() if data is not None else {}
+        return {"aliases": [{"alias": alias, "index": index} for alias, index in sorted(aliases.items())]}
+
+    @app.put("/aliases/{alias}", response_model=AliasInfo, response_model_exclude_none=True, tags=["aliases"],
+             responses=_errors(401, 403, 404, 409))
+    async def set_alias(alias: str, body: AliasRequest, request: Request):
+        """Make ``alias`` stand for the index ``index``, or switch it there from the index it stood for, at once for
+        every request that follows (Qdrant's collection aliases): build ``docs-v2`` beside ``docs-v1``, then point
+        ``docs`` at it. Searches and writes name the alias as they would the index. 404 when there is no such
+        index, 409 when an index has the alias's name; 403 without a data directory."""
+        check_key(request, write=True)
+        if data is None:
+            raise HTTPException(403, "aliases are kept in the data directory: start the server with --data-dir DIR")
+        try:
+            check_name(alias)
+        except SemiretError as exc:
+            raise validation_error(("path", "alias"), str(exc), "name_invalid") from None
+
+        def exists(name: str) -> bool:
+            return name in settings.indexes or data.holds(name)
+
+        try:
+            previous = await run_in_threadpool(data.set_alias, alias, body.index, exists)
+        except IndexExists as exc:
+            raise HTTPException(409, str(exc)) from None
+        return {"alias": alias, "index": body.index, "previous": previous}
+
+    @app.delete("/aliases/{alias}", response_model=WriteResponse, response_model_exclude_none=True,
+                tags=["aliases"], responses=_errors(401, 403, 404))
+    async def remove_alias(alias: str, request: Request):
+        """Remove an alias (the index it stood for stays)."""
+        check_key(request, write=True)
+        if data is None:
+            raise HTTPException(403, "aliases are kept in the data directory: start the server with --data-dir DIR")
+        try:
+            await run_in_threadpool(data.remove_alias, alias)
+        except UnknownAlias as exc:
+            raise HTTPException(404, str(exc)) from None
         return {"status": "acknowledged"}
 
     @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"], responses=_errors(401, 404, 503))

@@ -6,17 +6,23 @@ deleting one renames it out of the way while its write lock is held (no write is
 it. Both happen under ``DIR/.lock``, so that the processes of ``--workers N`` never create one name twice or race a
 delete; each process finds indexes the others created, and forgets those they deleted, when a request names them.
 Folders whose names begin with a dot are the server's own (staging, deleted, the lock) and never served.
+
+Aliases (Qdrant's collection aliases, OpenSearch's index aliases) are names that stand for an index, kept in
+``DIR/.aliases.json``: a client searches and writes through ``live`` while ``live-v2`` is built beside it, then
+points ``live`` at ``live-v2`` in one atomic switch, every worker process seeing it at its next request. An alias
+never shares its name with an index, and deleting an index removes the aliases that point to it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import uuid
 from pathlib import Path
 
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.files import exclusive_lock, exclusive_lock_while_linked, lock_if_free
+from semiret.files import atomic_write_json, exclusive_lock, exclusive_lock_while_linked, lock_if_free
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.options import OptionValueError
@@ -25,6 +31,7 @@ INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """An index name a client may give: a letter or digit, then up to 63 letters, digits, ``_``, ``.`` or ``-`` (no
 path, nothing hidden)."""
 LOCK = ".lock"
+ALIASES = ".aliases.json"
 STAGING_PREFIX = ".staging-"
 DELETED_PREFIX = ".deleted-"
 MODEL_OPTIONS = ("model", "tokenizer", "rerank_model")
@@ -40,6 +47,10 @@ class IndexGone(SemiretError):
     """Deleting an index another request deleted first (the server answers 404)."""
 
 
+class UnknownAlias(SemiretError):
+    """Removing an alias that is not there (the server answers 404)."""
+
+
 class DataDirectory:
     """The indexes under one directory: their names, and creating and deleting them safely across processes."""
 
@@ -49,6 +60,7 @@ class DataDirectory:
             raise SemiretError(f"--data-dir {self.path} is not a directory")
         self.path.mkdir(parents=True, exist_ok=True)
         self._remove_leftovers()
+        self._aliases: tuple[tuple | None, dict[str, str]] = (None, {})  # the file's stat, and what it said
 
     def _remove_leftovers(self) -> None:
         """Remove what a process killed mid-create or mid-delete left: deleted indexes, and staging folders no
@@ -84,6 +96,7 @@ class DataDirectory:
         target = self.path / name
         if target.exists():
             raise IndexExists(f"index {name!r} exists already")
+        self._check_not_alias(name)
         staging = self.path / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
         try:
             with exclusive_lock_while_linked(_build_lock(staging)):  # held while building: not a leftover to remove
@@ -92,6 +105,7 @@ class DataDirectory:
                     with self._locked():
                         if target.exists():
                             raise IndexExists(f"index {name!r} exists already")
+                        self._check_not_alias(name)
                         staging.rename(target)
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
@@ -112,11 +126,71 @@ class DataDirectory:
                     if not self._holds_build(name, build):
                         raise IndexGone(f"no index {name!r}: deleted meanwhile")
                     target.rename(trash)
+                    aliases = self.aliases()
+                    if name in aliases.values():  # an alias of no index would answer 404 one day, 200 the next
+                        self._write_aliases({alias: index for alias, index in aliases.items() if index != name})
         except (IndexFormatError, OSError):  # its folder went (or was made anew) while this waited for its lock
             if not self._holds_build(name, build):
                 raise IndexGone(f"no index {name!r}: deleted meanwhile") from None
             raise
         shutil.rmtree(trash, ignore_errors=True)
+
+    def aliases(self) -> dict[str, str]:
+        """Each alias and the index it stands for, as ``DIR/.aliases.json`` says now (read again only when the file
+        changed: one ``stat`` a call)."""
+        path = self.path / ALIASES
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            return {}
+        stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
+        known, aliases = self._aliases
+        if stamp != known:
+            try:
+                aliases = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:  # replaced between the stat and the read: the next call reads the new one
+                return self._aliases[1]
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                aliases = None
+            if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+                raise IndexFormatError(f"{path} is not the JSON object of aliases this server writes: restore it or "
+                                       "remove it")
+            self._aliases = (stamp, aliases)
+        return dict(aliases)
+
+    def set_alias(self, alias: str, index: str, exists) -> str | None:
+        """Point ``alias`` at the index ``index`` (made, or switched from another index at once); ``exists(name)``
+        says whether the server serves an index of that name. Returns the index it stood for before, if any."""
+        check_name(alias)
+        with self._locked():
+            if alias == index:
+                raise SemiretError(f"alias {alias!r} cannot stand for itself")
+            if exists(alias):
+                raise IndexExists(f"{alias!r} is an index: an alias takes a name no index has")
+            if not exists(index):
+                raise IndexGone(f"no index {index!r} for the alias {alias!r} to stand for")
+            aliases = self.aliases()
+            before = aliases.get(alias)
+            aliases[alias] = index
+            self._write_aliases(aliases)
+        return before
+
+    def remove_alias(self, alias: str) -> str:
+        """Remove ``alias``; returns the index it stood for."""
+        with self._locked():
+            aliases = self.aliases()
+            if alias not in aliases:
+                raise UnknownAlias(f"no alias {alias!r}")
+            index = aliases.pop(alias)
+            self._write_aliases(aliases)
+        return index
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        atomic_write_json(self.path / ALIASES, dict(sorted(aliases.items())))
+
+    def _check_not_alias(self, name: str) -> None:
+        if name in self.aliases():
+            raise IndexExists(f"{name!r} is an alias (of {self.aliases()[name]!r}): an index takes a name no alias has")
 
     def _holds_build(self, name: str, build: str | None) -> bool:
         """Whether ``name`` is still the index of that build (not deleted, nor deleted and made again)."""

@@ -177,6 +177,22 @@ class CreateIndexRequest(BaseModel):
     chunk_overlap: int = Field(0, ge=0, strict=True, description="Words shared by consecutive passages.")
 
 
+class AliasRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    index: str = Field(description="The index the alias stands for from now on (an index's name, not an alias's).")
+
+
+class AliasInfo(BaseModel):
+    alias: str
+    index: str = Field(description="The index the alias stands for.")
+    previous: str | None = Field(None, description="The index it stood for before this request (a switch), if any.")
+
+
+class AliasList(BaseModel):
+    aliases: list[AliasInfo]
+
+
 class IndexInfo(BaseModel):
     model_config = ConfigDict(extra="allow")
 
