@@ -644,6 +644,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
 
     from semiret.search.retrievers import open_index_at, retriever_class
     from semiret.serving import ServeSettings, create_app, parse_index_specs, parse_retriever_specs
+    from semiret.serving.metrics import worker_counts
 
     _use_encoding_device(device)
 
@@ -668,8 +669,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
         uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
     else:
         settings.to_environment()
-        uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
-                    access_log=False, log_level="warning")
+        with worker_counts():  # GET /metrics then sums every worker's counts
+            uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port,
+                        workers=workers, access_log=False, log_level="warning")
 
 
 @app.command(name="cache-to-full")

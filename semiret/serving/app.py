@@ -53,7 +53,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
@@ -63,6 +63,8 @@ from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.search.retrievers import retriever_class
+from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from semiret.serving.metrics import RequestMetrics, Telemetry
 from semiret.serving.schemas import (
     AliasInfo,
     AliasList,
@@ -233,6 +235,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.state.writer = writer
     app.router.route_class = CheckedRoute
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    telemetry = Telemetry()
+    app.add_middleware(RequestMetrics, telemetry=telemetry)  # outermost: requests refused as too large count too
 
     def check_key(request: Request, write: bool) -> None:
         if settings.api_key is None:
@@ -348,6 +352,18 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def healthz() -> dict:
         """The process answers."""
         return {"status": "ok"}
+
+    @app.get("/metrics", tags=["health"], response_class=Response, responses={
+        200: {"content": {"text/plain": {}}, "description": "Prometheus's text format."}, **_errors(401)})
+    async def metrics(request: Request):
+        """Requests by route, method, status and index (as the URL named it), their durations, queries searched
+        by index, and each index's documents, deletions, segments and size (Prometheus's text format: every
+        ``--workers`` process's counts summed)."""
+        check_key(request, write=False)
+        if data is not None:
+            await run_in_threadpool(sync_owned)
+        body = await run_in_threadpool(telemetry.exposition, [index.describe for index in list(served.values())])
+        return Response(body, media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/readyz", tags=["health"])
     async def readyz():
@@ -537,6 +553,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    "no text to highlight", "highlight_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
                                 body.group_by, body.group_size, body.score_threshold, body.highlight)
+        telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -584,6 +601,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         k = min(10, settings.max_k) if k is None else k
         check_k(k, ("query", "k"))
         results = await _search(index, q, k, {}, with_text)
+        telemetry.queries.labels(index.name).inc(len(q))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
     # ------------------------------------------------------------------ documents

@@ -172,6 +172,17 @@ def test_two_workers_share_the_data_directory(tmp_path):
         assert call(f"{server.url}/indexes/a", "PUT", {"retriever": "bot"})[0] == 201
         assert {call(f"{server.url}/indexes/a/documents", "PUT", {"documents": [d]})[0] for d in DOCUMENTS} == {200}
         assert {call(f"{server.url}/indexes/a")[1]["documents"] for _ in range(12)} == {len(DOCUMENTS)}
+        # an alias switched by one worker is followed by both at their next request
+        assert call(f"{server.url}/indexes/b", "PUT", {})[0] == 201
+        assert call(f"{server.url}/aliases/live", "PUT", {"index": "a"})[0] == 200
+        assert {call(f"{server.url}/indexes/live")[1]["name"] for _ in range(12)} == {"a"}
+        assert call(f"{server.url}/aliases/live", "PUT", {"index": "b"})[1]["previous"] == "a"
+        assert {call(f"{server.url}/indexes/live")[1]["name"] for _ in range(12)} == {"b"}
+        # whichever worker answers a scrape counts both workers' searches (12 of the first index a, 12 of the second)
+        for _ in range(4):
+            with urllib.request.urlopen(f"{server.url}/metrics") as answer:
+                text = answer.read().decode()
+            assert 'semiret_search_queries_total{index="a"} 12.0' in text.splitlines()
 
 
 def test_a_delete_waits_for_a_write_without_holding_up_the_rest(tmp_path):

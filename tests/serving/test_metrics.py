@@ -1,0 +1,67 @@
+"""``GET /metrics``: requests counted by route template, method, status and index, their durations, queries searched
+and each index's figures, in Prometheus's text format; read access as the server's other reads."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from semiret.search import BM25Retriever
+from semiret.serving import ServeSettings, create_app
+
+from helpers import TINY_DOCS
+
+KEY = {"X-API-Key": "key"}
+
+
+def scraped(client, headers=None) -> dict[tuple, float]:
+    """Every sample of a scrape: (name, sorted labels) -> value."""
+    answer = client.get("/metrics", headers=headers or {})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(answer.text) for sample in family.samples}
+
+
+def _requests(samples, **labels) -> float:
+    wanted = {"method": "POST", "route": "/indexes/{name}/search", "status": "200", "index": "docs", **labels}
+    return samples.get(("semiret_requests_total", tuple(sorted(wanted.items()))), 0.0)
+
+
+def test_requests_queries_and_indexes_are_counted(tmp_path):
+    BM25Retriever.build(TINY_DOCS, tmp_path / "index")
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False,
+                             max_request_bytes=10_000)
+    with TestClient(create_app(settings)) as client:
+        before = scraped(client)
+        assert _requests(before) == 0 and before[("semiret_index_documents", (("index", "docs"),))] == len(TINY_DOCS)
+        for _ in range(3):
+            assert client.post("/indexes/docs/search", json={"queries": ["cats", "dogs"]}).status_code == 200
+        assert client.get("/indexes/docs/search", params={"q": "cats"}).status_code == 200
+        assert client.post("/indexes/nope/search", json={"queries": ["cats"]}).status_code == 404
+        assert client.post("/indexes/docs/search", json={"queries": []}).status_code == 200
+        assert client.post("/indexes/docs/search", json={"k": 1}).status_code == 422
+        assert client.post("/indexes/docs/search", content=b"x" * 20_000,
+                           headers={"content-type": "application/json"}).status_code == 413
+        assert client.get("/no/such/route").status_code == 404
+        assert client.post("/indexes/docs/documents/delete", json={"ids": [TINY_DOCS[0].id]},
+                           headers=KEY).status_code == 200
+        after = scraped(client)
+        assert _requests(after) == 4 and _requests(after, method="GET") == 1 and _requests(after, status="422") == 1
+        assert _requests(after, status="404", index="") == 1  # an index the server has not: no series of its name
+        assert _requests(after, route="unmatched", method="GET", status="404", index="") == 1
+        assert _requests(after, status="413", route="unmatched", index="") == 1  # refused before any route
+        assert after[("semiret_search_queries_total", (("index", "docs"),))] == 3 * 2 + 1
+        durations = ("semiret_request_duration_seconds_count", (("method", "POST"), ("route", "/indexes/{name}/search")))
+        assert after[durations] == 6 and after[(durations[0].replace("count", "sum"), durations[1])] > 0
+        assert after[("semiret_index_documents", (("index", "docs"),))] == len(TINY_DOCS) - 1
+        assert after[("semiret_index_deleted_documents", (("index", "docs"),))] == 1
+        assert after[("semiret_index_segments", (("index", "docs"),))] == 1
+        assert after[("semiret_index_size_bytes", (("index", "docs"),))] > 0
+
+
+def test_metrics_are_read_as_the_other_reads(tmp_path):
+    BM25Retriever.build(TINY_DOCS, tmp_path / "index")
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", host="0.0.0.0", write_process=False)
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/metrics").status_code == 401
+        assert scraped(client, KEY)[("semiret_index_segments", (("index", "docs"),))] == 1
