@@ -7,7 +7,10 @@ corpus. semiret hides the documents that fail the filter as it hides deleted one
 by a filter's first search, from the stored metadata, and kept per segment: ``semiret_first_search_ms``; a new filter
 on a field read before uses the field's values kept: ``semiret_new_filter_same_field_ms``); bm25s is
 given a 0/1 mask over the corpus computed once per filter beforehand (its users' way: the mask is theirs to build). Both tokenize each query inside the timing.
-Every filtered semiret ranking is checked against its unfiltered ranking filtered afterwards (``exact``).
+Every filtered semiret ranking is checked against its unfiltered ranking filtered afterwards (``exact``). Full-text
+filters (``$text``) are timed too, against semiret's unfiltered search: the first one's search, which builds the
+segment's word index (``semiret_text_first_search_ms``), then each query filtered by its own longest word and by
+its first two words as a phrase.
 """
 
 from __future__ import annotations
@@ -81,6 +84,26 @@ def main() -> None:
         started = time.perf_counter()  # another filter on the same field: its values are kept, no JSON read
         fresh.search(texts[0], k=10, filter={"bucket": {"gte": 100 - share}})
         result[f"semiret_new_filter_same_field_ms_{share}%"] = round((time.perf_counter() - started) * 1000, 2)
+    # full-text filters ($text): the first builds the segment's word index; then each query is filtered by a word
+    # of its own (its longest) and by its first two words as a phrase
+    from semiret.text.analyzer import plain_words
+
+    fresh = open_retriever(index)
+    started = time.perf_counter()
+    fresh.search(texts[0], k=10, filter={"$text": "cells"})
+    result["semiret_text_first_search_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    words = {text: plain_words(text) or ["cells"] for text in texts}
+    by_word = {text: {"$text": max(each, key=len)} for text, each in words.items()}
+    by_phrase = {text: {"$text": '"' + " ".join(each[:2]) + '"'} for text, each in words.items()}
+    systems["semiret-text-word"] = lambda text: semiret_bm25.search(text, k=10, filter=by_word[text])
+    systems["semiret-text-phrase"] = lambda text: semiret_bm25.search(text, k=10, filter=by_phrase[text])
+    stored = {d.id: d for d in documents}
+    full = semiret_bm25.search(texts, k=len(documents))
+    for label, specs in (("word", by_word), ("phrase", by_phrase)):
+        result[f"exact_text_{label}"] = all(
+            [h.id for h in semiret_bm25.search(text, k=10, filter=specs[text])]
+            == [d for d in every if MetadataFilter(specs[text]).matches(None, stored[d])][:10]
+            for text, every in zip(texts, full.ids))
     times = timed_rounds(systems, texts, rounds=args.rounds)
     for label, measured in times.items():
         result["systems"][label] = {"latency_ms_median": round(statistics.median(measured), 4),
@@ -89,6 +112,8 @@ def main() -> None:
     for share in SELECTIVITIES:
         result[f"semiret_over_bm25s_{share}%"] = round(median[f"semiret-{share}%"] / median[f"bm25s-{share}%"], 3)
         result[f"semiret_filtered_over_unfiltered_{share}%"] = round(median[f"semiret-{share}%"] / median["semiret"], 3)
+    for label in ("word", "phrase"):
+        result[f"semiret_text_{label}_over_unfiltered"] = round(median[f"semiret-text-{label}"] / median["semiret"], 3)
     emit(result)
 
 

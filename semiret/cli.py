@@ -259,9 +259,11 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only documents whose stored metadata "
                                                        "matches: FIELD=VALUE (VALUE read as JSON when it is: year=2020 "
                                                        "a number, 'year={\"gte\": 2019}' a range), FIELD!=VALUE "
-                                                       "(not that value, or no such field); repeat for more (one "
-                                                       "field twice: either value), or one JSON object ($or, $and, "
-                                                       "$not join filters)."),
+                                                       "(not that value, or no such field), '$text=WORDS' (the "
+                                                       "stored title or text holds every word, \"quoted\" a "
+                                                       "phrase; $text!=WORDS: not); repeat for more (one field "
+                                                       "twice: either value), or one JSON object ($or, $and, $not "
+                                                       "join filters)."),
            group_by: Optional[str] = typer.Option(None, help="k groups of hits by this metadata field's value, groups "
                                                   "by their best hit (parent, over passages: documents by their "
                                                   "best passage); the run file then holds the groups."),
@@ -383,31 +385,42 @@ def _marked(pieces: list[tuple[str, bool]], room: int):
 
 def _filter(conditions: list[str]) -> dict:
     """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value),
-    ``FIELD!=VALUE`` (documents holding none of these values, or without the field), or a JSON object."""
+    ``FIELD!=VALUE`` (documents holding none of these values, or without the field), ``$text=WORDS`` (every word;
+    given twice, the words of both) and ``$text!=WORDS``, or a JSON object."""
+    from semiret.indexes.filters import TEXT as TEXT_FILTER
+
     if len(conditions) == 1 and conditions[0].lstrip().startswith("{"):
         try:
             return json.loads(conditions[0])
         except json.JSONDecodeError as exc:
             raise SemiretError(f"--filter {conditions[0]!r} is not a JSON object ({exc.msg})") from None
     wanted: dict = {}
-    unwanted: dict = {}
+    unwanted: list[dict] = []
     for condition in conditions:
         field, equals, value = condition.partition("=")
-        spec, field = (unwanted, field[:-1]) if field.endswith("!") else (wanted, field)
-        if not equals or not field.strip():
+        negated = field.endswith("!")
+        field = (field[:-1] if negated else field).strip()
+        if not equals or not field:
             raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE or FIELD!=VALUE (or one JSON object)")
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            pass  # a plain string
-        field = field.strip()
-        if field in spec:
-            before = spec[field] if isinstance(spec[field], list) else [spec[field]]
-            spec[field] = before + (value if isinstance(value, list) else [value])
+        if field.startswith("$") and field != TEXT_FILTER:
+            raise SemiretError(f"--filter {condition!r}: $and, $or and $not go in one JSON object (--filter "
+                               f"'{{\"$not\": {{...}}}}')")
+        if field != TEXT_FILTER:  # words are words as written: "2020", and a "quoted phrase" kept quoted
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass  # a plain string
+        if negated:
+            unwanted.append({field: value})
+        elif field not in wanted:
+            wanted[field] = value
+        elif field == TEXT_FILTER:
+            wanted[field] += " " + value
         else:
-            spec[field] = value
-    if unwanted:  # none of the fields holds one of its values
-        wanted["$not"] = unwanted if len(unwanted) == 1 else {"$or": [{f: v} for f, v in unwanted.items()]}
+            before = wanted[field] if isinstance(wanted[field], list) else [wanted[field]]
+            wanted[field] = before + (value if isinstance(value, list) else [value])
+    if unwanted:  # none of them holds
+        wanted["$not"] = unwanted[0] if len(unwanted) == 1 else {"$or": unwanted}
     return wanted
 
 

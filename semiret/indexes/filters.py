@@ -102,20 +102,32 @@ class MetadataFilter:
         return self._root.mask(columns, texts)
 
 
-def _normalised_filter(spec, where: str) -> dict:
+MAX_DEPTH = 32
+"""Filters nested deeper than this (``$not`` inside ``$or`` inside ...) are refused: no one writes them, and a
+client's could exhaust the interpreter's stack."""
+
+
+def _normalised_filter(spec, where: str, depth: int = 1) -> dict:
     """A filter object checked and written one way: each field's condition (:func:`_normalised_condition`), and
-    ``$and``/``$or`` (a non-empty list of filter objects) and ``$not`` (one) with their filters normalised."""
+    ``$and``/``$or`` (a non-empty list of filter objects, in one order; an ``$or``'s equality conditions on one
+    field joined into one any-of list) and ``$not`` (one) with their filters normalised."""
     if not isinstance(spec, dict) or not spec:
         raise SemiretError(f"{where} is a non-empty JSON object of field conditions, got {spec!r}")
+    if depth > MAX_DEPTH:
+        raise SemiretError(f"a filter nests at most {MAX_DEPTH} levels of $and, $or and $not")
     normalised = {}
     for key, wanted in spec.items():
         if isinstance(key, str) and key.startswith("$"):
             if key == "$not":
-                normalised[key] = _normalised_filter(wanted, "$not's filter")
+                normalised[key] = _normalised_filter(wanted, "$not's filter", depth + 1)
             elif key in COMBINATORS:
                 if not isinstance(wanted, list) or not wanted:
                     raise SemiretError(f"{key} takes a non-empty list of filter objects, got {wanted!r}")
-                normalised[key] = [_normalised_filter(each, f"each filter of {key}") for each in wanted]
+                parts = [_normalised_filter(each, f"each filter of {key}", depth + 1) for each in wanted]
+                if key == "$or":
+                    parts = _any_of_joined(parts)
+                normalised[key] = sorted({json.dumps(part, sort_keys=True): part for part in parts}.items())
+                normalised[key] = [part for _, part in normalised[key]]
             elif key == TEXT:
                 normalised[key] = TextCondition(wanted).written
             else:
@@ -124,6 +136,22 @@ def _normalised_filter(spec, where: str) -> dict:
         else:
             normalised[key] = _normalised_condition(key, wanted)
     return normalised
+
+
+def _any_of_joined(parts: list[dict]) -> list[dict]:
+    """An ``$or``'s filters with those that only ask one field for a value (or any of values) joined by field into
+    one any-of list, which is tested once per distinct value of the field instead of once per filter."""
+    values: dict[str, list] = {}
+    rest = []
+    for part in parts:
+        field, wanted = next(iter(part.items()))
+        if len(part) == 1 and not field.startswith("$") and not isinstance(wanted, dict):
+            values.setdefault(field, []).extend(wanted if isinstance(wanted, list) else [wanted])
+        else:
+            rest.append(part)
+    joined = [{field: _normalised_condition(field, each) if len(each) > 1 else each[0]}
+              for field, each in values.items()]
+    return joined + rest
 
 
 def _normalised_condition(field: str, wanted):
@@ -189,8 +217,12 @@ class _Combined:
         return any(found) if self.how == "any" else all(found) if self.how == "all" else not all(found)
 
     def mask(self, columns, texts) -> np.ndarray:
-        masks = [part.mask(columns, texts) for part in self.parts]
-        joined = np.logical_or.reduce(masks) if self.how == "any" else np.logical_and.reduce(masks)
+        joined = self.parts[0].mask(columns, texts).copy()
+        for part in self.parts[1:]:
+            if self.how == "any":
+                joined |= part.mask(columns, texts)
+            else:
+                joined &= part.mask(columns, texts)
         return ~joined if self.how == "not" else joined
 
 
@@ -211,8 +243,8 @@ def _clause(spec: dict):
 
 class TextCondition:
     """``{"$text": "statin \\"heart failure\\""}``: documents whose stored title or text holds every word of it, and
-    each quoted phrase as consecutive words (MongoDB's ``$text``, Qdrant's full-text ``match``). Words are matched
-    exactly, case-folded (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the
+    each quoted phrase as consecutive words (Qdrant's full-text ``match``; unlike MongoDB's ``$text``, every word, not
+    any of them). Words are matched exactly, case-folded (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the
     retriever: a filter on what the documents say, beside a ranking by what they mean."""
 
     def __init__(self, wanted):
@@ -221,11 +253,12 @@ class TextCondition:
         pieces = wanted.split('"')
         if len(pieces) % 2 == 0:
             raise SemiretError(f"{TEXT} {wanted!r}: a quote opens a phrase that no quote closes")
-        self.phrases = [words for words in map(plain_words, pieces[1::2]) if len(words) > 1]
+        self.phrases = [list(words) for words in sorted({tuple(plain_words(piece)) for piece in pieces[1::2]})
+                        if len(words) > 1]
         self.words = sorted({word for piece in pieces for word in plain_words(piece)})
         if not self.words:
             raise SemiretError(f"{TEXT} {wanted!r} holds no word to match")
-        self.written = " ".join(self.words + [f'"{" ".join(phrase)}"' for phrase in sorted(self.phrases)])
+        self.written = " ".join(self.words + [f'"{" ".join(phrase)}"' for phrase in self.phrases])
         """The condition written one way (words sorted, each once), as the filter's key records it."""
 
     def paths(self) -> Iterator[tuple[str, ...]]:
@@ -457,7 +490,7 @@ def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | Non
     wanted = MetadataFilter(spec)
     if not index.stores_texts:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
-                           f"metadata to {doing}")
+                           f"metadata or words to {doing}")
     return wanted
 
 

@@ -161,7 +161,7 @@ class Segment:
         return [str(blob[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
     def matching(self, wanted) -> np.ndarray:
-        """bool [n_docs]: the documents whose stored metadata passes ``wanted`` (a
+        """bool [n_docs]: the documents whose stored metadata (and words, for ``$text``) pass ``wanted`` (a
         :class:`~semiret.indexes.filters.MetadataFilter`), kept for the :data:`FILTERS_KEPT` latest filters (a
         segment's documents never change)."""
         with self._matching_lock:

@@ -58,8 +58,9 @@ class SearchRequest(BaseModel):
     filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches: "
                                           "{\"field\": value}, {\"field\": [any, of]}, {\"field\": {\"gte\": 1, "
                                           "\"lt\": 9}}, {\"field\": {\"exists\": true}}; several fields: all; "
-                                          "\"a.b\" a nested field; {\"$or\": [filter, ...]}, {\"$and\": [...]}, "
-                                          "{\"$not\": filter} join filters.")
+                                          "\"a.b\" a nested field; {\"$text\": \"words \\\"a phrase\\\"\"}: the "
+                                          "stored title or text holds them; {\"$or\": [filter, ...]}, {\"$and\": "
+                                          "[...]}, {\"$not\": filter} join filters.")
     group_by: str | None = Field(None, description="k groups of hits by this stored metadata field's value, groups "
                                  "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
                                  "over an index of passages: documents by their best passage).")

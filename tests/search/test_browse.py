@@ -96,7 +96,7 @@ def test_an_index_without_stored_documents_counts_and_pages_ids_only(tmp_path):
     page = retriever.scroll(limit=5)
     assert page.ids == [f"d{i:03d}" for i in range(5)] and page.documents is None
 
-    with pytest.raises(SemiretError, match="no metadata to count by"):
+    with pytest.raises(SemiretError, match="no metadata or words to count by"):
         retriever.count({"source": "web"})
     with pytest.raises(SemiretError, match="nothing to read back"):
         list(retriever.iter_documents())

@@ -4,6 +4,7 @@ the command line's and the service's filters."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sys
@@ -99,6 +100,7 @@ def test_conditions(spec, metadata, expected):
     ({"$not": {"year": {"from": 1}}}, "a range takes gt, gte, lt, lte"),   # checked however deep
     ({"doi": {"exists": "yes"}}, "exists takes true or false, alone"),
     ({"doi": {"exists": True, "gte": 1}}, "exists takes true or false, alone"),
+    (functools.reduce(lambda inner, _: {"$not": inner}, range(40), {"a": 1}), "nests at most 32 levels"),
 ])
 def test_bad_filters_are_clear_errors(spec, message):
     with pytest.raises(SemiretError, match=message):
@@ -157,7 +159,7 @@ def test_metadata_survives_add_merge_and_hybrid_indexes(tmp_path):
 
 def test_an_index_without_stored_documents_cannot_filter(tmp_path):
     retriever = BM25Retriever.build(_corpus(20), tmp_path / "index", store_texts=False)
-    with pytest.raises(SemiretError, match="keeps no stored documents .* no metadata to filter on"):
+    with pytest.raises(SemiretError, match="keeps no stored documents .* no metadata or words to filter on"):
         retriever.search("statins", filter={"source": "web"})
 
 
@@ -194,6 +196,9 @@ def test_search_command_filters(indexed, tmp_path):
         assert all(h["metadata"]["source"] in ("web", "arxiv") and h["metadata"]["year"] >= 2010 for h in found)
     bad = runner.invoke(app, ["search", "--index", str(retriever.index.path), "statins", "--filter", "source"])
     assert bad.exit_code == 2 and "write FIELD=VALUE" in bad.output
+    combined = runner.invoke(app, ["search", "--index", str(retriever.index.path), "statins", "--filter",
+                                   '$not={"source": "web"}'])
+    assert combined.exit_code == 2 and "$and, $or and $not go in one JSON object" in combined.output
     # FIELD!=VALUE: none of the values (one field twice), and none of the fields (several)
     unlike = retriever.search("statins heart", k=4, filter={"$not": {"$or": [{"source": ["web", "arxiv"]},
                                                                              {"year": 2001}]}, "tags": "a"})
@@ -342,6 +347,15 @@ def test_a_filter_is_worked_out_once_per_segment(tmp_path, monkeypatch):
     retriever.search("statins", k=3, filter={"source": "web", "year": 2003})  # new, on the same fields
     assert len(masks) == 2 and len(parsed) == 40
 
+def test_equalities_joined_by_or_are_one_any_of_list():
+    """An $or of one field's values is written (and cached, and tested per distinct value) as its any-of list; the
+    order of an $or's or $and's filters does not make another filter."""
+    joined = MetadataFilter({"$or": [{"doi": "b"}, {"doi": ["a", "c"]}, {"year": {"gt": 1}}, {"doi": "a"}]})
+    assert joined.spec == {"$or": [{"doi": ["a", "b", "c"]}, {"year": {"gt": 1}}]}
+    assert MetadataFilter({"$and": [{"x": 1}, {"y": 2}]}).key == MetadataFilter({"$and": [{"y": 2}, {"x": 1}]}).key
+    assert joined.matches({"doi": "c"}) and joined.matches({"year": 2}) and not joined.matches({"doi": "d"})
+
+
 def test_one_filter_written_two_ways_is_one_filter(indexed):
     _, retriever = indexed
     as_tuple = retriever.search("statins", k=5, filter={"source": ("web", "arxiv")})
@@ -427,7 +441,7 @@ def test_delete_where_deletes_the_matching_documents_in_every_part(tmp_path):
 
 def test_delete_where_refuses_what_it_cannot_do(tmp_path):
     retriever = BM25Retriever.build(_corpus(10), tmp_path / "index", store_texts=False)
-    with pytest.raises(SemiretError, match="no metadata to delete by"):
+    with pytest.raises(SemiretError, match="no metadata or words to delete by"):
         retriever.delete_where({"source": "web"})
     with pytest.raises(SemiretError, match="empty filter would delete every document"):
         BM25Retriever.build(_corpus(10), tmp_path / "other").delete_where({})

@@ -65,6 +65,17 @@ def test_one_text_condition_written_two_ways_is_one_filter():
     assert TextCondition('"a b" c').phrases == [["a", "b"]] and TextCondition('"a" c').phrases == []
 
 
+def test_the_command_line_reads_words_as_written():
+    """--filter '$text=...' is not JSON: a quoted phrase stays a phrase, a number a word; repeated, all the words."""
+    from semiret.cli import _filter
+
+    assert _filter(['$text="heart failure"']) == {"$text": '"heart failure"'}
+    assert _filter(["$text=2020", "$text=statins"]) == {"$text": "2020 statins"}
+    assert _filter(["$text!=mouse", "$text!=rat"]) == {"$not": {"$or": [{"$text": "mouse"}, {"$text": "rat"}]}}
+    assert MetadataFilter({"$text": '"Heart failure" "heart  FAILURE"'}).key == \
+        MetadataFilter({"$text": '"heart failure"'}).key  # one phrase, written once
+
+
 def test_a_text_condition_needs_the_document():
     with pytest.raises(SemiretError, match="reads the documents' stored texts"):
         MetadataFilter({"$text": "statins"}).matches({"even": True})
