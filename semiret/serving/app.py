@@ -62,7 +62,8 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
-from semiret.search.retrievers import retriever_class
+from semiret.indexes.storage import META_FILE
+from semiret.search.retrievers import open_index_at, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
 from semiret.serving.schemas import (
@@ -95,7 +96,7 @@ from semiret.serving.schemas import (
 from semiret.serving.data_dir import (
     DataDirectory, IndexExists, IndexGone, UnknownAlias, check_model_options, check_name,
 )
-from semiret.serving.served import ServedIndex
+from semiret.serving.served import BACKUP_FOLDER, ServedIndex
 from semiret.serving.writer import WriterProcess, WriterUnavailable
 from semiret.serving.settings import ServeSettings
 
@@ -412,6 +413,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("path", "name"), str(exc), "name_invalid") from None
         if name in settings.indexes or data.holds(name):
             raise HTTPException(409, f"index {name!r} exists already")
+        if body.from_backup is not None:
+            restored = await run_in_threadpool(restore_backup, name, body)
+            return await run_in_threadpool(restored.describe)
         try:
             built_by = retriever_class(body.retriever)
         except SemiretError as exc:
@@ -431,6 +435,26 @@ def create_app(settings: ServeSettings) -> FastAPI:
         except IndexExists as exc:
             raise HTTPException(409, str(exc)) from None
         return await run_in_threadpool((await lookup(name)).describe)
+
+    def restore_backup(name: str, body: CreateIndexRequest) -> ServedIndex:
+        """The index ``name`` made in the data directory as a copy of the backup ``body.from_backup`` (files that
+        never change hard-linked where the two directories share a file system, as a backup's are)."""
+        mixed = sorted(body.model_fields_set - {"from_backup"})
+        if mixed:
+            raise validation_error(("body", mixed[0]), "a restored index has the retriever, options and passages of "
+                                   "its backup: give from_backup alone", "restore_mixed")
+        backup = backup_directory() / body.from_backup
+        if not BACKUP_FOLDER.fullmatch(body.from_backup) or not (backup / META_FILE).is_file():
+            raise HTTPException(404, f"no backup {body.from_backup!r} in the server's --backup-dir (GET "
+                                     "/indexes/{name}/backups lists an index's)")
+        try:
+            data.create(name, lambda path: open_index_at(backup).backup(path))
+        except IndexExists as exc:
+            raise HTTPException(409, str(exc)) from None
+        index = current_owned(name)
+        if index is None:  # deleted by another request as soon as it was made
+            raise HTTPException(404, f"no index {name!r}: deleted meanwhile")
+        return index
 
     @app.delete("/indexes/{name}", response_model=WriteResponse, response_model_exclude_none=True, tags=["indexes"],
                 responses=_errors(401, 403, 404, 503))

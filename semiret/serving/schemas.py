@@ -176,6 +176,9 @@ class CreateIndexRequest(BaseModel):
     chunk_words: int | None = Field(None, ge=1, strict=True, description="Split documents into passages of this many "
                                     "words (as `--chunk-words`).")
     chunk_overlap: int = Field(0, ge=0, strict=True, description="Words shared by consecutive passages.")
+    from_backup: str | None = Field(None, description="Restore instead: the name of a backup in the server's "
+                                    "--backup-dir (as GET /indexes/{name}/backups lists it), copied as the new index "
+                                    "with its documents, retriever and options (none of the fields above with it).")
 
 
 class AliasRequest(BaseModel):

@@ -38,6 +38,8 @@ slower raises it within some ten searches (the first ones still on the event loo
 BACKUP_NAME = re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z(-\d+)?")
 """What follows ``NAME-`` in the name of a backup the server took: when it was taken (UTC), and a number when
 several were taken within a second."""
+BACKUP_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""A backup a client may name to restore: one folder of ``--backup-dir`` (no path, nothing hidden)."""
 
 
 def _backup_info(path: Path, stamp: re.Match) -> dict:

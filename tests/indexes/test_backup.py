@@ -192,3 +192,40 @@ def test_backups_taken_at_once_get_names_of_their_own_and_foreign_folders_are_no
         (foreign / "meta.json").write_text("{}")
         listed = client.get("/indexes/docs/backups")
         assert listed.status_code == 200 and len(listed.json()["backups"]) == 4
+
+
+def test_the_service_restores_a_backup_as_a_new_index_and_an_alias_rolls_back_to_it(tmp_path):
+    """Backups taken over HTTP restored with ``PUT /indexes/{name}`` ``{"from_backup": ...}``: the index as it was
+    backed up, writable on its own (the backup unchanged by its writes), then served through an alias."""
+    from fastapi.testclient import TestClient
+
+    from semiret.serving import ServeSettings, create_app
+
+    key = {"X-API-Key": "key"}
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"),
+                             backup_dir=str(tmp_path / "backups"))
+    with TestClient(create_app(settings)) as client:
+        assert client.put("/indexes/docs", json={"retriever": "bot"}, headers=key).status_code == 201
+        documents = [{"_id": d.id, "text": d.text} for d in _corpus(0, 12)]
+        assert client.put("/indexes/docs/documents", json={"documents": documents}, headers=key).status_code == 200
+        backup = client.post("/indexes/docs/backups", headers=key).json()["name"]
+        client.post("/indexes/docs/documents/delete", headers=key, json={"ids": ["d0", "d1"]})  # a mistake
+        restored = client.put("/indexes/docs-restored", json={"from_backup": backup}, headers=key)
+        assert restored.status_code == 201, restored.text
+        assert restored.json()["documents"] == 12 and restored.json()["retriever"] == "bot"
+        assert client.get("/indexes/docs-restored/documents/d0").status_code == 200
+        assert client.put("/aliases/live", json={"index": "docs-restored"}, headers=key).status_code == 200
+        assert client.post("/indexes/live/documents/delete", headers=key, json={"ids": ["d5"]}).status_code == 200
+        assert client.get("/indexes/docs-restored").json()["documents"] == 11
+        assert open_retriever(tmp_path / "backups" / backup).count() == 12  # the backup as it was taken
+        assert client.put("/indexes/again", json={"from_backup": backup}, headers=key).json()["documents"] == 12
+        for body, status in (({"from_backup": "nope"}, 404), ({"from_backup": "../data/docs"}, 404),
+                             ({"from_backup": backup, "retriever": "bm25"}, 422),
+                             ({"from_backup": backup, "options": {}}, 422)):
+            answer = client.put("/indexes/other", json=body, headers=key)
+            assert answer.status_code == status, (body, answer.text)
+        assert client.put("/indexes/docs", json={"from_backup": backup}, headers=key).status_code == 409
+        assert not (tmp_path / "data" / "other").exists()
+    no_backups = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
+    with TestClient(create_app(no_backups)) as client:
+        assert client.put("/indexes/x", json={"from_backup": backup}, headers=key).status_code == 403
