@@ -26,12 +26,17 @@ FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".tsv")
 
 
 def dataset(name: str) -> Path:
-    """A dataset folder by name (``scifact``) or any existing path.
+    """A dataset folder by name (``scifact``), any existing path, or ``irds:ID``, a collection of ir_datasets
+    (written once into a BEIR folder of the user's cache: :mod:`semiret.data.irds`).
 
     A name that looks like a path (a path separator, or a suffix of :data:`FILE_SUFFIXES`) and exists neither as
     given nor under :func:`data_root` is reported as a missing file (``<name>: no such file``); only a bare name
     gets the "no dataset under ..." hint.
     """
+    if name.startswith("irds:"):
+        from semiret.data.irds import irds_collection
+
+        return irds_collection(name)
     if Path(name).exists():
         return Path(name)
     missing = f"{name}: no such file" if _looks_like_a_path(name) else None
