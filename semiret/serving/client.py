@@ -1,0 +1,267 @@
+"""A Python client of ``semiret serve`` (as qdrant-client is Qdrant's): the HTTP API as methods named after the
+:class:`~semiret.search.retrievers.Retriever`'s, returning semiret's own types (:class:`~semiret.types.Hit`,
+:class:`~semiret.data.collection.Document`, :class:`~semiret.types.DocumentPage`), so that code written against an
+index opened in-process moves to a served one by changing how it is reached::
+
+    from semiret.serving.client import Client
+
+    client = Client("http://localhost:8000", api_key="...")
+    client.add("notes", [Document("n1", "statins lower cholesterol")])
+    hits = client.search("notes", "statins", k=5, filter={"$text": "cholesterol"})
+
+Standard library only (``http.client``, one kept-alive connection per thread): a client machine needs nothing of the
+server's dependencies. An error answer raises :class:`ServerError` with its status and the server's words.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from semiret.data.collection import Document
+from semiret.errors import SemiretError
+from semiret.types import DocumentPage, Explanation, Hit, TermContribution
+
+Transport = Callable[[str, str, bytes | None, dict], tuple[int, bytes]]
+"""``(method, path, body, headers) -> (status, body)``: how a request reaches the server (HTTP by default; a test
+may hand requests to an application in-process)."""
+ADD_BATCH = 1000
+"""Documents sent per request by :meth:`Client.add` (the server's ``--max-batch`` is 1,000 by default)."""
+
+
+class ServerError(SemiretError):
+    """The server answered with an error: ``status`` (404: no such index, alias, document or backup; 409: a name
+    taken; 422: a bad request; 401/403: the key) and ``detail``, its words."""
+
+    def __init__(self, status: int, detail: Any):
+        self.status, self.detail = status, detail
+        super().__init__(f"{status}: {detail}")
+
+
+@dataclass(frozen=True)
+class ServedHit(Hit):
+    """A hit from the server: its stored document is the one the answer carried (``with_text``), and ``highlights``
+    the passages the server marked (``highlight``)."""
+
+    highlights: list[str] | None = None
+
+
+class Client:
+    """The HTTP API of one server at ``url``; ``api_key`` for writes (and for reads off loopback)."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", api_key: str | None = None, timeout: float = 60.0,
+                 transport: Transport | None = None):
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise SemiretError(f"a server's URL is http://HOST[:PORT] or https://..., not {url!r}")
+        self.url, self.timeout = url.rstrip("/"), timeout
+        self._base = parsed.path.rstrip("/")
+        self._headers = {"content-type": "application/json", **({"x-api-key": api_key} if api_key else {})}
+        self._transport = transport or self._http
+        self._local = threading.local()
+        self._parsed = parsed
+
+    # ------------------------------------------------------------------ indexes and aliases
+    def indexes(self) -> list[dict]:
+        """What ``GET /indexes`` describes of each served index (name, retriever, documents, ...)."""
+        return self._call("GET", "/indexes")["indexes"]
+
+    def describe(self, index: str) -> dict:
+        return self._call("GET", f"/indexes/{_name(index)}")
+
+    def create_index(self, index: str, retriever: str = "bm25", options: dict | None = None,
+                     chunk_words: int | None = None, chunk_overlap: int = 0) -> dict:
+        """An empty index in the server's ``--data-dir`` (``options``: the retriever's index options)."""
+        body = {"retriever": retriever, "options": options or {}, "chunk_overlap": chunk_overlap,
+                **({"chunk_words": chunk_words} if chunk_words is not None else {})}
+        return self._call("PUT", f"/indexes/{_name(index)}", body)
+
+    def restore_index(self, index: str, backup: str) -> dict:
+        """A new index ``index``, a copy of the server's backup ``backup`` (as :meth:`backups` names it)."""
+        return self._call("PUT", f"/indexes/{_name(index)}", {"from_backup": backup})
+
+    def delete_index(self, index: str) -> None:
+        self._call("DELETE", f"/indexes/{_name(index)}")
+
+    def merge(self, index: str) -> dict:
+        return self._call("POST", f"/indexes/{_name(index)}/merge")
+
+    def backup(self, index: str) -> dict:
+        """A backup of the index in the server's ``--backup-dir``: its ``name``, ``created`` and ``documents``."""
+        return self._call("POST", f"/indexes/{_name(index)}/backups")
+
+    def backups(self, index: str) -> list[dict]:
+        return self._call("GET", f"/indexes/{_name(index)}/backups")["backups"]
+
+    def aliases(self) -> dict[str, str]:
+        """Each alias and the index it stands for."""
+        return {each["alias"]: each["index"] for each in self._call("GET", "/aliases")["aliases"]}
+
+    def set_alias(self, alias: str, index: str) -> str | None:
+        """Point ``alias`` at ``index``; returns the index it stood for before, if any."""
+        return self._call("PUT", f"/aliases/{_name(alias)}", {"index": index}).get("previous")
+
+    def remove_alias(self, alias: str) -> None:
+        self._call("DELETE", f"/aliases/{_name(alias)}")
+
+    # ------------------------------------------------------------------ search
+    def search(self, index: str, queries: str | list[str], k: int = 10, filter: dict | None = None,
+               offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
+               score_threshold: float | None = None, highlight: bool = False, **options
+               ) -> list[ServedHit] | list[list[ServedHit]]:
+        """Hits of one query (a string) or of each of several (a list), best first, as ``Retriever.search``;
+        ``options``: the retriever's search options (``two_phase="on"``, ...)."""
+        one = isinstance(queries, str)
+        body = {"queries": [queries] if one else list(queries), "k": k, "offset": offset, "with_text": with_text,
+                "group_size": group_size, "highlight": highlight, "options": options,
+                **_given(filter=filter, group_by=group_by, score_threshold=score_threshold)}
+        results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
+        return results[0] if one else results
+
+    def recommend(self, index: str, positive: list[str], negative: list[str] = (), k: int = 10,
+                  filter: dict | None = None, with_text: bool = False, score_threshold: float | None = None
+                  ) -> list[ServedHit]:
+        """Documents like the ``positive`` ones (ids) and unlike the ``negative`` ones."""
+        body = {"positive": list(positive), "negative": list(negative), "k": k, "with_text": with_text,
+                **_given(filter=filter, score_threshold=score_threshold)}
+        return _hits(self._call("POST", f"/indexes/{_name(index)}/recommend", body)["results"][0])
+
+    def explain(self, index: str, query: str, doc_id: str, **options) -> Explanation:
+        """How the document's score for the query adds up, term by term."""
+        found = self._call("POST", f"/indexes/{_name(index)}/explain", {"query": query, "id": doc_id,
+                                                                         "options": options})
+        return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]])
+
+    # ------------------------------------------------------------------ documents
+    def add(self, index: str, documents: Iterable[Document | dict], batch_size: int = ADD_BATCH) -> int:
+        """Add (or replace) documents, ``batch_size`` a request, each request durable once answered; returns how
+        many. Documents are :class:`Document` objects or BEIR records (``{"_id", "text", "title", "metadata"}``)."""
+        added, batch = 0, []
+        for document in documents:
+            batch.append(document.to_record() if isinstance(document, Document) else document)
+            if len(batch) == batch_size:
+                added += self._call("PUT", f"/indexes/{_name(index)}/documents", {"documents": batch})["upserted"]
+                batch = []
+        if batch:
+            added += self._call("PUT", f"/indexes/{_name(index)}/documents", {"documents": batch})["upserted"]
+        return added
+
+    def delete(self, index: str, ids: list[str] | None = None, filter: dict | None = None) -> int:
+        """Delete documents by id, or those the filter passes; returns how many."""
+        body = _given(ids=list(ids) if ids is not None else None, filter=filter)
+        return self._call("POST", f"/indexes/{_name(index)}/documents/delete", body)["deleted"]
+
+    def get(self, index: str, doc_id: str) -> Document | None:
+        """The stored document, or None when the index has none of that id."""
+        try:
+            record = self._call("GET", f"/indexes/{_name(index)}/documents/{urllib.parse.quote(doc_id, safe='')}")
+        except ServerError as error:
+            if error.status == 404 and "document" in str(error.detail):
+                return None
+            raise
+        return _document(record)
+
+    def count(self, index: str, filter: dict | None = None) -> int:
+        return self._call("POST", f"/indexes/{_name(index)}/documents/count", _given(filter=filter))["count"]
+
+    def scroll(self, index: str, filter: dict | None = None, limit: int = 100, offset: str | None = None
+               ) -> DocumentPage:
+        """One page of the documents in id order, from the id ``offset`` on (Qdrant's scroll)."""
+        page = self._call("POST", f"/indexes/{_name(index)}/documents/scroll",
+                          {"limit": limit, **_given(filter=filter, offset=offset)})
+        documents = [_document(record) for record in page["documents"]]
+        return DocumentPage([d.id for d in documents], documents, page["next_page_offset"])
+
+    def iter_documents(self, index: str, filter: dict | None = None, page_size: int = 100) -> Iterator[Document]:
+        """Every stored document (those the filter passes), in id order, a page at a time."""
+        offset = None
+        while True:
+            page = self.scroll(index, filter, page_size, offset)
+            yield from page.documents
+            if page.next_offset is None:
+                return
+            offset = page.next_offset
+
+    def facet(self, index: str, field: str, filter: dict | None = None, limit: int = 10) -> list[tuple[Any, int]]:
+        """The values of a metadata field the most documents hold, with their counts."""
+        found = self._call("POST", f"/indexes/{_name(index)}/facet",
+                           {"field": field, "limit": limit, **_given(filter=filter)})
+        return [(each["value"], each["count"]) for each in found["values"]]
+
+    # ------------------------------------------------------------------ health
+    def ready(self) -> bool:
+        """Whether ``/readyz`` answers 200 (every index opens, the writer process runs)."""
+        try:
+            self._call("GET", "/readyz")
+        except ServerError:
+            return False
+        return True
+
+    def metrics(self) -> str:
+        """``/metrics``, Prometheus's text."""
+        return self._request("GET", "/metrics", None).decode()
+
+    # ------------------------------------------------------------------ requests
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        answer = self._request(method, path, body)
+        return json.loads(answer) if answer else {}
+
+    def _request(self, method: str, path: str, body: dict | None) -> bytes:
+        data = json.dumps(body).encode() if body is not None else None
+        status, answer = self._transport(method, self._base + path, data, self._headers)
+        if status >= 400:
+            try:
+                detail = json.loads(answer).get("detail", answer.decode(errors="replace"))
+            except (ValueError, AttributeError):
+                detail = answer.decode(errors="replace")
+            raise ServerError(status, detail)
+        return answer
+
+    def _http(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
+        """One request over this thread's kept-alive connection (opened again once if the server closed it)."""
+        try:
+            return self._send(method, path, body, headers)
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            self._local.connection.close()
+            self._local.connection = None  # the server closed an idle connection: once more on a new one
+            return self._send(method, path, body, headers)
+
+    def _send(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            kind = http.client.HTTPSConnection if self._parsed.scheme == "https" else http.client.HTTPConnection
+            connection = self._local.connection = kind(self._parsed.hostname, self._parsed.port,
+                                                       timeout=self.timeout)
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+
+
+def _name(name: str) -> str:
+    """An index's or alias's name as a path segment."""
+    return urllib.parse.quote(name, safe="")
+
+
+def _given(**fields) -> dict:
+    """The fields that are not None (the server's defaults stand for the others)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _document(record: dict) -> Document:
+    """A stored document as the server writes one (``_id`` or a hit's ``id``; title and metadata may be null)."""
+    return Document(record.get("_id", record.get("id")), record.get("text") or "", record.get("title") or "",
+                    record.get("metadata") or None)
+
+
+def _hits(rows: list[dict]) -> list[ServedHit]:
+    """A ranking's rows as hits; with ``with_text``, each carries its stored document."""
+    hits = []
+    for row in rows:
+        document = _document(row) if "text" in row else None
+        hits.append(ServedHit(row["id"], row["score"], (lambda _, kept=document: kept) if document else None,
+                              row.get("group"), row.get("highlights")))
+    return hits

@@ -1,0 +1,107 @@
+"""``semiret.serving.client.Client``: the HTTP API through methods named as the Retriever's, answering semiret's own
+types, equal to what the index answers in-process; errors as :class:`ServerError` with the server's status; and one
+real server reached over HTTP (a kept-alive connection, a closed one opened again)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever
+from semiret.serving import ServeSettings, create_app
+from semiret.serving.client import Client, ServerError
+
+DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i, "kind": "odd" if i % 2 else "even"})
+        for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
+                                  "sleep and memory", "heart failure trials of statins", "diet and blood pressure"])]
+
+
+def in_process(app) -> Client:
+    """A client whose requests go to ``app`` in this process (FastAPI's test client), not over a socket."""
+    test_client = TestClient(app)
+
+    def transport(method, path, body, headers):
+        answer = test_client.request(method, path, content=body, headers=headers)
+        return answer.status_code, answer.content
+
+    return Client("http://testserver", api_key="key", transport=transport)
+
+
+@pytest.fixture
+def served(tmp_path):
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"),
+                             backup_dir=str(tmp_path / "backups"))
+    with TestClient(create_app(settings)) as app_client:
+        yield in_process(app_client.app), tmp_path
+
+
+def test_the_client_answers_as_the_index_does_in_process(served):
+    client, tmp_path = served
+    assert client.create_index("notes", "bm25", {"k1": 1.2})["documents"] == 0
+    assert client.add("notes", DOCS[:4], batch_size=3) == 4 and client.add("notes", [DOCS[4].to_record(), DOCS[5]]) == 2
+    local = BM25Retriever.build(DOCS, tmp_path / "local", k1=1.2)
+    for query in ("statins heart", "blood pressure"):
+        assert [tuple(h) for h in client.search("notes", query, k=4)] == [tuple(h) for h in local.search(query, k=4)]
+    both = client.search("notes", ["statins", "memory"], k=2, with_text=True, filter={"kind": "even"})
+    assert [[h.id for h in hits] for hits in both] == [[h.id for h in hits] for hits in local.search(
+        ["statins", "memory"], k=2, filter={"kind": "even"})]
+    assert both[0][0].document == local.index.get_document(both[0][0].id) and both[0][0].metadata["kind"] == "even"
+    marked = client.search("notes", "statins", k=1, highlight=True)[0]
+    assert marked.highlights and "<em>statins</em>" in marked.highlights[0]
+    grouped = client.search("notes", "heart", k=2, group_by="kind")
+    assert [(h.id, h.group) for h in grouped] == [(h.id, h.group) for h in local.search("heart", k=2, group_by="kind")]
+    assert {h.group for h in grouped} == {"even", "odd"}
+    assert client.count("notes") == 6 and client.count("notes", {"year": {"gte": 2004}}) == 2
+    assert client.facet("notes", "kind") == [("even", 3), ("odd", 3)]
+    assert [d.id for d in client.iter_documents("notes", page_size=4)] == sorted(d.id for d in DOCS)
+    assert client.get("notes", "d3") == DOCS[3] and client.get("notes", "nope") is None
+    assert [h.id for h in client.recommend("notes", ["d0"], k=2)] == [h.id for h in local.recommend(["d0"], k=2)]
+    explained = client.explain("notes", "statins heart", "d2")
+    assert explained.score == pytest.approx(local.explain("statins heart", "d2").score, rel=1e-6)
+    assert client.delete("notes", ids=["d0"]) == 1 and client.delete("notes", filter={"kind": "odd"}) == 3
+    assert client.count("notes") == 2 and client.describe("notes")["deleted"] == 4
+    # backups, restores and aliases
+    backup = client.backup("notes")["name"]
+    assert [b["name"] for b in client.backups("notes")] == [backup]
+    assert client.restore_index("notes-copy", backup)["documents"] == 2
+    assert client.set_alias("live", "notes") is None and client.set_alias("live", "notes-copy") == "notes"
+    assert client.aliases() == {"live": "notes-copy"} and client.count("live") == 2
+    client.remove_alias("live")
+    client.delete_index("notes-copy")
+    assert [index["name"] for index in client.indexes()] == ["notes"] and client.ready()
+    assert 'semiret_search_queries_total{index="notes"}' in client.metrics()
+
+
+def test_errors_carry_the_server_status_and_words(served):
+    client, _ = served
+    with pytest.raises(ServerError) as missing:
+        client.search("nowhere", "statins")
+    assert missing.value.status == 404 and "no index 'nowhere'" in str(missing.value)
+    client.create_index("notes")
+    with pytest.raises(ServerError) as taken:
+        client.create_index("notes")
+    assert taken.value.status == 409
+    with pytest.raises(ServerError) as bad:
+        client.search("notes", "statins", filter={"year": {"after": 1}})
+    assert bad.value.status == 422 and bad.value.detail[0]["loc"] == ["body", "filter"]
+    keyless = Client("http://testserver", transport=client._transport)  # the same app, no key
+    with pytest.raises(ServerError) as refused:
+        keyless.add("notes", DOCS)
+    assert refused.value.status == 401
+    with pytest.raises(SemiretError, match="a server's URL is"):
+        Client("localhost:8000")
+
+
+def test_a_real_server_over_http(tmp_path):
+    from semiret.serving.process import ServerProcess
+
+    BM25Retriever.build(DOCS, tmp_path / "index")
+    with ServerProcess({"docs": tmp_path / "index"}, api_key="key") as server:
+        client = Client(server.url, api_key="key")
+        assert [h.id for h in client.search("docs", "statins", k=3)] == [
+            h.id for h in BM25Retriever.open(tmp_path / "index").search("statins", k=3)]
+        client._local.connection.close()  # as a server closes an idle connection: the next request reconnects
+        assert client.add("docs", [Document("new", "statins statins statins")]) == 1
+        assert client.search("docs", "statins", k=1)[0].id == "new"
