@@ -24,13 +24,18 @@
 ``POST /indexes/{name}/facet``             ``{"field", "filter", "limit"}`` -> the values the most documents hold
 ``GET /indexes/{name}/documents/{id}``     a stored document
 ``POST /indexes/{name}/merge``             fold all segments into one
-``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first)
+``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first);
+                                           ``PUT /indexes/{name}`` ``{"from_backup": NAME}`` restores one
+``PUT /aliases/{alias}``                   ``{"index"}``: a name standing for an index (``DELETE``; ``GET
+                                           /aliases`` lists them)
 ``GET /healthz``, ``GET /readyz``          liveness; readiness (every index opens)
+``GET /metrics``                           Prometheus's text: requests, durations, queries, index figures
 =========================================  =========================================================
 
 A write is answered only once it is durable (``"status": "acknowledged"``); a request that fails changes
 nothing. Errors: 401 missing or wrong API key (``X-API-Key`` or ``Authorization: Bearer``), 403 a write to a
-server started without a key (read-only), 404 unknown index or document, 413 a body over
+server started without a key (read-only), or what needs ``--data-dir`` or ``--backup-dir`` without it, 404 unknown
+index, alias, document or backup, 409 a name taken (by an index or an alias), 413 a body over
 ``--max-request-bytes`` or a batch over ``--max-batch``, 415 an unknown body type, 422 malformed JSON, invalid
 UTF-8, a wrong field or type (each naming where), a document without an id or a text (or title) field under
 any name the corpus reader takes, an id repeated within one add (ids must
@@ -63,7 +68,7 @@ from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.indexes.storage import META_FILE
-from semiret.search.retrievers import open_index_at, retriever_class
+from semiret.search.retrievers import open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
 from semiret.serving.schemas import (
@@ -112,8 +117,9 @@ INLINE_QUERY_CHARS = 2_000
 """The most characters, all queries of a search together, that may be searched on the event loop."""
 GET_SEARCH_PARAMETERS = frozenset({"q", "k", "with_text"})
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
-ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started without a key (read-only).",
-          404: "No such index (or document).", 409: "An index of that name exists already.",
+ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started without a key (read-only), or what "
+               "needs --data-dir or --backup-dir without it.",
+          404: "No such index (or alias, document or backup).", 409: "The name is taken (by an index or an alias).",
           413: "A body over --max-request-bytes, or a batch over --max-batch.",
           415: "A body of another type than JSON (or JSON lines for an add).",
           503: "The index directory no longer opens, or the writer process could not be started again."}
@@ -204,6 +210,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     if owned & set(settings.indexes):
         raise SemiretError(f"--index names {', '.join(sorted(owned & set(settings.indexes)))}, which --data-dir "
                            f"{data.path} holds too: give that --index another name (NAME=DIR)")
+    if data is not None and set(data.aliases()) & set(settings.indexes):
+        raise SemiretError(f"--index names {', '.join(sorted(set(data.aliases()) & set(settings.indexes)))}, an "
+                           f"alias in --data-dir {data.path}: give that --index another name (NAME=DIR)")
     specs = {**{name: str(data.path_of(name)) for name in sorted(owned)}, **settings.indexes}
     served = {name: ServedIndex(name, path, settings.max_segments, settings.retrievers.get(name), backend)
               for name, path in specs.items()}
@@ -274,17 +283,28 @@ def create_app(settings: ServeSettings) -> FastAPI:
                     served.pop(name, None)
                     owned.discard(name)
                 return None
-            index = ServedIndex(name, data.path_of(name), settings.max_segments)
-            index.writer = writer
-            index.warm_up(searches=True, writes=writable and writer is None)
+            try:
+                index = ServedIndex(name, data.path_of(name), settings.max_segments)
+                index.writer = writer
+                index.warm_up(searches=True, writes=writable and writer is None)
+            except (IndexFormatError, OSError):
+                if data.holds(name):
+                    raise
+                return None  # deleted by another process while this one opened it
             served[name] = index
             owned.add(name)
             return index
 
-    def sync_owned() -> None:
-        """Every index of the data directory served here, none it no longer holds."""
-        for name in set(owned) | set(data.names()):
-            current_owned(name)
+    def sync_owned() -> dict[str, str]:
+        """Every index of the data directory served here, none it no longer holds; returns those that do not open,
+        with why (the others are served all the same)."""
+        failed = {}
+        for name in sorted(set(owned) | set(data.names())):
+            try:
+                current_owned(name)
+            except (SemiretError, OSError) as exc:
+                failed[name] = str(exc)
+        return failed
 
     async def lookup(name: str, through_alias: bool = True) -> ServedIndex:
         index = served.get(name)
@@ -304,11 +324,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     async def readable(name: str, request: Request) -> ServedIndex:
         check_key(request, write=False)
-        return await lookup(name)
+        index = await lookup(name)
+        request.state.metrics_index = index.name  # a served index's name: the metrics' label, never a client's
+        return index
 
     async def writable(name: str, request: Request) -> ServedIndex:
         check_key(request, write=True)
-        return await lookup(name)
+        index = await lookup(name)
+        request.state.metrics_index = index.name
+        return index
 
     @app.exception_handler(IndexFormatError)
     async def unavailable(request: Request, exc: IndexFormatError):
@@ -370,9 +394,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def readyz():
         """Every index still opens (its ``meta.json`` reads) and the writer process runs (started again if it
         died); 503 naming what does not."""
-        failed = {}
-        if data is not None:
-            await run_in_threadpool(sync_owned)
+        failed = await run_in_threadpool(sync_owned) if data is not None else {}
         for name, index in list(served.items()):
             try:
                 await run_in_threadpool(index.refresh)
@@ -398,7 +420,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return {"indexes": [await run_in_threadpool(index.describe) for index in list(served.values())]}
 
     @app.put("/indexes/{name}", response_model=IndexInfo, status_code=201, tags=["indexes"],
-             responses=_errors(401, 403, 409, 503))
+             responses=_errors(401, 403, 404, 409, 503))
     async def create_index(name: str, body: CreateIndexRequest, request: Request):
         """An empty index ``name`` in the server's ``--data-dir``, built by ``retriever`` with the index ``options``
         it takes (a ``model`` among those ``semiret models`` lists as installed), its documents split into passages
@@ -447,17 +469,24 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if not BACKUP_FOLDER.fullmatch(body.from_backup) or not (backup / META_FILE).is_file():
             raise HTTPException(404, f"no backup {body.from_backup!r} in the server's --backup-dir (GET "
                                      "/indexes/{name}/backups lists an index's)")
+
+        def restore(path: Path) -> None:
+            open_index_at(backup).backup(path)  # takes the backup's write lock (a write.lock file), nothing else
+            open_retriever(path)  # one this server cannot open is never put in place
+
         try:
-            data.create(name, lambda path: open_index_at(backup).backup(path))
+            data.create(name, restore)
         except IndexExists as exc:
             raise HTTPException(409, str(exc)) from None
+        except SemiretError as exc:  # not an index, or one of a retriever or model this server has not
+            raise validation_error(("body", "from_backup"), str(exc), "backup_invalid") from None
         index = current_owned(name)
         if index is None:  # deleted by another request as soon as it was made
             raise HTTPException(404, f"no index {name!r}: deleted meanwhile")
         return index
 
     @app.delete("/indexes/{name}", response_model=WriteResponse, response_model_exclude_none=True, tags=["indexes"],
-                responses=_errors(401, 403, 404, 503))
+                responses=_errors(401, 403, 404, 409, 503))
     async def delete_index(name: str, request: Request):
         """Delete an index the server made in its ``--data-dir`` (one given with ``--index`` is the operator's:
         403), once no write is under way in it."""

@@ -22,7 +22,10 @@ import uuid
 from pathlib import Path
 
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.files import atomic_write_json, exclusive_lock, exclusive_lock_while_linked, lock_if_free
+from semiret.files import (
+    STAGING_MARK, atomic_write_json, exclusive_lock, exclusive_lock_while_linked, lock_if_free,
+    remove_abandoned_staging,
+)
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.options import OptionValueError
@@ -67,6 +70,8 @@ class DataDirectory:
         build holds (another worker may be building one right now: its lock is held)."""
         for leftover in self.path.glob(f"{DELETED_PREFIX}*"):
             shutil.rmtree(leftover, ignore_errors=True)
+        for staged in self.path.glob(f".{STAGING_PREFIX}*{STAGING_MARK}*"):  # what a build staged for its staging
+            remove_abandoned_staging(self.path / staged.name[1:].split(STAGING_MARK)[0])  # (a restore's copy)
         for staging in self.path.glob(f"{STAGING_PREFIX}*"):
             lock = staging if staging.name.endswith(LOCK) else _build_lock(staging)
             with lock_if_free(lock) as free:

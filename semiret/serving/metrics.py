@@ -19,6 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from semiret.errors import SemiretError
+
 MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The text format every Prometheus reads (what ``generate_latest`` writes)."""
@@ -71,13 +73,20 @@ class Telemetry:
             MultiProcessCollector(scrape)
         else:
             scrape.register(_Collected(self.registry))
-        scrape.register(_IndexFigures([each() for each in describe]))
+        described = []
+        for each in describe:
+            try:
+                described.append(each())
+            except (SemiretError, OSError):  # an index that no longer opens (/readyz names it): no figures
+                continue
+        scrape.register(_IndexFigures(described))
         return generate_latest(scrape)
 
 
 class RequestMetrics:
     """ASGI middleware counting and timing every HTTP request by its route's template (``/indexes/{name}/search``,
-    not the path asked, so that the series stay few), and by the index it named when the server serves it."""
+    not the path asked, so that the series stay few), and by the served index it reached (through an alias too;
+    none for a request refused before: a client's made-up names never become series)."""
 
     def __init__(self, app, telemetry: Telemetry):
         self.app, self.telemetry = app, telemetry
@@ -96,10 +105,9 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = scope.get("route")
-            named = scope.get("path_params", {}).get("name", "") if route is not None and status != 404 else ""
-            self.telemetry.observe(scope["method"], getattr(route, "path", "unmatched"), status, named,
-                                   time.perf_counter() - started)
+            served = scope.get("state", {}).get("metrics_index", "")  # set once a request found its index
+            self.telemetry.observe(scope["method"], getattr(scope.get("route"), "path", "unmatched"), status,
+                                   served, time.perf_counter() - started)
 
 
 class _Collected:

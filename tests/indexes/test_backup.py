@@ -3,6 +3,9 @@ where it can be, and independent of the index afterwards in both directions."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import errno
 import os
 
@@ -225,7 +228,18 @@ def test_the_service_restores_a_backup_as_a_new_index_and_an_alias_rolls_back_to
             answer = client.put("/indexes/other", json=body, headers=key)
             assert answer.status_code == status, (body, answer.text)
         assert client.put("/indexes/docs", json={"from_backup": backup}, headers=key).status_code == 409
+        # a folder that is no index, and a backup of a retriever this server has not: refused, nothing put in place
+        (tmp_path / "backups" / "foreign").mkdir()
+        (tmp_path / "backups" / "foreign" / "meta.json").write_text("{}")
+        odd = tmp_path / "backups" / "odd"
+        shutil.copytree(tmp_path / "backups" / backup, odd)
+        meta = json.loads((odd / "meta.json").read_text())
+        (odd / "meta.json").write_text(json.dumps({**meta, "retriever": "no-such-retriever"}))
+        for folder in ("foreign", "odd"):
+            answer = client.put("/indexes/other", json={"from_backup": folder}, headers=key)
+            assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "from_backup"]
         assert not (tmp_path / "data" / "other").exists()
+        assert client.get("/indexes").status_code == client.get("/readyz").status_code == 200
     no_backups = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
     with TestClient(create_app(no_backups)) as client:
         assert client.put("/indexes/x", json={"from_backup": backup}, headers=key).status_code == 403

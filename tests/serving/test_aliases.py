@@ -90,6 +90,17 @@ def test_an_alias_may_stand_for_an_index_given_with_index(tmp_path):
         assert _top(client, "current") == _top(client, "given") != 404
 
 
+def test_an_index_given_with_index_never_takes_an_alias_name(tmp_path):
+    from semiret.errors import SemiretError
+
+    BM25Retriever.build(TINY_DOCS, tmp_path / "given")
+    with _client(tmp_path / "data") as client:
+        _two_indexes(client)
+        assert client.put("/aliases/live", json={"index": "docs-v1"}, headers=KEY).status_code == 200
+    with pytest.raises(SemiretError, match="--index names live, an alias in --data-dir"):
+        _client(tmp_path / "data", indexes={"live": str(tmp_path / "given")})
+
+
 def test_aliases_need_a_data_directory_and_a_key(tmp_path):
     BM25Retriever.build(TINY_DOCS, tmp_path / "given")
     with TestClient(create_app(ServeSettings({"given": str(tmp_path / "given")}, api_key="key",

@@ -130,6 +130,7 @@ def test_leftovers_of_a_killed_create_or_delete_are_removed(tmp_path):
         (data / leftover).mkdir(parents=True)
         (data / leftover / "meta.json").write_text("{}")
     (data / ".staging-z-9.lock").write_text("")  # a lock file whose build never made its folder
+    (data / "..staging-r-4.tmp-999999999-ab").mkdir()  # what a killed restore staged (its process is gone)
     assert DataDirectory(data).names() == [] and list(data.iterdir()) == []
     # a staging folder a build holds (another worker creating an index) is no leftover
     building = data / ".staging-c-3"

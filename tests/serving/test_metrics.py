@@ -65,3 +65,24 @@ def test_metrics_are_read_as_the_other_reads(tmp_path):
     with TestClient(create_app(settings)) as client:
         assert client.get("/metrics").status_code == 401
         assert scraped(client, KEY)[("semiret_index_segments", (("index", "docs"),))] == 1
+        # names a client makes up never become series: refused before their index is found, they count under none
+        for number in range(3):
+            assert client.get(f"/indexes/made-up-{number}").status_code == 401
+            assert client.post(f"/indexes/other-{number}/search", content=b"x", headers={
+                "content-type": "text/plain", **KEY}).status_code == 415
+        labels = {dict(labels).get("index") for _, labels in scraped(client, KEY)}
+        assert labels == {"", "docs", None}  # None: the gauges' own samples without the label, if any
+
+
+def test_an_index_that_no_longer_opens_leaves_the_rest_of_the_metrics(tmp_path):
+    BM25Retriever.build(TINY_DOCS, tmp_path / "a")
+    BM25Retriever.build(TINY_DOCS, tmp_path / "b")
+    settings = ServeSettings({"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, write_process=False)
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/indexes/a/search", json={"queries": ["cats"]}).status_code == 200
+        (tmp_path / "b" / "meta.json").write_text("{broken")
+        after = scraped(client)
+        assert after[("semiret_search_queries_total", (("index", "a"),))] == 1
+        assert ("semiret_index_documents", (("index", "a"),)) in after
+        assert ("semiret_index_documents", (("index", "b"),)) not in after
+        assert client.get("/readyz").status_code == 503
