@@ -639,6 +639,15 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           api_key: Optional[str] = typer.Option(None, envvar="SEMIRET_API_KEY", show_default=False,
                                                 help="Key that writes need (X-API-Key or Authorization: Bearer); "
                                                      "without one the server is read-only."),
+          read_api_key: Optional[str] = typer.Option(None, envvar="SEMIRET_READ_API_KEY", show_default=False,
+                                                     help="A second key that searches and reads take and writes "
+                                                          "refuse (403): for clients that only search."),
+          cors_origin: Optional[list[str]] = typer.Option(None, "--cors-origin", help="A web origin whose pages may "
+                                                          "call the API from a browser (https://app.example.com, or "
+                                                          "*); repeatable."),
+          ssl_certfile: Optional[Path] = typer.Option(None, help="Serve HTTPS with this certificate (PEM; with "
+                                                      "--ssl-keyfile): keys never cross the network in clear."),
+          ssl_keyfile: Optional[Path] = typer.Option(None, help="The certificate's private key (PEM)."),
           workers: int = typer.Option(1, help="Worker processes; they share the indexes safely."),
           max_request_bytes: int = typer.Option(_serve_default("max_request_bytes"), help="Largest request body (413 beyond)."),
           max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
@@ -661,8 +670,15 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
 
     _use_encoding_device(device)
 
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise SemiretError("HTTPS needs both --ssl-certfile and --ssl-keyfile")
+    for given in (ssl_certfile, ssl_keyfile):
+        if given is not None and not given.is_file():
+            raise SemiretError(f"{given}: no such file")
+    tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if ssl_certfile else {}
     settings = ServeSettings(parse_index_specs(index or [], collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
+                             read_api_key=read_api_key, cors_origins=list(cors_origin or []),
                              host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
@@ -676,15 +692,15 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
     app = create_app(settings) if workers == 1 else None  # (workers > 1 open the indexes themselves)
     what = ", ".join(settings.indexes) + (" and " if settings.indexes and data_dir else "") + (
         f"the indexes of {data_dir}" if data_dir else "")
-    console.print(f"serving {what} on http://{host}:{port} (API: /docs; "
+    console.print(f"serving {what} on {'https' if tls else 'http'}://{host}:{port} (API: /docs; "
                   f"{'writes need the API key' if api_key else 'read-only: no API key'})")
     if app is not None:
-        uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
+        uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning", **tls)
     else:
         settings.to_environment()
         with worker_counts():  # GET /metrics then sums every worker's counts
             uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port,
-                        workers=workers, access_log=False, log_level="warning")
+                        workers=workers, access_log=False, log_level="warning", **tls)
 
 
 @app.command(name="cache-to-full")

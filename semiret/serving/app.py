@@ -59,6 +59,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
@@ -125,6 +126,11 @@ ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started wi
           503: "The index directory no longer opens, or the writer process could not be started again."}
 """What each error status means, for the OpenAPI description of the routes that can answer it (422, a field named
 by ``loc``, is FastAPI's own)."""
+
+
+def _same(given: str, key: str | None) -> bool:
+    """Whether a request's key is ``key``, compared in constant time."""
+    return key is not None and hmac.compare_digest(given.encode(), key.encode())
 
 
 def _errors(*codes: int) -> dict:
@@ -245,16 +251,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.state.writer = writer
     app.router.route_class = CheckedRoute
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    if settings.cors_origins:  # browsers' preflight requests answered before any key is asked for
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"],
+                           allow_headers=["*"], max_age=600)
     telemetry = Telemetry()
     app.add_middleware(RequestMetrics, telemetry=telemetry)  # outermost: requests refused as too large count too
 
     def check_key(request: Request, write: bool) -> None:
-        if settings.api_key is None:
-            if write:
-                raise HTTPException(403, "this server is read-only: start it with --api-key (or SEMIRET_API_KEY) "
-                                         "to allow writes")
-            return
-        if not write and not settings.reads_need_key:
+        if settings.api_key is None and write:
+            raise HTTPException(403, "this server is read-only: start it with --api-key (or SEMIRET_API_KEY) "
+                                     "to allow writes")
+        if not write and (not settings.reads_need_key or not (settings.api_key or settings.read_api_key)):
             return
         given = request.headers.get("x-api-key")
         authorization = request.headers.get("authorization", "")
@@ -263,8 +270,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if given is None:
             raise HTTPException(401, "missing API key (header X-API-Key, or Authorization: Bearer KEY)",
                                 headers={"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(given.encode(), settings.api_key.encode()):
-            raise HTTPException(401, "wrong API key", headers={"WWW-Authenticate": "Bearer"})
+        if _same(given, settings.api_key):
+            return
+        if _same(given, settings.read_api_key):
+            if write:
+                raise HTTPException(403, "this key only reads (--read-api-key): writes need the API key")
+            return
+        raise HTTPException(401, "wrong API key", headers={"WWW-Authenticate": "Bearer"})
 
     # every handler is async: blocking work goes to the thread pool once (run_in_threadpool); a sync handler or
     # dependency would cost a thread hop each

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -54,7 +55,9 @@ class Client:
     """The HTTP API of one server at ``url``; ``api_key`` for writes (and for reads off loopback)."""
 
     def __init__(self, url: str = "http://127.0.0.1:8000", api_key: str | None = None, timeout: float = 60.0,
-                 transport: Transport | None = None):
+                 transport: Transport | None = None, ssl_context: ssl.SSLContext | None = None):
+        """``ssl_context``: for an ``https`` URL, how to trust the server (default: the system's certificate
+        authorities; ``ssl.create_default_context(cafile="cert.pem")`` for a certificate of one's own)."""
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise SemiretError(f"a server's URL is http://HOST[:PORT] or https://..., not {url!r}")
@@ -63,7 +66,7 @@ class Client:
         self._headers = {"content-type": "application/json", **({"x-api-key": api_key} if api_key else {})}
         self._transport = transport or self._http
         self._local = threading.local()
-        self._parsed = parsed
+        self._parsed, self._ssl_context = parsed, ssl_context
 
     # ------------------------------------------------------------------ indexes and aliases
     def indexes(self) -> list[dict]:
@@ -233,9 +236,12 @@ class Client:
     def _send(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            kind = http.client.HTTPSConnection if self._parsed.scheme == "https" else http.client.HTTPConnection
-            connection = self._local.connection = kind(self._parsed.hostname, self._parsed.port,
-                                                       timeout=self.timeout)
+            if self._parsed.scheme == "https":
+                connection = http.client.HTTPSConnection(self._parsed.hostname, self._parsed.port,
+                                                         timeout=self.timeout, context=self._ssl_context)
+            else:
+                connection = http.client.HTTPConnection(self._parsed.hostname, self._parsed.port, timeout=self.timeout)
+            self._local.connection = connection
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         return response.status, response.read()

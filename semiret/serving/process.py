@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,11 @@ class ServerProcess:
     def __init__(self, indexes: dict[str, str | Path], api_key: str | None = None, workers: int = 1,
                  extra_args: list[str] | None = None, start_timeout: float = 60.0):
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        arguments = extra_args or []
+        certificate = arguments[arguments.index("--ssl-certfile") + 1] if "--ssl-certfile" in arguments else None
+        self.url = f"{'https' if certificate else 'http'}://127.0.0.1:{self.port}"
+        self.ssl_context = ssl.create_default_context(cafile=certificate) if certificate else None
+        """With ``--ssl-certfile``: a context trusting that certificate, for the readiness check and for clients."""
         self.command = [sys.executable, "-m", "semiret.cli", "serve", "--port", str(self.port), "--workers", str(workers),
                         *[arg for name, path in indexes.items() for arg in ("--index", f"{name}={path}")],
                         *(extra_args or [])]
@@ -51,7 +56,7 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise SemiretError(f"the server exited ({self.process.returncode}): {self.output()}")
             try:
-                with urllib.request.urlopen(f"{self.url}/readyz", timeout=1.0):
+                with urllib.request.urlopen(f"{self.url}/readyz", timeout=1.0, context=self.ssl_context):
                     return self  # 200: ready (an error status raises)
             except OSError:  # not listening yet, or not ready (urllib's HTTPError is an OSError)
                 time.sleep(0.05)

@@ -31,6 +31,10 @@ class ServeSettings:
     ``sidr-beta-rerank`` over a ``sidr-beta`` index)."""
     api_key: str | None = None
     """Writes need it (without one the server is read-only); so does everything when ``host`` is not loopback."""
+    read_api_key: str | None = None
+    """A second key that reads take and writes refuse (Qdrant's read-only key): for clients that only search."""
+    cors_origins: list[str] = field(default_factory=list)
+    """Web origins whose pages may call the API from a browser (``https://app.example.com``, or ``*``)."""
     host: str = "127.0.0.1"
     max_request_bytes: int = 32 * 2**20
     """Largest request body; larger ones are answered 413."""
@@ -63,8 +67,11 @@ class ServeSettings:
             raise SemiretError(f"--retriever names no served index: {', '.join(unknown)} (served: {', '.join(self.indexes)})")
         if self.api_key is not None and not self.api_key.strip():
             raise SemiretError("the API key is empty")
-        if not self.api_key and not is_loopback(self.host):
-            raise SemiretError(f"serving on {self.host} (not loopback) needs an API key: --api-key or SEMIRET_API_KEY")
+        if self.read_api_key is not None and (not self.read_api_key.strip() or self.read_api_key == self.api_key):
+            raise SemiretError("the read-only API key is empty, or the same as the API key (--read-api-key)")
+        if not (self.api_key or self.read_api_key) and not is_loopback(self.host):
+            raise SemiretError(f"serving on {self.host} (not loopback) needs an API key: --api-key or SEMIRET_API_KEY "
+                               "(or --read-api-key, for a server that only searches)")
         for name, value in (("max_request_bytes", self.max_request_bytes), ("max_batch", self.max_batch),
                             ("max_k", self.max_k), ("max_segments", self.max_segments)):
             if value < 1:

@@ -3,8 +3,6 @@ sibling negatives and the policy for clusters too small to sample from, named te
 
 from __future__ import annotations
 
-import math
-import random
 
 import numpy as np
 import pytest

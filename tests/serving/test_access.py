@@ -1,0 +1,103 @@
+"""Who may call the service: a read-only key (searches and reads, never writes), browsers of the origins named by
+``--cors-origin`` (preflight answered, other origins not allowed), and HTTPS with ``--ssl-certfile`` (a real server,
+reached by the client trusting its certificate; plain HTTP refused)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from fastapi.testclient import TestClient
+
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever
+from semiret.serving import ServeSettings, create_app
+from semiret.serving.client import Client
+
+from helpers import TINY_DOCS
+
+WRITE = {"X-API-Key": "admin"}
+READ = {"X-API-Key": "reader"}
+DOCUMENT = {"documents": [{"_id": "x", "text": "statins"}]}
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    path = tmp_path_factory.mktemp("access") / "docs"
+    BM25Retriever.build(TINY_DOCS, path)
+    return path
+
+
+def test_a_read_only_key_reads_and_never_writes(index):
+    settings = ServeSettings({"docs": str(index)}, api_key="admin", read_api_key="reader", host="0.0.0.0",
+                             write_process=False)
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/indexes/docs/search", json={"queries": ["cats"]}, headers=READ).status_code == 200
+        assert client.get("/indexes/docs", headers=READ).status_code == 200
+        refused = client.put("/indexes/docs/documents", json=DOCUMENT, headers=READ)
+        assert refused.status_code == 403 and "only reads" in refused.text
+        assert client.post("/indexes/docs/documents/delete", json={"ids": ["d1"]}, headers=READ).status_code == 403
+        assert client.post("/indexes/docs/search", json={"queries": ["cats"]}).status_code == 401
+        assert client.post("/indexes/docs/search", json={"queries": ["cats"]},
+                           headers={"X-API-Key": "other"}).status_code == 401
+        assert client.put("/indexes/docs/documents", json=DOCUMENT, headers=WRITE).status_code == 200
+        assert client.post("/indexes/docs/documents/delete", json={"ids": ["x"]}, headers={
+            "Authorization": "Bearer admin"}).status_code == 200
+    reader_only = ServeSettings({"docs": str(index)}, read_api_key="reader", host="0.0.0.0", write_process=False)
+    with TestClient(create_app(reader_only)) as client:  # off loopback with only a read key: a searching server
+        assert client.post("/indexes/docs/search", json={"queries": ["cats"]}, headers=READ).status_code == 200
+        assert client.post("/indexes/docs/search", json={"queries": ["cats"]}).status_code == 401
+        assert client.put("/indexes/docs/documents", json=DOCUMENT, headers=READ).status_code == 403
+    for api_key, read_api_key in (("same", "same"), ("admin", " ")):
+        with pytest.raises(SemiretError, match="read-only API key is empty, or the same"):
+            ServeSettings({"docs": str(index)}, api_key=api_key, read_api_key=read_api_key)
+
+
+def test_browsers_of_the_named_origins_may_call(index):
+    settings = ServeSettings({"docs": str(index)}, write_process=False, cors_origins=["https://app.example.com"])
+    with TestClient(create_app(settings)) as client:
+        preflight = client.options("/indexes/docs/search", headers={
+            "Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type, x-api-key"})
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
+        answer = client.post("/indexes/docs/search", json={"queries": ["cats"]},
+                             headers={"Origin": "https://app.example.com"})
+        assert answer.headers["access-control-allow-origin"] == "https://app.example.com"
+        other = client.post("/indexes/docs/search", json={"queries": ["cats"]},
+                            headers={"Origin": "https://evil.example.com"})
+        assert "access-control-allow-origin" not in other.headers
+    with TestClient(create_app(ServeSettings({"docs": str(index)}, write_process=False))) as client:
+        plain = client.post("/indexes/docs/search", json={"queries": ["cats"]},
+                            headers={"Origin": "https://app.example.com"})
+        assert "access-control-allow-origin" not in plain.headers  # none named: no browser page may call
+
+
+def test_https_with_a_certificate(index, tmp_path):
+    import http.client
+
+    from semiret.serving.process import ServerProcess
+
+    certificate, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(certificate)],
+                   check=True, capture_output=True)
+    arguments = ["--ssl-certfile", str(certificate), "--ssl-keyfile", str(key)]
+    with ServerProcess({"docs": index}, api_key="admin", extra_args=arguments) as server:
+        assert server.url.startswith("https://")
+        client = Client(server.url, api_key="admin", ssl_context=server.ssl_context)
+        assert [h.id for h in client.search("docs", "cats", k=2)] == [
+            h.id for h in BM25Retriever.open(index).search("cats", k=2)]
+        untrusted = Client(server.url)  # the system's authorities do not know this certificate
+        with pytest.raises(OSError):
+            untrusted.search("docs", "cats")
+        plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        with pytest.raises((http.client.HTTPException, OSError)):  # no answer over plain HTTP
+            plain.request("GET", "/healthz")
+            plain.getresponse()
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    half = CliRunner().invoke(app, ["serve", "--index", str(index), "--ssl-certfile", str(certificate)])
+    assert half.exit_code == 2 and "needs both --ssl-certfile and --ssl-keyfile" in half.output
