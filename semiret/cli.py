@@ -473,6 +473,33 @@ def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document id
     console.print(f"deleted {_count(deleted, 'document')}")
 
 
+@app.command(name="set-metadata")
+def set_metadata_command(metadata: str = typer.Argument(..., help="The fields to set, one JSON object "
+                                                        "('{\"status\": \"archived\"}')."),
+                         doc_ids: Optional[list[str]] = typer.Option(None, "--id", help="A document to update "
+                                                                     "(repeatable)."),
+                         index: Path = typer.Option(..., help="Index directory."),
+                         filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Update the documents "
+                                                                     "whose metadata matches instead (as search's "
+                                                                     "--filter)."),
+                         overwrite: bool = typer.Option(False, help="Replace each document's metadata with the object "
+                                                        "instead of setting its fields.")):
+    """Set metadata fields on documents (--id, or --filter) without encoding them again; filters see the new values
+    at once."""
+    from semiret.indexes.filters import set_metadata
+    from semiret.search.retrievers import open_index_at
+
+    try:
+        fields = json.loads(metadata)
+    except json.JSONDecodeError as exc:
+        raise SemiretError(f"metadata {metadata!r} is not a JSON object ({exc.msg})") from None
+    if bool(doc_ids) == bool(filter_):
+        raise SemiretError("give --id IDs or a --filter (one of the two)")
+    updated = set_metadata(open_index_at(index), fields, doc_ids or None, _filter(filter_) if filter_ else None,
+                           overwrite)
+    console.print(f"updated {_count(updated, 'document')}")
+
+
 @app.command()
 def count(index: Path = typer.Argument(..., help="Index directory."),
           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count the documents whose stored "

@@ -520,6 +520,58 @@ def delete_documents(index, doc_ids: list[str], missing_ok: bool = False) -> int
         return index.delete(sorted(doomed), missing_ok=True) if doomed else 0
 
 
+def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: dict | None = None,
+                 overwrite: bool = False, missing_ok: bool = False) -> int:
+    """Give documents new metadata without encoding them again (Qdrant's ``set_payload`` and, with ``overwrite``,
+    ``overwrite_payload``): ``metadata``'s fields set on each (``overwrite``: replacing all of its metadata), the
+    documents named by ``doc_ids`` (an unknown id is an error, nothing changed, unless ``missing_ok``) or passing
+    the filter ``spec``. Each
+    is added again, replacing itself, from what the index stored for it (:meth:`SegmentedIndex.stored_batch`), in
+    one commit. In an index of passages a document's id updates all its passages, which keep ``parent`` and
+    ``chunk``. Returns how many documents (or passages) changed."""
+    if not isinstance(metadata, dict):
+        raise SemiretError(f"metadata is a JSON object of fields to set, got {metadata!r}")
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SemiretError(f"metadata {metadata!r} is not JSON ({exc})") from None
+    if (doc_ids is None) == (spec is None):
+        raise SemiretError("name the documents to update by their ids or by a filter, one of the two")
+    if not hasattr(index, "stored_batch") and not hasattr(index, "parts"):
+        raise SemiretError(f"{index.path}: a Milvus collection's metadata changes by adding its documents again")
+    if not index.stores_texts:
+        raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): it has no metadata "
+                           "to update")
+    wanted = checked_filter(index, spec, "update by") if doc_ids is None else None
+    with index.writing():
+        if doc_ids is None:  # an empty filter: every document, as Qdrant's
+            searched = index.first if hasattr(index, "parts") else index
+            targets = (searched.restricted(wanted) if wanted is not None else searched).live_ids()
+        else:
+            asked = list(dict.fromkeys(doc_ids))
+            direct = [d for d in asked if d in index]  # documents, or passages by their own ids
+            of_documents = passage_ids(index, [d for d in asked if d not in index]) if index.meta.get(
+                "chunking") else []
+            parents = set(field_values(index, of_documents, (PARENT_FIELD,)).values())
+            unknown = set(asked) - set(direct) - parents
+            if unknown and not missing_ok:
+                raise SemiretError(f"no document {sorted(unknown)[0]!r} in {index.path}: no metadata was changed")
+            targets = direct + of_documents
+        if not targets:
+            return 0
+        changed = {}
+        for doc_id, document in index.get_documents(targets).items():
+            kept = {k: v for k, v in (document.metadata or {}).items() if k in (PARENT_FIELD, CHUNK_FIELD)}
+            fields = {**(metadata if overwrite else {**(document.metadata or {}), **metadata}), **kept}
+            changed[doc_id] = Document(document.id, document.text, document.title, fields or None)
+        if hasattr(index, "parts"):  # a composite index: every part re-adds them from what it stored
+            batch = {name: part.stored_batch(changed) for name, part in index.parts.items()}
+        else:
+            batch = index.stored_batch(changed)
+        index.add(batch, replace=True)
+    return len(changed)
+
+
 def passage_ids(index, parents: list[str]) -> list[str]:
     """Ids of the live passages of the documents ``parents`` (those whose metadata names one as its ``parent``):
     from the segments' kept values where the index keeps them, else (Milvus) its documents read through."""

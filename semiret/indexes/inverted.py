@@ -430,7 +430,8 @@ class InvertedIndex(SegmentedIndex):
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
                     documents: list[Document] | None) -> Postings:
-        """Live documents of a segment back in doc-major form (raw counts for BM25)."""
+        """The segment's documents ``live`` (ascending local numbers) back in doc-major form (raw counts for
+        BM25)."""
         lengths = np.diff(np.asarray(segment.indptr))
         term_per_posting = np.repeat(np.asarray(segment.terms), lengths)
         docs = np.asarray(segment.docs)
@@ -444,9 +445,10 @@ class InvertedIndex(SegmentedIndex):
                 values = self.bm25.term_frequency(values, np.asarray(segment.doclens)[docs], segment.avgdl)
         order = np.argsort(docs, kind="stable")
         docs, terms, values = docs[order], term_per_posting[order], values[order]
-        is_live = ~segment.deleted
-        keep = is_live[docs]
-        new_number = np.cumsum(is_live) - 1
+        taken = np.zeros(segment.n_docs, bool)
+        taken[live] = True
+        keep = taken[docs]
+        new_number = np.cumsum(taken) - 1
         docs, terms, values = new_number[docs[keep]], terms[keep], values[keep]
         offsets = np.zeros(len(live) + 1, np.int64)
         np.cumsum(np.bincount(docs, minlength=len(live)), out=offsets[1:])

@@ -548,6 +548,18 @@ class SegmentedIndex(ABC):
                 found += segment.document_ids(np.flatnonzero(held))
         return found
 
+    def stored_batch(self, documents: dict[str, Document]) -> Any:
+        """The live documents of the ids ``documents`` names as one batch of what the index stored for them
+        (postings, vectors), carrying ``documents`` in place of their stored texts: re-added with ``replace``, they
+        change their metadata (or title and text as stored) without any model encoding them again."""
+        batches = []
+        for segment, ids, locals_ in self._live_locals(list(documents)):
+            order = np.argsort(locals_)
+            ids = [ids[i] for i in order.tolist()]
+            batches.append(self._live_batch(segment, locals_[order], ids, [documents[i] for i in ids]
+                                            if segment.texts is not None else None))
+        return self.batch_type.concatenate(batches)
+
     def _live_locals(self, doc_ids: Iterable[str]) -> Iterator[tuple[Segment, list[str], np.ndarray]]:
         """The live documents of ``doc_ids``, segment by segment: each segment's ids and local numbers (the newest
         live copy of an id, as :meth:`locate` finds it), its id lookups made at once."""

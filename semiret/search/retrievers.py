@@ -40,7 +40,7 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
 from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
                                       delete_matching, documents_page, facet, field_value, field_values,
-                                      joined_documents, matching_documents, passage_ids)
+                                      joined_documents, matching_documents, passage_ids, set_metadata)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.search import highlight as highlighting
@@ -333,6 +333,17 @@ class Retriever:
         """Delete every document whose stored metadata passes ``filter`` (as :meth:`search` reads it; Qdrant's delete
         by filter, OpenSearch's delete by query), in one commit per part of the index; returns how many."""
         return delete_matching(self.index, filter)
+
+    def set_metadata(self, metadata: dict, ids: list[str] | None = None, filter: dict | None = None,
+                     overwrite: bool = False, missing_ok: bool = False) -> int:
+        """Set ``metadata``'s fields on the documents of ``ids`` (a list; an unknown id is an error unless
+        ``missing_ok``) or passing ``filter`` (``overwrite``: replace their metadata with it), in one commit, no
+        model encoding anything again (Qdrant's set_payload); searches filter on the new values at once. Returns how
+        many documents changed."""
+        if isinstance(ids, str):
+            raise SemiretError(f"set_metadata takes a list of ids, got the string {ids!r} (one id: [{ids!r}])")
+        return set_metadata(self.index, metadata, None if ids is None else [_document_id(d) for d in ids], filter,
+                            overwrite, missing_ok)
 
     # ------------------------------------------------------------------ documents
     def get_document(self, doc_id: str) -> Document | None:

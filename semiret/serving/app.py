@@ -89,6 +89,7 @@ from semiret.serving.schemas import (
     FacetRequest,
     FacetResponse,
     IndexInfo,
+    MetadataRequest,
     IndexList,
     RecommendRequest,
     ScrollRequest,
@@ -702,6 +703,19 @@ def create_app(settings: ServeSettings) -> FastAPI:
             return {"deleted": await run_in_threadpool(index.delete_where, body.filter)}
         check_batch(len(body.ids), "ids")
         return {"deleted": await run_in_threadpool(index.delete, body.ids)}
+
+    @app.post("/indexes/{name}/documents/metadata", response_model=WriteResponse, response_model_exclude_none=True,
+              tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503))
+    async def set_metadata(body: MetadataRequest, index: ServedIndex = Depends(writable)):
+        """Set ``metadata``'s fields on the documents of ``ids`` (unknown ones skipped) or passing ``filter``
+        (``overwrite``: replace their metadata), without encoding any of them again (Qdrant's set_payload); the
+        next search filters on the new values. Answered once durable: ``{"updated": N}``."""
+        if body.filter is not None:
+            check_filter(body.filter)
+        else:
+            check_batch(len(body.ids), "ids")
+        return {"updated": await run_in_threadpool(index.set_metadata, body.metadata, body.ids, body.filter,
+                                                   body.overwrite)}
 
     @app.post("/indexes/{name}/documents/scroll", response_model=ScrollResponse, response_model_exclude_unset=True,
               response_model_by_alias=True, tags=["documents"], responses=_errors(401, 404, 503))

@@ -158,6 +158,14 @@ class Client:
         body = _given(ids=list(ids) if ids is not None else None, filter=filter)
         return self._call("POST", f"/indexes/{_name(index)}/documents/delete", body)["deleted"]
 
+    def set_metadata(self, index: str, metadata: dict, ids: list[str] | None = None, filter: dict | None = None,
+                     overwrite: bool = False) -> int:
+        """Set ``metadata``'s fields on the documents of ``ids`` or passing ``filter`` (``overwrite``: replace their
+        metadata), none encoded again; returns how many changed."""
+        body = {"metadata": metadata, "overwrite": overwrite,
+                **_given(ids=list(ids) if ids is not None else None, filter=filter)}
+        return self._call("POST", f"/indexes/{_name(index)}/documents/metadata", body)["updated"]
+
     def get(self, index: str, doc_id: str) -> Document | None:
         """The stored document, or None when the index has none of that id."""
         try:

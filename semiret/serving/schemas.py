@@ -133,6 +133,13 @@ class SearchResponse(BaseModel):
                                   "request's validation to its results (OpenSearch's `took`, Qdrant's `time`).")
 
 
+def _string_ids(ids: Any) -> Any:
+    """Integer ids as their strings, as documents are upserted (``{"id": 17}`` is document "17")."""
+    if isinstance(ids, list):
+        return [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
+    return ids
+
+
 class DeleteRequest(BaseModel):
     """Ids to delete, or a filter on the documents' metadata (one of the two)."""
 
@@ -151,19 +158,37 @@ class DeleteRequest(BaseModel):
             raise ValueError("an empty filter would delete every document: give a condition")
         return self
 
-    @field_validator("ids", mode="before")
-    @classmethod
-    def _numbered_ids(cls, ids: Any) -> Any:
-        """Integer ids as their strings, as documents are upserted (``{"id": 17}`` is document "17")."""
-        if isinstance(ids, list):
-            return [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
-        return ids
+    _numbered_ids = field_validator("ids", mode="before")(_string_ids)
+
+
+class MetadataRequest(BaseModel):
+    """New metadata for documents named by id or by a filter (one of the two), none of them encoded again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: dict[str, Any] = Field(description="Fields to set on each document (with overwrite: its whole "
+                                     "metadata).")
+    ids: list[str] | None = Field(None, description="The documents to update; unknown ids are skipped; in an index of "
+                                  "passages a document's id updates all its passages.")
+    filter: dict[str, Any] | None = Field(None, description="Update the documents whose stored metadata matches (as "
+                                          "a search's filter; {} every document) instead.")
+    overwrite: bool = Field(False, description="Replace each document's metadata instead of setting these fields "
+                            "(Qdrant's overwrite_payload).")
+
+    @model_validator(mode="after")
+    def _one_of_the_two(self) -> "MetadataRequest":
+        if (self.ids is None) == (self.filter is None):
+            raise ValueError("give ids or a filter (one of the two)")
+        return self
+
+    _numbered_ids = field_validator("ids", mode="before")(_string_ids)
 
 
 class WriteResponse(BaseModel):
     status: str = Field("acknowledged", description="Returned only once the change is durable (fsynced).")
     upserted: int | None = None
     deleted: int | None = None
+    updated: int | None = None
 
 
 class CreateIndexRequest(BaseModel):

@@ -213,6 +213,11 @@ class ServedIndex:
         """Delete the documents whose stored metadata passes ``filter``; returns how many did."""
         return self._write("_delete_where", filter)
 
+    def set_metadata(self, metadata: dict, doc_ids: list[str] | None, filter: dict | None, overwrite: bool) -> int:
+        """New metadata for the documents of these ids (unknown ones skipped) or passing ``filter``, no document
+        encoded again; returns how many changed."""
+        return self._write("_set_metadata", metadata, doc_ids, filter, overwrite)
+
     def merge(self) -> dict:
         self._write("_merge")
         return self.describe()
@@ -273,6 +278,11 @@ class ServedIndex:
 
     def _delete_where(self, filter: dict) -> int:
         return self.retriever.delete_where(filter)
+
+    def _set_metadata(self, metadata: dict, doc_ids: list[str] | None, filter: dict | None, overwrite: bool) -> int:
+        changed = self.retriever.set_metadata(metadata, doc_ids, filter, overwrite, missing_ok=True)
+        self._merge_small_segments()
+        return changed
 
     def _merge(self) -> None:
         self.index.merge()
