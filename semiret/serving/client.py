@@ -216,6 +216,19 @@ class Client:
         """``/metrics``, Prometheus's text."""
         return self._request("GET", "/metrics", None).decode()
 
+    def close(self) -> None:
+        """Close this thread's connection (a server shutting down gracefully waits for open ones)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # ------------------------------------------------------------------ requests
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
         answer = self._request(method, path, body)

@@ -85,16 +85,17 @@ def test_https_with_a_certificate(index, tmp_path):
     arguments = ["--ssl-certfile", str(certificate), "--ssl-keyfile", str(key)]
     with ServerProcess({"docs": index}, api_key="admin", extra_args=arguments) as server:
         assert server.url.startswith("https://")
-        client = Client(server.url, api_key="admin", ssl_context=server.ssl_context)
-        assert [h.id for h in client.search("docs", "cats", k=2)] == [
-            h.id for h in BM25Retriever.open(index).search("cats", k=2)]
-        untrusted = Client(server.url)  # the system's authorities do not know this certificate
-        with pytest.raises(OSError):
-            untrusted.search("docs", "cats")
-        plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        with Client(server.url, api_key="admin", ssl_context=server.ssl_context) as client:
+            assert [h.id for h in client.search("docs", "cats", k=2)] == [
+                h.id for h in BM25Retriever.open(index).search("cats", k=2)]
+        with Client(server.url) as untrusted:  # the system's authorities do not know this certificate
+            with pytest.raises(OSError):
+                untrusted.search("docs", "cats")
+        plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=1)
         with pytest.raises((http.client.HTTPException, OSError)):  # no answer over plain HTTP
             plain.request("GET", "/healthz")
             plain.getresponse()
+        plain.close()
     from typer.testing import CliRunner
 
     from semiret.cli import app
