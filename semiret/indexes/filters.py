@@ -25,16 +25,18 @@ searched deeper until ``k`` hits pass (post-filtering).
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import operator
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
+import regex
 
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.text.analyzer import plain_words
+from semiret.text.analyzer import WORD, normalised_text, plain_words
 from semiret.types import DocumentPage
 
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
@@ -73,6 +75,8 @@ COMBINATORS = ("$and", "$or", "$not")
 """Keys of a filter object that combine filters instead of naming a field (so no field name starts with ``$``)."""
 TEXT = "$text"
 """The key of a full-text condition on the documents' stored title and text."""
+PREFIX = regex.compile(WORD.pattern + r"\*")
+"""A word of a ``$text`` condition ending in ``*``: any word it begins."""
 
 
 class MetadataFilter:
@@ -242,10 +246,11 @@ def _clause(spec: dict):
 
 
 class TextCondition:
-    """``{"$text": "statin \\"heart failure\\""}``: documents whose stored title or text holds every word of it, and
-    each quoted phrase as consecutive words (Qdrant's full-text ``match``; unlike MongoDB's ``$text``, every word, not
-    any of them). Words are matched exactly, case-folded (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the
-    retriever: a filter on what the documents say, beside a ranking by what they mean."""
+    """``{"$text": "statin* \\"heart failure\\""}``: documents whose stored title or text holds every word of it
+    (a word ending in ``*``: any word it begins), and each quoted phrase as consecutive words (Qdrant's full-text
+    ``match``; unlike MongoDB's ``$text``, every word, not any of them). Words are matched exactly, case-folded
+    (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the retriever: a filter on
+    what the documents say, beside a ranking by what they mean."""
 
     def __init__(self, wanted):
         if not isinstance(wanted, str):
@@ -253,12 +258,16 @@ class TextCondition:
         pieces = wanted.split('"')
         if len(pieces) % 2 == 0:
             raise SemiretError(f"{TEXT} {wanted!r}: a quote opens a phrase that no quote closes")
+        loose = [normalised_text(piece) for piece in pieces[0::2]]
+        self.prefixes = sorted({prefix[:-1] for piece in loose for prefix in PREFIX.findall(piece)})
         self.phrases = [list(words) for words in sorted({tuple(plain_words(piece)) for piece in pieces[1::2]})
                         if len(words) > 1]
-        self.words = sorted({word for piece in pieces for word in plain_words(piece)})
-        if not self.words:
+        self.words = sorted({word for piece in [PREFIX.sub(" ", p) for p in loose] + pieces[1::2]
+                             for word in plain_words(piece)})
+        if not self.words and not self.prefixes:
             raise SemiretError(f"{TEXT} {wanted!r} holds no word to match")
-        self.written = " ".join(self.words + [f'"{" ".join(phrase)}"' for phrase in self.phrases])
+        self.written = " ".join(self.words + [f"{prefix}*" for prefix in self.prefixes]
+                                + [f'"{" ".join(phrase)}"' for phrase in self.phrases])
         """The condition written one way (words sorted, each once), as the filter's key records it."""
 
     def paths(self) -> Iterator[tuple[str, ...]]:
@@ -270,11 +279,14 @@ class TextCondition:
         fields = [plain_words(document.title or ""), plain_words(document.text)]
         held = {word for words in fields for word in words}
         return all(word in held for word in self.words) and all(
+            any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and all(
             any(_holds_phrase(words, phrase) for words in fields) for phrase in self.phrases)
 
     def mask(self, columns, texts) -> np.ndarray:
         index = texts()
         found = index.holding(self.words)
+        for prefix in self.prefixes:
+            found &= index.holding_prefix(prefix)
         if self.phrases:  # the documents holding every word, read to check each phrase's order
             candidates = np.flatnonzero(found)
             for local, document in zip(candidates.tolist(), index.read(candidates)):
@@ -294,7 +306,16 @@ class TextIndex:
             for word in set(plain_words(document.title or "")) | set(plain_words(document.text)):
                 postings.setdefault(word, []).append(local)
         self._postings = {word: np.asarray(locals_, np.int32) for word, locals_ in postings.items()}
+        self._sorted = sorted(self._postings)  # the words in order: those a prefix begins lie together
         self.n_docs, self.read = n_docs, read
+
+    def holding_prefix(self, prefix: str) -> np.ndarray:
+        """bool [n_docs]: the documents holding a word that ``prefix`` begins."""
+        found = np.zeros(self.n_docs, bool)
+        start = bisect.bisect_left(self._sorted, prefix)
+        for word in itertools.takewhile(lambda word: word.startswith(prefix), self._sorted[start:]):
+            found[self._postings[word]] = True
+        return found
 
     def holding(self, words: list[str]) -> np.ndarray:
         """bool [n_docs]: the documents holding every one of ``words``."""

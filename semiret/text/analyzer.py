@@ -28,10 +28,15 @@ WORD = regex.compile(r"[\w\p{M}]+")
 accent written apart, an Indic vowel sign), one letter long or more."""
 
 
+def normalised_text(text: str) -> str:
+    """``text`` NFC-normalised and case-folded: as a full-text filter compares words."""
+    return unicodedata.normalize("NFC", text).casefold()
+
+
 def plain_words(text: str) -> list[str]:
-    """The words of ``text`` (:data:`WORD`), NFC-normalised and case-folded, none dropped or stemmed: what a
+    """The words of ``text`` (:data:`WORD`), normalised (:func:`normalised_text`), none dropped or stemmed: what a
     full-text filter matches exactly."""
-    return WORD.findall(unicodedata.normalize("NFC", text).casefold())
+    return WORD.findall(normalised_text(text))
 
 
 @dataclass

@@ -43,6 +43,12 @@ def _corpus(n: int = 200, seed: int = 3) -> list[Document]:
     ("brca1", None, "BRCA1 carriers", True),
     ("café", None, "Cafe\u0301 au lait", True),                          # NFC: an accent written apart
     ('diet "blood pressure"', "Blood pressure", "a diet", True),
+    ("stat*", None, "Statins lower risk", True),                         # a word ending in *: any word it begins
+    ("stat*", None, "the state of it", True),
+    ("stat*", None, "a stat", True),
+    ("statins*", None, "a statin", False),
+    ('stat* "heart failure"', "Heart failure", "statins", True),
+    ("café*", None, "Cafe\u0301s", True),
 ])
 def test_text_conditions(wanted, title, text, expected):
     document = Document("x", text, title=title or "")
@@ -63,6 +69,8 @@ def test_one_text_condition_written_two_ways_is_one_filter():
     assert MetadataFilter({"$text": 'Risk  statins "Heart failure" risk'}).key == \
         MetadataFilter({"$text": 'statins "heart failure" RISK'}).key
     assert TextCondition('"a b" c').phrases == [["a", "b"]] and TextCondition('"a" c').phrases == []
+    assert MetadataFilter({"$text": "Stat* stat* x"}).key == MetadataFilter({"$text": "x stat*"}).key
+    assert TextCondition("stat*").written == "stat*" and TextCondition("stat*").words == []
 
 
 def test_the_command_line_reads_words_as_written():
@@ -93,6 +101,7 @@ def segmented(tmp_path_factory):
 
 
 @pytest.mark.parametrize("spec", [{"$text": "statins"}, {"$text": '"heart failure"'}, {"$text": "brca1 diet"},
+                                  {"$text": "stat*"}, {"$text": 'bl* "heart failure"'}, {"$text": "zzz*"},
                                   {"$text": "failure", "even": True}, {"$not": {"$text": "statins"}},
                                   {"$or": [{"$text": '"blood pressure"'}, {"even": False}]},
                                   {"$text": "café"}, {"$text": "nowhere"}])
