@@ -165,6 +165,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _test_option():
+    return typer.Option("t", help="The paired significance test with --baseline: t (Student's), randomization "
+                                  "(Fisher's, 10,000 sign flips, seeded) or wilcoxon (signed ranks).")
+
+
 def _chunk_words_option():
     return typer.Option(None, help="Index passages of this many words instead of whole documents (each keeps its "
                                    "document's title and metadata, and gets metadata fields parent and chunk): a "
@@ -765,7 +770,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      depth: int = typer.Option(100, help="Documents retrieved per query."),
                      measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
                      run: Optional[Path] = typer.Option(None, help="Write the TREC run here."),
-                     baseline: Optional[Path] = typer.Option(None, help="A TREC run (e.g. BM25's --run) to compare with query by query: difference and paired t-test per measure."),
+                     baseline: Optional[Path] = typer.Option(None, help="A TREC run (e.g. BM25's --run) to compare with query by query: difference, its 95% interval and a paired test per measure."),
+                     test: str = _test_option(),
                      threads: int = typer.Option(1, help="Threads for the batch search."),
                      chunk_words: Optional[int] = _chunk_words_option(),
                      chunk_overlap: int = _chunk_overlap_option(),
@@ -780,7 +786,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
 
     _use_encoding_device(device)
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
-                       run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline,
+                       run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, test=test,
                        backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, **options)
     if as_json:
@@ -793,8 +799,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
         if key not in ("retriever", "dataset", "split", "queries", "vs_baseline") and value not in (None, {}):
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     for name, versus in (figures["vs_baseline"] or {}).items():
-        table.add_row(f"{name} vs baseline", f"{versus['delta']:+.4f} (p={_p_value(versus)}; "
-                                             f"{versus['better']} better, {versus['worse']} worse)")
+        table.add_row(f"{name} vs baseline", f"{_difference(versus)}; {versus['better']} better, "
+                                             f"{versus['worse']} worse")
     stdout.print(table)
 
 
@@ -806,9 +812,13 @@ app.command(name="eval")(command_with_options(evaluate_command, _option_classes(
                                               help_suffix=_either_side))
 
 
-def _p_value(compared: dict) -> str:
-    """A comparison's p-value as a table shows it ("n/a" for one query: no test)."""
-    return "n/a" if compared["p_value"] is None else f"{compared['p_value']:.3g}"
+def _difference(compared: dict) -> str:
+    """A comparison's difference as a table shows it: with its 95% interval and the test's p-value ("n/a" for one
+    query: no test)."""
+    interval = compared["delta_ci95"]
+    shown = f"{compared['delta']:+.4f}" + (f" [{interval[0]:+.4f}, {interval[1]:+.4f}]" if interval else "")
+    p_value = "n/a" if compared["p_value"] is None else f"{compared['p_value']:.3g}"
+    return f"{shown} (p={p_value}{'' if compared['test'] == 't' else ', ' + compared['test']})"
 
 
 def _run_paths(paths: list[Path]) -> str | list[str]:
@@ -833,9 +843,10 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
             per_query: Optional[Path] = typer.Option(None, "--per-query", help="Also write each judged query's "
                                                      "measures (the run's, seeds averaged) as `MEASURE<TAB>QUERY<TAB>"
                                                      "VALUE` lines (trec_eval -q), for your own analysis."),
+            test: str = _test_option(),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Score saved runs on a collection's judgements, and compare them with a baseline: each measure's means,
-    difference and paired t-test (the figures `semiret eval --baseline` gives, for runs already on disk, from any
+    difference and paired test (t by default) (the figures `semiret eval --baseline` gives, for runs already on disk, from any
     system). Several runs on a side (one system trained with several seeds) are averaged query by query."""
     from semiret.data.collection import Collection, searched_qrels
     from semiret.data.paths import dataset
@@ -863,7 +874,7 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     figures = {"run": _run_paths(run), "queries": len(qrels),
                "measures": {name: round(float(column.mean()), 6) for name, column in values.items()}}
     if baseline:
-        figures.update(baseline_run=_run_paths(baseline), vs_baseline=compare_runs(*sides, qrels, measures))
+        figures.update(baseline_run=_run_paths(baseline), vs_baseline=compare_runs(*sides, qrels, measures, test))
     if as_json:
         print(json.dumps(figures))
         return
@@ -877,11 +888,11 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
         stdout.print(table)
         return
     table = Table(title=f"{names['run']} against {names['baseline']} ({len(qrels)} {split} queries)")
-    for column in ("measure", "run", "baseline", "difference (p)", "better / worse"):
+    for column in ("measure", "run", "baseline", "difference [95% CI] (p)", "better / worse"):
         table.add_column(column, justify="right")
     for name, v in figures["vs_baseline"].items():
         table.add_row(name, f"{v['baseline'] + v['delta']:.4f}", f"{v['baseline']:.4f}",
-                      f"{v['delta']:+.4f} (p={_p_value(v)})", f"{v['better']} / {v['worse']}")
+                      _difference(v), f"{v['better']} / {v['worse']}")
     stdout.print(table)
 
 

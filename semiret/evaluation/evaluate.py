@@ -15,7 +15,7 @@ from semiret.data.collection import Collection, count_documents, searched_qrels
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.files import check_output_file
 from semiret.evaluation.metrics import parse_measures, score_run
-from semiret.evaluation.significance import check_baseline, compare_runs
+from semiret.evaluation.significance import TESTS, check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.errors import SemiretError
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
@@ -39,7 +39,8 @@ DEFAULT_RETRIEVER = "bm25"
 def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: str = "test",
              index: str | Path | None = None,
              depth: int = 100, measures: list[str] | None = None, run_path: str | Path | None = None,
-             rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, backend=None,
+             rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, test: str = "t",
+             backend=None,
              queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
              chunk_words: int | None = None, chunk_overlap: int = 0, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
@@ -64,6 +65,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"--threads must be at least 1, got {n_threads}")
     if depth < 1:
         raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
+    if test not in TESTS:
+        raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
@@ -154,7 +157,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         applied = {**(build_options if build_seconds is not None else {}), **search_options}
         figures["options"] = {name: value for name, value in applied.items() if value is not None}
         figures["baseline_run"] = str(baseline) if baseline is not None else None
-        figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects)
+        figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects, test)
                                   if baseline_run is not None else None)
         return figures
     finally:

@@ -21,6 +21,11 @@ from semiret.evaluation.metrics import parse_measures, per_query
 log = logging.getLogger(__name__)
 
 SIGNIFICANCE_LEVEL = 0.05
+TESTS = ("t", "randomization", "wilcoxon")
+"""Paired tests a comparison may use: Student's t (the default, TREC's and PyTerrier's), Fisher's randomization
+test (each query's difference's sign flipped at random, 10,000 times, seeded: what Smucker et al. 2007 recommend
+for IR), and Wilcoxon's signed-rank test (ranks, not sizes, of the differences)."""
+RANDOMIZATIONS = 10_000
 
 
 def check_baseline(baseline: Run, qrels: dict[str, dict[str, int]], what: str = "the baseline run") -> None:
@@ -42,13 +47,16 @@ def _judged_queries_ranked(run: Run, qrels, what: str) -> int:
 
 
 def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels: dict[str, dict[str, int]],
-                 measures=None) -> dict[str, dict]:
-    """For each measure: the baseline's mean, the mean difference (run - baseline), the paired t-test p-value,
-    and how many judged queries the run does better, worse or the same on. Queries missing from a run count
-    as 0, as in :func:`~semiret.evaluation.metrics.score_run`. Either side may be a list of runs (one system's
-    seeds), averaged query by query. With one judged query there is no test (``p_value`` None, not
-    significant); where every query differs by the same non-zero amount the t-test is undefined too, and the
-    exact two-sided sign test stands in (two queries both better: p = 0.5)."""
+                 measures=None, test: str = "t") -> dict[str, dict]:
+    """For each measure: the baseline's mean, the mean difference (run - baseline) with its 95% confidence
+    interval (Student's t over the queries), the paired ``test``'s p-value (:data:`TESTS`), and how many judged
+    queries the run does better, worse or the same on. Queries missing from a run count as 0, as in
+    :func:`~semiret.evaluation.metrics.score_run`. Either side may be a list of runs (one system's seeds), averaged
+    query by query. With one judged query there is no test (``p_value`` None, not significant); where every
+    query differs by the same non-zero amount the t-test is undefined too, and the exact two-sided sign test
+    stands in (two queries both better: p = 0.5)."""
+    if test not in TESTS:
+        raise SemiretError(f"unknown significance test {test!r} (have: {', '.join(TESTS)})")
     runs, baselines = _as_runs(run), _as_runs(baseline)
     for each in baselines:
         _judged_queries_ranked(each, qrels, "the baseline run")  # callers warn of partial runs (check_baseline)
@@ -59,25 +67,40 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
         a = mean_per_query(runs, qrels, measure, judged)
         b = mean_per_query(baselines, qrels, measure, judged)
         diff = a - b
-        p = _paired_p_value(a, b)
+        p = _paired_p_value(a, b, test)
         comparison[name] = {"baseline": round(float(b.mean()), 6), "delta": round(float(diff.mean()), 6),
+                            "delta_ci95": _confidence_interval(diff),
                             "p_value": None if p is None else float(f"{p:.6g}"),  # 7.19e-14 is not 0
-                            "significant": p is not None and p < SIGNIFICANCE_LEVEL,
+                            "test": test, "significant": p is not None and p < SIGNIFICANCE_LEVEL,
                             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum()),
                             "same": int((diff == 0).sum())}
     return comparison
 
 
-def _paired_p_value(a: np.ndarray, b: np.ndarray) -> float | None:
-    """The paired t-test's two-sided p-value; None for fewer than two queries. ``ttest_rel`` is undefined (nan)
-    when every difference is equal: identical runs are simply not different (1.0), and equal non-zero
+def _confidence_interval(diff: np.ndarray) -> list[float] | None:
+    """The mean difference's 95% interval by Student's t over the queries (None for fewer than two)."""
+    if len(diff) < 2:
+        return None
+    half = float(stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff)))
+    return [round(float(diff.mean()) - half, 6), round(float(diff.mean()) + half, 6)]
+
+
+def _paired_p_value(a: np.ndarray, b: np.ndarray, test: str = "t") -> float | None:
+    """The paired ``test``'s two-sided p-value; None for fewer than two queries. Where every difference is equal
+    the tests are undefined or degenerate: identical runs are simply not different (1.0), and equal non-zero
     differences take the exact sign test, 2 x 0.5^n."""
     if len(a) < 2:
         return None
     diff = a - b
-    if np.ptp(diff) > 0:
-        return float(stats.ttest_rel(a, b).pvalue)
-    return 1.0 if not diff.any() else min(1.0, 2.0 * 0.5 ** len(a))
+    if np.ptp(diff) == 0:
+        return 1.0 if not diff.any() else min(1.0, 2.0 * 0.5 ** len(a))
+    if test == "randomization":
+        return float(stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), vectorized=True,
+                                            permutation_type="samples", n_resamples=RANDOMIZATIONS,
+                                            random_state=0).pvalue)
+    if test == "wilcoxon":
+        return float(stats.wilcoxon(a, b).pvalue) if diff.any() else 1.0
+    return float(stats.ttest_rel(a, b).pvalue)
 
 
 def _as_runs(side: Run | Sequence[Run]) -> list[Run]:

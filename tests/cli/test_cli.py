@@ -163,8 +163,13 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     same = json.loads(invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bot.trec", "--data",
                              beir_dir, "--measure", "P@1", "--json").stdout)["vs_baseline"]
     assert set(same) == {"P@1"} and same["P@1"]["delta"] == 0 and same["P@1"]["p_value"] == 1.0
-    assert "difference (p)" in invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec",
-                                      "--data", beir_dir).stdout
+    assert "difference [95% CI] (p)" in invoke("compare", tmp_path / "bot.trec", "--baseline",
+                                               tmp_path / "bm25.trec", "--data", beir_dir).stdout
+    randomized = json.loads(invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec", "--data",
+                                   beir_dir, "--test", "randomization", "--json").stdout)["vs_baseline"]["nDCG@10"]
+    assert randomized["test"] == "randomization" and randomized["delta"] == compared["vs_baseline"]["nDCG@10"]["delta"]
+    refused = CliRunner().invoke(app, ["eval", "--data", str(beir_dir), "--test", "z"])
+    assert refused.exit_code == 2 and "unknown significance test 'z'" in refused.output
     seeds = json.loads(invoke("compare", tmp_path / "bot.trec", tmp_path / "bm25.trec", "--baseline",
                               tmp_path / "bm25.trec", "--data", beir_dir, "--json").stdout)
     assert seeds["run"] == [str(tmp_path / "bot.trec"), str(tmp_path / "bm25.trec")]

@@ -126,6 +126,32 @@ def test_compare_runs_against_scipy_and_counts():
     assert figures["better"] + figures["worse"] + figures["same"] == len(qrels)
 
 
+def test_the_other_tests_and_the_confidence_interval():
+    """Fisher's randomization test agrees with an exact enumeration of every sign flip (a few queries), Wilcoxon's
+    with scipy's, and the interval is Student's around the mean difference; an unknown test is refused first."""
+    import itertools
+
+    from scipy import stats
+
+    run, qrels = random_run_and_qrels(7)
+    baseline, _ = random_run_and_qrels(8)
+    qrels = dict(list(qrels.items())[:12])  # 4,096 sign flips to enumerate
+    a = np.array([per_query(run, qrels, DEFAULT_MEASURES["nDCG@10"])[q] for q in qrels])
+    b = np.array([per_query(baseline, qrels, DEFAULT_MEASURES["nDCG@10"])[q] for q in qrels])
+    diff = a - b
+    flips = np.array(list(itertools.product([1, -1], repeat=len(diff))))  # every sign flip: the exact test
+    exact = np.mean(np.abs((flips * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12)
+    randomized = compare_runs(run, baseline, qrels, ["nDCG@10"], test="randomization")["nDCG@10"]
+    assert randomized["test"] == "randomization" and randomized["p_value"] == pytest.approx(exact, abs=0.02)
+    signed = compare_runs(run, baseline, qrels, ["nDCG@10"], test="wilcoxon")["nDCG@10"]
+    assert signed["p_value"] == pytest.approx(stats.wilcoxon(a, b).pvalue, abs=1e-6)
+    low, high = compare_runs(run, baseline, qrels, ["nDCG@10"])["nDCG@10"]["delta_ci95"]
+    half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
+    assert low == pytest.approx(diff.mean() - half, abs=1e-5) and high == pytest.approx(diff.mean() + half, abs=1e-5)
+    with pytest.raises(SemiretError, match="unknown significance test 'z'"):
+        compare_runs(run, baseline, qrels, test="z")
+
+
 def test_compare_runs_identical_and_clearly_better():
     run, qrels = random_run_and_qrels(9)
     same = compare_runs(run, run, qrels)["nDCG@10"]
