@@ -4,8 +4,9 @@ then reads as any other collection.
 
 Splits: the dataset's own judgements, if it has them, are the ``test`` split; each sub-dataset one level down with
 judgements (``beir/scifact/train`` under ``beir/scifact``) is the split of its name. Queries of all of them go into
-one ``queries.jsonl`` (a query id met twice keeps its first text). ir_datasets downloads what it needs the first
-time (its own cache, ``IR_DATASETS_HOME``); the folder written here is reused until removed.
+one ``queries.jsonl`` (a dataset without judgements: its own queries); a query id that two splits give two texts is
+refused, naming the splits to load one at a time. ir_datasets downloads what it needs the first time (its own
+cache, ``IR_DATASETS_HOME``); the folder written here is reused until removed.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def irds_collection(name: str) -> Path:
     if not dataset.has_docs():
         raise SemiretError(f"--data {name}: the ir_datasets dataset {dataset_id!r} has no documents (name the "
                            "collection, or one of its splits, that has them)")
-    splits = {"test": dataset} if dataset.has_qrels() else {}
+    splits = {"test": dataset} if dataset.has_qrels() and dataset.has_queries() else {}
     for other in list(ir_datasets.registry):
         split = other[len(dataset_id) + 1:]
         if other.startswith(dataset_id + "/") and "/" not in split and split not in splits:
@@ -62,9 +63,17 @@ def irds_collection(name: str) -> Path:
         _write_jsonl(staged / "corpus.jsonl", (_document(doc) for doc in progress.track(
             dataset.docs_iter(), f"reading {dataset_id} (ir_datasets)", total=_count(dataset))))
         queries: dict[str, str] = {}
-        for split, each in splits.items():
+        read_from: dict[str, str] = {}
+        with_queries = {**splits, **({"": dataset} if dataset.has_queries() and not splits else {})}
+        for split, each in with_queries.items():  # (a dataset's queries without judgements are written too)
             for query in each.queries_iter():
-                queries.setdefault(query.query_id, _text(query))
+                text = queries.setdefault(query.query_id, _text(query))
+                if text != _text(query):  # one queries file cannot hold both: evaluating one would read the other's
+                    raise SemiretError(f"--data {name}: the query {query.query_id!r} is one text in the split "
+                                       f"{read_from[query.query_id]!r} and another in {split!r}: name one of the two "
+                                       f"splits ({PREFIX}{dataset_id}/{split})")
+                read_from.setdefault(query.query_id, split)
+        for split, each in splits.items():
             with open(staged / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as qrels:
                 qrels.write("query-id\tcorpus-id\tscore\n")
                 qrels.writelines(f"{q.query_id}\t{q.doc_id}\t{int(q.relevance)}\n" for q in each.qrels_iter())

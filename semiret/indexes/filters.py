@@ -581,8 +581,9 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
         if not targets:
             return 0
         changed = {}
+        own = (PARENT_FIELD, CHUNK_FIELD) if index.meta.get("chunking") else ()  # what makes a passage one
         for doc_id, document in index.get_documents(targets).items():
-            kept = {k: v for k, v in (document.metadata or {}).items() if k in (PARENT_FIELD, CHUNK_FIELD)}
+            kept = {k: v for k, v in (document.metadata or {}).items() if k in own}
             fields = {**(metadata if overwrite else {**(document.metadata or {}), **metadata}), **kept}
             changed[doc_id] = Document(document.id, document.text, document.title, fields or None)
         if hasattr(index, "parts"):  # a composite index: every part re-adds them from what it stored

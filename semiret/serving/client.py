@@ -171,7 +171,7 @@ class Client:
         try:
             record = self._call("GET", f"/indexes/{_name(index)}/documents/{urllib.parse.quote(doc_id, safe='')}")
         except ServerError as error:
-            if error.status == 404 and "document" in str(error.detail):
+            if error.status == 404 and str(error.detail).startswith("no document "):
                 return None
             raise
         return _document(record)
@@ -232,12 +232,15 @@ class Client:
     # ------------------------------------------------------------------ requests
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
         answer = self._request(method, path, body)
-        return json.loads(answer) if answer else {}
+        try:
+            return json.loads(answer)
+        except ValueError:
+            raise ServerError(200, f"an answer that is not JSON (not a semiret server?): {answer[:200]!r}") from None
 
     def _request(self, method: str, path: str, body: dict | None) -> bytes:
         data = json.dumps(body).encode() if body is not None else None
         status, answer = self._transport(method, self._base + path, data, self._headers)
-        if status >= 400:
+        if not 200 <= status < 300:  # an error, or a redirect (a proxy's to https, say) this client does not follow
             try:
                 detail = json.loads(answer).get("detail", answer.decode(errors="replace"))
             except (ValueError, AttributeError):
@@ -246,13 +249,19 @@ class Client:
         return answer
 
     def _http(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
-        """One request over this thread's kept-alive connection (opened again once if the server closed it)."""
+        """One request over this thread's kept-alive connection: a connection that failed is dropped (the next
+        request opens another); one the server closed while idle is tried once more on a new one, unless the request
+        may not be repeated (the server may have acted on it)."""
         try:
             return self._send(method, path, body, headers)
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            self._local.connection.close()
-            self._local.connection = None  # the server closed an idle connection: once more on a new one
+            self.close()
+            if not _repeatable(method, path):
+                raise
             return self._send(method, path, body, headers)
+        except BaseException:
+            self.close()
+            raise
 
     def _send(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
         connection = getattr(self._local, "connection", None)
@@ -263,9 +272,20 @@ class Client:
             else:
                 connection = http.client.HTTPConnection(self._parsed.hostname, self._parsed.port, timeout=self.timeout)
             self._local.connection = connection
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        return response.status, response.read()
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except BaseException:
+            self.close()
+            raise
+
+
+def _repeatable(method: str, path: str) -> bool:
+    """Whether sending a request twice does what sending it once does: all of this API's but creating an index (a
+    second create answers 409) and taking a backup (a second one is another backup)."""
+    creates = method == "PUT" and path.rstrip("/").count("/") == 2 and path.startswith("/indexes/")
+    return not (creates or (method == "POST" and path.endswith("/backups")))
 
 
 def _name(name: str) -> str:

@@ -69,11 +69,16 @@ def fake_irds(monkeypatch, tmp_path):
     registry = {
         "col": FakeDataset(DOCS),
         "col/train": FakeDataset(DOCS, [Query("q1", "statins cholesterol")], [Qrel("q1", "d1", 1, "0")]),
-        "col/test": FakeDataset(DOCS, [Query("q2", "heart attacks"), Query("q1", "other text")],
+        "col/test": FakeDataset(DOCS, [Query("q2", "heart attacks"), Query("q1", "statins cholesterol")],
                                 [Qrel("q2", "d2", 2, "0")]),
         "col/test/deeper": FakeDataset(DOCS, [Query("q9", "x")], [Qrel("q9", "d3", 1, "0")]),
         "flat": FakeDataset([BodyDoc("b1", "a body")], [Query("q", "body")], [Qrel("q", "b1", 1, "0")]),
         "nodocs": FakeDataset(None, [Query("q", "x")], [Qrel("q", "x", 1, "0")]),
+        "clash": FakeDataset(DOCS),
+        "clash/2017": FakeDataset(DOCS, [Query("1", "statins 2017")], [Qrel("1", "d1", 1, "0")]),
+        "clash/2018": FakeDataset(DOCS, [Query("1", "aspirin 2018")], [Qrel("1", "d2", 1, "0")]),
+        "noqueries": FakeDataset(DOCS, None, [Qrel("q", "d1", 1, "0")]),
+        "queriesonly": FakeDataset(DOCS, [Query("q", "sleep")], None),
     }
 
     def load(name):
@@ -111,6 +116,15 @@ def test_bad_ir_datasets_names_are_clear_errors(fake_irds, monkeypatch, tmp_path
     monkeypatch.setitem(sys.modules, "ir_datasets", None)  # not installed
     with pytest.raises(SemiretError, match="needs the ir_datasets package"):
         dataset("irds:other")
+
+
+def test_splits_that_give_one_query_two_texts_are_refused(fake_irds, tmp_path):
+    with pytest.raises(SemiretError, match=r"the query '1' is one text in the split '2017' and another in '2018'"):
+        dataset("irds:clash")
+    assert not (tmp_path / "cache" / "irds" / "clash").exists()
+    assert Collection(dataset("irds:clash/2018")).queries("test") == {"1": "aspirin 2018"}
+    assert Collection(dataset("irds:noqueries")).splits() == []  # judgements without queries: nothing to search
+    assert Collection(dataset("irds:queriesonly")).queries() == {"q": "sleep"}
 
 
 def test_an_interrupted_write_is_written_anew(fake_irds, tmp_path):

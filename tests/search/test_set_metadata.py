@@ -69,6 +69,15 @@ def test_passages_keep_their_parent_and_bad_requests_change_nothing(tmp_path):
         empty.set_metadata({"x": 1}, ids=["d0"])
 
 
+def test_fields_named_parent_and_chunk_are_the_users_own_outside_passages(tmp_path):
+    retriever = BM25Retriever.build([Document("r", "a reply", metadata={"parent": "thread-1", "chunk": 3})],
+                                    tmp_path / "index")
+    assert retriever.set_metadata({"parent": "thread-2"}, ids=["r"]) == 1
+    assert retriever.get_document("r").metadata == {"parent": "thread-2", "chunk": 3}
+    retriever.set_metadata({"status": "x"}, ids=["r"], overwrite=True)
+    assert retriever.get_document("r").metadata == {"status": "x"}
+
+
 def test_the_command_line_the_service_and_the_client(tmp_path):
     from semiret.serving.client import Client
 

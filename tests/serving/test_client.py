@@ -92,6 +92,53 @@ def test_errors_carry_the_server_status_and_words(served):
     assert refused.value.status == 401
     with pytest.raises(SemiretError, match="a server's URL is"):
         Client("localhost:8000")
+    assert client.get("notes", "nope") is None
+    with pytest.raises(ServerError) as no_index:  # "no index 'documents'": not a missing document
+        client.get("documents", "a")
+    assert no_index.value.status == 404
+    redirected = Client("http://testserver", transport=lambda *_: (308, b""))  # a proxy's redirect, not followed
+    with pytest.raises(ServerError) as moved:
+        redirected.indexes()
+    assert moved.value.status == 308
+    with pytest.raises(ServerError, match="not JSON"):
+        Client("http://testserver", transport=lambda *_: (200, b"<html>")).indexes()
+
+
+def test_a_failed_connection_is_dropped_and_creates_are_never_sent_twice(monkeypatch):
+    """After a timeout or a refused connection the thread's next request opens a new connection; a connection the
+    server closed is tried once more, except for a request the server may have acted on (creating an index)."""
+    import http.client
+
+    sent = []
+
+    class Flaky:
+        failures = [TimeoutError("timed out")]
+
+        def __init__(self, *args, **kwargs):
+            self.closed = False
+
+        def request(self, method, path, body=None, headers=None):
+            sent.append((method, path))
+            if Flaky.failures:
+                raise Flaky.failures.pop(0)
+
+        def getresponse(self):
+            return type("Answer", (), {"status": 200, "read": lambda self: b'{"indexes": []}'})()
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(http.client, "HTTPConnection", Flaky)
+    client = Client("http://127.0.0.1:9")
+    with pytest.raises(TimeoutError):
+        client.indexes()
+    assert client.indexes() == [] and len(sent) == 2  # a new connection, not the broken one
+    Flaky.failures = [http.client.RemoteDisconnected("closed while idle")]
+    assert client.indexes() == [] and len(sent) == 4  # a read: once more
+    Flaky.failures = [http.client.RemoteDisconnected("closed while idle")]
+    with pytest.raises(http.client.RemoteDisconnected):
+        client.create_index("notes")
+    assert sent[-1] == ("PUT", "/indexes/notes") and len(sent) == 5  # a create: never twice
 
 
 def test_a_real_server_over_http(tmp_path):
