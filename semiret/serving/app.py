@@ -424,6 +424,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                  **({"writer": writer_failed} if writer_failed else {})}, status_code=503)
         return {"status": "ready", "indexes": list(served)}
 
+    def named_in_data_dir(request: Request, name: str, field: str, off: str) -> None:
+        """A write that makes ``name`` (an index's or an alias's) in the data directory: the key, a data directory
+        (else 403, ``off`` saying why), and a name a client may give (else 422 on the path's ``field``)."""
+        check_key(request, write=True)
+        if data is None:
+            raise HTTPException(403, f"{off}: start the server with --data-dir DIR")
+        try:
+            check_name(name)
+        except SemiretError as exc:
+            raise validation_error(("path", field), str(exc), "name_invalid") from None
+
     # ------------------------------------------------------------------ indexes
     @app.get("/indexes", response_model=IndexList, tags=["indexes"], responses=_errors(401, 503))
     async def list_indexes(request: Request):
@@ -439,13 +450,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         it takes (a ``model`` among those ``semiret models`` lists as installed), its documents split into passages
         of ``chunk_words`` where given; documents are then added with ``PUT /indexes/{name}/documents``. 409 when
         the name is taken; 403 without a data directory."""
-        check_key(request, write=True)
-        if data is None:
-            raise HTTPException(403, "creating indexes over HTTP is off: start the server with --data-dir DIR")
-        try:
-            check_name(name)
-        except SemiretError as exc:
-            raise validation_error(("path", "name"), str(exc), "name_invalid") from None
+        named_in_data_dir(request, name, "name", "creating indexes over HTTP is off")
         if name in settings.indexes or data.holds(name):
             raise HTTPException(409, f"index {name!r} exists already")
         if body.from_backup is not None:
@@ -539,13 +544,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         every request that follows (Qdrant's collection aliases): build ``docs-v2`` beside ``docs-v1``, then point
         ``docs`` at it. Searches and writes name the alias as they would the index. 404 when there is no such
         index, 409 when an index has the alias's name; 403 without a data directory."""
-        check_key(request, write=True)
-        if data is None:
-            raise HTTPException(403, "aliases are kept in the data directory: start the server with --data-dir DIR")
-        try:
-            check_name(alias)
-        except SemiretError as exc:
-            raise validation_error(("path", "alias"), str(exc), "name_invalid") from None
+        named_in_data_dir(request, alias, "alias", "aliases are kept in the data directory")
 
         def exists(name: str) -> bool:
             return name in settings.indexes or data.holds(name)
