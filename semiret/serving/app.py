@@ -89,8 +89,8 @@ from semiret.serving.schemas import (
     FacetRequest,
     FacetResponse,
     IndexInfo,
-    MetadataRequest,
     IndexList,
+    MetadataRequest,
     RecommendRequest,
     ScrollRequest,
     ScrollResponse,
@@ -394,7 +394,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/metrics", tags=["health"], response_class=Response, responses={
         200: {"content": {"text/plain": {}}, "description": "Prometheus's text format."}, **_errors(401)})
     async def metrics(request: Request):
-        """Requests by route, method, status and index (as the URL named it), their durations, queries searched
+        """Requests by route, method, status and the served index they reached, their durations, queries searched
         by index, and each index's documents, deletions, segments and size (Prometheus's text format: every
         ``--workers`` process's counts summed)."""
         check_key(request, write=False)
