@@ -78,6 +78,19 @@ def test_fields_named_parent_and_chunk_are_the_users_own_outside_passages(tmp_pa
     assert retriever.get_document("r").metadata == {"status": "x"}
 
 
+def test_the_writer_process_sets_metadata_too(tmp_path):
+    """The service's writes run in a process of their own: the update is done there and searched here at once."""
+    BM25Retriever.build(DOCS, tmp_path / "index")
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=True)
+    with TestClient(create_app(settings)) as test_client:
+        answer = test_client.post("/indexes/docs/documents/metadata", headers={"X-API-Key": "key"},
+                                  json={"ids": ["d0", "d1", "nope"], "metadata": {"tag": "writer"}})
+        assert answer.status_code == 200 and answer.json()["updated"] == 2
+        found = test_client.post("/indexes/docs/search", json={"queries": ["statins heart aspirin"],
+                                                               "filter": {"tag": "writer"}}).json()["results"][0]
+        assert {hit["id"] for hit in found} == {"d0", "d1"}
+
+
 def test_the_command_line_the_service_and_the_client(tmp_path):
     from semiret.serving.client import Client
 
