@@ -92,6 +92,9 @@ def test_errors_carry_the_server_status_and_words(served):
     assert refused.value.status == 401
     with pytest.raises(SemiretError, match="a server's URL is"):
         Client("localhost:8000")
+    import semiret.serving
+
+    assert semiret.serving.Client is Client  # as qdrant_client.QdrantClient: at the package's top
     assert client.get("notes", "nope") is None
     with pytest.raises(ServerError) as no_index:  # "no index 'documents'": not a missing document
         client.get("documents", "a")
