@@ -441,7 +441,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_key(request, write=False)
         if data is not None:
             await run_in_threadpool(sync_owned)
-        return {"indexes": [await run_in_threadpool(index.describe) for index in list(served.values())]}
+        return {"indexes": [await run_in_threadpool(described, index) for index in list(served.values())]}
 
     @app.put("/indexes/{name}", response_model=IndexInfo, status_code=201, tags=["indexes"],
              responses=_errors(401, 403, 404, 409, 503))
@@ -570,7 +570,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.get("/indexes/{name}", response_model=IndexInfo, tags=["indexes"], responses=_errors(401, 404, 503))
     async def describe_index(index: ServedIndex = Depends(readable)):
-        return await run_in_threadpool(index.describe)
+        return await run_in_threadpool(described, index)
+
+    def described(index: ServedIndex) -> dict:
+        """``index.describe()``, and the aliases that stand for it where there are any."""
+        aliases = sorted(a for a, target in data.aliases().items() if target == index.name) if data is not None else []
+        return {**index.describe(), **({"aliases": aliases} if aliases else {})}
 
     @app.post("/indexes/{name}/merge", response_model=IndexInfo, tags=["indexes"],
               responses=_errors(401, 403, 404, 503))

@@ -234,6 +234,7 @@ class IndexInfo(BaseModel):
     size_bytes: int | None = None
     """Deleted documents not yet merged away, segments and size: none for a Milvus collection (Milvus keeps them)."""
     search_options: list[str]
+    aliases: list[str] | None = Field(None, description="The aliases that stand for this index, if any.")
 
 
 class IndexList(BaseModel):

@@ -51,6 +51,8 @@ def test_an_alias_switches_at_once_for_every_process(tmp_path, write_process):
         assert added.status_code == 200
         assert sorted(_top(second, "docs-v2")) == ["new", "x"] and _top(second, "docs-v1") == ["old"]
         assert first.get("/aliases").json() == {"aliases": [{"alias": "docs", "index": "docs-v2"}]}
+        assert first.get("/indexes/docs-v2").json()["aliases"] == ["docs"]  # an index names its aliases
+        assert first.get("/indexes/docs-v1").json()["aliases"] is None
     with _client(tmp_path / "data") as restarted:  # kept in the data directory
         assert sorted(_top(restarted, "docs")) == ["new", "x"]
         assert restarted.delete("/aliases/docs", headers=KEY).json() == {"status": "acknowledged"}
