@@ -3,9 +3,12 @@ run) against its peer, adding the same documents again with the new metadata (``
 one encoded again), in one run, per retriever.
 
 ``python bench/set_metadata.py [--docs 1000] [--updated 200] [--retrievers bm25,inference-free]`` prints one JSON
-object: per retriever, the seconds each way (best of ``--rounds``, each round on a fresh copy of the index), their
-ratio (``add_over_set_metadata``) and whether both leave the same scores for the updated documents (``same_scores``,
-after a merge: until one, BM25's statistics count the replaced copies). The documents are SciFact's first ``--docs``.
+object: per retriever, the seconds each way (best of ``--rounds``, each round on a fresh copy of the index, the model
+loaded before the timing), their ratio (``add_over_set_metadata``) and whether both leave the same scores for every
+updated document (``same_scores``: each one's exact score, ``explain``, for its own first words and for a shared
+query, after a merge: until one, BM25's statistics count the replaced copies); both ways must leave every updated
+document with the new field. The documents are SciFact's first ``--docs``; retrievers that sum term weights (those
+``explain`` takes).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 
 from corpus import SCIFACT, emit, load_documents, machine
 
-MODELS = {"inference-free": "inference-free-scifact", "dense": "minilm"}
+MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
 
 
 def main() -> None:
@@ -53,6 +56,8 @@ def main() -> None:
                     shutil.rmtree(copy, ignore_errors=True)
                     shutil.copytree(base, copy)
                     retriever = open_retriever(copy)
+                    if hasattr(retriever.document_side, "encoder"):
+                        retriever.document_side.encoder  # loaded before the timing: encoding is timed, not loading
                     started = time.perf_counter()
                     if way == "set_metadata":
                         retriever.set_metadata({"reviewed": True}, ids=[d.id for d in updated])
@@ -60,15 +65,18 @@ def main() -> None:
                         retriever.add(updated, replace=True)
                     times[way].append(time.perf_counter() - started)
                     retriever.index.merge()
-                    hits = retriever.search(query, k=len(documents), filter={"reviewed": True})
-                    scores[way] = {hit.id: hit.score for hit in hits}
+                    if retriever.count({"reviewed": True}) != len(updated):
+                        raise SystemExit(f"{name}, {way}: {retriever.count({'reviewed': True})} documents reviewed, "
+                                         f"not {len(updated)}")
+                    # every updated document's exact score for its own first words and for one shared query
+                    scores[way] = [retriever.explain(each, d.id).score for d in updated
+                                   for each in (" ".join(d.text.split()[:8]), query)]
             best = {way: min(each) for way, each in times.items()}
-            shared = sorted(set(scores["add"]) & set(scores["set_metadata"]))
             result["retrievers"][name] = {
                 "set_metadata_s": round(best["set_metadata"], 4), "add_s": round(best["add"], 4),
                 "add_over_set_metadata": round(best["add"] / best["set_metadata"], 2),
-                "same_scores": set(scores["add"]) == set(scores["set_metadata"]) and bool(np.allclose(
-                    [scores["add"][d] for d in shared], [scores["set_metadata"][d] for d in shared], atol=1e-4))}
+                "scores_compared": len(scores["add"]),
+                "same_scores": bool(np.allclose(scores["add"], scores["set_metadata"], atol=1e-4))}
     emit(result)
 
 

@@ -855,6 +855,10 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     from semiret.evaluation.significance import check_baseline, compare_runs, mean_per_query
     from semiret.files import check_output_file, write_output_text
 
+    from semiret.evaluation.significance import TESTS
+
+    if test not in TESTS:
+        raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
     if per_query is not None:
         if str(per_query) == "-" and as_json:
             raise SemiretError("--per-query - and --json would both write to standard output: give --per-query a file")

@@ -65,13 +65,15 @@ def irds_collection(name: str) -> Path:
         queries: dict[str, str] = {}
         read_from: dict[str, str] = {}
         with_queries = {**splits, **({"": dataset} if dataset.has_queries() and not splits else {})}
+        loaded_as = {split: dataset_id if each is dataset else f"{dataset_id}/{split}" for split, each in splits.items()}
         for split, each in with_queries.items():  # (a dataset's queries without judgements are written too)
             for query in each.queries_iter():
                 text = queries.setdefault(query.query_id, _text(query))
                 if text != _text(query):  # one queries file cannot hold both: evaluating one would read the other's
-                    raise SemiretError(f"--data {name}: the query {query.query_id!r} is one text in the split "
-                                       f"{read_from[query.query_id]!r} and another in {split!r}: name one of the two "
-                                       f"splits ({PREFIX}{dataset_id}/{split})")
+                    first = read_from[query.query_id]
+                    where = (f"twice in {PREFIX}{loaded_as.get(split, dataset_id)}" if first == split else
+                             f"in {PREFIX}{loaded_as[first]} and in {PREFIX}{loaded_as[split]}: give --data one of them")
+                    raise SemiretError(f"--data {name}: the query {query.query_id!r} has two texts, {where}")
                 read_from.setdefault(query.query_id, split)
         for split, each in splits.items():
             with open(staged / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as qrels:

@@ -75,7 +75,7 @@ COMBINATORS = ("$and", "$or", "$not")
 """Keys of a filter object that combine filters instead of naming a field (so no field name starts with ``$``)."""
 TEXT = "$text"
 """The key of a full-text condition on the documents' stored title and text."""
-PREFIX = regex.compile(WORD.pattern + r"\*")
+PREFIX = regex.compile(WORD.pattern + r"\*(?![\w\p{M}])")
 """A word of a ``$text`` condition ending in ``*``: any word it begins."""
 
 
@@ -259,6 +259,8 @@ class TextCondition:
         if len(pieces) % 2 == 0:
             raise SemiretError(f"{TEXT} {wanted!r}: a quote opens a phrase that no quote closes")
         loose = [normalised_text(piece) for piece in pieces[0::2]]
+        if any("*" in piece for piece in pieces[1::2]) or any("*" in PREFIX.sub(" ", piece) for piece in loose):
+            raise SemiretError(f"{TEXT} {wanted!r}: a * ends a word outside quotes (statin*), nowhere else")
         self.prefixes = sorted({prefix[:-1] for piece in loose for prefix in PREFIX.findall(piece)})
         self.phrases = [list(words) for words in sorted({tuple(plain_words(piece)) for piece in pieces[1::2]})
                         if len(words) > 1]
@@ -313,7 +315,8 @@ class TextIndex:
         """bool [n_docs]: the documents holding a word that ``prefix`` begins."""
         found = np.zeros(self.n_docs, bool)
         start = bisect.bisect_left(self._sorted, prefix)
-        for word in itertools.takewhile(lambda word: word.startswith(prefix), self._sorted[start:]):
+        for word in itertools.takewhile(lambda word: word.startswith(prefix), itertools.islice(self._sorted, start,
+                                                                                                None)):
             found[self._postings[word]] = True
         return found
 

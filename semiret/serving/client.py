@@ -250,18 +250,15 @@ class Client:
 
     def _http(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
         """One request over this thread's kept-alive connection: a connection that failed is dropped (the next
-        request opens another); one the server closed while idle is tried once more on a new one, unless the request
-        may not be repeated (the server may have acted on it)."""
+        request opens another); one the server closed while idle is tried once more on a new one. A request that may
+        not be repeated (the server may have acted on it) goes on a new connection, once."""
+        if not _repeatable(method, path[len(self._base):]):
+            self.close()  # sent once, on a connection of its own: never on one the server may have closed meanwhile
+            return self._send(method, path, body, headers)
         try:
             return self._send(method, path, body, headers)
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            self.close()
-            if not _repeatable(method, path):
-                raise
-            return self._send(method, path, body, headers)
-        except BaseException:
-            self.close()
-            raise
+            return self._send(method, path, body, headers)  # (_send dropped the closed connection)
 
     def _send(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
         connection = getattr(self._local, "connection", None)

@@ -168,8 +168,9 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     randomized = json.loads(invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec", "--data",
                                    beir_dir, "--test", "randomization", "--json").stdout)["vs_baseline"]["nDCG@10"]
     assert randomized["test"] == "randomization" and randomized["delta"] == compared["vs_baseline"]["nDCG@10"]["delta"]
-    refused = CliRunner().invoke(app, ["eval", "--data", str(beir_dir), "--test", "z"])
-    assert refused.exit_code == 2 and "unknown significance test 'z'" in refused.output
+    for command in (["eval", "--data", str(beir_dir)], ["compare", str(tmp_path / "bot.trec"), "--data", str(beir_dir)]):
+        refused = CliRunner().invoke(app, [*command, "--test", "z"])
+        assert refused.exit_code == 2 and "unknown significance test 'z'" in refused.output
     seeds = json.loads(invoke("compare", tmp_path / "bot.trec", tmp_path / "bm25.trec", "--baseline",
                               tmp_path / "bm25.trec", "--data", beir_dir, "--json").stdout)
     assert seeds["run"] == [str(tmp_path / "bot.trec"), str(tmp_path / "bm25.trec")]

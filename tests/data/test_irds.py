@@ -119,7 +119,7 @@ def test_bad_ir_datasets_names_are_clear_errors(fake_irds, monkeypatch, tmp_path
 
 
 def test_splits_that_give_one_query_two_texts_are_refused(fake_irds, tmp_path):
-    with pytest.raises(SemiretError, match=r"the query '1' is one text in the split '2017' and another in '2018'"):
+    with pytest.raises(SemiretError, match=r"the query '1' has two texts, in irds:clash/2017 and in irds:clash/2018"):
         dataset("irds:clash")
     assert not (tmp_path / "cache" / "irds" / "clash").exists()
     assert Collection(dataset("irds:clash/2018")).queries("test") == {"1": "aspirin 2018"}

@@ -163,6 +163,17 @@ def test_compare_runs_identical_and_clearly_better():
         compare_runs(run, {"other": {"D1": 1.0}}, qrels)
 
 
+def _two_queries_better_by(step: float):
+    """Two queries whose P@10 rises by one relevant document each, from 2 to 3 and from 1 to 2 (differences that
+    floating point writes 0.1 and 0.09999999999999998)."""
+    qrels = {q: {f"r{i}": 1 for i in range(5)} for q in ("q1", "q2")}
+
+    def ranking(relevant: int) -> dict:
+        return {**{f"r{i}": 10.0 - i for i in range(relevant)}, **{f"x{i}": 1.0 - i / 100 for i in range(10)}}
+
+    return {"q1": ranking(3), "q2": ranking(2)}, {"q1": ranking(2), "q2": ranking(1)}, qrels
+
+
 def test_compare_runs_where_the_t_test_is_undefined():
     """One query: no test at all; every query better by the same amount: the exact sign test, not p = 0."""
     one = compare_runs({"q1": {"d1": 1.0}}, {"q1": {"d2": 1.0, "d1": 0.5}}, {"q1": {"d1": 1}}, ["RR@10"])["RR@10"]
@@ -170,6 +181,8 @@ def test_compare_runs_where_the_t_test_is_undefined():
     qrels = {f"q{i}": {"d1": 1} for i in range(2)}
     two = compare_runs({q: {"d1": 1.0} for q in qrels}, {q: {"d2": 1.0, "d1": 0.5} for q in qrels}, qrels, ["RR@10"])
     assert two["RR@10"]["p_value"] == 0.5 and not two["RR@10"]["significant"]
+    rounding = compare_runs(*_two_queries_better_by(0.1), ["P@10"])["P@10"]  # 0.1 and 0.09999999999999998
+    assert rounding["p_value"] == 0.5 and rounding["better"] == 2 and rounding["delta_ci95"] == [0.1, 0.1]
     qrels = {f"q{i}": {"d1": 1} for i in range(8)}
     eight = compare_runs({q: {"d1": 1.0} for q in qrels}, {q: {"d2": 1.0, "d1": 0.5} for q in qrels}, qrels, ["RR@10"])
     assert eight["RR@10"]["p_value"] == 2 * 0.5 ** 8 and eight["RR@10"]["significant"]

@@ -59,6 +59,9 @@ def test_text_conditions(wanted, title, text, expected):
     (["statins"], r"\$text takes a string of words"),
     ('"heart failure', "a quote opens a phrase that no quote closes"),
     (" ,.; ", "holds no word to match"),
+    ('"heart fail*"', r"a \* ends a word outside quotes"),
+    ("fo*o", r"a \* ends a word outside quotes"),
+    ("*", r"a \* ends a word outside quotes"),
 ])
 def test_bad_text_conditions_are_clear_errors(wanted, message):
     with pytest.raises(SemiretError, match=message):

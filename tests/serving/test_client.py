@@ -121,6 +121,8 @@ def test_a_failed_connection_is_dropped_and_creates_are_never_sent_twice(monkeyp
             self.closed = False
 
         def request(self, method, path, body=None, headers=None):
+            if getattr(self, "stale", False):  # the server closed it while idle: nothing reaches the server
+                raise BrokenPipeError("broken pipe")
             sent.append((method, path))
             if Flaky.failures:
                 raise Flaky.failures.pop(0)
@@ -142,6 +144,14 @@ def test_a_failed_connection_is_dropped_and_creates_are_never_sent_twice(monkeyp
     with pytest.raises(http.client.RemoteDisconnected):
         client.create_index("notes")
     assert sent[-1] == ("PUT", "/indexes/notes") and len(sent) == 5  # a create: never twice
+    assert client.indexes() == []
+    client._local.connection.stale = True  # idle past the server's keep-alive
+    assert client.create_index("notes") == {"indexes": []} and sent[-1] == ("PUT", "/indexes/notes")  # a new one
+    prefixed = Client("http://127.0.0.1:9/api")  # behind a path: still a create, never sent twice
+    Flaky.failures = [http.client.RemoteDisconnected("closed")]
+    with pytest.raises(http.client.RemoteDisconnected):
+        prefixed.create_index("notes")
+    assert sent.count(("PUT", "/api/indexes/notes")) == 1
 
 
 def test_a_real_server_over_http(tmp_path):
