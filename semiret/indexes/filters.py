@@ -98,8 +98,7 @@ class MetadataFilter:
         """Whether a document's ``metadata`` passes (a ``$text`` condition reads ``document``'s title and text)."""
         return self._root.passes(metadata, document)
 
-    def mask(self, columns: Callable[[tuple[str, ...]], "Column"], texts: "Callable[[], TextIndex] | None" = None
-             ) -> np.ndarray:
+    def mask(self, columns: Callable[[tuple[str, ...]], "Column"], texts: Callable[[], "TextIndex"]) -> np.ndarray:
         """bool per document, from ``columns(path)``: a field's values as a segment keeps them (:class:`Column`),
         each distinct value tested once, so a new filter reads no JSON; and ``$text`` from ``texts()``, the
         segment's :class:`TextIndex`."""
