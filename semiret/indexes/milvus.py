@@ -14,7 +14,10 @@ non-finite weights, vectors of the wrong dimension and repeated ids are refused 
 - **The collection describes itself**: its description is a JSON record like an index's ``meta.json``
   (format, kind, retriever, analyzer, vocabulary size or dimension, whether texts are stored), so
   ``open_retriever(name, backend=...)`` re-opens it with the retriever and model that built it.
-- A document's text, when stored, is a ``VARCHAR`` of its JSON record (at most 65,535 bytes).
+- A document's text, when stored, is a ``VARCHAR`` of its JSON record (at most 65,535 bytes), and its metadata a
+  ``JSON`` field too, which filters are pushed down to: the part of a filter Milvus can test exactly enough
+  (:func:`milvus_expression`) narrows its search and reads, and the whole filter is then applied to what comes
+  back, so results are exact whatever Milvus cannot express (collections made before this field: read through).
 
 ``pymilvus`` is optional (``pip install semiret[milvus]``) and imported only when a collection is used; the URI
 is a Milvus standalone or cluster address (``http://host:19530``, with a token) or a local ``.db`` file that
@@ -50,7 +53,7 @@ VERSION = 1
 SPARSE_KINDS = ("impact", "binary")
 DENSE_KIND = "dense"
 CONSISTENCY_LEVELS = ("Strong", "Bounded", "Session", "Eventually")
-ID_FIELD, VECTOR_FIELD, DOCUMENT_FIELD = "id", "vector", "document"
+ID_FIELD, VECTOR_FIELD, DOCUMENT_FIELD, METADATA_FIELD = "id", "vector", "document", "metadata"
 MAX_ID_BYTES = 512
 MAX_DOCUMENT_BYTES = 65_535
 ROWS_PER_REQUEST = 1000
@@ -129,7 +132,7 @@ class MilvusBackend:
                                        "(pass overwrite=True / --overwrite to replace it)")
             self.drop(name)
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
-                "store_texts": store_texts, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "store_texts": store_texts, "metadata_field": store_texts, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
                 "index_type": index_type, **(extra_meta or {})}
         self._create_collection(name, meta, index_type, index_params)
@@ -160,6 +163,8 @@ class MilvusBackend:
             schema.add_field(VECTOR_FIELD, DataType.SPARSE_FLOAT_VECTOR)
         if meta["store_texts"]:
             schema.add_field(DOCUMENT_FIELD, DataType.VARCHAR, max_length=MAX_DOCUMENT_BYTES)
+        if meta.get("metadata_field"):
+            schema.add_field(METADATA_FIELD, DataType.JSON)
         indexes = client.prepare_index_params()
         indexes.add_index(VECTOR_FIELD, index_type=index_type, metric_type="IP", params=index_params)
         with milvus_errors(f"creating collection {name!r}"):
@@ -170,8 +175,10 @@ class MilvusIndex:
     """One semiret collection in Milvus, with the interface retrievers use of semiret's own indexes: ``meta``,
     ``kind``, ``search``, ``add``, ``delete``, ``writing``, document lookups and ``describe``."""
 
-    def __init__(self, backend: MilvusBackend, name: str, meta: dict):
+    def __init__(self, backend: MilvusBackend, name: str, meta: dict, where: str = ""):
         self.backend, self.name, self.meta = backend, name, meta
+        self.where = where
+        """A Milvus expression every search and read of this view is narrowed by (:meth:`narrowed`)."""
         self.path = f"{SCHEME}{backend.uri} collection {name}"
         """Where the collection is, for messages (semiret's own indexes name their directory)."""
 
@@ -184,10 +191,19 @@ class MilvusIndex:
         return self.backend.client
 
     # ------------------------------------------------------------------ documents
+    def narrowed(self, wanted) -> "MilvusIndex":
+        """This collection as searches and reads see it narrowed by the part of the filter ``wanted`` Milvus tests
+        (:func:`milvus_expression`): every document passing ``wanted`` and maybe others, so a caller still applies
+        ``wanted`` to what comes back. Itself where nothing can be pushed down (or the collection has no metadata
+        field: made before it had one)."""
+        where = milvus_expression(wanted.spec) if wanted is not None and self.meta.get("metadata_field") else ""
+        return MilvusIndex(self.backend, self.name, self.meta, where) if where else self
+
     @property
     def n_docs(self) -> int:
+        """The documents of the collection (of this view, when :meth:`narrowed`)."""
         with milvus_errors(f"counting {self.name!r}"):
-            rows = self._client.query(self.name, filter="", output_fields=["count(*)"],
+            rows = self._client.query(self.name, filter=self.where, output_fields=["count(*)"],
                                       consistency_level=self.backend.consistency)
         return int(rows[0]["count(*)"])
 
@@ -231,12 +247,12 @@ class MilvusIndex:
         return found
 
     def count(self, wanted=None) -> int:
-        """Documents, or those whose stored metadata passes ``wanted`` (read through: Milvus has not got it)."""
+        """Documents, or those whose stored metadata passes ``wanted`` (those Milvus narrows to, read through)."""
         return self.n_docs if wanted is None else sum(1 for _ in self.iter_documents(wanted))
 
     def iter_documents(self, wanted=None) -> Iterator[Document]:
         """The stored documents (those passing ``wanted``), in Milvus's order, read a page at a time."""
-        for row in self._rows([ID_FIELD, DOCUMENT_FIELD]):
+        for row in self.narrowed(wanted)._rows([ID_FIELD, DOCUMENT_FIELD]):
             if row[DOCUMENT_FIELD]:
                 document = Document.from_record(json.loads(row[DOCUMENT_FIELD]))
                 if wanted is None or wanted.matches(document.metadata, document):
@@ -251,7 +267,7 @@ class MilvusIndex:
     def _rows(self, output_fields: list[str]) -> Iterator[dict]:
         """Every row's ``output_fields``, :data:`ROWS_PER_REQUEST` rows a request (Milvus's query iterator)."""
         with milvus_errors(f"reading {self.name!r}"):
-            pages = self._client.query_iterator(self.name, batch_size=ROWS_PER_REQUEST, filter="",
+            pages = self._client.query_iterator(self.name, batch_size=ROWS_PER_REQUEST, filter=self.where,
                                                 output_fields=output_fields,
                                                 consistency_level=self.backend.consistency)
         try:
@@ -315,7 +331,7 @@ class MilvusIndex:
         return len(ids)
 
     def delete_where(self, wanted) -> int:
-        """Delete the documents whose stored metadata passes ``wanted`` (read through: Milvus has not got it)."""
+        """Delete the documents whose stored metadata passes ``wanted`` (those Milvus narrows to, read through)."""
         doomed = [document.id for document in self.iter_documents(wanted)]
         return self.delete(doomed, missing_ok=True) if doomed else 0
 
@@ -348,6 +364,9 @@ class MilvusIndex:
             if documents is not None:
                 for row, document in zip(rows, documents[start:stop]):
                     row[DOCUMENT_FIELD] = document
+            if self.meta.get("metadata_field"):
+                for row, document in zip(rows, (batch.documents or [None] * len(batch))[start:stop]):
+                    row[METADATA_FIELD] = (document.metadata if document is not None else None) or {}
             with milvus_errors(f"upserting into {self.name!r}"):
                 self._client.upsert(self.name, rows)
 
@@ -417,7 +436,7 @@ class MilvusIndex:
         scores: list[list[float]] = [[] for _ in range(n_queries)]
         if data:
             with milvus_errors(f"searching {self.name!r}"):
-                results = self._client.search(self.name, data, limit=k, anns_field=VECTOR_FIELD,
+                results = self._client.search(self.name, data, limit=k, anns_field=VECTOR_FIELD, filter=self.where,
                                               search_params={"metric_type": "IP", "params": params},
                                               consistency_level=self.backend.consistency)
             for query, hits in zip(searched.tolist(), results):
@@ -436,6 +455,53 @@ class MilvusIndex:
     def refresh(self, wait: bool = False) -> bool:
         """Nothing to re-read: every search asks Milvus."""
         return False
+
+
+SAFE_KEY = re.compile(r"[^\x00-\x1f\x7f\"\\]+")
+"""Field names and strings written into a Milvus expression as they are (quotes, backslashes and control characters
+would need Milvus's escaping, whose rules it does not document: such conditions are not pushed down)."""
+EXACT_INTEGERS = 2 ** 53
+"""Integers beyond this are not pushed down (Milvus may compare them as doubles)."""
+
+
+def milvus_expression(spec: dict) -> str:
+    """A Milvus boolean expression over the metadata field that every document passing the normalised filter
+    ``spec`` passes (a superset: its caller applies the whole filter to what comes back), or "" when no part of
+    it can be pushed down. Pushed: a top-level field's value or any of values (strings, numbers, booleans), matched
+    as a scalar or inside a list, joined by ``and`` and by ``or`` (an ``$or`` only when all its filters are).
+    Left to semiret (read as "true"): nested fields (a list of objects between the names), ranges (a list's
+    elements, which semiret tests one by one), ``exists``, ``null``, ``$not`` and ``$text``; Milvus Lite has no
+    ``not`` or ``exists`` and compares numbers inside lists by type, which the two forms written here cover."""
+    parts = []
+    for key, wanted in spec.items():
+        if key == "$and":
+            parts += [p for p in map(milvus_expression, wanted) if p]
+        elif key == "$or":
+            each = [milvus_expression(p) for p in wanted]
+            if all(each):
+                parts.append("(" + " or ".join(each) + ")")
+        elif not key.startswith("$"):
+            parts += [p for p in [_field_expression(key, wanted)] if p]
+    return " and ".join(parts)
+
+
+def _field_expression(field: str, wanted) -> str:
+    """One top-level field's value (or any of values) as a Milvus expression, or "" (:func:`milvus_expression`)."""
+    values = wanted if isinstance(wanted, list) else [wanted]
+    if "." in field or not SAFE_KEY.fullmatch(field) or isinstance(wanted, dict) or any(
+            v is None or (isinstance(v, str) and not SAFE_KEY.fullmatch(v)) or
+            (isinstance(v, int) and not isinstance(v, bool) and abs(v) > EXACT_INTEGERS) for v in values):
+        return ""
+    target = f'{METADATA_FIELD}["{field}"]'
+    strings = [json.dumps(v, ensure_ascii=False) for v in values if isinstance(v, str)]
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    tests = [f"{target} == {json.dumps(v)}" for v in values if isinstance(v, bool)]  # as a scalar
+    tests += [f"json_contains({target}, {json.dumps(v)})" for v in values if isinstance(v, bool)]  # in a list
+    for group in (strings, [json.dumps(int(v)) for v in numbers if float(v).is_integer()],
+                  [json.dumps(float(v)) for v in numbers]):  # 2020 and 2020.0: Milvus's lists tell them apart
+        if group:
+            tests += [f"{target} in [{', '.join(group)}]", f"json_contains_any({target}, [{', '.join(group)}])"]
+    return "(" + " or ".join(tests) + ")"
 
 
 def _index_structure(kind: str, structure: dict) -> tuple[str, dict]:
