@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 HEAD_FILE = "head.safetensors"
 DELTA_FILE = "backbone-delta.safetensors"
+DELTA_ROWS = ":rows"
+"""Suffix of a delta's row numbers: a matrix of which few rows changed (a fine-tuned model's word embeddings: the
+tokens training never saw keep theirs) is saved as those rows, under its name, and their numbers, under this."""
 """A saved encoder that records a ``base``: the backbone weights that differ from that packaged model's."""
 BATCH_SIZE = 32
 SMALL_BATCH_TOKENS = 2048
@@ -165,8 +168,12 @@ class TextEncoder(nn.Module):
                 if changed is None:
                     self.backbone.save_pretrained(directory)
                 else:
-                    state = self.backbone.state_dict()
-                    save_file({k: state[k].detach().contiguous() for k in changed}, str(directory / DELTA_FILE))
+                    state, delta = self.backbone.state_dict(), {}
+                    for name, rows in changed.items():
+                        delta[name] = (state[name] if rows is None else state[name][rows]).detach().contiguous()
+                        if rows is not None:
+                            delta[name + DELTA_ROWS] = rows
+                    save_file(delta, str(directory / DELTA_FILE))
                 self.tokenizer.save_pretrained(directory)
                 # head modules that are the backbone's own (an MLM head, tied embeddings) are saved with it already
                 in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
@@ -179,9 +186,10 @@ class TextEncoder(nn.Module):
         finally:
             self.inputs.max_length = training_length
 
-    def _changed_from(self, base: str, fp16: bool) -> list[str]:
-        """Names of the backbone weights that differ from model ``base``'s (same architecture), compared
-        in the precision they are stored in (``fp16``)."""
+    def _changed_from(self, base: str, fp16: bool) -> dict[str, torch.Tensor | None]:
+        """The backbone weights that differ from model ``base``'s (same architecture), compared in the precision
+        they are stored in (``fp16``): each name with the numbers of its changed rows where a matrix changed in at
+        most half of them (saved as those rows alone), else None (saved whole)."""
         from semiret.models.loading import load_encoder_model
 
         reference = load_encoder_model(base).state_dict()
@@ -190,7 +198,13 @@ class TextEncoder(nn.Module):
             raise SemiretError(f"this encoder's backbone is not {base!r}'s architecture: it cannot be saved as a "
                                "difference from it")
         stored = torch.float16 if fp16 else torch.float32
-        return [k for k, value in state.items() if not torch.equal(value.to(stored), reference[k].to(stored))]
+        changed = {}
+        for name, value in state.items():
+            differs = value.to(stored) != reference[name].to(stored)
+            if differs.any():
+                rows = torch.nonzero(differs.any(dim=1)).flatten() if value.dim() == 2 else None
+                changed[name] = rows if rows is not None and 2 * len(rows) <= len(value) else None
+        return changed
 
 
 def weights_fingerprint(module: nn.Module) -> str:
@@ -280,11 +294,12 @@ class SparseEncoder(TextEncoder):
 
 
 def save_own_weights(model: nn.Module, file: Path, loaded_prefix: str) -> None:
-    """Write ``model``'s weights but those whose names start with ``loaded_prefix`` (a pretrained part saved in its
-    own format) to ``file``, as they are now (inside :func:`_half_precision` for float16): what
-    :func:`load_own_weights` reads back."""
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items() if not k.startswith(loaded_prefix)},
-              str(file))
+    """Write ``model``'s weights but those of a pretrained part saved in its own format (names starting with
+    ``loaded_prefix``, and other names of the same tensors: a head that is the part's tied word embeddings) to
+    ``file``, as they are now (inside :func:`_half_precision` for float16): what :func:`load_own_weights` reads
+    back."""
+    shared = _shared_with(model, loaded_prefix)
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in shared}, str(file))
 
 
 def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: str) -> nn.Module:
@@ -293,10 +308,19 @@ def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: s
     file and the model do not match."""
     state = {k: v.float() for k, v in load_file(str(file)).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.startswith(loaded_prefix)]
+    shared = _shared_with(model, loaded_prefix)
+    missing = [k for k in missing if k not in shared]
     if unexpected or missing:
         raise SemiretError(f"{file} does not match {marker}: missing {missing}, unexpected {unexpected}")
     return model.eval()
+
+
+def _shared_with(model: nn.Module, prefix: str) -> set[str]:
+    """Names in ``model``'s weights of the tensors held under ``prefix`` (those names, and any other name of the
+    same tensor)."""
+    state = model.state_dict()
+    held = {v.data_ptr() for k, v in state.items() if k.startswith(prefix) and v.numel()}
+    return {k for k, v in state.items() if k.startswith(prefix) or (v.numel() and v.data_ptr() in held)}
 
 
 def average_weights(model: nn.Module, other: nn.Module, share: float) -> nn.Module:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file
 
 from semiret.data import packaged
 from semiret.errors import SemiretError
-from semiret.models.base import DELTA_FILE, ENCODER_FILE, HEAD_FILE, TextEncoder
+from semiret.models.base import DELTA_FILE, DELTA_ROWS, ENCODER_FILE, HEAD_FILE, TextEncoder
 from semiret.models.dense import DenseEncoder
 from semiret.models.devices import to_encoding_device
 from semiret.models.splade import SpladeEncoder
@@ -58,13 +59,25 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
 
 
 def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
-    """Overwrite the base model's backbone weights with those saved in ``directory`` (:data:`DELTA_FILE`); the
-    encoder is then named by that directory (an index records it, and finds its tokenizer there)."""
-    delta = load_file(str(directory / DELTA_FILE))
+    """Overwrite the base model's backbone weights with those saved in ``directory`` (:data:`DELTA_FILE`: whole
+    weights, and matrices' changed rows beside their numbers, :data:`DELTA_ROWS`); the encoder is then named by
+    that directory (an index records it, and finds its tokenizer there)."""
+    path = directory / DELTA_FILE
+    delta = load_file(str(path))
+    numbers = {name[: -len(DELTA_ROWS)]: delta.pop(name) for name in list(delta) if name.endswith(DELTA_ROWS)}
+    rows = {name: delta.pop(name, None) for name in numbers}
     unexpected = encoder.backbone.load_state_dict(delta, strict=False).unexpected_keys
+    state = encoder.backbone.state_dict()
+    unexpected += [name for name in rows if name not in state]
     if unexpected:
-        raise SemiretError(f"{directory / DELTA_FILE} holds weights the base model does not have: {unexpected[:3]}")
-    encoder.name = str(directory)
+        raise SemiretError(f"{path} holds weights the base model does not have: {unexpected[:3]}")
+    for name, values in rows.items():
+        target, at = state[name], numbers[name]
+        if values is None or values.shape != (len(at), *target.shape[1:]) or (len(at) and int(at.max()) >= len(target)):
+            raise SemiretError(f"{path}: the changed rows of {name} do not fit the base model's {tuple(target.shape)}")
+        with torch.no_grad():
+            target.index_copy_(0, at.long(), values.to(target.dtype))
+    encoder.name = encoder.inputs.model_name = str(directory)  # (its messages name it too, not the base)
 
 
 def average_with_base(model: str, base: str, share: float, out: str | Path) -> Path:

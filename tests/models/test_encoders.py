@@ -155,6 +155,31 @@ def test_an_encoder_saved_as_its_difference_from_its_base(tiny_bert, tmp_path):
         SpladeEncoder.from_pretrained(str(tiny_bert)).save(tmp_path / "wrong", base=str(tiny_bert))
 
 
+def test_a_matrix_changed_in_few_rows_is_saved_as_those_rows(tiny_bert, tmp_path):
+    """Word embeddings fine-tuning changed for a few tokens only: the delta holds those rows and their numbers, and
+    loading puts them back into the base's matrix (the same vectors); rows that do not fit the base are refused."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from semiret.models.base import DELTA_FILE, DELTA_ROWS
+
+    name = "embeddings.word_embeddings.weight"
+    encoder = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32)
+    rows = encoder.tokenizer(TEXTS[0])["input_ids"][1:4]
+    with torch.no_grad():
+        encoder.backbone.embeddings.word_embeddings.weight[rows] += 0.5
+    expected = encoder.encode_query(TEXTS)
+    saved = encoder.save(tmp_path / "rows", base=str(tiny_bert))
+    with safe_open(str(saved / DELTA_FILE), "pt") as delta:
+        assert delta.get_tensor(name).shape == (3, 32) and delta.get_tensor(name + DELTA_ROWS).tolist() == sorted(rows)
+    np.testing.assert_allclose(load_encoder(str(saved)).encode_query(TEXTS), expected, atol=1e-6)
+    delta = load_file(str(saved / DELTA_FILE))
+    delta[name + DELTA_ROWS] = torch.tensor([0, 1, 10 ** 6])
+    save_file(delta, str(saved / DELTA_FILE))
+    with pytest.raises(SemiretError, match="changed rows of embeddings.word_embeddings.weight do not fit"):
+        load_encoder(str(saved))
+
+
 def test_saving_in_float16_leaves_the_encoder_unrounded(tiny_bert, tmp_path):
     """A model saved in mid-training (HCE's best epoch so far) keeps training on its float32 weights, bit for bit."""
     encoder = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32)

@@ -286,3 +286,19 @@ def test_the_rerank_kernel_sums_float16_rows_keeps_ties_in_first_stage_order_and
     rank_candidates(*no_terms, bits, FLOAT16_TABLE, docs, stage, 4, np.float32(0.5), totals, scores, locals_)
     assert locals_.tolist() == [-1, -1, -1]
 
+
+
+def test_a_saved_nail_model_keeps_the_tied_head_once(tiny_nail, tmp_path):
+    """The decoder's file leaves out the MLM head it shares with the encoder (its tied word embeddings are the
+    encoder's, saved there): nothing stored twice, and the model loads back with every weight as it was (in float16, as saved)."""
+    import torch
+    from safetensors import safe_open
+
+    from semiret.models.nail import DECODER_FILE, NailModel
+
+    model = NailModel.load(str(tiny_nail))
+    with safe_open(str(model.save(tmp_path / "again") / DECODER_FILE), "pt") as decoder:
+        assert not [k for k in decoder.keys() if k.startswith(("_projection.", "_transform.", "lm."))]
+    loaded, expected = NailModel.load(str(tmp_path / "again")).state_dict(), model.state_dict()
+    assert loaded.keys() == expected.keys()
+    assert all(torch.equal(loaded[k], expected[k].half().to(loaded[k].dtype)) for k in expected)  # saved in float16
