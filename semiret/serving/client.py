@@ -23,7 +23,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from semiret.data.collection import Document
+from semiret.data.collection import Document, as_document
 from semiret.errors import SemiretError
 from semiret.types import DocumentPage, Explanation, Hit, TermContribution
 
@@ -38,8 +38,10 @@ class ServerError(SemiretError):
     """The server answered with an error: ``status`` (404: no such index, alias, document or backup; 409: a name
     taken; 422: a bad request; 401/403: the key) and ``detail``, its words."""
 
-    def __init__(self, status: int, detail: Any):
+    def __init__(self, status: int, detail: Any, added: int = 0):
         self.status, self.detail = status, detail
+        self.added = added
+        """Documents an :meth:`Client.add` of several requests had added (durably) before this one failed."""
         super().__init__(f"{status}: {detail}")
 
 
@@ -141,16 +143,29 @@ class Client:
 
     # ------------------------------------------------------------------ documents
     def add(self, index: str, documents: Iterable[Document | dict], batch_size: int = ADD_BATCH) -> int:
-        """Add (or replace) documents, ``batch_size`` a request, each request durable once answered; returns how
-        many. Documents are :class:`Document` objects or BEIR records (``{"_id", "text", "title", "metadata"}``)."""
-        added, batch = 0, []
-        for document in documents:
-            batch.append(document.to_record() if isinstance(document, Document) else document)
-            if len(batch) == batch_size:
-                added += self._call("PUT", f"/indexes/{_name(index)}/documents", {"documents": batch})["upserted"]
-                batch = []
-        if batch:
-            added += self._call("PUT", f"/indexes/{_name(index)}/documents", {"documents": batch})["upserted"]
+        """Add documents, replacing those of the same ids (the API's ``PUT`` is an upsert, where ``Retriever.add``
+        refuses them without ``replace=True``); returns how many. Documents are :class:`Document` objects or BEIR
+        records (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields,
+        and ids repeated within the call, as one request is checked), so a bad document changes nothing. More than
+        ``batch_size`` go in several requests, each durable once answered: one the server refuses after others
+        were answered raises :class:`ServerError` saying how many were added (its ``added``)."""
+        records = [as_document(document, position).to_record() for position, document in enumerate(documents)]
+        first: dict[str, int] = {}
+        for position, record in enumerate(records):
+            if first.setdefault(record["_id"], position) != position:
+                raise SemiretError(f"document {position}: id {record['_id']!r} repeats document {first[record['_id']]}"
+                                   " of this call (nothing was sent)")
+        added = 0
+        for start in range(0, len(records), batch_size):
+            try:
+                added += self._call("PUT", f"/indexes/{_name(index)}/documents",
+                                    {"documents": records[start: start + batch_size]})["upserted"]
+            except ServerError as error:
+                if not added:
+                    raise
+                raise ServerError(error.status, f"documents 0 to {start - 1} were added; from document {start} "
+                                  f"(the request of documents {start} to {min(start + batch_size, len(records)) - 1})"
+                                  f" none were: {error.detail}", added) from None
         return added
 
     def delete(self, index: str, ids: list[str] | None = None, filter: dict | None = None) -> int:

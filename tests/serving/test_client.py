@@ -107,6 +107,32 @@ def test_errors_carry_the_server_status_and_words(served):
         Client("http://testserver", transport=lambda *_: (200, b"<html>")).indexes()
 
 
+def test_an_add_of_several_requests_checks_every_document_before_the_first(served):
+    """A bad document or an id repeated across the call's requests is refused before anything is sent; a request the
+    server refuses after others were answered says how many were added."""
+    client, _ = served
+    client.create_index("notes")
+    documents = [{"_id": f"d{i}", "text": "statins"} for i in range(25)]
+    with pytest.raises(SemiretError, match="document 21: .*text"):
+        client.add("notes", documents[:21] + [{"_id": "bad"}] + documents[21:], batch_size=10)
+    with pytest.raises(SemiretError, match="document 24: id 'd3' repeats document 3"):
+        client.add("notes", documents[:24] + [{"_id": "d3", "text": "again"}], batch_size=10)
+    assert client.count("notes") == 0
+    sent = client._transport
+
+    def refusing_the_third_request(method, path, body, headers, calls=[]):
+        if method == "PUT" and path.endswith("/documents"):
+            calls.append(path)
+            if len(calls) == 3:
+                return 503, b'{"detail": "the write queue is full"}'
+        return sent(method, path, body, headers)
+
+    partial = Client("http://testserver", api_key="key", transport=refusing_the_third_request)
+    with pytest.raises(ServerError, match="documents 0 to 19 were added; from document 20 .* none were") as failed:
+        partial.add("notes", documents, batch_size=10)
+    assert failed.value.added == 20 and failed.value.status == 503 and client.count("notes") == 20
+
+
 def test_a_failed_connection_is_dropped_and_creates_are_never_sent_twice(monkeypatch):
     """After a timeout or a refused connection the thread's next request opens a new connection; a connection the
     server closed is tried once more, except for a request the server may have acted on (creating an index)."""
