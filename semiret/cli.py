@@ -407,6 +407,13 @@ def _filter(conditions: list[str]) -> dict:
         field = (field[:-1] if negated else field).strip()
         if not equals or not field:
             raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE or FIELD!=VALUE (or one JSON object)")
+        if field[-1] in "<>":
+            raise SemiretError(f"--filter {condition!r}: a range goes in a JSON object: --filter "
+                               f"'{{\"{field[:-1].strip()}\": {{\"{'gte' if field[-1] == '>' else 'lte'}\": ...}}}}'")
+        value = value.strip()  # "source = web" means web
+        if value.startswith("="):
+            raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE with one = (a value beginning with =: "
+                               "FIELD='\"=...\"', as JSON)")
         if field.startswith("$") and field != TEXT_FILTER:
             raise SemiretError(f"--filter {condition!r}: $and, $or and $not go in one JSON object (--filter "
                                f"'{{\"$not\": {{...}}}}')")

@@ -212,6 +212,17 @@ def test_compare_runs_averages_each_sides_seeds_query_by_query():
 
 
 # ---------------------------------------------------------------------------- the evaluation runner
+def test_the_95th_percentile_latency_is_never_below_the_median(tmp_path):
+    """Two queries: the 95th percentile lies between them, near the slower (a rank rounded down took the faster)."""
+    from helpers import TINY_QRELS, TINY_QUERIES, write_beir
+
+    root = write_beir(tmp_path / "two", queries={q: TINY_QUERIES[q] for q in ("q1", "q2")},
+                      qrels={q: TINY_QRELS[q] for q in ("q1", "q2")})
+    for _ in range(3):
+        figures = evaluate(root, "bm25", index=tmp_path / "idx", run_path=None)
+        assert figures["queries"] == 2 and figures["latency_ms_p95"] >= figures["latency_ms_median"]
+
+
 def test_evaluate_on_a_tiny_collection(beir_dir, tmp_path):
     run_path = tmp_path / "runs" / "bm25.trec"
     figures = evaluate(beir_dir, "bm25", index=tmp_path / "idx", run_path=run_path)

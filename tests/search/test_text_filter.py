@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -81,6 +82,12 @@ def test_the_command_line_reads_words_as_written():
     from semiret.cli import _filter
 
     assert _filter(['$text="heart failure"']) == {"$text": '"heart failure"'}
+    assert _filter(["source = web", 'year= 2020']) == {"source": "web", "year": 2020}  # spaces around: a typo's
+    assert _filter(['source="=web"']) == {"source": "=web"}
+    for typo, message in (("year>=2020", 'a range goes in a JSON object: --filter \'{"year": {"gte": ...}}\''),
+                          ("year<=2010", '{"year": {"lte": ...}}'), ("source==web", "with one =")):
+        with pytest.raises(SemiretError, match=re.escape(message)):
+            _filter([typo])
     assert _filter(["$text=2020", "$text=statins"]) == {"$text": "2020 statins"}
     assert _filter(["$text!=mouse", "$text!=rat"]) == {"$not": {"$or": [{"$text": "mouse"}, {"$text": "rat"}]}}
     assert MetadataFilter({"$text": '"Heart failure" "heart  FAILURE"'}).key == \
