@@ -26,7 +26,7 @@ import logging
 import math
 import tempfile
 from abc import ABC, abstractmethod
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -36,6 +36,7 @@ from semiret import progress
 from semiret.data.chunking import PARENT_FIELD, Chunking
 from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
+from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
 from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
@@ -636,6 +637,10 @@ def _documents(documents, call: str) -> Iterable[Document]:
     """The documents given to ``build`` or ``add``: :class:`Document` objects, or dicts read as a corpus file's
     lines are (``{"_id": ..., "text": ...}``, Pyserini's ``id``/``contents``, ...); one document alone, or an item
     of another type, is a clear error rather than an ``AttributeError`` from the encoder."""
+    if isinstance(documents, PurePath) or (isinstance(documents, str) and documents.lower().endswith(
+            (*FILE_SUFFIXES, ".gz"))):
+        raise SemiretError(f"{call} takes documents, not a file's name: read {str(documents)!r} with "
+                           f"semiret.data.iter_corpus (JSONL or TSV, gzipped or not): {call}(iter_corpus(path), ...)")
     if isinstance(documents, (Document, dict, str, bytes)):
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")

@@ -105,6 +105,9 @@ def test_what_is_not_a_list_of_documents_is_named(tmp_path):
     bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
     with pytest.raises(SemiretError, match=r"add takes a list of documents, got a single Document"):
         bm25.add(Document("n1", "one"))
+    for path in ("new.jsonl", tmp_path / "new.tsv.gz"):  # a file's name: how to read it
+        with pytest.raises(SemiretError, match=r"add takes documents, not a file's name: read .* semiret.data.iter_corpus"):
+            bm25.add(path)
     with pytest.raises(SemiretError, match=r"document 1: missing text field"):
         bm25.add([{"_id": "n1", "text": "fine"}, {"_id": "n2", "name": "misnamed"}])
     with pytest.raises(SemiretError, match=r"document ids are strings, got float 1.5"):
