@@ -8,6 +8,7 @@ Anything else is treated as a local directory, or else handed to Hugging Face as
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import logging
 import sysconfig
@@ -102,6 +103,12 @@ def resolve_model_path(name_or_path: str) -> Path:
     name = ALIASES.get(name_or_path, name_or_path)
     if name in REGISTRY:
         return packaged_file(REGISTRY[name]).parent
+    same = next((m for m in REGISTRY.values() if m.hub_id == name_or_path and m.gguf_file is None), None)
+    if same is not None and not Path(name_or_path).exists():  # the hub's weights, installed: no download
+        try:
+            return packaged_file(same).parent
+        except SemiretError:
+            pass  # its package is not installed: from the hub, as any hub id
     path = Path(name_or_path)
     if path.is_dir():
         return path
@@ -115,8 +122,11 @@ def resolve_model_path(name_or_path: str) -> Path:
         except Exception as exc:  # network, authentication, missing repository: all reach the user the same way
             raise SemiretError(f"could not fetch {name_or_path!r} from the Hugging Face hub ({type(exc).__name__}); "
                                f"models available offline: {known_models()}") from None
+    known = [*REGISTRY, *(p.name for p in PACKAGED_CHECKPOINTS.iterdir() if p.is_dir())]
+    close = difflib.get_close_matches(name_or_path, known, n=1)
     raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({', '.join(sorted(REGISTRY))}), a "
-                       f"directory, or a hub id; {LIST_HINT}")
+                       f"trained model shipped in semiret, a directory, or a hub id"
+                       f"{f' (did you mean {close[0]!r}?)' if close else ''}; {LIST_HINT}")
 
 
 def gguf_file(name_or_path: str) -> str | None:

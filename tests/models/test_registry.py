@@ -21,6 +21,17 @@ def test_registry_names_resolve_offline():
 def test_unknown_model_lists_known_names():
     with pytest.raises(SemiretError, match=r"unknown model 'no-such-model'.*minilm, smollm2-135m, splade-tiny"):
         resolve_model_path("no-such-model")
+    with pytest.raises(SemiretError, match=r"did you mean 'hce-scifact'\?"):  # trained models shipped too
+        resolve_model_path("hce-scifac")
+
+
+def test_the_hub_id_of_an_installed_packaged_model_needs_no_download(monkeypatch):
+    """``sentence-transformers/all-MiniLM-L6-v2`` is the packaged ``minilm``: found offline, the hub never asked."""
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: pytest.fail("asked the hub"))
+    assert resolve_model_path("sentence-transformers/all-MiniLM-L6-v2") == resolve_model_path("minilm")
+    assert resolve_model_path("rasyosef/splade-tiny") == resolve_model_path("splade-tiny")
 
 
 def test_directory_that_is_not_a_model(tmp_path):
