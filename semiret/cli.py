@@ -259,7 +259,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            device: Optional[str] = _encoding_device_option(),
            as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
            show_text: bool = typer.Option(True, help="Show stored document texts in the tables."),
-           with_text: bool = typer.Option(False, help="Put each hit's stored text and metadata in the --json lines "
+           with_text: bool = typer.Option(False, help="Put each hit's stored title, text and metadata in the --json lines "
                                           "too (the service's with_text)."),
            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only documents whose stored metadata "
                                                        "matches: FIELD=VALUE (VALUE read as JSON when it is: year=2020 "
@@ -437,9 +437,12 @@ def _filter(conditions: list[str]) -> dict:
 
 
 def _stored(hit) -> dict:
-    """A hit's stored text and, when it has some, metadata, for a --json line."""
-    metadata = hit.metadata
-    return {"text": hit.text, **({"metadata": metadata} if metadata else {})}
+    """A hit's stored title, text and, when it has some, metadata, for a --json line: as the service's with_text."""
+    document = hit.document
+    if document is None:
+        return {"title": None, "text": None}
+    return {"title": document.title, "text": document.text, **({"metadata": document.metadata} if document.metadata
+                                                               else {})}
 
 
 app.command()(command_with_options(index, _option_classes("documents"), help_suffix=_applies_to("documents")))

@@ -69,6 +69,7 @@ def test_search_table_shows_texts(index_dir):
                                                                 "mailman").stdout)[0]["hits"]}
                     for flag in ((), ("--with-text",)))
     assert set(plain["d5"]) == {"id", "score"} and "mailman" in texts["d5"]["text"]
+    assert set(texts["d5"]) >= {"title", "text"}  # apart, as the service answers with_text
 
 
 def test_a_narrow_search_table_shortens_the_text_not_the_ids_or_scores(index_dir, monkeypatch):
