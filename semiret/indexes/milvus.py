@@ -132,7 +132,8 @@ class MilvusBackend:
                                        "(pass overwrite=True / --overwrite to replace it)")
             self.drop(name)
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
-                "store_texts": store_texts, "metadata_field": store_texts, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "store_texts": store_texts, "metadata_field": store_texts,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
                 "index_type": index_type, **(extra_meta or {})}
         self._create_collection(name, meta, index_type, index_params)

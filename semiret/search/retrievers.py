@@ -586,7 +586,8 @@ class Retriever:
     def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
                        grouping: Grouping | None) -> SearchHits:
         """Hits chosen by their stored metadata: those passing ``wanted`` (an index that cannot hide documents from
-        a search: Milvus, searched narrowed by the part of the filter it tests, then post-filtered), then ``k`` groups of ``grouping``, or the first ``k``. Each query is
+        a search: Milvus, searched narrowed by the part of the filter it tests, then post-filtered), then ``k``
+        groups of ``grouping``, or the first ``k``. Each query is
         searched deeper (x4, from :data:`FILTER_DEPTH`) until it has them, its ranking ends or it reaches every
         document (exact for exhaustive retrievers), or the index's deepest search (Milvus's 16,384 hits)."""
         if wanted is not None and hasattr(index, "narrowed"):  # Milvus: searched for what it can test, then filtered
