@@ -56,6 +56,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
             if not raw.strip():
                 continue
             first = "" if seen_record else hint
+            if not seen_record and raw.lstrip().startswith(b"["):  # one JSON array, as json.dump writes a list
+                first = (" (a JSON array: semiret reads JSON Lines, one object a line; convert it with "
+                         f"jq -c '.[]' {path.name} > {Path(path.name).stem}.jsonl)")
             seen_record = True
             try:
                 text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM

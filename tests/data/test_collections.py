@@ -249,6 +249,10 @@ def test_json_line_that_is_not_an_object(tmp_path):
     path.write_text('["a", "b"]\n', encoding="utf-8")
     with pytest.raises(DataFormatError, match=":1: expected a JSON object, got list"):
         list(iter_corpus(path))
+    array = tmp_path / "corpus.json"  # a list written by json.dump, over several lines
+    array.write_text('[{"_id": "a", "text": "x"},\n {"_id": "b", "text": "y"}]\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"a JSON array: semiret reads JSON Lines.*jq -c '\.\[\]' corpus.json"):
+        list(iter_corpus(array))
 
 
 def test_missing_id_field(tmp_path):
