@@ -652,8 +652,9 @@ def models(as_json: bool = typer.Option(False, "--json", help="One JSON object p
         _print_json([entry.to_json() for entry in entries])
         return
     table = Table(title="models (--model NAME)")
-    for column in ("name", "what", "use with -r", "base / trained on", "size"):
-        table.add_column(column)
+    table.add_column("name", no_wrap=True, min_width=max(len(entry.name) for entry in entries))  # what --model takes
+    for column in ("what", "use with -r", "base / trained on", "size"):
+        table.add_column(column, overflow="fold")  # a narrow terminal or a pipe: folded, never cut short
     for entry in entries:
         if entry.source == "registry":
             origin = (f"PyPI {entry.package}; hub {entry.hub_id}" if entry.installed

@@ -5,6 +5,9 @@ nothing here loads weights."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -74,6 +77,9 @@ def test_models_command_lists_the_shipped_checkpoints():
     assert listed["nail-scifact"]["retrievers"][:3] == ["nail-sparse", "nail-exh", "bm25+nail"]
     table = CliRunner().invoke(app, ["models"], terminal_width=200)
     assert table.exit_code == 0 and "sidr-scifact" in table.stdout and "sidr-full" in table.stdout
+    narrow = subprocess.run([sys.executable, "-m", "semiret", "models"], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "60"}, check=True).stdout  # a pipe, a narrow width
+    assert "inference-free-scifact" in narrow and "…" not in narrow  # names whole, the rest folded, never cut
 
 
 def test_kinds_of_models():
