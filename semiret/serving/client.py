@@ -20,12 +20,12 @@ import json
 import ssl
 import threading
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from semiret.data.collection import Document, as_document
 from semiret.errors import SemiretError
-from semiret.types import DocumentPage, Explanation, Hit, TermContribution
+from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
 
 Transport = Callable[[str, str, bytes | None, dict], tuple[int, bytes]]
 """``(method, path, body, headers) -> (status, body)``: how a request reaches the server (HTTP by default; a test
@@ -51,6 +51,23 @@ class ServedHit(Hit):
     the passages the server marked (``highlight``)."""
 
     highlights: list[str] | None = None
+
+
+@dataclass
+class ServedSearchHits(SearchHits):
+    """A batch's hits from the server, as ``Retriever.search`` gives them for a list of queries (``ids``, ``scores``,
+    ``groups``; ``hits[i]``: query ``i``'s hits), each hit carrying what the answer carried (:class:`ServedHit`)."""
+
+    served: list[list[ServedHit]] = field(default_factory=list, repr=False, compare=False)
+
+    def __getitem__(self, query: int) -> list[ServedHit]:
+        super().__getitem__(query)  # the same checks
+        return list(self.served[query])
+
+    @classmethod
+    def of(cls, rankings: list[list[ServedHit]], grouped: bool) -> "ServedSearchHits":
+        return cls([[h.id for h in hits] for hits in rankings], [[h.score for h in hits] for hits in rankings],
+                   groups=[[h.group for h in hits] for hits in rankings] if grouped else None, served=rankings)
 
 
 class Client:
@@ -117,15 +134,15 @@ class Client:
     def search(self, index: str, queries: str | list[str], k: int = 10, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
                score_threshold: float | None = None, highlight: bool = False, **options
-               ) -> list[ServedHit] | list[list[ServedHit]]:
-        """Hits of one query (a string) or of each of several (a list), best first, as ``Retriever.search``;
-        ``options``: the retriever's search options (``two_phase="on"``, ...)."""
+               ) -> list[ServedHit] | ServedSearchHits:
+        """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
+        best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...)."""
         one = isinstance(queries, str)
         body = {"queries": [queries] if one else list(queries), "k": k, "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(filter=filter, group_by=group_by, score_threshold=score_threshold)}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
-        return results[0] if one else results
+        return results[0] if one else ServedSearchHits.of(results, group_by is not None)
 
     def recommend(self, index: str, positive: list[str], negative: list[str] = (), k: int = 10,
                   filter: dict | None = None, with_text: bool = False, score_threshold: float | None = None

@@ -12,6 +12,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 from semiret.serving.client import Client, ServerError
+from semiret.types import SearchHits
 
 DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i, "kind": "odd" if i % 2 else "even"})
         for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
@@ -45,8 +46,10 @@ def test_the_client_answers_as_the_index_does_in_process(served):
     for query in ("statins heart", "blood pressure"):
         assert [tuple(h) for h in client.search("notes", query, k=4)] == [tuple(h) for h in local.search(query, k=4)]
     both = client.search("notes", ["statins", "memory"], k=2, with_text=True, filter={"kind": "even"})
-    assert [[h.id for h in hits] for hits in both] == [[h.id for h in hits] for hits in local.search(
-        ["statins", "memory"], k=2, filter={"kind": "even"})]
+    expected = local.search(["statins", "memory"], k=2, filter={"kind": "even"})
+    assert [[h.id for h in hits] for hits in both] == [[h.id for h in hits] for hits in expected]
+    assert isinstance(both, SearchHits) and both.ids == expected.ids and len(both) == 2  # a batch, as in process
+    assert both.scores == [pytest.approx(scores) for scores in expected.scores] and both[0][0].text == expected[0][0].text
     assert both[0][0].document == local.index.get_document(both[0][0].id) and both[0][0].metadata["kind"] == "even"
     marked = client.search("notes", "statins", k=1, highlight=True)[0]
     assert marked.highlights and "<em>statins</em>" in marked.highlights[0]
