@@ -56,9 +56,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
             if not raw.strip():
                 continue
             first = "" if seen_record else hint
-            if not seen_record and raw.lstrip().startswith(b"["):  # one JSON array, as json.dump writes a list
-                first = (" (a JSON array: semiret reads JSON Lines, one object a line; convert it with "
-                         f"jq -c '.[]' {path.name} > {Path(path.name).stem}.jsonl)")
+            if not seen_record and raw.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"["):  # a JSON array
+                first = f" (a JSON array: semiret reads JSON Lines, one object a line; convert it with {_to_lines(path)})"
             seen_record = True
             try:
                 text = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM
@@ -73,6 +72,14 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
                 raise DataFormatError(f"expected a JSON object, got {type(record).__name__}{first}", path,
                                       line_number)
             yield line_number, line_offset, record
+
+
+def _to_lines(path: Path) -> str:
+    """A command writing the JSON array in ``path`` as JSON Lines beside it, never over it."""
+    stem = path.name.removesuffix(".gz")
+    stem = stem[: -len(Path(stem).suffix)] if Path(stem).suffix else stem
+    read = f"gzip -dc {path.name} | jq -c '.[]'" if path.name.endswith(".gz") else f"jq -c '.[]' {path.name}"
+    return f"{read} > {stem}{'-lines' if format_suffix(path) == '.jsonl' else ''}.jsonl"
 
 
 def json_error(exc: json.JSONDecodeError) -> str:

@@ -122,8 +122,11 @@ def resolve_model_path(name_or_path: str) -> Path:
         except Exception as exc:  # network, authentication, missing repository: all reach the user the same way
             raise SemiretError(f"could not fetch {name_or_path!r} from the Hugging Face hub ({type(exc).__name__}); "
                                f"models available offline: {known_models()}") from None
-    known = [*REGISTRY, *(p.name for p in PACKAGED_CHECKPOINTS.iterdir() if p.is_dir())]
-    close = difflib.get_close_matches(name_or_path, known, n=1)
+    shipped = [p.name for p in PACKAGED_CHECKPOINTS.iterdir() if p.is_dir()]
+    if name_or_path in shipped:
+        raise SemiretError(f"{name_or_path!r} is a trained model shipped in semiret, not a base model: it goes where a "
+                           f"trained model is taken (-r RETRIEVER --model {name_or_path}; {LIST_HINT})")
+    close = difflib.get_close_matches(name_or_path, [*REGISTRY, *shipped], n=1)
     raise SemiretError(f"unknown model {name_or_path!r}: not a registry name ({', '.join(sorted(REGISTRY))}), a "
                        f"trained model shipped in semiret, a directory, or a hub id"
                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; {LIST_HINT}")

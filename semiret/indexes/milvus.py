@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -458,9 +459,12 @@ class MilvusIndex:
         return False
 
 
-SAFE_KEY = re.compile(r"[^\x00-\x1f\x7f\"\\]+")
-"""Field names and strings written into a Milvus expression as they are (quotes, backslashes and control characters
-would need Milvus's escaping, whose rules it does not document: such conditions are not pushed down)."""
+SAFE_STRING = re.compile(r"[^\x00-\x1f\x7f\"\\]+")
+"""Strings written into a Milvus expression as they are (quotes, backslashes and control characters would need
+Milvus's escaping, whose rules it does not document: such conditions are not pushed down)."""
+SAFE_FIELD = re.compile(r"[^\x00-\x1f\x7f\"\\/~]+")
+"""Field names likewise, without ``/`` and ``~`` too: Milvus reads ``metadata["a/b"]`` as the path a -> b (a JSON
+pointer), which would miss the documents whose top-level field is named ``a/b``."""
 EXACT_INTEGERS = 2 ** 53
 """Integers beyond this are not pushed down (Milvus may compare them as doubles)."""
 
@@ -489,9 +493,10 @@ def milvus_expression(spec: dict) -> str:
 def _field_expression(field: str, wanted) -> str:
     """One top-level field's value (or any of values) as a Milvus expression, or "" (:func:`milvus_expression`)."""
     values = wanted if isinstance(wanted, list) else [wanted]
-    if "." in field or not SAFE_KEY.fullmatch(field) or isinstance(wanted, dict) or any(
-            v is None or (isinstance(v, str) and not SAFE_KEY.fullmatch(v)) or
-            (isinstance(v, int) and not isinstance(v, bool) and abs(v) > EXACT_INTEGERS) for v in values):
+    if "." in field or not SAFE_FIELD.fullmatch(field) or isinstance(wanted, dict) or any(
+            v is None or (isinstance(v, str) and not SAFE_STRING.fullmatch(v)) or
+            (isinstance(v, int) and not isinstance(v, bool) and abs(v) > EXACT_INTEGERS) or
+            (isinstance(v, float) and not math.isfinite(v)) for v in values):  # Milvus reads no Infinity, no NaN
         return ""
     target = f'{METADATA_FIELD}["{field}"]'
     strings = [json.dumps(v, ensure_ascii=False) for v in values if isinstance(v, str)]

@@ -166,6 +166,9 @@ class Client:
         and ids repeated within the call, as one request is checked), so a bad document changes nothing. More than
         ``batch_size`` go in several requests, each durable once answered: one the server refuses after others
         were answered raises :class:`ServerError` saying how many were added (its ``added``)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise SemiretError(f"batch_size is a positive number of documents a request, got {batch_size!r}")
+        # (held in memory: every document is checked before the first is sent)
         records = [as_document(document, position).to_record() for position, document in enumerate(documents)]
         first: dict[str, int] = {}
         for position, record in enumerate(records):

@@ -251,8 +251,12 @@ def test_json_line_that_is_not_an_object(tmp_path):
         list(iter_corpus(path))
     array = tmp_path / "corpus.json"  # a list written by json.dump, over several lines
     array.write_text('[{"_id": "a", "text": "x"},\n {"_id": "b", "text": "y"}]\n', encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"a JSON array: semiret reads JSON Lines.*jq -c '\.\[\]' corpus.json"):
+    with pytest.raises(DataFormatError, match=r"a JSON array: semiret reads JSON Lines.*jq -c '\.\[\]' corpus.json > corpus.jsonl"):
         list(iter_corpus(array))
+    named_lines = tmp_path / "arr.jsonl"  # never a command that writes over the file it reads
+    named_lines.write_text('\ufeff[\n{"_id": "a", "text": "x"}\n]\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"jq -c '\.\[\]' arr.jsonl > arr-lines.jsonl"):
+        list(iter_corpus(named_lines))
 
 
 def test_missing_id_field(tmp_path):

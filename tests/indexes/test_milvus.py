@@ -246,7 +246,7 @@ def _random_metadata(rng) -> dict:
     CJK too), booleans, null, lists of those, objects, missing fields."""
     scalars = [2020, 2020.0, 2021, 7.5, -3, "pub", "web", "2020", "café", "東京", True, False, None, 0, 1]
     metadata = {}
-    for field in ("year", "source", "tags", "flag", "nested"):
+    for field in ("year", "source", "tags", "flag", "nested", "a/b"):  # (Milvus reads "a/b" as a path)
         draw = rng.random()
         if draw < 0.2:
             continue
@@ -260,8 +260,9 @@ def _random_metadata(rng) -> dict:
 
 
 def _random_filter(rng, depth: int = 0) -> dict:
-    fields = ["year", "source", "tags", "flag", "nested.name", "nested"]
-    values = [2020, 2020.0, 2021, 7.5, -3, "pub", "web", "2020", "café", "東京", True, False, None, 0, 1]
+    fields = ["year", "source", "tags", "flag", "a/b", "nested.name", "nested"]
+    values = [2020, 2020.0, 2021, 7.5, -3, "pub", "web", "2020", "café", "東京", True, False, None, 0, 1,
+              float("inf")]
     draw = rng.random()
     if depth < 2 and draw < 0.15:
         return {"$or": [_random_filter(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
@@ -304,7 +305,7 @@ def test_filters_pushed_down_narrow_milvus_to_a_superset_and_stay_exact(backend,
             narrowed = {row[ID_FIELD_NAME] for row in rows}
             assert expected <= narrowed, (spec, expression, sorted(expected - narrowed))
         assert collection.count(spec) == own.count(spec) == len(expected), spec
-    assert pushed > 150  # most of the random filters had a part Milvus tests
+    assert pushed > 120  # most of the random filters had a part Milvus tests
     spec = {"source": ["pub", "café"], "$not": {"flag": True}}
     found, expected = collection.search(["cats", "dogs"], k=7, filter=spec), own.search(["cats", "dogs"], k=7, filter=spec)
     assert found.scores == expected.scores and all(len(ids) == 7 for ids in found.ids)

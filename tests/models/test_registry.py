@@ -23,6 +23,8 @@ def test_unknown_model_lists_known_names():
         resolve_model_path("no-such-model")
     with pytest.raises(SemiretError, match=r"did you mean 'hce-scifact'\?"):  # trained models shipped too
         resolve_model_path("hce-scifac")
+    with pytest.raises(SemiretError, match=r"'hce-scifact' is a trained model shipped in semiret, not a base model"):
+        resolve_model_path("hce-scifact")  # as a base (--base), where only base models go
 
 
 def test_the_hub_id_of_an_installed_packaged_model_needs_no_download(monkeypatch):

@@ -121,6 +121,9 @@ def test_an_add_of_several_requests_checks_every_document_before_the_first(serve
     with pytest.raises(SemiretError, match="document 24: id 'd3' repeats document 3"):
         client.add("notes", documents[:24] + [{"_id": "d3", "text": "again"}], batch_size=10)
     assert client.count("notes") == 0
+    for wrong in (0, -1):
+        with pytest.raises(SemiretError, match="batch_size is a positive number"):
+            client.add("notes", documents, batch_size=wrong)
     sent = client._transport
 
     def refusing_the_third_request(method, path, body, headers, calls=[]):
