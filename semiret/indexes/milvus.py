@@ -503,7 +503,7 @@ def _field_expression(field: str, wanted) -> str:
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     tests = [f"{target} == {json.dumps(v)}" for v in values if isinstance(v, bool)]  # as a scalar
     tests += [f"json_contains({target}, {json.dumps(v)})" for v in values if isinstance(v, bool)]  # in a list
-    for group in (strings, [json.dumps(int(v)) for v in numbers if float(v).is_integer()],
+    for group in (strings, [json.dumps(int(v)) for v in numbers if float(v).is_integer() and abs(v) <= EXACT_INTEGERS],
                   [json.dumps(float(v)) for v in numbers]):  # 2020 and 2020.0: Milvus's lists tell them apart
         if group:
             tests += [f"{target} in [{', '.join(group)}]", f"json_contains_any({target}, [{', '.join(group)}])"]
