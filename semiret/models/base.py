@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 
 HEAD_FILE = "head.safetensors"
 DELTA_FILE = "backbone-delta.safetensors"
+"""A saved encoder that records a ``base``: the backbone weights that differ from that packaged model's."""
 DELTA_ROWS = ":rows"
 """Suffix of a delta's row numbers: a matrix of which few rows changed (a fine-tuned model's word embeddings: the
 tokens training never saw keep theirs) is saved as those rows, under its name, and their numbers, under this."""
-"""A saved encoder that records a ``base``: the backbone weights that differ from that packaged model's."""
 BATCH_SIZE = 32
 SMALL_BATCH_TOKENS = 2048
 """Batches with fewer padded tokens than this run on one thread: queries gain nothing from more,
