@@ -10,11 +10,14 @@ model-agnostic (a word is about 1.3 WordPiece tokens in English text).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
+
+log = logging.getLogger(__name__)
 
 PARENT_FIELD, CHUNK_FIELD = "parent", "chunk"
 """The metadata fields a passage gets: its document's id, and its number within the document."""
@@ -57,13 +60,13 @@ class Chunking:
         order): a document's words joined again without the overlaps (its spacing: one space between words; a
         document of one window comes back as it was given), its metadata without the passage fields. A passage
         deleted on its own leaves its words out (the windows on both sides are joined whole)."""
-        parent, pieces, done = None, [], set()
+        parent, pieces, done, gapped = None, [], set(), []
         for passage in passages:
             owner = (passage.metadata or {}).get(PARENT_FIELD)
             if owner is None:
                 raise SemiretError(f"{passage.id!r} is not a passage (its metadata names no {PARENT_FIELD})")
             if owner != parent and pieces:
-                yield self._joined(pieces)
+                yield self._joined(pieces, gapped)
                 done.add(parent)
                 pieces = []
             if owner in done:
@@ -71,14 +74,20 @@ class Chunking:
             parent = owner
             pieces.append(passage)
         if pieces:
-            yield self._joined(pieces)
+            yield self._joined(pieces, gapped)
+        if gapped:
+            log.warning("%d document(s) lack passages deleted on their own (%s%s): joined without their words",
+                        len(gapped), ", ".join(map(repr, gapped[:3])), ", ..." if len(gapped) > 3 else "")
 
-    def _joined(self, pieces: list[Document]) -> Document:
+    def _joined(self, pieces: list[Document], gapped: list) -> Document:
+        """One document from its passages; its id is added to ``gapped`` when passages before its last are gone."""
         first = pieces[0]
         numbers = [p.metadata[CHUNK_FIELD] for p in pieces]
         if numbers != sorted(set(numbers)):
             raise SemiretError(f"the passages of {first.metadata[PARENT_FIELD]!r} are not in order (chunks "
                                f"{numbers}): export --passages")
+        if numbers != list(range(len(numbers))):
+            gapped.append(first.metadata[PARENT_FIELD])
         metadata = {k: v for k, v in first.metadata.items() if k not in (PARENT_FIELD, CHUNK_FIELD)} or None
         if numbers == [0] and first.id == first.metadata[PARENT_FIELD]:  # a document of one window, as given
             return Document(first.id, first.text, first.title, metadata)

@@ -36,7 +36,7 @@ def _documents(n: int = 30, seed: int = 3) -> list[Document]:
     (4, 1, 7, [("d#0", "w0 w1 w2 w3"), ("d#1", "w3 w4 w5 w6")]),
     (4, 0, 9, [("d#0", "w0 w1 w2 w3"), ("d#1", "w4 w5 w6 w7"), ("d#2", "w8")]),
 ])
-def test_windows_of_words(words, overlap, n, expected):
+def test_windows_of_words(words, overlap, n, expected, caplog):
     document = Document("d", " ".join(f"w{i}" for i in range(n)), "T", {"year": 2020})
     passages = Chunking(words, overlap).passages(document)
     assert [(p.id, p.text) for p in passages] == expected
@@ -51,9 +51,11 @@ def test_windows_of_words(words, overlap, n, expected):
             list(Chunking(words, overlap).documents([passages[0], Document("o", "x", metadata={"parent": "o",
                                                                                               "chunk": 0}),
                                                      passages[1]]))
-    if len(passages) == 3:  # the middle window deleted: the two others joined whole
+    assert "lack passages" not in caplog.text
+    if len(passages) == 3:  # the middle window deleted: the two others joined whole, and said so
         [joined] = Chunking(words, overlap).documents([passages[0], passages[2]])
         assert joined.text.split() == passages[0].text.split() + passages[2].text.split()
+        assert "1 document(s) lack passages deleted on their own ('d')" in caplog.text
     with pytest.raises(SemiretError, match="is not a passage"):
         list(Chunking(words, overlap).documents([document]))
 
