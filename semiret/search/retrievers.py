@@ -26,6 +26,7 @@ import logging
 import math
 import tempfile
 from abc import ABC, abstractmethod
+from dataclasses import fields
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
@@ -46,7 +47,7 @@ from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
 from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
-from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, saved_model_kind
+from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
 
@@ -236,9 +237,11 @@ class Retriever:
 
         batches = encoded()
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
+        query_model = search_options.get("model")  # (sidr-beta's: the query encoder, which no posting records)
         index = store.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
                             store_texts=store_texts, overwrite=overwrite,
-                            extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {})})
+                            extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {}),
+                                        **({"query_model": model_reference(str(query_model))} if query_model else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
         if first is None:  # an empty file, blank lines, a header alone: worth a word, not an error
@@ -274,6 +277,9 @@ class Retriever:
         """A retriever over an open index; ``document_side`` shares one already open on it (default: the side of
         the retriever that built the index, re-opened from its ``meta.json``)."""
         cls.check_index(index)
+        recorded = index.meta.get("query_model")
+        if recorded and options.get("model") is None and "model" in {f.name for f in fields(cls.queries.Options)}:
+            options = {**options, "model": located(recorded)}  # the model the index was built to be searched with
         query_options = cls.search_options(options)
         document_side = document_side or _builder_of(index, cls).documents.from_index(index)
         return cls(index, cls.queries.open(index, query_options, document_side), document_side)

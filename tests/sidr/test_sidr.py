@@ -15,7 +15,7 @@ from semiret.errors import SemiretError
 from semiret.indexes.embedding_cache import EmbeddingCache
 from semiret.models.pooled_projection import max_pooled_projection, top_k_max_pooled_projection
 from semiret.models.pooling import elu1p, masked_max, top_k_sparsify
-from semiret.search import BagOfTokensRetriever
+from semiret.search import BagOfTokensRetriever, open_retriever
 from semiret.search.semiparametric import LateParametricRetriever, SiDRBetaRetriever, SiDRFullRetriever, cache_to_full_index
 from semiret.methods.sidr import SiDRTrainingConfig, starting_sidr_model, train_sidr
 from semiret.models.sidr import SiDRModel, sparse_queries
@@ -227,6 +227,10 @@ def test_three_pipelines_and_cache_to_full_index(trained, tiny_docs, tmp_path):
     beta = SiDRBetaRetriever.build(tiny_docs, tmp_path / "bot", model=model)
     full = SiDRFullRetriever.build(tiny_docs, tmp_path / "full", model=model)
     rerank = LateParametricRetriever.open(tmp_path / "bot", model=model, rerank_depth=3)
+    reopened = open_retriever(tmp_path / "bot")  # no model named: the one it was built with, not the packaged one
+    assert reopened.query_side.model == str((output / "model").resolve())
+    assert reopened.search("cats and dogs", k=5) == beta.search("cats and dogs", k=5)
+    assert LateParametricRetriever.open(tmp_path / "bot", rerank_depth=3).query_side.model == reopened.query_side.model
     queries = ["cats and dogs", "statins cancer"]
     beta_hits = beta.search(queries, k=5)
     full_hits = full.search(queries, k=6)  # every document: the full order of the re-ranked ones
