@@ -335,10 +335,31 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return queries
 
 
+QRELS_HEADER = (("query-id", "query_id", "qid", "query"), ("corpus-id", "corpus_id", "doc-id", "doc_id", "docid"),
+                ("score", "relevance", "grade", "label"))
+"""The names a qrels header may give its query, document and grade columns (BEIR's first); other columns are left
+unread."""
+
+
+def _qrels_header(fields: list[str], path: Path, line_number: int) -> tuple[int, int, int]:
+    """The columns of the query id, the document id and the grade a qrels header names; an error when it names them
+    not all, or one twice."""
+    lowered = [f.lower() for f in fields]
+    found = []
+    for names in QRELS_HEADER:
+        at = [i for i, name in enumerate(lowered) if name in names]
+        if len(at) != 1:
+            raise DataFormatError(f"the header {' '.join(fields)!r} does not name one {names[0]} column (a qrels header "
+                                  "names query-id, corpus-id and score, in any order)", path, line_number)
+        found.append(at[0])
+    return tuple(found)
+
+
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """Read relevance judgements as ``{query_id: {doc_id: grade}}``.
 
-    Accepts the BEIR TSV (``query-id corpus-id score`` with a header) and TREC qrels
+    Accepts the BEIR TSV (``query-id corpus-id score`` with a header, whose names say which column is which, others
+    left unread) and TREC qrels
     (``qid iteration docid grade``, whitespace-separated), either gzipped or not. Grades are integers (``2`` or
     ``2.0``); a fractional grade, or a query-document pair judged twice with two grades, is an error naming the
     line rather than a judgement changed without a word.
@@ -346,7 +367,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     path = Path(path)
     qrels: dict[str, dict[str, int]] = {}
     judged_on: dict[tuple[str, str], int] = {}
-    first = True
+    first, named, width = True, None, 0
     with open_data_file(path) as handle:
         for line_number, raw in enumerate(handle, 1):
             try:
@@ -355,11 +376,15 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                 raise DataFormatError("invalid UTF-8", path, line_number) from None
             if not fields:
                 continue
-            if first and fields[0].lower() in ("query-id", "query_id", "qid", "query"):
-                first = False
-                continue  # BEIR header
+            if first and {f.lower() for f in fields} & {name for names in QRELS_HEADER for name in names}:
+                first, named, width = False, _qrels_header(fields, path, line_number), len(fields)
+                continue  # a header (BEIR's): its names say which column is which
             first = False
-            if len(fields) == 3:
+            if named is not None:
+                if len(fields) != width:
+                    raise DataFormatError(f"{len(fields)} columns, but the header names {width}", path, line_number)
+                query_id, doc_id, grade = (fields[i] for i in named)
+            elif len(fields) == 3:
                 query_id, doc_id, grade = fields
             elif len(fields) == 4:
                 query_id, _, doc_id, grade = fields

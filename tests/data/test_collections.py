@@ -195,6 +195,22 @@ def test_beir_qrels_with_header_and_float_grades(tmp_path):
     assert read_qrels(path) == {"q1": {"d1": 1, "d2": 2}}
 
 
+def test_a_qrels_header_says_which_column_is_which(tmp_path):
+    """Extra columns are left unread and the order follows the names (a 4-column BEIR file is no TREC file); a
+    header naming no document column, or a row of another width, is an error."""
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\tannotator\nq1\td1\t1\t7\nq2\td2\t2\t3\n", encoding="utf-8")
+    assert read_qrels(path) == {"q1": {"d1": 1}, "q2": {"d2": 2}}
+    path.write_text("corpus-id\tquery-id\tscore\nd1\tq1\t1\n", encoding="utf-8")
+    assert read_qrels(path) == {"q1": {"d1": 1}}
+    path.write_text("query-id\tdoc\tscore\nq1\td1\t1\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=":1: the header 'query-id doc score' does not name one corpus-id"):
+        read_qrels(path)
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\t5\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=":2: 4 columns, but the header names 3"):
+        read_qrels(path)
+
+
 def test_trec_run_round_trip(tmp_path):
     run = {"q1": {"d1": 3.5, "d2": 7.25, "d3": -1.0}, "q2": {"d9": 0.125}}
     path = tmp_path / "sub" / "run.trec"
