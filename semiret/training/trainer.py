@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields
@@ -155,6 +156,14 @@ class Trainer:
             return False
         saved_config = state.get("config") if isinstance(state.get("config"), dict) else {}
         changed = _changed_options(saved_config, asdict(self.config))
+        ignored = {name: change for name, change in _changes(saved_config, asdict(self.config)).items()
+                   if name in FIXED_ON_RESUME or name.endswith("learning_rate")}
+        if ignored:
+            raise SemiretError(f"{self.output_dir}: its checkpoint was trained with other "
+                               f"{', '.join(f'{n}: {old!r} -> {new!r}' for n, (old, new) in ignored.items())}, which a "
+                               "resumed run cannot take up (its optimizer, schedule, data and random state are the "
+                               "checkpoint's): resume with the options it was made with, or start again with "
+                               "--no-resume (train(resume=False)) or another output folder")
         try:
             load_model(self.model, str(self.checkpoint_dir / "model.safetensors"))
             saved = torch.load(self.checkpoint_dir / "optimizer.pt", map_location="cpu", weights_only=False)
@@ -195,6 +204,8 @@ class Trainer:
         torch.manual_seed(self.config.seed)
         if resume:
             self.resume()
+        elif self.processes.main and self.checkpoint_dir.exists():  # starting again: a run stopped early never
+            shutil.rmtree(self.checkpoint_dir)  # brings the old one back
         broadcast_from_main(self.model)
         self.model.train()
         with encoders_in(self.precision):
@@ -288,10 +299,20 @@ def _saved_state(checkpoint: Path) -> dict | None:
         raise _unusable(checkpoint, exc) from None
 
 
+FIXED_ON_RESUME = {"data", "split", "base", "seed", "batch_size"}
+"""Options a resumed run cannot take up (with those named ``*learning_rate``: the optimizer's, kept in its state):
+a resume changing them is refused rather than recorded as if they had been used."""
+
+
+def _changes(saved: dict, current: dict) -> dict[str, tuple]:
+    """The options a resumed run changes from its checkpoint's, ``{name: (old, new)}``, those it may change aside."""
+    return {name: (saved[name], value) for name, value in current.items()
+            if name in saved and saved[name] != value and name not in RESUMABLE_CHANGES}
+
+
 def _changed_options(saved: dict, current: dict) -> str:
-    """The options a resumed run changes from its checkpoint's (``name: old -> new``), those it may change aside."""
-    return ", ".join(f"{name}: {saved[name]!r} -> {value!r}" for name, value in current.items()
-                     if name in saved and saved[name] != value and name not in RESUMABLE_CHANGES)
+    """:func:`_changes` written ``name: old -> new``."""
+    return ", ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in _changes(saved, current).items())
 
 
 def _unusable(checkpoint: Path, exc: BaseException, changed: str = "") -> SemiretError:

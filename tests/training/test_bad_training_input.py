@@ -122,6 +122,22 @@ def test_resuming_another_models_checkpoint_names_the_changed_options(tmp_path, 
     assert "max_grad_norm: 1.0 -> 3.0" in caplog.text and "threads" not in caplog.text
 
 
+def test_a_resume_refuses_options_it_could_not_take_up_and_no_resume_forgets_the_old_run(tmp_path, monkeypatch):
+    """A seed (or a learning rate, batch size, data) other than the checkpoint's would not be used, the optimizer
+    and random state being the checkpoint's, but recorded as if it were: refused. Starting again (resume=False)
+    removes the old checkpoint first, so a new run stopped before its first one does not bring the old run back."""
+    _trainer(tmp_path, epochs=1).train()
+    trainer = Trainer(torch.nn.Linear(1, 1, bias=False), Regression(), Numbers(), TrainingConfig(seed=7),
+                      Schedule(2, learning_rate=0.05), tmp_path)
+    with pytest.raises(SemiretError, match=r"trained with other seed: 1 -> 7, which a resumed run cannot take up.*"
+                                           r"--no-resume"):
+        trainer.train()
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):  # stopped at the end of its first epoch, before its checkpoint
+        trainer.train(resume=False)
+    assert not (tmp_path / "checkpoint").exists()
+
+
 # ------------------------------------------------------------------ caches a run folder keeps
 def test_a_new_sidr_run_in_an_old_run_folder_mines_from_its_own_corpus(tmp_path, tiny_bert):
     from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
