@@ -24,8 +24,8 @@ from semiret.training.miners import PooledNegatives, RetrievedNegativeMiner
 class InBatchContrastiveLoss(Loss):
     """Any bi-encoder on batches of :class:`~semiret.training.data.TrainingPair`: each query against its positive,
     the batch's other positives and the pairs' given negatives (and, ``symmetric``, each positive against the
-    batch's queries), inner products divided by ``temperature``: sentence-transformers'
-    MultipleNegativesRankingLoss. The model is one encoder for both sides (a dense, SPLADE or VDR
+    batch's queries, the two directions' losses summed), inner products divided by ``temperature``: with
+    ``symmetric=False``, sentence-transformers' MultipleNegativesRankingLoss. The model is one encoder for both sides (a dense, SPLADE or VDR
     :class:`~semiret.models.base.TextEncoder`) or a module with a ``query_encoder`` and a ``document_encoder``.
     0.05 suits normalised embeddings (a cosine's range); unnormalised or sparse vectors want 1."""
 
