@@ -870,6 +870,8 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
 
     if test not in TESTS:
         raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
+    if test != "t" and not baseline:
+        raise SemiretError(f"--test {test} is a test against a baseline: give --baseline RUN too")
     if per_query is not None:
         if str(per_query) == "-" and as_json:
             raise SemiretError("--per-query - and --json would both write to standard output: give --per-query a file")

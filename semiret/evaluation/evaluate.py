@@ -69,6 +69,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
     if test not in TESTS:
         raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
+    if test != "t" and baseline is None:
+        raise SemiretError(f"--test {test} is a test against a baseline: give --baseline RUN too")
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)

@@ -172,6 +172,8 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     for command in (["eval", "--data", str(beir_dir)], ["compare", str(tmp_path / "bot.trec"), "--data", str(beir_dir)]):
         refused = CliRunner().invoke(app, [*command, "--test", "z"])
         assert refused.exit_code == 2 and "unknown significance test 'z'" in refused.output
+        alone = CliRunner().invoke(app, [*command, "--test", "wilcoxon"])  # no baseline: nothing to test against
+        assert alone.exit_code == 2 and "--test wilcoxon is a test against a baseline" in alone.output
     seeds = json.loads(invoke("compare", tmp_path / "bot.trec", tmp_path / "bm25.trec", "--baseline",
                               tmp_path / "bm25.trec", "--data", beir_dir, "--json").stdout)
     assert seeds["run"] == [str(tmp_path / "bot.trec"), str(tmp_path / "bm25.trec")]
