@@ -45,14 +45,15 @@ def _command(name: str):
     def train(resume: bool = typer.Option(True, help="Continue from the run folder's last checkpoint."),
               options: dict | None = None) -> None:
         from semiret.models.devices import encoding_on
-        from semiret.training.distributed import training_device
+        from semiret.training.distributed import is_main_process, training_device
 
         config_class, train_recipe, _ = RECIPES[name]
         config = config_class(**options)
         check_run_output(Path(config.output))  # never into the packaged models, whatever a recipe writes there
         with encoding_on(str(training_device(config.device))):  # what the recipe encodes outside training, there too
             summary = train_recipe(config, resume=resume)
-        print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
+        if is_main_process():  # under torchrun one summary, as one summary.json
+            print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
 
     train.__doc__ = help_text
     return command_with_options(train, [config_class], unset_defaults=False)

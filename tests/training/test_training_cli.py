@@ -93,3 +93,16 @@ def test_every_field_is_a_flag_and_the_documented_flags_exist(command, config):
                            "--pretrain-queries-per-epoch", "--split", "--threads", "--seed", "--resume", "--no-resume"],
     }[command]
     assert set(documented) <= flags, set(documented) - flags
+
+
+def test_one_summary_line_under_torchrun(monkeypatch, beir_dir, tmp_path):
+    """Only the main process prints the run's summary (under torchrun every rank runs the command)."""
+    import semiret.training.distributed as distributed
+
+    config_class, _, help_text = cli.RECIPES["sidr"]
+    monkeypatch.setitem(cli.RECIPES, "sidr", (config_class, lambda config, resume: {"model": "m"}, help_text))
+    for main, printed in ((True, '{"model": "m"}'), (False, "")):
+        monkeypatch.setattr(distributed, "is_main_process", lambda main=main: main)
+        result = CliRunner().invoke(cli.train_app, ["sidr", "--data", str(beir_dir), "--output", str(tmp_path / "run")])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() == printed
