@@ -27,12 +27,27 @@ def parse_measures(names) -> dict[str, object]:
                 raise SemiretError(f"measure {name!r} is neither a name nor an ir_measures measure")
             parsed[str(name)] = name
             continue
+        if "," in name:
+            raise SemiretError(f"measure {name!r}: one measure a --measure (repeat it: --measure "
+                               f"{' --measure '.join(n.strip() for n in name.split(','))})")
         try:
             parsed[name] = ir_measures.parse_measure(name.replace("MRR@", "RR@"))
         except (NameError, ValueError) as exc:  # ir_measures' own errors for unknown names and bad syntax
-            raise SemiretError(f"measure {name!r}: {exc} (--measure takes ir_measures names, e.g. "
-                               f"{', '.join(DEFAULT_MEASURES)}, P@5, AP)") from None
+            trec_eval = _trec_eval_measure(name)
+            if trec_eval is None:
+                raise SemiretError(f"measure {name!r}: {exc} (--measure takes ir_measures names, e.g. "
+                                   f"{', '.join(DEFAULT_MEASURES)}, P@5, AP, or trec_eval's: ndcg_cut_10)") from None
+            parsed[name] = trec_eval
     return parsed
+
+
+def _trec_eval_measure(name: str):
+    """trec_eval's name of one measure (``ndcg_cut_10``, ``map``, ``recall_100``) as ir_measures reads it, or None."""
+    try:
+        found = ir_measures.parse_trec_measure(name)
+    except (NameError, ValueError):
+        return None
+    return found[0] if len(found) == 1 else None
 
 
 def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], measures=None) -> dict[str, float]:

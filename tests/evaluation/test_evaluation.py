@@ -346,6 +346,14 @@ def test_an_unknown_or_malformed_measure_is_named():
     for name in ("bogus", "P@-1"):
         with pytest.raises(SemiretError, match=rf"measure '{name}'.*--measure takes ir_measures names"):
             parse_measures(["nDCG@10", name])
+    with pytest.raises(SemiretError, match=r"one measure a --measure \(repeat it: --measure nDCG@10 --measure R@100\)"):
+        parse_measures(["nDCG@10,R@100"])
+
+
+def test_trec_evals_names_are_read_too():
+    from ir_measures import AP, nDCG
+
+    assert parse_measures(["ndcg_cut_10", "map"]) == {"ndcg_cut_10": nDCG @ 10, "map": AP}
 
 
 def test_measures_are_taken_as_names_objects_or_a_mapping_everywhere():
