@@ -40,7 +40,7 @@ def read_trec_run(path: str | Path) -> Run:
     """Read a TREC run file into ``{query_id: {doc_id: score}}``."""
     path = Path(path)
     if not path.is_file():
-        raise DataFormatError("file not found", path)
+        raise DataFormatError("is a folder, not a run file" if path.is_dir() else "file not found", path)
     run: Run = {}
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, 1):

@@ -219,6 +219,8 @@ def test_trec_run_round_trip(tmp_path):
     assert lines[0] == "q1 Q0 d2 1 7.250000 mine"
     assert [line.split()[3] for line in lines] == ["1", "2", "3", "1"]
     assert read_trec_run(path) == run
+    with pytest.raises(DataFormatError, match="sub: is a folder, not a run file"):
+        read_trec_run(path.parent)
 
 
 def test_byte_order_mark_is_tolerated(tmp_path):
