@@ -73,6 +73,7 @@ app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pre
 console = Console(stderr=True)
 """Messages and progress; results and machine-readable output go to standard output (``stdout``)."""
 stdout = Console()
+log = logging.getLogger("semiret.cli")
 
 
 def _print_version(asked: bool) -> None:
@@ -932,7 +933,12 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
     from semiret.files import check_output_file
 
     check_output_file(out, "fused run (--out)")
-    fused = fuse_runs([read_trec_run(path) for path in run], method, weight, rrf_k, depth, k)
+    runs = [read_trec_run(path) for path in run]
+    shared = set.intersection(*(set(each) for each in runs)) if runs else set()
+    if len(runs) > 1 and not shared:
+        log.warning("the runs share no query id (%s): nothing is fused, each query's ranking is one run's",
+                    ", ".join(f"{path}: e.g. {next(iter(each), 'none')!r}" for path, each in zip(run, runs)))
+    fused = fuse_runs(runs, method, weight, rrf_k, depth, k)
     write_trec_run(fused, out, tag=tag, places=FUSED_SCORE_PLACES)
     if out != "-":
         console.print(f"{len(fused)} queries fused from {len(run)} runs into {out}")

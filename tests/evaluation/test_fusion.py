@@ -67,6 +67,14 @@ def test_fuse_command_writes_a_run_compare_reads(tmp_path):
     assert refused.exit_code == 2 and "two runs or more" in refused.output
 
 
+def test_runs_sharing_no_query_are_fused_with_a_warning(tmp_path, caplog):
+    write_trec_run({"q1": {"a": 1.0}}, tmp_path / "a.trec")
+    write_trec_run({"topic-1": {"a": 1.0}}, tmp_path / "b.trec")  # another numbering of the same queries, say
+    done = CliRunner().invoke(app, ["fuse", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "-o",
+                                    str(tmp_path / "fused.trec")])
+    assert done.exit_code == 0 and "the runs share no query id" in caplog.text and "'topic-1'" in caplog.text
+
+
 def test_deep_reciprocal_ranks_are_written_apart(tmp_path):
     """1/1060 and 1/1061 differ by less than 1e-6: written with 6 decimals they would tie, and read back in
     document-id order."""
