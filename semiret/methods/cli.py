@@ -4,6 +4,7 @@ dataclass (:func:`semiret.options.command_with_options`): names, defaults and he
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import typer
@@ -16,6 +17,8 @@ from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_in
 from semiret.methods.nail import NailTrainingConfig, train_nail
 from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 from semiret.options import command_with_options
+
+log = logging.getLogger(__name__)
 
 RECIPES = {
     "sidr": (SiDRTrainingConfig, train_sidr,
@@ -51,7 +54,12 @@ def _command(name: str):
         config = config_class(**options)
         check_run_output(Path(config.output))  # never into the packaged models, whatever a recipe writes there
         with encoding_on(str(training_device(config.device))):  # what the recipe encodes outside training, there too
-            summary = train_recipe(config, resume=resume)
+            try:
+                summary = train_recipe(config, resume=resume)
+            except KeyboardInterrupt:
+                log.warning("interrupted: %s keeps its last checkpoint (each epoch's); the same command resumes from "
+                            "it", config.output)
+                raise
         if is_main_process():  # under torchrun one summary, as one summary.json
             print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
 

@@ -106,3 +106,13 @@ def test_one_summary_line_under_torchrun(monkeypatch, beir_dir, tmp_path):
         result = CliRunner().invoke(cli.train_app, ["sidr", "--data", str(beir_dir), "--output", str(tmp_path / "run")])
         assert result.exit_code == 0, result.output
         assert result.stdout.strip() == printed
+
+
+def test_an_interrupted_run_says_how_to_resume(monkeypatch, beir_dir, tmp_path, caplog):
+    def interrupted(config, resume):
+        raise KeyboardInterrupt
+
+    config_class, _, help_text = cli.RECIPES["sidr"]
+    monkeypatch.setitem(cli.RECIPES, "sidr", (config_class, interrupted, help_text))
+    result = CliRunner().invoke(cli.train_app, ["sidr", "--data", str(beir_dir), "--output", str(tmp_path / "run")])
+    assert result.exit_code != 0 and "interrupted: " in caplog.text and "the same command resumes from it" in caplog.text
