@@ -155,12 +155,12 @@ class Trainer:
         if state is None:
             return False
         saved_config = state.get("config") if isinstance(state.get("config"), dict) else {}
-        changed = _changed_options(saved_config, asdict(self.config))
-        ignored = {name: change for name, change in _changes(saved_config, asdict(self.config)).items()
+        changes = _changes(saved_config, asdict(self.config))
+        changed = _written(changes)
+        ignored = {name: change for name, change in changes.items()
                    if name in FIXED_ON_RESUME or name.endswith("learning_rate")}
         if ignored:
-            raise SemiretError(f"{self.output_dir}: its checkpoint was trained with other "
-                               f"{', '.join(f'{n}: {old!r} -> {new!r}' for n, (old, new) in ignored.items())}, which a "
+            raise SemiretError(f"{self.output_dir}: its checkpoint was trained with other {_written(ignored)}, which a "
                                "resumed run cannot take up (its optimizer, schedule, data and random state are the "
                                "checkpoint's): resume with the options it was made with, or start again with "
                                "--no-resume (train(resume=False)) or another output folder")
@@ -310,9 +310,9 @@ def _changes(saved: dict, current: dict) -> dict[str, tuple]:
             if name in saved and saved[name] != value and name not in RESUMABLE_CHANGES}
 
 
-def _changed_options(saved: dict, current: dict) -> str:
+def _written(changes: dict[str, tuple]) -> str:
     """:func:`_changes` written ``name: old -> new``."""
-    return ", ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in _changes(saved, current).items())
+    return ", ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in changes.items())
 
 
 def _unusable(checkpoint: Path, exc: BaseException, changed: str = "") -> SemiretError:
