@@ -25,7 +25,11 @@ class IndexFormatError(SemiretError, ValueError):
 
 
 class UnknownDocumentError(SemiretError, LookupError):
-    """A document named by its id is not in the index (an example to recommend from, say)."""
+    """A document named by its id (``doc_id``) is not in the index (an example to recommend from, say)."""
+
+    def __init__(self, message: str, doc_id: str | None = None):
+        super().__init__(message)
+        self.doc_id = doc_id
 
 
 class OptionError(SemiretError, ValueError):

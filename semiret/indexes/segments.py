@@ -628,11 +628,14 @@ class SegmentedIndex(ABC):
         """See what other processes committed since this index was opened or last refreshed: one ``stat`` of
         ``meta.json`` when nothing changed, else the new commit is read (unchanged segments stay open).
         Returns whether there was a new commit. Long-lived readers (a server, a search loop) call it before
-        each search; it never waits for a writer. ``wait``: if a thread of this process is publishing a
-        commit meanwhile, wait for it, so that what is on disk now is what searches see when this returns (after
-        another process wrote on this one's behalf)."""
+        each search; it never waits for a writer's work, only, when another thread of this process is reading or
+        publishing a commit and the one on disk is newer than this snapshot, for that short step: what was
+        committed before the call (another process's acknowledged write) is what searches see when it returns.
+        ``wait``: wait for such a thread in any case."""
         if not self._publishing.acquire(blocking=wait):
-            return False  # this process is committing a change: publishing it brings the newest state
+            if commit_stamp(self.path) == self.snapshot.stamp:
+                return False  # another thread is publishing what this snapshot already is, or a newer change
+            self._publishing.acquire()
         try:
             return self._load_newer_commit()
         finally:

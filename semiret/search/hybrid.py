@@ -270,7 +270,7 @@ class HybridRetriever(Retriever):
             terms += [TermContribution(f"{name}:{t.term}", t.query_weight * scale, t.document_weight,
                                        t.contribution * scale) for t in explained.terms if scale]
         if not found:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         terms.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
         return Explanation(str(doc_id), float(sum(t.contribution for t in terms)), terms)
 

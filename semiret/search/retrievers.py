@@ -500,7 +500,7 @@ class Retriever:
                 continue
             passages = passage_ids(index, [doc_id]) if self.chunking is not None else []
             if not passages:
-                raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path} to recommend from")
+                raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path} to recommend from", doc_id)
             texts.append(next(iter(joined_documents(index, {PARENT_FIELD: [doc_id]}))).full_text)
             excluded.update(passages)
         return texts, excluded
@@ -524,7 +524,7 @@ class Retriever:
         doc_id = _document_id(doc_id)
         found = self.index.explain(self.encode_query(query), doc_id)
         if found is None:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         terms, query_weights, document_weights = found
         names = _term_names(self.index, terms.tolist())
         parts = [TermContribution(name, float(q), float(d), float(q) * float(d))
@@ -550,7 +550,7 @@ class Retriever:
         view = self.pinned()  # the document and its postings from one commit
         document = view.index.get_document(_document_id(doc_id))
         if document is None:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}")
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         matches = view._word_matches(query, document.id)
         if tags is None:
             return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)

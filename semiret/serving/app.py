@@ -46,9 +46,11 @@ that no longer opens, or a writer process that died and could not be started aga
 
 from __future__ import annotations
 
+import errno
 import gc
 import hmac
 import json
+import re
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -63,6 +65,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
+from semiret import __version__
 from semiret.data.chunking import Chunking
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
@@ -190,12 +193,62 @@ class CheckedRoute(APIRoute):
             if content_type == "application/json":
                 body = await request.body()  # kept by the request: the endpoint reads it again for free
                 try:
-                    body.decode("utf-8")
+                    text = body.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise validation_error(("body",), f"invalid UTF-8 at byte {exc.start}", "utf8_invalid") from None
+                check_json_text(text, ("body",))
             return await handle(request)
 
         return checked
+
+
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate: paired, it is one character; alone, a string no file can store."""
+
+
+class _NonFinite(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON text (Python's parser takes them; JSON has no such number)."""
+
+
+def _refuse_constant(name: str):
+    raise _NonFinite(name)
+
+
+def check_json_text(text: str, loc: tuple) -> None:
+    """Refuse what Python's JSON parser takes but no valid JSON holds, before anything reads it: a lone surrogate
+    (``"\\ud800"``: not a character, it cannot be written as UTF-8, so a write would fail half-way with a 500)
+    and ``NaN``/``Infinity`` (stored as null, then matching no filter). The text is parsed again only when one
+    of them may appear in it at all (paired surrogate escapes, emoji, are fine)."""
+    if not SURROGATE_ESCAPE.search(text) and "NaN" not in text and "Infinity" not in text:
+        return
+    try:
+        parsed = json.loads(text, parse_constant=_refuse_constant)
+    except _NonFinite as exc:
+        raise validation_error(loc, f"{exc} is not a JSON number: send a finite number, or null", "finite_number")
+    except json.JSONDecodeError:
+        return  # malformed: the endpoint's own parsing says where
+    place = _lone_surrogate_at(parsed)
+    if place is not None:
+        raise validation_error((*loc, *place), "a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape): "
+                               "not a character; send valid Unicode", "string_unicode")
+
+
+def _lone_surrogate_at(value, place: tuple = ()) -> tuple | None:
+    """Where in parsed JSON a string (a key or a value) holds a lone surrogate; None if nowhere."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return place
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _lone_surrogate_at(key) is not None:
+            return (*place, key)
+        found = _lone_surrogate_at(item, (*place, key))
+        if found is not None:
+            return found
+    return None
 
 
 def validation_error(loc: tuple, message: str, kind: str = "value_error") -> RequestValidationError:
@@ -363,6 +416,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def refused(request: Request, exc: SemiretError):
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
+    @app.exception_handler(OSError)
+    async def storage_failed(request: Request, exc: OSError):
+        """The disk refused a read or write: JSON as every other error (a commit is atomic, so a write that failed
+        here left the index as it was), 507 when it is full; the server's paths are not named."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return JSONResponse({"detail": "no space left on the server's disk: nothing of this request was "
+                                           "written"}, status_code=507)
+        return JSONResponse({"detail": f"the server's storage failed ({exc.strerror or type(exc).__name__}): "
+                                       "nothing of this request was written"}, status_code=500)
+
     def check_batch(count: int, what: str) -> None:
         if count > settings.max_batch:
             raise HTTPException(413, f"{count} {what} in one request; the limit is {settings.max_batch} (--max-batch)")
@@ -386,6 +449,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
 
     # ------------------------------------------------------------------ health
+    @app.get("/", tags=["health"], responses=_errors(401))
+    async def about(request: Request) -> dict:
+        """The server: its version, whether it takes writes, and the limits a request must keep (what a client
+        sizes its batches, pages and ``k`` by)."""
+        check_key(request, write=False)
+        return {"name": "semiret", "version": __version__, "writable": settings.api_key is not None,
+                "limits": {"max_batch": settings.max_batch, "max_k": settings.max_k,
+                           "max_request_bytes": settings.max_request_bytes}}
+
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict:
         """The process answers."""
@@ -641,7 +713,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             hits = await run_in_threadpool(index.recommend, body.positive, body.negative, k, body.options,
                                            body.with_text, body.filter, body.score_threshold)
         except UnknownDocumentError as exc:
-            raise HTTPException(404, str(exc)) from None
+            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r} to recommend from") from None
         return {"results": [hits], "took_ms": _milliseconds_since(started)}
 
     @app.post("/indexes/{name}/explain", response_model=ExplainResponse, tags=["search"],
@@ -653,7 +725,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         try:
             return await run_in_threadpool(index.explain, body.query, body.id, body.options)
         except UnknownDocumentError as exc:
-            raise HTTPException(404, str(exc)) from None
+            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}") from None
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"], responses=_errors(401, 404, 413, 503))
@@ -841,6 +913,7 @@ async def _read_jsonl(request: Request, max_documents: int) -> list[Located]:
             text = line.decode("utf-8-sig" if line_number == 1 else "utf-8")  # tolerate a BOM, as files are read
         except UnicodeDecodeError as exc:
             raise validation_error(loc, f"invalid UTF-8 at byte {exc.start} of the line", "utf8_invalid") from None
+        check_json_text(text, loc)
         try:
             documents.append((loc, DOCUMENT.validate_python(json.loads(text))))
         except json.JSONDecodeError as exc:

@@ -31,7 +31,9 @@ Transport = Callable[[str, str, bytes | None, dict], tuple[int, bytes]]
 """``(method, path, body, headers) -> (status, body)``: how a request reaches the server (HTTP by default; a test
 may hand requests to an application in-process)."""
 ADD_BATCH = 1000
-"""Documents sent per request by :meth:`Client.add` (the server's ``--max-batch`` is 1,000 by default)."""
+"""Documents sent per request by :meth:`Client.add` at most (fewer where the server's ``--max-batch`` is lower)."""
+PAGE_SIZE = 100
+"""Documents per page of :meth:`Client.iter_documents` at most (fewer where the server's ``--max-batch`` is lower)."""
 
 
 class ServerError(SemiretError):
@@ -86,6 +88,7 @@ class Client:
         self._transport = transport or self._http
         self._local = threading.local()
         self._parsed, self._ssl_context = parsed, ssl_context
+        self._about: dict | None = None
 
     # ------------------------------------------------------------------ indexes and aliases
     def indexes(self) -> list[dict]:
@@ -131,25 +134,37 @@ class Client:
         self._call("DELETE", f"/aliases/{_name(alias)}")
 
     # ------------------------------------------------------------------ search
-    def search(self, index: str, queries: str | list[str], k: int = 10, filter: dict | None = None,
+    def about(self) -> dict:
+        """The server's version, whether it takes writes, and its ``limits`` (``max_batch``, ``max_k``,
+        ``max_request_bytes``); asked once."""
+        if self._about is None:
+            self._about = self._call("GET", "/")
+        return self._about
+
+    def _max_batch(self, most: int) -> int:
+        """``most``, or the server's ``--max-batch`` where that is lower."""
+        return min(most, self.about()["limits"]["max_batch"])
+
+    def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
                score_threshold: float | None = None, highlight: bool = False, **options
                ) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
-        best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...)."""
+        best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
+        ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
-        body = {"queries": [queries] if one else list(queries), "k": k, "offset": offset, "with_text": with_text,
+        body = {"queries": [queries] if one else list(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
-                **_given(filter=filter, group_by=group_by, score_threshold=score_threshold)}
+                **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold)}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
         return results[0] if one else ServedSearchHits.of(results, group_by is not None)
 
-    def recommend(self, index: str, positive: list[str], negative: list[str] = (), k: int = 10,
+    def recommend(self, index: str, positive: list[str], negative: list[str] = (), k: int | None = None,
                   filter: dict | None = None, with_text: bool = False, score_threshold: float | None = None
                   ) -> list[ServedHit]:
         """Documents like the ``positive`` ones (ids) and unlike the ``negative`` ones."""
-        body = {"positive": list(positive), "negative": list(negative), "k": k, "with_text": with_text,
-                **_given(filter=filter, score_threshold=score_threshold)}
+        body = {"positive": list(positive), "negative": list(negative), "with_text": with_text,
+                **_given(k=k, filter=filter, score_threshold=score_threshold)}
         return _hits(self._call("POST", f"/indexes/{_name(index)}/recommend", body)["results"][0])
 
     def explain(self, index: str, query: str, doc_id: str, **options) -> Explanation:
@@ -159,14 +174,16 @@ class Client:
         return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]])
 
     # ------------------------------------------------------------------ documents
-    def add(self, index: str, documents: Iterable[Document | dict], batch_size: int = ADD_BATCH) -> int:
+    def add(self, index: str, documents: Iterable[Document | dict], batch_size: int | None = None) -> int:
         """Add documents, replacing those of the same ids (the API's ``PUT`` is an upsert, where ``Retriever.add``
         refuses them without ``replace=True``); returns how many. Documents are :class:`Document` objects or BEIR
         records (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields,
         and ids repeated within the call, as one request is checked), so a bad document changes nothing. More than
-        ``batch_size`` go in several requests, each durable once answered: one the server refuses after others
-        were answered raises :class:`ServerError` saying how many were added (its ``added``)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        ``batch_size`` (default: :data:`ADD_BATCH`, or the server's ``--max-batch`` if lower) go in several requests,
+        each durable once answered: one the server refuses after others were answered raises :class:`ServerError`
+        saying how many were added (its ``added``)."""
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
             raise SemiretError(f"batch_size is a positive number of documents a request, got {batch_size!r}")
         # (held in memory: every document is checked before the first is sent)
         records = [as_document(document, position).to_record() for position, document in enumerate(documents)]
@@ -176,6 +193,7 @@ class Client:
                 raise SemiretError(f"document {position}: id {record['_id']!r} repeats document {first[record['_id']]}"
                                    " of this call (nothing was sent)")
         added = 0
+        batch_size = batch_size or self._max_batch(ADD_BATCH)
         for start in range(0, len(records), batch_size):
             try:
                 added += self._call("PUT", f"/indexes/{_name(index)}/documents",
@@ -222,8 +240,11 @@ class Client:
         documents = [_document(record) for record in page["documents"]]
         return DocumentPage([d.id for d in documents], documents, page["next_page_offset"])
 
-    def iter_documents(self, index: str, filter: dict | None = None, page_size: int = 100) -> Iterator[Document]:
-        """Every stored document (those the filter passes), in id order, a page at a time."""
+    def iter_documents(self, index: str, filter: dict | None = None, page_size: int | None = None
+                       ) -> Iterator[Document]:
+        """Every stored document (those the filter passes), in id order, a page at a time (``page_size``: default
+        :data:`PAGE_SIZE`, or the server's ``--max-batch`` if lower)."""
+        page_size = page_size or self._max_batch(PAGE_SIZE)
         offset = None
         while True:
             page = self.scroll(index, filter, page_size, offset)

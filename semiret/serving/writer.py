@@ -58,7 +58,8 @@ def _open_indexes(specs: dict[str, tuple[str, str | None]], max_segments: int, t
     os.nice(WRITER_NICENESS)
     _MAX_SEGMENTS[:] = [max_segments]
     for name, spec in specs.items():
-        _open(name, spec)
+        if os.path.exists(spec[0]):  # one deleted over HTTP since the server started is not opened again
+            _open(name, spec)
     if "torch" in sys.modules:  # a neural document side was loaded (BM25 alone never imports torch)
         sys.modules["torch"].set_num_threads(threads)
     gc.freeze()

@@ -123,6 +123,28 @@ def test_a_reader_sees_other_writers_commits_after_refresh(tmp_path):
     assert set(final.live_ids()) == {"b", "c", "d"} and final.vocab[-2:] == ["date", "cake"]
 
 
+def test_a_refresh_while_another_thread_publishes_still_sees_an_earlier_commit(tmp_path):
+    """Another process committed; a thread of this reader is busy publishing (held here): a refresh from a second
+    thread waits for it instead of answering from the old snapshot (a server's second worker must show a write
+    the first acknowledged, whatever its other threads do)."""
+    BM25Retriever.build([Document("a", "apple pie")], tmp_path / "idx")
+    reader = open_retriever(tmp_path / "idx")
+    open_retriever(tmp_path / "idx").add([Document("c", "cherry tart")])
+    reader.index._publishing.acquire()  # another thread's publishing, as far as the refresh can tell
+    refreshing = threading.Thread(target=reader.index.refresh)
+    refreshing.start()
+    refreshing.join(0.2)
+    assert refreshing.is_alive()  # waiting, not answering from the old snapshot
+    reader.index._publishing.release()
+    refreshing.join(10)
+    assert [h.id for h in reader.search("cherry", k=5)] == ["c"]
+    reader.index._publishing.acquire()  # nothing newer on disk: a refresh answers at once
+    try:
+        assert reader.index.refresh() is False
+    finally:
+        reader.index._publishing.release()
+
+
 def test_searches_never_see_half_a_replace(tmp_path):
     """A replace deletes the old versions and adds the new in one commit: a search sees all ten or the ten new,
     never none and never twenty."""

@@ -127,7 +127,9 @@ def test_recommend_over_http(bm25):
     filtered = client.post("/indexes/tiny/recommend", json={"positive": ["d3"], "filter": {"kind": "news"}})
     assert {h["id"] for h in filtered.json()["results"][0]} <= {"d8", "d9"}
     missing = client.post("/indexes/tiny/recommend", json={"positive": ["nope"]})
-    assert missing.status_code == 404 and "nope" in missing.json()["detail"]
+    assert missing.json() == {"detail": "no document 'nope' in index 'tiny' to recommend from"}  # no server path
+    assert client.post("/indexes/tiny/explain", json={"query": "cats", "id": "nope"}).json() == {
+        "detail": "no document 'nope' in index 'tiny'"}
     assert client.post("/indexes/tiny/recommend", json={"positive": []}).status_code == 422
     assert client.post("/indexes/tiny/recommend", json={"positive": ["d1"], "k": 21}).status_code == 422
     assert client.post("/indexes/tiny/recommend", json={"positive": ["d1", "d2"],

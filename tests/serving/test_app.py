@@ -251,6 +251,53 @@ def test_malformed_json_invalid_utf8_and_oversized_batches(client):
     assert missing_q.status_code == 422 and missing_q.json()["detail"][0]["loc"] == ["query", "q"]
 
 
+def test_lone_surrogates_and_nan_are_refused_where_they_stand_and_change_nothing(client, indexes):
+    """A lone UTF-16 surrogate (``"\\ud800"``: valid JSON, no character, unwritable as UTF-8) is a 422 naming
+    its field, in a JSON body as in an NDJSON line; a paired one (an emoji) is a character like any other."""
+    before = state(indexes)
+    json_body = {"headers": {**WRITE, "content-type": "application/json"}}
+    ndjson = {"headers": {**WRITE, "content-type": "application/x-ndjson"}}
+    refused = [
+        (client.put("/indexes/tiny/documents", content=b'{"documents": [{"_id": "s1", "text": "ok \\ud800"}]}',
+                    **json_body), ["body", "documents", 0, "text"]),
+        (client.put("/indexes/tiny/documents", content=b'{"_id": "s2", "text": "ok"}\n{"_id": "s3\\udfff"}',
+                    **ndjson), ["body", "line", 2, "_id"]),
+        (client.post("/indexes/tiny/documents/metadata", content=b'{"ids": ["d1"], "metadata": {"k": "\\ud800"}}',
+                     **json_body), ["body", "metadata", "k"]),
+    ]
+    for answer, loc in refused:
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["detail"][0]["loc"] == loc and "surrogate" in answer.json()["detail"][0]["msg"]
+    assert state(indexes) == before
+    for body in (b'{"ids": ["d1"], "metadata": {"score": NaN}}', b'{"ids": ["d1"], "metadata": {"x": -Infinity}}'):
+        answer = client.post("/indexes/tiny/documents/metadata", content=body, **json_body)
+        assert answer.status_code == 422 and "is not a JSON number" in answer.json()["detail"][0]["msg"], answer.text
+    nan_line = client.put("/indexes/tiny/documents", content=b'{"_id": "n", "text": "NaN", "metadata": {"x": NaN}}',
+                          **ndjson)
+    assert nan_line.status_code == 422 and nan_line.json()["detail"][0]["loc"] == ["body", "line", 1]
+    assert state(indexes) == before
+    paired = client.put("/indexes/tiny/documents", content=b'{"_id": "e1", "text": "walrus \\ud83d\\ude00"}', **ndjson)
+    assert paired.status_code == 200, paired.text
+    assert client.get("/indexes/tiny/documents/e1").json()["text"] == "walrus \U0001F600"
+
+
+def test_a_full_disk_is_a_json_507_and_the_index_is_unchanged(client, indexes, monkeypatch):
+    import errno
+
+    from semiret.indexes.segments import SegmentedIndex
+
+    before = state(indexes)
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(SegmentedIndex, "_append_segment", full)
+    answer = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "x", "text": "walrus"}]})
+    assert answer.status_code == 507 and "no space left" in answer.json()["detail"]
+    assert str(indexes["tiny"]) not in answer.text  # no server path
+    assert state(indexes) == before
+
+
 # ---------------------------------------------------------------------------------------------- writes
 def test_upsert_adds_and_replaces_and_is_searchable_at_once(writing_client, indexes):
     client = writing_client

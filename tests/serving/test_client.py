@@ -110,6 +110,26 @@ def test_errors_carry_the_server_status_and_words(served):
         Client("http://testserver", transport=lambda *_: (200, b"<html>")).indexes()
 
 
+def test_the_client_keeps_within_a_servers_lower_limits(tmp_path):
+    """Against a server with a small ``--max-batch`` and ``--max-k``, the client's defaults fit: adds and pages as
+    large as the server takes, ``k`` the server's default (as a request without it gets)."""
+    from semiret import __version__
+
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"), max_batch=5,
+                             max_k=3)
+    with TestClient(create_app(settings)) as app_client:
+        client = in_process(app_client.app)
+        assert client.about() == {"name": "semiret", "version": __version__, "writable": True,
+                                  "limits": {"max_batch": 5, "max_k": 3, "max_request_bytes": settings.max_request_bytes}}
+        client.create_index("notes")
+        documents = [{"_id": f"d{i:02d}", "text": f"statins trial {i}"} for i in range(12)]
+        assert client.add("notes", documents) == 12 and client.count("notes") == 12
+        assert len(client.search("notes", "statins")) == 3 and len(client.recommend("notes", ["d00"])) == 3
+        assert [d.id for d in client.iter_documents("notes")] == [d["_id"] for d in documents]
+        with pytest.raises(ServerError, match="at most 3"):
+            client.search("notes", "statins", k=4)  # asked for: the server's answer
+
+
 def test_an_add_of_several_requests_checks_every_document_before_the_first(served):
     """A bad document or an id repeated across the call's requests is refused before anything is sent; a request the
     server refuses after others were answered says how many were added."""

@@ -53,6 +53,23 @@ def test_create_fill_search_delete(tmp_path, write_process):
         assert described["retriever"] == "bot" and described["documents"] == 2
 
 
+def test_a_writer_restarted_after_a_delete_opens_the_indexes_left(tmp_path):
+    """An index deleted over HTTP, then the writer process killed (as an out-of-memory kill would): the writer
+    started in its place opens what is still served, and writes and readiness go on."""
+    import os
+    import signal
+
+    with _client(tmp_path / "data") as first:
+        for name in ("a", "b"):
+            assert first.put(f"/indexes/{name}", json={}, headers=KEY).status_code == 201
+    with _client(tmp_path / "data", write_process=True) as client:
+        assert client.delete("/indexes/b", headers=KEY).status_code == 200
+        os.kill(client.app.state.writer.pid, signal.SIGKILL)
+        assert client.get("/readyz").status_code == 200
+        assert client.put("/indexes/a/documents", json={"documents": DOCUMENTS}, headers=KEY).status_code == 200
+        assert sorted(_ids(client.post("/indexes/a/search", json={"queries": ["statins"], "k": 2}))[0]) == ["d3", "d6"]
+
+
 def test_indexes_outlive_the_server_and_every_process_sees_the_others(tmp_path):
     first, second = _client(tmp_path / "data"), _client(tmp_path / "data")
     assert first.put("/indexes/a", json={}, headers=KEY).status_code == 201
