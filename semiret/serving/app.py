@@ -49,6 +49,7 @@ from __future__ import annotations
 import errno
 import gc
 import hmac
+import importlib.metadata
 import json
 import re
 import threading
@@ -65,7 +66,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
-from semiret import __version__
 from semiret.data.chunking import Chunking
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
@@ -454,7 +454,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """The server: its version, whether it takes writes, and the limits a request must keep (what a client
         sizes its batches, pages and ``k`` by)."""
         check_key(request, write=False)
-        return {"name": "semiret", "version": __version__, "writable": settings.api_key is not None,
+        return {"name": "semiret", "version": importlib.metadata.version("semiret"), "writable": settings.api_key is not None,
                 "limits": {"max_batch": settings.max_batch, "max_k": settings.max_k,
                            "max_request_bytes": settings.max_request_bytes}}
 
