@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Mapping
+
 import ir_measures
 from ir_measures import R, RR, nDCG
 
 from semiret.errors import SemiretError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MEASURES = {"nDCG@10": nDCG @ 10, "R@100": R @ 100, "MRR@10": RR @ 10}
 
@@ -50,10 +55,62 @@ def _trec_eval_measure(name: str):
     return found[0] if len(found) == 1 else None
 
 
+def as_run(run, what: str = "the run") -> dict[str, dict[str, float]]:
+    """A run as ``{query_id: {doc_id: score}}`` from any form ir_measures takes: that mapping (ids made strings), a
+    pandas DataFrame with ``query_id``, ``doc_id`` and ``score`` columns, or an iterable of such records
+    (``ir_measures.ScoredDoc``, or ``(query_id, doc_id, score)`` tuples)."""
+    return _nested(run, "score", float, what)
+
+
+def as_qrels(qrels, what: str = "the qrels") -> dict[str, dict[str, int]]:
+    """Judgements as ``{query_id: {doc_id: relevance}}`` from any form ir_measures takes (as :func:`as_run`, with a
+    ``relevance`` column or field: ``ir_measures.Qrel``)."""
+    return _nested(qrels, "relevance", int, what)
+
+
+def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
+    """:func:`as_run` and :func:`as_qrels`: a mapping of string ids is returned as it is (no copy)."""
+    if isinstance(value, Mapping):
+        for query_id, docs in value.items():
+            if not isinstance(docs, Mapping):
+                raise SemiretError(f"{what}: query {query_id!r} maps to a {type(docs).__name__}, not to "
+                                   f"{{doc_id: {field}}}")
+        if all(isinstance(q, str) and all(isinstance(d, str) for d in docs) for q, docs in value.items()):
+            return value
+        return {str(q): {str(d): cast(v) for d, v in docs.items()} for q, docs in value.items()}
+    if hasattr(value, "itertuples") and hasattr(value, "columns"):  # a pandas DataFrame, as ir_measures takes
+        missing = [c for c in ("query_id", "doc_id", field) if c not in value.columns]
+        if missing:
+            raise SemiretError(f"{what}: a DataFrame without the column(s) {', '.join(missing)} (ir_measures' names: "
+                               f"query_id, doc_id, {field})")
+        records = zip(value["query_id"], value["doc_id"], value[field])
+    elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        records = (_record(item, field, what) for item in value)
+    else:
+        raise SemiretError(f"{what}: a {type(value).__name__}, not {{query_id: {{doc_id: {field}}}}}, a DataFrame "
+                           f"or records")
+    nested: dict[str, dict] = {}
+    for query_id, doc_id, number in records:
+        nested.setdefault(str(query_id), {})[str(doc_id)] = cast(number)
+    return nested
+
+
+def _record(item, field: str, what: str) -> tuple:
+    if hasattr(item, "query_id") and hasattr(item, "doc_id") and hasattr(item, field):
+        return item.query_id, item.doc_id, getattr(item, field)
+    if isinstance(item, (tuple, list)) and len(item) == 3:
+        return tuple(item)
+    raise SemiretError(f"{what}: a record {item!r} is not (query_id, doc_id, {field})")
+
+
 def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], measures=None) -> dict[str, float]:
     """Mean of each measure over the judged queries (queries missing from the run count as 0); ``measures``: any
-    form :func:`parse_measures` takes."""
+    form :func:`parse_measures` takes; ``run`` and ``qrels``: any form ir_measures takes (:func:`as_run`)."""
     measures = parse_measures(measures)
+    run, qrels = as_run(run), as_qrels(qrels)
+    if qrels and not any(q in run for q in qrels):
+        log.warning("the run ranks none of the %d judged queries: every measure is 0 (a run of another collection "
+                    "or split?)", len(qrels))
     full_run = trec_ordered({q: run.get(q, {}) for q in qrels})
     aggregate = ir_measures.calc_aggregate(list(measures.values()), qrels, full_run)
     return {name: float(aggregate.get(measure, 0.0)) for name, measure in measures.items()}
@@ -76,6 +133,7 @@ def per_query(run, qrels, measure) -> dict[str, float]:
     analysis)."""
     if isinstance(measure, str):
         [measure] = parse_measures([measure]).values()
+    run, qrels = as_run(run), as_qrels(qrels)
     out = {q: 0.0 for q in qrels}
     for m in ir_measures.iter_calc([measure], qrels, trec_ordered(run)):
         out[m.query_id] = float(m.value)

@@ -16,7 +16,7 @@ from scipy import stats
 
 from semiret.data.trec import Run
 from semiret.errors import SemiretError
-from semiret.evaluation.metrics import parse_measures, per_query
+from semiret.evaluation.metrics import as_qrels, as_run, parse_measures, per_query
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
     stands in (two queries both better: p = 0.5)."""
     if test not in TESTS:
         raise SemiretError(f"unknown significance test {test!r} (have: {', '.join(TESTS)})")
-    runs, baselines = _as_runs(run), _as_runs(baseline)
+    runs, baselines, qrels = _as_runs(run), _as_runs(baseline), as_qrels(qrels)
     for each in baselines:
         _judged_queries_ranked(each, qrels, "the baseline run")  # callers warn of partial runs (check_baseline)
     judged = list(qrels)
@@ -117,10 +117,15 @@ def _sign_flip_p_value(diff: np.ndarray, rounds: int = RANDOMIZATIONS, seed: int
 
 
 def _as_runs(side: Run | Sequence[Run]) -> list[Run]:
-    runs = [side] if isinstance(side, Mapping) else list(side)
-    if not runs:
+    """One run (any form :func:`~semiret.evaluation.metrics.as_run` takes) or a list of runs (one system's seeds)."""
+    if isinstance(side, Mapping) or hasattr(side, "itertuples"):
+        return [as_run(side)]
+    items = list(side)
+    if not items:
         raise SemiretError("a side of the comparison has no runs")
-    return runs
+    if all(isinstance(item, Mapping) or hasattr(item, "itertuples") for item in items):
+        return [as_run(item) for item in items]
+    return [as_run(items)]  # the records of one run
 
 
 def mean_per_query(runs: list[Run], qrels, measure, judged: list[str]) -> np.ndarray:

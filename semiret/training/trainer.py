@@ -141,7 +141,8 @@ class Trainer:
             torch.save({"optimizer": _cpu_copy(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
                         "rng": torch.get_rng_state(), "precision": self.precision.state_dict()}, staged / "optimizer.pt")
             state = {"epoch": self.start_epoch, "global_step": self.global_step, "config": asdict(self.config),
-                     "schedule": asdict(self.schedule), "history": [asdict(h) for h in self.history]}
+                     "schedule": asdict(self.schedule), "steps_per_epoch": len(self.batches),
+                     "history": [asdict(h) for h in self.history]}
             (staged / STATE_FILE).write_text(json.dumps(state, indent=2))
 
     def forget_optimizer_state(self, parameters) -> None:
@@ -154,8 +155,10 @@ class Trainer:
         state = _saved_state(self.checkpoint_dir)
         if state is None:
             return False
-        saved_config = state.get("config") if isinstance(state.get("config"), dict) else {}
-        changes = _changes(saved_config, asdict(self.config))
+        recorded = {name: state[name] if isinstance(state.get(name), dict) else {} for name in ("config", "schedule")}
+        changes = {**_changes(recorded["config"], asdict(self.config)), **_changes(recorded["schedule"], asdict(self.schedule)),
+                   **_changes({"steps_per_epoch": state.get("steps_per_epoch", len(self.batches))},
+                              {"steps_per_epoch": len(self.batches)})}
         changed = _written(changes)
         ignored = {name: change for name, change in changes.items()
                    if name in FIXED_ON_RESUME or name.endswith("learning_rate")}
@@ -299,9 +302,10 @@ def _saved_state(checkpoint: Path) -> dict | None:
         raise _unusable(checkpoint, exc) from None
 
 
-FIXED_ON_RESUME = {"data", "split", "base", "seed", "batch_size"}
-"""Options a resumed run cannot take up (with those named ``*learning_rate``: the optimizer's, kept in its state):
-a resume changing them is refused rather than recorded as if they had been used."""
+FIXED_ON_RESUME = {"data", "split", "base", "seed", "batch_size", "steps_per_epoch", "warmup_epochs"}
+"""Options a resumed run cannot take up (with those named ``*learning_rate``: the optimizer's, kept in its state;
+``steps_per_epoch``: the batches an epoch has, which other data or batch sizes change, and the schedule is made
+of): a resume changing them is refused rather than recorded as if they had been used."""
 
 
 def _changes(saved: dict, current: dict) -> dict[str, tuple]:

@@ -89,6 +89,38 @@ def test_perfect_and_hand_computed_runs():
     assert figures["nDCG@10"] == pytest.approx((1 / np.log2(3)) / (1 + 1 / np.log2(3)))
 
 
+def test_runs_and_qrels_are_taken_in_every_form_ir_measures_takes(caplog):
+    """A DataFrame, ir_measures' records, tuples or integer ids give the figures of the plain dicts; a form that is
+    none of these is named; a run of none of the judged queries warns (every measure 0)."""
+    import ir_measures
+    import pandas as pd
+
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"c": 1.0}}
+    qrels = {"q1": {"b": 1}, "q2": {"c": 2}}
+    expected = score_run(run, qrels)
+    assert 0 < expected["nDCG@10"] < 1
+    run_frame = pd.DataFrame([{"query_id": q, "doc_id": d, "score": s} for q, docs in run.items() for d, s in docs.items()])
+    qrels_frame = pd.DataFrame([{"query_id": q, "doc_id": d, "relevance": r} for q, docs in qrels.items()
+                                for d, r in docs.items()])
+    records = [ir_measures.ScoredDoc(q, d, s) for q, docs in run.items() for d, s in docs.items()]
+    judgements = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
+    as_ints = {1: {"a": 2.0, "b": 1.0}, 2: {"c": 1.0}}
+    for each_run, each_qrels in [(run_frame, qrels), (run, qrels_frame), (records, judgements),
+                                 ([tuple(r) for r in records], qrels), (as_ints, {1: {"b": 1}, 2: {"c": 2}})]:
+        assert score_run(each_run, each_qrels) == expected
+    assert compare_runs(run_frame, records, qrels_frame)["nDCG@10"]["delta"] == 0
+    assert per_query(records, judgements, "nDCG@10") == per_query(run, qrels, "nDCG@10")
+    with pytest.raises(SemiretError, match="a DataFrame without the column.*score"):
+        score_run(run_frame.rename(columns={"score": "value"}), qrels)
+    with pytest.raises(SemiretError, match="query 'q1' maps to a list"):
+        score_run({"q1": ["a", "b"]}, qrels)
+    with pytest.raises(SemiretError, match="not .*query_id"):
+        score_run(42, qrels)
+    with caplog.at_level(logging.WARNING):
+        assert score_run({"other": {"a": 1.0}}, qrels)["nDCG@10"] == 0
+    assert "ranks none of the 2 judged queries" in caplog.text
+
+
 def test_parse_measures():
     assert parse_measures(None) == DEFAULT_MEASURES
     parsed = parse_measures(["MRR@10", "P@5", "nDCG@20"])

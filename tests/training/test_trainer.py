@@ -99,6 +99,25 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     assert torch.equal(resumed.model.weight, whole.model.weight)
 
 
+def test_a_resume_with_another_learning_rate_warmup_or_epoch_length_is_refused(tmp_path, caplog):
+    """The Python API's resume, as the recipes': what the checkpoint's optimizer and schedule were made with (the
+    schedule's learning rate and warm-up, the batches an epoch has) cannot change; the number of epochs can."""
+    first = _trainer(tmp_path, epochs=1)
+    first.train()
+    torch.manual_seed(0)
+    for schedule, batches, named in [(Schedule(3, learning_rate=0.5, warmup_epochs=0.5), Numbers(), "learning_rate"),
+                                     (Schedule(3, learning_rate=0.05, warmup_epochs=2), Numbers(), "warmup_epochs"),
+                                     (Schedule(3, learning_rate=0.05, warmup_epochs=0.5), Numbers(size=2),
+                                      "steps_per_epoch: 3 -> 6")]:
+        other = Trainer(torch.nn.Linear(1, 1, bias=False), Regression(), batches, TrainingConfig(seed=7), schedule,
+                        tmp_path)
+        with pytest.raises(SemiretError, match=f"other .*{named}"):
+            other.train()
+    longer = _trainer(tmp_path, epochs=2)
+    longer.train()
+    assert [h.epoch for h in longer.history] == [1, 2]
+
+
 def asdict_without_time(entry):
     return (entry.epoch, entry.steps, entry.mean_loss, entry.terms)
 
