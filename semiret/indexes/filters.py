@@ -619,6 +619,16 @@ def matching_documents(index, spec: dict | None = None) -> Iterator[Document]:
     return index.iter_documents(checked_filter(index, spec, "filter on"))
 
 
+def documents_by_id(index, doc_ids: list[str]) -> dict[str, Document]:
+    """The stored documents of those ``doc_ids`` the index holds, by id; over an index of passages the id of a whole
+    document gives it joined again (:func:`joined_documents`), as recommend and export read one."""
+    found = index.get_documents(doc_ids)
+    missing = [doc_id for doc_id in doc_ids if doc_id not in found]
+    if missing and index.meta.get("chunking"):
+        found.update({document.id: document for document in joined_documents(index, {PARENT_FIELD: missing})})
+    return found
+
+
 def joined_documents(index, spec: dict | None = None) -> Iterator[Document]:
     """The documents of an index of passages (``meta.json``'s ``chunking``) joined again
     (:meth:`~semiret.data.chunking.Chunking.documents`), those with a passage that passes ``spec`` whole: what

@@ -3,6 +3,7 @@ plain overlap count (``bot``) or weighted by IDF (``idf``, also the query side o
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from semiret.text.postings import QueryTerms, token_set_postings, word_count_pos
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import SparseQuery
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MIN_IDF = 1.0
 """Query tokens with a lower IDF are dropped by IDF-weighted query sides (see :class:`IDFQueries`)."""
@@ -242,6 +245,7 @@ class IDFQueries(QuerySide):
         """Two-phase search (high-IDF query tokens first, then rescoring): None for exhaustive search."""
         self.min_idf = float(min_idf)
         self._min_weight = max(self.min_idf, float(np.finfo(np.float32).tiny))  # zero-weight tokens never score
+        self._said_all_dropped = False
 
     @classmethod
     def open(cls, index, options: IDFOptions, documents):
@@ -268,6 +272,11 @@ class IDFQueries(QuerySide):
             terms = query_tokens(self.vocabulary, text)
             weights = weights_of[terms]
             kept = weights >= self._min_weight
+            if not kept.any() and (weights > 0).any() and not self._said_all_dropped:  # min_idf's doing
+                self._said_all_dropped = True
+                log.warning("every token of the query %r weighs less than min_idf=%g (with the corpus's IDF: it is in "
+                            "more than about a third of the documents, common in a small corpus), so it finds nothing; "
+                            "min_idf=0 keeps every token (said once)", text, self.min_idf)
             out.append(SparseQuery(terms[kept], weights[kept]))
         return out
 

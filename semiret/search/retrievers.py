@@ -41,7 +41,7 @@ from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
 from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
-                                      delete_matching, documents_page, facet, field_value, field_values,
+                                      delete_matching, documents_by_id, documents_page, facet, field_value, field_values,
                                       joined_documents, matching_documents, passage_ids, set_metadata)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import check_build_target
@@ -354,14 +354,15 @@ class Retriever:
 
     # ------------------------------------------------------------------ documents
     def get_document(self, doc_id: str) -> Document | None:
-        """The stored document of an id, or None (unknown, deleted, or the index keeps no texts)."""
-        return self.index.get_document(_document_id(doc_id))
+        """The stored document of an id, or None (unknown, deleted, or the index keeps no texts); over an index of
+        passages, a passage's id gives the passage and a document's id the document, its passages joined."""
+        return self.get_documents([doc_id]).get(_document_id(doc_id))
 
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
-        """The stored documents of those ids the index holds (Qdrant's retrieve), by id."""
+        """The stored documents of those ids the index holds (Qdrant's retrieve), by id (as :meth:`get_document`)."""
         if isinstance(doc_ids, str):
             raise SemiretError(f"get_documents takes a list of ids, got the string {doc_ids!r} (one id: get_document)")
-        return self.index.get_documents([_document_id(doc_id) for doc_id in doc_ids])
+        return documents_by_id(self.index, [_document_id(doc_id) for doc_id in doc_ids])
 
     def count(self, filter: dict | None = None) -> int:
         """How many documents the index holds, or how many pass ``filter`` (as :meth:`search` reads it)."""
@@ -430,10 +431,8 @@ class Retriever:
         bad = [q for q in texts if not isinstance(q, str)]
         if bad:
             raise SemiretError(f"queries must be strings, got {type(bad[0]).__name__}")
-        if k < 1:
-            raise SemiretError("k must be at least 1")
-        if n_threads < 1:
-            raise SemiretError(f"n_threads (--threads) must be at least 1, got {n_threads}")
+        _check_count(k, "k")
+        _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
         wanted = checked_filter(self.index, filter, "filter on")
         grouping = None
@@ -467,8 +466,8 @@ class Retriever:
         _check_threshold(score_threshold)
         if not positive:
             raise SemiretError("recommend needs at least one positive example (the id of a document in the index)")
-        if k < 1:
-            raise SemiretError("k must be at least 1")
+        _check_count(k, "k")
+        _check_count(n_threads, "n_threads (--threads)")
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): "
                                "recommend searches with the examples' texts")
@@ -672,6 +671,14 @@ def _term_names(index, term_ids: list[int]) -> list[str]:
         return [index.vocab[t] for t in term_ids]
     vocabulary = index_vocabulary(index)
     return [vocabulary.token(t) for t in term_ids]
+
+
+def _check_count(value, name: str) -> None:
+    """``value`` is a whole number >= 1 (an int, numpy's too; not a bool, a float or a string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SemiretError(f"{name} must be a whole number, got {value!r}")
+    if value < 1:
+        raise SemiretError(f"{name} must be at least 1, got {value}")
 
 
 def _check_threshold(score_threshold) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
+from semiret.indexes.filters import documents_by_id
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.retrievers import Retriever, open_retriever
@@ -175,7 +176,7 @@ class ServedIndex:
         """The stored document (only its id when the index keeps no texts), or None if there is no such id."""
         self.refresh()
         index = self.index.pinned()
-        document = index.get_document(doc_id)
+        document = documents_by_id(index, [doc_id]).get(doc_id)
         if document is not None:
             return document.to_record()
         return {"_id": doc_id} if doc_id in index else None

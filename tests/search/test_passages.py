@@ -115,6 +115,8 @@ def test_passages_follow_their_documents_through_add_replace_and_delete(tmp_path
     long = Document("new", " ".join(["walrus"] * 20), metadata={"source": "z"})
     assert retriever.add([long]) == 5  # split as at the build: 20 words, windows of 6 every 4
     assert retriever.count({"parent": "new"}) == 5
+    assert retriever.get_document("new") == long  # a document's id: its passages joined again
+    assert set(retriever.get_documents(["new", "new#1", "nope"])) == {"new", "new#1"}
     with pytest.raises(SemiretError, match="document 'new' is already in"):
         retriever.add([Document("new", "walrus walrus")])  # its passages would be new#0.. or new: a clash by parent
     assert retriever.add([Document("new", "walrus walrus")], replace=True) == 1  # the old passages go first
@@ -176,6 +178,7 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         added = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"},
                            json={"documents": [{"_id": "long", "text": "walrus " * 12}]})
         assert added.json()["upserted"] == 3  # split as the index's passages
+        assert client.get("/indexes/docs/documents/long").json()["text"] == ("walrus " * 12).strip()
         assert client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
                            json={"ids": ["long"]}).json()["deleted"] == 3
         assert client.get("/indexes/docs").json()["chunking"] == {"words": 6, "overlap": 2}

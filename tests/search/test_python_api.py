@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pytest
 
 from semiret.data import Document
@@ -72,6 +73,14 @@ def test_queries_must_be_strings(tmp_path):
         bm25.search(b"cats")
     with pytest.raises(SemiretError, match=r"n_threads \(--threads\) must be at least 1, got 0"):
         bm25.search("cats", n_threads=0)
+    for bad in (2.5, 3.0, True, "5", None):  # before any kernel sees them, whatever the index
+        with pytest.raises(SemiretError, match=f"k must be a whole number, got {bad!r}"):
+            bm25.search("cats", k=bad)
+        with pytest.raises(SemiretError, match="k must be a whole number"):
+            bm25.recommend(["d1"], k=bad)
+    with pytest.raises(SemiretError, match="n_threads .* must be a whole number, got None"):
+        bm25.search("cats", n_threads=None)
+    assert bm25.search("cats", k=np.int64(2)) == bm25.search("cats", k=2)
 
 
 def test_documents_and_ids_are_checked_where_they_enter(tmp_path):
@@ -121,3 +130,16 @@ def test_an_empty_corpus_builds_an_empty_index_with_a_warning(tmp_path, caplog):
     assert "no documents to index" in caplog.text and bm25.index.n_docs == 0
     bm25.add([Document("a", "statins")])
     assert [h.id for h in bm25.search("statins")] == ["a"]
+
+
+def test_an_idf_query_whose_every_token_min_idf_drops_says_so_once(tmp_path, caplog):
+    """On a small corpus a word in most documents weighs under min_idf: the query finds nothing, with a warning
+    naming min_idf=0 (which finds them), said once."""
+    import logging
+
+    documents = [Document(f"d{i}", f"statins trial {i}") for i in range(4)]
+    idf = IDFRetriever.build(documents, tmp_path / "idf")
+    with caplog.at_level(logging.WARNING):
+        assert idf.search("statins") == [] and idf.search("statins trial") == []
+    assert caplog.text.count("weighs less than min_idf=1") == 1 and "min_idf=0 keeps every token" in caplog.text
+    assert len(idf.with_options(min_idf=0).search("statins")) == 4

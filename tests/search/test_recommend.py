@@ -71,7 +71,7 @@ def test_recommendations_pass_the_filter(bm25):
 def test_an_index_of_passages_recommends_from_whole_documents(tmp_path):
     long = Document("long", " ".join(["statins heart cancer risk cohort"] * 6), "Long")
     retriever = BM25Retriever.build(CORPUS + [long], tmp_path / "passages", chunking=Chunking(words=12, overlap=2))
-    assert retriever.get_document("long") is None  # only its passages are stored
+    assert retriever.get_document("long") == long  # only its passages are stored: joined again
     hits = retriever.recommend(["long"], k=10)
     assert hits and not any(h.id.startswith("long#") for h in hits)
     assert hits[0].id in ("d3", "d9")
