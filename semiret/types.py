@@ -7,6 +7,7 @@ consumes without importing the index.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -110,6 +111,16 @@ class Hit:
         yield self.id
         yield self.score
 
+    def __reduce__(self):
+        """Pickled (to another process, a cache) without the index it reads documents from: id, score and group."""
+        return Hit, (self.id, self.score, None, self.group)
+
+    def __copy__(self) -> "Hit":
+        return self
+
+    def __deepcopy__(self, memo) -> "Hit":
+        return self  # frozen: a copy would be equal in every field, and read the same index
+
     @property
     def document(self) -> Document | None:
         return self.lookup(self.id) if self.lookup is not None else None
@@ -142,6 +153,21 @@ class SearchHits:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def __reduce__(self):
+        """Pickled (or copied) as plain lists, without the index its hits read documents from (a segmented index's
+        lazily decoded ids decoded)."""
+        return SearchHits, ([list(ids) for ids in self.ids], [list(scores) for scores in self.scores],
+                            self.postings_visited, None, self.groups)
+
+    def __deepcopy__(self, memo) -> "SearchHits":
+        """A copy in plain lists that still reads the documents of the index searched."""
+        copied = SearchHits(*self.__reduce__()[1])
+        copied.lookup, copied.groups = self.lookup, copy.deepcopy(self.groups, memo)
+        return copied
+
+    def __copy__(self) -> "SearchHits":
+        return self.__deepcopy__({})  # the lists are the copy's own either way
 
     def __getitem__(self, query: int) -> list[Hit]:
         """Query ``query``'s hits, best first (one query: a slice of queries is ``list(hits)[a:b]``)."""

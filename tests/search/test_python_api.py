@@ -43,6 +43,24 @@ def test_hits_unpack_as_pairs_and_carry_the_stored_text(tmp_path):
     assert unstored.search("mailman", k=1)[0].text is None
 
 
+def test_hits_pickle_and_copy(tmp_path):
+    """Hits go to another process (pickled) with their ids, scores and groups, not the index they were read from;
+    copies keep reading it."""
+    import copy
+    import pickle
+
+    documents = [Document(d.id, d.text, d.title, {"kind": "pets" if d.id in ("d1", "d2") else "other"})
+                 for d in TINY_DOCS]
+    bm25 = BM25Retriever.build(documents, tmp_path / "idx")
+    one, batch = bm25.search("cats", k=3), bm25.search(["cats", "statins"], k=2, group_by="kind")
+    assert pickle.loads(pickle.dumps(one)) == one and pickle.loads(pickle.dumps(one))[0].text is None
+    sent = pickle.loads(pickle.dumps(batch))
+    assert (sent.ids, sent.scores, sent.groups) == (batch.ids, batch.scores, batch.groups) and sent.lookup is None
+    for copied in (copy.copy(batch), copy.deepcopy(batch)):
+        assert copied.ids == batch.ids and copied[0][0].text == batch[0][0].text and copied.ids is not batch.ids
+    assert copy.deepcopy(one)[0].text == one[0].text
+
+
 def test_an_index_without_a_path_lives_in_a_temporary_directory():
     retriever = IDFRetriever.build(TINY_DOCS)
     path = retriever.index.path
