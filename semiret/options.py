@@ -14,10 +14,13 @@ import functools
 import inspect
 import json
 import math
+import os
 import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
+
+import numpy as np
 
 from semiret.errors import SemiretError
 
@@ -99,12 +102,42 @@ def option_names(classes: Iterable[type]) -> list[str]:
 def build(cls, values: dict, owner: str = "") -> Any:
     """An instance of option dataclass ``cls`` from ``values`` (None means unset: the default applies);
     unknown names are an error that lists the known ones."""
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = _field_kinds(cls)
     unknown = sorted(k for k, v in values.items() if v is not None and k not in known)
+    where = f" for {owner}" if owner else ""
     if unknown:
-        where = f" for {owner}" if owner else ""
         raise SemiretError(f"unknown option(s) {', '.join(unknown)}{where} (its options: {', '.join(sorted(known)) or 'none'})")
-    return cls(**{k: v for k, v in values.items() if v is not None and k in known})
+    for name, value in values.items():
+        kinds = known.get(name, ())
+        if value is not None and kinds and not any(_python_is(value, kind) for kind in kinds):
+            wanted = " or ".join(kind.__name__ for kind in kinds)
+            raise SemiretError(f"option {name!r}{where} must be a {wanted}, got {value!r}")
+    return cls(**{k: v.item() if isinstance(v, np.generic) else v  # numpy's numbers as Python's (JSON records them)
+                  for k, v in values.items() if v is not None and k in known})
+
+
+@functools.cache
+def _field_kinds(cls) -> dict[str, tuple[type, ...]]:
+    """Each field of option dataclass ``cls`` and the plain types (bool, int, float, str) its annotation allows;
+    empty where it allows any other type too (a path, a list, an object: the option's own checks)."""
+    kinds = {}
+    for name, annotation in typing.get_type_hints(cls).items():
+        allowed = tuple(a for a in typing.get_args(annotation) if a is not type(None)) or (annotation,)
+        kinds[name] = allowed if all(a in (bool, int, float, str) for a in allowed) else ()
+    return {f.name: kinds.get(f.name, ()) for f in dataclasses.fields(cls)}
+
+
+def _python_is(value, kind) -> bool:
+    """``value`` fits ``kind`` as a Python caller may give it: numpy's numbers as numbers, a path as a string."""
+    if kind is bool:
+        return isinstance(value, (bool, np.bool_))
+    if isinstance(value, (bool, np.bool_)):
+        return False  # True is no number
+    if kind is int:
+        return isinstance(value, (int, np.integer))
+    if kind is float:
+        return isinstance(value, (int, float, np.integer, np.floating))
+    return isinstance(value, (str, os.PathLike))
 
 
 def pick(values: dict, cls) -> dict:

@@ -161,3 +161,13 @@ def test_an_idf_query_whose_every_token_min_idf_drops_says_so_once(tmp_path, cap
         assert idf.search("statins") == [] and idf.search("statins trial") == []
     assert caplog.text.count("weighs less than min_idf=1") == 1 and "min_idf=0 keeps every token" in caplog.text
     assert len(idf.with_options(min_idf=0).search("statins")) == 4
+
+
+def test_option_values_of_the_wrong_type_are_named(tmp_path):
+    """Options are checked against their fields' types where they enter (numpy's numbers are numbers)."""
+    for bad in ("1.2", True):
+        with pytest.raises(SemiretError, match=f"option 'k1' for bm25 must be a float, got {bad!r}"):
+            BM25Retriever.build(TINY_DOCS, tmp_path / "bad", k1=bad)
+    assert not (tmp_path / "bad").exists()
+    built = BM25Retriever.build(TINY_DOCS, tmp_path / "idx", k1=np.float32(1.25), b=np.float64(0.5))
+    assert built.search("cats") == BM25Retriever.build(TINY_DOCS, tmp_path / "plain", k1=1.25, b=0.5).search("cats")
