@@ -30,6 +30,8 @@ TERM_CHARACTERS = (2, 20)
 """The shortest and longest terms the relevance model takes (Anserini's rule)."""
 MAX_FEEDBACK_DOCUMENTS = 1000
 """The most feedback documents a query may ask for (each is read back and analyzed)."""
+MAX_FEEDBACK_TERMS = 1000
+"""The most expansion terms a query may ask for (each is one more posting list to read)."""
 
 
 @dataclass
@@ -48,8 +50,9 @@ class RM3Options:
         if not 1 <= self.fb_docs <= MAX_FEEDBACK_DOCUMENTS:
             raise SemiretError(f"fb_docs (--fb-docs) must be between 1 and {MAX_FEEDBACK_DOCUMENTS}, "
                                f"got {self.fb_docs}")
-        if self.fb_terms < 1:
-            raise SemiretError(f"fb_terms (--fb-terms) must be at least 1, got {self.fb_terms}")
+        if not 1 <= self.fb_terms <= MAX_FEEDBACK_TERMS:
+            raise SemiretError(f"fb_terms (--fb-terms) must be between 1 and {MAX_FEEDBACK_TERMS}, "
+                               f"got {self.fb_terms}")
         if not 0.0 <= self.original_query_weight <= 1.0:
             raise SemiretError("original_query_weight (--original-query-weight) must be between 0 and 1, got "
                                f"{self.original_query_weight}")

@@ -690,6 +690,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 Grouping(body.group_by, body.group_size)
             except SemiretError as exc:
                 raise validation_error(("body", "group_by"), str(exc), "group_by_invalid") from None
+            if (k + body.offset) * body.group_size > settings.max_k:
+                raise validation_error(("body", "group_size"), f"(k + offset) x group_size, the hits a grouped search "
+                                       f"may read, must be at most {settings.max_k} (--max-k)", "less_than_equal")
         if body.highlight and not index.index.stores_texts:
             raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to highlight", "highlight_invalid")

@@ -116,6 +116,7 @@ def test_rm3_needs_stored_texts_and_sound_options(tmp_path, bm25):
     with pytest.raises(SemiretError, match="no stored documents.*RM3"):
         bare.with_options(rm3=True)
     for options, message in [({"fb_docs": 0}, "fb_docs"), ({"fb_docs": 1001}, "fb_docs"), ({"fb_terms": 0}, "fb_terms"),
+                             ({"fb_terms": 10**12}, "fb_terms .*between 1 and 1000"),
                              ({"original_query_weight": 1.5}, "original_query_weight")]:
         with pytest.raises(SemiretError, match=message):
             open_retriever(bm25.index.path, rm3=True, **options)

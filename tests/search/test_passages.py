@@ -173,6 +173,9 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         first, second = grouped(k=3, group_size=2), grouped(k=3, group_size=2, offset=3)
         assert [g for _, g in first + second] == [g for _, g in grouped(k=6, group_size=2)]
         assert not {g for _, g in first} & {g for _, g in second}
+        too_many = client.post("/indexes/docs/search", json={"queries": ["x"], "group_by": "parent", "k": 20,
+                                                             "offset": 5, "group_size": 50})  # 1,250 hits > --max-k
+        assert too_many.status_code == 422 and too_many.json()["detail"][0]["loc"] == ["body", "group_size"]
         bad = client.post("/indexes/docs/search", json={"queries": ["x"], "group_by": ""})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "group_by"]
         added = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"},
