@@ -137,11 +137,28 @@ class Retriever:
     naming the retrievers that take it; a model of no known kind (a hub id, a plain transformers folder) is left to
     the side that loads it."""
 
-    def __init__(self, index, query_side: QuerySide, document_side: DocumentSide, scratch=None):
+    def __init__(self, index, query_side: QuerySide, document_side: DocumentSide, scratch=None,
+                 search_options: dict | None = None):
         self.index = index
         self.query_side = query_side
         self.document_side = document_side
         self._scratch = scratch  # the temporary directory of an index built without a path, kept alive
+        self._search_options = dict(search_options or {})  # what a pickled copy opens its index with
+
+    def __reduce__(self):
+        """Pickled (to another process: multiprocessing, joblib) as what reopens it there: its retriever, index
+        directory and search options; the other process loads its own model and maps its own files."""
+        if self._scratch is not None or not Path(self.index.path).is_dir():
+            raise SemiretError(f"a retriever over {self.index.path} cannot be sent to another process: only an index "
+                               "directory of its own can be opened there (build it with a path; a Milvus "
+                               "collection: open it there with open_retriever)")
+        return _reopened, (self.name, str(self.index.path), self._search_options)
+
+    def __copy__(self) -> "Retriever":
+        """A shallow copy sharing the open index and model (what :meth:`pinned` changes the index of)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
 
     # ------------------------------------------------------------------ options
     @classmethod
@@ -282,7 +299,8 @@ class Retriever:
             options = {**options, "model": located(recorded)}  # the model the index was built to be searched with
         query_options = cls.search_options(options)
         document_side = document_side or _builder_of(index, cls).documents.from_index(index)
-        return cls(index, cls.queries.open(index, query_options, document_side), document_side)
+        return cls(index, cls.queries.open(index, query_options, document_side), document_side,
+                   search_options=options)
 
     @property
     def chunking(self) -> Chunking | None:
@@ -394,7 +412,8 @@ class Retriever:
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""
         query_side = self.queries.open(self.index, self.search_options(options), self.document_side)
-        return type(self)(self.index, query_side, self.document_side, self._scratch)  # a temporary index lives on
+        return type(self)(self.index, query_side, self.document_side, self._scratch,  # a temporary index lives on
+                          search_options=options)
 
     def pinned(self) -> "Retriever":
         """This retriever over a read-only view of the index's current commit (``index.pinned()``): a search
@@ -729,6 +748,11 @@ def retriever_class(name: str) -> type[Retriever]:
 def _builder_of(index, default: type[Retriever]) -> type[Retriever]:
     """The retriever that built ``index`` (its document side adds documents to it), else ``default``."""
     return RETRIEVERS.get(index.meta.get("retriever", ""), default)
+
+
+def _reopened(name: str, path: str, options: dict) -> Retriever:
+    """A pickled retriever, opened again (:meth:`Retriever.__reduce__`)."""
+    return retriever_class(name).open(path, **options)
 
 
 def open_retriever(path: str | Path, name: str | None = None, backend: "str | MilvusBackend | None" = None,

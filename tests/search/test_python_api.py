@@ -171,3 +171,20 @@ def test_option_values_of_the_wrong_type_are_named(tmp_path):
     assert not (tmp_path / "bad").exists()
     built = BM25Retriever.build(TINY_DOCS, tmp_path / "idx", k1=np.float32(1.25), b=np.float64(0.5))
     assert built.search("cats") == BM25Retriever.build(TINY_DOCS, tmp_path / "plain", k1=1.25, b=0.5).search("cats")
+
+
+def test_a_retriever_pickles_as_what_reopens_it(tmp_path):
+    """Sent to another process (multiprocessing, joblib) a retriever reopens its index directory with its search
+    options there; one over a temporary index cannot be, and says so; a shallow copy shares the open index."""
+    import copy
+    import pickle
+
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx", k1=1.2)
+    expanded = bm25.with_options(rm3=True, fb_docs=2)
+    sent = pickle.loads(pickle.dumps(expanded))
+    assert type(sent) is BM25Retriever and sent.search(["cats mice"]) == expanded.search(["cats mice"])
+    assert sent.with_options().search("cats mice") == bm25.search("cats mice")
+    assert sent._search_options == {"rm3": True, "fb_docs": 2} and sent.index.meta["bm25"] == bm25.index.meta["bm25"]
+    assert copy.copy(bm25).index is bm25.index
+    with pytest.raises(SemiretError, match="cannot be sent to another process"):
+        pickle.dumps(BM25Retriever.build(TINY_DOCS))
