@@ -189,10 +189,23 @@ def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                 yield line_number, row
 
 
+BEIR_SUFFIXES = (".jsonl", ".jsonl.gz", ".tsv", ".tsv.gz")
+"""What a BEIR folder's ``corpus`` and ``queries`` files may be (the first found is read)."""
+
+
+def beir_file(folder: Path, stem: str) -> Path:
+    """A BEIR folder's ``corpus`` or ``queries`` file: ``STEM.jsonl``, gzipped or TSV (:data:`BEIR_SUFFIXES`, the
+    first there); ``STEM.jsonl`` (to name) when there is none."""
+    for suffix in BEIR_SUFFIXES:
+        if (folder / f"{stem}{suffix}").is_file():
+            return folder / f"{stem}{suffix}"
+    return folder / f"{stem}.jsonl"
+
+
 def _corpus_file(path: str | Path) -> Path:
-    """A corpus file, or a BEIR folder's ``corpus.jsonl``."""
+    """A corpus file, or a BEIR folder's corpus (:func:`beir_file`)."""
     path = Path(path)
-    return path / "corpus.jsonl" if path.is_dir() else path
+    return beir_file(path, "corpus") if path.is_dir() else path
 
 
 TSV_SUFFIXES = (".tsv", ".tab", ".txt")
@@ -288,7 +301,9 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
                 raise DataFormatError(str(exc), path, line) from None
             yield checked(document, line)
     if truncated:
-        log.warning("%s: %d documents longer than %d characters were truncated", path, truncated, MAX_DOC_CHARS)
+        log.warning("%s: %d document%s longer than %d characters cut there (the stored text too): split such "
+                    "documents before indexing them to keep all of their text", path, truncated,
+                    "" if truncated == 1 else "s", MAX_DOC_CHARS)
     if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
                     "can)", path, len(spaced), spaced[0])
@@ -316,7 +331,7 @@ def read_queries(path: str | Path) -> dict[str, str]:
     either gzipped or not, as ``{id: text}``."""
     path = Path(path)
     if path.is_dir():
-        path = path / "queries.jsonl"
+        path = beir_file(path, "queries")
     queries: dict[str, str] = {}
     if _is_tsv(path):
         rows = ((line, query_id, text) for line, query_id, text, _ in _tsv_records(path, QUERY_COLUMNS))
@@ -431,8 +446,8 @@ class Collection:
             if self.queries_file is None:
                 raise DataFormatError("a corpus file, not a BEIR folder: give its queries and judgements too "
                                       "(--queries FILE --qrels FILE)", self.root)
-        elif not (self.root / "corpus.jsonl").is_file():
-            raise DataFormatError("not a BEIR collection (no corpus.jsonl)", self.root)
+        elif not beir_file(self.root, "corpus").is_file():
+            raise DataFormatError("not a BEIR collection (no corpus.jsonl, .jsonl.gz, .tsv or .tsv.gz)", self.root)
         for path in (self.queries_file, self.qrels_file):
             if path is not None and not path.is_file():
                 raise DataFormatError("file not found", path)
@@ -443,7 +458,7 @@ class Collection:
 
     @property
     def corpus_path(self) -> Path:
-        return self.root if self.root.is_file() else self.root / "corpus.jsonl"
+        return self.root if self.root.is_file() else beir_file(self.root, "corpus")
 
     def corpus(self) -> Iterator[Document]:
         return iter_corpus(self.corpus_path)
@@ -456,7 +471,7 @@ class Collection:
 
     @property
     def queries_path(self) -> Path:
-        return self.queries_file or self.root / "queries.jsonl"
+        return self.queries_file or beir_file(self.root, "queries")
 
     def qrels(self, split: str) -> dict[str, dict[str, int]]:
         path = self.qrels_path(split)

@@ -1068,7 +1068,8 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
             try:
                 merged.add_index(open_index(shard))
             except SemiretError as exc:  # said of the first shard, not of the staging folder it is copied to
-                reason = str(exc).replace(str(staged), str(shards[0]))
+                reason = str(exc).replace(str(staged), str(shards[0])).replace(  # no replacing among shards
+                    " (use replace / --replace)", ": shards of one corpus hold different documents (a shard given twice?)")
                 raise type(exc)(f"{shard} does not join {shards[0]}: {reason}") from None
         merged.merge()
     return open_index(target)
@@ -1101,6 +1102,9 @@ def check_build_target(target: Path, overwrite: bool, source: Path | None = None
     replace a non-empty directory that is not a semiret index, even with ``overwrite``, nor the directory that
     holds ``source`` (the corpus being indexed)."""
     if not target.exists():
+        return
+    if target.is_dir() and not any(target.iterdir()):
+        target.rmdir()  # an empty directory (made beforehand, as many tools want) stands for none: the index goes there
         return
     if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
         raise IndexFormatError(f"{target} exists and is not a semiret index: choose another directory "

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from semiret.data.collection import Collection, Document, iter_corpus
+from semiret.data.collection import Collection, Document, beir_file, iter_corpus
 from semiret.data.packaged import PACKAGED_CHECKPOINTS, check_run_output
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
@@ -367,9 +367,10 @@ def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: 
 
     queries = known_item_queries(documents, config.queries_per_epoch, config.seed, prefix="pseudo")
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    link = folder / "corpus.jsonl"
+    source = beir_file(corpus, "corpus")
+    link = folder / source.name  # its suffix says how to read it
     if not link.exists():
-        link.symlink_to((corpus / "corpus.jsonl").resolve())
+        link.symlink_to(source.resolve())
     with open(folder / "queries.jsonl", "w", encoding="utf-8") as handle:
         for query in queries:
             handle.write(json.dumps({"_id": query.id, "text": query.text}, ensure_ascii=False) + "\n")

@@ -59,6 +59,29 @@ def test_collection_unknown_split_and_missing_corpus(beir_dir, tmp_path):
         Collection(tmp_path / "empty")
 
 
+def test_a_beir_folder_of_gzipped_or_tsv_files_is_read(beir_dir, tmp_path):
+    """``corpus`` and ``queries`` of a BEIR folder may be gzipped or TSV, as files given alone may be."""
+    import gzip
+    import shutil
+
+    plain = Collection(beir_dir)
+    packed = tmp_path / "packed"
+    shutil.copytree(beir_dir, packed)
+    for stem in ("corpus", "queries"):
+        with open(packed / f"{stem}.jsonl", "rb") as source, gzip.open(packed / f"{stem}.jsonl.gz", "wb") as target:
+            shutil.copyfileobj(source, target)
+        (packed / f"{stem}.jsonl").unlink()
+    tabbed = tmp_path / "tabbed"
+    shutil.copytree(beir_dir, tabbed)
+    (tabbed / "corpus.tsv").write_text("".join(f"{d.id}\t{d.text}\t{d.title}\n" for d in plain.corpus()))
+    (tabbed / "corpus.jsonl").unlink()
+    for folder in (packed, tabbed):
+        collection = Collection(folder)
+        assert list(collection.corpus()) == list(plain.corpus()) and list(iter_corpus(folder)) == list(plain.corpus())
+        assert collection.queries("test") == plain.queries("test")
+    assert Collection(packed).corpus_path.name == "corpus.jsonl.gz"
+
+
 def test_document_full_text_and_record():
     assert Document("x", "body", "Title").full_text == "Title body"
     assert Document("x", "body").full_text == "body"
@@ -358,7 +381,7 @@ def test_huge_document_truncated_with_one_warning(tmp_path, monkeypatch, caplog)
         docs = list(iter_corpus(path))
     assert [len(d.text) for d in docs] == [1000, 1000, 4]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "2 documents longer than 1000 characters were truncated" in warnings[0].message
+    assert len(warnings) == 1 and "2 documents longer than 1000 characters cut there" in warnings[0].message
 
 
 def test_default_truncation_limit_applies(tmp_path):

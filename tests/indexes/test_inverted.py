@@ -628,6 +628,19 @@ def test_merge_quantized_keeps_scale(tmp_path):
 
 
 # ---------------------------------------------------------------------------- never half-written
+def test_an_empty_directory_made_beforehand_takes_the_index(tmp_path):
+    """``mkdir out && semiret index --out out``: an empty directory stands for none (no --overwrite needed); one
+    holding anything still refuses."""
+    (tmp_path / "idx").mkdir()
+    built = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(3), 5))
+    assert built.n_docs == 5 and (tmp_path / "idx" / "meta.json").is_file()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(IndexFormatError, match="not a semiret index"):
+        build(tmp_path / "other", "impact", random_postings(np.random.default_rng(3), 5))
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
 def test_build_into_existing_path_without_overwrite(tmp_path):
     rng = np.random.default_rng(12)
     original = random_postings(rng, 30)

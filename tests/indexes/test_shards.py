@@ -64,6 +64,7 @@ def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, cor
         merge_shards(tmp_path / "ab", [tmp_path / "a", tmp_path / "b"])
     assert f"{tmp_path / 'b'} does not join {tmp_path / 'a'}" in str(refused.value) and ".tmp-" not in str(refused.value)
     assert "bm25.k1: 1.5 != 0.5" in str(refused.value)  # the setting that differs is named
-    with pytest.raises(SemiretError, match="already in"):
+    with pytest.raises(SemiretError, match="already in") as repeated:
         merge_shards(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"])
+    assert "replace" not in str(repeated.value) and "hold different documents" in str(repeated.value)
     assert not (tmp_path / "ab").exists() and not (tmp_path / "ac").exists()
