@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, Iterator, TypeVar
 
 from rich.console import Console
@@ -25,10 +26,38 @@ def report(message: str) -> None:
         CONSOLE.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
+PLAIN_REPORT_SECONDS = 30.0
+"""Where standard error is no terminal (a batch job, ``nohup``, a log file) a bar cannot redraw: a line saying how
+far a long task is comes this often instead."""
+
+
+class _PlainProgress:
+    """What a bar shows, as a line every :data:`PLAIN_REPORT_SECONDS` (and none for a task quicker than that)."""
+
+    def __init__(self, description: str, total: float | None):
+        self.description, self.total, self.done = description, total, 0.0
+        self.started = self.last = time.monotonic()
+
+    def advance(self, amount: float = 1, figures: str = "") -> None:
+        self.done += amount
+        now = time.monotonic()
+        if now - self.last >= PLAIN_REPORT_SECONDS:
+            self.last = now
+            of = f"/{self.total:,.0f}" if self.total else ""
+            report(f"{self.description}: {self.done:,.0f}{of} in {now - self.started:,.0f} s {figures}".rstrip())
+
+
 def track(items: Iterable[T], description: str, total: float | None = None, advance=None) -> Iterator[T]:
-    """Yield ``items`` with a progress bar; ``advance(item)`` says how much each item counts (default 1)."""
+    """Yield ``items`` with a progress bar (a line now and then where standard error is no terminal);
+    ``advance(item)`` says how much each item counts (default 1)."""
     if not ENABLED:
         yield from items
+        return
+    if not CONSOLE.is_terminal:
+        plain = _PlainProgress(description, total)
+        for item in items:
+            yield item
+            plain.advance(advance(item) if advance else 1)
         return
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TimeRemainingColumn()]
@@ -46,9 +75,12 @@ class StepBar:
         self.description = description
         self.total = total
         self._progress = None
+        self._plain: _PlainProgress | None = None
 
     def __enter__(self) -> "StepBar":
-        if ENABLED:
+        if ENABLED and not CONSOLE.is_terminal:
+            self._plain = _PlainProgress(self.description, self.total)
+        elif ENABLED:
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=CONSOLE)
             self._progress.__enter__()
@@ -56,6 +88,8 @@ class StepBar:
         return self
 
     def advance(self, figures: str = "") -> None:
+        if self._plain is not None:
+            self._plain.advance(1, figures)
         if self._progress is not None:
             self._progress.update(self._task, advance=1, description=f"{self.description} {figures}")
 

@@ -62,6 +62,23 @@ def test_terms_are_shown_and_averaged_per_epoch_into_the_state(tmp_path, monkeyp
     assert summary["loss_per_epoch"] == [round(h.mean_loss, 4) for h in history]
 
 
+def test_a_long_task_says_how_far_it_is_where_output_goes_to_a_file(monkeypatch, capsys):
+    """No terminal, no bar to redraw: a line every PLAIN_REPORT_SECONDS says how far a task is (none for a quick one)."""
+    from semiret import progress
+
+    progress.set_enabled(True)
+    assert not progress.CONSOLE.is_terminal  # pytest captures standard error
+    assert list(progress.track(range(5), "quick", total=5)) == list(range(5))
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "PLAIN_REPORT_SECONDS", 0.0)
+    assert list(progress.track(range(3), "indexing (bm25)", total=300, advance=lambda item: 100)) == [0, 1, 2]
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and lines[-1].startswith("indexing (bm25): 300/300 in ")
+    with progress.StepBar("epoch 1/1", 2) as bar:
+        bar.advance("loss 0.5")
+    assert capsys.readouterr().err.strip().endswith("s loss 0.5")
+
+
 def test_each_finished_epoch_is_reported_where_output_goes_to_a_file(tmp_path, capsys):
     """The epoch's loss was logged at INFO, below what the command line shows, and the bars vanish when done: a
     run whose output went to a file had no per-epoch loss."""
