@@ -88,6 +88,7 @@ class WordCountQueries(QuerySide):
         self._query_terms = terms
         self.options = options or RM3Options()
         self._feedback_terms = FeedbackTerms()
+        self._said_stopwords = False
 
     @property
     def searches_postings(self) -> bool:  # an expanded query needs a search of its own first
@@ -106,6 +107,10 @@ class WordCountQueries(QuerySide):
     def encode_query(self, text: str) -> SparseQuery:
         # what np.unique(ids, return_counts=True) gives, without its per-call cost (queries are short)
         ids = self._query_terms(text)
+        if not ids and not self._said_stopwords and text.strip() and not self._query_terms.analyzer(text):
+            self._said_stopwords = True
+            log.warning("every word of the query %r is a stopword of the index's analyzer, so it finds nothing (an "
+                        "index built with stopwords=none keeps them; said once)", text)
         terms = sorted(set(ids))
         if len(terms) == len(ids):
             counts = np.ones(len(terms), np.float32)

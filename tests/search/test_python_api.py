@@ -188,3 +188,14 @@ def test_a_retriever_pickles_as_what_reopens_it(tmp_path):
     assert copy.copy(bm25).index is bm25.index
     with pytest.raises(SemiretError, match="cannot be sent to another process"):
         pickle.dumps(BM25Retriever.build(TINY_DOCS))
+
+
+def test_a_bm25_query_of_stopwords_alone_says_so_once(tmp_path, caplog):
+    import logging
+
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with caplog.at_level(logging.WARNING):
+        assert bm25.search("the and of") == [] and bm25.search("of the") == [] and bm25.search("zebra") == []
+    assert caplog.text.count("is a stopword") == 1 and "stopwords=none" in caplog.text
+    kept = BM25Retriever.build(TINY_DOCS, tmp_path / "all", stopwords="none")
+    assert kept.search("the and of")  # kept where the index keeps them
