@@ -172,9 +172,10 @@ class Retriever:
         search_names = option_tools.option_names([cls.queries.Options])
         unknown = sorted(k for k, v in options.items() if v is not None and k not in build_names + search_names)
         if unknown:
-            allowed = ", ".join(dict.fromkeys(build_names + search_names)) or "none"
-            raise SemiretError(f"option(s) {', '.join(unknown)} do not apply to retriever {cls.name!r} "
-                               f"(its options: {allowed})")
+            searching = [name for name in search_names if name not in build_names]
+            raise SemiretError(f"option(s) {', '.join(unknown)} do not apply to retriever {cls.name!r} (its options: "
+                               f"{', '.join(build_names) or 'none'} to build"
+                               + (f"; {', '.join(searching)} to search" if searching else "") + ")")
         return option_tools.pick(options, cls.documents.Options), option_tools.pick(options, cls.queries.Options)
 
     @classmethod
