@@ -142,8 +142,13 @@ class Client:
         return self._about
 
     def _max_batch(self, most: int) -> int:
-        """``most``, or the server's ``--max-batch`` where that is lower."""
-        return min(most, self.about()["limits"]["max_batch"])
+        """``most``, or the server's ``--max-batch`` where that is lower (``most`` from a server that does not say)."""
+        try:
+            return min(most, self.about()["limits"]["max_batch"])
+        except ServerError as error:
+            if error.status != 404:  # (a server older than GET /)
+                raise
+            return most
 
     def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,

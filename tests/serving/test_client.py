@@ -128,6 +128,13 @@ def test_the_client_keeps_within_a_servers_lower_limits(tmp_path):
         assert [d.id for d in client.iter_documents("notes")] == [d["_id"] for d in documents]
         with pytest.raises(ServerError, match="at most 3"):
             client.search("notes", "statins", k=4)  # asked for: the server's answer
+        sent = client._transport
+        older = Client("http://testserver", api_key="key", transport=lambda method, path, body, headers: (
+            (404, b'{"detail": "Not Found"}') if path == "/" else sent(method, path, body, headers)))
+        assert older.add("notes", documents[:2]) == 2  # a server without GET /: the client's own batch size
+        with pytest.raises(ServerError) as missing:
+            older.about()
+        assert missing.value.status == 404
 
 
 def test_an_add_of_several_requests_checks_every_document_before_the_first(served):
