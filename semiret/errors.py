@@ -31,6 +31,9 @@ class UnknownDocumentError(SemiretError, LookupError):
         super().__init__(message)
         self.doc_id = doc_id
 
+    def __reduce__(self):  # from a worker process with its id
+        return type(self), (str(self), self.doc_id)
+
 
 class OptionError(SemiretError, ValueError):
     """An option given a value it does not take (an unknown stopword list, say): the message names the option."""

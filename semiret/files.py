@@ -196,10 +196,16 @@ def lock_if_free(path: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def vacant_directory(path: Path) -> bool:
+    """An empty directory of its own (not a link, not a mount point), made beforehand to take an index: a build
+    goes there without ``overwrite``, as into no directory."""
+    return path.is_dir() and not path.is_symlink() and not os.path.ismount(path) and not any(path.iterdir())
+
+
 def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
     """Move a fully written ``staged`` directory to ``target``, durably; an old ``target`` is replaced only if
-    allowed."""
-    if target.exists() and not overwrite:
+    allowed (or vacant: :func:`vacant_directory`)."""
+    if target.exists() and not overwrite and not vacant_directory(target):
         shutil.rmtree(staged, ignore_errors=True)
         raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
     fsync_tree(staged)

@@ -31,6 +31,11 @@ PLAIN_REPORT_SECONDS = 30.0
 far a long task is comes this often instead."""
 
 
+def _no_live_display() -> bool:
+    """Standard error is neither a terminal nor a notebook (where a bar redraws): a file, a pipe, a batch job's log."""
+    return not CONSOLE.is_terminal and not CONSOLE.is_jupyter
+
+
 class _PlainProgress:
     """What a bar shows, as a line every :data:`PLAIN_REPORT_SECONDS` (and none for a task quicker than that)."""
 
@@ -53,7 +58,7 @@ def track(items: Iterable[T], description: str, total: float | None = None, adva
     if not ENABLED:
         yield from items
         return
-    if not CONSOLE.is_terminal:
+    if _no_live_display():
         plain = _PlainProgress(description, total)
         for item in items:
             yield item
@@ -78,7 +83,7 @@ class StepBar:
         self._plain: _PlainProgress | None = None
 
     def __enter__(self) -> "StepBar":
-        if ENABLED and not CONSOLE.is_terminal:
+        if ENABLED and _no_live_display():
             self._plain = _PlainProgress(self.description, self.total)
         elif ENABLED:
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

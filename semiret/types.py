@@ -8,7 +8,7 @@ consumes without importing the index.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -112,8 +112,8 @@ class Hit:
         yield self.score
 
     def __reduce__(self):
-        """Pickled (to another process, a cache) without the index it reads documents from: id, score and group."""
-        return Hit, (self.id, self.score, None, self.group)
+        """Pickled (to another process, a cache) without the index it reads documents from: every other field."""
+        return type(self), tuple(None if f.name == "lookup" else getattr(self, f.name) for f in fields(self))
 
     def __copy__(self) -> "Hit":
         return self
@@ -154,20 +154,22 @@ class SearchHits:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __reduce__(self):
-        """Pickled (or copied) as plain lists, without the index its hits read documents from (a segmented index's
-        lazily decoded ids decoded)."""
-        return SearchHits, ([list(ids) for ids in self.ids], [list(scores) for scores in self.scores],
-                            self.postings_visited, None, self.groups)
-
-    def __deepcopy__(self, memo) -> "SearchHits":
-        """A copy in plain lists that still reads the documents of the index searched."""
-        copied = SearchHits(*self.__reduce__()[1])
-        copied.lookup, copied.groups = self.lookup, copy.deepcopy(self.groups, memo)
-        return copied
+    def __getstate__(self) -> dict:
+        """Pickled (to another process, a cache) without the index its hits read documents from."""
+        return {**vars(self), "lookup": None}
 
     def __copy__(self) -> "SearchHits":
-        return self.__deepcopy__({})  # the lists are the copy's own either way
+        clone = object.__new__(type(self))
+        clone.__dict__.update(vars(self))
+        return clone
+
+    def __deepcopy__(self, memo) -> "SearchHits":
+        """A copy that still reads the documents of the index searched (the index itself is not copied)."""
+        memo[id(self.lookup)] = self.lookup
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        clone.__dict__.update({name: copy.deepcopy(value, memo) for name, value in vars(self).items()})
+        return clone
 
     def __getitem__(self, query: int) -> list[Hit]:
         """Query ``query``'s hits, best first (one query: a slice of queries is ``list(hits)[a:b]``)."""

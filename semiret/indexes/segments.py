@@ -50,6 +50,7 @@ from semiret.files import (
     exclusive_lock,
     link_or_copy,
     staged_directory,
+    vacant_directory,
 )
 from semiret.indexes.filters import MISSING, Column, TextIndex, distinct_values, field_value
 from semiret.indexes.storage import (
@@ -945,6 +946,15 @@ class SegmentHits(SearchHits):
     def __len__(self) -> int:
         return len(self.scores)
 
+    def __reduce__(self):
+        """Pickled as plain hits, the ids decoded: the segments stay in this process."""
+        return SearchHits, (self.ids, self.scores, self.postings_visited, None, self.groups)
+
+    def __deepcopy__(self, memo) -> SearchHits:
+        """Plain hits, the ids decoded, still reading the documents of the index searched."""
+        return SearchHits(copy.deepcopy(self.ids, memo), copy.deepcopy(self.scores, memo), self.postings_visited,
+                          self.lookup, copy.deepcopy(self.groups, memo))
+
     def id_keys(self, query: int) -> np.ndarray:
         refs = self._refs[self._bounds[query]: self._bounds[query + 1]]
         return self._per_segment(refs, lambda segment, locals_: segment.id_keys()[locals_], np.uint64)
@@ -1103,8 +1113,7 @@ def check_build_target(target: Path, overwrite: bool, source: Path | None = None
     holds ``source`` (the corpus being indexed)."""
     if not target.exists():
         return
-    if target.is_dir() and not any(target.iterdir()):
-        target.rmdir()  # an empty directory (made beforehand, as many tools want) stands for none: the index goes there
+    if vacant_directory(target):  # made beforehand, as many tools want: the index goes there
         return
     if not target.is_dir() or (any(target.iterdir()) and not (target / META_FILE).is_file()):
         raise IndexFormatError(f"{target} exists and is not a semiret index: choose another directory "

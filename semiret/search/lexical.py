@@ -216,7 +216,7 @@ class IDFOptions:
     """Query token weights: 'corpus' (IDF over the index, kept current as documents are added), 'msmarco'
     (the shared MS MARCO table) or a JSON {token: weight} table; default: the table a trained inference-free
     model was saved with, else 'corpus'."""
-    two_phase: str | None = None
+    two_phase: str | TwoPhase | None = None
     """Two-phase search: 'on' (prune ratio 0.4, window 5k), 'RATIO' or 'RATIO,EXPANSION'; queries it cannot
     speed up are searched exactly unless ',always' follows."""
     min_idf: float = DEFAULT_MIN_IDF

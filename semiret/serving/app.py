@@ -202,50 +202,60 @@ class CheckedRoute(APIRoute):
         return checked
 
 
+STORAGE_ERRNOS = (errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM, errno.EMFILE, errno.ENFILE)
+"""What a disk or file system refuses a read or write with (besides a full disk): a JSON 500 naming it."""
+
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: paired, it is one character; alone, a string no file can store."""
 
 
-class _NonFinite(ValueError):
-    """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON text (Python's parser takes them; JSON has no such number)."""
+class _NonFinite:
+    """Where ``NaN``, ``Infinity`` or ``-Infinity`` stood in a JSON text (Python's parser takes them; JSON has no such
+    number)."""
 
-
-def _refuse_constant(name: str):
-    raise _NonFinite(name)
+    def __init__(self, name: str):
+        self.name = name
 
 
 def check_json_text(text: str, loc: tuple) -> None:
-    """Refuse what Python's JSON parser takes but no valid JSON holds, before anything reads it: a lone surrogate
-    (``"\\ud800"``: not a character, it cannot be written as UTF-8, so a write would fail half-way with a 500)
-    and ``NaN``/``Infinity`` (stored as null, then matching no filter). The text is parsed again only when one
-    of them may appear in it at all (paired surrogate escapes, emoji, are fine)."""
+    """Refuse what Python's JSON parser takes but no valid JSON holds, before anything reads it, naming where it
+    stands: a lone surrogate (``"\\ud800"``: not a character, it cannot be written as UTF-8, so a write would fail
+    half-way with a 500) and ``NaN``/``Infinity`` (stored as null, then matching no filter). The text is parsed again
+    only when one of them may appear in it at all (paired surrogate escapes, emoji, are fine)."""
     if not SURROGATE_ESCAPE.search(text) and "NaN" not in text and "Infinity" not in text:
         return
     try:
-        parsed = json.loads(text, parse_constant=_refuse_constant)
-    except _NonFinite as exc:
-        raise validation_error(loc, f"{exc} is not a JSON number: send a finite number, or null", "finite_number")
+        parsed = json.loads(text, parse_constant=_NonFinite)
     except json.JSONDecodeError:
         return  # malformed: the endpoint's own parsing says where
-    place = _lone_surrogate_at(parsed)
-    if place is not None:
+    found = _invalid_at(parsed)
+    if found is not None:
+        place, problem = found
+        place = tuple(part.encode("utf-8", "backslashreplace").decode() if isinstance(part, str) else part
+                      for part in place)  # a key holding the surrogate, written so that the answer can hold it
+        if isinstance(problem, _NonFinite):
+            raise validation_error((*loc, *place), f"{problem.name} is not a JSON number: send a finite number, or "
+                                   "null", "finite_number")
         raise validation_error((*loc, *place), "a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape): "
                                "not a character; send valid Unicode", "string_unicode")
 
 
-def _lone_surrogate_at(value, place: tuple = ()) -> tuple | None:
-    """Where in parsed JSON a string (a key or a value) holds a lone surrogate; None if nowhere."""
+def _invalid_at(value, place: tuple = ()) -> tuple[tuple, object] | None:
+    """Where in parsed JSON a string (a key or a value) holds a lone surrogate, or a non-finite number stood, and
+    which (the string, or its :class:`_NonFinite`); None if nowhere."""
+    if isinstance(value, _NonFinite):
+        return place, value
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return place
+            return place, value
         return None
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        if isinstance(key, str) and _lone_surrogate_at(key) is not None:
-            return (*place, key)
-        found = _lone_surrogate_at(item, (*place, key))
+        if isinstance(key, str) and _invalid_at(key) is not None:
+            return (*place, key), key
+        found = _invalid_at(item, (*place, key))
         if found is not None:
             return found
     return None
@@ -423,8 +433,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return JSONResponse({"detail": "no space left on the server's disk: nothing of this request was "
                                            "written"}, status_code=507)
-        return JSONResponse({"detail": f"the server's storage failed ({exc.strerror or type(exc).__name__}): "
-                                       "nothing of this request was written"}, status_code=500)
+        if exc.errno in STORAGE_ERRNOS:
+            return JSONResponse({"detail": f"the server's storage failed ({exc.strerror}): nothing of this request "
+                                           "was written"}, status_code=500)
+        raise exc  # not the disk (a network error, say): the server's plain 500
 
     def check_batch(count: int, what: str) -> None:
         if count > settings.max_batch:
@@ -449,12 +461,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
 
     # ------------------------------------------------------------------ health
+    try:
+        version = importlib.metadata.version("semiret")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout on PYTHONPATH, not installed
+        version = None
+
     @app.get("/", tags=["health"], responses=_errors(401))
     async def about(request: Request) -> dict:
         """The server: its version, whether it takes writes, and the limits a request must keep (what a client
         sizes its batches, pages and ``k`` by)."""
         check_key(request, write=False)
-        return {"name": "semiret", "version": importlib.metadata.version("semiret"), "writable": settings.api_key is not None,
+        return {"name": "semiret", "version": version, "writable": settings.api_key is not None,
                 "limits": {"max_batch": settings.max_batch, "max_k": settings.max_k,
                            "max_request_bytes": settings.max_request_bytes}}
 

@@ -634,6 +634,14 @@ def test_an_empty_directory_made_beforehand_takes_the_index(tmp_path):
     (tmp_path / "idx").mkdir()
     built = build(tmp_path / "idx", "impact", random_postings(np.random.default_rng(3), 5))
     assert built.n_docs == 5 and (tmp_path / "idx" / "meta.json").is_file()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(SemiretError):  # a build that fails leaves the directory as it was
+        InvertedIndex.build(tmp_path / "kept", "impact", [random_postings(np.random.default_rng(3), 5)], vocab_size=0,
+                            analyzer=ANALYZER)
+    assert (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())
+    (tmp_path / "link").symlink_to(tmp_path / "kept")
+    with pytest.raises(IndexFormatError, match="already exists"):  # a link to an empty directory is no place
+        build(tmp_path / "link", "impact", random_postings(np.random.default_rng(3), 5))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(IndexFormatError, match="not a semiret index"):

@@ -57,7 +57,8 @@ def test_hits_pickle_and_copy(tmp_path):
     sent = pickle.loads(pickle.dumps(batch))
     assert (sent.ids, sent.scores, sent.groups) == (batch.ids, batch.scores, batch.groups) and sent.lookup is None
     for copied in (copy.copy(batch), copy.deepcopy(batch)):
-        assert copied.ids == batch.ids and copied[0][0].text == batch[0][0].text and copied.ids is not batch.ids
+        assert copied.ids == batch.ids and copied[0][0].text == batch[0][0].text
+    assert copy.deepcopy(batch).ids is not batch.ids and copy.deepcopy(batch).lookup is batch.lookup
     assert copy.deepcopy(one)[0].text == one[0].text
 
 

@@ -269,12 +269,17 @@ def test_lone_surrogates_and_nan_are_refused_where_they_stand_and_change_nothing
         assert answer.status_code == 422, answer.text
         assert answer.json()["detail"][0]["loc"] == loc and "surrogate" in answer.json()["detail"][0]["msg"]
     assert state(indexes) == before
-    for body in (b'{"ids": ["d1"], "metadata": {"score": NaN}}', b'{"ids": ["d1"], "metadata": {"x": -Infinity}}'):
+    for body, field in ((b'{"ids": ["d1"], "metadata": {"score": NaN}}', "score"),
+                        (b'{"ids": ["d1"], "metadata": {"x": [1, -Infinity]}}', "x")):
         answer = client.post("/indexes/tiny/documents/metadata", content=body, **json_body)
         assert answer.status_code == 422 and "is not a JSON number" in answer.json()["detail"][0]["msg"], answer.text
+        assert answer.json()["detail"][0]["loc"][:3] == ["body", "metadata", field]
     nan_line = client.put("/indexes/tiny/documents", content=b'{"_id": "n", "text": "NaN", "metadata": {"x": NaN}}',
                           **ndjson)
-    assert nan_line.status_code == 422 and nan_line.json()["detail"][0]["loc"] == ["body", "line", 1]
+    assert nan_line.status_code == 422 and nan_line.json()["detail"][0]["loc"] == ["body", "line", 1, "metadata", "x"]
+    key = client.post("/indexes/tiny/search", content=b'{"queries": ["cats"], "filter": {"\\ud800": "x"}}',
+                      headers={"content-type": "application/json"})
+    assert key.status_code == 422 and key.json()["detail"][0]["loc"] == ["body", "filter", "\\ud800"]
     assert state(indexes) == before
     paired = client.put("/indexes/tiny/documents", content=b'{"_id": "e1", "text": "walrus \\ud83d\\ude00"}', **ndjson)
     assert paired.status_code == 200, paired.text

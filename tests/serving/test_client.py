@@ -49,6 +49,13 @@ def test_the_client_answers_as_the_index_does_in_process(served):
     expected = local.search(["statins", "memory"], k=2, filter={"kind": "even"})
     assert [[h.id for h in hits] for hits in both] == [[h.id for h in hits] for hits in expected]
     assert isinstance(both, SearchHits) and both.ids == expected.ids and len(both) == 2  # a batch, as in process
+    import copy
+    import pickle
+
+    for kept in (copy.copy(both), copy.deepcopy(both)):  # copies keep what the answer carried
+        assert type(kept) is type(both) and kept[0][0].text == both[0][0].text and kept[0][0].metadata["kind"] == "even"
+    sent = pickle.loads(pickle.dumps(both))
+    assert type(sent) is type(both) and sent.ids == both.ids and type(sent[0][0]) is type(both[0][0])
     assert both.scores == [pytest.approx(scores) for scores in expected.scores] and both[0][0].text == expected[0][0].text
     assert both[0][0].document == local.index.get_document(both[0][0].id) and both[0][0].metadata["kind"] == "even"
     marked = client.search("notes", "statins", k=1, highlight=True)[0]
