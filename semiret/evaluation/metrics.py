@@ -71,11 +71,13 @@ def as_qrels(qrels, what: str = "the qrels") -> dict[str, dict[str, int]]:
 def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
     """:func:`as_run` and :func:`as_qrels`: a mapping of string ids is returned as it is (no copy)."""
     if isinstance(value, Mapping):
+        strings = True
         for query_id, docs in value.items():
             if not isinstance(docs, Mapping):
                 raise SemiretError(f"{what}: query {query_id!r} maps to a {type(docs).__name__}, not to "
                                    f"{{doc_id: {field}}}")
-        if all(isinstance(q, str) and all(isinstance(d, str) for d in docs) for q, docs in value.items()):
+            strings = strings and isinstance(query_id, str) and all(isinstance(d, str) for d in docs)
+        if strings:
             return value
         return {str(q): {str(d): cast(v) for d, v in docs.items()} for q, docs in value.items()}
     if hasattr(value, "itertuples") and hasattr(value, "columns"):  # a pandas DataFrame, as ir_measures takes
@@ -131,9 +133,14 @@ def trec_ordered(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]
 def per_query(run, qrels, measure) -> dict[str, float]:
     """One measure (a name or an ir_measures object) for each judged query (for significance tests and error
     analysis)."""
+    return values_per_query(as_run(run), as_qrels(qrels), measure)
+
+
+def values_per_query(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], measure) -> dict[str, float]:
+    """:func:`per_query` of a run and qrels already read (as :func:`as_run` and :func:`as_qrels` give them): what
+    a comparison calls for each run and measure, without reading them again each time."""
     if isinstance(measure, str):
         [measure] = parse_measures([measure]).values()
-    run, qrels = as_run(run), as_qrels(qrels)
     out = {q: 0.0 for q in qrels}
     for m in ir_measures.iter_calc([measure], qrels, trec_ordered(run)):
         out[m.query_id] = float(m.value)

@@ -16,7 +16,7 @@ from scipy import stats
 
 from semiret.data.trec import Run
 from semiret.errors import SemiretError
-from semiret.evaluation.metrics import as_qrels, as_run, parse_measures, per_query
+from semiret.evaluation.metrics import as_qrels, as_run, parse_measures, values_per_query
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,7 @@ def _as_runs(side: Run | Sequence[Run]) -> list[Run]:
 
 
 def mean_per_query(runs: list[Run], qrels, measure, judged: list[str]) -> np.ndarray:
-    """One measure of each judged query (in ``judged``'s order), averaged over ``runs`` (one system's seeds)."""
-    values = [per_query(run, qrels, measure) for run in runs]
+    """One measure of each judged query (in ``judged``'s order), averaged over ``runs`` (one system's seeds); runs and
+    qrels as read (:func:`~semiret.evaluation.metrics.as_run`, ``as_qrels``, a TREC file)."""
+    values = [values_per_query(run, qrels, measure) for run in runs]
     return np.array([[v[q] for q in judged] for v in values]).mean(axis=0)
