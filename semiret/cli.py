@@ -226,6 +226,10 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option(),
+          buffer_mb: Optional[float] = typer.Option(
+              None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
+              "(default 256, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the corpus, and "
+              "the segments find what one segment would. Not for a hybrid index or Milvus."),
           options: dict = None):
     """Build an index from a corpus."""
     from semiret.data.chunking import Chunking
@@ -244,7 +248,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     chunking = Chunking.of_options(chunk_words, chunk_overlap)
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                              backend=_backend(backend, milvus_token), total=total, chunking=chunking,
-                                             **options)
+                                             buffer_mb=buffer_mb, **options)
     _print_json(built.index.describe())
 
 

@@ -72,7 +72,7 @@ class ClusteredDenseIndex(DenseIndex):
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[ClusteredEmbeddings], dim: int, analyzer: dict,
               leaf_count: int, fingerprint: str, store_texts: bool = True, overwrite: bool = False,
-              extra_meta: dict | None = None) -> "ClusteredDenseIndex":
+              extra_meta: dict | None = None, buffer_mb: float | None = None) -> "ClusteredDenseIndex":
         """Write a new index of ``batches`` whose leaf numbers are below ``leaf_count``; ``fingerprint`` names
         the cluster ids they number."""
         if kind != "gdr":
@@ -81,7 +81,7 @@ class ClusteredDenseIndex(DenseIndex):
             raise SemiretError("a clustered dense index needs at least one leaf cluster")
         fields = {"kind": "gdr", "ann": "exact", "dim": dim, "metric": "ip", "parameters": {}, "analyzer": analyzer,
                   "clusters": {"leaves": leaf_count, "fingerprint": fingerprint}}
-        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta)
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, buffer_mb)
 
     @property
     def leaf_count(self) -> int:

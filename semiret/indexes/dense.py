@@ -145,8 +145,9 @@ class DenseIndex(SegmentedIndex):
     def build(cls, path: str | Path, kind: str, batches: Iterable[Embeddings], dim: int, analyzer: dict,
               ann: str = "exact", nlist: int | None = None, hnsw_m: int = 32, ef_construction: int = 200,
               tree_branching: int | None = None, store_texts: bool = True, overwrite: bool = False,
-              extra_meta: dict | None = None) -> "DenseIndex":
-        """Write a new index from batches of embeddings (staged in a temporary directory, then renamed);
+              extra_meta: dict | None = None, buffer_mb: float | None = None) -> "DenseIndex":
+        """Write a new index from batches of embeddings (staged in a temporary directory, then renamed), a segment
+        each ``buffer_mb`` MB of documents (None or 0: one segment), each with its own search structure;
         ``tree_branching``: the ``tree`` structure's branching factor (default: the BEIR rule, depth 3)."""
         if kind != "dense":
             raise SemiretError(f"a dense index has kind 'dense', not {kind!r}")
@@ -161,7 +162,7 @@ class DenseIndex(SegmentedIndex):
                            "tree_branching": tree_branching},
             "analyzer": analyzer,
         }
-        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta)
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, buffer_mb)
 
     def _open_segment(self, path: Path, info: dict) -> DenseSegment:
         return DenseSegment(path, info, self.meta["ann"])

@@ -248,11 +248,13 @@ class InvertedIndex(SegmentedIndex):
     def build(cls, path: str | Path, kind: str, batches: Iterable[Postings], vocab_size: int,
               analyzer: dict, vocab: list[str] | None = None, bm25: BM25Parameters | None = None,
               quantize_bits: int | None = None, store_texts: bool = True, overwrite: bool = False,
-              extra_meta: dict | None = None) -> "InvertedIndex":
-        """Write a new index from postings batches (staged in a temporary directory, then renamed).
+              extra_meta: dict | None = None, buffer_mb: float | None = None) -> "InvertedIndex":
+        """Write a new index from postings batches (staged in a temporary directory, then renamed), a segment
+        each ``buffer_mb`` MB of documents (None or 0: one segment; a quantized index is written as one, its scale
+        set by all its weights).
 
-        ``vocab`` is given for growable word vocabularies (its final state after all batches were
-        produced, so pass a list that the analyzer fills while ``batches`` is consumed).
+        ``vocab`` is given for growable word vocabularies (the list the analyzer fills while ``batches`` is
+        consumed: the index reads its final state).
         """
         if kind not in KINDS:
             raise SemiretError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
@@ -263,7 +265,8 @@ class InvertedIndex(SegmentedIndex):
             "n_terms": 0, "bm25": vars(bm25 or BM25Parameters()) if kind == "bm25" else None,
             "quantization": {"bits": quantize_bits, "scale": None} if quantize_bits else None,
         }
-        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, vocab=vocab)
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta,
+                          buffer_mb=None if quantize_bits else buffer_mb, vocab=vocab)
 
     def _open_segment(self, path: Path, info: dict) -> InvertedSegment:
         return InvertedSegment(path, info, binary=self.kind == "binary")
@@ -478,15 +481,16 @@ class InvertedIndex(SegmentedIndex):
             return total / max(self.n_stored, 1)
         return (total + float(np.sum(postings.lengths))) / max(self.n_stored + len(postings), 1)
 
-    def _stale_segments(self) -> list[int]:
+    def _stale_segments(self, exact: bool = False) -> list[int]:
         """BM25 segments whose lengths were normalised by an average more than :data:`AVGDL_TOLERANCE` away from
-        the index's current one (adds of longer or shorter documents moved it): rewritten in the same commit,
-        so that scores stay within that tolerance of a fresh build's without search-time work."""
+        the index's current one (adds of longer or shorter documents moved it), or by another one at all when
+        ``exact`` (a build written in parts): rewritten in the same commit, so that scores stay within that
+        tolerance of a fresh build's without search-time work."""
         if self.kind != "bm25" or not self.segments:
             return []
         current = self._average_length()
-        return [position for position, segment in enumerate(self.segments)
-                if abs(segment.avgdl - current) > AVGDL_TOLERANCE * current]
+        allowed = 0.0 if exact else AVGDL_TOLERANCE * current
+        return [position for position, segment in enumerate(self.segments) if abs(segment.avgdl - current) > allowed]
 
     def _write_segment_files(self, directory: Path, postings: Postings, info: dict) -> None:
         """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""

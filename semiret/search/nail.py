@@ -206,6 +206,9 @@ class NailMatrixDocuments(WordCounts):
     Options = NailMatrixOptions
     index_class = ScoreMatrixIndex
     batch_size = 256
+    buffer_mb = 0
+    """Written whole unless a buffer is given: the matrix has its own limit (:meth:`expect`), and ``bm25+nail``
+    re-ranks one segment in one compiled call (several take a slower path)."""
 
     scorer: NailModelSide
     limit_bytes: float | None = None

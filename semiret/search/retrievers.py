@@ -44,7 +44,7 @@ from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, c
                                       delete_matching, documents_by_id, documents_page, facet, field_value, field_values,
                                       joined_documents, matching_documents, passage_ids, set_metadata)
 from semiret.indexes.inverted import InvertedIndex
-from semiret.indexes.segments import check_build_target
+from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target
 from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
@@ -67,6 +67,8 @@ class DocumentSide(ABC):
     index_class: ClassVar[type] = InvertedIndex
     batch_size: ClassVar[int] = 4096
     """Documents encoded per step while building (a step of the progress bar)."""
+    buffer_mb: ClassVar[float] = DEFAULT_BUFFER_MB
+    """A build's default buffer: MB of documents held before they are written as a segment (0: one segment)."""
 
     @classmethod
     @abstractmethod
@@ -214,19 +216,28 @@ class Retriever:
     def build(cls, documents: Iterable[Document], path: str | Path | None = None, *, total: int | None = None,
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               backend: "str | MilvusBackend | None" = None, chunking: Chunking | None = None,
-              **options) -> "Retriever":
+              buffer_mb: float | None = None, **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
         ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`), recorded in the index, so
-        that documents added later are split alike."""
+        that documents added later are split alike. ``buffer_mb``: the MB of documents a build holds in memory
+        before it writes them as a segment (default: the document side's ``buffer_mb``,
+        :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one segment), so
+        that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
+        Milvus collection take no buffer (a hybrid's parts are written whole)."""
         build_options, search_options = cls.split_options(options)
+        check_buffer(buffer_mb)
         if chunking is not None:
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "
                                    "stored texts to index passages")
             documents, total = chunking.split(documents), None
         store = resolve_backend(backend) or cls.documents.index_class
+        writes_parts = isinstance(store, type) and issubclass(store, SegmentedIndex)
+        if buffer_mb is not None and not writes_parts:
+            where = "a Milvus collection" if backend is not None else f"a {cls.name} index (its parts are written whole)"
+            raise SemiretError(f"a build buffer (buffer_mb, --buffer-mb) does not apply to {where}")
         if path is None and backend is not None:
             raise SemiretError("a Milvus collection needs a name (path)")
         if path is not None and backend is None:
@@ -258,6 +269,7 @@ class Retriever:
         query_model = search_options.get("model")  # (sidr-beta's: the query encoder, which no posting records)
         index = store.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
                             store_texts=store_texts, overwrite=overwrite,
+                            **({"buffer_mb": cls.documents.buffer_mb if buffer_mb is None else buffer_mb} if writes_parts else {}),
                             extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {}),
                                         **({"query_model": model_reference(str(query_model))} if query_model else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded

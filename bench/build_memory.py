@@ -1,0 +1,80 @@
+"""Peak memory and time of ``semiret index`` (BM25) held whole against written in parts (``--buffer-mb``).
+
+``python bench/build_memory.py [--docs 600000] [--buffers 0,256,128,64] [--quick]`` prints one JSON object: for
+each buffer (0: the corpus held whole, one segment, the peer), the command's wall time, its peak resident memory
+(the child's ``ru_maxrss``), the segments written and the ratios against the whole build; and how every build's
+BM25 top 100 for the corpus's first queries compares with the whole build's: the queries whose top 100 holds the
+same documents, those in the same order with the same scores, and the largest relative score difference (the parts
+are renormalised by the whole corpus's average length; a query's terms add up in another order in each segment,
+its bounds' order, so scores may differ by float32 rounding and near-ties swap). The corpus is the benchmark's Zipf corpus
+(``corpus.py``; ``--quick``: 100,000 documents). The target: memory that stops growing with the corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from corpus import CACHE_ROOT, emit, ensure_corpus, load_queries, machine
+
+QUICK_DOCS = 100_000
+CHECKED_QUERIES = 200
+
+
+def timed_build(corpus: Path, out: Path, buffer_mb: float) -> dict:
+    """Run ``semiret index`` in a child process; its wall time, peak memory and segments."""
+    command = [sys.executable, "-m", "semiret.cli", "index", "--data", str(corpus), "--out", str(out),
+               "--overwrite", "--buffer-mb", str(buffer_mb)]
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    if status != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({status})")
+    described = json.loads(output[output.index(b"{"):])
+    return {"seconds": round(seconds, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1),
+            "segments": described["segments"], "documents": described["documents"]}
+
+
+def main() -> None:
+    from semiret.search import open_retriever
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=600_000)
+    parser.add_argument("--buffers", default="0,256,128,64", help="MB, comma-separated; 0 (the whole) comes first")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n_docs = QUICK_DOCS if args.quick else args.docs
+    directory, _ = ensure_corpus(n_docs)
+    buffers = [0.0] + [float(b) for b in args.buffers.split(",") if float(b) != 0]
+    queries = load_queries(directory)[:CHECKED_QUERIES]
+    result = {"benchmark": "build_memory", "machine": machine(), "docs": n_docs,
+              "corpus_mb": round((directory / "corpus.jsonl").stat().st_size / 2**20, 1), "builds": {}}
+    reference = None
+    for buffer_mb in buffers:
+        out = CACHE_ROOT / f"build-memory-{n_docs}-{buffer_mb:g}"
+        entry = timed_build(directory / "corpus.jsonl", out, buffer_mb)
+        hits = open_retriever(out).search(queries, k=100)
+        reference = reference or hits
+        entry["queries"] = len(queries)
+        entry["same_top100_documents"] = sum(set(a) == set(b) for a, b in zip(hits.ids, reference.ids))
+        entry["same_top100_ranking_and_scores"] = sum(a == b and x == y for a, b, x, y in
+                                                      zip(hits.ids, reference.ids, hits.scores, reference.scores))
+        entry["max_relative_score_difference"] = max(
+            (abs(x - y) / abs(y) for a, b in zip(hits.scores, reference.scores) for x, y in zip(a, b) if y), default=0.0)
+        whole = result["builds"].get("0")
+        if whole:
+            entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
+            entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
+        result["builds"][f"{buffer_mb:g}"] = entry
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

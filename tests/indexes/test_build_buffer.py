@@ -1,0 +1,147 @@
+"""A build written in parts (``buffer_mb``): several segments whose searches equal a build held whole, a clean
+failure when a later part is refused, and the buffer's checks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.indexes import DenseIndex, InvertedIndex
+from semiret.search import BM25Retriever, HybridRetriever, IDFRetriever, open_retriever
+from semiret.types import Embeddings, Postings
+
+from helpers import leftovers, write_jsonl
+
+WORDS = ("heart disease statin trial cancer risk garden birds morning dogs cats protein cell gene virus "
+         "vaccine dose patients mortality sleep memory brain").split()
+QUERIES = ["statin heart trial", "garden birds in the morning", "gene protein cell", "virus vaccine dose",
+           "sleep and memory", "dogs cats"]
+TINY_BUFFER = 0.01  # MB: a part each batch or two of 20 documents
+
+
+def corpus(n: int = 240, prefix: str = "d") -> list[Document]:
+    """Documents of very different lengths, so that BM25's average length moves from part to part."""
+    rng = np.random.default_rng(7)
+    return [Document(f"{prefix}{i}", " ".join(rng.choice(WORDS, size=3 + (i % 7) * 9 + (i // 60) % 4 * 20)),
+                     metadata={"n": i}) for i in range(n)]
+
+
+def same_results(one, parts) -> None:
+    """The same hits, the scores equal but for float32 rounding (a query's terms add up in each segment's order)."""
+    a, b = one.search(QUERIES, k=50), parts.search(QUERIES, k=50)
+    assert a.ids == b.ids
+    np.testing.assert_allclose(np.array(a.scores), np.array(b.scores), rtol=1e-6)
+
+
+@pytest.mark.parametrize("retriever", [BM25Retriever, IDFRetriever])
+def test_a_build_in_parts_searches_as_the_build_held_whole(tmp_path, retriever):
+    docs = corpus()
+    whole = retriever.build(docs, tmp_path / "whole", buffer_mb=0, batch_size=20)
+    parts = retriever.build(docs, tmp_path / "parts", buffer_mb=TINY_BUFFER, batch_size=20)
+    assert len(whole.index.segments) == 1
+    assert len(parts.index.segments) > 3
+    same_results(whole, parts)
+    if retriever is BM25Retriever:  # every part normalised by the whole corpus's average length
+        assert {s.avgdl for s in parts.index.segments} == {whole.index.segments[0].avgdl}
+    assert parts.index.n_docs == len(docs)
+    assert parts.get_document("d123") == docs[123]
+    listed = {info["name"] for info in json.loads((tmp_path / "parts" / "meta.json").read_text())["segments"]}
+    on_disk = {p.name for p in (tmp_path / "parts").iterdir() if p.name.startswith("seg-")}
+    assert on_disk == listed  # the parts rewritten by the average are gone
+    assert leftovers(tmp_path) == []
+    # reopened, and after an add and a merge, still the same as the whole build given the same documents
+    reopened = open_retriever(tmp_path / "parts")
+    same_results(whole, reopened)
+    extra = corpus(30, "e")
+    whole.add(extra)
+    reopened.add(extra)
+    reopened.index.merge()
+    whole.index.merge()
+    assert len(reopened.index.segments) == 1
+    same_results(whole, reopened)
+
+
+def test_the_default_buffer_writes_a_small_corpus_as_one_segment(tmp_path):
+    assert len(BM25Retriever.build(corpus(), tmp_path / "idx", batch_size=20).index.segments) == 1
+
+
+def test_a_dense_build_in_parts(tmp_path):
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((300, 16)).astype(np.float32)
+    batches = [Embeddings([f"d{i}" for i in range(lo, lo + 30)], vectors[lo: lo + 30],
+                          [Document(f"d{i}", f"text {i}") for i in range(lo, lo + 30)]) for lo in range(0, 300, 30)]
+    whole = DenseIndex.build(tmp_path / "whole", "dense", batches, dim=16, analyzer={}, buffer_mb=0)
+    parts = DenseIndex.build(tmp_path / "parts", "dense", iter(batches), dim=16, analyzer={}, buffer_mb=TINY_BUFFER)
+    assert len(parts.segments) > 3
+    queries = rng.standard_normal((5, 16)).astype(np.float32)
+    a, b = whole.search(queries, k=20), parts.search(queries, k=20)
+    assert a.ids == b.ids
+    np.testing.assert_allclose(np.array(a.scores), np.array(b.scores), rtol=1e-6)
+
+
+def test_a_quantized_index_is_written_whole(tmp_path):
+    batches = [Postings([f"d{i}"], np.array([0, 2]), np.array([1, 2], np.int32), np.array([0.5 * (i + 1), 1.0],
+                        np.float32), np.array([2], np.int32), [Document(f"d{i}", "x")]) for i in range(40)]
+    index = InvertedIndex.build(tmp_path / "q", "impact", batches, vocab_size=4, analyzer={}, quantize_bits=8,
+                                buffer_mb=TINY_BUFFER)
+    assert len(index.segments) == 1  # one scale, set by all the weights (the largest not clipped)
+    assert index.meta["quantization"]["scale"] == pytest.approx(20.0 / 255)
+
+
+def test_a_later_part_refused_leaves_the_old_index_and_no_files(tmp_path):
+    target = tmp_path / "idx"
+    old = BM25Retriever.build(corpus(30, "old"), target)
+    before = old.search(QUERIES, k=5)
+    docs = corpus()
+    docs[200] = Document("d3", "an id a part written before holds")
+    with pytest.raises(SemiretError, match="duplicate document id 'd3'"):
+        BM25Retriever.build(docs, target, overwrite=True, buffer_mb=TINY_BUFFER, batch_size=20)
+
+    def failing():
+        yield from corpus()[:150]
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError, match="went away"):
+        BM25Retriever.build(failing(), target, overwrite=True, buffer_mb=TINY_BUFFER, batch_size=20)
+    again = open_retriever(target)
+    assert again.search(QUERIES, k=5).ids == before.ids
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "big", True])
+def test_a_bad_buffer_is_refused_before_a_document_is_read(tmp_path, bad):
+    def unread():
+        raise AssertionError("a document was read")
+        yield
+
+    with pytest.raises(SemiretError, match="build buffer must be a non-negative number of MB"):
+        BM25Retriever.build(unread(), tmp_path / "idx", buffer_mb=bad)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_hybrid_index_takes_no_buffer(tmp_path):
+    with pytest.raises(SemiretError, match="does not apply to a hybrid index"):
+        HybridRetriever.build(corpus(10), tmp_path / "h", neural="idf", buffer_mb=64)
+    assert HybridRetriever.build(corpus(10), tmp_path / "h", neural="idf").index.n_docs == 10
+
+
+def test_the_command_line_builds_in_parts(tmp_path):
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    docs = corpus(9000)  # three batches of the command's 4,096 documents
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": d.id, "text": d.text} for d in docs])
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", "--data", str(path), "--out", str(tmp_path / "idx"),
+                                 "--buffer-mb", str(TINY_BUFFER)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout[result.stdout.index("{"):])["segments"] == 3
+    whole = BM25Retriever.build([Document(d.id, d.text) for d in docs], tmp_path / "whole")
+    same_results(whole, open_retriever(tmp_path / "idx"))
+    bad = runner.invoke(app, ["index", "--data", str(path), "--out", str(tmp_path / "bad"), "--buffer-mb", "-5"])
+    assert bad.exit_code != 0 and "build buffer" in bad.output
