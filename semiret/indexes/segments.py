@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import secrets
 import shutil
-import threading
 import sys
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -69,6 +70,8 @@ from semiret.indexes.storage import (
 from semiret.types import SearchHits
 
 LOCK_FILE = "write.lock"
+STORED_TABLES = ("docids", "texts", "metadata")
+"""The string tables a segment keeps of its documents (ids with their lookup, stored texts, metadata alone)."""
 SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "vocab_size", "n_terms", "vocab_bytes")
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
 DEFAULT_BUFFER_MB = 256
@@ -881,14 +884,24 @@ class SegmentedIndex(ABC):
                 self.segments[position] = segment.with_deleted(deleted)
         return sum(map(len, marks.values()))
 
-    def _append_segment(self, batch) -> None:
-        """Write a checked batch as a new segment folder (staged, fsynced, then renamed) and list it."""
+    def _append_segment(self, batch, stored_in: Segment | None = None) -> None:
+        """Write a checked batch as a new segment folder (staged, fsynced, then renamed) and list it. With
+        ``stored_in`` (a segment holding the batch's documents in the same order: a rewrite) its ids, texts and
+        metadata files are linked rather than written again (none is ever changed in place)."""
         info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": len(batch), "n_deleted": 0}
         # a folder of this name was left by an add that crashed before its commit: the staged one replaces it
         with staged_directory(self.path / info["name"]) as staged:
             self._write_segment_files(staged, batch, info)
-            StringTable.write(staged, "docids", batch.ids, with_lookup=True)
-            if self.meta["store_texts"] and batch.documents is not None:
+            if stored_in is not None:
+                for stored in stored_in.path.iterdir():
+                    if stored.name.split(".")[0] in STORED_TABLES:
+                        try:
+                            os.link(stored, staged / stored.name)
+                        except OSError:  # a file system without hard links
+                            shutil.copyfile(stored, staged / stored.name)
+            else:
+                StringTable.write(staged, "docids", batch.ids, with_lookup=True)
+            if stored_in is None and self.meta["store_texts"] and batch.documents is not None:
                 StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
                                                     for d in batch.documents])
                 if any(d.metadata for d in batch.documents):  # also alone: filters read it without the texts
@@ -916,8 +929,8 @@ class SegmentedIndex(ABC):
             replaced.append(segment.path)
             every = np.arange(segment.n_docs)
             whole = segment.with_deleted(np.zeros(segment.n_docs, bool))
-            documents = [segment.document(i) for i in every.tolist()] if segment.texts is not None else None
-            self._append_segment(self._live_batch(whole, every, segment.document_ids(every), documents))
+            self._append_segment(self._live_batch(whole, every, segment.document_ids(every), None),
+                                 stored_in=segment)
             rewritten, info = self.segments.pop(), self.meta["segments"].pop()
             if segment.n_deleted:
                 append_deletions(rewritten.path, 0, np.flatnonzero(segment.deleted).tolist())

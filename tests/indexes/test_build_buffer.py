@@ -49,6 +49,9 @@ def test_a_build_in_parts_searches_as_the_build_held_whole(tmp_path, retriever):
         assert {s.avgdl for s in parts.index.segments} == {whole.index.segments[0].avgdl}
     assert parts.index.n_docs == len(docs)
     assert parts.get_document("d123") == docs[123]
+    assert parts.get_document("d123").metadata == {"n": 123}  # a rewritten part keeps its stored documents
+    if retriever is BM25Retriever:  # (the idf retriever drops these words: each is in most documents)
+        assert [hit.id for hit in parts.search(docs[7].text, k=5, filter={"n": 7})] == ["d7"]
     listed = {info["name"] for info in json.loads((tmp_path / "parts" / "meta.json").read_text())["segments"]}
     on_disk = {p.name for p in (tmp_path / "parts").iterdir() if p.name.startswith("seg-")}
     assert on_disk == listed  # the parts rewritten by the average are gone
