@@ -76,8 +76,8 @@ SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "vocab_size",
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
 DEFAULT_BUFFER_MB = 256
 """MB of documents (:func:`batch_bytes`) a build holds before it writes them as a segment: a BM25 build's memory
-then peaks at about 4 times this plus the process's own (measured: 0.82 GB with 128 MB, against 1.56 GB for
-600,000 documents held whole), whatever the corpus's size; a smaller corpus is one segment, as before."""
+then peaks at a few times this plus the process's own (measured: 1.10 GB, and 0.71 GB with 128 MB, against 1.52
+GB for 600,000 documents held whole), whatever the corpus's size; a smaller corpus is one segment, as before."""
 OPEN_ATTEMPTS = 5
 """Tries to open a commit whose segments a merge in another process removes meanwhile (each try reads the
 newer commit)."""
