@@ -6,7 +6,8 @@ each buffer (0: the corpus held whole, one segment, the peer), the command's wal
 BM25 top 100 for the corpus's first queries compares with the whole build's: the queries whose top 100 holds the
 same documents, those in the same order with the same scores, and the largest relative score difference (the parts
 are renormalised by the whole corpus's average length; a query's terms add up in another order in each segment,
-its bounds' order, so scores may differ by float32 rounding and near-ties swap). The corpus is the benchmark's Zipf corpus
+its bounds' order, so scores may differ by float32 rounding and near-ties swap). ``--adds``: also ``semiret add``
+of the whole corpus to an index of one document, held whole and with the default buffer (one commit either way). The corpus is the benchmark's Zipf corpus
 (``corpus.py``; ``--quick``: 100,000 documents). The target: memory that stops growing with the corpus.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from corpus import CACHE_ROOT, emit, ensure_corpus, load_queries, machine
 
 QUICK_DOCS = 100_000
+DEFAULT_ADD_BUFFER = 256.0
 CHECKED_QUERIES = 200
 
 
@@ -42,6 +44,22 @@ def timed_build(corpus: Path, out: Path, buffer_mb: float) -> dict:
             "segments": described["segments"], "documents": described["documents"]}
 
 
+def timed_add(corpus: Path, out: Path, buffer_mb: float) -> dict:
+    """``semiret add`` of the whole corpus to an index of one other document, in a child process."""
+    seed = out.with_suffix(".seed.jsonl")
+    seed.write_text(json.dumps({"_id": "seed-document", "text": "a document before the add"}) + "\n")
+    subprocess.run([sys.executable, "-m", "semiret.cli", "index", "--data", str(seed), "--out", str(out),
+                    "--overwrite"], check=True, capture_output=True)
+    command = [sys.executable, "-m", "semiret.cli", "add", str(corpus), "--index", str(out), "--buffer-mb",
+               str(buffer_mb)]
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    if status != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({status})")
+    return {"seconds": round(time.perf_counter() - start, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
 def main() -> None:
     from semiret.search import open_retriever
 
@@ -49,6 +67,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=600_000)
     parser.add_argument("--buffers", default="0,256,128,64", help="MB, comma-separated; 0 (the whole) comes first")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--adds", action="store_true", help="also `semiret add` the corpus whole and in parts")
     args = parser.parse_args()
     n_docs = QUICK_DOCS if args.quick else args.docs
     directory, _ = ensure_corpus(n_docs)
@@ -73,6 +92,15 @@ def main() -> None:
             entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
             entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
         result["builds"][f"{buffer_mb:g}"] = entry
+    if args.adds:
+        result["adds"] = {}
+        for buffer_mb in (0.0, DEFAULT_ADD_BUFFER):
+            entry = timed_add(directory / "corpus.jsonl", CACHE_ROOT / f"add-memory-{n_docs}-{buffer_mb:g}", buffer_mb)
+            whole = result["adds"].get("0")
+            if whole:
+                entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
+                entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
+            result["adds"][f"{buffer_mb:g}"] = entry
     emit(result)
 
 

@@ -162,6 +162,12 @@ def _corpus(path: Path):
     return iter_corpus(dataset(str(path)))
 
 
+def _buffer_option():
+    return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
+                        "(default 256, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
+                        "corpus, and the segments find what one segment would. Not for a hybrid index or Milvus.")
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -226,10 +232,7 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
           device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option(),
-          buffer_mb: Optional[float] = typer.Option(
-              None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
-              "(default 256, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the corpus, and "
-              "the segments find what one segment would. Not for a hybrid index or Milvus."),
+          buffer_mb: Optional[float] = _buffer_option(),
           options: dict = None):
     """Build an index from a corpus."""
     from semiret.data.chunking import Chunking
@@ -462,14 +465,15 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         threads: Optional[int] = _encoding_threads_option(),
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
-        milvus_token: Optional[str] = _milvus_token_option()):
-    """Add documents to an index (searchable at once; split into passages as the index's were)."""
+        milvus_token: Optional[str] = _milvus_token_option(),
+        buffer_mb: Optional[float] = _buffer_option()):
+    """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.search.retrievers import open_retriever
 
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
-    added = searcher.add(_corpus(corpus), replace=replace)
+    added = searcher.add(_corpus(corpus), replace=replace, buffer_mb=buffer_mb)
     segments = getattr(searcher.index, "segments", None)
     console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {searcher.index.n_docs} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))

@@ -419,20 +419,27 @@ class SegmentedIndex(ABC):
             self._append_part(pending)
         return self._renormalise(exact=True)
 
-    def _append_part(self, batches: list) -> None:
-        """One part of a build (:meth:`_append_parts`) checked, also against the parts written before (ids found
-        by their hashes first, so that no part is read back), and written as a segment."""
+    def _append_part(self, batches: list, since: int = 0) -> None:
+        """One part of a build or an add (:meth:`_append_parts`, :meth:`add_parts`) checked, also against the
+        parts written before it, the segments from ``since`` on, and written as a segment."""
         batch = self.batch_type.concatenate(batches)
         self._check_batch(batch)
-        if self.segments:
-            hashes = id_hash(batch.ids)
-            suspects = np.zeros(len(hashes), bool)
-            for segment in self.segments:
-                suspects |= np.isin(hashes, segment.docids.hashes)
-            clash = next((batch.ids[i] for i in np.flatnonzero(suspects).tolist() if batch.ids[i] in self), None)
-            if clash is not None:
-                raise SemiretError(f"duplicate document id {clash!r} in the documents to add")
+        self._refuse_repeats(batch.ids, since)
         self._append_segment(batch)
+
+    def _refuse_repeats(self, ids: list[str], since: int) -> None:
+        """Refuse ids that the segments from ``since`` on hold (found by their hashes first, so that no segment is
+        read back): the parts already written of the documents being added."""
+        if len(self.segments) <= since:
+            return
+        hashes = id_hash(ids)
+        suspects = np.zeros(len(hashes), bool)
+        for segment in self.segments[since:]:
+            suspects |= np.isin(hashes, segment.docids.hashes)
+        clash = next((ids[i] for i in np.flatnonzero(suspects).tolist()
+                      if any(s.docids.find(ids[i]) >= 0 for s in self.segments[since:])), None)
+        if clash is not None:
+            raise SemiretError(f"duplicate document id {clash!r} in the documents to add")
 
     @classmethod
     def open(cls, path: str | Path):
@@ -769,17 +776,47 @@ class SegmentedIndex(ABC):
         superseded = list(superseded)
         if len(batch) == 0 and not superseded:
             return 0
+        return self.add_parts([(batch, superseded)], replace, buffer_mb=0)
+
+    def add_parts(self, parts: Iterable[tuple[Any, list[str]]], replace: bool = False,
+                  buffer_mb: float | None = DEFAULT_BUFFER_MB) -> int:
+        """:meth:`add` of documents that come in parts (``(batch, superseded)`` pairs, consumed as they come), in
+        one commit: a segment each ``buffer_mb`` MB of them (0: one), so that adding a large file holds a buffer of
+        it, not all of it. An id repeated across parts is refused as within one batch. Returns how many were added;
+        a failure leaves the index as it was."""
+        check_buffer(buffer_mb)
+        limit = (buffer_mb or 0) * 2**20
+        added = 0
         with self._change() as draft:
-            draft.check_new_ids(batch.ids, replace)  # against the last commit: another writer's may have changed it
-            draft._validate(batch)
-            if replace or superseded:
-                draft._mark_deleted([i for i in [*superseded, *batch.ids] if i in draft], missing_ok=True)
-            if len(batch) == 0:
-                return 0
-            draft._append_segment(batch)
+            first = len(draft.segments)
+            pending, pending_ids, held = [], set(), 0
+            try:
+                for batch, superseded in parts:
+                    self.check_new_ids(batch.ids, replace)  # the last commit (the write lock keeps it the last)
+                    draft._validate(batch)
+                    draft._refuse_repeats(batch.ids, first)
+                    repeated = next((i for i in batch.ids if i in pending_ids), None)
+                    if repeated is not None:
+                        raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+                    if replace or superseded:
+                        draft._mark_deleted([i for i in [*superseded, *batch.ids] if i in self], missing_ok=True)
+                    if len(batch) == 0:
+                        continue
+                    pending.append(batch)
+                    pending_ids.update(batch.ids)
+                    added += len(batch)
+                    held += batch_bytes(batch) if limit else 0
+                    if limit and held >= limit:
+                        draft._append_part(pending, since=first)
+                        pending, pending_ids, held = [], set(), 0
+                if pending:
+                    draft._append_part(pending, since=first)
+            except BaseException:
+                _remove_folders([segment.path for segment in draft.segments[first:]])  # this add's parts
+                raise
             replaced = draft._renormalise()
         _remove_folders(replaced)
-        return len(batch)
+        return added
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""

@@ -321,25 +321,41 @@ class Retriever:
         recorded = self.index.meta.get("chunking")
         return Chunking(**recorded) if recorded else None
 
-    def add(self, documents: Iterable[Document], replace: bool = False) -> int:
-        """Index more documents; they are searchable as soon as this returns, and durable. Returns how many were
-        added (passages, where the index holds passages: each document is split as at the build, and ``replace``
-        first deletes the passages of the documents it replaces).
+    def add(self, documents: Iterable[Document], replace: bool = False, buffer_mb: float | None = None) -> int:
+        """Index more documents; they are searchable as soon as this returns, and durable, all in one commit.
+        Returns how many were added (passages, where the index holds passages: each document is split as at the
+        build, and ``replace`` first deletes the passages of the documents it replaces).
 
-        Encoded under the index's write lock, against its last commit: a vocabulary that grows as documents are
-        encoded (BM25's words) then gives new words ids no other writer has given."""
-        documents = list(_documents(documents, "add"))
-        chunking = self.chunking
-        parents = [d.id for d in documents]
-        if chunking is not None:
-            documents = list(chunking.split(documents))
+        Read, checked and encoded a batch at a time, under the index's write lock, against its last commit (a
+        vocabulary that grows as documents are encoded, BM25's words, then gives new words ids no other writer has
+        given), and written a segment each ``buffer_mb`` MB (as :meth:`build`), so that adding a large file does
+        not hold all of it; a hybrid index or a Milvus collection takes the documents whole."""
+        check_buffer(buffer_mb)
+        documents = _documents(documents, "add")
+        if not isinstance(self.index, SegmentedIndex):
+            if buffer_mb is not None:
+                raise SemiretError(f"a build buffer (buffer_mb, --buffer-mb) does not apply to {self.index.path}")
+            with self.index.writing():
+                return sum(self.index.add(batch, replace=replace, superseded=superseded)
+                           for batch, superseded in self._encoded_parts([list(documents)], replace))
         with self.index.writing():
-            superseded = self._check_passages(parents, documents, replace) if chunking is not None else []
-            self.index.check_new_ids([d.id for d in documents], replace)  # before encoding: it may take minutes
-            batch = self.document_side.encode(documents)
-            if superseded:  # the old passages go in the commit that adds the new ones
-                return self.index.add(batch, replace=replace, superseded=superseded)
-            return self.index.add(batch, replace=replace)
+            parts = iter(self._encoded_parts(batched(documents, self.document_side.batch_size), replace))
+            first = next(parts, None)
+            if first is None:
+                return 0
+            return self.index.add_parts(itertools.chain([first], parts), replace,
+                                        self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
+
+    def _encoded_parts(self, groups: Iterable[list[Document]], replace: bool) -> Iterator[tuple[object, list[str]]]:
+        """Each group of documents checked (before encoding: it may take minutes), split into passages where the
+        index holds passages, and encoded: ``(batch, superseded)``, the old passages a ``replace`` deletes."""
+        for documents in groups:
+            parents = [d.id for d in documents]
+            if self.chunking is not None:
+                documents = list(self.chunking.split(documents))
+            superseded = self._check_passages(parents, documents, replace) if self.chunking is not None else []
+            self.index.check_new_ids([d.id for d in documents], replace)
+            yield self.document_side.encode(documents), superseded
 
     def _check_passages(self, parents: list[str], passages: list[Document], replace: bool) -> list[str]:
         """The ids of the passages the documents ``parents`` have in the index (what a ``replace`` deletes), after

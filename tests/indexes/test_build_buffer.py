@@ -148,3 +148,82 @@ def test_the_command_line_builds_in_parts(tmp_path):
     same_results(whole, open_retriever(tmp_path / "idx"))
     bad = runner.invoke(app, ["index", "--data", str(path), "--out", str(tmp_path / "bad"), "--buffer-mb", "-5"])
     assert bad.exit_code != 0 and "build buffer" in bad.output
+
+
+# ---------------------------------------------------------------------------- adds in parts
+def parts_retriever(tmp_path, name: str = "idx", **options):
+    """A BM25 index of 120 documents whose adds are read 20 documents at a time."""
+    retriever = BM25Retriever.build(corpus(120), tmp_path / name, **options)
+    retriever.document_side.batch_size = 20
+    return retriever
+
+
+def test_an_add_in_parts_is_one_commit_that_searches_as_an_add_held_whole(tmp_path):
+    whole, parts = parts_retriever(tmp_path, "whole"), parts_retriever(tmp_path, "parts")
+    extra = corpus(200, "e")
+    assert whole.add(extra, buffer_mb=0) == 200
+    before = json.loads((tmp_path / "parts" / "meta.json").read_text())["next_segment"]
+    assert parts.add(iter(extra), buffer_mb=TINY_BUFFER) == 200  # a generator: read as it is written
+    assert len(parts.index.segments) > 3 and len(whole.index.segments) == 2
+    same_results(whole, parts)
+    same_results(whole, open_retriever(tmp_path / "parts"))
+    assert parts.get_document("e150") == extra[150]
+    assert json.loads((tmp_path / "parts" / "meta.json").read_text())["next_segment"] > before + 3
+    # replacing across parts: the old versions go in the same commit
+    changed = [Document(d.id, d.text + " mortality", metadata={"v": 2}) for d in extra[::5]]
+    assert parts.add(changed, replace=True, buffer_mb=TINY_BUFFER) == 40
+    assert parts.index.n_docs == 320 and parts.get_document("e5").metadata == {"v": 2}
+
+
+def test_an_add_refused_in_a_later_part_leaves_the_index_as_it_was(tmp_path):
+    retriever = parts_retriever(tmp_path)
+    before = retriever.search(QUERIES, k=20)
+    folders = sorted(p.name for p in (tmp_path / "idx").iterdir())
+    extra = corpus(200, "e")
+    repeated = extra + [Document("e3", "again")]
+    with pytest.raises(SemiretError, match="duplicate document id 'e3' in the documents to add"):
+        retriever.add(repeated, buffer_mb=TINY_BUFFER)
+    with pytest.raises(SemiretError, match="'d7' is already in"):
+        retriever.add(extra[:150] + [Document("d7", "an id the index holds")], buffer_mb=TINY_BUFFER)
+
+    def failing():
+        yield from extra[:150]
+        raise OSError("the corpus file went away")
+
+    with pytest.raises(OSError, match="went away"):
+        retriever.add(failing(), buffer_mb=TINY_BUFFER)
+    for searcher in (retriever, open_retriever(tmp_path / "idx")):
+        assert searcher.index.n_docs == 120 and "e1" not in searcher.index
+        assert searcher.search(QUERIES, k=20).ids == before.ids
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == folders  # no part left behind
+    assert retriever.add(extra, buffer_mb=TINY_BUFFER) == 200  # and the next add goes through
+
+
+def test_passages_added_in_parts(tmp_path):
+    from semiret.data.chunking import Chunking
+
+    long_docs = [Document(f"p{i}", " ".join([d.text for d in corpus(8, f"x{i}-")]), metadata={"i": i})
+                 for i in range(30)]
+    retriever = BM25Retriever.build(long_docs[:5], tmp_path / "idx", chunking=Chunking(words=20, overlap=0))
+    retriever.document_side.batch_size = 4
+    added = retriever.add(long_docs[5:], buffer_mb=TINY_BUFFER)
+    assert added > 25 and len(retriever.index.segments) > 3
+    assert retriever.get_document("p17").text == long_docs[17].text  # joined from its passages
+    again = retriever.add([Document("p17", "statin heart trial", metadata={"i": 99})] + long_docs[20:24], replace=True,
+                          buffer_mb=TINY_BUFFER)
+    assert again >= 5 and retriever.get_document("p17").text == "statin heart trial"
+    assert retriever.search("statin heart trial", k=1, group_by="parent")[0].id.startswith("p17")
+
+
+def test_the_command_line_adds_in_parts(tmp_path):
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    BM25Retriever.build(corpus(50), tmp_path / "idx")
+    extra = corpus(9000, "e")
+    path = write_jsonl(tmp_path / "more.jsonl", [{"_id": d.id, "text": d.text} for d in extra])
+    result = CliRunner().invoke(app, ["add", str(path), "--index", str(tmp_path / "idx"), "--buffer-mb",
+                                      str(TINY_BUFFER)])
+    assert result.exit_code == 0, result.output
+    assert "9050 live in 4 segments" in result.output  # three parts of the command's 4,096 documents
