@@ -165,7 +165,8 @@ def _corpus(path: Path):
 def _buffer_option():
     return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
                         "(default 256, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
-                        "corpus, and the segments find what one segment would. Not for a hybrid index or Milvus.")
+                        "corpus, and the segments find what one segment would. Not for a hybrid, quantized or tree index, or "
+                        "Milvus.")
 
 
 def _count(n: int, noun: str) -> str:
@@ -246,8 +247,9 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     source = dataset(str(data))
     if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
         check_build_target(out, overwrite, source=source)
-    documents = iter_corpus(source) if shard is None else corpus_shard(iter_corpus(source), shard)
-    total = count_documents(source) if shard is None else None  # a shard is a list: its length
+    documents, total = iter_corpus(source), count_documents(source)
+    if shard is not None:
+        documents, total = corpus_shard(documents, shard, total)
     chunking = Chunking.of_options(chunk_words, chunk_overlap)
     built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                              backend=_backend(backend, milvus_token), total=total, chunking=chunking,

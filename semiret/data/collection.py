@@ -8,6 +8,7 @@ Corpora are streamed: nothing here holds a whole corpus in memory unless asked t
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 import re
@@ -512,18 +513,22 @@ def searched_qrels(collection: "Collection", split: str) -> dict[str, dict[str, 
     return {query_id: judged for query_id, judged in collection.qrels(split).items() if query_id in queries}
 
 
-def corpus_shard(documents: Iterable[Document], shard: str) -> list[Document]:
-    """Shard ``i/n`` of ``documents``: the i-th of n contiguous slices (0-based, sizes differing by one at
-    most), so shards 0..n-1 merged in order hold the corpus in its order."""
+def corpus_shard(documents: Iterable[Document], shard: str, total: int | None = None) -> tuple[Iterable[Document], int]:
+    """Shard ``i/n`` of ``documents`` and its size: the i-th of n contiguous slices (0-based, sizes differing by
+    one at most), so shards 0..n-1 merged in order hold the corpus in its order. With the corpus's ``total``
+    (:func:`count_documents`) the shard is read as it is indexed (the documents before it are skipped), else the
+    corpus is held to count it."""
     try:
         number, count = (int(part) for part in shard.split("/"))
     except ValueError:
         number = count = -1
     if not 0 <= number < count:
         raise SemiretError(f"a shard is i/n with 0 <= i < n (say 0/4), not {shard!r}")
-    documents = list(documents)
-    bounds = [len(documents) * k // count for k in range(count + 1)]
-    return documents[bounds[number]: bounds[number + 1]]
+    if total is None:
+        documents = list(documents)
+        total = len(documents)
+    start, stop = total * number // count, total * (number + 1) // count
+    return itertools.islice(documents, start, stop), stop - start
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

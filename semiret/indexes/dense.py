@@ -28,7 +28,7 @@ import numpy as np
 
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
+from semiret.indexes.segments import Segment, SegmentedIndex, check_buffer, register_index_format, whole_buffer
 from semiret.indexes.storage import load_array
 from semiret.indexes.tree_ann import BEAM, TreeSearch, write_tree
 from semiret.types import Embeddings, SearchHits
@@ -147,7 +147,8 @@ class DenseIndex(SegmentedIndex):
               tree_branching: int | None = None, store_texts: bool = True, overwrite: bool = False,
               extra_meta: dict | None = None, buffer_mb: float | None = None) -> "DenseIndex":
         """Write a new index from batches of embeddings (staged in a temporary directory, then renamed), a segment
-        each ``buffer_mb`` MB of documents (None or 0: one segment), each with its own search structure;
+        each ``buffer_mb`` MB of documents (None or 0: one segment), each with its own IVF or HNSW structure (a
+        tree is clustered from every document: written whole, and refuses a buffer);
         ``tree_branching``: the ``tree`` structure's branching factor (default: the BEIR rule, depth 3)."""
         if kind != "dense":
             raise SemiretError(f"a dense index has kind 'dense', not {kind!r}")
@@ -162,7 +163,12 @@ class DenseIndex(SegmentedIndex):
                            "tree_branching": tree_branching},
             "analyzer": analyzer,
         }
+        buffer_mb = whole_buffer(cls, {"ann": ann}, check_buffer(buffer_mb))
         return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, buffer_mb)
+
+    @classmethod
+    def written_whole(cls, options: dict) -> str | None:
+        return "a dense index with a tree (clustered from every document)" if options.get("ann") == "tree" else None
 
     def _open_segment(self, path: Path, info: dict) -> DenseSegment:
         return DenseSegment(path, info, self.meta["ann"])

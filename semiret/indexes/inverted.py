@@ -43,7 +43,8 @@ import numpy as np
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes import kernels
-from semiret.indexes.segments import Segment, SegmentedIndex, Snapshot, build_of, register_index_format
+from semiret.indexes.segments import (Segment, SegmentedIndex, Snapshot, build_of, check_buffer,
+                                      register_index_format, whole_buffer)
 from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
 from semiret.text.analyzer import TermDictionary
@@ -234,10 +235,10 @@ class InvertedIndex(SegmentedIndex):
     VERSION = 1
     batch_type = Postings
 
-    def __init__(self, path: Path, meta: dict, vocab: list[str] | None = None):
+    def __init__(self, path: Path, meta: dict, vocab: TermDictionary | list[str] | None = None):
         if vocab is None and meta["growable_vocab"]:
             vocab = _read_vocabulary(path, meta, 0, 0)
-        self.terms = TermDictionary(vocab) if vocab is not None else None
+        self.terms = vocab if isinstance(vocab, TermDictionary) or vocab is None else TermDictionary(vocab)
         """The growable word vocabulary (committed words, then those an add in progress is encoding), shared
         with the document side that encodes into it; None for a fixed tokenizer vocabulary."""
         self._frequency_basis = FrequencyBasis()  # shared with pinned views and drafts, as the segments are
@@ -246,15 +247,16 @@ class InvertedIndex(SegmentedIndex):
     # ------------------------------------------------------------------ creation
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[Postings], vocab_size: int,
-              analyzer: dict, vocab: list[str] | None = None, bm25: BM25Parameters | None = None,
+              analyzer: dict, vocab: TermDictionary | list[str] | None = None, bm25: BM25Parameters | None = None,
               quantize_bits: int | None = None, store_texts: bool = True, overwrite: bool = False,
               extra_meta: dict | None = None, buffer_mb: float | None = None) -> "InvertedIndex":
         """Write a new index from postings batches (staged in a temporary directory, then renamed), a segment
         each ``buffer_mb`` MB of documents (None or 0: one segment; a quantized index is written as one, its scale
-        set by all its weights).
+        set by all its weights, and refuses a buffer).
 
-        ``vocab`` is given for growable word vocabularies (the list the analyzer fills while ``batches`` is
-        consumed: the index reads its final state).
+        ``vocab`` is given for growable word vocabularies: the :class:`~semiret.text.analyzer.TermDictionary` (or its
+        list of terms) that the analyzer fills while ``batches`` is consumed; the index reads its final state, and a
+        failed build takes back the words it added.
         """
         if kind not in KINDS:
             raise SemiretError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
@@ -265,8 +267,12 @@ class InvertedIndex(SegmentedIndex):
             "n_terms": 0, "bm25": vars(bm25 or BM25Parameters()) if kind == "bm25" else None,
             "quantization": {"bits": quantize_bits, "scale": None} if quantize_bits else None,
         }
-        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta,
-                          buffer_mb=None if quantize_bits else buffer_mb, vocab=vocab)
+        buffer_mb = whole_buffer(cls, {"quantize_bits": quantize_bits}, check_buffer(buffer_mb))
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, buffer_mb=buffer_mb, vocab=vocab)
+
+    @classmethod
+    def written_whole(cls, options: dict) -> str | None:
+        return "a quantized index (one scale for all its weights)" if options.get("quantize_bits") else None
 
     def _open_segment(self, path: Path, info: dict) -> InvertedSegment:
         return InvertedSegment(path, info, binary=self.kind == "binary")

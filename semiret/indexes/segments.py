@@ -372,6 +372,12 @@ class SegmentedIndex(ABC):
         """The documents ``live`` (local numbers, ascending) of ``segment`` as a batch, with these ids and
         stored documents."""
 
+    @classmethod
+    def written_whole(cls, options: dict) -> str | None:
+        """Why an index of this kind built with these options (its ``build``'s keywords) is written as one segment
+        whatever the build buffer, or None: it takes a buffer."""
+        return None
+
     def _load_commit(self, meta: dict) -> None:
         """Bring state the kind keeps beside the snapshot up to ``meta``, a newer commit (before its segments
         are opened)."""
@@ -386,7 +392,7 @@ class SegmentedIndex(ABC):
         """Write a new index of ``batches`` (staged beside ``path``, then renamed; a segment each ``buffer_mb`` MB
         of documents, :meth:`_append_parts`): ``fields`` are the kind's ``meta.json`` entries, ``attributes`` go
         to its constructor."""
-        check_buffer(buffer_mb)
+        buffer_mb = check_buffer(buffer_mb)
         target = Path(path)
         check_build_target(target, overwrite)
         with staged_directory(target, overwrite, writer_locks(target)) as staged:
@@ -397,16 +403,16 @@ class SegmentedIndex(ABC):
             }
             index = cls(staged, meta, **attributes)
             with index._change() as draft:
-                replaced = draft._append_parts(batches, buffer_mb)
-            _remove_folders(replaced)
+                draft._append_parts(batches, buffer_mb)
         return cls.open(target)
 
-    def _append_parts(self, batches: Iterable, buffer_mb: float | None) -> list[Path]:
+    def _append_parts(self, batches: Iterable, buffer_mb: float | None) -> None:
         """On a new index's draft: ``batches`` written as segments, each once about ``buffer_mb`` MB of them
         (:func:`batch_bytes`) are held (all as one segment when None or 0), so that a build's memory does not
         grow with the corpus (Lucene's RAM buffer); then every segment normalised by the whole corpus's
-        statistics (:meth:`_renormalise`, exactly: the stored weights are those of one segment). Returns the
-        folders the rewritten segments replaced, to remove once committed."""
+        statistics (:meth:`_renormalise` with ``exact``: the weights are recomputed from the term counts, as one
+        segment's are; a part's old folder goes as soon as it is rewritten, as no one else reads a staged index, so
+        the build needs the disk of the index and one part)."""
         limit = (buffer_mb or 0) * 2**20
         pending, held = [], 0
         for batch in batches:
@@ -417,7 +423,7 @@ class SegmentedIndex(ABC):
                 pending, held = [], 0
         if pending:
             self._append_part(pending)
-        return self._renormalise(exact=True)
+        _remove_folders(self._renormalise(exact=True, discard=True))
 
     def _append_part(self, batches: list, since: int = 0) -> None:
         """One part of a build or an add (:meth:`_append_parts`, :meth:`add_parts`) checked, also against the
@@ -784,8 +790,7 @@ class SegmentedIndex(ABC):
         one commit: a segment each ``buffer_mb`` MB of them (0: one), so that adding a large file holds a buffer of
         it, not all of it. An id repeated across parts is refused as within one batch. Returns how many were added;
         a failure leaves the index as it was."""
-        check_buffer(buffer_mb)
-        limit = (buffer_mb or 0) * 2**20
+        limit = (check_buffer(buffer_mb) or 0) * 2**20
         added = 0
         with self._change() as draft:
             first = len(draft.segments)
@@ -954,11 +959,11 @@ class SegmentedIndex(ABC):
         them. None by default."""
         return []
 
-    def _renormalise(self, exact: bool = False) -> list[Path]:
+    def _renormalise(self, exact: bool = False, discard: bool = False) -> list[Path]:
         """On a draft: rewrite each stale segment (:meth:`_stale_segments`) as the statistics now are, in its
         place, with the same documents and deletion marks (the parts of a hybrid index stay aligned, and the
         statistics themselves do not move); returns the folders the commit no longer lists, to remove once it
-        is made."""
+        is made, or removes each as soon as it is rewritten (``discard``: a staged index no one else reads)."""
         replaced = []
         for position in self._stale_segments(exact):
             segment = self.segments.pop(position)
@@ -974,6 +979,9 @@ class SegmentedIndex(ABC):
                 rewritten = rewritten.with_deleted(segment.deleted.copy())
             self.segments.insert(position, rewritten)
             self.meta["segments"].insert(position, info)
+            if discard:
+                _remove_folders(replaced)
+                replaced = []
         return replaced
 
     def _commit(self) -> None:
@@ -1113,13 +1121,30 @@ def batch_bytes(batch) -> int:
     return size
 
 
-def check_buffer(buffer_mb) -> None:
-    """Refuse a build buffer that is not a non-negative number of MB (0 or None: no limit)."""
+def check_buffer(buffer_mb) -> float | None:
+    """A build buffer as a Python float of MB (0: no limit; None stays None), or a clear error for anything that is
+    not a non-negative number (numpy numbers are taken: their own dtype would overflow or round the byte count)."""
     if buffer_mb is None:
-        return
-    if isinstance(buffer_mb, bool) or not isinstance(buffer_mb, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(buffer_mb) or buffer_mb < 0:
+        return None
+    try:
+        number = float(buffer_mb) if isinstance(buffer_mb, (int, float, np.integer, np.floating)) \
+            and not isinstance(buffer_mb, (bool, np.bool_)) else None
+    except OverflowError:
+        number = None
+    if number is None or not np.isfinite(number) or number < 0:
         raise SemiretError(f"the build buffer must be a non-negative number of MB (0: no limit), got {buffer_mb!r}")
+    return number
+
+
+def whole_buffer(index_class, options: dict, buffer_mb: float | None) -> float | None:
+    """The buffer a kind's build takes: ``buffer_mb``, or None where the kind writes these options whole
+    (:meth:`SegmentedIndex.written_whole`), which refuses a buffer asked for."""
+    reason = index_class.written_whole(options)
+    if reason is None:
+        return buffer_mb
+    if buffer_mb:
+        raise SemiretError(f"{reason} is written whole: a build buffer (buffer_mb, --buffer-mb) does not apply")
+    return None
 
 
 def _remove_folders(paths: list[Path]) -> None:

@@ -309,7 +309,7 @@ class HybridRetriever(Retriever):
             ids = source.live_ids()
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
-                                                                      target, total=len(ids)),
+                                                                      target, total=len(ids), buffer_mb=0),
                 NEURAL: lambda target: _copy_merged(source.path, target)},
                 overwrite=overwrite, extra_meta={"retriever": cls.name, **(
                     {"chunking": source.meta["chunking"]} if source.meta.get("chunking") else {})})
@@ -318,7 +318,8 @@ class HybridRetriever(Retriever):
 
 def _copy_merged(source: Path, target: Path) -> None:
     """A copy of an index, its segments merged into one without its deleted documents: the documents of BM25
-    built from its live texts, in the same order, so that a hybrid can search both parts in one pass."""
+    built from its live texts, in the same order and also as one segment (``buffer_mb=0``), so that a hybrid can
+    search both parts in one pass."""
     copy_index_files(source, target)
     open_index(target).merge()
 

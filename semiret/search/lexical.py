@@ -71,7 +71,7 @@ class WordCounts(DocumentSide):
         return cls(WordAnalyzer(**config), index.terms, index.bm25)  # encodes into the index's own vocabulary
 
     def index_config(self) -> dict:
-        return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms.terms, "bm25": self.params}
+        return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms, "bm25": self.params}
 
     def encode(self, documents):
         return word_count_postings(documents, self.analyzer, self.terms)

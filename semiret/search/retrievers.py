@@ -21,6 +21,7 @@ A retriever class only names the pair and registers it::
 from __future__ import annotations
 
 import copy
+import inspect
 import itertools
 import logging
 import math
@@ -44,7 +45,7 @@ from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, c
                                       delete_matching, documents_by_id, documents_page, facet, field_value, field_values,
                                       joined_documents, matching_documents, passage_ids, set_metadata)
 from semiret.indexes.inverted import InvertedIndex
-from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target
+from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target, whole_buffer
 from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
@@ -227,16 +228,16 @@ class Retriever:
         that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
         Milvus collection take no buffer (a hybrid's parts are written whole)."""
         build_options, search_options = cls.split_options(options)
-        check_buffer(buffer_mb)
+        buffer_mb = check_buffer(buffer_mb)
         if chunking is not None:
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "
                                    "stored texts to index passages")
             documents, total = chunking.split(documents), None
         store = resolve_backend(backend) or cls.documents.index_class
-        writes_parts = isinstance(store, type) and issubclass(store, SegmentedIndex)
-        if buffer_mb is not None and not writes_parts:
-            where = "a Milvus collection" if backend is not None else f"a {cls.name} index (its parts are written whole)"
+        writes_parts = "buffer_mb" in inspect.signature(store.build).parameters  # (a kind of another package's may not)
+        if buffer_mb and not writes_parts:
+            where = "a Milvus collection" if backend is not None else f"a {cls.name} index (written whole)"
             raise SemiretError(f"a build buffer (buffer_mb, --buffer-mb) does not apply to {where}")
         if path is None and backend is not None:
             raise SemiretError("a Milvus collection needs a name (path)")
@@ -246,6 +247,10 @@ class Retriever:
         cls.check_model(getattr(document_options, "model", None))
         cls.check_model(search_options.get("model"))  # a query side's model (sidr-beta), before anything is built
         document_side = cls.documents.create(document_options)
+        if writes_parts:  # a kind writing these options whole (quantized, a tree) refuses a buffer asked for, now
+            whole = store.written_whole(document_side.index_config())
+            part_buffer = (whole_buffer(store, document_side.index_config(), buffer_mb) or 0) if whole else \
+                cls.documents.buffer_mb if buffer_mb is None else buffer_mb
         scratch = None
         if path is None:
             scratch = tempfile.TemporaryDirectory(prefix="semiret-index-")
@@ -267,9 +272,11 @@ class Retriever:
         batches = encoded()
         batches = progress.track(batches, f"indexing ({cls.name})", total=total, advance=len)
         query_model = search_options.get("model")  # (sidr-beta's: the query encoder, which no posting records)
-        index = store.build(path, cls.documents.index_kind, batches, **document_side.index_config(),
+        config = document_side.index_config()
+        if writes_parts:
+            config["buffer_mb"] = part_buffer
+        index = store.build(path, cls.documents.index_kind, batches, **config,
                             store_texts=store_texts, overwrite=overwrite,
-                            **({"buffer_mb": cls.documents.buffer_mb if buffer_mb is None else buffer_mb} if writes_parts else {}),
                             extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {}),
                                         **({"query_model": model_reference(str(query_model))} if query_model else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
@@ -330,10 +337,10 @@ class Retriever:
         vocabulary that grows as documents are encoded, BM25's words, then gives new words ids no other writer has
         given), and written a segment each ``buffer_mb`` MB (as :meth:`build`), so that adding a large file does
         not hold all of it; a hybrid index or a Milvus collection takes the documents whole."""
-        check_buffer(buffer_mb)
+        buffer_mb = check_buffer(buffer_mb)
         documents = _documents(documents, "add")
         if not isinstance(self.index, SegmentedIndex):
-            if buffer_mb is not None:
+            if buffer_mb:
                 raise SemiretError(f"a build buffer (buffer_mb, --buffer-mb) does not apply to {self.index.path}")
             with self.index.writing():
                 return sum(self.index.add(batch, replace=replace, superseded=superseded)

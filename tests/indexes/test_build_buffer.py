@@ -89,10 +89,107 @@ def test_a_dense_build_in_parts(tmp_path):
 def test_a_quantized_index_is_written_whole(tmp_path):
     batches = [Postings([f"d{i}"], np.array([0, 2]), np.array([1, 2], np.int32), np.array([0.5 * (i + 1), 1.0],
                         np.float32), np.array([2], np.int32), [Document(f"d{i}", "x")]) for i in range(40)]
-    index = InvertedIndex.build(tmp_path / "q", "impact", batches, vocab_size=4, analyzer={}, quantize_bits=8,
-                                buffer_mb=TINY_BUFFER)
+    with pytest.raises(SemiretError, match="a quantized index .* is written whole: a build buffer"):
+        InvertedIndex.build(tmp_path / "q", "impact", batches, vocab_size=4, analyzer={}, quantize_bits=8,
+                            buffer_mb=TINY_BUFFER)
+    index = InvertedIndex.build(tmp_path / "q", "impact", iter(batches), vocab_size=4, analyzer={}, quantize_bits=8)
     assert len(index.segments) == 1  # one scale, set by all the weights (the largest not clipped)
     assert index.meta["quantization"]["scale"] == pytest.approx(20.0 / 255)
+
+
+def test_a_dense_tree_is_written_whole(tmp_path):
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((200, 8)).astype(np.float32)
+    batches = [Embeddings([f"d{i}" for i in range(lo, lo + 20)], vectors[lo: lo + 20]) for lo in range(0, 200, 20)]
+    with pytest.raises(SemiretError, match="a dense index with a tree .* is written whole"):
+        DenseIndex.build(tmp_path / "t", "dense", batches, dim=8, analyzer={}, ann="tree", buffer_mb=TINY_BUFFER)
+    assert len(DenseIndex.build(tmp_path / "t", "dense", batches, dim=8, analyzer={}, ann="tree").segments) == 1
+
+
+def test_the_retrievers_default_buffer_leaves_whole_what_must_be(tmp_path, monkeypatch):
+    """A small default buffer (standing in for a corpus above 256 MB) splits a BM25 build, but not the BM25 part
+    of a hybrid made around a neural index: its parts must hold the same documents segment by segment."""
+    from semiret.search.lexical import WordCounts
+
+    monkeypatch.setattr(WordCounts, "buffer_mb", TINY_BUFFER)
+    monkeypatch.setattr(WordCounts, "batch_size", 20)
+    assert len(BM25Retriever.build(corpus(), tmp_path / "bm25").index.segments) > 3
+    IDFRetriever.build(corpus(), tmp_path / "neural")
+    hybrid = HybridRetriever.around(tmp_path / "neural", tmp_path / "hybrid")
+    assert [len(part.segments) for part in hybrid.index.parts.values()] == [1, 1]
+
+
+@pytest.mark.parametrize("given,taken", [(np.int32(4096), 4096.0), (np.float16(64), 64.0), (np.int8(1), 1.0), (0, 0.0)])
+def test_numpy_buffers_are_read_as_numbers(given, taken):
+    from semiret.indexes.segments import check_buffer
+
+    assert check_buffer(given) == taken and type(check_buffer(given)) is float
+
+
+def test_a_numpy_buffer_splits_as_the_same_python_number(tmp_path):
+    docs = corpus()
+    sizes = [len(BM25Retriever.build(docs, tmp_path / f"i{n}", buffer_mb=value, batch_size=20).index.segments)
+             for n, value in enumerate([np.float16(0.01), 0.01, np.int32(4096)])]
+    assert sizes[0] == sizes[1] > 3 and sizes[2] == 1
+
+
+def test_a_failed_build_takes_back_its_words_from_the_document_side(tmp_path):
+    """The vocabulary a BM25 document side fills is the index's own: a failure takes the words back from both."""
+    from semiret.search.lexical import BM25Options, WordCounts
+
+    side = WordCounts.create(BM25Options())
+
+    def failing():
+        yield side.encode(corpus(20))
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError):
+        InvertedIndex.build(tmp_path / "idx", "bm25", failing(), **side.index_config())
+    assert len(side.terms) == len(side.terms.ids) == 0
+    again = side.encode([Document("z", "zebra heart")])
+    assert sorted(again.terms.tolist()) == [0, 1] and side.terms.terms == ["zebra", "heart"]
+
+
+def test_an_index_kind_without_a_buffer_still_builds(tmp_path):
+    """A kind of another package, written to the contract before buffers (its own ``build`` without ``buffer_mb``),
+    is built whole; a buffer asked for is refused."""
+    from semiret.search.lexical import IDFQueries, TokenSets
+    from semiret.search.retrievers import Retriever
+
+    class OwnIndex(InvertedIndex):
+        FORMAT = "example.own-index"
+
+        @classmethod
+        def build(cls, path, kind, batches, vocab_size, analyzer, store_texts=True, overwrite=False, extra_meta=None):
+            fields = {"kind": kind, "analyzer": analyzer, "vocab_size": vocab_size, "growable_vocab": False,
+                      "n_terms": 0, "bm25": None, "quantization": None}
+            return cls._build(path, fields, batches, store_texts, overwrite, extra_meta)
+
+    class OwnSets(TokenSets):
+        index_class = OwnIndex
+
+    class OwnRetriever(Retriever):
+        name, documents, queries, index_kinds = "own-bot", OwnSets, IDFQueries, ("binary",)
+
+    assert OwnRetriever.build(corpus(30), tmp_path / "own").index.n_docs == 30
+    with pytest.raises(SemiretError, match="does not apply to a own-bot index"):
+        OwnRetriever.build(corpus(30), tmp_path / "own2", buffer_mb=64)
+
+
+def test_a_build_in_parts_needs_the_disk_of_the_index_and_one_part(tmp_path, monkeypatch):
+    from semiret.indexes.segments import SegmentedIndex
+
+    folders = []
+    append = SegmentedIndex._append_segment
+
+    def counted(self, *args, **kwargs):
+        folders.append(sum(1 for p in self.path.iterdir() if p.name.startswith("seg-")))
+        return append(self, *args, **kwargs)
+
+    monkeypatch.setattr(SegmentedIndex, "_append_segment", counted)
+    index = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20).index
+    parts = len(index.segments)
+    assert parts > 3 and max(folders) <= parts  # each rewritten part's old folder went before the next rewrite
 
 
 def test_a_later_part_refused_leaves_the_old_index_and_no_files(tmp_path):

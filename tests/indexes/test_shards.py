@@ -20,9 +20,10 @@ QUERIES = ["cats and dogs", "statins cancer risk", "morning garden birds", "mail
 
 
 def test_shards_are_contiguous_slices_that_cover_the_corpus():
-    shards = [corpus_shard(TINY_DOCS, f"{i}/4") for i in range(4)]
-    assert [len(s) for s in shards] == [1, 2, 1, 2]
-    assert [d for s in shards for d in s] == TINY_DOCS
+    for total in (None, len(TINY_DOCS)):  # held to be counted, or read as it goes (iter: a file's reader)
+        shards = [corpus_shard(iter(TINY_DOCS), f"{i}/4", total) for i in range(4)]
+        assert [size for _, size in shards] == [1, 2, 1, 2]
+        assert [d for s, _ in shards for d in s] == TINY_DOCS
     for bad in ("4/4", "-1/2", "1", "a/b", "0/0"):
         with pytest.raises(SemiretError, match="i/n"):
             corpus_shard(TINY_DOCS, bad)
