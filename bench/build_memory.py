@@ -2,7 +2,8 @@
 
 ``python bench/build_memory.py [--docs 600000] [--buffers 0,256,128,64] [--quick]`` prints one JSON object: for
 each buffer (0: the corpus held whole, one segment, the peer), the command's wall time, its peak resident memory
-(the child's ``ru_maxrss``), the segments written and the ratios against the whole build; and how every build's
+(the child's ``ru_maxrss``), the segments written, the ratios against the whole build, the median latency of a
+BM25 query over the result (one thread: what more segments cost a search); and how every build's
 BM25 top 100 for the corpus's first queries compares with the whole build's: the queries whose top 100 holds the
 same documents, those in the same order with the same scores, and the largest relative score difference (the parts
 are renormalised by the whole corpus's average length; a query's terms add up in another order in each segment,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -26,6 +28,7 @@ from corpus import CACHE_ROOT, emit, ensure_corpus, load_queries, machine
 QUICK_DOCS = 100_000
 DEFAULT_ADD_BUFFER = 256.0
 CHECKED_QUERIES = 200
+LATENCY_QUERIES = 1000
 
 
 def timed_build(corpus: Path, out: Path, buffer_mb: float) -> dict:
@@ -60,6 +63,18 @@ def timed_add(corpus: Path, out: Path, buffer_mb: float) -> dict:
     return {"seconds": round(time.perf_counter() - start, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
+def search_latency(retriever, queries: list[str]) -> float:
+    """Median milliseconds of one BM25 query (k = 10) over the built index: what its segments cost a search."""
+    for query in queries[:20]:
+        retriever.search(query, k=10)
+    times = []
+    for query in queries:
+        start = time.perf_counter()
+        retriever.search(query, k=10)
+        times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 4)
+
+
 def main() -> None:
     from semiret.search import open_retriever
 
@@ -72,15 +87,18 @@ def main() -> None:
     n_docs = QUICK_DOCS if args.quick else args.docs
     directory, _ = ensure_corpus(n_docs)
     buffers = [0.0] + [float(b) for b in args.buffers.split(",") if float(b) != 0]
-    queries = load_queries(directory)[:CHECKED_QUERIES]
+    latency_queries = load_queries(directory)[:LATENCY_QUERIES]
+    queries = latency_queries[:CHECKED_QUERIES]
     result = {"benchmark": "build_memory", "machine": machine(), "docs": n_docs,
               "corpus_mb": round((directory / "corpus.jsonl").stat().st_size / 2**20, 1), "builds": {}}
     reference = None
     for buffer_mb in buffers:
         out = CACHE_ROOT / f"build-memory-{n_docs}-{buffer_mb:g}"
         entry = timed_build(directory / "corpus.jsonl", out, buffer_mb)
-        hits = open_retriever(out).search(queries, k=100)
+        retriever = open_retriever(out)
+        hits = retriever.search(queries, k=100)
         reference = reference or hits
+        entry["search_ms_median"] = search_latency(retriever, latency_queries)
         entry["queries"] = len(queries)
         entry["same_top100_documents"] = sum(set(a) == set(b) for a, b in zip(hits.ids, reference.ids))
         entry["same_top100_ranking_and_scores"] = sum(a == b and x == y for a, b, x, y in

@@ -164,7 +164,7 @@ def _corpus(path: Path):
 
 def _buffer_option():
     return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
-                        "(default 256, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
+                        "(default 1024, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
                         "corpus, and the segments find what one segment would. Not for a hybrid, quantized or tree index, or "
                         "Milvus.")
 
