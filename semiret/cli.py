@@ -155,13 +155,6 @@ def _print_json(data) -> None:
     stdout.print_json(json.dumps(data))
 
 
-def _corpus(path: Path):
-    from semiret.data.collection import iter_corpus
-    from semiret.data.paths import dataset
-
-    return iter_corpus(dataset(str(path)))
-
-
 def _buffer_option():
     return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
                         "(default 1024, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
@@ -470,12 +463,15 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         milvus_token: Optional[str] = _milvus_token_option(),
         buffer_mb: Optional[float] = _buffer_option()):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
+    from semiret.data.collection import count_documents, iter_corpus
+    from semiret.data.paths import dataset
     from semiret.search.retrievers import open_retriever
 
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
-    added = searcher.add(_corpus(corpus), replace=replace, buffer_mb=buffer_mb)
+    source = dataset(str(corpus))
+    added = searcher.add(iter_corpus(source), replace=replace, buffer_mb=buffer_mb, total=count_documents(source))
     segments = getattr(searcher.index, "segments", None)
     console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {searcher.index.n_docs} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))

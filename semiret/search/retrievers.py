@@ -328,7 +328,8 @@ class Retriever:
         recorded = self.index.meta.get("chunking")
         return Chunking(**recorded) if recorded else None
 
-    def add(self, documents: Iterable[Document], replace: bool = False, buffer_mb: float | None = None) -> int:
+    def add(self, documents: Iterable[Document], replace: bool = False, buffer_mb: float | None = None,
+            total: int | None = None) -> int:
         """Index more documents; they are searchable as soon as this returns, and durable, all in one commit.
         Returns how many were added (passages, where the index holds passages: each document is split as at the
         build, and ``replace`` first deletes the passages of the documents it replaces).
@@ -336,8 +337,11 @@ class Retriever:
         Read, checked and encoded a batch at a time, under the index's write lock, against its last commit (a
         vocabulary that grows as documents are encoded, BM25's words, then gives new words ids no other writer has
         given), and written a segment each ``buffer_mb`` MB (as :meth:`build`), so that adding a large file does
-        not hold all of it; a hybrid index or a Milvus collection takes the documents whole."""
+        not hold all of it; a hybrid index or a Milvus collection takes the documents whole. ``total``: how many
+        documents come, for the progress bar (a list's length by default)."""
         buffer_mb = check_buffer(buffer_mb)
+        if isinstance(documents, (list, tuple)) and total is None:
+            total = len(documents)
         documents = _documents(documents, "add")
         if not isinstance(self.index, SegmentedIndex):
             if buffer_mb:
@@ -346,7 +350,9 @@ class Retriever:
                 return sum(self.index.add(batch, replace=replace, superseded=superseded)
                            for batch, superseded in self._encoded_parts([list(documents)], replace))
         with self.index.writing():
-            parts = iter(self._encoded_parts(batched(documents, self.document_side.batch_size), replace))
+            groups = progress.track(batched(documents, self.document_side.batch_size), f"adding ({self.name})",
+                                    total=total, advance=len)
+            parts = iter(self._encoded_parts(groups, replace))
             first = next(parts, None)
             if first is None:
                 return 0
