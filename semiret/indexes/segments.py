@@ -310,8 +310,9 @@ class SegmentedIndex(ABC):
 
     ``build`` (a kind's own classmethod, which checks its arguments and calls :meth:`_build` with its
     ``meta.json`` fields) stages a new directory beside the target, writes the documents as segments of a
-    bounded size (one, for a corpus below the build buffer) and renames it into place; :meth:`open` reads ``meta.json`` and opens the segments; :meth:`add`,
-    :meth:`delete` and :meth:`merge` change the index and commit with one atomic ``meta.json`` replace.
+    bounded size (one, for a corpus below the build buffer) and renames it into place; :meth:`open` reads
+    ``meta.json`` and opens the segments; :meth:`add`, :meth:`delete` and :meth:`merge` change the index and
+    commit with one atomic ``meta.json`` replace.
     Documents are found by id (:meth:`locate`, ``in``, :meth:`get_document`) in any kind.
 
     Concurrency: any number of threads may search while one changes the index. A change runs on a private
@@ -800,7 +801,6 @@ class SegmentedIndex(ABC):
             try:
                 for batch, superseded in parts:
                     self.check_new_ids(batch.ids, replace)  # the last commit (the write lock keeps it the last)
-                    draft._validate(batch)
                     draft._refuse_repeats(batch.ids, first)
                     repeated = next((i for i in batch.ids if i in pending_ids), None)
                     if repeated is not None:
