@@ -431,8 +431,10 @@ class SegmentedIndex(ABC):
     def _append_part(self, batches: list, since: int = 0) -> None:
         """One part of a build or an add (:meth:`_append_parts`, :meth:`add_parts`) checked, also against the
         parts written before it, the segments from ``since`` on, and written as a segment."""
+        for batch in batches:  # each alone first: one the kind cannot take may not even concatenate
+            self._validate(batch)
         batch = self.batch_type.concatenate(batches)
-        self._check_batch(batch)
+        check_ids(batch.ids)
         self._refuse_repeats(batch.ids, since)
         self._append_segment(batch)
 
@@ -923,6 +925,7 @@ class SegmentedIndex(ABC):
         for position, (info, segment) in enumerate(zip(self.meta["segments"], self.segments)):
             if segment.name in marks:
                 append_deletions(segment.path, info.get("n_deleted", 0), marks[segment.name])
+                info["n_deleted"] = info.get("n_deleted", 0) + len(marks[segment.name])  # a later call appends after
                 deleted = segment.deleted.copy()
                 deleted[marks[segment.name]] = True
                 self.segments[position] = segment.with_deleted(deleted)

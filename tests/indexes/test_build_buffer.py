@@ -324,3 +324,21 @@ def test_the_command_line_adds_in_parts(tmp_path):
                                       str(TINY_BUFFER)])
     assert result.exit_code == 0, result.output
     assert "9050 live in 4 segments" in result.output  # three parts of the command's 4,096 documents
+
+
+def test_replacing_in_parts_keeps_every_deletion_mark(tmp_path):
+    """An add with replace in several parts marks old versions in one segment part after part: each part's marks
+    go after the earlier parts', so a reopened index (another worker, a merge) sees them all. (Documents of one
+    length: an average that moved would have the segment rewritten with its flags, hiding lost marks.)"""
+    docs = [Document(f"d{i}", f"word{i} common text number {i}") for i in range(100)]
+    retriever = BM25Retriever.build(docs, tmp_path / "idx", buffer_mb=0)
+    retriever.document_side.batch_size = 20
+    assert retriever.add(docs[:40], replace=True) == 40
+    for searcher in (retriever, open_retriever(tmp_path / "idx")):
+        assert searcher.index.n_docs == 100
+        assert [(s.n_docs, s.n_deleted) for s in searcher.index.segments] == [(100, 40), (40, 0)]
+        ids = searcher.search(["common text"], k=200).ids[0]
+        assert len(ids) == len(set(ids))
+    reopened = open_retriever(tmp_path / "idx")
+    reopened.index.merge()
+    assert reopened.index.n_docs == 100 and len(reopened.index.segments) == 1
