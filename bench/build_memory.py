@@ -8,8 +8,9 @@ BM25 top 100 for the corpus's first queries compares with the whole build's: the
 same documents, those in the same order with the same scores, and the largest relative score difference (the parts
 are renormalised by the whole corpus's average length; a query's terms add up in another order in each segment,
 its bounds' order, so scores may differ by float32 rounding and near-ties swap). ``--adds``: also ``semiret add``
-of the whole corpus to an index of one document, held whole and with the default buffer (one commit either way). The corpus is the benchmark's Zipf corpus
-(``corpus.py``; ``--quick``: 100,000 documents). The target: memory that stops growing with the corpus.
+of the whole corpus to an index of one document, held whole and with a 256 MB buffer (one commit either way). The
+corpus is the benchmark's Zipf corpus (``corpus.py``; ``--quick``: 100,000 documents). The target: memory that
+stops growing with the corpus.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from corpus import CACHE_ROOT, emit, ensure_corpus, load_queries, machine
 
 QUICK_DOCS = 100_000
-DEFAULT_ADD_BUFFER = 256.0
+ADD_BUFFER = 256.0
 CHECKED_QUERIES = 200
 LATENCY_QUERIES = 1000
 
@@ -112,7 +113,7 @@ def main() -> None:
         result["builds"][f"{buffer_mb:g}"] = entry
     if args.adds:
         result["adds"] = {}
-        for buffer_mb in (0.0, DEFAULT_ADD_BUFFER):
+        for buffer_mb in (0.0, ADD_BUFFER):
             entry = timed_add(directory / "corpus.jsonl", CACHE_ROOT / f"add-memory-{n_docs}-{buffer_mb:g}", buffer_mb)
             whole = result["adds"].get("0")
             if whole:

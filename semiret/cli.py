@@ -155,11 +155,12 @@ def _print_json(data) -> None:
     stdout.print_json(json.dumps(data))
 
 
-def _buffer_option():
+def _buffer_option(build: bool = True):
     return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
                         "(default 1024, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
-                        "corpus, and the segments find what one segment would. Not for a hybrid, quantized or tree index, or "
-                        "Milvus.")
+                        "corpus, and the segments find what one segment would" + (
+                            ". Not for a hybrid, quantized or tree index, or Milvus." if build else
+                            "; still one commit. Not for a hybrid index or Milvus."))
 
 
 def _count(n: int, noun: str) -> str:
@@ -461,7 +462,7 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option(),
-        buffer_mb: Optional[float] = _buffer_option()):
+        buffer_mb: Optional[float] = _buffer_option(build=False)):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import count_documents, iter_corpus
     from semiret.data.paths import dataset

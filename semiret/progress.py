@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Iterable, Iterator, TypeVar
 
@@ -29,6 +30,11 @@ def report(message: str) -> None:
 PLAIN_REPORT_SECONDS = 30.0
 """Where standard error is no terminal (a batch job, ``nohup``, a log file) a bar cannot redraw: a line saying how
 far a long task is comes this often instead."""
+
+
+_LIVE = threading.Lock()
+"""Held while a bar is drawn: rich draws one live display at a time (rich 13 raises for a second, from a nested
+task or another thread, such as two adds a server runs at once); a task that finds it taken goes without a bar."""
 
 
 def _no_live_display() -> bool:
@@ -64,13 +70,19 @@ def track(items: Iterable[T], description: str, total: float | None = None, adva
             yield item
             plain.advance(advance(item) if advance else 1)
         return
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, transient=True, console=CONSOLE) as progress:
-        task = progress.add_task(description, total=total)
-        for item in items:
-            yield item
-            progress.advance(task, advance(item) if advance else 1)
+    if not _LIVE.acquire(blocking=False):
+        yield from items
+        return
+    try:
+        columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn()]
+        with Progress(*columns, transient=True, console=CONSOLE) as progress:
+            task = progress.add_task(description, total=total)
+            for item in items:
+                yield item
+                progress.advance(task, advance(item) if advance else 1)
+    finally:
+        _LIVE.release()
 
 
 class StepBar:
@@ -85,7 +97,7 @@ class StepBar:
     def __enter__(self) -> "StepBar":
         if ENABLED and _no_live_display():
             self._plain = _PlainProgress(self.description, self.total)
-        elif ENABLED:
+        elif ENABLED and _LIVE.acquire(blocking=False):
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=CONSOLE)
             self._progress.__enter__()
@@ -100,4 +112,7 @@ class StepBar:
 
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
-            self._progress.__exit__(*exc)
+            try:
+                self._progress.__exit__(*exc)
+            finally:
+                _LIVE.release()

@@ -77,13 +77,14 @@ class ScoreMatrixIndex(InvertedIndex):
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[ScoredPostings], vocab_size: int, analyzer: dict,
               score_vocab_size: int = 0, scorer: dict | None = None, extra_meta: dict | None = None,
-              **options) -> "ScoreMatrixIndex":
+              buffer_mb: float | None = None, **options) -> "ScoreMatrixIndex":
         """An inverted index of ``batches`` (``options``: :meth:`InvertedIndex.build`'s) whose documents also
         carry ``score_vocab_size`` scores each; ``scorer`` records what made them."""
         if score_vocab_size < 1:
             raise SemiretError("a score-matrix index needs the size of its score vocabulary")
         meta = {**(extra_meta or {}), "scores": {"vocab_size": score_vocab_size, "scorer": scorer or {}}}
-        return super().build(path, kind, batches, vocab_size, analyzer, extra_meta=meta, **options)
+        return super().build(path, kind, batches, vocab_size, analyzer, extra_meta=meta, buffer_mb=buffer_mb,
+                             **options)
 
     @property
     def score_vocab_size(self) -> int:

@@ -28,6 +28,7 @@ Index kinds register by the ``format`` string of their ``meta.json`` (:func:`reg
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import secrets
@@ -796,36 +797,57 @@ class SegmentedIndex(ABC):
         it, not all of it. An id repeated across parts is refused as within one batch. Returns how many were added;
         a failure leaves the index as it was."""
         limit = (check_buffer(buffer_mb) or 0) * 2**20
+        parts = iter(parts)
+        coming = next(parts, None)
+        if coming is None:
+            return 0  # nothing to add: no commit
+        with self.writing():  # held until a failed change's folders are gone: no other writer's can be taken for them
+            before = {entry.name for entry in self.path.iterdir()}
+            try:
+                added, replaced = self._add_parts(itertools.chain([coming], parts), replace, limit)
+            except BaseException:
+                self._remove_unlisted(before)
+                raise
+        _remove_folders(replaced)
+        return added
+
+    def _add_parts(self, parts: Iterator, replace: bool, limit: float) -> tuple[int, list[Path]]:
+        """:meth:`add_parts`' change: the documents added, and the folders its commit no longer lists."""
         added = 0
         with self._change() as draft:
             first = len(draft.segments)
             pending, pending_ids, held = [], set(), 0
-            try:
-                for batch, superseded in parts:
-                    self.check_new_ids(batch.ids, replace)  # the last commit (the write lock keeps it the last)
-                    draft._refuse_repeats(batch.ids, first)
-                    repeated = next((i for i in batch.ids if i in pending_ids), None)
-                    if repeated is not None:
-                        raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
-                    if replace or superseded:
-                        draft._mark_deleted([i for i in [*superseded, *batch.ids] if i in self], missing_ok=True)
-                    if len(batch) == 0:
-                        continue
-                    pending.append(batch)
-                    pending_ids.update(batch.ids)
-                    added += len(batch)
-                    held += batch_bytes(batch) if limit else 0
-                    if limit and held >= limit:
-                        draft._append_part(pending, since=first)
-                        pending, pending_ids, held = [], set(), 0
-                if pending:
+            for batch, superseded in parts:
+                self.check_new_ids(batch.ids, replace)  # the last commit (the write lock keeps it the last)
+                draft._refuse_repeats(batch.ids, first)
+                repeated = next((i for i in batch.ids if i in pending_ids), None)
+                if repeated is not None:
+                    raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+                if replace or superseded:
+                    draft._mark_deleted([i for i in [*superseded, *batch.ids] if i in self], missing_ok=True)
+                if len(batch) == 0:
+                    continue
+                pending.append(batch)
+                pending_ids.update(batch.ids)
+                added += len(batch)
+                held += batch_bytes(batch) if limit else 0
+                if limit and held >= limit:
                     draft._append_part(pending, since=first)
-            except BaseException:
-                _remove_folders([segment.path for segment in draft.segments[first:]])  # this add's parts
-                raise
+                    pending, pending_ids, held = [], set(), 0
+            if pending:
+                draft._append_part(pending, since=first)
             replaced = draft._renormalise()
-        _remove_folders(replaced)
-        return added
+        return added, replaced
+
+    def _remove_unlisted(self, before: set[str]) -> None:
+        """After a failed change (under the write lock): remove the segment folders it wrote, those that were not
+        here before it and that the commit on disk does not list (it may have landed before the failure)."""
+        try:
+            listed = {info["name"] for info in read_commit(self.path, self.FORMAT)[0]["segments"]}
+        except (OSError, ValueError, IndexFormatError):
+            return  # no readable commit: a merge removes them later
+        _remove_folders([entry for entry in self.path.iterdir()
+                         if entry.name.startswith("seg-") and entry.name not in before and entry.name not in listed])
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
         """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""
@@ -982,6 +1004,7 @@ class SegmentedIndex(ABC):
             if segment.n_deleted:
                 append_deletions(rewritten.path, 0, np.flatnonzero(segment.deleted).tolist())
                 rewritten = rewritten.with_deleted(segment.deleted.copy())
+                info["n_deleted"] = segment.n_deleted  # the marks on disk: a later mark in this change goes after
             self.segments.insert(position, rewritten)
             self.meta["segments"].insert(position, info)
             if discard:
@@ -1137,7 +1160,8 @@ def check_buffer(buffer_mb) -> float | None:
     except OverflowError:
         number = None
     if number is None or not np.isfinite(number) or number < 0:
-        raise SemiretError(f"the build buffer must be a non-negative number of MB (0: no limit), got {buffer_mb!r}")
+        raise SemiretError(f"the buffer (buffer_mb, --buffer-mb) must be a non-negative number of MB (0: no limit), "
+                           f"got {buffer_mb!r}")
     return number
 
 

@@ -12,7 +12,7 @@ from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.indexes import DenseIndex, InvertedIndex
 from semiret.search import BM25Retriever, HybridRetriever, IDFRetriever, open_retriever
-from semiret.types import Embeddings, Postings
+from semiret.types import Embeddings, Postings, SparseQuery
 
 from helpers import leftovers, write_jsonl
 
@@ -218,7 +218,7 @@ def test_a_bad_buffer_is_refused_before_a_document_is_read(tmp_path, bad):
         raise AssertionError("a document was read")
         yield
 
-    with pytest.raises(SemiretError, match="build buffer must be a non-negative number of MB"):
+    with pytest.raises(SemiretError, match="buffer .* must be a non-negative number of MB"):
         BM25Retriever.build(unread(), tmp_path / "idx", buffer_mb=bad)
     assert not (tmp_path / "idx").exists()
 
@@ -244,7 +244,7 @@ def test_the_command_line_builds_in_parts(tmp_path):
     whole = BM25Retriever.build([Document(d.id, d.text) for d in docs], tmp_path / "whole")
     same_results(whole, open_retriever(tmp_path / "idx"))
     bad = runner.invoke(app, ["index", "--data", str(path), "--out", str(tmp_path / "bad"), "--buffer-mb", "-5"])
-    assert bad.exit_code != 0 and "build buffer" in bad.output
+    assert bad.exit_code != 0 and "must be a non-negative number of MB" in bad.output
 
 
 # ---------------------------------------------------------------------------- adds in parts
@@ -342,3 +342,47 @@ def test_replacing_in_parts_keeps_every_deletion_mark(tmp_path):
     reopened = open_retriever(tmp_path / "idx")
     reopened.index.merge()
     assert reopened.index.n_docs == 100 and len(reopened.index.segments) == 1
+
+
+def test_an_add_of_nothing_makes_no_commit(tmp_path):
+    from semiret.indexes.storage import commit_stamp
+
+    index = BM25Retriever.build(corpus(20), tmp_path / "idx").index
+    stamp = commit_stamp(tmp_path / "idx")
+    assert index.add_parts([]) == 0 and commit_stamp(tmp_path / "idx") == stamp
+
+
+def test_an_add_failing_at_its_last_step_leaves_no_folder(tmp_path, monkeypatch):
+    from semiret.indexes.segments import SegmentedIndex
+
+    retriever = parts_retriever(tmp_path)
+    folders = sorted(p.name for p in (tmp_path / "idx").iterdir())
+    renormalise = SegmentedIndex._renormalise
+
+    def interrupted(self, *args, **kwargs):
+        renormalise(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SegmentedIndex, "_renormalise", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add(corpus(200, "e"), buffer_mb=TINY_BUFFER)
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == folders
+    assert open_retriever(tmp_path / "idx").index.n_docs == 120
+
+
+def test_a_score_matrix_takes_a_buffer_asked_for(tmp_path):
+    from semiret.indexes.score_matrix import ScoreMatrixIndex, ScoredPostings
+
+    rng = np.random.default_rng(2)
+    batches = [ScoredPostings([f"d{i}" for i in range(lo, lo + 10)], np.arange(11, dtype=np.int64),
+                              np.full(10, 1, np.int32), np.ones(10, np.float32), np.ones(10, np.int32),
+                              [Document(f"d{i}", "x") for i in range(lo, lo + 10)],
+                              rng.standard_normal((10, 50)).astype(np.float16)) for lo in range(0, 100, 10)]
+    whole = ScoreMatrixIndex.build(tmp_path / "whole", "bm25", batches, vocab_size=3, analyzer={}, score_vocab_size=50)
+    parts = ScoreMatrixIndex.build(tmp_path / "parts", "bm25", batches, vocab_size=3, analyzer={}, score_vocab_size=50,
+                                   buffer_mb=TINY_BUFFER)
+    assert len(whole.segments) == 1 and len(parts.segments) > 3
+    query = [SparseQuery(np.array([1, 7, 30]), np.ones(3, np.float32))]
+    a, b = whole.score_all(query, k=20), parts.score_all(query, k=20)
+    assert a.ids == b.ids
+    np.testing.assert_allclose(np.array(a.scores), np.array(b.scores), rtol=1e-6)

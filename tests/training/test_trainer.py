@@ -308,3 +308,38 @@ def test_the_readme_python_training_path_fine_tunes_an_encoder_and_indexes_with_
         again = trainer().train()
     assert [h.mean_loss for h in again] == [h.mean_loss for h in history]
     assert "has trained all its 4 epochs: nothing is trained again" in caplog.text
+
+
+def test_one_bar_at_a_time_where_a_terminal_draws_them(monkeypatch):
+    """rich draws one live display at a time (rich 13 raised for a second): a task nested in another, or in another
+    thread while one is drawn (two adds a server runs at once), goes without a bar instead of failing."""
+    import io
+    import threading
+
+    from rich.console import Console
+
+    from semiret import progress
+
+    progress.set_enabled(True)
+    monkeypatch.setattr(progress, "CONSOLE", Console(file=io.StringIO(), force_terminal=True))
+    assert not progress._no_live_display()
+    inner = [list(progress.track(range(3), "inner")) for _ in progress.track(range(2), "outer")]
+    assert inner == [[0, 1, 2]] * 2
+    started, results = threading.Event(), {}
+
+    def slow():
+        for item in progress.track(range(3), "first"):
+            started.set()
+            threading.Event().wait(0.05)
+            results.setdefault("first", []).append(item)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    started.wait(5)
+    results["second"] = list(progress.track(range(4), "second"))
+    with progress.StepBar("epoch 1/1", 1) as bar:
+        bar.advance("loss 0.5")
+    thread.join()
+    assert results == {"first": [0, 1, 2], "second": [0, 1, 2, 3]}
+    assert progress._LIVE.acquire(blocking=False)  # every bar let go of it
+    progress._LIVE.release()
