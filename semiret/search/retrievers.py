@@ -248,8 +248,8 @@ class Retriever:
         cls.check_model(search_options.get("model"))  # a query side's model (sidr-beta), before anything is built
         document_side = cls.documents.create(document_options)
         if writes_parts:  # a kind writing these options whole (quantized, a tree) refuses a buffer asked for, now
-            whole = store.written_whole(document_side.index_config())
-            part_buffer = (whole_buffer(store, document_side.index_config(), buffer_mb) or 0) if whole else \
+            config = document_side.index_config()
+            part_buffer = (whole_buffer(store, config, buffer_mb) or 0) if store.written_whole(config) else \
                 cls.documents.buffer_mb if buffer_mb is None else buffer_mb
         scratch = None
         if path is None:
@@ -352,11 +352,7 @@ class Retriever:
         with self.index.writing():
             groups = progress.track(batched(documents, self.document_side.batch_size), f"adding ({self.name})",
                                     total=total, advance=len)
-            parts = iter(self._encoded_parts(groups, replace))
-            first = next(parts, None)
-            if first is None:
-                return 0
-            return self.index.add_parts(itertools.chain([first], parts), replace,
+            return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
     def _encoded_parts(self, groups: Iterable[list[Document]], replace: bool) -> Iterator[tuple[object, list[str]]]:
