@@ -407,51 +407,34 @@ class SegmentedIndex(ABC):
             }
             index = cls(staged, meta, **attributes)
             with index._change() as draft:
-                draft._append_parts(batches, buffer_mb)
+                draft._append_parts(batches, buffer_mb, index)
         return cls.open(target)
 
-    def _append_parts(self, batches: Iterable, buffer_mb: float | None) -> None:
-        """On a new index's draft: ``batches`` written as segments, each once about ``buffer_mb`` MB of them
-        (:func:`batch_bytes`) are held (all as one segment when None or 0), so that a build's memory does not
-        grow with the corpus (Lucene's RAM buffer); then every segment normalised by the whole corpus's
-        statistics (:meth:`_renormalise` with ``exact``: the weights are recomputed from the term counts, as one
-        segment's are; a part's old folder goes as soon as it is rewritten, as no one else reads a staged index, so
-        the build needs the disk of the index and one part)."""
-        limit = (buffer_mb or 0) * 2**20
-        pending, held = [], 0
-        for batch in batches:
-            pending.append(batch)
-            held += batch_bytes(batch) if limit else 0
-            if limit and held >= limit:
-                self._append_part(pending)
-                pending, held = [], 0
-        if pending:
-            self._append_part(pending)
+    def _append_parts(self, batches: Iterable, buffer_mb: float | None, empty: "SegmentedIndex") -> None:
+        """On a new index's draft (of ``empty``): ``batches`` written as segments (:meth:`_write_parts`), so that a
+        build's memory does not grow with the corpus; then every segment normalised by the whole corpus's statistics
+        (:meth:`_renormalise` with ``exact``: the weights are recomputed from the term counts, as one segment's
+        are; a part's old folder goes as soon as it is rewritten, as no one else reads a staged index, so the build
+        needs the disk of the index and one part)."""
+        self._write_parts(((batch, []) for batch in batches), empty, False, (buffer_mb or 0) * 2**20)
         _remove_folders(self._renormalise(exact=True, discard=True))
 
-    def _append_part(self, batches: list, since: int = 0) -> None:
-        """One part of a build or an add (:meth:`_append_parts`, :meth:`add_parts`) checked, also against the
-        parts written before it, the segments from ``since`` on, and written as a segment."""
+    def _append_part(self, batches: list) -> None:
+        """Batches whose ids :meth:`_write_parts` checked, validated and written as one segment."""
         for batch in batches:  # each alone first: one the kind cannot take may not even concatenate
             self._validate(batch)
-        batch = self.batch_type.concatenate(batches)
-        check_ids(batch.ids)
-        self._refuse_repeats(batch.ids, since)
-        self._append_segment(batch)
+        self._append_segment(self.batch_type.concatenate(batches))
 
     def _refuse_repeats(self, ids: list[str], since: int) -> None:
-        """Refuse ids that the segments from ``since`` on hold (found by their hashes first, so that no segment is
-        read back): the parts already written of the documents being added."""
+        """Refuse ids that the segments from ``since`` on hold (their sorted id hashes searched, no segment read
+        back): the parts already written of the documents being added."""
         if len(self.segments) <= since:
             return
         hashes = id_hash(ids)
-        suspects = np.zeros(len(hashes), bool)
         for segment in self.segments[since:]:
-            suspects |= np.isin(hashes, segment.docids.hashes)
-        clash = next((ids[i] for i in np.flatnonzero(suspects).tolist()
-                      if any(s.docids.find(ids[i]) >= 0 for s in self.segments[since:])), None)
-        if clash is not None:
-            raise SemiretError(f"duplicate document id {clash!r} in the documents to add")
+            found = np.flatnonzero(segment.docids.find_many(ids, hashes) >= 0)
+            if len(found):
+                raise SemiretError(f"duplicate document id {ids[int(found[0])]!r} in the documents to add")
 
     @classmethod
     def open(cls, path: str | Path):
@@ -813,31 +796,38 @@ class SegmentedIndex(ABC):
 
     def _add_parts(self, parts: Iterator, replace: bool, limit: float) -> tuple[int, list[Path]]:
         """:meth:`add_parts`' change: the documents added, and the folders its commit no longer lists."""
-        added = 0
         with self._change() as draft:
-            first = len(draft.segments)
-            pending, pending_ids, held = [], set(), 0
-            for batch, superseded in parts:
-                self.check_new_ids(batch.ids, replace)  # the last commit (the write lock keeps it the last)
-                draft._refuse_repeats(batch.ids, first)
-                repeated = next((i for i in batch.ids if i in pending_ids), None)
-                if repeated is not None:
-                    raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
-                if replace or superseded:
-                    draft._mark_deleted([i for i in [*superseded, *batch.ids] if i in self], missing_ok=True)
-                if len(batch) == 0:
-                    continue
-                pending.append(batch)
-                pending_ids.update(batch.ids)
-                added += len(batch)
-                held += batch_bytes(batch) if limit else 0
-                if limit and held >= limit:
-                    draft._append_part(pending, since=first)
-                    pending, pending_ids, held = [], set(), 0
-            if pending:
-                draft._append_part(pending, since=first)
+            added = draft._write_parts(parts, self, replace, limit)
             replaced = draft._renormalise()
         return added, replaced
+
+    def _write_parts(self, parts: Iterable, committed: "SegmentedIndex", replace: bool, limit: float) -> int:
+        """On a draft: ``(batch, superseded)`` parts checked against the ``committed`` index and against each other,
+        their old versions marked deleted (``replace``, ``superseded``), and written a segment each time ``limit``
+        bytes of them (:func:`batch_bytes`) are held (0: all as one segment; Lucene's RAM buffer). Returns how many
+        documents were written."""
+        first = len(self.segments)
+        pending, pending_ids, held, added = [], set(), 0, 0
+        for batch, superseded in parts:
+            committed.check_new_ids(batch.ids, replace)  # ids usable, not repeated in the batch, new (or replaced)
+            self._refuse_repeats(batch.ids, first)  # nor in the parts written, nor in those held
+            repeated = next((i for i in batch.ids if i in pending_ids), None)
+            if repeated is not None:
+                raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+            if replace or superseded:
+                self._mark_deleted([i for i in [*superseded, *batch.ids] if i in committed], missing_ok=True)
+            if len(batch) == 0:
+                continue
+            pending.append(batch)
+            pending_ids.update(batch.ids)
+            added += len(batch)
+            held += batch_bytes(batch) if limit else 0
+            if limit and held >= limit:
+                self._append_part(pending)
+                pending, pending_ids, held = [], set(), 0
+        if pending:
+            self._append_part(pending)
+        return added
 
     def _remove_unlisted(self, before: set[str]) -> None:
         """After a failed change (under the write lock): remove the segment folders it wrote, those that were not
