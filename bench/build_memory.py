@@ -8,7 +8,10 @@ BM25 top 100 for the corpus's first queries compares with the whole build's: the
 same documents, those in the same order with the same scores, and the largest relative score difference (the parts
 are renormalised by the whole corpus's average length; a query's terms add up in another order in each segment,
 its bounds' order, so scores may differ by float32 rounding and near-ties swap). ``--adds``: also ``semiret add``
-of the whole corpus to an index of one document, held whole and with a 256 MB buffer (one commit either way). The
+of the whole corpus to an index of one document, held whole and with a 256 MB buffer (one commit either way).
+``--merges``: also ``semiret merge`` of a copy of the build with the smallest buffer (several segments), into one
+segment held whole (0: the peer, what every merge did before), with a 256 MB buffer, and with the buffer the index
+was built with (the default), each with its segments and how its top 100 compares with the whole build's. The
 corpus is the benchmark's Zipf corpus (``corpus.py``; ``--quick``: 100,000 documents). The target: memory that
 stops growing with the corpus.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,10 +36,8 @@ CHECKED_QUERIES = 200
 LATENCY_QUERIES = 1000
 
 
-def timed_build(corpus: Path, out: Path, buffer_mb: float) -> dict:
-    """Run ``semiret index`` in a child process; its wall time, peak memory and segments."""
-    command = [sys.executable, "-m", "semiret.cli", "index", "--data", str(corpus), "--out", str(out),
-               "--overwrite", "--buffer-mb", str(buffer_mb)]
+def measured(command: list[str]) -> tuple[dict, bytes]:
+    """Run a command in a child process: its wall time and peak memory, and its output."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     output = child.stdout.read()
@@ -43,9 +45,19 @@ def timed_build(corpus: Path, out: Path, buffer_mb: float) -> dict:
     seconds = time.perf_counter() - start
     if status != 0:
         raise SystemExit(f"{' '.join(command)} failed ({status})")
-    described = json.loads(output[output.index(b"{"):])
-    return {"seconds": round(seconds, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1),
-            "segments": described["segments"], "documents": described["documents"]}
+    return {"seconds": round(seconds, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1)}, output
+
+
+def described(figures: dict, output: bytes) -> dict:
+    """The figures with the segments and documents of the index the command printed."""
+    facts = json.loads(output[output.index(b"{"):])
+    return {**figures, "segments": facts["segments"], "documents": facts["documents"]}
+
+
+def timed_build(corpus: Path, out: Path, buffer_mb: float) -> dict:
+    """``semiret index`` in a child process: its wall time, peak memory and segments."""
+    return described(*measured([sys.executable, "-m", "semiret.cli", "index", "--data", str(corpus), "--out",
+                                str(out), "--overwrite", "--buffer-mb", str(buffer_mb)]))
 
 
 def timed_add(corpus: Path, out: Path, buffer_mb: float) -> dict:
@@ -54,14 +66,34 @@ def timed_add(corpus: Path, out: Path, buffer_mb: float) -> dict:
     seed.write_text(json.dumps({"_id": "seed-document", "text": "a document before the add"}) + "\n")
     subprocess.run([sys.executable, "-m", "semiret.cli", "index", "--data", str(seed), "--out", str(out),
                     "--overwrite"], check=True, capture_output=True)
-    command = [sys.executable, "-m", "semiret.cli", "add", str(corpus), "--index", str(out), "--buffer-mb",
-               str(buffer_mb)]
-    start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    if status != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({status})")
-    return {"seconds": round(time.perf_counter() - start, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1)}
+    return measured([sys.executable, "-m", "semiret.cli", "add", str(corpus), "--index", str(out), "--buffer-mb",
+                     str(buffer_mb)])[0]
+
+
+def timed_merge(source: Path, out: Path, buffer_mb: float | None) -> dict:
+    """``semiret merge`` of a copy of ``source`` (None: the buffer it was built with), in a child process."""
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(source, out)
+    command = [sys.executable, "-m", "semiret.cli", "merge", "--index", str(out)]
+    return described(*measured(command + ([] if buffer_mb is None else ["--buffer-mb", str(buffer_mb)])))
+
+
+def compared(entry: dict, hits, reference) -> None:
+    """How a result's top 100s compare with the whole build's, added to its entry."""
+    entry["queries"] = len(hits.ids)
+    entry["same_top100_documents"] = sum(set(a) == set(b) for a, b in zip(hits.ids, reference.ids))
+    entry["same_top100_ranking_and_scores"] = sum(a == b and x == y for a, b, x, y in
+                                                  zip(hits.ids, reference.ids, hits.scores, reference.scores))
+    entry["max_relative_score_difference"] = max(
+        (abs(x - y) / abs(y) for a, b in zip(hits.scores, reference.scores) for x, y in zip(a, b) if y), default=0.0)
+
+
+def against_whole(entries: dict, entry: dict) -> None:
+    """The entry's memory and time as ratios to the one held whole (key "0"), once that one is measured."""
+    whole = entries.get("0")
+    if whole:
+        entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
+        entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
 
 
 def search_latency(retriever, queries: list[str]) -> float:
@@ -84,6 +116,8 @@ def main() -> None:
     parser.add_argument("--buffers", default="0,256,128,64", help="MB, comma-separated; 0 (the whole) comes first")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--adds", action="store_true", help="also `semiret add` the corpus whole and in parts")
+    parser.add_argument("--merges", action="store_true", help="also `semiret merge` the build in most parts, whole "
+                                                              "and in parts")
     args = parser.parse_args()
     n_docs = QUICK_DOCS if args.quick else args.docs
     directory, _ = ensure_corpus(n_docs)
@@ -100,26 +134,25 @@ def main() -> None:
         hits = retriever.search(queries, k=100)
         reference = reference or hits
         entry["search_ms_median"] = search_latency(retriever, latency_queries)
-        entry["queries"] = len(queries)
-        entry["same_top100_documents"] = sum(set(a) == set(b) for a, b in zip(hits.ids, reference.ids))
-        entry["same_top100_ranking_and_scores"] = sum(a == b and x == y for a, b, x, y in
-                                                      zip(hits.ids, reference.ids, hits.scores, reference.scores))
-        entry["max_relative_score_difference"] = max(
-            (abs(x - y) / abs(y) for a, b in zip(hits.scores, reference.scores) for x, y in zip(a, b) if y), default=0.0)
-        whole = result["builds"].get("0")
-        if whole:
-            entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
-            entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
+        compared(entry, hits, reference)
+        against_whole(result["builds"], entry)
         result["builds"][f"{buffer_mb:g}"] = entry
     if args.adds:
         result["adds"] = {}
         for buffer_mb in (0.0, ADD_BUFFER):
             entry = timed_add(directory / "corpus.jsonl", CACHE_ROOT / f"add-memory-{n_docs}-{buffer_mb:g}", buffer_mb)
-            whole = result["adds"].get("0")
-            if whole:
-                entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
-                entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
+            against_whole(result["adds"], entry)
             result["adds"][f"{buffer_mb:g}"] = entry
+    if args.merges:
+        smallest = min(buffers[1:], default=0.0)
+        result["merges"] = {"of": f"the build with a {smallest:g} MB buffer"}
+        for buffer_mb, name in ((0.0, "0"), (ADD_BUFFER, f"{ADD_BUFFER:g}"), (None, "as built")):
+            out = CACHE_ROOT / f"merge-memory-{n_docs}-{name.replace(' ', '-')}"
+            entry = timed_merge(CACHE_ROOT / f"build-memory-{n_docs}-{smallest:g}", out, buffer_mb)
+            compared(entry, open_retriever(out).search(queries, k=100), reference)
+            against_whole(result["merges"], entry)
+            result["merges"][name] = entry
+            shutil.rmtree(out, ignore_errors=True)
     emit(result)
 
 

@@ -155,12 +155,19 @@ def _print_json(data) -> None:
     stdout.print_json(json.dumps(data))
 
 
-def _buffer_option(build: bool = True):
-    return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a segment "
-                        "(default 1024, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the "
-                        "corpus, and the segments find what one segment would" + (
-                            ". Not for a hybrid, quantized or tree index, or Milvus." if build else
-                            "; still one commit. Not for a hybrid index or Milvus."))
+_BUFFER_USES = {
+    "build": ("(default 1024, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the corpus, and "
+              "the segments find what one segment would. Not for a hybrid, quantized or tree index, or Milvus."),
+    "add": ("(default 1024, NAIL's score matrix 0; 0: all, one segment): memory does not grow with the file; still "
+            "one commit. Not for a hybrid index or Milvus."),
+    "merge": ("(default: the buffer the index was built with; 0: one segment): memory does not grow with the index. "
+              "Not for a hybrid, quantized or tree index, merged whole."),
+}
+
+
+def _buffer_option(use: str = "build"):
+    return typer.Option(None, "--buffer-mb", help="MB of documents held in memory before they are written as a "
+                        "segment " + _BUFFER_USES[use])
 
 
 def _count(n: int, noun: str) -> str:
@@ -462,7 +469,7 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option(),
-        buffer_mb: Optional[float] = _buffer_option(build=False)):
+        buffer_mb: Optional[float] = _buffer_option("add")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import count_documents, iter_corpus
     from semiret.data.paths import dataset
@@ -606,23 +613,25 @@ def backup(index: Path = typer.Argument(..., help="Index directory."),
 
 
 @app.command()
-def merge(index: Path = typer.Option(..., help="Index directory.")):
-    """Fold all segments into one and drop deleted documents."""
+def merge(index: Path = typer.Option(..., help="Index directory."),
+          buffer_mb: Optional[float] = _buffer_option("merge")):
+    """Fold all segments into as few as hold them (one, below the buffer) and drop deleted documents."""
     from semiret.indexes import open_index
 
     opened = open_index(index)
-    opened.merge()
+    opened.merge(buffer_mb=buffer_mb)
     _print_json(opened.describe())
 
 
 @app.command(name="merge-shards")
 def merge_shards_command(out: Path = typer.Argument(..., help="Index directory to create."),
                          shards: list[Path] = typer.Argument(..., help="The shards' index directories, in order."),
-                         overwrite: bool = typer.Option(False, help="Replace an existing index.")):
+                         overwrite: bool = typer.Option(False, help="Replace an existing index."),
+                         buffer_mb: Optional[float] = _buffer_option("merge")):
     """Merge the shards of a corpus (index --shard i/n) into one index: one machine's build of the whole."""
     from semiret.indexes.segments import merge_shards
 
-    _print_json(merge_shards(out, shards, overwrite=overwrite).describe())
+    _print_json(merge_shards(out, shards, overwrite=overwrite, buffer_mb=buffer_mb).describe())
 
 
 @app.command(name="hybrid-index")

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, staged_directory
 from semiret.indexes.segments import (
+    check_buffer,
     check_build_target,
     check_new_ids,
     check_backup_target,
@@ -224,8 +225,12 @@ class CompositeIndex:
             doomed = self.first.restricted(wanted).live_ids()
             return self.delete(doomed, missing_ok=True) if doomed else 0  # nothing to delete: no commit
 
-    def merge(self, tail: int | None = None) -> None:
-        """Merge every part (:meth:`SegmentedIndex.merge`)."""
+    def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
+        """Merge every part (:meth:`SegmentedIndex.merge`) into one segment each: parts split by size would not
+        stay aligned (their documents take different room), so a buffer asked for is refused."""
+        if check_buffer(buffer_mb):
+            raise SemiretError(f"{self.path} holds several indexes, merged whole: a buffer (buffer_mb, --buffer-mb) "
+                               "does not apply")
         with self.writing():
             for part in self.parts.values():
-                part.merge(tail)
+                part.merge(tail, buffer_mb=0)

@@ -272,7 +272,8 @@ class InvertedIndex(SegmentedIndex):
 
     @classmethod
     def written_whole(cls, options: dict) -> str | None:
-        return "a quantized index (one scale for all its weights)" if options.get("quantize_bits") else None
+        quantized = options.get("quantize_bits") or options.get("quantization")  # build's keyword, or meta.json's
+        return "a quantized index (one scale for all its weights)" if quantized else None
 
     def _open_segment(self, path: Path, info: dict) -> InvertedSegment:
         return InvertedSegment(path, info, binary=self.kind == "binary")
@@ -440,29 +441,18 @@ class InvertedIndex(SegmentedIndex):
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
                     documents: list[Document] | None) -> Postings:
         """The segment's documents ``live`` (ascending local numbers) back in doc-major form (raw counts for
-        BM25)."""
-        lengths = np.diff(np.asarray(segment.indptr))
-        term_per_posting = np.repeat(np.asarray(segment.terms), lengths)
-        docs = np.asarray(segment.docs)
-        if segment.values is None:
-            values = np.ones(len(docs), np.float32)
-        else:
-            values = np.asarray(segment.values, np.float32)
-            if self.meta.get("quantization"):
-                values = values * np.float32(self.meta["quantization"]["scale"] or 1.0)
-            if self.kind == "bm25":
-                values = self.bm25.term_frequency(values, np.asarray(segment.doclens)[docs], segment.avgdl)
-        order = np.argsort(docs, kind="stable")
-        docs, terms, values = docs[order], term_per_posting[order], values[order]
-        taken = np.zeros(segment.n_docs, bool)
-        taken[live] = True
-        keep = taken[docs]
-        new_number = np.cumsum(taken) - 1
-        docs, terms, values = new_number[docs[keep]], terms[keep], values[keep]
-        offsets = np.zeros(len(live) + 1, np.int64)
-        np.cumsum(np.bincount(docs, minlength=len(live)), out=offsets[1:])
-        return Postings(ids=ids, offsets=offsets, terms=terms.astype(np.int32), values=values.astype(np.float32),
-                        lengths=np.asarray(segment.doclens)[live], documents=documents)
+        BM25), holding only theirs (:func:`~semiret.indexes.kernels.rows_of_term_major`)."""
+        row_of_doc = np.full(segment.n_docs, -1, np.int64)
+        row_of_doc[live] = np.arange(len(live))
+        terms, indptr, docs, values = segment.search_arrays()
+        offsets, terms, values = kernels.rows_of_term_major(terms, indptr, docs, values, row_of_doc, len(live))
+        lengths = np.asarray(segment.doclens)[live]
+        if self.meta.get("quantization"):
+            values *= np.float32(self.meta["quantization"]["scale"] or 1.0)
+        if self.kind == "bm25":
+            values = self.bm25.term_frequency(values, np.repeat(lengths, np.diff(offsets)), segment.avgdl)
+        return Postings(ids=ids, offsets=offsets, terms=terms, values=values.astype(np.float32, copy=False),
+                        lengths=lengths, documents=documents)
 
     def _translated(self, other: InvertedIndex, postings: Postings) -> Postings:
         """``other``'s word ids mapped to this index's by the words (new words join the vocabulary)."""
@@ -487,16 +477,17 @@ class InvertedIndex(SegmentedIndex):
             return total / max(self.n_stored, 1)
         return (total + float(np.sum(postings.lengths))) / max(self.n_stored + len(postings), 1)
 
-    def _stale_segments(self, exact: bool = False) -> list[int]:
+    def _stale_segments(self, exact_from: int | None = None) -> list[int]:
         """BM25 segments whose lengths were normalised by an average more than :data:`AVGDL_TOLERANCE` away from
-        the index's current one (adds of longer or shorter documents moved it), or by another one at all when
-        ``exact`` (a build written in parts): rewritten in the same commit, so that scores stay within that
-        tolerance of a fresh build's without search-time work."""
+        the index's current one (adds of longer or shorter documents moved it), or by another one at all from
+        ``exact_from`` on (the parts of a build or merge, written as they came): rewritten in the same commit, so
+        that scores stay within that tolerance of a fresh build's without search-time work."""
         if self.kind != "bm25" or not self.segments:
             return []
         current = self._average_length()
-        allowed = 0.0 if exact else AVGDL_TOLERANCE * current
-        return [position for position, segment in enumerate(self.segments) if abs(segment.avgdl - current) > allowed]
+        exact = len(self.segments) if exact_from is None else exact_from
+        return [position for position, segment in enumerate(self.segments)
+                if abs(segment.avgdl - current) > (0.0 if position >= exact else AVGDL_TOLERANCE * current)]
 
     def _write_segment_files(self, directory: Path, postings: Postings, info: dict) -> None:
         """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""

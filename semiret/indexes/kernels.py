@@ -49,6 +49,35 @@ def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
     return present, indptr, docs_out, values_out
 
 
+@numba.njit(**NUMBA_OPTIONS)
+def rows_of_term_major(present_terms, indptr, docs, values, row_of_doc, n_rows):
+    """Term-major postings back in doc-major CSR for the documents with a row (``row_of_doc[doc] >= 0``), terms
+    ascending in each row: one pass to count and one to fill, so that reading part of a segment back holds that
+    part, not the whole segment sorted (``values`` empty: a binary segment, every weight 1).
+
+    Returns ``(offsets, terms, values)``.
+    """
+    counts = np.zeros(n_rows + 1, np.int64)
+    for j in range(docs.shape[0]):
+        row = row_of_doc[docs[j]]
+        if row >= 0:
+            counts[row + 1] += 1
+    offsets = np.cumsum(counts)
+    fill = offsets[:-1].copy()
+    terms_out = np.empty(offsets[n_rows], np.int32)
+    values_out = np.ones(offsets[n_rows], np.float32)
+    weighted = values.shape[0] > 0
+    for i in range(present_terms.shape[0]):
+        for j in range(indptr[i], indptr[i + 1]):
+            row = row_of_doc[docs[j]]
+            if row >= 0:
+                terms_out[fill[row]] = present_terms[i]
+                if weighted:
+                    values_out[fill[row]] = values[j]
+                fill[row] += 1
+    return offsets, terms_out, values_out
+
+
 PRUNE_SLACK = 1e-4
 """Relative slack on score bounds: float32 sums taken in another order may differ in the last bits."""
 

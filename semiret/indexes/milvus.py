@@ -44,7 +44,7 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import check_embeddings
 from semiret.indexes.inverted import check_postings, pack_queries
-from semiret.indexes.segments import check_ids, check_new_ids
+from semiret.indexes.segments import check_buffer, check_ids, check_new_ids
 from semiret.types import Embeddings, Postings, SearchHits
 
 SCHEME = "milvus:"
@@ -337,8 +337,11 @@ class MilvusIndex:
         doomed = [document.id for document in self.iter_documents(wanted)]
         return self.delete(doomed, missing_ok=True) if doomed else 0
 
-    def merge(self) -> None:
-        """Nothing to do: Milvus merges its segments itself (compaction)."""
+    def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
+        """Nothing to do: Milvus merges its segments itself (compaction), and sizes them itself."""
+        if check_buffer(buffer_mb):
+            raise SemiretError(f"Milvus sizes the segments of {self.name!r} itself: a buffer (buffer_mb, --buffer-mb) "
+                               "does not apply")
 
     def validate(self, batch: Postings | Embeddings) -> None:
         """Refuse what Milvus would take but semiret's own index would not: vectors of the wrong dimension or

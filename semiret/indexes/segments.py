@@ -73,7 +73,7 @@ from semiret.types import SearchHits
 LOCK_FILE = "write.lock"
 STORED_TABLES = ("docids", "texts", "metadata")
 """The string tables a segment keeps of its documents (ids with their lookup, stored texts, metadata alone)."""
-SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "vocab_size", "n_terms", "vocab_bytes")
+SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "buffer_mb", "vocab_size", "n_terms", "vocab_bytes")
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
 DEFAULT_BUFFER_MB = 1024
 """MB of documents (:func:`batch_bytes`) a build holds before it writes them as a segment: a BM25 build's memory
@@ -378,8 +378,8 @@ class SegmentedIndex(ABC):
 
     @classmethod
     def written_whole(cls, options: dict) -> str | None:
-        """Why an index of this kind built with these options (its ``build``'s keywords) is written as one segment
-        whatever the build buffer, or None: it takes a buffer."""
+        """Why an index of this kind built with these options (its ``build``'s keywords, or its ``meta.json``) is
+        written, and merged, as one segment whatever the buffer, or None: it takes a buffer."""
         return None
 
     def _load_commit(self, meta: dict) -> None:
@@ -403,7 +403,7 @@ class SegmentedIndex(ABC):
             meta = {
                 "format": cls.FORMAT, "version": cls.VERSION, **fields, "store_texts": store_texts,
                 "segments": [], "next_segment": 0, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "build": secrets.token_hex(8), **(extra_meta or {}),
+                "build": secrets.token_hex(8), "buffer_mb": buffer_mb or 0, **(extra_meta or {}),
             }
             index = cls(staged, meta, **attributes)
             with index._change() as draft:
@@ -417,7 +417,7 @@ class SegmentedIndex(ABC):
         are; a part's old folder goes as soon as it is rewritten, as no one else reads a staged index, so the build
         needs the disk of the index and one part)."""
         self._write_parts(((batch, []) for batch in batches), empty, False, (buffer_mb or 0) * 2**20)
-        _remove_folders(self._renormalise(exact=True, discard=True))
+        _remove_folders(self._renormalise(exact_from=0, discard=True))
 
     def _append_part(self, batches: list) -> None:
         """Batches whose ids :meth:`_write_parts` checked, validated and written as one segment."""
@@ -803,31 +803,47 @@ class SegmentedIndex(ABC):
 
     def _write_parts(self, parts: Iterable, committed: "SegmentedIndex", replace: bool, limit: float) -> int:
         """On a draft: ``(batch, superseded)`` parts checked against the ``committed`` index and against each other,
-        their old versions marked deleted (``replace``, ``superseded``), and written a segment each time ``limit``
-        bytes of them (:func:`batch_bytes`) are held (0: all as one segment; Lucene's RAM buffer). Returns how many
-        documents were written."""
+        their old versions marked deleted (``replace``, ``superseded``), and written as segments of ``limit``
+        bytes (:meth:`_write_buffered`). Returns how many documents were written."""
         first = len(self.segments)
-        pending, pending_ids, held, added = [], set(), 0, 0
-        for batch, superseded in parts:
-            committed.check_new_ids(batch.ids, replace)  # ids usable, not repeated in the batch, new (or replaced)
-            self._refuse_repeats(batch.ids, first)  # nor in the parts written, nor in those held
-            repeated = next((i for i in batch.ids if i in pending_ids), None)
-            if repeated is not None:
-                raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
-            if replace or superseded:
-                self._mark_deleted([i for i in [*superseded, *batch.ids] if i in committed], missing_ok=True)
+        held_ids: set[str] = set()  # the ids of the batches held, not written yet
+        written = first
+
+        def checked() -> Iterator:
+            nonlocal written
+            for batch, superseded in parts:
+                if len(self.segments) != written:  # what was held is written: its ids are found in its segment
+                    held_ids.clear()
+                    written = len(self.segments)
+                committed.check_new_ids(batch.ids, replace)  # ids usable, not repeated in the batch, new (or replaced)
+                self._refuse_repeats(batch.ids, first)  # nor in the parts written, nor in those held
+                repeated = next((i for i in batch.ids if i in held_ids), None)
+                if repeated is not None:
+                    raise SemiretError(f"duplicate document id {repeated!r} in the documents to add")
+                if replace or superseded:
+                    self._mark_deleted([i for i in [*superseded, *batch.ids] if i in committed], missing_ok=True)
+                held_ids.update(batch.ids)
+                yield batch
+
+        return self._write_buffered(checked(), limit)
+
+    def _write_buffered(self, batches: Iterable, limit: float) -> int:
+        """On a draft: checked ``batches`` written as a segment each time ``limit`` bytes of them
+        (:func:`batch_bytes`) are held (0: all as one segment; Lucene's RAM buffer). Returns how many documents
+        were written."""
+        pending, held, written = [], 0, 0
+        for batch in batches:
             if len(batch) == 0:
                 continue
             pending.append(batch)
-            pending_ids.update(batch.ids)
-            added += len(batch)
+            written += len(batch)
             held += batch_bytes(batch) if limit else 0
             if limit and held >= limit:
                 self._append_part(pending)
-                pending, pending_ids, held = [], set(), 0
+                pending, held = [], 0
         if pending:
             self._append_part(pending)
-        return added
+        return written
 
     def _remove_unlisted(self, before: set[str]) -> None:
         """After a failed change (under the write lock): remove the segment folders it wrote, those that were not
@@ -852,21 +868,18 @@ class SegmentedIndex(ABC):
             doomed = self.restricted(wanted).live_ids()
             return self.delete(doomed, missing_ok=True) if doomed else 0  # nothing to delete: no commit
 
-    def add_index(self, other: "SegmentedIndex") -> int:
+    def add_index(self, other: "SegmentedIndex", buffer_mb: float | None = None) -> int:
         """Add every live document of ``other`` (a shard: an index of this kind built with the same options from
-        other documents) as new segments, in its order; returns how many. Ids already here are an error."""
+        other documents), in its order and in one commit, as segments of ``buffer_mb`` MB (default: the buffer this
+        index was built with), read a part at a time; returns how many. Ids already here are an error."""
         ours, theirs = self.shard_record(self.meta), self.shard_record(other.meta)
         if ours != theirs:
             differences = "; ".join(_differences(ours, theirs))
             raise SemiretError(f"{other.path} was not built like {self.path} ({differences}): they cannot be merged")
-        added = 0
-        with self.writing():
-            for segment in other.segments:
-                live = np.flatnonzero(~segment.deleted)
-                documents = [segment.document(i) for i in live.tolist()] if segment.texts is not None else None
-                batch = other._live_batch(segment, live, segment.document_ids(live), documents)
-                added += self.add(self._translated(other, batch))
-        return added
+        limit = self._buffer_bytes(buffer_mb)
+        parts = ((self._translated(other, batch), []) for segment in other.segments
+                 for batch in other._live_parts(segment, limit))
+        return self.add_parts(parts, buffer_mb=limit / 2**20)
 
     @staticmethod
     def shard_record(meta: dict) -> dict:
@@ -878,27 +891,52 @@ class SegmentedIndex(ABC):
         """``batch``, read from ``other``, in this index's terms (a kind with a vocabulary of its own maps ids)."""
         return batch
 
-    def merge(self, tail: int | None = None) -> None:
-        """Fold the last ``tail`` segments (default: all) into one, dropping their deleted documents; a merge of
-        all also removes what crashed changes left (folders and files no commit lists). Merging the small
-        segments that adds leave behind keeps searches fast without rewriting the large ones."""
+    def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
+        """Fold the last ``tail`` segments (default: all) into as few as hold them, one each ``buffer_mb`` MB of
+        documents (default: the buffer the index was built with, :data:`DEFAULT_BUFFER_MB` for indexes that did
+        not record one; 0: one segment), dropping their deleted documents; a merge of all also removes what
+        crashed changes left (folders and files no commit lists). The folded segments are read a part at a time,
+        so that a merge's memory, like a build's, does not grow with the index. Merging the small segments that
+        adds leave behind keeps searches fast without rewriting the large ones."""
+        limit = self._buffer_bytes(buffer_mb)
         with self.writing():
             first = 0 if tail is None else max(len(self.segments) - tail, 0)
             folded = self.segments[first:]
             if len(folded) <= 1 and not any(s.deleted.any() for s in folded):
                 return
-            with self._change() as draft:
-                parts = []
-                for segment in folded:
-                    live = np.flatnonzero(~segment.deleted)
-                    documents = [segment.document(i) for i in live.tolist()] if segment.texts is not None else None
-                    parts.append(draft._live_batch(segment, live, segment.document_ids(live), documents))
-                merged = self.batch_type.concatenate(parts)
-                del draft.segments[first:]
-                del draft.meta["segments"][first:]
-                draft._append_segment(merged)
-                draft._renormalise()
+            before = {entry.name for entry in self.path.iterdir()}
+            try:
+                with self._change() as draft:
+                    del draft.segments[first:]
+                    del draft.meta["segments"][first:]
+                    draft._write_buffered((batch for segment in folded for batch in draft._live_parts(segment, limit)),
+                                          limit)
+                    draft._renormalise(exact_from=first)  # parts written as they came: normalised as the whole is
+            except BaseException:
+                self._remove_unlisted(before)  # the parts written: a failed merge leaves the index as it was
+                raise
             self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
+
+    def _buffer_bytes(self, buffer_mb: float | None) -> float:
+        """The bytes a merge or a shard's add holds before it writes a segment: ``buffer_mb`` MB, by default the
+        buffer this index was built with; always 0 (one segment) for a kind that writes its options whole, which
+        refuses a buffer asked for (:func:`whole_buffer`)."""
+        buffer_mb = check_buffer(buffer_mb)
+        if self.written_whole(self.meta) is not None:
+            whole_buffer(type(self), self.meta, buffer_mb)
+            return 0.0
+        return (self.meta.get("buffer_mb", DEFAULT_BUFFER_MB) if buffer_mb is None else buffer_mb) * 2**20
+
+    def _live_parts(self, segment: Segment, limit: float) -> Iterator:
+        """A segment's live documents as batches (:meth:`_live_batch`) of about half ``limit`` bytes each, judged
+        by the segment's size on disk (0: one batch), in order: what a merge reads, not the whole segment at once."""
+        live = np.flatnonzero(~segment.deleted)
+        stored = sum(entry.stat().st_size for entry in segment.path.iterdir() if entry.is_file())
+        pieces = max(1, int(np.ceil(stored * len(live) / max(segment.n_docs, 1) / (limit / 2)))) if limit else 1
+        for chunk in np.array_split(live, pieces):
+            if len(chunk):
+                documents = list(segment.documents(chunk)) if segment.texts is not None else None
+                yield self._live_batch(segment, chunk, segment.document_ids(chunk), documents)
 
     def _remove_uncommitted_files(self) -> None:
         """Delete segment folders and staged files that the last commit does not list (what crashed changes left;
@@ -970,19 +1008,19 @@ class SegmentedIndex(ABC):
         self.meta["next_segment"] += 1
         self.segments.append(self._open_segment(self.path / info["name"], info))
 
-    def _stale_segments(self, exact: bool = False) -> list[int]:
+    def _stale_segments(self, exact_from: int | None = None) -> list[int]:
         """Positions of segments whose stored values were computed from index-wide statistics that have moved
-        too far since (BM25's average document length), or at all when ``exact``: :meth:`_renormalise` rewrites
-        them. None by default."""
+        too far since (BM25's average document length), or at all from position ``exact_from`` on (parts just
+        written): :meth:`_renormalise` rewrites them. None by default."""
         return []
 
-    def _renormalise(self, exact: bool = False, discard: bool = False) -> list[Path]:
+    def _renormalise(self, exact_from: int | None = None, discard: bool = False) -> list[Path]:
         """On a draft: rewrite each stale segment (:meth:`_stale_segments`) as the statistics now are, in its
         place, with the same documents and deletion marks (the parts of a hybrid index stay aligned, and the
         statistics themselves do not move); returns the folders the commit no longer lists, to remove once it
         is made, or removes each as soon as it is rewritten (``discard``: a staged index no one else reads)."""
         replaced = []
-        for position in self._stale_segments(exact):
+        for position in self._stale_segments(exact_from):
             segment = self.segments.pop(position)
             self.meta["segments"].pop(position)
             replaced.append(segment.path)
@@ -1212,9 +1250,11 @@ def copy_index_files(source: Path, target: Path) -> None:
     shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE, "*.tmp-*"))
 
 
-def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bool = False) -> SegmentedIndex:
+def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bool = False,
+                 buffer_mb: float | None = None) -> SegmentedIndex:
     """One index at ``target`` from the shard indexes of one corpus (``semiret index --shard i/n``, in shard
-    order), folded into one segment: the documents and order one machine's build of the whole corpus has."""
+    order), folded into segments of ``buffer_mb`` MB (default: the first shard's build buffer; 0: one segment), read
+    a part at a time: the documents and order one machine's build of the whole corpus has."""
     if not shards:
         raise SemiretError("no shard to merge")
     first = open_index(shards[0])
@@ -1228,12 +1268,12 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
         merged = type(first).open(staged)
         for shard in shards[1:]:
             try:
-                merged.add_index(open_index(shard))
+                merged.add_index(open_index(shard), buffer_mb)
             except SemiretError as exc:  # said of the first shard, not of the staging folder it is copied to
                 reason = str(exc).replace(str(staged), str(shards[0])).replace(  # no replacing among shards
                     " (use replace / --replace)", ": shards of one corpus hold different documents (a shard given twice?)")
                 raise type(exc)(f"{shard} does not join {shards[0]}: {reason}") from None
-        merged.merge()
+        merged.merge(buffer_mb=buffer_mb)
     return open_index(target)
 
 

@@ -321,7 +321,7 @@ def _copy_merged(source: Path, target: Path) -> None:
     built from its live texts, in the same order and also as one segment (``buffer_mb=0``), so that a hybrid can
     search both parts in one pass."""
     copy_index_files(source, target)
-    open_index(target).merge()
+    open_index(target).merge(buffer_mb=0)
 
 
 @numba.njit(**NUMBA_OPTIONS)

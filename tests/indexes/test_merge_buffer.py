@@ -1,0 +1,249 @@
+"""A merge written in parts (``buffer_mb``, by default the buffer the index was built with): the folded segments
+read back a part at a time and written as segments of the buffer, searching as a fresh build of the live
+documents; kinds written whole merge whole; shards join in parts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.indexes import DenseIndex, InvertedIndex
+from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, batch_bytes, merge_shards
+from semiret.search import BM25Retriever, HybridRetriever, open_retriever
+from semiret.types import Embeddings, Postings
+
+from helpers import leftovers
+
+WORDS = "heart disease statin trial cancer risk garden birds morning dogs cats protein cell gene virus".split()
+QUERIES = ["statin heart trial", "garden birds in the morning", "gene protein cell", "virus cancer risk", "dogs"]
+TINY_BUFFER = 0.01  # MB: a part each batch or two of 20 short documents
+
+
+def corpus(n: int = 240, prefix: str = "d") -> list[Document]:
+    """Documents of very different lengths, so that BM25's average length moves from part to part."""
+    rng = np.random.default_rng(ord(prefix[0]))  # other prefixes, other texts (no ties between copies)
+    return [Document(f"{prefix}{i}", " ".join(rng.choice(WORDS, size=3 + (i % 7) * 9 + (i // 60) % 4 * 20)),
+                     metadata={"n": i}) for i in range(n)]
+
+
+def same_results(one, other) -> None:
+    a, b = one.search(QUERIES, k=50), other.search(QUERIES, k=50)
+    assert any(a.ids) and a.ids == b.ids
+    np.testing.assert_allclose(np.array(a.scores), np.array(b.scores), rtol=1e-6)
+
+
+def recorded_parts(monkeypatch) -> tuple[list[int], list[int]]:
+    """(documents of each batch a merge or a shard's add reads back from a segment, bytes of each part written),
+    recorded."""
+    read, written = [], []
+    live_parts, append_part = SegmentedIndex._live_parts, SegmentedIndex._append_part
+
+    def reading(self, segment, limit):
+        for batch in live_parts(self, segment, limit):
+            read.append(len(batch))
+            yield batch
+
+    def writing(self, batches):
+        written.append(sum(map(batch_bytes, batches)))
+        return append_part(self, batches)
+
+    monkeypatch.setattr(SegmentedIndex, "_live_parts", reading)
+    monkeypatch.setattr(SegmentedIndex, "_append_part", writing)
+    return read, written
+
+
+def test_a_merge_in_parts_reads_and_writes_a_part_at_a_time(tmp_path, monkeypatch):
+    docs = corpus()
+    index = BM25Retriever.build(docs, tmp_path / "idx", buffer_mb=0)  # one large segment
+    index.add(corpus(60, "e"))
+    doomed = [f"d{i}" for i in range(0, 240, 3)] + ["e5"]
+    index.delete(doomed)
+    live = [d for d in docs + corpus(60, "e") if d.id not in doomed]
+    fresh = BM25Retriever.build(live, tmp_path / "fresh", buffer_mb=0)
+    read, written = recorded_parts(monkeypatch)
+    index.index.merge(buffer_mb=TINY_BUFFER)
+    assert len(read) > 4 and max(read) < 160  # the 160 live documents of the large segment came in pieces
+    assert len(index.index.segments) == len(written) > 3
+    assert max(written) < 4 * TINY_BUFFER * 2**20  # no part held more than a few buffers
+    monkeypatch.undo()
+    assert index.index.n_docs == len(live) and index.index.n_stored == len(live)  # the deleted ones dropped
+    assert {s.avgdl for s in index.index.segments} == {fresh.index.segments[0].avgdl}  # normalised as the whole
+    same_results(fresh, index)
+    same_results(fresh, open_retriever(tmp_path / "idx"))
+    assert index.get_document("d7") == docs[7] and index.get_document("d6") is None
+    assert index.search(docs[8].text, k=3, filter={"n": 8})[0].id == "d8"  # metadata kept
+    listed = {info["name"] for info in index.index.meta["segments"]}
+    assert {p.name for p in (tmp_path / "idx").iterdir() if p.name.startswith("seg-")} == listed
+    assert leftovers(tmp_path) == []
+
+
+def test_a_merge_follows_the_buffer_the_index_was_built_with(tmp_path):
+    parts = BM25Retriever.build(corpus(), tmp_path / "parts", buffer_mb=TINY_BUFFER, batch_size=20)
+    whole = BM25Retriever.build(corpus(), tmp_path / "whole", buffer_mb=0)
+    assert parts.index.meta["buffer_mb"] == TINY_BUFFER and whole.index.meta["buffer_mb"] == 0
+    for retriever in (parts, whole):
+        retriever.add(corpus(40, "e"), buffer_mb=0)
+        retriever.delete(["d3", "e1"])
+    parts.index.merge()
+    whole.index.merge()
+    assert len(parts.index.segments) > 3 and len(whole.index.segments) == 1
+    same_results(whole, parts)
+    parts.index.merge(buffer_mb=0)  # asked for: one segment
+    assert len(parts.index.segments) == 1
+    same_results(whole, parts)
+
+
+def test_an_index_that_recorded_no_buffer_merges_with_the_default(tmp_path):
+    index = BM25Retriever.build(corpus(40), tmp_path / "idx").index
+    del index.meta["buffer_mb"]  # written before builds recorded it
+    assert index._buffer_bytes(None) == DEFAULT_BUFFER_MB * 2**20
+    assert index._buffer_bytes(2) == 2 * 2**20
+
+
+def test_a_tail_merge_in_parts_leaves_the_segments_before_it(tmp_path):
+    retriever = BM25Retriever.build(corpus(120), tmp_path / "idx", buffer_mb=0)
+    for start in range(0, 60, 20):
+        retriever.add(corpus(60, "e")[start: start + 20], buffer_mb=0)
+    first = retriever.index.segments[0].name
+    retriever.delete(["e4", "e25"])
+    retriever.index.merge(tail=3, buffer_mb=TINY_BUFFER / 4)
+    assert retriever.index.segments[0].name == first and len(retriever.index.segments) > 2
+    fresh = BM25Retriever.build([d for d in corpus(120) + corpus(60, "e") if d.id not in ("e4", "e25")],
+                                tmp_path / "fresh", buffer_mb=0)
+    for a, b in zip(fresh.search(QUERIES, k=200), retriever.search(QUERIES, k=200)):
+        scores = {hit.id: hit.score for hit in b}
+        assert len(a) > 50 and scores.keys() == {hit.id for hit in a}
+        for hit in a:  # the segment kept was normalised by an average within the tolerance of the new one
+            assert scores[hit.id] == pytest.approx(hit.score, rel=0.01)
+
+
+@pytest.mark.parametrize("kind", ["binary", "impact"])
+def test_postings_read_back_in_parts_are_the_postings_written(tmp_path, kind):
+    rng = np.random.default_rng(5)
+    offsets, terms, values = [0], [], []
+    for _ in range(50):
+        row = np.sort(rng.choice(30, size=int(rng.integers(0, 8)), replace=False))
+        terms.extend(row.tolist())
+        values.extend(rng.uniform(0.1, 3, len(row)).tolist())
+        offsets.append(len(terms))
+    ids = [f"d{i}" for i in range(50)]
+    postings = Postings(ids, np.array(offsets), np.array(terms, np.int32), np.array(values, np.float32),
+                        np.diff(offsets).astype(np.int32), [Document(i, "x") for i in ids])
+    index = InvertedIndex.build(tmp_path / "idx", kind, [postings], vocab_size=30, analyzer={})
+    segment = index.segments[0]
+    chosen = np.array([0, 3, 4, 17, 31, 49])
+    back = index._live_batch(segment, chosen, [ids[i] for i in chosen], None)
+    for row, doc in enumerate(chosen):
+        lo, hi = offsets[doc], offsets[doc + 1]
+        got = slice(back.offsets[row], back.offsets[row + 1])
+        assert back.terms[got].tolist() == terms[lo:hi]
+        expected = values[lo:hi] if kind == "impact" else [1.0] * (hi - lo)
+        np.testing.assert_allclose(back.values[got], expected, rtol=1e-6)
+    assert back.lengths.tolist() == np.diff(offsets)[chosen].tolist()
+
+
+def test_kinds_written_whole_merge_whole_and_refuse_a_buffer(tmp_path):
+    batch = Postings(["a", "b"], np.array([0, 1, 2]), np.array([1, 2], np.int32), np.array([0.5, 2.0], np.float32),
+                     np.array([1, 1], np.int32), [Document("a", "x"), Document("b", "y")])
+    quantized = InvertedIndex.build(tmp_path / "q", "impact", [batch], vocab_size=4, analyzer={}, quantize_bits=8)
+    quantized.add(Postings(["c"], np.array([0, 1]), np.array([3], np.int32), np.array([1.0], np.float32),
+                           np.array([1], np.int32), [Document("c", "z")]))
+    rng = np.random.default_rng(2)
+    tree = DenseIndex.build(tmp_path / "t", "dense", [Embeddings([f"d{i}" for i in range(60)],
+                            rng.standard_normal((60, 8)).astype(np.float32))], dim=8, analyzer={}, ann="tree")
+    tree.add(Embeddings(["x", "y"], rng.standard_normal((2, 8)).astype(np.float32)))
+    for index, what in ((quantized, "a quantized index"), (tree, "a dense index with a tree")):
+        with pytest.raises(SemiretError, match=f"{what} .* is written whole: a build buffer"):
+            index.merge(buffer_mb=TINY_BUFFER)
+        assert len(index.segments) == 2  # refused before anything was written
+        index.merge()
+        assert len(index.segments) == 1
+
+
+def test_a_hybrid_index_merges_each_part_whole(tmp_path):
+    hybrid = HybridRetriever.build(corpus(60), tmp_path / "h", neural="idf")
+    hybrid.add(corpus(20, "e"))
+    with pytest.raises(SemiretError, match="merged whole: a buffer"):
+        hybrid.index.merge(buffer_mb=TINY_BUFFER)
+    for part in hybrid.index.parts.values():  # a part built with a small buffer still merges whole with the others
+        part.meta["buffer_mb"] = TINY_BUFFER
+    hybrid.index.merge()
+    assert [len(part.segments) for part in hybrid.index.parts.values()] == [1, 1]
+
+
+def test_shards_join_in_parts(tmp_path, monkeypatch):
+    docs = corpus()
+    whole = BM25Retriever.build(docs, tmp_path / "whole", buffer_mb=0)
+    for i, lo in enumerate(range(0, 240, 80)):  # shards built with different buffers still join
+        BM25Retriever.build(docs[lo: lo + 80], tmp_path / f"shard-{i}", buffer_mb=i)
+    shards = [tmp_path / f"shard-{i}" for i in range(3)]
+    read, _ = recorded_parts(monkeypatch)
+    merged = merge_shards(tmp_path / "merged", shards, buffer_mb=TINY_BUFFER)
+    assert max(read) < 80  # each shard's segment read a part at a time
+    monkeypatch.undo()
+    assert len(merged.segments) > 3 and merged.n_docs == 240
+    same_results(whole, open_retriever(tmp_path / "merged"))
+    one = merge_shards(tmp_path / "one", shards, buffer_mb=0)
+    assert len(one.segments) == 1
+    same_results(whole, open_retriever(tmp_path / "one"))
+    assert leftovers(tmp_path) == []
+
+
+def test_a_shard_added_in_parts_is_one_commit(tmp_path, monkeypatch):
+    first = BM25Retriever.build(corpus(80), tmp_path / "a", buffer_mb=0)
+    BM25Retriever.build(corpus(80, "e"), tmp_path / "b", buffer_mb=0)
+    other = open_retriever(tmp_path / "b").index
+    commits = []
+    commit = SegmentedIndex._commit
+    monkeypatch.setattr(SegmentedIndex, "_commit", lambda self: (commits.append(1), commit(self))[1])
+    assert first.index.add_index(other, buffer_mb=TINY_BUFFER) == 80
+    assert len(commits) == 1 and len(first.index.segments) > 2
+
+
+def test_the_command_line_merges_in_parts(tmp_path):
+    BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    runner = CliRunner()
+    kept = runner.invoke(app, ["merge", "--index", str(tmp_path / "idx")])
+    assert kept.exit_code == 0, kept.output
+    assert json.loads(kept.stdout[kept.stdout.index("{"):])["segments"] > 3
+    one = runner.invoke(app, ["merge", "--index", str(tmp_path / "idx"), "--buffer-mb", "0"])
+    assert one.exit_code == 0, one.output
+    assert json.loads(one.stdout[one.stdout.index("{"):])["segments"] == 1
+    bad = runner.invoke(app, ["merge", "--index", str(tmp_path / "idx"), "--buffer-mb", "-1"])
+    assert bad.exit_code != 0 and "must be a non-negative number of MB" in bad.output
+    BM25Retriever.build(corpus(40, "e"), tmp_path / "shard", buffer_mb=0)
+    shards = runner.invoke(app, ["merge-shards", str(tmp_path / "m"), str(tmp_path / "idx"), str(tmp_path / "shard"),
+                                 "--buffer-mb", str(TINY_BUFFER)])
+    assert shards.exit_code == 0, shards.output
+    assert json.loads(shards.stdout[shards.stdout.index("{"):])["segments"] > 3
+
+
+def test_a_merge_failing_in_a_later_part_leaves_the_index_as_it_was(tmp_path, monkeypatch):
+    retriever = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    retriever.delete(["d1"])
+    before = (json.loads((tmp_path / "idx" / "meta.json").read_text()),
+              sorted(p.name for p in (tmp_path / "idx").iterdir()))
+    calls = []
+    append_part = SegmentedIndex._append_part
+
+    def failing(self, batches):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return append_part(self, batches)
+
+    monkeypatch.setattr(SegmentedIndex, "_append_part", failing)
+    with pytest.raises(OSError, match="disk full"):
+        retriever.index.merge(buffer_mb=TINY_BUFFER * 2)
+    monkeypatch.undo()
+    assert (json.loads((tmp_path / "idx" / "meta.json").read_text()),
+            sorted(p.name for p in (tmp_path / "idx").iterdir())) == before  # the parts it wrote removed
+    reopened = open_retriever(tmp_path / "idx")
+    assert reopened.index.n_docs == 239 and reopened.get_document("d1") is None
+    same_results(reopened, retriever)
