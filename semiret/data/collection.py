@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from semiret.data.ids import IdHashSet
 from semiret.data.jsonl import FORMATS, format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
 
@@ -264,50 +265,86 @@ def _tsv_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
             yield line, row[0], row[1], row[2] if len(row) > 2 else ""
 
 
+READ_CHUNK = 1024
+"""Documents the corpus reader parses before it checks their ids against those read (one compiled call)."""
+
+
 def iter_corpus(path: str | Path) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV file
     (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not.
 
-    Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids.
+    Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
+    :class:`~semiret.data.ids.IdHashSet`: about 16 bytes a document; a repeat is confirmed, and its first line found,
+    by reading the file again).
     """
     path = _corpus_file(path)
-    seen: dict[str, int] = {}
-    truncated = 0
-    spaced: list[str] = []
-
-    def checked(document: Document, line: int) -> Document:
-        nonlocal truncated
-        problem = document_id_problem(document.id)
-        if problem is not None:
-            raise DataFormatError(problem, path, line)
-        if " " in document.id:
-            spaced.append(document.id)
-        if document.id in seen:
-            raise DataFormatError(f"duplicate document id {document.id!r} (first seen on line {seen[document.id]})",
-                                  path, line)
-        seen[document.id] = line
-        if len(document.text) > MAX_DOC_CHARS:
-            truncated += 1
-            document = replace(document, text=document.text[:MAX_DOC_CHARS])
-        return document
-
-    if _is_tsv(path):
-        for line, doc_id, text, title in _tsv_records(path, CORPUS_COLUMNS):
-            yield checked(Document(doc_id, text, title), line)
-    else:
-        for line, _, record in iter_jsonl(path):
-            try:
-                document = record_document(record)
-            except ValueError as exc:
-                raise DataFormatError(str(exc), path, line) from None
-            yield checked(document, line)
+    seen = IdHashSet()
+    truncated, spaced, first_spaced = 0, 0, None
+    for chunk in _chunked(_corpus_records(path), READ_CHUNK):
+        repeat = next(((int(position), first) for position in seen.add_many([d.id for _, d in chunk])
+                       if (first := _first_line_of(path, chunk[position][1].id, chunk[position][0])) is not None),
+                      (-1, None))  # the first hash seen before that is the same id: a repeat
+        for position, (line, document) in enumerate(chunk):
+            problem = document_id_problem(document.id)
+            if problem is not None:
+                raise DataFormatError(problem, path, line)
+            if position == repeat[0]:
+                raise DataFormatError(f"duplicate document id {document.id!r} (first seen on line {repeat[1]})",
+                                      path, line)
+            if " " in document.id:
+                spaced, first_spaced = spaced + 1, first_spaced or document.id
+            if len(document.text) > MAX_DOC_CHARS:
+                truncated += 1
+                document = replace(document, text=document.text[:MAX_DOC_CHARS])
+            yield document
     if truncated:
         log.warning("%s: %d document%s longer than %d characters cut there (the stored text too): split such "
                     "documents before indexing them to keep all of their text", path, truncated,
                     "" if truncated == 1 else "s", MAX_DOC_CHARS)
     if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
-                    "can)", path, len(spaced), spaced[0])
+                    "can)", path, spaced, first_spaced)
+
+
+def _corpus_records(path: Path) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` for each record of a corpus file, ids not checked yet."""
+    if _is_tsv(path):
+        for line, doc_id, text, title in _tsv_records(path, CORPUS_COLUMNS):
+            yield line, Document(doc_id, text, title)
+    else:
+        for line, _, record in iter_jsonl(path):
+            try:
+                yield line, record_document(record)
+            except ValueError as exc:
+                raise DataFormatError(str(exc), path, line) from None
+
+
+def _chunked(records: Iterator, size: int) -> Iterator[list]:
+    """Lists of ``size`` records; those before a malformed line are given before its error is raised."""
+    chunk = []
+    try:
+        for record in records:
+            chunk.append(record)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+    except DataFormatError:
+        if chunk:
+            yield chunk
+        raise
+    if chunk:
+        yield chunk
+
+
+def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:
+    """The first line before ``before`` holding ``doc_id``, the file read again (its hash was seen: a repeat, or
+    rarely another id of the same hash, then None)."""
+    for line, document in _corpus_records(path):
+        if line >= before:
+            return None
+        if document.id == doc_id:
+            return line
+    return None
 
 
 def count_documents(path: str | Path) -> int:

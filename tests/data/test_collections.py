@@ -6,6 +6,7 @@ import json
 import logging
 import re
 
+import numpy as np
 import pytest
 
 from semiret.data import Collection, Document, iter_corpus, read_qrels, read_queries, read_trec_run, write_trec_run
@@ -364,6 +365,58 @@ def test_duplicate_document_ids(tmp_path):
                                                    {"_id": "a", "text": "z"}])
     with pytest.raises(DataFormatError, match=r":3: duplicate document id 'a' \(first seen on line 1\)"):
         list(iter_corpus(path))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".tsv.gz"])
+def test_repeats_are_found_across_and_within_the_reader_s_chunks(tmp_path, monkeypatch, suffix):
+    import gzip
+
+    monkeypatch.setattr(collection_module, "READ_CHUNK", 4)
+    ids = [f"doc-{i}" for i in range(30)]
+    path = tmp_path / f"corpus{suffix}"
+    for repeated, at, first_line in (("doc-2", 25, 3), ("doc-21", 22, 22)):  # an earlier chunk; the same chunk
+        rows = ids[:at] + [repeated] + ids[at:]
+        if suffix == ".jsonl":
+            write_jsonl(path, [{"_id": i, "text": f"text {i}"} for i in rows])
+        else:  # a header row first: the lines counted as in the file
+            path.write_bytes(gzip.compress(("id\ttext\n" + "".join(f"{i}\ttext {i}\n" for i in rows)).encode()))
+        line = at + 1 + (suffix != ".jsonl")
+        read = []
+        with pytest.raises(DataFormatError, match=rf":{line}: duplicate document id '{repeated}' \(first seen on "
+                                                  rf"line {first_line + (suffix != '.jsonl')}\)"):
+            read.extend(d.id for d in iter_corpus(path))
+        assert read == ids[:at]  # every document before the repeat was given, as a reader of one at a time would
+
+
+def test_a_hash_shared_by_two_ids_is_no_repeat(tmp_path, monkeypatch):
+    """Two ids may share a 64-bit hash: the reader reads the file again before it calls one a repeat."""
+    from semiret.data.ids import IdHashSet
+
+    add_many = IdHashSet.add_many
+    monkeypatch.setattr(IdHashSet, "add_many", lambda self, ids: np.union1d(add_many(self, ids), [len(ids) - 1]))
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": f"d{i}", "text": "x"} for i in range(10)])
+    assert [d.id for d in iter_corpus(path)] == [f"d{i}" for i in range(10)]
+
+
+def test_documents_before_a_malformed_line_are_read_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(collection_module, "READ_CHUNK", 4)
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": "x"}) + "\n" for i in range(6)) + "{not json\n")
+    read = []
+    with pytest.raises(DataFormatError, match=":7:"):
+        read.extend(d.id for d in iter_corpus(path))
+    assert read == [f"d{i}" for i in range(6)]
+
+
+def test_the_id_set_holds_hashes_not_strings():
+    from semiret.data.ids import IdHashSet
+
+    seen = IdHashSet()
+    ids = [f"a-rather-long-document-identifier-{i}" for i in range(100_000)]
+    for start in range(0, len(ids), 7_000):  # grown several times on the way
+        assert len(seen.add_many(ids[start: start + 7_000])) == 0
+    assert len(seen) == len(ids) and seen.nbytes <= 32 * len(ids)  # a set of the strings: ~100 bytes an id
+    assert seen.add_many(["new", ids[5], "new", ids[99_999]]).tolist() == [1, 2, 3]
 
 
 def test_duplicate_query_ids(tmp_path):
