@@ -280,7 +280,15 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     path = _corpus_file(path)
     seen = IdHashSet()
     truncated, spaced, first_spaced = 0, 0, None
-    for chunk in _chunked(_corpus_records(path), READ_CHUNK):
+    malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
+
+    def until_malformed() -> Iterator[tuple[int, Document]]:
+        try:
+            yield from _corpus_records(path)
+        except DataFormatError as error:
+            malformed.append(error)
+
+    for chunk in batched(until_malformed(), READ_CHUNK):
         repeat = next(((int(position), first) for position in seen.add_many([d.id for _, d in chunk])
                        if (first := _first_line_of(path, chunk[position][1].id, chunk[position][0])) is not None),
                       (-1, None))  # the first hash seen before that is the same id: a repeat
@@ -297,6 +305,8 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
                 truncated += 1
                 document = replace(document, text=document.text[:MAX_DOC_CHARS])
             yield document
+    if malformed:
+        raise malformed[0]
     if truncated:
         log.warning("%s: %d document%s longer than %d characters cut there (the stored text too): split such "
                     "documents before indexing them to keep all of their text", path, truncated,
@@ -317,23 +327,6 @@ def _corpus_records(path: Path) -> Iterator[tuple[int, Document]]:
                 yield line, record_document(record)
             except ValueError as exc:
                 raise DataFormatError(str(exc), path, line) from None
-
-
-def _chunked(records: Iterator, size: int) -> Iterator[list]:
-    """Lists of ``size`` records; those before a malformed line are given before its error is raised."""
-    chunk = []
-    try:
-        for record in records:
-            chunk.append(record)
-            if len(chunk) == size:
-                yield chunk
-                chunk = []
-    except DataFormatError:
-        if chunk:
-            yield chunk
-        raise
-    if chunk:
-        yield chunk
 
 
 def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:

@@ -75,6 +75,9 @@ STORED_TABLES = ("docids", "texts", "metadata")
 """The string tables a segment keeps of its documents (ids with their lookup, stored texts, metadata alone)."""
 SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "buffer_mb", "vocab_size", "n_terms", "vocab_bytes")
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
+FILLED = "buffer_filled_mb"
+"""A segment's ``meta.json`` entry: the buffer (MB) whose filling wrote it, where one did (:meth:`SegmentedIndex.merge`
+leaves such segments be)."""
 DEFAULT_BUFFER_MB = 1024
 """MB of documents (:func:`batch_bytes`) a build holds before it writes them as a segment: a BM25 build's memory
 then peaks at about 4 times this plus the process's own (measured for 600,000 documents: 1.52 GB held whole, 1.10
@@ -840,6 +843,7 @@ class SegmentedIndex(ABC):
             held += batch_bytes(batch) if limit else 0
             if limit and held >= limit:
                 self._append_part(pending)
+                self.meta["segments"][-1][FILLED] = limit / 2**20  # a merge with this buffer leaves it be
                 pending, held = [], 0
         if pending:
             self._append_part(pending)
@@ -896,11 +900,14 @@ class SegmentedIndex(ABC):
         documents (default: the buffer the index was built with, :data:`DEFAULT_BUFFER_MB` for indexes that did
         not record one; 0: one segment), dropping their deleted documents; a merge of all also removes what
         crashed changes left (folders and files no commit lists). The folded segments are read a part at a time,
-        so that a merge's memory, like a build's, does not grow with the index. Merging the small segments that
-        adds leave behind keeps searches fast without rewriting the large ones."""
+        so that a merge's memory, like a build's, does not grow with the index; the leading ones that filled such a
+        buffer when written, with nothing deleted since, are left as they are. Merging the small segments that adds
+        leave behind keeps searches fast without rewriting the large ones."""
         limit = self._buffer_bytes(buffer_mb)
         with self.writing():
             first = 0 if tail is None else max(len(self.segments) - tail, 0)
+            while first < len(self.segments) and self._filled(first, limit):
+                first += 1  # a segment that filled such a buffer, nothing deleted in it: merged, it would be the same
             folded = self.segments[first:]
             if len(folded) <= 1 and not any(s.deleted.any() for s in folded):
                 return
@@ -916,6 +923,13 @@ class SegmentedIndex(ABC):
                 self._remove_unlisted(before)  # the parts written: a failed merge leaves the index as it was
                 raise
             self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
+
+    def _filled(self, position: int, limit: float) -> bool:
+        """Whether the segment at ``position`` was written when a buffer of at least ``limit`` bytes filled, and has
+        no deleted document: a merge with that buffer leaves it as it is (Lucene's merge policies skip segments at
+        their largest size alike)."""
+        filled = self.meta["segments"][position].get(FILLED, 0) * 2**20
+        return bool(limit) and filled >= limit and not self.segments[position].deleted.any()
 
     def _buffer_bytes(self, buffer_mb: float | None) -> float:
         """The bytes a merge or a shard's add holds before it writes a segment: ``buffer_mb`` MB, by default the
@@ -1022,13 +1036,15 @@ class SegmentedIndex(ABC):
         replaced = []
         for position in self._stale_segments(exact_from):
             segment = self.segments.pop(position)
-            self.meta["segments"].pop(position)
+            old_info = self.meta["segments"].pop(position)
             replaced.append(segment.path)
             every = np.arange(segment.n_docs)
             whole = segment.with_deleted(np.zeros(segment.n_docs, bool))
             self._append_segment(self._live_batch(whole, every, segment.document_ids(every), None),
                                  stored_in=segment)
             rewritten, info = self.segments.pop(), self.meta["segments"].pop()
+            if FILLED in old_info:
+                info[FILLED] = old_info[FILLED]
             if segment.n_deleted:
                 append_deletions(rewritten.path, 0, np.flatnonzero(segment.deleted).tolist())
                 rewritten = rewritten.with_deleted(segment.deleted.copy())

@@ -14,6 +14,7 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.indexes import DenseIndex, InvertedIndex
+from semiret.indexes import segments as segments_module
 from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, batch_bytes, merge_shards
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
 from semiret.types import Embeddings, Postings
@@ -36,6 +37,16 @@ def same_results(one, other) -> None:
     a, b = one.search(QUERIES, k=50), other.search(QUERIES, k=50)
     assert any(a.ids) and a.ids == b.ids
     np.testing.assert_allclose(np.array(a.scores), np.array(b.scores), rtol=1e-6)
+
+
+def close_results(one, other) -> None:
+    """The same documents found, each scored within BM25's average-length tolerance (segments kept through a merge
+    keep the average they were normalised by while it stays within 1% of the index's: near-ties may swap)."""
+    for a, b in zip(one.search(QUERIES, k=200), other.search(QUERIES, k=200)):
+        scores = {hit.id: hit.score for hit in b}
+        assert len(a) > 50 and scores.keys() == {hit.id for hit in a}
+        for hit in a:
+            assert scores[hit.id] == pytest.approx(hit.score, rel=0.01)
 
 
 def recorded_parts(monkeypatch) -> tuple[list[int], list[int]]:
@@ -99,6 +110,27 @@ def test_a_merge_follows_the_buffer_the_index_was_built_with(tmp_path):
     same_results(whole, parts)
 
 
+def test_a_merge_leaves_the_leading_segments_that_filled_its_buffer(tmp_path):
+    retriever = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    whole = BM25Retriever.build(corpus(), tmp_path / "whole", buffer_mb=0)
+    names = [s.name for s in retriever.index.segments]
+    assert len(names) > 3 and all(segments_module.FILLED in info for info in retriever.index.meta["segments"][:-1])
+    retriever.index.merge()  # every segment but the last filled the buffer: nothing to gain
+    assert [s.name for s in retriever.index.segments] == names
+    retriever.delete(["d100"])
+    whole.delete(["d100"])
+    holding = next(i for i, s in enumerate(retriever.index.segments) if s.deleted.any())
+    retriever.index.merge()
+    assert [s.name for s in retriever.index.segments][:holding] == names[:holding]  # those before it kept
+    assert retriever.index.segments[holding].name not in names and retriever.index.n_stored == 239
+    whole.index.merge()
+    close_results(whole, retriever)
+    retriever.index.merge(buffer_mb=4 * TINY_BUFFER)  # a larger buffer than they filled: all folded
+    assert not set(s.name for s in retriever.index.segments) & set(names)
+    assert len(retriever.index.segments) < len(names)
+    same_results(whole, retriever)
+
+
 def test_an_index_that_recorded_no_buffer_merges_with_the_default(tmp_path):
     index = BM25Retriever.build(corpus(40), tmp_path / "idx").index
     del index.meta["buffer_mb"]  # written before builds recorded it
@@ -116,11 +148,7 @@ def test_a_tail_merge_in_parts_leaves_the_segments_before_it(tmp_path):
     assert retriever.index.segments[0].name == first and len(retriever.index.segments) > 2
     fresh = BM25Retriever.build([d for d in corpus(120) + corpus(60, "e") if d.id not in ("e4", "e25")],
                                 tmp_path / "fresh", buffer_mb=0)
-    for a, b in zip(fresh.search(QUERIES, k=200), retriever.search(QUERIES, k=200)):
-        scores = {hit.id: hit.score for hit in b}
-        assert len(a) > 50 and scores.keys() == {hit.id for hit in a}
-        for hit in a:  # the segment kept was normalised by an average within the tolerance of the new one
-            assert scores[hit.id] == pytest.approx(hit.score, rel=0.01)
+    close_results(fresh, retriever)
 
 
 @pytest.mark.parametrize("kind", ["binary", "impact"])
