@@ -274,7 +274,7 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
-    :class:`~semiret.data.ids.IdHashSet`: about 16 bytes a document; a repeat is confirmed, and its first line found,
+    :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
     by reading the file again).
     """
     path = _corpus_file(path)

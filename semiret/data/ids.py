@@ -3,8 +3,9 @@
 A set of the id strings costs about 100 bytes an id (a gigabyte for ten million documents), the one part of a
 build's memory that grew with the corpus once builds were written in parts. This one keeps 64-bit hashes in an
 open-addressing table filled by a compiled loop (Python's sets and dicts hold an object per entry; numpy has no hash
-set): about 16 bytes an id. A hash met again is reported for the caller to confirm, as two ids may share one
-(about one chance in 10^7 over ten million ids).
+set): 16 to 32 bytes an id (the table kept at most half full; about 48 for a moment while it doubles). A hash met
+again is reported for the caller to confirm, as two ids may share one (a few chances in a million over ten million
+ids).
 """
 
 from __future__ import annotations

@@ -225,6 +225,10 @@ class CompositeIndex:
             doomed = self.first.restricted(wanted).live_ids()
             return self.delete(doomed, missing_ok=True) if doomed else 0  # nothing to delete: no commit
 
+    def unfilled_segments(self) -> int:
+        """:meth:`SegmentedIndex.unfilled_segments`: all of them, as the parts merge whole."""
+        return len(self.segments)
+
     def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
         """Merge every part (:meth:`SegmentedIndex.merge`) into one segment each: parts split by size would not
         stay aligned (their documents take different room), so a buffer asked for is refused."""

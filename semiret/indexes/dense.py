@@ -30,7 +30,7 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.segments import Segment, SegmentedIndex, check_buffer, register_index_format, whole_buffer
 from semiret.indexes.storage import load_array
-from semiret.indexes.tree_ann import BEAM, TreeSearch, write_tree
+from semiret.indexes.tree_ann import BEAM, TreeSearch, makes_a_tree, write_tree
 from semiret.types import Embeddings, SearchHits
 
 ANN_TYPES = ("exact", "flat", "ivf", "hnsw", "tree")
@@ -45,7 +45,7 @@ class DenseSegment(Segment):
     def __init__(self, path: Path, info: dict, ann_type: str):
         super().__init__(path, info)
         self.vectors = load_array(path / "vectors.npy")
-        self.tree = TreeSearch(path, self.vectors) if ann_type == "tree" else None
+        self.tree = TreeSearch(path, self.vectors) if ann_type == "tree" and info.get("tree", True) else None
         self.ann = _open_ann(path, self.vectors, ann_type)  # a faiss index, or None for exact and tree search
 
     def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int,
@@ -228,7 +228,11 @@ class DenseIndex(SegmentedIndex):
             faiss.write_index(self._build_ann(vectors), str(directory / ANN_FILE))
         elif self.meta["ann"] == "tree":  # later segments keep the first one's tree: new documents join it
             base = next((s.tree.tree for s in self.segments if s.tree is not None), None)
-            write_tree(directory, vectors, base, self.meta["parameters"].get("tree_branching"))
+            branching = self.meta["parameters"].get("tree_branching")
+            if base is None and not makes_a_tree(len(vectors), branching):
+                info["tree"] = False  # searched exactly; the first segment large enough gets the tree
+            else:
+                write_tree(directory, vectors, base, branching)
 
     def _build_ann(self, vectors: np.ndarray):
         import faiss

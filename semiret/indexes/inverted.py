@@ -30,6 +30,7 @@ knows the vocabulary of its snapshot's commit.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -42,6 +43,7 @@ import numpy as np
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
+from semiret.files import link_or_copy
 from semiret.indexes import kernels
 from semiret.indexes.segments import (Segment, SegmentedIndex, Snapshot, build_of, check_buffer,
                                       register_index_format, whole_buffer)
@@ -63,6 +65,8 @@ PRUNE_MIN_DOCS = 50_000
 saves (``bench/pruning.py``, docs/results.md: 1.2-1.35x slower on SciFact's 5,183 documents, 1.07-1.22x
 faster by the median on 1M)."""
 VOCAB_FILE = "vocab.txt"
+RENORMALISED_BLOCK = 1 << 20
+"""Postings a BM25 segment's rewrite recomputes at a time (:meth:`InvertedIndex._rewrite_segment_files`)."""
 AVGDL_TOLERANCE = 0.01
 """How far (relatively) the average document length a BM25 segment was normalised by may drift from the index's
 before the segment is rewritten. Lucene reads the current average at search time; semiret stores saturated
@@ -439,13 +443,14 @@ class InvertedIndex(SegmentedIndex):
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
-                    documents: list[Document] | None) -> Postings:
+                    documents: list[Document] | None, cursors: np.ndarray | None = None) -> Postings:
         """The segment's documents ``live`` (ascending local numbers) back in doc-major form (raw counts for
-        BM25), holding only theirs (:func:`~semiret.indexes.kernels.rows_of_term_major`)."""
-        row_of_doc = np.full(segment.n_docs, -1, np.int64)
-        row_of_doc[live] = np.arange(len(live))
+        BM25), holding only theirs (:func:`~semiret.indexes.kernels.rows_of_term_major`; ``cursors``: where each
+        term's list was left by the parts read before, which precede these)."""
         terms, indptr, docs, values = segment.search_arrays()
-        offsets, terms, values = kernels.rows_of_term_major(terms, indptr, docs, values, row_of_doc, len(live))
+        if cursors is None:
+            cursors = np.array(indptr[:-1])
+        offsets, terms, values = kernels.rows_of_term_major(terms, indptr, docs, values, cursors, live)
         lengths = np.asarray(segment.doclens)[live]
         if self.meta.get("quantization"):
             values *= np.float32(self.meta["quantization"]["scale"] or 1.0)
@@ -453,6 +458,10 @@ class InvertedIndex(SegmentedIndex):
             values = self.bm25.term_frequency(values, np.repeat(lengths, np.diff(offsets)), segment.avgdl)
         return Postings(ids=ids, offsets=offsets, terms=terms, values=values.astype(np.float32, copy=False),
                         lengths=lengths, documents=documents)
+
+    def _segment_reader(self, segment: InvertedSegment) -> Callable:
+        """:meth:`_live_batch` of parts in order, each term's list read on from where the part before left it."""
+        return functools.partial(self._live_batch, segment, cursors=np.array(segment.search_arrays()[1][:-1]))
 
     def _translated(self, other: InvertedIndex, postings: Postings) -> Postings:
         """``other``'s word ids mapped to this index's by the words (new words join the vocabulary)."""
@@ -469,13 +478,13 @@ class InvertedIndex(SegmentedIndex):
     def _validate(self, postings: Postings) -> None:
         check_postings(postings, self._batch_vocab_size(), self.kind)
 
-    def _average_length(self, postings: Postings | None = None) -> float:
+    def _average_length(self, lengths: np.ndarray | None = None) -> float:
         """BM25's average document length over every stored document (deleted ones too, until a merge), with
-        ``postings``' documents."""
+        documents of these ``lengths``."""
         total = sum(float(np.sum(s.doclens)) for s in self.segments)
-        if postings is None:
+        if lengths is None:
             return total / max(self.n_stored, 1)
-        return (total + float(np.sum(postings.lengths))) / max(self.n_stored + len(postings), 1)
+        return (total + float(np.sum(lengths))) / max(self.n_stored + len(lengths), 1)
 
     def _stale_segments(self, exact_from: int | None = None) -> list[int]:
         """BM25 segments whose lengths were normalised by an average more than :data:`AVGDL_TOLERANCE` away from
@@ -493,7 +502,7 @@ class InvertedIndex(SegmentedIndex):
         """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""
         values = np.asarray(postings.values, np.float32)
         if self.kind == "bm25":
-            info["avgdl"] = self._average_length(postings)
+            info["avgdl"] = self._average_length(postings.lengths)
             doc_of_posting = np.repeat(np.arange(len(postings)), np.diff(postings.offsets))
             values = self.bm25.saturation(values, postings.lengths[doc_of_posting].astype(np.float32), info["avgdl"])
         elif self.kind == "impact":
@@ -510,6 +519,28 @@ class InvertedIndex(SegmentedIndex):
             np.save(directory / "postings.values.npy", term_values)
             np.save(directory / "postings.maxima.npy", kernels.term_maxima(indptr, term_values))
         np.save(directory / "doclens.npy", np.asarray(postings.lengths, np.int32))
+
+    def _rewrite_segment_files(self, directory: Path, segment: InvertedSegment, info: dict) -> None:
+        """BM25: the weights recomputed with the average length now, a block of postings at a time, memory-mapped
+        in and out (a segment of any size, in bounded memory); the postings' layout and lengths, which do not
+        change, linked. Values equal those of a segment written from the documents."""
+        if self.kind != "bm25":
+            return super()._rewrite_segment_files(directory, segment, info)
+        doclens = np.asarray(segment.doclens)
+        info["avgdl"] = self._average_length(doclens)
+        for name in ("postings.terms.npy", "postings.indptr.npy", "postings.docs.npy", "doclens.npy"):
+            link_or_copy(segment.path / name, directory / name)
+        old, docs = np.asarray(segment.values), np.asarray(segment.docs)
+        new = np.lib.format.open_memmap(directory / "postings.values.npy", mode="w+", dtype=np.float32,
+                                        shape=old.shape)
+        for start in range(0, len(old), RENORMALISED_BLOCK):
+            block = slice(start, start + RENORMALISED_BLOCK)
+            lengths = doclens[docs[block]]
+            counts = self.bm25.term_frequency(old[block], lengths, segment.avgdl).astype(np.float32)
+            new[block] = self.bm25.saturation(counts, lengths.astype(np.float32), info["avgdl"])
+        new.flush()
+        np.save(directory / "postings.maxima.npy", kernels.term_maxima(np.asarray(segment.indptr), np.asarray(new)))
+        del new
 
     def _quantize(self, values: np.ndarray) -> np.ndarray:
         """8-bit weights on a scale fixed by the first segment; later larger weights are clipped."""

@@ -50,31 +50,44 @@ def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def rows_of_term_major(present_terms, indptr, docs, values, row_of_doc, n_rows):
-    """Term-major postings back in doc-major CSR for the documents with a row (``row_of_doc[doc] >= 0``), terms
-    ascending in each row: one pass to count and one to fill, so that reading part of a segment back holds that
-    part, not the whole segment sorted (``values`` empty: a binary segment, every weight 1).
+def rows_of_term_major(present_terms, indptr, docs, values, cursors, live):
+    """Term-major postings back in doc-major CSR for the documents ``live`` (ascending), terms ascending in each
+    row (``values`` empty: a binary segment, every weight 1). ``cursors`` holds each term's first posting not read
+    yet and is advanced past ``live[-1]``: parts read in ascending order read each posting once, and hold only
+    their own rows (a merge reads a large segment so).
 
     Returns ``(offsets, terms, values)``.
     """
+    n_rows = live.shape[0]
+    if n_rows == 0:
+        return np.zeros(1, np.int64), np.empty(0, np.int32), np.empty(0, np.float32)
+    low, high = live[0], live[-1] + 1
+    row_of_doc = np.full(high - low, -1, np.int64)
+    for row in range(n_rows):
+        row_of_doc[live[row] - low] = row
     counts = np.zeros(n_rows + 1, np.int64)
-    for j in range(docs.shape[0]):
-        row = row_of_doc[docs[j]]
-        if row >= 0:
-            counts[row + 1] += 1
+    for i in range(present_terms.shape[0]):
+        j = cursors[i]
+        while j < indptr[i + 1] and docs[j] < high:
+            if docs[j] >= low and row_of_doc[docs[j] - low] >= 0:
+                counts[row_of_doc[docs[j] - low] + 1] += 1
+            j += 1
     offsets = np.cumsum(counts)
     fill = offsets[:-1].copy()
     terms_out = np.empty(offsets[n_rows], np.int32)
     values_out = np.ones(offsets[n_rows], np.float32)
     weighted = values.shape[0] > 0
     for i in range(present_terms.shape[0]):
-        for j in range(indptr[i], indptr[i + 1]):
-            row = row_of_doc[docs[j]]
-            if row >= 0:
+        j = cursors[i]
+        while j < indptr[i + 1] and docs[j] < high:
+            if docs[j] >= low and row_of_doc[docs[j] - low] >= 0:
+                row = row_of_doc[docs[j] - low]
                 terms_out[fill[row]] = present_terms[i]
                 if weighted:
                     values_out[fill[row]] = values[j]
                 fill[row] += 1
+            j += 1
+        cursors[i] = j
     return offsets, terms_out, values_out
 
 

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from semiret.errors import SemiretError
+from semiret.files import link_or_copy
 from semiret.indexes.inverted import InvertedIndex, InvertedSegment, SecondStage
 from semiret.indexes.kernels import accumulate_query, key_hit, select_best_keys
 from semiret.indexes.segments import register_index_format
@@ -73,6 +74,7 @@ class ScoreMatrixIndex(InvertedIndex):
     FORMAT = "semiret.score-matrix"
     DESCRIPTION = "score-matrix index"
     batch_type = ScoredPostings
+    unrecorded_buffer_mb = 0  # NAIL's matrix is written whole by default: bm25+nail re-ranks one segment in one call
 
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[ScoredPostings], vocab_size: int, analyzer: dict,
@@ -111,8 +113,13 @@ class ScoreMatrixIndex(InvertedIndex):
         super()._write_segment_files(directory, batch, info)
         np.save(directory / SCORES_FILE, np.ascontiguousarray(batch.scores.T, dtype=np.float16))
 
-    def _live_batch(self, segment: ScoredSegment, live, ids, documents) -> ScoredPostings:
-        postings = super()._live_batch(segment, live, ids, documents)
+    def _rewrite_segment_files(self, directory: Path, segment: ScoredSegment, info: dict) -> None:
+        super()._rewrite_segment_files(directory, segment, info)
+        if not (directory / SCORES_FILE).exists():  # the postings' weights recomputed in place: the scores stay
+            link_or_copy(segment.path / SCORES_FILE, directory / SCORES_FILE)
+
+    def _live_batch(self, segment: ScoredSegment, live, ids, documents, cursors=None) -> ScoredPostings:
+        postings = super()._live_batch(segment, live, ids, documents, cursors)
         return ScoredPostings(**vars(postings) | {"scores": np.asarray(segment.scores[:, live]).T})
 
     def describe(self) -> dict:

@@ -28,6 +28,7 @@ Index kinds register by the ``format`` string of their ``meta.json`` (:func:`reg
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import os
@@ -141,6 +142,12 @@ class Segment:
     @property
     def n_deleted(self) -> int:
         return int(self.deleted.sum())
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its files (memory-mapped, as opened: also those of a folder a merge removed since)."""
+        return sum(value.nbytes if isinstance(value, np.ndarray) else value.blob.nbytes + value.offsets.nbytes
+                   for value in vars(self).values() if isinstance(value, (np.ndarray, StringTable)))
 
     def with_deleted(self, deleted: np.ndarray) -> "Segment":
         """This segment with other deletion flags (a change never alters flags a snapshot reads); the opened
@@ -348,6 +355,9 @@ class SegmentedIndex(ABC):
     batch_type: ClassVar[type]
     part_of: Path | None = None
     """The composite index this one is a part of, when opened on its own (:func:`open_index`): no writes."""
+    unrecorded_buffer_mb: ClassVar[float] = DEFAULT_BUFFER_MB
+    """The buffer a merge of an index of this kind takes by default where its build recorded none (written before
+    builds did): the default of builds of the kind."""
 
     def __init__(self, path: Path, meta: dict):
         self.path = path
@@ -784,10 +794,10 @@ class SegmentedIndex(ABC):
         a failure leaves the index as it was."""
         limit = (check_buffer(buffer_mb) or 0) * 2**20
         parts = iter(parts)
-        coming = next(parts, None)
-        if coming is None:
-            return 0  # nothing to add: no commit
         with self.writing():  # held until a failed change's folders are gone: no other writer's can be taken for them
+            coming = next(parts, None)  # under the lock: making a part may add words to the vocabulary
+            if coming is None:
+                return 0  # nothing to add: no commit
             before = {entry.name for entry in self.path.iterdir()}
             try:
                 added, replaced = self._add_parts(itertools.chain([coming], parts), replace, limit)
@@ -897,8 +907,8 @@ class SegmentedIndex(ABC):
 
     def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
         """Fold the last ``tail`` segments (default: all) into as few as hold them, one each ``buffer_mb`` MB of
-        documents (default: the buffer the index was built with, :data:`DEFAULT_BUFFER_MB` for indexes that did
-        not record one; 0: one segment), dropping their deleted documents; a merge of all also removes what
+        documents (default: the buffer the index was built with, its kind's :attr:`unrecorded_buffer_mb` for
+        indexes that did not record one; 0: one segment), dropping their deleted documents; a merge of all also removes what
         crashed changes left (folders and files no commit lists). The folded segments are read a part at a time,
         so that a merge's memory, like a build's, does not grow with the index; the leading ones that filled such a
         buffer when written, with nothing deleted since, are left as they are. Merging the small segments that adds
@@ -924,6 +934,12 @@ class SegmentedIndex(ABC):
                 raise
             self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
 
+    def unfilled_segments(self) -> int:
+        """How many segments a merge with the index's buffer would fold: those that did not fill it when written,
+        or hold deleted documents. What a merge policy counts: the others are as large as the buffer makes them."""
+        limit = self._buffer_bytes(None)
+        return sum(not self._filled(position, limit) for position in range(len(self.segments)))
+
     def _filled(self, position: int, limit: float) -> bool:
         """Whether the segment at ``position`` was written when a buffer of at least ``limit`` bytes filled, and has
         no deleted document: a merge with that buffer leaves it as it is (Lucene's merge policies skip segments at
@@ -939,18 +955,23 @@ class SegmentedIndex(ABC):
         if self.written_whole(self.meta) is not None:
             whole_buffer(type(self), self.meta, buffer_mb)
             return 0.0
-        return (self.meta.get("buffer_mb", DEFAULT_BUFFER_MB) if buffer_mb is None else buffer_mb) * 2**20
+        return (self.meta.get("buffer_mb", self.unrecorded_buffer_mb) if buffer_mb is None else buffer_mb) * 2**20
 
     def _live_parts(self, segment: Segment, limit: float) -> Iterator:
         """A segment's live documents as batches (:meth:`_live_batch`) of about half ``limit`` bytes each, judged
-        by the segment's size on disk (0: one batch), in order: what a merge reads, not the whole segment at once."""
+        by the segment's mapped files (0: one batch), in order: what a merge reads, not the whole segment at once."""
         live = np.flatnonzero(~segment.deleted)
-        stored = sum(entry.stat().st_size for entry in segment.path.iterdir() if entry.is_file())
-        pieces = max(1, int(np.ceil(stored * len(live) / max(segment.n_docs, 1) / (limit / 2)))) if limit else 1
-        for chunk in np.array_split(live, pieces):
+        wanted = np.ceil(segment.nbytes * len(live) / max(segment.n_docs, 1) / (limit / 2)) if limit else 1
+        read = self._segment_reader(segment)
+        for chunk in np.array_split(live, int(max(1, min(len(live), wanted)))):
             if len(chunk):
                 documents = list(segment.documents(chunk)) if segment.texts is not None else None
-                yield self._live_batch(segment, chunk, segment.document_ids(chunk), documents)
+                yield read(chunk, segment.document_ids(chunk), documents)
+
+    def _segment_reader(self, segment: Segment) -> Callable:
+        """What reads a segment's parts in order, ``(live, ids, documents) -> batch``: :meth:`_live_batch` (a kind
+        may keep where the part before left off)."""
+        return functools.partial(self._live_batch, segment)
 
     def _remove_uncommitted_files(self) -> None:
         """Delete segment folders and staged files that the last commit does not list (what crashed changes left;
@@ -995,32 +1016,39 @@ class SegmentedIndex(ABC):
                 self.segments[position] = segment.with_deleted(deleted)
         return sum(map(len, marks.values()))
 
-    def _append_segment(self, batch, stored_in: Segment | None = None) -> None:
-        """Write a checked batch as a new segment folder (staged, fsynced, then renamed) and list it. With
-        ``stored_in`` (a segment holding the batch's documents in the same order: a rewrite) its ids, texts and
-        metadata files are linked rather than written again (none is ever changed in place)."""
-        info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": len(batch), "n_deleted": 0}
+    def _append_segment(self, batch, rewrite_of: Segment | None = None) -> None:
+        """Write a checked batch as a new segment folder (staged, fsynced, then renamed) and list it; or, for
+        ``rewrite_of`` (no batch), that segment's documents again (:meth:`_rewrite_segment_files`), its ids, texts and
+        metadata files linked rather than written again (none is ever changed in place)."""
+        n_docs = len(batch) if rewrite_of is None else rewrite_of.n_docs
+        info = {"name": f"seg-{self.meta['next_segment']:06d}", "n_docs": n_docs, "n_deleted": 0}
         # a folder of this name was left by an add that crashed before its commit: the staged one replaces it
         with staged_directory(self.path / info["name"]) as staged:
-            self._write_segment_files(staged, batch, info)
-            if stored_in is not None:
-                for stored in stored_in.path.iterdir():
+            if rewrite_of is not None:
+                self._rewrite_segment_files(staged, rewrite_of, info)
+                for stored in rewrite_of.path.iterdir():
                     if stored.name.split(".")[0] in STORED_TABLES:
-                        try:
-                            os.link(stored, staged / stored.name)
-                        except OSError:  # a file system without hard links
-                            shutil.copyfile(stored, staged / stored.name)
+                        link_or_copy(stored, staged / stored.name)
             else:
+                self._write_segment_files(staged, batch, info)
                 StringTable.write(staged, "docids", batch.ids, with_lookup=True)
-            if stored_in is None and self.meta["store_texts"] and batch.documents is not None:
-                StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
-                                                    for d in batch.documents])
-                if any(d.metadata for d in batch.documents):  # also alone: filters read it without the texts
-                    StringTable.write(staged, "metadata", [json.dumps(d.metadata, ensure_ascii=False)
-                                                           if d.metadata else "" for d in batch.documents])
+                if self.meta["store_texts"] and batch.documents is not None:
+                    StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
+                                                        for d in batch.documents])
+                    if any(d.metadata for d in batch.documents):  # also alone: filters read it without the texts
+                        StringTable.write(staged, "metadata", [json.dumps(d.metadata, ensure_ascii=False)
+                                                               if d.metadata else "" for d in batch.documents])
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
         self.segments.append(self._open_segment(self.path / info["name"], info))
+
+    def _rewrite_segment_files(self, directory: Path, segment: Segment, info: dict) -> None:
+        """Write the kind's own files of ``segment``'s documents, all of them in its order, again from the
+        statistics as they now are (:meth:`_renormalise`; ``segment`` is no longer among the draft's). By default
+        read back whole and written as a batch; a kind may do it in place of that, a part at a time."""
+        every = np.arange(segment.n_docs)
+        whole = segment.with_deleted(np.zeros(segment.n_docs, bool))
+        self._write_segment_files(directory, self._live_batch(whole, every, segment.document_ids(every), None), info)
 
     def _stale_segments(self, exact_from: int | None = None) -> list[int]:
         """Positions of segments whose stored values were computed from index-wide statistics that have moved
@@ -1038,10 +1066,7 @@ class SegmentedIndex(ABC):
             segment = self.segments.pop(position)
             old_info = self.meta["segments"].pop(position)
             replaced.append(segment.path)
-            every = np.arange(segment.n_docs)
-            whole = segment.with_deleted(np.zeros(segment.n_docs, bool))
-            self._append_segment(self._live_batch(whole, every, segment.document_ids(every), None),
-                                 stored_in=segment)
+            self._append_segment(None, rewrite_of=segment)
             rewritten, info = self.segments.pop(), self.meta["segments"].pop()
             if FILLED in old_info:
                 info[FILLED] = old_info[FILLED]
@@ -1216,7 +1241,7 @@ def whole_buffer(index_class, options: dict, buffer_mb: float | None) -> float |
     if reason is None:
         return buffer_mb
     if buffer_mb:
-        raise SemiretError(f"{reason} is written whole: a build buffer (buffer_mb, --buffer-mb) does not apply")
+        raise SemiretError(f"{reason} is written and merged whole: a buffer (buffer_mb, --buffer-mb) does not apply")
     return None
 
 
@@ -1280,6 +1305,7 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
     target = Path(target)
     check_build_target(target, overwrite)
     with staged_directory(target, overwrite) as staged:
+        first._buffer_bytes(buffer_mb)  # a buffer the kind refuses: said of the option, before any shard is read
         copy_index_files(first.path, staged)
         merged = type(first).open(staged)
         for shard in shards[1:]:

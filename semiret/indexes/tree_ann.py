@@ -23,6 +23,17 @@ BEAM = 8
 """Default beam width: clusters kept at each depth of the descent."""
 
 
+SMALLEST_TREE = 5
+"""Documents the BEIR rule clusters into a tree of depth 3 (b = 2 over more than 2^2)."""
+
+
+def makes_a_tree(n_documents: int, branching: int | None) -> bool:
+    """Whether a segment of ``n_documents`` without a tree before it clusters into one: as many as the branching
+    factor given, or :data:`SMALLEST_TREE`. A smaller one is searched exactly until a segment with a tree comes (an
+    index emptied and merged, then given a document; a build of a few)."""
+    return n_documents >= (branching or SMALLEST_TREE)
+
+
 def write_tree(directory: Path, vectors: np.ndarray, base: EqualDepthTree | None, branching: int | None) -> None:
     """The segment's tree: ``base``'s internal nodes with the vectors in their nearest lowest clusters, or,
     without a base, a new tree of the vectors (``branching`` default: the BEIR rule, depth 3)."""

@@ -44,7 +44,8 @@ class ServeSettings:
     """Largest ``k`` of a search (422 beyond)."""
     max_segments: int = 8
     """After a write leaves more segments than this, the small recent ones are merged (searches visit every
-    segment, so many small ones slow them down)."""
+    segment, so many small ones slow them down); those that filled the index's buffer, as large as it makes them,
+    are not counted."""
     backup_dir: str | None = None
     """Where ``POST /indexes/{name}/backups`` writes backups (``NAME-<UTC time>``); None: no backups over HTTP."""
     data_dir: str | None = None

@@ -94,7 +94,7 @@ def test_a_dense_build_in_parts(tmp_path):
 def test_a_quantized_index_is_written_whole(tmp_path):
     batches = [Postings([f"d{i}"], np.array([0, 2]), np.array([1, 2], np.int32), np.array([0.5 * (i + 1), 1.0],
                         np.float32), np.array([2], np.int32), [Document(f"d{i}", "x")]) for i in range(40)]
-    with pytest.raises(SemiretError, match="a quantized index .* is written whole: a build buffer"):
+    with pytest.raises(SemiretError, match="a quantized index .* is written and merged whole: a buffer"):
         InvertedIndex.build(tmp_path / "q", "impact", batches, vocab_size=4, analyzer={}, quantize_bits=8,
                             buffer_mb=TINY_BUFFER)
     index = InvertedIndex.build(tmp_path / "q", "impact", iter(batches), vocab_size=4, analyzer={}, quantize_bits=8)
@@ -106,7 +106,7 @@ def test_a_dense_tree_is_written_whole(tmp_path):
     rng = np.random.default_rng(1)
     vectors = rng.standard_normal((200, 8)).astype(np.float32)
     batches = [Embeddings([f"d{i}" for i in range(lo, lo + 20)], vectors[lo: lo + 20]) for lo in range(0, 200, 20)]
-    with pytest.raises(SemiretError, match="a dense index with a tree .* is written whole"):
+    with pytest.raises(SemiretError, match="a dense index with a tree .* is written and merged whole"):
         DenseIndex.build(tmp_path / "t", "dense", batches, dim=8, analyzer={}, ann="tree", buffer_mb=TINY_BUFFER)
     assert len(DenseIndex.build(tmp_path / "t", "dense", batches, dim=8, analyzer={}, ann="tree").segments) == 1
 

@@ -36,7 +36,8 @@ def corpus(n: int = 240, prefix: str = "d") -> list[Document]:
 def same_results(one, other) -> None:
     a, b = one.search(QUERIES, k=50), other.search(QUERIES, k=50)
     assert any(a.ids) and a.ids == b.ids
-    np.testing.assert_allclose(np.array(a.scores), np.array(b.scores), rtol=1e-6)
+    for x, y in zip(a.scores, b.scores):
+        np.testing.assert_allclose(x, y, rtol=1e-6)
 
 
 def close_results(one, other) -> None:
@@ -187,7 +188,7 @@ def test_kinds_written_whole_merge_whole_and_refuse_a_buffer(tmp_path):
                             rng.standard_normal((60, 8)).astype(np.float32))], dim=8, analyzer={}, ann="tree")
     tree.add(Embeddings(["x", "y"], rng.standard_normal((2, 8)).astype(np.float32)))
     for index, what in ((quantized, "a quantized index"), (tree, "a dense index with a tree")):
-        with pytest.raises(SemiretError, match=f"{what} .* is written whole: a build buffer"):
+        with pytest.raises(SemiretError, match=f"{what} .* is written and merged whole: a buffer"):
             index.merge(buffer_mb=TINY_BUFFER)
         assert len(index.segments) == 2  # refused before anything was written
         index.merge()
@@ -275,3 +276,142 @@ def test_a_merge_failing_in_a_later_part_leaves_the_index_as_it_was(tmp_path, mo
     reopened = open_retriever(tmp_path / "idx")
     assert reopened.index.n_docs == 239 and reopened.get_document("d1") is None
     same_results(reopened, retriever)
+
+
+# ---------------------------------------------------------------------------- what a review found
+def test_parts_read_in_order_read_each_posting_once(tmp_path):
+    index = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=0).index
+    index.delete(["d0", "d77", "d238"])  # the last document live: every list is read to its end
+    segment = index.segments[0]
+    read = index._segment_reader(segment)
+    live = np.flatnonzero(~segment.deleted)
+    parts = [read(chunk, segment.document_ids(chunk), None) for chunk in np.array_split(live, 9)]
+    whole = index._live_batch(segment, live, segment.document_ids(live), None)
+    joined = Postings.concatenate(parts)
+    assert joined.ids == whole.ids
+    for field in ("offsets", "terms", "values", "lengths"):
+        np.testing.assert_array_equal(getattr(joined, field), getattr(whole, field))
+    cursors = read.keywords["cursors"]  # every term's list read to its end, once
+    np.testing.assert_array_equal(cursors, np.asarray(segment.indptr)[1:])
+
+
+def test_a_tiny_buffer_reads_at_most_a_part_a_document(tmp_path):
+    index = BM25Retriever.build(corpus(50), tmp_path / "idx", buffer_mb=0).index
+    for limit in (1e-300, 1e-9):
+        assert [len(batch) for batch in index._live_parts(index.segments[0], limit)] == [1] * 50
+
+
+def test_a_rewrite_for_the_average_length_links_the_postings_and_writes_new_weights(tmp_path):
+    import os
+
+    retriever = BM25Retriever.build(corpus(60), tmp_path / "idx", buffer_mb=0)
+    old = retriever.index.segments[0]
+    linked = ("postings.docs.npy", "postings.terms.npy", "doclens.npy", "texts.blob.npy")
+    inodes = [os.stat(old.path / name).st_ino for name in linked]
+    retriever.add([Document("long", " ".join(["heart"] * 400))])  # moves the average length by far more than 1%
+    new = retriever.index.segments[0]
+    assert new.name != old.name and new.avgdl != old.avgdl
+    assert [os.stat(new.path / name).st_ino for name in linked] == inodes  # linked, not written again
+    fresh = BM25Retriever.build(corpus(60) + [Document("long", " ".join(["heart"] * 400))], tmp_path / "fresh",
+                                buffer_mb=0)
+    same_results(fresh, retriever)  # the new weights are those a build of the documents computes
+
+
+def test_nail_indexes_that_recorded_no_buffer_merge_whole(tmp_path):
+    from semiret.indexes.score_matrix import ScoreMatrixIndex, ScoredPostings
+
+    rng = np.random.default_rng(0)
+    ids = [f"d{i}" for i in range(30)]
+    batch = ScoredPostings(ids=ids, offsets=np.arange(31) * 2, terms=np.tile(np.array([1, 3], np.int32), 30),
+                           values=np.ones(60, np.float32), lengths=np.full(30, 2, np.int32),
+                           documents=[Document(i, "x") for i in ids],
+                           scores=rng.standard_normal((30, 8)).astype(np.float32))
+    index = ScoreMatrixIndex.build(tmp_path / "idx", "binary", [batch], vocab_size=8, analyzer={}, score_vocab_size=8)
+    del index.meta["buffer_mb"]  # written before builds recorded it
+    assert index._buffer_bytes(None) == 0
+    index.delete(["d3"])
+    index.merge(buffer_mb=TINY_BUFFER / 10)  # asked for: in parts, the scores kept
+    assert len(index.segments) > 1
+    scores = np.concatenate([np.asarray(s.scores).T for s in index.segments])
+    np.testing.assert_array_equal(scores, np.delete(batch.scores, 3, axis=0).astype(np.float16))
+
+
+def test_a_tree_index_emptied_and_merged_takes_documents_again(tmp_path):
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((300, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = DenseIndex.build(tmp_path / "t", "dense", [Embeddings([f"x{i}" for i in range(300)], vectors)], dim=8,
+                             analyzer={}, ann="tree")
+    index.delete([f"x{i}" for i in range(300)])
+    index.merge()
+    assert index.segments == [] and index.n_docs == 0
+    index.add(Embeddings(["y"], vectors[:1]))  # too few to cluster: searched exactly
+    index.add(Embeddings([f"z{i}" for i in range(200)], vectors[100:]))  # the first with a tree
+    assert [s.tree is None for s in DenseIndex.open(tmp_path / "t").segments] == [True, False]
+    assert index.search(vectors[:1], k=1).ids == [["y"]] and index.search(vectors[150:151], k=1).ids == [["z50"]]
+    small = DenseIndex.build(tmp_path / "small", "dense", [Embeddings(["a", "b", "c"], vectors[:3])], dim=8,
+                             analyzer={}, ann="tree")
+    assert small.search(vectors[2:3], k=1).ids == [["c"]]
+
+
+def test_a_shard_s_first_part_is_made_under_the_write_lock(tmp_path, monkeypatch):
+    """Making a part adds the shard's words to the vocabulary: another writer committing words first must not
+    give them other ids (the first part was once made before the lock was taken)."""
+    BM25Retriever.build([Document("a1", "apple banana")], tmp_path / "idx", buffer_mb=0)
+    BM25Retriever.build([Document("s1", "zebra yak"), Document("s2", "zebra")], tmp_path / "shard", buffer_mb=0)
+    adding = open_retriever(tmp_path / "idx").index
+    other = open_retriever(tmp_path / "idx")
+    writing = type(adding).writing
+    calls = []
+
+    def meanwhile(self):
+        if self is adding and not calls:  # the other writer commits just before the lock is taken
+            calls.append(1)
+            other.add([Document("b1", "kiwi mango")])
+        return writing(self)
+
+    monkeypatch.setattr(type(adding), "writing", meanwhile)
+    adding.add_index(open_retriever(tmp_path / "shard").index)
+    monkeypatch.undo()
+    found = open_retriever(tmp_path / "idx")
+    assert [[hit.id for hit in found.search(q, k=5)] for q in ("zebra", "yak", "kiwi", "mango")] == \
+        [["s2", "s1"], ["s1"], ["b1"], ["b1"]]
+
+
+def test_a_shard_merged_meanwhile_is_still_added(tmp_path):
+    """The parts are sized from the segment's mapped files, which a merge elsewhere may have removed from disk."""
+    BM25Retriever.build([Document("a1", "apple banana")], tmp_path / "idx", buffer_mb=0)
+    BM25Retriever.build(corpus(40, "s"), tmp_path / "shard", buffer_mb=TINY_BUFFER / 5, batch_size=5)
+    reading = open_retriever(tmp_path / "shard").index
+    elsewhere = open_retriever(tmp_path / "shard").index
+    elsewhere.delete(["s0"])
+    elsewhere.merge(buffer_mb=0)
+    assert open_retriever(tmp_path / "idx").index.add_index(reading) == 40
+
+
+def test_a_buffer_refused_by_the_shards_kind_is_said_of_the_option(tmp_path):
+    batch = Postings(["a"], np.array([0, 1]), np.array([1], np.int32), np.array([0.5], np.float32),
+                     np.array([1], np.int32), [Document("a", "x")])
+    InvertedIndex.build(tmp_path / "s0", "impact", [batch], vocab_size=4, analyzer={}, quantize_bits=8)
+    InvertedIndex.build(tmp_path / "s1", "impact", [Postings(["b"], batch.offsets, batch.terms, batch.values,
+                                                             batch.lengths, [Document("b", "y")])],
+                        vocab_size=4, analyzer={}, quantize_bits=8)
+    with pytest.raises(SemiretError) as refused:
+        merge_shards(tmp_path / "m", [tmp_path / "s0", tmp_path / "s1"], buffer_mb=1)
+    assert "merged whole: a buffer" in str(refused.value) and "does not join" not in str(refused.value)
+    assert not (tmp_path / "m").exists()
+
+
+def test_the_server_leaves_filled_segments_out_of_its_merges(tmp_path):
+    from semiret.serving.served import ServedIndex
+
+    docs = [Document(f"d{i}", " ".join(["word"] * 6 + [f"w{i % 50}"])) for i in range(200)]
+    BM25Retriever.build(docs, tmp_path / "idx", buffer_mb=TINY_BUFFER / 2, batch_size=10)
+    served = ServedIndex("x", tmp_path / "idx", max_segments=3)
+    filled = [s.name for s in served.index.segments[:-1]]
+    assert len(filled) > 5
+    for u in range(30):  # documents of the same length: the average length stays
+        served.upsert([Document(f"u{u}", " ".join(["word"] * 6 + [f"w{u}"]))])
+        assert served.index.unfilled_segments() <= 3
+        assert [s.name for s in served.index.segments[: len(filled)]] == filled  # never rewritten
+    assert served.index.n_docs == 230
