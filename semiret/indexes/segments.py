@@ -31,7 +31,6 @@ import copy
 import functools
 import itertools
 import json
-import os
 import secrets
 import shutil
 import sys
@@ -908,8 +907,8 @@ class SegmentedIndex(ABC):
     def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
         """Fold the last ``tail`` segments (default: all) into as few as hold them, one each ``buffer_mb`` MB of
         documents (default: the buffer the index was built with, its kind's :attr:`unrecorded_buffer_mb` for
-        indexes that did not record one; 0: one segment), dropping their deleted documents; a merge of all also removes what
-        crashed changes left (folders and files no commit lists). The folded segments are read a part at a time,
+        indexes that did not record one; 0: one segment), dropping their deleted documents; a merge of all also
+        removes what crashed changes left (folders and files no commit lists). The folded segments are read a part at a time,
         so that a merge's memory, like a build's, does not grow with the index; the leading ones that filled such a
         buffer when written, with nothing deleted since, are left as they are. Merging the small segments that adds
         leave behind keeps searches fast without rewriting the large ones."""
