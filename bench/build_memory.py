@@ -2,7 +2,8 @@
 
 ``python bench/build_memory.py [--docs 600000] [--buffers 0,256,128,64] [--quick]`` prints one JSON object: for
 each buffer (0: the corpus held whole, one segment, the peer), the command's wall time, its peak resident memory
-(the command's ``ru_maxrss``, read in a process of its own: :data:`PEAK_OF`), the segments written, the ratios against the whole build, the median latency of a
+(the command's ``ru_maxrss``, and its resident memory not backed by a file, read in a process of its own:
+:data:`PEAK_OF`), the segments written, the ratios against the whole build, the median latency of a
 BM25 query over the result (one thread: what more segments cost a search); and how every build's
 BM25 top 100 for the corpus's first queries compares with the whole build's: the queries whose top 100 holds the
 same documents, those in the same order with the same scores, and the largest relative score difference (the parts
@@ -40,14 +41,26 @@ LATENCY_QUERIES = 1000
 
 
 PEAK_OF = """
-import os, subprocess, sys
+import os, subprocess, sys, time
 child = subprocess.Popen(sys.argv[2:])
-_, status, usage = os.wait4(child.pid, 0)
+anonymous = 0
+while True:
+    pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+    if pid:
+        break
+    try:  # resident memory not backed by a file, sampled: the part that reading mapped files does not add
+        with open(f"/proc/{child.pid}/status") as lines:
+            anonymous = max([anonymous] + [int(line.split()[1]) for line in lines if line.startswith("RssAnon:")])
+    except OSError:
+        pass
+    time.sleep(0.02)
 with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss))
+    out.write(f"{usage.ru_maxrss} {anonymous}")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
-"""A small process that runs the command and writes its peak memory. Linux keeps a process's peak across exec,
+"""A small process that runs the command and writes its peak memory (``ru_maxrss``, and the largest resident memory
+not backed by a file it saw, sampled every 20 ms: pages of memory-mapped index files read count in the first, are
+dropped first when memory runs short, and grow with what a merge reads). Linux keeps a process's peak across exec,
 and a child spawned (vfork) from this benchmark, which holds indexes, would start with the benchmark's own peak:
 measured so, every build after the first read hundreds of MB too high."""
 
@@ -61,8 +74,9 @@ def measured(command: list[str]) -> tuple[dict, bytes]:
         seconds = time.perf_counter() - start
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(command)} failed ({done.returncode})")
-        peak_kb = int(peak.read())
-    return {"seconds": round(seconds, 2), "peak_mb": round(peak_kb / 1024, 1)}, done.stdout
+        peak_kb, anonymous_kb = map(int, peak.read().split())
+    return {"seconds": round(seconds, 2), "peak_mb": round(peak_kb / 1024, 1),
+            "peak_anonymous_mb": round(anonymous_kb / 1024, 1)}, done.stdout
 
 
 def described(figures: dict, output: bytes) -> dict:
@@ -116,6 +130,7 @@ def against_whole(entries: dict, entry: dict) -> None:
     whole = entries.get("0")
     if whole:
         entry["memory_ratio_to_whole"] = round(entry["peak_mb"] / whole["peak_mb"], 3)
+        entry["anonymous_memory_ratio_to_whole"] = round(entry["peak_anonymous_mb"] / whole["peak_anonymous_mb"], 3)
         entry["time_ratio_to_whole"] = round(entry["seconds"] / whole["seconds"], 3)
 
 
