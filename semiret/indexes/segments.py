@@ -80,8 +80,8 @@ FILLED = "buffer_filled_mb"
 leaves such segments be)."""
 DEFAULT_BUFFER_MB = 1024
 """MB of documents (:func:`batch_bytes`) a build holds before it writes them as a segment: a BM25 build's memory
-then peaks at about 4 times this plus the process's own (measured for 600,000 documents: 1.52 GB held whole, 1.10
-GB with 256 MB, 0.71 GB with 128), whatever the corpus's size. A corpus below it (about 2 million short documents)
+then peaks at about 3.5 times this plus the process's own (measured for 600,000 documents: 1.53 GB held whole,
+0.96 GB with 256 MB, 0.59 GB with 128, 0.41 GB with 64), whatever the corpus's size. A corpus below it (about 2 million short documents)
 is one segment, as before: each segment costs searches time (BM25 over 600,000 documents: 0.13 ms a query in one
 segment, 0.19 in two, 0.25 in seven)."""
 OPEN_ATTEMPTS = 5
