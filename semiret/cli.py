@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import fields
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -170,6 +173,32 @@ def _buffer_option(use: str = "build"):
                         "segment " + _BUFFER_USES[use])
 
 
+@contextmanager
+def _corpus_source(name: str) -> Iterator[Path]:
+    """The corpus a command reads: a dataset or file (:func:`~semiret.data.paths.dataset`), or, for ``-``, standard
+    input (JSONL, TSV or gzipped JSONL, told by its first bytes) spooled to a temporary file, since the reader
+    counts the documents first and reads the file again to confirm a repeated id; its errors name ``<stdin>``."""
+    from semiret.data.paths import dataset
+    from semiret.errors import DataFormatError
+
+    if name != "-":
+        yield dataset(name)
+        return
+    with tempfile.TemporaryDirectory(prefix="semiret-stdin-") as folder:
+        spooled = Path(folder) / "stdin"
+        with open(spooled, "wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        with open(spooled, "rb") as start:
+            head = start.read(4096)
+        first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+        suffix = ".jsonl.gz" if head[:2] == b"\x1f\x8b" else ".jsonl" if first in (b"{", b"[", b"") else ".tsv"
+        path = spooled.rename(spooled.with_suffix(suffix))
+        try:
+            yield path
+        except DataFormatError as exc:
+            raise DataFormatError(str(exc).replace(str(path), "<stdin>")) from None
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -221,7 +250,8 @@ def _limit_encoding_threads(threads: int | None) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def index(data: Path = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv)."),
+def index(data: str = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv; - reads "
+                                             "standard input)."),
           out: Path = typer.Option(..., help="Index directory to create (a collection name with --backend)."),
           retriever: str = _retriever_option("bm25", "Retriever"),
           overwrite: bool = typer.Option(False, help="Replace an existing index."),
@@ -239,22 +269,21 @@ def index(data: Path = typer.Option(..., help="A BEIR collection folder or a cor
     """Build an index from a corpus."""
     from semiret.data.chunking import Chunking
     from semiret.data.collection import corpus_shard, count_documents, iter_corpus
-    from semiret.data.paths import dataset
     from semiret.indexes.segments import check_build_target
     from semiret.search.retrievers import retriever_class
 
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
-    source = dataset(str(data))
-    if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
-        check_build_target(out, overwrite, source=source)
-    documents, total = iter_corpus(source), count_documents(source)
-    if shard is not None:
-        documents, total = corpus_shard(documents, shard, total)
-    chunking = Chunking.of_options(chunk_words, chunk_overlap)
-    built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
-                                             backend=_backend(backend, milvus_token), total=total, chunking=chunking,
-                                             buffer_mb=buffer_mb, **options)
+    with _corpus_source(data) as source:
+        if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
+            check_build_target(out, overwrite, source=source)
+        documents, total = iter_corpus(source), count_documents(source)
+        if shard is not None:
+            documents, total = corpus_shard(documents, shard, total)
+        chunking = Chunking.of_options(chunk_words, chunk_overlap)
+        built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
+                                                 backend=_backend(backend, milvus_token), total=total,
+                                                 chunking=chunking, buffer_mb=buffer_mb, **options)
     _print_json(built.index.describe())
 
 
@@ -462,7 +491,7 @@ app.command()(command_with_options(explain, _option_classes("queries"), help_suf
 
 
 @app.command()
-def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv)."),
+def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv; - reads standard input)."),
         index: Path = typer.Option(..., help="Index directory."),
         replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
         threads: Optional[int] = _encoding_threads_option(),
@@ -472,14 +501,14 @@ def add(corpus: Path = typer.Argument(..., help="Documents to add (.jsonl/.tsv).
         buffer_mb: Optional[float] = _buffer_option("add")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import count_documents, iter_corpus
-    from semiret.data.paths import dataset
     from semiret.search.retrievers import open_retriever
 
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
-    source = dataset(str(corpus))
-    added = searcher.add(iter_corpus(source), replace=replace, buffer_mb=buffer_mb, total=count_documents(source))
+    with _corpus_source(corpus) as source:
+        added = searcher.add(iter_corpus(source), replace=replace, buffer_mb=buffer_mb,
+                             total=count_documents(source))
     segments = getattr(searcher.index, "segments", None)
     console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {searcher.index.n_docs} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))

@@ -128,6 +128,27 @@ def test_add_delete_merge_info(tmp_path, index_dir):
     assert {h["id"] for h in hits} == {"d2"}
 
 
+def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
+    """``cat docs.jsonl | semiret index --data - ...``, ``... | semiret add - ...``: JSONL, TSV or gzipped JSONL."""
+    import gzip
+
+    jsonl = "".join(json.dumps({"_id": d.id, "text": d.text}) + "\n" for d in TINY_DOCS)
+    built = runner.invoke(app, ["index", "--data", "-", "--out", str(tmp_path / "idx")], input=jsonl)
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.stdout)["documents"] == len(TINY_DOCS)
+    for name, given in (("t1", b"t1\ta quokka in the garden\n"),
+                        ("g1", gzip.compress(b'{"_id": "g1", "text": "a gzipped quokka"}\n'))):
+        added = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input=given)
+        assert added.exit_code == 0, added.output
+        assert name in {h["id"] for h in json_lines(invoke("search", "--index", tmp_path / "idx", "--json",
+                                                           "quokka").stdout)[0]["hits"]}
+    bad = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input='{"_id": "x1", "text": "y"}\n{oops\n')
+    assert bad.exit_code != 0 and "<stdin>:2:" in bad.output and "semiret-stdin" not in bad.output
+    repeated = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input="r1\ta\nr1\tb\n")
+    assert "<stdin>:2: duplicate document id 'r1' (first seen on line 1)" in repeated.output
+    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 2
+
+
 def test_eval_json_is_one_object(beir_dir, tmp_path):
     progress.set_enabled(True)  # progress bars must not leak into --json output
     result = invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "run.trec")
