@@ -88,7 +88,8 @@ def link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
     except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
+                             errno.ENOSYS):  # (a FUSE or SMB mount may answer ENOSYS or EACCES)
             raise
         shutil.copy2(source, target)
 

@@ -265,8 +265,9 @@ def _tsv_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
             yield line, row[0], row[1], row[2] if len(row) > 2 else ""
 
 
-READ_CHUNK = 1024
-"""Documents the corpus reader parses before it checks their ids against those read (one compiled call)."""
+READ_CHUNK = 256
+"""Documents the corpus reader parses before it checks their ids against those read (one compiled call); each is
+cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M characters."""
 
 
 def iter_corpus(path: str | Path) -> Iterator[Document]:
@@ -283,8 +284,13 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
 
     def until_malformed() -> Iterator[tuple[int, Document]]:
+        nonlocal truncated
         try:
-            yield from _corpus_records(path)
+            for line, document in _corpus_records(path):
+                if len(document.text) > MAX_DOC_CHARS:
+                    truncated += 1
+                    document = replace(document, text=document.text[:MAX_DOC_CHARS])
+                yield line, document
         except DataFormatError as error:
             malformed.append(error)
 
@@ -301,9 +307,6 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
                                       path, line)
             if " " in document.id:
                 spaced, first_spaced = spaced + 1, first_spaced or document.id
-            if len(document.text) > MAX_DOC_CHARS:
-                truncated += 1
-                document = replace(document, text=document.text[:MAX_DOC_CHARS])
             yield document
     if malformed:
         raise malformed[0]

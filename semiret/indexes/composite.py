@@ -27,6 +27,7 @@ from semiret.indexes.segments import (
     check_backup_target,
     open_index,
     register_index_format,
+    tiered_run,
     backup_files,
     writer_locks,
 )
@@ -225,9 +226,11 @@ class CompositeIndex:
             doomed = self.first.restricted(wanted).live_ids()
             return self.delete(doomed, missing_ok=True) if doomed else 0  # nothing to delete: no commit
 
-    def unfilled_segments(self) -> int:
-        """:meth:`SegmentedIndex.unfilled_segments`: all of them, as the parts merge whole."""
-        return len(self.segments)
+    def merge_small_segments(self, max_segments: int) -> None:
+        """:meth:`SegmentedIndex.merge_small_segments` for parts that merge whole: the same recent run of each."""
+        with self.writing():
+            if len(self.segments) > max_segments:
+                self.merge(tail=len(tiered_run([segment.n_docs for segment in self.segments])))
 
     def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
         """Merge every part (:meth:`SegmentedIndex.merge`) into one segment each: parts split by size would not

@@ -521,9 +521,9 @@ class InvertedIndex(SegmentedIndex):
         np.save(directory / "doclens.npy", np.asarray(postings.lengths, np.int32))
 
     def _rewrite_segment_files(self, directory: Path, segment: InvertedSegment, info: dict) -> None:
-        """BM25: the weights recomputed with the average length now, a block of postings at a time, memory-mapped
-        in and out (a segment of any size, in bounded memory); the postings' layout and lengths, which do not
-        change, linked. Values equal those of a segment written from the documents."""
+        """BM25: the weights recomputed with the average length now, a block of postings at a time, read
+        memory-mapped and written out (a segment of any size, in bounded memory); the postings' layout and lengths,
+        which do not change, linked. Values equal those of a segment written from the documents."""
         if self.kind != "bm25":
             return super()._rewrite_segment_files(directory, segment, info)
         doclens = np.asarray(segment.doclens)
@@ -531,16 +531,16 @@ class InvertedIndex(SegmentedIndex):
         for name in ("postings.terms.npy", "postings.indptr.npy", "postings.docs.npy", "doclens.npy"):
             link_or_copy(segment.path / name, directory / name)
         old, docs = np.asarray(segment.values), np.asarray(segment.docs)
-        new = np.lib.format.open_memmap(directory / "postings.values.npy", mode="w+", dtype=np.float32,
-                                        shape=old.shape)
-        for start in range(0, len(old), RENORMALISED_BLOCK):
-            block = slice(start, start + RENORMALISED_BLOCK)
-            lengths = doclens[docs[block]]
-            counts = self.bm25.term_frequency(old[block], lengths, segment.avgdl).astype(np.float32)
-            new[block] = self.bm25.saturation(counts, lengths.astype(np.float32), info["avgdl"])
-        new.flush()
+        with open(directory / "postings.values.npy", "wb") as out:  # written, not mapped: a full disk is an OSError
+            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                       "fortran_order": False, "shape": old.shape})
+            for start in range(0, len(old), RENORMALISED_BLOCK):
+                block = slice(start, start + RENORMALISED_BLOCK)
+                lengths = doclens[docs[block]]
+                counts = self.bm25.term_frequency(old[block], lengths, segment.avgdl).astype(np.float32)
+                out.write(self.bm25.saturation(counts, lengths.astype(np.float32), info["avgdl"]).tobytes())
+        new = load_array(directory / "postings.values.npy")
         np.save(directory / "postings.maxima.npy", kernels.term_maxima(np.asarray(segment.indptr), np.asarray(new)))
-        del new
 
     def _quantize(self, values: np.ndarray) -> np.ndarray:
         """8-bit weights on a scale fixed by the first segment; later larger weights are clipped."""

@@ -78,6 +78,9 @@ SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "buffer_mb", 
 FILLED = "buffer_filled_mb"
 """A segment's ``meta.json`` entry: the buffer (MB) whose filling wrote it, where one did (:meth:`SegmentedIndex.merge`
 leaves such segments be)."""
+DELETED_SHARE = 0.3
+"""The share of a filled segment's documents deleted past which :meth:`SegmentedIndex.merge_small_segments` folds it
+too (Lucene's ``deletesPctAllowed``): deleted documents cost searches and disk until a merge drops them."""
 DEFAULT_BUFFER_MB = 1024
 """MB of documents (:func:`batch_bytes`) a build holds before it writes them as a segment: a BM25 build's memory
 then peaks at about 3.5 times this plus the process's own (measured for 600,000 documents: 1.53 GB held whole,
@@ -908,43 +911,59 @@ class SegmentedIndex(ABC):
         """Fold the last ``tail`` segments (default: all) into as few as hold them, one each ``buffer_mb`` MB of
         documents (default: the buffer the index was built with, its kind's :attr:`unrecorded_buffer_mb` for
         indexes that did not record one; 0: one segment), dropping their deleted documents; a merge of all also
-        removes what crashed changes left (folders and files no commit lists). The folded segments are read a part at a time,
-        so that a merge's memory, like a build's, does not grow with the index; the leading ones that filled such a
-        buffer when written, with nothing deleted since, are left as they are. Merging the small segments that adds
-        leave behind keeps searches fast without rewriting the large ones."""
+        removes what crashed changes left (folders and files no commit lists). The folded segments are read a part
+        at a time, so that a merge's memory, like a build's, does not grow with the index; the leading ones that
+        filled such a buffer when written, with nothing deleted since, are left as they are."""
         limit = self._buffer_bytes(buffer_mb)
         with self.writing():
             first = 0 if tail is None else max(len(self.segments) - tail, 0)
-            while first < len(self.segments) and self._filled(first, limit):
+            while first < len(self.segments) and self._full(first, limit) and not self.segments[first].deleted.any():
                 first += 1  # a segment that filled such a buffer, nothing deleted in it: merged, it would be the same
-            folded = self.segments[first:]
-            if len(folded) <= 1 and not any(s.deleted.any() for s in folded):
-                return
-            before = {entry.name for entry in self.path.iterdir()}
-            try:
-                with self._change() as draft:
-                    del draft.segments[first:]
-                    del draft.meta["segments"][first:]
-                    draft._write_buffered((batch for segment in folded for batch in draft._live_parts(segment, limit)),
-                                          limit)
-                    draft._renormalise(exact_from=first)  # parts written as they came: normalised as the whole is
-            except BaseException:
-                self._remove_unlisted(before)  # the parts written: a failed merge leaves the index as it was
-                raise
-            self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
+            self._fold(list(range(first, len(self.segments))), limit)
 
-    def unfilled_segments(self) -> int:
-        """How many segments a merge with the index's buffer would fold: those that did not fill it when written,
-        or hold deleted documents. What a merge policy counts: the others are as large as the buffer makes them."""
-        limit = self._buffer_bytes(None)
-        return sum(not self._filled(position, limit) for position in range(len(self.segments)))
+    def merge_small_segments(self, max_segments: int) -> None:
+        """Keep at most ``max_segments`` segments besides those that filled the index's buffer (as large as it makes
+        them; left where they are): past that, fold the run of the most recent others that, together, are not
+        smaller than the one before them (small ones merge with small ones, so a document is rewritten a few times,
+        not at every write), with the filled segments of which more than :data:`DELETED_SHARE` is deleted. What the
+        server does after its writes (its ``--max-segments``)."""
+        with self.writing():
+            limit = self._buffer_bytes(None)
+            small = [p for p in range(len(self.segments)) if not self._full(p, limit)]
+            doomed = [p for p in range(len(self.segments)) if self._full(p, limit)
+                      and self.segments[p].n_deleted > DELETED_SHARE * self.segments[p].n_docs]
+            if len(small) > max_segments:
+                doomed += [small[i] for i in tiered_run([self.segments[p].n_docs for p in small])]
+            if doomed:
+                self._fold(sorted(doomed), limit)
 
-    def _filled(self, position: int, limit: float) -> bool:
-        """Whether the segment at ``position`` was written when a buffer of at least ``limit`` bytes filled, and has
-        no deleted document: a merge with that buffer leaves it as it is (Lucene's merge policies skip segments at
+    def _fold(self, positions: list[int], limit: float) -> None:
+        """Under the write lock: the segments at ``positions`` (ascending) read back a part at a time, without their
+        deleted documents, and written as segments of ``limit`` bytes after the others, in one commit; nothing when
+        that would change nothing (one segment, nothing deleted)."""
+        folded = [self.segments[p] for p in positions]
+        if len(folded) <= 1 and not any(s.deleted.any() for s in folded):
+            return
+        before = {entry.name for entry in self.path.iterdir()}
+        try:
+            with self._change() as draft:
+                for position in reversed(positions):
+                    del draft.segments[position]
+                    del draft.meta["segments"][position]
+                kept = len(draft.segments)
+                draft._write_buffered((batch for segment in folded for batch in draft._live_parts(segment, limit)),
+                                      limit)
+                draft._renormalise(exact_from=kept)  # parts written as they came: normalised as the whole is
+        except BaseException:
+            self._remove_unlisted(before)  # the parts written: a failed merge leaves the index as it was
+            raise
+        self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
+
+    def _full(self, position: int, limit: float) -> bool:
+        """Whether the segment at ``position`` was written when a buffer of at least ``limit`` bytes filled: merged
+        with that buffer, its documents would make a segment as large (Lucene's merge policies leave segments at
         their largest size alike)."""
-        filled = self.meta["segments"][position].get(FILLED, 0) * 2**20
-        return bool(limit) and filled >= limit and not self.segments[position].deleted.any()
+        return bool(limit) and self.meta["segments"][position].get(FILLED, 0) * 2**20 >= limit
 
     def _buffer_bytes(self, buffer_mb: float | None) -> float:
         """The bytes a merge or a shard's add holds before it writes a segment: ``buffer_mb`` MB, by default the
@@ -1233,6 +1252,18 @@ def check_buffer(buffer_mb) -> float | None:
     return number
 
 
+def tiered_run(sizes: list[int]) -> list[int]:
+    """Positions (ascending) of the last segments of these sizes that, together, are not smaller than the one
+    before them (at least two): the small recent segments a merge policy folds."""
+    run, total = [], 0
+    for position in reversed(range(len(sizes))):
+        if len(run) >= 2 and sizes[position] > total:
+            break
+        run.append(position)
+        total += sizes[position]
+    return run[::-1]
+
+
 def whole_buffer(index_class, options: dict, buffer_mb: float | None) -> float | None:
     """The buffer a kind's build takes: ``buffer_mb``, or None where the kind writes these options whole
     (:meth:`SegmentedIndex.written_whole`), which refuses a buffer asked for."""
@@ -1315,6 +1346,8 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
                     " (use replace / --replace)", ": shards of one corpus hold different documents (a shard given twice?)")
                 raise type(exc)(f"{shard} does not join {shards[0]}: {reason}") from None
         merged.merge(buffer_mb=buffer_mb)
+        with merged._change() as draft:  # segments the merge left as they were, normalised by the whole corpus too
+            draft._renormalise(exact_from=0, discard=True)
     return open_index(target)
 
 

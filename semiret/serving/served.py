@@ -289,19 +289,10 @@ class ServedIndex:
         self.index.merge()
 
     def _merge_small_segments(self) -> None:
-        """Keep at most ``max_segments`` segments but those that filled the index's buffer (:meth:`~semiret.indexes.
-        segments.SegmentedIndex.unfilled_segments`: an index larger than that many buffers has more, each as large as
-        the buffer makes it): fold the run of recent segments that, together, are not smaller than the segment before
-        them (the small ones adds leave; large ones are rewritten rarely, filled ones left as they are)."""
-        segments = getattr(self.index, "segments", None)  # none in Milvus, which merges its own
-        if segments is None or self.index.unfilled_segments() <= self.max_segments:
-            return
-        tail, size = 0, 0
-        for segment in reversed(segments):
-            if tail >= 2 and segment.n_docs > size:
-                break
-            tail, size = tail + 1, size + segment.n_docs
-        self.index.merge(tail=tail)
+        """Keep at most ``max_segments`` segments besides those that filled the index's buffer
+        (:meth:`~semiret.indexes.segments.SegmentedIndex.merge_small_segments`)."""
+        if getattr(self.index, "segments", None) is not None:  # none in Milvus, which merges its own
+            self.index.merge_small_segments(self.max_segments)
 
     # ------------------------------------------------------------------ search options
     def has_options(self, options: dict) -> bool:

@@ -210,13 +210,15 @@ def test_shards_join_in_parts(tmp_path, monkeypatch):
     docs = corpus()
     whole = BM25Retriever.build(docs, tmp_path / "whole", buffer_mb=0)
     for i, lo in enumerate(range(0, 240, 80)):  # shards built with different buffers still join
-        BM25Retriever.build(docs[lo: lo + 80], tmp_path / f"shard-{i}", buffer_mb=i)
+        BM25Retriever.build(docs[lo: lo + 80], tmp_path / f"shard-{i}", buffer_mb=[TINY_BUFFER, 0, 1][i],
+                            batch_size=10)
     shards = [tmp_path / f"shard-{i}" for i in range(3)]
     read, _ = recorded_parts(monkeypatch)
     merged = merge_shards(tmp_path / "merged", shards, buffer_mb=TINY_BUFFER)
     assert max(read) < 80  # each shard's segment read a part at a time
     monkeypatch.undo()
     assert len(merged.segments) > 3 and merged.n_docs == 240
+    assert {s.avgdl for s in merged.segments} == {whole.index.segments[0].avgdl}  # also the first shard's, kept
     same_results(whole, open_retriever(tmp_path / "merged"))
     one = merge_shards(tmp_path / "one", shards, buffer_mb=0)
     assert len(one.segments) == 1
@@ -402,6 +404,11 @@ def test_a_buffer_refused_by_the_shards_kind_is_said_of_the_option(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def small_segments(index) -> int:
+    """Segments that did not fill the index's buffer: what the merge policy counts."""
+    return sum(segments_module.FILLED not in info for info in index.meta["segments"])
+
+
 def test_the_server_leaves_filled_segments_out_of_its_merges(tmp_path):
     from semiret.serving.served import ServedIndex
 
@@ -412,6 +419,50 @@ def test_the_server_leaves_filled_segments_out_of_its_merges(tmp_path):
     assert len(filled) > 5
     for u in range(30):  # documents of the same length: the average length stays
         served.upsert([Document(f"u{u}", " ".join(["word"] * 6 + [f"w{u}"]))])
-        assert served.index.unfilled_segments() <= 3
+        assert small_segments(served.index) <= 3
         assert [s.name for s in served.index.segments[: len(filled)]] == filled  # never rewritten
     assert served.index.n_docs == 230
+
+
+def test_updates_to_filled_segments_do_not_make_every_write_merge(tmp_path, monkeypatch):
+    """Each filled segment given one update (a deletion in it) once counted as small: the count stayed above the
+    limit, every later write merged a growing run, and one rewrote the whole index."""
+    docs = corpus(600)
+    retriever = BM25Retriever.build(docs, tmp_path / "idx", buffer_mb=2 * TINY_BUFFER, batch_size=20)
+    index = retriever.index
+    assert len(index.segments) > 10
+    for segment in list(index.segments[:9]):
+        doc_id = segment.document_ids(np.array([0]))[0]
+        retriever.add([docs[int(doc_id[1:])]], replace=True)
+        index.merge_small_segments(8)
+    written = []
+    append_part = SegmentedIndex._append_part
+    monkeypatch.setattr(SegmentedIndex, "_append_part",
+                        lambda self, batches: (written.append(sum(map(len, batches))), append_part(self, batches))[1])
+    for i in range(60):
+        retriever.add([Document(f"new{i}", "statin heart trial garden")])
+        index.merge_small_segments(8)
+    assert sum(written) < 300 and max(written) < 100  # small segments merged with small ones (each add: 1)
+    assert small_segments(index) <= 8 and index.n_docs == 660
+
+
+def test_a_filled_segment_mostly_deleted_is_folded(tmp_path):
+    retriever = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    index = retriever.index
+    target = index.segments[1]
+    retriever.delete(target.document_ids(np.arange(target.n_docs))[: int(target.n_docs * 0.4)])
+    index.merge_small_segments(100)  # few small segments, but one filled segment 40% deleted
+    assert target.name not in [s.name for s in index.segments] and index.n_stored == index.n_docs
+
+
+def test_shards_built_in_parts_merge_into_one_build_s_weights(tmp_path):
+    """Shards of like documents (average lengths within BM25's 1% tolerance of each other) built in parts: the
+    segments the merge leaves as they are still take the whole corpus's average length, as one build's do."""
+    rng = np.random.default_rng(1)
+    docs = [Document(f"d{i}", " ".join(rng.choice(WORDS, size=int(rng.integers(20, 60))))) for i in range(600)]
+    for name, part in (("s0", docs[:300]), ("s1", docs[300:]), ("one", docs)):
+        BM25Retriever.build(part, tmp_path / name, buffer_mb=TINY_BUFFER, batch_size=20)
+    one = open_retriever(tmp_path / "one")
+    merged = merge_shards(tmp_path / "merged", [tmp_path / "s0", tmp_path / "s1"])
+    assert {s.avgdl for s in merged.segments} == {s.avgdl for s in one.index.segments}
+    same_results(one, open_retriever(tmp_path / "merged"))
