@@ -99,6 +99,7 @@ def test_a_merge_follows_the_buffer_the_index_was_built_with(tmp_path):
     parts = BM25Retriever.build(corpus(), tmp_path / "parts", buffer_mb=TINY_BUFFER, batch_size=20)
     whole = BM25Retriever.build(corpus(), tmp_path / "whole", buffer_mb=0)
     assert parts.index.meta["buffer_mb"] == TINY_BUFFER and whole.index.meta["buffer_mb"] == 0
+    assert (parts.index.describe()["buffer_mb"], whole.index.describe()["buffer_mb"]) == (TINY_BUFFER, 0)
     for retriever in (parts, whole):
         retriever.add(corpus(40, "e"), buffer_mb=0)
         retriever.delete(["d3", "e1"])
