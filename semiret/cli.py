@@ -3,6 +3,7 @@ models, eval, compare, fuse, demo."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -189,9 +190,10 @@ def _corpus_source(name: str) -> Iterator[Path]:
         with open(spooled, "wb") as out:
             shutil.copyfileobj(sys.stdin.buffer, out)
         with open(spooled, "rb") as start:
-            head = start.read(4096)
-        first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-        suffix = ".jsonl.gz" if head[:2] == b"\x1f\x8b" else ".jsonl" if first in (b"{", b"[", b"") else ".tsv"
+            zipped = start.read(2) == b"\x1f\x8b"
+        with (gzip.open if zipped else open)(spooled, "rb") as start:
+            first = start.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+        suffix = (".jsonl" if first in (b"{", b"[", b"") else ".tsv") + (".gz" if zipped else "")
         path = spooled.rename(spooled.with_suffix(suffix))
         try:
             yield path

@@ -37,7 +37,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Container, Iterable, Sequence
 
 import numpy as np
 
@@ -486,17 +486,16 @@ class InvertedIndex(SegmentedIndex):
             return total / max(self.n_stored, 1)
         return (total + float(np.sum(lengths))) / max(self.n_stored + len(lengths), 1)
 
-    def _stale_segments(self, exact_from: int | None = None) -> list[int]:
+    def _stale_segments(self, exact: Container[int] = ()) -> list[int]:
         """BM25 segments whose lengths were normalised by an average more than :data:`AVGDL_TOLERANCE` away from
-        the index's current one (adds of longer or shorter documents moved it), or by another one at all from
-        ``exact_from`` on (the parts of a build or merge, written as they came): rewritten in the same commit, so
+        the index's current one (adds of longer or shorter documents moved it), or by another one at all at the
+        positions ``exact`` (the parts of a build or merge, written as they came): rewritten in the same commit, so
         that scores stay within that tolerance of a fresh build's without search-time work."""
         if self.kind != "bm25" or not self.segments:
             return []
         current = self._average_length()
-        exact = len(self.segments) if exact_from is None else exact_from
         return [position for position, segment in enumerate(self.segments)
-                if abs(segment.avgdl - current) > (0.0 if position >= exact else AVGDL_TOLERANCE * current)]
+                if abs(segment.avgdl - current) > (0.0 if position in exact else AVGDL_TOLERANCE * current)]
 
     def _write_segment_files(self, directory: Path, postings: Postings, info: dict) -> None:
         """Postings transposed to term-major (BM25 saturation or quantized weights) and document lengths."""

@@ -40,7 +40,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Container, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -432,7 +432,7 @@ class SegmentedIndex(ABC):
         are; a part's old folder goes as soon as it is rewritten, as no one else reads a staged index, so the build
         needs the disk of the index and one part)."""
         self._write_parts(((batch, []) for batch in batches), empty, False, (buffer_mb or 0) * 2**20)
-        _remove_folders(self._renormalise(exact_from=0, discard=True))
+        _remove_folders(self._renormalise(exact=range(len(self.segments)), discard=True))
 
     def _append_part(self, batches: list) -> None:
         """Batches whose ids :meth:`_write_parts` checked, validated and written as one segment."""
@@ -920,14 +920,15 @@ class SegmentedIndex(ABC):
             first = 0 if tail is None else max(len(self.segments) - tail, 0)
             while first < len(self.segments) and self._full(first, limit) and not self.segments[first].deleted.any():
                 first += 1  # a segment that filled such a buffer, nothing deleted in it: merged, it would be the same
-            self._fold(list(range(first, len(self.segments))), limit)
+            if not self._fold(list(range(first, len(self.segments))), limit) and tail is None:
+                self._remove_uncommitted_files()  # nothing to fold: still what crashed changes left
 
     def merge_small_segments(self, max_segments: int) -> None:
         """Keep at most ``max_segments`` segments besides those that filled the index's buffer (as large as it makes
         them; left where they are): past that, fold the run of the most recent others that, together, are not
         smaller than the one before them (small ones merge with small ones, so a document is rewritten a few times,
-        not at every write), with the filled segments of which more than :data:`DELETED_SHARE` is deleted. What the
-        server does after its writes (its ``--max-segments``)."""
+        not at every write), with the filled segments of which more than :data:`DELETED_SHARE` is deleted, each in
+        its place (:meth:`_fold`). What the server does after its writes (its ``--max-segments``)."""
         with self.writing():
             limit = self._buffer_bytes(None)
             small = [p for p in range(len(self.segments)) if not self._full(p, limit)]
@@ -938,27 +939,35 @@ class SegmentedIndex(ABC):
             if doomed:
                 self._fold(sorted(doomed), limit)
 
-    def _fold(self, positions: list[int], limit: float) -> None:
+    def _fold(self, positions: list[int], limit: float) -> bool:
         """Under the write lock: the segments at ``positions`` (ascending) read back a part at a time, without their
-        deleted documents, and written as segments of ``limit`` bytes after the others, in one commit; nothing when
-        that would change nothing (one segment, nothing deleted)."""
-        folded = [self.segments[p] for p in positions]
-        if len(folded) <= 1 and not any(s.deleted.any() for s in folded):
-            return
+        deleted documents, and written as segments of ``limit`` bytes in their place (each run of neighbours where
+        it was: documents keep their order, so ties rank as before and a document's passages stay together), in one
+        commit. False, and nothing done, when that would change nothing (one segment, nothing deleted)."""
+        if len(positions) <= 1 and not any(self.segments[p].deleted.any() for p in positions):
+            return False
+        runs = [list(run) for run in np.split(positions, np.flatnonzero(np.diff(positions) != 1) + 1)]
         before = {entry.name for entry in self.path.iterdir()}
         try:
             with self._change() as draft:
-                for position in reversed(positions):
-                    del draft.segments[position]
-                    del draft.meta["segments"][position]
-                kept = len(draft.segments)
-                draft._write_buffered((batch for segment in folded for batch in draft._live_parts(segment, limit)),
-                                      limit)
-                draft._renormalise(exact_from=kept)  # parts written as they came: normalised as the whole is
+                written = set()
+                for run in reversed(runs):  # from the last: the positions of the runs before stay as they are
+                    start, stop = int(run[0]), int(run[-1]) + 1
+                    folded = draft.segments[start:stop]
+                    after = draft.segments[stop:], draft.meta["segments"][stop:]
+                    del draft.segments[start:]
+                    del draft.meta["segments"][start:]
+                    draft._write_buffered((batch for segment in folded for batch in draft._live_parts(segment, limit)),
+                                          limit)
+                    written.update(segment.name for segment in draft.segments[start:])
+                    draft.segments.extend(after[0])
+                    draft.meta["segments"].extend(after[1])
+                draft._renormalise(exact=[p for p, s in enumerate(draft.segments) if s.name in written])
         except BaseException:
             self._remove_unlisted(before)  # the parts written: a failed merge leaves the index as it was
             raise
         self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
+        return True
 
     def _full(self, position: int, limit: float) -> bool:
         """Whether the segment at ``position`` was written when a buffer of at least ``limit`` bytes filled: merged
@@ -1069,19 +1078,19 @@ class SegmentedIndex(ABC):
         whole = segment.with_deleted(np.zeros(segment.n_docs, bool))
         self._write_segment_files(directory, self._live_batch(whole, every, segment.document_ids(every), None), info)
 
-    def _stale_segments(self, exact_from: int | None = None) -> list[int]:
+    def _stale_segments(self, exact: Container[int] = ()) -> list[int]:
         """Positions of segments whose stored values were computed from index-wide statistics that have moved
-        too far since (BM25's average document length), or at all from position ``exact_from`` on (parts just
+        too far since (BM25's average document length), or at all for the positions ``exact`` (parts just
         written): :meth:`_renormalise` rewrites them. None by default."""
         return []
 
-    def _renormalise(self, exact_from: int | None = None, discard: bool = False) -> list[Path]:
+    def _renormalise(self, exact: Container[int] = (), discard: bool = False) -> list[Path]:
         """On a draft: rewrite each stale segment (:meth:`_stale_segments`) as the statistics now are, in its
         place, with the same documents and deletion marks (the parts of a hybrid index stay aligned, and the
         statistics themselves do not move); returns the folders the commit no longer lists, to remove once it
         is made, or removes each as soon as it is rewritten (``discard``: a staged index no one else reads)."""
         replaced = []
-        for position in self._stale_segments(exact_from):
+        for position in self._stale_segments(exact):
             segment = self.segments.pop(position)
             old_info = self.meta["segments"].pop(position)
             replaced.append(segment.path)
@@ -1348,7 +1357,7 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
                 raise type(exc)(f"{shard} does not join {shards[0]}: {reason}") from None
         merged.merge(buffer_mb=buffer_mb)
         with merged._change() as draft:  # segments the merge left as they were, normalised by the whole corpus too
-            draft._renormalise(exact_from=0, discard=True)
+            draft._renormalise(exact=range(len(draft.segments)), discard=True)
     return open_index(target)
 
 

@@ -275,10 +275,14 @@ class ServedIndex:
         return added
 
     def _delete(self, doc_ids: list[str]) -> int:
-        return self.retriever.delete(doc_ids, missing_ok=True)
+        deleted = self.retriever.delete(doc_ids, missing_ok=True)
+        self._merge_small_segments()  # a segment mostly deleted is folded
+        return deleted
 
     def _delete_where(self, filter: dict) -> int:
-        return self.retriever.delete_where(filter)
+        deleted = self.retriever.delete_where(filter)
+        self._merge_small_segments()
+        return deleted
 
     def _set_metadata(self, metadata: dict, doc_ids: list[str] | None, filter: dict | None, overwrite: bool) -> int:
         changed = self.retriever.set_metadata(metadata, doc_ids, filter, overwrite, missing_ok=True)

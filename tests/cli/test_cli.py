@@ -137,7 +137,8 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
     assert built.exit_code == 0, built.output
     assert json.loads(built.stdout)["documents"] == len(TINY_DOCS)
     for name, given in (("t1", b"t1\ta quokka in the garden\n"),
-                        ("g1", gzip.compress(b'{"_id": "g1", "text": "a gzipped quokka"}\n'))):
+                        ("g1", gzip.compress(b'{"_id": "g1", "text": "a gzipped quokka"}\n')),
+                        ("g2", gzip.compress(b"g2\ta gzipped quokka in a table\n"))):
         added = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input=given)
         assert added.exit_code == 0, added.output
         assert name in {h["id"] for h in json_lines(invoke("search", "--index", tmp_path / "idx", "--json",
@@ -146,7 +147,7 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
     assert bad.exit_code != 0 and "<stdin>:2:" in bad.output and "semiret-stdin" not in bad.output
     repeated = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input="r1\ta\nr1\tb\n")
     assert "<stdin>:2: duplicate document id 'r1' (first seen on line 1)" in repeated.output
-    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 2
+    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 3
 
 
 def test_eval_json_is_one_object(beir_dir, tmp_path):

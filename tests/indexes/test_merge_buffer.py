@@ -467,3 +467,36 @@ def test_shards_built_in_parts_merge_into_one_build_s_weights(tmp_path):
     merged = merge_shards(tmp_path / "merged", [tmp_path / "s0", tmp_path / "s1"])
     assert {s.avgdl for s in merged.segments} == {s.avgdl for s in one.index.segments}
     same_results(one, open_retriever(tmp_path / "merged"))
+
+
+def test_the_merge_policy_keeps_the_documents_in_their_order(tmp_path):
+    """Segments folded where they were: ties rank as before, and a document's passages, which a build may split
+    across two segments, stay together (folded after the others, they were not: export of passages failed)."""
+    from semiret.data.chunking import Chunking
+
+    docs = [Document(f"p{i}", " ".join(["statin heart trial garden"] * (3 + i % 5))) for i in range(120)]
+    retriever = BM25Retriever.build(docs, tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=10,
+                                    chunking=Chunking(words=6, overlap=0))
+    index = retriever.index
+    order = index.live_ids()
+    target = index.segments[2]
+    doomed = set(target.document_ids(np.arange(target.n_docs))[: target.n_docs // 2]) | {order[-1]}
+    index.delete(doomed)
+    retriever.add([Document("new", "a garden")])
+    index.merge_small_segments(1)
+    assert target.name not in [s.name for s in index.segments]
+    assert index.live_ids() == [i for i in order if i not in doomed] + [i for i in index.live_ids() if i.startswith("new")]
+    parents = [index.get_document(i).metadata["parent"] for i in index.live_ids()]
+    assert all(a == b or b not in parents[:n] for n, (a, b) in enumerate(zip(parents, parents[1:]), 1))
+
+
+def test_a_merge_with_nothing_to_fold_still_removes_what_crashes_left(tmp_path):
+    retriever = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    stray, staged = tmp_path / "idx" / "seg-999999", tmp_path / "idx" / ".seg-000999.tmp-1-abcd"
+    for folder in (stray, staged):
+        folder.mkdir()
+        (folder / "postings.values.npy").write_bytes(b"x" * 100)
+    names = [s.name for s in retriever.index.segments]
+    retriever.index.merge()  # every segment but the last filled the buffer: nothing folded
+    assert [s.name for s in retriever.index.segments] == names
+    assert not stray.exists() and not staged.exists()
