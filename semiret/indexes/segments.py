@@ -10,8 +10,8 @@ one folder per segment, written once and never rewritten::
                ...            what the index kind keeps per document (postings, vectors, ...)
     write.lock                what writers lock (``flock``), in every process
 
-Adding documents writes one new segment; deleting appends marks to segments' ``deleted.bin``; merging
-folds the live documents into one segment. Each change ends with one atomic replace of ``meta.json``, so
+Adding documents writes new segments (one each buffer of documents); deleting appends marks to segments'
+``deleted.bin``; merging folds the live documents of segments into as few as hold them (one each buffer). Each change ends with one atomic replace of ``meta.json``, so
 a crash before it leaves the index as it was: a segment folder that no ``meta.json`` lists is replaced by
 the next add, and deletion marks beyond the count ``meta.json`` records are ignored, then overwritten.
 

@@ -23,7 +23,7 @@
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
 ``POST /indexes/{name}/facet``             ``{"field", "filter", "limit"}`` -> the values the most documents hold
 ``GET /indexes/{name}/documents/{id}``     a stored document
-``POST /indexes/{name}/merge``             fold all segments into one
+``POST /indexes/{name}/merge``             fold the segments (into one each buffer), drop deleted documents
 ``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first);
                                            ``PUT /indexes/{name}`` ``{"from_backup": NAME}`` restores one
 ``PUT /aliases/{alias}``                   ``{"index"}``: a name standing for an index (``DELETE``; ``GET
@@ -669,7 +669,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/indexes/{name}/merge", response_model=IndexInfo, tags=["indexes"],
               responses=_errors(401, 403, 404, 503))
     async def merge_index(index: ServedIndex = Depends(writable)):
-        """Fold all segments into one and drop deleted documents."""
+        """Fold the segments into as few as hold them (one each buffer the index was built with; those that filled
+        it, nothing deleted since, left be) and drop deleted documents."""
         return await run_in_threadpool(index.merge)
 
     @app.post("/indexes/{name}/backups", response_model=BackupInfo, tags=["indexes"],
