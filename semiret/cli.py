@@ -743,8 +743,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           max_request_bytes: int = typer.Option(_serve_default("max_request_bytes"), help="Largest request body (413 beyond)."),
           max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
           max_k: int = typer.Option(_serve_default("max_k"), help="Largest k of a search."),
-          max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the small recent ones are merged (those that filled the index's "
-                                            "buffer not counted)."),
+          max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the "
+                                            "small recent ones are merged (those that filled the index's buffer not "
+                                            "counted)."),
           write_process: bool = typer.Option(_serve_default("write_process"), help="Do writes in a process of "
                                              "their own, so searches never wait on them (per worker)."),
           backup_dir: Optional[Path] = typer.Option(None, help="Where POST /indexes/NAME/backups writes backups "

@@ -11,9 +11,10 @@ one folder per segment, written once and never rewritten::
     write.lock                what writers lock (``flock``), in every process
 
 Adding documents writes new segments (one each buffer of documents); deleting appends marks to segments'
-``deleted.bin``; merging folds the live documents of segments into as few as hold them (one each buffer). Each change ends with one atomic replace of ``meta.json``, so
-a crash before it leaves the index as it was: a segment folder that no ``meta.json`` lists is replaced by
-the next add, and deletion marks beyond the count ``meta.json`` records are ignored, then overwritten.
+``deleted.bin``; merging folds the live documents of segments into as few as hold them (one each buffer). Each
+change ends with one atomic replace of ``meta.json``, so a crash before it leaves the index as it was: a segment
+folder that no ``meta.json`` lists is replaced by the next add, and deletion marks beyond the count ``meta.json``
+records are ignored, then overwritten.
 
 Writers, in any thread or process, take turns (:meth:`SegmentedIndex.writing`: a lock, then a re-read of the
 last commit, so a change never overwrites another writer's), and a change is acknowledged only once its files,
@@ -84,8 +85,8 @@ too (Lucene's ``deletesPctAllowed``): deleted documents cost searches and disk u
 DEFAULT_BUFFER_MB = 1024
 """MB of documents (:func:`batch_bytes`) a build holds before it writes them as a segment: a BM25 build's memory
 then peaks at about 3.5 times this plus the process's own (measured for 600,000 documents: 1.53 GB held whole,
-0.96 GB with 256 MB, 0.59 GB with 128, 0.41 GB with 64), whatever the corpus's size. A corpus below it (about 2 million short documents)
-is one segment, as before: each segment costs searches time (BM25 over 600,000 documents: 0.13 ms a query in one
+0.96 GB with 256 MB, 0.59 GB with 128, 0.41 GB with 64), whatever the corpus's size. A corpus below it (about 2
+million short documents) is one segment, as before: each segment costs searches time (BM25 over 600,000 documents: 0.13 ms a query in one
 segment, 0.19 in two, 0.25 in seven)."""
 OPEN_ATTEMPTS = 5
 """Tries to open a commit whose segments a merge in another process removes meanwhile (each try reads the
@@ -932,12 +933,12 @@ class SegmentedIndex(ABC):
         with self.writing():
             limit = self._buffer_bytes(None)
             small = [p for p in range(len(self.segments)) if not self._full(p, limit)]
-            doomed = [p for p in range(len(self.segments)) if self._full(p, limit)
+            folded = [p for p in range(len(self.segments)) if self._full(p, limit)
                       and self.segments[p].n_deleted > DELETED_SHARE * self.segments[p].n_docs]
             if len(small) > max_segments:
-                doomed += [small[i] for i in tiered_run([self.segments[p].n_docs for p in small])]
-            if doomed:
-                self._fold(sorted(doomed), limit)
+                folded += [small[i] for i in tiered_run([self.segments[p].n_docs for p in small])]
+            if folded:
+                self._fold(sorted(folded), limit)
 
     def _fold(self, positions: list[int], limit: float) -> bool:
         """Under the write lock: the segments at ``positions`` (ascending) read back a part at a time, without their
