@@ -14,7 +14,8 @@ of the whole corpus to an index of one document, held whole and with a 256 MB bu
 document deleted, into one segment held whole (0: the peer, what every merge did before), with 256 and 128 MB
 buffers, and with the buffer the index was built with (the default), each with its segments and how its top 100s
 compare with the merge into one; and the default merge of a copy with nothing deleted (a merge leaves segments that
-filled its buffer as they are). The
+filled its buffer as they are), and of one with only its first document deleted (the segment holding it is
+rewritten alone). The
 corpus is the benchmark's Zipf corpus (``corpus.py``; ``--quick``: 100,000 documents). The target: memory that
 stops growing with the corpus.
 """
@@ -101,16 +102,16 @@ def timed_add(corpus: Path, out: Path, buffer_mb: float) -> dict:
                      str(buffer_mb)])[0]
 
 
-def timed_merge(source: Path, out: Path, buffer_mb: float | None, deleted_every: int = 0) -> dict:
-    """``semiret merge`` of a copy of ``source`` (None: the buffer it was built with), every ``deleted_every``-th
-    document deleted first (0: none), in a child process."""
+def timed_merge(source: Path, out: Path, buffer_mb: float | None, deleted: slice | None = None) -> dict:
+    """``semiret merge`` of a copy of ``source`` (None: the buffer it was built with), the ``deleted`` slice of its
+    documents deleted first (None: none), in a child process."""
     from semiret.indexes import open_index
 
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(source, out)
-    if deleted_every:
+    if deleted is not None:
         copy = open_index(out)
-        copy.delete(copy.live_ids()[::deleted_every])
+        copy.delete(copy.live_ids()[deleted])
     command = [sys.executable, "-m", "semiret.cli", "merge", "--index", str(out)]
     return described(*measured(command + ([] if buffer_mb is None else ["--buffer-mb", str(buffer_mb)])))
 
@@ -188,7 +189,7 @@ def main() -> None:
         source, merged_whole = CACHE_ROOT / f"build-memory-{n_docs}-{smallest:g}", None
         for buffer_mb, name in ((0.0, "0"), (ADD_BUFFER, f"{ADD_BUFFER:g}"), (128.0, "128"), (None, "as built")):
             out = CACHE_ROOT / f"merge-memory-{n_docs}-{name.replace(' ', '-')}"
-            entry = timed_merge(source, out, buffer_mb, MERGE_DELETED_EVERY)
+            entry = timed_merge(source, out, buffer_mb, slice(None, None, MERGE_DELETED_EVERY))
             hits = open_retriever(out).search(queries, k=100)
             merged_whole = merged_whole or hits
             compared(entry, hits, merged_whole)
@@ -199,6 +200,9 @@ def main() -> None:
         entry = timed_merge(source, out, None)  # nothing deleted: each segment but the last filled the buffer
         compared(entry, open_retriever(out).search(queries, k=100), reference)
         result["merges"]["as built, nothing deleted (top 100s compared with the whole build)"] = entry
+        entry = timed_merge(source, out, None, slice(0, 1))  # only the segment holding it is rewritten
+        compared(entry, open_retriever(out).search(queries, k=100), reference)
+        result["merges"]["as built, the first document deleted (top 100s compared with the whole build)"] = entry
         shutil.rmtree(out, ignore_errors=True)
     emit(result)
 

@@ -8,6 +8,8 @@ consumes without importing the index.
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field, fields
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -15,6 +17,97 @@ import numpy as np
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
+
+
+@dataclass(frozen=True)
+class PackedStrings:
+    """Strings as an index's string tables hold them: their UTF-8 bytes in one array and each one's offsets into it,
+    joined by numpy and decoded only when read (a merge copies stored texts through without parsing them)."""
+
+    blob: np.ndarray  # uint8 [total bytes]
+    offsets: np.ndarray  # int64 [n + 1]
+
+    @classmethod
+    def of(cls, values: Iterable[str]) -> "PackedStrings":
+        encoded = [value.encode("utf-8") for value in values]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(encoded), np.uint8), offsets)
+
+    @classmethod
+    def empty(cls, n: int) -> "PackedStrings":
+        """``n`` empty strings."""
+        return cls(np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
+
+    @staticmethod
+    def concatenate(parts: Sequence["PackedStrings"]) -> "PackedStrings":
+        if len(parts) == 1:
+            return parts[0]
+        starts = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
+        offsets = np.concatenate([np.zeros(1, np.int64)] + [p.offsets[1:] + start for p, start in zip(parts, starts)])
+        return PackedStrings(np.concatenate([p.blob[: p.offsets[-1]] for p in parts]), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> str:
+        return bytes(self.blob[self.offsets[i]: self.offsets[i + 1]]).decode("utf-8")
+
+    @property
+    def nbytes(self) -> int:
+        return self.blob.nbytes + self.offsets.nbytes
+
+
+class StoredDocuments(SequenceABC):
+    """Documents as an index stores them (a :class:`Document` sequence): each one's JSON record, and its metadata's
+    JSON alone (empty without; what filters read), packed (:class:`PackedStrings`) and decoded only when a document
+    is read. What a merge reads from one segment and writes to another, unparsed."""
+
+    def __init__(self, records: PackedStrings, metadata: PackedStrings | None = None):
+        self.records = records
+        self.metadata = PackedStrings.empty(len(records)) if metadata is None else metadata
+
+    @classmethod
+    def of(cls, documents: Sequence[Document]) -> "StoredDocuments":
+        """Documents packed as an index stores them (themselves when they are so already)."""
+        if isinstance(documents, StoredDocuments):
+            return documents
+        return cls(PackedStrings.of(json.dumps(d.to_record(), ensure_ascii=False) for d in documents),
+                   PackedStrings.of(json.dumps(d.metadata, ensure_ascii=False) if d.metadata else ""
+                                    for d in documents))
+
+    @staticmethod
+    def concatenate(parts: Sequence["StoredDocuments"]) -> "StoredDocuments":
+        return StoredDocuments(PackedStrings.concatenate([p.records for p in parts]),
+                               PackedStrings.concatenate([p.metadata for p in parts]))
+
+    @property
+    def has_metadata(self) -> bool:
+        return bool(self.metadata.offsets[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return self.records.nbytes + self.metadata.nbytes
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"document {i} of {len(self)}")
+        return Document.from_record(json.loads(self.records[i % len(self)]))
+
+
+def _joined_documents(batches: Sequence) -> Sequence[Document] | None:
+    """The documents of batches to concatenate: None unless every batch has them; packed when all of them are."""
+    documents = [b.documents for b in batches]
+    if any(d is None for d in documents):
+        return None
+    if all(isinstance(d, StoredDocuments) for d in documents):
+        return StoredDocuments.concatenate(documents)
+    return [d for part in documents for d in part]
 
 
 @dataclass
@@ -26,7 +119,7 @@ class Postings:
     terms: np.ndarray  # int32 [nnz]
     values: np.ndarray  # float32 [nnz]: term counts (bm25), weights (impact), ignored (binary)
     lengths: np.ndarray  # int32 [n_docs]: tokens per document (BM25 length normalisation)
-    documents: list[Document] | None = None  # stored as texts when the index keeps them
+    documents: Sequence[Document] | None = None  # stored as texts when the index keeps them
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -40,14 +133,13 @@ class Postings:
         for b in batches:
             offsets.append(b.offsets[1:] + base)
             base += int(b.offsets[-1])
-        keep_docs = all(b.documents is not None for b in batches)
         return Postings(
             ids=[i for b in batches for i in b.ids],
             offsets=np.concatenate(offsets),
             terms=np.concatenate([b.terms for b in batches]),
             values=np.concatenate([b.values for b in batches]),
             lengths=np.concatenate([b.lengths for b in batches]),
-            documents=[d for b in batches for d in b.documents] if keep_docs else None,
+            documents=_joined_documents(batches),
         )
 
 
@@ -57,16 +149,15 @@ class Embeddings:
 
     ids: list[str]
     vectors: np.ndarray  # float32 [n, dim]
-    documents: list[Document] | None = None
+    documents: Sequence[Document] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @staticmethod
     def concatenate(batches: Sequence["Embeddings"]) -> "Embeddings":
-        keep_docs = all(b.documents is not None for b in batches)
         return Embeddings([i for b in batches for i in b.ids], np.concatenate([b.vectors for b in batches]),
-                          [d for b in batches for d in b.documents] if keep_docs else None)
+                          _joined_documents(batches))
 
 
 @dataclass

@@ -69,7 +69,7 @@ from semiret.indexes.storage import (
     read_deletions,
     read_meta,
 )
-from semiret.types import SearchHits
+from semiret.types import SearchHits, StoredDocuments
 
 LOCK_FILE = "write.lock"
 STORED_TABLES = ("docids", "texts", "metadata")
@@ -166,6 +166,11 @@ class Segment:
     def documents(self, locals_: np.ndarray) -> Iterator[Document]:
         """The stored documents of local numbers, in order (needs stored texts)."""
         return (Document.from_record(json.loads(record)) for record in self.texts.iter_at(locals_))
+
+    def stored_documents(self, locals_: np.ndarray) -> StoredDocuments:
+        """The stored documents of local numbers, in order, as stored (needs stored texts): copied, not parsed."""
+        return StoredDocuments(self.texts.packed(locals_),
+                               None if self.metadata is None else self.metadata.packed(locals_))
 
     def document_ids(self, locals_: np.ndarray) -> list[str]:
         """Document ids of local numbers, decoded straight from the memory-mapped id table."""
@@ -914,14 +919,16 @@ class SegmentedIndex(ABC):
         documents (default: the buffer the index was built with, its kind's :attr:`unrecorded_buffer_mb` for
         indexes that did not record one; 0: one segment), dropping their deleted documents; a merge of all also
         removes what crashed changes left (folders and files no commit lists). The folded segments are read a part
-        at a time, so that a merge's memory, like a build's, does not grow with the index; the leading ones that
-        filled such a buffer when written, with nothing deleted since, are left as they are."""
+        at a time, so that a merge's memory, like a build's, does not grow with the index; those that filled such a
+        buffer when written, with nothing deleted since, are left as they are, and the runs between them folded each
+        in its place (one deletion in a large index rewrites the segment that holds it, not all after it)."""
         limit = self._buffer_bytes(buffer_mb)
         with self.writing():
             first = 0 if tail is None else max(len(self.segments) - tail, 0)
-            while first < len(self.segments) and self._full(first, limit) and not self.segments[first].deleted.any():
-                first += 1  # a segment that filled such a buffer, nothing deleted in it: merged, it would be the same
-            if not self._fold(list(range(first, len(self.segments))), limit) and tail is None:
+            # a segment that filled such a buffer, nothing deleted in it: merged, it would be the same
+            folded = [p for p in range(first, len(self.segments))
+                      if not (self._full(p, limit) and not self.segments[p].deleted.any())]
+            if not self._fold(folded, limit) and tail is None:
                 self._remove_uncommitted_files()  # nothing to fold: still what crashed changes left
 
     def merge_small_segments(self, max_segments: int) -> None:
@@ -944,10 +951,13 @@ class SegmentedIndex(ABC):
         """Under the write lock: the segments at ``positions`` (ascending) read back a part at a time, without their
         deleted documents, and written as segments of ``limit`` bytes in their place (each run of neighbours where
         it was: documents keep their order, so ties rank as before and a document's passages stay together), in one
-        commit. False, and nothing done, when that would change nothing (one segment, nothing deleted)."""
-        if len(positions) <= 1 and not any(self.segments[p].deleted.any() for p in positions):
+        commit. A run of one segment with nothing deleted is left as it is (folding it would change nothing);
+        False, and nothing done, when every run is such."""
+        runs = [run.tolist() for run in np.split(np.asarray(positions, np.int64),
+                                                 np.flatnonzero(np.diff(positions) != 1) + 1)]
+        runs = [run for run in runs if len(run) > 1 or (run and self.segments[run[0]].deleted.any())]
+        if not runs:
             return False
-        runs = [list(run) for run in np.split(positions, np.flatnonzero(np.diff(positions) != 1) + 1)]
         before = {entry.name for entry in self.path.iterdir()}
         try:
             with self._change() as draft:
@@ -994,7 +1004,7 @@ class SegmentedIndex(ABC):
         read = self._segment_reader(segment)
         for chunk in np.array_split(live, int(max(1, min(len(live), wanted)))):
             if len(chunk):
-                documents = list(segment.documents(chunk)) if segment.texts is not None else None
+                documents = segment.stored_documents(chunk) if segment.texts is not None else None
                 yield read(chunk, segment.document_ids(chunk), documents)
 
     def _segment_reader(self, segment: Segment) -> Callable:
@@ -1062,11 +1072,10 @@ class SegmentedIndex(ABC):
                 self._write_segment_files(staged, batch, info)
                 StringTable.write(staged, "docids", batch.ids, with_lookup=True)
                 if self.meta["store_texts"] and batch.documents is not None:
-                    StringTable.write(staged, "texts", [json.dumps(d.to_record(), ensure_ascii=False)
-                                                        for d in batch.documents])
-                    if any(d.metadata for d in batch.documents):  # also alone: filters read it without the texts
-                        StringTable.write(staged, "metadata", [json.dumps(d.metadata, ensure_ascii=False)
-                                                               if d.metadata else "" for d in batch.documents])
+                    stored = StoredDocuments.of(batch.documents)
+                    StringTable.write(staged, "texts", stored.records)
+                    if stored.has_metadata:  # also alone: filters read it without the texts
+                        StringTable.write(staged, "metadata", stored.metadata)
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
         self.segments.append(self._open_segment(self.path / info["name"], info))
@@ -1241,7 +1250,9 @@ def batch_bytes(batch) -> int:
     counts against its buffer (:meth:`SegmentedIndex._append_parts`)."""
     size = sum(value.nbytes for value in vars(batch).values() if isinstance(value, np.ndarray))
     size += sum(map(sys.getsizeof, batch.ids))
-    if batch.documents is not None:
+    if isinstance(batch.documents, StoredDocuments):
+        size += batch.documents.nbytes
+    elif batch.documents is not None:
         size += sum(sys.getsizeof(d) + sys.getsizeof(d.text) + sys.getsizeof(d.title) + sys.getsizeof(d.metadata)
                     for d in batch.documents)
     return size

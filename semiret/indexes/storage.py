@@ -15,10 +15,13 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+import numba
 import numpy as np
 
 from semiret.errors import IndexFormatError
 from semiret.files import fsync_directory
+from semiret.text.kernels import NUMBA_OPTIONS
+from semiret.types import PackedStrings
 
 META_FILE = "meta.json"
 COMPOSITE_FORMAT = "semiret.composite"
@@ -152,6 +155,16 @@ class StringTable:
         for start, end in zip(offsets[positions].tolist(), offsets[positions + 1].tolist()):
             yield str(blob[start:end], "utf-8")
 
+    def packed(self, positions: np.ndarray) -> PackedStrings:
+        """The strings at ``positions``, in order, as bytes copied out of the blob (nothing decoded)."""
+        offsets = np.asarray(self.offsets)
+        lengths = offsets[positions + 1] - offsets[positions]
+        packed_offsets = np.zeros(len(positions) + 1, np.int64)
+        np.cumsum(lengths, out=packed_offsets[1:])
+        blob = np.empty(int(packed_offsets[-1]), np.uint8)
+        _gather_bytes(np.asarray(self.blob), offsets, np.asarray(positions, np.int64), packed_offsets, blob)
+        return PackedStrings(blob, packed_offsets)
+
     def find(self, value: str) -> int:
         """Position of ``value`` or -1 (needs ``with_lookup``)."""
         h = id_hash([value])[0]
@@ -164,17 +177,24 @@ class StringTable:
         return -1
 
     @staticmethod
-    def write(directory: Path, name: str, values: list[str], with_lookup: bool = False) -> None:
-        encoded = [v.encode("utf-8") for v in values]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        np.save(directory / f"{name}.blob.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        np.save(directory / f"{name}.offsets.npy", offsets)
+    def write(directory: Path, name: str, values: list[str] | PackedStrings, with_lookup: bool = False) -> None:
+        packed = values if isinstance(values, PackedStrings) else PackedStrings.of(values)
+        np.save(directory / f"{name}.blob.npy", packed.blob)
+        np.save(directory / f"{name}.offsets.npy", packed.offsets)
         if with_lookup:
             hashes = id_hash(values)
             order = np.argsort(hashes, kind="stable")
             np.save(directory / f"{name}.hash.npy", hashes[order])
             np.save(directory / f"{name}.hash_order.npy", order.astype(np.int64))
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def _gather_bytes(blob, offsets, positions, out_offsets, out):
+    """Copy the byte ranges of strings ``positions`` of ``blob`` one after another into ``out``: a loop, as numpy
+    would need an index array eight times the bytes copied (or a Python call per string)."""
+    for i in range(positions.shape[0]):
+        start = offsets[positions[i]]
+        out[out_offsets[i]: out_offsets[i + 1]] = blob[start: start + out_offsets[i + 1] - out_offsets[i]]
 
 
 DELETED_FILE = "deleted.bin"

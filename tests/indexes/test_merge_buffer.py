@@ -17,7 +17,7 @@ from semiret.indexes import DenseIndex, InvertedIndex
 from semiret.indexes import segments as segments_module
 from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, batch_bytes, merge_shards
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
-from semiret.types import Embeddings, Postings
+from semiret.types import Embeddings, PackedStrings, Postings, StoredDocuments
 
 from helpers import leftovers
 
@@ -42,12 +42,13 @@ def same_results(one, other) -> None:
 
 def close_results(one, other) -> None:
     """The same documents found, each scored within BM25's average-length tolerance (segments kept through a merge
-    keep the average they were normalised by while it stays within 1% of the index's: near-ties may swap)."""
+    keep the average they were normalised by while it stays within 1% of the index's: near-ties may swap, also
+    across the end of a list)."""
     for a, b in zip(one.search(QUERIES, k=200), other.search(QUERIES, k=200)):
         scores = {hit.id: hit.score for hit in b}
-        assert len(a) > 50 and scores.keys() == {hit.id for hit in a}
+        assert len(a) > 50 and {hit.id for hit in a[:150]} <= scores.keys()
         for hit in a:
-            assert scores[hit.id] == pytest.approx(hit.score, rel=0.01)
+            assert scores.get(hit.id, hit.score) == pytest.approx(hit.score, rel=0.01)
 
 
 def recorded_parts(monkeypatch) -> tuple[list[int], list[int]]:
@@ -106,7 +107,7 @@ def test_a_merge_follows_the_buffer_the_index_was_built_with(tmp_path):
     parts.index.merge()
     whole.index.merge()
     assert len(parts.index.segments) > 3 and len(whole.index.segments) == 1
-    same_results(whole, parts)
+    close_results(whole, parts)  # the segments that filled the buffer kept, with the average they had
     parts.index.merge(buffer_mb=0)  # asked for: one segment
     assert len(parts.index.segments) == 1
     same_results(whole, parts)
@@ -253,7 +254,8 @@ def test_the_command_line_merges_in_parts(tmp_path):
     shards = runner.invoke(app, ["merge-shards", str(tmp_path / "m"), str(tmp_path / "idx"), str(tmp_path / "shard"),
                                  "--buffer-mb", str(TINY_BUFFER)])
     assert shards.exit_code == 0, shards.output
-    assert json.loads(shards.stdout[shards.stdout.index("{"):])["segments"] > 3
+    # the first shard's one segment (nothing deleted: kept) and the second's documents in parts
+    assert json.loads(shards.stdout[shards.stdout.index("{"):])["segments"] > 2
 
 
 def test_a_merge_failing_in_a_later_part_leaves_the_index_as_it_was(tmp_path, monkeypatch):
@@ -500,3 +502,96 @@ def test_a_merge_with_nothing_to_fold_still_removes_what_crashes_left(tmp_path):
     retriever.index.merge()  # every segment but the last filled the buffer: nothing folded
     assert [s.name for s in retriever.index.segments] == names
     assert not stray.exists() and not staged.exists()
+
+
+def test_packed_strings_and_stored_documents_read_as_written():
+    values = ["", "héllo", "日本語 text", "x" * 300]
+    packed = PackedStrings.of(values)
+    assert len(packed) == 4 and [packed[i] for i in range(4)] == values
+    joined = PackedStrings.concatenate([packed, PackedStrings.empty(2), PackedStrings.of(["z"])])
+    assert [joined[i] for i in range(len(joined))] == values + ["", "", "z"]
+    documents = [Document("a", "one", "T", {"k": [1, "ü"]}), Document("b", "two"), Document("c", "three")]
+    stored = StoredDocuments.of(documents)
+    assert StoredDocuments.of(stored) is stored and stored.has_metadata
+    assert list(stored) == documents and stored[-1] == documents[2] and stored[1:] == documents[1:]
+    with pytest.raises(IndexError):
+        stored[3]
+    plain = StoredDocuments.of(documents[1:])
+    assert not plain.has_metadata and json.loads(plain.records[0])["_id"] == "b"
+    both = Postings.concatenate([Postings(["a"], np.array([0, 0]), np.zeros(0, np.int32), np.zeros(0, np.float32),
+                                          np.zeros(1, np.int32), StoredDocuments.of(documents[:1])),
+                                 Postings(["b", "c"], np.array([0, 0, 0]), np.zeros(0, np.int32),
+                                          np.zeros(0, np.float32), np.zeros(2, np.int32), plain)])
+    assert isinstance(both.documents, StoredDocuments) and list(both.documents) == documents
+    assert [both.documents.metadata[i] for i in range(3)] == ['{"k": [1, "ü"]}', "", ""]
+    mixed = Embeddings.concatenate([Embeddings(["a"], np.zeros((1, 2), np.float32), documents[:1]),
+                                    Embeddings(["b", "c"], np.zeros((2, 2), np.float32), plain)])
+    assert mixed.documents == documents  # a plain list with packed ones: a list
+
+
+def test_a_merge_copies_stored_texts_without_parsing_them(tmp_path, monkeypatch):
+    with_metadata = corpus(60)
+    without = [Document(f"p{i}", f"plain {WORDS[i % len(WORDS)]} text ✓", title="Ünïcode") for i in range(40)]
+    retriever = BM25Retriever.build(with_metadata, tmp_path / "idx", buffer_mb=0)
+    retriever.add(without, buffer_mb=0)  # a segment with no metadata table
+    retriever.add(corpus(30, "e"), buffer_mb=0)
+    retriever.delete(["d3", "p7", "e0"])
+    before = {doc_id: retriever.index.locate(doc_id) for doc_id in ("d4", "p8", "e1")}
+    raw = {doc_id: segment.texts[local] for doc_id, (segment, local) in before.items()}
+
+    def parsed(*args, **kwargs):
+        raise AssertionError("a merge parsed a stored document")
+
+    monkeypatch.setattr(Document, "from_record", parsed)
+    retriever.index.merge(buffer_mb=0)
+    monkeypatch.undo()
+    (segment,) = retriever.index.segments
+    assert segment.metadata is not None and segment.n_docs == 127
+    for doc_id, text in raw.items():
+        assert segment.texts[retriever.index.locate(doc_id)[1]] == text  # the same bytes
+    live = [d for d in with_metadata + without + corpus(30, "e") if d.id not in ("d3", "p7", "e0")]
+    assert list(retriever.index.iter_documents()) == live
+    assert retriever.search(with_metadata[8].text, k=3, filter={"n": 8})[0].id == "d8"
+    assert retriever.count({"n": {"gte": 20}}) == 40 + 10  # d20..d59 and e20..e29; no p has metadata
+    fresh = BM25Retriever.build(live, tmp_path / "fresh", buffer_mb=0)
+    same_results(fresh, retriever)
+    assert retriever.index.segments[0].texts.blob.tobytes() == fresh.index.segments[0].texts.blob.tobytes()
+    assert retriever.index.segments[0].metadata.blob.tobytes() == fresh.index.segments[0].metadata.blob.tobytes()
+
+
+def test_a_merge_of_segments_without_metadata_writes_no_metadata_table(tmp_path):
+    retriever = BM25Retriever.build([Document(f"a{i}", f"text {i} heart") for i in range(20)], tmp_path / "idx")
+    retriever.add([Document(f"b{i}", f"text {i} trial") for i in range(20)])
+    retriever.delete(["a1"])
+    retriever.index.merge(buffer_mb=0)
+    (segment,) = retriever.index.segments
+    assert segment.metadata is None and not (segment.path / "metadata.offsets.npy").exists()
+    assert retriever.get_document("b3") == Document("b3", "text 3 trial")
+
+
+def test_a_merge_rewrites_only_the_runs_between_segments_that_filled_its_buffer(tmp_path, monkeypatch):
+    retriever = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    names = [s.name for s in retriever.index.segments]
+    assert len(names) > 5 and all(segments_module.FILLED in info for info in retriever.index.meta["segments"])
+    read = []
+    live_parts = SegmentedIndex._live_parts
+    monkeypatch.setattr(SegmentedIndex, "_live_parts",
+                        lambda self, segment, limit: (read.append(segment.name), live_parts(self, segment, limit))[1])
+    retriever.delete(["d0"])  # in the first segment
+    retriever.index.merge()
+    after = [s.name for s in retriever.index.segments]
+    assert read == names[:1] and after[0] not in names and after[1:] == names[1:]
+    retriever.index.merge()  # nothing deleted, no two small segments side by side: nothing to do
+    assert read == names[:1] and [s.name for s in retriever.index.segments] == after
+    retriever.add(corpus(10, "e"), buffer_mb=0)
+    retriever.add(corpus(10, "f"), buffer_mb=0)
+    added = [s.name for s in retriever.index.segments[-2:]]
+    retriever.delete(["d100"])
+    holding = next(s.name for s in retriever.index.segments if s.deleted.any())
+    read.clear()
+    retriever.index.merge()
+    assert read == [*added, holding]  # the two small ones together, the segment holding d100 alone (the last first)
+    assert len(retriever.index.segments) == len(after) + 1
+    fresh = BM25Retriever.build([d for d in corpus() + corpus(10, "e") + corpus(10, "f")
+                                 if d.id not in ("d0", "d100")], tmp_path / "fresh", buffer_mb=0)
+    close_results(fresh, retriever)
