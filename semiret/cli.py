@@ -646,7 +646,8 @@ def backup(index: Path = typer.Argument(..., help="Index directory."),
 @app.command()
 def merge(index: Path = typer.Option(..., help="Index directory."),
           buffer_mb: Optional[float] = _buffer_option("merge")):
-    """Fold all segments into as few as hold them (one, below the buffer) and drop deleted documents."""
+    """Fold segments into as few as hold them (one, below the buffer) and drop deleted documents; segments that
+    filled the buffer, nothing deleted in them since, stay as they are."""
     from semiret.indexes import open_index
 
     opened = open_index(index)
