@@ -607,7 +607,7 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
     From an index of passages, its documents joined again (words one space apart), as they were added."""
     from semiret import progress
     from semiret.files import check_output_file, write_output_text
-    from semiret.indexes.filters import count_matching, joined_documents, matching_documents
+    from semiret.indexes.filters import count_matching, joined_documents, matching_records
     from semiret.search.retrievers import open_index_at
 
     check_output_file(out, "export (--out)")
@@ -616,16 +616,17 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
     if passages and not opened.meta.get("chunking"):
         raise SemiretError(f"{index} holds whole documents, not passages: leave out --passages")
     if opened.meta.get("chunking") and not passages:
-        documents, total = joined_documents(opened, spec), None
+        records = (json.dumps(document.to_record(), ensure_ascii=False) for document in joined_documents(opened, spec))
+        total = None
     else:
-        documents, total = matching_documents(opened, spec), count_matching(opened, spec)
+        records, total = matching_records(opened, spec), count_matching(opened, spec)
     written = 0
 
     def lines():
         nonlocal written
-        for document in progress.track(documents, "exporting", total=total):
+        for record in progress.track(records, "exporting", total=total):
             written += 1
-            yield json.dumps(document.to_record(), ensure_ascii=False) + "\n"
+            yield record + "\n"
 
     write_output_text(out, lines())
     console.print(f"exported {_count(written, 'document')}" + (f" to {out}" if out != "-" else ""))

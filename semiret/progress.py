@@ -86,7 +86,8 @@ def track(items: Iterable[T], description: str, total: float | None = None, adva
 
 
 class StepBar:
-    """A progress bar whose description carries live figures (e.g. the training loss)."""
+    """A progress bar whose description carries live figures (e.g. the training loss), advanced by the caller (by
+    steps, or by what each step did: documents merged)."""
 
     def __init__(self, description: str, total: int):
         self.description = description
@@ -104,11 +105,11 @@ class StepBar:
             self._task = self._progress.add_task(self.description, total=self.total)
         return self
 
-    def advance(self, figures: str = "") -> None:
+    def advance(self, figures: str = "", amount: float = 1) -> None:
         if self._plain is not None:
-            self._plain.advance(1, figures)
+            self._plain.advance(amount, figures)
         if self._progress is not None:
-            self._progress.update(self._task, advance=1, description=f"{self.description} {figures}")
+            self._progress.update(self._task, advance=amount, description=f"{self.description} {figures}".rstrip())
 
     def __exit__(self, *exc) -> None:
         if self._progress is not None:

@@ -138,6 +138,9 @@ class CompositeIndex:
     def iter_documents(self, wanted=None):
         return self.first.iter_documents(wanted)
 
+    def iter_records(self, wanted=None):
+        return self.first.iter_records(wanted)
+
     def sorted_ids(self, wanted=None) -> list[str]:
         return self.first.sorted_ids(wanted)
 

@@ -612,11 +612,25 @@ def count_matching(index, spec: dict | None = None) -> int:
 
 def matching_documents(index, spec: dict | None = None) -> Iterator[Document]:
     """The stored live documents of ``index`` that pass ``spec`` (all without one), in the index's order, from one
-    commit: what ``semiret export`` writes."""
+    commit."""
+    return index.iter_documents(_stored_filter(index, spec))
+
+
+def matching_records(index, spec: dict | None = None) -> Iterator[str]:
+    """:func:`matching_documents` as JSON records (BEIR corpus lines), copied as stored where the index keeps them
+    so, not parsed and written again: what ``semiret export`` writes."""
+    wanted = _stored_filter(index, spec)
+    if hasattr(index, "iter_records"):
+        return index.iter_records(wanted)
+    return (json.dumps(document.to_record(), ensure_ascii=False) for document in index.iter_documents(wanted))
+
+
+def _stored_filter(index, spec: dict | None):
+    """``spec`` checked against ``index``, which must keep its documents' texts."""
     if not index.stores_texts:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): there is "
                            "nothing to read back")
-    return index.iter_documents(checked_filter(index, spec, "filter on"))
+    return checked_filter(index, spec, "filter on")
 
 
 def documents_by_id(index, doc_ids: list[str]) -> dict[str, Document]:

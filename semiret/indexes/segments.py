@@ -45,6 +45,7 @@ from typing import Any, Callable, ClassVar, Container, Iterable, Iterator, Seque
 
 import numpy as np
 
+from semiret import progress
 from semiret.data.collection import Document, document_id_problem
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import (
@@ -538,6 +539,11 @@ class SegmentedIndex(ABC):
         for segment in self.snapshot.segments:
             yield from segment.documents(np.flatnonzero(_shown(segment, wanted)))
 
+    def iter_records(self, wanted=None) -> Iterator[str]:
+        """:meth:`iter_documents` as stored: each document's JSON record (a BEIR corpus line), not parsed."""
+        for segment in self.snapshot.segments:
+            yield from segment.texts.iter_at(np.flatnonzero(_shown(segment, wanted)))
+
     def sorted_ids(self, wanted=None) -> list[str]:
         """Ids of the live documents (those passing ``wanted``) in sorted order, what a scroll pages through; kept
         for the :data:`DERIVED_KEPT` latest filters of the current commit, so that each next page costs a binary
@@ -900,9 +906,10 @@ class SegmentedIndex(ABC):
             differences = "; ".join(_differences(ours, theirs))
             raise SemiretError(f"{other.path} was not built like {self.path} ({differences}): they cannot be merged")
         limit = self._buffer_bytes(buffer_mb)
-        parts = ((self._translated(other, batch), []) for segment in other.segments
-                 for batch in other._live_parts(segment, limit))
-        return self.add_parts(parts, buffer_mb=limit / 2**20)
+        with progress.StepBar(f"adding {other.path.name}", other.n_docs) as bar:
+            parts = ((self._translated(other, batch), []) for batch in _counted(
+                (batch for segment in other.segments for batch in other._live_parts(segment, limit)), bar))
+            return self.add_parts(parts, buffer_mb=limit / 2**20)
 
     @staticmethod
     def shard_record(meta: dict) -> dict:
@@ -959,8 +966,9 @@ class SegmentedIndex(ABC):
         if not runs:
             return False
         before = {entry.name for entry in self.path.iterdir()}
+        total = sum(self.segments[p].n_docs - self.segments[p].n_deleted for run in runs for p in run)
         try:
-            with self._change() as draft:
+            with self._change() as draft, progress.StepBar("merging", total) as bar:
                 written = set()
                 for run in reversed(runs):  # from the last: the positions of the runs before stay as they are
                     start, stop = int(run[0]), int(run[-1]) + 1
@@ -968,8 +976,8 @@ class SegmentedIndex(ABC):
                     after = draft.segments[stop:], draft.meta["segments"][stop:]
                     del draft.segments[start:]
                     del draft.meta["segments"][start:]
-                    draft._write_buffered((batch for segment in folded for batch in draft._live_parts(segment, limit)),
-                                          limit)
+                    draft._write_buffered(_counted((batch for segment in folded
+                                                    for batch in draft._live_parts(segment, limit)), bar), limit)
                     written.update(segment.name for segment in draft.segments[start:])
                     draft.segments.extend(after[0])
                     draft.meta["segments"].extend(after[1])
@@ -1295,6 +1303,13 @@ def whole_buffer(index_class, options: dict, buffer_mb: float | None) -> float |
     if buffer_mb:
         raise SemiretError(f"{reason} is written and merged whole: a buffer (buffer_mb, --buffer-mb) does not apply")
     return None
+
+
+def _counted(batches: Iterable, bar: "progress.StepBar") -> Iterator:
+    """``batches``, each advancing ``bar`` by its documents once it is consumed."""
+    for batch in batches:
+        yield batch
+        bar.advance(amount=len(batch))
 
 
 def _remove_folders(paths: list[Path]) -> None:

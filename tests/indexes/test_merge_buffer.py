@@ -595,3 +595,20 @@ def test_a_merge_rewrites_only_the_runs_between_segments_that_filled_its_buffer(
     fresh = BM25Retriever.build([d for d in corpus() + corpus(10, "e") + corpus(10, "f")
                                  if d.id not in ("d0", "d100")], tmp_path / "fresh", buffer_mb=0)
     close_results(fresh, retriever)
+
+
+def test_merges_and_shard_adds_show_the_documents_they_fold(tmp_path, monkeypatch):
+    from semiret import progress
+
+    shown = []
+    monkeypatch.setattr(progress.StepBar, "advance",
+                        lambda self, figures="", amount=1: shown.append((self.description, self.total, amount)))
+    retriever = BM25Retriever.build(corpus(), tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=20)
+    retriever.delete(["d0", "d1", "d239"])  # in the first and the last segments
+    retriever.index.merge()
+    folded = 20 + 20 - 3  # two runs: the first segment and the last
+    assert {(d, t) for d, t, _ in shown} == {("merging", folded)} and sum(a for *_, a in shown) == folded
+    shown.clear()
+    shard = BM25Retriever.build(corpus(30, "e"), tmp_path / "shard", buffer_mb=0).index
+    retriever.index.add_index(shard)
+    assert {(d, t) for d, t, _ in shown} == {("adding shard", 30)} and sum(a for *_, a in shown) == 30

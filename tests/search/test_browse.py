@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -13,7 +14,7 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.data.collection import iter_corpus
 from semiret.errors import SemiretError
-from semiret.indexes.segments import Segment
+from semiret.indexes.segments import SegmentedIndex
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
 from semiret.serving import ServeSettings, create_app
 
@@ -139,6 +140,22 @@ def test_count_and_export_commands(indexed, tmp_path):
     assert rebuilt.exit_code == 0 and open_retriever(tmp_path / "copy").count({"year": 2001}) == 10
 
 
+def test_export_copies_the_records_as_stored_without_parsing_them(indexed, tmp_path, monkeypatch):
+    hybrid = HybridRetriever.build(_corpus(), tmp_path / "hybrid", neural="idf")
+    stored = [line for segment in indexed.index.segments for line in segment.texts.iter_at(np.arange(segment.n_docs))]
+
+    def parsed(*args, **kwargs):
+        raise AssertionError("export parsed a stored document")
+
+    monkeypatch.setattr(Document, "from_record", parsed)
+    for index in (indexed.index.path, hybrid.index.path):
+        exported = CliRunner().invoke(app, ["export", str(index), "--filter", "source=web"])
+        assert exported.exit_code == 0, exported.output
+        assert exported.stdout.splitlines() == [line for line in stored if '"web"' in line]
+    monkeypatch.undo()
+    assert [Document.from_record(json.loads(line)) for line in stored] == _corpus()
+
+
 def test_export_refuses_before_writing_and_never_leaves_half_a_file(indexed, tmp_path, monkeypatch):
     runner = CliRunner()
     out = tmp_path / "kept.jsonl"
@@ -148,13 +165,13 @@ def test_export_refuses_before_writing_and_never_leaves_half_a_file(indexed, tmp
     refused = runner.invoke(app, ["export", str(bare.index.path), "-o", str(out)])
     assert refused.exit_code == 2 and "nothing to read back" in refused.output
 
-    documents = Segment.documents
+    records = SegmentedIndex.iter_records
 
-    def failing(self, locals_):  # the disk fills after the first document
-        yield next(documents(self, locals_))
+    def failing(self, wanted=None):  # the disk fills after the first document
+        yield next(records(self, wanted))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Segment, "documents", failing)
+    monkeypatch.setattr(SegmentedIndex, "iter_records", failing)
     failed = runner.invoke(app, ["export", str(indexed.index.path), "-o", str(out)])
     assert failed.exit_code == 1 and [d.id for d in iter_corpus(out)] == ["old"]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".kept")]
