@@ -616,8 +616,7 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
     if passages and not opened.meta.get("chunking"):
         raise SemiretError(f"{index} holds whole documents, not passages: leave out --passages")
     if opened.meta.get("chunking") and not passages:
-        records = (json.dumps(document.to_record(), ensure_ascii=False) for document in joined_documents(opened, spec))
-        total = None
+        records, total = (document.to_json() for document in joined_documents(opened, spec)), None
     else:
         records, total = matching_records(opened, spec), count_matching(opened, spec)
     written = 0

@@ -19,7 +19,7 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PackedStrings:
     """Strings as an index's string tables hold them: their UTF-8 bytes in one array and each one's offsets into it,
     joined by numpy and decoded only when read (a merge copies stored texts through without parsing them)."""
@@ -51,6 +51,9 @@ class PackedStrings:
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> str:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"string {i} of {len(self)}")
+        i %= len(self)
         return bytes(self.blob[self.offsets[i]: self.offsets[i + 1]]).decode("utf-8")
 
     @property
@@ -72,7 +75,7 @@ class StoredDocuments(SequenceABC):
         """Documents packed as an index stores them (themselves when they are so already)."""
         if isinstance(documents, StoredDocuments):
             return documents
-        return cls(PackedStrings.of(json.dumps(d.to_record(), ensure_ascii=False) for d in documents),
+        return cls(PackedStrings.of(d.to_json() for d in documents),
                    PackedStrings.of(json.dumps(d.metadata, ensure_ascii=False) if d.metadata else ""
                                     for d in documents))
 
@@ -95,12 +98,10 @@ class StoredDocuments(SequenceABC):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(f"document {i} of {len(self)}")
-        return Document.from_record(json.loads(self.records[i % len(self)]))
+        return Document.from_record(json.loads(self.records[i]))
 
 
-def _joined_documents(batches: Sequence) -> Sequence[Document] | None:
+def _concatenated_documents(batches: Sequence) -> Sequence[Document] | None:
     """The documents of batches to concatenate: None unless every batch has them; packed when all of them are."""
     documents = [b.documents for b in batches]
     if any(d is None for d in documents):
@@ -139,7 +140,7 @@ class Postings:
             terms=np.concatenate([b.terms for b in batches]),
             values=np.concatenate([b.values for b in batches]),
             lengths=np.concatenate([b.lengths for b in batches]),
-            documents=_joined_documents(batches),
+            documents=_concatenated_documents(batches),
         )
 
 
@@ -157,7 +158,7 @@ class Embeddings:
     @staticmethod
     def concatenate(batches: Sequence["Embeddings"]) -> "Embeddings":
         return Embeddings([i for b in batches for i in b.ids], np.concatenate([b.vectors for b in batches]),
-                          _joined_documents(batches))
+                          _concatenated_documents(batches))
 
 
 @dataclass

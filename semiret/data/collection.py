@@ -73,6 +73,10 @@ class Document:
             record["metadata"] = self.metadata
         return record
 
+    def to_json(self) -> str:
+        """:meth:`to_record` as one line of JSON: what an index stores and ``semiret export`` writes."""
+        return json.dumps(self.to_record(), ensure_ascii=False)
+
     @classmethod
     def from_record(cls, record: dict) -> "Document":
         """A document as :meth:`to_record` wrote it (an index's stored texts)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -213,7 +213,7 @@ class DenseIndex(SegmentedIndex):
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: DenseSegment, live: np.ndarray, ids: list[str],
-                    documents: list[Document] | None) -> Embeddings:
+                    documents: Sequence[Document] | None) -> Embeddings:
         return Embeddings(ids, np.asarray(segment.vectors)[live], documents)
 
     def _validate(self, embeddings: Embeddings) -> None:

@@ -622,7 +622,7 @@ def matching_records(index, spec: dict | None = None) -> Iterator[str]:
     wanted = _stored_filter(index, spec)
     if hasattr(index, "iter_records"):
         return index.iter_records(wanted)
-    return (json.dumps(document.to_record(), ensure_ascii=False) for document in index.iter_documents(wanted))
+    return (document.to_json() for document in index.iter_documents(wanted))
 
 
 def _stored_filter(index, spec: dict | None):

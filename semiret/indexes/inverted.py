@@ -443,7 +443,7 @@ class InvertedIndex(SegmentedIndex):
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
-                    documents: list[Document] | None, cursors: np.ndarray | None = None) -> Postings:
+                    documents: Sequence[Document] | None, cursors: np.ndarray | None = None) -> Postings:
         """The segment's documents ``live`` (ascending local numbers) back in doc-major form (raw counts for
         BM25), holding only theirs (:func:`~semiret.indexes.kernels.rows_of_term_major`; ``cursors``: where each
         term's list was left by the parts read before, which precede these)."""

@@ -398,7 +398,7 @@ class MilvusIndex:
             return None
         if batch.documents is None:
             return [""] * len(batch)
-        records = [json.dumps(d.to_record(), ensure_ascii=False) for d in batch.documents]
+        records = [d.to_json() for d in batch.documents]
         too_long = next((d.id for d, r in zip(batch.documents, records) if len(r.encode("utf-8")) > MAX_DOCUMENT_BYTES),
                         None)
         if too_long is not None:

@@ -394,7 +394,7 @@ class SegmentedIndex(ABC):
 
     @abstractmethod
     def _live_batch(self, segment: Segment, live: np.ndarray, ids: list[str],
-                    documents: list[Document] | None) -> Any:
+                    documents: Sequence[Document] | None) -> Any:
         """The documents ``live`` (local numbers, ascending) of ``segment`` as a batch, with these ids and
         stored documents."""
 
@@ -536,8 +536,7 @@ class SegmentedIndex(ABC):
     def iter_documents(self, wanted=None) -> Iterator[Document]:
         """The stored live documents (those passing ``wanted``), segment by segment in the order they were added,
         all from the commit current when the iteration starts (needs stored texts)."""
-        for segment in self.snapshot.segments:
-            yield from segment.documents(np.flatnonzero(_shown(segment, wanted)))
+        return (Document.from_record(json.loads(record)) for record in self.iter_records(wanted))
 
     def iter_records(self, wanted=None) -> Iterator[str]:
         """:meth:`iter_documents` as stored: each document's JSON record (a BEIR corpus line), not parsed."""
@@ -922,17 +921,19 @@ class SegmentedIndex(ABC):
         return batch
 
     def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
-        """Fold the last ``tail`` segments (default: all) into as few as hold them, one each ``buffer_mb`` MB of
-        documents (default: the buffer the index was built with, its kind's :attr:`unrecorded_buffer_mb` for
-        indexes that did not record one; 0: one segment), dropping their deleted documents; a merge of all also
-        removes what crashed changes left (folders and files no commit lists). The folded segments are read a part
-        at a time, so that a merge's memory, like a build's, does not grow with the index; those that filled such a
-        buffer when written, with nothing deleted since, are left as they are, and the runs between them folded each
-        in its place (one deletion in a large index rewrites the segment that holds it, not all after it)."""
+        """Fold the last ``tail`` segments (default: all), dropping their deleted documents: the segments that filled
+        a buffer of ``buffer_mb`` MB when written (default: the buffer the index was built with, its kind's
+        :attr:`unrecorded_buffer_mb` for indexes that did not record one; 0: none did), with nothing deleted since,
+        are left as they are, and each run between them is folded in its place into as few segments as hold it, one
+        each ``buffer_mb`` MB of documents (0: one): one deletion in a large index rewrites the segment that holds
+        it, not all after it. A merge of all also removes what crashed changes left (folders and files no commit
+        lists). The folded segments are read a part at a time, so that a merge's memory, like a build's, does not
+        grow with the index."""
         limit = self._buffer_bytes(buffer_mb)
         with self.writing():
             first = 0 if tail is None else max(len(self.segments) - tail, 0)
-            # a segment that filled such a buffer, nothing deleted in it: merged, it would be the same
+            # a segment at the largest size this buffer makes, nothing deleted in it: left as it is (Lucene's merge
+            # policies leave such segments alike)
             folded = [p for p in range(first, len(self.segments))
                       if not (self._full(p, limit) and not self.segments[p].deleted.any())]
             if not self._fold(folded, limit) and tail is None:
@@ -940,10 +941,11 @@ class SegmentedIndex(ABC):
 
     def merge_small_segments(self, max_segments: int) -> None:
         """Keep at most ``max_segments`` segments besides those that filled the index's buffer (as large as it makes
-        them; left where they are): past that, fold the run of the most recent others that, together, are not
-        smaller than the one before them (small ones merge with small ones, so a document is rewritten a few times,
-        not at every write), with the filled segments of which more than :data:`DELETED_SHARE` is deleted, each in
-        its place (:meth:`_fold`). What the server does after its writes (its ``--max-segments``)."""
+        them; left where they are): past that, fold the most recent others that, together, are not smaller than the
+        one before them (small ones merge with small ones, so a document is rewritten a few times, not at every
+        write), with the filled segments of which more than :data:`DELETED_SHARE` is deleted, each run of
+        neighbours in its place (:meth:`_fold`; small segments are the most recent ones, side by side, as merges
+        keep filled segments marked). What the server does after its writes (its ``--max-segments``)."""
         with self.writing():
             limit = self._buffer_bytes(None)
             small = [p for p in range(len(self.segments)) if not self._full(p, limit)]
@@ -978,6 +980,10 @@ class SegmentedIndex(ABC):
                     del draft.meta["segments"][start:]
                     draft._write_buffered(_counted((batch for segment in folded
                                                     for batch in draft._live_parts(segment, limit)), bar), limit)
+                    if len(draft.segments) > start and all(self._full(p, limit) for p in run):
+                        # filled segments less their deletions: still as large as this buffer makes them (Lucene's
+                        # singleton merges), not small ones for the policy to fold with others
+                        draft.meta["segments"][-1][FILLED] = limit / 2**20
                     written.update(segment.name for segment in draft.segments[start:])
                     draft.segments.extend(after[0])
                     draft.meta["segments"].extend(after[1])
@@ -1254,8 +1260,8 @@ def writer_locks(target: Path) -> list[Path]:
 
 
 def batch_bytes(batch) -> int:
-    """About the memory a batch to index holds (its arrays, ids and documents' fields, shallowly): what a build
-    counts against its buffer (:meth:`SegmentedIndex._append_parts`)."""
+    """About the memory a batch to index holds (its arrays, ids and documents: their fields' objects, shallowly, or
+    their packed bytes as a merge reads them): what a build or a merge counts against its buffer."""
     size = sum(value.nbytes for value in vars(batch).values() if isinstance(value, np.ndarray))
     size += sum(map(sys.getsizeof, batch.ids))
     if isinstance(batch.documents, StoredDocuments):

@@ -192,7 +192,7 @@ def write_corpus_copy(documents: list[Document], folder: Path) -> Path:
     with staged_directory(folder) as staged:
         with open(staged / "corpus.jsonl", "w", encoding="utf-8") as handle:
             for document in documents:
-                handle.write(json.dumps(document.to_record(), ensure_ascii=False) + "\n")
+                handle.write(document.to_json() + "\n")
     return folder
 
 

@@ -507,7 +507,11 @@ def test_a_merge_with_nothing_to_fold_still_removes_what_crashes_left(tmp_path):
 def test_packed_strings_and_stored_documents_read_as_written():
     values = ["", "héllo", "日本語 text", "x" * 300]
     packed = PackedStrings.of(values)
-    assert len(packed) == 4 and [packed[i] for i in range(4)] == values
+    assert len(packed) == 4 and [packed[i] for i in range(4)] == values and list(packed) == values
+    assert packed[-1] == values[-1] and packed[-4] == ""
+    for outside in (4, -5):
+        with pytest.raises(IndexError):
+            packed[outside]
     joined = PackedStrings.concatenate([packed, PackedStrings.empty(2), PackedStrings.of(["z"])])
     assert [joined[i] for i in range(len(joined))] == values + ["", "", "z"]
     documents = [Document("a", "one", "T", {"k": [1, "ü"]}), Document("b", "two"), Document("c", "three")]
@@ -612,3 +616,20 @@ def test_merges_and_shard_adds_show_the_documents_they_fold(tmp_path, monkeypatc
     shard = BM25Retriever.build(corpus(30, "e"), tmp_path / "shard", buffer_mb=0).index
     retriever.index.add_index(shard)
     assert {(d, t) for d, t, _ in shown} == {("adding shard", 30)} and sum(a for *_, a in shown) == 30
+
+
+def test_filled_segments_merged_for_their_deletions_stay_filled_for_the_merge_policy(tmp_path):
+    rng = np.random.default_rng(0)
+    docs = [Document(f"d{i}", " ".join(rng.choice(WORDS, 20))) for i in range(400)]
+    retriever = BM25Retriever.build(docs, tmp_path / "idx", buffer_mb=TINY_BUFFER, batch_size=10)
+    index = retriever.index
+    filled = [segments_module.FILLED in info for info in index.meta["segments"]]
+    assert len(filled) > 10 and sum(filled) >= len(filled) - 1
+    retriever.delete([s.document_ids(np.array([0]))[0] for s in index.segments[::2]])  # one in every other segment
+    index.merge()  # each of those rewritten alone, less its deletion
+    assert sum(segments_module.FILLED not in info for info in index.meta["segments"]) <= 1
+    assert len(index.segments) >= len(filled) - 1 and index.n_docs == 400 - len(filled[::2])
+    for round_ in range(4):
+        retriever.add([Document(f"n{round_}-{j}", "heart trial") for j in range(3)])
+        index.merge_small_segments(3)  # what the server runs after each write (--max-segments 3)
+        assert sum(segments_module.FILLED not in info for info in index.meta["segments"]) <= 3
