@@ -177,7 +177,7 @@ def _buffer_option(use: str = "build"):
 @contextmanager
 def _corpus_source(name: str) -> Iterator[Path]:
     """The corpus a command reads: a dataset or file (:func:`~semiret.data.paths.dataset`), or, for ``-``, standard
-    input (JSONL, TSV or gzipped JSONL, told by its first bytes) spooled to a temporary file, since the reader
+    input (JSONL, TSV or CSV, gzipped or not, told by its first bytes) spooled to a temporary file, since the reader
     counts the documents first and reads the file again to confirm a repeated id; its errors name ``<stdin>``."""
     from semiret.data.paths import dataset
     from semiret.errors import DataFormatError
@@ -192,8 +192,10 @@ def _corpus_source(name: str) -> Iterator[Path]:
         with open(spooled, "rb") as start:
             zipped = start.read(2) == b"\x1f\x8b"
         with (gzip.open if zipped else open)(spooled, "rb") as start:
-            first = start.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-        suffix = (".jsonl" if first in (b"{", b"[", b"") else ".tsv") + (".gz" if zipped else "")
+            head = start.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+        line = head.split(b"\n", 1)[0]
+        suffix = (".jsonl" if head[:1] in (b"{", b"[", b"") else ".csv" if b"\t" not in line and b"," in line
+                  else ".tsv") + (".gz" if zipped else "")
         path = spooled.rename(spooled.with_suffix(suffix))
         try:
             yield path
@@ -252,7 +254,7 @@ def _limit_encoding_threads(threads: int | None) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def index(data: str = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv; - reads "
+def index(data: str = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv/.csv; - reads "
                                              "standard input)."),
           out: Path = typer.Option(..., help="Index directory to create (a collection name with --backend)."),
           retriever: str = _retriever_option("bm25", "Retriever"),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from semiret.data.ids import IdHashSet
-from semiret.data.jsonl import FORMATS, format_suffix, iter_jsonl, open_data_file
+from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
 
 log = logging.getLogger(__name__)
@@ -178,8 +178,8 @@ def _stored_as_json(document: Document, position: int) -> Document:
     return document
 
 
-def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """The non-blank rows of a TSV file with their line numbers."""
+def _read_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank rows of a TSV or CSV file (:func:`_delimiter`) with the line each starts on."""
 
     def decoded(handle) -> Iterator[str]:
         for line_number, raw in enumerate(handle, 1):
@@ -188,11 +188,23 @@ def _read_tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             except UnicodeDecodeError as exc:
                 raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
 
+    delimiter = _delimiter(path)
     with open_data_file(path) as handle:
-        # QUOTE_NONE: one row per physical line, so row numbers are line numbers
-        for line_number, row in enumerate(csv.reader(decoded(handle), delimiter="\t", quoting=csv.QUOTE_NONE), 1):
+        # TSV: no quoting, one row per physical line (a quote is text); CSV: as spreadsheets write it, a quoted
+        # field may hold commas, doubled quotes and line breaks
+        rows = csv.reader(decoded(handle), delimiter=delimiter,
+                          quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL, strict=True)
+        ended = 0
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise DataFormatError(f"not CSV as spreadsheets write it ({exc})", path, ended + 1) from None
+            started, ended = ended + 1, rows.line_num
             if row and any(cell.strip() for cell in row):
-                yield line_number, row
+                yield started, row
 
 
 BEIR_SUFFIXES = (".jsonl", ".jsonl.gz", ".tsv", ".tsv.gz")
@@ -214,23 +226,23 @@ def _corpus_file(path: str | Path) -> Path:
     return beir_file(path, "corpus") if path.is_dir() else path
 
 
-TSV_SUFFIXES = (".tsv", ".tab", ".txt")
+DELIMITERS = {".tsv": "\t", ".tab": "\t", ".txt": "\t", ".csv": ","}
+"""The files read as rows of columns, by suffix, and what separates their columns."""
 QUERY_ID_HEADERS = ("qid", "query-id", "query_id", "queryid")
 QUERY_TEXT_HEADERS = ("query", "question")
 CORPUS_COLUMNS = (ID_FIELDS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
 QUERY_COLUMNS = (ID_FIELDS + QUERY_ID_HEADERS, TEXT_FIELDS + QUERY_TEXT_HEADERS, (), "id<TAB>text")
-"""A TSV file's columns: the names a header may give the id, the text and the title, and the layout without one."""
+"""A TSV or CSV file's columns: the names a header may give the id, the text and the title, and the layout without
+one (``<TAB>`` standing for the file's delimiter)."""
 
 
-def _is_tsv(path: Path) -> bool:
-    suffix = format_suffix(path)
-    if suffix == ".csv":
-        raise DataFormatError(f"CSV files are not read: semiret reads {FORMATS}", path)
-    return suffix in TSV_SUFFIXES
+def _delimiter(path: Path) -> str | None:
+    """What separates a TSV or CSV file's columns; None for JSONL."""
+    return DELIMITERS.get(format_suffix(path))
 
 
 def _header_columns(row: list[str], columns) -> tuple[int, int | None, int | None] | None:
-    """The positions of the id, text and title columns a TSV file's first row names (in any order; other named
+    """The positions of the id, text and title columns a TSV or CSV file's first row names (in any order; other named
     columns are left unread), or None when the row is not a header (it holds a document or a query): a header's
     cells are single words, one naming the id and one the text or title."""
     id_names, text_names, title_names, _ = columns
@@ -244,13 +256,14 @@ def _header_columns(row: list[str], columns) -> tuple[int, int | None, int | Non
     return found[0], found[1], found[2]
 
 
-def _tsv_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
-    """``(line, id, text, title)`` of each row of a TSV file: columns by position (the layout of ``columns``), or
-    by the names of a first row naming them. A row with more columns than that is an error rather than a text
-    cut at its first tab."""
-    layout = columns[3]
-    named, width, first = (), layout.count("<TAB>") + 1, True  # no header: by position
-    for line, row in _read_tsv_rows(path):
+def _row_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
+    """``(line, id, text, title)`` of each row of a TSV or CSV file: columns by position (the layout of
+    ``columns``), or by the names of a first row naming them. A row with more columns than that is an error rather
+    than a text cut at its first tab (or comma)."""
+    delimiter = _delimiter(path)
+    layout = columns[3].replace("<TAB>", "<TAB>" if delimiter == "\t" else delimiter)
+    named, width, first = (), columns[3].count("<TAB>") + 1, True  # no header: by position
+    for line, row in _read_rows(path):
         if first:
             first, header = False, _header_columns(row, columns)
             if header is not None:
@@ -263,7 +276,9 @@ def _tsv_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
             yield line, *(row[k] if k is not None and k < len(row) else "" for k in named)
         else:
             if not 2 <= len(row) <= width:
-                hint = " (a text holding a tab? Name the columns in a first row, or use JSONL)" * (len(row) > width)
+                hint = ((" (a text holding a tab? Name the columns in a first row, or use JSONL)" if delimiter == "\t"
+                         else " (a text holding a comma? Quote it, as spreadsheets do, or name the columns in a "
+                              "first row)") if len(row) > width else "")
                 raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
                                       path, line)
             yield line, row[0], row[1], row[2] if len(row) > 2 else ""
@@ -275,8 +290,8 @@ cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M chara
 
 
 def iter_corpus(path: str | Path) -> Iterator[Document]:
-    """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV file
-    (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not.
+    """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
+    file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
@@ -325,8 +340,8 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
 
 def _corpus_records(path: Path) -> Iterator[tuple[int, Document]]:
     """``(line, document)`` for each record of a corpus file, ids not checked yet."""
-    if _is_tsv(path):
-        for line, doc_id, text, title in _tsv_records(path, CORPUS_COLUMNS):
+    if _delimiter(path):
+        for line, doc_id, text, title in _row_records(path, CORPUS_COLUMNS):
             yield line, Document(doc_id, text, title)
     else:
         for line, _, record in iter_jsonl(path):
@@ -349,10 +364,15 @@ def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:
 
 def count_documents(path: str | Path) -> int:
     """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines, less a TSV
-    header), without parsing them: a progress bar's total, and what an index that cannot hold them all checks
-    before encoding any."""
+    header; a CSV file's rows, whose quoted fields may span lines), without parsing them: a progress bar's total,
+    and what an index that cannot hold them all checks before encoding any."""
     path = _corpus_file(path)
-    tsv = _is_tsv(path)  # a format not read is refused before the file is
+    delimiter = _delimiter(path)
+    if delimiter == ",":
+        rows = _read_rows(path)
+        first = next(rows, None)
+        return (first is not None and _header_columns(first[1], CORPUS_COLUMNS) is None) + sum(1 for _ in rows)
+    tsv = delimiter is not None
     count, first = 0, None
     with open_data_file(path) as handle:
         for raw in handle:
@@ -365,14 +385,14 @@ def count_documents(path: str | Path) -> int:
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
-    """Read queries from BEIR ``queries.jsonl`` or a TSV file (``id<TAB>text``, or columns named by a first row),
-    either gzipped or not, as ``{id: text}``."""
+    """Read queries from BEIR ``queries.jsonl`` or a TSV or CSV file (``id<TAB>text``, or columns named by a first
+    row), either gzipped or not, as ``{id: text}``."""
     path = Path(path)
     if path.is_dir():
         path = beir_file(path, "queries")
     queries: dict[str, str] = {}
-    if _is_tsv(path):
-        rows = ((line, query_id, text) for line, query_id, text, _ in _tsv_records(path, QUERY_COLUMNS))
+    if _delimiter(path):
+        rows = ((line, query_id, text) for line, query_id, text, _ in _row_records(path, QUERY_COLUMNS))
     else:
         def fields(record: dict, line: int) -> tuple[int, str, str]:
             try:

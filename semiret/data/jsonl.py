@@ -12,7 +12,7 @@ from semiret.errors import DataFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
-FORMATS = "JSONL (.jsonl, .json, .ndjson) or TSV (.tsv, .tab, .txt), either gzipped (.gz) or not"
+FORMATS = "JSONL (.jsonl, .json, .ndjson), TSV (.tsv, .tab, .txt) or CSV (.csv), either gzipped (.gz) or not"
 """What the data readers take, for messages."""
 
 

@@ -703,7 +703,7 @@ def _documents(documents, call: str) -> Iterable[Document]:
     if isinstance(documents, PurePath) or (isinstance(documents, str) and documents.lower().endswith(
             (*FILE_SUFFIXES, ".gz"))):
         raise SemiretError(f"{call} takes documents, not a file's name: read {str(documents)!r} with "
-                           f"semiret.data.iter_corpus (JSONL or TSV, gzipped or not): {call}(iter_corpus(path), ...)")
+                           f"semiret.data.iter_corpus (JSONL, TSV or CSV, gzipped or not): {call}(iter_corpus(path), ...)")
     if isinstance(documents, (Document, dict, str, bytes)):
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")

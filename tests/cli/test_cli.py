@@ -129,7 +129,8 @@ def test_add_delete_merge_info(tmp_path, index_dir):
 
 
 def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
-    """``cat docs.jsonl | semiret index --data - ...``, ``... | semiret add - ...``: JSONL, TSV or gzipped JSONL."""
+    """``cat docs.jsonl | semiret index --data - ...``, ``... | semiret add - ...``: JSONL, TSV or CSV, gzipped or
+    not."""
     import gzip
 
     jsonl = "".join(json.dumps({"_id": d.id, "text": d.text}) + "\n" for d in TINY_DOCS)
@@ -138,7 +139,9 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
     assert json.loads(built.stdout)["documents"] == len(TINY_DOCS)
     for name, given in (("t1", b"t1\ta quokka in the garden\n"),
                         ("g1", gzip.compress(b'{"_id": "g1", "text": "a gzipped quokka"}\n')),
-                        ("g2", gzip.compress(b"g2\ta gzipped quokka in a table\n"))):
+                        ("g2", gzip.compress(b"g2\ta gzipped quokka in a table\n")),
+                        ("c1", b'id,text\nc1,"a quokka, quoted"\n'),
+                        ("c2", gzip.compress(b"c2,a gzipped quokka in a spreadsheet\n"))):
         added = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input=given)
         assert added.exit_code == 0, added.output
         assert name in {h["id"] for h in json_lines(invoke("search", "--index", tmp_path / "idx", "--json",
@@ -147,7 +150,7 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
     assert bad.exit_code != 0 and "<stdin>:2:" in bad.output and "semiret-stdin" not in bad.output
     repeated = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input="r1\ta\nr1\tb\n")
     assert "<stdin>:2: duplicate document id 'r1' (first seen on line 1)" in repeated.output
-    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 3
+    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 5
 
 
 def test_eval_json_is_one_object(beir_dir, tmp_path):

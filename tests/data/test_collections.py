@@ -1,7 +1,8 @@
-"""Data formats: BEIR collections, plain JSONL/TSV corpora, qrels, TREC runs, and bad input."""
+"""Data formats: BEIR collections, plain JSONL/TSV/CSV corpora, qrels, TREC runs, and bad input."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import re
@@ -11,7 +12,7 @@ import pytest
 
 from semiret.data import Collection, Document, iter_corpus, read_qrels, read_queries, read_trec_run, write_trec_run
 from semiret.data import collection as collection_module
-from semiret.data.collection import batched
+from semiret.data.collection import batched, count_documents
 from semiret.errors import DataFormatError, SemiretError
 
 from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_jsonl
@@ -62,7 +63,6 @@ def test_collection_unknown_split_and_missing_corpus(beir_dir, tmp_path):
 
 def test_a_beir_folder_of_gzipped_or_tsv_files_is_read(beir_dir, tmp_path):
     """``corpus`` and ``queries`` of a BEIR folder may be gzipped or TSV, as files given alone may be."""
-    import gzip
     import shutil
 
     plain = Collection(beir_dir)
@@ -111,7 +111,6 @@ def test_tsv_corpus_with_optional_title(tmp_path):
 
 
 def test_a_tsv_corpus_header_is_not_a_document(tmp_path):
-    from semiret.data.collection import count_documents
 
     path = tmp_path / "docs.tsv"
     path.write_text("id\ttext\ttitle\n1\thello world\tgreeting\n2\tfoo bar\t\n")
@@ -124,7 +123,6 @@ def test_a_tsv_corpus_header_is_not_a_document(tmp_path):
 def test_a_tsv_header_names_the_columns_in_any_order(tmp_path):
     """Columns are read by the names a header gives them: a title before the text is not swapped with it, and a
     column semiret does not read (a url, a year) is left out rather than taken for the title."""
-    from semiret.data.collection import count_documents
 
     path = tmp_path / "docs.tsv"
     path.write_text("id\ttitle\ttext\na\tStatins Title\tthe body\n", encoding="utf-8")
@@ -154,9 +152,7 @@ def test_a_tsv_row_with_more_or_fewer_columns_than_its_layout_is_refused(tmp_pat
 
 
 def test_gzipped_files_read_as_their_contents(tmp_path):
-    import gzip
 
-    from semiret.data.collection import count_documents
 
     corpus = tmp_path / "corpus.jsonl.gz"
     corpus.write_bytes(gzip.compress(b'{"_id": "a", "text": "one"}\n{"_id": "b", "text": "two"}\n'))
@@ -172,11 +168,38 @@ def test_gzipped_files_read_as_their_contents(tmp_path):
     assert read_qrels(qrels) == {"q1": {"d1": 1}}
 
 
+def test_csv_corpora_and_queries_read_as_spreadsheets_write_them(tmp_path):
+    corpus = tmp_path / "docs.csv"
+    corpus.write_text('\ufeffurl,title,Text,id\r\n'
+                      'http://a,"Statins, and the heart","He said ""yes"",\r\nthen left",a\r\n'
+                      '\r\n'
+                      'http://b,,plain text,b\r\n', encoding="utf-8")
+    assert list(iter_corpus(corpus)) == [Document("a", 'He said "yes",\r\nthen left', "Statins, and the heart"),
+                                         Document("b", "plain text")]
+    assert count_documents(corpus) == 2  # rows, not lines: a quoted field spans two
+    positional = tmp_path / "plain.csv.gz"
+    positional.write_bytes(gzip.compress(b'1,"one, two"\n2,three,The title\n'))
+    assert list(iter_corpus(positional)) == [Document("1", "one, two"), Document("2", "three", "The title")]
+    assert count_documents(positional) == 2
+    queries = tmp_path / "queries.csv"
+    queries.write_text('query_id,question\nq1,"what, exactly?"\n', encoding="utf-8")
+    assert read_queries(queries) == {"q1": "what, exactly?"}
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text('id,text\na,"one\nspanning"\nb,two\na,three\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"repeated.csv:5: duplicate document id 'a' \(first seen on line 2\)"):
+        list(iter_corpus(repeated))
+    wide = tmp_path / "wide.csv"
+    wide.write_text("a,one,title,extra\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"wide.csv:1: expected 'id,text\[,title\]', got 4 columns "
+                                              r"\(a text holding a comma\? Quote it"):
+        list(iter_corpus(wide))
+    unclosed = tmp_path / "unclosed.csv"
+    unclosed.write_text('id,text\na,"never closed\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"unclosed.csv:2: not CSV as spreadsheets write it"):
+        list(iter_corpus(unclosed))
+
+
 def test_other_formats_are_named(tmp_path):
-    csv = tmp_path / "docs.csv"
-    csv.write_text("id,text\na,one\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"docs.csv: CSV files are not read: semiret reads JSONL"):
-        list(iter_corpus(csv))
     text = tmp_path / "docs.txt"  # .txt is TSV, as for queries
     text.write_text("a\tone\n", encoding="utf-8")
     assert list(iter_corpus(text)) == [Document("a", "one")]
@@ -369,7 +392,6 @@ def test_duplicate_document_ids(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".tsv.gz"])
 def test_repeats_are_found_across_and_within_the_reader_s_chunks(tmp_path, monkeypatch, suffix):
-    import gzip
 
     monkeypatch.setattr(collection_module, "READ_CHUNK", 4)
     ids = [f"doc-{i}" for i in range(30)]
@@ -542,7 +564,6 @@ def test_corpus_is_streamed(tmp_path):
 
 
 def test_count_documents_counts_what_iter_corpus_reads(tmp_path):
-    from semiret.data.collection import count_documents
 
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": str(i), "text": "x"} for i in range(5)])
     path.write_text(path.read_text() + "\n  \n")  # blank lines are not documents
