@@ -203,6 +203,16 @@ def _corpus_source(name: str) -> Iterator[Path]:
             raise DataFormatError(str(exc).replace(str(path), "<stdin>")) from None
 
 
+def _metadata_fields_option():
+    return typer.Option(None, help="Fields (columns a first row names) of the corpus to keep in each document's "
+                                   "metadata beside its metadata object, comma-separated, to filter on ('*': all "
+                                   "besides the id, text and title).")
+
+
+def _metadata_fields(value: str | None) -> list[str] | None:
+    return None if value is None else [name.strip() for name in value.split(",")]
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -269,6 +279,7 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder or a corp
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option(),
           buffer_mb: Optional[float] = _buffer_option(),
+          metadata_fields: Optional[str] = _metadata_fields_option(),
           options: dict = None):
     """Build an index from a corpus."""
     from semiret.data.chunking import Chunking
@@ -281,7 +292,7 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder or a corp
     with _corpus_source(data) as source:
         if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
             check_build_target(out, overwrite, source=source)
-        documents, total = iter_corpus(source), count_documents(source)
+        documents, total = iter_corpus(source, _metadata_fields(metadata_fields)), count_documents(source)
         if shard is not None:
             documents, total = corpus_shard(documents, shard, total)
         chunking = Chunking.of_options(chunk_words, chunk_overlap)
@@ -495,14 +506,15 @@ app.command()(command_with_options(explain, _option_classes("queries"), help_suf
 
 
 @app.command()
-def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv; - reads standard input)."),
+def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.csv; - reads standard input)."),
         index: Path = typer.Option(..., help="Index directory."),
         replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
         threads: Optional[int] = _encoding_threads_option(),
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option(),
-        buffer_mb: Optional[float] = _buffer_option("add")):
+        buffer_mb: Optional[float] = _buffer_option("add"),
+        metadata_fields: Optional[str] = _metadata_fields_option()):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import count_documents, iter_corpus
     from semiret.search.retrievers import open_retriever
@@ -511,8 +523,8 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv; -
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     with _corpus_source(corpus) as source:
-        added = searcher.add(iter_corpus(source), replace=replace, buffer_mb=buffer_mb,
-                             total=count_documents(source))
+        added = searcher.add(iter_corpus(source, _metadata_fields(metadata_fields)), replace=replace,
+                             buffer_mb=buffer_mb, total=count_documents(source))
     segments = getattr(searcher.index, "segments", None)
     console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {searcher.index.n_docs} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))

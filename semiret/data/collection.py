@@ -11,10 +11,11 @@ import csv
 import itertools
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from semiret.data.ids import IdHashSet
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
@@ -23,7 +24,7 @@ from semiret.errors import DataFormatError, SemiretError
 log = logging.getLogger(__name__)
 
 ID_FIELDS = ("_id", "id", "docid", "doc_id", "qid")
-TEXT_FIELDS = ("text", "contents", "content", "body", "query")
+TEXT_FIELDS = ("text", "contents", "content", "body", "abstract", "passage", "query")
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -142,13 +143,40 @@ def record_fields(record: dict) -> dict:
     return fields_found
 
 
-def record_document(record: dict) -> Document:
+EVERY_FIELD = "*"
+"""As ``metadata_fields``: every field besides a document's id, text, title and metadata."""
+READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + ("title", "metadata"))
+"""The names of the fields a corpus reader reads as a document's id, text, title and metadata."""
+
+
+def other_fields(names: Iterable[str]) -> list[str]:
+    """Those of ``names`` (a record's fields, a header's columns) a corpus reader does not read by default."""
+    return [name for name in names if name.strip().lower() not in READ_FIELDS]
+
+
+def check_metadata_fields(fields: Sequence[str] | None) -> tuple[str, ...] | None:
+    """``metadata_fields`` as a tuple of names (``*``: every other field), or a clear error."""
+    if fields is None:
+        return None
+    if isinstance(fields, str) or not all(isinstance(f, str) and f.strip() for f in fields) or not fields:
+        raise SemiretError(f"metadata fields (metadata_fields, --metadata-fields) are names of a corpus's fields, "
+                           f"or {EVERY_FIELD} for all of them, got {fields!r}")
+    return tuple(f.strip() for f in fields)
+
+
+def record_document(record: dict, metadata_fields: Sequence[str] | None = None) -> Document:
     """The :class:`Document` a JSON object describes (:func:`record_fields`); a value of the wrong type is a
-    ValueError naming its field."""
+    ValueError naming its field. The fields named by ``metadata_fields`` (:data:`EVERY_FIELD`: all of
+    :func:`other_fields`) join its metadata, where its ``metadata`` object does not hold them already."""
     doc_id, text, title = _document_fields(record)
     metadata = record.get("metadata") or None
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"field 'metadata' must be an object, got {type(metadata).__name__}")
+    if metadata_fields:
+        named = other_fields(record) if EVERY_FIELD in metadata_fields else metadata_fields
+        lifted = {name: record[name] for name in named if name in record}
+        if lifted:
+            metadata = lifted | (metadata or {})
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
                     _as_string("title", title, "title"), metadata)
 
@@ -256,24 +284,46 @@ def _header_columns(row: list[str], columns) -> tuple[int, int | None, int | Non
     return found[0], found[1], found[2]
 
 
-def _row_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
-    """``(line, id, text, title)`` of each row of a TSV or CSV file: columns by position (the layout of
-    ``columns``), or by the names of a first row naming them. A row with more columns than that is an error rather
-    than a text cut at its first tab (or comma)."""
+def _cell_value(cell: str):
+    """A TSV or CSV cell as a metadata value: a number or true/false as written in JSON is that value (as
+    ``--filter year=2020`` reads it), anything else its text (``00123`` stays text)."""
+    try:
+        value = json.loads(cell)
+    except ValueError:
+        return cell
+    return value if isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)) else cell
+
+
+def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = None,
+                 unread: list[str] | None = None) -> Iterator[tuple[int, str, str, str, dict | None]]:
+    """``(line, id, text, title, metadata)`` of each row of a TSV or CSV file: columns by position (the layout of
+    ``columns``), or by the names of a first row naming them, which also names the columns ``metadata_fields`` lifts
+    into each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (added to ``unread``). A
+    row with more columns than that is an error rather than a text cut at its first tab (or comma)."""
     delimiter = _delimiter(path)
     layout = columns[3].replace("<TAB>", "<TAB>" if delimiter == "\t" else delimiter)
-    named, width, first = (), columns[3].count("<TAB>") + 1, True  # no header: by position
+    named, width, first, lifted = (), columns[3].count("<TAB>") + 1, True, []  # no header: by position
     for line, row in _read_rows(path):
         if first:
             first, header = False, _header_columns(row, columns)
             if header is not None:
                 named, header_line, width = header, line, len(row)
+                others = [(name.strip(), k) for k, name in enumerate(row) if k not in named]
+                wanted = {f.lower() for f in metadata_fields or ()}
+                lifted = [(name, k) for name, k in others if EVERY_FIELD in wanted or name.lower() in wanted]
+                if unread is not None and metadata_fields is None:
+                    unread.extend(other_fields(name for name, _ in others))
                 continue
+            if metadata_fields:
+                raise DataFormatError("metadata fields are columns a first row names, and this file's first row "
+                                      f"names no id column ({', '.join(columns[0])}) beside a text ("
+                                      f"{', '.join(columns[1])}) or title column", path, line)
         if named:
             if len(row) > width:
                 raise DataFormatError(f"{len(row)} columns, but the header on line {header_line} names {width}",
                                       path, line)
-            yield line, *(row[k] if k is not None and k < len(row) else "" for k in named)
+            metadata = {name: _cell_value(row[k]) for name, k in lifted if k < len(row) and row[k]}
+            yield line, *(row[k] if k is not None and k < len(row) else "" for k in named), metadata or None
         else:
             if not 2 <= len(row) <= width:
                 hint = ((" (a text holding a tab? Name the columns in a first row, or use JSONL)" if delimiter == "\t"
@@ -281,7 +331,7 @@ def _row_records(path: Path, columns) -> Iterator[tuple[int, str, str, str]]:
                               "first row)") if len(row) > width else "")
                 raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
                                       path, line)
-            yield line, row[0], row[1], row[2] if len(row) > 2 else ""
+            yield line, row[0], row[1], row[2] if len(row) > 2 else "", None
 
 
 READ_CHUNK = 256
@@ -289,23 +339,26 @@ READ_CHUNK = 256
 cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M characters."""
 
 
-def iter_corpus(path: str | Path) -> Iterator[Document]:
+def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
-    file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not.
+    file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not. ``metadata_fields``
+    names the other fields (columns) to keep in each document's metadata (``["*"]``: all of them); without it, the
+    other fields of the first document are named in a warning.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
     by reading the file again).
     """
     path = _corpus_file(path)
+    metadata_fields = check_metadata_fields(metadata_fields)
     seen = IdHashSet()
-    truncated, spaced, first_spaced = 0, 0, None
+    truncated, spaced, first_spaced, unread = 0, 0, None, []
     malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
 
     def until_malformed() -> Iterator[tuple[int, Document]]:
         nonlocal truncated
         try:
-            for line, document in _corpus_records(path):
+            for line, document in _corpus_records(path, metadata_fields, unread):
                 if len(document.text) > MAX_DOC_CHARS:
                     truncated += 1
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
@@ -336,17 +389,28 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
     if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
                     "can)", path, spaced, first_spaced)
+    if unread:
+        log.warning("%s: the field%s %s of its documents %s left out: metadata_fields (--metadata-fields %s, or %s "
+                    "for all) keeps them as metadata, to filter on", path, "s" * (len(unread) > 1),
+                    ", ".join(map(repr, unread[:8])) + (", ..." if len(unread) > 8 else ""),
+                    "are" if len(unread) > 1 else "is", ",".join(unread[:8]), EVERY_FIELD)
 
 
-def _corpus_records(path: Path) -> Iterator[tuple[int, Document]]:
-    """``(line, document)`` for each record of a corpus file, ids not checked yet."""
+def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
+                    unread: list[str] | None = None) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` for each record of a corpus file, ids not checked yet; the fields of its first record
+    (its header's columns) that are not read are added to ``unread``, without ``metadata_fields``."""
     if _delimiter(path):
-        for line, doc_id, text, title in _row_records(path, CORPUS_COLUMNS):
-            yield line, Document(doc_id, text, title)
+        for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, unread):
+            yield line, Document(doc_id, text, title, metadata)
     else:
+        first = True
         for line, _, record in iter_jsonl(path):
+            if first and unread is not None and metadata_fields is None:
+                unread.extend(other_fields(record))
+            first = False
             try:
-                yield line, record_document(record)
+                yield line, record_document(record, metadata_fields)
             except ValueError as exc:
                 raise DataFormatError(str(exc), path, line) from None
 
@@ -392,7 +456,7 @@ def read_queries(path: str | Path) -> dict[str, str]:
         path = beir_file(path, "queries")
     queries: dict[str, str] = {}
     if _delimiter(path):
-        rows = ((line, query_id, text) for line, query_id, text, _ in _row_records(path, QUERY_COLUMNS))
+        rows = ((line, query_id, text) for line, query_id, text, *_ in _row_records(path, QUERY_COLUMNS))
     else:
         def fields(record: dict, line: int) -> tuple[int, str, str]:
             try:

@@ -608,3 +608,40 @@ def test_a_collection_opens_by_its_name_under_the_shared_data_as_the_cli_does(tm
     assert Collection(beir_dir).root == beir_dir  # a path is a path
     with pytest.raises(SemiretError, match="^no dataset 'yours' under"):
         Collection("yours")
+
+
+def test_metadata_fields_keep_a_corpus_s_other_fields_as_metadata(tmp_path, caplog):
+    from semiret.errors import SemiretError
+
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text(json.dumps({"id": "a", "contents": "one", "url": "http://a", "year": 2001,
+                                 "metadata": {"year": 1999, "lang": "en"}}) + "\n"
+                     + json.dumps({"id": "b", "contents": "two", "tags": ["x", "y"]}) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert list(iter_corpus(jsonl)) == [Document("a", "one", metadata={"year": 1999, "lang": "en"}),
+                                            Document("b", "two")]
+    assert "the fields 'url', 'year' of its documents are left out: metadata_fields (--metadata-fields url,year" \
+        in caplog.text
+    caplog.clear()
+    named = list(iter_corpus(jsonl, ["url", "year", "absent"]))
+    assert [d.metadata for d in named] == [{"url": "http://a", "year": 1999, "lang": "en"}, None]  # its object wins
+    assert [d.metadata for d in iter_corpus(jsonl, ["*"])] == [{"url": "http://a", "year": 1999, "lang": "en"},
+                                                               {"tags": ["x", "y"]}]
+    assert "left out" not in caplog.text
+    for bad in ("url", [], ["url", ""], [3]):
+        with pytest.raises(SemiretError, match="metadata fields"):
+            list(iter_corpus(jsonl, bad))
+
+    table = tmp_path / "docs.csv"
+    table.write_text("ID,Year,title,Text,Zip,Note\n1,2020,T1,first,00123,\n2,x,T2,second,4,\"a, b\"\n",
+                     encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert [d.metadata for d in iter_corpus(table)] == [None, None]
+    assert "the fields 'Year', 'Zip', 'Note' of its documents are left out" in caplog.text
+    assert [d.metadata for d in iter_corpus(table, ["year", "NOTE"])] == [{"Year": 2020}, {"Year": "x", "Note": "a, b"}]
+    assert [(d.title, d.metadata) for d in iter_corpus(table, ["*"])] == [
+        ("T1", {"Year": 2020, "Zip": "00123"}), ("T2", {"Year": "x", "Zip": 4, "Note": "a, b"})]
+    headless = tmp_path / "plain.tsv"
+    headless.write_text("1\tfirst\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"plain.tsv:1: metadata fields are columns a first row names"):
+        list(iter_corpus(headless, ["*"]))

@@ -277,3 +277,20 @@ def test_facets_count_the_values_documents_hold(tmp_path):
             {"value": v, "count": c} for v, c in retriever.facet("tags", web)]
         bad = client.post("/indexes/docs/facet", json={"field": "a..b"})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "field"]
+
+
+def test_a_spreadsheet_s_columns_become_metadata_to_filter_on(tmp_path):
+    table = tmp_path / "papers.csv"
+    table.write_text("id,title,abstract,year,venue\n"
+                     + "".join(f'p{i},Paper {i},"statins, heart risk and trial {i}",{2018 + i % 3},'
+                               f'{["Nature", "BMJ"][i % 2]}\n' for i in range(12)), encoding="utf-8")
+    runner = CliRunner()
+    built = runner.invoke(app, ["index", "--data", str(table), "--out", str(tmp_path / "idx"),
+                                "--metadata-fields", "year,venue"])
+    assert built.exit_code == 0, built.output
+    counted = runner.invoke(app, ["count", str(tmp_path / "idx"), "--filter", "year=2019", "--filter", "venue=BMJ"])
+    assert counted.exit_code == 0 and counted.stdout.strip() == "2"  # p1 and p7
+    added = tmp_path / "more.csv"
+    added.write_text("id,abstract,year\nq1,statins again,2019\n", encoding="utf-8")
+    assert runner.invoke(app, ["add", str(added), "--index", str(tmp_path / "idx"), "--metadata-fields", "*"]).exit_code == 0
+    assert open_retriever(tmp_path / "idx").count({"year": 2019}) == 5

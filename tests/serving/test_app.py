@@ -351,7 +351,7 @@ def test_upsert_streams_jsonl(client, indexes):
                                                       "within one request"}),
     ("application/json", {"documents": [{"_id": "n1", "text": "new"}, {"_id": "n2", "body_text": "misnamed"}]}, 422,
      {"loc": ["body", "documents", 1], "msg": "Value error, missing text field (one of 'text', 'contents', 'content', "
-                                              "'body', 'query')"}),
+                                              "'body', 'abstract', 'passage', 'query')"}),
     ("application/json", {"documents": [{"text": "no id at all"}]}, 422, {"loc": ["body", "documents", 0]}),
     ("application/json", {"documents": [{"_id": "n1", "title": 5, "text": "x"}]}, 422,
      {"loc": ["body", "documents", 0, "title"]}),
