@@ -65,7 +65,6 @@ class ClusteredDenseIndex(DenseIndex):
     """An open clustered dense index directory."""
 
     FORMAT = "semiret.clustered-dense"
-    VERSION = 1
     DESCRIPTION = "clustered dense index"
     batch_type = ClusteredEmbeddings
 

@@ -136,7 +136,6 @@ class DenseIndex(SegmentedIndex):
     """An open dense index directory."""
 
     FORMAT = "semiret.dense"
-    VERSION = 1
     DESCRIPTION = "dense index"
     batch_type = Embeddings
 

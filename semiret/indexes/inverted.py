@@ -236,7 +236,6 @@ class InvertedIndex(SegmentedIndex):
     """An open inverted index directory: postings segments, BM25 statistics, a growable word vocabulary."""
 
     FORMAT = "semiret.inverted"
-    VERSION = 1
     batch_type = Postings
 
     def __init__(self, path: Path, meta: dict, vocab: TermDictionary | list[str] | None = None):

@@ -359,7 +359,12 @@ class SegmentedIndex(ABC):
     """
 
     FORMAT: ClassVar[str]
-    VERSION: ClassVar[int]
+    VERSION: ClassVar[int] = 2
+    """The format version this code writes: any commit records it, so that an older semiret, which would drop what
+    it does not know of (metadata tables, passage records, merge buffers), refuses the index instead. 2: metadata
+    tables, ``chunking``, ``buffer_mb`` and filled segments, all of 2026-11-29/30."""
+    OLDEST_VERSION: ClassVar[int] = 1
+    """The oldest format version this code reads (and upgrades on its first write)."""
     DESCRIPTION: ClassVar[str] = "index"
     batch_type: ClassVar[type]
     part_of: Path | None = None
@@ -464,8 +469,7 @@ class SegmentedIndex(ABC):
         attempt = 0
         while True:
             meta, stamp = read_commit(path, cls.FORMAT)
-            if meta.get("version") != cls.VERSION:
-                raise IndexFormatError(f"{path}: {cls.DESCRIPTION} format version {meta.get('version')} is not supported")
+            cls._check_version(path, meta)
             try:
                 index = cls(path, meta)
             except (IndexFormatError, OSError):
@@ -475,6 +479,17 @@ class SegmentedIndex(ABC):
                 raise
             index.snapshot.stamp = stamp
             return index
+
+    @classmethod
+    def _check_version(cls, path: Path, meta: dict) -> None:
+        """Refuse a commit of a format version this code does not read: a newer semiret's, with what to do."""
+        version = meta.get("version")
+        if isinstance(version, int) and version > cls.VERSION:
+            raise IndexFormatError(f"{path}: {cls.DESCRIPTION} format version {version}, written by a newer semiret "
+                                   f"(this one reads versions {cls.OLDEST_VERSION} to {cls.VERSION}): upgrade "
+                                   "semiret to open it (pip install -U semiret)")
+        if not isinstance(version, int) or version < cls.OLDEST_VERSION:
+            raise IndexFormatError(f"{path}: {cls.DESCRIPTION} format version {version!r} is not supported")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -716,6 +731,7 @@ class SegmentedIndex(ABC):
         attempt = 0
         while commit_stamp(self.path) != self.snapshot.stamp:
             meta, stamp = read_commit(self.path, self.FORMAT)
+            self._check_version(self.path, meta)
             # segments are re-used by name, unless the directory holds another index now (rebuilt)
             same_index = build_of(meta) == build_of(self.meta)
             if not same_index and _made_as(meta) != _made_as(self.meta):
@@ -1138,6 +1154,7 @@ class SegmentedIndex(ABC):
         change."""
         for info, segment in zip(self.meta["segments"], self.segments):
             info["n_deleted"] = segment.n_deleted
+        self.meta["version"] = self.VERSION  # what it may now hold: an older semiret refuses it
         atomic_write_json(self.path / META_FILE, self.meta)
 
     # ------------------------------------------------------------------ search results
@@ -1391,6 +1408,9 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
         merged.merge(buffer_mb=buffer_mb)
         with merged._change() as draft:  # segments the merge left as they were, normalised by the whole corpus too
             draft._renormalise(exact=range(len(draft.segments)), discard=True)
+            # another index than the first shard, whose segment names it repeats: readers of an index it replaces
+            # (--overwrite) must open it anew, not keep their segments of those names
+            draft.meta["build"] = secrets.token_hex(8)
     return open_index(target)
 
 

@@ -201,8 +201,13 @@ def test_opening_checks_format_and_version(tmp_path, registry):
     with pytest.raises(IndexFormatError, match="holds a 'test.priority' index, not 'semiret.inverted'"):
         InvertedIndex.open(tmp_path / "idx")
     meta_path.write_text(json.dumps({**meta, "version": 99}))
-    with pytest.raises(IndexFormatError, match="priority index format version 99 is not supported"):
+    with pytest.raises(IndexFormatError, match=r"priority index format version 99, written by a newer semiret \(this "
+                                               r"one reads versions 1 to 3\): upgrade semiret"):
         open_index(tmp_path / "idx")
+    for unknown in (0, "2"):
+        meta_path.write_text(json.dumps({**meta, "version": unknown}))
+        with pytest.raises(IndexFormatError, match=f"priority index format version {unknown!r} is not supported"):
+            open_index(tmp_path / "idx")
     meta_path.write_text(json.dumps({**meta, "format": "nobody.knows"}))
     with pytest.raises(IndexFormatError) as error:
         open_index(tmp_path / "idx")

@@ -69,3 +69,22 @@ def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, cor
         merge_shards(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"])
     assert "replace" not in str(repeated.value) and "hold different documents" in str(repeated.value)
     assert not (tmp_path / "ab").exists() and not (tmp_path / "ac").exists()
+
+
+def test_a_reader_of_an_index_replaced_by_merged_shards_opens_the_new_one(tmp_path):
+    from semiret.data import Document
+    from semiret.search import BM25Retriever
+
+    first = [Document(f"a{i}", f"quokka {i} garden") for i in range(30)]
+    second = [Document(f"b{i}", f"wombat {i} burrow") for i in range(20)]
+    BM25Retriever.build(first, tmp_path / "s0")
+    BM25Retriever.build(second, tmp_path / "s1")
+    merge_shards(tmp_path / "merged", [tmp_path / "s0", tmp_path / "s1"])
+    reader = open_retriever(tmp_path / "merged")  # a server's long-lived handle
+    assert reader.index.n_docs == 50
+    BM25Retriever.build(first[:10], tmp_path / "t0")
+    BM25Retriever.build([Document("c0", "platypus river")], tmp_path / "t1")
+    merge_shards(tmp_path / "merged", [tmp_path / "t0", tmp_path / "t1"], overwrite=True)  # same segment names
+    assert reader.index.refresh()
+    assert reader.index.n_docs == 11 and reader.search("wombat", k=5) == [] \
+        and reader.search("platypus", k=1)[0].id == "c0"
