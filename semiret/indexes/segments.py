@@ -919,7 +919,8 @@ class SegmentedIndex(ABC):
         ours, theirs = self.shard_record(self.meta), self.shard_record(other.meta)
         if ours != theirs:
             differences = "; ".join(_differences(ours, theirs))
-            raise SemiretError(f"{other.path} was not built like {self.path} ({differences}): they cannot be merged")
+            raise SemiretError(f"{other.path} was not built like {self.path} ({differences}): they cannot be merged "
+                               "(build both with the same options and semiret version)")
         limit = self._buffer_bytes(buffer_mb)
         with progress.StepBar(f"adding {other.path.name}", other.n_docs) as bar:
             parts = ((self._translated(other, batch), []) for batch in _counted(
