@@ -525,7 +525,8 @@ class SegmentedIndex(ABC):
         live = sum(s.n_docs - s.n_deleted for s in segments)
         return {"kind": self.kind, "documents": live, "deleted": sum(s.n_docs for s in segments) - live,
                 "segments": len(segments), "size_bytes": self.size_on_disk(),
-                "buffer_mb": self._buffer_bytes(None) / 2**20}  # what a merge folds segments into by default
+                "buffer_mb": self._buffer_bytes(None) / 2**20,  # what a merge folds segments into by default
+                "format_version": self.meta["version"]}
 
     # ------------------------------------------------------------------ documents
     def locate(self, doc_id: str) -> tuple[Segment, int] | None:

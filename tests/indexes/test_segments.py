@@ -107,7 +107,8 @@ def test_a_registered_kind_builds_changes_and_opens_through_open_index(tmp_path,
     assert reopened.get_document("a").text == "text of a" and reopened.get_document("b") is None
     assert reopened.live_ids() == ["c", "d", "a"]  # live documents in the order they were added
     assert reopened.describe() | {"size_bytes": 0} == {"kind": "priority", "documents": 3, "deleted": 2,
-                                                       "segments": 3, "size_bytes": 0, "buffer_mb": 0.0}
+                                                       "segments": 3, "size_bytes": 0, "buffer_mb": 0.0,
+                                                       "format_version": 3}
     reopened.merge()
     merged = open_index(tmp_path / "idx")
     assert len(merged.segments) == 1 and merged.n_docs == merged.n_stored == 3
