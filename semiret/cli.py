@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -193,7 +194,7 @@ def _corpus_source(name: str) -> Iterator[Path]:
             zipped = start.read(2) == b"\x1f\x8b"
         with (gzip.open if zipped else open)(spooled, "rb") as start:
             head = start.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-        line = head.split(b"\n", 1)[0]
+        line = re.sub(rb'"(?:[^"]|"")*"', b"", head.split(b"\n", 1)[0])  # a CSV's quoted fields may hold tabs
         suffix = (".jsonl" if head[:1] in (b"{", b"[", b"") else ".csv" if b"\t" not in line and b"," in line
                   else ".tsv") + (".gz" if zipped else "")
         path = spooled.rename(spooled.with_suffix(suffix))
@@ -210,7 +211,7 @@ def _metadata_fields_option():
 
 
 def _metadata_fields(value: str | None) -> list[str] | None:
-    return None if value is None else [name.strip() for name in value.split(",")]
+    return None if value is None else value.split(",")
 
 
 def _count(n: int, noun: str) -> str:

@@ -149,9 +149,21 @@ READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + ("title", "metadata"))
 """The names of the fields a corpus reader reads as a document's id, text, title and metadata."""
 
 
-def other_fields(names: Iterable[str]) -> list[str]:
-    """Those of ``names`` (a record's fields, a header's columns) a corpus reader does not read by default."""
-    return [name for name in names if name.strip().lower() not in READ_FIELDS]
+def other_fields(names: Iterable[str], header: bool = False) -> list[str]:
+    """Those of ``names`` (a JSON record's fields, or a ``header``'s columns, named in any case) a corpus reader does
+    not read as a document's id, text, title or metadata, each once."""
+    return [name for name in dict.fromkeys(names) if (name.strip().lower() if header else name) not in READ_FIELDS]
+
+
+def _kept_fields(names: Iterable[str], metadata_fields: Sequence[str], header: bool = False) -> list[str]:
+    """Those of :func:`other_fields` that ``metadata_fields`` keeps (:data:`EVERY_FIELD`: all; a header's columns
+    named in any case)."""
+    others = other_fields(names, header)
+    if EVERY_FIELD in metadata_fields:
+        return others
+    key = (lambda name: name.strip().lower()) if header else (lambda name: name)
+    wanted = {key(name) for name in metadata_fields}
+    return [name for name in others if key(name) in wanted]
 
 
 def check_metadata_fields(fields: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -173,8 +185,7 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"field 'metadata' must be an object, got {type(metadata).__name__}")
     if metadata_fields:
-        named = other_fields(record) if EVERY_FIELD in metadata_fields else metadata_fields
-        lifted = {name: record[name] for name in named if name in record}
+        lifted = {name: record[name] for name in _kept_fields(record, metadata_fields)}
         if lifted:
             metadata = lifted | (metadata or {})
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
@@ -217,6 +228,9 @@ def _read_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                 raise DataFormatError(f"invalid UTF-8 at byte {exc.start} of the line", path, line_number) from None
 
     delimiter = _delimiter(path)
+    # the csv module refuses fields over 128 KiB by default (a process-wide limit): documents are cut at
+    # MAX_DOC_CHARS with a warning instead, as JSONL ones are
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     with open_data_file(path) as handle:
         # TSV: no quoting, one row per physical line (a quote is text); CSV: as spreadsheets write it, a quoted
         # field may hold commas, doubled quotes and line breaks
@@ -229,13 +243,17 @@ def _read_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise DataFormatError(f"not CSV as spreadsheets write it ({exc})", path, ended + 1) from None
+                what = "not CSV as spreadsheets write it" if delimiter == "," else "unreadable TSV"
+                raise DataFormatError(f"{what} ({exc})", path, ended + 1) from None
             started, ended = ended + 1, rows.line_num
             if row and any(cell.strip() for cell in row):
                 yield started, row
 
 
-BEIR_SUFFIXES = (".jsonl", ".jsonl.gz", ".tsv", ".tsv.gz")
+CSV_FIELD_LIMIT = 2**31 - 1
+"""The longest field the TSV and CSV readers take (the csv module's limit, a C long's largest on every platform)."""
+
+BEIR_SUFFIXES = (".jsonl", ".jsonl.gz", ".tsv", ".tsv.gz", ".csv", ".csv.gz")
 """What a BEIR folder's ``corpus`` and ``queries`` files may be (the first found is read)."""
 
 
@@ -265,23 +283,18 @@ one (``<TAB>`` standing for the file's delimiter)."""
 
 
 def _delimiter(path: Path) -> str | None:
-    """What separates a TSV or CSV file's columns; None for JSONL."""
+    """What separates a TSV or CSV file's columns (by its name); None for any other file (read as JSONL)."""
     return DELIMITERS.get(format_suffix(path))
 
 
-def _header_columns(row: list[str], columns) -> tuple[int, int | None, int | None] | None:
-    """The positions of the id, text and title columns a TSV or CSV file's first row names (in any order; other named
-    columns are left unread), or None when the row is not a header (it holds a document or a query): a header's
-    cells are single words, one naming the id and one the text or title."""
-    id_names, text_names, title_names, _ = columns
+def _header_columns(row: list[str], columns) -> tuple[int | None, int | None, int | None]:
+    """The positions of the id, text and title columns a TSV or CSV file's first row names (in any order, in any
+    case; other columns, named as they may be, even empty, are left unread): all None when the row names no id
+    column (it holds a document or a query)."""
     names = [cell.strip().lower() for cell in row]
-    if len(names) < 2 or any(not name or any(c.isspace() for c in name) for name in names):
-        return None
     position = {name: i for i, name in reversed(list(enumerate(names)))}  # the first of a repeated name
-    found = [next((position[n] for n in group if n in position), None) for group in (id_names, text_names, title_names)]
-    if found[0] is None or (found[1] is None and found[2] is None):
-        return None
-    return found[0], found[1], found[2]
+    found = [next((position[n] for n in group if n in position), None) for group in columns[:3]]
+    return (None, None, None) if len(names) < 2 or found[0] is None else (found[0], found[1], found[2])
 
 
 def _cell_value(cell: str):
@@ -294,11 +307,20 @@ def _cell_value(cell: str):
     return value if isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)) else cell
 
 
+@dataclass
+class _FieldNotes:
+    """What a corpus reader learns of the fields it does not read: the other fields of the first record (or a
+    header's other columns), and the names of ``metadata_fields`` it found to keep."""
+
+    unread: list[str] = field(default_factory=list)
+    kept: set[str] = field(default_factory=set)
+
+
 def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = None,
-                 unread: list[str] | None = None) -> Iterator[tuple[int, str, str, str, dict | None]]:
+                 notes: _FieldNotes | None = None) -> Iterator[tuple[int, str, str, str, dict | None]]:
     """``(line, id, text, title, metadata)`` of each row of a TSV or CSV file: columns by position (the layout of
     ``columns``), or by the names of a first row naming them, which also names the columns ``metadata_fields`` lifts
-    into each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (added to ``unread``). A
+    into each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (``notes``). A
     row with more columns than that is an error rather than a text cut at its first tab (or comma)."""
     delimiter = _delimiter(path)
     layout = columns[3].replace("<TAB>", "<TAB>" if delimiter == "\t" else delimiter)
@@ -306,13 +328,22 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
     for line, row in _read_rows(path):
         if first:
             first, header = False, _header_columns(row, columns)
-            if header is not None:
+            if header[0] is not None:
+                if header[1] is None and header[2] is None:
+                    raise DataFormatError(f"the first row names an id column but no text column ("
+                                          f"{', '.join(columns[1])}) nor a title: name the column of the texts so",
+                                          path, line)
                 named, header_line, width = header, line, len(row)
-                others = [(name.strip(), k) for k, name in enumerate(row) if k not in named]
-                wanted = {f.lower() for f in metadata_fields or ()}
-                lifted = [(name, k) for name, k in others if EVERY_FIELD in wanted or name.lower() in wanted]
-                if unread is not None and metadata_fields is None:
-                    unread.extend(other_fields(name for name, _ in others))
+                others, seen = {}, set()  # the other columns' names and positions: the first of a name, in any case
+                for k, name in enumerate(cell.strip() for cell in row):
+                    if k not in named and name.lower() not in seen and other_fields([name], header=True):
+                        others[name] = k
+                        seen.add(name.lower())
+                lifted = [(name, others[name]) for name in _kept_fields(others, metadata_fields or (), header=True)]
+                if notes is not None:
+                    notes.unread.extend(others)
+                    kept = {name.lower() for name, _ in lifted}
+                    notes.kept.update(name for name in metadata_fields or () if name.lower() in kept)
                 continue
             if metadata_fields:
                 raise DataFormatError("metadata fields are columns a first row names, and this file's first row "
@@ -326,9 +357,13 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
             yield line, *(row[k] if k is not None and k < len(row) else "" for k in named), metadata or None
         else:
             if not 2 <= len(row) <= width:
-                hint = ((" (a text holding a tab? Name the columns in a first row, or use JSONL)" if delimiter == "\t"
-                         else " (a text holding a comma? Quote it, as spreadsheets do, or name the columns in a "
-                              "first row)") if len(row) > width else "")
+                if len(row) > width:
+                    hint = (" (a text holding a tab? Name the columns in a first row, or use JSONL)"
+                            if delimiter == "\t" else " (a text holding a comma? Quote it, as spreadsheets do, or "
+                                                       "name the columns in a first row)")
+                else:
+                    hint = " (columns separated by semicolons? Save the file with commas, or as TSV)" * (
+                        delimiter == "," and ";" in row[0])
                 raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
                                       path, line)
             yield line, row[0], row[1], row[2] if len(row) > 2 else "", None
@@ -352,13 +387,13 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     path = _corpus_file(path)
     metadata_fields = check_metadata_fields(metadata_fields)
     seen = IdHashSet()
-    truncated, spaced, first_spaced, unread = 0, 0, None, []
+    truncated, spaced, first_spaced, notes = 0, 0, None, _FieldNotes()
     malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
 
     def until_malformed() -> Iterator[tuple[int, Document]]:
         nonlocal truncated
         try:
-            for line, document in _corpus_records(path, metadata_fields, unread):
+            for line, document in _corpus_records(path, metadata_fields, notes):
                 if len(document.text) > MAX_DOC_CHARS:
                     truncated += 1
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
@@ -389,25 +424,34 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
                     "can)", path, spaced, first_spaced)
-    if unread:
-        log.warning("%s: the field%s %s of its documents %s left out: metadata_fields (--metadata-fields %s, or %s "
-                    "for all) keeps them as metadata, to filter on", path, "s" * (len(unread) > 1),
-                    ", ".join(map(repr, unread[:8])) + (", ..." if len(unread) > 8 else ""),
+    unread = notes.unread
+    if unread and metadata_fields is None:
+        log.warning("%s: the field%s %s of its documents %s left out: metadata_fields (semiret index and add: "
+                    "--metadata-fields %s, or %s for all) keeps them as metadata, to filter on", path,
+                    "s" * (len(unread) > 1), ", ".join(map(repr, unread[:8])) + (", ..." if len(unread) > 8 else ""),
                     "are" if len(unread) > 1 else "is", ",".join(unread[:8]), EVERY_FIELD)
+    missed = [name for name in metadata_fields or () if name != EVERY_FIELD and name not in notes.kept]
+    if missed:
+        log.warning("%s: no document has the field%s %s that metadata_fields names (fields read as the id, text or "
+                    "title are not kept; the fields of the first document: %s)", path, "s" * (len(missed) > 1),
+                    ", ".join(map(repr, missed)), ", ".join(map(repr, unread)) or "no others")
 
 
 def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
-                    unread: list[str] | None = None) -> Iterator[tuple[int, Document]]:
-    """``(line, document)`` for each record of a corpus file, ids not checked yet; the fields of its first record
-    (its header's columns) that are not read are added to ``unread``, without ``metadata_fields``."""
+                    notes: _FieldNotes | None = None) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` for each record of a corpus file, ids not checked yet; what ``notes`` learns of the
+    fields it does not read, when given."""
     if _delimiter(path):
-        for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, unread):
+        for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, notes):
             yield line, Document(doc_id, text, title, metadata)
     else:
         first = True
         for line, _, record in iter_jsonl(path):
-            if first and unread is not None and metadata_fields is None:
-                unread.extend(other_fields(record))
+            if notes is not None:
+                if first:
+                    notes.unread.extend(other_fields(record))
+                if metadata_fields and EVERY_FIELD not in metadata_fields:
+                    notes.kept.update(name for name in metadata_fields if name in record and name not in READ_FIELDS)
             first = False
             try:
                 yield line, record_document(record, metadata_fields)
@@ -435,7 +479,7 @@ def count_documents(path: str | Path) -> int:
     if delimiter == ",":
         rows = _read_rows(path)
         first = next(rows, None)
-        return (first is not None and _header_columns(first[1], CORPUS_COLUMNS) is None) + sum(1 for _ in rows)
+        return (first is not None and _header_columns(first[1], CORPUS_COLUMNS)[0] is None) + sum(1 for _ in rows)
     tsv = delimiter is not None
     count, first = 0, None
     with open_data_file(path) as handle:
@@ -444,7 +488,7 @@ def count_documents(path: str | Path) -> int:
                 count += 1
                 first = raw if first is None else first
     header = (first is not None and tsv and _header_columns(
-        first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), CORPUS_COLUMNS) is not None)
+        first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), CORPUS_COLUMNS)[0] is not None)
     return count - header
 
 

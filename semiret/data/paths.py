@@ -21,7 +21,7 @@ def data_root() -> Path:
                        "idf/ tables); a checkout finds shared/data beside it")
 
 
-FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".tsv", ".csv")
+FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".tsv", ".tsv.gz", ".csv", ".csv.gz")
 """Names ending so are files the user meant, never dataset names."""
 
 

@@ -141,6 +141,7 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
                         ("g1", gzip.compress(b'{"_id": "g1", "text": "a gzipped quokka"}\n')),
                         ("g2", gzip.compress(b"g2\ta gzipped quokka in a table\n")),
                         ("c1", b'id,text\nc1,"a quokka, quoted"\n'),
+                        ("c3", b'c3,"a quokka\tin a quoted field"\n'),
                         ("c2", gzip.compress(b"c2,a gzipped quokka in a spreadsheet\n"))):
         added = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input=given)
         assert added.exit_code == 0, added.output
@@ -150,7 +151,7 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
     assert bad.exit_code != 0 and "<stdin>:2:" in bad.output and "semiret-stdin" not in bad.output
     repeated = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input="r1\ta\nr1\tb\n")
     assert "<stdin>:2: duplicate document id 'r1' (first seen on line 1)" in repeated.output
-    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 5
+    assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 6
 
 
 def test_eval_json_is_one_object(beir_dir, tmp_path):

@@ -116,8 +116,10 @@ def test_a_tsv_corpus_header_is_not_a_document(tmp_path):
     path.write_text("id\ttext\ttitle\n1\thello world\tgreeting\n2\tfoo bar\t\n")
     assert [(d.id, d.text, d.title) for d in iter_corpus(path)] == [("1", "hello world", "greeting"), ("2", "foo bar", "")]
     assert count_documents(path) == 2
-    path.write_text("id\thello\n")  # a document whose text is a column name would be read as one: only "text"-like
-    assert [d.id for d in iter_corpus(path)] == ["id"]
+    path.write_text("id\tbody_text\tyear\n1\thello\t2020\n")  # names an id column, but no text: not taken for a document
+    with pytest.raises(DataFormatError, match=r"docs.tsv:1: the first row names an id column but no text column "
+                                              r"\(text, contents, .*\) nor a title"):
+        list(iter_corpus(path))
 
 
 def test_a_tsv_header_names_the_columns_in_any_order(tmp_path):
@@ -620,8 +622,8 @@ def test_metadata_fields_keep_a_corpus_s_other_fields_as_metadata(tmp_path, capl
     with caplog.at_level(logging.WARNING):
         assert list(iter_corpus(jsonl)) == [Document("a", "one", metadata={"year": 1999, "lang": "en"}),
                                             Document("b", "two")]
-    assert "the fields 'url', 'year' of its documents are left out: metadata_fields (--metadata-fields url,year" \
-        in caplog.text
+    assert "the fields 'url', 'year' of its documents are left out: metadata_fields (semiret index and add: " \
+           "--metadata-fields url,year, or * for all)" in caplog.text
     caplog.clear()
     named = list(iter_corpus(jsonl, ["url", "year", "absent"]))
     assert [d.metadata for d in named] == [{"url": "http://a", "year": 1999, "lang": "en"}, None]  # its object wins
@@ -645,3 +647,41 @@ def test_metadata_fields_keep_a_corpus_s_other_fields_as_metadata(tmp_path, capl
     headless.write_text("1\tfirst\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"plain.tsv:1: metadata fields are columns a first row names"):
         list(iter_corpus(headless, ["*"]))
+
+
+def test_spreadsheet_files_as_exported_by_their_tools(tmp_path, caplog):
+    long_text = "word " * 40_000  # 200,000 characters: past the csv module's default field limit
+    big = tmp_path / "big.csv"
+    big.write_text(f'id,text\nd1,"{long_text}"\n', encoding="utf-8")
+    assert [len(d.text) for d in iter_corpus(big)] == [len(long_text)] and count_documents(big) == 1
+    pandas = tmp_path / "pandas.csv"  # to_csv() writes its index as a first, unnamed column
+    pandas.write_text(",id,text,publication year,Year,year\n0,a,one,2001,1,2\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert [(d.id, d.text, d.metadata) for d in iter_corpus(pandas, ["publication year", "YEAR", "yeer"])] == [
+            ("a", "one", {"publication year": 2001, "Year": 1})]  # a repeated name: its first column
+    assert "no document has the field 'yeer' that metadata_fields names" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        list(iter_corpus(pandas))
+    assert "the fields '', 'publication year', 'Year' of its documents are left out" in caplog.text
+    semicolons = tmp_path / "european.csv"
+    semicolons.write_text("id;text\na;one\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"got 1 column \(columns separated by semicolons\? Save the file"):
+        list(iter_corpus(semicolons))
+    folder = tmp_path / "beir"
+    folder.mkdir()
+    (folder / "corpus.csv").write_text("id,title,text\nd1,T,statins\n", encoding="utf-8")
+    (folder / "queries.csv").write_text("id,text\nq1,statins?\n", encoding="utf-8")
+    collection = Collection(folder)
+    assert list(collection.corpus()) == [Document("d1", "statins", "T")] and collection.queries() == {"q1": "statins?"}
+
+
+def test_metadata_fields_of_json_records_are_their_exact_names(tmp_path, caplog):
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text(json.dumps({"_id": "a", "text": "one", "Title": "Kept apart", "docid": "x-1"}) + "\n",
+                     encoding="utf-8")
+    assert iter_corpus(jsonl, ["*"]).__next__().metadata == {"Title": "Kept apart"}  # docid: an id field's name
+    with caplog.at_level(logging.WARNING):
+        assert iter_corpus(jsonl, ["title", "text", "Title"]).__next__().metadata == {"Title": "Kept apart"}
+        list(iter_corpus(jsonl, ["title", "text", "Title"]))
+    assert "no document has the fields 'title', 'text' that metadata_fields names" in caplog.text

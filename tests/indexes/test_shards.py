@@ -88,3 +88,18 @@ def test_a_reader_of_an_index_replaced_by_merged_shards_opens_the_new_one(tmp_pa
     assert reader.index.refresh()
     assert reader.index.n_docs == 11 and reader.search("wombat", k=5) == [] \
         and reader.search("platypus", k=1)[0].id == "c0"
+
+
+def test_shards_of_the_first_format_version_merge(tmp_path):
+    from semiret.data import Document
+    from semiret.search import BM25Retriever
+
+    shards = []
+    for number in range(3):
+        BM25Retriever.build([Document(f"s{number}-{i}", f"quokka {number} {i}") for i in range(5)],
+                            tmp_path / f"s{number}")
+        meta_path = tmp_path / f"s{number}" / "meta.json"
+        meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "version": 1}))
+        shards.append(tmp_path / f"s{number}")
+    merged = merge_shards(tmp_path / "merged", shards)  # the first add marks the copy with this version
+    assert merged.n_docs == 15 and merged.meta["version"] == merged.VERSION
