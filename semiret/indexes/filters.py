@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import logging
 import operator
 from typing import Any, Callable, Iterable, Iterator
 
@@ -38,6 +39,8 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.text.analyzer import WORD, normalised_text, plain_words
 from semiret.types import DocumentPage
+
+log = logging.getLogger(__name__)
 
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {"gt": operator.gt, "gte": operator.ge,
                                                            "lt": operator.lt, "lte": operator.le}
@@ -514,7 +517,18 @@ def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | Non
     if not index.stores_texts:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
                            f"metadata or words to {doing}")
+    segments = getattr(getattr(index, "first", index), "segments", None)  # a hybrid's first part holds the documents
+    if wanted.fields and segments is not None and all(s.metadata is None for s in segments) \
+            and index.path not in _SAID_NO_METADATA:
+        _SAID_NO_METADATA.add(index.path)
+        log.warning("%s: no document holds metadata, so a filter on %s matches none (a corpus's other fields are kept "
+                    "by --metadata-fields at index time; set-metadata sets fields; said once)", index.path,
+                    ", ".join(".".join(path) for path in wanted.fields))
     return wanted
+
+
+_SAID_NO_METADATA: set = set()
+"""The indexes a filter on metadata found without any (their warning given)."""
 
 
 def delete_matching(index, spec: dict) -> int:

@@ -294,3 +294,19 @@ def test_a_spreadsheet_s_columns_become_metadata_to_filter_on(tmp_path):
     added.write_text("id,abstract,year\nq1,statins again,2019\n", encoding="utf-8")
     assert runner.invoke(app, ["add", str(added), "--index", str(tmp_path / "idx"), "--metadata-fields", "*"]).exit_code == 0
     assert open_retriever(tmp_path / "idx").count({"year": 2019}) == 5
+
+
+def test_a_filter_on_an_index_without_metadata_says_so_once(tmp_path, caplog):
+    import logging
+
+    bare = BM25Retriever.build([Document(f"d{i}", f"statins {i}") for i in range(5)], tmp_path / "bare")
+    with caplog.at_level(logging.WARNING):
+        assert bare.search("statins", k=3, filter={"year": 2001}) == []
+        assert bare.count({"year": 2001}) == 0
+        assert bare.search("statins", k=3, filter={"$text": "statins"})  # words, not metadata: nothing to say
+    said = [r.getMessage() for r in caplog.records if "no document holds metadata" in r.getMessage()]
+    assert len(said) == 1 and "a filter on year matches none" in said[0] and "--metadata-fields" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        BM25Retriever.build(_corpus(), tmp_path / "with").search("statins", k=3, filter={"year": 2001})
+    assert "no document holds metadata" not in caplog.text
