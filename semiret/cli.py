@@ -4,6 +4,7 @@ models, eval, compare, fuse, demo."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import os
@@ -294,12 +295,16 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder or a corp
         if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
             check_build_target(out, overwrite, source=source)
         documents, total = iter_corpus(source, _metadata_fields(metadata_fields)), count_documents(source)
+        head = None
         if shard is not None:
             documents, total = corpus_shard(documents, shard, total)
+            # what a build of the whole corpus takes its statistics from: every shard takes the same
+            head = itertools.islice(iter_corpus(source, _metadata_fields(metadata_fields)),
+                                    retriever_class(retriever).documents.batch_size)
         chunking = Chunking.of_options(chunk_words, chunk_overlap)
         built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                                  backend=_backend(backend, milvus_token), total=total,
-                                                 chunking=chunking, buffer_mb=buffer_mb, **options)
+                                                 chunking=chunking, buffer_mb=buffer_mb, corpus_head=head, **options)
     _print_json(built.index.describe())
 
 

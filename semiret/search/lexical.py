@@ -104,6 +104,11 @@ class WordCountQueries(QuerySide):
     def encode_queries(self, texts):
         return [self.encode_query(t) for t in texts]
 
+    def word_terms(self, words: list[str]) -> list[list[int]]:
+        """Each word's term ids as a query's words are read, without a query's feedback or warnings: what a
+        highlight matches a document's words with."""
+        return [self._query_terms(word) for word in words]
+
     def encode_query(self, text: str) -> SparseQuery:
         # what np.unique(ids, return_counts=True) gives, without its per-call cost (queries are short)
         ids = self._query_terms(text)

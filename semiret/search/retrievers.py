@@ -217,7 +217,8 @@ class Retriever:
     def build(cls, documents: Iterable[Document], path: str | Path | None = None, *, total: int | None = None,
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               backend: "str | MilvusBackend | None" = None, chunking: Chunking | None = None,
-              buffer_mb: float | None = None, **options) -> "Retriever":
+              buffer_mb: float | None = None, corpus_head: Iterable[Document] | None = None,
+              **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
@@ -226,7 +227,9 @@ class Retriever:
         before it writes them as a segment (default: the document side's ``buffer_mb``,
         :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one segment), so
         that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
-        Milvus collection take no buffer (a hybrid's parts are written whole)."""
+        Milvus collection take no buffer (a hybrid's parts are written whole). ``corpus_head``: the first documents
+        of the corpus ``documents`` are a shard of, whose first batch the document side takes its statistics from (a
+        lexical prior's mean length), as a build of the whole corpus does, so that the shards merge."""
         build_options, search_options = cls.split_options(options)
         buffer_mb = check_buffer(buffer_mb)
         if chunking is not None:
@@ -260,10 +263,13 @@ class Retriever:
         if total is not None:
             document_side.expect(total)
 
-        rest = iter(batched(_documents(documents, "build"), batch_size or cls.documents.batch_size))
+        size = batch_size or cls.documents.batch_size
+        rest = iter(batched(_documents(documents, "build"), size))
         first = next(rest, None)
         if first is not None:
-            document_side.prepare(first)
+            head = None if corpus_head is None else next(iter(batched(_documents(
+                chunking.split(corpus_head) if chunking else corpus_head, "build"), size)), None)
+            document_side.prepare(head or first)
 
         def encoded():
             for batch in itertools.chain([first] if first is not None else [], rest):
@@ -621,8 +627,7 @@ class Retriever:
             terms, query_weights, document_weights = self.index.explain(self.encode_query(query), doc_id)
             held = set(terms[(query_weights > 0) & (document_weights > 0)].tolist())
             if self.index.vocab is not None:  # words (BM25): the query side's own analyzer and dictionary
-                def word_terms(words: list[str]) -> list:
-                    return [encoded.terms.tolist() for encoded in self.encode_queries(words)]
+                word_terms = self.query_side.word_terms
             else:
                 vocabulary = index_vocabulary(self.index)
 

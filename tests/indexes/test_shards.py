@@ -29,9 +29,11 @@ def test_shards_are_contiguous_slices_that_cover_the_corpus():
             corpus_shard(TINY_DOCS, bad)
 
 
-@pytest.mark.parametrize("retriever", ["bm25", "splade", "dense"])
+@pytest.mark.parametrize("retriever", ["bm25", "splade", "dense", "inference-free"])
 def test_merged_shards_search_as_one_build(retriever, tmp_path, corpus_jsonl, tiny_bert):
-    options = [] if retriever == "bm25" else ["--model", str(tiny_bert)]
+    # inference-free with a lexical prior: its mean length taken from the corpus's first batch by every shard
+    options = [] if retriever == "bm25" else ["--model", str(tiny_bert)] + (
+        ["--lexical-prior", "0.5"] if retriever == "inference-free" else [])
     runner = CliRunner()
 
     def invoke(*arguments):

@@ -127,3 +127,15 @@ def test_a_hybrid_highlights_what_either_part_matched(tmp_path, tiny_bert):
     assert held[0] and held[1] and not held[2]  # BM25's stems, each named with its part
     assert "<em>Dogs</em> <em>bark</em>" in hybrid.highlight("dogs barking", "long")[0]
 
+
+
+def test_a_highlight_reads_the_document_s_words_without_a_query_s_warnings(tmp_path, caplog):
+    import logging
+
+    docs = [Document("d1", "The trial of statins and the risk of cancer in the elderly"),
+            Document("d2", "Statins lower cholesterol")]
+    for options in ({}, {"rm3": True, "fb_docs": 1}):
+        retriever = BM25Retriever.build(docs, tmp_path / f"idx{len(options)}", **options)
+        with caplog.at_level(logging.WARNING):
+            assert "<em>statins</em>" in retriever.highlight("statins cancer", "d1")[0]
+        assert "stopword" not in caplog.text
