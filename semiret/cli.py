@@ -294,13 +294,13 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder or a corp
     with _corpus_source(data) as source:
         if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
             check_build_target(out, overwrite, source=source)
-        documents, total = iter_corpus(source, _metadata_fields(metadata_fields)), count_documents(source)
+        fields = _metadata_fields(metadata_fields)
+        documents, total = iter_corpus(source, fields), count_documents(source)
         head = None
         if shard is not None:
             documents, total = corpus_shard(documents, shard, total)
             # what a build of the whole corpus takes its statistics from: every shard takes the same
-            head = itertools.islice(iter_corpus(source, _metadata_fields(metadata_fields)),
-                                    retriever_class(retriever).documents.batch_size)
+            head = itertools.islice(iter_corpus(source, fields), retriever_class(retriever).documents.batch_size)
         chunking = Chunking.of_options(chunk_words, chunk_overlap)
         built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                                  backend=_backend(backend, milvus_token), total=total,

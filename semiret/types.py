@@ -98,7 +98,7 @@ class StoredDocuments(SequenceABC):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        return Document.from_record(json.loads(self.records[i]))
+        return Document.from_json(self.records[i])
 
 
 def _concatenated_documents(batches: Sequence) -> Sequence[Document] | None:

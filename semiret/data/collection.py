@@ -83,6 +83,11 @@ class Document:
         """A document as :meth:`to_record` wrote it (an index's stored texts)."""
         return cls(record["_id"], record["text"], record.get("title", ""), record.get("metadata") or None)
 
+    @classmethod
+    def from_json(cls, line: str) -> "Document":
+        """A document as :meth:`to_json` wrote it (an index's stored record)."""
+        return cls.from_record(json.loads(line))
+
 
 def _pick(record: dict, names: tuple[str, ...]) -> tuple[str, object] | None:
     """The first of ``names`` in ``record`` holding a value, as (name, value); when every one there is null or empty,

@@ -244,7 +244,7 @@ class MilvusIndex:
                 rows = self._client.query(self.name, ids=ids[start: start + ROWS_PER_REQUEST],
                                           output_fields=[ID_FIELD, DOCUMENT_FIELD],
                                           consistency_level=self.backend.consistency)
-            found.update((row[ID_FIELD], Document.from_record(json.loads(row[DOCUMENT_FIELD])))
+            found.update((row[ID_FIELD], Document.from_json(row[DOCUMENT_FIELD]))
                          for row in rows if row[DOCUMENT_FIELD])
         return found
 
@@ -256,7 +256,7 @@ class MilvusIndex:
         """The stored documents (those passing ``wanted``), in Milvus's order, read a page at a time."""
         for row in self.narrowed(wanted)._rows([ID_FIELD, DOCUMENT_FIELD]):
             if row[DOCUMENT_FIELD]:
-                document = Document.from_record(json.loads(row[DOCUMENT_FIELD]))
+                document = Document.from_json(row[DOCUMENT_FIELD])
                 if wanted is None or wanted.matches(document.metadata, document):
                     yield document
 

@@ -163,11 +163,11 @@ class Segment:
 
     def document(self, local: int) -> Document:
         """The stored document of a local number (needs stored texts)."""
-        return Document.from_record(json.loads(self.texts[local]))
+        return Document.from_json(self.texts[local])
 
     def documents(self, locals_: np.ndarray) -> Iterator[Document]:
         """The stored documents of local numbers, in order (needs stored texts)."""
-        return (Document.from_record(json.loads(record)) for record in self.texts.iter_at(locals_))
+        return (Document.from_json(record) for record in self.texts.iter_at(locals_))
 
     def stored_documents(self, locals_: np.ndarray) -> StoredDocuments:
         """The stored documents of local numbers, in order, as stored (needs stored texts): copied, not parsed."""
@@ -553,7 +553,7 @@ class SegmentedIndex(ABC):
     def iter_documents(self, wanted=None) -> Iterator[Document]:
         """The stored live documents (those passing ``wanted``), segment by segment in the order they were added,
         all from the commit current when the iteration starts (needs stored texts)."""
-        return (Document.from_record(json.loads(record)) for record in self.iter_records(wanted))
+        return (Document.from_json(record) for record in self.iter_records(wanted))
 
     def iter_records(self, wanted=None) -> Iterator[str]:
         """:meth:`iter_documents` as stored: each document's JSON record (a BEIR corpus line), not parsed."""
