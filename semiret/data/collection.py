@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_records, holds_documents
 from semiret.data.ids import IdHashSet
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
@@ -272,9 +273,23 @@ def beir_file(folder: Path, stem: str) -> Path:
 
 
 def _corpus_file(path: str | Path) -> Path:
-    """A corpus file, or a BEIR folder's corpus (:func:`beir_file`)."""
+    """A corpus file, a BEIR folder's corpus (:func:`beir_file`), or a folder of documents (itself: one with no
+    corpus file that holds document files, :mod:`semiret.data.folder`)."""
     path = Path(path)
-    return beir_file(path, "corpus") if path.is_dir() else path
+    if not path.is_dir():
+        return path
+    corpus = beir_file(path, "corpus")
+    return path if not corpus.is_file() and holds_documents(path) else corpus
+
+
+def _read_corpus_file(path: str | Path) -> Path:
+    """:func:`_corpus_file`, which must be there to read: a folder with neither a corpus file nor documents is a
+    clear error."""
+    corpus = _corpus_file(path)
+    if corpus != Path(path) and not corpus.exists():
+        raise DataFormatError(f"no corpus file (corpus.jsonl, .tsv or .csv) and no documents ({DOCUMENT_KINDS} "
+                              "files) in this folder", path)
+    return corpus
 
 
 DELIMITERS = {".tsv": "\t", ".tab": "\t", ".txt": "\t", ".csv": ","}
@@ -288,8 +303,9 @@ one (``<TAB>`` standing for the file's delimiter)."""
 
 
 def _delimiter(path: Path) -> str | None:
-    """What separates a TSV or CSV file's columns (by its name); None for any other file (read as JSONL)."""
-    return DELIMITERS.get(format_suffix(path))
+    """What separates a TSV or CSV file's columns (by its name); None for any other file (read as JSONL) and for a
+    folder of documents."""
+    return None if path.is_dir() else DELIMITERS.get(format_suffix(path))
 
 
 def _header_columns(row: list[str], columns) -> tuple[int | None, int | None, int | None]:
@@ -389,7 +405,7 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
     by reading the file again).
     """
-    path = _corpus_file(path)
+    path = _read_corpus_file(path)
     metadata_fields = check_metadata_fields(metadata_fields)
     seen = IdHashSet()
     truncated, spaced, first_spaced, notes = 0, 0, None, _FieldNotes()
@@ -451,7 +467,8 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
             yield line, Document(doc_id, text, title, metadata)
     else:
         first = True
-        for line, _, record in iter_jsonl(path):
+        for line, record in (_folder_records(path) if path.is_dir() else
+                             ((line, record) for line, _, record in iter_jsonl(path))):
             if notes is not None:
                 if first:
                     notes.unread.extend(other_fields(record))
@@ -462,6 +479,14 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
                 yield line, record_document(record, metadata_fields)
             except ValueError as exc:
                 raise DataFormatError(str(exc), path, line) from None
+
+
+def _folder_records(folder: Path) -> Iterator[tuple[int, dict]]:
+    """A folder's documents (:func:`~semiret.data.folder.folder_records`) as JSONL records: ``(position, record)``;
+    fields of a front matter that a record's id, text or metadata would be read from are left out."""
+    for position, doc_id, text, title, fields in folder_records(folder):
+        yield position, {name: value for name, value in fields.items() if name not in READ_FIELDS} | {
+            "_id": doc_id, "title": title, "text": text}
 
 
 def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:
@@ -479,7 +504,9 @@ def count_documents(path: str | Path) -> int:
     """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines, less a TSV
     header; a CSV file's rows, whose quoted fields may span lines), without parsing them: a progress bar's total,
     and what an index that cannot hold them all checks before encoding any."""
-    path = _corpus_file(path)
+    path = _read_corpus_file(path)
+    if path.is_dir():
+        return len(document_files(path)[0])
     delimiter = _delimiter(path)
     if delimiter == ",":
         rows = _read_rows(path)
@@ -613,11 +640,12 @@ class Collection:
         self.root = dataset(str(self.root))
         self.queries_file = Path(self.queries_file) if self.queries_file is not None else None
         self.qrels_file = Path(self.qrels_file) if self.qrels_file is not None else None
-        if self.root.is_file():
+        if self._corpus_apart:
             if self.queries_file is None:
-                raise DataFormatError("a corpus file, not a BEIR folder: give its queries and judgements too "
-                                      "(--queries FILE --qrels FILE)", self.root)
-        elif not beir_file(self.root, "corpus").is_file():
+                what = "a corpus file" if self.root.is_file() else "a folder of documents"
+                raise DataFormatError(f"{what}, not a BEIR folder: give its queries and judgements too (--queries "
+                                      "FILE --qrels FILE)", self.root)
+        elif not self.corpus_path.is_file():
             raise DataFormatError("not a BEIR collection (no corpus.jsonl, .jsonl.gz, .tsv or .tsv.gz)", self.root)
         for path in (self.queries_file, self.qrels_file):
             if path is not None and not path.is_file():
@@ -629,7 +657,13 @@ class Collection:
 
     @property
     def corpus_path(self) -> Path:
-        return self.root if self.root.is_file() else beir_file(self.root, "corpus")
+        return _corpus_file(self.root)
+
+    @property
+    def _corpus_apart(self) -> bool:
+        """Whether the corpus is a file or a folder of documents rather than a BEIR folder's: its queries and
+        judgements are files of their own."""
+        return self.corpus_path == self.root
 
     def corpus(self) -> Iterator[Document]:
         return iter_corpus(self.corpus_path)
@@ -647,7 +681,7 @@ class Collection:
     def qrels(self, split: str) -> dict[str, dict[str, int]]:
         path = self.qrels_path(split)
         if not path.is_file():
-            if self.root.is_file():
+            if self._corpus_apart:
                 raise DataFormatError("no judgements: give them with --qrels FILE", self.root)
             raise DataFormatError(f"no qrels for split {split!r} (have: {', '.join(self.splits()) or 'none'})", path)
         return read_qrels(path)

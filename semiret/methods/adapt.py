@@ -173,15 +173,14 @@ def model_kind(model: str) -> str:
 
 
 def read_corpus(data: str) -> tuple[Path | None, list[Document]]:
-    """(the BEIR folder ``data`` names, or None for a corpus file; its documents). Errors name the file and
-    line."""
+    """(the BEIR folder ``data`` names, or None for a corpus file or a folder of documents; its documents). Errors
+    name the file and line."""
     from semiret.data.paths import dataset
 
-    source = Path(data)
-    if source.is_file():
+    source = dataset(data)
+    if source.is_file() or not beir_file(source, "corpus").is_file():
         return None, list(iter_corpus(source))
-    folder = dataset(data)
-    return folder, list(Collection(folder).corpus())
+    return source, list(Collection(source).corpus())
 
 
 def write_corpus_copy(documents: list[Document], folder: Path) -> Path:

@@ -35,7 +35,7 @@ import numpy as np
 
 from semiret import options as option_tools
 from semiret import progress
-from semiret.data.chunking import PARENT_FIELD, Chunking
+from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document, as_document, batched
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
@@ -50,7 +50,7 @@ from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
+from semiret.types import DocumentPage, Explanation, Hit, SearchHits, SyncCounts, TermContribution
 
 log = logging.getLogger(__name__)
 
@@ -345,21 +345,92 @@ class Retriever:
         given), and written a segment each ``buffer_mb`` MB (as :meth:`build`), so that adding a large file does
         not hold all of it; a hybrid index or a Milvus collection takes the documents whole. ``total``: how many
         documents come, for the progress bar (a list's length by default)."""
+        return self._add(documents, replace, buffer_mb, total, "add")
+
+    def _add(self, documents: Iterable[Document], replace: bool, buffer_mb: float | None, total: int | None,
+             call: str, kept=None) -> int:
+        """:meth:`add` (``call`` names it in messages) of the documents of each group that ``kept`` (a function of a
+        list of documents, under the write lock) keeps: all without one."""
         buffer_mb = check_buffer(buffer_mb)
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
-        documents = _documents(documents, "add")
+        documents = _documents(documents, call)
+        label = f"{'adding' if call == 'add' else 'syncing'} ({self.name})"
         if not isinstance(self.index, SegmentedIndex):
             if buffer_mb:
                 raise SemiretError(f"a build buffer (buffer_mb, --buffer-mb) does not apply to {self.index.path}")
             with self.index.writing():
+                whole = list(documents) if kept is None else kept(list(documents))
+                groups = [whole] if whole else []
                 return sum(self.index.add(batch, replace=replace, superseded=superseded)
-                           for batch, superseded in self._encoded_parts([list(documents)], replace))
+                           for batch, superseded in self._encoded_parts(groups, replace))
         with self.index.writing():
-            groups = progress.track(batched(documents, self.document_side.batch_size), f"adding ({self.name})",
-                                    total=total, advance=len)
+            groups = progress.track(batched(documents, self.document_side.batch_size), label, total=total, advance=len)
+            if kept is not None:
+                groups = (group for group in map(kept, groups) if group)
             return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
+
+    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None,
+             total: int | None = None) -> SyncCounts:
+        """Make the index hold exactly ``documents`` (a folder's files as they are now, say): those new or changed
+        (text, title or metadata) added in one commit, those stored as they are left alone (not encoded again), then
+        the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
+        upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
+        where it holds passages, a document is unchanged when its passages are."""
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): sync "
+                               "compares documents with the stored ones; add them with replace (--replace) instead")
+        counts = {"added": 0, "replaced": 0, "unchanged": 0}
+        seen: set[str] = set()
+
+        def changed(group: list[Document]) -> list[Document]:
+            """The documents of ``group`` not stored as they are, counted."""
+            stored = self._stored_forms([d.id for d in group])
+            kept = []
+            for document in group:
+                seen.add(document.id)
+                was = stored.get(document.id)
+                if was is not None and was == self._stored_form(document):
+                    counts["unchanged"] += 1
+                    continue
+                counts["replaced" if was is not None else "added"] += 1
+                kept.append(document)
+            return kept
+
+        with self.index.writing():
+            self._add(documents, True, buffer_mb, total, "sync", changed)
+            doomed = sorted(set(self._document_ids()) - seen)
+            if doomed and not seen:
+                raise SemiretError(f"sync was given no documents: it would delete all {len(doomed)} of "
+                                   f"{self.index.path}; nothing was deleted (to empty an index, delete its documents "
+                                   "by id or build it again)")
+            if doomed:
+                delete_documents(self.index, doomed, missing_ok=True)
+        return SyncCounts(**counts, deleted=len(doomed))
+
+    def _stored_form(self, document: Document) -> list[dict]:
+        """The records the index would store of ``document`` (its passages' where it holds passages), as JSON
+        reads them back: what :meth:`sync` compares with the stored ones."""
+        parts = self.chunking.split([document]) if self.chunking is not None else [document]
+        return [Document.from_json(part.to_json()).to_record() for part in parts]
+
+    def _stored_forms(self, doc_ids: list[str]) -> dict[str, list[dict]]:
+        """The stored records of those of ``doc_ids`` the index holds (their passages', in order, where it holds
+        passages), by document id."""
+        if self.chunking is None:
+            return {doc_id: [document.to_record()] for doc_id, document in self.index.get_documents(doc_ids).items()}
+        passages = sorted(self.index.get_documents(passage_ids(self.index, doc_ids)).values(),
+                          key=lambda p: (p.metadata[PARENT_FIELD], p.metadata[CHUNK_FIELD]))
+        return {parent: [p.to_record() for p in group]
+                for parent, group in itertools.groupby(passages, key=lambda p: p.metadata[PARENT_FIELD])}
+
+    def _document_ids(self) -> list[str]:
+        """The ids of the documents the index holds (its passages' documents, where it holds passages)."""
+        ids = self.index.sorted_ids()
+        if self.chunking is None:
+            return ids
+        return list(set(field_values(self.index, ids, (PARENT_FIELD,)).values()))
 
     def _encoded_parts(self, groups: Iterable[list[Document]], replace: bool) -> Iterator[tuple[object, list[str]]]:
         """Each group of documents checked (before encoding: it may take minutes), split into passages where the

@@ -94,6 +94,16 @@ def test_adds_replacements_and_deletes_are_visible_to_the_next_search(backend):
     assert retriever.index.n_docs == len(TINY_DOCS) - 1
 
 
+def test_a_collection_syncs_with_its_corpus(backend):
+    retriever = BagOfTokensRetriever.build(TINY_DOCS, next(_names), backend=backend)
+    corpus = [d for d in TINY_DOCS if d.id != "d4"] + [Document("d9", "walruses on the ice")]
+    corpus[0] = Document(corpus[0].id, "a walrus text now", corpus[0].title)
+    counts = retriever.sync(corpus)
+    assert (counts.added, counts.replaced, counts.unchanged, counts.deleted) == (1, 1, len(TINY_DOCS) - 2, 1)
+    assert sorted(retriever.index.sorted_ids()) == sorted(d.id for d in corpus)
+    assert {h.id for h in retriever.search("walrus walruses", k=3)} == {corpus[0].id, "d9"}
+
+
 def _postings(ids, terms, values) -> Postings:
     offsets = np.cumsum([0] + [len(t) for t in terms])
     return Postings(ids, offsets.astype(np.int64), np.array(sum(terms, []), np.int32),

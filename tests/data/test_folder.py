@@ -1,0 +1,196 @@
+"""A folder of documents as a corpus (:mod:`semiret.data.folder`): each file one document, its path the id."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Collection, iter_corpus
+from semiret.data import folder as folder_module
+from semiret.data.collection import count_documents
+from semiret.errors import DataFormatError
+from semiret.search.retrievers import open_retriever
+
+from helpers import write_jsonl
+
+runner = CliRunner()
+
+
+def _pdf(path, text: str, title: str | None = None, password: str | None = None) -> None:
+    """A one-page PDF holding ``text`` (matplotlib writes it; pypdf encrypts it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure()
+    figure.text(0.1, 0.5, text)
+    with matplotlib.rc_context({"pdf.fonttype": 42}):  # TrueType: text a reader can extract
+        figure.savefig(path, format="pdf", metadata={"Title": title} if title else {})
+    plt.close(figure)
+    if password:
+        import pypdf
+
+        writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(path))
+        writer.encrypt(password)
+        with open(path, "wb") as out:
+            writer.write(out)
+
+
+@pytest.fixture
+def docs(tmp_path):
+    """A folder of every kind of document, beside files that are none."""
+    root = tmp_path / "docs"
+    (root / "guides").mkdir(parents=True)
+    (root / "guides" / "install.md").write_text(
+        "---\ntitle: Installing the tool\ndate: 2026-01-05\ntags: [setup, linux]\nid: 77\n---\n"
+        "Run pip install semiret.\n")
+    (root / "policy.md").write_text("# Vacation policy\n\nEmployees get 25 days of paid leave.\n")
+    (root / "setext.markdown").write_text("Parking rules\n=============\nPark in lot B.\n")
+    (root / "cafeteria_notes-2024.txt").write_text("Plain notes about the cafeteria menu.\n")
+    (root / "page.html").write_text(
+        "<html><head><title>Badges &amp; access</title><style>p {color: red}</style></head><body><h1>Badges</h1>"
+        "<p>Wear your badge.<script>var hidden = 1;</script></p><ul><li>Always</li><li>Visible</li></ul>"
+        "</body></html>")
+    (root / "security.rst").write_text("========\nSecurity\n========\n\nLock the doors.\n")
+    (root / "image.png").write_bytes(b"\x89PNG")
+    (root / ".git").mkdir()
+    (root / ".git" / "notes.txt").write_text("hidden folder")
+    (root / ".draft.md").write_text("hidden file")
+    return root
+
+
+def test_every_kind_of_file_reads_as_a_document_with_its_title(docs, caplog):
+    with caplog.at_level(logging.WARNING):
+        read = {d.id: d for d in iter_corpus(docs)}
+    assert list(read) == ["cafeteria_notes-2024.txt", "guides/install.md", "page.html", "policy.md",
+                          "security.rst", "setext.markdown"]  # by path, hidden files and other kinds left out
+    assert count_documents(docs) == len(read)
+    assert (read["guides/install.md"].title, read["guides/install.md"].text) == (
+        "Installing the tool", "Run pip install semiret.\n")  # the front matter's title, out of the text
+    assert (read["policy.md"].title, read["policy.md"].text) == ("Vacation policy",
+                                                                 "Employees get 25 days of paid leave.\n")
+    assert (read["setext.markdown"].title, read["setext.markdown"].text) == ("Parking rules", "Park in lot B.\n")
+    assert (read["security.rst"].title, read["security.rst"].text) == ("Security", "Lock the doors.\n")
+    assert read["cafeteria_notes-2024.txt"].title == "cafeteria notes 2024"  # no title of its own: its name's words
+    page = read["page.html"]
+    assert page.title == "Badges & access"
+    assert page.text == "Badges\nWear your badge.\nAlways\nVisible"  # no style, no script, a line a block
+    assert all(d.metadata is None for d in read.values())  # other fields kept only when asked, as a JSONL's
+    assert "1 file of other kinds left out (.png 1)" in caplog.text
+    assert "'file_name', 'file_type', 'file_size', 'modified'" in caplog.text and "--metadata-fields" in caplog.text
+
+
+def test_metadata_fields_keep_each_files_fields_and_its_front_matter(docs):
+    stamp = 1_767_225_600  # 2026-01-01T00:00:00Z
+    os.utime(docs / "policy.md", (stamp, stamp))
+    read = {d.id: d for d in iter_corpus(docs, ["*"])}
+    assert read["policy.md"].metadata == {"file_name": "policy.md", "file_type": "md", "file_size": 56,
+                                          "modified": "2026-01-01T00:00:00Z"}
+    install = read["guides/install.md"].metadata
+    assert install["date"] == "2026-01-05" and install["tags"] == ["setup", "linux"]  # YAML's date as ISO text
+    assert "id" not in install and read["guides/install.md"].id == "guides/install.md"  # never the document's id
+    assert {d.id: d.metadata for d in iter_corpus(docs, ["file_type"])}["page.html"] == {"file_type": "html"}
+
+
+def test_a_folder_index_filters_by_kind_and_date(docs, tmp_path):
+    old = 1_600_000_000
+    os.utime(docs / "policy.md", (old, old))
+    built = runner.invoke(app, ["index", "--data", str(docs), "--out", str(tmp_path / "idx"), "--metadata-fields",
+                                "file_type,modified"])
+    assert built.exit_code == 0, built.output
+    searcher = open_retriever(tmp_path / "idx")
+    assert [h.id for h in searcher.search("vacation leave", k=3)][:1] == ["policy.md"]
+    assert [h.id for h in searcher.search("badge parking lot", k=5, filter={"file_type": "html"})] == ["page.html"]
+    recent = searcher.search("vacation leave badge parking", k=10, filter={"modified": {"gte": "2021-01-01"}})
+    assert "policy.md" not in {h.id for h in recent} and recent
+
+
+def test_a_folder_of_passages_and_add_replace(docs, tmp_path):
+    (docs / "long.txt").write_text(" ".join(f"word{i}" for i in range(120)))
+    built = runner.invoke(app, ["index", "--data", str(docs), "--out", str(tmp_path / "idx"), "--chunk-words", "50"])
+    assert built.exit_code == 0, built.output
+    assert open_retriever(tmp_path / "idx").get_document("long.txt").text.split()[-1] == "word119"
+    (docs / "policy.md").write_text("# Vacation policy\n\nEmployees get 30 days of sabbatical.\n")
+    added = runner.invoke(app, ["add", str(docs), "--index", str(tmp_path / "idx"), "--replace"])
+    assert added.exit_code == 0, added.output
+    assert [h.id for h in open_retriever(tmp_path / "idx").search("sabbatical", k=1)] == ["policy.md"]
+
+
+def test_pdf_files_read_with_their_title_and_bad_ones_are_skipped_by_name(docs, caplog):
+    _pdf(docs / "drills.pdf", "Fire drills happen every March.", title="Fire drills")
+    _pdf(docs / "untitled.pdf", "Evacuate by the north stairs.")
+    _pdf(docs / "locked.pdf", "Secret plans.", password="pw")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a PDF")
+    (docs / "empty.txt").write_text("  \n")
+    with caplog.at_level(logging.WARNING):
+        read = {d.id: d for d in iter_corpus(docs)}
+    assert (read["drills.pdf"].title, read["drills.pdf"].text.strip()) == ("Fire drills",
+                                                                          "Fire drills happen every March.")
+    assert read["untitled.pdf"].title == "untitled"
+    assert not {"locked.pdf", "broken.pdf", "empty.txt"} & set(read)
+    assert "3 files skipped" in caplog.text
+    assert "'broken.pdf' (an unreadable PDF" in caplog.text and "'locked.pdf' (an encrypted PDF)" in caplog.text
+    assert "'empty.txt' (a file with no text)" in caplog.text
+
+
+def test_pdf_files_without_pypdf_are_skipped_saying_how_to_read_them(docs, monkeypatch, caplog):
+    _pdf(docs / "drills.pdf", "Fire drills happen every March.")
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if it were not installed
+    with caplog.at_level(logging.WARNING):
+        assert "drills.pdf" not in {d.id for d in iter_corpus(docs)}
+    assert "reading PDFs needs pypdf (pip install 'semiret[files]'" in caplog.text
+
+
+def test_a_huge_text_file_is_read_only_as_far_as_a_document_is_kept(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(folder_module, "MAX_FILE_CHARS", 101)
+    monkeypatch.setattr("semiret.data.collection.MAX_DOC_CHARS", 100)
+    (tmp_path / "log.txt").write_text("x" * 5000)
+    with caplog.at_level(logging.WARNING):
+        [document] = iter_corpus(tmp_path)
+    assert len(document.text) == 100 and "1 document longer than 100 characters cut there" in caplog.text
+
+
+def test_a_beir_folder_reads_its_corpus_file_not_its_other_files(tmp_path):
+    write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "d1", "text": "from the corpus"}])
+    (tmp_path / "README.md").write_text("# About this collection\n")
+    assert [d.id for d in iter_corpus(tmp_path)] == ["d1"]
+
+
+def test_a_folder_named_like_a_file_is_still_a_folder(tmp_path):
+    (tmp_path / "notes.txt").mkdir()
+    (tmp_path / "notes.txt" / "a.txt").write_text("one note")
+    assert [d.id for d in iter_corpus(tmp_path / "notes.txt")] == ["a.txt"]
+
+
+def test_a_folder_with_no_documents_is_a_clear_error(tmp_path):
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    with pytest.raises(DataFormatError, match="no corpus file .* and no documents .*\\.md.* files"):
+        list(iter_corpus(tmp_path))
+    built = runner.invoke(app, ["index", "--data", str(tmp_path), "--out", str(tmp_path / "idx")])
+    assert built.exit_code != 0 and not (tmp_path / "idx").exists()
+
+
+def test_a_front_matter_that_is_not_yaml_stays_text(tmp_path, caplog):
+    (tmp_path / "a.md").write_text("---\ntitle: [unclosed\n---\nBody.\n")
+    with caplog.at_level(logging.WARNING):
+        [document] = iter_corpus(tmp_path)
+    assert document.text.startswith("---\ntitle: [unclosed") and "front matter is not YAML" in caplog.text
+
+
+def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_path):
+    write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "vacation leave"}])
+    (tmp_path / "qrels.tsv").write_text("q1\tpolicy.md\t1\n")
+    with pytest.raises(DataFormatError, match="a folder of documents, not a BEIR folder: give its queries"):
+        Collection(docs)
+    collection = Collection(docs, queries_file=tmp_path / "queries.jsonl", qrels_file=tmp_path / "qrels.tsv")
+    assert collection.corpus_path == docs and "policy.md" in {d.id for d in collection.corpus()}
+    result = runner.invoke(app, ["eval", "--data", str(docs), "--queries", str(tmp_path / "queries.jsonl"),
+                                 "--qrels", str(tmp_path / "qrels.tsv"), "--index", str(tmp_path / "idx"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"ndcg@10": 1.0' in result.output.replace("\n", " ") or '"nDCG@10": 1.0' in result.output

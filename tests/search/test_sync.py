@@ -1,0 +1,99 @@
+"""``Retriever.sync`` and ``semiret add --sync``: an index kept in step with its corpus, unchanged documents not
+encoded again."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.data.chunking import Chunking
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, HybridRetriever, open_retriever
+from semiret.types import SyncCounts
+
+from helpers import TINY_DOCS
+
+runner = CliRunner()
+
+
+def _encoded(searcher, monkeypatch) -> list[str]:
+    """The ids of the documents ``searcher`` encodes from now on."""
+    seen: list[str] = []
+    encode = searcher.document_side.encode
+
+    def counting(documents):
+        seen.extend(d.id for d in documents)
+        return encode(documents)
+
+    monkeypatch.setattr(searcher.document_side, "encode", counting)
+    return seen
+
+
+def _changed(documents: list[Document]) -> list[Document]:
+    """TINY_DOCS with d1's text, d2's title and d3's metadata changed, d4 gone and a d9 new."""
+    changed = {d.id: d for d in documents if d.id != "d4"}
+    changed["d1"] = Document("d1", "an entirely new text about walruses", changed["d1"].title)
+    changed["d2"] = Document("d2", changed["d2"].text, "a new title")
+    changed["d3"] = Document("d3", changed["d3"].text, changed["d3"].title, {"year": 2030})
+    return [*changed.values(), Document("d9", "walruses sleep on the ice")]
+
+
+@pytest.mark.parametrize("kind", ["bm25", "hybrid"])
+def test_sync_encodes_only_what_changed_and_deletes_what_is_gone(tmp_path, monkeypatch, kind):
+    if kind == "bm25":
+        searcher = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    else:  # an index of two parts, written whole rather than by segments
+        searcher = HybridRetriever.build(TINY_DOCS, tmp_path / "idx", neural="idf")
+    encoded = _encoded(searcher, monkeypatch)
+    assert searcher.sync(list(TINY_DOCS)) == SyncCounts(added=0, replaced=0, unchanged=len(TINY_DOCS), deleted=0)
+    assert encoded == []
+    counts = searcher.sync(_changed(TINY_DOCS))
+    assert counts == SyncCounts(added=1, replaced=3, unchanged=len(TINY_DOCS) - 4, deleted=1)
+    assert sorted(encoded) == ["d1", "d2", "d3", "d9"]
+    reopened = open_retriever(tmp_path / "idx")
+    assert reopened.get_document("d4") is None and reopened.get_document("d2").title == "a new title"
+    assert reopened.get_document("d3").metadata == {"year": 2030}
+    assert reopened.search("walruses", k=2)[0].id in {"d1", "d9"} and reopened.index.n_docs == len(TINY_DOCS)
+    assert reopened.sync(_changed(TINY_DOCS)).unchanged == len(TINY_DOCS)  # in step: nothing to do
+
+
+def test_sync_of_an_index_of_passages_compares_the_passages(tmp_path, monkeypatch):
+    long = Document("long", " ".join(f"w{i}" for i in range(10)), "L")
+    short = Document("short", "one window only", "S")
+    searcher = BM25Retriever.build([long, short, Document("gone", "soon deleted")], tmp_path / "idx",
+                                   chunking=Chunking(words=4, overlap=1))
+    encoded = _encoded(searcher, monkeypatch)
+    grown = Document("long", long.text + " w10 w11 w12", "L")
+    assert searcher.sync([grown, short]) == SyncCounts(added=0, replaced=1, unchanged=1, deleted=1)
+    assert encoded == ["long#0", "long#1", "long#2", "long#3"]  # the changed document's passages, all of them
+    assert searcher.get_document("long").text.split()[-1] == "w12"
+    assert searcher.get_document("gone") is None and searcher.index.n_docs == 5  # 4 passages + short
+    assert searcher.sync([grown, short]).unchanged == 2
+
+
+def test_sync_refuses_what_it_cannot_compare_or_would_empty_the_index(tmp_path):
+    bare = BM25Retriever.build(TINY_DOCS, tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="keeps no stored documents .* sync compares"):
+        bare.sync(TINY_DOCS)
+    searcher = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match=f"sync was given no documents: it would delete all {len(TINY_DOCS)}"):
+        searcher.sync([])
+    assert open_retriever(tmp_path / "idx").index.n_docs == len(TINY_DOCS)
+
+
+def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nThe first note.\n")
+    (docs / "b.txt").write_text("The second note.\n")
+    index = str(tmp_path / "idx")
+    assert runner.invoke(app, ["index", "--data", str(docs), "--out", index]).exit_code == 0
+    (docs / "b.txt").unlink()
+    (docs / "a.md").write_text("# Alpha\n\nThe first note, edited.\n")
+    (docs / "c.txt").write_text("A third note.\n")
+    result = runner.invoke(app, ["add", str(docs), "--index", index, "--sync"])
+    assert result.exit_code == 0, result.output
+    assert "1 added, 1 replaced, 0 unchanged, 1 deleted; 2 live" in result.output
+    assert sorted(open_retriever(index).index.live_ids()) == ["a.md", "c.txt"]
