@@ -205,10 +205,10 @@ def _corpus_source(name: str) -> Iterator[Path]:
             raise DataFormatError(str(exc).replace(str(path), "<stdin>")) from None
 
 
-def _metadata_fields_option():
+def _metadata_fields_option(default: str = ""):
     return typer.Option(None, help="Fields (columns a first row names) of the corpus to keep in each document's "
                                    "metadata beside its metadata object, comma-separated, to filter on ('*': all "
-                                   "besides the id, text and title).")
+                                   f"besides the id, text and title){default}.")
 
 
 def _metadata_fields(value: str | None) -> list[str] | None:
@@ -305,7 +305,8 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
         chunking = Chunking.of_options(chunk_words, chunk_overlap)
         built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                                  backend=_backend(backend, milvus_token), total=total,
-                                                 chunking=chunking, buffer_mb=buffer_mb, corpus_head=head, **options)
+                                                 chunking=chunking, buffer_mb=buffer_mb, corpus_head=head,
+                                                 metadata_fields=fields, **options)
     _print_json(built.index.describe())
 
 
@@ -525,7 +526,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option(),
         buffer_mb: Optional[float] = _buffer_option("add"),
-        metadata_fields: Optional[str] = _metadata_fields_option()):
+        metadata_fields: Optional[str] = _metadata_fields_option("; default: those the index was built with")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import count_documents, iter_corpus
     from semiret.search.retrievers import open_retriever
@@ -533,8 +534,9 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
+    fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
     with _corpus_source(corpus) as source:
-        documents, total = iter_corpus(source, _metadata_fields(metadata_fields)), count_documents(source)
+        documents, total = iter_corpus(source, fields), count_documents(source)
         if sync:
             counts = searcher.sync(documents, buffer_mb=buffer_mb, total=total)
             done = ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged",
@@ -718,7 +720,7 @@ def info(index: Path = typer.Argument(..., help="Index directory."),
 
     opened = open_index_at(index, _backend(backend, milvus_token))
     _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"],
-                 **({"chunking": opened.meta["chunking"]} if opened.meta.get("chunking") else {})})
+                 **{key: opened.meta[key] for key in ("chunking", "metadata_fields") if opened.meta.get(key)}})
 
 
 @app.command()

@@ -36,7 +36,7 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import Document, as_document, batched
+from semiret.data.collection import Document, as_document, batched, check_metadata_fields
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
@@ -218,7 +218,7 @@ class Retriever:
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               backend: "str | MilvusBackend | None" = None, chunking: Chunking | None = None,
               buffer_mb: float | None = None, corpus_head: Iterable[Document] | None = None,
-              **options) -> "Retriever":
+              metadata_fields: Sequence[str] | None = None, **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
@@ -229,9 +229,13 @@ class Retriever:
         that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
         Milvus collection take no buffer (a hybrid's parts are written whole). ``corpus_head``: the first documents
         of the corpus ``documents`` are a shard of, whose first batch the document side takes its statistics from (a
-        lexical prior's mean length), as a build of the whole corpus does, so that the shards merge."""
+        lexical prior's mean length), as a build of the whole corpus does, so that the shards merge.
+        ``metadata_fields``: the corpus fields ``documents`` were read with as metadata
+        (:func:`~semiret.data.collection.iter_corpus`), recorded for the documents added later
+        (:attr:`metadata_fields`)."""
         build_options, search_options = cls.split_options(options)
         buffer_mb = check_buffer(buffer_mb)
+        fields = check_metadata_fields(metadata_fields)
         if chunking is not None:
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "
@@ -284,7 +288,8 @@ class Retriever:
         index = store.build(path, cls.documents.index_kind, batches, **config,
                             store_texts=store_texts, overwrite=overwrite,
                             extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {}),
-                                        **({"query_model": model_reference(str(query_model))} if query_model else {})})
+                                        **({"query_model": model_reference(str(query_model))} if query_model else {}),
+                                        **({"metadata_fields": list(fields)} if fields else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
         if first is None:  # an empty file, blank lines, a header alone: worth a word, not an error
@@ -327,6 +332,12 @@ class Retriever:
         document_side = document_side or _builder_of(index, cls).documents.from_index(index)
         return cls(index, cls.queries.open(index, query_options, document_side), document_side,
                    search_options=options)
+
+    @property
+    def metadata_fields(self) -> list[str] | None:
+        """The corpus fields the index's documents were read with as metadata (``build(metadata_fields=...)``,
+        ``--metadata-fields``): what ``semiret add`` reads a corpus with unless told otherwise; None if none."""
+        return self.index.meta.get("metadata_fields")
 
     @property
     def chunking(self) -> Chunking | None:

@@ -97,3 +97,21 @@ def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
     assert result.exit_code == 0, result.output
     assert "1 added, 1 replaced, 0 unchanged, 1 deleted; 2 live" in result.output
     assert sorted(open_retriever(index).index.live_ids()) == ["a.md", "c.txt"]
+
+
+def test_add_reads_a_corpus_with_the_metadata_fields_of_the_build(tmp_path):
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text("id,text,year,source\nd1,cats and dogs,2020,web\nd2,statins and cancer,2021,pubmed\n")
+    index = str(tmp_path / "idx")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", index, "--metadata-fields", "year"]).exit_code == 0
+    assert open_retriever(index).metadata_fields == ["year"]
+    assert '"metadata_fields": [\n    "year"' in runner.invoke(app, ["info", index]).output
+    synced = runner.invoke(app, ["add", str(corpus), "--index", index, "--sync"])
+    assert "0 added, 0 replaced, 2 unchanged" in synced.output  # read as at the build: no metadata lost
+    corpus.write_text("id,text,year,source\nd3,walruses,2022,web\n")
+    assert runner.invoke(app, ["add", str(corpus), "--index", index]).exit_code == 0
+    assert open_retriever(index).get_document("d3").metadata == {"year": 2022}
+    (tmp_path / "more.csv").write_text("id,text,year,source\nd4,penguins,2023,web\n")
+    assert runner.invoke(app, ["add", str(tmp_path / "more.csv"), "--index", index, "--metadata-fields",
+                               "source"]).exit_code == 0  # told otherwise
+    assert open_retriever(index).get_document("d4").metadata == {"source": "web"}
