@@ -545,8 +545,8 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
             added = searcher.add(documents, replace=replace, buffer_mb=buffer_mb, total=total)
             done = f"added {_count(added, 'passage' if searcher.chunking else 'document')}"
     segments = getattr(searcher.index, "segments", None)
-    console.print(f"{done}; {searcher.index.n_docs} live" + (f" in {len(segments)} segments" if segments is not None
-                                                             else ""))
+    console.print(f"{done}; {searcher.index.n_docs}{' passages' if searcher.chunking else ''} live"
+                  + (f" in {len(segments)} segments" if segments is not None else ""))
 
 
 @app.command()

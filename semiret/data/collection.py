@@ -12,13 +12,12 @@ import itertools
 import json
 import logging
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_records, holds_documents
-from semiret.data.ids import IdHashSet
+from semiret.data.folder import DOCUMENT_KINDS, FILE_FIELDS, document_files, folder_documents, holds_documents
+from semiret.data.ids import IdHashSet, document_id_problem
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
 
@@ -28,19 +27,6 @@ ID_FIELDS = ("_id", "id", "docid", "doc_id", "qid")
 TEXT_FIELDS = ("text", "contents", "content", "body", "abstract", "passage", "query")
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def document_id_problem(doc_id: str) -> str | None:
-    """What makes ``doc_id`` unusable as a document id, or None: blank, or holding a control character (a
-    newline or a tab breaks TREC runs, TSV files and the URL that names the document)."""
-    if not doc_id.strip():
-        return "empty document id"
-    control = _CONTROL_CHARACTER.search(doc_id)
-    if control is not None:
-        return (f"document id {doc_id!r} holds the control character {control.group()!r}: ids may not hold "
-                "newlines, tabs or other control characters")
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +258,7 @@ def beir_file(folder: Path, stem: str) -> Path:
     return folder / f"{stem}.jsonl"
 
 
-def _corpus_file(path: str | Path) -> Path:
+def corpus_file(path: str | Path) -> Path:
     """A corpus file, a BEIR folder's corpus (:func:`beir_file`), or a folder of documents (itself: one with no
     corpus file that holds document files, :mod:`semiret.data.folder`)."""
     path = Path(path)
@@ -283,9 +269,9 @@ def _corpus_file(path: str | Path) -> Path:
 
 
 def _read_corpus_file(path: str | Path) -> Path:
-    """:func:`_corpus_file`, which must be there to read: a folder with neither a corpus file nor documents is a
+    """:func:`corpus_file`, which must be there to read: a folder with neither a corpus file nor documents is a
     clear error."""
-    corpus = _corpus_file(path)
+    corpus = corpus_file(path)
     if corpus != Path(path) and not corpus.exists():
         raise DataFormatError(f"no corpus file (corpus.jsonl, .tsv or .csv) and no documents ({DOCUMENT_KINDS} "
                               "files) in this folder", path)
@@ -408,15 +394,15 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     path = _read_corpus_file(path)
     metadata_fields = check_metadata_fields(metadata_fields)
     seen = IdHashSet()
-    truncated, spaced, first_spaced, notes = 0, 0, None, _FieldNotes()
+    truncated, first_truncated, spaced, first_spaced, notes = 0, None, 0, None, _FieldNotes()
     malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
 
     def until_malformed() -> Iterator[tuple[int, Document]]:
-        nonlocal truncated
+        nonlocal truncated, first_truncated
         try:
             for line, document in _corpus_records(path, metadata_fields, notes):
                 if len(document.text) > MAX_DOC_CHARS:
-                    truncated += 1
+                    truncated, first_truncated = truncated + 1, first_truncated or document.id
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
                 yield line, document
         except DataFormatError as error:
@@ -439,9 +425,9 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     if malformed:
         raise malformed[0]
     if truncated:
-        log.warning("%s: %d document%s longer than %d characters cut there (the stored text too): split such "
-                    "documents before indexing them to keep all of their text", path, truncated,
-                    "" if truncated == 1 else "s", MAX_DOC_CHARS)
+        log.warning("%s: %d document%s longer than %d characters cut there (the stored text too; e.g. %r): split "
+                    "such documents before indexing them to keep all of their text", path, truncated,
+                    "" if truncated == 1 else "s", MAX_DOC_CHARS, first_truncated)
     if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
                     "can)", path, spaced, first_spaced)
@@ -470,8 +456,9 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
         for line, record in (_folder_records(path) if path.is_dir() else
                              ((line, record) for line, _, record in iter_jsonl(path))):
             if notes is not None:
-                if first:
-                    notes.unread.extend(other_fields(record))
+                if first:  # (the fields of a folder's every file are documented, not news)
+                    notes.unread.extend(name for name in other_fields(record)
+                                        if not (path.is_dir() and name in FILE_FIELDS))
                 if metadata_fields and EVERY_FIELD not in metadata_fields:
                     notes.kept.update(name for name in metadata_fields if name in record and name not in READ_FIELDS)
             first = False
@@ -482,9 +469,9 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
 
 
 def _folder_records(folder: Path) -> Iterator[tuple[int, dict]]:
-    """A folder's documents (:func:`~semiret.data.folder.folder_records`) as JSONL records: ``(position, record)``;
-    fields of a front matter that a record's id, text or metadata would be read from are left out."""
-    for position, doc_id, text, title, fields in folder_records(folder):
+    """A folder's documents (:func:`~semiret.data.folder.folder_documents`) as JSONL records: ``(position,
+    record)``; fields of a front matter that a record's id, text or metadata would be read from are left out."""
+    for position, doc_id, text, title, fields in folder_documents(folder):
         yield position, {name: value for name, value in fields.items() if name not in READ_FIELDS} | {
             "_id": doc_id, "title": title, "text": text}
 
@@ -657,7 +644,7 @@ class Collection:
 
     @property
     def corpus_path(self) -> Path:
-        return _corpus_file(self.root)
+        return corpus_file(self.root)
 
     @property
     def _corpus_apart(self) -> bool:

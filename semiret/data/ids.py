@@ -1,4 +1,5 @@
-"""A compact set of the document ids a corpus reader has read, to refuse a repeated one.
+"""Document ids: what makes one unusable, and a compact set of those a corpus reader has read, to refuse a repeated
+one.
 
 A set of the id strings costs about 100 bytes an id (a gigabyte for ten million documents), the one part of a
 build's memory that grew with the corpus once builds were written in parts. This one keeps 64-bit hashes in an
@@ -10,10 +11,26 @@ ids).
 
 from __future__ import annotations
 
+import re
+
 import numba
 import numpy as np
 
 HASH_MASK = 2**64 - 1
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def document_id_problem(doc_id: str) -> str | None:
+    """What makes ``doc_id`` unusable as a document id, or None: blank, or holding a control character (a
+    newline or a tab breaks TREC runs, TSV files and the URL that names the document)."""
+    if not doc_id.strip():
+        return "empty document id"
+    control = _CONTROL_CHARACTER.search(doc_id)
+    if control is not None:
+        return (f"document id {doc_id!r} holds the control character {control.group()!r}: ids may not hold "
+                "newlines, tabs or other control characters")
+    return None
+
 INITIAL_SLOTS = 1024
 
 

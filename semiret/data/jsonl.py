@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from semiret.data.folder import READERS
 from semiret.errors import DataFormatError
 
 
@@ -49,6 +50,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, int, dict]]:
     offset = 0
     seen_record = False
     hint = "" if format_suffix(path) in JSON_SUFFIXES else f" (is this JSONL? semiret reads {FORMATS})"
+    if format_suffix(path) in READERS:
+        hint = (f" (a {format_suffix(path)} file is a document of a folder of documents: give the folder holding it, "
+                "each file under it one document)")
     with open_data_file(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             line_offset = offset

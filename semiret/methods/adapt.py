@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from semiret.data.collection import Collection, Document, beir_file, iter_corpus
+from semiret.data.collection import Collection, Document, beir_file, corpus_file, iter_corpus
 from semiret.data.packaged import PACKAGED_CHECKPOINTS, check_run_output
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
@@ -178,7 +178,7 @@ def read_corpus(data: str) -> tuple[Path | None, list[Document]]:
     from semiret.data.paths import dataset
 
     source = dataset(data)
-    if source.is_file() or not beir_file(source, "corpus").is_file():
+    if corpus_file(source) == source:  # a corpus file, a folder of documents
         return None, list(iter_corpus(source))
     return source, list(Collection(source).corpus())
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import inspect
 import itertools
+import json
 import logging
 import math
 import tempfile
@@ -420,20 +421,20 @@ class Retriever:
                 delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
 
-    def _stored_form(self, document: Document) -> list[dict]:
-        """The records the index would store of ``document`` (its passages' where it holds passages), as JSON
-        reads them back: what :meth:`sync` compares with the stored ones."""
+    def _stored_form(self, document: Document) -> str:
+        """The records the index would store of ``document`` (its passages' where it holds passages), as JSON reads
+        them back, in canonical JSON (:func:`_canonical`): what :meth:`sync` compares with the stored ones."""
         parts = self.chunking.split([document]) if self.chunking is not None else [document]
-        return [Document.from_json(part.to_json()).to_record() for part in parts]
+        return _canonical([Document.from_json(part.to_json()) for part in parts])
 
-    def _stored_forms(self, doc_ids: list[str]) -> dict[str, list[dict]]:
+    def _stored_forms(self, doc_ids: list[str]) -> dict[str, str]:
         """The stored records of those of ``doc_ids`` the index holds (their passages', in order, where it holds
-        passages), by document id."""
+        passages), by document id, in canonical JSON."""
         if self.chunking is None:
-            return {doc_id: [document.to_record()] for doc_id, document in self.index.get_documents(doc_ids).items()}
+            return {doc_id: _canonical([document]) for doc_id, document in self.index.get_documents(doc_ids).items()}
         passages = sorted(self.index.get_documents(passage_ids(self.index, doc_ids)).values(),
                           key=lambda p: (p.metadata[PARENT_FIELD], p.metadata[CHUNK_FIELD]))
-        return {parent: [p.to_record() for p in group]
+        return {parent: _canonical(list(group))
                 for parent, group in itertools.groupby(passages, key=lambda p: p.metadata[PARENT_FIELD])}
 
     def _document_ids(self) -> list[str]:
@@ -781,6 +782,12 @@ class Retriever:
                     unfinished.append(i)
             pending, depth = unfinished, min(depth * 4, total)
         return SearchHits(ids, scores, groups=groups if grouping is not None else None)
+
+
+def _canonical(documents: list[Document]) -> str:
+    """Documents' records as one JSON text, keys sorted: equal exactly when the records are, values' types included
+    (``true`` is not ``1``, nor ``1`` ``1.0``, as filters tell them apart; Python's ``==`` does not)."""
+    return json.dumps([document.to_record() for document in documents], sort_keys=True, ensure_ascii=False)
 
 
 def _documents(documents, call: str) -> Iterable[Document]:

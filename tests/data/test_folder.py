@@ -21,8 +21,10 @@ from helpers import write_jsonl
 runner = CliRunner()
 
 
-def _pdf(path, text: str, title: str | None = None, password: str | None = None) -> None:
-    """A one-page PDF holding ``text`` (matplotlib writes it; pypdf encrypts it)."""
+def _pdf(path, text: str, title: str | None = None, password: str | None = None,
+         owner_password: str | None = None) -> None:
+    """A one-page PDF holding ``text`` (matplotlib writes it; pypdf encrypts it: to open, or, with an
+    ``owner_password`` alone, to change)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,11 +35,11 @@ def _pdf(path, text: str, title: str | None = None, password: str | None = None)
     with matplotlib.rc_context({"pdf.fonttype": 42}):  # TrueType: text a reader can extract
         figure.savefig(path, format="pdf", metadata={"Title": title} if title else {})
     plt.close(figure)
-    if password:
+    if password or owner_password:
         import pypdf
 
         writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(path))
-        writer.encrypt(password)
+        writer.encrypt(password or "", owner_password)
         with open(path, "wb") as out:
             writer.write(out)
 
@@ -83,7 +85,7 @@ def test_every_kind_of_file_reads_as_a_document_with_its_title(docs, caplog):
     assert page.text == "Badges\nWear your badge.\nAlways\nVisible"  # no style, no script, a line a block
     assert all(d.metadata is None for d in read.values())  # other fields kept only when asked, as a JSONL's
     assert "1 file of other kinds left out (.png 1)" in caplog.text
-    assert "'file_name', 'file_type', 'file_size', 'modified'" in caplog.text and "--metadata-fields" in caplog.text
+    assert "file_name" not in caplog.text  # the fields of a folder's every file, documented, are not news
 
 
 def test_metadata_fields_keep_each_files_fields_and_its_front_matter(docs):
@@ -126,6 +128,7 @@ def test_pdf_files_read_with_their_title_and_bad_ones_are_skipped_by_name(docs, 
     _pdf(docs / "drills.pdf", "Fire drills happen every March.", title="Fire drills")
     _pdf(docs / "untitled.pdf", "Evacuate by the north stairs.")
     _pdf(docs / "locked.pdf", "Secret plans.", password="pw")
+    _pdf(docs / "owner-only.pdf", "Printing is restricted.", owner_password="owner")  # readable all the same
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a PDF")
     (docs / "empty.txt").write_text("  \n")
     with caplog.at_level(logging.WARNING):
@@ -133,6 +136,7 @@ def test_pdf_files_read_with_their_title_and_bad_ones_are_skipped_by_name(docs, 
     assert (read["drills.pdf"].title, read["drills.pdf"].text.strip()) == ("Fire drills",
                                                                           "Fire drills happen every March.")
     assert read["untitled.pdf"].title == "untitled"
+    assert read["owner-only.pdf"].text.strip() == "Printing is restricted."
     assert not {"locked.pdf", "broken.pdf", "empty.txt"} & set(read)
     assert "3 files skipped" in caplog.text
     assert "'broken.pdf' (an unreadable PDF" in caplog.text and "'locked.pdf' (an encrypted PDF)" in caplog.text
@@ -147,13 +151,86 @@ def test_pdf_files_without_pypdf_are_skipped_saying_how_to_read_them(docs, monke
     assert "reading PDFs needs pypdf (pip install 'semiret[files]'" in caplog.text
 
 
-def test_a_huge_text_file_is_read_only_as_far_as_a_document_is_kept(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(folder_module, "MAX_FILE_CHARS", 101)
+def test_a_huge_file_is_read_only_so_far_and_its_cut_text_named(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(folder_module, "MAX_FILE_BYTES", 1000)
     monkeypatch.setattr("semiret.data.collection.MAX_DOC_CHARS", 100)
     (tmp_path / "log.txt").write_text("x" * 5000)
+    (tmp_path / "page.html").write_text("<p>" + "<b>y</b>" * 50 + "</p>")  # 400 bytes of markup, 50 characters
     with caplog.at_level(logging.WARNING):
-        [document] = iter_corpus(tmp_path)
-    assert len(document.text) == 100 and "1 document longer than 100 characters cut there" in caplog.text
+        read = {d.id: d for d in iter_corpus(tmp_path)}
+    assert len(read["log.txt"].text) == 100 and read["page.html"].text == "y" * 50  # markup is not text
+    assert "1 document longer than 100 characters cut there" in caplog.text and "e.g. 'log.txt'" in caplog.text
+    assert "1 file read only as far as their first 1,000 bytes: log.txt" in caplog.text
+
+
+def test_html_as_browsers_read_it(tmp_path):
+    (tmp_path / "no-head-end.html").write_text("<html><head><title>Kept</title><body><p>Seen text.</p></body>")
+    (tmp_path / "icons.html").write_text("<body><svg><title>search-icon</title></svg><h1>Real heading</h1>"
+                                         "<p>Body.</p></body>")
+    read = {d.id: d for d in iter_corpus(tmp_path)}
+    assert (read["no-head-end.html"].title, read["no-head-end.html"].text) == ("Kept", "Seen text.")
+    assert (read["icons.html"].title, read["icons.html"].text) == ("Real heading", "Real heading\nBody.")
+
+
+def test_text_that_is_not_utf8_is_read_as_declared_or_as_windows_1252(tmp_path, caplog):
+    (tmp_path / "latin.txt").write_bytes("café crème".encode("cp1252"))
+    (tmp_path / "page.html").write_bytes('<meta charset="iso-8859-7"><p>\u03b1\u03b2</p>'.encode("iso-8859-7"))
+    with caplog.at_level(logging.WARNING):
+        read = {d.id: d.text for d in iter_corpus(tmp_path)}
+    assert read == {"latin.txt": "café crème", "page.html": "\u03b1\u03b2"}
+    assert "2 files not UTF-8, read as the encoding named: latin.txt (cp1252); page.html (iso-8859-7)" in caplog.text
+
+
+def test_markdown_titles_and_front_matters_of_every_kind(tmp_path):
+    (tmp_path / "empty-front.md").write_text("---\n---\n# Heading after\n\nText.\n")
+    (tmp_path / "toml.md").write_text('+++\ntitle = "From TOML"\nweight = 3\n+++\nText.\n')
+    (tmp_path / "short-underline.md").write_text("A long title\n===\nText.\n")
+    (tmp_path / "title-only.md").write_text("# Only a heading\n")
+    (tmp_path / "labelled.rst").write_text(".. _intro:\n\nIntroduction\n============\n\nText.\n")
+    (tmp_path / "odd.md").write_text("---\ntitle: [a, b]\nscore: .nan\n---\nText.\n")
+    read = {d.id: d for d in iter_corpus(tmp_path, ["*"])}
+    assert {i: d.title for i, d in read.items()} == {
+        "empty-front.md": "Heading after", "labelled.rst": "Introduction", "odd.md": "a b",
+        "short-underline.md": "A long title", "title-only.md": "Only a heading", "toml.md": "From TOML"}
+    assert read["toml.md"].metadata["weight"] == 3 and read["toml.md"].text == "Text.\n"
+    assert read["odd.md"].metadata["score"] == "nan"  # stored as JSON, which has no NaN
+    assert read["title-only.md"].text == ""  # a title alone is a document, as a JSONL record of one is
+
+
+def test_links_are_followed_once_and_a_file_that_cannot_be_read_is_skipped(tmp_path, caplog):
+    docs, elsewhere = tmp_path / "docs", tmp_path / "elsewhere"
+    docs.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "linked.md").write_text("Reached through a link.\n")
+    (docs / "shared").symlink_to(elsewhere, target_is_directory=True)
+    (elsewhere / "loop").symlink_to(docs, target_is_directory=True)  # back up the tree: no endless walk
+    (docs / "gone.md").symlink_to(tmp_path / "nowhere.md")  # dangling: it cannot be opened
+    (docs / "kept.txt").write_text("Kept.\n")
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(docs)] == ["kept.txt", "shared/linked.md"]
+    assert "'gone.md' (cannot be read: No such file or directory)" in caplog.text
+
+
+def test_a_folder_that_cannot_be_listed_is_an_error_not_documents_missed(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("one")
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "b.txt").write_text("two")
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(DataFormatError, match="locked: cannot list this folder \\(Permission denied\\)"):
+        list(iter_corpus(tmp_path))
+
+
+def test_a_single_document_file_given_as_a_corpus_says_to_give_its_folder(tmp_path):
+    (tmp_path / "notes.md").write_text("# Notes\n")
+    with pytest.raises(DataFormatError, match="a .md file is a document of a folder of documents: give the folder"):
+        list(iter_corpus(tmp_path / "notes.md"))
 
 
 def test_a_beir_folder_reads_its_corpus_file_not_its_other_files(tmp_path):
@@ -180,7 +257,7 @@ def test_a_front_matter_that_is_not_yaml_stays_text(tmp_path, caplog):
     (tmp_path / "a.md").write_text("---\ntitle: [unclosed\n---\nBody.\n")
     with caplog.at_level(logging.WARNING):
         [document] = iter_corpus(tmp_path)
-    assert document.text.startswith("---\ntitle: [unclosed") and "front matter is not YAML" in caplog.text
+    assert document.text.startswith("---\ntitle: [unclosed") and "front matter does not parse" in caplog.text
 
 
 def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_path):

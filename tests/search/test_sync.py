@@ -115,3 +115,11 @@ def test_add_reads_a_corpus_with_the_metadata_fields_of_the_build(tmp_path):
     assert runner.invoke(app, ["add", str(tmp_path / "more.csv"), "--index", index, "--metadata-fields",
                                "source"]).exit_code == 0  # told otherwise
     assert open_retriever(index).get_document("d4").metadata == {"source": "web"}
+
+
+def test_sync_tells_values_of_other_types_apart_as_filters_do(tmp_path):
+    searcher = BM25Retriever.build([Document("d1", "cats", metadata={"flag": True, "n": 1})], tmp_path / "idx")
+    counts = searcher.sync([Document("d1", "cats", metadata={"n": 1, "flag": True})])  # keys in another order
+    assert counts.unchanged == 1
+    assert searcher.sync([Document("d1", "cats", metadata={"flag": 1, "n": 1.0})]).replaced == 1
+    assert searcher.count({"flag": 1}) == 1 and searcher.count({"flag": True}) == 0
