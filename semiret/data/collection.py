@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from semiret.data.folder import DOCUMENT_KINDS, FILE_FIELDS, document_files, folder_documents, holds_documents
+from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
@@ -456,9 +456,8 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
         for line, record in (_folder_records(path) if path.is_dir() else
                              ((line, record) for line, _, record in iter_jsonl(path))):
             if notes is not None:
-                if first:  # (the fields of a folder's every file are documented, not news)
-                    notes.unread.extend(name for name in other_fields(record)
-                                        if not (path.is_dir() and name in FILE_FIELDS))
+                if first:
+                    notes.unread.extend(other_fields(record))
                 if metadata_fields and EVERY_FIELD not in metadata_fields:
                     notes.kept.update(name for name in metadata_fields if name in record and name not in READ_FIELDS)
             first = False
@@ -470,10 +469,12 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
 
 def _folder_records(folder: Path) -> Iterator[tuple[int, dict]]:
     """A folder's documents (:func:`~semiret.data.folder.folder_documents`) as JSONL records: ``(position,
-    record)``; fields of a front matter that a record's id, text or metadata would be read from are left out."""
-    for position, doc_id, text, title, fields in folder_documents(folder):
-        yield position, {name: value for name, value in fields.items() if name not in READ_FIELDS} | {
-            "_id": doc_id, "title": title, "text": text}
+    record)``, the file's fields its ``metadata`` object (kept, as a record's is), a front matter's fields the
+    record's other fields (kept as ``metadata_fields`` says), those that a record's id, text or metadata would be read
+    from left out."""
+    for position, doc_id, text, title, file_fields, front_matter in folder_documents(folder):
+        yield position, {name: value for name, value in front_matter.items() if name not in READ_FIELDS} | {
+            "_id": doc_id, "title": title, "text": text, "metadata": file_fields}
 
 
 def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:

@@ -3,10 +3,10 @@ Markdown, reStructuredText, HTML or PDF file under it, at any depth (symbolic li
 one document whose id is its path under the folder (``guides/install.md``). A long file is best indexed as passages
 (``--chunk-words``).
 
-Each document's record also holds its file's ``file_name``, ``file_type`` (the suffix, ``md``), ``file_size``
-(bytes) and ``modified`` (ISO 8601, UTC, so that ``{"modified": {"gte": "2026-01-01"}}`` filters by date), and a
-Markdown file's front matter (YAML between ``---`` lines, or TOML between ``+++``): kept as metadata when
-``metadata_fields`` names them, as a JSONL record's other fields are. The title is the front matter's, the first
+Each document's metadata holds its file's ``file_name``, ``file_type`` (the suffix, ``md``), ``file_size`` (bytes)
+and ``modified`` (ISO 8601, UTC, so that ``{"modified": {"gte": "2026-01-01"}}`` filters by date), always, as a
+JSONL record's ``metadata`` object is kept; a Markdown file's front matter (YAML between ``---`` lines, or TOML
+between ``+++``) joins it when ``metadata_fields`` names its fields, as a JSONL record's other fields do. The title is the front matter's, the first
 heading (Markdown, reST) or ``<title>`` (HTML), the PDF's own; else the file's name, its ``-`` and ``_`` read as
 spaces (words a query may hold). Text that is not UTF-8 is read as the HTML page's declared charset, else as
 Windows-1252 (which Latin-1 text reads as too), named in a warning.
@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 8_000_000
 """Bytes read from a file at most (8 times the characters a document keeps: markup and front matter are dropped from
 what is read), so that a huge log file is not read whole; a file cut there is named in a warning."""
-FILE_FIELDS = ("file_name", "file_type", "file_size", "modified")
-"""The fields every document of a folder has (besides a Markdown file's front matter)."""
 
 
 class _Skipped(Exception):
@@ -318,8 +316,8 @@ def holds_documents(folder: Path) -> bool:
     return any(Path(name).suffix.lower() in READERS for _, names in _walk(folder) for name in names)
 
 
-def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict]]:
-    """``(position, id, text, title, other fields)`` for each document file under ``folder``
+def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, dict]]:
+    """``(position, id, text, title, file fields, front matter)`` for each document file under ``folder``
     (:func:`document_files`); what was skipped, cut or read as another encoding is named in warnings at the end."""
     files, others = document_files(folder)
     if others:
@@ -333,27 +331,32 @@ def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict]]:
         try:
             if document_id_problem(doc_id):
                 raise _Skipped("a path holding a control character (a document id may not)")
-            text, title, fields = READERS[path.suffix.lower()](path, notes)
+            text, title, front_matter = READERS[path.suffix.lower()](path, notes)
             if not text.strip() and not title:
                 raise _Skipped("a file with no text" + (" (a scanned PDF needs OCR first)" if path.suffix.lower()
                                                         == ".pdf" else ""))
-            status = path.stat()
+            fields = _file_fields(path, path.stat())
         except _Skipped as why:
             notes.skipped.append(f"{doc_id!r} ({why})")
             continue
         except OSError as error:
             notes.skipped.append(f"{doc_id!r} (cannot be read: {error.strerror or error})")
             continue
-        modified = datetime.datetime.fromtimestamp(int(status.st_mtime), datetime.timezone.utc)
-        yield position, doc_id, text, title or _title_of_name(path), fields | {
-            "file_name": path.name, "file_type": path.suffix.lower().lstrip("."), "file_size": status.st_size,
-            "modified": modified.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        yield position, doc_id, text, title or _title_of_name(path), fields, front_matter
     for kind, names in (("skipped", notes.skipped), (f"read only as far as their first {MAX_FILE_BYTES:,} bytes",
                                                               notes.cut),
                         ("not UTF-8, read as the encoding named", notes.recoded)):
         if names:
             log.warning("%s: %d file%s %s: %s", folder, len(names), "s" * (len(names) > 1), kind,
                         "; ".join(names[:5]) + ("; ..." if len(names) > 5 else ""))
+
+
+def _file_fields(path: Path, status: os.stat_result) -> dict:
+    """A file's fields, the metadata of every document of a folder: its name, type (suffix), size and modification
+    time (ISO 8601, UTC, to the second)."""
+    modified = datetime.datetime.fromtimestamp(int(status.st_mtime), datetime.timezone.utc)
+    return {"file_name": path.name, "file_type": path.suffix.lower().lstrip("."), "file_size": status.st_size,
+            "modified": modified.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def _title_of_name(path: Path) -> str:

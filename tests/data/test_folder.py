@@ -83,28 +83,29 @@ def test_every_kind_of_file_reads_as_a_document_with_its_title(docs, caplog):
     page = read["page.html"]
     assert page.title == "Badges & access"
     assert page.text == "Badges\nWear your badge.\nAlways\nVisible"  # no style, no script, a line a block
-    assert all(d.metadata is None for d in read.values())  # other fields kept only when asked, as a JSONL's
+    assert all(set(d.metadata) == {"file_name", "file_type", "file_size", "modified"} for d in read.values())
     assert "1 file of other kinds left out (.png 1)" in caplog.text
-    assert "file_name" not in caplog.text  # the fields of a folder's every file, documented, are not news
+    assert "'date', 'tags' of its documents are left out" not in caplog.text  # the first document has no front matter
 
 
-def test_metadata_fields_keep_each_files_fields_and_its_front_matter(docs):
+def test_each_files_fields_are_its_metadata_and_its_front_matter_joins_them_when_asked(docs):
     stamp = 1_767_225_600  # 2026-01-01T00:00:00Z
     os.utime(docs / "policy.md", (stamp, stamp))
+    assert "date" not in {d.id: d for d in iter_corpus(docs)}["guides/install.md"].metadata
     read = {d.id: d for d in iter_corpus(docs, ["*"])}
     assert read["policy.md"].metadata == {"file_name": "policy.md", "file_type": "md", "file_size": 56,
                                           "modified": "2026-01-01T00:00:00Z"}
     install = read["guides/install.md"].metadata
     assert install["date"] == "2026-01-05" and install["tags"] == ["setup", "linux"]  # YAML's date as ISO text
     assert "id" not in install and read["guides/install.md"].id == "guides/install.md"  # never the document's id
-    assert {d.id: d.metadata for d in iter_corpus(docs, ["file_type"])}["page.html"] == {"file_type": "html"}
+    assert set({d.id: d.metadata for d in iter_corpus(docs, ["tags"])}["guides/install.md"]) == {
+        "tags", "file_name", "file_type", "file_size", "modified"}
 
 
 def test_a_folder_index_filters_by_kind_and_date(docs, tmp_path):
     old = 1_600_000_000
     os.utime(docs / "policy.md", (old, old))
-    built = runner.invoke(app, ["index", "--data", str(docs), "--out", str(tmp_path / "idx"), "--metadata-fields",
-                                "file_type,modified"])
+    built = runner.invoke(app, ["index", "--data", str(docs), "--out", str(tmp_path / "idx")])
     assert built.exit_code == 0, built.output
     searcher = open_retriever(tmp_path / "idx")
     assert [h.id for h in searcher.search("vacation leave", k=3)][:1] == ["policy.md"]
