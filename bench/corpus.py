@@ -236,6 +236,31 @@ def timed_rounds(systems: dict, items: list, rounds: int = 4, warm_up: int = 5) 
     return times
 
 
+def timed_on_copies(base: Path, scratch: Path, ways: dict, rounds: int, after=None) -> dict[str, float]:
+    """The best wall time of each of ``ways`` (``{name: change(retriever)}``) over ``rounds``, each run on a fresh
+    copy of the index ``base`` (made under ``scratch``), opened, its model loaded before the timing (encoding is
+    timed, not loading); ``after(name, retriever)`` is called after each run, untimed (a check)."""
+    import shutil
+
+    from semiret.search import open_retriever
+
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, change in ways.items():
+            copy = scratch / f"{base.name}-{name}"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(base, copy)
+            retriever = open_retriever(copy)
+            if hasattr(retriever.document_side, "encoder"):
+                retriever.document_side.encoder  # loaded now
+            started = time.perf_counter()
+            change(retriever)
+            times[name].append(time.perf_counter() - started)
+            if after is not None:
+                after(name, retriever)
+    return {name: min(each) for name, each in times.items()}
+
+
 def emit(result: dict) -> None:
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -14,22 +14,20 @@ document with the new field. The documents are SciFact's first ``--docs``; retri
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from corpus import SCIFACT, emit, load_documents, machine
+from corpus import SCIFACT, emit, load_documents, machine, timed_on_copies
 
 MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
 
 
 def main() -> None:
     from semiret import progress
-    from semiret.search import open_retriever, retriever_class
+    from semiret.search import retriever_class
 
     progress.set_enabled(False)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -48,30 +46,21 @@ def main() -> None:
             options = {"model": MODELS[name]} if name in MODELS else {}
             base = Path(scratch) / f"{name}-base"
             retriever_class(name).build(documents, base, **options)
-            times = {"set_metadata": [], "add": []}
             scores = {}
-            for _ in range(args.rounds):
-                for way in times:
-                    copy = Path(scratch) / f"{name}-{way}"
-                    shutil.rmtree(copy, ignore_errors=True)
-                    shutil.copytree(base, copy)
-                    retriever = open_retriever(copy)
-                    if hasattr(retriever.document_side, "encoder"):
-                        retriever.document_side.encoder  # loaded before the timing: encoding is timed, not loading
-                    started = time.perf_counter()
-                    if way == "set_metadata":
-                        retriever.set_metadata({"reviewed": True}, ids=[d.id for d in updated])
-                    else:
-                        retriever.add(updated, replace=True)
-                    times[way].append(time.perf_counter() - started)
-                    retriever.index.merge()
-                    if retriever.count({"reviewed": True}) != len(updated):
-                        raise SystemExit(f"{name}, {way}: {retriever.count({'reviewed': True})} documents reviewed, "
-                                         f"not {len(updated)}")
-                    # every updated document's exact score for its own first words and for one shared query
-                    scores[way] = [retriever.explain(each, d.id).score for d in updated
-                                   for each in (" ".join(d.text.split()[:8]), query)]
-            best = {way: min(each) for way, each in times.items()}
+
+            def checked(way, retriever):
+                retriever.index.merge()
+                if retriever.count({"reviewed": True}) != len(updated):
+                    raise SystemExit(f"{name}, {way}: {retriever.count({'reviewed': True})} documents reviewed, "
+                                     f"not {len(updated)}")
+                # every updated document's exact score for its own first words and for one shared query
+                scores[way] = [retriever.explain(each, d.id).score for d in updated
+                               for each in (" ".join(d.text.split()[:8]), query)]
+
+            best = timed_on_copies(base, Path(scratch), {
+                "set_metadata": lambda retriever: retriever.set_metadata({"reviewed": True},
+                                                                         ids=[d.id for d in updated]),
+                "add": lambda retriever: retriever.add(updated, replace=True)}, args.rounds, checked)
             result["retrievers"][name] = {
                 "set_metadata_s": round(best["set_metadata"], 4), "add_s": round(best["add"], 4),
                 "add_over_set_metadata": round(best["add"] / best["set_metadata"], 2),

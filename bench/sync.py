@@ -13,22 +13,20 @@ of them with a new text, as many deleted and as many new ones (SciFact's next do
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from corpus import SCIFACT, emit, load_documents, machine
+from corpus import SCIFACT, emit, load_documents, machine, timed_on_copies
 
 MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
 
 
 def main() -> None:
     from semiret import progress
-    from semiret.search import open_retriever, retriever_class
+    from semiret.search import retriever_class
 
     progress.set_enabled(False)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -50,28 +48,20 @@ def main() -> None:
             options = {"model": MODELS[name]} if name in MODELS else {}
             base = Path(scratch) / f"{name}-base"
             retriever_class(name).build(documents, base, **options)
-            times = {"sync": [], "replace": []}
             outcome = {}
-            for _ in range(args.rounds):
-                for way in times:
-                    copy = Path(scratch) / f"{name}-{way}"
-                    shutil.rmtree(copy, ignore_errors=True)
-                    shutil.copytree(base, copy)
-                    retriever = open_retriever(copy)
-                    if hasattr(retriever.document_side, "encoder"):
-                        retriever.document_side.encoder  # loaded before the timing: encoding is timed, not loading
-                    started = time.perf_counter()
-                    if way == "sync":
-                        retriever.sync(corpus)
-                    else:
-                        retriever.add(corpus, replace=True)
-                        retriever.delete([d.id for d in documents[n - c:]])
-                    times[way].append(time.perf_counter() - started)
-                    retriever.index.merge()
-                    outcome[way] = (sorted(retriever.index.live_ids()),
-                                    [retriever.get_document(d.id).to_record() for d in corpus],
-                                    [retriever.explain(" ".join(d.text.split()[:8]), d.id).score for d in touched])
-            best = {way: min(each) for way, each in times.items()}
+
+            def recorded(way, retriever):
+                retriever.index.merge()
+                outcome[way] = (sorted(retriever.index.live_ids()),
+                                [retriever.get_document(d.id).to_record() for d in corpus],
+                                [retriever.explain(" ".join(d.text.split()[:8]), d.id).score for d in touched])
+
+            def replaced(retriever):
+                retriever.add(corpus, replace=True)
+                retriever.delete([d.id for d in documents[n - c:]])
+
+            best = timed_on_copies(base, Path(scratch), {"sync": lambda retriever: retriever.sync(corpus),
+                                                         "replace": replaced}, args.rounds, recorded)
             same = (outcome["sync"][:2] == outcome["replace"][:2]
                     and bool(np.allclose(outcome["sync"][2], outcome["replace"][2], atol=1e-4)))
             result["retrievers"][name] = {
