@@ -520,13 +520,15 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         replace: bool = typer.Option(False, help="Replace documents whose ids already exist."),
         sync: bool = typer.Option(False, help="Make the index hold exactly these documents: new and changed ones "
                                   "(text, title or metadata) added, unchanged ones left alone (not encoded again), "
-                                  "those the corpus no longer holds deleted (a folder kept in step with its index)."),
+                                  "those the corpus no longer holds deleted (a folder kept in step with its index; "
+                                  "--replace is implied)."),
         threads: Optional[int] = _encoding_threads_option(),
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
         milvus_token: Optional[str] = _milvus_token_option(),
         buffer_mb: Optional[float] = _buffer_option("add"),
-        metadata_fields: Optional[str] = _metadata_fields_option("; default: those the index was built with")):
+        metadata_fields: Optional[str] = _metadata_fields_option("; default: those the index was built with, "
+                                                                 "which stay its record")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import count_documents, iter_corpus
     from semiret.search.retrievers import open_retriever
@@ -716,11 +718,11 @@ def info(index: Path = typer.Argument(..., help="Index directory."),
          backend: Optional[str] = _backend_option(),
          milvus_token: Optional[str] = _milvus_token_option()):
     """Describe an index (JSON on standard output)."""
-    from semiret.search.retrievers import open_index_at
+    from semiret.search.retrievers import DOCUMENT_READING, open_index_at
 
     opened = open_index_at(index, _backend(backend, milvus_token))
     _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"],
-                 **{key: opened.meta[key] for key in ("chunking", "metadata_fields") if opened.meta.get(key)}})
+                 **{key: opened.meta[key] for key in DOCUMENT_READING if opened.meta.get(key)}})
 
 
 @app.command()

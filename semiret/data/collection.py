@@ -452,12 +452,12 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
         for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, notes):
             yield line, Document(doc_id, text, title, metadata)
     else:
-        first = True
-        for line, record in (_folder_records(path) if path.is_dir() else
+        first, folder = True, path.is_dir()
+        for line, record in (_folder_records(path) if folder else
                              ((line, record) for line, _, record in iter_jsonl(path))):
             if notes is not None:
-                if first:
-                    notes.unread.extend(other_fields(record))
+                if first or folder:  # (a folder's documents' front matters differ: each one's fields are read)
+                    notes.unread.extend(name for name in other_fields(record) if name not in notes.unread)
                 if metadata_fields and EVERY_FIELD not in metadata_fields:
                     notes.kept.update(name for name in metadata_fields if name in record and name not in READ_FIELDS)
             first = False

@@ -20,8 +20,10 @@ otherwise be missed, and deleted by a sync.
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import html.parser
+import json
 import logging
 import math
 import os
@@ -45,23 +47,29 @@ class _Skipped(Exception):
 
 
 class _Notes:
-    """What reading a folder's files found worth a warning, each file named."""
+    """What reading a folder's files found worth a warning, each file named by its id (``current``: the one read)."""
 
     def __init__(self):
+        self.current = ""
         self.skipped: list[str] = []
         self.cut: list[str] = []
         self.recoded: list[str] = []
+        self.unparsed: list[str] = []
 
 
 def _decoded(path: Path, notes: _Notes, charset: Callable[[bytes], str | None] = lambda raw: None) -> str:
     """A text file's characters, its first :data:`MAX_FILE_BYTES` bytes at most: UTF-8 (a byte-order mark left out),
-    else the ``charset`` its bytes declare, else Windows-1252; line ends as ``\\n``."""
+    UTF-16 or UTF-32 where a byte-order mark says so, else the ``charset`` its bytes declare, else Windows-1252; line
+    ends as ``\\n``."""
     with open(path, "rb") as handle:
         raw = handle.read(MAX_FILE_BYTES + 1)
     cut = len(raw) > MAX_FILE_BYTES
     if cut:
         raw = raw[:MAX_FILE_BYTES]
-        notes.cut.append(path.name)
+        notes.cut.append(notes.current)
+    marked = next((encoding for mark, encoding in _BYTE_ORDER_MARKS if raw.startswith(mark)), None)
+    if marked is not None:
+        return _lines(raw.decode(marked, errors="replace").lstrip("\ufeff"))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -73,7 +81,17 @@ def _decoded(path: Path, notes: _Notes, charset: Callable[[bytes], str | None] =
                 text = raw.decode(declared, errors="replace")
             except LookupError:  # a charset Python does not know
                 declared, text = "cp1252", raw.decode("cp1252", errors="replace")
-            notes.recoded.append(f"{path.name} ({declared})")
+            notes.recoded.append(f"{notes.current} ({declared})")
+    return _lines(text)
+
+
+_BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+                     (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+"""The byte-order marks that say how a text file is encoded (UTF-32's first: they begin as UTF-16's do)."""
+
+
+def _lines(text: str) -> str:
+    """``text``, its line ends ``\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -84,7 +102,7 @@ def _plain_text(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
 def _markdown(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
     """Text, title (front matter's, else a first line that is a heading: left out of the text) and front matter of
     a Markdown file."""
-    text, front_matter = _front_matter(_decoded(path, notes), path)
+    text, front_matter = _front_matter(_decoded(path, notes), notes)
     title = front_matter.pop("title", None)
     if title is None:
         text, title = _leading_heading(text, markdown=True)
@@ -106,8 +124,12 @@ def _html(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
 def _pdf(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
     try:
         import pypdf
-    except ImportError:
-        raise _Skipped("a PDF: reading PDFs needs pypdf (pip install 'semiret[files]' or pip install pypdf)") from None
+    except ImportError:  # an error, not a file skipped: a sync would delete every PDF's document
+        raise DataFormatError("reading PDF files needs pypdf (pip install 'semiret[files]' or pip install pypdf)",
+                              path) from None
+    pypdf_log = logging.getLogger("pypdf")
+    level = pypdf_log.level
+    pypdf_log.setLevel(logging.ERROR)  # its warnings name no file; a file it cannot read is named in ours
     try:
         reader = pypdf.PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone still lets it be read
@@ -118,6 +140,8 @@ def _pdf(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
         raise
     except Exception as exc:  # pypdf raises many kinds on damaged files: each one is this file's problem
         raise _Skipped(f"an unreadable PDF ({type(exc).__name__}: {exc})") from None
+    finally:
+        pypdf_log.setLevel(level)
     return text, _title_text(title), {}
 
 
@@ -141,10 +165,10 @@ def _declared_charset(raw: bytes) -> str | None:
     return match.group(1).decode("ascii") if match else None
 
 
-def _front_matter(text: str, path: Path) -> tuple[str, dict]:
+def _front_matter(text: str, notes: _Notes) -> tuple[str, dict]:
     """A Markdown text without its front matter (YAML between ``---`` lines, or TOML between ``+++`` lines, at the
     very start), and its fields as JSON values (dates as ISO strings); a front matter that does not parse as a
-    mapping is left in the text, with a warning."""
+    mapping is left in the text, noted."""
     match = re.match(r"(---|\+\+\+)[ \t]*\n(.*?\n)?(?:\1|(?<=-)\.\.\.)[ \t]*(?:\n|$)", text, re.DOTALL)
     if match is None:
         return text, {}
@@ -159,7 +183,7 @@ def _front_matter(text: str, path: Path) -> tuple[str, dict]:
 
             fields = yaml.safe_load(body)
     except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError: the front matter is not what it says
-        log.warning("%s: its front matter does not parse (%s): read as text", path, str(exc).splitlines()[0])
+        notes.unparsed.append(f"{notes.current} ({str(exc).splitlines()[0]})")
         return text, {}
     if fields is None:  # an empty front matter
         fields = {}
@@ -218,7 +242,7 @@ class _HtmlText(html.parser.HTMLParser):
     ``<h1>``). Written on the standard library's parser: text is all a search index needs of a page, and a parsing
     library (BeautifulSoup, lxml) would be a dependency for it."""
 
-    HIDDEN = frozenset({"script", "style", "noscript", "template", "svg"})
+    HIDDEN = frozenset({"script", "style", "noscript", "template", "svg", "title"})
     BLOCKS = frozenset({"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer",
                         "nav", "aside", "main", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "hr", "dt",
                         "dd", "figcaption", "td", "th"})
@@ -238,10 +262,10 @@ class _HtmlText(html.parser.HTMLParser):
             self._in_head = True
         elif self._in_head and tag not in self.HEAD:
             self._in_head = False
-        if tag in self.HIDDEN:
-            self._hidden += 1
         if tag in self._in and self._in[tag] is None and not self._hidden:  # an <svg>'s <title> is no page's
             self._in[tag] = []
+        if tag in self.HIDDEN:  # (a <title> too: it is the title, wherever it stands, not text)
+            self._hidden += 1
         if tag in self.BLOCKS:
             self._parts.append("\n")
 
@@ -279,8 +303,8 @@ def _hidden(name: str) -> bool:
 
 
 def _walk(folder: Path) -> Iterator[tuple[str, list[str]]]:
-    """``(folder, file names)`` under ``folder``, hidden ones left out, links followed (each real folder once);
-    a folder that cannot be listed is an error naming it."""
+    """``(folder, file names)`` under ``folder``, hidden ones and semiret's indexes (one built beside its documents)
+    left out, links followed (each real folder once); a folder that cannot be listed is an error naming it."""
 
     def unlisted(error: OSError):
         raise DataFormatError(f"cannot list this folder ({error.strerror or error}): its documents would be missed",
@@ -293,8 +317,20 @@ def _walk(folder: Path) -> Iterator[tuple[str, list[str]]]:
             folders[:] = []
             continue
         visited.add(real)
-        folders[:] = sorted(name for name in folders if not _hidden(name))
+        folders[:] = sorted(name for name in folders if not _hidden(name) and not _is_index(Path(root) / name))
         yield root, [name for name in names if not _hidden(name)]
+
+
+def _is_index(folder: Path) -> bool:
+    """Whether ``folder`` holds a semiret index (a ``meta.json`` naming its kind and format version)."""
+    meta = folder / "meta.json"
+    if not meta.is_file():
+        return False
+    try:
+        record = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and "kind" in record and "version" in record
 
 
 def document_files(folder: Path) -> tuple[list[Path], Counter]:
@@ -327,7 +363,7 @@ def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, d
                     + (", ..." if len(others) > 6 else ""), DOCUMENT_KINDS)
     notes = _Notes()
     for position, path in enumerate(files, 1):
-        doc_id = path.relative_to(folder).as_posix()
+        doc_id = notes.current = path.relative_to(folder).as_posix()
         try:
             if document_id_problem(doc_id):
                 raise _Skipped("a path holding a control character (a document id may not)")
@@ -345,7 +381,8 @@ def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, d
         yield position, doc_id, text, title or _title_of_name(path), fields, front_matter
     for kind, names in (("skipped", notes.skipped), (f"read only as far as their first {MAX_FILE_BYTES:,} bytes",
                                                               notes.cut),
-                        ("not UTF-8, read as the encoding named", notes.recoded)):
+                        ("not UTF-8, read as the encoding named", notes.recoded),
+                        ("with a front matter that does not parse, read as text", notes.unparsed)):
         if names:
             log.warning("%s: %d file%s %s: %s", folder, len(names), "s" * (len(names) > 1), kind,
                         "; ".join(names[:5]) + ("; ..." if len(names) > 5 else ""))

@@ -76,7 +76,7 @@ LOCK_FILE = "write.lock"
 STORED_TABLES = ("docids", "texts", "metadata")
 """The string tables a segment keeps of its documents (ids with their lookup, stored texts, metadata alone)."""
 SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "buffer_mb", "vocab_size", "n_terms", "vocab_bytes",
-                   "version", "metadata_fields")
+                   "version")
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
 FILLED = "buffer_filled_mb"
 """A segment's ``meta.json`` entry: the buffer (MB) whose filling wrote it, where one did (:meth:`SegmentedIndex.merge`

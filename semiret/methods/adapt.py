@@ -73,7 +73,8 @@ DISTILLING_KINDS = ("inference-free", "sidr", "nail")
 @dataclass
 class AdaptConfig:
     data: str = ""
-    """The corpus to adapt to: a BEIR folder or a corpus file (.jsonl/.tsv); no labels are read."""
+    """The corpus to adapt to: a BEIR folder, a corpus file (.jsonl/.tsv/.csv) or a folder of documents; no labels
+    are read."""
     model: str = INFERENCE_FREE.default
     """The model to adapt: an inference-free model (default: the packaged one), a dense encoder (minilm,
     hce-scifact, a saved one), a SiDR model (sidr-scifact, a saved one), a GDR model (gdr-scifact, a saved one)

@@ -21,6 +21,7 @@ from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
 from semiret.indexes.segments import copy_index_files
 from semiret.search.fusion import RRF_K, min_max_normalised, reciprocal_ranks
 from semiret.search.retrievers import (
+    DOCUMENT_READING,
     RETRIEVERS,
     DocumentSide,
     QuerySide,
@@ -311,8 +312,8 @@ class HybridRetriever(Retriever):
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
                                                                       target, total=len(ids), buffer_mb=0),
                 NEURAL: lambda target: _copy_merged(source.path, target)},
-                overwrite=overwrite, extra_meta={"retriever": cls.name, **(
-                    {"chunking": source.meta["chunking"]} if source.meta.get("chunking") else {})})
+                overwrite=overwrite, extra_meta={"retriever": cls.name, **{
+                    key: source.meta[key] for key in DOCUMENT_READING if source.meta.get(key)}})
         return cls.from_index(index, **options)
 
 

@@ -55,6 +55,10 @@ from semiret.types import DocumentPage, Explanation, Hit, SearchHits, SyncCounts
 
 log = logging.getLogger(__name__)
 
+DOCUMENT_READING = ("chunking", "metadata_fields")
+"""``meta.json`` entries saying how the index reads the documents added to it (passages, the corpus fields kept as
+metadata): copied by ``hybrid-index``, shown by ``semiret info`` and the service."""
+
 if TYPE_CHECKING:
     from semiret.indexes.milvus import MilvusBackend
 
@@ -395,15 +399,18 @@ class Retriever:
                                "compares documents with the stored ones; add them with replace (--replace) instead")
         counts = {"added": 0, "replaced": 0, "unchanged": 0}
         seen: set[str] = set()
+        chunking = self.chunking
 
         def changed(group: list[Document]) -> list[Document]:
             """The documents of ``group`` not stored as they are, counted."""
             stored = self._stored_forms([d.id for d in group])
             kept = []
             for document in group:
+                if document.id in seen:
+                    raise SemiretError(f"duplicate document id {document.id!r} in the documents to sync")
                 seen.add(document.id)
                 was = stored.get(document.id)
-                if was is not None and was == self._stored_form(document):
+                if was is not None and was == _stored_form(document, chunking):
                     counts["unchanged"] += 1
                     continue
                 counts["replaced" if was is not None else "added"] += 1
@@ -420,12 +427,6 @@ class Retriever:
             if doomed:
                 delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
-
-    def _stored_form(self, document: Document) -> str:
-        """The records the index would store of ``document`` (its passages' where it holds passages), as JSON reads
-        them back, in canonical JSON (:func:`_canonical`): what :meth:`sync` compares with the stored ones."""
-        parts = self.chunking.split([document]) if self.chunking is not None else [document]
-        return _canonical([Document.from_json(part.to_json()) for part in parts])
 
     def _stored_forms(self, doc_ids: list[str]) -> dict[str, str]:
         """The stored records of those of ``doc_ids`` the index holds (their passages', in order, where it holds
@@ -782,6 +783,13 @@ class Retriever:
                     unfinished.append(i)
             pending, depth = unfinished, min(depth * 4, total)
         return SearchHits(ids, scores, groups=groups if grouping is not None else None)
+
+
+def _stored_form(document: Document, chunking: Chunking | None) -> str:
+    """The records an index would store of ``document`` (its passages', split by ``chunking``), as JSON reads them
+    back, in canonical JSON (:func:`_canonical`): what :meth:`Retriever.sync` compares with the stored ones."""
+    parts = chunking.split([document]) if chunking is not None else [document]
+    return _canonical([Document.from_json(part.to_json()) for part in parts])
 
 
 def _canonical(documents: list[Document]) -> str:

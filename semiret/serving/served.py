@@ -23,7 +23,7 @@ from semiret.indexes import open_index
 from semiret.indexes.filters import documents_by_id
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
-from semiret.search.retrievers import Retriever, open_retriever
+from semiret.search.retrievers import DOCUMENT_READING, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
 
 OPTION_VARIANTS = 32
@@ -118,9 +118,9 @@ class ServedIndex:
     def describe(self) -> dict:
         self.refresh()
         search_options = [f.name for f in fields(self.retriever.queries.Options)]
-        chunking = self.index.meta.get("chunking")
         return {"name": self.name, "retriever": self.retriever.name, **self.index.describe(),
-                "search_options": search_options, **({"chunking": chunking} if chunking else {})}
+                "search_options": search_options,
+                **{key: self.index.meta[key] for key in DOCUMENT_READING if self.index.meta.get(key)}}
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,

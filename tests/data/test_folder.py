@@ -85,7 +85,8 @@ def test_every_kind_of_file_reads_as_a_document_with_its_title(docs, caplog):
     assert page.text == "Badges\nWear your badge.\nAlways\nVisible"  # no style, no script, a line a block
     assert all(set(d.metadata) == {"file_name", "file_type", "file_size", "modified"} for d in read.values())
     assert "1 file of other kinds left out (.png 1)" in caplog.text
-    assert "'date', 'tags' of its documents are left out" not in caplog.text  # the first document has no front matter
+    # every file's front matter is read for the fields left out (the first file here has none)
+    assert "the fields 'date', 'tags' of its documents are left out" in caplog.text
 
 
 def test_each_files_fields_are_its_metadata_and_its_front_matter_joins_them_when_asked(docs):
@@ -144,12 +145,11 @@ def test_pdf_files_read_with_their_title_and_bad_ones_are_skipped_by_name(docs, 
     assert "'empty.txt' (a file with no text)" in caplog.text
 
 
-def test_pdf_files_without_pypdf_are_skipped_saying_how_to_read_them(docs, monkeypatch, caplog):
+def test_pdf_files_without_pypdf_are_an_error_saying_how_to_read_them(docs, monkeypatch):
     _pdf(docs / "drills.pdf", "Fire drills happen every March.")
-    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if it were not installed
-    with caplog.at_level(logging.WARNING):
-        assert "drills.pdf" not in {d.id for d in iter_corpus(docs)}
-    assert "reading PDFs needs pypdf (pip install 'semiret[files]'" in caplog.text
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if it were not installed: skipped, a sync would delete them
+    with pytest.raises(DataFormatError, match="drills.pdf: reading PDF files needs pypdf \\(pip install 'semiret"):
+        list(iter_corpus(docs))
 
 
 def test_a_huge_file_is_read_only_so_far_and_its_cut_text_named(tmp_path, monkeypatch, caplog):
@@ -164,21 +164,35 @@ def test_a_huge_file_is_read_only_so_far_and_its_cut_text_named(tmp_path, monkey
     assert "1 file read only as far as their first 1,000 bytes: log.txt" in caplog.text
 
 
+def test_an_index_built_inside_its_folder_is_not_read_as_documents(tmp_path):
+    (tmp_path / "a.txt").write_text("walruses sleep")
+    index = tmp_path / "index"
+    assert runner.invoke(app, ["index", "--data", str(tmp_path), "--out", str(index)]).exit_code == 0
+    assert [d.id for d in iter_corpus(tmp_path)] == ["a.txt"]  # not index/vocab.txt
+    synced = runner.invoke(app, ["add", str(tmp_path), "--index", str(index), "--sync"])
+    assert "0 added, 0 replaced, 1 unchanged, 0 deleted" in synced.output
+
+
 def test_html_as_browsers_read_it(tmp_path):
     (tmp_path / "no-head-end.html").write_text("<html><head><title>Kept</title><body><p>Seen text.</p></body>")
     (tmp_path / "icons.html").write_text("<body><svg><title>search-icon</title></svg><h1>Real heading</h1>"
                                          "<p>Body.</p></body>")
+    (tmp_path / "bare.html").write_text("<title>Only a title tag</title><p>The text.</p>")  # no <head>: HTML5 allows
     read = {d.id: d for d in iter_corpus(tmp_path)}
     assert (read["no-head-end.html"].title, read["no-head-end.html"].text) == ("Kept", "Seen text.")
     assert (read["icons.html"].title, read["icons.html"].text) == ("Real heading", "Real heading\nBody.")
+    assert (read["bare.html"].title, read["bare.html"].text) == ("Only a title tag", "The text.")
 
 
 def test_text_that_is_not_utf8_is_read_as_declared_or_as_windows_1252(tmp_path, caplog):
     (tmp_path / "latin.txt").write_bytes("café crème".encode("cp1252"))
+    (tmp_path / "windows.txt").write_bytes("\ufeffwalruses\r\n".encode("utf-16-le"))  # PowerShell's > writes it so
+    (tmp_path / "wide.txt").write_bytes("\ufeffpenguins".encode("utf-32-be"))
     (tmp_path / "page.html").write_bytes('<meta charset="iso-8859-7"><p>\u03b1\u03b2</p>'.encode("iso-8859-7"))
     with caplog.at_level(logging.WARNING):
         read = {d.id: d.text for d in iter_corpus(tmp_path)}
-    assert read == {"latin.txt": "café crème", "page.html": "\u03b1\u03b2"}
+    assert read == {"latin.txt": "café crème", "page.html": "\u03b1\u03b2", "wide.txt": "penguins",
+                    "windows.txt": "walruses\n"}  # the marks say what they are: no warning
     assert "2 files not UTF-8, read as the encoding named: latin.txt (cp1252); page.html (iso-8859-7)" in caplog.text
 
 
@@ -258,7 +272,8 @@ def test_a_front_matter_that_is_not_yaml_stays_text(tmp_path, caplog):
     (tmp_path / "a.md").write_text("---\ntitle: [unclosed\n---\nBody.\n")
     with caplog.at_level(logging.WARNING):
         [document] = iter_corpus(tmp_path)
-    assert document.text.startswith("---\ntitle: [unclosed") and "front matter does not parse" in caplog.text
+    assert document.text.startswith("---\ntitle: [unclosed")
+    assert "1 file with a front matter that does not parse, read as text: a.md (while parsing" in caplog.text
 
 
 def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_path):

@@ -71,6 +71,10 @@ def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, cor
         merge_shards(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"])
     assert "replace" not in str(repeated.value) and "hold different documents" in str(repeated.value)
     assert not (tmp_path / "ab").exists() and not (tmp_path / "ac").exists()
+    BM25Retriever.build(TINY_DOCS[3:], tmp_path / "d", metadata_fields=["year"])  # its corpus read otherwise
+    with pytest.raises(SemiretError, match="not built like") as fields:
+        merge_shards(tmp_path / "ad", [tmp_path / "a", tmp_path / "d"])
+    assert "metadata_fields" in str(fields.value)
 
 
 def test_a_reader_of_an_index_replaced_by_merged_shards_opens_the_new_one(tmp_path):

@@ -73,6 +73,13 @@ def test_sync_of_an_index_of_passages_compares_the_passages(tmp_path, monkeypatc
     assert searcher.sync([grown, short]).unchanged == 2
 
 
+def test_sync_refuses_a_repeated_id_even_when_one_copy_is_unchanged(tmp_path):
+    searcher = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match="duplicate document id 'd1' in the documents to sync"):
+        searcher.sync([*TINY_DOCS, Document("d1", "another text")])
+    assert searcher.get_document("d1").text == TINY_DOCS[0].text and searcher.index.n_docs == len(TINY_DOCS)
+
+
 def test_sync_refuses_what_it_cannot_compare_or_would_empty_the_index(tmp_path):
     bare = BM25Retriever.build(TINY_DOCS, tmp_path / "bare", store_texts=False)
     with pytest.raises(SemiretError, match="keeps no stored documents .* sync compares"):
@@ -105,6 +112,11 @@ def test_add_reads_a_corpus_with_the_metadata_fields_of_the_build(tmp_path):
     index = str(tmp_path / "idx")
     assert runner.invoke(app, ["index", "--data", str(corpus), "--out", index, "--metadata-fields", "year"]).exit_code == 0
     assert open_retriever(index).metadata_fields == ["year"]
+    neural, hybrid = str(tmp_path / "idf"), str(tmp_path / "hybrid")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", neural, "-r", "idf", "--metadata-fields",
+                               "year"]).exit_code == 0
+    assert runner.invoke(app, ["hybrid-index", neural, hybrid]).exit_code == 0
+    assert open_retriever(hybrid).metadata_fields == ["year"]  # copied with the documents
     assert '"metadata_fields": [\n    "year"' in runner.invoke(app, ["info", index]).output
     synced = runner.invoke(app, ["add", str(corpus), "--index", index, "--sync"])
     assert "0 added, 0 replaced, 2 unchanged" in synced.output  # read as at the build: no metadata lost
