@@ -28,10 +28,9 @@ import logging
 import math
 import os
 import re
-import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Container, Iterator
+from typing import Callable, Iterator
 
 from semiret.data.ids import document_id_problem
 from semiret.errors import DataFormatError
@@ -353,14 +352,9 @@ def holds_documents(folder: Path) -> bool:
     return any(Path(name).suffix.lower() in READERS for _, names in _walk(folder) for name in names)
 
 
-def folder_documents(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tuple[int, str, str, str, dict, dict]]:
+def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, dict]]:
     """``(position, id, text, title, file fields, front matter)`` for each document file under ``folder``
-    (:func:`document_files`) but those ``skip_ids`` names, which are not read; what was skipped, cut or read as
-    another encoding is named in warnings at the end.
-
-    A file's fields are taken before it is read, and a file modified within the current second is read once the
-    clock has passed into the next one (at most a second's wait): a change after the reading then always moves its
-    ``modified`` stamp, so that a stamp stored with a document vouches for its text (:func:`folder_stamps`)."""
+    (:func:`document_files`); what was skipped, cut or read as another encoding is named in warnings at the end."""
     files, others = document_files(folder)
     if others:
         log.warning("%s: %d file%s of other kinds left out (%s); semiret reads %s files as documents", folder,
@@ -370,16 +364,14 @@ def folder_documents(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tu
     notes = _Notes()
     for position, path in enumerate(files, 1):
         doc_id = notes.current = path.relative_to(folder).as_posix()
-        if doc_id in skip_ids:
-            continue
         try:
             if document_id_problem(doc_id):
                 raise _Skipped("a path holding a control character (a document id may not)")
-            fields = _file_fields(path, _settled_status(path))
             text, title, front_matter = READERS[path.suffix.lower()](path, notes)
             if not text.strip() and not title:
                 raise _Skipped("a file with no text" + (" (a scanned PDF needs OCR first)" if path.suffix.lower()
                                                         == ".pdf" else ""))
+            fields = _file_fields(path, path.stat())
         except _Skipped as why:
             notes.skipped.append(f"{doc_id!r} ({why})")
             continue
@@ -394,32 +386,6 @@ def folder_documents(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tu
         if names:
             log.warning("%s: %d file%s %s: %s", folder, len(names), "s" * (len(names) > 1), kind,
                         "; ".join(names[:5]) + ("; ..." if len(names) > 5 else ""))
-
-
-def _settled_status(path: Path) -> os.stat_result:
-    """A file's status, taken once the clock is past the second of its modification time (waiting for it when that is
-    the current second): git's answer to "racily clean" files, by waiting rather than distrusting."""
-    status = path.stat()
-    wait = math.floor(status.st_mtime) + 1 - time.time()
-    if 0 < wait <= 1:
-        time.sleep(wait)
-        status = path.stat()  # (modified while waiting: the new time, in a past second now or a moment away)
-    return status
-
-
-def folder_stamps(folder: Path) -> dict[str, tuple[int, str]]:
-    """``{id: (file_size, modified)}`` of each document file under ``folder``, by its status alone, as
-    :func:`folder_documents` records them: a file whose stamp is the one stored with its document has not changed
-    since that document was read (``rsync``'s quick check; a file whose time was set back by hand can fool it, as it
-    fools rsync)."""
-    stamps = {}
-    for path in document_files(folder)[0]:
-        try:
-            fields = _file_fields(path, path.stat())
-        except OSError:
-            continue  # read, and skipped with the reason, by folder_documents
-        stamps[path.relative_to(folder).as_posix()] = (fields["file_size"], fields["modified"])
-    return stamps
 
 
 def _file_fields(path: Path, status: os.stat_result) -> dict:

@@ -37,9 +37,7 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import (Document, as_document, batched, check_metadata_fields, corpus_file,
-                                     count_documents, iter_corpus)
-from semiret.data.folder import folder_stamps
+from semiret.data.collection import Document, as_document, batched, check_metadata_fields
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
@@ -389,19 +387,18 @@ class Retriever:
             return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
-    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None, total: int | None = None,
-             unchanged: Iterable[str] = ()) -> SyncCounts:
+    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None,
+             total: int | None = None) -> SyncCounts:
         """Make the index hold exactly ``documents`` (a folder's files as they are now, say): those new or changed
         (text, title or metadata) added in one commit, those stored as they are left alone (not encoded again), then
         the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
         upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
-        where it holds passages, a document is unchanged when its passages are. ``unchanged``: the ids of documents
-        known to be stored as they are, not given (:meth:`sync_folder`'s unchanged files)."""
+        where it holds passages, a document is unchanged when its passages are."""
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): sync "
                                "compares documents with the stored ones; add them with replace (--replace) instead")
-        seen: set[str] = set(unchanged)
-        counts = {"added": 0, "replaced": 0, "unchanged": len(seen)}
+        counts = {"added": 0, "replaced": 0, "unchanged": 0}
+        seen: set[str] = set()
         chunking = self.chunking
 
         def changed(group: list[Document]) -> list[Document]:
@@ -430,32 +427,6 @@ class Retriever:
             if doomed:
                 delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
-
-    def sync_folder(self, folder: str | Path, metadata_fields: Sequence[str] | None = None,
-                    buffer_mb: float | None = None) -> SyncCounts:
-        """:meth:`sync` with a folder of documents (:mod:`semiret.data.folder`), read with ``metadata_fields``
-        (default: :attr:`metadata_fields`), reading only the files whose size or modification time differ from those
-        stored with their documents (``rsync``'s quick check): the others are unchanged, however long their PDFs
-        take to read. Fields other than the index's record read every file (the documents' metadata may change)."""
-        folder = Path(folder)
-        if not folder.is_dir() or corpus_file(folder) != folder:
-            raise SemiretError(f"{folder} is not a folder of documents (a folder without a corpus file): sync its "
-                               "documents with sync(iter_corpus(...))")
-        fields = check_metadata_fields(metadata_fields)
-        recorded = check_metadata_fields(self.metadata_fields)
-        with self.index.writing():  # the stamps compared are the last commit's
-            stored = self._stored_stamps() if fields is None or fields == recorded else {}
-            unchanged = {doc_id for doc_id, stamp in folder_stamps(folder).items() if stored.get(doc_id) == stamp}
-            return self.sync(iter_corpus(folder, fields or recorded, skip_ids=unchanged), buffer_mb,
-                             count_documents(folder) - len(unchanged), unchanged)
-
-    def _stored_stamps(self) -> dict[str, tuple]:
-        """``{document id: (file_size, modified)}`` as the index stores them (a folder's documents' fields; missing
-        values never equal a file's)."""
-        ids = self.index.sorted_ids()
-        sizes, times = (field_values(self.index, ids, (name,)) for name in ("file_size", "modified"))
-        owners = field_values(self.index, ids, (PARENT_FIELD,)) if self.chunking is not None else {}
-        return {owners.get(doc_id, doc_id): (sizes[doc_id], times[doc_id]) for doc_id in ids}
 
     def _stored_forms(self, doc_ids: list[str]) -> dict[str, str]:
         """The stored records of those of ``doc_ids`` the index holds (their passages', in order, where it holds

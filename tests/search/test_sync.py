@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from semiret.cli import app
-from semiret.data import Document, iter_corpus
+from semiret.data import Document
 from semiret.data.chunking import Chunking
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
@@ -135,59 +135,3 @@ def test_sync_tells_values_of_other_types_apart_as_filters_do(tmp_path):
     assert counts.unchanged == 1
     assert searcher.sync([Document("d1", "cats", metadata={"flag": 1, "n": 1.0})]).replaced == 1
     assert searcher.count({"flag": 1}) == 1 and searcher.count({"flag": True}) == 0
-
-
-def _reads(monkeypatch) -> list[str]:
-    """The names of the folder files read from now on."""
-    from semiret.data import folder as folder_module
-
-    read: list[str] = []
-    for suffix, reader in list(folder_module.READERS.items()):
-        def counting(path, notes, reader=reader):
-            read.append(path.name)
-            return reader(path, notes)
-        monkeypatch.setitem(folder_module.READERS, suffix, counting)
-    return read
-
-
-@pytest.mark.parametrize("chunk_words", [None, "3"])
-def test_sync_of_a_folder_reads_only_the_files_whose_size_or_time_changed(tmp_path, monkeypatch, chunk_words):
-    import os
-
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in (("a.md", "# Alpha\n\nThe first note about walruses.\n"), ("b.txt", "The second note.\n"),
-                       ("c.txt", "The third note.\n")):
-        (docs / name).write_text(text)
-        os.utime(docs / name, (1_700_000_000, 1_700_000_000))
-    index = tmp_path / "idx"
-    BM25Retriever.build(iter_corpus(docs), index, chunking=Chunking(int(chunk_words), 1) if chunk_words else None)
-    searcher = open_retriever(index)
-    read = _reads(monkeypatch)
-    assert searcher.sync_folder(docs) == SyncCounts(added=0, replaced=0, unchanged=3, deleted=0)
-    assert read == []  # not one file opened
-    (docs / "b.txt").write_text("The second note, rewritten.\n")  # another size
-    (docs / "c.txt").write_text("The THIRD note.\n")  # the same size, another time
-    os.utime(docs / "c.txt", (1_700_000_100, 1_700_000_100))
-    (docs / "d.txt").write_text("A fourth note.\n")
-    (docs / "a.md").unlink()
-    assert searcher.sync_folder(docs) == SyncCounts(added=1, replaced=2, unchanged=0, deleted=1)
-    assert sorted(read) == ["b.txt", "c.txt", "d.txt"]
-    assert searcher.get_document("c.txt").text.split()[1] == "THIRD"
-    read.clear()
-    assert searcher.sync_folder(docs, ["title"]).unchanged == 3 and len(read) == 3  # other fields: every file read
-
-
-def test_a_file_modified_in_the_current_second_is_read_in_the_next(tmp_path, monkeypatch):
-    from semiret.data import folder as folder_module
-
-    (tmp_path / "fresh.txt").write_text("just written")
-    modified = (tmp_path / "fresh.txt").stat().st_mtime
-    slept: list[float] = []
-    monkeypatch.setattr(folder_module.time, "time", lambda: int(modified) + 0.25)
-    monkeypatch.setattr(folder_module.time, "sleep", slept.append)
-    folder_module._settled_status(tmp_path / "fresh.txt")
-    assert slept == [pytest.approx(0.75)]  # a change after the reading then moves its stamp to a later second
-    monkeypatch.setattr(folder_module.time, "time", lambda: int(modified) + 1.5)
-    folder_module._settled_status(tmp_path / "fresh.txt")
-    assert len(slept) == 1  # a file of a past second is read at once
