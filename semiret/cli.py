@@ -530,7 +530,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         metadata_fields: Optional[str] = _metadata_fields_option("; default: those the index was built with, "
                                                                  "which stay its record")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
-    from semiret.data.collection import count_documents, iter_corpus
+    from semiret.data.collection import corpus_file, count_documents, iter_corpus
     from semiret.search.retrievers import open_retriever
 
     _limit_encoding_threads(threads)
@@ -538,14 +538,16 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
     with _corpus_source(corpus) as source:
-        documents, total = iter_corpus(source, fields), count_documents(source)
-        if sync:
-            counts = searcher.sync(documents, buffer_mb=buffer_mb, total=total)
+        if not sync:
+            added = searcher.add(iter_corpus(source, fields), replace=replace, buffer_mb=buffer_mb,
+                                 total=count_documents(source))
+            done = f"added {_count(added, 'passage' if searcher.chunking else 'document')}"
+        else:  # a folder's files whose bytes are unchanged are not parsed
+            counts = (searcher.sync_folder(source, fields, buffer_mb=buffer_mb) if corpus_file(source) == source
+                      and source.is_dir() else searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb,
+                                                             total=count_documents(source)))
             done = ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged",
                                                                              "deleted"))
-        else:
-            added = searcher.add(documents, replace=replace, buffer_mb=buffer_mb, total=total)
-            done = f"added {_count(added, 'passage' if searcher.chunking else 'document')}"
     segments = getattr(searcher.index, "segments", None)
     console.print(f"{done}; {searcher.index.n_docs}{' passages' if searcher.chunking else ''} live"
                   + (f" in {len(segments)} segments" if segments is not None else ""))

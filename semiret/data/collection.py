@@ -14,7 +14,7 @@ import logging
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Container, Iterable, Iterator, Sequence
 
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem
@@ -381,11 +381,13 @@ READ_CHUNK = 256
 cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M characters."""
 
 
-def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) -> Iterator[Document]:
+def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
+                skip_ids: Container[str] = ()) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
     file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not. ``metadata_fields``
     names the other fields (columns) to keep in each document's metadata (``["*"]``: all of them); without it, the
-    other fields of the first document are named in a warning.
+    other fields of the first document are named in a warning. ``skip_ids``: the documents of a folder of documents
+    not to read (their files unchanged: ``Retriever.sync_folder``); other corpora take none.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
@@ -393,6 +395,9 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     """
     path = _read_corpus_file(path)
     metadata_fields = check_metadata_fields(metadata_fields)
+    if skip_ids and not path.is_dir():
+        raise SemiretError("skip_ids are the documents of a folder of documents not to read; a corpus file is read "
+                           "whole")
     seen = IdHashSet()
     truncated, first_truncated, spaced, first_spaced, notes = 0, None, 0, None, _FieldNotes()
     malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
@@ -400,7 +405,7 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
     def until_malformed() -> Iterator[tuple[int, Document]]:
         nonlocal truncated, first_truncated
         try:
-            for line, document in _corpus_records(path, metadata_fields, notes):
+            for line, document in _corpus_records(path, metadata_fields, notes, skip_ids):
                 if len(document.text) > MAX_DOC_CHARS:
                     truncated, first_truncated = truncated + 1, first_truncated or document.id
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
@@ -444,16 +449,16 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None) 
                     ", ".join(map(repr, missed)), ", ".join(map(repr, unread)) or "no others")
 
 
-def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
-                    notes: _FieldNotes | None = None) -> Iterator[tuple[int, Document]]:
-    """``(line, document)`` for each record of a corpus file, ids not checked yet; what ``notes`` learns of the
-    fields it does not read, when given."""
+def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None, notes: _FieldNotes | None = None,
+                    skip_ids: Container[str] = ()) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` for each record of a corpus file (of a folder's files, those ``skip_ids`` does not name),
+    ids not checked yet; what ``notes`` learns of the fields it does not read, when given."""
     if _delimiter(path):
         for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, notes):
             yield line, Document(doc_id, text, title, metadata)
     else:
         first, folder = True, path.is_dir()
-        for line, record in (_folder_records(path) if folder else
+        for line, record in (_folder_records(path, skip_ids) if folder else
                              ((line, record) for line, _, record in iter_jsonl(path))):
             if notes is not None:
                 if first or folder:  # (a folder's documents' front matters differ: each one's fields are read)
@@ -467,12 +472,12 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None,
                 raise DataFormatError(str(exc), path, line) from None
 
 
-def _folder_records(folder: Path) -> Iterator[tuple[int, dict]]:
-    """A folder's documents (:func:`~semiret.data.folder.folder_documents`) as JSONL records: ``(position,
-    record)``, the file's fields its ``metadata`` object (kept, as a record's is), a front matter's fields the
-    record's other fields (kept as ``metadata_fields`` says), those that a record's id, text or metadata would be read
-    from left out."""
-    for position, doc_id, text, title, file_fields, front_matter in folder_documents(folder):
+def _folder_records(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tuple[int, dict]]:
+    """A folder's documents (:func:`~semiret.data.folder.folder_documents`, those of ``skip_ids`` not read) as JSONL
+    records: ``(position, record)``, the file's fields its ``metadata`` object (kept, as a record's is), a front
+    matter's fields the record's other fields (kept as ``metadata_fields`` says), those that a record's id, text or
+    metadata would be read from left out."""
+    for position, doc_id, text, title, file_fields, front_matter in folder_documents(folder, skip_ids):
         yield position, {name: value for name, value in front_matter.items() if name not in READ_FIELDS} | {
             "_id": doc_id, "title": title, "text": text, "metadata": file_fields}
 

@@ -3,15 +3,16 @@ Markdown, reStructuredText, HTML or PDF file under it, at any depth (symbolic li
 one document whose id is its path under the folder (``guides/install.md``). A long file is best indexed as passages
 (``--chunk-words``).
 
-Each document's metadata holds its file's ``file_name``, ``file_type`` (the suffix, ``md``), ``file_size`` (bytes)
-and ``modified`` (ISO 8601, UTC, so that ``{"modified": {"gte": "2026-01-01"}}`` filters by date), always, as a
-JSONL record's ``metadata`` object is kept; a Markdown file's front matter (YAML between ``---`` lines, or TOML
-between ``+++``) joins it when ``metadata_fields`` names its fields, as a JSONL record's other fields do. The title is the front matter's, the first
-heading (Markdown, reST) or ``<title>`` (HTML), the PDF's own; else the file's name, its ``-`` and ``_`` read as
-spaces (words a query may hold). Text that is not UTF-8 is read as the HTML page's declared charset, else as
-Windows-1252 (which Latin-1 text reads as too), named in a warning.
+Each document's metadata holds its file's ``file_name``, ``file_type`` (the suffix, ``md``), ``file_size`` (bytes),
+``modified`` (ISO 8601, UTC, so that ``{"modified": {"gte": "2026-01-01"}}`` filters by date) and ``file_hash`` (of
+its bytes: a sync need not parse a file whose bytes have not changed), always, as a JSONL record's ``metadata``
+object is kept; a Markdown file's front matter (YAML between ``---`` lines, or TOML between ``+++``) joins it when
+``metadata_fields`` names its fields, as a JSONL record's other fields do. The title is the front matter's, the
+first heading (Markdown, reST) or ``<title>`` (HTML), the PDF's own; else the file's name, its ``-`` and ``_`` read
+as spaces (words a query may hold). Text that is not UTF-8 is read as UTF-16 or UTF-32 where a byte-order mark says
+so, as the HTML page's declared charset, else as Windows-1252 (which Latin-1 text reads as too), named in a warning.
 
-Hidden files and folders (``.git``) are left out, and so are files of other kinds (named in a warning, by suffix).
+Hidden files and folders (``.git``) and semiret's indexes are left out, and so are files of other kinds (named in a warning, by suffix).
 A file that cannot be read as a document (one that cannot be opened, a broken or encrypted PDF, one with no text,
 which needs OCR first; a path holding a control character) is skipped with a warning naming it: one bad file of
 thousands should not stop an index of the rest. A folder that cannot be listed is an error: its documents would
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import hashlib
 import html.parser
+import io
 import json
 import logging
 import math
@@ -30,7 +33,7 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Container, Iterator
 
 from semiret.data.ids import document_id_problem
 from semiret.errors import DataFormatError
@@ -57,12 +60,26 @@ class _Notes:
         self.unparsed: list[str] = []
 
 
-def _decoded(path: Path, notes: _Notes, charset: Callable[[bytes], str | None] = lambda raw: None) -> str:
-    """A text file's characters, its first :data:`MAX_FILE_BYTES` bytes at most: UTF-8 (a byte-order mark left out),
-    UTF-16 or UTF-32 where a byte-order mark says so, else the ``charset`` its bytes declare, else Windows-1252; line
-    ends as ``\\n``."""
+def file_bytes(path: Path, whole: bool = False) -> tuple[bytes, str]:
+    """A file's bytes (its first :data:`MAX_FILE_BYTES` and one more unless ``whole``) and the hash of all of them
+    (BLAKE2b, 128 bits, hex): what its document's ``file_hash`` holds, so that a sync knows an unchanged file without
+    parsing it; the bytes parsed are the bytes hashed."""
+    digest, kept = hashlib.blake2b(digest_size=16), bytearray()
     with open(path, "rb") as handle:
-        raw = handle.read(MAX_FILE_BYTES + 1)
+        while chunk := handle.read(HASH_CHUNK):
+            digest.update(chunk)
+            if whole or len(kept) <= MAX_FILE_BYTES:
+                kept += chunk
+    return bytes(kept if whole else kept[:MAX_FILE_BYTES + 1]), digest.hexdigest()
+
+
+HASH_CHUNK = 1 << 20
+
+
+def _decoded(raw: bytes, notes: _Notes, charset: Callable[[bytes], str | None] = lambda raw: None) -> str:
+    """A text file's characters from its bytes (``raw``: its first :data:`MAX_FILE_BYTES` and one more): UTF-8 (a
+    byte-order mark left out), UTF-16 or UTF-32 where a byte-order mark says so, else the ``charset`` its bytes
+    declare, else Windows-1252; line ends as ``\\n``."""
     cut = len(raw) > MAX_FILE_BYTES
     if cut:
         raw = raw[:MAX_FILE_BYTES]
@@ -91,47 +108,47 @@ _BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "
 
 
 def _lines(text: str) -> str:
-    """``text``, its line ends ``\n``."""
+    """``text``, its line ends ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _plain_text(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
-    return _decoded(path, notes), None, {}
+def _plain_text(raw: bytes, notes: _Notes) -> tuple[str, str | None, dict]:
+    return _decoded(raw, notes), None, {}
 
 
-def _markdown(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
+def _markdown(raw: bytes, notes: _Notes) -> tuple[str, str | None, dict]:
     """Text, title (front matter's, else a first line that is a heading: left out of the text) and front matter of
     a Markdown file."""
-    text, front_matter = _front_matter(_decoded(path, notes), notes)
+    text, front_matter = _front_matter(_decoded(raw, notes), notes)
     title = front_matter.pop("title", None)
     if title is None:
         text, title = _leading_heading(text, markdown=True)
     return text, _title_text(title), front_matter
 
 
-def _restructured_text(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
-    text, title = _leading_heading(_decoded(path, notes), markdown=False)
+def _restructured_text(raw: bytes, notes: _Notes) -> tuple[str, str | None, dict]:
+    text, title = _leading_heading(_decoded(raw, notes), markdown=False)
     return text, title, {}
 
 
-def _html(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
+def _html(raw: bytes, notes: _Notes) -> tuple[str, str | None, dict]:
     reader = _HtmlText()
-    reader.feed(_decoded(path, notes, _declared_charset))
+    reader.feed(_decoded(raw, notes, _declared_charset))
     reader.close()
     return reader.text(), reader.title(), {}
 
 
-def _pdf(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
+def _pdf(raw: bytes, notes: _Notes) -> tuple[str, str | None, dict]:
     try:
         import pypdf
     except ImportError:  # an error, not a file skipped: a sync would delete every PDF's document
         raise DataFormatError("reading PDF files needs pypdf (pip install 'semiret[files]' or pip install pypdf)",
-                              path) from None
+                              notes.current) from None
     pypdf_log = logging.getLogger("pypdf")
     level = pypdf_log.level
     pypdf_log.setLevel(logging.ERROR)  # its warnings name no file; a file it cannot read is named in ours
     try:
-        reader = pypdf.PdfReader(path)
+        reader = pypdf.PdfReader(io.BytesIO(raw))
         if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone still lets it be read
             raise _Skipped("an encrypted PDF")
         text = "\n\n".join(page.extract_text() or "" for page in reader.pages)
@@ -145,10 +162,12 @@ def _pdf(path: Path, notes: _Notes) -> tuple[str, str | None, dict]:
     return text, _title_text(title), {}
 
 
-READERS: dict[str, Callable[[Path, _Notes], tuple[str, str | None, dict]]] = {
+READERS: dict[str, Callable[[bytes, _Notes], tuple[str, str | None, dict]]] = {
     ".txt": _plain_text, ".text": _plain_text, ".md": _markdown, ".markdown": _markdown, ".rst": _restructured_text,
     ".html": _html, ".htm": _html, ".xhtml": _html, ".pdf": _pdf}
-"""How each kind of file (by suffix, in any case) reads as (text, title or None, other fields)."""
+"""How each kind of file (by suffix, in any case) reads, from its bytes, as (text, title or None, other fields)."""
+WHOLE = frozenset({".pdf"})
+"""The kinds read from all of a file's bytes (a PDF's index is at its end), not its first :data:`MAX_FILE_BYTES`."""
 DOCUMENT_KINDS = ", ".join(sorted(READERS))
 
 
@@ -352,9 +371,10 @@ def holds_documents(folder: Path) -> bool:
     return any(Path(name).suffix.lower() in READERS for _, names in _walk(folder) for name in names)
 
 
-def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, dict]]:
+def folder_documents(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tuple[int, str, str, str, dict, dict]]:
     """``(position, id, text, title, file fields, front matter)`` for each document file under ``folder``
-    (:func:`document_files`); what was skipped, cut or read as another encoding is named in warnings at the end."""
+    (:func:`document_files`) but those ``skip_ids`` names, which are not read; what was skipped, cut or read as
+    another encoding is named in warnings at the end."""
     files, others = document_files(folder)
     if others:
         log.warning("%s: %d file%s of other kinds left out (%s); semiret reads %s files as documents", folder,
@@ -364,14 +384,17 @@ def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, d
     notes = _Notes()
     for position, path in enumerate(files, 1):
         doc_id = notes.current = path.relative_to(folder).as_posix()
+        if doc_id in skip_ids:
+            continue
         try:
             if document_id_problem(doc_id):
                 raise _Skipped("a path holding a control character (a document id may not)")
-            text, title, front_matter = READERS[path.suffix.lower()](path, notes)
+            raw, digest = file_bytes(path, path.suffix.lower() in WHOLE)
+            text, title, front_matter = READERS[path.suffix.lower()](raw, notes)
             if not text.strip() and not title:
                 raise _Skipped("a file with no text" + (" (a scanned PDF needs OCR first)" if path.suffix.lower()
                                                         == ".pdf" else ""))
-            fields = _file_fields(path, path.stat())
+            fields = _file_fields(path, path.stat()) | {"file_hash": digest}
         except _Skipped as why:
             notes.skipped.append(f"{doc_id!r} ({why})")
             continue
@@ -386,6 +409,18 @@ def folder_documents(folder: Path) -> Iterator[tuple[int, str, str, str, dict, d
         if names:
             log.warning("%s: %d file%s %s: %s", folder, len(names), "s" * (len(names) > 1), kind,
                         "; ".join(names[:5]) + ("; ..." if len(names) > 5 else ""))
+
+
+def folder_hashes(folder: Path) -> dict[str, str]:
+    """``{id: file_hash}`` of each document file under ``folder`` (:func:`file_bytes`; those that cannot be read
+    left out): every file read, none parsed."""
+    hashes = {}
+    for path in document_files(folder)[0]:
+        try:
+            hashes[path.relative_to(folder).as_posix()] = file_bytes(path)[1]
+        except OSError:
+            continue  # read, and skipped with the reason, by folder_documents
+    return hashes
 
 
 def _file_fields(path: Path, status: os.stat_result) -> dict:

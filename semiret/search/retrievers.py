@@ -37,14 +37,17 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import Document, as_document, batched, check_metadata_fields
+from semiret.data.collection import (Document, as_document, batched, check_metadata_fields, corpus_file,
+                                     iter_corpus)
+from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
-from semiret.indexes.filters import (Grouping, MetadataFilter, checked_filter, count_matching, delete_documents,
-                                      delete_matching, documents_by_id, documents_page, facet, field_value, field_values,
-                                      joined_documents, matching_documents, passage_ids, set_metadata)
+from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, count_matching,
+                                      delete_documents, delete_matching, documents_by_id, documents_page, facet,
+                                      field_value, field_values, joined_documents, matching_documents, passage_ids,
+                                      set_metadata)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target, whole_buffer
 from semiret.search import highlight as highlighting
@@ -387,18 +390,32 @@ class Retriever:
             return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
-    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None,
-             total: int | None = None) -> SyncCounts:
+    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None, total: int | None = None,
+             unchanged: Iterable[str] = ()) -> SyncCounts:
         """Make the index hold exactly ``documents`` (a folder's files as they are now, say): those new or changed
         (text, title or metadata) added in one commit, those stored as they are left alone (not encoded again), then
         the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
         upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
-        where it holds passages, a document is unchanged when its passages are."""
+        where it holds passages, a document is unchanged when its passages are. ``unchanged``: ids of documents the
+        index holds that the caller knows are unchanged, not given (:meth:`sync_folder`'s unchanged files)."""
+        self._check_comparable()
+        seen: set[str] = set(unchanged)
+        with self.index.writing():
+            unknown = sorted(seen - set(self._document_ids()))
+            if unknown:
+                raise SemiretError(f"{len(unknown)} of the ids given as unchanged are not in {self.index.path} (e.g. "
+                                   f"{unknown[0]!r}): nothing was synced")
+            return self._sync(documents, buffer_mb, total, seen)
+
+    def _check_comparable(self) -> None:
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): sync "
                                "compares documents with the stored ones; add them with replace (--replace) instead")
-        counts = {"added": 0, "replaced": 0, "unchanged": 0}
-        seen: set[str] = set()
+
+    def _sync(self, documents: Iterable[Document], buffer_mb: float | None, total: int | None,
+              seen: set[str]) -> SyncCounts:
+        """:meth:`sync`, under the write lock, ``seen`` the unchanged documents not given."""
+        counts = {"added": 0, "replaced": 0, "unchanged": len(seen)}
         chunking = self.chunking
 
         def changed(group: list[Document]) -> list[Document]:
@@ -417,16 +434,49 @@ class Retriever:
                 kept.append(document)
             return kept
 
-        with self.index.writing():
-            self._add(documents, True, buffer_mb, total, "sync", changed)
-            doomed = sorted(set(self._document_ids()) - seen)
-            if doomed and not seen:
-                raise SemiretError(f"sync was given no documents: it would delete all {len(doomed)} of "
-                                   f"{self.index.path}; nothing was deleted (to empty an index, delete its documents "
-                                   "by id or build it again)")
-            if doomed:
-                delete_documents(self.index, doomed, missing_ok=True)
+        self._add(documents, True, buffer_mb, total, "sync", changed)
+        doomed = sorted(set(self._document_ids()) - seen)
+        if doomed and not seen:
+            raise SemiretError(f"sync was given no documents: it would delete all {len(doomed)} of "
+                               f"{self.index.path}; nothing was deleted (to empty an index, delete its documents by "
+                               "id or build it again)")
+        if doomed:
+            delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
+
+    def sync_folder(self, folder: str | Path, metadata_fields: Sequence[str] | None = None,
+                    buffer_mb: float | None = None) -> SyncCounts:
+        """:meth:`sync` with a folder of documents (:mod:`semiret.data.folder`) read with ``metadata_fields``
+        (default: :attr:`metadata_fields`), parsing only the files whose bytes differ from those their documents were
+        read from (the ``file_hash`` stored with them): a PDF unchanged costs a read of its bytes, not of its text.
+        The document of a file unchanged stays as stored (its ``modified`` time too, when only that moved, and
+        metadata set on it since). Fields other than the index's record parse every file (the documents' metadata
+        may change with them)."""
+        folder = Path(folder)
+        if not folder.is_dir() or corpus_file(folder) != folder:
+            raise SemiretError(f"{folder} is not a folder of documents (a folder without a corpus file): sync its "
+                               "documents with sync(iter_corpus(...))")
+        self._check_comparable()
+        recorded = check_metadata_fields(self.metadata_fields)
+        fields = recorded if metadata_fields is None else check_metadata_fields(metadata_fields)
+        with self.index.writing():  # the hashes compared are the last commit's
+            stored = self._stored_values("file_hash") if fields == recorded else {}
+            hashes = folder_hashes(folder)
+            unchanged = {doc_id for doc_id, digest in hashes.items() if stored.get(doc_id) == digest}
+            return self._sync(iter_corpus(folder, fields, skip_ids=unchanged), buffer_mb,
+                              len(hashes) - len(unchanged), unchanged)
+
+    def _stored_values(self, field: str) -> dict:
+        """``{document id: its stored metadata field's value}`` (where it holds passages, the value all of a
+        document's passages hold, else :data:`MISSING`)."""
+        ids = self.index.sorted_ids()
+        values = field_values(self.index, ids, (field,))
+        if self.chunking is None:
+            return values
+        found: dict = {}
+        for passage, owner in field_values(self.index, ids, (PARENT_FIELD,)).items():
+            found[owner] = values[passage] if found.get(owner, values[passage]) == values[passage] else MISSING
+        return found
 
     def _stored_forms(self, doc_ids: list[str]) -> dict[str, str]:
         """The stored records of those of ``doc_ids`` the index holds (their passages', in order, where it holds

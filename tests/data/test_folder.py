@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -83,7 +84,10 @@ def test_every_kind_of_file_reads_as_a_document_with_its_title(docs, caplog):
     page = read["page.html"]
     assert page.title == "Badges & access"
     assert page.text == "Badges\nWear your badge.\nAlways\nVisible"  # no style, no script, a line a block
-    assert all(set(d.metadata) == {"file_name", "file_type", "file_size", "modified"} for d in read.values())
+    assert all(set(d.metadata) == {"file_name", "file_type", "file_size", "modified", "file_hash"}
+               for d in read.values())
+    assert read["policy.md"].metadata["file_hash"] == hashlib.blake2b((docs / "policy.md").read_bytes(),
+                                                                      digest_size=16).hexdigest()
     assert "1 file of other kinds left out (.png 1)" in caplog.text
     # every file's front matter is read for the fields left out (the first file here has none)
     assert "the fields 'date', 'tags' of its documents are left out" in caplog.text
@@ -95,12 +99,13 @@ def test_each_files_fields_are_its_metadata_and_its_front_matter_joins_them_when
     assert "date" not in {d.id: d for d in iter_corpus(docs)}["guides/install.md"].metadata
     read = {d.id: d for d in iter_corpus(docs, ["*"])}
     assert read["policy.md"].metadata == {"file_name": "policy.md", "file_type": "md", "file_size": 56,
-                                          "modified": "2026-01-01T00:00:00Z"}
+                                          "modified": "2026-01-01T00:00:00Z",
+                                          "file_hash": "4e0660c316bc3f4907a4d0d64d438dd4"}
     install = read["guides/install.md"].metadata
     assert install["date"] == "2026-01-05" and install["tags"] == ["setup", "linux"]  # YAML's date as ISO text
     assert "id" not in install and read["guides/install.md"].id == "guides/install.md"  # never the document's id
     assert set({d.id: d.metadata for d in iter_corpus(docs, ["tags"])}["guides/install.md"]) == {
-        "tags", "file_name", "file_type", "file_size", "modified"}
+        "tags", "file_name", "file_type", "file_size", "modified", "file_hash"}
 
 
 def test_a_folder_index_filters_by_kind_and_date(docs, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from semiret.cli import app
-from semiret.data import Document
+from semiret.data import Document, iter_corpus
 from semiret.data.chunking import Chunking
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
@@ -135,3 +135,55 @@ def test_sync_tells_values_of_other_types_apart_as_filters_do(tmp_path):
     assert counts.unchanged == 1
     assert searcher.sync([Document("d1", "cats", metadata={"flag": 1, "n": 1.0})]).replaced == 1
     assert searcher.count({"flag": 1}) == 1 and searcher.count({"flag": True}) == 0
+
+
+def _parsed(monkeypatch) -> list[str]:
+    """The ids of the folder files parsed from now on."""
+    from semiret.data import folder as folder_module
+
+    parsed: list[str] = []
+    for suffix, reader in list(folder_module.READERS.items()):
+        def counting(raw, notes, reader=reader):
+            parsed.append(notes.current)
+            return reader(raw, notes)
+        monkeypatch.setitem(folder_module.READERS, suffix, counting)
+    return parsed
+
+
+@pytest.mark.parametrize("chunk_words", [None, 3])
+def test_sync_of_a_folder_parses_only_the_files_whose_bytes_changed(tmp_path, monkeypatch, chunk_words):
+    import os
+    import shutil
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in (("a.md", "# Alpha\n\nThe first note about walruses.\n"), ("b.txt", "The second note.\n"),
+                       ("c.txt", "The third note.\n"), ("d.txt", "The fourth note.\n")):
+        (docs / name).write_text(text)
+    searcher = BM25Retriever.build(iter_corpus(docs), tmp_path / "idx",
+                                   chunking=Chunking(chunk_words, 1) if chunk_words else None)
+    parsed = _parsed(monkeypatch)
+    assert searcher.sync_folder(docs) == SyncCounts(added=0, replaced=0, unchanged=4, deleted=0)
+    assert parsed == []  # not one file parsed
+    (docs / "b.txt").write_text("The second note, rewritten.\n")
+    (tmp_path / "c-new.txt").write_text("The THIRD note.\n")  # same size: moved over c.txt, its time kept
+    shutil.copystat(docs / "c.txt", tmp_path / "c-new.txt")
+    os.replace(tmp_path / "c-new.txt", docs / "c.txt")
+    os.utime(docs / "d.txt", (1_700_000_000, 1_700_000_000))  # touched: the same bytes
+    (docs / "e.txt").write_text("A fifth note.\n")
+    (docs / "a.md").unlink()
+    assert searcher.sync_folder(docs) == SyncCounts(added=1, replaced=2, unchanged=1, deleted=1)
+    assert sorted(parsed) == ["b.txt", "c.txt", "e.txt"]
+    assert searcher.get_document("c.txt").text.split()[1] == "THIRD"
+    assert searcher.get_document("d.txt").metadata["modified"] != "2023-11-14T22:13:20Z"  # kept as stored: unread
+    parsed.clear()
+    # other fields: every file parsed, and the touched file's new time then read
+    assert searcher.sync_folder(docs, ["title"]) == SyncCounts(added=0, replaced=1, unchanged=3, deleted=0)
+    assert len(parsed) == 4 and searcher.get_document("d.txt").metadata["modified"] == "2023-11-14T22:13:20Z"
+
+
+def test_sync_refuses_unchanged_ids_the_index_does_not_hold(tmp_path):
+    searcher = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match="1 of the ids given as unchanged are not in .* \\(e.g. 'typo'\\)"):
+        searcher.sync([], unchanged=["typo"])
+    assert searcher.index.n_docs == len(TINY_DOCS)
