@@ -442,7 +442,8 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
                     "--metadata-fields %s, or %s for all) keeps them as metadata, to filter on", path,
                     "s" * (len(unread) > 1), ", ".join(map(repr, unread[:8])) + (", ..." if len(unread) > 8 else ""),
                     "are" if len(unread) > 1 else "is", ",".join(unread[:8]), EVERY_FIELD)
-    missed = [name for name in metadata_fields or () if name != EVERY_FIELD and name not in notes.kept]
+    missed = [name for name in metadata_fields or () if name != EVERY_FIELD and name not in notes.kept
+              and not skip_ids]  # (the documents not read may hold it)
     if missed:
         log.warning("%s: no document has the field%s %s that metadata_fields names (fields read as the id, text or "
                     "title are not kept; the fields of the first document: %s)", path, "s" * (len(missed) > 1),

@@ -41,8 +41,12 @@ from semiret.errors import DataFormatError
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 8_000_000
-"""Bytes read from a file at most (8 times the characters a document keeps: markup and front matter are dropped from
-what is read), so that a huge log file is not read whole; a file cut there is named in a warning."""
+"""Bytes of a text file parsed at most (8 times the characters a document keeps: markup and front matter are dropped
+from what is read), so that a huge log file is not held whole (all of its bytes are read, to hash them); a file cut
+there is named in a warning."""
+READER_VERSION = 1
+"""What a file's hash is personalised with (with pypdf's version for a PDF): raised whenever a reader here parses the
+same bytes otherwise, so that a sync parses every file again rather than keep what an older reader made of them."""
 
 
 class _Skipped(Exception):
@@ -62,9 +66,9 @@ class _Notes:
 
 def file_bytes(path: Path, whole: bool = False) -> tuple[bytes, str]:
     """A file's bytes (its first :data:`MAX_FILE_BYTES` and one more unless ``whole``) and the hash of all of them
-    (BLAKE2b, 128 bits, hex): what its document's ``file_hash`` holds, so that a sync knows an unchanged file without
-    parsing it; the bytes parsed are the bytes hashed."""
-    digest, kept = hashlib.blake2b(digest_size=16), bytearray()
+    (BLAKE2b, 128 bits, hex, personalised by :func:`_reader_tag`): what its document's ``file_hash`` holds, so that a
+    sync knows an unchanged file without parsing it; the bytes parsed are the bytes hashed."""
+    digest, kept = hashlib.blake2b(digest_size=16, person=_reader_tag(path.suffix.lower())), bytearray()
     with open(path, "rb") as handle:
         while chunk := handle.read(HASH_CHUNK):
             digest.update(chunk)
@@ -74,6 +78,20 @@ def file_bytes(path: Path, whole: bool = False) -> tuple[bytes, str]:
 
 
 HASH_CHUNK = 1 << 20
+
+
+def _reader_tag(suffix: str) -> bytes:
+    """What reads a file of this kind (:data:`READER_VERSION`, and pypdf's version for a PDF), at most 16 bytes:
+    BLAKE2b's personalisation of its hash."""
+    tag = f"semiret{READER_VERSION}"
+    if suffix == ".pdf":
+        try:
+            import pypdf
+
+            tag = f"r{READER_VERSION}pypdf{pypdf.__version__}"
+        except ImportError:  # (parsing it will say pypdf is needed)
+            pass
+    return tag.encode()[:16]
 
 
 def _decoded(raw: bytes, notes: _Notes, charset: Callable[[bytes], str | None] = lambda raw: None) -> str:

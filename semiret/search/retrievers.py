@@ -390,22 +390,16 @@ class Retriever:
             return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
-    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None, total: int | None = None,
-             unchanged: Iterable[str] = ()) -> SyncCounts:
+    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None,
+             total: int | None = None) -> SyncCounts:
         """Make the index hold exactly ``documents`` (a folder's files as they are now, say): those new or changed
         (text, title or metadata) added in one commit, those stored as they are left alone (not encoded again), then
         the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
         upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
-        where it holds passages, a document is unchanged when its passages are. ``unchanged``: ids of documents the
-        index holds that the caller knows are unchanged, not given (:meth:`sync_folder`'s unchanged files)."""
+        where it holds passages, a document is unchanged when its passages are."""
         self._check_comparable()
-        seen: set[str] = set(unchanged)
         with self.index.writing():
-            unknown = sorted(seen - set(self._document_ids()))
-            if unknown:
-                raise SemiretError(f"{len(unknown)} of the ids given as unchanged are not in {self.index.path} (e.g. "
-                                   f"{unknown[0]!r}): nothing was synced")
-            return self._sync(documents, buffer_mb, total, seen)
+            return self._sync(documents, buffer_mb, total, set())
 
     def _check_comparable(self) -> None:
         if not self.index.stores_texts:
@@ -414,7 +408,8 @@ class Retriever:
 
     def _sync(self, documents: Iterable[Document], buffer_mb: float | None, total: int | None,
               seen: set[str]) -> SyncCounts:
-        """:meth:`sync`, under the write lock, ``seen`` the unchanged documents not given."""
+        """:meth:`sync`, under the write lock, ``seen`` the ids of the documents known unchanged, not given
+        (:meth:`sync_folder`'s files whose bytes are unchanged)."""
         counts = {"added": 0, "replaced": 0, "unchanged": len(seen)}
         chunking = self.chunking
 
@@ -449,13 +444,15 @@ class Retriever:
         """:meth:`sync` with a folder of documents (:mod:`semiret.data.folder`) read with ``metadata_fields``
         (default: :attr:`metadata_fields`), parsing only the files whose bytes differ from those their documents were
         read from (the ``file_hash`` stored with them): a PDF unchanged costs a read of its bytes, not of its text.
-        The document of a file unchanged stays as stored (its ``modified`` time too, when only that moved, and
-        metadata set on it since). Fields other than the index's record parse every file (the documents' metadata
-        may change with them)."""
+        The document of a file unchanged stays as stored: its ``modified`` time when only that moved, metadata set on
+        it and passages deleted from it since, and the fields it was last read with. Fields other than the index's
+        record parse every file (the documents' metadata may change with them); so does the first sync of documents
+        read before semiret kept ``file_hash``, or by readers that have changed since
+        (:data:`~semiret.data.folder.READER_VERSION`)."""
         folder = Path(folder)
-        if not folder.is_dir() or corpus_file(folder) != folder:
-            raise SemiretError(f"{folder} is not a folder of documents (a folder without a corpus file): sync its "
-                               "documents with sync(iter_corpus(...))")
+        if not folder.is_dir() or corpus_file(folder).is_file():
+            raise SemiretError(f"{folder} is not a folder of documents (a folder holding no BEIR corpus file): sync "
+                               "its documents with sync(iter_corpus(...))")
         self._check_comparable()
         recorded = check_metadata_fields(self.metadata_fields)
         fields = recorded if metadata_fields is None else check_metadata_fields(metadata_fields)

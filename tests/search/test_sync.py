@@ -182,8 +182,18 @@ def test_sync_of_a_folder_parses_only_the_files_whose_bytes_changed(tmp_path, mo
     assert len(parsed) == 4 and searcher.get_document("d.txt").metadata["modified"] == "2023-11-14T22:13:20Z"
 
 
-def test_sync_refuses_unchanged_ids_the_index_does_not_hold(tmp_path):
-    searcher = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
-    with pytest.raises(SemiretError, match="1 of the ids given as unchanged are not in .* \\(e.g. 'typo'\\)"):
-        searcher.sync([], unchanged=["typo"])
-    assert searcher.index.n_docs == len(TINY_DOCS)
+def test_a_folder_is_parsed_again_after_its_readers_change_and_its_fields_are_not_reported_missing(
+        tmp_path, monkeypatch, caplog):
+    from semiret.data import folder as folder_module
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("---\ntags: [x]\n---\nAlpha.\n")
+    (tmp_path / "docs" / "b.txt").write_text("Beta.\n")
+    searcher = BM25Retriever.build(iter_corpus(tmp_path / "docs", ["tags"]), tmp_path / "idx",
+                                   metadata_fields=["tags"])
+    parsed = _parsed(monkeypatch)
+    with caplog.at_level("WARNING"):
+        assert searcher.sync_folder(tmp_path / "docs").unchanged == 2 and parsed == []
+    assert "no document has the field" not in caplog.text  # the files not read may hold it (a.md does)
+    monkeypatch.setattr(folder_module, "READER_VERSION", folder_module.READER_VERSION + 1)
+    assert searcher.sync_folder(tmp_path / "docs").replaced == 2 and sorted(parsed) == ["a.md", "b.txt"]
