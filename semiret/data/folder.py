@@ -420,7 +420,7 @@ def folder_documents(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tu
             notes.skipped.append(f"{doc_id!r} (cannot be read: {error.strerror or error})")
             continue
         yield position, doc_id, text, title or _title_of_name(path), fields, front_matter
-    for kind, names in (("skipped", notes.skipped), (f"read only as far as their first {MAX_FILE_BYTES:,} bytes",
+    for kind, names in (("skipped", notes.skipped), (f"parsed only as far as their first {MAX_FILE_BYTES:,} bytes",
                                                               notes.cut),
                         ("not UTF-8, read as the encoding named", notes.recoded),
                         ("with a front matter that does not parse, read as text", notes.unparsed)):

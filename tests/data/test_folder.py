@@ -167,7 +167,7 @@ def test_a_huge_file_is_read_only_so_far_and_its_cut_text_named(tmp_path, monkey
         read = {d.id: d for d in iter_corpus(tmp_path)}
     assert len(read["log.txt"].text) == 100 and read["page.html"].text == "y" * 50  # markup is not text
     assert "1 document longer than 100 characters cut there" in caplog.text and "e.g. 'log.txt'" in caplog.text
-    assert "1 file read only as far as their first 1,000 bytes: log.txt" in caplog.text
+    assert "1 file parsed only as far as their first 1,000 bytes: log.txt" in caplog.text
 
 
 def test_an_index_built_inside_its_folder_is_not_read_as_documents(tmp_path):
