@@ -38,6 +38,19 @@ class Chunking:
                                f"{self.words} words, got {self.overlap}")
 
     @classmethod
+    def of(cls, value) -> "Chunking | None":
+        """A chunking as the Python API takes one: a :class:`Chunking`, a dict of its fields (as ``meta.json``
+        records it), a number of words, or None (whole documents); anything else is a clear error."""
+        if value is None or isinstance(value, Chunking):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return cls(value)
+        if isinstance(value, dict) and set(value) <= {"words", "overlap"} and "words" in value:
+            return cls(**value)
+        raise SemiretError(f"chunking is a Chunking(words, overlap), a dict {{'words': N, 'overlap': M}} or a number "
+                           f"of words, got {value!r}")
+
+    @classmethod
     def of_options(cls, words: int | None, overlap: int = 0) -> "Chunking | None":
         """The chunking ``--chunk-words`` and ``--chunk-overlap`` ask for (None: whole documents)."""
         if words is None:

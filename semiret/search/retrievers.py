@@ -224,13 +224,14 @@ class Retriever:
     @classmethod
     def build(cls, documents: Iterable[Document], path: str | Path | None = None, *, total: int | None = None,
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
-              backend: "str | MilvusBackend | None" = None, chunking: Chunking | None = None,
+              backend: "str | MilvusBackend | None" = None, chunking: Chunking | dict | int | None = None,
               buffer_mb: float | None = None, corpus_head: Iterable[Document] | None = None,
               metadata_fields: Sequence[str] | None = None, **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
-        ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`), recorded in the index, so
+        ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`; a :class:`Chunking`, a dict of
+        its fields or a number of words), recorded in the index, so
         that documents added later are split alike. ``buffer_mb``: the MB of documents a build holds in memory
         before it writes them as a segment (default: the document side's ``buffer_mb``,
         :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one segment), so
@@ -244,6 +245,7 @@ class Retriever:
         build_options, search_options = cls.split_options(options)
         buffer_mb = check_buffer(buffer_mb)
         fields = check_metadata_fields(metadata_fields)
+        chunking = Chunking.of(chunking)
         if chunking is not None:
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "

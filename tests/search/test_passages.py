@@ -326,3 +326,14 @@ def test_a_milvus_collection_of_passages_exports_its_documents(tmp_path):
     assert out.exit_code == 0, out.output
     assert [(d["_id"], d["text"]) for d in map(json.loads, out.stdout.splitlines())] == [("A", long.text), ("B", "v0 v1")]
     assert collection.add([Document("A", "w0")], replace=True) == 1 and collection.count() == 2
+
+
+def test_the_python_api_takes_a_chunking_as_a_dict_or_a_number_of_words(tmp_path):
+    long = Document("d", " ".join(f"w{i}" for i in range(10)))
+    as_dict = BM25Retriever.build([long], tmp_path / "a", chunking={"words": 4, "overlap": 1})
+    as_words = BM25Retriever.build([long], tmp_path / "b", chunking=4)
+    assert as_dict.chunking == Chunking(4, 1) and as_words.chunking == Chunking(4, 0)
+    assert as_dict.index.n_docs == 3 and as_words.index.n_docs == 3
+    for wrong in ({"size": 4}, "4", 4.5):
+        with pytest.raises(SemiretError, match="chunking is a Chunking\\(words, overlap\\), a dict"):
+            BM25Retriever.build([long], tmp_path / "c", chunking=wrong)
