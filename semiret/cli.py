@@ -521,7 +521,10 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         sync: bool = typer.Option(False, help="Make the index hold exactly these documents: new and changed ones "
                                   "(text, title or metadata) added, unchanged ones left alone (not encoded again), "
                                   "those the corpus no longer holds deleted (a folder kept in step with its index; "
-                                  "--replace is implied)."),
+                                  "--replace is implied). One that would delete more documents than it keeps "
+                                  "deletes none, unless --force."),
+        force: bool = typer.Option(False, help="With --sync: delete the documents the corpus lacks even when they "
+                                   "are more than it keeps."),
         threads: Optional[int] = _encoding_threads_option(),
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
@@ -543,14 +546,15 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
                                  total=count_documents(source))
             done = f"added {_count(added, 'passage' if searcher.chunking else 'document')}"
         else:  # a folder's files whose bytes are unchanged are not parsed
-            counts = (searcher.sync_folder(source, fields, buffer_mb=buffer_mb) if corpus_file(source) == source
-                      and source.is_dir() else searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb,
-                                                             total=count_documents(source)))
+            counts = (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
+                      if corpus_file(source) == source and source.is_dir() else
+                      searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb, total=count_documents(source),
+                                    force=force))
             done = ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged",
                                                                              "deleted"))
     segments = getattr(searcher.index, "segments", None)
     console.print(f"{done}; {searcher.index.n_docs}{' passages' if searcher.chunking else ''} live"
-                  + (f" in {len(segments)} segments" if segments is not None else ""))
+                  + (f" in {_count(len(segments), 'segment')}" if segments is not None else ""))
 
 
 @app.command()

@@ -368,9 +368,11 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
                     hint = (" (a text holding a tab? Name the columns in a first row, or use JSONL)"
                             if delimiter == "\t" else " (a text holding a comma? Quote it, as spreadsheets do, or "
                                                        "name the columns in a first row)")
+                elif delimiter == "," and ";" in row[0]:
+                    hint = " (columns separated by semicolons? Save the file with commas, or as TSV)"
                 else:
-                    hint = " (columns separated by semicolons? Save the file with commas, or as TSV)" * (
-                        delimiter == "," and ";" in row[0])
+                    hint = (" (plain text, one document? Give the folder holding it: each file under a folder of "
+                            "documents is one)") * (format_suffix(path) == ".txt")
                 raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
                                       path, line)
             yield line, row[0], row[1], row[2] if len(row) > 2 else "", None
@@ -433,7 +435,8 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
         log.warning("%s: %d document%s longer than %d characters cut there (the stored text too; e.g. %r): split "
                     "such documents before indexing them to keep all of their text", path, truncated,
                     "" if truncated == 1 else "s", MAX_DOC_CHARS, first_truncated)
-    if spaced:  # searchable and served all the same; only the whitespace-separated evaluation files cannot name them
+    if spaced and not path.is_dir():  # searchable and served all the same; only the whitespace-separated evaluation
+        # files cannot name them (a folder's files' names: spaces are no news there)
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
                     "can)", path, spaced, first_spaced)
     unread = notes.unread

@@ -4,7 +4,8 @@
 - ``{"source": "pubmed"}``: the field equals the value (a field holding a list matches when any element does);
 - ``{"year": [2019, 2020]}``: any of the values;
 - ``{"year": {"gte": 2019, "lt": 2024}}``: a range (``gt``, ``gte``, ``lt``, ``lte``; numbers with numbers, strings
-  with strings, so ISO dates compare as dates);
+  with strings; ISO 8601 dates and times, bounds and values, compare as instants, whatever their offsets, a time
+  without one read as UTC, as Qdrant's datetime range does; Python ``date`` and ``datetime`` bounds too);
 - ``{"doi": {"exists": true}}``: the document has the field (any value, null included; ``false``: it has not);
 - several fields: all of them; ``"a.b"`` reads the field ``b`` inside the object ``a`` (inside each object of a list
   of objects: ``authors.name``);
@@ -25,6 +26,8 @@ searched deeper until ``k`` hits pass (post-filtering).
 from __future__ import annotations
 
 import bisect
+import datetime
+import functools
 import itertools
 import json
 import logging
@@ -175,7 +178,8 @@ def _normalised_condition(field: str, wanted):
             raise SemiretError(f"filter field {field!r}: a range takes {', '.join(RANGE_OPERATORS)}, got "
                                f"{', '.join(map(str, unknown)) or 'none'} (the field's presence: "
                                '{"exists": true} alone)')
-        bounds = {op: _scalar(bound, field) for op, bound in wanted.items()}
+        bounds = {op: _scalar(bound.isoformat() if isinstance(bound, datetime.date) else bound, field)
+                  for op, bound in wanted.items()}
         if not all(_is_number(v) for v in bounds.values()) and not all(isinstance(v, str) for v in bounds.values()):
             raise SemiretError(f"filter field {field!r}: a range's bounds are all numbers or all strings")
         return bounds
@@ -347,16 +351,36 @@ def _value_test(wanted) -> Callable[[Any], bool]:
     if isinstance(wanted, dict):
         bounds = list(wanted.items())
         numeric = _is_number(bounds[0][1])
+        moments = None if numeric else [(op, _instant(bound)) for op, bound in bounds]
+        if moments is not None and any(moment is None for _, moment in moments):
+            moments = None  # strings, compared as strings
 
         def in_range(value) -> bool:
             if not (_is_number(value) if numeric else isinstance(value, str)):
                 return False  # a string against numeric bounds (or the reverse) is outside the range
+            if moments is not None:
+                moment = _instant(value)  # a value that is no date is outside a range of dates
+                return moment is not None and all(RANGE_OPERATORS[op](moment, bound) for op, bound in moments)
             return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
         condition = in_range
     else:
         keys = {equality_key(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
         condition = lambda value: equality_key(value) in keys  # noqa: E731
     return lambda value: _passes(condition, value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _instant(text: str) -> datetime.datetime | None:
+    """An ISO 8601 date or time (``2026-01-01``, ``2026-01-01T09:30:00+02:00``, ``...Z``, a space for the ``T``) as an
+    instant (UTC where it names no offset), or None for any other string (one without a ``-``: ``20260101`` is a
+    code, not a date)."""
+    if "-" not in text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
 
 
 class Column:

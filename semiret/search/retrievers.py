@@ -392,24 +392,25 @@ class Retriever:
             return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
-    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None,
-             total: int | None = None) -> SyncCounts:
+    def sync(self, documents: Iterable[Document], buffer_mb: float | None = None, total: int | None = None,
+             force: bool = False) -> SyncCounts:
         """Make the index hold exactly ``documents`` (a folder's files as they are now, say): those new or changed
         (text, title or metadata) added in one commit, those stored as they are left alone (not encoded again), then
         the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
         upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
-        where it holds passages, a document is unchanged when its passages are."""
+        where it holds passages, a document is unchanged when its passages are. A sync that would delete more
+        documents than it keeps (a subfolder given for its folder, an empty file) deletes none unless ``force``."""
         self._check_comparable()
         with self.index.writing():
-            return self._sync(documents, buffer_mb, total, set())
+            return self._sync(documents, buffer_mb, total, set(), force)
 
     def _check_comparable(self) -> None:
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): sync "
                                "compares documents with the stored ones; add them with replace (--replace) instead")
 
-    def _sync(self, documents: Iterable[Document], buffer_mb: float | None, total: int | None,
-              seen: set[str]) -> SyncCounts:
+    def _sync(self, documents: Iterable[Document], buffer_mb: float | None, total: int | None, seen: set[str],
+              force: bool) -> SyncCounts:
         """:meth:`sync`, under the write lock, ``seen`` the ids of the documents known unchanged, not given
         (:meth:`sync_folder`'s files whose bytes are unchanged)."""
         counts = {"added": 0, "replaced": 0, "unchanged": len(seen)}
@@ -433,16 +434,16 @@ class Retriever:
 
         self._add(documents, True, buffer_mb, total, "sync", changed)
         doomed = sorted(set(self._document_ids()) - seen)
-        if doomed and not seen:
-            raise SemiretError(f"sync was given no documents: it would delete all {len(doomed)} of "
-                               f"{self.index.path}; nothing was deleted (to empty an index, delete its documents by "
-                               "id or build it again)")
+        if len(doomed) > len(seen) and not force:  # (a folder's subfolder given for the folder, a file emptied)
+            raise SemiretError(f"sync would delete {len(doomed)} documents of {self.index.path} (e.g. {doomed[0]!r}) "
+                               f"and keep {len(seen)}: is this the corpus the index was built from? Nothing was "
+                               "deleted (what was new or changed is added); force=True (--force) deletes them")
         if doomed:
             delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
 
     def sync_folder(self, folder: str | Path, metadata_fields: Sequence[str] | None = None,
-                    buffer_mb: float | None = None) -> SyncCounts:
+                    buffer_mb: float | None = None, force: bool = False) -> SyncCounts:
         """:meth:`sync` with a folder of documents (:mod:`semiret.data.folder`) read with ``metadata_fields``
         (default: :attr:`metadata_fields`), parsing only the files whose bytes differ from those their documents were
         read from (the ``file_hash`` stored with them): a PDF unchanged costs a read of its bytes, not of its text.
@@ -463,7 +464,7 @@ class Retriever:
             hashes = folder_hashes(folder)
             unchanged = {doc_id for doc_id, digest in hashes.items() if stored.get(doc_id) == digest}
             return self._sync(iter_corpus(folder, fields, skip_ids=unchanged), buffer_mb,
-                              len(hashes) - len(unchanged), unchanged)
+                              len(hashes) - len(unchanged), unchanged, force)
 
     def _stored_values(self, field: str) -> dict:
         """``{document id: its stored metadata field's value}`` (where it holds passages, the value all of a
@@ -644,10 +645,20 @@ class Retriever:
             hits = self.query_side.search(index, texts, k, n_threads)
         else:  # rankings and the metadata of their hits from one commit
             hits = self._search_deeper(index.pinned(), texts, k, n_threads, wanted, grouping)
+            if grouping is not None and not any(hits.ids) and self.index.n_docs:
+                self._say_none_holds(group_by)
         hits.lookup = self.index.get_document
         if score_threshold is not None:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
+
+    def _say_none_holds(self, field: str) -> None:
+        """A warning when no document holds the field a search grouped by (what left it without hits)."""
+        if count_matching(self.index, {field: {"exists": True}}):
+            return
+        hint = (": only an index of passages (--chunk-words) holds it; this one holds whole documents, search it "
+                "without grouping" if field == PARENT_FIELD and self.chunking is None else "")
+        log.warning("no document of %s holds the field %r to group by, so no hits%s", self.index.path, field, hint)
 
     def recommend(self, positive: Sequence[str], negative: Sequence[str] = (), k: int = 10, n_threads: int = 1,
                   filter: dict | None = None, score_threshold: float | None = None) -> list[Hit]:

@@ -252,6 +252,16 @@ def test_a_single_document_file_given_as_a_corpus_says_to_give_its_folder(tmp_pa
     (tmp_path / "notes.md").write_text("# Notes\n")
     with pytest.raises(DataFormatError, match="a .md file is a document of a folder of documents: give the folder"):
         list(iter_corpus(tmp_path / "notes.md"))
+    (tmp_path / "notes.txt").write_text("Plain notes, one document.\n")  # .txt reads as TSV: id<TAB>text
+    with pytest.raises(DataFormatError, match="got 1 column \\(plain text, one document\\? Give the folder holding"):
+        list(iter_corpus(tmp_path / "notes.txt"))
+
+
+def test_file_names_with_spaces_are_no_news_in_a_folder(tmp_path, caplog):
+    (tmp_path / "My Notes.txt").write_text("Spaces in a file's name are common.\n")
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(tmp_path)] == ["My Notes.txt"]
+    assert "hold a space" not in caplog.text
 
 
 def test_a_beir_folder_reads_its_corpus_file_not_its_other_files(tmp_path):

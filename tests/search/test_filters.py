@@ -4,6 +4,7 @@ the command line's and the service's filters."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import random
@@ -78,6 +79,16 @@ def _corpus(n: int = 300, seed: int = 7) -> list[Document]:
     ({"year": 2020, "$not": {"source": "web"}}, {"source": "web", "year": 2020}, False),  # beside fields: AND
     ({"$not": {"$or": [{"a": 1}, {"b": 2}]}}, {"a": 3, "b": 2}, False),
     ({"$not": {"$not": {"a": 1}}}, {"a": 1}, True),
+    # ISO dates and times compare as instants, whatever their offsets (none: UTC), as Qdrant's datetime ranges
+    ({"m": {"lt": "2026-11-30T12:19:30+01:00"}}, {"m": "2026-11-30T11:20:00Z"}, False),
+    ({"m": {"lt": "2026-11-30T12:19:30+01:00"}}, {"m": "2026-11-30T11:19:00Z"}, True),
+    ({"m": {"gte": "2026-11-30 12:19:30"}}, {"m": "2026-11-30T12:19:35Z"}, True),
+    ({"m": {"gte": "2026-11-30 12:19:30"}}, {"m": "2026-11-30T13:19:35+02:00"}, False),
+    ({"m": {"gte": "2026-11-30"}}, {"m": "2026-11-30T00:00:00-05:00"}, True),
+    ({"m": {"gte": datetime.date(2026, 11, 30)}}, {"m": "2026-11-29T23:00:00-02:00"}, True),
+    ({"m": {"gte": datetime.datetime(2026, 11, 30, 13, tzinfo=datetime.timezone.utc)}}, {"m": "2026-11-30"}, False),
+    ({"m": {"gte": "2026-01-01"}}, {"m": "not a date"}, False),     # no date: outside a range of dates
+    ({"code": {"gte": "20200101"}}, {"code": "3"}, True),           # no dash: a code, compared as a string
 ])
 def test_conditions(spec, metadata, expected):
     assert MetadataFilter(spec).matches(metadata) is expected

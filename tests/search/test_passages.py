@@ -337,3 +337,11 @@ def test_the_python_api_takes_a_chunking_as_a_dict_or_a_number_of_words(tmp_path
     for wrong in ({"size": 4}, "4", 4.5):
         with pytest.raises(SemiretError, match="chunking is a Chunking\\(words, overlap\\), a dict"):
             BM25Retriever.build([long], tmp_path / "c", chunking=wrong)
+
+
+def test_grouping_by_a_field_no_document_holds_says_so(tmp_path, caplog):
+    whole = BM25Retriever.build([Document("d", "statins and cancer")], tmp_path / "whole")
+    with caplog.at_level("WARNING"):
+        assert whole.search("statins", k=3, group_by="parent") == []
+    assert "no document of" in caplog.text and "holds the field 'parent' to group by" in caplog.text
+    assert "only an index of passages (--chunk-words) holds it" in caplog.text

@@ -85,9 +85,13 @@ def test_sync_refuses_what_it_cannot_compare_or_would_empty_the_index(tmp_path):
     with pytest.raises(SemiretError, match="keeps no stored documents .* sync compares"):
         bare.sync(TINY_DOCS)
     searcher = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
-    with pytest.raises(SemiretError, match=f"sync was given no documents: it would delete all {len(TINY_DOCS)}"):
+    with pytest.raises(SemiretError, match=f"sync would delete {len(TINY_DOCS)} documents .* and keep 0: is this"):
         searcher.sync([])
     assert open_retriever(tmp_path / "idx").index.n_docs == len(TINY_DOCS)
+    with pytest.raises(SemiretError, match=f"would delete {len(TINY_DOCS) - 1} documents .* and keep 2: .* force=True \\(--force\\)"):
+        searcher.sync([TINY_DOCS[0], Document("new", "a new one")])  # a part of the corpus given for all of it
+    assert searcher.index.n_docs == len(TINY_DOCS) + 1  # the new one added, nothing deleted
+    assert searcher.sync([TINY_DOCS[0], Document("new", "a new one")], force=True).deleted == len(TINY_DOCS) - 1
 
 
 def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
