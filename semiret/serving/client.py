@@ -224,8 +224,8 @@ class Client:
                 **_given(ids=list(ids) if ids is not None else None, filter=filter)}
         return self._call("POST", f"/indexes/{_name(index)}/documents/metadata", body)["updated"]
 
-    def get(self, index: str, doc_id: str) -> Document | None:
-        """The stored document, or None when the index has none of that id."""
+    def get_document(self, index: str, doc_id: str) -> Document | None:
+        """The stored document, or None when the index has none of that id (``Retriever.get_document``)."""
         try:
             record = self._call("GET", f"/indexes/{_name(index)}/documents/{urllib.parse.quote(doc_id, safe='')}")
         except ServerError as error:
@@ -233,6 +233,14 @@ class Client:
                 return None
             raise
         return _document(record)
+
+    def get_documents(self, index: str, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """The stored documents of those ids the index holds, by id (``Retriever.get_documents``; one request each)."""
+        if isinstance(doc_ids, str):
+            raise SemiretError(f"get_documents takes a list of ids, got the string {doc_ids!r} (one id: "
+                               "get_document)")
+        found = ((doc_id, self.get_document(index, doc_id)) for doc_id in dict.fromkeys(doc_ids))
+        return {doc_id: document for doc_id, document in found if document is not None}
 
     def count(self, index: str, filter: dict | None = None) -> int:
         return self._call("POST", f"/indexes/{_name(index)}/documents/count", _given(filter=filter))["count"]

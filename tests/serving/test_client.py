@@ -66,7 +66,8 @@ def test_the_client_answers_as_the_index_does_in_process(served):
     assert client.count("notes") == 6 and client.count("notes", {"year": {"gte": 2004}}) == 2
     assert client.facet("notes", "kind") == [("even", 3), ("odd", 3)]
     assert [d.id for d in client.iter_documents("notes", page_size=4)] == sorted(d.id for d in DOCS)
-    assert client.get("notes", "d3") == DOCS[3] and client.get("notes", "nope") is None
+    assert client.get_document("notes", "d3") == DOCS[3] and client.get_document("notes", "nope") is None
+    assert client.get_documents("notes", ["d3", "nope", "d3"]) == {"d3": DOCS[3]}
     assert [h.id for h in client.recommend("notes", ["d0"], k=2)] == [h.id for h in local.recommend(["d0"], k=2)]
     explained = client.explain("notes", "statins heart", "d2")
     assert explained.score == pytest.approx(local.explain("statins heart", "d2").score, rel=1e-6)
@@ -105,9 +106,9 @@ def test_errors_carry_the_server_status_and_words(served):
     import semiret.serving
 
     assert semiret.serving.Client is Client  # as qdrant_client.QdrantClient: at the package's top
-    assert client.get("notes", "nope") is None
+    assert client.get_document("notes", "nope") is None
     with pytest.raises(ServerError) as no_index:  # "no index 'documents'": not a missing document
-        client.get("documents", "a")
+        client.get_document("documents", "a")
     assert no_index.value.status == 404
     redirected = Client("http://testserver", transport=lambda *_: (308, b""))  # a proxy's redirect, not followed
     with pytest.raises(ServerError) as moved:
