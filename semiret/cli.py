@@ -286,7 +286,7 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
           options: dict = None):
     """Build an index from a corpus."""
     from semiret.data.chunking import Chunking
-    from semiret.data.collection import corpus_shard, count_documents, iter_corpus
+    from semiret.data.collection import count_documents, iter_corpus, read_shard
     from semiret.indexes.segments import check_build_target
     from semiret.search.retrievers import retriever_class
 
@@ -296,10 +296,10 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
         if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
             check_build_target(out, overwrite, source=source)
         fields = _metadata_fields(metadata_fields)
-        documents, total = iter_corpus(source, fields), count_documents(source)
-        head = None
-        if shard is not None:
-            documents, total = corpus_shard(documents, shard, total)
+        if shard is None:
+            (documents, total), head = (iter_corpus(source, fields), count_documents(source)), None
+        else:  # (a folder's shard reads its own files only)
+            documents, total = read_shard(source, shard, fields)
             # what a build of the whole corpus takes its statistics from: every shard takes the same
             head = itertools.islice(iter_corpus(source, fields), retriever_class(retriever).documents.batch_size)
         chunking = Chunking.of_options(chunk_words, chunk_overlap)

@@ -14,7 +14,7 @@ import logging
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Container, Iterable, Iterator, Sequence
+from typing import Callable, Container, Iterable, Iterator, Sequence
 
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem
@@ -719,17 +719,35 @@ def corpus_shard(documents: Iterable[Document], shard: str, total: int | None = 
     one at most), so shards 0..n-1 merged in order hold the corpus in its order. With the corpus's ``total``
     (:func:`count_documents`) the shard is read as it is indexed (the documents before it are skipped), else the
     corpus is held to count it."""
+    bounds = _shard_bounds(shard)
+    if total is None:
+        documents = list(documents)
+        total = len(documents)
+    start, stop = bounds(total)
+    return itertools.islice(documents, start, stop), stop - start
+
+
+def read_shard(path: str | Path, shard: str, metadata_fields: Sequence[str] | None = None
+               ) -> tuple[Iterator[Document], int]:
+    """Shard ``i/n`` of the corpus at ``path`` (:func:`corpus_shard`) and its size, read with ``metadata_fields``;
+    a folder of documents is sliced by its files, and only the shard's own are read."""
+    corpus = _read_corpus_file(path)
+    if not corpus.is_dir():
+        return corpus_shard(iter_corpus(corpus, metadata_fields), shard, count_documents(corpus))
+    ids = [file.relative_to(corpus).as_posix() for file in document_files(corpus)[0]]
+    start, stop = _shard_bounds(shard)(len(ids))
+    return iter_corpus(corpus, metadata_fields, skip_ids=set(ids[:start]) | set(ids[stop:])), stop - start
+
+
+def _shard_bounds(shard: str) -> Callable[[int], tuple[int, int]]:
+    """Shard ``i/n`` (checked) as the bounds of its slice of a corpus of a given size."""
     try:
         number, count = (int(part) for part in shard.split("/"))
     except ValueError:
         number = count = -1
     if not 0 <= number < count:
         raise SemiretError(f"a shard is i/n with 0 <= i < n (say 0/4), not {shard!r}")
-    if total is None:
-        documents = list(documents)
-        total = len(documents)
-    start, stop = total * number // count, total * (number + 1) // count
-    return itertools.islice(documents, start, stop), stop - start
+    return lambda total: (total * number // count, total * (number + 1) // count)
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

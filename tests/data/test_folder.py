@@ -303,3 +303,25 @@ def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_pat
                                  "--qrels", str(tmp_path / "qrels.tsv"), "--index", str(tmp_path / "idx"), "--json"])
     assert result.exit_code == 0, result.output
     assert '"ndcg@10": 1.0' in result.output.replace("\n", " ") or '"nDCG@10": 1.0' in result.output
+
+
+def test_a_shard_of_a_folder_reads_its_own_files_and_the_shards_merge_into_the_whole(docs, tmp_path, monkeypatch):
+    from semiret.data.collection import read_shard
+
+    parsed: list[str] = []
+    for suffix, reader in list(folder_module.READERS.items()):
+        def counting(raw, notes, reader=reader):
+            parsed.append(notes.current)
+            return reader(raw, notes)
+        monkeypatch.setitem(folder_module.READERS, suffix, counting)
+    everything = [d.id for d in iter_corpus(docs)]
+    parsed.clear()
+    first, size = read_shard(docs, "0/2")
+    assert [d.id for d in first] == everything[:3] and size == 3 and sorted(parsed) == sorted(everything[:3])
+    for number in (0, 1):
+        built = runner.invoke(app, ["index", "--data", str(docs), "--out", str(tmp_path / f"s{number}"), "--shard",
+                                    f"{number}/2"])
+        assert built.exit_code == 0, built.output
+    merged = runner.invoke(app, ["merge-shards", str(tmp_path / "all"), str(tmp_path / "s0"), str(tmp_path / "s1")])
+    assert merged.exit_code == 0, merged.output
+    assert sorted(open_retriever(tmp_path / "all").index.live_ids()) == sorted(everything)
