@@ -97,3 +97,16 @@ def checkpointed_weights(run: Path):
 
     tensors = load_file(str(run / "checkpoint" / "model.safetensors"))
     return torch.cat([tensors[k].flatten() for k in sorted(tensors)]).numpy()
+
+
+def folder_files_parsed(monkeypatch) -> list[str]:
+    """The ids of the files of a folder of documents parsed from now on (each kind's reader counted)."""
+    from semiret.data import folder as folder_module
+
+    parsed: list[str] = []
+    for suffix, reader in list(folder_module.READERS.items()):
+        def counting(raw, notes, reader=reader):
+            parsed.append(notes.current)
+            return reader(raw, notes)
+        monkeypatch.setitem(folder_module.READERS, suffix, counting)
+    return parsed

@@ -17,7 +17,7 @@ from semiret.data.collection import count_documents
 from semiret.errors import DataFormatError
 from semiret.search.retrievers import open_retriever
 
-from helpers import write_jsonl
+from helpers import folder_files_parsed, write_jsonl
 
 runner = CliRunner()
 
@@ -308,12 +308,7 @@ def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_pat
 def test_a_shard_of_a_folder_reads_its_own_files_and_the_shards_merge_into_the_whole(docs, tmp_path, monkeypatch):
     from semiret.data.collection import read_shard
 
-    parsed: list[str] = []
-    for suffix, reader in list(folder_module.READERS.items()):
-        def counting(raw, notes, reader=reader):
-            parsed.append(notes.current)
-            return reader(raw, notes)
-        monkeypatch.setitem(folder_module.READERS, suffix, counting)
+    parsed = folder_files_parsed(monkeypatch)
     everything = [d.id for d in iter_corpus(docs)]
     parsed.clear()
     first, size = read_shard(docs, "0/2")

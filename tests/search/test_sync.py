@@ -13,7 +13,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
 from semiret.types import SyncCounts
 
-from helpers import TINY_DOCS
+from helpers import TINY_DOCS, folder_files_parsed
 
 runner = CliRunner()
 
@@ -141,19 +141,6 @@ def test_sync_tells_values_of_other_types_apart_as_filters_do(tmp_path):
     assert searcher.count({"flag": 1}) == 1 and searcher.count({"flag": True}) == 0
 
 
-def _parsed(monkeypatch) -> list[str]:
-    """The ids of the folder files parsed from now on."""
-    from semiret.data import folder as folder_module
-
-    parsed: list[str] = []
-    for suffix, reader in list(folder_module.READERS.items()):
-        def counting(raw, notes, reader=reader):
-            parsed.append(notes.current)
-            return reader(raw, notes)
-        monkeypatch.setitem(folder_module.READERS, suffix, counting)
-    return parsed
-
-
 @pytest.mark.parametrize("chunk_words", [None, 3])
 def test_sync_of_a_folder_parses_only_the_files_whose_bytes_changed(tmp_path, monkeypatch, chunk_words):
     import os
@@ -166,7 +153,7 @@ def test_sync_of_a_folder_parses_only_the_files_whose_bytes_changed(tmp_path, mo
         (docs / name).write_text(text)
     searcher = BM25Retriever.build(iter_corpus(docs), tmp_path / "idx",
                                    chunking=Chunking(chunk_words, 1) if chunk_words else None)
-    parsed = _parsed(monkeypatch)
+    parsed = folder_files_parsed(monkeypatch)
     assert searcher.sync_folder(docs) == SyncCounts(added=0, replaced=0, unchanged=4, deleted=0)
     assert parsed == []  # not one file parsed
     (docs / "b.txt").write_text("The second note, rewritten.\n")
@@ -195,7 +182,7 @@ def test_a_folder_is_parsed_again_after_its_readers_change_and_its_fields_are_no
     (tmp_path / "docs" / "b.txt").write_text("Beta.\n")
     searcher = BM25Retriever.build(iter_corpus(tmp_path / "docs", ["tags"]), tmp_path / "idx",
                                    metadata_fields=["tags"])
-    parsed = _parsed(monkeypatch)
+    parsed = folder_files_parsed(monkeypatch)
     with caplog.at_level("WARNING"):
         assert searcher.sync_folder(tmp_path / "docs").unchanged == 2 and parsed == []
     assert "no document has the field" not in caplog.text  # the files not read may hold it (a.md does)
