@@ -205,10 +205,10 @@ def _corpus_source(name: str) -> Iterator[Path]:
             raise DataFormatError(str(exc).replace(str(path), "<stdin>")) from None
 
 
-def _metadata_fields_option(default: str = ""):
+def _metadata_fields_option(help_suffix: str = ""):
     return typer.Option(None, help="Fields (columns a first row names) of the corpus to keep in each document's "
                                    "metadata beside its metadata object, comma-separated, to filter on ('*': all "
-                                   f"besides the id, text and title){default}.")
+                                   f"besides the id, text and title){help_suffix}.")
 
 
 def _metadata_fields(value: str | None) -> list[str] | None:
