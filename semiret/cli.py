@@ -711,12 +711,14 @@ def merge_shards_command(out: Path = typer.Argument(..., help="Index directory t
 def hybrid_index_command(neural_index: Path = typer.Argument(..., help="An index a neural retriever built, with its "
                                                                        "texts stored."),
                          out: Path = typer.Argument(..., help="Hybrid index directory to create."),
-                         overwrite: bool = typer.Option(False, help="Replace an existing index.")):
+                         overwrite: bool = typer.Option(False, help="Replace an existing index."),
+                         language: str = typer.Option("english", help="Language of the documents for BM25 (its "
+                                                      "stemmer and stopwords; as bm25's --language).")):
     """BM25 beside an existing neural index, searched fused (-r hybrid): BM25 is built from the stored texts
     and the neural index copied in, so no document is encoded again."""
     from semiret.search.hybrid import HybridRetriever
 
-    _print_json(HybridRetriever.around(neural_index, out, overwrite=overwrite).index.describe())
+    _print_json(HybridRetriever.around(neural_index, out, overwrite=overwrite, language=language).index.describe())
 
 
 @app.command()

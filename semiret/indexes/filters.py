@@ -254,7 +254,8 @@ def _clause(spec: dict):
 class TextCondition:
     """``{"$text": "statin* \\"heart failure\\""}``: documents whose stored title or text holds every word of it
     (a word ending in ``*``: any word it begins), and each quoted phrase as consecutive words (Qdrant's full-text
-    ``match``; unlike MongoDB's ``$text``, every word, not any of them). Words are matched exactly, case-folded
+    ``match``; unlike MongoDB's ``$text``, every word, not any of them). Chinese and Japanese characters are each a
+    word, and a run of them a phrase, quoted or not. Words are matched exactly, case-folded
     (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the retriever: a filter on
     what the documents say, beside a ranking by what they mean."""
 
@@ -268,10 +269,12 @@ class TextCondition:
         if any("*" in piece for piece in pieces[1::2]) or any("*" in PREFIX.sub(" ", piece) for piece in loose):
             raise SemiretError(f"{TEXT} {wanted!r}: a * ends a word outside quotes (statin*), nowhere else")
         self.prefixes = sorted({prefix[:-1] for piece in loose for prefix in PREFIX.findall(piece)})
-        self.phrases = [list(words) for words in sorted({tuple(plain_words(piece)) for piece in pieces[1::2]})
+        unprefixed = [PREFIX.sub(" ", piece) for piece in loose]
+        # a run of Chinese or Japanese characters written unquoted is one phrase of its characters (each a word)
+        runs = [written for piece in unprefixed for written in WORD.findall(piece)]
+        self.phrases = [list(words) for words in sorted({tuple(plain_words(piece)) for piece in pieces[1::2] + runs})
                         if len(words) > 1]
-        self.words = sorted({word for piece in [PREFIX.sub(" ", p) for p in loose] + pieces[1::2]
-                             for word in plain_words(piece)})
+        self.words = sorted({word for piece in unprefixed + pieces[1::2] for word in plain_words(piece)})
         if not self.words and not self.prefixes:
             raise SemiretError(f"{TEXT} {wanted!r} holds no word to match")
         self.written = " ".join(self.words + [f"{prefix}*" for prefix in self.prefixes]

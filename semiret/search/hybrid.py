@@ -29,6 +29,7 @@ from semiret.search.retrievers import (
     register_retriever,
     retriever_class,
 )
+from semiret.text import languages
 from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import Explanation, SearchHits, TermContribution
 
@@ -42,6 +43,8 @@ class HybridDocumentOptions:
     """The retriever fused with BM25 (any registered one: inference-free, dense, splade, sidr-full, ...)."""
     model: str | None = None
     """Model of the neural retriever (default: its own default)."""
+    language: str = "english"
+    """Language of the documents for the BM25 part (bm25's ``language``: its stemmer and stopwords)."""
 
 
 class HybridDocuments(DocumentSide):
@@ -66,7 +69,7 @@ class HybridDocuments(DocumentSide):
         neural.check_model(options.model)
         neural_options = neural.documents.Options(**({"model": options.model} if options.model else {}))
         bm25 = retriever_class("bm25")
-        return cls({LEXICAL: (bm25.name, bm25.documents.create(bm25.documents.Options())),
+        return cls({LEXICAL: (bm25.name, bm25.documents.create(bm25.documents.Options(language=options.language))),
                     NEURAL: (neural.name, neural.documents.create(neural_options))})
 
     @classmethod
@@ -288,11 +291,12 @@ class HybridRetriever(Retriever):
         return matches
 
     @classmethod
-    def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False,
+    def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False, language: str = "english",
                **options) -> "HybridRetriever":
-        """A hybrid index over an index a neural retriever already built: BM25 built from the texts it stores and
-        the index itself copied in (its segments merged into one), so no document is encoded again (``semiret
-        hybrid-index``; what ``semiret adapt`` does after building its index). ``options``: search options."""
+        """A hybrid index over an index a neural retriever already built: BM25 (its ``language``) built from the
+        texts it stores and the index itself copied in (its segments merged into one), so no document is encoded
+        again (``semiret hybrid-index``; what ``semiret adapt`` does after building its index). ``options``: search
+        options."""
         source = open_index(neural_index)
         built_by = source.meta.get("retriever")
         if isinstance(source, CompositeIndex) or built_by in (None, "bm25", cls.name):
@@ -306,11 +310,13 @@ class HybridRetriever(Retriever):
             raise SemiretError(f"the hybrid index {path} would replace or lie inside {neural_index}, which it copies: "
                                "choose another directory")
         cls.search_options(options)  # bad options fail before any work
+        languages.language(language)  # an unknown one fails before any work too
         with source.writing():  # no commit lands while the index is read and copied
             ids = source.live_ids()
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
-                                                                      target, total=len(ids), buffer_mb=0),
+                                                                      target, total=len(ids), buffer_mb=0,
+                                                                      language=language),
                 NEURAL: lambda target: _copy_merged(source.path, target)},
                 overwrite=overwrite, extra_meta={"retriever": cls.name, **{
                     key: source.meta[key] for key in DOCUMENT_READING if source.meta.get(key)}})

@@ -16,6 +16,7 @@ from semiret.options import local_field
 from semiret.search.feedback import FeedbackTerms, RM3Options, expanded_queries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
+from semiret.text.languages import language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
@@ -39,10 +40,14 @@ class BM25Options:
     """BM25 term-frequency saturation k1."""
     b: float = 0.75
     """BM25 length normalisation b."""
-    stopwords: str = "en"
-    """Stopword list of the word analyzer ('en', or 'none')."""
-    stemmer: str | None = "english"
-    """Snowball stemmer of the word analyzer (a PyStemmer language, or none)."""
+    language: str = "english"
+    """Language of the documents, by English name or ISO 639-1 code ('german', 'de', 'chinese', ...): its Snowball
+    stemmer and stopwords; Chinese, Japanese and Korean text cut into pairs of characters. Queries are read as the
+    index's documents were."""
+    stopwords: str | None = None
+    """Stopword list, by code or language name ('en', 'de', 'german'), or 'none' (default: the language's)."""
+    stemmer: str | None = None
+    """Snowball stemmer, a PyStemmer language ('english', 'german', ...), or 'none' (default: the language's)."""
     unicode_form: str = "NFC"
     """Unicode normalization of non-ASCII text ('NFC': "café" typed composed or decomposed is one word, every
     figure as bm25s's; 'NFKC' also folds compatibility forms, the ligature of "ﬁnd", "µ", full-width letters, as
@@ -50,7 +55,7 @@ class BM25Options:
 
 
 class WordCounts(DocumentSide):
-    """Words (lowercase, English stopwords, Snowball stems) and their counts, into a ``bm25`` index."""
+    """Words (lowercase, the language's stopwords and Snowball stems) and their counts, into a ``bm25`` index."""
 
     Options = BM25Options
     index_kind = "bm25"
@@ -61,7 +66,10 @@ class WordCounts(DocumentSide):
     @classmethod
     def create(cls, options: BM25Options):
         form = None if options.unicode_form == "none" else options.unicode_form
-        return cls(WordAnalyzer(stopwords=options.stopwords, stemmer=options.stemmer, unicode_form=form),
+        spoken = language(options.language)
+        return cls(WordAnalyzer(stopwords=spoken.stopwords if options.stopwords is None else options.stopwords,
+                                stemmer=spoken.stemmer if options.stemmer is None else options.stemmer,
+                                unicode_form=form, cjk_bigrams=spoken.cjk_bigrams),
                    TermDictionary(),
                    BM25Parameters(options.k1, options.b))
 
@@ -136,7 +144,7 @@ class WordCountQueries(QuerySide):
 
 @register_retriever
 class BM25Retriever(Retriever):
-    """Okapi BM25 over words (lowercase, English stopwords, Snowball stems), Lucene IDF; ``rm3=True`` expands
+    """Okapi BM25 over words (lowercase, the language's stopwords and Snowball stems), Lucene IDF; ``rm3=True`` expands
     queries by pseudo-relevance feedback."""
 
     name = "bm25"

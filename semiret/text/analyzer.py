@@ -1,4 +1,5 @@
-"""Word analyzer for BM25: lowercase, a word regex, English stopwords, Snowball stemming (PyStemmer).
+"""Word analyzer for BM25: lowercase, a word regex, stopwords, Snowball stemming (PyStemmer); for Chinese, Japanese
+and Korean, pairs of characters (:mod:`semiret.text.languages`).
 
 The defaults reproduce bm25s's ``tokenize(..., stopwords="en", stemmer=Stemmer("english"))`` so that
 BM25 scores can be compared with it directly.
@@ -14,13 +15,8 @@ import Stemmer
 import regex
 
 from semiret.errors import OptionError
+from semiret.text.languages import CJK_RUN, cjk_bigrams, stopword_code, stopword_set
 
-# The Lucene/Elasticsearch English stop set (also bm25s's "en" list).
-ENGLISH_STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
-    "they this to was will with".split()
-)
-STOPWORD_LISTS = {"en": ENGLISH_STOPWORDS, "none": frozenset()}
 WORD_PATTERN = r"(?u)\b\w\w+\b"
 UNICODE_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
 WORD = regex.compile(r"[\w\p{M}]+")
@@ -33,10 +29,19 @@ def normalised_text(text: str) -> str:
     return unicodedata.normalize("NFC", text).casefold()
 
 
+IDEOGRAPH = regex.compile(r"[\p{Han}\p{Hiragana}]")
+"""A character that is a word of its own, as Unicode's word boundaries (UAX #29) and Lucene's standard tokenizer
+have it: Chinese and Japanese put no spaces between words."""
+_IDEOGRAPHS_APART = regex.compile(r"[\p{Han}\p{Hiragana}]|[^\p{Han}\p{Hiragana}]+")
+
+
 def plain_words(text: str) -> list[str]:
-    """The words of ``text`` (:data:`WORD`), normalised (:func:`normalised_text`), none dropped or stemmed: what a
-    full-text filter matches exactly."""
-    return WORD.findall(normalised_text(text))
+    """The words of ``text`` (:data:`WORD`; each Han and hiragana character a word), normalised
+    (:func:`normalised_text`), none dropped or stemmed: what a full-text filter matches exactly."""
+    words = WORD.findall(normalised_text(text))
+    if not IDEOGRAPH.search(text):
+        return words
+    return [piece for word in words for piece in _IDEOGRAPHS_APART.findall(word)]
 
 
 @dataclass
@@ -44,6 +49,7 @@ class WordAnalyzer:
     """Turns text into a list of normalized terms; its config is stored in an index's ``meta.json``."""
 
     stopwords: str = "en"
+    """A stopword list by ISO 639-1 code or language name ('en', 'de', 'german'; 'none'), kept as its code."""
     stemmer: str | None = "english"
     lowercase: bool = True
     pattern: str = WORD_PATTERN
@@ -51,29 +57,39 @@ class WordAnalyzer:
     """Unicode normalization of non-ASCII text before anything else (new BM25 indexes: ``NFC`` unless told
     otherwise, so "café" typed composed or decomposed is one word; ``NFKC``, as Lucene's ICU normalizer, also makes
     the ligature in "ﬁnd" "fi"); None, as in indexes built before the option, leaves text as it comes."""
+    cjk_bigrams: bool = False
+    """Runs of Han, kana and Hangul characters cut into overlapping pairs (Chinese, Japanese, Korean), the rest of
+    the text into words as otherwise."""
     _regex: re.Pattern = field(init=False, repr=False)
     _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
         if self.stemmer == "none":  # spelled out where None means "unset" (retriever options, the CLI)
             self.stemmer = None
-        if self.stopwords not in STOPWORD_LISTS:
-            raise OptionError(f"stopwords: unknown stopword list {self.stopwords!r} (known: "
-                              f"{', '.join(STOPWORD_LISTS)})")
+        self.stopwords = stopword_code(self.stopwords)
         if self.unicode_form is not None and self.unicode_form not in UNICODE_FORMS:
             raise OptionError(f"unicode_form: unknown Unicode normalization {self.unicode_form!r} (known: "
                               f"{', '.join(UNICODE_FORMS)})")
         if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():
             raise OptionError(f"stemmer: unknown stemmer {self.stemmer!r} (known: {', '.join(Stemmer.algorithms())})")
         self._regex = re.compile(self.pattern)
-        self._stopset = STOPWORD_LISTS[self.stopwords]
+        self._stopset = stopword_set(self.stopwords)
         self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
 
     def words(self, text: str) -> list[str]:
         """The surface words of ``text`` (normalized and lowercased when configured), stopwords included."""
         if self.unicode_form is not None and not text.isascii():
             text = unicodedata.normalize(self.unicode_form, text)
-        return self._regex.findall(text.lower() if self.lowercase else text)
+        if self.lowercase:
+            text = text.lower()
+        if not self.cjk_bigrams:
+            return self._regex.findall(text)
+        words, last = [], 0
+        for run in CJK_RUN.finditer(text):
+            words += self._regex.findall(text[last:run.start()])  # a slice: the pattern's \b must not see the run
+            words += cjk_bigrams(run.group())
+            last = run.end()
+        return words + self._regex.findall(text[last:])
 
     def term(self, word: str) -> str | None:
         """The term one surface word becomes: None for a stopword, else its (cached) stem."""
@@ -100,8 +116,11 @@ class WordAnalyzer:
         return out
 
     def config(self) -> dict:
-        return {"type": "word", "stopwords": self.stopwords, "stemmer": self.stemmer,
-                "lowercase": self.lowercase, "pattern": self.pattern, "unicode_form": self.unicode_form}
+        config = {"type": "word", "stopwords": self.stopwords, "stemmer": self.stemmer,
+                  "lowercase": self.lowercase, "pattern": self.pattern, "unicode_form": self.unicode_form}
+        if self.cjk_bigrams:  # written only when set, so indexes built before the option describe themselves as before
+            config["cjk_bigrams"] = True
+        return config
 
 
 class TermDictionary:

@@ -1,0 +1,116 @@
+"""BM25 in other languages: a language's stemmer and stopwords, Chinese/Japanese/Korean as character pairs, and
+full-text filters over text written without spaces."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import OptionError
+from semiret.indexes.filters import TextCondition
+from semiret.search import BM25Retriever, HybridRetriever, open_retriever, retriever_class
+from semiret.text.analyzer import WordAnalyzer, plain_words
+from semiret.text.languages import cjk_bigrams, language, stopword_code
+
+GERMAN = [Document("haus", "Die Häuser der Stadt sind alt und schön.", "Häuser"),
+          Document("strasse", "In den Straßen fahren viele Autos.", "Straßen"),
+          Document("katze", "Eine Katze schläft auf dem Dach des Hauses.", "Katzen"),
+          Document("leer", "Und die der das.")]
+CHINESE = [Document("beida", "北京大学是一所大学。"),
+           Document("dongjing", "东京在日本。"),
+           Document("apart", "北方的学者来到京城。")]
+
+
+def test_languages_are_named_by_name_or_code_in_any_case():
+    assert language("German") == language("de") and language("de").stemmer == "german"
+    assert language("de").stopwords == "de" and language("finnish").stopwords == "none"  # no list: none
+    assert language("zh").cjk_bigrams and language("zh").stemmer is None and not language("en").cjk_bigrams
+    assert stopword_code("German") == "de" and stopword_code("none") == "none"
+    with pytest.raises(OptionError, match=r"unknown language 'klingon' \(known: .*german \(de\)"):
+        language("klingon")
+    with pytest.raises(OptionError, match=r"unknown stopword list 'finnish' \(known: none, .*de \(german\)"):
+        stopword_code("finnish")
+
+
+def test_a_german_analyzer_stems_and_drops_german_stopwords():
+    analyzer = WordAnalyzer(stopwords="german", stemmer="german")
+    assert analyzer.stopwords == "de"  # kept as its code
+    assert analyzer("Die Häuser und die Straßen der Städte") == ["haus", "strass", "stadt"]
+    assert WordAnalyzer()("Die Häuser") == ["die", "häuser"]  # English: German words left as written
+
+
+def test_cjk_text_becomes_overlapping_character_pairs():
+    assert cjk_bigrams("北京大学") == ["北京", "京大", "大学"] and cjk_bigrams("京") == ["京"]
+    analyzer = WordAnalyzer(stemmer=None, cjk_bigrams=True)
+    assert analyzer("abc北京def 東京 in 2020, 한국어 of 의") == ["abc", "北京", "def", "東京", "2020", "한국", "국어", "의"]
+    assert analyzer.config()["cjk_bigrams"] is True and "cjk_bigrams" not in WordAnalyzer().config()
+
+
+def test_bm25_with_a_language_finds_inflected_words_and_scores_as_bm25s(tmp_path):
+    import bm25s
+    import Stemmer
+
+    german = BM25Retriever.build(GERMAN, tmp_path / "de", language="de")
+    assert set(german.search(["Haus"], k=10).ids[0]) == {"haus", "katze"}  # Häuser, Hauses
+    english = BM25Retriever.build(GERMAN, tmp_path / "en")
+    assert english.search(["Haus"], k=10).ids == [["katze"]]  # 'hauses' stems as English, 'häuser' does not
+    assert german.search(["und die"], k=10).ids == [[]]  # German stopwords only
+    reference = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    reference.index(bm25s.tokenize([d.full_text for d in GERMAN], stopwords="de", stemmer=Stemmer.Stemmer("german"),
+                                   show_progress=False), show_progress=False)
+    reopened = open_retriever(tmp_path / "de")  # queries read as the index's documents were
+    for query in ("Häuser der Stadt", "Katzen auf Dächern", "Straße"):
+        expected = reference.get_scores(reopened.document_side.analyzer(query))
+        hits = reopened.search([query], k=10)
+        got = dict(zip(hits.ids[0], hits.scores[0]))
+        assert got == pytest.approx({d.id: float(s) for d, s in zip(GERMAN, expected) if s > 0}, rel=1e-5)
+
+
+def test_explicit_stopwords_and_stemmer_override_the_language(tmp_path):
+    kept = BM25Retriever.build(GERMAN, tmp_path / "kept", language="german", stopwords="none", stemmer="none")
+    analyzer = open_retriever(tmp_path / "kept").document_side.analyzer
+    assert (analyzer.stopwords, analyzer.stemmer) == ("none", None)
+    assert kept.search(["und die"], k=10).ids[0][0] == "leer"
+    with pytest.raises(OptionError, match="unknown language"):
+        BM25Retriever.build(GERMAN, tmp_path / "bad", language="elvish")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_bm25_over_chinese_finds_words_without_spaces(tmp_path):
+    index = BM25Retriever.build(CHINESE, tmp_path / "zh", language="zh")
+    assert index.search(["大学"], k=10).ids == [["beida"]]
+    assert index.search(["北京"], k=10).ids == [["beida"]]  # 'apart' holds both characters, never side by side
+    assert index.search(["东京 日本"], k=10).ids[0][0] == "dongjing"
+    assert open_retriever(tmp_path / "zh").document_side.analyzer.cjk_bigrams
+    whole_runs = BM25Retriever.build(CHINESE, tmp_path / "en")  # English: a run between punctuation is one word
+    assert whole_runs.search(["大学"], k=10).ids == [[]]
+
+
+def test_the_cli_and_a_hybrid_take_the_language(tmp_path):
+    from helpers import write_beir
+
+    data = write_beir(tmp_path / "data", GERMAN, {"q1": "Haus"}, {"q1": {"haus": 1}})
+    result = CliRunner().invoke(app, ["index", "--data", str(data), "--out", str(tmp_path / "cli"), "--language", "de"])
+    assert result.exit_code == 0, result.output
+    assert open_retriever(tmp_path / "cli").document_side.analyzer.stemmer == "german"
+    hybrid = HybridRetriever.build(GERMAN, tmp_path / "hybrid", neural="idf", language="de")
+    lexical = hybrid.index.parts["lexical"].meta["analyzer"]
+    assert (lexical["stemmer"], lexical["stopwords"]) == ("german", "de")
+    retriever_class("idf").build(GERMAN, tmp_path / "idf")
+    result = CliRunner().invoke(app, ["hybrid-index", str(tmp_path / "idf"), str(tmp_path / "around"),
+                                      "--language", "german"])
+    assert result.exit_code == 0, result.output
+    assert open_retriever(tmp_path / "around").index.parts["lexical"].meta["analyzer"]["stopwords"] == "de"
+    with pytest.raises(OptionError, match="unknown language"):
+        HybridRetriever.around(tmp_path / "idf", tmp_path / "never", language="elvish")
+    assert not (tmp_path / "never").exists()
+
+
+def test_full_text_filters_read_chinese_characters_as_words_and_runs_as_phrases():
+    assert plain_words("北京大学 ABC東京") == ["北", "京", "大", "学", "abc", "東", "京"]
+    assert plain_words("Café au lait") == ["café", "au", "lait"]
+    condition = TextCondition("北京")
+    assert condition.passes(None, CHINESE[0]) and not condition.passes(None, CHINESE[2])
+    assert TextCondition("北 京").passes(None, CHINESE[2])  # apart: two words, each held
