@@ -16,7 +16,7 @@ from semiret.options import local_field
 from semiret.search.feedback import FeedbackTerms, RM3Options, expanded_queries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
 from semiret.text.analyzer import TermDictionary, WordAnalyzer
-from semiret.text.languages import language
+from semiret.text.languages import guess_language, language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
@@ -77,6 +77,26 @@ class WordCounts(DocumentSide):
     def from_index(cls, index):
         config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
         return cls(WordAnalyzer(**config), index.terms, index.bm25)  # encodes into the index's own vocabulary
+
+    def prepare(self, documents):
+        """Warns when the documents look written in another language than the English the analyzer reads (the
+        default), and names the ``language`` that reads them (:func:`~semiret.text.languages.guess_language`)."""
+        if self.analyzer.stopwords != "en" or self.analyzer.cjk_bigrams:
+            return  # a language was chosen
+        guess = guess_language([d.full_text for d in documents])
+        if guess is None:
+            return
+        spoken, share = guess
+        name = spoken.name.capitalize()
+        if spoken.cjk_bigrams:
+            evidence = (f"{share:.0%} of their letters are Han, kana or Hangul, which English reads as whole runs "
+                        "between punctuation")
+            fix = "cuts them into pairs of characters"
+        else:
+            evidence = f"{share:.0%} of their words are {name} stopwords"
+            fix = f"reads them with {name} stems and stopwords"
+        log.warning("the documents look %s (%s): --language %s (Python: language=%r) %s", name, evidence, spoken.code,
+                    spoken.code, fix)
 
     def index_config(self) -> dict:
         return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms, "bm25": self.params}

@@ -101,3 +101,45 @@ def cjk_bigrams(run: str) -> list[str]:
     if len(run) < 2:
         return [run]
     return [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+_LETTERS = regex.compile(r"[^\W\d_]+")
+_KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
+_HANGUL = regex.compile(r"\p{Hangul}")
+GUESS_CHARACTERS = 200_000
+"""How much text :func:`guess_language` reads at most."""
+GUESS_LETTERS = 200
+"""How many letters :func:`guess_language` needs to guess at all (a few product names hold stopwords by chance)."""
+
+
+def guess_language(texts: list[str]) -> tuple[Language, float] | None:
+    """The language ``texts`` look written in, and the evidence: the share of their letters in CJK runs for Chinese,
+    Japanese (kana among them) and Korean (Hangul), else the share of their words in the language's stopword list
+    (stopwords are a language's most frequent words, so a list that holds a fifth of a text's words names its
+    language; the classic identification by stopwords). None below :data:`GUESS_LETTERS` letters, when English
+    stopwords make a tenth of the words, or when no other list holds 15% of them and twice the English share. Reads
+    the first :data:`GUESS_CHARACTERS` characters only."""
+    sample, size = [], 0
+    for text in texts:
+        sample.append(text[:GUESS_CHARACTERS - size])
+        size += len(sample[-1])
+        if size >= GUESS_CHARACTERS:
+            break
+    text = " ".join(sample).lower()
+    words = _LETTERS.findall(text)
+    letters = sum(map(len, words))
+    if letters < GUESS_LETTERS:
+        return None
+    runs = "".join(CJK_RUN.findall(text))
+    if len(runs) >= 0.3 * letters:
+        code = "ko" if len(_HANGUL.findall(runs)) >= 0.5 * len(runs) else "ja" if _KANA.search(runs) else "zh"
+        return _BY_CODE[code], len(runs) / letters
+    english = sum(word in ENGLISH_STOPWORDS for word in words) / len(words)
+    if english >= 0.1:  # English prose (a fifth to a third of its words are these): no other list needs reading
+        return None
+    shares = {code: sum(word in stopwords for word in words) / len(words)
+              for code in _BM25S_LISTS if code not in ("en", "zh", "ko") for stopwords in [stopword_set(code)]}
+    code = max(shares, key=shares.get)
+    if shares[code] < 0.15 or shares[code] <= 2 * english:
+        return None
+    return _BY_CODE[code], shares[code]

@@ -110,6 +110,12 @@ def test_passages_and_model_options_at_creation(tmp_path):
     assert client.put("/indexes/q", json={"options": {"k1": -1}}, headers=KEY).status_code == 422  # the build's check
     analyzer = client.put("/indexes/q", json={"options": {"stopwords": "xx"}}, headers=KEY)
     assert analyzer.status_code == 422 and "stopwords: unknown stopword list 'xx'" in analyzer.json()["detail"]
+    spoken = client.put("/indexes/q", json={"options": {"language": "elvish"}}, headers=KEY)
+    assert spoken.status_code == 422 and "language: unknown language 'elvish'" in spoken.json()["detail"]
+    german = client.put("/indexes/de", json={"options": {"language": "de"}}, headers=KEY)
+    assert german.status_code == 201, german.text
+    client.put("/indexes/de/documents", json={"documents": [{"_id": "h", "text": "Die Häuser der Stadt"}]}, headers=KEY)
+    assert _ids(client.post("/indexes/de/search", json={"queries": ["Haus", "der"]})) == [["h"], []]
     outside = client.put("/indexes/q", json={"retriever": "gdr", "options": {"embedding_cache": str(tmp_path / "c")}},
                          headers=KEY)
     assert outside.status_code == 422 and outside.json()["detail"][0]["loc"] == ["body", "options", "embedding_cache"]
@@ -117,7 +123,7 @@ def test_passages_and_model_options_at_creation(tmp_path):
     assert client.put("/indexes/.hidden", json={}, headers=KEY).status_code == 422
     assert client.put("/indexes/" + "x" * 65, json={}, headers=KEY).status_code == 422
     assert not (tmp_path / "data" / "q").exists()
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [".lock", "p"]
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [".lock", "de", "p"]
 
 
 def test_what_the_server_does_not_own_or_allow(tmp_path):

@@ -114,3 +114,30 @@ def test_full_text_filters_read_chinese_characters_as_words_and_runs_as_phrases(
     condition = TextCondition("北京")
     assert condition.passes(None, CHINESE[0]) and not condition.passes(None, CHINESE[2])
     assert TextCondition("北 京").passes(None, CHINESE[2])  # apart: two words, each held
+
+
+PROSE = {"de": "Die Häuser der Stadt sind alt und schön, und in den Straßen fahren viele Autos auf dem Weg zur Arbeit. ",
+         "fr": "Les maisons de la ville sont anciennes et les rues sont pleines de voitures pendant la journée. ",
+         "en": "The houses of the city are old, and the streets are full of cars on the way to work in the morning. ",
+         "ja": "東京はとても大きい都市で、たくさんの人が電車で会社に行きます。"}
+
+
+def test_the_language_of_a_corpus_is_guessed_from_its_stopwords_and_scripts():
+    from semiret.text.languages import guess_language
+
+    assert {code: (guess_language([text] * 20) or (None,))[0] for code, text in PROSE.items()} == {
+        "de": language("de"), "fr": language("fr"), "en": None, "ja": language("ja")}
+    assert guess_language([PROSE["de"]]) is None  # too little text to tell
+    assert guess_language(["iPhone 15 Pro Max 256GB", "Samsung Galaxy S24 Ultra"] * 50) is None
+    assert guess_language(["北京大学是一所大学。" * 30])[0] == language("zh")
+    assert guess_language(["한국어 문장은 띄어쓰기를 합니다. " * 50])[0] == language("ko")
+
+
+def test_bm25_warns_when_the_documents_look_written_in_another_language(tmp_path, caplog):
+    german = [Document(str(i), PROSE["de"]) for i in range(20)]
+    BM25Retriever.build(german, tmp_path / "default")
+    assert "the documents look German" in caplog.text and "--language de" in caplog.text
+    caplog.clear()
+    BM25Retriever.build(german, tmp_path / "chosen", language="de")
+    BM25Retriever.build([Document(str(i), PROSE["en"]) for i in range(20)], tmp_path / "english")
+    assert "look" not in caplog.text
