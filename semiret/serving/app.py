@@ -849,6 +849,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "field"), str(exc), "field_invalid") from None
         return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit)}
 
+    @app.delete("/indexes/{name}/documents/{doc_id:path}", response_model=WriteResponse,
+                response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))
+    async def delete_document(doc_id: str, index: ServedIndex = Depends(writable)):
+        """Delete one document (the resource ``GET`` reads; OpenSearch's ``DELETE /{index}/_doc/{id}``): 404 when the
+        index holds none of that id; answered once durable, ``{"deleted": N}`` (an index of passages: its passages)."""
+        deleted = await run_in_threadpool(index.delete, [doc_id])
+        if not deleted:
+            raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
+        return {"deleted": deleted}
+
     @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"], response_model=StoredDocument,
              response_model_exclude_unset=True, response_model_by_alias=True, responses=_errors(401, 404, 503))
     async def get_document(doc_id: str, index: ServedIndex = Depends(readable)):

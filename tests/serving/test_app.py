@@ -413,6 +413,12 @@ def test_delete_and_fetch_documents(writing_client):
                                                                "text": "Dogs chase cats; dogs bark at the mailman."}
     client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "a/b c", "text": "slashes"}]})
     assert client.get("/indexes/tiny/documents/a/b c").json()["text"] == "slashes"
+    assert client.delete("/indexes/tiny/documents/a/b c").status_code == 401  # a write: the key
+    gone = client.delete("/indexes/tiny/documents/a/b c", headers=WRITE)
+    assert gone.json() == {"status": "acknowledged", "deleted": 1}
+    assert client.get("/indexes/tiny/documents/a/b c").status_code == 404
+    again = client.delete("/indexes/tiny/documents/a/b c", headers=WRITE)
+    assert again.status_code == 404 and again.json()["detail"] == "no document 'a/b c' in index 'tiny'"
     wrong = client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": "d2"})
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "ids"]
     assert client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": [str(i) for i in range(6)]}).status_code == 413
