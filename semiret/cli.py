@@ -525,6 +525,10 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
                                   "deletes none, unless --force."),
         force: bool = typer.Option(False, help="With --sync: delete the documents the corpus lacks even when they "
                                    "are more than it keeps."),
+        watch: Optional[float] = typer.Option(None, metavar="SECONDS", help="With --sync: sync again every SECONDS "
+                                              "until interrupted (Ctrl-C), so that new, changed and removed files "
+                                              "reach the index within that time. A pass that fails (a file half "
+                                              "written) is reported and changes nothing; the next one tries again."),
         threads: Optional[int] = _encoding_threads_option(),
         device: Optional[str] = _encoding_device_option(),
         backend: Optional[str] = _backend_option(),
@@ -536,25 +540,62 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     from semiret.data.collection import corpus_file, count_documents, iter_corpus
     from semiret.search.retrievers import open_retriever
 
+    if watch is not None and (not sync or corpus == "-" or not watch > 0):
+        raise SemiretError("--watch SECONDS (more than 0) syncs a corpus file or folder again and again: give --sync "
+                           "too, and a file or folder rather than standard input")
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
+
+    def synced():  # a folder's files whose bytes are unchanged are not parsed
+        return (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
+                if corpus_file(source) == source and source.is_dir() else
+                searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb, total=count_documents(source),
+                              force=force))
+
+    def held() -> str:
+        segments = getattr(searcher.index, "segments", None)
+        return (f"{searcher.index.n_docs}{' passages' if searcher.chunking else ''} live"
+                + (f" in {_count(len(segments), 'segment')}" if segments is not None else ""))
+
     with _corpus_source(corpus) as source:
         if not sync:
             added = searcher.add(iter_corpus(source, fields), replace=replace, buffer_mb=buffer_mb,
                                  total=count_documents(source))
-            done = f"added {_count(added, 'passage' if searcher.chunking else 'document')}"
-        else:  # a folder's files whose bytes are unchanged are not parsed
-            counts = (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
-                      if corpus_file(source) == source and source.is_dir() else
-                      searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb, total=count_documents(source),
-                                    force=force))
-            done = ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged",
-                                                                             "deleted"))
-    segments = getattr(searcher.index, "segments", None)
-    console.print(f"{done}; {searcher.index.n_docs}{' passages' if searcher.chunking else ''} live"
-                  + (f" in {_count(len(segments), 'segment')}" if segments is not None else ""))
+            console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
+            return
+        console.print(f"{_synced_counts(synced())}; {held()}")
+        if watch is not None:
+            _keep_in_step(synced, held, source, watch)
+
+
+def _synced_counts(counts) -> str:
+    return ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged", "deleted"))
+
+
+def _keep_in_step(synced, held, source: Path, seconds: float) -> None:
+    """``synced()`` every ``seconds`` until interrupted, a line for each pass that changed the index (and for each new
+    failure: a pass that fails commits nothing, and the next one tries again)."""
+    import time
+
+    console.print(f"watching {source} every {seconds:g} s (Ctrl-C stops)")
+    said = None
+    try:
+        while True:
+            time.sleep(seconds)
+            try:
+                counts = synced()
+            except (SemiretError, OSError) as exc:  # a file being written, an id given twice: the index as it was
+                if str(exc) != said:
+                    console.print(f"{time.strftime('%H:%M:%S')} not synced: {escape(str(exc))}")
+                said = str(exc)
+                continue
+            said = None
+            if counts.added or counts.replaced or counts.deleted:
+                console.print(f"{time.strftime('%H:%M:%S')} {_synced_counts(counts)}; {held()}")
+    except KeyboardInterrupt:
+        console.print("stopped watching")
 
 
 @app.command()

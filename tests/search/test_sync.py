@@ -110,6 +110,46 @@ def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
     assert sorted(open_retriever(index).index.live_ids()) == ["a.md", "c.txt"]
 
 
+def test_add_sync_watch_keeps_syncing_until_interrupted(tmp_path, monkeypatch):
+    """``--watch``: each pass after a change says what it did; one over a corpus file half written fails, says so once
+    and changes nothing; the next pass syncs; Ctrl-C stops it."""
+    import semiret.cli
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "a", "text": "first"}\n')
+    index = str(tmp_path / "idx")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", index]).exit_code == 0
+    for refused in (["--watch", "1"], ["--sync", "--watch", "0"]):
+        answer = runner.invoke(app, ["add", str(corpus), "--index", index, *refused])
+        assert answer.exit_code != 0 and "--watch SECONDS (more than 0)" in answer.output
+    edits = [lambda: None,  # nothing changed: no line
+             lambda: corpus.write_text('{"_id": "a", "text": "first"}\n{"_id": "b", "text": "second"}\n'),
+             lambda: corpus.write_text('{"_id": "a", "text": "first"}\n{"_id": "c", "te'),  # half written
+             lambda: None,  # still half written: not said again
+             lambda: corpus.write_text('{"_id": "a", "text": "first"}\n{"_id": "c", "text": "third"}\n')]
+    live = []  # before each edit: what the passes so far left
+
+    def sleep(seconds):
+        assert seconds == 0.5
+        live.append(sorted(open_retriever(index).index.live_ids()))
+        if len(live) > len(edits):
+            raise KeyboardInterrupt
+        edits[len(live) - 1]()
+
+    printed = []
+    monkeypatch.setattr(semiret.cli.console, "print", lambda text, *args, **kwargs: printed.append(str(text)))
+    monkeypatch.setattr("time.sleep", sleep)
+    result = runner.invoke(app, ["add", str(corpus), "--index", index, "--sync", "--watch", "0.5"])
+    assert result.exit_code == 0, result.output
+    assert printed[0] == "0 added, 0 replaced, 1 unchanged, 0 deleted; 1 live in 1 segment"
+    assert printed[1] == f"watching {corpus} every 0.5 s (Ctrl-C stops)"
+    assert printed[2].endswith(" 1 added, 0 replaced, 1 unchanged, 0 deleted; 2 live in 2 segments")
+    assert " not synced: " in printed[3] and "corpus.jsonl" in printed[3]
+    assert printed[4].endswith(" 1 added, 0 replaced, 1 unchanged, 1 deleted; 2 live in 3 segments")
+    assert printed[5:] == ["stopped watching"]
+    assert live == [["a"], ["a"], ["a", "b"], ["a", "b"], ["a", "b"], ["a", "c"]]  # the failed passes changed nothing
+
+
 def test_add_reads_a_corpus_with_the_metadata_fields_of_the_build(tmp_path):
     corpus = tmp_path / "corpus.csv"
     corpus.write_text("id,text,year,source\nd1,cats and dogs,2020,web\nd2,statins and cancer,2021,pubmed\n")
