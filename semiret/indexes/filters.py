@@ -40,7 +40,7 @@ import regex
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.text.analyzer import WORD, normalised_text, plain_words
+from semiret.text.analyzer import IDEOGRAPH, WORD, normalised_text, plain_words
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -269,6 +269,9 @@ class TextCondition:
         if any("*" in piece for piece in pieces[1::2]) or any("*" in PREFIX.sub(" ", piece) for piece in loose):
             raise SemiretError(f"{TEXT} {wanted!r}: a * ends a word outside quotes (statin*), nowhere else")
         self.prefixes = sorted({prefix[:-1] for piece in loose for prefix in PREFIX.findall(piece)})
+        if any(IDEOGRAPH.search(prefix) and len(prefix) > 1 for prefix in self.prefixes):
+            raise SemiretError(f"{TEXT} {wanted!r}: each Chinese or Japanese character is a word, so no word of "
+                               "several begins with them: write the characters alone (a phrase), or one before the *")
         unprefixed = [PREFIX.sub(" ", piece) for piece in loose]
         # a run of Chinese or Japanese characters written unquoted is one phrase of its characters (each a word)
         runs = [written for piece in unprefixed for written in WORD.findall(piece)]

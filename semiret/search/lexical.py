@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from semiret.errors import SemiretError
+from semiret.errors import OptionError, SemiretError
 from semiret.indexes.inverted import BM25Parameters, TwoPhase
 from semiret.models.checkpoints import located
 from semiret.options import local_field
 from semiret.search.feedback import FeedbackTerms, RM3Options, expanded_queries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
-from semiret.text.analyzer import TermDictionary, WordAnalyzer
-from semiret.text.languages import guess_language, language
+from semiret.text.analyzer import WORD_PATTERN, TermDictionary, WordAnalyzer
+from semiret.text.languages import MARKED_WORD_PATTERN, guess_language, language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
@@ -48,10 +48,11 @@ class BM25Options:
     """Stopword list, by code or language name ('en', 'de', 'german'), or 'none' (default: the language's)."""
     stemmer: str | None = None
     """Snowball stemmer, a PyStemmer language ('english', 'german', ...), or 'none' (default: the language's)."""
-    unicode_form: str = "NFC"
-    """Unicode normalization of non-ASCII text ('NFC': "café" typed composed or decomposed is one word, every
-    figure as bm25s's; 'NFKC' also folds compatibility forms, the ligature of "ﬁnd", "µ", full-width letters, as
-    Lucene's ICU normalizer; or 'none')."""
+    unicode_form: str | None = None
+    """Unicode normalization of non-ASCII text ('NFC', the default: "café" typed composed or decomposed is one word,
+    every figure as bm25s's; 'NFKC', the default for Chinese, Japanese and Korean, also folds compatibility forms, the
+    ligature of "ﬁnd", "µ", full-width and half-width letters, as Lucene's ICU normalizer and CJK width filter; or
+    'none')."""
 
 
 class WordCounts(DocumentSide):
@@ -65,11 +66,17 @@ class WordCounts(DocumentSide):
 
     @classmethod
     def create(cls, options: BM25Options):
-        form = None if options.unicode_form == "none" else options.unicode_form
         spoken = language(options.language)
+        form = options.unicode_form or ("NFKC" if spoken.cjk_bigrams else "NFC")
+        if form.upper() not in ("NFC", "NFKC", "NONE"):
+            raise OptionError(f"unicode_form: {options.unicode_form!r} is none of NFC, NFKC or none (the decomposed "
+                              "forms would cut words at their accents, which no stopword list is written in)")
+        english = spoken.code == "en"
         return cls(WordAnalyzer(stopwords=spoken.stopwords if options.stopwords is None else options.stopwords,
                                 stemmer=spoken.stemmer if options.stemmer is None else options.stemmer,
-                                unicode_form=form, cjk_bigrams=spoken.cjk_bigrams),
+                                pattern=WORD_PATTERN if english else MARKED_WORD_PATTERN,
+                                unicode_form=None if form.upper() == "NONE" else form.upper(),
+                                language=None if english else spoken.code),
                    TermDictionary(),
                    BM25Parameters(options.k1, options.b))
 
@@ -81,7 +88,7 @@ class WordCounts(DocumentSide):
     def prepare(self, documents):
         """Warns when the documents look written in another language than the English the analyzer reads (the
         default), and names the ``language`` that reads them (:func:`~semiret.text.languages.guess_language`)."""
-        if self.analyzer.stopwords != "en" or self.analyzer.cjk_bigrams:
+        if self.analyzer.language is not None or self.analyzer.stopwords != "en":
             return  # a language was chosen
         guess = guess_language([d.full_text for d in documents])
         if guess is None:

@@ -15,6 +15,7 @@ import Stemmer
 import regex
 
 from semiret.errors import OptionError
+from semiret.text import languages
 from semiret.text.languages import CJK_RUN, cjk_bigrams, stopword_code, stopword_set
 
 WORD_PATTERN = r"(?u)\b\w\w+\b"
@@ -25,8 +26,9 @@ accent written apart, an Indic vowel sign), one letter long or more."""
 
 
 def normalised_text(text: str) -> str:
-    """``text`` NFC-normalised and case-folded: as a full-text filter compares words."""
-    return unicodedata.normalize("NFC", text).casefold()
+    """``text`` NFC-normalised and case-folded: as a full-text filter compares words (Turkish's dotted capital İ folded
+    to i, not to i and a combining dot)."""
+    return unicodedata.normalize("NFC", text).casefold().replace("i\u0307", "i")
 
 
 IDEOGRAPH = regex.compile(r"[\p{Han}\p{Hiragana}]")
@@ -57,9 +59,10 @@ class WordAnalyzer:
     """Unicode normalization of non-ASCII text before anything else (new BM25 indexes: ``NFC`` unless told
     otherwise, so "café" typed composed or decomposed is one word; ``NFKC``, as Lucene's ICU normalizer, also makes
     the ligature in "ﬁnd" "fi"); None, as in indexes built before the option, leaves text as it comes."""
-    cjk_bigrams: bool = False
-    """Runs of Han, kana and Hangul characters cut into overlapping pairs (Chinese, Japanese, Korean), the rest of
-    the text into words as otherwise."""
+    language: str | None = None
+    """The ISO 639-1 code of a language whose own rules apply beyond stemmer and stopwords: Chinese, Japanese and
+    Korean (runs of Han, kana and Hangul cut into overlapping pairs, the rest of the text into words as otherwise),
+    Turkish (dotted and dotless i lowercased as Turkish does); None for English (indexes built before the option)."""
     _regex: re.Pattern = field(init=False, repr=False)
     _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
 
@@ -70,9 +73,17 @@ class WordAnalyzer:
         if self.unicode_form is not None and self.unicode_form not in UNICODE_FORMS:
             raise OptionError(f"unicode_form: unknown Unicode normalization {self.unicode_form!r} (known: "
                               f"{', '.join(UNICODE_FORMS)})")
+        if self.stemmer is not None:
+            self.stemmer = self.stemmer.lower()
+        rules = None if self.language is None else languages.language(self.language)
+        self.language = None if rules is None else rules.code
+        self._pairs = rules is not None and rules.cjk_bigrams
+        self._dotted_i = self.language in languages.DOTTED_I_LANGUAGES
         if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():
             raise OptionError(f"stemmer: unknown stemmer {self.stemmer!r} (known: {', '.join(Stemmer.algorithms())})")
-        self._regex = re.compile(self.pattern)
+        # the regex module where a pattern needs it (\p{M}, as in other languages than English); re, a hair faster,
+        # for the pattern bm25s has
+        self._regex = regex.compile(self.pattern) if r"\p" in self.pattern else re.compile(self.pattern)
         self._stopset = stopword_set(self.stopwords)
         self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
 
@@ -81,8 +92,8 @@ class WordAnalyzer:
         if self.unicode_form is not None and not text.isascii():
             text = unicodedata.normalize(self.unicode_form, text)
         if self.lowercase:
-            text = text.lower()
-        if not self.cjk_bigrams:
+            text = (text.replace("I", "ı").replace("İ", "i") if self._dotted_i else text).lower()
+        if not self._pairs:
             return self._regex.findall(text)
         words, last = [], 0
         for run in CJK_RUN.finditer(text):
@@ -118,8 +129,8 @@ class WordAnalyzer:
     def config(self) -> dict:
         config = {"type": "word", "stopwords": self.stopwords, "stemmer": self.stemmer,
                   "lowercase": self.lowercase, "pattern": self.pattern, "unicode_form": self.unicode_form}
-        if self.cjk_bigrams:  # written only when set, so indexes built before the option describe themselves as before
-            config["cjk_bigrams"] = True
+        if self.language is not None:  # written only when set: indexes built before it describe themselves as before
+            config["language"] = self.language
         return config
 
 

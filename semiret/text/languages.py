@@ -31,6 +31,14 @@ class Language:
     cjk_bigrams: bool = False
 
 
+MARKED_WORD_PATTERN = r"[\w\p{M}]{2,}"
+r"""BM25's words in every language but English: letters and digits with their combining marks (Devanagari's and
+Tamil's vowel signs, Hebrew's points), two code points or more. English keeps the pattern bm25s has, ``\b\w\w+\b``,
+which cuts words at a mark."""
+DOTTED_I_LANGUAGES = ("tr",)
+"""Languages whose capital I lowercases to dotless ı, and dotted İ to i (Lucene's ``TurkishLowerCaseFilter``)."""
+
+
 ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split()
@@ -91,8 +99,9 @@ def stopword_set(code: str) -> frozenset[str]:
     return frozenset(unicodedata.normalize("NFC", word).lower() for word in getattr(bm25s.stopwords, _BM25S_LISTS[code]))
 
 
-CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
-"""Characters of the scripts written without spaces between words (Han, kana, Hangul), one run at a time."""
+CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u30fc\uff70]+")
+"""Characters of the scripts written without spaces between words (Han, kana with its long-vowel mark ー, Hangul),
+one run at a time."""
 
 
 def cjk_bigrams(run: str) -> list[str]:
@@ -104,6 +113,12 @@ def cjk_bigrams(run: str) -> list[str]:
 
 
 _LETTERS = regex.compile(r"[^\W\d_]+")
+_ONLY_ENGLISH = frozenset({"the", "of", "and", "to", "is", "that", "with", "this", "was", "are"})
+"""English stopwords no other of the lists' languages writes as words ('a', 'in', 'no', 'as' are Portuguese, Italian,
+German or Spanish ones too)."""
+_SCRIPTS = {"ru": regex.compile(r"\p{Cyrillic}"), "el": regex.compile(r"\p{Greek}"),
+            "hi": regex.compile(r"\p{Devanagari}"), "ar": regex.compile(r"\p{Arabic}"),
+            "yi": regex.compile(r"\p{Hebrew}"), "hy": regex.compile(r"\p{Armenian}"), "ta": regex.compile(r"\p{Tamil}")}
 _KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
 _HANGUL = regex.compile(r"\p{Hangul}")
 GUESS_CHARACTERS = 200_000
@@ -114,11 +129,12 @@ GUESS_LETTERS = 200
 
 def guess_language(texts: list[str]) -> tuple[Language, float] | None:
     """The language ``texts`` look written in, and the evidence: the share of their letters in CJK runs for Chinese,
-    Japanese (kana among them) and Korean (Hangul), else the share of their words in the language's stopword list
-    (stopwords are a language's most frequent words, so a list that holds a fifth of a text's words names its
-    language; the classic identification by stopwords). None below :data:`GUESS_LETTERS` letters, when English
-    stopwords make a tenth of the words, or when no other list holds 15% of them and twice the English share. Reads
-    the first :data:`GUESS_CHARACTERS` characters only."""
+    Japanese (kana among them) and Korean (Hangul), or in a script (Cyrillic: Russian, Greek, Devanagari: Hindi, Arabic,
+    Hebrew: Yiddish, Armenian, Tamil; the first of the languages writing it), else the share of their words in the
+    language's stopword list (stopwords are a language's most frequent words, so a list that holds a tenth of a text's
+    words names its language; the classic identification by stopwords). None below :data:`GUESS_LETTERS` letters,
+    when words only English writes make 3% of the words, or when no other list holds 10% of them and twice the English
+    share. Reads the first :data:`GUESS_CHARACTERS` characters only."""
     sample, size = [], 0
     for text in texts:
         sample.append(text[:GUESS_CHARACTERS - size])
@@ -134,12 +150,19 @@ def guess_language(texts: list[str]) -> tuple[Language, float] | None:
     if len(runs) >= 0.3 * letters:
         code = "ko" if len(_HANGUL.findall(runs)) >= 0.5 * len(runs) else "ja" if _KANA.search(runs) else "zh"
         return _BY_CODE[code], len(runs) / letters
-    english = sum(word in ENGLISH_STOPWORDS for word in words) / len(words)
-    if english >= 0.1:  # English prose (a fifth to a third of its words are these): no other list needs reading
+    for code, script in _SCRIPTS.items():  # a script only one language of the list writes in
+        share = len(script.findall(text)) / letters
+        if share >= 0.5:
+            return _BY_CODE[code], share
+    if sum(word in _ONLY_ENGLISH for word in words) >= 0.03 * len(words):  # English prose: 'the' alone is 5-7%
         return None
+    english = sum(word in ENGLISH_STOPWORDS for word in words) / len(words)
     shares = {code: sum(word in stopwords for word in words) / len(words)
-              for code in _BM25S_LISTS if code not in ("en", "zh", "ko") for stopwords in [stopword_set(code)]}
+              for code in _BM25S_LISTS if code not in ("en", "zh", "ko") for stopwords in [stopword_set(code)]
+              if len(stopwords.intersection(words)) >= 5}  # prose holds many of them; names hold one by chance
+    if not shares:
+        return None
     code = max(shares, key=shares.get)
-    if shares[code] < 0.15 or shares[code] <= 2 * english:
+    if shares[code] < 0.1 or shares[code] <= 2 * english:
         return None
     return _BY_CODE[code], shares[code]

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from semiret.cli import app
 from semiret.data import Document
-from semiret.errors import OptionError
+from semiret.errors import OptionError, SemiretError
 from semiret.indexes.filters import TextCondition
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever, retriever_class
 from semiret.text.analyzer import WordAnalyzer, plain_words
@@ -37,15 +37,45 @@ def test_languages_are_named_by_name_or_code_in_any_case():
 def test_a_german_analyzer_stems_and_drops_german_stopwords():
     analyzer = WordAnalyzer(stopwords="german", stemmer="german")
     assert analyzer.stopwords == "de"  # kept as its code
+    assert WordAnalyzer(stemmer="German").stemmer == "german"
     assert analyzer("Die Häuser und die Straßen der Städte") == ["haus", "strass", "stadt"]
     assert WordAnalyzer()("Die Häuser") == ["die", "häuser"]  # English: German words left as written
 
 
 def test_cjk_text_becomes_overlapping_character_pairs():
     assert cjk_bigrams("北京大学") == ["北京", "京大", "大学"] and cjk_bigrams("京") == ["京"]
-    analyzer = WordAnalyzer(stemmer=None, cjk_bigrams=True)
+    analyzer = WordAnalyzer(stemmer=None, language="chinese")
     assert analyzer("abc北京def 東京 in 2020, 한국어 of 의") == ["abc", "北京", "def", "東京", "2020", "한국", "국어", "의"]
-    assert analyzer.config()["cjk_bigrams"] is True and "cjk_bigrams" not in WordAnalyzer().config()
+    assert analyzer("コーヒー") == ["コー", "ーヒ", "ヒー"]  # the long-vowel mark belongs to its katakana word
+    assert analyzer.config()["language"] == "zh" and "language" not in WordAnalyzer().config()
+
+
+def test_words_keep_their_combining_marks_and_turkish_its_dotted_and_dotless_i(tmp_path):
+    hindi = BM25Retriever.build([Document("a", "भारत की राजधानी नई दिल्ली है।"), Document("b", "मुंबई एक शहर है।")],
+                                tmp_path / "hi", language="hi")
+    assert hindi.search(["दिल्ली"], k=5).ids == [["a"]]
+    import Stemmer
+
+    whole_words = ["राजधानी", "नई", "दिल्ली"]  # not cut at their vowel signs: stemmed whole
+    assert hindi.document_side.analyzer(" ".join(whole_words)) == Stemmer.Stemmer("hindi").stemWords(whole_words)
+    turkish = BM25Retriever.build([Document("a", "İstanbul Boğazı", "İZMİR"), Document("b", "IŞIK KİRLİLİĞİ")],
+                                  tmp_path / "tr", language="tr")
+    assert [turkish.search([query], k=5).ids[0] for query in ("istanbul", "izmir", "ışık", "kirliliği")] == [
+        ["a"], ["a"], ["b"], ["b"]]
+    assert TextCondition("istanbul").passes(None, Document("x", "İstanbul"))  # İ case-folds to i in filters too
+    english = BM25Retriever.build([Document("a", "naïve café")], tmp_path / "en")
+    assert english.document_side.analyzer.pattern == r"(?u)\b\w\w+\b"  # English: bm25s's pattern, as before
+
+
+def test_cjk_languages_fold_character_widths_and_no_decomposed_form_is_taken(tmp_path):
+    japanese = BM25Retriever.build([Document("a", "新しいｽﾏｰﾄﾌｫﾝとＳＮＳ")], tmp_path / "ja", language="ja")
+    assert japanese.search(["スマートフォン"], k=5).ids == [["a"]] and japanese.search(["SNS"], k=5).ids == [["a"]]
+    assert japanese.document_side.analyzer.unicode_form == "NFKC"
+    for form in ("NFD", "NFKD"):
+        with pytest.raises(OptionError, match="none of NFC, NFKC or none"):
+            BM25Retriever.build([Document("a", "Häuser")], tmp_path / form, language="de", unicode_form=form)
+    assert BM25Retriever.build([Document("a", "x y")], tmp_path / "none", unicode_form="none"
+                               ).document_side.analyzer.unicode_form is None
 
 
 def test_bm25_with_a_language_finds_inflected_words_and_scores_as_bm25s(tmp_path):
@@ -83,7 +113,7 @@ def test_bm25_over_chinese_finds_words_without_spaces(tmp_path):
     assert index.search(["大学"], k=10).ids == [["beida"]]
     assert index.search(["北京"], k=10).ids == [["beida"]]  # 'apart' holds both characters, never side by side
     assert index.search(["东京 日本"], k=10).ids[0][0] == "dongjing"
-    assert open_retriever(tmp_path / "zh").document_side.analyzer.cjk_bigrams
+    assert open_retriever(tmp_path / "zh").document_side.analyzer.language == "zh"
     whole_runs = BM25Retriever.build(CHINESE, tmp_path / "en")  # English: a run between punctuation is one word
     assert whole_runs.search(["大学"], k=10).ids == [[]]
 
@@ -114,10 +144,17 @@ def test_full_text_filters_read_chinese_characters_as_words_and_runs_as_phrases(
     condition = TextCondition("北京")
     assert condition.passes(None, CHINESE[0]) and not condition.passes(None, CHINESE[2])
     assert TextCondition("北 京").passes(None, CHINESE[2])  # apart: two words, each held
+    assert TextCondition("北*").passes(None, CHINESE[0])
+    with pytest.raises(SemiretError, match="each Chinese or Japanese character is a word"):
+        TextCondition("北京*")
 
 
 PROSE = {"de": "Die Häuser der Stadt sind alt und schön, und in den Straßen fahren viele Autos auf dem Weg zur Arbeit. ",
          "fr": "Les maisons de la ville sont anciennes et les rues sont pleines de voitures pendant la journée. ",
+         "pt": "As casas da cidade são antigas e as ruas estão cheias de carros no caminho para o trabalho. ",
+         "it": "Le case della città sono antiche e le strade sono piene di macchine in centro la mattina. ",
+         "ru": "Дома в городе старые, а улицы полны машин по дороге на работу утром. ",
+         "el": "Τα σπίτια της πόλης είναι παλιά και οι δρόμοι είναι γεμάτοι αυτοκίνητα το πρωί. ",
          "en": "The houses of the city are old, and the streets are full of cars on the way to work in the morning. ",
          "ja": "東京はとても大きい都市で、たくさんの人が電車で会社に行きます。"}
 
@@ -126,7 +163,8 @@ def test_the_language_of_a_corpus_is_guessed_from_its_stopwords_and_scripts():
     from semiret.text.languages import guess_language
 
     assert {code: (guess_language([text] * 20) or (None,))[0] for code, text in PROSE.items()} == {
-        "de": language("de"), "fr": language("fr"), "en": None, "ja": language("ja")}
+        "de": language("de"), "fr": language("fr"), "pt": language("pt"), "it": language("it"),
+        "ru": language("ru"), "el": language("el"), "en": None, "ja": language("ja")}
     assert guess_language([PROSE["de"]]) is None  # too little text to tell
     assert guess_language(["iPhone 15 Pro Max 256GB", "Samsung Galaxy S24 Ultra"] * 50) is None
     assert guess_language(["北京大学是一所大学。" * 30])[0] == language("zh")
@@ -139,5 +177,6 @@ def test_bm25_warns_when_the_documents_look_written_in_another_language(tmp_path
     assert "the documents look German" in caplog.text and "--language de" in caplog.text
     caplog.clear()
     BM25Retriever.build(german, tmp_path / "chosen", language="de")
+    BM25Retriever.build(german, tmp_path / "chosen-en-stopwords", language="de", stopwords="en")
     BM25Retriever.build([Document(str(i), PROSE["en"]) for i in range(20)], tmp_path / "english")
     assert "look" not in caplog.text
