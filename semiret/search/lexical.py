@@ -93,17 +93,10 @@ class WordCounts(DocumentSide):
         guess = guess_language([d.full_text for d in documents])
         if guess is None:
             return
-        spoken, share = guess
-        name = spoken.name.capitalize()
-        if spoken.cjk_bigrams:
-            evidence = (f"{share:.0%} of their letters are Han, kana or Hangul, which English reads as whole runs "
-                        "between punctuation")
-            fix = "cuts them into pairs of characters"
-        else:
-            evidence = f"{share:.0%} of their words are {name} stopwords"
-            fix = f"reads them with {name} stems and stopwords"
-        log.warning("the documents look %s (%s): --language %s (Python: language=%r) %s", name, evidence, spoken.code,
-                    spoken.code, fix)
+        spoken, evidence = guess
+        fix = "cuts them into pairs of characters" if spoken.cjk_bigrams else "reads them with its stems and stopwords"
+        log.warning("the documents look %s (%s): --language %s (Python: language=%r) %s", spoken.name.capitalize(),
+                    evidence, spoken.code, spoken.code, fix)
 
     def index_config(self) -> dict:
         return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms, "bm25": self.params}

@@ -116,9 +116,9 @@ _LETTERS = regex.compile(r"[^\W\d_]+")
 _ONLY_ENGLISH = frozenset({"the", "of", "and", "to", "is", "that", "with", "this", "was", "are"})
 """English stopwords no other of the lists' languages writes as words ('a', 'in', 'no', 'as' are Portuguese, Italian,
 German or Spanish ones too)."""
-_SCRIPTS = {"ru": regex.compile(r"\p{Cyrillic}"), "el": regex.compile(r"\p{Greek}"),
-            "hi": regex.compile(r"\p{Devanagari}"), "ar": regex.compile(r"\p{Arabic}"),
-            "yi": regex.compile(r"\p{Hebrew}"), "hy": regex.compile(r"\p{Armenian}"), "ta": regex.compile(r"\p{Tamil}")}
+_SCRIPTS = {code: (script, regex.compile(rf"\p{{{script}}}")) for code, script in (
+    ("ru", "Cyrillic"), ("el", "Greek"), ("hi", "Devanagari"), ("ar", "Arabic"), ("yi", "Hebrew"), ("hy", "Armenian"),
+    ("ta", "Tamil"))}
 _KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
 _HANGUL = regex.compile(r"\p{Hangul}")
 GUESS_CHARACTERS = 200_000
@@ -127,8 +127,8 @@ GUESS_LETTERS = 200
 """How many letters :func:`guess_language` needs to guess at all (a few product names hold stopwords by chance)."""
 
 
-def guess_language(texts: list[str]) -> tuple[Language, float] | None:
-    """The language ``texts`` look written in, and the evidence: the share of their letters in CJK runs for Chinese,
+def guess_language(texts: list[str]) -> tuple[Language, str] | None:
+    """The language ``texts`` look written in, and the evidence in words: the share of their letters in CJK runs for Chinese,
     Japanese (kana among them) and Korean (Hangul), or in a script (Cyrillic: Russian, Greek, Devanagari: Hindi, Arabic,
     Hebrew: Yiddish, Armenian, Tamil; the first of the languages writing it), else the share of their words in the
     language's stopword list (stopwords are a language's most frequent words, so a list that holds a tenth of a text's
@@ -149,11 +149,11 @@ def guess_language(texts: list[str]) -> tuple[Language, float] | None:
     runs = "".join(CJK_RUN.findall(text))
     if len(runs) >= 0.3 * letters:
         code = "ko" if len(_HANGUL.findall(runs)) >= 0.5 * len(runs) else "ja" if _KANA.search(runs) else "zh"
-        return _BY_CODE[code], len(runs) / letters
-    for code, script in _SCRIPTS.items():  # a script only one language of the list writes in
-        share = len(script.findall(text)) / letters
+        return _BY_CODE[code], f"{len(runs) / letters:.0%} of their letters are Han, kana or Hangul"
+    for code, (script, letters_of) in _SCRIPTS.items():  # a script only one language of the list writes in
+        share = len(letters_of.findall(text)) / letters
         if share >= 0.5:
-            return _BY_CODE[code], share
+            return _BY_CODE[code], f"{share:.0%} of their letters are {script}"
     if sum(word in _ONLY_ENGLISH for word in words) >= 0.03 * len(words):  # English prose: 'the' alone is 5-7%
         return None
     english = sum(word in ENGLISH_STOPWORDS for word in words) / len(words)
@@ -165,4 +165,4 @@ def guess_language(texts: list[str]) -> tuple[Language, float] | None:
     code = max(shares, key=shares.get)
     if shares[code] < 0.1 or shares[code] <= 2 * english:
         return None
-    return _BY_CODE[code], shares[code]
+    return _BY_CODE[code], f"{shares[code]:.0%} of their words are {_BY_CODE[code].name.capitalize()} stopwords"

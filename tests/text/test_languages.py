@@ -165,6 +165,8 @@ def test_the_language_of_a_corpus_is_guessed_from_its_stopwords_and_scripts():
     assert {code: (guess_language([text] * 20) or (None,))[0] for code, text in PROSE.items()} == {
         "de": language("de"), "fr": language("fr"), "pt": language("pt"), "it": language("it"),
         "ru": language("ru"), "el": language("el"), "en": None, "ja": language("ja")}
+    assert guess_language([PROSE["ru"]] * 20)[1] == "100% of their letters are Cyrillic"
+    assert guess_language([PROSE["de"]] * 20)[1].endswith("% of their words are German stopwords")
     assert guess_language([PROSE["de"]]) is None  # too little text to tell
     assert guess_language(["iPhone 15 Pro Max 256GB", "Samsung Galaxy S24 Ultra"] * 50) is None
     assert guess_language(["北京大学是一所大学。" * 30])[0] == language("zh")
