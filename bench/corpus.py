@@ -31,6 +31,13 @@ QUICK_SCIFACT_DOCS = 500
 its quality figures are not the collection's)."""
 CACHE_ROOT = Path(os.environ.get("SEMIRET_BENCH_CACHE", "/tmp/semiret-bench"))
 SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+PACKAGED_MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
+"""The model a benchmark builds each neural retriever with (offline: packaged or shipped in a PyPI package)."""
+
+
+def model_options(retriever: str) -> dict:
+    """Build options naming :data:`PACKAGED_MODELS`' model for ``retriever`` (none for the others)."""
+    return {"model": PACKAGED_MODELS[retriever]} if retriever in PACKAGED_MODELS else {}
 ZIPF_EXPONENT = 1.1
 MEAN_WORDS = 60.0
 LENGTH_SIGMA = 0.6

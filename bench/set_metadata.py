@@ -20,9 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus import SCIFACT, emit, load_documents, machine, timed_on_copies
-
-MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
+from corpus import SCIFACT, emit, load_documents, machine, model_options, timed_on_copies
 
 
 def main() -> None:
@@ -43,7 +41,7 @@ def main() -> None:
               "updated": len(updated), "retrievers": {}}
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.retrievers.split(","):
-            options = {"model": MODELS[name]} if name in MODELS else {}
+            options = model_options(name)
             base = Path(scratch) / f"{name}-base"
             retriever_class(name).build(documents, base, **options)
             scores = {}

@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus import CACHE_ROOT, SCIFACT, emit, load_documents, machine, timed_on_copies
-
-MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
+from corpus import CACHE_ROOT, SCIFACT, emit, load_documents, machine, model_options, timed_on_copies
 
 
 def main() -> None:
@@ -52,7 +50,7 @@ def main() -> None:
               "retrievers": {}}
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.retrievers.split(","):
-            options = {"model": MODELS[name]} if name in MODELS else {}
+            options = model_options(name)
             base = Path(scratch) / f"{name}-base"
             retriever_class(name).build(documents, base, **options)
             outcome = {}
