@@ -439,6 +439,44 @@ def explain(query: str = typer.Argument(..., help="The query."),
     stdout.print(table)
 
 
+def analyze(text: Optional[str] = typer.Argument(None, help="The text to analyze (not with --id)."),
+            index: Path = typer.Option(..., help="Index directory."),
+            as_document: bool = typer.Option(False, "--document", help="Read the text as a document is indexed (a "
+                                             "model's expansion, BM25's saturated counts) instead of as a query."),
+            doc_id: Optional[str] = typer.Option(None, "--id", help="Show a stored document's terms as its postings "
+                                                 "hold them instead."),
+            limit: int = typer.Option(50, min=0, help="Show the heaviest N terms (0: all)."),
+            retriever: Optional[str] = _retriever_option(None, "Analyze as another retriever than the index's own "
+                                                               "reads it"),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object: {\"terms\": [{\"term\", "
+                                         "\"weight\", \"document_frequency\"}], \"total\"}."),
+            options: dict = None):
+    """The terms a text becomes, as a query or a document, or a stored document's, heaviest first, with their
+    weights and document frequencies (OpenSearch's _analyze and term vectors; retrievers that sum term weights)."""
+    from semiret.search.retrievers import open_retriever
+
+    if (text is None) == (doc_id is None):
+        raise typer.BadParameter("give a text or --id DOC, not both" if text is not None else
+                                 "give a text to analyze, or --id DOC for a stored document's terms")
+    if doc_id is not None and as_document:
+        raise typer.BadParameter("--document reads a text; a stored document (--id) is read as indexed already")
+    searcher = open_retriever(index, retriever, **options)
+    terms = (searcher.document_terms(doc_id) if doc_id is not None
+             else searcher.analyze(text, side="document" if as_document else "query"))
+    shown = terms[:limit] if limit else terms
+    if as_json:
+        print(json.dumps({"terms": [vars(term) for term in shown], "total": len(terms)}, ensure_ascii=False))
+        return
+    what = f"document {doc_id}" if doc_id is not None else f"{'document' if as_document else 'query'} {text!r}"
+    table = Table(title=escape(f"{what}: {len(terms)} terms" + (f", the {len(shown)} heaviest" if len(shown) <
+                                                                 len(terms) else "")))
+    for name in ("term", "weight", "documents"):
+        table.add_column(name, justify="left" if name == "term" else "right")
+    for term in shown:
+        table.add_row(escape(term.term), f"{term.weight:.4f}", str(term.document_frequency))
+    stdout.print(table)
+
+
 def _marked(pieces: list[tuple[str, bool]], room: int):
     """A highlighted fragment's pieces as rich text (never read as markup), its matching words bold, cut to
     ``room`` characters."""
@@ -511,6 +549,7 @@ def _stored(hit) -> dict:
 app.command()(command_with_options(index, _option_classes("documents"), help_suffix=_applies_to("documents")))
 app.command()(command_with_options(search, _option_classes("queries"), help_suffix=_applies_to("queries")))
 app.command()(command_with_options(explain, _option_classes("queries"), help_suffix=_applies_to("queries")))
+app.command()(command_with_options(analyze, _option_classes("queries"), help_suffix=_applies_to("queries")))
 
 
 @app.command()

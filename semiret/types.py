@@ -342,6 +342,20 @@ class TermContribution:
 
 
 @dataclass
+class TermWeight:
+    """One term of a text or a document as an index reads it (OpenSearch's ``_analyze`` and term vectors, Pyserini's
+    ``analyze`` and document vectors)."""
+
+    term: str
+    weight: float
+    """As the index scores it: a query's (BM25: count x IDF) or a document's value in the postings (BM25: the
+    saturated term frequency)."""
+    document_frequency: int
+    """Documents of the index holding the term (deleted ones count until a merge, as in BM25's IDF); 0 for a word
+    the index has never seen."""
+
+
+@dataclass
 class Explanation:
     """How a document's score for a query adds up (Lucene's and OpenSearch's explain): ``score`` is the sum of the
     terms' contributions, the score an exact search gives the document."""

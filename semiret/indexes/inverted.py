@@ -404,6 +404,53 @@ class InvertedIndex(SegmentedIndex):
                 found_values[n] = 1.0 if segment.values is None else float(values[position]) * scale
         return terms, weights, found_values
 
+    def scored_query(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A query's term ids and weights as a search scores them (IDF applied for BM25; unknown and zero-weight
+        terms left out), and each term's document frequency, from one commit."""
+        snapshot = self.snapshot
+        _, terms, weights = self._pack_queries([query], snapshot)
+        return terms, weights, self.frequencies_of(terms, snapshot)
+
+    def document_terms(self, doc_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The live document ``doc_id``'s terms as its postings hold them (ascending ids; values with the
+        quantization scale applied, 1 for a binary index, BM25's saturated term frequencies) and each term's
+        document frequency, from one commit; None when there is no such live document (Lucene's term vectors)."""
+        view = self.pinned()
+        found = view.locate(doc_id)
+        if found is None:
+            return None
+        segment, local = found
+        present, indptr, docs, values = segment.search_arrays()
+        _, terms, found_values = kernels.rows_of_term_major(present, indptr, docs, values, np.array(indptr[:-1]),
+                                                            np.array([local], np.int64))
+        found_values *= np.float32((view.snapshot.meta.get("quantization") or {}).get("scale") or 1.0)
+        return terms, found_values, view.frequencies_of(terms, view.snapshot)
+
+    def stored_weights(self, values: np.ndarray, length: int) -> np.ndarray:
+        """The values a document of ``length`` words with these postings' ``values`` (what a document side encodes:
+        BM25's counts, a model's weights) would be stored with now: BM25 saturated at the index's current average
+        length, 8-bit quantization's rounding, 1 in a binary index; what :meth:`document_terms` reads back after
+        adding it (up to a later add that moves BM25's average length)."""
+        values = np.asarray(values, np.float32)
+        if self.kind == "binary":
+            return np.ones_like(values)
+        if self.kind == "bm25":
+            return self.bm25.saturation(values, np.full(len(values), length, np.float32),
+                                        self._average_length(np.array([length])))
+        scale = (self.meta.get("quantization") or {}).get("scale")
+        if scale:
+            return (np.clip(np.rint(values / scale), 1, 255) * scale).astype(np.float32)
+        return values
+
+    def frequencies_of(self, terms: np.ndarray, snapshot: Snapshot | None = None) -> np.ndarray:
+        """The document frequencies of term ids (0 for ids the snapshot does not know, -1 among them)."""
+        df = self.document_frequencies(snapshot)
+        terms = np.asarray(terms, np.int64)
+        known = (terms >= 0) & (terms < len(df))
+        out = np.zeros(len(terms), np.int64)
+        out[known] = df[terms[known]]
+        return out
+
     def term_bounds(self, snapshot: Snapshot | None = None) -> np.ndarray:
         """Each term's largest value over the snapshot's segments (float32 [vocab], 0 for absent terms; the
         quantization scale applied): with the query weights, the largest score a document can get. Deleted

@@ -31,7 +31,7 @@ from semiret.search.retrievers import (
 )
 from semiret.text import languages
 from semiret.text.kernels import NUMBA_OPTIONS
-from semiret.types import Explanation, SearchHits, TermContribution
+from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
 
 LEXICAL, NEURAL = "lexical", "neural"
 FUSIONS = ("bound", "score", "rrf")
@@ -277,6 +277,34 @@ class HybridRetriever(Retriever):
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         terms.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
         return Explanation(str(doc_id), float(sum(t.contribution for t in terms)), terms)
+
+    def analyze(self, text: str, side: str = "query") -> list[TermWeight]:
+        """Each part's terms as that part reads ``text`` (named ``lexical:TERM``, ``neural:TERM``; BM25's first),
+        weighted as the part scores them alone, not scaled by the fusion; a dense part has none."""
+        return self._terms_of_parts(lambda part: part.analyze(text, side), "analyze")
+
+    def document_terms(self, doc_id: str) -> list[TermWeight]:
+        """Each part's postings of the document (named as :meth:`analyze`'s terms)."""
+        return self._terms_of_parts(lambda part: part.document_terms(doc_id), "read the terms of", doc_id)
+
+    def _terms_of_parts(self, terms_of, action: str, doc_id: str | None = None) -> list[TermWeight]:
+        """``terms_of(part)`` of the parts that sum term weights, each term named after its part; a document in
+        one part only (a crash between the parts' commits) is read from that one."""
+        found, summing, held = [], False, False
+        for name, part in self.query_side.parts.items():
+            if not part._sums_term_weights:
+                continue
+            summing = True
+            try:
+                found += [TermWeight(f"{name}:{t.term}", t.weight, t.document_frequency) for t in terms_of(part)]
+            except UnknownDocumentError:
+                continue
+            held = True
+        if not summing:
+            raise SemiretError(f"neither part of this hybrid sums term weights, so there are no terms to {action}")
+        if doc_id is not None and not held:
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+        return found
 
     def _word_matches(self, query: str, doc_id: str):
         """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a

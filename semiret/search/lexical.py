@@ -4,6 +4,7 @@ plain overlap count (``bot``) or weighted by IDF (``idf``, also the query side o
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from semiret.text.languages import MARKED_WORD_PATTERN, guess_language, language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.types import SparseQuery
+from semiret.types import Postings, SparseQuery
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,18 @@ class WordCounts(DocumentSide):
     def encode(self, documents):
         return word_count_postings(documents, self.analyzer, self.terms)
 
+    def analyze(self, document):
+        """The document's words and counts, ids from the index's vocabulary (-1 for words it has not seen, which
+        an add would give new ids) and the words themselves as names."""
+        words = self.analyzer(document.full_text)
+        counts = Counter(words)
+        names = list(counts)
+        ids = self.terms.ids
+        return Postings(ids=[document.id], offsets=np.array([0, len(names)], np.int64),
+                        terms=np.array([ids.get(word, -1) for word in names], np.int32),
+                        values=np.array([counts[word] for word in names], np.float32),
+                        lengths=np.array([len(words)], np.int32)), names
+
 
 class WordCountQueries(QuerySide):
     """The document side's analyzer; each query term weighted by its count (IDF is applied by the index).
@@ -151,15 +164,26 @@ class WordCountQueries(QuerySide):
             counts = np.array([ids.count(t) for t in terms], np.float32)
         return SparseQuery(np.array(terms, np.int32), counts)
 
-    def search(self, index, texts, k, n_threads):
+    @property
+    def sums_term_weights(self) -> bool:  # RM3's expanded query too
+        return True
+
+    def unknown_terms(self, text: str) -> list[str]:
+        known = self._query_terms.terms.ids
+        return list(dict.fromkeys(term for term in self._query_terms.analyzer(text) if term not in known))
+
+    def scored_queries(self, index, texts, n_threads: int = 1):
+        """The queries, each expanded by RM3's feedback from ``index`` when it is on."""
         queries = self.encode_queries(texts)
-        if self.options.rm3:
-            # the whole corpus's counts, as the frequencies are, even where a filter hides documents from the search
-            allowed = self._feedback_terms.allowed(self._query_terms.terms, index.document_frequencies(),
-                                                   index.n_stored)
-            lengths = [len(self._query_terms.analyzer(text)) for text in texts]
-            queries = expanded_queries(index, queries, lengths, self.options, n_threads, self._query_terms, allowed)
-        return index.search(queries, k=k, n_threads=n_threads)
+        if not self.options.rm3:
+            return queries
+        # the whole corpus's counts, as the frequencies are, even where a filter hides documents from the search
+        allowed = self._feedback_terms.allowed(self._query_terms.terms, index.document_frequencies(), index.n_stored)
+        lengths = [len(self._query_terms.analyzer(text)) for text in texts]
+        return expanded_queries(index, queries, lengths, self.options, n_threads, self._query_terms, allowed)
+
+    def search(self, index, texts, k, n_threads):
+        return index.search(self.scored_queries(index, texts, n_threads), k=k, n_threads=n_threads)
 
 
 @register_retriever

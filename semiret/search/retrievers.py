@@ -54,7 +54,7 @@ from semiret.search import highlight as highlighting
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.types import DocumentPage, Explanation, Hit, SearchHits, SyncCounts, TermContribution
+from semiret.types import DocumentPage, Explanation, Hit, Postings, SearchHits, SyncCounts, TermContribution, TermWeight
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,12 @@ class DocumentSide(ABC):
     def index_config(self) -> dict:
         """Keyword arguments for ``index_class.build`` (vocabulary size, analyzer record, ...)."""
 
+    def analyze(self, document: Document) -> tuple[Postings, list[str] | None]:
+        """One document encoded as :meth:`encode` would, changing nothing an index holds (a vocabulary), and its
+        terms' names where the postings' ids do not name them (words an index has not seen); None: the ids are
+        the index's token vocabulary's. For a side that encodes into postings (default: :meth:`encode`)."""
+        return self.encode([document]), None
+
 
 class QuerySide(ABC):
     """Query texts -> what the index searches, and the search itself."""
@@ -132,6 +138,23 @@ class QuerySide(ABC):
 
     def search(self, index, texts: list[str], k: int, n_threads: int) -> SearchHits:
         return index.search(self.encode_queries(texts), k=k, n_threads=n_threads)
+
+    @property
+    def sums_term_weights(self) -> bool:
+        """Whether a document's score is the sum, over :meth:`scored_queries`' terms, of the query's weight times
+        the document's value in the index's postings: what explain and analyze show (default: where
+        :attr:`searches_postings`)."""
+        return self.searches_postings
+
+    def scored_queries(self, index, texts: list[str]) -> list:
+        """The sparse queries a search scores documents by, where :attr:`sums_term_weights` (default:
+        :meth:`encode_queries`; BM25 with RM3: expanded)."""
+        return self.encode_queries(texts)
+
+    def unknown_terms(self, text: str) -> list[str]:
+        """The terms of a query that its encoding drops because the index has never seen them (default: none
+        known; BM25: words absent from its vocabulary)."""
+        return []
 
 
 class Retriever:
@@ -714,7 +737,48 @@ class Retriever:
     @property
     def _sums_term_weights(self) -> bool:
         """Whether a document's score is the sum of its weights of the query's terms, as the index stores them."""
-        return self.query_side.searches_postings and isinstance(self.index, InvertedIndex)
+        return self.query_side.sums_term_weights and isinstance(self.index, InvertedIndex)
+
+    def analyze(self, text: str, side: str = "query") -> list[TermWeight]:
+        """The terms ``text`` becomes, heaviest first (OpenSearch's ``_analyze``, Pyserini's ``analyze``): as a
+        query (``side="query"``: each term's weight as the search scores it, BM25's count x IDF, RM3's expansion
+        included; words the index has never seen with weight 0), or as a document (``side="document"``: its values
+        as the index would store them, a model's expansion, BM25's saturated term frequencies at the index's
+        average length; nothing is added). For the retrievers that sum term weights (those :meth:`explain` takes);
+        each term with its document frequency in the index."""
+        if not isinstance(text, str):
+            raise SemiretError(f"analyze takes one text (a string), got {type(text).__name__}")
+        if side not in ("query", "document"):
+            raise SemiretError(f"side must be 'query' or 'document', got {side!r}")
+        self._check_term_weights("analyze")
+        view = self.pinned()
+        index = view.index
+        if side == "query":
+            terms, weights, frequencies = index.scored_query(view.query_side.scored_queries(index, [text])[0])
+            found = _term_weights(_term_names(index, terms.tolist()), weights, frequencies)
+            return _heaviest_first(found + [TermWeight(term, 0.0, 0) for term in view.query_side.unknown_terms(text)])
+        postings, names = view.document_side.analyze(Document("", text))
+        terms = np.asarray(postings.terms)
+        return _heaviest_first(_term_weights(names or _term_names(index, terms.tolist()),
+                                             index.stored_weights(postings.values, int(postings.lengths[0])),
+                                             index.frequencies_of(terms)))
+
+    def document_terms(self, doc_id: str) -> list[TermWeight]:
+        """A stored document's terms and their values as its postings hold them, heaviest first (Lucene's term
+        vectors, Pyserini's document vector; BM25: saturated term frequencies), each with its document frequency;
+        for the retrievers :meth:`analyze` takes."""
+        self._check_term_weights("document_terms")
+        doc_id = _document_id(doc_id)
+        found = self.index.document_terms(doc_id)
+        if found is None:
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+        terms, values, frequencies = found
+        return _heaviest_first(_term_weights(_term_names(self.index, terms.tolist()), values, frequencies))
+
+    def _check_term_weights(self, action: str) -> None:
+        if not self._sums_term_weights:
+            raise SemiretError(f"retriever {self.name!r} does not score documents by summing term weights (or not "
+                               f"with these options), so there are no terms to {action.replace('_', ' ')}")
 
     def explain(self, query: str, doc_id: str) -> Explanation:
         """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
@@ -724,11 +788,9 @@ class Retriever:
         approximates it)."""
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
-        if not self._sums_term_weights:
-            raise SemiretError(f"retriever {self.name!r} does not score documents by summing term weights (or not "
-                               "with these options), so there are no terms to explain its scores by")
+        self._check_term_weights("explain its scores by")
         doc_id = _document_id(doc_id)
-        found = self.index.explain(self.encode_query(query), doc_id)
+        found = self.index.explain(self.query_side.scored_queries(self.index, [query])[0], doc_id)
         if found is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         terms, query_weights, document_weights = found
@@ -890,6 +952,15 @@ def _term_names(index, term_ids: list[int]) -> list[str]:
         return [index.vocab[t] for t in term_ids]
     vocabulary = index_vocabulary(index)
     return [vocabulary.token(t) for t in term_ids]
+
+
+def _term_weights(names: list[str], weights: np.ndarray, frequencies: np.ndarray) -> list[TermWeight]:
+    return [TermWeight(name, float(weight), int(df))
+            for name, weight, df in zip(names, np.asarray(weights).tolist(), np.asarray(frequencies).tolist())]
+
+
+def _heaviest_first(terms: list[TermWeight]) -> list[TermWeight]:
+    return sorted(terms, key=lambda term: (-term.weight, term.term))
 
 
 def _check_count(value, name: str) -> None:

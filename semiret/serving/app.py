@@ -15,6 +15,9 @@
                                            some of the index's (one list)
 ``POST /indexes/{name}/explain``           ``{"query", "id", "options"}`` -> how the document's score adds up,
                                            term by term (``{"id", "score", "terms"}``)
+``POST /indexes/{name}/analyze``           ``{"text", "side", "limit", "options"}`` or ``{"id"}`` -> the terms a
+                                           text becomes (as a query or a document), or a stored document's
+                                           (``{"terms": [{"term", "weight", "document_frequency"}], "total"}``)
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
                                            JSONL body (``application/x-ndjson``), streamed
 ``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
@@ -87,6 +90,8 @@ from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
     ErrorDetail,
+    AnalyzeRequest,
+    AnalyzeResponse,
     ExplainRequest,
     ExplainResponse,
     FacetRequest,
@@ -745,6 +750,18 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_options(index, body.options)
         try:
             return await run_in_threadpool(index.explain, body.query, body.id, body.options)
+        except UnknownDocumentError as exc:
+            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}") from None
+
+    @app.post("/indexes/{name}/analyze", response_model=AnalyzeResponse, tags=["search"],
+              responses=_errors(401, 404, 415, 503))
+    async def analyze(body: AnalyzeRequest, index: ServedIndex = Depends(readable)):
+        """The terms a text becomes as a query or a document, or a stored document's (``id``), heaviest first,
+        with their weights and document frequencies (422: a retriever that does not sum term weights; 404: no
+        such document)."""
+        check_options(index, body.options)
+        try:
+            return await run_in_threadpool(index.analyze, body.text, body.id, body.side, body.limit, body.options)
         except UnknownDocumentError as exc:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}") from None
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from semiret.data.collection import Document, as_document
 from semiret.errors import SemiretError
-from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution
+from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution, TermWeight
 
 Transport = Callable[[str, str, bytes | None, dict], tuple[int, bytes]]
 """``(method, path, body, headers) -> (status, body)``: how a request reaches the server (HTTP by default; a test
@@ -177,6 +177,16 @@ class Client:
         found = self._call("POST", f"/indexes/{_name(index)}/explain", {"query": query, "id": doc_id,
                                                                          "options": options})
         return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]])
+
+    def analyze(self, index: str, text: str | None = None, side: str = "query", doc_id: str | None = None,
+                limit: int | None = None, **options) -> list[TermWeight]:
+        """The terms ``text`` becomes as a query or a document (``side``), or those of the stored document
+        ``doc_id``, heaviest first (as :meth:`Retriever.analyze <semiret.search.retrievers.Retriever.analyze>`)."""
+        body = {"options": options, **_given(text=text, id=doc_id, limit=limit)}
+        if doc_id is None:
+            body["side"] = side
+        found = self._call("POST", f"/indexes/{_name(index)}/analyze", body)
+        return [TermWeight(**term) for term in found["terms"]]
 
     # ------------------------------------------------------------------ documents
     def add(self, index: str, documents: Iterable[Document | dict], batch_size: int | None = None) -> int:

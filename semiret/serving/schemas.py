@@ -116,6 +116,38 @@ class ExplainResponse(BaseModel):
     terms: list[TermPart] = Field(description="The query's terms, the document's matches first, largest first.")
 
 
+class AnalyzeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(None, description="The text to analyze (or id).")
+    id: str | None = Field(None, description="A stored document whose terms to read, as its postings hold them.")
+    side: str = Field("query", pattern="^(query|document)$",
+                      description="Read text as a query or as a document is indexed.")
+    limit: int | None = Field(None, ge=1, strict=True, description="The heaviest N terms (default: all).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
+
+    @model_validator(mode="after")
+    def _text_or_id(self):
+        if (self.text is None) == (self.id is None):
+            raise ValueError("give text or id, not both")
+        if self.id is not None and self.side != "query":
+            raise ValueError("side reads a text; a stored document (id) is read as indexed already")
+        return self
+
+
+class TermWeightOut(BaseModel):
+    term: str
+    weight: float = Field(description="As the index scores it: a query's weight (BM25: count x IDF) or a "
+                                      "document's value in the postings.")
+    document_frequency: int = Field(description="Documents of the index holding the term (0: a word it has not "
+                                                "seen).")
+
+
+class AnalyzeResponse(BaseModel):
+    terms: list[TermWeightOut] = Field(description="The heaviest first.")
+    total: int = Field(description="How many terms in all (limit may show fewer).")
+
+
 class Hit(BaseModel):
     id: str
     score: float

@@ -164,6 +164,14 @@ class ServedIndex:
         self.refresh()
         return retriever.explain(query, doc_id).to_json()
 
+    def analyze(self, text: str | None, doc_id: str | None, side: str, limit: int | None, options: dict) -> dict:
+        """:meth:`Retriever.analyze <semiret.search.retrievers.Retriever.analyze>` of a text, or
+        :meth:`~semiret.search.retrievers.Retriever.document_terms` of a stored document, as the API answers it."""
+        retriever = self._with_options(options)
+        self.refresh()
+        terms = retriever.document_terms(doc_id) if doc_id is not None else retriever.analyze(text, side)
+        return {"terms": [vars(term) for term in terms[:limit]], "total": len(terms)}
+
     def _took(self, per_query: float) -> None:
         """Fold a search's milliseconds per query into :attr:`query_ms`."""
         average = self.query_ms
