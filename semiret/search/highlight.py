@@ -14,6 +14,7 @@ semiret's own analyzers and token vocabularies (Lucene's highlighter is Java).
 from __future__ import annotations
 
 import bisect
+import html
 from typing import Callable, Sequence
 
 import regex
@@ -24,6 +25,7 @@ SPACES = regex.compile(r"\s+")
 FRAGMENT_WORDS = 25
 FRAGMENTS = 3
 TAGS = ("<em>", "</em>")
+ENCODERS = ("default", "html")
 ELLIPSIS = "…"
 STEMMER = WordAnalyzer()
 """Words to their English stems, stopwords dropped: how words match for retrievers without terms of their own."""
@@ -75,13 +77,16 @@ def fragment_pieces(text: str, matches: Callable[[list[str]], list[frozenset]], 
     return out
 
 
-def tagged(pieces: Pieces, tags: Sequence[str] = TAGS) -> str:
-    """A fragment as one string, its matching words between ``tags``."""
+def tagged(pieces: Pieces, tags: Sequence[str] = TAGS, encoder: str = "default") -> str:
+    """A fragment as one string, its matching words between ``tags``; ``encoder="html"`` escapes the text (``<``,
+    ``>``, ``&`` and quotes; never the tags), so that a page can show the fragment as HTML without running markup
+    a document holds (OpenSearch's highlight encoder)."""
     open_tag, close_tag = tags
-    return "".join(f"{open_tag}{piece}{close_tag}" if hit else piece for piece, hit in pieces)
+    escape = html.escape if encoder == "html" else str
+    return "".join(f"{open_tag}{escape(piece)}{close_tag}" if hit else escape(piece) for piece, hit in pieces)
 
 
 def fragments(text: str, matches: Callable[[list[str]], list[frozenset]], fragment_words: int = FRAGMENT_WORDS,
-              count: int = FRAGMENTS, tags: Sequence[str] = TAGS) -> list[str]:
-    """:func:`fragment_pieces` as strings, matching words between ``tags``."""
-    return [tagged(pieces, tags) for pieces in fragment_pieces(text, matches, fragment_words, count)]
+              count: int = FRAGMENTS, tags: Sequence[str] = TAGS, encoder: str = "default") -> list[str]:
+    """:func:`fragment_pieces` as strings, matching words between ``tags`` (:func:`tagged`)."""
+    return [tagged(pieces, tags, encoder) for pieces in fragment_pieces(text, matches, fragment_words, count)]

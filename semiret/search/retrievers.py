@@ -801,10 +801,12 @@ class Retriever:
         return Explanation(doc_id, float(np.sum(query_weights * document_weights, dtype=np.float32)), parts)
 
     def highlight(self, query: str, doc_id: str, fragment_words: int = highlighting.FRAGMENT_WORDS,
-                  fragments: int = highlighting.FRAGMENTS, tags: Sequence[str] | None = highlighting.TAGS) -> list:
+                  fragments: int = highlighting.FRAGMENTS, tags: Sequence[str] | None = highlighting.TAGS,
+                  encoder: str = "default") -> list:
         """The stored document's passages where ``query``'s matches cluster, the matching words between ``tags``
         (OpenSearch's highlight; :mod:`semiret.search.highlight`): at most ``fragments`` windows of
-        ``fragment_words`` words, in the document's order; none when no word matches. ``tags=None``: each fragment as
+        ``fragment_words`` words, in the document's order; none when no word matches. ``encoder="html"`` escapes
+        the document's text (not the tags) for a page to show as HTML. ``tags=None``: each fragment as
         ``(text, matched)`` pieces, for a display of its own."""
         if not isinstance(query, str):
             raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
@@ -812,6 +814,8 @@ class Retriever:
             raise SemiretError(f"fragment_words and fragments must be at least 1, got {fragment_words} and {fragments}")
         if tags is not None and (len(tags) != 2 or not all(isinstance(tag, str) for tag in tags)):
             raise SemiretError("tags are two strings: the one before a matching word and the one after")
+        if encoder not in highlighting.ENCODERS:
+            raise SemiretError(f"encoder must be one of {', '.join(highlighting.ENCODERS)}, got {encoder!r}")
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
                                "no text to highlight")
@@ -822,7 +826,7 @@ class Retriever:
         matches = view._word_matches(query, document.id)
         if tags is None:
             return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
-        return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags)
+        return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags, encoder)
 
     def _word_matches(self, query: str, doc_id: str):
         """What :func:`highlight.fragment_pieces <semiret.search.highlight.fragment_pieces>` asks: for a document's

@@ -6,7 +6,8 @@
 ``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words", "chunk_overlap"}``: create an
                                            empty index in ``--data-dir`` (``DELETE``: delete one made there)
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
-                                           "group_size", "score_threshold", "highlight", "with_text",
+                                           "group_size", "score_threshold", "highlight" (true, or
+                                           ``{"fragment_words", "fragments", "tags", "encoder"}``), "with_text",
                                            "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
@@ -94,6 +95,7 @@ from semiret.serving.schemas import (
     AnalyzeResponse,
     ExplainRequest,
     ExplainResponse,
+    HighlightOptions,
     FacetRequest,
     FacetResponse,
     IndexInfo,
@@ -716,11 +718,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
             if (k + body.offset) * body.group_size > settings.max_k:
                 raise validation_error(("body", "group_size"), f"(k + offset) x group_size, the hits a grouped search "
                                        f"may read, must be at most {settings.max_k} (--max-k)", "less_than_equal")
-        if body.highlight and not index.index.stores_texts:
+        highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
+                     else {} if body.highlight else None)
+        if highlight is not None and not index.index.stores_texts:
             raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to highlight", "highlight_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size, body.score_threshold, body.highlight)
+                                body.group_by, body.group_size, body.score_threshold, highlight)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
@@ -898,13 +902,13 @@ def app_from_environment() -> FastAPI:
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
-                  highlight: bool = False) -> list[list[dict]]:
+                  highlight: dict | None = None) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
-            and group_by is None and not highlight):  # groups and highlights read their hits' stored documents
+            and group_by is None and highlight is None):  # groups and highlights read their hits' stored documents
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
                                    score_threshold, highlight)

@@ -152,10 +152,12 @@ class Client:
 
     def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
-               score_threshold: float | None = None, highlight: bool = False, **options
+               score_threshold: float | None = None, highlight: bool | dict = False, **options
                ) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
+        ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
+        (``{"encoder": "html"}``).
         ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
         body = {"queries": [queries] if one else list(queries), "offset": offset, "with_text": with_text,

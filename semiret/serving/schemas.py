@@ -7,6 +7,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from semiret.data.collection import document_id_problem, record_fields
+from semiret.search import highlight as highlighting
+
+MAX_FRAGMENT_WORDS = 1000
+MAX_FRAGMENTS = 100
 
 
 class DocumentIn(BaseModel):
@@ -46,6 +50,20 @@ class UpsertRequest(BaseModel):
     documents: list[DocumentIn]
 
 
+class HighlightOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fragment_words: int = Field(highlighting.FRAGMENT_WORDS, ge=1, le=MAX_FRAGMENT_WORDS, strict=True,
+                                description="Words per fragment.")
+    fragments: int = Field(highlighting.FRAGMENTS, ge=1, le=MAX_FRAGMENTS, strict=True,
+                           description="Fragments per hit at most.")
+    tags: list[str] = Field(list(highlighting.TAGS), min_length=2, max_length=2,
+                            description="The strings before and after a matching word.")
+    encoder: str = Field("default", pattern="^(default|html)$",
+                         description="html: the document's text escaped (<, >, &, quotes), the tags not, for a page "
+                                     "to show the fragments as HTML (OpenSearch's encoder).")
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -65,8 +83,10 @@ class SearchRequest(BaseModel):
                                  "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
                                  "over an index of passages: documents by their best passage).")
     group_size: int = Field(1, ge=1, strict=True, description="Hits per group (with group_by).")
-    highlight: bool = Field(False, description="Give each hit `highlights`: the passages of its stored text where the "
-                            "query's matches cluster, matching words between <em> and </em> (OpenSearch's highlight).")
+    highlight: bool | HighlightOptions = Field(False, description="Give each hit `highlights`: the passages of its "
+                                               "stored text where the query's matches cluster, matching words "
+                                               "between <em> and </em> (OpenSearch's highlight); an object sets "
+                                               "how.")
     score_threshold: float | None = Field(None, strict=True, allow_inf_nan=False,
                                           description="No hit scoring below this (Qdrant's score_threshold, "
                                                       "OpenSearch's min_score): fewer than k hits rather than poor "

@@ -124,11 +124,13 @@ class ServedIndex:
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
-               group_size: int = 1, score_threshold: float | None = None, highlight: bool = False) -> list[list[dict]]:
+               group_size: int = 1, score_threshold: float | None = None,
+               highlight: dict | None = None) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
         ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
         metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
-        each with its ``highlights`` when ``highlight``)."""
+        each with its ``highlights`` when ``highlight`` is given: the keyword arguments of
+        :meth:`Retriever.highlight <semiret.search.retrievers.Retriever.highlight>`)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         started = time.perf_counter()
         self.refresh()
@@ -143,9 +145,9 @@ class ServedIndex:
             else:
                 hits = hits[offset:]
             rows = _rows(hits, with_text, group_by is not None)
-            if highlight:
+            if highlight is not None:
                 for row in rows:
-                    row["highlights"] = retriever.highlight(query, row["id"])
+                    row["highlights"] = retriever.highlight(query, row["id"], **highlight)
             results.append(rows)
         self._took((time.perf_counter() - started) * 1000 / max(1, len(queries)))
         return results

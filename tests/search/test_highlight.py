@@ -96,6 +96,29 @@ def test_what_cannot_be_highlighted(tmp_path):
         bare.highlight("dogs", "long")
 
 
+def test_the_html_encoder_escapes_the_text_and_not_the_tags(tmp_path):
+    markup = Document("page", 'Cats <script>alert("x")</script> & <b>dogs</b> chase cats; O\'Brien\'s cat.')
+    bm25 = BM25Retriever.build([markup], tmp_path / "bm25")
+    raw = bm25.highlight("cats", "page")[0]
+    assert "<script>" in raw and "<em>Cats</em>" in raw  # the default, as OpenSearch's: the text as stored
+    escaped = bm25.highlight("cats", "page", encoder="html")[0]
+    assert "<script>" not in escaped and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in escaped
+    assert "&amp;" in escaped and "O&#x27;Brien" in escaped and escaped.count("<em>") == raw.count("<em>") == 3
+    assert bm25.highlight("cats", "page", tags=("[", "]"), encoder="html")[0].startswith("[Cats] &lt;script&gt;")
+    with pytest.raises(SemiretError, match="encoder must be one of default, html"):
+        bm25.highlight("cats", "page", encoder="xml")
+    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
+    asked = {"queries": ["cats"], "highlight": {"encoder": "html", "fragment_words": 4, "fragments": 1,
+                                                "tags": ["<mark>", "</mark>"]}}
+    answer = client.post("/indexes/tiny/search", json=asked)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["results"][0][0]["highlights"] == bm25.highlight(
+        "cats", "page", fragment_words=4, fragments=1, tags=("<mark>", "</mark>"), encoder="html")
+    for wrong in ({"encoder": "xml"}, {"fragments": 0}, {"tags": ["<b>"]}, {"colour": "red"}):
+        refused = client.post("/indexes/tiny/search", json={"queries": ["cats"], "highlight": wrong})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"][:2] == ["body", "highlight"], wrong
+
+
 def test_highlights_from_the_command_line_and_over_http(tmp_path):
     bm25 = BM25Retriever.build(CORPUS, tmp_path / "bm25")
     expected = bm25.highlight("cats in gardens", "cats")

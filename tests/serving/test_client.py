@@ -60,6 +60,9 @@ def test_the_client_answers_as_the_index_does_in_process(served):
     assert both[0][0].document == local.index.get_document(both[0][0].id) and both[0][0].metadata["kind"] == "even"
     marked = client.search("notes", "statins", k=1, highlight=True)[0]
     assert marked.highlights and "<em>statins</em>" in marked.highlights[0]
+    shaped = client.search("notes", "statins", k=1, highlight={"tags": ["[", "]"], "fragment_words": 3})[0]
+    assert shaped.highlights == local.highlight("statins", shaped.id, tags=("[", "]"), fragment_words=3)
+    assert client.analyze("notes", "statins heart") == local.analyze("statins heart")
     grouped = client.search("notes", "heart", k=2, group_by="kind")
     assert [(h.id, h.group) for h in grouped] == [(h.id, h.group) for h in local.search("heart", k=2, group_by="kind")]
     assert {h.group for h in grouped} == {"even", "odd"}
