@@ -267,7 +267,7 @@ class InvertedIndex(SegmentedIndex):
             raise SemiretError("only 8-bit quantization is supported")
         fields = {
             "kind": kind, "analyzer": analyzer, "vocab_size": vocab_size, "growable_vocab": vocab is not None,
-            "n_terms": 0, "bm25": vars(bm25 or BM25Parameters()) if kind == "bm25" else None,
+            "n_terms": 0, "bm25": (bm25 or BM25Parameters()).config() if kind == "bm25" else None,
             "quantization": {"bits": quantize_bits, "scale": None} if quantize_bits else None,
         }
         buffer_mb = whole_buffer(cls, {"quantize_bits": quantize_bits}, check_buffer(buffer_mb))
@@ -306,11 +306,13 @@ class InvertedIndex(SegmentedIndex):
         return df
 
     def idf(self, snapshot: Snapshot | None = None) -> np.ndarray:
-        """Lucene IDF of every term over the index (computed once per snapshot, by default the current one)."""
+        """The IDF of every term over the index (computed once per snapshot, by default the current one): its BM25
+        variant's for a BM25 index, else Lucene's."""
         snapshot = snapshot or self.snapshot
         idf = snapshot.derived.get("idf")
         if idf is None:
-            idf = snapshot.derived["idf"] = lucene_idf(self.document_frequencies(snapshot), _n_stored(snapshot))
+            df, n = self.document_frequencies(snapshot), _n_stored(snapshot)
+            idf = snapshot.derived["idf"] = self.bm25.idf(df, n) if self.kind == "bm25" else lucene_idf(df, n)
         return idf
 
     def average_postings_per_document(self) -> float:
@@ -437,10 +439,12 @@ class InvertedIndex(SegmentedIndex):
         if self.kind == "bm25":
             return self.bm25.saturation(values, np.full(len(values), length, np.float32),
                                         self._average_length(np.array([length])))
-        scale = (self.meta.get("quantization") or {}).get("scale")
-        if scale:
-            return (np.clip(np.rint(values / scale), 1, 255) * scale).astype(np.float32)
-        return values
+        if not self.meta.get("quantization"):
+            return values
+        scale = self.meta["quantization"]["scale"]
+        if scale is None:  # an empty index: the first add fixes the scale, by this document were it alone
+            scale = float(values.max() / 255.0) if len(values) and values.max() > 0 else 1.0
+        return (np.clip(np.rint(values / scale), 1, 255) * scale).astype(np.float32)
 
     def frequencies_of(self, terms: np.ndarray, snapshot: Snapshot | None = None) -> np.ndarray:
         """The document frequencies of term ids (0 for ids the snapshot does not know, -1 among them)."""
@@ -485,7 +489,7 @@ class InvertedIndex(SegmentedIndex):
         if self.kind != "bm25":
             return pack_queries(queries, _vocab_size(snapshot.meta))
         return pack_queries(queries, _vocab_size(snapshot.meta), self.document_frequencies(snapshot),
-                            _n_stored(snapshot))
+                            _n_stored(snapshot), self.bm25.variant_code)
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
@@ -751,10 +755,11 @@ def _n_stored(snapshot: Snapshot) -> int:
 
 
 def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, document_frequencies: np.ndarray = _NO_DF,
-                 n_docs: int = 0):
+                 n_docs: int = 0, variant: int = 0):
     """Queries as CSR arrays (offsets, term ids, weights) without zero-weight terms or terms outside the first
-    ``vocab_size``; with ``document_frequencies`` (BM25) the weights are multiplied by Lucene IDF over ``n_docs``
-    documents. Negative or non-finite weights are an error.
+    ``vocab_size``; with ``document_frequencies`` (BM25) the weights are multiplied by the IDF over ``n_docs``
+    documents of the BM25 ``variant`` (its :attr:`~semiret.text.bm25.BM25Parameters.variant_code`; 0: Lucene's).
+    Negative or non-finite weights are an error.
 
     Checked and filtered for the whole batch at once: per-query numpy calls would cost more than searching a
     small index.
@@ -775,7 +780,7 @@ def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, document_frequ
         flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
         flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
     bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, vocab_size,
-                                                          document_frequencies, n_docs)
+                                                          document_frequencies, n_docs, variant)
     if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
         bad = n if bad < 0 else bad
         if bad_shape <= bad:

@@ -623,11 +623,28 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_docs):
+def _variant_idf(variant, df, n):
+    """:meth:`BM25Parameters.idf <semiret.text.bm25.BM25Parameters.idf>` of one term (``variant``: its position in
+    ``BM25_VARIANTS``; lucene, robertson, atire, bm25l, bm25+)."""
+    if df <= 0.0:
+        return 0.0
+    if variant == 0:
+        return np.log1p((n - df + 0.5) / (df + 0.5))
+    if variant == 1:
+        return np.log(max((n - df + 0.5) / (df + 0.5), 1.0))
+    if variant == 2:
+        return np.log(n / df)
+    if variant == 3:
+        return np.log((n + 1.0) / (df + 0.5))
+    return np.log((n + 1.0) / df)
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_docs, variant=0):
     """Drop query terms with zero weight or outside the vocabulary; with ``document_frequencies`` (BM25),
-    multiply each weight by its term's Lucene IDF over ``n_docs`` documents (``log(1 + (N - df + 0.5) /
-    (df + 0.5))``, as :func:`~semiret.text.token_weights.lucene_idf`: per query term, so a search never needs
-    the whole table, which each commit would change).
+    multiply each weight by its term's IDF over ``n_docs`` documents as the BM25 ``variant`` computes it (0:
+    Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``; :func:`_variant_idf`): per query term, so a search never
+    needs the whole table, which each commit would change.
 
     Returns ``(bad, offsets, terms, weights)``: ``bad`` is the first query holding a negative or
     non-finite weight (nothing else is then computed), or -1.
@@ -650,8 +667,8 @@ def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_
             if w > 0 and t >= 0 and t < vocab_size:
                 out_terms[m] = t
                 if has_idf:
-                    df = float(document_frequencies[t])
-                    out_weights[m] = w * np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
+                    out_weights[m] = w * np.float32(_variant_idf(variant, float(document_frequencies[t]),
+                                                                 float(n_docs)))
                 else:
                     out_weights[m] = w
                 m += 1

@@ -279,8 +279,9 @@ class HybridRetriever(Retriever):
         return Explanation(str(doc_id), float(sum(t.contribution for t in terms)), terms)
 
     def analyze(self, text: str, side: str = "query") -> list[TermWeight]:
-        """Each part's terms as that part reads ``text`` (named ``lexical:TERM``, ``neural:TERM``; BM25's first),
-        weighted as the part scores them alone, not scaled by the fusion; a dense part has none."""
+        """Each part's terms as that part reads ``text`` (named ``lexical:TERM``, ``neural:TERM``), heaviest first,
+        each weighted as its part scores it alone (the two parts' scales differ), not scaled by the fusion; a dense
+        part has none."""
         return self._terms_of_parts(lambda part: part.analyze(text, side), "analyze")
 
     def document_terms(self, doc_id: str) -> list[TermWeight]:
@@ -304,7 +305,7 @@ class HybridRetriever(Retriever):
             raise SemiretError(f"neither part of this hybrid sums term weights, so there are no terms to {action}")
         if doc_id is not None and not held:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
-        return found
+        return sorted(found, key=lambda term: (-term.weight, term.term))
 
     def _word_matches(self, query: str, doc_id: str):
         """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a

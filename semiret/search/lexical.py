@@ -41,6 +41,11 @@ class BM25Options:
     """BM25 term-frequency saturation k1."""
     b: float = 0.75
     """BM25 length normalisation b."""
+    variant: str = "lucene"
+    """BM25 variant (Kamphuis et al. 2020, as bm25s computes them): lucene, robertson, atire, bm25l or bm25+: how the
+    term frequency saturates and the IDF is computed."""
+    delta: float = 0.5
+    """BM25L's and BM25+'s delta (others ignore it)."""
     language: str = "english"
     """Language of the documents, by English name or ISO 639-1 code ('german', 'de', 'chinese', ...): its Snowball
     stemmer and stopwords; Chinese, Japanese and Korean text cut into pairs of characters. Queries are read as the
@@ -79,7 +84,7 @@ class WordCounts(DocumentSide):
                                 unicode_form=None if form.upper() == "NONE" else form.upper(),
                                 language=None if english else spoken.code),
                    TermDictionary(),
-                   BM25Parameters(options.k1, options.b))
+                   BM25Parameters(options.k1, options.b, options.variant, options.delta))
 
     @classmethod
     def from_index(cls, index):

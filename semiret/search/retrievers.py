@@ -744,8 +744,9 @@ class Retriever:
         query (``side="query"``: each term's weight as the search scores it, BM25's count x IDF, RM3's expansion
         included; words the index has never seen with weight 0), or as a document (``side="document"``: its values
         as the index would store them, a model's expansion, BM25's saturated term frequencies at the index's
-        average length; nothing is added). For the retrievers that sum term weights (those :meth:`explain` takes);
-        each term with its document frequency in the index."""
+        average length; nothing is added; in an index of passages, one passage's text). For the retrievers that sum
+        term weights (those :meth:`explain` takes); each term with its document frequency in the index. With RM3
+        the query is expanded from the whole index, as an unfiltered search expands it."""
         if not isinstance(text, str):
             raise SemiretError(f"analyze takes one text (a string), got {type(text).__name__}")
         if side not in ("query", "document"):
@@ -757,7 +758,13 @@ class Retriever:
             terms, weights, frequencies = index.scored_query(view.query_side.scored_queries(index, [text])[0])
             found = _term_weights(_term_names(index, terms.tolist()), weights, frequencies)
             return _heaviest_first(found + [TermWeight(term, 0.0, 0) for term in view.query_side.unknown_terms(text)])
-        postings, names = view.document_side.analyze(Document("", text))
+        document = Document("", text)
+        if self.chunking is not None:
+            passages = self.chunking.passages(document)
+            if len(passages) > 1:
+                raise SemiretError(f"{self.index.path} holds passages of {self.chunking.words} words, each indexed "
+                                   f"alone, and this text makes {len(passages)}: analyze one passage at a time")
+        postings, names = view.document_side.analyze(document)
         terms = np.asarray(postings.terms)
         return _heaviest_first(_term_weights(names or _term_names(index, terms.tolist()),
                                              index.stored_weights(postings.values, int(postings.lengths[0])),
@@ -767,11 +774,14 @@ class Retriever:
         """A stored document's terms and their values as its postings hold them, heaviest first (Lucene's term
         vectors, Pyserini's document vector; BM25: saturated term frequencies), each with its document frequency;
         for the retrievers :meth:`analyze` takes."""
-        self._check_term_weights("document_terms")
+        self._check_term_weights("read the terms of")
         doc_id = _document_id(doc_id)
         found = self.index.document_terms(doc_id)
         if found is None:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+            passages = passage_ids(self.index, [doc_id]) if self.chunking is not None else []
+            held = f": it is indexed as passages, {', '.join(sorted(passages)[:3])}" + (", ..." if len(passages) > 3
+                                                                                         else "") if passages else ""
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}{held}", doc_id)
         terms, values, frequencies = found
         return _heaviest_first(_term_weights(_term_names(self.index, terms.tolist()), values, frequencies))
 
@@ -816,6 +826,8 @@ class Retriever:
             raise SemiretError("tags are two strings: the one before a matching word and the one after")
         if encoder not in highlighting.ENCODERS:
             raise SemiretError(f"encoder must be one of {', '.join(highlighting.ENCODERS)}, got {encoder!r}")
+        if tags is None and encoder != "default":
+            raise SemiretError("an encoder escapes tagged fragments; with tags=None the pieces are the text as stored")
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
                                "no text to highlight")

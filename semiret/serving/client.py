@@ -183,9 +183,10 @@ class Client:
     def analyze(self, index: str, text: str | None = None, side: str = "query", doc_id: str | None = None,
                 limit: int | None = None, **options) -> list[TermWeight]:
         """The terms ``text`` becomes as a query or a document (``side``), or those of the stored document
-        ``doc_id``, heaviest first (as :meth:`Retriever.analyze <semiret.search.retrievers.Retriever.analyze>`)."""
+        ``doc_id``, heaviest first (as :meth:`Retriever.analyze <semiret.search.retrievers.Retriever.analyze>`);
+        the heaviest ``limit`` (None or 0: all)."""
         body = {"options": options, **_given(text=text, id=doc_id, limit=limit)}
-        if doc_id is None:
+        if doc_id is None or side != "query":
             body["side"] = side
         found = self._call("POST", f"/indexes/{_name(index)}/analyze", body)
         return [TermWeight(**term) for term in found["terms"]]

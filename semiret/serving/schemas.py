@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag, field_validator, model_validator
 
 from semiret.data.collection import document_id_problem, record_fields
 from semiret.search import highlight as highlighting
@@ -50,6 +50,13 @@ class UpsertRequest(BaseModel):
     documents: list[DocumentIn]
 
 
+def _string_ids(ids: Any) -> Any:
+    """Integer ids as their strings, as documents are upserted (``{"id": 17}`` is document "17")."""
+    if isinstance(ids, list):
+        return [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
+    return ids
+
+
 class HighlightOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -83,7 +90,9 @@ class SearchRequest(BaseModel):
                                  "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
                                  "over an index of passages: documents by their best passage).")
     group_size: int = Field(1, ge=1, strict=True, description="Hits per group (with group_by).")
-    highlight: bool | HighlightOptions = Field(False, description="Give each hit `highlights`: the passages of its "
+    highlight: Annotated[Annotated[StrictBool, Tag("bool")] | Annotated[HighlightOptions, Tag("options")],
+                         Discriminator(lambda value: "options" if isinstance(value, (dict, BaseModel)) else "bool")
+                         ] = Field(False, description="Give each hit `highlights`: the passages of its "
                                                "stored text where the query's matches cluster, matching words "
                                                "between <em> and </em> (OpenSearch's highlight); an object sets "
                                                "how.")
@@ -121,6 +130,8 @@ class ExplainRequest(BaseModel):
     id: str = Field(description="The document whose score to explain.")
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
 
+    _numbered_id = field_validator("id", mode="before")(lambda value: _string_ids([value])[0])
+
 
 class TermPart(BaseModel):
     term: str
@@ -143,13 +154,17 @@ class AnalyzeRequest(BaseModel):
     id: str | None = Field(None, description="A stored document whose terms to read, as its postings hold them.")
     side: str = Field("query", pattern="^(query|document)$",
                       description="Read text as a query or as a document is indexed.")
-    limit: int | None = Field(None, ge=1, strict=True, description="The heaviest N terms (default: all).")
+    limit: int | None = Field(None, ge=0, strict=True, description="The heaviest N terms (default, or 0: all).")
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
+
+    _numbered_id = field_validator("id", mode="before")(lambda value: _string_ids([value])[0])
 
     @model_validator(mode="after")
     def _text_or_id(self):
-        if (self.text is None) == (self.id is None):
+        if self.text is not None and self.id is not None:
             raise ValueError("give text or id, not both")
+        if self.text is None and self.id is None:
+            raise ValueError("give a text to analyze, or the id of a stored document")
         if self.id is not None and self.side != "query":
             raise ValueError("side reads a text; a stored document (id) is read as indexed already")
         return self
@@ -183,13 +198,6 @@ class SearchResponse(BaseModel):
     results: list[list[Hit]]
     took_ms: float | None = Field(None, description="Milliseconds the server spent on the search, from the "
                                   "request's validation to its results (OpenSearch's `took`, Qdrant's `time`).")
-
-
-def _string_ids(ids: Any) -> Any:
-    """Integer ids as their strings, as documents are upserted (``{"id": 17}`` is document "17")."""
-    if isinstance(ids, list):
-        return [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
-    return ids
 
 
 class DeleteRequest(BaseModel):

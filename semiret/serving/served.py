@@ -172,7 +172,7 @@ class ServedIndex:
         retriever = self._with_options(options)
         self.refresh()
         terms = retriever.document_terms(doc_id) if doc_id is not None else retriever.analyze(text, side)
-        return {"terms": [vars(term) for term in terms[:limit]], "total": len(terms)}
+        return {"terms": [vars(term) for term in terms[:limit or None]], "total": len(terms)}
 
     def _took(self, per_query: float) -> None:
         """Fold a search's milliseconds per query into :attr:`query_ms`."""

@@ -15,34 +15,97 @@ from semiret.errors import SemiretError
 from semiret.text.wordpiece import WordPieceVocabulary
 
 
+BM25_VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+"""The BM25 variants of Kamphuis et al. (ECIR 2020, "Which BM25 do you mean?"), as bm25s names and computes them."""
+
+
 @dataclass
 class BM25Parameters:
     k1: float = 1.5
     b: float = 0.75
+    variant: str = "lucene"
+    """One of :data:`BM25_VARIANTS`: how the term frequency saturates and the IDF is computed."""
+    delta: float = 0.5
+    """BM25L's and BM25+'s lower bound of a term's part (the others ignore it)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.k1) and self.k1 >= 0):
             raise SemiretError(f"BM25's k1 (--k1) must be a finite number of at least 0, got {self.k1}")
         if not 0.0 <= self.b <= 1.0:
             raise SemiretError(f"BM25's b (--b) must be between 0 and 1, got {self.b}")
+        if self.variant not in BM25_VARIANTS:
+            raise SemiretError(f"BM25's variant (--variant) must be one of {', '.join(BM25_VARIANTS)}, got "
+                               f"{self.variant!r}")
+        if not (math.isfinite(self.delta) and self.delta >= 0):
+            raise SemiretError(f"BM25's delta (--delta) must be a finite number of at least 0, got {self.delta}")
+        if self.variant == "bm25l" and self.k1 == 0:
+            raise SemiretError("BM25L with k1 = 0 weighs every term of a document as its absence: give k1 > 0")
+
+    @property
+    def variant_code(self) -> int:
+        """The variant's position in :data:`BM25_VARIANTS`, as the search kernel reads it."""
+        return BM25_VARIANTS.index(self.variant)
+
+    def config(self) -> dict:
+        """What an index records: the variant and delta only when not Lucene's (indexes read as before)."""
+        return {"k1": self.k1, "b": self.b} if self.variant == "lucene" else vars(self)
+
+    def _length_norm(self, doclen: np.ndarray, avgdl: float) -> np.ndarray:
+        return 1.0 - self.b + self.b * doclen / max(avgdl, 1e-9)
+
+    def _absent(self) -> float:
+        """BM25L's term part for a term a document lacks, which every document gets (see :meth:`saturation`)."""
+        return (self.k1 + 1) * self.delta / (self.k1 + self.delta)
 
     def saturation(self, tf: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
-        """The document side of BM25 as Lucene (and bm25s, Pyserini) compute it:
-        ``tf / (tf + k1 (1 - b + b dl/avgdl))``, without the rank-preserving ``(k1+1)`` factor."""
-        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
-        return (tf / (tf + norm)).astype(np.float32)
+        """The document side of BM25, a term's part before its IDF, as bm25s computes it for the variant: Lucene's
+        and Robertson's ``tf / (tf + k1 (1 - b + b dl/avgdl))`` (without the rank-preserving ``(k1+1)``), ATIRE's
+        ``(k1+1) tf / (tf + k1 (...))``, BM25L's ``(k1+1) (c+delta) / (k1+c+delta)`` with ``c = tf / (1 - b + b
+        dl/avgdl)``, BM25+'s ATIRE part plus delta. BM25L and BM25+ give a term a document lacks a part too, the
+        same for every document (``tf = 0``): stored less that part, as bm25s stores them, so a search reads only
+        the postings; the ranking is the variant's, each score lower by the same amount per query."""
+        norm = self._length_norm(doclen, avgdl)
+        if self.variant == "bm25l":
+            c = tf / norm
+            return ((self.k1 + 1) * (c + self.delta) / (self.k1 + c + self.delta) - self._absent()).astype(np.float32)
+        scale = 1.0 if self.variant in ("lucene", "robertson") else self.k1 + 1  # BM25+'s delta: a part of absence
+        return (scale * tf / (tf + self.k1 * norm)).astype(np.float32)
 
     def term_frequency(self, saturation: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
         """Invert :meth:`saturation` (exact for integer tf), so merges need not re-read documents."""
         if self.k1 == 0:
             return np.ones_like(saturation)
-        norm = self.k1 * (1.0 - self.b + self.b * doclen / max(avgdl, 1e-9))
-        return np.rint(saturation * norm / (1.0 - saturation))
+        norm = self._length_norm(doclen, avgdl)
+        if self.variant == "bm25l":
+            part = saturation + self._absent()  # (k1+1) x / (k1 + x), x = c + delta
+            return np.rint((part * self.k1 / (self.k1 + 1 - part) - self.delta) * norm)
+        share = saturation if self.variant in ("lucene", "robertson") else saturation / (self.k1 + 1)
+        return np.rint(share * self.k1 * norm / (1.0 - share))
+
+    def idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
+        """Each term's IDF over ``n_docs`` documents as the variant computes it (0 for terms no document holds; never
+        negative: Robertson's is clipped at 0, as bm25s does)."""
+        df = np.asarray(df, np.float64)
+        held = np.maximum(df, 1.0)
+        n = float(n_docs)
+        if self.variant == "lucene":
+            idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        elif self.variant == "robertson":
+            idf = np.log(np.maximum((n - df + 0.5) / (df + 0.5), 1.0))
+        elif self.variant == "atire":
+            idf = np.log(n / held)
+        elif self.variant == "bm25l":
+            idf = np.log((n + 1) / (df + 0.5))
+        else:
+            idf = np.log((n + 1) / held)
+        return np.where(df > 0, idf, 0.0).astype(np.float32)
 
     def weights(self, counts: sp.csr_matrix, avgdl: float | None = None,
                 lengths: np.ndarray | None = None) -> sp.csr_matrix:
-        """``(k1 + 1) tf / (tf + k1 (1 - b + b dl/avgdl))`` for every non-zero of a documents x terms count
-        matrix; lengths default to the rows' sums, ``avgdl`` to their mean."""
+        """Lucene's ``(k1 + 1) tf / (tf + k1 (1 - b + b dl/avgdl))`` for every non-zero of a documents x terms count
+        matrix (the BM25 teacher's); lengths default to the rows' sums, ``avgdl`` to their mean."""
+        if self.variant != "lucene":
+            raise SemiretError(f"weights are Lucene's BM25, not {self.variant}'s")
         if lengths is None:
             lengths = np.asarray(counts.sum(axis=1), np.float32).ravel()
         if avgdl is None:

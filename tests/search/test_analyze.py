@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -17,6 +16,7 @@ from semiret.data import Document
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever, retriever_class
 from semiret.serving import Client, ServeSettings, create_app
+from semiret.serving.client import ServerError
 
 from helpers import TINY_DOCS
 
@@ -82,6 +82,34 @@ def test_a_learned_sparse_document_is_its_expansion(tmp_path, tiny_docs, tiny_be
             assert term.document_weight == pytest.approx(held.get(term.term, (0.0, 0))[0])
 
 
+def test_an_index_of_passages_reads_one_passage_at_a_time(tmp_path):
+    retriever = BM25Retriever.build([Document("long", " ".join(f"word{i} statins" for i in range(30)))],
+                                    tmp_path / "passages", chunking=20)
+    one = " ".join(f"word{i} statins" for i in range(10))
+    assert len(retriever.analyze(one, side="document")) == 11
+    with pytest.raises(SemiretError, match="holds passages of 20 words, each indexed alone, and this text makes 3"):
+        retriever.analyze(one + " " + one + " " + one, side="document")
+    assert retriever.analyze(one + " " + one + " " + one)  # a query is one, whatever its length
+    with pytest.raises(UnknownDocumentError, match="it is indexed as passages, long#0, long#1, long#2"):
+        retriever.document_terms("long")
+    assert {t.term for t in retriever.document_terms("long#0")} == {f"word{i}" for i in range(10)} | {"statin"}
+
+
+def test_an_empty_quantized_index_rounds_as_its_first_add_will(tmp_path, tiny_bert):
+    retriever = retriever_class("splade").build([], tmp_path / "empty", model=str(tiny_bert), quantize_bits=8)
+    analyzed = retriever.analyze(NEW_TEXT, side="document")
+    retriever.add([Document("new", NEW_TEXT)])
+    assert [t.weight for t in retriever.document_terms("new")] == pytest.approx([t.weight for t in analyzed],
+                                                                                rel=1e-6)
+
+
+def test_a_word_merged_away_weighs_nothing(tmp_path):
+    retriever = BM25Retriever.build(TINY_DOCS + [Document("z", "zebrafish")], tmp_path / "bm25")
+    retriever.delete(["z"])
+    retriever.index.merge()
+    assert [(t.term, t.weight, t.document_frequency) for t in retriever.analyze("zebrafish")] == [("zebrafish", 0.0, 0)]
+
+
 def test_document_terms_follow_deletes_and_segments(tmp_path):
     retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
     retriever.add([Document("d1", "Parrots talk.", "Parrots")], replace=True)
@@ -111,7 +139,8 @@ def test_a_hybrid_reads_part_by_part(tmp_path, tiny_docs, tiny_bert):
     hybrid = retriever_class("hybrid").build(tiny_docs, tmp_path / "hybrid", neural="splade", model=str(tiny_bert))
     terms = hybrid.analyze("cats and dogs")
     parts = [t.term.split(":")[0] for t in terms]
-    assert set(parts) == {"lexical", "neural"} and parts == sorted(parts)  # BM25's first
+    assert set(parts) == {"lexical", "neural"} and [t.weight for t in terms] == sorted((t.weight for t in terms),
+                                                                                      reverse=True)
     lexical = hybrid.query_side.parts["lexical"]
     assert [t for t in terms if t.term.startswith("lexical:")] == [
         type(t)(f"lexical:{t.term}", t.weight, t.document_frequency) for t in lexical.analyze("cats and dogs")]
@@ -168,9 +197,13 @@ def test_analyze_from_the_command_line_over_http_and_by_the_client(tmp_path):
     assert answer.json()["terms"] == as_document
     assert served.post("/indexes/tiny/analyze", json={"id": "d2"}).json()["terms"] == stored
     assert served.post("/indexes/tiny/analyze", json={"id": "nope"}).status_code == 404
-    for wrong in ({"text": "cats", "id": "d2"}, {}, {"text": "cats", "side": "passage"}, {"text": "cats", "limit": 0},
-                  {"id": "d2", "side": "document"}):
-        assert served.post("/indexes/tiny/analyze", json=wrong).status_code == 422, wrong
+    everything = served.post("/indexes/tiny/analyze", json={"text": "cats and dogs chase zebras", "limit": 0})
+    assert everything.json()["terms"] == as_query  # 0: all, as on the command line
+    for wrong, message in (({"text": "cats", "id": "d2"}, "not both"), ({}, "give a text to analyze, or the id"),
+                           ({"text": "cats", "side": "passage"}, "pattern"), ({"text": "cats", "limit": -1}, "0"),
+                           ({"id": "d2", "side": "document"}, "side reads a text")):
+        refused = served.post("/indexes/tiny/analyze", json=wrong)
+        assert refused.status_code == 422 and message in refused.text, (wrong, refused.text)
 
     def transport(method, route, body, headers):
         answer = served.request(method, route, content=body, headers=headers)
@@ -180,4 +213,14 @@ def test_analyze_from_the_command_line_over_http_and_by_the_client(tmp_path):
     assert [vars(t) for t in client.analyze("tiny", "cats and dogs chase zebras")] == as_query
     assert [vars(t) for t in client.analyze("tiny", NEW_TEXT, side="document", limit=3)] == as_document[:3]
     assert [vars(t) for t in client.analyze("tiny", doc_id="d2")] == stored
-    assert np.isfinite([t["weight"] for t in stored]).all()
+    assert [vars(t) for t in client.analyze("tiny", NEW_TEXT, side="document", limit=0)] == as_document
+    with pytest.raises(ServerError, match="side reads a text"):
+        client.analyze("tiny", doc_id="d2", side="document")
+
+
+def test_numbered_ids_over_http(tmp_path):
+    path = tmp_path / "bm25"
+    BM25Retriever.build([Document("17", "cats and dogs")], path)
+    served = TestClient(create_app(ServeSettings({"tiny": str(path)}, write_process=False)))
+    assert served.post("/indexes/tiny/analyze", json={"id": 17}).json()["total"] == 2
+    assert served.post("/indexes/tiny/explain", json={"query": "cats", "id": 17}).json()["id"] == "17"

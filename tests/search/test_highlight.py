@@ -107,6 +107,8 @@ def test_the_html_encoder_escapes_the_text_and_not_the_tags(tmp_path):
     assert bm25.highlight("cats", "page", tags=("[", "]"), encoder="html")[0].startswith("[Cats] &lt;script&gt;")
     with pytest.raises(SemiretError, match="encoder must be one of default, html"):
         bm25.highlight("cats", "page", encoder="xml")
+    with pytest.raises(SemiretError, match="with tags=None the pieces are the text as stored"):
+        bm25.highlight("cats", "page", tags=None, encoder="html")
     client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
     asked = {"queries": ["cats"], "highlight": {"encoder": "html", "fragment_words": 4, "fragments": 1,
                                                 "tags": ["<mark>", "</mark>"]}}
@@ -114,9 +116,10 @@ def test_the_html_encoder_escapes_the_text_and_not_the_tags(tmp_path):
     assert answer.status_code == 200, answer.text
     assert answer.json()["results"][0][0]["highlights"] == bm25.highlight(
         "cats", "page", fragment_words=4, fragments=1, tags=("<mark>", "</mark>"), encoder="html")
-    for wrong in ({"encoder": "xml"}, {"fragments": 0}, {"tags": ["<b>"]}, {"colour": "red"}):
+    for wrong in ({"encoder": "xml"}, {"fragments": 0}, {"tags": ["<b>"]}, {"colour": "red"}, "true", 1):
         refused = client.post("/indexes/tiny/search", json={"queries": ["cats"], "highlight": wrong})
         assert refused.status_code == 422 and refused.json()["detail"][0]["loc"][:2] == ["body", "highlight"], wrong
+        assert len(refused.json()["detail"]) == 1, refused.json()  # the object's fault alone, not also "a boolean"
 
 
 def test_highlights_from_the_command_line_and_over_http(tmp_path):
