@@ -793,12 +793,19 @@ def hybrid_index_command(neural_index: Path = typer.Argument(..., help="An index
                          out: Path = typer.Argument(..., help="Hybrid index directory to create."),
                          overwrite: bool = typer.Option(False, help="Replace an existing index."),
                          language: str = typer.Option("english", help="Language of the documents for BM25 (its "
-                                                      "stemmer and stopwords; as bm25's --language).")):
+                                                      "stemmer and stopwords; as bm25's --language)."),
+                         k1: float = typer.Option(1.5, help="BM25's k1."),
+                         b: float = typer.Option(0.75, help="BM25's b."),
+                         variant: str = typer.Option("lucene", help="BM25's variant: lucene, robertson, atire, bm25l "
+                                                     "or bm25+."),
+                         delta: float = typer.Option(0.5, help="BM25L's and BM25+'s delta.")):
     """BM25 beside an existing neural index, searched fused (-r hybrid): BM25 is built from the stored texts
     and the neural index copied in, so no document is encoded again."""
     from semiret.search.hybrid import HybridRetriever
 
-    _print_json(HybridRetriever.around(neural_index, out, overwrite=overwrite, language=language).index.describe())
+    bm25 = {"k1": k1, "b": b, "variant": variant, "delta": delta}
+    _print_json(HybridRetriever.around(neural_index, out, overwrite=overwrite, language=language,
+                                       bm25=bm25).index.describe())
 
 
 @app.command()

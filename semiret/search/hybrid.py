@@ -30,6 +30,7 @@ from semiret.search.retrievers import (
     retriever_class,
 )
 from semiret.text import languages
+from semiret.text.bm25 import BM25Parameters
 from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
 
@@ -45,6 +46,18 @@ class HybridDocumentOptions:
     """Model of the neural retriever (default: its own default)."""
     language: str = "english"
     """Language of the documents for the BM25 part (bm25's ``language``: its stemmer and stopwords)."""
+    k1: float = 1.5
+    """The BM25 part's k1 (bm25's)."""
+    b: float = 0.75
+    """The BM25 part's b (bm25's)."""
+    variant: str = "lucene"
+    """The BM25 part's variant (bm25's: lucene, robertson, atire, bm25l, bm25+)."""
+    delta: float = 0.5
+    """The BM25 part's delta (bm25's, for BM25L and BM25+)."""
+
+    def bm25_options(self) -> dict:
+        """The options of the BM25 part."""
+        return {"language": self.language, "k1": self.k1, "b": self.b, "variant": self.variant, "delta": self.delta}
 
 
 class HybridDocuments(DocumentSide):
@@ -69,7 +82,7 @@ class HybridDocuments(DocumentSide):
         neural.check_model(options.model)
         neural_options = neural.documents.Options(**({"model": options.model} if options.model else {}))
         bm25 = retriever_class("bm25")
-        return cls({LEXICAL: (bm25.name, bm25.documents.create(bm25.documents.Options(language=options.language))),
+        return cls({LEXICAL: (bm25.name, bm25.documents.create(bm25.documents.Options(**options.bm25_options()))),
                     NEURAL: (neural.name, neural.documents.create(neural_options))})
 
     @classmethod
@@ -321,11 +334,11 @@ class HybridRetriever(Retriever):
 
     @classmethod
     def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False, language: str = "english",
-               **options) -> "HybridRetriever":
-        """A hybrid index over an index a neural retriever already built: BM25 (its ``language``) built from the
-        texts it stores and the index itself copied in (its segments merged into one), so no document is encoded
-        again (``semiret hybrid-index``; what ``semiret adapt`` does after building its index). ``options``: search
-        options."""
+               bm25: dict | None = None, **options) -> "HybridRetriever":
+        """A hybrid index over an index a neural retriever already built: BM25 (its ``language``, and ``bm25``'s
+        other options: ``k1``, ``b``, ``variant``, ``delta``) built from the texts it stores and the index itself
+        copied in (its segments merged into one), so no document is encoded again (``semiret hybrid-index``; what
+        ``semiret adapt`` does after building its index). ``options``: search options."""
         source = open_index(neural_index)
         built_by = source.meta.get("retriever")
         if isinstance(source, CompositeIndex) or built_by in (None, "bm25", cls.name):
@@ -340,12 +353,14 @@ class HybridRetriever(Retriever):
                                "choose another directory")
         cls.search_options(options)  # bad options fail before any work
         languages.language(language)  # an unknown one fails before any work too
+        lexical = HybridDocumentOptions(language=language, **(bm25 or {})).bm25_options()
+        BM25Parameters(lexical["k1"], lexical["b"], lexical["variant"], lexical["delta"])  # so do bad parameters
         with source.writing():  # no commit lands while the index is read and copied
             ids = source.live_ids()
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {
                 LEXICAL: lambda target: retriever_class("bm25").build((source.get_document(i) for i in ids),
                                                                       target, total=len(ids), buffer_mb=0,
-                                                                      language=language),
+                                                                      **lexical),
                 NEURAL: lambda target: _copy_merged(source.path, target)},
                 overwrite=overwrite, extra_meta={"retriever": cls.name, **{
                     key: source.meta[key] for key in DOCUMENT_READING if source.meta.get(key)}})

@@ -273,3 +273,28 @@ def test_a_hybrid_index_needs_a_neural_index_with_texts(tmp_path, hybrid):
             HybridRetriever.around(tmp_path / "idf", tmp_path / inside, overwrite=True)
     assert open_retriever(tmp_path / "idf").name == "idf" and not (tmp_path / "idf" / "sub").exists()
     assert not any((tmp_path / name).exists() for name in "abc") and not leftovers(tmp_path)
+
+
+def test_the_bm25_part_takes_bm25_s_parameters(tmp_path):
+    """k1, b, variant and delta reach the lexical part, built from the corpus or around a neural index, and bad
+    ones fail before anything is written."""
+    from semiret.search import retriever_class
+    from semiret.text.bm25 import BM25Parameters
+
+    built = HybridRetriever.build(TINY_DOCS, tmp_path / "built", neural="idf", k1=1.1, b=0.5, variant="bm25l")
+    expected = BM25Parameters(1.1, 0.5, "bm25l", 0.5)
+    assert built.index.parts["lexical"].bm25 == expected
+    alone = retriever_class("bm25").build(TINY_DOCS, tmp_path / "alone", k1=1.1, b=0.5, variant="bm25l")
+    lexical = built.query_side.parts["lexical"]
+    assert lexical.search(list(TINY_QUERIES.values()), k=6).scores == alone.search(list(TINY_QUERIES.values()),
+                                                                                      k=6).scores
+    retriever_class("idf").build(TINY_DOCS, tmp_path / "idf")
+    result = CliRunner().invoke(app, ["hybrid-index", str(tmp_path / "idf"), str(tmp_path / "around"), "--k1", "1.1",
+                                      "--b", "0.5", "--variant", "bm25l"])
+    assert result.exit_code == 0, result.output
+    assert open_retriever(tmp_path / "around").index.parts["lexical"].bm25 == expected
+    with pytest.raises(SemiretError, match="must be one of lucene"):
+        HybridRetriever.around(tmp_path / "idf", tmp_path / "bad", bm25={"variant": "okapi"})
+    with pytest.raises(SemiretError, match="must be one of lucene"):
+        HybridRetriever.build(TINY_DOCS, tmp_path / "bad", neural="idf", variant="okapi")
+    assert not (tmp_path / "bad").exists()
