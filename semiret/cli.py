@@ -338,6 +338,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            group_size: int = typer.Option(1, help="Hits per group (with --group-by)."),
            highlight: bool = typer.Option(False, help="Show the passages of each hit where the query's matches "
                                           "cluster, the matching words marked (--json: highlights)."),
+           highlight_encoder: str = typer.Option("default", help="With --highlight --json: 'html' escapes the "
+                                                 "documents' text (not the <em> tags), for a web page to show."),
            score_threshold: Optional[float] = typer.Option(None, help="No hit scoring below this (fewer than k "
                                                            "rather than poor ones; what a score means is the "
                                                            "retriever's)."),
@@ -354,8 +356,12 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     from semiret.data.collection import read_queries
     from semiret.data.trec import write_trec_run
     from semiret.files import check_output_file
+    from semiret.search.highlight import ENCODERS
     from semiret.search.retrievers import open_retriever
 
+    if highlight_encoder not in ENCODERS:
+        raise typer.BadParameter(f"one of {', '.join(ENCODERS)}, not {highlight_encoder!r}",
+                                 param_hint="--highlight-encoder")
     if like:
         if query or queries is not None or run is not None or group_by is not None or highlight:
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
@@ -390,7 +396,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), **asked,
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
                                         **(_stored(h) if with_text else {}),
-                                        **({"highlights": searcher.highlight(text, h.id)} if highlight else {})}
+                                        **({"highlights": searcher.highlight(text, h.id, encoder=highlight_encoder)}
+                                           if highlight else {})}
                                        for h in hits]}))
             continue
         # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")

@@ -109,6 +109,10 @@ def test_the_html_encoder_escapes_the_text_and_not_the_tags(tmp_path):
         bm25.highlight("cats", "page", encoder="xml")
     with pytest.raises(SemiretError, match="with tags=None the pieces are the text as stored"):
         bm25.highlight("cats", "page", tags=None, encoder="html")
+    printed = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--highlight", "--json",
+                                       "--highlight-encoder", "html", "cats"])
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.output)["hits"][0]["highlights"] == bm25.highlight("cats", "page", encoder="html")
     client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
     asked = {"queries": ["cats"], "highlight": {"encoder": "html", "fragment_words": 4, "fragments": 1,
                                                 "tags": ["<mark>", "</mark>"]}}
