@@ -21,6 +21,7 @@ from semiret.evaluation.significance import TESTS, check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.errors import SemiretError
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
+from semiret.text.bm25 import BM25Parameters
 
 log = logging.getLogger(__name__)
 LATENCY_QUERIES = 200
@@ -204,10 +205,21 @@ def _built_for(index: str | Path | None, store) -> str | None:
 def _unlike_the_index(index: Path, build_options: dict) -> dict:
     """The build options whose value differs from what ``index`` recorded under the same name (models compared by
     folder); options it recorded nothing for cannot be compared and are left out."""
-    meta = read_meta(index, None)
+    meta = _recorded_meta(index)
     return {name: value for name, value in build_options.items()
             if (recorded := _recorded(meta, name)) is not None
             and (_model_folder(value) != _model_folder(recorded) if name == "model" else value != recorded)}
+
+
+def _recorded_meta(index: Path) -> dict:
+    """An index's ``meta.json`` with its parts' (a hybrid's BM25 parameters are its lexical part's), BM25's parameters
+    complete (a Lucene index records only k1 and b)."""
+    meta = read_meta(index, None)
+    if isinstance(meta.get("parts"), list):
+        meta = {**meta, "parts": {name: _recorded_meta(index / name) for name in meta["parts"]}}
+    if isinstance(meta.get("bm25"), dict):
+        meta = {**meta, "bm25": vars(BM25Parameters(**meta["bm25"]))}
+    return meta
 
 
 def _recorded(meta, name: str):

@@ -322,7 +322,8 @@ class InvertedIndex(SegmentedIndex):
     def describe(self) -> dict:
         """Facts about the index for reports: sizes, counts, sparsity."""
         return {**super().describe(), "terms": self.vocab_size,
-                "postings_per_document": round(self.average_postings_per_document(), 2)}
+                "postings_per_document": round(self.average_postings_per_document(), 2),
+                **({"bm25": vars(self.bm25)} if self.kind == "bm25" else {})}
 
     # ------------------------------------------------------------------ search
     def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1,

@@ -60,6 +60,10 @@ class HybridDocumentOptions:
         return {"language": self.language, "k1": self.k1, "b": self.b, "variant": self.variant, "delta": self.delta}
 
 
+BM25_PART_OPTIONS = ("k1", "b", "variant", "delta")
+"""What :meth:`HybridRetriever.around`'s ``bm25`` takes."""
+
+
 class HybridDocuments(DocumentSide):
     """Each document into a BM25 index and into the neural retriever's index, under one directory."""
 
@@ -353,6 +357,10 @@ class HybridRetriever(Retriever):
                                "choose another directory")
         cls.search_options(options)  # bad options fail before any work
         languages.language(language)  # an unknown one fails before any work too
+        unknown = sorted(set(bm25 or {}) - set(BM25_PART_OPTIONS))
+        if unknown:
+            raise SemiretError(f"bm25 takes {', '.join(BM25_PART_OPTIONS)} (language is an argument of its own), not "
+                               f"{', '.join(map(repr, unknown))}")
         lexical = HybridDocumentOptions(language=language, **(bm25 or {})).bm25_options()
         BM25Parameters(lexical["k1"], lexical["b"], lexical["variant"], lexical["delta"])  # so do bad parameters
         with source.writing():  # no commit lands while the index is read and copied

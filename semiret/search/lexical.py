@@ -45,7 +45,7 @@ class BM25Options:
     """BM25 variant (Kamphuis et al. 2020, as bm25s computes them): lucene, robertson, atire, bm25l or bm25+: how the
     term frequency saturates and the IDF is computed."""
     delta: float = 0.5
-    """BM25L's and BM25+'s delta (others ignore it)."""
+    """BM25L's and BM25+'s delta (the other variants have none)."""
     language: str = "english"
     """Language of the documents, by English name or ISO 639-1 code ('german', 'de', 'chinese', ...): its Snowball
     stemmer and stopwords; Chinese, Japanese and Korean text cut into pairs of characters. Queries are read as the

@@ -17,6 +17,9 @@ from semiret.text.wordpiece import WordPieceVocabulary
 
 BM25_VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 """The BM25 variants of Kamphuis et al. (ECIR 2020, "Which BM25 do you mean?"), as bm25s names and computes them."""
+DELTA_VARIANTS = ("bm25l", "bm25+")
+"""The variants with a delta."""
+DEFAULT_DELTA = 0.5
 
 
 @dataclass
@@ -26,7 +29,7 @@ class BM25Parameters:
     variant: str = "lucene"
     """One of :data:`BM25_VARIANTS`: how the term frequency saturates and the IDF is computed."""
     delta: float = 0.5
-    """BM25L's and BM25+'s lower bound of a term's part (the others ignore it)."""
+    """BM25L's and BM25+'s lower bound of a term's part (the others have none)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.k1) and self.k1 >= 0):
@@ -40,6 +43,9 @@ class BM25Parameters:
             raise SemiretError(f"BM25's delta (--delta) must be a finite number of at least 0, got {self.delta}")
         if self.variant == "bm25l" and self.k1 == 0:
             raise SemiretError("BM25L with k1 = 0 weighs every term of a document as its absence: give k1 > 0")
+        if self.delta != DEFAULT_DELTA and self.variant not in DELTA_VARIANTS:
+            raise SemiretError(f"BM25's delta (--delta) is BM25L's and BM25+'s; {self.variant} has none (give "
+                               f"--variant bm25l or bm25+, or leave delta out)")
 
     @property
     def variant_code(self) -> int:
@@ -47,8 +53,14 @@ class BM25Parameters:
         return BM25_VARIANTS.index(self.variant)
 
     def config(self) -> dict:
-        """What an index records: the variant and delta only when not Lucene's (indexes read as before)."""
-        return {"k1": self.k1, "b": self.b} if self.variant == "lucene" else vars(self)
+        """What an index records: the variant only when not Lucene's (indexes read as before), delta only where
+        the variant has one."""
+        recorded = {"k1": self.k1, "b": self.b}
+        if self.variant != "lucene":
+            recorded["variant"] = self.variant
+        if self.variant in DELTA_VARIANTS:
+            recorded["delta"] = self.delta
+        return recorded
 
     def _length_norm(self, doclen: np.ndarray, avgdl: float) -> np.ndarray:
         return 1.0 - self.b + self.b * doclen / max(avgdl, 1e-9)
@@ -72,15 +84,22 @@ class BM25Parameters:
         return (scale * tf / (tf + self.k1 * norm)).astype(np.float32)
 
     def term_frequency(self, saturation: np.ndarray, doclen: np.ndarray, avgdl: float) -> np.ndarray:
-        """Invert :meth:`saturation` (exact for integer tf), so merges need not re-read documents."""
+        """Invert :meth:`saturation`, so merges need not re-read documents: exact for integer tf while float32
+        still tells the weight from its ceiling; past that (a term tens of thousands of times in a document, with
+        k1 near 0) the count is taken as at most the document's length, whose weight is the same to float32."""
         if self.k1 == 0:
             return np.ones_like(saturation)
         norm = self._length_norm(doclen, avgdl)
-        if self.variant == "bm25l":
-            part = saturation + self._absent()  # (k1+1) x / (k1 + x), x = c + delta
-            return np.rint((part * self.k1 / (self.k1 + 1 - part) - self.delta) * norm)
-        share = saturation if self.variant in ("lucene", "robertson") else saturation / (self.k1 + 1)
-        return np.rint(share * self.k1 * norm / (1.0 - share))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.variant == "bm25l":
+                part = saturation + self._absent()  # (k1+1) x / (k1 + x), x = c + delta
+                tf = (part * self.k1 / (self.k1 + 1 - part) - self.delta) * norm
+            else:
+                share = saturation if self.variant in ("lucene", "robertson") else saturation / (self.k1 + 1)
+                tf = share * self.k1 * norm / (1.0 - share)
+        longest = np.broadcast_to(np.asarray(doclen, np.float64), np.shape(tf))
+        tf = np.where(np.isfinite(tf) & (tf >= 0), tf, longest)
+        return np.rint(np.clip(tf, 1.0, np.maximum(longest, 1.0)))
 
     def idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
         """Each term's IDF over ``n_docs`` documents as the variant computes it (0 for terms no document holds; never

@@ -14,7 +14,7 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, open_retriever
-from semiret.text.bm25 import BM25_VARIANTS, BM25Parameters
+from semiret.text.bm25 import BM25_VARIANTS, DEFAULT_DELTA, DELTA_VARIANTS, BM25Parameters
 
 DOCS = [Document(f"d{i}", text) for i, text in enumerate([
     "statins reduce the risk of heart disease",
@@ -33,8 +33,9 @@ def test_scores_are_bm25s_scores(tmp_path, variant):
     import bm25s
     import Stemmer
 
-    BM25Retriever.build(DOCS, tmp_path / variant, variant=variant, k1=1.2, b=0.7, delta=0.7)
-    reference = bm25s.BM25(k1=1.2, b=0.7, method=variant, delta=0.7)
+    delta = 0.7 if variant in DELTA_VARIANTS else DEFAULT_DELTA
+    BM25Retriever.build(DOCS, tmp_path / variant, variant=variant, k1=1.2, b=0.7, delta=delta)
+    reference = bm25s.BM25(k1=1.2, b=0.7, method=variant, delta=delta)
     reference.index(bm25s.tokenize([d.text for d in DOCS], stopwords="en", stemmer=Stemmer.Stemmer("english"),
                                    show_progress=False), show_progress=False)
     reopened = open_retriever(tmp_path / variant)
@@ -59,7 +60,7 @@ def test_the_variants_rank_differently(tmp_path):
 
 @pytest.mark.parametrize("variant", BM25_VARIANTS)
 def test_stored_weights_invert_to_the_counts(variant):
-    parameters = BM25Parameters(k1=1.3, b=0.6, variant=variant, delta=0.4)
+    parameters = BM25Parameters(k1=1.3, b=0.6, variant=variant, delta=0.4 if variant in DELTA_VARIANTS else 0.5)
     tf = np.array([1, 2, 3, 8, 40, 1], np.float32)
     lengths = np.array([3, 17, 90, 200, 1000, 1], np.float32)
     stored = parameters.saturation(tf, lengths, 57.0)
@@ -92,9 +93,14 @@ def test_lucene_indexes_record_what_they_did_and_bad_parameters_are_refused(tmp_
     BM25Retriever.build(DOCS, tmp_path / "plus", variant="bm25+")
     recorded = json.loads((tmp_path / "plus" / "meta.json").read_text())["bm25"]
     assert recorded == {"k1": 1.5, "b": 0.75, "variant": "bm25+", "delta": 0.5}
+    BM25Retriever.build(DOCS, tmp_path / "atire", variant="atire")
+    assert json.loads((tmp_path / "atire" / "meta.json").read_text())["bm25"] == {"k1": 1.5, "b": 0.75,
+                                                                                  "variant": "atire"}
+    assert open_retriever(tmp_path / "atire").index.describe()["bm25"] == vars(BM25Parameters(variant="atire"))
     for wrong, message in (({"variant": "okapi"}, "must be one of lucene, robertson"),
                            ({"variant": "bm25l", "k1": 0.0}, "BM25L with k1 = 0"),
-                           ({"delta": -1.0}, "delta")):
+                           ({"variant": "bm25+", "delta": -1.0}, "delta"),
+                           ({"delta": 0.3}, r"delta .* is BM25L's and BM25\+'s; lucene has none")):
         with pytest.raises(SemiretError, match=message):
             BM25Retriever.build(DOCS, tmp_path / "bad", **wrong)
         assert not (tmp_path / "bad").exists()
@@ -108,3 +114,33 @@ def _corpus(tmp_path):
     path = tmp_path / "corpus.jsonl"
     path.write_text("".join(json.dumps(d.to_record()) + "\n" for d in DOCS))
     return path
+
+
+def test_a_weight_at_float32_s_ceiling_stays_a_number_through_a_rewrite(tmp_path):
+    documents = [Document("huge", "heart " * 30000 + "kidney"), Document("a", "heart kidney lung"),
+                 Document("b", "lung liver")]
+    retriever = BM25Retriever.build(documents, tmp_path / "grown", variant="atire", k1=0.001, b=0.0)
+    added = [Document(f"x{i}", "liver " * 50 + "spleen") for i in range(5)]
+    retriever.add(added)  # moves the average length: the first segment's weights recomputed from their counts
+    fresh = BM25Retriever.build(documents + added, tmp_path / "fresh", variant="atire", k1=0.001, b=0.0)
+    grown = retriever.search("heart kidney", k=3)
+    assert [h.id for h in grown] == [h.id for h in fresh.search("heart kidney", k=3)] == ["huge", "a"]
+    assert [h.score for h in grown] == pytest.approx([h.score for h in fresh.search("heart kidney", k=3)], rel=1e-5)
+    assert all(np.isfinite(t.weight) for t in retriever.document_terms("huge"))
+
+
+def test_eval_says_a_variant_does_not_change_an_index_built_without_it(tmp_path):
+    from semiret.evaluation.evaluate import _unlike_the_index
+    from semiret.search import BagOfTokensRetriever, HybridRetriever
+
+    BM25Retriever.build(DOCS, tmp_path / "lucene")
+    assert _unlike_the_index(tmp_path / "lucene", {"variant": "bm25l"}) == {"variant": "bm25l"}
+    assert _unlike_the_index(tmp_path / "lucene", {"variant": "lucene", "k1": 1.5}) == {}
+    HybridRetriever.build(DOCS, tmp_path / "hybrid", neural="bot")
+    assert _unlike_the_index(tmp_path / "hybrid", {"k1": 0.5, "variant": "robertson"}) == {"k1": 0.5,
+                                                                                          "variant": "robertson"}
+    BagOfTokensRetriever.build(DOCS, tmp_path / "bot")
+    with pytest.raises(SemiretError, match="bm25 takes k1, b, variant, delta .* not 'vriant'"):
+        HybridRetriever.around(tmp_path / "bot", tmp_path / "around", bm25={"vriant": "bm25l"})
+    assert not (tmp_path / "around").exists()
+
