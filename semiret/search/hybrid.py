@@ -26,6 +26,7 @@ from semiret.search.retrievers import (
     DocumentSide,
     QuerySide,
     Retriever,
+    heaviest_first,
     register_retriever,
     retriever_class,
 )
@@ -322,7 +323,7 @@ class HybridRetriever(Retriever):
             raise SemiretError(f"neither part of this hybrid sums term weights, so there are no terms to {action}")
         if doc_id is not None and not held:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
-        return sorted(found, key=lambda term: (-term.weight, term.term))
+        return heaviest_first(found)
 
     def _word_matches(self, query: str, doc_id: str):
         """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a

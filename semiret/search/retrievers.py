@@ -757,7 +757,7 @@ class Retriever:
         if side == "query":
             terms, weights, frequencies = index.scored_query(view.query_side.scored_queries(index, [text])[0])
             found = _term_weights(_term_names(index, terms.tolist()), weights, frequencies)
-            return _heaviest_first(found + [TermWeight(term, 0.0, 0) for term in view.query_side.unknown_terms(text)])
+            return heaviest_first(found + [TermWeight(term, 0.0, 0) for term in view.query_side.unknown_terms(text)])
         document = Document("", text)
         if self.chunking is not None:
             passages = self.chunking.passages(document)
@@ -766,7 +766,7 @@ class Retriever:
                                    f"alone, and this text makes {len(passages)}: analyze one passage at a time")
         postings, names = view.document_side.analyze(document)
         terms = np.asarray(postings.terms)
-        return _heaviest_first(_term_weights(names or _term_names(index, terms.tolist()),
+        return heaviest_first(_term_weights(names or _term_names(index, terms.tolist()),
                                              index.stored_weights(postings.values, int(postings.lengths[0])),
                                              index.frequencies_of(terms)))
 
@@ -778,17 +778,18 @@ class Retriever:
         doc_id = _document_id(doc_id)
         found = self.index.document_terms(doc_id)
         if found is None:
-            passages = passage_ids(self.index, [doc_id]) if self.chunking is not None else []
-            held = f": it is indexed as passages, {', '.join(sorted(passages)[:3])}" + (", ..." if len(passages) > 3
-                                                                                         else "") if passages else ""
+            passages = sorted(passage_ids(self.index, [doc_id])) if self.chunking is not None else []
+            held = ""
+            if passages:
+                held = f": it is indexed as passages, {', '.join(passages[:3])}{', ...' if len(passages) > 3 else ''}"
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}{held}", doc_id)
         terms, values, frequencies = found
-        return _heaviest_first(_term_weights(_term_names(self.index, terms.tolist()), values, frequencies))
+        return heaviest_first(_term_weights(_term_names(self.index, terms.tolist()), values, frequencies))
 
     def _check_term_weights(self, action: str) -> None:
         if not self._sums_term_weights:
             raise SemiretError(f"retriever {self.name!r} does not score documents by summing term weights (or not "
-                               f"with these options), so there are no terms to {action.replace('_', ' ')}")
+                               f"with these options), so there are no terms to {action}")
 
     def explain(self, query: str, doc_id: str) -> Explanation:
         """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
@@ -975,7 +976,8 @@ def _term_weights(names: list[str], weights: np.ndarray, frequencies: np.ndarray
             for name, weight, df in zip(names, np.asarray(weights).tolist(), np.asarray(frequencies).tolist())]
 
 
-def _heaviest_first(terms: list[TermWeight]) -> list[TermWeight]:
+def heaviest_first(terms: list[TermWeight]) -> list[TermWeight]:
+    """Terms by weight, heaviest first (equal weights: by term)."""
     return sorted(terms, key=lambda term: (-term.weight, term.term))
 
 
