@@ -56,6 +56,7 @@ from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 from semiret.models.checkpoints import (ADAPTED_CORPUS_FILE, GDR, INFERENCE_FREE, NAIL, SIDR,
                                        corpus_fingerprint)
+from semiret.text.languages import language
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,8 @@ class AdaptConfig:
     """Also check BM25 fused with the kept model (the ``hybrid`` retriever's defaults) and index the corpus that
     way unless the known-item check finds fusion significantly worse than the model alone (NAIL models: BM25 is
     their first stage already)."""
+    language: str = "english"
+    """Language of the documents for the hybrid index's BM25 (bm25's --language: its stemmer and stopwords)."""
     seed: int = 12345
     resume: bool = True
     """Continue an adaptation into the same --output where its training stopped; --no-resume starts the training
@@ -120,6 +123,7 @@ def check_numbers(config: AdaptConfig) -> None:
                            "(--queries-per-epoch) and 10 check queries (--check-queries)")
     if config.batch_size < 1:
         raise SemiretError(f"--batch-size must be at least 1, got {config.batch_size}")
+    language(config.language)  # an unknown --language fails here, not after training
     if config.max_length < 2:
         raise SemiretError(f"--max-length must be at least 2 tokens, got {config.max_length}")
     if config.threads is not None and config.threads < 0:
@@ -550,7 +554,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     if config.hybrid and kind != "nail":
         # BM25 beside the index just built: the corpus is not encoded again
         fused_run = known_item_run(retriever_class("hybrid").around(output / "index", output / "hybrid-index",
-                                                                    overwrite=True), queries)
+                                                                    overwrite=True, language=config.language), queries)
         check["hybrid"] = known_item_figures(fused_run, qrels)
         check["hybrid_vs_model"] = fusion_against_model(fused_run, runs["adapted" if kept else "start"], qrels)
         if not check["hybrid_vs_model"]["worse"]:

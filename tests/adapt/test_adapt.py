@@ -257,8 +257,9 @@ def test_bm25_fused_with_the_model_is_indexed_unless_the_check_finds_it_worse(
         corpus, inference_free_start, tmp_path, small_corpora, monkeypatch):
     from semiret.search.retrievers import open_retriever
 
-    figures = iter([{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}, {"nDCG@10": 0.59, "R@100": 0.9},
-                    {"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}])  # then the run without fusion
+    fused = [{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}, {"nDCG@10": 0.59, "R@100": 0.9}]
+    figures = iter(fused + fused  # the English run, the German one, then the run without fusion
+                   + [{"nDCG@10": 0.5, "R@100": 0.9}, {"nDCG@10": 0.6, "R@100": 0.9}])
     monkeypatch.setattr(adapt_module, "known_item_figures", lambda *args: next(figures))
     monkeypatch.setattr(adapt_module, "fusion_against_model", lambda *args: {"delta": -0.01, "p_value": 0.4, "worse": False})
     output = tmp_path / "adapted"
@@ -267,6 +268,10 @@ def test_bm25_fused_with_the_model_is_indexed_unless_the_check_finds_it_worse(
     served = open_retriever(output / "index")
     assert served.name == "hybrid" and len(served.search("cat dog", k=3)) == 3
     assert not (output / "hybrid-index").exists()
+    assert served.index.parts["lexical"].meta["analyzer"].get("language") is None  # English by default
+    german = adapt(settings(corpus, inference_free_start, tmp_path / "german", teachers="bm25", language="german"))
+    assert german["retriever"] == "hybrid"
+    assert open_retriever(tmp_path / "german" / "index").index.parts["lexical"].meta["analyzer"]["language"] == "de"
     unfused = adapt(settings(corpus, inference_free_start, tmp_path / "plain", teachers="bm25", hybrid=False))
     assert unfused["retriever"] == "inference-free" and "hybrid" not in unfused["check"]
 
@@ -314,7 +319,8 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
     for option, message in (({"batch_size": 0}, "--batch-size must be at least 1"),
                             ({"max_length": 0}, "--max-length must be at least 2"),
                             ({"threads": -2}, "--threads must be 0"),
-                            ({"check_queries": 3}, "10 check queries \\(--check-queries\\)")):
+                            ({"check_queries": 3}, "10 check queries \\(--check-queries\\)"),
+                            ({"language": "elvish"}, "unknown language 'elvish'")):
         with pytest.raises(SemiretError, match=message):
             adapt(settings(corpus, inference_free_start, tmp_path / "numbers", **option))
         assert not (tmp_path / "numbers").exists()
