@@ -442,9 +442,7 @@ class InvertedIndex(SegmentedIndex):
                                         self._average_length(np.array([length])))
         if not self.meta.get("quantization"):
             return values
-        scale = self.meta["quantization"]["scale"]
-        if scale is None:  # an empty index: the first add fixes the scale, by this document were it alone
-            scale = float(values.max() / 255.0) if len(values) and values.max() > 0 else 1.0
+        scale = self._quantization_scale(values)  # an empty index: as the first add would fix it, by this document
         return (np.clip(np.rint(values / scale), 1, 255) * scale).astype(np.float32)
 
     def frequencies_of(self, terms: np.ndarray, snapshot: Snapshot | None = None) -> np.ndarray:
@@ -595,12 +593,18 @@ class InvertedIndex(SegmentedIndex):
     def _quantize(self, values: np.ndarray) -> np.ndarray:
         """8-bit weights on a scale fixed by the first segment; later larger weights are clipped."""
         quant = self.meta["quantization"]
-        if quant["scale"] is None:
-            quant["scale"] = float(values.max() / 255.0) if len(values) and values.max() > 0 else 1.0
+        quant["scale"] = self._quantization_scale(values)
         q = np.rint(values / quant["scale"])
         if q.max(initial=0) > 255:
             log.warning("%d weights exceed the quantization range of %s and were clipped", int((q > 255).sum()), self.path)
         return np.clip(q, 1, 255).astype(np.uint8)
+
+    def _quantization_scale(self, values: np.ndarray) -> float:
+        """The 8-bit scale: the index's, or for its first weights one that maps their largest to 255."""
+        scale = self.meta["quantization"]["scale"]
+        if scale is not None:
+            return scale
+        return float(values.max() / 255.0) if len(values) and values.max() > 0 else 1.0
 
     def _commit(self) -> None:
         """Append the words the vocabulary gained to ``vocab.txt``, then commit."""
