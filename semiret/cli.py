@@ -343,6 +343,12 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            score_threshold: Optional[float] = typer.Option(None, help="No hit scoring below this (fewer than k "
                                                            "rather than poor ones; what a score means is the "
                                                            "retriever's)."),
+           diversity: Optional[float] = typer.Option(None, help="From 0 to 1: pick the k hits by maximal marginal "
+                                                     "relevance, trading relevance for hits unlike those above "
+                                                     "them (0: the plain ranking; Qdrant's mmr). Scores stay each "
+                                                     "hit's own (in a --run: n, n - 1, ..., 1 by the order picked)."),
+           candidates: Optional[int] = typer.Option(None, help="With --diversity: the best hits to pick the k from "
+                                                    "(default 100, or k when more)."),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
@@ -363,9 +369,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         raise typer.BadParameter(f"one of {', '.join(ENCODERS)}, not {highlight_encoder!r}",
                                  param_hint="--highlight-encoder")
     if like:
-        if query or queries is not None or run is not None or group_by is not None or highlight:
+        if (query or queries is not None or run is not None or group_by is not None or highlight
+                or diversity is not None):
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
-                               "--group-by or --highlight with it")
+                               "--group-by, --highlight or --diversity with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) == (queries is not None):
@@ -384,7 +391,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
         query_ids, texts = list(named), list(named.values())
         found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
-                                score_threshold=score_threshold)
+                                score_threshold=score_threshold, diversity=diversity, candidates=candidates)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if queries is not None and not as_json:
@@ -974,6 +981,11 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      threads: int = typer.Option(1, help="Threads for the batch search."),
                      chunk_words: Optional[int] = _chunk_words_option(),
                      chunk_overlap: int = _chunk_overlap_option(),
+                     diversity: Optional[float] = typer.Option(None, help="From 0 to 1: the hits picked by maximal "
+                                                               "marginal relevance (as search --diversity), to measure "
+                                                               "what variety costs; the run ranks them as picked."),
+                     candidates: Optional[int] = typer.Option(None, help="With --diversity: the best hits to pick "
+                                                              "from (default 100, or --depth when more)."),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      backend: Optional[str] = _backend_option(),
@@ -987,7 +999,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, test=test,
                        backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
-                       chunk_words=chunk_words, chunk_overlap=chunk_overlap, **options)
+                       chunk_words=chunk_words, chunk_overlap=chunk_overlap, diversity=diversity,
+                       candidates=candidates, **options)
     if as_json:
         print(json.dumps(figures))
         return

@@ -253,6 +253,9 @@ class SearchHits:
     """Where :attr:`Hit.document` reads stored documents (set by the retriever that searched)."""
     groups: list[list] | None = None
     """Per query, each hit's group (a grouped search's, ``group_by``): the value of the field it was grouped by."""
+    diversified: bool = False
+    """Hits in the order maximal marginal relevance picked them (``diversity``), each with its own score, so
+    scores need not fall down a list; as a run (:meth:`as_run`) they score by that order instead."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -299,9 +302,12 @@ class SearchHits:
         """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what
         :func:`~semiret.evaluation.metrics.score_run`, :func:`~semiret.evaluation.significance.compare_runs` and
         :func:`~semiret.data.trec.write_trec_run` take. ``by_group``: a grouped search's groups as the documents,
-        each with its best hit's score (passages grouped by ``parent``: their documents, MaxP)."""
+        each with its best hit's score (passages grouped by ``parent``: their documents, MaxP). A diversified
+        search's hits score by the order they were picked in (``n, n - 1, ..., 1``), since runs are read by score."""
         if len(query_ids) != len(self.ids):  # a query left out would score as 0 wherever the run is judged
             raise SemiretError(f"{len(query_ids)} query ids for the hits of {len(self.ids)} queries")
+        if self.diversified:
+            return {q: {d: float(len(i) - rank) for rank, d in enumerate(i)} for q, i in zip(query_ids, self.ids)}
         if not by_group:
             return {q: dict(zip(i, s)) for q, i, s in zip(query_ids, self.ids, self.scores)}
         if self.groups is None:

@@ -20,6 +20,7 @@ from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import TESTS, check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.errors import SemiretError
+from semiret.search.diversity import Diversity
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 from semiret.text.bm25 import BM25Parameters
 
@@ -45,7 +46,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, test: str = "t",
              backend=None,
              queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
-             chunk_words: int | None = None, chunk_overlap: int = 0, **options) -> dict:
+             chunk_words: int | None = None, chunk_overlap: int = 0, diversity: float | None = None,
+             candidates: int | None = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -60,7 +62,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     (:class:`~semiret.data.collection.Collection`; ``data`` may then be a corpus file). ``chunk_words`` (and
     ``chunk_overlap``): the documents indexed as passages (:mod:`semiret.data.chunking`); an index of passages, so
     built or found, is searched for documents by their best passage (MaxP: its hits grouped by ``parent``, ``depth``
-    documents), and ``documents`` counts its passages.
+    documents), and ``documents`` counts its passages. ``diversity`` (and ``candidates``): hits picked by maximal
+    marginal relevance (:mod:`semiret.search.diversity`), for its cost in relevance and latency; the run ranks
+    them in the order picked, and ``options`` records both.
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -72,6 +76,16 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
     if test != "t" and baseline is None:
         raise SemiretError(f"--test {test} is a test against a baseline: give --baseline RUN too")
+    if diversity is not None:
+        Diversity(diversity, candidates)  # bad values fail before any index is built
+        if chunk_words is not None:
+            raise SemiretError("--diversity with --chunk-words: passages are ranked by document (grouped by parent), "
+                               "which a diversified search does not do")
+        picking = {"diversity": diversity, "candidates": candidates}
+    elif candidates is not None:
+        raise SemiretError("--candidates is for a diversified search: give --diversity too")
+    else:
+        picking = {}
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
@@ -120,13 +134,18 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
                                f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
+        if grouped and picking:
+            raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a diversified "
+                               "search (--diversity) does not do")
+        grouped.update(picking)
         if not grouped:
             _warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]
         # the first query alone, then the rest timed as the batch: a query encoder loads on first use
-        run = searcher.search(texts[:1], k=depth, **grouped).as_run(query_ids[:1], by_group=bool(grouped))
+        by_group = "group_by" in grouped
+        run = searcher.search(texts[:1], k=depth, **grouped).as_run(query_ids[:1], by_group=by_group)
         start = time.perf_counter()
         rest = searcher.search(texts[1:], k=depth, n_threads=n_threads, **grouped) if len(texts) > 1 else None
         batch_seconds = time.perf_counter() - start
@@ -134,7 +153,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         costs = cost_figures() if cost_figures is not None else {}
         sparsity = _sparsity(searcher, texts)
         if rest is not None:
-            run.update(rest.as_run(query_ids[1:], by_group=bool(grouped)))
+            run.update(rest.as_run(query_ids[1:], by_group=by_group))
         if run_path:
             write_trec_run(run, run_path, tag=retriever)
 
@@ -158,7 +177,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         figures.update({key: costs.get(key) for key in COST_FIGURES})
         figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
         figures["chunking"] = searcher.chunking.record() if searcher.chunking is not None else None
-        applied = {**(build_options if build_seconds is not None else {}), **search_options}
+        applied = {**(build_options if build_seconds is not None else {}), **search_options, **picking}
         figures["options"] = {name: value for name, value in applied.items() if value is not None}
         figures["baseline_run"] = str(baseline) if baseline is not None else None
         figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects, test)

@@ -18,6 +18,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+import numpy as np
+
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, staged_directory
 from semiret.indexes.segments import (
@@ -166,6 +168,11 @@ class CompositeIndex:
         view = copy.copy(self)
         view.parts = {name: part.pinned() for name, part in self.parts.items()}
         return view
+
+    def similarities(self, doc_ids) -> np.ndarray:
+        """The mean of its parts' cosine similarities (each part compares its own vectors), from one commit."""
+        view = self.pinned()
+        return np.mean([part.similarities(doc_ids) for part in view.parts.values()], axis=0, dtype=np.float32)
 
     def restricted(self, wanted) -> "CompositeIndex":
         """Every part restricted to the documents that pass ``wanted`` (:meth:`SegmentedIndex.restricted`): the

@@ -210,6 +210,10 @@ class DenseIndex(SegmentedIndex):
         found = self.locate(doc_id)
         return None if found is None else np.array(found[0].vectors[found[1]])
 
+    def _document_vectors(self, located: list[tuple[DenseSegment, int]]) -> np.ndarray:
+        return np.array([segment.vectors[local] for segment, local in located], np.float32).reshape(
+            len(located), self.dim)
+
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: DenseSegment, live: np.ndarray, ids: list[str],
                     documents: Sequence[Document] | None) -> Embeddings:

@@ -129,6 +129,17 @@ class InvertedSegment(Segment):
     def release_scratch(self, scratch: tuple[np.ndarray, np.ndarray]) -> None:
         self._cache["scratch"].append(scratch)
 
+    def document_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every document's postings, document-major (CSR ``offsets, terms, values``; values 1 in a binary segment):
+        the term vectors a diversified search compares. Built in memory on first use (one pass over the postings,
+        as much memory as they take) and kept: segments never change their postings."""
+        rows = self._cache.get("rows")
+        if rows is None:
+            present, indptr, docs, values = self.search_arrays()
+            rows = self._cache["rows"] = kernels.rows_of_term_major(
+                present, indptr, docs, values, np.array(indptr[:-1]), np.arange(self.n_docs, dtype=np.int64))
+        return rows
+
     def term_document_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(term ids, documents holding each): this segment's share of the document frequencies (deleted
         documents count until a merge drops them, as in Lucene)."""
@@ -428,6 +439,26 @@ class InvertedIndex(SegmentedIndex):
                                                             np.array([local], np.int64))
         found_values *= np.float32((view.snapshot.meta.get("quantization") or {}).get("scale") or 1.0)
         return terms, found_values, view.frequencies_of(terms, view.snapshot)
+
+    def _document_vectors(self, located: list[tuple[InvertedSegment, int]]):
+        """Documents' postings as sparse rows over the vocabulary, weighted by IDF where the postings alone do not
+        weigh terms (BM25's term frequencies, a binary index's ones), as the index's searches weigh them."""
+        import scipy.sparse as sp
+
+        terms, values, lengths = [], [], []
+        for segment, local in located:
+            offsets, row_terms, row_values = segment.document_rows()
+            start, end = int(offsets[local]), int(offsets[local + 1])
+            terms.append(row_terms[start:end])
+            values.append(row_values[start:end])
+            lengths.append(end - start)
+        terms_all = np.concatenate(terms) if terms else np.empty(0, np.int32)
+        values_all = np.concatenate(values) if values else np.empty(0, np.float32)
+        if self.kind in ("bm25", "binary"):
+            idf = self.idf()
+            values_all = values_all * idf[terms_all]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return sp.csr_matrix((values_all, terms_all, indptr), shape=(len(located), self.vocab_size))
 
     def stored_weights(self, values: np.ndarray, length: int) -> np.ndarray:
         """The values a document of ``length`` words with these postings' ``values`` (what a document side encodes:

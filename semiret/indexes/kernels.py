@@ -750,3 +750,34 @@ def query_score_bounds(q_offsets, q_terms, q_weights, term_bounds):
             total += q_weights[j] * term_bounds[q_terms[j]]
         out[q] = total
     return out
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def sparse_gram(indptr, terms, values, vocab_size):
+    """The dot products of a few sparse rows (CSR, term ids below ``vocab_size``) with each other, ``[n, n]``
+    float64: the entries counting-sorted by term, each term's run multiplied out pairwise (half, by symmetry)."""
+    n = indptr.shape[0] - 1
+    starts = np.zeros(vocab_size + 1, np.int64)
+    for j in range(terms.shape[0]):
+        starts[terms[j] + 1] += 1
+    for t in range(vocab_size):
+        starts[t + 1] += starts[t]
+    fill = starts[:-1].copy()
+    rows = np.empty(terms.shape[0], np.int64)
+    sorted_values = np.empty(terms.shape[0], np.float64)
+    for row in range(n):
+        for j in range(indptr[row], indptr[row + 1]):
+            at = fill[terms[j]]
+            rows[at], sorted_values[at] = row, values[j]
+            fill[terms[j]] += 1
+    gram = np.zeros((n, n), np.float64)
+    for t in range(vocab_size):
+        for a in range(starts[t], starts[t + 1]):
+            row_a, value_a = rows[a], sorted_values[a]
+            gram[row_a, row_a] += value_a * value_a
+            for b in range(a + 1, starts[t + 1]):
+                gram[row_a, rows[b]] += value_a * sorted_values[b]
+    for a in range(n):  # each pair was added once, on the side its term run met it
+        for b in range(a + 1, n):
+            gram[a, b] = gram[b, a] = gram[a, b] + gram[b, a]
+    return gram

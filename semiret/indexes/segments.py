@@ -47,7 +47,7 @@ import numpy as np
 
 from semiret import progress
 from semiret.data.collection import Document, document_id_problem
-from semiret.errors import IndexFormatError, SemiretError
+from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.files import (
     STAGING_MARK,
     atomic_write_json,
@@ -57,6 +57,7 @@ from semiret.files import (
     staged_directory,
     vacant_directory,
 )
+from semiret.indexes import kernels
 from semiret.indexes.filters import MISSING, Column, TextIndex, distinct_values, field_value
 from semiret.indexes.storage import (
     DELETED_FILE,
@@ -690,6 +691,22 @@ class SegmentedIndex(ABC):
         """A read-only view of the current snapshot: searches and lookups on it all see that one commit, whatever
         is published meanwhile (a search and the stored texts of its hits, say). Never change it."""
         return copy.copy(self)
+
+    def similarities(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The cosine similarities of live documents' stored vectors, ``[n, n]`` float32 in the order of
+        ``doc_ids``, from one commit: what a diversified search (maximal marginal relevance) keeps apart. An id of
+        no live document is an error."""
+        view = self.pinned()
+        where = {doc_id: (segment, local) for segment, ids, locals_ in view._live_locals(doc_ids)
+                 for doc_id, local in zip(ids, locals_.tolist())}
+        missing = next((doc_id for doc_id in doc_ids if doc_id not in where), None)
+        if missing is not None:
+            raise UnknownDocumentError(f"no document {missing!r} in {self.path}", missing)
+        return cosine_similarities(view._document_vectors([where[doc_id] for doc_id in doc_ids]))
+
+    def _document_vectors(self, located: list[tuple[Segment, int]]):
+        """The stored vectors of (segment, local number) pairs as the rows of a numpy or scipy sparse matrix."""
+        raise SemiretError(f"{self.path}: a {self.kind!r} index keeps no document vectors to compare")
 
     def restricted(self, wanted, like: "SegmentedIndex | None" = None) -> "SegmentedIndex":
         """A read-only view of the current snapshot (as :meth:`pinned`) in which the documents that fail ``wanted``
@@ -1467,3 +1484,16 @@ def _differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
         elif a != b:
             found.append(f"{prefix}{name}: {a!r} != {b!r}")
     return found
+
+
+def cosine_similarities(vectors) -> np.ndarray:
+    """Cosine similarities between the rows of a numpy or scipy CSR matrix (a row of zeros: 0 to every row,
+    itself included), ``[n, n]`` float32."""
+    if hasattr(vectors, "indptr"):  # a hundred rows: scipy's sparse product costs more than this compiled loop
+        gram = kernels.sparse_gram(vectors.indptr.astype(np.int64), vectors.indices, vectors.data.astype(np.float64),
+                                   vectors.shape[1])
+    else:
+        gram = np.asarray(vectors, np.float64) @ np.asarray(vectors, np.float64).T
+    norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+    norms[norms == 0] = np.inf
+    return (gram / norms[:, None] / norms[None, :]).astype(np.float32)

@@ -51,6 +51,7 @@ from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target, whole_buffer
 from semiret.search import highlight as highlighting
+from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.wordpiece import WordPieceVocabulary
@@ -632,7 +633,8 @@ class Retriever:
 
     def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1,
                filter: dict | None = None, group_by: str | None = None,
-               group_size: int = 1, score_threshold: float | None = None) -> SearchHits | list[Hit]:
+               group_size: int = 1, score_threshold: float | None = None, diversity: float | None = None,
+               candidates: int | None = None) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
@@ -640,7 +642,10 @@ class Retriever:
         ``group_size`` hits, groups by their best hit (Qdrant's search groups; ``"parent"`` over an index of
         passages, ``--chunk-words``: documents by their best passage). ``score_threshold``: no hit scoring below it
         (Qdrant's ``score_threshold``, OpenSearch's ``min_score``: fewer than ``k`` hits rather than poor ones; what a
-        score means is the retriever's)."""
+        score means is the retriever's). ``diversity`` (0 to 1): the ``k`` hits picked by maximal marginal relevance
+        from the best ``candidates`` (default 100, or ``k`` when more), trading relevance for hits unlike those
+        already picked (Qdrant's ``mmr``; :mod:`semiret.search.diversity`); each keeps its own score, so scores
+        need not fall down the list."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -654,6 +659,12 @@ class Retriever:
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
+        if diversity is not None:
+            hits = self._diversified(texts, k, n_threads, filter, group_by, score_threshold,
+                                     Diversity(diversity, candidates))
+            return hits[0] if single else hits
+        if candidates is not None:
+            raise SemiretError("candidates (--candidates) is for a diversified search: give diversity (--diversity) too")
         wanted = checked_filter(self.index, filter, "filter on")
         grouping = None
         if group_by is not None:
@@ -674,6 +685,26 @@ class Retriever:
         if score_threshold is not None:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
+
+    def _diversified(self, texts: list[str], k: int, n_threads: int, filter: dict | None, group_by: str | None,
+                     score_threshold: float | None, diversity: Diversity) -> SearchHits:
+        """:meth:`search`'s hits picked by maximal marginal relevance among its best ``diversity.depth(k)``, the
+        candidates and their documents' vectors from one commit."""
+        if group_by is not None:
+            raise SemiretError("a search is grouped (group_by, --group-by) or diversified (diversity, --diversity), "
+                               "not both")
+        view = self.pinned()
+        if not hasattr(view.index, "similarities"):
+            raise SemiretError(f"{self.index.path}: a Milvus collection keeps the documents' vectors to itself, so its "
+                               "searches cannot be diversified")
+        found = view.search(texts, k=diversity.depth(k), n_threads=n_threads, filter=filter,
+                            score_threshold=score_threshold)
+        ids, scores = [], []
+        for hit_ids, hit_scores in zip(found.ids, found.scores):
+            order = maximal_marginal_relevance(hit_scores, view.index.similarities(hit_ids), k, diversity.diversity)
+            ids.append([hit_ids[i] for i in order])
+            scores.append([hit_scores[i] for i in order])
+        return SearchHits(ids, scores, lookup=self.index.get_document, diversified=True)
 
     def _say_none_holds(self, field: str) -> None:
         """A warning when no document holds the field a search grouped by (what left it without hits)."""

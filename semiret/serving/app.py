@@ -7,8 +7,8 @@
                                            empty index in ``--data-dir`` (``DELETE``: delete one made there)
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
-                                           ``{"fragment_words", "fragments", "tags", "encoder"}``), "with_text",
-                                           "options"}`` ->
+                                           ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
+                                           "candidates", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
@@ -76,6 +76,7 @@ from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.indexes.storage import META_FILE
+from semiret.search.diversity import CANDIDATES
 from semiret.search.retrievers import open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
@@ -718,13 +719,27 @@ def create_app(settings: ServeSettings) -> FastAPI:
             if (k + body.offset) * body.group_size > settings.max_k:
                 raise validation_error(("body", "group_size"), f"(k + offset) x group_size, the hits a grouped search "
                                        f"may read, must be at most {settings.max_k} (--max-k)", "less_than_equal")
+        if body.candidates is not None and body.diversity is None:
+            raise validation_error(("body", "candidates"), "candidates is for a diversified search: give diversity "
+                                   "too", "candidates_invalid")
+        if body.diversity is not None:
+            if body.group_by is not None:
+                raise validation_error(("body", "diversity"), "a search is grouped (group_by) or diversified "
+                                       "(diversity), not both", "diversity_invalid")
+            candidates = body.candidates or min(max(CANDIDATES, k + body.offset), settings.max_k)
+            if max(candidates, k + body.offset) > settings.max_k:
+                raise validation_error(("body", "candidates"), f"candidates must be at most {settings.max_k} "
+                                       "(--max-k)", "less_than_equal")
+            diversity = {"diversity": body.diversity, "candidates": candidates}
+        else:
+            diversity = {}
         highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
                      else {} if body.highlight else None)
         if highlight is not None and not index.index.stores_texts:
             raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to highlight", "highlight_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size, body.score_threshold, highlight)
+                                body.group_by, body.group_size, body.score_threshold, highlight, diversity)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
@@ -902,16 +917,17 @@ def app_from_environment() -> FastAPI:
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
-                  highlight: dict | None = None) -> list[list[dict]]:
+                  highlight: dict | None = None, diversity: dict | None = None) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
-            and group_by is None and highlight is None):  # groups and highlights read their hits' stored documents
+            and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
+            and not diversity):  # a segment's first diversified search reads all its postings
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
-                                   score_threshold, highlight)
+                                   score_threshold, highlight, diversity)
 
 
 def _inlined_schema(model) -> dict:

@@ -152,17 +152,19 @@ class Client:
 
     def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
-               score_threshold: float | None = None, highlight: bool | dict = False, **options
-               ) -> list[ServedHit] | ServedSearchHits:
+               score_threshold: float | None = None, highlight: bool | dict = False, diversity: float | None = None,
+               candidates: int | None = None, **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
         ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
-        (``{"encoder": "html"}``).
+        (``{"encoder": "html"}``). ``diversity``, ``candidates``: hits picked by maximal marginal relevance, as
+        ``Retriever.search``'s.
         ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
         body = {"queries": [queries] if one else list(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
-                **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold)}
+                **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
+                         candidates=candidates)}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
         return results[0] if one else ServedSearchHits.of(results, group_by is not None)
 

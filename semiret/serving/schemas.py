@@ -100,6 +100,15 @@ class SearchRequest(BaseModel):
                                           description="No hit scoring below this (Qdrant's score_threshold, "
                                                       "OpenSearch's min_score): fewer than k hits rather than poor "
                                                       "ones.")
+    diversity: float | None = Field(None, ge=0, le=1, strict=True, allow_inf_nan=False,
+                                    description="From 0 to 1: pick the k hits by maximal marginal relevance, trading "
+                                                "relevance for hits unlike those above them (0: the plain ranking; "
+                                                "Qdrant's mmr.diversity). Each hit keeps its own score, so scores "
+                                                "need not fall down the list.")
+    candidates: int | None = Field(None, ge=1, strict=True,
+                                   description="With diversity: the best hits to pick from (Qdrant's "
+                                               "mmr.candidates_limit); default 100, or k + offset when more, at most "
+                                               "the server's --max-k.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")

@@ -1,0 +1,65 @@
+"""Diversified search: maximal marginal relevance (Carbonell and Goldstein, 1998) over a retriever's best hits.
+
+A RAG prompt of ten near-copies of one passage wastes nine slots. MMR picks hits one at a time, each the candidate
+with the best ``(1 - diversity) * relevance - diversity * (its largest similarity to a hit already picked)``:
+Qdrant's ``mmr`` (``diversity``, ``candidates_limit``), LangChain's and LlamaIndex's MMR search, Elasticsearch's
+diversify retriever. Relevance is the retriever's score rescaled to [0, 1] over the candidates (scores of different
+retrievers are in different units); similarity is the cosine of the documents' vectors as the index stores them
+(:meth:`~semiret.indexes.segments.SegmentedIndex.similarities`). Written here: a greedy loop over a few hundred
+candidates that no library offers apart from a vector store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from semiret.errors import SemiretError
+
+CANDIDATES = 100
+"""Hits a diversified search chooses from by default (or ``k``, when more)."""
+
+
+@dataclass(frozen=True)
+class Diversity:
+    """How far to trade relevance for variety (``diversity``: 0 the plain ranking, 1 variety alone after the best
+    hit) and among how many of the best hits (``candidates``; None: :data:`CANDIDATES`, or ``k`` when more)."""
+
+    diversity: float
+    candidates: int | None = None
+
+    def __post_init__(self):
+        if isinstance(self.diversity, bool) or not isinstance(self.diversity, (int, float)) or not (
+                0.0 <= self.diversity <= 1.0):
+            raise SemiretError(f"diversity (--diversity) must be a number from 0 to 1, got {self.diversity!r}")
+        if self.candidates is not None and (isinstance(self.candidates, bool) or not isinstance(
+                self.candidates, (int, np.integer)) or self.candidates < 1):
+            raise SemiretError(f"candidates (--candidates) must be a positive whole number, got {self.candidates!r}")
+
+    def depth(self, k: int) -> int:
+        """How many of the best hits to search for, to pick ``k`` among."""
+        return max(k, CANDIDATES if self.candidates is None else self.candidates)
+
+
+def maximal_marginal_relevance(scores: np.ndarray, similarities: np.ndarray, k: int, diversity: float) -> list[int]:
+    """The positions of at most ``k`` candidates in the order MMR picks them, from candidates ranked best first
+    (``scores`` descending) and their ``[n, n]`` similarities; ties go to the better ranked candidate, so
+    ``diversity`` 0 gives the ranking back."""
+    scores = np.asarray(scores, np.float64)
+    n = len(scores)
+    if n == 0:
+        return []
+    span = scores.max() - scores.min()
+    relevance = (scores - scores.min()) / span if span > 0 else np.ones(n)
+    closest = np.full(n, -np.inf)  # each candidate's largest similarity to those picked
+    left = np.ones(n, bool)
+    picked: list[int] = []
+    for _ in range(min(k, n)):
+        penalty = np.where(np.isfinite(closest), closest, 0.0)
+        marginal = np.where(left, (1.0 - diversity) * relevance - diversity * penalty, -np.inf)
+        best = int(np.argmax(marginal))
+        picked.append(best)
+        left[best] = False
+        closest = np.maximum(closest, similarities[best])
+    return picked
