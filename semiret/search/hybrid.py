@@ -99,6 +99,10 @@ class HybridDocuments(DocumentSide):
         for _, side in self.sides.values():
             side.prepare(documents)
 
+    def check_documents(self, documents):
+        for _, side in self.sides.values():
+            side.check_documents(documents)
+
     def encode(self, documents):
         return {name: side.encode(documents) for name, (_, side) in self.sides.items()}
 

@@ -91,7 +91,7 @@ class WordCounts(DocumentSide):
         config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
         return cls(WordAnalyzer(**config), index.terms, index.bm25)  # encodes into the index's own vocabulary
 
-    def prepare(self, documents):
+    def check_documents(self, documents):
         """Warns when the documents look written in another language than the English the analyzer reads (the
         default), and names the ``language`` that reads them (:func:`~semiret.text.languages.guess_language`)."""
         if self.analyzer.language is not None or self.analyzer.stopwords != "en":

@@ -99,7 +99,12 @@ class DocumentSide(ABC):
     def prepare(self, documents: list[Document]) -> None:
         """Called with the first batch an index is built from, before it is encoded and before the index records
         :meth:`index_config`: a side whose model only suits some corpora raises an error here, a side that
-        takes statistics from the corpus (a mean length) takes them here (default: nothing)."""
+        takes statistics from the corpus (a mean length) takes them here (default: :meth:`check_documents`)."""
+        self.check_documents(documents)
+
+    def check_documents(self, documents: list[Document]) -> None:
+        """Warnings about documents this side reads poorly (BM25's English analyzer given another language), from
+        the first batch of a build or of the first add into an empty index (default: none)."""
 
     @abstractmethod
     def index_config(self) -> dict:
@@ -522,7 +527,9 @@ class Retriever:
     def _encoded_parts(self, groups: Iterable[list[Document]], replace: bool) -> Iterator[tuple[object, list[str]]]:
         """Each group of documents checked (before encoding: it may take minutes), split into passages where the
         index holds passages, and encoded: ``(batch, superseded)``, the old passages a ``replace`` deletes."""
-        for documents in groups:
+        for number, documents in enumerate(groups):
+            if number == 0 and self.index.n_docs == 0:  # an index created empty: its first documents, as a build's
+                self.document_side.check_documents(documents)
             parents = [d.id for d in documents]
             if self.chunking is not None:
                 documents = list(self.chunking.split(documents))

@@ -182,3 +182,15 @@ def test_bm25_warns_when_the_documents_look_written_in_another_language(tmp_path
     BM25Retriever.build(german, tmp_path / "chosen-en-stopwords", language="de", stopwords="en")
     BM25Retriever.build([Document(str(i), PROSE["en"]) for i in range(20)], tmp_path / "english")
     assert "look" not in caplog.text
+
+
+def test_an_index_created_empty_is_checked_at_its_first_add(tmp_path, caplog):
+    german = [Document(str(i), PROSE["de"]) for i in range(20)]
+    empty = BM25Retriever.build([], tmp_path / "empty")
+    assert "look" not in caplog.text
+    empty.add(german[:10])
+    assert "the documents look German" in caplog.text and "--language de" in caplog.text
+    caplog.clear()
+    empty.add(german[10:])  # said once: the index holds documents now
+    BM25Retriever.build([], tmp_path / "chosen", language="de").add(german)
+    assert "look" not in caplog.text
