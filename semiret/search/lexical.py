@@ -123,25 +123,55 @@ class WordCounts(DocumentSide):
                         lengths=np.array([len(words)], np.int32)), names
 
 
+MAX_EXPANSIONS = 50
+"""The most index words a misspelled query word may match (OpenSearch's ``max_expansions`` default)."""
+
+
+def fuzzy_edits(term: str) -> int:
+    """The typing errors a query term of this length may hold (OpenSearch's ``fuzziness: AUTO``): none up to 2
+    characters, 1 up to 5, else 2."""
+    return 0 if len(term) <= 2 else 1 if len(term) <= 5 else 2
+
+
+@dataclass
+class WordQueryOptions(RM3Options):
+    fuzzy: bool = False
+    """Words of a query that no document holds match the index's words nearest them instead, within a few typing
+    errors (OpenSearch's fuzziness AUTO: 1 edit for 3-5 characters, 2 beyond; a transposition is one edit; those at
+    the fewest edits found), weighted as Lucene's fuzzy query weighs them: by similarity, all with the commonest's
+    IDF."""
+    max_expansions: int = MAX_EXPANSIONS
+    """fuzzy: the most index words one misspelled query word matches (the fewest errors first, then the commonest)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.max_expansions, bool) or not isinstance(self.max_expansions, int) or self.max_expansions < 1:
+            raise SemiretError(f"max_expansions (--max-expansions) must be a positive whole number, got "
+                               f"{self.max_expansions!r}")
+
+
 class WordCountQueries(QuerySide):
     """The document side's analyzer; each query term weighted by its count (IDF is applied by the index).
     Shares the document side's term dictionary, so words of documents added later are searchable at once.
-    With ``rm3``, each query is expanded by pseudo-relevance feedback first (:mod:`semiret.search.feedback`)."""
+    With ``rm3``, each query is expanded by pseudo-relevance feedback first (:mod:`semiret.search.feedback`); with
+    ``fuzzy``, its words no document holds match the index's words nearest them."""
 
-    Options = RM3Options
+    Options = WordQueryOptions
 
-    def __init__(self, terms: QueryTerms, options: RM3Options | None = None):
+    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None):
         self._query_terms = terms
-        self.options = options or RM3Options()
+        self.options = options or WordQueryOptions()
         self._feedback_terms = FeedbackTerms()
         self._said_stopwords = False
+        self._near: dict[str, list[tuple[int, int]]] = {}  # a misspelled term -> (term id, edits) of its neighbours
+        self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
 
     @property
-    def searches_postings(self) -> bool:  # an expanded query needs a search of its own first
-        return not self.options.rm3
+    def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
+        return not (self.options.rm3 or self.options.fuzzy)
 
     @classmethod
-    def open(cls, index, options: RM3Options, documents: WordCounts):
+    def open(cls, index, options: WordQueryOptions, documents: WordCounts):
         if options.rm3 and not index.stores_texts:
             raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
                                "words of its feedback documents from them")
@@ -178,8 +208,11 @@ class WordCountQueries(QuerySide):
         return list(dict.fromkeys(term for term in self._query_terms.analyzer(text) if term not in known))
 
     def scored_queries(self, index, texts, n_threads: int = 1):
-        """The queries, each expanded by RM3's feedback from ``index`` when it is on."""
+        """The queries, their misspelled words matched to the index's (``fuzzy``), then each expanded by RM3's
+        feedback from ``index`` when it is on."""
         queries = self.encode_queries(texts)
+        if self.options.fuzzy:
+            queries = [self._corrected(index, text, query) for text, query in zip(texts, queries)]
         if not self.options.rm3:
             return queries
         # the whole corpus's counts, as the frequencies are, even where a filter hides documents from the search
@@ -190,11 +223,65 @@ class WordCountQueries(QuerySide):
     def search(self, index, texts, k, n_threads):
         return index.search(self.scored_queries(index, texts, n_threads), k=k, n_threads=n_threads)
 
+    def _corrected(self, index, text: str, query: SparseQuery) -> SparseQuery:
+        """``query`` with each of ``text``'s terms that no document holds matched to the index's terms nearest it,
+        within :func:`fuzzy_edits` (those at the fewest edits found, as typo-tolerant engines try one typo before
+        two; at most ``max_expansions``, the commonest), each weighted as Lucene's fuzzy query (top terms, blended
+        frequencies) weighs it: the word's count times ``1 - edits / shorter length``, scaled so that its IDF is the
+        commonest one's (a rare neighbour, "stat3" for "statn", never outweighs a common one, "statin")."""
+        df, n_docs = index.document_frequencies(), index.n_stored
+        idf = index.idf()
+        counts = Counter(self._query_terms.analyzer(text))
+        ids = self._query_terms.terms.ids
+        missing = [term for term in counts if ids.get(term, len(df)) >= len(df) or not df[ids[term]]]
+        added: Counter = Counter()
+        for term in missing:
+            near = [(term_id, edits) for term_id, edits in self._neighbours(term) if term_id < len(df) and df[term_id]]
+            if not near:
+                continue
+            fewest = min(edits for _, edits in near)  # "canser": cancer, not also manner and answer at two edits
+            near = sorted((found for found in near if found[1] == fewest),
+                          key=lambda found: -int(df[found[0]]))[:self.options.max_expansions]
+            blended = float(index.bm25.idf(np.array([max(int(df[t]) for t, _ in near)]), n_docs)[0])
+            words = self._query_terms.terms.terms
+            for term_id, edits in near:
+                if idf[term_id] > 0:
+                    similarity = 1.0 - edits / min(len(term), len(words[term_id]))
+                    added[term_id] += counts[term] * similarity * blended / float(idf[term_id])
+        if not added:
+            return query
+        weights = Counter(dict(zip(query.terms.tolist(), query.weights.tolist())))
+        weights.update(added)
+        terms = sorted(weights)
+        return SparseQuery(np.array(terms, np.int32), np.array([weights[t] for t in terms], np.float32))
+
+    def _neighbours(self, term: str) -> list[tuple[int, int]]:
+        """The vocabulary's terms within :func:`fuzzy_edits` of ``term`` (optimal string alignment distance:
+        a transposition is one edit, as Lucene's default), as (term id, edits); found by rapidfuzz's compiled
+        search, once per term until the vocabulary grows."""
+        vocabulary = self._query_terms.terms
+        edits = fuzzy_edits(term)
+        if not edits:
+            return []
+        state = (len(vocabulary), vocabulary.generation)
+        if state != self._near_of:
+            self._near, self._near_of = {}, state
+        found = self._near.get(term)
+        if found is None:
+            from rapidfuzz import process
+            from rapidfuzz.distance import OSA
+
+            words = vocabulary.terms[:state[0]]  # a copy: a writer may append words meanwhile
+            found = [(term_id, int(distance)) for _, distance, term_id in process.extract(
+                term, words, scorer=OSA.distance, score_cutoff=edits, limit=None)]
+            self._near[term] = found
+        return found
+
 
 @register_retriever
 class BM25Retriever(Retriever):
     """Okapi BM25 over words (lowercase, the language's stopwords and Snowball stems), Lucene IDF; ``rm3=True`` expands
-    queries by pseudo-relevance feedback."""
+    queries by pseudo-relevance feedback; ``fuzzy=True`` matches misspelled query words to the index's."""
 
     name = "bm25"
     documents = WordCounts

@@ -35,7 +35,6 @@ from semiret.search.lexical import (
     WordCountQueries,
     WordCounts,
 )
-from semiret.search.feedback import RM3Options
 from semiret.search.neural import batch_size_field, check_encoder_index, check_weights, encoder_config
 from semiret.search.retrievers import DocumentSide, Retriever, register_retriever
 from semiret.text.wordpiece import WordPieceVocabulary, tokenizer_fingerprint
@@ -327,7 +326,7 @@ class BM25ThenNailQueries(NailMatrixQueries):
         weight = options.bm25_weight
         if weight is None:
             weight = NAIL.read(located(index.scorer["model"]))[1].get("search", {}).get("bm25_weight", 0.0)
-        return cls(vocabulary, WordCountQueries.open(index, RM3Options(), documents), options.rerank_depth, weight)
+        return cls(vocabulary, WordCountQueries.open(index, WordCountQueries.Options(), documents), options.rerank_depth, weight)
 
     def search(self, index, texts, k, n_threads) -> SearchHits:
         return index.rerank(self.words.encode_queries(texts), self.encode_queries(texts), max(self.depth, k), k,
