@@ -223,6 +223,10 @@ class WordCountQueries(QuerySide):
     def search(self, index, texts, k, n_threads):
         return index.search(self.scored_queries(index, texts, n_threads), k=k, n_threads=n_threads)
 
+    def matched_query(self, index, text: str) -> SparseQuery:
+        query = self.encode_query(text)
+        return self._corrected(index, text, query) if self.options.fuzzy else query
+
     def _corrected(self, index, text: str, query: SparseQuery) -> SparseQuery:
         """``query`` with each of ``text``'s terms that no document holds matched to the index's terms nearest it,
         within :func:`fuzzy_edits` (those at the fewest edits found, as typo-tolerant engines try one typo before

@@ -162,6 +162,11 @@ class QuerySide(ABC):
         known; BM25: words absent from its vocabulary)."""
         return []
 
+    def matched_query(self, index, text: str):
+        """The sparse query of ``text``'s own words as a search over ``index`` matches them, with no expansion by
+        feedback: what a highlight marks (default: the encoded query; BM25 with ``fuzzy``: misspellings matched)."""
+        return self.encode_queries([text])[0]
+
 
 class Retriever:
     """Search, add and delete over one index directory (subclasses name a document and a query side)."""
@@ -885,7 +890,8 @@ class Retriever:
         document both hold with a weight, of those a word is made of (the index's analyzer for words, else its
         tokenizer alone: no model runs); others: the word's English stem where the query has it."""
         if self._sums_term_weights:
-            terms, query_weights, document_weights = self.index.explain(self.encode_query(query), doc_id)
+            terms, query_weights, document_weights = self.index.explain(
+                self.query_side.matched_query(self.index, query), doc_id)
             held = set(terms[(query_weights > 0) & (document_weights > 0)].tolist())
             if self.index.vocab is not None:  # words (BM25): the query side's own analyzer and dictionary
                 word_terms = self.query_side.word_terms

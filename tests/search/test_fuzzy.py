@@ -47,6 +47,8 @@ def test_a_misspelled_word_finds_the_word_it_meant(bm25):
     assert weights["cancer"] == pytest.approx((1 - 1 / 6) * float(index.idf()[cancer]), rel=1e-5)
     explained = fuzzy.explain("canser", "cancer-2")
     assert explained.score == pytest.approx(found[[h.id for h in found].index("cancer-2")].score, rel=1e-5)
+    assert fuzzy.highlight("canser", "cancer-2") == ["<em>Cancer</em> screening in rural clinics."]  # as meant
+    assert bm25.highlight("canser", "cancer-2") == []
     assert fuzzy.search("stains and canser", k=1)[0].id == "cancer-1"  # statins (its stem): one edit from "stain"
 
 
