@@ -131,6 +131,8 @@ class HybridQueryOptions:
     """RRF's rank offset k: 1 / (k + rank)."""
     fusion_depth: int = 100
     """Documents taken from each ranking before fusing."""
+    fuzzy: bool = False
+    """The BM25 part matches misspelled query words to the index's (bm25's ``fuzzy``)."""
 
     def __post_init__(self) -> None:
         if self.fusion is not None and self.fusion not in FUSIONS:
@@ -153,8 +155,8 @@ class HybridQueries(QuerySide):
 
     def __init__(self, parts: dict[str, Retriever], options: HybridQueryOptions):
         self.parts, self.options = parts, options  # options checked when made (HybridQueryOptions.__post_init__)
-        in_one_pass = all(part.query_side.searches_postings and isinstance(part.index, InvertedIndex)
-                          for part in parts.values())
+        in_one_pass = all(part.query_side.sums_term_weights and isinstance(part.index, InvertedIndex)
+                          for part in parts.values())  # BM25 with fuzzy too: its corrected query sums postings
         self.fusion = options.fusion or ("bound" if in_one_pass else "score")
         if self.fusion == "bound" and not in_one_pass:
             sparse = sorted(name for name, cls in RETRIEVERS.items() if cls.queries.searches_postings and name != "bm25")
@@ -167,7 +169,9 @@ class HybridQueries(QuerySide):
     @classmethod
     def open(cls, index: CompositeIndex, options: HybridQueryOptions, documents):
         # each part's retriever shares the hybrid's document side of that part (BM25's growing vocabulary)
-        parts = {name: retriever_class(retriever).from_index(index.parts[name], document_side=side)
+        lexical = {"fuzzy": True} if options.fuzzy else {}
+        parts = {name: retriever_class(retriever).from_index(index.parts[name], document_side=side,
+                                                             **(lexical if name == LEXICAL else {}))
                  for name, (retriever, side) in documents.sides.items()}
         return cls(parts, options)
 
@@ -190,7 +194,8 @@ class HybridQueries(QuerySide):
         """'bound' fusion: both parts' postings in one pass; where their segments are not aligned (a crash
         between the parts' commits), each part's best ``fusion_depth`` divided by its bounds, then fused."""
         shares = {LEXICAL: self.options.weight, NEURAL: 1.0 - self.options.weight}
-        queries = {name: self.parts[name].query_side.encode_queries(texts) for name in (LEXICAL, NEURAL)}
+        queries = {name: self.parts[name].query_side.scored_queries(index.parts[name], texts)
+                   for name in (LEXICAL, NEURAL)}
         hits = search_normalised_sum([(index.parts[name], queries[name], shares[name])
                                       for name in (LEXICAL, NEURAL)], k, n_threads)
         if hits is not None:

@@ -94,3 +94,16 @@ def test_the_service_takes_it_as_an_option(bm25):
         answer = http.post("/indexes/docs/search", json={"queries": ["canser"], "options": {"fuzzy": True}})
         assert answer.status_code == 200, answer.text
         assert {h["id"] for h in answer.json()["results"][0]} == {"cancer-1", "cancer-2"}
+
+
+def test_a_hybrid_corrects_its_bm25_part(tmp_path, tiny_bert):
+    from semiret.search import retriever_class
+
+    hybrid = retriever_class("hybrid").build(DOCS, tmp_path / "hybrid", neural="splade", model=str(tiny_bert))
+    plain = hybrid.with_options(weight=1.0)  # BM25's share alone: what the correction changes
+    fuzzy = hybrid.with_options(weight=1.0, fuzzy=True)
+    assert fuzzy.query_side.fusion == "bound"  # still both parts' postings in one pass
+    assert not plain.search("canser", k=5)
+    assert {h.id for h in fuzzy.search("canser", k=5)} == {"cancer-1", "cancer-2"}
+    scored = hybrid.with_options(weight=1.0, fuzzy=True, fusion="score")
+    assert {h.id for h in scored.search("canser", k=5)} == {"cancer-1", "cancer-2"}
