@@ -1,6 +1,6 @@
 """Write a collection's queries with one typing error each, for measuring typo tolerance (``bm25 --fuzzy``).
 
-In each query one word of at least five letters, chosen at random, gets one random edit: a letter deleted, inserted,
+In each query (those with a word of five letters or more) one word of at least five letters, chosen at random, gets one random edit: a letter deleted, inserted,
 replaced, or two neighbours swapped (the errors of Damerau's study of misspellings). Seeded, so the file is the same
 on every machine. Usage::
 
@@ -28,6 +28,12 @@ def with_typo(text: str, rng: random.Random) -> str:
     letters = list(word.group())
     at = rng.randrange(1, len(letters) - 1)  # never the first letter: people rarely get it wrong
     edit = rng.choice(("delete", "insert", "replace", "swap"))
+    if edit == "swap":  # two letters that differ, or the swap changes nothing
+        unlike = [n for n in range(1, len(letters) - 1) if letters[n].lower() != letters[n + 1].lower()]
+        if unlike:
+            at = rng.choice(unlike)
+        else:
+            edit = "replace"
     if edit == "delete":
         del letters[at]
     elif edit == "insert":
@@ -49,10 +55,16 @@ def main() -> None:
     collection = Collection(args.data)
     queries = collection.queries(args.split)
     rng = random.Random(args.seed)
-    lines = [f"{query_id}\t{with_typo(' '.join(text.split()), rng)}" for query_id, text in queries.items()]
+    lines, unchanged = [], 0
+    for query_id, text in queries.items():
+        text = " ".join(text.split())
+        typo = with_typo(text, rng)
+        unchanged += typo == text
+        lines.append(f"{query_id}\t{typo}")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{len(lines)} queries with one typo each written to {args.output}")
+    print(f"{len(lines) - unchanged} queries with one typo each written to {args.output}"
+          + (f", and {unchanged} without a word of five letters as they were" if unchanged else ""))
 
 
 if __name__ == "__main__":

@@ -296,7 +296,8 @@ class SearchHits:
                           [[scores[n] for n in keep] for scores, keep in zip(self.scores, kept)],
                           lookup=self.lookup,
                           groups=None if self.groups is None else [[groups[n] for n in keep]
-                                                                   for groups, keep in zip(self.groups, kept)])
+                                                                   for groups, keep in zip(self.groups, kept)],
+                          diversified=self.diversified)
 
     def as_run(self, query_ids: Sequence[str], by_group: bool = False) -> dict[str, dict[str, float]]:
         """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what

@@ -1490,8 +1490,9 @@ def cosine_similarities(vectors) -> np.ndarray:
     """Cosine similarities between the rows of a numpy or scipy CSR matrix (a row of zeros: 0 to every row,
     itself included), ``[n, n]`` float32."""
     if hasattr(vectors, "indptr"):  # a hundred rows: scipy's sparse product costs more than this compiled loop
-        gram = kernels.sparse_gram(vectors.indptr.astype(np.int64), vectors.indices, vectors.data.astype(np.float64),
-                                   vectors.shape[1])
+        present, terms = np.unique(vectors.indices, return_inverse=True)  # columns the rows hold, however large
+        gram = kernels.sparse_gram(vectors.indptr.astype(np.int64), terms.astype(np.int64),
+                                   vectors.data.astype(np.float64), len(present))
     else:
         gram = np.asarray(vectors, np.float64) @ np.asarray(vectors, np.float64).T
     norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))

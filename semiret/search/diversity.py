@@ -3,14 +3,16 @@
 A RAG prompt of ten near-copies of one passage wastes nine slots. MMR picks hits one at a time, each the candidate
 with the best ``(1 - diversity) * relevance - diversity * (its largest similarity to a hit already picked)``:
 Qdrant's ``mmr`` (``diversity``, ``candidates_limit``), LangChain's and LlamaIndex's MMR search, Elasticsearch's
-diversify retriever. Relevance is the retriever's score rescaled to [0, 1] over the candidates (scores of different
-retrievers are in different units); similarity is the cosine of the documents' vectors as the index stores them
+diversify retriever. Relevance is the retriever's score divided by the best one (scores of different retrievers are
+in different units; dividing by the best, which every candidate set shares, keeps more candidates from reordering
+the picks a smaller set makes, as a min-max rescaling would); similarity is the cosine of the documents' vectors as the index stores them
 (:meth:`~semiret.indexes.segments.SegmentedIndex.similarities`). Written here: a greedy loop over a few hundred
 candidates that no library offers apart from a vector store.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,28 +32,37 @@ class Diversity:
     candidates: int | None = None
 
     def __post_init__(self):
-        if isinstance(self.diversity, bool) or not isinstance(self.diversity, (int, float)) or not (
+        if isinstance(self.diversity, bool) or not isinstance(self.diversity, numbers.Real) or not (
                 0.0 <= self.diversity <= 1.0):
             raise SemiretError(f"diversity (--diversity) must be a number from 0 to 1, got {self.diversity!r}")
         if self.candidates is not None and (isinstance(self.candidates, bool) or not isinstance(
-                self.candidates, (int, np.integer)) or self.candidates < 1):
+                self.candidates, numbers.Integral) or self.candidates < 1):
             raise SemiretError(f"candidates (--candidates) must be a positive whole number, got {self.candidates!r}")
 
     def depth(self, k: int) -> int:
-        """How many of the best hits to search for, to pick ``k`` among."""
-        return max(k, CANDIDATES if self.candidates is None else self.candidates)
+        """How many of the best hits to search for, to pick ``k`` among (given ``candidates``: at least ``k``)."""
+        if self.candidates is None:
+            return max(k, CANDIDATES)
+        if self.candidates < k:
+            raise SemiretError(f"candidates (--candidates) must be at least k ({k}) to pick k hits from, got "
+                               f"{self.candidates}")
+        return int(self.candidates)
 
 
 def maximal_marginal_relevance(scores: np.ndarray, similarities: np.ndarray, k: int, diversity: float) -> list[int]:
     """The positions of at most ``k`` candidates in the order MMR picks them, from candidates ranked best first
-    (``scores`` descending) and their ``[n, n]`` similarities; ties go to the better ranked candidate, so
-    ``diversity`` 0 gives the ranking back."""
+    (``scores`` descending) and their ``[n, n]`` similarities; relevance is a score over the best one (rescaled
+    over the candidates when none is positive); ties go to the better ranked candidate, so ``diversity`` 0 gives the
+    ranking back."""
     scores = np.asarray(scores, np.float64)
     n = len(scores)
     if n == 0:
         return []
-    span = scores.max() - scores.min()
-    relevance = (scores - scores.min()) / span if span > 0 else np.ones(n)
+    best, span = scores.max(), scores.max() - scores.min()
+    if best > 0:
+        relevance = scores / best
+    else:  # no positive score to measure by (some models' logits): rescaled over the candidates
+        relevance = (scores - scores.min()) / span if span > 0 else np.ones(n)
     closest = np.full(n, -np.inf)  # each candidate's largest similarity to those picked
     left = np.ones(n, bool)
     picked: list[int] = []

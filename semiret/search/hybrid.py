@@ -99,9 +99,9 @@ class HybridDocuments(DocumentSide):
         for _, side in self.sides.values():
             side.prepare(documents)
 
-    def check_documents(self, documents):
+    def check_documents(self, documents, adding: bool = False):
         for _, side in self.sides.values():
-            side.check_documents(documents)
+            side.check_documents(documents, adding)
 
     def encode(self, documents):
         return {name: side.encode(documents) for name, (_, side) in self.sides.items()}

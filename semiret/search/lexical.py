@@ -4,7 +4,8 @@ plain overlap count (``bot``) or weighted by IDF (``idf``, also the query side o
 from __future__ import annotations
 
 import logging
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +92,10 @@ class WordCounts(DocumentSide):
         config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
         return cls(WordAnalyzer(**config), index.terms, index.bm25)  # encodes into the index's own vocabulary
 
-    def check_documents(self, documents):
+    def check_documents(self, documents, adding: bool = False):
         """Warns when the documents look written in another language than the English the analyzer reads (the
-        default), and names the ``language`` that reads them (:func:`~semiret.text.languages.guess_language`)."""
+        default), and names the ``language`` that reads them (:func:`~semiret.text.languages.guess_language`); at
+        an add, that the index must be created again with it (its analyzer is fixed)."""
         if self.analyzer.language is not None or self.analyzer.stopwords != "en":
             return  # a language was chosen
         guess = guess_language([d.full_text for d in documents])
@@ -101,6 +103,11 @@ class WordCounts(DocumentSide):
             return
         spoken, evidence = guess
         fix = "cuts them into pairs of characters" if spoken.cjk_bigrams else "reads them with its stems and stopwords"
+        if adding:
+            log.warning("the documents look %s (%s), and this index reads English: create it again with --language %s "
+                        "(Python: language=%r), which %s", spoken.name.capitalize(), evidence, spoken.code,
+                        spoken.code, fix)
+            return
         log.warning("the documents look %s (%s): --language %s (Python: language=%r) %s", spoken.name.capitalize(),
                     evidence, spoken.code, spoken.code, fix)
 
@@ -122,6 +129,9 @@ class WordCounts(DocumentSide):
                         values=np.array([counts[word] for word in names], np.float32),
                         lengths=np.array([len(words)], np.int32)), names
 
+
+NEIGHBOURS_KEPT = 10_000
+"""Misspelled words whose neighbours a query side keeps (the most recently searched)."""
 
 MAX_EXPANSIONS = 50
 """The most index words a misspelled query word may match (OpenSearch's ``max_expansions`` default)."""
@@ -163,8 +173,9 @@ class WordCountQueries(QuerySide):
         self.options = options or WordQueryOptions()
         self._feedback_terms = FeedbackTerms()
         self._said_stopwords = False
-        self._near: dict[str, list[tuple[int, int]]] = {}  # a misspelled term -> (term id, edits) of its neighbours
+        self._near: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # a misspelling -> (term id, edits)
         self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
+        self._near_lock = threading.Lock()  # a server's searches share this side while a writer adds words
 
     @property
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
@@ -268,17 +279,24 @@ class WordCountQueries(QuerySide):
         if not edits:
             return []
         state = (len(vocabulary), vocabulary.generation)
-        if state != self._near_of:
-            self._near, self._near_of = {}, state
-        found = self._near.get(term)
-        if found is None:
-            from rapidfuzz import process
-            from rapidfuzz.distance import OSA
+        with self._near_lock:
+            if state != self._near_of:
+                self._near, self._near_of = OrderedDict(), state
+            found = self._near.get(term)
+            if found is not None:
+                self._near.move_to_end(term)
+                return found
+        from rapidfuzz import process
+        from rapidfuzz.distance import OSA
 
-            words = vocabulary.terms[:state[0]]  # a copy: a writer may append words meanwhile
-            found = [(term_id, int(distance)) for _, distance, term_id in process.extract(
-                term, words, scorer=OSA.distance, score_cutoff=edits, limit=None)]
-            self._near[term] = found
+        words = vocabulary.terms[:state[0]]  # a copy: a writer may append words meanwhile
+        found = [(term_id, int(distance)) for _, distance, term_id in process.extract(
+            term, words, scorer=OSA.distance, score_cutoff=edits, limit=None)]
+        with self._near_lock:
+            if state == self._near_of:  # not found in a vocabulary another search has seen grow since
+                self._near[term] = found
+                if len(self._near) > NEIGHBOURS_KEPT:
+                    self._near.popitem(last=False)
         return found
 
 

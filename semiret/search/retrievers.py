@@ -102,9 +102,9 @@ class DocumentSide(ABC):
         takes statistics from the corpus (a mean length) takes them here (default: :meth:`check_documents`)."""
         self.check_documents(documents)
 
-    def check_documents(self, documents: list[Document]) -> None:
+    def check_documents(self, documents: list[Document], adding: bool = False) -> None:
         """Warnings about documents this side reads poorly (BM25's English analyzer given another language), from
-        the first batch of a build or of the first add into an empty index (default: none)."""
+        the first batch of a build or (``adding``) of the first add into an empty index (default: none)."""
 
     @abstractmethod
     def index_config(self) -> dict:
@@ -534,7 +534,7 @@ class Retriever:
         index holds passages, and encoded: ``(batch, superseded)``, the old passages a ``replace`` deletes."""
         for number, documents in enumerate(groups):
             if number == 0 and self.index.n_docs == 0:  # an index created empty: its first documents, as a build's
-                self.document_side.check_documents(documents)
+                self.document_side.check_documents(documents, adding=True)
             parents = [d.id for d in documents]
             if self.chunking is not None:
                 documents = list(self.chunking.split(documents))

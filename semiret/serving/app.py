@@ -726,10 +726,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
             if body.group_by is not None:
                 raise validation_error(("body", "diversity"), "a search is grouped (group_by) or diversified "
                                        "(diversity), not both", "diversity_invalid")
-            candidates = body.candidates or min(max(CANDIDATES, k + body.offset), settings.max_k)
-            if max(candidates, k + body.offset) > settings.max_k:
+            candidates = body.candidates or min(CANDIDATES, settings.max_k)
+            if candidates > settings.max_k:
                 raise validation_error(("body", "candidates"), f"candidates must be at most {settings.max_k} "
                                        "(--max-k)", "less_than_equal")
+            if k + body.offset > candidates:  # pages of one diversified ranking share their candidates
+                raise validation_error(("body", "candidates"), f"k + offset ({k + body.offset}) is more than the "
+                                       f"{candidates} candidates hits are picked from: give candidates, at least k + "
+                                       "offset and the same for every page", "candidates_invalid")
             diversity = {"diversity": body.diversity, "candidates": candidates}
         else:
             diversity = {}
@@ -924,7 +928,8 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
-            and not diversity):  # a segment's first diversified search reads all its postings
+            and not diversity  # a segment's first diversified search reads all its postings
+            and not options.get("fuzzy")):  # a misspelling's neighbours are looked for over the whole vocabulary
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
                                    score_threshold, highlight, diversity)

@@ -67,9 +67,10 @@ class ServedSearchHits(SearchHits):
         return list(self.served[query])
 
     @classmethod
-    def of(cls, rankings: list[list[ServedHit]], grouped: bool) -> "ServedSearchHits":
+    def of(cls, rankings: list[list[ServedHit]], grouped: bool, diversified: bool = False) -> "ServedSearchHits":
         return cls([[h.id for h in hits] for hits in rankings], [[h.score for h in hits] for hits in rankings],
-                   groups=[[h.group for h in hits] for hits in rankings] if grouped else None, served=rankings)
+                   groups=[[h.group for h in hits] for hits in rankings] if grouped else None, served=rankings,
+                   diversified=diversified)
 
 
 class Client:
@@ -166,7 +167,7 @@ class Client:
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
                          candidates=candidates)}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
-        return results[0] if one else ServedSearchHits.of(results, group_by is not None)
+        return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
 
     def recommend(self, index: str, positive: list[str], negative: list[str] = (), k: int | None = None,
                   filter: dict | None = None, with_text: bool = False, score_threshold: float | None = None

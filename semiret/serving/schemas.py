@@ -107,8 +107,9 @@ class SearchRequest(BaseModel):
                                                 "need not fall down the list.")
     candidates: int | None = Field(None, ge=1, strict=True,
                                    description="With diversity: the best hits to pick from (Qdrant's "
-                                               "mmr.candidates_limit); default 100, or k + offset when more, at most "
-                                               "the server's --max-k.")
+                                               "mmr.candidates_limit), at least k + offset; default 100 (or the "
+                                               "server's --max-k if lower). Pages of one diversified ranking give "
+                                               "the same candidates.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")

@@ -53,6 +53,11 @@ def test_the_greedy_choice():
     assert maximal_marginal_relevance(scores, alike, 2, 1.0) == [0, 2]  # 1: the best, then the least alike
     assert maximal_marginal_relevance(np.array([1.0, 1.0]), np.eye(2), 2, 0.3) == [0, 1]  # equal scores: rank order
     assert maximal_marginal_relevance(np.array([]), np.zeros((0, 0)), 3, 0.5) == []
+    # relevance is a score over the best one, not rescaled over the candidates: the weakest candidate is not 0
+    alike = np.eye(3, dtype=np.float32)
+    alike[0, 1] = alike[1, 0] = 0.2
+    assert maximal_marginal_relevance(np.array([10.0, 9.0, 8.0]), alike, 3, 0.5) == [0, 2, 1]
+    assert maximal_marginal_relevance(np.array([-1.0, -2.0, -3.0]), alike, 3, 0.0) == [0, 1, 2]  # none positive
 
 
 def test_near_copies_give_way(bm25):
@@ -150,8 +155,11 @@ def test_what_is_refused(bm25, tmp_path):
     for wrong in (0, -3, 2.5, True):
         with pytest.raises(SemiretError, match="candidates"):
             bm25.search(QUERY, diversity=0.5, candidates=wrong)
+    with pytest.raises(SemiretError, match="at least k"):
+        bm25.search(QUERY, k=5, diversity=0.5, candidates=3)
     with pytest.raises(SemiretError, match="give diversity"):
         bm25.search(QUERY, candidates=10)
+    assert len(bm25.search(QUERY, k=np.int64(3), diversity=np.float32(0.5), candidates=np.int64(5))) == 3
     with pytest.raises(SemiretError, match="not both"):
         bm25.search(QUERY, diversity=0.5, group_by="source")
 
@@ -211,9 +219,19 @@ def test_the_service_and_its_client(bm25):
 
         client = Client("http://test", transport=transport)
         assert [h.id for h in client.search("docs", QUERY, k=3, diversity=0.5, candidates=20)] == expected
+        served = client.search("docs", [QUERY], k=3, diversity=0.5)  # a run from it ranks as picked, as in Python
+        run = served.as_run(["q"])["q"]
+        assert sorted(run, key=run.get, reverse=True) == expected
+        assert bm25.search([QUERY], k=3, diversity=0.5).at_least(0.0).diversified
+        pages = [http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 2, "offset": offset,
+                                                         "diversity": 0.5, "candidates": 6}).json()["results"][0]
+                 for offset in (0, 2, 4)]
+        whole = bm25.search(QUERY, k=6, diversity=0.5, candidates=6)
+        assert [h["id"] for page in pages for h in page] == [h.id for h in whole]
         for body, field in (({"diversity": 0.5, "group_by": "source"}, "diversity"),
                             ({"candidates": 10}, "candidates"),
                             ({"diversity": 0.5, "candidates": 51}, "candidates"),
+                            ({"diversity": 0.5, "k": 3, "offset": 2, "candidates": 4}, "candidates"),
                             ({"diversity": 1.5}, "diversity"),
                             ({"diversity": "0.5"}, "diversity")):
             answer = http.post("/indexes/docs/search", json={"queries": [QUERY], **body})

@@ -70,6 +70,16 @@ def test_neighbours_share_the_commonest_idf(tmp_path):
     assert len(few) == 2
 
 
+def test_the_neighbours_kept_are_bounded(bm25, monkeypatch):
+    from semiret.search import lexical
+
+    monkeypatch.setattr(lexical, "NEIGHBOURS_KEPT", 2)
+    fuzzy = bm25.with_options(fuzzy=True)
+    for word in ("canser", "gardn", "birdz", "clinis"):
+        fuzzy.search(word, k=1)
+    assert list(fuzzy.query_side._near) == ["birdz", "clini"]  # the most recently searched (stems)
+
+
 def test_words_added_later_are_neighbours_at_once(bm25):
     fuzzy = bm25.with_options(fuzzy=True)
     assert not fuzzy.search("zebrafsh", k=3)

@@ -189,7 +189,7 @@ def test_an_index_created_empty_is_checked_at_its_first_add(tmp_path, caplog):
     empty = BM25Retriever.build([], tmp_path / "empty")
     assert "look" not in caplog.text
     empty.add(german[:10])
-    assert "the documents look German" in caplog.text and "--language de" in caplog.text
+    assert "the documents look German" in caplog.text and "create it again with --language de" in caplog.text
     caplog.clear()
     empty.add(german[10:])  # said once: the index holds documents now
     BM25Retriever.build([], tmp_path / "chosen", language="de").add(german)
