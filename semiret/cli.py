@@ -343,6 +343,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            score_threshold: Optional[float] = typer.Option(None, help="No hit scoring below this (fewer than k "
                                                            "rather than poor ones; what a score means is the "
                                                            "retriever's)."),
+           context: Optional[int] = typer.Option(None, help="With --json: give each hit its text with this many "
+                                                 "passages of its document on each side (an index of passages), "
+                                                 "joined without overlaps: a RAG prompt's context."),
            diversity: Optional[float] = typer.Option(None, help="From 0 to 1: pick the k hits by maximal marginal "
                                                      "relevance, trading relevance for hits unlike those above "
                                                      "them (0: the plain ranking; Qdrant's mmr). Scores stay each "
@@ -368,6 +371,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     if highlight_encoder not in ENCODERS:
         raise typer.BadParameter(f"one of {', '.join(ENCODERS)}, not {highlight_encoder!r}",
                                  param_hint="--highlight-encoder")
+    if context is not None and (not as_json or context < 0):
+        raise SemiretError("--context gives each hit's context in the --json lines: give --json too, and a number "
+                           f"of passages of at least 0 (got {context})")
     if like:
         if (query or queries is not None or run is not None or group_by is not None or highlight
                 or diversity is not None):
@@ -404,7 +410,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
                                         **(_stored(h) if with_text else {}),
                                         **({"highlights": searcher.highlight(text, h.id, encoder=highlight_encoder)}
-                                           if highlight else {})}
+                                           if highlight else {}),
+                                        **({"context": searcher.context(h.id, context)} if context is not None
+                                           else {})}
                                        for h in hits]}))
             continue
         # texts and ids as they are, never read as rich markup ("[/b]" would raise, "[bold]x" would show as "x")

@@ -92,6 +92,11 @@ class Chunking:
             log.warning("%d document(s) lack passages deleted on their own (%s%s): joined without their words",
                         len(gapped), ", ".join(map(repr, gapped[:3])), ", ..." if len(gapped) > 3 else "")
 
+    def joined(self, passages: list[Document]) -> Document:
+        """One document's passages (some of them, in order) as one text without their overlaps: a run of them, say,
+        around a passage a search found (``Retriever.context``)."""
+        return self._joined(passages, [])
+
     def _joined(self, pieces: list[Document], gapped: list) -> Document:
         """One document from its passages; its id is added to ``gapped`` when passages before its last are gone."""
         first = pieces[0]

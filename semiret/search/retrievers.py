@@ -26,6 +26,7 @@ import itertools
 import json
 import logging
 import math
+import numbers
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import fields
@@ -883,6 +884,29 @@ class Retriever:
         if tags is None:
             return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
         return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags, encoder)
+
+    def context(self, doc_id: str, window: int = 1) -> str:
+        """A hit's text with what surrounds it, for a RAG prompt (LlamaIndex's sentence window): in an index of
+        passages (``--chunk-words``), the passage and up to ``window`` passages of its document on each side, joined
+        without their overlaps, after the document's title; a whole document, or a passage that is its document's
+        only one: its stored text (title included)."""
+        if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 0:
+            raise SemiretError(f"the context window must be a whole number of passages, at least 0, got {window!r}")
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
+                               "no text to give as context")
+        view = self.pinned()
+        doc_id = _document_id(doc_id)
+        document = view.index.get_document(doc_id)
+        if document is None:
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+        metadata = document.metadata or {}
+        if self.chunking is None or PARENT_FIELD not in metadata or document.id == metadata[PARENT_FIELD]:
+            return document.full_text
+        parent, chunk = metadata[PARENT_FIELD], int(metadata[CHUNK_FIELD])
+        ids = [f"{parent}#{number}" for number in range(max(0, chunk - window), chunk + window + 1)]
+        stored = view.index.get_documents(ids)
+        return self.chunking.joined([stored[i] for i in ids if i in stored]).full_text
 
     def _word_matches(self, query: str, doc_id: str):
         """What :func:`highlight.fragment_pieces <semiret.search.highlight.fragment_pieces>` asks: for a document's

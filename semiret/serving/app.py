@@ -8,7 +8,7 @@
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
-                                           "candidates", "with_text", "options"}`` ->
+                                           "candidates", "context", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
@@ -742,8 +742,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if highlight is not None and not index.index.stores_texts:
             raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to highlight", "highlight_invalid")
+        if body.context is not None and not index.index.stores_texts:
+            raise validation_error(("body", "context"), f"index {index.name!r} keeps no stored documents: there is "
+                                   "no text to give as context", "context_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size, body.score_threshold, highlight, diversity)
+                                body.group_by, body.group_size, body.score_threshold, highlight, diversity,
+                                body.context)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
@@ -921,7 +925,8 @@ def app_from_environment() -> FastAPI:
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
-                  highlight: dict | None = None, diversity: dict | None = None) -> list[list[dict]]:
+                  highlight: dict | None = None, diversity: dict | None = None,
+                  context: int | None = None) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
@@ -929,10 +934,11 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
             and not diversity  # a segment's first diversified search reads all its postings
-            and not options.get("fuzzy")):  # a misspelling's neighbours are looked for over the whole vocabulary
+            and not options.get("fuzzy")  # a misspelling's neighbours are looked for over the whole vocabulary
+            and context is None):  # contexts read stored passages
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
-                                   score_threshold, highlight, diversity)
+                                   score_threshold, highlight, diversity, context)
 
 
 def _inlined_schema(model) -> dict:

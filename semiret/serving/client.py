@@ -49,10 +49,12 @@ class ServerError(SemiretError):
 
 @dataclass(frozen=True)
 class ServedHit(Hit):
-    """A hit from the server: its stored document is the one the answer carried (``with_text``), and ``highlights``
-    the passages the server marked (``highlight``)."""
+    """A hit from the server: its stored document is the one the answer carried (``with_text``), ``highlights``
+    the passages the server marked (``highlight``), and ``context`` its text with the passages around it
+    (``context``)."""
 
     highlights: list[str] | None = None
+    context: str | None = None
 
 
 @dataclass
@@ -154,18 +156,19 @@ class Client:
     def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
                score_threshold: float | None = None, highlight: bool | dict = False, diversity: float | None = None,
-               candidates: int | None = None, **options) -> list[ServedHit] | ServedSearchHits:
+               candidates: int | None = None, context: int | None = None,
+               **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
         ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
         (``{"encoder": "html"}``). ``diversity``, ``candidates``: hits picked by maximal marginal relevance, as
-        ``Retriever.search``'s.
+        ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it.
         ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
         body = {"queries": [queries] if one else list(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
-                         candidates=candidates)}
+                         candidates=candidates, context=context)}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
         return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
 
@@ -392,5 +395,5 @@ def _hits(rows: list[dict]) -> list[ServedHit]:
     for row in rows:
         document = _document(row) if "text" in row else None
         hits.append(ServedHit(row["id"], row["score"], (lambda _, kept=document: kept) if document else None,
-                              row.get("group"), row.get("highlights")))
+                              row.get("group"), row.get("highlights"), row.get("context")))
     return hits

@@ -71,6 +71,10 @@ class HighlightOptions(BaseModel):
                                      "to show the fragments as HTML (OpenSearch's encoder).")
 
 
+MAX_CONTEXT = 20
+"""The most passages on each side of a hit a search's ``context`` may ask for."""
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -100,6 +104,11 @@ class SearchRequest(BaseModel):
                                           description="No hit scoring below this (Qdrant's score_threshold, "
                                                       "OpenSearch's min_score): fewer than k hits rather than poor "
                                                       "ones.")
+    context: int | None = Field(None, ge=0, le=MAX_CONTEXT, strict=True,
+                                description="Give each hit `context`: its text with this many passages of its "
+                                            "document on each side, joined without their overlaps, after the "
+                                            "document's title (an index of passages; a whole document: its "
+                                            "text), for a RAG prompt.")
     diversity: float | None = Field(None, ge=0, le=1, strict=True, allow_inf_nan=False,
                                     description="From 0 to 1: pick the k hits by maximal marginal relevance, trading "
                                                 "relevance for hits unlike those above them (0: the plain ranking; "
@@ -202,6 +211,7 @@ class Hit(BaseModel):
     group: Any = Field(None, description="With group_by: the value of the field the hit was grouped by.")
     highlights: list[str] | None = Field(None, description="With highlight: passages with the matching words marked "
                                          "(none when no word matches).")
+    context: str | None = Field(None, description="With context: the hit's text with the passages around it.")
 
 
 class SearchResponse(BaseModel):

@@ -125,13 +125,16 @@ class ServedIndex:
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None,
-               highlight: dict | None = None, diversity: dict | None = None) -> list[list[dict]]:
+               highlight: dict | None = None, diversity: dict | None = None,
+               context: int | None = None) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
         ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
         metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
         each with its ``highlights`` when ``highlight`` is given: the keyword arguments of
         :meth:`Retriever.highlight <semiret.search.retrievers.Retriever.highlight>`; picked by maximal marginal
-        relevance with ``diversity``: ``{"diversity", "candidates"}``, as :meth:`Retriever.search` takes them)."""
+        relevance with ``diversity``: ``{"diversity", "candidates"}``, as :meth:`Retriever.search` takes them; each
+        with its ``context`` of that many passages on each side: :meth:`Retriever.context
+        <semiret.search.retrievers.Retriever.context>`)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         started = time.perf_counter()
         self.refresh()
@@ -149,6 +152,9 @@ class ServedIndex:
             if highlight is not None:
                 for row in rows:
                     row["highlights"] = retriever.highlight(query, row["id"], **highlight)
+            if context is not None:
+                for row in rows:
+                    row["context"] = retriever.context(row["id"], context)
             results.append(rows)
         self._took((time.perf_counter() - started) * 1000 / max(1, len(queries)))
         return results
