@@ -283,11 +283,7 @@ class HybridRetriever(Retriever):
         """How the document's fused score adds up ('bound' fusion: ``sum_p share_p x score_p / bound_p``): each
         part's terms (named ``lexical:TERM``, ``neural:TERM``) with their query weights scaled by the part's share
         over its bound for the query. Fusions of rankings (score, rrf) have no such sum and are refused."""
-        if self.query_side.fusion != "bound":
-            sparse = self.query_side.parts[NEURAL]._sums_term_weights
-            raise SemiretError(f"this hybrid fuses rankings ({self.query_side.fusion!r}), which no term adds up to: "
-                               "explain its BM25 part (-r bm25 over its lexical folder)"
-                               + (", or search it with --fusion bound" if sparse else ""))
+        self.check_explainable()
         shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
         terms, found = [], False
         for name, part in self.query_side.parts.items():
@@ -296,7 +292,7 @@ class HybridRetriever(Retriever):
             except UnknownDocumentError:  # in one part only (a crash between the parts' commits): it adds nothing
                 continue
             found = True
-            bound = float(part.index.score_bounds([part.encode_query(query)])[0])
+            bound = float(part.index.score_bounds(part.query_side.scored_queries(part.index, [query]))[0])
             scale = shares[name] / bound if bound > 0 else 0.0
             terms += [TermContribution(f"{name}:{t.term}", t.query_weight * scale, t.document_weight,
                                        t.contribution * scale) for t in explained.terms if scale]
@@ -304,6 +300,13 @@ class HybridRetriever(Retriever):
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         terms.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
         return Explanation(str(doc_id), float(sum(t.contribution for t in terms)), terms)
+
+    def check_explainable(self) -> None:
+        if self.query_side.fusion != "bound":
+            sparse = self.query_side.parts[NEURAL]._sums_term_weights
+            raise SemiretError(f"this hybrid fuses rankings ({self.query_side.fusion!r}), which no term adds up to: "
+                               "explain its BM25 part (-r bm25 over its lexical folder)"
+                               + (", or search it with --fusion bound" if sparse else ""))
 
     def analyze(self, text: str, side: str = "query") -> list[TermWeight]:
         """Each part's terms as that part reads ``text`` (named ``lexical:TERM``, ``neural:TERM``), heaviest first,

@@ -835,6 +835,10 @@ class Retriever:
             raise SemiretError(f"retriever {self.name!r} does not score documents by summing term weights (or not "
                                f"with these options), so there are no terms to {action}")
 
+    def check_explainable(self) -> None:
+        """An error unless :meth:`explain` can take this retriever's scores apart (with these options)."""
+        self._check_term_weights("explain its scores by")
+
     def explain(self, query: str, doc_id: str) -> Explanation:
         """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
         retrievers that score a document by summing its weights of the query's terms (``bm25``, ``bot``, ``idf``,
@@ -843,7 +847,7 @@ class Retriever:
         approximates it)."""
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
-        self._check_term_weights("explain its scores by")
+        self.check_explainable()
         doc_id = _document_id(doc_id)
         found = self.index.explain(self.query_side.scored_queries(self.index, [query])[0], doc_id)
         if found is None:

@@ -8,7 +8,7 @@
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
-                                           "candidates", "context", "with_text", "options"}`` ->
+                                           "candidates", "context", "explain", "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
@@ -747,7 +747,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    "no text to give as context", "context_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
                                 body.group_by, body.group_size, body.score_threshold, highlight, diversity,
-                                body.context)
+                                body.context, body.explain)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
@@ -926,7 +926,7 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
                   highlight: dict | None = None, diversity: dict | None = None,
-                  context: int | None = None) -> list[list[dict]]:
+                  context: int | None = None, explain: bool = False) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
@@ -935,10 +935,10 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
             and not diversity  # a segment's first diversified search reads all its postings
             and not options.get("fuzzy")  # a misspelling's neighbours are looked for over the whole vocabulary
-            and context is None):  # contexts read stored passages
+            and context is None and not explain):  # contexts and explanations read stored passages and postings
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
-                                   score_threshold, highlight, diversity, context)
+                                   score_threshold, highlight, diversity, context, explain)
 
 
 def _inlined_schema(model) -> dict:

@@ -55,6 +55,8 @@ class ServedHit(Hit):
 
     highlights: list[str] | None = None
     context: str | None = None
+    explanation: Explanation | None = None
+    """With ``explain``: how the hit's score adds up, as ``Retriever.explain`` gives it."""
 
 
 @dataclass
@@ -156,19 +158,20 @@ class Client:
     def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
                score_threshold: float | None = None, highlight: bool | dict = False, diversity: float | None = None,
-               candidates: int | None = None, context: int | None = None,
+               candidates: int | None = None, context: int | None = None, explain: bool = False,
                **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
         ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
         (``{"encoder": "html"}``). ``diversity``, ``candidates``: hits picked by maximal marginal relevance, as
-        ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it.
+        ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it; ``explain``:
+        its ``explanation``, as ``Retriever.explain``.
         ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
         body = {"queries": [queries] if one else list(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
-                         candidates=candidates, context=context)}
+                         candidates=candidates, context=context), **({"explain": True} if explain else {})}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
         return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
 
@@ -182,9 +185,8 @@ class Client:
 
     def explain(self, index: str, query: str, doc_id: str, **options) -> Explanation:
         """How the document's score for the query adds up, term by term."""
-        found = self._call("POST", f"/indexes/{_name(index)}/explain", {"query": query, "id": doc_id,
-                                                                         "options": options})
-        return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]])
+        return _explanation(self._call("POST", f"/indexes/{_name(index)}/explain", {"query": query, "id": doc_id,
+                                                                                     "options": options}))
 
     def analyze(self, index: str, text: str | None = None, side: str = "query", doc_id: str | None = None,
                 limit: int | None = None, **options) -> list[TermWeight]:
@@ -389,11 +391,17 @@ def _document(record: dict) -> Document:
                     record.get("metadata") or None)
 
 
+def _explanation(found: dict) -> Explanation:
+    """An explanation as the API answers it (``POST .../explain``, a hit's ``explanation``)."""
+    return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]])
+
+
 def _hits(rows: list[dict]) -> list[ServedHit]:
     """A ranking's rows as hits; with ``with_text``, each carries its stored document."""
     hits = []
     for row in rows:
         document = _document(row) if "text" in row else None
         hits.append(ServedHit(row["id"], row["score"], (lambda _, kept=document: kept) if document else None,
-                              row.get("group"), row.get("highlights"), row.get("context")))
+                              row.get("group"), row.get("highlights"), row.get("context"),
+                              _explanation(row["explanation"]) if row.get("explanation") else None))
     return hits

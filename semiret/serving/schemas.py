@@ -104,6 +104,9 @@ class SearchRequest(BaseModel):
                                           description="No hit scoring below this (Qdrant's score_threshold, "
                                                       "OpenSearch's min_score): fewer than k hits rather than poor "
                                                       "ones.")
+    explain: StrictBool = Field(False, description="Give each hit `explanation`: how its score adds up, term by "
+                                "term, as POST .../explain answers (OpenSearch's explain; retrievers that sum term "
+                                "weights).")
     context: int | None = Field(None, ge=0, le=MAX_CONTEXT, strict=True,
                                 description="Give each hit `context`: its text with this many passages of its "
                                             "document on each side, joined without their overlaps, after the "
@@ -212,6 +215,7 @@ class Hit(BaseModel):
     highlights: list[str] | None = Field(None, description="With highlight: passages with the matching words marked "
                                          "(none when no word matches).")
     context: str | None = Field(None, description="With context: the hit's text with the passages around it.")
+    explanation: ExplainResponse | None = Field(None, description="With explain: how the hit's score adds up.")
 
 
 class SearchResponse(BaseModel):

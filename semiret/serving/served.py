@@ -126,7 +126,7 @@ class ServedIndex:
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None,
                highlight: dict | None = None, diversity: dict | None = None,
-               context: int | None = None) -> list[list[dict]]:
+               context: int | None = None, explain: bool = False) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
         ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
         metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
@@ -134,8 +134,10 @@ class ServedIndex:
         :meth:`Retriever.highlight <semiret.search.retrievers.Retriever.highlight>`; picked by maximal marginal
         relevance with ``diversity``: ``{"diversity", "candidates"}``, as :meth:`Retriever.search` takes them; each
         with its ``context`` of that many passages on each side: :meth:`Retriever.context
-        <semiret.search.retrievers.Retriever.context>`)."""
+        <semiret.search.retrievers.Retriever.context>`; and its ``explanation`` with ``explain``)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
+        if explain:
+            retriever.check_explainable()
         started = time.perf_counter()
         self.refresh()
         retriever = retriever.pinned()
@@ -155,6 +157,9 @@ class ServedIndex:
             if context is not None:
                 for row in rows:
                     row["context"] = retriever.context(row["id"], context)
+            if explain:
+                for row in rows:
+                    row["explanation"] = retriever.explain(query, row["id"]).to_json()
             results.append(rows)
         self._took((time.perf_counter() - started) * 1000 / max(1, len(queries)))
         return results

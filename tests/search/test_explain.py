@@ -129,3 +129,34 @@ def test_a_hybrid_fusing_rankings_says_what_can_be_explained(tmp_path, tiny_docs
         dense.explain("cats", "d2")
     assert "--fusion bound" not in str(refused.value)  # a dense part cannot be fused by bounds
 
+
+
+def test_a_search_explains_each_hit_over_http(tmp_path):
+    from semiret.serving import Client
+
+    retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    with TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False))) as http:
+        answer = http.post("/indexes/tiny/search", json={"queries": ["statins cancer"], "k": 2, "explain": True})
+        assert answer.status_code == 200, answer.text
+        rows = answer.json()["results"][0]
+        for row in rows:
+            assert row["explanation"] == retriever.explain("statins cancer", row["id"]).to_json()
+            assert row["explanation"]["score"] == pytest.approx(row["score"], rel=1e-5)
+        plain = http.post("/indexes/tiny/search", json={"queries": ["statins cancer"]}).json()["results"][0]
+        assert all("explanation" not in row for row in plain)
+        assert http.post("/indexes/tiny/search", json={"queries": ["x"], "explain": "yes"}).status_code == 422
+
+        def transport(method, route, body, headers):
+            reply = http.request(method, route, content=body, headers=headers)
+            return reply.status_code, reply.content
+
+        served = Client("http://test", transport=transport).search("tiny", "statins cancer", k=1, explain=True)
+        assert served[0].explanation == retriever.explain("statins cancer", served[0].id)
+
+
+def test_a_search_of_a_retriever_without_terms_refuses_to_explain(tmp_path, tiny_docs, tiny_bert):
+
+    retriever_class("dense").build(tiny_docs, tmp_path / "dense", model=str(tiny_bert))
+    with TestClient(create_app(ServeSettings({"d": str(tmp_path / "dense")}, write_process=False))) as http:
+        answer = http.post("/indexes/d/search", json={"queries": ["cats"], "explain": True})
+        assert answer.status_code == 422 and "summing term weights" in answer.text
