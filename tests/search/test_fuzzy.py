@@ -114,6 +114,8 @@ def test_a_hybrid_corrects_its_bm25_part(tmp_path, tiny_bert):
     fuzzy = hybrid.with_options(weight=1.0, fuzzy=True)
     assert fuzzy.query_side.fusion == "bound"  # still both parts' postings in one pass
     assert not plain.search("canser", k=5)
-    assert {h.id for h in fuzzy.search("canser", k=5)} == {"cancer-1", "cancer-2"}
+    found = fuzzy.search("canser", k=5)
+    assert {h.id for h in found} == {"cancer-1", "cancer-2"}
+    assert fuzzy.explain("canser", found[0].id).score == pytest.approx(found[0].score, rel=1e-5)  # bounds as searched
     scored = hybrid.with_options(weight=1.0, fuzzy=True, fusion="score")
     assert {h.id for h in scored.search("canser", k=5)} == {"cancer-1", "cancer-2"}
