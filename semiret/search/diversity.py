@@ -5,8 +5,8 @@ with the best ``(1 - diversity) * relevance - diversity * (its largest similarit
 Qdrant's ``mmr`` (``diversity``, ``candidates_limit``), LangChain's and LlamaIndex's MMR search, Elasticsearch's
 diversify retriever. Relevance is the retriever's score divided by the best one (scores of different retrievers are
 in different units; dividing by the best, which every candidate set shares, keeps more candidates from reordering
-the picks a smaller set makes, as a min-max rescaling would); similarity is the cosine of the documents' vectors as the index stores them
-(:meth:`~semiret.indexes.segments.SegmentedIndex.similarities`). Written here: a greedy loop over a few hundred
+the picks a smaller set makes, as a min-max rescaling would); similarity is the cosine of the documents' vectors as
+the index stores them (:meth:`~semiret.indexes.segments.SegmentedIndex.similarities`). Written here: a greedy loop over a few hundred
 candidates that no library offers apart from a vector store.
 """
 
