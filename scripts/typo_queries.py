@@ -1,8 +1,8 @@
 """Write a collection's queries with one typing error each, for measuring typo tolerance (``bm25 --fuzzy``).
 
 In each query (those with a word of five letters or more) one such word, chosen at random, gets one random edit: a
-letter deleted, inserted, replaced, or two unlike neighbours swapped (the errors of Damerau's study of misspellings). Seeded, so the file is the same
-on every machine. Usage::
+letter deleted, inserted, replaced, or two unlike neighbours swapped (the errors of Damerau's study of
+misspellings). Seeded, so the file is the same on every machine. Usage::
 
     python scripts/typo_queries.py ../shared/data/scifact test runs/scifact-typos.tsv [--seed 0]
     semiret eval --data ../shared/data/scifact --queries runs/scifact-typos.tsv -r bm25 --fuzzy ...
