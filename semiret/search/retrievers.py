@@ -907,10 +907,13 @@ class Retriever:
         metadata = document.metadata or {}
         if self.chunking is None or PARENT_FIELD not in metadata or document.id == metadata[PARENT_FIELD]:
             return document.full_text
-        parent, chunk = metadata[PARENT_FIELD], int(metadata[CHUNK_FIELD])
-        ids = [f"{parent}#{number}" for number in range(max(0, chunk - window), chunk + window + 1)]
-        stored = view.index.get_documents(ids)
-        return self.chunking.joined([stored[i] for i in ids if i in stored]).full_text
+        parent, chunk = metadata[PARENT_FIELD], metadata[CHUNK_FIELD]
+        # the document's live passages by their numbers (never ids that only look like its passages')
+        chunk_of = field_values(view.index, passage_ids(view.index, [parent]), (CHUNK_FIELD,))
+        near = sorted((number, passage) for passage, number in chunk_of.items()
+                      if isinstance(number, int) and abs(number - chunk) <= window)
+        stored = view.index.get_documents([passage for _, passage in near])
+        return self.chunking.joined([stored[passage] for _, passage in near if passage in stored]).full_text
 
     def _word_matches(self, query: str, doc_id: str):
         """What :func:`highlight.fragment_pieces <semiret.search.highlight.fragment_pieces>` asks: for a document's

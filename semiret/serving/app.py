@@ -742,6 +742,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if highlight is not None and not index.index.stores_texts:
             raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to highlight", "highlight_invalid")
+        if body.explain:
+            try:
+                await run_in_threadpool(index.check_explainable, body.options)
+            except SemiretError as exc:
+                raise validation_error(("body", "explain"), str(exc), "explain_invalid") from None
         if body.context is not None and not index.index.stores_texts:
             raise validation_error(("body", "context"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to give as context", "context_invalid")

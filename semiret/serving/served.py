@@ -137,7 +137,7 @@ class ServedIndex:
         <semiret.search.retrievers.Retriever.context>`; and its ``explanation`` with ``explain``)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         if explain:
-            retriever.check_explainable()
+            retriever.check_explainable()  # before any search (the API checks it first)
         started = time.perf_counter()
         self.refresh()
         retriever = retriever.pinned()
@@ -171,6 +171,10 @@ class ServedIndex:
         self.refresh()
         hits = retriever.pinned().recommend(positive, negative, k=k, filter=filter, score_threshold=score_threshold)
         return _rows(hits, with_text, False)
+
+    def check_explainable(self, options: dict) -> None:
+        """An error unless a search with these options can explain its hits."""
+        self._with_options(options).check_explainable()
 
     def explain(self, query: str, doc_id: str, options: dict) -> dict:
         """:meth:`Retriever.explain <semiret.search.retrievers.Retriever.explain>` as the API answers it."""

@@ -43,6 +43,16 @@ def test_a_passage_with_its_neighbours(passages):
             passages.context("long#2", window=wrong)
 
 
+def test_ids_that_only_look_like_passages_are_not_neighbours(tmp_path):
+    words = " ".join(WORDS[:14])  # three passages: q#0, q#1, q#2
+    retriever = BM25Retriever.build([Document("q", words, "TQ"), Document("q#3", "other doc", "Other")],
+                                    tmp_path / "q", chunking={"words": 6, "overlap": 2})
+    assert retriever.context("q#2", window=1) == "TQ " + " ".join(WORDS[4:14])
+    retriever.delete(["q#0"])
+    retriever.add([Document("q#0", "intruder words here", "Intruder")])  # a document of its own now
+    assert retriever.context("q#1", window=1) == "TQ " + " ".join(WORDS[4:14])
+
+
 def test_a_whole_document_is_its_own_context(tmp_path):
     whole = BM25Retriever.build([LONG], tmp_path / "whole")
     assert whole.context("long", window=2) == LONG.full_text

@@ -160,3 +160,4 @@ def test_a_search_of_a_retriever_without_terms_refuses_to_explain(tmp_path, tiny
     with TestClient(create_app(ServeSettings({"d": str(tmp_path / "dense")}, write_process=False))) as http:
         answer = http.post("/indexes/d/search", json={"queries": ["cats"], "explain": True})
         assert answer.status_code == 422 and "summing term weights" in answer.text
+        assert answer.json()["detail"][0]["loc"] == ["body", "explain"]  # shaped as the other refusals
