@@ -110,3 +110,15 @@ def folder_files_parsed(monkeypatch) -> list[str]:
             return reader(raw, notes)
         monkeypatch.setitem(folder_module.READERS, suffix, counting)
     return parsed
+
+
+def client_of(http, api_key: str | None = None):
+    """A :class:`~semiret.serving.Client` whose requests go to ``http`` (FastAPI's test client of an app), in this
+    process, not over a socket."""
+    from semiret.serving import Client
+
+    def transport(method, route, body, headers):
+        answer = http.request(method, route, content=body, headers=headers)
+        return answer.status_code, answer.content
+
+    return Client("http://testserver", api_key=api_key, transport=transport)

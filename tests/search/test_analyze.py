@@ -15,10 +15,10 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever, retriever_class
-from semiret.serving import Client, ServeSettings, create_app
+from semiret.serving import ServeSettings, create_app
 from semiret.serving.client import ServerError
 
-from helpers import TINY_DOCS
+from helpers import TINY_DOCS, client_of
 
 NEW_TEXT = "Statins lower cholesterol; cholesterol feeds tumours in mice."
 
@@ -205,11 +205,7 @@ def test_analyze_from_the_command_line_over_http_and_by_the_client(tmp_path):
         refused = served.post("/indexes/tiny/analyze", json=wrong)
         assert refused.status_code == 422 and message in refused.text, (wrong, refused.text)
 
-    def transport(method, route, body, headers):
-        answer = served.request(method, route, content=body, headers=headers)
-        return answer.status_code, answer.content
-
-    client = Client("http://test", transport=transport)
+    client = client_of(served)
     assert [vars(t) for t in client.analyze("tiny", "cats and dogs chase zebras")] == as_query
     assert [vars(t) for t in client.analyze("tiny", NEW_TEXT, side="document", limit=3)] == as_document[:3]
     assert [vars(t) for t in client.analyze("tiny", doc_id="d2")] == stored

@@ -14,7 +14,9 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever
-from semiret.serving import Client, ServeSettings, create_app
+from semiret.serving import ServeSettings, create_app
+
+from helpers import client_of
 
 WORDS = [f"w{n}" for n in range(20)]  # a document of 20 words: passages of 6 overlapping by 2 start every 4
 LONG = Document("long", " ".join(WORDS), title="Title")
@@ -79,10 +81,5 @@ def test_the_command_line_and_the_service(passages):
         assert all("context" not in row for row in plain)
         for wrong in (-1, 21, "1", True):
             assert http.post("/indexes/p/search", json={"queries": ["w11"], "context": wrong}).status_code == 422
-
-        def transport(method, route, body, headers):
-            reply = http.request(method, route, content=body, headers=headers)
-            return reply.status_code, reply.content
-
-        served = Client("http://test", transport=transport).search("p", "w11", k=1, context=1)
+        served = client_of(http).search("p", "w11", k=1, context=1)
         assert served[0].context == passages.context(served[0].id, 1)

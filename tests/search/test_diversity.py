@@ -19,8 +19,10 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes.dense import DenseIndex
 from semiret.search import BM25Retriever, retriever_class
 from semiret.search.diversity import maximal_marginal_relevance
-from semiret.serving import Client, ServeSettings, create_app
+from semiret.serving import ServeSettings, create_app
 from semiret.types import Embeddings
+
+from helpers import client_of
 
 # three near-copies about statins, and three other documents that also match the query less well
 DOCS = [
@@ -212,12 +214,7 @@ def test_the_service_and_its_client(bm25):
         assert [h["id"] for h in answer.json()["results"][0]] == expected
         paged = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 2, "offset": 1, "diversity": 0.5})
         assert [h["id"] for h in paged.json()["results"][0]] == expected[1:]  # pages of one diversified ranking
-
-        def transport(method, route, body, headers):
-            answer = http.request(method, route, content=body, headers=headers)
-            return answer.status_code, answer.content
-
-        client = Client("http://test", transport=transport)
+        client = client_of(http)
         assert [h.id for h in client.search("docs", QUERY, k=3, diversity=0.5, candidates=20)] == expected
         served = client.search("docs", [QUERY], k=3, diversity=0.5)  # a run from it ranks as picked, as in Python
         run = served.as_run(["q"])["q"]

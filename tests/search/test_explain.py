@@ -16,7 +16,7 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever, retriever_class
 from semiret.serving import ServeSettings, create_app
 
-from helpers import TINY_DOCS
+from helpers import TINY_DOCS, client_of
 
 QUERIES = ["cats and dogs chase", "statins cancer risk", "morning garden birds sing", "mailman letters"]
 
@@ -132,8 +132,6 @@ def test_a_hybrid_fusing_rankings_says_what_can_be_explained(tmp_path, tiny_docs
 
 
 def test_a_search_explains_each_hit_over_http(tmp_path):
-    from semiret.serving import Client
-
     retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
     with TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False))) as http:
         answer = http.post("/indexes/tiny/search", json={"queries": ["statins cancer"], "k": 2, "explain": True})
@@ -145,12 +143,7 @@ def test_a_search_explains_each_hit_over_http(tmp_path):
         plain = http.post("/indexes/tiny/search", json={"queries": ["statins cancer"]}).json()["results"][0]
         assert all("explanation" not in row for row in plain)
         assert http.post("/indexes/tiny/search", json={"queries": ["x"], "explain": "yes"}).status_code == 422
-
-        def transport(method, route, body, headers):
-            reply = http.request(method, route, content=body, headers=headers)
-            return reply.status_code, reply.content
-
-        served = Client("http://test", transport=transport).search("tiny", "statins cancer", k=1, explain=True)
+        served = client_of(http).search("tiny", "statins cancer", k=1, explain=True)
         assert served[0].explanation == retriever.explain("statins cancer", served[0].id)
 
 

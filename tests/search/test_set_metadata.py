@@ -18,6 +18,8 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, retriever_class
 from semiret.serving import ServeSettings, create_app
 
+from helpers import client_of
+
 DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i})
         for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
                                   "sleep and memory", "heart failure trials of statins", "diet and blood pressure"])]
@@ -92,8 +94,6 @@ def test_the_writer_process_sets_metadata_too(tmp_path):
 
 
 def test_the_command_line_the_service_and_the_client(tmp_path):
-    from semiret.serving.client import Client
-
     retriever = BM25Retriever.build(DOCS, tmp_path / "index")
     result = CliRunner().invoke(app, ["set-metadata", "--index", str(tmp_path / "index"), "--id", "d0", "--id", "d1",
                                       '{"tag": "cli"}'])
@@ -118,11 +118,7 @@ def test_the_command_line_the_service_and_the_client(tmp_path):
         assert test_client.post("/indexes/docs/documents/metadata", json={"ids": ["d0"], "metadata": {}}
                                 ).status_code == 401
 
-        def transport(method, path, body, headers):
-            answer = test_client.request(method, path, content=body, headers=headers)
-            return answer.status_code, answer.content
-
-        client = Client("http://testserver", api_key="key", transport=transport)
+        client = client_of(test_client, api_key="key")
         assert client.set_metadata("docs", {"tag": "client"}, ids=["d5"]) == 1
         assert client.count("docs", {"tag": "http"}) == 3 and client.count("docs", {"tag": "client"}) == 1
     reopened = BM25Retriever.open(tmp_path / "index")

@@ -14,6 +14,8 @@ from semiret.serving import ServeSettings, create_app
 from semiret.serving.client import Client, ServerError
 from semiret.types import SearchHits
 
+from helpers import client_of
+
 DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i, "kind": "odd" if i % 2 else "even"})
         for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
                                   "sleep and memory", "heart failure trials of statins", "diet and blood pressure"])]
@@ -21,13 +23,7 @@ DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i, "kind": "odd" if i %
 
 def in_process(app) -> Client:
     """A client whose requests go to ``app`` in this process (FastAPI's test client), not over a socket."""
-    test_client = TestClient(app)
-
-    def transport(method, path, body, headers):
-        answer = test_client.request(method, path, content=body, headers=headers)
-        return answer.status_code, answer.content
-
-    return Client("http://testserver", api_key="key", transport=transport)
+    return client_of(TestClient(app), api_key="key")
 
 
 @pytest.fixture
