@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import itertools
 import json
 import secrets
@@ -51,6 +52,7 @@ from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.files import (
     STAGING_MARK,
     atomic_write_json,
+    atomic_write_text,
     directory_size,
     exclusive_lock,
     link_or_copy,
@@ -71,14 +73,20 @@ from semiret.indexes.storage import (
     read_deletions,
     read_meta,
 )
+from semiret.text.synonyms import parse_synonyms
 from semiret.types import SearchHits, StoredDocuments
 
 LOCK_FILE = "write.lock"
 STORED_TABLES = ("docids", "texts", "metadata")
 """The string tables a segment keeps of its documents (ids with their lookup, stored texts, metadata alone)."""
 SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "buffer_mb", "vocab_size", "n_terms", "vocab_bytes",
-                   "version")
-"""``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`)."""
+                   "version", "synonyms")
+"""``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`; synonyms are
+the receiving index's, set by queries' owner, not by a build)."""
+SYNONYMS = "synonyms"
+"""The ``meta.json`` entry naming the file of the synonym rules set on an index (:meth:`SegmentedIndex.set_synonyms`),
+``{"file": ..., "rules": N}``; the file, named by its content's hash, is written once and never changed."""
+SYNONYMS_PREFIX = "synonyms-"
 FILLED = "buffer_filled_mb"
 """A segment's ``meta.json`` entry: the buffer (MB) whose filling wrote it, where one did (:meth:`SegmentedIndex.merge`
 leaves such segments be)."""
@@ -528,7 +536,8 @@ class SegmentedIndex(ABC):
         return {"kind": self.kind, "documents": live, "deleted": sum(s.n_docs for s in segments) - live,
                 "segments": len(segments), "size_bytes": self.size_on_disk(),
                 "buffer_mb": self._buffer_bytes(None) / 2**20,  # what a merge folds segments into by default
-                "format_version": self.meta["version"]}
+                "format_version": self.meta["version"],
+                **({"synonym_rules": self.meta[SYNONYMS]["rules"]} if self.meta.get(SYNONYMS) else {})}
 
     # ------------------------------------------------------------------ documents
     def locate(self, doc_id: str) -> tuple[Segment, int] | None:
@@ -674,6 +683,46 @@ class SegmentedIndex(ABC):
         with self.unchanging(), staged_directory(target, overwrite, writer_locks(target)) as staged:
             backup_files(self.path, staged, self.meta)
         return target
+
+    # ------------------------------------------------------------------ synonyms (read by query sides)
+    @property
+    def synonyms_file(self) -> str | None:
+        """The name of the file of the synonym rules the current commit holds (None: none set): a key that changes
+        whenever the rules do."""
+        record = self.meta.get(SYNONYMS)
+        return record["file"] if record else None
+
+    def synonym_lines(self) -> list[str]:
+        """The synonym rules the current commit holds, as the lines they were set with (none: ``[]``)."""
+        name = self.synonyms_file
+        if name is None:
+            return []
+        try:
+            return (self.path / name).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise IndexFormatError(f"{self.path}: the synonyms file {name} its commit names is missing (replaced "
+                                   "twice since this snapshot was read? open the index again)") from None
+
+    def set_synonyms(self, lines: list[str]) -> None:
+        """Set the synonym rules (lines of a Solr-format file, :mod:`semiret.text.synonyms`; ``[]``: none) in one
+        commit: queries read them from the next search on, no document is encoded again (Elasticsearch's
+        updatable synonyms). The rules' file is written before the commit that names it; the one before stays
+        for readers of the previous commit, older ones are removed."""
+        rules = parse_synonyms(lines, f"synonyms of {self.path}")
+        with self._change() as draft:
+            before = draft.synonyms_file
+            if rules:
+                text = "".join(f"{line}\n" for line in lines)
+                name = f"{SYNONYMS_PREFIX}{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}.txt"
+                if not (self.path / name).exists():
+                    atomic_write_text(self.path / name, text)
+                draft.meta[SYNONYMS] = {"file": name, "rules": len(rules)}
+            else:
+                draft.meta.pop(SYNONYMS, None)
+            kept = {before, draft.synonyms_file}
+        for entry in self.path.glob(f"{SYNONYMS_PREFIX}*"):
+            if entry.name not in kept:
+                entry.unlink(missing_ok=True)
 
     @contextmanager
     def unchanging(self) -> Iterator["SegmentedIndex"]:

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from semiret.errors import SemiretError, UnknownDocumentError
+from semiret.options import local_field
 from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
 from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
@@ -133,6 +134,8 @@ class HybridQueryOptions:
     """Documents taken from each ranking before fusing."""
     fuzzy: bool = False
     """The BM25 part matches misspelled query words to the index's (bm25's ``fuzzy``)."""
+    synonyms: str | None = local_field(names=("none",))
+    """The BM25 part's synonyms file instead of its index's own rules, or 'none' (bm25's ``synonyms``)."""
 
     def __post_init__(self) -> None:
         if self.fusion is not None and self.fusion not in FUSIONS:
@@ -169,11 +172,14 @@ class HybridQueries(QuerySide):
     @classmethod
     def open(cls, index: CompositeIndex, options: HybridQueryOptions, documents):
         # each part's retriever shares the hybrid's document side of that part (BM25's growing vocabulary)
-        lexical = {"fuzzy": True} if options.fuzzy else {}
+        lexical = {"fuzzy": options.fuzzy, "synonyms": options.synonyms}
         parts = {name: retriever_class(retriever).from_index(index.parts[name], document_side=side,
                                                              **(lexical if name == LEXICAL else {}))
                  for name, (retriever, side) in documents.sides.items()}
         return cls(parts, options)
+
+    def synonym_target(self, index):
+        return self.parts[LEXICAL].query_side.synonym_target(index.parts[LEXICAL])
 
     def encode_queries(self, texts):
         """Each query as both parts search it: ``{"lexical": ..., "neural": ...}``."""

@@ -20,6 +20,7 @@ from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_
 from semiret.text.analyzer import WORD_PATTERN, TermDictionary, WordAnalyzer
 from semiret.text.languages import MARKED_WORD_PATTERN, guess_language, language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
+from semiret.text.synonyms import SynonymMap, parse_synonyms, read_synonyms
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import Postings, SparseQuery
@@ -152,6 +153,10 @@ class WordQueryOptions(RM3Options):
     IDF."""
     max_expansions: int = MAX_EXPANSIONS
     """fuzzy: the most index words one misspelled query word matches (the fewest errors first, then the commonest)."""
+    synonyms: str | None = local_field(names=("none",))
+    """A synonyms file (Solr's format: 'heart attack, myocardial infarction' equivalent, 'colour => color'
+    replaced) whose rules queries are expanded by instead of the index's own (set with `semiret synonyms`), or
+    'none' for no synonyms; a query's phrase and its synonyms weigh alike (Lucene's blended synonym weights)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -176,6 +181,8 @@ class WordCountQueries(QuerySide):
         self._near: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # a misspelling -> (term id, edits)
         self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
         self._near_lock = threading.Lock()  # a server's searches share this side while a writer adds words
+        self._given_synonyms = None  # the rules of the synonyms option's file, read at open
+        self._synonym_map: tuple[str | None, SynonymMap | None] = (None, None)  # (the index's file, its rules)
 
     @property
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
@@ -186,7 +193,30 @@ class WordCountQueries(QuerySide):
         if options.rm3 and not index.stores_texts:
             raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
                                "words of its feedback documents from them")
-        return cls(QueryTerms(documents.analyzer, documents.terms), options)
+        side = cls(QueryTerms(documents.analyzer, documents.terms), options)
+        if options.synonyms not in (None, "none"):
+            side._given_synonyms = side.compile_synonyms(read_synonyms(options.synonyms), options.synonyms)
+        return side
+
+    def compile_synonyms(self, lines: list[str], name: str = "synonyms") -> SynonymMap:
+        """Synonym rules read as this side reads queries (an error names the line of a phrase of stopwords)."""
+        return SynonymMap(parse_synonyms(lines, name), self._query_terms.analyzer, name)
+
+    def synonyms(self, index) -> SynonymMap | None:
+        """The synonym rules queries over ``index`` are expanded by: the ``synonyms`` option's file, else the
+        index's own (compiled again only when a commit changes them), or none."""
+        if self.options.synonyms is not None:
+            return self._given_synonyms
+        key = getattr(index, "synonyms_file", None)
+        known_key, known = self._synonym_map
+        if key == known_key:
+            return known
+        compiled = None if key is None else self.compile_synonyms(index.synonym_lines(), f"synonyms of {index.path}")
+        self._synonym_map = (key, compiled)
+        return compiled
+
+    def synonym_target(self, index):
+        return index, self
 
     def encode_queries(self, texts):
         return [self.encode_query(t) for t in texts]
@@ -219,11 +249,9 @@ class WordCountQueries(QuerySide):
         return list(dict.fromkeys(term for term in self._query_terms.analyzer(text) if term not in known))
 
     def scored_queries(self, index, texts, n_threads: int = 1):
-        """The queries, their misspelled words matched to the index's (``fuzzy``), then each expanded by RM3's
-        feedback from ``index`` when it is on."""
-        queries = self.encode_queries(texts)
-        if self.options.fuzzy:
-            queries = [self._corrected(index, text, query) for text, query in zip(texts, queries)]
+        """The queries with their synonyms, their misspelled words matched to the index's (``fuzzy``), then each
+        expanded by RM3's feedback from ``index`` when it is on."""
+        queries = [self.matched_query(index, text) for text in texts]
         if not self.options.rm3:
             return queries
         # the whole corpus's counts, as the frequencies are, even where a filter hides documents from the search
@@ -235,10 +263,51 @@ class WordCountQueries(QuerySide):
         return index.search(self.scored_queries(index, texts, n_threads), k=k, n_threads=n_threads)
 
     def matched_query(self, index, text: str) -> SparseQuery:
-        query = self.encode_query(text)
-        return self._corrected(index, text, query) if self.options.fuzzy else query
+        query, matched = self.encode_query(text), set()
+        synonyms = self.synonyms(index)
+        if synonyms is not None:
+            query, matched = self._with_synonyms(index, text, query, synonyms)
+        return self._corrected(index, text, query, matched) if self.options.fuzzy else query
 
-    def _corrected(self, index, text: str, query: SparseQuery) -> SparseQuery:
+    def _with_synonyms(self, index, text: str, query: SparseQuery, synonyms: SynonymMap) -> tuple[SparseQuery, set]:
+        """``query`` with each phrase of ``text`` a rule matches weighted alike with its synonyms, and the terms
+        those phrases hold (fuzzy leaves them be). Lucene's synonym query scores a word and its synonyms as one
+        term of the commonest one's IDF; over bag-of-words postings each phrase (the matched one, unless a rule
+        replaces it, and each synonym whose words the index holds) is weighted so that its terms' IDFs add up to
+        the lowest phrase's sum: a rare synonym never outweighs the words typed. A document holding two of the
+        phrases gets both (Lucene would add their counts before saturating them)."""
+        terms = self._query_terms.analyzer(text)
+        matches = synonyms.matches(terms)
+        if not matches:
+            return query, set()
+        ids, df, idf = self._query_terms.terms.ids, index.document_frequencies(), index.idf()
+
+        def held(phrase) -> list[int] | None:  # the phrase's term ids, if the index holds every one
+            found = [ids.get(term, len(df)) for term in phrase]
+            return found if all(i < len(df) and df[i] and idf[i] > 0 for i in found) else None
+
+        weights: Counter = Counter()
+        covered = set()
+        for match in matches:
+            covered.update(range(match.start, match.end))
+            typed = tuple(terms[match.start:match.end])
+            phrases = [held(p) for p in ([typed] if match.keeps_original else []) + match.alternatives]
+            phrases = [p for p in phrases if p]
+            if not phrases:  # none held: the words typed count as usual
+                covered.difference_update(range(match.start, match.end))
+                continue
+            sums = [float(idf[p].sum()) for p in phrases]
+            for phrase, total in zip(phrases, sums):
+                for term_id in phrase:
+                    weights[term_id] += min(sums) / total
+        for position, term in enumerate(terms):
+            if position not in covered and term in ids:  # as encode_query keeps them
+                weights[ids[term]] += 1.0
+        ordered = sorted(weights)
+        matched = {terms[position] for position in covered}
+        return SparseQuery(np.array(ordered, np.int32), np.array([weights[t] for t in ordered], np.float32)), matched
+
+    def _corrected(self, index, text: str, query: SparseQuery, matched: set = frozenset()) -> SparseQuery:
         """``query`` with each of ``text``'s terms that no document holds matched to the index's terms nearest it,
         within :func:`fuzzy_edits` (those at the fewest edits found, as typo-tolerant engines try one typo before
         two; at most ``max_expansions``, the commonest), each weighted as Lucene's fuzzy query (top terms, blended
@@ -248,7 +317,8 @@ class WordCountQueries(QuerySide):
         idf = index.idf()
         counts = Counter(self._query_terms.analyzer(text))
         ids = self._query_terms.terms.ids
-        missing = [term for term in counts if ids.get(term, len(df)) >= len(df) or not df[ids[term]]]
+        missing = [term for term in counts
+                   if term not in matched and (ids.get(term, len(df)) >= len(df) or not df[ids[term]])]
         added: Counter = Counter()
         for term in missing:
             near = [(term_id, edits) for term_id, edits in self._neighbours(term) if term_id < len(df) and df[term_id]]

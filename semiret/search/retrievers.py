@@ -55,6 +55,7 @@ from semiret.search import highlight as highlighting
 from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
+from semiret.text.synonyms import parse_synonyms, read_synonyms
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import DocumentPage, Explanation, Hit, Postings, SearchHits, SyncCounts, TermContribution, TermWeight
 
@@ -162,6 +163,12 @@ class QuerySide(ABC):
         """The terms of a query that its encoding drops because the index has never seen them (default: none
         known; BM25: words absent from its vocabulary)."""
         return []
+
+    def synonym_target(self, index) -> "tuple[object, QuerySide] | None":
+        """The index whose synonym rules this side expands queries by and the side that reads them (the rules are
+        checked as it analyzes queries), or None: a side with no synonyms (default; BM25 and a hybrid's BM25 part
+        take them)."""
+        return None
 
     def matched_query(self, index, text: str):
         """The sparse query of ``text``'s own words as a search over ``index`` matches them, with no expansion by
@@ -584,6 +591,36 @@ class Retriever:
             raise SemiretError(f"set_metadata takes a list of ids, got the string {ids!r} (one id: [{ids!r}])")
         return set_metadata(self.index, metadata, None if ids is None else [_document_id(d) for d in ids], filter,
                             overwrite, missing_ok)
+
+    def synonyms(self) -> list[str]:
+        """The synonym rules set on the index (:meth:`set_synonyms`), as the lines they were set with."""
+        index, _ = self._synonym_target()
+        return index.synonym_lines()
+
+    def set_synonyms(self, rules: "str | Path | Sequence[str] | None") -> int:
+        """Set the index's synonym rules, those of a file (a path) or the lines given (:mod:`semiret.text.synonyms`:
+        Solr's format, ``"heart attack, myocardial infarction"``, ``"colour => color"``); None or ``[]`` removes
+        them. Checked before anything is written (a malformed line, or a phrase of stopwords only, is an error naming
+        its line); searches expand queries by them from the next one on, no document encoded again (OpenSearch's
+        search-time synonyms; Elasticsearch's updatable synonyms sets). Returns how many rules are set."""
+        index, side = self._synonym_target()
+        lines = [] if rules is None else read_synonyms(rules)
+        name = str(rules) if isinstance(rules, (str, Path)) else "synonyms"
+        side.compile_synonyms(lines, name)
+        index.set_synonyms(lines)
+        return len(parse_synonyms(lines, name))
+
+    def _synonym_target(self):
+        target = self.query_side.synonym_target(self.index)
+        if target is None:
+            takers = sorted(name for name, cls in RETRIEVERS.items() if "synonyms" in
+                            {f.name for f in fields(cls.queries.Options)})
+            raise SemiretError(f"retriever {self.name!r} reads no words to expand by synonyms ({', '.join(takers)} "
+                               "do)")
+        if not hasattr(target[0], "set_synonyms"):
+            raise SemiretError(f"{self.index.path}: a Milvus collection keeps no synonym rules; give a file with each "
+                               "search instead (synonyms=FILE, --synonyms FILE)")
+        return target
 
     # ------------------------------------------------------------------ documents
     def get_document(self, doc_id: str) -> Document | None:
