@@ -705,6 +705,38 @@ def set_metadata_command(metadata: str = typer.Argument(..., help="The fields to
 
 
 @app.command()
+def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hybrid's: its BM25 part's rules)."),
+             rules: Optional[str] = typer.Option(None, "--set", help="Replace the rules with a file's (Solr's format: "
+                                                 "'heart attack, myocardial infarction' equivalent, 'colour => color' "
+                                                 "replaced, # comments); - reads standard input."),
+             clear: bool = typer.Option(False, help="Remove every rule."),
+             abbreviations: bool = typer.Option(False, "--abbreviations", help="Print rules for the abbreviations "
+                                                "the stored documents define ('myocardial infarction (MI)'), to "
+                                                "review and --set; the index is not changed."),
+             min_count: int = typer.Option(1, help="With --abbreviations: only those defined at least this often.")):
+    """Show an index's synonym rules as they were set (standard output: a file to edit and --set again), or set
+    them (--set FILE) or remove them (--clear): searches expand queries by them from the next one on (a server's
+    too), no document encoded again. --abbreviations proposes rules from the documents' own definitions."""
+    from semiret.search.retrievers import open_retriever
+
+    if sum((rules is not None, clear, abbreviations)) > 1:
+        raise SemiretError("give one of --set FILE, --clear and --abbreviations")
+    opened = open_retriever(index)
+    if abbreviations:
+        found = opened.abbreviation_synonyms(min_count)
+        print(f"# abbreviations the documents of {index} define: {len(found)}; review, then --set this file")
+        for line in found:
+            print(line)
+        return
+    if rules is None and not clear:
+        for line in opened.synonyms():
+            print(line)
+        return
+    source = sys.stdin.read().splitlines() if rules == "-" else None if clear else rules
+    console.print(f"{index}: {_count(opened.set_synonyms(source), 'synonym rule')} set")
+
+
+@app.command()
 def count(index: Path = typer.Argument(..., help="Index directory."),
           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count the documents whose stored "
                                                       "metadata matches (as search's --filter)."),

@@ -55,6 +55,7 @@ from semiret.search import highlight as highlighting
 from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
+from semiret.text.acronyms import mine_abbreviations
 from semiret.text.synonyms import parse_synonyms, read_synonyms
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import DocumentPage, Explanation, Hit, Postings, SearchHits, SyncCounts, TermContribution, TermWeight
@@ -603,12 +604,38 @@ class Retriever:
         them. Checked before anything is written (a malformed line, or a phrase of stopwords only, is an error naming
         its line); searches expand queries by them from the next one on, no document encoded again (OpenSearch's
         search-time synonyms; Elasticsearch's updatable synonyms sets). Returns how many rules are set."""
-        index, side = self._synonym_target()
-        lines = [] if rules is None else read_synonyms(rules)
-        name = str(rules) if isinstance(rules, (str, Path)) else "synonyms"
+        lines = self.check_synonyms(rules)
+        self._synonym_target()[0].set_synonyms(lines)
+        return len(parse_synonyms(lines))
+
+    def check_synonyms(self, rules: "str | Path | Sequence[str] | None", name: str | None = None) -> list[str]:
+        """The lines of ``rules`` (as :meth:`set_synonyms` takes them) once checked as this index's queries would
+        read them; a malformed line is an error naming ``name`` (default: the file, else "synonyms") and the line."""
+        _, side = self._synonym_target()
+        name = name or (str(rules) if isinstance(rules, (str, PurePath)) else "synonyms")
+        lines = [] if rules is None else read_synonyms(rules, name)
         side.compile_synonyms(lines, name)
-        index.set_synonyms(lines)
-        return len(parse_synonyms(lines, name))
+        return lines
+
+    def abbreviation_synonyms(self, min_count: int = 1) -> list[str]:
+        """Synonym rules for the abbreviations the stored documents define ("myocardial infarction (MI)": ``mi,
+        myocardial infarction  # 3 definitions``; :func:`~semiret.text.acronyms.mine_abbreviations`), those defined
+        at least ``min_count`` times, most first; rules the index's analyzer would refuse (a stopword: "US") are
+        left out. For review before :meth:`set_synonyms`."""
+        _, side = self._synonym_target()
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): the "
+                               "abbreviations are read from them")
+        rules = []
+        texts = (document.full_text for document in self.index.iter_documents())
+        for short, long_form, count in mine_abbreviations(texts, min_count):
+            rule = f"{short.lower()}, {long_form}"
+            try:
+                if len(side.compile_synonyms([rule])):  # none where the analyzer reads both alike
+                    rules.append(f"{rule}  # {count} definition{'s' if count > 1 else ''}")
+            except SemiretError:
+                continue
+        return rules
 
     def _synonym_target(self):
         target = self.query_side.synonym_target(self.index)

@@ -108,6 +108,7 @@ from semiret.serving.schemas import (
     SearchRequest,
     SearchResponse,
     StoredDocument,
+    SynonymRules,
     UpsertRequest,
     WriteResponse,
 )
@@ -692,6 +693,27 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def list_backups(index: ServedIndex = Depends(readable)):
         """The backups the server took of the index, oldest first."""
         return {"backups": await run_in_threadpool(index.backups, backup_directory())}
+
+    @app.get("/indexes/{name}/synonyms", response_model=SynonymRules, tags=["indexes"],
+             responses=_errors(401, 404, 503))
+    async def get_synonyms(index: ServedIndex = Depends(readable)):
+        """The index's synonym rules as they were set (an index of a retriever that reads no words: 422)."""
+        return {"rules": await run_in_threadpool(index.synonyms)}
+
+    @app.put("/indexes/{name}/synonyms", response_model=WriteResponse, response_model_exclude_none=True,
+             tags=["indexes"], responses=_errors(401, 403, 404, 503))
+    async def put_synonyms(body: SynonymRules, index: ServedIndex = Depends(writable)):
+        """Replace the index's synonym rules (BM25's, or a hybrid's BM25 part's; Elasticsearch's updatable synonyms
+        sets): the next search expands its queries by them, no document is encoded again. A malformed rule, or a
+        phrase of stopwords only, is a 422 naming its line (counted from 1) before anything is written; answered
+        once durable: ``{"synonym_rules": N}``."""
+        return {"synonym_rules": await run_in_threadpool(index.set_synonyms, body.rules)}
+
+    @app.delete("/indexes/{name}/synonyms", response_model=WriteResponse, response_model_exclude_none=True,
+                tags=["indexes"], responses=_errors(401, 403, 404, 503))
+    async def delete_synonyms(index: ServedIndex = Depends(writable)):
+        """Remove every synonym rule of the index."""
+        return {"synonym_rules": await run_in_threadpool(index.set_synonyms, [])}
 
     def backup_directory() -> Path:
         if settings.backup_dir is None:

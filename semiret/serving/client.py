@@ -120,6 +120,17 @@ class Client:
     def merge(self, index: str) -> dict:
         return self._call("POST", f"/indexes/{_name(index)}/merge")
 
+    def synonyms(self, index: str) -> list[str]:
+        """The index's synonym rules as they were set."""
+        return self._call("GET", f"/indexes/{_name(index)}/synonyms")["rules"]
+
+    def set_synonyms(self, index: str, rules: list[str] | None) -> int:
+        """Replace the index's synonym rules (Solr's format, one a line; None or ``[]``: none, as ``Retriever.
+        set_synonyms``); returns how many are set."""
+        if not rules:
+            return self._call("DELETE", f"/indexes/{_name(index)}/synonyms")["synonym_rules"]
+        return self._call("PUT", f"/indexes/{_name(index)}/synonyms", {"rules": list(rules)})["synonym_rules"]
+
     def backup(self, index: str) -> dict:
         """A backup of the index in the server's ``--backup-dir``: its ``name``, ``created`` and ``documents``."""
         return self._call("POST", f"/indexes/{_name(index)}/backups")

@@ -273,6 +273,7 @@ class WriteResponse(BaseModel):
     upserted: int | None = None
     deleted: int | None = None
     updated: int | None = None
+    synonym_rules: int | None = Field(None, description="The synonym rules the index holds now.")
 
 
 class CreateIndexRequest(BaseModel):
@@ -370,6 +371,15 @@ class CountRequest(BaseModel):
 
 class CountResponse(BaseModel):
     count: int
+
+
+class SynonymRules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[str] = Field(description="Synonym rules, one a line, in Solr's format (as OpenSearch's synonym "
+                             "filters read them): 'heart attack, myocardial infarction, mi' (equivalent phrases), "
+                             "'colour, hue => color' (replaced); '#' starts a comment. Phrases are read with the "
+                             "index's analyzer.")
 
 
 class BackupInfo(BaseModel):

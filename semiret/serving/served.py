@@ -249,6 +249,23 @@ class ServedIndex:
         self._write("_merge")
         return self.describe()
 
+    def synonyms(self) -> list[str]:
+        """The synonym rules set on the index, as set (:meth:`Retriever.synonyms`)."""
+        self.refresh()
+        return self.retriever.synonyms()
+
+    def set_synonyms(self, rules: list[str]) -> int:
+        """Set the index's synonym rules (``[]``: none) in one commit, once checked here (a malformed rule is an
+        error naming its line among ``rules``, before anything is written); returns how many are set."""
+        lines = self.retriever.check_synonyms(rules, "rules")
+        count = self._write("_set_synonyms", lines)
+        with self._variants_lock:
+            retrievers = [self.retriever, *self._variants.values()]
+        for retriever in retrievers:  # compiled now, not by the next search (on the event loop, if quick)
+            index, side = retriever.query_side.synonym_target(retriever.index)
+            side.synonyms(index)
+        return count
+
     def backup(self, directory: Path) -> dict:
         """A backup of the index's last commit in ``directory``, named after the index and the time (UTC)
         (:meth:`Retriever.backup`: writers wait meanwhile, searches go on)."""
@@ -317,6 +334,9 @@ class ServedIndex:
 
     def _merge(self) -> None:
         self.index.merge()
+
+    def _set_synonyms(self, lines: list[str]) -> int:
+        return self.retriever.set_synonyms(lines)
 
     def _merge_small_segments(self) -> None:
         """Keep at most ``max_segments`` segments besides those that filled the index's buffer

@@ -315,6 +315,40 @@ def test_upsert_adds_and_replaces_and_is_searchable_at_once(writing_client, inde
     assert open_index(indexes["tiny"]).n_docs == 7  # durable: another process sees it
 
 
+def test_synonym_rules_are_set_read_and_removed_over_http(writing_client, indexes):
+    client = writing_client
+    assert ids(client.get("/indexes/tiny/search", params={"q": "postman"})) == [[]]
+    rules = ["# mail", "postman, mailman", "kitty => cats"]
+    assert client.put("/indexes/tiny/synonyms", json={"rules": rules}).status_code == 401  # a write: the key
+    answer = client.put("/indexes/tiny/synonyms", headers=WRITE, json={"rules": rules})
+    assert answer.json() == {"status": "acknowledged", "synonym_rules": 2}
+    assert client.get("/indexes/tiny/synonyms").json() == {"rules": rules}
+    assert ids(client.get("/indexes/tiny/search", params={"q": "postman"})) == [["d2", "d5"]]  # the next search
+    assert set(ids(client.get("/indexes/tiny/search", params={"q": "kitty"}))[0]) == {"d1", "d2"}
+    assert open_retriever(indexes["tiny"]).synonyms() == rules  # durable: another process reads them
+    before = state(indexes)
+    refused = client.put("/indexes/tiny/synonyms", headers=WRITE, json={"rules": ["postman, mailman", "the, a"]})
+    assert refused.status_code == 422 and "rules, line 2: 'the' leaves no word" in refused.json()["detail"]
+    assert str(indexes["tiny"]) not in refused.text and state(indexes) == before
+    assert client.get("/indexes/tiny/synonyms").json() == {"rules": rules}
+    assert client.put("/indexes/tiny/synonyms", headers=WRITE, json={"rules": "postman, mailman"}).status_code == 422
+    assert client.delete("/indexes/tiny/synonyms", headers=WRITE).json() == {"status": "acknowledged",
+                                                                              "synonym_rules": 0}
+    assert ids(client.get("/indexes/tiny/search", params={"q": "postman"})) == [[]]
+
+
+def test_the_client_sets_and_reads_synonym_rules(indexes):
+    from helpers import client_of as python_client
+
+    with client_of(indexes, api_key=KEY) as http:
+        client = python_client(http, api_key=KEY)
+        assert client.set_synonyms("tiny", ["postman, mailman"]) == 1
+        assert client.synonyms("tiny") == ["postman, mailman"]
+        assert [hit.id for hit in client.search("tiny", "postman")] == ["d2", "d5"]
+        assert [hit.id for hit in client.search("tiny", "postman", synonyms="none")] == []
+        assert client.set_synonyms("tiny", None) == 0 and client.synonyms("tiny") == []
+
+
 def test_upsert_reads_the_field_names_the_cli_reads(client, indexes):
     """A document ``semiret index`` reads from a file is one the API takes, under the same names: Pyserini's
     ``contents`` (it was stored empty while the request was acknowledged), a numbered id, a null text beside a

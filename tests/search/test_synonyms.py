@@ -1,0 +1,221 @@
+"""Synonym rules (``Retriever.set_synonyms``, ``semiret synonyms``, the service's ``/synonyms``, the ``synonyms``
+search option): Solr's format, read with the index's analyzer, expanding BM25 queries (and a hybrid's BM25 part)
+with each phrase weighted as its synonyms are; set without encoding a document again, seen by the next search."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.indexes import open_index
+from semiret.search import BM25Retriever, open_retriever
+from semiret.text.synonyms import SynonymMap, parse_synonyms
+
+DOCS = [
+    Document("mi-long", "Myocardial infarction in older patients."),
+    Document("mi-short", "Exercise after MI improves outcomes."),
+    Document("attack", "Heart attack survivors and their families."),
+    Document("color", "The color of the evening sky."),
+    Document("colour", "Colour perception in birds."),
+    Document("garden", "Morning birds sing in the garden."),
+    Document("statin", "Statins lower cholesterol in adults."),
+]
+RULES = ["# cardiology", "heart attack, myocardial infarction, mi", "colour => color"]
+
+
+@pytest.fixture
+def bm25(tmp_path):
+    return BM25Retriever.build(DOCS, tmp_path / "bm25")
+
+
+def ids(hits) -> set[str]:
+    return {hit.id for hit in hits}
+
+
+# ---------------------------------------------------------------------------------------------- the format
+def test_rules_parse_as_solr_writes_them():
+    rules = parse_synonyms(["# a comment", "", "a, b c  # trailing", "x, y => z", "one\\, two, three", "p => q\\=r"])
+    assert [(r.line, r.inputs, r.outputs, r.explicit) for r in rules] == [
+        (3, ("a", "b c"), ("a", "b c"), False), (4, ("x", "y"), ("z",), True),
+        (5, ("one, two", "three"), ("one, two", "three"), False), (6, ("p",), ("q=r",), True)]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("alone", "line 2: 'alone' names one phrase"),
+    ("a, , b", "line 2: 'a, , b' has an empty phrase"),
+    ("a => b => c", "line 2: 'a => b => c' holds '=>' more than once"),
+    ("a =>", "line 2: 'a =>' has an empty phrase"),
+])
+def test_a_malformed_line_is_named(line, message):
+    with pytest.raises(SemiretError, match=f"my.txt, {message}"):
+        parse_synonyms(["a, b", line], "my.txt")
+
+
+def test_matches_take_the_longest_phrase_left_to_right_and_merge_rules():
+    rules = parse_synonyms(["new york, nyc", "new, fresh", "york => yorkshire", "nyc => big apple", "run, run"])
+    synonyms = SynonymMap(rules, str.split)
+    assert len(synonyms) == 5  # new york, nyc, new, fresh, york; "run, run": nothing to add
+    found = synonyms.matches("new york new york".split())
+    assert [(m.start, m.end) for m in found] == [(0, 2), (2, 4)]
+    assert found[0].keeps_original and found[0].alternatives == [("nyc",)]
+    nyc = synonyms.matches(["nyc"])[0]  # an equivalence keeps it, the explicit rule adds its output
+    assert nyc.keeps_original and nyc.alternatives == [("new", "york"), ("big", "apple")]
+    york = synonyms.matches(["york"])[0]
+    assert not york.keeps_original and york.alternatives == [("yorkshire",)]
+    kept = SynonymMap(parse_synonyms(["a => a, b"]), str.split).matches(["a"])[0]
+    assert kept.keeps_original and kept.alternatives == [("b",)]
+
+
+def test_a_phrase_of_stopwords_is_an_error_naming_its_line(bm25):
+    with pytest.raises(SemiretError, match="synonyms, line 2: 'the of' leaves no word once analyzed"):
+        bm25.set_synonyms(["sky, heaven", "the of, air"])
+    assert bm25.synonyms() == []
+
+
+# ---------------------------------------------------------------------------------------------- searching
+def test_a_query_finds_documents_holding_its_synonyms(bm25):
+    assert ids(bm25.search("heart attacks", k=10)) == {"attack"}
+    assert bm25.set_synonyms(RULES) == 2
+    assert ids(bm25.search("heart attacks", k=10)) == {"attack", "mi-long", "mi-short"}  # stems: "attacks"
+    assert ids(bm25.search("MI", k=10)) == {"attack", "mi-long", "mi-short"}
+    assert ids(bm25.with_options(synonyms="none").search("heart attacks", k=10)) == {"attack"}
+    assert bm25.search("garden birds", k=10)[0].id == "garden"  # words no rule holds: as ever
+
+
+def test_each_phrase_weighs_what_the_commonest_phrase_does(bm25):
+    bm25.set_synonyms(RULES)
+    index = bm25.index
+    idf = {term: float(index.idf()[index.vocab.index(term)]) for term in ("heart", "attack", "myocardi", "infarct", "mi")}
+    weights = {t.term: t.weight for t in bm25.analyze("heart attack")}  # query weight times IDF
+    # each phrase's terms add up to the lowest phrase IDF sum (here "mi", one word)
+    lowest = min(idf["heart"] + idf["attack"], idf["myocardi"] + idf["infarct"], idf["mi"])
+    assert weights["mi"] == pytest.approx(lowest, rel=1e-5)
+    assert weights["heart"] + weights["attack"] == pytest.approx(lowest, rel=1e-5)
+    assert weights["myocardi"] + weights["infarct"] == pytest.approx(lowest, rel=1e-5)
+    hits = bm25.search("heart attack", k=3)
+    assert bm25.explain("heart attack", hits[0].id).score == pytest.approx(hits[0].score, rel=1e-5)
+
+
+def test_an_explicit_rule_replaces_the_words_typed(bm25):
+    bm25.set_synonyms(RULES)
+    assert ids(bm25.search("colour", k=10)) == {"color"}  # "colour" => "color": the word typed is not searched
+    assert ids(bm25.with_options(synonyms="none").search("colour", k=10)) == {"colour"}
+
+
+def test_highlights_mark_the_synonyms_matched(bm25):
+    bm25.set_synonyms(RULES)
+    assert bm25.highlight("heart attack", "mi-long") == ["<em>Myocardial</em> <em>infarction</em> in older patients."]
+
+
+def test_a_file_given_to_a_search_stands_in_for_the_index_rules(bm25, tmp_path):
+    rules = tmp_path / "rules.txt"
+    rules.write_text("cholesterol, lipids\n", encoding="utf-8")
+    bm25.set_synonyms(RULES)
+    other = bm25.with_options(synonyms=str(rules))
+    assert ids(other.search("lipids", k=10)) == {"statin"}
+    assert ids(other.search("heart attack", k=10)) == {"attack"}  # the index's rules are not read
+    with pytest.raises(SemiretError, match="no such synonyms file"):
+        bm25.with_options(synonyms=str(tmp_path / "missing.txt"))
+
+
+def test_fuzzy_corrects_words_no_rule_matched(bm25):
+    bm25.set_synonyms(RULES)
+    fuzzy = bm25.with_options(fuzzy=True)
+    assert ids(fuzzy.search("MI cholesterl", k=10)) == {"attack", "mi-long", "mi-short", "statin"}
+
+
+# ---------------------------------------------------------------------------------------------- storage
+def test_rules_are_committed_with_the_index_and_seen_by_other_readers(bm25, tmp_path):
+    reader = open_retriever(tmp_path / "bm25")
+    assert ids(reader.search("mi", k=10)) == {"mi-short"}
+    before = bm25.index.snapshot.stamp
+    bm25.set_synonyms(RULES)
+    assert bm25.index.snapshot.stamp != before  # one commit
+    reader.index.refresh()
+    assert ids(reader.search("mi", k=10)) == {"attack", "mi-long", "mi-short"}
+    assert open_retriever(tmp_path / "bm25").synonyms() == RULES
+    assert open_index(tmp_path / "bm25").describe()["synonym_rules"] == 2
+    backup = open_retriever(bm25.backup(tmp_path / "copy"))
+    assert backup.synonyms() == RULES
+    bm25.set_synonyms(None)
+    reader.index.refresh()
+    assert ids(reader.search("mi", k=10)) == {"mi-short"} and reader.synonyms() == []
+
+
+def test_only_the_last_two_rule_files_stay(bm25, tmp_path):
+    for number in range(4):
+        bm25.set_synonyms([f"sky, heaven{number}"])
+    files = sorted(path.name for path in (tmp_path / "bm25").glob("synonyms-*"))
+    assert len(files) == 2 and bm25.index.synonyms_file in files
+
+
+def test_bad_rules_leave_the_index_as_it_was(bm25):
+    bm25.set_synonyms(RULES)
+    stamp = bm25.index.snapshot.stamp
+    with pytest.raises(SemiretError, match="line 1"):
+        bm25.set_synonyms(["a => b => c"])
+    assert bm25.index.snapshot.stamp == stamp and bm25.synonyms() == RULES
+
+
+def test_retrievers_that_read_no_words_refuse_rules(tiny_bert):
+    from semiret.search import InferenceFreeRetriever
+
+    neural = InferenceFreeRetriever.build(DOCS, model=str(tiny_bert))
+    with pytest.raises(SemiretError, match="reads no words to expand by synonyms \\(bm25, hybrid do\\)"):
+        neural.set_synonyms(RULES)
+
+
+def test_a_hybrid_keeps_its_rules_in_its_bm25_part(tmp_path, tiny_bert):
+    from semiret.search import HybridRetriever
+
+    hybrid = HybridRetriever.build(DOCS, tmp_path / "hybrid", model=str(tiny_bert))
+    assert "mi-long" not in ids(hybrid.search("heart attack", k=3))
+    hybrid.set_synonyms(RULES)
+    assert open_retriever(tmp_path / "hybrid" / "lexical").synonyms() == RULES
+    assert "mi-long" in ids(hybrid.search("heart attack", k=3))
+    assert "mi-long" not in ids(hybrid.with_options(synonyms="none").search("heart attack", k=3))
+
+
+# ---------------------------------------------------------------------------------------------- the CLI
+def test_the_cli_sets_shows_and_clears_rules(bm25, tmp_path):
+    runner = CliRunner()
+    rules = tmp_path / "rules.txt"
+    rules.write_text("\n".join(RULES) + "\n", encoding="utf-8")
+    index = str(tmp_path / "bm25")
+    result = runner.invoke(app, ["synonyms", index, "--set", str(rules)])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(app, ["synonyms", index]).stdout.splitlines() == RULES
+    found = runner.invoke(app, ["search", "--index", index, "mi", "--json"])
+    assert {hit["id"] for hit in json.loads(found.stdout)["hits"]} == {"attack", "mi-long", "mi-short"}
+    plain = runner.invoke(app, ["search", "--index", index, "mi", "--json", "--synonyms", "none"])
+    assert {hit["id"] for hit in json.loads(plain.stdout)["hits"]} == {"mi-short"}
+    bad = tmp_path / "bad.txt"
+    bad.write_text("sky, heaven\nlonely\n", encoding="utf-8")
+    refused = runner.invoke(app, ["synonyms", index, "--set", str(bad)])
+    assert refused.exit_code != 0 and f"{bad}, line 2" in refused.output
+    assert runner.invoke(app, ["synonyms", index, "--clear"]).exit_code == 0
+    assert runner.invoke(app, ["synonyms", index]).stdout == ""
+
+
+def test_eval_takes_a_synonyms_file(tmp_path):
+    runner = CliRunner()
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": d.id, "text": d.text}) + "\n" for d in DOCS), encoding="utf-8")
+    (tmp_path / "queries.tsv").write_text("q1\theart attack\n", encoding="utf-8")
+    (tmp_path / "qrels.tsv").write_text("q1\t0\tmi-long\t1\n", encoding="utf-8")
+    rules = tmp_path / "rules.txt"
+    rules.write_text("heart attack, myocardial infarction\n", encoding="utf-8")
+    figures = {}
+    for name, extra in (("plain", []), ("synonyms", ["--synonyms", str(rules)])):
+        result = runner.invoke(app, ["eval", "--data", str(corpus), "--queries", str(tmp_path / "queries.tsv"),
+                                     "--qrels", str(tmp_path / "qrels.tsv"), "--json", *extra])
+        assert result.exit_code == 0, result.output
+        figures[name] = json.loads(result.stdout.splitlines()[-1])
+    assert figures["plain"]["nDCG@10"] == 0 and figures["synonyms"]["nDCG@10"] > 0
+    assert figures["synonyms"]["options"]["synonyms"] == str(rules)
