@@ -629,7 +629,7 @@ class Retriever:
         rules = []
         texts = (document.full_text for document in self.index.iter_documents())
         for short, long_form, count in mine_abbreviations(texts, min_count):
-            rule = f"{short.lower()}, {long_form}"
+            rule = ", ".join(phrase.replace(",", "\\,").replace("=", "\\=") for phrase in (short.lower(), long_form))
             try:
                 if len(side.compile_synonyms([rule])):  # none where the analyzer reads both alike
                     rules.append(f"{rule}  # {count} definition{'s' if count > 1 else ''}")

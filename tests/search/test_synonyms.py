@@ -219,3 +219,29 @@ def test_eval_takes_a_synonyms_file(tmp_path):
         figures[name] = json.loads(result.stdout.splitlines()[-1])
     assert figures["plain"]["nDCG@10"] == 0 and figures["synonyms"]["nDCG@10"] > 0
     assert figures["synonyms"]["options"]["synonyms"] == str(rules)
+
+
+# ---------------------------------------------------------------------------------------------- abbreviations
+def test_abbreviations_a_corpus_defines_are_found_both_ways():
+    from semiret.text.acronyms import mine_abbreviations
+
+    texts = ["Acute myocardial infarction (MI) is common. MI kills.", "After an MI (myocardial infarction), rest.",
+             "Computed tomography (CT) scans.", "The cat (CAT) sat; a cat is a cat.", "The NIH (NIH) said so.",
+             "We studied (p < 0.05) effects.", "Mice (n = 12) were used."]
+    assert mine_abbreviations(texts) == [("MI", "myocardial infarction", 2), ("CT", "computed tomography", 1)]
+    assert mine_abbreviations(texts, min_count=2) == [("MI", "myocardial infarction", 2)]
+
+
+def test_abbreviation_rules_are_proposed_for_review(tmp_path):
+    docs = [Document("a", "Heart failure (HF) and chronic kidney disease (CKD) were common."),
+            Document("b", "Patients with HF were older. We (WE) agree."),
+            Document("c", "Reprogramming with OSKM (Oct4, Sox2, Klf4 and Myc) factors.")]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
+    proposed = bm25.abbreviation_synonyms()
+    # "we" is a stopword: its rule would be refused, so it is not proposed; commas of a long form are escaped
+    assert proposed == ["ckd, chronic kidney disease  # 1 definition", "hf, heart failure  # 1 definition",
+                        "oskm, oct4\\, sox2\\, klf4 and myc  # 1 definition"]
+    assert bm25.set_synonyms(proposed) == 3 and bm25.synonyms() == proposed
+    assert ids(bm25.search("HF", k=5)) == {"a", "b"}
+    result = CliRunner().invoke(app, ["synonyms", str(tmp_path / "bm25"), "--abbreviations", "--min-count", "1"])
+    assert result.exit_code == 0 and result.stdout.splitlines()[1:] == proposed
