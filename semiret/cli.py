@@ -718,6 +718,7 @@ def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hy
     them (--set FILE) or remove them (--clear): searches expand queries by them from the next one on (a server's
     too), no document encoded again. --abbreviations proposes rules from the documents' own definitions."""
     from semiret.search.retrievers import open_retriever
+    from semiret.text.synonyms import parse_synonyms, read_synonyms
 
     if sum((rules is not None, clear, abbreviations)) > 1:
         raise SemiretError("give one of --set FILE, --clear and --abbreviations")
@@ -733,6 +734,8 @@ def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hy
             print(line)
         return
     source = sys.stdin.read().splitlines() if rules == "-" else None if clear else rules
+    if source is not None and not parse_synonyms(read_synonyms(source)):
+        raise SemiretError(f"{'standard input' if rules == '-' else rules} holds no rule (--clear removes them)")
     console.print(f"{index}: {_count(opened.set_synonyms(source), 'synonym rule')} set")
 
 

@@ -322,11 +322,14 @@ class Snapshot:
     Never changed once published: a change builds the next snapshot and publishes it in one assignment, so a
     search that took a snapshot sees all of a change or none of it."""
 
-    __slots__ = ("meta", "segments", "stamp", "derived", "hiding")
+    __slots__ = ("meta", "segments", "stamp", "derived", "hiding", "synonyms")
 
     def __init__(self, meta: dict, segments: list[Segment], stamp=None):
         self.meta = meta
         self.segments = segments
+        self.synonyms: tuple[str, tuple[str, ...]] | None = None
+        """The synonym rules the commit names, (file name, lines), read with the commit: a reader keeps the rules of
+        its snapshot whatever writers do to the files since."""
         self.stamp = stamp
         """The :func:`~semiret.indexes.storage.commit_stamp` of the ``meta.json`` it was read from or written as."""
         self.derived: dict[str, Any] = {}
@@ -388,6 +391,7 @@ class SegmentedIndex(ABC):
         self.snapshot = Snapshot(meta, [])
         """What searches read now; replaced whole by each change and refresh."""
         self.snapshot.segments.extend(self._open_segment(path / info["name"], info) for info in meta["segments"])
+        self.snapshot.synonyms = _read_synonyms(path, meta, None)
         self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
         self._write_depth = 0  # nested writing() blocks of the thread that holds _writer
         self._publishing = threading.Lock()  # held while a snapshot is committed or re-read and published
@@ -689,40 +693,34 @@ class SegmentedIndex(ABC):
     def synonyms_file(self) -> str | None:
         """The name of the file of the synonym rules the current commit holds (None: none set): a key that changes
         whenever the rules do."""
-        record = self.meta.get(SYNONYMS)
-        return record["file"] if record else None
+        return self.snapshot.synonyms[0] if self.snapshot.synonyms else None
 
     def synonym_lines(self) -> list[str]:
         """The synonym rules the current commit holds, as the lines they were set with (none: ``[]``)."""
-        name = self.synonyms_file
-        if name is None:
-            return []
-        try:
-            return (self.path / name).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise IndexFormatError(f"{self.path}: the synonyms file {name} its commit names is missing (replaced "
-                                   "twice since this snapshot was read? open the index again)") from None
+        return list(self.snapshot.synonyms[1]) if self.snapshot.synonyms else []
 
-    def set_synonyms(self, lines: list[str]) -> None:
+    def set_synonyms(self, lines: list[str]) -> int:
         """Set the synonym rules (lines of a Solr-format file, :mod:`semiret.text.synonyms`; ``[]``: none) in one
-        commit: queries read them from the next search on, no document is encoded again (Elasticsearch's
-        updatable synonyms). The rules' file is written before the commit that names it; the one before stays
-        for readers of the previous commit, older ones are removed."""
-        rules = parse_synonyms(lines, f"synonyms of {self.path}")
-        with self._change() as draft:
-            before = draft.synonyms_file
-            if rules:
-                text = "".join(f"{line}\n" for line in lines)
-                name = f"{SYNONYMS_PREFIX}{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}.txt"
-                if not (self.path / name).exists():
-                    atomic_write_text(self.path / name, text)
-                draft.meta[SYNONYMS] = {"file": name, "rules": len(rules)}
-            else:
-                draft.meta.pop(SYNONYMS, None)
-            kept = {before, draft.synonyms_file}
-        for entry in self.path.glob(f"{SYNONYMS_PREFIX}*"):
-            if entry.name not in kept:
-                entry.unlink(missing_ok=True)
+        commit, none when they are the rules set already: queries read them from the next search on, no document
+        is encoded again (Elasticsearch's updatable synonyms). The rules' file, named by its content, is written
+        before the commit that names it; files no commit names any more are removed under the write lock (readers
+        hold their snapshot's rules in memory, and one that read a commit whose file went reads the newer
+        commit). Returns how many rules are set."""
+        rules = parse_synonyms(lines, "synonyms")
+        text = "".join(f"{line}\n" for line in lines)
+        name = f"{SYNONYMS_PREFIX}{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}.txt" if rules else None
+        with self.writing():
+            if name != self.synonyms_file:
+                with self._change() as draft:
+                    if rules:
+                        atomic_write_text(self.path / name, text)
+                        draft.meta[SYNONYMS] = {"file": name, "rules": len(rules)}
+                        draft.snapshot.synonyms = (name, tuple(lines))
+                    else:
+                        draft.meta.pop(SYNONYMS, None)
+                        draft.snapshot.synonyms = None
+                self._remove_uncommitted_files()
+        return len(rules)
 
     @contextmanager
     def unchanging(self) -> Iterator["SegmentedIndex"]:
@@ -772,7 +770,7 @@ class SegmentedIndex(ABC):
         segments = [segment.with_deleted(segment.deleted | mask) for segment, mask in zip(snapshot.segments, hidden)]
         view = copy.copy(self)
         view.snapshot = Snapshot(snapshot.meta, segments, snapshot.stamp)
-        view.snapshot.derived = snapshot.derived
+        view.snapshot.derived, view.snapshot.synonyms = snapshot.derived, snapshot.synonyms
         view.snapshot.hiding = f"{snapshot.hiding} & {wanted.key}" if snapshot.hiding else wanted.key
         return view
 
@@ -809,12 +807,14 @@ class SegmentedIndex(ABC):
                 self._load_commit(meta)
                 known = {segment.name: segment for segment in self.segments} if same_index else {}
                 segments = [self._reopen_segment(known.get(info["name"]), info) for info in meta["segments"]]
+                synonyms = _read_synonyms(self.path, meta, self.snapshot)
             except (IndexFormatError, OSError):
                 attempt += 1
                 if attempt < OPEN_ATTEMPTS and commit_stamp(self.path) != stamp:
                     continue  # another process merged meanwhile and removed segments of the commit read
                 raise
             self.snapshot = Snapshot(meta, segments, stamp)
+            self.snapshot.synonyms = synonyms
             return True
         return False
 
@@ -869,6 +869,7 @@ class SegmentedIndex(ABC):
         with self.writing():
             draft = copy.copy(self)
             draft.snapshot = Snapshot(copy.deepcopy(self.meta), list(self.segments))
+            draft.snapshot.synonyms = self.snapshot.synonyms
             yield draft
             with self._publishing:
                 draft._commit()
@@ -1117,7 +1118,8 @@ class SegmentedIndex(ABC):
         memory-mapped files."""
         listed = {info["name"] for info in self.meta["segments"]}
         for entry in self.path.iterdir():
-            orphan = entry.name.startswith("seg-") and entry.name not in listed
+            orphan = (entry.name.startswith("seg-") and entry.name not in listed
+                      or entry.name.startswith(SYNONYMS_PREFIX) and entry.name != self.synonyms_file)
             if orphan or ".tmp-" in entry.name:
                 if entry.is_dir():
                     shutil.rmtree(entry, ignore_errors=True)
@@ -1309,6 +1311,22 @@ class SegmentHits(SearchHits):
             here = seg_of == seg_no
             out[here] = read(self._segments[seg_no], refs[here] & 0xFFFFFFFF)
         return out
+
+
+def _read_synonyms(path: Path, meta: dict, known: Snapshot | None) -> tuple[str, tuple[str, ...]] | None:
+    """The synonym rules the commit ``meta`` names, as :attr:`Snapshot.synonyms` holds them (those of ``known``, a
+    snapshot read before, when it names the same file). A missing file is an :class:`IndexFormatError`, which a
+    reader of a commit replaced meanwhile answers by reading the newer one."""
+    record = meta.get(SYNONYMS)
+    if not record:
+        return None
+    if known is not None and known.synonyms and known.synonyms[0] == record["file"]:
+        return known.synonyms
+    try:
+        text = (path / record["file"]).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise IndexFormatError(f"the synonyms file {record['file']} that the index's commit names is missing") from None
+    return record["file"], tuple(text.splitlines())
 
 
 def build_of(meta: dict) -> str | None:

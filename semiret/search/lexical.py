@@ -71,6 +71,7 @@ class WordCounts(DocumentSide):
 
     def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters):
         self.analyzer, self.terms, self.params = analyzer, terms, params
+        self.compiled_synonyms = CompiledSynonyms()  # its query sides' rules
 
     @classmethod
     def create(cls, options: BM25Options):
@@ -131,6 +132,16 @@ class WordCounts(DocumentSide):
                         lengths=np.array([len(words)], np.int32)), names
 
 
+class CompiledSynonyms:
+    """The compiled rules of the last synonyms file an index's searches read, shared by the query sides of one
+    document side (a server's option variants, a hybrid's BM25 part): compiled once, by one of them."""
+
+    def __init__(self):
+        self.key: str | None = None
+        self.rules: SynonymMap | None = None
+        self.lock = threading.Lock()
+
+
 NEIGHBOURS_KEPT = 10_000
 """Misspelled words whose neighbours a query side keeps (the most recently searched)."""
 
@@ -173,8 +184,10 @@ class WordCountQueries(QuerySide):
 
     Options = WordQueryOptions
 
-    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None):
+    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None,
+                 compiled: CompiledSynonyms | None = None):
         self._query_terms = terms
+        self._compiled = compiled or CompiledSynonyms()
         self.options = options or WordQueryOptions()
         self._feedback_terms = FeedbackTerms()
         self._said_stopwords = False
@@ -182,7 +195,6 @@ class WordCountQueries(QuerySide):
         self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
         self._near_lock = threading.Lock()  # a server's searches share this side while a writer adds words
         self._given_synonyms = None  # the rules of the synonyms option's file, read at open
-        self._synonym_map: tuple[str | None, SynonymMap | None] = (None, None)  # (the index's file, its rules)
 
     @property
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
@@ -193,7 +205,7 @@ class WordCountQueries(QuerySide):
         if options.rm3 and not index.stores_texts:
             raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
                                "words of its feedback documents from them")
-        side = cls(QueryTerms(documents.analyzer, documents.terms), options)
+        side = cls(QueryTerms(documents.analyzer, documents.terms), options, documents.compiled_synonyms)
         if options.synonyms not in (None, "none"):
             side._given_synonyms = side.compile_synonyms(read_synonyms(options.synonyms), options.synonyms)
         return side
@@ -204,16 +216,25 @@ class WordCountQueries(QuerySide):
 
     def synonyms(self, index) -> SynonymMap | None:
         """The synonym rules queries over ``index`` are expanded by: the ``synonyms`` option's file, else the
-        index's own (compiled again only when a commit changes them), or none."""
+        index's own, compiled once per rules file for every query side of the analyzer (a server's variants), or
+        none."""
         if self.options.synonyms is not None:
             return self._given_synonyms
         key = getattr(index, "synonyms_file", None)
-        known_key, known = self._synonym_map
-        if key == known_key:
-            return known
-        compiled = None if key is None else self.compile_synonyms(index.synonym_lines(), f"synonyms of {index.path}")
-        self._synonym_map = (key, compiled)
-        return compiled
+        if key is None:
+            return None
+        compiled = self._compiled
+        if compiled.key != key:
+            with compiled.lock:  # one compiles, the others wait for it
+                if compiled.key != key:
+                    compiled.rules = self.compile_synonyms(index.synonym_lines(), "the index's synonyms")
+                    compiled.key = key
+        return compiled.rules
+
+    def synonyms_ready(self, index) -> bool:
+        """Whether a search over ``index`` would find its synonym rules compiled (none to compile first)."""
+        key = getattr(index, "synonyms_file", None)
+        return self.options.synonyms is not None or key is None or self._compiled.key == key
 
     def synonym_target(self, index):
         return index, self
@@ -270,12 +291,15 @@ class WordCountQueries(QuerySide):
         return self._corrected(index, text, query, matched) if self.options.fuzzy else query
 
     def _with_synonyms(self, index, text: str, query: SparseQuery, synonyms: SynonymMap) -> tuple[SparseQuery, set]:
-        """``query`` with each phrase of ``text`` a rule matches weighted alike with its synonyms, and the terms
-        those phrases hold (fuzzy leaves them be). Lucene's synonym query scores a word and its synonyms as one
-        term of the commonest one's IDF; over bag-of-words postings each phrase (the matched one, unless a rule
-        replaces it, and each synonym whose words the index holds) is weighted so that its terms' IDFs add up to
-        the lowest phrase's sum: a rare synonym never outweighs the words typed. A document holding two of the
-        phrases gets both (Lucene would add their counts before saturating them)."""
+        """``query`` with the synonyms of each phrase of ``text`` a rule matches, and the terms those phrases hold
+        (fuzzy leaves them be). The words typed weigh as ever (unless a rule replaces them); a synonym weighs at
+        most what they do: its words scaled down, where they weigh more, so that their IDFs add up to the typed
+        phrase's sum. So a rare synonym never outweighs the words typed (Lucene's synonym query blends a word and
+        its synonyms to the commonest one's IDF for the same reason), and a common one never lowers them. A
+        synonym the index does not hold whole is left out; where a rule's every one is, the words typed count as
+        usual. Over an index of words without positions a multi-word synonym matches its words anywhere in a
+        document, not only side by side (on SciFact, weighing them by their own IDFs, as OpenSearch's phrase
+        clauses are, ranked lower: docs/results.md, "Synonyms")."""
         terms = self._query_terms.analyzer(text)
         matches = synonyms.matches(terms)
         if not matches:
@@ -287,24 +311,24 @@ class WordCountQueries(QuerySide):
             return found if all(i < len(df) and df[i] and idf[i] > 0 for i in found) else None
 
         weights: Counter = Counter()
-        covered = set()
+        replaced, matched = set(), set()
         for match in matches:
-            covered.update(range(match.start, match.end))
-            typed = tuple(terms[match.start:match.end])
-            phrases = [held(p) for p in ([typed] if match.keeps_original else []) + match.alternatives]
-            phrases = [p for p in phrases if p]
-            if not phrases:  # none held: the words typed count as usual
-                covered.difference_update(range(match.start, match.end))
-                continue
-            sums = [float(idf[p].sum()) for p in phrases]
-            for phrase, total in zip(phrases, sums):
+            alternatives = [p for p in map(held, match.alternatives) if p]
+            if not alternatives:
+                continue  # the words typed count as usual
+            matched.update(terms[match.start:match.end])
+            if not match.keeps_original:
+                replaced.update(range(match.start, match.end))
+            typed = held(terms[match.start:match.end])
+            cap = float(idf[typed].sum()) if typed else np.inf
+            for phrase in alternatives:
+                total = float(idf[phrase].sum())
                 for term_id in phrase:
-                    weights[term_id] += min(sums) / total
+                    weights[term_id] += min(1.0, cap / total)
         for position, term in enumerate(terms):
-            if position not in covered and term in ids:  # as encode_query keeps them
+            if position not in replaced and term in ids:  # as encode_query keeps them
                 weights[ids[term]] += 1.0
         ordered = sorted(weights)
-        matched = {terms[position] for position in covered}
         return SparseQuery(np.array(ordered, np.int32), np.array([weights[t] for t in ordered], np.float32)), matched
 
     def _corrected(self, index, text: str, query: SparseQuery, matched: set = frozenset()) -> SparseQuery:

@@ -56,7 +56,7 @@ from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.acronyms import mine_abbreviations
-from semiret.text.synonyms import parse_synonyms, read_synonyms
+from semiret.text.synonyms import escaped, read_synonyms
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import DocumentPage, Explanation, Hit, Postings, SearchHits, SyncCounts, TermContribution, TermWeight
 
@@ -605,8 +605,7 @@ class Retriever:
         its line); searches expand queries by them from the next one on, no document encoded again (OpenSearch's
         search-time synonyms; Elasticsearch's updatable synonyms sets). Returns how many rules are set."""
         lines = self.check_synonyms(rules)
-        self._synonym_target()[0].set_synonyms(lines)
-        return len(parse_synonyms(lines))
+        return self._synonym_target()[0].set_synonyms(lines)
 
     def check_synonyms(self, rules: "str | Path | Sequence[str] | None", name: str | None = None) -> list[str]:
         """The lines of ``rules`` (as :meth:`set_synonyms` takes them) once checked as this index's queries would
@@ -614,27 +613,35 @@ class Retriever:
         _, side = self._synonym_target()
         name = name or (str(rules) if isinstance(rules, (str, PurePath)) else "synonyms")
         lines = [] if rules is None else read_synonyms(rules, name)
-        side.compile_synonyms(lines, name)
+        idle = side.compile_synonyms(lines, name).idle_lines
+        if idle:
+            log.warning("%s: the rule%s of line%s %s add%s nothing once the index's analyzer reads them (one stem for "
+                        "every phrase)", name, "s" * (len(idle) > 1), "s" * (len(idle) > 1),
+                        ", ".join(map(str, idle[:10])) + (", ..." if len(idle) > 10 else ""), "" if len(idle) > 1 else "s")
         return lines
 
     def abbreviation_synonyms(self, min_count: int = 1) -> list[str]:
         """Synonym rules for the abbreviations the stored documents define ("myocardial infarction (MI)": ``mi,
-        myocardial infarction  # 3 definitions``; :func:`~semiret.text.acronyms.mine_abbreviations`), those defined
-        at least ``min_count`` times, most first; rules the index's analyzer would refuse (a stopword: "US") are
-        left out. For review before :meth:`set_synonyms`."""
+        myocardial infarction``; :func:`~semiret.text.acronyms.mine_abbreviations`), those defined at least
+        ``min_count`` times, most first, under comment lines saying how often (``# defined 3 times``); rules the
+        index's analyzer would refuse (a stopword: "US") are left out. For review before :meth:`set_synonyms`."""
         _, side = self._synonym_target()
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): the "
                                "abbreviations are read from them")
-        rules = []
+        rules, count_before = [], None
         texts = (document.full_text for document in self.index.iter_documents())
         for short, long_form, count in mine_abbreviations(texts, min_count):
-            rule = ", ".join(phrase.replace(",", "\\,").replace("=", "\\=") for phrase in (short.lower(), long_form))
+            rule = f"{escaped(short.lower())}, {escaped(long_form)}"
             try:
-                if len(side.compile_synonyms([rule])):  # none where the analyzer reads both alike
-                    rules.append(f"{rule}  # {count} definition{'s' if count > 1 else ''}")
+                if not len(side.compile_synonyms([rule])):  # the analyzer reads both alike
+                    continue
             except SemiretError:
                 continue
+            if count != count_before:
+                rules.append(f"# defined {count} time{'s' * (count > 1)}")
+                count_before = count
+            rules.append(rule)
         return rules
 
     def _synonym_target(self):
@@ -645,8 +652,8 @@ class Retriever:
             raise SemiretError(f"retriever {self.name!r} reads no words to expand by synonyms ({', '.join(takers)} "
                                "do)")
         if not hasattr(target[0], "set_synonyms"):
-            raise SemiretError(f"{self.index.path}: a Milvus collection keeps no synonym rules; give a file with each "
-                               "search instead (synonyms=FILE, --synonyms FILE)")
+            raise SemiretError("a Milvus collection keeps no synonym rules; give a file with each search instead "
+                               "(synonyms=FILE, --synonyms FILE)")
         return target
 
     # ------------------------------------------------------------------ documents

@@ -957,7 +957,7 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
-    if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.has_options(options)
+    if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.ready_for(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
             and not diversity  # a segment's first diversified search reads all its postings

@@ -259,11 +259,8 @@ class ServedIndex:
         error naming its line among ``rules``, before anything is written); returns how many are set."""
         lines = self.retriever.check_synonyms(rules, "rules")
         count = self._write("_set_synonyms", lines)
-        with self._variants_lock:
-            retrievers = [self.retriever, *self._variants.values()]
-        for retriever in retrievers:  # compiled now, not by the next search (on the event loop, if quick)
-            index, side = retriever.query_side.synonym_target(retriever.index)
-            side.synonyms(index)
+        index, side = self.retriever.query_side.synonym_target(self.index)
+        side.synonyms(index)  # compiled now, for every variant, not by the next search (on the event loop, if quick)
         return count
 
     def backup(self, directory: Path) -> dict:
@@ -345,9 +342,17 @@ class ServedIndex:
             self.index.merge_small_segments(self.max_segments)
 
     # ------------------------------------------------------------------ search options
-    def has_options(self, options: dict) -> bool:
-        """Whether a search with these options is ready (no retriever variant to make first)."""
-        return not options or self._options_key(options) in self._variants
+    def ready_for(self, options: dict) -> bool:
+        """Whether a search with these options is ready: no retriever variant to make first, nor synonym rules
+        (another process's, just committed) to compile."""
+        retriever = self._variants.get(self._options_key(options)) if options else self.retriever
+        if retriever is None:
+            return False
+        target = retriever.query_side.synonym_target(retriever.index)
+        if target is None:
+            return True
+        self.refresh()  # a stat, as the search's own
+        return target[1].synonyms_ready(target[0])
 
     @staticmethod
     def _options_key(options: dict) -> tuple:

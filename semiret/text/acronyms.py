@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from typing import Iterable
 
 _PARENTHESES = re.compile(r"\(([^()]{1,60})\)")
+_WRITTEN = re.compile(r"[\w-]+")
 _WORD = re.compile(r"\S+")
 
 
@@ -45,11 +46,16 @@ def _long_form(short: str, words: list[str]) -> str | None:
     return long_form if short.lower() not in long_form.lower().split() else None
 
 
+_SENTENCE_END = re.compile(r"[.;:!?]\s")
+_BEFORE = 300
+"""Characters before a parenthesis a long form is looked for in (a long form has at most 20 words)."""
+
+
 def _pairs(text: str) -> Iterable[tuple[str, str]]:
     for match in _PARENTHESES.finditer(text):
         inside = match.group(1).strip()
-        before = text[:match.start()].rstrip()
-        sentence = re.split(r"[.;:!?]\s", before)[-1]
+        before = text[max(0, match.start() - _BEFORE):match.start()].rstrip()
+        sentence = _SENTENCE_END.split(before)[-1]
         if _short_form(inside):  # long form (SF)
             words = _WORD.findall(sentence)
             room = min(len(inside) + 5, 2 * len(inside))
@@ -70,18 +76,11 @@ def mine_abbreviations(texts: Iterable[str], min_count: int = 1) -> list[tuple[s
     (``min_count`` at least), most defined first. A short form also written in lowercase as often as in capitals
     (AIDS as "aids", CAT as "cat") is left out: as a synonym it would expand the ordinary word."""
     long_forms: dict[str, Counter] = defaultdict(Counter)
-    texts = list(texts)
-    for text in texts:
+    written: Counter = Counter()  # each word as written: a short form's count in capitals, and in lowercase
+    for text in texts:  # one pass: the texts may be an index's whole corpus, read as it streams
         for short, long_form in _pairs(text):
             long_forms[short][long_form.lower()] += 1
-    if not long_forms:
-        return []
-    shorts = {short.lower() for short in long_forms}
-    written = Counter()  # each short form's occurrences as written, and in lowercase
-    for text in texts:
-        for word in re.findall(r"[\w-]+", text):
-            if word.lower() in shorts:
-                written[word] += 1
+        written.update(_WRITTEN.findall(text))
     found = []
     for short, counted in long_forms.items():
         long_form, count = counted.most_common(1)[0]

@@ -3,7 +3,8 @@
 - ``heart attack, myocardial infarction, mi``: equivalent phrases; a query holding any of them also matches the
   others (``expand``, the filters' default);
 - ``colour, hue => color``: explicit; the phrases on the left are replaced by those on the right;
-- ``#`` starts a comment, blank lines are skipped, ``\\,`` and ``\\=`` write a comma or an equals sign.
+- a line starting with ``#`` is a comment (a ``#`` further on is a character: ``c#, csharp``), blank lines are
+  skipped, ``\\,`` and ``\\=`` write a comma or an equals sign.
 
 Phrases are read with the index's analyzer (lowercase, stopwords, stems), so ``Heart Attacks`` in a query matches
 the rule's ``heart attack``; a query's words are matched to rules longest phrase first, left to right, never two
@@ -22,6 +23,8 @@ from semiret.errors import SemiretError
 
 MAX_RULES = 100_000
 """The most rules one set may hold (Elasticsearch's synonyms sets hold as many)."""
+MAX_PHRASES = 1_000
+"""The most phrases one rule may name (a query matching one of them is expanded by all the others)."""
 
 _SPLIT_ARROW = re.compile(r"(?<!\\)=>")
 _SPLIT_COMMA = re.compile(r"(?<!\\),")
@@ -42,22 +45,29 @@ class SynonymRule:
 
 
 def read_synonyms(source: str | Path | Iterable[str], name: str | None = None) -> list[str]:
-    """The lines of a synonyms file (a path), or the rule lines given, checked by :func:`parse_synonyms`."""
+    """The lines of a synonyms file (a path; a byte-order mark dropped), or the rule lines given (each one line),
+    checked by :func:`parse_synonyms`."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
-            raise SemiretError(f"{path}: no such synonyms file") from None
+            hint = " (rules themselves are given as a list of lines)" if "," in str(source) or "=>" in str(source) else ""
+            raise SemiretError(f"{path}: no such synonyms file{hint}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise SemiretError(f"{path}: cannot read it as a UTF-8 synonyms file ({exc})") from None
         lines, name = text.splitlines(), name or str(path)
     else:
         lines = list(source)
-        if any(not isinstance(line, str) for line in lines):
-            raise SemiretError("synonym rules are lines of text, one rule each")
-        lines = [piece for line in lines for piece in line.splitlines() or [""]]
-    parse_synonyms(lines, name or "synonyms")
+        name = name or "synonyms"
+        for number, line in enumerate(lines, 1):
+            if not isinstance(line, str):
+                raise SemiretError(f"{name}, line {number}: {line!r} is no text (synonym rules are lines of text)")
+            if len(line.splitlines()) > 1:
+                raise SemiretError(f"{name}, line {number}: {line!r} holds a line break: one rule a line")
+        if lines and lines[0].startswith("\ufeff"):
+            lines[0] = lines[0][1:]
+    parse_synonyms(lines, name)
     return lines
 
 
@@ -65,28 +75,35 @@ def parse_synonyms(lines: list[str], name: str = "synonyms") -> list[SynonymRule
     """The rules of a synonyms file's lines; a malformed line is an error naming ``name`` and the line."""
     rules = []
     for number, raw in enumerate(lines, 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+        line = raw.strip()
+        if not line or line.startswith("#"):
             continue
         sides = _SPLIT_ARROW.split(line)
         if len(sides) > 2:
-            raise SemiretError(f"{name}, line {number}: {raw.strip()!r} holds '=>' more than once")
-        phrases = [_phrases(side, name, number, raw) for side in sides]
+            raise SemiretError(f"{name}, line {number}: {line!r} holds '=>' more than once")
+        phrases = [_phrases(side, name, number, line) for side in sides]
         if len(sides) == 1 and len(phrases[0]) < 2:
-            raise SemiretError(f"{name}, line {number}: {raw.strip()!r} names one phrase; write its equivalents "
+            raise SemiretError(f"{name}, line {number}: {line!r} names one phrase; write its equivalents "
                                "after commas (a, b) or what it becomes after '=>' (a => b)")
+        if sum(map(len, phrases)) > MAX_PHRASES:
+            raise SemiretError(f"{name}, line {number}: more than {MAX_PHRASES:,} phrases in one rule")
         rules.append(SynonymRule(number, phrases[0], phrases[-1]))
         if len(rules) > MAX_RULES:
             raise SemiretError(f"{name}: more than {MAX_RULES:,} rules")
     return rules
 
 
-def _phrases(side: str, name: str, number: int, raw: str) -> tuple[str, ...]:
+def _phrases(side: str, name: str, number: int, line: str) -> tuple[str, ...]:
     phrases = tuple(piece.strip().replace("\\,", ",").replace("\\=", "=") for piece in _SPLIT_COMMA.split(side))
     if not all(phrases):
-        raise SemiretError(f"{name}, line {number}: {raw.strip()!r} has an empty phrase (two commas in a row, or a "
-                           "comma or '=>' at an end)")
+        raise SemiretError(f"{name}, line {number}: {line!r} has an empty phrase (two commas in a row, or a comma or "
+                           "'=>' at an end)")
     return phrases
+
+
+def escaped(phrase: str) -> str:
+    """``phrase`` written for a rule: its commas and equals signs escaped."""
+    return phrase.replace(",", "\\,").replace("=", "\\=")
 
 
 @dataclass
@@ -102,7 +119,7 @@ class SynonymMatch:
 
 @dataclass
 class _Entry:
-    alternatives: dict[tuple[str, ...], None] = field(default_factory=dict)  # ordered, without repeats
+    groups: list[tuple[tuple[str, ...], ...]] = field(default_factory=list)  # rules' outputs, shared, not copied
     keeps_original: bool = False
 
 
@@ -110,23 +127,30 @@ class SynonymMap:
     """Rules compiled over an analyzer (``analyze``: text -> its terms): an analyzed phrase -> what it matches.
 
     Each phrase must keep a term once analyzed: a phrase of stopwords alone is an error naming its line. Rules
-    with the same phrase on the left are merged (their alternatives together, as Solr's parser merges them)."""
+    with the same phrase on the left are merged (their alternatives together, as Solr's parser merges them).
+    Memory grows with the phrases written, not with their pairs: an entry refers to its rules' outputs."""
 
     def __init__(self, rules: list[SynonymRule], analyze: Callable[[str], list[str]], name: str = "synonyms"):
         self._entries: dict[tuple[str, ...], _Entry] = {}
         self.longest = 0
+        self.idle_lines: list[int] = []
+        """Lines of rules that add nothing once analyzed ("run, running": one stem)."""
         for rule in rules:
-            inputs = [self._analyzed(phrase, analyze, name, rule) for phrase in rule.inputs]
-            outputs = inputs if not rule.explicit else [self._analyzed(p, analyze, name, rule) for p in rule.outputs]
+            inputs = tuple(self._analyzed(phrase, analyze, name, rule) for phrase in rule.inputs)
+            outputs = inputs if not rule.explicit else tuple(self._analyzed(p, analyze, name, rule)
+                                                             for p in rule.outputs)
+            distinct = set(outputs)
+            if len(distinct) == 1 and set(inputs) == distinct:
+                self.idle_lines.append(rule.line)
+                continue
             for phrase in inputs:
                 entry = self._entries.setdefault(phrase, _Entry())
-                entry.keeps_original |= phrase in outputs  # "a => a, b" keeps a as "a, b" does
-                for other in outputs:
-                    if other != phrase:
-                        entry.alternatives[other] = None
+                entry.groups.append(outputs)
+                entry.keeps_original |= phrase in distinct  # "a => a, b" keeps a as "a, b" does
                 self.longest = max(self.longest, len(phrase))
-        # "run, running": one stem, nothing to add
-        self._entries = {phrase: entry for phrase, entry in self._entries.items() if entry.alternatives}
+        # a phrase whose rules name only itself ("a, a b" analyzed: only "a b" gains one)
+        self._entries = {phrase: entry for phrase, entry in self._entries.items()
+                         if any(other != phrase for group in entry.groups for other in group)}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -145,9 +169,11 @@ class SynonymMap:
         found, start = [], 0
         while start < len(terms):
             for end in range(min(len(terms), start + self.longest), start, -1):
-                entry = self._entries.get(tuple(terms[start:end]))
+                phrase = tuple(terms[start:end])
+                entry = self._entries.get(phrase)
                 if entry is not None:
-                    found.append(SynonymMatch(start, end, list(entry.alternatives), entry.keeps_original))
+                    alternatives = dict.fromkeys(other for group in entry.groups for other in group if other != phrase)
+                    found.append(SynonymMatch(start, end, list(alternatives), entry.keeps_original))
                     start = end
                     break
             else:

@@ -39,10 +39,37 @@ def ids(hits) -> set[str]:
 
 # ---------------------------------------------------------------------------------------------- the format
 def test_rules_parse_as_solr_writes_them():
-    rules = parse_synonyms(["# a comment", "", "a, b c  # trailing", "x, y => z", "one\\, two, three", "p => q\\=r"])
+    rules = parse_synonyms(["# a comment", "", "  a, b c ", "x, y => z", "one\\, two, three", "p => q\\=r",
+                            "c#, csharp  # a # further on is a character"])
     assert [(r.line, r.inputs, r.outputs, r.explicit) for r in rules] == [
         (3, ("a", "b c"), ("a", "b c"), False), (4, ("x", "y"), ("z",), True),
-        (5, ("one, two", "three"), ("one, two", "three"), False), (6, ("p",), ("q=r",), True)]
+        (5, ("one, two", "three"), ("one, two", "three"), False), (6, ("p",), ("q=r",), True),
+        (7, ("c#", "csharp  # a # further on is a character"), ("c#", "csharp  # a # further on is a character"),
+         False)]
+
+
+def test_files_with_a_byte_order_mark_and_windows_line_ends_read_as_written(tmp_path):
+    from semiret.text.synonyms import read_synonyms
+
+    path = tmp_path / "rules.txt"
+    path.write_bytes("\ufeff# exported\r\nsky, heaven\r\n".encode("utf-8"))
+    assert read_synonyms(path) == ["# exported", "sky, heaven"]
+    assert read_synonyms(["\ufeffsky, heaven"]) == ["sky, heaven"]
+    with pytest.raises(SemiretError, match="rules, line 2: 'a, b\\\\nc, d' holds a line break"):
+        read_synonyms(["sky, heaven", "a, b\nc, d"], "rules")
+    with pytest.raises(SemiretError, match="no such synonyms file \\(rules themselves are given as a list"):
+        read_synonyms("sky, heaven")
+
+
+def test_a_rule_of_many_phrases_takes_room_for_its_phrases_not_their_pairs():
+    from semiret.text.synonyms import MAX_PHRASES
+
+    phrases = [f"p{i}" for i in range(MAX_PHRASES)]
+    synonyms = SynonymMap(parse_synonyms([", ".join(phrases)] * 50), str.split)
+    assert len(synonyms) == MAX_PHRASES and len(synonyms._entries["p0",].groups) == 50
+    assert synonyms.matches(["p7"])[0].alternatives == [(p,) for p in phrases if p != "p7"]
+    with pytest.raises(SemiretError, match=f"line 1: more than {MAX_PHRASES:,} phrases in one rule"):
+        parse_synonyms([", ".join(phrases + ["one more"])])
 
 
 @pytest.mark.parametrize("line, message", [
@@ -87,18 +114,36 @@ def test_a_query_finds_documents_holding_its_synonyms(bm25):
     assert bm25.search("garden birds", k=10)[0].id == "garden"  # words no rule holds: as ever
 
 
-def test_each_phrase_weighs_what_the_commonest_phrase_does(bm25):
-    bm25.set_synonyms(RULES)
+def test_the_words_typed_weigh_as_ever_and_a_synonym_at_most_as_much(tmp_path):
+    docs = DOCS + [Document(f"sky-{i}", "Heart of the sky, a blue heaven.") for i in range(6)]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
+    bm25.set_synonyms(RULES + ["statins, lipitor, cholesterol, sky"])
     index = bm25.index
-    idf = {term: float(index.idf()[index.vocab.index(term)]) for term in ("heart", "attack", "myocardi", "infarct", "mi")}
+    idf = {term: float(index.idf()[index.vocab.index(term)]) for term in
+           ("heart", "attack", "myocardi", "infarct", "mi", "statin", "cholesterol", "sky")}
     weights = {t.term: t.weight for t in bm25.analyze("heart attack")}  # query weight times IDF
-    # each phrase's terms add up to the lowest phrase IDF sum (here "mi", one word)
-    lowest = min(idf["heart"] + idf["attack"], idf["myocardi"] + idf["infarct"], idf["mi"])
-    assert weights["mi"] == pytest.approx(lowest, rel=1e-5)
-    assert weights["heart"] + weights["attack"] == pytest.approx(lowest, rel=1e-5)
-    assert weights["myocardi"] + weights["infarct"] == pytest.approx(lowest, rel=1e-5)
+    typed = idf["heart"] + idf["attack"]  # "heart" is common here: the typed phrase weighs less than its synonym
+    assert weights["heart"] == pytest.approx(idf["heart"]) and weights["attack"] == pytest.approx(idf["attack"])
+    assert idf["myocardi"] + idf["infarct"] > typed
+    assert weights["myocardi"] + weights["infarct"] == pytest.approx(typed, rel=1e-5)  # scaled down to the typed
+    assert weights["mi"] == pytest.approx(min(idf["mi"], typed), rel=1e-5)
+    # one-word phrases: the typed word as ever, a rarer synonym lowered to its IDF, a commoner one at its own
+    weights = {t.term: t.weight for t in bm25.analyze("statins")}
+    assert set(weights) == {"statin", "cholesterol", "sky"}  # "lipitor": no document, left out
+    assert idf["cholesterol"] == idf["statin"] > idf["sky"]
+    assert weights == pytest.approx({"statin": idf["statin"], "cholesterol": idf["statin"], "sky": idf["sky"]})
     hits = bm25.search("heart attack", k=3)
     assert bm25.explain("heart attack", hits[0].id).score == pytest.approx(hits[0].score, rel=1e-5)
+
+
+def test_a_common_synonym_never_lowers_a_rare_phrase_typed(tmp_path):
+    docs = [Document("both", "Myocardial infarction treated with aspirin."),
+            Document("aspirin", "Aspirin for headaches."), Document("phrase", "Myocardial infarction outcomes."),
+            *(Document(f"filler-{i}", f"MI scores of batch {i}.") for i in range(30))]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
+    plain = [hit.id for hit in bm25.search("myocardial infarction aspirin", k=3)]
+    bm25.set_synonyms(["myocardial infarction, mi"])
+    assert [hit.id for hit in bm25.search("myocardial infarction aspirin", k=3)][:2] == plain[:2] == ["both", "phrase"]
 
 
 def test_an_explicit_rule_replaces_the_words_typed(bm25):
@@ -147,11 +192,50 @@ def test_rules_are_committed_with_the_index_and_seen_by_other_readers(bm25, tmp_
     assert ids(reader.search("mi", k=10)) == {"mi-short"} and reader.synonyms() == []
 
 
-def test_only_the_last_two_rule_files_stay(bm25, tmp_path):
+def test_only_the_rule_file_of_the_last_commit_stays(bm25, tmp_path):
     for number in range(4):
         bm25.set_synonyms([f"sky, heaven{number}"])
-    files = sorted(path.name for path in (tmp_path / "bm25").glob("synonyms-*"))
-    assert len(files) == 2 and bm25.index.synonyms_file in files
+    stamp = bm25.index.snapshot.stamp
+    bm25.set_synonyms(["sky, heaven3"])  # the rules set already: no commit
+    assert bm25.index.snapshot.stamp == stamp
+    assert [path.name for path in (tmp_path / "bm25").glob("synonyms-*")] == [bm25.index.synonyms_file]
+
+
+def test_a_reader_keeps_its_snapshot_rules_while_writers_replace_them(bm25, tmp_path):
+    bm25.set_synonyms(["sky, heaven"])
+    reader = open_retriever(tmp_path / "bm25")
+    pinned = reader.pinned()
+    bm25.set_synonyms(["sky, azure"])
+    bm25.set_synonyms(["sky, cerulean"])
+    assert ids(pinned.search("heaven", k=5)) == {"color"}  # its commit's rules, whose file is gone
+    reader.index.refresh()
+    assert ids(reader.search("heaven", k=5)) == set() and reader.synonyms() == ["sky, cerulean"]
+
+
+def test_a_reader_of_a_commit_whose_rules_went_meanwhile_reads_the_newer_commit(bm25, tmp_path, monkeypatch):
+    from semiret.indexes import segments
+
+    bm25.set_synonyms(["sky, heaven"])
+    reader = open_retriever(tmp_path / "bm25")
+    read = segments._read_synonyms
+    replaced = []
+
+    def slow_read(path, meta, known):  # another process replaces the rules between this reader's two reads
+        if not replaced:
+            replaced.append(True)
+            bm25.set_synonyms(["sky, cerulean"])
+        return read(path, meta, known)
+
+    bm25.set_synonyms(["sky, azure"])
+    monkeypatch.setattr(segments, "_read_synonyms", slow_read)
+    reader.index.refresh()
+    assert reader.synonyms() == ["sky, cerulean"] and ids(reader.search("cerulean", k=5)) == {"color"}
+
+
+def test_rules_that_add_nothing_are_said(bm25, caplog):
+    with caplog.at_level("WARNING"):
+        assert bm25.set_synonyms(["run, running, runs", "sky, heaven"]) == 2
+    assert "synonyms: the rule of line 1 adds nothing once the index's analyzer reads them" in caplog.text
 
 
 def test_bad_rules_leave_the_index_as_it_was(bm25):
@@ -198,6 +282,9 @@ def test_the_cli_sets_shows_and_clears_rules(bm25, tmp_path):
     bad.write_text("sky, heaven\nlonely\n", encoding="utf-8")
     refused = runner.invoke(app, ["synonyms", index, "--set", str(bad)])
     assert refused.exit_code != 0 and f"{bad}, line 2" in refused.output
+    empty = runner.invoke(app, ["synonyms", index, "--set", "-"], input="# nothing\n")
+    assert empty.exit_code != 0 and "standard input holds no rule (--clear removes them)" in empty.output
+    assert runner.invoke(app, ["synonyms", index]).stdout.splitlines() == RULES
     assert runner.invoke(app, ["synonyms", index, "--clear"]).exit_code == 0
     assert runner.invoke(app, ["synonyms", index]).stdout == ""
 
@@ -238,8 +325,8 @@ def test_abbreviation_rules_are_proposed_for_review(tmp_path):
     bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
     proposed = bm25.abbreviation_synonyms()
     # "we" is a stopword: its rule would be refused, so it is not proposed; commas of a long form are escaped
-    assert proposed == ["ckd, chronic kidney disease  # 1 definition", "hf, heart failure  # 1 definition",
-                        "oskm, oct4\\, sox2\\, klf4 and myc  # 1 definition"]
+    assert proposed == ["# defined 1 time", "ckd, chronic kidney disease", "hf, heart failure",
+                        "oskm, oct4\\, sox2\\, klf4 and myc"]
     assert bm25.set_synonyms(proposed) == 3 and bm25.synonyms() == proposed
     assert ids(bm25.search("HF", k=5)) == {"a", "b"}
     result = CliRunner().invoke(app, ["synonyms", str(tmp_path / "bm25"), "--abbreviations", "--min-count", "1"])

@@ -150,6 +150,28 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
     assert pooled[-1] == ["garden birds"] and len(pooled) == 4
 
 
+def test_synonym_rules_another_process_set_are_compiled_in_the_pool(indexes, monkeypatch):
+    """The first search after rules changed on disk compiles them off the event loop; the next runs inline."""
+    import semiret.serving.app as app_module
+
+    pooled = []
+
+    async def counting_pool(function, *args):
+        pooled.append(args[0])
+        return function(*args)
+
+    monkeypatch.setattr(app_module, "run_in_threadpool", counting_pool)
+    monkeypatch.setattr(app_module, "INLINE_SEARCH_MS", 1000.0)
+    client = client_of(indexes)
+    client.get("/indexes/tiny/search", params={"q": "postman"})
+    assert len(pooled) == 1  # the first search: its time not known
+    open_retriever(indexes["tiny"]).set_synonyms(["postman, mailman"])  # another process's write
+    assert ids(client.get("/indexes/tiny/search", params={"q": "postman"})) == [["d2", "d5"]]
+    assert len(pooled) == 2  # the rules compiled in the pool
+    client.get("/indexes/tiny/search", params={"q": "postman"})
+    assert len(pooled) == 2  # compiled: inline again
+
+
 def test_search_takes_the_retrievers_options(client_with_neural, with_neural, monkeypatch):
     """Each search answers what the retriever opened with its options answers; the options change the hits, or
     (two-phase search, exact on six documents) reach the index."""
