@@ -133,6 +133,8 @@ class SynonymMap:
     def __init__(self, rules: list[SynonymRule], analyze: Callable[[str], list[str]], name: str = "synonyms"):
         self._entries: dict[tuple[str, ...], _Entry] = {}
         self.longest = 0
+        self.rules = len(rules)
+        """How many rules were compiled."""
         self.idle_lines: list[int] = []
         """Lines of rules that add nothing once analyzed ("run, running": one stem)."""
         for rule in rules:

@@ -305,6 +305,12 @@ def test_eval_takes_a_synonyms_file(tmp_path):
         figures[name] = json.loads(result.stdout.splitlines()[-1])
     assert figures["plain"]["nDCG@10"] == 0 and figures["synonyms"]["nDCG@10"] > 0
     assert figures["synonyms"]["options"]["synonyms"] == str(rules)
+    assert figures["plain"]["synonym_rules"] is None and figures["synonyms"]["synonym_rules"] == 1
+    index = tmp_path / "index"  # an index's own rules are said too
+    BM25Retriever.build(DOCS, index).set_synonyms(RULES)
+    result = runner.invoke(app, ["eval", "--data", str(corpus), "--queries", str(tmp_path / "queries.tsv"),
+                                 "--qrels", str(tmp_path / "qrels.tsv"), "--index", str(index), "--json"])
+    assert json.loads(result.stdout.splitlines()[-1])["synonym_rules"] == 2
 
 
 # ---------------------------------------------------------------------------------------------- abbreviations
