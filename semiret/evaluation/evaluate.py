@@ -178,7 +178,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         figures.update({key: sparsity.get(key) for key in SPARSITY_FIGURES})
         figures["chunking"] = searcher.chunking.record() if searcher.chunking is not None else None
         target = searcher.query_side.synonym_target(searcher.index)
-        synonyms = target[1].synonyms(target[0]) if target is not None else None
+        synonyms = target[1].of(target[0]) if target is not None else None
         figures["synonym_rules"] = synonyms.rules if synonyms is not None else None  # the index's own too
         applied = {**(build_options if build_seconds is not None else {}), **search_options, **picking}
         figures["options"] = {name: value for name, value in applied.items() if value is not None}

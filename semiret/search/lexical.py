@@ -8,6 +8,7 @@ import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_
 from semiret.text.analyzer import WORD_PATTERN, TermDictionary, WordAnalyzer
 from semiret.text.languages import MARKED_WORD_PATTERN, guess_language, language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
-from semiret.text.synonyms import SynonymMap, parse_synonyms, read_synonyms
+from semiret.text.synonyms import SynonymMap, expansion, parse_synonyms, read_synonyms
 from semiret.text.token_weights import load_token_weights
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import Postings, SparseQuery
@@ -142,6 +143,41 @@ class CompiledSynonyms:
         self.lock = threading.Lock()
 
 
+class QuerySynonyms:
+    """A query side's synonym rules (:attr:`QuerySide.synonym_target`'s reader): the ``synonyms`` option's file
+    (read when the side is made), else its index's own, compiled over the side's reading of queries (``analyze``:
+    text -> its terms in order) once per rules file."""
+
+    def __init__(self, analyze: Callable[[str], list], option: str | None, compiled: CompiledSynonyms | None = None):
+        self.analyze, self.option = analyze, option
+        self._compiled = compiled or CompiledSynonyms()
+        self._given = self.compile(read_synonyms(option), option) if option not in (None, "none") else None
+
+    def compile(self, lines: list[str], name: str = "synonyms") -> SynonymMap:
+        """Rules read as queries are (an error names the line of a phrase that leaves no term)."""
+        return SynonymMap(parse_synonyms(lines, name), self.analyze, name)
+
+    def of(self, index) -> SynonymMap | None:
+        """The rules queries over ``index`` are expanded by: the option's file, else the index's own, or none."""
+        if self.option is not None:
+            return self._given
+        key = getattr(index, "synonyms_file", None)
+        if key is None:
+            return None
+        compiled = self._compiled
+        if compiled.key != key:
+            with compiled.lock:  # one compiles, the others wait for it
+                if compiled.key != key:
+                    compiled.rules = self.compile(index.synonym_lines(), "the index's synonyms")
+                    compiled.key = key
+        return compiled.rules
+
+    def ready(self, index) -> bool:
+        """Whether a search over ``index`` would find its rules compiled (none to compile first)."""
+        key = getattr(index, "synonyms_file", None)
+        return self.option is not None or key is None or self._compiled.key == key
+
+
 NEIGHBOURS_KEPT = 10_000
 """Misspelled words whose neighbours a query side keeps (the most recently searched)."""
 
@@ -187,14 +223,13 @@ class WordCountQueries(QuerySide):
     def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None,
                  compiled: CompiledSynonyms | None = None):
         self._query_terms = terms
-        self._compiled = compiled or CompiledSynonyms()
         self.options = options or WordQueryOptions()
+        self.synonym_rules = QuerySynonyms(terms.analyzer, self.options.synonyms, compiled)
         self._feedback_terms = FeedbackTerms()
         self._said_stopwords = False
         self._near: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # a misspelling -> (term id, edits)
         self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
         self._near_lock = threading.Lock()  # a server's searches share this side while a writer adds words
-        self._given_synonyms = None  # the rules of the synonyms option's file, read at open
 
     @property
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
@@ -205,39 +240,10 @@ class WordCountQueries(QuerySide):
         if options.rm3 and not index.stores_texts:
             raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
                                "words of its feedback documents from them")
-        side = cls(QueryTerms(documents.analyzer, documents.terms), options, documents.compiled_synonyms)
-        if options.synonyms not in (None, "none"):
-            side._given_synonyms = side.compile_synonyms(read_synonyms(options.synonyms), options.synonyms)
-        return side
-
-    def compile_synonyms(self, lines: list[str], name: str = "synonyms") -> SynonymMap:
-        """Synonym rules read as this side reads queries (an error names the line of a phrase of stopwords)."""
-        return SynonymMap(parse_synonyms(lines, name), self._query_terms.analyzer, name)
-
-    def synonyms(self, index) -> SynonymMap | None:
-        """The synonym rules queries over ``index`` are expanded by: the ``synonyms`` option's file, else the
-        index's own, compiled once per rules file for every query side of the analyzer (a server's variants), or
-        none."""
-        if self.options.synonyms is not None:
-            return self._given_synonyms
-        key = getattr(index, "synonyms_file", None)
-        if key is None:
-            return None
-        compiled = self._compiled
-        if compiled.key != key:
-            with compiled.lock:  # one compiles, the others wait for it
-                if compiled.key != key:
-                    compiled.rules = self.compile_synonyms(index.synonym_lines(), "the index's synonyms")
-                    compiled.key = key
-        return compiled.rules
-
-    def synonyms_ready(self, index) -> bool:
-        """Whether a search over ``index`` would find its synonym rules compiled (none to compile first)."""
-        key = getattr(index, "synonyms_file", None)
-        return self.options.synonyms is not None or key is None or self._compiled.key == key
+        return cls(QueryTerms(documents.analyzer, documents.terms), options, documents.compiled_synonyms)
 
     def synonym_target(self, index):
-        return index, self
+        return index, self.synonym_rules
 
     def encode_queries(self, texts):
         return [self.encode_query(t) for t in texts]
@@ -285,51 +291,36 @@ class WordCountQueries(QuerySide):
 
     def matched_query(self, index, text: str) -> SparseQuery:
         query, matched = self.encode_query(text), set()
-        synonyms = self.synonyms(index)
+        synonyms = self.synonym_rules.of(index)
         if synonyms is not None:
             query, matched = self._with_synonyms(index, text, query, synonyms)
         return self._corrected(index, text, query, matched) if self.options.fuzzy else query
 
     def _with_synonyms(self, index, text: str, query: SparseQuery, synonyms: SynonymMap) -> tuple[SparseQuery, set]:
-        """``query`` with the synonyms of each phrase of ``text`` a rule matches, and the terms those phrases hold
-        (fuzzy leaves them be). The words typed weigh as ever (unless a rule replaces them); a synonym weighs at
-        most what they do: its words scaled down, where they weigh more, so that their IDFs add up to the typed
-        phrase's sum. So a rare synonym never outweighs the words typed (Lucene's synonym query blends a word and
-        its synonyms to the commonest one's IDF for the same reason), and a common one never lowers them. A
-        synonym the index does not hold whole is left out; where a rule's every one is, the words typed count as
-        usual. Over an index of words without positions a multi-word synonym matches its words anywhere in a
-        document, not only side by side (on SciFact, weighing them by their own IDFs, as OpenSearch's phrase
-        clauses are, ranked lower: docs/results.md, "Synonyms")."""
+        """``query`` with the synonyms of each phrase of ``text`` a rule matches, weighted by
+        :func:`~semiret.text.synonyms.expansion` (the words typed as ever, a synonym at most as heavy; on SciFact,
+        weighing a multi-word synonym by its words' own IDFs, as OpenSearch's phrase clauses are, ranked lower:
+        docs/results.md, "Synonyms"), and the terms the rules matched (fuzzy leaves them be). Over an index of words
+        without positions a multi-word synonym matches its words anywhere in a document."""
         terms = self._query_terms.analyzer(text)
-        matches = synonyms.matches(terms)
-        if not matches:
-            return query, set()
         ids, df, idf = self._query_terms.terms.ids, index.document_frequencies(), index.idf()
 
-        def held(phrase) -> list[int] | None:  # the phrase's term ids, if the index holds every one
-            found = [ids.get(term, len(df)) for term in phrase]
-            return found if all(i < len(df) and df[i] and idf[i] > 0 for i in found) else None
+        def weight(term: str) -> float:  # its IDF, where a document holds it
+            term_id = ids.get(term, len(df))
+            return float(idf[term_id]) if term_id < len(df) and df[term_id] else 0.0
 
+        found = expansion(terms, synonyms, weight)
+        if not found.matched:
+            return query, set()
         weights: Counter = Counter()
-        replaced, matched = set(), set()
-        for match in matches:
-            alternatives = [p for p in map(held, match.alternatives) if p]
-            if not alternatives:
-                continue  # the words typed count as usual
-            matched.update(terms[match.start:match.end])
-            if not match.keeps_original:
-                replaced.update(range(match.start, match.end))
-            typed = held(terms[match.start:match.end])
-            cap = float(idf[typed].sum()) if typed else np.inf
-            for phrase in alternatives:
-                total = float(idf[phrase].sum())
-                for term_id in phrase:
-                    weights[term_id] += min(1.0, cap / total)
+        for term, factor in found.added:
+            weights[ids[term]] += factor
         for position, term in enumerate(terms):
-            if position not in replaced and term in ids:  # as encode_query keeps them
+            if position not in found.replaced and term in ids:  # as encode_query keeps them
                 weights[ids[term]] += 1.0
         ordered = sorted(weights)
-        return SparseQuery(np.array(ordered, np.int32), np.array([weights[t] for t in ordered], np.float32)), matched
+        return (SparseQuery(np.array(ordered, np.int32), np.array([weights[t] for t in ordered], np.float32)),
+                {terms[position] for position in found.matched})
 
     def _corrected(self, index, text: str, query: SparseQuery, matched: set = frozenset()) -> SparseQuery:
         """``query`` with each of ``text``'s terms that no document holds matched to the index's terms nearest it,

@@ -165,10 +165,10 @@ class QuerySide(ABC):
         known; BM25: words absent from its vocabulary)."""
         return []
 
-    def synonym_target(self, index) -> "tuple[object, QuerySide] | None":
-        """The index whose synonym rules this side expands queries by and the side that reads them (the rules are
-        checked as it analyzes queries), or None: a side with no synonyms (default; BM25 and a hybrid's BM25 part
-        take them)."""
+    def synonym_target(self, index) -> "tuple[object, object] | None":
+        """The index whose synonym rules this side expands queries by and the side's reader of them
+        (:class:`~semiret.search.lexical.QuerySynonyms`: the rules checked as the side reads queries), or None: a
+        side with no synonyms (default; those that read queries without a model take them)."""
         return None
 
     def matched_query(self, index, text: str):
@@ -613,7 +613,7 @@ class Retriever:
         _, side = self._synonym_target()
         name = name or (str(rules) if isinstance(rules, (str, PurePath)) else "synonyms")
         lines = [] if rules is None else read_synonyms(rules, name)
-        idle = side.compile_synonyms(lines, name).idle_lines
+        idle = side.compile(lines, name).idle_lines
         if idle:
             log.warning("%s: the rule%s of line%s %s add%s nothing once the index's analyzer reads them (one stem for "
                         "every phrase)", name, "s" * (len(idle) > 1), "s" * (len(idle) > 1),
@@ -634,7 +634,7 @@ class Retriever:
         for short, long_form, count in mine_abbreviations(texts, min_count):
             rule = f"{escaped(short.lower())}, {escaped(long_form)}"
             try:
-                if not len(side.compile_synonyms([rule])):  # the analyzer reads both alike
+                if not len(side.compile([rule])):  # the analyzer reads both alike
                     continue
             except SemiretError:
                 continue

@@ -260,7 +260,7 @@ class ServedIndex:
         lines = self.retriever.check_synonyms(rules, "rules")
         count = self._write("_set_synonyms", lines)
         index, side = self.retriever.query_side.synonym_target(self.index)
-        side.synonyms(index)  # compiled now, for every variant, not by the next search (on the event loop, if quick)
+        side.of(index)  # compiled now, for every variant, not by the next search (on the event loop, if quick)
         return count
 
     def backup(self, directory: Path) -> dict:
@@ -352,7 +352,7 @@ class ServedIndex:
         if target is None:
             return True
         self.refresh()  # a stat, as the search's own
-        return target[1].synonyms_ready(target[0])
+        return target[1].ready(target[0])
 
     @staticmethod
     def _options_key(options: dict) -> tuple:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Hashable, Iterable, Sequence
 
 from semiret.errors import SemiretError
 
@@ -181,3 +181,38 @@ class SynonymMap:
             else:
                 start += 1
         return found
+
+
+@dataclass
+class Expansion:
+    """What a query's synonyms add: each synonym's terms with the factor its own weight is scaled by, the positions
+    of the query's terms a rule replaces, and those of the terms rules matched."""
+
+    added: list[tuple[Hashable, float]]
+    replaced: set[int]
+    matched: set[int]
+
+
+def expansion(terms: Sequence[Hashable], synonyms: SynonymMap, weight: Callable[[Hashable], float]) -> Expansion:
+    """The synonyms of ``terms`` (a query's, analyzed as the rules were), weighted by ``weight`` (a term's IDF in the
+    index; 0 where the index does not hold it). The terms typed weigh as ever (unless a rule replaces them); a synonym
+    at most as much: its terms scaled down, where they weigh more, so that their weights add up to the typed
+    phrase's. So a rare synonym never outweighs the words typed (Lucene's synonym query blends a word and its
+    synonyms to the commonest one's IDF for the same reason), and a common one never lowers them. A synonym the
+    index does not hold whole is left out; where every one of a rule's is, the terms typed stay as they are."""
+    found = Expansion([], set(), set())
+    for match in synonyms.matches(list(terms)):
+        alternatives = [(phrase, [weight(t) for t in phrase]) for phrase in match.alternatives]
+        alternatives = [(phrase, weights) for phrase, weights in alternatives if all(w > 0 for w in weights)]
+        if not alternatives:
+            continue
+        span = range(match.start, match.end)
+        found.matched.update(span)
+        if not match.keeps_original:
+            found.replaced.update(span)
+        typed = [weight(t) for t in terms[match.start:match.end]]
+        cap = sum(typed) if all(w > 0 for w in typed) else float("inf")
+        for phrase, weights in alternatives:
+            factor = min(1.0, cap / sum(weights))
+            found.added.extend((term, factor) for term in phrase)
+    return found
