@@ -477,6 +477,9 @@ class IDFOptions:
     speed up are searched exactly unless ',always' follows."""
     min_idf: float = DEFAULT_MIN_IDF
     """Drop query tokens with a lower IDF (query-side stopwords; 0 keeps all)."""
+    synonyms: str | None = local_field(names=("none",))
+    """A synonyms file (Solr's format, as bm25's) whose rules queries are expanded by instead of the index's own
+    (set with `semiret synonyms`), or 'none'; phrases are read as the tokenizer cuts them."""
 
 
 class IDFQueries(QuerySide):
@@ -494,7 +497,8 @@ class IDFQueries(QuerySide):
     Options = IDFOptions
 
     def __init__(self, vocabulary: WordPieceVocabulary, index=None, idf: str | Path = "corpus",
-                 two_phase: str | TwoPhase | None = None, min_idf: float = DEFAULT_MIN_IDF):
+                 two_phase: str | TwoPhase | None = None, min_idf: float = DEFAULT_MIN_IDF,
+                 synonyms: str | None = None):
         if not np.isfinite(min_idf) or min_idf < 0:
             raise SemiretError(f"min_idf must be a finite number >= 0, got {min_idf}")
         self.vocabulary, self.index = vocabulary, index
@@ -507,6 +511,7 @@ class IDFQueries(QuerySide):
         self.min_idf = float(min_idf)
         self._min_weight = max(self.min_idf, float(np.finfo(np.float32).tiny))  # zero-weight tokens never score
         self._said_all_dropped = False
+        self.synonym_rules = QuerySynonyms(vocabulary.encode, synonyms)
 
     @classmethod
     def open(cls, index, options: IDFOptions, documents):
@@ -516,7 +521,7 @@ class IDFQueries(QuerySide):
         if idf is None:
             model = index.meta["analyzer"].get("model")
             idf = (inference_free_token_weights(located(model)) if model else None) or "corpus"
-        return cls(index_vocabulary(index), index, idf, options.two_phase, options.min_idf)
+        return cls(index_vocabulary(index), index, idf, options.two_phase, options.min_idf, options.synonyms)
 
     @classmethod
     def from_table(cls, table: str | Path, vocabulary: WordPieceVocabulary, min_idf: float = DEFAULT_MIN_IDF):
@@ -526,20 +531,45 @@ class IDFQueries(QuerySide):
     def token_weights(self) -> np.ndarray:
         return self._table if self._table is not None else self.index.idf()
 
+    def synonym_target(self, index):
+        return index, self.synonym_rules
+
     def encode_queries(self, texts):
         weights_of = self.token_weights()
+        synonyms = self.synonym_rules.of(self.index)
         out = []
         for text in texts:
             terms = query_tokens(self.vocabulary, text)
             weights = weights_of[terms]
-            kept = weights >= self._min_weight
-            if not kept.any() and (weights > 0).any() and not self._said_all_dropped:  # min_idf's doing
+            if synonyms is not None:
+                terms, weights = self._with_synonyms(text, terms, weights, weights_of, synonyms)
+            own = weights_of[terms]  # min_idf drops tokens by their own weight, not as a synonym scaled it
+            kept = own >= self._min_weight
+            if not kept.any() and (own > 0).any() and not self._said_all_dropped:  # min_idf's doing
                 self._said_all_dropped = True
                 log.warning("every token of the query %r weighs less than min_idf=%g (with the corpus's IDF: it is in "
                             "more than about a third of the documents, common in a small corpus), so it finds nothing; "
                             "min_idf=0 keeps every token (said once)", text, self.min_idf)
             out.append(SparseQuery(terms[kept], weights[kept]))
         return out
+
+    def _with_synonyms(self, text: str, terms: np.ndarray, weights: np.ndarray, weights_of: np.ndarray,
+                       synonyms: SynonymMap) -> tuple[np.ndarray, np.ndarray]:
+        """A query's distinct tokens and weights with the synonyms of the phrases of ``text`` a rule matches, each
+        token at the larger of its weights (a token weighs its IDF once, however often the query holds it),
+        weighted by :func:`~semiret.text.synonyms.expansion` (the tokens typed as ever, a synonym at most as
+        heavy). A synonym's tokens below ``min_idf`` are dropped after, as the typed ones are ("in" of "in ##far
+        ##ction"), their share of the synonym's weight with them."""
+        tokens = self.vocabulary.encode(text)
+        found = expansion(tokens, synonyms, lambda token: float(weights_of[token]))
+        if not found.matched:
+            return terms, weights
+        weighed = {token: float(weights_of[token]) for position, token in enumerate(tokens)
+                   if position not in found.replaced}
+        for token, factor in found.added:
+            weighed[token] = max(weighed.get(token, 0.0), float(weights_of[token]) * factor)
+        ordered = np.array(sorted(weighed), np.int32)
+        return ordered, np.array([weighed[t] for t in ordered.tolist()], np.float32)
 
     searches_postings = True  # its search differs only by two-phase, an approximation
 

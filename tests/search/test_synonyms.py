@@ -246,12 +246,33 @@ def test_bad_rules_leave_the_index_as_it_was(bm25):
     assert bm25.index.snapshot.stamp == stamp and bm25.synonyms() == RULES
 
 
-def test_retrievers_that_read_no_words_refuse_rules(tiny_bert):
-    from semiret.search import InferenceFreeRetriever
+def test_retrievers_that_read_no_words_refuse_rules():
+    from semiret.search import BagOfTokensRetriever
 
-    neural = InferenceFreeRetriever.build(DOCS, model=str(tiny_bert))
-    with pytest.raises(SemiretError, match="reads no words to expand by synonyms \\(bm25, hybrid do\\)"):
-        neural.set_synonyms(RULES)
+    overlap = BagOfTokensRetriever.build(DOCS)
+    with pytest.raises(SemiretError, match="reads no words to expand by synonyms \\(bm25, hybrid, idf, "
+                                           "inference-free do\\)"):
+        overlap.set_synonyms(RULES)
+
+
+def test_queries_of_tokens_weighted_by_idf_take_synonyms_too(tmp_path, tiny_bert):
+    from semiret.search import IDFRetriever, InferenceFreeRetriever
+
+    idf = IDFRetriever.build(DOCS, tmp_path / "idf")
+    tokens = idf.query_side.vocabulary
+    assert "mi-long" not in ids(idf.search("heart attack", k=3))
+    idf.set_synonyms(RULES)
+    assert open_retriever(tmp_path / "idf").synonyms() == RULES
+    assert ids(idf.search("heart attack", k=3)) == {"attack", "mi-long", "mi-short"}
+    weights = {t.term: t.weight for t in idf.analyze("heart attack")}
+    typed = weights[tokens.token(tokens.encode("heart")[0])] + weights[tokens.token(tokens.encode("attack")[0])]
+    synonym = [tokens.token(t) for t in tokens.encode("myocardial infarction")]  # my ##oca ##rdial in ##far ##ction
+    assert "in" not in weights  # below min_idf, as if typed
+    assert sum(weights.get(t, 0) for t in synonym) <= typed * (1 + 1e-5)  # at most as heavy as the words typed
+    assert ids(idf.search("colour", k=5)) == {"color"}
+    assert "mi-long" not in ids(idf.with_options(synonyms="none").search("heart attack", k=3))
+    neural = InferenceFreeRetriever.build(DOCS, tmp_path / "neural", model=str(tiny_bert))
+    assert neural.set_synonyms(["sky, heaven"]) == 1 and neural.synonyms() == ["sky, heaven"]
 
 
 def test_a_hybrid_keeps_its_rules_in_its_bm25_part(tmp_path, tiny_bert):
