@@ -116,20 +116,28 @@ def test_search_answers_one_list_of_hits_per_query(client):
     assert ids(client.post("/indexes/tiny/search", json={"queries": ["zzz"]})) == [[]]
 
 
-def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neural, monkeypatch):
-    """The first search of an index (its time not known yet) and one whose options need a retriever variant go
-    to the thread pool; then a quick search runs on the event loop, unless over the INLINE_SEARCH_MS bound."""
+@pytest.fixture
+def pooled(monkeypatch) -> list:
+    """The queries of each search the application hands to its thread pool (the rest run on the event loop)."""
     import semiret.serving.app as app_module
 
-    pooled = []
+    handed = []
 
     async def counting_pool(function, *args):
-        pooled.append(args[0])
+        handed.append(args[0])
         return function(*args)
 
     monkeypatch.setattr(app_module, "run_in_threadpool", counting_pool)
     # the routing, not this machine's speed, is under test: a loaded machine may take 2 ms for a tiny index
     monkeypatch.setattr(app_module, "INLINE_SEARCH_MS", 1000.0)
+    return handed
+
+
+def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neural, pooled, monkeypatch):
+    """The first search of an index (its time not known yet) and one whose options need a retriever variant go
+    to the thread pool; then a quick search runs on the event loop, unless over the INLINE_SEARCH_MS bound."""
+    import semiret.serving.app as app_module
+
     client = client_of(with_neural)
 
     def search(query: str, **extra) -> list[list[str]]:
@@ -150,18 +158,8 @@ def test_quick_searches_run_on_the_event_loop_and_the_rest_in_the_pool(with_neur
     assert pooled[-1] == ["garden birds"] and len(pooled) == 4
 
 
-def test_synonym_rules_another_process_set_are_compiled_in_the_pool(indexes, monkeypatch):
+def test_synonym_rules_another_process_set_are_compiled_in_the_pool(indexes, pooled):
     """The first search after rules changed on disk compiles them off the event loop; the next runs inline."""
-    import semiret.serving.app as app_module
-
-    pooled = []
-
-    async def counting_pool(function, *args):
-        pooled.append(args[0])
-        return function(*args)
-
-    monkeypatch.setattr(app_module, "run_in_threadpool", counting_pool)
-    monkeypatch.setattr(app_module, "INLINE_SEARCH_MS", 1000.0)
     client = client_of(indexes)
     client.get("/indexes/tiny/search", params={"q": "postman"})
     assert len(pooled) == 1  # the first search: its time not known
