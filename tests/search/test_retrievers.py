@@ -311,7 +311,7 @@ def test_options_that_do_not_apply_are_errors(tmp_path, bot_index):
         BagOfTokensRetriever.build(CORPUS, tmp_path / "b", k1=1.2)
     with pytest.raises(SemiretError, match=r"option\(s\) b, k1 do not apply to retriever 'idf'") as idf:
         retriever_class("idf").split_options({"k1": 1.0, "b": 0.5, "idf": "corpus"})
-    assert "tokenizer, max_length to build; idf, two_phase, min_idf to search" in str(idf.value)  # which is which
+    assert "tokenizer, max_length to build; idf, two_phase, min_idf, synonyms to search" in str(idf.value)  # which is which
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert retriever_class("bm25").split_options({"k1": 1.0, "idf": None}) == ({"k1": 1.0}, {})  # unset is fine
 
