@@ -149,6 +149,23 @@ class HybridQueryOptions:
             raise SemiretError(f"fusion_depth (--fusion-depth) must be at least 1, got {self.fusion_depth}")
 
 
+class PartsSynonyms:
+    """A hybrid's synonym rules as each of its parts that takes them reads them: checked, compiled and ready in
+    every one (the BM25 part's answers, where one answer is asked)."""
+
+    def __init__(self, readers: list):
+        self.readers = readers
+
+    def compile(self, lines: list[str], name: str = "synonyms"):
+        return [reader.compile(lines, name) for reader in self.readers][0]
+
+    def of(self, index):
+        return [reader.of(index) for reader in self.readers][0]
+
+    def ready(self, index) -> bool:
+        return all(reader.ready(index) for reader in self.readers)
+
+
 class HybridQueries(QuerySide):
     """Both parts' postings in one pass ('bound' fusion), or each part searched by its own retriever, then the
     rankings fused: one part after the other, as BM25 costs a tenth of a millisecond, less than handing a search
@@ -173,13 +190,24 @@ class HybridQueries(QuerySide):
     def open(cls, index: CompositeIndex, options: HybridQueryOptions, documents):
         # each part's retriever shares the hybrid's document side of that part (BM25's growing vocabulary)
         lexical = {"fuzzy": options.fuzzy, "synonyms": options.synonyms}
-        parts = {name: retriever_class(retriever).from_index(index.parts[name], document_side=side,
-                                                             **(lexical if name == LEXICAL else {}))
-                 for name, (retriever, side) in documents.sides.items()}
-        return cls(parts, options)
+        parts = {}
+        for name, (retriever, side) in documents.sides.items():
+            part = retriever_class(retriever)
+            takes_synonyms = "synonyms" in {f.name for f in fields(part.queries.Options)}
+            given = lexical if name == LEXICAL else {"synonyms": options.synonyms} if takes_synonyms else {}
+            parts[name] = part.from_index(index.parts[name], document_side=side, **given)
+        hybrid = cls(parts, options)
+        neural = parts[NEURAL].query_side.synonym_target(index.parts[NEURAL])
+        if neural is not None:
+            neural[1].source = index.parts[LEXICAL]  # the hybrid's rules are kept in its BM25 part
+        return hybrid
 
     def synonym_target(self, index):
-        return self.parts[LEXICAL].query_side.synonym_target(index.parts[LEXICAL])
+        """The BM25 part's index, and a reader of its rules for every part that takes them (a neural part of
+        tokens weighted by IDF, inference-free, expands its queries by them too)."""
+        readers = [target[1] for target in (part.query_side.synonym_target(index.parts[name])
+                                            for name, part in self.parts.items()) if target is not None]
+        return index.parts[LEXICAL], PartsSynonyms(readers)
 
     def encode_queries(self, texts):
         """Each query as both parts search it: ``{"lexical": ..., "neural": ...}``."""

@@ -151,6 +151,9 @@ class QuerySynonyms:
     def __init__(self, analyze: Callable[[str], list], option: str | None, compiled: CompiledSynonyms | None = None):
         self.analyze, self.option = analyze, option
         self._compiled = compiled or CompiledSynonyms()
+        self.source = None
+        """The index whose rules these are, where not the one searched (a hybrid's neural part reads its BM25
+        part's)."""
         self._given = self.compile(read_synonyms(option), option) if option not in (None, "none") else None
 
     def compile(self, lines: list[str], name: str = "synonyms") -> SynonymMap:
@@ -161,6 +164,7 @@ class QuerySynonyms:
         """The rules queries over ``index`` are expanded by: the option's file, else the index's own, or none."""
         if self.option is not None:
             return self._given
+        index = self.source or index
         key = getattr(index, "synonyms_file", None)
         if key is None:
             return None
@@ -174,7 +178,7 @@ class QuerySynonyms:
 
     def ready(self, index) -> bool:
         """Whether a search over ``index`` would find its rules compiled (none to compile first)."""
-        key = getattr(index, "synonyms_file", None)
+        key = getattr(self.source or index, "synonyms_file", None)
         return self.option is not None or key is None or self._compiled.key == key
 
 

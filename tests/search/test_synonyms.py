@@ -280,10 +280,19 @@ def test_a_hybrid_keeps_its_rules_in_its_bm25_part(tmp_path, tiny_bert):
 
     hybrid = HybridRetriever.build(DOCS, tmp_path / "hybrid", model=str(tiny_bert))
     assert "mi-long" not in ids(hybrid.search("heart attack", k=3))
+    neural = hybrid.query_side.parts["neural"]
+    vocabulary = neural.query_side.vocabulary
+    synonym = set(vocabulary.encode("myocardial")) - set(vocabulary.encode("heart attack"))
+    assert not synonym & set(neural.encode_query("heart attack").terms.tolist())
     hybrid.set_synonyms(RULES)
     assert open_retriever(tmp_path / "hybrid" / "lexical").synonyms() == RULES
     assert "mi-long" in ids(hybrid.search("heart attack", k=3))
-    assert "mi-long" not in ids(hybrid.with_options(synonyms="none").search("heart attack", k=3))
+    assert synonym <= set(neural.encode_query("heart attack").terms.tolist())  # the neural part reads them too
+    plain = hybrid.with_options(synonyms="none")
+    assert "mi-long" not in ids(plain.search("heart attack", k=3))
+    assert not synonym & set(plain.query_side.parts["neural"].encode_query("heart attack").terms.tolist())
+    with pytest.raises(SemiretError, match="line 1"):  # checked as both parts read queries
+        hybrid.set_synonyms(["the, a"])
 
 
 # ---------------------------------------------------------------------------------------------- the CLI
