@@ -154,6 +154,20 @@ class CompositeIndex:
                 "segments": len(self.segments), "size_bytes": self.size_on_disk(),
                 "parts": {name: part.describe() for name, part in self.parts.items()}}
 
+    @property
+    def synonyms_file(self) -> str | None:
+        return self.first.synonyms_file
+
+    def synonym_lines(self) -> list[str]:
+        return self.first.synonym_lines()
+
+    def set_synonyms(self, lines: list[str]) -> int:
+        """:meth:`SegmentedIndex.set_synonyms` for every part (each part's query side reads its own part's), every
+        part's write lock held; returns how many rules are set."""
+        with self.writing():
+            counts = [part.set_synonyms(lines) for part in self.parts.values()]
+        return counts[0]
+
     def search(self, *_, **__):
         raise SemiretError(f"{self.path} holds several indexes: search it with the retriever that fuses them "
                            f"({self.meta.get('retriever', 'hybrid')})")

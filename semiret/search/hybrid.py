@@ -135,7 +135,8 @@ class HybridQueryOptions:
     fuzzy: bool = False
     """The BM25 part matches misspelled query words to the index's (bm25's ``fuzzy``)."""
     synonyms: str | None = local_field(names=("none",))
-    """The BM25 part's synonyms file instead of its index's own rules, or 'none' (bm25's ``synonyms``)."""
+    """A synonyms file instead of the index's own rules, or 'none' (bm25's ``synonyms``; the neural part's too where
+    it takes them: inference-free)."""
 
     def __post_init__(self) -> None:
         if self.fusion is not None and self.fusion not in FUSIONS:
@@ -150,20 +151,23 @@ class HybridQueryOptions:
 
 
 class PartsSynonyms:
-    """A hybrid's synonym rules as each of its parts that takes them reads them: checked, compiled and ready in
-    every one (the BM25 part's answers, where one answer is asked)."""
+    """A hybrid's synonym rules as each of its parts that takes them reads them (each from its own part of the
+    index, which holds them all): checked, compiled and ready in every one; the BM25 part's answers stand for
+    them."""
 
-    def __init__(self, readers: list):
-        self.readers = readers
+    def __init__(self, readers: dict):
+        self.readers = readers  # part name -> its query side's QuerySynonyms
 
     def compile(self, lines: list[str], name: str = "synonyms"):
-        return [reader.compile(lines, name) for reader in self.readers][0]
+        compiled = {part: reader.compile(lines, name) for part, reader in self.readers.items()}
+        return compiled[LEXICAL]
 
     def of(self, index):
-        return [reader.of(index) for reader in self.readers][0]
+        compiled = {part: reader.of(index.parts[part]) for part, reader in self.readers.items()}
+        return compiled[LEXICAL]
 
     def ready(self, index) -> bool:
-        return all(reader.ready(index) for reader in self.readers)
+        return all(reader.ready(index.parts[part]) for part, reader in self.readers.items())
 
 
 class HybridQueries(QuerySide):
@@ -196,18 +200,17 @@ class HybridQueries(QuerySide):
             takes_synonyms = "synonyms" in {f.name for f in fields(part.queries.Options)}
             given = lexical if name == LEXICAL else {"synonyms": options.synonyms} if takes_synonyms else {}
             parts[name] = part.from_index(index.parts[name], document_side=side, **given)
-        hybrid = cls(parts, options)
-        neural = parts[NEURAL].query_side.synonym_target(index.parts[NEURAL])
-        if neural is not None:
-            neural[1].source = index.parts[LEXICAL]  # the hybrid's rules are kept in its BM25 part
-        return hybrid
+        return cls(parts, options)
 
     def synonym_target(self, index):
-        """The BM25 part's index, and a reader of its rules for every part that takes them (a neural part of
-        tokens weighted by IDF, inference-free, expands its queries by them too)."""
-        readers = [target[1] for target in (part.query_side.synonym_target(index.parts[name])
-                                            for name, part in self.parts.items()) if target is not None]
-        return index.parts[LEXICAL], PartsSynonyms(readers)
+        """The composite index (its rules set in every part) and a reader of them for every part that takes them
+        (a neural part of tokens weighted by IDF, inference-free, expands its queries by them too)."""
+        readers = {}
+        for name, part in self.parts.items():
+            target = part.query_side.synonym_target(index.parts[name])
+            if target is not None:
+                readers[name] = target[1]
+        return index, PartsSynonyms(readers)
 
     def encode_queries(self, texts):
         """Each query as both parts search it: ``{"lexical": ..., "neural": ...}``."""

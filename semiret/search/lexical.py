@@ -3,6 +3,7 @@ plain overlap count (``bot``) or weighted by IDF (``idf``, also the query side o
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import Counter, OrderedDict
@@ -72,7 +73,6 @@ class WordCounts(DocumentSide):
 
     def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters):
         self.analyzer, self.terms, self.params = analyzer, terms, params
-        self.compiled_synonyms = CompiledSynonyms()  # its query sides' rules
 
     @classmethod
     def create(cls, options: BM25Options):
@@ -133,27 +133,22 @@ class WordCounts(DocumentSide):
                         lengths=np.array([len(words)], np.int32)), names
 
 
-class CompiledSynonyms:
-    """The compiled rules of the last synonyms file an index's searches read, shared by the query sides of one
-    document side (a server's option variants, a hybrid's BM25 part): compiled once, by one of them."""
-
-    def __init__(self):
-        self.key: str | None = None
-        self.rules: SynonymMap | None = None
-        self.lock = threading.Lock()
+COMPILED_KEPT = 8
+"""Rule files kept compiled (the latest): shared by every query side that reads queries alike (a server's option
+variants, a hybrid's parts of one analyzer, indexes with the same rules)."""
+_compiled: OrderedDict = OrderedDict()  # (how queries are read, rules file) -> SynonymMap
+_compiling = threading.Lock()
 
 
 class QuerySynonyms:
-    """A query side's synonym rules (:attr:`QuerySide.synonym_target`'s reader): the ``synonyms`` option's file
+    """A query side's synonym rules (:meth:`QuerySide.synonym_target`'s reader): the ``synonyms`` option's file
     (read when the side is made), else its index's own, compiled over the side's reading of queries (``analyze``:
-    text -> its terms in order) once per rules file."""
+    text -> its terms in order; ``reading``: what says how, the analyzer's or tokenizer's configuration) once per
+    rules file, for every side that reads queries alike."""
 
-    def __init__(self, analyze: Callable[[str], list], option: str | None, compiled: CompiledSynonyms | None = None):
+    def __init__(self, analyze: Callable[[str], list], option: str | None, reading: dict):
         self.analyze, self.option = analyze, option
-        self._compiled = compiled or CompiledSynonyms()
-        self.source = None
-        """The index whose rules these are, where not the one searched (a hybrid's neural part reads its BM25
-        part's)."""
+        self.reading = json.dumps(reading, sort_keys=True, default=str)
         self._given = self.compile(read_synonyms(option), option) if option not in (None, "none") else None
 
     def compile(self, lines: list[str], name: str = "synonyms") -> SynonymMap:
@@ -161,25 +156,31 @@ class QuerySynonyms:
         return SynonymMap(parse_synonyms(lines, name), self.analyze, name)
 
     def of(self, index) -> SynonymMap | None:
-        """The rules queries over ``index`` are expanded by: the option's file, else the index's own, or none."""
+        """The rules queries over ``index`` (as its snapshot holds them) are expanded by: the option's file, else
+        the index's own, or none."""
         if self.option is not None:
             return self._given
-        index = self.source or index
-        key = getattr(index, "synonyms_file", None)
+        key = self._key(index)
         if key is None:
             return None
-        compiled = self._compiled
-        if compiled.key != key:
-            with compiled.lock:  # one compiles, the others wait for it
-                if compiled.key != key:
-                    compiled.rules = self.compile(index.synonym_lines(), "the index's synonyms")
-                    compiled.key = key
-        return compiled.rules
+        found = _compiled.get(key)
+        if found is None:
+            with _compiling:  # one compiles, the others wait for it
+                found = _compiled.get(key)
+                if found is None:
+                    found = _compiled[key] = self.compile(index.synonym_lines(), "the index's synonyms")
+                    while len(_compiled) > COMPILED_KEPT:
+                        _compiled.popitem(last=False)
+        return found
 
     def ready(self, index) -> bool:
-        """Whether a search over ``index`` would find its rules compiled (none to compile first)."""
-        key = getattr(self.source or index, "synonyms_file", None)
-        return self.option is not None or key is None or self._compiled.key == key
+        """Whether a search over ``index`` finds its rules compiled (none to compile first)."""
+        key = None if self.option is not None else self._key(index)
+        return key is None or key in _compiled
+
+    def _key(self, index) -> tuple[str, str] | None:
+        name = getattr(index, "synonyms_file", None)  # named by its content: the same name, the same rules
+        return None if name is None else (self.reading, name)
 
 
 NEIGHBOURS_KEPT = 10_000
@@ -207,7 +208,7 @@ class WordQueryOptions(RM3Options):
     synonyms: str | None = local_field(names=("none",))
     """A synonyms file (Solr's format: 'heart attack, myocardial infarction' equivalent, 'colour => color'
     replaced) whose rules queries are expanded by instead of the index's own (set with `semiret synonyms`), or
-    'none' for no synonyms; a query's phrase and its synonyms weigh alike (Lucene's blended synonym weights)."""
+    'none' for no synonyms; the words typed weigh as ever, a synonym at most as much."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -224,11 +225,10 @@ class WordCountQueries(QuerySide):
 
     Options = WordQueryOptions
 
-    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None,
-                 compiled: CompiledSynonyms | None = None):
+    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None):
         self._query_terms = terms
         self.options = options or WordQueryOptions()
-        self.synonym_rules = QuerySynonyms(terms.analyzer, self.options.synonyms, compiled)
+        self.synonym_rules = QuerySynonyms(terms.analyzer, self.options.synonyms, terms.analyzer.config())
         self._feedback_terms = FeedbackTerms()
         self._said_stopwords = False
         self._near: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # a misspelling -> (term id, edits)
@@ -244,7 +244,7 @@ class WordCountQueries(QuerySide):
         if options.rm3 and not index.stores_texts:
             raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
                                "words of its feedback documents from them")
-        return cls(QueryTerms(documents.analyzer, documents.terms), options, documents.compiled_synonyms)
+        return cls(QueryTerms(documents.analyzer, documents.terms), options)
 
     def synonym_target(self, index):
         return index, self.synonym_rules
@@ -309,19 +309,19 @@ class WordCountQueries(QuerySide):
         terms = self._query_terms.analyzer(text)
         ids, df, idf = self._query_terms.terms.ids, index.document_frequencies(), index.idf()
 
-        def weight(term: str) -> float:  # its IDF, where a document holds it
+        def held(term: str) -> bool:  # a document holds it
             term_id = ids.get(term, len(df))
-            return float(idf[term_id]) if term_id < len(df) and df[term_id] else 0.0
+            return term_id < len(df) and bool(df[term_id])
 
-        found = expansion(terms, synonyms, weight)
+        found = expansion(terms, synonyms, lambda term: float(idf[ids[term]]), held)
         if not found.matched:
             return query, set()
         weights: Counter = Counter()
-        for term, factor in found.added:
-            weights[ids[term]] += factor
         for position, term in enumerate(terms):
             if position not in found.replaced and term in ids:  # as encode_query keeps them
                 weights[ids[term]] += 1.0
+        for term, factor in found.added.items():  # a term typed and in a synonym weighs what it weighs typed
+            weights[ids[term]] = max(weights[ids[term]], factor)
         ordered = sorted(weights)
         return (SparseQuery(np.array(ordered, np.int32), np.array([weights[t] for t in ordered], np.float32)),
                 {terms[position] for position in found.matched})
@@ -515,7 +515,7 @@ class IDFQueries(QuerySide):
         self.min_idf = float(min_idf)
         self._min_weight = max(self.min_idf, float(np.finfo(np.float32).tiny))  # zero-weight tokens never score
         self._said_all_dropped = False
-        self.synonym_rules = QuerySynonyms(vocabulary.encode, synonyms)
+        self.synonym_rules = QuerySynonyms(vocabulary.encode, synonyms, vocabulary.config())
 
     @classmethod
     def open(cls, index, options: IDFOptions, documents):
@@ -539,14 +539,23 @@ class IDFQueries(QuerySide):
         return index, self.synonym_rules
 
     def encode_queries(self, texts):
+        return self._encoded(self.index, texts)[0]
+
+    def scored_queries(self, index, texts):
+        return self._encoded(index, texts)[0]
+
+    def _encoded(self, index, texts) -> tuple[list[SparseQuery], bool]:
+        """The queries, expanded by the synonym rules of ``index`` (as its snapshot holds them), and whether any
+        was."""
         weights_of = self.token_weights()
-        synonyms = self.synonym_rules.of(self.index)
-        out = []
+        synonyms = self.synonym_rules.of(index)
+        out, expanded = [], False
         for text in texts:
             terms = query_tokens(self.vocabulary, text)
             weights = weights_of[terms]
             if synonyms is not None:
-                terms, weights = self._with_synonyms(text, terms, weights, weights_of, synonyms)
+                terms, weights, matched = self._with_synonyms(index, text, terms, weights, weights_of, synonyms)
+                expanded |= matched
             own = weights_of[terms]  # min_idf drops tokens by their own weight, not as a synonym scaled it
             kept = own >= self._min_weight
             if not kept.any() and (own > 0).any() and not self._said_all_dropped:  # min_idf's doing
@@ -555,30 +564,44 @@ class IDFQueries(QuerySide):
                             "more than about a third of the documents, common in a small corpus), so it finds nothing; "
                             "min_idf=0 keeps every token (said once)", text, self.min_idf)
             out.append(SparseQuery(terms[kept], weights[kept]))
-        return out
+        return out, expanded
 
-    def _with_synonyms(self, text: str, terms: np.ndarray, weights: np.ndarray, weights_of: np.ndarray,
-                       synonyms: SynonymMap) -> tuple[np.ndarray, np.ndarray]:
-        """A query's distinct tokens and weights with the synonyms of the phrases of ``text`` a rule matches, each
-        token at the larger of its weights (a token weighs its IDF once, however often the query holds it),
-        weighted by :func:`~semiret.text.synonyms.expansion` (the tokens typed as ever, a synonym at most as
-        heavy). A synonym's tokens below ``min_idf`` are dropped after, as the typed ones are ("in" of "in ##far
-        ##ction"), their share of the synonym's weight with them."""
+    def _with_synonyms(self, index, text: str, terms: np.ndarray, weights: np.ndarray, weights_of: np.ndarray,
+                       synonyms: SynonymMap) -> tuple[np.ndarray, np.ndarray, bool]:
+        """A query's distinct tokens and weights with the synonyms of the whole words of ``text`` a rule matches
+        (a token begins a word unless WordPiece marks it a continuation, ``##``), weighted by
+        :func:`~semiret.text.synonyms.expansion` (the tokens typed as ever, a synonym at most as heavy; a token
+        weighs its IDF once, the largest of its factors), and whether a rule matched. Tokens below ``min_idf``
+        weigh nothing in that balance and are dropped after, as the typed ones are ("in" of "in ##far ##ction")."""
         tokens = self.vocabulary.encode(text)
-        found = expansion(tokens, synonyms, lambda token: float(weights_of[token]))
+        starts = [not self.vocabulary.token(token).startswith("##") for token in tokens]
+        # a bag of tokens holds a document's tokens exactly: a token no document holds is left out; over impacts (a
+        # model's expansion of each document), where a phrase's every piece need not score, one that weighs
+        df = index.document_frequencies() if index is not None and index.kind == "binary" else None
+
+        def weight(token: int) -> float:
+            return float(weights_of[token]) if weights_of[token] >= self._min_weight else 0.0
+
+        def held(token: int) -> bool:
+            return bool(token < len(df) and df[token]) if df is not None else bool(weights_of[token] > 0)
+
+        found = expansion(tokens, synonyms, weight, held, starts)
         if not found.matched:
-            return terms, weights
+            return terms, weights, False
         weighed = {token: float(weights_of[token]) for position, token in enumerate(tokens)
                    if position not in found.replaced}
-        for token, factor in found.added:
+        for token, factor in found.added.items():
             weighed[token] = max(weighed.get(token, 0.0), float(weights_of[token]) * factor)
         ordered = np.array(sorted(weighed), np.int32)
-        return ordered, np.array([weighed[t] for t in ordered.tolist()], np.float32)
+        return ordered, np.array([weighed[t] for t in ordered.tolist()], np.float32), True
 
     searches_postings = True  # its search differs only by two-phase, an approximation
 
     def search(self, index, texts, k, n_threads):
-        return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, two_phase=self.two_phase)
+        # two-phase defers a query's lighter tokens to its second phase: a synonym's, each lighter than the words
+        # typed, would add no documents; a batch a rule expanded is searched exactly
+        queries, expanded = self._encoded(index, texts)
+        return index.search(queries, k=k, n_threads=n_threads, two_phase=None if expanded else self.two_phase)
 
 
 @register_retriever

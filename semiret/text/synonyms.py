@@ -165,12 +165,18 @@ class SynonymMap:
                                "only), so no query could match it")
         return terms
 
-    def matches(self, terms: list[str]) -> list[SynonymMatch]:
+    def matches(self, terms: list, word_starts: Sequence[bool] | None = None) -> list[SynonymMatch]:
         """The rules ``terms`` (a query's, analyzed) hold: the longest phrase at each position, left to right,
-        a matched word never matched again."""
+        a matched word never matched again. ``word_starts``: which terms begin a word, where terms are pieces of
+        words (WordPiece tokens): a phrase then matches whole words only ("car" not in "car ##cino ##ma")."""
         found, start = [], 0
         while start < len(terms):
+            if word_starts is not None and not word_starts[start]:
+                start += 1
+                continue
             for end in range(min(len(terms), start + self.longest), start, -1):
+                if word_starts is not None and end < len(terms) and not word_starts[end]:
+                    continue
                 phrase = tuple(terms[start:end])
                 entry = self._entries.get(phrase)
                 if entry is not None:
@@ -185,34 +191,38 @@ class SynonymMap:
 
 @dataclass
 class Expansion:
-    """What a query's synonyms add: each synonym's terms with the factor its own weight is scaled by, the positions
-    of the query's terms a rule replaces, and those of the terms rules matched."""
+    """What a query's synonyms add: each synonym term with the largest factor a synonym scales its own weight by,
+    the positions of the query's terms a rule replaces, and those of the terms rules matched."""
 
-    added: list[tuple[Hashable, float]]
+    added: dict[Hashable, float]
     replaced: set[int]
     matched: set[int]
 
 
-def expansion(terms: Sequence[Hashable], synonyms: SynonymMap, weight: Callable[[Hashable], float]) -> Expansion:
-    """The synonyms of ``terms`` (a query's, analyzed as the rules were), weighted by ``weight`` (a term's IDF in the
-    index; 0 where the index does not hold it). The terms typed weigh as ever (unless a rule replaces them); a synonym
-    at most as much: its terms scaled down, where they weigh more, so that their weights add up to the typed
-    phrase's. So a rare synonym never outweighs the words typed (Lucene's synonym query blends a word and its
-    synonyms to the commonest one's IDF for the same reason), and a common one never lowers them. A synonym the
-    index does not hold whole is left out; where every one of a rule's is, the terms typed stay as they are."""
-    found = Expansion([], set(), set())
-    for match in synonyms.matches(list(terms)):
-        alternatives = [(phrase, [weight(t) for t in phrase]) for phrase in match.alternatives]
-        alternatives = [(phrase, weights) for phrase, weights in alternatives if all(w > 0 for w in weights)]
+def expansion(terms: Sequence[Hashable], synonyms: SynonymMap, weight: Callable[[Hashable], float],
+              held: Callable[[Hashable], bool], word_starts: Sequence[bool] | None = None) -> Expansion:
+    """The synonyms of ``terms`` (a query's, analyzed as the rules were; ``word_starts``: see
+    :meth:`SynonymMap.matches`), each term's ``weight`` its weight in a search (IDF; 0 where it counts for nothing),
+    ``held`` whether the index holds it. The terms typed weigh as ever (unless a rule replaces them); a synonym at
+    most as much: its terms scaled down, where they weigh more, so that their weights add up to the typed phrase's.
+    So a rare synonym never outweighs the words typed (Lucene's synonym query blends a word and its synonyms to the
+    commonest one's IDF for the same reason), and a common one never lowers them. A term of several synonyms takes
+    the largest factor: a query weighs each term once, whatever phrases hold it. A synonym the index does not hold
+    whole is left out; where every one of a rule's is, the terms typed stay as they are."""
+    found = Expansion({}, set(), set())
+    for match in synonyms.matches(list(terms), word_starts):
+        alternatives = [phrase for phrase in match.alternatives if all(map(held, phrase))]
         if not alternatives:
             continue
         span = range(match.start, match.end)
         found.matched.update(span)
         if not match.keeps_original:
             found.replaced.update(span)
-        typed = [weight(t) for t in terms[match.start:match.end]]
-        cap = sum(typed) if all(w > 0 for w in typed) else float("inf")
-        for phrase, weights in alternatives:
-            factor = min(1.0, cap / sum(weights))
-            found.added.extend((term, factor) for term in phrase)
+        typed = terms[match.start:match.end]
+        cap = sum(map(weight, typed)) if all(map(held, typed)) else float("inf")
+        for phrase in alternatives:
+            total = sum(map(weight, phrase))
+            factor = 1.0 if total <= 0 or cap == float("inf") else max(0.0, min(1.0, cap / total))
+            for term in phrase:
+                found.added[term] = max(found.added.get(term, 0.0), factor)
     return found

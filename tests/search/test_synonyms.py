@@ -286,6 +286,7 @@ def test_a_hybrid_keeps_its_rules_in_its_bm25_part(tmp_path, tiny_bert):
     assert not synonym & set(neural.encode_query("heart attack").terms.tolist())
     hybrid.set_synonyms(RULES)
     assert open_retriever(tmp_path / "hybrid" / "lexical").synonyms() == RULES
+    assert open_index(tmp_path / "hybrid" / "neural").synonym_lines() == RULES  # each part reads its own
     assert "mi-long" in ids(hybrid.search("heart attack", k=3))
     assert synonym <= set(neural.encode_query("heart attack").terms.tolist())  # the neural part reads them too
     plain = hybrid.with_options(synonyms="none")
@@ -367,3 +368,74 @@ def test_abbreviation_rules_are_proposed_for_review(tmp_path):
     assert ids(bm25.search("HF", k=5)) == {"a", "b"}
     result = CliRunner().invoke(app, ["synonyms", str(tmp_path / "bm25"), "--abbreviations", "--min-count", "1"])
     assert result.exit_code == 0 and result.stdout.splitlines()[1:] == proposed
+
+
+# ---------------------------------------------------------------------------------------------- a second review's cases
+def test_token_rules_match_whole_words_only(tmp_path):
+    from semiret.search import IDFRetriever
+
+    idf = IDFRetriever.build([Document("auto", "The automobile industry."), Document("carc", "Carcinoma of the lung."),
+                              Document("cat", "A catheter was placed."),
+                              *(Document(f"other-{i}", f"Gardens and birds {i}.") for i in range(6))], tmp_path / "idf")
+    idf.set_synonyms(["car => automobile", "cat, feline"])
+    assert ids(idf.search("carcinoma", k=5)) == {"carc"}  # "car ##cino ##ma": not the word "car"
+    assert ids(idf.search("car", k=5)) == {"auto"}
+    assert ids(idf.search("catheter", k=5)) == {"cat"}
+
+
+def test_a_term_typed_and_in_a_synonym_weighs_what_it_weighs_typed(bm25):
+    bm25.set_synonyms(["heart attack, heart failure"])
+    weights = {t.term: t.weight for t in bm25.analyze("heart attack")}
+    heart = float(bm25.index.idf()[bm25.index.vocab.index("heart")])
+    assert weights["heart"] == pytest.approx(heart, rel=1e-5)
+
+
+def test_a_typed_word_of_no_weight_caps_its_synonym_at_what_the_phrase_weighs(tmp_path):
+    docs = [Document("attack", "Heart attack survivors."), Document("mi", "Myocardial infarction outcomes."),
+            *(Document(f"heart-{i}", f"Heart health {i}.") for i in range(6))]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25", variant="robertson")
+    bm25.set_synonyms(["heart attack, myocardial infarction"])
+    scores = {hit.id: hit.score for hit in bm25.search("heart attack", k=10)}
+    assert scores["mi"] <= scores["attack"] * (1 + 1e-5)  # "heart" is in most documents: robertson's IDF <= 0
+
+
+def test_a_replacement_no_document_holds_leaves_the_tokens_typed(tmp_path):
+    from semiret.search import IDFRetriever
+
+    idf = IDFRetriever.build(DOCS, tmp_path / "idf")
+    idf.set_synonyms(["colour => kolour"])
+    assert ids(idf.search("colour", k=5)) == {"colour"}
+
+
+def test_two_phase_search_of_an_expanded_query_is_exact(tmp_path):
+    from semiret.search import IDFRetriever
+
+    docs = [Document("attack", "Heart attack survivors."), Document("mi", "Myocardial infarction outcomes."),
+            *(Document(f"h{i}", f"Heart health {i}.") for i in range(8)),
+            *(Document(f"other-{i}", f"Gardens and birds {i}.") for i in range(40))]
+    idf = IDFRetriever.build(docs, tmp_path / "idf")
+    idf.set_synonyms(["heart attack, myocardial infarction"])
+    assert "mi" in ids(idf.with_options(two_phase="0.4,always").search("heart attack", k=3))
+
+
+def test_token_queries_read_the_rules_of_their_snapshot(tmp_path):
+    from semiret.search import IDFRetriever
+
+    writer = IDFRetriever.build(DOCS, tmp_path / "idf")
+    writer.set_synonyms(["heart attack, myocardial infarction"])
+    reader = open_retriever(tmp_path / "idf")
+    pinned = reader.pinned()
+    writer.set_synonyms(None)
+    reader.index.refresh()
+    assert "mi-long" in ids(pinned.search("heart attack", k=5))  # the commit it was pinned at
+    assert "mi-long" not in ids(reader.search("heart attack", k=5))
+
+
+def test_query_sides_that_read_queries_alike_share_compiled_rules(tmp_path):
+    from semiret.search import IDFRetriever
+
+    idf = IDFRetriever.build(DOCS, tmp_path / "idf")
+    idf.set_synonyms(RULES)
+    variant = idf.with_options(min_idf=0.5)
+    idf.search("heart attack", k=1)
+    assert variant.query_side.synonym_rules.ready(variant.index)  # compiled once, for both
