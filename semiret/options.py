@@ -45,6 +45,15 @@ class OptionValueError(SemiretError):
         self.name = name
 
 
+def with_local_paths_absolute(classes: Iterable[type], values: dict) -> dict:
+    """``values`` with each local field's (:func:`local_field`) value that names an existing file or directory
+    relative to the working directory made absolute: what another process, started elsewhere, opens alike."""
+    local = {f.name: f.metadata[LOCAL] for cls in classes for f in dataclasses.fields(cls) if LOCAL in f.metadata}
+    return {name: str(Path(value).resolve()) if (name in local and isinstance(value, (str, os.PathLike))
+                                                 and value not in local[name] and Path(value).exists()) else value
+            for name, value in values.items()}
+
+
 def check_json_values(classes: Iterable[type], values: dict, owner: str = "") -> None:
     """Options that arrive as JSON from a client (the HTTP API) checked against the fields of ``classes`` (of
     ``owner``) before anything is made from them: every name a field's (a null too), every value of its

@@ -206,7 +206,8 @@ class Retriever:
             raise SemiretError(f"a retriever over {self.index.path} cannot be sent to another process: only an index "
                                "directory of its own can be opened there (build it with a path; a Milvus "
                                "collection: open it there with open_retriever)")
-        return _reopened, (self.name, str(Path(self.index.path).resolve()), self._search_options)
+        options = option_tools.with_local_paths_absolute([self.queries.Options], self._search_options)
+        return _reopened, (self.name, str(Path(self.index.path).resolve()), options)
 
     def __copy__(self) -> "Retriever":
         """A shallow copy sharing the open index and model (what :meth:`pinned` changes the index of)."""

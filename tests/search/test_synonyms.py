@@ -439,3 +439,13 @@ def test_query_sides_that_read_queries_alike_share_compiled_rules(tmp_path):
     variant = idf.with_options(min_idf=0.5)
     idf.search("heart attack", k=1)
     assert variant.query_side.synonym_rules.ready(variant.index)  # compiled once, for both
+
+
+def test_a_retriever_sent_to_another_process_keeps_its_rules_file(bm25, tmp_path, monkeypatch):
+    import pickle
+
+    (tmp_path / "rules.txt").write_text("mi, myocardial infarction\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    sent = pickle.dumps(bm25.with_options(synonyms="rules.txt"))  # a path relative to this working directory
+    monkeypatch.chdir(tmp_path / "bm25")  # the other process's working directory
+    assert ids(pickle.loads(sent).search("mi", k=5)) == {"mi-long", "mi-short"}
