@@ -134,6 +134,8 @@ class HybridQueryOptions:
     """Documents taken from each ranking before fusing."""
     fuzzy: bool = False
     """The BM25 part matches misspelled query words to the index's (bm25's ``fuzzy``)."""
+    prefix: bool = False
+    """The BM25 part matches the words the query's last word begins, as it is typed (bm25's ``prefix``)."""
     synonyms: str | None = local_field(names=("none",))
     """A synonyms file instead of the index's own rules, or 'none' (bm25's ``synonyms``; the neural part's too where
     it takes them: inference-free)."""
@@ -193,7 +195,7 @@ class HybridQueries(QuerySide):
     @classmethod
     def open(cls, index: CompositeIndex, options: HybridQueryOptions, documents):
         # each part's retriever shares the hybrid's document side of that part (BM25's growing vocabulary)
-        lexical = {"fuzzy": options.fuzzy, "synonyms": options.synonyms}
+        lexical = {"fuzzy": options.fuzzy, "prefix": options.prefix, "synonyms": options.synonyms}
         parts = {}
         for name, (retriever, side) in documents.sides.items():
             part = retriever_class(retriever)

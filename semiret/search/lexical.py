@@ -3,6 +3,7 @@ plain overlap count (``bot``) or weighted by IDF (``idf``, also the query side o
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import threading
@@ -133,6 +134,14 @@ class WordCounts(DocumentSide):
                         lengths=np.array([len(words)], np.int32)), names
 
 
+def _summed(query: SparseQuery, added: Counter) -> SparseQuery:
+    """``query`` with ``added``'s weights added to its terms'."""
+    weights = Counter(dict(zip(query.terms.tolist(), query.weights.tolist())))
+    weights.update(added)
+    terms = sorted(weights)
+    return SparseQuery(np.array(terms, np.int32), np.array([weights[t] for t in terms], np.float32))
+
+
 COMPILED_KEPT = 8
 """Rule files kept compiled (the latest): shared by every query side that reads queries alike (a server's option
 variants, a hybrid's parts of one analyzer, indexes with the same rules)."""
@@ -204,7 +213,13 @@ class WordQueryOptions(RM3Options):
     the fewest edits found), weighted as Lucene's fuzzy query weighs them: by similarity, all with the commonest's
     IDF."""
     max_expansions: int = MAX_EXPANSIONS
-    """fuzzy: the most index words one misspelled query word matches (the fewest errors first, then the commonest)."""
+    """fuzzy, prefix: the most index words one misspelled (or begun) query word matches (the fewest errors first, then
+    the commonest)."""
+    prefix: bool = False
+    """Search as you type: the query's last word, unless a space or a mark ends the query, also matches the index's
+    words it begins ("statin ther": therapy, therapeutic; Elasticsearch's match_bool_prefix), the commonest
+    max_expansions of them, all weighted with the commonest one's IDF (Lucene's blended rewrite). Not for Chinese,
+    Japanese and Korean, whose words are cut into pairs of characters."""
     synonyms: str | None = local_field(names=("none",))
     """A synonyms file (Solr's format: 'heart attack, myocardial infarction' equivalent, 'colour => color'
     replaced) whose rules queries are expanded by instead of the index's own (set with `semiret synonyms`), or
@@ -234,10 +249,14 @@ class WordCountQueries(QuerySide):
         self._near: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # a misspelling -> (term id, edits)
         self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
         self._near_lock = threading.Lock()  # a server's searches share this side while a writer adds words
+        self._sorted_words: list[str] = []  # the vocabulary sorted, for the words a prefix begins
+        self._sorted_ids: list[int] = []
+        self._sorted_of: tuple[int, int] = (0, terms.terms.generation)
+        self._sorted_lock = threading.Lock()
 
     @property
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
-        return not (self.options.rm3 or self.options.fuzzy)
+        return not (self.options.rm3 or self.options.fuzzy or self.options.prefix)
 
     @classmethod
     def open(cls, index, options: WordQueryOptions, documents: WordCounts):
@@ -298,7 +317,58 @@ class WordCountQueries(QuerySide):
         synonyms = self.synonym_rules.of(index)
         if synonyms is not None:
             query, matched = self._with_synonyms(index, text, query, synonyms)
-        return self._corrected(index, text, query, matched) if self.options.fuzzy else query
+        if self.options.fuzzy:
+            query = self._corrected(index, text, query, matched)
+        return self._prefixed(index, text, query) if self.options.prefix else query
+
+    def _prefixed(self, index, text: str, query: SparseQuery) -> SparseQuery:
+        """``query`` with the words the last word of ``text`` begins, where the query ends inside it (see the
+        ``prefix`` option): the word as typed and its stem as prefixes ("studie": studi, studies' stem), the
+        commonest ``max_expansions`` of the words they begin that documents hold, weighted by :meth:`_blended`."""
+        analyzer = self._query_terms.analyzer
+        if not text or not text[-1].isalnum() or (analyzer.language and language(analyzer.language).cjk_bigrams):
+            return query
+        words = analyzer.words(text)
+        if not words:
+            return query
+        begun = {words[-1], analyzer.term(words[-1]) or words[-1]}
+        df = index.document_frequencies()
+        found = np.array(sorted({term_id for prefix in begun for term_id in self._beginning_with(prefix)}), np.int64)
+        found = found[found < len(df)]
+        found = found[(df[found] > 0) & ~np.isin(found, query.terms)]  # the word typed whole is searched as ever
+        if not len(found):
+            return query
+        commonest = found[np.argsort(-df[found], kind="stable")[:self.options.max_expansions]]
+        return _summed(query, self._blended(index, {int(term_id): 1.0 for term_id in commonest}))
+
+    def _beginning_with(self, prefix: str) -> list[int]:
+        """The ids of the vocabulary's words that begin with ``prefix``, from a sorted copy of the vocabulary kept
+        as it grows (sorted once, new words inserted in place, sorted again after many or a write that failed)."""
+        vocabulary = self._query_terms.terms
+        with self._sorted_lock:
+            size, generation = len(vocabulary), vocabulary.generation
+            known, known_generation = self._sorted_of
+            if generation != known_generation or size - known > max(1_000, known // 10):
+                self._sorted_ids = sorted(range(size), key=vocabulary.terms.__getitem__)
+                self._sorted_words = [vocabulary.terms[i] for i in self._sorted_ids]
+            else:
+                for term_id in range(known, size):
+                    at = bisect.bisect_right(self._sorted_words, vocabulary.terms[term_id])
+                    self._sorted_words.insert(at, vocabulary.terms[term_id])
+                    self._sorted_ids.insert(at, term_id)
+            self._sorted_of = (size, generation)
+            start = bisect.bisect_left(self._sorted_words, prefix)
+            end = bisect.bisect_left(self._sorted_words, prefix + "\U0010ffff", start)
+            return self._sorted_ids[start:end]
+
+    def _blended(self, index, factors: dict[int, float]) -> Counter:
+        """Query weights of expansions, each term's ``factor`` scaled so that its IDF is the commonest term's (as
+        Lucene's top-terms blended rewrite weighs a fuzzy or prefix query's terms): a rare expansion never outweighs
+        a common one."""
+        df, idf = index.document_frequencies(), index.idf()
+        blended = float(index.bm25.idf(np.array([max(int(df[t]) for t in factors)]), index.n_stored)[0])
+        return Counter({term_id: factor * blended / float(idf[term_id])
+                        for term_id, factor in factors.items() if idf[term_id] > 0})
 
     def _with_synonyms(self, index, text: str, query: SparseQuery, synonyms: SynonymMap) -> tuple[SparseQuery, set]:
         """``query`` with the synonyms of each phrase of ``text`` a rule matches, weighted by
@@ -332,13 +402,13 @@ class WordCountQueries(QuerySide):
         two; at most ``max_expansions``, the commonest), each weighted as Lucene's fuzzy query (top terms, blended
         frequencies) weighs it: the word's count times ``1 - edits / shorter length``, scaled so that its IDF is the
         commonest one's (a rare neighbour, "stat3" for "statn", never outweighs a common one, "statin")."""
-        df, n_docs = index.document_frequencies(), index.n_stored
-        idf = index.idf()
+        df = index.document_frequencies()
         counts = Counter(self._query_terms.analyzer(text))
         ids = self._query_terms.terms.ids
         missing = [term for term in counts
                    if term not in matched and (ids.get(term, len(df)) >= len(df) or not df[ids[term]])]
         added: Counter = Counter()
+        words = self._query_terms.terms.terms
         for term in missing:
             near = [(term_id, edits) for term_id, edits in self._neighbours(term) if term_id < len(df) and df[term_id]]
             if not near:
@@ -346,18 +416,10 @@ class WordCountQueries(QuerySide):
             fewest = min(edits for _, edits in near)  # "canser": cancer, not also manner and answer at two edits
             near = sorted((found for found in near if found[1] == fewest),
                           key=lambda found: -int(df[found[0]]))[:self.options.max_expansions]
-            blended = float(index.bm25.idf(np.array([max(int(df[t]) for t, _ in near)]), n_docs)[0])
-            words = self._query_terms.terms.terms
-            for term_id, edits in near:
-                if idf[term_id] > 0:
-                    similarity = 1.0 - edits / min(len(term), len(words[term_id]))
-                    added[term_id] += counts[term] * similarity * blended / float(idf[term_id])
-        if not added:
-            return query
-        weights = Counter(dict(zip(query.terms.tolist(), query.weights.tolist())))
-        weights.update(added)
-        terms = sorted(weights)
-        return SparseQuery(np.array(terms, np.int32), np.array([weights[t] for t in terms], np.float32))
+            similar = {term_id: counts[term] * (1.0 - edits / min(len(term), len(words[term_id])))
+                       for term_id, edits in near}
+            added.update(self._blended(index, similar))
+        return _summed(query, added) if added else query
 
     def _neighbours(self, term: str) -> list[tuple[int, int]]:
         """The vocabulary's terms within :func:`fuzzy_edits` of ``term`` (optimal string alignment distance:

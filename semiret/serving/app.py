@@ -962,6 +962,7 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
             and not diversity  # a segment's first diversified search reads all its postings
             and not options.get("fuzzy")  # a misspelling's neighbours are looked for over the whole vocabulary
+            and not options.get("prefix")  # a prefix's words, in a sorted copy of the vocabulary made at first
             and context is None and not explain):  # contexts and explanations read stored passages and postings
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,

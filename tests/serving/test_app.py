@@ -357,6 +357,15 @@ def test_synonym_rules_are_set_read_and_removed_over_http(writing_client, indexe
     assert ids(client.get("/indexes/tiny/search", params={"q": "postman"})) == [[]]
 
 
+def test_a_search_as_you_type_runs_in_the_pool(indexes, pooled):
+    client = client_of(indexes)
+    client.get("/indexes/tiny/search", params={"q": "gard"})
+    answer = client.post("/indexes/tiny/search", json={"queries": ["gard"], "options": {"prefix": True}})
+    assert sorted(ids(answer)[0]) == ["d1", "d4"] and pooled[-1] == ["gard"]  # "garden", begun
+    client.post("/indexes/tiny/search", json={"queries": ["gard"], "options": {"prefix": True}})
+    assert len(pooled) == 3  # the vocabulary sorted at first: never on the event loop
+
+
 def test_the_client_sets_and_reads_synonym_rules(indexes):
     from helpers import client_of as python_client
 
