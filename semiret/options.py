@@ -49,7 +49,7 @@ def with_local_paths_absolute(classes: Iterable[type], values: dict) -> dict:
     """``values`` with each local field's (:func:`local_field`) value that names an existing file or directory
     relative to the working directory made absolute: what another process, started elsewhere, opens alike."""
     local = {f.name: f.metadata[LOCAL] for cls in classes for f in dataclasses.fields(cls) if LOCAL in f.metadata}
-    return {name: str(Path(value).resolve()) if (name in local and isinstance(value, (str, os.PathLike))
+    return {name: str(Path(value).resolve()) if (name in local and isinstance(value, (str, os.PathLike)) and str(value)
                                                  and value not in local[name] and Path(value).exists()) else value
             for name, value in values.items()}
 

@@ -7,6 +7,7 @@ import bisect
 import json
 import logging
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,46 @@ class WordCounts(DocumentSide):
                         lengths=np.array([len(words)], np.int32)), names
 
 
+COMPLETION_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+"""The letters a word being typed is completed by, one or two, to find the stems it runs past (``prefix``)."""
+
+
+class _SortedVocabulary:
+    """A word vocabulary's words in sorted order, for the words a prefix begins; kept as the vocabulary grows (the
+    new words sorted and merged in: Python's sort merges two sorted runs in one pass), made again after a write
+    that failed took words back. One for every query side over the vocabulary (:func:`_sorted_vocabulary`)."""
+
+    def __init__(self):
+        self.words: list[str] = []
+        self.ids: list[int] = []
+        self.of: tuple[int, int] = (0, -1)  # (words taken in, the vocabulary's generation)
+        self.lock = threading.Lock()
+
+    def beginning_with(self, vocabulary: TermDictionary, prefix: str) -> list[int]:
+        """The ids of ``vocabulary``'s words that begin with ``prefix``."""
+        with self.lock:
+            generation = vocabulary.generation
+            words = vocabulary.terms[:]  # a copy: a writer may append words, or take them back, meanwhile
+            known = self.of[0] if self.of[1] == generation and self.of[0] <= len(words) else 0
+            if known < len(words):
+                ids = (self.ids if known else []) + sorted(range(known, len(words)), key=words.__getitem__)
+                ids.sort(key=words.__getitem__)
+                self.ids, self.words = ids, [words[i] for i in ids]
+            self.of = (len(words), generation)
+            start = bisect.bisect_left(self.words, prefix)
+            return self.ids[start:bisect.bisect_left(self.words, prefix + "\U0010ffff", start)]
+
+
+_sorted_vocabularies: "weakref.WeakKeyDictionary[TermDictionary, _SortedVocabulary]" = weakref.WeakKeyDictionary()
+_sorted_vocabularies_lock = threading.Lock()
+
+
+def _sorted_vocabulary(vocabulary: TermDictionary) -> _SortedVocabulary:
+    """The sorted words of ``vocabulary``, shared by the query sides over it (a server's option variants)."""
+    with _sorted_vocabularies_lock:
+        return _sorted_vocabularies.setdefault(vocabulary, _SortedVocabulary())
+
+
 def _summed(query: SparseQuery, added: Counter) -> SparseQuery:
     """``query`` with ``added``'s weights added to its terms'."""
     weights = Counter(dict(zip(query.terms.tolist(), query.weights.tolist())))
@@ -216,10 +257,10 @@ class WordQueryOptions(RM3Options):
     """fuzzy, prefix: the most index words one misspelled (or begun) query word matches (the fewest errors first, then
     the commonest)."""
     prefix: bool = False
-    """Search as you type: the query's last word, unless a space or a mark ends the query, also matches the index's
-    words it begins ("statin ther": therapy, therapeutic; Elasticsearch's match_bool_prefix), the commonest
-    max_expansions of them, all weighted with the commonest one's IDF (Lucene's blended rewrite). Not for Chinese,
-    Japanese and Korean, whose words are cut into pairs of characters."""
+    """Search as you type: the word the query ends in, unless a space or a mark ends it, also matches the index's
+    words it begins ("statin thera": therapy, therapeutic; Elasticsearch's match_bool_prefix), the commonest
+    max_expansions of them, weighing together one term of the commonest one's IDF, each by its share of their
+    documents. Not for Chinese, Japanese and Korean, whose words are cut into pairs of characters."""
     synonyms: str | None = local_field(names=("none",))
     """A synonyms file (Solr's format: 'heart attack, myocardial infarction' equivalent, 'colour => color'
     replaced) whose rules queries are expanded by instead of the index's own (set with `semiret synonyms`), or
@@ -249,10 +290,6 @@ class WordCountQueries(QuerySide):
         self._near: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()  # a misspelling -> (term id, edits)
         self._near_of: tuple[int, int] = (0, terms.terms.generation)  # the vocabulary they were found in
         self._near_lock = threading.Lock()  # a server's searches share this side while a writer adds words
-        self._sorted_words: list[str] = []  # the vocabulary sorted, for the words a prefix begins
-        self._sorted_ids: list[int] = []
-        self._sorted_of: tuple[int, int] = (0, terms.terms.generation)
-        self._sorted_lock = threading.Lock()
 
     @property
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
@@ -317,49 +354,45 @@ class WordCountQueries(QuerySide):
         synonyms = self.synonym_rules.of(index)
         if synonyms is not None:
             query, matched = self._with_synonyms(index, text, query, synonyms)
-        if self.options.fuzzy:
-            query = self._corrected(index, text, query, matched)
-        return self._prefixed(index, text, query) if self.options.prefix else query
+        typing = self._word_being_typed(text) if self.options.prefix else None
+        if self.options.fuzzy:  # not the word being typed: it is no misspelling yet
+            query = self._corrected(index, text, query, matched | {self._query_terms.analyzer.term(typing) or typing}
+                                    if typing else matched)
+        return self._prefixed(index, query, typing) if typing else query
 
-    def _prefixed(self, index, text: str, query: SparseQuery) -> SparseQuery:
-        """``query`` with the words the last word of ``text`` begins, where the query ends inside it (see the
-        ``prefix`` option): the word as typed and its stem as prefixes ("studie": studi, studies' stem), the
-        commonest ``max_expansions`` of the words they begin that documents hold, weighted by :meth:`_blended`."""
+    def _word_being_typed(self, text: str) -> str | None:
+        """The word ``text`` ends inside (normalized as the analyzer reads it; one letter too), or None where a space
+        or a mark ends it, or words are pairs of characters (Chinese, Japanese, Korean)."""
         analyzer = self._query_terms.analyzer
-        if not text or not text[-1].isalnum() or (analyzer.language and language(analyzer.language).cjk_bigrams):
-            return query
-        words = analyzer.words(text)
-        if not words:
-            return query
-        begun = {words[-1], analyzer.term(words[-1]) or words[-1]}
+        if analyzer.language and language(analyzer.language).cjk_bigrams:
+            return None
+        extended = analyzer.words(text + "x")  # a letter more lengthens the word being typed, else stands alone
+        if not extended or not extended[-1].endswith("x"):
+            return None
+        return extended[-1][:-1] or None
+
+    def _prefixed(self, index, query: SparseQuery, typed: str) -> SparseQuery:
+        """``query`` with the words ``typed`` (the word being typed) begins: the index's words that begin with it,
+        and those its completions by one or two letters become once stemmed ("generatio": generation's stem
+        "generat", which it runs past), less the word typed whole (searched as ever, or as a synonym rule replaced
+        it) and the query's own; the commonest ``max_expansions`` that documents hold. Together they weigh one term
+        of the commonest one's IDF, each by its share of their documents (the likeliest completion the most): a
+        document holding many of them never outscores one holding the query's other words (Elasticsearch scores
+        the prefix as one clause)."""
+        analyzer, vocabulary = self._query_terms.analyzer, self._query_terms.terms
+        found = set(_sorted_vocabulary(vocabulary).beginning_with(vocabulary, typed))
+        completions = [typed + a for a in COMPLETION_LETTERS] + [typed + a + b for a in COMPLETION_LETTERS
+                                                                 for b in COMPLETION_LETTERS]
+        found.update(term_id for term_id in map(vocabulary.ids.get, analyzer.stems(completions)) if term_id is not None)
+        found.discard(vocabulary.ids.get(analyzer.term(typed) or typed, -1))
         df = index.document_frequencies()
-        found = np.array(sorted({term_id for prefix in begun for term_id in self._beginning_with(prefix)}), np.int64)
-        found = found[found < len(df)]
-        found = found[(df[found] > 0) & ~np.isin(found, query.terms)]  # the word typed whole is searched as ever
+        found = np.array(sorted(term_id for term_id in found if term_id < len(df)), np.int64)
+        found = found[(df[found] > 0) & ~np.isin(found, query.terms)]
         if not len(found):
             return query
         commonest = found[np.argsort(-df[found], kind="stable")[:self.options.max_expansions]]
-        return _summed(query, self._blended(index, {int(term_id): 1.0 for term_id in commonest}))
-
-    def _beginning_with(self, prefix: str) -> list[int]:
-        """The ids of the vocabulary's words that begin with ``prefix``, from a sorted copy of the vocabulary kept
-        as it grows (sorted once, new words inserted in place, sorted again after many or a write that failed)."""
-        vocabulary = self._query_terms.terms
-        with self._sorted_lock:
-            size, generation = len(vocabulary), vocabulary.generation
-            known, known_generation = self._sorted_of
-            if generation != known_generation or size - known > max(1_000, known // 10):
-                self._sorted_ids = sorted(range(size), key=vocabulary.terms.__getitem__)
-                self._sorted_words = [vocabulary.terms[i] for i in self._sorted_ids]
-            else:
-                for term_id in range(known, size):
-                    at = bisect.bisect_right(self._sorted_words, vocabulary.terms[term_id])
-                    self._sorted_words.insert(at, vocabulary.terms[term_id])
-                    self._sorted_ids.insert(at, term_id)
-            self._sorted_of = (size, generation)
-            start = bisect.bisect_left(self._sorted_words, prefix)
-            end = bisect.bisect_left(self._sorted_words, prefix + "\U0010ffff", start)
-            return self._sorted_ids[start:end]
+        shares = df[commonest] / df[commonest].sum()
+        return _summed(query, self._blended(index, dict(zip(commonest.tolist(), shares.tolist()))))
 
     def _blended(self, index, factors: dict[int, float]) -> Counter:
         """Query weights of expansions, each term's ``factor`` scaled so that its IDF is the commonest term's (as

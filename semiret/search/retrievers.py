@@ -197,7 +197,8 @@ class Retriever:
         self.query_side = query_side
         self.document_side = document_side
         self._scratch = scratch  # the temporary directory of an index built without a path, kept alive
-        self._search_options = dict(search_options or {})  # what a pickled copy opens its index with
+        # what a pickled copy opens its index with: files named relative to the working directory of now, made absolute
+        self._search_options = option_tools.with_local_paths_absolute([self.queries.Options], search_options or {})
 
     def __reduce__(self):
         """Pickled (to another process: multiprocessing, joblib) as what reopens it there: its retriever, index
@@ -206,8 +207,7 @@ class Retriever:
             raise SemiretError(f"a retriever over {self.index.path} cannot be sent to another process: only an index "
                                "directory of its own can be opened there (build it with a path; a Milvus "
                                "collection: open it there with open_retriever)")
-        options = option_tools.with_local_paths_absolute([self.queries.Options], self._search_options)
-        return _reopened, (self.name, str(Path(self.index.path).resolve()), options)
+        return _reopened, (self.name, str(Path(self.index.path).resolve()), self._search_options)
 
     def __copy__(self) -> "Retriever":
         """A shallow copy sharing the open index and model (what :meth:`pinned` changes the index of)."""

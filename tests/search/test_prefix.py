@@ -41,13 +41,14 @@ def test_the_last_word_typed_matches_the_words_it_begins(bm25):
     assert typing.highlight("statin thera", "therapeutic") == ["<em>Therapeutic</em> effects of <em>statins</em> in adults."]
 
 
-def test_the_words_begun_weigh_the_commonest_ones_idf(bm25):
+def test_the_words_begun_weigh_one_term_shared_by_their_documents(bm25):
     typing = bm25.with_options(prefix=True)
     index = bm25.index
     idf = {term: float(index.idf()[index.vocab.index(term)]) for term in ("therapi", "therapeut", "theori")}
     weights = {t.term: t.weight for t in typing.analyze("the")}  # a stopword typed whole is a prefix too
     assert set(weights) == {"therapi", "therapeut", "theori"}
-    assert weights == pytest.approx({term: min(idf.values()) for term in weights})  # one document each: all alike
+    # together one term of the commonest one's IDF, each by its share of their documents (one each here)
+    assert weights == pytest.approx({term: min(idf.values()) / 3 for term in weights})
     assert len(typing.with_options(prefix=True, max_expansions=2).analyze("the")) == 2
     found = typing.search("statin thera", k=1)[0]
     assert typing.explain("statin thera", found.id).score == pytest.approx(found.score, rel=1e-5)
@@ -79,3 +80,61 @@ def test_the_cli_and_a_hybrid_take_prefix(bm25, tmp_path, tiny_bert):
     assert [hit["id"] for hit in json.loads(found.stdout)["hits"]] == ["garden"]
     hybrid = HybridRetriever.build(DOCS, tmp_path / "hybrid", model=str(tiny_bert))
     assert "garden" in ids(hybrid.with_options(prefix=True).search("gard", k=2))
+
+
+# ---------------------------------------------------------------------------------------------- a review's cases
+def test_typing_on_past_a_words_stem_keeps_finding_it(tmp_path):
+    english = BM25Retriever.build([Document("g", "The generation of electricity."), Document("s", "Studying birds."),
+                                   Document("o", "Other things.")], tmp_path / "en").with_options(prefix=True)
+    for typed in ("gen", "generat", "generati", "generatio", "generation"):
+        assert ids(english.search(typed, k=5)) == {"g"}, typed
+    for typed in ("stud", "study", "studyi", "studyin", "studying"):
+        assert ids(english.search(typed, k=5)) == {"s"}, typed
+    german = BM25Retriever.build([Document("e", "Die Entwicklung der Stadt."), Document("o", "Andere Dinge.")],
+                                 tmp_path / "de", language="german").with_options(prefix=True)
+    assert ids(german.search("Entwicklun", k=5)) == {"e"}
+
+
+def test_a_document_of_many_words_begun_never_outscores_the_query_s_other_words(tmp_path):
+    docs = [Document("statin", "Statin use and therapy."),
+            Document("list", "Theory thermal thickness thinking thrombosis thyroid thunder thistle."),
+            *(Document(f"other-{i}", f"Gardens and birds {i}.") for i in range(6))]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25").with_options(prefix=True)
+    assert typing.search("statin th", k=1)[0].id == "statin"
+
+
+def test_the_word_being_typed_is_the_one_the_query_ends_in(tmp_path):
+    docs = [Document("vitamin", "Vitamin B12 and vitaminosis."), Document("bees", "Bees and birds."),
+            Document("type", "Typescript typesetting."), Document("cafe", "La cafétéria."),
+            *(Document(f"other-{i}", f"Gardens and flowers {i}.") for i in range(6))]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25").with_options(prefix=True)
+    assert {t.term for t in typing.analyze("vitamin b")} >= {"vitamin", "bee"}  # "b" is begun, not "vitamin"
+    assert "vitaminosi" not in {t.term for t in typing.analyze("vitamin b")}
+    assert "typescript" not in {t.term for t in typing.analyze("diabetes type 2")}
+    assert ids(typing.search("cafe\u0301", k=5)) == {"cafe"}  # written decomposed, read composed
+
+
+def test_the_word_being_typed_is_no_misspelling_yet(tmp_path):
+    docs = [Document("garden", "Gardens of roses."), Document("card", "A card game."),
+            *(Document(f"other-{i}", f"Birds and trees {i}.") for i in range(6))]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25").with_options(prefix=True, fuzzy=True)
+    assert ids(typing.search("gard", k=5)) == {"garden"}
+    assert ids(typing.search("gardn ros", k=5)) == {"garden"}  # an earlier word is corrected still
+
+
+def test_a_word_a_synonym_rule_replaces_stays_replaced(tmp_path):
+    docs = [Document("colour", "Colour of the sky."), Document("color", "The color red."),
+            *(Document(f"other-{i}", f"Birds and trees {i}.") for i in range(6))]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
+    bm25.set_synonyms(["colour => color"])
+    assert ids(bm25.with_options(prefix=True).search("colour", k=5)) == {"color"}
+
+
+def test_a_retriever_sent_elsewhere_opens_the_files_it_was_given(bm25, tmp_path, monkeypatch):
+    import pickle
+
+    (tmp_path / "rules.txt").write_text("gardens, flowerbeds\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    given = bm25.with_options(synonyms="rules.txt")
+    monkeypatch.chdir(tmp_path / "bm25")  # the working directory changes before it is sent
+    assert ids(pickle.loads(pickle.dumps(given)).search("flowerbeds", k=5)) == {"garden"}
