@@ -86,7 +86,6 @@ class WordAnalyzer:
         self._regex = regex.compile(self.pattern) if r"\p" in self.pattern else re.compile(self.pattern)
         self._stopset = stopword_set(self.stopwords)
         self._stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
-        self._stem_words = Stemmer.Stemmer(self.stemmer).stemWords if self.stemmer else None
 
     def words(self, text: str) -> list[str]:
         """The surface words of ``text`` (normalized and lowercased when configured), stopwords included."""
@@ -113,11 +112,6 @@ class WordAnalyzer:
         if stem is None:
             stem = self._stem_cache[word] = self._stem(word)
         return stem
-
-    def stems(self, words: list[str]) -> list[str]:
-        """The terms ``words`` (surface words, stopwords not dropped) become, none cached: for words made up that
-        may never recur (the completions of a word being typed)."""
-        return self._stem_words(words) if self._stem_words else list(words)
 
     def __call__(self, text: str) -> list[str]:
         words = [w for w in self.words(text) if w not in self._stopset]
