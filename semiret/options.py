@@ -47,11 +47,22 @@ class OptionValueError(SemiretError):
 
 def with_local_paths_absolute(classes: Iterable[type], values: dict) -> dict:
     """``values`` with each local field's (:func:`local_field`) value that names an existing file or directory
-    relative to the working directory made absolute: what another process, started elsewhere, opens alike."""
+    relative to the working directory, written as a path (a folder in it, or a file name with a suffix: "rules.txt",
+    "./models/mine"; a bare name, "minilm", is left to the registry first), made absolute: what another process,
+    started elsewhere, opens alike."""
     local = {f.name: f.metadata[LOCAL] for cls in classes for f in dataclasses.fields(cls) if LOCAL in f.metadata}
-    return {name: str(Path(value).resolve()) if (name in local and isinstance(value, (str, os.PathLike)) and str(value)
-                                                 and value not in local[name] and Path(value).exists()) else value
-            for name, value in values.items()}
+    return {name: _absolute(value, local[name]) if name in local else value for name, value in values.items()}
+
+
+def _absolute(value, names: tuple[str, ...]):
+    if not isinstance(value, (str, os.PathLike)) or str(value) in names or not str(value):
+        return value
+    path = Path(value)
+    try:
+        written_as_path = len(path.parts) > 1 or bool(path.suffix)
+        return str(path.resolve()) if written_as_path and not path.is_absolute() and path.exists() else value
+    except OSError:  # a name too long for a path: no file of it
+        return value
 
 
 def check_json_values(classes: Iterable[type], values: dict, owner: str = "") -> None:

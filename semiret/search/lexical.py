@@ -7,6 +7,7 @@ import bisect
 import functools
 import json
 import logging
+import re
 import threading
 import weakref
 from collections import Counter, OrderedDict
@@ -137,6 +138,8 @@ class WordCounts(DocumentSide):
                         lengths=np.array([len(words)], np.int32)), names
 
 
+POSSESSIVE_END = re.compile(r"\w['’]\w$")
+"""A query ending in a possessive's or a contraction's last letter ("Parkinson's", "don't")."""
 COMPLETION_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 """The letters a word being typed is completed by, one or two, to find the stems it runs past (``prefix``)."""
 
@@ -152,10 +155,15 @@ def _stems_run_past(stemmer: str, typed: str) -> tuple[str, ...]:
     return tuple(sorted({stem for stem in stems if not stem.startswith(typed)}))
 
 
+INSERTED_ONE_BY_ONE = 100
+"""New words a sorted vocabulary takes in one at a time (each a list insert); more are sorted and merged in."""
+
+
 class _SortedVocabulary:
-    """A word vocabulary's words in sorted order, for the words a prefix begins; kept as the vocabulary grows (the
-    new words sorted and merged in: Python's sort merges two sorted runs in one pass), made again after a write
-    that failed took words back. One for every query side over the vocabulary (:func:`_sorted_vocabulary`)."""
+    """A word vocabulary's words in sorted order, for the words a prefix begins; kept as the vocabulary grows (a few
+    new words inserted, more sorted and merged in: Python's sort merges two sorted runs in one pass), made again
+    after a write that failed took words back. One for every query side over the vocabulary
+    (:func:`_sorted_vocabulary`)."""
 
     def __init__(self):
         self.words: list[str] = []
@@ -167,13 +175,19 @@ class _SortedVocabulary:
         """The ids of ``vocabulary``'s words that begin with ``prefix``."""
         with self.lock:
             generation = vocabulary.generation
-            words = vocabulary.terms[:]  # a copy: a writer may append words, or take them back, meanwhile
-            known = self.of[0] if self.of[1] == generation and self.of[0] <= len(words) else 0
-            if known < len(words):
-                ids = (self.ids if known else []) + sorted(range(known, len(words)), key=words.__getitem__)
-                ids.sort(key=words.__getitem__)
-                self.ids, self.words = ids, [words[i] for i in ids]
-            self.of = (len(words), generation)
+            if self.of != (len(vocabulary.terms), generation):
+                words = vocabulary.terms[:]  # a copy: a writer may append words, or take them back, meanwhile
+                known = self.of[0] if self.of[1] == generation and self.of[0] <= len(words) else 0
+                if 0 < known and len(words) - known <= INSERTED_ONE_BY_ONE:
+                    for term_id in range(known, len(words)):
+                        at = bisect.bisect_right(self.words, words[term_id])
+                        self.words.insert(at, words[term_id])
+                        self.ids.insert(at, term_id)
+                else:
+                    ids = (self.ids if known else []) + sorted(range(known, len(words)), key=words.__getitem__)
+                    ids.sort(key=words.__getitem__)
+                    self.ids, self.words = ids, [words[i] for i in ids]
+                self.of = (len(words), generation)
             start = bisect.bisect_left(self.words, prefix)
             return self.ids[start:bisect.bisect_left(self.words, prefix + "\U0010ffff", start)]
 
@@ -368,53 +382,73 @@ class WordCountQueries(QuerySide):
         if synonyms is not None:
             query, matched = self._with_synonyms(index, text, query, synonyms)
         typing = self._word_being_typed(text) if self.options.prefix else None
-        if self.options.fuzzy:  # not the word being typed: it is no misspelling yet
-            query = self._corrected(index, text, query, matched | {self._query_terms.analyzer.term(typing) or typing}
-                                    if typing else matched)
-        return self._prefixed(index, query, typing) if typing else query
+        begun = self._prefixed(index, query, typing) if typing else query
+        if begun is not query:  # the word being typed begins words: it is no misspelling (yet)
+            matched = matched | {self._query_terms.analyzer.term(typing) or typing}
+        return self._corrected(index, text, begun, matched) if self.options.fuzzy else begun
 
     def _word_being_typed(self, text: str) -> str | None:
         """The word ``text`` ends inside (normalized as the analyzer reads it; one letter too), or None where a space
         or a mark ends it, or words are pairs of characters (Chinese, Japanese, Korean)."""
         analyzer = self._query_terms.analyzer
-        if analyzer.language and language(analyzer.language).cjk_bigrams:
-            return None
+        if analyzer.language and language(analyzer.language).cjk_bigrams or POSSESSIVE_END.search(text):
+            return None  # "Parkinson's": no word "s" being typed
         extended = analyzer.words(text + "x")  # a letter more lengthens the word being typed, else stands alone
         if not extended or not extended[-1].endswith("x"):
             return None
         return extended[-1][:-1] or None
 
     def _prefixed(self, index, query: SparseQuery, typed: str) -> SparseQuery:
-        """``query`` with the words ``typed`` (the word being typed) begins: the index's words that begin with it,
-        and those its completions by one or two letters become once stemmed ("generatio": generation's stem
-        "generat", which it runs past), less the word typed whole (searched as ever, or as a synonym rule replaced
-        it) and the query's own; the commonest ``max_expansions`` that documents hold. Together they weigh one term
-        of the commonest one's IDF, each by its share of their documents (the likeliest completion the most): a
-        document holding many of them never outscores one holding the query's other words (Elasticsearch scores
-        the prefix as one clause)."""
+        """``query`` with the words ``typed`` (the word being typed) begins: the index's words that begin with it;
+        where none does and it is no word documents hold, those its stem begins ("mögl": "mogl", as German's
+        stemmer keeps "möglich"); where none does either, it has run past a word's stem ("generatio": "generat";
+        "alignme": "align"), and the longest index word it or its stem begins with, and the stems of its completions
+        by one or two letters ("studyin": "studi"), stand for them. Less the
+        word typed whole (searched as ever, or as a synonym rule replaced it) and the query's own; the commonest
+        ``max_expansions`` that documents hold. Together they weigh one term of the commonest one's IDF, each by its
+        share of their documents (the likeliest completion the most): a document holding many of them never
+        outscores one holding the query's other words (Elasticsearch scores the prefix as one clause)."""
         analyzer, vocabulary = self._query_terms.analyzer, self._query_terms.terms
-        found = set(_sorted_vocabulary(vocabulary).beginning_with(vocabulary, typed))
-        if analyzer.stemmer:
-            found.update(term_id for term_id in map(vocabulary.ids.get, _stems_run_past(analyzer.stemmer, typed))
-                         if term_id is not None)
-        found.discard(vocabulary.ids.get(analyzer.term(typed) or typed, -1))
         df = index.document_frequencies()
-        found = np.array(sorted(term_id for term_id in found if term_id < len(df)), np.int64)
-        found = found[(df[found] > 0) & ~np.isin(found, query.terms)]
+        own = vocabulary.ids.get(analyzer.term(typed) or typed, -1)
+
+        def held(term_ids) -> np.ndarray:  # those documents hold, less the word typed whole and the query's own
+            found = np.array(sorted({t for t in term_ids if t is not None and t < len(df) and t != own}), np.int64)
+            return found[(df[found] > 0) & ~np.isin(found, query.terms)]
+
+        found = self._words_begun(typed, held, typed_whole=0 <= own < len(df) and bool(df[own]))
         if not len(found):
             return query
         commonest = found[np.argsort(-df[found], kind="stable")[:self.options.max_expansions]]
         shares = df[commonest] / df[commonest].sum()
         return _summed(query, self._blended(index, dict(zip(commonest.tolist(), shares.tolist()))))
 
+    def _words_begun(self, typed: str, held: Callable, typed_whole: bool) -> np.ndarray:
+        """The term ids :meth:`_prefixed` expands ``typed`` by, as ``held`` keeps them (see there)."""
+        analyzer, vocabulary = self._query_terms.analyzer, self._query_terms.terms
+        sorted_words = _sorted_vocabulary(vocabulary)
+        found = held(sorted_words.beginning_with(vocabulary, typed))
+        if len(found) or typed_whole:  # none, and documents hold it: typed whole ("studies": not "studio")
+            return found
+        stem = analyzer.stem(typed)  # a stopword too: "über" begins "uberleg"
+        found = held(sorted_words.beginning_with(vocabulary, stem))
+        if len(found) or not analyzer.stemmer:
+            return found
+        shorter = held(map(vocabulary.ids.get, (word[:end] for word in {typed, stem}
+                                                for end in range(len(word) - 1, 2, -1))))
+        longest = shorter[np.argmax([len(vocabulary.terms[t]) for t in shorter])] if len(shorter) else None
+        return held([*map(vocabulary.ids.get, _stems_run_past(analyzer.stemmer, typed)), longest])
+
     def _blended(self, index, factors: dict[int, float]) -> Counter:
         """Query weights of expansions, each term's ``factor`` scaled so that its IDF is the commonest term's (as
         Lucene's top-terms blended rewrite weighs a fuzzy or prefix query's terms): a rare expansion never outweighs
         a common one."""
         df, idf = index.document_frequencies(), index.idf()
-        blended = float(index.bm25.idf(np.array([max(int(df[t]) for t in factors)]), index.n_stored)[0])
-        return Counter({term_id: factor * blended / float(idf[term_id])
-                        for term_id, factor in factors.items() if idf[term_id] > 0})
+        factors = {term_id: factor for term_id, factor in factors.items() if idf[term_id] > 0}  # (robertson: <= 0)
+        if not factors:
+            return Counter()
+        blended = float(idf[max(factors, key=lambda term_id: df[term_id])])  # the commonest's
+        return Counter({term_id: factor * blended / float(idf[term_id]) for term_id, factor in factors.items()})
 
     def _with_synonyms(self, index, text: str, query: SparseQuery, synonyms: SynonymMap) -> tuple[SparseQuery, set]:
         """``query`` with the synonyms of each phrase of ``text`` a rule matches, weighted by

@@ -104,8 +104,10 @@ class WordAnalyzer:
 
     def term(self, word: str) -> str | None:
         """The term one surface word becomes: None for a stopword, else its (cached) stem."""
-        if word in self._stopset:
-            return None
+        return None if word in self._stopset else self.stem(word)
+
+    def stem(self, word: str) -> str:
+        """The (cached) stem of one surface word, a stopword too (the beginning of a word being typed may be one)."""
         if self._stem is None:
             return word
         stem = self._stem_cache.get(word)

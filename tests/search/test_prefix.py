@@ -138,3 +138,60 @@ def test_a_retriever_sent_elsewhere_opens_the_files_it_was_given(bm25, tmp_path,
     given = bm25.with_options(synonyms="rules.txt")
     monkeypatch.chdir(tmp_path / "bm25")  # the working directory changes before it is sent
     assert ids(pickle.loads(pickle.dumps(given)).search("flowerbeds", k=5)) == {"garden"}
+
+
+# ---------------------------------------------------------------------------------------------- a second review's cases
+def test_typing_letter_by_letter_keeps_the_document_meant(tmp_path):
+    docs = [Document("metformin", "Metformin lowers glucose."), Document("met", "The trial met its endpoint."),
+            Document("met-2", "Patients who met the criteria."), Document("align", "Sequence alignment tools."),
+            *(Document(f"other-{i}", f"Birds and trees {i}.") for i in range(6))]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25").with_options(prefix=True)
+    for typed in ("metf", "metfo", "metformi"):
+        assert typing.search(typed, k=1)[0].id == "metformin", typed  # not "met", the stem of "metful"
+    for end in range(3, len("alignment") + 1):
+        assert typing.search("alignment"[:end], k=1)[0].id == "align", "alignment"[:end]
+
+
+def test_a_german_word_with_an_umlaut_is_found_while_typed(tmp_path):
+    docs = [Document("m", "Möglichkeiten der Behandlung."), Document("u", "Überlegungen zur Stadt."),
+            *(Document(f"o-{i}", f"Andere Dinge {i}.") for i in range(6))]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25", language="german").with_options(prefix=True)
+    for typed in ("Mög", "Mögl", "Möglichk"):
+        assert ids(typing.search(typed, k=5)) == {"m"}, typed
+    assert ids(typing.search("Über", k=5)) == {"u"}
+
+
+def test_words_begun_count_where_idf_can_be_zero(tmp_path):
+    docs = [*(Document(f"cells-{i}", f"Cells divide {i}.") for i in range(7)),
+            Document("cellular", "Cellular cellulose.")]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25", variant="robertson").with_options(prefix=True)
+    assert "cellular" in ids(typing.search("cel", k=10))
+
+
+def test_a_word_that_begins_none_is_corrected_by_fuzzy(tmp_path):
+    docs = [Document("metformin", "Metformin lowers glucose."), *(Document(f"o-{i}", f"Birds {i}.") for i in range(6))]
+    typing = BM25Retriever.build(docs, tmp_path / "bm25").with_options(prefix=True, fuzzy=True)
+    assert ids(typing.search("metfromin", k=5)) == {"metformin"}
+
+
+def test_a_possessive_is_no_word_being_typed(bm25):
+    typing = bm25.with_options(prefix=True)
+    assert [(h.id, h.score) for h in typing.search("gardens' birds's", k=5)] == [
+        (h.id, h.score) for h in bm25.search("gardens' birds's", k=5)]
+
+
+def test_only_files_written_as_paths_are_made_absolute(tmp_path, monkeypatch):
+    from semiret.options import with_local_paths_absolute
+    from semiret.search.lexical import IDFOptions, WordQueryOptions
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rules.txt").write_text("a, b\n", encoding="utf-8")
+    (tmp_path / "msmarco").mkdir()  # a folder named as a table's name
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    given = {"synonyms": "rules.txt", "idf": "msmarco", "fuzzy": True}
+    assert with_local_paths_absolute([WordQueryOptions, IDFOptions], given) == {
+        "synonyms": str(tmp_path / "rules.txt"), "idf": "msmarco", "fuzzy": True}
+    from pathlib import Path
+
+    assert with_local_paths_absolute([IDFOptions], {"idf": Path("models/mine")}) == {"idf": str(tmp_path / "models/mine")}
+    assert with_local_paths_absolute([IDFOptions], {"idf": "x" * 5000}) == {"idf": "x" * 5000}
