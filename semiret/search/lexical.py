@@ -206,6 +206,11 @@ def _summed(query: SparseQuery, added: Counter) -> SparseQuery:
     """``query`` with ``added``'s weights added to its terms'."""
     weights = Counter(dict(zip(query.terms.tolist(), query.weights.tolist())))
     weights.update(added)
+    return _query_of(weights)
+
+
+def _query_of(weights: dict[int, float]) -> SparseQuery:
+    """The sparse query of term id -> weight."""
     terms = sorted(weights)
     return SparseQuery(np.array(terms, np.int32), np.array([weights[t] for t in terms], np.float32))
 
@@ -472,9 +477,7 @@ class WordCountQueries(QuerySide):
                 weights[ids[term]] += 1.0
         for term, factor in found.added.items():  # a term typed and in a synonym weighs what it weighs typed
             weights[ids[term]] = max(weights[ids[term]], factor)
-        ordered = sorted(weights)
-        return (SparseQuery(np.array(ordered, np.int32), np.array([weights[t] for t in ordered], np.float32)),
-                {terms[position] for position in found.matched})
+        return _query_of(weights), {terms[position] for position in found.matched}
 
     def _corrected(self, index, text: str, query: SparseQuery, matched: set = frozenset()) -> SparseQuery:
         """``query`` with each of ``text``'s terms that no document holds matched to the index's terms nearest it,
@@ -693,10 +696,11 @@ class IDFQueries(QuerySide):
         synonyms = self.synonym_rules.of(index)
         out, expanded = [], False
         for text in texts:
-            terms = query_tokens(self.vocabulary, text)
-            weights = weights_of[terms]
-            if synonyms is not None:
-                terms, weights, matched = self._with_synonyms(index, text, terms, weights, weights_of, synonyms)
+            if synonyms is None:
+                terms = query_tokens(self.vocabulary, text)
+                weights = weights_of[terms]
+            else:
+                terms, weights, matched = self._with_synonyms(index, self.vocabulary.encode(text), weights_of, synonyms)
                 expanded |= matched
             own = weights_of[terms]  # min_idf drops tokens by their own weight, not as a synonym scaled it
             kept = own >= self._min_weight
@@ -708,14 +712,13 @@ class IDFQueries(QuerySide):
             out.append(SparseQuery(terms[kept], weights[kept]))
         return out, expanded
 
-    def _with_synonyms(self, index, text: str, terms: np.ndarray, weights: np.ndarray, weights_of: np.ndarray,
+    def _with_synonyms(self, index, tokens: list[int], weights_of: np.ndarray,
                        synonyms: SynonymMap) -> tuple[np.ndarray, np.ndarray, bool]:
-        """A query's distinct tokens and weights with the synonyms of the whole words of ``text`` a rule matches
+        """A query's distinct tokens and weights with the synonyms of the whole words of its ``tokens`` a rule matches
         (a token begins a word unless WordPiece marks it a continuation, ``##``), weighted by
         :func:`~semiret.text.synonyms.expansion` (the tokens typed as ever, a synonym at most as heavy; a token
         weighs its IDF once, the largest of its factors), and whether a rule matched. Tokens below ``min_idf``
         weigh nothing in that balance and are dropped after, as the typed ones are ("in" of "in ##far ##ction")."""
-        tokens = self.vocabulary.encode(text)
         starts = [not self.vocabulary.token(token).startswith("##") for token in tokens]
         # a bag of tokens holds a document's tokens exactly: a token no document holds is left out; over impacts (a
         # model's expansion of each document), where a phrase's every piece need not score, one that weighs
@@ -729,7 +732,8 @@ class IDFQueries(QuerySide):
 
         found = expansion(tokens, synonyms, weight, held, starts)
         if not found.matched:
-            return terms, weights, False
+            terms = np.array(sorted(set(tokens)), np.int32)  # as query_tokens gives them
+            return terms, weights_of[terms], False
         weighed = {token: float(weights_of[token]) for position, token in enumerate(tokens)
                    if position not in found.replaced}
         for token, factor in found.added.items():
