@@ -224,6 +224,14 @@ def _test_option():
                                   "(Fisher's, 10,000 sign flips, seeded) or wilcoxon (signed ranks).")
 
 
+def _boost_option():
+    return typer.Option(None, help="Multiply the best hits' scores by functions of their metadata, then rank them "
+                        "again (OpenSearch's function_score): a JSON object, or a list of them; repeatable. "
+                        "'{\"decay\": \"gauss\", \"field\": \"published\", \"origin\": \"now\", "
+                        "\"scale\": \"30d\"}' (fresher first), '{\"field\": \"citations\", \"modifier\": "
+                        "\"log1p\"}', '{\"filter\": {\"source\": \"pubmed\"}, \"weight\": 1.5}'.")
+
+
 def _chunk_words_option():
     return typer.Option(None, help="Index passages of this many words instead of whole documents (each keeps its "
                                    "document's title and metadata, and gets metadata fields parent and chunk): a "
@@ -350,8 +358,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                      "relevance, trading relevance for hits unlike those above "
                                                      "them (0: the plain ranking; Qdrant's mmr). Scores stay each "
                                                      "hit's own (in a --run: n, n - 1, ..., 1 by the order picked)."),
-           candidates: Optional[int] = typer.Option(None, help="With --diversity: the best hits to pick the k from "
-                                                    "(default 100, or k when more)."),
+           candidates: Optional[int] = typer.Option(None, help="With --diversity or --boost: the best hits to "
+                                                    "choose the k from (default 100, or k when more)."),
+           boost: Optional[list[str]] = _boost_option(),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
@@ -376,9 +385,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                            f"of passages of at least 0 (got {context})")
     if like:
         if (query or queries is not None or run is not None or group_by is not None or highlight
-                or diversity is not None):
+                or diversity is not None or boost):
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
-                               "--group-by, --highlight or --diversity with it")
+                               "--group-by, --highlight, --diversity or --boost with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) == (queries is not None):
@@ -397,7 +406,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
         query_ids, texts = list(named), list(named.values())
         found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
-                                score_threshold=score_threshold, diversity=diversity, candidates=candidates)
+                                score_threshold=score_threshold, diversity=diversity, candidates=candidates,
+                                boost=_boost(boost))
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if queries is not None and not as_json:
@@ -509,6 +519,20 @@ def _marked(pieces: list[tuple[str, bool]], room: int):
         shown.append(piece, style="bold" if matched else None)
     shown.truncate(room, overflow="ellipsis")
     return shown
+
+
+def _boost(given: list[str] | None) -> list[dict] | None:
+    """``--boost`` flags (a JSON object or list each) as one list of functions."""
+    if not given:
+        return None
+    functions: list = []
+    for text in given:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SemiretError(f"--boost {text!r} is not JSON ({exc.msg}): a function object, or a list of them") from None
+        functions += value if isinstance(value, list) else [value]
+    return functions
 
 
 def _filter(conditions: list[str]) -> dict:
@@ -1027,8 +1051,10 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      diversity: Optional[float] = typer.Option(None, help="From 0 to 1: the hits picked by maximal "
                                                                "marginal relevance (as search --diversity), to measure "
                                                                "what variety costs; the run ranks them as picked."),
-                     candidates: Optional[int] = typer.Option(None, help="With --diversity: the best hits to pick "
-                                                              "from (default 100, or --depth when more)."),
+                     candidates: Optional[int] = typer.Option(None, help="With --diversity or --boost: the best "
+                                                              "hits to choose from (default 100, or --depth when "
+                                                              "more)."),
+                     boost: Optional[list[str]] = _boost_option(),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      backend: Optional[str] = _backend_option(),
@@ -1043,7 +1069,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, test=test,
                        backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, diversity=diversity,
-                       candidates=candidates, **options)
+                       candidates=candidates, boost=_boost(boost), **options)
     if as_json:
         print(json.dumps(figures))
         return

@@ -20,6 +20,8 @@ from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.evaluation.significance import TESTS, check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.errors import SemiretError
+from semiret.search.boosting import Boost
+from semiret.search.candidates import candidate_depth
 from semiret.search.diversity import Diversity
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 from semiret.text.bm25 import BM25Parameters
@@ -47,7 +49,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              backend=None,
              queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
              chunk_words: int | None = None, chunk_overlap: int = 0, diversity: float | None = None,
-             candidates: int | None = None, **options) -> dict:
+             candidates: int | None = None, boost: "dict | list[dict] | None" = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -64,7 +66,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     built or found, is searched for documents by their best passage (MaxP: its hits grouped by ``parent``, ``depth``
     documents), and ``documents`` counts its passages. ``diversity`` (and ``candidates``): hits picked by maximal
     marginal relevance (:mod:`semiret.search.diversity`), for its cost in relevance and latency; the run ranks
-    them in the order picked, and ``options`` records both.
+    them in the order picked, and ``options`` records both. ``boost``: the hits' scores boosted by their metadata
+    (:mod:`semiret.search.boosting`), for what it does to relevance; ``options`` records it.
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -76,16 +79,19 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
     if test != "t" and baseline is None:
         raise SemiretError(f"--test {test} is a test against a baseline: give --baseline RUN too")
+    if boost is not None:
+        Boost(boost)  # bad functions fail before any index is built
     if diversity is not None:
         Diversity(diversity, candidates)  # bad values fail before any index is built
-        if chunk_words is not None:
-            raise SemiretError("--diversity with --chunk-words: passages are ranked by document (grouped by parent), "
-                               "which a diversified search does not do")
-        picking = {"diversity": diversity, "candidates": candidates}
+    elif boost is not None:
+        candidate_depth(depth, candidates)
     elif candidates is not None:
-        raise SemiretError("--candidates is for a diversified search: give --diversity too")
-    else:
-        picking = {}
+        raise SemiretError("--candidates is for a diversified or boosted search: give --diversity or --boost too")
+    picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
+                                               ("boost", boost)) if value is not None}
+    if picking and chunk_words is not None:
+        raise SemiretError("--diversity or --boost with --chunk-words: passages are ranked by document (grouped by "
+                           "parent), which a diversified or boosted search does not do")
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
@@ -136,7 +142,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
         if grouped and picking:
             raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a diversified "
-                               "search (--diversity) does not do")
+                               "or boosted search (--diversity, --boost) does not do")
         grouped.update(picking)
         if not grouped:
             _warn_unknown_documents(qrels, searcher)

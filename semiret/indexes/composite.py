@@ -122,14 +122,14 @@ class CompositeIndex:
     def get_documents(self, doc_ids):
         return self.first.get_documents(doc_ids)
 
-    def field_values(self, doc_ids, path: tuple[str, ...]) -> dict:
-        return self.first.field_values(doc_ids, path)
-
     def field_counts(self, path: tuple[str, ...]) -> dict:
         return self.first.field_counts(path)
 
     def ids_holding(self, path: tuple[str, ...], values: list) -> list[str]:
         return self.first.ids_holding(path, values)
+
+    def hit_metadata(self, doc_ids):
+        return self.first.hit_metadata(doc_ids)
 
     def live_ids(self) -> list[str]:
         return self.first.live_ids()

@@ -357,7 +357,7 @@ def _value_test(wanted) -> Callable[[Any], bool]:
     if isinstance(wanted, dict):
         bounds = list(wanted.items())
         numeric = _is_number(bounds[0][1])
-        moments = None if numeric else [(op, _instant(bound)) for op, bound in bounds]
+        moments = None if numeric else [(op, parse_instant(bound)) for op, bound in bounds]
         if moments is not None and any(moment is None for _, moment in moments):
             moments = None  # strings, compared as strings
 
@@ -365,7 +365,7 @@ def _value_test(wanted) -> Callable[[Any], bool]:
             if not (_is_number(value) if numeric else isinstance(value, str)):
                 return False  # a string against numeric bounds (or the reverse) is outside the range
             if moments is not None:
-                moment = _instant(value)  # a value that is no date is outside a range of dates
+                moment = parse_instant(value)  # a value that is no date is outside a range of dates
                 return moment is not None and all(RANGE_OPERATORS[op](moment, bound) for op, bound in moments)
             return all(RANGE_OPERATORS[op](value, bound) for op, bound in bounds)
         condition = in_range
@@ -376,7 +376,8 @@ def _value_test(wanted) -> Callable[[Any], bool]:
 
 
 @functools.lru_cache(maxsize=65536)
-def _instant(text: str) -> datetime.datetime | None:
+@functools.lru_cache(maxsize=1 << 16)
+def parse_instant(text: str) -> datetime.datetime | None:
     """An ISO 8601 date or time (``2026-01-01``, ``2026-01-01T09:30:00+02:00``, ``...Z``, a space for the ``T``) as an
     instant (UTC where it names no offset), or None for any other string (one without a ``-``: ``20260101`` is a
     code, not a date)."""
@@ -510,9 +511,29 @@ def distinct_values(value) -> dict[tuple, Any]:
 def field_values(index, doc_ids: list[str], path: tuple[str, ...]) -> dict:
     """Each live id's value of a metadata field (:data:`MISSING` where it has none): from the values a segmented
     index keeps, else (Milvus) from the stored documents."""
-    if hasattr(index, "field_values"):
-        return index.field_values(doc_ids, path)
-    return {doc_id: field_value(document.metadata, path) for doc_id, document in index.get_documents(doc_ids).items()}
+    return hit_metadata(index, doc_ids).values(path)
+
+
+def hit_metadata(index, doc_ids: list[str]):
+    """What a ranking's hits hold (``values(path)``: each live id's value of a field; ``passing(wanted)``: the ids
+    passing a filter): from the values and masks a segmented index keeps
+    (:meth:`~semiret.indexes.segments.SegmentedIndex.hit_metadata`), else (Milvus) from the stored documents."""
+    if hasattr(index, "hit_metadata"):
+        return index.hit_metadata(doc_ids)
+    return StoredMetadata(index.get_documents(doc_ids))
+
+
+class StoredMetadata:
+    """:func:`hit_metadata` read from stored documents (``{id: Document}``, the live ones)."""
+
+    def __init__(self, documents: dict[str, Document]):
+        self.documents = documents
+
+    def values(self, path: tuple[str, ...]) -> dict:
+        return {doc_id: field_value(document.metadata, path) for doc_id, document in self.documents.items()}
+
+    def passing(self, wanted: MetadataFilter) -> set[str]:
+        return {doc_id for doc_id, document in self.documents.items() if wanted.matches(document.metadata, document)}
 
 
 def facet(index, field: str, spec: dict | None = None, limit: int = 10) -> list[tuple[Any, int]]:

@@ -338,6 +338,34 @@ class Snapshot:
         what sets its values derived from the live documents apart from its index's, in the ``derived`` they share."""
 
 
+class HitMetadata:
+    """The metadata of some live documents found in their segments (:meth:`SegmentedIndex.hit_metadata`): their
+    values of a field, and which pass a filter, from what the segments keep (no JSON parsed once a field or a
+    filter has been read)."""
+
+    def __init__(self, located: list[tuple["Segment", list[str], np.ndarray]]):
+        self.located = located
+
+    def values(self, path: tuple[str, ...]) -> dict:
+        """Each id's value of the field ``path`` (:data:`~semiret.indexes.filters.MISSING` where it has none)."""
+        found: dict = {}
+        for segment, ids, locals_ in self.located:
+            if segment.metadata is None:
+                found.update((doc_id, MISSING) for doc_id in ids)
+                continue
+            column = segment._columns([path])[path]
+            found.update(zip(ids, (column.values[code] for code in column.codes[locals_].tolist())))
+        return found
+
+    def passing(self, wanted) -> set[str]:
+        """The ids whose documents pass ``wanted`` (a :class:`~semiret.indexes.filters.MetadataFilter`), by the
+        segments' kept masks of it (:meth:`Segment.matching`, as a filtered search's)."""
+        found: set[str] = set()
+        for segment, ids, locals_ in self.located:
+            found.update(doc_id for doc_id, passes in zip(ids, segment.matching(wanted)[locals_].tolist()) if passes)
+        return found
+
+
 class SegmentedIndex(ABC):
     """An open index directory of segments: the life cycle every index kind shares.
 
@@ -626,18 +654,10 @@ class SegmentedIndex(ABC):
                 found.update(zip(ids, segment.documents(locals_)))
         return {doc_id: found[doc_id] for doc_id in dict.fromkeys(doc_ids) if doc_id in found}  # in the order asked
 
-    def field_values(self, doc_ids: Iterable[str], path: tuple[str, ...]) -> dict:
-        """Each live id's value of a metadata field (``path``: ``("a", "b")`` for ``a.b``; :data:`MISSING` where
-        it has none), from the values the segments keep of the latest fields read (:meth:`Segment._columns`): what
-        a grouped search reads of its hits, no JSON parsed once a field is kept."""
-        found: dict = {}
-        for segment, ids, locals_ in self._live_locals(doc_ids):
-            if segment.metadata is None:
-                found.update((doc_id, MISSING) for doc_id in ids)
-                continue
-            column = segment._columns([path])[path]
-            found.update(zip(ids, (column.values[code] for code in column.codes[locals_].tolist())))
-        return found
+    def hit_metadata(self, doc_ids: Iterable[str]) -> "HitMetadata":
+        """What a ranking's live hits hold, each id found in its segment once for every field and filter read
+        (a boosted search reads several)."""
+        return HitMetadata(list(self._live_locals(doc_ids)))
 
     def ids_holding(self, path: tuple[str, ...], values: list) -> list[str]:
         """Ids of the live documents whose metadata field ``path`` is one of ``values`` (the passages of a few

@@ -18,15 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from semiret.errors import SemiretError
-
-CANDIDATES = 100
-"""Hits a diversified search chooses from by default (or ``k``, when more)."""
-
+from semiret.search.candidates import candidate_depth, check_candidates
 
 @dataclass(frozen=True)
 class Diversity:
     """How far to trade relevance for variety (``diversity``: 0 the plain ranking, 1 variety alone after the best
-    hit) and among how many of the best hits (``candidates``; None: :data:`CANDIDATES`, or ``k`` when more)."""
+    hit) and among how many of the best hits (``candidates``; None: :data:`~semiret.search.candidates.CANDIDATES`,
+    or ``k`` when more)."""
 
     diversity: float
     candidates: int | None = None
@@ -35,18 +33,11 @@ class Diversity:
         if isinstance(self.diversity, bool) or not isinstance(self.diversity, numbers.Real) or not (
                 0.0 <= self.diversity <= 1.0):
             raise SemiretError(f"diversity (--diversity) must be a number from 0 to 1, got {self.diversity!r}")
-        if self.candidates is not None and (isinstance(self.candidates, bool) or not isinstance(
-                self.candidates, numbers.Integral) or self.candidates < 1):
-            raise SemiretError(f"candidates (--candidates) must be a positive whole number, got {self.candidates!r}")
+        check_candidates(self.candidates)
 
     def depth(self, k: int) -> int:
         """How many of the best hits to search for, to pick ``k`` among (given ``candidates``: at least ``k``)."""
-        if self.candidates is None:
-            return max(k, CANDIDATES)
-        if self.candidates < k:
-            raise SemiretError(f"candidates (--candidates) must be at least k ({k}) to pick k hits from, got "
-                               f"{self.candidates}")
-        return int(self.candidates)
+        return candidate_depth(k, self.candidates)
 
 
 def maximal_marginal_relevance(scores: np.ndarray, similarities: np.ndarray, k: int, diversity: float) -> list[int]:

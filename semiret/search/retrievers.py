@@ -52,6 +52,8 @@ from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target, whole_buffer
 from semiret.search import highlight as highlighting
+from semiret.search.boosting import Boost
+from semiret.search.candidates import candidate_depth
 from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
@@ -719,7 +721,8 @@ class Retriever:
     def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1,
                filter: dict | None = None, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None, diversity: float | None = None,
-               candidates: int | None = None) -> SearchHits | list[Hit]:
+               candidates: int | None = None, boost: "Boost | dict | Sequence[dict] | None" = None
+               ) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
@@ -730,7 +733,10 @@ class Retriever:
         score means is the retriever's). ``diversity`` (0 to 1): the ``k`` hits picked by maximal marginal relevance
         from the best ``candidates`` (default 100, or ``k`` when more), trading relevance for hits unlike those
         already picked (Qdrant's ``mmr``; :mod:`semiret.search.diversity`); each keeps its own score, so scores
-        need not fall down the list."""
+        need not fall down the list. ``boost``: functions of the documents' metadata that multiply the scores of the
+        best ``candidates`` (default 100, or ``k`` when more), which are then ranked again (OpenSearch's
+        ``function_score``; :mod:`semiret.search.boosting`: ``{"decay": "gauss", "field": "published", "origin":
+        "now", "scale": "30d"}`` puts fresher documents first); ``score_threshold`` then reads the boosted scores."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -744,12 +750,21 @@ class Retriever:
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
+        boosting = self._checked_boost(boost)
         if diversity is not None:
             hits = self._diversified(texts, k, n_threads, filter, group_by, score_threshold,
-                                     Diversity(diversity, candidates))
+                                     Diversity(diversity, candidates), boosting)
+            return hits[0] if single else hits
+        if boosting is not None:
+            if group_by is not None:
+                raise SemiretError("a search is grouped (group_by, --group-by) or boosted (boost, --boost), not both")
+            hits = self._boosted(texts, k, n_threads, filter, boosting, candidate_depth(k, candidates))
+            if score_threshold is not None:
+                hits = hits.at_least(score_threshold)
             return hits[0] if single else hits
         if candidates is not None:
-            raise SemiretError("candidates (--candidates) is for a diversified search: give diversity (--diversity) too")
+            raise SemiretError("candidates (--candidates) is for a diversified or boosted search: give diversity "
+                               "(--diversity) or boost (--boost) too")
         wanted = checked_filter(self.index, filter, "filter on")
         grouping = None
         if group_by is not None:
@@ -771,10 +786,33 @@ class Retriever:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
 
+    def _checked_boost(self, boost) -> Boost | None:
+        """``boost`` checked, and against the index: it needs stored metadata; its filters are checked as a
+        search's."""
+        if boost is None:
+            return None
+        boosting = boost if isinstance(boost, Boost) else Boost(boost)
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it has "
+                               "no metadata to boost by")
+        for wanted in boosting.filters:
+            checked_filter(self.index, wanted.spec, "boost by")
+        return boosting
+
+    def _boosted(self, texts: list[str], k: int, n_threads: int, filter: dict | None, boosting: Boost,
+                 depth: int) -> SearchHits:
+        """:meth:`search`'s best ``depth`` hits boosted by their metadata and ranked again, the best ``k`` kept; the
+        hits and their metadata from one commit."""
+        view = self.pinned()
+        found = view.search(texts, k=depth, n_threads=n_threads, filter=filter)
+        ranked = [boosting.rescored(view.index, ids, scores, k) for ids, scores in zip(found.ids, found.scores)]
+        return SearchHits([ids for ids, _ in ranked], [scores for _, scores in ranked],
+                          lookup=self.index.get_document)
+
     def _diversified(self, texts: list[str], k: int, n_threads: int, filter: dict | None, group_by: str | None,
-                     score_threshold: float | None, diversity: Diversity) -> SearchHits:
-        """:meth:`search`'s hits picked by maximal marginal relevance among its best ``diversity.depth(k)``, the
-        candidates and their documents' vectors from one commit."""
+                     score_threshold: float | None, diversity: Diversity, boosting: Boost | None) -> SearchHits:
+        """:meth:`search`'s hits picked by maximal marginal relevance among its best ``diversity.depth(k)`` (boosted
+        first, given ``boosting``), the candidates and their documents' vectors from one commit."""
         if group_by is not None:
             raise SemiretError("a search is grouped (group_by, --group-by) or diversified (diversity, --diversity), "
                                "not both")
@@ -782,8 +820,9 @@ class Retriever:
         if not hasattr(view.index, "similarities"):
             raise SemiretError(f"{self.index.path}: a Milvus collection keeps the documents' vectors to itself, so its "
                                "searches cannot be diversified")
-        found = view.search(texts, k=diversity.depth(k), n_threads=n_threads, filter=filter,
-                            score_threshold=score_threshold)
+        depth = diversity.depth(k)
+        found = view.search(texts, k=depth, n_threads=n_threads, filter=filter, score_threshold=score_threshold,
+                            boost=boosting, candidates=None if boosting is None else depth)
         ids, scores = [], []
         for hit_ids, hit_scores in zip(found.ids, found.scores):
             order = maximal_marginal_relevance(hit_scores, view.index.similarities(hit_ids), k, diversity.diversity)

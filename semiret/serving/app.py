@@ -8,7 +8,8 @@
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
-                                           "candidates", "context", "explain", "with_text", "options"}`` ->
+                                           "boost", "candidates", "context", "explain", "with_text",
+                                           "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
@@ -76,7 +77,8 @@ from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter
 from semiret.indexes.storage import META_FILE
-from semiret.search.diversity import CANDIDATES
+from semiret.search.boosting import Boost
+from semiret.search.candidates import CANDIDATES
 from semiret.search.retrievers import open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
@@ -741,24 +743,34 @@ def create_app(settings: ServeSettings) -> FastAPI:
             if (k + body.offset) * body.group_size > settings.max_k:
                 raise validation_error(("body", "group_size"), f"(k + offset) x group_size, the hits a grouped search "
                                        f"may read, must be at most {settings.max_k} (--max-k)", "less_than_equal")
-        if body.candidates is not None and body.diversity is None:
-            raise validation_error(("body", "candidates"), "candidates is for a diversified search: give diversity "
-                                   "too", "candidates_invalid")
+        if body.candidates is not None and body.diversity is None and body.boost is None:
+            raise validation_error(("body", "candidates"), "candidates is for a diversified or boosted search: give "
+                                   "diversity or boost too", "candidates_invalid")
+        picking = {}
+        if body.boost is not None:
+            try:
+                picking["boost"] = Boost(body.boost)
+            except SemiretError as exc:
+                raise validation_error(("body", "boost"), str(exc), "boost_invalid") from None
+            if not index.index.stores_texts:
+                raise validation_error(("body", "boost"), f"index {index.name!r} keeps no stored documents: there is "
+                                       "no metadata to boost by", "boost_invalid")
+        for given, name in ((body.diversity, "diversity"), (body.boost, "boost")):
+            if given is not None and body.group_by is not None:
+                raise validation_error(("body", name), f"a search is grouped (group_by) or {name} given, not both",
+                                       f"{name}_invalid")
         if body.diversity is not None:
-            if body.group_by is not None:
-                raise validation_error(("body", "diversity"), "a search is grouped (group_by) or diversified "
-                                       "(diversity), not both", "diversity_invalid")
+            picking["diversity"] = body.diversity
+        if picking:
             candidates = body.candidates or min(CANDIDATES, settings.max_k)
             if candidates > settings.max_k:
                 raise validation_error(("body", "candidates"), f"candidates must be at most {settings.max_k} "
                                        "(--max-k)", "less_than_equal")
-            if k + body.offset > candidates:  # pages of one diversified ranking share their candidates
+            if k + body.offset > candidates:  # pages of one ranking share their candidates
                 raise validation_error(("body", "candidates"), f"k + offset ({k + body.offset}) is more than the "
-                                       f"{candidates} candidates hits are picked from: give candidates, at least k + "
+                                       f"{candidates} candidates hits are chosen from: give candidates, at least k + "
                                        "offset and the same for every page", "candidates_invalid")
-            diversity = {"diversity": body.diversity, "candidates": candidates}
-        else:
-            diversity = {}
+            picking["candidates"] = candidates
         highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
                      else {} if body.highlight else None)
         if highlight is not None and not index.index.stores_texts:
@@ -773,7 +785,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "context"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to give as context", "context_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size, body.score_threshold, highlight, diversity,
+                                body.group_by, body.group_size, body.score_threshold, highlight, picking,
                                 body.context, body.explain)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
@@ -952,7 +964,7 @@ def app_from_environment() -> FastAPI:
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
-                  highlight: dict | None = None, diversity: dict | None = None,
+                  highlight: dict | None = None, picking: dict | None = None,
                   context: int | None = None, explain: bool = False) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
@@ -960,13 +972,13 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
     if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.ready_for(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
-            and not diversity  # a segment's first diversified search reads all its postings
+            and not picking  # a first diversified search reads all a segment's postings, a boost its metadata
             and not options.get("fuzzy")  # a misspelling's neighbours are looked for over the whole vocabulary
             and not options.get("prefix")  # a prefix's words, in a sorted copy of the vocabulary made at first
             and context is None and not explain):  # contexts and explanations read stored passages and postings
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
-                                   score_threshold, highlight, diversity, context, explain)
+                                   score_threshold, highlight, picking, context, explain)
 
 
 def _inlined_schema(model) -> dict:

@@ -118,10 +118,16 @@ class SearchRequest(BaseModel):
                                                 "Qdrant's mmr.diversity). Each hit keeps its own score, so scores "
                                                 "need not fall down the list.")
     candidates: int | None = Field(None, ge=1, strict=True,
-                                   description="With diversity: the best hits to pick from (Qdrant's "
+                                   description="With diversity or boost: the best hits to choose from (Qdrant's "
                                                "mmr.candidates_limit), at least k + offset; default 100 (or the "
-                                               "server's --max-k if lower). Pages of one diversified ranking give "
-                                               "the same candidates.")
+                                               "server's --max-k if lower). Pages of one diversified or boosted "
+                                               "ranking give the same candidates.")
+    boost: list[dict[str, Any]] | dict[str, Any] | None = Field(
+        None, description="Functions of the stored metadata that multiply the best hits' scores (the candidates), "
+        "which are then ranked again (OpenSearch's function_score, Qdrant's score boosting): {\"decay\": \"gauss\" "
+        "(or exp, linear), \"field\": \"published\", \"origin\": \"now\", \"scale\": \"30d\", \"offset\": "
+        "\"1d\", \"midpoint\": 0.5} (fresher first), {\"field\": \"citations\", \"modifier\": \"log1p\", "
+        "\"factor\": 1, \"missing\": 0}, {\"filter\": FILTER, \"weight\": 1.5}; a list: their product.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")

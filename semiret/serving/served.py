@@ -125,14 +125,15 @@ class ServedIndex:
     def search(self, queries: list[str], k: int, options: dict, with_text: bool,
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None,
-               highlight: dict | None = None, diversity: dict | None = None,
+               highlight: dict | None = None, picking: dict | None = None,
                context: int | None = None, explain: bool = False) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
         ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
         metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
         each with its ``highlights`` when ``highlight`` is given: the keyword arguments of
         :meth:`Retriever.highlight <semiret.search.retrievers.Retriever.highlight>`; picked by maximal marginal
-        relevance with ``diversity``: ``{"diversity", "candidates"}``, as :meth:`Retriever.search` takes them; each
+        relevance or boosted by metadata with ``picking``: ``{"diversity", "boost", "candidates"}``, as
+        :meth:`Retriever.search` takes them; each
         with its ``context`` of that many passages on each side: :meth:`Retriever.context
         <semiret.search.retrievers.Retriever.context>`; and its ``explanation`` with ``explain``)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
@@ -143,7 +144,7 @@ class ServedIndex:
         retriever = retriever.pinned()
         results = []
         found = retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
-                                 score_threshold=score_threshold, **(diversity or {}))
+                                 score_threshold=score_threshold, **(picking or {}))
         for query, hits in zip(queries, found):
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -226,3 +227,17 @@ def test_a_format_name_belongs_to_one_class(registry):
     with pytest.raises(SemiretError, match="'semiret.inverted' is already registered by .*InvertedIndex"):
         register_index_format(Impostor)
     assert registry["semiret.inverted"] is InvertedIndex
+
+
+def test_id_lookups_where_two_ids_share_a_hash(tmp_path, monkeypatch):
+    from semiret.indexes import storage
+
+    ids = ["a", "b", "c", "d"]
+    real = storage.id_hash
+    shared = lambda values: np.array([7 if v in ("b", "c") else h for v, h in zip(values, real(values))], np.uint64)
+    monkeypatch.setattr(storage, "id_hash", shared)  # "b" and "c" collide, in the table and in lookups
+    storage.StringTable.write(tmp_path, "ids", ids, with_lookup=True)
+    table = storage.StringTable(tmp_path, "ids", with_lookup=True)
+    assert table.find_many(["c", "b", "x", "a", "d"]).tolist() == [2, 1, -1, 0, 3]
+    digest = hashlib.blake2b(b"b", digest_size=8).digest()
+    assert real(["b"]).tolist() == [int.from_bytes(digest, "little")]  # the stored hashes' definition, unchanged

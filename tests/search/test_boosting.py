@@ -1,0 +1,235 @@
+"""Scores boosted by metadata (``search(..., boost=...)``, ``search --boost``, the service's ``"boost"``): OpenSearch's
+decay functions and field factors computed as it does, filters' weights, the product of several, negative scores
+moved the same way, only the best ``candidates`` ranked again, and what is refused."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever
+from semiret.search.boosting import Boost, boost_function
+from semiret.serving import ServeSettings, create_app
+
+from helpers import client_of, write_beir
+
+# the same text in every document, so that BM25 ties them all and the boost alone orders them
+DOCS = [Document(f"d{n}", "statins lower cholesterol", metadata=metadata) for n, metadata in enumerate([
+    {"published": "2026-11-20", "citations": 3, "source": "web"},
+    {"published": "2026-06-01", "citations": 300, "source": "pubmed"},
+    {"published": "2025-01-01T12:00:00+02:00", "citations": [10, 40], "source": "pubmed"},
+    {"citations": "many", "source": "web"},  # no date; not a number
+    {"published": "2026-11-29", "source": "arxiv"},
+])]
+QUERY = "statins cholesterol"
+NOW = "2026-11-30"
+
+
+@pytest.fixture
+def bm25(tmp_path):
+    return BM25Retriever.build(DOCS, tmp_path / "bm25")
+
+
+def ids(hits) -> list[str]:
+    return [hit.id for hit in hits]
+
+
+@pytest.mark.parametrize("shape", ["gauss", "exp", "linear"])
+def test_decays_are_opensearch_s(shape):
+    decay = boost_function({"decay": shape, "field": "x", "origin": 10, "scale": 4, "offset": 1, "midpoint": 0.25}, 1)
+    assert decay._factor(10, 10) == 1.0 and decay._factor(11, 10) == 1.0 and decay._factor(9, 10) == 1.0  # offset
+    assert decay._factor(15, 10) == pytest.approx(0.25) and decay._factor(5, 10) == pytest.approx(0.25)  # midpoint
+    far = decay._factor(10 + 1 + 6, 10)  # distance 6 beyond the offset, by OpenSearch's formulas
+    expected = {"gauss": math.exp(-36 / (2 * (-16 / (2 * math.log(0.25))))),
+                "exp": math.exp(math.log(0.25) / 4 * 6),
+                "linear": max(0.0, (4 / 0.75 - 6) / (4 / 0.75))}[shape]
+    assert far == pytest.approx(expected)
+    assert decay._factor([30, 11, "x"], 10) == 1.0  # a list: its nearest value
+    assert decay._factor("soon", 10) == 1.0 and decay._factor(None, 10) == 1.0  # no number: left as it is
+
+
+def test_dates_and_durations():
+    day = boost_function({"decay": "exp", "field": "at", "origin": "2026-01-10", "scale": "2d"}, 1)
+    assert day._factor("2026-01-12", day.origin) == pytest.approx(0.5)  # midpoint 0.5 by default
+    assert day._factor("2026-01-08T00:00:00Z", day.origin) == pytest.approx(0.5)  # either side
+    assert day._factor("2026-01-12T02:00:00+02:00", day.origin) == pytest.approx(0.5)  # instants, offsets read
+    assert day._factor(20260112, day.origin) == 1.0  # a number is no date
+    hours = boost_function({"decay": "linear", "field": "at", "origin": datetime.date(2026, 1, 10), "scale": "36h",
+                            "offset": "0.5d"}, 1)
+    assert hours.scale == 36 * 3600 and hours.offset == 12 * 3600
+    now = boost_function({"decay": "gauss", "field": "at", "origin": "now", "scale": "1w"}, 1)
+    assert now.origin is None and now.dates
+
+
+def test_field_factors():
+    assert boost_function({"field": "c", "modifier": "log1p", "factor": 2}, 1)._factor(4.5) == pytest.approx(1.0)
+    assert boost_function({"field": "c", "modifier": "sqrt"}, 1)._factor([4, 16, "x"]) == pytest.approx(4.0)  # largest
+    assert boost_function({"field": "c"}, 1)._factor(3) == 3.0
+    assert boost_function({"field": "c"}, 1)._factor(True) == 1.0  # a boolean is not a number
+    missing = boost_function({"field": "c", "modifier": "ln2p", "missing": 0}, 1)
+    assert missing._factor("many") == pytest.approx(math.log(2))
+    for modifier, value in (("log", 0), ("reciprocal", 0), ("ln", -1), ("none", -2)):  # no finite factor >= 0
+        assert boost_function({"field": "c", "modifier": modifier}, 1)._factor(value) == 1.0
+    assert boost_function({"field": "c", "modifier": "square"}, 1)._factor(1e200) == 1.0  # overflow
+
+
+def test_a_fresher_document_first(bm25):
+    plain = bm25.search(QUERY, k=5)
+    assert len({hit.score for hit in plain}) == 1
+    fresh = bm25.search(QUERY, k=5, boost={"decay": "gauss", "field": "published", "origin": NOW, "scale": "30d"})
+    # no date: left as it is (OpenSearch's decays give 1), then a day old, ten days, half a year, two years
+    assert ids(fresh) == ["d3", "d4", "d0", "d1", "d2"]
+    base = plain[0].score
+    scores = {hit.id: hit.score for hit in fresh}
+    assert scores["d3"] == pytest.approx(base)  # no date: left as it is
+    assert scores["d4"] == pytest.approx(base * 0.5 ** (1 / 30) ** 2)
+    assert scores["d2"] < scores["d1"] < base  # older, lower
+
+
+def test_filters_multiply_with_fields(bm25):
+    boost = [{"filter": {"source": "pubmed"}, "weight": 2}, {"field": "citations", "modifier": "log1p",
+                                                            "missing": 0}]
+    hits = {hit.id: hit.score for hit in bm25.search(QUERY, k=5, boost=boost)}
+    base = bm25.search(QUERY, k=1)[0].score
+    assert hits["d1"] == pytest.approx(base * 2 * math.log10(301))
+    assert hits["d2"] == pytest.approx(base * 2 * math.log10(41))  # a list: its largest
+    assert hits["d3"] == pytest.approx(0.0)  # "many" reads as missing: log1p(0) = 0, as OpenSearch's
+    assert ids(bm25.search(QUERY, k=2, boost=boost)) == ["d1", "d2"]
+    buried = bm25.search(QUERY, k=5, boost={"filter": {"source": "web"}, "weight": 0})
+    assert set(ids(buried)[-2:]) == {"d0", "d3"} and buried[-1].score == 0.0
+    text = bm25.search(QUERY, k=1, boost={"filter": {"$text": "cholesterol"}, "weight": 3})
+    assert text[0].score == pytest.approx(3 * base)  # every filter, $text included
+
+
+def test_negative_scores_move_the_same_way():
+    boost = Boost({"field": "f"})
+    scores = {"a": 2.0, "b": 0.5, "c": -0.5}
+
+    class Values:  # an index's field values, as field_values reads them of a Milvus-like index
+        def get_documents(self, doc_ids):
+            return {doc_id: Document(doc_id, "x", metadata={"f": {"a": 0.5, "b": 2.0, "c": 2.0}[doc_id]})
+                    for doc_id in doc_ids}
+
+    ranked, boosted = boost.rescored(Values(), list(scores), list(scores.values()), 3)
+    assert ranked == ["a", "b", "c"] and boosted == pytest.approx([1.0, 1.0, 0.0])  # ties: ranking order; -0.5 raised
+    ranked, boosted = Boost({"field": "f", "factor": 0.25}).rescored(Values(), ["c"], [-0.5], 1)
+    assert boosted == pytest.approx([-0.5 + 0.5 * (0.25 * 2 - 1)])  # a factor below 1 lowers a negative score too
+
+
+def test_only_the_candidates_are_ranked_again(tmp_path):
+    docs = [Document("strong", "statins statins cholesterol", metadata={"w": 1}),
+            Document("weak", "statins and a long text about other things entirely, cholesterol", metadata={"w": 100})]
+    bm25 = BM25Retriever.build(docs, tmp_path / "two")
+    assert ids(bm25.search(QUERY, k=1, boost={"field": "w"}, candidates=1)) == ["strong"]  # weak not among them
+    assert ids(bm25.search(QUERY, k=1, boost={"field": "w"})) == ["weak"]
+    assert ids(bm25.search(QUERY, k=1, boost={"field": "w"}, filter={"w": 1})) == ["strong"]  # filters first
+    floor = bm25.search(QUERY, k=1)[0].score * 2
+    assert ids(bm25.search(QUERY, k=2, boost={"field": "w"}, score_threshold=floor)) == ["weak"]  # boosted scores
+
+
+def test_several_segments_deletions_and_diversity(bm25):
+    bm25.add([Document("new", "statins lower cholesterol", metadata={"source": "pubmed", "citations": 1000})])
+    bm25.delete(["d1"])
+    boost = [{"filter": {"source": "pubmed"}, "weight": 2}, {"field": "citations", "modifier": "log1p"}]
+    assert ids(bm25.search(QUERY, k=2, boost=boost)) == ["new", "d2"]
+    picked = bm25.search(QUERY, k=3, boost=boost, diversity=0.0)  # diversity 0: the boosted ranking
+    assert ids(picked) == ids(bm25.search(QUERY, k=3, boost=boost))
+    batch = bm25.search([QUERY, "nothing matches this"], k=2, boost=boost)
+    assert batch.ids[0] == ["new", "d2"] and batch.ids[1] == []
+
+
+def test_what_is_refused(bm25, tmp_path):
+    for wrong, message in (([], "non-empty list"), ("x", "non-empty list"), ([3], "must be an object"),
+                           ({"weight": 2}, "names no function"), ({"filter": {"a": 1}}, "needs a 'weight'"),
+                           ({"filter": {}, "weight": 2}, "non-empty filter"),
+                           ({"filter": {"a": 1}, "weight": -1}, "at least 0"),
+                           ({"filter": {"a": 1}, "weight": 2, "boost": 3}, "unknown key 'boost'"),
+                           ({"filter": {"a": {"near": 1}}, "weight": 2}, "near"),
+                           ({"field": "", "factor": 2}, "'field'"), ({"field": "a", "modifier": "log3"}, "modifier"),
+                           ({"field": "a", "factor": float("nan")}, "finite"),
+                           ({"decay": "cubic", "field": "a", "origin": 0, "scale": 1}, "gauss, exp, linear"),
+                           ({"decay": "exp", "field": "a", "scale": 1}, "needs 'origin'"),
+                           ({"decay": "exp", "field": "a", "origin": "yesterday", "scale": "1d"}, "ISO 8601"),
+                           ({"decay": "exp", "field": "a", "origin": NOW, "scale": 3}, "duration"),
+                           ({"decay": "exp", "field": "a", "origin": NOW, "scale": "3y"}, "duration"),
+                           ({"decay": "exp", "field": "a", "origin": 0, "scale": 0}, "above 0"),
+                           ({"decay": "exp", "field": "a", "origin": 0, "scale": 1, "offset": -1}, "at least 0"),
+                           ({"decay": "exp", "field": "a", "origin": 0, "scale": 1, "midpoint": 1}, "between 0 and 1"),
+                           ({"decay": "exp", "field": "a", "origin": 0, "scale": 1, "midpoint": 0}, "above 0")):
+        with pytest.raises(SemiretError, match=message):
+            bm25.search(QUERY, boost=wrong)
+    with pytest.raises(SemiretError, match="boost function 2"):  # which one is wrong
+        bm25.search(QUERY, boost=[{"field": "a"}, {"field": 3}])
+    with pytest.raises(SemiretError, match="not both"):
+        bm25.search(QUERY, boost={"field": "citations"}, group_by="source")
+    with pytest.raises(SemiretError, match="at least k"):
+        bm25.search(QUERY, k=5, boost={"field": "citations"}, candidates=3)
+    with pytest.raises(SemiretError, match="diversified or boosted"):
+        bm25.search(QUERY, candidates=10)
+    bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="no metadata to boost by"):
+        bare.search(QUERY, boost={"field": "citations"})
+
+
+def test_the_command_line_and_eval(bm25, tmp_path):
+    runner = CliRunner()
+    index = str(bm25.index.path)
+    fresh = {"decay": "gauss", "field": "published", "origin": NOW, "scale": "30d"}
+    result = runner.invoke(app, ["search", "--index", index, QUERY, "-k", "2", "--json", "--boost", json.dumps(fresh),
+                                 "--boost", json.dumps([{"filter": {"source": "arxiv"}, "weight": 0}])])
+    assert result.exit_code == 0, result.output
+    assert [h["id"] for h in json.loads(result.stdout)["hits"]] == ["d3", "d0"]  # undated, then d4 buried
+    result = runner.invoke(app, ["search", "--index", index, QUERY, "--boost", "{decay: gauss}"])
+    assert result.exit_code != 0 and "--boost" in result.output and "not JSON" in result.output
+    result = runner.invoke(app, ["search", "--index", index, "--like", "d0", "--boost", json.dumps(fresh)])
+    assert result.exit_code != 0 and "--boost" in result.output
+
+    from semiret.evaluation.evaluate import evaluate
+
+    data = write_beir(tmp_path / "data", docs=DOCS, queries={"q": QUERY}, qrels={"q": {"d0": 1}})
+    plain = evaluate(data, "bm25", index=tmp_path / "index", depth=5, measures=["RR"])
+    cited = {"filter": {"citations": 3}, "weight": 2}
+    boosted = evaluate(data, "bm25", index=tmp_path / "index", depth=5, measures=["RR"], boost=cited)
+    assert boosted["RR"] == 1.0 and plain["RR"] < 1.0 and boosted["options"] == {"boost": cited}
+    with pytest.raises(SemiretError, match="unknown key"):
+        evaluate(data, "bm25", index=tmp_path / "other", boost={"field": "a", "x": 1})
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_service_and_its_client(bm25, tmp_path):
+    settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=50)
+    fresh = {"decay": "gauss", "field": "published", "origin": NOW, "scale": "30d"}
+    expected = ids(bm25.search(QUERY, k=3, boost=fresh))
+    with TestClient(create_app(settings)) as http:
+        answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 3, "boost": fresh})
+        assert answer.status_code == 200, answer.text
+        assert [h["id"] for h in answer.json()["results"][0]] == expected
+        paged = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 2, "offset": 1, "boost": [fresh]})
+        assert [h["id"] for h in paged.json()["results"][0]] == expected[1:3]
+        assert ids(client_of(http).search("docs", QUERY, k=3, boost=fresh, candidates=5)) == expected
+        for body, field in (({"boost": {"field": "a", "modifier": "log3"}}, "boost"),
+                            ({"boost": [fresh, 3]}, "boost"),
+                            ({"boost": fresh, "group_by": "source"}, "boost"),
+                            ({"boost": fresh, "candidates": 51}, "candidates"),
+                            ({"boost": fresh, "k": 3, "offset": 2, "candidates": 4}, "candidates"),
+                            ({"candidates": 10}, "candidates")):
+            answer = http.post("/indexes/docs/search", json={"queries": [QUERY], **body})
+            assert answer.status_code == 422, (body, answer.text)
+            assert field in json.dumps(answer.json()["detail"])
+    bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
+    with TestClient(create_app(ServeSettings({"bare": str(bare.index.path)}, write_process=False))) as http:
+        answer = http.post("/indexes/bare/search", json={"queries": [QUERY], "boost": fresh})
+        assert answer.status_code == 422 and "no metadata" in answer.text
+
+
+def test_numbers_from_numpy_are_numbers(bm25):
+    assert len(bm25.search(QUERY, k=np.int64(2), boost={"field": "citations", "factor": np.float32(2)})) == 2
