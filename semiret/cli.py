@@ -1102,14 +1102,89 @@ def _difference(compared: dict) -> str:
     return f"{shown} (p={p_value}{'' if compared['test'] == 't' else ', ' + compared['test']})"
 
 
+def _systems(given: list[str]) -> dict[str, list[Path]]:
+    """``--system NAME=RUN[,RUN...]`` flags as each system's run paths, names distinct."""
+    systems: dict[str, list[Path]] = {}
+    for flag in given:
+        name, equals, paths = flag.partition("=")
+        name = name.strip()
+        if not equals or not name or not paths.strip():
+            raise SemiretError(f"--system {flag!r}: write NAME=RUN (or NAME=RUN1,RUN2 for a system's seeds)")
+        if name in systems:
+            raise SemiretError(f"--system {name!r} is given twice: name each system once (its seeds: NAME=RUN1,RUN2)")
+        systems[name] = [Path(path.strip()) for path in paths.split(",")]
+    return systems
+
+
+def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data: Path, split: str,
+                     queries_file: Path | None, qrels_file: Path | None, measure: list[str] | None, test: str,
+                     correction: str, as_json: bool) -> None:
+    """`compare --system ...`: each system's measures, and with a baseline its comparison, p-values corrected."""
+    from semiret.data.collection import Collection, searched_qrels
+    from semiret.data.paths import dataset
+    from semiret.data.trec import read_trec_run
+    from semiret.evaluation.metrics import parse_measures
+    from semiret.evaluation.significance import check_baseline, compare_systems, mean_per_query
+
+    qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)
+    measures = parse_measures(measure)
+    read: dict[str, list] = {}
+    for name, paths in {**systems, **({"": baseline} if baseline else {})}.items():
+        read[name] = [read_trec_run(p) for p in paths]
+        for path, each in zip(paths, read[name]):
+            check_baseline(each, qrels, f"run {path}")
+    judged = list(qrels)
+    figures: dict = {"queries": len(qrels), "systems": {
+        name: {"run": _run_paths(paths), "measures": {m: round(float(mean_per_query(read[name], qrels, measure_,
+                                                                                     judged).mean()), 6)
+                                                      for m, measure_ in measures.items()}}
+        for name, paths in systems.items()}}
+    if baseline:
+        compared = compare_systems({name: read[name] for name in systems}, read[""], qrels, measures, test, correction)
+        figures.update(baseline_run=_run_paths(baseline), correction=correction)
+        for name, comparison in compared.items():
+            figures["systems"][name]["vs_baseline"] = comparison
+    if as_json:
+        print(json.dumps(figures))
+        return
+    title = f"{len(systems)} systems" + (f" against {' + '.join(p.name for p in baseline)}" if baseline else "")
+    table = Table(title=f"{title} ({len(qrels)} {split} queries)" + (
+        f"; p-values corrected ({correction}), * significant" if baseline else ""))
+    table.add_column("system")
+    for name in measures:
+        table.add_column(name, justify="right")
+        if baseline:
+            table.add_column(f"{name} difference (p)", justify="right")
+    if baseline:
+        first = next(iter(compared.values()))
+        table.add_row("baseline", *[cell for name in measures for cell in (f"{first[name]['baseline']:.4f}", "")])
+    for system_name, figure in figures["systems"].items():
+        cells = []
+        for name in measures:
+            cells.append(f"{figure['measures'][name]:.4f}")
+            if baseline:
+                v = figure["vs_baseline"][name]
+                p_value = "n/a" if v["p_value_corrected"] is None else f"{v['p_value_corrected']:.3g}"
+                cells.append(f"{v['delta']:+.4f} (p={p_value}){' *' if v['significant'] else ''}")
+        table.add_row(system_name, *cells)
+    stdout.print(table)
+
+
 def _run_paths(paths: list[Path]) -> str | list[str]:
     """A side of `compare --json`: its run's path, or the list of its seeds' paths."""
     return str(paths[0]) if len(paths) == 1 else [str(p) for p in paths]
 
 
 @app.command()
-def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semiret eval --run`); several: one "
-                                                     "system's seeds, averaged query by query."),
+def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e.g. `semiret eval --run`); several: "
+                                                                "one system's seeds, averaged query by query."),
+            system: Optional[list[str]] = typer.Option(None, help="Instead of RUN: one of several systems to "
+                                                       "compare, as NAME=RUN (NAME=RUN1,RUN2: its seeds); repeatable. "
+                                                       "With --baseline, each system's p-values are corrected for "
+                                                       "the systems tested together (--correction)."),
+            correction: str = typer.Option("holm", help="With several --system and a --baseline: holm (Holm's "
+                                           "step-down), bonferroni or none; 'significant' reads the corrected "
+                                           "p-value."),
             baseline: Optional[list[Path]] = typer.Option(None, help="The TREC run to compare it with, query by "
                                                                      "query; repeatable (the baseline's seeds, "
                                                                      "averaged). Without one: the run's measures."),
@@ -1128,7 +1203,8 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Score saved runs on a collection's judgements, and compare them with a baseline: each measure's means,
     difference and paired test (t by default) (the figures `semiret eval --baseline` gives, for runs already on disk, from any
-    system). Several runs on a side (one system trained with several seeds) are averaged query by query."""
+    system). Several runs on a side (one system trained with several seeds) are averaged query by query; several
+    systems (--system), each against the baseline, with p-values corrected for testing them together."""
     from semiret.data.collection import Collection, searched_qrels
     from semiret.data.paths import dataset
     from semiret.data.trec import read_trec_run
@@ -1136,7 +1212,7 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
     from semiret.evaluation.significance import check_baseline, compare_runs, mean_per_query
     from semiret.files import check_output_file, write_output_text
 
-    from semiret.evaluation.significance import TESTS
+    from semiret.evaluation.significance import CORRECTIONS, TESTS
 
     if test not in TESTS:
         raise SemiretError(f"unknown significance test {test!r} (--test: {', '.join(TESTS)})")
@@ -1146,6 +1222,17 @@ def compare(run: list[Path] = typer.Argument(..., help="A TREC run (e.g. `semire
         if str(per_query) == "-" and as_json:
             raise SemiretError("--per-query - and --json would both write to standard output: give --per-query a file")
         check_output_file(per_query, "per-query measures (--per-query)")
+    if correction not in CORRECTIONS:
+        raise SemiretError(f"unknown correction {correction!r} (--correction: {', '.join(CORRECTIONS)})")
+    if system:
+        if run:
+            raise SemiretError("give one system's runs as arguments, or several systems as --system NAME=RUN, not both")
+        if per_query is not None:
+            raise SemiretError("--per-query writes one system's measures: give its runs as arguments, without --system")
+        return _compare_systems(_systems(system), baseline or [], data, split, queries_file, qrels_file, measure, test,
+                                correction, as_json)
+    if not run:
+        raise SemiretError("give a TREC run to score (or several systems as --system NAME=RUN)")
     qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)  # the queries `eval` scores
     measures = parse_measures(measure)
     baseline = baseline or []

@@ -77,6 +77,52 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
     return comparison
 
 
+CORRECTIONS = ("holm", "bonferroni", "none")
+"""How the p-values of several systems' comparisons with one baseline are corrected for testing several at once
+(PyTerrier's ``Experiment(correction=...)``, statsmodels' ``multipletests``): Holm's step-down method (the
+default: never less powerful than Bonferroni's, and as strict on the family-wise error), Bonferroni's, or none."""
+
+
+def corrected_p_values(p_values: Sequence[float | None], correction: str = "holm") -> list[float | None]:
+    """``p_values`` of tests made together, corrected (None: a test not made, left out of the count). Written here
+    as statsmodels (not a dependency) would: ``min(1, m p)`` for Bonferroni; for Holm the i-th smallest of the m
+    times ``m - i + 1``, each at least the one before (step-down)."""
+    if correction not in CORRECTIONS:
+        raise SemiretError(f"unknown correction {correction!r} (have: {', '.join(CORRECTIONS)})")
+    made = [i for i, p in enumerate(p_values) if p is not None]
+    corrected: list[float | None] = list(p_values)
+    if correction == "none" or not made:
+        return corrected
+    m = len(made)
+    if correction == "bonferroni":
+        for i in made:
+            corrected[i] = min(1.0, m * p_values[i])
+        return corrected
+    running = 0.0
+    for rank, i in enumerate(sorted(made, key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        corrected[i] = running
+    return corrected
+
+
+def compare_systems(systems: Mapping[str, Run | Sequence[Run]], baseline: Run | Sequence[Run],
+                    qrels: dict[str, dict[str, int]], measures=None, test: str = "t",
+                    correction: str = "holm") -> dict[str, dict[str, dict]]:
+    """:func:`compare_runs` of each system (a run, or its seeds' runs) with one baseline, then, measure by measure,
+    the systems' p-values corrected for being tested together (:data:`CORRECTIONS`): each comparison also gives
+    ``p_value_corrected`` and ``correction``, and ``significant`` reads the corrected p-value (PyTerrier's
+    ``Experiment`` with a baseline and a correction). ``{system: {measure: comparison}}``."""
+    if correction not in CORRECTIONS:
+        raise SemiretError(f"unknown correction {correction!r} (have: {', '.join(CORRECTIONS)})")
+    compared = {name: compare_runs(runs, baseline, qrels, measures, test) for name, runs in systems.items()}
+    for measure in parse_measures(measures):
+        comparisons = [by_measure[measure] for by_measure in compared.values()]
+        for comparison, p in zip(comparisons, corrected_p_values([c["p_value"] for c in comparisons], correction)):
+            comparison.update(p_value_corrected=None if p is None else float(f"{p:.6g}"), correction=correction,
+                              significant=p is not None and p < SIGNIFICANCE_LEVEL)
+    return compared
+
+
 def _confidence_interval(diff: np.ndarray) -> list[float] | None:
     """The mean difference's 95% interval by Student's t over the queries (None for fewer than two)."""
     if len(diff) < 2:

@@ -195,6 +195,27 @@ def test_compare_gives_the_paired_figures_eval_gives_for_saved_runs(beir_dir, tm
     randomized = json.loads(invoke("compare", tmp_path / "bot.trec", "--baseline", tmp_path / "bm25.trec", "--data",
                                    beir_dir, "--test", "randomization", "--json").stdout)["vs_baseline"]["nDCG@10"]
     assert randomized["test"] == "randomization" and randomized["delta"] == compared["vs_baseline"]["nDCG@10"]["delta"]
+    systems = json.loads(invoke("compare", "--system", f"bot={tmp_path / 'bot.trec'}", "--system",
+                                f"both=  {tmp_path / 'bot.trec'},{tmp_path / 'bm25.trec'}", "--baseline",
+                                tmp_path / "bm25.trec", "--data", beir_dir, "--json").stdout)
+    assert list(systems["systems"]) == ["bot", "both"] and systems["correction"] == "holm"
+    bot = systems["systems"]["bot"]
+    assert bot["run"] == str(tmp_path / "bot.trec") and bot["measures"] == compared["measures"]
+    assert {k: v for k, v in bot["vs_baseline"]["nDCG@10"].items() if k not in ("p_value_corrected", "correction",
+                                                                              "significant")} == {
+        k: v for k, v in compared["vs_baseline"]["nDCG@10"].items() if k != "significant"}
+    assert systems["systems"]["both"]["run"] == [str(tmp_path / "bot.trec"), str(tmp_path / "bm25.trec")]
+    table = invoke("compare", "--system", f"bot={tmp_path / 'bot.trec'}", "--system", f"bm25={tmp_path / 'bm25.trec'}",
+                   "--data", beir_dir).stdout  # no baseline: each system's measures
+    assert "bot" in table and "bm25" in table and "difference" not in table
+    for flags, message in ((["--system", "bot"], "NAME=RUN"), (["--system", "a=x", "--system", "a=y"], "twice"),
+                           ([str(tmp_path / "bot.trec"), "--system", f"a={tmp_path / 'bot.trec'}"], "not both"),
+                           (["--system", f"a={tmp_path / 'bot.trec'}", "--per-query", str(tmp_path / "q.tsv")],
+                            "--per-query"),
+                           (["--system", f"a={tmp_path / 'bot.trec'}", "--correction", "fdr"], "unknown correction"),
+                           ([], "give a TREC run")):
+        refused = CliRunner().invoke(app, ["compare", *flags, "--data", str(beir_dir)])
+        assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
     for command in (["eval", "--data", str(beir_dir)], ["compare", str(tmp_path / "bot.trec"), "--data", str(beir_dir)]):
         refused = CliRunner().invoke(app, [*command, "--test", "z"])
         assert refused.exit_code == 2 and "unknown significance test 'z'" in refused.output

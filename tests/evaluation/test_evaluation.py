@@ -12,7 +12,7 @@ import pytrec_eval
 from semiret.data import read_trec_run
 from semiret.evaluation import DEFAULT_MEASURES, evaluate, parse_measures, score_run
 from semiret.evaluation.metrics import per_query
-from semiret.evaluation.significance import compare_runs
+from semiret.evaluation.significance import compare_runs, compare_systems, corrected_p_values
 from semiret.errors import DataFormatError, SemiretError
 
 from helpers import TINY_QRELS, write_beir
@@ -244,6 +244,39 @@ def test_compare_runs_averages_each_sides_seeds_query_by_query():
 
 
 # ---------------------------------------------------------------------------- the evaluation runner
+def test_corrected_p_values_are_statsmodels():
+    # statsmodels' multipletests([0.01, 0.04, 0.03, 0.005], method="holm"/"bonferroni"), worked by hand
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert corrected_p_values(p, "holm") == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert corrected_p_values(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, 0.02])
+    assert corrected_p_values(p, "none") == p
+    assert corrected_p_values([0.5, None, 0.4], "holm") == pytest.approx([0.8, None, 0.8])  # None: not tested
+    assert corrected_p_values([0.6, 0.7], "bonferroni") == [1.0, 1.0]
+    assert corrected_p_values([], "holm") == []
+    with pytest.raises(SemiretError, match="unknown correction"):
+        corrected_p_values(p, "fdr")
+
+
+def test_compare_systems_corrects_each_measure_over_the_systems():
+    run, qrels = random_run_and_qrels(7)
+    baseline, _ = random_run_and_qrels(8)
+    compared = compare_systems({"a": run, "b": [run, run], "c": baseline}, baseline, qrels, ["nDCG@10", "P@1"])
+    assert list(compared) == ["a", "b", "c"] and set(compared["a"]) == {"nDCG@10", "P@1"}
+    for measure in ("nDCG@10", "P@1"):
+        raw = [compared[s][measure]["p_value"] for s in "abc"]
+        assert raw[:2] == [compare_runs(run, baseline, qrels, [measure])[measure]["p_value"]] * 2
+        expected = corrected_p_values(raw, "holm")
+        for system, p in zip("abc", expected):
+            figure = compared[system][measure]
+            assert figure["p_value_corrected"] == pytest.approx(p, rel=1e-5) and figure["correction"] == "holm"
+            assert figure["significant"] == (p < 0.05)
+    assert compared["a"]["nDCG@10"]["p_value_corrected"] >= compared["a"]["nDCG@10"]["p_value"]
+    alone = compare_systems({"a": run}, baseline, qrels, ["nDCG@10"], correction="bonferroni")["a"]["nDCG@10"]
+    assert alone["p_value_corrected"] == alone["p_value"]  # one system: nothing to correct
+    with pytest.raises(SemiretError, match="unknown correction"):
+        compare_systems({"a": run}, baseline, qrels, correction="BH")
+
+
 def test_the_95th_percentile_latency_is_never_below_the_median(tmp_path):
     """Two queries: the 95th percentile lies between them, near the slower (a rank rounded down took the faster)."""
     from helpers import TINY_QRELS, TINY_QUERIES, write_beir
