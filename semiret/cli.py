@@ -1300,6 +1300,101 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
         console.print(f"{len(fused)} queries fused from {len(run)} runs into {out}")
 
 
+def _grid(given: list[str]) -> dict[str, list]:
+    """``--grid NAME=V1,V2`` flags (or ``NAME=[JSON values]``, for values holding commas) as ``{name: [values]}``,
+    each value read as JSON where it is (0.5, true), else as a string (bound)."""
+    grid: dict[str, list] = {}
+    for flag in given:
+        name, equals, text = flag.partition("=")
+        name = name.strip().replace("-", "_")
+        if not equals or not name or not text.strip():
+            raise SemiretError(f"--grid {flag!r}: write NAME=V1,V2 (or NAME='[\"on\", \"on,always\"]' for values "
+                               "holding commas)")
+        if name in grid:
+            raise SemiretError(f"--grid {name!r} is given twice: list all its values in one flag")
+        if text.lstrip().startswith("["):
+            try:
+                values = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise SemiretError(f"--grid {flag!r}: its values are not a JSON list ({exc.msg})") from None
+        else:
+            values = [_json_or_text(value.strip()) for value in text.split(",")]
+        grid[name] = values
+    return grid
+
+
+def _json_or_text(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+@app.command()
+def tune(index: Path = typer.Option(..., help="The index to search (built already: only search options are tuned)."),
+         data: Path = typer.Option(..., help="The BEIR collection with the judged queries to tune on (a folder, or a "
+                                             "name under shared/data)."),
+         split: str = typer.Option("train", help="The judged queries to tune on (not the ones you will report)."),
+         grid: list[str] = typer.Option(..., help="A search option and the values to try, NAME=V1,V2,V3 (JSON values "
+                                                  "where they read as JSON); repeatable: every combination is tried."),
+         retriever: Optional[str] = _retriever_option(None, "Retriever (default: the one --index was built for)"),
+         queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
+                                                                         "folder's."),
+         qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
+                                                                     "folder's qrels/SPLIT.tsv."),
+         measure: str = typer.Option("nDCG@10", help="The measure to choose by (an ir_measures name)."),
+         depth: int = typer.Option(100, help="Documents retrieved per query."),
+         folds: Optional[int] = typer.Option(None, help="Also estimate the tuned setting on queries it was not "
+                                             "chosen on: cross-validation over this many folds of the queries, "
+                                             "compared with the retriever as opened (paired t-test)."),
+         threads: int = typer.Option(1, help="Threads for each setting's batch search."),
+         device: Optional[str] = _encoding_device_option(),
+         as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Choose search options on judged queries: every combination of the --grid values scored by --measure, best
+    first, beside the retriever as opened (PyTerrier's GridSearch; with --folds, its KFoldGridSearch)."""
+    from semiret.data.collection import Collection, searched_qrels
+    from semiret.data.paths import dataset
+    from semiret.evaluation.tuning import check_folds, cross_validated, grid_search
+    from semiret.search.retrievers import open_retriever
+
+    if depth < 1:
+        raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
+    wanted = _grid(grid)
+    collection = Collection(dataset(str(data)), queries_file, qrels_file)
+    queries, qrels = collection.queries(split), searched_qrels(collection, split)
+    if folds is not None:
+        check_folds(folds, len(qrels))  # before any search
+    _use_encoding_device(device)
+    searcher = open_retriever(index, retriever)
+    settings = grid_search(searcher, queries, qrels, wanted, measure, depth, threads)
+    as_opened = next(setting for setting in settings if not setting.options)
+    figures = {"retriever": searcher.name, "measure": measure, "split": split, "queries": len(as_opened.per_query),
+               "settings": [{"options": s.options, "score": round(s.score, 6)} for s in settings],
+               "best": settings[0].options, "as_opened": round(as_opened.score, 6)}
+    if folds is not None:
+        figures["cross_validated"] = cross_validated(settings, folds)
+    if as_json:
+        print(json.dumps(figures))
+        return
+    table = Table(title=f"{searcher.name} on {split} ({figures['queries']} queries): {measure}, best first")
+    for column in ("options", measure):
+        table.add_column(column, justify="right" if column == measure else "left")
+    for setting in settings[:20]:
+        shown = " ".join(f"--{name.replace('_', '-')} {json.dumps(value) if not isinstance(value, str) else value}"
+                         for name, value in setting.options.items()) or "(as opened)"
+        table.add_row(shown, f"{setting.score:.4f}")
+    stdout.print(table)
+    if len(settings) > 20:
+        console.print(f"... and {len(settings) - 20} more settings (--json lists them all)")
+    if folds is not None:
+        tuned = figures["cross_validated"]
+        versus = tuned["vs_as_opened"]
+        p_value = "n/a" if versus["p_value"] is None else f"{versus['p_value']:.3g}"
+        console.print(f"cross-validated over {folds} folds (each fold scored by the setting best on the others): "
+                      f"{measure} {tuned['score']:.4f}, {versus['delta']:+.4f} against the retriever as opened "
+                      f"(p={p_value}; {versus['better']} better, {versus['worse']} worse)")
+
+
 @app.command()
 def demo(data: str = typer.Option("scifact", help="Collection to run on."),
          out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot."),

@@ -67,7 +67,7 @@ def compare_runs(run: Run | Sequence[Run], baseline: Run | Sequence[Run], qrels:
         a = mean_per_query(runs, qrels, measure, judged)
         b = mean_per_query(baselines, qrels, measure, judged)
         diff = np.round(a - b, 10)  # 0.1 and 0.09999999999999998 are one difference, not query noise
-        p = _paired_p_value(diff, test)
+        p = paired_p_value(diff, test)
         comparison[name] = {"baseline": round(float(b.mean()), 6), "delta": round(float(diff.mean()), 6),
                             "delta_ci95": _confidence_interval(diff),
                             "p_value": None if p is None else float(f"{p:.6g}"),  # 7.19e-14 is not 0
@@ -131,7 +131,7 @@ def _confidence_interval(diff: np.ndarray) -> list[float] | None:
     return [round(float(diff.mean()) - half, 6), round(float(diff.mean()) + half, 6)]
 
 
-def _paired_p_value(diff: np.ndarray, test: str = "t") -> float | None:
+def paired_p_value(diff: np.ndarray, test: str = "t") -> float | None:
     """The paired ``test``'s two-sided p-value over the queries' differences; None for fewer than two queries.
     Where every difference is equal the tests are undefined or degenerate: identical runs are simply not different
     (1.0), and equal non-zero differences take the exact sign test, 2 x 0.5^n."""

@@ -1,0 +1,96 @@
+"""Search options chosen on judged queries (``semiret tune``, ``semiret.evaluation.tuning``): every setting of a
+grid scored as ``eval`` scores it, best first beside the retriever as opened, cross-validation that scores each fold
+with a setting chosen without it, and what is refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.errors import SemiretError
+from semiret.evaluation.metrics import score_run
+from semiret.evaluation.tuning import MAX_SETTINGS, Setting, cross_validated, grid_search, settings_of
+from semiret.search import retriever_class
+
+from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES
+
+
+@pytest.fixture
+def idf(tmp_path):
+    return retriever_class("idf").build(TINY_DOCS, tmp_path / "idf")
+
+
+def test_the_grid_s_settings():
+    assert settings_of({"a": [1, 2], "b": ["x", "y", "z"]}) == [
+        {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 1, "b": "z"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"},
+        {"a": 2, "b": "z"}]
+    for wrong, message in (({}, "options to tune"), ({"a": []}, "non-empty list"), ({"a": 3}, "non-empty list"),
+                           ({"a": list(range(MAX_SETTINGS)), "b": [1, 2]}, "settings")):
+        with pytest.raises(SemiretError, match=message):
+            settings_of(wrong)
+
+
+def test_each_setting_scores_as_its_own_search(idf):
+    settings = grid_search(idf, TINY_QUERIES, TINY_QRELS, {"min_idf": [0.0, 0.5, 5.0]}, "nDCG@10", depth=10)
+    assert [s.score for s in settings] == sorted((s.score for s in settings), reverse=True)
+    assert sum(not s.options for s in settings) == 1 and len(settings) == 4  # the retriever as opened, and three
+    for setting in settings:
+        variant = idf.with_options(**setting.options)
+        run = variant.search(list(TINY_QUERIES.values()), k=10).as_run(list(TINY_QUERIES))
+        assert setting.score == pytest.approx(score_run(run, TINY_QRELS, ["nDCG@10"])["nDCG@10"])
+        assert len(setting.per_query) == len(TINY_QRELS) and setting.per_query.mean() == pytest.approx(setting.score)
+    assert next(s for s in settings if s.options == {"min_idf": 5.0}).score < settings[0].score  # every token dropped
+    with pytest.raises(SemiretError, match="min_idf"):
+        grid_search(idf, TINY_QUERIES, TINY_QRELS, {"min_idf": [0.0, "high"]})  # bad values before any search
+    with pytest.raises(SemiretError, match="fuzzy"):
+        grid_search(idf, TINY_QUERIES, TINY_QRELS, {"fuzzy": [True]})  # an option of another retriever
+    with pytest.raises(SemiretError, match="judged"):
+        grid_search(idf, {"x": "cats"}, TINY_QRELS, {"min_idf": [0.0]})
+
+
+def test_cross_validation_scores_each_fold_by_a_setting_chosen_without_it():
+    # query values: "good" is better on queries 0-5, "other" on 6-7; as opened worst everywhere
+    good = np.array([1.0, 1, 1, 1, 1, 1, 0, 0])
+    other = np.array([0.0, 0, 0, 0, 0, 0, 1, 1])
+    opened = np.full(8, 0.1)
+    settings = [Setting({"x": 1}, good.mean(), good), Setting({"x": 2}, other.mean(), other), Setting({}, 0.1, opened)]
+    tuned = cross_validated(settings, 2, seed=3)
+    assert tuned["chosen"] == [{"x": 1}, {"x": 1}]  # on any half, "good" wins
+    assert tuned["score"] == pytest.approx(good.mean())
+    assert tuned["vs_as_opened"]["delta"] == pytest.approx(good.mean() - 0.1)
+    assert tuned["vs_as_opened"]["better"] == 6 and tuned["vs_as_opened"]["worse"] == 2
+    leave_one_out = cross_validated(settings, 8)
+    assert leave_one_out["score"] == pytest.approx(good.mean()) and len(leave_one_out["chosen"]) == 8
+    assert cross_validated(settings, 2, seed=3) == tuned  # seeded folds
+    for wrong in (1, 9, 2.5, True):
+        with pytest.raises(SemiretError, match="folds"):
+            cross_validated(settings, wrong)
+
+
+def test_the_command_line(idf, tmp_path):
+    from helpers import write_beir
+
+    data = write_beir(tmp_path / "data", split="train")
+    runner = CliRunner()
+    result = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--grid",
+                                 "min-idf=0,0.5,5", "--folds", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert figures["retriever"] == "idf" and figures["split"] == "train" and figures["queries"] == 3
+    assert {json.dumps(s["options"]) for s in figures["settings"]} == {
+        "{}", '{"min_idf": 0}', '{"min_idf": 0.5}', '{"min_idf": 5}'}
+    assert figures["best"] == figures["settings"][0]["options"]
+    assert figures["cross_validated"]["folds"] == 3 and len(figures["cross_validated"]["chosen"]) == 3
+    table = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--grid",
+                                'min_idf=[0, 5]'])
+    assert table.exit_code == 0 and "--min-idf 5" in table.output and "(as opened)" in table.output
+    for flags, message in ((["--grid", "min_idf"], "NAME=V1,V2"), (["--grid", "a=1", "--grid", "a=2"], "twice"),
+                           (["--grid", "min_idf=[0,"], "not a JSON list"), (["--grid", "k1=1.2"], "k1"),
+                           (["--grid", "min_idf=0", "--folds", "9"], "folds"),
+                           (["--grid", "min_idf=0", "--depth", "0"], "depth")):
+        refused = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), *flags])
+        assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
