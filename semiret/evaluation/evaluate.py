@@ -81,12 +81,15 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         raise SemiretError(f"--test {test} is a test against a baseline: give --baseline RUN too")
     if boost is not None:
         Boost(boost)  # bad functions fail before any index is built
+    if diversity is None and boost is None and candidates is not None:
+        raise SemiretError("--candidates is for a diversified or boosted search: give --diversity or --boost too")
+    if candidates is not None and not isinstance(candidates, bool) and isinstance(candidates, int) \
+            and 0 < candidates < depth:
+        raise SemiretError(f"--candidates ({candidates}) must be at least --depth ({depth}), the hits chosen from them")
     if diversity is not None:
         Diversity(diversity, candidates)  # bad values fail before any index is built
     elif boost is not None:
         candidate_depth(depth, candidates)
-    elif candidates is not None:
-        raise SemiretError("--candidates is for a diversified or boosted search: give --diversity or --boost too")
     picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
                                                ("boost", boost)) if value is not None}
     if picking and chunk_words is not None:

@@ -376,7 +376,6 @@ def _value_test(wanted) -> Callable[[Any], bool]:
 
 
 @functools.lru_cache(maxsize=65536)
-@functools.lru_cache(maxsize=1 << 16)
 def parse_instant(text: str) -> datetime.datetime | None:
     """An ISO 8601 date or time (``2026-01-01``, ``2026-01-01T09:30:00+02:00``, ``...Z``, a space for the ``T``) as an
     instant (UTC where it names no offset), or None for any other string (one without a ``-``: ``20260101`` is a
@@ -511,12 +510,12 @@ def distinct_values(value) -> dict[tuple, Any]:
 def field_values(index, doc_ids: list[str], path: tuple[str, ...]) -> dict:
     """Each live id's value of a metadata field (:data:`MISSING` where it has none): from the values a segmented
     index keeps, else (Milvus) from the stored documents."""
-    return hit_metadata(index, doc_ids).values(path)
+    return hit_metadata(index, doc_ids).values([path])[path]
 
 
 def hit_metadata(index, doc_ids: list[str]):
-    """What a ranking's hits hold (``values(path)``: each live id's value of a field; ``passing(wanted)``: the ids
-    passing a filter): from the values and masks a segmented index keeps
+    """What a ranking's hits hold (``values(paths)``: each live id's value of each field; ``passing(wanted)``: the
+    ids passing a filter): from the values and masks a segmented index keeps
     (:meth:`~semiret.indexes.segments.SegmentedIndex.hit_metadata`), else (Milvus) from the stored documents."""
     if hasattr(index, "hit_metadata"):
         return index.hit_metadata(doc_ids)
@@ -529,8 +528,9 @@ class StoredMetadata:
     def __init__(self, documents: dict[str, Document]):
         self.documents = documents
 
-    def values(self, path: tuple[str, ...]) -> dict:
-        return {doc_id: field_value(document.metadata, path) for doc_id, document in self.documents.items()}
+    def values(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict]:
+        return {path: {doc_id: field_value(document.metadata, path) for doc_id, document in self.documents.items()}
+                for path in paths}
 
     def passing(self, wanted: MetadataFilter) -> set[str]:
         return {doc_id for doc_id, document in self.documents.items() if wanted.matches(document.metadata, document)}

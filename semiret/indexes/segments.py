@@ -346,15 +346,18 @@ class HitMetadata:
     def __init__(self, located: list[tuple["Segment", list[str], np.ndarray]]):
         self.located = located
 
-    def values(self, path: tuple[str, ...]) -> dict:
-        """Each id's value of the field ``path`` (:data:`~semiret.indexes.filters.MISSING` where it has none)."""
-        found: dict = {}
+    def values(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict]:
+        """Each id's value of each field of ``paths`` (:data:`~semiret.indexes.filters.MISSING` where it has none),
+        ``{path: {id: value}}``, the fields of a segment read together."""
+        found: dict = {path: {} for path in paths}
         for segment, ids, locals_ in self.located:
-            if segment.metadata is None:
-                found.update((doc_id, MISSING) for doc_id in ids)
-                continue
-            column = segment._columns([path])[path]
-            found.update(zip(ids, (column.values[code] for code in column.codes[locals_].tolist())))
+            columns = segment._columns(list(found)) if segment.metadata is not None else {}
+            for path, values in found.items():
+                if path not in columns:
+                    values.update((doc_id, MISSING) for doc_id in ids)
+                    continue
+                column = columns[path]
+                values.update(zip(ids, (column.values[code] for code in column.codes[locals_].tolist())))
         return found
 
     def passing(self, wanted) -> set[str]:

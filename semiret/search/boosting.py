@@ -4,15 +4,19 @@ ones (OpenSearch's ``function_score``, Qdrant's score boosting).
 A boost is a list of functions, each giving a hit a factor from its stored metadata; the factors multiply
 (OpenSearch's ``score_mode: multiply``), and the product ``F`` boosts the retriever's score ``s`` to
 ``s + |s| * (F - 1)``: ``s * F`` for the scores of every sparse retriever (never negative), and for a negative score
-(a dense retriever's cosine) a move the same way, so that a factor above 1 always raises a hit and one below 1
-always lowers it. Three functions, as JSON objects:
+(a dense retriever's cosine) a move the same way, so that a factor above 1 raises a hit and one below 1 lowers it
+(a score of 0 stays 0). A hit whose factor is 0 ranks below every other candidate (its score put just below
+theirs where it was not already). Scores stay finite (factors and scores are capped at float32's largest). Three
+functions, as JSON objects:
 
 - ``{"filter": FILTER, "weight": 2}``: the documents passing the filter (:mod:`semiret.indexes.filters`, as a
   search's ``filter``) get ``weight`` (0 buries them), the others 1;
-- ``{"field": "citations", "modifier": "log1p", "factor": 1, "missing": 0}``: ``modifier(factor * value)`` of a
-  numeric field (OpenSearch's ``field_value_factor`` and its modifiers); ``missing``: the value of a document
-  without a number there (default: such a document is left as it is, factor 1, as is one for which the modifier
-  gives no finite number of at least 0: ``log`` of 0, ``reciprocal`` of 0);
+- ``{"field": "citations", "modifier": "ln2p", "factor": 1, "missing": 0}``: ``modifier(factor * value)`` of a
+  numeric field (OpenSearch's ``field_value_factor`` and its modifiers; a number written as a string, ``"12"``,
+  counts; of a list of numbers the smallest, as OpenSearch reads a multi-valued field); ``missing``: the value of a
+  document without a number there (default: such a document is left as it is, factor 1, as is one for which the
+  modifier gives no finite number of at least 0: ``log`` of 0, ``reciprocal`` of 0). A factor below 1 lowers a
+  score: ``log1p`` of any count below 9 does;
 - ``{"decay": "gauss", "field": "published", "origin": "now", "scale": "30d", "offset": "1d", "midpoint": 0.5}``:
   1 within ``offset`` of ``origin``, ``midpoint`` at ``offset + scale`` from it, falling as a Gaussian, an
   exponential (``"exp"``) or a line (``"linear"``, 0 beyond twice as far when ``midpoint`` is 0.5), as OpenSearch's
@@ -21,6 +25,10 @@ always lowers it. Three functions, as JSON objects:
   ``"12h"``, ``"30d"``, ``"2w"`` (``ms``, ``s``, ``m``, ``h``, ``d``, ``w``); dates and times are read as filters
   read them (no offset: UTC). A document without such a value is left as it is (factor 1); of a list of values, the
   nearest counts.
+
+A function that finds no value it can read among a search's hits (a misspelled field, dates where a numeric origin
+expects numbers) changes nothing, and says so in a warning, once per index and function. At most
+:data:`~semiret.indexes.segments.FIELDS_KEPT` fields are read by one boost (the values a segment keeps in memory).
 
 Only the best ``candidates`` hits of the unboosted search (default 100, or ``k`` when more) are boosted and ranked
 again, as Qdrant boosts the hits its query prefetches and OpenSearch rescores a window: a boost orders the relevant
@@ -31,6 +39,7 @@ list: a loop over a few hundred hits.
 from __future__ import annotations
 
 import datetime
+import logging
 import math
 import numbers
 import re
@@ -42,6 +51,12 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.filters import MISSING, MetadataFilter, hit_metadata, parse_instant
+from semiret.indexes.segments import FIELDS_KEPT
+
+log = logging.getLogger(__name__)
+
+LARGEST = float(np.finfo(np.float32).max)
+"""The cap on factors and boosted scores: what a float32 score and JSON can carry."""
 
 MODIFIERS: dict[str, Callable[[float], float]] = {
     "none": lambda x: x,
@@ -63,9 +78,26 @@ DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)\s*$")
 SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
+def _finite(value) -> float | None:
+    """A stored value as a finite float: a number (not a boolean), or a string that reads as one; else None."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _number(value, what: str, minimum: float | None = None, above: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise SemiretError(f"{what} must be a finite number, got {value!r}")
+    if isinstance(value, str) or _finite(value) is None:
+        shown = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number beyond any float"
+        raise SemiretError(f"{what} must be a finite number, got {shown}")
     if minimum is not None and (value <= minimum if above else value < minimum):
         raise SemiretError(f"{what} must be {'above' if above else 'at least'} {minimum:g}, got {value!r}")
     return float(value)
@@ -99,38 +131,41 @@ class FilterBoost:
     wanted: MetadataFilter
     weight: float
 
-    def factors(self, metadata, ids: list[str]) -> np.ndarray:
-        passing = metadata.passing(self.wanted)
+    def factors(self, passing: set[str], ids: list[str]) -> np.ndarray:
         return np.array([self.weight if doc_id in passing else 1.0 for doc_id in ids])
 
 
 @dataclass(frozen=True)
 class FieldBoost:
-    """``modifier(factor * value)`` of a numeric field (the largest, of a list)."""
+    """``modifier(factor * value)`` of a numeric field (the smallest, of a list)."""
 
     path: tuple[str, ...]
     factor: float
     modifier: str
     missing: float | None
 
-    def factors(self, metadata, ids: list[str]) -> np.ndarray:
-        values = metadata.values(self.path)
-        return np.array([self._factor(values.get(doc_id, MISSING)) for doc_id in ids])
+    def factors(self, values: dict, ids: list[str]) -> tuple[np.ndarray, bool]:
+        """Each hit's factor, and whether any hit held a value this function reads."""
+        read = [self._number(values.get(doc_id, MISSING)) for doc_id in ids]
+        return np.array([self._factor(number) for number in read]), any(n is not None for n in read)
 
-    def _factor(self, value) -> float:
-        numbers_held = [v for v in _values(value) if isinstance(v, (int, float)) and not isinstance(v, bool)
-                        and math.isfinite(v)]
-        if numbers_held:
-            value = max(numbers_held)
-        elif self.missing is not None:
-            value = self.missing
-        else:
-            return 1.0
+    @staticmethod
+    def _number(value) -> float | None:
+        held = [n for n in map(_finite, _values(value)) if n is not None]
+        return min(held) if held else None
+
+    def _factor(self, number: float | None) -> float:
+        if number is None:
+            if self.missing is None:
+                return 1.0
+            number = self.missing
         try:
-            found = MODIFIERS[self.modifier](self.factor * value)
-        except OverflowError:
+            found = MODIFIERS[self.modifier](self.factor * number)
+        except OverflowError:  # square of a huge number
+            found = math.inf
+        if math.isnan(found) or found < 0:
             return 1.0
-        return found if math.isfinite(found) and found >= 0 else 1.0
+        return min(found, LARGEST)
 
 
 @dataclass(frozen=True)
@@ -145,29 +180,33 @@ class DecayBoost:
     offset: float
     midpoint: float
 
-    def factors(self, metadata, ids: list[str]) -> np.ndarray:
-        values = metadata.values(self.path)
+    def factors(self, values: dict, ids: list[str]) -> tuple[np.ndarray, bool]:
+        """Each hit's factor, and whether any hit held a value this function reads."""
         origin = time.time() if self.origin is None else self.origin
-        return np.array([self._factor(values.get(doc_id, MISSING), origin) for doc_id in ids])
+        read = [self._positions(values.get(doc_id, MISSING)) for doc_id in ids]
+        return np.array([self._factor(positions, origin) for positions in read]), any(read)
 
-    def _position(self, value) -> float | None:
+    def _positions(self, value) -> list[float]:
+        """Where a field's values lie: seconds since the epoch for dates, else the numbers."""
         if self.dates:
-            moment = parse_instant(value) if isinstance(value, str) else None
-            return moment.timestamp() if moment is not None else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        return None
+            moments = [parse_instant(v) if isinstance(v, str) else None for v in _values(value)]
+            return [moment.timestamp() for moment in moments if moment is not None]
+        return [n for n in map(_finite, _values(value)) if n is not None]
 
-    def _factor(self, value, origin: float) -> float:
-        positions = [p for p in map(self._position, _values(value)) if p is not None]
+    def _factor(self, positions: list[float], origin: float) -> float:
         if not positions:
             return 1.0
         distance = max(0.0, min(abs(p - origin) for p in positions) - self.offset)
+        ratio = distance / self.scale  # inf rather than an error, for a tiny scale
         if self.shape == "gauss":
-            return math.exp(math.log(self.midpoint) * (distance / self.scale) ** 2)
+            return math.exp(math.log(self.midpoint) * ratio * ratio)
         if self.shape == "exp":
-            return math.exp(math.log(self.midpoint) * distance / self.scale)
-        return max(0.0, 1.0 - (1.0 - self.midpoint) * distance / self.scale)
+            return math.exp(math.log(self.midpoint) * ratio)
+        return max(0.0, 1.0 - (1.0 - self.midpoint) * ratio)
+
+    def describe(self) -> str:
+        return (f"a date or time (an origin {'now' if self.origin is None else 'given as a date'})" if self.dates
+                else "a number")
 
 
 def _origin(value, what: str) -> tuple[float | None, bool]:
@@ -212,7 +251,7 @@ def boost_function(spec: Any, number: int) -> FilterBoost | FieldBoost | DecayBo
         return FilterBoost(MetadataFilter(spec["filter"]), _number(spec["weight"], f"{what}: 'weight'", 0.0))
     if "decay" in spec:
         _keys(spec, ("decay", "field", "origin", "scale", "offset", "midpoint"), what)
-        if spec["decay"] not in DECAYS:
+        if not isinstance(spec["decay"], str) or spec["decay"] not in DECAYS:
             raise SemiretError(f"{what}: 'decay' must be one of {', '.join(DECAYS)}, got {spec['decay']!r}")
         for needed in ("origin", "scale"):
             if needed not in spec:
@@ -226,12 +265,12 @@ def boost_function(spec: Any, number: int) -> FilterBoost | FieldBoost | DecayBo
         midpoint = _number(spec.get("midpoint", 0.5), f"{what}: 'midpoint'", 0.0, above=True)
         if midpoint >= 1:
             raise SemiretError(f"{what}: 'midpoint' must lie between 0 and 1 (the factor at offset + scale), "
-                               f"got {midpoint!r}")
+                               f"got {spec['midpoint']!r}")
         return DecayBoost(path, spec["decay"], origin, dates, scale, offset, midpoint)
     if "field" in spec:
         _keys(spec, ("field", "factor", "modifier", "missing"), what)
         modifier = spec.get("modifier", "none")
-        if modifier not in MODIFIERS:
+        if not isinstance(modifier, str) or modifier not in MODIFIERS:
             raise SemiretError(f"{what}: 'modifier' must be one of {', '.join(MODIFIERS)}, got {modifier!r}")
         missing = spec.get("missing")
         return FieldBoost(_path(spec, what), _number(spec.get("factor", 1.0), f"{what}: 'factor'"), modifier,
@@ -242,11 +281,18 @@ def boost_function(spec: Any, number: int) -> FilterBoost | FieldBoost | DecayBo
 class Boost:
     """A checked boost (a list of functions, or one): :meth:`rescored` boosts a ranking's hits and sorts them again."""
 
-    def __init__(self, spec: "dict | Sequence[dict]"):
+    def __init__(self, spec: "Boost | dict | Sequence[dict]"):
+        if isinstance(spec, Boost):
+            self.functions = spec.functions
+            return
         functions = [spec] if isinstance(spec, dict) else spec
         if isinstance(functions, (str, bytes)) or not isinstance(functions, Sequence) or not functions:
             raise SemiretError(f"a boost is a function object or a non-empty list of them, got {spec!r}")
         self.functions = [boost_function(function, n) for n, function in enumerate(functions, 1)]
+        fields = {function.path for function in self.functions if not isinstance(function, FilterBoost)}
+        if len(fields) > FIELDS_KEPT:
+            raise SemiretError(f"a boost reads at most {FIELDS_KEPT} fields (the values a segment keeps at hand), "
+                               f"this one {len(fields)}")
 
     @property
     def filters(self) -> list[MetadataFilter]:
@@ -254,20 +300,51 @@ class Boost:
         return [function.wanted for function in self.functions if isinstance(function, FilterBoost)]
 
     def factors(self, index, ids: list[str]) -> np.ndarray:
-        """Each hit's factor: the product of the functions' factors (the hits' metadata read once)."""
+        """Each hit's factor: the product of the functions' factors (the hits' metadata read once, every field
+        together), capped at :data:`LARGEST`; 0 where any function gives 0."""
         metadata = hit_metadata(index, ids)
-        product = np.ones(len(ids))
+        fields = metadata.values(list(dict.fromkeys(
+            function.path for function in self.functions if not isinstance(function, FilterBoost))))
+        product, zero = np.ones(len(ids)), np.zeros(len(ids), bool)
         for function in self.functions:
-            product *= function.factors(metadata, ids)
+            if isinstance(function, FilterBoost):
+                factors = function.factors(metadata.passing(function.wanted), ids)
+            else:
+                factors, read = function.factors(fields[function.path], ids)
+                if not read and getattr(function, "missing", None) is None:
+                    _say_nothing_read(index, function)
+            zero |= factors == 0
+            with np.errstate(over="ignore", invalid="ignore"):
+                product = np.minimum(product * factors, LARGEST)  # capped as it goes: never inf, so never 0 x inf
+        product[zero] = 0.0
         return product
 
     def rescored(self, index, ids: list[str], scores: list[float], k: int) -> tuple[list[str], list[float]]:
-        """One ranking's hits boosted (``s + |s| (F - 1)``) and the best ``k`` of them, best first; equal scores
-        keep the ranking's order."""
+        """One ranking's hits boosted (``s + |s| (F - 1)``) and the best ``k`` of them, best first; those with a
+        factor of 0 after every other; equal scores keep the ranking's order."""
         if not ids:
             return [], []
         base = np.asarray(scores, np.float64)
-        boosted = base + np.abs(base) * (self.factors(index, ids) - 1.0)
+        factors = self.factors(index, ids)
+        boosted = np.clip(base + np.abs(base) * (factors - 1.0), -LARGEST, LARGEST)
+        buried = factors == 0
+        if buried.any() and not buried.all():
+            below = np.nextafter(boosted[~buried].min(), -math.inf)
+            boosted[buried] = np.minimum(boosted[buried], below)
         order = np.argsort(-boosted, kind="stable")[:k]
         return [ids[i] for i in order.tolist()], boosted[order].tolist()
 
+
+_SAID_NOTHING_READ: set = set()
+
+
+def _say_nothing_read(index, function: "FieldBoost | DecayBoost") -> None:
+    """A warning, once per index and function, that a function read no value among a search's hits."""
+    key = (str(getattr(index, "path", "")), function)
+    if key in _SAID_NOTHING_READ:
+        return
+    _SAID_NOTHING_READ.add(key)
+    wanted = function.describe() if isinstance(function, DecayBoost) else "a number"
+    log.warning("%s: no hit holds %s at %r, so the boost's function on it changed nothing (a misspelled field? "
+                "values of another kind? said once)", getattr(index, "path", "the index"), wanted,
+                ".".join(function.path))

@@ -762,7 +762,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if body.diversity is not None:
             picking["diversity"] = body.diversity
         if picking:
-            candidates = body.candidates or min(CANDIDATES, settings.max_k)
+            candidates = body.candidates or max(k + body.offset, min(CANDIDATES, settings.max_k))  # as in Python
             if candidates > settings.max_k:
                 raise validation_error(("body", "candidates"), f"candidates must be at most {settings.max_k} "
                                        "(--max-k)", "less_than_equal")
@@ -808,8 +808,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r} to recommend from") from None
         return {"results": [hits], "took_ms": _milliseconds_since(started)}
 
-    @app.post("/indexes/{name}/explain", response_model=ExplainResponse, tags=["search"],
-              responses=_errors(401, 404, 415, 503))
+    @app.post("/indexes/{name}/explain", response_model=ExplainResponse, response_model_exclude_unset=True,
+              tags=["search"], responses=_errors(401, 404, 415, 503))
     async def explain(body: ExplainRequest, index: ServedIndex = Depends(readable)):
         """How a document's score for a query adds up, term by term (422: a retriever that does not sum term
         weights; 404: no such document)."""

@@ -173,6 +173,8 @@ class ExplainResponse(BaseModel):
     id: str
     score: float = Field(description="The sum of the contributions: the score an exact search gives the document.")
     terms: list[TermPart] = Field(description="The query's terms, the document's matches first, largest first.")
+    boost_factor: float | None = Field(None, description="In a boosted search's hits: the product of the boost's "
+                                       "factors, which moved `score` to the hit's score (s + |s| (F - 1)).")
 
 
 class AnalyzeRequest(BaseModel):

@@ -159,8 +159,12 @@ class ServedIndex:
                 for row in rows:
                     row["context"] = retriever.context(row["id"], context)
             if explain:
-                for row in rows:
+                boost = (picking or {}).get("boost")
+                factors = boost.factors(retriever.index, [row["id"] for row in rows]).tolist() if boost else None
+                for n, row in enumerate(rows):
                     row["explanation"] = retriever.explain(query, row["id"]).to_json()
+                    if factors is not None:
+                        row["explanation"]["boost_factor"] = factors[n]
             results.append(rows)
         self._took((time.perf_counter() - started) * 1000 / max(1, len(queries)))
         return results

@@ -43,9 +43,20 @@ def ids(hits) -> list[str]:
     return [hit.id for hit in hits]
 
 
+def factor(function, value, origin=None):
+    """One function's factor for a stored value (a decay's at ``origin``)."""
+    if hasattr(function, "_positions"):
+        return function._factor(function._positions(value), function.origin if origin is None else origin)
+    return function._factor(function._number(value))
+
+
 @pytest.mark.parametrize("shape", ["gauss", "exp", "linear"])
 def test_decays_are_opensearch_s(shape):
-    decay = boost_function({"decay": shape, "field": "x", "origin": 10, "scale": 4, "offset": 1, "midpoint": 0.25}, 1)
+    function = boost_function({"decay": shape, "field": "x", "origin": 10, "scale": 4, "offset": 1, "midpoint": 0.25},
+                              1)
+
+    class decay:  # the function's factor of a value, at an origin
+        _factor = staticmethod(lambda value, origin: factor(function, value, origin))
     assert decay._factor(10, 10) == 1.0 and decay._factor(11, 10) == 1.0 and decay._factor(9, 10) == 1.0  # offset
     assert decay._factor(15, 10) == pytest.approx(0.25) and decay._factor(5, 10) == pytest.approx(0.25)  # midpoint
     far = decay._factor(10 + 1 + 6, 10)  # distance 6 beyond the offset, by OpenSearch's formulas
@@ -55,14 +66,18 @@ def test_decays_are_opensearch_s(shape):
     assert far == pytest.approx(expected)
     assert decay._factor([30, 11, "x"], 10) == 1.0  # a list: its nearest value
     assert decay._factor("soon", 10) == 1.0 and decay._factor(None, 10) == 1.0  # no number: left as it is
+    assert decay._factor("15", 10) == pytest.approx(0.25)  # a number written as a string
+    assert decay._factor(10 ** 400, 10) == 1.0  # an integer beyond any float: no number
+    tiny = boost_function({"decay": shape, "field": "x", "origin": 0, "scale": 1e-300}, 1)
+    assert factor(tiny, 1e10) == 0.0 and factor(tiny, 0) == 1.0  # overflows to a factor of 0, not an error
 
 
 def test_dates_and_durations():
     day = boost_function({"decay": "exp", "field": "at", "origin": "2026-01-10", "scale": "2d"}, 1)
-    assert day._factor("2026-01-12", day.origin) == pytest.approx(0.5)  # midpoint 0.5 by default
-    assert day._factor("2026-01-08T00:00:00Z", day.origin) == pytest.approx(0.5)  # either side
-    assert day._factor("2026-01-12T02:00:00+02:00", day.origin) == pytest.approx(0.5)  # instants, offsets read
-    assert day._factor(20260112, day.origin) == 1.0  # a number is no date
+    assert factor(day, "2026-01-12") == pytest.approx(0.5)  # midpoint 0.5 by default
+    assert factor(day, "2026-01-08T00:00:00Z") == pytest.approx(0.5)  # either side
+    assert factor(day, "2026-01-12T02:00:00+02:00") == pytest.approx(0.5)  # instants, offsets read
+    assert factor(day, 20260112) == 1.0 and factor(day, "2026-13-01") == 1.0  # no date
     hours = boost_function({"decay": "linear", "field": "at", "origin": datetime.date(2026, 1, 10), "scale": "36h",
                             "offset": "0.5d"}, 1)
     assert hours.scale == 36 * 3600 and hours.offset == 12 * 3600
@@ -71,15 +86,19 @@ def test_dates_and_durations():
 
 
 def test_field_factors():
-    assert boost_function({"field": "c", "modifier": "log1p", "factor": 2}, 1)._factor(4.5) == pytest.approx(1.0)
-    assert boost_function({"field": "c", "modifier": "sqrt"}, 1)._factor([4, 16, "x"]) == pytest.approx(4.0)  # largest
-    assert boost_function({"field": "c"}, 1)._factor(3) == 3.0
-    assert boost_function({"field": "c"}, 1)._factor(True) == 1.0  # a boolean is not a number
+    assert factor(boost_function({"field": "c", "modifier": "log1p", "factor": 2}, 1), 4.5) == pytest.approx(1.0)
+    sqrt = boost_function({"field": "c", "modifier": "sqrt"}, 1)
+    assert factor(sqrt, [16, 4, "x"]) == pytest.approx(2.0)  # a list: its smallest number, as OpenSearch reads it
+    assert factor(sqrt, "16") == pytest.approx(4.0)  # a number written as a string
+    assert factor(boost_function({"field": "c"}, 1), 3) == 3.0
+    assert factor(boost_function({"field": "c"}, 1), True) == 1.0  # a boolean is not a number
+    assert factor(boost_function({"field": "c"}, 1), 10 ** 400) == 1.0  # nor an integer beyond any float
     missing = boost_function({"field": "c", "modifier": "ln2p", "missing": 0}, 1)
-    assert missing._factor("many") == pytest.approx(math.log(2))
+    assert factor(missing, "many") == pytest.approx(math.log(2))
     for modifier, value in (("log", 0), ("reciprocal", 0), ("ln", -1), ("none", -2)):  # no finite factor >= 0
-        assert boost_function({"field": "c", "modifier": modifier}, 1)._factor(value) == 1.0
-    assert boost_function({"field": "c", "modifier": "square"}, 1)._factor(1e200) == 1.0  # overflow
+        assert factor(boost_function({"field": "c", "modifier": modifier}, 1), value) == 1.0
+    largest = float(np.finfo(np.float32).max)
+    assert factor(boost_function({"field": "c", "modifier": "square"}, 1), 1e200) == largest  # capped, not lost
 
 
 def test_a_fresher_document_first(bm25):
@@ -101,7 +120,7 @@ def test_filters_multiply_with_fields(bm25):
     hits = {hit.id: hit.score for hit in bm25.search(QUERY, k=5, boost=boost)}
     base = bm25.search(QUERY, k=1)[0].score
     assert hits["d1"] == pytest.approx(base * 2 * math.log10(301))
-    assert hits["d2"] == pytest.approx(base * 2 * math.log10(41))  # a list: its largest
+    assert hits["d2"] == pytest.approx(base * 2 * math.log10(11))  # a list: its smallest
     assert hits["d3"] == pytest.approx(0.0)  # "many" reads as missing: log1p(0) = 0, as OpenSearch's
     assert ids(bm25.search(QUERY, k=2, boost=boost)) == ["d1", "d2"]
     buried = bm25.search(QUERY, k=5, boost={"filter": {"source": "web"}, "weight": 0})
@@ -216,15 +235,28 @@ def test_the_service_and_its_client(bm25, tmp_path):
         paged = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 2, "offset": 1, "boost": [fresh]})
         assert [h["id"] for h in paged.json()["results"][0]] == expected[1:3]
         assert ids(client_of(http).search("docs", QUERY, k=3, boost=fresh, candidates=5)) == expected
+        explained = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 3, "explain": True,
+                                                            "boost": {"filter": {"source": "pubmed"}, "weight": 3}})
+        rows = explained.json()["results"][0]
+        assert [row["explanation"]["boost_factor"] for row in rows] == [3.0, 3.0, 1.0]
+        assert rows[0]["score"] == pytest.approx(3 * rows[0]["explanation"]["score"])
+        plain = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 1, "explain": True}).json()
+        assert "boost_factor" not in plain["results"][0][0]["explanation"]
         for body, field in (({"boost": {"field": "a", "modifier": "log3"}}, "boost"),
                             ({"boost": [fresh, 3]}, "boost"),
                             ({"boost": fresh, "group_by": "source"}, "boost"),
                             ({"boost": fresh, "candidates": 51}, "candidates"),
                             ({"boost": fresh, "k": 3, "offset": 2, "candidates": 4}, "candidates"),
+                            ({"boost": {"field": "a", "modifier": ["log"]}}, "boost"),
+                            ({"boost": {"filter": {"a": 1}, "weight": 10 ** 400}}, "boost"),
                             ({"candidates": 10}, "candidates")):
             answer = http.post("/indexes/docs/search", json={"queries": [QUERY], **body})
             assert answer.status_code == 422, (body, answer.text)
             assert field in json.dumps(answer.json()["detail"])
+    wide = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=1000)
+    with TestClient(create_app(wide)) as http:  # more than 100 hits: k + offset candidates by default, as in Python
+        answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 150, "boost": fresh})
+        assert answer.status_code == 200, answer.text
     bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
     with TestClient(create_app(ServeSettings({"bare": str(bare.index.path)}, write_process=False))) as http:
         answer = http.post("/indexes/bare/search", json={"queries": [QUERY], "boost": fresh})
@@ -233,3 +265,50 @@ def test_the_service_and_its_client(bm25, tmp_path):
 
 def test_numbers_from_numpy_are_numbers(bm25):
     assert len(bm25.search(QUERY, k=np.int64(2), boost={"field": "citations", "factor": np.float32(2)})) == 2
+
+
+def test_scores_stay_finite_and_a_factor_of_0_buries(tmp_path):
+    docs = [Document("a", "statins lower cholesterol", metadata={"n": 1e200, "src": "x"}),
+            Document("b", "statins lower cholesterol levels", metadata={"n": 1.0})]
+    bm25 = BM25Retriever.build(docs, tmp_path / "huge")
+    hits = bm25.search("statins", k=2, boost=[{"field": "n"}, {"field": "n"}])
+    largest = float(np.finfo(np.float32).max)
+    assert ids(hits) == ["a", "b"] and 1e37 < hits[0].score < largest  # the factor capped, not inf
+    hits = bm25.search("statins", k=2, boost=[{"field": "n"}, {"field": "n"}, {"filter": {"src": "x"}, "weight": 0}])
+    assert ids(hits) == ["b", "a"] and hits[1].score == 0.0  # 0 x inf is 0 here, not NaN
+    result = CliRunner().invoke(app, ["search", "--index", str(bm25.index.path), "statins", "--json", "--boost",
+                                      json.dumps([{"field": "n"}, {"field": "n"}])])
+    assert result.exit_code == 0 and "Infinity" not in result.stdout and "NaN" not in result.stdout
+
+    class Values:  # a dense retriever's negative scores: weight 0 still buries
+        def get_documents(self, doc_ids):
+            return {d: Document(d, "x", metadata={"src": "spam" if d == "a" else "ok"}) for d in doc_ids}
+
+    ranked, scores = Boost({"filter": {"src": "spam"}, "weight": 0}).rescored(Values(), ["a", "b", "c"],
+                                                                              [-0.05, -0.2, -0.4], 3)
+    assert ranked == ["b", "c", "a"] and scores[2] < scores[1] == -0.4  # below every other, scores still falling
+    ranked, scores = Boost({"filter": {"src": "spam"}, "weight": 0}).rescored(Values(), ["a"], [-0.05], 1)
+    assert ranked == ["a"] and scores == [-0.1]  # alone: nothing to go below
+
+
+def test_bad_numbers_and_kinds_are_errors_not_crashes(bm25, tmp_path, caplog):
+    for wrong, message in (({"field": "a", "modifier": ["log"]}, "modifier"),
+                           ({"decay": {}, "field": "a", "origin": 0, "scale": 1}, "gauss, exp, linear"),
+                           ({"filter": {"a": 1}, "weight": 10 ** 400}, "beyond any float"),
+                           ({"decay": "exp", "field": "a", "origin": 10 ** 400, "scale": 1}, "beyond any float"),
+                           ({"field": "a", "factor": "2"}, "finite number"),
+                           ([{"field": f"f{n}"} for n in range(9)], "at most 8 fields")):
+        with pytest.raises(SemiretError, match=message):
+            bm25.search(QUERY, boost=wrong)
+    assert Boost(Boost({"field": "a"})).functions == Boost({"field": "a"}).functions
+    assert len(bm25.search(QUERY, k=2, boost=Boost({"field": "citations"}))) == 2
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            bm25.search(QUERY, boost={"decay": "exp", "field": "citations", "origin": "now", "scale": "1d"})
+    said = [r.getMessage() for r in caplog.records if "changed nothing" in r.getMessage()]
+    assert len(said) == 1 and "'citations'" in said[0] and "date" in said[0]  # numbers where dates are wanted; once
+    from semiret.evaluation.evaluate import evaluate
+
+    data = write_beir(tmp_path / "data", docs=DOCS, queries={"q": QUERY}, qrels={"q": {"d0": 1}})
+    with pytest.raises(SemiretError, match="at least --depth"):
+        evaluate(data, "bm25", index=tmp_path / "index", depth=5, candidates=3, boost={"field": "citations"})
