@@ -92,9 +92,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         candidate_depth(depth, candidates)
     picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
                                                ("boost", boost)) if value is not None}
-    if picking and chunk_words is not None:
-        raise SemiretError("--diversity or --boost with --chunk-words: passages are ranked by document (grouped by "
-                           "parent), which a diversified or boosted search does not do")
+    if diversity is not None and chunk_words is not None:
+        raise SemiretError("--diversity with --chunk-words: passages are ranked by document (grouped by parent), "
+                           "which a diversified search does not do")
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
@@ -143,9 +143,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
                                f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
-        if grouped and picking:
+        if grouped and diversity is not None:
             raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a diversified "
-                               "or boosted search (--diversity, --boost) does not do")
+                               "search (--diversity) does not do")
         grouped.update(picking)
         if not grouped:
             _warn_unknown_documents(qrels, searcher)

@@ -756,9 +756,10 @@ class Retriever:
                                      Diversity(diversity, candidates), boosting)
             return hits[0] if single else hits
         if boosting is not None:
-            if group_by is not None:
-                raise SemiretError("a search is grouped (group_by, --group-by) or boosted (boost, --boost), not both")
-            hits = self._boosted(texts, k, n_threads, filter, boosting, candidate_depth(k, candidates))
+            grouping = Grouping(group_by, group_size) if group_by is not None else None
+            depth = candidate_depth(k, candidates) if candidates is not None or grouping is None else max(
+                candidate_depth(k, None), k * group_size)
+            hits = self._boosted(texts, k, n_threads, filter, boosting, depth, grouping)
             if score_threshold is not None:
                 hits = hits.at_least(score_threshold)
             return hits[0] if single else hits
@@ -800,14 +801,22 @@ class Retriever:
         return boosting
 
     def _boosted(self, texts: list[str], k: int, n_threads: int, filter: dict | None, boosting: Boost,
-                 depth: int) -> SearchHits:
-        """:meth:`search`'s best ``depth`` hits boosted by their metadata and ranked again, the best ``k`` kept; the
-        hits and their metadata from one commit."""
+                 depth: int, grouping: Grouping | None = None) -> SearchHits:
+        """:meth:`search`'s best ``depth`` hits boosted by their metadata and ranked again, the best ``k`` kept, or
+        the first ``k`` groups of ``grouping`` among them (as few as the candidates hold); the hits and their
+        metadata from one commit."""
         view = self.pinned()
         found = view.search(texts, k=depth, n_threads=n_threads, filter=filter)
-        ranked = [boosting.rescored(view.index, ids, scores, k) for ids, scores in zip(found.ids, found.scores)]
-        return SearchHits([ids for ids, _ in ranked], [scores for _, scores in ranked],
-                          lookup=self.index.get_document)
+        ids, scores, groups = [], [], []
+        for hit_ids, hit_scores in zip(found.ids, found.scores):
+            ranked, boosted = boosting.rescored(view.index, hit_ids, hit_scores, k if grouping is None else depth)
+            if grouping is not None:
+                ranked, boosted, values, _ = grouping.pick(ranked, boosted, field_values(view.index, ranked,
+                                                                                         grouping.path), k)
+                groups.append(values)
+            ids.append(ranked)
+            scores.append(boosted)
+        return SearchHits(ids, scores, lookup=self.index.get_document, groups=groups if grouping is not None else None)
 
     def _diversified(self, texts: list[str], k: int, n_threads: int, filter: dict | None, group_by: str | None,
                      score_threshold: float | None, diversity: Diversity, boosting: Boost | None) -> SearchHits:

@@ -755,11 +755,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
             if not index.index.stores_texts:
                 raise validation_error(("body", "boost"), f"index {index.name!r} keeps no stored documents: there is "
                                        "no metadata to boost by", "boost_invalid")
-        for given, name in ((body.diversity, "diversity"), (body.boost, "boost")):
-            if given is not None and body.group_by is not None:
-                raise validation_error(("body", name), f"a search is grouped (group_by) or {name} given, not both",
-                                       f"{name}_invalid")
         if body.diversity is not None:
+            if body.group_by is not None:
+                raise validation_error(("body", "diversity"), "a search is grouped (group_by) or diversified "
+                                       "(diversity), not both", "diversity_invalid")
             picking["diversity"] = body.diversity
         if picking:
             candidates = body.candidates or max(k + body.offset, min(CANDIDATES, settings.max_k))  # as in Python

@@ -188,8 +188,6 @@ def test_what_is_refused(bm25, tmp_path):
             bm25.search(QUERY, boost=wrong)
     with pytest.raises(SemiretError, match="boost function 2"):  # which one is wrong
         bm25.search(QUERY, boost=[{"field": "a"}, {"field": 3}])
-    with pytest.raises(SemiretError, match="not both"):
-        bm25.search(QUERY, boost={"field": "citations"}, group_by="source")
     with pytest.raises(SemiretError, match="at least k"):
         bm25.search(QUERY, k=5, boost={"field": "citations"}, candidates=3)
     with pytest.raises(SemiretError, match="diversified or boosted"):
@@ -240,11 +238,13 @@ def test_the_service_and_its_client(bm25, tmp_path):
         rows = explained.json()["results"][0]
         assert [row["explanation"]["boost_factor"] for row in rows] == [3.0, 3.0, 1.0]
         assert rows[0]["score"] == pytest.approx(3 * rows[0]["explanation"]["score"])
+        grouped = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 2, "group_by": "source",
+                                                          "boost": {"filter": {"source": "web"}, "weight": 2}})
+        assert [row["group"] for row in grouped.json()["results"][0]] == ["web", "pubmed"]
         plain = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 1, "explain": True}).json()
         assert "boost_factor" not in plain["results"][0][0]["explanation"]
         for body, field in (({"boost": {"field": "a", "modifier": "log3"}}, "boost"),
                             ({"boost": [fresh, 3]}, "boost"),
-                            ({"boost": fresh, "group_by": "source"}, "boost"),
                             ({"boost": fresh, "candidates": 51}, "candidates"),
                             ({"boost": fresh, "k": 3, "offset": 2, "candidates": 4}, "candidates"),
                             ({"boost": {"field": "a", "modifier": ["log"]}}, "boost"),
@@ -312,3 +312,24 @@ def test_bad_numbers_and_kinds_are_errors_not_crashes(bm25, tmp_path, caplog):
     data = write_beir(tmp_path / "data", docs=DOCS, queries={"q": QUERY}, qrels={"q": {"d0": 1}})
     with pytest.raises(SemiretError, match="at least --depth"):
         evaluate(data, "bm25", index=tmp_path / "index", depth=5, candidates=3, boost={"field": "citations"})
+
+
+def test_boosted_groups_and_passages(bm25, tmp_path):
+    grouped = bm25.search(QUERY, k=2, boost={"filter": {"source": "web"}, "weight": 2}, group_by="source",
+                          group_size=2)
+    assert [h.group for h in grouped] == ["web", "web", "pubmed", "pubmed"]  # groups by their best boosted hit
+    assert {h.id for h in grouped[:2]} == {"d0", "d3"}
+    from semiret.data.chunking import Chunking
+
+    long = [Document("old", "statins " * 30 + "cholesterol " * 30, metadata={"year": 2001}),
+            Document("new", "statins " * 25 + "cholesterol " * 25 + "other words " * 10, metadata={"year": 2026})]
+    passages = BM25Retriever.build(long, tmp_path / "passages", chunking=Chunking(20, 0))
+    plain = passages.search(QUERY, k=2, group_by="parent")
+    boosted = passages.search(QUERY, k=2, group_by="parent", boost={"filter": {"year": 2026}, "weight": 3})
+    assert [h.group for h in boosted] == ["new", "old"] and [h.group for h in plain][0] == "old"
+    from semiret.evaluation.evaluate import evaluate
+
+    data = write_beir(tmp_path / "data", docs=long, queries={"q": QUERY}, qrels={"q": {"new": 1}})
+    figures = evaluate(data, "bm25", index=tmp_path / "index", depth=2, measures=["RR"], chunk_words=20,
+                       boost={"filter": {"year": 2026}, "weight": 3})
+    assert figures["RR"] == 1.0
