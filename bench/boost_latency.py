@@ -12,14 +12,13 @@ top 100 boosted by hand from the documents' metadata.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 import statistics
 from dataclasses import replace
 from functools import partial
 
-from corpus import CACHE_ROOT, emit, latency_queries, machine, timed_rounds
+from corpus import CACHE_ROOT, emit, latency_arguments, latency_queries, machine, timed_rounds
 
 SOURCES = ("pubmed", "web", "arxiv")
 DECAY = {"decay": "gauss", "field": "published", "origin": "2026-01-01", "scale": "180d", "offset": "7d"}
@@ -48,14 +47,9 @@ def by_hand(metadata_of: dict, ids: list[str], scores: list[float]) -> list[str]
 
 
 def main() -> None:
-    from semiret import progress
     from semiret.search import BM25Retriever, open_retriever
 
-    progress.set_enabled(False)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="scifact")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = latency_arguments(__doc__.splitlines()[0])
     args = parser.parse_args()
     collection, _, _, texts = latency_queries(args.data, args.split)
     documents = [replace(d, metadata=metadata(i)) for i, d in enumerate(collection.corpus())]

@@ -191,6 +191,19 @@ def common_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def latency_arguments(description: str) -> argparse.ArgumentParser:
+    """The single-query latency benchmarks' parser: ``--data``, ``--split`` and ``--rounds`` (progress bars off:
+    stdout carries one JSON object)."""
+    from semiret import progress
+
+    progress.set_enabled(False)
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data", default="scifact")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--rounds", type=int, default=4)
+    return parser
+
+
 def latency_queries(data: str, split: str):
     """(collection, qrels, query ids, query texts) of ``data``'s ``split``, with torch on one thread: the
     single-thread latency benchmarks' common start."""

@@ -15,7 +15,6 @@ its first two words as a phrase.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from dataclasses import replace
@@ -23,7 +22,7 @@ from functools import partial
 
 import numpy as np
 
-from corpus import CACHE_ROOT, emit, latency_queries, machine, timed_rounds
+from corpus import CACHE_ROOT, emit, latency_arguments, latency_queries, machine, timed_rounds
 
 SELECTIVITIES = (50, 10, 1)
 
@@ -32,15 +31,10 @@ def main() -> None:
     import bm25s
     import Stemmer
 
-    from semiret import progress
     from semiret.search import BM25Retriever, open_retriever
     from semiret.indexes.filters import MetadataFilter
 
-    progress.set_enabled(False)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="scifact")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = latency_arguments(__doc__.splitlines()[0])
     args = parser.parse_args()
     collection, _, _, texts = latency_queries(args.data, args.split)
     documents = [replace(d, metadata={"bucket": i % 100}) for i, d in enumerate(collection.corpus())]

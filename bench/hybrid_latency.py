@@ -11,23 +11,19 @@ timed in rotating rounds (``corpus.timed_rounds``). ``--docs N`` times the synth
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from functools import partial
 from pathlib import Path
 
-from corpus import CACHE_ROOT, emit, ensure_corpus, latency_queries, load_documents, load_queries, machine, timed_rounds
+from corpus import (CACHE_ROOT, emit, ensure_corpus, latency_arguments, latency_queries, load_documents, load_queries,
+                    machine, timed_rounds)
 
 
 def main() -> None:
-    from semiret import progress
     from semiret.evaluation.metrics import parse_measures, score_run
     from semiret.search import HybridRetriever, open_retriever
 
-    progress.set_enabled(False)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="scifact")
-    parser.add_argument("--split", default="test")
+    parser = latency_arguments(__doc__.splitlines()[0])
     parser.add_argument("--neural", default="inference-free")
     parser.add_argument("--model", default=None)
     parser.add_argument("--fusion", default=None, choices=("bound", "score", "rrf"),
@@ -35,7 +31,6 @@ def main() -> None:
     parser.add_argument("--also-fusion", default=None, choices=("bound", "score", "rrf"),
                         help="time the same index fused this way too, in the same rounds (system 'hybrid-FUSION')")
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the hybrid index here")
-    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="n_threads of every system's searches")
     parser.add_argument("--docs", type=int, default=None, help="the synthetic Zipf corpus of this many documents")
     args = parser.parse_args()

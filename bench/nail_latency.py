@@ -22,12 +22,11 @@ as a cross-encoder would run per pair (query and document together) and as a que
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from functools import partial
 from pathlib import Path
 
-from corpus import latency_queries, CACHE_ROOT, emit, machine, timed_rounds
+from corpus import CACHE_ROOT, emit, latency_arguments, latency_queries, machine, timed_rounds
 
 TARGET = 1.5
 
@@ -78,19 +77,14 @@ def flops(model: str, query_tokens: float, n_docs: int, minilm: bool) -> dict:
 
 
 def main() -> None:
-    from semiret import progress
     from semiret.evaluation.metrics import parse_measures, score_run
     from semiret.search import open_retriever
     from semiret.search.nail import BM25NailRetriever
 
-    progress.set_enabled(False)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="scifact")
-    parser.add_argument("--split", default="test")
+    parser = latency_arguments(__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a saved NAIL model (default: a quick random one)")
     parser.add_argument("--index", type=Path, default=None, help="reuse (or build) the score-matrix index here")
     parser.add_argument("--bm25-weight", type=float, default=None, help="also time bm25+nail with this weight")
-    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--no-minilm", dest="minilm", action="store_false", help="skip MiniLM's FLOPs")
     parser.add_argument("--sparse", action="store_true", help="also time nail-sparse (its own index, built once)")
     parser.add_argument("--sparse-top-k", type=int, default=None, help="nail-sparse's tokens per document "

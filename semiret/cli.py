@@ -530,7 +530,8 @@ def _boost(given: list[str] | None) -> list[dict] | None:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SemiretError(f"--boost {text!r} is not JSON ({exc.msg}): a function object, or a list of them") from None
+            raise SemiretError(f"--boost {text!r} is not JSON ({exc.msg}): a function object, or a list of "
+                               "them") from None
         functions += value if isinstance(value, list) else [value]
     return functions
 
@@ -1112,6 +1113,8 @@ def _systems(given: list[str]) -> dict[str, list[Path]]:
             raise SemiretError(f"--system {flag!r}: write NAME=RUN (or NAME=RUN1,RUN2 for a system's seeds)")
         if name in systems:
             raise SemiretError(f"--system {name!r} is given twice: name each system once (its seeds: NAME=RUN1,RUN2)")
+        if any(not path.strip() for path in paths.split(",")):
+            raise SemiretError(f"--system {flag!r}: an empty run path (a comma too many?)")
         systems[name] = [Path(path.strip()) for path in paths.split(",")]
     return systems
 

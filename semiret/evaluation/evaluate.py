@@ -99,10 +99,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
     measure_objects = parse_measures(measures)
-    deeper = [name for name, measure in measure_objects.items() if (measure.params.get("cutoff") or 0) > depth]
-    if deeper:
-        log.warning("%s read(s) deeper than the %d documents searched per query (--depth): scored as if the "
-                    "ranking stopped there", ", ".join(deeper), depth)
+    warn_deeper_measures(measure_objects, depth)
     baseline_run = read_trec_run(baseline) if baseline is not None else None
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built
         check_baseline(baseline_run, qrels, f"the baseline run {baseline}")
@@ -148,7 +145,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                                "search (--diversity) does not do")
         grouped.update(picking)
         if not grouped:
-            _warn_unknown_documents(qrels, searcher)
+            warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]
@@ -272,7 +269,16 @@ def _model_folder(model) -> str:
     return str(resolve_model_path(model).resolve()) if model in REGISTRY else str(model)
 
 
-def _warn_unknown_documents(qrels, searcher) -> None:
+def warn_deeper_measures(measures: dict, depth: int) -> None:
+    """A warning naming the measures that read deeper than the ``depth`` documents searched per query."""
+    deeper = [name for name, measure in measures.items() if (measure.params.get("cutoff") or 0) > depth]
+    if deeper:
+        log.warning("%s read(s) deeper than the %d documents searched per query (--depth): scored as if the "
+                    "ranking stopped there", ", ".join(deeper), depth)
+
+
+def warn_unknown_documents(qrels, searcher) -> None:
+    """A warning when judged documents are not in the searched index (an index of another collection?)."""
     judged = {d for docs in qrels.values() for d in docs}
     unknown = [d for d in judged if d not in searcher.index]
     if unknown:

@@ -12,14 +12,20 @@ a paired test. Only search options are tuned (no index is built again); a retrie
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from semiret.data.chunking import PARENT_FIELD
 from semiret.errors import SemiretError
+from semiret.evaluation.evaluate import warn_deeper_measures, warn_unknown_documents
 from semiret.evaluation.metrics import parse_measures
 from semiret.evaluation.significance import mean_per_query, paired_p_value
+from semiret.options import option_names
 from semiret.progress import track
+
+log = logging.getLogger(__name__)
 
 MAX_SETTINGS = 1000
 """Grids larger than this are refused: each setting searches every query."""
@@ -28,11 +34,13 @@ MAX_SETTINGS = 1000
 @dataclass
 class Setting:
     """One setting of the grid (``options``: the search options it changes; empty: the retriever as opened), its
-    mean ``score`` and each judged query's value."""
+    mean ``score``, each judged query's value, and its place in the grid (``position``: 0 the retriever as opened,
+    then the grid's order), which breaks ties."""
 
     options: dict
     score: float
     per_query: np.ndarray = field(repr=False)
+    position: int = 0
 
 
 def settings_of(grid: dict[str, list]) -> list[dict]:
@@ -53,9 +61,11 @@ def settings_of(grid: dict[str, list]) -> list[dict]:
 
 def grid_search(retriever, queries: dict[str, str], qrels: dict[str, dict[str, int]], grid: dict[str, list],
                 measure="nDCG@10", depth: int = 100, n_threads: int = 1) -> list[Setting]:
-    """Each setting of ``grid`` (``{option: [values]}``) applied to ``retriever`` (``with_options``) and its
-    ranking of ``queries`` (each query's best ``depth``) scored by ``measure`` on ``qrels``; best first (ties: the
-    grid's order), the retriever as opened first among them (``options`` empty)."""
+    """Each setting of ``grid`` (``{option: [values]}``) applied to ``retriever`` (over the options it was opened
+    with; one variant made at a time) and its
+    ranking of ``queries`` (each query's best ``depth``; an index of passages: documents by their best passage, as
+    ``eval`` ranks them) scored by ``measure`` on ``qrels``; best first (ties: the grid's order), the retriever as
+    opened first among them (``options`` empty)."""
     measures = parse_measures([measure])
     if len(measures) != 1:
         raise SemiretError(f"tune by one measure, got {len(measures)}")
@@ -63,14 +73,30 @@ def grid_search(retriever, queries: dict[str, str], qrels: dict[str, dict[str, i
     judged = [query_id for query_id in qrels if query_id in queries]
     if not judged:
         raise SemiretError("none of the judged queries has a text to search")
+    cls = type(retriever)
+    known = option_names([cls.queries.Options])
+    unknown = [name for name in grid if name not in known]
+    if unknown:
+        raise SemiretError(f"{', '.join(unknown)}: not a search option of retriever {cls.name!r} (its search options: "
+                           f"{', '.join(known) or 'none'}; options that shape the index are chosen by building it "
+                           "again)")
+    settings = settings_of(grid)
+    for options in settings:
+        cls.search_options({**retriever.given_options, **options})  # bad values fail before any search
+    warn_deeper_measures(measures, depth)
+    warn_unknown_documents(qrels, retriever)
+    grouped = {"group_by": PARENT_FIELD} if retriever.chunking is not None else {}  # documents by best passage
     texts = [queries[query_id] for query_id in judged]
-    variants = [(options, retriever.with_options(**options)) for options in settings_of(grid)]  # bad values fail now
     results = []
-    for options, variant in track([({}, retriever)] + variants, "tuning", total=len(variants) + 1):
-        hits = variant.search(texts, k=depth, n_threads=n_threads)
-        values = mean_per_query([hits.as_run(judged)], qrels, measure_object, judged)
-        results.append(Setting(options, float(values.mean()), values))
-    return sorted(results, key=lambda setting: -setting.score)
+    for position, options in enumerate(track([{}] + settings, "tuning", total=len(settings) + 1)):
+        variant = retriever.with_options(**{**retriever.given_options, **options}) if options else retriever
+        hits = variant.search(texts, k=depth, n_threads=n_threads, **grouped)
+        values = mean_per_query([hits.as_run(judged, by_group=bool(grouped))], qrels, measure_object, judged)
+        results.append(Setting(options, float(values.mean()), values, position))
+    if len(results) > 1 and all(np.array_equal(s.per_query, results[0].per_query) for s in results[1:]):
+        log.warning("no setting changed any query's %s from the retriever as opened (an option that takes effect "
+                    "only with another, as RM3's fb_docs with rm3=true?)", measure)
+    return sorted(results, key=lambda setting: (-setting.score, setting.position))
 
 
 def check_folds(folds, n_queries: int) -> None:
@@ -88,12 +114,13 @@ def cross_validated(settings: list[Setting], folds: int, seed: int = 0) -> dict:
     order = np.random.default_rng(seed).permutation(n)
     fold_of = np.empty(n, np.int64)
     fold_of[order] = np.arange(n) % folds
+    settings = sorted(settings, key=lambda setting: setting.position)  # ties go by the grid, never the held-out fold
     values = np.stack([setting.per_query for setting in settings])  # [settings, queries]
     tuned = np.empty(n)
     chosen = []
     for fold in range(folds):
         held = fold_of == fold
-        best = int(np.argmax(values[:, ~held].mean(axis=1)))  # the first of equals: the better overall
+        best = int(np.argmax(values[:, ~held].mean(axis=1)))  # the first of equals in the grid's order
         tuned[held] = values[best, held]
         chosen.append(settings[best].options)
     as_opened = next(s for s in settings if not s.options).per_query

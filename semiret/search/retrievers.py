@@ -697,6 +697,11 @@ class Retriever:
             raise SemiretError(f"{self.index.path}: a Milvus collection is backed up with Milvus's own tools")
         return self.index.backup(target, overwrite)
 
+    @property
+    def given_options(self) -> dict:
+        """The search options this retriever was opened with (those ``with_options`` replaces)."""
+        return dict(self._search_options)
+
     def with_options(self, **options) -> "Retriever":
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""

@@ -94,3 +94,38 @@ def test_the_command_line(idf, tmp_path):
                            (["--grid", "min_idf=0", "--depth", "0"], "depth")):
         refused = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), *flags])
         assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
+
+
+def test_passages_options_kept_ties_and_what_changes_nothing(idf, tmp_path, caplog):
+    from semiret.data.chunking import Chunking
+    from semiret.evaluation.evaluate import evaluate
+    from helpers import write_beir
+
+    passages = retriever_class("bm25").build(TINY_DOCS, tmp_path / "passages", chunking=Chunking(4, 0))
+    (setting,) = [s for s in grid_search(passages, TINY_QUERIES, TINY_QRELS, {"rm3": [True]}, depth=10)
+                  if not s.options]
+    data = write_beir(tmp_path / "data")
+    assert setting.score == pytest.approx(evaluate(data, "bm25", index=tmp_path / "passages", depth=10,
+                                                   measures=["nDCG@10"])["nDCG@10"])  # documents by best passage
+    assert setting.score > 0.5
+    dropped = idf.with_options(min_idf=50.0)  # every token dropped: the options it was opened with are kept
+    kept = grid_search(dropped, TINY_QUERIES, TINY_QRELS, {"two_phase": ["off", "on"]}, depth=10)
+    assert all(s.score == 0.0 for s in kept)
+    with pytest.raises(SemiretError, match="not a search option"):
+        grid_search(idf, TINY_QUERIES, TINY_QRELS, {"k1": [None]})  # a build option, even as null
+    with caplog.at_level("WARNING"):
+        grid_search(idf, TINY_QUERIES, TINY_QRELS, {"two_phase": ["off"]}, depth=10)
+    assert any("no setting changed" in r.getMessage() for r in caplog.records)
+    # ties on the folds chosen on are broken by the grid's order, never by the held-out queries
+    base = np.full(10, 0.5)
+    better = base.copy()
+    better[np.random.default_rng(0).permutation(10)[0]] = 1.0  # better on one query only
+    settings = sorted([Setting({}, base.mean(), base, 0), Setting({"x": 1}, better.mean(), better, 1)],
+                      key=lambda s: -s.score)
+    tuned = cross_validated(settings, 10)
+    assert tuned["score"] == pytest.approx(0.5) and tuned["vs_as_opened"]["delta"] == 0.0
+
+
+def test_a_system_s_empty_run_path_is_named(tmp_path):
+    refused = CliRunner().invoke(app, ["compare", "--system", "a=x.trec,", "--data", str(tmp_path)])
+    assert refused.exit_code != 0 and "empty run path" in refused.output
