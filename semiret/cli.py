@@ -509,6 +509,30 @@ def analyze(text: Optional[str] = typer.Argument(None, help="The text to analyze
     stdout.print(table)
 
 
+@app.command()
+def suggest(text: str = typer.Argument(..., help="The text typed so far; its last word is completed."),
+            index: Path = typer.Option(..., help="Index directory."),
+            k: int = typer.Option(5, "-k", min=1, help="Suggestions to give."),
+            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only from documents whose stored "
+                                                        "metadata matches (as search --filter)."),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object: {\"suggestions\": [{\"text\", "
+                                         "\"word\", \"count\", \"in_context\"}]}.")):
+    """Complete the word being typed at the end of TEXT with the words of the stored documents, those the most
+    documents hold first (beside the earlier words typed): search as you type's suggestions."""
+    from semiret.search.retrievers import open_retriever
+
+    found = open_retriever(index).suggest(text, k=k, filter=_filter(filter_) if filter_ else None)
+    if as_json:
+        print(json.dumps({"suggestions": [vars(s) for s in found]}, ensure_ascii=False))
+        return
+    table = Table(title=escape(f"completions of {text!r}"))
+    for name in ("suggestion", "documents"):
+        table.add_column(name, justify="left" if name == "suggestion" else "right")
+    for each in found:
+        table.add_row(escape(each.text), str(each.count) + ("" if each.in_context else " (any words)"))
+    stdout.print(table)
+
+
 def _marked(pieces: list[tuple[str, bool]], room: int):
     """A highlighted fragment's pieces as rich text (never read as markup), its matching words bold, cut to
     ``room`` characters."""

@@ -363,6 +363,18 @@ class TermWeight:
 
 
 @dataclass
+class Suggestion:
+    """A completion of the text being typed (``Retriever.suggest``): ``text``, the words typed with the last one
+    completed, and ``count``, how many documents hold the completed ``word`` (with the earlier words, where
+    ``in_context``)."""
+
+    text: str
+    word: str
+    count: int
+    in_context: bool
+
+
+@dataclass
 class Explanation:
     """How a document's score for a query adds up (Lucene's and OpenSearch's explain): ``score`` is the sum of the
     terms' contributions, the score an exact search gives the document."""

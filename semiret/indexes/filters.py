@@ -332,6 +332,18 @@ class TextIndex:
             found[self._postings[word]] = True
         return found
 
+    def completions(self, fragment: str, among: np.ndarray) -> dict[str, int]:
+        """The words ``fragment`` begins, each with how many of the documents ``among`` (bool [n_docs]) hold it
+        (those none holds left out)."""
+        start = bisect.bisect_left(self._sorted, fragment)
+        found = {}
+        for word in itertools.takewhile(lambda word: word.startswith(fragment),
+                                        itertools.islice(self._sorted, start, None)):
+            count = int(np.count_nonzero(among[self._postings[word]]))
+            if count:
+                found[word] = count
+        return found
+
     def holding(self, words: list[str]) -> np.ndarray:
         """bool [n_docs]: the documents holding every one of ``words``."""
         found = np.ones(self.n_docs, bool)

@@ -657,6 +657,26 @@ class SegmentedIndex(ABC):
                 found.update(zip(ids, segment.documents(locals_)))
         return {doc_id: found[doc_id] for doc_id in dict.fromkeys(doc_ids) if doc_id in found}  # in the order asked
 
+    def word_completions(self, fragment: str, context: list[str], wanted=None) -> tuple[dict[str, int], bool]:
+        """The words of the live documents' stored titles and texts that ``fragment`` begins, each with how many
+        documents hold it beside every word of ``context`` (and pass ``wanted``, a filter), from the segments' word
+        indexes (:meth:`Segment.text_index`, built on first use); where no document holds the context with any of
+        them, counted over every document instead. Returns the counts and whether the context counted."""
+        counts: dict[str, int] = {}
+        for with_context in ([True, False] if context else [False]):
+            for segment in self.snapshot.segments:
+                if segment.texts is None or segment.n_docs == segment.n_deleted:
+                    continue
+                words = segment.text_index()
+                among = ~segment.deleted & (segment.matching(wanted) if wanted is not None else True)
+                if with_context:
+                    among &= words.holding(context)
+                for word, count in words.completions(fragment, among).items():
+                    counts[word] = counts.get(word, 0) + count
+            if counts:
+                return counts, with_context
+        return counts, False
+
     def hit_metadata(self, doc_ids: Iterable[str]) -> "HitMetadata":
         """What a ranking's live hits hold, each id found in its segment once for every field and filter read
         (a boosted search reads several)."""

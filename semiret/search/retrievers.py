@@ -45,6 +45,7 @@ from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
+from semiret.text.analyzer import IDEOGRAPH, WORD, plain_words
 from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, count_matching,
                                       delete_documents, delete_matching, documents_by_id, documents_page, facet,
                                       field_value, field_values, joined_documents, matching_documents, passage_ids,
@@ -60,7 +61,8 @@ from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located
 from semiret.text.acronyms import mine_abbreviations
 from semiret.text.synonyms import escaped, read_synonyms
 from semiret.text.wordpiece import WordPieceVocabulary
-from semiret.types import DocumentPage, Explanation, Hit, Postings, SearchHits, SyncCounts, TermContribution, TermWeight
+from semiret.types import (DocumentPage, Explanation, Hit, Postings, SearchHits, Suggestion, SyncCounts, TermContribution,
+                           TermWeight)
 
 log = logging.getLogger(__name__)
 
@@ -1013,6 +1015,35 @@ class Retriever:
         if tags is None:
             return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
         return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags, encoder)
+
+    def suggest(self, text: str, k: int = 5, filter: dict | None = None) -> list[Suggestion]:
+        """Completions of the word being typed at the end of ``text`` (search as you type's suggestions: OpenSearch's
+        completion and term suggesters, Typesense's): the words of the stored titles and texts it begins, the most
+        documents holding them first, counted among the documents that also hold every earlier word of ``text``
+        (where none does, among all), and those passing ``filter``; each with ``text`` as typed up to that word.
+        Words are matched as full-text filters match them (case-folded, not stemmed). ``text`` ending in a space or
+        a mark: nothing to complete, no suggestions. A segment's first suggestion builds its word index (about
+        0.8 s for SciFact's 5,183 documents), kept after."""
+        if not isinstance(text, str):
+            raise SemiretError(f"the text to complete must be a string, got {type(text).__name__}")
+        _check_count(k, "k")
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it has "
+                               "no words to suggest")
+        if not hasattr(self.index, "word_completions"):
+            raise SemiretError(f"{self.index.path}: a Milvus collection keeps no word index to suggest from")
+        typed = list(WORD.finditer(text))
+        if not typed or typed[-1].end() != len(text):
+            return []
+        words = plain_words(text)
+        if not words:
+            return []
+        counts, in_context = self.index.word_completions(words[-1], words[:-1],
+                                                         checked_filter(self.index, filter, "suggest from"))
+        best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:k]
+        last = typed[-1]
+        before = text[:-1] if IDEOGRAPH.search(last.group()) else text[:last.start()]  # a Han character is a word
+        return [Suggestion(before + word, word, count, in_context) for word, count in best]
 
     def context(self, doc_id: str, window: int = 1) -> str:
         """A hit's text with what surrounds it, for a RAG prompt (LlamaIndex's sentence window): in an index of

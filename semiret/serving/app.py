@@ -12,6 +12,7 @@
                                            "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
+``POST /indexes/{name}/suggest``           ``{"text", "k", "filter"}`` -> completions of the word being typed
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
                                            "score_threshold", "with_text", "options"}`` -> documents like
                                            some of the index's (one list)
@@ -86,6 +87,8 @@ from semiret.serving.schemas import (
     AliasInfo,
     AliasList,
     AliasRequest,
+    AnalyzeRequest,
+    AnalyzeResponse,
     BackupInfo,
     BackupList,
     CountRequest,
@@ -94,13 +97,11 @@ from semiret.serving.schemas import (
     DeleteRequest,
     DocumentIn,
     ErrorDetail,
-    AnalyzeRequest,
-    AnalyzeResponse,
     ExplainRequest,
     ExplainResponse,
-    HighlightOptions,
     FacetRequest,
     FacetResponse,
+    HighlightOptions,
     IndexInfo,
     IndexList,
     MetadataRequest,
@@ -110,6 +111,8 @@ from semiret.serving.schemas import (
     SearchRequest,
     SearchResponse,
     StoredDocument,
+    SuggestRequest,
+    SuggestResponse,
     SynonymRules,
     UpsertRequest,
     WriteResponse,
@@ -829,6 +832,18 @@ def create_app(settings: ServeSettings) -> FastAPI:
             return await run_in_threadpool(index.analyze, body.text, body.id, body.side, body.limit, body.options)
         except UnknownDocumentError as exc:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}") from None
+
+    @app.post("/indexes/{name}/suggest", response_model=SuggestResponse, tags=["search"],
+              responses=_errors(401, 404, 415, 503))
+    async def suggest(body: SuggestRequest, index: ServedIndex = Depends(readable)):
+        """Completions of the word ``text`` ends with, from the words of the stored documents, those the most
+        documents hold first (beside the earlier words typed); a segment's first one builds its word index, so
+        they run off the event loop."""
+        check_filter(body.filter)
+        if not index.index.stores_texts:
+            raise validation_error(("body", "text"), f"index {index.name!r} keeps no stored documents: there are no "
+                                   "words to suggest", "suggest_invalid")
+        return await run_in_threadpool(index.suggest, body.text, body.k, body.filter)
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"], responses=_errors(401, 404, 413, 503))

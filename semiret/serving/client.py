@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from semiret.data.collection import Document, as_document
 from semiret.errors import SemiretError
-from semiret.types import DocumentPage, Explanation, Hit, SearchHits, TermContribution, TermWeight
+from semiret.types import DocumentPage, Explanation, Hit, SearchHits, Suggestion, TermContribution, TermWeight
 
 Transport = Callable[[str, str, bytes | None, dict], tuple[int, bytes]]
 """``(method, path, body, headers) -> (status, body)``: how a request reaches the server (HTTP by default; a test
@@ -210,6 +210,12 @@ class Client:
             body["side"] = side
         found = self._call("POST", f"/indexes/{_name(index)}/analyze", body)
         return [TermWeight(**term) for term in found["terms"]]
+
+    def suggest(self, index: str, text: str, k: int | None = None, filter: dict | None = None) -> list[Suggestion]:
+        """Completions of the word ``text`` ends with (as :meth:`Retriever.suggest
+        <semiret.search.retrievers.Retriever.suggest>`)."""
+        found = self._call("POST", f"/indexes/{_name(index)}/suggest", {"text": text, **_given(k=k, filter=filter)})
+        return [Suggestion(**each) for each in found["suggestions"]]
 
     # ------------------------------------------------------------------ documents
     def add(self, index: str, documents: Iterable[Document | dict], batch_size: int | None = None) -> int:

@@ -200,6 +200,27 @@ class AnalyzeRequest(BaseModel):
         return self
 
 
+class SuggestRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="The text typed so far; the word it ends with is completed.")
+    k: int = Field(5, ge=1, le=100, strict=True, description="Suggestions to give.")
+    filter: dict[str, Any] | None = Field(None, description="Only from documents whose stored metadata matches (as "
+                                          "search's filter).")
+
+
+class SuggestionOut(BaseModel):
+    text: str = Field(description="The text typed, its last word completed.")
+    word: str = Field(description="The completed word (case-folded, as the documents hold it).")
+    count: int = Field(description="Documents holding it (beside the earlier words, where in_context).")
+    in_context: bool = Field(description="Whether the count is among documents holding every earlier word typed "
+                             "(false: none did, so among all).")
+
+
+class SuggestResponse(BaseModel):
+    suggestions: list[SuggestionOut] = Field(description="The most documents first.")
+
+
 class TermWeightOut(BaseModel):
     term: str
     weight: float = Field(description="As the index scores it: a query's weight (BM25: count x IDF) or a "

@@ -195,6 +195,11 @@ class ServedIndex:
         terms = retriever.document_terms(doc_id) if doc_id is not None else retriever.analyze(text, side)
         return {"terms": [vars(term) for term in terms[:limit or None]], "total": len(terms)}
 
+    def suggest(self, text: str, k: int, filter: dict | None) -> dict:
+        """:meth:`Retriever.suggest <semiret.search.retrievers.Retriever.suggest>`, as the API answers it."""
+        self.refresh()
+        return {"suggestions": [vars(each) for each in self.retriever.pinned().suggest(text, k, filter)]}
+
     def _took(self, per_query: float) -> None:
         """Fold a search's milliseconds per query into :attr:`query_ms`."""
         average = self.query_ms
