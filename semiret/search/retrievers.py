@@ -45,7 +45,6 @@ from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
-from semiret.text.analyzer import IDEOGRAPH, WORD, plain_words
 from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, count_matching,
                                       delete_documents, delete_matching, documents_by_id, documents_page, facet,
                                       field_value, field_values, joined_documents, matching_documents, passage_ids,
@@ -59,6 +58,7 @@ from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.acronyms import mine_abbreviations
+from semiret.text.analyzer import IDEOGRAPH, WORD, plain_words
 from semiret.text.synonyms import escaped, read_synonyms
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import (DocumentPage, Explanation, Hit, Postings, SearchHits, Suggestion, SyncCounts, TermContribution,
@@ -764,8 +764,9 @@ class Retriever:
             return hits[0] if single else hits
         if boosting is not None:
             grouping = Grouping(group_by, group_size) if group_by is not None else None
-            depth = candidate_depth(k, candidates) if candidates is not None or grouping is None else max(
-                candidate_depth(k, None), k * group_size)
+            depth = candidate_depth(k, candidates)
+            if grouping is not None and candidates is None:
+                depth = max(depth, k * group_size)  # room for k full groups
             hits = self._boosted(texts, k, n_threads, filter, boosting, depth, grouping)
             if score_threshold is not None:
                 hits = hits.at_least(score_threshold)
