@@ -131,8 +131,11 @@ class CompositeIndex:
     def hit_metadata(self, doc_ids):
         return self.first.hit_metadata(doc_ids)
 
-    def word_completions(self, fragment: str, context: list[str], wanted=None) -> tuple[dict[str, int], bool]:
-        return self.first.word_completions(fragment, context, wanted)
+    def word_completions(self, fragment: str, context: list[str], wanted=None, unit=None):
+        return self.first.word_completions(fragment, context, wanted, unit)
+
+    def word_spelling(self, word: str) -> str:
+        return self.first.word_spelling(word)
 
     def live_ids(self) -> list[str]:
         return self.first.live_ids()

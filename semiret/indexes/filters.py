@@ -332,17 +332,48 @@ class TextIndex:
             found[self._postings[word]] = True
         return found
 
-    def completions(self, fragment: str, among: np.ndarray) -> dict[str, int]:
-        """The words ``fragment`` begins, each with how many of the documents ``among`` (bool [n_docs]) hold it
-        (those none holds left out)."""
+    def holds(self, word: str) -> bool:
+        return word in self._postings
+
+    def completions(self, fragment: str, among: np.ndarray, units: np.ndarray | None = None) -> dict[str, int]:
+        """The words ``fragment`` begins, each with how many of the documents ``among`` (bool [n_docs]) hold it, or
+        how many distinct ``units`` (a code per document: the passages of one document share their parent's) those
+        documents make (words none holds left out)."""
         start = bisect.bisect_left(self._sorted, fragment)
         found = {}
         for word in itertools.takewhile(lambda word: word.startswith(fragment),
                                         itertools.islice(self._sorted, start, None)):
-            count = int(np.count_nonzero(among[self._postings[word]]))
+            holders = self._postings[word]
+            holders = holders[among[holders]]
+            count = len(holders) if units is None else len(np.unique(units[holders]))
             if count:
                 found[word] = count
         return found
+
+    def holding_all(self, words: list[str], among: np.ndarray, units: np.ndarray | None = None) -> np.ndarray:
+        """bool [n_docs]: the documents ``among`` whose unit (``units``: a code per document; None: each document
+        its own) holds every one of ``words`` in some document ``among``."""
+        if units is None:
+            return among & self.holding(words)
+        allowed = None
+        for word in words:
+            holders = self._postings.get(word, np.empty(0, np.int32))
+            held = np.unique(units[holders[among[holders]]])
+            allowed = held if allowed is None else np.intersect1d(allowed, held, assume_unique=True)
+        return among & np.isin(units, allowed) if allowed is not None else among
+
+    def spelling(self, word: str, documents: int = 5) -> str:
+        """How the first few ``documents`` holding ``word`` write it, the commonest spelling (``Straße`` for
+        ``strasse``, ``Alzheimer`` for ``alzheimer``); the word itself where none is found."""
+        holders = self._postings.get(word)
+        if holders is None or IDEOGRAPH.search(word):
+            return word
+        spellings: dict[str, int] = {}
+        for document in self.read(holders[:documents]):
+            for found in WORD.findall(f"{document.title or ''} {document.text}"):
+                if normalised_text(found) == word:
+                    spellings[found] = spellings.get(found, 0) + 1
+        return max(spellings, key=lambda each: (spellings[each], each == word)) if spellings else word
 
     def holding(self, words: list[str]) -> np.ndarray:
         """bool [n_docs]: the documents holding every one of ``words``."""

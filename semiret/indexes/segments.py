@@ -657,25 +657,35 @@ class SegmentedIndex(ABC):
                 found.update(zip(ids, segment.documents(locals_)))
         return {doc_id: found[doc_id] for doc_id in dict.fromkeys(doc_ids) if doc_id in found}  # in the order asked
 
-    def word_completions(self, fragment: str, context: list[str], wanted=None) -> tuple[dict[str, int], bool]:
+    def word_completions(self, fragment: str, context: list[str], wanted=None,
+                         unit: tuple[str, ...] | None = None) -> tuple[dict[str, int], list[str]]:
         """The words of the live documents' stored titles and texts that ``fragment`` begins, each with how many
-        documents hold it beside every word of ``context`` (and pass ``wanted``, a filter), from the segments' word
-        indexes (:meth:`Segment.text_index`, built on first use); where no document holds the context with any of
-        them, counted over every document instead. Returns the counts and whether the context counted."""
+        documents hold it beside every word of ``context`` the index holds (and pass ``wanted``, a filter), from the
+        segments' word indexes (:meth:`Segment.text_index`, built on first use); ``unit``: a metadata field whose
+        value makes documents one (``("parent",)``: an index of passages counts documents, a document holding the
+        context in any of its passages). Returns the counts and the context words used."""
+        segments = [segment for segment in self.snapshot.segments
+                    if segment.texts is not None and segment.n_docs > segment.n_deleted]
+        known = [word for word in context if any(segment.text_index().holds(word) for segment in segments)]
         counts: dict[str, int] = {}
-        for with_context in ([True, False] if context else [False]):
-            for segment in self.snapshot.segments:
-                if segment.texts is None or segment.n_docs == segment.n_deleted:
-                    continue
-                words = segment.text_index()
-                among = ~segment.deleted & (segment.matching(wanted) if wanted is not None else True)
-                if with_context:
-                    among &= words.holding(context)
-                for word, count in words.completions(fragment, among).items():
-                    counts[word] = counts.get(word, 0) + count
-            if counts:
-                return counts, with_context
-        return counts, False
+        for segment in segments:
+            words = segment.text_index()
+            among = ~segment.deleted & (segment.matching(wanted) if wanted is not None else True)
+            units = (segment._columns([unit])[unit].codes if unit is not None and segment.metadata is not None
+                     else None)
+            if known:
+                among = words.holding_all(known, among, units)
+            for word, count in words.completions(fragment, among, units).items():
+                counts[word] = counts.get(word, 0) + count
+        return counts, known
+
+    def word_spelling(self, word: str) -> str:
+        """How the stored documents holding ``word`` (as :func:`~semiret.text.analyzer.plain_words` reads it) write
+        it: the commonest spelling in the first few (:meth:`TextIndex.spelling`)."""
+        for segment in reversed(self.snapshot.segments):
+            if segment.texts is not None and segment.text_index().holds(word):
+                return segment.text_index().spelling(word)
+        return word
 
     def hit_metadata(self, doc_ids: Iterable[str]) -> "HitMetadata":
         """What a ranking's live hits hold, each id found in its segment once for every field and filter read

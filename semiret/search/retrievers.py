@@ -58,7 +58,7 @@ from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.acronyms import mine_abbreviations
-from semiret.text.analyzer import IDEOGRAPH, WORD, plain_words
+from semiret.text.analyzer import plain_words, word_being_typed
 from semiret.text.synonyms import escaped, read_synonyms
 from semiret.text.wordpiece import WordPieceVocabulary
 from semiret.types import (DocumentPage, Explanation, Hit, Postings, SearchHits, Suggestion, SyncCounts, TermContribution,
@@ -1020,11 +1020,14 @@ class Retriever:
     def suggest(self, text: str, k: int = 5, filter: dict | None = None) -> list[Suggestion]:
         """Completions of the word being typed at the end of ``text`` (search as you type's suggestions: OpenSearch's
         completion and term suggesters, Typesense's): the words of the stored titles and texts it begins, the most
-        documents holding them first, counted among the documents that also hold every earlier word of ``text``
-        (where none does, among all), and those passing ``filter``; each with ``text`` as typed up to that word.
-        Words are matched as full-text filters match them (case-folded, not stemmed). ``text`` ending in a space or
-        a mark: nothing to complete, no suggestions. A segment's first suggestion builds its word index (about
-        0.8 s for SciFact's 5,183 documents), kept after."""
+        documents holding them first, counted among the documents that also hold the earlier words of ``text`` (the
+        last :data:`SUGGEST_CONTEXT_WORDS` the index holds; an index of passages counts documents, the words in any
+        of their passages), topped up to ``k`` with the commonest among all documents (``in_context`` False), all
+        passing ``filter``; each spelt as the documents write it, with ``text`` as typed up to that word. Words are
+        matched as full-text filters match them (case-folded, not stemmed; a Han or hiragana character is a word of
+        its own, so it completes to itself). ``text`` ending in a space or a mark, or in a word joined to the one
+        before (``it's``, ``e.g``): nothing to complete, no suggestions. A segment's first suggestion builds its
+        word index (about 0.5-0.8 s for SciFact's 5,183 documents), kept after."""
         if not isinstance(text, str):
             raise SemiretError(f"the text to complete must be a string, got {type(text).__name__}")
         _check_count(k, "k")
@@ -1033,18 +1036,27 @@ class Retriever:
                                "no words to suggest")
         if not hasattr(self.index, "word_completions"):
             raise SemiretError(f"{self.index.path}: a Milvus collection keeps no word index to suggest from")
-        typed = list(WORD.finditer(text))
-        if not typed or typed[-1].end() != len(text):
+        typed = word_being_typed(text)
+        if typed is None:
             return []
-        words = plain_words(text)
-        if not words:
-            return []
-        counts, in_context = self.index.word_completions(words[-1], words[:-1],
-                                                         checked_filter(self.index, filter, "suggest from"))
-        best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:k]
-        last = typed[-1]
-        before = text[:-1] if IDEOGRAPH.search(last.group()) else text[:last.start()]  # a Han character is a word
-        return [Suggestion(before + word, word, count, in_context) for word, count in best]
+        start, fragment = typed
+        context = plain_words(text[:start])[-SUGGEST_CONTEXT_WORDS:]
+        wanted = checked_filter(self.index, filter, "suggest from")
+        unit = (PARENT_FIELD,) if self.chunking is not None else None
+        counts, used = self.index.word_completions(fragment, context, wanted, unit)
+        ranked = [(word, count, bool(used) or not context) for word, count in _commonest(counts, k)]
+        if len(ranked) < k and used:  # topped up from every document
+            overall, _ = self.index.word_completions(fragment, [], wanted, unit)
+            ranked += [(word, count, False) for word, count in _commonest(overall, len(counts) + k)
+                       if word not in counts][:k - len(ranked)]
+        typed_word = text[start:]
+        found = []
+        for word, count, in_context in ranked:
+            spelt = self.index.word_spelling(word)
+            shown = typed_word + spelt[len(typed_word):] if spelt[:len(typed_word)].casefold() == \
+                typed_word.casefold() else spelt  # the letters typed kept as typed
+            found.append(Suggestion(text[:start] + shown, spelt, count, in_context))
+        return found
 
     def context(self, doc_id: str, window: int = 1) -> str:
         """A hit's text with what surrounds it, for a RAG prompt (LlamaIndex's sentence window): in an index of
@@ -1274,6 +1286,14 @@ def _builder_of(index, default: type[Retriever]) -> type[Retriever]:
 def _reopened(name: str, path: str, options: dict) -> Retriever:
     """A pickled retriever, opened again (:meth:`Retriever.__reduce__`)."""
     return retriever_class(name).open(path, **options)
+
+
+SUGGEST_CONTEXT_WORDS = 8
+"""The earlier words of a text that a suggestion counts its completions beside (the last ones typed)."""
+
+
+def _commonest(counts: dict[str, int], k: int) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
 def open_retriever(path: str | Path, name: str | None = None, backend: "str | MilvusBackend | None" = None,

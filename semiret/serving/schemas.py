@@ -203,7 +203,8 @@ class AnalyzeRequest(BaseModel):
 class SuggestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(description="The text typed so far; the word it ends with is completed.")
+    text: str = Field(max_length=1000, description="The text typed so far; the word it ends with is completed "
+                      "(the last 8 words before it count).")
     k: int = Field(5, ge=1, le=100, strict=True, description="Suggestions to give.")
     filter: dict[str, Any] | None = Field(None, description="Only from documents whose stored metadata matches (as "
                                           "search's filter).")
@@ -211,10 +212,11 @@ class SuggestRequest(BaseModel):
 
 class SuggestionOut(BaseModel):
     text: str = Field(description="The text typed, its last word completed.")
-    word: str = Field(description="The completed word (case-folded, as the documents hold it).")
+    word: str = Field(description="The completed word, spelt as the documents write it.")
     count: int = Field(description="Documents holding it (beside the earlier words, where in_context).")
-    in_context: bool = Field(description="Whether the count is among documents holding every earlier word typed "
-                             "(false: none did, so among all).")
+    in_context: bool = Field(description="Whether the count is among documents holding the earlier words typed "
+                             "(those the index holds; true where there are none); false: a completion from all "
+                             "documents, topping the list up.")
 
 
 class SuggestResponse(BaseModel):

@@ -46,6 +46,29 @@ def plain_words(text: str) -> list[str]:
     return [piece for word in words for piece in _IDEOGRAPHS_APART.findall(word)]
 
 
+JOINERS = ("'", "\u2019", ".")
+"""What joins two words into one a reader sees (it's, e.g): the second is no word being typed."""
+
+
+def word_being_typed(text: str) -> tuple[int, str] | None:
+    """Where the last word of ``text`` starts and the word as :func:`plain_words` reads it, if ``text`` ends inside
+    it (a search box's word being typed); None if it ends in a space or a mark, or the word is joined to the one
+    before it (``it's``, ``e.g``)."""
+    last = None
+    for last in WORD.finditer(text):
+        pass
+    if last is None or last.end() != len(text):
+        return None
+    start = last.start()
+    if start > 1 and text[start - 1] in JOINERS and WORD.match(text[start - 2]):
+        return None
+    pieces = list(_IDEOGRAPHS_APART.finditer(last.group())) if IDEOGRAPH.search(last.group()) else []
+    if pieces:
+        start += pieces[-1].start()  # a Han or hiragana character is a word of its own; so is the run after one
+    words = plain_words(text[start:])
+    return (start, words[-1]) if words else None
+
+
 @dataclass
 class WordAnalyzer:
     """Turns text into a list of normalized terms; its config is stored in an index's ``meta.json``."""
