@@ -308,6 +308,10 @@ class TextCondition:
         return found
 
 
+SPELLINGS_KEPT = 50_000
+"""Words whose spelling a segment's word index keeps, once looked up for a suggestion."""
+
+
 class TextIndex:
     """Which documents of a segment hold each word of their stored title and text (:func:`plain_words`): built
     from the stored documents on the segment's first ``$text`` filter and kept with it (a segment's documents
@@ -322,6 +326,7 @@ class TextIndex:
         self._postings = {word: np.asarray(locals_, np.int32) for word, locals_ in postings.items()}
         self._sorted = sorted(self._postings)  # the words in order: those a prefix begins lie together
         self.n_docs, self.read = n_docs, read
+        self._spellings: dict[str, str] = {}  # a word's spelling, once looked up (the segment never changes)
 
     def holding_prefix(self, prefix: str) -> np.ndarray:
         """bool [n_docs]: the documents holding a word that ``prefix`` begins."""
@@ -365,6 +370,9 @@ class TextIndex:
     def spelling(self, word: str, documents: int = 5) -> str:
         """How the first few ``documents`` holding ``word`` write it, the commonest spelling (``Straße`` for
         ``strasse``, ``Alzheimer`` for ``alzheimer``); the word itself where none is found."""
+        known = self._spellings.get(word)
+        if known is not None:
+            return known
         holders = self._postings.get(word)
         if holders is None or IDEOGRAPH.search(word):
             return word
@@ -373,7 +381,11 @@ class TextIndex:
             for found in WORD.findall(f"{document.title or ''} {document.text}"):
                 if normalised_text(found) == word:
                     spellings[found] = spellings.get(found, 0) + 1
-        return max(spellings, key=lambda each: (spellings[each], each == word)) if spellings else word
+        spelt = max(spellings, key=lambda each: (spellings[each], each == word)) if spellings else word
+        if len(self._spellings) >= SPELLINGS_KEPT:
+            self._spellings.clear()  # a bound, not a policy: the common completions come back at once
+        self._spellings[word] = spelt
+        return spelt
 
     def holding(self, words: list[str]) -> np.ndarray:
         """bool [n_docs]: the documents holding every one of ``words``."""
