@@ -73,7 +73,7 @@ def check_json_values(classes: Iterable[type], values: dict, owner: str = "") ->
 
     By hand rather than with pydantic's strict mode: the fields are plain dataclasses shared with the CLI and the
     Python API, ``local_field``'s name rule is no type, and one message per option names it as the server answers."""
-    found = {f.name: (f, typing.get_type_hints(cls)[f.name]) for cls in classes for f in dataclasses.fields(cls)}
+    found = {name: entry for cls in classes for name, entry in _json_fields(cls).items()}
     for name, value in values.items():
         if name not in found:
             known = ", ".join(sorted(found)) or "none"
@@ -91,6 +91,14 @@ def check_json_values(classes: Iterable[type], values: dict, owner: str = "") ->
             allowed = " or ".join(repr(n) for n in f.metadata[LOCAL])
             raise OptionValueError(name, f"option {name!r} names a file or model of the server, which a request "
                                          f"may not choose" + (f": give {allowed}, or leave it out" if allowed else ""))
+
+
+@functools.lru_cache(maxsize=None)
+def _json_fields(cls: type) -> dict:
+    """``{name: (field, resolved annotation)}`` of an options dataclass: its string annotations resolved once
+    (``typing.get_type_hints`` compiles each of them on every call)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
 
 
 _JSON_NAMES = {"int": "JSON integer", "float": "JSON number", "str": "JSON string", "bool": "JSON boolean"}

@@ -536,7 +536,10 @@ class Grouping:
         whether they are complete: ``k`` groups (or every value there is, by ``counts``: the documents holding each
         value, where the index tells) of ``size`` hits each (or every document holding the value)."""
         groups: dict[tuple, tuple[Any, list]] = {}
+        full = 0  # groups holding their ``size`` hits: once ``k`` are, no later hit changes anything
         for doc_id, score in zip(ids, scores):
+            if full == k:
+                break
             for key, each in distinct_values(values.get(doc_id, MISSING)).items():
                 if key not in groups:
                     if len(groups) == k:
@@ -545,6 +548,7 @@ class Grouping:
                 members = groups[key][1]
                 if len(members) < self.size:
                     members.append((doc_id, score))
+                    full += len(members) == self.size
         flat = [(doc_id, score, value) for value, members in groups.values() for doc_id, score in members]
         known = counts if counts is not None else {}
         complete = (len(groups) == min(k, len(known)) if counts is not None else len(groups) == k) and all(
@@ -555,6 +559,10 @@ class Grouping:
 def distinct_values(value) -> dict[tuple, Any]:
     """The values a document's field holds, by equality key, each once (a list: its scalar elements; ``[1, 1.0]``
     is one value): what it is grouped and counted by. Objects and a missing field hold none; null is a value."""
+    if type(value) is str:  # the common cases, as equality_key reads them
+        return {("str", value): value}
+    if type(value) is int or type(value) is float:
+        return {("number", value): value}
     found = {}
     for each in value if isinstance(value, list) else [value]:
         if each is not MISSING and not isinstance(each, (dict, list)):

@@ -816,15 +816,22 @@ class SegmentedIndex(ABC):
         which stores the documents; this part hides the same ones (segment by segment where the two hold the same
         documents in the same order, else by id)."""
         snapshot = self.snapshot
-        if like is None:
-            hidden = [~segment.matching(wanted) for segment in snapshot.segments]
-        else:
-            hidden = _hidden_as(snapshot.segments, like)
-        segments = [segment.with_deleted(segment.deleted | mask) for segment, mask in zip(snapshot.segments, hidden)]
-        view = copy.copy(self)
-        view.snapshot = Snapshot(snapshot.meta, segments, snapshot.stamp)
-        view.snapshot.derived, view.snapshot.synonyms = snapshot.derived, snapshot.synonyms
-        view.snapshot.hiding = f"{snapshot.hiding} & {wanted.key}" if snapshot.hiding else wanted.key
+
+        def restricted_snapshot() -> Snapshot:
+            if like is None:
+                hidden = [~segment.matching(wanted) for segment in snapshot.segments]
+            else:
+                hidden = _hidden_as(snapshot.segments, like)
+            segments = [segment.with_deleted(segment.deleted | mask)
+                        for segment, mask in zip(snapshot.segments, hidden)]
+            made = Snapshot(snapshot.meta, segments, snapshot.stamp)
+            made.derived, made.synonyms = snapshot.derived, snapshot.synonyms
+            made.hiding = f"{snapshot.hiding} & {wanted.key}" if snapshot.hiding else wanted.key
+            return made
+
+        view = copy.copy(self)  # the snapshot's view by a filter made once (its masks: n_docs each), then kept
+        view.snapshot = restricted_snapshot() if like is not None else _kept(snapshot, "restricted", wanted.key,
+                                                                             restricted_snapshot)
         return view
 
     # ------------------------------------------------------------------ other processes' commits
@@ -1344,6 +1351,27 @@ class SegmentHits(SearchHits):
     def id_keys(self, query: int) -> np.ndarray:
         refs = self._refs[self._bounds[query]: self._bounds[query + 1]]
         return self._per_segment(refs, lambda segment, locals_: segment.id_keys()[locals_], np.uint64)
+
+    def located(self, index, doc_ids: list[str], query: int | None = None
+                ) -> list[tuple[Segment, list[str], np.ndarray]] | None:
+        """Where the hits of ``doc_ids`` (ids among these hits, or among query ``query``'s) are live, per segment
+        their ids and local numbers, as ``index``'s lookups would find them (:meth:`SegmentedIndex._live_locals`) but
+        read from where the search found them, no id looked up again; None unless these hits are of ``index``'s
+        snapshot (a hybrid's are of a part's, a filtered search's of a restricted view's)."""
+        if getattr(getattr(index, "snapshot", None), "segments", None) is not self._segments:
+            return None
+        if query is None:
+            ref_of = dict(zip([d for ids in self.ids for d in ids], self._refs.tolist()))
+        else:
+            ref_of = dict(zip(self.ids[query], self._refs[self._bounds[query]: self._bounds[query + 1]].tolist()))
+        doc_ids = list(dict.fromkeys(doc_ids))
+        refs = np.fromiter((ref_of[d] for d in doc_ids), np.int64, len(doc_ids))
+        seg_of = refs >> 32
+        located = []
+        for seg_no in np.unique(seg_of).tolist():
+            here = np.flatnonzero(seg_of == seg_no)
+            located.append((self._segments[seg_no], [doc_ids[i] for i in here.tolist()], refs[here] & 0xFFFFFFFF))
+        return located
 
     def ids_at(self, query: int, positions) -> list[str]:
         if self._ids is not None:

@@ -82,7 +82,7 @@ def _not_an_index(path: Path) -> str:
 def commit_stamp(path: Path) -> CommitStamp | None:
     """The stamp of an index directory's current ``meta.json`` (one ``stat``), or None if it has none."""
     try:
-        return _stamp(os.stat(Path(path) / META_FILE))
+        return _stamp(os.stat(os.path.join(path, META_FILE)))  # no Path made: a served search's refresh calls it
     except FileNotFoundError:
         return None
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.indexes.filters import MISSING, MetadataFilter, hit_metadata, parse_instant
-from semiret.indexes.segments import FIELDS_KEPT
+from semiret.indexes.segments import FIELDS_KEPT, HitMetadata
 
 log = logging.getLogger(__name__)
 
@@ -299,10 +299,11 @@ class Boost:
         """The filters the boost tests documents with (checked against an index before a search)."""
         return [function.wanted for function in self.functions if isinstance(function, FilterBoost)]
 
-    def factors(self, index, ids: list[str]) -> np.ndarray:
+    def factors(self, index, ids: list[str], located=None) -> np.ndarray:
         """Each hit's factor: the product of the functions' factors (the hits' metadata read once, every field
-        together), capped at :data:`LARGEST`; 0 where any function gives 0."""
-        metadata = hit_metadata(index, ids)
+        together; ``located``: where a search found them, :meth:`~semiret.indexes.segments.SegmentHits.located`, so
+        that no id is looked up again), capped at :data:`LARGEST`; 0 where any function gives 0."""
+        metadata = HitMetadata(located) if located is not None else hit_metadata(index, ids)
         fields = metadata.values(list(dict.fromkeys(
             function.path for function in self.functions if not isinstance(function, FilterBoost))))
         product, zero = np.ones(len(ids)), np.zeros(len(ids), bool)
@@ -319,13 +320,14 @@ class Boost:
         product[zero] = 0.0
         return product
 
-    def rescored(self, index, ids: list[str], scores: list[float], k: int) -> tuple[list[str], list[float]]:
+    def rescored(self, index, ids: list[str], scores: list[float], k: int,
+                 located=None) -> tuple[list[str], list[float]]:
         """One ranking's hits boosted (``s + |s| (F - 1)``) and the best ``k`` of them, best first; those with a
-        factor of 0 after every other; equal scores keep the ranking's order."""
+        factor of 0 after every other; equal scores keep the ranking's order (``located``: as :meth:`factors`)."""
         if not ids:
             return [], []
         base = np.asarray(scores, np.float64)
-        factors = self.factors(index, ids)
+        factors = self.factors(index, ids, located)
         boosted = np.clip(base + np.abs(base) * (factors - 1.0), -LARGEST, LARGEST)
         buried = factors == 0
         if buried.any() and not buried.all():

@@ -50,7 +50,8 @@ from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_
                                       field_value, field_values, joined_documents, matching_documents, passage_ids,
                                       set_metadata)
 from semiret.indexes.inverted import InvertedIndex
-from semiret.indexes.segments import DEFAULT_BUFFER_MB, SegmentedIndex, check_buffer, check_build_target, whole_buffer
+from semiret.indexes.segments import (DEFAULT_BUFFER_MB, HitMetadata, SegmentedIndex, check_buffer, check_build_target,
+                                      whole_buffer)
 from semiret.search import highlight as highlighting
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
@@ -816,8 +817,10 @@ class Retriever:
         view = self.pinned()
         found = view.search(texts, k=depth, n_threads=n_threads, filter=filter)
         ids, scores, groups = [], [], []
-        for hit_ids, hit_scores in zip(found.ids, found.scores):
-            ranked, boosted = boosting.rescored(view.index, hit_ids, hit_scores, k if grouping is None else depth)
+        for query, (hit_ids, hit_scores) in enumerate(zip(found.ids, found.scores)):
+            located = found.located(view.index, hit_ids, query) if hasattr(found, "located") else None
+            ranked, boosted = boosting.rescored(view.index, hit_ids, hit_scores, k if grouping is None else depth,
+                                                located)
             if grouping is not None:
                 ranked, boosted, values, _ = grouping.pick(ranked, boosted, field_values(view.index, ranked,
                                                                                          grouping.path), k)
@@ -1131,9 +1134,13 @@ class Retriever:
         counts = index.field_counts(grouping.path) if grouping is not None and wanted is None and hasattr(
             index, "field_counts") else None
 
-        def read(doc_ids) -> None:  # what the new candidates' metadata says, in as few requests as the index allows
-            unread = [d for d in dict.fromkeys(doc_ids) if d not in passes]
-            if wanted is not None:
+        def read(found: SearchHits) -> None:  # the new candidates' metadata, in as few requests as the index allows
+            unread = [d for d in dict.fromkeys(d for hit_ids in found.ids for d in hit_ids) if d not in passes]
+            located = found.located(index, unread) if wanted is None and hasattr(found, "located") else None
+            if located is not None:  # read where the search found them: no id looked up again
+                passes.update((d, True) for d in unread)
+                values.update(HitMetadata(located).values([grouping.path])[grouping.path])
+            elif wanted is not None:
                 documents = index.get_documents(unread)
                 passes.update((d, d in documents and wanted.matches(documents[d].metadata, documents[d])) for d in unread)
                 if grouping is not None:
@@ -1159,7 +1166,7 @@ class Retriever:
         while pending:
             found = self.query_side.search(index, [texts[i] for i in pending], depth, n_threads)
             unfinished = []
-            read(d for hit_ids in found.ids for d in hit_ids)
+            read(found)
             for i, hit_ids, hit_scores in zip(pending, found.ids, found.scores):
                 ids[i], scores[i], groups[i], enough = chosen(list(hit_ids), list(hit_scores))
                 if not enough and len(hit_ids) >= depth and depth < total:

@@ -145,13 +145,14 @@ class ServedIndex:
         results = []
         found = retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
                                  score_threshold=score_threshold, **(picking or {}))
-        for query, hits in zip(queries, found):
+        for number, (query, hits) in enumerate(zip(queries, found)):
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]
             else:
                 hits = hits[offset:]
-            rows = _rows(hits, with_text, group_by is not None)
+            stored = _stored(found, number, retriever.index, [hit.id for hit in hits]) if with_text else None
+            rows = _rows(hits, with_text, group_by is not None, stored)
             if highlight is not None:
                 for row in rows:
                     row["highlights"] = retriever.highlight(query, row["id"], **highlight)
@@ -387,13 +388,24 @@ class ServedIndex:
         return variant
 
 
-def _rows(hits, with_text: bool, grouped: bool) -> list[dict]:
-    """Hits as the API answers them: id and score (and group), with the stored title, text and metadata."""
+def _stored(found, query: int, index, doc_ids: list[str]) -> dict:
+    """``index.get_documents(doc_ids)`` for ids among query ``query``'s hits of ``found`` (a search of ``index``),
+    read at once, from where the search found them when it tells."""
+    located = found.located(index, doc_ids, query) if hasattr(found, "located") else None
+    if located is None:
+        return index.get_documents(doc_ids)
+    return {doc_id: document for segment, ids, locals_ in located if segment.texts is not None
+            for doc_id, document in zip(ids, segment.documents(locals_))}
+
+
+def _rows(hits, with_text: bool, grouped: bool, stored: dict | None = None) -> list[dict]:
+    """Hits as the API answers them: id and score (and group), with the stored title, text and metadata (from
+    ``stored``, the hits' documents by id, where given)."""
     rows = []
     for hit in hits:
         row = {"id": hit.id, "score": hit.score, **({"group": hit.group} if grouped else {})}
         if with_text:
-            document = hit.document
+            document = hit.document if stored is None else stored.get(hit.id)
             row["title"] = document.title if document is not None else None
             row["text"] = document.text if document is not None else None
             if document is not None and document.metadata:
