@@ -817,21 +817,19 @@ class SegmentedIndex(ABC):
         documents in the same order, else by id)."""
         snapshot = self.snapshot
 
-        def restricted_snapshot() -> Snapshot:
-            if like is None:
-                hidden = [~segment.matching(wanted) for segment in snapshot.segments]
-            else:
-                hidden = _hidden_as(snapshot.segments, like)
-            segments = [segment.with_deleted(segment.deleted | mask)
-                        for segment, mask in zip(snapshot.segments, hidden)]
-            made = Snapshot(snapshot.meta, segments, snapshot.stamp)
-            made.derived, made.synonyms = snapshot.derived, snapshot.synonyms
-            made.hiding = f"{snapshot.hiding} & {wanted.key}" if snapshot.hiding else wanted.key
-            return made
+        def restricted_segments() -> list[Segment]:
+            hidden = ([~segment.matching(wanted) for segment in snapshot.segments] if like is None
+                      else _hidden_as(snapshot.segments, like))
+            return [segment.with_deleted(segment.deleted | mask) for segment, mask in zip(snapshot.segments, hidden)]
 
-        view = copy.copy(self)  # the snapshot's view by a filter made once (its masks: n_docs each), then kept
-        view.snapshot = restricted_snapshot() if like is not None else _kept(snapshot, "restricted", wanted.key,
-                                                                             restricted_snapshot)
+        # the segments' view by a filter made once (masks of n_docs each) and kept; a new snapshot object each call,
+        # so that the kept list refers back to nothing (a cycle would hold merged segments' files until a collection)
+        segments = restricted_segments() if like is not None else _kept(snapshot, "restricted", wanted.key,
+                                                                        restricted_segments)
+        view = copy.copy(self)
+        view.snapshot = Snapshot(snapshot.meta, segments, snapshot.stamp)
+        view.snapshot.derived, view.snapshot.synonyms = snapshot.derived, snapshot.synonyms
+        view.snapshot.hiding = f"{snapshot.hiding} & {wanted.key}" if snapshot.hiding else wanted.key
         return view
 
     # ------------------------------------------------------------------ other processes' commits

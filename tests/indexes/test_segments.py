@@ -241,3 +241,27 @@ def test_id_lookups_where_two_ids_share_a_hash(tmp_path, monkeypatch):
     assert table.find_many(["c", "b", "x", "a", "d"]).tolist() == [2, 1, -1, 0, 3]
     digest = hashlib.blake2b(b"b", digest_size=8).digest()
     assert real(["b"]).tolist() == [int.from_bytes(digest, "little")]  # the stored hashes' definition, unchanged
+
+
+def test_a_filter_s_kept_view_lets_merged_segments_go(tmp_path):
+    import gc
+    import weakref
+
+    from semiret.indexes.filters import MetadataFilter
+    from semiret.search import retriever_class
+
+    docs = [Document(f"d{i}", f"word{i % 7} text", metadata={"n": i % 3}) for i in range(40)]
+    bm25 = retriever_class("bm25").build(docs[:20], tmp_path / "i", buffer_mb=0)
+    bm25.add(docs[20:])
+    assert len(bm25.index.snapshot.segments) == 2
+    gc.collect()
+    gc.disable()  # freed by reference counting, as a server's long-lived objects are, not by a collection
+    try:
+        view = bm25.index.restricted(MetadataFilter({"n": 1}))
+        assert bm25.index.restricted(MetadataFilter({"n": 1})).snapshot.segments is view.snapshot.segments  # kept
+        kept = [weakref.ref(segment) for segment in view.snapshot.segments]
+        del view
+        bm25.index.merge()
+        assert len(bm25.index.snapshot.segments) == 1 and all(ref() is None for ref in kept)
+    finally:
+        gc.enable()
