@@ -149,6 +149,9 @@ class CompositeIndex:
     def iter_records(self, wanted=None):
         return self.first.iter_records(wanted)
 
+    def ordered_entries(self, order, wanted=None) -> list[tuple]:
+        return self.first.ordered_entries(order, wanted)
+
     def sorted_ids(self, wanted=None) -> list[str]:
         return self.first.sorted_ids(wanted)
 

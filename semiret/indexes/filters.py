@@ -30,6 +30,7 @@ import datetime
 import functools
 import itertools
 import json
+import math
 import logging
 import operator
 from typing import Any, Callable, Iterable, Iterator
@@ -784,9 +785,74 @@ def joined_documents(index, spec: dict | None = None) -> Iterator[Document]:
     return Chunking(**index.meta["chunking"]).documents(passages)
 
 
-def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str | None = None) -> DocumentPage:
-    """One page of the live documents that pass ``spec``, in id order (Qdrant's scroll): at most ``limit``, from the
-    id ``offset`` on (included; None: the first), with the id the next page starts at. Pages stay consistent while
+class Ordering:
+    """A scroll's order by a metadata field's value (Qdrant's ``order_by``, OpenSearch's ``sort``): ``"published"``,
+    or ``{"key": "published", "direction": "desc"}`` (``asc`` by default). Numbers first, then ISO 8601 dates and
+    times (as instants), then other strings, then booleans; of a list, its least value ascending, its greatest
+    descending (OpenSearch's default); documents without a value (null, an object, none) last either way; equal
+    values in id order."""
+
+    def __init__(self, spec):
+        if isinstance(spec, str):
+            spec = {"key": spec}
+        if not isinstance(spec, dict) or set(spec) - {"key", "direction"} or "key" not in spec:
+            raise SemiretError(f"order_by is a field name or {{\"key\": FIELD, \"direction\": \"asc\" or \"desc\"}}, "
+                               f"got {spec!r}")
+        field, direction = spec["key"], spec.get("direction", "asc")
+        if not isinstance(field, str) or not field or "" in field.split("."):
+            raise SemiretError(f"order_by's key must be a metadata field name (names joined by dots for nested "
+                               f"fields), got {field!r}")
+        if direction not in ("asc", "desc"):
+            raise SemiretError(f"order_by's direction must be asc or desc, got {direction!r}")
+        self.field, self.path, self.descending = field, tuple(field.split(".")), direction == "desc"
+
+    def value_key(self, value) -> tuple | None:
+        """A stored value's place in the order (comparable with every other's), or None: no value to order by."""
+        keys = [key for key in map(_order_key, value if isinstance(value, list) else [value]) if key is not None]
+        if not keys:
+            return None
+        return max(keys) if self.descending else min(keys)
+
+    def compare(self, a: tuple, b: tuple) -> int:
+        """Two ``(value key, id)`` entries in the order: keys (reversed descending), None last, then ids."""
+        if (a[0] is None) != (b[0] is None):
+            return 1 if a[0] is None else -1
+        if a[0] != b[0]:
+            before = a[0] < b[0]
+            return (1 if before else -1) if self.descending else (-1 if before else 1)
+        return (a[1] > b[1]) - (a[1] < b[1])
+
+    def token(self, entry: tuple) -> str:
+        """The offset a page starting at ``entry`` is asked for with (JSON: the value key and the id)."""
+        return json.dumps([list(entry[0]) if entry[0] is not None else None, entry[1]])
+
+    def entry(self, token: str) -> tuple:
+        try:
+            key, doc_id = json.loads(token)
+            if not isinstance(doc_id, str) or not (key is None or (isinstance(key, list) and len(key) == 2)):
+                raise ValueError
+        except (ValueError, TypeError):
+            raise SemiretError(f"offset {token!r} is not a page offset of a scroll ordered by {self.field!r} (give "
+                               "the next_offset an ordered page returned)") from None
+        return (tuple(key) if key is not None else None, doc_id)
+
+
+def _order_key(value) -> tuple | None:
+    if _is_number(value):
+        return (0, float(value)) if math.isfinite(value) else None
+    if isinstance(value, str):
+        moment = parse_instant(value)
+        return (1, moment.timestamp()) if moment is not None else (2, value)
+    if isinstance(value, bool):
+        return (3, int(value))
+    return None  # null, an object, or no value
+
+
+def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str | None = None,
+                   order_by=None) -> DocumentPage:
+    """One page of the live documents that pass ``spec``, in id order (Qdrant's scroll), or in ``order_by``'s
+    (:class:`Ordering`): at most ``limit``, from ``offset`` on (included: an id, or, ordered, the ``next_offset`` of
+    the page before; None: the first), with the offset the next page starts at. Pages stay consistent while
     documents change: each starts where the last ended, whatever was added or deleted before it."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SemiretError(f"limit must be a positive integer, got {limit!r}")
@@ -794,11 +860,22 @@ def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str
         offset = str(offset)  # as ids are read: an integer id is its string
     if offset is not None and not isinstance(offset, str):
         raise SemiretError(f"offset is a document id (a string), got {type(offset).__name__} {offset!r}")
+    order = order_by if isinstance(order_by, Ordering) or order_by is None else Ordering(order_by)
     view = index.pinned()  # the ids and their documents from one commit
-    ids = view.sorted_ids(checked_filter(view, spec, "filter on"))
-    start = bisect.bisect_left(ids, offset) if offset is not None else 0
-    page = ids[start: start + limit]
-    following = ids[start + limit] if start + limit < len(ids) else None
+    wanted = checked_filter(view, spec, "filter on")
+    if order is None:
+        ids = view.sorted_ids(wanted)
+        start = bisect.bisect_left(ids, offset) if offset is not None else 0
+        page = ids[start: start + limit]
+        following = ids[start + limit] if start + limit < len(ids) else None
+    else:
+        if not hasattr(view, "ordered_entries"):
+            raise SemiretError(f"{view.path}: a Milvus collection is scrolled in id order only")
+        entries = view.ordered_entries(order, wanted)
+        by_order = functools.cmp_to_key(order.compare)
+        start = bisect.bisect_left(entries, by_order(order.entry(offset)), key=by_order) if offset is not None else 0
+        page = [doc_id for _, doc_id in entries[start: start + limit]]
+        following = order.token(entries[start + limit]) if start + limit < len(entries) else None
     if not view.stores_texts:
         return DocumentPage(page, None, following)
     found = view.get_documents(page)

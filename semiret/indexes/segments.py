@@ -613,6 +613,30 @@ class SegmentedIndex(ABC):
         return _kept(snapshot, "sorted_ids", None if wanted is None else wanted.key, lambda: sorted(
             i for s in snapshot.segments for i in s.document_ids(np.flatnonzero(_shown(s, wanted)))))
 
+    def ordered_entries(self, order, wanted=None) -> list[tuple]:
+        """The live documents (those passing ``wanted``) as ``(value key, id)`` in ``order``'s order (a
+        :class:`~semiret.indexes.filters.Ordering`), from the segments' kept values; kept per commit for the latest
+        orders and filters, so that each next page costs a binary search."""
+        snapshot = self.snapshot
+
+        def ordered() -> list[tuple]:
+            entries = []
+            for segment in snapshot.segments:
+                shown = np.flatnonzero(_shown(segment, wanted))
+                if not len(shown):
+                    continue
+                ids = segment.document_ids(shown)
+                if segment.metadata is None:
+                    entries += [(None, doc_id) for doc_id in ids]
+                    continue
+                column = segment._columns([order.path])[order.path]
+                keys = [order.value_key(value) for value in column.values]  # each distinct value once
+                entries += [(keys[code], doc_id) for code, doc_id in zip(column.codes[shown].tolist(), ids)]
+            return sorted(entries, key=functools.cmp_to_key(order.compare))
+
+        return _kept(snapshot, "ordered", (order.field, order.descending, None if wanted is None else wanted.key),
+                     ordered)
+
     def field_counts(self, path: tuple[str, ...]) -> dict[tuple, list]:
         """Each value of a metadata field and how many live documents hold it (one whose field holds a list: each of
         its values), by the values' equality keys: ``{key: [value, count]}``. What tells a grouped search that no

@@ -687,10 +687,13 @@ class Retriever:
         counts, most first: ``[("pubmed", 120), ("arxiv", 35)]`` (Qdrant's facet, OpenSearch's terms aggregation)."""
         return facet(self.index, field, filter, limit)
 
-    def scroll(self, filter: dict | None = None, limit: int = 10, offset: str | None = None) -> DocumentPage:
+    def scroll(self, filter: dict | None = None, limit: int = 10, offset: str | None = None,
+               order_by: "str | dict | None" = None) -> DocumentPage:
         """A page of at most ``limit`` documents (those passing ``filter``) in id order, from the id ``offset`` on;
-        ``page.next_offset`` starts the next one (Qdrant's scroll)."""
-        return documents_page(self.index, filter, limit, offset)
+        ``page.next_offset`` starts the next one (Qdrant's scroll). ``order_by``: in a metadata field's order
+        instead, ``"published"`` or ``{"key": "published", "direction": "desc"}`` (newest first; Qdrant's
+        ``order_by``, :class:`~semiret.indexes.filters.Ordering`), the offsets then the tokens pages return."""
+        return documents_page(self.index, filter, limit, offset, order_by)
 
     def backup(self, target: str | Path, overwrite: bool = False) -> Path:
         """A copy of the index as its last commit stands, at ``target``, taken while searches and writes go on: a

@@ -24,7 +24,8 @@
 ``PUT /indexes/{name}/documents``          upsert ``{"documents": [{"_id", "title", "text"}]}``, or a
                                            JSONL body (``application/x-ndjson``), streamed
 ``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
-``POST /indexes/{name}/documents/scroll``  ``{"filter", "limit", "offset"}`` -> a page of documents in id order
+``POST /indexes/{name}/documents/scroll``  ``{"filter", "limit", "offset", "order_by"}`` -> a page of documents in id
+                                           order (or a field's)
                                            and ``next_page_offset``
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
 ``POST /indexes/{name}/facet``             ``{"field", "filter", "limit"}`` -> the values the most documents hold
@@ -76,7 +77,7 @@ from semiret.data.chunking import Chunking
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
-from semiret.indexes.filters import Grouping, MetadataFilter
+from semiret.indexes.filters import Grouping, MetadataFilter, Ordering
 from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
 from semiret.search.candidates import CANDIDATES
@@ -921,7 +922,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "limit"), f"limit must be at most {settings.max_batch} (--max-batch)",
                                    "less_than_equal")
         check_filter(body.filter)
-        return await run_in_threadpool(index.scroll, body.filter, body.limit, body.offset, body.with_text)
+        if body.order_by is not None:
+            try:
+                Ordering(body.order_by)
+            except SemiretError as exc:
+                raise validation_error(("body", "order_by"), str(exc), "order_by_invalid") from None
+        return await run_in_threadpool(index.scroll, body.filter, body.limit, body.offset, body.with_text,
+                                       body.order_by)
 
     @app.post("/indexes/{name}/documents/count", response_model=CountResponse, tags=["documents"],
               responses=_errors(401, 404, 503))

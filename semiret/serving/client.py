@@ -284,11 +284,12 @@ class Client:
     def count(self, index: str, filter: dict | None = None) -> int:
         return self._call("POST", f"/indexes/{_name(index)}/documents/count", _given(filter=filter))["count"]
 
-    def scroll(self, index: str, filter: dict | None = None, limit: int = 100, offset: str | None = None
-               ) -> DocumentPage:
-        """One page of the documents in id order, from the id ``offset`` on (Qdrant's scroll)."""
+    def scroll(self, index: str, filter: dict | None = None, limit: int = 100, offset: str | None = None,
+               order_by: str | dict | None = None) -> DocumentPage:
+        """One page of the documents in id order (or ``order_by``'s, as ``Retriever.scroll``), from ``offset`` on
+        (Qdrant's scroll)."""
         page = self._call("POST", f"/indexes/{_name(index)}/documents/scroll",
-                          {"limit": limit, **_given(filter=filter, offset=offset)})
+                          {"limit": limit, **_given(filter=filter, offset=offset, order_by=order_by)})
         documents = [_document(record) for record in page["documents"]]
         return DocumentPage([d.id for d in documents], documents, page["next_page_offset"])
 

@@ -386,6 +386,11 @@ class ScrollRequest(BaseModel):
     offset: str | None = Field(None, description="The id the page starts at (included): a previous answer's "
                                "next_page_offset.")
     with_text: bool = Field(True, description="Each document's stored title, text and metadata; false: ids only.")
+    order_by: str | dict[str, Any] | None = Field(None, description="In a metadata field's order instead of the ids' "
+                                                  "(Qdrant's order_by): \"published\", or {\"key\": \"published\", "
+                                                  "\"direction\": \"desc\"}; numbers, then dates, then strings, "
+                                                  "then booleans; documents without a value (or null) last. Offsets are then the tokens "
+                                                  "pages return.")
 
 
 class ScrollResponse(BaseModel):

@@ -228,10 +228,12 @@ class ServedIndex:
         self.refresh()
         return [{"value": value, "count": count} for value, count in self.retriever.facet(field, filter, limit)]
 
-    def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool) -> dict:
-        """A page of documents in id order from ``offset`` on, and the next page's offset (all from one commit)."""
+    def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool,
+               order_by: "str | dict | None" = None) -> dict:
+        """A page of documents in id order (or ``order_by``'s) from ``offset`` on, and the next page's offset (all
+        from one commit)."""
         self.refresh()
-        page = self.retriever.scroll(filter, limit, offset)
+        page = self.retriever.scroll(filter, limit, offset, order_by)
         if page.documents is None or not with_text:
             rows = [{"_id": doc_id} for doc_id in page.ids]
         else:
