@@ -159,10 +159,7 @@ class FieldBoost:
             if self.missing is None:
                 return 1.0
             number = self.missing
-        try:
-            found = MODIFIERS[self.modifier](self.factor * number)
-        except OverflowError:  # square of a huge number
-            found = math.inf
+        found = MODIFIERS[self.modifier](self.factor * number)  # float arithmetic: inf, never an error
         if math.isnan(found) or found < 0:
             return 1.0
         return min(found, LARGEST)
