@@ -25,6 +25,7 @@ searched deeper until ``k`` hits pass (post-filtering).
 
 from __future__ import annotations
 
+import base64
 import bisect
 import datetime
 import functools
@@ -823,26 +824,62 @@ class Ordering:
         return (a[1] > b[1]) - (a[1] < b[1])
 
     def token(self, entry: tuple) -> str:
-        """The offset a page starting at ``entry`` is asked for with (JSON: the value key and the id)."""
-        return json.dumps([list(entry[0]) if entry[0] is not None else None, entry[1]])
+        """The offset a page starting at ``entry`` is asked for with: :data:`ORDER_TOKEN` and, base64-encoded, the
+        field, the direction, the value key and the id (so that a token of another order is refused)."""
+        record = {"k": self.field, "d": "desc" if self.descending else "asc",
+                  "v": list(entry[0]) if entry[0] is not None else None, "id": entry[1]}
+        return ORDER_TOKEN + base64.urlsafe_b64encode(json.dumps(record).encode("utf-8")).decode("ascii")
 
     def entry(self, token: str) -> tuple:
-        try:
-            key, doc_id = json.loads(token)
-            if not isinstance(doc_id, str) or not (key is None or (isinstance(key, list) and len(key) == 2)):
-                raise ValueError
-        except (ValueError, TypeError):
+        """The ``(value key, id)`` a token of this order names (anything else: an error)."""
+        record = ordered_token(token)
+        if record is None:
             raise SemiretError(f"offset {token!r} is not a page offset of a scroll ordered by {self.field!r} (give "
-                               "the next_offset an ordered page returned)") from None
-        return (tuple(key) if key is not None else None, doc_id)
+                               "the next_offset an ordered page returned)")
+        direction = "desc" if self.descending else "asc"
+        if record["k"] != self.field or record["d"] != direction:
+            raise SemiretError(f"offset {token!r} is a page offset of a scroll ordered by {record['k']!r} "
+                               f"{record['d']}, not by {self.field!r} {direction}")
+        key = record["v"]
+        return (tuple(key) if key is not None else None, record["id"])
+
+
+ORDER_TOKEN = "order:"
+"""How an ordered scroll's page offsets begin (then base64): what tells them from ids."""
+
+_KEY_KINDS = {0: lambda v: _is_number(v) and not (isinstance(v, float) and math.isnan(v)),
+              1: lambda v: isinstance(v, int) and not isinstance(v, bool),
+              2: lambda v: isinstance(v, str), 3: lambda v: v in (0, 1) and not isinstance(v, bool)}
+
+
+def ordered_token(token) -> dict | None:
+    """The record an ordered scroll's page offset carries, or None if ``token`` is none (an id, or malformed)."""
+    if not isinstance(token, str) or not token.startswith(ORDER_TOKEN):
+        return None
+    try:
+        record = json.loads(base64.urlsafe_b64decode(token[len(ORDER_TOKEN):].encode("ascii")))
+    except (ValueError, UnicodeError):
+        return None
+    if not isinstance(record, dict) or set(record) != {"k", "d", "v", "id"} or not isinstance(record["id"], str):
+        return None
+    key = record["v"]
+    if key is not None and not (isinstance(key, list) and len(key) == 2 and key[0] in _KEY_KINDS
+                                and not isinstance(key[0], bool) and _KEY_KINDS[key[0]](key[1])):
+        return None
+    return record
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def _order_key(value) -> tuple | None:
+    """A value's place in an order, exact: numbers as they are (Python compares int and float exactly), dates as
+    whole microseconds since the epoch."""
     if _is_number(value):
-        return (0, float(value)) if math.isfinite(value) else None
+        return None if isinstance(value, float) and math.isnan(value) else (0, value)
     if isinstance(value, str):
         moment = parse_instant(value)
-        return (1, moment.timestamp()) if moment is not None else (2, value)
+        return (1, (moment - _EPOCH) // datetime.timedelta(microseconds=1)) if moment is not None else (2, value)
     if isinstance(value, bool):
         return (3, int(value))
     return None  # null, an object, or no value
@@ -864,6 +901,8 @@ def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str
     view = index.pinned()  # the ids and their documents from one commit
     wanted = checked_filter(view, spec, "filter on")
     if order is None:
+        if ordered_token(offset) is not None:
+            raise SemiretError("offset is a page offset of a scroll in a field's order: give the same order_by")
         ids = view.sorted_ids(wanted)
         start = bisect.bisect_left(ids, offset) if offset is not None else 0
         page = ids[start: start + limit]

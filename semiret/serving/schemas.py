@@ -383,8 +383,8 @@ class ScrollRequest(BaseModel):
     filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches (as a "
                                           "search's filter).")
     limit: int = Field(10, ge=1, strict=True, description="Documents in the page, at most the server's --max-batch.")
-    offset: str | None = Field(None, description="The id the page starts at (included): a previous answer's "
-                               "next_page_offset.")
+    offset: str | None = Field(None, description="Where the page starts (included): a previous answer's "
+                               "next_page_offset (an id in id order; with order_by, a token of that order).")
     with_text: bool = Field(True, description="Each document's stored title, text and metadata; false: ids only.")
     order_by: str | dict[str, Any] | None = Field(None, description="In a metadata field's order instead of the ids' "
                                                   "(Qdrant's order_by): \"published\", or {\"key\": \"published\", "

@@ -89,3 +89,29 @@ def test_the_service_and_its_client(bm25):
             answer = http.post("/indexes/docs/documents/scroll", json=body)
             assert answer.status_code == status and ("order_by" in json.dumps(answer.json()) or
                                                      "offset" in json.dumps(answer.json())), answer.text
+
+
+def test_exact_keys_huge_numbers_infinity_and_tokens(tmp_path):
+    values = {"a": 10 ** 400, "b": 2 ** 53 + 1, "c": 2 ** 53, "d": float("inf"), "e": float("nan"),
+              "f": "9999-01-01T00:00:00.000002", "g": "9999-01-01T00:00:00.000001", "h": None}
+    docs = [Document(doc_id, "x", metadata={"n": value}) for doc_id, value in values.items()]
+    bm25 = BM25Retriever.build(docs, tmp_path / "exact")
+    order = ["c", "b", "a", "d", "g", "f", "e", "h"]  # exact integers, inf a number, microseconds apart, NaN none
+    assert bm25.scroll(limit=20, order_by="n").ids == order
+    for limit in (1, 3):
+        assert all_pages(bm25, limit, order_by="n") == order
+    token = bm25.scroll(limit=2, order_by="n").next_offset
+    assert token.startswith("order:")
+    for wrong, message in (({"order_by": {"key": "n", "direction": "desc"}}, "'n' asc, not by 'n' desc"),
+                           ({"order_by": "m"}, "not by 'm'"), ({}, "give the same order_by")):
+        with pytest.raises(SemiretError, match=message):
+            bm25.scroll(offset=token, **wrong)
+    import base64
+
+    for record in ({"k": "n", "d": "asc", "v": ["a", 5], "id": "x"}, {"k": "n", "d": "asc", "v": [2, 5], "id": "x"},
+                   {"k": "n", "d": "asc", "v": [0, 1]}, {"k": "n", "d": "asc", "v": [True, 1], "id": "x"}):
+        forged = "order:" + base64.urlsafe_b64encode(json.dumps(record).encode()).decode()
+        with pytest.raises(SemiretError, match="not a page offset"):
+            bm25.scroll(order_by="n", offset=forged)
+    with pytest.raises(SemiretError, match="not a page offset"):
+        bm25.scroll(order_by="n", offset="order:!!!")
