@@ -165,10 +165,18 @@ def _any_of_joined(parts: list[dict]) -> list[dict]:
     return joined + rest
 
 
+def field_path(field) -> tuple[str, ...] | None:
+    """A metadata field's name as its path (``"a.b"``: ``("a", "b")``), or None if it is no name (callers say
+    which)."""
+    if not isinstance(field, str) or not field or "" in field.split("."):
+        return None
+    return tuple(field.split("."))
+
+
 def _normalised_condition(field: str, wanted):
     """A field's condition checked and written one way: a scalar, a sorted list of scalars (any of them), a range,
     or ``{"exists": bool}``."""
-    if not isinstance(field, str) or not field or "" in field.split("."):
+    if field_path(field) is None:
         raise SemiretError(f"filter field {field!r}: a field name, or names joined by dots for nested fields")
     if isinstance(wanted, dict):
         if "exists" in wanted:
@@ -524,12 +532,12 @@ class Grouping:
     with an object there, in none (null is a value: its documents are a group)."""
 
     def __init__(self, field: str, size: int = 1):
-        if not isinstance(field, str) or not field or "" in field.split("."):
+        self.path = field_path(field)
+        if self.path is None:
             raise SemiretError(f"group_by {field!r}: a metadata field name, or names joined by dots for nested fields")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise SemiretError(f"group_size must be a positive integer, got {size!r}")
         self.field, self.size = field, size
-        self.path = tuple(field.split("."))
 
     def pick(self, ids: list[str], scores: list[float], values: dict, k: int,
              counts: dict[tuple, list] | None = None) -> tuple[list, list, list, bool]:
@@ -800,12 +808,13 @@ class Ordering:
             raise SemiretError(f"order_by is a field name or {{\"key\": FIELD, \"direction\": \"asc\" or \"desc\"}}, "
                                f"got {spec!r}")
         field, direction = spec["key"], spec.get("direction", "asc")
-        if not isinstance(field, str) or not field or "" in field.split("."):
+        path = field_path(field)
+        if path is None:
             raise SemiretError(f"order_by's key must be a metadata field name (names joined by dots for nested "
                                f"fields), got {field!r}")
         if direction not in ("asc", "desc"):
             raise SemiretError(f"order_by's direction must be asc or desc, got {direction!r}")
-        self.field, self.path, self.descending = field, tuple(field.split(".")), direction == "desc"
+        self.field, self.path, self.descending = field, path, direction == "desc"
 
     def value_key(self, value) -> tuple | None:
         """A stored value's place in the order (comparable with every other's), or None: no value to order by."""

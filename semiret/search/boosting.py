@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from semiret.errors import SemiretError
-from semiret.indexes.filters import MISSING, MetadataFilter, hit_metadata, parse_instant
+from semiret.indexes.filters import MISSING, MetadataFilter, field_path, hit_metadata, parse_instant
 from semiret.indexes.segments import FIELDS_KEPT, HitMetadata
 
 log = logging.getLogger(__name__)
@@ -110,11 +110,11 @@ def _keys(spec: dict, allowed: tuple[str, ...], what: str) -> None:
 
 
 def _path(spec: dict, what: str) -> tuple[str, ...]:
-    field = spec.get("field")
-    if not isinstance(field, str) or not field or "" in field.split("."):
+    path = field_path(spec.get("field"))
+    if path is None:
         raise SemiretError(f"{what}: 'field' must be a metadata field name (names joined by dots for nested fields), "
-                           f"got {field!r}")
-    return tuple(field.split("."))
+                           f"got {spec.get('field')!r}")
+    return path
 
 
 def _values(value) -> list:
