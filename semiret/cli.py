@@ -361,6 +361,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            candidates: Optional[int] = typer.Option(None, help="With --diversity or --boost: the best hits to "
                                                     "choose the k from (default 100, or k when more)."),
            boost: Optional[list[str]] = _boost_option(),
+           operators: bool = typer.Option(False, help="Read a search box's operators in the queries: \"a phrase\" "
+                                          "and +word a hit must hold, -word and -\"a phrase\" one must not (words "
+                                          "as written, case-folded)."),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
@@ -375,6 +378,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     from semiret.data.trec import write_trec_run
     from semiret.files import check_output_file
     from semiret.search.highlight import ENCODERS
+    from semiret.search.operators import scored_text
     from semiret.search.retrievers import open_retriever
 
     if highlight_encoder not in ENCODERS:
@@ -385,9 +389,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                            f"of passages of at least 0 (got {context})")
     if like:
         if (query or queries is not None or run is not None or group_by is not None or highlight
-                or diversity is not None or boost):
+                or diversity is not None or boost or operators):
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
-                               "--group-by, --highlight, --diversity or --boost with it")
+                               "--group-by, --highlight, --diversity, --boost or --operators with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) == (queries is not None):
@@ -407,19 +411,21 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         query_ids, texts = list(named), list(named.values())
         found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
                                 score_threshold=score_threshold, diversity=diversity, candidates=candidates,
-                                boost=_boost(boost))
+                                boost=_boost(boost), operators=operators)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if queries is not None and not as_json:
             print(f"{len(texts)} queries searched, top {k} of each written to {run}", file=sys.stderr)
             return  # a file of queries: the run is the output, not a table per query
     for query_id, text, hits in zip(query_ids, texts, found):
+        scored = scored_text(text, operators)  # what highlights mark
         if as_json:
             asked = {"like": like, "unlike": unlike or []} if like else {"query": text}
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), **asked,
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
                                         **(_stored(h) if with_text else {}),
-                                        **({"highlights": searcher.highlight(text, h.id, encoder=highlight_encoder)}
+                                        **({"highlights": searcher.highlight(scored, h.id,
+                                                                             encoder=highlight_encoder)}
                                            if highlight else {}),
                                         **({"context": searcher.context(h.id, context)} if context is not None
                                            else {})}
@@ -439,7 +445,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             table.add_column("highlights" if highlight else "text", no_wrap=True, max_width=room)
         for row, hit in zip(rows, hits):
             if highlight:
-                shown = _marked(next(iter(searcher.highlight(text, hit.id, tags=None)), []), room)
+                shown = _marked(next(iter(searcher.highlight(scored, hit.id, tags=None)), []), room)
             else:
                 passage = " ".join((hit.text or "").split())
                 shown = escape(passage if len(passage) <= room else passage[: room - 1] + "…")

@@ -299,6 +299,28 @@ class SearchHits:
                                                                    for groups, keep in zip(self.groups, kept)],
                           diversified=self.diversified)
 
+    @classmethod
+    def gathered(cls, parts: Sequence[tuple[Sequence[int], "SearchHits"]], n_queries: int,
+                 grouped: bool = False) -> "SearchHits":
+        """One batch's hits from parts searched apart: ``(positions, hits)`` each, a part's queries at those
+        positions of the batch; a query no part holds has no hits (``grouped``: hits of grouped searches)."""
+        ids: list[list[str]] = [[] for _ in range(n_queries)]
+        scores: list[list[float]] = [[] for _ in range(n_queries)]
+        groups: list[list] | None = [[] for _ in range(n_queries)] if grouped else None
+        visited: list[int] | None = [0] * n_queries
+        for positions, hits in parts:
+            for n, position in enumerate(positions):
+                ids[position], scores[position] = hits.ids[n], hits.scores[n]
+                if groups is not None:
+                    groups[position] = hits.groups[n]
+            if hits.postings_visited is None:
+                visited = None
+            elif visited is not None:
+                for position, count in zip(positions, hits.postings_visited):
+                    visited[position] = count
+        return cls(ids, scores, visited, groups=groups,
+                   diversified=any(hits.diversified for _, hits in parts))
+
     def as_run(self, query_ids: Sequence[str], by_group: bool = False) -> dict[str, dict[str, float]]:
         """The hits as a run ``{query id: {document id: score}}``, ``query_ids`` naming the queries in order: what
         :func:`~semiret.evaluation.metrics.score_run`, :func:`~semiret.evaluation.significance.compare_runs` and

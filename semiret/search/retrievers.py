@@ -57,6 +57,7 @@ from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
 from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
+from semiret.search.operators import parse_operators
 from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
 from semiret.text.acronyms import mine_abbreviations
 from semiret.text.analyzer import plain_words, word_being_typed
@@ -732,8 +733,8 @@ class Retriever:
     def search(self, queries: str | Sequence[str], k: int = 10, n_threads: int = 1,
                filter: dict | None = None, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None, diversity: float | None = None,
-               candidates: int | None = None, boost: "Boost | dict | Sequence[dict] | None" = None
-               ) -> SearchHits | list[Hit]:
+               candidates: int | None = None, boost: "Boost | dict | Sequence[dict] | None" = None,
+               operators: bool = False) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
@@ -747,7 +748,9 @@ class Retriever:
         need not fall down the list. ``boost``: functions of the documents' metadata that multiply the scores of the
         best ``candidates`` (default 100, or ``k`` when more), which are then ranked again (OpenSearch's
         ``function_score``; :mod:`semiret.search.boosting`: ``{"decay": "gauss", "field": "published", "origin":
-        "now", "scale": "30d"}`` puts fresher documents first); ``score_threshold`` then reads the boosted scores."""
+        "now", "scale": "30d"}`` puts fresher documents first); ``score_threshold`` then reads the boosted scores.
+        ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
+        must not hold; :mod:`semiret.search.operators`)."""
         single = isinstance(queries, str)
         try:
             texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
@@ -761,6 +764,11 @@ class Retriever:
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
+        if operators:
+            hits = self._search_with_operators(texts, k=k, n_threads=n_threads, filter=filter, group_by=group_by,
+                                               group_size=group_size, score_threshold=score_threshold,
+                                               diversity=diversity, candidates=candidates, boost=boost)
+            return hits[0] if single else hits
         boosting = self._checked_boost(boost)
         if diversity is not None:
             hits = self._diversified(texts, k, n_threads, filter, group_by, score_threshold,
@@ -1122,6 +1130,25 @@ class Retriever:
             return [frozenset(t for t in highlighting.STEMMER(word) if t in stems) for word in words]
 
         return by_stem
+
+    def _search_with_operators(self, texts: list[str], filter: dict | None, **options) -> SearchHits:
+        """:meth:`search` of queries read for their operators (:mod:`semiret.search.operators`): queries that require
+        and exclude the same words searched in one batch with their filter, all batches from one commit. A query
+        left with no word to score (``-mouse``) has no hits."""
+        parsed = [parse_operators(text) for text in texts]
+        batches: dict[str, list[int]] = {}
+        for position, query in enumerate(parsed):
+            if plain_words(query.text):
+                batches.setdefault(query.filter_key(filter), []).append(position)
+        searcher = self.pinned() if len(batches) > 1 else self
+        parts = [(positions, searcher.search([parsed[p].text for p in positions],
+                                             filter=parsed[positions[0]].filter(filter), **options))
+                 for positions in batches.values()]
+        if not parts:  # nothing to search: the options and filter are checked all the same
+            parts = [((), searcher.search([], filter=filter, **options))]
+        hits = SearchHits.gathered(parts, len(texts), grouped=options["group_by"] is not None)
+        hits.lookup = searcher.index.get_document
+        return hits
 
     def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
                        grouping: Grouping | None) -> SearchHits:

@@ -8,8 +8,8 @@
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
-                                           "boost", "candidates", "context", "explain", "with_text",
-                                           "options"}`` ->
+                                           "boost", "candidates", "context", "explain", "operators",
+                                           "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/suggest``           ``{"text", "k", "filter"}`` -> completions of the word being typed
@@ -789,7 +789,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    "no text to give as context", "context_invalid")
         results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
                                 body.group_by, body.group_size, body.score_threshold, highlight, picking,
-                                body.context, body.explain)
+                                body.context, body.explain, body.operators)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         return {"results": results, "took_ms": _milliseconds_since(started)}
 
@@ -986,7 +986,7 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
                   highlight: dict | None = None, picking: dict | None = None,
-                  context: int | None = None, explain: bool = False) -> list[list[dict]]:
+                  context: int | None = None, explain: bool = False, operators: bool = False) -> list[list[dict]]:
     """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
     in the thread pool (also the first search, and one whose options need a retriever variant made)."""
     expected = index.query_ms
@@ -996,10 +996,11 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
             and not picking  # a first diversified search reads all a segment's postings, a boost its metadata
             and not options.get("fuzzy")  # a misspelling's neighbours are looked for over the whole vocabulary
             and not options.get("prefix")  # a prefix's words, in a sorted copy of the vocabulary made at first
-            and context is None and not explain):  # contexts and explanations read stored passages and postings
+            and context is None and not explain  # contexts and explanations read stored passages and postings
+            and not operators):  # what a query requires or excludes is a new filter
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
-                                   score_threshold, highlight, picking, context, explain)
+                                   score_threshold, highlight, picking, context, explain, operators)
 
 
 def _inlined_schema(model) -> dict:

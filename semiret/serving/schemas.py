@@ -90,6 +90,9 @@ class SearchRequest(BaseModel):
                                           "\"a.b\" a nested field; {\"$text\": \"words \\\"a phrase\\\"\"}: the "
                                           "stored title or text holds them; {\"$or\": [filter, ...]}, {\"$and\": "
                                           "[...]}, {\"$not\": filter} join filters.")
+    operators: StrictBool = Field(False, description="Read a search box's operators in the queries: \"a phrase\" "
+                                  "and +word a hit must hold, -word and -\"a phrase\" one must not (words as "
+                                  "written, case-folded; Meilisearch's and Typesense's defaults).")
     group_by: str | None = Field(None, description="k groups of hits by this stored metadata field's value, groups "
                                  "by their best hit, each hit's group in `group` (Qdrant's search groups; `parent` "
                                  "over an index of passages: documents by their best passage).")

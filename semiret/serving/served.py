@@ -23,6 +23,7 @@ from semiret.indexes import open_index
 from semiret.indexes.filters import documents_by_id
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
+from semiret.search.operators import scored_text
 from semiret.search.retrievers import DOCUMENT_READING, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
 
@@ -126,7 +127,7 @@ class ServedIndex:
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None,
                highlight: dict | None = None, picking: dict | None = None,
-               context: int | None = None, explain: bool = False) -> list[list[dict]]:
+               context: int | None = None, explain: bool = False, operators: bool = False) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
         ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
         metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
@@ -135,7 +136,8 @@ class ServedIndex:
         relevance or boosted by metadata with ``picking``: ``{"diversity", "boost", "candidates"}``, as
         :meth:`Retriever.search` takes them; each
         with its ``context`` of that many passages on each side: :meth:`Retriever.context
-        <semiret.search.retrievers.Retriever.context>`; and its ``explanation`` with ``explain``)."""
+        <semiret.search.retrievers.Retriever.context>`; and its ``explanation`` with ``explain``; the queries read
+        for a search box's operators with ``operators``: :mod:`semiret.search.operators`)."""
         retriever = self._with_options(options)  # made once per distinct options: not a search's own time
         if explain:
             retriever.check_explainable()  # before any search (the API checks it first)
@@ -144,8 +146,9 @@ class ServedIndex:
         retriever = retriever.pinned()
         results = []
         found = retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
-                                 score_threshold=score_threshold, **(picking or {}))
+                                 score_threshold=score_threshold, operators=operators, **(picking or {}))
         for number, (query, hits) in enumerate(zip(queries, found)):
+            query = scored_text(query, operators)  # what highlights and explanations read
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]

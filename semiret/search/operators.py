@@ -1,0 +1,96 @@
+"""A search box's operators in query texts (``search(..., operators=True)``, ``search --operators``, the API's
+``"operators": true``), read as Meilisearch and Typesense read them by default and as OpenSearch's
+``simple_query_string`` does:
+
+- ``"heart failure"``: a hit holds the phrase, its words one after the other;
+- ``+statin``: a hit holds the word (``+statin*``: a word it begins);
+- ``-mouse``, ``-"animal model"``: a hit holds neither;
+- every other word as written (``COVID-19``, ``e-mail``: a ``+`` or ``-`` counts only at a word's start).
+
+What a query requires or excludes becomes a ``$text`` filter beside the search's own (the stored title or text, words
+matched as written and case-folded: :class:`~semiret.indexes.filters.TextCondition`; a word of several, ``-COVID-19``,
+a phrase of them); the retriever scores the query's words without the excluded ones, as it scores any text, so a
+required phrase also counts towards the score. A query is never refused for its syntax: a quote that no quote closes,
+or a sign before no word, is read as written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import regex
+
+from semiret.indexes.filters import TEXT
+from semiret.text.analyzer import plain_words
+
+_TOKEN = regex.compile(r'(?P<sign>[+-]?)"(?P<phrase>[^"]*)"|(?P<word>\S+)')
+"""A quoted phrase (with its sign), else a run of anything but spaces (a quote no quote closes is part of it)."""
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A query text read for its operators (:func:`parse_operators`)."""
+
+    text: str
+    """What the retriever scores: the query without its operators and excluded words."""
+    required: tuple[str, ...] = ()
+    """What a hit must hold: words, ``prefix*`` and ``"phrases"``, as a ``$text`` condition reads them."""
+    excluded: tuple[str, ...] = ()
+    """What a hit must not hold, each as a ``$text`` condition."""
+
+    def filter(self, given: dict | None) -> dict | None:
+        """``given`` (the search's own filter) and this query's conditions, all of them."""
+        conditions = ([{TEXT: " ".join(self.required)}] if self.required else []) + [
+            {"$not": {TEXT: each}} for each in self.excluded]
+        if not conditions:
+            return given
+        if given:
+            conditions.insert(0, given)
+        return conditions[0] if len(conditions) == 1 else {"$and": conditions}
+
+    def filter_key(self, given: dict | None) -> str:
+        """:meth:`filter` written one way: queries with equal keys are searched in one batch."""
+        return json.dumps(self.filter(given), sort_keys=True, default=str)
+
+
+def _condition(written: str, prefix: bool = False) -> str | None:
+    """``written`` as a ``$text`` condition: one word, ``prefix*``, or a ``"phrase"`` of its words (None: no word)."""
+    words = plain_words(written)
+    if not words:
+        return None
+    if len(words) > 1:
+        return '"' + " ".join(words) + '"'
+    return words[0] + "*" * prefix
+
+
+def parse_operators(text: str) -> ParsedQuery:
+    """The words ``text`` scores, requires and excludes (this module's syntax)."""
+    scored, required, excluded = [], [], []
+    for token in _TOKEN.finditer(text):
+        phrase = token["phrase"]
+        if phrase is not None:
+            condition = _condition(phrase)
+            if condition is None:
+                continue  # "" or a phrase of marks only: nothing to match
+            (excluded if token["sign"] == "-" else required).append(condition)
+            if token["sign"] != "-":
+                scored.append(phrase)
+            continue
+        word = token["word"]
+        sign, body = word[0], word[1:]
+        condition = _condition(body.removesuffix("*"), prefix=body.endswith("*")) if sign in "+-" else None
+        if condition is None:  # no operator, or a sign before no word (a lone "-" is a dash)
+            scored.append(word)
+        elif sign == "+":
+            required.append(condition)
+            scored.append(body.removesuffix("*"))
+        else:
+            excluded.append(condition)
+    return ParsedQuery(" ".join(scored), tuple(dict.fromkeys(required)), tuple(dict.fromkeys(excluded)))
+
+
+def scored_text(text: str, operators: bool) -> str:
+    """What a retriever scores of ``text`` (highlights and explanations read the same words): without its operators
+    and excluded words when ``operators`` is set, else ``text`` itself."""
+    return parse_operators(text).text if operators else text
