@@ -140,7 +140,7 @@ def _normalised_filter(spec, where: str, depth: int = 1) -> dict:
                 normalised[key] = sorted({json.dumps(part, sort_keys=True): part for part in parts}.items())
                 normalised[key] = [part for _, part in normalised[key]]
             elif key == TEXT:
-                normalised[key] = TextCondition(wanted).written
+                normalised[key] = text_condition(wanted).written
             else:
                 raise SemiretError(f"filter key {key!r}: the keys starting with $ are {', '.join(COMBINATORS)} "
                                    f"and {TEXT} (a field name does not start with $)")
@@ -255,7 +255,7 @@ def _clause(spec: dict):
         elif key in COMBINATORS:
             parts.append(_Combined("all" if key == "$and" else "any", [_clause(each) for each in wanted]))
         elif key == TEXT:
-            parts.append(TextCondition(wanted))
+            parts.append(text_condition(wanted))
         else:
             parts.append(_Field(key, wanted))
     return parts[0] if len(parts) == 1 else _Combined("all", parts)
@@ -316,6 +316,17 @@ class TextCondition:
             for local, document in zip(candidates.tolist(), index.read(candidates)):
                 found[local] = self.passes(None, document)
         return found
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_text_condition(wanted: str) -> TextCondition:
+    return TextCondition(wanted)
+
+
+def text_condition(wanted) -> TextCondition:
+    """``TextCondition(wanted)``, parsed once per string (a filter is read twice, to normalise it and to test with
+    it, and a search box's queries make one per query; a condition never changes once made)."""
+    return _parsed_text_condition(wanted) if isinstance(wanted, str) else TextCondition(wanted)
 
 
 SPELLINGS_KEPT = 50_000
