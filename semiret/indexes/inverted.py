@@ -316,6 +316,17 @@ class InvertedIndex(SegmentedIndex):
             df = snapshot.derived["df"] = self._frequency_basis.frequencies(snapshot)
         return df
 
+    def held_terms(self, term_ids) -> np.ndarray:
+        """bool per term id: whether a live document of the current snapshot holds it (one a view hides does not).
+        Document frequencies count deleted documents until a merge, as scores should; whether a query word is
+        in the documents at all (to correct or complete it) must not."""
+        terms = np.asarray(term_ids, np.int64).reshape(-1)
+        held = np.zeros(len(terms), bool)
+        for segment in self.segments:
+            present, indptr, docs, _ = segment.search_arrays()
+            kernels.mark_held(terms, present, indptr, docs, segment.deleted, held)
+        return held
+
     def idf(self, snapshot: Snapshot | None = None) -> np.ndarray:
         """The IDF of every term over the index (computed once per snapshot, by default the current one): its BM25
         variant's for a BM25 index, else Lucene's."""

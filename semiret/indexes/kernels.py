@@ -691,6 +691,20 @@ def _rows_of(terms, present_terms, indptr):
 
 
 @numba.njit(**NUMBA_OPTIONS)
+def mark_held(terms, present_terms, indptr, docs, deleted, held):
+    """Set ``held[i]`` where term ``terms[i]`` has a posting of a document ``deleted`` does not mark (each list read
+    up to its first live document: at once in a segment without deletions)."""
+    rows, _ = _rows_of(terms, present_terms, indptr)
+    for i in range(terms.shape[0]):
+        if held[i] or rows[i] < 0:
+            continue
+        for p in range(indptr[rows[i]], indptr[rows[i] + 1]):
+            if not deleted[docs[p]]:
+                held[i] = True
+                break
+
+
+@numba.njit(**NUMBA_OPTIONS)
 def _add_part(weights, factor, rows, indptr, docs, values, binary, dense, buffer, touched, n_touched):
     """One part's query terms (weights x ``factor``) into the shared buffer, tracked in ``touched`` unless
     ``dense``; tracked terms whose weight comes to zero are skipped (they would enter documents twice)."""

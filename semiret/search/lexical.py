@@ -202,6 +202,19 @@ def _sorted_vocabulary(vocabulary: TermDictionary) -> _SortedVocabulary:
         return _sorted_vocabularies.setdefault(vocabulary, _SortedVocabulary())
 
 
+def _held(index, term_ids, df: np.ndarray) -> np.ndarray:
+    """bool per term id: whether a live document holds it (ids past ``df``, the index's document frequencies, are
+    words no document holds). Frequencies count deleted documents until a merge; an index that can tell which
+    terms its live documents hold (:meth:`~semiret.indexes.inverted.InvertedIndex.held_terms`) is asked too."""
+    found = np.asarray(list(term_ids), np.int64)
+    held = np.zeros(len(found), bool)
+    inside = found < len(df)
+    held[inside] = df[found[inside]] > 0
+    if held.any() and hasattr(index, "held_terms"):
+        held[held] = index.held_terms(found[held])
+    return held
+
+
 def _summed(query: SparseQuery, added: Counter) -> SparseQuery:
     """``query`` with ``added``'s weights added to its terms'."""
     weights = Counter(dict(zip(query.terms.tolist(), query.weights.tolist())))
@@ -419,9 +432,10 @@ class WordCountQueries(QuerySide):
 
         def held(term_ids) -> np.ndarray:  # those documents hold, less the word typed whole and the query's own
             found = np.array(sorted({t for t in term_ids if t is not None and t < len(df) and t != own}), np.int64)
-            return found[(df[found] > 0) & ~np.isin(found, query.terms)]
+            found = found[~np.isin(found, query.terms)]
+            return found[_held(index, found, df)]
 
-        found = self._words_begun(typed, held, typed_whole=0 <= own < len(df) and bool(df[own]))
+        found = self._words_begun(typed, held, typed_whole=own >= 0 and bool(_held(index, [own], df)[0]))
         if not len(found):
             return query
         commonest = found[np.argsort(-df[found], kind="stable")[:self.options.max_expansions]]
@@ -465,8 +479,7 @@ class WordCountQueries(QuerySide):
         ids, df, idf = self._query_terms.terms.ids, index.document_frequencies(), index.idf()
 
         def held(term: str) -> bool:  # a document holds it
-            term_id = ids.get(term, len(df))
-            return term_id < len(df) and bool(df[term_id])
+            return bool(_held(index, [ids.get(term, len(df))], df)[0])
 
         found = expansion(terms, synonyms, lambda term: float(idf[ids[term]]), held)
         if not found.matched:
@@ -488,12 +501,14 @@ class WordCountQueries(QuerySide):
         df = index.document_frequencies()
         counts = Counter(self._query_terms.analyzer(text))
         ids = self._query_terms.terms.ids
-        missing = [term for term in counts
-                   if term not in matched and (ids.get(term, len(df)) >= len(df) or not df[ids[term]])]
+        typed = [term for term in counts if term not in matched]
+        missing = [term for term, held in zip(typed, _held(index, [ids.get(term, len(df)) for term in typed], df))
+                   if not held]
         added: Counter = Counter()
         words = self._query_terms.terms.terms
         for term in missing:
-            near = [(term_id, edits) for term_id, edits in self._neighbours(term) if term_id < len(df) and df[term_id]]
+            near = self._neighbours(term)
+            near = [found for found, held in zip(near, _held(index, [term_id for term_id, _ in near], df)) if held]
             if not near:
                 continue
             fewest = min(edits for _, edits in near)  # "canser": cancer, not also manner and answer at two edits
@@ -728,7 +743,7 @@ class IDFQueries(QuerySide):
             return float(weights_of[token]) if weights_of[token] >= self._min_weight else 0.0
 
         def held(token: int) -> bool:
-            return bool(token < len(df) and df[token]) if df is not None else bool(weights_of[token] > 0)
+            return bool(_held(index, [token], df)[0]) if df is not None else bool(weights_of[token] > 0)
 
         found = expansion(tokens, synonyms, weight, held, starts)
         if not found.matched:

@@ -119,3 +119,27 @@ def test_a_hybrid_corrects_its_bm25_part(tmp_path, tiny_bert):
     assert fuzzy.explain("canser", found[0].id).score == pytest.approx(found[0].score, rel=1e-5)  # bounds as searched
     scored = hybrid.with_options(weight=1.0, fuzzy=True, fusion="score")
     assert {h.id for h in scored.search("canser", k=5)} == {"cancer-1", "cancer-2"}
+
+
+def test_a_word_only_deleted_documents_hold_is_corrected_and_completed(tmp_path):
+    """Document frequencies count deleted documents until a merge; whether a word is in the documents must not:
+    a typo deleted or replaced is corrected at once (not only after a merge), and no longer completes a prefix."""
+    docs = [Document("a", "cancer risk with statins"), Document("b", "lung cancer screening"),
+            Document("typo", "a canser typo here")]
+    retriever = BM25Retriever.build(docs, tmp_path / "bm25")
+    fuzzy, prefix = retriever.with_options(fuzzy=True), retriever.with_options(prefix=True)
+    assert [h.id for h in fuzzy.search("canser", k=5)] == ["typo"]  # a document holds it: searched as typed
+    assert {h.id for h in prefix.search("cans", k=5)} == {"typo"}
+    retriever.delete(["typo"])
+    assert [t.document_frequency for t in retriever.analyze("canser")] == [1]  # counted until a merge
+    assert {h.id for h in fuzzy.search("canser", k=5)} == {"a", "b"}
+    assert {h.id for h in prefix.search("cans", k=5)} == {"a", "b"}  # "cans": only cancer now, through its stem
+    assert {t.term for t in fuzzy.explain("canser", "a").terms} >= {"cancer"}
+    retriever.add([Document("b", "a canser typo fixed")], replace=True)  # the typo back, in a live document
+    assert [h.id for h in fuzzy.search("canser", k=5)] == ["b"]
+    retriever.add([Document("b", "lung cancer screening")], replace=True)  # and fixed in place again
+    assert {h.id for h in fuzzy.search("canser", k=5)} == {"a", "b"}
+    retriever.add([Document("c", "canser in the lung")])
+    assert [h.id for h in fuzzy.search("canser", k=5)] == ["c"]
+    hidden = fuzzy.search("canser", k=5, filter={"$not": {"$text": "lung"}})  # only a document the filter hides
+    assert [h.id for h in hidden] == ["a"]                                     # holds it: corrected in its view
