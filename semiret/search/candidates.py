@@ -17,11 +17,12 @@ def check_candidates(candidates) -> None:
         raise SemiretError(f"candidates (--candidates) must be a positive whole number, got {candidates!r}")
 
 
-def candidate_depth(k: int, candidates: int | None) -> int:
-    """How many of the best hits to search for, to choose ``k`` among (given ``candidates``: at least ``k``)."""
+def candidate_depth(k: int, candidates: int | None, group_size: int = 1) -> int:
+    """How many of the best hits to search for, to choose ``k`` among (given ``candidates``: at least ``k``; else
+    :data:`CANDIDATES`, or room for ``k`` groups of ``group_size`` hits when more)."""
     check_candidates(candidates)
     if candidates is None:
-        return max(k, CANDIDATES)
+        return max(k * group_size, CANDIDATES)
     if candidates < k:
         raise SemiretError(f"candidates (--candidates) must be at least k ({k}) to choose k hits from, got {candidates}")
     return int(candidates)

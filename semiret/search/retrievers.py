@@ -776,9 +776,7 @@ class Retriever:
             return hits[0] if single else hits
         if boosting is not None:
             grouping = Grouping(group_by, group_size) if group_by is not None else None
-            depth = candidate_depth(k, candidates)
-            if grouping is not None and candidates is None:
-                depth = max(depth, k * group_size)  # room for k full groups
+            depth = candidate_depth(k, candidates, group_size if grouping is not None else 1)
             hits = self._boosted(texts, k, n_threads, filter, boosting, depth, grouping)
             if score_threshold is not None:
                 hits = hits.at_least(score_threshold)

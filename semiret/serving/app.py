@@ -80,7 +80,7 @@ from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter, Ordering
 from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
-from semiret.search.candidates import CANDIDATES
+from semiret.search.candidates import candidate_depth
 from semiret.search.retrievers import open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
@@ -765,7 +765,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                        "(diversity), not both", "diversity_invalid")
             picking["diversity"] = body.diversity
         if picking:
-            candidates = body.candidates or max(k + body.offset, min(CANDIDATES, settings.max_k))  # as in Python
+            # as in Python for a page's k, whatever its offset: every page of a ranking chooses from the same hits
+            candidates = body.candidates or min(candidate_depth(k, None, body.group_size if body.group_by else 1),
+                                                settings.max_k)
             if candidates > settings.max_k:
                 raise validation_error(("body", "candidates"), f"candidates must be at most {settings.max_k} "
                                        "(--max-k)", "less_than_equal")

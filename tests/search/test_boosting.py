@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
 import math
 
 import numpy as np
@@ -254,13 +255,44 @@ def test_the_service_and_its_client(bm25, tmp_path):
             assert answer.status_code == 422, (body, answer.text)
             assert field in json.dumps(answer.json()["detail"])
     wide = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=1000)
-    with TestClient(create_app(wide)) as http:  # more than 100 hits: k + offset candidates by default, as in Python
+    with TestClient(create_app(wide)) as http:  # more than 100 hits: k candidates by default, as in Python
         answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 150, "boost": fresh})
         assert answer.status_code == 200, answer.text
     bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
     with TestClient(create_app(ServeSettings({"bare": str(bare.index.path)}, write_process=False))) as http:
         answer = http.post("/indexes/bare/search", json={"queries": [QUERY], "boost": fresh})
         assert answer.status_code == 422 and "no metadata" in answer.text
+
+
+def test_the_services_pages_and_groups_choose_from_pythons_candidates(tmp_path):
+    """The service's default candidates are Python's for the page's k, whatever its offset: every page of a
+    ranking chooses from the same hits (a page past them is refused, naming candidates, rather than taken from
+    another ranking, repeating and skipping hits), and a grouped search has room for k full groups."""
+    rng = random.Random(7)
+    words = "statins cholesterol heart risk trial dose cohort diet".split()
+    docs = [Document(f"d{n}", " ".join(rng.choices(words, k=rng.randint(2, 9))),
+                     metadata={"citations": rng.randint(0, 500), "source": rng.choice(["web", "pubmed", "arxiv"])})
+            for n in range(300)]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
+    boost = {"field": "citations", "modifier": "log1p"}
+    settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=1000)
+    with TestClient(create_app(settings)) as http:
+        def page(offset: int, **more) -> list[str]:
+            answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 10, "offset": offset,
+                                                             "boost": boost, **more})
+            assert answer.status_code == 200, answer.text
+            return [row["id"] for row in answer.json()["results"][0]]
+
+        assert [d for offset in range(0, 100, 10) for d in page(offset)] == ids(bm25.search(QUERY, k=100,
+                                                                                           boost=boost))
+        deep = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 10, "offset": 95, "boost": boost})
+        assert deep.status_code == 422 and "candidates" in deep.text
+        paged = [d for offset in range(0, 150, 10) for d in page(offset, candidates=150)]
+        assert paged == ids(bm25.search(QUERY, k=150, boost=boost, candidates=150)) and len(set(paged)) == 150
+        grouped = {"queries": [QUERY], "k": 3, "group_by": "source", "group_size": 40, "boost": boost}
+        over_http = [row["id"] for row in http.post("/indexes/docs/search", json=grouped).json()["results"][0]]
+        assert over_http == ids(bm25.search(QUERY, k=3, group_by="source", group_size=40, boost=boost))
+        assert len(over_http) > 100  # room for 3 groups of 40: more than the 100 candidates of an ungrouped search
 
 
 def test_numbers_from_numpy_are_numbers(bm25):
