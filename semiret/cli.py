@@ -398,6 +398,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
     if run is not None:
         check_output_file(run, "TREC run (--run)")
+        if queries is not None and not as_json and (highlight or with_text):
+            raise SemiretError("a file of queries with --run writes the run alone: --highlight and --with-text show "
+                               "in the --json lines (give --json too) or the tables (without --run)")
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None

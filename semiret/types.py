@@ -405,6 +405,9 @@ class Explanation:
     score: float
     terms: list[TermContribution]
     """The query's terms, the document's matches first, largest contribution first."""
+    boost_factor: float | None = None
+    """What a boosted search multiplied the score by (:mod:`~semiret.search.boosting`; None: no boost)."""
 
     def to_json(self) -> dict:
-        return {"id": self.doc_id, "score": self.score, "terms": [vars(term) for term in self.terms]}
+        found = {"id": self.doc_id, "score": self.score, "terms": [vars(term) for term in self.terms]}
+        return found if self.boost_factor is None else {**found, "boost_factor": self.boost_factor}

@@ -764,6 +764,9 @@ class Retriever:
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
+        if group_by is None and (isinstance(group_size, bool) or group_size != 1):
+            raise SemiretError(f"group_size (--group-size) is the hits of each group: give group_by (--group-by) too "
+                               f"(got group_size {group_size!r} without it)")
         if operators:
             hits = self._search_with_operators(texts, k=k, n_threads=n_threads, filter=filter, group_by=group_by,
                                                group_size=group_size, score_threshold=score_threshold,

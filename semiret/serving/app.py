@@ -739,6 +739,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    "less_than_equal")
         check_options(index, body.options)
         check_filter(body.filter)
+        if body.group_by is None and body.group_size != 1:
+            raise validation_error(("body", "group_size"), "group_size is the hits of each group: give group_by too",
+                                   "group_size_invalid")
         if body.group_by is not None:
             try:
                 Grouping(body.group_by, body.group_size)

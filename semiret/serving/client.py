@@ -413,7 +413,8 @@ def _document(record: dict) -> Document:
 
 def _explanation(found: dict) -> Explanation:
     """An explanation as the API answers it (``POST .../explain``, a hit's ``explanation``)."""
-    return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]])
+    return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]],
+                       found.get("boost_factor"))
 
 
 def _hits(rows: list[dict]) -> list[ServedHit]:

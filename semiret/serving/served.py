@@ -166,9 +166,10 @@ class ServedIndex:
                 boost = (picking or {}).get("boost")
                 factors = boost.factors(retriever.index, [row["id"] for row in rows]).tolist() if boost else None
                 for n, row in enumerate(rows):
-                    row["explanation"] = retriever.explain(query, row["id"]).to_json()
+                    explained = retriever.explain(query, row["id"])
                     if factors is not None:
-                        row["explanation"]["boost_factor"] = factors[n]
+                        explained.boost_factor = factors[n]
+                    row["explanation"] = explained.to_json()
             results.append(rows)
         self._took((time.perf_counter() - started) * 1000 / max(1, len(queries)))
         return results

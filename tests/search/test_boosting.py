@@ -239,6 +239,10 @@ def test_the_service_and_its_client(bm25, tmp_path):
         rows = explained.json()["results"][0]
         assert [row["explanation"]["boost_factor"] for row in rows] == [3.0, 3.0, 1.0]
         assert rows[0]["score"] == pytest.approx(3 * rows[0]["explanation"]["score"])
+        served = client_of(http).search("docs", QUERY, k=3, explain=True, boost={"filter": {"source": "pubmed"},
+                                                                                "weight": 3})
+        assert [hit.explanation.boost_factor for hit in served] == [3.0, 3.0, 1.0]  # the client's hits keep it
+        assert served[0].score == pytest.approx(3 * served[0].explanation.score)
         grouped = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 2, "group_by": "source",
                                                           "boost": {"filter": {"source": "web"}, "weight": 2}})
         assert [row["group"] for row in grouped.json()["results"][0]] == ["web", "pubmed"]

@@ -105,6 +105,9 @@ def test_grouping_refuses_what_it_cannot_do(tmp_path):
         bare.search("statins", group_by="source")
     with pytest.raises(SemiretError, match="group_size must be a positive integer"):
         open_retriever(tmp_path / "bare").search("statins", group_by="source", group_size=0)
+    for size in (0, 2, "x", True):  # a group size without groups is a mistake, not ignored
+        with pytest.raises(SemiretError, match="give group_by"):
+            open_retriever(tmp_path / "bare").search("statins", group_size=size)
     with pytest.raises(SemiretError, match="passages find their documents"):
         BM25Retriever.build(_documents(5), tmp_path / "x", store_texts=False, chunking=Chunking(5))
 
@@ -178,6 +181,8 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         assert too_many.status_code == 422 and too_many.json()["detail"][0]["loc"] == ["body", "group_size"]
         bad = client.post("/indexes/docs/search", json={"queries": ["x"], "group_by": ""})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "group_by"]
+        alone = client.post("/indexes/docs/search", json={"queries": ["x"], "group_size": 2})
+        assert alone.status_code == 422 and alone.json()["detail"][0]["loc"] == ["body", "group_size"]
         added = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"},
                            json={"documents": [{"_id": "long", "text": "walrus " * 12}]})
         assert added.json()["upserted"] == 3  # split as the index's passages
@@ -261,6 +266,13 @@ def test_search_command_groups(tmp_path):
     table = runner.invoke(app, ["search", "--index", str(tmp_path / "index"), "statins heart", "--group-by", "source",
                                 "--group-size", "2", "-k", "2"]).stdout
     assert "group" in table and any(f'"{value}"' in table for value in "abc")
+    alone = runner.invoke(app, ["search", "--index", str(tmp_path / "index"), "statins", "--group-size", "2"])
+    assert alone.exit_code != 0 and "give group_by (--group-by)" in alone.output
+    (tmp_path / "queries.tsv").write_text("q1\tstatins heart\n")
+    unseen = runner.invoke(app, ["search", "--index", str(tmp_path / "index"), "--queries",
+                                 str(tmp_path / "queries.tsv"), "--run", str(tmp_path / "run2.trec"),
+                                 "--highlight"])  # nothing would show the highlights
+    assert unseen.exit_code != 0 and "--highlight" in unseen.output and not (tmp_path / "run2.trec").exists()
 
 
 def test_a_passage_index_exports_its_documents(tmp_path):
