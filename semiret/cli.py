@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import contextlib
 import json
 import logging
 import os
@@ -671,7 +672,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         return (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
                 if corpus_file(source) == source and source.is_dir() else
                 searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb, total=count_documents(source),
-                              force=force))
+                              force=force, ids=(d.id for d in iter_corpus(source, fields))))  # a first read: ids
 
     def held() -> str:
         segments = getattr(searcher.index, "segments", None)
@@ -684,13 +685,39 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
                                  total=count_documents(source))
             console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
             return
-        console.print(f"{_synced_counts(synced())}; {held()}")
-        if watch is not None:
-            _keep_in_step(synced, held, source, watch)
+        with _each_warning_once() if watch is not None else contextlib.nullcontext():
+            console.print(f"{_synced_counts(synced())}; {held()}")
+            if watch is not None:
+                _keep_in_step(synced, held, source, watch)
 
 
 def _synced_counts(counts) -> str:
     return ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged", "deleted"))
+
+
+class _SaidOnce(logging.Filter):
+    """Lets each log message through once (warnings that every pass of a watch would repeat: a file of another kind
+    left out is left out again)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first: dict[str, logging.LogRecord] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:  # the first record of a message, to every handler
+        return self.first.setdefault(record.getMessage(), record) is record
+
+
+@contextlib.contextmanager
+def _each_warning_once():
+    """Within the block, each log message is shown once (on the root logger's handlers, where semiret's go)."""
+    once, handlers = _SaidOnce(), list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(once)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(once)
 
 
 def _keep_in_step(synced, held, source: Path, seconds: float) -> None:

@@ -443,16 +443,32 @@ class Retriever:
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
     def sync(self, documents: Iterable[Document], buffer_mb: float | None = None, total: int | None = None,
-             force: bool = False) -> SyncCounts:
+             force: bool = False, ids: Iterable[str] | None = None) -> SyncCounts:
         """Make the index hold exactly ``documents`` (a folder's files as they are now, say): those new or changed
         (text, title or metadata) added in one commit, those stored as they are left alone (not encoded again), then
         the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
         upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
         where it holds passages, a document is unchanged when its passages are. A sync that would delete more
-        documents than it keeps (a subfolder given for its folder, an empty file) deletes none unless ``force``."""
+        documents than it keeps (a subfolder given for its folder, an empty file) deletes none unless ``force``;
+        where the documents' ids are known before they are read (``documents`` a list, or ``ids`` given: a file
+        read twice), it writes nothing at all."""
         self._check_comparable()
+        if ids is None and isinstance(documents, (list, tuple)):
+            ids = [d.id for d in documents if isinstance(d, Document)]
         with self.index.writing():
+            if ids is not None:
+                self._doomed(set(ids), force, "Nothing was written")
             return self._sync(documents, buffer_mb, total, set(), force)
+
+    def _doomed(self, kept: set[str], force: bool, outcome: str) -> list[str]:
+        """The documents a sync keeping ``kept`` deletes: an error saying ``outcome`` when they outnumber the kept
+        ones, unless ``force``."""
+        doomed = sorted(set(self._document_ids()) - kept)
+        if len(doomed) > len(kept) and not force:  # (a folder's subfolder given for the folder, a file emptied)
+            raise SemiretError(f"sync would delete {len(doomed)} documents of {self.index.path} (e.g. {doomed[0]!r}) "
+                               f"and keep {len(kept)}: is this the corpus the index was built from? {outcome}; "
+                               "force=True (--force) deletes them")
+        return doomed
 
     def _check_comparable(self) -> None:
         if not self.index.stores_texts:
@@ -483,11 +499,7 @@ class Retriever:
             return kept
 
         self._add(documents, True, buffer_mb, total, "sync", changed)
-        doomed = sorted(set(self._document_ids()) - seen)
-        if len(doomed) > len(seen) and not force:  # (a folder's subfolder given for the folder, a file emptied)
-            raise SemiretError(f"sync would delete {len(doomed)} documents of {self.index.path} (e.g. {doomed[0]!r}) "
-                               f"and keep {len(seen)}: is this the corpus the index was built from? Nothing was "
-                               "deleted (what was new or changed is added); force=True (--force) deletes them")
+        doomed = self._doomed(seen, force, "Nothing was deleted (what was new or changed is added)")
         if doomed:
             delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
@@ -512,6 +524,7 @@ class Retriever:
         with self.index.writing():  # the hashes compared are the last commit's
             stored = self._stored_values("file_hash") if fields == recorded else {}
             hashes = folder_hashes(folder)
+            self._doomed(set(hashes), force, "Nothing was written")
             unchanged = {doc_id for doc_id, digest in hashes.items() if stored.get(doc_id) == digest}
             return self._sync(iter_corpus(folder, fields, skip_ids=unchanged), buffer_mb,
                               len(hashes) - len(unchanged), unchanged, force)

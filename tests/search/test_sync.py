@@ -3,6 +3,8 @@ encoded again."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from typer.testing import CliRunner
 
@@ -88,10 +90,18 @@ def test_sync_refuses_what_it_cannot_compare_or_would_empty_the_index(tmp_path):
     with pytest.raises(SemiretError, match=f"sync would delete {len(TINY_DOCS)} documents .* and keep 0: is this"):
         searcher.sync([])
     assert open_retriever(tmp_path / "idx").index.n_docs == len(TINY_DOCS)
-    with pytest.raises(SemiretError, match=f"would delete {len(TINY_DOCS) - 1} documents .* and keep 2: .* force=True \\(--force\\)"):
-        searcher.sync([TINY_DOCS[0], Document("new", "a new one")])  # a part of the corpus given for all of it
+    part = [TINY_DOCS[0], Document("new", "a new one")]  # a part of the corpus given for all of it
+    with pytest.raises(SemiretError, match=f"would delete {len(TINY_DOCS) - 1} documents .* and keep 2: .* "
+                                           "Nothing was written; force=True \\(--force\\)"):
+        searcher.sync(part)  # a list: its ids known before any is read
+    assert searcher.index.n_docs == len(TINY_DOCS) and "new" not in searcher.index
+    with pytest.raises(SemiretError, match="Nothing was written"):
+        searcher.sync(iter(part), ids=["d1", "new"])  # a stream whose ids were read first (a file read twice)
+    assert "new" not in searcher.index
+    with pytest.raises(SemiretError, match="Nothing was deleted \\(what was new or changed is added\\)"):
+        searcher.sync(iter(part))  # a stream alone: found out once it is read
     assert searcher.index.n_docs == len(TINY_DOCS) + 1  # the new one added, nothing deleted
-    assert searcher.sync([TINY_DOCS[0], Document("new", "a new one")], force=True).deleted == len(TINY_DOCS) - 1
+    assert searcher.sync(part, force=True).deleted == len(TINY_DOCS) - 1
 
 
 def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
@@ -108,6 +118,20 @@ def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
     assert result.exit_code == 0, result.output
     assert "1 added, 1 replaced, 0 unchanged, 1 deleted; 2 live" in result.output
     assert sorted(open_retriever(index).index.live_ids()) == ["a.md", "c.txt"]
+    (docs / "sub").mkdir()
+    (docs / "sub" / "d.txt").write_text("A note in a subfolder.\n")
+    (docs / "e.txt").write_text("Another note.\n")
+    wrong = runner.invoke(app, ["add", str(docs / "sub"), "--index", index, "--sync"])  # the subfolder for its folder
+    assert wrong.exit_code != 0 and "Nothing was written" in wrong.output
+    assert sorted(open_retriever(index).index.live_ids()) == ["a.md", "c.txt"]  # d.txt not added beside them
+    corpus = tmp_path / "part.jsonl"
+    corpus.write_text('{"_id": "a.md", "text": "The first note, edited."}\n{"_id": "z", "text": "new"}\n'
+                      '{"_id": "y", "text": "newer"}\n')
+    assert runner.invoke(app, ["add", str(corpus), "--index", index, "--sync"]).exit_code == 0  # keeps 3, deletes 1
+    corpus.write_text('{"_id": "q", "text": "only this"}\n')
+    wrong = runner.invoke(app, ["add", str(corpus), "--index", index, "--sync"])  # a file's ids read first
+    assert wrong.exit_code != 0 and "Nothing was written" in wrong.output
+    assert sorted(open_retriever(index).index.live_ids()) == ["a.md", "y", "z"]
 
 
 def test_add_sync_watch_keeps_syncing_until_interrupted(tmp_path, monkeypatch):
@@ -148,6 +172,37 @@ def test_add_sync_watch_keeps_syncing_until_interrupted(tmp_path, monkeypatch):
     assert printed[4].endswith(" 1 added, 0 replaced, 1 unchanged, 1 deleted; 2 live in 3 segments")
     assert printed[5:] == ["stopped watching"]
     assert live == [["a"], ["a"], ["a", "b"], ["a", "b"], ["a", "b"], ["a", "c"]]  # the failed passes changed nothing
+
+
+def test_a_watch_says_each_warning_once(tmp_path, monkeypatch, caplog):
+    """A file every pass leaves out (of another kind) is said once, not at every pass; after the watch, warnings
+    are shown again."""
+    import semiret.cli
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("A note.\n")
+    (docs / "blob.bin").write_bytes(b"\x00\x01")
+    index = str(tmp_path / "idx")
+    assert runner.invoke(app, ["index", "--data", str(docs), "--out", index]).exit_code == 0
+    passes = []
+
+    def sleep(seconds):
+        passes.append(seconds)
+        if len(passes) > 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(semiret.cli.console, "print", lambda *args, **kwargs: None)
+    monkeypatch.setattr("time.sleep", sleep)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert runner.invoke(app, ["add", str(docs), "--index", index, "--sync", "--watch", "1"]).exit_code == 0
+    left_out = [r for r in caplog.records if "blob.bin" in r.getMessage() or ".bin" in r.getMessage()]
+    assert len(passes) == 4 and len(left_out) == 1  # four reads of the folder, one warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert runner.invoke(app, ["add", str(docs), "--index", index, "--sync"]).exit_code == 0
+    assert any(".bin" in r.getMessage() for r in caplog.records)  # the filter went with the watch
 
 
 def test_add_reads_a_corpus_with_the_metadata_fields_of_the_build(tmp_path):
