@@ -691,6 +691,15 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
                 _keep_in_step(synced, held, source, watch)
 
 
+def _as_flag(option: tuple[str, object]) -> str:
+    """A search option as the command line takes it (``--rm3``, ``--no-rm3``, ``--fb-terms 10``): to paste back."""
+    name, value = option
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value if isinstance(value, str) else json.dumps(value)}"
+
+
 def _synced_counts(counts) -> str:
     return ", ".join(f"{getattr(counts, name)} {name}" for name in ("added", "replaced", "unchanged", "deleted"))
 
@@ -1443,9 +1452,7 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
     for column in ("options", measure):
         table.add_column(column, justify="right" if column == measure else "left")
     for setting in settings[:20]:
-        shown = " ".join(f"--{name.replace('_', '-')} {json.dumps(value) if not isinstance(value, str) else value}"
-                         for name, value in setting.options.items()) or "(as opened)"
-        table.add_row(shown, f"{setting.score:.4f}")
+        table.add_row(" ".join(map(_as_flag, setting.options.items())) or "(as opened)", f"{setting.score:.4f}")
     stdout.print(table)
     if len(settings) > 20:
         console.print(f"... and {len(settings) - 20} more settings (--json lists them all)")

@@ -96,6 +96,22 @@ def test_the_command_line(idf, tmp_path):
         assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
 
 
+def test_settings_are_shown_as_flags_to_paste_back(tmp_path):
+    from semiret.cli import _as_flag
+    from semiret.search import BM25Retriever
+
+    from helpers import TINY_DOCS
+
+    shown = [_as_flag(option) for option in {"rm3": True, "fuzzy": False, "fb_terms": 10, "fusion": "rrf",
+                                             "weight": 0.25}.items()]
+    assert shown == ["--rm3", "--no-fuzzy", "--fb-terms 10", "--fusion rrf", "--weight 0.25"]
+    BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    pasted = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "statins", "--json",
+                                      *" ".join(shown[:3]).split()])
+    assert pasted.exit_code == 0, pasted.output
+    assert len(pasted.stdout.splitlines()) == 1  # one query searched: no flag's value read as a second one
+
+
 def test_passages_options_kept_ties_and_what_changes_nothing(idf, tmp_path, caplog):
     from semiret.data.chunking import Chunking
     from semiret.evaluation.evaluate import evaluate
