@@ -102,6 +102,16 @@ class MetadataFilter:
         """The field paths the filter reads (``"a.b"`` as ``("a", "b")``), each once."""
         return list(dict.fromkeys(self._root.paths()))
 
+    def conditions(self) -> Iterator[tuple[str, Any]]:
+        """Each field condition of the filter: (field name, normalised condition)."""
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Field):
+                yield node.field, node.wanted
+            elif isinstance(node, _Combined):
+                stack.extend(reversed(node.parts))
+
     def matches(self, metadata: dict | None, document: Document | None = None) -> bool:
         """Whether a document's ``metadata`` passes (a ``$text`` condition reads ``document``'s title and text)."""
         return self._root.passes(metadata, document)
@@ -206,6 +216,7 @@ class _Field:
     included)."""
 
     def __init__(self, field: str, wanted):
+        self.field, self.wanted = field, wanted
         self.path = tuple(field.split("."))
         self.test = _value_test(wanted)
 
@@ -628,6 +639,8 @@ def facet(index, field: str, spec: dict | None = None, limit: int = 10) -> list[
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SemiretError(f"limit must be a positive integer, got {limit!r}")
     wanted = checked_filter(index, spec, "filter on")
+    if index.stores_texts:
+        say_if_unheld(index, field, None, "that a facet counts")
     if not index.stores_texts:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
                            "metadata to count")
@@ -659,11 +672,66 @@ def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | Non
         log.warning("%s: no document holds metadata, so a filter on %s matches none (a corpus's other fields are kept "
                     "by --metadata-fields at index time; set-metadata sets fields; said once)", index.path,
                     ", ".join(".".join(path) for path in wanted.fields))
+    elif segments is not None:
+        for field, condition in wanted.conditions():
+            if condition != {"exists": False}:  # (what a field no document holds passes)
+                say_if_unheld(index, field, condition_kinds(condition), "that a filter reads", wanted.fields)
     return wanted
 
 
 _SAID_NO_METADATA: set = set()
 """The indexes a filter on metadata found without any (their warning given)."""
+
+
+def value_kinds(value) -> set[str]:
+    """The JSON kinds of a stored value (a list's: its elements'): number, string, boolean, null, object; none for a
+    missing one."""
+    if value is MISSING:
+        return set()
+    if isinstance(value, list):
+        return set().union(*map(value_kinds, value)) if value else set()
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if _is_number(value):
+        return {"number"}
+    return {"string"} if isinstance(value, str) else {"object"}
+
+
+def condition_kinds(wanted) -> frozenset[str] | None:
+    """The kinds of stored value a normalised field condition can match (None: any, ``exists``)."""
+    if isinstance(wanted, dict):
+        if "exists" in wanted:
+            return None
+        return frozenset({"number"} if all(map(_is_number, wanted.values())) else {"string"})
+    return frozenset().union(*(value_kinds(v) for v in (wanted if isinstance(wanted, list) else [wanted])))
+
+
+_SAID_UNHELD: set = set()
+"""(index, message) pairs of the fields a filter, an order or a facet found no document holding (warned once)."""
+
+
+def say_if_unheld(index, field: str, kinds: frozenset[str] | None, reading: str,
+                  along: list[tuple[str, ...]] = ()) -> None:
+    """Warn (once per index and message) when no document of ``index`` holds ``field`` (``reading``: what reads it),
+    or none with a value of one of ``kinds``: a misspelled field, or a value of another type than the field's ("2020" for 2020), matches nothing
+    without a word otherwise. Indexes that cannot tell (Milvus) are not checked. ``along``: other fields read with it
+    (a filter's: one pass over the stored metadata for all)."""
+    index = getattr(index, "first", index)  # a hybrid's first part holds the documents
+    if not hasattr(index, "holds_field") or not index.n_docs:
+        return
+    if not index.holds_field(field, None, along):
+        message = (f"{index.path}: no document holds the field {field!r} {reading} (a misspelled field? `semiret "
+                   "facet INDEX FIELD` shows a field's values)")
+    elif kinds is not None and not index.holds_field(field, kinds, along):
+        message = (f"{index.path}: no document holds a {' or '.join(sorted(kinds))} in {field!r}, the kind of value "
+                   "a filter compares it with (2020 and \"2020\" differ)")
+    else:
+        return
+    if (index.path, message) not in _SAID_UNHELD:
+        _SAID_UNHELD.add((index.path, message))
+        log.warning("%s (said once)", message)
 
 
 def delete_matching(index, spec: dict) -> int:
@@ -930,6 +998,8 @@ def documents_page(index, spec: dict | None = None, limit: int = 10, offset: str
     else:
         if not hasattr(view, "ordered_entries"):
             raise SemiretError(f"{view.path}: a Milvus collection is scrolled in id order only")
+        if offset is None:  # (said on a first page)
+            say_if_unheld(view, order.field, None, "that the order follows")
         entries = view.ordered_entries(order, wanted)
         by_order = functools.cmp_to_key(order.compare)
         start = bisect.bisect_left(entries, by_order(order.entry(offset)), key=by_order) if offset is not None else 0

@@ -60,7 +60,7 @@ from semiret.files import (
     vacant_directory,
 )
 from semiret.indexes import kernels
-from semiret.indexes.filters import MISSING, Column, TextIndex, distinct_values, field_value
+from semiret.indexes.filters import MISSING, Column, TextIndex, distinct_values, field_path, field_value, value_kinds
 from semiret.indexes.storage import (
     DELETED_FILE,
     META_FILE,
@@ -831,6 +831,26 @@ class SegmentedIndex(ABC):
     def _document_vectors(self, located: list[tuple[Segment, int]]):
         """The stored vectors of (segment, local number) pairs as the rows of a numpy or scipy sparse matrix."""
         raise SemiretError(f"{self.path}: a {self.kind!r} index keeps no document vectors to compare")
+
+    def holds_field(self, field: str, kinds: "frozenset[str] | None" = None,
+                    along: Sequence[tuple[str, ...]] = ()) -> bool:
+        """Whether a document of the current snapshot (deleted ones too, until a merge) holds the metadata field
+        ``field`` (with a value of one of ``kinds``, when given: :func:`~semiret.indexes.filters.value_kinds`). Reads
+        the segments' kept columns (those of the fields ``along`` too, in the same pass, where not kept yet), their
+        distinct values until one is found; kept per snapshot."""
+        path = field_path(field)
+
+        def held() -> bool:
+            for segment in self.snapshot.segments:
+                if segment.metadata is None:
+                    continue
+                for value in segment._columns([path, *along])[path].values:
+                    found = value_kinds(value)
+                    if found and (kinds is None or found & kinds):
+                        return True
+            return False
+
+        return _kept(self.snapshot, "held fields", (path, kinds), held)
 
     def restricted(self, wanted, like: "SegmentedIndex | None" = None) -> "SegmentedIndex":
         """A read-only view of the current snapshot (as :meth:`pinned`) in which the documents that fail ``wanted``

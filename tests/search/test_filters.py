@@ -506,3 +506,35 @@ def test_negations_pass_the_documents_of_a_segment_without_metadata(tmp_path):
     assert {h.id for h in retriever.search("statins", k=10, filter={"source": {"exists": False}})} == everything - {"m"}
     assert [h.id for h in retriever.search("statins", k=10, filter={"source": {"exists": True}})] == ["m"]
     assert retriever.count({"$or": [{"source": "web"}, {"source": {"exists": False}}]}) == 6
+
+
+def test_a_field_no_document_holds_or_a_value_of_another_kind_is_said_once(tmp_path, caplog):
+    """A misspelled field, or a value of another kind than the field's ("2020" for 2020), matches nothing: a
+    warning says why, once per index and message, for filters (inside $not too), facets and orders; fields held
+    with values of the kind compared say nothing."""
+    docs = [Document(f"d{i}", "statins and the heart", metadata={"year": 2000 + i, "source": ["web", None][i % 2],
+                                                                 "tags": ["a", 1]}) for i in range(6)]
+    bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
+
+    def said(call) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            call()
+        return [r.getMessage() for r in caplog.records]
+
+    quiet = [{"year": 2001}, {"year": {"gte": 2001}}, {"source": None}, {"tags": 1}, {"tags": "a"},
+             {"year": {"exists": False}}, {"nowhere": {"exists": False}}, {"$text": "heart"}]
+    for spec in quiet:
+        assert said(lambda: bm25.search("statins", filter=spec)) == [], spec
+    for spec, field, words in (({"sorce": "web"}, "sorce", "no document holds the field 'sorce' that a filter"),
+                               ({"year": "2001"}, "year", "no document holds a string in 'year'"),
+                               ({"$not": {"yaer": 1}}, "yaer", "the field 'yaer'"),
+                               ({"source": True}, "source", "no document holds a boolean in 'source'")):
+        messages = said(lambda: bm25.search("statins", filter=spec))
+        assert len(messages) == 1 and words in messages[0] and "said once" in messages[0], (spec, messages)
+        assert said(lambda: bm25.count(spec)) == []  # once per index and message
+        assert bm25.search("statins", filter=spec) == [] or "$not" in spec
+    assert said(lambda: bm25.search("statins", filter={"year": {"gte": "2001"}})) == []  # the same message: said
+    assert "the field 'sorce' that a facet counts" in said(lambda: bm25.facet("sorce"))[0]
+    assert "the field 'yeer' that the order follows" in said(lambda: bm25.scroll(order_by="yeer"))[0]
+    assert said(lambda: bm25.scroll(order_by="year")) == [] and said(lambda: bm25.facet("source")) == []
