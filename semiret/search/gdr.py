@@ -141,6 +141,10 @@ class GDRQueries(QuerySide):
         """Documents each query could have scored, summed over the queries: the live ones it searched among."""
 
     @classmethod
+    def reads(cls, index) -> bool:
+        return index.meta["analyzer"].get("family") == FAMILY
+
+    @classmethod
     def open(cls, index, options: GDRQueryOptions, documents: GDRDocuments):
         check_encoder_index(index, FAMILY)
         if options.beams is None:

@@ -160,6 +160,10 @@ class NailTokenQueries(TokenSetQueries):
     """The query's distinct non-special tokens of the NAIL model's tokenizer, each weighing 1."""
 
     @classmethod
+    def reads(cls, index) -> bool:
+        return index.meta["analyzer"].get("family") == FAMILY
+
+    @classmethod
     def open(cls, index, options, documents):
         return cls(nail_vocabulary(index.meta["analyzer"], index.path))
 

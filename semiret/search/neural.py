@@ -246,6 +246,11 @@ class SiameseQueries(QuerySide):
         self.documents, self.options = documents, options
 
     @classmethod
+    def reads(cls, index) -> bool:
+        analyzer = index.meta["analyzer"]
+        return analyzer.get("type") == "encoder" and analyzer.get("family") == cls.family
+
+    @classmethod
     def open(cls, index, options, documents):
         check_encoder_index(index, cls.family)
         return cls(documents, options)

@@ -142,6 +142,11 @@ class QuerySide(ABC):
             cls.searches_postings = False
 
     @classmethod
+    def reads(cls, index) -> bool:
+        """Whether this side can read queries for ``index`` (as :meth:`open` checks it, without opening anything)."""
+        return True
+
+    @classmethod
     @abstractmethod
     def open(cls, index, options, documents: DocumentSide) -> "QuerySide":
         """The query side for ``index``; ``documents`` is the index's own document side (siamese query sides
@@ -364,8 +369,9 @@ class Retriever:
 
     @classmethod
     def can_search(cls, index) -> bool:
-        """Whether this retriever searches ``index`` (its kind; a retriever needing more says so here)."""
-        return index.kind in cls.compatible_kinds()
+        """Whether this retriever searches ``index``: its kind, and what its query side needs of it (the model
+        family that built it: an impact index of SPLADE's is no SiDR index); a retriever needing more says so here."""
+        return index.kind in cls.compatible_kinds() and cls.queries.reads(index)
 
     @classmethod
     def check_index(cls, index) -> None:

@@ -346,6 +346,20 @@ def test_unknown_retriever_and_wrong_index_kind(bm25, bot_index):
     assert isinstance(open_retriever(bot_index, "idf"), IDFRetriever)
 
 
+def test_the_retrievers_named_for_a_wrong_index_open_it(tmp_path, tiny_bert):
+    """Retrievers are named for an index of another kind only where they open it: an impact index of a SPLADE
+    model is no SiDR or NAIL index, though of their kind."""
+    from semiret.search import InferenceFreeRetriever
+
+    InferenceFreeRetriever.build(TINY_DOCS, tmp_path / "if", model=str(tiny_bert))
+    with pytest.raises(SemiretError, match="Retrievers that search it: ") as refused:
+        open_retriever(tmp_path / "if", "bm25")
+    named = str(refused.value).split("Retrievers that search it: ")[1].split(" (without")[0].split(", ")
+    assert "sidr-full" not in named and "nail-sparse" not in named and "inference-free" in named
+    for name in named:  # each opens it and searches
+        assert open_retriever(tmp_path / "if", name).search("statins", k=1) is not None, name
+
+
 def test_an_index_of_a_retriever_this_process_has_not_registered_says_to_import_it(tmp_path, bot_index):
     import json
     import shutil
