@@ -445,7 +445,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def storage_failed(request: Request, exc: OSError):
         """The disk refused a read or write: JSON as every other error (a commit is atomic, so a write that failed
         here left the index as it was), 507 when it is full; the server's paths are not named."""
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) or (exc.errno is None and SHORT_WRITE.search(str(exc))):
             return JSONResponse({"detail": "no space left on the server's disk: nothing of this request was "
                                            "written"}, status_code=507)
         if exc.errno in STORAGE_ERRNOS:
@@ -1006,6 +1006,10 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
         return index.search(queries, k, options, with_text, filter, offset, score_threshold=score_threshold)
     return await run_in_threadpool(index.search, queries, k, options, with_text, filter, offset, group_by, group_size,
                                    score_threshold, highlight, picking, context, explain, operators)
+
+
+SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+"""numpy's error for an array file the disk took only part of (``np.save`` on a full disk), which carries no errno."""
 
 
 def _inlined_schema(model) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import itertools
+import logging
 import re
 import threading
 import time
@@ -26,6 +27,8 @@ from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.operators import scored_text
 from semiret.search.retrievers import DOCUMENT_READING, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
+
+log = logging.getLogger(__name__)
 
 OPTION_VARIANTS = 32
 """Retrievers kept for distinct search options asked for (least recently used dropped first)."""
@@ -354,9 +357,16 @@ class ServedIndex:
 
     def _merge_small_segments(self) -> None:
         """Keep at most ``max_segments`` segments besides those that filled the index's buffer
-        (:meth:`~semiret.indexes.segments.SegmentedIndex.merge_small_segments`)."""
-        if getattr(self.index, "segments", None) is not None:  # none in Milvus, which merges its own
+        (:meth:`~semiret.indexes.segments.SegmentedIndex.merge_small_segments`): housekeeping after a write has
+        committed, so a failure (a full disk) is logged and the write answered as done, as it is (a merge commits
+        whole or not at all; the next write tries again)."""
+        if getattr(self.index, "segments", None) is None:  # none in Milvus, which merges its own
+            return
+        try:
             self.index.merge_small_segments(self.max_segments)
+        except (OSError, SemiretError) as exc:
+            log.warning("%s: a write committed, then folding small segments failed (the next write tries again): %s",
+                        self.path, exc)
 
     # ------------------------------------------------------------------ search options
     def ready_for(self, options: dict) -> bool:

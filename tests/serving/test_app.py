@@ -323,6 +323,42 @@ def test_a_full_disk_is_a_json_507_and_the_index_is_unchanged(client, indexes, m
     assert state(indexes) == before
 
 
+def test_numpys_short_write_is_a_full_disk(client, indexes, monkeypatch):
+    """``np.save`` cut short by a full disk raises an OSError without errno: a 507 too."""
+    from semiret.indexes.segments import SegmentedIndex
+
+    before = state(indexes)
+
+    def cut_short(self, *args, **kwargs):
+        raise OSError("380022 requested and 32640 written")
+
+    monkeypatch.setattr(SegmentedIndex, "_append_segment", cut_short)
+    answer = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [{"_id": "x", "text": "walrus"}]})
+    assert answer.status_code == 507 and "no space left" in answer.json()["detail"]
+    assert state(indexes) == before
+
+
+def test_a_write_committed_is_answered_done_when_the_merge_after_it_fails(indexes, monkeypatch, caplog):
+    """Folding small segments after a write is housekeeping: its failure (a full disk) is logged, and the write,
+    committed, is answered as done (not as failed: a client would send it again, or think it lost)."""
+    import errno
+
+    from semiret.indexes.segments import SegmentedIndex
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(SegmentedIndex, "merge_small_segments", full)
+    with client_of(indexes, max_segments=1, **LIMITS) as client:
+        added = client.put("/indexes/tiny/documents", headers=WRITE,
+                           json={"documents": [{"_id": "x", "text": "walrus"}]})
+        assert added.status_code == 200 and added.json()["upserted"] == 1
+        assert client.get("/indexes/tiny/documents/x").status_code == 200
+        deleted = client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": ["x"]})
+        assert deleted.status_code == 200 and deleted.json()["deleted"] == 1
+    assert "a write committed, then folding small segments failed" in caplog.text
+
+
 # ---------------------------------------------------------------------------------------------- writes
 def test_upsert_adds_and_replaces_and_is_searchable_at_once(writing_client, indexes):
     client = writing_client
