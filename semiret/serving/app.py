@@ -301,6 +301,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     specs = {**{name: str(data.path_of(name)) for name in sorted(owned)}, **settings.indexes}
     served = {name: ServedIndex(name, path, settings.max_segments, settings.retrievers.get(name), backend)
               for name, path in specs.items()}
+    for name in owned:
+        served[name].in_data_dir = True
     writable = settings.api_key is not None
     writer = None
     if writable and settings.write_process and backend is None:
@@ -376,7 +378,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 return None
             try:
                 index = ServedIndex(name, data.path_of(name), settings.max_segments)
-                index.writer = writer
+                index.writer, index.in_data_dir = writer, True
                 index.warm_up(searches=True, writes=writable and writer is None)
             except (IndexFormatError, OSError):
                 if data.holds(name):
@@ -397,11 +399,27 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 failed[name] = str(exc)
         return failed
 
+    def current_given(name: str) -> ServedIndex:
+        """The index ``--index`` gave as ``name`` as it is now: opened again where another index has been made at
+        its path since (a backup restored over it, a build with --overwrite), so that it is searched and written as
+        it now is, not answered as gone."""
+        with opening:
+            index = served[name]
+            if not index.replaced():
+                return index
+            fresh = ServedIndex(name, index.path, settings.max_segments, index.retriever_name)
+            fresh.writer = index.writer
+            fresh.warm_up(searches=True, writes=writable and writer is None)
+            served[name] = fresh
+            return fresh
+
     async def lookup(name: str, through_alias: bool = True) -> ServedIndex:
         index = served.get(name)
         if data is not None and (index is None or name in owned):
             if index is None or not data.holds(name) or index.replaced():  # stats: the common case stays inline
                 index = await run_in_threadpool(current_owned, name)
+        elif index is not None and backend is None and index.replaced():
+            index = await run_in_threadpool(current_given, name)
         if index is None and through_alias and data is not None:
             target = data.aliases().get(name)
             if target is not None:  # the index the alias stands for now

@@ -73,6 +73,8 @@ class ServedIndex:
         self.max_segments = max_segments
         self.writer = None
         """A :class:`~semiret.serving.writer.WriterProcess` that does this index's writes; None: this process."""
+        self.in_data_dir = False
+        """Whether the index lives in the server's ``--data-dir`` (made and deleted over HTTP), not ``--index``."""
         self.query_ms: float | None = None
         """What one query of a search has cost lately, in ms (a moving average; None before the first search):
         the server answers cheap searches on its event loop and sends costly ones to its thread pool."""
@@ -320,14 +322,26 @@ class ServedIndex:
             if self.writer is None:
                 return getattr(self, method)(*args)
             result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args)
-            self.refresh(wait=True)
-            return result
         except (IndexFormatError, OSError):
-            # its folder went (a delete renames it away), or holds another index (deleted and made again); a
-            # meta.json alone gone is a broken index
-            if not self.path.is_dir() or ((self.path / META_FILE).is_file() and self.replaced()):
+            # its folder went (a delete renames it away), or holds another index (a backup restored over it, deleted
+            # and made again: this write reached neither); a meta.json alone gone is a broken index
+            if not self.path.is_dir():
                 raise IndexGone(f"no index {self.name!r}: deleted meanwhile") from None
+            if (self.path / META_FILE).is_file() and self.replaced():
+                if self.in_data_dir:  # deleted and made again over HTTP: the index asked for is gone
+                    raise IndexGone(f"no index {self.name!r}: deleted meanwhile") from None
+                raise IndexFormatError(f"index {self.name!r} was replaced by another (a backup restored over it, a "
+                                       "rebuild) while this write ran: nothing of it was written; send it again "
+                                       "(the next request opens the new one)") from None
             raise
+        try:
+            self.refresh(wait=True)
+        except IndexFormatError:
+            if not self.replaced():
+                raise
+            # the writer process wrote to the index made there since this process opened it (a backup restored
+            # over it): the write stands, and the next request opens that index here
+        return result
 
     def _upsert(self, documents: list[Document]) -> int:
         added = self.retriever.add(documents, replace=True)

@@ -243,3 +243,59 @@ def test_the_service_restores_a_backup_as_a_new_index_and_an_alias_rolls_back_to
     no_backups = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
     with TestClient(create_app(no_backups)) as client:
         assert client.put("/indexes/x", json={"from_backup": backup}, headers=key).status_code == 403
+
+
+@pytest.mark.parametrize("write_process", [False, True], ids=["writes-in-threads", "writer-process"])
+def test_a_server_given_an_index_serves_the_backup_restored_over_it(tmp_path, write_process):
+    """A backup of another index (other BM25 options, other documents) restored over an index a server was given
+    with --index: the server searches and writes the restored index from the next request on (not 503s until a
+    restart, nor a 404 for a write that landed)."""
+    from fastapi.testclient import TestClient
+
+    from semiret.serving import ServeSettings, create_app
+
+    served = BM25Retriever.build(_corpus(0, 20), tmp_path / "served")
+    other = BM25Retriever.build([Document("r1", "walrus colony"), Document("r2", "walrus tusks")],
+                                tmp_path / "other", stemmer="none", stopwords="none")
+    settings = ServeSettings({"x": str(served.index.path)}, api_key="k", write_process=write_process)
+    key = {"X-API-Key": "k"}
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/indexes/x/search", json={"queries": ["statins"]}).status_code == 200
+        other.backup(served.index.path, overwrite=True)  # the restore, by another process
+        found = client.post("/indexes/x/search", json={"queries": ["walrus"], "k": 5})
+        assert found.status_code == 200, found.text
+        assert {h["id"] for h in found.json()["results"][0]} == {"r1", "r2"}
+        written = client.put("/indexes/x/documents", headers=key, json={"documents": [{"_id": "w", "text": "walrus"}]})
+        assert written.status_code == 200, written.text
+        assert client.get("/indexes/x/documents/w").status_code == 200
+        assert client.get("/indexes/x").json()["documents"] == 3
+    assert open_retriever(served.index.path).index.n_docs == 3 and "w" in open_retriever(served.index.path).index
+
+
+def test_a_write_the_restore_overtakes_is_refused_to_send_again(tmp_path, monkeypatch):
+    """A restore between a write's lookup and its commit: the write reached neither index; the answer says so
+    and to send it again (a 503), not that the index is gone."""
+    from fastapi.testclient import TestClient
+
+    from semiret.serving import ServeSettings, create_app
+    from semiret.serving.served import ServedIndex
+
+    served = BM25Retriever.build(_corpus(0, 20), tmp_path / "served")
+    other = BM25Retriever.build([Document("r1", "walrus colony")], tmp_path / "other", stemmer="none", stopwords="none")
+    upsert = ServedIndex._upsert
+
+    def restored_first(index, documents):
+        other.backup(served.index.path, overwrite=True)
+        return upsert(index, documents)
+
+    monkeypatch.setattr(ServedIndex, "_upsert", restored_first)
+    settings = ServeSettings({"x": str(served.index.path)}, api_key="k", write_process=False)
+    with TestClient(create_app(settings)) as client:
+        answer = client.put("/indexes/x/documents", headers={"X-API-Key": "k"},
+                            json={"documents": [{"_id": "w", "text": "walrus"}]})
+        assert answer.status_code == 503 and "send it again" in answer.json()["detail"], answer.text
+        monkeypatch.setattr(ServedIndex, "_upsert", upsert)
+        again = client.put("/indexes/x/documents", headers={"X-API-Key": "k"},
+                           json={"documents": [{"_id": "w", "text": "walrus"}]})
+        assert again.status_code == 200, again.text
+    assert set(open_retriever(served.index.path).index.live_ids()) == {"r1", "w"}
