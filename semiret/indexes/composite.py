@@ -210,7 +210,8 @@ class CompositeIndex:
         """A copy of every part as its last commit stands (:meth:`SegmentedIndex.snapshot`), taken with every
         part's write lock held: the parts agree in it as they do here."""
         target = check_backup_target(self.path, target, overwrite)
-        with ExitStack() as held, staged_directory(target, overwrite, writer_locks(target)) as staged:
+        # the parts' locks let go before the target's are taken to publish the copy (see SegmentedIndex.backup)
+        with staged_directory(target, overwrite, writer_locks(target)) as staged, ExitStack() as held:
             for part in self.parts.values():  # in part order, as writers take them
                 held.enter_context(part.unchanging())
             for name, part in self.parts.items():

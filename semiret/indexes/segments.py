@@ -761,8 +761,11 @@ class SegmentedIndex(ABC):
         deletion marks are copied as far as the commit counts them. Writers wait meanwhile (a merge would remove
         a folder being linked); searches go on."""
         target = check_backup_target(self.path, target, overwrite)
-        with self.unchanging(), staged_directory(target, overwrite, writer_locks(target)) as staged:
-            backup_files(self.path, staged, self.meta)
+        with staged_directory(target, overwrite, writer_locks(target)) as staged:
+            # the source's lock is let go before the target's are taken to publish the copy (which needs nothing of
+            # the source then): two backups each way between two indexes (one a restore) never wait on each other
+            with self.unchanging():
+                backup_files(self.path, staged, self.meta)
         return target
 
     # ------------------------------------------------------------------ synonyms (read by query sides)

@@ -299,3 +299,38 @@ def test_a_write_the_restore_overtakes_is_refused_to_send_again(tmp_path, monkey
                            json={"documents": [{"_id": "w", "text": "walrus"}]})
         assert again.status_code == 200, again.text
     assert set(open_retriever(served.index.path).index.live_ids()) == {"r1", "w"}
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["index", "hybrid"])
+def test_a_backup_publishes_its_copy_with_the_source_let_go(tmp_path, monkeypatch, hybrid):
+    """The source's write lock is let go before the target's are taken: a backup from A to B and a restore from B
+    to A at once would each hold its source while waiting for its target, and wait on each other for ever."""
+    import fcntl
+
+    import semiret.files as files
+    from semiret.indexes.segments import LOCK_FILE
+
+    built = (HybridRetriever.build(_corpus(0, 10), tmp_path / "a", neural="bot") if hybrid
+             else BM25Retriever.build(_corpus(0, 10), tmp_path / "a"))
+    BM25Retriever.build(_corpus(10, 5), tmp_path / "b")
+    source_locks = sorted((tmp_path / "a").rglob(LOCK_FILE))
+    assert source_locks
+    free_when_published = []
+    replace = files.replace_directory
+
+    def publish(staged, target, overwrite):
+        for lock in source_locks:  # another process's writer (or restore) could take it now
+            fd = os.open(lock, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                free_when_published.append(True)
+            except BlockingIOError:
+                free_when_published.append(False)
+            finally:
+                os.close(fd)
+        return replace(staged, target, overwrite)
+
+    monkeypatch.setattr(files, "replace_directory", publish)
+    built.backup(tmp_path / "b", overwrite=True)
+    assert free_when_published and all(free_when_published)
+    assert open_retriever(tmp_path / "b").index.n_docs == 10
