@@ -206,11 +206,12 @@ def vacant_directory(path: Path) -> bool:
 def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
     """Move a fully written ``staged`` directory to ``target``, durably; an old ``target`` is replaced only if
     allowed (or vacant: :func:`vacant_directory`)."""
-    if target.exists() and not overwrite and not vacant_directory(target):
+    existed = target.exists()  # decided once: a target published meanwhile by another is never replaced unasked
+    if existed and not overwrite and not vacant_directory(target):
         shutil.rmtree(staged, ignore_errors=True)
         raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace it)")
     fsync_tree(staged)
-    if target.exists():
+    if existed:
         if _exchange(staged, target):  # one step: no moment without a target, whenever the process dies
             fsync_directory(target.parent)
             shutil.rmtree(staged, ignore_errors=True)  # now the old directory
@@ -221,7 +222,17 @@ def replace_directory(staged: Path, target: Path, overwrite: bool) -> None:
         fsync_directory(target.parent)
         shutil.rmtree(trash, ignore_errors=True)
     else:
-        os.replace(staged, target)
+        try:
+            os.replace(staged, target)
+        except OSError as exc:  # another process or thread published a directory there meanwhile
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            if not overwrite:
+                shutil.rmtree(staged, ignore_errors=True)
+                raise IndexFormatError(f"{target} already exists (pass overwrite=True / --overwrite to replace "
+                                       "it)") from None
+            replace_directory(staged, target, overwrite)  # replaced as any old target
+            return
         fsync_directory(target.parent)
 
 
