@@ -23,7 +23,7 @@ from pathlib import Path
 
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import (
-    STAGING_MARK, atomic_write_json, exclusive_lock, exclusive_lock_while_linked, lock_if_free,
+    STAGING_MARK, atomic_write_json, exclusive_lock, exclusive_lock_while_linked, fsync_directory, lock_if_free,
     remove_abandoned_staging,
 )
 from semiret.indexes.segments import build_of
@@ -112,6 +112,7 @@ class DataDirectory:
                             raise IndexExists(f"index {name!r} exists already")
                         self._check_not_alias(name)
                         staging.rename(target)
+                        fsync_directory(self.path)  # (a build syncs its files) the name on disk before the answer
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
         finally:
@@ -131,6 +132,7 @@ class DataDirectory:
                     if not self._holds_build(name, build):
                         raise IndexGone(f"no index {name!r}: deleted meanwhile")
                     target.rename(trash)
+                    fsync_directory(self.path)  # gone for good once answered, power cut or not
                     aliases = self.aliases()
                     if name in aliases.values():  # an alias of no index would answer 404 one day, 200 the next
                         self._write_aliases({alias: index for alias, index in aliases.items() if index != name})

@@ -264,3 +264,19 @@ def test_a_write_whose_index_is_deleted_under_it_is_a_404(tmp_path, monkeypatch)
     monkeypatch.setattr(ServedIndex, "_upsert", made_again_first)
     again = client.put("/indexes/b/documents", json={"documents": DOCUMENTS}, headers=KEY)
     assert again.status_code == 404 and "deleted meanwhile" in again.json()["detail"]
+
+
+def test_an_index_made_or_deleted_is_on_disk_before_the_answer(tmp_path, monkeypatch):
+    """The renames that make and delete an index are synced (their directory's entry) before the 201 and the 200:
+    a power cut after the answer cannot undo them."""
+    import semiret.serving.data_dir as data_dir
+
+    synced = []
+    monkeypatch.setattr(data_dir, "fsync_directory", lambda path: synced.append(("sync", path)))
+    rename = type(tmp_path).rename
+    monkeypatch.setattr(type(tmp_path), "rename", lambda self, to: synced.append(("rename", to)) or rename(self, to))
+    client = _client(tmp_path / "data")
+    assert client.put("/indexes/a", json={}, headers=KEY).status_code == 201
+    assert synced[-2:] == [("rename", tmp_path / "data" / "a"), ("sync", tmp_path / "data")]
+    assert client.delete("/indexes/a", headers=KEY).status_code == 200
+    assert synced[-1] == ("sync", tmp_path / "data") and synced[-2][0] == "rename"
