@@ -159,12 +159,32 @@ class Client:
 
     def _max_batch(self, most: int) -> int:
         """``most``, or the server's ``--max-batch`` where that is lower (``most`` from a server that does not say)."""
+        return min(most, self._limit("max_batch", most))
+
+    def _limit(self, name: str, default: int) -> int:
+        """One of the server's ``limits`` (``default`` from a server that does not say)."""
         try:
-            return min(most, self.about()["limits"]["max_batch"])
+            return self.about()["limits"].get(name, default)
         except ServerError as error:
             if error.status != 404:  # (a server older than GET /)
                 raise
-            return most
+            return default
+
+    def _batches(self, records: list[dict], batch_size: int) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` of each request's documents: at most ``batch_size``, and a body within the server's
+        ``--max-request-bytes`` (as this client writes it), so that a call the server would take whole in smaller
+        requests is not refused half-way. A document alone over the limit goes alone (the server says why)."""
+        most_bytes = self._limit("max_request_bytes", 0)
+        start = 0
+        while start < len(records):
+            end, size = start, len('{"documents": []}')
+            while end < len(records) and end - start < batch_size:
+                size += len(json.dumps(records[end]).encode()) + 2 * (end > start)  # ", " between documents
+                if most_bytes and size > most_bytes and end > start:
+                    break
+                end += 1
+            yield start, end
+            start = end
 
     def search(self, index: str, queries: str | list[str], k: int | None = None, filter: dict | None = None,
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
@@ -224,7 +244,8 @@ class Client:
         refuses them without ``replace=True``); returns how many. Documents are :class:`Document` objects or BEIR
         records (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields,
         and ids repeated within the call, as one request is checked), so a bad document changes nothing. More than
-        ``batch_size`` (default: :data:`ADD_BATCH`, or the server's ``--max-batch`` if lower) go in several requests,
+        ``batch_size`` (default: :data:`ADD_BATCH`, or the server's ``--max-batch`` if lower), or more than its
+        ``--max-request-bytes`` take, go in several requests,
         each durable once answered: one the server refuses after others were answered raises :class:`ServerError`
         saying how many were added (its ``added``)."""
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
@@ -238,17 +259,16 @@ class Client:
                 raise SemiretError(f"document {position}: id {record['_id']!r} repeats document {first[record['_id']]}"
                                    " of this call (nothing was sent)")
         added = 0
-        batch_size = batch_size or self._max_batch(ADD_BATCH)
-        for start in range(0, len(records), batch_size):
+        for start, end in self._batches(records, batch_size or self._max_batch(ADD_BATCH)):
             try:
                 added += self._call("PUT", f"/indexes/{_name(index)}/documents",
-                                    {"documents": records[start: start + batch_size]})["upserted"]
+                                    {"documents": records[start: end]})["upserted"]
             except ServerError as error:
                 if not added:
                     raise
                 raise ServerError(error.status, f"documents 0 to {start - 1} were added; from document {start} "
-                                  f"(the request of documents {start} to {min(start + batch_size, len(records)) - 1})"
-                                  f" none were: {error.detail}", added) from None
+                                  f"(the request of documents {start} to {end - 1}) none were: {error.detail}",
+                                  added) from None
         return added
 
     def delete(self, index: str, ids: list[str] | None = None, filter: dict | None = None) -> int:

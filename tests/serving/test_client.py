@@ -231,3 +231,27 @@ def test_a_real_server_over_http(tmp_path):
         client._local.connection.close()  # as a server closes an idle connection: the next request reconnects
         assert client.add("docs", [Document("new", "statins statins statins")]) == 1
         assert client.search("docs", "statins", k=1)[0].id == "new"
+
+
+def test_add_splits_its_requests_by_the_servers_byte_limit_too(tmp_path):
+    """More documents than ``--max-request-bytes`` takes in one body go in several requests, each within it: the
+    whole call is added, not its first request alone."""
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"),
+                             max_request_bytes=2000)
+    documents = [Document(f"d{n}", f"statins and the heart, note number {n} " + "word " * (5 + n % 30))
+                 for n in range(40)]
+    with TestClient(create_app(settings)) as app_client:
+        client = in_process(app_client.app)
+        sent = []
+        send = client._transport
+        client._transport = lambda method, url, data, headers: sent.append(len(data or b"")) or send(method, url,
+                                                                                                      data, headers)
+        client.create_index("notes", "bm25")
+        assert client.add("notes", documents) == 40
+        puts = [size for size in sent if size > 200]
+        assert len(puts) > 1 and max(puts) <= 2000
+        assert client.count("notes") == 40
+        huge = Document("huge", "word " * 1000)  # alone over the limit: the server's answer says so
+        with pytest.raises(ServerError) as refused:
+            client.add("notes", [huge])
+        assert refused.value.status == 413
