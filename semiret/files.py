@@ -13,6 +13,7 @@ import functools
 import glob
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -295,14 +296,18 @@ STAGING_MARK = ".tmp-"
 """What names a staging folder: ``.<target>.tmp-<pid>-<random>``."""
 
 
+STAGED_NAME = re.compile(rf"\.(?P<target>.+){re.escape(STAGING_MARK)}(?P<pid>\d+)-[0-9a-f]+")
+"""A staging folder's name (:func:`staged_directory`): its target's, its process id and a random part."""
+
+
 def remove_abandoned_staging(target: Path) -> None:
-    """Delete the staging folders of ``target`` whose process is gone (one killed with SIGKILL, or by a power
-    cut, never removes its own): each names its process id, and only those of no running process on this
-    machine are removed."""
-    prefix = f".{target.name}{STAGING_MARK}"
-    for entry in target.parent.glob(f"{glob.escape(prefix)}*"):
-        pid = entry.name[len(prefix):].split("-", 1)[0]
-        if entry.is_dir() and pid.isdigit() and not _process_running(int(pid)):
+    """Delete the staging folders beside ``target`` whose process is gone (one killed with SIGKILL, or by a power
+    cut, never removes its own), of any target (a backup killed before it chose its name for good, a server's
+    backups named by the time, leaves one no later one of its name would find): each names its process id, and only
+    those of no running process on this machine are removed."""
+    for entry in target.parent.glob(f".*{glob.escape(STAGING_MARK)}*"):
+        named = STAGED_NAME.fullmatch(entry.name)
+        if named and entry.is_dir() and not _process_running(int(named["pid"])):
             shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -334,3 +334,19 @@ def test_a_backup_publishes_its_copy_with_the_source_let_go(tmp_path, monkeypatc
     built.backup(tmp_path / "b", overwrite=True)
     assert free_when_published and all(free_when_published)
     assert open_retriever(tmp_path / "b").index.n_docs == 10
+
+
+def test_a_backup_removes_what_killed_backups_staged_beside_it_under_any_name(tmp_path):
+    """A backup killed while copying leaves its staging folder (``.NAME.tmp-PID-RANDOM``); the next backup into the
+    same folder removes those of dead processes whatever their names (a server names backups by the time), and
+    keeps those of live ones and folders of other names."""
+    built = BM25Retriever.build(_corpus(0, 5), tmp_path / "docs")
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    dead = [backups / ".docs-20260101T000000Z.tmp-999999999-0a1b2c3d", backups / ".other.tmp-999999998-ffffffff"]
+    live = backups / f".docs-20260101T000001Z.tmp-{os.getpid()}-0a1b2c3d"
+    kept = [backups / ".notes.tmp-old", backups / ".cache"]
+    for folder in dead + [live] + kept:
+        folder.mkdir()
+    built.backup(backups / "docs-20260102T000000Z")
+    assert not any(folder.exists() for folder in dead) and live.is_dir() and all(f.is_dir() for f in kept)
