@@ -345,7 +345,7 @@ class InvertedIndex(SegmentedIndex):
         """Facts about the index for reports: sizes, counts, sparsity."""
         return {**super().describe(), "terms": self.vocab_size,
                 "postings_per_document": round(self.average_postings_per_document(), 2),
-                **({"bm25": vars(self.bm25)} if self.kind == "bm25" else {})}
+                **({"bm25": {"variant": self.bm25.variant, **self.bm25.config()}} if self.kind == "bm25" else {})}
 
     # ------------------------------------------------------------------ search
     def search(self, queries: Sequence[SparseQuery], k: int = 10, n_threads: int = 1,

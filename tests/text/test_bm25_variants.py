@@ -96,7 +96,10 @@ def test_lucene_indexes_record_what_they_did_and_bad_parameters_are_refused(tmp_
     BM25Retriever.build(DOCS, tmp_path / "atire", variant="atire")
     assert json.loads((tmp_path / "atire" / "meta.json").read_text())["bm25"] == {"k1": 1.5, "b": 0.75,
                                                                                   "variant": "atire"}
-    assert open_retriever(tmp_path / "atire").index.describe()["bm25"] == vars(BM25Parameters(variant="atire"))
+    described = {name: open_retriever(tmp_path / name).index.describe()["bm25"] for name in ("atire", "lucene", "plus")}
+    assert described == {"atire": {"variant": "atire", "k1": 1.5, "b": 0.75},  # no delta where the variant has none
+                         "lucene": {"variant": "lucene", "k1": 1.5, "b": 0.75},
+                         "plus": {"variant": "bm25+", "k1": 1.5, "b": 0.75, "delta": 0.5}}
     for wrong, message in (({"variant": "okapi"}, "must be one of lucene, robertson"),
                            ({"variant": "bm25l", "k1": 0.0}, "BM25L with k1 = 0"),
                            ({"variant": "bm25+", "delta": -1.0}, "delta"),
