@@ -819,7 +819,8 @@ def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hy
     opened = open_retriever(index)
     if abbreviations:
         found = opened.abbreviation_synonyms(min_count)
-        print(f"# abbreviations the documents of {index} define: {len(found)}; review, then --set this file")
+        count = sum(not line.startswith("#") for line in found)  # (the lines between say how often)
+        print(f"# abbreviations the documents of {index} define: {count}; review, then --set this file")
         for line in found:
             print(line)
         return

@@ -368,6 +368,7 @@ def test_abbreviation_rules_are_proposed_for_review(tmp_path):
     assert ids(bm25.search("HF", k=5)) == {"a", "b"}
     result = CliRunner().invoke(app, ["synonyms", str(tmp_path / "bm25"), "--abbreviations", "--min-count", "1"])
     assert result.exit_code == 0 and result.stdout.splitlines()[1:] == proposed
+    assert ": 3; review" in result.stdout.splitlines()[0]  # rules counted, not the lines saying how often
 
 
 # ---------------------------------------------------------------------------------------------- a second review's cases
