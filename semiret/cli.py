@@ -683,7 +683,8 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         if not sync:
             added = searcher.add(iter_corpus(source, fields), replace=replace, buffer_mb=buffer_mb,
                                  total=count_documents(source))
-            console.print(f"added {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
+            done = "added or replaced" if replace else "added"  # (which of them were there, the index no longer says)
+            console.print(f"{done} {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
             return
         with _each_warning_once() if watch is not None else contextlib.nullcontext():
             console.print(f"{_synced_counts(synced())}; {held()}")

@@ -47,7 +47,8 @@ def dataset(name: str) -> Path:
             raise SemiretError(missing) from None
         raise
     if not path.exists():
-        raise SemiretError(missing or f"no dataset {name!r} under {data_root()}")
+        raise SemiretError(missing or f"no file or folder {name!r} here, and no dataset of that name under "
+                           f"{data_root()}")
     return path
 
 

@@ -73,7 +73,8 @@ def _scalar(value, field: str):
         value = value.item()  # numpy scalars
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    raise SemiretError(f"filter field {field!r}: {value!r} is not a JSON value (a string, number, boolean or null)")
+    raise SemiretError(f"filter field {field!r}: {value!r} is no single value (a string, number, boolean or null; "
+                       "a list of them where any may match, not as a range's bound)")
 
 
 ANY_OF = (list, tuple, set, frozenset)

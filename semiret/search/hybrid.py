@@ -355,7 +355,7 @@ class HybridRetriever(Retriever):
 
     def document_terms(self, doc_id: str) -> list[TermWeight]:
         """Each part's postings of the document (named as :meth:`analyze`'s terms)."""
-        return self._terms_of_parts(lambda part: part.document_terms(doc_id), "read the terms of", doc_id)
+        return self._terms_of_parts(lambda part: part.document_terms(doc_id), "read from a stored document", doc_id)
 
     def _terms_of_parts(self, terms_of, action: str, doc_id: str | None = None) -> list[TermWeight]:
         """``terms_of(part)`` of the parts that sum term weights, each term named after its part; a document in

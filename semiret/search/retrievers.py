@@ -980,7 +980,7 @@ class Retriever:
         """A stored document's terms and their values as its postings hold them, heaviest first (Lucene's term
         vectors, Pyserini's document vector; BM25: saturated term frequencies), each with its document frequency;
         for the retrievers :meth:`analyze` takes."""
-        self._check_term_weights("read the terms of")
+        self._check_term_weights("read from a stored document")
         doc_id = _document_id(doc_id)
         found = self.index.document_terms(doc_id)
         if found is None:

@@ -114,7 +114,7 @@ def test_add_delete_merge_info(tmp_path, index_dir):
 
     again = invoke("add", "--index", index_dir, new, ok=False)
     assert again.exit_code == 2 and "already in" in again.output and "--replace" in again.output
-    invoke("add", "--index", index_dir, new, "--replace")
+    assert "added or replaced 1 document; " in invoke("add", "--index", index_dir, new, "--replace").stderr
 
     result = invoke("delete", "--index", index_dir, "n1", "d1")
     assert "deleted 2 documents" in result.stderr

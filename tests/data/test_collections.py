@@ -592,7 +592,7 @@ def test_a_missing_file_argument_is_not_looked_up_as_a_dataset(tmp_path, monkeyp
     for name in ("nothere.jsonl", "nothere.json", "nothere.jsonl.gz", "sub/nothere", str(tmp_path / "gone")):
         with pytest.raises(SemiretError, match=rf"^{re.escape(name)}: no such file$"):
             dataset(name)
-    with pytest.raises(SemiretError, match=rf"^no dataset 'nothere' under {re.escape(str(shared))}$"):  # a bare name: the hint
+    with pytest.raises(SemiretError, match=rf"^no file or folder 'nothere' here, and no dataset of that name under {re.escape(str(shared))}$"):  # a bare name: the hint
         dataset("nothere")
     assert dataset("beir/nested") == shared / "beir" / "nested"  # a nested dataset name still resolves
     (tmp_path / "here.jsonl").write_text("")
@@ -608,7 +608,7 @@ def test_a_collection_opens_by_its_name_under_the_shared_data_as_the_cli_does(tm
     monkeypatch.chdir(tmp_path)
     assert Collection("mine").root == shared / "mine"
     assert Collection(beir_dir).root == beir_dir  # a path is a path
-    with pytest.raises(SemiretError, match="^no dataset 'yours' under"):
+    with pytest.raises(SemiretError, match="^no file or folder 'yours' here, and no dataset of that name under"):
         Collection("yours")
 
 

@@ -177,7 +177,7 @@ def test_training_rejects_bad_inputs_before_loading_models(tmp_path, monkeypatch
     with pytest.raises(SemiretError, match="needs --idf-aware"):
         train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"), teachers="bm25",
                                                          idf_aware=False, learn_query_weights=True))
-    with pytest.raises(SemiretError, match="no dataset 'no-such-corpus'"):
+    with pytest.raises(SemiretError, match="no file or folder 'no-such-corpus' here, and no dataset"):
         train_inference_free(InferenceFreeTrainingConfig(data=str(root), output=str(tmp_path / "o"),
                                                          idf="corpus:no-such-corpus", teachers="bm25"))
 

@@ -102,7 +102,7 @@ def test_conditions(spec, metadata, expected):
     ({"source": []}, "a non-empty list"),
     ({"source": [["a"]]}, "a non-empty list"),
     ({"a..b": 1}, "names joined by dots"),
-    ({"when": object()}, "is not a JSON value"),
+    ({"when": object()}, "is no single value"),
     ({"$nor": [{"a": 1}]}, r"the keys starting with \$ are \$and, \$or, \$not"),
     ({"$or": []}, r"\$or takes a non-empty list of filter objects"),
     ({"$or": {"a": 1}}, r"\$or takes a non-empty list"),
