@@ -584,7 +584,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "retriever"), str(exc), "retriever_unknown") from None
         try:
             check_json_values([built_by.documents.Options], body.options, f"indexes of retriever {body.retriever!r}")
-            check_model_options(body.options)
+            check_model_options(body.options, body.retriever)
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
         try:

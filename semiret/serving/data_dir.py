@@ -216,16 +216,20 @@ def check_name(name: str) -> None:
         raise SemiretError(f"index name {name!r}: a letter or digit, then at most 63 letters, digits, '_', '.' or '-'")
 
 
-def check_model_options(options: dict) -> None:
+def check_model_options(options: dict, retriever: str | None = None) -> None:
     """Refuse a build option naming a model that ``semiret models`` does not list as installed (a path of the
-    server, a hub id): what a client may build an index with is the server's installed models."""
+    server, a hub id): what a client may build an index with is the server's installed models (those the
+    ``retriever`` takes, named in the error)."""
     named = {name: value for name, value in options.items() if name in MODEL_OPTIONS and value is not None}
     if not named:
         return
     from semiret.search.catalog import available_models
 
-    installed = {entry.name for entry in available_models() if entry.installed}
+    entries = [entry for entry in available_models() if entry.installed]
+    installed = {entry.name for entry in entries}
     for name, value in named.items():
         if value not in installed:
+            suitable = sorted(entry.name for entry in entries  # a tokenizer may be any model's
+                              if retriever is None or name != "model" or retriever in entry.retrievers)
             raise OptionValueError(name, f"option {name!r}: {value!r} is not a model this server has installed (it "
-                                         f"may name one of: {', '.join(sorted(installed))})")
+                                         f"may name one of: {', '.join(suitable) or 'none'})")
