@@ -799,8 +799,27 @@ def set_metadata_command(metadata: str = typer.Argument(..., help="The fields to
     console.print(f"updated {_count(updated, 'document')}")
 
 
+def _index_option():
+    return typer.Option(None, "--index", help="Index directory (instead of the first argument, as search, add and "
+                                              "the other commands take it).")
+
+
+def _leading_index(option: Optional[Path], *given, names: tuple[str, ...]) -> list:
+    """The arguments of a command whose first is the index (``names``: what each is), the index given either as that
+    argument or as ``--index`` (the others then come one place earlier): each once, none missing."""
+    values = [value for value in given if value is not None]
+    if option is not None:
+        values.insert(0, option)
+    if len(values) != len(names):
+        raise typer.BadParameter(f"give {' '.join(name.upper() for name in names)}, the index as the first argument "
+                                 f"or as --index DIR, each once (got {len(values)} of {len(names)})")
+    return [Path(values[0]), *values[1:]]
+
+
 @app.command()
-def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hybrid's: its BM25 part's rules)."),
+def synonyms(index: Optional[Path] = typer.Argument(None, help="Index directory (bm25; a hybrid's: its BM25 part's "
+                                                                 "rules)."),
+             index_option: Optional[Path] = _index_option(),
              rules: Optional[str] = typer.Option(None, "--set", help="Replace the rules with a file's (Solr's format: "
                                                  "'heart attack, myocardial infarction' equivalent, 'colour => color' "
                                                  "replaced, # comments); - reads standard input."),
@@ -815,6 +834,7 @@ def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hy
     from semiret.search.retrievers import open_retriever
     from semiret.text.synonyms import parse_synonyms, read_synonyms
 
+    index, = _leading_index(index_option, index, names=("index",))
     if sum((rules is not None, clear, abbreviations)) > 1:
         raise SemiretError("give one of --set FILE, --clear and --abbreviations")
     opened = open_retriever(index)
@@ -836,7 +856,8 @@ def synonyms(index: Path = typer.Argument(..., help="Index directory (bm25; a hy
 
 
 @app.command()
-def count(index: Path = typer.Argument(..., help="Index directory."),
+def count(index: Optional[Path] = typer.Argument(None, help="Index directory."),
+          index_option: Optional[Path] = _index_option(),
           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count the documents whose stored "
                                                       "metadata matches (as search's --filter)."),
           backend: Optional[str] = _backend_option(),
@@ -845,12 +866,14 @@ def count(index: Path = typer.Argument(..., help="Index directory."),
     from semiret.indexes.filters import count_matching
     from semiret.search.retrievers import open_index_at
 
+    index, = _leading_index(index_option, index, names=("index",))
     print(count_matching(open_index_at(index, _backend(backend, milvus_token)), _filter(filter_) if filter_ else None))
 
 
 @app.command()
-def facet(index: Path = typer.Argument(..., help="Index directory."),
-          field: str = typer.Argument(..., help="A metadata field (a.b: nested)."),
+def facet(index: Optional[str] = typer.Argument(None, help="Index directory."),
+          field: Optional[str] = typer.Argument(None, help="A metadata field (a.b: nested)."),
+          index_option: Optional[Path] = _index_option(),
           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count only the documents whose stored "
                                                       "metadata matches (as search's --filter)."),
           limit: int = typer.Option(10, help="Values shown, those the most documents hold."),
@@ -861,13 +884,15 @@ def facet(index: Path = typer.Argument(..., help="Index directory."),
     from semiret.indexes.filters import facet as counted_values
     from semiret.search.retrievers import open_index_at
 
+    index, field = _leading_index(index_option, index, field, names=("index", "field"))
     opened = open_index_at(index, _backend(backend, milvus_token))
     for value, count in counted_values(opened, field, _filter(filter_) if filter_ else None, limit):
         print(json.dumps({"value": value, "count": count}, ensure_ascii=False))
 
 
 @app.command()
-def export(index: Path = typer.Argument(..., help="Index directory."),
+def export(index: Optional[Path] = typer.Argument(None, help="Index directory."),
+           index_option: Optional[Path] = _index_option(),
            out: str = typer.Option("-", "--out", "-o", help="JSONL file to write, replaced whole once complete "
                                    "(default -: standard output)."),
            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only the documents whose stored "
@@ -884,6 +909,7 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
     from semiret.indexes.filters import count_matching, joined_documents, matching_records
     from semiret.search.retrievers import open_index_at
 
+    index, = _leading_index(index_option, index, names=("index",))
     check_output_file(out, "export (--out)")
     opened = open_index_at(index, _backend(backend, milvus_token)).pinned()  # one commit, however long it takes
     spec = _filter(filter_) if filter_ else None
@@ -906,15 +932,17 @@ def export(index: Path = typer.Argument(..., help="Index directory."),
 
 
 @app.command()
-def backup(index: Path = typer.Argument(..., help="Index directory."),
-             out: Path = typer.Argument(..., help="Directory to write the copy to (an index directory)."),
+def backup(index: Optional[str] = typer.Argument(None, help="Index directory."),
+           out: Optional[str] = typer.Argument(None, help="Directory to write the copy to (an index directory)."),
+           index_option: Optional[Path] = _index_option(),
              overwrite: bool = typer.Option(False, help="Replace an existing index there.")):
     """Copy an index as its last commit stands, while it is searched and written (a server may be serving it):
     a backup that opens, searches and serves on its own. Files are hard-linked where OUT lies on the same file
     system (instant, no space), else copied."""
     from semiret.indexes import open_index
 
-    _print_json(open_index(open_index(index).backup(out, overwrite)).describe())
+    index, out = _leading_index(index_option, index, out, names=("index", "out"))
+    _print_json(open_index(open_index(index).backup(Path(out), overwrite)).describe())
 
 
 @app.command()
@@ -962,12 +990,14 @@ def hybrid_index_command(neural_index: Path = typer.Argument(..., help="An index
 
 
 @app.command()
-def info(index: Path = typer.Argument(..., help="Index directory."),
+def info(index: Optional[Path] = typer.Argument(None, help="Index directory."),
+         index_option: Optional[Path] = _index_option(),
          backend: Optional[str] = _backend_option(),
          milvus_token: Optional[str] = _milvus_token_option()):
     """Describe an index (JSON on standard output)."""
     from semiret.search.retrievers import DOCUMENT_READING, open_index_at
 
+    index, = _leading_index(index_option, index, names=("index",))
     opened = open_index_at(index, _backend(backend, milvus_token))
     _print_json({**opened.describe(), "retriever": opened.meta.get("retriever"), "analyzer": opened.meta["analyzer"],
                  **{key: opened.meta[key] for key in DOCUMENT_READING if opened.meta.get(key)}})

@@ -561,3 +561,27 @@ def test_serve_refuses_a_retriever_that_cannot_search_its_index_before_it_says_s
     result = invoke("serve", "--index", index_dir, "--retriever", "idx=bot", "--workers", "2", ok=False)
     assert result.exit_code == 2 and "is a 'bm25' index built for bm25; bot needs one of" in result.output
     assert "serving" not in result.output
+
+
+def test_commands_whose_index_comes_first_take_it_as_index_too(tmp_path):
+    """count, facet, export, backup, synonyms and info take the index as their first argument or as --index DIR,
+    as search, add and the others do; neither, or both, is a clear error."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "statins heart", "metadata": {"s": "web"}}\n'
+                      '{"_id": "b", "text": "cancer", "metadata": {"s": "x"}}\n')
+    index = str(tmp_path / "i")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", index, "--metadata-fields", "s"]).exit_code == 0
+    for positional, named in ((["count", index], ["count", "--index", index]),
+                              (["facet", index, "s"], ["facet", "--index", index, "s"]),
+                              (["export", index], ["export", "--index", index]),
+                              (["synonyms", index], ["synonyms", "--index", index]),
+                              (["info", index], ["info", "--index", index])):
+        first, second = runner.invoke(app, positional), runner.invoke(app, named)
+        assert first.exit_code == 0 == second.exit_code, (named, second.output)
+        assert first.stdout == second.stdout
+    copied = runner.invoke(app, ["backup", "--index", index, str(tmp_path / "copy")])
+    assert copied.exit_code == 0, copied.output
+    assert runner.invoke(app, ["count", str(tmp_path / "copy")]).stdout.strip() == "2"
+    for wrong in (["count"], ["count", index, "--index", index], ["facet", "--index", index], ["backup", index]):
+        refused = runner.invoke(app, wrong)
+        assert refused.exit_code == 2 and "each once (got" in refused.output, wrong
