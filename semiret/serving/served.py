@@ -321,7 +321,8 @@ class ServedIndex:
         try:
             if self.writer is None:
                 return getattr(self, method)(*args)
-            result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args)
+            result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args,
+                                       on_redo=self._redone_delete(args[0]) if method == "_delete" else None)
         except (IndexFormatError, OSError):
             # its folder went (a delete renames it away), or holds another index (a backup restored over it, deleted
             # and made again: this write reached neither); a meta.json alone gone is a broken index
@@ -342,6 +343,21 @@ class ServedIndex:
             # the writer process wrote to the index made there since this process opened it (a backup restored
             # over it): the write stands, and the next request opens that index here
         return result
+
+    def _redone_delete(self, doc_ids: list[str]):
+        """What a delete of ``doc_ids`` done again answers (:meth:`WriterProcess.write`'s ``on_redo``): the
+        documents held before the first attempt and gone after the second, as the first may have deleted them
+        and died before answering."""
+        self.refresh()
+        index = self.index.pinned()
+        held = [doc_id for doc_id in doc_ids if doc_id in index]
+
+        def answer(redone: int) -> int:
+            self.refresh(wait=True)
+            now = self.index.pinned()
+            return max(redone, sum(doc_id not in now for doc_id in held))
+
+        return answer
 
     def _upsert(self, documents: list[Document]) -> int:
         added = self.retriever.add(documents, replace=True)

@@ -146,17 +146,19 @@ class WriterProcess:
         """The writer process's id."""
         return self._pool.submit(os.getpid).result()
 
-    def write(self, name: str, spec: tuple[str, str | None], method: str, *args):
+    def write(self, name: str, spec: tuple[str, str | None], method: str, *args, on_redo=None):
         """``ServedIndex.<method>(*args)`` of index ``name`` (``spec``: its path and retriever, for a writer that
         has not opened it yet) in the writer process; its result once committed. Done again once in a new writer if
-        the process dies (:class:`WriterUnavailable` if it dies again)."""
+        the process dies (:class:`WriterUnavailable` if it dies again); the process may have died after committing,
+        so the second result is ``on_redo(result)`` where given (a delete finds gone what the first did delete)."""
         pool = self._ready_pool()
         try:
             return pool.submit(_write, name, spec, method, args).result()
         except BrokenProcessPool:
             self._restart(pool)
         try:
-            return self._pool.submit(_write, name, spec, method, args).result()
+            result = self._pool.submit(_write, name, spec, method, args).result()
+            return on_redo(result) if on_redo is not None else result
         except BrokenProcessPool:
             raise WriterUnavailable(f"the writer process died twice doing this write ({method.strip('_')} on index "
                                     f"{name!r}); it is started again at the next write") from None

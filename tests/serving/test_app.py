@@ -572,6 +572,39 @@ def test_a_writer_process_that_dies_is_started_again(indexes):
         assert writer.pid != first_new and ids(client.get("/indexes/tiny/search", params={"q": "walrus"})) == [["w1"]]
 
 
+def test_a_delete_done_again_by_a_new_writer_answers_what_the_first_deleted(indexes):
+    """A writer may die after committing a delete and before answering; the new writer's redo finds the documents
+    gone: the answer counts those held before the first attempt and gone after (not 0, nor a 404 for DELETE)."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from semiret.serving.served import ServedIndex
+    from semiret.serving.writer import WriterProcess
+
+    served = ServedIndex("tiny", indexes["tiny"], 8)
+    answer = served._redone_delete(["d1", "d2", "nope"])
+    served.retriever.delete(["d1", "d2"])  # the first attempt: committed, then its process died
+    assert answer(0) == 2
+
+    class Pool:
+        def __init__(self, result):
+            self.result = result
+
+        def submit(self, *args):
+            if isinstance(self.result, Exception):
+                raise self.result
+            done = Future()
+            done.set_result(self.result)
+            return done
+
+    writer = object.__new__(WriterProcess)
+    first, second = Pool(BrokenProcessPool()), Pool(0)
+    writer._ready_pool = lambda: first
+    writer._restart = lambda dead: setattr(writer, "_pool", second)
+    assert writer.write("tiny", ("x", None), "_delete", ["d3"], on_redo=lambda redone: redone + 5) == 5
+    assert writer.write("tiny", ("x", None), "_delete", ["d3"]) == 0  # no on_redo: the redo's own answer
+
+
 def test_many_small_adds_keep_few_segments(indexes):
     client = client_of(indexes, api_key=KEY, max_segments=3)
     for n in range(12):
