@@ -959,6 +959,7 @@ class SegmentedIndex(ABC):
                             raise IndexFormatError(f"{self.path} was rebuilt (an index --overwrite) since this "
                                                    f"process opened it: nothing was written; open it again and "
                                                    f"repeat the change")
+                        self._remove_uncommitted_files()  # what a writer killed mid-commit left (a staged meta.json)
                     yield self
                 except BaseException:
                     self._discard_uncommitted()

@@ -265,3 +265,19 @@ def test_a_filter_s_kept_view_lets_merged_segments_go(tmp_path):
         assert len(bm25.index.snapshot.segments) == 1 and all(ref() is None for ref in kept)
     finally:
         gc.enable()
+
+
+def test_a_write_removes_what_a_writer_killed_mid_commit_left(tmp_path):
+    """A commit killed between writing its staged meta.json (or a synonyms file) and renaming it leaves them; the
+    next write of any kind removes them, not only a merge."""
+    from semiret.search import BM25Retriever
+
+    retriever = BM25Retriever.build([Document("a", "statins"), Document("b", "heart")], tmp_path / "idx")
+    left = [tmp_path / "idx" / ".meta.json.tmp-999999", tmp_path / "idx" / "synonyms-0123456789abcdef.txt",
+            tmp_path / "idx" / "seg-999999"]
+    left[0].write_text("{}")
+    left[1].write_text("a, b\n")
+    left[2].mkdir()
+    retriever.delete(["a"])
+    assert not any(path.exists() for path in left)
+    assert open_index(tmp_path / "idx").n_docs == 1
