@@ -772,6 +772,30 @@ def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document id
     console.print(f"deleted {_count(deleted, 'document')}")
 
 
+@app.command()
+def get(doc_ids: list[str] = typer.Argument(..., help="Ids of the documents to show."),
+        index: Path = typer.Option(..., help="Index directory."),
+        backend: Optional[str] = _backend_option(),
+        milvus_token: Optional[str] = _milvus_token_option()):
+    """Show stored documents by id (Qdrant's retrieve, the service's GET .../documents/{id}): one JSON line each
+    (BEIR corpus lines, metadata included), in the order asked; an id the index does not hold is an error, after
+    the others are shown. From an index of passages, a document's id gives it joined again, a passage's the passage."""
+    from semiret.indexes.filters import documents_by_id
+    from semiret.search.retrievers import open_index_at
+
+    opened = open_index_at(index, _backend(backend, milvus_token)).pinned()
+    if not opened.stores_texts:
+        raise SemiretError(f"{index} keeps no stored documents (built with --no-store-texts): there is nothing to show")
+    found = documents_by_id(opened, list(dict.fromkeys(doc_ids)))
+    for doc_id in doc_ids:
+        if doc_id in found:
+            print(found[doc_id].to_json())
+    missing = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id not in found]
+    if missing:
+        raise SemiretError(f"no document {', '.join(map(repr, missing[:5]))}{', ...' if len(missing) > 5 else ''} "
+                           f"in {index}")
+
+
 @app.command(name="set-metadata")
 def set_metadata_command(metadata: str = typer.Argument(..., help="The fields to set, one JSON object "
                                                         "('{\"status\": \"archived\"}')."),

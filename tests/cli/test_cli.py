@@ -585,3 +585,23 @@ def test_commands_whose_index_comes_first_take_it_as_index_too(tmp_path):
     for wrong in (["count"], ["count", index, "--index", index], ["facet", "--index", index], ["backup", index]):
         refused = runner.invoke(app, wrong)
         assert refused.exit_code == 2 and "each once (got" in refused.output, wrong
+
+
+def test_get_shows_stored_documents_by_id(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "statins heart", "metadata": {"s": "web"}}\n'
+                      '{"_id": "b", "title": "T", "text": "cancer"}\n')
+    index = str(tmp_path / "i")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", index, "--metadata-fields", "s"]).exit_code == 0
+    shown = runner.invoke(app, ["get", "--index", index, "b", "a"])
+    assert shown.exit_code == 0, shown.output
+    assert [json.loads(line) for line in shown.stdout.splitlines()] == [
+        {"_id": "b", "title": "T", "text": "cancer"},
+        {"_id": "a", "title": "", "text": "statins heart", "metadata": {"s": "web"}}]  # as asked, as exported
+    missing = runner.invoke(app, ["get", "--index", index, "a", "zz"])
+    assert missing.exit_code != 0 and "no document 'zz'" in missing.output
+    assert json.loads(missing.stdout.splitlines()[0])["_id"] == "a"  # the others shown first
+    bare = str(tmp_path / "bare")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", bare, "--no-store-texts"]).exit_code == 0
+    refused = runner.invoke(app, ["get", "--index", bare, "a"])
+    assert refused.exit_code != 0 and "keeps no stored documents" in refused.output
