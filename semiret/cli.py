@@ -555,6 +555,16 @@ def _marked(pieces: list[tuple[str, bool]], room: int):
     return shown
 
 
+def _range_option(text: str) -> dict:
+    """A ``--range`` flag: a JSON object of bounds."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SemiretError(f"--range {text!r} is not JSON ({exc.msg}): an object of bounds, '{{\"gte\": 2010}}'"
+                           ) from None
+    return value
+
+
 def _boost(given: list[str] | None) -> list[dict] | None:
     """``--boost`` flags (a JSON object or list each) as one list of functions."""
     if not given:
@@ -901,16 +911,20 @@ def facet(index: Optional[str] = typer.Argument(None, help="Index directory."),
           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count only the documents whose stored "
                                                       "metadata matches (as search's --filter)."),
           limit: int = typer.Option(10, help="Values shown, those the most documents hold."),
+          ranges: Optional[list[str]] = typer.Option(None, "--range", help="Count the documents with a value in this "
+                                                     "range instead, a JSON object as a filter's ('{\"gte\": 2010, "
+                                                     "\"lt\": 2020}'); repeat for more, shown in that order."),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
     """The values of a metadata field the most documents hold, with their counts (JSON lines on standard output:
-    {"value", "count"})."""
+    {"value", "count"}); or, with --range, how many have a value in each range."""
     from semiret.indexes.filters import facet as counted_values
     from semiret.search.retrievers import open_index_at
 
     index, field = _leading_index(index_option, index, field, names=("index", "field"))
+    bounds = [_range_option(each) for each in ranges] if ranges else None
     opened = open_index_at(index, _backend(backend, milvus_token))
-    for value, count in counted_values(opened, field, _filter(filter_) if filter_ else None, limit):
+    for value, count in counted_values(opened, field, _filter(filter_) if filter_ else None, limit, bounds):
         print(json.dumps({"value": value, "count": count}, ensure_ascii=False))
 
 

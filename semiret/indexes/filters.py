@@ -632,11 +632,21 @@ class StoredMetadata:
         return {doc_id for doc_id, document in self.documents.items() if wanted.matches(document.metadata, document)}
 
 
-def facet(index, field: str, spec: dict | None = None, limit: int = 10) -> list[tuple[Any, int]]:
+MAX_RANGES = 100
+"""The most ranges one facet counts (each is a filter worked out over the documents)."""
+
+
+def facet(index, field: str, spec: dict | None = None, limit: int = 10,
+          ranges: list[dict] | None = None) -> list[tuple[Any, int]]:
     """The ``limit`` values of a metadata field the most live documents hold (those passing the filter ``spec``),
     with how many hold each, most first (ties: by value): Qdrant's facet, OpenSearch's terms aggregation. A document
-    whose field holds a list counts for each value; objects and missing fields count for none (null is a value)."""
+    whose field holds a list counts for each value; objects and missing fields count for none (null is a value).
+    ``ranges`` (``[{"lt": 2010}, {"gte": 2010, "lt": 2020}]``, as filters' ranges, dates too): how many documents
+    have a value in each, in the order given, instead (OpenSearch's range aggregation; a document counts once in a
+    range however many of its values lie there)."""
     path = Grouping(field).path  # the field's name checked as group_by's
+    if ranges is not None:
+        return _range_counts(index, field, spec, ranges)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SemiretError(f"limit must be a positive integer, got {limit!r}")
     wanted = checked_filter(index, spec, "filter on")
@@ -655,6 +665,28 @@ def facet(index, field: str, spec: dict | None = None, limit: int = 10) -> list[
         counts = tally.values()
     ranked = sorted(counts, key=lambda pair: (-pair[1], equality_key(pair[0])))
     return [(value, count) for value, count in ranked[:limit]]
+
+
+def checked_ranges(field: str, ranges) -> list[dict]:
+    """A facet's ``ranges`` on ``field`` checked (a list of range objects, as filters' ranges) and normalised."""
+    if not isinstance(ranges, (list, tuple)) or not ranges or len(ranges) > MAX_RANGES:
+        raise SemiretError(f"ranges is a list of 1 to {MAX_RANGES} range objects ({{\"gte\": 2010, \"lt\": 2020}}), "
+                           f"got {ranges!r}")
+    checked = []
+    for number, each in enumerate(ranges):
+        if not isinstance(each, dict) or not each or "exists" in each:
+            raise SemiretError(f"range {number}: a range object of gt, gte, lt, lte ({{\"gte\": 2010}}), got {each!r}")
+        checked.append(_normalised_condition(field, each))
+    return checked
+
+
+def _range_counts(index, field: str, spec: dict | None, ranges: list[dict]) -> list[tuple[dict, int]]:
+    """:func:`facet`'s counts of ``ranges``: each a filter on ``field`` joined to ``spec``, counted."""
+    checked = checked_ranges(field, ranges)
+    if spec:
+        checked_filter(index, spec, "filter on")  # (its errors first, named as a filter's)
+    return [(bounds, count_matching(index, {"$and": [spec, {field: bounds}]} if spec else {field: bounds}))
+            for bounds in checked]
 
 
 def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | None:

@@ -702,10 +702,13 @@ class Retriever:
         """The stored documents (those passing ``filter``), in the order they were added, from one commit."""
         return matching_documents(self.index, filter)
 
-    def facet(self, field: str, filter: dict | None = None, limit: int = 10) -> list[tuple]:
+    def facet(self, field: str, filter: dict | None = None, limit: int = 10, ranges: list[dict] | None = None
+              ) -> list[tuple]:
         """The ``limit`` values of a metadata field the most documents hold (those passing ``filter``), with their
-        counts, most first: ``[("pubmed", 120), ("arxiv", 35)]`` (Qdrant's facet, OpenSearch's terms aggregation)."""
-        return facet(self.index, field, filter, limit)
+        counts, most first: ``[("pubmed", 120), ("arxiv", 35)]`` (Qdrant's facet, OpenSearch's terms aggregation).
+        ``ranges``: how many have a value in each range instead, in the order given: ``[({"lt": 2010}, 52), ...]``
+        (OpenSearch's range aggregation)."""
+        return facet(self.index, field, filter, limit, ranges)
 
     def scroll(self, filter: dict | None = None, limit: int = 10, offset: str | None = None,
                order_by: "str | dict | None" = None) -> DocumentPage:

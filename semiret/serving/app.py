@@ -28,7 +28,8 @@
                                            order (or a field's)
                                            and ``next_page_offset``
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
-``POST /indexes/{name}/facet``             ``{"field", "filter", "limit"}`` -> the values the most documents hold
+``POST /indexes/{name}/facet``             ``{"field", "filter", "limit", "ranges"}`` -> the values the most documents
+                                           hold (or how many in each range)
 ``GET /indexes/{name}/documents/{id}``     a stored document
 ``POST /indexes/{name}/merge``             fold the segments (into one each buffer), drop deleted documents
 ``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first);
@@ -77,7 +78,7 @@ from semiret.data.chunking import Chunking
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
-from semiret.indexes.filters import Grouping, MetadataFilter, Ordering
+from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, checked_ranges
 from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
@@ -974,7 +975,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
             Grouping(body.field)
         except SemiretError as exc:
             raise validation_error(("body", "field"), str(exc), "field_invalid") from None
-        return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit)}
+        if body.ranges is not None:
+            try:
+                checked_ranges(body.field, body.ranges)
+            except SemiretError as exc:
+                raise validation_error(("body", "ranges"), str(exc), "ranges_invalid") from None
+        return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges)}
 
     @app.delete("/indexes/{name}/documents/{doc_id:path}", response_model=WriteResponse,
                 response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))

@@ -327,10 +327,12 @@ class Client:
                 return
             offset = page.next_offset
 
-    def facet(self, index: str, field: str, filter: dict | None = None, limit: int = 10) -> list[tuple[Any, int]]:
-        """The values of a metadata field the most documents hold, with their counts."""
+    def facet(self, index: str, field: str, filter: dict | None = None, limit: int = 10,
+              ranges: list[dict] | None = None) -> list[tuple[Any, int]]:
+        """The values of a metadata field the most documents hold, with their counts (``ranges``: how many have a
+        value in each range instead, as ``Retriever.facet``)."""
         found = self._call("POST", f"/indexes/{_name(index)}/facet",
-                           {"field": field, "limit": limit, **_given(filter=filter)})
+                           {"field": field, "limit": limit, **_given(filter=filter, ranges=ranges)})
         return [(each["value"], each["count"]) for each in found["values"]]
 
     # ------------------------------------------------------------------ health

@@ -439,6 +439,10 @@ class FacetRequest(BaseModel):
     filter: dict[str, Any] | None = Field(None, description="Count only documents whose stored metadata matches "
                                           "(as a search's filter).")
     limit: int = Field(10, ge=1, strict=True, description="Values returned, those the most documents hold.")
+    ranges: list[dict[str, Any]] | None = Field(None, description="Count the documents with a value in each range "
+                                                "instead ([{\"lt\": 2010}, {\"gte\": 2010, \"lt\": 2020}], as "
+                                                "a filter's ranges), in the order given (OpenSearch's range "
+                                                "aggregation); each answer's value is its range.")
 
 
 class FacetValue(BaseModel):

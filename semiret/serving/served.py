@@ -232,10 +232,11 @@ class ServedIndex:
         self.refresh()
         return self.retriever.count(filter)
 
-    def facet(self, field: str, filter: dict | None, limit: int) -> list[dict]:
-        """The values of a metadata field the most documents hold, with their counts."""
+    def facet(self, field: str, filter: dict | None, limit: int, ranges: list[dict] | None = None) -> list[dict]:
+        """The values of a metadata field the most documents hold (or how many in each of ``ranges``), counted."""
         self.refresh()
-        return [{"value": value, "count": count} for value, count in self.retriever.facet(field, filter, limit)]
+        return [{"value": value, "count": count}
+                for value, count in self.retriever.facet(field, filter, limit, ranges)]
 
     def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool,
                order_by: "str | dict | None" = None) -> dict:

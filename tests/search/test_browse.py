@@ -279,6 +279,53 @@ def test_facets_count_the_values_documents_hold(tmp_path):
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "field"]
 
 
+def test_range_facets_count_the_documents_with_a_value_in_each_range(tmp_path):
+    """OpenSearch's range aggregation: how many documents have a value in each range (a document of several values
+    once per range), dates as instants, numbers with numbers, joined to a filter; the command line, the service and
+    its client; ranges that are no ranges refused, naming them."""
+    from helpers import client_of
+
+    documents = [Document(f"d{i}", "statins", metadata={"year": [2000 + i, 2030] if i % 7 == 0 else 2000 + i,
+                                                         "published": f"20{10 + i % 15:02d}-0{1 + i % 9}-15T12:00:00Z",
+                                                         "source": ["pubmed", "web"][i % 2]})
+                 for i in range(30)]
+    retriever = BM25Retriever.build(documents, tmp_path / "index")
+    retriever.delete(["d3"])
+    live = [d for d in documents if d.id != "d3"]
+    ranges = [{"lt": 2010}, {"gte": 2010, "lt": 2020}, {"gte": 2020}, {"gt": 2100}]
+
+    def by_hand(low, high, wanted=lambda m: True) -> int:
+        values = lambda m: m["year"] if isinstance(m["year"], list) else [m["year"]]  # noqa: E731
+        return sum(wanted(d.metadata) and any(low <= v < high for v in values(d.metadata)) for d in live)
+
+    expected = [by_hand(0, 2010), by_hand(2010, 2020), by_hand(2020, 10 ** 6), 0]
+    assert retriever.facet("year", ranges=ranges) == list(zip(ranges, expected))
+    assert sum(expected[:3]) > len(live)  # documents of two values count in two ranges, once each
+    web = {"source": "web"}
+    assert [c for _, c in retriever.facet("year", web, ranges=ranges)] == [
+        by_hand(0, 2010, lambda m: m["source"] == "web"), by_hand(2010, 2020, lambda m: m["source"] == "web"),
+        by_hand(2020, 10 ** 6, lambda m: m["source"] == "web"), 0]
+    dates = retriever.facet("published", ranges=[{"lt": "2018-01-01"}, {"gte": "2018-01-01T01:00:00+01:00"}])
+    assert [c for _, c in dates] == [sum(d.metadata["published"] < "2018" for d in live),
+                                     sum(d.metadata["published"] >= "2018" for d in live)]
+    for wrong, message in (([], "ranges is a list of 1 to"), ([{"exists": True}], "range 0: a range object"),
+                           ([{"gte": 1}, {"around": 3}], "a range takes gt, gte"), ([{"gte": 1, "lt": "x"}], "all "
+                           "numbers or all strings"), ([2010], "range 0")):
+        with pytest.raises(SemiretError, match=message):
+            retriever.facet("year", ranges=wrong)
+    lines = CliRunner().invoke(app, ["facet", str(tmp_path / "index"), "year", "--range", '{"lt": 2010}',
+                                     "--range", '{"gte": 2010, "lt": 2020}']).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == [{"value": r, "count": c} for r, c in zip(ranges[:2], expected)]
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, write_process=False)
+    with TestClient(create_app(settings)) as http:
+        answer = http.post("/indexes/docs/facet", json={"field": "year", "ranges": ranges, "filter": web})
+        assert answer.status_code == 200 and answer.json()["values"] == [
+            {"value": r, "count": c} for r, c in retriever.facet("year", web, ranges=ranges)]
+        bad = http.post("/indexes/docs/facet", json={"field": "year", "ranges": [{"exists": True}]})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "ranges"]
+        assert client_of(http).facet("docs", "year", ranges=ranges) == retriever.facet("year", ranges=ranges)
+
+
 def test_a_spreadsheet_s_columns_become_metadata_to_filter_on(tmp_path):
     table = tmp_path / "papers.csv"
     table.write_text("id,title,abstract,year,venue\n"
