@@ -34,6 +34,8 @@ import json
 import math
 import logging
 import operator
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -103,14 +105,15 @@ class MetadataFilter:
         """The field paths the filter reads (``"a.b"`` as ``("a", "b")``), each once."""
         return list(dict.fromkeys(self._root.paths()))
 
-    def conditions(self) -> Iterator[tuple[str, Any]]:
-        """Each field condition of the filter: (field name, normalised condition)."""
+    def conditions(self, negated: bool = True) -> Iterator[tuple[str, Any]]:
+        """Each field condition of the filter: (field name, normalised condition); ``negated=False``: not those under
+        a ``$not``."""
         stack = [self._root]
         while stack:
             node = stack.pop()
             if isinstance(node, _Field):
                 yield node.field, node.wanted
-            elif isinstance(node, _Combined):
+            elif isinstance(node, _Combined) and (negated or node.how != "not"):
                 stack.extend(reversed(node.parts))
 
     def matches(self, metadata: dict | None, document: Document | None = None) -> bool:
@@ -705,9 +708,10 @@ def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | Non
         log.warning("%s: no document holds metadata, so a filter on %s matches none (a corpus's other fields are kept "
                     "by --metadata-fields at index time; set-metadata sets fields; said once)", index.path,
                     ", ".join(".".join(path) for path in wanted.fields))
-    elif segments is not None:
-        for field, condition in wanted.conditions():
-            if condition != {"exists": False}:  # (what a field no document holds passes)
+    elif segments is not None and _first_read(index, wanted.key):
+        # (a $not may well name what no document holds yet: {"$not": {"archived": true}}; so may exists: false)
+        for field, condition in wanted.conditions(negated=False):
+            if condition != {"exists": False}:
                 say_if_unheld(index, field, condition_kinds(condition), "that a filter reads", wanted.fields)
     return wanted
 
@@ -742,7 +746,28 @@ def condition_kinds(wanted) -> frozenset[str] | None:
 
 
 _SAID_UNHELD: set = set()
-"""(index, message) pairs of the fields a filter, an order or a facet found no document holding (warned once)."""
+"""(index, message) pairs of the fields a filter, an order or a facet found no document holding (warned once; at
+most :data:`KEPT_CHECKS`, then forgotten)."""
+_CHECKED: "OrderedDict[tuple, Any]" = OrderedDict()
+"""(index, filter key) -> the commit a filter's fields were last checked at (:func:`_first_read`)."""
+KEPT_CHECKS = 1024
+_CHECKED_LOCK = threading.Lock()
+
+
+def _first_read(index, key: str) -> bool:
+    """Whether this filter is read on this commit of ``index`` for the first time (then its fields are checked; a
+    filter searched again on the same commit costs a lookup, not a pass over the stored metadata)."""
+    stamp = getattr(getattr(index, "first", index), "snapshot", None)
+    stamp = getattr(stamp, "stamp", None)
+    entry = (str(index.path), key)
+    with _CHECKED_LOCK:
+        if stamp is not None and _CHECKED.get(entry) == stamp:
+            _CHECKED.move_to_end(entry)
+            return False
+        _CHECKED[entry] = stamp
+        while len(_CHECKED) > KEPT_CHECKS:
+            _CHECKED.popitem(last=False)
+    return True
 
 
 def say_if_unheld(index, field: str, kinds: frozenset[str] | None, reading: str,
@@ -763,6 +788,8 @@ def say_if_unheld(index, field: str, kinds: frozenset[str] | None, reading: str,
     else:
         return
     if (index.path, message) not in _SAID_UNHELD:
+        if len(_SAID_UNHELD) >= KEPT_CHECKS:  # (field names a client makes up: forgotten, not kept for ever)
+            _SAID_UNHELD.clear()
         _SAID_UNHELD.add((index.path, message))
         log.warning("%s (said once)", message)
 
