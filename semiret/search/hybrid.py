@@ -318,7 +318,7 @@ class HybridRetriever(Retriever):
     documents = HybridDocuments
     queries = HybridQueries
 
-    def explain(self, query: str, doc_id: str) -> Explanation:
+    def explain(self, query: str, doc_id: str, filter: dict | None = None) -> Explanation:
         """How the document's fused score adds up ('bound' fusion: ``sum_p share_p x score_p / bound_p``): each
         part's terms (named ``lexical:TERM``, ``neural:TERM``) with their query weights scaled by the part's share
         over its bound for the query. Fusions of rankings (score, rrf) have no such sum and are refused."""
@@ -326,8 +326,8 @@ class HybridRetriever(Retriever):
         shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
         terms, found = [], False
         for name, part in self.query_side.parts.items():
-            try:
-                explained = part.explain(query, doc_id)
+            try:  # (a filter reads the stored documents: the part that keeps them reads the query by it)
+                explained = part.explain(query, doc_id, filter if part.index.stores_texts else None)
             except UnknownDocumentError:  # in one part only (a crash between the parts' commits): it adds nothing
                 continue
             found = True

@@ -1004,17 +1004,21 @@ class Retriever:
         """An error unless :meth:`explain` can take this retriever's scores apart (with these options)."""
         self._check_term_weights("explain its scores by")
 
-    def explain(self, query: str, doc_id: str) -> Explanation:
+    def explain(self, query: str, doc_id: str, filter: dict | None = None) -> Explanation:
         """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
         retrievers that score a document by summing its weights of the query's terms (``bm25``, ``bot``, ``idf``,
         ``splade``, ``inference-free``, ``sidr-beta``, ``sidr-full``, ``nail-sparse``), each query term's weight, the
         document's, and their product; the score is what an exact search gives the document (two-phase search
-        approximates it)."""
+        approximates it). ``filter``: the query read as a search with that filter reads it (a misspelled word is
+        corrected, a synonym added, by the words of the documents it shows)."""
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
         self.check_explainable()
         doc_id = _document_id(doc_id)
-        found = self.index.explain(self.query_side.scored_queries(self.index, [query])[0], doc_id)
+        wanted = checked_filter(self.index, filter, "filter on") if filter else None
+        reading = self.index.restricted(wanted) if wanted is not None and hasattr(self.index, "restricted") \
+            else self.index
+        found = self.index.explain(self.query_side.scored_queries(reading, [query])[0], doc_id)
         if found is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         terms, query_weights, document_weights = found

@@ -171,7 +171,7 @@ class ServedIndex:
                 boost = (picking or {}).get("boost")
                 factors = boost.factors(retriever.index, [row["id"] for row in rows]).tolist() if boost else None
                 for n, row in enumerate(rows):
-                    explained = retriever.explain(query, row["id"])
+                    explained = retriever.explain(query, row["id"], filter)  # the query as the search read it
                     if factors is not None:
                         explained.boost_factor = factors[n]
                     row["explanation"] = explained.to_json()

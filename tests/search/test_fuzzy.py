@@ -143,3 +143,5 @@ def test_a_word_only_deleted_documents_hold_is_corrected_and_completed(tmp_path)
     assert [h.id for h in fuzzy.search("canser", k=5)] == ["c"]
     hidden = fuzzy.search("canser", k=5, filter={"$not": {"$text": "lung"}})  # only a document the filter hides
     assert [h.id for h in hidden] == ["a"]                                     # holds it: corrected in its view
+    explained = fuzzy.explain("canser", "a", filter={"$not": {"$text": "lung"}})  # the query as that search read it
+    assert explained.score == pytest.approx(hidden[0].score) and "cancer" in {t.term for t in explained.terms}
