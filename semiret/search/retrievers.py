@@ -460,7 +460,7 @@ class Retriever:
         read twice), it writes nothing at all."""
         self._check_comparable()
         if ids is None and isinstance(documents, (list, tuple)):
-            ids = [d.id for d in documents if isinstance(d, Document)]
+            ids = [as_document(item, position).id for position, item in enumerate(documents)]  # dicts too
         with self.index.writing():
             if ids is not None:
                 self._doomed(set(ids), force, "Nothing was written")

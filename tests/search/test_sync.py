@@ -102,6 +102,8 @@ def test_sync_refuses_what_it_cannot_compare_or_would_empty_the_index(tmp_path):
         searcher.sync(iter(part))  # a stream alone: found out once it is read
     assert searcher.index.n_docs == len(TINY_DOCS) + 1  # the new one added, nothing deleted
     assert searcher.sync(part, force=True).deleted == len(TINY_DOCS) - 1
+    records = [document.to_record() for document in part]  # dicts, as add and build take them
+    assert searcher.sync(records) == SyncCounts(added=0, replaced=0, unchanged=2, deleted=0)
 
 
 def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
