@@ -21,7 +21,7 @@ from pathlib import Path
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.filters import documents_by_id
+from semiret.indexes.filters import documents_by_id, passage_ids
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.operators import scored_text
@@ -346,17 +346,21 @@ class ServedIndex:
         return result
 
     def _redone_delete(self, doc_ids: list[str]):
-        """What a delete of ``doc_ids`` done again answers (:meth:`WriterProcess.write`'s ``on_redo``): the
-        documents held before the first attempt and gone after the second, as the first may have deleted them
-        and died before answering."""
+        """What a delete of ``doc_ids`` done again answers (:meth:`WriterProcess.write`'s ``on_redo``): what the
+        index held of them before the first attempt (a view of that commit, kept, read only if the delete is done
+        again) and no longer holds, as the first may have deleted them and died before answering; passages of the
+        documents, where the index holds passages, as a delete counts them."""
         self.refresh()
-        index = self.index.pinned()
-        held = [doc_id for doc_id in doc_ids if doc_id in index]
+        before = self.index.pinned()
+
+        def held(index) -> set[str]:
+            if self.retriever.chunking is not None:
+                return set(passage_ids(index, list(doc_ids)))
+            return {doc_id for doc_id in doc_ids if doc_id in index}
 
         def answer(redone: int) -> int:
             self.refresh(wait=True)
-            now = self.index.pinned()
-            return max(redone, sum(doc_id not in now for doc_id in held))
+            return max(redone, len(held(before) - held(self.index.pinned())))
 
         return answer
 

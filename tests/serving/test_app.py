@@ -585,6 +585,16 @@ def test_a_delete_done_again_by_a_new_writer_answers_what_the_first_deleted(inde
     answer = served._redone_delete(["d1", "d2", "nope"])
     served.retriever.delete(["d1", "d2"])  # the first attempt: committed, then its process died
     assert answer(0) == 2
+    from semiret.data import Document
+    from semiret.data.chunking import Chunking
+    from semiret.search import BM25Retriever
+
+    BM25Retriever.build([Document("a", "one two three four five six seven"), Document("b", "eight nine")],
+                        indexes["tiny"] + "-passages", chunking=Chunking(2))
+    passages = ServedIndex("p", indexes["tiny"] + "-passages", 8)
+    answer = passages._redone_delete(["a"])
+    deleted = passages.retriever.delete(["a"])  # its passages, counted
+    assert deleted == 4 and answer(0) == deleted
 
     class Pool:
         def __init__(self, result):
