@@ -308,6 +308,7 @@ class TextCondition:
         self.written = " ".join(self.words + [f"{prefix}*" for prefix in self.prefixes]
                                 + [f'"{" ".join(phrase)}"' for phrase in self.phrases])
         """The condition written one way (words sorted, each once), as the filter's key records it."""
+        self._phrase_patterns = [_phrase_pattern(phrase) for phrase in self.phrases]
 
     def paths(self) -> Iterator[tuple[str, ...]]:
         yield from ()
@@ -315,21 +316,36 @@ class TextCondition:
     def passes(self, metadata: dict | None, document: Document | None) -> bool:
         if document is None:
             raise SemiretError(f"a {TEXT} filter reads the documents' stored texts, and none was given")
-        fields = [plain_words(document.title or ""), plain_words(document.text)]
-        held = {word for words in fields for word in words}
+        held = set(plain_words(document.title or "")) | set(plain_words(document.text))
         return all(word in held for word in self.words) and all(
-            any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and all(
-            any(_holds_phrase(words, phrase) for words in fields) for phrase in self.phrases)
+            any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and self._holds_phrases(document)
+
+    def _holds_phrases(self, document: Document) -> bool:
+        """Whether the document's title or text holds each phrase as consecutive words: a search of the normalised
+        text for the phrase's words with marks between them (as :func:`plain_words` splits words), else (a phrase
+        of Chinese or Japanese characters) in its words."""
+        fields = [document.title or "", document.text]
+        normalised = words = None
+        for phrase, pattern in zip(self.phrases, self._phrase_patterns):
+            if pattern is not None:
+                normalised = normalised or [normalised_text(field) for field in fields]
+                found = any(pattern.search(field) for field in normalised)
+            else:
+                words = words or [plain_words(field) for field in fields]
+                found = any(_holds_phrase(field, phrase) for field in words)
+            if not found:
+                return False
+        return True
 
     def mask(self, columns, texts) -> np.ndarray:
         index = texts()
         found = index.holding(self.words)
         for prefix in self.prefixes:
             found &= index.holding_prefix(prefix)
-        if self.phrases:  # the documents holding every word, read to check each phrase's order
+        if self.phrases:  # the documents holding every word (and prefix), read to check each phrase's order
             candidates = np.flatnonzero(found)
             for local, document in zip(candidates.tolist(), index.read(candidates)):
-                found[local] = self.passes(None, document)
+                found[local] = self._holds_phrases(document)
         return found
 
 
@@ -431,6 +447,21 @@ class TextIndex:
             held[self._postings.get(word, np.empty(0, np.int32))] = True
             found &= held
         return found
+
+
+_NOT_WORD = r"[^\w\p{M}]"
+"""What lies between two words of a normalised text (:data:`~semiret.text.analyzer.WORD` is their letters)."""
+_LETTER = r"(?![\p{Han}\p{Hiragana}])[\w\p{M}]"
+"""A letter that joins the word next to it (a Chinese or Japanese character is a word of its own)."""
+
+
+def _phrase_pattern(phrase: list[str]) -> "regex.Pattern | None":
+    """A search for ``phrase`` (normalised words) in a normalised text: each word whole, marks between them, as
+    :func:`plain_words` would read them consecutive; None for a phrase of Chinese or Japanese characters (each a
+    word with nothing between them)."""
+    if any(IDEOGRAPH.search(word) for word in phrase):
+        return None
+    return regex.compile(rf"(?<!{_LETTER}){f'{_NOT_WORD}+'.join(map(regex.escape, phrase))}(?!{_LETTER})")
 
 
 def _holds_phrase(words: list[str], phrase: list[str]) -> bool:

@@ -168,3 +168,30 @@ def test_the_command_line_and_the_service_filter_by_words(segmented, tmp_path):
         assert found.status_code == 200 and [h["id"] for h in found.json()["results"][0]] == expected
         bad = client.post("/indexes/docs/search", json={"queries": ["statins"], "filter": {"$text": '"open'}})
         assert bad.status_code == 422 and "no quote closes" in bad.text
+
+
+def test_a_phrase_is_found_in_a_text_as_its_words_would_be():
+    """A phrase is checked by a search of the normalised text (fast), which must agree with reading the text's words
+    (:func:`plain_words`) and finding the phrase among them: random texts of words, marks, accents written apart,
+    case, digits and Chinese and Japanese characters (each a word of its own, beside others without a space)."""
+    from semiret.indexes.filters import _holds_phrase, _phrase_pattern
+    from semiret.text.analyzer import normalised_text, plain_words
+
+    rng = random.Random(11)
+    pieces = ["abc", "def", "ab", "x_y", "café", "cafe\u0301", "İstanbul", "istanbul", "12", "中", "文", "の", " ",
+              ",", "-", ".", "\u0301", "ß", "Ab", "\n"]
+    checked = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        words = plain_words(text)
+        if len(words) < 2:
+            continue
+        start = rng.randrange(len(words) - 1)
+        phrase = words[start:start + rng.randint(2, 3)] if rng.random() < 0.7 else [
+            rng.choice(["abc", "def", "12", "café", "istanbul"]) for _ in range(2)]
+        pattern = _phrase_pattern(phrase)
+        if pattern is None:  # a phrase of Chinese or Japanese characters: read as words
+            continue
+        assert bool(pattern.search(normalised_text(text))) == _holds_phrase(words, phrase), (text, phrase)
+        checked += 1
+    assert checked > 1000
