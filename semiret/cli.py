@@ -364,7 +364,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            boost: Optional[list[str]] = _boost_option(),
            operators: bool = typer.Option(False, help="Read a search box's operators in the queries: \"a phrase\" "
                                           "and +word a hit must hold, -word and -\"a phrase\" one must not (words "
-                                          "as written, case-folded)."),
+                                          "as written, case-folded). A query that begins with -word goes after -- "
+                                          "(semiret search --index I --operators -- '-mouse statins')."),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),

@@ -5,7 +5,8 @@
 - ``"heart failure"``: a hit holds the phrase, its words one after the other;
 - ``+statin``: a hit holds the word (``+statin*``: a word it begins);
 - ``-mouse``, ``-"animal model"``: a hit holds neither;
-- every other word as written (``COVID-19``, ``e-mail``: a ``+`` or ``-`` counts only at a word's start).
+- every other word as written (``COVID-19``, ``e-mail``: a ``+`` or ``-`` counts only at a word's start);
+- typographic quotes (“heart failure”, „…“, «…») and the minus sign (−) read as ``"`` and ``-``.
 
 What a query requires or excludes becomes a ``$text`` filter beside the search's own (the stored title or text, words
 matched as written and case-folded: :class:`~semiret.indexes.filters.TextCondition`; a word of several, ``-COVID-19``,
@@ -26,6 +27,9 @@ from semiret.text.analyzer import plain_words
 
 _TOKEN = regex.compile(r'(?P<sign>[+-]?)"(?P<phrase>[^"]*)"|(?P<word>\S+)')
 """A quoted phrase (with its sign), else a run of anything but spaces (a quote no quote closes is part of it)."""
+_TYPOGRAPHIC = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"',
+                              "\u00bb": '"', "\u2212": "-"})
+"""Typographic quotes (a phone's keyboard writes them for ") and the minus sign, read as a search box's own."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def _condition(written: str, prefix: bool = False) -> str | None:
 def parse_operators(text: str) -> ParsedQuery:
     """The words ``text`` scores, requires and excludes (this module's syntax)."""
     scored, required, excluded = [], [], []
-    for token in _TOKEN.finditer(text):
+    for token in _TOKEN.finditer(text.translate(_TYPOGRAPHIC)):
         phrase = token["phrase"]
         if phrase is not None:
             condition = _condition(phrase)

@@ -38,6 +38,8 @@ WORDS = "statins heart failure cancer risk trial dose cohort mouse model blood p
     ('"" "!!" statins', "statins", (), ()),                                        # phrases without words: nothing
     ("+risk +risk -dose -dose", "risk risk", ("risk",), ("dose",)),                # each condition once
     ("-statins", "", (), ("statins",)),
+    ("“heart failure” \u2212mouse «blood pressure»", "heart failure blood pressure",  # a phone's quotes, a minus
+     ('"heart failure"', '"blood pressure"'), ("mouse",)),
 ])
 def test_query_texts_are_read_for_their_operators(text, scored, required, excluded):
     parsed = parse_operators(text)
@@ -130,6 +132,9 @@ def test_the_command_line_the_service_and_the_client_read_operators(segmented, t
     assert [h["id"] for h in line["hits"]] == expected
     marked = " ".join(passage for hit in line["hits"] for passage in hit["highlights"])
     assert "<em>cohort</em>" in marked and "mouse" not in marked  # highlights read the words scored
+    leading = CliRunner().invoke(app, ["search", "--index", str(retriever.index.path), "-k", "4", "--json",
+                                       "--operators", "--", "-mouse risk +cohort"])  # a leading -word after --
+    assert [h["id"] for h in json.loads(leading.stdout.splitlines()[0])["hits"]] == expected
     plain = CliRunner().invoke(app, ["search", "--index", str(retriever.index.path), query, "-k", "4", "--json"])
     assert [h["id"] for h in json.loads(plain.stdout.splitlines()[0])["hits"]] != expected
     settings = ServeSettings({"docs": str(retriever.index.path)}, write_process=False)
