@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -300,15 +301,26 @@ STAGED_NAME = re.compile(rf"\.(?P<target>.+){re.escape(STAGING_MARK)}(?P<pid>\d+
 """A staging folder's name (:func:`staged_directory`): its target's, its process id and a random part."""
 
 
+ABANDONED_AFTER_S = 24 * 3600
+"""How long a staging folder of another target must have been left alone before it counts as abandoned."""
+
+
 def remove_abandoned_staging(target: Path) -> None:
     """Delete the staging folders beside ``target`` whose process is gone (one killed with SIGKILL, or by a power
-    cut, never removes its own), of any target (a backup killed before it chose its name for good, a server's
-    backups named by the time, leaves one no later one of its name would find): each names its process id, and only
-    those of no running process on this machine are removed."""
+    cut, never removes its own): each names its process id, and only those of no running process on this machine
+    are removed. Those of other targets too (a server's backups, named by the time, leave ones no later backup of
+    their name would find), once untouched for :data:`ABANDONED_AFTER_S` (a process on another machine sharing the
+    folder may be writing one: its folder changes as it does)."""
+    now = time.time()
     for entry in target.parent.glob(f".*{glob.escape(STAGING_MARK)}*"):
         named = STAGED_NAME.fullmatch(entry.name)
-        if named and entry.is_dir() and not _process_running(int(named["pid"])):
-            shutil.rmtree(entry, ignore_errors=True)
+        if not named or not entry.is_dir() or _process_running(int(named["pid"])):
+            continue
+        try:
+            if named["target"] == target.name or now - entry.stat().st_mtime > ABANDONED_AFTER_S:
+                shutil.rmtree(entry, ignore_errors=True)
+        except FileNotFoundError:
+            continue
 
 
 def _process_running(pid: int) -> bool:

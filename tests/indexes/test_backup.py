@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import errno
 import os
@@ -338,15 +339,22 @@ def test_a_backup_publishes_its_copy_with_the_source_let_go(tmp_path, monkeypatc
 
 def test_a_backup_removes_what_killed_backups_staged_beside_it_under_any_name(tmp_path):
     """A backup killed while copying leaves its staging folder (``.NAME.tmp-PID-RANDOM``); the next backup into the
-    same folder removes those of dead processes whatever their names (a server names backups by the time), and
-    keeps those of live ones and folders of other names."""
+    same folder removes those of dead processes whatever their names (a server names backups by the time) once left
+    alone for a day (another machine sharing the folder may be writing one), its own name's at once, and keeps those
+    of live processes and folders of other names."""
     built = BM25Retriever.build(_corpus(0, 5), tmp_path / "docs")
     backups = tmp_path / "backups"
     backups.mkdir()
-    dead = [backups / ".docs-20260101T000000Z.tmp-999999999-0a1b2c3d", backups / ".other.tmp-999999998-ffffffff"]
+    old = time.time() - 2 * 24 * 3600
+    dead = [backups / ".docs-20260101T000000Z.tmp-999999999-0a1b2c3d", backups / ".other.tmp-999999998-ffffffff",
+            backups / ".docs-20260102T000000Z.tmp-999999997-00000000"]  # the last: the new backup's own name
+    recent = backups / ".docs-20260101T000002Z.tmp-999999996-0a1b2c3d"  # (maybe another machine's, at work)
     live = backups / f".docs-20260101T000001Z.tmp-{os.getpid()}-0a1b2c3d"
     kept = [backups / ".notes.tmp-old", backups / ".cache"]
-    for folder in dead + [live] + kept:
+    for folder in dead + [recent, live] + kept:
         folder.mkdir()
+    for folder in dead[:2] + [live] + kept:
+        os.utime(folder, (old, old))
     built.backup(backups / "docs-20260102T000000Z")
-    assert not any(folder.exists() for folder in dead) and live.is_dir() and all(f.is_dir() for f in kept)
+    assert not any(folder.exists() for folder in dead)
+    assert recent.is_dir() and live.is_dir() and all(f.is_dir() for f in kept)
