@@ -722,10 +722,15 @@ class _SaidOnce(logging.Filter):
 
     def __init__(self):
         super().__init__()
-        self.first: dict[str, logging.LogRecord] = {}
+        self.said: set[str] = set()
+        self.latest: tuple[logging.LogRecord | None, bool] = (None, False)
 
-    def filter(self, record: logging.LogRecord) -> bool:  # the first record of a message, to every handler
-        return self.first.setdefault(record.getMessage(), record) is record
+    def filter(self, record: logging.LogRecord) -> bool:  # a record goes to every handler in turn: one answer for all
+        if self.latest[0] is not record:
+            message = record.getMessage()
+            self.latest = (record, message not in self.said)
+            self.said.add(message)
+        return self.latest[1]
 
 
 @contextlib.contextmanager

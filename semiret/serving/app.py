@@ -364,6 +364,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
     # dependency would cost a thread hop each
     opening = threading.Lock()
 
+    def opened_anew(name: str, path, retriever: str | None, in_data_dir: bool) -> ServedIndex:
+        """An index opened (again) while serving: written by the server's writer, its first search and write warm."""
+        index = ServedIndex(name, path, settings.max_segments, retriever)
+        index.writer, index.in_data_dir = writer, in_data_dir
+        index.warm_up(searches=True, writes=writable and writer is None)
+        return index
+
     def current_owned(name: str) -> ServedIndex | None:
         """The data directory's index ``name`` as it is now: opened where this process has not opened it (another
         process created it) or has another index open under that name; None, and forgotten here, when there is
@@ -378,9 +385,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                     owned.discard(name)
                 return None
             try:
-                index = ServedIndex(name, data.path_of(name), settings.max_segments)
-                index.writer, index.in_data_dir = writer, True
-                index.warm_up(searches=True, writes=writable and writer is None)
+                index = opened_anew(name, data.path_of(name), None, in_data_dir=True)
             except (IndexFormatError, OSError):
                 if data.holds(name):
                     raise
@@ -408,10 +413,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             index = served[name]
             if not index.replaced():
                 return index
-            fresh = ServedIndex(name, index.path, settings.max_segments, index.retriever_name)
-            fresh.writer = index.writer
-            fresh.warm_up(searches=True, writes=writable and writer is None)
-            served[name] = fresh
+            served[name] = fresh = opened_anew(name, index.path, index.retriever_name, in_data_dir=False)
             return fresh
 
     async def lookup(name: str, through_alias: bool = True) -> ServedIndex:
