@@ -122,3 +122,16 @@ def client_of(http, api_key: str | None = None):
         return answer.status_code, answer.content
 
     return Client("http://testserver", api_key=api_key, transport=transport)
+
+
+def two_segment_bm25(docs: list, path: Path, first: int, deleted: tuple[str, ...]):
+    """BM25 over ``docs`` in two segments (the first ``first``, then the rest added), ``deleted`` deleted: the live
+    documents by id, and the retriever."""
+    from semiret.search import BM25Retriever
+
+    retriever = BM25Retriever.build(docs[:first], path)
+    retriever.add(docs[first:])
+    retriever.delete(list(deleted))
+    assert len(retriever.index.segments) == 2
+    return {d.id: d for d in docs if d.id not in deleted}, retriever
+

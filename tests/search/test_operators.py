@@ -15,11 +15,10 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.indexes.filters import MetadataFilter
-from semiret.search import BM25Retriever
 from semiret.search.operators import parse_operators, scored_text
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of
+from helpers import client_of, two_segment_bm25
 
 WORDS = "statins heart failure cancer risk trial dose cohort mouse model blood pressure COVID-19".split()
 
@@ -65,12 +64,7 @@ def _corpus(n: int = 160, seed: int = 5) -> list[Document]:
 @pytest.fixture(scope="module")
 def segmented(tmp_path_factory):
     """BM25 over two segments, some documents deleted."""
-    docs = _corpus()
-    retriever = BM25Retriever.build(docs[:100], tmp_path_factory.mktemp("operators") / "bm25")
-    retriever.add(docs[100:])
-    retriever.delete(["d4", "d120"])
-    assert len(retriever.index.segments) == 2
-    return {d.id: d for d in docs if d.id not in ("d4", "d120")}, retriever
+    return two_segment_bm25(_corpus(), tmp_path_factory.mktemp("operators") / "bm25", 100, ("d4", "d120"))
 
 
 QUERIES = ['statins "heart failure"', "risk -mouse", "+cohort trial dose -cancer", 'blood -"blood pressure"',

@@ -17,8 +17,10 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.indexes.filters import MetadataFilter, TextCondition
-from semiret.search import BM25Retriever, retriever_class
+from semiret.search import retriever_class
 from semiret.serving import ServeSettings, create_app
+
+from helpers import two_segment_bm25
 
 WORDS = "statins heart failure cancer risk trial dose cohort blood pressure diet sleep BRCA1 Café".split()
 
@@ -102,12 +104,7 @@ def test_a_text_condition_needs_the_document():
 @pytest.fixture(scope="module")
 def segmented(tmp_path_factory):
     """BM25 over two segments, some documents deleted."""
-    docs = _corpus()
-    retriever = BM25Retriever.build(docs[:120], tmp_path_factory.mktemp("text") / "bm25")
-    retriever.add(docs[120:])
-    retriever.delete(["d3", "d130"])
-    assert len(retriever.index.segments) == 2
-    return {d.id: d for d in docs if d.id not in ("d3", "d130")}, retriever
+    return two_segment_bm25(_corpus(), tmp_path_factory.mktemp("text") / "bm25", 120, ("d3", "d130"))
 
 
 @pytest.mark.parametrize("spec", [{"$text": "statins"}, {"$text": '"heart failure"'}, {"$text": "brca1 diet"},
