@@ -1394,7 +1394,8 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
         write_output_text(per_query, [f"{name}\t{query}\t{value:.6f}\n" for name, column in values.items()
                                       for query, value in zip(judged, column.tolist())])
     figures = {"run": _run_paths(run), "queries": len(qrels),
-               "measures": {name: round(float(column.mean()), 6) for name, column in values.items()}}
+               "measures": {name: round(float(column.mean()), 6) for name, column in values.items()},
+               "baseline_run": None, "vs_baseline": None}  # the same keys with a baseline or without, as eval's
     if baseline:
         figures.update(baseline_run=_run_paths(baseline), vs_baseline=compare_runs(*sides, qrels, measures, test))
     if as_json:

@@ -16,7 +16,7 @@ from semiret.data.chunking import PARENT_FIELD, Chunking
 from semiret.data.collection import Collection, count_documents, searched_qrels
 from semiret.data.trec import read_trec_run, write_trec_run
 from semiret.files import check_output_file
-from semiret.evaluation.metrics import parse_measures, score_run
+from semiret.evaluation.metrics import check_measures, parse_measures, score_run
 from semiret.evaluation.significance import TESTS, check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.errors import SemiretError
@@ -99,6 +99,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split)
     measure_objects = parse_measures(measures)
+    check_measures(measure_objects, qrels)  # before any index is opened or searched
     warn_deeper_measures(measure_objects, depth)
     baseline_run = read_trec_run(baseline) if baseline is not None else None
     if baseline_run is not None:  # a bad or mismatched baseline fails before any index is built

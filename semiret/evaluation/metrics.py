@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 
 import ir_measures
+import regex
 from ir_measures import R, RR, nDCG
 
 from semiret.errors import SemiretError
@@ -32,7 +34,7 @@ def parse_measures(names) -> dict[str, object]:
                 raise SemiretError(f"measure {name!r} is neither a name nor an ir_measures measure")
             parsed[str(name)] = name
             continue
-        if "," in name:
+        if "," in regex.sub(r"\([^()]*\)", "", name):  # (commas inside a measure's parameters are its own)
             raise SemiretError(f"measure {name!r}: one measure a --measure (repeat it: --measure "
                                f"{' --measure '.join(n.strip() for n in name.split(','))})")
         try:
@@ -71,13 +73,15 @@ def as_qrels(qrels, what: str = "the qrels") -> dict[str, dict[str, int]]:
 def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
     """:func:`as_run` and :func:`as_qrels`: a mapping of string ids is returned as it is (no copy)."""
     if isinstance(value, Mapping):
-        strings = True
+        ready = True  # string ids and numbers already: returned as it is
         for query_id, docs in value.items():
             if not isinstance(docs, Mapping):
                 raise SemiretError(f"{what}: query {query_id!r} maps to a {type(docs).__name__}, not to "
                                    f"{{doc_id: {field}}}")
-            strings = strings and isinstance(query_id, str) and all(isinstance(d, str) for d in docs)
-        if strings:
+            ready = ready and isinstance(query_id, str) and all(
+                isinstance(d, str) and isinstance(v, NUMBERS[field]) and not isinstance(v, bool)
+                for d, v in docs.items())
+        if ready:
             return value
         return {str(q): {str(d): cast(v) for d, v in docs.items()} for q, docs in value.items()}
     if hasattr(value, "itertuples") and hasattr(value, "columns"):  # a pandas DataFrame, as ir_measures takes
@@ -93,8 +97,17 @@ def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
                            f"or records")
     nested: dict[str, dict] = {}
     for query_id, doc_id, number in records:
-        nested.setdefault(str(query_id), {})[str(doc_id)] = cast(number)
+        docs, doc_id, number = nested.setdefault(str(query_id), {}), str(doc_id), cast(number)
+        if doc_id in docs and (field == "score" or docs[doc_id] != number):  # as the files' readers refuse them
+            raise SemiretError(f"{what}: document {doc_id!r} {'ranked' if field == 'score' else 'judged'} twice for "
+                               f"query {str(query_id)!r}" + (f" ({docs[doc_id]} and {number})" if field != "score"
+                                                              else ""))
+        docs[doc_id] = number
     return nested
+
+
+NUMBERS = {"score": (int, float), "relevance": int}
+"""The values a mapping already read may hold (a string score would compare as text)."""
 
 
 def _record(item, field: str, what: str) -> tuple:
@@ -106,16 +119,62 @@ def _record(item, field: str, what: str) -> tuple:
 
 
 def score_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], measures=None) -> dict[str, float]:
-    """Mean of each measure over the judged queries (queries missing from the run count as 0); ``measures``: any
-    form :func:`parse_measures` takes; ``run`` and ``qrels``: any form ir_measures takes (:func:`as_run`)."""
+    """Mean of each measure over the judged queries, each query's value as :func:`per_query` gives it (so that
+    ``eval`` and ``compare`` report the same; trec_eval sums its count measures, num_rel and the like, where this
+    averages them); ``measures``: any form :func:`parse_measures` takes; ``run`` and ``qrels``: any form
+    ir_measures takes (:func:`as_run`)."""
     measures = parse_measures(measures)
     run, qrels = as_run(run), as_qrels(qrels)
     if qrels and not any(q in run for q in qrels):
         log.warning("the run ranks none of the %d judged queries: every measure is 0 (a run of another collection "
                     "or split?)", len(qrels))
-    full_run = trec_ordered({q: run.get(q, {}) for q in qrels})
-    aggregate = ir_measures.calc_aggregate(list(measures.values()), qrels, full_run)
-    return {name: float(aggregate.get(measure, 0.0)) for name, measure in measures.items()}
+    values = _values(run, qrels, measures)
+    return {name: sum(each.values()) / len(each) if each else 0.0 for name, each in values.items()}
+
+
+def _values(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],
+            measures: dict[str, object]) -> dict[str, dict[str, float]]:
+    """Each measure's value for each judged query: from the query's ranking (trec_eval's order); a judged query
+    the run leaves unranked (or ranks nothing for) as trec_eval -c scores it, with an empty ranking (its num_rel
+    stays its own), or 0 where a measure has no value for one (ir_measures' providers raise or give NaN there);
+    a value that is no number (NaN) counts as 0."""
+    out = {name: dict.fromkeys(qrels, 0.0) for name, _ in measures.items()}
+    names = {}
+    for name, measure in measures.items():
+        names.setdefault(str(measure), []).append(name)
+    ranked = {q: scores for q, scores in run.items() if q in qrels and scores}
+    unranked = {q: {} for q in qrels if q not in ranked}
+    passes = [(ranked, list(measures.values()))] if ranked else []
+    if unranked:  # each measure alone: one with no value for an empty ranking (Judged@k) leaves the others theirs
+        passes += [(unranked, [measure]) for measure in measures.values()]
+    for scored, asked in passes:
+        judged = {q: qrels[q] for q in scored}  # (a provider may give values for every judged query)
+        try:
+            found = list(ir_measures.iter_calc(asked, judged, trec_ordered(scored)))
+        except Exception as exc:  # ir_measures' providers raise what they raise (AssertionError, ValueError, ...)
+            if scored is unranked:
+                continue  # 0 for these queries
+            raise SemiretError(f"measures {', '.join(measures)}: ir_measures cannot compute them here ({exc}; "
+                               "its providers' support varies: pytrec_eval for trec_eval's measures, others "
+                               "need packages of their own, or numeric query ids)") from None
+        for value in found:
+            number = float(value.value)
+            for name in names[str(value.measure)]:
+                out[name][value.query_id] = number if math.isfinite(number) else 0.0
+    return out
+
+
+def check_measures(measures: dict[str, object], qrels: dict[str, dict[str, int]]) -> None:
+    """Refuse measures ir_measures cannot compute on these judgements, each alone (an error naming it), before any
+    search: a few judged queries ranked by their own judgements are scored."""
+    probe = {q: {d: float(grade) for d, grade in docs.items()} for q, docs in list(qrels.items())[:3]}
+    for name, measure in measures.items():
+        try:
+            _values(probe, {q: qrels[q] for q in probe}, {name: measure})
+        except SemiretError:
+            raise SemiretError(f"measure {name!r}: ir_measures cannot compute it on these judgements (its providers'"
+                               " support varies: trec_eval's measures and the defaults always work; others need "
+                               "packages of their own, or numeric query ids)") from None
 
 
 def trec_ordered(run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -141,7 +200,4 @@ def values_per_query(run: dict[str, dict[str, float]], qrels: dict[str, dict[str
     a comparison calls for each run and measure, without reading them again each time."""
     if isinstance(measure, str):
         [measure] = parse_measures([measure]).values()
-    out = {q: 0.0 for q in qrels}
-    for m in ir_measures.iter_calc([measure], qrels, trec_ordered(run)):
-        out[m.query_id] = float(m.value)
-    return out
+    return _values(run, qrels, {str(measure): measure})[str(measure)]

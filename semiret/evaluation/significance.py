@@ -39,10 +39,16 @@ def check_baseline(baseline: Run, qrels: dict[str, dict[str, int]], what: str = 
 
 
 def _judged_queries_ranked(run: Run, qrels, what: str) -> int:
-    """How many judged queries ``run`` ranks documents for; none is an error."""
+    """How many judged queries ``run`` ranks documents for; none is an error, and none of their judged documents
+    ranked is worth a warning (numeric query ids of another collection overlap: its run scores 0 everywhere)."""
+    if not run:
+        raise SemiretError(f"{what} is empty: it ranks no document for any query")
     covered = sum(q in run for q in qrels)
     if not covered:
         raise SemiretError(f"{what} has none of the judged queries (a run of another collection or split?)")
+    if not any(doc_id in qrels[q] for q in run if q in qrels for doc_id in run[q]):
+        log.warning("%s ranks none of the judged documents of the %d judged queries it ranks: a run (or judgements) "
+                    "of another collection?", what, covered)
     return covered
 
 

@@ -233,7 +233,7 @@ def test_compare_without_a_baseline_scores_a_run_and_writes_its_queries_measures
     evaluated = json.loads(invoke("eval", "--data", beir_dir, "-r", "bot", "--json", "--run", tmp_path / "bot.trec").stdout)
     scored = json.loads(invoke("compare", tmp_path / "bot.trec", "--data", beir_dir, "--json", "--per-query",
                                tmp_path / "q.tsv").stdout)
-    assert "vs_baseline" not in scored and scored["queries"] == 3
+    assert scored["vs_baseline"] is None and scored["baseline_run"] is None and scored["queries"] == 3  # keys kept
     assert scored["measures"] == {name: pytest.approx(evaluated[name], abs=1e-6) for name in ("nDCG@10", "R@100", "MRR@10")}
     rows = [line.split("\t") for line in (tmp_path / "q.tsv").read_text().splitlines()]
     assert len(rows) == 9 and {row[0] for row in rows} == {"nDCG@10", "R@100", "MRR@10"}

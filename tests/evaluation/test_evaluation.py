@@ -510,3 +510,64 @@ def test_compare_scores_the_queries_eval_scores(tmp_path):
     compared = json.loads(result.stdout)
     assert compared["queries"] == evaluated["queries"] == len(TINY_QRELS) - 1
     assert compared["vs_baseline"]["nDCG@10"]["baseline"] == pytest.approx(evaluated["nDCG@10"], abs=1e-6)
+
+
+def test_eval_and_compare_give_one_value_per_measure_for_unranked_judged_queries():
+    """A judged query the run ranks nothing for is scored as trec_eval -c scores it (an empty ranking: its NumRel its
+    own), or 0 where a measure has none (Judged@k divides by nothing; IPrec gives NaN): the mean of ``per_query``'s
+    values, never NaN, for every measure, what ``compare`` compares."""
+    qrels = {"q1": {"a": 1, "b": 1, "c": 0}, "q2": {"d": 1}}
+    run = {"q1": {"a": 3.0, "x": 2.0, "c": 1.0}, "q2": {}}
+    measures = ["NumRel", "NumRet", "NumRelRet", "Judged@10", "IPrec@0.0", "nDCG@10", "AP"]
+    scored = score_run(run, qrels, measures)
+    for name in measures:
+        values = per_query(run, qrels, name)
+        assert scored[name] == pytest.approx(sum(values.values()) / 2) and np.isfinite(scored[name]), name
+    assert per_query(run, qrels, "NumRel") == {"q1": 2.0, "q2": 1.0}  # the unranked query keeps its own
+    assert per_query(run, qrels, "Judged@10") == {"q1": pytest.approx(2 / 3), "q2": 0.0}
+
+
+def test_runs_given_in_python_are_read_as_their_files_are():
+    """Scores given as strings are numbers, not text compared as text; a record ranking a document twice, or judging
+    it twice with two grades, is refused as the files' readers refuse it."""
+    qrels = {"q": {"a": 1}}
+    as_text = score_run({"q": {"a": "10", "b": "9"}}, qrels)
+    assert as_text == score_run({"q": {"a": 10.0, "b": 9.0}}, qrels) and as_text["MRR@10"] == 1.0
+    with pytest.raises(SemiretError, match="document 'a' ranked twice for query 'q'"):
+        score_run([("q", "a", 1.0), ("q", "a", 2.0)], qrels)
+    with pytest.raises(SemiretError, match="document 'a' judged twice for query 'q'"):
+        score_run({"q": {"a": 1.0}}, [("q", "a", 1), ("q", "a", 0)])
+    assert score_run({"q": {"a": 1.0}}, [("q", "a", 1), ("q", "a", 1)])["MRR@10"] == 1.0  # the same grade twice
+
+
+def test_measures_are_refused_before_any_search_when_they_cannot_be_computed(tmp_path, monkeypatch):
+    """A measure ir_measures parses but none of its installed providers computes (RBP, SDCG) is an error naming it
+    before any index is built; a measure's own parameters may hold commas."""
+    import sys
+
+    evaluation = sys.modules["semiret.evaluation.evaluate"]  # (the package's evaluate is the function)
+    data = write_beir(tmp_path / "data")
+    built = []
+    monkeypatch.setattr(evaluation, "open_retriever", lambda *a, **k: built.append(1))
+    for name in ("RBP", "SDCG@10"):
+        with pytest.raises(SemiretError, match=f"measure '{re.escape(name)}': ir_measures cannot compute it"):
+            evaluate(str(data), "bm25", measures=[name])
+    assert not built
+    assert list(parse_measures(["P(rel=2,judged_only=True)@5"])) == ["P(rel=2,judged_only=True)@5"]
+    with pytest.raises(SemiretError, match="one measure a --measure"):
+        parse_measures(["nDCG@10,R@100"])
+
+
+def test_a_run_of_another_collection_or_an_empty_one_is_said_to_be(caplog):
+    from semiret.evaluation.significance import check_baseline
+
+    qrels = {"1": {"a": 1}, "2": {"b": 1}}
+    with caplog.at_level(logging.WARNING):
+        check_baseline({"1": {"x": 2.0, "y": 1.0}, "2": {"z": 1.0}}, qrels, "run other.trec")
+    assert "ranks none of the judged documents" in caplog.text  # numeric query ids shared, documents not
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        check_baseline({"1": {"a": 2.0}, "2": {"z": 1.0}}, qrels, "run ours.trec")
+    assert "judged documents" not in caplog.text
+    with pytest.raises(SemiretError, match="run empty.trec is empty"):
+        check_baseline({}, qrels, "run empty.trec")
