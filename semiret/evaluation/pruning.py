@@ -62,8 +62,8 @@ def search_vectors(vectors: SparseVectors, doc_ids: Sequence[str], query_ids: Se
 
 def largest_safe_threshold(rows: list[dict], measure: str = THRESHOLD_MEASURE,
                            tolerance: float = THRESHOLD_TOLERANCE, margin: int = THRESHOLD_MARGIN) -> float | None:
-    """``margin`` steps below the first threshold of the sweep that loses more than ``tolerance``
-    (None: no pruning). A threshold scoring 0 is never safe: queries that find nothing relevant even
+    """``margin`` steps below the last threshold of the sweep that loses at most ``tolerance`` before one loses
+    more (None: no pruning). A threshold scoring 0 is never safe: queries that find nothing relevant even
     unpruned (an untrained model, too few labels) give no evidence for pruning."""
     floor = rows[0][measure] - tolerance
     safe = 0
