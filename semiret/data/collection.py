@@ -545,8 +545,9 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return queries
 
 
-QRELS_HEADER = (("query-id", "query_id", "qid", "query"), ("corpus-id", "corpus_id", "doc-id", "doc_id", "docid"),
-                ("score", "relevance", "grade", "label"))
+QRELS_HEADER = (("query-id", "query_id", "qid", "query"),
+                ("corpus-id", "corpus_id", "doc-id", "doc_id", "docid", "docno"),  # docno: TREC's own name
+                ("score", "relevance", "grade", "label", "rel", "judgment"))
 """The names a qrels header may give its query, document and grade columns (BEIR's first); other columns are left
 unread."""
 

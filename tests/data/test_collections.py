@@ -252,6 +252,8 @@ def test_a_qrels_header_says_which_column_is_which(tmp_path):
     assert read_qrels(path) == {"q1": {"d1": 1}, "q2": {"d2": 2}}
     path.write_text("corpus-id\tquery-id\tscore\nd1\tq1\t1\n", encoding="utf-8")
     assert read_qrels(path) == {"q1": {"d1": 1}}
+    path.write_text("qid iter docno rel\nq1 0 d1 1\nq1 0 d2 0\n", encoding="utf-8")  # TREC's own names
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0}}
     path.write_text("query-id\tdoc\tscore\nq1\td1\t1\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=":1: the header 'query-id doc score' does not name one corpus-id"):
         read_qrels(path)
