@@ -1048,6 +1048,34 @@ def info(index: Optional[Path] = typer.Argument(None, help="Index directory."),
 
 
 @app.command()
+def alias(alias_name: Optional[str] = typer.Argument(None, metavar="ALIAS", help="The alias to set (with INDEX)."),
+          index_name: Optional[str] = typer.Argument(None, metavar="INDEX", help="The index of --data-dir it stands "
+                                                     "for."),
+          data_dir: Path = typer.Option(..., help="The data directory of `semiret serve --data-dir`."),
+          remove: Optional[str] = typer.Option(None, help="Remove this alias instead.")):
+    """Aliases of a server's data directory (the service's /aliases): list them, set ALIAS to stand for INDEX (a
+    switch from the index it stood for, at once, for a server running on it too), or --remove one."""
+    from semiret.serving.data_dir import DataDirectory
+
+    if not data_dir.is_dir():
+        raise SemiretError(f"--data-dir {data_dir}: no such directory")
+    data = DataDirectory(data_dir)
+    if remove is not None:
+        if alias_name is not None or index_name is not None:
+            raise SemiretError("--remove ALIAS goes alone (no ALIAS INDEX beside it)")
+        console.print(f"removed alias {remove!r} (it stood for {data.remove_alias(remove)!r})")
+        return
+    if alias_name is None:
+        for name, target in sorted(data.aliases().items()):
+            print(json.dumps({"alias": name, "index": target}))
+        return
+    if index_name is None:
+        raise SemiretError("give ALIAS INDEX to set an alias (no arguments: list them; --remove ALIAS: remove one)")
+    before = data.set_alias(alias_name, index_name, data.holds)
+    console.print(f"alias {alias_name!r} stands for {index_name!r}" + (f" (it stood for {before!r})" if before else ""))
+
+
+@app.command()
 def models(as_json: bool = typer.Option(False, "--json", help="One JSON object per model, as a list.")):
     """List the models available offline: base models from PyPI packages and the trained ones shipped inside
     semiret, with the retrievers that take each (-r NAME --model MODEL)."""

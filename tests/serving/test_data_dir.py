@@ -283,3 +283,31 @@ def test_an_index_made_or_deleted_is_on_disk_before_the_answer(tmp_path, monkeyp
     assert synced[-2:] == [("rename", tmp_path / "data" / "a"), ("sync", tmp_path / "data")]
     assert client.delete("/indexes/a", headers=KEY).status_code == 200
     assert synced[-1] == ("sync", tmp_path / "data") and synced[-2][0] == "rename"
+
+
+def test_the_command_line_sets_lists_and_removes_a_data_directorys_aliases(tmp_path):
+    """`semiret alias --data-dir`: the aliases a server on that directory follows at its next request."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    client = _client(tmp_path / "data")
+    for name in ("a", "b"):
+        assert client.put(f"/indexes/{name}", json={}, headers=KEY).status_code == 201
+    client.put("/indexes/b/documents", json={"documents": DOCUMENTS}, headers=KEY)
+    runner, data = CliRunner(), str(tmp_path / "data")
+    assert runner.invoke(app, ["alias", "--data-dir", data, "live", "a"]).exit_code == 0
+    assert client.get("/indexes/live").json()["documents"] == 0  # the server follows it
+    switched = runner.invoke(app, ["alias", "--data-dir", data, "live", "b"])
+    assert switched.exit_code == 0 and "it stood for 'a'" in switched.output
+    assert client.get("/indexes/live").json()["documents"] == len(DOCUMENTS)
+    listed = runner.invoke(app, ["alias", "--data-dir", data])
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [{"alias": "live", "index": "b"}]
+    for wrong, message in ((["x", "nope"], "no index 'nope'"), (["a", "b"], "is an index"),
+                           (["--remove", "nope"], "no alias 'nope'"), (["live"], "give ALIAS INDEX")):
+        refused = runner.invoke(app, ["alias", "--data-dir", data, *wrong])
+        assert refused.exit_code != 0 and message in refused.output, (wrong, refused.output)
+    assert runner.invoke(app, ["alias", "--data-dir", data, "--remove", "live"]).exit_code == 0
+    assert client.get("/indexes/live").status_code == 404
