@@ -201,7 +201,8 @@ def _corpus_source(name: str) -> Iterator[Path]:
                   else ".tsv") + (".gz" if zipped else "")
         path = spooled.rename(spooled.with_suffix(suffix))
         try:
-            yield path
+            with _log_filtered(_Renamed(str(path), "<stdin>")):  # warnings name standard input as errors do
+                yield path
         except DataFormatError as exc:
             raise DataFormatError(str(exc).replace(str(path), "<stdin>")) from None
 
@@ -697,7 +698,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
             done = "added or replaced" if replace else "added"  # (which of them were there, the index no longer says)
             console.print(f"{done} {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
             return
-        with _each_warning_once() if watch is not None else contextlib.nullcontext():
+        with _log_filtered(_SaidOnce()) if watch is not None else contextlib.nullcontext():
             console.print(f"{_synced_counts(synced())}; {held()}")
             if watch is not None:
                 _keep_in_step(synced, held, source, watch)
@@ -733,17 +734,31 @@ class _SaidOnce(logging.Filter):
         return self.latest[1]
 
 
+class _Renamed(logging.Filter):
+    """Writes ``name`` for ``path`` in log messages (a temporary file standard input was spooled to: ``<stdin>``)."""
+
+    def __init__(self, path: str, name: str):
+        super().__init__()
+        self.path, self.name = path, name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.path in message:
+            record.msg, record.args = message.replace(self.path, self.name), ()
+        return True
+
+
 @contextlib.contextmanager
-def _each_warning_once():
-    """Within the block, each log message is shown once (on the root logger's handlers, where semiret's go)."""
-    once, handlers = _SaidOnce(), list(logging.getLogger().handlers)
+def _log_filtered(log_filter: logging.Filter):
+    """Within the block, ``log_filter`` on the root logger's handlers (where semiret's messages go)."""
+    handlers = list(logging.getLogger().handlers)
     for handler in handlers:
-        handler.addFilter(once)
+        handler.addFilter(log_filter)
     try:
         yield
     finally:
         for handler in handlers:
-            handler.removeFilter(once)
+            handler.removeFilter(log_filter)
 
 
 def _keep_in_step(synced, held, source: Path, seconds: float) -> None:

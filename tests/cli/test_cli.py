@@ -154,6 +154,20 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
     assert json.loads(invoke("info", tmp_path / "idx").stdout)["documents"] == len(TINY_DOCS) + 6
 
 
+def test_warnings_about_standard_input_name_it(tmp_path, caplog):
+    """A warning about what standard input held names ``<stdin>``, as its errors do, not the temporary file it was
+    spooled to."""
+    import logging
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "hello"}\n')
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "idx")]).exit_code == 0
+    with caplog.at_level(logging.WARNING):
+        added = runner.invoke(app, ["add", "-", "--index", str(tmp_path / "idx")], input="id\ttext\textra\n1\thi\tx\n")
+    assert added.exit_code == 0, added.output
+    assert "<stdin>: the field 'extra'" in caplog.text and "semiret-stdin" not in caplog.text
+
+
 def test_eval_json_is_one_object(beir_dir, tmp_path):
     progress.set_enabled(True)  # progress bars must not leak into --json output
     result = invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "run.trec")
