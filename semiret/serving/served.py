@@ -153,7 +153,8 @@ class ServedIndex:
         found = retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
                                  score_threshold=score_threshold, operators=operators, **(picking or {}))
         for number, (query, hits) in enumerate(zip(queries, found)):
-            query = scored_text(query, operators)  # what highlights and explanations read
+            if highlight is not None or explain:  # what they read: the query's scored words
+                query = scored_text(query, operators)
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]
