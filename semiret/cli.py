@@ -871,6 +871,32 @@ def _leading_index(option: Optional[Path], *given, names: tuple[str, ...]) -> li
     return [Path(values[0]), *values[1:]]
 
 
+@app.command(name="set-bm25")
+def set_bm25_command(index: Optional[Path] = typer.Argument(None, help="Index directory (bm25; a hybrid's: its BM25 "
+                                                                      "part)."),
+                     index_option: Optional[Path] = _index_option(),
+                     k1: Optional[float] = typer.Option(None, help="BM25's k1."),
+                     b: Optional[float] = typer.Option(None, help="BM25's b."),
+                     variant: Optional[str] = typer.Option(None, help="BM25's variant: lucene, robertson, atire, "
+                                                           "bm25l or bm25+."),
+                     delta: Optional[float] = typer.Option(None, help="BM25L's and BM25+'s delta.")):
+    """Change an index's BM25 parameters in place (those given; the others as they are), in one commit: its weights
+    are computed again from the term counts it holds, no document read again (what `semiret tune --grid k1=...`
+    chose, applied). Prints the parameters (without any given: as they are)."""
+    from semiret.search.retrievers import open_index_at
+
+    index, = _leading_index(index_option, index, names=("index",))
+    opened = open_index_at(index)
+    if not hasattr(opened, "set_bm25"):
+        raise SemiretError(f"{index} is not a BM25 index nor a hybrid holding one, so it has no BM25 parameters")
+    given = {name: value for name, value in (("k1", k1), ("b", b), ("variant", variant), ("delta", delta))
+             if value is not None}
+    bm25 = opened.bm25_part if getattr(opened, "parts", None) else opened
+    if given and not opened.set_bm25(**given):
+        console.print("the index has these parameters already: nothing written")
+    _print_json(bm25.bm25.config() if bm25 is not None else opened.bm25_with())
+
+
 @app.command()
 def synonyms(index: Optional[Path] = typer.Argument(None, help="Index directory (bm25; a hybrid's: its BM25 part's "
                                                                  "rules)."),
@@ -1523,7 +1549,8 @@ def _json_or_text(text: str):
 
 
 @app.command()
-def tune(index: Path = typer.Option(..., help="The index to search (built already: only search options are tuned)."),
+def tune(index: Path = typer.Option(..., help="The index to search (built already: search options are tuned, and "
+                                           "BM25's k1, b, variant and delta on copies of a BM25 index weighed again)."),
          data: Path = typer.Option(..., help="The BEIR collection with the judged queries to tune on (a folder, or a "
                                              "name under shared/data)."),
          split: str = typer.Option("train", help="The judged queries to tune on (not the ones you will report)."),

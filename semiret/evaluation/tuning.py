@@ -5,15 +5,21 @@ on queries it was not chosen on (PyTerrier's ``KFoldGridSearch``).
 A setting chosen and scored on the same few dozen queries looks better than it will be: with ``folds``, the queries
 are split into that many folds, the setting best on the other folds is scored on each fold, and the tuned system's
 per-query values (each query scored by a setting chosen without it) are compared with the retriever as opened, by
-a paired test. Only search options are tuned (no index is built again); a retriever's search options are listed by
-``GET /indexes/{name}``'s ``search_options`` and ``semiret search --help``.
+a paired test. Search options are tuned (listed by ``GET /indexes/{name}``'s ``search_options`` and ``semiret search
+--help``), and BM25's parameters (``k1``, ``b``, ``variant``, ``delta``: Anserini's sweeps) over a BM25 index or a
+hybrid's BM25 part, each setting of them searched on a copy of the index weighed again from its term counts
+(:meth:`~semiret.indexes.inverted.InvertedIndex.set_bm25`, no document read again; the index itself unchanged).
+Other options that shape an index are chosen by building it again.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +30,7 @@ from semiret.evaluation.metrics import parse_measures
 from semiret.evaluation.significance import mean_per_query, paired_p_value
 from semiret.options import option_names
 from semiret.progress import track
+from semiret.text.bm25 import BM25_PARAMETER_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +68,12 @@ def settings_of(grid: dict[str, list]) -> list[dict]:
 
 def grid_search(retriever, queries: dict[str, str], qrels: dict[str, dict[str, int]], grid: dict[str, list],
                 measure="nDCG@10", depth: int = 100, n_threads: int = 1) -> list[Setting]:
-    """Each setting of ``grid`` (``{option: [values]}``) applied to ``retriever`` (over the options it was opened
-    with; one variant made at a time) and its
-    ranking of ``queries`` (each query's best ``depth``; an index of passages: documents by their best passage, as
-    ``eval`` ranks them) scored by ``measure`` on ``qrels``; best first (ties: the grid's order), the retriever as
-    opened first among them (``options`` empty)."""
+    """Each setting of ``grid`` (``{option: [values]}``: search options, and BM25's parameters where the retriever's
+    index is a BM25 index or a hybrid holding one) applied to ``retriever`` (over the options it was opened with;
+    one variant made at a time; each setting of BM25's parameters on a copy of the index weighed again, in a
+    temporary directory) and its ranking of ``queries`` (each query's best ``depth``; an index of passages:
+    documents by their best passage, as ``eval`` ranks them) scored by ``measure`` on ``qrels``; best first (ties:
+    the grid's order), the retriever as opened first among them (``options`` empty)."""
     measures = parse_measures([measure])
     if len(measures) != 1:
         raise SemiretError(f"tune by one measure, got {len(measures)}")
@@ -74,29 +82,89 @@ def grid_search(retriever, queries: dict[str, str], qrels: dict[str, dict[str, i
     if not judged:
         raise SemiretError("none of the judged queries has a text to search")
     cls = type(retriever)
-    known = option_names([cls.queries.Options])
-    unknown = [name for name in grid if name not in known]
+    searched = option_names([cls.queries.Options])
+    weighed = BM25_PARAMETER_NAMES if hasattr(retriever.index, "bm25_with") and (
+        retriever.index.kind == "bm25" or getattr(retriever.index, "bm25_part", None) is not None) else ()
+    unknown = [name for name in grid if name not in searched and name not in weighed]
     if unknown:
         raise SemiretError(f"{', '.join(unknown)}: not a search option of retriever {cls.name!r} (its search options: "
-                           f"{', '.join(known) or 'none'}; options that shape the index are chosen by building it "
-                           "again)")
+                           f"{', '.join(searched) or 'none'}"
+                           + (f"; and BM25's parameters {', '.join(weighed)}" if weighed else "")
+                           + "; options that shape the index are chosen by building it again)")
     settings = settings_of(grid)
     for options in settings:
-        cls.search_options({**retriever.given_options, **options})  # bad values fail before any search
+        search_options, bm25 = _split(options, weighed)
+        cls.search_options({**retriever.given_options, **search_options})  # bad values fail before any search
+        if bm25:
+            retriever.index.bm25_with(**bm25)
     warn_deeper_measures(measures, depth)
     warn_unknown_documents(qrels, retriever)
     grouped = {"group_by": PARENT_FIELD} if retriever.chunking is not None else {}  # documents by best passage
     texts = [queries[query_id] for query_id in judged]
-    results = []
-    for position, options in enumerate(track([{}] + settings, "tuning", total=len(settings) + 1)):
-        variant = retriever.with_options(**{**retriever.given_options, **options}) if options else retriever
-        hits = variant.search(texts, k=depth, n_threads=n_threads, **grouped)
-        values = mean_per_query([hits.as_run(judged, by_group=bool(grouped))], qrels, measure_object, judged)
-        results.append(Setting(options, float(values.mean()), values, position))
+    # settings of the same BM25 parameters one after the other, each set of them searched on one copy
+    order = sorted(range(len(settings)), key=lambda i: sorted(_split(settings[i], weighed)[1].items(), key=str))
+    results = [Setting({}, *_scored(retriever, texts, judged, qrels, measure_object, depth, n_threads, grouped))]
+    with tempfile.TemporaryDirectory(prefix="semiret-tune-") as scratch, \
+            _Reweighed(retriever, Path(scratch)) as reweighed:
+        for i in track(order, "tuning", total=len(settings)):
+            search_options, bm25 = _split(settings[i], weighed)
+            base = reweighed.retriever(bm25)
+            variant = base.with_options(**{**retriever.given_options, **search_options}) if search_options else base
+            results.append(Setting(settings[i], *_scored(variant, texts, judged, qrels, measure_object, depth,
+                                                         n_threads, grouped), position=i + 1))
     if len(results) > 1 and all(np.array_equal(s.per_query, results[0].per_query) for s in results[1:]):
         log.warning("no setting changed any query's %s from the retriever as opened (an option that takes effect "
                     "only with another, as RM3's fb_docs with rm3=true?)", measure)
     return sorted(results, key=lambda setting: (-setting.score, setting.position))
+
+
+def _split(options: dict, weighed) -> tuple[dict, dict]:
+    """A setting's search options, and its BM25 parameters (names in ``weighed``)."""
+    return ({name: value for name, value in options.items() if name not in weighed},
+            {name: value for name, value in options.items() if name in weighed})
+
+
+def _scored(retriever, texts, judged, qrels, measure_object, depth, n_threads, grouped) -> tuple[float, np.ndarray]:
+    """The mean and per-query values of ``retriever``'s ranking of the judged queries."""
+    hits = retriever.search(texts, k=depth, n_threads=n_threads, **grouped)
+    values = mean_per_query([hits.as_run(judged, by_group=bool(grouped))], qrels, measure_object, judged)
+    return float(values.mean()), values
+
+
+class _Reweighed:
+    """The retriever over a copy of its index with other BM25 parameters, one copy at a time under ``scratch`` (a
+    backup, its unchanged files linked, then :meth:`~semiret.indexes.inverted.InvertedIndex.set_bm25`); no
+    parameters: the retriever itself."""
+
+    def __init__(self, retriever, scratch: Path):
+        self.original, self.scratch = retriever, scratch
+        self.current, self.copy, self.made = None, None, 0
+
+    def retriever(self, bm25: dict):
+        if not bm25:
+            return self.original
+        key = sorted(bm25.items(), key=str)
+        if key != self.current:
+            self._drop()
+            path = self.scratch / f"index-{self.made}"
+            self.made += 1
+            self.original.index.backup(path)
+            copy = type(self.original).open(path, **self.original.given_options)
+            copy.index.set_bm25(**bm25)
+            self.current, self.copy = key, copy
+        return self.copy
+
+    def _drop(self) -> None:
+        if self.copy is not None:
+            path = self.copy.index.path
+            self.current = self.copy = None
+            shutil.rmtree(path, ignore_errors=True)
+
+    def __enter__(self) -> "_Reweighed":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._drop()
 
 
 def check_folds(folds, n_queries: int) -> None:

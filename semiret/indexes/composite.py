@@ -177,6 +177,28 @@ class CompositeIndex:
             counts = [part.set_synonyms(lines) for part in self.parts.values()]
         return counts[0]
 
+    @property
+    def bm25_part(self):
+        """The part that is a BM25 index (a hybrid's lexical part), whose BM25 parameters are this index's; None."""
+        return next((part for part in self.parts.values() if part.kind == "bm25"), None)
+
+    def bm25_with(self, **parameters):
+        """:meth:`InvertedIndex.bm25_with <semiret.indexes.inverted.InvertedIndex.bm25_with>` of :attr:`bm25_part`."""
+        return self._bm25_part_or_error().bm25_with(**parameters)
+
+    def set_bm25(self, **parameters) -> bool:
+        """:meth:`InvertedIndex.set_bm25 <semiret.indexes.inverted.InvertedIndex.set_bm25>` of :attr:`bm25_part`,
+        every part's write lock held; its segments keep their documents and order, so the parts stay aligned."""
+        lexical = self._bm25_part_or_error()
+        with self.writing():
+            return lexical.set_bm25(**parameters)
+
+    def _bm25_part_or_error(self):
+        if self.bm25_part is None:
+            raise SemiretError(f"{self.path} holds no BM25 index (its parts: {', '.join(self.parts)}), so no BM25 "
+                               "parameters")
+        return self.bm25_part
+
     def search(self, *_, **__):
         raise SemiretError(f"{self.path} holds several indexes: search it with the retriever that fuses them "
                            f"({self.meta.get('retriever', 'hybrid')})")

@@ -35,7 +35,7 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Container, Iterable, Sequence
 
@@ -45,12 +45,12 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.files import link_or_copy
 from semiret.indexes import kernels
-from semiret.indexes.segments import (Segment, SegmentedIndex, Snapshot, build_of, check_buffer,
+from semiret.indexes.segments import (Segment, SegmentedIndex, Snapshot, _remove_folders, build_of, check_buffer,
                                       register_index_format, whole_buffer)
 from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
 from semiret.text.analyzer import TermDictionary
-from semiret.text.bm25 import BM25Parameters
+from semiret.text.bm25 import BM25_PARAMETER_NAMES, DEFAULT_DELTA, DELTA_VARIANTS, BM25Parameters
 from semiret.text.token_weights import lucene_idf
 from semiret.types import Postings, SearchHits, SparseQuery
 
@@ -306,6 +306,45 @@ class InvertedIndex(SegmentedIndex):
     @property
     def bm25(self) -> BM25Parameters:
         return BM25Parameters(**self.meta["bm25"])
+
+    _weighted_with: BM25Parameters | None = None
+    """On a draft of :meth:`set_bm25`: the BM25 parameters the segments' weights were computed with, which the
+    rewrite reads them back into term counts by (None: the index's own)."""
+
+    def bm25_with(self, **parameters) -> BM25Parameters:
+        """The index's BM25 parameters with ``parameters`` (``k1``, ``b``, ``variant``, ``delta``) in place of theirs
+        (a variant without a delta keeps none), checked as :meth:`set_bm25` would set them."""
+        if self.kind != "bm25":
+            raise SemiretError(f"{self.path} is a {self.kind!r} index: only a BM25 index has BM25's parameters")
+        unknown = sorted(set(parameters) - set(BM25_PARAMETER_NAMES))
+        if unknown:
+            raise SemiretError(f"BM25's parameters are {', '.join(BM25_PARAMETER_NAMES)}, not {', '.join(unknown)}")
+        current = self.bm25
+        if current.k1 == 0 and parameters.get("k1", 0) != 0:
+            raise SemiretError(f"{self.path} was built with k1 = 0, so its weights hold no term counts to weigh again: "
+                               "build it again with the parameters wanted")
+        wanted = {**asdict(current), **parameters}
+        if "delta" not in parameters and wanted["variant"] not in DELTA_VARIANTS:
+            wanted["delta"] = DEFAULT_DELTA
+        return BM25Parameters(**wanted)
+
+    def set_bm25(self, **parameters) -> bool:
+        """BM25's parameters (``k1``, ``b``, ``variant``, ``delta``; those not given as they are) changed in place,
+        in one commit: every segment's weights computed again from the term counts they encode (what a merge reads
+        back), no document analysed again, so an index without stored texts changes too; searches read the new
+        weights from that commit on (a server's too). What tuning k1 and b (``semiret tune``) or applying what a
+        tuning chose (``semiret set-bm25``) needs in place of a build. Returns whether anything changed."""
+        with self.writing():
+            new = self.bm25_with(**parameters)  # bad values fail before anything is written
+            current = self.bm25
+            if new == current:
+                return False
+            with self._change() as draft:
+                draft.meta["bm25"] = new.config()
+                draft._weighted_with = current
+                replaced = draft._renormalise()
+            _remove_folders(replaced)
+        return True
 
     def document_frequencies(self, snapshot: Snapshot | None = None) -> np.ndarray:
         """Documents containing each term, summed over segments (computed once per snapshot, by default the
@@ -581,9 +620,12 @@ class InvertedIndex(SegmentedIndex):
         """BM25 segments whose lengths were normalised by an average more than :data:`AVGDL_TOLERANCE` away from
         the index's current one (adds of longer or shorter documents moved it), or by another one at all at the
         positions ``exact`` (the parts of a build or merge, written as they came): rewritten in the same commit, so
-        that scores stay within that tolerance of a fresh build's without search-time work."""
+        that scores stay within that tolerance of a fresh build's without search-time work. Every segment on a
+        draft of :meth:`set_bm25`."""
         if self.kind != "bm25" or not self.segments:
             return []
+        if self._weighted_with is not None:  # weights of other parameters (set_bm25): every segment
+            return list(range(len(self.segments)))
         current = self._average_length()
         return [position for position, segment in enumerate(self.segments)
                 if abs(segment.avgdl - current) > (0.0 if position in exact else AVGDL_TOLERANCE * current)]
@@ -627,7 +669,8 @@ class InvertedIndex(SegmentedIndex):
             for start in range(0, len(old), RENORMALISED_BLOCK):
                 block = slice(start, start + RENORMALISED_BLOCK)
                 lengths = doclens[docs[block]]
-                counts = self.bm25.term_frequency(old[block], lengths, segment.avgdl).astype(np.float32)
+                counts = (self._weighted_with or self.bm25).term_frequency(old[block], lengths,
+                                                                         segment.avgdl).astype(np.float32)
                 out.write(self.bm25.saturation(counts, lengths.astype(np.float32), info["avgdl"]).tobytes())
         new = load_array(directory / "postings.values.npy")
         np.save(directory / "postings.maxima.npy", kernels.term_maxima(np.asarray(segment.indptr), np.asarray(new)))

@@ -32,7 +32,7 @@ from semiret.search.retrievers import (
     retriever_class,
 )
 from semiret.text import languages
-from semiret.text.bm25 import BM25Parameters
+from semiret.text.bm25 import BM25_PARAMETER_NAMES, BM25Parameters
 from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
 
@@ -60,10 +60,6 @@ class HybridDocumentOptions:
     def bm25_options(self) -> dict:
         """The options of the BM25 part."""
         return {"language": self.language, "k1": self.k1, "b": self.b, "variant": self.variant, "delta": self.delta}
-
-
-BM25_PART_OPTIONS = ("k1", "b", "variant", "delta")
-"""What :meth:`HybridRetriever.around`'s ``bm25`` takes."""
 
 
 class HybridDocuments(DocumentSide):
@@ -409,9 +405,9 @@ class HybridRetriever(Retriever):
                                "choose another directory")
         cls.search_options(options)  # bad options fail before any work
         languages.language(language)  # an unknown one fails before any work too
-        unknown = sorted(set(bm25 or {}) - set(BM25_PART_OPTIONS))
+        unknown = sorted(set(bm25 or {}) - set(BM25_PARAMETER_NAMES))
         if unknown:
-            raise SemiretError(f"bm25 takes {', '.join(BM25_PART_OPTIONS)} (language is an argument of its own), not "
+            raise SemiretError(f"bm25 takes {', '.join(BM25_PARAMETER_NAMES)} (language is an argument of its own), not "
                                f"{', '.join(map(repr, unknown))}")
         lexical = HybridDocumentOptions(language=language, **(bm25 or {})).bm25_options()
         BM25Parameters(lexical["k1"], lexical["b"], lexical["variant"], lexical["delta"])  # so do bad parameters

@@ -20,6 +20,8 @@ BM25_VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 DELTA_VARIANTS = ("bm25l", "bm25+")
 """The variants with a delta."""
 DEFAULT_DELTA = 0.5
+BM25_PARAMETER_NAMES = ("k1", "b", "variant", "delta")
+"""What :class:`BM25Parameters` holds: what a BM25 index's weights are computed with."""
 
 
 @dataclass

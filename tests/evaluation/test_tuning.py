@@ -142,6 +142,74 @@ def test_passages_options_kept_ties_and_what_changes_nothing(idf, tmp_path, capl
     assert tuned["score"] == pytest.approx(0.5) and tuned["vs_as_opened"]["delta"] == 0.0
 
 
+def _files(directory) -> dict:
+    return {str(path.relative_to(directory)): path.read_bytes() for path in sorted(directory.rglob("*"))
+            if path.is_file() and path.name != "write.lock"}
+
+
+def test_bm25_parameters_are_tuned_on_copies_weighed_again(tmp_path, monkeypatch):
+    """k1 and b (Anserini's sweeps) over a BM25 index and a hybrid's BM25 part: each setting scores as an index built
+    with them would, searched with the grid's search options; the index itself is left as it was, its copies
+    removed."""
+    import tempfile
+
+    from semiret.search import BM25Retriever, HybridRetriever
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    files = _files(tmp_path / "bm25")
+    texts = list(TINY_QUERIES.values())
+    settings = grid_search(bm25, TINY_QUERIES, TINY_QRELS, {"k1": [0.3, 3.0], "rm3": [False, True], "b": [0.0, 1.0]},
+                           depth=10)
+    assert len(settings) == 9
+    for setting in settings:
+        options = dict(setting.options)
+        search_options = {name: options.pop(name) for name in ("rm3",) if name in options}
+        built = BM25Retriever.build(TINY_DOCS, **options).with_options(**search_options)
+        expected = score_run(built.search(texts, k=10).as_run(list(TINY_QUERIES)), TINY_QRELS, ["nDCG@10"])
+        assert setting.score == pytest.approx(expected["nDCG@10"]), setting.options
+    assert _files(tmp_path / "bm25") == files and not list(scratch.glob("semiret-tune-*"))
+    with pytest.raises(SemiretError, match="between 0 and 1"):
+        grid_search(bm25, TINY_QUERIES, TINY_QRELS, {"k1": [1.0], "b": [0.5, 2.0]})  # before any search
+    hybrid = HybridRetriever.build(TINY_DOCS, tmp_path / "hybrid", neural="idf")
+    fused = grid_search(hybrid, TINY_QUERIES, TINY_QRELS, {"k1": [0.3], "weight": [0.2, 0.8]}, depth=10)
+    for setting in fused[1:] if not fused[0].options else fused:
+        if setting.options:
+            built = HybridRetriever.build(TINY_DOCS, neural="idf", k1=0.3, weight=setting.options["weight"])
+            run = built.search(texts, k=10).as_run(list(TINY_QUERIES))
+            assert setting.score == pytest.approx(score_run(run, TINY_QRELS, ["nDCG@10"])["nDCG@10"])
+    assert not list(scratch.glob("semiret-tune-*"))
+    with pytest.raises(SemiretError, match="BM25's parameters k1, b"):
+        grid_search(bm25, TINY_QUERIES, TINY_QRELS, {"k3": [1.0]})  # the message names what can be tuned
+
+
+def test_set_bm25_applies_what_a_tuning_chose(tmp_path):
+    from semiret.search import BM25Retriever, HybridRetriever, open_retriever
+
+    BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    runner = CliRunner()
+    shown = runner.invoke(app, ["set-bm25", str(tmp_path / "bm25")])
+    assert shown.exit_code == 0 and json.loads(shown.stdout) == {"k1": 1.5, "b": 0.75}
+    changed = runner.invoke(app, ["set-bm25", "--index", str(tmp_path / "bm25"), "--k1", "0.9", "--b", "0.4"])
+    assert changed.exit_code == 0 and json.loads(changed.stdout) == {"k1": 0.9, "b": 0.4}
+    fresh = BM25Retriever.build(TINY_DOCS, k1=0.9, b=0.4)
+    ours = open_retriever(tmp_path / "bm25").search("statins cancer risk", k=5)
+    assert [(h.id, h.score) for h in ours] == [(h.id, h.score) for h in fresh.search("statins cancer risk", k=5)]
+    again = runner.invoke(app, ["set-bm25", str(tmp_path / "bm25"), "--k1", "0.9"])
+    assert again.exit_code == 0 and "nothing written" in again.output
+    HybridRetriever.build(TINY_DOCS, tmp_path / "hybrid", neural="idf")
+    part = runner.invoke(app, ["set-bm25", str(tmp_path / "hybrid"), "--variant", "bm25+"])
+    assert part.exit_code == 0 and json.loads(part.stdout) == {"k1": 1.5, "b": 0.75, "variant": "bm25+",
+                                                                 "delta": 0.5}
+    retriever_class("idf").build(TINY_DOCS, tmp_path / "idf")
+    for flags, message in (([str(tmp_path / "idf"), "--k1", "1"], "only a BM25 index"),
+                           ([str(tmp_path / "bm25"), "--b", "3"], "between 0 and 1")):
+        refused = runner.invoke(app, ["set-bm25", *flags])
+        assert refused.exit_code != 0 and message in refused.output, refused.output
+
+
 def test_a_system_s_empty_run_path_is_named(tmp_path):
     refused = CliRunner().invoke(app, ["compare", "--system", "a=x.trec,", "--data", str(tmp_path)])
     assert refused.exit_code != 0 and "empty run path" in refused.output

@@ -566,6 +566,60 @@ def test_merge_bm25_equals_fresh_build_of_live_documents(tmp_path):
         assert_exact_topk(merged_hits.ids[q], merged_hits.scores[q], sat @ (query_vector(query) * idf), live.ids, 30)
 
 
+@pytest.mark.parametrize("parameters", [{"k1": 0.9}, {"b": 0.3}, {"k1": 2.0, "b": 1.0, "variant": "bm25l"},
+                                        {"variant": "bm25+", "delta": 0.8}, {"variant": "atire", "k1": 0.4}])
+def test_bm25_parameters_set_in_place_weigh_as_an_index_built_with_them(tmp_path, parameters):
+    """Every segment weighed again from the term counts it holds, deletions kept: the same weights, bit for bit, as
+    the same adds and deletes made with those parameters from the start; the index reopens with them."""
+    rng = np.random.default_rng(4)
+    parts = [random_postings(rng, 60, first_id=60 * i, kind="bm25") for i in range(3)]
+    deleted = ["doc3", "doc70", "doc150"]
+
+    def grown(path, bm25=None):
+        index = build(path, "bm25", parts[0], bm25=bm25)
+        index.add(parts[1])
+        index.add(parts[2])
+        index.delete(deleted)
+        return index
+
+    index = grown(tmp_path / "idx")
+    expected = grown(tmp_path / "expected", BM25Parameters(**parameters))
+    assert index.set_bm25(**parameters) is True
+    for reopened in (index, InvertedIndex.open(tmp_path / "idx")):
+        assert reopened.bm25 == expected.bm25
+        for ours, theirs in zip(reopened.segments, expected.segments):
+            np.testing.assert_array_equal(np.asarray(ours.values), np.asarray(theirs.values))
+            np.testing.assert_array_equal(ours.term_maxima(), theirs.term_maxima())
+            assert ours.n_deleted == theirs.n_deleted == np.asarray(ours.deleted).sum()
+        queries = random_queries(rng, 10)
+        ours, theirs = reopened.search(queries, k=20), expected.search(queries, k=20)
+        assert ours.ids == theirs.ids
+        assert ours.scores == theirs.scores  # the same weights: the same sums
+    assert index.set_bm25(**parameters) is False  # as they are: no commit
+    assert index.set_bm25(variant="lucene", k1=1.5, b=0.75) is True  # and back: a variant's delta goes with it
+    assert index.meta["bm25"] == {"k1": 1.5, "b": 0.75}
+    assert not leftovers(tmp_path / "idx")
+
+
+def test_bm25_parameters_refused_before_anything_is_written(tmp_path):
+    rng = np.random.default_rng(5)
+    index = build(tmp_path / "idx", "bm25", random_postings(rng, 20, kind="bm25"))
+    before = sorted(p.name for p in (tmp_path / "idx").iterdir())
+    for wrong, message in (({"b": 1.5}, "between 0 and 1"), ({"delta": 0.2}, "lucene has none"),
+                           ({"k2": 1.0}, "not k2"), ({"k1": -1.0}, "at least 0")):
+        with pytest.raises(SemiretError, match=message):
+            index.set_bm25(**wrong)
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == before and index.meta["bm25"] == {"k1": 1.5,
+                                                                                                     "b": 0.75}
+    flat = build(tmp_path / "flat", "bm25", random_postings(rng, 20, kind="bm25"), bm25=BM25Parameters(k1=0.0))
+    with pytest.raises(SemiretError, match="no term counts"):
+        flat.set_bm25(k1=1.2)
+    assert flat.set_bm25(b=0.5) is True  # k1 = 0 weighs every count alike, whatever b
+    impact = build(tmp_path / "impact", "impact", random_postings(rng, 20))
+    with pytest.raises(SemiretError, match="only a BM25 index"):
+        impact.set_bm25(k1=1.2)
+
+
 def test_document_frequencies_follow_every_commit_in_any_order(tmp_path):
     """Each snapshot's frequencies are the last one's plus what its commit added minus what it dropped: they
     must equal a sum over its segments after adds, deletions and merges, seen by the writer, by another handle
