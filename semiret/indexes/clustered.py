@@ -42,8 +42,8 @@ class ClusteredEmbeddings(Embeddings):
 class ClusteredSegment(DenseSegment):
     """A dense segment and its documents grouped by leaf (``offsets``/``members``, as a tree's groups)."""
 
-    def __init__(self, path: Path, info: dict, leaf_count: int):
-        super().__init__(path, info, "exact")
+    def __init__(self, path: Path, info: dict, leaf_count: int, dim: int):
+        super().__init__(path, info, "exact", dim)
         self.leaves = load_array(path / LEAVES_FILE)
         self.members = np.argsort(self.leaves, kind="stable")
         self.offsets = np.searchsorted(self.leaves[self.members], np.arange(leaf_count + 1))
@@ -91,7 +91,7 @@ class ClusteredDenseIndex(DenseIndex):
         return self.meta["clusters"]["fingerprint"]
 
     def _open_segment(self, path: Path, info: dict) -> ClusteredSegment:
-        return ClusteredSegment(path, info, self.leaf_count)
+        return ClusteredSegment(path, info, self.leaf_count, self.meta["dim"])
 
     def _validate(self, embeddings: ClusteredEmbeddings) -> None:
         super()._validate(embeddings)

@@ -42,10 +42,16 @@ EXACT_CHUNK = 65536
 class DenseSegment(Segment):
     """A segment's vectors and its faiss search structure (plus the store's ids, texts and marks)."""
 
-    def __init__(self, path: Path, info: dict, ann_type: str):
+    def __init__(self, path: Path, info: dict, ann_type: str, dim: int):
         super().__init__(path, info)
         self.vectors = load_array(path / "vectors.npy")
+        if self.vectors.shape != (info["n_docs"], dim):
+            raise IndexFormatError(f"{path / 'vectors.npy'} holds an array of shape {self.vectors.shape}, not the "
+                                   f"{info['n_docs']} vectors of dimension {dim} meta.json lists: a damaged index; "
+                                   "restore it from a backup, or build it again")
         self.tree = TreeSearch(path, self.vectors) if ann_type == "tree" and info.get("tree", True) else None
+        if self.tree is not None and self.tree.tree.depth < 2:
+            self.tree = None  # no cluster to descend (a tree of one level, written before makes_a_tree refused it)
         self.ann = _open_ann(path, self.vectors, ann_type)  # a faiss index, or None for exact and tree search
 
     def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int,
@@ -58,10 +64,9 @@ class DenseSegment(Segment):
         deleted = np.flatnonzero(self.deleted).astype(np.int64)
         selector = faiss.IDSelectorNot(faiss.IDSelectorBatch(deleted)) if len(deleted) else None
         scores, local = self._approximate(queries, k, nprobe, ef_search, beam, selector)
-        if selector is None:
-            return scores, local
-        # many documents hidden (deleted, or failing a filter): the clusters or graph neighbours searched may hold
-        # fewer than k live ones; the queries left short are searched again, 4x wider each time, as far as it goes
+        # the clusters or graph neighbours searched may hold fewer than k live documents (few documents in them: a
+        # small segment added to the first one's tree; many hidden, deleted or failing a filter): the queries left
+        # short are searched again, 4x wider each time, as far as it goes
         wanted = min(k, self.n_docs - len(deleted))
         short = np.flatnonzero((local >= 0).sum(axis=1) < wanted)
         while len(short):
@@ -170,7 +175,7 @@ class DenseIndex(SegmentedIndex):
         return "a dense index with a tree (clustered from every document)" if options.get("ann") == "tree" else None
 
     def _open_segment(self, path: Path, info: dict) -> DenseSegment:
-        return DenseSegment(path, info, self.meta["ann"])
+        return DenseSegment(path, info, self.meta["ann"], self.meta["dim"])
 
     # ------------------------------------------------------------------ properties
     @property
@@ -275,4 +280,13 @@ def _open_ann(path: Path, vectors: np.ndarray, ann_type: str):
     ann_file = path / ANN_FILE
     if not ann_file.is_file():
         raise IndexFormatError(f"missing index file {ann_file}")
-    return faiss.read_index(str(ann_file))
+    try:
+        index = faiss.read_index(str(ann_file))
+    except RuntimeError as error:  # cut short or overwritten
+        raise IndexFormatError(f"damaged index file {ann_file} ({str(error).splitlines()[-1]}): restore the index "
+                               "from a backup, or build it again") from None
+    if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
+        raise IndexFormatError(f"{ann_file} holds {index.ntotal} vectors of dimension {index.d}, not the "
+                               f"{len(vectors)} of vectors.npy: a damaged index; restore it from a backup, or build "
+                               "it again")
+    return index

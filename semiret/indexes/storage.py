@@ -102,9 +102,13 @@ def load_array(path: Path, mmap: bool = True) -> np.ndarray:
         size = os.stat(path).st_size
     except FileNotFoundError:
         raise IndexFormatError(f"missing index file {path}") from None
-    if not mmap or size > SMALL_ARRAY_BYTES:
-        return np.load(path, mmap_mode="r" if mmap else None)
-    array = np.load(path)
+    try:
+        if not mmap or size > SMALL_ARRAY_BYTES:
+            return np.load(path, mmap_mode="r" if mmap else None)
+        array = np.load(path)
+    except (ValueError, OSError, EOFError) as error:  # cut short, overwritten, not an array (numpy's messages name no file)
+        raise IndexFormatError(f"damaged index file {path} ({error}): restore the index from a backup, or build it "
+                               "again") from None
     array.flags.writeable = False
     return array
 

@@ -15,23 +15,27 @@ from pathlib import Path
 
 import numpy as np
 
-from semiret.clustering import EqualDepthTree, agglomerative_tree
-from semiret.errors import IndexFormatError
+from semiret.clustering import EqualDepthTree, agglomerative_tree, branching_for_depth
+from semiret.errors import IndexFormatError, SemiretError
 
 TREE_FILE = "tree.npz"
 BEAM = 8
 """Default beam width: clusters kept at each depth of the descent."""
 
 
-SMALLEST_TREE = 5
-"""Documents the BEIR rule clusters into a tree of depth 3 (b = 2 over more than 2^2)."""
-
-
 def makes_a_tree(n_documents: int, branching: int | None) -> bool:
-    """Whether a segment of ``n_documents`` without a tree before it clusters into one: as many as the branching
-    factor given, or :data:`SMALLEST_TREE`. A smaller one is searched exactly until a segment with a tree comes (an
-    index emptied and merged, then given a document; a build of a few)."""
-    return n_documents >= (branching or SMALLEST_TREE)
+    """Whether a segment of ``n_documents`` without a tree before it clusters into one with a level of clusters to
+    descend: more documents than the branching factor given (depth 2 or more), or, by default, a count the BEIR rule
+    gives depth 3 (:func:`~semiret.clustering.branching_for_depth`: 5 to 8, then from 17 on). Another one is searched
+    exactly until a segment with a tree comes (an index emptied and merged, then given a document; a build of a
+    few)."""
+    if branching is not None:
+        return n_documents > branching
+    try:
+        branching_for_depth(n_documents)
+    except SemiretError:
+        return False
+    return True
 
 
 def write_tree(directory: Path, vectors: np.ndarray, base: EqualDepthTree | None, branching: int | None) -> None:
@@ -55,7 +59,11 @@ class TreeSearch:
         tree_file = path / TREE_FILE
         if not tree_file.is_file():
             raise IndexFormatError(f"missing index file {tree_file}")
-        self.tree = EqualDepthTree.load(tree_file)
+        try:
+            self.tree = EqualDepthTree.load(tree_file)
+        except Exception as error:  # cut short or overwritten: numpy's and zipfile's messages name no file
+            raise IndexFormatError(f"damaged index file {tree_file} ({error}): restore the index from a backup, or "
+                                   "build it again") from None
         self.vectors = vectors
         self.cluster_sizes = np.bincount(self.tree.parents[-1], minlength=self.tree.size(self.tree.depth - 1))
         self.scored = 0
@@ -84,6 +92,7 @@ class TreeSearch:
         import faiss
 
         queries = np.ascontiguousarray(queries, np.float32)
+        beam = min(beam, len(self.cluster_sizes))  # no wider than the clusters there are (its arrays are that wide)
         # -1: no list, after a row's clusters; no wider than the most reached (faiss reads the rows with a stride
         # of min(nprobe, lists))
         clusters = np.ascontiguousarray(self.tree.descend_many(queries, beam))

@@ -163,3 +163,59 @@ def test_a_tree_search_is_exact_over_the_clusters_it_reaches_and_skips_deleted_d
         assert found == [ids[i] for i in best]
     index.delete([hits.ids[0][0]])
     assert hits.ids[0][0] not in index.search(queries[:1], k=5, beam=3).ids[0]
+
+
+@pytest.mark.parametrize("ann,breadth", [("tree", {"beam": 1}), ("ivf", {"nprobe": 1})])
+def test_an_approximate_search_widens_until_k_live_documents_are_found(tmp_path, ann, breadth):
+    """Where the clusters reached hold fewer than k documents, nothing hidden or not (a small segment that joined
+    the first one's tree; k deeper than a cluster), the query is searched again wider: min(k, live) hits, as many
+    with an unrelated document deleted as without."""
+    corpus = unit_vectors(400, seed=5)
+    index = DenseIndex.build(tmp_path / ann, "dense", [embeddings(corpus)], dim=DIM, analyzer={}, ann=ann)
+    queries = unit_vectors(5, seed=6)
+    assert [len(ids) for ids in index.search(queries, k=150, **breadth).ids] == [150] * 5
+    index.delete(["d399"])
+    assert [len(ids) for ids in index.search(queries, k=150, **breadth).ids] == [150] * 5
+    index.add(embeddings(unit_vectors(2, seed=7), "new"))
+    index.delete([f"d{i}" for i in range(399)])
+    hits = index.search(unit_vectors(20, seed=8), k=10, **breadth)
+    assert all(sorted(ids) == ["new0", "new1"] for ids in hits.ids)
+
+
+@pytest.mark.parametrize("n_docs,branching", [(8, 8), (2, 2), (12, None), (16, None)])
+def test_a_segment_too_small_for_a_level_of_clusters_is_searched_exactly(tmp_path, n_docs, branching):
+    """As many documents as the branching factor (a tree of one level: nothing to descend), or a count no power of
+    two gives depth 3 (9 to 16, by the BEIR rule): searched exactly, and merged, added to and searched after."""
+    corpus = unit_vectors(n_docs + 30, seed=9)
+    options = {} if branching is None else {"tree_branching": branching}
+    index = DenseIndex.build(tmp_path / "tree", "dense", [embeddings(corpus[:n_docs])], dim=DIM, analyzer={},
+                             ann="tree", **options)
+    assert index.segments[0].tree is None
+    ids = [f"d{i}" for i in range(n_docs)]
+    assert index.search(corpus[:3], k=3).ids == brute_force(corpus[:n_docs], ids, corpus[:3], 3)
+    index.add(embeddings(corpus[n_docs:], "e"))
+    index.merge()
+    assert DenseIndex.open(tmp_path / "tree").search(corpus[-1:], k=1, beam=10**9).ids == [["e29"]]  # beam capped
+    index.delete([f"e{i}" for i in range(30)])
+    index.merge()  # back to the small count: exact again
+    assert index.search(corpus[:1], k=1).ids == [["d0"]]
+
+
+def test_damaged_vector_files_are_named(tmp_path, corpus):
+    for ann in ("exact", "ivf", "tree"):
+        path = tmp_path / ann
+        DenseIndex.build(path, "dense", [embeddings(corpus[:100])], dim=DIM, analyzer={}, ann=ann)
+        vectors = path / "seg-000000" / "vectors.npy"
+        whole = vectors.read_bytes()
+        vectors.write_bytes(whole[: len(whole) // 2])
+        with pytest.raises(IndexFormatError, match="damaged index file .*vectors.npy"):
+            DenseIndex.open(path)
+        np.save(vectors, corpus[:50])
+        with pytest.raises(IndexFormatError, match="shape"):
+            DenseIndex.open(path)
+        np.save(vectors, corpus[:100])
+        if ann != "exact":
+            extra = path / "seg-000000" / ("ann.faiss" if ann == "ivf" else "tree.npz")
+            extra.write_bytes(extra.read_bytes()[:40])
+            with pytest.raises(IndexFormatError, match=f"damaged index file .*{extra.name}"):
+                DenseIndex.open(path)
