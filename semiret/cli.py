@@ -454,7 +454,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                 shown = _marked(next(iter(searcher.highlight(scored, hit.id, tags=None)), []), room)
             else:
                 passage = " ".join((hit.text or "").split())
-                shown = escape(passage if len(passage) <= room else passage[: room - 1] + "…")
+                shown = _marked([(passage, False)], room)  # cut by screen cells: no accent or wide character split
             table.add_row(*row, *([shown] if show_text or highlight else []))
         stdout.print(table)
 

@@ -4,8 +4,9 @@ passage (``search(..., group_by="parent")``: MaxP, Dai & Callan 2019).
 
 A passage keeps its document's title (its context in every window) and metadata, with two fields added: ``parent``
 (the document's id) and ``chunk`` (its number, from 0). A document that fits in one window stays one passage with its
-own id; longer ones become ``ID#0``, ``ID#1``, ... Words are runs of non-space characters: the windows are
-model-agnostic (a word is about 1.3 WordPiece tokens in English text).
+own id; longer ones become ``ID#0``, ``ID#1``, ... Words are runs of non-space characters, and each Chinese or
+Japanese character (Han, hiragana, katakana) one of its own, as those languages put no spaces between words: the
+windows are model-agnostic (a word is about 1.3 WordPiece tokens in English text, a character about one).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+import regex
+
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 
@@ -21,6 +24,28 @@ log = logging.getLogger(__name__)
 
 PARENT_FIELD, CHUNK_FIELD = "parent", "chunk"
 """The metadata fields a passage gets: its document's id, and its number within the document."""
+
+
+_SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}"
+_SPACELESS_CHARACTER = regex.compile(rf"[{_SPACELESS}]")
+_PIECE = regex.compile(rf"(?P<word>[{_SPACELESS}]|[^\s{_SPACELESS}]+)(?P<space>\s*)")
+
+
+def _pieces(text: str) -> list[str]:
+    """The words a window counts, each with the one space that followed it, if any: runs of non-space characters,
+    each Chinese or Japanese character one of its own (those languages put no spaces between words)."""
+    if not _SPACELESS_CHARACTER.search(text):
+        return [word + " " for word in text.split()]
+    return [found["word"] + " " * bool(found["space"]) for found in _PIECE.finditer(text)]
+
+
+def _text_of(pieces: list[str]) -> str:
+    return "".join(pieces).rstrip()
+
+
+def _spaced(before: str, after: str) -> bool:
+    """Whether two windows' words met at a space: yes, unless one is a Chinese or Japanese character."""
+    return not (_SPACELESS_CHARACTER.match(before[-1]) or _SPACELESS_CHARACTER.match(after[0]))
 
 
 @dataclass(frozen=True)
@@ -70,8 +95,9 @@ class Chunking:
 
     def documents(self, passages: Iterable[Document]) -> Iterator[Document]:
         """The documents back from their passages, as an index stores them (each document's passages together, in
-        order): a document's words joined again without the overlaps (its spacing: one space between words; a
-        document of one window comes back as it was given), its metadata without the passage fields. A passage
+        order): a document's words joined again without the overlaps (its spacing: one space between words, where
+        a window ends none beside a Chinese or Japanese character; a document of one window comes back as it was
+        given), its metadata without the passage fields. A passage
         deleted on its own leaves its words out (the windows on both sides are joined whole)."""
         parent, pieces, done, gapped = None, [], set(), []
         for passage in passages:
@@ -109,11 +135,15 @@ class Chunking:
         metadata = {k: v for k, v in first.metadata.items() if k not in (PARENT_FIELD, CHUNK_FIELD)} or None
         if numbers == [0] and first.id == first.metadata[PARENT_FIELD]:  # a document of one window, as given
             return Document(first.id, first.text, first.title, metadata)
-        words = first.text.split()
+        words = _pieces(first.text)
         for before, passage in zip(numbers, pieces[1:]):
-            following = passage.text.split()
-            words += following[self.overlap:] if passage.metadata[CHUNK_FIELD] == before + 1 else following
-        return Document(first.metadata[PARENT_FIELD], " ".join(words), first.title, metadata)
+            following = _pieces(passage.text)
+            following = following[self.overlap:] if passage.metadata[CHUNK_FIELD] == before + 1 else following
+            if words and following and not words[-1].endswith(" ") and _spaced(words[-1], following[0]):
+                # a window's text ends in no space: whether its last word was followed by one is not known
+                words[-1] += " "
+            words += following
+        return Document(first.metadata[PARENT_FIELD], _text_of(words), first.title, metadata)
 
     def passages(self, document: Document) -> list[Document]:
         metadata = document.metadata or {}
@@ -121,12 +151,12 @@ class Chunking:
         if taken:
             raise SemiretError(f"document {document.id!r} has metadata field(s) {', '.join(taken)}, which its "
                                "passages' metadata would hold: rename them, or index the documents whole")
-        words = document.text.split()
+        words = _pieces(document.text)
         step = self.words - self.overlap
         starts = range(0, max(len(words) - self.overlap, 1), step)
         if len(starts) == 1:
             return [Document(document.id, document.text, document.title, {**metadata, PARENT_FIELD: document.id,
                                                                           CHUNK_FIELD: 0})]
-        return [Document(f"{document.id}#{number}", " ".join(words[start: start + self.words]), document.title,
+        return [Document(f"{document.id}#{number}", _text_of(words[start: start + self.words]), document.title,
                          {**metadata, PARENT_FIELD: document.id, CHUNK_FIELD: number})
                 for number, start in enumerate(starts)]

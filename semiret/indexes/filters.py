@@ -44,7 +44,7 @@ import regex
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.text.analyzer import IDEOGRAPH, WORD, normalised_text, plain_words
+from semiret.text.analyzer import IDEOGRAPH, LETTERS, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ COMBINATORS = ("$and", "$or", "$not")
 """Keys of a filter object that combine filters instead of naming a field (so no field name starts with ``$``)."""
 TEXT = "$text"
 """The key of a full-text condition on the documents' stored title and text."""
-PREFIX = regex.compile(WORD.pattern + r"\*(?![\w\p{M}])")
+PREFIX = regex.compile(WORD.pattern + rf"\*(?!{WORD_CHARACTER})")
 """A word of a ``$text`` condition ending in ``*``: any word it begins."""
 
 
@@ -449,10 +449,14 @@ class TextIndex:
         return found
 
 
-_NOT_WORD = r"[^\w\p{M}]"
-"""What lies between two words of a normalised text (:data:`~semiret.text.analyzer.WORD` is their letters)."""
-_LETTER = r"(?![\p{Han}\p{Hiragana}])[\w\p{M}]"
-"""A letter that joins the word next to it (a Chinese or Japanese character is a word of its own)."""
+_GAP = rf"(?!\p{{M}})[^{LETTERS}]+"
+"""What lies between two words of a normalised text (:data:`~semiret.text.analyzer.WORD`): no letter, digit or
+connector, nor a mark first (one after a word belongs to it); marks later, on no letter, as a word never begins
+with one."""
+_AFTER_WORD = rf"(?![\p{{Han}}\p{{Hiragana}}])[{LETTERS}\p{{M}}]"
+"""What continues the word before it (a Chinese or Japanese character is a word of its own)."""
+_BEFORE_WORD = rf"(?<!(?![\p{{Han}}\p{{Hiragana}}])[{LETTERS}]\p{{M}}*)"
+"""Not inside a word: no letter, digit or connector before, nor one and its marks."""
 
 
 def _phrase_pattern(phrase: list[str]) -> "regex.Pattern | None":
@@ -461,7 +465,7 @@ def _phrase_pattern(phrase: list[str]) -> "regex.Pattern | None":
     word with nothing between them)."""
     if any(IDEOGRAPH.search(word) for word in phrase):
         return None
-    return regex.compile(rf"(?<!{_LETTER}){f'{_NOT_WORD}+'.join(map(regex.escape, phrase))}(?!{_LETTER})")
+    return regex.compile(rf"{_BEFORE_WORD}{_GAP.join(map(regex.escape, phrase))}(?!{_AFTER_WORD})")
 
 
 def _holds_phrase(words: list[str], phrase: list[str]) -> bool:

@@ -27,8 +27,9 @@ FRAGMENTS = 3
 TAGS = ("<em>", "</em>")
 ENCODERS = ("default", "html")
 ELLIPSIS = "…"
-STEMMER = WordAnalyzer()
-"""Words to their English stems, stopwords dropped: how words match for retrievers without terms of their own."""
+STEMMER = WordAnalyzer(unicode_form="NFC", drop_invisible=True)
+"""Words to their English stems, stopwords dropped, read as a new BM25 index reads them (an accent typed apart is one
+word with its letter): how words match for retrievers without terms of their own."""
 
 Pieces = list[tuple[str, bool]]
 """A fragment as pieces of text, each saying whether it is a matching word."""

@@ -91,7 +91,7 @@ class WordCounts(DocumentSide):
                                 stemmer=spoken.stemmer if options.stemmer is None else options.stemmer,
                                 pattern=WORD_PATTERN if english else MARKED_WORD_PATTERN,
                                 unicode_form=None if form.upper() == "NONE" else form.upper(),
-                                language=None if english else spoken.code),
+                                language=None if english else spoken.code, drop_invisible=True),
                    TermDictionary(),
                    BM25Parameters(options.k1, options.b, options.variant, options.delta))
 
@@ -363,8 +363,9 @@ class WordCountQueries(QuerySide):
         ids = self._query_terms(text)
         if not ids and not self._said_stopwords and text.strip() and not self._query_terms.analyzer(text):
             self._said_stopwords = True
-            log.warning("every word of the query %r is a stopword of the index's analyzer, so it finds nothing (an "
-                        "index built with stopwords=none keeps them; said once)", text)
+            log.warning("every word of the query %r is a stopword of the index's analyzer or shorter than two "
+                        "characters, so it finds nothing (an index built with stopwords=none keeps stopwords; said "
+                        "once)", text)
         terms = sorted(set(ids))
         if len(terms) == len(ids):
             counts = np.ones(len(terms), np.float32)

@@ -59,12 +59,14 @@ class ParsedQuery:
 
 
 def _condition(written: str, prefix: bool = False) -> str | None:
-    """``written`` as a ``$text`` condition: one word, ``prefix*``, or a ``"phrase"`` of its words (None: no word)."""
+    """``written`` as a ``$text`` condition: one word, ``prefix*``, or a ``"phrase"`` of its words (None: no word); a
+    prefix of several words (``l'hom*``, ``e-mai*``) holds each word, the last as a prefix, anywhere (a phrase
+    ends in a whole word)."""
     words = plain_words(written)
     if not words:
         return None
     if len(words) > 1:
-        return '"' + " ".join(words) + '"'
+        return " ".join(words) + "*" if prefix else '"' + " ".join(words) + '"'
     return words[0] + "*" * prefix
 
 

@@ -20,15 +20,30 @@ from semiret.text.languages import CJK_RUN, cjk_bigrams, stopword_code, stopword
 
 WORD_PATTERN = r"(?u)\b\w\w+\b"
 UNICODE_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
-WORD = regex.compile(r"[\w\p{M}]+")
-"""A word as a reader sees one (highlights, full-text filters): letters and digits with their combining marks (an
-accent written apart, an Indic vowel sign), one letter long or more."""
+INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
+"""Characters a reader does not see inside a word: the soft hyphen (HTML's ``&shy;``, a place to hyphenate), the
+zero-width space, non-joiner and joiner, the word joiner and the byte-order mark; dropped before words are read, as
+Lucene's ICU normalizer (``nfkc_cf``) drops Unicode's default ignorables, so "Be&shy;handlung" is "Behandlung"."""
+_DROP_INVISIBLE = str.maketrans("", "", INVISIBLE)
+LETTERS = r"\p{L}\p{N}\p{Pc}"
+"""What a word begins with (a character class's body): a letter, a digit or a connector (``_``)."""
+WORD = regex.compile(rf"[{LETTERS}][{LETTERS}\p{{M}}{INVISIBLE}]*")
+"""A word as a reader sees one (highlights, full-text filters): a letter or digit, then letters and digits with their
+combining marks (an accent written apart, an Indic vowel sign) and the invisible characters that may lie inside a word
+(:data:`INVISIBLE`); a mark or joiner alone, as an emoji's variation selector or joiner, is none."""
+WORD_CHARACTER = rf"[{LETTERS}\p{{M}}]"
+"""What a word of a normalised text (:func:`normalised_text`, no invisible character left) is made of."""
+
+
+def drop_invisible(text: str) -> str:
+    """``text`` without the characters of :data:`INVISIBLE`."""
+    return text if text.isascii() else text.translate(_DROP_INVISIBLE)
 
 
 def normalised_text(text: str) -> str:
-    """``text`` NFC-normalised and case-folded: as a full-text filter compares words (Turkish's dotted capital İ folded
-    to i, not to i and a combining dot)."""
-    return unicodedata.normalize("NFC", text).casefold().replace("i\u0307", "i")
+    """``text`` NFC-normalised and case-folded, its invisible characters dropped (:data:`INVISIBLE`): as a full-text
+    filter compares words (Turkish's dotted capital İ folded to i, not to i and a combining dot)."""
+    return unicodedata.normalize("NFC", drop_invisible(text)).casefold().replace("i\u0307", "i")
 
 
 IDEOGRAPH = regex.compile(r"[\p{Han}\p{Hiragana}]")
@@ -86,6 +101,11 @@ class WordAnalyzer:
     """The ISO 639-1 code of a language whose own rules apply beyond stemmer and stopwords: Chinese, Japanese and
     Korean (runs of Han, kana and Hangul cut into overlapping pairs, the rest of the text into words as otherwise),
     Turkish (dotted and dotless i lowercased as Turkish does); None for English (indexes built before the option)."""
+    drop_invisible: bool = False
+    """Drop the characters a reader does not see inside words (:data:`INVISIBLE`: soft hyphens, zero-width spaces and
+    joiners) and read the dotted capital İ as i (in every language but Turkish's, which has its own rule), as Lucene's
+    ICU normalizer and lowercase filter read them; new BM25 indexes do, indexes built before it read words as they
+    did (their terms were written so)."""
     _regex: re.Pattern = field(init=False, repr=False)
     _stem_cache: dict = field(init=False, repr=False, default_factory=dict)
 
@@ -112,10 +132,15 @@ class WordAnalyzer:
 
     def words(self, text: str) -> list[str]:
         """The surface words of ``text`` (normalized and lowercased when configured), stopwords included."""
-        if self.unicode_form is not None and not text.isascii():
-            text = unicodedata.normalize(self.unicode_form, text)
+        if not text.isascii():
+            if self.drop_invisible:
+                text = text.translate(_DROP_INVISIBLE)
+            if self.unicode_form is not None:
+                text = unicodedata.normalize(self.unicode_form, text)
         if self.lowercase:
             text = (text.replace("I", "ı").replace("İ", "i") if self._dotted_i else text).lower()
+            if self.drop_invisible and not self._dotted_i and "\u0307" in text:
+                text = text.replace("i\u0307", "i")  # İ lowercases to i and a combining dot (Python's full mapping)
         if not self._pairs:
             return self._regex.findall(text)
         words, last = [], 0
@@ -156,6 +181,8 @@ class WordAnalyzer:
                   "lowercase": self.lowercase, "pattern": self.pattern, "unicode_form": self.unicode_form}
         if self.language is not None:  # written only when set: indexes built before it describe themselves as before
             config["language"] = self.language
+        if self.drop_invisible:  # so too
+            config["drop_invisible"] = True
         return config
 
 

@@ -32,6 +32,7 @@ WORDS = "statins heart failure cancer risk trial dose cohort mouse model blood p
     ('statins -"Animal model"', "statins", (), ('"animal model"',)),
     ("COVID-19 e-mail", "COVID-19 e-mail", (), ()),                                 # signs only at a word's start
     ("statins -COVID-19", "statins", (), ('"covid 19"',)),                          # a word of several: a phrase
+    ("marche +l'hom* -e-mai*", "marche l'hom", ("l hom*",), ("e mai*",)),          # and begun: each word, the last begun
     ("heart - failure +", "heart - failure +", (), ()),                            # a sign before no word: a dash
     ('"heart failure', '"heart failure', (), ()),                                  # no quote closes: as written
     ('"" "!!" statins', "statins", (), ()),                                        # phrases without words: nothing

@@ -60,6 +60,20 @@ def test_windows_of_words(words, overlap, n, expected, caplog):
         list(Chunking(words, overlap).documents([document]))
 
 
+@pytest.mark.parametrize("overlap", [0, 2])
+def test_chinese_and_japanese_characters_are_words_of_their_own(overlap):
+    """Text without spaces between words is cut into windows too (each Han or kana character counting as a word) and
+    joined again as it was, its spaces kept within windows."""
+    text = "北京大学是中国最好的大学之一。" * 3 + "Apple公司 in Tokyo。これはペンです end"
+    chunking = Chunking(8, overlap)
+    passages = chunking.passages(Document("z", text))
+    assert len(passages) > 5 and all(len(p.text) <= 8 + len("Apple in Tokyo") for p in passages)
+    assert passages[0].text == "北京大学是中国最"  # eight characters, eight words
+    joined = list(chunking.documents(passages))[0].text
+    assert joined.replace(" ", "") == text.replace(" ", "")  # every character, in order, once
+    assert "Apple公司 in Tokyo" in joined or [p.text for p in passages if "Apple" in p.text]  # spaces within windows
+
+
 @pytest.mark.parametrize("words, overlap, message", [(0, 0, "at least one word"), (5, 5, "less than their 5 words"),
                                                      (5, -1, "at least 0")])
 def test_bad_windows_are_refused(words, overlap, message):

@@ -170,13 +170,14 @@ def test_the_command_line_and_the_service_filter_by_words(segmented, tmp_path):
 def test_a_phrase_is_found_in_a_text_as_its_words_would_be():
     """A phrase is checked by a search of the normalised text (fast), which must agree with reading the text's words
     (:func:`plain_words`) and finding the phrase among them: random texts of words, marks, accents written apart,
-    case, digits and Chinese and Japanese characters (each a word of its own, beside others without a space)."""
+    case, digits, Chinese and Japanese characters (each a word of its own, beside others without a space), soft
+    hyphens and zero-width characters (inside a word, dropped), emoji and their variation selectors (no word)."""
     from semiret.indexes.filters import _holds_phrase, _phrase_pattern
     from semiret.text.analyzer import normalised_text, plain_words
 
     rng = random.Random(11)
     pieces = ["abc", "def", "ab", "x_y", "café", "cafe\u0301", "İstanbul", "istanbul", "12", "中", "文", "の", " ",
-              ",", "-", ".", "\u0301", "ß", "Ab", "\n"]
+              ",", "-", ".", "\u0301", "ß", "Ab", "\n", "\u00ad", "\u200d", "\u200b", "❤\ufe0f", "👩"]
     checked = 0
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))

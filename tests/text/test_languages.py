@@ -67,6 +67,29 @@ def test_words_keep_their_combining_marks_and_turkish_its_dotted_and_dotless_i(t
     assert english.document_side.analyzer.pattern == r"(?u)\b\w\w+\b"  # English: bm25s's pattern, as before
 
 
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_invisible_characters_and_the_dotted_capital_i_are_read_as_a_reader_reads_them(tmp_path, language):
+    """A soft hyphen (HTML's &shy;) or zero-width space inside a word, and İ outside Turkish, as Lucene's ICU folding
+    reads them: the word found by search, full-text filters and highlights alike. An index built before (its
+    analyzer recorded without the rule) keeps reading words as its terms were written."""
+    documents = [Document("a", "Informations\u00adverarbeitung und Be\u00adhandlung"),
+                 Document("b", "infor\u200bmation retrieval in İzmir"), Document("c", "nothing here")]
+    index = BM25Retriever.build(documents, tmp_path / language, language=language)
+    assert index.index.meta["analyzer"]["drop_invisible"] is True
+    for query, expected in (("Informationsverarbeitung", "a"), ("Behandlung", "a"), ("information", "b"),
+                            ("izmir", "b"), ("İZMİR", "b")):
+        assert index.search([query], k=5).ids == [[expected]], query
+        assert index.scroll({"$text": query}).ids == [expected], query
+    assert index.highlight("behandlung", "a") == ["Informations\u00adverarbeitung und <em>Be\u00adhandlung</em>"]
+    assert plain_words("I ❤\ufe0f Paris 👩\u200d💻") == ["i", "paris"]  # an emoji's joiner or selector is no word
+    from semiret.search.highlight import STEMMER  # dense retrievers' highlights: an accent typed apart, one word
+
+    assert STEMMER("nai\u0308ve cafe\u0301") == STEMMER("naïve café") == ["naïv", "café"]
+    before = WordAnalyzer(**{k: v for k, v in index.index.meta["analyzer"].items()
+                             if k not in ("type", "drop_invisible")})
+    assert "behandlung" not in before("Be\u00adhandlung") and "information" not in before("infor\u200bmation")
+
+
 def test_cjk_languages_fold_character_widths_and_no_decomposed_form_is_taken(tmp_path):
     japanese = BM25Retriever.build([Document("a", "新しいｽﾏｰﾄﾌｫﾝとＳＮＳ")], tmp_path / "ja", language="ja")
     assert japanese.search(["スマートフォン"], k=5).ids == [["a"]] and japanese.search(["SNS"], k=5).ids == [["a"]]
