@@ -284,6 +284,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.models.gdr import GDRConfig, GDRModel
     from semiret.training.config import Schedule
     from semiret.training.gdr import GDRLoss
+    from semiret.training.distributed import is_main_process, main_process_result
     from semiret.training.trainer import Trainer, epoch_summary, write_run_summary
 
     config.validate()
@@ -317,11 +318,12 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
         torch.set_num_threads(config.threads)
 
     started = time.perf_counter()
-    vectors = document_vectors(config, corpus)
+    # the corpus embedded and clustered once, by the main process (the others would write the same files at once)
+    vectors = main_process_result(lambda: document_vectors(config, corpus))
     rows = [i for i, d in enumerate(corpus) if d.id not in held_out]
     vectors = vectors[rows]
-    clusters = cluster_corpus(config, vectors, documents, resume)
-    if held_out:
+    clusters = main_process_result(lambda: cluster_corpus(config, vectors, documents, resume))
+    if held_out and is_main_process():
         atomic_write_json(output / HELD_OUT_FILE, sorted(held_out))
     torch.manual_seed(config.seed)  # the decoder's initial weights
     model = GDRModel(query_encoder, clusters, model_config)
@@ -341,5 +343,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
                "cid_length_max": model.tree.max_length, "prefix_overlap": prefix_overlaps(clusters, collection),
                "steps_per_epoch": len(batches), "train_seconds": round(time.perf_counter() - started, 1),
                **epoch_summary(trained)}
+    if not is_main_process():  # rank 0 alone writes the model and the summary
+        return {**summary, "model": str(output / "model")}
     model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
     return write_run_summary(output, summary)

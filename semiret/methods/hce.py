@@ -371,6 +371,12 @@ class CoTraining:
                                                                  made_with, bool(history), initial.parent):
             tree_file = self.trees / f"tree-{last}.npz"
             cache = self.negatives_file(history[-1].epoch if history else 0)
+            if self.config.cached_negatives and not cache.is_file() and history and \
+                    self.negatives_file(history[-1].epoch - 1).is_file():
+                # a finished run given more epochs: its last epoch embedded no corpus (none was to follow)
+                cache = self.negatives_file(history[-1].epoch - 1)
+                log.warning("the run's last epoch kept no corpus embedding for its cached negatives: the next epoch "
+                            "draws them from epoch %d's, then each epoch's as usual", history[-1].epoch - 1)
             for needed, wanted in ((tree_file, self.config.uses_tree), (cache, self.config.cached_negatives)):
                 if wanted and not needed.is_file():
                     raise SemiretError(f"{needed} is missing: the run cannot resume (start it again with --no-resume)")

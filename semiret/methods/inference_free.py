@@ -379,7 +379,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
     from semiret.models.splade import SpladeEncoder
     from semiret.training.data import TrainingSet
     from semiret.training.distillation import DistillationSet
-    from semiret.training.trainer import write_run_summary
+    from semiret.training.trainer import check_reused_stage, start_afresh, write_run_summary
     from semiret.training.distributed import is_main_process, main_process_first, training_device
     from semiret.training.teachers import run_teachers
 
@@ -408,8 +408,11 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
         torch.set_num_threads(config.threads)
     summary: dict = {"config": asdict(config), "stages": []}
     pretrained = output / "pretrain" / "model"
+    if not resume:
+        start_afresh(output, ("pretrain", "finetune"))
     if config.pretrain_corpora and config.pretrain_epochs:
-        if (pretrained / INFERENCE_FREE.marker).is_file() and resume:
+        if (pretrained / INFERENCE_FREE.marker).is_file() and resume and \
+                check_reused_stage(output / "pretrain", config, config.pretrain_epochs):
             log.warning("pre-training already done: loading %s", pretrained)
             done = json.loads((pretrained / INFERENCE_FREE.marker).read_text())["training"]
             model = InferenceFreeModel.load(str(pretrained))

@@ -202,7 +202,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
     from semiret.training.distillation import InBatchDistillation
     from semiret.training.distributed import is_main_process
     from semiret.training.miners import PooledNegatives
-    from semiret.training.trainer import write_run_summary
+    from semiret.training.trainer import check_reused_stage, start_afresh, write_run_summary
 
     started = time.perf_counter()
     config.validate()
@@ -223,10 +223,18 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
         return InBatchDistillation.of_config(config, stage_set) if config.teachers else None
 
     pretrained = output / "pretrain" / "model"
+    if not resume:
+        start_afresh(output, ("pretrain", "finetune"))
     if config.pretrain_corpora and config.pretrain_epochs:
-        if resume and (pretrained / NAIL.marker).is_file():
+        if resume and (pretrained / NAIL.marker).is_file() and \
+                check_reused_stage(output / "pretrain", config, config.pretrain_epochs):
             log.warning("pre-training already done: loading %s", pretrained)
-            model = NailModel.load(str(pretrained))
+            loaded = NailModel.load(str(pretrained))
+            if loaded.config != model.config:
+                raise SemiretError(f"the pre-training in {output / 'pretrain'} made a model of another shape "
+                                   f"({asdict(loaded.config)}): resume with the options it was made with, or start "
+                                   "again with --no-resume")
+            model = loaded
             summary["stages"].append(json.loads((pretrained / NAIL.marker).read_text())["training"])
         else:
             pairs = pretraining_pairs(config.pretrain_corpora, config.pretrain_pairs_per_document, config.seed)

@@ -84,7 +84,7 @@ class TrainingConfig:
             existing = existing.parent
         if not existing.is_dir():
             raise SemiretError(f"--output {self.output}: {existing} is a file, not a folder (the run folder needs one)")
-        return dataclasses.replace(self, data=str(dataset(self.data)))
+        return dataclasses.replace(self, data=str(dataset(self.data).resolve()))  # the folder, wherever run from
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Pretraining:
         """``pretrain_corpora`` as the folders of every corpus :meth:`pretraining` names (in a resolved copy)."""
         from semiret.data.paths import dataset
 
-        self.pretrain_corpora = [str(dataset(c)) for c in self.pretraining()]
+        self.pretrain_corpora = [str(dataset(c).resolve()) for c in self.pretraining()]
 
 
 @dataclass(frozen=True)

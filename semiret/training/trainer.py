@@ -31,7 +31,8 @@ from semiret.progress import StepBar
 from semiret.training.config import Schedule, TrainingConfig
 from semiret.training.data import BatchSource
 from semiret.training.devices import MixedPrecision
-from semiret.training.distributed import average_gradients, broadcast_from_main, encoders_in, processes
+from semiret.training.distributed import (average_gradients, broadcast_from_main, encoders_in, is_main_process,
+                                          main_process_first, processes)
 from semiret.training.losses import Loss
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,16 @@ def train_stage(model, loss, batches, config, schedule, folder: Path, learning_r
             "seconds": round(time.perf_counter() - started, 1), **epoch_summary(history)}
 
 
+def start_afresh(output: str | Path, stages: tuple[str, ...]) -> None:
+    """A run started again (``--no-resume``): the folders of its ``stages`` removed before any trains, so that one
+    stopped early never brings an old stage's checkpoint or model back (a stage's trainer removes its own checkpoint
+    only once reached). The main process does it; the others wait."""
+    with main_process_first():
+        if is_main_process():
+            for stage in stages:
+                shutil.rmtree(Path(output) / stage, ignore_errors=True)
+
+
 def write_run_summary(output: str | Path, summary: dict) -> dict:
     """``summary`` with where the run's model is (``model``: ``<output>/model``), written to
     ``<output>/summary.json`` in one rename; what every recipe returns."""
@@ -139,7 +150,9 @@ class Trainer:
         with staged_directory(self.checkpoint_dir) as staged:  # an interrupted save leaves the last checkpoint
             save_model(self.model, str(staged / "model.safetensors"))
             torch.save({"optimizer": _cpu_copy(self.optimizer.state_dict()), "scheduler": self.scheduler.state_dict(),
-                        "rng": torch.get_rng_state(), "precision": self.precision.state_dict()}, staged / "optimizer.pt")
+                        "rng": torch.get_rng_state(), "precision": self.precision.state_dict(),
+                        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+                       staged / "optimizer.pt")
             state = {"epoch": self.start_epoch, "global_step": self.global_step, "config": asdict(self.config),
                      "schedule": asdict(self.schedule), "steps_per_epoch": len(self.batches),
                      "history": [asdict(h) for h in self.history]}
@@ -160,13 +173,7 @@ class Trainer:
                    **_changes({"steps_per_epoch": state.get("steps_per_epoch", len(self.batches))},
                               {"steps_per_epoch": len(self.batches)})}
         changed = _written(changes)
-        ignored = {name: change for name, change in changes.items()
-                   if name in FIXED_ON_RESUME or name.endswith("learning_rate")}
-        if ignored:
-            raise SemiretError(f"{self.output_dir}: its checkpoint was trained with other {_written(ignored)}, which a "
-                               "resumed run cannot take up (its optimizer, schedule, data and random state are the "
-                               "checkpoint's): resume with the options it was made with, or start again with "
-                               "--no-resume (train(resume=False)) or another output folder")
+        _refuse_fixed(changes, f"{self.output_dir}: its checkpoint")
         try:
             load_model(self.model, str(self.checkpoint_dir / "model.safetensors"))
             saved = torch.load(self.checkpoint_dir / "optimizer.pt", map_location="cpu", weights_only=False)
@@ -174,6 +181,8 @@ class Trainer:
             self.precision.load_state_dict(saved.get("precision", {}))
             self.scheduler.load_state_dict(saved["scheduler"])
             torch.set_rng_state(saved["rng"])
+            if saved.get("cuda_rng") and torch.cuda.is_available() and len(saved["cuda_rng"]) == torch.cuda.device_count():
+                torch.cuda.set_rng_state_all(saved["cuda_rng"])  # dropout on a GPU draws from the GPU's generators
             self.start_epoch = state["epoch"]
             self.global_step = state["global_step"]
             self.history = [EpochLog.from_json(h) for h in state["history"]]
@@ -302,16 +311,65 @@ def _saved_state(checkpoint: Path) -> dict | None:
         raise _unusable(checkpoint, exc) from None
 
 
-FIXED_ON_RESUME = {"data", "split", "base", "seed", "batch_size", "steps_per_epoch", "warmup_epochs"}
+FIXED_ON_RESUME = {"data", "split", "base", "seed", "steps_per_epoch", "warmup_epochs", "pretrain_corpora"}
 """Options a resumed run cannot take up (with those named ``*learning_rate``: the optimizer's, kept in its state;
-``steps_per_epoch``: the batches an epoch has, which other data or batch sizes change, and the schedule is made
-of): a resume changing them is refused rather than recorded as if they had been used."""
+``*batch_size``, every stage's; ``steps_per_epoch``: the batches an epoch has, which other data or batch sizes change,
+and the schedule is made of; ``pretrain_corpora``: a pre-training's data): a resume changing them is refused rather
+than recorded as if they had been used."""
+PATH_OPTIONS = {"data", "pretrain_corpora", "finetune_also", "base"}
+"""Options naming folders or files: compared as the paths they resolve to (``small`` run from its folder is
+``/data/small``)."""
+
+
+def _fixed(name: str) -> bool:
+    return name in FIXED_ON_RESUME or name.endswith("learning_rate") or name.endswith("batch_size")
+
+
+def _refuse_fixed(changes: dict[str, tuple], what: str) -> None:
+    """Refuse the ``changes`` (:func:`_changes`) a resume cannot take up (:data:`FIXED_ON_RESUME`)."""
+    refused = {name: change for name, change in changes.items() if _fixed(name)}
+    if refused:
+        raise SemiretError(f"{what} was trained with other {_written(refused)}, which a resumed run cannot take up "
+                           "(its optimizer, schedule, data and random state are the checkpoint's): resume with the "
+                           "options it was made with, or start again with --no-resume (train(resume=False)) or "
+                           "another output folder")
+
+
+def _resolved(name: str, value):
+    """``value`` as compared across runs: a path option as the path it resolves to, where it exists."""
+    if name not in PATH_OPTIONS or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_resolved(name, each) for each in value]
+    return str(Path(value).resolve()) if isinstance(value, str) and Path(value).exists() else value
 
 
 def _changes(saved: dict, current: dict) -> dict[str, tuple]:
     """The options a resumed run changes from its checkpoint's, ``{name: (old, new)}``, those it may change aside."""
     return {name: (saved[name], value) for name, value in current.items()
-            if name in saved and saved[name] != value and name not in RESUMABLE_CHANGES}
+            if name in saved and _resolved(name, saved[name]) != _resolved(name, value)
+            and name not in RESUMABLE_CHANGES}
+
+
+def check_reused_stage(folder: str | Path, config, epochs: int) -> bool:
+    """Whether the finished stage in ``folder`` (a recipe's pre-training, whose model a resumed run loads rather than
+    make its inputs again) serves this run, made with ``config`` for ``epochs`` epochs: False when its checkpoint
+    trained fewer (the stage resumes to go on); refused, as a resume of its checkpoint would be, where the run
+    changes what the stage was trained with (:data:`FIXED_ON_RESUME`: its data, seed, batch sizes, learning rates;
+    the later stages' ``finetune*`` options aside); other changes warned of. A stage without a checkpoint (an older
+    run's) serves."""
+    state = _saved_state(Path(folder) / "checkpoint")
+    if state is None:
+        return True
+    if state.get("epoch", 0) < epochs:
+        return False
+    recorded = state.get("config") if isinstance(state.get("config"), dict) else {}
+    changes = {name: change for name, change in _changes(recorded, asdict(config)).items()
+               if not name.startswith("finetune")}
+    _refuse_fixed(changes, f"the pre-training in {folder}")
+    if changes:
+        log.warning("reusing the pre-training in %s, made with other options: %s", folder, _written(changes))
+    return True
 
 
 def _written(changes: dict[str, tuple]) -> str:

@@ -213,6 +213,11 @@ def test_cached_negatives_are_the_corpus_embedding_of_the_last_epoch(collection,
     assert sorted(p.name for p in run.glob("negative-vectors-*.npy")) == ["negative-vectors-1.npy",
                                                                            "negative-vectors-2.npy"]
     np.testing.assert_allclose(np.load(run / "negative-vectors-2.npy"), refreshed[2])
+    refreshed.clear()
+    longer = train_hce(config(collection, tiny_bert, run, cached_negatives=True, dev_every_epoch=False,
+                              co_training=False, epochs=4, scenario="supervised"))  # a finished run given one more
+    assert len(longer["loss_per_epoch"]) == 4
+    np.testing.assert_allclose(refreshed[0], np.load(run / "negative-vectors-2.npy"))  # epoch 2's: the 3rd kept none
     assert summary["config"]["negative_gradients"] is False
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

@@ -110,6 +110,36 @@ def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_op
     assert open_retriever(tmp_path / "index").search("statins cancer", k=2)
 
 
+def test_a_finished_pre_training_serves_only_the_run_it_was_made_for(tiny_bert, beir_dir, tmp_path, monkeypatch):
+    """A run stopped after its pre-training reuses that model only with the options it was trained with (another seed,
+    batch size or shape is refused, as a resume of its checkpoint is); given more pre-training epochs it goes on from
+    the checkpoint; --no-resume starts every stage again, even one stopped early."""
+    import shutil
+
+    from semiret.training.contrastive import TokenSetContrastiveLoss
+
+    config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
+                  decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=1,
+                  batch_size=2, hard_negatives=1, threads=1)
+    train_nail(NailTrainingConfig(**config))
+    for stage in ("finetune", "model"):  # as a run killed between its stages leaves it
+        shutil.rmtree(tmp_path / "run" / stage)
+    for changes, message in (({"seed": 5}, "seed"), ({"pretrain_batch_size": 2}, "pretrain_batch_size"),
+                             ({"positions": 3}, "another shape")):
+        with pytest.raises(SemiretError, match=message):
+            train_nail(NailTrainingConfig(**{**config, **changes}))
+    steps = recording_loss(monkeypatch, TokenSetContrastiveLoss)
+    longer = train_nail(NailTrainingConfig(**{**config, "pretrain_epochs": 2}))  # one more pre-training epoch
+    pretrain_steps = longer["stages"][0]["steps_per_epoch"]
+    assert len(steps) == pretrain_steps + longer["stages"][1]["steps_per_epoch"]
+    assert len(longer["stages"][0]["loss_per_epoch"]) == 2
+    monkeypatch.undo()
+    (tmp_path / "run" / "finetune" / "checkpoint" / "stale").write_text("")
+    fresh = train_nail(NailTrainingConfig(**{**config, "seed": 5}), resume=False)  # every stage again
+    assert fresh["config"]["seed"] == 5 and len(fresh["stages"][0]["loss_per_epoch"]) == 1
+    assert not (tmp_path / "run" / "finetune" / "checkpoint" / "stale").exists()
+
+
 def test_teachers_add_an_in_batch_distillation_term_to_both_stages(tiny_bert, beir_dir, tmp_path):
     config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
                   decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=1,

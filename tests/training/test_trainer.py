@@ -343,3 +343,19 @@ def test_one_bar_at_a_time_where_a_terminal_draws_them(monkeypatch):
     assert results == {"first": [0, 1, 2], "second": [0, 1, 2, 3]}
     assert progress._LIVE.acquire(blocking=False)  # every bar let go of it
     progress._LIVE.release()
+
+
+def test_a_resume_compares_data_folders_by_where_they_are_and_keeps_every_batch_size(tmp_path, monkeypatch):
+    """``small`` run from its parent folder and ``/path/to/small`` are one data folder, not a change refused; every
+    stage's batch size (``*batch_size``) and a pre-training's corpora are as fixed as the batch size."""
+    from semiret.training.trainer import _changes, _fixed
+
+    (tmp_path / "small").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _changes({"data": "small", "pretrain_corpora": ["small"]},
+                    {"data": str(tmp_path / "small"), "pretrain_corpora": [str(tmp_path / "small")]}) == {}
+    assert _changes({"data": "small"}, {"data": str(tmp_path / "other")}) == {"data": ("small",
+                                                                                        str(tmp_path / "other"))}
+    assert all(map(_fixed, ("batch_size", "unsupervised_batch_size", "pretrain_batch_size", "pretrain_corpora",
+                            "pretrain_learning_rate", "seed")))
+    assert not any(map(_fixed, ("temperature", "epochs", "threads")))
