@@ -40,10 +40,19 @@ def drop_invisible(text: str) -> str:
     return text if text.isascii() else text.translate(_DROP_INVISIBLE)
 
 
+_WIDTH_FORMS = regex.compile(r"[\uff00-\uffef]+")
+"""Full-width letters and digits (ＡＢＣ) and half-width katakana (ｶﾀｶﾅ), as Chinese and Japanese text writes them."""
+
+
 def normalised_text(text: str) -> str:
-    """``text`` NFC-normalised and case-folded, its invisible characters dropped (:data:`INVISIBLE`): as a full-text
-    filter compares words (Turkish's dotted capital İ folded to i, not to i and a combining dot)."""
-    return unicodedata.normalize("NFC", drop_invisible(text)).casefold().replace("i\u0307", "i")
+    """``text`` NFC-normalised and case-folded, its invisible characters dropped (:data:`INVISIBLE`) and its full-width
+    and half-width forms folded (ＡＢＣ is abc, ｶﾀｶﾅ is カタカナ, as Chinese, Japanese and Korean BM25 indexes read
+    them): as a full-text filter compares words (Turkish's dotted capital İ folded to i, not to i and a combining
+    dot)."""
+    if text.isascii():
+        return text.casefold()
+    text = _WIDTH_FORMS.sub(lambda found: unicodedata.normalize("NFKC", found.group()), drop_invisible(text))
+    return unicodedata.normalize("NFC", text).casefold().replace("i\u0307", "i")
 
 
 IDEOGRAPH = regex.compile(r"[\p{Han}\p{Hiragana}]")

@@ -93,6 +93,9 @@ def test_invisible_characters_and_the_dotted_capital_i_are_read_as_a_reader_read
 def test_cjk_languages_fold_character_widths_and_no_decomposed_form_is_taken(tmp_path):
     japanese = BM25Retriever.build([Document("a", "新しいｽﾏｰﾄﾌｫﾝとＳＮＳ")], tmp_path / "ja", language="ja")
     assert japanese.search(["スマートフォン"], k=5).ids == [["a"]] and japanese.search(["SNS"], k=5).ids == [["a"]]
+    for written in ("スマートフォン", "sns", "ｓｎｓ"):  # full-text filters and operators fold widths as search does
+        assert japanese.scroll({"$text": written}).ids == ["a"], written
+    assert japanese.search("+sns 新しい", operators=True)[0].id == "a"
     assert japanese.document_side.analyzer.unicode_form == "NFKC"
     for form in ("NFD", "NFKD"):
         with pytest.raises(OptionError, match="none of NFC, NFKC or none"):
