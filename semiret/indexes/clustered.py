@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from semiret.clustering.equal_depth import members_of
-from semiret.errors import SemiretError
+from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import DenseIndex, DenseSegment
 from semiret.indexes.segments import register_index_format
 from semiret.indexes.storage import load_array
@@ -45,6 +45,10 @@ class ClusteredSegment(DenseSegment):
     def __init__(self, path: Path, info: dict, leaf_count: int, dim: int):
         super().__init__(path, info, "exact", dim)
         self.leaves = load_array(path / LEAVES_FILE)
+        if self.leaves.shape != (info["n_docs"],) or (len(self.leaves) and not 0 <= self.leaves.min() <= self.leaves.max() < leaf_count):
+            raise IndexFormatError(f"{path / LEAVES_FILE} does not give each of the {info['n_docs']} documents one of "
+                                   f"the {leaf_count} leaves: a damaged index; restore it from a backup, or build it "
+                                   "again")
         self.members = np.argsort(self.leaves, kind="stable")
         self.offsets = np.searchsorted(self.leaves[self.members], np.arange(leaf_count + 1))
 

@@ -48,16 +48,17 @@ class CompositeIndex:
     def build(cls, path: str | Path, kind: str, batches: Iterable[dict], parts: dict[str, dict],
               store_texts: bool = True, overwrite: bool = False, extra_meta: dict | None = None) -> "CompositeIndex":
         """Build every part from ``{part: batch}`` batches; ``parts`` maps each part's name to its index class
-        (``index_class``), kind (``kind``) and build options (the rest)."""
+        (``index_class``), kind (``kind``) and build options (the rest). ``store_texts``: in the first part, and in
+        those whose options say ``store_texts`` (a part whose searches read them)."""
         batch_list = list(batches)
 
         def part_writer(name: str, config: dict, position: int):
             config = dict(config)
             index_class, part_kind = config.pop("index_class"), config.pop("kind")
             part_meta = {"retriever": config.pop("retriever")} if "retriever" in config else None
+            stores = store_texts and (config.pop("store_texts", False) or position == 0)
             return lambda target: index_class.build(target, part_kind, [batch[name] for batch in batch_list],
-                                                    **config, store_texts=store_texts and position == 0,
-                                                    extra_meta=part_meta)
+                                                    **config, store_texts=stores, extra_meta=part_meta)
 
         return cls.assemble(path, kind, {name: part_writer(name, config, position)
                                          for position, (name, config) in enumerate(parts.items())},

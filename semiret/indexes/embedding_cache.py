@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from semiret.data.collection import Document
-from semiret.errors import SemiretError
+from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, staged_directory
 from semiret.indexes.storage import META_FILE, StringTable, load_array, read_meta
 from semiret.types import Postings
@@ -129,12 +129,18 @@ class EmbeddingCache:
         ids = StringTable(chunk, "ids")
         if self.kind == "dense":
             matrix = np.asarray(load_array(chunk / "vectors.npy", mmap=False))
+            if len(matrix) != len(ids):
+                raise IndexFormatError(f"{chunk}: {len(matrix)} vectors for {len(ids)} ids (a damaged cache chunk): "
+                                       f"remove {chunk.parent}, which is embedded again as searches need it")
             for i in range(len(ids)):
                 self._vectors[ids[i]] = matrix[i]
             return
         offsets = load_array(chunk / "offsets.npy", mmap=False)
         terms = np.asarray(load_array(chunk / "terms.npy", mmap=False))
         weights = np.asarray(load_array(chunk / "weights.npy", mmap=False))
+        if len(offsets) != len(ids) + 1 or offsets[-1] != len(terms) or len(terms) != len(weights):
+            raise IndexFormatError(f"{chunk}: its offsets, terms and weights disagree (a damaged cache chunk): remove "
+                                   f"{chunk.parent}, which is embedded again as searches need it")
         for i in range(len(ids)):
             lo, hi = offsets[i], offsets[i + 1]
             self._vectors[ids[i]] = (terms[lo:hi], weights[lo:hi])

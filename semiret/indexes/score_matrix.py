@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 import numba
 import numpy as np
 
-from semiret.errors import SemiretError
+from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import link_or_copy
 from semiret.indexes.inverted import InvertedIndex, InvertedSegment, SecondStage
 from semiret.indexes.kernels import accumulate_query, key_hit, select_best_keys
@@ -47,9 +47,13 @@ class ScoredPostings(Postings):
 
 
 class ScoredSegment(InvertedSegment):
-    def __init__(self, path: Path, info: dict, binary: bool):
+    def __init__(self, path: Path, info: dict, binary: bool, vocab_size: int):
         super().__init__(path, info, binary)
         self.scores = load_array(path / SCORES_FILE)  # float16 [|V|, n_docs], memory-mapped
+        if self.scores.shape != (vocab_size, info["n_docs"]):  # compiled lookups would read past its end
+            raise IndexFormatError(f"{path / SCORES_FILE} holds scores of shape {self.scores.shape}, not the "
+                                   f"{vocab_size} x {info['n_docs']} meta.json lists: a damaged index; restore it "
+                                   "from a backup, or build it again")
         self._score_array = None
 
     def score_bits(self) -> np.ndarray:
@@ -97,7 +101,7 @@ class ScoreMatrixIndex(InvertedIndex):
         return self.meta["scores"]["scorer"]
 
     def _open_segment(self, path: Path, info: dict) -> ScoredSegment:
-        return ScoredSegment(path, info, binary=self.kind == "binary")
+        return ScoredSegment(path, info, self.kind == "binary", self.score_vocab_size)
 
     def _validate(self, batch: ScoredPostings) -> None:
         super()._validate(batch)
@@ -297,6 +301,8 @@ def rerank_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
 def _top_k(values: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` largest values, best first (ties: lower position first)."""
     if k < len(values):
-        part = np.argpartition(-values, k - 1)[:k]
+        kth = -np.partition(-values, k - 1)[k - 1]
+        above = np.flatnonzero(values > kth)  # every value above the k-th, then the first of those equal to it
+        part = np.concatenate([above, np.flatnonzero(values == kth)[: k - len(above)]])
         return part[np.lexsort((part, -values[part]))]
     return np.lexsort((np.arange(len(values)), -values))

@@ -108,6 +108,8 @@ class HybridDocuments(DocumentSide):
         for name, (retriever, side) in self.sides.items():
             parts[name] = {"index_class": side.index_class, "kind": side.index_kind, "retriever": retriever,
                            **side.index_config()}
+            if retriever_class(retriever).queries.reads_stored_texts:
+                parts[name]["store_texts"] = True  # its re-ranking embeds the candidates' texts from its own part
         return {"parts": parts}
 
 

@@ -333,8 +333,25 @@ class BM25ThenNailQueries(NailMatrixQueries):
         return cls(vocabulary, WordCountQueries.open(index, WordCountQueries.Options(), documents), options.rerank_depth, weight)
 
     def search(self, index, texts, k, n_threads) -> SearchHits:
-        return index.rerank(self.words.encode_queries(texts), self.encode_queries(texts), max(self.depth, k), k,
-                            n_threads, first_stage_weight=self.bm25_weight)
+        """BM25's best ``depth`` re-ranked, the best ``k`` of them; for ``k`` beyond ``depth``, BM25's next ones
+        after them, in its order and scored below every re-ranked one (as ``sidr-beta-rerank`` does): the depth is
+        the depth whatever ``k``, and the pages of a ranking (``offset``) come from one ranking."""
+        first_stage = self.words.encode_queries(texts)
+        if k <= self.depth:
+            return index.rerank(first_stage, self.encode_queries(texts), self.depth, k, n_threads,
+                                first_stage_weight=self.bm25_weight)
+        pinned = index.pinned()  # both stages over one commit
+        reranked = pinned.rerank(first_stage, self.encode_queries(texts), self.depth, self.depth, n_threads,
+                                 first_stage_weight=self.bm25_weight)
+        bm25 = pinned.search(first_stage, k=k, n_threads=n_threads)
+        out_ids, out_scores = [], []
+        for ids, scores, first in zip(reranked.ids, reranked.scores, bm25.ids):
+            kept = set(ids)
+            tail = [doc_id for doc_id in first if doc_id not in kept][: k - len(ids)]
+            floor = (min(scores) if len(scores) else 0.0) - 1.0
+            out_ids.append(list(ids) + tail)
+            out_scores.append(list(scores) + [floor - i for i in range(len(tail))])
+        return SearchHits(out_ids, out_scores)
 
 
 @register_retriever

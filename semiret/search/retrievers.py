@@ -136,6 +136,10 @@ class QuerySide(ABC):
     (approximations such as two-phase aside): ``hybrid`` can then add two such sides' postings in one pass.
     A subclass with a ``search`` of its own is False unless it says otherwise."""
 
+    reads_stored_texts: ClassVar[bool] = False
+    """True where a search reads the index's stored documents (a re-ranking that embeds its candidates): a hybrid
+    stores them in this side's part too, not only in the first."""
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "search" in cls.__dict__ and "searches_postings" not in cls.__dict__:

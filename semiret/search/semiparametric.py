@@ -189,6 +189,7 @@ class LateParametricQueries(SiDRBetaQueries):
     """
 
     Options = LateParametricOptions
+    reads_stored_texts = True
 
     def __init__(self, index, options: LateParametricOptions):
         super().__init__(index, options)

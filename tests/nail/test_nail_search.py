@@ -80,6 +80,37 @@ def test_bm25_nail_reranks_only_bm25_candidates(tiny_nail, phi, tmp_path):
     assert [h.id for h in shallow] == [BM25Retriever.open(tmp_path / "rerank").search(QUERY, k=1)[0].id]
 
 
+def test_bm25_nail_re_ranks_its_depth_whatever_k_and_ranks_bm25_s_next_ones_below(tiny_nail, phi, tmp_path):
+    """k beyond the re-ranking depth: the depth's documents re-ranked, then BM25's next ones in its order, each
+    scored below them (k re-ranked as many before, so the depth did nothing at k >= depth, and pages past it came
+    from other rankings); a page of the ranking is the same slice of it whatever k."""
+    query = "cats dogs statins cancer garden birds"
+    BM25NailRetriever.build(TINY_DOCS, tmp_path / "rerank", model=str(tiny_nail))
+    bm25 = [h.id for h in open_retriever(tmp_path / "rerank", "bm25").search(query, k=100)]
+    assert len(bm25) >= 4
+    shallow = BM25NailRetriever.open(tmp_path / "rerank", rerank_depth=2)
+    hits = shallow.search(query, k=len(bm25))
+    top = [h.id for h in shallow.search(query, k=2)]
+    assert set(top) == set(bm25[:2]) and [h.id for h in hits] == top + bm25[2:]
+    assert all(a.score > b.score for a, b in zip(hits[1:], hits[2:]))  # the tail below, in BM25's order
+    for offset in range(len(bm25)):  # a page of the ranking, as the service pages it
+        assert [h.id for h in shallow.search(query, k=offset + 1)][offset] == hits[offset].id
+
+
+def test_nail_exh_keeps_ties_in_document_order_whatever_k():
+    from semiret.indexes.score_matrix import _top_k
+
+    values = np.zeros(50, np.float32)
+    values[7] = 2.0
+    assert list(_top_k(values, 3)) == [7, 0, 1] == list(_top_k(values, 50)[:3])
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        values = rng.integers(0, 4, n).astype(np.float32)
+        k = int(rng.integers(1, n + 1))
+        assert list(_top_k(values, k)) == list(np.lexsort((np.arange(n), -values))[:k])
+
+
 def test_bm25_nail_can_add_a_share_of_bm25s_score(tiny_nail, phi, tmp_path):
     """Beyond the paper: with ``bm25_weight`` w a candidate scores NAIL's score + w x its BM25 score."""
     BM25NailRetriever.build(TINY_DOCS, tmp_path / "rerank", model=str(tiny_nail))
@@ -302,3 +333,15 @@ def test_a_saved_nail_model_keeps_the_tied_head_once(tiny_nail, tmp_path):
     loaded, expected = NailModel.load(str(tmp_path / "again")).state_dict(), model.state_dict()
     assert loaded.keys() == expected.keys()
     assert all(torch.equal(loaded[k], expected[k].half().to(loaded[k].dtype)) for k in expected)  # saved in float16
+
+
+def test_a_score_matrix_of_another_shape_than_its_segment_is_refused_on_open(tiny_nail, tmp_path):
+    """Compiled lookups would read past the end of a matrix cut short: its shape is checked against meta.json."""
+    from semiret.errors import IndexFormatError
+
+    NailExhaustiveRetriever.build(TINY_DOCS, tmp_path / "exh", model=str(tiny_nail))
+    scores = next((tmp_path / "exh").glob("seg-*/scores.npy"))
+    np.save(scores, np.load(scores)[:, :2])
+    for name in ("nail-exh", "bm25+nail"):
+        with pytest.raises(IndexFormatError, match="scores.npy holds scores of shape"):
+            open_retriever(tmp_path / "exh", name).search(QUERY, k=3)

@@ -443,3 +443,18 @@ def test_a_trained_sidr_base_takes_the_shape_given_and_refuses_another_head(tmp_
         starting_sidr_model(str(tmp_path / "m"), head="fresh")
     with pytest.raises(SemiretError, match=r"with --shared \(leave"):
         starting_sidr_model(str(tmp_path / "m"), shared=True)
+
+
+def test_a_hybrid_built_around_a_re_ranking_part_stores_the_texts_it_embeds(tmp_path, tiny_docs):
+    """sidr-beta-rerank embeds its candidates' stored texts from its own part: a hybrid built from the corpus stores
+    them there too (it kept them in its BM25 part only, and every search failed), documents added later as well
+    (the packaged SiDR model re-ranks)."""
+    from semiret.search import HybridRetriever
+
+    hybrid = HybridRetriever.build(tiny_docs, tmp_path / "hybrid", neural="sidr-beta-rerank")
+    assert hybrid.index.parts["neural"].meta["store_texts"] and hybrid.search("cats and dogs", k=3)
+    hybrid.add([Document("new", "a brand new note on cats")])
+    found = HybridRetriever.open(tmp_path / "hybrid").search("brand new cats", k=3)
+    assert found and "new" in [hit.id for hit in found]
+    bot = HybridRetriever.build(tiny_docs, tmp_path / "plain", neural="sidr-beta")
+    assert not bot.index.parts["neural"].meta["store_texts"]  # a part that reads none keeps none
