@@ -200,12 +200,41 @@ def write_corpus_copy(documents: list[Document], folder: Path) -> Path:
     return folder
 
 
-def check_set(documents: list[Document], count: int, seed: int) -> tuple[dict[str, str], dict]:
-    """Known-item check queries: one pseudo-query (crop or sentence) of each of ``count`` documents drawn with
-    ``seed``, judged relevant to its source document."""
+CHECK_SEED_OFFSET = 7919
+"""The check's documents are drawn with the run's seed plus this (the training's with the seed)."""
+
+
+REPORT_FILE = "adapt.json"
+WRITTEN = ("corpus", "model", "index", "train", "start-index", "hybrid-index")
+"""What an adaptation writes in its --output folder (besides its report)."""
+
+
+def check_adapt_output(output: Path, data: str) -> None:
+    """Refuse, before any work, an --output where the run would replace what it did not write (an index or a model
+    of the user's: a folder holding them and no adaptation's record), or the corpus it reads (--data inside a folder
+    it writes)."""
+    from semiret.data.paths import dataset
+
+    source = dataset(data).resolve()
+    for name in WRITTEN:
+        written = (output / name).resolve()
+        if source == written or written in source.parents:
+            raise SemiretError(f"--data {data} lies in {output / name}, which adapt writes: move the corpus, or give "
+                               "another --output")
+    ours = (output / REPORT_FILE).is_file() or (output / "train" / "adapt-options.json").is_file()
+    theirs = [name for name in WRITTEN if (output / name).exists()]
+    if theirs and not ours:
+        raise SemiretError(f"--output {output} holds {', '.join(theirs)} that no adaptation wrote, which adapt would "
+                           "replace: give a new or empty folder")
+
+
+def check_set(documents: list[Document], config: AdaptConfig) -> tuple[dict[str, str], dict]:
+    """Known-item check queries: one pseudo-query (crop or sentence) of each of ``check_queries`` documents drawn
+    with the run's seed (:data:`CHECK_SEED_OFFSET`), judged relevant to its source document; the training's
+    pseudo-queries are drawn from the others (:func:`pseudo_labelled_collection`), so none is trained on."""
     from semiret.training.pseudo_queries import known_item_queries
 
-    queries = known_item_queries(documents, count, seed, prefix="check")
+    queries = known_item_queries(documents, config.check_queries, config.seed + CHECK_SEED_OFFSET, prefix="check")
     return {q.id: q.text for q in queries}, {q.id: {q.document_id: 1} for q in queries}
 
 
@@ -251,6 +280,7 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     """Seconds the adaptation should take here, from a probe: the time the model takes to encode 64 of the
     corpus's documents, scaled by the work each stage does in document encodings (a training encoding
     counted 3x for the backward pass; teachers at their own cost relative to the student)."""
+    from semiret.models.base import torch_threads
     from semiret.models.encoders import load_encoder
 
     if kind == "sidr":
@@ -268,14 +298,16 @@ def estimate_seconds(kind: str, model: str, documents: list[Document], config: A
     # 64 documents spread over the corpus, the fastest of two timed passes after a warm-up at the same shapes: 16
     # from its start ranged over 1.5x between runs (a first batch of a shape pays for its kernels, a corpus's
     # first documents need not be typical)
-    probe = [d.full_text for d in documents[:: max(len(documents) // PROBE_DOCUMENTS, 1)][:PROBE_DOCUMENTS]]
+    with_text = [d for d in documents if d.full_text.strip()]  # an empty document costs nothing: not typical
+    probe = [d.full_text for d in with_text[:: max(len(with_text) // PROBE_DOCUMENTS, 1)][:PROBE_DOCUMENTS]]
     encode = encoder.score_documents if kind == "nail" else partial(encoder.encode_document, show_progress=False)
-    encode(probe, batch_size=16)
     passes = []
-    for _ in range(2):
-        started = time.perf_counter()
+    with torch_threads(config.threads):  # the threads the run will have
         encode(probe, batch_size=16)
-        passes.append(time.perf_counter() - started)
+        for _ in range(2):
+            started = time.perf_counter()
+            encode(probe, batch_size=16)
+            passes.append(time.perf_counter() - started)
     per_document = min(passes) / len(probe)
     trained = config.epochs * config.queries_per_epoch
     n = len(documents)
@@ -369,7 +401,8 @@ def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: 
     train qrels (each query judged relevant to its source document): what a recipe that trains on labels reads."""
     from semiret.training.pseudo_queries import known_item_queries
 
-    queries = known_item_queries(documents, config.queries_per_epoch, config.seed, prefix="pseudo")
+    checked = {document for qrels in check_set(documents, config)[1].values() for document in qrels}
+    queries = known_item_queries(documents, config.queries_per_epoch, config.seed, prefix="pseudo", excluded=checked)
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     source = beir_file(corpus, "corpus")
     link = folder / source.name  # its suffix says how to read it
@@ -507,6 +540,7 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
     start = str(start)
     output = Path(config.output) if config.output else default_output(config.data, config.model)
     check_run_output(output, (model_directory_of(kind, start),), "adapt")
+    check_adapt_output(output, config.data)
     folder, documents = read_corpus(config.data)
     corpus = folder or output / "corpus"  # a corpus file is copied there once the run goes ahead
     with_text = sum(1 for d in documents if d.full_text.strip())
@@ -523,11 +557,12 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
               "estimate_seconds": round(estimate, 2)}  # small corpora take under a second
     if confirm is not None and not confirm(estimate):
         return report
+    (output / REPORT_FILE).unlink(missing_ok=True)  # until this run's is written: a run killed midway leaves none
     prepare_run_folder(config, documents, start, output / "train")
     if folder is None:
         write_corpus_copy(documents, corpus)
     started = time.perf_counter()
-    queries, qrels = check_set(documents, config.check_queries, config.seed + 7919)
+    queries, qrels = check_set(documents, config)
     retriever = retriever_class(retriever_name(kind))
     start_index = output / "start-index"
     shared = index_options(kind, output)
@@ -567,5 +602,5 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
                    "seconds": round(time.perf_counter() - started, 1),
                    "model": str(output / "model"), "index": str(output / "index"),
                    "search": f"semiret search --index {output / 'index'} -r {searched_with} 'your query'"})
-    atomic_write_json(output / "adapt.json", report)
+    atomic_write_json(output / REPORT_FILE, report)
     return report

@@ -113,7 +113,7 @@ class TextEncoder(nn.Module):
                 self._prepare()
                 device = self.device
                 for batch in batches:
-                    with _threads(1 if batch.input_ids.numel() < SMALL_BATCH_TOKENS else self.threads):
+                    with torch_threads(1 if batch.input_ids.numel() < SMALL_BATCH_TOKENS else self.threads):
                         self._store(outputs, filled[batch.positions], self._encode_batch(batch.to(device), side))
         finally:
             self.train(was_training)
@@ -253,7 +253,7 @@ def _half_precision(module: nn.Module, enabled: bool):
 
 
 @contextmanager
-def _threads(n: int | None):
+def torch_threads(n: int | None):
     """Run torch operations on ``n`` threads (unchanged when ``None``)."""
     previous = torch.get_num_threads()
     if n:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,10 @@ from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_
 from semiret.types import SearchHits, SparseQuery
 
 DEFAULT_RERANK_DEPTH = 100
+
+
+ADAPTED_CHECK_DOCUMENTS = 200
+"""Stored documents a model adapted to a corpus is checked against when it searches an index it did not build."""
 
 
 def _load_model(model: str):
@@ -138,6 +143,9 @@ class SiDRBetaQueries(QuerySide):
     @property
     def sidr(self):
         if self._sidr is None:
+            if getattr(self.index, "stores_texts", False):  # a model adapted to another corpus: said, not searched
+                check_adapted_corpus(self.model, list(itertools.islice(self.index.iter_documents(),
+                                                                         ADAPTED_CHECK_DOCUMENTS)))
             self._sidr = _load_model(self.model)
             if self._sidr.query_encoder.vocab_size != self.vocabulary.size:
                 raise SemiretError(f"model {self.model!r} has a {self._sidr.query_encoder.vocab_size}-token vocabulary "

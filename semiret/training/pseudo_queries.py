@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Container, Iterable, Sequence
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
@@ -42,6 +42,10 @@ def random_span(n_words: int, rng: random.Random, min_words: int, max_words: int
     length = rng.randint(min_words, min(max_words, n_words))
     start = rng.randint(0, n_words - length)
     return start, start + length
+
+
+MIN_QUERY_WORDS = 4
+"""Words a document needs to have a known-item pseudo-query cut from it."""
 
 
 def independent_crop(words: Sequence[str], rng: random.Random, min_words: int = 4, max_words: int = 12) -> str:
@@ -87,12 +91,15 @@ def generate_pseudo_queries(documents: Iterable[Document], per_document: int = 2
     return queries
 
 
-def known_item_queries(documents: Sequence[Document], count: int, seed: int, prefix: str) -> list[PseudoQuery]:
-    """One pseudo-query (crop or sentence) of each of ``count`` documents drawn with ``seed``, each judged relevant
-    to the document it was cut from: known-item queries where there are no labels (``semiret adapt``'s check and
-    its training queries)."""
-    sample = random.Random(seed).sample(list(documents), min(count, len(documents)))
-    return generate_pseudo_queries(sample, per_document=1, seed=seed, prefix=prefix)
+def known_item_queries(documents: Sequence[Document], count: int, seed: int, prefix: str,
+                       excluded: Container[str] = ()) -> list[PseudoQuery]:
+    """One pseudo-query (crop or sentence) of each of ``count`` documents drawn with ``seed`` among those long enough
+    to cut one from (an empty document gives none), each judged relevant to the document it was cut from: known-item
+    queries where there are no labels (``semiret adapt``'s check and its training queries; ``excluded``: ids of
+    documents not to draw, the check's when drawing the training's)."""
+    usable = [d for d in documents if d.id not in excluded and len(d.full_text.split()) >= MIN_QUERY_WORDS]
+    sample = random.Random(seed).sample(usable, min(count, len(usable)))
+    return generate_pseudo_queries(sample, per_document=1, seed=seed, prefix=prefix, min_words=MIN_QUERY_WORDS)
 
 
 @dataclass(frozen=True)

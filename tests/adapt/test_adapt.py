@@ -158,6 +158,10 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
     with pytest.raises(SemiretError, match="was adapted to"):
         retriever_class("sidr-full").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
                                            model=str(output / "model"))
+    other = retriever_class("sidr-beta").build(random_documents(30, prefix="other", seed=1), tmp_path / "bot",
+                                               tokenizer=str(tiny_bert))  # tokenizer-only: no model indexes it
+    with pytest.raises(SemiretError, match="was adapted to"):  # nor does the adapted model search it unsaid
+        other.with_options(model=str(output / "model")).search("cells", k=3)
     adapt(settings(corpus, sidr_start, output, hybrid=False, teachers=teachers, queries_per_epoch=12, resume=False))
     assert json.loads((output / "train" / "summary.json").read_text())["pairs"] == 12  # trained over, not resumed
     # started again with other options, the finished training was resumed as it was; now an error, before compute
@@ -304,11 +308,13 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
     earlier = tmp_path / "earlier"  # an earlier run's output, whose model points to its corpus copy
     (earlier / "corpus").mkdir(parents=True)
     (earlier / "corpus" / "corpus.jsonl").write_text("the earlier corpus\n")
+    (earlier / "train").mkdir()
+    (earlier / "train" / "adapt-options.json").write_text("{}")  # what says an adaptation wrote the folder
     small_file = write_jsonl(tmp_path / "small.jsonl", [d.to_record() for d in random_documents(5)])
     with pytest.raises(SemiretError, match="holds 5 documents"):
         adapt(settings(small_file, inference_free_start, earlier))
     assert (earlier / "corpus" / "corpus.jsonl").read_text() == "the earlier corpus\n"
-    assert sorted(p.name for p in earlier.iterdir()) == ["corpus"]
+    assert sorted(p.name for p in earlier.iterdir()) == ["corpus", "train"]
     with pytest.raises(SemiretError, match="adapt never overwrites"):
         adapt(settings(corpus, "inference-free-scifact", PACKAGED_CHECKPOINTS / "inference-free-scifact" / "x"))
     for inside in (Path(inference_free_start) / "x",  # the model's own folder
@@ -337,6 +343,29 @@ def test_bad_input_fails_before_training(corpus, inference_free_start, tmp_path,
         with pytest.raises(SemiretError, match=message):
             adapt(settings(corpus, inference_free_start, tmp_path / "o", teachers=teachers))
         assert not (tmp_path / "o").exists()
+
+
+def test_an_output_holding_what_adapt_did_not_write_or_the_corpus_itself_is_refused(
+        corpus, inference_free_start, tmp_path, monkeypatch):
+    """adapt replaces its folders in --output (corpus, model, index, ...): an index of the user's there, or the
+    corpus it reads, is refused before anything is read or written."""
+    from semiret.search import BM25Retriever
+
+    monkeypatch.setattr(adapt_module, "train_adapted", lambda *args: pytest.fail("trained"))
+    project = tmp_path / "project"
+    BM25Retriever.build(random_documents(30), project / "index")
+    before = sorted(str(p) for p in project.rglob("*"))
+    with pytest.raises(SemiretError, match="holds index that no adaptation wrote"):
+        adapt(settings(corpus, inference_free_start, project))
+    assert sorted(str(p) for p in project.rglob("*")) == before
+    folder = tmp_path / "here"
+    (folder / "corpus").mkdir(parents=True)
+    for n, document in enumerate(random_documents(30)):
+        (folder / "corpus" / f"{n}.txt").write_text(document.text)
+    for data in (folder / "corpus", folder / "corpus" / "0.txt"):
+        with pytest.raises(SemiretError, match="lies in .*corpus, which adapt writes"):
+            adapt(settings(data, inference_free_start, folder))
+    assert len(list((folder / "corpus").iterdir())) == 30
 
 
 def test_teachers_given_to_a_kind_that_adapts_without_them_are_named(corpus, dense_start, tmp_path, small_corpora,
@@ -389,3 +418,20 @@ def test_the_corpus_check_accepts_the_corpus_and_later_additions(tmp_path):
     check_adapted_corpus(str(older), same_ids)  # by id, as it was written
     with pytest.raises(SemiretError, match="only 0 of the first 1"):
         check_adapted_corpus(str(older), [Document("x", "y")])
+
+
+def test_the_check_s_documents_are_never_trained_on_and_empty_ones_give_no_query(tmp_path):
+    """The held-out check's pseudo-queries come from documents the training's are not drawn from; a document without
+    words gives neither."""
+    import json
+
+    documents = random_documents(120) + [Document(f"empty{i}", " ") for i in range(40)]
+    corpus = write_beir(tmp_path / "mine", documents, {}, {}, split="test")
+    config = AdaptConfig(data=str(corpus), queries_per_epoch=200, check_queries=50)
+    queries, qrels = adapt_module.check_set(documents, config)
+    checked = {document for judged in qrels.values() for document in judged}
+    assert len(queries) == 50 and not any(d.startswith("empty") for d in checked)
+    folder = adapt_module.pseudo_labelled_collection(corpus, documents, config, tmp_path / "train")
+    trained = {line.split("\t")[1] for line in (folder / "qrels" / "train.tsv").read_text().splitlines()[1:]}
+    assert trained and not trained & checked and len(trained) == 120 - 50
+    assert all(json.loads(line)["text"].strip() for line in (folder / "queries.jsonl").read_text().splitlines())
