@@ -1196,6 +1196,12 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
         if given is not None and not given.is_file():
             raise SemiretError(f"{given}: no such file")
     tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if ssl_certfile else {}
+    if backend is not None and workers > 1:
+        from semiret.indexes.milvus import MilvusBackend, is_lite_file
+
+        if is_lite_file(MilvusBackend.parse(backend).uri):
+            raise SemiretError(f"--backend {backend} is a Milvus Lite file, which one process serves: give --workers 1 "
+                               "(or serve a Milvus server's collections)")
     settings = ServeSettings(parse_index_specs(index or [], collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              read_api_key=read_api_key, cors_origins=list(cors_origin or []),

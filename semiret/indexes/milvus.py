@@ -26,6 +26,7 @@ Milvus Lite serves.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import logging
@@ -36,6 +37,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -95,28 +97,35 @@ class MilvusBackend:
             return self.client.has_collection(_collection_name(name))
 
     def drop(self, name: str) -> None:
+        name = _collection_name(name)
         with milvus_errors(f"dropping collection {name!r}"):
-            self.client.drop_collection(_collection_name(name))
+            self.client.drop_collection(name)
+        _forget_schema(self.client, name)
 
     def open(self, name) -> "MilvusIndex":
         """The semiret collection ``name`` (its description says what it is)."""
         name = _collection_name(name)
         if not self.exists(name):
             raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}")
-        with milvus_errors(f"describing collection {name!r}"):
-            description = self.client.describe_collection(name).get("description", "")
-        try:
-            meta = json.loads(description)
-        except json.JSONDecodeError:
-            meta = {}
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        meta = self._description(name)
+        if meta.get("format") != FORMAT:
             raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret")
         if meta.get("version") != VERSION:
             raise IndexFormatError(f"collection {name!r}: semiret Milvus format version {meta.get('version')} "
                                    "is not supported")
         return MilvusIndex(self, name, meta)
 
-    def build(self, name, kind: str, batches: Iterable[Postings | Embeddings], *, analyzer: dict,
+    def _description(self, name: str) -> dict:
+        """What a collection's description says of it (semiret writes its ``meta`` there; {} for another's)."""
+        with milvus_errors(f"describing collection {name!r}"):
+            description = self.client.describe_collection(name).get("description", "")
+        try:
+            meta = json.loads(description)
+        except json.JSONDecodeError:
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def build(self, name, kind: str, batches: Iterable[Postings | Embeddings], *, analyzer: dict | None = None,
               vocab_size: int | None = None, dim: int | None = None, store_texts: bool = True,
               overwrite: bool = False, extra_meta: dict | None = None, **structure) -> "MilvusIndex":
         """A new collection of ``batches`` (the ``build`` of semiret's index kinds, over Milvus): refused before
@@ -131,6 +140,9 @@ class MilvusBackend:
             if not overwrite:
                 raise IndexFormatError(f"collection {name!r} already exists in Milvus at {self.uri} "
                                        "(pass overwrite=True / --overwrite to replace it)")
+            if self._description(name).get("format") != FORMAT:  # another application's data: never replaced
+                raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret: choose another "
+                                       "name (an index never replaces other data)")
             self.drop(name)
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
                 "store_texts": store_texts, "metadata_field": store_texts,
@@ -439,14 +451,23 @@ class MilvusIndex:
         n_queries = len(queries)
         ids: list[list[str]] = [[] for _ in range(n_queries)]
         scores: list[list[float]] = [[] for _ in range(n_queries)]
-        if data:
+        pending, limit = list(zip(searched.tolist(), data)), min(k + 1, MAX_TOP_K)  # one more: a tie at the cut?
+        while pending:
             with milvus_errors(f"searching {self.name!r}"):
-                results = self._client.search(self.name, data, limit=k, anns_field=VECTOR_FIELD, filter=self.where,
+                results = self._client.search(self.name, [query for _, query in pending], limit=limit,
+                                              anns_field=VECTOR_FIELD, filter=self.where,
                                               search_params={"metric_type": "IP", "params": params},
                                               consistency_level=self.backend.consistency)
-            for query, hits in zip(searched.tolist(), results):
-                ids[query] = [hit["id"] for hit in hits]
-                scores[query] = [float(hit["distance"]) for hit in hits]
+            tied = []
+            for (query, data_row), hits in zip(pending, results):
+                # Milvus orders equal scores, and chooses which of them make the cut, differently for each limit:
+                # ranked here by (score, id), and searched deeper while the k-th score's ties may go on past it
+                ranked = sorted(((float(hit["distance"]), hit["id"]) for hit in hits), key=lambda h: (-h[0], h[1]))
+                if len(ranked) == limit > k and limit < MAX_TOP_K and ranked[-1][0] == ranked[k - 1][0]:
+                    tied.append((query, data_row))
+                ids[query] = [doc_id for _, doc_id in ranked[:k]]
+                scores[query] = [score for score, _ in ranked[:k]]
+            pending, limit = tied, min(limit * 2, MAX_TOP_K)
         return SearchHits(ids, scores)
 
     def idf(self):
@@ -540,6 +561,36 @@ def _collection_name(name) -> str:
     return name
 
 
+REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://", "unix:")
+
+
+def is_lite_file(uri: str) -> bool:
+    """Whether ``uri`` names a Milvus Lite file (a local database one process serves), not a server."""
+    return not uri.startswith(REMOTE_SCHEMES)
+
+
+_LITE_LOCKS: dict[str, int] = {}
+"""The Milvus Lite files this process holds, by path: the open lock files (kept until the process ends)."""
+
+
+def _hold_lite_file(uri: str) -> None:
+    """Take this process's lock on a Milvus Lite file, or refuse: milvus-lite's own lock is removed by a second
+    process it refuses, after which a third opens the file beside the first and their writes split (each sees its
+    own). semiret's lock (``<file>.semiret.lock``, never removed) is released by the kernel when its holder ends."""
+    path = str(Path(uri).resolve())
+    if path in _LITE_LOCKS:
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path + ".semiret.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise SemiretError(f"the Milvus Lite file {uri} is open in another process (a server?): a Lite file belongs "
+                           "to one process; search and write through that one, or stop it first") from None
+    _LITE_LOCKS[path] = descriptor
+
+
 @functools.lru_cache(maxsize=None)
 def _client(uri: str, token: str):
     """One client per URI and token (a Milvus Lite file is served by one process, started on first use)."""
@@ -547,11 +598,22 @@ def _client(uri: str, token: str):
         from pymilvus import MilvusClient
     except ImportError:
         raise SemiretError("the Milvus backend needs pymilvus: pip install 'semiret[milvus]'") from None
+    if is_lite_file(uri):
+        _hold_lite_file(uri)
     # a Milvus Lite server gives its query iterator no timestamp, and pymilvus says so at every read
     logging.getLogger("pymilvus.orm.iterator").addFilter(_not_a_timestamp_notice)
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # its error lines and traces: milvus_errors says it once
     with warnings.catch_warnings(), milvus_errors(f"connecting to {uri}"):
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
         return MilvusClient(uri=uri, token=token)
+
+
+def _forget_schema(client, name: str) -> None:
+    """Drop pymilvus's cached schema of a dropped collection: a client keeps it by name, and a collection made again
+    under that name with other fields was written with the old one ("Insert missed an field")."""
+    cache = getattr(getattr(client, "_get_connection", lambda: None)(), "schema_cache", None)
+    if isinstance(cache, dict):
+        cache.pop(name, None)
 
 
 def _not_a_timestamp_notice(record: logging.LogRecord) -> bool:

@@ -59,6 +59,7 @@ import gc
 import hmac
 import importlib.metadata
 import json
+import math
 import re
 import threading
 import time
@@ -225,6 +226,10 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: paired, it is one character; alone, a string no file can store."""
 
 
+LARGE_NUMBER = re.compile(r"\d[eE]\+?\d{3}|\d{300}")
+"""A number that may overflow a float (``1e400``): Python's parser reads it as infinity."""
+
+
 class _NonFinite:
     """Where ``NaN``, ``Infinity`` or ``-Infinity`` stood in a JSON text (Python's parser takes them; JSON has no such
     number)."""
@@ -238,10 +243,10 @@ def check_json_text(text: str, loc: tuple) -> None:
     stands: a lone surrogate (``"\\ud800"``: not a character, it cannot be written as UTF-8, so a write would fail
     half-way with a 500) and ``NaN``/``Infinity`` (stored as null, then matching no filter). The text is parsed again
     only when one of them may appear in it at all (paired surrogate escapes, emoji, are fine)."""
-    if not SURROGATE_ESCAPE.search(text) and "NaN" not in text and "Infinity" not in text:
+    if not (SURROGATE_ESCAPE.search(text) or "NaN" in text or "Infinity" in text or LARGE_NUMBER.search(text)):
         return
     try:
-        parsed = json.loads(text, parse_constant=_NonFinite)
+        parsed = json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float)
     except json.JSONDecodeError:
         return  # malformed: the endpoint's own parsing says where
     found = _invalid_at(parsed)
@@ -250,10 +255,16 @@ def check_json_text(text: str, loc: tuple) -> None:
         place = tuple(part.encode("utf-8", "backslashreplace").decode() if isinstance(part, str) else part
                       for part in place)  # a key holding the surrogate, written so that the answer can hold it
         if isinstance(problem, _NonFinite):
-            raise validation_error((*loc, *place), f"{problem.name} is not a JSON number: send a finite number, or "
-                                   "null", "finite_number")
+            raise validation_error((*loc, *place), f"{problem.name} is not a finite number: send a finite number, "
+                                   "or null", "finite_number")
         raise validation_error((*loc, *place), "a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape): "
                                "not a character; send valid Unicode", "string_unicode")
+
+
+def _finite_float(text: str):
+    """A JSON number as a float, or where it overflows one (``1e400``), its :class:`_NonFinite`."""
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
 
 
 def _invalid_at(value, place: tuple = ()) -> tuple[tuple, object] | None:

@@ -336,3 +336,56 @@ def test_a_pushed_down_filter_finds_matches_beyond_milvuss_deepest_search(backen
     assert collection.index.narrowed(MetadataFilter({"pet": "cat"})).n_docs == 10
     old = MilvusIndex(collection.index.backend, collection.index.name, {**collection.index.meta, "metadata_field": False})
     assert old.narrowed(MetadataFilter({"pet": "cat"})) is old  # a collection made before the field: read through
+
+
+def test_ties_are_ranked_by_id_so_pages_are_slices_of_one_ranking(backend):
+    """Bag-of-tokens scores tie constantly, and Milvus orders equal scores, and chooses which make the cut,
+    differently for each limit: hits are ranked by (score, id), the tie group at the cut searched to its end."""
+    documents = [Document(f"t{i:02d}", "protein kinase" if i % 2 else "kinase cells") for i in range(40)]
+    name = next(_names)
+    collection = BagOfTokensRetriever.build(documents, name, backend=backend)
+    whole = [hit.id for hit in collection.search("protein kinase", k=40)]
+    assert whole[:20] == [f"t{i:02d}" for i in range(1, 40, 2)]  # the tied best, in id order
+    pages = [hit.id for offset in range(0, 30, 3) for hit in collection.search("protein kinase", k=offset + 3)[offset:]]
+    assert pages == whole[:30]
+
+
+def test_overwrite_replaces_only_semiret_s_own_collections_of_any_shape(backend, tiny_bert):
+    from pymilvus import DataType
+
+    client = backend.client
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("pk", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=4)
+    index = client.prepare_index_params()
+    index.add_index("v", index_type="FLAT", metric_type="IP")
+    client.create_collection("someone_elses", schema=schema, index_params=index)
+    with pytest.raises(IndexFormatError, match="not made by semiret"):
+        BagOfTokensRetriever.build(TINY_DOCS, "someone_elses", backend=backend, overwrite=True)
+    assert client.has_collection("someone_elses")
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)  # rebuilt in one process with other fields:
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend, overwrite=True, store_texts=False)
+    DenseRetriever.build(TINY_DOCS, name, backend=backend, overwrite=True, model=str(tiny_bert))
+    assert open_retriever(name, backend=backend).search("cats", k=1)
+    from semiret.search import HybridRetriever
+
+    with pytest.raises(SemiretError, match="'hybrid' index cannot live in Milvus"):  # said, not a TypeError
+        HybridRetriever.build(TINY_DOCS, next(_names), backend=backend, neural="idf")
+
+
+def test_a_milvus_lite_file_belongs_to_one_process(tmp_path):
+    """milvus-lite's own lock is removed by a second process it refuses; semiret's is kept until its holder ends."""
+    import subprocess
+    import sys
+
+    database = tmp_path / "lite.db"
+    opened = MilvusBackend(str(database))
+    BagOfTokensRetriever.build(TINY_DOCS, "docs", backend=opened)
+    other = [sys.executable, "-c", "import sys; from semiret.search import open_retriever; "
+             f"open_retriever('docs', backend='milvus:{database}').search('cats')"]
+    for _ in range(2):  # refused every time, not only the first
+        refused = subprocess.run(other, capture_output=True, text=True)
+        assert refused.returncode != 0 and "open in another process" in refused.stderr, refused.stderr
+    served = CliRunner().invoke(app, ["serve", "--index", "docs", "--backend", f"milvus:{database}", "--workers", "2"])
+    assert served.exit_code != 0 and "one process serves" in served.output
