@@ -166,6 +166,10 @@ def bm25_pools(training_set, depth: int) -> dict[str, list[str]]:
             for q, ranked in zip(queries, top.tolist())}
 
 
+FINE_TUNING_OPTIONS = ("batch_size", "hard_negatives", "negative_depth", "average_with_base")
+"""Options only fine-tuning reads (with the ``finetune_*`` ones): a finished pre-training serves a run changing them."""
+
+
 def _train_stage(model, name: str, batches, loss, config: NailTrainingConfig, epochs: int, learning_rate: float,
                  resume: bool) -> dict:
     from semiret.training.config import Schedule
@@ -227,7 +231,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
         start_afresh(output, ("pretrain", "finetune"))
     if config.pretrain_corpora and config.pretrain_epochs:
         if resume and (pretrained / NAIL.marker).is_file() and \
-                check_reused_stage(output / "pretrain", config, config.pretrain_epochs):
+                check_reused_stage(output / "pretrain", config, config.pretrain_epochs, FINE_TUNING_OPTIONS):
             log.warning("pre-training already done: loading %s", pretrained)
             loaded = NailModel.load(str(pretrained))
             if loaded.config != model.config:

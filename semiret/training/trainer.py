@@ -351,13 +351,13 @@ def _changes(saved: dict, current: dict) -> dict[str, tuple]:
             and name not in RESUMABLE_CHANGES}
 
 
-def check_reused_stage(folder: str | Path, config, epochs: int) -> bool:
+def check_reused_stage(folder: str | Path, config, epochs: int, later: tuple[str, ...] = ()) -> bool:
     """Whether the finished stage in ``folder`` (a recipe's pre-training, whose model a resumed run loads rather than
     make its inputs again) serves this run, made with ``config`` for ``epochs`` epochs: False when its checkpoint
     trained fewer (the stage resumes to go on); refused, as a resume of its checkpoint would be, where the run
     changes what the stage was trained with (:data:`FIXED_ON_RESUME`: its data, seed, batch sizes, learning rates;
-    the later stages' ``finetune*`` options aside); other changes warned of. A stage without a checkpoint (an older
-    run's) serves."""
+    the later stages' ``finetune*`` options and those named in ``later`` aside); other changes warned of. A stage
+    without a checkpoint (an older run's) serves."""
     state = _saved_state(Path(folder) / "checkpoint")
     if state is None:
         return True
@@ -365,7 +365,7 @@ def check_reused_stage(folder: str | Path, config, epochs: int) -> bool:
         return False
     recorded = state.get("config") if isinstance(state.get("config"), dict) else {}
     changes = {name: change for name, change in _changes(recorded, asdict(config)).items()
-               if not name.startswith("finetune")}
+               if not name.startswith("finetune") and name not in later}
     _refuse_fixed(changes, f"the pre-training in {folder}")
     if changes:
         log.warning("reusing the pre-training in %s, made with other options: %s", folder, _written(changes))

@@ -138,6 +138,10 @@ def test_a_finished_pre_training_serves_only_the_run_it_was_made_for(tiny_bert, 
     fresh = train_nail(NailTrainingConfig(**{**config, "seed": 5}), resume=False)  # every stage again
     assert fresh["config"]["seed"] == 5 and len(fresh["stages"][0]["loss_per_epoch"]) == 1
     assert not (tmp_path / "run" / "finetune" / "checkpoint" / "stale").exists()
+    for stage in ("finetune", "model"):
+        shutil.rmtree(tmp_path / "run" / stage)
+    other = train_nail(NailTrainingConfig(**{**config, "seed": 5, "batch_size": 1}))  # fine-tuning's own: served
+    assert other["stages"][0] == fresh["stages"][0]
 
 
 def test_teachers_add_an_in_batch_distillation_term_to_both_stages(tiny_bert, beir_dir, tmp_path):
