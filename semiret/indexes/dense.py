@@ -68,6 +68,8 @@ class DenseSegment(Segment):
         # small segment added to the first one's tree; many hidden, deleted or failing a filter): the queries left
         # short are searched again, 4x wider each time, as far as it goes
         wanted = min(k, self.n_docs - len(deleted))
+        if wanted < 1 or (local[:, wanted - 1] >= 0).all():  # hits come best first, -1 after them: none short
+            return scores, local
         short = np.flatnonzero((local >= 0).sum(axis=1) < wanted)
         while len(short):
             wider = self._wider(nprobe, ef_search, beam)
