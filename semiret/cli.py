@@ -891,10 +891,9 @@ def set_bm25_command(index: Optional[Path] = typer.Argument(None, help="Index di
         raise SemiretError(f"{index} is not a BM25 index nor a hybrid holding one, so it has no BM25 parameters")
     given = {name: value for name, value in (("k1", k1), ("b", b), ("variant", variant), ("delta", delta))
              if value is not None}
-    bm25 = opened.bm25_part if getattr(opened, "parts", None) else opened
     if given and not opened.set_bm25(**given):
         console.print("the index has these parameters already: nothing written")
-    _print_json(bm25.bm25.config() if bm25 is not None else opened.bm25_with())
+    _print_json(opened.bm25_with().config())  # (another kind of index: refused, named)
 
 
 @app.command()

@@ -31,10 +31,11 @@ _SPACELESS_CHARACTER = regex.compile(rf"[{_SPACELESS}]")
 _PIECE = regex.compile(rf"(?P<word>[{_SPACELESS}]|[^\s{_SPACELESS}]+)(?P<space>\s*)")
 
 
-def _pieces(text: str) -> list[str]:
+def _pieces(text: str, spaceless: bool = True) -> list[str]:
     """The words a window counts, each with the one space that followed it, if any: runs of non-space characters,
-    each Chinese or Japanese character one of its own (those languages put no spaces between words)."""
-    if not _SPACELESS_CHARACTER.search(text):
+    each Chinese or Japanese character one of its own (those languages put no spaces between words) where
+    ``spaceless`` (indexes made before it counted runs alone)."""
+    if not spaceless or not _SPACELESS_CHARACTER.search(text):
         return [word + " " for word in text.split()]
     return [found["word"] + " " * bool(found["space"]) for found in _PIECE.finditer(text)]
 
@@ -54,6 +55,9 @@ class Chunking:
 
     words: int
     overlap: int = 0
+    spaceless: bool = True
+    """Each Chinese or Japanese character counts as a word (False: runs of non-space characters only, as indexes made
+    before this counted them, whose passages are read back so)."""
 
     def __post_init__(self) -> None:
         if self.words < 1:
@@ -70,7 +74,7 @@ class Chunking:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
             return cls(value)
-        if isinstance(value, dict) and set(value) <= {"words", "overlap"} and "words" in value:
+        if isinstance(value, dict) and set(value) <= {"words", "overlap", "spaceless"} and "words" in value:
             return cls(**value)
         raise SemiretError(f"chunking is a Chunking(words, overlap), a dict {{'words': N, 'overlap': M}} or a number "
                            f"of words, got {value!r}")
@@ -84,9 +88,14 @@ class Chunking:
             return None
         return cls(words, overlap)
 
+    @classmethod
+    def recorded(cls, record: dict) -> "Chunking":
+        """The chunking an index's ``meta.json`` records (one made before ``spaceless`` counted runs alone)."""
+        return cls(**{"spaceless": False, **record})
+
     def record(self) -> dict:
         """What an index records of it (``meta.json``'s ``chunking``)."""
-        return {"words": self.words, "overlap": self.overlap}
+        return {"words": self.words, "overlap": self.overlap, "spaceless": self.spaceless}
 
     def split(self, documents: Iterable[Document]) -> Iterator[Document]:
         """Each document's passages, in order."""
@@ -135,9 +144,9 @@ class Chunking:
         metadata = {k: v for k, v in first.metadata.items() if k not in (PARENT_FIELD, CHUNK_FIELD)} or None
         if numbers == [0] and first.id == first.metadata[PARENT_FIELD]:  # a document of one window, as given
             return Document(first.id, first.text, first.title, metadata)
-        words = _pieces(first.text)
+        words = _pieces(first.text, self.spaceless)
         for before, passage in zip(numbers, pieces[1:]):
-            following = _pieces(passage.text)
+            following = _pieces(passage.text, self.spaceless)
             following = following[self.overlap:] if passage.metadata[CHUNK_FIELD] == before + 1 else following
             if words and following and not words[-1].endswith(" ") and _spaced(words[-1], following[0]):
                 # a window's text ends in no space: whether its last word was followed by one is not known
@@ -151,7 +160,7 @@ class Chunking:
         if taken:
             raise SemiretError(f"document {document.id!r} has metadata field(s) {', '.join(taken)}, which its "
                                "passages' metadata would hold: rename them, or index the documents whole")
-        words = _pieces(document.text)
+        words = _pieces(document.text, self.spaceless)
         step = self.words - self.overlap
         starts = range(0, max(len(words) - self.overlap, 1), step)
         if len(starts) == 1:

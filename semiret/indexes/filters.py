@@ -965,7 +965,7 @@ def joined_documents(index, spec: dict | None = None) -> Iterator[Document]:
         passages = matching_documents(index, {PARENT_FIELD: parents}) if parents else iter(())
     if not hasattr(index, "segments"):  # Milvus gives its rows in id order (A#10 before A#2)
         passages = sorted(passages, key=lambda p: (p.metadata[PARENT_FIELD], p.metadata[CHUNK_FIELD]))
-    return Chunking(**index.meta["chunking"]).documents(passages)
+    return Chunking.recorded(index.meta["chunking"]).documents(passages)
 
 
 class Ordering:

@@ -373,7 +373,7 @@ class InvertedIndex(SegmentedIndex):
         idf = snapshot.derived.get("idf")
         if idf is None:
             df, n = self.document_frequencies(snapshot), _n_stored(snapshot)
-            idf = snapshot.derived["idf"] = self.bm25.idf(df, n) if self.kind == "bm25" else lucene_idf(df, n)
+            idf = snapshot.derived["idf"] = _bm25_of(snapshot).idf(df, n) if self.kind == "bm25" else lucene_idf(df, n)
         return idf
 
     def average_postings_per_document(self) -> float:
@@ -569,7 +569,7 @@ class InvertedIndex(SegmentedIndex):
         if self.kind != "bm25":
             return pack_queries(queries, _vocab_size(snapshot.meta))
         return pack_queries(queries, _vocab_size(snapshot.meta), self.document_frequencies(snapshot),
-                            _n_stored(snapshot), self.bm25.variant_code)
+                            _n_stored(snapshot), _bm25_of(snapshot).variant_code)
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
@@ -783,6 +783,11 @@ def _query_slice(part: tuple, lo: int, hi: int) -> tuple:
     queries ``lo:hi``."""
     offsets, terms, weights, bounds, *rest = part
     return (offsets[lo: hi + 1], terms, weights, bounds[lo:hi], *rest)
+
+
+def _bm25_of(snapshot: Snapshot) -> BM25Parameters:
+    """The BM25 parameters of one commit (a search's: ``set_bm25`` may publish others meanwhile)."""
+    return BM25Parameters(**snapshot.meta["bm25"])
 
 
 def _aligned(snapshot_a: Snapshot, snapshot_b: Snapshot) -> bool:

@@ -565,8 +565,9 @@ REMOTE_SCHEMES = ("http://", "https://", "tcp://", "grpc://", "unix:")
 
 
 def is_lite_file(uri: str) -> bool:
-    """Whether ``uri`` names a Milvus Lite file (a local database one process serves), not a server."""
-    return not uri.startswith(REMOTE_SCHEMES)
+    """Whether ``uri`` names a Milvus Lite file (a local database one process serves), not a server (its scheme
+    read in any case, as pymilvus reads it)."""
+    return not uri.lower().startswith(REMOTE_SCHEMES)
 
 
 _LITE_LOCKS: dict[str, int] = {}
@@ -602,7 +603,8 @@ def _client(uri: str, token: str):
         _hold_lite_file(uri)
     # a Milvus Lite server gives its query iterator no timestamp, and pymilvus says so at every read
     logging.getLogger("pymilvus.orm.iterator").addFilter(_not_a_timestamp_notice)
-    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # its error lines and traces: milvus_errors says it once
+    for name in ("pymilvus", "pymilvus.milvus_client"):  # its error lines and traces: milvus_errors says it once
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # (the client's logger does not propagate to the first)
     with warnings.catch_warnings(), milvus_errors(f"connecting to {uri}"):
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
         return MilvusClient(uri=uri, token=token)

@@ -106,7 +106,7 @@ def load_array(path: Path, mmap: bool = True) -> np.ndarray:
         if not mmap or size > SMALL_ARRAY_BYTES:
             return np.load(path, mmap_mode="r" if mmap else None)
         array = np.load(path)
-    except (ValueError, OSError, EOFError) as error:  # cut short, overwritten, not an array (numpy's messages name no file)
+    except (ValueError, EOFError) as error:  # cut short, overwritten, not an array (numpy's messages name no file)
         raise IndexFormatError(f"damaged index file {path} ({error}): restore the index from a backup, or build it "
                                "again") from None
     array.flags.writeable = False

@@ -549,6 +549,9 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
         raise SemiretError(f"{config.data} holds {with_text} documents with text{empty}; adapting needs at least "
                            f"{MIN_DOCUMENTS} (fewer give too few pseudo-queries to learn from and to check the result "
                            f"on): search it with {config.model} as it is, or with -r hybrid")
+    if config.check_queries > with_text // 2:  # the training's pseudo-queries are drawn from the other documents
+        raise SemiretError(f"--check-queries {config.check_queries} would hold out more than half of the {with_text} "
+                           f"documents with text, leaving too few to train on: give at most {with_text // 2}")
     estimate = estimate_seconds(kind, start, documents, config)
     duration = f"{estimate / 60:.0f} minutes" if estimate >= 90 else f"{estimate:.0f} seconds"
     log.warning("adapting %s to %s (%d documents) takes about %s on this machine", config.model, config.data,

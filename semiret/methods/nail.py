@@ -166,8 +166,9 @@ def bm25_pools(training_set, depth: int) -> dict[str, list[str]]:
             for q, ranked in zip(queries, top.tolist())}
 
 
-FINE_TUNING_OPTIONS = ("batch_size", "hard_negatives", "negative_depth", "average_with_base")
-"""Options only fine-tuning reads (with the ``finetune_*`` ones): a finished pre-training serves a run changing them."""
+FINE_TUNING_OPTIONS = ("data", "split", "batch_size", "hard_negatives", "negative_depth", "average_with_base")
+"""Options only fine-tuning reads (with the ``finetune_*`` ones; pre-training reads ``pretrain_corpora``, compared on
+their own): a finished pre-training serves a run changing them."""
 
 
 def _train_stage(model, name: str, batches, loss, config: NailTrainingConfig, epochs: int, learning_rate: float,

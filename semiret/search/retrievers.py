@@ -413,7 +413,7 @@ class Retriever:
     def chunking(self) -> Chunking | None:
         """How the index splits documents into passages (``build(chunking=...)``, ``--chunk-words``), or None."""
         recorded = self.index.meta.get("chunking")
-        return Chunking(**recorded) if recorded else None
+        return Chunking.recorded(recorded) if recorded else None
 
     def add(self, documents: Iterable[Document], replace: bool = False, buffer_mb: float | None = None,
             total: int | None = None) -> int:

@@ -247,7 +247,7 @@ def check_json_text(text: str, loc: tuple) -> None:
         return
     try:
         parsed = json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float)
-    except json.JSONDecodeError:
+    except ValueError:  # (JSONDecodeError among them; an integer past Python's digits limit too)
         return  # malformed: the endpoint's own parsing says where
     found = _invalid_at(parsed)
     if found is not None:

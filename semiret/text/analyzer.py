@@ -20,10 +20,12 @@ from semiret.text.languages import CJK_RUN, cjk_bigrams, stopword_code, stopword
 
 WORD_PATTERN = r"(?u)\b\w\w+\b"
 UNICODE_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
-INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
+INVISIBLE = "\u00ad\u200c\u200d\u2060\ufeff"
 """Characters a reader does not see inside a word: the soft hyphen (HTML's ``&shy;``, a place to hyphenate), the
-zero-width space, non-joiner and joiner, the word joiner and the byte-order mark; dropped before words are read, as
-Lucene's ICU normalizer (``nfkc_cf``) drops Unicode's default ignorables, so "Be&shy;handlung" is "Behandlung"."""
+zero-width non-joiner and joiner, the word joiner and the byte-order mark; dropped before words are read, as Lucene's
+ICU normalizer (``nfkc_cf``) drops Unicode's default ignorables, so "Be&shy;handlung" is "Behandlung". Not the
+zero-width space: it separates words (Thai, Khmer, Lao and Burmese text puts it between them; UAX #29 and Lucene's
+tokenizer break words there)."""
 _DROP_INVISIBLE = str.maketrans("", "", INVISIBLE)
 _INVISIBLE_CHARACTER = re.compile(f"[{INVISIBLE}]")
 LETTERS = r"\p{L}\p{N}\p{Pc}"

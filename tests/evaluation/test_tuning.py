@@ -205,6 +205,7 @@ def test_set_bm25_applies_what_a_tuning_chose(tmp_path):
                                                                  "delta": 0.5}
     retriever_class("idf").build(TINY_DOCS, tmp_path / "idf")
     for flags, message in (([str(tmp_path / "idf"), "--k1", "1"], "only a BM25 index"),
+                           ([str(tmp_path / "idf")], "only a BM25 index"),  # shown: said, not a TypeError
                            ([str(tmp_path / "bm25"), "--b", "3"], "between 0 and 1")):
         refused = runner.invoke(app, ["set-bm25", *flags])
         assert refused.exit_code != 0 and message in refused.output, refused.output

@@ -74,6 +74,17 @@ def test_chinese_and_japanese_characters_are_words_of_their_own(overlap):
     assert "Apple公司 in Tokyo" in joined or [p.text for p in passages if "Apple" in p.text]  # spaces within windows
 
 
+def test_an_index_made_before_counting_characters_reads_its_passages_back_as_made():
+    """Passages of an index whose record has no ``spaceless`` (made when only runs of non-space characters were
+    words) join back as they were cut: the text given, whatever Chinese it holds."""
+    text = "我爱北京 天安门上 太阳升 伟大领袖 毛主席 指引 我们 向前进 和平 发展 合作 共赢"
+    before = Chunking.recorded({"words": 4, "overlap": 1})
+    assert not before.spaceless and Chunking.recorded(Chunking(4, 1).record()).spaceless
+    passages = before.passages(Document("a", text))
+    assert passages[0].text == "我爱北京 天安门上 太阳升 伟大领袖"
+    assert list(before.documents(passages))[0].text == text
+
+
 @pytest.mark.parametrize("words, overlap, message", [(0, 0, "at least one word"), (5, 5, "less than their 5 words"),
                                                      (5, -1, "at least 0")])
 def test_bad_windows_are_refused(words, overlap, message):
@@ -164,7 +175,7 @@ def test_eval_ranks_documents_by_their_best_passage(tmp_path):
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)
     passages = open_retriever(tmp_path / "passages")
-    assert figures["chunking"] == {"words": 6, "overlap": 2} and figures["documents"] == passages.count() > 24
+    assert figures["chunking"] == {"words": 6, "overlap": 2, "spaceless": True} and figures["documents"] == passages.count() > 24
     run_ids = {line.split()[2] for line in (tmp_path / "run.trec").read_text().splitlines()}
     assert run_ids <= {d.id for d in documents}  # documents, not passages
     best = passages.search("sleep diet", k=100, group_by="parent")
@@ -203,9 +214,9 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         assert client.get("/indexes/docs/documents/long").json()["text"] == ("walrus " * 12).strip()
         assert client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
                            json={"ids": ["long"]}).json()["deleted"] == 3
-        assert client.get("/indexes/docs").json()["chunking"] == {"words": 6, "overlap": 2}
+        assert client.get("/indexes/docs").json()["chunking"] == {"words": 6, "overlap": 2, "spaceless": True}
     info = json.loads(CliRunner().invoke(app, ["info", str(tmp_path / "index")]).stdout)
-    assert info["chunking"] == {"words": 6, "overlap": 2}
+    assert info["chunking"] == {"words": 6, "overlap": 2, "spaceless": True}
 
 
 def test_groups_are_filled_however_deep_their_members_lie(tmp_path):

@@ -92,7 +92,7 @@ def test_indexes_outlive_the_server_and_every_process_sees_the_others(tmp_path):
 def test_passages_and_model_options_at_creation(tmp_path):
     client = _client(tmp_path / "data")
     created = client.put("/indexes/p", json={"chunk_words": 4, "chunk_overlap": 1}, headers=KEY)
-    assert created.status_code == 201 and created.json()["chunking"] == {"words": 4, "overlap": 1}
+    assert created.status_code == 201 and created.json()["chunking"] == {"words": 4, "overlap": 1, "spaceless": True}
     client.put("/indexes/p/documents", json={"documents": DOCUMENTS[2:3]}, headers=KEY)
     assert client.get("/indexes/p").json()["documents"] == 4  # twelve words: four passages of four, overlapping by one
     for body, loc, message in [
