@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from semiret.data.chunking import PARENT_FIELD
 from semiret.errors import SemiretError
 from semiret.evaluation.evaluate import warn_deeper_measures, warn_unknown_documents
 from semiret.evaluation.metrics import parse_measures
+from semiret.indexes.embedding_cache import CACHE_FOLDER
 from semiret.evaluation.significance import mean_per_query, paired_p_value
 from semiret.options import option_names
 from semiret.progress import track
@@ -104,7 +106,7 @@ def grid_search(retriever, queries: dict[str, str], qrels: dict[str, dict[str, i
     # settings of the same BM25 parameters one after the other, each set of them searched on one copy
     order = sorted(range(len(settings)), key=lambda i: sorted(_split(settings[i], weighed)[1].items(), key=str))
     results = [Setting({}, *_scored(retriever, texts, judged, qrels, measure_object, depth, n_threads, grouped))]
-    with tempfile.TemporaryDirectory(prefix="semiret-tune-") as scratch, \
+    with tempfile.TemporaryDirectory(prefix=".semiret-tune-", dir=_scratch_beside(retriever.index)) as scratch, \
             _Reweighed(retriever, Path(scratch)) as reweighed:
         for i in track(order, "tuning", total=len(settings)):
             search_options, bm25 = _split(settings[i], weighed)
@@ -131,6 +133,13 @@ def _scored(retriever, texts, judged, qrels, measure_object, depth, n_threads, g
     return float(values.mean()), values
 
 
+def _scratch_beside(index) -> str | None:
+    """Where copies of ``index`` are made: beside it, so that they link its files rather than copy them (the same
+    file system), else the system's temporary folder."""
+    parent = Path(index.path).parent if hasattr(index, "path") else None
+    return str(parent) if parent is not None and os.access(parent, os.W_OK) else None
+
+
 class _Reweighed:
     """The retriever over a copy of its index with other BM25 parameters, one copy at a time under ``scratch`` (a
     backup, its unchanged files linked, then :meth:`~semiret.indexes.inverted.InvertedIndex.set_bm25`); no
@@ -149,6 +158,10 @@ class _Reweighed:
             path = self.scratch / f"index-{self.made}"
             self.made += 1
             self.original.index.backup(path)
+            original = Path(self.original.index.path)
+            for cache in [*original.glob(CACHE_FOLDER), *original.glob(f"*/{CACHE_FOLDER}")]:
+                # the embeddings a re-ranking part keeps (a backup leaves them out): by content, the copy's alike
+                (path / cache.relative_to(original)).symlink_to(cache.resolve(), target_is_directory=True)
             copy = type(self.original).open(path, **self.original.given_options)
             copy.index.set_bm25(**bm25)
             self.current, self.copy = key, copy

@@ -31,6 +31,8 @@ from semiret.indexes.storage import META_FILE, StringTable, load_array, read_met
 from semiret.types import Postings
 
 FORMAT = "semiret.embedding-cache"
+CACHE_FOLDER = "embedding-cache"
+"""The folder inside an index where a re-ranking retriever keeps its caches (one per model, by default)."""
 SparseVector = tuple[np.ndarray, np.ndarray]
 """Token ids (int32) and their weights (float32)."""
 

@@ -284,7 +284,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     from semiret.models.gdr import GDRConfig, GDRModel
     from semiret.training.config import Schedule
     from semiret.training.gdr import GDRLoss
-    from semiret.training.distributed import is_main_process, main_process_result
+    from semiret.training.distributed import is_main_process, main_process_first, main_process_result
     from semiret.training.trainer import Trainer, epoch_summary, write_run_summary
 
     config.validate()
@@ -318,8 +318,10 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
         torch.set_num_threads(config.threads)
 
     started = time.perf_counter()
-    # the corpus embedded and clustered once, by the main process (the others would write the same files at once)
-    vectors = main_process_result(lambda: document_vectors(config, corpus))
+    # the corpus embedded and clustered once, by the main process (the others would write the same files at once):
+    # the others then read its vectors from the run folder (not sent through the process group: gigabytes at scale)
+    with main_process_first():
+        vectors = document_vectors(config, corpus)
     rows = [i for i, d in enumerate(corpus) if d.id not in held_out]
     vectors = vectors[rows]
     clusters = main_process_result(lambda: cluster_corpus(config, vectors, documents, resume))

@@ -19,7 +19,7 @@ import numpy as np
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.indexes.embedding_cache import EmbeddingCache, content_key
+from semiret.indexes.embedding_cache import CACHE_FOLDER, EmbeddingCache, content_key
 from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus, encoder_family, located, model_reference
 from semiret.options import local_field
@@ -238,7 +238,7 @@ class LateParametricQueries(SiDRBetaQueries):
             fingerprint = (f"{encoder.family}:{model_reference(self.rerank_model or self.model)}"
                            f"@{weights_fingerprint(encoder)}")
             slug = "".join(c if c.isalnum() else "-" for c in fingerprint)[-80:]
-            path = self.cache_path or Path(self.index.path) / "embedding-cache" / slug
+            path = self.cache_path or Path(self.index.path) / CACHE_FOLDER / slug
             self._cache = EmbeddingCache(path, kind, fingerprint)
         return self._cache
 

@@ -458,3 +458,27 @@ def test_a_hybrid_built_around_a_re_ranking_part_stores_the_texts_it_embeds(tmp_
     assert found and "new" in [hit.id for hit in found]
     bot = HybridRetriever.build(tiny_docs, tmp_path / "plain", neural="sidr-beta")
     assert not bot.index.parts["neural"].meta["store_texts"]  # a part that reads none keeps none
+
+
+def test_tuning_bm25_beside_a_re_ranking_part_embeds_nothing_again(tmp_path, tiny_docs, monkeypatch):
+    """Each BM25 setting is searched on a copy of the hybrid, which reads the original's embedding cache (by content)
+    rather than embed every candidate again."""
+    from semiret.evaluation.tuning import grid_search
+    from semiret.search import HybridRetriever
+    from semiret.search.semiparametric import LateParametricQueries
+
+    from helpers import TINY_QRELS, TINY_QUERIES
+
+    hybrid = HybridRetriever.build(tiny_docs, tmp_path / "hybrid", neural="sidr-beta-rerank")
+    embedded = []
+    embed = LateParametricQueries._embed_missing
+
+    def counting(self, documents):
+        keys = embed(self, documents)
+        embedded.append(self.documents_embedded)
+        return keys
+
+    monkeypatch.setattr(LateParametricQueries, "_embed_missing", counting)
+    settings = grid_search(hybrid, TINY_QUERIES, TINY_QRELS, {"k1": [0.5, 1.0, 2.0]}, depth=10)
+    assert len(settings) == 4 and embedded[0] > 0 and all(count == 0 for count in embedded[1:])
+    assert not list(tmp_path.glob(".semiret-tune-*"))  # the copies, beside the index, removed
