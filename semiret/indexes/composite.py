@@ -195,10 +195,11 @@ class CompositeIndex:
             return lexical.set_bm25(**parameters)
 
     def _bm25_part_or_error(self):
-        if self.bm25_part is None:
+        lexical = self.bm25_part
+        if lexical is None:
             raise SemiretError(f"{self.path} holds no BM25 index (its parts: {', '.join(self.parts)}), so no BM25 "
                                "parameters")
-        return self.bm25_part
+        return lexical
 
     def search(self, *_, **__):
         raise SemiretError(f"{self.path} holds several indexes: search it with the retriever that fuses them "

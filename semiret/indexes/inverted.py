@@ -45,8 +45,8 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.files import link_or_copy
 from semiret.indexes import kernels
-from semiret.indexes.segments import (Segment, SegmentedIndex, Snapshot, _remove_folders, build_of, check_buffer,
-                                      register_index_format, whole_buffer)
+from semiret.indexes.segments import (Segment, SegmentedIndex, Snapshot, build_of, check_buffer, register_index_format,
+                                      remove_folders, whole_buffer)
 from semiret.indexes.storage import load_array
 from semiret.indexes.two_phase import two_phase_search
 from semiret.text.analyzer import TermDictionary
@@ -305,7 +305,7 @@ class InvertedIndex(SegmentedIndex):
 
     @property
     def bm25(self) -> BM25Parameters:
-        return BM25Parameters(**self.meta["bm25"])
+        return _bm25_of(self.snapshot)
 
     _weighted_with: BM25Parameters | None = None
     """On a draft of :meth:`set_bm25`: the BM25 parameters the segments' weights were computed with, which the
@@ -343,7 +343,7 @@ class InvertedIndex(SegmentedIndex):
                 draft.meta["bm25"] = new.config()
                 draft._weighted_with = current
                 replaced = draft._renormalise()
-            _remove_folders(replaced)
+            remove_folders(replaced)
         return True
 
     def document_frequencies(self, snapshot: Snapshot | None = None) -> np.ndarray:

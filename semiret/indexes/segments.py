@@ -489,7 +489,7 @@ class SegmentedIndex(ABC):
         are; a part's old folder goes as soon as it is rewritten, as no one else reads a staged index, so the build
         needs the disk of the index and one part)."""
         self._write_parts(((batch, []) for batch in batches), empty, False, (buffer_mb or 0) * 2**20)
-        _remove_folders(self._renormalise(exact=range(len(self.segments)), discard=True))
+        remove_folders(self._renormalise(exact=range(len(self.segments)), discard=True))
 
     def _append_part(self, batches: list) -> None:
         """Batches whose ids :meth:`_write_parts` checked, validated and written as one segment."""
@@ -1009,7 +1009,7 @@ class SegmentedIndex(ABC):
             except BaseException:
                 self._remove_unlisted(before)
                 raise
-        _remove_folders(replaced)
+        remove_folders(replaced)
         return added
 
     def _add_parts(self, parts: Iterator, replace: bool, limit: float) -> tuple[int, list[Path]]:
@@ -1071,7 +1071,7 @@ class SegmentedIndex(ABC):
             listed = {info["name"] for info in read_commit(self.path, self.FORMAT)[0]["segments"]}
         except (OSError, ValueError, IndexFormatError):
             return  # no readable commit: a merge removes them later
-        _remove_folders([entry for entry in self.path.iterdir()
+        remove_folders([entry for entry in self.path.iterdir()
                          if entry.name.startswith("seg-") and entry.name not in before and entry.name not in listed])
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
@@ -1322,7 +1322,7 @@ class SegmentedIndex(ABC):
             self.segments.insert(position, rewritten)
             self.meta["segments"].insert(position, info)
             if discard:
-                _remove_folders(replaced)
+                remove_folders(replaced)
                 replaced = []
         return replaced
 
@@ -1549,7 +1549,7 @@ def _counted(batches: Iterable, bar: "progress.StepBar") -> Iterator:
         bar.advance(amount=len(batch))
 
 
-def _remove_folders(paths: list[Path]) -> None:
+def remove_folders(paths: list[Path]) -> None:
     """Delete segment folders a commit no longer lists (readers of an older snapshot keep their mapped files)."""
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)

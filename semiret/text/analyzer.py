@@ -116,8 +116,8 @@ class WordAnalyzer:
     Korean (runs of Han, kana and Hangul cut into overlapping pairs, the rest of the text into words as otherwise),
     Turkish (dotted and dotless i lowercased as Turkish does); None for English (indexes built before the option)."""
     drop_invisible: bool = False
-    """Drop the characters a reader does not see inside words (:data:`INVISIBLE`: soft hyphens, zero-width spaces and
-    joiners) and read the dotted capital İ as i (in every language but Turkish's, which has its own rule), as Lucene's
+    """Drop the characters a reader does not see inside words (:data:`INVISIBLE`: soft hyphens, zero-width joiners,
+    word joiners) and read the dotted capital İ as i (in every language but Turkish's, which has its own rule), as Lucene's
     ICU normalizer and lowercase filter read them; new BM25 indexes do, indexes built before it read words as they
     did (their terms were written so)."""
     _regex: re.Pattern = field(init=False, repr=False)
@@ -146,14 +146,15 @@ class WordAnalyzer:
 
     def words(self, text: str) -> list[str]:
         """The surface words of ``text`` (normalized and lowercased when configured), stopwords included."""
-        if not text.isascii():
+        ascii_only = text.isascii()
+        if not ascii_only:
             if self.drop_invisible:
                 text = drop_invisible(text)
             if self.unicode_form is not None:
                 text = unicodedata.normalize(self.unicode_form, text)
         if self.lowercase:
             text = (text.replace("I", "ı").replace("İ", "i") if self._dotted_i else text).lower()
-            if self.drop_invisible and not self._dotted_i and "\u0307" in text:
+            if self.drop_invisible and not ascii_only and not self._dotted_i and "\u0307" in text:
                 text = text.replace("i\u0307", "i")  # İ lowercases to i and a combining dot (Python's full mapping)
         if not self._pairs:
             return self._regex.findall(text)
