@@ -197,7 +197,8 @@ class BodyLimit:
 class CheckedRoute(APIRoute):
     """A route whose JSON body must be valid UTF-8: a clear 422 (FastAPI alone answers 400 "There was an error
     parsing the body"); a body of another type than JSON is a 415 (FastAPI alone: 422 "Input should be a valid
-    dictionary")."""
+    dictionary"), and so is a body sent without a type (``requests.put(url, data=...)``: FastAPI reads it as no
+    JSON, a browser page may send one without asking first; Qdrant and OpenSearch refuse it too)."""
 
     def get_route_handler(self):
         handle = super().get_route_handler()
@@ -207,6 +208,8 @@ class CheckedRoute(APIRoute):
             content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if takes_json and content_type not in ("", "application/json"):
                 raise HTTPException(415, f"body type {content_type!r}: send application/json")
+            if not content_type and await request.body():
+                raise HTTPException(415, "a body without a content-type: send it as application/json")
             if content_type == "application/json":
                 body = await request.body()  # kept by the request: the endpoint reads it again for free
                 try:
@@ -912,7 +915,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def upsert(request: Request, index: ServedIndex = Depends(writable)):
         """Add documents; those whose ids exist are replaced (in the same commit). Ids must be unique within
         one request. Answered once durable; a bad document anywhere changes nothing."""
-        content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()  # given: CheckedRoute
         if content_type in JSONL_TYPES:
             documents = await _read_jsonl(request, settings.max_batch)
         elif content_type == "application/json":

@@ -242,6 +242,22 @@ def test_bodies_of_another_type_than_json_are_415(client, indexes):
     assert state(indexes) == before
 
 
+@pytest.mark.parametrize("method, path, body", [
+    ("put", "/indexes/tiny/documents", b'{"documents": [{"_id": "n1", "text": "x", "metadata": {"x": NaN}}]}'),
+    ("put", "/indexes/tiny/documents", b'{"documents": [{"_id": "n1", "text": "caf\xe9"}]}'),
+    ("post", "/indexes/tiny/documents/metadata", b'{"ids": ["d1"], "metadata": {"x": Infinity}}'),
+    ("post", "/indexes/tiny/search", b'{"queries": ["cats"]}'),
+    ("post", "/indexes/tiny/documents/count", b'{"filter": {"x": 1}}'),
+])
+def test_a_body_without_a_content_type_is_415_and_changes_nothing(client, indexes, method, path, body):
+    """``requests.put(url, data=...)`` sends no type: such a body was stored unchecked (``NaN`` acknowledged,
+    invalid UTF-8 a 500); now it is refused whole, naming the header to send."""
+    before = state(indexes)
+    answer = getattr(client, method)(path, content=body, headers=WRITE)
+    assert answer.status_code == 415 and "application/json" in answer.json()["detail"]
+    assert state(indexes) == before and client.get("/indexes/tiny/documents/n1").status_code == 404
+
+
 @pytest.mark.parametrize("body, loc", [
     ({"queries": "cats"}, ["body", "queries"]),
     ({"queries": ["cats"], "k": "ten"}, ["body", "k"]),
