@@ -682,7 +682,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
 
     def synced():  # a folder's files whose bytes are unchanged are not parsed
         return (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
-                if corpus_file(source) == source and source.is_dir() else
+                if source.is_dir() and not corpus_file(source).is_file() else  # (a folder emptied too)
                 searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb, total=count_documents(source),
                               force=force, ids=(d.id for d in iter_corpus(source, fields))))  # a first read: ids
 

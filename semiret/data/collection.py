@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Container, Iterable, Iterator, Sequence
 
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
-from semiret.data.ids import IdHashSet, document_id_problem
+from semiret.data.ids import IdHashSet, document_id_problem, surrogate_problem
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
 from semiret.errors import DataFormatError, SemiretError
 
@@ -99,6 +99,8 @@ def _as_string(name: str, value, what: str) -> str:
     if not isinstance(value, allowed) or isinstance(value, bool):
         kind = "a string or an integer" if what == "id" else "a string"
         raise ValueError(f"field {name!r} must be {kind}, got {type(value).__name__}")
+    if isinstance(value, str) and (problem := surrogate_problem(value, f"field {name!r}")):
+        raise ValueError(problem)
     return value if isinstance(value, str) else str(value)
 
 
@@ -180,6 +182,8 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
         lifted = {name: record[name] for name in _kept_fields(record, metadata_fields)}
         if lifted:
             metadata = lifted | (metadata or {})
+    if metadata:
+        _check_storable(metadata)
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
                     _as_string("title", title, "title"), metadata)
 
@@ -200,13 +204,28 @@ def as_document(item, position: int) -> Document:
 
 
 def _stored_as_json(document: Document, position: int) -> Document:
-    """``document``, its metadata checked to be JSON (what the index stores) before anything is encoded."""
+    """``document``, checked to be storable (its strings UTF-8, its metadata JSON) before anything is encoded."""
+    for name in ("id", "title", "text"):
+        problem = surrogate_problem(getattr(document, name), f"its {name}")
+        if problem is not None:
+            raise SemiretError(f"document {position}: {problem}")
     if document.metadata:
         try:
-            json.dumps(document.metadata)
+            _check_storable(document.metadata)
         except (TypeError, ValueError) as exc:
             raise SemiretError(f"document {position} ({document.id!r}): its metadata is not JSON ({exc})") from None
     return document
+
+
+def _check_storable(metadata: dict) -> None:
+    """Refuse metadata the index cannot store as UTF-8 JSON (a ValueError naming the field; a TypeError for a
+    value JSON has no form for)."""
+    if surrogate_problem(json.dumps(metadata, ensure_ascii=False), "") is None:
+        return
+    field = next(name for name, value in metadata.items()
+                 if surrogate_problem(json.dumps({name: value}, ensure_ascii=False), ""))
+    raise ValueError(f"field {field!r} of the metadata holds a lone surrogate: half of a character, which cannot be "
+                     "stored as UTF-8")
 
 
 def _read_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -384,18 +403,19 @@ cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M chara
 
 
 def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
-                skip_ids: Container[str] = ()) -> Iterator[Document]:
+                skip_ids: Container[str] = (), folder: bool = False) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
     file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not. ``metadata_fields``
     names the other fields (columns) to keep in each document's metadata (``["*"]``: all of them); without it, the
     other fields of the first document are named in a warning. ``skip_ids``: the documents of a folder of documents
-    not to read (their files unchanged: ``Retriever.sync_folder``); other corpora take none.
+    not to read (their files unchanged: ``Retriever.sync_folder``); other corpora take none. ``folder``: ``path`` is
+    a folder of documents, read even when it holds none now (its files all removed: a sync deletes their documents).
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
     by reading the file again).
     """
-    path = _read_corpus_file(path)
+    path = Path(path) if folder else _read_corpus_file(path)
     metadata_fields = check_metadata_fields(metadata_fields)
     if skip_ids and not path.is_dir():
         raise SemiretError("skip_ids are the documents of a folder of documents not to read; a corpus file is read "

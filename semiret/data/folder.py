@@ -12,9 +12,10 @@ first heading (Markdown, reST) or ``<title>`` (HTML), the PDF's own; else the fi
 as spaces (words a query may hold). Text that is not UTF-8 is read as UTF-16 or UTF-32 where a byte-order mark says
 so, as the HTML page's declared charset, else as Windows-1252 (which Latin-1 text reads as too), named in a warning.
 
-Hidden files and folders (``.git``) and semiret's indexes are left out, and so are files of other kinds (named in a warning, by suffix).
+Hidden files and folders (``.git``) and semiret's indexes are left out, and so are files of other kinds (named in a
+warning, by suffix) and what is not a file (a named pipe would be waited on forever).
 A file that cannot be read as a document (one that cannot be opened, a broken or encrypted PDF, one with no text,
-which needs OCR first; a path holding a control character) is skipped with a warning naming it: one bad file of
+which needs OCR first; a path holding a control character, or a name that is not UTF-8) is skipped with a warning naming it: one bad file of
 thousands should not stop an index of the rest. A folder that cannot be listed is an error: its documents would
 otherwise be missed, and deleted by a sync.
 """
@@ -31,6 +32,7 @@ import logging
 import math
 import os
 import re
+import stat
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Container, Iterator
@@ -359,7 +361,8 @@ def _walk(folder: Path) -> Iterator[tuple[str, list[str]]]:
 
 
 def _is_index(folder: Path) -> bool:
-    """Whether ``folder`` holds a semiret index (a ``meta.json`` naming its kind and format version)."""
+    """Whether ``folder`` holds a semiret index (a ``meta.json`` naming a semiret format: another tool's
+    ``meta.json`` beside a user's documents leaves them in)."""
     meta = folder / "meta.json"
     if not meta.is_file():
         return False
@@ -367,7 +370,7 @@ def _is_index(folder: Path) -> bool:
         record = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(record, dict) and "kind" in record and "version" in record
+    return isinstance(record, dict) and str(record.get("format", "")).startswith("semiret.")
 
 
 def document_files(folder: Path) -> tuple[list[Path], Counter]:
@@ -377,11 +380,20 @@ def document_files(folder: Path) -> tuple[list[Path], Counter]:
     for root, names in _walk(folder):
         for name in names:
             suffix = Path(name).suffix.lower()
-            if suffix in READERS:
+            if suffix in READERS and _regular(Path(root) / name):
                 found.append(Path(root) / name)
             else:
-                others[suffix or "(no suffix)"] += 1
+                others["(not a file)" if suffix in READERS else suffix or "(no suffix)"] += 1
     return sorted(found, key=lambda path: path.relative_to(folder).parts), others
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a file (a link to one too), not a named pipe or a device: reading one would wait forever.
+    A broken link counts as a file (its reading says why it is skipped)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
 
 
 def holds_documents(folder: Path) -> bool:
@@ -405,8 +417,9 @@ def folder_documents(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tu
         if doc_id in skip_ids:
             continue
         try:
-            if document_id_problem(doc_id):
-                raise _Skipped("a path holding a control character (a document id may not)")
+            problem = document_id_problem(doc_id)
+            if problem is not None:
+                raise _Skipped(f"its path cannot be a document id: {problem}")
             raw, digest = file_bytes(path, path.suffix.lower() in WHOLE)
             text, title, front_matter = READERS[path.suffix.lower()](raw, notes)
             if not text.strip() and not title:

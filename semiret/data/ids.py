@@ -21,14 +21,28 @@ _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def document_id_problem(doc_id: str) -> str | None:
-    """What makes ``doc_id`` unusable as a document id, or None: blank, or holding a control character (a
-    newline or a tab breaks TREC runs, TSV files and the URL that names the document)."""
+    """What makes ``doc_id`` unusable as a document id, or None: blank, holding a control character (a
+    newline or a tab breaks TREC runs, TSV files and the URL that names the document) or a lone surrogate."""
     if not doc_id.strip():
         return "empty document id"
     control = _CONTROL_CHARACTER.search(doc_id)
     if control is not None:
         return (f"document id {doc_id!r} holds the control character {control.group()!r}: ids may not hold "
                 "newlines, tabs or other control characters")
+    return surrogate_problem(doc_id, "document id")
+
+
+def surrogate_problem(text: str, what: str) -> str | None:
+    """Why ``text`` cannot be stored, if it holds a lone UTF-16 surrogate (half an emoji cut in two, a JSON
+    ``"\\ud800"``, a file name that is not UTF-8), or None: no file can hold it as UTF-8, so a write would fail
+    half-way. ``what`` names ``text`` in the message."""
+    if text.isascii():  # (a flag of the string: no scan)
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"{what} holds a lone surrogate ({text[exc.start]!r} at character {exc.start}): half of a character, "
+                "which cannot be stored as UTF-8")
     return None
 
 INITIAL_SLOTS = 1024

@@ -429,9 +429,10 @@ class Retriever:
         return self._add(documents, replace, buffer_mb, total, "add")
 
     def _add(self, documents: Iterable[Document], replace: bool, buffer_mb: float | None, total: int | None,
-             call: str, kept=None) -> int:
+             call: str, kept=None, before_commit=None) -> int:
         """:meth:`add` (``call`` names it in messages) of the documents of each group that ``kept`` (a function of a
-        list of documents, under the write lock) keeps: all without one."""
+        list of documents, under the write lock) keeps: all without one. ``before_commit``, once every group is
+        read and before anything is committed, may raise to write nothing."""
         buffer_mb = check_buffer(buffer_mb)
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
@@ -442,6 +443,8 @@ class Retriever:
                 raise SemiretError(f"a build buffer (buffer_mb, --buffer-mb) does not apply to {self.index.path}")
             with self.index.writing():
                 whole = list(documents) if kept is None else kept(list(documents))
+                if before_commit is not None:
+                    before_commit()
                 groups = [whole] if whole else []
                 return sum(self.index.add(batch, replace=replace, superseded=superseded)
                            for batch, superseded in self._encoded_parts(groups, replace))
@@ -449,6 +452,8 @@ class Retriever:
             groups = progress.track(batched(documents, self.document_side.batch_size), label, total=total, advance=len)
             if kept is not None:
                 groups = (group for group in map(kept, groups) if group)
+            if before_commit is not None:
+                groups = _then(groups, before_commit)
             return self.index.add_parts(self._encoded_parts(groups, replace), replace,
                                         self.document_side.buffer_mb if buffer_mb is None else buffer_mb)
 
@@ -459,9 +464,9 @@ class Retriever:
         the documents the index holds that ``documents`` lacks deleted, in a second commit (LlamaIndex's
         upserts-and-delete, ``rsync --delete``). Compares with the stored documents, so the index must keep them;
         where it holds passages, a document is unchanged when its passages are. A sync that would delete more
-        documents than it keeps (a subfolder given for its folder, an empty file) deletes none unless ``force``;
-        where the documents' ids are known before they are read (``documents`` a list, or ``ids`` given: a file
-        read twice), it writes nothing at all."""
+        documents than it keeps (a subfolder given for its folder, an empty file) writes nothing unless ``force``
+        (found before any document is read where their ids are known: ``documents`` a list, or ``ids`` given, a file
+        read twice; else once all are read, before the first commit)."""
         self._check_comparable()
         if ids is None and isinstance(documents, (list, tuple)):
             ids = [as_document(item, position).id for position, item in enumerate(documents)]  # dicts too
@@ -508,8 +513,9 @@ class Retriever:
                 kept.append(document)
             return kept
 
-        self._add(documents, True, buffer_mb, total, "sync", changed)
-        doomed = self._doomed(seen, force, "Nothing was deleted (what was new or changed is added)")
+        doomed: list[str] = []
+        self._add(documents, True, buffer_mb, total, "sync", changed,  # checked before the additions are committed
+                  before_commit=lambda: doomed.extend(self._doomed(seen, force, "Nothing was written")))
         if doomed:
             delete_documents(self.index, doomed, missing_ok=True)
         return SyncCounts(**counts, deleted=len(doomed))
@@ -536,7 +542,7 @@ class Retriever:
             hashes = folder_hashes(folder)
             self._doomed(set(hashes), force, "Nothing was written")
             unchanged = {doc_id for doc_id, digest in hashes.items() if stored.get(doc_id) == digest}
-            return self._sync(iter_corpus(folder, fields, skip_ids=unchanged), buffer_mb,
+            return self._sync(iter_corpus(folder, fields, skip_ids=unchanged, folder=True), buffer_mb,
                               len(hashes) - len(unchanged), unchanged, force)
 
     def _stored_values(self, field: str) -> dict:
@@ -1247,6 +1253,12 @@ def _canonical(documents: list[Document]) -> str:
     """Documents' records as one JSON text, keys sorted: equal exactly when the records are, values' types included
     (``true`` is not ``1``, nor ``1`` ``1.0``, as filters tell them apart; Python's ``==`` does not)."""
     return json.dumps([document.to_record() for document in documents], sort_keys=True, ensure_ascii=False)
+
+
+def _then(items: Iterable, action) -> Iterator:
+    """``items``, then ``action()`` once they are all given (before the consumer's next step: its commit)."""
+    yield from items
+    action()
 
 
 def _documents(documents, call: str) -> Iterable[Document]:

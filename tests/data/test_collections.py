@@ -387,6 +387,21 @@ def test_document_ids_with_control_characters(tmp_path):
         list(iter_corpus(path))
 
 
+@pytest.mark.parametrize("line, message", [
+    ('{"_id": "b", "text": "half \\udce9 cut"}', r"field 'text' holds a lone surrogate \('\\udce9' at character 5\)"),
+    ('{"_id": "b\\ud800", "text": "x"}', "field '_id' holds a lone surrogate"),
+    ('{"_id": "b", "title": "\\udfff", "text": "x"}', "field 'title' holds a lone surrogate"),
+    ('{"_id": "b", "text": "x", "metadata": {"k": ["\\ud83d"]}}', "field 'k' of the metadata holds a lone surrogate"),
+])
+def test_a_lone_surrogate_is_an_error_naming_the_line_before_anything_is_encoded(tmp_path, line, message):
+    """JSON may escape half a character (an emoji cut in two); no file holds it as UTF-8: the build failed
+    when writing its segment, after encoding, naming no file."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "a", "text": "fine \\ud83d\\ude00 emoji"}\n' + line + "\n")
+    with pytest.raises(DataFormatError, match=":2: " + message):
+        list(iter_corpus(path))
+
+
 def test_duplicate_document_ids(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "text": "y"},
                                                    {"_id": "a", "text": "z"}])

@@ -179,6 +179,27 @@ def test_an_index_built_inside_its_folder_is_not_read_as_documents(tmp_path):
     assert "0 added, 0 replaced, 1 unchanged, 0 deleted" in synced.output
 
 
+def test_another_tools_meta_json_leaves_its_folder_in(tmp_path):
+    """Only a semiret index's ``meta.json`` (its ``format``) keeps a folder out: a report's left every document
+    beside it out, silently, and a sync deleted them."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.md").write_text("Important notes.\n")
+    (tmp_path / "project" / "meta.json").write_text('{"kind": "report", "version": "1.0"}')
+    (tmp_path / "a.txt").write_text("Top.\n")
+    assert [d.id for d in iter_corpus(tmp_path)] == ["a.txt", "project/notes.md"]
+
+
+def test_what_is_not_a_file_and_names_that_are_not_utf8_are_left_out_by_name(tmp_path, caplog):
+    """A named pipe was opened and waited on forever (a sync holding the write lock); a file name that is not
+    UTF-8 stopped the build when its segment was written."""
+    (tmp_path / "a.txt").write_text("Kept.\n")
+    os.mkfifo(tmp_path / "pipe.txt")
+    (tmp_path / os.fsdecode(b"caf\xe9.txt")).write_text("Latin-1 name.\n")
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(tmp_path)] == ["a.txt"]
+    assert "(not a file) 1" in caplog.text and "lone surrogate" in caplog.text
+
+
 def test_html_as_browsers_read_it(tmp_path):
     (tmp_path / "no-head-end.html").write_text("<html><head><title>Kept</title><body><p>Seen text.</p></body>")
     (tmp_path / "icons.html").write_text("<body><svg><title>search-icon</title></svg><h1>Real heading</h1>"

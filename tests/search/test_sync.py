@@ -98,12 +98,39 @@ def test_sync_refuses_what_it_cannot_compare_or_would_empty_the_index(tmp_path):
     with pytest.raises(SemiretError, match="Nothing was written"):
         searcher.sync(iter(part), ids=["d1", "new"])  # a stream whose ids were read first (a file read twice)
     assert "new" not in searcher.index
-    with pytest.raises(SemiretError, match="Nothing was deleted \\(what was new or changed is added\\)"):
-        searcher.sync(iter(part))  # a stream alone: found out once it is read
-    assert searcher.index.n_docs == len(TINY_DOCS) + 1  # the new one added, nothing deleted
+    with pytest.raises(SemiretError, match="Nothing was written"):
+        searcher.sync(iter(part))  # a stream alone: found out once it is read, before the additions' commit
+    assert searcher.index.n_docs == len(TINY_DOCS) and "new" not in searcher.index
     assert searcher.sync(part, force=True).deleted == len(TINY_DOCS) - 1
     records = [document.to_record() for document in part]  # dicts, as add and build take them
     assert searcher.sync(records) == SyncCounts(added=0, replaced=0, unchanged=2, deleted=0)
+
+
+def test_a_folder_sync_refused_writes_nothing_and_an_emptied_folder_syncs_with_force(tmp_path):
+    """Files emptied count as deleted only once read: the refusal came after the new file's commit. A folder whose
+    files were all removed could not be synced at all, its documents left searchable."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in "abcd":
+        (docs / f"{name}.txt").write_text(f"note {name}\n")
+    index = str(tmp_path / "idx")
+    assert runner.invoke(app, ["index", "--data", str(docs), "--out", index]).exit_code == 0
+    for name in "abc":
+        (docs / f"{name}.txt").write_text("")
+    (docs / "e.txt").write_text("a new note\n")
+    refused = runner.invoke(app, ["add", str(docs), "--index", index, "--sync"])
+    assert refused.exit_code != 0 and "would delete 3 documents" in refused.output
+    assert "Nothing was written" in refused.output
+    searcher = open_retriever(index)
+    assert sorted(searcher.index.live_ids()) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+    for path in docs.iterdir():
+        path.unlink()
+    (docs / "readme").write_text("not a document kind\n")
+    assert searcher.sync_folder(docs, force=True).deleted == 4
+    assert open_retriever(index).index.n_docs == 0
+    (docs / "f.txt").write_text("back again\n")
+    synced = runner.invoke(app, ["add", str(docs), "--index", index, "--sync"])
+    assert synced.exit_code == 0 and "1 added" in synced.output, synced.output
 
 
 def test_add_sync_keeps_a_folder_and_its_index_in_step(tmp_path):
