@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from semiret.data.collection import Document, as_document
+from semiret.data.ids import document_id_problem
 from semiret.errors import SemiretError
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, Suggestion, TermContribution, TermWeight
 
@@ -170,16 +171,22 @@ class Client:
                 raise
             return default
 
-    def _batches(self, records: list[dict], batch_size: int) -> Iterator[tuple[int, int]]:
-        """``(start, end)`` of each request's documents: at most ``batch_size``, and a body within the server's
-        ``--max-request-bytes`` (as this client writes it), so that a call the server would take whole in smaller
-        requests is not refused half-way. A document alone over the limit goes alone (the server says why)."""
+    def _batches(self, sizes: list[int], batch_size: int) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` of each request's documents (of these ``sizes`` in JSON): at most ``batch_size``, and a
+        body within the server's ``--max-request-bytes``, so that a call the server would take whole in smaller
+        requests is not refused half-way; a document alone over it is refused before the first is sent."""
         most_bytes = self._limit("max_request_bytes", 0)
+        empty = len('{"documents": []}')
+        too_large = next((position for position, size in enumerate(sizes) if most_bytes and empty + size > most_bytes),
+                         None)
+        if too_large is not None:
+            raise SemiretError(f"document {too_large} is {sizes[too_large]:,} bytes as JSON, over the server's "
+                               f"--max-request-bytes ({most_bytes:,}): it would be refused (nothing was sent)")
         start = 0
-        while start < len(records):
-            end, size = start, len('{"documents": []}')
-            while end < len(records) and end - start < batch_size:
-                size += len(json.dumps(records[end]).encode()) + 2 * (end > start)  # ", " between documents
+        while start < len(sizes):
+            end, size = start, empty
+            while end < len(sizes) and end - start < batch_size:
+                size += sizes[end] + 2 * (end > start)  # ", " between documents
                 if most_bytes and size > most_bytes and end > start:
                     break
                 end += 1
@@ -243,7 +250,8 @@ class Client:
         """Add documents, replacing those of the same ids (the API's ``PUT`` is an upsert, where ``Retriever.add``
         refuses them without ``replace=True``); returns how many. Documents are :class:`Document` objects or BEIR
         records (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields,
-        and ids repeated within the call, as one request is checked), so a bad document changes nothing. More than
+        its id, NaN or Infinity, its size, and ids repeated within the call, as the server checks a request), so a
+        bad document changes nothing. More than
         ``batch_size`` (default: :data:`ADD_BATCH`, or the server's ``--max-batch`` if lower), or more than its
         ``--max-request-bytes`` take, go in several requests,
         each durable once answered: one the server refuses after others were answered raises :class:`ServerError`
@@ -254,12 +262,21 @@ class Client:
         # (held in memory: every document is checked before the first is sent)
         records = [as_document(document, position).to_record() for position, document in enumerate(documents)]
         first: dict[str, int] = {}
+        sizes = []  # each record's bytes in a request's JSON (ASCII: this client escapes the rest)
         for position, record in enumerate(records):
+            problem = document_id_problem(record["_id"])
+            if problem is not None:
+                raise SemiretError(f"document {position}: {problem} (nothing was sent)")
             if first.setdefault(record["_id"], position) != position:
                 raise SemiretError(f"document {position}: id {record['_id']!r} repeats document {first[record['_id']]}"
                                    " of this call (nothing was sent)")
+            try:
+                sizes.append(len(json.dumps(record, allow_nan=False)))
+            except ValueError:
+                raise SemiretError(f"document {position} ({record['_id']!r}): its metadata holds NaN or Infinity, "
+                                   "which JSON has no number for and the server refuses (nothing was sent)") from None
         added = 0
-        for start, end in self._batches(records, batch_size or self._max_batch(ADD_BATCH)):
+        for start, end in self._batches(sizes, batch_size or self._max_batch(ADD_BATCH)):
             try:
                 added += self._call("PUT", f"/indexes/{_name(index)}/documents",
                                     {"documents": records[start: end]})["upserted"]

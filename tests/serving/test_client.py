@@ -154,6 +154,13 @@ def test_an_add_of_several_requests_checks_every_document_before_the_first(serve
         client.add("notes", documents[:21] + [{"_id": "bad"}] + documents[21:], batch_size=10)
     with pytest.raises(SemiretError, match="document 24: id 'd3' repeats document 3"):
         client.add("notes", documents[:24] + [{"_id": "d3", "text": "again"}], batch_size=10)
+    for bad, problem in (({"_id": " ", "text": "x"}, "empty document id"),
+                         ({"_id": "a\nb", "text": "x"}, "control character"),
+                         ({"_id": "s", "text": "half \ud800"}, "lone surrogate"),
+                         ({"_id": "n", "text": "x", "metadata": {"x": float("nan")}}, "NaN or Infinity"),
+                         (Document("i", "x", metadata={"x": [float("inf")]}), "NaN or Infinity")):
+        with pytest.raises(SemiretError, match=f"document 21\\b.*{problem}"):  # (the server's 422s, after 20 added)
+            client.add("notes", documents[:21] + [bad] + documents[21:], batch_size=10)
     assert client.count("notes") == 0
     for wrong in (0, -1):
         with pytest.raises(SemiretError, match="batch_size is a positive number"):
@@ -251,7 +258,8 @@ def test_add_splits_its_requests_by_the_servers_byte_limit_too(tmp_path):
         puts = [size for size in sent if size > 200]
         assert len(puts) > 1 and max(puts) <= 2000
         assert client.count("notes") == 40
-        huge = Document("huge", "word " * 1000)  # alone over the limit: the server's answer says so
-        with pytest.raises(ServerError) as refused:
-            client.add("notes", [huge])
-        assert refused.value.status == 413
+        huge = Document("huge", "word " * 1000)  # alone over the limit: refused before the first is sent
+        with pytest.raises(SemiretError, match=r"document 1 is 5,0\d\d bytes as JSON, over the server's "
+                                               r"--max-request-bytes \(2,000\).*nothing was sent"):
+            client.add("notes", [Document("small", "statins"), huge])
+        assert client.count("notes") == 40
