@@ -460,13 +460,23 @@ def create_app(settings: ServeSettings) -> FastAPI:
         request.state.metrics_index = index.name
         return index
 
+    def without_paths(message: str) -> str:
+        """``message`` with the server's folders named as a client knows them: an index's path as ``index 'NAME'``,
+        the data and backup directories as such (a client is told what it asked about, not where the server
+        keeps it)."""
+        places = [(str(index.path), f"index {name!r}") for name, index in list(served.items())]
+        places += [(settings.data_dir, "the data directory"), (settings.backup_dir, "the backup directory")]
+        for path, said in sorted(((str(p), said) for p, said in places if p), key=lambda place: -len(place[0])):
+            message = message.replace(path, said)
+        return message
+
     @app.exception_handler(IndexFormatError)
     async def unavailable(request: Request, exc: IndexFormatError):
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+        return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
 
     @app.exception_handler(IndexGone)
     async def gone(request: Request, exc: IndexGone):
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+        return JSONResponse({"detail": without_paths(str(exc))}, status_code=404)
 
     @app.exception_handler(WriterUnavailable)
     async def writer_unavailable(request: Request, exc: WriterUnavailable):
@@ -474,7 +484,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.exception_handler(SemiretError)
     async def refused(request: Request, exc: SemiretError):
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        return JSONResponse({"detail": without_paths(str(exc))}, status_code=422)
 
     @app.exception_handler(OSError)
     async def storage_failed(request: Request, exc: OSError):
@@ -543,13 +553,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return Response(body, media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/readyz", tags=["health"])
-    async def readyz():
+    async def readyz(request: Request):
         """Every index still opens (its ``meta.json`` reads) and the writer process runs (started again if it
-        died); 503 naming what does not."""
+        died); 503 naming what does not. A probe needs no key; without one where reads need it (off loopback),
+        the answer is its status alone (no index names)."""
         failed = await run_in_threadpool(sync_owned) if data is not None else {}
         for name, index in list(served.items()):
             try:
                 await run_in_threadpool(index.refresh)
+            except IndexGone:
+                continue  # deleted meanwhile: not served, not broken
             except (SemiretError, OSError) as exc:
                 failed[name] = str(exc)
         writer_failed = None
@@ -558,8 +571,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 await run_in_threadpool(writer.ensure_running)
             except WriterUnavailable as exc:
                 writer_failed = str(exc)
+        try:
+            check_key(request, write=False)
+        except HTTPException:
+            return JSONResponse({"status": "unavailable" if failed or writer_failed else "ready"},
+                                status_code=503 if failed or writer_failed else 200)
         if failed or writer_failed:
-            return JSONResponse({"status": "unavailable", "indexes": failed,
+            return JSONResponse({"status": "unavailable", "indexes": {name: without_paths(why) for name, why in
+                                                                      failed.items()},
                                  **({"writer": writer_failed} if writer_failed else {})}, status_code=503)
         return {"status": "ready", "indexes": list(served)}
 
@@ -580,7 +599,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_key(request, write=False)
         if data is not None:
             await run_in_threadpool(sync_owned)
-        return {"indexes": [await run_in_threadpool(described, index) for index in list(served.values())]}
+        listed = await run_in_threadpool(lambda: [described_if_there(name) for name in list(served)])
+        return {"indexes": [info for info in listed if info is not None]}
 
     @app.put("/indexes/{name}", response_model=IndexInfo, status_code=201, tags=["indexes"],
              responses=_errors(401, 403, 404, 409, 503))
@@ -715,6 +735,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """``index.describe()``, and the aliases that stand for it where there are any."""
         aliases = sorted(a for a, target in data.aliases().items() if target == index.name) if data is not None else []
         return {**index.describe(), **({"aliases": aliases} if aliases else {})}
+
+    def described_if_there(name: str) -> dict | None:
+        """:func:`described` of the index served as ``name``; None where it went meanwhile (deleted while listed)."""
+        index = served.get(name)
+        try:
+            return None if index is None else described(index)
+        except IndexGone:
+            return None
 
     @app.post("/indexes/{name}/merge", response_model=IndexInfo, tags=["indexes"],
               responses=_errors(401, 403, 404, 503))

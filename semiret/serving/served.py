@@ -104,8 +104,15 @@ class ServedIndex:
 
     def refresh(self, wait: bool = False) -> None:
         """Pick up what other processes committed (a ``stat`` when nothing was); ``wait``: see
-        :meth:`SegmentedIndex.refresh`."""
-        self.index.refresh(wait)
+        :meth:`SegmentedIndex.refresh`. An index of the data directory deleted meanwhile (``DELETE /indexes/{name}``
+        renames its folder away while a read holds it): :class:`~semiret.serving.data_dir.IndexGone`, a 404 (not a
+        broken index's 503)."""
+        try:
+            self.index.refresh(wait)
+        except (IndexFormatError, OSError):
+            if self.in_data_dir and not self.path.is_dir():
+                raise IndexGone(f"no index {self.name!r}: deleted meanwhile") from None
+            raise
 
     def warm_up(self, searches: bool = True, writes: bool = False) -> None:
         """Compile the search kernels (numba) and load and run the document encoder, so the first requests
@@ -339,7 +346,7 @@ class ServedIndex:
             raise
         try:
             self.refresh(wait=True)
-        except IndexFormatError:
+        except (IndexFormatError, IndexGone):
             if not self.replaced():
                 raise
             # the writer process wrote to the index made there since this process opened it (a backup restored

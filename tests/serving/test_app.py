@@ -91,6 +91,21 @@ def test_health_readiness_and_openapi(client_with_neural, tmp_path):
     (tmp_path / "tiny" / "meta.json").rename(tmp_path / "tiny" / "meta.json.away")
     answer = client.get("/readyz")
     assert answer.status_code == 503 and "tiny" in answer.json()["indexes"] and "neural" not in answer.json()["indexes"]
+    assert str(tmp_path) not in answer.text and "index 'tiny'" in answer.text  # the server's folders unnamed
+    search = client.post("/indexes/tiny/search", json={"queries": ["cats"]})
+    assert search.status_code == 503 and str(tmp_path) not in search.text
+
+
+def test_off_loopback_a_readiness_probe_without_the_key_says_its_status_alone(indexes, tmp_path):
+    """A probe takes no key, and tells one without the key nothing of the indexes (their names, why one fails)."""
+    client = client_of(indexes, api_key=KEY, host="0.0.0.0")
+    assert client.get("/indexes").status_code == 401
+    assert client.get("/readyz").json() == {"status": "ready"}
+    assert client.get("/readyz", headers=WRITE).json() == {"status": "ready", "indexes": ["tiny"]}
+    (tmp_path / "tiny" / "meta.json").rename(tmp_path / "tiny" / "meta.json.away")
+    down = client.get("/readyz")
+    assert down.status_code == 503 and down.json() == {"status": "unavailable"}
+    assert "tiny" in client.get("/readyz", headers=WRITE).json()["indexes"]
 
 
 def test_indexes_are_listed_and_described(client_with_neural):

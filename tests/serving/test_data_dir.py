@@ -269,6 +269,37 @@ def test_a_write_whose_index_is_deleted_under_it_is_a_404(tmp_path, monkeypatch)
     assert again.status_code == 404 and "deleted meanwhile" in again.json()["detail"]
 
 
+def test_reads_and_lists_of_an_index_deleted_under_them_are_404s_and_leave_it_out(tmp_path, monkeypatch):
+    """A read that found its index, then refreshed it after a DELETE renamed its folder away, was a 503 naming
+    the server's path (a broken index's answer); a list or a readiness probe meanwhile failed whole."""
+    from semiret.serving.served import ServedIndex
+
+    client = _client(tmp_path / "data")
+    for name in ("a", "b"):
+        assert client.put(f"/indexes/{name}", json={}, headers=KEY).status_code == 201
+    count, describe = ServedIndex.count, ServedIndex.describe
+
+    def deleted_first(index, *args):  # a DELETE between the lookup and the read
+        (tmp_path / "data" / index.name).rename(tmp_path / f"gone-{index.name}")
+        return count(index, *args)
+
+    monkeypatch.setattr(ServedIndex, "count", deleted_first)
+    answer = client.post("/indexes/a/documents/count", json={})
+    assert answer.status_code == 404 and answer.json()["detail"] == "no index 'a': deleted meanwhile"
+    monkeypatch.setattr(ServedIndex, "count", count)
+
+    def listed_as_deleted(index):
+        if index.name == "b":
+            (tmp_path / "data" / "b").rename(tmp_path / "gone-b")
+        return describe(index)
+
+    assert client.put("/indexes/c", json={}, headers=KEY).status_code == 201
+    monkeypatch.setattr(ServedIndex, "describe", listed_as_deleted)
+    listed = client.get("/indexes")
+    assert listed.status_code == 200 and [index["name"] for index in listed.json()["indexes"]] == ["c"]
+    assert client.get("/readyz").json() == {"status": "ready", "indexes": ["c"]}
+
+
 def test_an_index_made_or_deleted_is_on_disk_before_the_answer(tmp_path, monkeypatch):
     """The renames that make and delete an index are synced (their directory's entry) before the 201 and the 200:
     a power cut after the answer cannot undo them."""
