@@ -1,5 +1,7 @@
 """semiret: semi-parametric retrieval (BM25, tokenizer-only bag-of-tokens, learned sparse and dense search).
 
+Start with ``semiret.search`` (``BM25Retriever.build(documents, path)``, ``open_retriever(path)``, every retriever)
+and ``semiret.data`` (``Document``, ``iter_corpus``, ``Collection``); over HTTP, ``semiret.serving.client.Client``.
 The layers and how a method composes them: docs/architecture.md."""
 
 import os as _os

@@ -14,7 +14,7 @@ import logging
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Container, Iterable, Iterator, Sequence
+from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
 
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem, surrogate_problem
@@ -218,14 +218,22 @@ def _stored_as_json(document: Document, position: int) -> Document:
 
 
 def _check_storable(metadata: dict) -> None:
-    """Refuse metadata the index cannot store as UTF-8 JSON (a ValueError naming the field; a TypeError for a
-    value JSON has no form for)."""
-    if surrogate_problem(json.dumps(metadata, ensure_ascii=False), "") is None:
+    """Refuse metadata the index cannot store as UTF-8 JSON, as ``set_metadata`` and the HTTP API do (a ValueError
+    naming the field; a TypeError for a value JSON has no form for): ``NaN`` and ``Infinity`` (stored, they were
+    exported as no JSON reads them, and served as null) and lone surrogates."""
+
+    def unstorable(value) -> str | None:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            return "NaN or Infinity, which JSON has no number for (null says there is no value)"
+        return "a lone surrogate: half of a character, which cannot be stored as UTF-8" if surrogate_problem(
+            text, "") else None
+
+    if unstorable(metadata) is None:
         return
-    field = next(name for name, value in metadata.items()
-                 if surrogate_problem(json.dumps({name: value}, ensure_ascii=False), ""))
-    raise ValueError(f"field {field!r} of the metadata holds a lone surrogate: half of a character, which cannot be "
-                     "stored as UTF-8")
+    field, problem = next((name, why) for name, value in metadata.items() if (why := unstorable([name, value])))
+    raise ValueError(f"field {field!r} of the metadata holds {problem}")
 
 
 def _read_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -539,6 +547,29 @@ def count_documents(path: str | Path) -> int:
     header = (first is not None and tsv and _header_columns(
         first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), CORPUS_COLUMNS)[0] is not None)
     return count - header
+
+
+def query_texts(queries) -> list[str]:
+    """The texts of a search's ``queries`` (a string: one; a list or another sequence of strings: each), checked:
+    a dict (``read_queries``' ``{id: text}``) or a table would give its keys or column names, a set no order, so
+    they are refused, saying what to pass; a text no file can hold (a lone surrogate) is refused naming it."""
+    if isinstance(queries, str):
+        texts = [queries]
+    elif isinstance(queries, Mapping) or hasattr(queries, "columns"):
+        raise SemiretError(f"queries is a {type(queries).__name__} (its keys would be searched): pass its texts, "
+                           "search(list(queries.values())), and name the hits' queries with "
+                           ".as_run(list(queries))")
+    elif isinstance(queries, (set, frozenset, bytes, bytearray)) or not isinstance(queries, Iterable):
+        raise SemiretError(f"queries must be a string or a list of strings, got {type(queries).__name__}")
+    else:
+        texts = list(queries)
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise SemiretError(f"queries must be strings, got {type(text).__name__} (query {position})")
+        problem = surrogate_problem(text, f"query {position}")
+        if problem is not None:
+            raise SemiretError(problem)
+    return texts
 
 
 def read_queries(path: str | Path) -> dict[str, str]:

@@ -722,9 +722,11 @@ class IDFQueries(QuerySide):
             kept = own >= self._min_weight
             if not kept.any() and (own > 0).any() and not self._said_all_dropped:  # min_idf's doing
                 self._said_all_dropped = True
-                log.warning("every token of the query %r weighs less than min_idf=%g (with the corpus's IDF: it is in "
-                            "more than about a third of the documents, common in a small corpus), so it finds nothing; "
-                            "min_idf=0 keeps every token (said once)", text, self.min_idf)
+                why = ("with the corpus's IDF: it is in more than about a third of the documents, common in a small "
+                       "corpus" if self.idf_source == "corpus" else
+                       f"in the IDF table {self.idf_source}: a token as common as a stopword there")
+                log.warning("every token of the query %r weighs less than min_idf=%g (%s), so it finds nothing; "
+                            "min_idf=0 keeps every token (said once)", text, self.min_idf, why)
             out.append(SparseQuery(terms[kept], weights[kept]))
         return out, expanded
 

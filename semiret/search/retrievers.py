@@ -38,8 +38,8 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import (Document, as_document, batched, check_metadata_fields, corpus_file,
-                                     iter_corpus)
+from semiret.data.collection import (ID_FIELDS, TEXT_FIELDS, Document, as_document, batched, check_metadata_fields,
+                                     corpus_file, iter_corpus, query_texts)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
@@ -206,8 +206,16 @@ class Retriever:
     naming the retrievers that take it; a model of no known kind (a hub id, a plain transformers folder) is left to
     the side that loads it."""
 
-    def __init__(self, index, query_side: QuerySide, document_side: DocumentSide, scratch=None,
-                 search_options: dict | None = None):
+    def __init__(self, index=None, query_side: QuerySide | None = None, document_side: DocumentSide | None = None,
+                 scratch=None, search_options: dict | None = None, **options):
+        """A retriever over an open index and its two sides: made by :meth:`build` (``BM25Retriever.build(documents,
+        path, k1=1.2)``) or :meth:`open` / :func:`open_retriever`, which take the options (a bm25s user's
+        ``BM25(k1=...)`` is ``build``'s); not called directly."""
+        if index is None or query_side is None or document_side is None or options:
+            raise SemiretError(f"a {type(self).__name__} is made by {type(self).__name__}.build(documents, path, "
+                               "**options) or opened by open_retriever(path, **options); its options: "
+                               + ", ".join(sorted(option_tools.option_names([self.documents.Options,
+                                                                             self.queries.Options]))))
         self.index = index
         self.query_side = query_side
         self.document_side = document_side
@@ -784,15 +792,7 @@ class Retriever:
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
         must not hold; :mod:`semiret.search.operators`)."""
         single = isinstance(queries, str)
-        try:
-            texts = [queries] if single else list(queries) if not isinstance(queries, (bytes, bytearray)) else None
-        except TypeError:
-            texts = None
-        if texts is None:
-            raise SemiretError(f"queries must be a string or a list of strings, got {type(queries).__name__}")
-        bad = [q for q in texts if not isinstance(q, str)]
-        if bad:
-            raise SemiretError(f"queries must be strings, got {type(bad[0]).__name__}")
+        texts = query_texts(queries)
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
@@ -1263,12 +1263,21 @@ def _then(items: Iterable, action) -> Iterator:
 
 def _documents(documents, call: str) -> Iterable[Document]:
     """The documents given to ``build`` or ``add``: :class:`Document` objects, or dicts read as a corpus file's
-    lines are (``{"_id": ..., "text": ...}``, Pyserini's ``id``/``contents``, ...); one document alone, or an item
-    of another type, is a clear error rather than an ``AttributeError`` from the encoder."""
+    lines are (``{"_id": ..., "text": ...}``, Pyserini's ``id``/``contents``, ...), or BEIR's corpus dict
+    (``{id: {"title", "text"}}``); one document alone, or an item of another type, is a clear error rather than an
+    ``AttributeError`` from the encoder."""
     if isinstance(documents, PurePath) or (isinstance(documents, str) and documents.lower().endswith(
             (*FILE_SUFFIXES, ".gz"))):
         raise SemiretError(f"{call} takes documents, not a file's name: read {str(documents)!r} with "
                            f"semiret.data.iter_corpus (JSONL, TSV or CSV, gzipped or not): {call}(iter_corpus(path), ...)")
+    if isinstance(documents, dict) and documents and all(isinstance(value, dict) for value in documents.values()):
+        # BEIR's corpus ({id: {"title", "text"}}, GenericDataLoader's): each value the document of its key's id
+        return (as_document({**record, "_id": doc_id}, position)
+                for position, (doc_id, record) in enumerate(documents.items()))
+    if isinstance(documents, dict) and documents and all(isinstance(value, str) for value in documents.values()) \
+            and not set(documents) & {*ID_FIELDS, *TEXT_FIELDS}:  # (not one document's fields)
+        raise SemiretError(f"{call} takes a list of documents, got a dict of texts: [Document(doc_id, text) for "
+                           "doc_id, text in texts.items()]")
     if isinstance(documents, (Document, dict, str, bytes)):
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")

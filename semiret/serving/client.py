@@ -23,7 +23,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from semiret.data.collection import Document, as_document
+from semiret.data.collection import Document, as_document, query_texts
 from semiret.data.ids import document_id_problem
 from semiret.errors import SemiretError
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, Suggestion, TermContribution, TermWeight
@@ -207,7 +207,7 @@ class Client:
         its ``explanation``, as ``Retriever.explain``; ``operators``: the queries' ``"phrases"``, ``+word`` and
         ``-word`` read as a search box's. ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
-        body = {"queries": [queries] if one else list(queries), "offset": offset, "with_text": with_text,
+        body = {"queries": query_texts(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
                          candidates=candidates, context=context, boost=boost),

@@ -102,6 +102,52 @@ def test_queries_must_be_strings(tmp_path):
     assert bm25.search("cats", k=np.int64(2)) == bm25.search("cats", k=2)
 
 
+def test_beirs_corpus_dict_is_its_documents_and_a_dict_of_texts_says_what_to_pass(tmp_path):
+    """BEIR's loader gives ``{id: {"title", "text"}}``: it was "a single dict (one document: [document])", and the
+    advice failed next (no id field)."""
+    corpus = {document.id: {"title": document.title, "text": document.text} for document in TINY_DOCS}
+    from_dict = BM25Retriever.build(corpus, tmp_path / "beir")
+    from_list = BM25Retriever.build(TINY_DOCS, tmp_path / "list")
+    assert from_dict.search(["cats dogs"]).as_run(["q"]) == from_list.search(["cats dogs"]).as_run(["q"])
+    assert from_dict.get_document("d1") == TINY_DOCS[0]
+    with pytest.raises(SemiretError, match=r"got a dict of texts: \[Document\(doc_id, text\) for"):
+        BM25Retriever.build({"a": "cats", "b": "dogs"}, tmp_path / "texts")
+    with pytest.raises(SemiretError, match=r"got a single dict \(one document: \[document\]\)"):
+        BM25Retriever.build({"_id": "a", "text": "cats"}, tmp_path / "one")
+
+
+def test_queries_as_a_dict_a_table_or_a_set_are_refused_saying_what_to_pass(tmp_path):
+    """``read_queries`` and ``Collection.queries`` give ``{id: text}``: searched as it was, its ids were the
+    queries (a SciFact run scored 0, no error); a DataFrame's column names likewise; a set has no order."""
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
+    queries = {"q1": "cats", "q2": "dogs"}
+    with pytest.raises(SemiretError, match=r"queries is a dict .*search\(list\(queries.values\(\)\)\)"):
+        bm25.search(queries)
+
+    class Table:  # what a pandas DataFrame has that a list has not (iterating one gives its column names)
+        columns = ["qid", "query"]
+
+        def __iter__(self):
+            return iter(self.columns)
+
+    with pytest.raises(SemiretError, match="queries is a Table"):
+        bm25.search(Table())
+    with pytest.raises(SemiretError, match="queries must be a string or a list of strings, got set"):
+        bm25.search({"cats", "dogs"})
+    assert bm25.search(list(queries.values())).as_run(list(queries)) == bm25.search(("cats", "dogs")).as_run(
+        ["q1", "q2"])
+    with pytest.raises(SemiretError, match=r"query 1 holds a lone surrogate \('\\ud83d' at character 5\)"):
+        bm25.search(["cats", "dogs \ud83d"])  # half an emoji: a tokenizer's TypeError before
+
+
+def test_a_retriever_made_directly_says_how_it_is_made_and_its_options():
+    """A bm25s user's first try, ``BM25(k1=1.2)``: Python's "unexpected keyword argument" before."""
+    for made in (lambda: BM25Retriever(k1=1.2), BM25Retriever):
+        with pytest.raises(SemiretError, match=r"made by BM25Retriever.build\(documents, path, \*\*options\) or "
+                                               r"opened by open_retriever\(path, \*\*options\); its options: b, .*k1"):
+            made()
+
+
 def test_documents_and_ids_are_checked_where_they_enter(tmp_path):
     bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
     with pytest.raises(SemiretError, match=r"delete takes a list of ids, got the string 'd1' \(one id: \['d1'\]\)"):
@@ -161,6 +207,7 @@ def test_an_idf_query_whose_every_token_min_idf_drops_says_so_once(tmp_path, cap
     with caplog.at_level(logging.WARNING):
         assert idf.search("statins") == [] and idf.search("statins trial") == []
     assert caplog.text.count("weighs less than min_idf=1") == 1 and "min_idf=0 keeps every token" in caplog.text
+    assert "with the corpus's IDF" in caplog.text  # (an IDF table's says it is common there)
     assert len(idf.with_options(min_idf=0).search("statins")) == 4
 
 
