@@ -307,16 +307,16 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
             check_build_target(out, overwrite, source=source)
         fields = _metadata_fields(metadata_fields)
         if shard is None:
-            (documents, total), head = (iter_corpus(source, fields), count_documents(source)), None
+            (documents, total), head, slice_record = (iter_corpus(source, fields), count_documents(source)), None, None
         else:  # (a folder's shard reads its own files only)
-            documents, total = read_shard(source, shard, fields)
+            documents, total, slice_record = read_shard(source, shard, fields)
             # what a build of the whole corpus takes its statistics from: every shard takes the same
             head = itertools.islice(iter_corpus(source, fields), retriever_class(retriever).documents.batch_size)
         chunking = Chunking.of_options(chunk_words, chunk_overlap)
         built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                                  backend=_backend(backend, milvus_token), total=total,
                                                  chunking=chunking, buffer_mb=buffer_mb, corpus_head=head,
-                                                 metadata_fields=fields, **options)
+                                                 shard=slice_record, metadata_fields=fields, **options)
     _print_json(built.index.describe())
 
 

@@ -780,25 +780,38 @@ def corpus_shard(documents: Iterable[Document], shard: str, total: int | None = 
 
 
 def read_shard(path: str | Path, shard: str, metadata_fields: Sequence[str] | None = None
-               ) -> tuple[Iterator[Document], int]:
-    """Shard ``i/n`` of the corpus at ``path`` (:func:`corpus_shard`) and its size, read with ``metadata_fields``;
-    a folder of documents is sliced by its files, and only the shard's own are read."""
+               ) -> tuple[Iterator[Document], int, dict]:
+    """Shard ``i/n`` of the corpus at ``path`` (:func:`corpus_shard`), its size, and its record (``{"number": i,
+    "count": n, "corpus_documents": ...}``: what ``build(shard=...)`` keeps for the shards' merge to check), read
+    with ``metadata_fields``; a folder of documents is sliced by its files, and only the shard's own are read."""
     corpus = _read_corpus_file(path)
+    number, count = _shard_numbers(shard)
     if not corpus.is_dir():
-        return corpus_shard(iter_corpus(corpus, metadata_fields), shard, count_documents(corpus))
-    ids = [file.relative_to(corpus).as_posix() for file in document_files(corpus)[0]]
-    start, stop = _shard_bounds(shard)(len(ids))
-    return iter_corpus(corpus, metadata_fields, skip_ids=set(ids[:start]) | set(ids[stop:])), stop - start
+        total = count_documents(corpus)
+        documents, size = corpus_shard(iter_corpus(corpus, metadata_fields), shard, total)
+    else:
+        ids = [file.relative_to(corpus).as_posix() for file in document_files(corpus)[0]]
+        total = len(ids)
+        start, stop = _shard_bounds(shard)(total)
+        documents = iter_corpus(corpus, metadata_fields, skip_ids=set(ids[:start]) | set(ids[stop:]))
+        size = stop - start
+    return documents, size, {"number": number, "count": count, "corpus_documents": total}
 
 
-def _shard_bounds(shard: str) -> Callable[[int], tuple[int, int]]:
-    """Shard ``i/n`` (checked) as the bounds of its slice of a corpus of a given size."""
+def _shard_numbers(shard: str) -> tuple[int, int]:
+    """Shard ``i/n``'s ``(i, n)``, checked."""
     try:
         number, count = (int(part) for part in shard.split("/"))
     except ValueError:
         number = count = -1
     if not 0 <= number < count:
         raise SemiretError(f"a shard is i/n with 0 <= i < n (say 0/4), not {shard!r}")
+    return number, count
+
+
+def _shard_bounds(shard: str) -> Callable[[int], tuple[int, int]]:
+    """Shard ``i/n`` (checked) as the bounds of its slice of a corpus of a given size."""
+    number, count = _shard_numbers(shard)
     return lambda total: (total * number // count, total * (number + 1) // count)
 
 

@@ -80,9 +80,10 @@ LOCK_FILE = "write.lock"
 STORED_TABLES = ("docids", "texts", "metadata")
 """The string tables a segment keeps of its documents (ids with their lookup, stored texts, metadata alone)."""
 SHARD_VARIABLES = ("segments", "next_segment", "created", "build", "buffer_mb", "vocab_size", "n_terms", "vocab_bytes",
-                   "version", "synonyms")
+                   "version", "synonyms", "shard")
 """``meta.json`` entries that differ between shards of one build (:meth:`SegmentedIndex.add_index`; synonyms are
-the receiving index's, set by queries' owner, not by a build)."""
+the receiving index's, set by queries' owner, not by a build; ``shard``: which slice, checked by
+:func:`merge_shards`)."""
 SYNONYMS = "synonyms"
 """The ``meta.json`` entry naming the file of the synonym rules set on an index (:meth:`SegmentedIndex.set_synonyms`),
 ``{"file": ..., "rules": N}``; the file, named by its content's hash, is written once and never changed."""
@@ -1606,6 +1607,7 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
     if not isinstance(first, SegmentedIndex):
         raise SemiretError(f"{shards[0]} holds several indexes ({type(first).__name__}): only single-part "
                            "indexes merge as shards")
+    _check_slices(shards, [first.meta] + [read_meta(Path(shard), None) for shard in shards[1:]])
     target = Path(target)
     check_build_target(target, overwrite)
     with staged_directory(target, overwrite) as staged:
@@ -1625,7 +1627,33 @@ def merge_shards(target: str | Path, shards: Sequence[str | Path], overwrite: bo
             # another index than the first shard, whose segment names it repeats: readers of an index it replaces
             # (--overwrite) must open it anew, not keep their segments of those names
             draft.meta["build"] = secrets.token_hex(8)
+            draft.meta.pop("shard", None)  # the whole corpus now
     return open_index(target)
+
+
+def _check_slices(shards: Sequence[str | Path], metas: list[dict]) -> None:
+    """Refuse shards that are not every slice of one corpus once, in order, as their records say (``index --shard
+    i/n``): a shard missing or out of order made an index short of documents or in another order, without a word.
+    Shards built before semiret recorded slices (none recorded) are taken as given."""
+    slices = [meta.get("shard") for meta in metas]
+    if all(record is None for record in slices):
+        return
+    unrecorded = next((shard for shard, record in zip(shards, slices) if record is None), None)
+    if unrecorded is not None:
+        raise SemiretError(f"{unrecorded} is no shard (built without --shard i/n) beside shards that are")
+    for shard, record in zip(shards, slices):
+        if (record["count"], record["corpus_documents"]) != (slices[0]["count"], slices[0]["corpus_documents"]):
+            raise SemiretError(f"{shard} is shard {record['number']}/{record['count']} of a corpus of "
+                               f"{record['corpus_documents']:,} documents; {shards[0]} is "
+                               f"{slices[0]['number']}/{slices[0]['count']} of one of "
+                               f"{slices[0]['corpus_documents']:,}: not shards of one build")
+    numbers = [record["number"] for record in slices]
+    if numbers != list(range(slices[0]["count"])):
+        count = slices[0]["count"]
+        missing = sorted(set(range(count)) - set(numbers))
+        raise SemiretError(f"the shards given are {', '.join(f'{n}/{count}' for n in numbers)}: merge every shard "
+                           f"0/{count} to {count - 1}/{count} once, in order"
+                           + (f" ({', '.join(f'{n}/{count}' for n in missing)} missing)" if missing else ""))
 
 
 def check_ids(ids: list[str]) -> None:

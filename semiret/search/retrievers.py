@@ -293,7 +293,7 @@ class Retriever:
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               backend: "str | MilvusBackend | None" = None, chunking: Chunking | dict | int | None = None,
               buffer_mb: float | None = None, corpus_head: Iterable[Document] | None = None,
-              metadata_fields: Sequence[str] | None = None, **options) -> "Retriever":
+              shard: dict | None = None, metadata_fields: Sequence[str] | None = None, **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
@@ -305,7 +305,9 @@ class Retriever:
         that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
         Milvus collection take no buffer (a hybrid's parts are written whole). ``corpus_head``: the first documents
         of the corpus ``documents`` are a shard of, whose first batch the document side takes its statistics from (a
-        lexical prior's mean length), as a build of the whole corpus does, so that the shards merge.
+        lexical prior's mean length), as a build of the whole corpus does, so that the shards merge; ``shard``: which
+        slice of it they are (:func:`~semiret.data.collection.read_shard`'s record), recorded so that
+        :func:`~semiret.indexes.segments.merge_shards` finds a shard missing, repeated or of another corpus.
         ``metadata_fields``: the corpus fields ``documents`` were read with as metadata
         (:func:`~semiret.data.collection.iter_corpus`), recorded for the documents added later
         (:attr:`metadata_fields`)."""
@@ -333,6 +335,9 @@ class Retriever:
         document_side = cls.documents.create(document_options)
         if writes_parts:  # a kind writing these options whole (quantized, a tree) refuses a buffer asked for, now
             config = document_side.index_config()
+            if shard is not None and store.written_whole(config):
+                raise SemiretError(f"{store.written_whole(config)} is made from every document at once: its shards "
+                                   "would not merge into it; build it whole (or shard without those options)")
             part_buffer = (whole_buffer(store, config, buffer_mb) or 0) if store.written_whole(config) else \
                 cls.documents.buffer_mb if buffer_mb is None else buffer_mb
         scratch = None
@@ -347,9 +352,9 @@ class Retriever:
         size = batch_size or cls.documents.batch_size
         rest = iter(batched(_documents(documents, "build"), size))
         first = next(rest, None)
-        if first is not None:
-            head = None if corpus_head is None else next(iter(batched(_documents(
-                chunking.split(corpus_head) if chunking else corpus_head, "build"), size)), None)
+        head = None if corpus_head is None else next(iter(batched(_documents(
+            chunking.split(corpus_head) if chunking else corpus_head, "build"), size)), None)
+        if head or first:  # (a shard holding no document takes the corpus's statistics too: the shards merge)
             document_side.prepare(head or first)
 
         def encoded():
@@ -366,7 +371,8 @@ class Retriever:
                             store_texts=store_texts, overwrite=overwrite,
                             extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {}),
                                         **({"query_model": model_reference(str(query_model))} if query_model else {}),
-                                        **({"metadata_fields": list(fields)} if fields else {})})
+                                        **({"metadata_fields": list(fields)} if fields else {}),
+                                        **({"shard": shard} if shard is not None else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
         if first is None:  # an empty file, blank lines, a header alone: worth a word, not an error

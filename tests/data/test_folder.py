@@ -332,8 +332,9 @@ def test_a_shard_of_a_folder_reads_its_own_files_and_the_shards_merge_into_the_w
     parsed = folder_files_parsed(monkeypatch)
     everything = [d.id for d in iter_corpus(docs)]
     parsed.clear()
-    first, size = read_shard(docs, "0/2")
+    first, size, record = read_shard(docs, "0/2")
     assert [d.id for d in first] == everything[:3] and size == 3 and sorted(parsed) == sorted(everything[:3])
+    assert record == {"number": 0, "count": 2, "corpus_documents": len(everything)}
     for number in (0, 1):
         built = runner.invoke(app, ["index", "--data", str(docs), "--out", str(tmp_path / f"s{number}"), "--shard",
                                     f"{number}/2"])

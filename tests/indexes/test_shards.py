@@ -77,6 +77,56 @@ def test_shards_of_other_builds_or_repeated_documents_do_not_merge(tmp_path, cor
     assert "metadata_fields" in str(fields.value)
 
 
+def test_shards_missing_out_of_order_or_of_other_slicings_are_refused(tmp_path, corpus_jsonl):
+    """Each shard records its slice: two of three shards merged into an index short of a third, silently, and
+    shards in another order gave another order (ties)."""
+    runner = CliRunner()
+    for name, shard in (("s0", "0/3"), ("s1", "1/3"), ("s2", "2/3"), ("h0", "0/2")):
+        result = runner.invoke(app, ["index", "--data", str(corpus_jsonl), "--out", str(tmp_path / name),
+                                     "--shard", shard])
+        assert result.exit_code == 0, result.output
+    assert open_retriever(tmp_path / "s1").index.meta["shard"] == {"number": 1, "count": 3,
+                                                                  "corpus_documents": len(TINY_DOCS)}
+    for names, message in ((["s0", "s2"], r"the shards given are 0/3, 2/3: merge every shard 0/3 to 2/3 once, in "
+                                          r"order \(1/3 missing\)"),
+                           (["s2", "s0", "s1"], "the shards given are 2/3, 0/3, 1/3"),
+                           (["s0", "s1", "s1", "s2"], "the shards given are 0/3, 1/3, 1/3, 2/3"),
+                           (["h0", "s2"], "is shard 2/3 of a corpus of 6 documents; .* is 0/2 of one of 6")):
+        with pytest.raises(SemiretError, match=message):
+            merge_shards(tmp_path / "m", [tmp_path / name for name in names])
+        assert not (tmp_path / "m").exists()
+    from semiret.search import BM25Retriever
+
+    BM25Retriever.build(TINY_DOCS[:2], tmp_path / "plain")
+    with pytest.raises(SemiretError, match="plain is no shard"):
+        merge_shards(tmp_path / "m", [tmp_path / "s0", tmp_path / "plain"])
+    merged = merge_shards(tmp_path / "m", [tmp_path / f"s{i}" for i in range(3)])
+    assert merged.n_docs == len(TINY_DOCS) and "shard" not in merged.meta
+
+
+def test_an_index_made_whole_is_refused_in_shards_and_an_empty_shard_merges(tmp_path, corpus_jsonl, tiny_bert):
+    """A quantized index's scale is of all its weights: its shards never merged (their scales differ), after every
+    shard was encoded. A shard of no document took no corpus statistics, and blocked the merge."""
+    runner = CliRunner()
+    refused = runner.invoke(app, ["index", "--data", str(corpus_jsonl), "--out", str(tmp_path / "q0"),
+                                  "-r", "inference-free", "--model", str(tiny_bert), "--quantize-bits", "8",
+                                  "--shard", "0/2"])
+    assert refused.exit_code != 0 and "a quantized index (one scale for all its weights) is made from every " \
+                                      "document at once" in refused.output
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(json.dumps(d.to_record()) + "\n" for d in TINY_DOCS[:2]))
+    options = ["-r", "inference-free", "--model", str(tiny_bert), "--lexical-prior", "0.5"]
+    for i in range(3):  # shard 0/3 of two documents holds none
+        result = runner.invoke(app, ["index", "--data", str(two), "--out", str(tmp_path / f"e{i}"), "--shard",
+                                     f"{i}/3", *options])
+        assert result.exit_code == 0, result.output
+    assert open_retriever(tmp_path / "e0").index.n_docs == 0
+    merged = merge_shards(tmp_path / "e", [tmp_path / f"e{i}" for i in range(3)])
+    assert runner.invoke(app, ["index", "--data", str(two), "--out", str(tmp_path / "whole"), *options]).exit_code == 0
+    assert merged.n_docs == 2 and open_retriever(tmp_path / "e").search(QUERIES).ids == \
+        open_retriever(tmp_path / "whole").search(QUERIES).ids
+
+
 def test_a_reader_of_an_index_replaced_by_merged_shards_opens_the_new_one(tmp_path):
     from semiret.data import Document
     from semiret.search import BM25Retriever
