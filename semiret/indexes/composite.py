@@ -3,16 +3,20 @@
 
 The directory holds ``meta.json`` (format ``semiret.composite``, the parts in order) and one complete index
 per part, each opening on its own (``open_index(path / part)``). A batch to add is a ``{part: batch}``
-mapping; deletes and merges go to every part. Parts commit one after the other (first part first): a crash
-between two commits leaves a document in the first part only, which the next add with ``replace`` of that
-document, or its delete, repairs. Stored texts live in the first part. Writers hold every part's write lock
-(:meth:`CompositeIndex.writing`), so a change reaches the parts as one step for other writers.
+mapping; deletes and merges go to every part. Stored texts live in the first part. Writers hold the composite's
+write lock and every part's (:meth:`CompositeIndex.writing`), so a change reaches the parts as one step for other
+writers, and it commits as one (:meth:`CompositeIndex._changed_together`): every part's change is written first,
+then the parts' new ``meta.json`` recorded in the composite's (its commit point), then each part's published. A
+crash before that record leaves every part as it was; after it, the next writer or reader publishes what it
+records in the parts not yet published (rolled forward): never one part changed and another not, which left a
+document searchable by one part, and refused by the other on its next add or delete.
 """
 
 from __future__ import annotations
 
 import copy
 import secrets
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -21,8 +25,9 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.files import atomic_write_json, directory_size, staged_directory
+from semiret.files import atomic_write_json, directory_size, exclusive_lock, staged_directory
 from semiret.indexes.segments import (
+    LOCK_FILE,
     check_buffer,
     check_build_target,
     check_new_ids,
@@ -36,6 +41,10 @@ from semiret.indexes.segments import (
 from semiret.indexes.storage import COMPOSITE_FORMAT, META_FILE, read_meta
 
 
+PENDING = "commit"
+"""The composite ``meta.json`` entry recording, while a change commits, every part's new ``meta.json``."""
+
+
 @register_index_format
 class CompositeIndex:
     FORMAT = COMPOSITE_FORMAT
@@ -43,6 +52,8 @@ class CompositeIndex:
 
     def __init__(self, path: Path, meta: dict, parts: dict):
         self.path, self.meta, self.parts = path, meta, parts
+        self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
+        self._write_depth = 0
 
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[dict], parts: dict[str, dict],
@@ -87,6 +98,9 @@ class CompositeIndex:
         meta = read_meta(path, cls.FORMAT)
         if meta.get("version") != cls.VERSION:
             raise IndexFormatError(f"{path}: composite index format version {meta.get('version')} is not supported")
+        if PENDING in meta:  # a writer died committing (or commits now: its lock is waited for)
+            with exclusive_lock(path / LOCK_FILE, reading=True):
+                meta = _complete_commit_if_writable(path)
         return cls(path, meta, {name: open_index(path / name, as_part=True) for name in meta["parts"]})
 
     # ------------------------------------------------------------------ the first part answers for the documents
@@ -236,7 +250,9 @@ class CompositeIndex:
         target = check_backup_target(self.path, target, overwrite)
         # the parts' locks let go before the target's are taken to publish the copy (see SegmentedIndex.backup)
         with staged_directory(target, overwrite, writer_locks(target)) as staged, ExitStack() as held:
-            for part in self.parts.values():  # in part order, as writers take them
+            held.enter_context(exclusive_lock(self.path / LOCK_FILE, reading=True))  # as writers take them
+            _complete_commit_if_writable(self.path)
+            for part in self.parts.values():  # in part order
                 held.enter_context(part.unchanging())
             for name, part in self.parts.items():
                 (staged / name).mkdir()
@@ -246,11 +262,46 @@ class CompositeIndex:
 
     @contextmanager
     def writing(self) -> Iterator["CompositeIndex"]:
-        """Hold every part's write lock, taken in part order (:meth:`SegmentedIndex.writing`)."""
-        with ExitStack() as locks:
+        """Hold the composite's write lock, then every part's, taken in part order (:meth:`SegmentedIndex.writing`),
+        a commit a writer died in the middle of completed first (before a part removes what no commit of its own
+        lists: the segments that commit records)."""
+        with self._writer:
+            outermost = self._write_depth == 0
+            with ExitStack() as locks:
+                if outermost:
+                    locks.enter_context(exclusive_lock(self.path / LOCK_FILE))
+                    _complete_commit(self.path)
+                self._write_depth += 1
+                locks.callback(self._leave)
+                for part in self.parts.values():
+                    locks.enter_context(part.writing())
+                yield self
+
+    def _leave(self) -> None:
+        self._write_depth -= 1
+
+    def _changed_together(self, change: Callable[[str, object, object], object]) -> dict:
+        """Change every part on a draft of its own (``change(name, part, draft)``, each part's result returned by
+        name), then commit the drafts as one change: their ``meta.json`` recorded in the composite's (the commit
+        point), then each part's published, then the record removed (:func:`_complete_commit` finishes what a
+        crash leaves). A failure before the record leaves every part as it was."""
+        with self.writing():
+            before = {name: {entry.name for entry in part.path.iterdir()} for name, part in self.parts.items()}
+            drafts = {name: part._draft() for name, part in self.parts.items()}
+            try:
+                results = {name: change(name, part, drafts[name]) for name, part in self.parts.items()}
+                atomic_write_json(self.path / META_FILE, {**self.meta, PENDING: {
+                    name: draft._committed_meta() for name, draft in drafts.items()}})
+            except BaseException:
+                for name, part in self.parts.items():
+                    part._remove_unlisted(before[name])
+                raise
+            for name, part in self.parts.items():
+                part._publish(drafts[name])
+            atomic_write_json(self.path / META_FILE, self.meta)
             for part in self.parts.values():
-                locks.enter_context(part.writing())
-            yield self
+                part._remove_uncommitted_files()  # the segments the change rewrote or folded
+            return results
 
     # ------------------------------------------------------------------ changes go to every part
     def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
@@ -262,21 +313,27 @@ class CompositeIndex:
         if set(batch) != set(self.parts):
             raise SemiretError(f"a batch for {self.path} needs the parts {list(self.parts)}, got {sorted(batch)}")
         superseded = list(superseded)
+        if len(batch[next(iter(batch))]) == 0 and not superseded:
+            return 0
         with self.writing():
             for name, part in self.parts.items():  # every part's checks run before any part writes
                 part._check_batch(batch[name])
             self.check_new_ids(batch[next(iter(batch))].ids, replace)
-            for name, part in self.parts.items():
-                added = part.add(batch[name], replace=replace, superseded=superseded)
-            return added
+
+            def add_part(name, part, draft) -> int:
+                added = draft._write_parts([(batch[name], superseded)], part, replace, 0.0)
+                draft._renormalise()
+                return added
+
+            return self._changed_together(add_part)[next(iter(self.parts))]
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
+        """Delete the documents in every part, in one commit; returns how many the first part held."""
         doc_ids = list(doc_ids)
-        with self.writing():
-            deleted = self.first.delete(doc_ids, missing_ok=missing_ok)
-            for part in list(self.parts.values())[1:]:
-                part.delete(doc_ids, missing_ok=True)
-            return deleted
+        first = next(iter(self.parts))
+        deleted = self._changed_together(lambda name, part, draft: draft._mark_deleted(
+            doc_ids, missing_ok=missing_ok or name != first))
+        return deleted[first]
 
     def delete_where(self, wanted) -> int:
         """:meth:`SegmentedIndex.delete_where` for every part: what the first part's metadata says, deleted in all."""
@@ -297,5 +354,35 @@ class CompositeIndex:
             raise SemiretError(f"{self.path} holds several indexes, merged whole: a buffer (buffer_mb, --buffer-mb) "
                                "does not apply")
         with self.writing():
-            for part in self.parts.values():
-                part.merge(tail, buffer_mb=0)
+            start = 0 if tail is None else max(len(self.segments) - tail, 0)
+            runs = self.first._runs_to_fold(list(range(start, len(self.segments))))  # the parts' segments align
+            if runs:
+                self._changed_together(lambda name, part, draft: part._fold_into(draft, runs, 0.0))
+            elif tail is None:
+                for part in self.parts.values():
+                    part._remove_uncommitted_files()  # nothing to fold: still what crashed changes left
+
+
+def _complete_commit_if_writable(path: Path) -> dict:
+    """:func:`_complete_commit`; where the index cannot be written (a read-only copy), its ``meta.json`` without
+    the record, the parts as they are."""
+    try:
+        return _complete_commit(path)
+    except OSError:
+        return {name: value for name, value in read_meta(path, CompositeIndex.FORMAT).items() if name != PENDING}
+
+
+def _complete_commit(path: Path) -> dict:
+    """Under the composite's write lock: publish, in each part that does not have it yet, the ``meta.json`` that
+    the last commit recorded (a writer died between its commit point and the last part's publication), then remove
+    the record; returns the composite's ``meta.json``, without it. The segments it lists were all written before it
+    was recorded."""
+    meta = read_meta(path, CompositeIndex.FORMAT)
+    pending = meta.pop(PENDING, None)
+    if pending is None:
+        return meta
+    for name, part_meta in pending.items():
+        if read_meta(path / name, None) != part_meta:
+            atomic_write_json(path / name / META_FILE, part_meta)
+    atomic_write_json(path / META_FILE, meta)
+    return meta

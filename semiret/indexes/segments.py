@@ -974,14 +974,23 @@ class SegmentedIndex(ABC):
         error the draft is committed, durably, and published as the new snapshot. Searches meanwhile read
         the old snapshot, which nothing here alters."""
         with self.writing():
-            draft = copy.copy(self)
-            draft.snapshot = Snapshot(copy.deepcopy(self.meta), list(self.segments))
-            draft.snapshot.synonyms = self.snapshot.synonyms
+            draft = self._draft()
             yield draft
-            with self._publishing:
-                draft._commit()
-                draft.snapshot.stamp = commit_stamp(self.path)
-                self.snapshot = draft.snapshot
+            self._publish(draft)
+
+    def _draft(self) -> "SegmentedIndex":
+        """Under the write lock: a private copy of the index at its last commit, to change (:meth:`_change`)."""
+        draft = copy.copy(self)
+        draft.snapshot = Snapshot(copy.deepcopy(self.meta), list(self.segments))
+        draft.snapshot.synonyms = self.snapshot.synonyms
+        return draft
+
+    def _publish(self, draft: "SegmentedIndex") -> None:
+        """Commit ``draft`` (:meth:`_draft`, changed) and make it the snapshot searches read."""
+        with self._publishing:
+            draft._commit()
+            draft.snapshot.stamp = commit_stamp(self.path)
+            self.snapshot = draft.snapshot
 
     def add(self, batch, replace: bool = False, superseded: Iterable[str] = ()) -> int:
         """Add documents as a new segment; returns how many. Existing ids are an error unless ``replace``,
@@ -1155,37 +1164,47 @@ class SegmentedIndex(ABC):
         it was: documents keep their order, so ties rank as before and a document's passages stay together), in one
         commit. A run of one segment with nothing deleted is left as it is (folding it would change nothing);
         False, and nothing done, when every run is such."""
-        runs = [run.tolist() for run in np.split(np.asarray(positions, np.int64),
-                                                 np.flatnonzero(np.diff(positions) != 1) + 1)]
-        runs = [run for run in runs if len(run) > 1 or (run and self.segments[run[0]].deleted.any())]
+        runs = self._runs_to_fold(positions)
         if not runs:
             return False
         before = {entry.name for entry in self.path.iterdir()}
-        total = sum(self.segments[p].n_docs - self.segments[p].n_deleted for run in runs for p in run)
         try:
-            with self._change() as draft, progress.StepBar("merging", total) as bar:
-                written = set()
-                for run in reversed(runs):  # from the last: the positions of the runs before stay as they are
-                    start, stop = int(run[0]), int(run[-1]) + 1
-                    folded = draft.segments[start:stop]
-                    after = draft.segments[stop:], draft.meta["segments"][stop:]
-                    del draft.segments[start:]
-                    del draft.meta["segments"][start:]
-                    draft._write_buffered(_counted((batch for segment in folded
-                                                    for batch in draft._live_parts(segment, limit)), bar), limit)
-                    if len(draft.segments) > start and all(self._full(p, limit) for p in run):
-                        # filled segments less their deletions: still as large as this buffer makes them (Lucene's
-                        # singleton merges), not small ones for the policy to fold with others
-                        draft.meta["segments"][-1][FILLED] = limit / 2**20
-                    written.update(segment.name for segment in draft.segments[start:])
-                    draft.segments.extend(after[0])
-                    draft.meta["segments"].extend(after[1])
-                draft._renormalise(exact=[p for p, s in enumerate(draft.segments) if s.name in written])
+            with self._change() as draft:
+                self._fold_into(draft, runs, limit)
         except BaseException:
             self._remove_unlisted(before)  # the parts written: a failed merge leaves the index as it was
             raise
         self._remove_uncommitted_files()  # the folded and rewritten segments, and what crashes left
         return True
+
+    def _runs_to_fold(self, positions: list[int]) -> list[list[int]]:
+        """The runs of neighbours among ``positions`` (ascending) that a fold rewrites: not a run of one segment
+        with nothing deleted (folding it would change nothing)."""
+        runs = [run.tolist() for run in np.split(np.asarray(positions, np.int64),
+                                                 np.flatnonzero(np.diff(positions) != 1) + 1)]
+        return [run for run in runs if len(run) > 1 or (run and self.segments[run[0]].deleted.any())]
+
+    def _fold_into(self, draft: "SegmentedIndex", runs: list[list[int]], limit: float) -> None:
+        """:meth:`_fold`'s change of ``runs`` on ``draft``, uncommitted."""
+        total = sum(self.segments[p].n_docs - self.segments[p].n_deleted for run in runs for p in run)
+        with progress.StepBar("merging", total) as bar:
+            written = set()
+            for run in reversed(runs):  # from the last: the positions of the runs before stay as they are
+                start, stop = int(run[0]), int(run[-1]) + 1
+                folded = draft.segments[start:stop]
+                after = draft.segments[stop:], draft.meta["segments"][stop:]
+                del draft.segments[start:]
+                del draft.meta["segments"][start:]
+                draft._write_buffered(_counted((batch for segment in folded
+                                                for batch in draft._live_parts(segment, limit)), bar), limit)
+                if len(draft.segments) > start and all(self._full(p, limit) for p in run):
+                    # filled segments less their deletions: still as large as this buffer makes them (Lucene's
+                    # singleton merges), not small ones for the policy to fold with others
+                    draft.meta["segments"][-1][FILLED] = limit / 2**20
+                written.update(segment.name for segment in draft.segments[start:])
+                draft.segments.extend(after[0])
+                draft.meta["segments"].extend(after[1])
+            draft._renormalise(exact=[p for p, s in enumerate(draft.segments) if s.name in written])
 
     def _full(self, position: int, limit: float) -> bool:
         """Whether the segment at ``position`` was written when a buffer of at least ``limit`` bytes filled: merged
@@ -1330,10 +1349,14 @@ class SegmentedIndex(ABC):
     def _commit(self) -> None:
         """Record the draft's state in ``meta.json`` (one atomic rename, fsynced): the commit point of every
         change."""
+        atomic_write_json(self.path / META_FILE, self._committed_meta())
+
+    def _committed_meta(self) -> dict:
+        """The ``meta.json`` that commits the draft's state."""
         for info, segment in zip(self.meta["segments"], self.segments):
             info["n_deleted"] = segment.n_deleted
         self.meta["version"] = self.VERSION  # what it may now hold: an older semiret refuses it
-        atomic_write_json(self.path / META_FILE, self.meta)
+        return self.meta
 
     # ------------------------------------------------------------------ search results
     @staticmethod

@@ -281,6 +281,50 @@ def test_every_acknowledged_change_survives_kill_9(tmp_path):
         deleted |= in_flight - live
 
 
+KILL_HYBRID_WRITER = textwrap.dedent("""
+    import os, signal, sys
+    import semiret.files, semiret.indexes.composite as composite, semiret.indexes.segments as segments
+    from semiret.data import Document
+    from semiret.search import open_retriever
+    writes, original = [], semiret.files.atomic_write_json
+
+    def killed_at_the_nth(path, *args, **kwargs):  # dies before its n-th meta.json write, as kill -9 would
+        writes.append(path)
+        if len(writes) == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(path, *args, **kwargs)
+
+    segments.atomic_write_json = composite.atomic_write_json = killed_at_the_nth
+    hybrid = open_retriever(sys.argv[1])
+    {"add": lambda: hybrid.add([Document("new", "quokka cats")]), "delete": lambda: hybrid.delete(["d1"]),
+     "merge": hybrid.index.merge}[sys.argv[2]]()
+""")
+
+
+@pytest.mark.parametrize("change", ["add", "delete", "merge"])
+def test_a_hybrid_change_killed_at_any_write_leaves_its_parts_alike(tmp_path, change):
+    """A hybrid's parts committed one after the other: killed between them, a document was in one part only, its
+    delete refused by the other and its add again written to one part before the other refused it. Killed before
+    each of its four writes (the composite's record, each part's commit, the record's removal), the change is
+    now in every part or in none, and the next change succeeds."""
+    from semiret.search import HybridRetriever
+
+    documents = [Document(f"d{i}", f"cats and dogs {i}") for i in range(6)]
+    for write in (1, 2, 3, 4):
+        path = tmp_path / f"{change}-{write}"
+        HybridRetriever.build(documents, path, neural="idf").delete(["d5"])  # a deletion for the merge to drop
+        killed = subprocess.run([sys.executable, "-c", KILL_HYBRID_WRITER, str(path), change, str(write)])
+        assert killed.returncode == -signal.SIGKILL
+        hybrid = open_retriever(path)
+        lexical, neural = (sorted(part.live_ids()) for part in hybrid.index.parts.values())
+        assert lexical == neural and all(part.n_stored == hybrid.index.n_stored for part in hybrid.index.parts.values())
+        done = {"add": "new" in lexical, "delete": "d1" not in lexical,
+                "merge": hybrid.index.n_stored == hybrid.index.n_docs}[change]
+        assert done == (write > 1), (change, write)  # from the composite's record on, it is done
+        assert hybrid.delete(["d2"]) == 1 and hybrid.add([Document("d2", "cats again")]) == 1
+        assert {part.n_docs for part in open_retriever(path).index.parts.values()} == {len(lexical)}
+
+
 # ------------------------------------------------------------------ an index rebuilt (--overwrite) under open ones
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
 
