@@ -8,6 +8,7 @@ import itertools
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -582,6 +583,16 @@ def _boost(given: list[str] | None) -> list[dict] | None:
     return functions
 
 
+def _filter_value(text: str):
+    """A ``--filter FIELD=VALUE``'s value: JSON where it reads as JSON (a number, a list, a range object), else the
+    text; ``NaN``, ``Infinity`` and ``1e999``, no JSON numbers, stay text, as a TSV or CSV cell reads them."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text  # a plain string
+    return text if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _filter(conditions: list[str]) -> dict:
     """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value),
     ``FIELD!=VALUE`` (documents holding none of these values, or without the field), ``$text=WORDS`` (every word;
@@ -612,16 +623,17 @@ def _filter(conditions: list[str]) -> dict:
             raise SemiretError(f"--filter {condition!r}: $and, $or and $not go in one JSON object (--filter "
                                f"'{{\"$not\": {{...}}}}')")
         if field != TEXT_FILTER:  # words are words as written: "2020", and a "quoted phrase" kept quoted
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass  # a plain string
+            value = _filter_value(value)
         if negated:
             unwanted.append({field: value})
         elif field not in wanted:
             wanted[field] = value
         elif field == TEXT_FILTER:
             wanted[field] += " " + value
+        elif isinstance(value, dict) or isinstance(wanted[field], dict):
+            raise SemiretError(f"--filter {condition!r}: {field} is given twice, once as a range; a range's bounds "
+                               f"go in one object ('{field}={{\"gte\": 2019, \"lt\": 2021}}'), either of two "
+                               "conditions in a JSON object's $or")
         else:
             before = wanted[field] if isinstance(wanted[field], list) else [wanted[field]]
             wanted[field] = before + (value if isinstance(value, list) else [value])

@@ -69,10 +69,19 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+DATE_LIKE = regex.compile(r"\d{4}-\d{2}-\d{2}")
+"""How a range's bound meant as a date begins (a year, a month and a day): one that reads as no instant is an error,
+not a string compared as such."""
+
+
 def _scalar(value, field: str):
-    """A filter's value as a JSON scalar (a numpy number as its Python one); anything else is an error."""
+    """A filter's value as a JSON scalar (a numpy number as its Python one); anything else is an error, as is
+    ``NaN`` or an infinity, which no stored value equals or is compared with (JSON has no such number)."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()  # numpy scalars
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SemiretError(f"filter field {field!r}: {value!r} is no number a document holds (NaN and infinities are "
+                           "not JSON numbers; a stored \"NaN\" is the string, matched by FIELD='\"NaN\"')")
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     raise SemiretError(f"filter field {field!r}: {value!r} is no single value (a string, number, boolean or null; "
@@ -206,6 +215,12 @@ def _normalised_condition(field: str, wanted):
                   for op, bound in wanted.items()}
         if not all(_is_number(v) for v in bounds.values()) and not all(isinstance(v, str) for v in bounds.values()):
             raise SemiretError(f"filter field {field!r}: a range's bounds are all numbers or all strings")
+        moments = {op: parse_instant(bound) for op, bound in bounds.items() if isinstance(bound, str)}
+        undated = next((op for op, moment in moments.items() if moment is None and (
+            DATE_LIKE.match(bounds[op]) or any(moments.values()))), None)
+        if undated is not None:  # it made the whole range compare as strings (offsets unread): wrong documents
+            raise SemiretError(f"filter field {field!r}: the range's bound {undated} {bounds[undated]!r} is no ISO "
+                               "8601 date or time (2026-02-28, 2026-02-28T09:30:00+01:00, 2026-02-28T08:30:00Z)")
         return bounds
     if isinstance(wanted, ANY_OF):
         if not wanted or any(isinstance(v, (dict, *ANY_OF)) for v in wanted):
@@ -862,8 +877,9 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
     documents named by ``doc_ids`` (an unknown id is an error, nothing changed, unless ``missing_ok``) or passing
     the filter ``spec``. Each
     is added again, replacing itself, from what the index stored for it (:meth:`SegmentedIndex.stored_batch`), in
-    one commit. In an index of passages a document's id updates all its passages, which keep ``parent`` and
-    ``chunk``. Returns how many documents (or passages) changed."""
+    one commit. In an index of passages a document's metadata is all its passages' (which keep ``parent`` and
+    ``chunk``): its id, a passage's, or a filter a passage passes updates them all. Returns how many documents (or
+    passages) changed."""
     if not isinstance(metadata, dict):
         raise SemiretError(f"metadata is a JSON object of fields to set, got {metadata!r}")
     try:
@@ -894,12 +910,22 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
             targets = direct + of_documents
         if not targets:
             return 0
+        chunked = bool(index.meta.get("chunking"))
+        if chunked:  # a document's metadata is its passages': all of them change, added again together, in order
+            # (a passage a filter or its id picked, added again alone, was stored apart from the others: the
+            # document no longer read back, and its passages held different metadata)
+            parents = list(dict.fromkeys(field_values(index, targets, (PARENT_FIELD,)).values()))
+            targets = passage_ids(index, parents)
         changed = {}
-        own = (PARENT_FIELD, CHUNK_FIELD) if index.meta.get("chunking") else ()  # what makes a passage one
+        own = (PARENT_FIELD, CHUNK_FIELD) if chunked else ()  # what makes a passage one
         for doc_id, document in index.get_documents(targets).items():
             kept = {k: v for k, v in (document.metadata or {}).items() if k in own}
             fields = {**(metadata if overwrite else {**(document.metadata or {}), **metadata}), **kept}
             changed[doc_id] = Document(document.id, document.text, document.title, fields or None)
+        if chunked:
+            order = {parent: position for position, parent in enumerate(parents)}
+            changed = dict(sorted(changed.items(), key=lambda item: (order[item[1].metadata[PARENT_FIELD]],
+                                                                     item[1].metadata[CHUNK_FIELD])))
         if hasattr(index, "parts"):  # a composite index: every part re-adds them from what it stored
             batch = {name: part.stored_batch(changed) for name, part in index.parts.items()}
         else:

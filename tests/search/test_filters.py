@@ -112,6 +112,12 @@ def test_conditions(spec, metadata, expected):
     ({"doi": {"exists": "yes"}}, "exists takes true or false, alone"),
     ({"doi": {"exists": True, "gte": 1}}, "exists takes true or false, alone"),
     (functools.reduce(lambda inner, _: {"$not": inner}, range(40), {"a": 1}), "nests at most 32 levels"),
+    # a bound that reads as no instant beside dates, or one written as a date, compared the range as strings
+    ({"t": {"gte": "2026-02-01", "lte": "2026-02-29"}}, "the range's bound lte '2026-02-29' is no ISO 8601 date"),
+    ({"t": {"gte": "2026-02-01", "lt": "2026-03"}}, "bound lt '2026-03' is no ISO 8601 date"),
+    ({"t": {"gte": "2026-02-01T00:00:00 UTC"}}, "bound gte '2026-02-01T00:00:00 UTC' is no ISO 8601 date"),
+    ({"score": float("nan")}, "nan is no number a document holds"),  # matched nothing, silently
+    ({"score": {"lt": float("inf")}}, "inf is no number a document holds"),
 ])
 def test_bad_filters_are_clear_errors(spec, message):
     with pytest.raises(SemiretError, match=message):
@@ -217,6 +223,30 @@ def test_search_command_filters(indexed, tmp_path):
                  "--filter", "tags=a")
     assert [h["id"] for h in found] == [h.id for h in unlike] and len(found) == 4
     assert all(h["metadata"]["source"] == "pubmed" and h["metadata"]["year"] != 2001 for h in found)
+
+
+def test_filter_flags_read_values_as_corpus_cells_do_and_a_range_given_twice_is_said(tmp_path):
+    """A TSV cell ``NaN`` is stored as the text; ``--filter score=NaN`` read it as no number and matched nothing
+    (``score!=NaN`` everything). A range given in two flags was refused as "a value, a non-empty list ...";
+    codes written like dates (``1000-00``) still compare as strings."""
+    corpus = tmp_path / "t.tsv"
+    corpus.write_text("id\ttext\tscore\tcode\n1\tcats\tNaN\t1e999\n2\tdogs\t3\t1500-20\n"
+                      "3\tbirds\tInfinity\t007\n")
+    runner = CliRunner()
+    index = str(tmp_path / "idx")
+    assert runner.invoke(app, ["index", "--data", str(corpus), "--out", index, "--metadata-fields",
+                               "score,code"]).exit_code == 0
+
+    def count(*flags):
+        result = runner.invoke(app, ["count", index, *[part for flag in flags for part in ("--filter", flag)]])
+        assert result.exit_code == 0, result.output
+        return int(result.stdout)
+
+    assert [count("score=NaN"), count("score=Infinity"), count("code=1e999"), count("score!=NaN")] == [1, 1, 1, 2]
+    assert count('code={"gte": "1000-00", "lt": "2000-00"}') == 2  # 1500-20 and 1e999, as strings
+    twice = runner.invoke(app, ["count", index, "--filter", 'score={"gte": 2}', "--filter", 'score={"lt": 4}'])
+    assert twice.exit_code == 2 and "score is given twice, once as a range; a range's bounds go in one object" \
+        in twice.output
 
 
 def test_the_service_stores_metadata_and_filters(tmp_path):

@@ -71,6 +71,22 @@ def test_passages_keep_their_parent_and_bad_requests_change_nothing(tmp_path):
         empty.set_metadata({"x": 1}, ids=["d0"])
 
 
+def test_a_filter_or_a_passage_id_updates_its_whole_document_which_reads_back(tmp_path):
+    """A filter one passage passed re-added that passage alone, after its siblings: the document no longer read
+    back (``get``, ``recommend``, ``export``: "passages not in order"), and its passages disagreed on the field."""
+    docs = [Document("A", "alpha beta gamma delta mouse eps zeta eta theta", metadata={"src": "web"}),
+            Document("B", "alpha beta gamma", metadata={"src": "pubmed"})]
+    retriever = BM25Retriever.build(docs, tmp_path / "passages", chunking=Chunking(3))
+    assert retriever.set_metadata({"flag": True}, filter={"$text": "mouse"}) == 3  # A's three passages
+    assert retriever.set_metadata({"seen": 1}, ids=["A#2"]) == 3
+    assert retriever.get_documents(["A"])["A"] == Document("A", docs[0].text, metadata={
+        "src": "web", "flag": True, "seen": 1})
+    assert retriever.count({"flag": True}) == 3 and retriever.count({"seen": 1}) == 3
+    assert [d.id for d in retriever.recommend(["A"], k=1)] == ["B"]
+    retriever.index.merge()
+    assert retriever.get_documents(["A"])["A"].text == docs[0].text
+
+
 def test_fields_named_parent_and_chunk_are_the_users_own_outside_passages(tmp_path):
     retriever = BM25Retriever.build([Document("r", "a reply", metadata={"parent": "thread-1", "chunk": 3})],
                                     tmp_path / "index")
