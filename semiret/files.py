@@ -157,7 +157,16 @@ def exclusive_lock(path: Path, reading: bool = False) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        _release(fd)
+
+
+def _release(fd: int) -> None:
+    """Let go of ``fd``'s lock, then close it: closing alone keeps the lock while a process forked meanwhile (a
+    multiprocessing pool) holds a copy of the descriptor, and every writer waited for that process to end."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -177,7 +186,7 @@ def exclusive_lock_while_linked(path: Path) -> Iterator[None]:
                 yield
                 return
         finally:
-            os.close(fd)  # releases the lock
+            _release(fd)
 
 
 @contextmanager
@@ -196,7 +205,7 @@ def lock_if_free(path: Path) -> Iterator[bool]:
             return
         yield True
     finally:
-        os.close(fd)
+        _release(fd)
 
 
 def vacant_directory(path: Path) -> bool:

@@ -28,6 +28,7 @@ from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import atomic_write_json, directory_size, exclusive_lock, staged_directory
 from semiret.indexes.segments import (
     LOCK_FILE,
+    LOCK_HOLDERS,
     check_buffer,
     check_build_target,
     check_new_ids,
@@ -52,6 +53,11 @@ class CompositeIndex:
 
     def __init__(self, path: Path, meta: dict, parts: dict):
         self.path, self.meta, self.parts = path, meta, parts
+        self._fresh_locks()
+        LOCK_HOLDERS.add(self)
+
+    def _fresh_locks(self) -> None:
+        """This process's lock of the composite, unheld (:data:`~semiret.indexes.segments.LOCK_HOLDERS`)."""
         self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
         self._write_depth = 0
 
@@ -94,7 +100,7 @@ class CompositeIndex:
 
     @classmethod
     def open(cls, path: str | Path) -> "CompositeIndex":
-        path = Path(path)
+        path = Path(path).absolute()  # the folder opened, whatever the working directory later
         meta = read_meta(path, cls.FORMAT)
         if meta.get("version") != cls.VERSION:
             raise IndexFormatError(f"{path}: composite index format version {meta.get('version')} is not supported")

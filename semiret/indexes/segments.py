@@ -33,11 +33,13 @@ import functools
 import hashlib
 import itertools
 import json
+import os
 import secrets
 import shutil
 import sys
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
@@ -119,6 +121,24 @@ def register_index_format(index_class: type) -> type:
     return index_class
 
 
+def _stored_documents(texts: StringTable, locals_: np.ndarray) -> Iterator[Document]:
+    return (Document.from_json(record) for record in texts.iter_at(locals_))
+
+
+LOCK_HOLDERS: "weakref.WeakSet" = weakref.WeakSet()
+"""The open indexes, whose locks a forked child makes anew (:meth:`SegmentedIndex._fresh_locks`): a child forked
+while a thread of its parent wrote (a multiprocessing pool made meanwhile) holds copies of that thread's locks, which
+no thread of its own releases, and waited forever on its first write."""
+
+
+def _fresh_locks_in_child() -> None:
+    for index in list(LOCK_HOLDERS):
+        index._fresh_locks()
+
+
+os.register_at_fork(after_in_child=_fresh_locks_in_child)
+
+
 def open_index(path: str | Path, as_part: bool = False):
     """Open any semiret index directory with the class registered for its ``meta.json`` format. One of the parts
     of a composite index (a hybrid's), opened on its own rather than by the composite (``as_part``), opens
@@ -142,6 +162,10 @@ class Segment:
         self.docids = StringTable(path, "docids", with_lookup=True)
         self.texts = StringTable(path, "texts") if (path / "texts.offsets.npy").is_file() else None
         self.metadata = StringTable(path, "metadata") if (path / "metadata.offsets.npy").is_file() else None
+        if (self.texts is None or self.metadata is None) and not path.is_dir():
+            # a merge in another process removed the folder while it was opened: not a segment without texts (its
+            # hits textless, filtered out), an error the opening retries on the newer commit
+            raise IndexFormatError(f"{path}: the segment folder went while it was opened (merged meanwhile)")
         self.deleted = read_deletions(path, self.n_docs, info.get("n_deleted", 0))  # bool [n_docs], in memory
         self._id_table: tuple[memoryview, np.ndarray] | None = None
         self._id_keys: np.ndarray | None = None
@@ -177,7 +201,7 @@ class Segment:
 
     def documents(self, locals_: np.ndarray) -> Iterator[Document]:
         """The stored documents of local numbers, in order (needs stored texts)."""
-        return (Document.from_json(record) for record in self.texts.iter_at(locals_))
+        return _stored_documents(self.texts, locals_)
 
     def stored_documents(self, locals_: np.ndarray) -> StoredDocuments:
         """The stored documents of local numbers, in order, as stored (needs stored texts): copied, not parsed."""
@@ -226,8 +250,10 @@ class Segment:
         stored texts) and kept."""
         with self._text_index_lock:  # one build however many threads filter at once
             if not self._text_index:
+                # its reader holds the texts, not the segment: kept by the segment, a reference back to it made a
+                # cycle that kept a merged segment's files mapped until Python's collector ran
                 self._text_index.append(TextIndex(self.documents(np.arange(self.n_docs)), self.n_docs,
-                                                  self.documents))
+                                                  functools.partial(_stored_documents, self.texts)))
             return self._text_index[0]
 
     def _columns(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], Column]:
@@ -424,6 +450,11 @@ class SegmentedIndex(ABC):
         """What searches read now; replaced whole by each change and refresh."""
         self.snapshot.segments.extend(self._open_segment(path / info["name"], info) for info in meta["segments"])
         self.snapshot.synonyms = _read_synonyms(path, meta, None)
+        self._fresh_locks()
+        LOCK_HOLDERS.add(self)
+
+    def _fresh_locks(self) -> None:
+        """This process's locks of the index, unheld (made anew in a forked child: see :data:`LOCK_HOLDERS`)."""
         self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
         self._write_depth = 0  # nested writing() blocks of the thread that holds _writer
         self._publishing = threading.Lock()  # held while a snapshot is committed or re-read and published
@@ -517,7 +548,7 @@ class SegmentedIndex(ABC):
             meta, stamp = read_commit(path, cls.FORMAT)
             cls._check_version(path, meta)
             try:
-                index = cls(path, meta)
+                index = cls(path.absolute(), meta)  # the folder opened, whatever the working directory later
             except (IndexFormatError, OSError):
                 attempt += 1
                 if attempt < OPEN_ATTEMPTS and commit_stamp(path) != stamp:
@@ -1394,6 +1425,7 @@ class SegmentHits(SearchHits):
     def __init__(self, segments: list[Segment], refs: np.ndarray, scores: list[list[float]], bounds: list[int]):
         super().__init__(None, scores)
         self._segments, self._refs, self._bounds = segments, refs, bounds  # refs: segment << 32 | local, best first
+        self._ref_of: dict[str, int] | None = None  # a hit's ref by its id, made on the first stored_document
 
     @property
     def ids(self) -> list[list[str]]:
@@ -1442,6 +1474,16 @@ class SegmentHits(SearchHits):
             here = np.flatnonzero(seg_of == seg_no)
             located.append((self._segments[seg_no], [doc_ids[i] for i in here.tolist()], refs[here] & 0xFFFFFFFF))
         return located
+
+    def stored_document(self, doc_id: str) -> Document | None:
+        """A hit's stored document as the commit searched holds it, read from the segment the search found it in
+        (a writer's later delete or replace does not reach it: a search and its hits' texts are of one commit); None
+        for an id of no hit, or a segment without stored texts. What a search's hits look their documents up with."""
+        if self._ref_of is None:
+            self._ref_of = dict(zip([doc_id for ids in self.ids for doc_id in ids], self._refs.tolist()))
+        ref = self._ref_of.get(doc_id)
+        segment = None if ref is None else self._segments[ref >> 32]
+        return None if segment is None or segment.texts is None else segment.document(ref & 0xFFFFFFFF)
 
     def ids_at(self, query: int, positions) -> list[str]:
         if self._ids is not None:

@@ -50,8 +50,8 @@ from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_
                                       field_value, field_values, joined_documents, matching_documents, passage_ids,
                                       set_metadata)
 from semiret.indexes.inverted import InvertedIndex
-from semiret.indexes.segments import (DEFAULT_BUFFER_MB, HitMetadata, SegmentedIndex, check_buffer, check_build_target,
-                                      whole_buffer)
+from semiret.indexes.segments import (DEFAULT_BUFFER_MB, HitMetadata, SegmentedIndex, SegmentHits, check_buffer,
+                                      check_build_target, whole_buffer)
 from semiret.search import highlight as highlighting
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
@@ -841,7 +841,8 @@ class Retriever:
             hits = self._search_deeper(index.pinned(), texts, k, n_threads, wanted, grouping)
             if grouping is not None and not any(hits.ids) and self.index.n_docs:
                 self._say_none_holds(group_by)
-        hits.lookup = self.index.get_document
+        # the hits' documents as the commit searched holds them, where the hits say where they were found
+        hits.lookup = hits.stored_document if isinstance(hits, SegmentHits) else self.index.get_document
         if score_threshold is not None:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits

@@ -325,6 +325,52 @@ def test_a_hybrid_change_killed_at_any_write_leaves_its_parts_alike(tmp_path, ch
         assert {part.n_docs for part in open_retriever(path).index.parts.values()} == {len(lexical)}
 
 
+def _add_in_child(path: str) -> int:
+    return open_retriever(path).add([Document("child", "written by a forked child")])
+
+
+def test_a_process_forked_while_a_thread_writes_blocks_no_later_write(tmp_path):
+    """A pool forked while a thread held the write lock kept the lock's descriptor: every later write of the parent
+    waited until the pool ended, and the child's own writes waited forever on a lock copied held."""
+    retriever = BM25Retriever.build([Document("a", "apple")], tmp_path / "idx")
+    started, release = threading.Event(), threading.Event()
+
+    def writer():
+        with retriever.index.writing():
+            started.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    started.wait(10)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        release.set()
+        thread.join()
+        done = threading.Thread(target=retriever.add, args=([Document("b", "banana")],))
+        done.start()
+        done.join(20)
+        assert not done.is_alive()  # the parent's write, while the forked child lives
+        assert pool.apply_async(retriever.add, ([Document("c", "cherry")],)).get(20) == 1  # and the child's
+    assert set(open_index(tmp_path / "idx").live_ids()) == {"a", "b", "c"}
+
+
+def test_a_segment_merged_away_while_it_is_opened_is_no_segment_without_texts(tmp_path, monkeypatch):
+    """A reader opening a commit while another process's merge removed one of its segments mapped the ids, then
+    found no texts and metadata: a segment storing none, its hits textless and filtered out, kept until the next
+    refresh. It is an error now, which opening retries on the newer commit."""
+    BM25Retriever.build([Document("a", "apple", metadata={"y": 1})], tmp_path / "idx")
+    mapped = segments.StringTable.__init__
+
+    def merged_meanwhile(table, path, name, *args, **kwargs):
+        mapped(table, path, name, *args, **kwargs)
+        if name == "docids":
+            path.rename(path.with_name("gone"))
+
+    monkeypatch.setattr(segments.StringTable, "__init__", merged_meanwhile)
+    with pytest.raises(SemiretError, match="the segment folder went while it was opened"):
+        open_index(tmp_path / "idx")
+
+
 # ------------------------------------------------------------------ an index rebuilt (--overwrite) under open ones
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
 
