@@ -401,6 +401,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     elif bool(query) == (queries is not None):
         raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
     if run is not None:
+        if as_json:
+            _alone_on_standard_output(run, "--run", "--json")
         check_output_file(run, "TREC run (--run)")
         if queries is not None and not as_json and (highlight or with_text):
             raise SemiretError("a file of queries with --run writes the run alone: --highlight and --with-text show "
@@ -415,12 +417,16 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         query_ids, texts, found = ["like"], [title], [hits]
     else:
         named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
+        if not named:  # (an export that failed upstream: an empty run, exit 0, said nothing)
+            raise SemiretError(f"{queries}: no queries in it")
         query_ids, texts = list(named), list(named.values())
         found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
                                 score_threshold=score_threshold, diversity=diversity, candidates=candidates,
                                 boost=_boost(boost), operators=operators)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
+        if str(run) == "-" and not as_json:
+            return  # the run is the output (tables after it, it read as no run)
         if queries is not None and not as_json:
             print(f"{len(texts)} queries searched, top {k} of each written to {run}", file=sys.stderr)
             return  # a file of queries: the run is the output, not a table per query
@@ -581,6 +587,13 @@ def _boost(given: list[str] | None) -> list[dict] | None:
                                "them") from None
         functions += value if isinstance(value, list) else [value]
     return functions
+
+
+def _alone_on_standard_output(path: Path | None, option: str, other: str) -> None:
+    """Refuse ``option -`` (standard output) where ``other`` writes there too: a run and JSON mixed reads as neither
+    (``| jq`` fails)."""
+    if path is not None and str(path) == "-":
+        raise SemiretError(f"{option} - and {other} would both write to standard output: give {option} a file")
 
 
 def _filter_value(text: str):
@@ -812,7 +825,7 @@ def delete(doc_ids: Optional[list[str]] = typer.Argument(None, help="Document id
         raise SemiretError("give ids to delete or a --filter (one of the two)")
     opened = open_index_at(index, _backend(backend, milvus_token))
     deleted = delete_matching(opened, _filter(filter_)) if filter_ else delete_documents(opened, doc_ids)
-    console.print(f"deleted {_count(deleted, 'document')}")
+    console.print(f"deleted {_count(deleted, 'passage' if opened.meta.get('chunking') else 'document')}")
 
 
 @app.command()
@@ -1252,6 +1265,8 @@ def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index 
     from semiret.search.retrievers import open_retriever
     from semiret.search.semiparametric import cache_to_full_index
 
+    if cache is not None and not Path(cache).is_dir():  # (a mistyped one was made empty: every document embedded)
+        raise SemiretError(f"--cache {cache}: no such embedding cache (the one a sidr-beta-rerank search made)")
     _use_encoding_device(device)
     searcher = open_retriever(index, "sidr-beta-rerank", model=model, cache=cache)
     cached = len(searcher.query_side.cache)
@@ -1296,6 +1311,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     from semiret.data.paths import dataset
     from semiret.evaluation.evaluate import evaluate
 
+    _alone_on_standard_output(run, "--run", "the figures")
     _use_encoding_device(device)
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, test=test,
@@ -1453,8 +1469,8 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
     if test != "t" and not baseline:
         raise SemiretError(f"--test {test} is a test against a baseline: give --baseline RUN too")
     if per_query is not None:
-        if str(per_query) == "-" and as_json:
-            raise SemiretError("--per-query - and --json would both write to standard output: give --per-query a file")
+        if as_json:
+            _alone_on_standard_output(per_query, "--per-query", "--json")
         check_output_file(per_query, "per-query measures (--per-query)")
     if correction not in CORRECTIONS:
         raise SemiretError(f"unknown correction {correction!r} (--correction: {', '.join(CORRECTIONS)})")
@@ -1525,6 +1541,9 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
 
     check_output_file(out, "fused run (--out)")
     runs = [read_trec_run(path) for path in run]
+    empty = next((path for path, each in zip(run, runs) if not each), None)
+    if empty is not None:  # (a failed run upstream: the fusion would be the others', without a word)
+        raise SemiretError(f"run {empty} is empty: it ranks no document for any query")
     shared = set.intersection(*(set(each) for each in runs)) if runs else set()
     if len(runs) > 1 and not shared:
         log.warning("the runs share no query id (%s): nothing is fused, each query's ranking is one run's",
@@ -1624,7 +1643,7 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
         tuned = figures["cross_validated"]
         versus = tuned["vs_as_opened"]
         p_value = "n/a" if versus["p_value"] is None else f"{versus['p_value']:.3g}"
-        console.print(f"cross-validated over {folds} folds (each fold scored by the setting best on the others): "
+        stdout.print(f"cross-validated over {folds} folds (each fold scored by the setting best on the others): "
                       f"{measure} {tuned['score']:.4f}, {versus['delta']:+.4f} against the retriever as opened "
                       f"(p={p_value}; {versus['better']} better, {versus['worse']} worse)")
 

@@ -58,6 +58,12 @@ def check_output_file(path: str | Path, what: str = "output file") -> None:
     path = Path(path)
     if path.is_dir():
         raise SemiretError(f"{path} is a directory: give a file name for the {what}")
+    check_parent_folders(path)
+
+
+def check_parent_folders(path: Path) -> None:
+    """Refuse a path to make under a file (``notes.txt/index``): making it would fail late, saying "File exists" or
+    naming a temporary file."""
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():

@@ -399,7 +399,8 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
                     hint = " (columns separated by semicolons? Save the file with commas, or as TSV)"
                 else:
                     hint = (" (plain text, one document? Give the folder holding it: each file under a folder of "
-                            "documents is one)") * (format_suffix(path) == ".txt")
+                            "documents is one)" if columns is CORPUS_COLUMNS else
+                            " (one query a line? Give each its id: id<TAB>text)") * (format_suffix(path) == ".txt")
                 raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
                                       path, line)
             yield line, row[0], row[1], row[2] if len(row) > 2 else "", None

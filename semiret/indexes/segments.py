@@ -55,6 +55,7 @@ from semiret.files import (
     STAGING_MARK,
     atomic_write_json,
     atomic_write_text,
+    check_parent_folders,
     directory_size,
     exclusive_lock,
     link_or_copy,
@@ -1748,6 +1749,7 @@ def check_build_target(target: Path, overwrite: bool, source: Path | None = None
     replace a non-empty directory that is not a semiret index, even with ``overwrite``, nor the directory that
     holds ``source`` (the corpus being indexed)."""
     if not target.exists():
+        check_parent_folders(target)
         return
     if vacant_directory(target):  # made beforehand, as many tools want: the index goes there
         return

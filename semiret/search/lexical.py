@@ -568,6 +568,10 @@ class TokenizerOptions:
     max_length: int | None = None
     """Truncate texts to this many tokens."""
 
+    def __post_init__(self) -> None:
+        if self.max_length is not None and self.max_length < 2:  # (a negative one failed deep in the tokenizer)
+            raise SemiretError(f"max_length (--max-length) must be at least 2 tokens, got {self.max_length}")
+
 
 class TokenSets(DocumentSide):
     """Each document's distinct tokens, built by the tokenizer alone, into a ``binary`` index."""

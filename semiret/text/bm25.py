@@ -34,6 +34,13 @@ class BM25Parameters:
     """BM25L's and BM25+'s lower bound of a term's part (the others have none)."""
 
     def __post_init__(self) -> None:
+        for name in ("k1", "b", "delta"):  # (a grid's value as written, "abc" or true, failed deep in arithmetic)
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SemiretError(f"BM25's {name} (--{name}) must be a number, got {value!r}")
+        if not isinstance(self.variant, str):
+            raise SemiretError(f"BM25's variant (--variant) must be one of {', '.join(BM25_VARIANTS)}, got "
+                               f"{self.variant!r}")
         if not (math.isfinite(self.k1) and self.k1 >= 0):
             raise SemiretError(f"BM25's k1 (--k1) must be a finite number of at least 0, got {self.k1}")
         if not 0.0 <= self.b <= 1.0:

@@ -321,9 +321,24 @@ def test_an_index_holding_the_corpus_it_would_be_rebuilt_from_is_kept(index_dir,
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "--k1", "-1"), "BM25's k1 (--k1) must be a finite number"),
     (("index", "--data", "{beir}", "--out", "{tmp}/x", "--b", "2"), "BM25's b (--b) must be between 0 and 1, got 2.0"),
     (("search", "--index", "{idx}", "--idf", "corpus", "x"), "idf do not apply when searching with retriever 'bm25'"),
+    # a traceback before (a grid's value, a negative length), or exit 0 doing the wrong thing
+    (("tune", "--index", "{idx}", "--data", "{beir}", "--split", "test", "--grid", "k1=abc"), "BM25's k1 (--k1) must be a number, got 'abc'"),
+    (("index", "--data", "{beir}", "--out", "{tmp}/x", "-r", "idf", "--max-length", "-5"),
+     "max_length (--max-length) must be at least 2 tokens, got -5"),
+    (("eval", "--data", "{beir}", "--run", "-", "--json"), "--run - and the figures would both write to standard output"),
+    (("search", "--index", "{idx}", "--queries", "{tmp}/empty.tsv", "--run", "{tmp}/r.trec"), "empty.tsv: no queries"),
+    (("search", "--index", "{idx}", "--queries", "{tmp}/plain.txt"), "(one query a line? Give each its id: id<TAB>text)"),
+    (("fuse", "{tmp}/empty.tsv", "{tmp}/empty.tsv"), "empty.tsv is empty: it ranks no document for any query"),
+    (("index", "--data", "{beir}", "--out", "{tmp}/bad.jsonl/x"), "bad.jsonl/x cannot be written: {tmp}/bad.jsonl is a "
+                                                                     "file, not a directory"),
+    (("cache-to-full", "--index", "{idx}", "--out", "{tmp}/full", "--cache", "{tmp}/nowhere"),
+     "--cache {tmp}/nowhere: no such embedding cache"),
 ])
 def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, message):
     (tmp_path / "bad.jsonl").write_text('{"_id": "ok", "text": "fine"}\n{"_id": "x", "text": \n')
+    (tmp_path / "empty.tsv").write_text("")
+    (tmp_path / "plain.txt").write_text("what cats eat\nwhy dogs bark\n")
+    message = message.format(tmp=tmp_path)
     (beir_dir / "qrels" / "empty.tsv").write_text("query-id\tcorpus-id\tscore\n")
     args = [a.format(tmp=tmp_path, idx=index_dir, beir=beir_dir) for a in args]
     result = invoke(*args, ok=False)
@@ -331,6 +346,12 @@ def test_errors_exit_2_with_a_message(tmp_path, beir_dir, index_dir, args, messa
     assert "error:" in result.stderr and message in result.stderr
     assert "Traceback" not in result.output
     assert result.stderr.count("\n") == 1  # one line, however long the paths
+
+
+def test_a_delete_from_an_index_of_passages_counts_passages(tmp_path, beir_dir):
+    invoke("index", "--data", beir_dir, "--out", tmp_path / "passages", "--chunk-words", "3")
+    deleted = invoke("delete", "--index", tmp_path / "passages", "d5")
+    assert "deleted 3 passages" in deleted.stderr, deleted.stderr  # one document ("documents" before)
 
 
 def test_search_tables_show_texts_and_ids_as_they_are(tmp_path, index_dir):
@@ -344,6 +365,9 @@ def test_search_tables_show_texts_and_ids_as_they_are(tmp_path, index_dir):
 def test_trec_runs_go_to_standard_output_through_links_and_refuse_ids_with_spaces(tmp_path, index_dir):
     to_stdout = invoke("search", "--index", index_dir, "--run", "-", "cats").stdout
     assert to_stdout.startswith("1 Q0 ") and to_stdout.split("\n")[0].endswith(" bm25")
+    assert all(line.startswith("1 Q0 ") for line in to_stdout.splitlines())  # the run alone: no table after it
+    mixed = invoke("search", "--index", index_dir, "--run", "-", "--json", "cats", ok=False)
+    assert mixed.exit_code == 2 and "--run - and --json would both write to standard output" in mixed.stderr
     target = tmp_path / "target.trec"
     target.write_text("old\n")
     (tmp_path / "link.trec").symlink_to(target)

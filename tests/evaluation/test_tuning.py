@@ -88,6 +88,9 @@ def test_the_command_line(idf, tmp_path):
     table = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--grid",
                                 'min_idf=[0, 5]'])
     assert table.exit_code == 0 and "--min-idf 5" in table.output and "(as opened)" in table.output
+    folded = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--grid",
+                                 "min_idf=0,5", "--folds", "3"])
+    assert "cross-validated over 3 folds" in folded.stdout  # the figure to expect: output, not a message
     for flags, message in ((["--grid", "min_idf"], "NAME=V1,V2"), (["--grid", "a=1", "--grid", "a=2"], "twice"),
                            (["--grid", "min_idf=[0,"], "not a JSON list"), (["--grid", "k1=1.2"], "k1"),
                            (["--grid", "min_idf=0", "--folds", "9"], "folds"),
