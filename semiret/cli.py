@@ -382,7 +382,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     from semiret.data.trec import write_trec_run
     from semiret.files import check_output_file
     from semiret.search.highlight import ENCODERS
-    from semiret.search.operators import scored_text
+    from semiret.search.operators import query_filter, scored_text
     from semiret.search.retrievers import open_retriever
 
     if highlight_encoder not in ENCODERS:
@@ -432,12 +432,13 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             return  # a file of queries: the run is the output, not a table per query
     for query_id, text, hits in zip(query_ids, texts, found):
         scored = scored_text(text, operators)  # what highlights mark
+        read_with = query_filter(text, operators, wanted)  # the filter the search read it with
         if as_json:
             asked = {"like": like, "unlike": unlike or []} if like else {"query": text}
             print(json.dumps({**({"query_id": query_id} if queries is not None else {}), **asked,
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
                                         **(_stored(h) if with_text else {}),
-                                        **({"highlights": searcher.highlight(scored, h.id,
+                                        **({"highlights": searcher.highlight(scored, h.id, filter=read_with,
                                                                              encoder=highlight_encoder)}
                                            if highlight else {}),
                                         **({"context": searcher.context(h.id, context)} if context is not None
@@ -458,7 +459,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             table.add_column("highlights" if highlight else "text", no_wrap=True, max_width=room)
         for row, hit in zip(rows, hits):
             if highlight:
-                shown = _marked(next(iter(searcher.highlight(scored, hit.id, tags=None)), []), room)
+                shown = _marked(next(iter(searcher.highlight(scored, hit.id, tags=None, filter=read_with)), []), room)
             else:
                 passage = " ".join((hit.text or "").split())
                 shown = _marked([(passage, False)], room)  # cut by screen cells: no accent or wide character split

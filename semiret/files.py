@@ -148,14 +148,14 @@ def exclusive_lock(path: Path, reading: bool = False) -> Iterator[None]:
     here rather than taken from ``filelock``/``portalocker``: the few lines of ``fcntl`` are the whole of it
     on Linux and macOS, and a dependency would add nothing semiret uses.) ``reading``: for a reader that keeps
     writers out (a backup) where it may not write: the file opened read-only (``flock`` needs no more), and no
-    lock at all on a read-only file system without one (nothing writes there).
+    lock at all where there is none and none can be made (no writer ever took it).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         if not reading or exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
-        if exc.errno == errno.EROFS and not os.path.exists(path):
+        if not os.path.exists(path):  # no writer ever took it (a writer makes it): nothing to wait for
             yield
             return
         fd = os.open(path, os.O_RDONLY)

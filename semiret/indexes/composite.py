@@ -256,8 +256,10 @@ class CompositeIndex:
         target = check_backup_target(self.path, target, overwrite)
         # the parts' locks let go before the target's are taken to publish the copy (see SegmentedIndex.backup)
         with staged_directory(target, overwrite, writer_locks(target)) as staged, ExitStack() as held:
-            held.enter_context(exclusive_lock(self.path / LOCK_FILE, reading=True))  # as writers take them
-            _complete_commit_if_writable(self.path)
+            held.enter_context(self._writer)
+            if self._write_depth == 0:  # (this thread writes already: its locks are held, its commits whole)
+                held.enter_context(exclusive_lock(self.path / LOCK_FILE, reading=True))  # as writers take them
+                _complete_commit_if_writable(self.path)
             for part in self.parts.values():  # in part order
                 held.enter_context(part.unchanging())
             for name, part in self.parts.items():
@@ -276,7 +278,7 @@ class CompositeIndex:
             with ExitStack() as locks:
                 if outermost:
                     locks.enter_context(exclusive_lock(self.path / LOCK_FILE))
-                    _complete_commit(self.path)
+                    self.meta = _complete_commit(self.path)  # as on disk (another process rebuilt it, say)
                 self._write_depth += 1
                 locks.callback(self._leave)
                 for part in self.parts.values():

@@ -691,11 +691,12 @@ class InvertedIndex(SegmentedIndex):
             return scale
         return float(values.max() / 255.0) if len(values) and values.max() > 0 else 1.0
 
-    def _commit(self) -> None:
-        """Append the words the vocabulary gained to ``vocab.txt``, then commit."""
+    def _committed_meta(self) -> dict:
+        """Append the words the vocabulary gained to ``vocab.txt`` (what the commit names, written before it: also
+        before a hybrid records its parts' commits), then the ``meta.json`` that commits them."""
         if self.terms is not None:
             self._append_vocabulary()
-        super()._commit()
+        return super()._committed_meta()
 
     def _append_vocabulary(self) -> None:
         """Write the words added since the last commit after the committed lines of ``vocab.txt``

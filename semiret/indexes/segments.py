@@ -1384,7 +1384,8 @@ class SegmentedIndex(ABC):
         atomic_write_json(self.path / META_FILE, self._committed_meta())
 
     def _committed_meta(self) -> dict:
-        """The ``meta.json`` that commits the draft's state."""
+        """The ``meta.json`` that commits the draft's state, every file it names written first (called again, the
+        same: a hybrid records it, then publishes it)."""
         for info, segment in zip(self.meta["segments"], self.segments):
             info["n_deleted"] = segment.n_deleted
         self.meta["version"] = self.VERSION  # what it may now hold: an older semiret refuses it

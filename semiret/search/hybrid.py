@@ -323,13 +323,15 @@ class HybridRetriever(Retriever):
         self.check_explainable()
         shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
         terms, found = [], False
+        reading = self._reading(filter)  # every part restricted as a filtered search restricts it
         for name, part in self.query_side.parts.items():
-            try:  # (a filter reads the stored documents: the part that keeps them reads the query by it)
-                explained = part.explain(query, doc_id, filter if part.index.stores_texts else None)
+            try:
+                explained = part._explained(query, doc_id, reading.parts[name])
             except UnknownDocumentError:  # in one part only (a crash between the parts' commits): it adds nothing
                 continue
             found = True
-            bound = float(part.index.score_bounds(part.query_side.scored_queries(part.index, [query]))[0])
+            # the bound of the query as the part read it (a correction among the documents that pass: its own)
+            bound = float(part.index.score_bounds(part.query_side.scored_queries(reading.parts[name], [query]))[0])
             scale = shares[name] / bound if bound > 0 else 0.0
             terms += [TermContribution(f"{name}:{t.term}", t.query_weight * scale, t.document_weight,
                                        t.contribution * scale) for t in explained.terms if scale]
@@ -374,10 +376,11 @@ class HybridRetriever(Retriever):
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
         return heaviest_first(found)
 
-    def _word_matches(self, query: str, doc_id: str):
+    def _word_matches(self, query: str, doc_id: str, reading=None):
         """Highlights: a word matches as either part matched it (BM25's stems, the neural part's terms, or, for a
         dense part, English stems), each term known with its part's name (two vocabularies' ids are not one)."""
-        matchers = [(name, part._word_matches(query, doc_id)) for name, part in self.query_side.parts.items()]
+        matchers = [(name, part._word_matches(query, doc_id, None if reading is None else reading.parts[name]))
+                    for name, part in self.query_side.parts.items()]
 
         def matches(words: list[str]) -> list[frozenset]:
             per_part = [[frozenset((name, term) for term in terms) for terms in matcher(words)]

@@ -96,6 +96,12 @@ def parse_operators(text: str) -> ParsedQuery:
     return ParsedQuery(" ".join(scored), tuple(dict.fromkeys(required)), tuple(dict.fromkeys(excluded)))
 
 
+def query_filter(text: str, operators: bool, given: dict | None) -> dict | None:
+    """The filter a search read ``text`` with (``given``, and its operators' conditions when ``operators`` is set):
+    what explaining and highlighting its hits read the query against too."""
+    return parse_operators(text).filter(given) if operators else given
+
+
 def scored_text(text: str, operators: bool) -> str:
     """What a retriever scores of ``text`` (highlights and explanations read the same words): without its operators
     and excluded words when ``operators`` is set, else ``text`` itself."""

@@ -1031,10 +1031,18 @@ class Retriever:
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
         self.check_explainable()
-        doc_id = _document_id(doc_id)
+        return self._explained(query, doc_id, self._reading(filter))
+
+    def _reading(self, filter: dict | None):
+        """The index a query is read against as a search with ``filter`` reads it (its fuzzy corrections, prefixes'
+        words and feedback documents are those of the documents that pass): the index restricted to them."""
         wanted = checked_filter(self.index, filter, "filter on") if filter else None
-        reading = self.index.restricted(wanted) if wanted is not None and hasattr(self.index, "restricted") \
+        return self.index.restricted(wanted) if wanted is not None and hasattr(self.index, "restricted") \
             else self.index
+
+    def _explained(self, query: str, doc_id: str, reading) -> Explanation:
+        """:meth:`explain` of the query as read against ``reading`` (:meth:`_reading`)."""
+        doc_id = _document_id(doc_id)
         found = self.index.explain(self.query_side.scored_queries(reading, [query])[0], doc_id)
         if found is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
@@ -1047,12 +1055,13 @@ class Retriever:
 
     def highlight(self, query: str, doc_id: str, fragment_words: int = highlighting.FRAGMENT_WORDS,
                   fragments: int = highlighting.FRAGMENTS, tags: Sequence[str] | None = highlighting.TAGS,
-                  encoder: str = "default") -> list:
+                  encoder: str = "default", filter: dict | None = None) -> list:
         """The stored document's passages where ``query``'s matches cluster, the matching words between ``tags``
         (OpenSearch's highlight; :mod:`semiret.search.highlight`): at most ``fragments`` windows of
         ``fragment_words`` words, in the document's order; none when no word matches. ``encoder="html"`` escapes
         the document's text (not the tags) for a page to show as HTML. ``tags=None``: each fragment as
-        ``(text, matched)`` pieces, for a display of its own."""
+        ``(text, matched)`` pieces, for a display of its own. ``filter``: the query read as a search with that
+        filter reads it (as :meth:`explain`'s: a fuzzy correction made among the documents that pass is marked)."""
         if not isinstance(query, str):
             raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
         if fragment_words < 1 or fragments < 1:
@@ -1070,7 +1079,7 @@ class Retriever:
         document = view.index.get_document(_document_id(doc_id))
         if document is None:
             raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
-        matches = view._word_matches(query, document.id)
+        matches = view._word_matches(query, document.id, view._reading(filter))
         if tags is None:
             return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
         return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags, encoder)
@@ -1142,14 +1151,15 @@ class Retriever:
         stored = view.index.get_documents([passage for _, passage in near])
         return self.chunking.joined([stored[passage] for _, passage in near if passage in stored]).full_text
 
-    def _word_matches(self, query: str, doc_id: str):
+    def _word_matches(self, query: str, doc_id: str, reading=None):
         """What :func:`highlight.fragment_pieces <semiret.search.highlight.fragment_pieces>` asks: for a document's
-        words, the query terms each stands for. Retrievers that sum term weights: the terms that the query and the
-        document both hold with a weight, of those a word is made of (the index's analyzer for words, else its
-        tokenizer alone: no model runs); others: the word's English stem where the query has it."""
+        words, the query terms each stands for. Retrievers that sum term weights: the terms that the query (read
+        against ``reading``, :meth:`_reading`; default the index) and the document both hold with a weight, of those a
+        word is made of (the index's analyzer for words, else its tokenizer alone: no model runs); others: the
+        word's English stem where the query has it."""
         if self._sums_term_weights:
             terms, query_weights, document_weights = self.index.explain(
-                self.query_side.matched_query(self.index, query), doc_id)
+                self.query_side.matched_query(self.index if reading is None else reading, query), doc_id)
             held = set(terms[(query_weights > 0) & (document_weights > 0)].tolist())
             if self.index.vocab is not None:  # words (BM25): the query side's own analyzer and dictionary
                 word_terms = self.query_side.word_terms

@@ -464,10 +464,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """``message`` with the server's folders named as a client knows them: an index's path as ``index 'NAME'``,
         the data and backup directories as such (a client is told what it asked about, not where the server
         keeps it)."""
-        places = [(str(index.path), f"index {name!r}") for name, index in list(served.items())]
+        places = [(index.path, f"index {name!r}") for name, index in list(served.items())]
         places += [(settings.data_dir, "the data directory"), (settings.backup_dir, "the backup directory")]
-        for path, said in sorted(((str(p), said) for p, said in places if p), key=lambda place: -len(place[0])):
-            message = message.replace(path, said)
+        named = {}
+        for place, said in places:
+            if place:  # as messages write it (absolute), and as the links it goes through resolve
+                named.update({str(Path(place).absolute()): said, str(Path(place).resolve()): said})
+        for path in sorted(named, key=len, reverse=True):  # whole paths only: "data" is not in "metadata"
+            message = re.sub(rf"(?<![\w.-]){re.escape(path)}(?![\w.-])", lambda _, said=named[path]: said, message)
         return message
 
     @app.exception_handler(IndexFormatError)

@@ -24,7 +24,7 @@ from semiret.indexes import open_index
 from semiret.indexes.filters import documents_by_id, passage_ids
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
-from semiret.search.operators import scored_text
+from semiret.search.operators import query_filter, scored_text
 from semiret.search.retrievers import DOCUMENT_READING, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
 
@@ -160,6 +160,7 @@ class ServedIndex:
         found = retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
                                  score_threshold=score_threshold, operators=operators, **(picking or {}))
         for number, (query, hits) in enumerate(zip(queries, found)):
+            read_with = query_filter(query, operators, filter)  # the filter the search read the query with
             if highlight is not None or explain:  # what they read: the query's scored words
                 query = scored_text(query, operators)
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
@@ -171,7 +172,7 @@ class ServedIndex:
             rows = _rows(hits, with_text, group_by is not None, stored)
             if highlight is not None:
                 for row in rows:
-                    row["highlights"] = retriever.highlight(query, row["id"], **highlight)
+                    row["highlights"] = retriever.highlight(query, row["id"], **highlight, filter=read_with)
             if context is not None:
                 for row in rows:
                     row["context"] = retriever.context(row["id"], context)
@@ -179,7 +180,7 @@ class ServedIndex:
                 boost = (picking or {}).get("boost")
                 factors = boost.factors(retriever.index, [row["id"] for row in rows]).tolist() if boost else None
                 for n, row in enumerate(rows):
-                    explained = retriever.explain(query, row["id"], filter)  # the query as the search read it
+                    explained = retriever.explain(query, row["id"], read_with)  # the query as the search read it
                     if factors is not None:
                         explained.boost_factor = factors[n]
                     row["explanation"] = explained.to_json()

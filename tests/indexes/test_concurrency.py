@@ -24,7 +24,7 @@ from semiret.errors import SemiretError
 from semiret.indexes import open_index, segments
 from semiret.search import BM25Retriever, open_retriever
 
-from helpers import SCIFACT, require_shared_data, write_jsonl
+from helpers import SCIFACT, TINY_DOCS, require_shared_data, write_jsonl
 
 ROUNDS = 12
 
@@ -321,12 +321,52 @@ def test_a_hybrid_change_killed_at_any_write_leaves_its_parts_alike(tmp_path, ch
         done = {"add": "new" in lexical, "delete": "d1" not in lexical,
                 "merge": hybrid.index.n_stored == hybrid.index.n_docs}[change]
         assert done == (write > 1), (change, write)  # from the composite's record on, it is done
+        # what the record names is all written: the BM25 part's new words too (searched, not an IndexError)
+        assert [hit.id for hit in hybrid.search("quokka", k=2)] == (["new"] if change == "add" and done else [])
         assert hybrid.delete(["d2"]) == 1 and hybrid.add([Document("d2", "cats again")]) == 1
         assert {part.n_docs for part in open_retriever(path).index.parts.values()} == {len(lexical)}
 
 
-def _add_in_child(path: str) -> int:
-    return open_retriever(path).add([Document("child", "written by a forked child")])
+def test_a_hybrid_writer_that_opened_it_before_a_rebuild_keeps_the_rebuilds_record(tmp_path):
+    """A process holding a hybrid open wrote its own old ``meta.json`` over a rebuild's (its passages' record
+    gone), and a backup taken inside a write waited forever on the composite's lock."""
+    from semiret.search import HybridRetriever
+
+    path = tmp_path / "hybrid"
+    HybridRetriever.build(TINY_DOCS, path, neural="idf")
+    held = open_retriever(path)
+    HybridRetriever.build(TINY_DOCS, path, neural="idf", overwrite=True, chunking=3)
+    held.index.refresh()
+    held.add([Document("x", "cats again")])
+    assert open_retriever(path).chunking is not None and open_retriever(path).chunking.words == 3
+    with held.index.writing():
+        backed_up = threading.Thread(target=held.index.backup, args=(tmp_path / "copy",))
+        backed_up.start()
+        backed_up.join(0.5)
+        assert backed_up.is_alive()  # another thread waits for the write...
+    backed_up.join(20)
+    assert not backed_up.is_alive()  # ...and takes its copy after it
+    with held.index.writing():
+        held.index.backup(tmp_path / "inside")  # this thread, inside its own write: at once
+    assert open_retriever(tmp_path / "inside").index.n_docs == open_retriever(path).index.n_docs
+
+
+def test_a_reader_that_cannot_make_a_lock_file_takes_none_where_none_exists(tmp_path, monkeypatch):
+    """A backup of a hybrid owned by another user (a restore from a backup folder) failed: its composite's lock
+    file, made by the first write, did not exist, and could not be made."""
+    real_open = os.open
+
+    def refused(path, flags, *args):
+        if flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refused)
+    with semiret.files.exclusive_lock(tmp_path / "write.lock", reading=True):
+        pass
+    with pytest.raises(PermissionError):
+        with semiret.files.exclusive_lock(tmp_path / "write.lock"):
+            pass
 
 
 def test_a_process_forked_while_a_thread_writes_blocks_no_later_write(tmp_path):

@@ -116,7 +116,7 @@ def test_a_hybrid_fused_by_bounds_is_explained_part_by_part(tmp_path, tiny_docs,
         hybrid.with_options(fusion="rrf").explain("cats", "d2")
     # a document one part lacks (a crash between the parts' commits): the other part's terms alone
     neural = hybrid.query_side.parts["neural"]
-    neural.explain = lambda query, doc_id, filter=None: (_ for _ in ()).throw(UnknownDocumentError(doc_id))
+    neural._explained = lambda query, doc_id, reading: (_ for _ in ()).throw(UnknownDocumentError(doc_id))
     alone = hybrid.explain("cats and dogs", "d2")
     assert alone.terms and {t.term.split(":")[0] for t in alone.terms} == {"lexical"}
     with pytest.raises(UnknownDocumentError, match=f"no document 'nope' in {hybrid.index.path}$"):

@@ -96,6 +96,36 @@ def test_health_readiness_and_openapi(client_with_neural, tmp_path):
     assert search.status_code == 503 and str(tmp_path) not in search.text
 
 
+def test_explanations_and_highlights_read_the_query_as_the_search_did(tmp_path):
+    """A fuzzy correction is made among the documents a search shows: with operators (their $text conditions) or a
+    filter, explanations read the query against every document (a score of 0.463 for a hit of 0.793, the wrong
+    correction named) and highlights marked none of the corrected word."""
+    docs = [Document("A", "zebrafish abcdexy study", metadata={"g": "x"}), Document("B", "abcdefh trial",
+                                                                                  metadata={"g": "y"}),
+            Document("C", "unrelated words here", metadata={"g": "x"}), Document("D", "more filler text",
+                                                                                metadata={"g": "y"})]
+    BM25Retriever.build(docs, tmp_path / "docs")
+    client = client_of({"docs": str(tmp_path / "docs")})
+    for body in ({"queries": ["+zebrafish abcdefg"], "operators": True},
+                 {"queries": ["abcdefg"], "filter": {"g": "x"}}):
+        answer = client.post("/indexes/docs/search", json={**body, "k": 3, "explain": True, "highlight": True,
+                                                           "options": {"fuzzy": True}})
+        hit = answer.json()["results"][0][0]
+        assert hit["id"] == "A" and hit["explanation"]["score"] == pytest.approx(hit["score"], rel=1e-6)
+        assert any("<em>abcdexy</em>" in fragment for fragment in hit["highlights"]), hit["highlights"]
+
+
+def test_messages_name_indexes_given_by_relative_paths_and_leave_words_whole(tmp_path, monkeypatch):
+    """The service replaced "data" (a relative --data-dir) inside "metadata", and missed the index's path now
+    written absolute."""
+    monkeypatch.chdir(tmp_path)
+    BM25Retriever.build(TINY_DOCS, "idx", store_texts=False)
+    client = TestClient(create_app(ServeSettings({"tiny": "idx"}, data_dir="data", write_process=False)))
+    answer = client.post("/indexes/tiny/search", json={"queries": ["cats"], "group_by": "year"})
+    assert answer.status_code == 422 and answer.json()["detail"].startswith(
+        "index 'tiny' keeps no stored documents (built with --no-store-texts), so it has no metadata to group by")
+
+
 def test_off_loopback_a_readiness_probe_without_the_key_says_its_status_alone(indexes, tmp_path):
     """A probe takes no key, and tells one without the key nothing of the indexes (their names, why one fails)."""
     client = client_of(indexes, api_key=KEY, host="0.0.0.0")
