@@ -1308,7 +1308,9 @@ def index_vocabulary(index) -> WordPieceVocabulary:
     if config.get("type") == "wordpiece":
         return WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
     if config.get("type") == "encoder":
-        return WordPieceVocabulary(located(config["model"]))
+        model = located(config["model"])
+        documents = Path(model) / "document"  # a model of two encoders (SiDR's): the document encoder's tokens
+        return WordPieceVocabulary(str(documents) if (documents / "tokenizer.json").is_file() else model)
     raise SemiretError(f"{index.path} was not built over a token vocabulary (its analyzer: {config.get('type')!r})")
 
 

@@ -226,6 +226,10 @@ def test_three_pipelines_and_cache_to_full_index(trained, tiny_docs, tmp_path):
     model = str(output / "model")
     beta = SiDRBetaRetriever.build(tiny_docs, tmp_path / "bot", model=model)
     full = SiDRFullRetriever.build(tiny_docs, tmp_path / "full", model=model)
+    # its terms named by the document encoder's tokenizer (a SiDR model keeps one per encoder, none at its top)
+    top = full.search("cats and dogs", k=1)[0]
+    assert full.explain("cats and dogs", top.id).score == pytest.approx(top.score, rel=1e-5)
+    assert full.document_terms(top.id) and full.analyze("cats and dogs")
     rerank = LateParametricRetriever.open(tmp_path / "bot", model=model, rerank_depth=3)
     reopened = open_retriever(tmp_path / "bot")  # no model named: the one it was built with, not the packaged one
     assert reopened.query_side.model == str((output / "model").resolve())
