@@ -1004,13 +1004,18 @@ class Retriever:
         doc_id = _document_id(doc_id)
         found = self.index.document_terms(doc_id)
         if found is None:
-            passages = sorted(passage_ids(self.index, [doc_id])) if self.chunking is not None else []
-            held = ""
-            if passages:
-                held = f": it is indexed as passages, {', '.join(passages[:3])}{', ...' if len(passages) > 3 else ''}"
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}{held}", doc_id)
+            raise self._unknown(doc_id)
         terms, values, frequencies = found
         return heaviest_first(_term_weights(_term_names(self.index, terms.tolist()), values, frequencies))
+
+    def _unknown(self, doc_id: str) -> UnknownDocumentError:
+        """The error for an id the index does not hold; over an index of passages, one of a document indexed as
+        passages names them (what explain, highlight and context take)."""
+        passages = sorted(passage_ids(self.index, [doc_id])) if self.chunking is not None else []
+        held = ""
+        if passages:
+            held = f": it is indexed as passages, {', '.join(passages[:3])}{', ...' if len(passages) > 3 else ''}"
+        return UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}{held}", doc_id)
 
     def _check_term_weights(self, action: str) -> None:
         if not self._sums_term_weights:
@@ -1045,7 +1050,7 @@ class Retriever:
         doc_id = _document_id(doc_id)
         found = self.index.explain(self.query_side.scored_queries(reading, [query])[0], doc_id)
         if found is None:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+            raise self._unknown(doc_id)
         terms, query_weights, document_weights = found
         names = _term_names(self.index, terms.tolist())
         parts = [TermContribution(name, float(q), float(d), float(q) * float(d))
@@ -1078,7 +1083,7 @@ class Retriever:
         view = self.pinned()  # the document and its postings from one commit
         document = view.index.get_document(_document_id(doc_id))
         if document is None:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+            raise self._unknown(doc_id)
         matches = view._word_matches(query, document.id, view._reading(filter))
         if tags is None:
             return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
@@ -1139,7 +1144,7 @@ class Retriever:
         doc_id = _document_id(doc_id)
         document = view.index.get_document(doc_id)
         if document is None:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+            raise self._unknown(doc_id)
         metadata = document.metadata or {}
         if self.chunking is None or PARENT_FIELD not in metadata or document.id == metadata[PARENT_FIELD]:
             return document.full_text

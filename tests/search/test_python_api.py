@@ -197,6 +197,18 @@ def test_a_merged_segment_is_freed_without_the_garbage_collector(tmp_path):
         gc.enable()
 
 
+def test_a_document_indexed_as_passages_is_named_by_them_where_its_id_is_not_taken(tmp_path):
+    """``explain``, ``highlight`` and ``context`` of a document's id over its passages said only "no document"."""
+    from semiret.data.chunking import Chunking
+
+    retriever = BM25Retriever.build([Document("d", " ".join(f"word{i}" for i in range(30)))], tmp_path / "idx",
+                                    chunking=Chunking(10, 3))
+    for call in (lambda: retriever.explain("word1", "d"), lambda: retriever.highlight("word1", "d"),
+                 lambda: retriever.context("d", 1)):
+        with pytest.raises(SemiretError, match=r"no document 'd' in .*: it is indexed as passages, d#0, d#1, d#2"):
+            call()
+
+
 def test_documents_and_ids_are_checked_where_they_enter(tmp_path):
     bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
     with pytest.raises(SemiretError, match=r"delete takes a list of ids, got the string 'd1' \(one id: \['d1'\]\)"):
