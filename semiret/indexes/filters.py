@@ -393,7 +393,7 @@ class TextIndex:
         self._postings = {word: np.asarray(locals_, np.int32) for word, locals_ in postings.items()}
         self._sorted = sorted(self._postings)  # the words in order: those a prefix begins lie together
         self.n_docs, self.read = n_docs, read
-        self._spellings: dict[str, str] = {}  # a word's spelling, once looked up (the segment never changes)
+        self._spellings: dict[tuple[str, int], str] = {}  # a word's spelling by its live holders, once looked up
 
     def holding_prefix(self, prefix: str) -> np.ndarray:
         """bool [n_docs]: the documents holding a word that ``prefix`` begins."""
@@ -434,15 +434,20 @@ class TextIndex:
             allowed = held if allowed is None else np.intersect1d(allowed, held, assume_unique=True)
         return among & np.isin(units, allowed) if allowed is not None else among
 
-    def spelling(self, word: str, documents: int = 5) -> str:
-        """How the first few ``documents`` holding ``word`` write it, the commonest spelling (``Straße`` for
-        ``strasse``, ``Alzheimer`` for ``alzheimer``); the word itself where none is found."""
-        known = self._spellings.get(word)
+    def spelling(self, word: str, deleted: np.ndarray, documents: int = 5) -> str | None:
+        """How the first few ``documents`` holding ``word`` and not ``deleted`` (the segment's flags) write it, the
+        commonest spelling (``Straße`` for ``strasse``, ``Alzheimer`` for ``alzheimer``; the word itself where none
+        is found); None where no live document holds it."""
+        holders = self._postings.get(word)
+        holders = None if holders is None else holders[~deleted[holders]]
+        if holders is None or not len(holders):
+            return None
+        if IDEOGRAPH.search(word):
+            return word
+        key = (word, len(holders))  # (deletions only grow: as many live holders, the same ones)
+        known = self._spellings.get(key)
         if known is not None:
             return known
-        holders = self._postings.get(word)
-        if holders is None or IDEOGRAPH.search(word):
-            return word
         spellings: dict[str, int] = {}
         for document in self.read(holders[:documents]):
             for found in WORD.findall(f"{document.title or ''} {document.text}"):
@@ -451,7 +456,7 @@ class TextIndex:
         spelt = max(spellings, key=lambda each: (spellings[each], each == word)) if spellings else word
         if len(self._spellings) >= SPELLINGS_KEPT:
             self._spellings.clear()  # a bound, not a policy: the common completions come back at once
-        self._spellings[word] = spelt
+        self._spellings[key] = spelt
         return spelt
 
     def holding(self, words: list[str]) -> np.ndarray:

@@ -741,7 +741,9 @@ class SegmentedIndex(ABC):
         it: the commonest spelling in the first few (:meth:`TextIndex.spelling`)."""
         for segment in reversed(self.snapshot.segments):
             if segment.texts is not None and segment.text_index().holds(word):
-                return segment.text_index().spelling(word)
+                spelt = segment.text_index().spelling(word, segment.deleted)
+                if spelt is not None:  # (else its holders here are all deleted: an older segment's)
+                    return spelt
         return word
 
     def hit_metadata(self, doc_ids: Iterable[str]) -> "HitMetadata":

@@ -117,3 +117,16 @@ def test_the_command_line_and_the_service(bm25):
         for body in ({"text": "stat", "k": 0}, {"k": 2}, {"text": "stat", "filter": {"a": {"near": 1}}},
                      {"text": "stat", "other": 1}, {"text": "the " * 300 + "stat"}):
             assert http.post("/indexes/docs/suggest", json=body).status_code == 422, body
+
+
+def test_a_completion_is_spelt_as_the_live_documents_write_it(tmp_path):
+    """The spelling was read from the first holders, deleted ones too, and kept: ``ZEBRAFISH`` after the only
+    document writing it so was deleted."""
+    retriever = BM25Retriever.build([Document("a", "ZEBRAFISH ZEBRAFISH model"), Document("b", "the zebrafish heart")],
+                                    tmp_path / "idx")
+    assert retriever.suggest("zeb")[0].word == "ZEBRAFISH"
+    retriever.delete(["a"])
+    assert retriever.suggest("zeb")[0].word == "zebrafish"
+    retriever.add([Document("c", "Zebrafish larvae")])
+    retriever.delete(["b"])
+    assert retriever.suggest("zeb")[0].word == "Zebrafish"  # the newest segment's live holder
