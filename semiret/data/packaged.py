@@ -66,6 +66,11 @@ def packaged_file(model: PackagedModel) -> Path:
 PACKAGED_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 """Trained checkpoints shipped inside semiret itself (``sidr-scifact``, ``inference-free-scifact``)."""
 
+WEIGHTS_REPLACED = {"inference-free-scifact": "2026-11-25T01:06:17", "nail-scifact": "2026-11-26T00:57:14",
+                    "sidr-scifact": "2026-11-26T10:26:14", "hce-scifact": "2026-11-27T21:16:50"}
+"""When each packaged checkpoint last took other weights before indexes recorded their model's (2026-11-28, UTC, as
+``meta.json``'s ``created``): an index made earlier that records none holds vectors of weights this one lacks."""
+
 
 
 def check_run_output(output: Path, protected: tuple[Path, ...] = (), command: str = "training") -> None:

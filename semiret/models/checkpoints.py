@@ -115,6 +115,21 @@ def located(model: str) -> str:
     return str(shipped)
 
 
+def replaced_weights(meta: dict) -> str | None:
+    """Why an index cannot be searched with the packaged model it names, or None: made before that checkpoint took
+    other weights (:data:`~semiret.data.packaged.WEIGHTS_REPLACED`) and recording no fingerprint of the weights it
+    was made with (indexes before 2026-11-28), its vectors are of weights no longer shipped."""
+    config = meta.get("analyzer") or {}
+    model, created = config.get("model"), meta.get("created")
+    if not isinstance(model, str) or config.get("weights") is not None or not isinstance(created, str):
+        return None
+    replaced = packaged.WEIGHTS_REPLACED.get(Path(model).name)
+    if replaced is None or Path(located(model)).parent != packaged.PACKAGED_CHECKPOINTS or created >= replaced:
+        return None
+    return (f"made {created} with the packaged {Path(model).name}, which took other weights on {replaced} (the index "
+            "records none of its own): its vectors are not this model's; rebuild it (--overwrite)")
+
+
 ENCODER_FILE = "semiret-encoder.json"
 """Written beside an encoder semiret trained or adapted: its family (``dense``, ``splade``), pooling, lengths."""
 ENCODER_FAMILIES = ("dense", "splade")

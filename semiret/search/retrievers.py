@@ -58,7 +58,8 @@ from semiret.search.candidates import candidate_depth
 from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
 from semiret.search.operators import parse_operators
-from semiret.models.checkpoints import ENCODER_FAMILIES, encoder_family, located, model_reference, saved_model_kind
+from semiret.models.checkpoints import (ENCODER_FAMILIES, encoder_family, located, model_reference, replaced_weights,
+                                        saved_model_kind)
 from semiret.text.acronyms import mine_abbreviations
 from semiret.text.analyzer import plain_words, word_being_typed
 from semiret.text.synonyms import escaped, read_synonyms
@@ -409,6 +410,9 @@ class Retriever:
         """A retriever over an open index; ``document_side`` shares one already open on it (default: the side of
         the retriever that built the index, re-opened from its ``meta.json``)."""
         cls.check_index(index)
+        stale = replaced_weights(index.meta)
+        if stale is not None:
+            raise SemiretError(f"{index.path} was {stale}")
         recorded = index.meta.get("query_model")
         if recorded and options.get("model") is None and "model" in {f.name for f in fields(cls.queries.Options)}:
             options = {**options, "model": located(recorded)}  # the model the index was built to be searched with

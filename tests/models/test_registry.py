@@ -77,3 +77,35 @@ def test_a_model_copied_over_another_is_whole_or_not_there(tmp_path, monkeypatch
     monkeypatch.undo()
     base.copy_model_directory(source, target)
     assert {p.name: p.read_text() for p in target.iterdir()} == {"a.json": "new", "b.json": "new"}
+
+
+def test_an_index_made_before_its_packaged_model_took_other_weights_is_refused(tmp_path, tiny_bert):
+    """Indexes before 2026-11-28 record no fingerprint of their model's weights: one made with the packaged
+    hce-scifact before it was replaced (11-27) was searched with today's, 25 queries of 25 answered otherwise."""
+    import json
+
+    from semiret.data.packaged import PACKAGED_CHECKPOINTS
+    from semiret.models.checkpoints import replaced_weights
+    from semiret.search import open_retriever, retriever_class
+
+    from helpers import TINY_DOCS
+
+    retriever_class("dense").build(TINY_DOCS, tmp_path / "idx", model=str(tiny_bert))
+    meta_path = tmp_path / "idx" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    analyzer = {k: v for k, v in meta["analyzer"].items() if k != "weights"}
+    for model in ("hce-scifact", "/old/venv/site-packages/semiret/checkpoints/hce-scifact"):
+        meta_path.write_text(json.dumps({**meta, "created": "2026-11-26T12:00:00",
+                                         "analyzer": {**analyzer, "model": model}}))
+        with pytest.raises(SemiretError, match=r"was made 2026-11-26T12:00:00 with the packaged hce-scifact, which "
+                                               r"took other weights on 2026-11-27T21:16:50 .* rebuild it"):
+            open_retriever(tmp_path / "idx")
+    made_after = {**meta, "created": "2026-11-27T22:00:00", "analyzer": {**analyzer, "model": "hce-scifact"}}
+    assert replaced_weights(made_after) is None  # made with today's weights
+    recorded = {**meta, "created": "2026-11-26T12:00:00", "analyzer": {**analyzer, "model": "hce-scifact",
+                                                                       "weights": "abc"}}
+    assert replaced_weights(recorded) is None  # a fingerprint: checked when the model loads
+    (tmp_path / "mine" / "hce-scifact").mkdir(parents=True)  # a model of the user's that bears the name
+    own = {**meta, "created": "2026-11-26T12:00:00", "analyzer": {**analyzer, "model": str(tmp_path / "mine" /
+                                                                                         "hce-scifact")}}
+    assert replaced_weights(own) is None and (PACKAGED_CHECKPOINTS / "hce-scifact").is_dir()
