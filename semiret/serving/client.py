@@ -270,11 +270,7 @@ class Client:
             if first.setdefault(record["_id"], position) != position:
                 raise SemiretError(f"document {position}: id {record['_id']!r} repeats document {first[record['_id']]}"
                                    " of this call (nothing was sent)")
-            try:
-                sizes.append(len(json.dumps(record, allow_nan=False)))
-            except ValueError:
-                raise SemiretError(f"document {position} ({record['_id']!r}): its metadata holds NaN or Infinity, "
-                                   "which JSON has no number for and the server refuses (nothing was sent)") from None
+            sizes.append(len(json.dumps(record)))  # (NaN and Infinity refused already, by as_document)
         added = 0
         for start, end in self._batches(sizes, batch_size or self._max_batch(ADD_BATCH)):
             try:
