@@ -58,7 +58,8 @@ class TextEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.name = name
         limit = getattr(backbone.config, "max_position_embeddings", None)
-        self.inputs = TextBatcher(tokenizer, min(self.default_max_length, limit or 10**9) if max_length is None else max_length, limit, name)
+        length = min(self.default_max_length, limit or 10**9) if max_length is None else max_length
+        self.inputs = TextBatcher(tokenizer, length, limit, name)
         self._warned_empty = False
         self.eval()  # like transformers' from_pretrained; training code calls .train()
 

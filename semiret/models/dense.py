@@ -43,7 +43,8 @@ class DenseEncoder(TextEncoder):
                         normalize: bool | None = None, precision: str = "auto") -> "DenseEncoder":
         defaults = sentence_transformers_defaults(model_directory(model))
         return cls(load_encoder_model(model), load_tokenizer(model), model,
-                   defaults.get("max_length") if max_length is None else max_length, pooling or defaults.get("pooling", "mean"),
+                   defaults.get("max_length") if max_length is None else max_length,
+                   pooling or defaults.get("pooling", "mean"),
                    defaults.get("normalize", False) if normalize is None else normalize, precision)
 
     def config(self) -> dict:

@@ -38,9 +38,6 @@ class BM25Parameters:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise SemiretError(f"BM25's {name} (--{name}) must be a number, got {value!r}")
-        if not isinstance(self.variant, str):
-            raise SemiretError(f"BM25's variant (--variant) must be one of {', '.join(BM25_VARIANTS)}, got "
-                               f"{self.variant!r}")
         if not (math.isfinite(self.k1) and self.k1 >= 0):
             raise SemiretError(f"BM25's k1 (--k1) must be a finite number of at least 0, got {self.k1}")
         if not 0.0 <= self.b <= 1.0:
