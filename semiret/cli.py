@@ -1526,7 +1526,8 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
 def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two or more)."),
          out: str = typer.Option("-", "--out", "-o", help="The fused TREC run (default -: standard output)."),
          method: str = typer.Option("rrf", help="rrf (reciprocal rank fusion) or score (min-max normalised scores, "
-                                                "weighted and summed)."),
+                                                "weighted and summed; a ranking whose scores are all equal, a "
+                                                "single document's, shares 1 each where ranx gives 0)."),
          weight: Optional[list[float]] = typer.Option(None, help="Each run's weight, in their order (repeat; "
                                                                  "default: equal)."),
          rrf_k: int = typer.Option(60, help="RRF's rank offset k: 1 / (k + rank)."),
@@ -1537,7 +1538,7 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
     """Fuse saved runs into one (Pyserini's and ranx's fusion; the hybrid retriever's, for runs already on disk):
     score the result with `semiret compare`."""
     from semiret.data.trec import read_trec_run, write_trec_run
-    from semiret.evaluation.fusion import FUSED_SCORE_PLACES, fuse_runs
+    from semiret.evaluation.fusion import fuse_runs
     from semiret.files import check_output_file
 
     check_output_file(out, "fused run (--out)")
@@ -1550,7 +1551,7 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
         log.warning("the runs share no query id (%s): nothing is fused, each query's ranking is one run's",
                     ", ".join(f"{path}: e.g. {next(iter(each), 'none')!r}" for path, each in zip(run, runs)))
     fused = fuse_runs(runs, method, weight, rrf_k, depth, k)
-    write_trec_run(fused, out, tag=tag, places=FUSED_SCORE_PLACES)
+    write_trec_run(fused, out, tag=tag)
     if out != "-":
         console.print(f"{len(fused)} queries fused from {len(run)} runs into {out}")
 

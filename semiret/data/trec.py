@@ -13,17 +13,19 @@ Run = dict[str, dict[str, float]]
 """A ranking per query: ``{query_id: {doc_id: score}}`` (the ir_measures / pytrec_eval convention)."""
 
 
-def write_trec_run(run: Run, path: str | Path, tag: str = "semiret", places: int = 6) -> None:
-    """Write a run in TREC format, documents of each query sorted by descending score (``-``: standard output),
-    scores with ``places`` decimals (more where scores differ by less: a fusion's). Ids holding whitespace, which
-    the format's columns cannot hold, are refused before anything is written."""
+def write_trec_run(run: Run, path: str | Path, tag: str = "semiret") -> None:
+    """Write a run in TREC format (``-``: standard output), each query's documents ranked in trec_eval's order
+    (score descending, ties by document id descending), scores written as the shortest text that reads back as the
+    same number: a run read back scores as it did in memory (rounded to a few decimals, scores closer than that
+    would tie, and trec_eval would order them by document id). Ids holding whitespace, which the format's columns
+    cannot hold, are refused before anything is written."""
     lines = []
     for query_id, scores in run.items():
-        ranked = sorted(scores.items(), key=lambda item: -item[1])
+        ranked = sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
         _check_column(query_id, "query", path)
         for doc_id in scores:
             _check_column(doc_id, "document", path)
-        lines += (f"{query_id} Q0 {doc_id} {rank} {score:.{places}f} {tag}\n" for rank, (doc_id, score) in enumerate(ranked, 1))
+        lines += (f"{query_id} Q0 {doc_id} {rank} {float(score)!r} {tag}\n" for rank, (doc_id, score) in enumerate(ranked, 1))
     write_output_text(path, "".join(lines))  # atomic: a run cut short by a crash would score as a worse system
 
 

@@ -13,9 +13,6 @@ from semiret.errors import SemiretError
 from semiret.search.fusion import RRF_K, min_max_normalised, reciprocal_ranks
 
 RUN_FUSIONS = ("rrf", "score")
-FUSED_SCORE_PLACES = 12
-"""Decimals of a fused run's scores: reciprocal ranks deep in a ranking differ by less than 1e-6 (1/1060 - 1/1061),
-which the usual 6 would write as ties, and trec_eval would then order by document id."""
 
 
 def fuse_runs(runs: Sequence[Run], method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = RRF_K,

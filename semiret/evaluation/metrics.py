@@ -61,13 +61,39 @@ def as_run(run, what: str = "the run") -> dict[str, dict[str, float]]:
     """A run as ``{query_id: {doc_id: score}}`` from any form ir_measures takes: that mapping (ids made strings), a
     pandas DataFrame with ``query_id``, ``doc_id`` and ``score`` columns, or an iterable of such records
     (``ir_measures.ScoredDoc``, or ``(query_id, doc_id, score)`` tuples)."""
-    return _nested(run, "score", float, what)
+    return _nested(run, "score", _score, what)
 
 
 def as_qrels(qrels, what: str = "the qrels") -> dict[str, dict[str, int]]:
     """Judgements as ``{query_id: {doc_id: relevance}}`` from any form ir_measures takes (as :func:`as_run`, with a
     ``relevance`` column or field: ``ir_measures.Qrel``)."""
-    return _nested(qrels, "relevance", int, what)
+    return _nested(qrels, "relevance", _grade, what)
+
+
+def _score(value) -> float:
+    """A run's score as a float; NaN and infinities refused (NaN would rank anywhere: where dict order put it)."""
+    number = _number(value)
+    if not math.isfinite(number):
+        raise ValueError(f"score {value!r} is not a finite number")
+    return number
+
+
+def _grade(value) -> int:
+    """A judgement's grade as an int; fractions refused (0.5 would judge a relevant document 0), as the qrels
+    files' reader refuses them."""
+    number = _number(value)
+    if not math.isfinite(number) or number != int(number):
+        raise ValueError(f"relevance grade {value!r} is not a whole number (grades are 0, 1, 2, ...)")
+    return int(number)
+
+
+def _number(value) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not a number") from None
 
 
 def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
@@ -80,11 +106,11 @@ def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
                                    f"{{doc_id: {field}}}")
             ready = ready and isinstance(query_id, str) and all(
                 isinstance(d, str) and isinstance(v, NUMBERS[field]) and not isinstance(v, bool)
-                for d, v in docs.items())
+                and (field != "score" or math.isfinite(v)) for d, v in docs.items())
         if ready:
             return value
-        return {str(q): {str(d): cast(v) for d, v in docs.items()} for q, docs in value.items()}
-    if hasattr(value, "itertuples") and hasattr(value, "columns"):  # a pandas DataFrame, as ir_measures takes
+        records = ((q, d, v) for q, docs in value.items() for d, v in docs.items())
+    elif hasattr(value, "itertuples") and hasattr(value, "columns"):  # a pandas DataFrame, as ir_measures takes
         missing = [c for c in ("query_id", "doc_id", field) if c not in value.columns]
         if missing:
             raise SemiretError(f"{what}: a DataFrame without the column(s) {', '.join(missing)} (ir_measures' names: "
@@ -97,7 +123,10 @@ def _nested(value, field: str, cast, what: str) -> dict[str, dict]:
                            f"or records")
     nested: dict[str, dict] = {}
     for query_id, doc_id, number in records:
-        docs, doc_id, number = nested.setdefault(str(query_id), {}), str(doc_id), cast(number)
+        try:
+            docs, doc_id, number = nested.setdefault(str(query_id), {}), str(doc_id), cast(number)
+        except ValueError as error:
+            raise SemiretError(f"{what}: query {str(query_id)!r}, document {str(doc_id)!r}: {error}") from None
         if doc_id in docs and (field == "score" or docs[doc_id] != number):  # as the files' readers refuse them
             raise SemiretError(f"{what}: document {doc_id!r} {'ranked' if field == 'score' else 'judged'} twice for "
                                f"query {str(query_id)!r}" + (f" ({docs[doc_id]} and {number})" if field != "score"

@@ -267,7 +267,7 @@ def test_trec_run_round_trip(tmp_path):
     path = tmp_path / "sub" / "run.trec"
     write_trec_run(run, path, tag="mine")
     lines = path.read_text().splitlines()
-    assert lines[0] == "q1 Q0 d2 1 7.250000 mine"
+    assert lines[0] == "q1 Q0 d2 1 7.25 mine"
     assert [line.split()[3] for line in lines] == ["1", "2", "3", "1"]
     assert read_trec_run(path) == run
     with pytest.raises(DataFormatError, match="sub: is a folder, not a run file"):

@@ -540,6 +540,35 @@ def test_runs_given_in_python_are_read_as_their_files_are():
     assert score_run({"q": {"a": 1.0}}, [("q", "a", 1), ("q", "a", 1)])["MRR@10"] == 1.0  # the same grade twice
 
 
+
+def test_scores_that_rank_anywhere_and_fractional_grades_are_refused_in_python_too():
+    """A NaN or infinite score (it ranked where dict order put it: MRR 1, 0.5 or 0.33 for one run) and a fractional
+    grade (0.5 judged the document 0) are refused, naming query and document, as the files' readers refuse them;
+    numpy numbers are numbers."""
+    qrels = {"q": {"a": 1}}
+    for bad in ({"q": {"a": float("nan"), "b": 2.0}}, {"q": {"b": 2.0, "a": float("-inf")}}, [("q", "a", np.nan)]):
+        with pytest.raises(SemiretError, match="query 'q', document 'a': score .* is not a finite number"):
+            score_run(bad, qrels)
+    for bad in ({"q": {"a": 0.5}}, [("q", "a", 1.7)]):
+        with pytest.raises(SemiretError, match="query 'q', document 'a': relevance grade .* not a whole number"):
+            score_run({"q": {"a": 1.0}}, bad)
+    with pytest.raises(SemiretError, match="document 'a': 'x' is not a number"):
+        score_run({"q": {"a": "x"}}, qrels)
+    assert score_run({"q": {"a": np.float32(2.0), "b": np.float32(1.0)}}, {"q": {"a": np.int64(1)}})["MRR@10"] == 1.0
+
+
+def test_a_written_run_reads_back_as_it_was_scored(tmp_path):
+    """Scores closer than 1e-6 stay apart in the file (rounded to 6 decimals they tied, and the file's trec_eval
+    order put the other document first: P@1 1 in memory, 0 from the file); ranks follow trec_eval's order."""
+    from semiret.data import write_trec_run
+
+    run = {"q": {"b": 1.0000001, "a": 1.0000004, "c": 0.5, "e": 0.25, "d": 0.25}}
+    write_trec_run(run, tmp_path / "run.trec")
+    assert read_trec_run(tmp_path / "run.trec") == run
+    assert score_run(read_trec_run(tmp_path / "run.trec"), {"q": {"a": 1}}, ["P@1"])["P@1"] == 1.0
+    lines = (tmp_path / "run.trec").read_text().split("\n")
+    assert [line.split()[2:4] for line in lines if line] == [["a", "1"], ["b", "2"], ["c", "3"], ["e", "4"], ["d", "5"]]
+
 def test_measures_are_refused_before_any_search_when_they_cannot_be_computed(tmp_path, monkeypatch):
     """A measure ir_measures parses but none of its installed providers computes (RBP, SDCG) is an error naming it
     before any index is built; a measure's own parameters may hold commas."""

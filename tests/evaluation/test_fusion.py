@@ -62,7 +62,7 @@ def test_fuse_command_writes_a_run_compare_reads(tmp_path):
                                     "--method", "score", "--weight", "1", "--weight", "3", "-k", "3"])
     assert done.exit_code == 0, done.output
     assert read_trec_run(out) == {"q1": {"c": 3.0, "a": 2.5, "b": 0.5}, "q2": {"x": 1.0}, "q3": {"y": 3.0}}
-    assert out.read_text().split("\n")[0].split() == ["q1", "Q0", "c", "1", "3.000000000000", "fused"]
+    assert out.read_text().split("\n")[0].split() == ["q1", "Q0", "c", "1", "3.0", "fused"]
     refused = CliRunner().invoke(app, ["fuse", str(tmp_path / "a.trec"), "-o", str(out)])
     assert refused.exit_code == 2 and "two runs or more" in refused.output
 
