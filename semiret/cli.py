@@ -1191,6 +1191,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           ssl_certfile: Optional[Path] = typer.Option(None, help="Serve HTTPS with this certificate (PEM; with "
                                                       "--ssl-keyfile): keys never cross the network in clear."),
           ssl_keyfile: Optional[Path] = typer.Option(None, help="The certificate's private key (PEM)."),
+          ssl_keyfile_password: Optional[str] = typer.Option(None, envvar="SEMIRET_SSL_KEYFILE_PASSWORD",
+                                                             show_default=False,
+                                                             help="The password of an encrypted --ssl-keyfile."),
           workers: int = typer.Option(1, help="Worker processes; they share the indexes safely."),
           max_request_bytes: int = typer.Option(_serve_default("max_request_bytes"), help="Largest request body (413 beyond)."),
           max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
@@ -1220,7 +1223,11 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
     for given in (ssl_certfile, ssl_keyfile):
         if given is not None and not given.is_file():
             raise SemiretError(f"{given}: no such file")
-    tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if ssl_certfile else {}
+    tls = {}
+    if ssl_certfile is not None:
+        _check_certificate(ssl_certfile, ssl_keyfile, ssl_keyfile_password)
+        tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile),
+               "ssl_keyfile_password": ssl_keyfile_password}
     if backend is not None and workers > 1:
         from semiret.indexes.milvus import MilvusBackend, is_lite_file
 
@@ -1245,6 +1252,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
         f"the indexes of {data_dir}" if data_dir else "")
     console.print(f"serving {what} on {'https' if tls else 'http'}://{host}:{port} (API: /docs; "
                   f"{'writes need the API key' if api_key else 'read-only: no API key'})")
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again: the process then ends by it, as a service
+    # manager expects of a clean stop (semiret's own handler made that exit status 143, a failure to systemd)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if app is not None:
         uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning", **tls)
     else:
@@ -1252,6 +1262,19 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
         with worker_counts():  # GET /metrics then sums every worker's counts
             uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port,
                         workers=workers, access_log=False, log_level="warning", **tls)
+
+
+def _check_certificate(certificate: Path, key: Path, password: str | None) -> None:
+    """Refuse a certificate and key that do not load as a pair before the server starts, naming them (uvicorn's
+    error named neither, and an encrypted key without its password asked for it on the terminal)."""
+    import ssl
+
+    try:  # "": an encrypted key given no password fails here rather than prompting
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certificate, key, password=password or "")
+    except ssl.SSLError as exc:
+        raise SemiretError(f"--ssl-certfile {certificate} and --ssl-keyfile {key} do not load as a certificate and "
+                           f"its private key ({exc.reason or exc}): PEM files of one pair, and for an encrypted key "
+                           "its password (--ssl-keyfile-password or SEMIRET_SSL_KEYFILE_PASSWORD)") from None
 
 
 @app.command(name="cache-to-full")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from semiret.data import Document
 
@@ -135,3 +136,11 @@ def two_segment_bm25(docs: list, path: Path, first: int, deleted: tuple[str, ...
     assert len(retriever.index.segments) == 2
     return {d.id: d for d in docs if d.id not in deleted}, retriever
 
+
+
+class LocalClient(TestClient):
+    """fastapi's test client, its requests naming ``localhost`` as a local program's do (a server answers reads
+    without a key to loopback names only: ``testserver``, the default, gets a 403)."""
+
+    def __init__(self, app, **options):
+        super().__init__(app, base_url="http://localhost", **options)

@@ -183,7 +183,7 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
         if lifted:
             metadata = lifted | (metadata or {})
     if metadata:
-        _check_storable(metadata)
+        check_storable(metadata)
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
                     _as_string("title", title, "title"), metadata)
 
@@ -211,18 +211,26 @@ def _stored_as_json(document: Document, position: int) -> Document:
             raise SemiretError(f"document {position}: {problem}")
     if document.metadata:
         try:
-            _check_storable(document.metadata)
+            check_storable(document.metadata)
         except (TypeError, ValueError) as exc:
-            raise SemiretError(f"document {position} ({document.id!r}): its metadata is not JSON ({exc})") from None
+            raise SemiretError(f"document {position} ({document.id!r}): its metadata cannot be stored ({exc})") from None
     return document
 
 
-def _check_storable(metadata: dict) -> None:
-    """Refuse metadata the index cannot store as UTF-8 JSON, as ``set_metadata`` and the HTTP API do (a ValueError
-    naming the field; a TypeError for a value JSON has no form for): ``NaN`` and ``Infinity`` (stored, they were
-    exported as no JSON reads them, and served as null) and lone surrogates."""
+MAX_METADATA_DEPTH = 32
+"""Most levels of objects and lists a document's metadata may nest (Elasticsearch's mappings take 20): deeper JSON
+was stored, then answered by no read (the service's serializer stops near 255 levels: every read of the document a
+500), and parsing it deeper still overflows Python's stack."""
+
+
+def check_storable(metadata: dict) -> None:
+    """Refuse metadata the index cannot store as UTF-8 JSON and give back (a ValueError naming the field; a
+    TypeError for a value JSON has no form for): ``NaN`` and ``Infinity`` (stored, they were exported as no JSON
+    reads them, and served as null), lone surrogates, and nesting deeper than :data:`MAX_METADATA_DEPTH`."""
 
     def unstorable(value) -> str | None:
+        if _nesting(value) > MAX_METADATA_DEPTH:
+            return f"objects or lists nested more than {MAX_METADATA_DEPTH} levels deep"
         try:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except ValueError:
@@ -234,6 +242,19 @@ def _check_storable(metadata: dict) -> None:
         return
     field, problem = next((name, why) for name, value in metadata.items() if (why := unstorable([name, value])))
     raise ValueError(f"field {field!r} of the metadata holds {problem}")
+
+
+def _nesting(value) -> int:
+    """Levels of objects and lists in ``value`` (0 for a scalar), counted one level at a time (no recursion: the
+    stack is what too deep a value overflows), stopping once past :data:`MAX_METADATA_DEPTH`."""
+    depth, level = 0, [value]
+    while depth <= MAX_METADATA_DEPTH:
+        containers = [each for each in level if isinstance(each, (dict, list, tuple))]
+        if not containers:
+            return depth
+        depth += 1
+        level = [item for each in containers for item in (each.values() if isinstance(each, dict) else each)]
+    return depth
 
 
 def _read_rows(path: Path) -> Iterator[tuple[int, list[str]]]:

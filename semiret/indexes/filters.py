@@ -42,7 +42,7 @@ import numpy as np
 import regex
 
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import Document
+from semiret.data.collection import Document, check_storable
 from semiret.errors import SemiretError
 from semiret.text.analyzer import IDEOGRAPH, LETTERS, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.types import DocumentPage
@@ -888,9 +888,9 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
     if not isinstance(metadata, dict):
         raise SemiretError(f"metadata is a JSON object of fields to set, got {metadata!r}")
     try:
-        json.dumps(metadata, allow_nan=False)
+        check_storable(metadata)
     except (TypeError, ValueError) as exc:
-        raise SemiretError(f"metadata {metadata!r} is not JSON ({exc})") from None
+        raise SemiretError(f"metadata that cannot be stored: {exc}") from None
     if (doc_ids is None) == (spec is None):
         raise SemiretError("name the documents to update by their ids or by a filter, one of the two")
     if not hasattr(index, "stored_batch") and not hasattr(index, "parts"):

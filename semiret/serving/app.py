@@ -69,14 +69,16 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from semiret.data.chunking import Chunking
-from semiret.data.collection import Document
+from semiret.data.collection import MAX_METADATA_DEPTH, Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, checked_ranges
@@ -125,7 +127,7 @@ from semiret.serving.data_dir import (
 )
 from semiret.serving.served import BACKUP_FOLDER, ServedIndex
 from semiret.serving.writer import WriterProcess, WriterUnavailable
-from semiret.serving.settings import ServeSettings
+from semiret.serving.settings import ServeSettings, loopback_host_header
 
 INLINE_SEARCH_MS = 2.0
 """A search expected to take at most this long runs on the event loop itself; longer ones go to the thread
@@ -249,10 +251,11 @@ def check_json_text(text: str, loc: tuple) -> None:
     if not (SURROGATE_ESCAPE.search(text) or "NaN" in text or "Infinity" in text or LARGE_NUMBER.search(text)):
         return
     try:
-        parsed = json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float)
+        found = _invalid_at(json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float))
     except ValueError:  # (JSONDecodeError among them; an integer past Python's digits limit too)
         return  # malformed: the endpoint's own parsing says where
-    found = _invalid_at(parsed)
+    except RecursionError:
+        raise _too_deep(loc) from None
     if found is not None:
         place, problem = found
         place = tuple(part.encode("utf-8", "backslashreplace").decode() if isinstance(part, str) else part
@@ -262,6 +265,11 @@ def check_json_text(text: str, loc: tuple) -> None:
                                    "or null", "finite_number")
         raise validation_error((*loc, *place), "a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape): "
                                "not a character; send valid Unicode", "string_unicode")
+
+
+def _too_deep(loc: tuple) -> RequestValidationError:
+    return validation_error(loc, f"JSON nested too deeply to read (metadata may nest {MAX_METADATA_DEPTH} levels)",
+                            "json_invalid")
 
 
 def _finite_float(text: str):
@@ -357,12 +365,18 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if settings.api_key is None and write:
             raise HTTPException(403, "this server is read-only: start it with --api-key (or SEMIRET_API_KEY) "
                                      "to allow writes")
-        if not write and (not settings.reads_need_key or not (settings.api_key or settings.read_api_key)):
-            return
         given = request.headers.get("x-api-key")
         authorization = request.headers.get("authorization", "")
         if given is None and authorization.lower().startswith("bearer "):
             given = authorization[7:].strip()
+        if not write and (not settings.reads_need_key or not (settings.api_key or settings.read_api_key)):
+            if not (loopback_host_header(request.headers.get("host")) or (
+                    given is not None and (_same(given, settings.api_key) or _same(given, settings.read_api_key)))):
+                raise HTTPException(403, "reads without a key are answered to loopback names only (localhost, "
+                                         "127.0.0.1, [::1]), not to a request for another host (a web page's DNS "
+                                         "rebinding, or a proxy passing its Host on): send the key, or give reads "
+                                         "one (--read-api-key)")
+            return
         if given is None:
             raise HTTPException(401, "missing API key (header X-API-Key, or Authorization: Bearer KEY)",
                                 headers={"WWW-Authenticate": "Bearer"})
@@ -484,7 +498,22 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.exception_handler(WriterUnavailable)
     async def writer_unavailable(request: Request, exc: WriterUnavailable):
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+        return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        """FastAPI's answer, its message naming no folder of the server's (:func:`without_paths`)."""
+        if isinstance(exc.detail, str):
+            exc = StarletteHTTPException(exc.status_code, without_paths(exc.detail), headers=exc.headers)
+        return await http_exception_handler(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        """FastAPI's 422, each message naming no folder of the server's (a backup that is no index said where the
+        server keeps it)."""
+        errors = [{**error, "msg": without_paths(error["msg"])} if isinstance(error.get("msg"), str) else error
+                  for error in exc.errors()]
+        return await request_validation_exception_handler(request, RequestValidationError(errors, body=exc.body))
 
     @app.exception_handler(SemiretError)
     async def refused(request: Request, exc: SemiretError):
@@ -583,7 +612,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if failed or writer_failed:
             return JSONResponse({"status": "unavailable", "indexes": {name: without_paths(why) for name, why in
                                                                       failed.items()},
-                                 **({"writer": writer_failed} if writer_failed else {})}, status_code=503)
+                                 **({"writer": without_paths(writer_failed)} if writer_failed else {})},
+                                status_code=503)
         return {"status": "ready", "indexes": list(served)}
 
     def named_in_data_dir(request: Request, name: str, field: str, off: str) -> None:
@@ -1140,6 +1170,8 @@ async def _read_jsonl(request: Request, max_documents: int) -> list[Located]:
             documents.append((loc, DOCUMENT.validate_python(json.loads(text))))
         except json.JSONDecodeError as exc:
             raise validation_error(loc, f"malformed JSON: {exc.msg} (column {exc.colno})", "json_invalid") from None
+        except RecursionError:
+            raise _too_deep(loc) from None
         except ValidationError as exc:
             raise RequestValidationError([{**error, "loc": (*loc, *error["loc"])} for error in exc.errors()]) from None
         if len(documents) > max_documents:

@@ -353,7 +353,7 @@ class Client:
         """Whether ``/readyz`` answers 200 (every index opens, the writer process runs)."""
         try:
             self._call("GET", "/readyz")
-        except ServerError:
+        except (ServerError, OSError):  # (no server listening: the connection refused)
             return False
         return True
 

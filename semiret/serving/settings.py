@@ -66,13 +66,25 @@ class ServeSettings:
         unknown = sorted(set(self.retrievers) - set(self.indexes))
         if unknown:
             raise SemiretError(f"--retriever names no served index: {', '.join(unknown)} (served: {', '.join(self.indexes)})")
-        if self.api_key is not None and not self.api_key.strip():
+        for name in ("api_key", "read_api_key"):  # a secret file's newline: no HTTP header could send it
+            key = getattr(self, name)
+            if key is not None:
+                object.__setattr__(self, name, key.strip())
+                if not all(" " <= character <= "~" for character in key.strip()):
+                    raise SemiretError(f"the {name.replace('_', ' ').replace('api', 'API')} holds a character "
+                                       "other than printable ASCII, which HTTP headers do not carry alike from "
+                                       "every client")
+        if self.api_key is not None and not self.api_key:
             raise SemiretError("the API key is empty")
-        if self.read_api_key is not None and (not self.read_api_key.strip() or self.read_api_key == self.api_key):
+        if self.read_api_key is not None and (not self.read_api_key or self.read_api_key == self.api_key):
             raise SemiretError("the read-only API key is empty, or the same as the API key (--read-api-key)")
         if not (self.api_key or self.read_api_key) and not is_loopback(self.host):
             raise SemiretError(f"serving on {self.host} (not loopback) needs an API key: --api-key or SEMIRET_API_KEY "
                                "(or --read-api-key, for a server that only searches)")
+        if self.backup_dir is not None and self.data_dir is not None and _within(self.backup_dir, self.data_dir):
+            raise SemiretError(f"--backup-dir {self.backup_dir} is --data-dir {self.data_dir} or lies in it: each "
+                               "backup would be served as an index, written and deleted over HTTP; keep backups "
+                               "apart (on the same file system they still cost no space)")
         for name, value in (("max_request_bytes", self.max_request_bytes), ("max_batch", self.max_batch),
                             ("max_k", self.max_k), ("max_segments", self.max_segments)):
             if value < 1:
@@ -80,7 +92,9 @@ class ServeSettings:
 
     @property
     def reads_need_key(self) -> bool:
-        return not is_loopback(self.host)
+        """Off loopback, or where a read-only key was given (it would say nothing otherwise): reads need a key.
+        Keyless reads are answered to loopback host names only (:func:`loopback_host_header`)."""
+        return not is_loopback(self.host) or self.read_api_key is not None
 
     def to_environment(self) -> None:
         os.environ[SETTINGS_VARIABLE] = json.dumps(dataclasses.asdict(self))
@@ -118,6 +132,25 @@ def parse_index_specs(specs: list[str], collections: bool = False) -> dict[str, 
             raise SemiretError(f"two indexes are named {name!r}: name them (--index NAME=DIR)")
         indexes[name] = directory if collections else str(Path(directory).resolve())
     return indexes
+
+
+def _within(folder: str, other: str) -> bool:
+    """Whether ``folder`` is ``other`` or lies inside it (links followed)."""
+    return Path(folder).resolve().is_relative_to(Path(other).resolve())
+
+
+def loopback_host_header(host: str | None) -> bool:
+    """Whether a request's ``Host`` header names this machine's loopback (``localhost``, ``127.0.0.1``, ``[::1]``,
+    with any port), or is missing: a web page the browser was made to send here under another name (DNS rebinding)
+    names that name, and may not read what a server without a key answers to local programs."""
+    if host is None:
+        return True
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return is_loopback(name.rstrip("."))
 
 
 def is_loopback(host: str) -> bool:

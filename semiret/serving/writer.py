@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -54,6 +55,10 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _open_indexes(specs: dict[str, tuple[str, str | None]], max_segments: int, threads: int) -> None:
+    # Ctrl-C and a stop of the whole process group reach this process too: the write under way finishes and is
+    # answered, and the server ends this process when it closes (it died of KeyboardInterrupt: a 500 for that write)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     os.nice(WRITER_NICENESS)
     _MAX_SEGMENTS[:] = [max_segments]

@@ -144,14 +144,14 @@ def test_a_part_of_a_hybrid_index_and_an_index_being_written_are_backed_up(tmp_p
 
 
 def test_the_service_takes_and_lists_backups(tmp_path):
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
 
     from semiret.serving import ServeSettings, create_app
 
     BM25Retriever.build(_corpus(0, 12), tmp_path / "docs")
     settings = ServeSettings({"docs": str(tmp_path / "docs")}, api_key="key", write_process=False,
                              backup_dir=str(tmp_path / "backups"))
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         assert client.get("/indexes/docs/backups").json() == {"backups": []}
         assert client.post("/indexes/docs/backups").status_code == 401  # a write: the key
         first = client.post("/indexes/docs/backups", headers={"X-API-Key": "key"})
@@ -164,7 +164,7 @@ def test_the_service_takes_and_lists_backups(tmp_path):
         assert [b["name"] for b in listed] == [first.json()["name"], second["name"]]
         assert "d0" in open_retriever(tmp_path / "backups" / first.json()["name"]).index
     off = ServeSettings({"docs": str(tmp_path / "docs")}, api_key="key", write_process=False)
-    with TestClient(create_app(off)) as client:
+    with LocalClient(create_app(off)) as client:
         refused = client.post("/indexes/docs/backups", headers={"X-API-Key": "key"})
         assert refused.status_code == 403 and "--backup-dir" in refused.json()["detail"]
 
@@ -172,14 +172,14 @@ def test_the_service_takes_and_lists_backups(tmp_path):
 def test_backups_taken_at_once_get_names_of_their_own_and_foreign_folders_are_not_listed(tmp_path):
     import threading
 
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
 
     from semiret.serving import ServeSettings, create_app
 
     BM25Retriever.build(_corpus(0, 12), tmp_path / "docs")
     settings = ServeSettings({"docs": str(tmp_path / "docs")}, api_key="key", write_process=False,
                              backup_dir=str(tmp_path / "backups"))
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         answers = []
 
         def take() -> None:
@@ -201,14 +201,14 @@ def test_backups_taken_at_once_get_names_of_their_own_and_foreign_folders_are_no
 def test_the_service_restores_a_backup_as_a_new_index_and_an_alias_rolls_back_to_it(tmp_path):
     """Backups taken over HTTP restored with ``PUT /indexes/{name}`` ``{"from_backup": ...}``: the index as it was
     backed up, writable on its own (the backup unchanged by its writes), then served through an alias."""
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
 
     from semiret.serving import ServeSettings, create_app
 
     key = {"X-API-Key": "key"}
     settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"),
                              backup_dir=str(tmp_path / "backups"))
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         assert client.put("/indexes/docs", json={"retriever": "bot"}, headers=key).status_code == 201
         documents = [{"_id": d.id, "text": d.text} for d in _corpus(0, 12)]
         assert client.put("/indexes/docs/documents", json={"documents": documents}, headers=key).status_code == 200
@@ -236,14 +236,18 @@ def test_the_service_restores_a_backup_as_a_new_index_and_an_alias_rolls_back_to
         shutil.copytree(tmp_path / "backups" / backup, odd)
         meta = json.loads((odd / "meta.json").read_text())
         (odd / "meta.json").write_text(json.dumps({**meta, "retriever": "no-such-retriever"}))
-        for folder in ("foreign", "odd"):
+        for folder in ("foreign", "odd"):  # the message names no folder of the server's (it named the backup's)
             answer = client.put("/indexes/other", json={"from_backup": folder}, headers=key)
             assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "from_backup"]
+            assert str(tmp_path) not in answer.text and "backup directory" in answer.text, answer.text
         assert not (tmp_path / "data" / "other").exists()
         assert client.get("/indexes").status_code == client.get("/readyz").status_code == 200
     no_backups = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
-    with TestClient(create_app(no_backups)) as client:
+    with LocalClient(create_app(no_backups)) as client:
         assert client.put("/indexes/x", json={"from_backup": backup}, headers=key).status_code == 403
+    for inside in ("data", "data/backups"):  # each backup would be served: written and deleted over HTTP
+        with pytest.raises(SemiretError, match="is --data-dir .* or lies in it"):
+            ServeSettings({}, api_key="key", data_dir=str(tmp_path / "data"), backup_dir=str(tmp_path / inside))
 
 
 @pytest.mark.parametrize("write_process", [False, True], ids=["writes-in-threads", "writer-process"])
@@ -251,7 +255,7 @@ def test_a_server_given_an_index_serves_the_backup_restored_over_it(tmp_path, wr
     """A backup of another index (other BM25 options, other documents) restored over an index a server was given
     with --index: the server searches and writes the restored index from the next request on (not 503s until a
     restart, nor a 404 for a write that landed)."""
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
 
     from semiret.serving import ServeSettings, create_app
 
@@ -260,7 +264,7 @@ def test_a_server_given_an_index_serves_the_backup_restored_over_it(tmp_path, wr
                                 tmp_path / "other", stemmer="none", stopwords="none")
     settings = ServeSettings({"x": str(served.index.path)}, api_key="k", write_process=write_process)
     key = {"X-API-Key": "k"}
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         assert client.post("/indexes/x/search", json={"queries": ["statins"]}).status_code == 200
         other.backup(served.index.path, overwrite=True)  # the restore, by another process
         found = client.post("/indexes/x/search", json={"queries": ["walrus"], "k": 5})
@@ -276,7 +280,7 @@ def test_a_server_given_an_index_serves_the_backup_restored_over_it(tmp_path, wr
 def test_a_write_the_restore_overtakes_is_refused_to_send_again(tmp_path, monkeypatch):
     """A restore between a write's lookup and its commit: the write reached neither index; the answer says so
     and to send it again (a 503), not that the index is gone."""
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
 
     from semiret.serving import ServeSettings, create_app
     from semiret.serving.served import ServedIndex
@@ -291,7 +295,7 @@ def test_a_write_the_restore_overtakes_is_refused_to_send_again(tmp_path, monkey
 
     monkeypatch.setattr(ServedIndex, "_upsert", restored_first)
     settings = ServeSettings({"x": str(served.index.path)}, api_key="k", write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         answer = client.put("/indexes/x/documents", headers={"X-API-Key": "k"},
                             json={"documents": [{"_id": "w", "text": "walrus"}]})
         assert answer.status_code == 503 and "send it again" in answer.json()["detail"], answer.text

@@ -196,14 +196,14 @@ def test_cli_index_search_add_delete_eval(tmp_path, beir_dir, backend):
 
 
 def test_the_service_serves_a_collection(backend):
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
 
     from semiret.serving import ServeSettings, create_app
 
     name = next(_names)
     BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
     settings = ServeSettings({"tiny": name}, backend=f"milvus:{backend.uri}", api_key="key")
-    client, write = TestClient(create_app(settings)), {"X-API-Key": "key"}
+    client, write = LocalClient(create_app(settings)), {"X-API-Key": "key"}
 
     def top(query: str) -> str:
         response = client.post("/indexes/tiny/search", json={"queries": [query], "k": 1})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -18,7 +17,7 @@ from semiret.search import BM25Retriever, retriever_class
 from semiret.serving import ServeSettings, create_app
 from semiret.serving.client import ServerError
 
-from helpers import TINY_DOCS, client_of
+from helpers import LocalClient, TINY_DOCS, client_of
 
 NEW_TEXT = "Statins lower cholesterol; cholesterol feeds tumours in mice."
 
@@ -190,7 +189,7 @@ def test_analyze_from_the_command_line_over_http_and_by_the_client(tmp_path):
         refused = runner.invoke(app, ["analyze", "--index", str(path), *wrong])
         assert refused.exit_code == 2, wrong
 
-    served = TestClient(create_app(ServeSettings({"tiny": str(path)}, write_process=False)))
+    served = LocalClient(create_app(ServeSettings({"tiny": str(path)}, write_process=False)))
     answer = served.post("/indexes/tiny/analyze", json={"text": "cats and dogs chase zebras", "limit": 2})
     assert answer.status_code == 200 and answer.json() == {"terms": as_query[:2], "total": 4}
     answer = served.post("/indexes/tiny/analyze", json={"text": NEW_TEXT, "side": "document"})
@@ -217,6 +216,6 @@ def test_analyze_from_the_command_line_over_http_and_by_the_client(tmp_path):
 def test_numbered_ids_over_http(tmp_path):
     path = tmp_path / "bm25"
     BM25Retriever.build([Document("17", "cats and dogs")], path)
-    served = TestClient(create_app(ServeSettings({"tiny": str(path)}, write_process=False)))
+    served = LocalClient(create_app(ServeSettings({"tiny": str(path)}, write_process=False)))
     assert served.post("/indexes/tiny/analyze", json={"id": 17}).json()["total"] == 2
     assert served.post("/indexes/tiny/explain", json={"query": "cats", "id": 17}).json()["id"] == "17"

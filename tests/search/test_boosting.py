@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -21,7 +20,7 @@ from semiret.search import BM25Retriever
 from semiret.search.boosting import Boost, boost_function
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of, write_beir
+from helpers import LocalClient, client_of, write_beir
 
 # the same text in every document, so that BM25 ties them all and the boost alone orders them
 DOCS = [Document(f"d{n}", "statins lower cholesterol", metadata=metadata) for n, metadata in enumerate([
@@ -227,7 +226,7 @@ def test_the_service_and_its_client(bm25, tmp_path):
     settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=50)
     fresh = {"decay": "gauss", "field": "published", "origin": NOW, "scale": "30d"}
     expected = ids(bm25.search(QUERY, k=3, boost=fresh))
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 3, "boost": fresh})
         assert answer.status_code == 200, answer.text
         assert [h["id"] for h in answer.json()["results"][0]] == expected
@@ -259,11 +258,11 @@ def test_the_service_and_its_client(bm25, tmp_path):
             assert answer.status_code == 422, (body, answer.text)
             assert field in json.dumps(answer.json()["detail"])
     wide = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=1000)
-    with TestClient(create_app(wide)) as http:  # more than 100 hits: k candidates by default, as in Python
+    with LocalClient(create_app(wide)) as http:  # more than 100 hits: k candidates by default, as in Python
         answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 150, "boost": fresh})
         assert answer.status_code == 200, answer.text
     bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
-    with TestClient(create_app(ServeSettings({"bare": str(bare.index.path)}, write_process=False))) as http:
+    with LocalClient(create_app(ServeSettings({"bare": str(bare.index.path)}, write_process=False))) as http:
         answer = http.post("/indexes/bare/search", json={"queries": [QUERY], "boost": fresh})
         assert answer.status_code == 422 and "no metadata" in answer.text
 
@@ -280,7 +279,7 @@ def test_the_services_pages_and_groups_choose_from_pythons_candidates(tmp_path):
     bm25 = BM25Retriever.build(docs, tmp_path / "bm25")
     boost = {"field": "citations", "modifier": "log1p"}
     settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=1000)
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         def page(offset: int, **more) -> list[str]:
             answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 10, "offset": offset,
                                                              "boost": boost, **more})

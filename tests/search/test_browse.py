@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -18,7 +17,7 @@ from semiret.indexes.segments import SegmentedIndex
 from semiret.search import BM25Retriever, HybridRetriever, open_retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import write_jsonl
+from helpers import LocalClient, write_jsonl
 
 
 def _corpus(n: int = 40) -> list[Document]:
@@ -181,7 +180,7 @@ def test_the_service_scrolls_counts_and_pages_searches(tmp_path):
     BM25Retriever.build(_corpus(), tmp_path / "index")
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False, max_batch=8,
                              max_k=20)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         count = client.post("/indexes/docs/documents/count", json={"filter": {"source": "web"}})
         assert count.status_code == 200 and count.json() == {"count": 20}
         assert client.post("/indexes/docs/documents/count", json={}).json() == {"count": 40}
@@ -271,7 +270,7 @@ def test_facets_count_the_values_documents_hold(tmp_path):
     lines = CliRunner().invoke(app, ["facet", str(tmp_path / "index"), "source", "--limit", "2"]).stdout.splitlines()
     assert [json.loads(line) for line in lines] == [{"value": v, "count": c} for v, c in retriever.facet("source", limit=2)]
     settings = ServeSettings({"docs": str(tmp_path / "index")}, write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         answer = client.post("/indexes/docs/facet", json={"field": "tags", "filter": web})
         assert answer.status_code == 200 and answer.json()["values"] == [
             {"value": v, "count": c} for v, c in retriever.facet("tags", web)]
@@ -317,7 +316,7 @@ def test_range_facets_count_the_documents_with_a_value_in_each_range(tmp_path):
                                      "--range", '{"gte": 2010, "lt": 2020}']).stdout.splitlines()
     assert [json.loads(line) for line in lines] == [{"value": r, "count": c} for r, c in zip(ranges[:2], expected)]
     settings = ServeSettings({"docs": str(tmp_path / "index")}, write_process=False)
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         answer = http.post("/indexes/docs/facet", json={"field": "year", "ranges": ranges, "filter": web})
         assert answer.status_code == 200 and answer.json()["values"] == [
             {"value": r, "count": c} for r, c in retriever.facet("year", web, ranges=ranges)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -16,7 +15,7 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of
+from helpers import LocalClient, client_of
 
 WORDS = [f"w{n}" for n in range(20)]  # a document of 20 words: passages of 6 overlapping by 2 start every 4
 LONG = Document("long", " ".join(WORDS), title="Title")
@@ -72,7 +71,7 @@ def test_the_command_line_and_the_service(passages):
     assert hit["context"] == passages.context(hit["id"], 1)
     result = runner.invoke(app, ["search", "--index", index, "w11", "--context", "1"])
     assert result.exit_code != 0 and "--json" in result.output
-    with TestClient(create_app(ServeSettings({"p": index}, write_process=False))) as http:
+    with LocalClient(create_app(ServeSettings({"p": index}, write_process=False))) as http:
         answer = http.post("/indexes/p/search", json={"queries": ["w11"], "k": 2, "context": 1})
         assert answer.status_code == 200, answer.text
         rows = answer.json()["results"][0]

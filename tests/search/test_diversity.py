@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -22,7 +21,7 @@ from semiret.search.diversity import maximal_marginal_relevance
 from semiret.serving import ServeSettings, create_app
 from semiret.types import Embeddings
 
-from helpers import client_of
+from helpers import LocalClient, client_of
 
 # three near-copies about statins, and three other documents that also match the query less well
 DOCS = [
@@ -207,7 +206,7 @@ def test_eval_measures_what_variety_costs(bm25, tmp_path):
 
 def test_the_service_and_its_client(bm25):
     settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False, max_k=50)
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         expected = [h.id for h in bm25.search(QUERY, k=3, diversity=0.5)]
         answer = http.post("/indexes/docs/search", json={"queries": [QUERY], "k": 3, "diversity": 0.5})
         assert answer.status_code == 200, answer.text

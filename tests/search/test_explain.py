@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -16,7 +15,7 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever, retriever_class
 from semiret.serving import ServeSettings, create_app
 
-from helpers import TINY_DOCS, client_of
+from helpers import LocalClient, TINY_DOCS, client_of
 
 QUERIES = ["cats and dogs chase", "statins cancer risk", "morning garden birds sing", "mailman letters"]
 
@@ -86,7 +85,7 @@ def test_explain_from_the_command_line_and_over_http(tmp_path):
     assert json.loads(printed.output) == expected
     table = runner.invoke(app, ["explain", "--index", str(tmp_path / "bm25"), "--id", "d2", "cats and dogs"])
     assert table.exit_code == 0 and "contribution" in table.output and "dog" in table.output
-    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
+    client = LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
     answer = client.post("/indexes/tiny/explain", json={"query": "cats and dogs", "id": "d2"})
     assert answer.status_code == 200 and answer.json() == expected
     assert client.post("/indexes/tiny/explain", json={"query": "cats", "id": "nope"}).status_code == 404
@@ -98,7 +97,7 @@ def test_a_retriever_that_sums_no_term_weights_is_refused(tmp_path, tiny_docs, t
     dense = retriever_class("dense").build(tiny_docs, tmp_path / "dense", model=str(tiny_bert))
     with pytest.raises(SemiretError, match="does not score documents by summing term weights"):
         dense.explain("cats", "d2")
-    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "dense")}, write_process=False)))
+    client = LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "dense")}, write_process=False)))
     for route, body in (("explain", {"query": "cats", "id": "d2"}), ("analyze", {"text": "cats"})):
         refused = client.post(f"/indexes/tiny/{route}", json=body)
         assert refused.status_code == 422 and "summing term weights" in refused.json()["detail"], route
@@ -133,7 +132,7 @@ def test_a_hybrid_fusing_rankings_says_what_can_be_explained(tmp_path, tiny_docs
 
 def test_a_search_explains_each_hit_over_http(tmp_path):
     retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
-    with TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False))) as http:
+    with LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False))) as http:
         answer = http.post("/indexes/tiny/search", json={"queries": ["statins cancer"], "k": 2, "explain": True})
         assert answer.status_code == 200, answer.text
         rows = answer.json()["results"][0]
@@ -150,7 +149,7 @@ def test_a_search_explains_each_hit_over_http(tmp_path):
 def test_a_search_of_a_retriever_without_terms_refuses_to_explain(tmp_path, tiny_docs, tiny_bert):
 
     retriever_class("dense").build(tiny_docs, tmp_path / "dense", model=str(tiny_bert))
-    with TestClient(create_app(ServeSettings({"d": str(tmp_path / "dense")}, write_process=False))) as http:
+    with LocalClient(create_app(ServeSettings({"d": str(tmp_path / "dense")}, write_process=False))) as http:
         answer = http.post("/indexes/d/search", json={"queries": ["cats"], "explain": True})
         assert answer.status_code == 422 and "summing term weights" in answer.text
         assert answer.json()["detail"][0]["loc"] == ["body", "explain"]  # shaped as the other refusals

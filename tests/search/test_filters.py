@@ -13,7 +13,6 @@ import threading
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -24,7 +23,7 @@ from semiret.search import BM25Retriever, HybridRetriever, open_retriever
 from semiret.indexes.filters import MetadataFilter
 from semiret.serving import ServeSettings, create_app
 
-from helpers import TINY_DOCS, write_jsonl
+from helpers import LocalClient, TINY_DOCS, write_jsonl
 
 WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep".split()
 
@@ -252,7 +251,7 @@ def test_filter_flags_read_values_as_corpus_cells_do_and_a_range_given_twice_is_
 def test_the_service_stores_metadata_and_filters(tmp_path):
     BM25Retriever.build(_corpus(30), tmp_path / "index")
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         added = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"}, json={"documents": [
             {"_id": "new", "text": "statins heart statins", "metadata": {"source": "preprint"}}]})
         assert added.status_code == 200, added.text
@@ -418,7 +417,7 @@ def test_an_empty_filter_is_every_document(indexed):
 def test_metadata_that_is_not_json_is_refused_before_anything_is_written(tmp_path):
     import datetime
 
-    with pytest.raises(SemiretError, match=r"document 1 \('b'\): its metadata is not JSON"):
+    with pytest.raises(SemiretError, match=r"document 1 \('b'\): its metadata cannot be stored"):
         BM25Retriever.build([Document("a", "x"), Document("b", "y", metadata={"day": datetime.date(2026, 1, 1)})],
                             tmp_path / "index")
     assert not (tmp_path / "index").exists()
@@ -505,7 +504,7 @@ def test_delete_command_and_endpoint_take_a_filter(tmp_path):
         served = tmp_path / f"served-{write_process}"
         BM25Retriever.build(_corpus(30), served)
         settings = ServeSettings({"docs": str(served)}, api_key="key", write_process=write_process)
-        with TestClient(create_app(settings)) as client:
+        with LocalClient(create_app(settings)) as client:
             write = {"X-API-Key": "key"}
             answer = client.post("/indexes/docs/documents/delete", headers=write, json={"filter": {"source": "arxiv"}})
             assert answer.json() == {"status": "acknowledged", "deleted": 10}
@@ -525,7 +524,7 @@ def test_a_delete_matching_nothing_commits_nothing(tmp_path):
 def test_a_delete_request_names_ids_or_a_filter(tmp_path):
     BM25Retriever.build(_corpus(10), tmp_path / "index")
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         for body in ({"ids": ["doc1"], "filter": {}}, {"filter": {}}, {}):
             refused = client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"}, json=body)
             assert refused.status_code == 422, body

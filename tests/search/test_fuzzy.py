@@ -97,10 +97,10 @@ def test_bad_options_and_the_command_line(bm25):
 
 
 def test_the_service_takes_it_as_an_option(bm25):
-    from fastapi.testclient import TestClient
+    from helpers import LocalClient
     from semiret.serving import ServeSettings, create_app
 
-    with TestClient(create_app(ServeSettings({"docs": str(bm25.index.path)}, write_process=False))) as http:
+    with LocalClient(create_app(ServeSettings({"docs": str(bm25.index.path)}, write_process=False))) as http:
         answer = http.post("/indexes/docs/search", json={"queries": ["canser"], "options": {"fuzzy": True}})
         assert answer.status_code == 200, answer.text
         assert {h["id"] for h in answer.json()["results"][0]} == {"cancer-1", "cancer-2"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -15,6 +14,8 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever, DenseRetriever, retriever_class
 from semiret.search.highlight import fragments
 from semiret.serving import ServeSettings, create_app
+
+from helpers import LocalClient
 
 LONG = Document("long", "Dogs bark at night. " + "Filler words about nothing in particular here. " * 8
                 + "The dog and the cat sleep. " + "More filler text without any match at all. " * 8
@@ -113,7 +114,7 @@ def test_the_html_encoder_escapes_the_text_and_not_the_tags(tmp_path):
                                        "--highlight-encoder", "html", "cats"])
     assert printed.exit_code == 0, printed.output
     assert json.loads(printed.output)["hits"][0]["highlights"] == bm25.highlight("cats", "page", encoder="html")
-    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
+    client = LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
     asked = {"queries": ["cats"], "highlight": {"encoder": "html", "fragment_words": 4, "fragments": 1,
                                                 "tags": ["<mark>", "</mark>"]}}
     answer = client.post("/indexes/tiny/search", json=asked)
@@ -138,13 +139,13 @@ def test_highlights_from_the_command_line_and_over_http(tmp_path):
     assert "Cats chase mice in the garden." in table.output
     refused = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--like", "cats", "--highlight"])
     assert refused.exit_code != 0 and "--highlight" in refused.output
-    client = TestClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
+    client = LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False)))
     answer = client.post("/indexes/tiny/search", json={"queries": ["cats in gardens"], "k": 1, "highlight": True})
     assert answer.json()["results"][0][0]["highlights"] == expected
     plain = client.post("/indexes/tiny/search", json={"queries": ["cats in gardens"], "k": 1})
     assert "highlights" not in plain.json()["results"][0][0]
     BM25Retriever.build(CORPUS, tmp_path / "bare", store_texts=False)
-    bare = TestClient(create_app(ServeSettings({"bare": str(tmp_path / "bare")}, write_process=False)))
+    bare = LocalClient(create_app(ServeSettings({"bare": str(tmp_path / "bare")}, write_process=False)))
     refused = bare.post("/indexes/bare/search", json={"queries": ["cats"], "highlight": True})
     assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "highlight"]
 

@@ -8,7 +8,6 @@ import json
 import random
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -18,7 +17,7 @@ from semiret.indexes.filters import MetadataFilter
 from semiret.search.operators import parse_operators, scored_text
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of, two_segment_bm25
+from helpers import LocalClient, client_of, two_segment_bm25
 
 WORDS = "statins heart failure cancer risk trial dose cohort mouse model blood pressure COVID-19".split()
 
@@ -133,7 +132,7 @@ def test_the_command_line_the_service_and_the_client_read_operators(segmented, t
     plain = CliRunner().invoke(app, ["search", "--index", str(retriever.index.path), query, "-k", "4", "--json"])
     assert [h["id"] for h in json.loads(plain.stdout.splitlines()[0])["hits"]] != expected
     settings = ServeSettings({"docs": str(retriever.index.path)}, write_process=False)
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         found = http.post("/indexes/docs/search", json={"queries": [query, "heart"], "k": 4, "operators": True,
                                                         "explain": True})
         assert found.status_code == 200, found.text

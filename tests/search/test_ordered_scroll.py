@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of
+from helpers import LocalClient, client_of
 
 VALUES = {"a": "2026-01-05", "b": "2025-12-31T23:00:00-02:00", "c": None, "d": "2026-01-05", "e": 7, "f": "abc",
           "g": [3, "2024-01-01"], "h": True, "i": {"x": 1}}
@@ -74,7 +73,7 @@ def test_what_is_refused(bm25):
 
 def test_the_service_and_its_client(bm25):
     settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False)
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         answer = http.post("/indexes/docs/documents/scroll", json={"limit": 4, "order_by": {
             "key": "published", "direction": "desc"}, "with_text": False})
         assert answer.status_code == 200, answer.text

@@ -8,7 +8,6 @@ import json
 import random
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -18,7 +17,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, open_retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import write_beir
+from helpers import LocalClient, write_beir
 
 WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep walrus".split()
 
@@ -191,7 +190,7 @@ def test_eval_ranks_documents_by_their_best_passage(tmp_path):
 def test_the_service_groups_and_pages_groups(tmp_path):
     BM25Retriever.build(_documents(), tmp_path / "index", chunking=Chunking(6, 2))
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         def grouped(**body):
             found = client.post("/indexes/docs/search", json={"queries": ["statins heart"], "group_by": "parent",
                                                               **body})

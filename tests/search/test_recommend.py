@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -17,7 +16,7 @@ from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.search import BM25Retriever, open_retriever, retriever_class
 from semiret.serving import ServeSettings, create_app
 
-from helpers import TINY_DOCS
+from helpers import LocalClient, TINY_DOCS
 
 CORPUS = TINY_DOCS + [
     Document("d7", "Cats and mice: a garden story of chases.", metadata={"kind": "story"}),
@@ -116,7 +115,7 @@ def test_search_like_from_the_command_line(tmp_path, bm25):
 
 
 def test_recommend_over_http(bm25):
-    client = TestClient(create_app(ServeSettings({"tiny": str(bm25.index.path)}, write_process=False,
+    client = LocalClient(create_app(ServeSettings({"tiny": str(bm25.index.path)}, write_process=False,
                                                  api_key="key", max_batch=3, max_k=20)))
     answer = client.post("/indexes/tiny/recommend", json={"positive": ["d1", "d3"], "negative": ["d5"], "k": 3,
                                                           "with_text": True})
@@ -155,7 +154,7 @@ def test_a_score_threshold_drops_the_hits_below_it(bm25, tmp_path):
     found = runner.invoke(app, ["search", "--index", str(bm25.index.path), "--json", "--score-threshold", str(cut),
                                 "cats dogs garden"])
     assert [h["id"] for h in json.loads(found.output)["hits"]] == [h.id for h in kept]
-    client = TestClient(create_app(ServeSettings({"tiny": str(bm25.index.path)}, write_process=False)))
+    client = LocalClient(create_app(ServeSettings({"tiny": str(bm25.index.path)}, write_process=False)))
     served = client.post("/indexes/tiny/search", json={"queries": ["cats dogs garden"], "k": 6,
                                                        "score_threshold": cut})
     assert [h["id"] for h in served.json()["results"][0]] == [h.id for h in kept]

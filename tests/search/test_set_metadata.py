@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -18,7 +17,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, retriever_class
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of
+from helpers import LocalClient, client_of
 
 DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i})
         for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
@@ -100,7 +99,7 @@ def test_the_writer_process_sets_metadata_too(tmp_path):
     """The service's writes run in a process of their own: the update is done there and searched here at once."""
     BM25Retriever.build(DOCS, tmp_path / "index")
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=True)
-    with TestClient(create_app(settings)) as test_client:
+    with LocalClient(create_app(settings)) as test_client:
         answer = test_client.post("/indexes/docs/documents/metadata", headers={"X-API-Key": "key"},
                                   json={"ids": ["d0", "d1", "nope"], "metadata": {"tag": "writer"}})
         assert answer.status_code == 200 and answer.json()["updated"] == 2
@@ -119,7 +118,7 @@ def test_the_command_line_the_service_and_the_client(tmp_path):
     bad = CliRunner().invoke(app, ["set-metadata", "--index", str(tmp_path / "index"), "--id", "d0", "{tag"])
     assert bad.exit_code == 2 and "is not a JSON object" in bad.output
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False)
-    with TestClient(create_app(settings)) as test_client:
+    with LocalClient(create_app(settings)) as test_client:
         answer = test_client.post("/indexes/docs/documents/metadata", headers={"X-API-Key": "key"},
                                   json={"filter": {"tag": "cli"}, "metadata": {"tag": "http"}})
         assert answer.status_code == 200 and answer.json() == {"status": "acknowledged", "updated": 2}

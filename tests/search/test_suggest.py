@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -16,7 +15,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import client_of
+from helpers import LocalClient, client_of
 
 DOCS = [
     Document("1", "Heart failure and statins.", "Statin therapy", metadata={"source": "a"}),
@@ -109,7 +108,7 @@ def test_the_command_line_and_the_service(bm25):
     table = CliRunner().invoke(app, ["suggest", "stat", "--index", str(bm25.index.path), "--filter", "source=a"])
     assert table.exit_code == 0 and "statins" in table.output and "statistical" not in table.output
     settings = ServeSettings({"docs": str(bm25.index.path)}, write_process=False)
-    with TestClient(create_app(settings)) as http:
+    with LocalClient(create_app(settings)) as http:
         answer = http.post("/indexes/docs/suggest", json={"text": "stat", "k": 2})
         assert answer.status_code == 200 and [s["word"] for s in answer.json()["suggestions"]] == ["statins", "State"]
         assert [s.word for s in client_of(http).suggest("docs", "heart r", filter={"source": "b"})] == [

@@ -9,7 +9,6 @@ import random
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import semiret.indexes.filters as filters
@@ -20,7 +19,7 @@ from semiret.indexes.filters import MetadataFilter, TextCondition
 from semiret.search import retriever_class
 from semiret.serving import ServeSettings, create_app
 
-from helpers import two_segment_bm25
+from helpers import LocalClient, two_segment_bm25
 
 WORDS = "statins heart failure cancer risk trial dose cohort blood pressure diet sleep BRCA1 Café".split()
 
@@ -159,7 +158,7 @@ def test_the_command_line_and_the_service_filter_by_words(segmented, tmp_path):
     assert result.exit_code == 0, result.output
     assert [h["id"] for h in json.loads(result.stdout.splitlines()[0])["hits"]] == expected and expected
     settings = ServeSettings({"docs": str(retriever.index.path)}, write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         found = client.post("/indexes/docs/search", json={"queries": ["statins"], "k": 4,
                                                           "filter": {"$text": "BRCA1", "$not": {"$text": "diet"}}})
         assert found.status_code == 200 and [h["id"] for h in found.json()["results"][0]] == expected

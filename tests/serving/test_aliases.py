@@ -6,20 +6,19 @@ aliases; bad requests refused with the right status."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import TINY_DOCS
+from helpers import LocalClient, TINY_DOCS
 
 KEY = {"X-API-Key": "key"}
 OLD = [{"_id": "old", "text": "statins in an old index"}]
 NEW = [{"_id": "new", "text": "statins in a new index"}]
 
 
-def _client(data_dir, write_process: bool = False, **settings) -> TestClient:
-    return TestClient(create_app(ServeSettings(settings.pop("indexes", {}), data_dir=str(data_dir), api_key="key",
+def _client(data_dir, write_process: bool = False, **settings) -> LocalClient:
+    return LocalClient(create_app(ServeSettings(settings.pop("indexes", {}), data_dir=str(data_dir), api_key="key",
                                                write_process=write_process, **settings)))
 
 
@@ -105,11 +104,11 @@ def test_an_index_given_with_index_never_takes_an_alias_name(tmp_path):
 
 def test_aliases_need_a_data_directory_and_a_key(tmp_path):
     BM25Retriever.build(TINY_DOCS, tmp_path / "given")
-    with TestClient(create_app(ServeSettings({"given": str(tmp_path / "given")}, api_key="key",
+    with LocalClient(create_app(ServeSettings({"given": str(tmp_path / "given")}, api_key="key",
                                              write_process=False))) as client:
         assert client.get("/aliases").json() == {"aliases": []}
         assert client.put("/aliases/x", json={"index": "given"}, headers=KEY).status_code == 403
-    with TestClient(create_app(ServeSettings({}, data_dir=str(tmp_path / "data"), write_process=False))) as client:
+    with LocalClient(create_app(ServeSettings({}, data_dir=str(tmp_path / "data"), write_process=False))) as client:
         assert client.put("/aliases/x", json={"index": "given"}).status_code == 403  # read-only: no --api-key
     with _client(tmp_path / "data") as client:
         assert client.put("/aliases/x", json={"index": "given"}).status_code == 401

@@ -10,7 +10,6 @@ import signal
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from semiret.data import Document
 from semiret.errors import SemiretError
@@ -18,7 +17,7 @@ from semiret.indexes import open_index
 from semiret.search import BM25Retriever, InferenceFreeRetriever, open_retriever
 from semiret.serving import ServeSettings, create_app, parse_index_specs
 
-from helpers import TINY_DOCS
+from helpers import LocalClient, TINY_DOCS
 
 KEY = "s3cret"
 WRITE = {"X-API-Key": KEY}
@@ -37,10 +36,10 @@ def with_neural(indexes, tmp_path, tiny_bert):
     return {**indexes, "neural": str(tmp_path / "neural")}
 
 
-def client_of(indexes, write_process: bool = False, **settings) -> TestClient:
+def client_of(indexes, write_process: bool = False, **settings) -> LocalClient:
     """A client of the application; writes in its threads unless ``write_process`` (the server's default,
     tested by the tests using ``writing_client``, and by the fault and load tests on real servers)."""
-    return TestClient(create_app(ServeSettings(indexes, write_process=write_process, **settings)))
+    return LocalClient(create_app(ServeSettings(indexes, write_process=write_process, **settings)))
 
 
 LIMITS = {"api_key": KEY, "max_batch": 5, "max_request_bytes": 4096, "max_k": 50}
@@ -120,7 +119,7 @@ def test_messages_name_indexes_given_by_relative_paths_and_leave_words_whole(tmp
     written absolute."""
     monkeypatch.chdir(tmp_path)
     BM25Retriever.build(TINY_DOCS, "idx", store_texts=False)
-    client = TestClient(create_app(ServeSettings({"tiny": "idx"}, data_dir="data", write_process=False)))
+    client = LocalClient(create_app(ServeSettings({"tiny": "idx"}, data_dir="data", write_process=False)))
     answer = client.post("/indexes/tiny/search", json={"queries": ["cats"], "group_by": "year"})
     assert answer.status_code == 422 and answer.json()["detail"].startswith(
         "index 'tiny' keeps no stored documents (built with --no-store-texts), so it has no metadata to group by")
@@ -367,6 +366,31 @@ def test_lone_surrogates_and_nan_are_refused_where_they_stand_and_change_nothing
     assert paired.status_code == 200, paired.text
     assert client.get("/indexes/tiny/documents/e1").json()["text"] == "walrus \U0001F600"
 
+
+
+def test_metadata_nested_too_deeply_is_refused_and_changes_nothing(client, indexes):
+    """Metadata nested past 32 levels is a 422 naming its field, in an NDJSON line and a metadata update as in a
+    JSON body (stored 300 deep, every later read of the document was a 500: the answer's serializer gives up);
+    JSON nested deeper than Python's parser goes is a 422 too (it was a plain-text 500)."""
+    before = state(indexes)
+    ndjson = {"headers": {**WRITE, "content-type": "application/x-ndjson"}}
+    deep = "[" * 40 + "]" * 40
+    line = client.put("/indexes/tiny/documents", content=f'{{"_id": "deep", "text": "x", "metadata": {{"a": {deep}}}}}',
+                      **ndjson)
+    assert line.status_code == 422 and "field 'a' of the metadata holds objects or lists nested more than 32" in line.text
+    update = client.post("/indexes/tiny/documents/metadata", json={"filter": {}, "metadata": {"a": json.loads(deep)}},
+                         headers=WRITE)
+    assert update.status_code == 422 and "nested more than 32" in update.text, update.text
+    deeper = "[" * 1500 + "]" * 1500  # past Python's recursion limit, under the fixture's 4 KiB a body
+    for answer in (client.put("/indexes/tiny/documents", content=f'{{"_id": "d", "metadata": {{"a": {deeper}}}}}',
+                              **ndjson),
+                   client.post("/indexes/tiny/search", content=f'{{"queries": ["x"], "filter": {{"a": {deeper}}}, '
+                               '"score_threshold": NaN}', headers={"content-type": "application/json"})):
+        assert answer.status_code == 422 and "nested too deeply" in answer.text, answer.text
+    assert state(indexes) == before
+    fine = client.put("/indexes/tiny/documents", content='{"_id": "ok", "text": "x", "metadata": {"a": [[1, 2]]}}',
+                      **ndjson)
+    assert fine.status_code == 200 and client.get("/indexes/tiny/documents/ok").status_code == 200
 
 def test_a_full_disk_is_a_json_507_and_the_index_is_unchanged(client, indexes, monkeypatch):
     import errno

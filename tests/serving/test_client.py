@@ -5,7 +5,6 @@ real server reached over HTTP (a kept-alive connection, a closed one opened agai
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from semiret.data import Document
 from semiret.errors import SemiretError
@@ -14,7 +13,7 @@ from semiret.serving import ServeSettings, create_app
 from semiret.serving.client import Client, ServerError
 from semiret.types import SearchHits
 
-from helpers import client_of
+from helpers import LocalClient, client_of
 
 DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i, "kind": "odd" if i % 2 else "even"})
         for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
@@ -23,14 +22,14 @@ DOCS = [Document(f"d{i}", text, metadata={"year": 2000 + i, "kind": "odd" if i %
 
 def in_process(app) -> Client:
     """A client whose requests go to ``app`` in this process (FastAPI's test client), not over a socket."""
-    return client_of(TestClient(app), api_key="key")
+    return client_of(LocalClient(app), api_key="key")
 
 
 @pytest.fixture
 def served(tmp_path):
     settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"),
                              backup_dir=str(tmp_path / "backups"))
-    with TestClient(create_app(settings)) as app_client:
+    with LocalClient(create_app(settings)) as app_client:
         yield in_process(app_client.app), tmp_path
 
 
@@ -84,6 +83,13 @@ def test_the_client_answers_as_the_index_does_in_process(served):
     assert 'semiret_search_queries_total{index="notes"}' in client.metrics()
 
 
+
+def test_a_server_that_does_not_answer_is_not_ready():
+    """``ready()`` is False where nothing listens (it raised ConnectionRefusedError: a readiness loop crashed)."""
+    from semiret.serving.process import free_port
+
+    assert Client(f"http://127.0.0.1:{free_port()}").ready() is False
+
 def test_errors_carry_the_server_status_and_words(served):
     client, _ = served
     with pytest.raises(ServerError) as missing:
@@ -124,7 +130,7 @@ def test_the_client_keeps_within_a_servers_lower_limits(tmp_path):
 
     settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"), max_batch=5,
                              max_k=3)
-    with TestClient(create_app(settings)) as app_client:
+    with LocalClient(create_app(settings)) as app_client:
         client = in_process(app_client.app)
         assert client.about() == {"name": "semiret", "version": __version__, "writable": True,
                                   "limits": {"max_batch": 5, "max_k": 3, "max_request_bytes": settings.max_request_bytes}}
@@ -247,7 +253,7 @@ def test_add_splits_its_requests_by_the_servers_byte_limit_too(tmp_path):
                              max_request_bytes=2000)
     documents = [Document(f"d{n}", f"statins and the heart, note number {n} " + "word " * (5 + n % 30))
                  for n in range(40)]
-    with TestClient(create_app(settings)) as app_client:
+    with LocalClient(create_app(settings)) as app_client:
         client = in_process(app_client.app)
         sent = []
         send = client._transport

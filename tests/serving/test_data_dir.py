@@ -5,7 +5,6 @@ for two ``--workers``), with the writer process too; bad names, retrievers, opti
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from semiret.errors import SemiretError
 from semiret.files import exclusive_lock
@@ -13,14 +12,14 @@ from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 from semiret.serving.data_dir import DataDirectory, IndexGone
 
-from helpers import TINY_DOCS
+from helpers import LocalClient, TINY_DOCS
 
 KEY = {"X-API-Key": "key"}
 DOCUMENTS = [{"_id": d.id, "title": d.title, "text": d.text} for d in TINY_DOCS]
 
 
-def _client(data_dir, write_process: bool = False, **settings) -> TestClient:
-    return TestClient(create_app(ServeSettings(settings.pop("indexes", {}), data_dir=str(data_dir), api_key="key",
+def _client(data_dir, write_process: bool = False, **settings) -> LocalClient:
+    return LocalClient(create_app(ServeSettings(settings.pop("indexes", {}), data_dir=str(data_dir), api_key="key",
                                                write_process=write_process, **settings)))
 
 
@@ -136,7 +135,7 @@ def test_what_the_server_does_not_own_or_allow(tmp_path):
     assert client.delete("/indexes/given", headers=KEY).status_code == 403 and given.exists()
     assert client.put("/indexes/new", json={}).status_code == 401
     assert client.delete("/indexes/nope", headers=KEY).status_code == 404
-    plain = TestClient(create_app(ServeSettings({"given": str(given)}, api_key="key", write_process=False)))
+    plain = LocalClient(create_app(ServeSettings({"given": str(given)}, api_key="key", write_process=False)))
     assert plain.put("/indexes/new", json={}, headers=KEY).status_code == 403
     (tmp_path / "data" / "given").mkdir()
     BM25Retriever.build(TINY_DOCS, tmp_path / "data" / "given" / "x")  # not an index itself: not served

@@ -137,6 +137,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _cpu_ticks(pid: int) -> int:
+    """The CPU time a process has used, in clock ticks (Linux's /proc: user and system time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def test_the_writer_process_exits_when_the_server_is_killed_alone(tmp_path):
     """SIGKILL to the serving process only (not its group): the writer process it started does not live on."""
     import os
@@ -155,3 +161,37 @@ def test_the_writer_process_exits_when_the_server_is_killed_alone(tmp_path):
         assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
     finally:
         server.kill()
+
+
+def test_a_stop_while_writing_answers_the_write_and_ends_cleanly(tmp_path):
+    """Ctrl-C reaches the whole process group, the writer process too: the write under way finishes and is answered
+    (the writer died of KeyboardInterrupt: a 500, the write lost), and the server stops. SIGTERM ends the server by
+    that signal, as a service manager expects of a clean stop (the exit status was 143: a failure to systemd)."""
+    import signal
+
+    BM25Retriever.build([Document("seed", "common words")], tmp_path / "stopped")
+    rng = np.random.default_rng(0)
+    documents = [{"_id": f"n{i}", "text": " ".join(f"w{w}" for w in rng.integers(0, 5000, 200))} for i in range(10000)]
+    answers = []
+    server = ServerProcess({"stopped": tmp_path / "stopped"}, api_key=KEY).start()
+    try:
+        with httpx.Client(base_url=server.url, headers={"X-API-Key": KEY}, timeout=300) as client:
+            writing = threading.Thread(target=lambda: answers.append(
+                client.put("/indexes/stopped/documents", json={"documents": documents})))
+            [writer] = [pid for pid in _children(server.process.pid)  # (not multiprocessing's resource tracker)
+                        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            working_from = _cpu_ticks(writer)
+            writing.start()
+            while _cpu_ticks(writer) < working_from + 20 and writing.is_alive():  # the writer at work on it
+                time.sleep(0.01)
+            assert not answers, "the write was answered before the writer process was seen at work"
+            os.killpg(server.process.pid, signal.SIGINT)
+            writing.join()
+        server.process.wait(60)
+        assert answers[0].status_code == 200 and answers[0].json()["upserted"] == 10000, answers[0].text
+        assert BM25Retriever.open(tmp_path / "stopped").index.n_docs == 10001
+    finally:
+        server.kill()
+    with ServerProcess({"stopped": tmp_path / "stopped"}, api_key=KEY) as server:
+        os.kill(server.process.pid, signal.SIGTERM)
+        assert server.process.wait(60) == -signal.SIGTERM

@@ -3,13 +3,12 @@ and each index's figures, in Prometheus's text format; read access as the server
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from semiret.search import BM25Retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import TINY_DOCS
+from helpers import LocalClient, TINY_DOCS
 
 KEY = {"X-API-Key": "key"}
 
@@ -31,7 +30,7 @@ def test_requests_queries_and_indexes_are_counted(tmp_path):
     BM25Retriever.build(TINY_DOCS, tmp_path / "index")
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", write_process=False,
                              max_request_bytes=10_000)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         before = scraped(client)
         assert _requests(before) == 0 and before[("semiret_index_documents", (("index", "docs"),))] == len(TINY_DOCS)
         for _ in range(3):
@@ -62,7 +61,7 @@ def test_requests_queries_and_indexes_are_counted(tmp_path):
 def test_metrics_are_read_as_the_other_reads(tmp_path):
     BM25Retriever.build(TINY_DOCS, tmp_path / "index")
     settings = ServeSettings({"docs": str(tmp_path / "index")}, api_key="key", host="0.0.0.0", write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         assert client.get("/metrics").status_code == 401
         assert scraped(client, KEY)[("semiret_index_segments", (("index", "docs"),))] == 1
         # names a client makes up never become series: refused before their index is found, they count under none
@@ -78,7 +77,7 @@ def test_an_index_that_no_longer_opens_leaves_the_rest_of_the_metrics(tmp_path):
     BM25Retriever.build(TINY_DOCS, tmp_path / "a")
     BM25Retriever.build(TINY_DOCS, tmp_path / "b")
     settings = ServeSettings({"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, write_process=False)
-    with TestClient(create_app(settings)) as client:
+    with LocalClient(create_app(settings)) as client:
         assert client.post("/indexes/a/search", json={"queries": ["cats"]}).status_code == 200
         (tmp_path / "b" / "meta.json").write_text("{broken")
         after = scraped(client)
