@@ -111,11 +111,12 @@ class TextEncoder(nn.Module):
         self.eval()
         try:
             with torch.inference_mode():
-                self._prepare()
+                prepared = self._prepare()  # this call's own: threads encoding at once share no scratch
                 device = self.device
                 for batch in batches:
                     with torch_threads(1 if batch.input_ids.numel() < SMALL_BATCH_TOKENS else self.threads):
-                        self._store(outputs, filled[batch.positions], self._encode_batch(batch.to(device), side))
+                        self._store(outputs, filled[batch.positions],
+                                    self._encode_batch(batch.to(device), side, prepared))
         finally:
             self.train(was_training)
         encoded = self._finish(outputs)
@@ -125,11 +126,14 @@ class TextEncoder(nn.Module):
         """What one string encodes to, given the batch of its one row (kept a batch unless a subclass says)."""
         return encoded
 
-    def _prepare(self) -> None:
-        """Per-call setup before the batches (e.g. inference copies of weights, which training may change)."""
+    def _prepare(self):
+        """Per-call setup before the batches (e.g. inference copies of weights, which training may change, with
+        scratch buffers), handed to each :meth:`_encode_batch` of that call: an object of the call's own, as two
+        threads may encode at once (a server's searches)."""
+        return None
 
     @abstractmethod
-    def _encode_batch(self, batch: Batch, side: str): ...
+    def _encode_batch(self, batch: Batch, side: str, prepared): ...
 
     @abstractmethod
     def _empty_outputs(self, n: int): ...

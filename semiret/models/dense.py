@@ -68,7 +68,7 @@ class DenseEncoder(TextEncoder):
         pooled = POOLINGS[self.pooling](states, attention_mask)
         return states, F.normalize(pooled, dim=-1) if self.normalize else pooled
 
-    def _encode_batch(self, batch: Batch, side: str) -> np.ndarray:
+    def _encode_batch(self, batch: Batch, side: str, prepared) -> np.ndarray:
         return self(batch.input_ids, batch.attention_mask).cpu().numpy()
 
     def _empty_outputs(self, n: int) -> np.ndarray:

@@ -22,7 +22,6 @@ class SpladeEncoder(SparseEncoder):
     def __init__(self, masked_lm, tokenizer, name: str, max_length: int | None = None):
         super().__init__(masked_lm, tokenizer, name, max_length)
         self._transform, self._projection = mlm_head_parts(masked_lm)
-        self._pool = None
 
     @classmethod
     def from_pretrained(cls, model: str = "splade-tiny", max_length: int | None = None) -> "SpladeEncoder":
@@ -49,17 +48,17 @@ class SpladeEncoder(SparseEncoder):
         return thresholded_max_pooled_projection(states, attention_mask, weight, bias, log_saturation)
 
     # ------------------------------------------------------------------ fast inference
-    def _prepare(self) -> None:
+    def _prepare(self) -> MaxPooledLogits | None:
         on_cpu = self.device.type == "cpu"
-        self._pool = MaxPooledLogits(self._projection.weight, self._projection.bias, threshold=0.0) if on_cpu else None
+        return MaxPooledLogits(self._projection.weight, self._projection.bias, threshold=0.0) if on_cpu else None
 
-    def _encode_batch(self, batch: Batch, side: str):
-        if self._pool is None:  # off the CPU: the whole batch's [B, V] weights at once, then each row's nonzero ones
+    def _encode_batch(self, batch: Batch, side: str, pool: MaxPooledLogits | None):
+        if pool is None:  # off the CPU: the whole batch's [B, V] weights at once, then each row's nonzero ones
             return self._rows_of(self.training_vectors(batch.input_ids, batch.attention_mask))
         hidden = self.backbone.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)[0]
         packed = self._transform(hidden[batch.attention_mask.bool()])
         rows = []
         for states in packed.split(batch.lengths):
-            ids, maxima = self._pool(states)
+            ids, maxima = pool(states)
             rows.append((ids.numpy().astype(np.int32), log_saturation(maxima).numpy()))
         return rows

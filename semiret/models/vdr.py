@@ -40,7 +40,6 @@ class VDREncoder(SparseEncoder):
             self.norm = nn.LayerNorm(backbone.config.hidden_size, eps=backbone.config.layer_norm_eps)
         else:
             self._mlm_transform, self._mlm_projection = mlm_head_parts(backbone)
-        self._pool = None
 
     @classmethod
     def from_pretrained(cls, model: str = "splade-tiny", max_length: int | None = None, top_k: int = 768,
@@ -89,17 +88,17 @@ class VDREncoder(SparseEncoder):
         return out
 
     # ------------------------------------------------------------------ fast inference
-    def _prepare(self) -> None:
+    def _prepare(self) -> MaxPooledLogits | None:
         _, weight, bias = self._projection()
-        self._pool = MaxPooledLogits(weight, bias, top_k=self.top_k) if self.device.type == "cpu" else None
+        return MaxPooledLogits(weight, bias, top_k=self.top_k) if self.device.type == "cpu" else None
 
-    def _encode_batch(self, batch: Batch, side: str):
-        if self._pool is None:  # off the CPU: the whole batch's top-k vectors at once, then each row's kept entries
+    def _encode_batch(self, batch: Batch, side: str, pool: MaxPooledLogits | None):
+        if pool is None:  # off the CPU: the whole batch's top-k vectors at once, then each row's kept entries
             return self._rows_of(self(batch.input_ids, batch.attention_mask, sparse=True), self.first_id)
         transform, _, _ = self._projection()
         packed = transform(self._hidden(batch.input_ids, batch.attention_mask)[batch.attention_mask.bool()])
         rows = []
         for states in packed.split(batch.lengths):
-            ids, maxima = self._pool(states)
+            ids, maxima = pool(states)
             rows.append(((ids + self.first_id).numpy().astype(np.int32), elu1p(maxima).numpy()))
         return rows
