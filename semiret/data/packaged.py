@@ -45,7 +45,10 @@ REGISTRY: dict[str, PackagedModel] = {
                       gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"),
     )
 }
-ALIASES = {"bert-base-uncased": "splade-tiny"}  # tokenizer-only uses: same WordPiece vocabulary
+TOKENIZER_ALIASES = {"bert-base-uncased": "splade-tiny"}
+"""Hub models whose tokenizer ships in a packaged model (the same WordPiece vocabulary): their tokenizer and
+vocabulary are read from it offline; their weights are the hub's (SPLADE-tiny's 2 layers of 128 were loaded in
+BERT-base's name)."""
 
 
 def packaged_file(model: PackagedModel) -> Path:
@@ -100,12 +103,14 @@ def known_models() -> str:
     return f"{', '.join(sorted(REGISTRY))} ({LIST_HINT})"
 
 
-def resolve_model_path(name_or_path: str) -> Path:
-    """A local directory holding the model: registry name, alias, or an existing directory.
+def resolve_model_path(name_or_path: str, tokenizer_only: bool = False) -> Path:
+    """A local directory holding the model: registry name, an existing directory, or for its tokenizer only
+    (``tokenizer_only``) a name of :data:`TOKENIZER_ALIASES`.
 
-    Hub ids (``org/name``) are resolved by ``huggingface_hub`` only when they are not local.
+    Hub ids (``org/name``, and those aliases' own names) are resolved by ``huggingface_hub`` only when they are not
+    local.
     """
-    name = ALIASES.get(name_or_path, name_or_path)
+    name = TOKENIZER_ALIASES.get(name_or_path, name_or_path) if tokenizer_only else name_or_path
     if name in REGISTRY:
         return packaged_file(REGISTRY[name]).parent
     same = next((m for m in REGISTRY.values() if m.hub_id == name_or_path and m.gguf_file is None), None)
@@ -119,7 +124,7 @@ def resolve_model_path(name_or_path: str) -> Path:
         return path
     if path.exists():
         raise SemiretError(f"{path} is not a model directory")
-    if "/" in name_or_path and not name_or_path.startswith((".", "/")):
+    if "/" in name_or_path and not name_or_path.startswith((".", "/")) or name_or_path in TOKENIZER_ALIASES:
         from huggingface_hub import snapshot_download
 
         try:
@@ -139,16 +144,16 @@ def resolve_model_path(name_or_path: str) -> Path:
 
 def gguf_file(name_or_path: str) -> str | None:
     """The GGUF file to load for a registry name (or the only ``*.gguf`` in a directory), else None."""
-    entry = REGISTRY.get(ALIASES.get(name_or_path, name_or_path))
-    if entry is not None:
+    entry = REGISTRY.get(TOKENIZER_ALIASES.get(name_or_path, name_or_path))
+    if entry is not None:  # (an alias's model is no GGUF, wherever its weights come from)
         return entry.gguf_file
     found = sorted(resolve_model_path(name_or_path).glob("*.gguf"))
     return found[0].name if len(found) == 1 else None
 
 
-def model_directory(name_or_path: str) -> Path:
+def model_directory(name_or_path: str, tokenizer_only: bool = False) -> Path:
     """:func:`resolve_model_path`, checked to hold a model (a ``config.json`` or a GGUF file)."""
-    path = resolve_model_path(name_or_path)
+    path = resolve_model_path(name_or_path, tokenizer_only)
     if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
         raise SemiretError(f"{path} is not a model directory (no config.json or .gguf file); "
                            f"models available offline: {known_models()}")

@@ -43,6 +43,20 @@ SMALL_BATCH_TOKENS = 2048
 and on a busy machine a parallel region waits for its slowest thread (10x slower was measured)."""
 
 
+POSITIONS_AFTER_PADDING = frozenset({"roberta", "xlm-roberta", "camembert", "longformer", "mpnet", "data2vec-text",
+                                     "ibert"})
+"""Model types whose position ids start after the padding id (``pad_token_id + 1``): of RoBERTa's 514 positions,
+512 take tokens (a text of 514 failed with an index out of range)."""
+
+
+def position_limit(config) -> int | None:
+    """The longest input, in tokens, a transformers model's positions take (None: no limit it states)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit and getattr(config, "model_type", None) in POSITIONS_AFTER_PADDING:
+        limit -= (getattr(config, "pad_token_id", None) or 0) + 1
+    return limit
+
+
 class TextEncoder(nn.Module):
     """Texts -> vectors with a transformers ``backbone``; subclasses define :meth:`_encode_batch`."""
 
@@ -57,7 +71,7 @@ class TextEncoder(nn.Module):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.name = name
-        limit = getattr(backbone.config, "max_position_embeddings", None)
+        limit = position_limit(backbone.config)
         length = min(self.default_max_length, limit or 10**9) if max_length is None else max_length
         self.inputs = TextBatcher(tokenizer, length, limit, name)
         self._warned_empty = False

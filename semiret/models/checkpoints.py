@@ -138,7 +138,7 @@ ENCODER_FAMILIES = ("dense", "splade")
 def encoder_family(name_or_path: str) -> str | None:
     """``dense`` or ``splade`` for an encoder semiret saved (its :data:`ENCODER_FILE`) or a registry model whose
     family is known; None otherwise (a saved model of another kind, a hub id, an unknown folder)."""
-    entry = packaged.REGISTRY.get(packaged.ALIASES.get(name_or_path, name_or_path))
+    entry = packaged.REGISTRY.get(name_or_path)
     if entry is not None:
         return entry.family
     for candidate in _candidates(name_or_path):

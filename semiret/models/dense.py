@@ -29,8 +29,8 @@ class DenseEncoder(TextEncoder):
 
     def __init__(self, backbone, tokenizer, name: str, max_length: int | None = None, pooling: str = "mean",
                  normalize: bool = True, precision: str = "float32"):
-        if pooling not in ("mean", "cls"):
-            raise SemiretError(f"unknown pooling {pooling!r} (known: mean, cls)")
+        if pooling not in POOLINGS:
+            raise SemiretError(f"unknown pooling {pooling!r} (known: {', '.join(POOLINGS)})")
         if precision not in PRECISIONS:
             raise SemiretError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
         super().__init__(backbone, tokenizer, name, max_length)
@@ -81,19 +81,49 @@ class DenseEncoder(TextEncoder):
         return encoded[0]
 
 
+ST_POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                    "pooling_mode_max_tokens": "max"}
+"""sentence-transformers' pooling flags (its configs before 3.x, and beside ``pooling_mode`` after) and the pooling
+semiret computes for each; others (``mean_sqrt_len_tokens``, ``weightedmean``, ``lasttoken``) it does not."""
+
+
+NO_LIMIT = 10**6
+"""A tokenizer's ``model_max_length`` from here on is transformers' "no limit" (``1e30``), not a length."""
+
+
+def _st_pooling(config: dict, path: Path) -> str:
+    """The pooling a sentence-transformers ``Pooling`` config names: its ``pooling_mode`` or its one flag set."""
+    modes = {config["pooling_mode"]} if config.get("pooling_mode") else set()
+    modes |= {key.removeprefix("pooling_mode_") for key, value in config.items()
+              if key.startswith("pooling_mode_") and value is True}
+    named = {ST_POOLING_FLAGS.get(f"pooling_mode_{mode}", mode) for mode in modes}
+    if len(named) != 1 or not named <= set(POOLINGS):
+        raise SemiretError(f"{path}: pooling {' + '.join(sorted(named)) or 'none'} is not one semiret computes "
+                           f"({', '.join(POOLINGS)})")
+    return named.pop()
+
+
 def sentence_transformers_defaults(directory: Path) -> dict:
-    """Pooling, normalisation and length limit of a sentence-transformers directory ({} for others)."""
+    """Pooling, normalisation and length limit of a sentence-transformers directory ({} for others). A module semiret
+    does not compute (a ``Dense`` projection, a pooling of another kind or of several kinds) is an error: the vectors
+    would not be the model's (a CLS model saved by sentence-transformers 6 was read as mean-pooled)."""
     modules_file = directory / "modules.json"
     if not modules_file.is_file():
         return {}
     modules = json.loads(modules_file.read_text())
     defaults = {"normalize": any(m.get("type", "").endswith("Normalize") for m in modules)}
     for module in modules:
+        kind = module.get("type", "")
         config_file = directory / module.get("path", "") / "config.json"
-        if module.get("type", "").endswith("Pooling") and config_file.is_file():
-            pooling = json.loads(config_file.read_text())
-            defaults["pooling"] = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
-    settings = directory / "sentence_bert_config.json"
-    if settings.is_file():
-        defaults["max_length"] = json.loads(settings.read_text()).get("max_seq_length")
+        if kind.endswith("Pooling") and config_file.is_file():
+            defaults["pooling"] = _st_pooling(json.loads(config_file.read_text()), config_file)
+        elif not kind.endswith(("Transformer", "Pooling", "Normalize")):
+            raise SemiretError(f"{modules_file}: its module {kind} is not one semiret computes (a transformer, "
+                               "mean, CLS or max pooling, normalisation): its vectors would not be this model's")
+    settings, tokenizer = directory / "sentence_bert_config.json", directory / "tokenizer_config.json"
+    length = json.loads(settings.read_text()).get("max_seq_length") if settings.is_file() else None
+    if length is None and tokenizer.is_file():  # sentence-transformers 6 keeps it as the tokenizer's
+        length = json.loads(tokenizer.read_text()).get("model_max_length")
+    if isinstance(length, int) and length < NO_LIMIT:
+        defaults["max_length"] = length
     return defaults

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from semiret.data import packaged
@@ -25,18 +26,24 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
     """An encoder from a directory written by :meth:`TextEncoder.save` (family and options come with it),
     or ``model`` (registry name, directory, hub id) initialised as ``family``; weights in float32.
 
-    A name that is no local path but a saved encoder shipped in the packaged checkpoints folder
-    (``hce-scifact``) loads that one."""
+    A name that is no local model folder but a saved encoder shipped in the packaged checkpoints folder
+    (``hce-scifact``) loads that one (a folder of that name holding something else, an index named after its model,
+    does not hide it); a local saved encoder loads its own weights whatever its name (``minilm``)."""
     shipped = packaged.PACKAGED_CHECKPOINTS / model
-    if not Path(model).exists() and (shipped / ENCODER_FILE).is_file():
+    if not any((Path(model) / name).is_file() for name in (ENCODER_FILE, "config.json")) and (
+            shipped / ENCODER_FILE).is_file():
         model = str(shipped)
     saved = Path(model) / ENCODER_FILE
     base = None
     if saved.is_file():
+        model = str(Path(model).absolute())  # the folder, not a registry model of its name
         config = json.loads(saved.read_text())
         saved_family = config.pop("family")
         base = config.pop("base", None)  # saved as the weights that differ from this packaged model's
-        family = family or saved_family
+        if family is not None and family != saved_family:
+            raise SemiretError(f"{model} is a saved {saved_family} encoder, not a {family} one: load it as "
+                               f"{saved_family} (a retriever of {saved_family} vectors)")
+        family = saved_family
         options = {**config, **{k: v for k, v in options.items() if v is not None}}
     if family is None:
         raise SemiretError(f"{model!r} is not a saved encoder: say which family to load it as "
@@ -51,11 +58,19 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
         _apply_delta(encoder, Path(model))
     head = Path(model) / HEAD_FILE
     if head.is_file():
-        missing, unexpected = encoder.load_state_dict(load_file(str(head)), strict=False)
+        missing, unexpected = encoder.load_state_dict(_read_weights(head), strict=False)
         if unexpected:
             raise SemiretError(f"{head} holds weights this {family} encoder does not have: {unexpected[:3]}")
     # Checkpoints are stored in float16 to stay small; CPUs compute in it several times slower than in float32.
     return to_encoding_device(encoder.float())
+
+
+def _read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors; one cut short or corrupt is an error naming it (it was a traceback)."""
+    try:
+        return load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise SemiretError(f"cannot read the weights in {path}: {exc} (copy the model folder again)") from None
 
 
 def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
@@ -63,7 +78,7 @@ def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
     weights, and matrices' changed rows beside their numbers, :data:`DELTA_ROWS`); the encoder is then named by
     that directory (an index records it, and finds its tokenizer there)."""
     path = directory / DELTA_FILE
-    delta = load_file(str(path))
+    delta = _read_weights(path)
     numbers = {name[: -len(DELTA_ROWS)]: delta.pop(name) for name in list(delta) if name.endswith(DELTA_ROWS)}
     rows = {name: delta.pop(name, None) for name in numbers}
     unexpected = encoder.backbone.load_state_dict(delta, strict=False).unexpected_keys

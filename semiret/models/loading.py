@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from safetensors import SafetensorError
+
 from semiret.data.packaged import gguf_file, model_directory
 from semiret.errors import SemiretError
 
@@ -18,7 +20,7 @@ def _load(loader, name_or_path: str, what: str, **kwargs):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # semiret shows its own progress; loading weights is quick
-    path = model_directory(name_or_path)
+    path = model_directory(name_or_path, tokenizer_only="Tokenizer" in loader.__name__)
     gguf = gguf_file(name_or_path)
     if gguf:
         kwargs["gguf_file"] = gguf
@@ -27,7 +29,7 @@ def _load(loader, name_or_path: str, what: str, **kwargs):
     try:
         with _fixed_initialisation(loader):
             return loader.from_pretrained(path, local_files_only=True, **kwargs)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:  # (a file cut short, corrupt)
         raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -46,10 +48,19 @@ def _fixed_initialisation(loader):
         yield
 
 
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model")
+"""Files one of which holds a model's vocabulary (fast, WordPiece, BPE, SentencePiece); a GGUF file holds its own."""
+
+
 def load_tokenizer(name_or_path: str):
     """The model's Hugging Face fast tokenizer."""
     from transformers import AutoTokenizer
 
+    path = model_directory(name_or_path, tokenizer_only=True)
+    if not any((path / name).is_file() for name in TOKENIZER_FILES) and not gguf_file(name_or_path):
+        raise SemiretError(f"{name_or_path!r} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): transformers "
+                           "would make a tokenizer of a few placeholder tokens, every word unknown")
     tokenizer = _load(AutoTokenizer, name_or_path, "tokenizer")
     if not getattr(tokenizer, "is_fast", False):
         raise SemiretError(f"{name_or_path!r} has no fast tokenizer (tokenizer.json is required)")

@@ -37,7 +37,7 @@ def resolve_tokenizer_file(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.is_file():
         return path
-    directory = resolve_model_path(name_or_path)
+    directory = resolve_model_path(name_or_path, tokenizer_only=True)
     candidate = directory / "tokenizer.json"
     if not candidate.is_file():
         raise SemiretError(f"{directory} has no tokenizer.json (a Hugging Face fast tokenizer is required)")

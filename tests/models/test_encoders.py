@@ -307,7 +307,7 @@ def test_dense_mean_cls_normalize(tiny_bert):
     assert cls.encode_document([TEXTS[1]], show_progress=False).shape == (1, cls.dim)
     assert len(SpladeEncoder.from_pretrained(str(tiny_bert)).encode_query(TEXTS[1])) == 1  # sparse: rows always
     with pytest.raises(SemiretError, match="unknown pooling"):
-        DenseEncoder.from_pretrained(str(tiny_bert), pooling="max")
+        DenseEncoder.from_pretrained(str(tiny_bert), pooling="first-last")
 
 
 def test_dense_bfloat16_close_to_float32(tiny_bert):
@@ -321,6 +321,49 @@ def test_sentence_transformers_defaults_of_packaged_minilm():
                                                                          "max_length": 256}
 
 
+@pytest.mark.parametrize("pooling", ["cls", "max", "mean"])
+def test_a_folder_sentence_transformers_saved_encodes_as_it_does(tiny_bert, tmp_path, pooling):
+    """A folder saved by today's sentence-transformers (``pooling_mode``, its length kept as the tokenizer's) gives
+    its vectors (a CLS model was read as mean-pooled, at 256 tokens instead of its 16: 5.1 apart); a module semiret
+    does not compute (a Dense projection, another pooling) is an error, not other vectors."""
+    from sentence_transformers import SentenceTransformer, models
+
+    folder = tmp_path / pooling
+    transformer = models.Transformer(str(tiny_bert), max_seq_length=16)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension(),
+                                                                     pooling)])
+    model.save(str(folder))
+    encoder = DenseEncoder.from_pretrained(str(folder), precision="float32")
+    assert (encoder.pooling, encoder.max_length) == (pooling, 16)
+    np.testing.assert_allclose(encoder.encode_document(TEXTS, show_progress=False),
+                               model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    if pooling != "mean":
+        return
+    projected = SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension()),
+                                             models.Dense(transformer.get_word_embedding_dimension(), 8)])
+    projected.save(str(tmp_path / "dense"))
+    with pytest.raises(SemiretError, match="Dense is not one semiret computes"):
+        DenseEncoder.from_pretrained(str(tmp_path / "dense"))
+    SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension(),
+                                                             "mean_sqrt_len_tokens")]).save(str(tmp_path / "sqrt"))
+    with pytest.raises(SemiretError, match="pooling mean_sqrt_len_tokens is not one semiret computes"):
+        DenseEncoder.from_pretrained(str(tmp_path / "sqrt"))
+
+
+def test_positions_that_start_after_padding_limit_the_length():
+    """RoBERTa's 514 positions take 512 tokens (its position ids start after the padding id): a limit of 514 let a
+    long text fail with an index out of range."""
+    from transformers import BertConfig, RobertaConfig, RobertaModel
+
+    from semiret.models.base import position_limit
+
+    roberta = RobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=16, max_position_embeddings=514, pad_token_id=1)
+    assert position_limit(roberta) == 512 and position_limit(BertConfig(max_position_embeddings=512)) == 512
+    model = RobertaModel(roberta)
+    assert model(torch.full((1, 512), 5)).last_hidden_state.shape == (1, 512, 8)
+    with pytest.raises((IndexError, RuntimeError)):
+        model(torch.full((1, 513), 5))
 
 
 def test_a_saved_encoder_in_the_packaged_checkpoints_loads_by_name(tiny_bert, tmp_path, monkeypatch):
@@ -333,6 +376,80 @@ def test_a_saved_encoder_in_the_packaged_checkpoints_loads_by_name(tiny_bert, tm
     with pytest.raises(SemiretError, match="unknown model"):
         load_encoder("not-shipped", "dense")
 
+
+
+def test_a_folder_and_a_shipped_model_of_one_name_each_load_as_themselves(tiny_bert, tmp_path, monkeypatch):
+    """An encoder saved in a folder named like a registry model (``minilm``) loads its own weights (it loaded the
+    registry's, and every search then failed on its fingerprint); a folder of a shipped model's name holding no model
+    (an index named after it) does not hide that model; a saved encoder asked for as another family is refused (a
+    TypeError, or a SPLADE model read as a dense one)."""
+    from semiret.data import packaged
+
+    own = load_encoder(str(tiny_bert), "dense", max_length=16)
+    with torch.no_grad():
+        own.backbone.embeddings.word_embeddings.weight.mul_(0.9)
+    own.save(tmp_path / "minilm")
+    load_encoder(str(tiny_bert), "splade").save(tmp_path / "checkpoints" / "splade-tiny-trained")
+    monkeypatch.setattr(packaged, "PACKAGED_CHECKPOINTS", tmp_path / "checkpoints")
+    monkeypatch.chdir(tmp_path)
+    mine = load_encoder("minilm")
+    assert mine.dim == own.dim and mine.max_length == 16
+    np.testing.assert_allclose(mine.encode_query(TEXTS), own.encode_query(TEXTS), atol=1e-6)
+    (tmp_path / "splade-tiny-trained").mkdir()
+    (tmp_path / "splade-tiny-trained" / "meta.json").write_text("{}")  # an index named after its model
+    assert isinstance(load_encoder("splade-tiny-trained"), SpladeEncoder)
+    with pytest.raises(SemiretError, match="is a saved splade encoder, not a dense one"):
+        load_encoder("splade-tiny-trained", "dense")
+    with pytest.raises(SemiretError, match="is a saved dense encoder, not a splade one"):
+        load_encoder("minilm", "splade")
+
+
+def test_bert_base_uncased_is_a_tokenizer_offline_and_its_weights_the_hubs(monkeypatch):
+    """``bert-base-uncased``'s WordPiece vocabulary ships with SPLADE-tiny, so its tokenizer loads offline; its
+    weights are BERT-base's, sought from the hub (SPLADE-tiny's 2 layers of 128 were loaded in its name)."""
+    import huggingface_hub
+
+    from semiret.models.loading import load_tokenizer
+
+    assert len(load_tokenizer("bert-base-uncased")) == 30522
+    asked = []
+
+    def offline(name, *args, **kwargs):
+        asked.append(name)
+        raise OSError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(SemiretError, match="could not fetch 'bert-base-uncased' from the Hugging Face hub"):
+        load_encoder("bert-base-uncased", "dense")
+    assert asked == ["bert-base-uncased"]
+
+
+def test_a_model_folder_missing_its_tokenizer_or_cut_short_is_named(tiny_bert, tmp_path):
+    """Without tokenizer files transformers made a tokenizer of 5 placeholder tokens (every word unknown, and an
+    index built of that); weights cut short were a safetensors traceback."""
+    import shutil
+
+    from semiret.models.loading import load_tokenizer
+
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_bert, bare, ignore=shutil.ignore_patterns("tokenizer*", "vocab*", "special_tokens*"))
+    with pytest.raises(SemiretError, match="has no tokenizer files"):
+        load_tokenizer(str(bare))
+    cut = tmp_path / "cut"
+    shutil.copytree(tiny_bert, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100_000])
+    with pytest.raises(SemiretError, match="cannot load"):
+        load_encoder(str(cut), "splade")
+    from semiret.models.base import DELTA_FILE
+
+    changed = DenseEncoder.from_pretrained(str(tiny_bert))
+    with torch.no_grad():
+        changed.backbone.encoder.layer[1].output.dense.weight.add_(0.1)
+    saved = changed.save(tmp_path / "saved", base=str(tiny_bert))
+    (saved / DELTA_FILE).write_bytes((saved / DELTA_FILE).read_bytes()[:50])
+    with pytest.raises(SemiretError, match="cannot read the weights in"):
+        load_encoder(str(saved))
 
 def test_a_model_without_an_mlm_head_is_no_masked_lm(tmp_path):
     """A sentence encoder's head would start random (transformers' report of it is silenced): an error instead."""
