@@ -45,6 +45,8 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
                                f"{saved_family} (a retriever of {saved_family} vectors)")
         family = saved_family
         options = {**config, **{k: v for k, v in options.items() if v is not None}}
+    if family is None and model in packaged.REGISTRY:  # (minilm: dense)
+        family = packaged.REGISTRY[model].family
     if family is None:
         raise SemiretError(f"{model!r} is not a saved encoder: say which family to load it as "
                            f"({', '.join(ENCODERS)})")

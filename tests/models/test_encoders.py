@@ -406,12 +406,14 @@ def test_a_folder_and_a_shipped_model_of_one_name_each_load_as_themselves(tiny_b
 
 def test_bert_base_uncased_is_a_tokenizer_offline_and_its_weights_the_hubs(monkeypatch):
     """``bert-base-uncased``'s WordPiece vocabulary ships with SPLADE-tiny, so its tokenizer loads offline; its
-    weights are BERT-base's, sought from the hub (SPLADE-tiny's 2 layers of 128 were loaded in its name)."""
+    weights are BERT-base's, sought from the hub (SPLADE-tiny's 2 layers of 128 were loaded in its name). A registry
+    model loads as its family without being told it (it asked for one)."""
     import huggingface_hub
 
     from semiret.models.loading import load_tokenizer
 
     assert len(load_tokenizer("bert-base-uncased")) == 30522
+    assert isinstance(load_encoder("splade-tiny"), SpladeEncoder)  # a registry model's family is known
     asked = []
 
     def offline(name, *args, **kwargs):
