@@ -169,7 +169,7 @@ class TextEncoder(nn.Module):
         (``fp16``: weights stored in half precision; ``max_length``: the length recorded for later use,
         default the current one; ``base``: see :meth:`write`). The encoder itself is left as it was."""
         target = Path(path)
-        if target.exists() and any(target.iterdir()) and not (target / ENCODER_FILE).is_file():
+        if target.is_dir() and any(target.iterdir()) and not (target / ENCODER_FILE).is_file():
             raise SemiretError(f"{target} exists and is not a saved encoder: refusing to overwrite it")
         return save_model_directory(target, lambda staged: self.write(staged, fp16, max_length, base))
 

@@ -134,6 +134,10 @@ def test_save_and_load_round_trip(tiny_bert, tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(SemiretError, match="refusing to overwrite"):
         encoder.save(tmp_path / "other")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(SemiretError, match="is a file, not a folder"):  # (a NotADirectoryError)
+        encoder.save(tmp_path / "notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
     with pytest.raises(SemiretError, match="say which family"):
         load_encoder(str(tiny_bert))
     with pytest.raises(SemiretError, match="unknown encoder family 'colbert'"):
