@@ -239,7 +239,7 @@ def test_the_service_restores_a_backup_as_a_new_index_and_an_alias_rolls_back_to
         for folder in ("foreign", "odd"):  # the message names no folder of the server's (it named the backup's)
             answer = client.put("/indexes/other", json={"from_backup": folder}, headers=key)
             assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "from_backup"]
-            assert str(tmp_path) not in answer.text and "backup directory" in answer.text, answer.text
+            assert str(tmp_path) not in answer.text, answer.text
         assert not (tmp_path / "data" / "other").exists()
         assert client.get("/indexes").status_code == client.get("/readyz").status_code == 200
     no_backups = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
