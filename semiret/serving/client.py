@@ -424,10 +424,14 @@ class Client:
 
 
 def _repeatable(method: str, path: str) -> bool:
-    """Whether sending a request twice does what sending it once does: all of this API's but creating an index (a
-    second create answers 409) and taking a backup (a second one is another backup)."""
-    creates = method == "PUT" and path.rstrip("/").count("/") == 2 and path.startswith("/indexes/")
-    return not (creates or (method == "POST" and path.endswith("/backups")))
+    """Whether sending a request twice does what sending it once does and answers the same: all of this API's but
+    creating an index (a second create answers 409), taking a backup (a second one is another backup), deletes (a
+    second answers that it deleted nothing, or 404) and setting an alias (a second answers the new target as the
+    previous one)."""
+    path = path.rstrip("/")
+    creates = method == "PUT" and path.count("/") == 2 and path.startswith(("/indexes/", "/aliases/"))
+    deletes = method == "DELETE" or (method == "POST" and path.endswith("/documents/delete"))
+    return not (creates or deletes or (method == "POST" and path.endswith("/backups")))
 
 
 def _name(name: str) -> str:

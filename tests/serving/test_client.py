@@ -188,7 +188,8 @@ def test_an_add_of_several_requests_checks_every_document_before_the_first(serve
 
 def test_a_failed_connection_is_dropped_and_creates_are_never_sent_twice(monkeypatch):
     """After a timeout or a refused connection the thread's next request opens a new connection; a connection the
-    server closed is tried once more, except for a request the server may have acted on (creating an index)."""
+    server closed is tried once more, except for a request the server may have acted on and would answer otherwise
+    a second time (creating an index, deleting, setting an alias)."""
     import http.client
 
     sent = []
@@ -231,6 +232,14 @@ def test_a_failed_connection_is_dropped_and_creates_are_never_sent_twice(monkeyp
     with pytest.raises(http.client.RemoteDisconnected):
         prefixed.create_index("notes")
     assert sent.count(("PUT", "/api/indexes/notes")) == 1
+    # deletes and alias sets, which a second time answer otherwise (0 deleted, a 404, the new target as the old)
+    for call, request in ((lambda: client.delete("notes", ids=["d1"]), ("POST", "/indexes/notes/documents/delete")),
+                          (lambda: client.delete_index("notes"), ("DELETE", "/indexes/notes")),
+                          (lambda: client.set_alias("live", "notes"), ("PUT", "/aliases/live"))):
+        Flaky.failures = [http.client.RemoteDisconnected("closed")]
+        with pytest.raises(http.client.RemoteDisconnected):
+            call()
+        assert sent.count(request) == 1, request
 
 
 def test_a_real_server_over_http(tmp_path):
