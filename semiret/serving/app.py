@@ -151,6 +151,11 @@ ERRORS = {401: "Missing or wrong API key.", 403: "A write to a server started wi
 by ``loc``, is FastAPI's own)."""
 
 
+SECURITY_SCHEMES = {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                    "Bearer": {"type": "http", "scheme": "bearer"}}
+"""The two ways a request carries the key (``--api-key``, ``--read-api-key``), as the OpenAPI description states them."""
+
+
 def _same(given: str, key: str | None) -> bool:
     """Whether a request's key is ``key``, compared in constant time."""
     return key is not None and hmac.compare_digest(given.encode(), key.encode())
@@ -1080,6 +1085,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
         return found
 
+    described = app.openapi
+
+    def described_with_keys() -> dict:
+        """The OpenAPI description with the key's two headers, for its page's Authorize button (its requests went
+        without the key)."""
+        schema = described()  # made once, then kept by FastAPI
+        schema.setdefault("components", {}).setdefault("securitySchemes", SECURITY_SCHEMES)
+        schema.setdefault("security", [{}, *({name: []} for name in SECURITY_SCHEMES)])  # {}: reads on loopback
+        return schema
+
+    app.openapi = described_with_keys
     return app
 
 

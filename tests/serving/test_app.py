@@ -86,6 +86,8 @@ def test_health_readiness_and_openapi(client_with_neural, tmp_path):
     assert references and all(r.removeprefix("#/components/schemas/") in schema["components"]["schemas"]
                               for r in references)  # every reference resolves (the upsert body's too)
     assert {"401", "404", "413", "415", "422", "503"} <= set(schema["paths"]["/indexes/{name}/search"]["post"]["responses"])
+    assert schema["components"]["securitySchemes"]["ApiKey"] == {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+    assert {"Bearer": []} in schema["security"]  # the page's Authorize button sends the key
     assert client.get("/docs").status_code == 200
     (tmp_path / "tiny" / "meta.json").rename(tmp_path / "tiny" / "meta.json.away")
     answer = client.get("/readyz")
