@@ -290,7 +290,7 @@ def staged_directory(target: str | Path, overwrite: bool = True, locks: Sequence
     exclusively (:func:`exclusive_lock`) while the old ``target`` is replaced (its writers' locks: a write to the
     old directory finishes first, and none starts on it meanwhile)."""
     target = Path(target)
-    if target.exists() and not target.is_dir():  # (after the work: a NotADirectoryError)
+    if target.exists() and not target.is_dir():  # refused before the work (replacing it failed after, obscurely)
         raise SemiretError(f"{target} is a file, not a folder: nothing was written there")
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned_staging(target)

@@ -88,6 +88,7 @@ def _grade(value) -> int:
 
 
 def _number(value) -> float:
+    """``value`` as a float (numpy's numbers and numeric text too; a bool is no number)."""
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a number")
     try:
