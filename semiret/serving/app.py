@@ -1085,12 +1085,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
         return found
 
-    described = app.openapi
+    routes_described = app.openapi
 
     def described_with_keys() -> dict:
         """The OpenAPI description with the key's two headers, for its page's Authorize button (its requests went
         without the key)."""
-        schema = described()  # made once, then kept by FastAPI
+        schema = routes_described()  # made once, then kept by FastAPI
         schema.setdefault("components", {}).setdefault("securitySchemes", SECURITY_SCHEMES)
         schema.setdefault("security", [{}, *({name: []} for name in SECURITY_SCHEMES)])  # {}: reads on loopback
         return schema
