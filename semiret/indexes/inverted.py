@@ -415,9 +415,9 @@ class InvertedIndex(SegmentedIndex):
         q_offsets, q_terms, q_weights = self._pack_queries(queries, snapshot)
         n_queries = len(queries)
         seg_scores, seg_docs = [], []
-        visited = np.zeros(n_queries, np.int64)
+        visited = None  # the first segment's counts, then the sum
         for segment in snapshot.segments:
-            deleted = segment.deleted if segment.deleted.any() else _NO_DELETIONS
+            deleted = segment.deleted if segment.any_deleted() else _NO_DELETIONS
             pruned = prune if prune is not None else segment.n_docs >= PRUNE_MIN_DOCS
             maxima = segment.term_maxima() if pruned else _NO_MAXIMA
             arrays = (*segment.search_arrays(), maxima, segment.values is None, deleted, segment.n_docs)
@@ -441,8 +441,8 @@ class InvertedIndex(SegmentedIndex):
                 scores *= snapshot.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)
             seg_docs.append(docs)
-            visited += seg_visited
-        return seg_scores, seg_docs, visited
+            visited = seg_visited if visited is None else visited + seg_visited
+        return seg_scores, seg_docs, np.zeros(n_queries, np.int64) if visited is None else visited
 
     def explain(self, query: SparseQuery, doc_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """How the live document ``doc_id``'s score for ``query`` adds up, from one commit: the query's term ids and
@@ -560,16 +560,15 @@ class InvertedIndex(SegmentedIndex):
         return self._pack_with_bounds(queries, snapshot or self.snapshot)[3]
 
     def _pack_with_bounds(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
-        """:meth:`_pack_queries` and each query's score bound: (offsets, terms, weights, bounds)."""
-        offsets, terms, weights = self._pack_queries(queries, snapshot)
-        return offsets, terms, weights, kernels.query_score_bounds(offsets, terms, weights, self.term_bounds(snapshot))
+        """:meth:`_pack_queries` and each query's score bound: (offsets, terms, weights, bounds), in one kernel call."""
+        return self._pack_queries(queries, snapshot, self.term_bounds(snapshot))
 
-    def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot):
+    def _pack_queries(self, queries: Sequence[SparseQuery], snapshot: Snapshot, term_bounds: np.ndarray | None = None):
         """:func:`pack_queries` over the terms the snapshot's commit knows (with IDF for BM25)."""
         if self.kind != "bm25":
-            return pack_queries(queries, _vocab_size(snapshot.meta))
+            return pack_queries(queries, _vocab_size(snapshot.meta), term_bounds=term_bounds)
         return pack_queries(queries, _vocab_size(snapshot.meta), self.document_frequencies(snapshot),
-                            _n_stored(snapshot), _bm25_of(snapshot).variant_code)
+                            _n_stored(snapshot), _bm25_of(snapshot).variant_code, term_bounds)
 
     # ------------------------------------------------------------------ segments
     def _live_batch(self, segment: InvertedSegment, live: np.ndarray, ids: list[str],
@@ -764,7 +763,7 @@ def search_normalised_sum(parts: Sequence[tuple[InvertedIndex, Sequence[SparseQu
     seg_scores, seg_docs = [], []
     for segment_a, segment_b in zip(snapshot_a.segments, snapshot_b.segments):
         deleted = _NO_DELETIONS  # a delete that reached one part only (a crash between commits) still counts
-        if segment_a.deleted.any() or segment_b.deleted.any():
+        if segment_a.any_deleted() or segment_b.any_deleted():
             deleted = segment_a.deleted | segment_b.deleted
         arguments = [(*query, *segment.search_arrays(), segment.values is None)
                      for query, segment in zip(packed, (segment_a, segment_b))]
@@ -787,8 +786,13 @@ def _query_slice(part: tuple, lo: int, hi: int) -> tuple:
 
 
 def _bm25_of(snapshot: Snapshot) -> BM25Parameters:
-    """The BM25 parameters of one commit (a search's: ``set_bm25`` may publish others meanwhile)."""
-    return BM25Parameters(**snapshot.meta["bm25"])
+    """The BM25 parameters of one commit (a search's: ``set_bm25`` may publish others meanwhile), made and checked
+    once per snapshot (again if its ``meta`` is changed, as a draft's is)."""
+    config = snapshot.meta["bm25"]
+    known = snapshot.derived.get("bm25")
+    if known is None or known[0] != config:
+        known = snapshot.derived["bm25"] = (dict(config), BM25Parameters(**config))
+    return known[1]
 
 
 def _aligned(snapshot_a: Snapshot, snapshot_b: Snapshot) -> bool:
@@ -816,6 +820,13 @@ def _search_in_chunks(segment: InvertedSegment, n_queries: int, k: int, n_thread
     scores = np.empty((n_queries, k), np.float32)
     docs = np.empty((n_queries, k), np.int32)
     visited = np.empty(n_queries, np.int64)
+    if n_threads <= 1 or n_queries <= 1:  # one call over all the queries, straight into the outputs
+        scratch = segment.scratch()
+        try:
+            call(0, n_queries, *scratch, scores, docs, visited)
+        finally:
+            segment.release_scratch(scratch)
+        return scores, docs, visited
 
     def run(lo: int, hi: int) -> None:
         scratch = segment.scratch()
@@ -824,12 +835,9 @@ def _search_in_chunks(segment: InvertedSegment, n_queries: int, k: int, n_thread
         finally:
             segment.release_scratch(scratch)
 
-    if n_threads > 1 and n_queries > 1:
-        chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(run, chunks[:-1], chunks[1:]))
-    else:
-        run(0, n_queries)
+    chunks = np.linspace(0, n_queries, min(n_threads, n_queries) + 1).astype(int)
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(run, chunks[:-1], chunks[1:]))
     return scores, docs, visited
 
 
@@ -851,11 +859,12 @@ def _n_stored(snapshot: Snapshot) -> int:
 
 
 def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, document_frequencies: np.ndarray = _NO_DF,
-                 n_docs: int = 0, variant: int = 0):
+                 n_docs: int = 0, variant: int = 0, term_bounds: np.ndarray | None = None):
     """Queries as CSR arrays (offsets, term ids, weights) without zero-weight terms or terms outside the first
     ``vocab_size``; with ``document_frequencies`` (BM25) the weights are multiplied by the IDF over ``n_docs``
     documents of the BM25 ``variant`` (its :attr:`~semiret.text.bm25.BM25Parameters.variant_code`; 0: Lucene's).
-    Negative or non-finite weights are an error.
+    Negative or non-finite weights are an error. With ``term_bounds``, each query's score bound too
+    (:func:`~semiret.indexes.kernels.query_score_bounds`, in the same kernel call): (offsets, terms, weights, bounds).
 
     Checked and filtered for the whole batch at once: per-query numpy calls would cost more than searching a
     small index.
@@ -863,26 +872,29 @@ def pack_queries(queries: Sequence[SparseQuery], vocab_size: int, document_frequ
     n = len(queries)
     if n == 1:
         terms, weights = [np.asarray(queries[0].terms, np.int32)], [np.asarray(queries[0].weights, np.float32)]
+        bad_shape = 0 if terms[0].shape != weights[0].shape else 1
+        offsets, flat_t, flat_w = np.array([0, len(weights[0])], np.int64), terms[0], weights[0]
     else:
         terms = [np.asarray(q.terms, np.int32) for q in queries]
         weights = [np.asarray(q.weights, np.float32) for q in queries]
-    bad_shape = next((i for i, (t, w) in enumerate(zip(terms, weights)) if t.shape != w.shape), n)
-    if n == 1:
-        offsets, flat_t, flat_w = np.array([0, len(weights[0])], np.int64), terms[0], weights[0]
-    else:
+        bad_shape = next((i for i, (t, w) in enumerate(zip(terms, weights)) if t.shape != w.shape), n)
         offsets = np.zeros(n + 1, np.int64)
         if n:
             np.cumsum(np.fromiter(map(len, weights), np.int64, n), out=offsets[1:])
         flat_w = np.concatenate(weights) if n else np.empty(0, np.float32)
         flat_t = np.concatenate(terms) if n and bad_shape == n else flat_w.astype(np.int32)
-    bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, vocab_size,
-                                                          document_frequencies, n_docs, variant)
+    if term_bounds is None:
+        bad, offsets, flat_t, flat_w = kernels.filter_queries(offsets, flat_t, flat_w, vocab_size,
+                                                              document_frequencies, n_docs, variant)
+    else:
+        bad, offsets, flat_t, flat_w, bounds = kernels.filter_queries_with_bounds(
+            offsets, flat_t, flat_w, vocab_size, document_frequencies, n_docs, variant, term_bounds)
     if bad_shape < n or bad >= 0:  # the first offending query, as a query-by-query check finds it
         bad = n if bad < 0 else bad
         if bad_shape <= bad:
             raise SemiretError(f"query {bad_shape}: {len(terms[bad_shape])} terms but {len(weights[bad_shape])} weights")
         raise SemiretError(f"query {bad}: term weights must be finite and non-negative")
-    return offsets, flat_t, flat_w
+    return (offsets, flat_t, flat_w) if term_bounds is None else (offsets, flat_t, flat_w, bounds)
 
 
 def _vocab_size(meta: dict) -> int:

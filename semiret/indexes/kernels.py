@@ -767,6 +767,20 @@ def query_score_bounds(q_offsets, q_terms, q_weights, term_bounds):
 
 
 @numba.njit(**NUMBA_OPTIONS)
+def filter_queries_with_bounds(offsets, terms, weights, vocab_size, document_frequencies, n_docs, variant,
+                               term_bounds):
+    """:func:`filter_queries` then :func:`query_score_bounds` of what it kept, in one call (a hybrid's part packs
+    its queries and their bounds per search: one call less to pay). Returns ``(bad, offsets, terms, weights,
+    bounds)``; ``bounds`` is empty where ``bad`` is not -1."""
+    bad, out_offsets, out_terms, out_weights = filter_queries(offsets, terms, weights, vocab_size,
+                                                              document_frequencies, n_docs, variant)
+    if bad >= 0:
+        return bad, out_offsets, out_terms, out_weights, np.zeros(0, np.float64)
+    return bad, out_offsets, out_terms, out_weights, query_score_bounds(out_offsets, out_terms, out_weights,
+                                                                        term_bounds)
+
+
+@numba.njit(**NUMBA_OPTIONS)
 def sparse_gram(indptr, terms, values, vocab_size):
     """The dot products of a few sparse rows (CSR, term ids below ``vocab_size``) with each other, ``[n, n]``
     float64: the entries counting-sorted by term, each term's run multiplied out pairwise (half, by symmetry)."""

@@ -170,6 +170,8 @@ class Segment:
         self.deleted = read_deletions(path, self.n_docs, info.get("n_deleted", 0))  # bool [n_docs], in memory
         self._id_table: tuple[memoryview, np.ndarray] | None = None
         self._id_keys: np.ndarray | None = None
+        self._id_cache: dict[int, str] = {}  # local number -> id, of ids decoded for hits (document_ids)
+        self._any_deleted: tuple[np.ndarray, bool] | None = None  # (the deletion array, whether any is marked)
         # which documents pass each recent filter, and which segments of other parts hold the same documents in the
         # same order: shared by with_deleted copies, and by the threads searching them
         self._matching: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -182,6 +184,15 @@ class Segment:
     @property
     def n_deleted(self) -> int:
         return int(self.deleted.sum())
+
+    def any_deleted(self) -> bool:
+        """Whether a document is marked deleted: ``deleted.any()`` worked out once per deletion array (every search
+        asks; a change never alters an array a snapshot reads, it gives the segment a new one: ``with_deleted``)."""
+        known = self._any_deleted
+        deleted = self.deleted
+        if known is None or known[0] is not deleted:
+            known = self._any_deleted = (deleted, bool(deleted.any()))
+        return known[1]
 
     @property
     def nbytes(self) -> int:
@@ -210,7 +221,23 @@ class Segment:
                                None if self.metadata is None else self.metadata.packed(locals_))
 
     def document_ids(self, locals_: np.ndarray) -> list[str]:
-        """Document ids of local numbers, decoded straight from the memory-mapped id table."""
+        """Document ids of local numbers, decoded straight from the memory-mapped id table; a few (a search's hits)
+        through a bounded cache of those decoded before (a segment's ids never change)."""
+        if len(locals_) >= 64:
+            return self._decoded_ids(locals_)
+        cache = self._id_cache
+        wanted = locals_.tolist()
+        out = [cache.get(local) for local in wanted]
+        if None in out:
+            missing = [local for local, name in zip(wanted, out) if name is None]
+            found = dict(zip(missing, self._decoded_ids(np.array(missing, np.int64))))
+            if len(cache) + len(found) > ID_CACHE_SIZE:
+                cache.clear()
+            cache.update(found)
+            out = [found[local] if name is None else name for local, name in zip(wanted, out)]
+        return out
+
+    def _decoded_ids(self, locals_: np.ndarray) -> list[str]:
         if self._id_table is None:
             self._id_table = (memoryview(np.asarray(self.docids.blob)), np.asarray(self.docids.offsets))
         blob, offsets = self._id_table
@@ -341,6 +368,10 @@ def _hidden_as(segments: list[Segment], like: "SegmentedIndex") -> list[np.ndarr
             shown = np.concatenate([s.id_keys()[~s.deleted] for s in like.segments] or [np.empty(0, np.uint64)])
         hidden.append(~np.isin(segment.id_keys(), shown))
     return hidden
+
+
+ID_CACHE_SIZE = 1 << 14
+"""Decoded ids a segment keeps for the hits of later searches (about 1.5 MB at most; emptied when full)."""
 
 
 class Snapshot:
@@ -1404,6 +1435,10 @@ class SegmentedIndex(ABC):
         equal scores keep the earlier segment first."""
         if not seg_scores:
             return SearchHits([[] for _ in range(n_queries)], [[] for _ in range(n_queries)])
+        if len(seg_scores) == 1 and n_queries == 1:  # one query's hits of one segment (a search box's): as below
+            valid = seg_locals[0] >= 0
+            flat_scores = seg_scores[0][valid].tolist()
+            return SegmentHits(segments, seg_locals[0][valid].astype(np.int64), [flat_scores], [0, len(flat_scores)])
         if len(seg_scores) == 1:
             scores, refs = seg_scores[0], seg_locals[0].astype(np.int64)
         else:

@@ -718,20 +718,21 @@ class IDFQueries(QuerySide):
         for text in texts:
             if synonyms is None:
                 terms = query_tokens(self.vocabulary, text)
-                weights = weights_of[terms]
+                own = weights = weights_of[terms]
             else:
                 terms, weights, matched = self._with_synonyms(index, self.vocabulary.encode(text), weights_of, synonyms)
                 expanded |= matched
-            own = weights_of[terms]  # min_idf drops tokens by their own weight, not as a synonym scaled it
+                own = weights_of[terms]  # min_idf drops tokens by their own weight, not as a synonym scaled it
             kept = own >= self._min_weight
-            if not kept.any() and (own > 0).any() and not self._said_all_dropped:  # min_idf's doing
+            n_kept = np.count_nonzero(kept)
+            if not n_kept and (own > 0).any() and not self._said_all_dropped:  # min_idf's doing
                 self._said_all_dropped = True
                 why = ("with the corpus's IDF: it is in more than about a third of the documents, common in a small "
                        "corpus" if self.idf_source == "corpus" else
                        f"in the IDF table {self.idf_source}: a token as common as a stopword there")
                 log.warning("every token of the query %r weighs less than min_idf=%g (%s), so it finds nothing; "
                             "min_idf=0 keeps every token (said once)", text, self.min_idf, why)
-            out.append(SparseQuery(terms[kept], weights[kept]))
+            out.append(SparseQuery(terms, weights) if n_kept == len(kept) else SparseQuery(terms[kept], weights[kept]))
         return out, expanded
 
     def _with_synonyms(self, index, tokens: list[int], weights_of: np.ndarray,
