@@ -15,6 +15,7 @@ Generated data lives in a cache directory (default ``/tmp/semiret-bench/zipf-<N>
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -33,6 +34,20 @@ CACHE_ROOT = Path(os.environ.get("SEMIRET_BENCH_CACHE", "/tmp/semiret-bench"))
 SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 PACKAGED_MODELS = {"inference-free": "inference-free-scifact", "splade": "splade-tiny"}
 """The model a benchmark builds each neural retriever with (offline: packaged or shipped in a PyPI package)."""
+
+
+def model_key(model: str | None) -> str:
+    """A short key of a model for cache names: its name or resolved path, and where it is a folder the names, sizes
+    and times of its files (a model retrained into the same folder, ``runs/X/model`` as every run names it, gets
+    another key: its cached index or vectors are not reused)."""
+    if model is None:
+        return "default"
+    path = Path(model)
+    parts = [str(path.resolve()) if path.exists() else model]
+    if path.is_dir():
+        parts += [f"{f.relative_to(path)}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
+                  for f in sorted(path.rglob("*")) if f.is_file()]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def model_options(retriever: str) -> dict:

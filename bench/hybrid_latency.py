@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from corpus import (CACHE_ROOT, emit, ensure_corpus, latency_arguments, latency_queries, load_documents, load_queries,
-                    machine, timed_rounds)
+                    machine, model_key, timed_rounds)
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
     else:
         collection, qrels, query_ids, texts = latency_queries(args.data, args.split)
         name, documents = collection.name, collection.corpus
-    index = args.index or CACHE_ROOT / f"hybrid-{name}-{args.neural}"
+    index = args.index or CACHE_ROOT / f"hybrid-{name}-{args.neural}-{model_key(args.model)}"
     if not (index / "meta.json").is_file():
         HybridRetriever.build(documents(), index, overwrite=True, neural=args.neural, model=args.model)
     hybrid = open_retriever(index, fusion=args.fusion)

@@ -26,7 +26,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from corpus import CACHE_ROOT, emit, latency_arguments, latency_queries, machine, timed_rounds
+from corpus import CACHE_ROOT, emit, latency_arguments, latency_queries, machine, model_key, timed_rounds
 
 TARGET = 1.5
 
@@ -97,8 +97,7 @@ def main() -> None:
         model = str(NAIL.read(args.model)[0])  # a saved model's directory, or the packaged nail-scifact's
     else:
         model = str(quick_model(CACHE_ROOT / "nail-quick-model"))
-    label = Path(model).name if args.model else "quick"
-    index = args.index or CACHE_ROOT / f"nail-{collection.name}-{label}"
+    index = args.index or CACHE_ROOT / f"nail-{collection.name}-{model_key(model) if args.model else 'quick'}"
     if not (index / "meta.json").is_file():
         BM25NailRetriever.build(collection.corpus(), index, overwrite=True, model=model)
     systems = {"bm25": open_retriever(index, "bm25"), "bm25+nail": open_retriever(index, "bm25+nail"),

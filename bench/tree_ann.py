@@ -19,7 +19,6 @@ for each, the cheapest setting reaching ``--target`` recall and its latency. The
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import statistics
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus import CACHE_ROOT, QUICK_SCIFACT_DOCS, SCIFACT, emit, load_documents, machine
+from corpus import CACHE_ROOT, QUICK_SCIFACT_DOCS, SCIFACT, emit, load_documents, machine, model_key
 
 SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]),
           "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]),
@@ -41,8 +40,7 @@ def scifact_vectors(model: str, cache: Path, limit: int | None = None) -> tuple[
     from semiret.data.collection import Collection
     from semiret.models.encoders import load_encoder
 
-    key = hashlib.sha1(str(Path(model).resolve() if Path(model).exists() else model).encode()).hexdigest()[:12]
-    file = cache / f"scifact-{key}{'' if limit is None else f'-{limit}'}.npz"
+    file = cache / f"scifact-{model_key(model)}{'' if limit is None else f'-{limit}'}.npz"
     if file.is_file():
         saved = np.load(file)
         return saved["documents"], saved["queries"]
