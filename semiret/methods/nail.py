@@ -267,6 +267,6 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
         summary["averaged_with_base"] = config.average_with_base
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
     if is_main_process():
-        model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
+        model.save(output / "model", training=summary)  # its config too: what `semiret models` says it was trained on
         summary = write_run_summary(output, summary)
     return summary

@@ -94,7 +94,11 @@ def test_train_nail_runs_both_stages_resumes_and_saves_a_model_the_retrievers_op
     assert len(first) == sum(s["steps_per_epoch"] * s["epochs"] for s in summary["stages"]) > 0
     assert len(summary["stages"][1]["loss_per_epoch"]) == 2
     model_dir = tmp_path / "run" / "model"
-    assert json.loads((model_dir / "nail.json").read_text())["config"]["positions"] == 2
+    marker = json.loads((model_dir / "nail.json").read_text())
+    assert marker["config"]["positions"] == 2
+    from semiret.search.catalog import _trained_on
+
+    assert _trained_on(marker["training"]) == f"{beir_dir.name} (test)"  # (`semiret models` said nothing of it)
     from safetensors import safe_open
 
     with safe_open(str(model_dir / "nail-decoder.safetensors"), "pt") as saved:
