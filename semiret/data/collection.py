@@ -330,7 +330,9 @@ DELIMITERS = {".tsv": "\t", ".tab": "\t", ".txt": "\t", ".csv": ","}
 """The files read as rows of columns, by suffix, and what separates their columns."""
 QUERY_ID_HEADERS = ("qid", "query-id", "query_id", "queryid")
 QUERY_TEXT_HEADERS = ("query", "question")
-CORPUS_COLUMNS = (ID_FIELDS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
+DOCUMENT_ID_HEADERS = ("docno", "pid", "corpus-id", "corpus_id", "passage_id")
+"""Other names a TSV or CSV corpus's header gives its id column (TREC's, MS MARCO's and Pyserini's, BEIR's qrels')."""
+CORPUS_COLUMNS = (ID_FIELDS + DOCUMENT_ID_HEADERS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
 QUERY_COLUMNS = (ID_FIELDS + QUERY_ID_HEADERS, TEXT_FIELDS + QUERY_TEXT_HEADERS, (), "id<TAB>text")
 """A TSV or CSV file's columns: the names a header may give the id, the text and the title, and the layout without
 one (``<TAB>`` standing for the file's delimiter)."""

@@ -145,8 +145,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a diversified "
                                "search (--diversity) does not do")
         grouped.update(picking)
-        if not grouped:
-            warn_unknown_documents(qrels, searcher)
+        warn_unknown_documents(qrels, searcher)
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]
@@ -279,9 +278,11 @@ def warn_deeper_measures(measures: dict, depth: int) -> None:
 
 
 def warn_unknown_documents(qrels, searcher) -> None:
-    """A warning when judged documents are not in the searched index (an index of another collection?)."""
+    """A warning when judged documents are not in the searched index (an index of another collection?): among its
+    documents, whose passages it may hold."""
     judged = {d for docs in qrels.values() for d in docs}
-    unknown = [d for d in judged if d not in searcher.index]
+    held = searcher.index if searcher.chunking is None else set(searcher.document_ids())
+    unknown = [d for d in judged if d not in held]
     if unknown:
         log.warning("%d judged documents are not in the index (e.g. %r): they count as never retrieved",
                     len(unknown), unknown[0])

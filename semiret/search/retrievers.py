@@ -496,7 +496,7 @@ class Retriever:
     def _doomed(self, kept: set[str], force: bool, outcome: str) -> list[str]:
         """The documents a sync keeping ``kept`` deletes: an error saying ``outcome`` when they outnumber the kept
         ones, unless ``force``."""
-        doomed = sorted(set(self._document_ids()) - kept)
+        doomed = sorted(set(self.document_ids()) - kept)
         if len(doomed) > len(kept) and not force:  # (a folder's subfolder given for the folder, a file emptied)
             raise SemiretError(f"sync would delete {len(doomed)} documents of {self.index.path} (e.g. {doomed[0]!r}) "
                                f"and keep {len(kept)}: is this the corpus the index was built from? {outcome}; "
@@ -585,7 +585,7 @@ class Retriever:
         return {parent: _canonical(list(group))
                 for parent, group in itertools.groupby(passages, key=lambda p: p.metadata[PARENT_FIELD])}
 
-    def _document_ids(self) -> list[str]:
+    def document_ids(self) -> list[str]:
         """The ids of the documents the index holds (its passages' documents, where it holds passages)."""
         ids = self.index.sorted_ids()
         if self.chunking is None:
@@ -822,7 +822,7 @@ class Retriever:
         if boosting is not None:
             grouping = Grouping(group_by, group_size) if group_by is not None else None
             depth = candidate_depth(k, candidates, group_size if grouping is not None else 1)
-            hits = self._boosted(texts, k, n_threads, filter, boosting, depth, grouping)
+            hits = self._boosted(texts, k, n_threads, filter, boosting, depth, grouping, deepen=candidates is None)
             if score_threshold is not None:
                 hits = hits.at_least(score_threshold)
             return hits[0] if single else hits
@@ -865,23 +865,28 @@ class Retriever:
         return boosting
 
     def _boosted(self, texts: list[str], k: int, n_threads: int, filter: dict | None, boosting: Boost,
-                 depth: int, grouping: Grouping | None = None) -> SearchHits:
+                 depth: int, grouping: Grouping | None = None, deepen: bool = False) -> SearchHits:
         """:meth:`search`'s best ``depth`` hits boosted by their metadata and ranked again, the best ``k`` kept, or
-        the first ``k`` groups of ``grouping`` among them (as few as the candidates hold); the hits and their
-        metadata from one commit."""
+        the first ``k`` groups of ``grouping`` among them; with ``deepen`` (no number of candidates given), a query
+        whose candidates hold fewer than ``k`` full groups (100 passages of 21 documents) is searched again 4 times
+        deeper until they do or its ranking ends. The hits and their metadata from one commit."""
         view = self.pinned()
-        found = view.search(texts, k=depth, n_threads=n_threads, filter=filter)
-        ids, scores, groups = [], [], []
-        for query, (hit_ids, hit_scores) in enumerate(zip(found.ids, found.scores)):
-            located = found.located(view.index, hit_ids, query) if hasattr(found, "located") else None
-            ranked, boosted = boosting.rescored(view.index, hit_ids, hit_scores, k if grouping is None else depth,
-                                                located)
-            if grouping is not None:
-                ranked, boosted, values, _ = grouping.pick(ranked, boosted, field_values(view.index, ranked,
-                                                                                         grouping.path), k)
-                groups.append(values)
-            ids.append(ranked)
-            scores.append(boosted)
+        ids, scores, groups = [[] for _ in texts], [[] for _ in texts], [None for _ in texts]
+        pending = list(range(len(texts)))
+        while pending:
+            found = view.search([texts[q] for q in pending], k=depth, n_threads=n_threads, filter=filter)
+            short = []
+            for row, (query, hit_ids, hit_scores) in enumerate(zip(pending, found.ids, found.scores)):
+                located = found.located(view.index, hit_ids, row) if hasattr(found, "located") else None
+                ranked, boosted = boosting.rescored(view.index, hit_ids, hit_scores, k if grouping is None else depth,
+                                                    located)
+                if grouping is not None:
+                    ranked, boosted, groups[query], complete = grouping.pick(ranked, boosted, field_values(
+                        view.index, ranked, grouping.path), k)
+                    if deepen and not complete and len(hit_ids) == depth < view.index.n_docs:
+                        short.append(query)
+                ids[query], scores[query] = ranked, boosted
+            pending, depth = short, min(depth * 4, view.index.n_docs)
         return SearchHits(ids, scores, lookup=self.index.get_document, groups=groups if grouping is not None else None)
 
     def _diversified(self, texts: list[str], k: int, n_threads: int, filter: dict | None, group_by: str | None,

@@ -869,8 +869,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 raise validation_error(("body", "diversity"), "a search is grouped (group_by) or diversified "
                                        "(diversity), not both", "diversity_invalid")
             picking["diversity"] = body.diversity
-        if picking:
-            # as in Python for a page's k, whatever its offset: every page of a ranking chooses from the same hits
+        if picking and (body.group_by is None or body.candidates is not None):
+            # as in Python for a page's k, whatever its offset: every page of a ranking chooses from the same hits (a
+            # grouped search given none searches deeper until it has its groups, as in Python)
             candidates = body.candidates or min(candidate_depth(k, None, body.group_size if body.group_by else 1),
                                                 settings.max_k)
             if candidates > settings.max_k:

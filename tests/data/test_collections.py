@@ -116,6 +116,9 @@ def test_a_tsv_corpus_header_is_not_a_document(tmp_path):
     path.write_text("id\ttext\ttitle\n1\thello world\tgreeting\n2\tfoo bar\t\n")
     assert [(d.id, d.text, d.title) for d in iter_corpus(path)] == [("1", "hello world", "greeting"), ("2", "foo bar", "")]
     assert count_documents(path) == 2
+    for header in ("docno\ttext", "pid\tpassage", "corpus-id\ttext"):  # TREC's, MS MARCO's, BEIR's qrels' names
+        path.write_text(f"{header}\n1\thello world\n2\tbye\n")  # (the header was indexed as a document)
+        assert [(d.id, d.text) for d in iter_corpus(path)] == [("1", "hello world"), ("2", "bye")], header
     path.write_text("id\tbody_text\tyear\n1\thello\t2020\n")  # names an id column, but no text: not taken for a document
     with pytest.raises(DataFormatError, match=r"docs.tsv:1: the first row names an id column but no text column "
                                               r"\(text, contents, .*\) nor a title"):

@@ -384,6 +384,11 @@ def test_unknown_documents_in_qrels_warn_but_do_not_crash(tmp_path, caplog):
         figures = evaluate(root, "bm25")
     assert "1 judged documents are not in the index" in caplog.text and "ghost-doc" in caplog.text
     assert 0 < figures["R@100"] < 1  # the unknown document counts as never retrieved
+    for options in ({"chunk_words": 5, "chunk_overlap": 2}, {"diversity": 0.5}):  # (they said nothing of it)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="semiret.evaluation.evaluate"):
+            evaluate(root, "bm25", **options)
+        assert "1 judged documents are not in the index (e.g. 'ghost-doc')" in caplog.text, options
 
 
 def test_evaluate_errors(beir_dir):

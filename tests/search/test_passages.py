@@ -381,3 +381,17 @@ def test_grouping_by_a_field_no_document_holds_says_so(tmp_path, caplog):
         assert whole.search("statins", k=3, group_by="parent") == []
     assert "no document of" in caplog.text and "holds the field 'parent' to group by" in caplog.text
     assert "only an index of passages (--chunk-words) holds it" in caplog.text
+
+
+def test_a_boosted_search_over_passages_finds_k_documents(tmp_path):
+    """Grouped by document, a boosted search's 100 candidate passages held about 20 documents: k = 40 found them
+    only (eval's R@100 fell with a boost that changed no score). Given no candidates, it searches deeper until it
+    has its k documents; given some, it chooses among those."""
+    documents = [Document(f"d{i}", " ".join(["statins heart"] * 60 + [f"w{i}"]), metadata={"year": 2000 + i % 7})
+                 for i in range(60)]
+    retriever = BM25Retriever.build(documents, tmp_path / "passages", chunking=Chunking(8, 2))
+    boost = {"field": "year", "modifier": "log1p"}
+    found = retriever.search("statins heart", k=40, group_by="parent", boost=boost)
+    assert len({hit.group for hit in found}) == 40
+    chosen = retriever.search("statins heart", k=40, group_by="parent", boost=boost, candidates=100)
+    assert len({hit.group for hit in chosen}) < 40  # 100 passages: about 6 documents' worth
