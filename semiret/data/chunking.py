@@ -28,7 +28,10 @@ PARENT_FIELD, CHUNK_FIELD = "parent", "chunk"
 
 _SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}"
 _SPACELESS_CHARACTER = regex.compile(rf"[{_SPACELESS}]")
-_PIECE = regex.compile(rf"(?P<word>[{_SPACELESS}]|[^\s{_SPACELESS}]+)(?P<space>\s*)")
+_SPACE = r"\s\x1c-\x1f"
+"""What separates words: Unicode's white space and the four separators Python's ``str.split`` counts too (U+001C to
+U+001F), so that both ways of cutting a text into words count the same words (else a window's overlap was cut wrong)."""
+_PIECE = regex.compile(rf"(?P<word>[{_SPACELESS}]|[^{_SPACE}{_SPACELESS}]+)(?P<space>[{_SPACE}]*)")
 
 
 def _pieces(text: str, spaceless: bool = True) -> list[str]:
@@ -147,7 +150,11 @@ class Chunking:
         words = _pieces(first.text, self.spaceless)
         for before, passage in zip(numbers, pieces[1:]):
             following = _pieces(passage.text, self.spaceless)
-            following = following[self.overlap:] if passage.metadata[CHUNK_FIELD] == before + 1 else following
+            consecutive = passage.metadata[CHUNK_FIELD] == before + 1
+            if consecutive and words and 0 < self.overlap < len(following) and following[self.overlap - 1] == (
+                    words[-1] + " "):  # the overlap shows the space after the window's last word
+                words[-1] += " "
+            following = following[self.overlap:] if consecutive else following
             if words and following and not words[-1].endswith(" ") and _spaced(words[-1], following[0]):
                 # a window's text ends in no space: whether its last word was followed by one is not known
                 words[-1] += " "

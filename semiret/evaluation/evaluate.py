@@ -137,7 +137,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
         searcher = opened or open_retriever(index, retriever, backend=store, **search_options)
-        if chunking is not None and searcher.chunking != chunking:
+        if chunking is not None and (searcher.chunking is None or (searcher.chunking.words, searcher.chunking.overlap)
+                                     != (chunking.words, chunking.overlap)):  # (an older index counts no characters)
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
                                f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage

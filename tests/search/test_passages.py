@@ -73,6 +73,19 @@ def test_chinese_and_japanese_characters_are_words_of_their_own(overlap):
     assert "Apple公司 in Tokyo" in joined or [p.text for p in passages if "Apple" in p.text]  # spaces within windows
 
 
+@pytest.mark.parametrize("text, words, overlap", [("Hello 世界 this is 日本語 ok", 3, 1),
+                                                  ("中文 alpha\x1fbeta gamma delta epsilon", 2, 1),
+                                                  ("中 one\x1ctwo three four five six seven", 3, 2)])
+def test_passages_join_back_into_their_words_where_scripts_and_separators_meet(text, words, overlap):
+    """A space between a Chinese character and a word at a window's end is known from the overlap (it was lost:
+    "世界this"); U+001C to U+001F separate words both ways a text is cut (a word was counted twice: "beta beta")."""
+    chunking = Chunking(words, overlap)
+    joined = list(chunking.documents(chunking.passages(Document("d", text))))[0].text
+    assert joined.split() == text.split() and (" " in text) == (" " in joined)
+    if "Hello" in text:
+        assert joined == text
+
+
 def test_an_index_made_before_counting_characters_reads_its_passages_back_as_made():
     """Passages of an index whose record has no ``spaceless`` (made when only runs of non-space characters were
     words) join back as they were cut: the text given, whatever Chinese it holds."""
@@ -185,6 +198,12 @@ def test_eval_ranks_documents_by_their_best_passage(tmp_path):
     again = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "passages"), "--chunk-words",
                                 "8", "--json"])
     assert again.exit_code == 2 and "passages of 6 words overlapping by 2, not passages of 8" in again.output
+    meta = json.loads((tmp_path / "passages" / "meta.json").read_text())
+    del meta["chunking"]["spaceless"]  # an index made before characters counted as words
+    (tmp_path / "passages" / "meta.json").write_text(json.dumps(meta))
+    older = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "passages"), "--chunk-words",
+                                "6", "--chunk-overlap", "2", "--json"])  # (refused: "6 by 2, not 6 by 2")
+    assert older.exit_code == 0, older.output
 
 
 def test_the_service_groups_and_pages_groups(tmp_path):
