@@ -3,6 +3,7 @@ local directories :mod:`semiret.data.packaged` resolves, offline, with errors ma
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 from safetensors import SafetensorError
@@ -24,15 +25,22 @@ def _load(loader, name_or_path: str, what: str, **kwargs):
     gguf = gguf_file(name_or_path)
     if gguf:
         kwargs["gguf_file"] = gguf
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # loading an MLM checkpoint as a bare encoder reports its unused head
-    try:
-        with _fixed_initialisation(loader):
-            return loader.from_pretrained(path, local_files_only=True, **kwargs)
-    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:  # (a file cut short, corrupt)
-        raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    with _LOADING:
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # loading an MLM checkpoint as a bare encoder reports its unused head
+        try:
+            with _fixed_initialisation(loader):
+                return loader.from_pretrained(path, local_files_only=True, **kwargs)
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:  # (a file cut short, corrupt)
+            raise SemiretError(f"cannot load {name_or_path!r} as a {what}: {exc}") from None
+        finally:
+            hf_logging.set_verbosity(verbosity)
+
+
+_LOADING = threading.Lock()
+"""One model loads at a time in a process: transformers' loading swaps process-wide state (weight initialisation, its
+logging's verbosity), and loads in threads at once (a server's first searches, each loading the retriever's model)
+reported tied weights missing, after which no load in the process succeeded."""
 
 
 @contextmanager
