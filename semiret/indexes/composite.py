@@ -60,6 +60,7 @@ class CompositeIndex:
         """This process's lock of the composite, unheld (:data:`~semiret.indexes.segments.LOCK_HOLDERS`)."""
         self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
         self._write_depth = 0
+        self._publishing = threading.Lock()  # held while the parts' commits are published and while a view pins them
 
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[dict], parts: dict[str, dict],
@@ -231,9 +232,11 @@ class CompositeIndex:
         return any([part.refresh(wait) for part in self.parts.values()])
 
     def pinned(self) -> "CompositeIndex":
-        """A read-only view of every part's current commit (:meth:`SegmentedIndex.pinned`)."""
+        """A read-only view of every part's current commit (:meth:`SegmentedIndex.pinned`), of one change: never a
+        part's new commit beside another's old one."""
         view = copy.copy(self)
-        view.parts = {name: part.pinned() for name, part in self.parts.items()}
+        with self._publishing:
+            view.parts = {name: part.pinned() for name, part in self.parts.items()}
         return view
 
     def similarities(self, doc_ids) -> np.ndarray:
@@ -304,8 +307,9 @@ class CompositeIndex:
                 for name, part in self.parts.items():
                     part._remove_unlisted(before[name])
                 raise
-            for name, part in self.parts.items():
-                part._publish(drafts[name])
+            with self._publishing:  # a view pins every part's old commit or every part's new one
+                for name, part in self.parts.items():
+                    part._publish(drafts[name])
             atomic_write_json(self.path / META_FILE, self.meta)
             for part in self.parts.values():
                 part._remove_uncommitted_files()  # the segments the change rewrote or folded

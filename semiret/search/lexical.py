@@ -697,8 +697,9 @@ class IDFQueries(QuerySide):
         """A query side over a token-weight table alone, without an index (e.g. to encode queries for a sweep)."""
         return cls(vocabulary, None, table, min_idf=min_idf)
 
-    def token_weights(self) -> np.ndarray:
-        return self._table if self._table is not None else self.index.idf()
+    def token_weights(self, index) -> np.ndarray:
+        """Each token's weight: the table's, or the IDF of ``index`` (the commit a search reads, not the latest)."""
+        return self._table if self._table is not None else index.idf()
 
     def synonym_target(self, index):
         return index, self.synonym_rules
@@ -712,7 +713,7 @@ class IDFQueries(QuerySide):
     def _encoded(self, index, texts) -> tuple[list[SparseQuery], bool]:
         """The queries, expanded by the synonym rules of ``index`` (as its snapshot holds them), and whether any
         was."""
-        weights_of = self.token_weights()
+        weights_of = self.token_weights(index)
         synonyms = self.synonym_rules.of(index)
         out, expanded = [], False
         for text in texts:

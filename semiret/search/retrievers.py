@@ -836,7 +836,7 @@ class Retriever:
             if not self.index.stores_texts:
                 raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so "
                                    "it has no metadata to group by")
-        index = self.index
+        index = self.index.pinned()  # one commit, whatever is published meanwhile: a query side reads it more than once
         if wanted is not None and hasattr(index, "restricted"):
             index, wanted = index.restricted(wanted), None  # the documents that fail count as deleted
         if wanted is None and grouping is None:  # no filter, or an empty one (as Qdrant's): every document

@@ -245,10 +245,10 @@ def test_idf_corpus_weights_follow_additions(bot_index, vocabulary):
     idf = IDFRetriever.open(bot_index)
     token = vocabulary.encode("garden")[0]
     df = sum(token in vocabulary.encode(d.full_text) for d in CORPUS)
-    before = idf.query_side.token_weights()[token]
+    before = idf.query_side.token_weights(idf.index)[token]
     assert before == pytest.approx(math.log(1 + (len(CORPUS) - df + 0.5) / (df + 0.5)), rel=1e-6)
     idf.add([Document(f"g{i}", "garden") for i in range(5)])
-    after = idf.query_side.token_weights()[token]
+    after = idf.query_side.token_weights(idf.index)[token]
     assert after < before
     assert after == pytest.approx(math.log(1 + (len(CORPUS) + 5 - df - 5 + 0.5) / (df + 5 + 0.5)), rel=1e-6)
 
