@@ -257,7 +257,7 @@ def test_idf_with_the_msmarco_table(bot_index, vocabulary):
     require_shared_data()
     table = json.loads(MSMARCO_IDF.read_text())
     idf = IDFRetriever.open(bot_index, idf=MSMARCO_IDF)
-    weights = idf.query_side.token_weights()
+    weights = idf.query_side.token_weights(idf.index)
     ids = vocabulary.token_ids()
     assert weights[ids["cancer"]] == pytest.approx(table["cancer"])
     assert weights[ids["[CLS]"]] == 0.0 and weights[ids["[unused5]"]] == 0.0  # excluded ids never count
