@@ -66,6 +66,8 @@ class ServeSettings:
         unknown = sorted(set(self.retrievers) - set(self.indexes))
         if unknown:
             raise SemiretError(f"--retriever names no served index: {', '.join(unknown)} (served: {', '.join(self.indexes)})")
+        # a browser sends its origin without a path: https://app.example.com/ as given would never match it
+        object.__setattr__(self, "cors_origins", [origin.strip().rstrip("/") for origin in self.cors_origins])
         for name in ("api_key", "read_api_key"):  # a secret file's newline: no HTTP header could send it
             key = getattr(self, name)
             if key is not None:

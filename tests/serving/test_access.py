@@ -99,6 +99,11 @@ def test_browsers_of_the_named_origins_may_call(index):
         other = client.post("/indexes/docs/search", json={"queries": ["cats"]},
                             headers={"Origin": "https://evil.example.com"})
         assert "access-control-allow-origin" not in other.headers
+    slashed = ServeSettings({"docs": str(index)}, write_process=False, cors_origins=["https://app.example.com/"])
+    with LocalClient(create_app(slashed)) as client:  # as copied from an address bar: it matched no browser's origin
+        answer = client.post("/indexes/docs/search", json={"queries": ["cats"]},
+                             headers={"Origin": "https://app.example.com"})
+        assert answer.headers["access-control-allow-origin"] == "https://app.example.com"
     with LocalClient(create_app(ServeSettings({"docs": str(index)}, write_process=False))) as client:
         plain = client.post("/indexes/docs/search", json={"queries": ["cats"]},
                             headers={"Origin": "https://app.example.com"})
