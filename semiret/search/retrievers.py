@@ -842,7 +842,7 @@ class Retriever:
         if wanted is None and grouping is None:  # no filter, or an empty one (as Qdrant's): every document
             hits = self.query_side.search(index, texts, k, n_threads)
         else:  # rankings and the metadata of their hits from one commit
-            hits = self._search_deeper(index.pinned(), texts, k, n_threads, wanted, grouping)
+            hits = self._search_deeper(index, texts, k, n_threads, wanted, grouping)
             if grouping is not None and not any(hits.ids) and self.index.n_docs:
                 self._say_none_holds(group_by)
         # the hits' documents as the commit searched holds them, where the hits say where they were found
