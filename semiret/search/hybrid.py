@@ -7,6 +7,7 @@ divided by the query's score bound there, summed over every document in one pass
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -323,8 +324,11 @@ class HybridRetriever(Retriever):
         self.check_explainable()
         shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
         terms, found = [], False
-        reading = self._reading(filter)  # every part restricted as a filtered search restricts it
+        view = self.pinned()  # every part's query read and document weights from one commit
+        reading = view._reading(filter)  # every part restricted as a filtered search restricts it
         for name, part in self.query_side.parts.items():
+            part = copy.copy(part)
+            part.index = view.index.parts[name]
             try:
                 explained = part._explained(query, doc_id, reading.parts[name])
             except UnknownDocumentError:  # in one part only (a crash between the parts' commits): it adds nothing

@@ -1045,7 +1045,8 @@ class Retriever:
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
         self.check_explainable()
-        return self._explained(query, doc_id, self._reading(filter))
+        view = self.pinned()  # the query read and the document's weights from one commit
+        return view._explained(query, doc_id, view._reading(filter))
 
     def _reading(self, filter: dict | None):
         """The index a query is read against as a search with ``filter`` reads it (its fuzzy corrections, prefixes'

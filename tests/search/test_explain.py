@@ -153,3 +153,28 @@ def test_a_search_of_a_retriever_without_terms_refuses_to_explain(tmp_path, tiny
         answer = http.post("/indexes/d/search", json={"queries": ["cats"], "explain": True})
         assert answer.status_code == 422 and "summing term weights" in answer.text
         assert answer.json()["detail"][0]["loc"] == ["body", "explain"]  # shaped as the other refusals
+
+
+def test_a_write_published_while_a_hybrid_is_explained_is_not_half_read(tmp_path, tiny_docs, tiny_bert):
+    """A hybrid's explanation read each part against the live index: a write published after its BM25 part was
+    explained and before its neural part was (documents holding the query's words added) gave the old commit's
+    BM25 terms beside the new one's neural terms, a fused score neither commit gives. Every part is explained at
+    the commit the explanation started on."""
+    retriever = retriever_class("hybrid").build(tiny_docs, tmp_path / "hybrid", neural="splade", model=str(tiny_bert))
+    query, doc_id = "statins cancer risk", "d3"
+    before = next(hit.score for hit in retriever.search(query, k=10) if hit.id == doc_id)
+    neural = retriever.query_side.parts["neural"].query_side
+    read = neural.scored_queries
+
+    def published_meanwhile(index, texts):
+        if retriever.index.n_docs == len(tiny_docs):  # once, as the neural part is read
+            retriever.add([Document(f"new{n}", "statins cancer risk " * (n + 1)) for n in range(4)])
+        return read(index, texts)
+
+    neural.scored_queries = published_meanwhile
+    explained = retriever.explain(query, doc_id)
+    neural.scored_queries = read
+    assert retriever.index.n_docs == len(tiny_docs) + 4  # the write landed during the explanation
+    after = next(hit.score for hit in retriever.search(query, k=10) if hit.id == doc_id)
+    assert after != pytest.approx(before, rel=1e-4)  # the write changed the document's fused score
+    assert explained.score == pytest.approx(before, rel=1e-5)
