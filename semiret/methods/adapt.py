@@ -395,14 +395,27 @@ training queries, what adapt indexes (``bm25+nail``) scored 0.3498 with the teac
 p = 0.005), both below the unadapted model's 0.3910 there while level with it on the test queries (docs/results.md)."""
 
 
+def checked_documents(documents: list[Document], config: AdaptConfig) -> set[str]:
+    """The ids of the check's documents (:func:`check_set`), which no training may draw from."""
+    return {document for qrels in check_set(documents, config)[1].values() for document in qrels}
+
+
+def training_corpus(documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
+    """The corpus less the check's documents, as a BEIR folder: what the recipes that cut pseudo-queries from every
+    document they are given (inference-free, NAIL, dense) train on, so that the check's queries stay held out (they
+    were cut from the same documents, some word for word)."""
+    checked = checked_documents(documents, config)
+    return write_corpus_copy([d for d in documents if d.id not in checked], folder)
+
+
 def pseudo_labelled_collection(corpus: Path, documents: list[Document], config: AdaptConfig, folder: Path) -> Path:
     """A BEIR folder beside the run: the corpus (linked), ``queries_per_epoch`` pseudo-queries of as many of its
     ``documents`` (crops and sentences, :func:`semiret.training.pseudo_queries.generate_pseudo_queries`) and their
     train qrels (each query judged relevant to its source document): what a recipe that trains on labels reads."""
     from semiret.training.pseudo_queries import known_item_queries
 
-    checked = {document for qrels in check_set(documents, config)[1].values() for document in qrels}
-    queries = known_item_queries(documents, config.queries_per_epoch, config.seed, prefix="pseudo", excluded=checked)
+    queries = known_item_queries(documents, config.queries_per_epoch, config.seed, prefix="pseudo",
+                                 excluded=checked_documents(documents, config))
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     source = beir_file(corpus, "corpus")
     link = folder / source.name  # its suffix says how to read it
@@ -423,7 +436,7 @@ def index_options(kind: str, output: Path) -> dict:
     return {"embedding_cache": str(output / "train" / "document-embeddings")} if kind == "gdr" else {}
 
 
-TRAINING_OPTIONS = ("queries_per_epoch", "teachers", "batch_size", "max_length", "seed")
+TRAINING_OPTIONS = ("queries_per_epoch", "teachers", "batch_size", "max_length", "seed", "check_queries")
 """The options of ``semiret adapt`` that shape its training, with the model and the corpus (``--epochs`` may grow:
 a run resumed with more trains on)."""
 
@@ -452,6 +465,9 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
     length = indexing_length(kind, start)
     common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
                   threads=config.threads, device=config.device)
+    if kind in ("inference-free", "nail", "dense"):  # their own pseudo-queries of every document they are given
+        corpus = training_corpus(documents, config, run / "training-corpus")
+        common["data"] = str(corpus)
     if kind == "inference-free":
         from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 

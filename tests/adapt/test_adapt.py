@@ -435,3 +435,34 @@ def test_the_check_s_documents_are_never_trained_on_and_empty_ones_give_no_query
     trained = {line.split("\t")[1] for line in (folder / "qrels" / "train.tsv").read_text().splitlines()[1:]}
     assert trained and not trained & checked and len(trained) == 120 - 50
     assert all(json.loads(line)["text"].strip() for line in (folder / "queries.jsonl").read_text().splitlines())
+
+
+@pytest.mark.parametrize("kind, recipe", [("inference-free", "inference_free.train_inference_free"),
+                                          ("nail", "nail.train_nail"), ("dense", "hce.train_hce")])
+def test_recipes_that_cut_their_own_pseudo_queries_never_see_the_check_s_documents(tmp_path, monkeypatch, kind,
+                                                                                   recipe):
+    """Inference-free, NAIL and dense models pre-trained on pseudo-queries of every document of the corpus, the
+    check's documents too (300 of 300 on SciFact, 15 of their training queries word for word the check's): the check
+    that decides whether the adapted model is kept favoured it. They train on the corpus less those documents."""
+    import importlib
+
+    from semiret.data.collection import Collection
+
+    documents = random_documents(60)
+    corpus = write_beir(tmp_path / "mine", documents, {}, {}, split="test")
+    config = AdaptConfig(data=str(corpus), queries_per_epoch=20, check_queries=15)
+    checked = {document for judged in adapt_module.check_set(documents, config)[1].values() for document in judged}
+    module_name, function = recipe.split(".")
+    seen = {}
+
+    def recipe_called(training, resume):
+        seen["corpora"] = [training.data, *getattr(training, "pretrain_corpora", [])]
+        raise InterruptedError
+
+    monkeypatch.setattr(importlib.import_module(f"semiret.methods.{module_name}"), function, recipe_called)
+    monkeypatch.setattr(adapt_module, "indexing_length", lambda kind, start: 24)
+    with pytest.raises(InterruptedError):
+        adapt_module.train_adapted(kind, config, corpus, documents, "start", tmp_path / "train")
+    for trained_on in seen["corpora"]:
+        ids = {document.id for document in Collection(trained_on).corpus()}
+        assert ids == {d.id for d in documents} - checked and len(checked) == 15, trained_on
