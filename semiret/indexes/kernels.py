@@ -644,7 +644,7 @@ def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_
     """Drop query terms with zero weight or outside the vocabulary; with ``document_frequencies`` (BM25),
     multiply each weight by its term's IDF over ``n_docs`` documents as the BM25 ``variant`` computes it (0:
     Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``; :func:`_variant_idf`): per query term, so a search never
-    needs the whole table, which each commit would change.
+    needs the whole table, which each commit would change. A term whose weight is then 0 is dropped too.
 
     Returns ``(bad, offsets, terms, weights)``: ``bad`` is the first query holding a negative or
     non-finite weight (nothing else is then computed), or -1.
@@ -665,13 +665,14 @@ def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_
             t = terms[j]
             w = weights[j]
             if w > 0 and t >= 0 and t < vocab_size:
-                out_terms[m] = t
                 if has_idf:
-                    out_weights[m] = w * np.float32(_variant_idf(variant, float(document_frequencies[t]),
-                                                                 float(n_docs)))
-                else:
+                    w = w * np.float32(_variant_idf(variant, float(document_frequencies[t]), float(n_docs)))
+                if w > 0:  # an IDF clipped to 0 (Robertson's, a term in over half the documents): no term
+                    # (the kernels add a document to a query's touched list until its score leaves 0: a zero weight
+                    # listed it once per such term, hits came back twice and the list overran its buffer)
+                    out_terms[m] = t
                     out_weights[m] = w
-                m += 1
+                    m += 1
         out_offsets[q + 1] = m
     return -1, out_offsets, out_terms[:m], out_weights[:m]
 

@@ -147,3 +147,21 @@ def test_eval_says_a_variant_does_not_change_an_index_built_without_it(tmp_path)
         HybridRetriever.around(tmp_path / "bot", tmp_path / "around", bm25={"vriant": "bm25l"})
     assert not (tmp_path / "around").exists()
 
+
+
+def test_a_term_whose_robertson_idf_is_0_adds_nothing_and_lists_no_hit_twice(tmp_path):
+    """Robertson's IDF is 0 for a term in more than half the documents: the term went to the kernels with weight
+    0, which list a document once per term while its score is 0: 16 of k = 32 hits came back twice (a segment
+    searched sparsely, many hits), and with pruning, over 24,000 documents, the list overran its buffer (a crash
+    freeing memory). Such a term is dropped: every hit once, those of the other terms as without it."""
+    documents = ([Document(f"a{i}", f"alpha filler{i % 50}") for i in range(3000)]  # over half hold alpha
+                 + [Document(f"b{i}", ("alpha beta " if i < 300 else "") + f"other{i % 40} word{i % 13}")
+                    for i in range(3000)])  # a sparse search of this segment (a fifth of its documents match)
+    retriever = BM25Retriever.build(documents[:3000], tmp_path / "bm25", variant="robertson")
+    retriever.add(documents[3000:])
+    for prune in (False, True):
+        for k in (10, 32, 100):
+            found = retriever.index.search(retriever.encode_queries(["alpha beta", "beta"]), k=k, prune=prune)
+            ids = found.ids[0]
+            assert len(ids) == len(set(ids)) == k, (prune, k)
+            assert ids == found.ids[1] and found.scores[0] == pytest.approx(found.scores[1]), (prune, k)
