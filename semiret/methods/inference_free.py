@@ -431,6 +431,7 @@ def train_inference_free(config: InferenceFreeTrainingConfig, resume: bool = Tru
             summary["stages"].append(result)
             if is_main_process():
                 model.save(pretrained, training=result, fp16=False, max_length=config.finetune_max_length)
+            start_afresh(output, ("finetune",))  # a fine-tuning of an earlier pre-training (fewer epochs) is stale
     if config.finetune_epochs:
         t0 = time.perf_counter()
         with main_process_first():

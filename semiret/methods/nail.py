@@ -251,6 +251,7 @@ def train_nail(config: NailTrainingConfig, resume: bool = True) -> dict:
             summary["stages"].append(result)
             if is_main_process():
                 model.save(pretrained, training=result, fp16=False)
+            start_afresh(output, ("finetune",))  # a fine-tuning of an earlier pre-training (fewer epochs) is stale
     if config.finetune_epochs:
         negatives = PooledNegatives(bm25_pools(training_set, config.negative_depth), training_set.documents,
                                     training_set.positives, config.hard_negatives)

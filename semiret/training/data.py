@@ -65,17 +65,23 @@ class TrainingSet:
         return cls(pairs, positives, documents)
 
     def batches(self, batch_size: int, rng: random.Random) -> list[list[TrainingPair]]:
-        """Shuffled batches with at most one pair per query in each (its other positives would be false negatives)."""
+        """Shuffled batches in which no pair's positive is another's, nor judged relevant to another's query: in-batch
+        negatives are never a query's own positives (sentence-transformers' ``NoDuplicatesBatchSampler``, by judgement
+        too). So at most one pair per query in each; a pair that does not fit waits for a later batch."""
         order = list(self.pairs)
         rng.shuffle(order)
         batches: list[list[TrainingPair]] = []
         pending = order
         while pending:
-            batch, seen, rest = [], set(), []
+            batch, queries, documents, judged, rest = [], set(), set(), set(), []
             for pair in pending:
-                if len(batch) < batch_size and pair.query_id not in seen:
+                relevant = self.positives.get(pair.query_id) or {pair.positive.id}
+                if (len(batch) < batch_size and pair.query_id not in queries and pair.positive.id not in judged
+                        and relevant.isdisjoint(documents)):
                     batch.append(pair)
-                    seen.add(pair.query_id)
+                    queries.add(pair.query_id)
+                    documents.add(pair.positive.id)
+                    judged.update(relevant)
                 else:
                     rest.append(pair)
             batches.append(batch)
@@ -113,8 +119,14 @@ class BatchSource(ABC):
 
     def __len__(self) -> int:
         """Batches per epoch (those of the order ``Random(0)`` draws: the count does not depend on the order,
-        or barely, and the learning-rate and loss-weight schedules need it before training)."""
+        or barely, and the warm-up and loss-weight schedules need it before training)."""
         return len(self.epoch(random.Random(0)))
+
+    def steps(self, seed: int, epochs: int) -> int:
+        """Batches in ``epochs`` epochs as a trainer draws them (epoch ``e`` with ``Random(seed + e)``): the length
+        of the learning rate's decay, which then ends at 0 on the last step (a count taken from one order ran a step
+        at 0, or stopped short of it, where pairs kept apart made another order's count differ)."""
+        return sum(len(self.epoch(random.Random(seed + epoch))) for epoch in range(epochs))
 
 
 class PairBatches(BatchSource):

@@ -454,6 +454,14 @@ def test_training_saves_loads_and_resumes(tiny_run, monkeypatch):
     assert len(steps) == summary["stages"][-1]["steps_per_epoch"] > 0
     assert len(more["stages"][-1]["loss_per_epoch"]) == 2
     assert more["stages"][-1]["loss_per_epoch"][0] == summary["stages"][-1]["loss_per_epoch"][0]
+    # more pre-training epochs: the pre-training goes on, and the fine-tuning starts again from its new model (it
+    # resumed the finished fine-tuning of the earlier pre-training, training nothing)
+    steps.clear()
+    longer = train_inference_free(InferenceFreeTrainingConfig(**{**summary["config"], "pretrain_epochs": 2,
+                                                                 "finetune_epochs": 2}))
+    pretrain, finetune = longer["stages"]
+    assert len(steps) == pretrain["steps_per_epoch"] + 2 * finetune["steps_per_epoch"]
+    assert len(pretrain["loss_per_epoch"]) == len(finetune["loss_per_epoch"]) == 2
 
 
 def test_saved_models_index_at_the_fine_tuning_length_even_after_pre_training_alone(tiny_run, tmp_path):

@@ -148,6 +148,24 @@ def test_a_finished_pre_training_serves_only_the_run_it_was_made_for(tiny_bert, 
     assert other["stages"][0] == fresh["stages"][0]
 
 
+def test_a_finished_run_given_more_pre_training_fine_tunes_the_new_pre_trained_model(tiny_bert, beir_dir, tmp_path,
+                                                                                  monkeypatch):
+    """A finished run resumed with more pre-training epochs pre-trained on, then resumed its finished fine-tuning,
+    made from the earlier pre-training: nothing was fine-tuned, and the model lacked the new pre-training. The
+    fine-tuning starts again from the new pre-trained model."""
+    from semiret.training.contrastive import TokenSetContrastiveLoss
+
+    config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
+                  decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=1,
+                  batch_size=2, hard_negatives=1, threads=1)
+    train_nail(NailTrainingConfig(**config))
+    steps = recording_loss(monkeypatch, TokenSetContrastiveLoss)
+    longer = train_nail(NailTrainingConfig(**{**config, "pretrain_epochs": 2}))
+    pretrain, finetune = longer["stages"]
+    assert len(steps) == pretrain["steps_per_epoch"] + finetune["steps_per_epoch"]  # the new epoch, then fine-tuning
+    assert len(pretrain["loss_per_epoch"]) == 2 and len(finetune["loss_per_epoch"]) == 1
+
+
 def test_teachers_add_an_in_batch_distillation_term_to_both_stages(tiny_bert, beir_dir, tmp_path):
     config = dict(data=str(beir_dir), split="test", output=str(tmp_path / "run"), base=str(tiny_bert), positions=2,
                   decoder_layers=1, max_length=32, pretrain_epochs=1, pretrain_batch_size=4, finetune_epochs=1,

@@ -73,6 +73,52 @@ def test_batches_carry_seeds_drawn_in_order():
     assert first[0].random().random() == first[0].random().random()
 
 
+def test_no_batch_holds_a_query_s_own_positive_as_another_pair_s():
+    """Pairs sharing a positive, or one judged relevant to the other's query, went into one batch (SciFact train,
+    batch 32: 174 columns of five epochs were the row's own positive, 34 another positive of its query): in-batch
+    negatives that are positives. Such pairs wait for another batch; every pair is trained on once an epoch."""
+    from semiret.data import Document
+    from semiret.training.data import TrainingPair
+
+    documents = {f"d{i}": Document(f"d{i}", f"text {i}") for i in range(12)}
+    judged = {f"q{q}": {f"d{q % 6}", f"d{(q * 5 + 1) % 12}"} for q in range(30)}
+    pairs = [TrainingPair(q, f"query {q}", documents[d]) for q, ds in judged.items() for d in sorted(ds)]
+    training = TrainingSet(pairs, judged, documents)
+    for seed in range(5):
+        batches = training.batches(8, random.Random(seed))
+        assert sorted(id(p) for b in batches for p in b) == sorted(id(p) for p in pairs)
+        for batch in batches:
+            for row in batch:
+                columns = [p.positive.id for p in batch if p is not row]
+                assert not judged[row.query_id] & set(columns), (seed, row.query_id, columns)
+        assert max(map(len, batches)) > 1
+
+
+def test_the_learning_rate_decays_to_0_on_the_last_step_whatever_each_epoch_s_count(training_set, tmp_path):
+    """The decay's length was the batches of one order times the epochs, where pairs kept apart make each order's
+    count differ: a last step trained at 0, or the rate stopped short of it. It is the count of the epochs drawn."""
+    from semiret.training.config import Schedule, TrainingConfig
+    from semiret.training.losses import Loss, LossOutput
+    from semiret.training.trainer import Trainer
+
+    class Counts(PairBatches):  # an epoch of 2, 3, 4 ... batches by its draw
+        def epoch(self, rng):
+            return seeded([[pair] for pair in self.training_set.pairs[:rng.randrange(2, 6)]], rng)
+
+    class RateOfEachStep(Loss):
+        def __call__(self, model, batch, step):
+            rates.append(trainer.optimizer.param_groups[0]["lr"])
+            return LossOutput((model.weight ** 2).sum())
+
+    rates = []
+    trainer = Trainer(torch.nn.Linear(2, 1), RateOfEachStep(), Counts(training_set, 1), TrainingConfig(seed=3),
+                      Schedule(epochs=3, learning_rate=0.1, warmup_epochs=0), tmp_path / "run")
+    history = trainer.train(resume=False)
+    assert len(rates) == sum(h.steps for h in history) == trainer.total_steps
+    assert rates[-1] > 0 and rates == sorted(rates, reverse=True)
+    assert trainer.optimizer.param_groups[0]["lr"] == 0.0  # after the last step
+
+
 # ------------------------------------------------------------------ the recipes' losses
 @pytest.fixture(scope="module")
 def training_set(tmp_path_factory):
