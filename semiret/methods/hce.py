@@ -27,6 +27,7 @@ import json
 import logging
 import random
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -260,12 +261,21 @@ class HierarchyBatches(BatchSource):
         else:
             count = min(self.per_epoch or len(self.corpus.documents), len(self.corpus.documents))
             sizes = [min(self.batch_size, count - start) for start in range(0, count, self.batch_size)]
-        order: list[int] = []
+        order: deque[int] = deque()
         unsupervised = []
+        n_documents = len(self.corpus.documents)
         for size in sizes:
-            while len(order) < size:
-                order += rng.sample(range(len(self.corpus.documents)), len(self.corpus.documents))
-            rows, order = order[:size], order[size:]
+            rows, taken, later = [], set(), []
+            while len(rows) < min(size, n_documents):  # distinct, where the shuffled cycle starts again within a
+                if not order:  # batch: a document twice would be its own in-batch negative
+                    order.extend(rng.sample(range(n_documents), n_documents))
+                row = order.popleft()
+                if row in taken:
+                    later.append(row)  # the next batch's
+                else:
+                    rows.append(row)
+                    taken.add(row)
+            order.extendleft(reversed(later))
             unsupervised.append(tuple(HierarchyExample(pseudo_query(self.corpus.documents[r], self.span_words, rng,
                                                                      self.pseudo_queries), r)
                                       for r in rows))

@@ -269,6 +269,26 @@ def test_batches_mix_pairs_and_pseudo_queries_and_exclude_other_positives(collec
     assert [len(b.items.unsupervised) for b in alone] == [8] * 5 and not alone[0].items.supervised
 
 
+def test_no_batch_holds_a_document_twice_where_the_shuffled_cycle_starts_again():
+    """The pseudo-queries' documents are a shuffled cycle through the corpus; a batch that took the end of one cycle
+    and the start of the next held a document twice (18 of 150 joint batches): its own in-batch negative. Every
+    batch is distinct documents, and every document is drawn as often as before."""
+    from semiret.training.data import TrainingPair
+
+    documents = [Document(f"d{i}", " ".join(["word"] * 20)) for i in range(7)]
+    pairs = [TrainingPair(f"q{q}", "word word", documents[q % 7]) for q in range(20)]
+    training_set = TrainingSet(pairs, {p.query_id: {p.positive.id} for p in pairs}, {d.id: d for d in documents})
+    corpus = Corpus(documents)
+    for seed in range(10):  # 20 joint batches of one pair and 3 pseudo-queries: 60 of 7 documents
+        batches = HierarchyBatches(corpus, training_set, 1, True, 3, None, 6).epoch(random.Random(seed))
+        rows = [[e.document for e in b.items.unsupervised] for b in batches]
+        assert all(len(set(r)) == len(r) == 3 for r in rows), (seed, rows)
+        drawn = np.bincount([d for r in rows for d in r], minlength=7)
+        assert drawn.sum() == 60 and drawn.max() - drawn.min() <= 2, (seed, drawn)
+    wide = HierarchyBatches(corpus, training_set, 10, True, 10, None, 6).epoch(random.Random(0))
+    assert all(sorted(e.document for e in b.items.unsupervised) == list(range(7)) for b in wide)  # at most all
+
+
 def test_a_pseudo_query_is_a_span_of_its_document():
     document = Document("d", " ".join(f"w{i}" for i in range(200)))
     query = pseudo_query(document, 64, random.Random(0)).split()
