@@ -112,7 +112,13 @@ def divisive_cluster_ids(vectors: np.ndarray, branching: int = BRANCHING, leaf_s
                 continue
             _, assignment = kmeans(vectors[rows], clusters, seed + len(prefix), spherical=False,
                                    iterations=iterations)
-            if assignment.max() == 0 and prefix:  # k-means could not split it
+            if assignment.max() == 0:  # one cluster: its centroids were seeded on copies of one row; the distinct rows
+                distinct, copies = np.unique(vectors[rows], axis=0, return_inverse=True)  # are split, copies together
+                if len(distinct) > 1:
+                    _, assignment = kmeans(distinct, min(branching, len(distinct)), seed + len(prefix),
+                                           spherical=False, iterations=iterations)
+                    assignment = assignment[copies.reshape(-1)]
+            if assignment.max() == 0 and prefix:  # k-means could not split it: copies of one vector
                 yield prefix, rows
                 continue
             for label in range(int(assignment.max()), -1, -1):

@@ -114,11 +114,15 @@ class EqualDepthTree:
         any row reached, -1 past the end of a row that reached fewer."""
         if beam < 1:
             raise SemiretError(f"the beam width must be at least 1, got {beam}")
-        centroids, first, offsets, children = self._descent_layout
+        width = self.centroids[0].shape[1] if self.centroids else None
+        if np.ndim(queries) != 2 or (width is not None and np.shape(queries)[1] != width):
+            raise SemiretError(f"query vectors of shape {np.shape(queries)} for a tree of {width}-dimensional "
+                               "centroids: give [n, d] vectors of its dimension")
         reached = np.full((len(queries), beam), -1, np.int64)
         if self.depth == 1:  # one level: the documents hang from the root, the only lowest cluster
             reached[:, 0] = 0
             return reached[:, :1]
+        centroids, first, offsets, children = self._descent_layout
         widest = descent_kernel(np.ascontiguousarray(queries, np.float32), centroids, first, offsets, children, beam,
                                 reached)
         return reached[:, :widest]
@@ -144,7 +148,10 @@ class EqualDepthTree:
     def nearest_cluster(self, vectors: np.ndarray) -> np.ndarray:
         """The lowest cluster (a node at depth L-1) of largest inner product with each of ``vectors``: where
         a document added after clustering joins the tree."""
-        return np.argmax(check_vectors(vectors, "new document embeddings") @ self.centroids[-1].T, axis=1)
+        vectors = check_vectors(vectors, "new document embeddings")
+        if not self.centroids:  # one level: the root is the only lowest cluster
+            return np.zeros(len(vectors), np.int64)
+        return np.argmax(vectors @ self.centroids[-1].T, axis=1)
 
     def with_documents(self, clusters: np.ndarray) -> EqualDepthTree:
         """This tree's internal nodes over other documents, given each one's lowest cluster."""

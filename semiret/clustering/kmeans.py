@@ -45,6 +45,8 @@ def kmeans(vectors: np.ndarray, k: int, seed: int, spherical: bool, iterations: 
     n, dim = vectors.shape
     if not 1 <= k <= n:
         raise SemiretError(f"cannot make {k} clusters of {n} vectors")
+    if iterations < 1:
+        raise SemiretError(f"k-means needs at least 1 iteration, got {iterations}")
     points = unit_rows(vectors) if spherical else np.ascontiguousarray(vectors, dtype=np.float32)
     if k == 1:
         assignment = np.zeros(n, np.int64)

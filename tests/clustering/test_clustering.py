@@ -127,6 +127,35 @@ def test_a_cluster_k_means_cannot_split_is_a_leaf():
     assert len(set(ids.cids[:50])) == 1
 
 
+def test_a_cluster_of_distinct_vectors_k_means_seeded_on_copies_is_split_still():
+    """faiss seeded both centroids on copies of one row and returned one cluster: a cluster of 8 documents with 3
+    distinct vectors became a leaf though c = 2. Its distinct vectors are clustered instead, copies kept together."""
+    group = np.array([[0, -1, -2]] * 2 + [[0, 0, -2]] * 4 + [[0, 1, -2]] * 2, np.float32)
+    vectors = np.concatenate([group, group + np.float32(100)])
+    for seed in range(6):
+        ids = divisive_cluster_ids(vectors, branching=2, leaf_size=2, seed=seed)
+        for cid, rows in ids.leaves.items():
+            assert len(rows) < 2 or len(np.unique(vectors[rows], axis=0)) == 1, (seed, cid, rows)
+
+
+def test_a_tree_refuses_queries_of_another_dimension_and_k_means_no_iterations_and_one_of_depth_1_descends():
+    """The compiled descent read as many values as the centroids have from each query row: a shorter query read
+    the next row's (other clusters by what followed it), a longer one was cut; k-means ran no iterations. A tree of one level (as many
+    documents as the branching) failed in its descent and its nearest cluster."""
+    rng = np.random.default_rng(0)
+    tree = agglomerative_tree(rng.normal(size=(300, 16)).astype(np.float32), branching=4)
+    for shape in ((3, 4), (3, 64), (16,)):
+        with pytest.raises(SemiretError, match="16-dimensional"):
+            tree.descend_many(rng.normal(size=shape).astype(np.float32), 2)
+    for iterations in (0, -1):  # accepted by both trees' builders
+        with pytest.raises(SemiretError, match="at least 1 iteration"):
+            kmeans(rng.normal(size=(20, 4)).astype(np.float32), 3, seed=0, spherical=False, iterations=iterations)
+    flat = agglomerative_tree(rng.normal(size=(4, 3)).astype(np.float32), branching=4)
+    assert flat.depth == 1
+    assert flat.descend(np.ones(3, np.float32), 2).tolist() == [0]
+    assert flat.nearest_cluster(np.ones((2, 3), np.float32)).tolist() == [0, 0]
+
+
 def test_new_documents_join_the_nearest_leaf():
     vectors = planted(8, 10, noise=0.01)
     ids = divisive_cluster_ids(vectors, branching=4, leaf_size=12)
