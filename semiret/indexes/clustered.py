@@ -112,6 +112,15 @@ class ClusteredDenseIndex(DenseIndex):
     def _live_batch(self, segment: ClusteredSegment, live: np.ndarray, ids: list[str], documents) -> ClusteredEmbeddings:
         return ClusteredEmbeddings(ids, np.asarray(segment.vectors)[live], documents, np.asarray(segment.leaves)[live])
 
+    def _check_leaves(self, row: int, leaves, inter) -> None:
+        """A query's leaves are distinct leaves of the index, each with its ``S_inter`` (a leaf twice scored its
+        documents twice, a shorter ``inter`` was spread over them)."""
+        leaves = np.asarray(leaves)
+        if (leaves.ndim != 1 or np.shape(inter) != leaves.shape or len(np.unique(leaves)) != len(leaves)
+                or (len(leaves) and not 0 <= leaves.min() <= leaves.max() < self.leaf_count)):
+            raise SemiretError(f"query {row}: its leaves must be distinct numbers below {self.leaf_count}, each with "
+                               f"one S_inter score (got leaves {leaves.tolist()} and {np.size(inter)} scores)")
+
     def search_clusters(self, queries: np.ndarray, leaves: Sequence[np.ndarray], inter: Sequence[np.ndarray],
                         k: int = 10, beta: float = 1.0, wider: Callable | None = None) -> tuple[SearchHits, list[int]]:
         """Per query, the top ``k`` live documents of its ``leaves`` by ``inter + beta * sigmoid(<q, d>)`` (its
@@ -129,6 +138,8 @@ class ClusteredDenseIndex(DenseIndex):
         queries = np.ascontiguousarray(queries, np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim or not len(leaves) == len(inter) == len(queries):
             raise SemiretError(f"expected [n, {self.dim}] queries with their leaves and scores, got {queries.shape}")
+        for row, (row_leaves, row_inter) in enumerate(zip(leaves, inter)):
+            self._check_leaves(row, row_leaves, row_inter)
         segments = self.segments  # one snapshot for the whole search, the wider rounds included
         seg_scores, seg_locals, scored = _score_clusters(segments, queries, leaves, inter, k, beta)
         if wider is not None:
@@ -141,6 +152,7 @@ class ClusteredDenseIndex(DenseIndex):
                     break
                 fresh_leaves, fresh_inter = [], []
                 for row, row_leaves, row_inter in zip(short, *widened):
+                    self._check_leaves(row, row_leaves, row_inter)
                     row_leaves = np.asarray(row_leaves, np.int64)
                     fresh = ~np.isin(row_leaves, searched[row])
                     fresh_leaves.append(row_leaves[fresh])

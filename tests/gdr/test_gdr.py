@@ -520,3 +520,22 @@ def test_the_share_of_documents_scored_counts_what_each_search_could_score(tmp_p
     assert 0 < unfiltered < 1
     hits = queries.search(index.restricted(MetadataFilter({"rare": True})), ["a"], 10, 1)
     assert len(hits.ids[0]) == 3 and queries.cost_figures()["documents_scored_fraction"] <= 1
+
+
+def test_a_clustered_index_refuses_leaves_given_twice_unknown_or_without_their_scores(tmp_path):
+    """``search_clusters`` took any leaves: one given twice scored its documents twice (the same document twice in
+    the hits), fewer ``S_inter`` scores than leaves were spread over them, a leaf past the index's a bare
+    IndexError. Each is a clear error (GDR's decoder gives none of these; a caller of the index might)."""
+    from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
+
+    rng = np.random.default_rng(0)
+    index = ClusteredDenseIndex.build(tmp_path / "c", "gdr", [ClusteredEmbeddings(
+        [f"a{i}" for i in range(6)], rng.normal(size=(6, 8)).astype(np.float32), None, np.array([0, 0, 1, 1, 2, 2]))],
+        dim=8, analyzer={"type": "test"}, leaf_count=3, fingerprint="f")
+    queries = rng.normal(size=(1, 8)).astype(np.float32)
+    half = np.float32(0.5)
+    hits, _ = index.search_clusters(queries, [np.array([0, 2])], [np.array([half, half])], k=4)
+    assert sorted(hits.ids[0]) == ["a0", "a1", "a4", "a5"]
+    for leaves, inter in (([0, 0], [half, half]), ([0, 1], [half]), ([7], [half]), ([-1], [half])):
+        with pytest.raises(SemiretError, match="query 0: its leaves must be distinct numbers below 3"):
+            index.search_clusters(queries, [np.array(leaves)], [np.array(inter, np.float32)], k=4)
