@@ -86,9 +86,9 @@ class TextBatcher:
         truncated = sum(1 for e in encodings if e.overflowing)
         if truncated and not self._warned:
             self._warned = True
-            log.warning("%d of %d texts are longer than the %d tokens %s reads: their first %d are encoded, as the "
-                        "model was trained (a retriever's or a training recipe's max-length option sets another limit; said "
-                        "once)", truncated, len(texts),
+            log.warning("%d of a batch's %d texts are longer than the %d tokens %s reads: their first %d are encoded, "
+                        "as the model was trained (a retriever's or a training recipe's max-length option sets another "
+                        "limit; said once, of the first batch holding such texts)", truncated, len(texts),
                         self.max_length, self.model_name, self.max_length)
         return [e.ids for e in encodings]
 

@@ -316,6 +316,7 @@ class Retriever:
         buffer_mb = check_buffer(buffer_mb)
         fields = check_metadata_fields(metadata_fields)
         chunking = Chunking.of(chunking)
+        made_empty = isinstance(documents, (list, tuple)) and not documents  # asked for: nothing to warn of
         if chunking is not None:
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "
@@ -376,7 +377,7 @@ class Retriever:
                                         **({"shard": shard} if shard is not None else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
-        if first is None:  # an empty file, blank lines, a header alone: worth a word, not an error
+        if first is None and not made_empty:  # an empty file, blank lines, a header alone: worth a word, not an error
             log.warning("no documents to index: %s holds an empty index (documents can be added to it)", path)
         return retriever
 

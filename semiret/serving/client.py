@@ -248,10 +248,11 @@ class Client:
     # ------------------------------------------------------------------ documents
     def add(self, index: str, documents: Iterable[Document | dict], batch_size: int | None = None) -> int:
         """Add documents, replacing those of the same ids (the API's ``PUT`` is an upsert, where ``Retriever.add``
-        refuses them without ``replace=True``); returns how many. Documents are :class:`Document` objects or BEIR
-        records (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields,
-        its id, NaN or Infinity, its size, and ids repeated within the call, as the server checks a request), so a
-        bad document changes nothing. More than
+        refuses them without ``replace=True``); returns how many were added, as ``Retriever.add`` counts them (over an
+        index of passages, ``chunk_words``: its passages). Documents are :class:`Document` objects or BEIR records
+        (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields, its id,
+        NaN or Infinity, its size, and ids repeated within the call, as the server checks a request), so a bad
+        document changes nothing. More than
         ``batch_size`` (default: :data:`ADD_BATCH`, or the server's ``--max-batch`` if lower), or more than its
         ``--max-request-bytes`` take, go in several requests,
         each durable once answered: one the server refuses after others were answered raises :class:`ServerError`

@@ -304,8 +304,8 @@ class MetadataRequest(BaseModel):
 
 class WriteResponse(BaseModel):
     status: str = Field("acknowledged", description="Returned only once the change is durable (fsynced).")
-    upserted: int | None = None
-    deleted: int | None = None
+    upserted: int | None = Field(None, description="Entries added: documents, or an index of passages' passages.")
+    deleted: int | None = Field(None, description="Entries deleted: documents, or an index of passages' passages.")
     updated: int | None = None
     synonym_rules: int | None = Field(None, description="The synonym rules the index holds now.")
 

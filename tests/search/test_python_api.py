@@ -251,9 +251,14 @@ def test_what_is_not_a_list_of_documents_is_named(tmp_path):
 
 
 def test_an_empty_corpus_builds_an_empty_index_with_a_warning(tmp_path, caplog):
+    """A corpus read empty (a file of blank lines) is worth a word; an empty list is an empty index asked for (the
+    service's PUT /indexes/NAME warned, naming its staging folder)."""
     with caplog.at_level("WARNING"):
-        bm25 = BM25Retriever.build([], tmp_path / "idx")
-    assert "no documents to index" in caplog.text and bm25.index.n_docs == 0
+        BM25Retriever.build([], tmp_path / "asked")
+    assert "no documents to index" not in caplog.text
+    with caplog.at_level("WARNING"):
+        bm25 = BM25Retriever.build(iter([]), tmp_path / "idx")
+    assert f"no documents to index: {tmp_path / 'idx'} holds an empty index" in caplog.text and bm25.index.n_docs == 0
     bm25.add([Document("a", "statins")])
     assert [h.id for h in bm25.search("statins")] == ["a"]
 
