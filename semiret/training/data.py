@@ -3,6 +3,7 @@ compute starts; batch sources that give an epoch's batches, each with the seed o
 
 from __future__ import annotations
 
+import logging
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ import numpy as np
 
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,14 @@ class TrainingSet:
             problems.append(f"{len(missing_docs)} document ids not in the corpus (e.g. {missing_docs[:3]})")
         if problems:
             raise SemiretError(f"training data of {collection.root} split {split!r}: " + "; ".join(problems))
+        blank = sorted(q for q in positives if not queries[q].strip())
+        if blank:  # nothing to learn from, and a query of no tokens to every model
+            log.warning("%s split %r: %d quer%s without text left out of training (%s%s)", collection.root, split,
+                        len(blank), "y" if len(blank) == 1 else "ies", ", ".join(map(repr, blank[:3])),
+                        ", ..." if len(blank) > 3 else "")
         pairs = [
             TrainingPair(q, queries[q], documents[d], tuple(documents[n] for n in (negatives or {}).get(q, [])))
-            for q, ds in positives.items() for d in sorted(ds)
+            for q, ds in positives.items() if queries[q].strip() for d in sorted(ds)
         ]
         if not pairs:
             raise SemiretError(f"split {split!r} of {collection.root} has no relevant judgements to train on")

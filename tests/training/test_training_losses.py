@@ -233,3 +233,14 @@ def test_padded_inputs_come_back_in_input_order(tiny_bert):
     ids, mask = batcher.padded(texts)
     for row, tokens in enumerate(batcher.tokenize(texts)):
         assert ids[row, : len(tokens)].tolist() == tokens and int(mask[row].sum()) == len(tokens)
+
+
+def test_a_query_without_text_is_left_out_of_training_with_a_warning(tmp_path, caplog):
+    """A blank query was trained on silently (a query of no tokens to every model)."""
+    from helpers import TINY_QRELS, TINY_QUERIES
+
+    root = write_beir(tmp_path / "c", queries={**TINY_QUERIES, "q2": "  "}, qrels=TINY_QRELS, split="train")
+    with caplog.at_level("WARNING"):
+        training = TrainingSet.from_collection(Collection(root))
+    assert "1 query without text left out of training ('q2')" in caplog.text
+    assert {pair.query_id for pair in training.pairs} == {"q1", "q3"}
