@@ -245,6 +245,7 @@ class HierarchyBatches(BatchSource):
         self.unsupervised_batch_size = unsupervised_batch_size or batch_size
         self.per_epoch = per_epoch
         self.rows = {doc_id: row for row, doc_id in enumerate(corpus.ids)}
+        self.counts_depend_on_the_draw = training_set is not None  # a batch per batch of pairs
 
     def epoch(self, rng: random.Random) -> list[SeededBatch]:
         from semiret.training.hierarchy import HierarchyBatch, HierarchyExample

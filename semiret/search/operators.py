@@ -73,7 +73,10 @@ def _condition(written: str, prefix: bool = False) -> str | None:
 def parse_operators(text: str) -> ParsedQuery:
     """The words ``text`` scores, requires and excludes (this module's syntax)."""
     scored, required, excluded = [], [], []
-    for token in _TOKEN.finditer(text.translate(_TYPOGRAPHIC)):
+    typed = text.translate(_TYPOGRAPHIC)
+    open_word = False  # whether the query ends in a plain word, which a prefix search completes as still being typed
+    for token in _TOKEN.finditer(typed):
+        open_word = False
         phrase = token["phrase"]
         if phrase is not None:
             condition = _condition(phrase)
@@ -88,12 +91,16 @@ def parse_operators(text: str) -> ParsedQuery:
         condition = _condition(body.removesuffix("*"), prefix=body.endswith("*")) if sign in "+-" else None
         if condition is None:  # no operator, or a sign before no word (a lone "-" is a dash)
             scored.append(word)
+            open_word = token.end() == len(typed)
         elif sign == "+":
             required.append(condition)
             scored.append(body.removesuffix("*"))
         else:
             excluded.append(condition)
-    return ParsedQuery(" ".join(scored), tuple(dict.fromkeys(required)), tuple(dict.fromkeys(excluded)))
+    words = " ".join(scored)
+    if words and not open_word:  # "heart -mouse": its words are all typed; scored as "heart" alone, a prefix search
+        words += " "  # completed it (heartburn ranked first)
+    return ParsedQuery(words, tuple(dict.fromkeys(required)), tuple(dict.fromkeys(excluded)))
 
 
 def query_filter(text: str, operators: bool, given: dict | None) -> dict | None:

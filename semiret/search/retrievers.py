@@ -1080,9 +1080,10 @@ class Retriever:
         filter reads it (as :meth:`explain`'s: a fuzzy correction made among the documents that pass is marked)."""
         if not isinstance(query, str):
             raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
-        if fragment_words < 1 or fragments < 1:
-            raise SemiretError(f"fragment_words and fragments must be at least 1, got {fragment_words} and {fragments}")
-        if tags is not None and (len(tags) != 2 or not all(isinstance(tag, str) for tag in tags)):
+        _check_count(fragment_words, "fragment_words")
+        _check_count(fragments, "fragments")
+        if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence) or len(tags) != 2
+                                 or not all(isinstance(tag, str) for tag in tags)):
             raise SemiretError("tags are two strings: the one before a matching word and the one after")
         if encoder not in highlighting.ENCODERS:
             raise SemiretError(f"encoder must be one of {', '.join(highlighting.ENCODERS)}, got {encoder!r}")
@@ -1360,8 +1361,8 @@ def _check_count(value, name: str) -> None:
 def _check_threshold(score_threshold) -> None:
     if score_threshold is None:
         return
-    if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)) or not math.isfinite(
-            score_threshold):
+    if isinstance(score_threshold, bool) or not isinstance(score_threshold, numbers.Real) or not math.isfinite(
+            score_threshold):  # (numpy's numbers too: a threshold read off a hit's score)
         raise SemiretError(f"score_threshold must be a finite number, got {score_threshold!r}")
 
 

@@ -130,16 +130,23 @@ class BatchSource(ABC):
         or barely, and the warm-up and loss-weight schedules need it before training)."""
         return len(self.epoch(random.Random(0)))
 
+    counts_depend_on_the_draw = False
+    """Whether an epoch's number of batches depends on its order (pairs kept apart in :meth:`TrainingSet.batches`)."""
+
     def steps(self, seed: int, epochs: int) -> int:
         """Batches in ``epochs`` epochs as a trainer draws them (epoch ``e`` with ``Random(seed + e)``): the length
         of the learning rate's decay, which then ends at 0 on the last step (a count taken from one order ran a step
         at 0, or stopped short of it, where pairs kept apart made another order's count differ)."""
+        if not self.counts_depend_on_the_draw:
+            return len(self) * epochs  # one draw (an epoch of a large corpus's pseudo-queries takes seconds)
         return sum(len(self.epoch(random.Random(seed + epoch))) for epoch in range(epochs))
 
 
 class PairBatches(BatchSource):
     """A training set's pairs in shuffled batches of ``batch_size``, at most one pair per query in each; with
     ``per_epoch``, each epoch draws a fresh sample of that many pairs (large pre-training sets)."""
+
+    counts_depend_on_the_draw = True
 
     def __init__(self, training_set: TrainingSet, batch_size: int, per_epoch: int | None = None):
         if batch_size < 1:

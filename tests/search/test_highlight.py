@@ -92,6 +92,13 @@ def test_what_cannot_be_highlighted(tmp_path):
         bm25.highlight("dogs", "long", fragment_words=0)
     with pytest.raises(SemiretError, match="two strings"):
         bm25.highlight("dogs", "long", tags=("<b>",))
+    # each a TypeError, or (tags "ab") read as the tags "a" and "b"
+    for wrong, message in (({"fragment_words": "3"}, "fragment_words must be a whole number"),
+                           ({"fragments": None}, "fragments must be a whole number"),
+                           ({"fragment_words": 2.5}, "fragment_words must be a whole number"),
+                           ({"tags": 5}, "two strings"), ({"tags": "ab"}, "two strings")):
+        with pytest.raises(SemiretError, match=message):
+            bm25.highlight("dogs", "long", **wrong)
     bare = BM25Retriever.build(CORPUS, tmp_path / "bare", store_texts=False)
     with pytest.raises(SemiretError, match="no text to highlight"):
         bare.highlight("dogs", "long")

@@ -24,26 +24,38 @@ WORDS = "statins heart failure cancer risk trial dose cohort mouse model blood p
 
 @pytest.mark.parametrize("text, scored, required, excluded", [
     ("statins heart", "statins heart", (), ()),                                    # no operator: as written
-    ('statins "heart failure"', "statins heart failure", ('"heart failure"',), ()),  # a phrase is required
+    ('statins "heart failure"', "statins heart failure ", ('"heart failure"',), ()),  # a phrase is required
     ("+Statins risk", "Statins risk", ("statins",), ()),                           # case-folded, as $text matches
     ("+stat* risk", "stat risk", ("stat*",), ()),                                  # a word it begins
-    ("statins -mouse", "statins", (), ("mouse",)),
-    ('statins -"Animal model"', "statins", (), ('"animal model"',)),
+    ("statins -mouse", "statins ", (), ("mouse",)),  # its words all typed: a space, for a prefix search
+    ('statins -"Animal model"', "statins ", (), ('"animal model"',)),
     ("COVID-19 e-mail", "COVID-19 e-mail", (), ()),                                 # signs only at a word's start
-    ("statins -COVID-19", "statins", (), ('"covid 19"',)),                          # a word of several: a phrase
-    ("marche +l'hom* -e-mai*", "marche l'hom", ("l hom*",), ("e mai*",)),          # and begun: each word, the last begun
+    ("statins -COVID-19", "statins ", (), ('"covid 19"',)),                          # a word of several: a phrase
+    ("marche +l'hom* -e-mai*", "marche l'hom ", ("l hom*",), ("e mai*",)),          # and begun: each word, the last begun
     ("heart - failure +", "heart - failure +", (), ()),                            # a sign before no word: a dash
     ('"heart failure', '"heart failure', (), ()),                                  # no quote closes: as written
     ('"" "!!" statins', "statins", (), ()),                                        # phrases without words: nothing
-    ("+risk +risk -dose -dose", "risk risk", ("risk",), ("dose",)),                # each condition once
+    ("+risk +risk -dose -dose", "risk risk ", ("risk",), ("dose",)),                # each condition once
     ("-statins", "", (), ("statins",)),
-    ("“heart failure” \u2212mouse «blood pressure»", "heart failure blood pressure",  # a phone's quotes, a minus
+    ("“heart failure” \u2212mouse «blood pressure»", "heart failure blood pressure ",  # a phone's quotes, a minus
      ('"heart failure"', '"blood pressure"'), ("mouse",)),
 ])
 def test_query_texts_are_read_for_their_operators(text, scored, required, excluded):
     parsed = parse_operators(text)
     assert (parsed.text, parsed.required, parsed.excluded) == (scored, required, excluded)
     assert scored_text(text, True) == scored and scored_text(text, False) == text
+
+
+def test_a_prefix_search_completes_only_a_word_the_query_ends_in(tmp_path):
+    """Scored as its words alone, "heart -mouse" ended in "heart": a prefix search (BM25's ``prefix``, search as you
+    type) took it for a word still being typed and found heartburn first, a document without "heart"."""
+    from semiret.search import BM25Retriever
+
+    retriever = BM25Retriever.build([Document("burn", "heartburn after meals"), Document("heart", "heart disease"),
+                                     Document("mouse", "heart of a mouse")], tmp_path / "bm25").with_options(prefix=True)
+    assert [h.id for h in retriever.search("heart -mouse", operators=True)] == ["heart"]
+    assert [h.id for h in retriever.search('meals "heart disease"', operators=True)] == ["heart"]
+    assert "burn" in [h.id for h in retriever.search("heart", operators=True)]  # still being typed: completed
 
 
 def test_the_conditions_join_the_searchs_own_filter():

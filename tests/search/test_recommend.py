@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -147,9 +148,11 @@ def test_a_score_threshold_drops_the_hits_below_it(bm25, tmp_path):
     assert all(h.score >= cut for h in grouped)
     like = bm25.recommend(["d1"], k=5)
     assert [h.id for h in bm25.recommend(["d1"], k=5, score_threshold=like[1].score)] == [h.id for h in like[:2]]
-    for bad in (float("nan"), float("inf"), "1", True):
+    for bad in (float("nan"), float("inf"), "1", True, np.float32("nan")):
         with pytest.raises(SemiretError, match="score_threshold must be a finite number"):
             bm25.search("cats", score_threshold=bad)
+    read_off = np.float32(cut)  # a threshold read off numpy scores (it was refused as no finite number)
+    assert [h.id for h in bm25.search("cats dogs garden", k=6, score_threshold=read_off)] == [h.id for h in kept]
     runner = CliRunner()
     found = runner.invoke(app, ["search", "--index", str(bm25.index.path), "--json", "--score-threshold", str(cut),
                                 "cats dogs garden"])
