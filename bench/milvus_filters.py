@@ -41,8 +41,7 @@ def main() -> None:
     from semiret.search import BagOfTokensRetriever, open_retriever
 
     args.workdir.mkdir(parents=True, exist_ok=True)
-    uri = args.uri.removeprefix("milvus:") if args.uri else str(args.workdir / "milvus-filters.db")
-    backend = MilvusBackend(uri)
+    backend = MilvusBackend.parse(args.uri or f"milvus:{args.workdir / 'milvus-filters.db'}")  # $MILVUS_TOKEN too
     documents = [Document(f"d{i}", text, metadata={"tenant": f"t{i % args.tenants}"})
                  for i, text in enumerate(synthetic_texts(n_docs, SEED))]
     start = time.perf_counter()
@@ -73,7 +72,7 @@ def main() -> None:
     summary["pushed_down"]["same_top_k_as_own"] = agreement(collection)
     summary["read_through"]["same_top_k_as_own"] = agreement(read_through)
     emit({"benchmark": "milvus_filters", "machine": machine(), "docs": n_docs, "tenants": args.tenants,
-          "queries": len(items), "k": args.k, "milvus_uri": uri, "build_seconds": {"milvus": round(milvus_build, 1),
+          "queries": len(items), "k": args.k, "milvus_uri": backend.uri, "build_seconds": {"milvus": round(milvus_build, 1),
                                                                                   "own": round(own_build, 1)},
           "systems": summary,
           "ratio_read_through": round(summary["read_through"]["median_ms"] / summary["pushed_down"]["median_ms"], 1)})

@@ -132,7 +132,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             cls.build(collection.corpus(), index, total=count_documents(collection.corpus_path), overwrite=True,
                       backend=store, chunking=chunking, **build_options)
             build_seconds = time.perf_counter() - start
-        elif store is None and opened is None and (ignored := _unlike_the_index(index, build_options)):
+        elif opened is None and (ignored := _unlike_the_index(index, build_options, store)):
             log.warning("%s exists and is searched as it was built: %s only apply when an index is built (add "
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
@@ -231,10 +231,11 @@ def _built_for(index: str | Path | None, store) -> str | None:
     return read_meta(Path(index), None).get("retriever") if (Path(index) / META_FILE).is_file() else None
 
 
-def _unlike_the_index(index: Path, build_options: dict) -> dict:
-    """The build options whose value differs from what ``index`` recorded under the same name (models compared by
-    folder); options it recorded nothing for cannot be compared and are left out."""
-    meta = _recorded_meta(index)
+def _unlike_the_index(index: Path, build_options: dict, store=None) -> dict:
+    """The build options whose value differs from what ``index`` (a collection of ``store``, a Milvus backend)
+    recorded under the same name (models compared by folder); options it recorded nothing for cannot be compared and
+    are left out."""
+    meta = store.open(str(index)).meta if store is not None else _recorded_meta(index)
     return {name: value for name, value in build_options.items()
             if (recorded := _recorded(meta, name)) is not None
             and (_model_folder(value) != _model_folder(recorded) if name == "model" else value != recorded)}

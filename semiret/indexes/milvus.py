@@ -64,6 +64,9 @@ ROWS_PER_REQUEST = 1000
 MAX_TOP_K = 16_384
 """The most hits Milvus returns for a query (its ``limit``)."""
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+UNQUOTED_ID_CHARACTERS = ("'", '"', "\\")
+"""Characters a document id in Milvus cannot hold: pymilvus writes ids into its lookups' expressions unescaped, so a
+document of such an id was written, then could never be read, deleted or paged past."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class MilvusBackend:
     def open(self, name) -> "MilvusIndex":
         """The semiret collection ``name`` (its description says what it is)."""
         name = _collection_name(name)
+        if is_lite_file(self.uri) and not Path(self.uri).is_file():  # (a client would make the file: a typo's)
+            raise IndexFormatError(f"no collection {name!r}: there is no Milvus Lite file {self.uri}")
         if not self.exists(name):
             raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}")
         meta = self._description(name)
@@ -130,7 +135,8 @@ class MilvusBackend:
               overwrite: bool = False, extra_meta: dict | None = None, **structure) -> "MilvusIndex":
         """A new collection of ``batches`` (the ``build`` of semiret's index kinds, over Milvus): refused before
         anything is written if the kind or a search structure has no Milvus equivalent; dropped again if a
-        batch is refused. ``overwrite`` drops an existing collection first."""
+        batch is refused. ``overwrite`` drops an existing collection first (a build that then fails leaves none:
+        Milvus Lite cannot rename a collection built aside)."""
         name = _collection_name(name)
         if kind not in (*SPARSE_KINDS, DENSE_KIND):
             raise SemiretError(f"a {kind!r} index cannot live in Milvus (it holds learned-sparse, bag-of-tokens "
@@ -149,9 +155,9 @@ class MilvusBackend:
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
                 "index_type": index_type, **(extra_meta or {})}
-        self._create_collection(name, meta, index_type, index_params)
         index = MilvusIndex(self, name, meta)
         try:
+            self._create_collection(name, meta, index_type, index_params)  # (one Milvus refuses goes again)
             seen: set[str] = set()
             for batch in batches:
                 check_ids(batch.ids)
@@ -161,7 +167,8 @@ class MilvusBackend:
                 seen.update(batch.ids)
                 index.upsert(batch)
         except BaseException:
-            self.drop(name)
+            if self.exists(name):
+                self.drop(name)
             raise
         return index
 
@@ -222,8 +229,8 @@ class MilvusIndex:
         return int(rows[0]["count(*)"])
 
     def present(self, doc_ids: Iterable[str]) -> set[str]:
-        """Which of ``doc_ids`` the collection holds."""
-        ids = list(dict.fromkeys(doc_ids))
+        """Which of ``doc_ids`` the collection holds (none of an id it cannot hold)."""
+        ids = [i for i in dict.fromkeys(doc_ids) if _lookup_safe(i)]
         found: set[str] = set()
         for start in range(0, len(ids), ROWS_PER_REQUEST):
             with milvus_errors(f"looking up ids in {self.name!r}"):
@@ -249,7 +256,7 @@ class MilvusIndex:
         """The stored documents of those ids the collection holds, in a request per :data:`ROWS_PER_REQUEST`."""
         if not self.meta["store_texts"]:
             return {}
-        ids = list(dict.fromkeys(doc_ids))
+        ids = [i for i in dict.fromkeys(doc_ids) if _lookup_safe(i)]
         found: dict[str, Document] = {}
         for start in range(0, len(ids), ROWS_PER_REQUEST):
             with milvus_errors(f"reading documents of {self.name!r}"):
@@ -311,8 +318,9 @@ class MilvusIndex:
         yield self
 
     def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
-        """Refuse ids of documents to add that repeat, are unusable or, without ``replace``, are in the
-        collection already (one query for all of them)."""
+        """Refuse ids of documents to add that repeat, are unusable (:data:`UNQUOTED_ID_CHARACTERS` too) or,
+        without ``replace``, are in the collection already (one query for all of them)."""
+        _check_lookup_safe(ids, self.name)
         check_new_ids(self.path, ids, self.present, replace)
 
     def add(self, batch: Postings | Embeddings, replace: bool = False, superseded: Iterable[str] = ()) -> int:
@@ -355,9 +363,10 @@ class MilvusIndex:
             raise SemiretError(f"Milvus sizes the segments of {self.name!r} itself: a buffer (buffer_mb, --buffer-mb) "
                                "does not apply")
 
-    def validate(self, batch: Postings | Embeddings) -> None:
+    def validate(self, batch: Postings | Embeddings) -> list[str] | None:
         """Refuse what Milvus would take but semiret's own index would not: vectors of the wrong dimension or
-        not finite; term ids outside the vocabulary; negative or non-finite weights; ids or texts too long."""
+        not finite; term ids outside the vocabulary; negative or non-finite weights; ids or texts too long, ids
+        it could not look up. Returns the documents' records (:meth:`_document_records`)."""
         if self.kind == DENSE_KIND:
             if not isinstance(batch, Embeddings):
                 raise SemiretError(f"{self.path} holds dense vectors, not {type(batch).__name__}")
@@ -369,11 +378,12 @@ class MilvusIndex:
         long_id = next((i for i in batch.ids if len(i.encode("utf-8")) > MAX_ID_BYTES), None)
         if long_id is not None:
             raise SemiretError(f"document id {long_id[:40]!r}... is longer than Milvus's {MAX_ID_BYTES} bytes")
+        _check_lookup_safe(batch.ids, self.name)
+        return self._document_records(batch)  # (a text too long is refused before a replace deletes anything)
 
     def upsert(self, batch: Postings | Embeddings) -> None:
         """Check a batch (:meth:`validate`), then write it in requests of ``ROWS_PER_REQUEST`` rows."""
-        self.validate(batch)
-        documents = self._document_records(batch)
+        documents = self.validate(batch)
         for start in range(0, len(batch), ROWS_PER_REQUEST):
             stop = min(start + ROWS_PER_REQUEST, len(batch))
             rows = [{ID_FIELD: doc_id, VECTOR_FIELD: vector}
@@ -608,6 +618,18 @@ def _client(uri: str, token: str):
     with warnings.catch_warnings(), milvus_errors(f"connecting to {uri}"):
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
         return MilvusClient(uri=uri, token=token)
+
+
+def _lookup_safe(doc_id: str) -> bool:
+    return not any(character in doc_id for character in UNQUOTED_ID_CHARACTERS)
+
+
+def _check_lookup_safe(ids: Iterable[str], collection: str) -> None:
+    unsafe = next((i for i in ids if not _lookup_safe(i)), None)
+    if unsafe is not None:
+        raise SemiretError(f"document id {unsafe!r} cannot go into Milvus collection {collection!r}: Milvus looks "
+                           "ids up in expressions that cannot hold ' \" or \\ (rename such ids; semiret's own index "
+                           "takes them)")
 
 
 def _forget_schema(client, name: str) -> None:

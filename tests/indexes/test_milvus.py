@@ -4,6 +4,7 @@ SciFact documents, writes visible to the next search, bad vectors refused with t
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -389,3 +390,63 @@ def test_a_milvus_lite_file_belongs_to_one_process(tmp_path):
         assert refused.returncode != 0 and "open in another process" in refused.stderr, refused.stderr
     served = CliRunner().invoke(app, ["serve", "--index", "docs", "--backend", f"milvus:{database}", "--workers", "2"])
     assert served.exit_code != 0 and "one process serves" in served.output
+
+
+def test_ids_milvus_cannot_look_up_are_refused_before_anything_is_written(backend):
+    """pymilvus writes ids into its lookups unescaped: an id holding ' failed its write half-way (1,001 of 1,500
+    documents written), one holding \\ was written and could then never be read, deleted or paged past."""
+    name = next(_names)
+    retriever = BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    for odd in ("it's", "b\\c", 'zz"q'):
+        batch = [Document(f"n{i}", "cats and dogs") for i in range(1500)] + [Document(odd, "cats")]
+        refused = re.escape(f"document id {odd!r} cannot go into Milvus collection {name!r}")
+        with pytest.raises(SemiretError, match=refused):
+            retriever.add(batch)
+        assert retriever.index.n_docs == len(TINY_DOCS)
+        with pytest.raises(SemiretError, match="cannot go into Milvus"):
+            BagOfTokensRetriever.build([Document(odd, "cats")], next(_names), backend=backend)
+    assert retriever.delete(["it's"], missing_ok=True) == 0 and retriever.get_documents(["b\\c"]) == {}
+    with pytest.raises(SemiretError, match="cannot delete \"it's\": no such document"):
+        retriever.delete(["it's"])
+
+
+def test_a_replace_refused_for_its_length_deletes_nothing_of_a_document_s_passages(backend):
+    """Over passages, a replace deleted the document's old passages, then the new version was refused for its
+    length: the document was gone."""
+    retriever = BagOfTokensRetriever.build([Document("A", " ".join(f"w{i}" for i in range(30)))], next(_names),
+                                           backend=backend, chunking=10)
+    before = sorted(retriever.index.sorted_ids())
+    with pytest.raises(SemiretError, match="longer than the 65535 bytes"):
+        retriever.add([Document("A", "short new text", metadata={"blob": "x" * 70_000})], replace=True)
+    assert sorted(retriever.index.sorted_ids()) == before == ["A#0", "A#1", "A#2"]
+
+
+def test_a_collection_milvus_refuses_to_make_is_not_left_behind_nor_a_lite_file_a_search_names(backend, tiny_bert,
+                                                                                              tmp_path):
+    """Milvus Lite refuses HNSW: the collection it had made stayed, so the next build found it "already exists" and
+    opening it gave an empty HNSW collection. A search naming a Lite file that is not there made it (and its
+    folders)."""
+    name = next(_names)
+    with pytest.raises(SemiretError, match="HNSW"):
+        DenseRetriever.build(TINY_DOCS, name, backend=backend, model=str(tiny_bert), ann="hnsw")
+    assert not backend.exists(name)
+    DenseRetriever.build(TINY_DOCS, name, backend=backend, model=str(tiny_bert))  # not "already exists"
+    typo = tmp_path / "typo" / "m.db"
+    with pytest.raises(IndexFormatError, match=f"no collection 'docs': there is no Milvus Lite file {typo}"):
+        open_retriever("docs", backend=f"milvus:{typo}")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_eval_says_which_build_options_an_existing_collection_ignores(beir_dir, backend, tiny_bert, tmp_path, caplog):
+    """Over a local index eval warns that build options apply only when it builds; over a collection it said
+    nothing and searched the collection's own model."""
+    import shutil
+
+    from semiret.evaluation.evaluate import evaluate
+
+    name = next(_names)
+    DenseRetriever.build(Collection(beir_dir).corpus(), name, backend=backend, model=str(tiny_bert))
+    other = shutil.copytree(tiny_bert, tmp_path / "other-model")
+    with caplog.at_level("WARNING"):
+        evaluate(str(beir_dir), "dense", index=name, backend=backend, model=str(other))
+    assert f"{name} exists and is searched as it was built: model=" in caplog.text
