@@ -431,7 +431,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             print(f"{len(texts)} queries searched, top {k} of each written to {run}", file=sys.stderr)
             return  # a file of queries: the run is the output, not a table per query
     for query_id, text, hits in zip(query_ids, texts, found):
-        scored = scored_text(text, operators)  # what highlights mark
+        scored = scored_text(text, operators, searcher.query_side)  # what highlights mark
         read_with = query_filter(text, operators, wanted)  # the filter the search read it with
         if as_json:
             asked = {"like": like, "unlike": unlike or []} if like else {"query": text}

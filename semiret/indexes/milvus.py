@@ -64,9 +64,12 @@ ROWS_PER_REQUEST = 1000
 MAX_TOP_K = 16_384
 """The most hits Milvus returns for a query (its ``limit``)."""
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-UNQUOTED_ID_CHARACTERS = ("'", '"', "\\")
-"""Characters a document id in Milvus cannot hold: pymilvus writes ids into its lookups' expressions unescaped, so a
-document of such an id was written, then could never be read, deleted or paged past."""
+UNQUOTED_ID_CHARACTERS = ("'", "\\")
+"""Characters pymilvus cannot look an id up with (it writes ids into its lookups' expressions, single-quoted,
+unescaped): no document of such an id can be read or deleted."""
+UNWRITABLE_ID_CHARACTERS = (*UNQUOTED_ID_CHARACTERS, '"')
+"""Characters a new document's id may not hold in Milvus: those, and ``"``, which breaks paging past it (its reads
+of every document, exports, scrolls)."""
 
 
 @dataclass(frozen=True)
@@ -318,9 +321,9 @@ class MilvusIndex:
         yield self
 
     def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
-        """Refuse ids of documents to add that repeat, are unusable (:data:`UNQUOTED_ID_CHARACTERS` too) or,
+        """Refuse ids of documents to add that repeat, are unusable (:data:`UNWRITABLE_ID_CHARACTERS` too) or,
         without ``replace``, are in the collection already (one query for all of them)."""
-        _check_lookup_safe(ids, self.name)
+        _check_writable_ids(ids, self.name)
         check_new_ids(self.path, ids, self.present, replace)
 
     def add(self, batch: Postings | Embeddings, replace: bool = False, superseded: Iterable[str] = ()) -> int:
@@ -378,7 +381,7 @@ class MilvusIndex:
         long_id = next((i for i in batch.ids if len(i.encode("utf-8")) > MAX_ID_BYTES), None)
         if long_id is not None:
             raise SemiretError(f"document id {long_id[:40]!r}... is longer than Milvus's {MAX_ID_BYTES} bytes")
-        _check_lookup_safe(batch.ids, self.name)
+        _check_writable_ids(batch.ids, self.name)
         return self._document_records(batch)  # (a text too long is refused before a replace deletes anything)
 
     def upsert(self, batch: Postings | Embeddings) -> None:
@@ -621,11 +624,12 @@ def _client(uri: str, token: str):
 
 
 def _lookup_safe(doc_id: str) -> bool:
+    """Whether pymilvus can look ``doc_id`` up (one it cannot is in no collection: its write failed)."""
     return not any(character in doc_id for character in UNQUOTED_ID_CHARACTERS)
 
 
-def _check_lookup_safe(ids: Iterable[str], collection: str) -> None:
-    unsafe = next((i for i in ids if not _lookup_safe(i)), None)
+def _check_writable_ids(ids: Iterable[str], collection: str) -> None:
+    unsafe = next((i for i in ids if any(character in i for character in UNWRITABLE_ID_CHARACTERS)), None)
     if unsafe is not None:
         raise SemiretError(f"document id {unsafe!r} cannot go into Milvus collection {collection!r}: Milvus looks "
                            "ids up in expressions that cannot hold ' \" or \\ (rename such ids; semiret's own index "

@@ -465,14 +465,15 @@ def train_adapted(kind: str, config: AdaptConfig, corpus: Path, documents: list[
     length = indexing_length(kind, start)
     common = dict(data=str(corpus), output=str(run), base=start, batch_size=config.batch_size, seed=config.seed,
                   threads=config.threads, device=config.device)
+    whole = corpus
     if kind in ("inference-free", "nail", "dense"):  # their own pseudo-queries of every document they are given
         corpus = training_corpus(documents, config, run / "training-corpus")
         common["data"] = str(corpus)
     if kind == "inference-free":
         from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_inference_free
 
-        train_inference_free(InferenceFreeTrainingConfig(
-            **common, idf="corpus", teachers=config.teachers, pretrain_corpora=[str(corpus)],
+        train_inference_free(InferenceFreeTrainingConfig(  # the IDF of the whole corpus (it reads no query)
+            **common, idf=f"corpus:{whole}", teachers=config.teachers, pretrain_corpora=[str(corpus)],
             pretrain_epochs=config.epochs, pretrain_queries_per_epoch=config.queries_per_epoch,
             pretrain_max_length=config.max_length, finetune_max_length=length or config.max_length,
             finetune_epochs=0, choose_document_threshold=False), resume=config.resume)

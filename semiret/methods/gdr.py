@@ -208,29 +208,11 @@ def document_vectors(config: GDRTrainingConfig, documents: list[Document]) -> np
     return vectors
 
 
-def leaf_size_of(config: GDRTrainingConfig, n_documents: int) -> int:
-    """The leaf size threshold c of a run over ``n_documents``: the one given, else GDR's adaptive one."""
-    from semiret.clustering import leaf_threshold
-
-    return config.leaf_size or leaf_threshold(n_documents, config.expected_clusters)
-
-
-def check_identifier_positions(config: GDRTrainingConfig, n_documents: int) -> None:
-    """``--identifiers document`` numbers a leaf's documents with the labels 1..branching: leaves of up to c - 1
-    documents must fit them. Refused before the corpus is encoded and clustered (it was refused after)."""
-    threshold = leaf_size_of(config, n_documents)
-    if config.identifiers == "document" and threshold - 1 > config.branching:
-        raise SemiretError(f"--identifiers document numbers a leaf's documents with the {config.branching} labels, but "
-                           f"leaves hold up to {threshold - 1} (leaf size threshold {threshold}"
-                           f"{'' if config.leaf_size else f', adaptive over {n_documents} documents'}): give "
-                           f"--leaf-size {config.branching + 1} or less, or a larger --branching")
-
-
 def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, documents: list[Document], resume: bool):
     """The :class:`~semiret.models.gdr.Clusters` of the trained documents: read back when resuming a run whose
     clusters were made with these options (and vectors), else Algorithm 1 (and, for --identifiers document,
     per-document ids), saved in the run folder with the options they were made with."""
-    from semiret.clustering import divisive_cluster_ids, per_document_ids
+    from semiret.clustering import divisive_cluster_ids, leaf_threshold, per_document_ids
     from semiret.indexes.embedding_cache import content_key
     from semiret.models.gdr import Clusters
     from semiret.search.gdr import document_encoder_fingerprint
@@ -238,7 +220,7 @@ def cluster_corpus(config: GDRTrainingConfig, vectors: np.ndarray, documents: li
 
     ids, keys = [d.id for d in documents], [content_key(d) for d in documents]
     saved = Path(config.output) / CLUSTERS_FILE
-    threshold = leaf_size_of(config, len(ids))
+    threshold = config.leaf_size or leaf_threshold(len(ids), config.expected_clusters)
     made_with = {"vectors": document_encoder_fingerprint(config.encoder_of_documents, config.document_max_length),
                  "branching": config.branching, "leaf_size": threshold, "identifiers": config.identifiers,
                  "seed": config.seed, "kmeans_iterations": config.kmeans_iterations}
@@ -320,7 +302,6 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
                                    {q: training_set.positives[q] for q in kept}, training_set.documents)
     if len(documents) < config.branching:
         raise SemiretError(f"{len(documents)} documents are fewer than the branching factor {config.branching}")
-    check_identifier_positions(config, len(documents))
     model_config = GDRConfig(config.branching, config.decoder_layers, config.heads, config.adaptive_head,
                              config.adaptor_layers, query_max_length=config.query_max_length,
                              document_encoder=config.encoder_of_documents,

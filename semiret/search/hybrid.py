@@ -191,6 +191,11 @@ class HybridQueries(QuerySide):
             raise SemiretError(f"rrf_k (--rrf-k) applies to fusion 'rrf' only; this hybrid fuses by {self.fusion!r}")
         self._rrf = np.empty(0)  # 1 / (rrf_k + rank) for ranks 1, 2, ...: made once for the deepest ranking seen
 
+    @property
+    def completes_last_word(self) -> bool:
+        """Whether a part reads a query's last word as still being typed (its BM25's ``prefix``)."""
+        return any(getattr(part.query_side, "completes_last_word", False) for part in self.parts.values())
+
     @classmethod
     def open(cls, index: CompositeIndex, options: HybridQueryOptions, documents):
         # each part's retriever shares the hybrid's document side of that part (BM25's growing vocabulary)

@@ -340,6 +340,11 @@ class WordCountQueries(QuerySide):
     def searches_postings(self) -> bool:  # an expanded or corrected query needs the index's statistics first
         return not (self.options.rm3 or self.options.fuzzy or self.options.prefix)
 
+    @property
+    def completes_last_word(self) -> bool:
+        """Whether a query's last word, with no space after it, is read as still being typed (``prefix``)."""
+        return self.options.prefix
+
     @classmethod
     def open(cls, index, options: WordQueryOptions, documents: WordCounts):
         if options.rm3 and not index.stores_texts:

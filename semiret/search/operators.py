@@ -42,6 +42,15 @@ class ParsedQuery:
     """What a hit must hold: words, ``prefix*`` and ``"phrases"``, as a ``$text`` condition reads them."""
     excluded: tuple[str, ...] = ()
     """What a hit must not hold, each as a ``$text`` condition."""
+    finished: bool = False
+    """Whether the query ends in an operator or a phrase, not a plain word: its scored words are all typed."""
+
+    def scored(self, query_side=None) -> str:
+        """:attr:`text` as ``query_side`` reads it: a side that completes a last word still being typed (BM25's
+        ``prefix``) reads a finished query's text with the space that says so (else "heart -mouse", scored as "heart",
+        found heartburn first); others the text alone (a trailing space is a token to some tokenizers)."""
+        finished = self.finished and self.text and getattr(query_side, "completes_last_word", False)
+        return self.text + " " if finished else self.text
 
     def filter(self, given: dict | None) -> dict | None:
         """``given`` (the search's own filter) and this query's conditions, all of them."""
@@ -74,7 +83,7 @@ def parse_operators(text: str) -> ParsedQuery:
     """The words ``text`` scores, requires and excludes (this module's syntax)."""
     scored, required, excluded = [], [], []
     typed = text.translate(_TYPOGRAPHIC)
-    open_word = False  # whether the query ends in a plain word, which a prefix search completes as still being typed
+    open_word = False  # whether the query ends in a plain word (one a prefix search may complete)
     for token in _TOKEN.finditer(typed):
         open_word = False
         phrase = token["phrase"]
@@ -97,10 +106,8 @@ def parse_operators(text: str) -> ParsedQuery:
             scored.append(body.removesuffix("*"))
         else:
             excluded.append(condition)
-    words = " ".join(scored)
-    if words and not open_word:  # "heart -mouse": its words are all typed; scored as "heart" alone, a prefix search
-        words += " "  # completed it (heartburn ranked first)
-    return ParsedQuery(words, tuple(dict.fromkeys(required)), tuple(dict.fromkeys(excluded)))
+    return ParsedQuery(" ".join(scored), tuple(dict.fromkeys(required)), tuple(dict.fromkeys(excluded)),
+                       finished=not open_word)
 
 
 def query_filter(text: str, operators: bool, given: dict | None) -> dict | None:
@@ -109,7 +116,7 @@ def query_filter(text: str, operators: bool, given: dict | None) -> dict | None:
     return parse_operators(text).filter(given) if operators else given
 
 
-def scored_text(text: str, operators: bool) -> str:
-    """What a retriever scores of ``text`` (highlights and explanations read the same words): without its operators
-    and excluded words when ``operators`` is set, else ``text`` itself."""
-    return parse_operators(text).text if operators else text
+def scored_text(text: str, operators: bool, query_side=None) -> str:
+    """What a retriever (its ``query_side``) scores of ``text`` (highlights and explanations read the same words):
+    without its operators and excluded words when ``operators`` is set (:meth:`ParsedQuery.scored`), else ``text``."""
+    return parse_operators(text).scored(query_side) if operators else text

@@ -1212,7 +1212,7 @@ class Retriever:
             if plain_words(query.text):
                 batches.setdefault(query.filter_key(filter), []).append(position)
         searcher = self.pinned() if len(batches) > 1 else self
-        parts = [(positions, searcher.search([parsed[p].text for p in positions],
+        parts = [(positions, searcher.search([parsed[p].scored(self.query_side) for p in positions],
                                              filter=parsed[positions[0]].filter(filter), **options))
                  for positions in batches.values()]
         if not parts:  # nothing to search: the options and filter are checked all the same

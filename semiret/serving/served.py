@@ -162,7 +162,7 @@ class ServedIndex:
         for number, (query, hits) in enumerate(zip(queries, found)):
             read_with = query_filter(query, operators, filter)  # the filter the search read the query with
             if highlight is not None or explain:  # what they read: the query's scored words
-                query = scored_text(query, operators)
+                query = scored_text(query, operators, retriever.query_side)
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]

@@ -9,6 +9,7 @@ import random
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import MSMARCO_IDF, write_beir, write_jsonl
 
@@ -116,6 +117,11 @@ def test_an_adapted_inference_free_model_is_kept_indexed_and_bound_to_its_corpus
     assert len(hits) == 3
     assert json.loads((output / "model" / "idf.json").read_text()) != json.loads(
         (inference_free_start / "idf.json").read_text())  # the corpus's own IDF
+    from semiret.methods.inference_free import load_idf
+
+    whole, _ = load_idf("corpus", str(tiny_bert), random_documents(40))
+    saved, _ = load_idf(str(output / "model" / "idf.json"), str(tiny_bert))
+    assert np.allclose(saved, whole, atol=1e-4)  # of every document, the check's too (it trains on the others)
     with pytest.raises(SemiretError, match="was adapted to"):
         retriever_class("inference-free").build(random_documents(30, prefix="other", seed=1), tmp_path / "x",
                                                 model=str(output / "model"))

@@ -408,6 +408,14 @@ def test_ids_milvus_cannot_look_up_are_refused_before_anything_is_written(backen
     assert retriever.delete(["it's"], missing_ok=True) == 0 and retriever.get_documents(["b\\c"]) == {}
     with pytest.raises(SemiretError, match="cannot delete \"it's\": no such document"):
         retriever.delete(["it's"])
+    # a document of such an id an earlier semiret wrote is read and deleted still (single quotes hold a ")
+    from semiret.indexes.milvus import DOCUMENT_FIELD, METADATA_FIELD, VECTOR_FIELD
+
+    old = Document('zz"q', "cats")
+    backend.client.upsert(name, [{ID_FIELD_NAME: old.id, VECTOR_FIELD: {2000: 1.0}, DOCUMENT_FIELD: old.to_json(),
+                                  METADATA_FIELD: {}}])
+    assert retriever.get_documents([old.id]) == {old.id: old}
+    assert retriever.delete([old.id]) == 1 and retriever.index.n_docs == len(TINY_DOCS)
 
 
 def test_a_replace_refused_for_its_length_deletes_nothing_of_a_document_s_passages(backend):

@@ -24,20 +24,20 @@ WORDS = "statins heart failure cancer risk trial dose cohort mouse model blood p
 
 @pytest.mark.parametrize("text, scored, required, excluded", [
     ("statins heart", "statins heart", (), ()),                                    # no operator: as written
-    ('statins "heart failure"', "statins heart failure ", ('"heart failure"',), ()),  # a phrase is required
+    ('statins "heart failure"', "statins heart failure", ('"heart failure"',), ()),  # a phrase is required
     ("+Statins risk", "Statins risk", ("statins",), ()),                           # case-folded, as $text matches
     ("+stat* risk", "stat risk", ("stat*",), ()),                                  # a word it begins
-    ("statins -mouse", "statins ", (), ("mouse",)),  # its words all typed: a space, for a prefix search
-    ('statins -"Animal model"', "statins ", (), ('"animal model"',)),
+    ("statins -mouse", "statins", (), ("mouse",)),
+    ('statins -"Animal model"', "statins", (), ('"animal model"',)),
     ("COVID-19 e-mail", "COVID-19 e-mail", (), ()),                                 # signs only at a word's start
-    ("statins -COVID-19", "statins ", (), ('"covid 19"',)),                          # a word of several: a phrase
-    ("marche +l'hom* -e-mai*", "marche l'hom ", ("l hom*",), ("e mai*",)),          # and begun: each word, the last begun
+    ("statins -COVID-19", "statins", (), ('"covid 19"',)),                          # a word of several: a phrase
+    ("marche +l'hom* -e-mai*", "marche l'hom", ("l hom*",), ("e mai*",)),          # and begun: each word, the last begun
     ("heart - failure +", "heart - failure +", (), ()),                            # a sign before no word: a dash
     ('"heart failure', '"heart failure', (), ()),                                  # no quote closes: as written
     ('"" "!!" statins', "statins", (), ()),                                        # phrases without words: nothing
-    ("+risk +risk -dose -dose", "risk risk ", ("risk",), ("dose",)),                # each condition once
+    ("+risk +risk -dose -dose", "risk risk", ("risk",), ("dose",)),                # each condition once
     ("-statins", "", (), ("statins",)),
-    ("“heart failure” \u2212mouse «blood pressure»", "heart failure blood pressure ",  # a phone's quotes, a minus
+    ("“heart failure” \u2212mouse «blood pressure»", "heart failure blood pressure",  # a phone's quotes, a minus
      ('"heart failure"', '"blood pressure"'), ("mouse",)),
 ])
 def test_query_texts_are_read_for_their_operators(text, scored, required, excluded):
@@ -56,6 +56,8 @@ def test_a_prefix_search_completes_only_a_word_the_query_ends_in(tmp_path):
     assert [h.id for h in retriever.search("heart -mouse", operators=True)] == ["heart"]
     assert [h.id for h in retriever.search('meals "heart disease"', operators=True)] == ["heart"]
     assert "burn" in [h.id for h in retriever.search("heart", operators=True)]  # still being typed: completed
+    assert scored_text("heart -mouse", True, retriever.query_side) == "heart "  # what highlights read too
+    assert scored_text("heart -mouse", True) == "heart" == parse_operators("heart -mouse").text  # no prefix: no space
 
 
 def test_the_conditions_join_the_searchs_own_filter():
