@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -78,6 +79,11 @@ class TrainingSet:
         too). So at most one pair per query in each; a pair that does not fit waits for a later batch."""
         order = list(self.pairs)
         rng.shuffle(order)
+        # the pairs a batch left waiting go on in the order of their queries' pairs, most first, then of their
+        # positive's sharing: each later batch takes one of each, and they spread over the epoch (in the shuffled
+        # order they were left to the end, a batch each: 35 batches of 1-2 pairs in 100 SciFact epochs, batch 32)
+        per_query = Counter(pair.query_id for pair in order)
+        sharing = Counter(pair.positive.id for pair in order)
         batches: list[list[TrainingPair]] = []
         pending = order
         while pending:
@@ -93,7 +99,7 @@ class TrainingSet:
                 else:
                     rest.append(pair)
             batches.append(batch)
-            pending = rest
+            pending = sorted(rest, key=lambda pair: (-per_query[pair.query_id], -sharing[pair.positive.id]))
         return batches
 
 

@@ -94,6 +94,23 @@ def test_no_batch_holds_a_query_s_own_positive_as_another_pair_s():
         assert max(map(len, batches)) > 1
 
 
+def test_pairs_kept_apart_still_fill_their_batches():
+    """Pairs that wait for a later batch were taken in the shuffled order, so the most shared positives were left to
+    the end, a tiny batch each (SciFact train, batch 32: 35 batches of 1 or 2 pairs in 100 epochs). They go first
+    among those waiting now: as few batches as the pairs need."""
+    from semiret.data import Document
+    from semiret.training.data import TrainingPair
+
+    documents = {f"d{i}": Document(f"d{i}", f"text {i}") for i in range(40)}
+    shared = [(f"s{q}", f"d{q % 6}") for q in range(36)]  # six positives of six queries each
+    alone = [(f"a{q}", f"d{6 + q}") for q in range(34)]
+    pairs = [TrainingPair(q, f"query {q}", documents[d]) for q, d in shared + alone]
+    training = TrainingSet(pairs, {q: {d} for q, d in shared + alone}, documents)
+    for seed in range(20):
+        sizes = sorted(map(len, training.batches(10, random.Random(seed))))
+        assert len(sizes) == 7 and sizes[0] == 10, (seed, sizes)
+
+
 def test_the_learning_rate_decays_to_0_on_the_last_step_whatever_each_epoch_s_count(training_set, tmp_path):
     """The decay's length was the batches of one order times the epochs, where pairs kept apart make each order's
     count differ: a last step trained at 0, or the rate stopped short of it. It is the count of the epochs drawn."""
