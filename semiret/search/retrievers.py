@@ -991,8 +991,16 @@ class Retriever:
         view = self.pinned()
         index = view.index
         if side == "query":
-            terms, weights, frequencies = index.scored_query(view.query_side.scored_queries(index, [text])[0])
-            found = _term_weights(_term_names(index, terms.tolist()), weights, frequencies)
+            query = view.query_side.scored_queries(index, [text])[0]
+            terms, weights, frequencies = index.scored_query(query)
+            # the index's terms a search drops for weighing 0 (an IDF of 0: a word deleted everywhere, Robertson's
+            # term in over half the documents), listed as they weigh
+            known = len(index.vocab) if index.vocab is not None else index_vocabulary(index).size
+            weightless = np.array(sorted({t for t, w in zip(np.asarray(query.terms).tolist(),
+                                                             np.asarray(query.weights).tolist())
+                                          if w > 0 and 0 <= t < known} - set(terms.tolist())), np.int64)
+            found = _term_weights(_term_names(index, terms.tolist()), weights, frequencies) + _term_weights(
+                _term_names(index, weightless.tolist()), np.zeros(len(weightless)), index.frequencies_of(weightless))
             return heaviest_first(found + [TermWeight(term, 0.0, 0) for term in view.query_side.unknown_terms(text)])
         document = Document("", text)
         if self.chunking is not None:

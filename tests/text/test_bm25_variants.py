@@ -165,3 +165,5 @@ def test_a_term_whose_robertson_idf_is_0_adds_nothing_and_lists_no_hit_twice(tmp
             ids = found.ids[0]
             assert len(ids) == len(set(ids)) == k, (prune, k)
             assert ids == found.ids[1] and found.scores[0] == pytest.approx(found.scores[1]), (prune, k)
+    listed = {t.term: (t.weight, t.document_frequency) for t in retriever.analyze("alpha beta")}
+    assert listed["alpha"] == (0.0, 3300) and listed["beta"][0] > 0  # analyze lists it, as it weighs
