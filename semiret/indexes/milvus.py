@@ -321,9 +321,8 @@ class MilvusIndex:
         yield self
 
     def check_new_ids(self, ids: list[str], replace: bool = False) -> None:
-        """Refuse ids of documents to add that repeat, are unusable (:data:`UNWRITABLE_ID_CHARACTERS` too) or,
-        without ``replace``, are in the collection already (one query for all of them)."""
-        _check_writable_ids(ids, self.name)
+        """Refuse ids of documents to add that repeat, are unusable or, without ``replace``, are in the
+        collection already (one query for all of them); those Milvus cannot hold, :meth:`validate` refuses."""
         check_new_ids(self.path, ids, self.present, replace)
 
     def add(self, batch: Postings | Embeddings, replace: bool = False, superseded: Iterable[str] = ()) -> int:
