@@ -1345,11 +1345,12 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     if as_json:
         print(json.dumps(figures))
         return
-    table = Table(title=f"{figures['retriever']} on {figures['dataset']} ({split}, {figures['queries']} queries)")
+    judged = (f"{figures['split']}, " if figures["split"] else f"judged in {Path(figures['qrels']).name}, ")
+    table = Table(title=f"{figures['retriever']} on {figures['dataset']} ({judged}{figures['queries']} queries)")
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():
-        if key not in ("retriever", "dataset", "split", "queries", "vs_baseline") and value not in (None, {}):
+        if key not in ("retriever", "dataset", "split", "qrels", "queries", "vs_baseline") and value not in (None, {}):
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     for name, versus in (figures["vs_baseline"] or {}).items():
         table.add_row(f"{name} vs baseline", f"{_difference(versus)}; {versus['better']} better, "
@@ -1390,6 +1391,13 @@ def _systems(given: list[str]) -> dict[str, list[Path]]:
     return systems
 
 
+def _judged_queries(count: int, collection, split: str) -> str:
+    """A table title's "300 test queries", or "300 queries judged in FILE" where ``--qrels`` gave the judgements
+    (the split then chooses nothing)."""
+    judged = collection.judged_split(split)
+    return f"{count} {judged} queries" if judged else f"{count} queries judged in {collection.qrels_path(split).name}"
+
+
 def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data: Path, split: str,
                      queries_file: Path | None, qrels_file: Path | None, measure: list[str] | None, test: str,
                      correction: str, as_json: bool) -> None:
@@ -1400,7 +1408,8 @@ def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data:
     from semiret.evaluation.metrics import parse_measures
     from semiret.evaluation.significance import check_baseline, compare_systems, mean_per_query
 
-    qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)
+    collection = Collection(dataset(str(data)), queries_file, qrels_file)
+    qrels = searched_qrels(collection, split)
     measures = parse_measures(measure)
     read: dict[str, list] = {}
     for name, paths in {**systems, **({"": baseline} if baseline else {})}.items():
@@ -1422,7 +1431,7 @@ def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data:
         print(json.dumps(figures))
         return
     title = f"{len(systems)} systems" + (f" against {' + '.join(p.name for p in baseline)}" if baseline else "")
-    table = Table(title=f"{title} ({len(qrels)} {split} queries)" + (
+    table = Table(title=f"{title} ({_judged_queries(len(qrels), collection, split)})" + (
         f"; p-values corrected ({correction}), * significant" if baseline else ""))
     table.add_column("system")
     for name in measures:
@@ -1507,7 +1516,8 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
                                 correction, as_json)
     if not run:
         raise SemiretError("give a TREC run to score (or several systems as --system NAME=RUN)")
-    qrels = searched_qrels(Collection(dataset(str(data)), queries_file, qrels_file), split)  # the queries `eval` scores
+    collection = Collection(dataset(str(data)), queries_file, qrels_file)
+    qrels = searched_qrels(collection, split)  # the queries `eval` scores
     measures = parse_measures(measure)
     baseline = baseline or []
     sides = [[read_trec_run(p) for p in paths] for paths in (run, baseline)]
@@ -1529,14 +1539,15 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
         return
     names = {side: " + ".join(p.name for p in paths) for side, paths in (("run", run), ("baseline", baseline))}
     if not baseline:
-        table = Table(title=f"{names['run']} ({len(qrels)} {split} queries)")
+        table = Table(title=f"{names['run']} ({_judged_queries(len(qrels), collection, split)})")
         for column in ("measure", "run"):
             table.add_column(column, justify="right")
         for name, value in figures["measures"].items():
             table.add_row(name, f"{value:.4f}")
         stdout.print(table)
         return
-    table = Table(title=f"{names['run']} against {names['baseline']} ({len(qrels)} {split} queries)")
+    table = Table(title=f"{names['run']} against {names['baseline']} "
+                        f"({_judged_queries(len(qrels), collection, split)})")
     for column in ("measure", "run", "baseline", "difference [95% CI] (p)", "better / worse"):
         table.add_column(column, justify="right")
     for name, v in figures["vs_baseline"].items():
@@ -1641,14 +1652,16 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
         raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
     wanted = _grid(grid)
     collection = Collection(dataset(str(data)), queries_file, qrels_file)
-    queries, qrels = collection.queries(split), searched_qrels(collection, split)
+    queries = collection.queries(split)
+    qrels = searched_qrels(collection, split, queries)
     if folds is not None:
         check_folds(folds, len(qrels))  # before any search
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever)
     settings = grid_search(searcher, queries, qrels, wanted, measure, depth, threads)
     as_opened = next(setting for setting in settings if not setting.options)
-    figures = {"retriever": searcher.name, "measure": measure, "split": split, "queries": len(as_opened.per_query),
+    figures = {"retriever": searcher.name, "measure": measure, "split": collection.judged_split(split),
+               "qrels": str(collection.qrels_path(split)), "queries": len(as_opened.per_query),
                "settings": [{"options": s.options, "score": round(s.score, 6)} for s in settings],
                "best": settings[0].options, "as_opened": round(as_opened.score, 6)}
     if folds is not None:
@@ -1656,7 +1669,8 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
     if as_json:
         print(json.dumps(figures))
         return
-    table = Table(title=f"{searcher.name} on {split} ({figures['queries']} queries): {measure}, best first")
+    table = Table(title=f"{searcher.name} ({_judged_queries(figures['queries'], collection, split)}): {measure}, "
+                        "best first")
     for column in ("options", measure):
         table.add_column(column, justify="right" if column == measure else "left")
     for setting in settings[:20]:

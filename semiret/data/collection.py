@@ -747,6 +747,11 @@ class Collection:
     def qrels_path(self, split: str) -> Path:
         return self.qrels_file or self.root / "qrels" / f"{split}.tsv"
 
+    def judged_split(self, split: str) -> str | None:
+        """The split whose judgements are read: None where a qrels file of its own is given (``--qrels``), which
+        ``split`` then does not choose, so that figures are never labelled with a split they were not scored on."""
+        return split if self.qrels_file is None else None
+
     @property
     def queries_path(self) -> Path:
         return self.queries_file or beir_file(self.root, "queries")
@@ -782,11 +787,13 @@ class Collection:
         return selected
 
 
-def searched_qrels(collection: "Collection", split: str) -> dict[str, dict[str, int]]:
+def searched_qrels(collection: "Collection", split: str,
+                   queries: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
     """``split``'s judgements of the queries that have a text (what ``eval`` searches and ``compare`` scores:
     a judged query without one cannot be searched, so it is left out of every mean rather than averaged as a 0;
-    :meth:`Collection.queries` warns of them)."""
-    queries = collection.queries(split)
+    :meth:`Collection.queries` warns of them). ``queries``: the split's, where the caller has read them already
+    (read once, its warning is given once)."""
+    queries = collection.queries(split) if queries is None else queries
     return {query_id: judged for query_id, judged in collection.qrels(split).items() if query_id in queries}
 
 

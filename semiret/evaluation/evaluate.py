@@ -97,7 +97,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                            "which a diversified search does not do")
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
-    qrels = searched_qrels(collection, split)
+    qrels = searched_qrels(collection, split, queries)
     measure_objects = parse_measures(measures)
     check_measures(measure_objects, qrels)  # before any index is opened or searched
     warn_deeper_measures(measure_objects, depth)
@@ -171,7 +171,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             latencies.append((time.perf_counter() - start) * 1000)
 
         figures = {
-            "retriever": retriever, "dataset": collection.name, "split": split, "queries": len(query_ids),
+            "retriever": retriever, "dataset": collection.name, "split": collection.judged_split(split),
+            "qrels": str(collection.qrels_path(split)), "queries": len(query_ids),
             **score_run(run, qrels, measure_objects),
             "index_build_s": round(build_seconds, 3) if build_seconds is not None else None,
             "index_size_mb": _megabytes(searcher.index.size_on_disk()),

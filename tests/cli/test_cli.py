@@ -270,6 +270,11 @@ def test_eval_and_compare_read_queries_and_judgements_from_files_of_their_own(be
     files = json.loads(invoke("eval", "--data", corpus, "--queries", topics, "--qrels", qrels, "--json",
                               "--run", tmp_path / "files.trec").stdout)
     assert (files["queries"], files["nDCG@10"], files["R@100"]) == (folder["queries"], folder["nDCG@10"], folder["R@100"])
+    # judgements of a file of their own are no split's: the figures say which file, not the --split that chose nothing
+    assert (folder["split"], files["split"], files["qrels"]) == ("test", None, str(qrels))
+    labelled = " ".join(invoke("eval", "--data", corpus, "--queries", topics, "--qrels", qrels, "--split",
+                               "train").stdout.split())
+    assert "judged in judged.txt" in labelled and "train" not in labelled
     assert (tmp_path / "files.trec").read_text() == (tmp_path / "folder.trec").read_text()
     compared = json.loads(invoke("compare", tmp_path / "files.trec", "--baseline", tmp_path / "folder.trec", "--data",
                                  corpus, "--queries", topics, "--qrels", qrels, "--json").stdout)
