@@ -450,12 +450,18 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         rows = [(str(rank), escape(hit.id), f"{hit.score:.3f}", *([escape(json.dumps(hit.group))] if group_by else []))
                 for rank, hit in enumerate(hits, 1)]
         widths = [max([len(name)] + [len(row[n]) for row in rows]) for n, (name, _) in enumerate(columns)]
+        shows_text = bool(show_text or highlight)
+        # on a narrow terminal the text gives way, then a long id folds onto more lines (a file's path), never the
+        # rank, score or group (3 cells of padding and border a column)
+        borders = 3 * (len(widths) + shows_text + 1) + 1
+        widths[1] = min(widths[1], max(8, stdout.width - (sum(widths) - widths[1]) - borders - 10 * shows_text))
         table = Table(title=escape(text), show_lines=False)
         for width, (name, justify) in zip(widths, columns):
-            table.add_column(name, justify=justify, no_wrap=True, min_width=width)
-        # on a narrow terminal the text gives way, never the rank, id or score (3 cells of padding and border each)
-        room = min(90, max(10, stdout.width - sum(widths) - 3 * (len(widths) + 1) - 1))
-        if show_text or highlight:
+            folds = name == "id"
+            table.add_column(name, justify=justify, no_wrap=not folds, overflow="fold" if folds else "ellipsis",
+                             min_width=width, max_width=width if folds else None)
+        room = min(90, max(10, stdout.width - sum(widths) - borders))
+        if shows_text:
             table.add_column("highlights" if highlight else "text", no_wrap=True, max_width=room)
         for row, hit in zip(rows, hits):
             if highlight:
@@ -463,7 +469,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             else:
                 passage = " ".join((hit.text or "").split())
                 shown = _marked([(passage, False)], room)  # cut by screen cells: no accent or wide character split
-            table.add_row(*row, *([shown] if show_text or highlight else []))
+            table.add_row(*row, *([shown] if shows_text else []))
         stdout.print(table)
 
 

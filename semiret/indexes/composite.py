@@ -39,11 +39,15 @@ from semiret.indexes.segments import (
     backup_files,
     writer_locks,
 )
-from semiret.indexes.storage import COMPOSITE_FORMAT, META_FILE, read_meta
+from semiret.indexes.storage import COMPOSITE_FORMAT, META_FILE, commit_stamp, read_meta
 
 
 PENDING = "commit"
 """The composite ``meta.json`` entry recording, while a change commits, every part's new ``meta.json``."""
+
+PUBLICATION_PATIENCE = 1.0
+"""Seconds a refresh waits for a writer publishing a change in every part (milliseconds: a ``meta.json`` written
+per part) before it takes the write lock, in case that writer died."""
 
 
 @register_index_format
@@ -61,6 +65,7 @@ class CompositeIndex:
         self._writer = threading.RLock()  # one writing thread in this process (the file lock excludes the others)
         self._write_depth = 0
         self._publishing = threading.Lock()  # held while the parts' commits are published and while a view pins them
+        self._stable_stamp = None  # the composite meta.json's stamp when the parts were last read as one change
 
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[dict], parts: dict[str, dict],
@@ -228,8 +233,37 @@ class CompositeIndex:
 
     # ------------------------------------------------------------------ readers and writers (as in every part)
     def refresh(self, wait: bool = False) -> bool:
-        """Pick up what other processes committed to any part (:meth:`SegmentedIndex.refresh`)."""
-        return any([part.refresh(wait) for part in self.parts.values()])
+        """Pick up what other processes committed to any part (:meth:`SegmentedIndex.refresh`), every part at one
+        change: a writer in another process publishes its parts one by one while the composite's ``meta.json``
+        records its change (:meth:`_changed_together`), so the parts are read while that file stands still and
+        records none, else read again (put back as they were meanwhile: a view pins the old change, never half the
+        new). A change whose writer died publishing it is completed, as :meth:`open` completes it."""
+        waited_since = None
+        while True:
+            stamp = commit_stamp(self.path)
+            if stamp != self._stable_stamp and PENDING in read_meta(self.path, self.FORMAT):
+                waited_since = waited_since or time.monotonic()
+                self._await_publication(time.monotonic() - waited_since)
+                continue
+            with self._publishing:
+                before = {name: part.snapshot for name, part in self.parts.items()}
+                refreshed = any([part.refresh(wait) for part in self.parts.values()])
+                if commit_stamp(self.path) == stamp:
+                    self._stable_stamp = stamp
+                    return refreshed
+                for name, part in self.parts.items():  # a change was published while the parts were read
+                    with part._publishing:
+                        part.snapshot = before[name]
+
+    def _await_publication(self, waited: float) -> None:
+        """Wait a little for a writer to publish its change in every part; after :data:`PUBLICATION_PATIENCE`
+        seconds, for its write lock, and complete what a writer that died left (this thread holds no lock a
+        writer of this process would wait for)."""
+        if waited < PUBLICATION_PATIENCE:
+            time.sleep(0.001)
+            return
+        with exclusive_lock(self.path / LOCK_FILE, reading=True):
+            _complete_commit_if_writable(self.path)
 
     def pinned(self) -> "CompositeIndex":
         """A read-only view of every part's current commit (:meth:`SegmentedIndex.pinned`), of one change: never a
@@ -340,11 +374,15 @@ class CompositeIndex:
             return self._changed_together(add_part)[next(iter(self.parts))]
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
-        """Delete the documents in every part, in one commit; returns how many the first part held."""
+        """Delete the documents in every part, in one commit; returns how many the first part held (none, with
+        ``missing_ok``: no commit)."""
         doc_ids = list(doc_ids)
         first = next(iter(self.parts))
-        deleted = self._changed_together(lambda name, part, draft: draft._mark_deleted(
-            doc_ids, missing_ok=missing_ok or name != first))
+        with self.writing():
+            if missing_ok and not any(doc_id in self for doc_id in doc_ids):
+                return 0
+            deleted = self._changed_together(lambda name, part, draft: draft._mark_deleted(
+                doc_ids, missing_ok=missing_ok or name != first))
         return deleted[first]
 
     def delete_where(self, wanted) -> int:

@@ -900,27 +900,11 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
                            "to update")
     wanted = checked_filter(index, spec, "update by") if doc_ids is None else None
     with index.writing():
-        if doc_ids is None:  # an empty filter: every document, as Qdrant's
-            searched = index.first if hasattr(index, "parts") else index
-            targets = (searched.restricted(wanted) if wanted is not None else searched).live_ids()
-        else:
-            asked = list(dict.fromkeys(doc_ids))
-            direct = [d for d in asked if d in index]  # documents, or passages by their own ids
-            of_documents = passage_ids(index, [d for d in asked if d not in index]) if index.meta.get(
-                "chunking") else []
-            parents = set(field_values(index, of_documents, (PARENT_FIELD,)).values())
-            unknown = set(asked) - set(direct) - parents
-            if unknown and not missing_ok:
-                raise SemiretError(f"no document {sorted(unknown)[0]!r} in {index.path}: no metadata was changed")
-            targets = direct + of_documents
+        targets = metadata_targets(index, doc_ids, wanted, missing_ok)
         if not targets:
             return 0
         chunked = bool(index.meta.get("chunking"))
-        if chunked:  # a document's metadata is its passages': all of them change, added again together, in order
-            # (a passage a filter or its id picked, added again alone, was stored apart from the others: the
-            # document no longer read back, and its passages held different metadata)
-            parents = list(dict.fromkeys(field_values(index, targets, (PARENT_FIELD,)).values()))
-            targets = passage_ids(index, parents)
+        parents = list(dict.fromkeys(field_values(index, targets, (PARENT_FIELD,)).values())) if chunked else []
         changed = {}
         own = (PARENT_FIELD, CHUNK_FIELD) if chunked else ()  # what makes a passage one
         for doc_id, document in index.get_documents(targets).items():
@@ -937,6 +921,29 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
             batch = index.stored_batch(changed)
         index.add(batch, replace=True)
     return len(changed)
+
+
+def metadata_targets(index, doc_ids: list[str] | None, wanted, missing_ok: bool = False) -> list[str]:
+    """The documents (or passages) whose metadata :func:`set_metadata` sets: those of ``doc_ids`` (an unknown id an
+    error unless ``missing_ok``), else those passing ``wanted`` (a checked filter; None: every document, as
+    Qdrant's empty filter). In an index of passages, all the passages of each document named or passing."""
+    if doc_ids is None:
+        searched = index.first if hasattr(index, "parts") else index
+        targets = (searched.restricted(wanted) if wanted is not None else searched).live_ids()
+    else:
+        asked = list(dict.fromkeys(doc_ids))
+        direct = [d for d in asked if d in index]  # documents, or passages by their own ids
+        of_documents = passage_ids(index, [d for d in asked if d not in index]) if index.meta.get("chunking") else []
+        parents = set(field_values(index, of_documents, (PARENT_FIELD,)).values())
+        unknown = set(asked) - set(direct) - parents
+        if unknown and not missing_ok:
+            raise SemiretError(f"no document {sorted(unknown)[0]!r} in {index.path}: no metadata was changed")
+        targets = direct + of_documents
+    if targets and index.meta.get("chunking"):  # a document's metadata is its passages': all of them change, added
+        # again together, in order (a passage a filter or its id picked, added again alone, was stored apart from
+        # the others: the document no longer read back, and its passages held different metadata)
+        targets = passage_ids(index, list(dict.fromkeys(field_values(index, targets, (PARENT_FIELD,)).values())))
+    return targets
 
 
 def passage_ids(index, parents: list[str]) -> list[str]:

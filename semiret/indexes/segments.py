@@ -1152,9 +1152,14 @@ class SegmentedIndex(ABC):
                          if entry.name.startswith("seg-") and entry.name not in before and entry.name not in listed])
 
     def delete(self, doc_ids: Iterable[str], missing_ok: bool = False) -> int:
-        """Mark documents deleted; they vanish from searches at once. Returns how many were deleted."""
-        with self._change() as draft:
-            return draft._mark_deleted(doc_ids, missing_ok)
+        """Mark documents deleted; they vanish from searches at once. Returns how many were deleted (none held, with
+        ``missing_ok``: no commit, as :meth:`delete_where`'s)."""
+        doc_ids = list(doc_ids)
+        with self.writing():
+            if missing_ok and not any(doc_id in self for doc_id in doc_ids):
+                return 0
+            with self._change() as draft:
+                return draft._mark_deleted(doc_ids, missing_ok)
 
     def delete_where(self, wanted) -> int:
         """Delete the live documents whose stored metadata passes ``wanted`` (a

@@ -21,7 +21,7 @@ from pathlib import Path
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.filters import documents_by_id, passage_ids
+from semiret.indexes.filters import checked_filter, documents_by_id, metadata_targets, passage_ids
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.operators import query_filter, scored_text
@@ -332,7 +332,7 @@ class ServedIndex:
             if self.writer is None:
                 return getattr(self, method)(*args)
             result = self.writer.write(self.name, (str(self.path), self.retriever_name), method, *args,
-                                       on_redo=self._redone_delete(args[0]) if method == "_delete" else None)
+                                       on_redo=self._redo_answer(method, *args))
         except (IndexFormatError, OSError):
             # its folder went (a delete renames it away), or holds another index (a backup restored over it, deleted
             # and made again: this write reached neither); a meta.json alone gone is a broken index
@@ -354,22 +354,51 @@ class ServedIndex:
             # over it): the write stands, and the next request opens that index here
         return result
 
-    def _redone_delete(self, doc_ids: list[str]):
-        """What a delete of ``doc_ids`` done again answers (:meth:`WriterProcess.write`'s ``on_redo``): what the
-        index held of them before the first attempt (a view of that commit, kept, read only if the delete is done
-        again) and no longer holds, as the first may have deleted them and died before answering; passages of the
-        documents, where the index holds passages, as a delete counts them."""
+    def _redo_answer(self, method: str, *args):
+        """What a write done again answers (:meth:`WriterProcess.write`'s ``on_redo``), where the first attempt may
+        have landed and died before answering, so that the second finds its work done: a delete's count of what the
+        index held before the first attempt (a view of that commit, kept, read only if the write is done again) and
+        no longer holds; a metadata update by filter, of what passed it then and holds other metadata now (an update
+        that makes its own filter fail finds nothing to do again). None for the writes that answer alike twice (an
+        add replaces by id; an update by ids finds the same documents)."""
+        if method == "_delete":
+            doc_ids = args[0]
+
+            def held(index) -> set[str]:
+                if self.retriever.chunking is not None:  # passages of the documents, as a delete counts them
+                    return set(passage_ids(index, list(doc_ids)))
+                return {doc_id for doc_id in doc_ids if doc_id in index}
+
+            return self._answer_landed(lambda before, now: len(held(before) - held(now)))
+        if not hasattr(self.index, "restricted"):  # a Milvus collection (no writer process there): no past commit kept
+            return None
+        if method == "_delete_where":
+            def deleted(before, now) -> int:
+                return sum(doc_id not in now for doc_id in before.restricted(self._filter(args[0], "delete by"))
+                           .live_ids())
+
+            return self._answer_landed(deleted)
+        if method == "_set_metadata" and args[1] is None:
+            def updated(before, now) -> int:
+                targets = metadata_targets(before, None, self._filter(args[2], "update by"))
+                then, later = before.get_documents(targets), now.get_documents(targets)
+                return sum(doc_id in later and later[doc_id].metadata != then[doc_id].metadata for doc_id in targets)
+
+            return self._answer_landed(updated)
+        return None
+
+    def _filter(self, spec: dict, action: str):
+        return checked_filter(self.index, spec, action)
+
+    def _answer_landed(self, landed):
+        """``on_redo`` answering the larger of the redone write's count and ``landed(before, now)``: what the first
+        attempt did, read from the commit before it and the one after the redo."""
         self.refresh()
         before = self.index.pinned()
 
-        def held(index) -> set[str]:
-            if self.retriever.chunking is not None:
-                return set(passage_ids(index, list(doc_ids)))
-            return {doc_id for doc_id in doc_ids if doc_id in index}
-
         def answer(redone: int) -> int:
             self.refresh(wait=True)
-            return max(redone, len(held(before) - held(self.index.pinned())))
+            return max(redone, landed(before, self.index.pinned()))
 
         return answer
 

@@ -82,6 +82,21 @@ def test_a_narrow_search_table_shortens_the_text_not_the_ids_or_scores(index_dir
     assert max(map(len, table.splitlines())) <= 36 and "…" in table
 
 
+def test_a_long_id_folds_in_a_search_table_and_keeps_its_rank_and_score(tmp_path, monkeypatch):
+    """A file's path as its id, 70 characters at 80 columns, took every cell: the rank and score were gone."""
+    long_id = "projects/2024-quarterly-planning/engineering/infrastructure-notes/minutes.md"
+    write_jsonl(tmp_path / "docs.jsonl", [{"_id": long_id, "text": "statins reduce cholesterol"},
+                                          {"_id": "short", "text": "statins and hearts"}])
+    invoke("index", "--data", tmp_path / "docs.jsonl", "--out", tmp_path / "idx")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(cli, "stdout", Console())
+    table = invoke("search", "--index", tmp_path / "idx", "statins").stdout
+    rows = [line for line in table.splitlines() if line.startswith("│ ")]
+    assert [row.split("│")[1].strip() for row in rows][:2] == ["1", "2"] and table.count("0.") >= 2
+    assert long_id in "".join(row.split("│")[2].strip() for row in rows)  # folded onto two lines, whole
+    assert max(map(len, table.splitlines())) <= 80
+
+
 def test_a_file_of_queries_is_searched_into_a_trec_run(index_dir, tmp_path):
     from semiret.data import read_trec_run
 

@@ -22,6 +22,7 @@ import semiret.files
 from semiret.data import Document, iter_corpus
 from semiret.errors import SemiretError
 from semiret.indexes import open_index, segments
+from semiret.indexes.storage import commit_stamp
 from semiret.search import BM25Retriever, open_retriever
 
 from helpers import SCIFACT, TINY_DOCS, require_shared_data, write_jsonl
@@ -325,6 +326,40 @@ def test_a_hybrid_change_killed_at_any_write_leaves_its_parts_alike(tmp_path, ch
         assert [hit.id for hit in hybrid.search("quokka", k=2)] == (["new"] if change == "add" and done else [])
         assert hybrid.delete(["d2"]) == 1 and hybrid.add([Document("d2", "cats again")]) == 1
         assert {part.n_docs for part in open_retriever(path).index.parts.values()} == {len(lexical)}
+
+
+def test_a_hybrid_reader_refreshes_its_parts_onto_one_change(tmp_path, monkeypatch):
+    """A reader in another process refreshed a hybrid's parts one by one: a change published between its reads of
+    the two parts, or half published by a writer that died, left it searching one part's new commit beside the
+    other's old one. It reads its parts again until they are of one change, and completes a dead writer's."""
+    from semiret.search import HybridRetriever
+
+    path = tmp_path / "hybrid"
+    HybridRetriever.build([Document(f"d{i}", f"cats and dogs {i}") for i in range(4)], path, neural="idf")
+    reader, writer = open_retriever(path), open_retriever(path)  # two processes' handles: locks of their own
+    lexical = reader.index.parts["lexical"]
+    refresh = type(lexical).refresh
+
+    def published_meanwhile(self, wait=False):  # the writer's change lands once the first part is read
+        refreshed = refresh(self, wait)
+        if self is lexical and not writer.index.refresh() and "new" not in writer.index:
+            writer.add([Document("new", "quokka cats")])
+        return refreshed
+
+    monkeypatch.setattr(type(lexical), "refresh", published_meanwhile)
+    reader.index.refresh()
+    monkeypatch.undo()
+
+    def parts(retriever):
+        return {name: sorted(part.pinned().live_ids()) for name, part in retriever.index.parts.items()}
+
+    assert list(parts(reader).values()) == [sorted([f"d{i}" for i in range(4)] + ["new"])] * 2
+    killed = subprocess.run([sys.executable, "-c", KILL_HYBRID_WRITER, str(path), "delete", "3"])
+    assert killed.returncode == -signal.SIGKILL  # the record and the first part written, the second not
+    assert reader.index.refresh() and parts(reader)["lexical"] == parts(reader)["neural"]
+    assert "d1" not in reader.index and [hit.id for hit in reader.search("dogs 1", k=5) if hit.id == "d1"] == []
+    stamp = commit_stamp(path)
+    assert writer.delete(["d1", "gone"], missing_ok=True) == 0 and commit_stamp(path) == stamp  # nothing: no commit
 
 
 def test_a_hybrid_writer_that_opened_it_before_a_rebuild_keeps_the_rebuilds_record(tmp_path):

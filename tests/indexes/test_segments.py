@@ -13,7 +13,7 @@ from semiret.data import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import DenseIndex, InvertedIndex, open_index, segments
 from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
-from semiret.indexes.storage import load_array
+from semiret.indexes.storage import commit_stamp, load_array
 
 from helpers import leftovers
 
@@ -102,6 +102,8 @@ def test_a_registered_kind_builds_changes_and_opens_through_open_index(tmp_path,
     index.add(priorities({"d": 4}))
     assert index.search(k=2).ids == [["b", "d"]] and len(index.segments) == 2
     assert index.delete(["b", "zz"], missing_ok=True) == 1
+    stamp = commit_stamp(index.path)
+    assert index.delete(["b", "zz"], missing_ok=True) == 0 and commit_stamp(index.path) == stamp  # nothing: no commit
     index.add(priorities({"a": 9}), replace=True)
     reopened = open_index(tmp_path / "idx")
     assert reopened.search(k=3).ids == [["a", "d", "c"]] and reopened.search(k=3).scores == [[9.0, 4.0, 3.0]]

@@ -670,9 +670,17 @@ def test_a_delete_done_again_by_a_new_writer_answers_what_the_first_deleted(inde
     from semiret.serving.writer import WriterProcess
 
     served = ServedIndex("tiny", indexes["tiny"], 8)
-    answer = served._redone_delete(["d1", "d2", "nope"])
+    answer = served._redo_answer("_delete", ["d1", "d2", "nope"])
     served.retriever.delete(["d1", "d2"])  # the first attempt: committed, then its process died
     assert answer(0) == 2
+    # by a filter: a redo found nothing left to delete, or to update where the update made its own filter fail
+    served.retriever.set_metadata({"reviewed": False}, ["d3", "d4"])
+    answer = served._redo_answer("_set_metadata", {"reviewed": True}, None, {"reviewed": False}, False)
+    assert served.retriever.set_metadata({"reviewed": True}, filter={"reviewed": False}) == 2
+    assert answer(0) == 2
+    answer = served._redo_answer("_delete_where", {"reviewed": True})
+    assert served.retriever.delete_where({"reviewed": True}) == 2 and answer(0) == 2
+    assert served._redo_answer("_upsert", []) is None  # an add answers alike twice
     from semiret.data import Document
     from semiret.data.chunking import Chunking
     from semiret.search import BM25Retriever
@@ -680,7 +688,7 @@ def test_a_delete_done_again_by_a_new_writer_answers_what_the_first_deleted(inde
     BM25Retriever.build([Document("a", "one two three four five six seven"), Document("b", "eight nine")],
                         indexes["tiny"] + "-passages", chunking=Chunking(2))
     passages = ServedIndex("p", indexes["tiny"] + "-passages", 8)
-    answer = passages._redone_delete(["a"])
+    answer = passages._redo_answer("_delete", ["a"])
     deleted = passages.retriever.delete(["a"])  # its passages, counted
     assert deleted == 4 and answer(0) == deleted
 
