@@ -707,16 +707,22 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     if watch is not None and (not sync or corpus == "-" or not watch > 0):
         raise SemiretError("--watch SECONDS (more than 0) syncs a corpus file or folder again and again: give --sync "
                            "too, and a file or folder rather than standard input")
+    if force and not sync:
+        raise SemiretError("--force goes with --sync (it lets a sync delete more documents than it keeps); an add "
+                           "deletes nothing")
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
 
+    def documents(source):  # the index's recorded fields are not asked of a file that names no columns
+        return iter_corpus(source, fields, recorded_fields=metadata_fields is None)
+
     def synced():  # a folder's files whose bytes are unchanged are not parsed
         return (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
                 if source.is_dir() and not corpus_file(source).is_file() else  # (a folder emptied too)
-                searcher.sync(iter_corpus(source, fields), buffer_mb=buffer_mb, total=count_documents(source),
-                              force=force, ids=(d.id for d in iter_corpus(source, fields))))  # a first read: ids
+                searcher.sync(documents(source), buffer_mb=buffer_mb, total=count_documents(source),
+                              force=force, ids=(d.id for d in documents(source))))  # a first read: ids
 
     def held() -> str:
         segments = getattr(searcher.index, "segments", None)
@@ -725,7 +731,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
 
     with _corpus_source(corpus) as source:
         if not sync:
-            added = searcher.add(iter_corpus(source, fields), replace=replace, buffer_mb=buffer_mb,
+            added = searcher.add(documents(source), replace=replace, buffer_mb=buffer_mb,
                                  total=count_documents(source))
             done = "added or replaced" if replace else "added"  # (which of them were there, the index no longer says)
             console.print(f"{done} {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")

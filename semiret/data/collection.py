@@ -373,12 +373,13 @@ class _FieldNotes:
     kept: set[str] = field(default_factory=set)
 
 
-def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = None,
-                 notes: _FieldNotes | None = None) -> Iterator[tuple[int, str, str, str, dict | None]]:
+def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = None, notes: _FieldNotes | None = None,
+                 recorded_fields: bool = False) -> Iterator[tuple[int, str, str, str, dict | None]]:
     """``(line, id, text, title, metadata)`` of each row of a TSV or CSV file: columns by position (the layout of
     ``columns``), or by the names of a first row naming them, which also names the columns ``metadata_fields`` lifts
     into each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (``notes``). A
-    row with more columns than that is an error rather than a text cut at its first tab (or comma)."""
+    row with more columns than that is an error rather than a text cut at its first tab (or comma). Metadata fields
+    asked of a file without such a row are an error, unless ``recorded_fields`` (an index's record, not asked for)."""
     delimiter = _delimiter(path)
     layout = columns[3].replace("<TAB>", "<TAB>" if delimiter == "\t" else delimiter)
     named, width, first, lifted = (), columns[3].count("<TAB>") + 1, True, []  # no header: by position
@@ -402,7 +403,7 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
                     kept = {name.lower() for name, _ in lifted}
                     notes.kept.update(name for name in metadata_fields or () if name.lower() in kept)
                 continue
-            if metadata_fields:
+            if metadata_fields and not recorded_fields:
                 raise DataFormatError("metadata fields are columns a first row names, and this file's first row "
                                       f"names no id column ({', '.join(columns[0])}) beside a text ("
                                       f"{', '.join(columns[1])}) or title column", path, line)
@@ -410,6 +411,10 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
             if len(row) > width:
                 raise DataFormatError(f"{len(row)} columns, but the header on line {header_line} names {width}",
                                       path, line)
+            reached = [k is not None and k < len(row) for k in named]  # (id, text, title): a row cut short
+            if not reached[0] or not (reached[1] or reached[2]):  # no id, or neither a text nor a title (as JSONL's)
+                raise DataFormatError(f"{len(row)} of the {width} columns the header on line {header_line} names: "
+                                      f"no {'id' if not reached[0] else 'text or title'} cell", path, line)
             metadata = {name: _cell_value(row[k]) for name, k in lifted if k < len(row) and row[k]}
             yield line, *(row[k] if k is not None and k < len(row) else "" for k in named), metadata or None
         else:
@@ -435,13 +440,16 @@ cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M chara
 
 
 def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
-                skip_ids: Container[str] = (), folder: bool = False) -> Iterator[Document]:
+                skip_ids: Container[str] = (), folder: bool = False, recorded_fields: bool = False
+                ) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
     file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not. ``metadata_fields``
     names the other fields (columns) to keep in each document's metadata (``["*"]``: all of them); without it, the
     other fields of the first document are named in a warning. ``skip_ids``: the documents of a folder of documents
     not to read (their files unchanged: ``Retriever.sync_folder``); other corpora take none. ``folder``: ``path`` is
     a folder of documents, read even when it holds none now (its files all removed: a sync deletes their documents).
+    ``recorded_fields``: ``metadata_fields`` are those an index was built with (``semiret add``), not asked for, so a
+    TSV or CSV file without a first row naming its columns is read without them (warned), not refused.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
@@ -459,7 +467,7 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
     def until_malformed() -> Iterator[tuple[int, Document]]:
         nonlocal truncated, first_truncated
         try:
-            for line, document in _corpus_records(path, metadata_fields, notes, skip_ids):
+            for line, document in _corpus_records(path, metadata_fields, notes, skip_ids, recorded_fields):
                 if len(document.text) > MAX_DOC_CHARS:
                     truncated, first_truncated = truncated + 1, first_truncated or document.id
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
@@ -506,11 +514,13 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
 
 
 def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None, notes: _FieldNotes | None = None,
-                    skip_ids: Container[str] = ()) -> Iterator[tuple[int, Document]]:
+                    skip_ids: Container[str] = (), recorded_fields: bool = False) -> Iterator[tuple[int, Document]]:
     """``(line, document)`` for each record of a corpus file (of a folder's files, those ``skip_ids`` does not name),
-    ids not checked yet; what ``notes`` learns of the fields it does not read, when given."""
+    ids not checked yet; what ``notes`` learns of the fields it does not read, when given (``recorded_fields``:
+    :func:`iter_corpus`'s)."""
     if _delimiter(path):
-        for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, notes):
+        for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, notes,
+                                                                recorded_fields):
             yield line, Document(doc_id, text, title, metadata)
     else:
         first, folder = True, path.is_dir()

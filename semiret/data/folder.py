@@ -226,7 +226,8 @@ def _front_matter(text: str, notes: _Notes) -> tuple[str, dict]:
         return text, {}
     if fields is None:  # an empty front matter
         fields = {}
-    if not isinstance(fields, dict):
+    if not isinstance(fields, dict):  # a list or a lone value (a rule and a list in Markdown, maybe): text, noted
+        notes.unparsed.append(f"{notes.current} (not a mapping of fields)")
         return text, {}
     return text[match.end():], {str(name): _json_value(value) for name, value in fields.items()}
 

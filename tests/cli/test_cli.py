@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import pytest
 from rich.console import Console
@@ -172,8 +173,6 @@ def test_a_dash_reads_the_corpus_from_standard_input(tmp_path):
 def test_warnings_about_standard_input_name_it(tmp_path, caplog):
     """A warning about what standard input held names ``<stdin>``, as its errors do, not the temporary file it was
     spooled to."""
-    import logging
-
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"_id": "a", "text": "hello"}\n')
     assert runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "idx")]).exit_code == 0
@@ -643,6 +642,28 @@ def test_commands_whose_index_comes_first_take_it_as_index_too(tmp_path):
     for wrong in (["count"], ["count", index, "--index", index], ["facet", "--index", index], ["backup", index]):
         refused = runner.invoke(app, wrong)
         assert refused.exit_code == 2 and "each once (got" in refused.output, wrong
+
+
+def test_add_reads_files_without_the_columns_an_index_records_and_refuses_rows_cut_short(tmp_path, caplog):
+    """An index built with --metadata-fields refused every later TSV without a header row (an option the add was
+    never given named in the error); a CSV row with no text cell was stored as an empty document; --force without
+    --sync was accepted and did nothing."""
+    (tmp_path / "c.csv").write_text("id,text,year\na,statins heart,2020\nb,cancer,2021\n")
+    index = tmp_path / "i"
+    invoke("index", "--data", tmp_path / "c.csv", "--out", index, "--metadata-fields", "year")
+    (tmp_path / "plain.tsv").write_text("n1\tnew document about statins\n")
+    with caplog.at_level(logging.WARNING):
+        invoke("add", "--index", index, tmp_path / "plain.tsv")
+    assert "no document has the field 'year'" in caplog.text  # read without it, warned
+    assert json.loads(invoke("get", "--index", index, "n1").stdout)["text"] == "new document about statins"
+    asked = invoke("add", "--index", index, tmp_path / "plain.tsv", "--metadata-fields", "year", ok=False)
+    assert asked.exit_code == 2 and "first row names no id column" in asked.output  # asked for: still refused
+    (tmp_path / "short.csv").write_text("id,title,text\n1,First,statins lower cholesterol\n2,Second\n3\n")
+    cut = invoke("index", "--data", tmp_path / "short.csv", "--out", tmp_path / "short", ok=False)
+    assert cut.exit_code == 2 and "short.csv:4: 1 of the 3 columns" in cut.output and "no text or title" in cut.output
+    forced = invoke("add", "--index", index, tmp_path / "plain.tsv", "--replace", "--force", ok=False)
+    assert forced.exit_code == 2 and "--force goes with --sync" in forced.output
+    assert invoke("count", index).stdout.strip() == "3"
 
 
 def test_get_shows_stored_documents_by_id(tmp_path):

@@ -311,6 +311,11 @@ def test_a_front_matter_that_is_not_yaml_stays_text(tmp_path, caplog):
         [document] = iter_corpus(tmp_path)
     assert document.text.startswith("---\ntitle: [unclosed")
     assert "1 file with a front matter that does not parse, read as text: a.md (while parsing" in caplog.text
+    (tmp_path / "a.md").write_text("---\n- a list\n- of items\n---\nBody.\n")  # parses, but names no fields
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        [document] = iter_corpus(tmp_path)
+    assert document.text.startswith("---\n- a list") and "a.md (not a mapping of fields)" in caplog.text
 
 
 def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_path):
