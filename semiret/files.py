@@ -36,18 +36,34 @@ def atomic_write_json(path: Path, data: dict) -> None:
 
 def atomic_write_text(path: Path, text: str | Iterable[str]) -> None:
     """Replace ``path`` with ``text`` (or its pieces, written as they come) in one rename (an interrupted write
-    leaves the old file or none, never half of one); durable once this returns."""
+    leaves the old file or none, never half of one); durable once this returns. The new file is modified later than
+    the one it replaces (:func:`_modified_after`)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text) if isinstance(text, str) else handle.writelines(text)
             handle.flush()
             os.fsync(handle.fileno())
+        _modified_after(tmp, path)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def _modified_after(new: Path, replaced: Path) -> None:
+    """Give ``new`` a modification time later than ``replaced``'s, to the nanosecond. Readers tell an index's commits
+    apart by the ``meta.json``'s inode, size and modification time (:func:`~semiret.indexes.storage.commit_stamp`);
+    where the file system's clock ticks coarsely (a few milliseconds on many kernels), two commits of one size within
+    a tick, the second on the inode the first one's rename freed, gave the stamp of the commit before them: a reader
+    refreshed onto neither (two deletes a server had acknowledged, unseen by its searches)."""
+    try:
+        before = os.stat(replaced).st_mtime_ns
+    except FileNotFoundError:
+        return
+    later = max(time.time_ns(), before + 1)
+    os.utime(new, ns=(later, later))
 
 
 def check_output_file(path: str | Path, what: str = "output file") -> None:

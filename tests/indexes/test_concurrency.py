@@ -484,6 +484,29 @@ def test_a_rebuild_waits_for_a_writer_and_open_writers_never_write_into_it(tmp_p
     assert [h.id for h in fresh.search("text delta", k=1)] == ["n3"]
 
 
+def test_commits_within_one_tick_of_a_coarse_clock_are_each_seen(tmp_path, monkeypatch):
+    """Where file times tick coarsely (milliseconds on many kernels; here 10 s, set as each file is written), two
+    deletes of one ``meta.json`` size, the second on the inode the first freed, gave back the stamp the reader held:
+    it refreshed onto neither. Each commit is modified later than the one it replaces."""
+    sync = os.fsync
+
+    def coarse_clock(fd):  # the file system's time of the write, to the tick
+        sync(fd)
+        tick = os.stat(fd).st_mtime_ns // 10**10 * 10**10
+        os.utime(fd, ns=(tick, tick))
+
+    monkeypatch.setattr(semiret.files.os, "fsync", coarse_clock)
+    path = tmp_path / "idx"
+    BM25Retriever.build([Document(f"d{i}", f"cats {i}") for i in range(5)], path)
+    reader, writer = open_retriever(path), open_retriever(path)
+    stamps = [commit_stamp(path)]
+    for doc_id in ("d1", "d2", "d3"):
+        writer.delete([doc_id])
+        stamps.append(commit_stamp(path))
+    assert len(set(stamps)) == len(stamps)
+    assert reader.index.refresh() and reader.index.n_docs == 2 and "d1" not in reader.index
+
+
 def test_a_reader_refreshes_onto_a_rebuild_made_within_the_same_second(tmp_path):
     """Builds were told apart by their creation time, to the second: a reader kept the old segments under the
     new commit (wrong results; its next write corrupted the index). Each build now has its own token."""
