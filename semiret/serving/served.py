@@ -374,21 +374,18 @@ class ServedIndex:
             return None
         if method == "_delete_where":
             def deleted(before, now) -> int:
-                return sum(doc_id not in now for doc_id in before.restricted(self._filter(args[0], "delete by"))
-                           .live_ids())
+                wanted = checked_filter(self.index, args[0], "delete by")
+                return sum(doc_id not in now for doc_id in before.restricted(wanted).live_ids())
 
             return self._answer_landed(deleted)
         if method == "_set_metadata" and args[1] is None:
             def updated(before, now) -> int:
-                targets = metadata_targets(before, None, self._filter(args[2], "update by"))
+                targets = metadata_targets(before, None, checked_filter(self.index, args[2], "update by"))
                 then, later = before.get_documents(targets), now.get_documents(targets)
                 return sum(doc_id in later and later[doc_id].metadata != then[doc_id].metadata for doc_id in targets)
 
             return self._answer_landed(updated)
         return None
-
-    def _filter(self, spec: dict, action: str):
-        return checked_filter(self.index, spec, action)
 
     def _answer_landed(self, landed):
         """``on_redo`` answering the larger of the redone write's count and ``landed(before, now)``: what the first
