@@ -35,7 +35,7 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Container, Iterable, Sequence
 
@@ -593,12 +593,12 @@ class InvertedIndex(SegmentedIndex):
         return functools.partial(self._live_batch, segment, cursors=np.array(segment.search_arrays()[1][:-1]))
 
     def _translated(self, other: InvertedIndex, postings: Postings) -> Postings:
-        """``other``'s word ids mapped to this index's by the words (new words join the vocabulary)."""
+        """``other``'s word ids mapped to this index's by the words (new words join the vocabulary); the batch keeps
+        its kind and what else it carries (a NAIL batch's score rows)."""
         if self.terms is None:
             return postings
         ids = np.asarray(self.terms.lookup(other.vocab, add=True), np.int32)
-        return Postings(postings.ids, postings.offsets, ids[postings.terms], postings.values, postings.lengths,
-                        postings.documents)
+        return replace(postings, terms=ids[postings.terms])
 
     def _batch_vocab_size(self) -> int:
         """Term ids a batch being written may use: the committed ones and those its encoding added."""

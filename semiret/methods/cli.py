@@ -52,7 +52,10 @@ def _command(name: str):
 
         config_class, train_recipe, _ = RECIPES[name]
         config = config_class(**options)
-        check_run_output(Path(config.output))  # never into the packaged models, whatever a recipe writes there
+        # never into the packaged models, whatever a recipe writes there, nor over the model a run starts from (a
+        # resume, or an average with the base, would read the run's own model as that start)
+        starts = (getattr(config, "base", None), getattr(config, "document_encoder", None))
+        check_run_output(Path(config.output), tuple(Path(p) for p in starts if p and Path(p).is_dir()))
         with encoding_on(str(training_device(config.device))):  # what the recipe encodes outside training, there too
             try:
                 summary = train_recipe(config, resume=resume)

@@ -18,6 +18,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -194,16 +195,20 @@ class TextEncoder(nn.Module):
                             delta[name + DELTA_ROWS] = rows
                     save_file(delta, str(directory / DELTA_FILE))
                 self.tokenizer.save_pretrained(directory)
-                # head modules that are the backbone's own (an MLM head, tied embeddings) are saved with it already
-                in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
-                head = {k: v.detach().contiguous() for k, v in self.state_dict().items()
-                        if not k.startswith("backbone.") and v.data_ptr() not in in_backbone}
+                head = self.own_head_state()
                 if head:
                     save_file(head, str(directory / HEAD_FILE))
                 base_field = {} if base is None else {"base": base}
                 atomic_write_json(directory / ENCODER_FILE, {"family": self.family, **self.config(), **base_field})
         finally:
             self.inputs.max_length = training_length
+
+    def own_head_state(self) -> dict[str, torch.Tensor]:
+        """The weights of modules beside the backbone (a head trained with it), which :meth:`save` writes to
+        :data:`HEAD_FILE`; those that are the backbone's own (an MLM head, tied embeddings) are saved with it."""
+        in_backbone = {t.data_ptr() for t in self.backbone.state_dict().values()}
+        return {k: v.detach().contiguous() for k, v in self.state_dict().items()
+                if not k.startswith("backbone.") and v.data_ptr() not in in_backbone}
 
     def _changed_from(self, base: str, fp16: bool) -> dict[str, torch.Tensor | None]:
         """The backbone weights that differ from model ``base``'s (same architecture), compared in the precision
@@ -321,11 +326,19 @@ def save_own_weights(model: nn.Module, file: Path, loaded_prefix: str) -> None:
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in shared}, str(file))
 
 
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors; one missing, cut short or corrupt is an error naming it (it was a traceback)."""
+    try:
+        return load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise SemiretError(f"cannot read the weights in {path}: {exc} (copy the model folder again)") from None
+
+
 def load_own_weights(model: nn.Module, file: Path, loaded_prefix: str, marker: str) -> nn.Module:
     """Load ``file`` (the weights a model saves beside a pretrained part already loaded, whose parameters start
     with ``loaded_prefix``) into ``model`` in float32, in evaluation mode; an error naming ``marker`` when the
     file and the model do not match."""
-    state = {k: v.float() for k, v in load_file(str(file)).items()}
+    state = {k: v.float() for k, v in read_weights(file).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     shared = _shared_with(model, loaded_prefix)
     missing = [k for k in missing if k not in shared]

@@ -18,6 +18,18 @@ from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 
 
+def read_model_json(path: Path) -> dict:
+    """A saved model's JSON file (its marker, ``semiret-encoder.json``): one cut short, damaged or not an object is an
+    error naming it (it was a traceback)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:  # json.JSONDecodeError is a ValueError
+        raise SemiretError(f"cannot read {path}: {exc} (copy the model folder again)") from None
+    if not isinstance(value, dict):
+        raise SemiretError(f"{path} holds no JSON object (copy the model folder again)")
+    return value
+
+
 @dataclass(frozen=True)
 class SavedModelKind:
     """One kind of saved model: its marker file, a description, the packaged default and how to train it."""
@@ -48,7 +60,7 @@ class SavedModelKind:
         path = self.directory(name_or_path)
         if path is None:
             raise SemiretError(f"{name_or_path} is not {self.what} (no {self.marker})")
-        meta = json.loads((path / self.marker).read_text())
+        meta = read_model_json(path / self.marker)
         if meta.get("format") != self.format:
             raise SemiretError(f"{path / self.marker} does not describe {self.what}")
         return path, meta
@@ -143,7 +155,7 @@ def encoder_family(name_or_path: str) -> str | None:
         return entry.family
     for candidate in _candidates(name_or_path):
         if (candidate / ENCODER_FILE).is_file():
-            return json.loads((candidate / ENCODER_FILE).read_text()).get("family")
+            return read_model_json(candidate / ENCODER_FILE).get("family")
     return None
 
 
@@ -164,9 +176,16 @@ def inference_free_token_weights(model: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def token_weights_fingerprint(path: Path) -> str:
+    """A short hash of a query-weight table's bytes (an inference-free model's ``idf.json``): recorded by an index
+    whose queries read the table from the model, so that the table replaced since (the model retrained in place) is
+    noticed rather than weighting queries for other document vectors."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def _inference_free_record(model: str) -> dict:
     path = Path(resolve_inference_free(model)) / INFERENCE_FREE.marker
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return read_model_json(path) if path.is_file() else {}
 
 
 def inference_free_document_threshold(model: str) -> float | None:
@@ -209,7 +228,7 @@ def check_adapted_corpus(model: str, documents: list) -> None:
     marker = Path(model) / ADAPTED_CORPUS_FILE  # adapted models are folders (adapt never writes a packaged one)
     if not documents or not marker.is_file():
         return
-    adapted = json.loads(marker.read_text())
+    adapted = read_model_json(marker)
     by_text = "document_hashes" in adapted
     known = set(adapted["document_hashes"] if by_text else adapted["id_hashes"])
     shared = sum((_document_hash(d) if by_text else _hash(d.id)) in known for d in documents)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 
 from semiret.data import packaged
 from semiret.errors import SemiretError
-from semiret.models.base import DELTA_FILE, DELTA_ROWS, ENCODER_FILE, HEAD_FILE, TextEncoder
+from semiret.models.base import DELTA_FILE, DELTA_ROWS, ENCODER_FILE, HEAD_FILE, TextEncoder, read_weights
+from semiret.models.checkpoints import read_model_json
 from semiret.models.dense import DenseEncoder
 from semiret.models.devices import to_encoding_device
 from semiret.models.splade import SpladeEncoder
@@ -37,8 +35,11 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
     base = None
     if saved.is_file():
         model = str(Path(model).absolute())  # the folder, not a registry model of its name
-        config = json.loads(saved.read_text())
-        saved_family = config.pop("family")
+        config = read_model_json(saved)
+        saved_family = config.pop("family", None)
+        if saved_family not in ENCODERS:
+            raise SemiretError(f"{saved} names no encoder family ({', '.join(ENCODERS)}), got {saved_family!r} "
+                               "(copy the model folder again)")
         base = config.pop("base", None)  # saved as the weights that differ from this packaged model's
         if family is not None and family != saved_family:
             raise SemiretError(f"{model} is a saved {saved_family} encoder, not a {family} one: load it as "
@@ -59,20 +60,20 @@ def load_encoder(model: str, family: str | None = None, **options) -> TextEncode
         encoder = ENCODERS[family].from_pretrained(base, **options)
         _apply_delta(encoder, Path(model))
     head = Path(model) / HEAD_FILE
+    own = encoder.own_head_state() if saved.is_file() else {}  # a saved encoder wrote these beside its backbone
     if head.is_file():
-        missing, unexpected = encoder.load_state_dict(_read_weights(head), strict=False)
+        missing, unexpected = encoder.load_state_dict(read_weights(head), strict=False)
         if unexpected:
             raise SemiretError(f"{head} holds weights this {family} encoder does not have: {unexpected[:3]}")
+        missing = [name for name in missing if name in own]
+        if missing:
+            raise SemiretError(f"{head} lacks weights of this {family} encoder's head: {missing[:3]} (copy the model "
+                               "folder again)")
+    elif own:  # an untrained head would encode silently
+        raise SemiretError(f"{model} is a saved {family} encoder with a head of its own, and its {HEAD_FILE} is "
+                           f"missing (copy the model folder again)")
     # Checkpoints are stored in float16 to stay small; CPUs compute in it several times slower than in float32.
     return to_encoding_device(encoder.float())
-
-
-def _read_weights(path: Path) -> dict[str, torch.Tensor]:
-    """A safetensors file's tensors; one cut short or corrupt is an error naming it (it was a traceback)."""
-    try:
-        return load_file(str(path))
-    except (OSError, SafetensorError) as exc:
-        raise SemiretError(f"cannot read the weights in {path}: {exc} (copy the model folder again)") from None
 
 
 def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
@@ -80,7 +81,7 @@ def _apply_delta(encoder: TextEncoder, directory: Path) -> None:
     weights, and matrices' changed rows beside their numbers, :data:`DELTA_ROWS`); the encoder is then named by
     that directory (an index records it, and finds its tokenizer there)."""
     path = directory / DELTA_FILE
-    delta = _read_weights(path)
+    delta = read_weights(path)
     numbers = {name[: -len(DELTA_ROWS)]: delta.pop(name) for name in list(delta) if name.endswith(DELTA_ROWS)}
     rows = {name: delta.pop(name, None) for name in numbers}
     unexpected = encoder.backbone.load_state_dict(delta, strict=False).unexpected_keys

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -140,10 +141,14 @@ class Clusters:
 
     @classmethod
     def load(cls, path: Path) -> "Clusters":
-        with np.load(path, allow_pickle=False) as data:
-            cids = [tuple(row[:n].tolist()) for row, n in zip(data["cids"], data["lengths"])]
-            keys = data["document_keys"].tolist() if "document_keys" in data.files else None
-            return cls(cids, data["leaf_means"], data["document_ids"].tolist(), data["document_leaves"], keys)
+        """The clusters a model saved; a file missing, cut short or lacking an array is an error naming it."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                cids = [tuple(row[:n].tolist()) for row, n in zip(data["cids"], data["lengths"])]
+                keys = data["document_keys"].tolist() if "document_keys" in data.files else None
+                return cls(cids, data["leaf_means"], data["document_ids"].tolist(), data["document_leaves"], keys)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise SemiretError(f"cannot read the clusters in {path}: {exc} (copy the model folder again)") from None
 
     def trained_leaves(self) -> dict[str, int]:
         """Each trained document's leaf, by its cache key (by id for models saved before keys)."""

@@ -21,7 +21,7 @@ from semiret.errors import SemiretError
 from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
 from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.models.checkpoints import GDR, check_adapted_corpus, located
-from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, encoder_config
+from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, check_weights, encoder_config
 from semiret.options import local_field
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits
@@ -74,8 +74,14 @@ class GDRDocuments(DocumentSide):
 
     @classmethod
     def create(cls, options: GDRDocumentOptions):
+        from semiret.models.base import weights_fingerprint
+
         path, _ = GDR.read(options.model)
-        return cls(encoder_config(FAMILY, str(path), None), options.encode_batch_size, options.embedding_cache)
+        side = cls(encoder_config(FAMILY, str(path), None), options.encode_batch_size, options.embedding_cache)
+        # E_D's weights, which a build loads anyway, as a dense index records its model's: E_D retrained in place
+        # would place new documents by other vectors than the indexed ones
+        side.config["document_weights"] = weights_fingerprint(side.encoder)
+        return side
 
     @classmethod
     def from_index(cls, index):
@@ -86,8 +92,11 @@ class GDRDocuments(DocumentSide):
         """E_D, loaded on first use."""
         from semiret.models.encoders import load_encoder
 
-        return load_encoder(self.model_config["document_encoder"], "dense",
-                            max_length=self.model_config["document_max_length"])
+        encoder = load_encoder(self.model_config["document_encoder"], "dense",
+                               max_length=self.model_config["document_max_length"])
+        check_weights(self.config, encoder, f"the index of {self.config['model']}", "document_weights",
+                      f"its document encoder {self.model_config['document_encoder']}")
+        return encoder
 
     def index_config(self) -> dict:
         return {"dim": self.clusters.leaf_means.shape[1], "analyzer": self.config,

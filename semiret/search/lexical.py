@@ -689,12 +689,18 @@ class IDFQueries(QuerySide):
 
     @classmethod
     def open(cls, index, options: IDFOptions, documents):
-        from semiret.models.checkpoints import inference_free_token_weights
+        from semiret.models.checkpoints import IDF_FILE, inference_free_token_weights, token_weights_fingerprint
 
         idf = options.idf
         if idf is None:
-            model = index.meta["analyzer"].get("model")
+            analyzer = index.meta["analyzer"]
+            model = analyzer.get("model")
             idf = (inference_free_token_weights(located(model)) if model else None) or "corpus"
+            recorded = analyzer.get("query_weights")
+            if recorded is not None and (idf == "corpus" or token_weights_fingerprint(idf) != recorded):
+                raise SemiretError(f"{index.path} was built with {model}, whose query weights ({IDF_FILE}) are "
+                                   "not those it held then (retrained or replaced since): rebuild the index with this "
+                                   "model (--overwrite), or give it the model files it was built with")
         return cls(index_vocabulary(index), index, idf, options.two_phase, options.min_idf, options.synonyms)
 
     @classmethod

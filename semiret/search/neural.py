@@ -19,8 +19,8 @@ from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex, check_tree_branching
 from semiret.indexes.tree_ann import BEAM
 from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, inference_free_document_threshold,
-                                        inference_free_lexical_prior, located, model_reference,
-                                        resolve_inference_free)
+                                        inference_free_lexical_prior, inference_free_token_weights, located,
+                                        model_reference, resolve_inference_free, token_weights_fingerprint)
 from semiret.search.lexical import IDFQueries
 from semiret.text.bm25 import LexicalPrior
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -46,20 +46,21 @@ def encoder_config(family: str, model: str, max_length: int | None, loaded=None,
     return {"type": "encoder", "family": family, "model": model, "max_length": max_length, **extra}
 
 
-def check_weights(config: dict, module, where) -> None:
+def check_weights(config: dict, module, where, recorded_as: str = "weights", model: str | None = None) -> None:
     """Refuse a model loaded for the index at ``where`` whose weights are not those recorded when it was built
-    (the model directory retrained or replaced since): its queries or new documents would be matched against
-    vectors of the old weights. Indexes from before weights were recorded are not checked."""
-    recorded = config.get("weights")
+    (``config[recorded_as]``; the model directory retrained or replaced since): its queries or new documents would
+    be matched against vectors of the old weights. ``model``: the model's name, if not ``config``'s. Indexes from
+    before weights were recorded are not checked."""
+    recorded = config.get(recorded_as)
     if recorded is None:
         return
     from semiret.models.base import weights_fingerprint
 
     now = weights_fingerprint(module)
     if now != recorded:
-        raise SemiretError(f"{where} was built with other weights than {config['model']} holds now (fingerprint "
-                           f"{recorded} then, {now} now: retrained or replaced since): rebuild the index with this "
-                           "model (--overwrite), or give it the model files it was built with")
+        raise SemiretError(f"{where} was built with other weights than {model or config['model']} holds now "
+                           f"(fingerprint {recorded} then, {now} now: retrained or replaced since): rebuild the index "
+                           "with this model (--overwrite), or give it the model files it was built with")
 
 
 def check_encoder_index(index, family: str) -> dict:
@@ -71,6 +72,11 @@ def check_encoder_index(index, family: str) -> dict:
                            + (f" (search it as {index.meta['retriever']}: without -r)"
                               if index.meta.get("retriever") else ""))
     return config
+
+
+NOT_ENCODER_OPTIONS = ("type", "family", "model", "top_k", "threshold", "lexical_prior", "weights", "query_weights")
+"""The entries of an encoder's ``analyzer`` record that are not options its encoder loads with: what the index
+does with the vectors, and the fingerprints it checks."""
 
 
 class EncoderDocuments(DocumentSide):
@@ -94,8 +100,7 @@ class EncoderDocuments(DocumentSide):
         if self._encoder is None:
             from semiret.models.encoders import load_encoder
 
-            options = {k: v for k, v in self.config.items()
-                       if k not in ("type", "family", "model", "top_k", "threshold", "lexical_prior", "weights")}
+            options = {k: v for k, v in self.config.items() if k not in NOT_ENCODER_OPTIONS}
             encoder = load_encoder(located(self.config["model"]), self.config["family"], **options)
             self.check_encoder(encoder)
             self._encoder = encoder
@@ -147,8 +152,10 @@ class SpladeDocuments(EncoderDocuments):
 
         model = resolve_inference_free(options.model)  # packaged short names of trained inference-free models
         encoder = load_encoder(model, "splade", max_length=options.max_length)
+        table = inference_free_token_weights(model)  # what the `inference-free` query side of this index reads
         config = encoder_config("splade", model, encoder.max_length, encoder, top_k=options.top_k,
-                                threshold=options.threshold)
+                                threshold=options.threshold,
+                                **({"query_weights": token_weights_fingerprint(table)} if table else {}))
         side = cls(config, encoder, options.encode_batch_size)
         side.quantize_bits = options.quantize_bits
         return side

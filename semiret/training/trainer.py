@@ -210,21 +210,26 @@ class Trainer:
         its checkpoint, with the model where it trains (dense encoders encode there: a corpus embedding for a
         dev metric takes seconds on a GPU, where moving to the CPU made it minutes); what it returns is kept in the epoch's
         log (``notes``), so a resumed run knows it. A note ``stop`` ends the training after that epoch (a
-        resumed run too)."""
+        resumed run too). Torch's global generator is seeded with the run's seed, as transformers' ``Trainer``
+        seeds it; its thread count (``threads``) is the caller's again afterwards."""
+        threads = torch.get_num_threads()
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
-        torch.manual_seed(self.config.seed)
-        if resume:
-            self.resume()
-        elif self.processes.main and self.checkpoint_dir.exists():  # starting again: a run stopped early never
-            shutil.rmtree(self.checkpoint_dir)  # brings the old one back
-        broadcast_from_main(self.model)
-        self.model.train()
-        with encoders_in(self.precision):
-            self._run_epochs(after_epoch)
-        self.model.eval()
-        self.model.to("cpu")
-        return self.history
+        try:
+            torch.manual_seed(self.config.seed)
+            if resume:
+                self.resume()
+            elif self.processes.main and self.checkpoint_dir.exists():  # starting again: a run stopped early never
+                shutil.rmtree(self.checkpoint_dir)  # brings the old one back
+            broadcast_from_main(self.model)
+            self.model.train()
+            with encoders_in(self.precision):
+                self._run_epochs(after_epoch)
+            self.model.eval()
+            self.model.to("cpu")
+            return self.history
+        finally:
+            torch.set_num_threads(threads)
 
     def _run_epochs(self, after_epoch: Callable[[int], dict] | None) -> None:
         epochs = self.schedule.epochs

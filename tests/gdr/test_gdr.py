@@ -375,6 +375,35 @@ def test_documents_are_added_to_the_nearest_leaf_and_deleted_without_retraining(
     assert retriever.index.fingerprint == fingerprint and len(model.tree.cids) == len(model.clusters.cids)
 
 
+def test_an_index_refuses_its_document_encoder_retrained_in_place(trained, collection, tiny_bert, tmp_path):
+    """New documents are placed by E_D's vectors: E_D retrained in place since the build placed them by others,
+    silently (a dense index refuses its model so changed)."""
+    import json
+    import shutil
+
+    import torch
+    from transformers import BertForMaskedLM
+
+    from semiret.data.collection import Collection
+    from semiret.search import GDRRetriever
+
+    model, encoder = tmp_path / "model", tmp_path / "encoder"
+    shutil.copytree(trained[0] / "model", model)
+    shutil.copytree(tiny_bert, encoder)
+    marker = json.loads((model / "gdr.json").read_text())
+    marker["config"]["document_encoder"] = str(encoder)
+    (model / "gdr.json").write_text(json.dumps(marker))
+    GDRRetriever.build(list(Collection(collection).corpus())[:12], tmp_path / "index", model=str(model), beams=2)
+    GDRRetriever.open(tmp_path / "index").add([Document("n1", "statins and cancer")])  # the same weights: added
+    retrained = BertForMaskedLM.from_pretrained(encoder)
+    with torch.no_grad():
+        for parameter in retrained.parameters():
+            parameter.add_(0.01)
+    retrained.save_pretrained(encoder)
+    with pytest.raises(SemiretError, match="other weights than its document encoder"):
+        GDRRetriever.open(tmp_path / "index").add([Document("n2", "statins and cancer")])
+
+
 def test_a_document_keeps_its_trained_leaf_only_with_its_trained_text(trained, gdr_index, collection, tmp_path):
     """Trained leaves were looked up by id: a document replaced with another text (or another corpus's document of
     a trained id) stayed in the old text's cluster, where searches for the new text did not decode it."""

@@ -29,10 +29,12 @@ def test_shards_are_contiguous_slices_that_cover_the_corpus():
             corpus_shard(TINY_DOCS, bad)
 
 
-@pytest.mark.parametrize("retriever", ["bm25", "splade", "dense", "inference-free"])
-def test_merged_shards_search_as_one_build(retriever, tmp_path, corpus_jsonl, tiny_bert):
-    # inference-free with a lexical prior: its mean length taken from the corpus's first batch by every shard
-    options = [] if retriever == "bm25" else ["--model", str(tiny_bert)] + (
+@pytest.mark.parametrize("retriever", ["bm25", "splade", "dense", "inference-free", "nail-exh"])
+def test_merged_shards_search_as_one_build(retriever, tmp_path, corpus_jsonl, tiny_bert, request):
+    # inference-free with a lexical prior: its mean length taken from the corpus's first batch by every shard;
+    # NAIL's batches carry score rows beside their postings (they were lost in the merge: a traceback)
+    model = request.getfixturevalue("tiny_nail") if retriever == "nail-exh" else tiny_bert
+    options = [] if retriever == "bm25" else ["--model", str(model)] + (
         ["--lexical-prior", "0.5"] if retriever == "inference-free" else [])
     runner = CliRunner()
 

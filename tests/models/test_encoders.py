@@ -292,6 +292,27 @@ def test_vdr_fresh_head_is_saved_and_bag_of_tokens(tiny_bert, tmp_path):
     assert sorted(torch.nonzero(bot[0]).squeeze(1).tolist()) == sorted(ids)
 
 
+def test_a_damaged_saved_encoder_is_an_error_naming_its_file(tiny_bert, tmp_path):
+    """A cut-off semiret-encoder.json or one without its family gave a traceback; a missing head.safetensors
+    loaded the encoder with an untrained head, silently."""
+    import json
+    import shutil
+
+    saved = VDREncoder.from_pretrained(str(tiny_bert), top_k=30).save(tmp_path / "vdr")
+    for damage, message in (
+            (lambda copy: (copy / "semiret-encoder.json").write_text('{"family": "vd'), "cannot read .*semiret-encoder"),
+            (lambda copy: (copy / "semiret-encoder.json").write_text(json.dumps({"top_k": 30})),
+             "semiret-encoder.json names no encoder family"),
+            (lambda copy: (copy / "head.safetensors").unlink(), "head of its own, and its head.safetensors is missing"),
+            (lambda copy: (copy / "head.safetensors").write_bytes(b"\0" * 16), "cannot read the weights in .*head")):
+        copy = tmp_path / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(saved, copy)
+        damage(copy)
+        with pytest.raises(SemiretError, match=message):
+            load_encoder(str(copy))
+
+
 # ---------------------------------------------------------------------- dense
 def test_dense_mean_cls_normalize(tiny_bert):
     mean = DenseEncoder.from_pretrained(str(tiny_bert), precision="float32")

@@ -135,6 +135,23 @@ def test_an_index_whose_model_was_retrained_in_place_is_refused(tmp_path, tiny_d
     assert {f: f.read_bytes() for f in sorted((tmp_path / "index").rglob("*")) if f.is_file()} == before
 
 
+def test_an_inference_free_index_refuses_query_weights_replaced_in_its_model(tmp_path, tiny_docs, tiny_bert):
+    """Its queries read the model's idf.json as it is now and load no weights: a model retrained in place weighted
+    queries for the old documents' vectors without a word. The table is recorded by its hash."""
+    import json
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert, model)
+    (model / "idf.json").write_text(json.dumps({"cats": 2.0, "dogs": 1.5}))
+    InferenceFreeRetriever.build(tiny_docs, tmp_path / "index", model=str(model))
+    open_retriever(tmp_path / "index").search("cats")  # the table it was built with: searched
+    (model / "idf.json").write_text(json.dumps({"cats": 0.5, "dogs": 3.0}))
+    with pytest.raises(SemiretError, match="whose query weights \\(idf.json\\) are not those it held then"):
+        open_retriever(tmp_path / "index").search("cats")
+    assert open_retriever(tmp_path / "index", idf="msmarco").search("cats") is not None  # a table given: no check
+
+
 def test_the_weights_fingerprint_is_that_of_the_saved_fp16_checkpoint(tmp_path, tiny_bert):
     """A model indexed in memory after training and the same model loaded from its fp16 checkpoint agree; any
     change of a weight beyond float16's rounding does not."""

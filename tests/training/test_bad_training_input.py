@@ -67,6 +67,21 @@ def test_an_output_that_is_a_file_is_named(tmp_path):
             TrainingConfig(data=str(data), output=str(output)).resolved()
 
 
+def test_a_run_never_writes_over_the_model_it_starts_from(tmp_path):
+    """`train sidr --base runs/a/model --output runs/a` replaced its own base; a resume then averaged with the
+    replacement. Refused before anything loads, for every recipe's starting models."""
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    data = write_beir(tmp_path / "data", split="train")
+    (tmp_path / "a" / "model").mkdir(parents=True)
+    for recipe, start in (("sidr", "--base"), ("gdr", "--document-encoder")):
+        result = CliRunner().invoke(app, ["train", recipe, "--data", str(data), start, str(tmp_path / "a" / "model"),
+                                          "--output", str(tmp_path / "a")])
+        assert result.exit_code == 2 and "never overwrites a model's files" in result.output, result.output
+
+
 # ------------------------------------------------------------------ checkpoints
 class Numbers(BatchSource):
     def epoch(self, rng):

@@ -298,7 +298,9 @@ def test_the_readme_python_training_path_fine_tunes_an_encoder_and_indexes_with_
                        TrainingConfig(seed=1, threads=1), Schedule(epochs=4, learning_rate=1e-3, warmup_epochs=0),
                        tmp_path / "run")
 
+    torch.set_num_threads(2)
     history = trainer().train()
+    assert torch.get_num_threads() == 2  # the run's one thread was its own, not its caller's afterwards
     assert len(history) == 4 and history[-1].mean_loss < history[0].mean_loss
     assert set(history[0].terms) == {"query_to_passage", "passage_to_query"}
     encoder.save(tmp_path / "run" / "model", fp16=True)
