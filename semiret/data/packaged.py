@@ -78,16 +78,19 @@ WEIGHTS_REPLACED = {"inference-free-scifact": "2026-11-25T01:06:17", "nail-scifa
 
 def check_run_output(output: Path, protected: tuple[Path, ...] = (), command: str = "training") -> None:
     """Refuse, before any work, a run's ``--output`` folder that is a file, or that is (or lies inside, or holds)
-    the packaged checkpoints, the installed Python packages (where registry models such as ``minilm`` live) or
-    one of ``protected`` (the model a run starts from): a run writes ``<output>/model``."""
+    the packaged checkpoints or the installed Python packages (where registry models such as ``minilm`` live), or
+    that is, lies inside or writes over one of ``protected`` (the models a run starts from): a run writes
+    ``<output>/model``, so a model there or inside it is written over (a model elsewhere under the output is not)."""
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise SemiretError(f"--output {output} is a file: give a folder for the run")
     resolved = output.resolve()
     installed = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
-    for folder in [PACKAGED_CHECKPOINTS.resolve(), *(Path(p).resolve() for p in installed),
-                   *(Path(p).resolve() for p in protected)]:
-        if resolved == folder or folder in resolved.parents or resolved in folder.parents:
+    starts = [Path(p).resolve() for p in protected]
+    for folder in [PACKAGED_CHECKPOINTS.resolve(), *(Path(p).resolve() for p in installed), *starts]:
+        holds = resolved in folder.parents and (folder not in starts or (resolved / "model") in [folder,
+                                                                                                  *folder.parents])
+        if resolved == folder or folder in resolved.parents or holds:
             raise SemiretError(f"--output {output} would write into {folder}: {command} never overwrites a model's "
                                "files; choose another folder")
 

@@ -248,7 +248,7 @@ class CompositeIndex:
             with self._publishing:
                 before = {name: part.snapshot for name, part in self.parts.items()}
                 refreshed = any([part.refresh(wait) for part in self.parts.values()])
-                if commit_stamp(self.path) == stamp:
+                if not refreshed or commit_stamp(self.path) == stamp:  # (no part read anew: still one change)
                     self._stable_stamp = stamp
                     return refreshed
                 for name, part in self.parts.items():  # a change was published while the parts were read
@@ -258,12 +258,14 @@ class CompositeIndex:
     def _await_publication(self, waited: float) -> None:
         """Wait a little for a writer to publish its change in every part; after :data:`PUBLICATION_PATIENCE`
         seconds, for its write lock, and complete what a writer that died left (this thread holds no lock a
-        writer of this process would wait for)."""
+        writer of this process would wait for). Where it cannot be completed (a read-only copy, a full disk) the
+        parts are read as they are, as :meth:`open` reads them."""
         if waited < PUBLICATION_PATIENCE:
             time.sleep(0.001)
             return
         with exclusive_lock(self.path / LOCK_FILE, reading=True):
             _complete_commit_if_writable(self.path)
+            self._stable_stamp = commit_stamp(self.path)  # the record, if it stays, is not waited for again
 
     def pinned(self) -> "CompositeIndex":
         """A read-only view of every part's current commit (:meth:`SegmentedIndex.pinned`), of one change: never a

@@ -697,7 +697,11 @@ class IDFQueries(QuerySide):
             model = analyzer.get("model")
             idf = (inference_free_token_weights(located(model)) if model else None) or "corpus"
             recorded = analyzer.get("query_weights")
-            if recorded is not None and (idf == "corpus" or token_weights_fingerprint(idf) != recorded):
+            if recorded is not None and idf == "corpus":
+                raise SemiretError(f"{index.path} was built with {model}, whose query weights ({IDF_FILE}) are not "
+                                   "there now (moved or deleted?): give the index its model files again, or its "
+                                   "queries a table (--idf FILE)")
+            if recorded is not None and token_weights_fingerprint(idf) != recorded:
                 raise SemiretError(f"{index.path} was built with {model}, whose query weights ({IDF_FILE}) are "
                                    "not those it held then (retrained or replaced since): rebuild the index with this "
                                    "model (--overwrite), or give it the model files it was built with")

@@ -370,8 +370,6 @@ class ServedIndex:
                 return {doc_id for doc_id in doc_ids if doc_id in index}
 
             return self._answer_landed(lambda before, now: len(held(before) - held(now)))
-        if not hasattr(self.index, "restricted"):  # a Milvus collection (no writer process there): no past commit kept
-            return None
         if method == "_delete_where":
             def deleted(before, now) -> int:
                 wanted = checked_filter(self.index, args[0], "delete by")

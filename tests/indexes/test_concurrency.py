@@ -21,7 +21,7 @@ import pytest
 import semiret.files
 from semiret.data import Document, iter_corpus
 from semiret.errors import SemiretError
-from semiret.indexes import open_index, segments
+from semiret.indexes import composite, open_index, segments
 from semiret.indexes.storage import commit_stamp
 from semiret.search import BM25Retriever, open_retriever
 
@@ -360,6 +360,20 @@ def test_a_hybrid_reader_refreshes_its_parts_onto_one_change(tmp_path, monkeypat
     assert "d1" not in reader.index and [hit.id for hit in reader.search("dogs 1", k=5) if hit.id == "d1"] == []
     stamp = commit_stamp(path)
     assert writer.delete(["d1", "gone"], missing_ok=True) == 0 and commit_stamp(path) == stamp  # nothing: no commit
+    # a change recorded, then its writer died, in a copy that cannot be written (read-only, a full disk): the
+    # refresh waited for it forever; it reads the parts as they are, as opening it does
+    killed = subprocess.run([sys.executable, "-c", KILL_HYBRID_WRITER, str(path), "merge", "2"])
+    assert killed.returncode == -signal.SIGKILL
+    monkeypatch.setattr(composite, "PUBLICATION_PATIENCE", 0.05)
+
+    def read_only(*_):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(composite, "atomic_write_json", read_only)
+    done = threading.Thread(target=reader.index.refresh, daemon=True)
+    done.start()
+    done.join(30)
+    assert not done.is_alive() and parts(reader)["lexical"] == parts(reader)["neural"]
 
 
 def test_a_hybrid_writer_that_opened_it_before_a_rebuild_keeps_the_rebuilds_record(tmp_path):

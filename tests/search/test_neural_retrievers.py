@@ -150,6 +150,9 @@ def test_an_inference_free_index_refuses_query_weights_replaced_in_its_model(tmp
     with pytest.raises(SemiretError, match="whose query weights \\(idf.json\\) are not those it held then"):
         open_retriever(tmp_path / "index").search("cats")
     assert open_retriever(tmp_path / "index", idf="msmarco").search("cats") is not None  # a table given: no check
+    shutil.rmtree(model)
+    with pytest.raises(SemiretError, match="idf.json\\) are not there now \\(moved or deleted\\?\\)"):
+        open_retriever(tmp_path / "index").search("cats")
 
 
 def test_the_weights_fingerprint_is_that_of_the_saved_fp16_checkpoint(tmp_path, tiny_bert):

@@ -80,6 +80,13 @@ def test_a_run_never_writes_over_the_model_it_starts_from(tmp_path):
         result = CliRunner().invoke(app, ["train", recipe, "--data", str(data), start, str(tmp_path / "a" / "model"),
                                           "--output", str(tmp_path / "a")])
         assert result.exit_code == 2 and "never overwrites a model's files" in result.output, result.output
+    from semiret.data.packaged import check_run_output
+
+    (tmp_path / "bases" / "start").mkdir(parents=True)
+    check_run_output(tmp_path, (tmp_path / "bases" / "start",))  # held elsewhere in the output: not written over
+    for start in (tmp_path / "a", tmp_path / "a" / "model" / "inner"):
+        with pytest.raises(SemiretError, match="never overwrites"):
+            check_run_output(tmp_path / "a", (start,))
 
 
 # ------------------------------------------------------------------ checkpoints
