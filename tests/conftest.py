@@ -21,10 +21,15 @@ from semiret.data import Document
 from helpers import MAX_POSITIONS, SCIFACT, TINY_DOCS, TOKENIZER_SOURCE, require_shared_data, write_beir, write_jsonl
 
 
-LONGEST_FILES_FIRST = ("serving/test_fault.py", "models/test_encoders_integration.py", "gdr/test_gdr_integration.py",
-                       "serving/test_load.py", "hce/test_hce_integration.py", "training/test_distributed.py")
-"""The test files that take a minute or more here: started first, so that with ``-n`` (a file per worker) no worker is
-left alone with one of them at the end while the others are idle."""
+LONGEST_FILES_FIRST = ("serving/test_app.py", "search/test_filters.py", "adapt/test_adapt.py", "serving/test_fault.py",
+                       "indexes/test_concurrency.py", "sidr/test_sidr.py", "inference_free/test_inference_free.py",
+                       "gdr/test_gdr_integration.py", "indexes/test_milvus.py", "gdr/test_gdr.py", "hce/test_hce.py",
+                       "models/test_encoders_integration.py", "cli/test_cli.py", "indexes/test_inverted.py",
+                       "training/test_distributed.py", "serving/test_data_dir.py", "serving/test_load.py")
+"""The test files that take the longest here (25 s to 110 s each on the 2-core machine, sixty-first session),
+longest first: started first, so that with ``-n`` (a file per worker) no worker is left alone with one of them at the
+end while the others are idle. xdist keeps this order only with ``--no-loadscope-reorder`` (pyproject's addopts): by
+default it orders files by their number of tests, which put files of few slow tests (the kill test's 3) last."""
 
 
 def pytest_collection_modifyitems(config, items):
