@@ -904,15 +904,16 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
         if not targets:
             return 0
         chunked = bool(index.meta.get("chunking"))
-        parents = list(dict.fromkeys(field_values(index, targets, (PARENT_FIELD,)).values())) if chunked else []
         changed = {}
         own = (PARENT_FIELD, CHUNK_FIELD) if chunked else ()  # what makes a passage one
         for doc_id, document in index.get_documents(targets).items():
             kept = {k: v for k, v in (document.metadata or {}).items() if k in own}
             fields = {**(metadata if overwrite else {**(document.metadata or {}), **metadata}), **kept}
             changed[doc_id] = Document(document.id, document.text, document.title, fields or None)
-        if chunked:
-            order = {parent: position for position, parent in enumerate(parents)}
+        if chunked:  # each document's passages together, in order, the documents as first met
+            order: dict = {}
+            for document in changed.values():
+                order.setdefault(document.metadata[PARENT_FIELD], len(order))
             changed = dict(sorted(changed.items(), key=lambda item: (order[item[1].metadata[PARENT_FIELD]],
                                                                      item[1].metadata[CHUNK_FIELD])))
         if hasattr(index, "parts"):  # a composite index: every part re-adds them from what it stored
