@@ -88,9 +88,8 @@ def check_run_output(output: Path, protected: tuple[Path, ...] = (), command: st
     installed = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
     starts = [Path(p).resolve() for p in protected]
     for folder in [PACKAGED_CHECKPOINTS.resolve(), *(Path(p).resolve() for p in installed), *starts]:
-        holds = resolved in folder.parents and (folder not in starts or (resolved / "model") in [folder,
-                                                                                                  *folder.parents])
-        if resolved == folder or folder in resolved.parents or holds:
+        written_over = folder not in starts or (resolved / "model") in (folder, *folder.parents)
+        if resolved == folder or folder in resolved.parents or (resolved in folder.parents and written_over):
             raise SemiretError(f"--output {output} would write into {folder}: {command} never overwrites a model's "
                                "files; choose another folder")
 
