@@ -10,6 +10,18 @@ A test that runs a packaged model's weights (``minilm``, ``splade-tiny``, ``smol
 
 from __future__ import annotations
 
+import os
+
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+"""With ``-n N`` every worker gets its share of the cores for torch, faiss and BLAS (set here, before any of them
+is imported, and inherited by the commands and servers a test starts). Two workers each running torch's default
+of a thread per core took 2.2x as long on the 2-core machine as with a thread each (106 s against 47 s for the
+packaged GDR model's test run twice at once): their spinning threads took each other's cores. A variable already
+set is kept."""
+if WORKERS > 1:
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+        os.environ.setdefault(variable, str(max(1, (os.cpu_count() or 1) // WORKERS)))
+
 import itertools
 from pathlib import Path
 

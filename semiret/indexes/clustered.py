@@ -51,6 +51,16 @@ class ClusteredSegment(DenseSegment):
                                    "again")
         self.members = np.argsort(self.leaves, kind="stable")
         self.offsets = np.searchsorted(self.leaves[self.members], np.arange(leaf_count + 1))
+        self._held: tuple[np.ndarray, np.ndarray] | None = None  # (the deletion array, held_leaves of it)
+
+    def held_leaves(self) -> np.ndarray:
+        """A flag per leaf: whether one of its documents here is live (worked out once per deletion array, as
+        :meth:`any_deleted`; a filtered search's array is its own)."""
+        known, deleted = self._held, self.deleted
+        if known is None or known[0] is not deleted:
+            held = np.bincount(self.leaves[~deleted], minlength=len(self.offsets) - 1) > 0
+            known = self._held = (deleted, held)
+        return known[1]
 
     def score_clusters(self, query: np.ndarray, leaves: np.ndarray, inter: np.ndarray, k: int,
                        beta: float) -> tuple[np.ndarray, np.ndarray, int]:
@@ -93,6 +103,13 @@ class ClusteredDenseIndex(DenseIndex):
     @property
     def fingerprint(self) -> str:
         return self.meta["clusters"]["fingerprint"]
+
+    def held_leaves(self) -> np.ndarray:
+        """A flag per leaf: whether it holds a live document (of those a filtered view lets through)."""
+        held = np.zeros(self.leaf_count, bool)
+        for segment in self.segments:
+            held |= segment.held_leaves()
+        return held
 
     def _open_segment(self, path: Path, info: dict) -> ClusteredSegment:
         return ClusteredSegment(path, info, self.leaf_count, self.meta["dim"])

@@ -188,22 +188,23 @@ class GDRQueries(QuerySide):
             for row, i in enumerate(asked):
                 ids[i], scores[i] = list(found.ids[row]), list(found.scores[row])
             return SearchHits(ids, scores)
+        held = index.held_leaves()  # the beams follow only leaves with documents to find
         leaves, inter, vectors = self.model.search_clusters(self._checked(texts), self.options.beams,
-                                                            self.options.length_penalty)
+                                                            self.options.length_penalty, held)
         beams = [self.options.beams]
 
         def wider(rows):
             # A query whose decoded leaves hold fewer than k live documents (few beams, small leaves, deletions, a
             # filter hiding most documents) is decoded again with 4x the beams, up to the number of leaves: the
-            # constrained beam search returns min(beams, leaves) cluster ids, so the widest decoding reaches every
-            # leaf and every live document is scored. Decoding again, rather than taking the leaves whose means lie
+            # constrained beam search returns min(beams, held leaves) cluster ids, so the widest decoding reaches
+            # every held leaf and every live document is scored. Decoding again, rather than taking the leaves whose means lie
             # nearest the query vector, gives the new leaves their S_inter from the decoder, so their documents rank
             # on the same scale as the first ones; it costs a decoding only for the few queries left short.
             if beams[0] >= index.leaf_count:
                 return None
             beams[0] = min(beams[0] * 4, index.leaf_count)
             wide_leaves, wide_inter, _ = self.model.search_clusters([texts[row] for row in rows], beams[0],
-                                                                    self.options.length_penalty)
+                                                                    self.options.length_penalty, held)
             return wide_leaves, wide_inter
 
         hits, scored = index.search_clusters(vectors, leaves, inter, k, self.options.beta, wider)

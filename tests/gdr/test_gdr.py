@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from helpers import Crash, checkpointed_weights, recording_loss, write_beir
+from helpers import TINY_DOCS, Crash, checkpointed_weights, recording_loss, write_beir
 
 from semiret.data import Document
 from semiret.errors import SemiretError
@@ -108,6 +108,38 @@ def test_beam_search_finds_the_most_probable_ids(tiny_bert):
             prefix += (value,)
         expected.append(np.exp(logp))
     assert np.allclose(scores[0], np.asarray(expected)[leaves[0]], atol=1e-5)
+
+
+def test_beams_follow_only_the_leaves_holding_documents_each_with_its_probability_over_the_whole_tree(tiny_bert):
+    """An index holding documents in some leaves only (a corpus smaller than the tree's, deletions, a filter): the
+    beams follow those leaves' prefixes alone, so one beam finds a held leaf, and each leaf decoded keeps its path
+    probability over the whole tree (its documents rank on the scale of a decoding of every leaf)."""
+    cids = [(1, 0), (2, 1, 0), (2, 3, 0), (3, 0)]
+    model = tiny_model(tiny_bert, cids)
+    every, every_scores, _ = model.search_clusters(["mice heart"], beams=4, length_penalty=0.8)
+    whole_tree = dict(zip(every[0].tolist(), every_scores[0].tolist()))
+    for held_leaves in ([2], [0, 3], [1, 2]):
+        held = np.isin(np.arange(len(cids)), held_leaves)
+        leaves, _, _ = model.search_clusters(["mice heart"], beams=1, length_penalty=0.8, held=held)
+        assert len(leaves[0]) == 1 and leaves[0][0] in held_leaves
+        leaves, scores, _ = model.search_clusters(["mice heart"], beams=4, length_penalty=0.8, held=held)
+        assert sorted(leaves[0].tolist()) == held_leaves
+        assert np.allclose(scores[0], [whole_tree[leaf] for leaf in leaves[0].tolist()], atol=1e-6)
+
+
+def test_an_index_of_part_of_the_trees_corpus_is_searched_in_one_decoding(tiny_gdr, tmp_path):
+    """The documents of one of the model's three leaves indexed, one beam: both are found by the first decoding
+    (it had found an empty leaf, and the query was decoded again, wider)."""
+    from semiret.search import GDRRetriever
+
+    retriever = GDRRetriever.build(TINY_DOCS[4:], tmp_path / "index", model=str(tiny_gdr), beams=1)
+    assert retriever.index.held_leaves().tolist() == [False, False, True]
+    model = retriever.query_side.model
+    decoded = []
+    search_clusters = model.search_clusters
+    model.search_clusters = lambda texts, *args: decoded.append(len(texts)) or search_clusters(texts, *args)
+    hits = retriever.search(["cat", "statin"], k=2)
+    assert [sorted(ids) for ids in hits.ids] == [sorted(d.id for d in TINY_DOCS[4:])] * 2 and decoded == [2]
 
 
 @pytest.mark.parametrize("adaptive_head", [True, False])
@@ -535,7 +567,7 @@ def test_the_share_of_documents_scored_counts_what_each_search_could_score(tmp_p
         rng.integers(0, leaves, n))], dim=dim, analyzer={"type": "test"}, leaf_count=leaves, fingerprint="f")
 
     class Decoder:
-        def search_clusters(self, texts, beams, length_penalty):
+        def search_clusters(self, texts, beams, length_penalty, held):
             order = np.arange(leaves)[:beams]
             return ([order for _ in texts], [(1.0 / (order + 1)).astype(np.float32) for _ in texts],
                     rng.normal(size=(len(texts), dim)).astype(np.float32))
