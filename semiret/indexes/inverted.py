@@ -60,6 +60,13 @@ KINDS = ("binary", "impact", "bm25")
 _NO_DELETIONS = np.empty(0, dtype=bool)
 _NO_DF = np.empty(0, dtype=np.int64)
 _NO_MAXIMA = np.empty(0, dtype=np.float32)
+
+
+def _no_chunk_arguments(lo: int, hi: int) -> tuple:
+    """A search without a second stage passes its kernel nothing per chunk of queries."""
+    return ()
+
+
 PRUNE_MIN_DOCS = 50_000
 """Below this, a segment is scanned in tens of microseconds and pruning's bookkeeping costs more than it
 saves (``bench/pruning.py``, docs/results.md: 1.2-1.35x slower on SciFact's 5,183 documents, 1.07-1.22x
@@ -201,13 +208,15 @@ class TwoPhase:
 class SecondStage:
     """A re-ranking stage compiled into the postings search (:meth:`InvertedIndex.search_segments`): ``kernel``
     takes :func:`~semiret.indexes.kernels.search_postings`' arguments with ``depth`` in place of k, then
-    ``arguments(segment)``, then the scratch and outputs, and writes each query's best ``k`` of the postings'
-    best ``depth`` (first-stage scores are the postings' raw sums: a quantized index's scale is not applied)."""
+    ``arguments(segment, lo, hi)`` (for the queries ``lo`` to ``hi - 1``, those of one thread's call: per-query
+    arrays sliced as the postings' query offsets are), then the scratch and outputs, and writes each query's best
+    ``k`` of the postings' best ``depth`` (first-stage scores are the postings' raw sums: a quantized index's scale
+    is not applied)."""
 
     kernel: Callable
     depth: int
     k: int
-    arguments: Callable[["InvertedSegment"], tuple]
+    arguments: Callable[["InvertedSegment", int, int], tuple]
 
 
 class FrequencyBasis:
@@ -421,10 +430,11 @@ class InvertedIndex(SegmentedIndex):
             pruned = prune if prune is not None else segment.n_docs >= PRUNE_MIN_DOCS
             maxima = segment.term_maxima() if pruned else _NO_MAXIMA
             arrays = (*segment.search_arrays(), maxima, segment.values is None, deleted, segment.n_docs)
+            per_chunk = _no_chunk_arguments  # arguments of one thread's queries lo..hi - 1 (a second stage's)
             if second_stage is not None:
                 kk = min(second_stage.k, segment.n_docs) or 1
-                kernel, args = second_stage.kernel, (*arrays, min(second_stage.depth, segment.n_docs) or 1,
-                                                     *second_stage.arguments(segment))
+                kernel, args = second_stage.kernel, (*arrays, min(second_stage.depth, segment.n_docs) or 1)
+                per_chunk = functools.partial(second_stage.arguments, segment)
             elif two_phase is None:
                 kk = min(k, segment.n_docs) or 1
                 kernel, args = kernels.search_postings, (*arrays, kk)
@@ -436,7 +446,7 @@ class InvertedIndex(SegmentedIndex):
             scores, docs, seg_visited = _search_in_chunks(
                 segment, n_queries, kk, n_threads,
                 lambda lo, hi, *scratch_and_out: kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args,
-                                                        *scratch_and_out))
+                                                        *per_chunk(lo, hi), *scratch_and_out))
             if snapshot.meta.get("quantization") and second_stage is None:
                 scores *= snapshot.meta["quantization"]["scale"] or 1.0
             seg_scores.append(scores)

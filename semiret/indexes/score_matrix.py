@@ -182,7 +182,8 @@ class ScoreMatrixIndex(InvertedIndex):
             return self._rerank_across_segments(snapshot, first_stage, (t_offsets, t_terms, t_weights), depth, k,
                                                 n_threads, weight)
         stage = SecondStage(rerank_postings, depth, k,
-                            lambda segment: (t_offsets, t_terms, t_weights, segment.score_bits(), FLOAT16_TABLE, weight))
+                            lambda segment, lo, hi: (t_offsets[lo: hi + 1], t_terms, t_weights, segment.score_bits(),
+                                                     FLOAT16_TABLE, weight))
         seg_scores, seg_locals, _ = self.search_segments(snapshot, first_stage, k, n_threads, second_stage=stage)
         return self._top_hits(snapshot.segments, seg_scores, seg_locals, k, len(queries))
 

@@ -97,6 +97,19 @@ def test_bm25_nail_re_ranks_its_depth_whatever_k_and_ranks_bm25_s_next_ones_belo
         assert [h.id for h in shallow.search(query, k=offset + 1)][offset] == hits[offset].id
 
 
+def test_bm25_nail_gives_each_query_its_own_hits_whatever_the_threads(tiny_nail, tmp_path):
+    """A batch searched by several threads (each a share of the queries, in one compiled call): every query's hits
+    are those it gets alone (the second thread re-ranked its queries by the first thread's token queries)."""
+    queries = ["statins cancer risk", "cats and dogs", "garden birds in the morning", "heart mice", "dogs statins",
+               "birds cancer"]
+    retriever = BM25NailRetriever.build(TINY_DOCS, tmp_path / "rerank", model=str(tiny_nail))
+    alone = [retriever.search([query], k=3) for query in queries]
+    for threads in (1, 2, 3):
+        together = retriever.search(queries, k=3, n_threads=threads)
+        assert together.ids == [hits.ids[0] for hits in alone]
+        assert together.scores == [hits.scores[0] for hits in alone]
+
+
 def test_nail_exh_keeps_ties_in_document_order_whatever_k():
     from semiret.indexes.score_matrix import _top_k
 
