@@ -23,7 +23,9 @@ from semiret.errors import DataFormatError, SemiretError
 
 log = logging.getLogger(__name__)
 
-ID_FIELDS = ("_id", "id", "docid", "doc_id", "qid")
+ID_FIELDS = ("_id", "id", "pid", "passage_id", "docid", "doc_id", "qid")
+"""The names a record gives its id, the first found read: a passage's own id before its document's (MS MARCO v2
+passages carry both ``pid`` and ``docid``, as ir_datasets and Pyserini read them)."""
 TEXT_FIELDS = ("text", "contents", "content", "body", "abstract", "passage", "query")
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
@@ -330,7 +332,7 @@ DELIMITERS = {".tsv": "\t", ".tab": "\t", ".txt": "\t", ".csv": ","}
 """The files read as rows of columns, by suffix, and what separates their columns."""
 QUERY_ID_HEADERS = ("qid", "query-id", "query_id", "queryid")
 QUERY_TEXT_HEADERS = ("query", "question")
-DOCUMENT_ID_HEADERS = ("docno", "pid", "corpus-id", "corpus_id", "passage_id")
+DOCUMENT_ID_HEADERS = ("docno", "corpus-id", "corpus_id")
 """Other names a TSV or CSV corpus's header gives its id column (TREC's, MS MARCO's and Pyserini's, BEIR's qrels')."""
 CORPUS_COLUMNS = (ID_FIELDS + DOCUMENT_ID_HEADERS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
 QUERY_COLUMNS = (ID_FIELDS + QUERY_ID_HEADERS, TEXT_FIELDS + QUERY_TEXT_HEADERS, (), "id<TAB>text")
@@ -535,7 +537,10 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None, no
             try:
                 yield line, record_document(record, metadata_fields)
             except ValueError as exc:
-                raise DataFormatError(str(exc), path, line) from None
+                if not folder:
+                    raise DataFormatError(str(exc), path, line) from None
+                # a file's front matter holds what no index stores: that file skipped, as one that cannot be read
+                log.warning("%s: %r skipped (its front matter: %s)", path, record["_id"], exc)
 
 
 def _folder_records(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tuple[int, dict]]:
@@ -574,8 +579,8 @@ def count_documents(path: str | Path) -> int:
     tsv = delimiter is not None
     count, first = 0, None
     with open_data_file(path) as handle:
-        for raw in handle:
-            if raw.strip():
+        for raw in handle:  # blank as the reader finds it (str.strip: Unicode's spaces too, a no-break space)
+            if raw.strip() and (raw.isascii() or raw.decode("utf-8", "replace").strip()):
                 count += 1
                 first = raw if first is None else first
     header = (first is not None and tsv and _header_columns(

@@ -208,12 +208,16 @@ def _front_matter(text: str, notes: _Notes) -> tuple[str, dict]:
     """A Markdown text without its front matter (YAML between ``---`` lines, or TOML between ``+++`` lines, at the
     very start), and its fields as JSON values (dates as ISO strings); a front matter that does not parse as a
     mapping is left in the text, noted."""
-    match = re.match(r"(---|\+\+\+)[ \t]*\n(.*?\n)?(?:\1|(?<=-)\.\.\.)[ \t]*(?:\n|$)", text, re.DOTALL)
+    opener = text[:3]
+    if opener not in ("---", "+++"):
+        return text, {}
+    closer = r"(?:---|\.\.\.)" if opener == "---" else r"\+\+\+"  # YAML's end of a document, "...", closes one too
+    match = re.match(rf"{re.escape(opener)}[ \t]*\n(.*?\n)?{closer}[ \t]*(?:\n|$)", text, re.DOTALL)
     if match is None:
         return text, {}
-    body = match.group(2) or ""
+    body = match.group(1) or ""
     try:
-        if match.group(1) == "+++":
+        if opener == "+++":
             import tomllib
 
             fields = tomllib.loads(body)
@@ -229,7 +233,11 @@ def _front_matter(text: str, notes: _Notes) -> tuple[str, dict]:
     if not isinstance(fields, dict):  # a list or a lone value (a rule and a list in Markdown, maybe): text, noted
         notes.unparsed.append(f"{notes.current} (not a mapping of fields)")
         return text, {}
-    return text[match.end():], {str(name): _json_value(value) for name, value in fields.items()}
+    try:
+        return text[match.end():], {str(name): _json_value(value) for name, value in fields.items()}
+    except RecursionError:  # a YAML anchor inside itself (``a: &x [*x]``), or nesting past Python's stack
+        notes.unparsed.append(f"{notes.current} (a value that holds itself, or nested too deeply)")
+        return text, {}
 
 
 def _json_value(value):

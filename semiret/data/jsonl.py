@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -26,9 +27,34 @@ def open_data_file(path: str | Path) -> BinaryIO:
     handle = open(path, "rb")
     if handle.read(2) == GZIP_MAGIC:
         handle.close()
-        return gzip.open(path, "rb")
+        return _GzippedData(path, "rb")
     handle.seek(0)
     return handle
+
+
+class _GzippedData(gzip.GzipFile):
+    """A gzipped data file whose damage is a :class:`DataFormatError` naming it: a truncated file raised
+    ``EOFError``, which the command line took for Ctrl-C (it printed "Aborted." and nothing else), and a corrupt one
+    an error naming no file."""
+
+    def _checked(self, read, *args):
+        try:
+            return read(*args)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise DataFormatError(f"truncated or damaged gzip data ({exc}): compress the file again, or "
+                                  "give it uncompressed", self.name) from None
+
+    def read(self, size=-1):
+        return self._checked(super().read, size)
+
+    def read1(self, size=-1):
+        return self._checked(super().read1, size)
+
+    def peek(self, n):
+        return self._checked(super().peek, n)
+
+    def readline(self, size=-1):
+        return self._checked(super().readline, size)
 
 
 def format_suffix(path: str | Path) -> str:

@@ -104,6 +104,25 @@ def test_null_text_is_an_empty_document(tmp_path):
     assert list(iter_corpus(path)) == [Document("a", "", "")]
 
 
+def test_a_passage_s_own_id_is_read_before_its_document_s(tmp_path):
+    """MS MARCO v2 passages carry ``pid`` and their document's ``docid``: the passage is the document here (the
+    docid was read, and a document's second passage was a repeated id)."""
+    records = [{"pid": f"p_{i}", "passage": f"passage {i}", "docid": f"D{i // 2}"} for i in range(4)]
+    corpus = write_jsonl(tmp_path / "v2.jsonl", records)
+    assert [d.id for d in iter_corpus(corpus)] == ["p_0", "p_1", "p_2", "p_3"]
+    tsv = tmp_path / "v2.tsv"
+    tsv.write_text("docid\tpid\tpassage\nD0\tp_0\tfirst\nD0\tp_1\tsecond\n")
+    assert [(d.id, d.text) for d in iter_corpus(tsv)] == [("p_0", "first"), ("p_1", "second")]
+
+
+def test_a_line_of_unicode_spaces_is_blank_to_the_count_as_to_the_reader(tmp_path):
+    """A no-break space alone on a line: no document to the reader, none to the count (the progress total, a
+    shard's share and the corpus size an index records)."""
+    corpus = tmp_path / "spaces.tsv"
+    corpus.write_bytes("a\thello\n\u00a0\n\u3000 \nb\tworld\n".encode())
+    assert len(list(iter_corpus(corpus))) == count_documents(corpus) == 2
+
+
 def test_tsv_corpus_with_optional_title(tmp_path):
     path = tmp_path / "docs.tsv"
     path.write_text('a\tfirst text\n\nb\tsecond "quoted" text\tA title\n', encoding="utf-8")
@@ -171,6 +190,31 @@ def test_gzipped_files_read_as_their_contents(tmp_path):
     qrels = tmp_path / "qrels.txt.gz"
     qrels.write_bytes(gzip.compress(b"q1 0 d1 1\n"))
     assert read_qrels(qrels) == {"q1": {"d1": 1}}
+
+
+def test_a_truncated_or_damaged_gzip_file_is_an_error_naming_it(tmp_path):
+    """gzip's own errors named no file, and a truncated file's EOFError read as Ctrl-C at the command line (it
+    printed "Aborted." alone)."""
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    rows = "".join(json.dumps({"_id": str(i), "text": f"document {i} " * 20}) + "\n" for i in range(3000))
+    packed = gzip.compress(rows.encode())
+    damaged = bytearray(packed)
+    damaged[-8] ^= 0xFF  # its checksum
+    for name, content in (("cut.jsonl.gz", packed[: len(packed) // 2]), ("damaged.jsonl.gz", bytes(damaged)),
+                          ("cut.tsv.gz", gzip.compress("".join(f"q{i}\tquery {i}\n" for i in range(3000)).encode())[:200])):
+        path = tmp_path / name
+        path.write_bytes(content)
+        for read in (lambda: list(iter_corpus(path)), lambda: count_documents(path)):
+            with pytest.raises(DataFormatError, match=f"{re.escape(str(path))}: truncated or damaged gzip data"):
+                read()
+    with pytest.raises(DataFormatError, match="cut.tsv.gz: truncated or damaged"):
+        read_queries(tmp_path / "cut.tsv.gz")
+    result = CliRunner().invoke(app, ["index", "--data", str(tmp_path / "cut.jsonl.gz"), "--out", str(tmp_path / "ix")])
+    assert result.exit_code == 2 and "cut.jsonl.gz: truncated or damaged gzip data" in result.output
+    assert not (tmp_path / "ix").exists()
 
 
 def test_csv_corpora_and_queries_read_as_spreadsheets_write_them(tmp_path):

@@ -230,10 +230,15 @@ def test_markdown_titles_and_front_matters_of_every_kind(tmp_path):
     (tmp_path / "title-only.md").write_text("# Only a heading\n")
     (tmp_path / "labelled.rst").write_text(".. _intro:\n\nIntroduction\n============\n\nText.\n")
     (tmp_path / "odd.md").write_text("---\ntitle: [a, b]\nscore: .nan\n---\nText.\n")
+    (tmp_path / "dotted.md").write_text("---\ntitle: Dotted close\nyear: 2020\n...\nText.\n")  # YAML's end mark
+    (tmp_path / "toml-dots.md").write_text('+++\ntitle = "Not closed"\n...\nText.\n')  # "..." ends YAML only
     read = {d.id: d for d in iter_corpus(tmp_path, ["*"])}
     assert {i: d.title for i, d in read.items()} == {
         "empty-front.md": "Heading after", "labelled.rst": "Introduction", "odd.md": "a b",
-        "short-underline.md": "A long title", "title-only.md": "Only a heading", "toml.md": "From TOML"}
+        "short-underline.md": "A long title", "title-only.md": "Only a heading", "toml.md": "From TOML",
+        "dotted.md": "Dotted close", "toml-dots.md": "toml dots"}
+    assert read["dotted.md"].text == "Text.\n" and read["dotted.md"].metadata["year"] == 2020
+    assert read["toml-dots.md"].text.startswith("+++\ntitle")
     assert read["toml.md"].metadata["weight"] == 3 and read["toml.md"].text == "Text.\n"
     assert read["odd.md"].metadata["score"] == "nan"  # stored as JSON, which has no NaN
     assert read["title-only.md"].text == ""  # a title alone is a document, as a JSONL record of one is
@@ -316,6 +321,23 @@ def test_a_front_matter_that_is_not_yaml_stays_text(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         [document] = iter_corpus(tmp_path)
     assert document.text.startswith("---\n- a list") and "a.md (not a mapping of fields)" in caplog.text
+    (tmp_path / "a.md").write_text("---\na: &x [*x]\n---\nBody.\n")  # an anchor inside itself: no end to it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        [document] = iter_corpus(tmp_path, ["*"])
+    assert document.text.startswith("---\na: &x") and "a.md (a value that holds itself" in caplog.text
+
+
+def test_a_file_whose_front_matter_no_index_stores_is_skipped_by_name_and_the_others_read(tmp_path, caplog):
+    """Half a character in a title, nesting past what metadata holds: that file skipped, as one that cannot be
+    read (it stopped the whole folder, named as its position in it)."""
+    (tmp_path / "good.md").write_text("# Good\nText.\n")
+    (tmp_path / "surrogate.md").write_text('---\ntitle: "\\ud800x"\n---\nBody.\n')
+    (tmp_path / "deep.md").write_text("---\na: " + "[" * 40 + "]" * 40 + "\n---\nBody.\n")
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(tmp_path, ["*"])] == ["good.md"]
+    assert "'surrogate.md' skipped (its front matter: field 'title' holds a lone surrogate" in caplog.text
+    assert "'deep.md' skipped (its front matter: field 'a' of the metadata holds objects or lists nested" in caplog.text
 
 
 def test_a_folder_evaluates_with_queries_and_judgements_of_its_own(docs, tmp_path):
