@@ -1210,6 +1210,8 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           max_request_bytes: int = typer.Option(_serve_default("max_request_bytes"), help="Largest request body (413 beyond)."),
           max_batch: int = typer.Option(_serve_default("max_batch"), help="Most documents, ids or queries in one request (413 beyond)."),
           max_k: int = typer.Option(_serve_default("max_k"), help="Largest k of a search."),
+          max_hits: int = typer.Option(_serve_default("max_hits"), help="Most hits one search request asks for, "
+                                       "over all its queries (413 beyond)."),
           max_segments: int = typer.Option(_serve_default("max_segments"), help="Segments kept before the "
                                             "small recent ones are merged (those that filled the index's buffer not "
                                             "counted)."),
@@ -1249,7 +1251,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
     settings = ServeSettings(parse_index_specs(index or [], collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              read_api_key=read_api_key, cors_origins=list(cors_origin or []),
-                             host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
+                             host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k, max_hits=max_hits,
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
                              data_dir=str(data_dir.resolve()) if data_dir else None)

@@ -104,6 +104,7 @@ class MetadataFilter:
     segment's documents do."""
 
     def __init__(self, spec: dict):
+        _check_size(spec)
         self.spec = _normalised_filter(spec, "a filter")
         self.key = json.dumps(self.spec, sort_keys=True)
         """The filter written one way (what segments cache their matching documents under)."""
@@ -139,6 +140,39 @@ class MetadataFilter:
 MAX_DEPTH = 32
 """Filters nested deeper than this (``$not`` inside ``$or`` inside ...) are refused: no one writes them, and a
 client's could exhaust the interpreter's stack."""
+MAX_CLAUSES = 1024
+"""Keys in a filter, every level's (field conditions, operators, ``$and``/``$or``/``$not``, ``$text``): OpenSearch's
+default limit of a query's clauses. A filter is parsed where a request arrives: a client's of 200,000 clauses took
+seconds of the server's interpreter."""
+MAX_VALUES = 65_536
+"""Values in a filter's lists (an any-of list's values, ``$and``'s filters): OpenSearch's limit of a terms query."""
+MAX_STRING = 2_000
+"""Characters in one string of a filter (a ``$text`` condition's words, a value): parsed ``$text`` conditions are
+kept for the next query (a megabyte's, and its words, for each of the last 256 made a server's memory grow by GBs)."""
+
+
+def _check_size(spec) -> None:
+    """Refuse a filter larger than any written by hand or by a program filtering on a few thousand values, before any
+    of it is parsed (:data:`MAX_CLAUSES`, :data:`MAX_VALUES`, :data:`MAX_STRING`); read without recursion."""
+    keys = values = 0
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys += len(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            values += len(node)
+            stack.extend(node)
+        elif isinstance(node, str) and len(node) > MAX_STRING:
+            raise SemiretError(f"a string of a filter holds at most {MAX_STRING:,} characters, got one of "
+                               f"{len(node):,} ({node[:40]!r}...)")
+        if keys > MAX_CLAUSES:
+            raise SemiretError(f"a filter holds at most {MAX_CLAUSES:,} conditions and operators: filter on a field "
+                               "many documents share (a metadata field of their group) instead of listing them")
+        if values > MAX_VALUES:
+            raise SemiretError(f"a filter's lists hold at most {MAX_VALUES:,} values: filter on a field many documents "
+                               "share (a metadata field of their group) instead of listing them")
 
 
 def _normalised_filter(spec, where: str, depth: int = 1) -> dict:

@@ -218,12 +218,18 @@ class CheckedRoute(APIRoute):
             if not content_type and await request.body():
                 raise HTTPException(415, "a body without a content-type: send it as application/json")
             if content_type == "application/json":
+                # a request no key admits is refused before its body is read (every route with one needs a key
+                # to read at least, where reads need one): scanning megabytes cost seconds before the 401
+                request.app.state.check_key(request, write=False)
                 body = await request.body()  # kept by the request: the endpoint reads it again for free
                 try:
                     text = body.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise validation_error(("body",), f"invalid UTF-8 at byte {exc.start}", "utf8_invalid") from None
-                check_json_text(text, ("body",))
+                if len(text) > SCANNED_IN_THREAD:  # the event loop answers other requests meanwhile
+                    await run_in_threadpool(check_json_text, text, ("body",))
+                else:
+                    check_json_text(text, ("body",))
             return await handle(request)
 
         return checked
@@ -236,8 +242,11 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: paired, it is one character; alone, a string no file can store."""
 
 
-LARGE_NUMBER = re.compile(r"\d[eE]\+?\d{3}|\d{300}")
-"""A number that may overflow a float (``1e400``): Python's parser reads it as infinity."""
+LARGE_NUMBER = re.compile(r"\d[eE]\+?\d{3}|(?<!\d)\d{300}")
+"""A number that may overflow a float (``1e400``): Python's parser reads it as infinity. A run of digits is tried
+from its first only (from each of its digits, the search took seconds over a body of long runs)."""
+SCANNED_IN_THREAD = 1 << 20
+"""Characters of a JSON body above which :func:`check_json_text` runs in a worker thread, not on the event loop."""
 
 
 class _NonFinite:
@@ -393,6 +402,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
             return
         raise HTTPException(401, "wrong API key", headers={"WWW-Authenticate": "Bearer"})
 
+    app.state.check_key = check_key  # (CheckedRoute's, before a body is read)
+
     # every handler is async: blocking work goes to the thread pool once (run_in_threadpool); a sync handler or
     # dependency would cost a thread hop each
     opening = threading.Lock()
@@ -540,6 +551,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if count > settings.max_batch:
             raise HTTPException(413, f"{count} {what} in one request; the limit is {settings.max_batch} (--max-batch)")
 
+    def check_hits(queries: int, per_query: int) -> None:
+        """A batch's hits in all (each query's k + offset, times group_size where grouped): what the answer holds
+        and the server builds at once (1,000 queries of k = 1,000 with their texts: a 1 GB answer, 3 GB of memory)."""
+        if queries * per_query > settings.max_hits:
+            raise HTTPException(413, f"{queries} queries of {per_query} hits each ask for {queries * per_query:,} hits "
+                                     f"in one request; the limit is {settings.max_hits:,} (--max-hits): send fewer "
+                                     "queries a request, or page through them")
+
     def check_k(k: int, loc: tuple) -> None:
         if k > settings.max_k:
             raise validation_error(loc, f"k must be at most {settings.max_k}", "less_than_equal")
@@ -570,7 +589,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         sizes its batches, pages and ``k`` by)."""
         check_key(request, write=False)
         return {"name": "semiret", "version": version, "writable": settings.api_key is not None,
-                "limits": {"max_batch": settings.max_batch, "max_k": settings.max_k,
+                "limits": {"max_batch": settings.max_batch, "max_k": settings.max_k, "max_hits": settings.max_hits,
                            "max_request_bytes": settings.max_request_bytes}}
 
     @app.get("/healthz", tags=["health"])
@@ -852,6 +871,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             if (k + body.offset) * body.group_size > settings.max_k:
                 raise validation_error(("body", "group_size"), f"(k + offset) x group_size, the hits a grouped search "
                                        f"may read, must be at most {settings.max_k} (--max-k)", "less_than_equal")
+        check_hits(len(body.queries), (k + body.offset) * body.group_size)
         if body.candidates is not None and body.diversity is None and body.boost is None:
             raise validation_error(("body", "candidates"), "candidates is for a diversified or boosted search: give "
                                    "diversity or boost too", "candidates_invalid")
@@ -969,6 +989,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_batch(len(q), "queries")
         k = min(10, settings.max_k) if k is None else k
         check_k(k, ("query", "k"))
+        check_hits(len(q), k)
         results = await _search(index, q, k, {}, with_text)
         telemetry.queries.labels(index.name).inc(len(q))
         return {"results": results, "took_ms": _milliseconds_since(started)}

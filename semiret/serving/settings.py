@@ -42,6 +42,9 @@ class ServeSettings:
     """Most documents in one add, ids in one delete, queries in one search (413 beyond)."""
     max_k: int = 1000
     """Largest ``k`` of a search (422 beyond)."""
+    max_hits: int = 100_000
+    """Most hits one search request asks for, over all its queries (413 beyond): ``max_batch`` queries of
+    ``max_k`` would be 10 million, an answer of GBs."""
     max_segments: int = 8
     """After a write leaves more segments than this, the small recent ones are merged (searches visit every
     segment, so many small ones slow them down); those that filled the index's buffer, as large as it makes them,
@@ -88,7 +91,7 @@ class ServeSettings:
                                "backup would be served as an index, written and deleted over HTTP; keep backups "
                                "apart (on the same file system they still cost no space)")
         for name, value in (("max_request_bytes", self.max_request_bytes), ("max_batch", self.max_batch),
-                            ("max_k", self.max_k), ("max_segments", self.max_segments)):
+                            ("max_k", self.max_k), ("max_hits", self.max_hits), ("max_segments", self.max_segments)):
             if value < 1:
                 raise SemiretError(f"{name} must be at least 1, got {value}")
 

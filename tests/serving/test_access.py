@@ -53,6 +53,28 @@ def test_a_read_only_key_reads_and_never_writes(index):
 
 
 
+def test_a_request_no_key_admits_is_refused_before_its_body_is_read(index, monkeypatch):
+    """Its JSON was scanned first (megabytes of long digit runs, or a NaN, took the event loop for seconds before
+    the 401), and a bad body answered 422 to a client without a key."""
+    import semiret.serving.app as app_module
+
+    scanned = []
+    check_json_text = app_module.check_json_text
+    monkeypatch.setattr(app_module, "check_json_text", lambda *args: scanned.append(1) or check_json_text(*args))
+    settings = ServeSettings({"docs": str(index)}, api_key="admin", read_api_key="reader", host="0.0.0.0",
+                             write_process=False)
+    body = '{"queries": ["cats"], "k": NaN}'
+    with LocalClient(create_app(settings)) as client:
+        for headers in ({}, {"X-API-Key": "other"}):
+            answer = client.post("/indexes/docs/search", content=body, headers={"content-type": "application/json",
+                                                                              **headers})
+            assert answer.status_code == 401 and not scanned
+        answer = client.post("/indexes/docs/search", content=body, headers={"content-type": "application/json",
+                                                                          **READ})
+        assert answer.status_code == 422 and "NaN is not a finite number" in answer.text and scanned
+    assert app_module.LARGE_NUMBER.search("x" + "9" * 300) and not app_module.LARGE_NUMBER.search("9" * 299 + " 1")
+
+
 def test_reads_without_a_key_answer_loopback_names_only(index):
     """On loopback, reads without a key answer requests for localhost, 127.0.0.1 or [::1] (any port), not those
     naming another host: a web page whose name the browser was made to resolve to 127.0.0.1 (DNS rebinding) read

@@ -279,6 +279,27 @@ def test_get_search_takes_only_its_parameters_and_k_defaults_within_the_limit(in
     assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["query", "size"]
 
 
+def test_a_search_asking_for_more_hits_than_the_limit_in_all_is_413(indexes):
+    """Each query's k within --max-k, but queries x (k + offset) x group_size over --max-hits: refused, naming the
+    limit (1,000 queries of k = 1,000 with their texts made a 1 GB answer); a highlight tag is at most 100
+    characters (repeated around every word shown: 50,000 made a 97 KB request's answer 477 MB)."""
+    client = client_of(indexes, max_k=50, max_hits=100)
+    assert client.post("/indexes/tiny/search", json={"queries": ["cats"] * 2, "k": 50}).status_code == 200
+    for body in ({"queries": ["cats"] * 3, "k": 34}, {"queries": ["cats"] * 3, "k": 30, "offset": 5},
+                 {"queries": ["cats"] * 3, "k": 8, "group_by": "source", "group_size": 6}):
+        refused = client.post("/indexes/tiny/search", json=body)
+        assert refused.status_code == 413 and "the limit is 100 (--max-hits)" in refused.text, body
+    refused = client.get("/indexes/tiny/search", params={"q": ["cats"] * 11})
+    assert refused.status_code == 413 and "110 hits" in refused.text
+    assert client.get("/").json()["limits"]["max_hits"] == 100
+    tags = {"queries": ["cats"], "with_text": True, "highlight": {"tags": ["<" + "x" * 99 + ">", "</x>"]}}
+    assert client.post("/indexes/tiny/search", json=tags).status_code == 422
+    tags["highlight"]["tags"][0] = "<" + "x" * 98 + ">"
+    assert client.post("/indexes/tiny/search", json=tags).status_code == 200
+    with pytest.raises(SemiretError, match="max_hits must be at least 1"):
+        ServeSettings(indexes, max_hits=0)
+
+
 def test_bodies_of_another_type_than_json_are_415(client, indexes):
     before = state(indexes)
     assert client.post("/indexes/tiny/search", content=b"queries=cats",

@@ -133,7 +133,8 @@ def test_the_client_keeps_within_a_servers_lower_limits(tmp_path):
     with LocalClient(create_app(settings)) as app_client:
         client = in_process(app_client.app)
         assert client.about() == {"name": "semiret", "version": __version__, "writable": True,
-                                  "limits": {"max_batch": 5, "max_k": 3, "max_request_bytes": settings.max_request_bytes}}
+                                  "limits": {"max_batch": 5, "max_k": 3, "max_hits": settings.max_hits,
+                                             "max_request_bytes": settings.max_request_bytes}}
         client.create_index("notes")
         documents = [{"_id": f"d{i:02d}", "text": f"statins trial {i}"} for i in range(12)]
         assert client.add("notes", documents) == 12 and client.count("notes") == 12
