@@ -179,7 +179,7 @@ def test_bm25_nail_reranks_the_best_depth_over_all_segments_as_a_fresh_build(tin
     queries = [" ".join(pair) for pair in itertools.combinations(words, 2)]
     grown = BM25NailRetriever.build(TINY_DOCS[:3], tmp_path / "grown", model=str(tiny_nail))
     grown.add(TINY_DOCS[3:])
-    fresh = BM25NailRetriever.build(TINY_DOCS, tmp_path / "fresh", model=str(tiny_nail))
+    BM25NailRetriever.build(TINY_DOCS, tmp_path / "fresh", model=str(tiny_nail))
     for depth in (1, 2, 100):
         ours = BM25NailRetriever.open(tmp_path / "grown", rerank_depth=depth).search(queries, k=3)
         theirs = BM25NailRetriever.open(tmp_path / "fresh", rerank_depth=depth).search(queries, k=3)
