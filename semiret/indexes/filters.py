@@ -146,9 +146,10 @@ default limit of a query's clauses. A filter is parsed where a request arrives: 
 seconds of the server's interpreter."""
 MAX_VALUES = 65_536
 """Values in a filter's lists (an any-of list's values, ``$and``'s filters): OpenSearch's limit of a terms query."""
-MAX_STRING = 2_000
-"""Characters in one string of a filter (a ``$text`` condition's words, a value): parsed ``$text`` conditions are
-kept for the next query (a megabyte's, and its words, for each of the last 256 made a server's memory grow by GBs)."""
+MAX_STRING = 4_096
+"""Characters in one string of a filter (a ``$text`` condition's words, a value; a file's path as a folder document's
+id fits): parsed ``$text`` conditions are kept for the next query (a megabyte's, and its words, for each of the last
+256 made a server's memory grow by GBs)."""
 
 
 def _check_size(spec) -> None:
@@ -986,7 +987,8 @@ def passage_ids(index, parents: list[str]) -> list[str]:
     from the segments' kept values where the index keeps them, else (Milvus) its documents read through."""
     if hasattr(index, "ids_holding"):
         return index.ids_holding((PARENT_FIELD,), parents)
-    return [d.id for d in index.iter_documents(MetadataFilter({PARENT_FIELD: parents}))]
+    return [d.id for start in range(0, len(parents), MAX_VALUES)  # (a filter's lists hold that many at most)
+            for d in index.iter_documents(MetadataFilter({PARENT_FIELD: parents[start: start + MAX_VALUES]}))]
 
 
 def count_matching(index, spec: dict | None = None) -> int:

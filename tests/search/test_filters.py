@@ -120,7 +120,7 @@ def test_conditions(spec, metadata, expected):
     # larger than any written by hand or by a program: parsed where a request arrives, a client's took seconds
     ({"$or": [{"a": i} for i in range(1025)]}, "at most 1,024 conditions and operators"),
     ({"id": list(range(65_537))}, "lists hold at most 65,536 values"),
-    ({"$text": "word " * 401}, "a string of a filter holds at most 2,000 characters, got one of 2,005"),
+    ({"$text": "word " * 820}, "a string of a filter holds at most 4,096 characters, got one of 4,100"),
 ])
 def test_bad_filters_are_clear_errors(spec, message):
     with pytest.raises(SemiretError, match=message):
@@ -130,7 +130,7 @@ def test_bad_filters_are_clear_errors(spec, message):
 def test_filters_as_large_as_the_limits_are_taken():
     assert MetadataFilter({"$or": [{"a": i} for i in range(1023)]}).spec
     assert MetadataFilter({"id": list(range(65_536))}).spec
-    assert MetadataFilter({"$text": "word " * 399 + "words"}).spec
+    assert MetadataFilter({"$text": "word " * 818 + "words"}).spec
 
 
 @pytest.fixture(scope="module")
