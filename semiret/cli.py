@@ -3,7 +3,6 @@ models, eval, compare, fuse, demo."""
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import contextlib
 import json
@@ -183,6 +182,7 @@ def _corpus_source(name: str) -> Iterator[Path]:
     """The corpus a command reads: a dataset or file (:func:`~semiret.data.paths.dataset`), or, for ``-``, standard
     input (JSONL, TSV or CSV, gzipped or not, told by its first bytes) spooled to a temporary file, since the reader
     counts the documents first and reads the file again to confirm a repeated id; its errors name ``<stdin>``."""
+    from semiret.data.jsonl import open_data_file
     from semiret.data.paths import dataset
     from semiret.errors import DataFormatError
 
@@ -195,8 +195,11 @@ def _corpus_source(name: str) -> Iterator[Path]:
             shutil.copyfileobj(sys.stdin.buffer, out)
         with open(spooled, "rb") as start:
             zipped = start.read(2) == b"\x1f\x8b"
-        with (gzip.open if zipped else open)(spooled, "rb") as start:
-            head = start.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+        try:
+            with open_data_file(spooled) as start:  # (gunzipped where it is gzipped)
+                head = start.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+        except DataFormatError as exc:  # a truncated gzip stream: named as what was given
+            raise DataFormatError(str(exc).replace(str(spooled), "<stdin>")) from None
         line = re.sub(rb'"(?:[^"]|"")*"', b"", head.split(b"\n", 1)[0])  # a CSV's quoted fields may hold tabs
         suffix = (".jsonl" if head[:1] in (b"{", b"[", b"") else ".csv" if b"\t" not in line and b"," in line
                   else ".tsv") + (".gz" if zipped else "")

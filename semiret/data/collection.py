@@ -23,9 +23,12 @@ from semiret.errors import DataFormatError, SemiretError
 
 log = logging.getLogger(__name__)
 
-ID_FIELDS = ("_id", "id", "pid", "passage_id", "docid", "doc_id", "qid")
-"""The names a record gives its id, the first found read: a passage's own id before its document's (MS MARCO v2
-passages carry both ``pid`` and ``docid``, as ir_datasets and Pyserini read them)."""
+ID_FIELDS = ("_id", "id", "docid", "doc_id", "qid")
+DOCUMENT_ID_FIELDS = ("_id", "id", "pid", "passage_id", "docid", "doc_id", "qid")
+"""The names a document's record gives its id, the first found read: a passage's own id before its document's (MS
+MARCO v2 passages carry both ``pid`` and ``docid``, as ir_datasets and Pyserini read them). A queries file keeps
+:data:`ID_FIELDS` (a query judged against a passage may name it). ``pid`` and ``passage_id`` stay fields
+``metadata_fields`` can keep."""
 TEXT_FIELDS = ("text", "contents", "content", "body", "abstract", "passage", "query")
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
@@ -115,9 +118,9 @@ def _required(record: dict, names: tuple[str, ...], what: str) -> str:
 
 def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, object] | None, object]:
     """(id, text or None, title) as picked from a document's record, each field looked up once."""
-    doc_id, text, title = _pick(record, ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
+    doc_id, text, title = _pick(record, DOCUMENT_ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
     if doc_id is None:
-        raise ValueError(f"missing id field (one of {', '.join(map(repr, ID_FIELDS))})")
+        raise ValueError(f"missing id field (one of {', '.join(map(repr, DOCUMENT_ID_FIELDS))})")
     if text is None and not title:
         raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
     return doc_id, text, title
@@ -125,7 +128,7 @@ def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, objec
 
 def record_fields(record: dict) -> dict:
     """A JSON object describing a document, however it names its fields (BEIR's ``_id``/``title``/``text``,
-    Pyserini's ``id``/``contents``, the other names of :data:`ID_FIELDS` and :data:`TEXT_FIELDS`; a ``metadata``
+    Pyserini's ``id``/``contents``, the other names of :data:`DOCUMENT_ID_FIELDS` and :data:`TEXT_FIELDS`; a ``metadata``
     object is kept, other fields are ignored), as ``{"_id", "title", "text"[, "metadata"]}`` with the values found
     (an integer id as its string; a text missing beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
     are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""
@@ -334,7 +337,7 @@ QUERY_ID_HEADERS = ("qid", "query-id", "query_id", "queryid")
 QUERY_TEXT_HEADERS = ("query", "question")
 DOCUMENT_ID_HEADERS = ("docno", "corpus-id", "corpus_id")
 """Other names a TSV or CSV corpus's header gives its id column (TREC's, MS MARCO's and Pyserini's, BEIR's qrels')."""
-CORPUS_COLUMNS = (ID_FIELDS + DOCUMENT_ID_HEADERS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
+CORPUS_COLUMNS = (DOCUMENT_ID_FIELDS + DOCUMENT_ID_HEADERS, TEXT_FIELDS, ("title",), "id<TAB>text[<TAB>title]")
 QUERY_COLUMNS = (ID_FIELDS + QUERY_ID_HEADERS, TEXT_FIELDS + QUERY_TEXT_HEADERS, (), "id<TAB>text")
 """A TSV or CSV file's columns: the names a header may give the id, the text and the title, and the layout without
 one (``<TAB>`` standing for the file's delimiter)."""

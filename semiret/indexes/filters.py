@@ -104,7 +104,6 @@ class MetadataFilter:
     segment's documents do."""
 
     def __init__(self, spec: dict):
-        _check_size(spec)
         self.spec = _normalised_filter(spec, "a filter")
         self.key = json.dumps(self.spec, sort_keys=True)
         """The filter written one way (what segments cache their matching documents under)."""
@@ -141,20 +140,21 @@ MAX_DEPTH = 32
 """Filters nested deeper than this (``$not`` inside ``$or`` inside ...) are refused: no one writes them, and a
 client's could exhaust the interpreter's stack."""
 MAX_CLAUSES = 1024
-"""Keys in a filter, every level's (field conditions, operators, ``$and``/``$or``/``$not``, ``$text``): OpenSearch's
-default limit of a query's clauses. A filter is parsed where a request arrives: a client's of 200,000 clauses took
-seconds of the server's interpreter."""
+"""Keys in a filter a request may send, every level's (field conditions, operators, ``$and``/``$or``/``$not``,
+``$text``): OpenSearch's default limit of a query's clauses. A server parses a filter where the request arrives: a
+client's of 200,000 clauses took seconds of its interpreter. (The Python API and the command line take any filter.)"""
 MAX_VALUES = 65_536
-"""Values in a filter's lists (an any-of list's values, ``$and``'s filters): OpenSearch's limit of a terms query."""
+"""Values in the lists of a filter a request may send (an any-of list's values, ``$and``'s filters): OpenSearch's
+limit of a terms query."""
 MAX_STRING = 4_096
-"""Characters in one string of a filter (a ``$text`` condition's words, a value; a file's path as a folder document's
-id fits): parsed ``$text`` conditions are kept for the next query (a megabyte's, and its words, for each of the last
-256 made a server's memory grow by GBs)."""
+"""Characters in one string of a filter a request may send (a field name, a value, a ``$text`` condition's words; a
+file's path as a folder document's id fits)."""
 
 
-def _check_size(spec) -> None:
-    """Refuse a filter larger than any written by hand or by a program filtering on a few thousand values, before any
-    of it is parsed (:data:`MAX_CLAUSES`, :data:`MAX_VALUES`, :data:`MAX_STRING`); read without recursion."""
+def check_filter_size(spec, what: str = "a filter") -> None:
+    """Refuse a filter (or a boost's functions, ``what``) larger than any written by hand or by a program filtering on
+    a few thousand values (:data:`MAX_CLAUSES`, :data:`MAX_VALUES`, :data:`MAX_STRING`), before any of it is parsed:
+    what a server asks of the filters its clients send. Read without recursion."""
     keys = values = 0
     stack = [spec]
     while stack:
@@ -162,17 +162,18 @@ def _check_size(spec) -> None:
         if isinstance(node, dict):
             keys += len(node)
             stack.extend(node.values())
+            stack.extend(name for name in node if isinstance(name, str) and len(name) > MAX_STRING)
         elif isinstance(node, list):
             values += len(node)
             stack.extend(node)
         elif isinstance(node, str) and len(node) > MAX_STRING:
-            raise SemiretError(f"a string of a filter holds at most {MAX_STRING:,} characters, got one of "
+            raise SemiretError(f"a string of {what} holds at most {MAX_STRING:,} characters, got one of "
                                f"{len(node):,} ({node[:40]!r}...)")
         if keys > MAX_CLAUSES:
-            raise SemiretError(f"a filter holds at most {MAX_CLAUSES:,} conditions and operators: filter on a field "
+            raise SemiretError(f"{what} holds at most {MAX_CLAUSES:,} conditions and operators: filter on a field "
                                "many documents share (a metadata field of their group) instead of listing them")
         if values > MAX_VALUES:
-            raise SemiretError(f"a filter's lists hold at most {MAX_VALUES:,} values: filter on a field many documents "
+            raise SemiretError(f"{what}'s lists hold at most {MAX_VALUES:,} values: filter on a field many documents "
                                "share (a metadata field of their group) instead of listing them")
 
 
@@ -407,7 +408,9 @@ def _parsed_text_condition(wanted: str) -> TextCondition:
 def text_condition(wanted) -> TextCondition:
     """``TextCondition(wanted)``, parsed once per string (a filter is read twice, to normalise it and to test with
     it, and a search box's queries make one per query; a condition never changes once made)."""
-    return _parsed_text_condition(wanted) if isinstance(wanted, str) else TextCondition(wanted)
+    # (a long one is not kept: 256 conditions of megabytes, with their words, grew a server by GBs)
+    return _parsed_text_condition(wanted) if isinstance(wanted, str) and len(wanted) <= MAX_STRING else TextCondition(
+        wanted)
 
 
 SPELLINGS_KEPT = 50_000
@@ -987,8 +990,7 @@ def passage_ids(index, parents: list[str]) -> list[str]:
     from the segments' kept values where the index keeps them, else (Milvus) its documents read through."""
     if hasattr(index, "ids_holding"):
         return index.ids_holding((PARENT_FIELD,), parents)
-    return [d.id for start in range(0, len(parents), MAX_VALUES)  # (a filter's lists hold that many at most)
-            for d in index.iter_documents(MetadataFilter({PARENT_FIELD: parents[start: start + MAX_VALUES]}))]
+    return [d.id for d in index.iter_documents(MetadataFilter({PARENT_FIELD: parents}))]
 
 
 def count_matching(index, spec: dict | None = None) -> int:

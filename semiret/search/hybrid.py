@@ -8,6 +8,7 @@ divided by the query's score bound there, summed over every document in one pass
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -36,6 +37,8 @@ from semiret.text import languages
 from semiret.text.bm25 import BM25_PARAMETER_NAMES, BM25Parameters
 from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
+
+log = logging.getLogger(__name__)
 
 LEXICAL, NEURAL = "lexical", "neural"
 FUSIONS = ("bound", "score", "rrf")
@@ -130,7 +133,10 @@ class HybridQueryOptions:
     rrf_k: int = RRF_K
     """RRF's rank offset k: 1 / (k + rank)."""
     fusion_depth: int = 100
-    """Documents taken from each ranking before fusing."""
+    """Documents taken from each ranking before fusing ('score' and 'rrf'), whatever ``k``: every page of a ranking is
+    cut from the same fusion (OpenSearch's ``pagination_depth``; a deeper fusion for a later page normalised or ranked
+    a longer list, and pages repeated and skipped hits). The hits found are at most those of both parts' best
+    ``fusion_depth``: raise it to search deeper."""
     fuzzy: bool = False
     """The BM25 part matches misspelled query words to the index's (bm25's ``fuzzy``)."""
     prefix: bool = False
@@ -190,6 +196,7 @@ class HybridQueries(QuerySide):
         if self.fusion != "rrf" and options.rrf_k != HybridQueryOptions.rrf_k:
             raise SemiretError(f"rrf_k (--rrf-k) applies to fusion 'rrf' only; this hybrid fuses by {self.fusion!r}")
         self._rrf = np.empty(0)  # 1 / (rrf_k + rank) for ranks 1, 2, ...: made once for the deepest ranking seen
+        self._said_shallow = False
 
     @property
     def completes_last_word(self) -> bool:
@@ -228,10 +235,19 @@ class HybridQueries(QuerySide):
         part), each by its own query side."""
         if self.fusion == "bound":
             return self._search_bounded(index, texts, k, n_threads)
-        depth = max(k, self.options.fusion_depth)
+        depth = self.fused_depth(k)
         lexical, neural = (self.parts[name].query_side.search(index.parts[name], texts, depth, n_threads)
                            for name in (LEXICAL, NEURAL))
         return self.fuse(lexical, neural, k)
+
+    def fused_depth(self, k: int) -> int:
+        """``fusion_depth`` (said once where ``k`` asks for more than each part's best that many may give)."""
+        if k > self.options.fusion_depth and not self._said_shallow:
+            self._said_shallow = True
+            log.warning("hybrid: k = %d is past fusion_depth %d: the hits are those of both parts' best %d fused "
+                        "(fusion_depth=%d, --fusion-depth, searches deeper)", k, self.options.fusion_depth,
+                        self.options.fusion_depth, k)
+        return self.options.fusion_depth
 
     def _search_bounded(self, index, texts: list[str], k: int, n_threads: int) -> SearchHits:
         """'bound' fusion: both parts' postings in one pass; where their segments are not aligned (a crash
@@ -243,7 +259,7 @@ class HybridQueries(QuerySide):
                                       for name in (LEXICAL, NEURAL)], k, n_threads)
         if hits is not None:
             return hits
-        depth = max(k, self.options.fusion_depth)
+        depth = self.fused_depth(k)
         lexical, neural = (index.parts[name].search(queries[name], k=depth, n_threads=n_threads)
                            for name in (LEXICAL, NEURAL))
         return self.fuse(lexical, neural, k, bounds=[index.parts[name].score_bounds(queries[name])

@@ -38,7 +38,7 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import (ID_FIELDS, TEXT_FIELDS, Document, as_document, batched, check_metadata_fields,
+from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, Document, as_document, batched, check_metadata_fields,
                                      corpus_file, iter_corpus, query_texts)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
@@ -1317,7 +1317,7 @@ def _documents(documents, call: str) -> Iterable[Document]:
         return (as_document({**record, "_id": doc_id}, position)
                 for position, (doc_id, record) in enumerate(documents.items()))
     if isinstance(documents, dict) and documents and all(isinstance(value, str) for value in documents.values()) \
-            and not set(documents) & {*ID_FIELDS, *TEXT_FIELDS}:  # (not one document's fields)
+            and not set(documents) & {*DOCUMENT_ID_FIELDS, *TEXT_FIELDS}:  # (not one document's fields)
         raise SemiretError(f"{call} takes a list of documents, got a dict of texts: [Document(doc_id, text) for "
                            "doc_id, text in texts.items()]")
     if isinstance(documents, (Document, dict, str, bytes)):

@@ -81,7 +81,7 @@ from semiret.data.chunking import Chunking
 from semiret.data.collection import MAX_METADATA_DEPTH, Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
-from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, checked_ranges
+from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, check_filter_size, checked_ranges
 from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
@@ -217,8 +217,10 @@ class CheckedRoute(APIRoute):
                 raise HTTPException(415, f"body type {content_type!r}: send application/json")
             if not content_type and await request.body():
                 raise HTTPException(415, "a body without a content-type: send it as application/json")
-            if content_type == "application/json":
-                # a request no key admits is refused before its body is read (every route with one needs a key
+            sends_body = takes_json or request.headers.get("content-length", "0") != "0" or (
+                "transfer-encoding" in request.headers)  # (a probe's GET with the header alone: no key asked)
+            if content_type == "application/json" and sends_body:
+                # a request no key admits is refused before its body is read (every route taking one needs a key
                 # to read at least, where reads need one): scanning megabytes cost seconds before the 401
                 request.app.state.check_key(request, write=False)
                 body = await request.body()  # kept by the request: the endpoint reads it again for free
@@ -573,6 +575,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def check_filter(spec: dict | None) -> None:
         if spec:
             try:
+                check_filter_size(spec)
                 MetadataFilter(spec)
             except SemiretError as exc:
                 raise validation_error(("body", "filter"), str(exc), "filter_invalid") from None
@@ -878,6 +881,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         picking = {}
         if body.boost is not None:
             try:
+                check_filter_size(body.boost, "a boost")  # (its functions' filters together)
                 picking["boost"] = Boost(body.boost)
             except SemiretError as exc:
                 raise validation_error(("body", "boost"), str(exc), "boost_invalid") from None

@@ -94,6 +94,9 @@ class ServeSettings:
                             ("max_k", self.max_k), ("max_hits", self.max_hits), ("max_segments", self.max_segments)):
             if value < 1:
                 raise SemiretError(f"{name} must be at least 1, got {value}")
+        if self.max_hits < self.max_k:  # (a query of the largest k, or none given, would be refused)
+            raise SemiretError(f"max_hits ({self.max_hits}) must be at least max_k ({self.max_k}): a search of one "
+                               "query may ask for max_k hits")
 
     @property
     def reads_need_key(self) -> bool:

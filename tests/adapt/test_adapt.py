@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import sysconfig
 from pathlib import Path
 
@@ -174,6 +175,7 @@ def test_a_sidr_model_trains_on_pseudo_queries_of_the_corpus_from_its_own_weight
     with pytest.raises(SemiretError, match=r"other options than this run's \(queries_per_epoch: 12 -> 16\).*--no-resume"):
         adapt(settings(corpus, sidr_start, output, hybrid=False, teachers=teachers, queries_per_epoch=16))
     assert json.loads((output / "train" / "summary.json").read_text())["pairs"] == 12
+    assert (output / "adapt.json").is_file()  # the refused run changed nothing (its report was deleted first)
 
 
 def test_a_gdr_model_is_trained_again_over_a_tree_of_the_corpus(corpus, tiny_gdr, tmp_path, small_corpora,
@@ -372,6 +374,12 @@ def test_an_output_holding_what_adapt_did_not_write_or_the_corpus_itself_is_refu
         with pytest.raises(SemiretError, match="lies in .*corpus, which adapt writes"):
             adapt(settings(data, inference_free_start, folder))
     assert len(list((folder / "corpus").iterdir())) == 30
+    finished = tmp_path / "finished"  # a finished run's trained model as the start of another into the same folder:
+    shutil.copytree(inference_free_start, finished / "train" / "model")  # deleted with the run folder, then missed
+    (finished / "train" / "adapt-options.json").write_text("{}")
+    with pytest.raises(SemiretError, match=r"--model .*train.model lies in .*train, which adapt writes"):
+        adapt(settings(corpus, finished / "train" / "model", finished))
+    assert (finished / "train" / "model").is_dir()
 
 
 def test_teachers_given_to_a_kind_that_adapts_without_them_are_named(corpus, dense_start, tmp_path, small_corpora,

@@ -113,6 +113,12 @@ def test_a_passage_s_own_id_is_read_before_its_document_s(tmp_path):
     tsv = tmp_path / "v2.tsv"
     tsv.write_text("docid\tpid\tpassage\nD0\tp_0\tfirst\nD0\tp_1\tsecond\n")
     assert [(d.id, d.text) for d in iter_corpus(tsv)] == [("p_0", "first"), ("p_1", "second")]
+    kept = write_jsonl(tmp_path / "kept.jsonl", [{"_id": "d1", "pid": "x9", "text": "one"}])
+    assert [d.metadata for d in iter_corpus(kept, ["pid"])] == [{"pid": "x9"}]  # not the id: a field to keep
+    queries = write_jsonl(tmp_path / "queries.jsonl", [{"qid": "q1", "pid": "p7", "query": "statins"}])
+    assert read_queries(queries) == {"q1": "statins"}  # a query's judged passage is not its id
+    (tmp_path / "queries.tsv").write_text("qid\tpid\tquery\nq1\tp7\tstatins\n")
+    assert read_queries(tmp_path / "queries.tsv") == {"q1": "statins"}
 
 
 def test_a_line_of_unicode_spaces_is_blank_to_the_count_as_to_the_reader(tmp_path):

@@ -145,6 +145,25 @@ def test_score_fusion_weight_picks_a_side(tmp_path, hybrid):
 
 
 @pytest.mark.parametrize("fusion", ["rrf", "score"])
+def test_every_page_is_cut_from_one_fusion_whatever_k(hybrid, fusion, caplog):
+    """Each part's best fusion_depth fused, whatever k: a page past fusion_depth (the service asks for k + offset)
+    fused deeper lists, normalised or ranked again, and pages repeated and skipped hits. More than both parts'
+    best fusion_depth is said once, not found."""
+    import logging
+
+    searcher = open_retriever(hybrid.index.path, fusion=fusion, fusion_depth=2)
+    text = "cats dogs statins garden birds morning"
+    whole = searcher.search(text, k=4)
+    assert len(whole) >= 3  # both parts' best 2: 3 or 4 documents
+    with caplog.at_level(logging.WARNING):
+        deeper = searcher.search(text, k=len(TINY_DOCS))
+    assert [(h.id, h.score) for h in deeper] == [(h.id, h.score) for h in whole]
+    assert caplog.text.count("is past fusion_depth 2") == 1
+    for k in range(1, len(whole) + 1):  # each page as the service cuts it: the first k of the same ranking
+        assert [h.id for h in searcher.search(text, k=k)] == [h.id for h in whole][:k]
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "score"])
 def test_fusion_on_id_hashes_equals_fusion_on_ids(hybrid, fusion):
     """Rankings of semiret indexes are joined on their id hashes (only the ids shown are decoded); the result is
     the ids' fusion exactly, scores and ties included, over several segments with deletions."""

@@ -73,6 +73,9 @@ def test_a_request_no_key_admits_is_refused_before_its_body_is_read(index, monke
                                                                           **READ})
         assert answer.status_code == 422 and "NaN is not a finite number" in answer.text and scanned
     assert app_module.LARGE_NUMBER.search("x" + "9" * 300) and not app_module.LARGE_NUMBER.search("9" * 299 + " 1")
+    with LocalClient(create_app(settings)) as client:  # probes take no key, whatever header a client sends
+        for probe in ("/healthz", "/readyz"):
+            assert client.get(probe, headers={"content-type": "application/json"}).status_code == 200
 
 
 def test_reads_without_a_key_answer_loopback_names_only(index):

@@ -298,6 +298,15 @@ def test_a_search_asking_for_more_hits_than_the_limit_in_all_is_413(indexes):
     assert client.post("/indexes/tiny/search", json=tags).status_code == 200
     with pytest.raises(SemiretError, match="max_hits must be at least 1"):
         ServeSettings(indexes, max_hits=0)
+    with pytest.raises(SemiretError, match=r"max_hits \(40\) must be at least max_k \(50\)"):
+        ServeSettings(indexes, max_k=50, max_hits=40)  # a search giving no k (10) was refused at max_hits 5
+    # filters and boosts larger than a server takes: 422 before they are parsed (the Python API takes any)
+    for body, where in (({"queries": ["cats"], "filter": {"$or": [{"a": i} for i in range(1025)]}}, "filter"),
+                        ({"queries": ["cats"], "filter": {"x" * 4097: 1}}, "filter"),
+                        ({"queries": ["cats"], "with_text": True, "boost": [
+                            {"filter": {"$or": [{"a": i} for i in range(300)]}, "weight": 2}] * 4}, "boost")):
+        refused = client.post("/indexes/tiny/search", json=body)
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", where], refused.text
 
 
 def test_bodies_of_another_type_than_json_are_415(client, indexes):
