@@ -1254,7 +1254,8 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
     settings = ServeSettings(parse_index_specs(index or [], collections=backend is not None),
                              retrievers=parse_retriever_specs(retriever or []), api_key=api_key,
                              read_api_key=read_api_key, cors_origins=list(cors_origin or []),
-                             host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k, max_hits=max_hits,
+                             host=host, max_request_bytes=max_request_bytes, max_batch=max_batch, max_k=max_k,
+                             max_hits=max_hits,
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
                              data_dir=str(data_dir.resolve()) if data_dir else None)

@@ -128,7 +128,8 @@ def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, objec
 
 def record_fields(record: dict) -> dict:
     """A JSON object describing a document, however it names its fields (BEIR's ``_id``/``title``/``text``,
-    Pyserini's ``id``/``contents``, the other names of :data:`DOCUMENT_ID_FIELDS` and :data:`TEXT_FIELDS`; a ``metadata``
+    Pyserini's ``id``/``contents``, the other names of :data:`DOCUMENT_ID_FIELDS` and :data:`TEXT_FIELDS`; a
+    ``metadata``
     object is kept, other fields are ignored), as ``{"_id", "title", "text"[, "metadata"]}`` with the values found
     (an integer id as its string; a text missing beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
     are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""

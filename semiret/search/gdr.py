@@ -197,9 +197,9 @@ class GDRQueries(QuerySide):
             # A query whose decoded leaves hold fewer than k live documents (few beams, small leaves, deletions, a
             # filter hiding most documents) is decoded again with 4x the beams, up to the number of leaves: the
             # constrained beam search returns min(beams, held leaves) cluster ids, so the widest decoding reaches
-            # every held leaf and every live document is scored. Decoding again, rather than taking the leaves whose means lie
-            # nearest the query vector, gives the new leaves their S_inter from the decoder, so their documents rank
-            # on the same scale as the first ones; it costs a decoding only for the few queries left short.
+            # every held leaf and every live document is scored. Decoding again, rather than taking the leaves whose
+            # means lie nearest the query vector, gives the new leaves their S_inter from the decoder, so their
+            # documents rank on the same scale as the first ones; it costs a decoding only for the queries left short.
             if beams[0] >= index.leaf_count:
                 return None
             beams[0] = min(beams[0] * 4, index.leaf_count)

@@ -38,8 +38,8 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, Document, as_document, batched, check_metadata_fields,
-                                     corpus_file, iter_corpus, query_texts)
+from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, Document, as_document, batched,
+                                     check_metadata_fields, corpus_file, iter_corpus, query_texts)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES

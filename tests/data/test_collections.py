@@ -210,7 +210,8 @@ def test_a_truncated_or_damaged_gzip_file_is_an_error_naming_it(tmp_path):
     damaged = bytearray(packed)
     damaged[-8] ^= 0xFF  # its checksum
     for name, content in (("cut.jsonl.gz", packed[: len(packed) // 2]), ("damaged.jsonl.gz", bytes(damaged)),
-                          ("cut.tsv.gz", gzip.compress("".join(f"q{i}\tquery {i}\n" for i in range(3000)).encode())[:200])):
+                          ("cut.tsv.gz", gzip.compress("".join(f"q{i}\tquery {i}\n"
+                                                           for i in range(3000)).encode())[:200])):
         path = tmp_path / name
         path.write_bytes(content)
         for read in (lambda: list(iter_corpus(path)), lambda: count_documents(path)):
