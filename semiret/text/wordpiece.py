@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import chain
 from pathlib import Path
 
@@ -50,6 +50,60 @@ def tokenizer_fingerprint(name_or_path: str) -> str:
     return hashlib.sha1(resolve_tokenizer_file(name_or_path).read_bytes()).hexdigest()[:16]
 
 
+def _file_key(path: Path) -> tuple[str, int, int]:
+    """A tokenizer file named with its modification time and size: what the caches below are keyed on, so a file
+    changed in place is read again."""
+    status = path.stat()
+    return str(path.resolve()), status.st_mtime_ns, status.st_size
+
+
+# Reading tokenizer.json (40 ms for BERT's) and listing its vocabulary (60 ms) were most of the time an index took
+# to open, and a process opens the indexes of one tokenizer again and again (a server per request after a write, a
+# query side and a document side, every test). A Tokenizer configured once is only read from afterwards (encoding
+# takes it immutably, from any thread), so one per file and length limit is shared.
+@lru_cache(maxsize=32)
+def _loaded_tokenizer(file: tuple[str, int, int], max_length: int | None) -> Tokenizer:
+    tokenizer = Tokenizer.from_file(file[0])
+    tokenizer.no_padding()
+    if max_length:
+        tokenizer.enable_truncation(max_length)
+    else:
+        tokenizer.no_truncation()
+    return tokenizer
+
+
+@lru_cache(maxsize=32)
+def _special_and_unused(file: tuple[str, int, int]) -> np.ndarray:
+    """Mask over the ids of the special and ``[unusedN]`` tokens (read-only: callers copy it)."""
+    tokenizer = _loaded_tokenizer(file, None)
+    mask = np.zeros(tokenizer.get_vocab_size(), dtype=bool)
+    for token, token_id in tokenizer.get_vocab(with_added_tokens=True).items():
+        if UNUSED_TOKEN.match(token):
+            mask[token_id] = True
+    for added in tokenizer.get_added_tokens_decoder().values():
+        if added.special:
+            mask[tokenizer.token_to_id(added.content)] = True
+    mask.setflags(write=False)
+    return mask
+
+
+@lru_cache(maxsize=32)
+def _word_local(file: tuple[str, int, int]) -> bool:
+    """See :attr:`WordPieceVocabulary.word_local`."""
+    spec = json.loads(_loaded_tokenizer(file, None).to_str())
+
+    def types(component) -> set[str]:
+        if not component:
+            return set()
+        inner = component.get("normalizers") or component.get("pretokenizers")
+        return set().union(*map(types, inner)) if inner else {component["type"]}
+
+    pre_tokenizers = types(spec.get("pre_tokenizer"))
+    return (types(spec.get("normalizer")) <= WORD_LOCAL_NORMALIZERS
+            and bool(pre_tokenizers) and pre_tokenizers <= WORD_LOCAL_PRE_TOKENIZERS
+            and not any(WORD_BOUNDARY.search(t["content"]) for t in spec.get("added_tokens", [])))
+
+
 class WordPieceVocabulary:
     """Batched tokenization into vocabulary ids, with the excluded-id rule applied."""
 
@@ -58,12 +112,8 @@ class WordPieceVocabulary:
         self.name = tokenizer
         self.max_length = max_length
         self.min_id = min_id
-        self._tokenizer = Tokenizer.from_file(str(resolve_tokenizer_file(tokenizer)))
-        self._tokenizer.no_padding()
-        if max_length:
-            self._tokenizer.enable_truncation(max_length)
-        else:
-            self._tokenizer.no_truncation()
+        self._file = _file_key(resolve_tokenizer_file(tokenizer))
+        self._tokenizer = _loaded_tokenizer(self._file, max_length)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
     @property
@@ -73,13 +123,7 @@ class WordPieceVocabulary:
     @cached_property
     def excluded_mask(self) -> np.ndarray:
         """Boolean mask over ids: True for ids that never enter an index."""
-        mask = np.zeros(self.size, dtype=bool)
-        for token, token_id in self._tokenizer.get_vocab(with_added_tokens=True).items():
-            if UNUSED_TOKEN.match(token):
-                mask[token_id] = True
-        for added in self._tokenizer.get_added_tokens_decoder().values():
-            if added.special:
-                mask[self._tokenizer.token_to_id(added.content)] = True
+        mask = _special_and_unused(self._file).copy()
         if self.min_id:
             mask[: self.min_id] = True
         return mask
@@ -136,18 +180,7 @@ class WordPieceVocabulary:
         """Whether the tokenizer splits at ``[ \\t\\n\\r]`` and tokenizes each word independently of its
         neighbours (its normalizer and pre-tokenizer are BERT-style, no added token spans a space), so
         :meth:`encode` may tokenize word by word."""
-        spec = json.loads(self._tokenizer.to_str())
-
-        def types(component) -> set[str]:
-            if not component:
-                return set()
-            inner = component.get("normalizers") or component.get("pretokenizers")
-            return set().union(*map(types, inner)) if inner else {component["type"]}
-
-        pre_tokenizers = types(spec.get("pre_tokenizer"))
-        return (types(spec.get("normalizer")) <= WORD_LOCAL_NORMALIZERS
-                and bool(pre_tokenizers) and pre_tokenizers <= WORD_LOCAL_PRE_TOKENIZERS
-                and not any(WORD_BOUNDARY.search(t["content"]) for t in spec.get("added_tokens", [])))
+        return _word_local(self._file)
 
     @cached_property
     def _word_cache(self) -> dict[str, list[int]]:

@@ -252,3 +252,26 @@ def test_new_bm25_indexes_normalize_unicode_and_old_ones_read_as_they_were_built
     del config["analyzer"]["unicode_form"]  # as written before the option
     meta.write_text(json.dumps(config))
     assert open_retriever(tmp_path / "i").document_side.analyzer.unicode_form is None
+
+
+def test_a_tokenizer_file_changed_in_place_is_read_again(tmp_path):
+    """Tokenizers are loaded once per file and shared; a file rewritten since is a new key, not the old tokenizer."""
+    import os
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    def save(texts, vocabulary_size):
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer.train_from_iterator(texts * 20, trainers.BpeTrainer(vocab_size=vocabulary_size))
+        tokenizer.save(str(tmp_path / "tokenizer.json"))
+
+    save(["the cat sat on the mat"], 40)
+    first = WordPieceVocabulary(str(tmp_path / "tokenizer.json"))
+    assert WordPieceVocabulary(str(tmp_path / "tokenizer.json"))._tokenizer is first._tokenizer  # shared
+    mtime = (tmp_path / "tokenizer.json").stat().st_mtime_ns
+    save(["a dog and a frog in a bog"], 60)
+    os.utime(tmp_path / "tokenizer.json", ns=(mtime + 10**9, mtime + 10**9))  # a coarse clock still sees it changed
+    second = WordPieceVocabulary(str(tmp_path / "tokenizer.json"))
+    assert second.size != first.size and second.encode("dog") != first.encode("dog")
+    assert second.excluded_mask.shape == (second.size,) and second.excluded_mask.flags.writeable
