@@ -26,12 +26,30 @@ import itertools
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 
 from semiret import progress
 from semiret.data import Document
 
 from helpers import MAX_POSITIONS, SCIFACT, TINY_DOCS, TOKENIZER_SOURCE, require_shared_data, write_beir, write_jsonl
 
+
+_click_commands: dict[int, tuple] = {}
+
+
+def _click_command_once(app):
+    """typer's ``CliRunner.invoke`` builds the click form of every command of the app at each call (37 ms for
+    semiret's, as much as many commands under test take: 9 s of CPU of tests/cli and tests/search's 107). A click
+    command is built once per app and process here, as a click application is defined once (the app is kept beside
+    it, so its id is never reused)."""
+    if id(app) not in _click_commands:
+        _click_commands[id(app)] = (app, typer.main.get_command(app))
+    return _click_commands[id(app)][1]
+
+
+assert typer.testing._get_command is typer.main.get_command, "typer's CliRunner no longer builds commands this way"
+typer.testing._get_command = _click_command_once
 
 LONGEST_FILES_FIRST = ("serving/test_app.py", "search/test_filters.py", "adapt/test_adapt.py", "serving/test_fault.py",
                        "indexes/test_concurrency.py", "sidr/test_sidr.py", "inference_free/test_inference_free.py",
