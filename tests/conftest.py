@@ -51,14 +51,15 @@ def _click_command_once(app):
 assert typer.testing._get_command is typer.main.get_command, "typer's CliRunner no longer builds commands this way"
 typer.testing._get_command = _click_command_once
 
-LONGEST_FILES_FIRST = ("serving/test_app.py", "search/test_filters.py", "adapt/test_adapt.py", "serving/test_fault.py",
-                       "indexes/test_concurrency.py", "sidr/test_sidr.py", "inference_free/test_inference_free.py",
-                       "gdr/test_gdr_integration.py", "indexes/test_milvus.py", "gdr/test_gdr.py", "hce/test_hce.py",
-                       "models/test_encoders_integration.py", "cli/test_cli.py", "indexes/test_inverted.py",
-                       "training/test_distributed.py", "serving/test_data_dir.py", "serving/test_load.py")
-"""The test files that take the longest here (25 s to 110 s each on the 2-core machine, sixty-first session),
-longest first: started first, so that with ``-n`` (a file per worker) no worker is left alone with one of them at the
-end while the others are idle. xdist keeps this order only with ``--no-loadscope-reorder`` (pyproject's addopts): by
+LONGEST_FILES_FIRST = ("serving/test_app.py", "adapt/test_adapt.py", "indexes/test_concurrency.py",
+                       "serving/test_fault.py", "models/test_encoders_integration.py", "indexes/test_milvus.py",
+                       "cli/test_cli.py", "sidr/test_sidr.py", "search/test_filters.py", "training/test_distributed.py",
+                       "gdr/test_gdr_integration.py", "serving/test_data_dir.py", "serving/test_load.py",
+                       "hce/test_hce.py", "inference_free/test_inference_free.py", "gdr/test_gdr.py",
+                       "models/test_encoders.py", "hce/test_hce_integration.py", "nail/test_nail_search.py")
+"""The test files that take the longest here (19 s to 75 s each on the 2-core machine, sixty-third session), longest
+first: started first, so that with ``-n`` (a file per worker) no worker is left alone with one of them at the end
+while the others are idle. xdist keeps this order only with ``--no-loadscope-reorder`` (pyproject's addopts): by
 default it orders files by their number of tests, which put files of few slow tests (the kill test's 3) last."""
 
 
