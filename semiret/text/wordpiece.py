@@ -60,8 +60,8 @@ def _file_key(path: Path) -> tuple[str, int, int]:
 # Reading tokenizer.json and listing its vocabulary for the excluded ids were nearly all the time an index took to
 # open (a bag-of-tokens index of 100 documents, opened and searched once: 103 ms, 3-6 ms with these caches;
 # bench/open_index.py), and a process opens the indexes of one tokenizer again and again (the server after each
-# write, a query side and a document side, every test). A Tokenizer configured once is only read from afterwards (encoding takes it
-# immutably, from any thread), so one per file and length limit is shared.
+# write, a query side and a document side, every test). A Tokenizer configured once is only read from afterwards
+# (encoding takes it immutably, from any thread), so one per file and length limit is shared.
 @lru_cache(maxsize=32)
 def _loaded_tokenizer(file: tuple[str, int, int], max_length: int | None) -> Tokenizer:
     tokenizer = Tokenizer.from_file(file[0])
