@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -138,29 +139,32 @@ class MilvusBackend:
               overwrite: bool = False, extra_meta: dict | None = None, **structure) -> "MilvusIndex":
         """A new collection of ``batches`` (the ``build`` of semiret's index kinds, over Milvus): refused before
         anything is written if the kind or a search structure has no Milvus equivalent; dropped again if a
-        batch is refused. ``overwrite`` drops an existing collection first (a build that then fails leaves none:
-        Milvus Lite cannot rename a collection built aside)."""
+        batch is refused. ``overwrite`` replaces an existing collection of semiret's: the new one is built aside
+        (:func:`aside_name`) and takes the name only once complete, so a build that fails leaves the old one as
+        it was (:meth:`_take_name`)."""
         name = _collection_name(name)
         if kind not in (*SPARSE_KINDS, DENSE_KIND):
             raise SemiretError(f"a {kind!r} index cannot live in Milvus (it holds learned-sparse, bag-of-tokens "
                                f"and dense documents: kinds {', '.join((*SPARSE_KINDS, DENSE_KIND))})")
         index_type, index_params = _index_structure(kind, structure)
-        if self.exists(name):
+        replacing = self.exists(name)
+        if replacing:
             if not overwrite:
                 raise IndexFormatError(f"collection {name!r} already exists in Milvus at {self.uri} "
                                        "(pass overwrite=True / --overwrite to replace it)")
-            if self._description(name).get("format") != FORMAT:  # another application's data: never replaced
-                raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret: choose another "
-                                       "name (an index never replaces other data)")
-            self.drop(name)
+            self._check_replaceable(name)
+        target = aside_name(name) if replacing else name
+        if replacing and self.exists(target):  # the remains of a build that was killed
+            self._check_replaceable(target)
+            self.drop(target)
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
                 "store_texts": store_texts, "metadata_field": store_texts,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
                 "index_type": index_type, **(extra_meta or {})}
-        index = MilvusIndex(self, name, meta)
+        index = MilvusIndex(self, target, meta)
         try:
-            self._create_collection(name, meta, index_type, index_params)  # (one Milvus refuses goes again)
+            self._create_collection(target, meta, index_type, index_params)  # (one Milvus refuses goes again)
             seen: set[str] = set()
             for batch in batches:
                 check_ids(batch.ids)
@@ -170,10 +174,35 @@ class MilvusBackend:
                 seen.update(batch.ids)
                 index.upsert(batch)
         except BaseException:
-            if self.exists(name):
-                self.drop(name)
+            if self.exists(target):
+                self.drop(target)
             raise
-        return index
+        return self._take_name(index, name, index_type, index_params) if replacing else index
+
+    def _check_replaceable(self, name: str) -> None:
+        if self._description(name).get("format") != FORMAT:  # another application's data: never replaced
+            raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret: choose another "
+                                   "name (an index never replaces other data)")
+
+    def _take_name(self, built: "MilvusIndex", name: str, index_type: str, index_params: dict) -> "MilvusIndex":
+        """The complete collection ``built`` aside, under ``name`` in place of the old one: renamed on a server;
+        on Milvus Lite, which cannot rename, copied a page at a time (its rows were checked when written)."""
+        self.drop(name)
+        if not is_lite_file(self.uri):
+            with milvus_errors(f"renaming collection {built.name!r} to {name!r} (the new documents are complete "
+                               f"in {built.name!r})"):
+                self.client.rename_collection(built.name, name)
+            _forget_schema(self.client, built.name)
+            return MilvusIndex(self, name, built.meta)
+        self._create_collection(name, built.meta, index_type, index_params)
+        fields = [ID_FIELD, VECTOR_FIELD, *([DOCUMENT_FIELD] if built.stores_texts else []),
+                  *([METADATA_FIELD] if built.meta.get("metadata_field") else [])]
+        for page in built._pages(fields):
+            with milvus_errors(f"copying {built.name!r} into {name!r} (the new documents are complete in "
+                               f"{built.name!r})"):
+                self.client.upsert(name, page)
+        self.drop(built.name)
+        return MilvusIndex(self, name, built.meta)
 
     def _create_collection(self, name: str, meta: dict, index_type: str, index_params: dict) -> None:
         from pymilvus import DataType
@@ -289,6 +318,11 @@ class MilvusIndex:
         return sorted(document.id for document in self.iter_documents(wanted))
 
     def _rows(self, output_fields: list[str]) -> Iterator[dict]:
+        """Every row's ``output_fields`` (:meth:`_pages`)."""
+        for page in self._pages(output_fields):
+            yield from page
+
+    def _pages(self, output_fields: list[str]) -> Iterator[list[dict]]:
         """Every row's ``output_fields``, :data:`ROWS_PER_REQUEST` rows a request (Milvus's query iterator)."""
         with milvus_errors(f"reading {self.name!r}"):
             pages = self._client.query_iterator(self.name, batch_size=ROWS_PER_REQUEST, filter=self.where,
@@ -300,7 +334,7 @@ class MilvusIndex:
                     page = pages.next()
                 if not page:
                     return
-                yield from page
+                yield page
         finally:
             pages.close()
 
@@ -563,6 +597,16 @@ def _index_structure(kind: str, structure: dict) -> tuple[str, dict]:
     if ann == "hnsw":
         return "HNSW", {"M": hnsw_m or 32, "efConstruction": 200}
     raise SemiretError(f"dense search structure {ann!r} has no Milvus equivalent (exact, flat, ivf or hnsw)")
+
+
+BUILDING_PREFIX = "semiret_building_"
+
+
+def aside_name(name: str) -> str:
+    """Where a collection replacing ``name`` is built until it is complete (a digest of a name too long for
+    Milvus with the prefix)."""
+    aside = BUILDING_PREFIX + name
+    return aside if COLLECTION_NAME.fullmatch(aside) else BUILDING_PREFIX + hashlib.sha1(name.encode()).hexdigest()
 
 
 def _collection_name(name) -> str:

@@ -14,7 +14,7 @@ from semiret import options as option_tools
 from semiret.cli import app
 from semiret.data import Collection, Document, iter_corpus
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.indexes.milvus import ID_FIELD as ID_FIELD_NAME, MilvusBackend
+from semiret.indexes.milvus import ID_FIELD as ID_FIELD_NAME, MilvusBackend, aside_name
 from semiret.search import BagOfTokensRetriever, BM25Retriever, DenseRetriever, InferenceFreeRetriever, open_retriever
 from semiret.types import Embeddings, Postings, SparseQuery
 
@@ -373,6 +373,44 @@ def test_overwrite_replaces_only_semiret_s_own_collections_of_any_shape(backend,
 
     with pytest.raises(SemiretError, match="'hybrid' index cannot live in Milvus"):  # said, not a TypeError
         HybridRetriever.build(TINY_DOCS, next(_names), backend=backend, neural="idf")
+
+
+def test_an_overwrite_that_fails_leaves_the_old_collection_as_it_was(backend):
+    """The replacement is built aside and takes the name only once complete: a build refused midway used to
+    leave no collection at all."""
+    name = next(_names)
+    old = BagOfTokensRetriever.build([Document("old", "cats", metadata={"pet": "cat"})], name, backend=backend)
+    batches = [_postings(["a", "b"], [[1], [2]], [[1.0], [1.0]]), _postings(["a"], [[3]], [[1.0]])]
+    with pytest.raises(SemiretError, match="duplicate document id 'a'"):
+        backend.build(name, "impact", batches, analyzer={"type": "test"}, vocab_size=10, overwrite=True)
+    assert old.search("cats", k=1, filter={"pet": "cat"})[0].id == "old"
+    assert not backend.exists(aside_name(name))
+
+
+def test_an_overwrite_carries_every_field_into_the_name(backend, monkeypatch):
+    """On Milvus Lite (no rename) the complete collection is copied under the name: vectors, texts, metadata;
+    on a server it is renamed (a recorded rename stands in for the server here)."""
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    documents = [Document(f"n{i}", "protein kinase " * (i + 1), metadata={"year": 2000 + i}) for i in range(3)]
+    lite = BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True)
+    assert lite.index.name == name and lite.index.n_docs == 3 and not backend.exists(aside_name(name))
+    reopened = open_retriever(name, backend=backend)
+    assert [hit.id for hit in reopened.search("kinase", k=3, filter={"year": 2001})] == ["n1"]
+    assert reopened.index.get_document("n2").text == documents[2].text
+    renamed = []
+
+    def rename_collection(old_name, new_name):  # a server's one step, in two (the stand-in's documents: 1)
+        renamed.append((old_name, new_name))
+        BagOfTokensRetriever.build(documents[:1], new_name, backend=backend)  # refused had the old one stayed
+        backend.drop(old_name)
+
+    monkeypatch.setattr("semiret.indexes.milvus.is_lite_file", lambda uri: False)
+    monkeypatch.setattr(backend.client, "rename_collection", rename_collection)
+    server = BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True)
+    assert renamed == [(aside_name(name), name)] and server.index.name == name
+    assert open_retriever(name, backend=backend).index.n_docs == 1 and not backend.exists(aside_name(name))
+    assert aside_name("x" * 250) != aside_name("x" * 249) and len(aside_name("x" * 250)) <= 255
 
 
 def test_a_milvus_lite_file_belongs_to_one_process(tmp_path):
