@@ -8,6 +8,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -124,6 +125,30 @@ def test_a_text_filtered_search_is_the_full_ranking_filtered(segmented, spec):
     if spec == {"$text": '"heart failure"'}:
         assert "phrase" in filtered.ids[0] and "apart" not in [h.id for h in retriever.search("statins", k=200,
                                                                                                filter=spec)]
+
+
+def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does():
+    """Phrases are found in the segment's word sequence (the documents are not read again): the same documents as
+    each document's own text says, across fields, marks, hyphens, repeats, Chinese characters and three words."""
+    rng = random.Random(5)
+    pieces = ["heart", "failure", "Heart-failure", "heart  failure", "heart\u0301 failure", "failure heart", "of",
+              "the", "心脏", "衰竭", "heart, failure", "x"]
+    documents = [Document(f"d{i}", " ".join(rng.choices(pieces, k=rng.randint(0, 6))),
+                          title=" ".join(rng.choices(pieces, k=rng.randint(0, 3)))) for i in range(400)]
+    documents.append(Document("split", "failure of it", title="the heart"))  # "heart failure" across the fields
+    index = filters.TextIndex(documents, len(documents), read=None)
+    for wanted in ['"heart failure"', '"failure heart"', '"heart failure of"', '"of the"', '"心脏衰竭"', '"脏衰"',
+                   '"heart heart"', '"x x"', '"failure of it"', '"heart nowhere"']:
+        condition = TextCondition(wanted)
+        everyone = np.ones(len(documents), bool)
+        expected = np.array([condition.passes(None, d) for d in documents])
+        assert (condition.mask(None, lambda: index) == expected).all(), wanted
+        assert (index.holding_phrase(condition.phrases[0], everyone) == expected).all(), wanted
+        some = np.arange(len(documents)) % 3 == 0
+        assert (index.holding_phrase(condition.phrases[0], some) == (expected & some)).all(), wanted
+        assert expected.any() or wanted == '"heart nowhere"', wanted  # (each phrase found somewhere)
+    split = TextCondition('"heart failure"').mask(None, lambda: index)[-1]
+    assert not split and TextCondition('"failure of it"').mask(None, lambda: index)[-1]
 
 
 def test_the_word_index_is_built_once_per_segment(tmp_path, monkeypatch):
