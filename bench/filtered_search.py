@@ -101,7 +101,7 @@ def main() -> None:
     result["exact_text_queries"] = min(len(texts), TEXT_CHECKED_QUERIES)
     for label, specs in (("word", by_word), ("phrase", by_phrase)):
         result[f"exact_text_{label}"] = all(
-            [h.id for h in semiret_bm25.search(text, k=10, filter=wanted)]
+            [h.id for h in semiret_bm25.search(text, k=10, filter=specs[text])]
             == list(itertools.islice((d for d in every if wanted.matches(None, stored[d])), 10))
             for text, every, wanted in ((text, every, MetadataFilter(specs[text]))
                                         for text, every in zip(texts[:TEXT_CHECKED_QUERIES], full.ids)))
