@@ -161,8 +161,17 @@ def _same(given: str, key: str | None) -> bool:
     return key is not None and hmac.compare_digest(given.encode(), key.encode())
 
 
+ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorDetail"}}}
+"""An error's body in a route's OpenAPI description: :class:`ErrorDetail`, by reference (a ``model`` in each route's
+``responses`` had FastAPI build a pydantic field per route and status: half of making the app)."""
+
+
 def _errors(*codes: int) -> dict:
-    return {code: {"model": ErrorDetail, "description": ERRORS[code]} for code in codes}
+    """The OpenAPI description of the error statuses a route answers (the schema referred to: :func:`create_app`'s
+    description adds it)."""
+    return {code: {"description": ERRORS[code], "content": ERROR_CONTENT} for code in codes}
+
+
 DOCUMENT = TypeAdapter(DocumentIn)
 
 
@@ -1118,6 +1127,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         without the key)."""
         schema = routes_described()  # made once, then kept by FastAPI
         schema.setdefault("components", {}).setdefault("securitySchemes", SECURITY_SCHEMES)
+        schema["components"].setdefault("schemas", {}).setdefault("ErrorDetail", ErrorDetail.model_json_schema())
         schema.setdefault("security", [{}, *({name: []} for name in SECURITY_SCHEMES)])  # {}: reads on loopback
         return schema
 
