@@ -450,7 +450,9 @@ class TextIndex:
         documents = np.repeat(np.arange(len(self._starts) - 1), np.diff(self._starts))
         words = self._sequence != FIELD_END
         pairs = np.sort(self._sequence[words].astype(np.int64) * n_docs + documents[words])
-        pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])]  # (np.unique hashes: 5x slower here)
+        first = np.ones(len(pairs), bool)
+        first[1:] = pairs[1:] != pairs[:-1]
+        pairs = pairs[first]  # (np.unique hashes: 5x slower here)
         word_of_pair, holders = np.divmod(pairs, n_docs)
         bounds = np.searchsorted(word_of_pair, np.arange(len(self._ids) + 1)).tolist()
         holders = holders.astype(np.int32)

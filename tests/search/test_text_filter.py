@@ -149,6 +149,8 @@ def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does():
         assert expected.any() or wanted == '"heart nowhere"', wanted  # (each phrase found somewhere)
     split = TextCondition('"heart failure"').mask(None, lambda: index)[-1]
     assert not split and TextCondition('"failure of it"').mask(None, lambda: index)[-1]
+    wordless = filters.TextIndex([Document("marks", " - , ."), Document("blank", "")], 2, read=None)  # (no pairs)
+    assert not TextCondition('"heart failure" heart').mask(None, lambda: wordless).any()
 
 
 def test_the_word_index_is_built_once_per_segment(tmp_path, monkeypatch):
