@@ -11,7 +11,10 @@ one JSON object.
   centers (a mixture of clustered unit vectors, not text), queries drawn the same way.
 
 Each structure is swept over its knob (tree: beam width; IVF: nprobe; HNSW: efSearch); ``at_recall`` gives,
-for each, the cheapest setting reaching ``--target`` recall and its latency. The tree is built once per
+for each, the cheapest setting reaching ``--target`` recall and its latency in the sweep. Those settings are then
+timed again side by side (``at_recall_rotated``: ``--rounds`` rounds over the same queries, the structures' order
+rotating between rounds, as ``corpus.timed_rounds`` does; the sweep times them one after another, the first setting
+with whatever was still cold), and ``tree_over_ivf`` gives each tree's ratio of those medians to IVF's. The tree is built once per
 ``--tree-branching`` value (0: the index's default, the BEIR rule's depth 3; results under ``tree`` or
 ``tree-b<value>``): smaller branching, smaller lowest clusters, a finer choice of what to scan.
 """
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus import CACHE_ROOT, QUICK_SCIFACT_DOCS, SCIFACT, emit, load_documents, machine, model_key
+from corpus import CACHE_ROOT, QUICK_SCIFACT_DOCS, SCIFACT, emit, load_documents, machine, model_key, timed_rounds
 
 SWEEPS = {"tree": ("beam", [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]),
           "ivf": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]),
@@ -78,7 +81,8 @@ def exact_top(documents: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
 
 
 def sweep(name: str, documents: np.ndarray, queries: np.ndarray, truth: np.ndarray, workdir: Path,
-          target: float, branching: int | None = None) -> dict:
+          target: float, branching: int | None = None) -> tuple[dict, object]:
+    """The structure ``name`` built (under ``workdir``) and swept over its knob: its figures, and the index."""
     from semiret.indexes.dense import DenseIndex
     from semiret.types import Embeddings
 
@@ -108,21 +112,34 @@ def sweep(name: str, documents: np.ndarray, queries: np.ndarray, truth: np.ndarr
         if recall >= 0.999:
             break
     reached = next((r for r in rows if r["recall@10"] >= target), None)
-    shutil.rmtree(workdir / name, ignore_errors=True)
     tree = index.segments[0].tree.tree if name == "tree" else None
     shape = {"tree_nodes": [tree.size(t) for t in range(tree.depth + 1)]} if tree is not None else {}
     return {"build_s": round(build, 1), "memory_mb": round(index.memory_bytes() / 2**20, 2), **shape, "sweep": rows,
-            "at_recall": reached}
+            "at_recall": reached}, index
 
 
 def run(label: str, documents: np.ndarray, queries: np.ndarray, workdir: Path, target: float,
-        tree_branchings: list[int]) -> dict:
+        tree_branchings: list[int], rounds: int) -> dict:
     truth = exact_top(documents, queries, 10)
-    trees = {(f"tree-b{b}" if b else "tree"):
-             sweep("tree", documents, queries, truth, workdir / label, target, b or None) for b in tree_branchings}
-    return {"documents": len(documents), "queries": len(queries), "dim": documents.shape[1], **trees,
-            **{name: sweep(name, documents, queries, truth, workdir / label, target)
-               for name in SWEEPS if name != "tree"}}
+    swept = {(f"tree-b{b}" if b else "tree"): sweep("tree", documents, queries, truth, workdir / label / f"tree-b{b}",
+                                                    target, b or None) for b in tree_branchings}
+    swept.update({name: sweep(name, documents, queries, truth, workdir / label / name, target)
+                  for name in SWEEPS if name != "tree"})
+    searches = {}
+    for name, (figures, index) in swept.items():
+        if figures["at_recall"] is not None:
+            knob = SWEEPS["tree" if name.startswith("tree") else name][0]
+            setting = {knob: figures["at_recall"][knob]}
+            searches[name] = lambda query, index=index, setting=setting: index.search(query[None, :], k=10, **setting)
+    times = timed_rounds(searches, list(queries[:LATENCY_QUERIES]), rounds=rounds)
+    rotated = {name: {**{k: v for k, v in swept[name][0]["at_recall"].items() if k in ("beam", "nprobe", "ef_search")},
+                      "latency_ms_median": round(statistics.median(measured), 4)} for name, measured in times.items()}
+    shutil.rmtree(workdir / label, ignore_errors=True)
+    ratio = {name: round(figures["latency_ms_median"] / rotated["ivf"]["latency_ms_median"], 3)
+             for name, figures in rotated.items() if name.startswith("tree") and "ivf" in rotated}
+    return {"documents": len(documents), "queries": len(queries), "dim": documents.shape[1],
+            **{name: figures for name, (figures, _) in swept.items()}, "at_recall_rotated": rotated,
+            "rotated_rounds": rounds, "tree_over_ivf": ratio}
 
 
 def main() -> None:
@@ -139,6 +156,7 @@ def main() -> None:
     parser.add_argument("--tree-branching", type=int, nargs="+", default=[0],
                         help="tree branching factors to compare (0: the index's default)")
     parser.add_argument("--workdir", type=Path, default=CACHE_ROOT / "tree-ann")
+    parser.add_argument("--rounds", type=int, default=4, help="rotated rounds timing the settings at --target recall")
     parser.add_argument("--quick", action="store_true",
                         help=f"SciFact's first {QUICK_SCIFACT_DOCS} documents only (a smoke run)")
     args = parser.parse_args()
@@ -147,12 +165,13 @@ def main() -> None:
     documents, queries = scifact_vectors(args.model, args.workdir / "vectors",
                                          QUICK_SCIFACT_DOCS if args.quick else None)
     result["scifact"] = {"model": args.model,
-                         **run("scifact", documents, queries, args.workdir, args.target, args.tree_branching)}
+                         **run("scifact", documents, queries, args.workdir, args.target, args.tree_branching,
+                               args.rounds)}
     if args.synthetic:
         documents, queries = synthetic_vectors(args.synthetic, args.dim, args.centers, 1000, args.spread)
         result["synthetic"] = {"centers": args.centers, "spread": args.spread,
                                **run("synthetic", documents, queries, args.workdir, args.target,
-                                   args.tree_branching)}
+                                   args.tree_branching, args.rounds)}
     result["machine_after"] = machine()
     emit(result)
 
