@@ -59,15 +59,13 @@ class DenseSegment(Segment):
         """Top-``k`` (scores, local numbers; -1 where fewer) of each query among live documents."""
         if self.tree is None and self.ann is None:
             return self._exact(queries, k)
-        import faiss
-
-        deleted = np.flatnonzero(self.deleted).astype(np.int64)
-        selector = faiss.IDSelectorNot(faiss.IDSelectorBatch(deleted)) if len(deleted) else None
-        scores, local = self._approximate(queries, k, nprobe, ef_search, beam, selector)
+        hidden = self.deleted if self.any_deleted() else None
+        excluded = hidden if self.tree is not None else _faiss_selector(hidden)
+        scores, local = self._approximate(queries, k, nprobe, ef_search, beam, excluded)
         # the clusters or graph neighbours searched may hold fewer than k live documents (few documents in them: a
         # small segment added to the first one's tree; many hidden, deleted or failing a filter): the queries left
         # short are searched again, 4x wider each time, as far as it goes
-        wanted = min(k, self.n_docs - len(deleted))
+        wanted = min(k, self.n_docs - (0 if hidden is None else int(hidden.sum())))
         if wanted < 1 or (local[:, wanted - 1] >= 0).all():  # hits come best first, -1 after them: none short
             return scores, local
         short = np.flatnonzero((local >= 0).sum(axis=1) < wanted)
@@ -76,21 +74,23 @@ class DenseSegment(Segment):
             if wider is None:
                 break
             nprobe, ef_search, beam = wider
-            scores[short], local[short] = self._approximate(queries[short], k, nprobe, ef_search, beam, selector)
+            scores[short], local[short] = self._approximate(queries[short], k, nprobe, ef_search, beam, excluded)
             short = short[(local[short] >= 0).sum(axis=1) < wanted]
         return scores, local
 
-    def _approximate(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int, selector):
+    def _approximate(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int, excluded):
+        """The tree's or faiss's search; ``excluded``: the hidden documents as the tree takes them (bool [n_docs])
+        or as faiss does (an ``IDSelector`` of the others), None for none."""
         import faiss
 
         if self.tree is not None:
-            return self.tree.search(queries, k, beam, selector)
+            return self.tree.search(queries, k, beam, excluded)
         if isinstance(self.ann, faiss.IndexHNSW):
-            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(ef_search, k))
+            params = faiss.SearchParametersHNSW(sel=excluded, efSearch=max(ef_search, k))
         elif isinstance(self.ann, faiss.IndexIVF):
-            params = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe)
+            params = faiss.SearchParametersIVF(sel=excluded, nprobe=nprobe)
         else:
-            params = faiss.SearchParameters(sel=selector)
+            params = faiss.SearchParameters(sel=excluded)
         return self.ann.search(queries, k, params=params)
 
     def _wider(self, nprobe: int, ef_search: int, beam: int) -> tuple[int, int, int] | None:
@@ -268,6 +268,15 @@ def check_embeddings(embeddings: Embeddings, dim: int) -> None:
         raise SemiretError(f"expected {len(embeddings)} vectors of dimension {dim}, got shape {vectors.shape}")
     if not np.all(np.isfinite(vectors)):
         raise SemiretError("vectors must be finite")
+
+
+def _faiss_selector(hidden: np.ndarray | None):
+    """The documents ``hidden`` does not mark, as a faiss search takes them (None: every document)."""
+    if hidden is None:
+        return None
+    import faiss
+
+    return faiss.IDSelectorNot(faiss.IDSelectorBatch(np.flatnonzero(hidden).astype(np.int64)))
 
 
 def _open_ann(path: Path, vectors: np.ndarray, ann_type: str):

@@ -130,7 +130,7 @@ def term_maxima(indptr, values):
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def _ranks_below(score_a, doc_a, score_b, doc_b):
+def ranks_below(score_a, doc_a, score_b, doc_b):
     """Hit a ranks below hit b: a lower score, or the same score and a later document.
 
     Breaking ties by document number makes the top-k independent of the order hits are offered in.
@@ -147,9 +147,9 @@ def _sift_down(scores, docs, pos, size):
         if child >= size:
             break
         right = child + 1
-        if right < size and _ranks_below(scores[right], docs[right], scores[child], docs[child]):
+        if right < size and ranks_below(scores[right], docs[right], scores[child], docs[child]):
             child = right
-        if not _ranks_below(scores[child], docs[child], score, doc):
+        if not ranks_below(scores[child], docs[child], score, doc):
             break
         scores[pos], docs[pos] = scores[child], docs[child]
         pos = child
@@ -157,7 +157,7 @@ def _sift_down(scores, docs, pos, size):
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def _offer(heap_scores, heap_docs, size, score, doc):
+def offer(heap_scores, heap_docs, size, score, doc):
     """Put a hit into a bounded heap of ``len(heap_scores)`` best hits holding ``size``; returns the new size.
 
     Callers first compare the score with a local copy of the root's (the k-th best once full): most hits
@@ -170,7 +170,7 @@ def _offer(heap_scores, heap_docs, size, score, doc):
         if size == k:
             for pos in range(k // 2 - 1, -1, -1):
                 _sift_down(heap_scores, heap_docs, pos, k)
-    elif _ranks_below(heap_scores[0], heap_docs[0], score, doc):
+    elif ranks_below(heap_scores[0], heap_docs[0], score, doc):
         heap_scores[0] = score
         heap_docs[0] = doc
         _sift_down(heap_scores, heap_docs, 0, k)
@@ -184,7 +184,7 @@ def _sort_best_first(scores, docs, size):
     for i in range(1, size):
         s, d = scores[i], docs[i]
         j = i - 1
-        while j >= 0 and _ranks_below(scores[j], docs[j], s, d):
+        while j >= 0 and ranks_below(scores[j], docs[j], s, d):
             scores[j + 1], docs[j + 1] = scores[j], docs[j]
             j -= 1
         scores[j + 1], docs[j + 1] = s, d
@@ -245,7 +245,7 @@ def _kth_best(buffer, some_docs, n_docs, deleted, has_deleted, heap_scores, heap
         d = some_docs[i]
         s = buffer[d]
         if s >= threshold and not (has_deleted and deleted[d]):
-            size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
+            size = offer(heap_scores, heap_docs, size, s, np.int32(d))
             if size == k:
                 threshold = heap_scores[0]
     return heap_scores[0] if size == k else np.float32(0.0)
@@ -320,14 +320,14 @@ def _collect_hits(buffer, touched, n, in_order, deleted, has_deleted, heap_score
         buffer[d] = 0.0
         # in document order a tie never displaces a kept hit, so only a higher score is offered
         if (s > threshold or (s == threshold and not in_order)) and s > 0.0 and not (has_deleted and deleted[d]):
-            size = _offer(heap_scores, heap_docs, size, s, np.int32(d))
+            size = offer(heap_scores, heap_docs, size, s, np.int32(d))
             if size == k:
                 threshold = heap_scores[0]
     return size
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def _write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
+def write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
     """The heap's hits best first into one output row, ``-inf``/``-1`` padded."""
     _heap_sort_best_first(heap_scores, heap_docs, size)
     for r in range(out_scores.shape[0]):
@@ -341,7 +341,7 @@ def _write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
 
 @numba.njit(**NUMBA_OPTIONS)
 def _hit_key(score, doc):
-    """One integer ordering hits as :func:`_ranks_below` does (larger: better): the bits of a positive float32
+    """One integer ordering hits as :func:`ranks_below` does (larger: better): the bits of a positive float32
     order as its value, and a lower document number ranks first among equal scores."""
     return (np.uint64(np.float32(score).view(np.uint32)) << np.uint64(32)) | np.uint64(np.uint32(0xFFFFFFFF) - np.uint32(doc))
 
@@ -398,7 +398,7 @@ def _sample_bar(buffer, touched, n, in_order, deleted, has_deleted, k):
         d = j if in_order else touched[j]
         s = buffer[d]
         if s > bar and not (has_deleted and deleted[d]):
-            size = _offer(sample, sample_docs, size, s, np.int32(d))
+            size = offer(sample, sample_docs, size, s, np.int32(d))
             if size == rank:
                 bar = sample[0]
     return bar if size == rank else np.float32(0.0)
@@ -452,7 +452,7 @@ def select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, k
 
 @numba.njit(**NUMBA_OPTIONS)
 def _collect_deep(buffer, touched, n, in_order, deleted, has_deleted, keys, out_scores, out_docs):
-    """:func:`_collect_hits` and :func:`_write_hits` for a deep k (:func:`select_best_keys`, then sorted)."""
+    """:func:`_collect_hits` and :func:`write_hits` for a deep k (:func:`select_best_keys`, then sorted)."""
     k = out_scores.shape[0]
     size = select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, k)
     best = keys[:size]
@@ -475,7 +475,7 @@ def _collect_best(buffer, touched, n, in_order, deleted, has_deleted, heap_score
         _collect_deep(buffer, touched, n, in_order, deleted, has_deleted, keys, out_scores, out_docs)
     else:
         size = _collect_hits(buffer, touched, n, in_order, deleted, has_deleted, heap_scores, heap_docs)
-        _write_hits(heap_scores, heap_docs, size, out_scores, out_docs)
+        write_hits(heap_scores, heap_docs, size, out_scores, out_docs)
 
 
 @numba.njit(**NUMBA_OPTIONS)
