@@ -55,13 +55,14 @@ class DenseSegment(Segment):
         self.ann = _open_ann(path, self.vectors, ann_type)  # a faiss index, or None for exact and tree search
 
     def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int,
-               beam: int = BEAM) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` (scores, local numbers; -1 where fewer) of each query among live documents."""
+               beam: int = BEAM, n_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, local numbers; -1 where fewer) of each query among live documents (``n_threads``: the
+        tree's; faiss uses its own thread pool)."""
         if self.tree is None and self.ann is None:
             return self._exact(queries, k)
         hidden = self.deleted if self.any_deleted() else None
         excluded = hidden if self.tree is not None else _faiss_selector(hidden)
-        scores, local = self._approximate(queries, k, nprobe, ef_search, beam, excluded)
+        scores, local = self._approximate(queries, k, nprobe, ef_search, beam, excluded, n_threads)
         # the clusters or graph neighbours searched may hold fewer than k live documents (few documents in them: a
         # small segment added to the first one's tree; many hidden, deleted or failing a filter): the queries left
         # short are searched again, 4x wider each time, as far as it goes
@@ -74,17 +75,19 @@ class DenseSegment(Segment):
             if wider is None:
                 break
             nprobe, ef_search, beam = wider
-            scores[short], local[short] = self._approximate(queries[short], k, nprobe, ef_search, beam, excluded)
+            scores[short], local[short] = self._approximate(queries[short], k, nprobe, ef_search, beam, excluded,
+                                                            n_threads)
             short = short[(local[short] >= 0).sum(axis=1) < wanted]
         return scores, local
 
-    def _approximate(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int, excluded):
+    def _approximate(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int, excluded,
+                     n_threads: int = 1):
         """The tree's or faiss's search; ``excluded``: the hidden documents as the tree takes them (bool [n_docs])
         or as faiss does (an ``IDSelector`` of the others), None for none."""
         import faiss
 
         if self.tree is not None:
-            return self.tree.search(queries, k, beam, excluded)
+            return self.tree.search(queries, k, beam, excluded, n_threads)
         if isinstance(self.ann, faiss.IndexHNSW):
             params = faiss.SearchParametersHNSW(sel=excluded, efSearch=max(ef_search, k))
         elif isinstance(self.ann, faiss.IndexIVF):
@@ -195,7 +198,7 @@ class DenseIndex(SegmentedIndex):
                ef_search: int = 128, beam: int = BEAM) -> SearchHits:
         """Top-k by inner product over live documents; all-zero queries (empty texts) find nothing.
 
-        ``n_threads`` is accepted for the retriever interface: numpy and faiss use their own thread pools.
+        ``n_threads``: the tree's descents and scans (numpy and faiss use their own thread pools).
         """
         if k < 1:
             raise SemiretError("k must be at least 1")
@@ -206,7 +209,7 @@ class DenseIndex(SegmentedIndex):
         segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
         seg_scores, seg_locals = [], []
         for segment in segments:
-            scores, local = segment.search(queries, min(k, segment.n_docs) or 1, nprobe, ef_search, beam)
+            scores, local = segment.search(queries, min(k, segment.n_docs) or 1, nprobe, ef_search, beam, n_threads)
             local[empty] = -1
             seg_scores.append(scores)
             seg_locals.append(local)

@@ -45,7 +45,7 @@ import regex
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import Document, check_storable
 from semiret.errors import SemiretError
-from semiret.text.analyzer import IDEOGRAPH, LETTERS, WORD, WORD_CHARACTER, normalised_text, plain_words
+from semiret.text.analyzer import IDEOGRAPH, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -360,34 +360,20 @@ class TextCondition:
         self.written = " ".join(self.words + [f"{prefix}*" for prefix in self.prefixes]
                                 + [f'"{" ".join(phrase)}"' for phrase in self.phrases])
         """The condition written one way (words sorted, each once), as the filter's key records it."""
-        self._phrase_patterns = [_phrase_pattern(phrase) for phrase in self.phrases]
 
     def paths(self) -> Iterator[tuple[str, ...]]:
         yield from ()
 
     def passes(self, metadata: dict | None, document: Document | None) -> bool:
+        """Whether ``document``'s title or text holds every word, a word each prefix begins and each phrase as
+        consecutive words of one field, as a segment's word index finds them (:meth:`TextIndex.holding_phrase`)."""
         if document is None:
             raise SemiretError(f"a {TEXT} filter reads the documents' stored texts, and none was given")
-        held = set(plain_words(document.title or "")) | set(plain_words(document.text))
+        fields = [plain_words(document.title or ""), plain_words(document.text)]
+        held = set(fields[0]) | set(fields[1])
         return all(word in held for word in self.words) and all(
-            any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and self._holds_phrases(document)
-
-    def _holds_phrases(self, document: Document) -> bool:
-        """Whether the document's title or text holds each phrase as consecutive words: a search of the normalised
-        text for the phrase's words with marks between them (as :func:`plain_words` splits words), else (a phrase
-        of Chinese or Japanese characters) in its words."""
-        fields = [document.title or "", document.text]
-        normalised = words = None
-        for phrase, pattern in zip(self.phrases, self._phrase_patterns):
-            if pattern is not None:
-                normalised = normalised or [normalised_text(field) for field in fields]
-                found = any(pattern.search(field) for field in normalised)
-            else:
-                words = words or [plain_words(field) for field in fields]
-                found = any(_holds_phrase(field, phrase) for field in words)
-            if not found:
-                return False
-        return True
+            any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and all(
+            any(_holds_phrase(field, phrase) for field in fields) for phrase in self.phrases)
 
     def mask(self, columns, texts) -> np.ndarray:
         index = texts()
@@ -418,6 +404,8 @@ SPELLINGS_KEPT = 50_000
 
 FIELD_END = -1
 """What follows each field's words in a :class:`TextIndex`'s word sequence: no phrase runs past it."""
+PHRASE_WORDS_AT_ONCE = 1 << 22
+"""Words of the candidate documents a phrase is looked for in at once (bounds the positions held: 32 MB)."""
 
 
 class TextIndex:
@@ -466,12 +454,19 @@ class TextIndex:
         candidates = np.flatnonzero(among)
         if any(i is None for i in ids) or not len(candidates):
             return found
-        first, lengths = self._starts[candidates], np.diff(self._starts)[candidates]
-        positions = np.arange(lengths.sum()) + np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
-        at = positions[self._sequence[positions] == ids[0]]
-        for offset, word in enumerate(ids[1:], 1):  # (each field ends in FIELD_END: at + offset stays in it)
-            at = at[self._sequence[at + offset] == word]
-        found[np.searchsorted(self._starts, at, side="right") - 1] = True
+        lengths = np.diff(self._starts)[candidates]
+        ends = np.cumsum(lengths)
+        # the candidates' words read PHRASE_WORDS_AT_ONCE at a time (a few bytes of positions for each)
+        for lo, hi in itertools.pairwise(np.searchsorted(ends, np.arange(0, ends[-1], PHRASE_WORDS_AT_ONCE),
+                                                          side="right").tolist() + [len(candidates)]):
+            if lo == hi:
+                continue
+            first, size = self._starts[candidates[lo:hi]], lengths[lo:hi]
+            positions = np.arange(size.sum()) + np.repeat(first - (np.cumsum(size) - size), size)
+            at = positions[self._sequence[positions] == ids[0]]
+            for offset, word in enumerate(ids[1:], 1):  # (each field ends in FIELD_END: at + offset stays in it)
+                at = at[self._sequence[at + offset] == word]
+            found[np.searchsorted(self._starts, at, side="right") - 1] = True
         return found
 
     def holding_prefix(self, prefix: str) -> np.ndarray:
@@ -546,25 +541,6 @@ class TextIndex:
             held[self._postings.get(word, np.empty(0, np.int32))] = True
             found &= held
         return found
-
-
-_GAP = rf"(?!\p{{M}})[^{LETTERS}]+"
-"""What lies between two words of a normalised text (:data:`~semiret.text.analyzer.WORD`): no letter, digit or
-connector, nor a mark first (one after a word belongs to it); marks later, on no letter, as a word never begins
-with one."""
-_AFTER_WORD = rf"(?![\p{{Han}}\p{{Hiragana}}])[{LETTERS}\p{{M}}]"
-"""What continues the word before it (a Chinese or Japanese character is a word of its own)."""
-_BEFORE_WORD = rf"(?<!(?![\p{{Han}}\p{{Hiragana}}])[{LETTERS}]\p{{M}}*)"
-"""Not inside a word: no letter, digit or connector before, nor one and its marks."""
-
-
-def _phrase_pattern(phrase: list[str]) -> "regex.Pattern | None":
-    """A search for ``phrase`` (normalised words) in a normalised text: each word whole, marks between them, as
-    :func:`plain_words` would read them consecutive; None for a phrase of Chinese or Japanese characters (each a
-    word with nothing between them)."""
-    if any(IDEOGRAPH.search(word) for word in phrase):
-        return None
-    return regex.compile(rf"{_BEFORE_WORD}{_GAP.join(map(regex.escape, phrase))}(?!{_AFTER_WORD})")
 
 
 def _holds_phrase(words: list[str], phrase: list[str]) -> bool:

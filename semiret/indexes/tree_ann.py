@@ -10,6 +10,7 @@ so new documents join the hierarchy without re-clustering.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 
@@ -80,19 +81,29 @@ class TreeSearch:
         starts = np.concatenate([[0], np.cumsum(self.cluster_sizes)]).astype(np.int64)
         return np.ascontiguousarray(self.vectors[numbers], np.float32), starts, numbers.astype(np.int64)
 
-    def search(self, queries: np.ndarray, k: int, beam: int, hidden: np.ndarray | None = None
+    def search(self, queries: np.ndarray, k: int, beam: int, hidden: np.ndarray | None = None, n_threads: int = 1
                ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, local numbers; ``-inf`` and -1 where fewer) among the documents of the lowest clusters
-        each query reaches, but those ``hidden`` marks (bool [n_docs]: deleted), ties by local number."""
+        each query reaches, but those ``hidden`` marks (bool [n_docs]: deleted), ties by local number; the queries
+        shared out among ``n_threads`` threads (the compiled loops release the GIL)."""
         queries = np.ascontiguousarray(queries, np.float32)
         beam = min(beam, len(self.cluster_sizes))  # no wider than the clusters there are (its arrays are that wide)
-        clusters = self.tree.descend_many(queries, beam)  # -1 after a row's clusters
-        self.scored += int(self.cluster_sizes[clusters[clusters >= 0]].sum())
-        vectors, starts, numbers = self.lists
+        hidden = np.zeros(0, np.bool_) if hidden is None else hidden
+        lists = self.lists  # (built here, before any thread needs it)
         scores = np.empty((len(queries), k), np.float32)
         local = np.empty((len(queries), k), np.int64)
-        scan_clusters(queries, vectors, starts, numbers, clusters, np.zeros(0, np.bool_) if hidden is None else hidden,
-                      scores, local)
+
+        def run(lo: int, hi: int) -> int:
+            clusters = self.tree.descend_many(queries[lo:hi], beam)  # -1 after a row's clusters
+            scan_clusters(queries[lo:hi], *lists, clusters, hidden, scores[lo:hi], local[lo:hi])
+            return int(self.cluster_sizes[clusters[clusters >= 0]].sum())
+
+        if n_threads <= 1 or len(queries) <= 1:
+            self.scored += run(0, len(queries))
+        else:
+            chunks = np.linspace(0, len(queries), min(n_threads, len(queries)) + 1).astype(int)
+            with ThreadPoolExecutor(n_threads) as pool:
+                self.scored += sum(pool.map(run, chunks[:-1], chunks[1:]))
         return scores, local
 
     def memory_bytes(self) -> int:

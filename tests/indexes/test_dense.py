@@ -163,6 +163,8 @@ def test_a_tree_search_is_exact_over_the_clusters_it_reaches_and_skips_deleted_d
         assert found == [ids[i] for i in best]
     index.delete([hits.ids[0][0]])
     assert hits.ids[0][0] not in index.search(queries[:1], k=5, beam=3).ids[0]
+    alone, shared = index.search(queries, k=5, beam=3), index.search(queries, k=5, beam=3, n_threads=3)
+    assert (alone.ids, alone.scores) == (shared.ids, shared.scores)  # the queries shared out among threads
 
 
 @pytest.mark.parametrize("ann,breadth", [("tree", {"beam": 1}), ("ivf", {"nprobe": 1})])

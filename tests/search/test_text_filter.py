@@ -127,7 +127,8 @@ def test_a_text_filtered_search_is_the_full_ranking_filtered(segmented, spec):
                                                                                                filter=spec)]
 
 
-def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does():
+@pytest.mark.parametrize("at_once", [filters.PHRASE_WORDS_AT_ONCE, 7])
+def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does(monkeypatch, at_once):
     """Phrases are found in the segment's word sequence (the documents are not read again): the same documents as
     each document's own text says, across fields, marks, hyphens, repeats, Chinese characters and three words."""
     rng = random.Random(5)
@@ -136,7 +137,9 @@ def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does():
     documents = [Document(f"d{i}", " ".join(rng.choices(pieces, k=rng.randint(0, 6))),
                           title=" ".join(rng.choices(pieces, k=rng.randint(0, 3)))) for i in range(400)]
     documents.append(Document("split", "failure of it", title="the heart"))  # "heart failure" across the fields
+    documents.append(Document("marked", "心\u0301heart failure"))  # a mark after a Chinese character: one word
     index = filters.TextIndex(documents, len(documents), read=None)
+    monkeypatch.setattr(filters, "PHRASE_WORDS_AT_ONCE", at_once)  # (7: the candidates' words read a few at a time)
     for wanted in ['"heart failure"', '"failure heart"', '"heart failure of"', '"of the"', '"心脏衰竭"', '"脏衰"',
                    '"heart heart"', '"x x"', '"failure of it"', '"heart nowhere"']:
         condition = TextCondition(wanted)
@@ -147,8 +150,9 @@ def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does():
         some = np.arange(len(documents)) % 3 == 0
         assert (index.holding_phrase(condition.phrases[0], some) == (expected & some)).all(), wanted
         assert expected.any() or wanted == '"heart nowhere"', wanted  # (each phrase found somewhere)
-    split = TextCondition('"heart failure"').mask(None, lambda: index)[-1]
-    assert not split and TextCondition('"failure of it"').mask(None, lambda: index)[-1]
+    split, marked = TextCondition('"heart failure"').mask(None, lambda: index)[-2:]
+    assert not split and TextCondition('"failure of it"').mask(None, lambda: index)[-2]
+    assert not marked and not TextCondition('"heart failure"').passes(None, documents[-1])  # (its regex said yes)
     wordless = filters.TextIndex([Document("marks", " - , ."), Document("blank", "")], 2, read=None)  # (no pairs)
     assert not TextCondition('"heart failure" heart').mask(None, lambda: wordless).any()
 
@@ -194,28 +198,28 @@ def test_the_command_line_and_the_service_filter_by_words(segmented, tmp_path):
 
 
 def test_a_phrase_is_found_in_a_text_as_its_words_would_be():
-    """A phrase is checked by a search of the normalised text (fast), which must agree with reading the text's words
-    (:func:`plain_words`) and finding the phrase among them: random texts of words, marks, accents written apart,
-    case, digits, Chinese and Japanese characters (each a word of its own, beside others without a space), soft
-    hyphens and zero-width characters (inside a word, dropped), emoji and their variation selectors (no word)."""
-    from semiret.indexes.filters import _holds_phrase, _phrase_pattern
-    from semiret.text.analyzer import normalised_text, plain_words
+    """A segment's word index finds a phrase where a document's own words (:func:`plain_words`) hold it: random
+    texts of words, marks, accents written apart, case, digits, Chinese and Japanese characters (each a word of its
+    own, beside others without a space), soft hyphens and zero-width characters (inside a word, dropped), emoji and
+    their variation selectors (no word)."""
+    from semiret.text.analyzer import plain_words
 
     rng = random.Random(11)
     pieces = ["abc", "def", "ab", "x_y", "café", "cafe\u0301", "İstanbul", "istanbul", "12", "中", "文", "の", " ",
               ",", "-", ".", "\u0301", "ß", "Ab", "\n", "\u00ad", "\u200d", "\u200b", "❤\ufe0f", "👩"]
+    documents = [Document(f"d{i}", "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))),
+                          title="".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))) for i in range(600)]
+    index = filters.TextIndex(documents, len(documents), read=None)
+    everyone = np.ones(len(documents), bool)
+    fields = [(plain_words(d.title), plain_words(d.text)) for d in documents]
     checked = 0
-    for _ in range(3000):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
-        words = plain_words(text)
+    for _, words in fields[:300]:
         if len(words) < 2:
             continue
         start = rng.randrange(len(words) - 1)
         phrase = words[start:start + rng.randint(2, 3)] if rng.random() < 0.7 else [
             rng.choice(["abc", "def", "12", "café", "istanbul"]) for _ in range(2)]
-        pattern = _phrase_pattern(phrase)
-        if pattern is None:  # a phrase of Chinese or Japanese characters: read as words
-            continue
-        assert bool(pattern.search(normalised_text(text))) == _holds_phrase(words, phrase), (text, phrase)
-        checked += 1
-    assert checked > 1000
+        expected = [any(filters._holds_phrase(field, phrase) for field in each) for each in fields]
+        assert index.holding_phrase(phrase, everyone).tolist() == expected, phrase
+        checked += sum(expected)
+    assert checked > 300
