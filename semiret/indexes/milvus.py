@@ -114,11 +114,20 @@ class MilvusBackend:
         name = _collection_name(name)
         if is_lite_file(self.uri) and not Path(self.uri).is_file():  # (a client would make the file: a typo's)
             raise IndexFormatError(f"no collection {name!r}: there is no Milvus Lite file {self.uri}")
+        aside = aside_name(name)
         if not self.exists(name):
+            if self._build_of(aside, name):
+                raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}: an overwrite of it stopped "
+                                       f"after dropping the old one; its new documents are in {aside!r} (build "
+                                       f"{name!r} again, or open {aside!r})")
             raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}")
         meta = self._description(name)
         if meta.get("format") != FORMAT:
             raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret")
+        if meta.get("copied_from") == aside and self._build_of(aside, name):
+            raise IndexFormatError(f"collection {name!r} at {self.uri} is incomplete: an overwrite of it stopped while "
+                                   f"copying its new documents, which are whole in {aside!r} (build {name!r} again "
+                                   f"with --overwrite, or open {aside!r})")
         if meta.get("version") != VERSION:
             raise IndexFormatError(f"collection {name!r}: semiret Milvus format version {meta.get('version')} "
                                    "is not supported")
@@ -153,18 +162,21 @@ class MilvusBackend:
                 raise IndexFormatError(f"collection {name!r} already exists in Milvus at {self.uri} "
                                        "(pass overwrite=True / --overwrite to replace it)")
             self._check_replaceable(name)
-        target = aside_name(name) if replacing else name
-        if replacing and self.exists(target):  # the remains of a build that was killed
-            self._check_replaceable(target)
-            self.drop(target)
+        aside = aside_name(name)
+        if self._build_of(aside, name):  # the remains of an overwrite that was stopped: this build replaces them
+            self.drop(aside)
+        elif replacing and self.exists(aside):
+            raise IndexFormatError(f"collection {aside!r} at {self.uri} is where an overwrite of {name!r} is built, "
+                                   "and it holds other data: rename it first")
+        target = aside if replacing else name
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
                 "store_texts": store_texts, "metadata_field": store_texts,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
                 "index_type": index_type, **(extra_meta or {})}
-        index = MilvusIndex(self, target, meta)
+        index = MilvusIndex(self, target, {**meta, "building_for": name} if replacing else meta)
         try:
-            self._create_collection(target, meta, index_type, index_params)  # (one Milvus refuses goes again)
+            self._create_collection(target, index.meta, index_type, index_params)  # (one Milvus refuses goes again)
             seen: set[str] = set()
             for batch in batches:
                 check_ids(batch.ids)
@@ -177,32 +189,44 @@ class MilvusBackend:
             if self.exists(target):
                 self.drop(target)
             raise
-        return self._take_name(index, name, index_type, index_params) if replacing else index
+        return self._take_name(index, name, meta, index_type, index_params) if replacing else index
+
+    def _build_of(self, aside: str, name: str) -> bool:
+        """Whether the collection ``aside`` is one an overwrite of ``name`` built (marked so in its description)."""
+        return self.exists(aside) and self._description(aside).get("building_for") == name
 
     def _check_replaceable(self, name: str) -> None:
         if self._description(name).get("format") != FORMAT:  # another application's data: never replaced
             raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret: choose another "
                                    "name (an index never replaces other data)")
 
-    def _take_name(self, built: "MilvusIndex", name: str, index_type: str, index_params: dict) -> "MilvusIndex":
+    def _take_name(self, built: "MilvusIndex", name: str, meta: dict, index_type: str, index_params: dict
+                   ) -> "MilvusIndex":
         """The complete collection ``built`` aside, under ``name`` in place of the old one: renamed on a server;
-        on Milvus Lite, which cannot rename, copied a page at a time (its rows were checked when written)."""
+        on Milvus Lite, which cannot rename, copied a page at a time (its rows were checked when written) into a
+        collection marked as copied from it, which :meth:`open` refuses while the collection aside is there (a copy
+        that stopped midway). Stopped between dropping the old one and renaming or copying, :meth:`open` names the
+        collection aside."""
         self.drop(name)
         if not is_lite_file(self.uri):
             with milvus_errors(f"renaming collection {built.name!r} to {name!r} (the new documents are complete "
                                f"in {built.name!r})"):
                 self.client.rename_collection(built.name, name)
             _forget_schema(self.client, built.name)
-            return MilvusIndex(self, name, built.meta)
-        self._create_collection(name, built.meta, index_type, index_params)
+            return MilvusIndex(self, name, built.meta)  # (its description still names the build: it is that one)
+        copied = MilvusIndex(self, name, {**meta, "copied_from": built.name})
+        self._create_collection(name, copied.meta, index_type, index_params)
         fields = [ID_FIELD, VECTOR_FIELD, *([DOCUMENT_FIELD] if built.stores_texts else []),
                   *([METADATA_FIELD] if built.meta.get("metadata_field") else [])]
         for page in built._pages(fields):
             with milvus_errors(f"copying {built.name!r} into {name!r} (the new documents are complete in "
                                f"{built.name!r})"):
                 self.client.upsert(name, page)
+        if copied.n_docs != built.n_docs:
+            raise SemiretError(f"copying {built.name!r} into {name!r} gave {copied.n_docs} documents of "
+                               f"{built.n_docs} (the new documents are complete in {built.name!r})")
         self.drop(built.name)
-        return MilvusIndex(self, name, built.meta)
+        return copied
 
     def _create_collection(self, name: str, meta: dict, index_type: str, index_params: dict) -> None:
         from pymilvus import DataType

@@ -413,6 +413,57 @@ def test_an_overwrite_carries_every_field_into_the_name(backend, monkeypatch):
     assert aside_name("x" * 250) != aside_name("x" * 249) and len(aside_name("x" * 250)) <= 255
 
 
+def test_an_overwrite_stopped_midway_is_said_by_open_and_finished_by_the_next_build(backend, monkeypatch):
+    """A Lite copy that failed after its first page left a collection that opened as complete, and one stopped
+    after the old collection was dropped left only "no collection"; a semiret collection of the aside's name that no
+    overwrite made was dropped as remains."""
+    from semiret.indexes import milvus
+
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    monkeypatch.setattr(milvus, "ROWS_PER_REQUEST", 2)
+    client, upsert, calls = backend.client, backend.client.upsert, []
+
+    def failing_copy(collection, rows, **kwargs):  # the copy's second page fails (a full disk)
+        calls.append(collection)
+        if collection == name and calls.count(name) == 2:
+            raise OSError("disk full")
+        return upsert(collection, rows, **kwargs)
+
+    documents = [Document(f"n{i}", "protein kinase") for i in range(5)]
+    monkeypatch.setattr(client, "upsert", failing_copy)
+    with pytest.raises(OSError):
+        BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True)
+    with pytest.raises(IndexFormatError, match=f"incomplete.*whole in '{aside_name(name)}'"):
+        backend.open(name)
+    monkeypatch.setattr(client, "upsert", upsert)
+    assert BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True).index.n_docs == 5
+    assert backend.open(name).n_docs == 5 and not backend.exists(aside_name(name))
+
+    create = MilvusBackend._create_collection
+
+    def stopped_before_the_copy(self, collection, *args):  # a process killed after the old collection was dropped
+        if collection == name:
+            raise OSError("stopped")
+        return create(self, collection, *args)
+
+    monkeypatch.setattr(MilvusBackend, "_create_collection", stopped_before_the_copy)
+    with pytest.raises(OSError):
+        BagOfTokensRetriever.build(documents[:3], name, backend=backend, overwrite=True)
+    with pytest.raises(IndexFormatError, match=f"stopped after dropping.*in '{aside_name(name)}'"):
+        backend.open(name)
+    monkeypatch.undo()
+    assert BagOfTokensRetriever.build(documents[:2], name, backend=backend).index.n_docs == 2  # no overwrite needed
+    assert not backend.exists(aside_name(name))
+
+    other = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, other, backend=backend)
+    BagOfTokensRetriever.build(TINY_DOCS[:2], aside_name(other), backend=backend)  # a user's, by that name
+    with pytest.raises(IndexFormatError, match="holds other data"):
+        BagOfTokensRetriever.build(documents, other, backend=backend, overwrite=True)
+    assert backend.open(aside_name(other)).n_docs == 2 and backend.open(other).n_docs == len(TINY_DOCS)
+
+
 def test_a_milvus_lite_file_belongs_to_one_process(tmp_path):
     """milvus-lite's own lock is removed by a second process it refuses; semiret's is kept until its holder ends."""
     import subprocess
