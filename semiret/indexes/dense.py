@@ -84,10 +84,10 @@ class DenseSegment(Segment):
                      n_threads: int = 1):
         """The tree's or faiss's search; ``excluded``: the hidden documents as the tree takes them (bool [n_docs])
         or as faiss does (an ``IDSelector`` of the others), None for none."""
-        import faiss
-
         if self.tree is not None:
             return self.tree.search(queries, k, beam, excluded, n_threads)
+        import faiss
+
         if isinstance(self.ann, faiss.IndexHNSW):
             params = faiss.SearchParametersHNSW(sel=excluded, efSearch=max(ef_search, k))
         elif isinstance(self.ann, faiss.IndexIVF):
