@@ -176,6 +176,20 @@ def test_full_text_filters_read_chinese_characters_as_words_and_runs_as_phrases(
         TextCondition("北京*")
 
 
+def test_ascii_text_is_read_into_the_same_words_by_its_quick_path():
+    """ASCII text is read by the standard library's engine: every ASCII character, alone and in random texts, gives
+    the words the Unicode pattern gives."""
+    import random
+
+    from semiret.text.analyzer import WORD, normalised_text
+
+    rng = random.Random(3)
+    texts = [chr(c) for c in range(128)] + ["".join(rng.choice([chr(c) for c in range(128)] + ["ab", "Z9", "_x"])
+                                                    for _ in range(rng.randint(1, 30))) for _ in range(3000)]
+    for text in texts:
+        assert plain_words(text) == WORD.findall(normalised_text(text)), repr(text)
+
+
 PROSE = {"de": "Die Häuser der Stadt sind alt und schön, und in den Straßen fahren viele Autos auf dem Weg zur Arbeit. ",
          "fr": "Les maisons de la ville sont anciennes et les rues sont pleines de voitures pendant la journée. ",
          "pt": "As casas da cidade são antigas e as ruas estão cheias de carros no caminho para o trabalho. ",
