@@ -227,7 +227,6 @@ def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
     kept = np.zeros(max(beam, 1), np.int64)
     candidates = np.empty(max(most, 1), np.int64)
     scores = np.empty(max(most, 1), np.float32)
-    work = np.empty(max(most, 1), np.float32)
     widest = 1
     for q in range(queries.shape[0]):
         query = queries[q]
@@ -247,8 +246,7 @@ def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
                         total += row[d] * query[d]
                     scores[i] = -total
                 # the beam best by a selection, not a sort: those above the beam-th score, then ties with it
-                work[:n] = scores[:n]
-                threshold = _kth_smallest(work, n, beam - 1)
+                threshold = np.partition(scores[:n], beam - 1)[beam - 1]
                 n_kept = 0
                 for i in range(n):
                     if scores[i] < threshold:
@@ -267,30 +265,3 @@ def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
             reached[q, i] = kept[i] - first[depths - 1]
         widest = max(widest, n_kept)
     return widest
-
-
-@numba.njit(nogil=True, cache=True)
-def _kth_smallest(values, n, kth):
-    """The ``kth`` smallest (from 0) of ``values[:n]``, which it reorders in place (Hoare's quickselect, the median of
-    three as pivot): ``np.partition`` without its copy of the array at every depth of every descent."""
-    lo, hi = 0, n - 1
-    while hi > lo:
-        a, b, c = values[lo], values[(lo + hi) // 2], values[hi]
-        pivot = max(min(a, b), min(max(a, b), c))
-        i, j = lo, hi
-        while i <= j:
-            while values[i] < pivot:
-                i += 1
-            while values[j] > pivot:
-                j -= 1
-            if i <= j:
-                values[i], values[j] = values[j], values[i]
-                i += 1
-                j -= 1
-        if kth <= j:
-            hi = j
-        elif kth >= i:
-            lo = i
-        else:
-            break
-    return values[kth]

@@ -230,17 +230,6 @@ def test_the_compiled_descent_keeps_the_best_children_at_every_depth(beam):
         assert np.all(row[: (row >= 0).sum()] >= 0)  # the clusters first, then -1
 
 
-def test_the_descent_s_selection_finds_the_kth_smallest_among_ties():
-    from semiret.clustering.equal_depth import _kth_smallest
-
-    rng = np.random.default_rng(4)
-    for values in [rng.normal(size=257).astype(np.float32), rng.integers(0, 3, 64).astype(np.float32),
-                   np.ones(5, np.float32), np.float32([2.0])]:
-        for kth in range(len(values)):
-            assert _kth_smallest(values.copy(), len(values), kth) == np.sort(values)[kth]
-    assert _kth_smallest(np.float32([5, 1, 4, 0]), 3, 1) == 4  # only the first n count
-
-
 def test_documents_added_later_join_their_nearest_lowest_cluster():
     vectors = planted(8, 10, noise=0.01)
     tree = agglomerative_tree(vectors, branching=4)
