@@ -18,7 +18,7 @@ import semiret
 from helpers import TINY_DOCS
 
 PACKAGE = Path(semiret.__file__).parent
-FOUNDATION = {"errors", "progress", "files", "options"}
+FOUNDATION = {"errors", "progress", "files", "options", "compiled"}
 ALLOWED = {
     # layer: what it may import besides itself (the foundation modules may be imported by everyone)
     "data": set(),

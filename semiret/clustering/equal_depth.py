@@ -17,6 +17,7 @@ import numpy as np
 
 from semiret import progress
 from semiret.clustering.kmeans import ITERATIONS, check_vectors, kmeans, unit_rows
+from semiret.compiled import NUMBA_OPTIONS, select_largest
 from semiret.errors import SemiretError
 
 
@@ -216,7 +217,7 @@ def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: 
     return EqualDepthTree(branching, tuple(parents), tuple(centroids))
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True)  # NUMBA_OPTIONS (semiret.text: not importable here) + fastmath
+@numba.njit(**NUMBA_OPTIONS, fastmath=True)
 def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
     """Beam descent of each query over the tree laid out by ``EqualDepthTree._descent_layout``; writes the
     lowest clusters reached (local numbers at depth L-1) into ``reached`` [n, beam] and returns the most any
@@ -227,6 +228,7 @@ def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
     kept = np.zeros(max(beam, 1), np.int64)
     candidates = np.empty(max(most, 1), np.int64)
     scores = np.empty(max(most, 1), np.float32)
+    work = np.empty(max(most, 1), np.float32)  # the scores reordered by the selection
     widest = 1
     for q in range(queries.shape[0]):
         query = queries[q]
@@ -244,12 +246,14 @@ def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
                     total = np.float32(0.0)
                     for d in range(row.shape[0]):
                         total += row[d] * query[d]
-                    scores[i] = -total
+                    scores[i] = total
+                    work[i] = total
                 # the beam best by a selection, not a sort: those above the beam-th score, then ties with it
-                threshold = np.partition(scores[:n], beam - 1)[beam - 1]
+                select_largest(work, n, beam - 1)
+                threshold = work[beam - 1]
                 n_kept = 0
                 for i in range(n):
-                    if scores[i] < threshold:
+                    if scores[i] > threshold:
                         kept[n_kept] = candidates[i]
                         n_kept += 1
                 for i in range(n):

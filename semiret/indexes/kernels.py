@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from semiret.text.kernels import NUMBA_OPTIONS
+from semiret.compiled import NUMBA_OPTIONS, select_largest
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -353,37 +353,6 @@ def key_hit(key):
 
 
 @numba.njit(**NUMBA_OPTIONS)
-def _select_largest(keys, size, kth):
-    """Reorder ``keys[:size]`` in place so that ``keys[kth]`` holds what a descending sort would put there,
-    the larger keys before it (quickselect, median-of-three pivots; numpy's partition has no in-place,
-    allocation-free form in numba)."""
-    lo, hi = 0, size
-    while hi - lo > 1:
-        a, b, c = keys[lo], keys[(lo + hi) >> 1], keys[hi - 1]
-        if a < b:
-            a, b = b, a
-        if b < c:
-            b = min(a, c)
-        pivot = b
-        i, j = lo, hi - 1
-        while i <= j:
-            while keys[i] > pivot:
-                i += 1
-            while keys[j] < pivot:
-                j -= 1
-            if i <= j:
-                keys[i], keys[j] = keys[j], keys[i]
-                i += 1
-                j -= 1
-        if kth <= j:
-            hi = j + 1
-        elif kth >= i:
-            lo = i
-        else:
-            return
-
-
-@numba.njit(**NUMBA_OPTIONS)
 def _sample_bar(buffer, touched, n, in_order, deleted, has_deleted, k):
     """A score that about 2k of the hits reach: the 16th best of every m-th hit, m = k / 8 (0 when the sample
     has fewer). A first bar for :func:`select_best_keys`, so that most hits are passed over by one comparison
@@ -431,7 +400,7 @@ def select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, k
                 keys[size] = _hit_key(s, d)
                 size += 1
                 if size == capacity:
-                    _select_largest(keys, size, k - 1)
+                    select_largest(keys, size, k - 1)
                     bar_score, bar_doc = key_hit(keys[k - 1])
                     size = k
         if clear:
@@ -445,7 +414,7 @@ def select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, k
             break
         bar_score, bar_doc, clear = np.float32(0.0), np.iinfo(np.int32).max, True  # the sample's bar was too high
     if size > k:
-        _select_largest(keys, size, k - 1)
+        select_largest(keys, size, k - 1)
         size = k
     return size
 

@@ -21,13 +21,13 @@ from typing import Iterable, Sequence
 import numba
 import numpy as np
 
+from semiret.compiled import NUMBA_OPTIONS
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import link_or_copy
 from semiret.indexes.inverted import InvertedIndex, InvertedSegment, SecondStage
 from semiret.indexes.kernels import accumulate_query, key_hit, select_best_keys
 from semiret.indexes.segments import register_index_format
 from semiret.indexes.storage import load_array
-from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import Postings, SearchHits, SparseQuery
 
 SCORES_FILE = "scores.npy"

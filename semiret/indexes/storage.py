@@ -18,9 +18,9 @@ from typing import Iterator
 import numba
 import numpy as np
 
+from semiret.compiled import NUMBA_OPTIONS
 from semiret.errors import IndexFormatError
 from semiret.files import fsync_directory
-from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import PackedStrings
 
 META_FILE = "meta.json"

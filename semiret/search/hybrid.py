@@ -16,6 +16,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from semiret.compiled import NUMBA_OPTIONS
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.options import local_field
 from semiret.indexes import open_index
@@ -35,7 +36,6 @@ from semiret.search.retrievers import (
 )
 from semiret.text import languages
 from semiret.text.bm25 import BM25_PARAMETER_NAMES, BM25Parameters
-from semiret.text.kernels import NUMBA_OPTIONS
 from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-NUMBA_OPTIONS = {"nogil": True, "cache": True}
-"""Every semiret kernel releases the GIL (searches run in threads) and is cached on disk after its first compile."""
+from semiret.compiled import NUMBA_OPTIONS
+
 
 @numba.njit(**NUMBA_OPTIONS)
 def count_terms(flat_ids, offsets, excluded, vocab_size):
