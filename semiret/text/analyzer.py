@@ -71,12 +71,25 @@ ASCII_WORD = re.compile(r"[A-Za-z0-9_]+")
 found by the standard library's engine: twice as fast over SciFact's texts, most of them ASCII."""
 
 
+ALPHABETIC_WORD = re.compile(r"\w+")
+""":data:`WORD` in normalised text (:func:`normalised_text`) of the Latin, Greek and Cyrillic letters that
+:data:`_BEYOND_ALPHABETS` lets pass (accents composed, as NFC writes them; no combining mark, no ideograph, no
+invisible character left): the standard library's engine reads the same words there (tested on each of those
+characters), twice as fast as the ``regex`` engine's :data:`WORD`."""
+_BEYOND_ALPHABETS = re.compile(r"[^\x00-\u02ff\u0370-\u0482]")
+"""A character outside Latin (with IPA and spacing modifiers), Greek and Cyrillic's letters: a combining mark
+(U+0300-U+036F, U+0483 on), or another script's character, which :data:`WORD` reads."""
+
+
 def plain_words(text: str) -> list[str]:
     """The words of ``text`` (:data:`WORD`; each Han and hiragana character a word), normalised
     (:func:`normalised_text`), none dropped or stemmed: what a full-text filter matches exactly."""
     if text.isascii():
         return ASCII_WORD.findall(text.casefold())
-    words = WORD.findall(normalised_text(text))
+    normalised = normalised_text(text)
+    if not _BEYOND_ALPHABETS.search(normalised):
+        return ALPHABETIC_WORD.findall(normalised)
+    words = WORD.findall(normalised)
     if not IDEOGRAPH.search(text):
         return words
     return [piece for word in words for piece in _IDEOGRAPHS_APART.findall(word)]

@@ -190,6 +190,28 @@ def test_ascii_text_is_read_into_the_same_words_by_its_quick_path():
         assert plain_words(text) == WORD.findall(normalised_text(text)), repr(text)
 
 
+
+def test_latin_greek_and_cyrillic_text_is_read_into_the_same_words_by_its_quick_path():
+    """Text of Latin, Greek and Cyrillic letters is read by the standard library's engine: every character of those
+    ranges, alone and in random texts with ASCII, combining marks (the slow path again), invisible characters and
+    ideographs, gives the words the Unicode pattern gives."""
+    import random
+
+    from semiret.text.analyzer import _BEYOND_ALPHABETS, _IDEOGRAPHS_APART, IDEOGRAPH, WORD, normalised_text
+
+    alphabets = [chr(c) for c in [*range(0x80, 0x300), *range(0x370, 0x483)]]
+    others = ["ab", " ", ".", "\u0301", "\u00ad", "\u200d", "\u0483", "東", "ä", "\u2160"]
+    rng = random.Random(5)
+    texts = alphabets + ["".join(rng.choice(alphabets + others) for _ in range(rng.randint(1, 30))) for _ in range(5000)]
+    quick = 0
+    for text in texts:
+        expected = WORD.findall(normalised_text(text))
+        if IDEOGRAPH.search(text):
+            expected = [piece for word in expected for piece in _IDEOGRAPHS_APART.findall(word)]
+        assert plain_words(text) == expected, repr(text)
+        quick += not _BEYOND_ALPHABETS.search(normalised_text(text))
+    assert quick > len(alphabets)  # the quick path was taken, by the random texts too
+
 PROSE = {"de": "Die Häuser der Stadt sind alt und schön, und in den Straßen fahren viele Autos auf dem Weg zur Arbeit. ",
          "fr": "Les maisons de la ville sont anciennes et les rues sont pleines de voitures pendant la journée. ",
          "pt": "As casas da cidade são antigas e as ruas estão cheias de carros no caminho para o trabalho. ",
