@@ -34,7 +34,9 @@ import logging
 import math
 import os
 import re
+import socket
 import time
+import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -114,17 +116,18 @@ class MilvusBackend:
         name = _collection_name(name)
         if is_lite_file(self.uri) and not Path(self.uri).is_file():  # (a client would make the file: a typo's)
             raise IndexFormatError(f"no collection {name!r}: there is no Milvus Lite file {self.uri}")
-        aside = aside_name(name)
         if not self.exists(name):
-            if self._build_of(aside, name):
+            asides = self.asides(name)
+            if asides:
                 raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}: an overwrite of it stopped "
-                                       f"after dropping the old one; its new documents are in {aside!r} (build "
-                                       f"{name!r} again, or open {aside!r})")
+                                       f"after dropping the old one; its new documents are in {asides[-1][0]!r} "
+                                       f"(build {name!r} again, or open {asides[-1][0]!r})")
             raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}")
         meta = self._description(name)
         if meta.get("format") != FORMAT:
             raise IndexFormatError(f"collection {name!r} at {self.uri} was not made by semiret")
-        if meta.get("copied_from") == aside and self._build_of(aside, name):
+        aside = meta.get("copied_from")
+        if aside and self.exists(aside) and self._description(aside).get("building_for") == name:
             raise IndexFormatError(f"collection {name!r} at {self.uri} is incomplete: an overwrite of it stopped while "
                                    f"copying its new documents, which are whole in {aside!r} (build {name!r} again "
                                    f"with --overwrite, or open {aside!r})")
@@ -149,8 +152,10 @@ class MilvusBackend:
         """A new collection of ``batches`` (the ``build`` of semiret's index kinds, over Milvus): refused before
         anything is written if the kind or a search structure has no Milvus equivalent; dropped again if a
         batch is refused. ``overwrite`` replaces an existing collection of semiret's: the new one is built aside
-        (:func:`aside_name`) and takes the name only once complete, so a build that fails leaves the old one as
-        it was (:meth:`_take_name`)."""
+        (:func:`aside_name`, a collection of this build's own) and takes the name only once complete, so a build
+        that fails leaves the old one as it was (:meth:`_take_name`), and two overwrites of one name at once never
+        write into one collection (the last to finish holds the name). What overwrites that stopped left aside is
+        dropped first (:func:`_stopped`)."""
         name = _collection_name(name)
         if kind not in (*SPARSE_KINDS, DENSE_KIND):
             raise SemiretError(f"a {kind!r} index cannot live in Milvus (it holds learned-sparse, bag-of-tokens "
@@ -162,19 +167,19 @@ class MilvusBackend:
                 raise IndexFormatError(f"collection {name!r} already exists in Milvus at {self.uri} "
                                        "(pass overwrite=True / --overwrite to replace it)")
             self._check_replaceable(name)
-        aside = aside_name(name)
-        if self._build_of(aside, name):  # the remains of an overwrite that was stopped: this build replaces them
-            self.drop(aside)
-        elif replacing and self.exists(aside):
-            raise IndexFormatError(f"collection {aside!r} at {self.uri} is where an overwrite of {name!r} is built, "
-                                   "and it holds other data: rename it first")
-        target = aside if replacing else name
+        for remains, builder in self.asides(name):
+            if _stopped(builder):
+                self.drop(remains)
+        build = uuid.uuid4().hex[:12]
+        target = aside_name(name, build) if replacing else name
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
                 "store_texts": store_texts, "metadata_field": store_texts,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 **({"dim": dim} if kind == DENSE_KIND else {"vocab_size": vocab_size}),
                 "index_type": index_type, **(extra_meta or {})}
-        index = MilvusIndex(self, target, {**meta, "building_for": name} if replacing else meta)
+        builder = {"host": socket.gethostname(), "pid": os.getpid(), "build": build}
+        index = MilvusIndex(self, target, {**meta, "building_for": name, "builder": builder} if replacing else meta)
+        _BUILDS_RUNNING.add(build)
         try:
             self._create_collection(target, index.meta, index_type, index_params)  # (one Milvus refuses goes again)
             seen: set[str] = set()
@@ -189,11 +194,19 @@ class MilvusBackend:
             if self.exists(target):
                 self.drop(target)
             raise
+        finally:
+            _BUILDS_RUNNING.discard(build)
         return self._take_name(index, name, meta, index_type, index_params) if replacing else index
 
-    def _build_of(self, aside: str, name: str) -> bool:
-        """Whether the collection ``aside`` is one an overwrite of ``name`` built (marked so in its description)."""
-        return self.exists(aside) and self._description(aside).get("building_for") == name
+    def asides(self, name: str) -> list[tuple[str, dict]]:
+        """The collections overwrites of ``name`` built aside and left (running, or stopped before they took the
+        name), each with what its description says of its builder ({} from a semiret before builders were
+        recorded), the latest made last."""
+        with milvus_errors("listing collections"):
+            candidates = [each for each in self.client.list_collections() if each.startswith(BUILDING_PREFIX)]
+        found = [(each, self._description(each)) for each in candidates]
+        return [(each, meta.get("builder") or {}) for each, meta in sorted(found, key=lambda f: f[1].get("created", ""))
+                if meta.get("building_for") == name]
 
     def _check_replaceable(self, name: str) -> None:
         if self._description(name).get("format") != FORMAT:  # another application's data: never replaced
@@ -624,13 +637,36 @@ def _index_structure(kind: str, structure: dict) -> tuple[str, dict]:
 
 
 BUILDING_PREFIX = "semiret_building_"
+_BUILDS_RUNNING: set[str] = set()
+"""The builds of this process still writing their collection aside."""
 
 
-def aside_name(name: str) -> str:
-    """Where a collection replacing ``name`` is built until it is complete (a digest of a name too long for
-    Milvus with the prefix)."""
-    aside = BUILDING_PREFIX + name
-    return aside if COLLECTION_NAME.fullmatch(aside) else BUILDING_PREFIX + hashlib.sha1(name.encode()).hexdigest()
+def aside_name(name: str, build: str) -> str:
+    """Where ``build`` (a token of its own) builds a collection replacing ``name`` until it is complete (a digest
+    of a name too long for Milvus with the prefix and token)."""
+    aside = f"{BUILDING_PREFIX}{name}_{build}"
+    if COLLECTION_NAME.fullmatch(aside):
+        return aside
+    return f"{BUILDING_PREFIX}{hashlib.sha1(name.encode()).hexdigest()}_{build}"
+
+
+def _stopped(builder: dict) -> bool:
+    """Whether the build described by ``builder`` (:meth:`MilvusBackend.asides`) has stopped, so that its collection
+    aside is remains to drop: one of this machine whose process has ended, or of this process no longer running;
+    one from before builders were recorded. Another machine's is left: whether it still runs cannot be told here."""
+    if not builder:
+        return True
+    if builder.get("host") != socket.gethostname():
+        return False
+    if builder.get("pid") == os.getpid():
+        return builder.get("build") not in _BUILDS_RUNNING
+    try:
+        os.kill(int(builder.get("pid")), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, TypeError, ValueError, OverflowError):
+        return False
+    return False
 
 
 def _collection_name(name) -> str:

@@ -14,7 +14,7 @@ from semiret import options as option_tools
 from semiret.cli import app
 from semiret.data import Collection, Document, iter_corpus
 from semiret.errors import IndexFormatError, SemiretError
-from semiret.indexes.milvus import ID_FIELD as ID_FIELD_NAME, MilvusBackend, aside_name
+from semiret.indexes.milvus import BUILDING_PREFIX, ID_FIELD as ID_FIELD_NAME, MilvusBackend, aside_name
 from semiret.search import BagOfTokensRetriever, BM25Retriever, DenseRetriever, InferenceFreeRetriever, open_retriever
 from semiret.types import Embeddings, Postings, SparseQuery
 
@@ -384,7 +384,7 @@ def test_an_overwrite_that_fails_leaves_the_old_collection_as_it_was(backend):
     with pytest.raises(SemiretError, match="duplicate document id 'a'"):
         backend.build(name, "impact", batches, analyzer={"type": "test"}, vocab_size=10, overwrite=True)
     assert old.search("cats", k=1, filter={"pet": "cat"})[0].id == "old"
-    assert not backend.exists(aside_name(name))
+    assert backend.asides(name) == []
 
 
 def test_an_overwrite_carries_every_field_into_the_name(backend, monkeypatch):
@@ -394,7 +394,7 @@ def test_an_overwrite_carries_every_field_into_the_name(backend, monkeypatch):
     BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
     documents = [Document(f"n{i}", "protein kinase " * (i + 1), metadata={"year": 2000 + i}) for i in range(3)]
     lite = BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True)
-    assert lite.index.name == name and lite.index.n_docs == 3 and not backend.exists(aside_name(name))
+    assert lite.index.name == name and lite.index.n_docs == 3 and backend.asides(name) == []
     reopened = open_retriever(name, backend=backend)
     assert [hit.id for hit in reopened.search("kinase", k=3, filter={"year": 2001})] == ["n1"]
     assert reopened.index.get_document("n2").text == documents[2].text
@@ -408,9 +408,11 @@ def test_an_overwrite_carries_every_field_into_the_name(backend, monkeypatch):
     monkeypatch.setattr("semiret.indexes.milvus.is_lite_file", lambda uri: False)
     monkeypatch.setattr(backend.client, "rename_collection", rename_collection)
     server = BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True)
-    assert renamed == [(aside_name(name), name)] and server.index.name == name
-    assert open_retriever(name, backend=backend).index.n_docs == 1 and not backend.exists(aside_name(name))
-    assert aside_name("x" * 250) != aside_name("x" * 249) and len(aside_name("x" * 250)) <= 255
+    assert len(renamed) == 1 and renamed[0][0].startswith(f"{BUILDING_PREFIX}{name}_") and renamed[0][1] == name
+    assert server.index.name == name
+    assert open_retriever(name, backend=backend).index.n_docs == 1 and backend.asides(name) == []
+    build = "0" * 12
+    assert aside_name("x" * 250, build) != aside_name("x" * 249, build) and len(aside_name("x" * 250, build)) <= 255
 
 
 def test_an_overwrite_stopped_midway_is_said_by_open_and_finished_by_the_next_build(backend, monkeypatch):
@@ -434,11 +436,11 @@ def test_an_overwrite_stopped_midway_is_said_by_open_and_finished_by_the_next_bu
     monkeypatch.setattr(client, "upsert", failing_copy)
     with pytest.raises(OSError):
         BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True)
-    with pytest.raises(IndexFormatError, match=f"incomplete.*whole in '{aside_name(name)}'"):
+    with pytest.raises(IndexFormatError, match=f"incomplete.*whole in '{BUILDING_PREFIX}{name}_"):
         backend.open(name)
     monkeypatch.setattr(client, "upsert", upsert)
     assert BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True).index.n_docs == 5
-    assert backend.open(name).n_docs == 5 and not backend.exists(aside_name(name))
+    assert backend.open(name).n_docs == 5 and backend.asides(name) == []
 
     create = MilvusBackend._create_collection
 
@@ -450,18 +452,53 @@ def test_an_overwrite_stopped_midway_is_said_by_open_and_finished_by_the_next_bu
     monkeypatch.setattr(MilvusBackend, "_create_collection", stopped_before_the_copy)
     with pytest.raises(OSError):
         BagOfTokensRetriever.build(documents[:3], name, backend=backend, overwrite=True)
-    with pytest.raises(IndexFormatError, match=f"stopped after dropping.*in '{aside_name(name)}'"):
+    with pytest.raises(IndexFormatError, match=f"stopped after dropping.*in '{BUILDING_PREFIX}{name}_"):
         backend.open(name)
     monkeypatch.undo()
     assert BagOfTokensRetriever.build(documents[:2], name, backend=backend).index.n_docs == 2  # no overwrite needed
-    assert not backend.exists(aside_name(name))
+    assert backend.asides(name) == []
 
     other = next(_names)
     BagOfTokensRetriever.build(TINY_DOCS, other, backend=backend)
-    BagOfTokensRetriever.build(TINY_DOCS[:2], aside_name(other), backend=backend)  # a user's, by that name
-    with pytest.raises(IndexFormatError, match="holds other data"):
-        BagOfTokensRetriever.build(documents, other, backend=backend, overwrite=True)
-    assert backend.open(aside_name(other)).n_docs == 2 and backend.open(other).n_docs == len(TINY_DOCS)
+    users = f"{BUILDING_PREFIX}{other}_mine"
+    BagOfTokensRetriever.build(TINY_DOCS[:2], users, backend=backend)  # a user's, by an aside's name: not remains
+    assert BagOfTokensRetriever.build(documents, other, backend=backend, overwrite=True).index.n_docs == 5
+    assert backend.open(users).n_docs == 2 and backend.asides(other) == []
+
+
+def test_overwrites_at_once_build_apart_and_only_stopped_ones_are_dropped(backend):
+    """Two overwrites of one name wrote into one collection aside, and each dropped the other's as remains: each
+    now builds its own, and a build drops only what builds that stopped left (this machine's ended processes, this
+    process's builds no longer running, older semiret's), never a running build's or another machine's."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from semiret.indexes import milvus
+
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    here = socket.gethostname()
+    builders = {"running elsewhere": {"host": here, "pid": os.getppid(), "build": "a1"},
+                "ended": {"host": here, "pid": int(ended.stdout), "build": "a2"},
+                "running here": {"host": here, "pid": os.getpid(), "build": "a3"},
+                "finished here": {"host": here, "pid": os.getpid(), "build": "a4"},
+                "another machine": {"host": here + "-other", "pid": 1, "build": "a5"},
+                "older semiret": None}
+    for what, builder in builders.items():
+        aside = aside_name(name, (builder or {"build": "a6"})["build"])
+        backend.build(aside, "impact", [_postings(["x"], [[1]], [[1.0]])], analyzer={"type": "test"}, vocab_size=10,
+                      extra_meta={"building_for": name, **({"builder": builder} if builder else {})})
+    milvus._BUILDS_RUNNING.add("a3")
+    try:
+        BagOfTokensRetriever.build(TINY_DOCS[:3], name, backend=backend, overwrite=True)
+    finally:
+        milvus._BUILDS_RUNNING.discard("a3")
+    left = {builder["build"] for _, builder in backend.asides(name)}
+    assert left == {"a1", "a3", "a5"}
+    assert backend.open(name).n_docs == 3
 
 
 def test_a_milvus_lite_file_belongs_to_one_process(tmp_path):
