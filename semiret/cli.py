@@ -1627,6 +1627,10 @@ def _grid(given: list[str]) -> dict[str, list]:
                 raise SemiretError(f"--grid {flag!r}: its values are not a JSON list ({exc.msg})") from None
         else:
             values = [_json_or_text(value.strip()) for value in text.split(",")]
+        written = [json.dumps(value, sort_keys=True) for value in values]
+        repeated = next((value for value in written if written.count(value) > 1), None)
+        if repeated is not None:
+            raise SemiretError(f"--grid {name!r} lists {repeated} twice: each setting is tried once")
         grid[name] = values
     return grid
 
@@ -1651,7 +1655,8 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
                                                                          "folder's."),
          qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
                                                                      "folder's qrels/SPLIT.tsv."),
-         measure: str = typer.Option("nDCG@10", help="The measure to choose by (an ir_measures name)."),
+         measure: list[str] = typer.Option(["nDCG@10"], help="The measure to choose by (an ir_measures name; "
+                                                             "one)."),
          depth: int = typer.Option(100, help="Documents retrieved per query."),
          folds: Optional[int] = typer.Option(None, help="Also estimate the tuned setting on queries it was not "
                                              "chosen on: cross-validation over this many folds of the queries, "
@@ -1668,8 +1673,16 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
 
     if depth < 1:
         raise SemiretError(f"the depth searched (--depth) must be at least 1, got {depth}")
+    if len(measure) != 1:
+        raise SemiretError(f"--measure is given {len(measure)} times ({', '.join(measure)}): tune chooses by one "
+                           "measure (score the chosen setting by others with `semiret eval`)")
+    measure = measure[0]
     wanted = _grid(grid)
     collection = Collection(dataset(str(data)), queries_file, qrels_file)
+    if collection.judged_split(split) == "test" and folds is None:
+        log.warning("tuning on the test split's judged queries: its figures are then no estimate for them (tune on "
+                    "train or dev and report on test; a collection judged on test alone: --folds estimates the "
+                    "tuned setting on queries it was not chosen on)")
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split, queries)
     if folds is not None:

@@ -139,7 +139,8 @@ def build(cls, values: dict, owner: str = "") -> Any:
         kinds = known.get(name, ())
         if value is not None and kinds and not any(_python_is(value, kind) for kind in kinds):
             wanted = " or ".join(kind.__name__ for kind in kinds)
-            raise SemiretError(f"option {name!r}{where} must be a {wanted}, got {value!r}")
+            article = "an" if wanted[0] in "aeiou" else "a"
+            raise SemiretError(f"option {name!r}{where} must be {article} {wanted}, got {value!r}")
     return cls(**{k: v.item() if isinstance(v, np.generic) else v  # numpy's numbers as Python's (JSON records them)
                   for k, v in values.items() if v is not None and k in known})
 

@@ -94,9 +94,26 @@ def test_the_command_line(idf, tmp_path):
     for flags, message in ((["--grid", "min_idf"], "NAME=V1,V2"), (["--grid", "a=1", "--grid", "a=2"], "twice"),
                            (["--grid", "min_idf=[0,"], "not a JSON list"), (["--grid", "k1=1.2"], "k1"),
                            (["--grid", "min_idf=0", "--folds", "9"], "folds"),
-                           (["--grid", "min_idf=0", "--depth", "0"], "depth")):
+                           (["--grid", "min_idf=0", "--depth", "0"], "depth"),
+                           (["--grid", "min_idf=0,0.5,0"], "lists 0 twice"),
+                           (["--grid", "min_idf=0", "--measure", "nDCG@10", "--measure", "P@5"], "one measure")):
         refused = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), *flags])
         assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
+
+
+def test_tuning_on_test_queries_is_warned_of(idf, tmp_path, caplog):
+    """`tune --split test` chose settings on the queries a user then reports, unsaid; with --folds each fold's
+    figure is of queries not chosen on, so no warning."""
+    from helpers import write_beir
+
+    data = write_beir(tmp_path / "data", split="test")
+    runner = CliRunner()
+    for folds, warned in (([], True), (["--folds", "3"], False)):
+        caplog.clear()
+        result = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--split", "test",
+                                     "--grid", "min_idf=0,5", *folds])
+        assert result.exit_code == 0, result.output
+        assert ("tuning on the test split" in caplog.text) is warned
 
 
 def test_settings_are_shown_as_flags_to_paste_back(tmp_path):
