@@ -369,8 +369,8 @@ class WordCountQueries(QuerySide):
         if not ids and not self._said_stopwords and text.strip() and not self._query_terms.analyzer(text):
             self._said_stopwords = True
             log.warning("every word of the query %r is a stopword of the index's analyzer or shorter than two "
-                        "characters, so it finds nothing (an index built with stopwords=none keeps stopwords; said "
-                        "once)", text)
+                        "characters, so it scores no document (an index built with stopwords=none keeps stopwords; "
+                        "said once)", text)
         terms = sorted(set(ids))
         if len(terms) == len(ids):
             counts = np.ones(len(terms), np.float32)

@@ -11,8 +11,10 @@
 What a query requires or excludes becomes a ``$text`` filter beside the search's own (the stored title or text, words
 matched as written and case-folded: :class:`~semiret.indexes.filters.TextCondition`; a word of several, ``-COVID-19``,
 a phrase of them); the retriever scores the query's words without the excluded ones, as it scores any text, so a
-required phrase also counts towards the score. A query is never refused for its syntax: a quote that no quote closes,
-or a sign before no word, is read as written.
+required phrase also counts towards the score. The documents that hold what a query requires and that its words score
+nothing follow its scored hits at 0 (``+stat*`` alone: every document holding a word it begins), as a required
+clause matches in OpenSearch. A query is never refused for its syntax: a quote that no quote closes, or a sign before
+no word, is read as written.
 """
 
 from __future__ import annotations

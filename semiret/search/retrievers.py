@@ -1213,21 +1213,49 @@ class Retriever:
     def _search_with_operators(self, texts: list[str], filter: dict | None, **options) -> SearchHits:
         """:meth:`search` of queries read for their operators (:mod:`semiret.search.operators`): queries that require
         and exclude the same words searched in one batch with their filter, all batches from one commit. A query
-        left with no word to score (``-mouse``) has no hits."""
+        left with no word to score (``-mouse``) has no hits. Past the documents its words score, a query that
+        requires words has those that hold them and score nothing (:meth:`_with_unscored`)."""
         parsed = [parse_operators(text) for text in texts]
         batches: dict[str, list[int]] = {}
         for position, query in enumerate(parsed):
             if plain_words(query.text):
                 batches.setdefault(query.filter_key(filter), []).append(position)
-        searcher = self.pinned() if len(batches) > 1 else self
+        requiring = any(parsed[positions[0]].required for positions in batches.values())
+        searcher = self.pinned() if len(batches) > 1 or requiring else self
         parts = [(positions, searcher.search([parsed[p].scored(self.query_side) for p in positions],
                                              filter=parsed[positions[0]].filter(filter), **options))
                  for positions in batches.values()]
+        threshold = options["score_threshold"]
+        if requiring and options["group_by"] is None and options["diversity"] is None and (
+                threshold is None or threshold <= 0):
+            parts = [(positions, self._with_unscored(searcher, found, parsed[positions[0]].filter(filter),
+                                                     options["k"]) if parsed[positions[0]].required else found)
+                     for positions, found in parts]
         if not parts:  # nothing to search: the options and filter are checked all the same
             parts = [((), searcher.search([], filter=filter, **options))]
         hits = SearchHits.gathered(parts, len(texts), grouped=options["group_by"] is not None)
         hits.lookup = searcher.index.get_document
         return hits
+
+    @staticmethod
+    def _with_unscored(searcher: "Retriever", found: SearchHits, spec: dict, k: int) -> SearchHits:
+        """``found`` with, after each query's scored hits, the documents that pass ``spec`` (what the queries
+        require, and the search's filter) and that its words do not score, at 0 in id order, up to ``k``: a required
+        word's documents are all hits, as a required clause's match in OpenSearch, also where the retriever scores
+        nothing of it (``+stat*`` alone: every document holding a word it begins, not only those holding "stat";
+        ``+5``, a word BM25's analyzer drops)."""
+        if all(len(hit_ids) >= k for hit_ids in found.ids):
+            return found
+        passing = searcher.index.sorted_ids(checked_filter(searcher.index, spec, "filter on"))
+        ids, scores = [], []
+        for hit_ids, hit_scores in zip(found.ids, found.scores):
+            if len(hit_ids) < k:
+                scored = set(hit_ids)
+                unscored = list(itertools.islice((d for d in passing if d not in scored), k - len(hit_ids)))
+                hit_ids, hit_scores = [*hit_ids, *unscored], [*hit_scores, *[0.0] * len(unscored)]
+            ids.append(hit_ids)
+            scores.append(hit_scores)
+        return SearchHits(ids, scores, found.postings_visited, diversified=found.diversified)
 
     def _search_deeper(self, index, texts: list[str], k: int, n_threads: int, wanted: MetadataFilter | None,
                        grouping: Grouping | None) -> SearchHits:

@@ -95,6 +95,10 @@ def test_a_search_with_operators_is_the_ranking_of_its_words_filtered(segmented,
         passes = MetadataFilter(spec).matches if spec else lambda *_: True
         everything = retriever.search(parsed.text, k=len(docs)) if parsed.text else []
         expected = [(h.id, h.score) for h in everything if passes(docs[h.id].metadata, docs[h.id])][:5]
+        if parsed.required and parsed.text:  # then the documents that hold what it requires and score nothing
+            scored = {d for d, _ in expected}
+            expected += [(d, 0.0) for d in retriever.index.sorted_ids() if d not in scored and passes(
+                docs[d].metadata, docs[d]) and not any(h.id == d for h in everything)][:5 - len(expected)]
         assert list(zip(ids, scores)) == expected, query
         alone = retriever.search(query, k=5, operators=True, filter=given)  # the same searched alone
         assert [(h.id, h.score) for h in alone] == expected
@@ -103,6 +107,24 @@ def test_a_search_with_operators_is_the_ranking_of_its_words_filtered(segmented,
     excluded = found.ids[QUERIES.index("risk -mouse")]
     assert excluded and all("mouse" not in docs[d].text for d in excluded)
     assert [h.id for h in retriever.search("risk mouse", k=5)] != excluded  # the operator changed the ranking
+
+
+def test_a_required_word_s_documents_are_hits_where_its_words_score_nothing(segmented):
+    """``+stat*`` scored "stat", which no document holds: the documents holding a word it begins were left out
+    (OpenSearch finds them all, as a required clause's matches); so were those of a required word BM25's analyzer
+    drops. They follow the scored hits at 0, in id order; not past a positive score threshold."""
+    docs, retriever = segmented
+    live = retriever.index.sorted_ids()
+    begun = [d for d in live if any(w.startswith("stat") for w in docs[d].text.lower().split())]
+    assert begun and not retriever.search("stat", k=len(docs))  # "stat" itself scores nothing
+    found = retriever.search("+stat*", k=len(docs), operators=True)
+    assert [h.id for h in found] == begun and {h.score for h in found} == {0.0}
+    mixed = retriever.search(["+stat* risk", "+stat*"], k=len(docs), operators=True)
+    assert sorted(mixed.ids[0]) == begun and mixed.ids[1] == begun
+    scores = mixed.scores[0]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0 and scores[-1] == 0.0
+    assert not retriever.search("+stat*", k=5, operators=True, score_threshold=0.1)
+    assert [h.id for h in retriever.search("+stat*", k=3, operators=True)] == begun[:3]
 
 
 def test_operators_go_with_grouping_boosts_and_thresholds(segmented):
