@@ -481,13 +481,18 @@ def explain(query: str = typer.Argument(..., help="The query."),
             doc_id: str = typer.Option(..., "--id", help="The document whose score to explain (its id)."),
             retriever: Optional[str] = _retriever_option(None, "Explain another retriever's score than the index's "
                                                                 "own"),
+            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="The query read as a search with this "
+                                                        "filter reads it (as search --filter): the score that search "
+                                                        "gives."),
+            operators: bool = typer.Option(False, help="The query read as a search with --operators reads it."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
             options: dict = None):
     """How a document's score for a query adds up, term by term (retrievers that sum term weights: bm25, bot, idf,
     splade, inference-free, sidr-beta, sidr-full, nail-sparse)."""
     from semiret.search.retrievers import open_retriever
 
-    explained = open_retriever(index, retriever, **options).explain(query, doc_id)
+    searcher = open_retriever(index, retriever, **options)
+    explained = searcher.explain(query, doc_id, _filter(filter_) if filter_ else None, operators)
     if as_json:
         print(json.dumps(explained.to_json(), ensure_ascii=False))
         return

@@ -27,12 +27,14 @@ class IndexFormatError(SemiretError, ValueError):
 class UnknownDocumentError(SemiretError, LookupError):
     """A document named by its id (``doc_id``) is not in the index (an example to recommend from, say)."""
 
-    def __init__(self, message: str, doc_id: str | None = None):
+    def __init__(self, message: str, doc_id: str | None = None, hint: str = ""):
         super().__init__(message)
         self.doc_id = doc_id
+        self.hint = hint
+        """What the index holds instead, said after the message (": it is indexed as passages, ..."), or ""."""
 
     def __reduce__(self):  # from a worker process with its id
-        return type(self), (str(self), self.doc_id)
+        return type(self), (str(self), self.doc_id, self.hint)
 
 
 class OptionError(SemiretError, ValueError):

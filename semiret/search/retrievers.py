@@ -57,7 +57,7 @@ from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
 from semiret.search.diversity import Diversity, maximal_marginal_relevance
 from semiret.search.fusion import RRF_K, reciprocal_ranks
-from semiret.search.operators import parse_operators
+from semiret.search.operators import parse_operators, query_filter, scored_text
 from semiret.models.checkpoints import (ENCODER_FAMILIES, encoder_family, located, model_reference, replaced_weights,
                                         saved_model_kind)
 from semiret.text.acronyms import mine_abbreviations
@@ -1033,7 +1033,7 @@ class Retriever:
         held = ""
         if passages:
             held = f": it is indexed as passages, {', '.join(passages[:3])}{', ...' if len(passages) > 3 else ''}"
-        return UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}{held}", doc_id)
+        return UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}{held}", doc_id, held)
 
     def _check_term_weights(self, action: str) -> None:
         if not self._sums_term_weights:
@@ -1044,16 +1044,20 @@ class Retriever:
         """An error unless :meth:`explain` can take this retriever's scores apart (with these options)."""
         self._check_term_weights("explain its scores by")
 
-    def explain(self, query: str, doc_id: str, filter: dict | None = None) -> Explanation:
+    def explain(self, query: str, doc_id: str, filter: dict | None = None, operators: bool = False) -> Explanation:
         """How ``doc_id``'s score for ``query`` adds up, term by term (Lucene's and OpenSearch's explain): for the
         retrievers that score a document by summing its weights of the query's terms (``bm25``, ``bot``, ``idf``,
         ``splade``, ``inference-free``, ``sidr-beta``, ``sidr-full``, ``nail-sparse``), each query term's weight, the
         document's, and their product; the score is what an exact search gives the document (two-phase search
         approximates it). ``filter``: the query read as a search with that filter reads it (a misspelled word is
-        corrected, a synonym added, by the words of the documents it shows)."""
+        corrected, a synonym added, by the words of the documents it shows); ``operators``: as a search with
+        ``operators`` reads it (its scored words, against the documents that hold what it requires and not what it
+        excludes)."""
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
         self.check_explainable()
+        if operators:
+            query, filter = scored_text(query, True, self.query_side), query_filter(query, True, filter)
         view = self.pinned()  # the query read and the document's weights from one commit
         return view._explained(query, doc_id, view._reading(filter))
 

@@ -16,8 +16,9 @@
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
                                            "score_threshold", "with_text", "options"}`` -> documents like
                                            some of the index's (one list)
-``POST /indexes/{name}/explain``           ``{"query", "id", "options"}`` -> how the document's score adds up,
-                                           term by term (``{"id", "score", "terms"}``)
+``POST /indexes/{name}/explain``           ``{"query", "id", "filter", "operators", "options"}`` -> how the
+                                           document's score adds up, term by term, for the query as a search
+                                           with that filter and operators reads it (``{"id", "score", "terms"}``)
 ``POST /indexes/{name}/analyze``           ``{"text", "side", "limit", "options"}`` or ``{"id"}`` -> the terms a
                                            text becomes (as a query or a document), or a stored document's
                                            (``{"terms": [{"term", "weight", "document_frequency"}], "total"}``)
@@ -949,7 +950,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
             hits = await run_in_threadpool(index.recommend, body.positive, body.negative, k, body.options,
                                            body.with_text, body.filter, body.score_threshold)
         except UnknownDocumentError as exc:
-            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r} to recommend from") from None
+            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r} to recommend from"
+                                     f"{exc.hint}") from None
         return {"results": [hits], "took_ms": _milliseconds_since(started)}
 
     @app.post("/indexes/{name}/explain", response_model=ExplainResponse, response_model_exclude_unset=True,
@@ -958,10 +960,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """How a document's score for a query adds up, term by term (422: a retriever that does not sum term
         weights; 404: no such document)."""
         check_options(index, body.options)
+        check_filter(body.filter)
         try:
-            return await run_in_threadpool(index.explain, body.query, body.id, body.options)
+            return await run_in_threadpool(index.explain, body.query, body.id, body.options, body.filter,
+                                           body.operators)
         except UnknownDocumentError as exc:
-            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}") from None
+            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}{exc.hint}") from None
 
     @app.post("/indexes/{name}/analyze", response_model=AnalyzeResponse, tags=["search"],
               responses=_errors(401, 404, 415, 503))
@@ -973,7 +977,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         try:
             return await run_in_threadpool(index.analyze, body.text, body.id, body.side, body.limit, body.options)
         except UnknownDocumentError as exc:
-            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}") from None
+            raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}{exc.hint}") from None
 
     @app.post("/indexes/{name}/suggest", response_model=SuggestResponse, tags=["search"],
               responses=_errors(401, 404, 415, 503))

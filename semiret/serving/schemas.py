@@ -166,6 +166,10 @@ class ExplainRequest(BaseModel):
 
     query: str = Field(description="The query.")
     id: str = Field(description="The document whose score to explain.")
+    filter: dict[str, Any] | None = Field(None, description="The query read as a search with this filter reads it "
+                                          "(as search's filter).")
+    operators: bool = Field(False, description="The query read as a search with its operators reads it (as "
+                                               "search's operators).")
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
 
     _numbered_id = field_validator("id", mode="before")(lambda value: _string_ids([value])[0])

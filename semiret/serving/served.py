@@ -200,11 +200,12 @@ class ServedIndex:
         """An error unless a search with these options can explain its hits."""
         self._with_options(options).check_explainable()
 
-    def explain(self, query: str, doc_id: str, options: dict) -> dict:
+    def explain(self, query: str, doc_id: str, options: dict, filter: dict | None = None,
+                operators: bool = False) -> dict:
         """:meth:`Retriever.explain <semiret.search.retrievers.Retriever.explain>` as the API answers it."""
         retriever = self._with_options(options)
         self.refresh()
-        return retriever.explain(query, doc_id).to_json()
+        return retriever.explain(query, doc_id, filter=filter, operators=operators).to_json()
 
     def analyze(self, text: str | None, doc_id: str | None, side: str, limit: int | None, options: dict) -> dict:
         """:meth:`Retriever.analyze <semiret.search.retrievers.Retriever.analyze>` of a text, or
