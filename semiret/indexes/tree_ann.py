@@ -4,8 +4,9 @@ a query descends it by beam search over the centroids and only the documents of 
 reaches are scored. The beam width trades recall for speed.
 
 Each segment stores ``tree.npz``. The first segment clusters its own vectors; every later one (documents
-added, a merge) keeps that tree's internal nodes and puts each of its documents in the nearest lowest cluster,
-so new documents join the hierarchy without re-clustering.
+added) keeps that tree's internal nodes and puts each of its documents in the nearest lowest cluster, so new
+documents join the hierarchy without re-clustering. A merge of every segment into one clusters its vectors anew,
+as a build of those documents would.
 """
 
 from __future__ import annotations

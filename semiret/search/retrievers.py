@@ -334,6 +334,10 @@ class Retriever:
         document_options = option_tools.build(cls.documents.Options, build_options, cls.name)
         cls.check_model(getattr(document_options, "model", None))
         cls.check_model(search_options.get("model"))  # a query side's model (sidr-beta), before anything is built
+        if shard is not None and backend is None and not writes_parts:  # (a hybrid: written whole, its parts apart)
+            raise SemiretError(f"a {cls.name} index holds several indexes, which merge-shards does not merge: build "
+                               "it whole, or shard its neural retriever alone (index -r dense --shard i/n ...), merge "
+                               "those shards and add BM25 beside them (semiret hybrid-index)")
         document_side = cls.documents.create(document_options)
         if writes_parts:  # a kind writing these options whole (quantized, a tree) refuses a buffer asked for, now
             config = document_side.index_config()

@@ -161,3 +161,13 @@ def test_shards_of_the_first_format_version_merge(tmp_path):
         shards.append(tmp_path / f"s{number}")
     merged = merge_shards(tmp_path / "merged", shards)  # the first add marks the copy with this version
     assert merged.n_docs == 15 and merged.meta["version"] == merged.VERSION
+
+
+def test_a_hybrid_is_refused_as_a_shard_before_anything_is_encoded(tmp_path, corpus_jsonl):
+    """A hybrid's shards were built, encoding everything, and then no merge-shards merged them (several indexes in
+    one); it is now refused up front, naming the way that works."""
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", "--data", str(corpus_jsonl), "-r", "hybrid", "--neural", "idf", "--out",
+                                 str(tmp_path / "h0"), "--shard", "0/2"])
+    assert result.exit_code == 2 and "hybrid-index" in result.output and "merge-shards does not merge" in result.output
+    assert not (tmp_path / "h0").exists()
