@@ -193,10 +193,12 @@ class MilvusBackend:
         except BaseException:
             if self.exists(target):
                 self.drop(target)
+            _BUILDS_RUNNING.discard(build)
             raise
+        try:  # running until its collection has the name (a Lite copy takes a while)
+            return self._take_name(index, name, meta, index_type, index_params) if replacing else index
         finally:
             _BUILDS_RUNNING.discard(build)
-        return self._take_name(index, name, meta, index_type, index_params) if replacing else index
 
     def asides(self, name: str) -> list[tuple[str, dict]]:
         """The collections overwrites of ``name`` built aside and left (running, or stopped before they took the
