@@ -1632,7 +1632,9 @@ def _grid(given: list[str]) -> dict[str, list]:
                 raise SemiretError(f"--grid {flag!r}: its values are not a JSON list ({exc.msg})") from None
         else:
             values = [_json_or_text(value.strip()) for value in text.split(",")]
-        written = [json.dumps(value, sort_keys=True) for value in values]
+        numeric = (int, float)
+        written = [json.dumps(float(value) if isinstance(value, numeric) and not isinstance(value, bool) else value,
+                              sort_keys=True) for value in values]  # (1 and 1.0: one setting)
         repeated = next((value for value in written if written.count(value) > 1), None)
         if repeated is not None:
             raise SemiretError(f"--grid {name!r} lists {repeated} twice: each setting is tried once")
@@ -1684,7 +1686,8 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
     measure = measure[0]
     wanted = _grid(grid)
     collection = Collection(dataset(str(data)), queries_file, qrels_file)
-    if collection.judged_split(split) == "test" and folds is None:
+    judged = collection.judged_split(split) or (qrels_file.stem if qrels_file is not None else None)
+    if judged == "test" and folds is None:
         log.warning("tuning on the test split's judged queries: its figures are then no estimate for them (tune on "
                     "train or dev and report on test; a collection judged on test alone: --folds estimates the "
                     "tuned setting on queries it was not chosen on)")

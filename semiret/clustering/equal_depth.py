@@ -119,13 +119,16 @@ class EqualDepthTree:
         if np.ndim(queries) != 2 or (width is not None and np.shape(queries)[1] != width):
             raise SemiretError(f"query vectors of shape {np.shape(queries)} for a tree of {width}-dimensional "
                                "centroids: give [n, d] vectors of its dimension")
+        queries = np.ascontiguousarray(queries, np.float32)
+        if not np.isfinite(queries).all():  # (the compiled descent assumes finite scores: fastmath)
+            bad = int(np.flatnonzero(~np.isfinite(queries).all(axis=1))[0])
+            raise SemiretError(f"query vector {bad} holds NaN or infinite values: the tree cannot be descended by it")
         reached = np.full((len(queries), beam), -1, np.int64)
         if self.depth == 1:  # one level: the documents hang from the root, the only lowest cluster
             reached[:, 0] = 0
             return reached[:, :1]
         centroids, first, offsets, children = self._descent_layout
-        widest = descent_kernel(np.ascontiguousarray(queries, np.float32), centroids, first, offsets, children, beam,
-                                reached)
+        widest = descent_kernel(queries, centroids, first, offsets, children, beam, reached)
         return reached[:, :widest]
 
     @cached_property

@@ -35,6 +35,7 @@ import math
 import os
 import re
 import socket
+import threading
 import time
 import uuid
 import warnings
@@ -118,10 +119,11 @@ class MilvusBackend:
             raise IndexFormatError(f"no collection {name!r}: there is no Milvus Lite file {self.uri}")
         if not self.exists(name):
             asides = self.asides(name)
-            if asides:
+            if asides:  # the latest of those whose builds stopped (a running one's is incomplete)
+                aside = ([each for each, builder in asides if _stopped(builder)] or [asides[-1][0]])[-1]
                 raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}: an overwrite of it stopped "
-                                       f"after dropping the old one; its new documents are in {asides[-1][0]!r} "
-                                       f"(build {name!r} again, or open {asides[-1][0]!r})")
+                                       f"after dropping the old one; its new documents are in {aside!r} "
+                                       f"(build {name!r} again, or open {aside!r})")
             raise IndexFormatError(f"no collection {name!r} in Milvus at {self.uri}")
         meta = self._description(name)
         if meta.get("format") != FORMAT:
@@ -167,9 +169,6 @@ class MilvusBackend:
                 raise IndexFormatError(f"collection {name!r} already exists in Milvus at {self.uri} "
                                        "(pass overwrite=True / --overwrite to replace it)")
             self._check_replaceable(name)
-        for remains, builder in self.asides(name):
-            if _stopped(builder):
-                self.drop(remains)
         build = uuid.uuid4().hex[:12]
         target = aside_name(name, build) if replacing else name
         meta = {"format": FORMAT, "version": VERSION, "kind": kind, "analyzer": analyzer, "metric": "ip",
@@ -196,9 +195,13 @@ class MilvusBackend:
             _BUILDS_RUNNING.discard(build)
             raise
         try:  # running until its collection has the name (a Lite copy takes a while)
-            return self._take_name(index, name, meta, index_type, index_params) if replacing else index
+            built = self._take_name(index, name, meta, index_type, index_params) if replacing else index
         finally:
             _BUILDS_RUNNING.discard(build)
+        for remains, builder in self.asides(name):  # (only now: a build that fails leaves them to open's message)
+            if _stopped(builder):
+                self.drop(remains)
+        return built
 
     def asides(self, name: str) -> list[tuple[str, dict]]:
         """The collections overwrites of ``name`` built aside and left (running, or stopped before they took the
@@ -206,7 +209,12 @@ class MilvusBackend:
         recorded), the latest made last."""
         with milvus_errors("listing collections"):
             candidates = [each for each in self.client.list_collections() if each.startswith(BUILDING_PREFIX)]
-        found = [(each, self._description(each)) for each in candidates]
+        found = []
+        for each in candidates:
+            try:
+                found.append((each, self._description(each)))
+            except SemiretError:  # dropped since it was listed (a build that finished meanwhile)
+                continue
         return [(each, meta.get("builder") or {}) for each, meta in sorted(found, key=lambda f: f[1].get("created", ""))
                 if meta.get("building_for") == name]
 
@@ -222,13 +230,20 @@ class MilvusBackend:
         collection marked as copied from it, which :meth:`open` refuses while the collection aside is there (a copy
         that stopped midway). Stopped between dropping the old one and renaming or copying, :meth:`open` names the
         collection aside."""
-        self.drop(name)
         if not is_lite_file(self.uri):
+            self.drop(name)
             with milvus_errors(f"renaming collection {built.name!r} to {name!r} (the new documents are complete "
                                f"in {built.name!r})"):
                 self.client.rename_collection(built.name, name)
             _forget_schema(self.client, built.name)
             return MilvusIndex(self, name, built.meta)  # (its description still names the build: it is that one)
+        with _LITE_COPIES:  # two threads' copies into one name would mix their pages (a server renames at once)
+            return self._copied_under(built, name, meta, index_type, index_params)
+
+    def _copied_under(self, built: "MilvusIndex", name: str, meta: dict, index_type: str, index_params: dict
+                      ) -> "MilvusIndex":
+        """:meth:`_take_name` on Milvus Lite: ``built`` copied a page at a time into the collection ``name``."""
+        self.drop(name)
         copied = MilvusIndex(self, name, {**meta, "copied_from": built.name})
         self._create_collection(name, copied.meta, index_type, index_params)
         fields = [ID_FIELD, VECTOR_FIELD, *([DOCUMENT_FIELD] if built.stores_texts else []),
@@ -641,6 +656,8 @@ def _index_structure(kind: str, structure: dict) -> tuple[str, dict]:
 BUILDING_PREFIX = "semiret_building_"
 _BUILDS_RUNNING: set[str] = set()
 """The builds of this process still writing their collection aside."""
+_LITE_COPIES = threading.Lock()
+"""Held while a build's collection aside is copied under its name on Milvus Lite (one process holds a Lite file)."""
 
 
 def aside_name(name: str, build: str) -> str:

@@ -1234,8 +1234,8 @@ class Retriever:
                                              filter=parsed[positions[0]].filter(filter), **options))
                  for positions in batches.values()]
         threshold = options["score_threshold"]
-        if requiring and options["group_by"] is None and options["diversity"] is None and (
-                threshold is None or threshold <= 0):
+        if requiring and self._sums_term_weights and options["group_by"] is None and options["diversity"] is None and (
+                threshold is None or threshold <= 0):  # (a document no term of the query reaches scores 0)
             parts = [(positions, self._with_unscored(searcher, found, parsed[positions[0]].filter(filter),
                                                      options["k"]) if parsed[positions[0]].required else found)
                      for positions, found in parts]
@@ -1248,10 +1248,11 @@ class Retriever:
     @staticmethod
     def _with_unscored(searcher: "Retriever", found: SearchHits, spec: dict, k: int) -> SearchHits:
         """``found`` with, after each query's scored hits, the documents that pass ``spec`` (what the queries
-        require, and the search's filter) and that its words do not score, at 0 in id order, up to ``k``: a required
-        word's documents are all hits, as a required clause's match in OpenSearch, also where the retriever scores
-        nothing of it (``+stat*`` alone: every document holding a word it begins, not only those holding "stat";
-        ``+5``, a word BM25's analyzer drops)."""
+        require, and the search's filter) and that its words do not score, at 0 in id order, up to ``k`` (for
+        retrievers that sum term weights, where a document no term reaches scores 0): a required word's documents
+        are all hits, as a required clause's match in OpenSearch, also where the retriever scores nothing of it
+        (``+stat*`` alone: every document holding a word it begins, not only those holding "stat"; ``+5``, a word
+        BM25's analyzer drops)."""
         if all(len(hit_ids) >= k for hit_ids in found.ids):
             return found
         passing = searcher.index.sorted_ids(checked_filter(searcher.index, spec, "filter on"))

@@ -230,6 +230,17 @@ def test_the_compiled_descent_keeps_the_best_children_at_every_depth(beam):
         assert np.all(row[: (row >= 0).sum()] >= 0)  # the clusters first, then -1
 
 
+def test_a_query_vector_with_nan_or_inf_is_refused_not_descended():
+    """The compiled descent assumes finite scores (fastmath): a NaN query ran its selection past the array's end
+    (a crash); inf gives NaN scores too."""
+    tree = agglomerative_tree(planted(8, 10, noise=0.01), branching=4)
+    for bad in (np.nan, np.inf):
+        queries = np.ones((3, tree.centroids[0].shape[1]), np.float32)
+        queries[1, 2] = bad
+        with pytest.raises(SemiretError, match="query vector 1 holds NaN or infinite"):
+            tree.descend_many(queries, 2)
+
+
 def test_documents_added_later_join_their_nearest_lowest_cluster():
     vectors = planted(8, 10, noise=0.01)
     tree = agglomerative_tree(vectors, branching=4)

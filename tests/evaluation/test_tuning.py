@@ -95,7 +95,7 @@ def test_the_command_line(idf, tmp_path):
                            (["--grid", "min_idf=[0,"], "not a JSON list"), (["--grid", "k1=1.2"], "k1"),
                            (["--grid", "min_idf=0", "--folds", "9"], "folds"),
                            (["--grid", "min_idf=0", "--depth", "0"], "depth"),
-                           (["--grid", "min_idf=0,0.5,0"], "lists 0 twice"),
+                           (["--grid", "min_idf=0,0.5,0"], "lists 0.0 twice"), (["--grid", "min_idf=1,1.0"], "twice"),
                            (["--grid", "min_idf=0", "--measure", "nDCG@10", "--measure", "P@5"], "one measure")):
         refused = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), *flags])
         assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
@@ -108,10 +108,11 @@ def test_tuning_on_test_queries_is_warned_of(idf, tmp_path, caplog):
 
     data = write_beir(tmp_path / "data", split="test")
     runner = CliRunner()
-    for folds, warned in (([], True), (["--folds", "3"], False)):
+    for flags, warned in ((["--split", "test"], True), (["--split", "test", "--folds", "3"], False),
+                          (["--qrels", str(data / "qrels" / "test.tsv")], True)):
         caplog.clear()
-        result = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--split", "test",
-                                     "--grid", "min_idf=0,5", *folds])
+        result = runner.invoke(app, ["tune", "--index", str(idf.index.path), "--data", str(data), "--grid",
+                                     "min_idf=0,5", *flags])
         assert result.exit_code == 0, result.output
         assert ("tuning on the test split" in caplog.text) is warned
 

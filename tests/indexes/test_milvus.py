@@ -439,6 +439,11 @@ def test_an_overwrite_stopped_midway_is_said_by_open_and_finished_by_the_next_bu
     with pytest.raises(IndexFormatError, match=f"incomplete.*whole in '{BUILDING_PREFIX}{name}_"):
         backend.open(name)
     monkeypatch.setattr(client, "upsert", upsert)
+    with pytest.raises(SemiretError, match="duplicate"):  # an overwrite that fails keeps the stopped one's copy
+        backend.build(name, "impact", [_postings(["a", "a"], [[1], [2]], [[1.0], [1.0]])], analyzer={"type": "test"},
+                      vocab_size=10, overwrite=True)
+    with pytest.raises(IndexFormatError, match="incomplete"):  # (it dropped it first, and the part opened as whole)
+        backend.open(name)
     assert BagOfTokensRetriever.build(documents, name, backend=backend, overwrite=True).index.n_docs == 5
     assert backend.open(name).n_docs == 5 and backend.asides(name) == []
 
@@ -584,3 +589,50 @@ def test_eval_says_which_build_options_an_existing_collection_ignores(beir_dir, 
     with caplog.at_level("WARNING"):
         evaluate(str(beir_dir), "dense", index=name, backend=backend, model=str(other))
     assert f"{name} exists and is searched as it was built: model=" in caplog.text
+
+
+def test_two_threads_overwriting_one_lite_collection_do_not_mix_their_copies(backend, monkeypatch):
+    """On Milvus Lite the complete collection aside is copied under the name a page at a time; a second thread's
+    overwrite dropped and made the name again during the first's copy, whose later pages went into it (both said
+    they succeeded). The copies now take turns: the name holds one build's documents, the last to finish."""
+    import threading
+
+    from semiret.indexes import milvus
+
+    name = next(_names)
+    BagOfTokensRetriever.build(TINY_DOCS, name, backend=backend)
+    monkeypatch.setattr(milvus, "ROWS_PER_REQUEST", 2)
+    client, upsert, second_done = backend.client, backend.client.upsert, threading.Event()
+    first_copy = []
+
+    def pausing_upsert(collection, rows, **kwargs):  # the first build pauses after its copy's first page
+        done = upsert(collection, rows, **kwargs)
+        if collection == name and threading.current_thread().name == "first" and not first_copy:
+            first_copy.append(True)
+            second_done.wait(3)  # the second finishes meanwhile, unless it waits for this copy
+        return done
+
+    monkeypatch.setattr(client, "upsert", pausing_upsert)
+    ids = [f"n{i}" for i in range(5)]
+    errors = []
+
+    def overwrite(word: str, then: threading.Event | None = None):
+        try:
+            BagOfTokensRetriever.build([Document(i, f"{word} {i}") for i in ids], name, backend=backend,
+                                       overwrite=True)
+        except Exception as exc:  # noqa: BLE001 (said by the assertion below)
+            errors.append(exc)
+        if then is not None:
+            then.set()
+
+    first = threading.Thread(target=overwrite, args=("alpha",), name="first")
+    first.start()
+    while not first_copy and first.is_alive():
+        threading.Event().wait(0.01)
+    second = threading.Thread(target=overwrite, args=("bravo", second_done), name="second")
+    second.start()
+    first.join()
+    second.join()
+    assert not errors
+    words = {backend.open(name).get_document(i).text.split()[0] for i in ids}
+    assert len(words) == 1 and backend.asides(name) == []

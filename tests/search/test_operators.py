@@ -14,6 +14,7 @@ from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.indexes.filters import MetadataFilter
+from semiret.search import retriever_class
 from semiret.search.operators import parse_operators, scored_text
 from semiret.serving import ServeSettings, create_app
 
@@ -182,3 +183,21 @@ def test_the_command_line_the_service_and_the_client_read_operators(segmented, t
         assert bad.status_code == 422 and "operators" in bad.text
         client = client_of(http)
         assert [h.id for h in client.search("docs", query, k=4, operators=True)] == expected
+
+
+def test_a_retriever_that_scores_every_document_adds_none_at_0(tmp_path, monkeypatch, tiny_bert):
+    """Only where a document no query term reaches scores 0 (retrievers summing term weights) are the unscored
+    holders of a requirement added: a dense search's scores may be negative, and its documents below a threshold
+    came back at 0 above the hits they ranked under."""
+    docs = _corpus(40)
+    dense = retriever_class("dense").build(docs, tmp_path / "dense", model=str(tiny_bert))
+    side = type(dense.query_side)
+    encode = side.encode_queries
+    monkeypatch.setattr(side, "encode_queries", lambda self, texts: -encode(self, texts))  # every score below 0
+    plain = dense.search("stat risk", k=40, filter={"$text": "stat*"})  # what "+stat* risk" scores
+    assert len(plain) > 2 and all(h.score < 0 for h in plain)
+    threshold = plain[len(plain) // 2].score
+    for given in (None, threshold):
+        found = dense.search("+stat* risk", k=40, operators=True, score_threshold=given)
+        expected = dense.search("stat risk", k=40, filter={"$text": "stat*"}, score_threshold=given)
+        assert [(h.id, h.score) for h in found] == [(h.id, h.score) for h in expected], given
