@@ -20,6 +20,7 @@ skip them with an id selector); :meth:`DenseIndex.merge` folds segments into one
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -32,6 +33,8 @@ from semiret.indexes.segments import Segment, SegmentedIndex, check_buffer, regi
 from semiret.indexes.storage import load_array
 from semiret.indexes.tree_ann import BEAM, TreeSearch, makes_a_tree, write_tree
 from semiret.types import Embeddings, SearchHits
+
+log = logging.getLogger(__name__)
 
 ANN_TYPES = ("exact", "flat", "ivf", "hnsw", "tree")
 ANN_FILE = "ann.faiss"
@@ -191,7 +194,9 @@ class DenseIndex(SegmentedIndex):
         return sum(s.memory_bytes() for s in self.segments)
 
     def describe(self) -> dict:
-        return {**super().describe(), "ann": self.meta["ann"], "dim": self.dim, "memory_bytes": self.memory_bytes()}
+        searched_exactly = sum(s.tree is None for s in self.segments) if self.meta["ann"] == "tree" else None
+        return {**super().describe(), "ann": self.meta["ann"], "dim": self.dim, "memory_bytes": self.memory_bytes(),
+                **({"segments_without_tree": searched_exactly} if searched_exactly else {})}
 
     # ------------------------------------------------------------------ search
     def search(self, queries: np.ndarray, k: int = 10, n_threads: int = 1, nprobe: int = 16,
@@ -244,6 +249,10 @@ class DenseIndex(SegmentedIndex):
             branching = self.meta["parameters"].get("tree_branching")
             if base is None and not makes_a_tree(len(vectors), branching):
                 info["tree"] = False  # searched exactly; the first segment large enough gets the tree
+                log.warning("%d documents make no tree (%s): they are searched exactly until a segment large enough "
+                            "is written (documents added, then a merge), which gets the tree", len(vectors),
+                            f"branching {branching}: more documents than that are needed" if branching else
+                            "the default branching needs 5-8 or at least 17 documents; give --tree-branching")
             else:
                 write_tree(directory, vectors, base, branching)
 

@@ -185,14 +185,16 @@ def test_an_approximate_search_widens_until_k_live_documents_are_found(tmp_path,
 
 
 @pytest.mark.parametrize("n_docs,branching", [(8, 8), (2, 2), (12, None), (16, None)])
-def test_a_segment_too_small_for_a_level_of_clusters_is_searched_exactly(tmp_path, n_docs, branching):
+def test_a_segment_too_small_for_a_level_of_clusters_is_searched_exactly(tmp_path, n_docs, branching, caplog):
     """As many documents as the branching factor (a tree of one level: nothing to descend), or a count no power of
-    two gives depth 3 (9 to 16, by the BEIR rule): searched exactly, and merged, added to and searched after."""
+    two gives depth 3 (9 to 16, by the BEIR rule): searched exactly, said (it was silent: `info` said "tree"), and
+    merged, added to and searched after."""
     corpus = unit_vectors(n_docs + 30, seed=9)
     options = {} if branching is None else {"tree_branching": branching}
     index = DenseIndex.build(tmp_path / "tree", "dense", [embeddings(corpus[:n_docs])], dim=DIM, analyzer={},
                              ann="tree", **options)
     assert index.segments[0].tree is None
+    assert f"{n_docs} documents make no tree" in caplog.text and index.describe()["segments_without_tree"] == 1
     ids = [f"d{i}" for i in range(n_docs)]
     assert index.search(corpus[:3], k=3).ids == brute_force(corpus[:n_docs], ids, corpus[:3], 3)
     index.add(embeddings(corpus[n_docs:], "e"))
