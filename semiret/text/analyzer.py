@@ -75,7 +75,7 @@ ALPHABETIC_WORD = re.compile(r"\w+")
 """:data:`WORD` in normalised text (:func:`normalised_text`) of the Latin, Greek and Cyrillic letters that
 :data:`_BEYOND_ALPHABETS` lets pass (accents composed, as NFC writes them; no combining mark, no ideograph, no
 invisible character left): the standard library's engine reads the same words there (tested on each of those
-characters), twice as fast as the ``regex`` engine's :data:`WORD`."""
+characters), 1.6-1.8x as fast as the ``regex`` engine's :data:`WORD` (docs/results.md)."""
 _BEYOND_ALPHABETS = re.compile(r"[^\x00-\u02ff\u0370-\u0482]")
 """A character outside Latin (with IPA and spacing modifiers), Greek and Cyrillic's letters: a combining mark
 (U+0300-U+036F, U+0483 on), or another script's character, which :data:`WORD` reads."""
