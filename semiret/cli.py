@@ -490,13 +490,16 @@ def explain(query: str = typer.Argument(..., help="The query."),
     """How a document's score for a query adds up, term by term (retrievers that sum term weights: bm25, bot, idf,
     splade, inference-free, sidr-beta, sidr-full, nail-sparse)."""
     from semiret.search.retrievers import open_retriever
+    from semiret.types import UNMATCHED_REASONS
 
     searcher = open_retriever(index, retriever, **options)
-    explained = searcher.explain(query, doc_id, _filter(filter_) if filter_ else None, operators)
+    explained = searcher.explain(query, doc_id, filter=_filter(filter_) if filter_ else None, operators=operators)
     if as_json:
         print(json.dumps(explained.to_json(), ensure_ascii=False))
         return
-    table = Table(title=escape(f"{doc_id}: {explained.score:.4f} for {query!r}"))
+    table = Table(title=escape(f"{doc_id}: {explained.score:.4f} for {query!r}"),
+                  caption=None if explained.matched else f"This search does not find {escape(doc_id)}: "
+                                                          f"{UNMATCHED_REASONS[explained.unmatched]}.")
     for name in ("term", "query weight", "document weight", "contribution"):
         table.add_column(name, justify="left" if name == "term" else "right")
     for part in explained.terms:

@@ -407,7 +407,25 @@ class Explanation:
     """The query's terms, the document's matches first, largest contribution first."""
     boost_factor: float | None = None
     """What a boosted search multiplied the score by (:mod:`~semiret.search.boosting`; None: no boost)."""
+    unmatched: str | None = None
+    """Why the search explained would not find the document at all (None: it would), one of
+    :data:`UNMATCHED_REASONS`; the terms are then what they would give it."""
+
+    @property
+    def matched(self) -> bool:
+        """Whether the search explained finds the document, deep enough (OpenSearch's explain's ``matched``)."""
+        return self.unmatched is None
 
     def to_json(self) -> dict:
-        found = {"id": self.doc_id, "score": self.score, "terms": [vars(term) for term in self.terms]}
+        found = {"id": self.doc_id, "score": self.score, "matched": self.matched,
+                 **({"unmatched": self.unmatched} if self.unmatched else {}),
+                 "terms": [vars(term) for term in self.terms]}
         return found if self.boost_factor is None else {**found, "boost_factor": self.boost_factor}
+
+
+UNMATCHED_REASONS = {
+    "filter": "it fails the search's filter",
+    "operators": "it lacks what the query's operators require, or holds what they exclude",
+    "no_matching_term": "no term of the query scores it",
+}
+"""Why a search would not find a document (:attr:`Explanation.unmatched`), and what that means."""

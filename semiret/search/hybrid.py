@@ -338,18 +338,16 @@ class HybridRetriever(Retriever):
     documents = HybridDocuments
     queries = HybridQueries
 
-    def explain(self, query: str, doc_id: str, filter: dict | None = None) -> Explanation:
+    def _explained(self, query: str, doc_id: str, reading) -> Explanation:
         """How the document's fused score adds up ('bound' fusion: ``sum_p share_p x score_p / bound_p``): each
         part's terms (named ``lexical:TERM``, ``neural:TERM``) with their query weights scaled by the part's share
-        over its bound for the query. Fusions of rankings (score, rrf) have no such sum and are refused."""
-        self.check_explainable()
+        over its bound for the query, every part read as a search restricted to ``reading`` reads it (fusions of
+        rankings, score and rrf, have no such sum: :meth:`check_explainable` refuses them)."""
         shares = {LEXICAL: self.query_side.options.weight, NEURAL: 1.0 - self.query_side.options.weight}
         terms, found = [], False
-        view = self.pinned()  # every part's query read and document weights from one commit
-        reading = view._reading(filter)  # every part restricted as a filtered search restricts it
-        for name, part in self.query_side.parts.items():
+        for name, part in self.query_side.parts.items():  # (self: a pinned view, every part from one commit)
             part = copy.copy(part)
-            part.index = view.index.parts[name]
+            part.index = self.index.parts[name]
             try:
                 explained = part._explained(query, doc_id, reading.parts[name])
             except UnknownDocumentError:  # in one part only (a crash between the parts' commits): it adds nothing
@@ -361,9 +359,9 @@ class HybridRetriever(Retriever):
             terms += [TermContribution(f"{name}:{t.term}", t.query_weight * scale, t.document_weight,
                                        t.contribution * scale) for t in explained.terms if scale]
         if not found:
-            raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path}", doc_id)
+            raise self._unknown(doc_id)
         terms.sort(key=lambda part: (-part.contribution, -part.query_weight, part.term))
-        return Explanation(str(doc_id), float(sum(t.contribution for t in terms)), terms)
+        return Explanation(doc_id, float(sum(t.contribution for t in terms)), terms)
 
     def check_explainable(self) -> None:
         if self.query_side.fusion != "bound":

@@ -1056,14 +1056,17 @@ class Retriever:
         approximates it). ``filter``: the query read as a search with that filter reads it (a misspelled word is
         corrected, a synonym added, by the words of the documents it shows); ``operators``: as a search with
         ``operators`` reads it (its scored words, against the documents that hold what it requires and not what it
-        excludes)."""
+        excludes). Whether that search finds the document at all is said too (``matched``, as OpenSearch's explain
+        says it) and, where it does not, why (``unmatched``: the filter, the operators, or no term scoring it)."""
         if not isinstance(query, str):
             raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
         self.check_explainable()
-        if operators:
-            query, filter = scored_text(query, True, self.query_side), query_filter(query, True, filter)
-        view = self.pinned()  # the query read and the document's weights from one commit
-        return view._explained(query, doc_id, view._reading(filter))
+        doc_id = _document_id(doc_id)
+        view = self.pinned()  # the query read, the document's weights and what it passes from one commit
+        reading = view._reading(query_filter(query, operators, filter))
+        explanation = view._explained(scored_text(query, operators, self.query_side), doc_id, reading)
+        explanation.unmatched = view._unmatched(query, doc_id, filter, operators, reading, explanation.score)
+        return explanation
 
     def _reading(self, filter: dict | None):
         """The index a query is read against as a search with ``filter`` reads it (its fuzzy corrections, prefixes'
@@ -1071,6 +1074,20 @@ class Retriever:
         wanted = checked_filter(self.index, filter, "filter on") if filter else None
         return self.index.restricted(wanted) if wanted is not None and hasattr(self.index, "restricted") \
             else self.index
+
+    def _unmatched(self, query: str, doc_id: str, filter: dict | None, operators: bool, reading,
+                   score: float) -> str | None:
+        """Why a search of ``query`` with ``filter`` and ``operators`` would not find the live document ``doc_id``
+        (an :data:`~semiret.types.UNMATCHED_REASONS` key; None: it would), ``reading`` the index restricted to what
+        the search passes and ``score`` the document's."""
+        if doc_id not in reading:
+            return "filter" if filter and doc_id not in self._reading(filter) else "operators"
+        if score > 0:
+            return None
+        parsed = parse_operators(query) if operators else None
+        if parsed is not None and parsed.required and plain_words(parsed.text) and self._sums_term_weights:
+            return None  # those holding what it requires follow its scored hits at 0 (_with_unscored)
+        return "no_matching_term"
 
     def _explained(self, query: str, doc_id: str, reading) -> Explanation:
         """:meth:`explain` of the query as read against ``reading`` (:meth:`_reading`)."""

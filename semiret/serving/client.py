@@ -223,10 +223,13 @@ class Client:
                 **_given(k=k, filter=filter, score_threshold=score_threshold)}
         return _hits(self._call("POST", f"/indexes/{_name(index)}/recommend", body)["results"][0])
 
-    def explain(self, index: str, query: str, doc_id: str, **options) -> Explanation:
-        """How the document's score for the query adds up, term by term."""
-        return _explanation(self._call("POST", f"/indexes/{_name(index)}/explain", {"query": query, "id": doc_id,
-                                                                                     "options": options}))
+    def explain(self, index: str, query: str, doc_id: str, filter: dict | None = None, operators: bool = False,
+                **options) -> Explanation:
+        """How the document's score for the query adds up, term by term, read as a search with ``filter`` and
+        ``operators`` reads it, and whether that search finds the document (``Retriever.explain``)."""
+        body = {"query": query, "id": doc_id, "options": options, **_given(filter=filter),
+                **({"operators": True} if operators else {})}
+        return _explanation(self._call("POST", f"/indexes/{_name(index)}/explain", body))
 
     def analyze(self, index: str, text: str | None = None, side: str = "query", doc_id: str | None = None,
                 limit: int | None = None, **options) -> list[TermWeight]:
@@ -454,7 +457,7 @@ def _document(record: dict) -> Document:
 def _explanation(found: dict) -> Explanation:
     """An explanation as the API answers it (``POST .../explain``, a hit's ``explanation``)."""
     return Explanation(found["id"], found["score"], [TermContribution(**term) for term in found["terms"]],
-                       found.get("boost_factor"))
+                       found.get("boost_factor"), found.get("unmatched"))
 
 
 def _hits(rows: list[dict]) -> list[ServedHit]:

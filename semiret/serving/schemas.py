@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag, field_validator, model_validator
 
 from semiret.data.collection import document_id_problem, record_fields
 from semiret.search import highlight as highlighting
+from semiret.types import UNMATCHED_REASONS
 
 MAX_FRAGMENT_WORDS = 1000
 MAX_FRAGMENTS = 100
+UnmatchedReason = Literal[tuple(UNMATCHED_REASONS)]
 
 
 class DocumentIn(BaseModel):
@@ -186,6 +188,10 @@ class TermPart(BaseModel):
 class ExplainResponse(BaseModel):
     id: str
     score: float = Field(description="The sum of the contributions: the score an exact search gives the document.")
+    matched: bool = Field(description="Whether the search explained (its filter and operators) finds the document, "
+                          "deep enough (OpenSearch's explain's matched).")
+    unmatched: UnmatchedReason | None = Field(
+        None, description="Why it does not: " + "; ".join(f"{key}: {what}" for key, what in UNMATCHED_REASONS.items()))
     terms: list[TermPart] = Field(description="The query's terms, the document's matches first, largest first.")
     boost_factor: float | None = Field(None, description="In a boosted search's hits: the product of the boost's "
                                        "factors, which moved `score` to the hit's score (s + |s| (F - 1)).")

@@ -161,8 +161,8 @@ class ServedIndex:
                                  score_threshold=score_threshold, operators=operators, **(picking or {}))
         for number, (query, hits) in enumerate(zip(queries, found)):
             read_with = query_filter(query, operators, filter)  # the filter the search read the query with
-            if highlight is not None or explain:  # what they read: the query's scored words
-                query = scored_text(query, operators, retriever.query_side)
+            if highlight is not None:  # what highlights read: the query's scored words
+                scored = scored_text(query, operators, retriever.query_side)
             if group_by is not None:  # the offset counts groups (a group's hits come together, groups best first)
                 skipped = set(list(dict.fromkeys(repr(hit.group) for hit in hits))[:offset])
                 hits = [hit for hit in hits if repr(hit.group) not in skipped]
@@ -172,7 +172,7 @@ class ServedIndex:
             rows = _rows(hits, with_text, group_by is not None, stored)
             if highlight is not None:
                 for row in rows:
-                    row["highlights"] = retriever.highlight(query, row["id"], **highlight, filter=read_with)
+                    row["highlights"] = retriever.highlight(scored, row["id"], **highlight, filter=read_with)
             if context is not None:
                 for row in rows:
                     row["context"] = retriever.context(row["id"], context)
@@ -180,7 +180,7 @@ class ServedIndex:
                 boost = (picking or {}).get("boost")
                 factors = boost.factors(retriever.index, [row["id"] for row in rows]).tolist() if boost else None
                 for n, row in enumerate(rows):
-                    explained = retriever.explain(query, row["id"], read_with)  # the query as the search read it
+                    explained = retriever.explain(query, row["id"], filter=filter, operators=operators)
                     if factors is not None:
                         explained.boost_factor = factors[n]
                     row["explanation"] = explained.to_json()

@@ -26,7 +26,7 @@ def _agrees_with_search(retriever, queries=QUERIES) -> int:
     for query in queries:
         for hit in retriever.search(query, k=10):
             explained = retriever.explain(query, hit.id)
-            assert explained.score == pytest.approx(hit.score, rel=1e-5), (query, hit.id)
+            assert explained.matched and explained.score == pytest.approx(hit.score, rel=1e-5), (query, hit.id)
             assert sum(t.contribution for t in explained.terms) == pytest.approx(hit.score, rel=1e-5)
             contributions = [t.contribution for t in explained.terms]
             assert contributions == sorted(contributions, reverse=True)
@@ -216,3 +216,49 @@ def test_explain_reads_the_query_as_a_search_with_its_filter_and_operators_does(
     missing = served.post("/indexes/p/explain", json={"query": "word", "id": "long"})
     assert missing.status_code == 404 and "indexed as passages, long#0" in missing.json()["detail"]
     assert str(tmp_path) not in missing.json()["detail"]  # the server's paths are not said
+
+
+MATCH_CASES = [("cats chase", None, False), ("cats chase", {"kind": "pet"}, False), ("cats -dogs", None, True),
+               ("mice +garden", {"kind": "pet"}, True), ("+5", None, True), ("zebra", None, False), ("-dogs", None, True),
+               ("+mailman letters", None, True)]
+
+
+@pytest.mark.parametrize("name", ["bm25", "hybrid"])
+def test_explain_says_whether_the_search_finds_the_document_and_why_not(tmp_path, tiny_bert, name):
+    """An explanation said a document's score without saying whether the search explained finds it at all (one the
+    filter or the operators leave out had its terms' score, as a hit has); it now says so, as OpenSearch's explain
+    says ``matched``, and why not: for every document and search here, ``matched`` is whether a search as deep as
+    the index finds it. `semiret explain` on a hybrid index failed (its explain took no operators)."""
+    docs = [Document(d.id, d.text + (" 5 doses" if d.id == "d4" else ""), d.title,
+                     {"kind": "pet" if d.id in ("d1", "d2") else "other"}) for d in TINY_DOCS]
+    extra = {"neural": "splade", "model": str(tiny_bert)} if name == "hybrid" else {}
+    retriever = retriever_class(name).build(docs, tmp_path / name, **extra)
+    reasons = set()
+    for query, filter, operators in MATCH_CASES:
+        found = {hit.id for hit in retriever.search(query, k=len(docs), filter=filter, operators=operators)}
+        for doc in docs:
+            explained = retriever.explain(query, doc.id, filter=filter, operators=operators)
+            assert explained.matched == (doc.id in found), (query, filter, operators, doc.id, explained.unmatched)
+            assert explained.matched == (explained.unmatched is None)
+            reasons.add(explained.unmatched)
+    assert reasons == {None, "filter", "operators", "no_matching_term"}
+    if name == "bm25":  # "+5": a word BM25 drops, required: its holder follows the scored hits at 0, and matches
+        assert retriever.explain("+5", "d4", operators=True).to_json()["matched"]
+    runner = CliRunner()
+    flags = ["explain", "--index", str(tmp_path / name), "--id", "d2", "--filter", "kind=other"]
+    printed = runner.invoke(app, [*flags, "--json", "cats chase"])
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.output) == retriever.explain("cats chase", "d2", filter={"kind": "other"}).to_json()
+    assert json.loads(printed.output)["matched"] is False and json.loads(printed.output)["unmatched"] == "filter"
+    table = runner.invoke(app, [*flags, "--operators", "cats -dogs"])
+    assert table.exit_code == 0, table.output
+    assert "This search does not find d2: it fails the search's filter." in " ".join(table.output.split())
+    with LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / name)}, write_process=False))) as http:
+        answer = http.post("/indexes/tiny/explain", json={"query": "cats -dogs", "id": "d2", "operators": True})
+        assert answer.status_code == 200 and answer.json()["matched"] is False
+        assert answer.json()["unmatched"] == "operators"
+        explained = client_of(http).explain("tiny", "cats -dogs", "d2", operators=True)
+        assert explained == retriever.explain("cats -dogs", "d2", operators=True) and not explained.matched
+        hits = http.post("/indexes/tiny/search", json={"queries": ["cats +chase"], "k": 3, "explain": True,
+                                                      "operators": True}).json()["results"][0]
+        assert hits and all(hit["explanation"]["matched"] for hit in hits)
