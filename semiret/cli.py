@@ -1,5 +1,5 @@
-"""The ``semiret`` command line: index, search, add, delete, count, facet, export, backup, merge, merge-shards, info,
-models, eval, compare, fuse, demo."""
+"""The ``semiret`` command line (``semiret --help`` lists its commands): building, changing, reading and serving
+indexes, evaluating, comparing and tuning retrievers, training and adapting models, the demo."""
 
 from __future__ import annotations
 
@@ -1231,6 +1231,13 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           backup_dir: Optional[Path] = typer.Option(None, help="Where POST /indexes/NAME/backups writes backups "
                                                     "(NAME-<UTC time>; on the indexes' file system they cost no "
                                                     "space); without it, backups over HTTP are off."),
+          log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
+                                        "critical, error, warning, info or debug."),
+          access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
+                                          "path, status)."),
+          slow_query_ms: Optional[float] = typer.Option(None, help="Log each search slower than this many "
+                                                        "milliseconds, with its index, time, queries and options "
+                                                        "(a search slow log)."),
           device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
@@ -1266,7 +1273,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                              max_hits=max_hits,
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
-                             data_dir=str(data_dir.resolve()) if data_dir else None)
+                             data_dir=str(data_dir.resolve()) if data_dir else None, log_level=log_level,
+                             access_log=access_log, slow_query_ms=slow_query_ms)
+    settings.configure_logging()
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
         opened = open_index_at(path, _backend(backend, milvus_token))
         if name in settings.retrievers:
@@ -1282,12 +1291,12 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
     # manager expects of a clean stop (semiret's own handler made that exit status 143, a failure to systemd)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if app is not None:
-        uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning", **tls)
+        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level, **tls)
     else:
         settings.to_environment()
         with worker_counts():  # GET /metrics then sums every worker's counts
             uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port,
-                        workers=workers, access_log=False, log_level="warning", **tls)
+                        workers=workers, access_log=access_log, log_level=log_level, **tls)
 
 
 def _check_certificate(certificate: Path, key: Path, password: str | None) -> None:

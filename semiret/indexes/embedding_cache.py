@@ -1,4 +1,5 @@
-"""A persistent cache of document embeddings computed on the query path (SiDR's late-parametric search).
+"""A persistent cache of document embeddings that several runs share: SiDR's late-parametric re-ranking (computed on
+the query path) and GDR's ``--embedding-cache`` (its builds and training).
 
 Re-ranking embeds only the top-m documents of each query; the cache keeps every embedding so a
 document is never embedded twice, across queries and across runs. Over time the cache covers the

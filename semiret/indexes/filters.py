@@ -632,7 +632,8 @@ class Column:
 
 
 def _value_key(value) -> tuple:
-    """Distinct values of a column: as conditions compare them (:func:`_key`), lists and objects by their JSON."""
+    """Distinct values of a column: as conditions compare them (:func:`equality_key`), lists and objects by their
+    JSON."""
     if value is MISSING:
         return ("missing",)
     if isinstance(value, (list, dict)):

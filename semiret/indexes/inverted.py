@@ -5,7 +5,8 @@ One format serves three kinds of postings:
 - ``binary``: bag-of-tokens sets (SiDR's non-parametric index); no values are stored;
 - ``impact``: float32 or 8-bit quantized term weights (learned sparse document vectors);
 - ``bm25``: BM25 term-frequency saturation values; IDF is applied per query term at search time,
-  from document frequencies summed over segments, so new segments never force a rewrite.
+  from document frequencies summed over segments, so new segments force no rewrite (but for BM25 segments whose
+  average document length drifted past ``AVGDL_TOLERANCE``: re-weighted in the same commit, postings hard-linked).
 
 A directory holds ``meta.json`` (what it is, its segments, the commit point of every change), an
 optional append-only ``vocab.txt`` (growable word vocabularies) and one folder per segment::
@@ -23,9 +24,9 @@ optional append-only ``vocab.txt`` (growable word vocabularies) and one folder p
 
 Segments, deletion marks, commits, locking and snapshots are the segmented store's
 (:mod:`semiret.indexes.segments`); every commit also appends the words the vocabulary gained to
-``vocab.txt`` (fsynced before ``meta.json`` counts them). Old segments are never read or rewritten, so adds
-and deletes cost time proportional to the change. Words an add is still encoding are not searchable: a search
-knows the vocabulary of its snapshot's commit.
+``vocab.txt`` (fsynced before ``meta.json`` counts them). Old segments are not read or rewritten (but for the BM25
+re-weighting above), so adds and deletes cost time proportional to the change. Words an add is still encoding are
+not searchable: a search knows the vocabulary of its snapshot's commit.
 """
 
 from __future__ import annotations
@@ -448,7 +449,7 @@ class InvertedIndex(SegmentedIndex):
                 lambda lo, hi, *scratch_and_out: kernel(q_offsets[lo: hi + 1], q_terms, q_weights, *args,
                                                         *per_chunk(lo, hi), *scratch_and_out))
             if snapshot.meta.get("quantization") and second_stage is None:
-                scores *= snapshot.meta["quantization"]["scale"] or 1.0
+                scores *= value_scale(snapshot.meta)
             seg_scores.append(scores)
             seg_docs.append(docs)
             visited = seg_visited if visited is None else visited + seg_visited
@@ -466,7 +467,7 @@ class InvertedIndex(SegmentedIndex):
         segment, local = found
         _, terms, weights = view._pack_queries([query], view.snapshot)
         present, indptr, docs, values = segment.search_arrays()
-        scale = (view.snapshot.meta.get("quantization") or {}).get("scale") or 1.0
+        scale = value_scale(view.snapshot.meta)
         found_values = np.zeros(len(terms), np.float32)
         for n, term in enumerate(terms.tolist()):
             at = int(np.searchsorted(present, term))
@@ -497,7 +498,7 @@ class InvertedIndex(SegmentedIndex):
         present, indptr, docs, values = segment.search_arrays()
         _, terms, found_values = kernels.rows_of_term_major(present, indptr, docs, values, np.array(indptr[:-1]),
                                                             np.array([local], np.int64))
-        found_values *= np.float32((view.snapshot.meta.get("quantization") or {}).get("scale") or 1.0)
+        found_values *= np.float32(value_scale(view.snapshot.meta))
         return terms, found_values, view.frequencies_of(terms, view.snapshot)
 
     def _document_vectors(self, located: list[tuple[InvertedSegment, int]]):
@@ -559,7 +560,7 @@ class InvertedIndex(SegmentedIndex):
                 inside = terms < len(bounds)  # words an add was still encoding are not searched either
                 bounds[terms[inside]] = np.maximum(bounds[terms[inside]], segment.term_maxima()[inside])
             if snapshot.meta.get("quantization"):
-                bounds *= snapshot.meta["quantization"]["scale"] or 1.0
+                bounds *= value_scale(snapshot.meta)
             snapshot.derived["term_bounds"] = bounds
         return bounds
 
@@ -592,7 +593,7 @@ class InvertedIndex(SegmentedIndex):
         offsets, terms, values = kernels.rows_of_term_major(terms, indptr, docs, values, cursors, live)
         lengths = np.asarray(segment.doclens)[live]
         if self.meta.get("quantization"):
-            values *= np.float32(self.meta["quantization"]["scale"] or 1.0)
+            values *= np.float32(value_scale(self.meta))
         if self.kind == "bm25":
             values = self.bm25.term_frequency(values, np.repeat(lengths, np.diff(offsets)), segment.avgdl)
         return Postings(ids=ids, offsets=offsets, terms=terms, values=values.astype(np.float32, copy=False),
@@ -766,8 +767,7 @@ def search_normalised_sum(parts: Sequence[tuple[InvertedIndex, Sequence[SparseQu
     packed = []
     for index, queries, share, snapshot in ((index_a, queries_a, share_a, snapshot_a),
                                             (index_b, queries_b, share_b, snapshot_b)):
-        if snapshot.meta.get("quantization"):  # the postings hold quantized units, the bounds real ones
-            share *= snapshot.meta["quantization"]["scale"] or 1.0
+        share *= value_scale(snapshot.meta)  # the postings hold quantized units, the bounds real ones
         packed.append((*index._pack_with_bounds(queries, snapshot), float(share)))
     n_queries = len(queries_a)
     seg_scores, seg_docs = [], []
@@ -820,6 +820,12 @@ def _aligned(snapshot_a: Snapshot, snapshot_b: Snapshot) -> bool:
         if not same:
             return False
     return True
+
+
+def value_scale(meta: dict) -> float:
+    """What an index's stored postings values are multiplied by to be weights: its 8-bit quantization's scale, else 1
+    (also before the first add has fixed the scale)."""
+    return ((meta.get("quantization") or {}).get("scale")) or 1.0
 
 
 def _search_in_chunks(segment: InvertedSegment, n_queries: int, k: int, n_threads: int,

@@ -67,6 +67,10 @@ class TextEncoder(nn.Module):
     threads: int | None = None
     """Threads for large batches (``None``: torch's setting); small batches always use one."""
 
+    prompts: dict[str, str] = {}
+    """Text put before every ``"query"`` and every ``"document"`` this encoder reads (sentence-transformers'
+    prompts: E5's ``"query: "``, BGE's instruction); none unless a subclass sets them."""
+
     def __init__(self, backbone: nn.Module, tokenizer, name: str, max_length: int | None = None):
         super().__init__()
         self.backbone = backbone
@@ -110,6 +114,12 @@ class TextEncoder(nn.Module):
         """The documents' vectors, shaped as :meth:`encode_query`'s."""
         return self._encode(texts, batch_size, "document", show_progress)
 
+    def prompted(self, texts: list[str], side: str) -> list[str]:
+        """``texts`` as the encoder reads them as ``side`` (``"query"`` or ``"document"``): after its prompt for that
+        side, if any (what training feeds it too, so that a model trained here reads as it is searched)."""
+        prompt = self.prompts.get(side, "")
+        return [prompt + text for text in texts] if prompt else texts
+
     def _encode(self, texts, batch_size: int, side: str, show_progress: bool):
         one_text = isinstance(texts, str)
         texts = check_texts(texts, f"{side} texts")
@@ -119,7 +129,7 @@ class TextEncoder(nn.Module):
             log.warning("%d empty %s texts were encoded as empty vectors (this warning is shown once)",
                         len(texts) - len(filled), side)
         outputs = self._empty_outputs(len(texts))
-        batches = self.inputs.batches([texts[i] for i in filled], batch_size)
+        batches = self.inputs.batches(self.prompted([texts[i] for i in filled], side), batch_size)
         if show_progress:
             batches = progress.track(batches, f"encoding {side}s ({self.name})", total=len(filled), advance=len)
         was_training = self.training

@@ -1,7 +1,8 @@
 """Dense bi-encoders: a transformer, mean or CLS pooling, optional L2 normalisation.
 
 Defaults come from a sentence-transformers model directory when there is one (pooling mode,
-``Normalize`` module, ``max_seq_length``), so ``minilm`` encodes as sentence-transformers does.
+``Normalize`` module, ``max_seq_length``, query and document prompts, a cosine similarity), so ``minilm``, E5 or
+BGE encode as sentence-transformers' ``encode_query`` and ``encode_document`` do.
 """
 
 from __future__ import annotations
@@ -28,28 +29,39 @@ class DenseEncoder(TextEncoder):
     family = "dense"
 
     def __init__(self, backbone, tokenizer, name: str, max_length: int | None = None, pooling: str = "mean",
-                 normalize: bool = True, precision: str = "float32"):
+                 normalize: bool = True, precision: str = "float32", query_prompt: str = "",
+                 document_prompt: str = ""):
         if pooling not in POOLINGS:
             raise SemiretError(f"unknown pooling {pooling!r} (known: {', '.join(POOLINGS)})")
         if precision not in PRECISIONS:
             raise SemiretError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
+        for side, prompt in (("query", query_prompt), ("document", document_prompt)):
+            if not isinstance(prompt, str):
+                raise SemiretError(f"the {side} prompt is a string (put before each {side} text), got {prompt!r}")
         super().__init__(backbone, tokenizer, name, max_length)
         self.pooling, self.normalize = pooling, normalize
+        self.prompts = {"query": query_prompt, "document": document_prompt}
         self.requested_precision = precision  # what is saved: "auto" is decided again on each machine
         self.precision = ("bfloat16" if native_bfloat16() else "float32") if precision == "auto" else precision
 
     @classmethod
     def from_pretrained(cls, model: str = "minilm", max_length: int | None = None, pooling: str | None = None,
-                        normalize: bool | None = None, precision: str = "auto") -> "DenseEncoder":
+                        normalize: bool | None = None, precision: str = "auto", query_prompt: str | None = None,
+                        document_prompt: str | None = None) -> "DenseEncoder":
+        """``model`` with the settings given, the others as its sentence-transformers files say (prompts: ``""``
+        for none)."""
         defaults = sentence_transformers_defaults(model_directory(model))
         return cls(load_encoder_model(model), load_tokenizer(model), model,
                    defaults.get("max_length") if max_length is None else max_length,
                    pooling or defaults.get("pooling", "mean"),
-                   defaults.get("normalize", False) if normalize is None else normalize, precision)
+                   defaults.get("normalize", False) if normalize is None else normalize, precision,
+                   defaults.get("query_prompt", "") if query_prompt is None else query_prompt,
+                   defaults.get("document_prompt", "") if document_prompt is None else document_prompt)
 
     def config(self) -> dict:
         return {**super().config(), "pooling": self.pooling, "normalize": self.normalize,
-                "precision": self.requested_precision}
+                "precision": self.requested_precision, "query_prompt": self.prompts["query"],
+                "document_prompt": self.prompts["document"]}
 
     @property
     def dim(self) -> int:
@@ -116,10 +128,14 @@ def sentence_transformers_defaults(directory: Path) -> dict:
         kind = module.get("type", "")
         config_file = directory / module.get("path", "") / "config.json"
         if kind.endswith("Pooling") and config_file.is_file():
-            defaults["pooling"] = _st_pooling(json.loads(config_file.read_text()), config_file)
+            pooling = json.loads(config_file.read_text())
+            defaults["pooling"] = _st_pooling(pooling, config_file)
+            defaults["pooling_leaves_out_prompt"] = pooling.get("include_prompt") is False
         elif not kind.endswith(("Transformer", "Pooling", "Normalize")):
             raise SemiretError(f"{modules_file}: its module {kind} is not one semiret computes (a transformer, "
                                "mean, CLS or max pooling, normalisation): its vectors would not be this model's")
+    leaves_out_prompt = defaults.pop("pooling_leaves_out_prompt", False)
+    defaults.update(_st_prompts_and_similarity(directory / "config_sentence_transformers.json", leaves_out_prompt))
     settings, tokenizer = directory / "sentence_bert_config.json", directory / "tokenizer_config.json"
     length = json.loads(settings.read_text()).get("max_seq_length") if settings.is_file() else None
     if length is None and tokenizer.is_file():  # sentence-transformers 6 keeps it as the tokenizer's
@@ -127,3 +143,30 @@ def sentence_transformers_defaults(directory: Path) -> dict:
     if isinstance(length, int) and length < NO_LIMIT:
         defaults["max_length"] = length
     return defaults
+
+
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+"""The prompts sentence-transformers' ``encode_document`` looks for, in this order (``encode_query``: ``"query"``)."""
+
+
+def _st_prompts_and_similarity(path: Path, pooling_leaves_out_prompt: bool) -> dict:
+    """The query and document prompts a ``config_sentence_transformers.json`` names (its ``prompts``; where it has
+    none for a side, its ``default_prompt_name``'s, as sentence-transformers reads them), and normalisation where
+    its ``similarity_fn_name`` is ``cosine`` (an inner product of normalised vectors ranks alike). A pooling that
+    leaves the prompts' tokens out (``include_prompt`` false) is not one semiret computes."""
+    if not path.is_file():
+        return {}
+    settings = json.loads(path.read_text())
+    prompts = settings.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) or v is None for v in prompts.values()):
+        raise SemiretError(f"{path}: prompts must map names to strings, got {prompts!r}")
+    prompts = {name: text or "" for name, text in prompts.items()}
+    fallback = prompts.get(settings.get("default_prompt_name") or "", "")
+    found = {"query_prompt": prompts.get("query", fallback),
+             "document_prompt": next((prompts[n] for n in DOCUMENT_PROMPT_NAMES if n in prompts), fallback)}
+    if (found["query_prompt"] or found["document_prompt"]) and pooling_leaves_out_prompt:
+        raise SemiretError(f"{path.parent}: its pooling leaves the prompts' tokens out (include_prompt false), which "
+                           "semiret does not compute: its vectors would not be this model's")
+    if settings.get("similarity_fn_name") == "cosine":
+        found["normalize"] = True
+    return found

@@ -199,7 +199,7 @@ class GDRModel(nn.Module):
 
     def encode(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(E_Q's token states [B, L, d], their attention mask, r_q [B, d]) of query ``texts``."""
-        input_ids, attention_mask = self.query_inputs.padded(texts, self.device)
+        input_ids, attention_mask = self.query_inputs.padded(self.encoder.prompted(texts, "query"), self.device)
         states, pooled = self.encoder.states_and_embeddings(input_ids, attention_mask)
         return states, attention_mask, pooled
 

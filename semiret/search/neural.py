@@ -307,6 +307,11 @@ class DenseDocumentOptions:
     """Dense encoder arithmetic: float32, bfloat16 or auto (default: bfloat16 where the CPU computes it natively,
     about twice as fast; a text's vector then depends slightly on the batch it is encoded in, up to about 1e-3 a
     component, so a document added later or encoded again can score a little differently; float32 does not)."""
+    query_prompt: str | None = None
+    """Text put before each query (default: the query prompt of the model's sentence-transformers config, as E5's
+    "query: "; "" for none). The index records both prompts: its queries and added documents are read alike."""
+    document_prompt: str | None = None
+    """Text put before each document (default: the model's document, passage or corpus prompt; "" for none)."""
     ann: str = "exact"
     """Dense search structure: exact, flat, ivf, hnsw or tree (beam descent over a k-means tree of the corpus)."""
     nlist: int | None = None
@@ -342,6 +347,8 @@ class DenseDocuments(EncoderDocuments):
     def from_index(cls, index):
         side = super().from_index(index)
         side.index_dim = index.meta["dim"]
+        # an index from before prompts were recorded read its documents without any, whatever its model says
+        side.config = {"query_prompt": "", "document_prompt": "", **side.config}
         return side
 
     def check_encoder(self, encoder) -> None:
@@ -356,9 +363,11 @@ class DenseDocuments(EncoderDocuments):
     def create(cls, options: DenseDocumentOptions):
         from semiret.models.encoders import load_encoder
 
-        encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision)
+        encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision,
+                               query_prompt=options.query_prompt, document_prompt=options.document_prompt)
         config = encoder_config("dense", options.model, encoder.max_length, encoder,
-                                precision=encoder.requested_precision)
+                                precision=encoder.requested_precision, query_prompt=encoder.prompts["query"],
+                                document_prompt=encoder.prompts["document"])
         side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
                             **({"hnsw_m": options.hnsw_m} if options.hnsw_m is not None else {})}

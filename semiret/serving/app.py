@@ -18,7 +18,8 @@
                                            some of the index's (one list)
 ``POST /indexes/{name}/explain``           ``{"query", "id", "filter", "operators", "options"}`` -> how the
                                            document's score adds up, term by term, for the query as a search
-                                           with that filter and operators reads it (``{"id", "score", "terms"}``)
+                                           with that filter and operators reads it, and whether that search
+                                           finds it (``{"id", "score", "matched", "unmatched", "terms"}``)
 ``POST /indexes/{name}/analyze``           ``{"text", "side", "limit", "options"}`` or ``{"id"}`` -> the terms a
                                            text becomes (as a query or a document), or a stored document's
                                            (``{"terms": [{"term", "weight", "document_frequency"}], "total"}``)
@@ -26,17 +27,19 @@
                                            JSONL body (``application/x-ndjson``), streamed
 ``POST /indexes/{name}/documents/delete``  ``{"ids": [...]}``, or ``{"filter": {...}}``
 ``POST /indexes/{name}/documents/scroll``  ``{"filter", "limit", "offset", "order_by"}`` -> a page of documents in id
-                                           order (or a field's)
-                                           and ``next_page_offset``
+                                           order (or a field's) and ``next_page_offset``
+``POST /indexes/{name}/documents/metadata`` set stored metadata fields of documents given by id or by filter
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
 ``POST /indexes/{name}/facet``             ``{"field", "filter", "limit", "ranges"}`` -> the values the most documents
                                            hold (or how many in each range)
-``GET /indexes/{name}/documents/{id}``     a stored document
+``GET /indexes/{name}/documents/{id}``     a stored document (``DELETE``: delete it)
+``GET/PUT/DELETE /indexes/{name}/synonyms`` the index's synonym rules
 ``POST /indexes/{name}/merge``             fold the segments (into one each buffer), drop deleted documents
 ``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first);
                                            ``PUT /indexes/{name}`` ``{"from_backup": NAME}`` restores one
 ``PUT /aliases/{alias}``                   ``{"index"}``: a name standing for an index (``DELETE``; ``GET
                                            /aliases`` lists them)
+``GET /``                                   the version and the server's limits
 ``GET /healthz``, ``GET /readyz``          liveness; readiness (every index opens)
 ``GET /metrics``                           Prometheus's text: requests, durations, queries, index figures
 =========================================  =========================================================
@@ -60,6 +63,7 @@ import gc
 import hmac
 import importlib.metadata
 import json
+import logging
 import math
 import re
 import threading
@@ -129,6 +133,8 @@ from semiret.serving.data_dir import (
 from semiret.serving.served import BACKUP_FOLDER, ServedIndex
 from semiret.serving.writer import WriterProcess, WriterUnavailable
 from semiret.serving.settings import ServeSettings, loopback_host_header
+
+log = logging.getLogger(__name__)
 
 INLINE_SEARCH_MS = 2.0
 """A search expected to take at most this long runs on the event loop itself; longer ones go to the thread
@@ -933,7 +939,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                 body.group_by, body.group_size, body.score_threshold, highlight, picking,
                                 body.context, body.explain, body.operators)
         telemetry.queries.labels(index.name).inc(len(body.queries))
-        return {"results": results, "took_ms": _milliseconds_since(started)}
+        took = _milliseconds_since(started)
+        _log_if_slow(settings.slow_query_ms, index.name, took, body.queries,
+                     body.model_dump(exclude_unset=True, exclude={"queries"}))
+        return {"results": results, "took_ms": took}
 
     @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
               tags=["search"], responses=_errors(401, 404, 413, 415, 503))
@@ -1009,7 +1018,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_hits(len(q), k)
         results = await _search(index, q, k, {}, with_text)
         telemetry.queries.labels(index.name).inc(len(q))
-        return {"results": results, "took_ms": _milliseconds_since(started)}
+        took = _milliseconds_since(started)
+        _log_if_slow(settings.slow_query_ms, index.name, took, q, {"k": k, "with_text": with_text})
+        return {"results": results, "took_ms": took}
 
     # ------------------------------------------------------------------ documents
     @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
@@ -1142,7 +1153,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
 def app_from_environment() -> FastAPI:
     """The application of the settings ``semiret serve`` put in the environment (uvicorn's factory for
     ``--workers N``: each worker process calls it)."""
-    return create_app(ServeSettings.from_environment())
+    settings = ServeSettings.from_environment()
+    settings.configure_logging()
+    return create_app(settings)
 
 
 async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
@@ -1191,6 +1204,22 @@ def _inlined_schema(model) -> dict:
 
 def _milliseconds_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+SLOW_LOG_CHARS = 300
+"""Characters of a slow search's queries and of its options that the slow log writes (each, at most)."""
+
+
+def _log_if_slow(threshold: float | None, index: str, took_ms: float, queries: list[str], options: dict) -> None:
+    """The search slow log (``--slow-query-ms``, Elasticsearch's): a search that took longer than ``threshold``
+    milliseconds, its index, time, queries and ``options`` (what the request set beside its queries)."""
+    if threshold is None or took_ms <= threshold:
+        return
+    shown = json.dumps(queries, ensure_ascii=False)
+    set_ = json.dumps(options, ensure_ascii=False, sort_keys=True, default=str)
+    log.warning("slow search of index %s: %.1f ms for %d quer%s %s%s, %s%s", index, took_ms, len(queries),
+                "y" if len(queries) == 1 else "ies", shown[:SLOW_LOG_CHARS], "..." * (len(shown) > SLOW_LOG_CHARS),
+                set_[:SLOW_LOG_CHARS], "..." * (len(set_) > SLOW_LOG_CHARS))
 
 
 Located = tuple[tuple, DocumentIn]

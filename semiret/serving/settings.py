@@ -6,12 +6,16 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from semiret.errors import SemiretError
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+"""What ``--log-level`` takes: the names uvicorn and Python's logging share."""
 SETTINGS_VARIABLE = "SEMIRET_SERVE_SETTINGS"
 """The environment variable that hands the settings to uvicorn's worker processes (``--workers N``)."""
 
@@ -55,6 +59,13 @@ class ServeSettings:
     """A directory of indexes the server owns (:mod:`~semiret.serving.data_dir`): each served under its folder's
     name, and more created (``PUT /indexes/{name}``) and deleted (``DELETE``) there over HTTP; None: only
     ``indexes``, none created or deleted."""
+    log_level: str = "warning"
+    """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
+    access_log: bool = False
+    """Log every request (uvicorn's access log: client, method, path, status)."""
+    slow_query_ms: float | None = None
+    """Log each search slower than this (milliseconds, the request's whole time) as a warning naming the index, its
+    time, its queries and its options (Elasticsearch's search slow log); None: none logged."""
     write_process: bool = True
     """Do the writes in a process of their own (:mod:`~semiret.serving.writer`), so searches never wait on
     them for the GIL; False: in the serving process's threads. Milvus collections are written from the serving
@@ -94,6 +105,12 @@ class ServeSettings:
                             ("max_k", self.max_k), ("max_hits", self.max_hits), ("max_segments", self.max_segments)):
             if value < 1:
                 raise SemiretError(f"{name} must be at least 1, got {value}")
+        if self.log_level not in LOG_LEVELS:
+            raise SemiretError(f"unknown log level {self.log_level!r} (known: {', '.join(LOG_LEVELS)})")
+        if self.slow_query_ms is not None and not (isinstance(self.slow_query_ms, (int, float))
+                                                   and math.isfinite(self.slow_query_ms) and self.slow_query_ms >= 0):
+            raise SemiretError(f"slow_query_ms (--slow-query-ms) is a number of milliseconds, 0 or more, got "
+                               f"{self.slow_query_ms!r}")
         if self.max_hits < self.max_k:  # (a query of the largest k, or none given, would be refused)
             raise SemiretError(f"max_hits ({self.max_hits}) must be at least max_k ({self.max_k}): a search of one "
                                "query may ask for max_k hits")
@@ -103,6 +120,11 @@ class ServeSettings:
         """Off loopback, or where a read-only key was given (it would say nothing otherwise): reads need a key.
         Keyless reads are answered to loopback host names only (:func:`loopback_host_header`)."""
         return not is_loopback(self.host) or self.read_api_key is not None
+
+    def configure_logging(self) -> None:
+        """Python's logging at :attr:`log_level` in this process (a worker process starts with none configured)."""
+        logging.basicConfig(format="%(levelname)s: %(message)s")  # as `semiret`'s commands (no-op if configured)
+        logging.getLogger().setLevel(self.log_level.upper())
 
     def to_environment(self) -> None:
         os.environ[SETTINGS_VARIABLE] = json.dumps(dataclasses.asdict(self))

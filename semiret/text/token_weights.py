@@ -1,8 +1,9 @@
 """Token weights over a vocabulary's ids: Lucene IDF, IDF computed from a corpus, and ``{token: weight}``
 JSON tables (e.g. the MS MARCO IDF).
 
-The one place IDF is defined: BM25 indexes, the query sides that only tokenize (``idf``,
-``inference-free``), the inference-free model's frozen query weights and the BM25 teacher use it."""
+Lucene's IDF of token indexes, the query sides that only tokenize (``idf``, ``inference-free``), the
+inference-free model's frozen query weights and the BM25 teacher; BM25 indexes weigh words with their variant's IDF
+(:meth:`semiret.text.bm25.BM25Parameters.idf`)."""
 
 from __future__ import annotations
 

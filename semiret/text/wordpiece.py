@@ -138,7 +138,7 @@ class WordPieceVocabulary:
     def encode_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Tokenize texts (in parallel, in Rust) into flat ids and per-text offsets (CSR layout).
 
-        Excluded ids are kept here; :meth:`filter` drops them.
+        Excluded ids are kept here: callers drop them with :attr:`excluded_mask` (:meth:`encode` does, for one text).
         """
         encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
         id_lists = [e.ids for e in encodings]

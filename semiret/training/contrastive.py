@@ -38,12 +38,14 @@ class InBatchContrastiveLoss(Loss):
         pairs = batch.items
         device = module_device(model)
 
-        def encode(encoder, texts):
-            return encode_rows(lambda share: encoder(*encoder.inputs.padded(share, device)), texts)
+        def encode(encoder, texts, side):
+            return encode_rows(lambda share: encoder(*encoder.inputs.padded(encoder.prompted(share, side), device)),
+                               texts)
 
-        queries = encode(getattr(model, "query_encoder", model), [p.query for p in pairs])
+        queries = encode(getattr(model, "query_encoder", model), [p.query for p in pairs], "query")
         passages = encode(getattr(model, "document_encoder", model),
-                          [p.positive.full_text for p in pairs] + [n.full_text for p in pairs for n in p.negatives])
+                          [p.positive.full_text for p in pairs] + [n.full_text for p in pairs for n in p.negatives],
+                          "document")
         scores = queries @ passages.T / self.temperature
         targets = torch.arange(len(pairs), device=scores.device)
         forward = F.cross_entropy(scores, targets)

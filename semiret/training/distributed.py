@@ -1,4 +1,4 @@
-"""Training on several processes (``torchrun``: DDP), with what one process computes.
+"""Training on several processes (``torchrun``, without a DDP wrapper), with what one process computes.
 
 Every process draws the same global batch (a batch's random draws come from its own seed) and the losses
 encode through :func:`encode_rows`: each process encodes a contiguous share of the rows and receives the

@@ -96,11 +96,13 @@ class HierarchyModel(nn.Module):
 
     def encode_queries(self, texts: list[str]) -> torch.Tensor:
         """Query vectors, the rows shared between processes (:func:`~semiret.training.distributed.encode_rows`)."""
-        return encode_rows(lambda share: self.encoder(*self.query_inputs.padded(share, self.device)), texts)
+        return encode_rows(lambda share: self.encoder(*self.query_inputs.padded(self.encoder.prompted(share, "query"),
+                                                                                self.device)), texts)
 
     def encode_documents(self, texts: list[str]) -> torch.Tensor:
         """Document vectors, the rows shared between processes."""
-        return encode_rows(lambda share: self.encoder(*self.encoder.inputs.padded(share, self.device)), texts)
+        return encode_rows(lambda share: self.encoder(*self.encoder.inputs.padded(
+            self.encoder.prompted(share, "document"), self.device)), texts)
 
     @property
     def device(self) -> torch.device:

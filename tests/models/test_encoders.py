@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -343,7 +344,8 @@ def test_dense_bfloat16_close_to_float32(tiny_bert):
 
 def test_sentence_transformers_defaults_of_packaged_minilm():
     assert sentence_transformers_defaults(model_directory("minilm")) == {"normalize": True, "pooling": "mean",
-                                                                         "max_length": 256}
+                                                                         "max_length": 256, "query_prompt": "",
+                                                                         "document_prompt": ""}
 
 
 @pytest.mark.parametrize("pooling", ["cls", "max", "mean"])
@@ -359,9 +361,9 @@ def test_a_folder_sentence_transformers_saved_encodes_as_it_does(tiny_bert, tmp_
                                                                      pooling)])
     model.save(str(folder))
     encoder = DenseEncoder.from_pretrained(str(folder), precision="float32")
-    assert (encoder.pooling, encoder.max_length) == (pooling, 16)
+    assert (encoder.pooling, encoder.max_length, encoder.normalize) == (pooling, 16, True)  # its similarity: cosine
     np.testing.assert_allclose(encoder.encode_document(TEXTS, show_progress=False),
-                               model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+                               model.encode(TEXTS, convert_to_numpy=True, normalize_embeddings=True), atol=1e-5)
     if pooling != "mean":
         return
     projected = SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension()),
@@ -373,6 +375,52 @@ def test_a_folder_sentence_transformers_saved_encodes_as_it_does(tiny_bert, tmp_
                                                              "mean_sqrt_len_tokens")]).save(str(tmp_path / "sqrt"))
     with pytest.raises(SemiretError, match="pooling mean_sqrt_len_tokens is not one semiret computes"):
         DenseEncoder.from_pretrained(str(tmp_path / "sqrt"))
+
+
+def _prompted_folder(tiny_bert, folder, prompts, similarity="dot", include_prompt=True, default=None):
+    """A sentence-transformers folder of the tiny BERT, mean-pooled, whose config holds exactly ``prompts`` (as E5's
+    and BGE's on the hub: sentence-transformers 6 saves an empty "document" prompt beside them), read back by it."""
+    from sentence_transformers import SentenceTransformer, models
+
+    transformer = models.Transformer(str(tiny_bert), max_seq_length=32)
+    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean", include_prompt=include_prompt)
+    SentenceTransformer(modules=[transformer, pooling], similarity_fn_name=similarity).save(str(folder))
+    config = folder / "config_sentence_transformers.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "prompts": prompts,
+                                  "default_prompt_name": default}))
+    return SentenceTransformer(str(folder), device="cpu")
+
+
+def test_an_embedding_model_s_prompts_are_put_before_its_queries_and_documents(tiny_bert, tmp_path):
+    """Models such as E5 and BGE read a query and a document after a prompt of their own, which sentence-transformers'
+    ``encode_query`` and ``encode_document`` put there from the model's ``config_sentence_transformers.json``;
+    semiret read them without it, so such a model encoded worse than it does, without a word. Its prompts and a
+    cosine similarity are now read as sentence-transformers reads them."""
+    reference = _prompted_folder(tiny_bert, tmp_path / "e5", {"query": "query: ", "passage": "passage: "}, "cosine")
+    encoder = DenseEncoder.from_pretrained(str(tmp_path / "e5"), precision="float32")
+    assert encoder.prompts == {"query": "query: ", "document": "passage: "} and encoder.normalize
+    np.testing.assert_allclose(encoder.encode_query(TEXTS), reference.encode_query(TEXTS, normalize_embeddings=True),
+                               atol=1e-5)
+    # (sentence-transformers 6.2 puts an empty "document" prompt before any "passage" one in encode_document, so that
+    # it reads an E5 document without the "passage: " its card asks for; semiret reads as sentence-transformers 5 did)
+    np.testing.assert_allclose(encoder.encode_document(TEXTS, show_progress=False),
+                               reference.encode(TEXTS, prompt_name="passage", normalize_embeddings=True), atol=1e-5)
+    plain = DenseEncoder.from_pretrained(str(tmp_path / "e5"), precision="float32", query_prompt="",
+                                         document_prompt="")
+    assert np.abs(plain.encode_query(TEXTS) - encoder.encode_query(TEXTS)).max() > 1e-3  # the prompt changes them
+    np.testing.assert_allclose(encoder.encode_query(TEXTS), plain.encode_query(["query: " + t for t in TEXTS]),
+                               atol=1e-6)
+    assert load_encoder(str(tmp_path / "e5"), "dense", query_prompt="Q: ").prompts["query"] == "Q: "
+    saved = load_encoder(str(encoder.save(tmp_path / "saved")))  # a saved encoder keeps its prompts
+    assert saved.prompts == encoder.prompts
+    _prompted_folder(tiny_bert, tmp_path / "bge", {"query": "Represent this sentence for searching: "})
+    bge = DenseEncoder.from_pretrained(str(tmp_path / "bge"))
+    assert bge.prompts == {"query": "Represent this sentence for searching: ", "document": ""} and not bge.normalize
+    _prompted_folder(tiny_bert, tmp_path / "default", {"retrieval": "r: ", "other": "o: "}, default="retrieval")
+    assert DenseEncoder.from_pretrained(str(tmp_path / "default")).prompts == {"query": "r: ", "document": "r: "}
+    _prompted_folder(tiny_bert, tmp_path / "instructor", {"query": "q: "}, include_prompt=False)
+    with pytest.raises(SemiretError, match="leaves the prompts' tokens out"):
+        DenseEncoder.from_pretrained(str(tmp_path / "instructor"))
 
 
 def test_positions_that_start_after_padding_limit_the_length():

@@ -231,3 +231,45 @@ def test_inference_free_defaults_to_the_packaged_model(tmp_path, tiny_docs):
     assert retriever.index.meta["analyzer"]["model"] == INFERENCE_FREE.default  # by name: the index outlives the venv
     assert retriever.query_side.idf_source.endswith("idf.json")  # the table the model was trained with
     assert retriever.search(["statins and cancer risk"], k=1).ids[0][0] == "d3"
+
+
+def test_a_dense_index_reads_queries_and_documents_with_its_model_s_prompts(tmp_path, tiny_docs, tiny_bert):
+    """An E5-like model's prompts (its sentence-transformers config) are put before the documents indexed and added and
+    before the queries; the index records them, so that its documents and queries are read alike whatever the model
+    folder says later, and an index made before prompts were read keeps reading without them."""
+    from sentence_transformers import SentenceTransformer, models
+
+    from semiret.models.dense import DenseEncoder
+
+    transformer = models.Transformer(str(tiny_bert), max_seq_length=32)
+    folder = tmp_path / "e5"
+    SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_embedding_dimension(), "mean")],
+                        similarity_fn_name="cosine").save(str(folder))
+    config = folder / "config_sentence_transformers.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "prompts": {"query": "query: ",
+                                                                                  "passage": "passage: "}}))
+    plain = DenseEncoder.from_pretrained(str(folder), precision="float32", query_prompt="", document_prompt="")
+    DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(folder), precision="float32")
+    reopened = open_retriever(tmp_path / "dense")
+    recorded = reopened.index.meta["analyzer"]
+    assert (recorded["query_prompt"], recorded["document_prompt"]) == ("query: ", "passage: ")
+    reopened.add([Document("new", "a new document about cats")])
+    for doc in [*tiny_docs, Document("new", "a new document about cats")]:
+        np.testing.assert_allclose(reopened.index.get_vector(doc.id), plain.encode_document(
+            "passage: " + doc.full_text, show_progress=False), atol=1e-5)
+    np.testing.assert_allclose(reopened.encode_query("cats"), plain.encode_query("query: cats"), atol=1e-5)
+
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(d.to_record()) + "\n" for d in tiny_docs))
+    built = CliRunner().invoke(app, ["index", "--data", str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "none"),
+                                "-r", "dense", "--model", str(folder), "--query-prompt", "", "--document-prompt", "",
+                                "--precision", "float32"])
+    assert built.exit_code == 0, built.output
+    unprompted = open_retriever(tmp_path / "none")
+    np.testing.assert_allclose(unprompted.encode_query("cats"), plain.encode_query("cats"), atol=1e-5)
+    meta = tmp_path / "dense" / "meta.json"  # as an index from before prompts were read records its encoder
+    old = json.loads(meta.read_text())
+    for key in ("query_prompt", "document_prompt"):
+        del old["analyzer"][key]
+    meta.write_text(json.dumps(old))
+    np.testing.assert_allclose(open_retriever(tmp_path / "dense").encode_query("cats"), plain.encode_query("cats"),
+                               atol=1e-5)

@@ -85,3 +85,37 @@ def test_an_index_that_no_longer_opens_leaves_the_rest_of_the_metrics(tmp_path):
         assert ("semiret_index_documents", (("index", "a"),)) in after
         assert ("semiret_index_documents", (("index", "b"),)) not in after
         assert client.get("/readyz").status_code == 503
+
+
+def test_searches_slower_than_the_threshold_are_logged(tmp_path, caplog):
+    """A server's log said nothing of a search (uvicorn's access log off, no level to set): which query was slow
+    could not be found. `--slow-query-ms` logs each search slower than it (Elasticsearch's search slow log), with
+    its index, time, queries and options; `--log-level` and `--access-log` set the rest."""
+    import logging
+
+    import pytest
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+    from semiret.errors import SemiretError
+
+    BM25Retriever.build(TINY_DOCS, tmp_path / "index")
+    with caplog.at_level(logging.WARNING, logger="semiret.serving.app"):
+        for threshold, logged in ((0.0, True), (60_000.0, False), (None, False)):
+            caplog.clear()
+            settings = ServeSettings({"docs": str(tmp_path / "index")}, write_process=False, slow_query_ms=threshold)
+            with LocalClient(create_app(settings)) as client:
+                body = {"queries": ["cats chase", "dogs"], "k": 3, "filter": {"$text": "cats"}}
+                took = client.post("/indexes/docs/search", json=body).json()["took_ms"]
+                assert client.get("/indexes/docs/search", params={"q": "mailman"}).status_code == 200
+            slow = [r.getMessage() for r in caplog.records if r.getMessage().startswith("slow search")]
+            assert len(slow) == (2 if logged else 0), threshold
+            if logged:
+                assert slow[0].startswith(f"slow search of index docs: {took:.1f} ms for 2 queries "
+                                          '["cats chase", "dogs"], {"filter": {"$text": "cats"}, "k": 3}')
+                assert '["mailman"], {"k": 10, "with_text": false}' in slow[1]
+    for bad in ({"slow_query_ms": -1.0}, {"slow_query_ms": float("nan")}, {"log_level": "loud"}):
+        with pytest.raises(SemiretError, match="slow_query_ms|unknown log level"):
+            ServeSettings({"docs": str(tmp_path / "index")}, **bad)
+    refused = CliRunner().invoke(app, ["serve", "--index", str(tmp_path / "index"), "--log-level", "loud"])
+    assert refused.exit_code != 0 and "unknown log level 'loud'" in refused.output

@@ -147,20 +147,22 @@ def test_batches_of_no_pairs_are_refused(training_set):
         PairBatches(training_set, 0)
 
 
-def test_in_batch_contrastive_loss_is_multiple_negatives_ranking(training_set, tiny_bert):
+@pytest.mark.parametrize("prompts", [("", ""), ("query: ", "passage: ")])
+def test_in_batch_contrastive_loss_is_multiple_negatives_ranking(training_set, tiny_bert, prompts):
     """Each query's cross-entropy against its positive among the batch's passages, and back, over scaled inner
-    products: computed here from the encoder's own vectors."""
+    products: computed here from the encoder's own vectors, of the texts after its prompts (E5's) where it has
+    them, as it reads them when searched."""
     import torch.nn.functional as F
 
     from semiret.models.encoders import load_encoder
     from semiret.training.contrastive import InBatchContrastiveLoss
 
-    encoder = load_encoder(str(tiny_bert), "dense")
+    encoder = load_encoder(str(tiny_bert), "dense", query_prompt=prompts[0], document_prompt=prompts[1])
     batch = PairBatches(training_set, 3).epoch(random.Random(0))[0]
     output = InBatchContrastiveLoss(temperature=0.1)(encoder, batch, 0)
     with torch.no_grad():
-        q = encoder(*encoder.inputs.padded([p.query for p in batch.items]))
-        d = encoder(*encoder.inputs.padded([p.positive.full_text for p in batch.items]))
+        q = encoder(*encoder.inputs.padded([prompts[0] + p.query for p in batch.items]))
+        d = encoder(*encoder.inputs.padded([prompts[1] + p.positive.full_text for p in batch.items]))
     scores, targets = q @ d.T / 0.1, torch.arange(len(batch.items))
     assert output.terms["query_to_passage"] == pytest.approx(F.cross_entropy(scores, targets).item(), rel=1e-5)
     assert output.terms["passage_to_query"] == pytest.approx(F.cross_entropy(scores.T, targets).item(), rel=1e-5)
