@@ -268,7 +268,6 @@ def test_two_phase_follows_segments_and_deletions(tmp_path):
     rng = np.random.default_rng(3)
     vocab = 30
     dense = (rng.random((60, vocab)) < 0.3) * rng.random((60, vocab)).astype(np.float32)
-    vectors = SparseVectors.from_dense(dense)
     ids = [f"d{i}" for i in range(60)]
     index = InvertedIndex.build(tmp_path / "index", "impact", [SparseVectors.from_dense(dense[:50]).to_postings(ids[:50])],
                                 vocab_size=vocab, analyzer={"type": "test"}, store_texts=False)
