@@ -627,7 +627,9 @@ def _filter_value(text: str):
 def _filter(conditions: list[str]) -> dict:
     """``--filter`` flags as one filter object: ``FIELD=VALUE`` each (a field given twice: either value),
     ``FIELD!=VALUE`` (documents holding none of these values, or without the field), ``$text=WORDS`` (every word;
-    given twice, the words of both) and ``$text!=WORDS``, or a JSON object."""
+    given twice, the words of both) and ``$text!=WORDS``, ``$id=ID`` (given twice: either id; a JSON list of ids),
+    or a JSON object."""
+    from semiret.indexes.filters import ID as ID_FILTER
     from semiret.indexes.filters import TEXT as TEXT_FILTER
 
     if len(conditions) == 1 and conditions[0].lstrip().startswith("{"):
@@ -650,10 +652,12 @@ def _filter(conditions: list[str]) -> dict:
         if value.startswith("="):
             raise SemiretError(f"--filter {condition!r}: write FIELD=VALUE with one = (a value beginning with =: "
                                "FIELD='\"=...\"', as JSON)")
-        if field.startswith("$") and field != TEXT_FILTER:
+        if field.startswith("$") and field not in (TEXT_FILTER, ID_FILTER):
             raise SemiretError(f"--filter {condition!r}: $and, $or and $not go in one JSON object (--filter "
                                f"'{{\"$not\": {{...}}}}')")
-        if field != TEXT_FILTER:  # words are words as written: "2020", and a "quoted phrase" kept quoted
+        if field == ID_FILTER:  # an id as written ("1e5" is no number), or a JSON list of them
+            value = _filter_value(value) if value.startswith("[") else value
+        elif field != TEXT_FILTER:  # words are words as written: "2020", and a "quoted phrase" kept quoted
             value = _filter_value(value)
         if negated:
             unwanted.append({field: value})

@@ -13,7 +13,9 @@
   it (a document without the field passes ``{"$not": {"source": "web"}}``, as Qdrant's ``must_not``). These keys sit
   beside field conditions, which they join with AND: ``{"year": {"gte": 2019}, "$not": {"source": "web"}}``;
 - ``{"$text": "statin \\"heart failure\\""}``: the stored title or text holds every word, and each quoted phrase
-  (words matched exactly, case-folded: :class:`TextCondition`).
+  (words matched exactly, case-folded: :class:`TextCondition`);
+- ``{"$id": ["d1", "d7"]}``: the documents of those ids (Qdrant's ``has_id``, OpenSearch's ``ids`` query; one id: a
+  string): a search among chosen documents, a run's candidates scored again, beside any other condition.
 
 A segmented index applies a filter as deletions (:meth:`~semiret.indexes.segments.SegmentedIndex.restricted`): the
 documents that fail it are hidden from one ordinary search, as deleted documents are, so every retriever ranks only
@@ -96,6 +98,8 @@ COMBINATORS = ("$and", "$or", "$not")
 """Keys of a filter object that combine filters instead of naming a field (so no field name starts with ``$``)."""
 TEXT = "$text"
 """The key of a full-text condition on the documents' stored title and text."""
+ID = "$id"
+"""The key of a condition on the documents' ids."""
 PREFIX = regex.compile(WORD.pattern + rf"\*(?!{WORD_CHARACTER})")
 """A word of a ``$text`` condition ending in ``*``: any word it begins."""
 
@@ -115,6 +119,18 @@ class MetadataFilter:
         """The field paths the filter reads (``"a.b"`` as ``("a", "b")``), each once."""
         return list(dict.fromkeys(self._root.paths()))
 
+    @property
+    def reads_only_ids(self) -> bool:
+        """Whether the filter's conditions are all ``$id`` ones (it reads no stored metadata nor words)."""
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Combined):
+                stack.extend(node.parts)
+            elif not isinstance(node, IdCondition):
+                return False
+        return True
+
     def conditions(self, negated: bool = True) -> Iterator[tuple[str, Any]]:
         """Each field condition of the filter: (field name, normalised condition); ``negated=False``: not those under
         a ``$not``."""
@@ -130,11 +146,12 @@ class MetadataFilter:
         """Whether a document's ``metadata`` passes (a ``$text`` condition reads ``document``'s title and text)."""
         return self._root.passes(metadata, document)
 
-    def mask(self, columns: Callable[[tuple[str, ...]], "Column"], texts: Callable[[], "TextIndex"]) -> np.ndarray:
+    def mask(self, columns: Callable[[tuple[str, ...]], "Column"], texts: Callable[[], "TextIndex"],
+             ids: Callable[[list[str]], np.ndarray]) -> np.ndarray:
         """bool per document, from ``columns(path)``: a field's values as a segment keeps them (:class:`Column`),
-        each distinct value tested once, so a new filter reads no JSON; and ``$text`` from ``texts()``, the
-        segment's :class:`TextIndex`."""
-        return self._root.mask(columns, texts)
+        each distinct value tested once, so a new filter reads no JSON; ``$text`` from ``texts()``, the
+        segment's :class:`TextIndex`; and ``$id`` from ``ids(doc_ids)``, the segment's documents of those ids."""
+        return self._root.mask(columns, texts, ids)
 
 
 MAX_DEPTH = 32
@@ -201,9 +218,11 @@ def _normalised_filter(spec, where: str, depth: int = 1) -> dict:
                 normalised[key] = [part for _, part in normalised[key]]
             elif key == TEXT:
                 normalised[key] = text_condition(wanted).written
+            elif key == ID:
+                normalised[key] = IdCondition(wanted).ids
             else:
-                raise SemiretError(f"filter key {key!r}: the keys starting with $ are {', '.join(COMBINATORS)} "
-                                   f"and {TEXT} (a field name does not start with $)")
+                raise SemiretError(f"filter key {key!r}: the keys starting with $ are {', '.join(COMBINATORS)}, "
+                                   f"{TEXT} and {ID} (a field name does not start with $)")
         else:
             normalised[key] = _normalised_condition(key, wanted)
     return normalised
@@ -282,7 +301,7 @@ class _Field:
     def passes(self, metadata: dict | None, document: Document | None) -> bool:
         return self.test(field_value(metadata, self.path))
 
-    def mask(self, columns, texts) -> np.ndarray:
+    def mask(self, columns, texts, ids) -> np.ndarray:
         column = columns(self.path)
         tested = np.fromiter(map(self.test, column.values), bool, len(column.values))
         return tested[column.codes]
@@ -303,13 +322,13 @@ class _Combined:
         found = (part.passes(metadata, document) for part in self.parts)
         return any(found) if self.how == "any" else all(found) if self.how == "all" else not all(found)
 
-    def mask(self, columns, texts) -> np.ndarray:
-        joined = self.parts[0].mask(columns, texts).copy()
+    def mask(self, columns, texts, ids) -> np.ndarray:
+        joined = self.parts[0].mask(columns, texts, ids).copy()
         for part in self.parts[1:]:
             if self.how == "any":
-                joined |= part.mask(columns, texts)
+                joined |= part.mask(columns, texts, ids)
             else:
-                joined &= part.mask(columns, texts)
+                joined &= part.mask(columns, texts, ids)
         return ~joined if self.how == "not" else joined
 
 
@@ -323,6 +342,8 @@ def _clause(spec: dict):
             parts.append(_Combined("all" if key == "$and" else "any", [_clause(each) for each in wanted]))
         elif key == TEXT:
             parts.append(text_condition(wanted))
+        elif key == ID:
+            parts.append(IdCondition(wanted))
         else:
             parts.append(_Field(key, wanted))
     return parts[0] if len(parts) == 1 else _Combined("all", parts)
@@ -375,7 +396,7 @@ class TextCondition:
             any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and all(
             any(_holds_phrase(field, phrase) for field in fields) for phrase in self.phrases)
 
-    def mask(self, columns, texts) -> np.ndarray:
+    def mask(self, columns, texts, ids) -> np.ndarray:
         index = texts()
         found = index.holding(self.words)
         for prefix in self.prefixes:
@@ -383,6 +404,32 @@ class TextCondition:
         for phrase in self.phrases:  # among the documents holding every word (and prefix)
             found = index.holding_phrase(phrase, found)
         return found
+
+
+class IdCondition:
+    """``{"$id": ["d1", "d7"]}``: the documents of those ids (an integer id read as its string, as documents are
+    added; one id: a string). Over an index of passages, passages' ids (``d1#0``): a document's passages are those
+    whose ``parent`` is its id."""
+
+    def __init__(self, wanted):
+        listed = wanted if isinstance(wanted, list) else [wanted]
+        if not listed or not all(isinstance(i, str) or (isinstance(i, int) and not isinstance(i, bool))
+                                 for i in listed):
+            raise SemiretError(f"{ID} takes a document id or a non-empty list of them, got {wanted!r}")
+        self.ids = sorted({str(i) for i in listed})
+        """The ids, each once, sorted (as the filter's key records them)."""
+        self._held = frozenset(self.ids)
+
+    def paths(self) -> Iterator[tuple[str, ...]]:
+        yield from ()
+
+    def passes(self, metadata: dict | None, document: Document | None) -> bool:
+        if document is None:
+            raise SemiretError(f"a {ID} filter reads the documents' ids, and no document was given")
+        return document.id in self._held
+
+    def mask(self, columns, texts, ids) -> np.ndarray:
+        return ids(self.ids)
 
 
 @functools.lru_cache(maxsize=256)
@@ -810,7 +857,7 @@ def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | Non
     if not spec:
         return None
     wanted = MetadataFilter(spec)
-    if not index.stores_texts:
+    if not index.stores_texts and not wanted.reads_only_ids:
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
                            f"metadata or words to {doing}")
     segments = getattr(getattr(index, "first", index), "segments", None)  # a hybrid's first part holds the documents

@@ -266,12 +266,19 @@ class Segment:
         # worked out outside the lock: searches with other filters go on meanwhile
         columns = self._columns(wanted.fields) if self.metadata is not None else {}
         found = wanted.mask(lambda path: columns[path] if path in columns else Column.missing(self.n_docs),
-                            self.text_index)
+                            self.text_index, self.holding_ids)
         with self._matching_lock:
             self._matching[wanted.key] = found
             while len(self._matching) > FILTERS_KEPT:
                 self._matching.popitem(last=False)
         return found
+
+    def holding_ids(self, doc_ids: list[str]) -> np.ndarray:
+        """bool [n_docs]: the segment's documents of those ids (deleted ones too: the caller's deletions hide them)."""
+        found = self.docids.find_many(doc_ids)
+        held = np.zeros(self.n_docs, bool)
+        held[found[found >= 0]] = True
+        return held
 
     def text_index(self) -> TextIndex:
         """Which of the segment's documents hold each word of their title and text, built on first use (needs

@@ -33,6 +33,7 @@
 ``POST /indexes/{name}/facet``             ``{"field", "filter", "limit", "ranges"}`` -> the values the most documents
                                            hold (or how many in each range)
 ``GET /indexes/{name}/documents/{id}``     a stored document (``DELETE``: delete it)
+``POST /indexes/{name}/documents/retrieve`` ``{"ids": [...]}`` -> ``{"documents", "missing"}``: many at once
 ``GET/PUT/DELETE /indexes/{name}/synonyms`` the index's synonym rules
 ``POST /indexes/{name}/merge``             fold the segments (into one each buffer), drop deleted documents
 ``POST /indexes/{name}/backups``           a backup in ``--backup-dir`` (``GET``: those taken, oldest first);
@@ -120,6 +121,8 @@ from semiret.serving.schemas import (
     ScrollResponse,
     SearchRequest,
     SearchResponse,
+    RetrieveRequest,
+    RetrieveResponse,
     StoredDocument,
     SuggestRequest,
     SuggestResponse,
@@ -1124,6 +1127,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if not deleted:
             raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
         return {"deleted": deleted}
+
+    @app.post("/indexes/{name}/documents/retrieve", tags=["documents"], response_model=RetrieveResponse,
+              response_model_exclude_unset=True, response_model_by_alias=True,
+              responses=_errors(401, 404, 413, 415, 503))
+    async def retrieve(body: RetrieveRequest, index: ServedIndex = Depends(readable)):
+        """The stored documents of many ids in one request (Qdrant's retrieve, OpenSearch's ``_mget``), in the order
+        asked, and the ids the index does not hold (``missing``)."""
+        check_batch(len(body.ids), "ids")
+        documents, missing = await run_in_threadpool(index.documents, body.ids)
+        return {"documents": documents, "missing": missing}
 
     @app.get("/indexes/{name}/documents/{doc_id:path}", tags=["documents"], response_model=StoredDocument,
              response_model_exclude_unset=True, response_model_by_alias=True, responses=_errors(401, 404, 503))

@@ -413,6 +413,22 @@ class ScrollRequest(BaseModel):
                                                   "pages return.")
 
 
+class RetrieveRequest(BaseModel):
+    """Documents by id, in one request (Qdrant's retrieve, OpenSearch's ``_mget``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] = Field(description="The ids to read (an integer is read as its string, as in an upsert).")
+
+    _numbered_ids = field_validator("ids", mode="before")(_string_ids)
+
+
+class RetrieveResponse(BaseModel):
+    documents: list[StoredDocument] = Field(description="The stored documents of the ids the index holds, in the "
+                                            "order asked (each once; only `_id` where the index keeps no texts).")
+    missing: list[str] = Field(description="The ids asked for that the index does not hold.")
+
+
 class ScrollResponse(BaseModel):
     documents: list[StoredDocument]
     next_page_offset: str | None = Field(description="The offset of the next page; null after the last.")

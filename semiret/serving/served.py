@@ -237,6 +237,23 @@ class ServedIndex:
             return document.to_record()
         return {"_id": doc_id} if doc_id in index else None
 
+    def documents(self, doc_ids: list[str]) -> tuple[list[dict], list[str]]:
+        """(the stored documents of those ids the index holds, in the order given, each once, as :meth:`document`
+        gives one; the ids it does not hold), from one commit."""
+        self.refresh()
+        index = self.index.pinned()
+        wanted = list(dict.fromkeys(doc_ids))
+        stored = documents_by_id(index, wanted)
+        found, missing = [], []
+        for doc_id in wanted:
+            if doc_id in stored:
+                found.append(stored[doc_id].to_record())
+            elif doc_id in index:  # an index that keeps no texts: the id alone
+                found.append({"_id": doc_id})
+            else:
+                missing.append(doc_id)
+        return found, missing
+
     def count(self, filter: dict | None) -> int:
         """Live documents, or those whose metadata passes ``filter``."""
         self.refresh()

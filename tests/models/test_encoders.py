@@ -383,7 +383,7 @@ def _prompted_folder(tiny_bert, folder, prompts, similarity="dot", include_promp
     from sentence_transformers import SentenceTransformer, models
 
     transformer = models.Transformer(str(tiny_bert), max_seq_length=32)
-    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean", include_prompt=include_prompt)
+    pooling = models.Pooling(transformer.get_embedding_dimension(), "mean", include_prompt=include_prompt)
     SentenceTransformer(modules=[transformer, pooling], similarity_fn_name=similarity).save(str(folder))
     config = folder / "config_sentence_transformers.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "prompts": prompts,

@@ -590,3 +590,48 @@ def test_a_field_no_document_holds_or_a_value_of_another_kind_is_said_once(tmp_p
     assert "the field 'sorce' that a facet counts" in said(lambda: bm25.facet("sorce"))[0]
     assert "the field 'yeer' that the order follows" in said(lambda: bm25.scroll(order_by="yeer"))[0]
     assert said(lambda: bm25.scroll(order_by="year")) == [] and said(lambda: bm25.facet("source")) == []
+
+
+def test_documents_chosen_by_id_are_searched_counted_and_deleted(indexed, tmp_path):
+    """A search among chosen documents, or a run's candidates scored again, had no condition to name them: ``$id``
+    (Qdrant's has_id, OpenSearch's ids query) keeps the documents of those ids, alone or beside other conditions,
+    in every reading of a filter (search, count, delete, the command line, the service, an index that keeps no
+    stored documents, documents added and deleted since)."""
+    docs, retriever = indexed
+    chosen = [f"doc{i}" for i in range(0, 300, 7)] + ["nope"]
+    queries = ["statins heart", "blood pressure diet"]
+    everything = retriever.search(queries, k=len(docs))
+    for spec, keep in (({"$id": chosen}, lambda d: d in chosen),
+                       ({"$id": chosen, "source": "web"}, lambda d: d in chosen and d.startswith("doc")
+                        and int(d[3:]) % 3 == 2),
+                       ({"$or": [{"$id": "doc1"}, {"year": 2003}]}, lambda d: d == "doc1" or int(d[3:]) % 25 == 3),
+                       ({"$not": {"$id": chosen}}, lambda d: d not in chosen)):
+        filtered = retriever.search(queries, k=10, filter=spec)
+        for all_ids, all_scores, ids, scores in zip(everything.ids, everything.scores, filtered.ids, filtered.scores):
+            assert list(zip(ids, scores)) == [(d, s) for d, s in zip(all_ids, all_scores) if keep(d)][:10], spec
+    assert retriever.count({"$id": chosen}) == len(chosen) - 1
+    assert MetadataFilter({"$id": [7, "doc7", "doc7"]}).spec == {"$id": ["7", "doc7"]}  # each once, as strings
+    for bad in ({"$id": []}, {"$id": [1.5]}, {"$id": {"doc1": True}}, {"$id": True}):
+        with pytest.raises(SemiretError, match=r"\$id takes a document id or a non-empty list of them"):
+            MetadataFilter(bad)
+
+    bare = BM25Retriever.build(docs[:30], tmp_path / "bare", store_texts=False)  # no stored metadata: ids still
+    bare.add([Document("late", "statins heart late")])
+    bare.delete(["doc3"])
+    assert {hit.id for hit in bare.search("statins heart", k=30, filter={"$id": ["doc3", "doc5", "late"]})} <= {
+        "doc5", "late"} and "late" in {hit.id for hit in bare.search("statins", filter={"$id": "late"})}
+    runner = CliRunner()
+    for flags, expected in ((["--filter", "$id=doc5", "--filter", "$id=late"], {"doc5", "late"}),
+                            (["--filter", '$id=["doc5", "doc3"]'], {"doc5"})):
+        printed = runner.invoke(app, ["search", "--index", str(tmp_path / "bare"), "--json", "-k", "30", *flags,
+                                      "statins heart late"])
+        assert printed.exit_code == 0, printed.output
+        assert {hit["id"] for hit in json.loads(printed.output.splitlines()[0])["hits"]} <= expected
+    with LocalClient(create_app(ServeSettings({"bare": str(tmp_path / "bare")}, api_key="k",
+                                              write_process=False))) as http:
+        counted = http.post("/indexes/bare/documents/count", json={"filter": {"$id": ["doc5", "doc6", "nope"]}})
+        assert counted.status_code == 200 and counted.json() == {"count": 2}
+        deleted = http.post("/indexes/bare/documents/delete", headers={"X-API-Key": "k"},
+                            json={"filter": {"$id": ["doc5", "doc6"]}})
+        assert deleted.status_code == 200 and deleted.json()["deleted"] == 2
+    assert BM25Retriever.open(tmp_path / "bare").count() == 28

@@ -145,16 +145,16 @@ def test_the_word_index_finds_the_phrases_a_document_holds_as_its_text_does(monk
         condition = TextCondition(wanted)
         everyone = np.ones(len(documents), bool)
         expected = np.array([condition.passes(None, d) for d in documents])
-        assert (condition.mask(None, lambda: index) == expected).all(), wanted
+        assert (condition.mask(None, lambda: index, None) == expected).all(), wanted
         assert (index.holding_phrase(condition.phrases[0], everyone) == expected).all(), wanted
         some = np.arange(len(documents)) % 3 == 0
         assert (index.holding_phrase(condition.phrases[0], some) == (expected & some)).all(), wanted
         assert expected.any() or wanted == '"heart nowhere"', wanted  # (each phrase found somewhere)
-    split, marked = TextCondition('"heart failure"').mask(None, lambda: index)[-2:]
-    assert not split and TextCondition('"failure of it"').mask(None, lambda: index)[-2]
+    split, marked = TextCondition('"heart failure"').mask(None, lambda: index, None)[-2:]
+    assert not split and TextCondition('"failure of it"').mask(None, lambda: index, None)[-2]
     assert not marked and not TextCondition('"heart failure"').passes(None, documents[-1])  # (its regex said yes)
     wordless = filters.TextIndex([Document("marks", " - , ."), Document("blank", "")], 2, read=None)  # (no pairs)
-    assert not TextCondition('"heart failure" heart').mask(None, lambda: wordless).any()
+    assert not TextCondition('"heart failure" heart').mask(None, lambda: wordless, None).any()
 
 
 def test_the_word_index_is_built_once_per_segment(tmp_path, monkeypatch):

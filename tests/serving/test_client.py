@@ -279,3 +279,42 @@ def test_add_splits_its_requests_by_the_servers_byte_limit_too(tmp_path):
                                                r"--max-request-bytes \(2,000\).*nothing was sent"):
             client.add("notes", [Document("small", "statins"), huge])
         assert client.count("notes") == 40
+
+
+def test_documents_are_retrieved_many_at_once(tmp_path):
+    """``Client.get_documents`` made one request per id (a RAG app reading its hits' documents: a thousand round
+    trips); ``POST .../documents/retrieve`` reads many in one (Qdrant's retrieve, OpenSearch's _mget), in the order
+    asked, each once, and names the ids the index does not hold. A server older than it is read one id at a time."""
+    BM25Retriever.build(DOCS, tmp_path / "notes")
+    BM25Retriever.build(DOCS[:2], tmp_path / "bare", store_texts=False)
+    app = create_app(ServeSettings({"notes": str(tmp_path / "notes"), "bare": str(tmp_path / "bare")},
+                                   write_process=False, max_batch=3))
+    with LocalClient(app) as http:
+        answer = http.post("/indexes/notes/documents/retrieve", json={"ids": ["d4", "nope", "d4"]})
+        assert answer.status_code == 200
+        assert answer.json() == {"documents": [DOCS[4].to_record()], "missing": ["nope"]}
+        answer = http.post("/indexes/notes/documents/retrieve", json={"ids": ["d1", "d0"]})
+        assert answer.json() == {"documents": [DOCS[1].to_record(), DOCS[0].to_record()], "missing": []}
+        assert http.post("/indexes/bare/documents/retrieve", json={"ids": [0, "d1"]}).json() == {
+            "documents": [{"_id": "d1"}], "missing": ["0"]}  # (an integer id read as its string)
+        assert http.post("/indexes/notes/documents/retrieve", json={"ids": ["d1"] * 4}).status_code == 413
+        assert http.post("/indexes/nope/documents/retrieve", json={"ids": ["d1"]}).status_code == 404
+        calls = []
+        client = client_of(http)
+        sent = client._transport
+
+        def counted(method, route, body, headers):
+            calls.append(route)
+            return sent(method, route, body, headers)
+
+        client._transport = counted
+        assert client.get_documents("notes", ["d5", "d0", "nope", "d3", "d5"]) == {d.id: d for d in DOCS
+                                                                                  if d.id in ("d5", "d0", "d3")}
+        assert calls.count("/indexes/notes/documents/retrieve") == 2  # 4 distinct ids in requests of --max-batch 3
+
+        def older(method, route, body, headers):  # a server from before documents/retrieve
+            return (404, b'{"detail": "Not Found"}') if route.endswith("/retrieve") else sent(method, route, body,
+                                                                                             headers)
+
+        client._transport = older
+        assert client.get_documents("notes", ["d2", "nope"]) == {"d2": DOCS[2]}
