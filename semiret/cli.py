@@ -238,6 +238,27 @@ def _boost_option():
                         "\"log1p\"}', '{\"filter\": {\"source\": \"pubmed\"}, \"weight\": 1.5}'.")
 
 
+def _cross_encoder_option():
+    return typer.Option(None, help="Rank the best hits again by this cross-encoder (a folder or hub id: "
+                        "cross-encoder/ms-marco-MiniLM-L-6-v2), reading the query and each hit's stored title and "
+                        "text together; the hits then carry its scores.")
+
+
+def _cross_encoder_depth_option():
+    return typer.Option(None, help="With --cross-encoder: the best hits it ranks again (default 100, or k when more).")
+
+
+def _reranking(cross_encoder: str | None, depth: int | None):
+    """The :class:`~semiret.search.rerank.Reranking` of ``--cross-encoder`` and ``--cross-encoder-depth``, or None."""
+    if cross_encoder is None:
+        if depth is not None:
+            raise SemiretError("--cross-encoder-depth goes with --cross-encoder (the model that ranks again)")
+        return None
+    from semiret.search.rerank import Reranking
+
+    return Reranking(cross_encoder, depth or 100)
+
+
 def _chunk_words_option():
     return typer.Option(None, help="Index passages of this many words instead of whole documents (each keeps its "
                                    "document's title and metadata, and gets metadata fields parent and chunk): a "
@@ -371,6 +392,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                           "and +word a hit must hold, -word and -\"a phrase\" one must not (words "
                                           "as written, case-folded). A query that begins with -word goes after -- "
                                           "(semiret search --index I --operators -- '-mouse statins')."),
+           cross_encoder: Optional[str] = _cross_encoder_option(),
+           cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
@@ -396,9 +419,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                            f"of passages of at least 0 (got {context})")
     if like:
         if (query or queries is not None or run is not None or group_by is not None or highlight
-                or diversity is not None or boost or operators):
+                or diversity is not None or boost or operators or cross_encoder):
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
-                               "--group-by, --highlight, --diversity, --boost or --operators with it")
+                               "--group-by, --highlight, --diversity, --boost, --operators or --cross-encoder with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) == (queries is not None):
@@ -413,6 +436,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None
+    rerank = _reranking(cross_encoder, cross_encoder_depth)
     if like:
         hits = searcher.recommend(like, unlike or [], k=k, n_threads=threads, filter=wanted,
                                   score_threshold=score_threshold)
@@ -425,7 +449,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         query_ids, texts = list(named), list(named.values())
         found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
                                 score_threshold=score_threshold, diversity=diversity, candidates=candidates,
-                                boost=_boost(boost), operators=operators)
+                                boost=_boost(boost), operators=operators, rerank=rerank)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if str(run) == "-" and not as_json:
@@ -1365,6 +1389,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                                                               "hits to choose from (default 100, or --depth when "
                                                               "more)."),
                      boost: Optional[list[str]] = _boost_option(),
+                     cross_encoder: Optional[str] = _cross_encoder_option(),
+                     cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      backend: Optional[str] = _backend_option(),
@@ -1380,7 +1406,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, test=test,
                        backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, diversity=diversity,
-                       candidates=candidates, boost=_boost(boost), **options)
+                       candidates=candidates, boost=_boost(boost),
+                       rerank=_reranking(cross_encoder, cross_encoder_depth), **options)
     if as_json:
         print(json.dumps(figures))
         return

@@ -23,6 +23,7 @@ from semiret.errors import SemiretError
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
 from semiret.search.diversity import Diversity
+from semiret.search.rerank import Reranking
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 from semiret.text.bm25 import BM25Parameters
 
@@ -49,7 +50,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              backend=None,
              queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
              chunk_words: int | None = None, chunk_overlap: int = 0, diversity: float | None = None,
-             candidates: int | None = None, boost: "dict | list[dict] | None" = None, **options) -> dict:
+             candidates: int | None = None, boost: "dict | list[dict] | None" = None,
+             rerank: "Reranking | None" = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -67,7 +69,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     documents), and ``documents`` counts its passages. ``diversity`` (and ``candidates``): hits picked by maximal
     marginal relevance (:mod:`semiret.search.diversity`), for its cost in relevance and latency; the run ranks
     them in the order picked, and ``options`` records both. ``boost``: the hits' scores boosted by their metadata
-    (:mod:`semiret.search.boosting`), for what it does to relevance; ``options`` records it.
+    (:mod:`semiret.search.boosting`), for what it does to relevance; ``options`` records it. ``rerank``: the
+    best hits ranked again by a cross-encoder (:class:`~semiret.search.rerank.Reranking`); ``options`` records its
+    model and depth.
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -91,7 +95,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     elif boost is not None:
         candidate_depth(depth, candidates)
     picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
-                                               ("boost", boost)) if value is not None}
+                                               ("boost", boost), ("rerank", rerank)) if value is not None}
     if diversity is not None and chunk_words is not None:
         raise SemiretError("--diversity with --chunk-words: passages are ranked by document (grouped by parent), "
                            "which a diversified search does not do")
@@ -188,7 +192,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         target = searcher.query_side.synonym_target(searcher.index)
         synonyms = target[1].of(target[0]) if target is not None else None
         figures["synonym_rules"] = synonyms.rules if synonyms is not None else None  # the index's own too
-        applied = {**(build_options if build_seconds is not None else {}), **search_options, **picking}
+        applied = {**(build_options if build_seconds is not None else {}), **search_options, **picking,
+                   **({"rerank": rerank.describe()} if rerank is not None else {})}
         figures["options"] = {name: value for name, value in applied.items() if value is not None}
         figures["baseline_run"] = str(baseline) if baseline is not None else None
         figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects, test)

@@ -95,6 +95,20 @@ def load_encoder_model(name_or_path: str):
     return _load(AutoModel, name_or_path, "transformer encoder").eval()
 
 
+def load_sequence_classifier(name_or_path: str):
+    """A transformer with a trained sequence classification head (a cross-encoder: a query and a document in, a
+    score out); a checkpoint saved without one (a bare encoder, a masked LM) is refused: its head would be random."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    config = _load(AutoConfig, name_or_path, "model configuration")
+    architectures = getattr(config, "architectures", None) or []
+    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+        raise SemiretError(f"{name_or_path!r} is no cross-encoder: its configuration names "
+                           f"{', '.join(architectures) or 'no architecture'}, not a ...ForSequenceClassification head "
+                           "trained to score a query and a document (cross-encoder/ms-marco-MiniLM-L-6-v2 is one)")
+    return _load(AutoModelForSequenceClassification, name_or_path, "cross-encoder").eval()
+
+
 def load_causal_lm(name_or_path: str):
     """A causal language model and its tokenizer (GGUF checkpoints are dequantized by transformers)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -74,6 +74,7 @@ DOCUMENT_READING = ("chunking", "metadata_fields")
 metadata): copied by ``hybrid-index``, shown by ``semiret info`` and the service."""
 
 if TYPE_CHECKING:
+    from semiret.search.rerank import Reranking
     from semiret.indexes.milvus import MilvusBackend
 
 
@@ -789,7 +790,7 @@ class Retriever:
                filter: dict | None = None, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None, diversity: float | None = None,
                candidates: int | None = None, boost: "Boost | dict | Sequence[dict] | None" = None,
-               operators: bool = False) -> SearchHits | list[Hit]:
+               operators: bool = False, rerank: "Reranking | None" = None) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
@@ -805,12 +806,18 @@ class Retriever:
         ``function_score``; :mod:`semiret.search.boosting`: ``{"decay": "gauss", "field": "published", "origin":
         "now", "scale": "30d"}`` puts fresher documents first); ``score_threshold`` then reads the boosted scores.
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
-        must not hold; :mod:`semiret.search.operators`)."""
+        must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder
+        (:class:`~semiret.search.rerank.Reranking`), each with its score; ``score_threshold`` then reads those."""
         single = isinstance(queries, str)
         texts = query_texts(queries)
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
+        if rerank is not None:
+            if group_by is not None or diversity is not None or boost is not None or candidates is not None:
+                raise SemiretError("a re-ranked search (rerank, --rerank) is not also grouped, diversified or boosted")
+            hits = self._reranked(texts, k, n_threads, filter, score_threshold, operators, rerank)
+            return hits[0] if single else hits
         if group_by is None and (isinstance(group_size, bool) or group_size != 1):
             raise SemiretError(f"group_size (--group-size) is the hits of each group: give group_by (--group-by) too "
                                f"(got group_size {group_size!r} without it)")
@@ -914,6 +921,25 @@ class Retriever:
             ids.append([hit_ids[i] for i in order])
             scores.append([hit_scores[i] for i in order])
         return SearchHits(ids, scores, lookup=self.index.get_document, diversified=True)
+
+    def _reranked(self, texts: list[str], k: int, n_threads: int, filter: dict | None, score_threshold: float | None,
+                  operators: bool, rerank: "Reranking") -> SearchHits:
+        """:meth:`search`'s best ``max(k, rerank.depth)`` hits ranked again by ``rerank``'s cross-encoder (reading
+        the words a search scores, without its operators), the candidates and their documents from one commit."""
+        from semiret.search.rerank import Reranking
+
+        if not isinstance(rerank, Reranking):
+            raise SemiretError(f"rerank is a semiret.search.rerank.Reranking (a cross-encoder and a depth), got "
+                               f"{type(rerank).__name__}")
+        if not self.index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
+                               "no text to re-rank by")
+        view = self.pinned()
+        found = view.search(texts, k=max(k, rerank.depth), n_threads=n_threads, filter=filter, operators=operators)
+        read = [scored_text(text, operators, self.query_side) for text in texts]
+        hits = rerank.reranked(read, found, view.get_documents, k)
+        hits.lookup = view.index.get_document
+        return hits.at_least(score_threshold) if score_threshold is not None else hits
 
     def _say_none_holds(self, field: str) -> None:
         """A warning when no document holds the field a search grouped by (what left it without hits)."""
