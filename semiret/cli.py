@@ -1259,6 +1259,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           backup_dir: Optional[Path] = typer.Option(None, help="Where POST /indexes/NAME/backups writes backups "
                                                     "(NAME-<UTC time>; on the indexes' file system they cost no "
                                                     "space); without it, backups over HTTP are off."),
+          cross_encoder: Optional[str] = typer.Option(None, help="A cross-encoder (folder or hub id) that searches "
+                                                      "may ask to rank their best hits again (\"rerank\": true), "
+                                                      "loaded at start."),
           log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
                                         "critical, error, warning, info or debug."),
           access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
@@ -1302,6 +1305,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
                              data_dir=str(data_dir.resolve()) if data_dir else None, log_level=log_level,
+                             cross_encoder=cross_encoder,
                              access_log=access_log, slow_query_ms=slow_query_ms)
     settings.configure_logging()
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
@@ -1310,6 +1314,10 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
             retriever_class(settings.retrievers[name]).check_index(opened)
     for name in settings.retrievers.values():
         retriever_class(name)
+    if cross_encoder is not None and workers > 1:  # a model that does not load fails here, not in every worker
+        from semiret.models.cross_encoder import CrossEncoder
+
+        CrossEncoder.from_pretrained(cross_encoder)
     app = create_app(settings) if workers == 1 else None  # (workers > 1 open the indexes themselves)
     what = ", ".join(settings.indexes) + (" and " if settings.indexes and data_dir else "") + (
         f"the indexes of {data_dir}" if data_dir else "")

@@ -8,8 +8,8 @@
 ``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
-                                           "boost", "candidates", "context", "explain", "operators",
-                                           "with_text", "options"}`` ->
+                                           "boost", "candidates", "context", "explain", "operators", "rerank"
+                                           (true, or ``{"depth"}``), "with_text", "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/suggest``           ``{"text", "k", "filter"}`` -> completions of the word being typed
@@ -91,6 +91,7 @@ from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, check_fi
 from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
+from semiret.search.rerank import Reranking
 from semiret.search.retrievers import open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
@@ -121,6 +122,7 @@ from semiret.serving.schemas import (
     ScrollResponse,
     SearchRequest,
     SearchResponse,
+    RerankOptions,
     RetrieveRequest,
     RetrieveResponse,
     StoredDocument,
@@ -362,6 +364,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
     for name in owned:
         served[name].in_data_dir = True
     writable = settings.api_key is not None
+    cross_encoder = None
+    if settings.cross_encoder is not None:
+        from semiret.models.cross_encoder import CrossEncoder
+
+        cross_encoder = CrossEncoder.from_pretrained(settings.cross_encoder)
     writer = None
     if writable and settings.write_process and backend is None:
         writer = WriterProcess({name: (path, settings.retrievers.get(name)) for name, path in specs.items()},
@@ -925,6 +932,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                        f"{candidates} candidates hits are chosen from: give candidates, at least k + "
                                        "offset and the same for every page", "candidates_invalid")
             picking["candidates"] = candidates
+        if body.rerank:
+            picking["rerank"] = _reranking(body, k, index, cross_encoder, settings.max_k)
         highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
                      else {} if body.highlight else None)
         if highlight is not None and not index.index.stores_texts:
@@ -1213,6 +1222,30 @@ def _inlined_schema(model) -> dict:
         return node
 
     return inline(schema)
+
+
+def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, max_k: int) -> Reranking:
+    """The re-ranking a search asks for (``"rerank"``), by the server's cross-encoder, or a 422 saying why not."""
+    depth = body.rerank.depth if isinstance(body.rerank, RerankOptions) else min(DEFAULT_RERANK_DEPTH, max_k)
+    problem = None
+    if cross_encoder is None:
+        problem = "this server has no cross-encoder to rank hits again: start it with --cross-encoder MODEL"
+    elif body.group_by is not None or body.diversity is not None or body.boost is not None:
+        problem = "a re-ranked search is not also grouped, diversified or boosted"
+    elif not index.index.stores_texts:
+        problem = f"index {index.name!r} keeps no stored documents: there is no text to rank hits again by"
+    elif depth > max_k:
+        problem = f"the re-ranking depth must be at most {max_k} (--max-k)"
+    elif k + body.offset > depth:
+        problem = (f"k + offset ({k + body.offset}) is more than the {depth} hits ranked again: give a depth "
+                   "({\"depth\": N}), at least k + offset and the same for every page")
+    if problem is not None:
+        raise validation_error(("body", "rerank"), problem, "rerank_invalid")
+    return Reranking(cross_encoder, depth)
+
+
+DEFAULT_RERANK_DEPTH = 100
+"""Hits a search's ``"rerank": true`` ranks again (``--max-k`` where lower)."""
 
 
 def _milliseconds_since(started: float) -> float:

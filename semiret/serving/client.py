@@ -197,7 +197,7 @@ class Client:
                offset: int = 0, with_text: bool = False, group_by: str | None = None, group_size: int = 1,
                score_threshold: float | None = None, highlight: bool | dict = False, diversity: float | None = None,
                candidates: int | None = None, context: int | None = None, explain: bool = False,
-               boost: dict | list[dict] | None = None, operators: bool = False,
+               boost: dict | list[dict] | None = None, operators: bool = False, rerank: bool | int = False,
                **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
@@ -205,13 +205,15 @@ class Client:
         (``{"encoder": "html"}``). ``diversity``, ``boost``, ``candidates``: hits picked by maximal marginal
         relevance, scores boosted by the documents' metadata, as ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it; ``explain``:
         its ``explanation``, as ``Retriever.explain``; ``operators``: the queries' ``"phrases"``, ``+word`` and
-        ``-word`` read as a search box's. ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
+        ``-word`` read as a search box's; ``rerank``: the best hits (100, or this many) ranked again by the server's
+        cross-encoder. ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
         body = {"queries": query_texts(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
                          candidates=candidates, context=context, boost=boost),
-                **({"explain": True} if explain else {}), **({"operators": True} if operators else {})}
+                **({"explain": True} if explain else {}), **({"operators": True} if operators else {}),
+                **({"rerank": {"depth": rerank} if rerank is not True else True} if rerank else {})}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
         return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
 

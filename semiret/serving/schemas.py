@@ -84,6 +84,13 @@ MAX_CONTEXT = 20
 """The most passages on each side of a hit a search's ``context`` may ask for."""
 
 
+class RerankOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    depth: int = Field(100, ge=1, strict=True, description="The best hits ranked again: at least k + offset (pages "
+                       "of one ranking give the same depth), at most the server's --max-k.")
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -134,6 +141,11 @@ class SearchRequest(BaseModel):
                                                "mmr.candidates_limit), at least k + offset; default 100 (or the "
                                                "server's --max-k if lower). Pages of one diversified or boosted "
                                                "ranking give the same candidates.")
+    rerank: Annotated[Annotated[StrictBool, Tag("bool")] | Annotated[RerankOptions, Tag("options")],
+                      Discriminator(lambda value: "options" if isinstance(value, (dict, BaseModel)) else "bool")
+                      ] = Field(False, description="Rank the best hits again by the server's cross-encoder (started "
+                                "with --cross-encoder), reading the query and each hit's stored text together; each "
+                                "hit then carries its score (OpenSearch's rerank processor). An object sets how deep.")
     boost: list[dict[str, Any]] | dict[str, Any] | None = Field(
         None, description="Functions of the stored metadata that multiply the best hits' scores (the candidates), "
         "which are then ranked again (OpenSearch's function_score, Qdrant's score boosting): {\"decay\": \"gauss\" "

@@ -59,6 +59,9 @@ class ServeSettings:
     """A directory of indexes the server owns (:mod:`~semiret.serving.data_dir`): each served under its folder's
     name, and more created (``PUT /indexes/{name}``) and deleted (``DELETE``) there over HTTP; None: only
     ``indexes``, none created or deleted."""
+    cross_encoder: str | None = None
+    """A cross-encoder (folder or hub id) that a search may ask to rank its best hits again (``"rerank"``), loaded
+    once at start; None: searches cannot ask (a client never names a model)."""
     log_level: str = "warning"
     """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
     access_log: bool = False

@@ -109,3 +109,33 @@ def test_the_command_line_and_eval_rank_again(tmp_path, cross_encoder):
     figures = json.loads(evaluated.output)
     assert figures["options"]["rerank"] == {"model": str(cross_encoder), "depth": 100}
     assert 0 <= figures["nDCG@10"] <= 1
+
+
+def test_the_service_ranks_again_with_its_own_cross_encoder(tmp_path, cross_encoder):
+    """A search asks for ``"rerank"``; the model is the server's (``--cross-encoder``), never a client's."""
+    from semiret.serving import ServeSettings, create_app
+
+    from helpers import LocalClient, client_of
+
+    retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    expected = retriever.search(QUERIES, k=3, rerank=Reranking(str(cross_encoder), depth=4))
+    served = ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False, cross_encoder=str(cross_encoder))
+    with LocalClient(create_app(served)) as http:
+        answer = http.post("/indexes/tiny/search", json={"queries": QUERIES, "k": 3, "rerank": {"depth": 4}})
+        assert answer.status_code == 200, answer.text
+        assert [[hit["id"] for hit in hits] for hits in answer.json()["results"]] == expected.ids
+        found = client_of(http).search("tiny", QUERIES[0], k=3, rerank=4)
+        assert [hit.id for hit in found] == expected.ids[0]
+        assert [hit.score for hit in found] == pytest.approx(expected.scores[0], rel=1e-5)
+        page = http.post("/indexes/tiny/search", json={"queries": [QUERIES[0]], "k": 2, "offset": 1,
+                                                       "rerank": {"depth": 4}}).json()["results"][0]
+        assert [hit["id"] for hit in page] == expected.ids[0][1:3]  # pages of one re-ranked ranking
+        for body, problem in (({"k": 5, "rerank": {"depth": 4}}, "k + offset (5) is more than the 4 hits"),
+                              ({"rerank": True, "group_by": "kind"}, "not also grouped, diversified or boosted"),
+                              ({"rerank": {"depth": 5000}}, "at most 1000 (--max-k)"),
+                              ({"rerank": {"model": "other"}}, "Extra inputs are not permitted")):
+            refused = http.post("/indexes/tiny/search", json={"queries": ["cats"], **body})
+            assert refused.status_code == 422 and problem in refused.text, body
+    with LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False))) as http:
+        refused = http.post("/indexes/tiny/search", json={"queries": ["cats"], "rerank": True})
+        assert refused.status_code == 422 and "start it with --cross-encoder MODEL" in refused.text
