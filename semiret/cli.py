@@ -1633,9 +1633,11 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
 @app.command()
 def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two or more)."),
          out: str = typer.Option("-", "--out", "-o", help="The fused TREC run (default -: standard output)."),
-         method: str = typer.Option("rrf", help="rrf (reciprocal rank fusion) or score (min-max normalised scores, "
+         method: str = typer.Option("rrf", help="rrf (reciprocal rank fusion), score (min-max normalised scores, "
                                                 "weighted and summed; a ranking whose scores are all equal, a "
-                                                "single document's, shares 1 each where ranx gives 0)."),
+                                                "single document's, shares 1 each where ranx gives 0), zscore "
+                                                "(z-scores, OpenSearch's) or dbsf (distribution-based score "
+                                                "fusion, Qdrant's: mean +- 3 standard deviations onto [0, 1])."),
          weight: Optional[list[float]] = typer.Option(None, help="Each run's weight, in their order (repeat; "
                                                                  "default: equal)."),
          rrf_k: int = typer.Option(60, help="RRF's rank offset k: 1 / (k + rank)."),

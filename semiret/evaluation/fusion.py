@@ -1,5 +1,6 @@
 """Saved runs fused into one (``semiret fuse``; Pyserini's and ranx's fusion): each run's ranking of a query turned
-into shares (reciprocal ranks, or min-max normalised scores), weighted and summed per document, as the hybrid
+into shares (reciprocal ranks, or min-max normalised scores, z-scores or distribution-based scores), weighted and
+summed per document, as the hybrid
 retriever fuses its two rankings (:mod:`semiret.search.fusion`)."""
 
 from __future__ import annotations
@@ -10,17 +11,21 @@ from typing import Sequence
 
 from semiret.data.trec import Run
 from semiret.errors import SemiretError
-from semiret.search.fusion import RRF_K, min_max_normalised, reciprocal_ranks
+from semiret.search.fusion import RRF_K, distribution_normalised, min_max_normalised, reciprocal_ranks, z_scores
 
-RUN_FUSIONS = ("rrf", "score")
+SCORE_SHARES = {"score": min_max_normalised, "zscore": z_scores, "dbsf": distribution_normalised}
+"""The fusions of runs by their scores, each a ranking's scores (best first) to its hits' shares."""
+RUN_FUSIONS = ("rrf", *SCORE_SHARES)
 
 
 def fuse_runs(runs: Sequence[Run], method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = RRF_K,
               depth: int | None = None, k: int = 1000) -> Run:
     """One run from several: per query, each run's top ``depth`` (all by default) in trec_eval's order (score
     descending, ties by document id descending), each hit's share (``rrf``: ``1 / (rrf_k + rank)``; ``score``: its
-    min-max normalised score) times its run's weight (equal by default), summed per document; the best ``k``. A
-    query missing from a run gets nothing from it."""
+    min-max normalised score; ``zscore``: its z-score among the ranking's, OpenSearch's ``z_score``; ``dbsf``: its
+    score mapped from the ranking's mean +- 3 standard deviations onto [0, 1], Qdrant's distribution-based score
+    fusion) times its run's weight (equal by default), summed per document; the best ``k``. A query missing from a
+    run gets nothing from it (a z-score's 0, the ranking's mean, is what a missing document gets too)."""
     if len(runs) < 2:
         raise SemiretError(f"fusion takes two runs or more, got {len(runs)}")
     if method not in RUN_FUSIONS:
@@ -42,7 +47,7 @@ def fuse_runs(runs: Sequence[Run], method: str = "rrf", weights: Sequence[float]
             if not ranking or not weight:
                 continue
             shares = (reciprocal_ranks(len(ranking), rrf_k) if method == "rrf"
-                      else min_max_normalised([score for _, score in ranking]))
+                      else SCORE_SHARES[method]([score for _, score in ranking]))
             for (doc_id, _), share in zip(ranking, shares.tolist()):
                 totals[doc_id] = totals.get(doc_id, 0.0) + weight * share
         best = heapq.nlargest(k, totals.items(), key=lambda item: (item[1], item[0]))

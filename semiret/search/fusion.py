@@ -1,6 +1,7 @@
 """Each hit's share in a fusion of rankings, shared by the hybrid retriever (two rankings fused as they are
 searched) and ``semiret fuse`` (saved runs fused): min-max normalised scores, and reciprocal rank fusion's
-``1 / (rrf_k + rank)`` (Cormack et al., 2009)."""
+``1 / (rrf_k + rank)`` (Cormack et al., 2009); for saved runs also z-scores (OpenSearch's ``z_score``
+normalisation) and distribution-based scores (Qdrant's ``dbsf``)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,18 @@ def min_max_normalised(scores_best_first: Sequence[float]) -> np.ndarray:
     values -= low
     values *= 1.0 / (high - low)
     return values
+
+
+def z_scores(scores: Sequence[float]) -> np.ndarray:
+    """float64: a ranking's scores less their mean, over their (population) standard deviation; all 0 when they are
+    equal (one score alone)."""
+    values = np.array(scores, np.float64)
+    spread = values.std() if len(values) else 0.0
+    return (values - values.mean()) / spread if spread > 0 else np.zeros(len(values))
+
+
+def distribution_normalised(scores: Sequence[float]) -> np.ndarray:
+    """float64: a ranking's scores mapped from [mean - 3 std, mean + 3 std] onto [0, 1] (distribution-based score
+    fusion, Qdrant's ``dbsf``: the tails of a ranking's scores, not its extremes, as its range); all 0.5 when they
+    are equal."""
+    return 0.5 + z_scores(scores) / 6.0

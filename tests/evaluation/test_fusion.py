@@ -33,6 +33,20 @@ def test_score_fusion_weights_depth_and_k():
     assert fuse_runs([A, B], weights=[1, 0])["q1"].keys() == {"a", "b", "c"}  # a run weighted 0 adds nothing
 
 
+def test_z_score_and_distribution_based_fusions_by_hand():
+    """OpenSearch's z_score normalisation and Qdrant's distribution-based score fusion (dbsf), by hand: A's q1
+    scores 3, 2, 1 (mean 2, population std sqrt(2/3)); B's 0.9, 0.5, 0.1 (mean 0.5, std sqrt(0.32/3))."""
+    a, b = (2 / 3) ** 0.5, (0.32 / 3) ** 0.5
+    z = fuse_runs([A, B], method="zscore", weights=[1.0, 2.0])
+    assert z["q1"] == pytest.approx({"a": 1 / a + 2 * 0.0, "b": 0.0, "c": -1 / a + 2 * 0.4 / b, "d": 2 * -0.4 / b})
+    assert z["q2"] == {"x": 0.0}  # one score: its ranking's mean
+    dbsf = fuse_runs([A, B], method="dbsf")
+    assert dbsf["q1"] == pytest.approx({"a": 0.5 + 1 / a / 6 + 0.5, "b": 0.5, "c": 0.5 - 1 / a / 6 + 0.5 + 0.4 / b / 6,
+                                        "d": 0.5 - 0.4 / b / 6})
+    assert dbsf["q2"] == {"x": 0.5}
+    assert list(dbsf["q1"]) == ["a", "c", "b", "d"]
+
+
 def test_ties_within_a_run_are_read_in_trec_eval_order():
     tied = {"q": {"a": 1.0, "b": 1.0}}
     assert list(fuse_runs([tied, {"q": {}}], rrf_k=0)["q"]) == ["b", "a"]  # b ranks first among equal scores
@@ -40,7 +54,7 @@ def test_ties_within_a_run_are_read_in_trec_eval_order():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"runs": [A]}, "two runs or more"),
-    ({"method": "comb"}, "one of rrf, score"),
+    ({"method": "comb"}, "one of rrf, score, zscore, dbsf"),
     ({"weights": [1.0]}, "1 weights for 2 runs"),
     ({"weights": [1.0, -1.0]}, "not all 0"),
     ({"weights": [0, 0]}, "not all 0"),
