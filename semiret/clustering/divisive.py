@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from semiret import progress
-from semiret.clustering.kmeans import ITERATIONS, check_vectors, cluster_means, kmeans
+from semiret.clustering.kmeans import ITERATIONS, check_branching, check_vectors, cluster_means, kmeans
 from semiret.errors import SemiretError
 
 TERMINAL = 0
@@ -92,10 +92,7 @@ def divisive_cluster_ids(vectors: np.ndarray, branching: int = BRANCHING, leaf_s
     clusters as it has documents at most."""
     vectors = check_vectors(vectors, "document embeddings")
     n = len(vectors)
-    if branching < 2:
-        raise SemiretError(f"the branching factor must be at least 2, got {branching}")
-    if n < branching:
-        raise SemiretError(f"a corpus of {n} documents is smaller than the branching factor {branching}")
+    check_branching(n, branching)
     threshold = leaf_threshold(n) if leaf_size is None else leaf_size
     if threshold < 1:
         raise SemiretError(f"the leaf size threshold must be positive, got {threshold}")

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from semiret import progress
-from semiret.clustering.kmeans import ITERATIONS, check_vectors, kmeans, unit_rows
+from semiret.clustering.kmeans import ITERATIONS, check_branching, check_vectors, kmeans, unit_rows
 from semiret.compiled import NUMBA_OPTIONS, select_largest
 from semiret.errors import SemiretError
 
@@ -202,10 +202,7 @@ def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: 
     n = len(vectors)
     if branching is None:
         branching = branching_for_depth(n)
-    if branching < 2:
-        raise SemiretError(f"the branching factor must be at least 2, got {branching}")
-    if n < branching:
-        raise SemiretError(f"a corpus of {n} documents is smaller than the branching factor {branching}")
+    check_branching(n, branching)
     depth = depth_for(n, branching)
     level = unit_rows(vectors)
     parents: list[np.ndarray] = []

@@ -21,6 +21,14 @@ def check_vectors(vectors: np.ndarray, what: str = "embeddings") -> np.ndarray:
     return array
 
 
+def check_branching(n: int, branching: int) -> None:
+    """Refuse a tree's branching factor below 2, or above the ``n`` documents it would split."""
+    if branching < 2:
+        raise SemiretError(f"the branching factor must be at least 2, got {branching}")
+    if n < branching:
+        raise SemiretError(f"a corpus of {n} documents is smaller than the branching factor {branching}")
+
+
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero)."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
