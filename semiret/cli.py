@@ -256,7 +256,7 @@ def _reranking(cross_encoder: str | None, depth: int | None):
         return None
     from semiret.search.rerank import Reranking
 
-    return Reranking(cross_encoder, depth or 100)
+    return Reranking(cross_encoder, 100 if depth is None else depth)
 
 
 def _chunk_words_option():
@@ -1265,7 +1265,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
                                         "critical, error, warning, info or debug."),
           access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
-                                          "path, status)."),
+                                          "path, status; uvicorn's lines, at info whatever --log-level)."),
           slow_query_ms: Optional[float] = typer.Option(None, help="Log each search slower than this many "
                                                         "milliseconds, with its index, time, queries and options "
                                                         "(a search slow log)."),
@@ -1327,12 +1327,12 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
     # manager expects of a clean stop (semiret's own handler made that exit status 143, a failure to systemd)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if app is not None:
-        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level, **tls)
+        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=settings.uvicorn_log_level, **tls)
     else:
         settings.to_environment()
         with worker_counts():  # GET /metrics then sums every worker's counts
             uvicorn.run("semiret.serving.app:app_from_environment", factory=True, host=host, port=port,
-                        workers=workers, access_log=access_log, log_level=log_level, **tls)
+                        workers=workers, access_log=access_log, log_level=settings.uvicorn_log_level, **tls)
 
 
 def _check_certificate(certificate: Path, key: Path, password: str | None) -> None:

@@ -96,9 +96,10 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         candidate_depth(depth, candidates)
     picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
                                                ("boost", boost), ("rerank", rerank)) if value is not None}
-    if diversity is not None and chunk_words is not None:
-        raise SemiretError("--diversity with --chunk-words: passages are ranked by document (grouped by parent), "
-                           "which a diversified search does not do")
+    for asked, given in (("--diversity", diversity), ("--cross-encoder", rerank)):
+        if given is not None and chunk_words is not None:
+            raise SemiretError(f"{asked} with --chunk-words: passages are ranked by document (grouped by parent), "
+                               f"which a {'diversified' if asked == '--diversity' else 're-ranked'} search does not do")
     collection = Collection(data, queries_file, qrels_file)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split, queries)
@@ -146,9 +147,11 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
                                f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
-        if grouped and diversity is not None:
-            raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a diversified "
-                               "search (--diversity) does not do")
+        for asked, given in (("--diversity", diversity), ("--cross-encoder", rerank)):
+            if grouped and given is not None:
+                raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a "
+                                   f"{'diversified' if asked == '--diversity' else 're-ranked'} search ({asked}) "
+                                   "does not do")
         grouped.update(picking)
         warn_unknown_documents(qrels, searcher)
 

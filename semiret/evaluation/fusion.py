@@ -22,10 +22,10 @@ def fuse_runs(runs: Sequence[Run], method: str = "rrf", weights: Sequence[float]
               depth: int | None = None, k: int = 1000) -> Run:
     """One run from several: per query, each run's top ``depth`` (all by default) in trec_eval's order (score
     descending, ties by document id descending), each hit's share (``rrf``: ``1 / (rrf_k + rank)``; ``score``: its
-    min-max normalised score; ``zscore``: its z-score among the ranking's, OpenSearch's ``z_score``; ``dbsf``: its
-    score mapped from the ranking's mean +- 3 standard deviations onto [0, 1], Qdrant's distribution-based score
-    fusion) times its run's weight (equal by default), summed per document; the best ``k``. A query missing from a
-    run gets nothing from it (a z-score's 0, the ranking's mean, is what a missing document gets too)."""
+    min-max normalised score; ``zscore``: its z-score among the ranking's, floored at 0.001, OpenSearch's
+    ``z_score``; ``dbsf``: its score mapped from the ranking's mean +- 3 standard deviations onto [0, 1], Qdrant's
+    distribution-based score fusion; both with the sample standard deviation) times its run's weight (equal by
+    default), summed per document; the best ``k``. A query missing from a run gets nothing from it."""
     if len(runs) < 2:
         raise SemiretError(f"fusion takes two runs or more, got {len(runs)}")
     if method not in RUN_FUSIONS:

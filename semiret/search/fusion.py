@@ -32,16 +32,29 @@ def min_max_normalised(scores_best_first: Sequence[float]) -> np.ndarray:
     return values
 
 
-def z_scores(scores: Sequence[float]) -> np.ndarray:
-    """float64: a ranking's scores less their mean, over their (population) standard deviation; all 0 when they are
-    equal (one score alone)."""
+Z_SCORE_FLOOR = 0.001
+"""OpenSearch's ``z_score``: what a score at or below its ranking's mean counts (above a document not retrieved)."""
+
+
+def _standardised(scores: Sequence[float]) -> np.ndarray | None:
+    """float64: a ranking's scores less their mean, over their sample standard deviation (``n - 1``, as OpenSearch's
+    and Qdrant's); None when they are equal (one score alone)."""
     values = np.array(scores, np.float64)
-    spread = values.std() if len(values) else 0.0
-    return (values - values.mean()) / spread if spread > 0 else np.zeros(len(values))
+    spread = values.std(ddof=1) if len(values) > 1 else 0.0
+    return (values - values.mean()) / spread if spread > 0 else None
+
+
+def z_scores(scores: Sequence[float]) -> np.ndarray:
+    """float64: each score's z-score among its ranking's, as OpenSearch's ``z_score`` normalisation: those at or below
+    0 count :data:`Z_SCORE_FLOOR`, so that being retrieved never counts less than not being; equal scores (one alone)
+    1 each."""
+    standardised = _standardised(scores)
+    return np.ones(len(scores)) if standardised is None else np.maximum(standardised, Z_SCORE_FLOOR)
 
 
 def distribution_normalised(scores: Sequence[float]) -> np.ndarray:
     """float64: a ranking's scores mapped from [mean - 3 std, mean + 3 std] onto [0, 1] (distribution-based score
-    fusion, Qdrant's ``dbsf``: the tails of a ranking's scores, not its extremes, as its range); all 0.5 when they
-    are equal."""
-    return 0.5 + z_scores(scores) / 6.0
+    fusion, Qdrant's ``dbsf``, with its sample standard deviation: the tails of a ranking's scores, not its extremes,
+    as its range); equal scores (one alone) 0.5 each."""
+    standardised = _standardised(scores)
+    return np.full(len(scores), 0.5) if standardised is None else 0.5 + standardised / 6.0

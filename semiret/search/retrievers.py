@@ -813,14 +813,15 @@ class Retriever:
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
-        if rerank is not None:
-            if group_by is not None or diversity is not None or boost is not None or candidates is not None:
-                raise SemiretError("a re-ranked search (rerank, --rerank) is not also grouped, diversified or boosted")
-            hits = self._reranked(texts, k, n_threads, filter, score_threshold, operators, rerank)
-            return hits[0] if single else hits
         if group_by is None and (isinstance(group_size, bool) or group_size != 1):
             raise SemiretError(f"group_size (--group-size) is the hits of each group: give group_by (--group-by) too "
                                f"(got group_size {group_size!r} without it)")
+        if rerank is not None:
+            if group_by is not None or diversity is not None or boost is not None or candidates is not None:
+                raise SemiretError("a re-ranked search (rerank; --cross-encoder on the command line) is not also "
+                                   "grouped, diversified or boosted, nor given candidates")
+            hits = self._reranked(texts, k, n_threads, filter, score_threshold, operators, rerank)
+            return hits[0] if single else hits
         if operators:
             hits = self._search_with_operators(texts, k=k, n_threads=n_threads, filter=filter, group_by=group_by,
                                                group_size=group_size, score_threshold=score_threshold,

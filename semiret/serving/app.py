@@ -934,6 +934,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             picking["candidates"] = candidates
         if body.rerank:
             picking["rerank"] = _reranking(body, k, index, cross_encoder, settings.max_k)
+            check_hits(len(body.queries), picking["rerank"].depth)  # the pairs the cross-encoder reads
         highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
                      else {} if body.highlight else None)
         if highlight is not None and not index.index.stores_texts:
@@ -1226,12 +1227,16 @@ def _inlined_schema(model) -> dict:
 
 def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, max_k: int) -> Reranking:
     """The re-ranking a search asks for (``"rerank"``), by the server's cross-encoder, or a 422 saying why not."""
-    depth = body.rerank.depth if isinstance(body.rerank, RerankOptions) else min(DEFAULT_RERANK_DEPTH, max_k)
+    depth = body.rerank.depth if isinstance(body.rerank, RerankOptions) else None
+    depth = min(DEFAULT_RERANK_DEPTH, max_k) if depth is None else depth
     problem = None
     if cross_encoder is None:
         problem = "this server has no cross-encoder to rank hits again: start it with --cross-encoder MODEL"
     elif body.group_by is not None or body.diversity is not None or body.boost is not None:
         problem = "a re-ranked search is not also grouped, diversified or boosted"
+    elif body.explain:  # (an explanation adds up the first stage's score, which a re-ranked hit no longer carries)
+        problem = ("a re-ranked search's hits carry the cross-encoder's scores, which no term adds up to: leave out "
+                   "explain")
     elif not index.index.stores_texts:
         problem = f"index {index.name!r} keeps no stored documents: there is no text to rank hits again by"
     elif depth > max_k:

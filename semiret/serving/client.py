@@ -326,9 +326,9 @@ class Client:
                 answer = self._call("POST", f"/indexes/{_name(index)}/documents/retrieve",
                                     {"ids": wanted[start: start + step]})
             except ServerError as error:
-                if error.status != 404 or error.detail != "Not Found":
+                if error.status != 405 and not (error.status == 404 and error.detail == "Not Found"):
                     raise
-                # (a server older than documents/retrieve: one request each)
+                # (a server older than documents/retrieve, whose GET documents/{id} route takes no POST: one each)
                 read = ((doc_id, self.get_document(index, doc_id)) for doc_id in wanted[start:])
                 return {**found, **{doc_id: document for doc_id, document in read if document is not None}}
             found.update((record["_id"], _document(record)) for record in answer["documents"])

@@ -87,8 +87,9 @@ MAX_CONTEXT = 20
 class RerankOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    depth: int = Field(100, ge=1, strict=True, description="The best hits ranked again: at least k + offset (pages "
-                       "of one ranking give the same depth), at most the server's --max-k.")
+    depth: int | None = Field(None, ge=1, strict=True, description="The best hits ranked again: at least k + offset "
+                              "(pages of one ranking give the same depth), at most the server's --max-k (default "
+                              "100, or --max-k if lower).")
 
 
 class SearchRequest(BaseModel):

@@ -65,7 +65,7 @@ class ServeSettings:
     log_level: str = "warning"
     """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
     access_log: bool = False
-    """Log every request (uvicorn's access log: client, method, path, status)."""
+    """Log every request (uvicorn's access log: client, method, path, status; at info, whatever :attr:`log_level`)."""
     slow_query_ms: float | None = None
     """Log each search slower than this (milliseconds, the request's whole time) as a warning naming the index, its
     time, its queries and its options (Elasticsearch's search slow log); None: none logged."""
@@ -123,6 +123,14 @@ class ServeSettings:
         """Off loopback, or where a read-only key was given (it would say nothing otherwise): reads need a key.
         Keyless reads are answered to loopback host names only (:func:`loopback_host_header`)."""
         return not is_loopback(self.host) or self.read_api_key is not None
+
+    @property
+    def uvicorn_log_level(self) -> str:
+        """uvicorn's own level: :attr:`log_level`, or info where that is higher and :attr:`access_log` is on (uvicorn
+        writes its access lines at info: at warning, ``--access-log`` logged nothing)."""
+        if self.access_log and LOG_LEVELS.index(self.log_level) < LOG_LEVELS.index("info"):
+            return "info"
+        return self.log_level
 
     def configure_logging(self) -> None:
         """Python's logging at :attr:`log_level` in this process (a worker process starts with none configured)."""

@@ -34,17 +34,22 @@ def test_score_fusion_weights_depth_and_k():
 
 
 def test_z_score_and_distribution_based_fusions_by_hand():
-    """OpenSearch's z_score normalisation and Qdrant's distribution-based score fusion (dbsf), by hand: A's q1
-    scores 3, 2, 1 (mean 2, population std sqrt(2/3)); B's 0.9, 0.5, 0.1 (mean 0.5, std sqrt(0.32/3))."""
-    a, b = (2 / 3) ** 0.5, (0.32 / 3) ** 0.5
+    """OpenSearch's z_score normalisation and Qdrant's distribution-based score fusion (dbsf), by hand, both with the
+    sample standard deviation: A's q1 scores 3, 2, 1 (mean 2, std 1); B's 0.9, 0.5, 0.1 (mean 0.5, std 0.4). A z-score
+    at or below 0 counts 0.001 (so a document retrieved never counts less than one not retrieved)."""
     z = fuse_runs([A, B], method="zscore", weights=[1.0, 2.0])
-    assert z["q1"] == pytest.approx({"a": 1 / a + 2 * 0.0, "b": 0.0, "c": -1 / a + 2 * 0.4 / b, "d": 2 * -0.4 / b})
-    assert z["q2"] == {"x": 0.0}  # one score: its ranking's mean
+    assert z["q1"] == pytest.approx({"a": 1.0 + 2 * 0.001, "b": 0.001, "c": 0.001 + 2 * 1.0, "d": 2 * 0.001})
+    assert z["q2"] == {"x": 1.0}  # one score: 1
     dbsf = fuse_runs([A, B], method="dbsf")
-    assert dbsf["q1"] == pytest.approx({"a": 0.5 + 1 / a / 6 + 0.5, "b": 0.5, "c": 0.5 - 1 / a / 6 + 0.5 + 0.4 / b / 6,
-                                        "d": 0.5 - 0.4 / b / 6})
+    assert dbsf["q1"] == pytest.approx({"a": 0.5 + 1 / 6 + 0.5, "b": 0.5, "c": 0.5 - 1 / 6 + 0.5 + 1 / 6,
+                                        "d": 0.5 - 1 / 6})
     assert dbsf["q2"] == {"x": 0.5}
     assert list(dbsf["q1"]) == ["a", "c", "b", "d"]
+    # the helper's case: x, found by both runs below their means, ranks above y, found by one
+    first = {"q1": {"a": 10.0, "x": 2.0, "y": 1.0}}
+    second = {"q1": {"b": 10.0, "c": 9.0, "x": 2.0}}
+    assert list(fuse_runs([first, second], method="zscore")["q1"]).index("x") < list(
+        fuse_runs([first, second], method="zscore")["q1"]).index("y")
 
 
 def test_ties_within_a_run_are_read_in_trec_eval_order():

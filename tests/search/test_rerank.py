@@ -78,8 +78,10 @@ def test_what_a_re_ranked_search_refuses(tmp_path, cross_encoder, tiny_bert):
     retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
     rerank = Reranking(str(cross_encoder), depth=4)
     for other in ({"group_by": "kind"}, {"diversity": 0.5}, {"boost": {"field": "year"}}):
-        with pytest.raises(SemiretError, match="re-ranked search .* is not also grouped, diversified or boosted"):
+        with pytest.raises(SemiretError, match="re-ranked search .* is not also grouped, diversified or boosted, nor given candidates"):
             retriever.search("cats", rerank=rerank, **other)
+    with pytest.raises(SemiretError, match="group_size .* give group_by"):
+        retriever.search("cats", rerank=rerank, group_size=2)
     with pytest.raises(SemiretError, match="rerank is a semiret.search.rerank.Reranking"):
         retriever.search("cats", rerank=str(cross_encoder))
     bare = BM25Retriever.build(TINY_DOCS, tmp_path / "bare", store_texts=False)
@@ -103,6 +105,13 @@ def test_the_command_line_and_eval_rank_again(tmp_path, cross_encoder):
     assert [hit["id"] for hit in json.loads(printed.output.splitlines()[0])["hits"]] == [hit.id for hit in expected]
     alone = runner.invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--cross-encoder-depth", "5", "cats"])
     assert alone.exit_code != 0 and "--cross-encoder-depth goes with --cross-encoder" in alone.output
+    none = runner.invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--cross-encoder", str(cross_encoder),
+                               "--cross-encoder-depth", "0", "cats"])
+    assert none.exit_code != 0 and "depth must be a whole number, at least 1, got 0" in none.output
+    passages = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "passages"),
+                                   "--chunk-words", "4", "--cross-encoder", str(cross_encoder)])
+    assert passages.exit_code != 0 and "--cross-encoder with --chunk-words" in passages.output
+    assert not (tmp_path / "passages").exists()  # refused before any index is built
     evaluated = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "bm25"), "--json",
                                     "--cross-encoder", str(cross_encoder)])
     assert evaluated.exit_code == 0, evaluated.output
@@ -133,9 +142,17 @@ def test_the_service_ranks_again_with_its_own_cross_encoder(tmp_path, cross_enco
         for body, problem in (({"k": 5, "rerank": {"depth": 4}}, "k + offset (5) is more than the 4 hits"),
                               ({"rerank": True, "group_by": "kind"}, "not also grouped, diversified or boosted"),
                               ({"rerank": {"depth": 5000}}, "at most 1000 (--max-k)"),
+                              ({"rerank": True, "explain": True}, "leave out explain"),
                               ({"rerank": {"model": "other"}}, "Extra inputs are not permitted")):
             refused = http.post("/indexes/tiny/search", json={"queries": ["cats"], **body})
             assert refused.status_code == 422 and problem in refused.text, body
     with LocalClient(create_app(ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False))) as http:
         refused = http.post("/indexes/tiny/search", json={"queries": ["cats"], "rerank": True})
         assert refused.status_code == 422 and "start it with --cross-encoder MODEL" in refused.text
+    low = ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False, cross_encoder=str(cross_encoder),
+                        max_k=50, max_hits=50)
+    with LocalClient(create_app(low)) as http:  # a depth left out: 100, or --max-k where lower, as with true
+        for rerank in (True, {}):
+            assert http.post("/indexes/tiny/search", json={"queries": ["cats"], "rerank": rerank}).status_code == 200
+        many = http.post("/indexes/tiny/search", json={"queries": ["cats", "dogs"], "k": 1, "rerank": True})
+        assert many.status_code == 413  # 2 queries x 50 pairs read over --max-hits 50

@@ -312,9 +312,9 @@ def test_documents_are_retrieved_many_at_once(tmp_path):
                                                                                   if d.id in ("d5", "d0", "d3")}
         assert calls.count("/indexes/notes/documents/retrieve") == 2  # 4 distinct ids in requests of --max-batch 3
 
-        def older(method, route, body, headers):  # a server from before documents/retrieve
-            return (404, b'{"detail": "Not Found"}') if route.endswith("/retrieve") else sent(method, route, body,
-                                                                                             headers)
+        def older(method, route, body, headers):  # a server from before documents/retrieve: its GET route's 405
+            return (405, b'{"detail": "Method Not Allowed"}') if route.endswith("/retrieve") else sent(
+                method, route, body, headers)
 
         client._transport = older
         assert client.get_documents("notes", ["d2", "nope"]) == {"d2": DOCS[2]}

@@ -117,5 +117,11 @@ def test_searches_slower_than_the_threshold_are_logged(tmp_path, caplog):
     for bad in ({"slow_query_ms": -1.0}, {"slow_query_ms": float("nan")}, {"log_level": "loud"}):
         with pytest.raises(SemiretError, match="slow_query_ms|unknown log level"):
             ServeSettings({"docs": str(tmp_path / "index")}, **bad)
+    # uvicorn writes its access lines at info: --access-log lowers uvicorn's level to it, not semiret's
+    quiet = ServeSettings({"docs": str(tmp_path / "index")}, access_log=True)
+    assert (quiet.uvicorn_log_level, quiet.log_level) == ("info", "warning")
+    assert ServeSettings({"docs": str(tmp_path / "index")}, access_log=True, log_level="debug").uvicorn_log_level == \
+        "debug"
+    assert ServeSettings({"docs": str(tmp_path / "index")}).uvicorn_log_level == "warning"
     refused = CliRunner().invoke(app, ["serve", "--index", str(tmp_path / "index"), "--log-level", "loud"])
     assert refused.exit_code != 0 and "unknown log level 'loud'" in refused.output
