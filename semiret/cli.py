@@ -1666,6 +1666,51 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
         console.print(f"{len(fused)} queries fused from {len(run)} runs into {out}")
 
 
+def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rankings to rank again."),
+                   index: Path = typer.Option(..., help="The index holding the run's documents."),
+                   data: Optional[Path] = typer.Option(None, help="A collection whose queries the run answers (or "
+                                                                  "--queries)."),
+                   split: str = typer.Option("test", help="With --data: the split of its queries."),
+                   queries_file: Optional[Path] = typer.Option(None, "--queries", help="The run's queries (JSONL or "
+                                                               "id<TAB>text)."),
+                   retriever: Optional[str] = _retriever_option(None, "Rank with another retriever than the index's "
+                                                                      "own"),
+                   depth: int = typer.Option(100, help="Each query's best documents of the run ranked again."),
+                   k: Optional[int] = typer.Option(None, "-k", help="Documents per query in the new run (default: "
+                                                                     "all those ranked again)."),
+                   cross_encoder: Optional[str] = _cross_encoder_option(),
+                   out: str = typer.Option("-", "--out", "-o", help="The new TREC run (default -: standard output)."),
+                   tag: Optional[str] = typer.Option(None, help="The new run's tag column (default: the retriever's, "
+                                                                "or cross-encoder)."),
+                   options: dict = None):
+    """Rank another system's run again: each query's best documents scored by this index's retriever, or by a
+    cross-encoder (PyTerrier's run >> retriever, Anserini's re-ranking of a run); score the result with `semiret
+    compare`."""
+    from semiret.data.collection import Collection, read_queries
+    from semiret.data.paths import dataset
+    from semiret.data.trec import read_trec_run, write_trec_run
+    from semiret.files import check_output_file
+    from semiret.search.rerank import rerank_run
+    from semiret.search.retrievers import open_retriever
+
+    if (data is None) == (queries_file is None):
+        raise SemiretError("give the run's queries: --data COLLECTION (its --split) or --queries FILE (one of the two)")
+    check_output_file(out, "re-ranked run (--out)")
+    first = read_trec_run(run)
+    if not first:
+        raise SemiretError(f"run {run} is empty: it ranks no document for any query")
+    queries = read_queries(queries_file) if queries_file is not None else Collection(dataset(str(data))).queries(split)
+    searcher = open_retriever(index, retriever, **options)
+    ranked = rerank_run(searcher, first, queries, depth, k, _reranking(cross_encoder, None))
+    write_trec_run(ranked, out, tag=tag or ("cross-encoder" if cross_encoder else searcher.name))
+    if out != "-":
+        console.print(f"{len(ranked)} queries of {run} ranked again into {out}")
+
+
+app.command(name="rerank")(command_with_options(rerank_command, _option_classes("queries"),
+                                                 help_suffix=_applies_to("queries")))
+
+
 def _grid(given: list[str]) -> dict[str, list]:
     """``--grid NAME=V1,V2`` flags (or ``NAME=[JSON values]``, for values holding commas) as ``{name: [values]}``,
     each value read as JSON where it is (0.5, true), else as a string (bound)."""

@@ -5,11 +5,18 @@ cross-encoder reading the query and each hit's stored title and text together (s
 
 from __future__ import annotations
 
-from typing import Callable
+import logging
+from typing import TYPE_CHECKING, Callable
 
 from semiret.data.collection import Document
+from semiret.data.trec import Run
 from semiret.errors import SemiretError
 from semiret.types import SearchHits
+
+if TYPE_CHECKING:
+    from semiret.search.retrievers import Retriever
+
+log = logging.getLogger(__name__)
 
 
 class Reranking:
@@ -47,3 +54,45 @@ class Reranking:
             ids.append([hit_ids[j] for j in order])
             scores.append([float(given[j]) for j in order])
         return SearchHits(ids, scores)
+
+
+def rerank_run(retriever: "Retriever", run: Run, queries: dict[str, str], depth: int = 100, k: int | None = None,
+               rerank: Reranking | None = None) -> Run:
+    """Each query's best ``depth`` documents of ``run`` (another system's ranking, in trec_eval's order) ranked again
+    by ``retriever`` (its score of each; PyTerrier's ``run >> retriever``, Anserini's re-ranking of a run), or by
+    ``rerank``'s cross-encoder reading each of them with the query: the best ``k`` (default: all of them). Candidates
+    the retriever does not score (BM25: no word of the query) follow the scored ones at 0 (or the lowest score, where
+    below). A query the
+    run ranks but ``queries`` lacks is an error; documents the index does not hold are left out, and said."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1 or (k is not None and k < 1):
+        raise SemiretError(f"the depth and k of a re-ranked run must be at least 1, got depth {depth!r}, k {k!r}")
+    missing = [query_id for query_id in run if query_id not in queries]
+    if missing:
+        raise SemiretError(f"the run ranks {len(missing)} queries the queries given lack ({', '.join(missing[:3])}"
+                           f"{', ...' if len(missing) > 3 else ''}): give the queries the run was made of")
+    view = retriever.pinned()  # every query's candidates from one commit
+    ranked, unheld = {}, 0
+    for query_id, scores in run.items():
+        candidates = [doc_id for doc_id, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]),
+                                                     reverse=True)[:depth]]
+        wanted = min(k or len(candidates), len(candidates))
+        held = [doc_id for doc_id in candidates if doc_id in view.index]
+        unheld += len(candidates) - len(held)
+        if rerank is not None:  # every candidate read with the query, whether the retriever scores it or not
+            if not view.index.stores_texts:
+                raise SemiretError(f"{view.index.path} keeps no stored documents: there is no text to re-rank by")
+            found = rerank.reranked([queries[query_id]], SearchHits([held], [[0.0] * len(held)]),
+                                    view.get_documents, wanted)
+            ranked[query_id] = dict(zip(found.ids[0], found.scores[0]))
+            continue
+        hits = view.search(queries[query_id], k=wanted, filter={"$id": held}) if held else []
+        scores = {hit.id: hit.score for hit in hits}
+        floor = min(0.0, *scores.values()) if scores else 0.0
+        for doc_id in held:
+            if len(scores) >= wanted:
+                break
+            scores.setdefault(doc_id, floor)
+        ranked[query_id] = scores
+    if unheld:
+        log.warning("%d of the run's documents are not in %s: left out of the re-ranked run", unheld, view.index.path)
+    return ranked

@@ -156,3 +156,39 @@ def test_the_service_ranks_again_with_its_own_cross_encoder(tmp_path, cross_enco
             assert http.post("/indexes/tiny/search", json={"queries": ["cats"], "rerank": rerank}).status_code == 200
         many = http.post("/indexes/tiny/search", json={"queries": ["cats", "dogs"], "k": 1, "rerank": True})
         assert many.status_code == 413  # 2 queries x 50 pairs read over --max-hits 50
+
+
+def test_another_system_s_run_is_ranked_again(tmp_path, cross_encoder, caplog):
+    """`semiret rerank RUN --index I` (PyTerrier's run >> retriever): each query's best documents of the run scored by
+    the index's retriever, those it does not score after them at 0, those the index lacks left out and said; or
+    ranked by a cross-encoder over the same candidates."""
+    from semiret.data.trec import read_trec_run, write_trec_run
+    from semiret.search.rerank import rerank_run
+
+    retriever = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    queries = {"q1": "cats chase", "q2": "morning letters"}
+    run = {"q1": {"d4": 9.0, "d2": 8.0, "zz": 7.0, "d1": 6.0, "d3": 5.0}, "q2": {"d3": 2.0, "d5": 1.0}}
+    with caplog.at_level("WARNING"):
+        again = rerank_run(retriever, run, queries, depth=4)
+    bm25 = {hit.id: hit.score for hit in retriever.search("cats chase", k=6)}
+    assert list(again["q1"]) == ["d1", "d2", "d4"] and again["q1"]["d4"] == 0.0  # d4 holds neither word
+    assert again["q1"]["d1"] == pytest.approx(bm25["d1"]) and "d3" not in again["q1"]  # d3: below the depth of 4
+    assert "1 of the run's documents are not in" in caplog.text  # zz
+    assert list(rerank_run(retriever, run, queries, depth=4, k=1)["q1"]) == ["d1"]
+    by_id = {d.id: d for d in TINY_DOCS}
+    crossed = rerank_run(retriever, run, queries, depth=4, rerank=Reranking(str(cross_encoder)))
+    expected = _scores(cross_encoder, "cats chase", [by_id[d].full_text for d in ("d4", "d2", "d1")])
+    assert crossed["q1"] == pytest.approx(dict(zip(("d4", "d2", "d1"), expected.tolist())), rel=1e-4)
+    with pytest.raises(SemiretError, match="ranks 1 queries the queries given lack \\(q2\\)"):
+        rerank_run(retriever, run, {"q1": "cats"})
+
+    write_trec_run(run, tmp_path / "first.trec")
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    runner = CliRunner()
+    done = runner.invoke(app, ["rerank", str(tmp_path / "first.trec"), "--index", str(tmp_path / "bm25"), "--queries",
+                               str(tmp_path / "queries.tsv"), "--depth", "4", "-o", str(tmp_path / "again.trec")])
+    assert done.exit_code == 0, done.output
+    written = read_trec_run(tmp_path / "again.trec")
+    assert written.keys() == again.keys() and all(written[q] == pytest.approx(again[q]) for q in again)
+    neither = runner.invoke(app, ["rerank", str(tmp_path / "first.trec"), "--index", str(tmp_path / "bm25")])
+    assert neither.exit_code != 0 and "give the run's queries" in neither.output
