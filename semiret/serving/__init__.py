@@ -6,12 +6,12 @@ uses the search layer and below.
 - :mod:`~semiret.serving.served`: one index behind the server (refresh, search, upsert, delete, merge policy);
 - :mod:`~semiret.serving.schemas`: request and response bodies;
 - :mod:`~semiret.serving.app`: the HTTP API (:func:`create_app`);
-- :mod:`~semiret.serving.client`: a Python client of that API (:class:`Client`).
+- :mod:`~semiret.serving.client`: a Python client of that API (:class:`Client`, and :class:`AsyncClient` for asyncio).
 """
 
 from semiret.serving.settings import ServeSettings, parse_index_specs, parse_retriever_specs
 
-__all__ = ["Client", "ServeSettings", "create_app", "parse_index_specs", "parse_retriever_specs"]
+__all__ = ["AsyncClient", "Client", "ServeSettings", "create_app", "parse_index_specs", "parse_retriever_specs"]
 
 
 def __getattr__(name: str):
@@ -21,8 +21,8 @@ def __getattr__(name: str):
         from semiret.serving.app import create_app
 
         return create_app
-    if name == "Client":
-        from semiret.serving.client import Client
+    if name in ("Client", "AsyncClient"):
+        from semiret.serving import client
 
-        return Client
+        return getattr(client, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,11 +15,15 @@ server's dependencies. An error answer raises :class:`ServerError` with its stat
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import http.client
+import inspect
 import json
 import ssl
 import threading
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -484,3 +488,56 @@ def _hits(rows: list[dict]) -> list[ServedHit]:
                               row.get("group"), row.get("highlights"), row.get("context"),
                               _explanation(row["explanation"]) if row.get("explanation") else None))
     return hits
+
+
+class AsyncClient:
+    """:class:`Client`'s methods as coroutines, for an asyncio application (a FastAPI or aiohttp RAG service):
+    ``await client.search("docs", "statins")``; ``async for document in client.iter_documents("docs")``. Each call
+    runs in one of ``max_connections`` threads of its own, each with its kept-alive connection (a :class:`Client`'s
+    connections are per thread), so the event loop never waits on the network and calls made at once run at once.
+    Takes :class:`Client`'s arguments; ``await client.close()`` (or ``async with``) ends the threads."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", api_key: str | None = None, timeout: float = 60.0,
+                 transport: Transport | None = None, ssl_context: ssl.SSLContext | None = None,
+                 max_connections: int = 8):
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise SemiretError(f"max_connections must be a whole number, at least 1, got {max_connections!r}")
+        self.sync = Client(url, api_key, timeout, transport, ssl_context)
+        """The synchronous client whose methods these are."""
+        self._threads = ThreadPoolExecutor(max_connections, thread_name_prefix="semiret-client")
+
+    def __getattr__(self, name: str):
+        method = getattr(Client, name, None)
+        if name.startswith("_") or not callable(method) or name in ("close", "__enter__", "__exit__"):
+            raise AttributeError(f"AsyncClient has no method {name!r} (Client's public methods, awaited)")
+        bound = getattr(self.sync, name)
+        if inspect.isgeneratorfunction(method):
+            @functools.wraps(method)
+            async def iterate(*args, **kwargs):
+                items = await self._run(bound, *args, **kwargs)
+                while (item := await self._run(next, items, _EXHAUSTED)) is not _EXHAUSTED:
+                    yield item
+            return iterate
+
+        @functools.wraps(method)
+        async def call(*args, **kwargs):
+            return await self._run(bound, *args, **kwargs)
+        return call
+
+    async def _run(self, function, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(self._threads,
+                                                                functools.partial(function, *args, **kwargs))
+
+    async def close(self) -> None:
+        """End the client's threads, and with them their connections."""
+        await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+_EXHAUSTED = object()
+"""What ``next`` gives an :class:`AsyncClient`'s iteration when its iterator ends."""

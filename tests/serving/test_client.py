@@ -318,3 +318,53 @@ def test_documents_are_retrieved_many_at_once(tmp_path):
 
         client._transport = older
         assert client.get_documents("notes", ["d2", "nope"]) == {"d2": DOCS[2]}
+
+
+def test_an_async_client_awaits_what_the_client_answers_and_calls_at_once(tmp_path):
+    """``AsyncClient`` (for an asyncio RAG service): every ``Client`` method awaited, run in threads of its own so that
+    calls made at once wait on the network at once, ``iter_documents`` as an async iteration, errors as ``Client``'s."""
+    import asyncio
+    import threading
+    import time
+
+    from semiret.serving import AsyncClient
+
+    BM25Retriever.build(DOCS, tmp_path / "notes")
+    queries = ["statins", "heart", "sleep memory", "diet blood pressure"]
+    with LocalClient(create_app(ServeSettings({"notes": str(tmp_path / "notes")}, write_process=False))) as http:
+        state = {"inside": 0, "most": 0, "threads": set()}
+        counting, one_at_a_time = threading.Lock(), threading.Lock()
+
+        def network(method, route, body, headers):
+            with counting:
+                state["inside"] += 1
+                state["most"] = max(state["most"], state["inside"])
+                state["threads"].add(threading.current_thread().name)
+            time.sleep(0.05)  # the network's wait, during which the other calls go on
+            try:
+                with one_at_a_time:  # (the in-process test client takes one request at a time)
+                    answer = http.request(method, route, content=body, headers=headers)
+            finally:
+                with counting:
+                    state["inside"] -= 1
+            return answer.status_code, answer.content
+
+        async def use():
+            async with AsyncClient("http://testserver", transport=network, max_connections=4) as client:
+                found = await asyncio.gather(*(client.search("notes", query, k=3) for query in queries))
+                documents = [document async for document in client.iter_documents("notes", page_size=4)]
+                with pytest.raises(ServerError, match="404"):
+                    await client.count("nope")
+                return found, documents
+
+        found, documents = asyncio.run(use())
+        expected = client_of(http)
+        assert [[hit.id for hit in hits] for hits in found] == [[hit.id for hit in expected.search("notes", query, k=3)]
+                                                                  for query in queries]
+        assert documents == list(expected.iter_documents("notes"))
+        assert state["most"] > 1 and all(name.startswith("semiret-client") for name in state["threads"])
+    for name in ("_call", "nothing", "close_all"):
+        with pytest.raises(AttributeError):
+            getattr(AsyncClient(), name)
+    with pytest.raises(SemiretError, match="max_connections must be a whole number, at least 1"):
+        AsyncClient(max_connections=0)
