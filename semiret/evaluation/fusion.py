@@ -11,10 +11,8 @@ from typing import Sequence
 
 from semiret.data.trec import Run
 from semiret.errors import SemiretError
-from semiret.search.fusion import RRF_K, distribution_normalised, min_max_normalised, reciprocal_ranks, z_scores
+from semiret.search.fusion import RRF_K, SCORE_SHARES, reciprocal_ranks
 
-SCORE_SHARES = {"score": min_max_normalised, "zscore": z_scores, "dbsf": distribution_normalised}
-"""The fusions of runs by their scores, each a ranking's scores (best first) to its hits' shares."""
 RUN_FUSIONS = ("rrf", *SCORE_SHARES)
 
 

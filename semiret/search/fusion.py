@@ -58,3 +58,8 @@ def distribution_normalised(scores: Sequence[float]) -> np.ndarray:
     as its range); equal scores (one alone) 0.5 each."""
     standardised = _standardised(scores)
     return np.full(len(scores), 0.5) if standardised is None else 0.5 + standardised / 6.0
+
+
+SCORE_SHARES = {"score": min_max_normalised, "zscore": z_scores, "dbsf": distribution_normalised}
+"""The fusions by scores, each a ranking's scores (best first) to its hits' shares: the hybrid retriever's and
+``semiret fuse``'s."""

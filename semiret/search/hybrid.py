@@ -23,7 +23,7 @@ from semiret.indexes import open_index
 from semiret.indexes.composite import CompositeIndex
 from semiret.indexes.inverted import InvertedIndex, search_normalised_sum
 from semiret.indexes.segments import copy_index_files
-from semiret.search.fusion import RRF_K, min_max_normalised, reciprocal_ranks
+from semiret.search.fusion import RRF_K, SCORE_SHARES, reciprocal_ranks
 from semiret.search.retrievers import (
     DOCUMENT_READING,
     RETRIEVERS,
@@ -41,7 +41,7 @@ from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
 log = logging.getLogger(__name__)
 
 LEXICAL, NEURAL = "lexical", "neural"
-FUSIONS = ("bound", "score", "rrf")
+FUSIONS = ("bound", "score", "rrf", "zscore", "dbsf")
 
 
 @dataclass
@@ -124,7 +124,8 @@ class HybridQueryOptions:
     the largest score any document can get, so both lie in [0, 1]; then weighted and summed over every document,
     both parts' postings added in one pass: for parts that search postings, BM25 with inference-free, SPLADE,
     SiDR or NAIL's sparse index), 'score' (each ranking's scores min-max normalised over its top
-    ``fusion_depth``, then weighted and summed) or 'rrf' (reciprocal rank fusion). Default: 'bound' where both
+    ``fusion_depth``, then weighted and summed; 'zscore' and 'dbsf' normalise them as OpenSearch's z-scores and
+    Qdrant's distribution-based score fusion) or 'rrf' (reciprocal rank fusion). Default: 'bound' where both
     parts search postings (level with 'score' on climate-fever's training queries, at about half the time:
     docs/results.md, "`hybrid` in one pass"), else 'score' (it beat RRF there with all six neural
     parts tried: "The hybrid's fusion")."""
@@ -317,7 +318,7 @@ class HybridQueries(QuerySide):
 
     def _contributions(self, scores: list[float], bounds: np.ndarray | None, query: int) -> np.ndarray:
         """Each hit's share before weighting (float64, best first): ``1 / (rrf_k + rank)``, its score divided
-        by the query's bound (``bounds`` given: 'bound' fusion), or its min-max normalised score."""
+        by the query's bound (``bounds`` given: 'bound' fusion), or its normalised score (min-max, z-score, DBSF)."""
         if bounds is not None:
             bound = bounds[query]
             return np.array(scores, np.float64) / bound if bound > 0 else np.zeros(len(scores))
@@ -326,7 +327,7 @@ class HybridQueries(QuerySide):
             if len(shares) < len(scores):
                 shares = self._rrf = reciprocal_ranks(len(scores), self.options.rrf_k)
             return shares[: len(scores)]
-        return min_max_normalised(scores)
+        return SCORE_SHARES[self.fusion](scores)
 
 
 @register_retriever

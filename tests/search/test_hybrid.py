@@ -135,6 +135,32 @@ def test_score_fusion_sums_min_max_normalised_scores(hybrid):
         assert [expected[d] for d in fused.ids[q]] == pytest.approx(fused.scores[q])
 
 
+def _standardised(hits, query, floor=None):
+    """Each hit's z-score among its ranking's (sample standard deviation), by hand."""
+    scores = hits.scores[query]
+    mean = sum(scores) / len(scores)
+    spread = (sum((s - mean) ** 2 for s in scores) / (len(scores) - 1)) ** 0.5 if len(scores) > 1 else 0.0
+    return {d: (s - mean) / spread if spread else None for d, s in zip(hits.ids[query], scores)}
+
+
+@pytest.mark.parametrize("fusion", ["zscore", "dbsf"])
+def test_z_score_and_distribution_based_fusions(hybrid, fusion):
+    """'zscore' (OpenSearch's: z-scores, those at or below 0 counting 0.001) and 'dbsf' (Qdrant's: mean +- 3 standard
+    deviations onto [0, 1]), each ranking's top 100, weighted half and half, summed."""
+    texts = list(TINY_QUERIES.values())
+    fused = open_retriever(hybrid.index.path, fusion=fusion).search(texts, k=10)
+    parts = [hybrid.query_side.parts[name].search(texts, k=100) for name in ("lexical", "neural")]
+    for q in range(len(texts)):
+        expected = {}
+        for hits in parts:
+            for d, z in _standardised(hits, q).items():
+                share = (1.0 if z is None else max(z, 0.001)) if fusion == "zscore" else (
+                    0.5 if z is None else 0.5 + z / 6)
+                expected[d] = expected.get(d, 0.0) + 0.5 * share
+        assert fused.scores[q] == pytest.approx(sorted(expected.values(), reverse=True)[:10])
+        assert [expected[d] for d in fused.ids[q]] == pytest.approx(fused.scores[q])
+
+
 def test_score_fusion_weight_picks_a_side(tmp_path, hybrid):
     text = "cats and dogs"
     only_bm25 = open_retriever(hybrid.index.path, fusion="score", weight=1.0).search(text, k=3)
