@@ -62,8 +62,8 @@ def rerank_run(retriever: "Retriever", run: Run, queries: dict[str, str], depth:
     by ``retriever`` (its score of each; PyTerrier's ``run >> retriever``, Anserini's re-ranking of a run), or by
     ``rerank``'s cross-encoder reading each of them with the query: the best ``k`` (default: all of them). Candidates
     the retriever does not score (BM25: no word of the query) follow the scored ones at 0 (or the lowest score, where
-    below). A query the
-    run ranks but ``queries`` lacks is an error; documents the index does not hold are left out, and said."""
+    below). A query the run ranks but ``queries`` lacks is an error; documents the index does not hold are left out,
+    and said. (``rerank``'s own depth is not read: ``depth`` is.)"""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1 or (k is not None and k < 1):
         raise SemiretError(f"the depth and k of a re-ranked run must be at least 1, got depth {depth!r}, k {k!r}")
     missing = [query_id for query_id in run if query_id not in queries]
@@ -72,8 +72,8 @@ def rerank_run(retriever: "Retriever", run: Run, queries: dict[str, str], depth:
                            f"{', ...' if len(missing) > 3 else ''}): give the queries the run was made of")
     view = retriever.pinned()  # every query's candidates from one commit
     ranked, unheld = {}, 0
-    for query_id, scores in run.items():
-        candidates = [doc_id for doc_id, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]),
+    for query_id, first in run.items():
+        candidates = [doc_id for doc_id, _ in sorted(first.items(), key=lambda item: (item[1], item[0]),
                                                      reverse=True)[:depth]]
         wanted = min(k or len(candidates), len(candidates))
         held = [doc_id for doc_id in candidates if doc_id in view.index]
