@@ -9,7 +9,8 @@
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
                                            "boost", "candidates", "context", "explain", "operators", "rerank"
-                                           (true, or ``{"depth"}``), "with_text", "options"}`` ->
+                                           (true, or ``{"depth"}``), "with_text" (or "with_fields": [...]),
+                                           "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
 ``POST /indexes/{name}/suggest``           ``{"text", "k", "filter"}`` -> completions of the word being typed
@@ -948,8 +949,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if body.context is not None and not index.index.stores_texts:
             raise validation_error(("body", "context"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to give as context", "context_invalid")
-        results = await _search(index, body.queries, k, body.options, body.with_text, body.filter, body.offset,
-                                body.group_by, body.group_size, body.score_threshold, highlight, picking,
+        results = await _search(index, body.queries, k, body.options, body.with_fields or body.with_text, body.filter,
+                                body.offset, body.group_by, body.group_size, body.score_threshold, highlight, picking,
                                 body.context, body.explain, body.operators)
         telemetry.queries.labels(index.name).inc(len(body.queries))
         took = _milliseconds_since(started)
@@ -1181,7 +1182,7 @@ def app_from_environment() -> FastAPI:
     return create_app(settings)
 
 
-async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool,
+async def _search(index: ServedIndex, queries: list[str], k: int, options: dict, with_text: bool | list[str],
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
                   highlight: dict | None = None, picking: dict | None = None,

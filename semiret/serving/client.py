@@ -202,7 +202,7 @@ class Client:
                score_threshold: float | None = None, highlight: bool | dict = False, diversity: float | None = None,
                candidates: int | None = None, context: int | None = None, explain: bool = False,
                boost: dict | list[dict] | None = None, operators: bool = False, rerank: bool | int = False,
-               **options) -> list[ServedHit] | ServedSearchHits:
+               with_fields: list[str] | None = None, **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
         ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
@@ -210,12 +210,13 @@ class Client:
         relevance, scores boosted by the documents' metadata, as ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it; ``explain``:
         its ``explanation``, as ``Retriever.explain``; ``operators``: the queries' ``"phrases"``, ``+word`` and
         ``-word`` read as a search box's; ``rerank``: the best hits (100, or this many) ranked again by the server's
-        cross-encoder. ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
+        cross-encoder; ``with_fields``: only these of each hit's stored document (``title``, ``text``, ``metadata``,
+        ``metadata.FIELD``). ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         one = isinstance(queries, str)
         body = {"queries": query_texts(queries), "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
-                         candidates=candidates, context=context, boost=boost),
+                         candidates=candidates, context=context, boost=boost, with_fields=with_fields),
                 **({"explain": True} if explain else {}), **({"operators": True} if operators else {}),
                 **({"rerank": {"depth": rerank} if rerank is not True else True} if rerank else {})}
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
@@ -480,10 +481,11 @@ def _explanation(found: dict) -> Explanation:
 
 
 def _hits(rows: list[dict]) -> list[ServedHit]:
-    """A ranking's rows as hits; with ``with_text``, each carries its stored document."""
+    """A ranking's rows as hits; with ``with_text`` (or ``with_fields``), each carries its stored document (as much of
+    it as was asked for)."""
     hits = []
     for row in rows:
-        document = _document(row) if "text" in row else None
+        document = _document(row) if row.keys() & {"title", "text", "metadata"} else None
         hits.append(ServedHit(row["id"], row["score"], (lambda _, kept=document: kept) if document else None,
                               row.get("group"), row.get("highlights"), row.get("context"),
                               _explanation(row["explanation"]) if row.get("explanation") else None))

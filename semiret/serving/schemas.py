@@ -7,9 +7,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag, field_validator, model_validator
 
 from semiret.data.collection import document_id_problem, record_fields
+from semiret.indexes.filters import field_path
 from semiret.search import highlight as highlighting
 from semiret.types import UNMATCHED_REASONS
 
+HIT_FIELDS = ("title", "text", "metadata")
+"""What a hit's stored document is read as (``with_text``: all of them; ``with_fields``: those named)."""
 MAX_FRAGMENT_WORDS = 1000
 MAX_FRAGMENTS = 100
 UnmatchedReason = Literal[tuple(UNMATCHED_REASONS)]
@@ -101,6 +104,9 @@ class SearchRequest(BaseModel):
     offset: int = Field(0, ge=0, strict=True, description="Hits of each query to skip first, for the next page "
                         "of a ranking (OpenSearch's `from`): k hits from rank offset + 1 on.")
     with_text: bool = Field(False, description="Include each hit's stored title, text and metadata.")
+    with_fields: list[str] | None = Field(None, min_length=1, description="Include only these of each hit's stored "
+                                          "document (Qdrant's with_payload list, OpenSearch's _source): title, text, "
+                                          "metadata, or a metadata field (metadata.year, metadata.venue.name).")
     filter: dict[str, Any] | None = Field(None, description="Only documents whose stored metadata matches: "
                                           "{\"field\": value}, {\"field\": [any, of]}, {\"field\": {\"gte\": 1, "
                                           "\"lt\": 9}}, {\"field\": {\"exists\": true}}; several fields: all; "
@@ -156,6 +162,15 @@ class SearchRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")
+
+    @field_validator("with_fields")
+    @classmethod
+    def _document_fields(cls, fields):
+        for name in fields or ():
+            if name not in HIT_FIELDS and not (name.startswith("metadata.") and field_path(name[9:])):
+                raise ValueError(f"{name!r} is no field of a stored document: {', '.join(HIT_FIELDS)}, or "
+                                 "metadata.FIELD")
+        return fields
 
 
 class RecommendRequest(BaseModel):

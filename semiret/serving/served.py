@@ -22,6 +22,7 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.filters import checked_filter, documents_by_id, metadata_targets, passage_ids
+from semiret.serving.schemas import HIT_FIELDS
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.operators import query_filter, scored_text
@@ -135,13 +136,13 @@ class ServedIndex:
                 "search_options": search_options,
                 **{key: self.index.meta[key] for key in DOCUMENT_READING if self.index.meta.get(key)}}
 
-    def search(self, queries: list[str], k: int, options: dict, with_text: bool,
+    def search(self, queries: list[str], k: int, options: dict, with_text: bool | list[str],
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None,
                highlight: dict | None = None, picking: dict | None = None,
                context: int | None = None, explain: bool = False, operators: bool = False) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
-        ``with_text``; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
+        ``with_text``, those of them it lists where a list; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
         metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
         each with its ``highlights`` when ``highlight`` is given: the keyword arguments of
         :meth:`Retriever.highlight <semiret.search.retrievers.Retriever.highlight>`; picked by maximal marginal
@@ -500,17 +501,37 @@ def _stored(found, query: int, index, doc_ids: list[str]) -> dict:
             for doc_id, document in zip(ids, segment.documents(locals_))}
 
 
-def _rows(hits, with_text: bool, grouped: bool, stored: dict | None = None) -> list[dict]:
+def _rows(hits, with_text: bool | list[str], grouped: bool, stored: dict | None = None) -> list[dict]:
     """Hits as the API answers them: id and score (and group), with the stored title, text and metadata (from
-    ``stored``, the hits' documents by id, where given)."""
+    ``stored``, the hits' documents by id, where given); ``with_text`` a list (a search's ``with_fields``): only those
+    of them (``metadata.FIELD``: that field of the metadata, nested as stored)."""
     rows = []
+    fields = HIT_FIELDS if with_text is True else with_text or ()
     for hit in hits:
         row = {"id": hit.id, "score": hit.score, **({"group": hit.group} if grouped else {})}
-        if with_text:
+        if fields:
             document = hit.document if stored is None else stored.get(hit.id)
-            row["title"] = document.title if document is not None else None
-            row["text"] = document.text if document is not None else None
-            if document is not None and document.metadata:
-                row["metadata"] = document.metadata
+            for name in fields:
+                if name in ("title", "text"):
+                    row[name] = getattr(document, name) if document is not None else None
+                elif document is not None and document.metadata:
+                    _copy_field(document.metadata, row, name.split(".")[1:])
         rows.append(row)
     return rows
+
+
+def _copy_field(metadata: dict, row: dict, path: list[str]) -> None:
+    """``metadata`` (``path`` empty), or its value at ``path`` where it has one, into ``row["metadata"]`` at the same
+    place (a field inside a list of objects is not picked out: name the list)."""
+    value = metadata
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return
+        value = value[key]
+    if not path:
+        row["metadata"] = {**row.get("metadata", {}), **metadata}
+        return
+    node = row.setdefault("metadata", {})
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value

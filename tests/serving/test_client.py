@@ -368,3 +368,32 @@ def test_an_async_client_awaits_what_the_client_answers_and_calls_at_once(tmp_pa
             getattr(AsyncClient(), name)
     with pytest.raises(SemiretError, match="max_connections must be a whole number, at least 1"):
         AsyncClient(max_connections=0)
+
+
+def test_a_search_returns_only_the_fields_asked_for(tmp_path):
+    """``with_fields`` (Qdrant's with_payload list, OpenSearch's _source): a RAG app reading only the text and one
+    metadata field got every hit's whole document with ``with_text``."""
+    docs = [Document("a", "statins and the heart", "Statins", {"year": 2020, "venue": {"name": "v1", "city": "x"},
+                                                               "tags": ["t"]}),
+            Document("b", "statins lower cholesterol", metadata={"year": 2021})]
+    BM25Retriever.build(docs, tmp_path / "notes")
+    with LocalClient(create_app(ServeSettings({"notes": str(tmp_path / "notes")}, write_process=False))) as http:
+        def rows(fields):
+            answer = http.post("/indexes/notes/search", json={"queries": ["statins"], "with_fields": fields})
+            assert answer.status_code == 200, answer.text
+            return {row["id"]: {k: v for k, v in row.items() if k not in ("id", "score")}
+                    for row in answer.json()["results"][0]}
+        assert rows(["text"]) == {"a": {"text": "statins and the heart"}, "b": {"text": "statins lower cholesterol"}}
+        assert rows(["title", "metadata.venue.name", "metadata.year"]) == {
+            "a": {"title": "Statins", "metadata": {"venue": {"name": "v1"}, "year": 2020}},
+            "b": {"title": "", "metadata": {"year": 2021}}}  # (b has no venue: nothing of it)
+        assert rows(["metadata"])["a"] == {"metadata": docs[0].metadata}
+        whole = http.post("/indexes/notes/search", json={"queries": ["statins"], "with_text": True}).json()
+        assert rows(["title", "text", "metadata"]) == {row["id"]: {k: v for k, v in row.items()
+                                                                    if k not in ("id", "score")}
+                                                        for row in whole["results"][0]}
+        for bad in (["body"], ["metadata."], [], ["metadata..x"]):
+            refused = http.post("/indexes/notes/search", json={"queries": ["statins"], "with_fields": bad})
+            assert refused.status_code == 422, bad
+        hit = client_of(http).search("notes", "statins", with_fields=["metadata.year"])[0]
+        assert hit.metadata == {"year": 2020} and hit.text == ""
