@@ -22,12 +22,12 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
 from semiret.indexes.filters import checked_filter, documents_by_id, metadata_targets, passage_ids
-from semiret.serving.schemas import HIT_FIELDS
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.operators import query_filter, scored_text
 from semiret.search.retrievers import DOCUMENT_READING, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
+from semiret.serving.schemas import HIT_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +142,10 @@ class ServedIndex:
                highlight: dict | None = None, picking: dict | None = None,
                context: int | None = None, explain: bool = False, operators: bool = False) -> list[list[dict]]:
         """One list of hits per query, best first, all from one commit (stored title, text and metadata with
-        ``with_text``, those of them it lists where a list; only documents whose metadata passes ``filter``; from rank ``offset`` + 1 on; grouped by the
-        metadata field ``group_by``, ``k`` groups from the ``offset``-th on; none scoring below ``score_threshold``;
-        each with its ``highlights`` when ``highlight`` is given: the keyword arguments of
+        ``with_text``, those of them it lists where a list; only documents whose metadata passes ``filter``; from
+        rank ``offset`` + 1 on; grouped by the metadata field ``group_by``, ``k`` groups from the ``offset``-th on;
+        none scoring below ``score_threshold``; each with its ``highlights`` when ``highlight`` is given: the keyword
+        arguments of
         :meth:`Retriever.highlight <semiret.search.retrievers.Retriever.highlight>`; picked by maximal marginal
         relevance or boosted by metadata with ``picking``: ``{"diversity", "boost", "candidates"}``, as
         :meth:`Retriever.search` takes them; each
