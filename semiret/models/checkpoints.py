@@ -236,3 +236,12 @@ def check_adapted_corpus(model: str, documents: list) -> None:
         raise SemiretError(f"{model} was adapted to {adapted.get('corpus')} ({adapted['documents']} documents), and "
                            f"only {shared} of the first {len(documents)} documents indexed here belong to it: adapt it "
                            "to this corpus (semiret adapt --data ...) or index it with the model it started from")
+
+
+def sentence_transformers_normalizes(directory: Path) -> bool | None:
+    """Whether a sentence-transformers model directory's modules end its vectors with a ``Normalize`` (None: no
+    ``modules.json``, not such a directory)."""
+    modules = directory / "modules.json"
+    if not modules.is_file():
+        return None
+    return any(module.get("type", "").endswith("Normalize") for module in json.loads(modules.read_text()))

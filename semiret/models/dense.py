@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from semiret.errors import SemiretError
 from semiret.models.base import TextEncoder
+from semiret.models.checkpoints import sentence_transformers_normalizes
 from semiret.models.inputs import Batch
 from semiret.models.pooling import POOLINGS
 from semiret.data.packaged import model_directory
@@ -119,11 +120,12 @@ def sentence_transformers_defaults(directory: Path) -> dict:
     """Pooling, normalisation and length limit of a sentence-transformers directory ({} for others). A module semiret
     does not compute (a ``Dense`` projection, a pooling of another kind or of several kinds) is an error: the vectors
     would not be the model's (a CLS model saved by sentence-transformers 6 was read as mean-pooled)."""
-    modules_file = directory / "modules.json"
-    if not modules_file.is_file():
+    normalizes = sentence_transformers_normalizes(directory)
+    if normalizes is None:
         return {}
+    modules_file = directory / "modules.json"
     modules = json.loads(modules_file.read_text())
-    defaults = {"normalize": any(m.get("type", "").endswith("Normalize") for m in modules)}
+    defaults = {"normalize": normalizes}
     for module in modules:
         kind = module.get("type", "")
         config_file = directory / module.get("path", "") / "config.json"

@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
 
+from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex, check_tree_branching
 from semiret.indexes.tree_ann import BEAM
-from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, inference_free_document_threshold,
-                                        inference_free_lexical_prior, inference_free_token_weights, located,
-                                        model_reference, resolve_inference_free, token_weights_fingerprint)
+from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, encoder_family,
+                                        inference_free_document_threshold, inference_free_lexical_prior,
+                                        inference_free_token_weights, located, model_reference,
+                                        resolve_inference_free, sentence_transformers_normalizes,
+                                        token_weights_fingerprint)
 from semiret.search.lexical import IDFQueries
 from semiret.text.bm25 import LexicalPrior
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -347,8 +350,8 @@ class DenseDocuments(EncoderDocuments):
     def from_index(cls, index):
         side = super().from_index(index)
         side.index_dim = index.meta["dim"]
-        # an index from before prompts were recorded read its documents without any, whatever its model says
-        side.config = {"query_prompt": "", "document_prompt": "", **side.config}
+        if "query_prompt" not in side.config:  # an index from before prompts and similarities were read
+            side.config = {**_as_read_before_prompts(side.config["model"]), **side.config}
         return side
 
     def check_encoder(self, encoder) -> None:
@@ -367,7 +370,7 @@ class DenseDocuments(EncoderDocuments):
                                query_prompt=options.query_prompt, document_prompt=options.document_prompt)
         config = encoder_config("dense", options.model, encoder.max_length, encoder,
                                 precision=encoder.requested_precision, query_prompt=encoder.prompts["query"],
-                                document_prompt=encoder.prompts["document"])
+                                document_prompt=encoder.prompts["document"], normalize=encoder.normalize)
         side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
                             **({"hnsw_m": options.hnsw_m} if options.hnsw_m is not None else {})}
@@ -378,6 +381,21 @@ class DenseDocuments(EncoderDocuments):
 
     def encode(self, documents) -> Embeddings:
         return Embeddings([d.id for d in documents], self.encode_texts(documents), documents)
+
+
+def _as_read_before_prompts(model: str) -> dict:
+    """How semiret read a dense index's model before it read its sentence-transformers prompts and similarity (the
+    sixty-sixth session): no prompts, and a model folder's vectors normalised only where a ``Normalize`` module ends
+    it (a saved encoder records its own); so that its queries and added documents are read as its documents were."""
+    read = {"query_prompt": "", "document_prompt": ""}
+    if encoder_family(located(model)) is None:  # a model folder or hub id, not a saved encoder
+        try:
+            normalizes = sentence_transformers_normalizes(model_directory(located(model)))
+        except SemiretError:  # not available here: loading it will say so
+            normalizes = None
+        if normalizes is not None:
+            read["normalize"] = normalizes
+    return read
 
 
 @dataclass

@@ -266,10 +266,14 @@ def test_a_dense_index_reads_queries_and_documents_with_its_model_s_prompts(tmp_
     assert built.exit_code == 0, built.output
     unprompted = open_retriever(tmp_path / "none")
     np.testing.assert_allclose(unprompted.encode_query("cats"), plain.encode_query("cats"), atol=1e-5)
-    meta = tmp_path / "dense" / "meta.json"  # as an index from before prompts were read records its encoder
+    assert recorded["normalize"] is True  # its similarity: cosine
+    meta = tmp_path / "dense" / "meta.json"  # as an index from before prompts and similarities were read records it
     old = json.loads(meta.read_text())
-    for key in ("query_prompt", "document_prompt"):
+    for key in ("query_prompt", "document_prompt", "normalize"):
         del old["analyzer"][key]
     meta.write_text(json.dumps(old))
-    np.testing.assert_allclose(open_retriever(tmp_path / "dense").encode_query("cats"), plain.encode_query("cats"),
-                               atol=1e-5)
+    # read as then: no prompts, and no normalisation without a Normalize module, whatever the folder's config says
+    unnormalised = DenseEncoder.from_pretrained(str(folder), precision="float32", query_prompt="", document_prompt="",
+                                                normalize=False)
+    np.testing.assert_allclose(open_retriever(tmp_path / "dense").encode_query("cats"),
+                               unnormalised.encode_query("cats"), atol=1e-5)
