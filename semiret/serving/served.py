@@ -232,16 +232,12 @@ class ServedIndex:
 
     def document(self, doc_id: str) -> dict | None:
         """The stored document (only its id when the index keeps no texts), or None if there is no such id."""
-        self.refresh()
-        index = self.index.pinned()
-        document = documents_by_id(index, [doc_id]).get(doc_id)
-        if document is not None:
-            return document.to_record()
-        return {"_id": doc_id} if doc_id in index else None
+        found, _ = self.documents([doc_id])
+        return found[0] if found else None
 
     def documents(self, doc_ids: list[str]) -> tuple[list[dict], list[str]]:
-        """(the stored documents of those ids the index holds, in the order given, each once, as :meth:`document`
-        gives one; the ids it does not hold), from one commit."""
+        """(the stored documents of those ids the index holds, in the order given, each once, only its id where the
+        index keeps no texts; the ids it does not hold), from one commit."""
         self.refresh()
         index = self.index.pinned()
         wanted = list(dict.fromkeys(doc_ids))
