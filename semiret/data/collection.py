@@ -12,10 +12,12 @@ import itertools
 import json
 import logging
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem, surrogate_problem
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
@@ -30,6 +32,8 @@ MARCO v2 passages carry both ``pid`` and ``docid``, as ir_datasets and Pyserini 
 :data:`ID_FIELDS` (a query judged against a passage may name it). ``pid`` and ``passage_id`` stay fields
 ``metadata_fields`` can keep."""
 TEXT_FIELDS = ("text", "contents", "content", "body", "abstract", "passage", "query")
+VECTOR_FIELD = "vector"
+"""The field of a document's record (and of a query's, for ``--query-vectors``) holding an embedding of its own."""
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
 
@@ -37,14 +41,23 @@ MAX_DOC_CHARS = 1_000_000
 @dataclass(frozen=True, slots=True)
 class Document:
     """One corpus entry; ``full_text`` is what analyzers and encoders see. ``metadata`` (a JSON object, as in
-    BEIR's ``corpus.jsonl``) is stored with the text and never encoded: searches filter on it (``filter=``)."""
+    BEIR's ``corpus.jsonl``) is stored with the text and never encoded: searches filter on it (``filter=``).
+    ``vector``: an embedding the user brings (a corpus line's ``vector`` field), what the ``vectors`` retriever
+    indexes in place of encoding the text (other retrievers ignore it); held as float32, never stored with the
+    text."""
 
     id: str
     text: str
     title: str = ""
     metadata: dict | None = field(default=None, compare=False)
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.vector is not None:
+            try:
+                object.__setattr__(self, "vector", document_vector(self.vector, "its vector"))
+            except ValueError as exc:
+                raise SemiretError(f"document {self.id!r}: {exc}") from None
         if isinstance(self.id, str) and isinstance(self.text, str) and isinstance(self.title, str) \
                 and (self.metadata is None or isinstance(self.metadata, dict)):
             return  # the common case, at a corpus's every document: one test each
@@ -121,7 +134,7 @@ def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, objec
     doc_id, text, title = _pick(record, DOCUMENT_ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
     if doc_id is None:
         raise ValueError(f"missing id field (one of {', '.join(map(repr, DOCUMENT_ID_FIELDS))})")
-    if text is None and not title:
+    if text is None and not title and record.get(VECTOR_FIELD) is None:  # (a vector alone is a document to search)
         raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
     return doc_id, text, title
 
@@ -140,13 +153,35 @@ def record_fields(record: dict) -> dict:
                     "text": "" if text is None or text[1] is None else text[1]}
     if record.get("metadata"):
         fields_found["metadata"] = record["metadata"]
+    if record.get(VECTOR_FIELD) is not None:
+        fields_found[VECTOR_FIELD] = record[VECTOR_FIELD]
     return fields_found
+
+
+def document_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> np.ndarray:
+    """``value`` (a list of numbers, an array) as the float32 vector an index holds, checked: one dimension, at least
+    one number, all finite; anything else is a ValueError naming ``name`` (the field, or what holds it)."""
+    if isinstance(value, np.ndarray):
+        vector = value
+    elif isinstance(value, (list, tuple)):
+        wrong = next((i for i, x in enumerate(value) if not isinstance(x, numbers.Real) or isinstance(x, bool)), None)
+        if wrong is not None:
+            raise ValueError(f"{name} must hold numbers only, got {type(value[wrong]).__name__} at position {wrong}")
+        vector = np.asarray(value, dtype=np.float64)
+    else:
+        raise ValueError(f"{name} must be a list of numbers, got {type(value).__name__}")
+    if vector.ndim != 1 or not vector.size or not np.issubdtype(vector.dtype, np.number) or vector.dtype == bool:
+        raise ValueError(f"{name} must be a flat list of at least one number, got "
+                         + (f"shape {vector.shape}" if vector.size else "none"))
+    if not np.isfinite(vector).all():
+        raise ValueError(f"{name} holds NaN or an infinity")
+    return np.ascontiguousarray(vector, dtype=np.float32)
 
 
 EVERY_FIELD = "*"
 """As ``metadata_fields``: every field besides a document's id, text, title and metadata."""
-READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + ("title", "metadata"))
-"""The names of the fields a corpus reader reads as a document's id, text, title and metadata."""
+READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + ("title", "metadata", VECTOR_FIELD))
+"""The names of the fields a corpus reader reads as a document's id, text, title, metadata and vector."""
 
 
 def other_fields(names: Iterable[str], header: bool = False) -> list[str]:
@@ -191,7 +226,8 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
     if metadata:
         check_storable(metadata)
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
-                    _as_string("title", title, "title"), metadata)
+                    _as_string("title", title, "title"), metadata,
+                    None if record.get(VECTOR_FIELD) is None else document_vector(record[VECTOR_FIELD]))
 
 
 def as_document(item, position: int) -> Document:
@@ -613,6 +649,30 @@ def query_texts(queries) -> list[str]:
         if problem is not None:
             raise SemiretError(problem)
     return texts
+
+
+def query_vectors(queries) -> tuple[list[np.ndarray], bool] | None:
+    """A search's ``queries`` given as vectors (a dense index's, searched as they are; :func:`query_texts` reads
+    texts): a 1-D array or a list of numbers is one query, a 2-D array or a list of such lists a batch. Returns the
+    vectors checked (:func:`document_vector`) and whether one was given alone; None where ``queries`` are not
+    vectors."""
+    if isinstance(queries, np.ndarray):
+        if queries.ndim not in (1, 2):
+            raise SemiretError(f"query vectors are one vector or a matrix of them, one per row, got shape "
+                               f"{queries.shape}")
+        rows, single = ([queries], True) if queries.ndim == 1 else (list(queries), False)
+    elif isinstance(queries, (list, tuple)) and queries and not any(isinstance(q, str) for q in queries):
+        single = all(isinstance(q, numbers.Real) for q in queries)
+        rows = [queries] if single else list(queries)
+    else:
+        return None
+    vectors = []
+    for position, row in enumerate(rows):
+        try:
+            vectors.append(document_vector(row, "the query vector" if single else f"query vector {position}"))
+        except ValueError as exc:
+            raise SemiretError(str(exc)) from None
+    return vectors, single
 
 
 def read_queries(path: str | Path) -> dict[str, str]:

@@ -164,6 +164,9 @@ class DenseIndex(SegmentedIndex):
         ``tree_branching``: the ``tree`` structure's branching factor (default: the BEIR rule, depth 3)."""
         if kind != "dense":
             raise SemiretError(f"a dense index has kind 'dense', not {kind!r}")
+        if dim is None:
+            raise SemiretError("a dense index needs the dimension of its vectors (dim, --dim): none was given, and no "
+                               "document to take it from")
         if ann not in ANN_TYPES:
             raise SemiretError(f"unknown dense search structure {ann!r} (known: {', '.join(ANN_TYPES)})")
         if ann != "exact":

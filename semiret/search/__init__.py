@@ -1,5 +1,6 @@
 """Retrievers: an index plus a document side and a query side, registered by name
-(:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers."""
+(:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers, and the vectors
+retriever of embeddings brought by the user."""
 
 from semiret.search.gdr import GDRRetriever
 from semiret.search.hybrid import HybridRetriever
@@ -24,9 +25,10 @@ from semiret.search.semiparametric import (
     SiDRBetaRetriever,
     SiDRFullRetriever,
 )
+from semiret.search.vectors import VectorsRetriever
 
-__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide", "GDRRetriever",
-           "HybridRetriever",
-           "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever", "NailExhaustiveRetriever",
-           "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
-           "SiDRFullRetriever", "SpladeRetriever", "open_retriever", "register_retriever", "retriever_class"]
+__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide",
+           "GDRRetriever", "HybridRetriever", "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever",
+           "NailExhaustiveRetriever", "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
+           "SiDRFullRetriever", "SpladeRetriever", "VectorsRetriever", "open_retriever", "register_retriever",
+           "retriever_class"]

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
 
+import numpy as np
+
+from semiret.clustering.kmeans import unit_rows
 from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.indexes.dense import DenseIndex, check_tree_branching
@@ -299,22 +302,9 @@ class InferenceFreeRetriever(Retriever):
 
 # ---------------------------------------------------------------------------------------------- dense
 @dataclass
-class DenseDocumentOptions:
-    model: str = "minilm"
-    """Bi-encoder: a registry name (minilm), a directory or a hub id."""
-    max_length: int | None = None
-    """Truncate documents to this many tokens (default: the model's)."""
-    encode_batch_size: int = batch_size_field()
-    """Texts per encoder batch."""
-    precision: str | None = None
-    """Dense encoder arithmetic: float32, bfloat16 or auto (default: bfloat16 where the CPU computes it natively,
-    about twice as fast; a text's vector then depends slightly on the batch it is encoded in, up to about 1e-3 a
-    component, so a document added later or encoded again can score a little differently; float32 does not)."""
-    query_prompt: str | None = None
-    """Text put before each query (default: the query prompt of the model's sentence-transformers config, as E5's
-    "query: "; "" for none). The index records both prompts: its queries and added documents are read alike."""
-    document_prompt: str | None = None
-    """Text put before each document (default: the model's document, passage or corpus prompt; "" for none)."""
+class AnnOptions:
+    """How a dense index searches its vectors: what the dense and vectors retrievers build with."""
+
     ann: str = "exact"
     """Dense search structure: exact, flat, ivf, hnsw or tree (beam descent over a k-means tree of the corpus)."""
     nlist: int | None = None
@@ -332,6 +322,30 @@ class DenseDocumentOptions:
             if value is not None and value < least:
                 raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least {least}, got {value}")
         check_tree_branching(self.tree_branching)
+
+    def index_options(self) -> dict:
+        """The options as the dense index records them."""
+        return {"ann": self.ann, "nlist": self.nlist, "tree_branching": self.tree_branching,
+                **({"hnsw_m": self.hnsw_m} if self.hnsw_m is not None else {})}
+
+
+@dataclass
+class DenseDocumentOptions(AnnOptions):
+    model: str = "minilm"
+    """Bi-encoder: a registry name (minilm), a directory or a hub id."""
+    max_length: int | None = None
+    """Truncate documents to this many tokens (default: the model's)."""
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
+    precision: str | None = None
+    """Dense encoder arithmetic: float32, bfloat16 or auto (default: bfloat16 where the CPU computes it natively,
+    about twice as fast; a text's vector then depends slightly on the batch it is encoded in, up to about 1e-3 a
+    component, so a document added later or encoded again can score a little differently; float32 does not)."""
+    query_prompt: str | None = None
+    """Text put before each query (default: the query prompt of the model's sentence-transformers config, as E5's
+    "query: "; "" for none). The index records both prompts: its queries and added documents are read alike."""
+    document_prompt: str | None = None
+    """Text put before each document (default: the model's document, passage or corpus prompt; "" for none)."""
 
 
 class DenseDocuments(EncoderDocuments):
@@ -372,8 +386,7 @@ class DenseDocuments(EncoderDocuments):
                                 precision=encoder.requested_precision, query_prompt=encoder.prompts["query"],
                                 document_prompt=encoder.prompts["document"], normalize=encoder.normalize)
         side = cls(config, encoder, options.encode_batch_size)
-        side.ann_options = {"ann": options.ann, "nlist": options.nlist, "tree_branching": options.tree_branching,
-                            **({"hnsw_m": options.hnsw_m} if options.hnsw_m is not None else {})}
+        side.ann_options = options.index_options()
         return side
 
     def index_config(self) -> dict:
@@ -399,7 +412,9 @@ def _as_read_before_prompts(model: str) -> dict:
 
 
 @dataclass
-class DenseQueryOptions(EncoderQueryOptions):
+class AnnSearchOptions:
+    """How far an approximate dense search looks: what the dense and vectors retrievers search with."""
+
     nprobe: int = 16
     """IVF lists searched per query (--ann ivf)."""
     ef_search: int = 128
@@ -412,19 +427,52 @@ class DenseQueryOptions(EncoderQueryOptions):
             if getattr(self, name) < 1:
                 raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least 1, got {getattr(self, name)}")
 
+    def search(self, index, vectors, k: int, n_threads: int):
+        """``index``'s search of the query ``vectors`` (a matrix) with these options."""
+        return index.search(vectors, k=k, n_threads=n_threads, nprobe=self.nprobe, ef_search=self.ef_search,
+                            beam=self.beam)
+
+
+@dataclass
+class DenseQueryOptions(AnnSearchOptions):
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
+
 
 class DenseQueries(SiameseQueries):
     """Queries embedded by the index's own encoder; exact or ANN search by inner product."""
 
     Options = DenseQueryOptions
     family = "dense"
+    searches_vectors = True
 
     def encode_queries(self, texts):
         return self.documents.encoder.encode_query(texts, batch_size=self.options.encode_batch_size)
 
     def search(self, index, texts, k, n_threads):
-        return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, nprobe=self.options.nprobe,
-                            ef_search=self.options.ef_search, beam=self.options.beam)
+        if are_vectors(texts):  # vectors made elsewhere, read as the encoder's own queries are: normalised alike
+            normalize = self.documents.config.get("normalize")
+            vectors = given_vectors(texts, index, self.documents.encoder.normalize if normalize is None else normalize)
+        else:
+            vectors = self.encode_queries(texts)
+        return self.options.search(index, vectors, k, n_threads)
+
+
+def are_vectors(queries: list) -> bool:
+    """Whether a search's queries are vectors (:func:`~semiret.data.collection.query_vectors`), not texts."""
+    return bool(queries) and isinstance(queries[0], np.ndarray)
+
+
+def given_vectors(vectors: list[np.ndarray], index, normalize: bool) -> np.ndarray:
+    """Query vectors a search was given as the matrix a dense ``index`` searches: each of its dimension (else a clear
+    error), scaled to unit length where ``normalize`` (a cosine similarity; a zero vector then finds nothing)."""
+    dim = index.meta["dim"]
+    for position, vector in enumerate(vectors):
+        if len(vector) != dim:
+            raise SemiretError(f"{index.path} holds {dim}-dimensional vectors; query vector {position} has "
+                               f"{len(vector)}")
+    matrix = np.stack(vectors)
+    return unit_rows(matrix) if normalize else matrix
 
 
 @register_retriever

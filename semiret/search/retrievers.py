@@ -39,7 +39,8 @@ from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, Document, as_document, batched,
-                                     check_metadata_fields, corpus_file, iter_corpus, query_texts)
+                                     check_metadata_fields, corpus_file, iter_corpus, query_texts,
+                                     query_vectors)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
@@ -90,6 +91,9 @@ class DocumentSide(ABC):
     """Documents encoded per step while building (a step of the progress bar)."""
     buffer_mb: ClassVar[float] = DEFAULT_BUFFER_MB
     """A build's default buffer: MB of documents held before they are written as a segment (0: one segment)."""
+    takes_vectors: ClassVar[bool] = False
+    """True where the side indexes the vectors documents bring (:attr:`~semiret.data.collection.Document.vector`)
+    rather than their texts: their passages would share one vector, so it indexes whole documents only."""
 
     @classmethod
     @abstractmethod
@@ -137,6 +141,10 @@ class QuerySide(ABC):
     """True where :meth:`search` is :meth:`encode_queries` (sparse queries) then the inverted index's own search
     (approximations such as two-phase aside): ``hybrid`` can then add two such sides' postings in one pass.
     A subclass with a ``search`` of its own is False unless it says otherwise."""
+
+    searches_vectors: ClassVar[bool] = False
+    """True where :meth:`search` also takes query vectors in place of texts (a list of float32 arrays,
+    :func:`~semiret.data.collection.query_vectors`): the sides of a dense index."""
 
     reads_stored_texts: ClassVar[bool] = False
     """True where a search reads the index's stored documents (a re-ranking that embeds its candidates): a hybrid
@@ -319,6 +327,10 @@ class Retriever:
         chunking = Chunking.of(chunking)
         made_empty = isinstance(documents, (list, tuple)) and not documents  # asked for: nothing to warn of
         if chunking is not None:
+            if cls.documents.takes_vectors:
+                raise SemiretError(f"the {cls.name} retriever indexes the vector each document brings: its passages "
+                                   "would share that one vector (split the documents and embed each passage "
+                                   "yourself, then index them without --chunk-words)")
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "
                                    "stored texts to index passages")
@@ -792,7 +804,9 @@ class Retriever:
                candidates: int | None = None, boost: "Boost | dict | Sequence[dict] | None" = None,
                operators: bool = False, rerank: "Reranking | None" = None) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
-        hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. ``filter``: only
+        hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. Over a dense index
+        (retrievers ``dense``, ``vectors``) queries may be vectors instead, searched as they are: a 1-D array or a
+        list of numbers for one, a 2-D array (a row each) or a list of lists for a batch. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
         ``group_by``: ``k`` groups of hits by a metadata field's value (each hit's ``group``), each with its best
         ``group_size`` hits, groups by their best hit (Qdrant's search groups; ``"parent"`` over an index of
@@ -808,8 +822,12 @@ class Retriever:
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
         must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder
         (:class:`~semiret.search.rerank.Reranking`), each with its score; ``score_threshold`` then reads those."""
-        single = isinstance(queries, str)
-        texts = query_texts(queries)
+        vectors = query_vectors(queries)
+        if vectors is not None:
+            texts, single = vectors
+            self._check_vector_search(operators, rerank)
+        else:
+            single, texts = isinstance(queries, str), query_texts(queries)
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
@@ -863,6 +881,15 @@ class Retriever:
         if score_threshold is not None:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
+
+    def _check_vector_search(self, operators: bool, rerank) -> None:
+        """Refuse a search by query vectors that this retriever, or what it was asked to do, cannot make of them."""
+        if not self.query_side.searches_vectors:
+            raise SemiretError(f"{self.index.path} is searched by query texts (retriever {self.name}): query vectors "
+                               "are searched over a dense index (retrievers dense, vectors)")
+        if operators or rerank is not None:
+            raise SemiretError("a search by query vectors has no words: neither operators nor a cross-encoder's "
+                               "re-ranking (rerank, --cross-encoder) read it")
 
     def _checked_boost(self, boost) -> Boost | None:
         """``boost`` checked, and against the index: it needs stored metadata; its filters are checked as a
@@ -965,9 +992,6 @@ class Retriever:
             raise SemiretError("recommend needs at least one positive example (the id of a document in the index)")
         _check_count(k, "k")
         _check_count(n_threads, "n_threads (--threads)")
-        if not self.index.stores_texts:
-            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): "
-                               "recommend searches with the examples' texts")
         view = self.pinned()  # the examples and the searches from one commit
         texts, excluded = self._example_texts(view.index, positive + negative)
         depth = (k if len(texts) == 1 else max(FILTER_DEPTH, 4 * k)) + len(excluded)
@@ -988,6 +1012,9 @@ class Retriever:
     def _example_texts(self, index, examples: list[str]) -> tuple[list[str], set[str]]:
         """The texts of the documents ``examples`` name (a document of an index of passages: its passages joined),
         and the ids a recommendation leaves out (theirs, and their passages'); an id of none is an error."""
+        if not index.stores_texts:
+            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): "
+                               "recommend searches with the examples' texts")
         stored = index.get_documents(examples)
         texts, excluded = [], set(stored)
         for doc_id in examples:

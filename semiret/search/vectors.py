@@ -1,0 +1,154 @@
+"""Vectors the user brings (retriever ``vectors``): each document carries its own embedding (a corpus line's
+``vector`` field, :attr:`~semiret.data.collection.Document.vector`), made by any model outside semiret (an
+embedding API, another framework's model), and each query is a vector too (``search(array)``, ``--query-vectors``,
+the service's ``"vector"``). A dense index with no model, as a vector database's collection: exact or ANN search,
+filters, groups, boosts and the rest as over any dense index, and the index never loads torch.
+
+``similarity``: ``cosine`` (the default, as most embedding APIs mean their vectors to be compared; vectors scaled to
+unit length as they are added and searched, so scores are cosines) or ``dot`` (inner products of the vectors as
+given). The dimension is the first document's, or ``dim``; every later vector must have it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from semiret.clustering.kmeans import unit_rows
+from semiret.data.collection import VECTOR_FIELD, Document
+from semiret.errors import SemiretError, UnknownDocumentError
+from semiret.indexes.dense import DenseIndex
+from semiret.search.neural import AnnOptions, AnnSearchOptions, are_vectors, given_vectors
+from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+from semiret.types import Embeddings
+
+SIMILARITIES = ("cosine", "dot")
+
+
+@dataclass
+class VectorDocumentOptions(AnnOptions):
+    dim: int | None = None
+    """Dimension of the documents' vectors (default: the first document's; an index built empty needs it)."""
+    similarity: str = "cosine"
+    """How vectors compare: cosine (scaled to unit length as they are added and searched) or dot (inner product of
+    the vectors as given)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.similarity not in SIMILARITIES:
+            raise SemiretError(f"similarity (--similarity) is one of {', '.join(SIMILARITIES)}, got "
+                               f"{self.similarity!r}")
+        if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1):
+            raise SemiretError(f"dim (--dim) must be a whole number of at least 1, got {self.dim!r}")
+
+
+class VectorDocuments(DocumentSide):
+    """Documents' own vectors into a ``dense`` index, checked (each document has one, all of one dimension) and
+    scaled to unit length for the cosine similarity."""
+
+    Options = VectorDocumentOptions
+    index_kind = "dense"
+    index_class = DenseIndex
+    batch_size = 1024
+    takes_vectors = True
+
+    def __init__(self, config: dict, dim: int | None, ann_options: dict | None = None):
+        self.config, self.dim, self.ann_options = config, dim, ann_options or {}
+
+    @classmethod
+    def create(cls, options: VectorDocumentOptions):
+        return cls({"type": "vectors", "similarity": options.similarity}, options.dim, options.index_options())
+
+    @classmethod
+    def from_index(cls, index):
+        check_vectors_index(index)
+        return cls(index.meta["analyzer"], index.meta["dim"])
+
+    @property
+    def normalize(self) -> bool:
+        return self.config["similarity"] == "cosine"
+
+    def prepare(self, documents: list[Document]) -> None:
+        if self.dim is None:  # the dimension of the first document's vector, which every other must have
+            self.dim = len(_vector_of(documents[0]))
+
+    def index_config(self) -> dict:
+        return {"dim": self.dim, "analyzer": self.config, **self.ann_options}
+
+    def encode(self, documents: list[Document]) -> Embeddings:
+        for document in documents:
+            if len(_vector_of(document)) != self.dim:
+                raise SemiretError(f"document {document.id!r} has a {len(document.vector)}-dimensional vector; the "
+                                   f"index holds {self.dim}-dimensional ones")
+        vectors = np.stack([d.vector for d in documents]) if documents else np.zeros((0, self.dim), np.float32)
+        if self.normalize:
+            zero = np.flatnonzero(~vectors.any(axis=1))
+            if len(zero):
+                raise SemiretError(f"document {documents[zero[0]].id!r} has a zero vector, which has no cosine "
+                                   "with any other (index it with --similarity dot, or leave it out)")
+            vectors = unit_rows(vectors)
+        return Embeddings([d.id for d in documents], vectors, documents)
+
+
+def _vector_of(document: Document) -> np.ndarray:
+    if document.vector is None:
+        raise SemiretError(f"document {document.id!r} has no vector: an index of the vectors retriever holds the "
+                           f"vectors its documents bring (a corpus line's {VECTOR_FIELD!r} field, Document.vector)")
+    return document.vector
+
+
+def check_vectors_index(index) -> None:
+    if index.meta["analyzer"].get("type") != "vectors":
+        raise SemiretError(f"{index.path} was not built from documents' own vectors (retriever vectors) but by "
+                           f"{index.meta.get('retriever') or 'an encoder'}: search it with that retriever")
+
+
+class VectorQueries(QuerySide):
+    """Query vectors, searched as the index's documents were added: of its dimension, scaled for the cosine."""
+
+    Options = AnnSearchOptions
+    searches_vectors = True
+
+    def __init__(self, index, documents: VectorDocuments, options: AnnSearchOptions):
+        self.path, self.documents, self.options = index.path, documents, options
+
+    @classmethod
+    def reads(cls, index) -> bool:
+        return index.meta["analyzer"].get("type") == "vectors"
+
+    @classmethod
+    def open(cls, index, options, documents):
+        check_vectors_index(index)
+        return cls(index, documents, options)
+
+    def encode_queries(self, texts):
+        raise SemiretError(f"{self.path} holds the vectors its documents brought and has no model to embed query "
+                           "texts: search it with query vectors (search(array), --query-vectors FILE, the "
+                           "service's \"vector\")")
+
+    def search(self, index, texts, k, n_threads):
+        if texts and not are_vectors(texts):
+            self.encode_queries(texts)
+        vectors = given_vectors(texts, index, self.documents.normalize) if texts else \
+            np.zeros((0, index.meta["dim"]), np.float32)
+        return self.options.search(index, vectors, k, n_threads)
+
+
+@register_retriever
+class VectorsRetriever(Retriever):
+    """Documents and queries that bring their own vectors, in a dense index (exact, flat, ivf, hnsw or tree)."""
+
+    name = "vectors"
+    documents = VectorDocuments
+    queries = VectorQueries
+
+    def _example_texts(self, index, examples: list[str]) -> tuple[list[np.ndarray], set[str]]:
+        """A recommendation's examples as their vectors in the index (there is no model to read their texts)."""
+        vectors = []
+        for doc_id in examples:
+            vector = index.get_vector(doc_id)
+            if vector is None:
+                raise UnknownDocumentError(f"no document {doc_id!r} in {index.path} to recommend from", doc_id)
+            vectors.append(np.asarray(vector, dtype=np.float32))
+        return vectors, set(examples)
