@@ -238,6 +238,12 @@ def _boost_option():
                         "\"log1p\"}', '{\"filter\": {\"source\": \"pubmed\"}, \"weight\": 1.5}'.")
 
 
+def _query_vectors_option():
+    return typer.Option(None, help="Queries given as vectors made elsewhere instead: a JSONL file, one "
+                        "{\"_id\", \"vector\": [...]} a line, searched as they are over a dense index (retrievers "
+                        "vectors, dense).")
+
+
 def _cross_encoder_option():
     return typer.Option(None, help="Rank the best hits again by this cross-encoder (a folder or hub id: "
                         "cross-encoder/ms-marco-MiniLM-L-6-v2), reading the query and each hit's stored title and "
@@ -268,7 +274,23 @@ def _chunk_words_option():
 
 
 def _chunk_overlap_option():
-    return typer.Option(0, help="Words each passage shares with the one before it (with --chunk-words).")
+    return typer.Option(0, help="Words each passage shares with the one before it (with --chunk-words; tokens with "
+                                "--chunk-tokens; whole sentences of at most that many with --chunk-sentences).")
+
+
+def _chunk_tokens_option():
+    return typer.Option(None, help="As --chunk-words, passages of at most this many tokens of the index's model (its "
+                                   "tokenizer's count of each word; recorded, with its tokenizer).")
+
+
+def _chunk_sentences_option():
+    return typer.Option(False, help="Passages of whole sentences, as many as --chunk-words (--chunk-tokens) hold, "
+                                    "overlapping by whole sentences; a longer sentence is cut alone, by words.")
+
+
+def _chunk_tokenizer_option():
+    return typer.Option(None, help="With --chunk-tokens: count with this tokenizer (a registry name, model folder or "
+                                   "tokenizer.json) instead of the index's model's (BM25 has none).")
 
 
 def _encoding_threads_option():
@@ -311,7 +333,10 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
           shard: Optional[str] = typer.Option(None, help="Index only shard i/n of the corpus (the i-th of n "
                                               "contiguous slices, from 0); merge-shards joins the shards."),
           chunk_words: Optional[int] = _chunk_words_option(),
+          chunk_tokens: Optional[int] = _chunk_tokens_option(),
           chunk_overlap: int = _chunk_overlap_option(),
+          chunk_sentences: bool = _chunk_sentences_option(),
+          chunk_tokenizer: Optional[str] = _chunk_tokenizer_option(),
           threads: Optional[int] = _encoding_threads_option(),
           device: Optional[str] = _encoding_device_option(),
           backend: Optional[str] = _backend_option(),
@@ -337,7 +362,7 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
             documents, total, slice_record = read_shard(source, shard, fields)
             # what a build of the whole corpus takes its statistics from: every shard takes the same
             head = itertools.islice(iter_corpus(source, fields), retriever_class(retriever).documents.batch_size)
-        chunking = Chunking.of_options(chunk_words, chunk_overlap)
+        chunking = Chunking.of_options(chunk_words, chunk_overlap, chunk_sentences, chunk_tokens, chunk_tokenizer)
         built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                                  backend=_backend(backend, milvus_token), total=total,
                                                  chunking=chunking, buffer_mb=buffer_mb, corpus_head=head,
@@ -351,6 +376,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            k: int = typer.Option(10, "-k", help="Results per query."),
            queries: Optional[Path] = typer.Option(None, help="Search every query of a file instead (BEIR "
                                                   "queries.jsonl, a BEIR folder, or id<TAB>text), in one batch."),
+           query_vectors: Optional[Path] = _query_vectors_option(),
            run: Optional[Path] = typer.Option(None, help="Also write the results as a TREC run file (query ids from "
                                               "--queries; 1, 2, ... for queries given as arguments)."),
            threads: int = typer.Option(1, help="Threads searching a batch of queries."),
@@ -404,7 +430,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            options: dict = None):
     """Search an index: queries given as arguments, or a file of them (--queries), results as tables, JSON lines
     or a TREC run; or documents like some of the index's (--like)."""
-    from semiret.data.collection import read_queries
+    from semiret.data.collection import read_queries, read_query_vectors
     from semiret.data.trec import write_trec_run
     from semiret.files import check_output_file
     from semiret.search.highlight import ENCODERS
@@ -418,19 +444,23 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         raise SemiretError("--context gives each hit's context in the --json lines: give --json too, and a number "
                            f"of passages of at least 0 (got {context})")
     if like:
-        if (query or queries is not None or run is not None or group_by is not None or highlight
-                or diversity is not None or boost or operators or cross_encoder):
-            raise SemiretError("--like searches with the documents it names: give no queries, --queries, --run, "
-                               "--group-by, --highlight, --diversity, --boost, --operators or --cross-encoder with it")
+        if (query or queries is not None or query_vectors is not None or run is not None or group_by is not None
+                or highlight or diversity is not None or boost or operators or cross_encoder):
+            raise SemiretError("--like searches with the documents it names: give no queries, --queries, "
+                               "--query-vectors, --run, --group-by, --highlight, --diversity, --boost, --operators or "
+                               "--cross-encoder with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
-    elif bool(query) == (queries is not None):
-        raise SemiretError("give queries as arguments or a file of them with --queries (one of the two)")
+    elif bool(query) + (queries is not None) + (query_vectors is not None) != 1:
+        raise SemiretError("give queries as arguments, a file of them with --queries, or a file of query vectors "
+                           "with --query-vectors (one of the three)")
+    if query_vectors is not None and highlight:
+        raise SemiretError("--highlight marks a query's words in its hits: query vectors (--query-vectors) have none")
     if run is not None:
         if as_json:
             _alone_on_standard_output(run, "--run", "--json")
         check_output_file(run, "TREC run (--run)")
-        if queries is not None and not as_json and (highlight or with_text):
+        if (queries or query_vectors) is not None and not as_json and (highlight or with_text):
             raise SemiretError("a file of queries with --run writes the run alone: --highlight and --with-text show "
                                "in the --json lines (give --json too) or the tables (without --run)")
     _use_encoding_device(device)
@@ -443,26 +473,30 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         title = "like " + ", ".join(like) + (" and unlike " + ", ".join(unlike) if unlike else "")
         query_ids, texts, found = ["like"], [title], [hits]
     else:
-        named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
+        if query_vectors is not None:
+            named = read_query_vectors(query_vectors)
+        else:
+            named = read_queries(queries) if queries is not None else {str(n): text for n, text in enumerate(query, 1)}
         if not named:  # (an export that failed upstream: an empty run, exit 0, said nothing)
-            raise SemiretError(f"{queries}: no queries in it")
-        query_ids, texts = list(named), list(named.values())
-        found = searcher.search(texts, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
+            raise SemiretError(f"{queries or query_vectors}: no queries in it")
+        query_ids, searched = list(named), list(named.values())
+        texts = searched if query_vectors is None else [f"vector {query_id}" for query_id in query_ids]
+        found = searcher.search(searched, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
                                 score_threshold=score_threshold, diversity=diversity, candidates=candidates,
                                 boost=_boost(boost), operators=operators, rerank=rerank)
     if run is not None:
         write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
         if str(run) == "-" and not as_json:
             return  # the run is the output (tables after it, it read as no run)
-        if queries is not None and not as_json:
+        if (queries or query_vectors) is not None and not as_json:
             print(f"{len(texts)} queries searched, top {k} of each written to {run}", file=sys.stderr)
             return  # a file of queries: the run is the output, not a table per query
     for query_id, text, hits in zip(query_ids, texts, found):
         scored = scored_text(text, operators, searcher.query_side)  # what highlights mark
         read_with = query_filter(text, operators, wanted)  # the filter the search read it with
         if as_json:
-            asked = {"like": like, "unlike": unlike or []} if like else {"query": text}
-            print(json.dumps({**({"query_id": query_id} if queries is not None else {}), **asked,
+            asked = {"like": like, "unlike": unlike or []} if like else {"query": text} if query_vectors is None else {}
+            print(json.dumps({**({"query_id": query_id} if (queries or query_vectors) is not None else {}), **asked,
                               "hits": [{"id": h.id, "score": h.score, **({"group": h.group} if group_by else {}),
                                         **(_stored(h) if with_text else {}),
                                         **({"highlights": searcher.highlight(scored, h.id, filter=read_with,
@@ -1064,7 +1098,8 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
            milvus_token: Optional[str] = _milvus_token_option()):
     """Write an index's stored documents as a corpus file (BEIR corpus.jsonl lines, metadata included), which
     `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects.
-    From an index of passages, its documents joined again (words one space apart), as they were added."""
+    From an index of passages, its documents joined again (words one space apart), as they were added; from an index
+    of the vectors retriever, each with its vector."""
     from semiret import progress
     from semiret.files import check_output_file, write_output_text
     from semiret.indexes.filters import count_matching, joined_documents, matching_records
@@ -1080,6 +1115,8 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
         records, total = (document.to_json() for document in joined_documents(opened, spec)), None
     else:
         records, total = matching_records(opened, spec), count_matching(opened, spec)
+    if opened.meta["analyzer"].get("type") == "vectors":  # the documents' own vectors go with them (as searched)
+        records = (_with_vector(opened, record) for record in records)
     written = 0
 
     def lines():
@@ -1090,6 +1127,13 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
 
     write_output_text(out, lines())
     console.print(f"exported {_count(written, 'document')}" + (f" to {out}" if out != "-" else ""))
+
+
+def _with_vector(index, record: str) -> str:
+    """A stored document's JSON line with its vector as ``index`` holds it (scaled to unit length for a cosine)."""
+    read = json.loads(record)
+    read["vector"] = index.get_vector(read["_id"]).tolist()
+    return json.dumps(read, ensure_ascii=False)
 
 
 @app.command()
@@ -1375,6 +1419,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      split: str = typer.Option("test", help="Qrels split."),
                      queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file "
                                                              "(JSONL or id<TAB>text) instead of the folder's."),
+                     query_vectors: Optional[Path] = _query_vectors_option(),
                      qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file (TREC "
                                                            "or BEIR qrels) instead of the folder's qrels/SPLIT.tsv."),
                      retriever: Optional[str] = _retriever_option(None, "Retriever (default: the one --index was built "
@@ -1415,7 +1460,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, diversity=diversity,
                        candidates=candidates, boost=_boost(boost),
-                       rerank=_reranking(cross_encoder, cross_encoder_depth), **options)
+                       rerank=_reranking(cross_encoder, cross_encoder_depth), query_vectors_file=query_vectors,
+                       **options)
     if as_json:
         print(json.dumps(figures))
         return

@@ -699,6 +699,33 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return queries
 
 
+def read_query_vectors(path: str | Path) -> dict[str, np.ndarray]:
+    """Read queries given as vectors from a JSONL file (gzipped or not), one ``{"_id": ..., "vector": [...]}`` per
+    line (an ``id`` field of :data:`ID_FIELDS`; other fields, a text say, are left unread), as ``{id: vector}``; the
+    vectors all of one dimension. Errors name the file and line."""
+    path = Path(path)
+    if _delimiter(path):
+        raise DataFormatError(f"query vectors are read from JSONL (one {{\"_id\", \"{VECTOR_FIELD}\"}} object a "
+                              "line), not a table", path)
+    queries: dict[str, np.ndarray] = {}
+    for line, _, record in iter_jsonl(path):
+        try:
+            query_id = _required(record, ID_FIELDS, "id")
+            if record.get(VECTOR_FIELD) is None:
+                raise ValueError(f"missing {VECTOR_FIELD!r} field (the query's vector)")
+            vector = document_vector(record[VECTOR_FIELD])
+        except ValueError as exc:
+            raise DataFormatError(str(exc), path, line) from None
+        if query_id in queries:
+            raise DataFormatError(f"duplicate query id {query_id!r}", path, line)
+        first = next(iter(queries.values()), vector)
+        if len(vector) != len(first):
+            raise DataFormatError(f"a {len(vector)}-dimensional vector; the file's first is {len(first)}-dimensional",
+                                  path, line)
+        queries[query_id] = vector
+    return queries
+
+
 QRELS_HEADER = (("query-id", "query_id", "qid", "query"),
                 ("corpus-id", "corpus_id", "doc-id", "doc_id", "docid", "docno"),  # docno: TREC's own name
                 ("score", "relevance", "grade", "label", "rel", "judgment"))
@@ -785,6 +812,9 @@ class Collection:
     root: Path
     queries_file: Path | None = None
     qrels_file: Path | None = None
+    query_vectors: bool = False
+    """The queries file holds each query's vector, not its text (:func:`read_query_vectors`; ``--query-vectors``):
+    :meth:`queries` gives ``{id: vector}``, for a dense index searched by vectors made elsewhere."""
 
     def __post_init__(self):
         from semiret.data.paths import dataset
@@ -844,12 +874,13 @@ class Collection:
         return read_qrels(path)
 
     def queries(self, split: str | None = None) -> dict[str, str]:
-        """Queries, restricted to those judged in ``split`` when one is given.
+        """Queries (their vectors, with :attr:`query_vectors`), restricted to those judged in ``split`` when one is
+        given.
 
         Raises :class:`SemiretError` naming the qrels file when ``split`` judges no query with a text (an empty or
         header-only qrels file, or one whose queries are all missing from the queries file).
         """
-        queries = read_queries(self.queries_path)
+        queries = read_query_vectors(self.queries_path) if self.query_vectors else read_queries(self.queries_path)
         if split is None:
             return queries
         judged = self.qrels(split)

@@ -76,6 +76,20 @@ WEIGHTS_REPLACED = {"inference-free-scifact": "2026-11-25T01:06:17", "nail-scifa
 
 
 
+def located(model: str) -> str:
+    """Where a model an index recorded is now: a packaged checkpoint's short name, or a path into the packaged
+    checkpoints of another installation (an index built before
+    :func:`~semiret.models.checkpoints.model_reference` recorded names, in a virtual environment since made again),
+    is this installation's folder of that name; anything else as it is."""
+    path = Path(model)
+    shipped = PACKAGED_CHECKPOINTS / path.name
+    if len(path.parts) == 1 and path.name and shipped.is_dir():
+        return str(shipped)  # a name is what model_reference records for these only (a folder in the way or not)
+    if path.exists() or path.parts[-3:-1] != ("semiret", "checkpoints") or not shipped.is_dir():
+        return model
+    return str(shipped)
+
+
 def check_run_output(output: Path, protected: tuple[Path, ...] = (), command: str = "training") -> None:
     """Refuse, before any work, a run's ``--output`` folder that is a file, or that is (or lies inside, or holds)
     the packaged checkpoints or the installed Python packages (where registry models such as ``minilm`` live), or

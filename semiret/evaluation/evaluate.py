@@ -51,7 +51,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
              chunk_words: int | None = None, chunk_overlap: int = 0, diversity: float | None = None,
              candidates: int | None = None, boost: "dict | list[dict] | None" = None,
-             rerank: "Reranking | None" = None, **options) -> dict:
+             rerank: "Reranking | None" = None, query_vectors_file: str | Path | None = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -71,7 +71,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     them in the order picked, and ``options`` records both. ``boost``: the hits' scores boosted by their metadata
     (:mod:`semiret.search.boosting`), for what it does to relevance; ``options`` records it. ``rerank``: the
     best hits ranked again by a cross-encoder (:class:`~semiret.search.rerank.Reranking`); ``options`` records its
-    model and depth.
+    model and depth. ``query_vectors_file``: the queries as vectors made elsewhere
+    (:func:`~semiret.data.collection.read_query_vectors`; in place of ``queries_file``), searched as they are over a
+    dense index (retrievers ``vectors``, ``dense``).
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -100,7 +102,10 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         if given is not None and chunk_words is not None:
             raise SemiretError(f"{asked} with --chunk-words: passages are ranked by document (grouped by parent), "
                                f"which a {'diversified' if asked == '--diversity' else 're-ranked'} search does not do")
-    collection = Collection(data, queries_file, qrels_file)
+    if query_vectors_file is not None and queries_file is not None:
+        raise SemiretError("give the queries as texts (--queries) or as vectors (--query-vectors), not both")
+    collection = Collection(data, query_vectors_file or queries_file, qrels_file,
+                            query_vectors=query_vectors_file is not None)
     queries = collection.queries(split)
     qrels = searched_qrels(collection, split, queries)
     measure_objects = parse_measures(measures)
@@ -142,8 +147,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
         searcher = opened or open_retriever(index, retriever, backend=store, **search_options)
-        if chunking is not None and (searcher.chunking is None or (searcher.chunking.words, searcher.chunking.overlap)
-                                     != (chunking.words, chunking.overlap)):  # (an older index counts no characters)
+        if chunking is not None and (searcher.chunking is None or (searcher.chunking.words, searcher.chunking.overlap,
+                                                                   searcher.chunking.sentences)
+                                     != (chunking.words, chunking.overlap, False)):  # (older: counting no characters)
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
                                f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
@@ -210,8 +216,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
 
 
 def _passages(chunking: Chunking | None) -> str:
-    return "whole documents" if chunking is None else (f"passages of {chunking.words} words overlapping by "
-                                                       f"{chunking.overlap}")
+    return "whole documents" if chunking is None else chunking.describe()
 
 
 def _megabytes(size: int | None) -> float | None:

@@ -44,10 +44,11 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import regex
 
-from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
+from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD
 from semiret.data.collection import Document, check_storable
 from semiret.errors import SemiretError
 from semiret.text.analyzer import IDEOGRAPH, WORD, WORD_CHARACTER, normalised_text, plain_words
+from semiret.text.token_counts import recorded_chunking
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -1108,7 +1109,7 @@ def joined_documents(index, spec: dict | None = None) -> Iterator[Document]:
         passages = matching_documents(index, {PARENT_FIELD: parents}) if parents else iter(())
     if not hasattr(index, "segments"):  # Milvus gives its rows in id order (A#10 before A#2)
         passages = sorted(passages, key=lambda p: (p.metadata[PARENT_FIELD], p.metadata[CHUNK_FIELD]))
-    return Chunking.recorded(index.meta["chunking"]).documents(passages)
+    return recorded_chunking(index.meta["chunking"]).documents(passages)
 
 
 class Ordering:

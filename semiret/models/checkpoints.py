@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from semiret.data import packaged
+from semiret.data.packaged import located
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
 
@@ -112,19 +113,6 @@ def model_reference(model: str) -> str:
         return model
     resolved = path.resolve()
     return resolved.name if resolved.parent == packaged.PACKAGED_CHECKPOINTS.resolve() else str(resolved)
-
-
-def located(model: str) -> str:
-    """Where a model an index recorded is now: a packaged checkpoint's short name, or a path into the packaged
-    checkpoints of another installation (an index built before :func:`model_reference` recorded names, in a virtual
-    environment since made again), is this installation's folder of that name; anything else as it is."""
-    path = Path(model)
-    shipped = packaged.PACKAGED_CHECKPOINTS / path.name
-    if len(path.parts) == 1 and path.name and shipped.is_dir():
-        return str(shipped)  # a name is what model_reference records for these only (a folder in the way or not)
-    if path.exists() or path.parts[-3:-1] != ("semiret", "checkpoints") or not shipped.is_dir():
-        return model
-    return str(shipped)
 
 
 def replaced_weights(meta: dict) -> str | None:

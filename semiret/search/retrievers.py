@@ -64,7 +64,8 @@ from semiret.models.checkpoints import (ENCODER_FAMILIES, encoder_family, locate
 from semiret.text.acronyms import mine_abbreviations
 from semiret.text.analyzer import plain_words, word_being_typed
 from semiret.text.synonyms import escaped, read_synonyms
-from semiret.text.wordpiece import WordPieceVocabulary
+from semiret.text.token_counts import counted_for_index, recorded_chunking
+from semiret.text.wordpiece import WordPieceVocabulary, document_tokenizer
 from semiret.types import (DocumentPage, Explanation, Hit, Postings, SearchHits, Suggestion, SyncCounts, TermContribution,
                            TermWeight)
 
@@ -142,6 +143,8 @@ class QuerySide(ABC):
     (approximations such as two-phase aside): ``hybrid`` can then add two such sides' postings in one pass.
     A subclass with a ``search`` of its own is False unless it says otherwise."""
 
+    reads_texts: ClassVar[bool] = True
+    """False where the side searches query vectors only (an index of vectors brought by the user, no model)."""
     searches_vectors: ClassVar[bool] = False
     """True where :meth:`search` also takes query vectors in place of texts (a list of float32 arrays,
     :func:`~semiret.data.collection.query_vectors`): the sides of a dense index."""
@@ -308,10 +311,11 @@ class Retriever:
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
         ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`; a :class:`Chunking`, a dict of
-        its fields or a number of words), recorded in the index, so
-        that documents added later are split alike. ``buffer_mb``: the MB of documents a build holds in memory
-        before it writes them as a segment (default: the document side's ``buffer_mb``,
-        :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one segment), so
+        its fields or a number of words; a budget in tokens is counted by the tokenizer it names, else the
+        index's model's), recorded in the index, so that documents added later are split alike. ``buffer_mb``: the
+        MB of documents a build holds in memory before it writes them as a segment (default: the document side's
+        ``buffer_mb``, :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one
+        segment), so
         that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
         Milvus collection take no buffer (a hybrid's parts are written whole). ``corpus_head``: the first documents
         of the corpus ``documents`` are a shard of, whose first batch the document side takes its statistics from (a
@@ -334,7 +338,6 @@ class Retriever:
             if not store_texts:
                 raise SemiretError("passages find their documents by their stored metadata (parent): build with "
                                    "stored texts to index passages")
-            documents, total = chunking.split(documents), None
         store = resolve_backend(backend) or cls.documents.index_class
         writes_parts = "buffer_mb" in inspect.signature(store.build).parameters  # (a kind of another package's may not)
         if buffer_mb and not writes_parts:
@@ -352,6 +355,9 @@ class Retriever:
                                "it whole, or shard its neural retriever alone (index -r dense --shard i/n ...), merge "
                                "those shards and add BM25 beside them (semiret hybrid-index)")
         document_side = cls.documents.create(document_options)
+        if chunking is not None:  # (a budget in tokens: counted by the tokenizer the side reads documents with)
+            chunking = counted_for_index(chunking, document_side.index_config, cls.name)
+            documents, total = chunking.split(documents), None
         if writes_parts:  # a kind writing these options whole (quantized, a tree) refuses a buffer asked for, now
             config = document_side.index_config()
             if shard is not None and store.written_whole(config):
@@ -449,7 +455,7 @@ class Retriever:
     def chunking(self) -> Chunking | None:
         """How the index splits documents into passages (``build(chunking=...)``, ``--chunk-words``), or None."""
         recorded = self.index.meta.get("chunking")
-        return Chunking.recorded(recorded) if recorded else None
+        return recorded_chunking(recorded) if recorded else None
 
     def add(self, documents: Iterable[Document], replace: bool = False, buffer_mb: float | None = None,
             total: int | None = None) -> int:
@@ -885,8 +891,8 @@ class Retriever:
     def _check_vector_search(self, operators: bool, rerank) -> None:
         """Refuse a search by query vectors that this retriever, or what it was asked to do, cannot make of them."""
         if not self.query_side.searches_vectors:
-            raise SemiretError(f"{self.index.path} is searched by query texts (retriever {self.name}): query vectors "
-                               "are searched over a dense index (retrievers dense, vectors)")
+            raise SemiretError(f"{self.index.path} is searched by query texts (retriever {self.name}): queries must be "
+                               "strings; query vectors are searched over a dense index (retrievers dense, vectors)")
         if operators or rerank is not None:
             raise SemiretError("a search by query vectors has no words: neither operators nor a cross-encoder's "
                                "re-ranking (rerank, --cross-encoder) read it")
@@ -1064,7 +1070,7 @@ class Retriever:
         if self.chunking is not None:
             passages = self.chunking.passages(document)
             if len(passages) > 1:
-                raise SemiretError(f"{self.index.path} holds passages of {self.chunking.words} words, each indexed "
+                raise SemiretError(f"{self.index.path} holds {self.chunking.describe()}, each indexed "
                                    f"alone, and this text makes {len(passages)}: analyze one passage at a time")
         postings, names = view.document_side.analyze(document)
         terms = np.asarray(postings.terms)
@@ -1441,9 +1447,7 @@ def index_vocabulary(index) -> WordPieceVocabulary:
     if config.get("type") == "wordpiece":
         return WordPieceVocabulary(config["tokenizer"], max_length=config["max_length"], min_id=config["min_id"])
     if config.get("type") == "encoder":
-        model = located(config["model"])
-        documents = Path(model) / "document"  # a model of two encoders (SiDR's): the document encoder's tokens
-        return WordPieceVocabulary(str(documents) if (documents / "tokenizer.json").is_file() else model)
+        return WordPieceVocabulary(document_tokenizer(located(config["model"])))
     raise SemiretError(f"{index.path} was not built over a token vocabulary (its analyzer: {config.get('type')!r})")
 
 

@@ -108,6 +108,7 @@ class VectorQueries(QuerySide):
     """Query vectors, searched as the index's documents were added: of its dimension, scaled for the cosine."""
 
     Options = AnnSearchOptions
+    reads_texts = False
     searches_vectors = True
 
     def __init__(self, index, documents: VectorDocuments, options: AnnSearchOptions):

@@ -3,9 +3,10 @@
 =========================================  =========================================================
 ``GET /indexes``                           the served indexes, described
 ``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
-``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words", "chunk_overlap"}``: create an
+``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words" (or "chunk_tokens"),
+                                           "chunk_overlap", "chunk_sentences"}``: create an
                                            empty index in ``--data-dir`` (``DELETE``: delete one made there)
-``POST /indexes/{name}/search``            ``{"queries": [...], "k": 10, "offset", "filter", "group_by",
+``POST /indexes/{name}/search``            ``{"queries": [...] (or "vectors": [[...]]), "k": 10, "offset", "filter", "group_by",
                                            "group_size", "score_threshold", "highlight" (true, or
                                            ``{"fragment_words", "fragments", "tags", "encoder"}``), "diversity",
                                            "boost", "candidates", "context", "explain", "operators", "rerank"
@@ -13,6 +14,8 @@
                                            "options"}`` ->
                                            ``{"results": [[{"id", "score"}, ...], ...]}``
 ``GET /indexes/{name}/search?q=..&k=..``   the same for quick use (``q`` may repeat)
+``POST /indexes/{name}/search/batch``      ``{"searches": [search, ...]}``, each a body as above with settings of its own
+                                           -> ``{"searches": [{"results": ...}, ...]}``, in order
 ``POST /indexes/{name}/suggest``           ``{"text", "k", "filter"}`` -> completions of the word being typed
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
                                            "score_threshold", "with_text", "options"}`` -> documents like
@@ -121,6 +124,8 @@ from semiret.serving.schemas import (
     RecommendRequest,
     ScrollRequest,
     ScrollResponse,
+    SearchBatchRequest,
+    SearchBatchResponse,
     SearchRequest,
     SearchResponse,
     RerankOptions,
@@ -713,7 +718,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
         try:
-            chunking = Chunking.of_options(body.chunk_words, body.chunk_overlap)
+            chunking = Chunking.of_options(body.chunk_words, body.chunk_overlap, body.chunk_sentences,
+                                           body.chunk_tokens)
         except SemiretError as exc:
             raise validation_error(("body", "chunk_words"), str(exc), "chunking_invalid") from None
         try:
@@ -882,28 +888,57 @@ def create_app(settings: ServeSettings) -> FastAPI:
               tags=["search"], responses=_errors(401, 404, 413, 415, 503))
     async def search(body: SearchRequest, index: ServedIndex = Depends(readable)):
         started = time.perf_counter()
-        check_batch(len(body.queries), "queries")
-        k = body.k if "k" in body.model_fields_set else min(body.k, settings.max_k)
-        check_k(k, ("body", "k"))
+        check_batch(len(body.searched), "queries" if body.vectors is None else "vectors")
+        return await searched_by(body, index, started, ("body",))
+
+    @app.post("/indexes/{name}/search/batch", response_model=SearchBatchResponse, response_model_exclude_unset=True,
+              tags=["search"], responses=_errors(401, 404, 413, 415, 503))
+    async def search_batch(body: SearchBatchRequest, index: ServedIndex = Depends(readable)):
+        """Several searches, each with its own queries (or vectors) and settings (k, filter, groups, ...), answered
+        in order, all from the index as it stands (Qdrant's search batch, OpenSearch's ``_msearch``): one request for
+        a page's several differently filtered searches. The limits hold for the batch's queries and hits in all."""
+        started = time.perf_counter()
+        check_batch(sum(len(each.searched) for each in body.searches), "queries")
+        total = sum(len(each.searched) * (requested_k(each) + each.offset) * each.group_size for each in body.searches)
+        if total > settings.max_hits:
+            raise HTTPException(413, f"the batch's searches ask for {total:,} hits in all; the limit is "
+                                     f"{settings.max_hits:,} (--max-hits): send fewer searches a request")
+        answers = [await searched_by(each, index, time.perf_counter(), ("body", "searches", number))
+                   for number, each in enumerate(body.searches)]
+        return {"searches": answers, "took_ms": _milliseconds_since(started)}
+
+    def requested_k(body: SearchRequest) -> int:
+        """A search's k: as asked, else the default within the server's --max-k."""
+        return body.k if "k" in body.model_fields_set else min(body.k, settings.max_k)
+
+    async def searched_by(body: SearchRequest, index: ServedIndex, started: float, where: tuple) -> dict:
+        """A search's answer (``{"results", "took_ms"}``), its settings checked against the server's limits and the
+        index first, each error located at ``where`` in the request."""
+        searched = body.searched
+        if body.vectors is not None and not index.retriever.query_side.searches_vectors:
+            raise validation_error((*where, "vectors"), f"index {index.name!r} is searched by query texts (retriever "
+                                   f"{index.retriever.name}): query vectors search a dense index", "vectors_invalid")
+        k = requested_k(body)
+        check_k(k, (*where, "k"))
         if k + body.offset > settings.max_k:
-            raise validation_error(("body", "offset"), f"k + offset must be at most {settings.max_k} (--max-k)",
+            raise validation_error((*where, "offset"), f"k + offset must be at most {settings.max_k} (--max-k)",
                                    "less_than_equal")
         check_options(index, body.options)
         check_filter(body.filter)
         if body.group_by is None and body.group_size != 1:
-            raise validation_error(("body", "group_size"), "group_size is the hits of each group: give group_by too",
+            raise validation_error((*where, "group_size"), "group_size is the hits of each group: give group_by too",
                                    "group_size_invalid")
         if body.group_by is not None:
             try:
                 Grouping(body.group_by, body.group_size)
             except SemiretError as exc:
-                raise validation_error(("body", "group_by"), str(exc), "group_by_invalid") from None
+                raise validation_error((*where, "group_by"), str(exc), "group_by_invalid") from None
             if (k + body.offset) * body.group_size > settings.max_k:
-                raise validation_error(("body", "group_size"), f"(k + offset) x group_size, the hits a grouped search "
+                raise validation_error((*where, "group_size"), f"(k + offset) x group_size, the hits a grouped search "
                                        f"may read, must be at most {settings.max_k} (--max-k)", "less_than_equal")
-        check_hits(len(body.queries), (k + body.offset) * body.group_size)
+        check_hits(len(searched), (k + body.offset) * body.group_size)
         if body.candidates is not None and body.diversity is None and body.boost is None:
-            raise validation_error(("body", "candidates"), "candidates is for a diversified or boosted search: give "
+            raise validation_error((*where, "candidates"), "candidates is for a diversified or boosted search: give "
                                    "diversity or boost too", "candidates_invalid")
         picking = {}
         if body.boost is not None:
@@ -911,13 +946,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 check_filter_size(body.boost, "a boost")  # (its functions' filters together)
                 picking["boost"] = Boost(body.boost)
             except SemiretError as exc:
-                raise validation_error(("body", "boost"), str(exc), "boost_invalid") from None
+                raise validation_error((*where, "boost"), str(exc), "boost_invalid") from None
             if not index.index.stores_texts:
-                raise validation_error(("body", "boost"), f"index {index.name!r} keeps no stored documents: there is "
+                raise validation_error((*where, "boost"), f"index {index.name!r} keeps no stored documents: there is "
                                        "no metadata to boost by", "boost_invalid")
         if body.diversity is not None:
             if body.group_by is not None:
-                raise validation_error(("body", "diversity"), "a search is grouped (group_by) or diversified "
+                raise validation_error((*where, "diversity"), "a search is grouped (group_by) or diversified "
                                        "(diversity), not both", "diversity_invalid")
             picking["diversity"] = body.diversity
         if picking and (body.group_by is None or body.candidates is not None):
@@ -926,36 +961,36 @@ def create_app(settings: ServeSettings) -> FastAPI:
             candidates = body.candidates or min(candidate_depth(k, None, body.group_size if body.group_by else 1),
                                                 settings.max_k)
             if candidates > settings.max_k:
-                raise validation_error(("body", "candidates"), f"candidates must be at most {settings.max_k} "
+                raise validation_error((*where, "candidates"), f"candidates must be at most {settings.max_k} "
                                        "(--max-k)", "less_than_equal")
             if k + body.offset > candidates:  # pages of one ranking share their candidates
-                raise validation_error(("body", "candidates"), f"k + offset ({k + body.offset}) is more than the "
+                raise validation_error((*where, "candidates"), f"k + offset ({k + body.offset}) is more than the "
                                        f"{candidates} candidates hits are chosen from: give candidates, at least k + "
                                        "offset and the same for every page", "candidates_invalid")
             picking["candidates"] = candidates
         if body.rerank:
-            picking["rerank"] = _reranking(body, k, index, cross_encoder, settings.max_k)
-            check_hits(len(body.queries), picking["rerank"].depth)  # the pairs the cross-encoder reads
+            picking["rerank"] = _reranking(body, k, index, cross_encoder, settings.max_k, (*where, "rerank"))
+            check_hits(len(searched), picking["rerank"].depth)  # the pairs the cross-encoder reads
         highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
                      else {} if body.highlight else None)
         if highlight is not None and not index.index.stores_texts:
-            raise validation_error(("body", "highlight"), f"index {index.name!r} keeps no stored documents: there is "
+            raise validation_error((*where, "highlight"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to highlight", "highlight_invalid")
         if body.explain:
             try:
                 await run_in_threadpool(index.check_explainable, body.options)
             except SemiretError as exc:
-                raise validation_error(("body", "explain"), str(exc), "explain_invalid") from None
+                raise validation_error((*where, "explain"), str(exc), "explain_invalid") from None
         if body.context is not None and not index.index.stores_texts:
-            raise validation_error(("body", "context"), f"index {index.name!r} keeps no stored documents: there is "
+            raise validation_error((*where, "context"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to give as context", "context_invalid")
-        results = await _search(index, body.queries, k, body.options, body.with_fields or body.with_text, body.filter,
+        results = await _search(index, searched, k, body.options, body.with_fields or body.with_text, body.filter,
                                 body.offset, body.group_by, body.group_size, body.score_threshold, highlight, picking,
                                 body.context, body.explain, body.operators)
-        telemetry.queries.labels(index.name).inc(len(body.queries))
+        telemetry.queries.labels(index.name).inc(len(searched))
         took = _milliseconds_since(started)
-        _log_if_slow(settings.slow_query_ms, index.name, took, body.queries,
-                     body.model_dump(exclude_unset=True, exclude={"queries"}))
+        _log_if_slow(settings.slow_query_ms, index.name, took, searched,
+                     body.model_dump(exclude_unset=True, exclude={"queries", "vectors"}))
         return {"results": results, "took_ms": took}
 
     @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
@@ -1056,7 +1091,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                      f"or application/x-ndjson (one document per line)")
         check_batch(len(documents), "documents")
         _check_unique(documents)
-        upserted = await run_in_threadpool(index.upsert, [Document(d.id, d.text, d.title, d.metadata or None) for _, d in documents])
+        upserted = await run_in_threadpool(index.upsert, [Document(d.id, d.text, d.title, d.metadata or None, d.vector)
+                                                          for _, d in documents])
         return {"upserted": upserted}
 
     @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
@@ -1226,7 +1262,8 @@ def _inlined_schema(model) -> dict:
     return inline(schema)
 
 
-def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, max_k: int) -> Reranking:
+def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, max_k: int, where: tuple
+               ) -> Reranking:
     """The re-ranking a search asks for (``"rerank"``), by the server's cross-encoder, or a 422 saying why not."""
     depth = body.rerank.depth if isinstance(body.rerank, RerankOptions) else None
     depth = min(DEFAULT_RERANK_DEPTH, max_k) if depth is None else depth
@@ -1246,7 +1283,7 @@ def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, m
         problem = (f"k + offset ({k + body.offset}) is more than the {depth} hits ranked again: give a depth "
                    "({\"depth\": N}), at least k + offset and the same for every page")
     if problem is not None:
-        raise validation_error(("body", "rerank"), problem, "rerank_invalid")
+        raise validation_error(where, problem, "rerank_invalid")
     return Reranking(cross_encoder, depth)
 
 

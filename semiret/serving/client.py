@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from semiret.data.collection import Document, as_document, query_texts
+from semiret.data.collection import VECTOR_FIELD, Document, as_document, query_texts, query_vectors
 from semiret.data.ids import document_id_problem
 from semiret.errors import SemiretError
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, Suggestion, TermContribution, TermWeight
@@ -109,10 +109,14 @@ class Client:
         return self._call("GET", f"/indexes/{_name(index)}")
 
     def create_index(self, index: str, retriever: str = "bm25", options: dict | None = None,
-                     chunk_words: int | None = None, chunk_overlap: int = 0) -> dict:
-        """An empty index in the server's ``--data-dir`` (``options``: the retriever's index options)."""
+                     chunk_words: int | None = None, chunk_overlap: int = 0, chunk_tokens: int | None = None,
+                     chunk_sentences: bool = False) -> dict:
+        """An empty index in the server's ``--data-dir`` (``options``: the retriever's index options; ``chunk_*``:
+        its passages, as ``semiret index --chunk-*`` gives them)."""
         body = {"retriever": retriever, "options": options or {}, "chunk_overlap": chunk_overlap,
-                **({"chunk_words": chunk_words} if chunk_words is not None else {})}
+                **({"chunk_words": chunk_words} if chunk_words is not None else {}),
+                **({"chunk_tokens": chunk_tokens} if chunk_tokens is not None else {}),
+                **({"chunk_sentences": True} if chunk_sentences else {})}
         return self._call("PUT", f"/indexes/{_name(index)}", body)
 
     def restore_index(self, index: str, backup: str) -> dict:
@@ -204,7 +208,8 @@ class Client:
                boost: dict | list[dict] | None = None, operators: bool = False, rerank: bool | int = False,
                with_fields: list[str] | None = None, **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
-        best first, as ``Retriever.search``; ``options``: the retriever's search options (``two_phase="on"``, ...).
+        best first, as ``Retriever.search``; queries may be vectors, as there (an array, a list of numbers or of
+        lists of them), over a dense index; ``options``: the retriever's search options (``two_phase="on"``, ...).
         ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
         (``{"encoder": "html"}``). ``diversity``, ``boost``, ``candidates``: hits picked by maximal marginal
         relevance, scores boosted by the documents' metadata, as ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it; ``explain``:
@@ -212,15 +217,47 @@ class Client:
         ``-word`` read as a search box's; ``rerank``: the best hits (100, or this many) ranked again by the server's
         cross-encoder; ``with_fields``: only these of each hit's stored document (``title``, ``text``, ``metadata``,
         ``metadata.FIELD``). ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
-        one = isinstance(queries, str)
-        body = {"queries": query_texts(queries), "offset": offset, "with_text": with_text,
+        vectors = query_vectors(queries)
+        one = isinstance(queries, str) if vectors is None else vectors[1]
+        body = self._search_body(queries, k, filter, offset, with_text, group_by, group_size, score_threshold,
+                                 highlight, diversity, candidates, context, explain, boost, operators, rerank,
+                                 with_fields, **options)
+        results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
+        return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
+
+    @staticmethod
+    def _search_body(queries, k: int | None = None, filter: dict | None = None, offset: int = 0,
+                     with_text: bool = False, group_by: str | None = None, group_size: int = 1,
+                     score_threshold: float | None = None, highlight: bool | dict = False,
+                     diversity: float | None = None, candidates: int | None = None, context: int | None = None,
+                     explain: bool = False, boost: dict | list[dict] | None = None, operators: bool = False,
+                     rerank: bool | int = False, with_fields: list[str] | None = None, **options) -> dict:
+        """The body of ``POST .../search`` that :meth:`search`'s arguments ask for."""
+        vectors = query_vectors(queries)
+        searched = ({"queries": query_texts(queries)} if vectors is None
+                    else {"vectors": [vector.tolist() for vector in vectors[0]]})
+        return {**searched, "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
                          candidates=candidates, context=context, boost=boost, with_fields=with_fields),
                 **({"explain": True} if explain else {}), **({"operators": True} if operators else {}),
                 **({"rerank": {"depth": rerank} if rerank is not True else True} if rerank else {})}
-        results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
-        return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
+
+    def search_batch(self, index: str, searches: list[dict]) -> list[ServedSearchHits]:
+        """Several searches in one request, each a dict of :meth:`search`'s arguments (``{"queries": ..., "k": 5,
+        "filter": ...}``; ``queries`` a text, a list of them, or vectors), answered in order, each as the hits of its
+        queries (:class:`ServedSearchHits`)."""
+        bodies, groupings = [], []
+        for number, asked in enumerate(searches):
+            asked = dict(asked)
+            if "queries" not in asked:
+                raise SemiretError(f"search {number} of the batch names no queries")
+            queries, options = asked.pop("queries"), asked.pop("options", {})
+            bodies.append(self._search_body(queries, **asked, **options))
+            groupings.append((asked.get("group_by") is not None, asked.get("diversity") is not None))
+        answers = self._call("POST", f"/indexes/{_name(index)}/search/batch", {"searches": bodies})["searches"]
+        return [ServedSearchHits.of([_hits(hits) for hits in answer["results"]], *grouping)
+                for answer, grouping in zip(answers, groupings)]
 
     def recommend(self, index: str, positive: list[str], negative: list[str] = (), k: int | None = None,
                   filter: dict | None = None, with_text: bool = False, score_threshold: float | None = None
@@ -271,7 +308,7 @@ class Client:
                                        or batch_size < 1):
             raise SemiretError(f"batch_size is a positive number of documents a request, got {batch_size!r}")
         # (held in memory: every document is checked before the first is sent)
-        records = [as_document(document, position).to_record() for position, document in enumerate(documents)]
+        records = [_request_record(as_document(document, position)) for position, document in enumerate(documents)]
         first: dict[str, int] = {}
         sizes = []  # each record's bytes in a request's JSON (ASCII: this client escapes the rest)
         for position, record in enumerate(records):
@@ -461,6 +498,14 @@ def _repeatable(method: str, path: str) -> bool:
 def _name(name: str) -> str:
     """An index's or alias's name as a path segment."""
     return urllib.parse.quote(name, safe="")
+
+
+def _request_record(document: Document) -> dict:
+    """A document as an upsert request sends it: its record, and its own vector where it brings one."""
+    record = document.to_record()
+    if document.vector is not None:
+        record[VECTOR_FIELD] = document.vector.tolist()
+    return record
 
 
 def _given(**fields) -> dict:

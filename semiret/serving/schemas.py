@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Strict, StrictBool, Tag, field_validator,
+                      model_validator)
 
 from semiret.data.collection import document_id_problem, record_fields
 from semiret.indexes.filters import field_path
@@ -16,6 +17,8 @@ HIT_FIELDS = ("title", "text", "metadata")
 MAX_FRAGMENT_WORDS = 1000
 MAX_FRAGMENTS = 100
 UnmatchedReason = Literal[tuple(UNMATCHED_REASONS)]
+Vector = Annotated[list[Annotated[float, Strict(), Field(allow_inf_nan=False)]], Field(min_length=1)]
+"""A vector as JSON gives it: a list of at least one finite number (a string, true or NaN is a 422 naming its place)."""
 
 
 class DocumentIn(BaseModel):
@@ -30,6 +33,8 @@ class DocumentIn(BaseModel):
     text: str = ""
     metadata: dict[str, Any] | None = Field(None, description="Stored with the document, never encoded: what a "
                                             "search's filter reads.")
+    vector: Vector | None = Field(None, description="The document's own embedding, made elsewhere: what an index of "
+                                  "the vectors retriever holds of it (others ignore it); never stored with the text.")
 
     @field_validator("id")
     @classmethod
@@ -98,7 +103,11 @@ class RerankOptions(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    queries: list[str] = Field(description="Query texts; the answer has one list of hits per query.")
+    vectors: list[Vector] | None = Field(None, description="Query vectors instead of texts (one of the two), made "
+                                         "elsewhere and searched as they are: an index of the vectors retriever, or "
+                                         "any dense index of the vectors' dimension.")
+    queries: list[str] | None = Field(None, validate_default=True, description="Query texts; the answer has one "
+                                      "list of hits per query.")
     k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
                    "default 10, or the server's --max-k if lower.")
     offset: int = Field(0, ge=0, strict=True, description="Hits of each query to skip first, for the next page "
@@ -162,6 +171,28 @@ class SearchRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="Search options of the index's retriever (e.g. two_phase, min_idf: "
                                                 "see search_options of GET /indexes/{name}).")
+
+    @field_validator("queries")
+    @classmethod
+    def _queries_or_vectors(cls, queries, info):
+        """Query texts or vectors, one of the two (an error at ``queries``, where a client looks for it; ``vectors``
+        is read first to tell, and is missing from ``info.data`` when it was wrong: its own error says so)."""
+        if "vectors" in info.data and (queries is None) == (info.data["vectors"] is None):
+            raise ValueError("give the queries as texts (queries) or as vectors (vectors): one of the two")
+        return queries
+
+    @model_validator(mode="after")
+    def _vectors_have_no_words(self) -> "SearchRequest":
+        if self.vectors is not None:
+            words = [name for name in ("operators", "highlight", "explain", "rerank") if getattr(self, name)]
+            if words:
+                raise ValueError(f"query vectors have no words: {', '.join(words)} cannot read them")
+        return self
+
+    @property
+    def searched(self) -> list:
+        """What the search searches: the query texts, or the query vectors."""
+        return self.queries if self.queries is not None else self.vectors
 
     @field_validator("with_fields")
     @classmethod
@@ -303,6 +334,20 @@ class SearchResponse(BaseModel):
                                   "request's validation to its results (OpenSearch's `took`, Qdrant's `time`).")
 
 
+class SearchBatchRequest(BaseModel):
+    """``POST .../search/batch``: several searches, each with settings of its own, answered in order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    searches: list[SearchRequest] = Field(min_length=1, description="The searches, each as the body of "
+                                          "POST .../search.")
+
+
+class SearchBatchResponse(BaseModel):
+    searches: list[SearchResponse] = Field(description="Each search's answer, in the order asked.")
+    took_ms: float | None = Field(None, description="Milliseconds the server spent on the whole batch.")
+
+
 class DeleteRequest(BaseModel):
     """Ids to delete, or a filter on the documents' metadata (one of the two)."""
 
@@ -364,7 +409,11 @@ class CreateIndexRequest(BaseModel):
                                     "...; a model among those `semiret models` lists as installed).")
     chunk_words: int | None = Field(None, ge=1, strict=True, description="Split documents into passages of this many "
                                     "words (as `--chunk-words`).")
-    chunk_overlap: int = Field(0, ge=0, strict=True, description="Words shared by consecutive passages.")
+    chunk_tokens: int | None = Field(None, ge=1, strict=True, description="Or passages of this many tokens of the "
+                                     "index's model (as `--chunk-tokens`; not with chunk_words).")
+    chunk_overlap: int = Field(0, ge=0, strict=True, description="Words (tokens) shared by consecutive passages.")
+    chunk_sentences: bool = Field(False, strict=True, description="Passages of whole sentences, overlapping by whole "
+                                  "sentences (as `--chunk-sentences`).")
     from_backup: str | None = Field(None, description="Restore instead: the name of a backup in the server's "
                                     "--backup-dir (as GET /indexes/{name}/backups lists it), copied as the new index "
                                     "with its documents, retriever and options (none of the fields above with it).")

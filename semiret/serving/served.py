@@ -18,6 +18,8 @@ from collections import OrderedDict
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
+
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
@@ -118,9 +120,10 @@ class ServedIndex:
     def warm_up(self, searches: bool = True, writes: bool = False) -> None:
         """Compile the search kernels (numba) and load and run the document encoder, so the first requests
         do not pay for either. Words the trial encoding gave ids to are taken back."""
-        if searches:
-            self.retriever.search(["warm up"], k=1)
-        if writes:
+        if searches:  # (an index of vectors brought by the user reads no text: a vector of its own)
+            reads_texts = self.retriever.query_side.reads_texts
+            self.retriever.search(["warm up"] if reads_texts else np.ones((1, self.index.meta["dim"])), k=1)
+        if writes and not self.retriever.document_side.takes_vectors:  # (no model to load and run)
             try:
                 with self.index.writing():
                     self.retriever.document_side.encode([Document("warm-up", "warm up")])

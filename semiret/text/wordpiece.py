@@ -44,6 +44,13 @@ def resolve_tokenizer_file(name_or_path: str) -> Path:
     return candidate
 
 
+def document_tokenizer(model: str) -> str:
+    """Where the tokenizer a model reads documents with is: its own folder (or name), or, for a model of two encoders
+    (SiDR's), its document encoder's folder (``document/``)."""
+    documents = Path(model) / "document"
+    return str(documents) if (documents / "tokenizer.json").is_file() else model
+
+
 def tokenizer_fingerprint(name_or_path: str) -> str:
     """A short hash of a tokenizer's ``tokenizer.json``: an index records the one it was built with, so a query
     side can refuse to tokenize with another."""
@@ -167,6 +174,27 @@ class WordPieceVocabulary:
                 word_ids = cache[word] = self._tokenizer.encode(word, add_special_tokens=False).ids
             ids += word_ids
         return self._filtered(ids[: self.max_length] if self.max_length else ids)
+
+    def token_counts(self, words: list[str]) -> list[int]:
+        """The number of tokens each word is cut into (no special tokens added; every id counted, as the model reads
+        them all): a passage's size in tokens is its words' sum (``--chunk-tokens``), exactly so for tokenizers that
+        read each word alone (:attr:`word_local`), closely for the others. Each distinct word is tokenized once (the
+        new ones of a call in one batch, in Rust) and its count kept."""
+        counts = self._count_cache
+        known = [counts.get(word) for word in words]
+        missing = list(dict.fromkeys(word for word, count in zip(words, known) if count is None))
+        if not missing:
+            return known
+        new = {word: len(encoding.ids) for word, encoding in
+               zip(missing, self._tokenizer.encode_batch_fast(missing, add_special_tokens=False))}
+        if len(counts) + len(new) > WORD_CACHE_SIZE:
+            counts.clear()
+        counts.update(new)
+        return [new[word] if count is None else count for word, count in zip(words, known)]
+
+    @cached_property
+    def _count_cache(self) -> dict[str, int]:
+        return {}
 
     def _filtered(self, ids: list[int]) -> list[int]:
         excluded = self._excluded_ids  # a set: indexing the numpy mask per id costs more than the search

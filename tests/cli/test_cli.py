@@ -113,7 +113,7 @@ def test_a_file_of_queries_is_searched_into_a_trec_run(index_dir, tmp_path):
     invoke("search", "--index", index_dir, "--run", tmp_path / "args.trec", "cats and dogs", "mailman")
     assert set(read_trec_run(tmp_path / "args.trec")) == {"1", "2"}
     refused = invoke("search", "--index", index_dir, "--queries", queries, "cats", ok=False)
-    assert refused.exit_code == 2 and "one of the two" in refused.stderr
+    assert refused.exit_code == 2 and "one of the three" in refused.stderr
 
 
 def test_search_without_known_words(index_dir):
@@ -435,7 +435,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_index_as_it_was(tmp_path, index_
 
 def test_usage_errors_are_click_errors(index_dir):
     result = invoke("search", "--index", index_dir, ok=False)  # no query
-    assert result.exit_code == 2 and "give queries as arguments or a file of them with --queries" in result.stderr
+    assert result.exit_code == 2 and "give queries as arguments, a file of them with --queries, or a file of" in result.stderr
     result = invoke("search", index_dir, ok=False)  # no --index
     assert result.exit_code == 2 and "Missing option" in result.output
     assert invoke("--help").stdout.count("search") >= 1
@@ -684,3 +684,39 @@ def test_get_shows_stored_documents_by_id(tmp_path):
     assert runner.invoke(app, ["index", "--data", str(corpus), "--out", bare, "--no-store-texts"]).exit_code == 0
     refused = runner.invoke(app, ["get", "--index", bare, "a"])
     assert refused.exit_code != 0 and "keeps no stored documents" in refused.output
+
+
+def test_vectors_brought_by_a_corpus_searched_and_evaluated_by_query_vectors(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(12, 4))
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": f"d{i}", "text": f"document {i}", "kind": i % 2,
+                                                      "vector": v.tolist()} for i, v in enumerate(vectors)])
+    queries = write_jsonl(tmp_path / "vectors.jsonl", [{"_id": f"q{i}", "vector": (vectors[i] * 2).tolist()}
+                                                        for i in range(3)])
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(3)))
+    invoke("index", "-r", "vectors", "--data", corpus, "--out", tmp_path / "v", "--metadata-fields", "kind",
+           "--ann", "hnsw")
+    lines = json_lines(invoke("search", "--index", tmp_path / "v", "--query-vectors", queries, "-k", "1",
+                              "--json").stdout)
+    assert [(line["query_id"], line["hits"][0]["id"]) for line in lines] == [("q0", "d0"), ("q1", "d1"), ("q2", "d2")]
+    filtered = json_lines(invoke("search", "--index", tmp_path / "v", "--query-vectors", queries, "-k", "1",
+                                 "--filter", "kind=1", "--json").stdout)
+    assert filtered[0]["hits"][0]["id"] != "d0" and filtered[1]["hits"][0]["id"] == "d1"
+    figures = json.loads(invoke("eval", "--data", corpus, "--query-vectors", queries, "--qrels", qrels, "-r",
+                                "vectors", "--json").stdout)
+    assert figures["retriever"] == "vectors" and figures["queries"] == 3 and figures["nDCG@10"] == pytest.approx(1.0)
+    refused = invoke("search", "--index", tmp_path / "v", "a text", ok=False)
+    assert refused.exit_code != 0 and "no model to embed query texts" in refused.output
+    both = invoke("search", "--index", tmp_path / "v", "a text", "--query-vectors", queries, ok=False)
+    assert "one of the three" in both.output
+    (tmp_path / "bad.jsonl").write_text('{"_id": "q", "vector": [1, 2, 3, 4]}\n{"_id": "r", "vector": [1]}\n')
+    bad = invoke("search", "--index", tmp_path / "v", "--query-vectors", tmp_path / "bad.jsonl", ok=False)
+    assert "bad.jsonl:2" in bad.output and "1-dimensional" in bad.output
+    invoke("export", tmp_path / "v", "-o", tmp_path / "exported.jsonl")  # the vectors go too: it indexes again
+    exported = [json.loads(line) for line in (tmp_path / "exported.jsonl").read_text().splitlines()]
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.testing.assert_allclose([record["vector"] for record in exported], unit, rtol=1e-5)
+    invoke("index", "-r", "vectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again")

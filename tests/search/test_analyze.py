@@ -86,7 +86,7 @@ def test_an_index_of_passages_reads_one_passage_at_a_time(tmp_path):
                                     tmp_path / "passages", chunking=20)
     one = " ".join(f"word{i} statins" for i in range(10))
     assert len(retriever.analyze(one, side="document")) == 11
-    with pytest.raises(SemiretError, match="holds passages of 20 words, each indexed alone, and this text makes 3"):
+    with pytest.raises(SemiretError, match="holds passages of 20 words overlapping by 0, each indexed alone, and this text makes 3"):
         retriever.analyze(one + " " + one + " " + one, side="document")
     assert retriever.analyze(one + " " + one + " " + one)  # a query is one, whatever its length
     with pytest.raises(UnknownDocumentError, match="it is indexed as passages, long#0, long#1, long#2"):

@@ -1,11 +1,13 @@
 """Long documents as passages (`--chunk-words`) and grouped searches (`group_by`): windows of words, documents ranked by
 their best passage as the whole ranking grouped by hand, passages kept in step with their documents through add,
-replace and delete, `semiret eval --chunk-words`, and the service's `group_by`."""
+replace and delete, `semiret eval --chunk-words`, and the service's `group_by`; windows of whole sentences
+(`--chunk-sentences`) and of tokens (`--chunk-tokens`), recorded and cut alike after reopening."""
 
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -17,7 +19,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, open_retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import LocalClient, write_beir
+from helpers import LocalClient, client_of, write_beir
 
 WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep walrus".split()
 
@@ -414,3 +416,230 @@ def test_a_boosted_search_over_passages_finds_k_documents(tmp_path):
     assert len({hit.group for hit in found}) == 40
     chosen = retriever.search("statins heart", k=40, group_by="parent", boost=boost, candidates=100)
     assert len({hit.group for hit in chosen}) < 40  # 100 passages: about 6 documents' worth
+
+
+# ---------------------------------------------------------------------------------------------- sentences and tokens
+def _tiny_tokenizer(directory) -> str:
+    """A WordPiece tokenizer of a few words: "walrus", "seal" and "ice" are one token each, and each "x" after one
+    another ("sealxx": 3 tokens); any other word is [UNK], one token; "." and "!" one each."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "walrus", "seal", "ice", "##x", ".", "!"]
+    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocabulary)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return str(directory / "tokenizer.json")
+
+
+def _joined(chunking: Chunking, passages: list[Document]) -> str:
+    [document] = chunking.documents(passages)
+    return document.text
+
+
+@pytest.mark.parametrize("word, ends", [
+    ("it.", True), ("rats!", True), ("real?", True), ('said."', True), ("(end.)", True), ("3.5.", True),
+    ("2020.", True), ("etc.", True), ("東京。", True), ("好！", True), ("吗？", True), ("。」", True),
+    ("e.g.", False), ("i.e.", False), ("al.", False), ("Fig.", False), ("(Dr.", False), ("vs.", False),
+    ("U.S.", False), ("J.", False), ("3.5", False), ("e.g.,", False), ("word", False), ("東京", False)])
+def test_a_sentence_ends_at_its_mark_unless_an_abbreviation_holds_it(word, ends):
+    from semiret.data.chunking import ends_sentence
+
+    assert ends_sentence(word) is ends
+
+
+def test_sentences_are_packed_whole_and_overlap_by_whole_sentences():
+    """Sentences of 5, 3, 4, 3 (a paragraph without a mark) and 7 words in windows of 8 overlapping by up to 3: the
+    first two fill a window; the next repeats the second (3 words) before the third; the third (4 words) is too long
+    to repeat; "No mark here" would not leave the last sentence room, so it is not repeated either."""
+    text = ("Dr. Smith et al. came. We saw it. A fig. 2 moment.\n\nNo mark here\n\n"
+            "The end is near now, e.g. soon.")
+    chunking = Chunking(8, 3, sentences=True)
+    passages = chunking.passages(Document("d", text, "T"))
+    assert [p.text for p in passages] == ["Dr. Smith et al. came. We saw it.", "We saw it. A fig. 2 moment.",
+                                          "No mark here", "The end is near now, e.g. soon."]
+    assert [p.id for p in passages] == ["d#0", "d#1", "d#2", "d#3"]
+    assert [p.metadata for p in passages] == [{"parent": "d", "chunk": c} for c in range(4)]
+    assert {p.title for p in passages} == {"T"}
+    assert Chunking(8, 3).passages(Document("d", text))[1].text == "We saw it. A fig. 2 moment. No"  # (words)
+    assert _joined(chunking, passages) == " ".join(text.split())  # the overlaps left out
+    assert chunking.passages(Document("s", "One. Two.")) == [Document("s", "One. Two.",
+                                                                      metadata={"parent": "s", "chunk": 0})]
+    repeated = Chunking(3, 2, sentences=True)  # "xx yy." not repeated (it and the next would not fit): a new one
+    passages = repeated.passages(Document("r", "aa bb cc. xx yy. xx yy. zz."))
+    assert [p.text for p in passages] == ["aa bb cc.", "xx yy.", "xx yy. zz."]
+    assert _joined(repeated, passages) == "aa bb cc. xx yy. xx yy. zz."  # (the window before could have held "zz.")
+
+
+def test_chinese_and_japanese_sentences_end_at_their_full_width_marks():
+    text = "今日は晴れ。明日は雨！本当？"  # sentences of 6, 5 and 3 characters
+    passages = Chunking(8, 3, sentences=True).passages(Document("j", text))
+    assert [p.text for p in passages] == ["今日は晴れ。", "明日は雨！本当？"]
+    assert _joined(Chunking(8, 3, sentences=True), passages) == text
+
+
+def test_a_sentence_longer_than_the_budget_is_cut_alone_by_words():
+    text = "Short one. w0 w1 w2 w3 w4 w5 w6 w7 w8 w9. Tail here."
+    chunking = Chunking(4, 1, sentences=True)
+    passages = chunking.passages(Document("d", text))
+    assert [p.text for p in passages] == ["Short one.", "w0 w1 w2 w3", "w3 w4 w5 w6", "w6 w7 w8 w9.", "Tail here."]
+    assert max(len(p.text.split()) for p in passages) == 4
+    assert _joined(chunking, passages) == text
+
+
+def test_windows_of_tokens_count_each_word_s_tokens(tmp_path):
+    """Budgets of 5 tokens, overlapping by 2: "walrus sealxx" (1 + 3) leaves no room for "icexxx" (4), and "sealxx"
+    is over the overlap; "seal" (1) is repeated. A word over the budget ("icexxxxxx", 7) is a passage alone."""
+    from tokenizers import Tokenizer
+
+    from semiret.text.token_counts import counting
+
+    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    chunking = counting(Chunking(tokens=5, overlap=2, tokenizer=tokenizer))
+    text = "walrus sealxx icexxx seal walrusx ice"
+    passages = chunking.passages(Document("d", text))
+    assert [p.text for p in passages] == ["walrus sealxx", "icexxx seal", "seal walrusx ice"]
+    whole = Tokenizer.from_file(tokenizer)
+    assert [len(whole.encode(p.text, add_special_tokens=False).ids) for p in passages] == [4, 5, 4]
+    assert _joined(chunking, passages) == text
+    long = chunking.passages(Document("e", "seal icexxxxxx seal"))
+    assert [p.text for p in long] == ["seal", "icexxxxxx", "seal"] and _joined(chunking, long) == "seal icexxxxxx seal"
+    in_sentences = counting(Chunking(tokens=5, overlap=2, sentences=True, tokenizer=tokenizer))
+    sentences = in_sentences.passages(Document("f", "Seal ice. Walrusx ice! Sealxxx."))  # 3, 4 and 5 tokens
+    assert [p.text for p in sentences] == ["Seal ice.", "Walrusx ice!", "Sealxxx."]
+    with pytest.raises(SemiretError, match="counted by a tokenizer, which this chunking was given none of"):
+        Chunking(tokens=5, tokenizer=tokenizer).passages(Document("d", text))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Chunking.of_options(5, 0, tokens=5), "in words \\(--chunk-words\\) or in tokens \\(--chunk-tokens\\), "
+                                                  "not both"),
+    (lambda: Chunking.of_options(None, 0, sentences=True), "--chunk-sentences packs .*give --chunk-words too"),
+    (lambda: Chunking.of_options(None, 0, tokenizer="t"), "--chunk-tokenizer counts .*give --chunk-words too"),
+    (lambda: Chunking.of_options(5, 0, tokenizer="t"), "give --chunk-tokens, not --chunk-words"),
+    (lambda: Chunking(tokens=0), "at least one token \\(--chunk-tokens\\), got 0"),
+    (lambda: Chunking(tokens=5, overlap=5), "less than their 5 tokens, got 5"),
+    (lambda: Chunking(sentences=True), "passages need a budget"),
+])
+def test_bad_sentence_and_token_windows_are_refused(make, message):
+    with pytest.raises(SemiretError, match=message):
+        make()
+
+
+def test_an_old_record_reads_as_before_and_new_ones_round_trip():
+    old = Chunking.recorded({"words": 4, "overlap": 1})
+    assert old == Chunking(4, 1, spaceless=False) and not old.sentences and old.tokens is None
+    assert old.record() == {"words": 4, "overlap": 1, "spaceless": False}  # no new keys
+    assert Chunking(6, 2).record() == {"words": 6, "overlap": 2, "spaceless": True}
+    for new in (Chunking(6, 2, sentences=True), Chunking(tokens=9, overlap=3, tokenizer="t", tokenizer_fingerprint="f"),
+                Chunking(tokens=9, sentences=True, tokenizer="t", tokenizer_fingerprint="f")):
+        assert Chunking.recorded(new.record()) == new == Chunking.of(new.record())
+    assert Chunking(tokens=9, tokenizer="t").record() == {"tokens": 9, "tokenizer": "t", "tokenizer_fingerprint": None,
+                                                          "overlap": 0, "spaceless": True}
+
+
+def test_an_index_counts_with_its_own_tokenizer_and_cuts_added_documents_the_same(tmp_path):
+    """No tokenizer named: the index's (bag of tokens: its WordPiece tokenizer) counts, and is recorded with its
+    fingerprint; documents added after reopening are cut as a chunking of that record cuts them, and a tokenizer
+    changed since is refused before anything is added."""
+    from semiret.search import BagOfTokensRetriever
+    from semiret.text.token_counts import recorded_chunking
+    from semiret.text.wordpiece import tokenizer_fingerprint
+
+    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    first = Document("a", "Seal ice. Walrusx ice! Sealxxx.")
+    built = BagOfTokensRetriever.build([first], tmp_path / "index", tokenizer=tokenizer,
+                                       chunking=Chunking(tokens=5, overlap=2, sentences=True))
+    record = json.loads((tmp_path / "index" / "meta.json").read_text())["chunking"]
+    assert record == {"tokens": 5, "tokenizer": tokenizer, "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+                      "overlap": 2, "spaceless": True, "sentences": True}
+    assert built.index.n_docs == 3
+    reopened = open_retriever(tmp_path / "index")
+    assert reopened.chunking == Chunking.recorded(record)
+    added = Document("b", "walrus sealxx icexxx seal walrusx ice. Ice seal!")
+    assert reopened.add([added]) == 4
+    expected = recorded_chunking(record).passages(added)
+    assert sorted((p.id, p.text) for p in reopened.iter_documents({"parent": "b"})) == sorted(
+        (p.id, p.text) for p in expected)
+    assert [p.text for p in expected] == ["walrus sealxx", "icexxx seal", "seal walrusx ice.", "Ice seal!"]
+    assert reopened.get_document("b").text == added.text  # joined again, counting with the recorded tokenizer
+    Path(tokenizer).write_text(Path(tokenizer).read_text().replace('"##x"', '"##y"'))
+    with pytest.raises(SemiretError, match="tokenizer.json has changed since"):
+        open_retriever(tmp_path / "index").add([Document("c", "walrus " * 20)])
+    assert open_retriever(tmp_path / "index").count({"parent": "c"}) == 0
+
+
+def test_bm25_counts_tokens_only_with_a_tokenizer_named_and_a_hybrid_keeps_them(tmp_path):
+    from semiret.search import BagOfTokensRetriever, HybridRetriever
+
+    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    with pytest.raises(SemiretError, match="a bm25 index has no tokenizer: name the tokenizer that counts"):
+        BM25Retriever.build([Document("a", "seal")], tmp_path / "refused", chunking=Chunking(tokens=5))
+    assert not (tmp_path / "refused").exists()
+    text = "walrus sealxx icexxx seal walrusx ice"
+    named = BM25Retriever.build([Document("a", text)], tmp_path / "bm25",
+                                chunking={"tokens": 5, "overlap": 2, "tokenizer": tokenizer})
+    assert named.chunking.tokenizer == tokenizer and named.index.n_docs == 3 and named.get_document("a").text == text
+    BagOfTokensRetriever.build([Document("a", text)], tmp_path / "bot", tokenizer=tokenizer,
+                               chunking=Chunking(tokens=5, overlap=2))
+    hybrid = HybridRetriever.around(tmp_path / "bot", tmp_path / "hybrid")
+    assert hybrid.chunking == open_retriever(tmp_path / "bot").chunking and hybrid.chunking.tokenizer == tokenizer
+    assert hybrid.add([Document("b", "seal icexxxxxx seal")]) == 3 and hybrid.get_document("b").text == (
+        "seal icexxxxxx seal")
+
+
+def test_the_index_command_takes_sentences_and_tokens(tmp_path):
+    from semiret.text.wordpiece import tokenizer_fingerprint
+
+    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    data = write_beir(tmp_path / "beir", docs=[Document("a", "Seal ice. Walrusx ice! Sealxxx.")])
+    runner = CliRunner()
+    built = runner.invoke(app, ["index", "--data", str(data), "--out", str(tmp_path / "bot"), "-r", "bot",
+                                "--tokenizer", tokenizer, "--chunk-tokens", "5", "--chunk-overlap", "2",
+                                "--chunk-sentences"])
+    assert built.exit_code == 0, built.output
+    info = json.loads(runner.invoke(app, ["info", str(tmp_path / "bot")]).stdout)
+    assert info["chunking"] == {"tokens": 5, "tokenizer": tokenizer, "tokenizer_fingerprint": tokenizer_fingerprint(
+        tokenizer), "overlap": 2, "spaceless": True, "sentences": True}
+    assert open_retriever(tmp_path / "bot").count() == 3
+    named = runner.invoke(app, ["index", "--data", str(data), "--out", str(tmp_path / "bm25"), "--chunk-tokens", "5",
+                                "--chunk-tokenizer", tokenizer])
+    assert named.exit_code == 0, named.output
+    for flags, message in ((["--chunk-words", "5", "--chunk-tokens", "5"], "not both"),
+                           (["--chunk-sentences"], "give --chunk-words too"),
+                           (["--chunk-tokens", "5"], "has no tokenizer"),
+                           (["--chunk-tokens", "5", "--chunk-overlap", "5"], "less than their 5 tokens")):
+        refused = runner.invoke(app, ["index", "--data", str(data), "--out", str(tmp_path / "no"), *flags])
+        assert refused.exit_code != 0 and message in refused.output, (flags, refused.output)
+        assert not (tmp_path / "no").exists()
+
+
+def test_the_service_creates_indexes_of_sentences_and_tokens(tmp_path):
+    from semiret.text.token_counts import recorded_chunking
+    from semiret.text.wordpiece import tokenizer_fingerprint
+
+    settings = ServeSettings({}, data_dir=str(tmp_path / "data"), api_key="key", write_process=False)
+    key = {"X-API-Key": "key"}
+    with LocalClient(create_app(settings)) as client:
+        created = client.put("/indexes/t", headers=key, json={"retriever": "bot", "chunk_tokens": 8,
+                                                              "chunk_overlap": 2, "chunk_sentences": True})
+        assert created.status_code == 201, created.text
+        record = created.json()["chunking"]
+        assert record == {"tokens": 8, "tokenizer": "bert-base-uncased", "overlap": 2, "spaceless": True,
+                          "sentences": True, "tokenizer_fingerprint": tokenizer_fingerprint("bert-base-uncased")}
+        document = Document("d", "Statins lower cholesterol. They are cheap! Trials show it, e.g. in 2020. " * 3)
+        added = client.put("/indexes/t/documents", headers=key,
+                           json={"documents": [{"_id": "d", "text": document.text}]})
+        assert added.json()["upserted"] == len(recorded_chunking(record).passages(document)) > 1
+        made = client_of(client, api_key="key").create_index("c", "bot", chunk_tokens=8, chunk_overlap=2,
+                                                             chunk_sentences=True)
+        assert made["chunking"] == record  # the Python client asks for the same
+        for body, message in (({"chunk_words": 4, "chunk_tokens": 4}, "not both"),
+                              ({"chunk_sentences": True}, "give --chunk-words too"),
+                              ({"chunk_tokens": 4}, "a bm25 index has no tokenizer"),
+                              ({"chunk_tokens": 0}, "greater than or equal to 1"),
+                              ({"chunk_words": 4, "chunk_sentences": "yes"}, "valid boolean")):
+            refused = client.put("/indexes/u", headers=key, json=body)
+            assert refused.status_code == 422 and message in refused.text, (body, refused.text)
+        assert client.get("/indexes/u").status_code == 404

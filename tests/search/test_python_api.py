@@ -80,8 +80,8 @@ def test_an_index_without_a_path_lives_in_a_temporary_directory():
 
 def test_queries_must_be_strings(tmp_path):
     bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "idx")
-    with pytest.raises(SemiretError, match="queries must be strings, got int"):
-        bm25.search([1, 2])
+    with pytest.raises(SemiretError, match="by query texts \\(retriever bm25\\): queries must be strings; query vectors"):
+        bm25.search([1, 2])  # (numbers are a query vector, which a dense index takes)
     with pytest.raises(SemiretError, match="k must be at least 1"):
         bm25.search("cats", k=0)
     with pytest.raises(SemiretError, match="queries must be a string or a list of strings, got NoneType"):

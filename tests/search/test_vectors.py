@@ -89,7 +89,8 @@ def test_bad_vectors_are_refused_naming_the_document_and_the_index_is_untouched(
         with pytest.raises(SemiretError, match=message):
             retriever.add(bad)
     assert retriever.index.n_docs == 5
-    for bad, message in (([1.0, float("nan")], "NaN"), (np.zeros((2, 2, 2)), "shape"), ([[1.0, "a"]], "query vector 0 must hold numbers only")):
+    for bad, message in (([1.0, float("nan")], "NaN"), (np.zeros((2, 2, 2)), "shape"),
+                         ([[1.0, "a"]], "query vector 0 must hold numbers only")):
         with pytest.raises(SemiretError, match=message):
             retriever.search(bad)
     with pytest.raises(SemiretError, match="holds 8-dimensional vectors; query vector 0 has 3"):
@@ -117,7 +118,8 @@ def test_a_corpus_line_brings_its_vector_never_kept_as_metadata(tmp_path):
     assert [list(d.vector) for d in documents] == [[1, 0], [0, 1]]
     assert documents[0].metadata == {"source": "s"}
     corpus.write_text(json.dumps({"_id": "a", "text": "x", "vector": [1, "x"]}) + "\n")
-    with pytest.raises(DataFormatError, match=r"corpus.jsonl:1: field 'vector' must hold numbers only, got str at position 1"):
+    with pytest.raises(DataFormatError, match=r"corpus.jsonl:1: field 'vector' must hold numbers only, got str at "
+                                              "position 1"):
         list(iter_corpus(corpus))
 
 

@@ -397,3 +397,67 @@ def test_a_search_returns_only_the_fields_asked_for(tmp_path):
             assert refused.status_code == 422, bad
         hit = client_of(http).search("notes", "statins", with_fields=["metadata.year"])[0]
         assert hit.metadata == {"year": 2020} and hit.text == ""
+
+
+def test_vectors_brought_by_documents_and_queries_over_http(served):
+    import numpy as np
+
+    from semiret.search import VectorsRetriever
+
+    client, tmp_path = served
+    rng = np.random.default_rng(3)
+    documents = [Document(f"v{i}", f"text {i}", metadata={"kind": "odd" if i % 2 else "even"},
+                          vector=rng.normal(size=5)) for i in range(20)]
+    assert client.create_index("vectors", "vectors", {"dim": 5})["documents"] == 0
+    assert client.add("vectors", documents[:10]) == 10
+    assert client.add("vectors", [{**d.to_record(), "vector": d.vector.tolist()} for d in documents[10:]]) == 10
+    local = VectorsRetriever.build(documents, tmp_path / "local")
+    query = rng.normal(size=5)
+    served_hits = client.search("vectors", query, k=4, filter={"kind": "odd"})
+    local_hits = local.search(query, k=4, filter={"kind": "odd"})
+    assert [h.id for h in served_hits] == [h.id for h in local_hits]
+    assert [h.score for h in served_hits] == pytest.approx([h.score for h in local_hits], rel=1e-5)
+    batch = client.search("vectors", [documents[2].vector, list(documents[7].vector)], k=1)
+    assert batch.ids == [["v2"], ["v7"]]
+    for body, message in (({"vectors": [[1.0, 2.0]]}, "5-dimensional"),
+                          ({"vectors": [[1.0, "2"]]}, "valid number"),
+                          ({"queries": ["x"], "vectors": [[1.0] * 5]}, "one of the two"),
+                          ({"vectors": [[1.0] * 5], "highlight": True}, "highlight cannot read them"),
+                          ({"queries": ["text"]}, "no model to embed query texts")):
+        with pytest.raises(ServerError, match=message) as raised:
+            client._call("POST", "/indexes/vectors/search", body)
+        assert raised.value.status == 422
+    with pytest.raises(ServerError, match="'novector' has no vector") as raised:
+        client.add("vectors", [Document("novector", "text")])
+    assert client.count("vectors") == 20
+    client.create_index("words", "bm25")
+    client.add("words", DOCS)
+    with pytest.raises(ServerError, match="searched by query texts") as raised:
+        client.search("words", [0.1, 0.2])
+    assert raised.value.status == 422
+
+
+def test_a_batch_of_searches_each_with_its_own_settings(served):
+    client, tmp_path = served
+    client.create_index("notes", "bm25")
+    client.add("notes", DOCS)
+    local = BM25Retriever.build(DOCS, tmp_path / "local")
+    searches = [{"queries": "statins heart", "k": 2},
+                {"queries": ["statins", "memory"], "k": 1, "filter": {"kind": "odd"}},
+                {"queries": "heart", "k": 3, "group_by": "kind", "with_text": True}]
+    answers = client.search_batch("notes", searches)
+    assert answers[0].ids == [[h.id for h in local.search("statins heart", k=2)]]
+    assert answers[1].ids == local.search(["statins", "memory"], k=1, filter={"kind": "odd"}).ids
+    grouped = local.search("heart", k=3, group_by="kind")
+    assert answers[2].ids == [[h.id for h in grouped]] and answers[2][0][0].group == grouped[0].group
+    assert answers[2][0][0].text == DOCS[int(grouped[0].id[1:])].text
+    with pytest.raises(ServerError) as raised:  # a bad setting is named where it is in the batch
+        client._call("POST", "/indexes/notes/search/batch", {"searches": [{"queries": ["x"]},
+                                                                          {"queries": ["x"], "group_size": 2}]})
+    assert raised.value.status == 422 and "searches" in str(raised.value) and "group_size" in str(raised.value)
+    detail = client._transport("POST", client._base + "/indexes/notes/search/batch", b'{"searches": [{"queries": '
+                               b'["x"]}, {"queries": ["x"], "group_size": 2}]}', client._headers)[1]
+    assert '"loc":["body","searches",1,"group_size"]' in detail.decode()
+    with pytest.raises(ServerError) as raised:
+        client._call("POST", "/indexes/notes/search/batch", {"searches": [{"queries": ["x"], "k": 900}] * 112})
+    assert raised.value.status == 413 and "100,800 hits" in str(raised.value)  # each search within the limit
