@@ -32,6 +32,7 @@ ALLOWED = {
     "training": {"data", "types", "text", "models", "indexes", "search", "clustering"},
     "serving": {"data", "types", "text", "models", "indexes", "search", "clustering"},
     "methods": {"data", "types", "text", "models", "indexes", "search", "evaluation", "training", "clustering"},
+    "integrations": {"data", "types", "text", "models", "indexes", "search", "clustering", "serving"},
 }
 """The entry points (``cli``, ``demo``) may import anything; nothing may import them or a recipe (``methods``)
 except what sits above it."""

@@ -1,0 +1,72 @@
+"""semiret as a LangChain retriever, over an index in this process and over a server; LangChain's documents
+indexed by semiret."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document as LangChainDocument
+
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.integrations.langchain import SCORE_KEY, SemiretRetriever, semiret_documents
+from semiret.search import BM25Retriever
+from semiret.serving import ServeSettings, create_app
+
+from helpers import LocalClient, client_of
+
+DOCS = [Document(f"d{i}", text, title=f"Title {i}", metadata={"kind": "odd" if i % 2 else "even"})
+        for i, text in enumerate(["statins lower cholesterol", "aspirin and heart attacks", "statins and the heart",
+                                  "sleep and memory", "heart failure trials of statins"])]
+
+
+def test_an_index_answers_langchain_documents_as_its_search(tmp_path):
+    index = BM25Retriever.build(DOCS, tmp_path / "idx")
+    retriever = SemiretRetriever.from_index(tmp_path / "idx", k=2, filter={"kind": "even"})
+    found = retriever.invoke("statins heart")
+    expected = index.search("statins heart", k=2, filter={"kind": "even"})
+    assert [d.id for d in found] == [h.id for h in expected] and len(found) == 2
+    first = DOCS[int(found[0].id[1:])]
+    assert found[0].page_content == first.full_text and found[0].metadata["kind"] == "even"
+    assert found[0].metadata[SCORE_KEY] == pytest.approx(expected[0].score)
+    grouped = SemiretRetriever(searcher=index, k=2, search_kwargs={"group_by": "kind"}).invoke("heart")
+    assert {d.metadata["kind"] for d in grouped} == {"odd", "even"}
+
+
+def test_a_served_index_answers_as_the_local_one(tmp_path):
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
+    with LocalClient(create_app(settings)) as app_client:
+        client = client_of(LocalClient(app_client.app), api_key="key")
+        client.create_index("notes", "bm25")
+        client.add("notes", DOCS)
+        served = SemiretRetriever(searcher=client, index="notes", k=3).invoke("statins")
+        local = SemiretRetriever.from_index(BM25Retriever.build(DOCS, tmp_path / "local").index.path, k=3)
+        assert [(d.id, d.page_content, d.metadata) for d in served] == [
+            (d.id, d.page_content, {**d.metadata, SCORE_KEY: pytest.approx(d.metadata[SCORE_KEY])})
+            for d in local.invoke("statins")]
+
+
+def test_langchain_documents_are_indexed_by_their_ids(tmp_path):
+    loaded = [LangChainDocument(page_content="statins and the heart", metadata={"source": "a.txt", "page": 1}),
+              LangChainDocument(page_content="sleep and memory", metadata={"source": "b.txt"})]
+    documents = semiret_documents(loaded, id_key="source")
+    assert [(d.id, d.text, d.metadata) for d in documents] == [("a.txt", "statins and the heart", {"page": 1}),
+                                                              ("b.txt", "sleep and memory", None)]
+    index = BM25Retriever.build(documents, tmp_path / "idx")
+    assert SemiretRetriever(searcher=index, k=1).invoke("memory")[0].id == "b.txt"
+    with_ids = semiret_documents([LangChainDocument(id="x", page_content="text")])
+    assert with_ids[0].id == "x"
+    with pytest.raises(SemiretError, match="document 1 has no id and no metadata 'id'"):
+        semiret_documents([LangChainDocument(id="x", page_content="a"), LangChainDocument(page_content="b")])
+
+
+def test_a_retriever_is_made_of_what_it_can_search(tmp_path):
+    index = BM25Retriever.build(DOCS, tmp_path / "idx")
+    with pytest.raises(SemiretError, match="give index"):
+        SemiretRetriever(searcher=client_of(None, api_key="key"))
+    with pytest.raises(SemiretError, match="leave index out"):
+        SemiretRetriever(searcher=index, index="notes")
+    with pytest.raises(SemiretError, match="Retriever or Client, got str"):
+        SemiretRetriever(searcher="idx")
+    bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
+    with pytest.raises(SemiretError, match="no text to give LangChain"):
+        SemiretRetriever(searcher=bare)
