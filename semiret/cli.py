@@ -285,7 +285,9 @@ def _chunk_tokens_option():
 
 def _chunk_sentences_option():
     return typer.Option(False, help="Passages of whole sentences, as many as --chunk-words (--chunk-tokens) hold, "
-                                    "overlapping by whole sentences; a longer sentence is cut alone, by words.")
+                                    "overlapping by whole sentences; a longer sentence is cut alone, by words. "
+                                    "Passages of sentences or tokens also get metadata field chunk_start (the number "
+                                    "of their first word in the document).")
 
 
 def _chunk_tokenizer_option():
@@ -425,11 +427,19 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
            unlike: Optional[list[str]] = typer.Option(None, help="With --like: and unlike this document (its id; "
                                                       "repeat for more)."),
+           fuse_with: Optional[list[Path]] = typer.Option(None, help="Also search this index of the same corpus (its "
+                                                          "own retriever; repeat for more) and fuse the rankings "
+                                                          "(PyTerrier's bm25 + dense)."),
+           fuse_method: str = typer.Option("rrf", help="With --fuse-with: rrf, score (min-max normalised), zscore or "
+                                                        "dbsf."),
+           fuse_weight: Optional[list[float]] = typer.Option(None, help="With --fuse-with: each index's weight, "
+                                                             "--index's first (repeat; default: equal)."),
+           fuse_depth: int = typer.Option(100, help="With --fuse-with: the hits of each index fused (at least k)."),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
     """Search an index: queries given as arguments, or a file of them (--queries), results as tables, JSON lines
-    or a TREC run; or documents like some of the index's (--like)."""
+    or a TREC run; or documents like some of the index's (--like); or several indexes, fused (--fuse-with)."""
     from semiret.data.collection import read_queries, read_query_vectors
     from semiret.data.trec import write_trec_run
     from semiret.files import check_output_file
@@ -463,10 +473,21 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         if (queries or query_vectors) is not None and not as_json and (highlight or with_text):
             raise SemiretError("a file of queries with --run writes the run alone: --highlight and --with-text show "
                                "in the --json lines (give --json too) or the tables (without --run)")
+    if fuse_with:
+        asked = [flag for flag, given in (("--like", like), ("--query-vectors", query_vectors), ("--group-by", group_by),
+                                          ("--diversity", diversity), ("--boost", boost), ("--operators", operators),
+                                          ("--cross-encoder", cross_encoder)) if given]
+        if asked:
+            raise SemiretError(f"a fused search (--fuse-with) fuses plain searches: {', '.join(asked)} does not apply")
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None
     rerank = _reranking(cross_encoder, cross_encoder_depth)
+    if fuse_with:
+        from semiret.search.fused import FusedSearch
+
+        fused = FusedSearch([searcher, *(open_retriever(other) for other in fuse_with)], fuse_method, fuse_weight,
+                            fuse_depth)
     if like:
         hits = searcher.recommend(like, unlike or [], k=k, n_threads=threads, filter=wanted,
                                   score_threshold=score_threshold)
@@ -481,11 +502,15 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
             raise SemiretError(f"{queries or query_vectors}: no queries in it")
         query_ids, searched = list(named), list(named.values())
         texts = searched if query_vectors is None else [f"vector {query_id}" for query_id in query_ids]
-        found = searcher.search(searched, k=k, n_threads=threads, filter=wanted, group_by=group_by, group_size=group_size,
-                                score_threshold=score_threshold, diversity=diversity, candidates=candidates,
-                                boost=_boost(boost), operators=operators, rerank=rerank)
+        if fuse_with:
+            found = fused.search(searched, k=k, n_threads=threads, filter=wanted, score_threshold=score_threshold)
+        else:
+            found = searcher.search(searched, k=k, n_threads=threads, filter=wanted, group_by=group_by,
+                                    group_size=group_size, score_threshold=score_threshold, diversity=diversity,
+                                    candidates=candidates, boost=_boost(boost), operators=operators, rerank=rerank)
     if run is not None:
-        write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run, tag=searcher.name)
+        write_trec_run(found.as_run(query_ids, by_group=group_by is not None), run,
+                       tag="fused" if fuse_with else searcher.name)
         if str(run) == "-" and not as_json:
             return  # the run is the output (tables after it, it read as no run)
         if (queries or query_vectors) is not None and not as_json:
@@ -1434,7 +1459,10 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      test: str = _test_option(),
                      threads: int = typer.Option(1, help="Threads for the batch search."),
                      chunk_words: Optional[int] = _chunk_words_option(),
+                     chunk_tokens: Optional[int] = _chunk_tokens_option(),
                      chunk_overlap: int = _chunk_overlap_option(),
+                     chunk_sentences: bool = _chunk_sentences_option(),
+                     chunk_tokenizer: Optional[str] = _chunk_tokenizer_option(),
                      diversity: Optional[float] = typer.Option(None, help="From 0 to 1: the hits picked by maximal "
                                                                "marginal relevance (as search --diversity), to measure "
                                                                "what variety costs; the run ranks them as picked."),
@@ -1458,7 +1486,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
     figures = evaluate(dataset(str(data)), retriever, split=split, index=index, depth=depth, measures=measure,
                        run_path=run, rebuild=rebuild, n_threads=threads, baseline=baseline, test=test,
                        backend=_backend(backend, milvus_token), queries_file=queries_file, qrels_file=qrels_file,
-                       chunk_words=chunk_words, chunk_overlap=chunk_overlap, diversity=diversity,
+                       chunk_words=chunk_words, chunk_overlap=chunk_overlap, chunk_sentences=chunk_sentences,
+                       chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer, diversity=diversity,
                        candidates=candidates, boost=_boost(boost),
                        rerank=_reranking(cross_encoder, cross_encoder_depth), query_vectors_file=query_vectors,
                        **options)
@@ -1674,6 +1703,69 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
         table.add_row(name, f"{v['baseline'] + v['delta']:.4f}", f"{v['baseline']:.4f}",
                       _difference(v), f"{v['better']} / {v['worse']}")
     stdout.print(table)
+
+
+@app.command(name="mine-negatives")
+def mine_negatives(data: Path = typer.Option(..., help="A BEIR collection folder (or a name under shared/data)."),
+                   split: str = typer.Option("train", help="The qrels split whose judged pairs get negatives."),
+                   index: Optional[Path] = typer.Option(None, help="The index to mine with, of the collection's "
+                                                        "corpus, searched by its own retriever (default: BM25 over "
+                                                        "the corpus, built for the run and removed)."),
+                   out: str = typer.Option(..., "--out", "-o", help="The JSONL file of n-tuples to write (- : "
+                                           "standard output)."),
+                   negatives: int = typer.Option(5, help="Negatives per pair."),
+                   skip_top: int = typer.Option(0, help="Hits passed over first (likely relevant but unjudged: "
+                                                "sentence-transformers' range_min)."),
+                   depth: int = typer.Option(50, help="Hits searched per query (range_max)."),
+                   sampling: str = typer.Option("top", help="top (the best remaining hits) or random (drawn from "
+                                                "them, seeded)."),
+                   seed: int = typer.Option(0, help="Seed of the random sampling.")):
+    """Hard negatives of a collection's judged (query, positive) pairs, searched by an index: JSONL n-tuples (query,
+    positive, negative_1..n, texts and ids) as sentence-transformers' mine_hard_negatives writes them, for any
+    trainer; `semiret import-pairs` reads them back."""
+    import tempfile
+
+    from semiret import progress
+    from semiret.data.collection import Collection, count_documents
+    from semiret.files import check_output_file, write_output_text
+    from semiret.search import BM25Retriever
+    from semiret.search.retrievers import open_retriever
+    from semiret.training.miners import mined_tuples
+
+    check_output_file(out, "mined negatives (--out)")
+    collection = Collection(data)
+    queries, qrels = collection.queries(split), collection.qrels(split)
+    with tempfile.TemporaryDirectory(prefix="semiret-mine-") as scratch:
+        searcher = open_retriever(index) if index is not None else BM25Retriever.build(
+            collection.corpus(), Path(scratch) / "bm25", total=count_documents(collection.corpus_path))
+        tuples = mined_tuples(searcher, queries, qrels, negatives, skip_top, depth, sampling, seed)
+        written = 0
+
+        def lines():
+            nonlocal written
+            for record in progress.track(tuples, "mining negatives"):
+                written += 1
+                yield json.dumps(record, ensure_ascii=False) + "\n"
+
+        write_output_text(out, lines())
+    console.print(f"{written} pairs with their negatives" + (f" written to {out}" if out != "-" else ""))
+
+
+@app.command(name="import-pairs")
+def import_pairs(pairs: Path = typer.Argument(..., help="Training pairs: JSONL objects, or a TSV/CSV file, of a "
+                                              "query and a positive passage (and negatives), as sentence-transformers' "
+                                              "datasets hold them (anchor/positive/negative_1, query/positive/"
+                                              "negatives)."),
+                 out: Path = typer.Option(..., "--out", "-o", help="The BEIR collection folder to write."),
+                 split: str = typer.Option("train", help="The qrels split the pairs are written as."),
+                 overwrite: bool = typer.Option(False, help="Replace an existing folder.")):
+    """Write training pairs as a BEIR collection (corpus, queries, qrels) that every `semiret train` recipe and `semiret
+    eval` read: each distinct text one document or query, each positive judged 1, negatives in the corpus unjudged."""
+    from semiret.data.pairs import write_pairs_collection
+
+    counts = write_pairs_collection(pairs, out, split, overwrite)
+    console.print(f"{counts['pairs']} pairs: {counts['queries']} queries, {counts['documents']} documents, "
+                  f"{counts['judgements']} judgements in {out} (split {split})")
 
 
 @app.command()

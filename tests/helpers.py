@@ -32,6 +32,20 @@ def write_jsonl(path: Path, records) -> Path:
     return path
 
 
+def tiny_tokenizer(directory) -> str:
+    """A WordPiece tokenizer of a few words: "walrus", "seal" and "ice" are one token each, and each "x" after one
+    another ("sealxx": 3 tokens); any other word is [UNK], one token; "." and "!" one each."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "walrus", "seal", "ice", "##x", ".", "!"]
+    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocabulary)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return str(directory / "tokenizer.json")
+
+
 def write_beir(root: Path, docs=TINY_DOCS, queries=TINY_QUERIES, qrels=TINY_QRELS, split="test") -> Path:
     """A BEIR-layout collection folder."""
     root.mkdir(parents=True, exist_ok=True)

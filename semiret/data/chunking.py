@@ -3,8 +3,12 @@ so that a neural encoder, which reads a few hundred tokens, sees all of it; sear
 best passage (``search(..., group_by="parent")``: MaxP, Dai & Callan 2019).
 
 A passage keeps its document's title (its context in every window, not counted in the window's budget) and metadata,
-with two fields added: ``parent`` (the document's id) and ``chunk`` (its number, from 0). A document that fits in one
-window stays one passage with its own id; longer ones become ``ID#0``, ``ID#1``, ... Words are runs of non-space
+with two fields added: ``parent`` (the document's id) and ``chunk`` (its number, from 0); passages of sentences or of
+tokens, whose overlaps vary, a third: ``chunk_start``, the number of their first word among the document's words (as
+LangChain's ``add_start_index`` records a chunk's first character), so that they join back into their document exactly
+even where its text repeats itself at a window's edge. A document holding one of these fields is refused. A document
+that fits in one window stays one passage with its own id; longer ones become ``ID#0``, ``ID#1``, ... Words are runs of
+non-space
 characters, and each Chinese or Japanese character (Han, hiragana, katakana) one of its own, as those languages put
 no spaces between words: windows of words are model-agnostic (a word is about 1.3 WordPiece tokens in English text, a
 character about one).
@@ -39,8 +43,9 @@ from semiret.errors import SemiretError
 
 log = logging.getLogger(__name__)
 
-PARENT_FIELD, CHUNK_FIELD = "parent", "chunk"
-"""The metadata fields a passage gets: its document's id, and its number within the document."""
+PARENT_FIELD, CHUNK_FIELD, START_FIELD = "parent", "chunk", "chunk_start"
+"""The metadata fields a passage gets: its document's id, its number within the document, and (passages of sentences
+or tokens) the number of its first word among the document's words."""
 
 
 _SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}"
@@ -173,6 +178,17 @@ class Chunking:
     def _flag(self) -> str:
         return f"--chunk-{self.unit}"
 
+    @property
+    def records_starts(self) -> bool:
+        """Whether passages record where they start (``chunk_start``): those of sentences or tokens, whose overlaps
+        vary (windows of words overlap by ``overlap`` words, and their passages' metadata stays as it always was)."""
+        return self.sentences or self.tokens is not None
+
+    @property
+    def passage_fields(self) -> tuple[str, ...]:
+        """The metadata fields this chunking's passages get, which their documents may not hold."""
+        return (PARENT_FIELD, CHUNK_FIELD, START_FIELD) if self.records_starts else (PARENT_FIELD, CHUNK_FIELD)
+
     def describe(self) -> str:
         """The windows in words, for messages: "passages of 6 words overlapping by 2"."""
         counted = f" (by {self.tokenizer})" if self.tokenizer else ""
@@ -228,8 +244,8 @@ class Chunking:
         """The documents back from their passages, as an index stores them (each document's passages together, in
         order): a document's words joined again without the overlaps (its spacing: one space between words, where
         a window ends none beside a Chinese or Japanese character; a document of one window comes back as it was
-        given), its metadata without the passage fields. A passage
-        deleted on its own leaves its words out (the windows on both sides are joined whole)."""
+        given), its metadata without the passage fields. A passage deleted on its own leaves its words out (the
+        windows on both sides are joined whole; passages that record their starts, without what they share)."""
         parent, pieces, done, gapped = None, [], set(), []
         for passage in passages:
             owner = (passage.metadata or {}).get(PARENT_FIELD)
@@ -263,13 +279,17 @@ class Chunking:
                                f"{numbers}): export --passages")
         if numbers != list(range(len(numbers))):
             gapped.append(first.metadata[PARENT_FIELD])
-        metadata = {k: v for k, v in first.metadata.items() if k not in (PARENT_FIELD, CHUNK_FIELD)} or None
+        metadata = {k: v for k, v in first.metadata.items() if k not in self.passage_fields} or None
         if numbers == [0] and first.id == first.metadata[PARENT_FIELD]:  # a document of one window, as given
             return Document(first.id, first.text, first.title, metadata)
+        if self.records_starts and any(START_FIELD not in p.metadata for p in pieces):
+            raise SemiretError(f"the passages of {first.metadata[PARENT_FIELD]!r} do not record where they start "
+                               f"({START_FIELD}): they were cut before passages of sentences or tokens recorded it; "
+                               "rebuild the index")
         words = previous = _pieces(first.text, self.spaceless)
-        for before, passage in zip(numbers, pieces[1:]):
+        for before, passage in zip(pieces, pieces[1:]):
             following = _pieces(passage.text, self.spaceless)
-            shared = self._shared(previous, following) if passage.metadata[CHUNK_FIELD] == before + 1 else 0
+            shared = self._shared(before, len(previous), passage)
             previous = following
             if words and 0 < shared < len(following) and following[shared - 1] == (
                     words[-1] + " "):  # the overlap shows the space after the window's last word
@@ -281,20 +301,32 @@ class Chunking:
             words += following
         return Document(first.metadata[PARENT_FIELD], _text_of(words), first.title, metadata)
 
+    def _shared(self, before: Document, words_before: int, passage: Document) -> int:
+        """How many of ``passage``'s first words are the last of the passage ``before`` it (of ``words_before``
+        words): the words both cover, where passages record their starts; else (windows of words) ``overlap`` words
+        between consecutive passages, none across passages deleted on their own."""
+        if self.records_starts:
+            return max(before.metadata[START_FIELD] + words_before - passage.metadata[START_FIELD], 0)
+        return self.overlap if passage.metadata[CHUNK_FIELD] == before.metadata[CHUNK_FIELD] + 1 else 0
+
     def passages(self, document: Document) -> list[Document]:
         metadata = document.metadata or {}
-        taken = sorted({PARENT_FIELD, CHUNK_FIELD} & set(metadata))
+        taken = sorted(set(self.passage_fields) & set(metadata))
         if taken:
             raise SemiretError(f"document {document.id!r} has metadata field(s) {', '.join(taken)}, which its "
                                "passages' metadata would hold: rename them, or index the documents whole")
         words = _pieces(document.text, self.spaceless)
         windows = self._windows(words, document.text) if words else []
         if len(windows) <= 1:
-            return [Document(document.id, document.text, document.title, {**metadata, PARENT_FIELD: document.id,
-                                                                          CHUNK_FIELD: 0})]
+            return [Document(document.id, document.text, document.title,
+                             {**metadata, **self._fields(document.id, 0, 0)})]
         return [Document(f"{document.id}#{number}", _text_of(words[start:stop]), document.title,
-                         {**metadata, PARENT_FIELD: document.id, CHUNK_FIELD: number})
+                         {**metadata, **self._fields(document.id, number, start)})
                 for number, (start, stop) in enumerate(windows)]
+
+    def _fields(self, parent: str, number: int, start: int) -> dict:
+        """A passage's own metadata fields (:attr:`passage_fields`): its document, its number, where it starts."""
+        return {PARENT_FIELD: parent, CHUNK_FIELD: number, **({START_FIELD: start} if self.records_starts else {})}
 
     def _sizes(self, pieces: list[str]) -> list[int]:
         """What each word weighs in a window's budget: 1, or its tokens."""
@@ -323,20 +355,3 @@ class Chunking:
                 windows += [(run[first][0], run[last - 1][1]) for first, last in
                             _packed([totals[end] - totals[begin] for begin, end in run], self.budget, self.overlap)]
         return windows
-
-    def _shared(self, previous: list[str], following: list[str]) -> int:
-        """How many of a window's first words are its overlap with the window before it (``previous``): the most that
-        repeat that window's last words, within the overlap's budget, short of the whole window, and such that the
-        window before could not have held the rest (the chunking moved on because its next unit did not fit). Windows
-        of words overlap by exactly ``overlap`` words; others by whole sentences, or words of some tokens, dropped
-        where the next sentence or word would not fit beside them: a text that repeats itself just there may still
-        join back with those words once."""
-        most = min(len(following) - 1, len(previous))
-        if not self.overlap or most < 1:
-            return 0
-        sizes = self._sizes(following)
-        totals = list(itertools.accumulate(sizes))
-        room = self.budget - sum(self._sizes(previous))
-        return next((count for count in range(bisect_right(totals, self.overlap, 0, most), 0, -1)
-                     if totals[-1] - totals[count - 1] > room
-                     and [w.rstrip() for w in previous[-count:]] == [w.rstrip() for w in following[:count]]), 0)

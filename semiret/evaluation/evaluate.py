@@ -26,6 +26,7 @@ from semiret.search.diversity import Diversity
 from semiret.search.rerank import Reranking
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 from semiret.text.bm25 import BM25Parameters
+from semiret.text.token_counts import recorded_tokenizer
 
 log = logging.getLogger(__name__)
 LATENCY_QUERIES = 200
@@ -49,7 +50,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              rebuild: bool = False, n_threads: int = 1, baseline: str | Path | None = None, test: str = "t",
              backend=None,
              queries_file: str | Path | None = None, qrels_file: str | Path | None = None,
-             chunk_words: int | None = None, chunk_overlap: int = 0, diversity: float | None = None,
+             chunk_words: int | None = None, chunk_overlap: int = 0, chunk_sentences: bool = False,
+             chunk_tokens: int | None = None, chunk_tokenizer: str | None = None, diversity: float | None = None,
              candidates: int | None = None, boost: "dict | list[dict] | None" = None,
              rerank: "Reranking | None" = None, query_vectors_file: str | Path | None = None, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
@@ -59,21 +61,22 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     :data:`DEFAULT_RETRIEVER`; an open :class:`~semiret.search.retrievers.Retriever` (one of your own, say) is
     evaluated as it is, over its index (no ``index``, ``rebuild`` or options then).
     The figures name the retriever's ``options`` that shaped them (those of the index only when it was built here).
-    ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by
-    query (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
+    ``baseline``: a TREC run (say, BM25's, written by an earlier ``run_path``) to compare against query by query
+    (:func:`~semiret.evaluation.significance.compare_runs`), under ``vs_baseline``. With a ``backend``
     (``milvus:URI``), ``index`` names a Milvus collection (without one, a temporary collection is built and
     dropped). ``queries_file`` and ``qrels_file`` read queries and judgements from files of their own
-    (:class:`~semiret.data.collection.Collection`; ``data`` may then be a corpus file). ``chunk_words`` (and
-    ``chunk_overlap``): the documents indexed as passages (:mod:`semiret.data.chunking`); an index of passages, so
-    built or found, is searched for documents by their best passage (MaxP: its hits grouped by ``parent``, ``depth``
-    documents), and ``documents`` counts its passages. ``diversity`` (and ``candidates``): hits picked by maximal
-    marginal relevance (:mod:`semiret.search.diversity`), for its cost in relevance and latency; the run ranks
-    them in the order picked, and ``options`` records both. ``boost``: the hits' scores boosted by their metadata
-    (:mod:`semiret.search.boosting`), for what it does to relevance; ``options`` records it. ``rerank``: the
-    best hits ranked again by a cross-encoder (:class:`~semiret.search.rerank.Reranking`); ``options`` records its
-    model and depth. ``query_vectors_file``: the queries as vectors made elsewhere
-    (:func:`~semiret.data.collection.read_query_vectors`; in place of ``queries_file``), searched as they are over a
-    dense index (retrievers ``vectors``, ``dense``).
+    (:class:`~semiret.data.collection.Collection`; ``data`` may then be a corpus file). ``chunk_words`` or
+    ``chunk_tokens`` (and ``chunk_overlap``, ``chunk_sentences``, ``chunk_tokenizer``, as ``semiret index`` takes
+    them): the documents indexed as passages (:mod:`semiret.data.chunking`), an index found refused unless it holds
+    those passages; an index of passages, so built or found, is searched for documents by their best passage (MaxP:
+    its hits grouped by ``parent``, ``depth`` documents), and ``documents`` counts its passages. ``diversity`` (and
+    ``candidates``): hits picked by maximal marginal relevance (:mod:`semiret.search.diversity`), for its cost in
+    relevance and latency; the run ranks them in the order picked, and ``options`` records both. ``boost``: the
+    hits' scores boosted by their metadata (:mod:`semiret.search.boosting`), for what it does to relevance;
+    ``options`` records it. ``rerank``: the best hits ranked again by a cross-encoder
+    (:class:`~semiret.search.rerank.Reranking`); ``options`` records its model and depth. ``query_vectors_file``:
+    the queries as vectors made elsewhere (:func:`~semiret.data.collection.read_query_vectors`; in place of
+    ``queries_file``), searched as they are over a dense index (retrievers ``vectors``, ``dense``).
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -98,10 +101,12 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         candidate_depth(depth, candidates)
     picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
                                                ("boost", boost), ("rerank", rerank)) if value is not None}
+    chunking = Chunking.of_options(chunk_words, chunk_overlap, chunk_sentences, chunk_tokens, chunk_tokenizer)
     for asked, given in (("--diversity", diversity), ("--cross-encoder", rerank)):
-        if given is not None and chunk_words is not None:
-            raise SemiretError(f"{asked} with --chunk-words: passages are ranked by document (grouped by parent), "
-                               f"which a {'diversified' if asked == '--diversity' else 're-ranked'} search does not do")
+        if given is not None and chunking is not None:
+            searched = "diversified" if asked == "--diversity" else "re-ranked"
+            raise SemiretError(f"{asked} with --chunk-{chunking.unit}: passages are ranked by document (grouped by "
+                               f"parent), which a {searched} search does not do")
     if query_vectors_file is not None and queries_file is not None:
         raise SemiretError("give the queries as texts (--queries) or as vectors (--query-vectors), not both")
     collection = Collection(data, query_vectors_file or queries_file, qrels_file,
@@ -124,7 +129,6 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     if retriever is None:
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = type(opened) if opened is not None else retriever_class(retriever)
-    chunking = Chunking.of_options(chunk_words, chunk_overlap)
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None
@@ -147,11 +151,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
         searcher = opened or open_retriever(index, retriever, backend=store, **search_options)
-        if chunking is not None and (searcher.chunking is None or (searcher.chunking.words, searcher.chunking.overlap,
-                                                                   searcher.chunking.sentences)
-                                     != (chunking.words, chunking.overlap, False)):  # (older: counting no characters)
-            raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not passages of {chunk_words} words "
-                               f"overlapping by {chunk_overlap}: --rebuild it, or leave out --chunk-words")
+        if chunking is not None and not _holds_passages(searcher.chunking, chunking):
+            raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not {chunking.describe()}: --rebuild "
+                               f"it, or leave out --chunk-{chunking.unit}")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
         for asked, given in (("--diversity", diversity), ("--cross-encoder", rerank)):
             if grouped and given is not None:
@@ -213,6 +215,14 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             shutil.rmtree(scratch, ignore_errors=True)
         if temporary_collection is not None and store.exists(temporary_collection):
             store.drop(temporary_collection)
+
+
+def _holds_passages(held: Chunking | None, asked: Chunking) -> bool:
+    """Whether an index's passages are those asked for: the same budget, overlap and sentences, and the tokenizer
+    that counts, where one is named (``spaceless`` aside: an older index counted no characters, and reads back so)."""
+    same = ("words", "tokens", "overlap", "sentences")
+    return held is not None and all(getattr(held, name) == getattr(asked, name) for name in same) and (
+        asked.tokenizer is None or held.tokenizer == recorded_tokenizer(asked.tokenizer))
 
 
 def _passages(chunking: Chunking | None) -> str:

@@ -987,9 +987,9 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
     documents named by ``doc_ids`` (an unknown id is an error, nothing changed, unless ``missing_ok``) or passing
     the filter ``spec``. Each
     is added again, replacing itself, from what the index stored for it (:meth:`SegmentedIndex.stored_batch`), in
-    one commit. In an index of passages a document's metadata is all its passages' (which keep ``parent`` and
-    ``chunk``): its id, a passage's, or a filter a passage passes updates them all. Returns how many documents (or
-    passages) changed."""
+    one commit. In an index of passages a document's metadata is all its passages' (which keep ``parent``,
+    ``chunk`` and ``chunk_start``, whatever ``metadata`` says of them): its id, a passage's, or a filter a passage
+    passes updates them all. Returns how many documents (or passages) changed."""
     if not isinstance(metadata, dict):
         raise SemiretError(f"metadata is a JSON object of fields to set, got {metadata!r}")
     try:
@@ -1010,7 +1010,7 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
             return 0
         chunked = bool(index.meta.get("chunking"))
         changed = {}
-        own = (PARENT_FIELD, CHUNK_FIELD) if chunked else ()  # what makes a passage one
+        own = recorded_chunking(index.meta["chunking"]).passage_fields if chunked else ()  # what makes a passage one
         for doc_id, document in index.get_documents(targets).items():
             kept = {k: v for k, v in (document.metadata or {}).items() if k in own}
             fields = {**(metadata if overwrite else {**(document.metadata or {}), **metadata}), **kept}

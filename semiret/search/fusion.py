@@ -1,13 +1,18 @@
 """Each hit's share in a fusion of rankings, shared by the hybrid retriever (two rankings fused as they are
-searched) and ``semiret fuse`` (saved runs fused): min-max normalised scores, and reciprocal rank fusion's
-``1 / (rrf_k + rank)`` (Cormack et al., 2009); for saved runs also z-scores (OpenSearch's ``z_score``
-normalisation) and distribution-based scores (Qdrant's ``dbsf``)."""
+searched), :class:`~semiret.search.fused.FusedSearch` (separate indexes' rankings fused at query time) and ``semiret
+fuse`` (saved runs fused): min-max normalised scores, and reciprocal rank fusion's ``1 / (rrf_k + rank)`` (Cormack et
+al., 2009); also z-scores (OpenSearch's ``z_score`` normalisation) and distribution-based scores (Qdrant's
+``dbsf``). :func:`fused_ranking` sums a query's rankings' weighted shares per document."""
 
 from __future__ import annotations
 
+import heapq
+import math
 from typing import Sequence
 
 import numpy as np
+
+from semiret.errors import SemiretError
 
 RRF_K = 60
 """Reciprocal rank fusion's constant, Cormack et al.'s: the default of every fusion by rank."""
@@ -63,3 +68,39 @@ def distribution_normalised(scores: Sequence[float]) -> np.ndarray:
 SCORE_SHARES = {"score": min_max_normalised, "zscore": z_scores, "dbsf": distribution_normalised}
 """The fusions by scores, each a ranking's scores (best first) to its hits' shares: the hybrid retriever's and
 ``semiret fuse``'s."""
+
+FUSIONS = ("rrf", *SCORE_SHARES)
+"""The fusions of several rankings, by name: reciprocal ranks, or one of :data:`SCORE_SHARES`."""
+
+
+def check_fusion(method: str, weights: Sequence[float] | None, count: int, rrf_k: int) -> list[float]:
+    """The weights of ``count`` rankings fused by ``method`` (equal by default), checked with the method and
+    ``rrf_k``: clear errors for an unknown method, a weight per ranking missing, weights negative, not finite or all
+    0, a negative ``rrf_k``."""
+    if count < 2:
+        raise SemiretError(f"fusion takes two rankings or more, got {count}")
+    if method not in FUSIONS:
+        raise SemiretError(f"fusion method must be one of {', '.join(FUSIONS)}, not {method!r}")
+    weights = [1.0] * count if weights is None else [float(w) for w in weights]
+    if len(weights) != count:
+        raise SemiretError(f"{len(weights)} weights for {count} rankings: give one weight each, in their order")
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not sum(weights) > 0:
+        raise SemiretError(f"weights must be finite, at least 0 and not all 0, got {weights}")
+    if rrf_k < 0:
+        raise SemiretError(f"rrf_k must be at least 0, got {rrf_k}")
+    return weights
+
+
+def fused_ranking(rankings: Sequence[tuple[Sequence[str], Sequence[float]]], method: str, weights: Sequence[float],
+                  rrf_k: int, k: int) -> list[tuple[str, float]]:
+    """One query's rankings (each its ids and scores, best first) fused: each hit's share (``rrf``: ``1 / (rrf_k +
+    rank)``, else its ranking's :data:`SCORE_SHARES`) times its ranking's weight, summed per document; the best ``k``
+    as (id, fused score), ties by id descending (trec_eval's order)."""
+    totals: dict[str, float] = {}
+    for (ids, scores), weight in zip(rankings, weights):
+        if not len(ids) or not weight:
+            continue
+        shares = reciprocal_ranks(len(ids), rrf_k) if method == "rrf" else SCORE_SHARES[method](scores)
+        for doc_id, share in zip(ids, shares.tolist()):
+            totals[doc_id] = totals.get(doc_id, 0.0) + weight * share
+    return heapq.nlargest(k, totals.items(), key=lambda item: (item[1], item[0]))

@@ -126,6 +126,11 @@ class DocumentSide(ABC):
     def index_config(self) -> dict:
         """Keyword arguments for ``index_class.build`` (vocabulary size, analyzer record, ...)."""
 
+    def holds_alike(self, index, document: Document) -> bool:
+        """Whether what ``index`` holds of a stored ``document`` beyond its stored record is what encoding it again
+        would give (:meth:`Retriever.sync` then leaves it): default yes, everything else derives from the record."""
+        return True
+
     def analyze(self, document: Document) -> tuple[Postings, list[str] | None]:
         """One document encoded as :meth:`encode` would, changing nothing an index holds (a vocabulary), and its
         terms' names where the postings' ids do not name them (words an index has not seen); None: the ids are
@@ -310,9 +315,10 @@ class Retriever:
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
-        ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`; a :class:`Chunking`, a dict of
-        its fields or a number of words; a budget in tokens is counted by the tokenizer it names, else the
-        index's model's), recorded in the index, so that documents added later are split alike. ``buffer_mb``: the
+        ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`; a :class:`Chunking` of words or
+        tokens, of whole sentences or not, a dict of its fields or a number of words; a budget in tokens is counted
+        by the tokenizer it names, else the index's model's), recorded in the index, so that documents added later
+        are split alike. ``buffer_mb``: the
         MB of documents a build holds in memory before it writes them as a segment (default: the document side's
         ``buffer_mb``, :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one
         segment), so
@@ -548,7 +554,8 @@ class Retriever:
                     raise SemiretError(f"duplicate document id {document.id!r} in the documents to sync")
                 seen.add(document.id)
                 was = stored.get(document.id)
-                if was is not None and was == _stored_form(document, chunking):
+                if was is not None and was == _stored_form(document, chunking) and self.document_side.holds_alike(
+                        self.index, document):
                     counts["unchanged"] += 1
                     continue
                 counts["replaced" if was is not None else "added"] += 1

@@ -65,14 +65,20 @@ def counted_for_index(chunking: Chunking, index_config: Callable[[], dict], retr
                                " name the tokenizer that counts (--chunk-tokenizer; Chunking(tokenizer=...)), or give "
                                "--chunk-words")
         tokenizer = found[0]
-    elif Path(tokenizer).exists():
-        tokenizer = str(Path(tokenizer).resolve())  # (a relative path: the index is opened from anywhere)
+    else:
+        tokenizer = recorded_tokenizer(tokenizer)
     try:
         fingerprint = tokenizer_fingerprint(document_tokenizer(located(tokenizer)))
     except SemiretError as exc:
         raise SemiretError(f"--chunk-tokens cannot count with the tokenizer of {tokenizer}: {exc}; name one that "
                            "counts (--chunk-tokenizer)") from None
     return counting(dataclasses.replace(chunking, tokenizer=tokenizer, tokenizer_fingerprint=fingerprint))
+
+
+def recorded_tokenizer(tokenizer: str) -> str:
+    """The name an index records of a tokenizer given to it: a path made absolute (a relative one would name another
+    file wherever the index is opened from), a registry name as given."""
+    return str(Path(tokenizer).resolve()) if Path(tokenizer).exists() else tokenizer
 
 
 def _tokenizers(index_config: dict) -> list[str]:

@@ -1,5 +1,7 @@
 """Hard negatives: candidate pools from rankings and draws from them (shared by SiDR and the inference-free
-teachers' mining), and SiDR's in-training retrieval from a *fixed* index (§3.5): never stale, never rebuilt."""
+teachers' mining), SiDR's in-training retrieval from a *fixed* index (§3.5): never stale, never rebuilt, and
+:func:`mined_tuples`, any index's hard negatives of a collection's judged pairs written for any trainer (``semiret
+mine-negatives``)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import random
 import re
 import unicodedata
 from functools import partial
-from typing import Callable, Collection, Sequence, TypeVar
+from typing import Callable, Collection, Iterator, Sequence, TypeVar
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
@@ -116,3 +118,43 @@ class PooledNegatives:
         return [[self.documents[d] for d in sample_negatives(self.pools.get(q, []), self.per_query, rng, self._ids,
                                                              self.positives.get(q, set()))]
                 for q in query_ids]
+
+
+SAMPLINGS = ("top", "random")
+
+
+def mined_tuples(retriever, queries: dict[str, str], qrels: dict[str, dict[str, int]], negatives: int = 5,
+                 skip_top: int = 0, depth: int = 50, sampling: str = "top", seed: int = 0,
+                 batch_size: int = 256) -> Iterator[dict]:
+    """Hard negatives for each judged (query, positive) pair, as sentence-transformers' ``mine_hard_negatives``
+    writes them (n-tuples: ``query``, ``positive``, ``negative_1`` ... ``negative_n``, texts, with their ids): each
+    query searched by ``retriever`` for its best ``depth`` hits, the first ``skip_top`` of them passed over (the
+    likeliest false negatives: relevant but unjudged), its judged positives (grade > 0) never taken; of the rest, the
+    best ``negatives`` (``sampling="top"``) or as many drawn at random (``"random"``, seeded: the same each run). A
+    query with fewer such hits gets fewer negatives; one with no judged positive, or no stored text, is left out."""
+    if sampling not in SAMPLINGS:
+        raise SemiretError(f"sampling is one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+    for name, value, least in (("negatives", negatives, 1), ("skip_top", skip_top, 0), ("depth", depth, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise SemiretError(f"{name} must be a whole number of at least {least}, got {value!r}")
+    if skip_top >= depth:
+        raise SemiretError(f"skip_top ({skip_top}) leaves no hit of the {depth} searched (depth) to take")
+    if not retriever.index.stores_texts:
+        raise SemiretError(f"{retriever.index.path} keeps no stored documents (built with --no-store-texts): mined "
+                           "negatives are written as texts")
+    rng = random.Random(seed)
+    judged = [q for q in queries if any(grade > 0 for grade in qrels.get(q, {}).values())]
+    for start in range(0, len(judged), batch_size):
+        batch = judged[start:start + batch_size]
+        found = retriever.search([queries[q] for q in batch], k=depth)
+        for query_id, ranked in zip(batch, found.ids):
+            positives = sorted(d for d, grade in qrels[query_id].items() if grade > 0)
+            pool = negative_pool([list(ranked[skip_top:])], set(positives))
+            chosen = pool[:negatives] if sampling == "top" else rng.sample(pool, min(negatives, len(pool)))
+            texts = retriever.get_documents([*positives, *chosen])
+            for positive in positives:
+                if positive not in texts:
+                    continue  # a judged document the index does not hold
+                yield {"query_id": query_id, "query": queries[query_id], "positive_id": positive,
+                       "positive": texts[positive].full_text, "negative_ids": chosen,
+                       **{f"negative_{n}": texts[d].full_text for n, d in enumerate(chosen, 1)}}

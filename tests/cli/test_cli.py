@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from semiret import cli, progress
 from semiret.cli import app
 
-from helpers import TINY_DOCS, write_jsonl
+from helpers import TINY_DOCS, tiny_tokenizer, write_jsonl
 
 runner = CliRunner()
 
@@ -372,6 +372,38 @@ def test_a_delete_from_an_index_of_passages_counts_passages(tmp_path, beir_dir):
     deleted = invoke("delete", "--index", tmp_path / "passages", "d5")
     assert "deleted 3 passages" in deleted.stderr, deleted.stderr  # one document ("documents" before)
 
+
+def test_eval_takes_passages_of_sentences_and_tokens_and_checks_an_index_found_against_them(tmp_path, beir_dir,
+                                                                                           monkeypatch):
+    """As index does, eval cuts passages of whole sentences, counted in a named tokenizer's tokens, and ranks the
+    documents by their best passage; an index found is searched only if it holds the passages asked for (the
+    tokenizer compared where one is named, a relative path as the absolute one it names), else refused, naming both."""
+    from semiret.text.wordpiece import tokenizer_fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    tokenizer = tiny_tokenizer(tmp_path / "tok")
+    flags = ["--chunk-tokens", "6", "--chunk-overlap", "2", "--chunk-sentences"]
+    found = ["eval", "--data", beir_dir, "--index", tmp_path / "passages", "--json"]
+    figures = json.loads(invoke(*found, *flags, "--chunk-tokenizer", tokenizer, "--run", tmp_path / "run.trec").stdout)
+    assert figures["chunking"] == {"tokens": 6, "tokenizer": tokenizer, "tokenizer_fingerprint": tokenizer_fingerprint(
+        tokenizer), "overlap": 2, "spaceless": True, "sentences": True}
+    assert figures["documents"] > len(TINY_DOCS) and figures["index_build_s"] is not None
+    ranked = {line.split()[2] for line in (tmp_path / "run.trec").read_text().splitlines()}
+    assert ranked and ranked <= {d.id for d in TINY_DOCS}  # documents, not passages
+    for same in (["--chunk-tokenizer", "tok/tokenizer.json"], []):  # no tokenizer named: the index's
+        again = json.loads(invoke(*found, *flags, *same).stdout)
+        assert again["index_build_s"] is None and again["chunking"] == figures["chunking"]
+    held = f"holds passages of whole sentences up to 6 tokens (by {tokenizer}) overlapping by 2, not passages of"
+    other = tiny_tokenizer(tmp_path / "other")
+    for asked, message in (
+            (["--chunk-tokens", "6", "--chunk-overlap", "2"], "6 tokens overlapping by 2: --rebuild it, or leave out "
+                                                              "--chunk-tokens"),
+            (["--chunk-words", "6", "--chunk-overlap", "2", "--chunk-sentences"], "whole sentences up to 6 words"),
+            ([*flags, "--chunk-tokenizer", other], f"whole sentences up to 6 tokens (by {other}) overlapping by 2")):
+        refused = invoke(*found, *asked, ok=False)
+        assert refused.exit_code == 2 and f"{held} {message}" in refused.stderr, (asked, refused.output)
+    mixed = invoke("eval", "--data", beir_dir, *flags, "--chunk-tokenizer", tokenizer, "--diversity", "0.5", ok=False)
+    assert mixed.exit_code == 2 and "--diversity with --chunk-tokens" in mixed.stderr
 
 def test_search_tables_show_texts_and_ids_as_they_are(tmp_path, index_dir):
     """Brackets in a query, an id or a text are shown, never read as rich markup (which raised on "[/]")."""

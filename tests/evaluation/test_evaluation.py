@@ -15,7 +15,7 @@ from semiret.evaluation.metrics import per_query
 from semiret.evaluation.significance import compare_runs, compare_systems, corrected_p_values
 from semiret.errors import DataFormatError, SemiretError
 
-from helpers import TINY_QRELS, write_beir
+from helpers import TINY_QRELS, tiny_tokenizer, write_beir
 
 FIGURE_KEYS = {"nDCG@10", "R@100", "MRR@10", "index_build_s", "index_size_mb", "latency_ms_median"}
 
@@ -390,6 +390,25 @@ def test_unknown_documents_in_qrels_warn_but_do_not_crash(tmp_path, caplog):
             evaluate(root, "bm25", **options)
         assert "1 judged documents are not in the index (e.g. 'ghost-doc')" in caplog.text, options
 
+
+def test_evaluate_indexes_passages_of_sentences_or_tokens_and_refuses_an_index_of_others(beir_dir, tmp_path):
+    tokenizer = tiny_tokenizer(tmp_path / "tok")
+    figures = evaluate(beir_dir, "bm25", index=tmp_path / "idx", chunk_tokens=5, chunk_overlap=1,
+                       chunk_tokenizer=tokenizer)
+    assert figures["chunking"]["tokens"] == 5 and figures["chunking"]["tokenizer"] == tokenizer
+    assert "sentences" not in figures["chunking"] and figures["documents"] > 6 and figures["nDCG@10"] > 0
+    assert evaluate(beir_dir, index=tmp_path / "idx", chunk_tokens=5, chunk_overlap=1)["index_build_s"] is None
+    with pytest.raises(SemiretError, match=re.escape(
+            f"holds passages of 5 tokens (by {tokenizer}) overlapping by 1, not passages of whole sentences up to 5 "
+            "tokens overlapping by 1: --rebuild it, or leave out --chunk-tokens")):
+        evaluate(beir_dir, index=tmp_path / "idx", chunk_tokens=5, chunk_overlap=1, chunk_sentences=True)
+    rebuilt = evaluate(beir_dir, index=tmp_path / "idx", chunk_words=4, chunk_sentences=True, rebuild=True)
+    assert rebuilt["chunking"] == {"words": 4, "overlap": 0, "spaceless": True, "sentences": True}
+    with pytest.raises(SemiretError, match="passages of whole sentences up to 4 words overlapping by 0, not passages "
+                                           "of 4 words"):
+        evaluate(beir_dir, index=tmp_path / "idx", chunk_words=4)
+    with pytest.raises(SemiretError, match="--diversity with --chunk-tokens"):
+        evaluate(beir_dir, chunk_tokens=5, chunk_tokenizer=tokenizer, diversity=0.5)
 
 def test_evaluate_errors(beir_dir):
     with pytest.raises(SemiretError, match="unknown retriever"):

@@ -58,9 +58,9 @@ def test_ties_within_a_run_are_read_in_trec_eval_order():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"runs": [A]}, "two runs or more"),
+    ({"runs": [A]}, "two rankings or more"),
     ({"method": "comb"}, "one of rrf, score, zscore, dbsf"),
-    ({"weights": [1.0]}, "1 weights for 2 runs"),
+    ({"weights": [1.0]}, "1 weights for 2 rankings"),
     ({"weights": [1.0, -1.0]}, "not all 0"),
     ({"weights": [0, 0]}, "not all 0"),
     ({"weights": [1.0, float("nan")]}, "finite"),
@@ -83,7 +83,7 @@ def test_fuse_command_writes_a_run_compare_reads(tmp_path):
     assert read_trec_run(out) == {"q1": {"c": 3.0, "a": 2.5, "b": 0.5}, "q2": {"x": 1.0}, "q3": {"y": 3.0}}
     assert out.read_text().split("\n")[0].split() == ["q1", "Q0", "c", "1", "3.0", "fused"]
     refused = CliRunner().invoke(app, ["fuse", str(tmp_path / "a.trec"), "-o", str(out)])
-    assert refused.exit_code == 2 and "two runs or more" in refused.output
+    assert refused.exit_code == 2 and "two rankings or more" in refused.output
 
 
 def test_runs_sharing_no_query_are_fused_with_a_warning(tmp_path, caplog):

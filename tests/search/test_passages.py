@@ -19,7 +19,7 @@ from semiret.errors import SemiretError
 from semiret.search import BM25Retriever, open_retriever
 from semiret.serving import ServeSettings, create_app
 
-from helpers import LocalClient, client_of, write_beir
+from helpers import LocalClient, client_of, tiny_tokenizer, write_beir
 
 WORDS = "statins heart cancer risk trial dose cohort blood pressure diet sleep walrus".split()
 
@@ -419,20 +419,6 @@ def test_a_boosted_search_over_passages_finds_k_documents(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- sentences and tokens
-def _tiny_tokenizer(directory) -> str:
-    """A WordPiece tokenizer of a few words: "walrus", "seal" and "ice" are one token each, and each "x" after one
-    another ("sealxx": 3 tokens); any other word is [UNK], one token; "." and "!" one each."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "walrus", "seal", "ice", "##x", ".", "!"]
-    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocabulary)}, unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    directory.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(directory / "tokenizer.json"))
-    return str(directory / "tokenizer.json")
-
-
 def _joined(chunking: Chunking, passages: list[Document]) -> str:
     [document] = chunking.documents(passages)
     return document.text
@@ -460,16 +446,104 @@ def test_sentences_are_packed_whole_and_overlap_by_whole_sentences():
     assert [p.text for p in passages] == ["Dr. Smith et al. came. We saw it.", "We saw it. A fig. 2 moment.",
                                           "No mark here", "The end is near now, e.g. soon."]
     assert [p.id for p in passages] == ["d#0", "d#1", "d#2", "d#3"]
-    assert [p.metadata for p in passages] == [{"parent": "d", "chunk": c} for c in range(4)]
+    assert [p.metadata for p in passages] == [{"parent": "d", "chunk": c, "chunk_start": start}
+                                              for c, start in enumerate([0, 5, 12, 15])]  # "Dr.", "We", "No", "The"
     assert {p.title for p in passages} == {"T"}
     assert Chunking(8, 3).passages(Document("d", text))[1].text == "We saw it. A fig. 2 moment. No"  # (words)
     assert _joined(chunking, passages) == " ".join(text.split())  # the overlaps left out
-    assert chunking.passages(Document("s", "One. Two.")) == [Document("s", "One. Two.",
-                                                                      metadata={"parent": "s", "chunk": 0})]
+    assert chunking.passages(Document("s", "One. Two.")) == [
+        Document("s", "One. Two.", metadata={"parent": "s", "chunk": 0, "chunk_start": 0})]
     repeated = Chunking(3, 2, sentences=True)  # "xx yy." not repeated (it and the next would not fit): a new one
     passages = repeated.passages(Document("r", "aa bb cc. xx yy. xx yy. zz."))
     assert [p.text for p in passages] == ["aa bb cc.", "xx yy.", "xx yy. zz."]
-    assert _joined(repeated, passages) == "aa bb cc. xx yy. xx yy. zz."  # (the window before could have held "zz.")
+    assert _joined(repeated, passages) == "aa bb cc. xx yy. xx yy. zz."
+
+
+def _tokens_chunking(tmp_path, tokens: int, overlap: int) -> Chunking:
+    from semiret.text.token_counts import counting
+
+    return counting(Chunking(tokens=tokens, overlap=overlap, tokenizer=tiny_tokenizer(tmp_path / "tok")))
+
+
+@pytest.mark.parametrize("kind, text, texts, starts", [
+    # "no." is not carried into the last window (it and the next "no." would not fit), yet the window before ends
+    # with it: matching repeated words joined one "no." too few
+    ("sentences", "Yes. Oh no. no. no.", ["Yes.", "Oh no.", "no. no."], [0, 1, 3]),
+    # "icexx" (3 tokens) is not carried (it would leave no room for "seal"), yet the window before ends with it
+    ("tokens", "sealx ice icexx icexx seal", ["sealx ice", "ice icexx", "icexx seal"], [0, 1, 3]),
+])
+def test_passages_join_back_exactly_where_the_text_repeats_itself_at_a_window_s_edge(tmp_path, kind, text, texts,
+                                                                                     starts):
+    """Passages of sentences or tokens record the number of their first word (``chunk_start``), and join back by it:
+    every word once, however the text repeats itself where windows meet; a run of them from the middle too."""
+    chunking = Chunking(2, 1, sentences=True) if kind == "sentences" else _tokens_chunking(tmp_path, 4, 3)
+    passages = chunking.passages(Document("d", text, metadata={"year": 2020}))
+    assert [p.text for p in passages] == texts
+    assert [p.metadata for p in passages] == [{"year": 2020, "parent": "d", "chunk": c, "chunk_start": start}
+                                              for c, start in enumerate(starts)]
+    [joined] = chunking.documents(passages)
+    assert joined == Document("d", text, metadata={"year": 2020})  # the passage fields left out
+    assert chunking.joined(passages[1:]).text == " ".join(text.split()[starts[1]:])
+
+
+@pytest.mark.parametrize("kind", ["sentences", "tokens"])
+def test_passages_of_sentences_and_tokens_start_where_they_say_and_join_back_whatever_they_repeat(tmp_path, kind):
+    """Texts of few distinct words and sentences, so that windows often meet where the text repeats itself: each
+    passage's words are the document's from its ``chunk_start`` on, and the passages join back into the text; with a
+    passage deleted on its own, into the words of the others, each once."""
+    rng = random.Random(7)
+    words = ["seal.", "ice", "icexx", "sealx!", "walrus"]
+    for _ in range(150):
+        text = " ".join(rng.choices(words, k=rng.randint(1, 14)))
+        budget = rng.randint(2, 6)
+        overlap = rng.randint(0, budget - 1)
+        chunking = (Chunking(budget, overlap, sentences=True) if kind == "sentences"
+                    else _tokens_chunking(tmp_path, budget, overlap))
+        passages = chunking.passages(Document("d", text))
+        for passage in passages:
+            start = passage.metadata["chunk_start"]
+            assert text.split()[start:start + len(passage.text.split())] == passage.text.split(), (text, passage)
+        assert _joined(chunking, passages) == text, (text, budget, overlap, [p.text for p in passages])
+        if len(passages) > 2:
+            kept = passages[:1] + passages[2:]
+            covered = sorted({p.metadata["chunk_start"] + n for p in kept for n in range(len(p.text.split()))})
+            assert _joined(chunking, kept).split() == [text.split()[n] for n in covered]
+
+
+def test_the_start_of_passages_is_reserved_where_they_record_it(tmp_path):
+    """A document holding ``chunk_start`` is refused by passages of sentences or tokens, as one holding ``parent`` or
+    ``chunk``; windows of words record no start and keep such a field as the document's own, as they always did.
+    Passages of sentences or tokens that record no start (cut before they did) are not joined by guesswork."""
+    document = Document("d", "One two. Three four. Five six.", metadata={"chunk_start": 7})
+    for chunking in (Chunking(4, 2, sentences=True), _tokens_chunking(tmp_path, 4, 2)):
+        with pytest.raises(SemiretError, match="document 'd' has metadata field.* chunk_start"):
+            chunking.passages(document)
+    words = Chunking(4, 2)
+    passages = words.passages(document)
+    assert [p.metadata for p in passages] == [{"chunk_start": 7, "parent": "d", "chunk": c} for c in range(2)]
+    assert list(words.documents(passages)) == [document]
+    sentences = Chunking(4, 2, sentences=True)
+    unmarked = [Document(p.id, p.text, metadata={k: v for k, v in p.metadata.items() if k != "chunk_start"})
+                for p in sentences.passages(Document("d", document.text))]
+    with pytest.raises(SemiretError, match="passages of 'd' do not record where they start .*rebuild the index"):
+        list(sentences.documents(unmarked))
+
+
+def test_an_index_of_sentences_keeps_its_passages_starts_through_metadata_updates_and_syncs(tmp_path):
+    """The index reads its documents back exactly (get, export); new metadata, even replacing all of it, keeps each
+    passage's ``chunk_start`` (a value given for it is not taken), and a sync of the same documents changes none."""
+    text = "Yes. Oh no. no. no."
+    retriever = BM25Retriever.build([Document("a", text, metadata={"k": 1})], tmp_path / "index",
+                                    chunking=Chunking(2, 1, sentences=True))
+    assert retriever.get_document("a") == Document("a", text, metadata={"k": 1})
+    assert retriever.set_metadata({"k": 2, "chunk_start": 9, "chunk": 5}, ["a"], overwrite=True) == 3
+    stored = sorted(retriever.iter_documents({"parent": "a"}), key=lambda p: p.metadata["chunk"])
+    assert [p.metadata for p in stored] == [{"k": 2, "parent": "a", "chunk": c, "chunk_start": start}
+                                            for c, start in enumerate([0, 1, 3])]
+    assert retriever.get_document("a") == Document("a", text, metadata={"k": 2})
+    assert retriever.sync([Document("a", text, metadata={"k": 2})]).unchanged == 1
+    exported = CliRunner().invoke(app, ["export", str(tmp_path / "index")])
+    assert exported.exit_code == 0 and json.loads(exported.stdout)["text"] == text, exported.output
 
 
 def test_chinese_and_japanese_sentences_end_at_their_full_width_marks():
@@ -495,7 +569,7 @@ def test_windows_of_tokens_count_each_word_s_tokens(tmp_path):
 
     from semiret.text.token_counts import counting
 
-    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    tokenizer = tiny_tokenizer(tmp_path / "tok")
     chunking = counting(Chunking(tokens=5, overlap=2, tokenizer=tokenizer))
     text = "walrus sealxx icexxx seal walrusx ice"
     passages = chunking.passages(Document("d", text))
@@ -547,7 +621,7 @@ def test_an_index_counts_with_its_own_tokenizer_and_cuts_added_documents_the_sam
     from semiret.text.token_counts import recorded_chunking
     from semiret.text.wordpiece import tokenizer_fingerprint
 
-    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    tokenizer = tiny_tokenizer(tmp_path / "tok")
     first = Document("a", "Seal ice. Walrusx ice! Sealxxx.")
     built = BagOfTokensRetriever.build([first], tmp_path / "index", tokenizer=tokenizer,
                                        chunking=Chunking(tokens=5, overlap=2, sentences=True))
@@ -573,7 +647,7 @@ def test_an_index_counts_with_its_own_tokenizer_and_cuts_added_documents_the_sam
 def test_bm25_counts_tokens_only_with_a_tokenizer_named_and_a_hybrid_keeps_them(tmp_path):
     from semiret.search import BagOfTokensRetriever, HybridRetriever
 
-    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    tokenizer = tiny_tokenizer(tmp_path / "tok")
     with pytest.raises(SemiretError, match="a bm25 index has no tokenizer: name the tokenizer that counts"):
         BM25Retriever.build([Document("a", "seal")], tmp_path / "refused", chunking=Chunking(tokens=5))
     assert not (tmp_path / "refused").exists()
@@ -592,7 +666,7 @@ def test_bm25_counts_tokens_only_with_a_tokenizer_named_and_a_hybrid_keeps_them(
 def test_the_index_command_takes_sentences_and_tokens(tmp_path):
     from semiret.text.wordpiece import tokenizer_fingerprint
 
-    tokenizer = _tiny_tokenizer(tmp_path / "tok")
+    tokenizer = tiny_tokenizer(tmp_path / "tok")
     data = write_beir(tmp_path / "beir", docs=[Document("a", "Seal ice. Walrusx ice! Sealxxx.")])
     runner = CliRunner()
     built = runner.invoke(app, ["index", "--data", str(data), "--out", str(tmp_path / "bot"), "-r", "bot",

@@ -147,3 +147,13 @@ def test_a_vector_is_refused_by_an_index_searched_by_texts(tmp_path, tiny_docs):
     retriever = BM25Retriever.build(tiny_docs, tmp_path / "bm25")
     with pytest.raises(SemiretError, match="searched by query texts"):
         retriever.search([0.1, 0.2])
+
+
+def test_a_sync_replaces_the_documents_whose_vectors_alone_changed(tmp_path):
+    documents = _documents(6)
+    retriever = VectorsRetriever.build(documents, tmp_path / "v")
+    moved = Document("d2", documents[2].text, metadata=documents[2].metadata, vector=np.ones(8))
+    counts = retriever.sync([*documents[:2], moved, *documents[3:]])
+    assert (counts.unchanged, counts.replaced, counts.added, counts.deleted) == (5, 1, 0, 0)
+    assert retriever.search(np.ones(8), k=1)[0].id == "d2"
+    assert retriever.sync([*documents[:2], moved, *documents[3:]]).unchanged == 6

@@ -1,0 +1,76 @@
+"""Separately built indexes searched together, their rankings fused at query time: as `semiret fuse` fuses their
+saved runs."""
+
+import pytest
+
+from semiret.data.trec import Run
+from semiret.errors import SemiretError
+from semiret.evaluation.fusion import fuse_runs
+from semiret.search import BM25Retriever, DenseRetriever, IDFRetriever
+from semiret.search.fused import FusedSearch
+
+from helpers import TINY_DOCS, TINY_QUERIES
+
+
+def _run(hits, query_ids) -> Run:
+    return {q: dict(zip(ids, scores)) for q, ids, scores in zip(query_ids, hits.ids, hits.scores)}
+
+
+@pytest.mark.parametrize("method", ["rrf", "score", "zscore", "dbsf"])
+def test_a_fused_search_is_the_fusion_of_its_parts_runs(tmp_path, tiny_bert, method):
+    parts = [BM25Retriever.build(TINY_DOCS, tmp_path / "bm25"),
+             DenseRetriever.build(TINY_DOCS, tmp_path / "dense", model=str(tiny_bert), store_texts=False)]
+    fused = FusedSearch(parts, method=method, weights=[0.7, 0.3], depth=5)
+    query_ids, texts = list(TINY_QUERIES), list(TINY_QUERIES.values())
+    hits = fused.search(texts, k=4)
+    expected = fuse_runs([_run(part.search(texts, k=5), query_ids) for part in parts], method, [0.7, 0.3], k=4)
+    assert _run(hits, query_ids) == {q: pytest.approx(ranking) for q, ranking in expected.items()}
+    assert [list(ranking) for ranking in expected.values()] == hits.ids  # in the fused order
+    one = fused.search(texts[0], k=2)
+    assert [h.id for h in one] == hits.ids[0][:2] and one[0].text == next(
+        d for d in TINY_DOCS if d.id == one[0].id).full_text  # read from the part that stores texts
+
+
+def test_filters_apply_to_every_part_and_thresholds_to_the_fused_scores(tmp_path):
+    documents = [type(d)(d.id, d.text, d.title, {"n": number}) for number, d in enumerate(TINY_DOCS)]
+    parts = [BM25Retriever.build(documents, tmp_path / "bm25"), IDFRetriever.build(documents, tmp_path / "idf")]
+    fused = FusedSearch(parts)
+    kept = {d.id for d in documents if d.metadata["n"] % 2 == 0}
+    hits = fused.search("cats and dogs", k=10, filter={"n": [n for n in range(len(documents)) if n % 2 == 0]})
+    assert hits and {h.id for h in hits} <= kept
+    strong = fused.search("cats and dogs", k=10, score_threshold=1.5 / 61)
+    assert all(h.score >= 1.5 / 61 for h in strong) and len(strong) < len(fused.search("cats and dogs", k=10))
+
+
+def test_bad_fusions_are_refused(tmp_path):
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    for parts, options, message in (([bm25], {}, "two rankings or more"),
+                                     ([bm25, bm25], {"method": "max"}, "one of rrf, score, zscore, dbsf"),
+                                     ([bm25, bm25], {"weights": [1.0]}, "1 weights for 2 rankings"),
+                                     ([bm25, bm25], {"depth": 0}, "depth .* must be at least 1, got 0"),
+                                     ([bm25, "bm25"], {}, "got BM25Retriever, str")):
+        with pytest.raises(SemiretError, match=message):
+            FusedSearch(parts, **options)
+    with pytest.raises(SemiretError, match="k must be at least 1"):
+        FusedSearch([bm25, bm25]).search("cats", k=0)
+
+
+def test_the_search_command_fuses_indexes(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
+    idf = IDFRetriever.build(TINY_DOCS, tmp_path / "idf")
+    result = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--fuse-with", str(tmp_path / "idf"),
+                                      "--fuse-method", "score", "--fuse-weight", "2", "--fuse-weight", "1", "-k", "3",
+                                      "--json", "cats and dogs"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)["hits"]
+    expected = FusedSearch([bm25, idf], "score", [2, 1]).search("cats and dogs", k=3)
+    assert [(h["id"], h["score"]) for h in hits] == [(h.id, pytest.approx(h.score)) for h in expected]
+    refused = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--fuse-with", str(tmp_path / "idf"),
+                                       "--group-by", "x", "cats"])
+    assert refused.exit_code != 0 and "--group-by does not apply" in refused.output
