@@ -244,6 +244,23 @@ def _query_vectors_option():
                         "vectors, dense).")
 
 
+def _fuse_with_option():
+    return typer.Option(None, help="Also search this index of the same corpus (its own retriever; repeat for more) and "
+                        "fuse the rankings (PyTerrier's bm25 + dense).")
+
+
+def _fuse_method_option():
+    return typer.Option("rrf", help="With --fuse-with: rrf, score (min-max normalised), zscore or dbsf.")
+
+
+def _fuse_weight_option():
+    return typer.Option(None, help="With --fuse-with: each index's weight, --index's first (repeat; default: equal).")
+
+
+def _fuse_depth_option():
+    return typer.Option(100, help="With --fuse-with: the hits of each index fused (at least k).")
+
+
 def _cross_encoder_option():
     return typer.Option(None, help="Rank the best hits again by this cross-encoder (a folder or hub id: "
                         "cross-encoder/ms-marco-MiniLM-L-6-v2), reading the query and each hit's stored title and "
@@ -427,14 +444,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
            unlike: Optional[list[str]] = typer.Option(None, help="With --like: and unlike this document (its id; "
                                                       "repeat for more)."),
-           fuse_with: Optional[list[Path]] = typer.Option(None, help="Also search this index of the same corpus (its "
-                                                          "own retriever; repeat for more) and fuse the rankings "
-                                                          "(PyTerrier's bm25 + dense)."),
-           fuse_method: str = typer.Option("rrf", help="With --fuse-with: rrf, score (min-max normalised), zscore or "
-                                                        "dbsf."),
-           fuse_weight: Optional[list[float]] = typer.Option(None, help="With --fuse-with: each index's weight, "
-                                                             "--index's first (repeat; default: equal)."),
-           fuse_depth: int = typer.Option(100, help="With --fuse-with: the hits of each index fused (at least k)."),
+           fuse_with: Optional[list[Path]] = _fuse_with_option(),
+           fuse_method: str = _fuse_method_option(),
+           fuse_weight: Optional[list[float]] = _fuse_weight_option(),
+           fuse_depth: int = _fuse_depth_option(),
            backend: Optional[str] = _backend_option(),
            milvus_token: Optional[str] = _milvus_token_option(),
            options: dict = None):
@@ -1445,6 +1458,10 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file "
                                                              "(JSONL or id<TAB>text) instead of the folder's."),
                      query_vectors: Optional[Path] = _query_vectors_option(),
+                     fuse_with: Optional[list[Path]] = _fuse_with_option(),
+                     fuse_method: str = _fuse_method_option(),
+                     fuse_weight: Optional[list[float]] = _fuse_weight_option(),
+                     fuse_depth: int = _fuse_depth_option(),
                      qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file (TREC "
                                                            "or BEIR qrels) instead of the folder's qrels/SPLIT.tsv."),
                      retriever: Optional[str] = _retriever_option(None, "Retriever (default: the one --index was built "
@@ -1490,6 +1507,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer, diversity=diversity,
                        candidates=candidates, boost=_boost(boost),
                        rerank=_reranking(cross_encoder, cross_encoder_depth), query_vectors_file=query_vectors,
+                       fuse_with=fuse_with or (), fuse_method=fuse_method, fuse_weights=fuse_weight, fuse_depth=fuse_depth,
                        **options)
     if as_json:
         print(json.dumps(figures))

@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -21,8 +22,10 @@ from semiret.evaluation.significance import TESTS, check_baseline, compare_runs
 from semiret.indexes.storage import META_FILE, read_meta
 from semiret.errors import SemiretError
 from semiret.search.boosting import Boost
-from semiret.search.candidates import candidate_depth
+from semiret.search.candidates import CANDIDATES, candidate_depth
 from semiret.search.diversity import Diversity
+from semiret.search.fused import FusedSearch
+from semiret.search.fusion import RRF_K, check_fusion
 from semiret.search.rerank import Reranking
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 from semiret.text.bm25 import BM25Parameters
@@ -53,7 +56,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
              chunk_words: int | None = None, chunk_overlap: int = 0, chunk_sentences: bool = False,
              chunk_tokens: int | None = None, chunk_tokenizer: str | None = None, diversity: float | None = None,
              candidates: int | None = None, boost: "dict | list[dict] | None" = None,
-             rerank: "Reranking | None" = None, query_vectors_file: str | Path | None = None, **options) -> dict:
+             rerank: "Reranking | None" = None, query_vectors_file: str | Path | None = None,
+             fuse_with: Sequence[str | Path] = (), fuse_method: str = "rrf", fuse_weights: Sequence[float] | None = None,
+             fuse_depth: int = CANDIDATES, **options) -> dict:
     """Evaluate ``retriever`` on a BEIR collection and return the figures as one flat dict.
 
     An existing ``index`` directory is reused unless ``rebuild``; without one a temporary index is built.
@@ -76,7 +81,11 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     ``options`` records it. ``rerank``: the best hits ranked again by a cross-encoder
     (:class:`~semiret.search.rerank.Reranking`); ``options`` records its model and depth. ``query_vectors_file``:
     the queries as vectors made elsewhere (:func:`~semiret.data.collection.read_query_vectors`; in place of
-    ``queries_file``), searched as they are over a dense index (retrievers ``vectors``, ``dense``).
+    ``queries_file``), searched as they are over a dense index (retrievers ``vectors``, ``dense``). ``fuse_with``:
+    other indexes of the corpus (each searched by its own retriever) whose rankings are fused with this one's at query
+    time (:class:`~semiret.search.fused.FusedSearch`, by ``fuse_method`` with ``fuse_weights``, each index's best
+    ``fuse_depth``): the figures are the fused search's, its size the indexes' together, and ``options`` records the
+    fusion.
     """
     if run_path:
         check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
@@ -107,6 +116,15 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             searched = "diversified" if asked == "--diversity" else "re-ranked"
             raise SemiretError(f"{asked} with --chunk-{chunking.unit}: passages are ranked by document (grouped by "
                                f"parent), which a {searched} search does not do")
+    fusing = {}
+    if fuse_with:
+        check_fusion(fuse_method, fuse_weights, 1 + len(fuse_with), RRF_K)
+        refused = [flag for flag, given in (("--diversity", diversity), ("--boost", boost), ("--cross-encoder", rerank),
+                                            (f"--chunk-{chunking.unit}" if chunking else "", chunking)) if given]
+        if refused:
+            raise SemiretError(f"a fused search (--fuse-with) fuses plain searches: {', '.join(refused)} does not apply")
+        fusing = {"fuse_with": [str(path) for path in fuse_with], "fuse_method": fuse_method,
+                  "fuse_weights": fuse_weights, "fuse_depth": fuse_depth}
     if query_vectors_file is not None and queries_file is not None:
         raise SemiretError("give the queries as texts (--queries) or as vectors (--query-vectors), not both")
     collection = Collection(data, query_vectors_file or queries_file, qrels_file,
@@ -162,27 +180,30 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                                    "does not do")
         grouped.update(picking)
         warn_unknown_documents(qrels, searcher)
+        fused = FusedSearch([searcher, *(open_retriever(path, backend=store) for path in fuse_with)], fuse_method,
+                            fuse_weights, fuse_depth) if fuse_with else None
+        searching = fused or searcher
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]
         # the first query alone, then the rest timed as the batch: a query encoder loads on first use
         by_group = "group_by" in grouped
-        run = searcher.search(texts[:1], k=depth, **grouped).as_run(query_ids[:1], by_group=by_group)
+        run = searching.search(texts[:1], k=depth, **grouped).as_run(query_ids[:1], by_group=by_group)
         start = time.perf_counter()
-        rest = searcher.search(texts[1:], k=depth, n_threads=n_threads, **grouped) if len(texts) > 1 else None
+        rest = searching.search(texts[1:], k=depth, n_threads=n_threads, **grouped) if len(texts) > 1 else None
         batch_seconds = time.perf_counter() - start
         cost_figures = getattr(searcher.query_side, "cost_figures", None)  # embedding work of this run (re-ranking)
-        costs = cost_figures() if cost_figures is not None else {}
-        sparsity = _sparsity(searcher, texts)
+        costs = cost_figures() if cost_figures is not None and fused is None else {}
+        sparsity = _sparsity(searcher, texts) if fused is None else {}
         if rest is not None:
             run.update(rest.as_run(query_ids[1:], by_group=by_group))
         if run_path:
-            write_trec_run(run, run_path, tag=retriever)
+            write_trec_run(run, run_path, tag="fused" if fused else retriever)
 
         latencies = []
         for text in texts[:LATENCY_QUERIES]:
             start = time.perf_counter()
-            searcher.search([text], k=10, **grouped)
+            searching.search([text], k=10, **grouped)
             latencies.append((time.perf_counter() - start) * 1000)
 
         figures = {
@@ -190,7 +211,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             "qrels": str(collection.qrels_path(split)), "queries": len(query_ids),
             **score_run(run, qrels, measure_objects),
             "index_build_s": round(build_seconds, 3) if build_seconds is not None else None,
-            "index_size_mb": _megabytes(searcher.index.size_on_disk()),
+            "index_size_mb": _megabytes(sum(part.index.size_on_disk() or 0 for part in fused.retrievers)
+                                        if fused else searcher.index.size_on_disk()),
             "documents": searcher.index.n_docs,
             "latency_ms_median": round(statistics.median(latencies), 4),
             "latency_ms_p95": round(float(np.percentile(latencies, 95)), 4),  # interpolated: never below the median
@@ -204,7 +226,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         synonyms = target[1].of(target[0]) if target is not None else None
         figures["synonym_rules"] = synonyms.rules if synonyms is not None else None  # the index's own too
         applied = {**(build_options if build_seconds is not None else {}), **search_options, **picking,
-                   **({"rerank": rerank.describe()} if rerank is not None else {})}
+                   **({"rerank": rerank.describe()} if rerank is not None else {}), **fusing}
         figures["options"] = {name: value for name, value in applied.items() if value is not None}
         figures["baseline_run"] = str(baseline) if baseline is not None else None
         figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects, test)

@@ -1,11 +1,18 @@
 """Separately built indexes searched together, their rankings fused at query time: as `semiret fuse` fuses their
 saved runs."""
 
-import pytest
+import json
 
-from semiret.data.trec import Run
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data.collection import Collection
+from semiret.data.trec import Run, read_trec_run
 from semiret.errors import SemiretError
+from semiret.evaluation.evaluate import evaluate
 from semiret.evaluation.fusion import fuse_runs
+from semiret.evaluation.metrics import parse_measures, score_run
 from semiret.search import BM25Retriever, DenseRetriever, IDFRetriever
 from semiret.search.fused import FusedSearch
 
@@ -56,12 +63,6 @@ def test_bad_fusions_are_refused(tmp_path):
 
 
 def test_the_search_command_fuses_indexes(tmp_path):
-    import json
-
-    from typer.testing import CliRunner
-
-    from semiret.cli import app
-
     bm25 = BM25Retriever.build(TINY_DOCS, tmp_path / "bm25")
     idf = IDFRetriever.build(TINY_DOCS, tmp_path / "idf")
     result = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--fuse-with", str(tmp_path / "idf"),
@@ -74,3 +75,29 @@ def test_the_search_command_fuses_indexes(tmp_path):
     refused = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--fuse-with", str(tmp_path / "idf"),
                                        "--group-by", "x", "cats"])
     assert refused.exit_code != 0 and "--group-by does not apply" in refused.output
+
+
+def test_eval_scores_a_fused_search_as_the_fusion_of_the_parts_runs(tmp_path, beir_dir):
+    collection = Collection(beir_dir)
+    BM25Retriever.build(collection.corpus(), tmp_path / "bm25")
+    IDFRetriever.build(collection.corpus(), tmp_path / "idf")
+    for part in ("bm25", "idf"):
+        evaluate(beir_dir, index=tmp_path / part, run_path=tmp_path / f"{part}.run")
+    expected = fuse_runs([read_trec_run(tmp_path / f"{part}.run") for part in ("bm25", "idf")], "zscore", [1, 2],
+                         k=100)
+    figures = evaluate(beir_dir, index=tmp_path / "bm25", fuse_with=[tmp_path / "idf"], fuse_method="zscore",
+                       fuse_weights=[1, 2], run_path=tmp_path / "fused.run")
+    qrels = collection.qrels("test")
+    assert figures["nDCG@10"] == pytest.approx(score_run(expected, qrels, parse_measures(["nDCG@10"]))["nDCG@10"])
+    assert read_trec_run(tmp_path / "fused.run") == {q: pytest.approx(r) for q, r in expected.items()}
+    assert figures["options"]["fuse_method"] == "zscore" and figures["options"]["fuse_with"] == [str(tmp_path / "idf")]
+    assert figures["flops"] is None  # the first index's own cost is not the fused search's
+    result = CliRunner().invoke(app, ["eval", "--data", str(beir_dir), "--index", str(tmp_path / "bm25"), "--fuse-with",
+                                      str(tmp_path / "idf"), "--fuse-method", "zscore", "--fuse-weight", "1",
+                                      "--fuse-weight", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["nDCG@10"] == pytest.approx(figures["nDCG@10"])
+    with pytest.raises(SemiretError, match="2 weights for 3 rankings"):
+        evaluate(beir_dir, index=tmp_path / "bm25", fuse_with=[tmp_path / "idf", tmp_path / "idf"], fuse_weights=[1, 2])
+    with pytest.raises(SemiretError, match="--diversity does not apply"):
+        evaluate(beir_dir, index=tmp_path / "bm25", fuse_with=[tmp_path / "idf"], diversity=0.5)
