@@ -1109,17 +1109,25 @@ def facet(index: Optional[str] = typer.Argument(None, help="Index directory."),
           ranges: Optional[list[str]] = typer.Option(None, "--range", help="Count the documents with a value in this "
                                                      "range instead, a JSON object as a filter's ('{\"gte\": 2010, "
                                                      "\"lt\": 2020}'); repeat for more, shown in that order."),
+          query: Optional[str] = typer.Option(None, help="Count only among this query's best --depth hits (the "
+                                              "facets of a search page; searched by the index's retriever)."),
+          depth: int = typer.Option(100, help="With --query: the best hits counted among."),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
     """The values of a metadata field the most documents hold, with their counts (JSON lines on standard output:
-    {"value", "count"}); or, with --range, how many have a value in each range."""
+    {"value", "count"}); or, with --range, how many have a value in each range; or among a query's hits (--query)."""
     from semiret.indexes.filters import facet as counted_values
-    from semiret.search.retrievers import open_index_at
+    from semiret.search.retrievers import open_index_at, open_retriever
 
     index, field = _leading_index(index_option, index, field, names=("index", "field"))
     bounds = [_range_option(each) for each in ranges] if ranges else None
-    opened = open_index_at(index, _backend(backend, milvus_token))
-    for value, count in counted_values(opened, field, _filter(filter_) if filter_ else None, limit, bounds):
+    wanted = _filter(filter_) if filter_ else None
+    if query is not None:
+        counts = open_retriever(index, backend=_backend(backend, milvus_token)).facet(field, wanted, limit, bounds,
+                                                                                       query, depth)
+    else:
+        counts = counted_values(open_index_at(index, _backend(backend, milvus_token)), field, wanted, limit, bounds)
+    for value, count in counts:
         print(json.dumps({"value": value, "count": count}, ensure_ascii=False))
 
 

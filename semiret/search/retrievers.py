@@ -46,10 +46,10 @@ from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes import open_index
-from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, count_matching,
-                                      delete_documents, delete_matching, documents_by_id, documents_page, facet,
-                                      field_value, field_values, joined_documents, matching_documents, passage_ids,
-                                      set_metadata)
+from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, checked_ranges,
+                                      count_matching, delete_documents, delete_matching, documents_by_id,
+                                      documents_page, facet, field_value, field_values, joined_documents,
+                                      matching_documents, passage_ids, set_metadata)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import (DEFAULT_BUFFER_MB, HitMetadata, SegmentedIndex, SegmentHits, check_buffer,
                                       check_build_target, whole_buffer)
@@ -70,6 +70,9 @@ from semiret.types import (DocumentPage, Explanation, Hit, Postings, SearchHits,
                            TermWeight)
 
 log = logging.getLogger(__name__)
+
+FACET_DEPTH = 100
+"""The hits of a query a facet counts among by default (``facet(query=...)``)."""
 
 DOCUMENT_READING = ("chunking", "metadata_fields")
 """``meta.json`` entries saying how the index reads the documents added to it (passages, the corpus fields kept as
@@ -761,13 +764,25 @@ class Retriever:
         """The stored documents (those passing ``filter``), in the order they were added, from one commit."""
         return matching_documents(self.index, filter)
 
-    def facet(self, field: str, filter: dict | None = None, limit: int = 10, ranges: list[dict] | None = None
-              ) -> list[tuple]:
+    def facet(self, field: str, filter: dict | None = None, limit: int = 10, ranges: list[dict] | None = None,
+              query=None, depth: int = FACET_DEPTH) -> list[tuple]:
         """The ``limit`` values of a metadata field the most documents hold (those passing ``filter``), with their
         counts, most first: ``[("pubmed", 120), ("arxiv", 35)]`` (Qdrant's facet, OpenSearch's terms aggregation).
         ``ranges``: how many have a value in each range instead, in the order given: ``[({"lt": 2010}, 52), ...]``
-        (OpenSearch's range aggregation)."""
-        return facet(self.index, field, filter, limit, ranges)
+        (OpenSearch's range aggregation). ``query`` (a text, or a vector over a dense index): counted among its best
+        ``depth`` hits only (those passing ``filter``), the search and the counts from one commit: what a search page
+        shows beside its hits (OpenSearch's aggregations of a k-NN search's candidates, Meilisearch's facet
+        distribution)."""
+        if query is None:
+            return facet(self.index, field, filter, limit, ranges)
+        _check_count(depth, "depth (--depth)")
+        view = self.pinned()
+        hits = view.search(query, k=depth, filter=filter)
+        if isinstance(hits, SearchHits):
+            raise SemiretError("a facet counts the hits of one query: give a text (or one vector), not a list of them")
+        if not hits:  # nothing found: no value held, every range empty
+            return [] if ranges is None else [(bounds, 0) for bounds in checked_ranges(field, ranges)]
+        return facet(view.index, field, {"$id": [hit.id for hit in hits]}, limit, ranges)
 
     def scroll(self, filter: dict | None = None, limit: int = 10, offset: str | None = None,
                order_by: "str | dict | None" = None) -> DocumentPage:

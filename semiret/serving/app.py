@@ -34,7 +34,7 @@
                                            order (or a field's) and ``next_page_offset``
 ``POST /indexes/{name}/documents/metadata`` set stored metadata fields of documents given by id or by filter
 ``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
-``POST /indexes/{name}/facet``             ``{"field", "filter", "limit", "ranges"}`` -> the values the most documents
+``POST /indexes/{name}/facet``             ``{"field", "filter", "limit", "ranges", "query" (or "vector"), "depth"}`` -> the values the most documents
                                            hold (or how many in each range)
 ``GET /indexes/{name}/documents/{id}``     a stored document (``DELETE``: delete it)
 ``POST /indexes/{name}/documents/retrieve`` ``{"ids": [...]}`` -> ``{"documents", "missing"}``: many at once
@@ -1163,7 +1163,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 checked_ranges(body.field, body.ranges)
             except SemiretError as exc:
                 raise validation_error(("body", "ranges"), str(exc), "ranges_invalid") from None
-        return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges)}
+        if body.depth > settings.max_k:
+            raise validation_error(("body", "depth"), f"depth must be at most {settings.max_k} (--max-k)",
+                                   "less_than_equal")
+        if body.vector is not None and not index.retriever.query_side.searches_vectors:
+            raise validation_error(("body", "vector"), f"index {index.name!r} is searched by query texts (retriever "
+                                   f"{index.retriever.name}): a query vector searches a dense index", "vector_invalid")
+        query = body.query if body.vector is None else body.vector
+        return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,
+                                                  body.depth)}
 
     @app.delete("/indexes/{name}/documents/{doc_id:path}", response_model=WriteResponse,
                 response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))

@@ -553,6 +553,16 @@ class FacetRequest(BaseModel):
                                                 "instead ([{\"lt\": 2010}, {\"gte\": 2010, \"lt\": 2020}], as "
                                                 "a filter's ranges), in the order given (OpenSearch's range "
                                                 "aggregation); each answer's value is its range.")
+    query: str | None = Field(None, description="Count among this query's best `depth` hits only (those passing the "
+                              "filter): the facets of a search page.")
+    vector: Vector | None = Field(None, description="Or among a query vector's best hits (a dense index).")
+    depth: int = Field(100, ge=1, strict=True, description="With query or vector: the best hits counted among.")
+
+    @model_validator(mode="after")
+    def _one_query(self) -> "FacetRequest":
+        if self.query is not None and self.vector is not None:
+            raise ValueError("give a query text or a query vector, not both")
+        return self
 
 
 class FacetValue(BaseModel):

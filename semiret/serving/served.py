@@ -27,7 +27,7 @@ from semiret.indexes.filters import checked_filter, documents_by_id, metadata_ta
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.operators import query_filter, scored_text
-from semiret.search.retrievers import DOCUMENT_READING, Retriever, open_retriever
+from semiret.search.retrievers import DOCUMENT_READING, FACET_DEPTH, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
 from semiret.serving.schemas import HIT_FIELDS
 
@@ -260,11 +260,13 @@ class ServedIndex:
         self.refresh()
         return self.retriever.count(filter)
 
-    def facet(self, field: str, filter: dict | None, limit: int, ranges: list[dict] | None = None) -> list[dict]:
-        """The values of a metadata field the most documents hold (or how many in each of ``ranges``), counted."""
+    def facet(self, field: str, filter: dict | None, limit: int, ranges: list[dict] | None = None, query=None,
+              depth: int = FACET_DEPTH) -> list[dict]:
+        """The values of a metadata field the most documents hold (or how many in each of ``ranges``), counted; among
+        a ``query``'s best ``depth`` hits where given."""
         self.refresh()
         return [{"value": value, "count": count}
-                for value, count in self.retriever.facet(field, filter, limit, ranges)]
+                for value, count in self.retriever.facet(field, filter, limit, ranges, query, depth)]
 
     def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool,
                order_by: "str | dict | None" = None) -> dict:

@@ -356,3 +356,41 @@ def test_a_filter_on_an_index_without_metadata_says_so_once(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         BM25Retriever.build(_corpus(), tmp_path / "with").search("statins", k=3, filter={"year": 2001})
     assert "no document holds metadata" not in caplog.text
+
+
+def test_facets_of_a_querys_hits(tmp_path):
+    from collections import Counter
+
+    from semiret.search import VectorsRetriever
+
+    documents = [Document(f"d{n}", f"{'statins' if n % 3 else 'sleep'} study number {n}",
+                          metadata={"year": 2000 + n % 4, "kind": "trial" if n % 2 else "review"}) for n in range(30)]
+    retriever = BM25Retriever.build(documents, tmp_path / "idx")
+    hits = retriever.search("statins", k=8, filter={"kind": "trial"})
+    expected = Counter(retriever.get_document(h.id).metadata["year"] for h in hits)
+    counted = retriever.facet("year", {"kind": "trial"}, query="statins", depth=8)
+    assert dict(counted) == dict(expected) and sum(c for _, c in counted) == 8
+    assert retriever.facet("year", query="no such words here") == []
+    assert retriever.facet("year", ranges=[{"lt": 2002}], query="statins", depth=5) == [({"lt": 2002}, sum(
+        1 for h in retriever.search("statins", k=5) if retriever.get_document(h.id).metadata["year"] < 2002))]
+    with pytest.raises(SemiretError, match="one query"):
+        retriever.facet("year", query=["statins", "sleep"])
+    with pytest.raises(SemiretError, match="depth"):
+        retriever.facet("year", query="statins", depth=0)
+    cli = CliRunner().invoke(app, ["facet", str(tmp_path / "idx"), "year", "--query", "statins", "--depth", "8",
+                                   "--filter", "kind=trial"])
+    assert cli.exit_code == 0, cli.output
+    assert [(line["value"], line["count"]) for line in map(json.loads, cli.stdout.splitlines())] == counted
+    vectors = VectorsRetriever.build([Document(d.id, d.text, metadata=d.metadata, vector=[n % 2, 1 + n % 3])
+                                      for n, d in enumerate(documents)], tmp_path / "vectors")
+    by_vector = Counter(vectors.get_document(h.id).metadata["kind"] for h in vectors.search([1.0, 1.0], k=6))
+    assert dict(vectors.facet("kind", query=[1.0, 1.0], depth=6)) == dict(by_vector)
+    with LocalClient(create_app(ServeSettings({"idx": str(tmp_path / "idx"), "vectors": str(tmp_path / "vectors")},
+                                              write_process=False))) as client:
+        served = client.post("/indexes/idx/facet", json={"field": "year", "query": "statins", "depth": 8,
+                                                         "filter": {"kind": "trial"}})
+        assert [(v["value"], v["count"]) for v in served.json()["values"]] == counted
+        served = client.post("/indexes/vectors/facet", json={"field": "kind", "vector": [1.0, 1.0], "depth": 6})
+        assert {v["value"]: v["count"] for v in served.json()["values"]} == dict(by_vector)
+        refused = client.post("/indexes/idx/facet", json={"field": "year", "vector": [1.0, 1.0]})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "vector"]
