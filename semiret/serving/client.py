@@ -407,6 +407,8 @@ class Client:
         value in each range instead; ``query``, a text or a vector: among its best ``depth`` hits; as
         ``Retriever.facet``)."""
         vectors = query_vectors(query) if query is not None else None
+        if vectors is not None and not vectors[1]:
+            raise SemiretError("a facet counts the hits of one query: give one vector, not a list of them")
         asked = {} if query is None else {"query": query} if vectors is None else {"vector": vectors[0][0].tolist()}
         found = self._call("POST", f"/indexes/{_name(index)}/facet",
                            {"field": field, "limit": limit, **asked, **_given(filter=filter, ranges=ranges, depth=depth)})

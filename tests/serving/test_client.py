@@ -419,6 +419,9 @@ def test_vectors_brought_by_documents_and_queries_over_http(served):
     assert [h.score for h in served_hits] == pytest.approx([h.score for h in local_hits], rel=1e-5)
     batch = client.search("vectors", [documents[2].vector, list(documents[7].vector)], k=1)
     assert batch.ids == [["v2"], ["v7"]]
+    assert client.facet("vectors", "kind", query=query, depth=5) == local.facet("kind", query=query, depth=5)
+    with pytest.raises(SemiretError, match="one query"):
+        client.facet("vectors", "kind", query=[query, query])
     for body, message in (({"vectors": [[1.0, 2.0]]}, "5-dimensional"),
                           ({"vectors": [[1.0, "2"]]}, "valid number"),
                           ({"queries": ["x"], "vectors": [[1.0] * 5]}, "one of the two"),
