@@ -520,11 +520,11 @@ class MilvusIndex:
 
     # ------------------------------------------------------------------ search
     def search(self, queries, k: int = 10, n_threads: int = 1, two_phase=None, nprobe: int = 16,
-               ef_search: int = 128, beam: int | None = None) -> SearchHits:
+               ef_search: int = 128, beam: int | None = None, rescore: int | None = None) -> SearchHits:
         """Top-k by inner product: sparse queries (:class:`~semiret.types.SparseQuery`, terms outside the
         vocabulary and zero weights dropped, negative weights an error) or a [n, dim] matrix. Empty queries find
-        nothing. ``nprobe`` and ``ef_search`` reach IVF and HNSW collections; ``n_threads`` and ``beam`` are
-        semiret's own index's (Milvus searches on its side)."""
+        nothing. ``nprobe`` and ``ef_search`` reach IVF and HNSW collections; ``n_threads``, ``beam`` and
+        ``rescore`` are semiret's own index's (Milvus searches on its side, its vectors whole)."""
         if k < 1:
             raise SemiretError("k must be at least 1")
         if k > MAX_TOP_K:

@@ -306,7 +306,9 @@ class AnnOptions:
     """How a dense index searches its vectors: what the dense and vectors retrievers build with."""
 
     ann: str = "exact"
-    """Dense search structure: exact, flat, ivf, hnsw or tree (beam descent over a k-means tree of the corpus)."""
+    """Dense search structure: exact, flat, ivf, hnsw, tree (beam descent over a k-means tree of the corpus) or
+    faiss:FACTORY, a FAISS index_factory string (faiss:IVF256,PQ16, faiss:HNSW32,SQ8: compressed codes, candidates
+    re-scored exactly, --rescore)."""
     nlist: int | None = None
     """IVF lists (--ann ivf; default 4 sqrt(N))."""
     hnsw_m: int | None = None
@@ -416,21 +418,24 @@ class AnnSearchOptions:
     """How far an approximate dense search looks: what the dense and vectors retrievers search with."""
 
     nprobe: int = 16
-    """IVF lists searched per query (--ann ivf)."""
+    """IVF lists searched per query (--ann ivf, or a faiss:FACTORY with IVF)."""
     ef_search: int = 128
-    """HNSW candidate list size (--ann hnsw)."""
+    """HNSW candidate list size (--ann hnsw, or a faiss:FACTORY with HNSW)."""
     beam: int = BEAM
     """Tree clusters kept at each level of the descent (--ann tree): wider finds more, scores more."""
+    rescore: int | None = None
+    """Candidates per hit a faiss search fetches and scores again exactly with the stored vectors (--ann
+    faiss:FACTORY; default: 4 where its codes are lossy, PQ or SQ; 1: faiss's approximate scores)."""
 
     def __post_init__(self) -> None:
-        for name in ("nprobe", "ef_search", "beam"):
-            if getattr(self, name) < 1:
+        for name in ("nprobe", "ef_search", "beam", "rescore"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least 1, got {getattr(self, name)}")
 
     def search(self, index, vectors, k: int, n_threads: int):
         """``index``'s search of the query ``vectors`` (a matrix) with these options."""
         return index.search(vectors, k=k, n_threads=n_threads, nprobe=self.nprobe, ef_search=self.ef_search,
-                            beam=self.beam)
+                            beam=self.beam, rescore=self.rescore)
 
 
 @dataclass
