@@ -85,7 +85,7 @@ def test_meta_and_describe_record_the_factory_and_an_index_reopens(tmp_path, cor
         DenseIndex.open(tmp_path / "idx")
 
 
-@pytest.mark.parametrize("ann", FACTORIES)
+@pytest.mark.parametrize("ann", FACTORIES[:2])  # (OPQ's training, 17 s here, adds nothing to what deletions test)
 def test_deleted_documents_are_never_returned_and_a_short_search_widens(tmp_path, corpus, queries, ann):
     index = DenseIndex.build(tmp_path / "idx", "dense", [embeddings(corpus)], dim=DIM, analyzer={}, ann=ann)
     best = index.search(queries, k=5)
