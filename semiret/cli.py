@@ -486,6 +486,9 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         if (queries or query_vectors) is not None and not as_json and (highlight or with_text):
             raise SemiretError("a file of queries with --run writes the run alone: --highlight and --with-text show "
                                "in the --json lines (give --json too) or the tables (without --run)")
+    from semiret.search.fused import check_fusion_asked
+
+    check_fusion_asked(fuse_with, fuse_method, fuse_weight, fuse_depth)
     if fuse_with:
         asked = [flag for flag, given in (("--like", like), ("--query-vectors", query_vectors), ("--group-by", group_by),
                                           ("--diversity", diversity), ("--boost", boost), ("--operators", operators),
@@ -499,8 +502,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     if fuse_with:
         from semiret.search.fused import FusedSearch
 
-        fused = FusedSearch([searcher, *(open_retriever(other) for other in fuse_with)], fuse_method, fuse_weight,
-                            fuse_depth)
+        fused = FusedSearch([searcher, *(open_retriever(other, backend=_backend(backend, milvus_token))
+                                         for other in fuse_with)], fuse_method, fuse_weight, fuse_depth)
     if like:
         hits = searcher.recommend(like, unlike or [], k=k, n_threads=threads, filter=wanted,
                                   score_threshold=score_threshold)

@@ -24,7 +24,7 @@ from semiret.errors import SemiretError
 from semiret.search.boosting import Boost
 from semiret.search.candidates import CANDIDATES, candidate_depth
 from semiret.search.diversity import Diversity
-from semiret.search.fused import FusedSearch
+from semiret.search.fused import FusedSearch, check_fusion_asked
 from semiret.search.fusion import RRF_K, check_fusion
 from semiret.search.rerank import Reranking
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
@@ -117,10 +117,11 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             raise SemiretError(f"{asked} with --chunk-{chunking.unit}: passages are ranked by document (grouped by "
                                f"parent), which a {searched} search does not do")
     fusing = {}
+    check_fusion_asked(fuse_with, fuse_method, fuse_weights, fuse_depth)
     if fuse_with:
         check_fusion(fuse_method, fuse_weights, 1 + len(fuse_with), RRF_K)
         refused = [flag for flag, given in (("--diversity", diversity), ("--boost", boost), ("--cross-encoder", rerank),
-                                            (f"--chunk-{chunking.unit}" if chunking else "", chunking)) if given]
+                                            ("--query-vectors", query_vectors_file)) if given is not None]
         if refused:
             raise SemiretError(f"a fused search (--fuse-with) fuses plain searches: {', '.join(refused)} does not apply")
         fusing = {"fuse_with": [str(path) for path in fuse_with], "fuse_method": fuse_method,
@@ -147,6 +148,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     if retriever is None:
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = type(opened) if opened is not None else retriever_class(retriever)
+    if query_vectors_file is not None and not cls.queries.searches_vectors:  # before any index is built
+        raise SemiretError(f"--query-vectors searches a dense index (retrievers dense, vectors); {retriever} searches "
+                           "query texts")
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None
@@ -183,6 +187,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         fused = FusedSearch([searcher, *(open_retriever(path, backend=store) for path in fuse_with)], fuse_method,
                             fuse_weights, fuse_depth) if fuse_with else None
         searching = fused or searcher
+        if fused is not None:
+            grouped = {}  # (the fused search ranks documents, an index of passages by each document's best)
 
         query_ids = list(queries)
         texts = [queries[q] for q in query_ids]

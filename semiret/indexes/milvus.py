@@ -353,6 +353,17 @@ class MilvusIndex:
                          for row in rows if row[DOCUMENT_FIELD])
         return found
 
+    def get_vector(self, doc_id: str) -> np.ndarray | None:
+        """A dense collection's vector of the document (float32), or None when it holds no such document."""
+        if self.kind != DENSE_KIND:
+            raise SemiretError(f"{self.name!r} is a {self.kind} collection: its documents have no dense vector")
+        if not _lookup_safe(doc_id):
+            return None
+        with milvus_errors(f"reading a vector of {self.name!r}"):
+            rows = self._client.query(self.name, ids=[doc_id], output_fields=[VECTOR_FIELD],
+                                      consistency_level=self.backend.consistency)
+        return np.asarray(rows[0][VECTOR_FIELD], dtype=np.float32) if rows else None
+
     def count(self, wanted=None) -> int:
         """Documents, or those whose stored metadata passes ``wanted`` (those Milvus narrows to, read through)."""
         return self.n_docs if wanted is None else sum(1 for _ in self.iter_documents(wanted))

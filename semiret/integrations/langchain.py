@@ -1,6 +1,7 @@
 """semiret as a LangChain retriever (``langchain-core``; ``pip install semiret[langchain]``), as RAG pipelines take
 retrievers: :class:`SemiretRetriever` over an index opened in this process (any retriever: BM25, inference-free,
-dense, hybrid, vectors, ...) or one served by ``semiret serve`` (through :class:`~semiret.serving.client.Client`),
+dense, hybrid, ...; an index of the vectors retriever with the LangChain ``embeddings`` that made its vectors) or one
+served by ``semiret serve`` (through :class:`~semiret.serving.client.Client`),
 ``invoke(query)`` giving LangChain documents; and :func:`semiret_documents`, LangChain's documents (a loader's, a
 splitter's) as semiret documents to index.
 
@@ -11,8 +12,11 @@ retriever's: BM25's, a cosine, ...); a stored field of that name is kept under i
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
+
+import numpy as np
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document as LangChainDocument
@@ -39,6 +43,9 @@ class SemiretRetriever(BaseRetriever):
 
     searcher: Any = Field(description="A semiret Retriever, or a semiret Client (give index too).")
     index: str | None = Field(None, description="With a Client: the name of the served index searched.")
+    embeddings: Any = Field(None, description="A LangChain Embeddings model whose embed_query gives the query "
+                            "vectors searched (an index of the vectors retriever, or any dense one): its documents' "
+                            "vectors must be that model's too.")
     k: int = Field(4, ge=1, description="Documents per query.")
     filter: dict | None = Field(None, description="Only documents whose stored metadata passes it.")
     search_kwargs: dict = Field(default_factory=dict, description="Other arguments of the search.")
@@ -56,6 +63,13 @@ class SemiretRetriever(BaseRetriever):
                                    "--no-store-texts): there is no text to give LangChain")
         else:
             raise SemiretError(f"searcher is a semiret Retriever or Client, got {type(self.searcher).__name__}")
+        if self.embeddings is not None and not hasattr(self.embeddings, "embed_query"):
+            raise SemiretError(f"embeddings is a LangChain Embeddings model (with embed_query), got "
+                               f"{type(self.embeddings).__name__}")
+        if isinstance(self.searcher, Retriever) and not self.searcher.query_side.reads_texts \
+                and self.embeddings is None:
+            raise SemiretError(f"{self.searcher.index.path} holds vectors brought with its documents and has no model "
+                               "for query texts: give embeddings, the LangChain model that made its vectors")
         return self
 
     @classmethod
@@ -73,11 +87,12 @@ class SemiretRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
                                 ) -> list[LangChainDocument]:
+        searched = query if self.embeddings is None else np.asarray(self.embeddings.embed_query(query), np.float32)
         if isinstance(self.searcher, Client):
-            hits = self.searcher.search(self.index, query, k=self.k, filter=self.filter, with_text=True,
+            hits = self.searcher.search(self.index, searched, k=self.k, filter=self.filter, with_text=True,
                                         **self.search_kwargs)
         else:
-            hits = self.searcher.search(query, k=self.k, filter=self.filter, **self.search_kwargs)
+            hits = self.searcher.search(searched, k=self.k, filter=self.filter, **self.search_kwargs)
         return [_langchain_document(hit) for hit in hits]
 
 
@@ -92,14 +107,24 @@ def _langchain_document(hit) -> LangChainDocument:
 def semiret_documents(documents: Iterable[LangChainDocument], id_key: str = "id") -> list[Document]:
     """LangChain's documents as semiret's, to index (``BM25Retriever.build(semiret_documents(docs), path)``): each
     document's id is its ``id``, else its metadata's ``id_key`` (LangChain's loaders put a file's path under
-    ``source``: ``id_key="source"``); one with neither is a clear error; the rest of its metadata is kept."""
-    read = []
+    ``source``: ``id_key="source"``), numbered ``source#0``, ``source#1``, ... where several documents share it (a
+    splitter's chunks, a PDF's pages); one with neither is a clear error. Its metadata is kept whole (``source`` too:
+    a filter reads it)."""
+    documents = list(documents)
+    named = []
     for position, document in enumerate(documents):
-        metadata = dict(document.metadata or {})
-        doc_id = document.id if document.id is not None else metadata.pop(id_key, None)
+        doc_id = document.id if document.id is not None else (document.metadata or {}).get(id_key)
         if doc_id is None:
             raise SemiretError(f"LangChain document {position} has no id and no metadata {id_key!r} to take one "
                                "from: give the documents ids, or name the metadata field that identifies them "
                                "(id_key)")
-        read.append(Document(str(doc_id), document.page_content, metadata=metadata or None))
+        named.append((str(doc_id), document.id is None))
+    shared = Counter(doc_id for doc_id, from_metadata in named if from_metadata)
+    seen: Counter = Counter()
+    read = []
+    for document, (doc_id, from_metadata) in zip(documents, named):
+        if from_metadata and shared[doc_id] > 1:
+            seen[doc_id] += 1
+            doc_id = f"{doc_id}#{seen[doc_id] - 1}"
+        read.append(Document(doc_id, document.page_content, metadata=dict(document.metadata) or None))
     return read

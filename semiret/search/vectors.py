@@ -1,7 +1,7 @@
 """Vectors the user brings (retriever ``vectors``): each document carries its own embedding (a corpus line's
 ``vector`` field, :attr:`~semiret.data.collection.Document.vector`), made by any model outside semiret (an
 embedding API, another framework's model), and each query is a vector too (``search(array)``, ``--query-vectors``,
-the service's ``"vector"``). A dense index with no model, as a vector database's collection: exact or ANN search,
+the service's ``"vectors"``). A dense index with no model, as a vector database's collection: exact or ANN search,
 filters, groups, boosts and the rest as over any dense index, and the index never loads torch.
 
 ``similarity``: ``cosine`` (the default, as most embedding APIs mean their vectors to be compared; vectors scaled to
@@ -136,7 +136,7 @@ class VectorQueries(QuerySide):
     def encode_queries(self, texts):
         raise SemiretError(f"{self.path} holds the vectors its documents brought and has no model to embed query "
                            "texts: search it with query vectors (search(array), --query-vectors FILE, the "
-                           "service's \"vector\")")
+                           "service's \"vectors\")")
 
     def search(self, index, texts, k, n_threads):
         if texts and not are_vectors(texts):

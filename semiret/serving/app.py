@@ -718,8 +718,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         except OptionValueError as exc:
             raise validation_error(("body", "options", exc.name), str(exc), "option_invalid") from None
         try:
+            check_model_options({"tokenizer": body.chunk_tokenizer})
+        except OptionValueError as exc:
+            raise validation_error(("body", "chunk_tokenizer"), str(exc).replace("option 'tokenizer'", "chunk_tokenizer"),
+                                   "chunking_invalid") from None
+        try:
             chunking = Chunking.of_options(body.chunk_words, body.chunk_overlap, body.chunk_sentences,
-                                           body.chunk_tokens)
+                                           body.chunk_tokens, body.chunk_tokenizer)
         except SemiretError as exc:
             raise validation_error(("body", "chunk_words"), str(exc), "chunking_invalid") from None
         try:
@@ -895,10 +900,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
               tags=["search"], responses=_errors(401, 404, 413, 415, 503))
     async def search_batch(body: SearchBatchRequest, index: ServedIndex = Depends(readable)):
         """Several searches, each with its own queries (or vectors) and settings (k, filter, groups, ...), answered
-        in order, all from the index as it stands (Qdrant's search batch, OpenSearch's ``_msearch``): one request for
-        a page's several differently filtered searches. The limits hold for the batch's queries and hits in all."""
+        in order, one after another (Qdrant's search batch, OpenSearch's ``_msearch``): one request for a page's
+        several differently filtered searches. Each search reads the index as it stands when it runs (a write
+        committed meanwhile is seen by the searches after it). The limits hold for the batch's queries and hits in
+        all."""
         started = time.perf_counter()
-        check_batch(sum(len(each.searched) for each in body.searches), "queries")
+        check_batch(sum(len(each.searched) for each in body.searches), "queries (texts or vectors)")
         total = sum(len(each.searched) * (requested_k(each) + each.offset) * each.group_size for each in body.searches)
         if total > settings.max_hits:
             raise HTTPException(413, f"the batch's searches ask for {total:,} hits in all; the limit is "

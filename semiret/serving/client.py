@@ -110,12 +110,12 @@ class Client:
 
     def create_index(self, index: str, retriever: str = "bm25", options: dict | None = None,
                      chunk_words: int | None = None, chunk_overlap: int = 0, chunk_tokens: int | None = None,
-                     chunk_sentences: bool = False) -> dict:
+                     chunk_sentences: bool = False, chunk_tokenizer: str | None = None) -> dict:
         """An empty index in the server's ``--data-dir`` (``options``: the retriever's index options; ``chunk_*``:
-        its passages, as ``semiret index --chunk-*`` gives them)."""
+        its passages, as ``semiret index --chunk-*`` gives them; ``chunk_tokenizer``: a model the server has
+        installed)."""
         body = {"retriever": retriever, "options": options or {}, "chunk_overlap": chunk_overlap,
-                **({"chunk_words": chunk_words} if chunk_words is not None else {}),
-                **({"chunk_tokens": chunk_tokens} if chunk_tokens is not None else {}),
+                **_given(chunk_words=chunk_words, chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer),
                 **({"chunk_sentences": True} if chunk_sentences else {})}
         return self._call("PUT", f"/indexes/{_name(index)}", body)
 
@@ -217,25 +217,22 @@ class Client:
         ``-word`` read as a search box's; ``rerank``: the best hits (100, or this many) ranked again by the server's
         cross-encoder; ``with_fields``: only these of each hit's stored document (``title``, ``text``, ``metadata``,
         ``metadata.FIELD``). ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
-        vectors = query_vectors(queries)
-        one = isinstance(queries, str) if vectors is None else vectors[1]
-        body = self._search_body(queries, k, filter, offset, with_text, group_by, group_size, score_threshold,
+        searched, one = _searched(queries)
+        body = self._search_body(searched, k, filter, offset, with_text, group_by, group_size, score_threshold,
                                  highlight, diversity, candidates, context, explain, boost, operators, rerank,
                                  with_fields, **options)
         results = [_hits(hits) for hits in self._call("POST", f"/indexes/{_name(index)}/search", body)["results"]]
         return results[0] if one else ServedSearchHits.of(results, group_by is not None, diversity is not None)
 
     @staticmethod
-    def _search_body(queries, k: int | None = None, filter: dict | None = None, offset: int = 0,
+    def _search_body(searched: dict, k: int | None = None, filter: dict | None = None, offset: int = 0,
                      with_text: bool = False, group_by: str | None = None, group_size: int = 1,
                      score_threshold: float | None = None, highlight: bool | dict = False,
                      diversity: float | None = None, candidates: int | None = None, context: int | None = None,
                      explain: bool = False, boost: dict | list[dict] | None = None, operators: bool = False,
                      rerank: bool | int = False, with_fields: list[str] | None = None, **options) -> dict:
-        """The body of ``POST .../search`` that :meth:`search`'s arguments ask for."""
-        vectors = query_vectors(queries)
-        searched = ({"queries": query_texts(queries)} if vectors is None
-                    else {"vectors": [vector.tolist() for vector in vectors[0]]})
+        """The body of ``POST .../search`` that :meth:`search`'s arguments ask for (``searched``: its queries or
+        vectors, :func:`_searched`)."""
         return {**searched, "offset": offset, "with_text": with_text,
                 "group_size": group_size, "highlight": highlight, "options": options,
                 **_given(k=k, filter=filter, group_by=group_by, score_threshold=score_threshold, diversity=diversity,
@@ -253,7 +250,7 @@ class Client:
             if "queries" not in asked:
                 raise SemiretError(f"search {number} of the batch names no queries")
             queries, options = asked.pop("queries"), asked.pop("options", {})
-            bodies.append(self._search_body(queries, **asked, **options))
+            bodies.append(self._search_body(_searched(queries)[0], **asked, **options))
             groupings.append((asked.get("group_by") is not None, asked.get("diversity") is not None))
         answers = self._call("POST", f"/indexes/{_name(index)}/search/batch", {"searches": bodies})["searches"]
         return [ServedSearchHits.of([_hits(hits) for hits in answer["results"]], *grouping)
@@ -503,6 +500,15 @@ def _repeatable(method: str, path: str) -> bool:
 def _name(name: str) -> str:
     """An index's or alias's name as a path segment."""
     return urllib.parse.quote(name, safe="")
+
+
+def _searched(queries) -> tuple[dict, bool]:
+    """A search's queries as its request gives them (``{"queries": [...]}`` or ``{"vectors": [...]}``), read as
+    ``Retriever.search`` reads them, and whether one was given alone."""
+    vectors = query_vectors(queries)
+    if vectors is None:
+        return {"queries": query_texts(queries)}, isinstance(queries, str)
+    return {"vectors": [vector.tolist() for vector in vectors[0]]}, vectors[1]
 
 
 def _request_record(document: Document) -> dict:

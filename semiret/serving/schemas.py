@@ -104,8 +104,8 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vectors: list[Vector] | None = Field(None, description="Query vectors instead of texts (one of the two), made "
-                                         "elsewhere and searched as they are: an index of the vectors retriever, or "
-                                         "any dense index of the vectors' dimension.")
+                                         "elsewhere and searched as they are: an index of the vectors or the dense "
+                                         "retriever, of the vectors' dimension.")
     queries: list[str] | None = Field(None, validate_default=True, description="Query texts; the answer has one "
                                       "list of hits per query.")
     k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
@@ -414,6 +414,8 @@ class CreateIndexRequest(BaseModel):
     chunk_overlap: int = Field(0, ge=0, strict=True, description="Words (tokens) shared by consecutive passages.")
     chunk_sentences: bool = Field(False, strict=True, description="Passages of whole sentences, overlapping by whole "
                                   "sentences (as `--chunk-sentences`).")
+    chunk_tokenizer: str | None = Field(None, description="With chunk_tokens: the tokenizer that counts them, a model "
+                                        "this server has installed (`semiret models`; default: the index's model's).")
     from_backup: str | None = Field(None, description="Restore instead: the name of a backup in the server's "
                                     "--backup-dir (as GET /indexes/{name}/backups lists it), copied as the new index "
                                     "with its documents, retriever and options (none of the fields above with it).")

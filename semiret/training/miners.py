@@ -11,6 +11,7 @@ import unicodedata
 from functools import partial
 from typing import Callable, Collection, Iterator, Sequence, TypeVar
 
+from semiret.data.chunking import PARENT_FIELD
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import InvertedIndex
@@ -131,7 +132,8 @@ def mined_tuples(retriever, queries: dict[str, str], qrels: dict[str, dict[str, 
     query searched by ``retriever`` for its best ``depth`` hits, the first ``skip_top`` of them passed over (the
     likeliest false negatives: relevant but unjudged), its judged positives (grade > 0) never taken; of the rest, the
     best ``negatives`` (``sampling="top"``) or as many drawn at random (``"random"``, seeded: the same each run). A
-    query with fewer such hits gets fewer negatives; one with no judged positive, or no stored text, is left out."""
+    query with fewer such hits gets fewer negatives; one with no judged positive, or no stored text, is left out. Over
+    an index of passages, documents are ranked by their best passage (as judged: by document) and written whole."""
     if sampling not in SAMPLINGS:
         raise SemiretError(f"sampling is one of {', '.join(SAMPLINGS)}, got {sampling!r}")
     for name, value, least in (("negatives", negatives, 1), ("skip_top", skip_top, 0), ("depth", depth, 1)):
@@ -144,12 +146,15 @@ def mined_tuples(retriever, queries: dict[str, str], qrels: dict[str, dict[str, 
                            "negatives are written as texts")
     rng = random.Random(seed)
     judged = [q for q in queries if any(grade > 0 for grade in qrels.get(q, {}).values())]
+    passages = retriever.chunking is not None  # documents ranked by their best passage, as judged
     for start in range(0, len(judged), batch_size):
         batch = judged[start:start + batch_size]
-        found = retriever.search([queries[q] for q in batch], k=depth)
-        for query_id, ranked in zip(batch, found.ids):
+        found = retriever.search([queries[q] for q in batch], k=depth, **({"group_by": PARENT_FIELD} if passages
+                                                                           else {}))
+        for query_id, hits in zip(batch, found):
+            ranked = [hit.group if passages else hit.id for hit in hits]
             positives = sorted(d for d, grade in qrels[query_id].items() if grade > 0)
-            pool = negative_pool([list(ranked[skip_top:])], set(positives))
+            pool = negative_pool([ranked[skip_top:]], set(positives))
             chosen = pool[:negatives] if sampling == "top" else rng.sample(pool, min(negatives, len(pool)))
             texts = retriever.get_documents([*positives, *chosen])
             for positive in positives:

@@ -39,9 +39,35 @@ def test_a_table_with_or_without_a_header(tmp_path):
     named.write_text("Query\tPositive\tNegative\nq one\tp one\tn one\nq two\tp two\t\n")
     assert [(q, p, n) for _, q, p, n in read_pairs(named)] == [("q one", ["p one"], ["n one"]), ("q two", ["p two"], [])]
     plain = tmp_path / "pairs.csv"
-    plain.write_text("q one,p one,n one,n two\nq two,p two,,\n")
+    plain.write_text("q one,p one,n one,n two\nq two,p two,,\nq three,p three\n")
     assert [(q, p, n) for _, q, p, n in read_pairs(plain)] == [("q one", ["p one"], ["n one", "n two"]),
-                                                               ("q two", ["p two"], [])]
+                                                               ("q two", ["p two"], []), ("q three", ["p three"], [])]
+    ragged = tmp_path / "ragged.tsv"  # no header: each line as many negatives as it holds
+    ragged.write_text("q1\tpos1\nq2\tpos2\tneg2\n")
+    assert [(q, p, n) for _, q, p, n in read_pairs(ragged)] == [("q1", ["pos1"], []), ("q2", ["pos2"], ["neg2"])]
+
+
+def test_labelled_pairs_keep_the_matching_ones_and_graded_ones_are_refused(tmp_path):
+    pairs = tmp_path / "quora.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"sentence1": "How do I learn Python?", "sentence2": "What is the best way to learn Python?", "label": 1},
+        {"sentence1": "How do I learn Python?", "sentence2": "How tall is Mount Everest?", "label": 0},
+        {"sentence1": "Is tea healthy?", "sentence2": "What is the capital of France?", "label": "0"}]))
+    assert write_pairs_collection(pairs, tmp_path / "beir") == {"pairs": 3, "queries": 1, "documents": 3,
+                                                                "judgements": 1}
+    collection = Collection(tmp_path / "beir")
+    assert list(collection.queries("train").values()) == ["How do I learn Python?"]
+    assert [d.text for d in collection.corpus()][1:] == ["How tall is Mount Everest?", "What is the capital of France?"]
+    sts = tmp_path / "sts.csv"
+    sts.write_text("sentence1,sentence2,score\nA man plays,A man is playing,4.8\n")
+    with pytest.raises(DataFormatError, match="'score' column grades"):
+        write_pairs_collection(sts, tmp_path / "sts")
+    pairs.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "label": 0}) + "\n")
+    with pytest.raises(SemiretError, match="every label is 0"):
+        write_pairs_collection(pairs, tmp_path / "none")
+    pairs.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "label": "yes"}) + "\n")
+    with pytest.raises(DataFormatError, match="'label' must be a number"):
+        write_pairs_collection(pairs, tmp_path / "none")
 
 
 def test_bad_pairs_are_refused_naming_the_line_and_nothing_is_written(tmp_path):
@@ -105,3 +131,21 @@ def test_mined_negatives_are_hits_that_are_not_positives_and_import_back(tmp_pat
     assert [json.loads(line) for line in out.read_text().splitlines()] == tuples
     counts = write_pairs_collection(out, tmp_path / "again")
     assert counts["pairs"] == len(tuples) and counts["judgements"] == len(tuples)
+
+
+def test_negatives_mined_over_passages_are_other_documents_whole(tmp_path, beir_dir):
+    from semiret.search import BM25Retriever
+    from semiret.training.miners import mined_tuples
+
+    collection = Collection(beir_dir)
+    queries, qrels = collection.queries("test"), collection.qrels("test")
+    passages = BM25Retriever.build(collection.corpus(), tmp_path / "passages", chunking=3)
+    documents = {d.id: d for d in collection.corpus()}
+    tuples = list(mined_tuples(passages, queries, qrels, negatives=3, depth=10))
+    assert any(record["negative_ids"] for record in tuples)
+    for record in tuples:
+        positives = {d for d, grade in qrels[record["query_id"]].items() if grade > 0}
+        assert not set(record["negative_ids"]) & positives and set(record["negative_ids"]) <= set(documents)
+        assert len(set(record["negative_ids"])) == len(record["negative_ids"])
+        assert [record[f"negative_{n}"] for n in range(1, len(record["negative_ids"]) + 1)] == [
+            documents[d].full_text for d in record["negative_ids"]]

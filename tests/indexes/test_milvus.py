@@ -636,3 +636,19 @@ def test_two_threads_overwriting_one_lite_collection_do_not_mix_their_copies(bac
     assert not errors
     words = {backend.open(name).get_document(i).text.split()[0] for i in ids}
     assert len(words) == 1 and backend.asides(name) == []
+
+
+def test_a_collection_of_vectors_brought_by_documents(backend, tmp_path):
+    from semiret.search import VectorsRetriever
+
+    rng = np.random.default_rng(4)
+    documents = [Document(f"v{i}", f"text {i}", vector=rng.normal(size=6)) for i in range(12)]
+    name = next(_names)
+    collection = VectorsRetriever.build(documents, name, backend=backend)
+    local = VectorsRetriever.build(documents, tmp_path / "local")
+    assert [h.id for h in collection.search(documents[3].vector, k=3)] == [h.id for h in local.search(
+        documents[3].vector, k=3)]
+    np.testing.assert_allclose(collection.index.get_vector("v3"), local.index.get_vector("v3"), rtol=1e-6)
+    assert collection.index.get_vector("missing") is None
+    assert [h.id for h in collection.recommend(["v3"], k=2)] == [h.id for h in local.recommend(["v3"], k=2)]
+    assert collection.sync(documents).unchanged == len(documents)  # the vectors read back: nothing rewritten

@@ -49,12 +49,17 @@ def test_langchain_documents_are_indexed_by_their_ids(tmp_path):
     loaded = [LangChainDocument(page_content="statins and the heart", metadata={"source": "a.txt", "page": 1}),
               LangChainDocument(page_content="sleep and memory", metadata={"source": "b.txt"})]
     documents = semiret_documents(loaded, id_key="source")
-    assert [(d.id, d.text, d.metadata) for d in documents] == [("a.txt", "statins and the heart", {"page": 1}),
-                                                              ("b.txt", "sleep and memory", None)]
+    assert [(d.id, d.text, d.metadata) for d in documents] == [
+        ("a.txt", "statins and the heart", {"source": "a.txt", "page": 1}),
+        ("b.txt", "sleep and memory", {"source": "b.txt"})]
     index = BM25Retriever.build(documents, tmp_path / "idx")
     assert SemiretRetriever(searcher=index, k=1).invoke("memory")[0].id == "b.txt"
     with_ids = semiret_documents([LangChainDocument(id="x", page_content="text")])
     assert with_ids[0].id == "x"
+    pages = [LangChainDocument(page_content=f"page {n}", metadata={"source": "a.pdf", "page": n}) for n in range(3)]
+    split = semiret_documents([*pages, LangChainDocument(page_content="b", metadata={"source": "b.txt"})], "source")
+    assert [d.id for d in split] == ["a.pdf#0", "a.pdf#1", "a.pdf#2", "b.txt"]
+    assert split[1].metadata == {"source": "a.pdf", "page": 1}  # (the source kept: a filter reads it)
     with pytest.raises(SemiretError, match="document 1 has no id and no metadata 'id'"):
         semiret_documents([LangChainDocument(id="x", page_content="a"), LangChainDocument(page_content="b")])
 
@@ -70,3 +75,20 @@ def test_a_retriever_is_made_of_what_it_can_search(tmp_path):
     bare = BM25Retriever.build(DOCS, tmp_path / "bare", store_texts=False)
     with pytest.raises(SemiretError, match="no text to give LangChain"):
         SemiretRetriever(searcher=bare)
+
+
+def test_an_index_of_vectors_is_searched_with_the_embeddings_that_made_them(tmp_path):
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from semiret.search import VectorsRetriever
+
+    embeddings = DeterministicFakeEmbedding(size=8)
+    texts = ["statins lower cholesterol", "sleep and memory", "aspirin and the heart"]
+    index = VectorsRetriever.build([Document(f"v{n}", text, vector=embeddings.embed_query(text))
+                                    for n, text in enumerate(texts)], tmp_path / "vectors")
+    found = SemiretRetriever(searcher=index, embeddings=embeddings, k=1).invoke("sleep and memory")
+    assert [(d.id, d.page_content) for d in found] == [("v1", "sleep and memory")]
+    with pytest.raises(SemiretError, match="give embeddings"):
+        SemiretRetriever(searcher=index)
+    with pytest.raises(SemiretError, match="with embed_query"):
+        SemiretRetriever(searcher=index, embeddings="model")

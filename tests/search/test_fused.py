@@ -101,3 +101,43 @@ def test_eval_scores_a_fused_search_as_the_fusion_of_the_parts_runs(tmp_path, be
         evaluate(beir_dir, index=tmp_path / "bm25", fuse_with=[tmp_path / "idf", tmp_path / "idf"], fuse_weights=[1, 2])
     with pytest.raises(SemiretError, match="--diversity does not apply"):
         evaluate(beir_dir, index=tmp_path / "bm25", fuse_with=[tmp_path / "idf"], diversity=0.5)
+
+
+def test_an_index_of_passages_takes_part_with_its_documents(tmp_path, beir_dir):
+    collection = Collection(beir_dir)
+    passages = BM25Retriever.build(collection.corpus(), tmp_path / "passages", chunking=3)
+    whole = BM25Retriever.build(collection.corpus(), tmp_path / "whole")
+    query = "cats and dogs"
+    fused = FusedSearch([passages, whole], depth=10).search(query, k=10)
+    documents = {d.id for d in collection.corpus()}
+    assert fused and {h.id for h in fused} <= documents
+    by_best_passage = [h.group for h in passages.search(query, k=10, group_by="parent")]
+    expected = fuse_runs([{"q": {d: -n for n, d in enumerate(by_best_passage)}},
+                          {"q": {h.id: h.score for h in whole.search(query, k=10)}}], k=10)
+    assert [h.id for h in fused] == list(expected["q"])
+    assert fused[0].text == whole.get_document(fused[0].id).full_text
+    figures = evaluate(beir_dir, index=tmp_path / "passages", fuse_with=[tmp_path / "whole"])
+    assert figures["nDCG@10"] > 0 and figures["chunking"] is not None
+    with pytest.raises(SemiretError, match="fused search takes query texts"):
+        FusedSearch([passages, whole]).search([0.1, 0.2])
+
+
+def test_eval_refuses_query_vectors_a_retriever_cannot_search_before_building(tmp_path, beir_dir):
+    vectors = tmp_path / "vectors.jsonl"
+    vectors.write_text(json.dumps({"_id": "q1", "vector": [0.1, 0.2]}) + "\n")
+    with pytest.raises(SemiretError, match="--query-vectors searches a dense index .*; bm25 searches query texts"):
+        evaluate(beir_dir, query_vectors_file=vectors, index=tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+    BM25Retriever.build(Collection(beir_dir).corpus(), tmp_path / "bm25")
+    with pytest.raises(SemiretError, match="--query-vectors does not apply"):
+        evaluate(beir_dir, index=tmp_path / "bm25", fuse_with=[tmp_path / "bm25"], query_vectors_file=vectors,
+                 retriever="vectors")
+
+
+def test_fusion_settings_without_indexes_to_fuse_are_refused(tmp_path, beir_dir):
+    BM25Retriever.build(Collection(beir_dir).corpus(), tmp_path / "bm25")
+    for flags in (["--fuse-method", "zscore"], ["--fuse-weight", "2"], ["--fuse-depth", "50"]):
+        for command in (["search", "--index", str(tmp_path / "bm25"), "cats"],
+                        ["eval", "--data", str(beir_dir), "--index", str(tmp_path / "bm25")]):
+            result = CliRunner().invoke(app, [*command, *flags])
+            assert result.exit_code != 0 and "give the indexes to fuse with --fuse-with" in result.output

@@ -709,6 +709,12 @@ def test_the_service_creates_indexes_of_sentences_and_tokens(tmp_path):
         made = client_of(client, api_key="key").create_index("c", "bot", chunk_tokens=8, chunk_overlap=2,
                                                              chunk_sentences=True)
         assert made["chunking"] == record  # the Python client asks for the same
+        counted = client_of(client, api_key="key").create_index("b", "bm25", chunk_tokens=8, chunk_tokenizer="minilm")
+        assert counted["chunking"]["tokenizer"] == "minilm"  # a BM25 index counts by a tokenizer named
+        refused = client.put("/indexes/u", headers=key, json={"retriever": "bm25", "chunk_tokens": 8,
+                                                              "chunk_tokenizer": str(tmp_path)})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "chunk_tokenizer"]
+        assert "not a model this server has installed" in refused.text
         for body, message in (({"chunk_words": 4, "chunk_tokens": 4}, "not both"),
                               ({"chunk_sentences": True}, "give --chunk-words too"),
                               ({"chunk_tokens": 4}, "a bm25 index has no tokenizer"),
