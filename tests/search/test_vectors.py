@@ -157,3 +157,10 @@ def test_a_sync_replaces_the_documents_whose_vectors_alone_changed(tmp_path):
     assert (counts.unchanged, counts.replaced, counts.added, counts.deleted) == (5, 1, 0, 0)
     assert retriever.search(np.ones(8), k=1)[0].id == "d2"
     assert retriever.sync([*documents[:2], moved, *documents[3:]]).unchanged == 6
+
+
+def test_an_array_of_strings_is_queries_not_a_vector(tmp_path, tiny_docs):
+    retriever = BM25Retriever.build(tiny_docs, tmp_path / "bm25")
+    texts = ["cats and dogs", "statins"]
+    for given in (np.array(texts), np.array(texts, dtype=object)):  # a table's column (df["query"].values)
+        assert retriever.search(given, k=2).ids == retriever.search(texts, k=2).ids
