@@ -90,11 +90,10 @@ class VectorDocuments(DocumentSide):
             vectors = unit_rows(vectors)
         return Embeddings([d.id for d in documents], vectors, documents)
 
-
     def holds_alike(self, index, document: Document) -> bool:
         """Whether the index holds the vector ``document`` brings, as it would be added (a sync replaces the
         documents whose vectors alone changed)."""
-        held = index.get_vector(document.id) if hasattr(index, "get_vector") else None  # (Milvus: not read back)
+        held = index.get_vector(document.id)
         if document.vector is None or held is None or len(document.vector) != len(held):
             return False
         brought = unit_rows(document.vector[None])[0] if self.normalize else document.vector
