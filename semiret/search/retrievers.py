@@ -321,10 +321,9 @@ class Retriever:
         ``chunking``: index the documents' passages (:mod:`semiret.data.chunking`; a :class:`Chunking` of words or
         tokens, of whole sentences or not, a dict of its fields or a number of words; a budget in tokens is counted
         by the tokenizer it names, else the index's model's), recorded in the index, so that documents added later
-        are split alike. ``buffer_mb``: the
-        MB of documents a build holds in memory before it writes them as a segment (default: the document side's
-        ``buffer_mb``, :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but for NAIL's score matrix; 0: all, one
-        segment), so
+        are split alike. ``buffer_mb``: the MB of documents a build holds in memory before it writes them as a
+        segment (default: the document side's ``buffer_mb``, :data:`~semiret.indexes.segments.DEFAULT_BUFFER_MB` but
+        for NAIL's score matrix; 0: all, one segment), so
         that memory does not grow with the corpus; the segments find what one segment would. A hybrid index and a
         Milvus collection take no buffer (a hybrid's parts are written whole). ``corpus_head``: the first documents
         of the corpus ``documents`` are a shard of, whose first batch the document side takes its statistics from (a
