@@ -1092,14 +1092,21 @@ def count(index: Optional[Path] = typer.Argument(None, help="Index directory."),
           index_option: Optional[Path] = _index_option(),
           filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Count the documents whose stored "
                                                       "metadata matches (as search's --filter)."),
+          query: Optional[str] = typer.Option(None, help="Count the documents this query's search matches (total "
+                                              "hits: those holding one of its terms; a dense index: all)."),
           backend: Optional[str] = _backend_option(),
           milvus_token: Optional[str] = _milvus_token_option()):
-    """Count an index's documents, or those whose metadata matches --filter (the number on standard output)."""
+    """Count an index's documents, or those whose metadata matches --filter, or that a query matches (--query); the
+    number on standard output."""
     from semiret.indexes.filters import count_matching
-    from semiret.search.retrievers import open_index_at
+    from semiret.search.retrievers import open_index_at, open_retriever
 
     index, = _leading_index(index_option, index, names=("index",))
-    print(count_matching(open_index_at(index, _backend(backend, milvus_token)), _filter(filter_) if filter_ else None))
+    wanted = _filter(filter_) if filter_ else None
+    if query is not None:
+        print(open_retriever(index, backend=_backend(backend, milvus_token)).count(wanted, query))
+        return
+    print(count_matching(open_index_at(index, _backend(backend, milvus_token)), wanted))
 
 
 @app.command()

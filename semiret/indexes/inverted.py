@@ -455,6 +455,28 @@ class InvertedIndex(SegmentedIndex):
             visited = seg_visited if visited is None else visited + seg_visited
         return seg_scores, seg_docs, np.zeros(n_queries, np.int64) if visited is None else visited
 
+    def matching_count(self, query: SparseQuery) -> int:
+        """How many live documents hold at least one of ``query``'s terms: those its search scores (OpenSearch's
+        total hits), counted from the postings of those terms alone (a view :meth:`restricted` by a filter counts
+        the documents that pass it)."""
+        terms = np.unique(np.asarray(query.terms)[np.asarray(query.weights) != 0])
+        total = 0
+        for segment in self.snapshot.segments:
+            present = np.asarray(segment.terms)
+            at = np.searchsorted(present, terms)
+            found = at[(at < len(present)) & (present[np.minimum(at, len(present) - 1)] == terms)] if len(present) \
+                else at[:0]
+            if not len(found):
+                continue
+            indptr, docs = np.asarray(segment.indptr), np.asarray(segment.docs)
+            held = np.zeros(segment.n_docs, bool)
+            for position in found.tolist():
+                held[docs[indptr[position]:indptr[position + 1]]] = True
+            if segment.any_deleted():
+                held &= ~segment.deleted
+            total += int(held.sum())
+        return total
+
     def explain(self, query: SparseQuery, doc_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """How the live document ``doc_id``'s score for ``query`` adds up, from one commit: the query's term ids and
         weights as a search scores them (IDF applied for BM25; unknown and zero-weight terms left out) and each term's

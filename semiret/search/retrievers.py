@@ -755,9 +755,28 @@ class Retriever:
             raise SemiretError(f"get_documents takes a list of ids, got the string {doc_ids!r} (one id: get_document)")
         return documents_by_id(self.index, [_document_id(doc_id) for doc_id in doc_ids])
 
-    def count(self, filter: dict | None = None) -> int:
-        """How many documents the index holds, or how many pass ``filter`` (as :meth:`search` reads it)."""
-        return count_matching(self.index, filter)
+    def count(self, filter: dict | None = None, query: str | None = None) -> int:
+        """How many documents the index holds, or how many pass ``filter`` (as :meth:`search` reads it); with a
+        ``query``, how many of those its search matches (OpenSearch's total hits, "about 1,234 results"): for the
+        retrievers that sum term weights (BM25, the token and learned sparse ones), the documents holding one of its
+        scored terms; for a dense index, every one (each has a score)."""
+        if query is None:
+            return count_matching(self.index, filter)
+        if not isinstance(query, str):
+            raise SemiretError(f"a count of matches reads one query text, got {type(query).__name__}")
+        if self.query_side.searches_vectors:
+            if not self.query_side.reads_texts:
+                self.query_side.encode_queries([query])  # (says to search it with vectors)
+            return count_matching(self.index, filter)
+        if not self._sums_term_weights:
+            raise SemiretError(f"{self.index.path}: a query's matches are counted in an index of terms whose search "
+                               "sums their weights (retrievers bm25, bot, idf, splade, inference-free, sidr-full, "
+                               f"nail-sparse) or a dense one; retriever {self.name} over it ranks otherwise")
+        view = self.index.pinned()
+        wanted = checked_filter(view, filter, "filter on")
+        if wanted is not None:
+            view = view.restricted(wanted)
+        return view.matching_count(self.query_side.scored_queries(view, [query])[0])
 
     def iter_documents(self, filter: dict | None = None) -> Iterator[Document]:
         """The stored documents (those passing ``filter``), in the order they were added, from one commit."""

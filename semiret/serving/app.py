@@ -33,7 +33,7 @@
 ``POST /indexes/{name}/documents/scroll``  ``{"filter", "limit", "offset", "order_by"}`` -> a page of documents in id
                                            order (or a field's) and ``next_page_offset``
 ``POST /indexes/{name}/documents/metadata`` set stored metadata fields of documents given by id or by filter
-``POST /indexes/{name}/documents/count``   ``{"filter"}`` -> ``{"count": N}``
+``POST /indexes/{name}/documents/count``   ``{"filter", "query"}`` -> ``{"count": N}``
 ``POST /indexes/{name}/facet``             ``{"field", "filter", "limit", "ranges", "query" (or "vector"), "depth"}`` -> the values the most documents
                                            hold (or how many in each range)
 ``GET /indexes/{name}/documents/{id}``     a stored document (``DELETE``: delete it)
@@ -1148,9 +1148,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
               responses=_errors(401, 404, 503))
     async def count(body: CountRequest, index: ServedIndex = Depends(readable)):
         """How many documents the index holds, or how many match ``filter`` (Qdrant's count, OpenSearch's
-        ``_count``)."""
+        ``_count``), and ``query`` where given (its total hits)."""
         check_filter(body.filter)
-        return {"count": await run_in_threadpool(index.count, body.filter)}
+        return {"count": await run_in_threadpool(index.count, body.filter, body.query)}
 
     @app.post("/indexes/{name}/facet", response_model=FacetResponse, tags=["documents"],
               responses=_errors(401, 404, 503))

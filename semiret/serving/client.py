@@ -373,8 +373,10 @@ class Client:
             found.update((record["_id"], _document(record)) for record in answer["documents"])
         return found
 
-    def count(self, index: str, filter: dict | None = None) -> int:
-        return self._call("POST", f"/indexes/{_name(index)}/documents/count", _given(filter=filter))["count"]
+    def count(self, index: str, filter: dict | None = None, query: str | None = None) -> int:
+        """The documents passing ``filter`` (that ``query`` matches too), as ``Retriever.count``."""
+        return self._call("POST", f"/indexes/{_name(index)}/documents/count",
+                          _given(filter=filter, query=query))["count"]
 
     def scroll(self, index: str, filter: dict | None = None, limit: int = 100, offset: str | None = None,
                order_by: str | dict | None = None) -> DocumentPage:

@@ -518,6 +518,9 @@ class CountRequest(BaseModel):
 
     filter: dict[str, Any] | None = Field(None, description="Count only documents whose stored metadata matches "
                                           "(as a search's filter).")
+    query: str | None = Field(None, description="Count only the documents this query's search matches (total hits: "
+                              "those holding one of its terms, for retrievers that sum term weights; every one, for "
+                              "a dense index).")
 
 
 class CountResponse(BaseModel):

@@ -255,10 +255,10 @@ class ServedIndex:
                 missing.append(doc_id)
         return found, missing
 
-    def count(self, filter: dict | None) -> int:
-        """Live documents, or those whose metadata passes ``filter``."""
+    def count(self, filter: dict | None, query: str | None = None) -> int:
+        """Live documents, or those whose metadata passes ``filter`` (and that ``query`` matches)."""
         self.refresh()
-        return self.retriever.count(filter)
+        return self.retriever.count(filter, query)
 
     def facet(self, field: str, filter: dict | None, limit: int, ranges: list[dict] | None = None, query=None,
               depth: int = FACET_DEPTH) -> list[dict]:

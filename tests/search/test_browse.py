@@ -394,3 +394,33 @@ def test_facets_of_a_querys_hits(tmp_path):
         assert {v["value"]: v["count"] for v in served.json()["values"]} == dict(by_vector)
         refused = client.post("/indexes/idx/facet", json={"field": "year", "vector": [1.0, 1.0]})
         assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "vector"]
+
+
+def test_a_querys_total_hits(tmp_path, tiny_docs):
+    from semiret.search import IDFRetriever
+
+    documents = [Document(d.id, d.text, d.title, {"n": n}) for n, d in enumerate(tiny_docs)]
+    bm25 = BM25Retriever.build(documents, tmp_path / "bm25")
+    for query in ("cats", "cats dogs", "statins heart", "no such words"):
+        scored = [h for h in bm25.search(query, k=len(documents)) if h.score > 0]
+        assert bm25.count(query=query) == len(scored)
+        kept = [h for h in bm25.search(query, k=len(documents), filter={"n": [0, 1, 2]}) if h.score > 0]
+        assert bm25.count({"n": [0, 1, 2]}, query) == len(kept)
+    bm25.delete([h.id for h in bm25.search("cats", k=1)])
+    assert bm25.count(query="cats") == len([h for h in bm25.search("cats", k=len(documents)) if h.score > 0])
+    idf = IDFRetriever.build(documents, tmp_path / "idf")
+    assert idf.count(query="cats and dogs") == len(idf.search("cats and dogs", k=len(documents)))
+    from semiret.search import VectorsRetriever
+
+    vectors = VectorsRetriever.build([Document(d.id, d.text, vector=[1.0, n]) for n, d in enumerate(documents)],
+                                     tmp_path / "vectors")
+    with pytest.raises(SemiretError, match="no model to embed query texts"):
+        vectors.count(query="cats")
+    hybrid = HybridRetriever.build(documents, tmp_path / "hybrid", neural="idf")
+    with pytest.raises(SemiretError, match="ranks otherwise"):
+        hybrid.count(query="cats")
+    cli = CliRunner().invoke(app, ["count", str(tmp_path / "bm25"), "--query", "statins heart", "--filter", "n=2"])
+    assert cli.exit_code == 0 and int(cli.stdout) == bm25.count({"n": 2}, "statins heart")
+    with LocalClient(create_app(ServeSettings({"bm25": str(tmp_path / "bm25")}, write_process=False))) as client:
+        served = client.post("/indexes/bm25/documents/count", json={"query": "statins heart", "filter": {"n": [0, 2]}})
+        assert served.json()["count"] == bm25.count({"n": [0, 2]}, "statins heart")
