@@ -57,6 +57,8 @@ RESCORE = 4
 """Candidates per hit a faiss structure with lossy codes (PQ, SQ, a transform) fetches by default, to score them
 again exactly with the stored vectors (``rescore``)."""
 ANN_FILE = "ann.faiss"
+RESCORED_ROWS = 65536
+"""Candidate vectors re-scored at a time (``rescore``): 200 MB of 768-dimensional float32 rows at most."""
 EXACT_CHUNK = 65536
 """Documents scored per matmul in exact search (bounds the [queries, chunk] score block)."""
 
@@ -89,7 +91,8 @@ class DenseSegment(Segment):
         hidden = self.deleted if self.any_deleted() else None
         excluded = hidden if self.tree is not None else _faiss_selector(hidden)
         rescore = 1 if self.tree is not None else self.rescore if rescore is None else rescore  # (a tree: exact scores)
-        scores, local = self._approximate(queries, k * rescore, nprobe, ef_search, beam, excluded, n_threads)
+        fetched = min(k * rescore, max(k, self.n_docs))  # (never more candidates than the segment holds)
+        scores, local = self._approximate(queries, fetched, nprobe, ef_search, beam, excluded, n_threads)
         # the clusters or graph neighbours searched may hold fewer than k live documents (few documents in them: a
         # small segment added to the first one's tree; many hidden, deleted or failing a filter): the queries left
         # short are searched again, 4x wider each time, as far as it goes
@@ -100,7 +103,7 @@ class DenseSegment(Segment):
             if wider is None:
                 break
             nprobe, ef_search, beam = wider
-            scores[short], local[short] = self._approximate(queries[short], k * rescore, nprobe, ef_search, beam,
+            scores[short], local[short] = self._approximate(queries[short], fetched, nprobe, ef_search, beam,
                                                             excluded, n_threads)
             short = short[(local[short] >= 0).sum(axis=1) < wanted]
         return (scores, local) if rescore == 1 else self._rescored(queries, local, k)
@@ -129,7 +132,16 @@ class DenseSegment(Segment):
 
     def _rescored(self, queries: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` of each query's ``candidates`` (local numbers, -1 where none) by their exact inner products
-        with the stored float vectors (only the candidates' rows are read)."""
+        with the stored float vectors (only the candidates' rows are read, for :data:`RESCORED_ROWS` candidates of
+        the queries at a time: a batch's candidate vectors are never all held at once)."""
+        block = max(1, RESCORED_ROWS // max(1, candidates.shape[1]))
+        parts = [self._rescored_block(queries[start:start + block], candidates[start:start + block], k)
+                 for start in range(0, len(queries), block)]
+        if not parts:
+            return np.zeros((0, k), np.float32), np.full((0, k), -1, np.int64)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def _rescored_block(self, queries: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         found = candidates >= 0
         rows = np.asarray(self.vectors[np.where(found, candidates, 0).ravel()]).reshape(*candidates.shape, -1)
         scores = np.where(found, np.einsum("qcd,qd->qc", rows, queries), -np.inf).astype(np.float32)
@@ -351,6 +363,7 @@ def factory_index(factory: str | None, dim: int):
     if not factory:
         raise SemiretError(f"{FACTORY}: needs a FAISS index_factory string after it: {FACTORY}:IVF256,PQ16, "
                            f"{FACTORY}:HNSW32,SQ8, {FACTORY}:OPQ16,IVF1024,PQ16, ...")
+    _check_factory_sizes(factory)
     try:
         index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
@@ -361,6 +374,24 @@ def factory_index(factory: str | None, dim: int):
     if isinstance(searched, faiss.IndexIVFPQ):  # (what the factory turns on for polysemous filtering, which no search
         searched.do_polysemous_training = False  # here uses: seconds of training a segment for nothing)
     return index
+
+
+_FACTORY_SIZE = re.compile(r"(HNSW|IVF|PCAW?R?|OPQ|PQ)(\d+)(?:x(\d+))?")
+"""A structure of a factory string and its size: HNSW's degree, IVF's lists, a PCA's or OPQ's output, PQ's
+sub-quantizers and bits."""
+
+
+def _check_factory_sizes(factory: str) -> None:
+    """Refuse the sizes faiss parses but cannot build with (an HNSW of degree 1 crashes the process on its first add,
+    one of 0 at once; no IVF list fails every search; PQ codes outside 1 to 16 bits), before any index is made."""
+    for found in _FACTORY_SIZE.finditer(factory):
+        name, size, bits = found[1], int(found[2]), found[3]
+        least = 2 if name == "HNSW" else 1
+        if size < least:
+            raise SemiretError(f"{FACTORY}:{factory}: {name}{size} is no structure faiss can build ({name} takes at "
+                               f"least {least})")
+        if bits is not None and not 1 <= int(bits) <= 16:
+            raise SemiretError(f"{FACTORY}:{factory}: {found[0]} asks for {bits}-bit codes; PQ codes take 1 to 16 bits")
 
 
 def faiss_message(error: RuntimeError) -> str:

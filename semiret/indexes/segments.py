@@ -469,12 +469,14 @@ class SegmentedIndex(ABC):
     """
 
     FORMAT: ClassVar[str]
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     """The format version this code writes: any commit records it, so that an older semiret, which would drop what
     it does not know of (metadata tables, passage records, merge buffers) or fail on it, refuses the index instead.
     2: metadata tables, ``chunking``, ``buffer_mb`` and filled segments, all of 2026-11-29/30. 3: the analyzer's
     ``drop_invisible`` and the chunking's ``spaceless`` (2026-11-30), which a reader of version 2 failed on with a
-    ``TypeError``."""
+    ``TypeError``. 4: FAISS factory structures (``ann: faiss``, segments searched exactly until trained), passages of
+    sentences and of tokens (``chunk_start``) and the ``vectors`` analyzer (2026-12-02), which a reader of version 3
+    searched without re-scoring, failed on, or joined wrongly."""
     OLDEST_VERSION: ClassVar[int] = 1
     """The oldest format version this code reads (and upgrades on its first write)."""
     DESCRIPTION: ClassVar[str] = "index"

@@ -324,6 +324,9 @@ class AnnOptions:
             if value is not None and value < least:
                 raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least {least}, got {value}")
         check_tree_branching(self.tree_branching)
+        if self.ann.startswith("faiss:") and (self.nlist is not None or self.hnsw_m is not None):
+            raise SemiretError("a FAISS factory string names its own sizes (faiss:IVF256,PQ16, faiss:HNSW32,SQ8): "
+                               "--nlist and --hnsw-m set those of --ann ivf and hnsw")
 
     def index_options(self) -> dict:
         """The options as the dense index records them."""
@@ -413,6 +416,10 @@ def _as_read_before_prompts(model: str) -> dict:
     return read
 
 
+MAX_RESCORE = 100
+"""The most candidates per hit a search re-scores (``rescore``): more reads the whole index, as exact search does."""
+
+
 @dataclass
 class AnnSearchOptions:
     """How far an approximate dense search looks: what the dense and vectors retrievers search with."""
@@ -431,6 +438,9 @@ class AnnSearchOptions:
         for name in ("nprobe", "ef_search", "beam", "rescore"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least 1, got {getattr(self, name)}")
+        if self.rescore is not None and self.rescore > MAX_RESCORE:
+            raise SemiretError(f"rescore (--rescore) fetches that many candidates per hit: at most {MAX_RESCORE}, got "
+                               f"{self.rescore}")
 
     def search(self, index, vectors, k: int, n_threads: int):
         """``index``'s search of the query ``vectors`` (a matrix) with these options."""

@@ -910,7 +910,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if total > settings.max_hits:
             raise HTTPException(413, f"the batch's searches ask for {total:,} hits in all; the limit is "
                                      f"{settings.max_hits:,} (--max-hits): send fewer searches a request")
-        answers = [await searched_by(each, index, time.perf_counter(), ("body", "searches", number))
+        for number, each in enumerate(body.searches):  # every search checked before the first runs
+            await searched_by(each, index, started, ("body", "searches", number), check_only=True)
+        answers = [await searched_by(each, index, time.perf_counter(), ("body", "searches", number), inline=False)
                    for number, each in enumerate(body.searches)]
         return {"searches": answers, "took_ms": _milliseconds_since(started)}
 
@@ -918,9 +920,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """A search's k: as asked, else the default within the server's --max-k."""
         return body.k if "k" in body.model_fields_set else min(body.k, settings.max_k)
 
-    async def searched_by(body: SearchRequest, index: ServedIndex, started: float, where: tuple) -> dict:
+    async def searched_by(body: SearchRequest, index: ServedIndex, started: float, where: tuple,
+                          check_only: bool = False, inline: bool = True) -> dict | None:
         """A search's answer (``{"results", "took_ms"}``), its settings checked against the server's limits and the
-        index first, each error located at ``where`` in the request."""
+        index first, each error located at ``where`` in the request (``check_only``: those checks alone, None);
+        ``inline``: a quick search may run on the event loop (not a batch's, whose many would hold it)."""
         searched = body.searched
         if body.vectors is not None and not index.retriever.query_side.searches_vectors:
             raise validation_error((*where, "vectors"), f"index {index.name!r} is searched by query texts (retriever "
@@ -991,9 +995,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if body.context is not None and not index.index.stores_texts:
             raise validation_error((*where, "context"), f"index {index.name!r} keeps no stored documents: there is "
                                    "no text to give as context", "context_invalid")
+        if check_only:
+            return None
         results = await _search(index, searched, k, body.options, body.with_fields or body.with_text, body.filter,
                                 body.offset, body.group_by, body.group_size, body.score_threshold, highlight, picking,
-                                body.context, body.explain, body.operators)
+                                body.context, body.explain, body.operators, inline)
         telemetry.queries.labels(index.name).inc(len(searched))
         took = _milliseconds_since(started)
         _log_if_slow(settings.slow_query_ms, index.name, took, searched,
@@ -1170,7 +1176,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 checked_ranges(body.field, body.ranges)
             except SemiretError as exc:
                 raise validation_error(("body", "ranges"), str(exc), "ranges_invalid") from None
-        if body.depth > settings.max_k:
+        depth = body.depth if "depth" in body.model_fields_set else min(body.depth, settings.max_k)
+        if (body.query is not None or body.vector is not None) and depth > settings.max_k:
             raise validation_error(("body", "depth"), f"depth must be at most {settings.max_k} (--max-k)",
                                    "less_than_equal")
         if body.vector is not None and not index.retriever.query_side.searches_vectors:
@@ -1178,7 +1185,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    f"{index.retriever.name}): a query vector searches a dense index", "vector_invalid")
         query = body.query if body.vector is None else body.vector
         return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,
-                                                  body.depth)}
+                                                  depth)}
 
     @app.delete("/indexes/{name}/documents/{doc_id:path}", response_model=WriteResponse,
                 response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))
@@ -1237,11 +1244,13 @@ async def _search(index: ServedIndex, queries: list[str], k: int, options: dict,
                   filter: dict | None = None, offset: int = 0, group_by: str | None = None,
                   group_size: int = 1, score_threshold: float | None = None,
                   highlight: dict | None = None, picking: dict | None = None,
-                  context: int | None = None, explain: bool = False, operators: bool = False) -> list[list[dict]]:
-    """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`), else
-    in the thread pool (also the first search, and one whose options need a retriever variant made)."""
+                  context: int | None = None, explain: bool = False, operators: bool = False,
+                  inline: bool = True) -> list[list[dict]]:
+    """``index.search(...)`` on the event loop when it is expected to be quick (:data:`INLINE_SEARCH_MS`) and
+    ``inline`` allows it, else in the thread pool (also the first search, and one whose options need a retriever
+    variant made)."""
     expected = index.query_ms
-    if (expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.ready_for(options)
+    if (inline and expected is not None and expected * len(queries) <= INLINE_SEARCH_MS and index.ready_for(options)
             and sum(map(len, queries)) <= INLINE_QUERY_CHARS and not filter  # a new filter reads every document
             and group_by is None and highlight is None  # groups and highlights read their hits' stored documents
             and not picking  # a first diversified search reads all a segment's postings, a boost its metadata

@@ -127,6 +127,10 @@ def test_a_segment_too_small_to_train_is_searched_exactly_until_a_merge(tmp_path
     ("faiss:PQ4", "IndexPQ is not a structure semiret searches"),
     ("faiss:IDMap,Flat", "IndexIDMap is not a structure"),
     ("faiss:HNSW8_PQ4", "IndexHNSWPQ is not a structure"),
+    ("faiss:HNSW1", "HNSW1 is no structure faiss can build"),  # (faiss itself crashed the process on the first add)
+    ("faiss:IVF0,Flat", "IVF0 is no structure faiss can build"),
+    ("faiss:PCA0,Flat", "PCA0 is no structure"),
+    ("faiss:IVF16,PQ4x0", "0-bit codes"),
     ("annoy", "unknown dense search structure 'annoy'"),
 ])
 def test_a_bad_factory_string_is_refused_before_any_vector_is_read(tmp_path, corpus, ann, refusal):
@@ -178,3 +182,16 @@ def test_the_dense_retriever_takes_a_factory(tmp_path, tiny_docs, tiny_bert, cap
     reopened.add([Document("d7", "a brand new text")])  # one vector: too few for IVF2's lists, searched exactly
     assert "1 vectors do not train faiss:IVF2,SQ8" in caplog.text
     assert reopened.search(["a brand new text"], k=1).ids == [["d7"]]
+
+
+def test_rescoring_is_bounded_and_read_in_blocks(tmp_path, corpus, queries, monkeypatch):
+    import semiret.indexes.dense as dense
+    from semiret.search.neural import AnnSearchOptions
+
+    index = DenseIndex.build(tmp_path / "idx", "dense", [embeddings(corpus)], dim=DIM, analyzer={},
+                             ann="faiss:IVF8,SQ8")
+    whole = index.search(queries, k=5, rescore=50)  # (more candidates than the segment holds: all of them)
+    monkeypatch.setattr(dense, "RESCORED_ROWS", 7)  # a block of one query at a time
+    assert index.search(queries, k=5, rescore=50).ids == whole.ids
+    with pytest.raises(SemiretError, match="at most 100"):
+        AnnSearchOptions(rescore=101)

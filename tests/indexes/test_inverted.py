@@ -856,21 +856,21 @@ def test_opening_an_index_with_missing_files_or_future_version(tmp_path):
 
 def test_an_index_of_the_first_format_version_opens_and_is_marked_newer_by_a_write(tmp_path):
     """Version 1 (before metadata tables, passage records and merge buffers) reads as it was; the first commit of
-    this code records its version (3), which an older semiret refuses rather than drop what it does not know of."""
+    this code records its version (4), which an older semiret refuses rather than drop what it does not know of."""
     rng = np.random.default_rng(0)
     index = build(tmp_path / "idx", "impact", random_postings(rng, 6))
     meta_path = tmp_path / "idx" / "meta.json"
-    assert json.loads(meta_path.read_text())["version"] == InvertedIndex.VERSION == 3
+    assert json.loads(meta_path.read_text())["version"] == InvertedIndex.VERSION == 4
     meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "version": 1}))
     reader = InvertedIndex.open(tmp_path / "idx")
     query = SparseQuery.from_pairs([1, 2, 3])
     assert reader.search([query], k=3).ids == index.search([query], k=3).ids
     assert json.loads(meta_path.read_text())["version"] == reader.describe()["format_version"] == 1  # as read
     reader.delete([reader.live_ids()[0]])
-    assert json.loads(meta_path.read_text())["version"] == reader.describe()["format_version"] == 3
+    assert json.loads(meta_path.read_text())["version"] == reader.describe()["format_version"] == 4
     meta = json.loads(meta_path.read_text())
-    meta_path.write_text(json.dumps({**meta, "version": 4}))  # a newer semiret's commit, seen by a refresh
-    with pytest.raises(IndexFormatError, match="version 4, written by a newer semiret"):
+    meta_path.write_text(json.dumps({**meta, "version": 5}))  # a newer semiret's commit, seen by a refresh
+    with pytest.raises(IndexFormatError, match="version 5, written by a newer semiret"):
         reader.refresh()
 
 

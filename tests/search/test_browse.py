@@ -424,3 +424,13 @@ def test_a_querys_total_hits(tmp_path, tiny_docs):
     with LocalClient(create_app(ServeSettings({"bm25": str(tmp_path / "bm25")}, write_process=False))) as client:
         served = client.post("/indexes/bm25/documents/count", json={"query": "statins heart", "filter": {"n": [0, 2]}})
         assert served.json()["count"] == bm25.count({"n": [0, 2]}, "statins heart")
+
+
+def test_a_server_of_a_lower_max_k_still_counts_facets(tmp_path, tiny_docs):
+    documents = [Document(d.id, d.text, metadata={"kind": n % 2}) for n, d in enumerate(tiny_docs)]
+    BM25Retriever.build(documents, tmp_path / "idx")
+    settings = ServeSettings({"idx": str(tmp_path / "idx")}, write_process=False, max_k=50, max_hits=50)
+    with LocalClient(create_app(settings)) as client:
+        assert client.post("/indexes/idx/facet", json={"field": "kind"}).status_code == 200
+        assert client.post("/indexes/idx/facet", json={"field": "kind", "query": "cats"}).status_code == 200
+        assert client.post("/indexes/idx/facet", json={"field": "kind", "query": "cats", "depth": 51}).status_code == 422

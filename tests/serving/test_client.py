@@ -464,3 +464,29 @@ def test_a_batch_of_searches_each_with_its_own_settings(served):
     with pytest.raises(ServerError) as raised:
         client._call("POST", "/indexes/notes/search/batch", {"searches": [{"queries": ["x"], "k": 900}] * 112})
     assert raised.value.status == 413 and "100,800 hits" in str(raised.value)  # each search within the limit
+
+
+def test_a_batch_is_checked_whole_before_a_search_runs_and_runs_in_the_pool(served, monkeypatch):
+    from semiret.serving import app as app_module
+
+    client, tmp_path = served
+    client.create_index("notes", "bm25")
+    client.add("notes", DOCS)
+    ran = []
+    searched = app_module.ServedIndex.search
+    monkeypatch.setattr(app_module.ServedIndex, "search", lambda self, *a, **k: ran.append(1) or searched(self, *a, **k))
+    with pytest.raises(ServerError, match="group_size"):
+        client.search_batch("notes", [{"queries": "statins"}, {"queries": "heart", "group_size": 2}])
+    assert not ran  # the bad last search refused before the first ran
+    inline = []
+    monkeypatch.setattr(app_module, "run_in_threadpool", _counting(app_module.run_in_threadpool, inline))
+    assert len(client.search_batch("notes", [{"queries": "statins"}] * 5)) == 5
+    pooled = [f for f in inline if getattr(f, "__name__", "") == "<lambda>"]  # the searches (patched above)
+    assert len(pooled) == 5 and len(ran) == 5  # each search in the pool, never on the event loop
+
+
+def _counting(run, calls):
+    async def counted(function, *args, **kwargs):
+        calls.append(function)
+        return await run(function, *args, **kwargs)
+    return counted
