@@ -783,19 +783,20 @@ class Retriever:
         return matching_documents(self.index, filter)
 
     def facet(self, field: str, filter: dict | None = None, limit: int = 10, ranges: list[dict] | None = None,
-              query=None, depth: int = FACET_DEPTH) -> list[tuple]:
+              query=None, depth: int = FACET_DEPTH, operators: bool = False) -> list[tuple]:
         """The ``limit`` values of a metadata field the most documents hold (those passing ``filter``), with their
         counts, most first: ``[("pubmed", 120), ("arxiv", 35)]`` (Qdrant's facet, OpenSearch's terms aggregation).
         ``ranges``: how many have a value in each range instead, in the order given: ``[({"lt": 2010}, 52), ...]``
         (OpenSearch's range aggregation). ``query`` (a text, or a vector over a dense index): counted among its best
         ``depth`` hits only (those passing ``filter``), the search and the counts from one commit: what a search page
         shows beside its hits (OpenSearch's aggregations of a k-NN search's candidates, Meilisearch's facet
-        distribution)."""
+        distribution); ``operators``: the query read as a search box's, as :meth:`search` reads it (a retriever
+        opened with search options searches with them here too)."""
         if query is None:
             return facet(self.index, field, filter, limit, ranges)
         _check_count(depth, "depth (--depth)")
         view = self.pinned()
-        hits = view.search(query, k=depth, filter=filter)
+        hits = view.search(query, k=depth, filter=filter, operators=operators)
         if isinstance(hits, SearchHits):
             raise SemiretError("a facet counts the hits of one query: give a text (or one vector), not a list of them")
         if not hits:  # nothing found: no value held, every range empty

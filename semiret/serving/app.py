@@ -1183,9 +1183,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if body.vector is not None and not index.retriever.query_side.searches_vectors:
             raise validation_error(("body", "vector"), f"index {index.name!r} is searched by query texts (retriever "
                                    f"{index.retriever.name}): a query vector searches a dense index", "vector_invalid")
+        check_options(index, body.options)
         query = body.query if body.vector is None else body.vector
         return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,
-                                                  depth)}
+                                                  depth, body.operators, body.options)}
 
     @app.delete("/indexes/{name}/documents/{doc_id:path}", response_model=WriteResponse,
                 response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))

@@ -401,16 +401,19 @@ class Client:
             offset = page.next_offset
 
     def facet(self, index: str, field: str, filter: dict | None = None, limit: int = 10,
-              ranges: list[dict] | None = None, query=None, depth: int | None = None) -> list[tuple[Any, int]]:
+              ranges: list[dict] | None = None, query=None, depth: int | None = None, operators: bool = False,
+              **options) -> list[tuple[Any, int]]:
         """The values of a metadata field the most documents hold, with their counts (``ranges``: how many have a
-        value in each range instead; ``query``, a text or a vector: among its best ``depth`` hits; as
-        ``Retriever.facet``)."""
+        value in each range instead; ``query``, a text or a vector: among its best ``depth`` hits, searched with
+        ``operators`` and the search ``options``; as ``Retriever.facet``)."""
         vectors = query_vectors(query) if query is not None else None
         if vectors is not None and not vectors[1]:
             raise SemiretError("a facet counts the hits of one query: give one vector, not a list of them")
         asked = {} if query is None else {"query": query} if vectors is None else {"vector": vectors[0][0].tolist()}
         found = self._call("POST", f"/indexes/{_name(index)}/facet",
-                           {"field": field, "limit": limit, **asked, **_given(filter=filter, ranges=ranges, depth=depth)})
+                           {"field": field, "limit": limit, **asked,
+                            **_given(filter=filter, ranges=ranges, depth=depth),
+                            **({"operators": True} if operators else {}), **({"options": options} if options else {})})
         return [(each["value"], each["count"]) for each in found["values"]]
 
     # ------------------------------------------------------------------ health

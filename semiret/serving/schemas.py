@@ -561,7 +561,11 @@ class FacetRequest(BaseModel):
     query: str | None = Field(None, description="Count among this query's best `depth` hits only (those passing the "
                               "filter): the facets of a search page.")
     vector: Vector | None = Field(None, description="Or among a query vector's best hits (a dense index).")
-    depth: int = Field(100, ge=1, strict=True, description="With query or vector: the best hits counted among.")
+    depth: int = Field(100, ge=1, strict=True, description="With query or vector: the best hits counted among "
+                       "(default 100, or the server's --max-k if lower).")
+    operators: StrictBool = Field(False, description="With query: read its search box's operators, as a search does.")
+    options: dict[str, Any] = Field(default_factory=dict, description="With query or vector: the search options it is "
+                                    "searched with, as a search's (the facets of the page that search made).")
 
     @model_validator(mode="after")
     def _one_query(self) -> "FacetRequest":

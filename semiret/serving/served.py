@@ -261,12 +261,13 @@ class ServedIndex:
         return self.retriever.count(filter, query)
 
     def facet(self, field: str, filter: dict | None, limit: int, ranges: list[dict] | None = None, query=None,
-              depth: int = FACET_DEPTH) -> list[dict]:
+              depth: int = FACET_DEPTH, operators: bool = False, options: dict | None = None) -> list[dict]:
         """The values of a metadata field the most documents hold (or how many in each of ``ranges``), counted; among
-        a ``query``'s best ``depth`` hits where given."""
+        a ``query``'s best ``depth`` hits where given, searched with ``operators`` and the search ``options``."""
+        retriever = self._with_options(options or {})
         self.refresh()
         return [{"value": value, "count": count}
-                for value, count in self.retriever.facet(field, filter, limit, ranges, query, depth)]
+                for value, count in retriever.facet(field, filter, limit, ranges, query, depth, operators)]
 
     def scroll(self, filter: dict | None, limit: int, offset: str | None, with_text: bool,
                order_by: "str | dict | None" = None) -> dict:

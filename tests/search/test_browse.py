@@ -434,3 +434,20 @@ def test_a_server_of_a_lower_max_k_still_counts_facets(tmp_path, tiny_docs):
         assert client.post("/indexes/idx/facet", json={"field": "kind"}).status_code == 200
         assert client.post("/indexes/idx/facet", json={"field": "kind", "query": "cats"}).status_code == 200
         assert client.post("/indexes/idx/facet", json={"field": "kind", "query": "cats", "depth": 51}).status_code == 422
+
+
+def test_facets_of_a_page_searched_with_options_and_operators(tmp_path):
+    from collections import Counter
+
+    documents = [Document(f"d{n}", f"{'statins heart' if n % 2 else 'statins'} note {n}", metadata={"kind": n % 3})
+                 for n in range(24)]
+    BM25Retriever.build(documents, tmp_path / "idx")
+    plain, rm3 = open_retriever(tmp_path / "idx"), open_retriever(tmp_path / "idx", rm3=True, fb_docs=2)
+    for retriever, options in ((plain, {}), (rm3, {"rm3": True, "fb_docs": 2})):
+        page = retriever.search("statins -heart", k=6, operators=True)
+        expected = Counter(retriever.get_document(h.id).metadata["kind"] for h in page)
+        assert dict(retriever.facet("kind", query="statins -heart", depth=6, operators=True)) == dict(expected)
+        with LocalClient(create_app(ServeSettings({"idx": str(tmp_path / "idx")}, write_process=False))) as client:
+            served = client.post("/indexes/idx/facet", json={"field": "kind", "query": "statins -heart", "depth": 6,
+                                                             "operators": True, "options": options})
+            assert {v["value"]: v["count"] for v in served.json()["values"]} == dict(expected)
