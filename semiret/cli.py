@@ -221,6 +221,19 @@ def _metadata_fields(value: str | None) -> list[str] | None:
     return None if value is None else value.split(",")
 
 
+def _kept_for_text_fields(fields: list[str] | None, text_fields) -> list[str] | None:
+    """The corpus fields to keep as metadata, with those ``text_fields`` reads beside the title and text (a corpus
+    line's ``keywords`` is kept without naming it twice)."""
+    from semiret.data.collection import EVERY_FIELD
+    from semiret.text.fields import TextFields
+
+    parsed = TextFields.parse(text_fields)
+    if parsed is None or (fields and EVERY_FIELD in fields):
+        return fields
+    kept = list(fields or [])
+    return kept + [name for name in parsed.metadata_names if name not in kept] or fields
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -374,7 +387,7 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
     with _corpus_source(data) as source:
         if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
             check_build_target(out, overwrite, source=source)
-        fields = _metadata_fields(metadata_fields)
+        fields = _kept_for_text_fields(_metadata_fields(metadata_fields), options.get("text_fields"))
         if shard is None:
             (documents, total), head, slice_record = (iter_corpus(source, fields), count_documents(source)), None, None
         else:  # (a folder's shard reads its own files only)
@@ -1240,12 +1253,15 @@ def hybrid_index_command(neural_index: Path = typer.Argument(..., help="An index
                          b: float = typer.Option(0.75, help="BM25's b."),
                          variant: str = typer.Option("lucene", help="BM25's variant: lucene, robertson, atire, bm25l "
                                                      "or bm25+."),
-                         delta: float = typer.Option(0.5, help="BM25L's and BM25+'s delta.")):
+                         delta: float = typer.Option(0.5, help="BM25L's and BM25+'s delta."),
+                         text_fields: Optional[str] = typer.Option(None, help="The fields BM25 reads and their "
+                                                                   "weights, as bm25's --text-fields ('title^2,text')."
+                                                                   )):
     """BM25 beside an existing neural index, searched fused (-r hybrid): BM25 is built from the stored texts
     and the neural index copied in, so no document is encoded again."""
     from semiret.search.hybrid import HybridRetriever
 
-    bm25 = {"k1": k1, "b": b, "variant": variant, "delta": delta}
+    bm25 = {"k1": k1, "b": b, "variant": variant, "delta": delta, "text_fields": text_fields}
     _print_json(HybridRetriever.around(neural_index, out, overwrite=overwrite, language=language,
                                        bm25=bm25).index.describe())
 

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.types import SparseQuery
 
@@ -127,9 +128,9 @@ def interpolate(query: SparseQuery, model: SparseQuery, query_weight: float, que
 
 
 def expanded_queries(index, queries: list[SparseQuery], query_terms: list[int], options: RM3Options, n_threads: int,
-                     document_terms: Callable[[str], list[int]], allowed: np.ndarray) -> list[SparseQuery]:
+                     document_terms: Callable[[Document], list[int]], allowed: np.ndarray) -> list[SparseQuery]:
     """``queries`` expanded by RM3 over ``index``: a first search for ``options.fb_docs`` documents each, their
-    stored texts read back and turned into term ids by ``document_terms`` (the index's own analyzer and term
+    stored documents read back and turned into term ids by ``document_terms`` (the index's own analyzer and term
     dictionary), the relevance model of each query (over the ``allowed`` terms, :class:`FeedbackTerms`)
     interpolated with it (``query_terms``: how many terms each query was analyzed into, unknown ones included). A
     document deleted in between is skipped."""
@@ -141,7 +142,7 @@ def expanded_queries(index, queries: list[SparseQuery], query_terms: list[int], 
         found = [(d, s) for d, s in zip(ids, scores) if d in stored]
         for doc_id, _ in found:
             if doc_id not in parsed:
-                parsed[doc_id] = np.array(document_terms(stored[doc_id].full_text), np.int64)
+                parsed[doc_id] = np.array(document_terms(stored[doc_id]), np.int64)
         model = relevance_model([parsed[d] for d, _ in found], [s for _, s in found], allowed, options.fb_terms)
         expanded.append(interpolate(query, model, options.original_query_weight, length))
     return expanded

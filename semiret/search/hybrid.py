@@ -36,6 +36,7 @@ from semiret.search.retrievers import (
 )
 from semiret.text import languages
 from semiret.text.bm25 import BM25_PARAMETER_NAMES, BM25Parameters
+from semiret.text.fields import TextFields
 from semiret.types import Explanation, SearchHits, TermContribution, TermWeight
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,13 @@ class HybridDocumentOptions:
     """The BM25 part's variant (bm25's: lucene, robertson, atire, bm25l, bm25+)."""
     delta: float = 0.5
     """The BM25 part's delta (bm25's, for BM25L and BM25+)."""
+    text_fields: str | None = None
+    """The fields the BM25 part reads and their weights (bm25's: 'title^2,text', BM25F)."""
 
     def bm25_options(self) -> dict:
         """The options of the BM25 part."""
-        return {"language": self.language, "k1": self.k1, "b": self.b, "variant": self.variant, "delta": self.delta}
+        return {"language": self.language, "k1": self.k1, "b": self.b, "variant": self.variant, "delta": self.delta,
+                "text_fields": self.text_fields}
 
 
 class HybridDocuments(DocumentSide):
@@ -417,7 +421,7 @@ class HybridRetriever(Retriever):
     def around(cls, neural_index: str | Path, path: str | Path, *, overwrite: bool = False, language: str = "english",
                bm25: dict | None = None, **options) -> "HybridRetriever":
         """A hybrid index over an index a neural retriever already built: BM25 (its ``language``, and ``bm25``'s
-        other options: ``k1``, ``b``, ``variant``, ``delta``) built from the texts it stores and the index itself
+        other options: ``k1``, ``b``, ``variant``, ``delta``, ``text_fields``) built from the texts it stores and the index itself
         copied in (its segments merged into one), so no document is encoded again (``semiret hybrid-index``; what
         ``semiret adapt`` does after building its index). ``options``: search options."""
         source = open_index(neural_index)
@@ -434,12 +438,14 @@ class HybridRetriever(Retriever):
                                "choose another directory")
         cls.search_options(options)  # bad options fail before any work
         languages.language(language)  # an unknown one fails before any work too
-        unknown = sorted(set(bm25 or {}) - set(BM25_PARAMETER_NAMES))
+        taken = BM25_PARAMETER_NAMES + ("text_fields",)
+        unknown = sorted(set(bm25 or {}) - set(taken))
         if unknown:
-            raise SemiretError(f"bm25 takes {', '.join(BM25_PARAMETER_NAMES)} (language is an argument of its own), not "
+            raise SemiretError(f"bm25 takes {', '.join(taken)} (language is an argument of its own), not "
                                f"{', '.join(map(repr, unknown))}")
         lexical = HybridDocumentOptions(language=language, **(bm25 or {})).bm25_options()
         BM25Parameters(lexical["k1"], lexical["b"], lexical["variant"], lexical["delta"])  # so do bad parameters
+        TextFields.parse(lexical["text_fields"])  # and fields
         with source.writing():  # no commit lands while the index is read and copied
             ids = source.live_ids()
             index = CompositeIndex.assemble(path, cls.documents.index_kind, {

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 import Stemmer
 
+from semiret.data.collection import Document
 from semiret.errors import OptionError, SemiretError
 from semiret.indexes.inverted import BM25Parameters, TwoPhase
 from semiret.models.checkpoints import located
@@ -25,6 +26,7 @@ from semiret.options import local_field
 from semiret.search.feedback import FeedbackTerms, RM3Options, expanded_queries
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
 from semiret.text.analyzer import WORD_PATTERN, TermDictionary, WordAnalyzer
+from semiret.text.fields import TEXT_FIELDS_KEY, TextFields
 from semiret.text.languages import MARKED_WORD_PATTERN, guess_language, language
 from semiret.text.postings import QueryTerms, token_set_postings, word_count_postings
 from semiret.text.synonyms import SynonymMap, expansion, parse_synonyms, read_synonyms
@@ -68,6 +70,10 @@ class BM25Options:
     every figure as bm25s's; 'NFKC', the default for Chinese, Japanese and Korean, also folds compatibility forms, the
     ligature of "ﬁnd", "µ", full-width and half-width letters, as Lucene's ICU normalizer and CJK width filter; or
     'none')."""
+    text_fields: str | None = None
+    """The fields BM25 reads and each one's weight, BM25F (Elasticsearch's combined_fields): 'title^2,text' counts a
+    title's word twice; other names read the documents' metadata ('title^3,text^2,keywords'). Weights are whole
+    numbers of at least 1 (default: the title and text, once each)."""
 
 
 class WordCounts(DocumentSide):
@@ -76,8 +82,9 @@ class WordCounts(DocumentSide):
     Options = BM25Options
     index_kind = "bm25"
 
-    def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters):
-        self.analyzer, self.terms, self.params = analyzer, terms, params
+    def __init__(self, analyzer: WordAnalyzer, terms: TermDictionary, params: BM25Parameters,
+                 fields: TextFields | None = None):
+        self.analyzer, self.terms, self.params, self.fields = analyzer, terms, params, fields
 
     @classmethod
     def create(cls, options: BM25Options):
@@ -93,17 +100,29 @@ class WordCounts(DocumentSide):
                                 unicode_form=None if form.upper() == "NONE" else form.upper(),
                                 language=None if english else spoken.code, drop_invisible=True),
                    TermDictionary(),
-                   BM25Parameters(options.k1, options.b, options.variant, options.delta))
+                   BM25Parameters(options.k1, options.b, options.variant, options.delta),
+                   TextFields.parse(options.text_fields))
 
     @classmethod
     def from_index(cls, index):
-        config = {k: v for k, v in index.meta["analyzer"].items() if k != "type"}
-        return cls(WordAnalyzer(**config), index.terms, index.bm25)  # encodes into the index's own vocabulary
+        config = {k: v for k, v in index.meta["analyzer"].items() if k not in ("type", TEXT_FIELDS_KEY)}
+        fields = TextFields.parse(index.meta["analyzer"].get(TEXT_FIELDS_KEY))
+        return cls(WordAnalyzer(**config), index.terms, index.bm25, fields)  # encodes into the index's own vocabulary
+
+    def text(self, document) -> str:
+        """What the analyzer reads of a document: its title and text, or its :attr:`fields`, weighted."""
+        return document.full_text if self.fields is None else self.fields.text(document)
 
     def check_documents(self, documents, adding: bool = False):
         """Warns when the documents look written in another language than the English the analyzer reads (the
         default), and names the ``language`` that reads them (:func:`~semiret.text.languages.guess_language`); at
-        an add, that the index must be created again with it (its analyzer is fixed)."""
+        an add, that the index must be created again with it (its analyzer is fixed). Warns too when none of the
+        documents has a metadata field the index reads (misspelt, or a corpus field not kept as metadata)."""
+        if self.fields is not None and documents:
+            for name in self.fields.missing_from(documents):
+                log.warning("none of these %d documents has the field %r the index reads (text_fields %s): a name "
+                            "misspelt, or a corpus field not kept (--metadata-fields)", len(documents), name,
+                            self.fields)
         if self.analyzer.language is not None or self.analyzer.stopwords != "en":
             return  # a language was chosen
         guess = guess_language([d.full_text for d in documents])
@@ -120,15 +139,18 @@ class WordCounts(DocumentSide):
                     evidence, spoken.code, spoken.code, fix)
 
     def index_config(self) -> dict:
-        return {"vocab_size": 0, "analyzer": self.analyzer.config(), "vocab": self.terms, "bm25": self.params}
+        analyzer = self.analyzer.config()
+        if self.fields is not None:  # written only when given: indexes built before read as before
+            analyzer[TEXT_FIELDS_KEY] = self.fields.config()
+        return {"vocab_size": 0, "analyzer": analyzer, "vocab": self.terms, "bm25": self.params}
 
     def encode(self, documents):
-        return word_count_postings(documents, self.analyzer, self.terms)
+        return word_count_postings(documents, self.analyzer, self.terms, text=self.text)
 
     def analyze(self, document):
         """The document's words and counts, ids from the index's vocabulary (-1 for words it has not seen, which
         an add would give new ids) and the words themselves as names."""
-        words = self.analyzer(document.full_text)
+        words = self.analyzer(self.text(document))
         counts = Counter(words)
         names = list(counts)
         ids = self.terms.ids
@@ -326,8 +348,10 @@ class WordCountQueries(QuerySide):
 
     Options = WordQueryOptions
 
-    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None):
+    def __init__(self, terms: QueryTerms, options: WordQueryOptions | None = None,
+                 document_text: Callable[[Document], str] = Document.full_text.fget):
         self._query_terms = terms
+        self._document_text = document_text  # what the index read of a document: RM3 reads its feedback alike
         self.options = options or WordQueryOptions()
         self.synonym_rules = QuerySynonyms(terms.analyzer, self.options.synonyms, terms.analyzer.config())
         self._feedback_terms = FeedbackTerms()
@@ -350,7 +374,7 @@ class WordCountQueries(QuerySide):
         if options.rm3 and not index.stores_texts:
             raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): RM3 reads the "
                                "words of its feedback documents from them")
-        return cls(QueryTerms(documents.analyzer, documents.terms), options)
+        return cls(QueryTerms(documents.analyzer, documents.terms), options, documents.text)
 
     def synonym_target(self, index):
         return index, self.synonym_rules
@@ -395,7 +419,8 @@ class WordCountQueries(QuerySide):
         # the whole corpus's counts, as the frequencies are, even where a filter hides documents from the search
         allowed = self._feedback_terms.allowed(self._query_terms.terms, index.document_frequencies(), index.n_stored)
         lengths = [len(self._query_terms.analyzer(text)) for text in texts]
-        return expanded_queries(index, queries, lengths, self.options, n_threads, self._query_terms, allowed)
+        return expanded_queries(index, queries, lengths, self.options, n_threads,
+                                lambda document: self._query_terms(self._document_text(document)), allowed)
 
     def search(self, index, texts, k, n_threads):
         return index.search(self.scored_queries(index, texts, n_threads), k=k, n_threads=n_threads)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from itertools import chain
+from typing import Callable
 
 import numpy as np
 
@@ -15,15 +16,17 @@ from semiret.types import Postings
 
 
 def word_count_postings(documents: list[Document], analyzer: WordAnalyzer, terms: TermDictionary,
-                        keep_documents: bool = True) -> Postings:
-    """Term counts per document over a growable word vocabulary (new words get new ids).
+                        keep_documents: bool = True,
+                        text: Callable[[Document], str] = Document.full_text.fget) -> Postings:
+    """Term counts per document over a growable word vocabulary (new words get new ids), of what ``text`` reads of
+    each document (its title and text; weighted fields, :mod:`semiret.text.fields`).
 
     Gives what ``terms.lookup(analyzer(text), add=True)`` gives for each document, in the same
     order (so new words get the same ids), through a cache from surface words straight to term
     ids (-1 for stopwords): each distinct word goes through the analyzer once.
     """
     word_ids = _word_ids(analyzer, terms)
-    word_lists = [analyzer.words(d.full_text) for d in documents]
+    word_lists = [analyzer.words(text(d)) for d in documents]
     n_words = np.fromiter(map(len, word_lists), dtype=np.int64, count=len(word_lists))
     flat = np.fromiter(map(word_ids.__getitem__, chain.from_iterable(word_lists)), dtype=np.int32,
                        count=int(n_words.sum()))

@@ -1,0 +1,196 @@
+"""BM25 over weighted fields, BM25F (``text_fields="title^2,text,keywords"``, ``--text-fields``): the weights read and
+refused, a field's words counting its weight's times in the counts and the length, metadata fields searched, the
+fields kept by the index for documents added later and for RM3's feedback, the hybrid's BM25 part, the command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.search import BM25Retriever, open_retriever
+from semiret.search.hybrid import HybridRetriever
+from semiret.text.fields import TextFields
+
+from helpers import write_jsonl
+
+FILLER = [Document(f"f{i}", f"filler{i} word{i} number{i} padding{i}", f"heading{i}") for i in range(30)]
+CORPUS = FILLER + [
+    Document("statin", "lipid lowering therapy in older adults", "Statins and heart failure",
+             {"keywords": ["cardiology", "lipids"], "year": 2020}),
+    Document("trial", "statins were given to heart patients in a randomised trial", "A trial",
+             {"keywords": "oncology"}),
+    Document("garden", "roses and tulips", "Gardening"),
+]
+
+
+def title_repeated(document: Document, times: int) -> Document:
+    """The document as plain BM25 reads ``title^times,text``: its title written ``times`` times before its text."""
+    return Document(document.id, " ".join([document.title] * times + [document.text]))
+
+
+@pytest.mark.parametrize("spec, weights", [
+    ("title^2,text", (("title", 2), ("text", 1))),
+    (" title ^ 3 , text^2 ,keywords", (("title", 3), ("text", 2), ("keywords", 1))),
+    (["title^2.0", "text"], (("title", 2), ("text", 1))),
+    ({"text": 1, "abstract": 4}, (("text", 1), ("abstract", 4))),
+])
+def test_fields_and_weights_are_read_in_every_form(spec, weights):
+    fields = TextFields.parse(spec)
+    assert fields.weights == weights
+    assert TextFields.parse(str(fields)) == fields  # what an index records reads back alike
+    assert TextFields.parse(None) is None
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("title^1.5,text", "whole numbers of at least 1.*title\\^3,text\\^2"),
+    ("title^0,text", "'title' is 0"),
+    ("title^-2", "cannot read|at least 1"),
+    ("title^two", "must be a number"),
+    ("title,title^2", "twice"),
+    ("", "cannot read"),
+    ([], "names no field"),
+    ({"title": True}, "must be a number"),
+    ({"title": float("nan")}, "must be a number"),
+    (3, "a list of fields"),
+])
+def test_bad_fields_are_refused_with_the_option_named(spec, message):
+    with pytest.raises(SemiretError, match=f"text_fields.*({message})"):
+        TextFields.parse(spec)
+
+
+def test_a_weighted_title_scores_as_the_title_written_that_many_times(tmp_path):
+    """BM25F: a word in a field of weight w counts w times, the length counts each field times its weight, one
+    IDF over the whole document; so the index equals plain BM25 over the title repeated (the same counts and
+    lengths), score for score, and differs from the unweighted one."""
+    weighted = BM25Retriever.build(CORPUS, tmp_path / "weighted", text_fields="title^3,text")
+    by_hand = BM25Retriever.build([title_repeated(d, 3) for d in CORPUS], tmp_path / "hand")
+    plain = BM25Retriever.build(CORPUS, tmp_path / "plain")
+    for query in ("statins heart", "trial", "heart failure lipid", "gardening roses"):
+        got, expected = weighted.search(query, k=5), by_hand.search(query, k=5)
+        assert [h.id for h in got] == [h.id for h in expected]
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected], rel=1e-6)
+    # "statins": in one document's title and in the other's text; unweighted the text's longer document loses less
+    assert weighted.search("statins", k=2)[0].score / weighted.search("statins", k=2)[1].score > \
+        plain.search("statins", k=2)[0].score / plain.search("statins", k=2)[1].score
+    assert weighted.index.meta["analyzer"]["text_fields"] == {"title": 3, "text": 1}
+    assert "text_fields" not in plain.index.meta["analyzer"]  # indexes without the option describe themselves as before
+
+
+def test_metadata_fields_are_searched_and_weighted(tmp_path):
+    retriever = BM25Retriever.build(CORPUS, tmp_path / "idx", text_fields="title,text,keywords^2")
+    assert [h.id for h in retriever.search("cardiology", k=5)] == ["statin"]  # a list's words
+    assert [h.id for h in retriever.search("oncology", k=5)] == ["trial"]  # a string's
+    plain = BM25Retriever.build(CORPUS, tmp_path / "plain")
+    assert plain.search("cardiology", k=5) == []  # metadata is not read without the option
+    numbers = BM25Retriever.build(CORPUS, tmp_path / "numbers", text_fields="text,year")
+    assert [h.id for h in numbers.search("2020", k=5)] == ["statin"]
+    only_titles = BM25Retriever.build(CORPUS, tmp_path / "titles", text_fields="title")
+    assert only_titles.search("roses", k=5) == [] and [h.id for h in only_titles.search("gardening")] == ["garden"]
+
+
+def test_documents_added_later_are_read_with_the_recorded_fields_and_merge_exactly(tmp_path):
+    """The fields are fixed when the index is made and read from it when it is opened again: a document added in
+    another process is weighted alike, and merging segments (whose average length then changes) gives the scores
+    of one build of every document."""
+    BM25Retriever.build(CORPUS[:20], tmp_path / "idx", text_fields="title^2,text,keywords")
+    reopened = open_retriever(tmp_path / "idx")
+    reopened.add(CORPUS[20:])
+    reopened.index.merge()
+    whole = BM25Retriever.build(CORPUS, tmp_path / "whole", text_fields="title^2,text,keywords")
+    for query in ("statins heart", "cardiology trial", "heading3 filler7"):
+        got, expected = reopened.search(query, k=5), whole.search(query, k=5)
+        assert [h.id for h in got] == [h.id for h in expected]
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected], rel=1e-5)
+
+
+def test_a_metadata_value_that_is_no_text_is_refused_before_the_index_changes(tmp_path):
+    retriever = BM25Retriever.build(CORPUS, tmp_path / "idx", text_fields="text,keywords")
+    before = retriever.search("cardiology", k=5)
+    with pytest.raises(SemiretError, match="document 'bad'.*'keywords'.*dict"):
+        retriever.add([Document("fine", "another text"), Document("bad", "text", metadata={"keywords": {"a": 1}})])
+    assert retriever.index.n_docs == len(CORPUS) and retriever.search("cardiology", k=5) == before
+    assert "fine" not in retriever.index.live_ids()
+
+
+def test_a_field_no_document_has_is_named_in_a_warning(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        BM25Retriever.build(CORPUS, tmp_path / "idx", text_fields="title,text,keywrods")
+    assert "'keywrods'" in caplog.text and "misspelt" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        BM25Retriever.build(CORPUS, tmp_path / "ok", text_fields="title,text,keywords", overwrite=True)
+    assert "keywords" not in caplog.text
+
+
+def test_rm3_reads_its_feedback_documents_as_the_index_does(tmp_path):
+    """A word only in the feedback document's keywords expands the query when the index reads the keywords."""
+    corpus = FILLER + [Document("a", "car engine", metadata={"keywords": "automobile"}),
+                       Document("b", "automobile repairs")]
+    read = BM25Retriever.build(corpus, tmp_path / "read", text_fields="text,keywords").with_options(rm3=True, fb_docs=1)
+    plain = BM25Retriever.build(corpus, tmp_path / "plain").with_options(rm3=True, fb_docs=1)
+    assert [h.id for h in read.search("car", k=5)] == ["a", "b"]
+    assert [h.id for h in plain.search("car", k=5)] == ["a"]
+
+
+def test_the_hybrid_bm25_part_reads_the_fields(tmp_path):
+    from semiret.search.retrievers import retriever_class
+
+    hybrid = retriever_class("hybrid").build(CORPUS, tmp_path / "hybrid", neural="idf",
+                                             text_fields="title^2,text,keywords")
+    assert hybrid.index.parts["lexical"].meta["analyzer"]["text_fields"] == {"title": 2, "text": 1, "keywords": 1}
+    assert "statin" in [h.id for h in hybrid.search("cardiology", k=3)]
+    neural = retriever_class("idf").build(CORPUS, tmp_path / "idf")
+    around = HybridRetriever.around(neural.index.path, tmp_path / "around", bm25={"text_fields": "title,keywords"})
+    assert around.index.parts["lexical"].meta["analyzer"]["text_fields"] == {"title": 1, "keywords": 1}
+    with pytest.raises(SemiretError, match="text_fields.*1.5"):
+        HybridRetriever.around(neural.index.path, tmp_path / "bad", bm25={"text_fields": "title^1.5"})
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_command_line_keeps_the_corpus_fields_it_reads(tmp_path):
+    """``--text-fields`` naming a field of the corpus's lines keeps it without --metadata-fields, for the build and
+    for documents added later; ``semiret info`` shows the fields."""
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [
+        {"_id": "a", "title": "Statins", "text": "heart failure study", "keywords": ["cardiology"]},
+        {"_id": "b", "title": "Other", "text": "statins and lipids"}])
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "idx"),
+                                 "--text-fields", "title^2,text,keywords"])
+    assert result.exit_code == 0, result.output
+    searched = runner.invoke(app, ["search", "cardiology", "--index", str(tmp_path / "idx"), "--json"])
+    assert [h["id"] for h in json.loads(searched.output)["hits"]] == ["a"]
+    more = write_jsonl(tmp_path / "more.jsonl", [{"_id": "c", "text": "unrelated", "keywords": "nephrology"}])
+    assert runner.invoke(app, ["add", str(more), "--index", str(tmp_path / "idx")]).exit_code == 0
+    searched = runner.invoke(app, ["search", "nephrology", "--index", str(tmp_path / "idx"), "--json"])
+    assert [h["id"] for h in json.loads(searched.output)["hits"]] == ["c"]
+    info = json.loads(runner.invoke(app, ["info", "--index", str(tmp_path / "idx")]).output)
+    assert info["analyzer"]["text_fields"] == {"title": 2, "text": 1, "keywords": 1}
+    bad = runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "bad"),
+                              "--text-fields", "title^0.5"])
+    assert bad.exit_code != 0 and "--text-fields" in bad.output and not (tmp_path / "bad").exists()
+
+
+def test_a_server_makes_an_index_of_weighted_fields(tmp_path):
+    from semiret.serving import ServeSettings, create_app
+
+    from helpers import LocalClient
+
+    key = {"X-API-Key": "key"}
+    settings = ServeSettings({}, data_dir=str(tmp_path / "data"), api_key="key")
+    with LocalClient(create_app(settings)) as client:
+        made = client.put("/indexes/docs", json={"options": {"text_fields": "title^2,text,keywords"}}, headers=key)
+        assert made.status_code == 201, made.text
+        documents = [{"_id": "a", "title": "Statins", "text": "a study", "metadata": {"keywords": ["cardiology"]}},
+                     {"_id": "b", "text": "statins and more statins"}]
+        assert client.put("/indexes/docs/documents", json={"documents": documents}, headers=key).status_code == 200
+        found = client.post("/indexes/docs/search", json={"queries": ["cardiology"]}).json()["results"][0]
+        assert [hit["id"] for hit in found] == ["a"]
+        refused = client.put("/indexes/other", json={"options": {"text_fields": "title^0.5"}}, headers=key)
+        assert refused.status_code == 422 and "text_fields" in refused.text
+        assert client.get("/indexes/other").status_code == 404
