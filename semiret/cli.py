@@ -1122,7 +1122,6 @@ def count(index: Optional[Path] = typer.Argument(None, help="Index directory."),
     print(count_matching(open_index_at(index, _backend(backend, milvus_token)), wanted))
 
 
-@app.command()
 def facet(index: Optional[str] = typer.Argument(None, help="Index directory."),
           field: Optional[str] = typer.Argument(None, help="A metadata field (a.b: nested)."),
           index_option: Optional[Path] = _index_option(),
@@ -1136,22 +1135,30 @@ def facet(index: Optional[str] = typer.Argument(None, help="Index directory."),
                                               "facets of a search page; searched by the index's retriever)."),
           depth: int = typer.Option(100, help="With --query: the best hits counted among."),
           backend: Optional[str] = _backend_option(),
-          milvus_token: Optional[str] = _milvus_token_option()):
+          milvus_token: Optional[str] = _milvus_token_option(),
+          options: dict = None):
     """The values of a metadata field the most documents hold, with their counts (JSON lines on standard output:
-    {"value", "count"}); or, with --range, how many have a value in each range; or among a query's hits (--query)."""
+    {"value", "count"}); or, with --range, how many have a value in each range; or among a query's hits (--query,
+    searched with the search options given, as search searches it)."""
     from semiret.indexes.filters import facet as counted_values
     from semiret.search.retrievers import open_index_at, open_retriever
 
     index, field = _leading_index(index_option, index, field, names=("index", "field"))
     bounds = [_range_option(each) for each in ranges] if ranges else None
     wanted = _filter(filter_) if filter_ else None
+    if options and query is None:
+        raise SemiretError(f"search options ({', '.join(options)}) shape a query's search: give --query, or leave "
+                           "them out")
     if query is not None:
-        counts = open_retriever(index, backend=_backend(backend, milvus_token)).facet(field, wanted, limit, bounds,
-                                                                                       query, depth)
+        counts = open_retriever(index, backend=_backend(backend, milvus_token), **options).facet(
+            field, wanted, limit, bounds, query, depth)
     else:
         counts = counted_values(open_index_at(index, _backend(backend, milvus_token)), field, wanted, limit, bounds)
     for value, count in counts:
         print(json.dumps({"value": value, "count": count}, ensure_ascii=False))
+
+
+app.command()(command_with_options(facet, _option_classes("queries"), help_suffix=_applies_to("queries")))
 
 
 @app.command()

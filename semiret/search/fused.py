@@ -14,7 +14,7 @@ from semiret.data.collection import query_texts, query_vectors
 from semiret.errors import SemiretError
 from semiret.search.candidates import CANDIDATES
 from semiret.search.fusion import RRF_K, check_fusion, fused_ranking
-from semiret.search.retrievers import Retriever, _check_count
+from semiret.search.retrievers import Retriever, check_count
 from semiret.types import Hit, SearchHits
 
 
@@ -31,7 +31,7 @@ class FusedSearch:
             raise SemiretError("a fused search fuses semiret retrievers (open_retriever(path)), got "
                                + ", ".join(sorted({type(r).__name__ for r in self.retrievers})))
         self.weights = check_fusion(method, weights, len(self.retrievers), rrf_k)
-        _check_count(depth, "depth (--fuse-depth), the hits of each retriever fused,")
+        check_count(depth, "depth (--fuse-depth), the hits of each retriever fused,")
         self.method, self.depth, self.rrf_k = method, depth, rrf_k
         self.stored = next((r for r in self.retrievers if r.index.stores_texts), None)
 
@@ -44,7 +44,7 @@ class FusedSearch:
                                "vectors search one dense index)")
         single = isinstance(queries, str)
         texts = query_texts(queries)
-        _check_count(k, "k")
+        check_count(k, "k")
         rankings = [self._rankings(retriever, texts, max(k, self.depth), n_threads, filter)
                     for retriever in self.retrievers]
         ids, scores = [], []

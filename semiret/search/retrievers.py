@@ -794,7 +794,7 @@ class Retriever:
         opened with search options searches with them here too)."""
         if query is None:
             return facet(self.index, field, filter, limit, ranges)
-        _check_count(depth, "depth (--depth)")
+        check_count(depth, "depth (--depth)")
         view = self.pinned()
         hits = view.search(query, k=depth, filter=filter, operators=operators)
         if isinstance(hits, SearchHits):
@@ -875,8 +875,8 @@ class Retriever:
             self._check_vector_search(operators, rerank)
         else:
             single, texts = isinstance(queries, str), query_texts(queries)
-        _check_count(k, "k")
-        _check_count(n_threads, "n_threads (--threads)")
+        check_count(k, "k")
+        check_count(n_threads, "n_threads (--threads)")
         _check_threshold(score_threshold)
         if group_by is None and (isinstance(group_size, bool) or group_size != 1):
             raise SemiretError(f"group_size (--group-size) is the hits of each group: give group_by (--group-by) too "
@@ -1037,8 +1037,8 @@ class Retriever:
         _check_threshold(score_threshold)
         if not positive:
             raise SemiretError("recommend needs at least one positive example (the id of a document in the index)")
-        _check_count(k, "k")
-        _check_count(n_threads, "n_threads (--threads)")
+        check_count(k, "k")
+        check_count(n_threads, "n_threads (--threads)")
         view = self.pinned()  # the examples and the searches from one commit
         texts, excluded = self._example_texts(view.index, positive + negative)
         depth = (k if len(texts) == 1 else max(FILTER_DEPTH, 4 * k)) + len(excluded)
@@ -1214,8 +1214,8 @@ class Retriever:
         filter reads it (as :meth:`explain`'s: a fuzzy correction made among the documents that pass is marked)."""
         if not isinstance(query, str):
             raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
-        _check_count(fragment_words, "fragment_words")
-        _check_count(fragments, "fragments")
+        check_count(fragment_words, "fragment_words")
+        check_count(fragments, "fragments")
         if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence) or len(tags) != 2
                                  or not all(isinstance(tag, str) for tag in tags)):
             raise SemiretError("tags are two strings: the one before a matching word and the one after")
@@ -1248,7 +1248,7 @@ class Retriever:
         word index (about 0.5-0.8 s for SciFact's 5,183 documents), kept after."""
         if not isinstance(text, str):
             raise SemiretError(f"the text to complete must be a string, got {type(text).__name__}")
-        _check_count(k, "k")
+        check_count(k, "k")
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it has "
                                "no words to suggest")
@@ -1511,7 +1511,7 @@ def heaviest_first(terms: list[TermWeight]) -> list[TermWeight]:
     return sorted(terms, key=lambda term: (-term.weight, term.term))
 
 
-def _check_count(value, name: str) -> None:
+def check_count(value, name: str) -> None:
     """``value`` is a whole number >= 1 (an int, numpy's too; not a bool, a float or a string)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise SemiretError(f"{name} must be a whole number, got {value!r}")

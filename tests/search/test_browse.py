@@ -381,6 +381,15 @@ def test_facets_of_a_querys_hits(tmp_path):
                                    "--filter", "kind=trial"])
     assert cli.exit_code == 0, cli.output
     assert [(line["value"], line["count"]) for line in map(json.loads, cli.stdout.splitlines())] == counted
+    # the query searched with the search options given, as `search` searches it: "statns" found only by --fuzzy
+    fuzzy = CliRunner().invoke(app, ["facet", str(tmp_path / "idx"), "year", "--query", "statns", "--depth", "8",
+                                     "--fuzzy"])
+    assert fuzzy.exit_code == 0, fuzzy.output
+    assert [(line["value"], line["count"]) for line in map(json.loads, fuzzy.stdout.splitlines())] == \
+        retriever.with_options(fuzzy=True).facet("year", query="statns", depth=8) != []
+    assert CliRunner().invoke(app, ["facet", str(tmp_path / "idx"), "year", "--query", "statns"]).stdout == ""
+    alone = CliRunner().invoke(app, ["facet", str(tmp_path / "idx"), "year", "--fuzzy"])
+    assert alone.exit_code != 0 and "give --query" in alone.output
     vectors = VectorsRetriever.build([Document(d.id, d.text, metadata=d.metadata, vector=[n % 2, 1 + n % 3])
                                       for n, d in enumerate(documents)], tmp_path / "vectors")
     by_vector = Counter(vectors.get_document(h.id).metadata["kind"] for h in vectors.search([1.0, 1.0], k=6))
