@@ -143,7 +143,7 @@ def test_eval_says_a_variant_does_not_change_an_index_built_without_it(tmp_path)
     assert _unlike_the_index(tmp_path / "hybrid", {"k1": 0.5, "variant": "robertson"}) == {"k1": 0.5,
                                                                                           "variant": "robertson"}
     BagOfTokensRetriever.build(DOCS, tmp_path / "bot")
-    with pytest.raises(SemiretError, match="bm25 takes k1, b, variant, delta .* not 'vriant'"):
+    with pytest.raises(SemiretError, match="bm25 takes k1, b, variant, delta, text_fields .* not 'vriant'"):
         HybridRetriever.around(tmp_path / "bot", tmp_path / "around", bm25={"vriant": "bm25l"})
     assert not (tmp_path / "around").exists()
 
