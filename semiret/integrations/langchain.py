@@ -12,7 +12,6 @@ retriever's: BM25's, a cosine, ...); a stored field of that name is kept under i
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,7 +24,8 @@ from pydantic import ConfigDict, Field, model_validator
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.search.retrievers import Retriever, open_retriever
+from semiret.integrations._shared import check_query_model, check_searcher, numbered_ids, search, stored_document
+from semiret.search.retrievers import open_retriever
 from semiret.serving.client import Client
 
 SCORE_KEY = "relevance_score"
@@ -52,54 +52,36 @@ class SemiretRetriever(BaseRetriever):
 
     @model_validator(mode="after")
     def _searcher_and_index(self) -> "SemiretRetriever":
-        if isinstance(self.searcher, Client):
-            if self.index is None:
-                raise SemiretError("a SemiretRetriever over a semiret server searches one of its indexes: give index")
-        elif isinstance(self.searcher, Retriever):
-            if self.index is not None:
-                raise SemiretError("index names a served index; a Retriever is over its own (leave index out)")
-            if not self.searcher.index.stores_texts:
-                raise SemiretError(f"{self.searcher.index.path} keeps no stored documents (built with "
-                                   "--no-store-texts): there is no text to give LangChain")
-        else:
-            raise SemiretError(f"searcher is a semiret Retriever or Client, got {type(self.searcher).__name__}")
+        check_searcher(self.searcher, self.index, "LangChain")
         if self.embeddings is not None and not hasattr(self.embeddings, "embed_query"):
             raise SemiretError(f"embeddings is a LangChain Embeddings model (with embed_query), got "
                                f"{type(self.embeddings).__name__}")
-        if isinstance(self.searcher, Retriever) and not self.searcher.query_side.reads_texts \
-                and self.embeddings is None:
-            raise SemiretError(f"{self.searcher.index.path} holds vectors brought with its documents and has no model "
-                               "for query texts: give embeddings, the LangChain model that made its vectors")
+        check_query_model(self.searcher, self.embeddings is not None, "embeddings", "LangChain")
         return self
 
     @classmethod
     def from_index(cls, path: str | Path, k: int = 4, filter: dict | None = None, search_kwargs: dict | None = None,
-                   **options) -> "SemiretRetriever":
+                   embeddings: Any = None, **options) -> "SemiretRetriever":
         """Over the index directory at ``path``, opened with its retriever's search ``options``."""
-        return cls(searcher=open_retriever(path, **options), k=k, filter=filter, search_kwargs=search_kwargs or {})
+        return cls(searcher=open_retriever(path, **options), embeddings=embeddings, k=k, filter=filter,
+                   search_kwargs=search_kwargs or {})
 
     @classmethod
     def from_server(cls, url: str, index: str, api_key: str | None = None, k: int = 4, filter: dict | None = None,
-                    search_kwargs: dict | None = None) -> "SemiretRetriever":
+                    search_kwargs: dict | None = None, embeddings: Any = None) -> "SemiretRetriever":
         """Over the index ``index`` of the semiret server at ``url``."""
-        return cls(searcher=Client(url, api_key=api_key), index=index, k=k, filter=filter,
+        return cls(searcher=Client(url, api_key=api_key), index=index, embeddings=embeddings, k=k, filter=filter,
                    search_kwargs=search_kwargs or {})
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
                                 ) -> list[LangChainDocument]:
         searched = query if self.embeddings is None else np.asarray(self.embeddings.embed_query(query), np.float32)
-        if isinstance(self.searcher, Client):
-            hits = self.searcher.search(self.index, searched, k=self.k, filter=self.filter, with_text=True,
-                                        **self.search_kwargs)
-        else:
-            hits = self.searcher.search(searched, k=self.k, filter=self.filter, **self.search_kwargs)
+        hits = search(self.searcher, self.index, searched, self.k, self.filter, self.search_kwargs)
         return [_langchain_document(hit) for hit in hits]
 
 
 def _langchain_document(hit) -> LangChainDocument:
-    stored = hit.document
-    if stored is None:  # (a served index without stored texts)
-        raise SemiretError(f"the index keeps no stored document {hit.id!r}: there is no text to give LangChain")
+    stored = stored_document(hit, "LangChain")
     return LangChainDocument(id=hit.id, page_content=stored.full_text,
                              metadata={SCORE_KEY: hit.score, **(stored.metadata or {})})
 
@@ -119,12 +101,5 @@ def semiret_documents(documents: Iterable[LangChainDocument], id_key: str = "id"
                                "from: give the documents ids, or name the metadata field that identifies them "
                                "(id_key)")
         named.append((str(doc_id), document.id is None))
-    shared = Counter(doc_id for doc_id, from_metadata in named if from_metadata)
-    seen: Counter = Counter()
-    read = []
-    for document, (doc_id, from_metadata) in zip(documents, named):
-        if from_metadata and shared[doc_id] > 1:
-            seen[doc_id] += 1
-            doc_id = f"{doc_id}#{seen[doc_id] - 1}"
-        read.append(Document(doc_id, document.page_content, metadata=dict(document.metadata) or None))
-    return read
+    return [Document(doc_id, document.page_content, metadata=dict(document.metadata) or None)
+            for document, doc_id in zip(documents, numbered_ids(named))]

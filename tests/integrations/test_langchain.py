@@ -88,6 +88,8 @@ def test_an_index_of_vectors_is_searched_with_the_embeddings_that_made_them(tmp_
                                     for n, text in enumerate(texts)], tmp_path / "vectors")
     found = SemiretRetriever(searcher=index, embeddings=embeddings, k=1).invoke("sleep and memory")
     assert [(d.id, d.page_content) for d in found] == [("v1", "sleep and memory")]
+    opened = SemiretRetriever.from_index(tmp_path / "vectors", embeddings=embeddings, k=1)  # as the README opens it
+    assert [d.id for d in opened.invoke("aspirin and the heart")] == ["v2"]
     with pytest.raises(SemiretError, match="give embeddings"):
         SemiretRetriever(searcher=index)
     with pytest.raises(SemiretError, match="with embed_query"):
