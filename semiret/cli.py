@@ -1175,7 +1175,7 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
     """Write an index's stored documents as a corpus file (BEIR corpus.jsonl lines, metadata included), which
     `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects.
     From an index of passages, its documents joined again (words one space apart), as they were added; from an index
-    of the vectors retriever, each with its vector."""
+    of the vectors or sparse-vectors retriever, each with its vector."""
     from semiret import progress
     from semiret.files import check_output_file, write_output_text
     from semiret.indexes.filters import count_matching, joined_documents, matching_records
@@ -1191,7 +1191,7 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
         records, total = (document.to_json() for document in joined_documents(opened, spec)), None
     else:
         records, total = matching_records(opened, spec), count_matching(opened, spec)
-    if opened.meta["analyzer"].get("type") == "vectors":  # the documents' own vectors go with them (as searched)
+    if opened.meta["analyzer"].get("type") in ("vectors", "sparse-vectors"):  # their own vectors (as searched)
         records = (_with_vector(opened, record) for record in records)
     written = 0
 
@@ -1206,9 +1206,11 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
 
 
 def _with_vector(index, record: str) -> str:
-    """A stored document's JSON line with its vector as ``index`` holds it (scaled to unit length for a cosine)."""
+    """A stored document's JSON line with its vector as ``index`` holds it (scaled to unit length for a cosine; a
+    sparse vector's ``{term: weight}`` as stored)."""
     read = json.loads(record)
-    read["vector"] = index.get_vector(read["_id"]).tolist()
+    vector = index.get_vector(read["_id"])
+    read["vector"] = vector if isinstance(vector, dict) else vector.tolist()
     return json.dumps(read, ensure_ascii=False)
 
 

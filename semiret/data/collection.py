@@ -33,7 +33,9 @@ MARCO v2 passages carry both ``pid`` and ``docid``, as ir_datasets and Pyserini 
 ``metadata_fields`` can keep."""
 TEXT_FIELDS = ("text", "contents", "content", "body", "abstract", "passage", "query")
 VECTOR_FIELD = "vector"
-"""The field of a document's record (and of a query's, for ``--query-vectors``) holding an embedding of its own."""
+"""The field of a document's record (and of a query's, for ``--query-vectors``) holding an embedding of its own: a
+list of numbers (a dense vector) or an object ``{term: weight}`` (a sparse one, Pyserini's JsonVectorCollection)."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_DOC_CHARS = 1_000_000
 """Documents longer than this are truncated (with one warning per corpus): no retriever here reads further."""
 
@@ -43,19 +45,24 @@ class Document:
     """One corpus entry; ``full_text`` is what analyzers and encoders see. ``metadata`` (a JSON object, as in
     BEIR's ``corpus.jsonl``) is stored with the text and never encoded: searches filter on it (``filter=``).
     ``vector``: an embedding the user brings (a corpus line's ``vector`` field), what the ``vectors`` retriever
-    indexes in place of encoding the text (other retrievers ignore it); held as float32, never stored with the
+    indexes in place of encoding the text (other retrievers ignore it): a list of numbers, held as float32; or an
+    object ``{term: weight}``, a sparse vector (SPLADE's, uniCOIL's, made elsewhere), what the ``sparse-vectors``
+    retriever indexes, held as a dict of its terms of positive weight (:func:`sparse_vector`). Never stored with the
     text."""
 
     id: str
     text: str
     title: str = ""
     metadata: dict | None = field(default=None, compare=False)
-    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+    vector: np.ndarray | dict[str, float] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.vector is not None:
             try:
-                object.__setattr__(self, "vector", document_vector(self.vector, "its vector"))
+                vector = brought_vector(self.vector, "its vector")
+                if isinstance(vector, dict) and not vector:
+                    raise ValueError(_NO_POSITIVE_WEIGHT.format(name="its vector"))
+                object.__setattr__(self, "vector", vector)
             except ValueError as exc:
                 raise SemiretError(f"document {self.id!r}: {exc}") from None
         if isinstance(self.id, str) and isinstance(self.text, str) and isinstance(self.title, str) \
@@ -158,6 +165,49 @@ def record_fields(record: dict) -> dict:
     return fields_found
 
 
+_NO_POSITIVE_WEIGHT = "{name} holds no term of positive weight (a sparse vector's terms of weight 0 are left out)"
+
+
+def brought_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> "np.ndarray | dict[str, float]":
+    """A vector a document or a query brings: an object (a mapping) is a sparse vector (:func:`sparse_vector`),
+    anything else a dense one (:func:`document_vector`). A ValueError names ``name``."""
+    return sparse_vector(value, name) if isinstance(value, Mapping) else document_vector(value, name)
+
+
+def sparse_vector(value: Mapping, name: str = f"field {VECTOR_FIELD!r}") -> dict[str, float]:
+    """``value`` (an object ``{term: weight}``, Pyserini's JsonVectorCollection vector) as the sparse vector an
+    index holds, checked: at least one term; every term a non-empty string with no line break (an index's vocabulary
+    file holds a term a line) that UTF-8 can write; every weight a number (not a boolean), finite, at least 0 and
+    within float32. Terms of weight 0 are left out (the result may then be empty: a query that finds nothing).
+    Anything else is a ValueError naming ``name`` and the term."""
+    if not value:
+        raise ValueError(f"{name} holds no term (a sparse vector is an object {{term: weight}} of at least one term)")
+    kept = {}
+    for term, weight in value.items():
+        if type(term) is not str or not term or "\n" in term:
+            if not isinstance(term, str):
+                raise ValueError(f"{name} has a term that is not a string: {term!r} ({type(term).__name__})")
+            if not term or "\n" in term:
+                raise ValueError(f"{name} has the term {term!r}: a term is a string of at least one character, "
+                                 "with no line break")
+        elif not term.isascii() and (problem := surrogate_problem(term, f"{name}'s term {term!r}")):
+            raise ValueError(problem)
+        if type(weight) is not float:
+            if not isinstance(weight, numbers.Real) or isinstance(weight, bool):
+                raise ValueError(f"{name}: the weight of term {term!r} must be a number, got "
+                                 f"{type(weight).__name__} {weight!r}")
+            weight = float(weight)
+        if not math.isfinite(weight) or abs(weight) > FLOAT32_MAX:
+            raise ValueError(f"{name}: the weight of term {term!r} is {weight!r}; weights are finite numbers "
+                             "(within float32)")
+        if weight < 0:
+            raise ValueError(f"{name}: the weight of term {term!r} is negative ({weight!r}); weights are at least 0 "
+                             "(a term of weight 0 is left out)")
+        if weight:
+            kept[term] = weight
+    return kept
+
+
 def document_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> np.ndarray:
     """``value`` (a list of numbers, an array) as the float32 vector an index holds, checked: one dimension, at least
     one number, all finite; anything else is a ValueError naming ``name`` (the field, or what holds it). Read by numpy
@@ -178,7 +228,8 @@ def document_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> np.ndarray:
     elif isinstance(value, np.ndarray):
         vector = value
     else:
-        raise ValueError(f"{name} must be a list of numbers, got {type(value).__name__}")
+        raise ValueError(f"{name} must be a list of numbers (a dense vector) or an object {{term: weight}} (a sparse "
+                         f"one), got {type(value).__name__}")
     if vector.dtype.kind not in "fiu":
         raise ValueError(f"{name} must hold numbers only, got {vector.dtype.name} values")
     if vector.ndim != 1 or not vector.size:
@@ -236,9 +287,11 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
             metadata = lifted | (metadata or {})
     if metadata:
         check_storable(metadata)
+    vector = None if record.get(VECTOR_FIELD) is None else brought_vector(record[VECTOR_FIELD])
+    if isinstance(vector, dict) and not vector:
+        raise ValueError(_NO_POSITIVE_WEIGHT.format(name=f"field {VECTOR_FIELD!r}"))
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
-                    _as_string("title", title, "title"), metadata,
-                    None if record.get(VECTOR_FIELD) is None else document_vector(record[VECTOR_FIELD]))
+                    _as_string("title", title, "title"), metadata, vector)
 
 
 def as_document(item, position: int) -> Document:
@@ -662,11 +715,25 @@ def query_texts(queries) -> list[str]:
     return texts
 
 
-def query_vectors(queries) -> tuple[list[np.ndarray], bool] | None:
-    """A search's ``queries`` given as vectors (a dense index's, searched as they are; :func:`query_texts` reads
-    texts): a 1-D array or a list of numbers is one query, a 2-D array or a list of such lists a batch. Returns the
-    vectors checked (:func:`document_vector`) and whether one was given alone; None where ``queries`` are not
-    vectors."""
+def query_vectors(queries) -> tuple[list[np.ndarray] | list[dict[str, float]], bool] | None:
+    """A search's ``queries`` given as vectors (an index of vectors', searched as they are; :func:`query_texts` reads
+    texts): a 1-D array or a list of numbers is one query, a 2-D array or a list of such lists a batch; an object
+    ``{term: weight}`` (a dict) is one sparse query, a list of them a batch. Returns the vectors checked
+    (:func:`document_vector`, :func:`sparse_vector`: a sparse one may hold no term then, its weights all 0) and
+    whether one was given alone; None where ``queries`` are not vectors (a dict of texts, ``{id: text}``, is left to
+    :func:`query_texts` to refuse)."""
+    if isinstance(queries, Mapping) and not any(isinstance(value, str) for value in queries.values()):
+        rows, single = [queries], True
+    elif isinstance(queries, (list, tuple)) and queries and all(isinstance(q, Mapping) for q in queries):
+        rows, single = list(queries), False
+    else:
+        rows = None
+    if rows is not None:
+        try:
+            return [sparse_vector(row, "the query vector" if single else f"query vector {position}")
+                    for position, row in enumerate(rows)], single
+        except ValueError as exc:
+            raise SemiretError(str(exc)) from None
     if isinstance(queries, np.ndarray) and queries.dtype.kind in "fiu":  # (an array of strings holds texts)
         if queries.ndim not in (1, 2):
             raise SemiretError(f"query vectors are one vector or a matrix of them, one per row, got shape "
@@ -710,10 +777,11 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return queries
 
 
-def read_query_vectors(path: str | Path) -> dict[str, np.ndarray]:
+def read_query_vectors(path: str | Path) -> dict[str, np.ndarray] | dict[str, dict[str, float]]:
     """Read queries given as vectors from a JSONL file (gzipped or not), one ``{"_id": ..., "vector": [...]}`` per
     line (an ``id`` field of :data:`ID_FIELDS`; other fields, a text say, are left unread), as ``{id: vector}``; the
-    vectors all of one dimension. Errors name the file and line."""
+    vectors all dense and of one dimension, or all sparse (``"vector": {"term": weight, ...}``, as
+    :func:`sparse_vector` reads them). Errors name the file and line."""
     path = Path(path)
     if _delimiter(path):
         raise DataFormatError(f"query vectors are read from JSONL (one {{\"_id\", \"{VECTOR_FIELD}\"}} object a "
@@ -724,13 +792,18 @@ def read_query_vectors(path: str | Path) -> dict[str, np.ndarray]:
             query_id = _required(record, ID_FIELDS, "id")
             if record.get(VECTOR_FIELD) is None:
                 raise ValueError(f"missing {VECTOR_FIELD!r} field (the query's vector)")
-            vector = document_vector(record[VECTOR_FIELD])
+            vector = brought_vector(record[VECTOR_FIELD])
         except ValueError as exc:
             raise DataFormatError(str(exc), path, line) from None
         if query_id in queries:
             raise DataFormatError(f"duplicate query id {query_id!r}", path, line)
         first = next(iter(queries.values()), vector)
-        if len(vector) != len(first):
+        if isinstance(vector, dict) != isinstance(first, dict):
+            sparse, dense = "sparse ({term: weight})", "dense (a list of numbers)"
+            this, other = (sparse, dense) if isinstance(vector, dict) else (dense, sparse)
+            raise DataFormatError(f"a {this} vector; the file's first is {other}: a file holds vectors of one kind",
+                                  path, line)
+        if not isinstance(vector, dict) and len(vector) != len(first):
             raise DataFormatError(f"a {len(vector)}-dimensional vector; the file's first is {len(first)}-dimensional",
                                   path, line)
         queries[query_id] = vector
@@ -825,7 +898,8 @@ class Collection:
     qrels_file: Path | None = None
     query_vectors: bool = False
     """The queries file holds each query's vector, not its text (:func:`read_query_vectors`; ``--query-vectors``):
-    :meth:`queries` gives ``{id: vector}``, for a dense index searched by vectors made elsewhere."""
+    :meth:`queries` gives ``{id: vector}``, for an index of vectors (dense or sparse) searched by vectors made
+    elsewhere."""
 
     def __post_init__(self):
         from semiret.data.paths import dataset

@@ -523,6 +523,26 @@ class InvertedIndex(SegmentedIndex):
         found_values *= np.float32(value_scale(view.snapshot.meta))
         return terms, found_values, view.frequencies_of(terms, view.snapshot)
 
+    def get_vector(self, doc_id: str) -> dict[str, float] | None:
+        """The live document ``doc_id``'s postings as ``{term: value}``, named by the index's growable vocabulary
+        (an index of sparse vectors brought by the user: the vector as stored, in term order, each value the
+        shortest decimal that reads back as the stored float32), from one commit; None when there is no such live
+        document."""
+        if self.terms is None:
+            raise SemiretError(f"{self.path} names its terms by a tokenizer's vocabulary, not its own: read a "
+                               "document's terms with document_terms")
+        view = self.pinned()
+        found = view.locate(doc_id)
+        if found is None:
+            return None
+        segment, local = found
+        present, indptr, docs, values = segment.search_arrays()
+        _, terms, found_values = kernels.rows_of_term_major(present, indptr, docs, values, np.array(indptr[:-1]),
+                                                            np.array([local], np.int64))
+        found_values *= np.float32(value_scale(view.snapshot.meta))
+        vocab = view.vocab
+        return {vocab[term]: float(str(value)) for term, value in zip(terms.tolist(), found_values)}
+
     def _document_vectors(self, located: list[tuple[InvertedSegment, int]]):
         """Documents' postings as sparse rows over the vocabulary, weighted by IDF where the postings alone do not
         weigh terms (BM25's term frequencies, a binary index's ones), as the index's searches weigh them."""

@@ -1,6 +1,6 @@
 """Retrievers: an index plus a document side and a query side, registered by name
 (:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers, and the vectors
-retriever of embeddings brought by the user."""
+retrievers of embeddings brought by the user, dense and sparse."""
 
 from semiret.search.gdr import GDRRetriever
 from semiret.search.hybrid import HybridRetriever
@@ -25,10 +25,11 @@ from semiret.search.semiparametric import (
     SiDRBetaRetriever,
     SiDRFullRetriever,
 )
+from semiret.search.sparse_vectors import SparseVectorsRetriever
 from semiret.search.vectors import VectorsRetriever
 
 __all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide",
            "GDRRetriever", "HybridRetriever", "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever",
            "NailExhaustiveRetriever", "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
-           "SiDRFullRetriever", "SpladeRetriever", "VectorsRetriever", "open_retriever", "register_retriever",
-           "retriever_class"]
+           "SiDRFullRetriever", "SparseVectorsRetriever", "SpladeRetriever", "VectorsRetriever", "open_retriever",
+           "register_retriever", "retriever_class"]

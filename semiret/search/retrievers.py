@@ -31,7 +31,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import fields
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -154,8 +154,11 @@ class QuerySide(ABC):
     reads_texts: ClassVar[bool] = True
     """False where the side searches query vectors only (an index of vectors brought by the user, no model)."""
     searches_vectors: ClassVar[bool] = False
-    """True where :meth:`search` also takes query vectors in place of texts (a list of float32 arrays,
-    :func:`~semiret.data.collection.query_vectors`): the sides of a dense index."""
+    """True where :meth:`search` also takes query vectors in place of texts (a list of float32 arrays, or of
+    ``{term: weight}`` dicts, :func:`~semiret.data.collection.query_vectors`): the sides of a dense index, and of an
+    index of sparse vectors brought by the user."""
+    vector_kind: ClassVar[str] = "dense"
+    """The query vectors a side that :attr:`searches_vectors` takes: ``dense`` (arrays) or ``sparse`` (dicts)."""
 
     reads_stored_texts: ClassVar[bool] = False
     """True where a search reads the index's stored documents (a re-ranking that embeds its candidates): a hybrid
@@ -759,12 +762,12 @@ class Retriever:
         """How many documents the index holds, or how many pass ``filter`` (as :meth:`search` reads it); with a
         ``query``, how many of those its search matches (OpenSearch's total hits, "about 1,234 results"): for the
         retrievers that sum term weights (BM25, the token and learned sparse ones), the documents holding one of its
-        scored terms; for a dense index, every one (each has a score)."""
+        scored terms; for a dense index, every one (each has a score). Over an index of sparse vectors (retriever
+        ``sparse-vectors``) ``query`` may be a sparse query vector, ``{term: weight}``."""
         if query is None:
             return count_matching(self.index, filter)
-        if not isinstance(query, str):
-            raise SemiretError(f"a count of matches reads one query text, got {type(query).__name__}")
-        if self.query_side.searches_vectors:
+        query = self._one_query(query, "a count of matches")
+        if self.query_side.searches_vectors and not self._sums_term_weights:  # (a dense index: every document)
             if not self.query_side.reads_texts:
                 self.query_side.encode_queries([query])  # (says to search it with vectors)
             return count_matching(self.index, filter)
@@ -853,7 +856,8 @@ class Retriever:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. Over a dense index
         (retrievers ``dense``, ``vectors``) queries may be vectors instead, searched as they are: a 1-D array or a
-        list of numbers for one, a 2-D array (a row each) or a list of lists for a batch. ``filter``: only
+        list of numbers for one, a 2-D array (a row each) or a list of lists for a batch; over an index of sparse
+        vectors (retriever ``sparse-vectors``), ``{term: weight}`` dicts, one or a list of them. ``filter``: only
         documents whose stored metadata passes it (:mod:`semiret.indexes.filters`: ``{"source": "pubmed"}``).
         ``group_by``: ``k`` groups of hits by a metadata field's value (each hit's ``group``), each with its best
         ``group_size`` hits, groups by their best hit (Qdrant's search groups; ``"parent"`` over an index of
@@ -872,7 +876,7 @@ class Retriever:
         vectors = query_vectors(queries)
         if vectors is not None:
             texts, single = vectors
-            self._check_vector_search(operators, rerank)
+            self._check_vector_search(texts, operators, rerank)
         else:
             single, texts = isinstance(queries, str), query_texts(queries)
         check_count(k, "k")
@@ -929,11 +933,21 @@ class Retriever:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
 
-    def _check_vector_search(self, operators: bool, rerank) -> None:
-        """Refuse a search by query vectors that this retriever, or what it was asked to do, cannot make of them."""
+    def _check_vector_search(self, vectors: list, operators: bool, rerank) -> None:
+        """Refuse a search by query ``vectors`` that this retriever, or what it was asked to do, cannot make of
+        them: a dense index searches dense ones, an index of sparse vectors sparse ones."""
         if not self.query_side.searches_vectors:
             raise SemiretError(f"{self.index.path} is searched by query texts (retriever {self.name}): queries must be "
-                               "strings; query vectors are searched over a dense index (retrievers dense, vectors)")
+                               "strings; query vectors are searched over a dense index (retrievers dense, vectors) "
+                               "or sparse ones over an index of sparse vectors (retriever sparse-vectors)")
+        sparse = bool(vectors) and isinstance(vectors[0], dict)
+        if vectors and sparse != (self.query_side.vector_kind == "sparse"):
+            raise SemiretError(
+                f"{self.index.path} holds sparse vectors ({{term: weight}}) and is searched by sparse query vectors; "
+                "these are dense (lists of numbers)" if not sparse else
+                f"{self.index.path} holds dense vectors (retriever {self.name}) and is searched by dense query vectors "
+                "(lists of numbers); these are sparse ({term: weight}): search an index of the sparse-vectors "
+                "retriever with them")
         if operators or rerank is not None:
             raise SemiretError("a search by query vectors has no words: neither operators nor a cross-encoder's "
                                "re-ranking (rerank, --cross-encoder) read it")
@@ -1158,9 +1172,12 @@ class Retriever:
         corrected, a synonym added, by the words of the documents it shows); ``operators``: as a search with
         ``operators`` reads it (its scored words, against the documents that hold what it requires and not what it
         excludes). Whether that search finds the document at all is said too (``matched``, as OpenSearch's explain
-        says it) and, where it does not, why (``unmatched``: the filter, the operators, or no term scoring it)."""
-        if not isinstance(query, str):
-            raise SemiretError(f"explain takes one query (a string), got {type(query).__name__}")
+        says it) and, where it does not, why (``unmatched``: the filter, the operators, or no term scoring it). Over
+        an index of sparse vectors (retriever ``sparse-vectors``) ``query`` may be a sparse query vector, ``{term:
+        weight}``."""
+        query = self._one_query(query, "explain")
+        if operators and not isinstance(query, str):
+            raise SemiretError("a query vector has no words: its operators are not read (operators)")
         self.check_explainable()
         doc_id = _document_id(doc_id)
         view = self.pinned()  # the query read, the document's weights and what it passes from one commit
@@ -1168,6 +1185,19 @@ class Retriever:
         explanation = view._explained(scored_text(query, operators, self.query_side), doc_id, reading)
         explanation.unmatched = view._unmatched(query, doc_id, filter, operators, reading, explanation.score)
         return explanation
+
+    def _one_query(self, query, action: str):
+        """The one query ``action`` (explain, a count) reads: a text, or over an index of sparse vectors one sparse
+        query vector (``{term: weight}``, checked as a search checks it)."""
+        if isinstance(query, str):
+            return query
+        sparse = self.query_side.searches_vectors and self.query_side.vector_kind == "sparse"
+        if sparse and isinstance(query, Mapping):
+            vectors = query_vectors(query)
+            if vectors is not None:
+                return vectors[0][0]
+        raise SemiretError(f"{action} reads one query text" + (" or one sparse query vector ({term: weight})"
+                                                               if sparse else "") + f", got {type(query).__name__}")
 
     def _reading(self, filter: dict | None):
         """The index a query is read against as a search with ``filter`` reads it (its fuzzy corrections, prefixes'

@@ -62,7 +62,7 @@ class VectorDocuments(DocumentSide):
 
     @classmethod
     def from_index(cls, index):
-        check_vectors_index(index)
+        check_vectors_index(index, "vectors")
         return cls(index.meta["analyzer"], index.meta["dim"])
 
     @property
@@ -71,14 +71,14 @@ class VectorDocuments(DocumentSide):
 
     def prepare(self, documents: list[Document]) -> None:
         if self.dim is None:  # the dimension of the first document's vector, which every other must have
-            self.dim = len(_vector_of(documents[0]))
+            self.dim = len(vector_of(documents[0], "vectors"))
 
     def index_config(self) -> dict:
         return {"dim": self.dim, "analyzer": self.config, **self.ann_options}
 
     def encode(self, documents: list[Document]) -> Embeddings:
         for document in documents:
-            if len(_vector_of(document)) != self.dim:
+            if len(vector_of(document, "vectors")) != self.dim:
                 raise SemiretError(f"document {document.id!r} has a {len(document.vector)}-dimensional vector; the "
                                    f"index holds {self.dim}-dimensional ones")
         vectors = np.stack([d.vector for d in documents]) if documents else np.zeros((0, self.dim), np.float32)
@@ -94,22 +94,37 @@ class VectorDocuments(DocumentSide):
         """Whether the index holds the vector ``document`` brings, as it would be added (a sync replaces the
         documents whose vectors alone changed)."""
         held = index.get_vector(document.id)
-        if document.vector is None or held is None or len(document.vector) != len(held):
+        if not isinstance(document.vector, np.ndarray) or held is None or len(document.vector) != len(held):
             return False
         brought = unit_rows(document.vector[None])[0] if self.normalize else document.vector
         return bool(np.array_equal(brought, held))
 
 
-def _vector_of(document: Document) -> np.ndarray:
-    if document.vector is None:
-        raise SemiretError(f"document {document.id!r} has no vector: an index of the vectors retriever holds the "
+SPARSE_RETRIEVER = "sparse-vectors"
+"""The retriever of sparse vectors brought by the user (:mod:`semiret.search.sparse_vectors`): its name is its
+index's analyzer type too, as ``vectors`` is the dense one's."""
+
+
+def vector_of(document: Document, retriever: str) -> "np.ndarray | dict[str, float]":
+    """The vector ``document`` brings, of the kind an index of ``retriever`` (``vectors``, dense; ``sparse-vectors``,
+    sparse) holds: none, or one of the other kind, is an error naming the document."""
+    vector, sparse = document.vector, retriever == SPARSE_RETRIEVER
+    if vector is None:
+        raise SemiretError(f"document {document.id!r} has no vector: an index of the {retriever} retriever holds the "
                            f"vectors its documents bring (a corpus line's {VECTOR_FIELD!r} field, Document.vector)")
-    return document.vector
+    if isinstance(vector, dict) != sparse:
+        brings, holds, other = (("a sparse vector ({term: weight})", "dense ones (lists of numbers)",
+                                 SPARSE_RETRIEVER) if not sparse else
+                                ("a dense vector (a list of numbers)", "sparse ones ({term: weight})", "vectors"))
+        raise SemiretError(f"document {document.id!r} brings {brings}; an index of the {retriever} retriever holds "
+                           f"{holds}: index such documents with the {other} retriever")
+    return vector
 
 
-def check_vectors_index(index) -> None:
-    if index.meta["analyzer"].get("type") != "vectors":
-        raise SemiretError(f"{index.path} was not built from documents' own vectors (retriever vectors) but by "
+def check_vectors_index(index, retriever: str) -> None:
+    """Refuse an index not built from documents' own vectors by ``retriever`` (its analyzer type)."""
+    if index.meta["analyzer"].get("type") != retriever:
+        raise SemiretError(f"{index.path} was not built from documents' own vectors (retriever {retriever}) but by "
                            f"{index.meta.get('retriever') or 'an encoder'}: search it with that retriever")
 
 
@@ -129,7 +144,7 @@ class VectorQueries(QuerySide):
 
     @classmethod
     def open(cls, index, options, documents):
-        check_vectors_index(index)
+        check_vectors_index(index, "vectors")
         return cls(index, documents, options)
 
     def encode_queries(self, texts):
@@ -145,20 +160,25 @@ class VectorQueries(QuerySide):
         return self.options.search(index, vectors, k, n_threads)
 
 
-@register_retriever
-class VectorsRetriever(Retriever):
-    """Documents and queries that bring their own vectors, in a dense index (exact, flat, ivf, hnsw or tree)."""
+class BroughtVectorsRetriever(Retriever):
+    """A retriever of the vectors documents bring (dense or sparse): recommendations search by the examples' own
+    vectors as the index holds them (``index.get_vector``)."""
 
-    name = "vectors"
-    documents = VectorDocuments
-    queries = VectorQueries
-
-    def _example_texts(self, index, examples: list[str]) -> tuple[list[np.ndarray], set[str]]:
-        """A recommendation's examples as their vectors in the index (there is no model to read their texts)."""
+    def _example_texts(self, index, examples: list[str]) -> tuple[list, set[str]]:
+        """A recommendation's examples as their vectors in the index (there may be no model to read their texts)."""
         vectors = []
         for doc_id in examples:
             vector = index.get_vector(doc_id)
             if vector is None:
                 raise UnknownDocumentError(f"no document {doc_id!r} in {index.path} to recommend from", doc_id)
-            vectors.append(np.asarray(vector, dtype=np.float32))
+            vectors.append(vector if isinstance(vector, dict) else np.asarray(vector, dtype=np.float32))
         return vectors, set(examples)
+
+
+@register_retriever
+class VectorsRetriever(BroughtVectorsRetriever):
+    """Documents and queries that bring their own vectors, in a dense index (exact, flat, ivf, hnsw or tree)."""
+
+    name = "vectors"
+    documents = VectorDocuments
+    queries = VectorQueries

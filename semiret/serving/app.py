@@ -928,7 +928,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         searched = body.searched
         if body.vectors is not None and not index.retriever.query_side.searches_vectors:
             raise validation_error((*where, "vectors"), f"index {index.name!r} is searched by query texts (retriever "
-                                   f"{index.retriever.name}): query vectors search a dense index", "vectors_invalid")
+                                   f"{index.retriever.name}): query vectors search a dense index, or one of sparse "
+                                   "vectors", "vectors_invalid")
         k = requested_k(body)
         check_k(k, (*where, "k"))
         if k + body.offset > settings.max_k:
@@ -1182,7 +1183,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    "less_than_equal")
         if body.vector is not None and not index.retriever.query_side.searches_vectors:
             raise validation_error(("body", "vector"), f"index {index.name!r} is searched by query texts (retriever "
-                                   f"{index.retriever.name}): a query vector searches a dense index", "vector_invalid")
+                                   f"{index.retriever.name}): a query vector searches a dense index, or one of sparse "
+                                   "vectors", "vector_invalid")
         check_options(index, body.options)
         query = body.query if body.vector is None else body.vector
         return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,

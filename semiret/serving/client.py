@@ -409,7 +409,8 @@ class Client:
         vectors = query_vectors(query) if query is not None else None
         if vectors is not None and not vectors[1]:
             raise SemiretError("a facet counts the hits of one query: give one vector, not a list of them")
-        asked = {} if query is None else {"query": query} if vectors is None else {"vector": vectors[0][0].tolist()}
+        asked = ({} if query is None else {"query": query} if vectors is None
+                 else {"vector": _json_vector(vectors[0][0])})
         found = self._call("POST", f"/indexes/{_name(index)}/facet",
                            {"field": field, "limit": limit, **asked,
                             **_given(filter=filter, ranges=ranges, depth=depth),
@@ -513,14 +514,19 @@ def _searched(queries) -> tuple[dict, bool]:
     vectors = query_vectors(queries)
     if vectors is None:
         return {"queries": query_texts(queries)}, isinstance(queries, str)
-    return {"vectors": [vector.tolist() for vector in vectors[0]]}, vectors[1]
+    return {"vectors": [_json_vector(vector) for vector in vectors[0]]}, vectors[1]
+
+
+def _json_vector(vector) -> list[float] | dict[str, float]:
+    """A vector as JSON gives it: a dense one's list of numbers, a sparse one's object ``{term: weight}``."""
+    return vector if isinstance(vector, dict) else vector.tolist()
 
 
 def _request_record(document: Document) -> dict:
     """A document as an upsert request sends it: its record, and its own vector where it brings one."""
     record = document.to_record()
     if document.vector is not None:
-        record[VECTOR_FIELD] = document.vector.tolist()
+        record[VECTOR_FIELD] = _json_vector(document.vector)
     return record
 
 

@@ -37,7 +37,7 @@ LOCK = ".lock"
 ALIASES = ".aliases.json"
 STAGING_PREFIX = ".staging-"
 DELETED_PREFIX = ".deleted-"
-MODEL_OPTIONS = ("model", "tokenizer", "rerank_model")
+MODEL_OPTIONS = ("model", "tokenizer", "rerank_model", "query_tokenizer")
 """Build options that name a model: a client may name only the models ``semiret models`` lists as installed, never
 a path of the server or a hub id (a download)."""
 

@@ -19,6 +19,9 @@ MAX_FRAGMENTS = 100
 UnmatchedReason = Literal[tuple(UNMATCHED_REASONS)]
 Vector = Annotated[list[Annotated[float, Strict(), Field(allow_inf_nan=False)]], Field(min_length=1)]
 """A vector as JSON gives it: a list of at least one finite number (a string, true or NaN is a 422 naming its place)."""
+SparseVector = Annotated[dict[str, Annotated[float, Strict(), Field(allow_inf_nan=False)]], Field(min_length=1)]
+"""A sparse vector as JSON gives it: an object ``{term: weight}`` of at least one term, each weight a finite number
+(negative weights and odd terms are refused as :func:`~semiret.data.collection.sparse_vector` refuses them, a 422)."""
 
 
 class DocumentIn(BaseModel):
@@ -33,8 +36,10 @@ class DocumentIn(BaseModel):
     text: str = ""
     metadata: dict[str, Any] | None = Field(None, description="Stored with the document, never encoded: what a "
                                             "search's filter reads.")
-    vector: Vector | None = Field(None, description="The document's own embedding, made elsewhere: what an index of "
-                                  "the vectors retriever holds of it (others ignore it); never stored with the text.")
+    vector: Vector | SparseVector | None = Field(
+        None, description="The document's own embedding, made elsewhere: what an index of the vectors retriever (a "
+        "list of numbers) or of the sparse-vectors retriever (an object {term: weight}) holds of it (others ignore "
+        "it); never stored with the text.")
 
     @field_validator("id")
     @classmethod
@@ -103,9 +108,10 @@ class RerankOptions(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    vectors: list[Vector] | None = Field(None, description="Query vectors instead of texts (one of the two), made "
-                                         "elsewhere and searched as they are: an index of the vectors or the dense "
-                                         "retriever, of the vectors' dimension.")
+    vectors: list[Vector | SparseVector] | None = Field(
+        None, description="Query vectors instead of texts (one of the two), made elsewhere and searched as they are: "
+        "an index of the vectors or the dense retriever, of the vectors' dimension; or objects {term: weight}, an "
+        "index of the sparse-vectors retriever.")
     queries: list[str] | None = Field(None, validate_default=True, description="Query texts; the answer has one "
                                       "list of hits per query.")
     k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
@@ -560,7 +566,8 @@ class FacetRequest(BaseModel):
                                                 "aggregation); each answer's value is its range.")
     query: str | None = Field(None, description="Count among this query's best `depth` hits only (those passing the "
                               "filter): the facets of a search page.")
-    vector: Vector | None = Field(None, description="Or among a query vector's best hits (a dense index).")
+    vector: Vector | SparseVector | None = Field(None, description="Or among a query vector's best hits (a dense "
+                                                 "index; an object {term: weight}: an index of sparse vectors).")
     depth: int = Field(100, ge=1, strict=True, description="With query or vector: the best hits counted among "
                        "(default 100, or the server's --max-k if lower).")
     operators: StrictBool = Field(False, description="With query: read its search box's operators, as a search does.")

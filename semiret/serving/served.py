@@ -121,8 +121,9 @@ class ServedIndex:
         """Compile the search kernels (numba) and load and run the document encoder, so the first requests
         do not pay for either. Words the trial encoding gave ids to are taken back."""
         if searches:  # (an index of vectors brought by the user reads no text: a vector of its own)
-            reads_texts = self.retriever.query_side.reads_texts
-            self.retriever.search(["warm up"] if reads_texts else np.ones((1, self.index.meta["dim"])), k=1)
+            side = self.retriever.query_side
+            self.retriever.search(["warm up"] if side.reads_texts else [{"warm up": 1.0}]
+                                  if side.vector_kind == "sparse" else np.ones((1, self.index.meta["dim"])), k=1)
         if writes and not self.retriever.document_side.takes_vectors:  # (no model to load and run)
             try:
                 with self.index.writing():

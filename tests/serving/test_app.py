@@ -825,6 +825,7 @@ SERVED = [  # (retriever that builds, its options, retriever that serves where a
     ("sidr-beta", {}, None), ("sidr-beta", {}, "sidr-beta-rerank"), ("sidr-full", {}, None),
     ("nail-sparse", {"model": TINY_NAIL}, None), ("nail-exh", {"model": TINY_NAIL}, None),
     ("bm25+nail", {"model": TINY_NAIL}, None), ("gdr", {"model": TINY_GDR}, None), ("vectors", {}, None),
+    ("sparse-vectors", {}, None),
 ]
 
 
@@ -836,6 +837,12 @@ def _bag_of_words(text: str) -> list[float]:
     for word in text.lower().split():
         counts[zlib.crc32(word.strip(".,").encode()) % 16] += 1.0
     return counts
+
+
+def _bag_of_terms(text: str) -> dict[str, float]:
+    """A sparse vector made outside semiret for the sparse-vectors retriever: the text's words and their counts."""
+    words = [word.strip(".,;:").lower() for word in text.split()]
+    return {word: float(words.count(word)) for word in words if word}
 
 
 def test_the_served_list_holds_every_registered_retriever():
@@ -853,8 +860,8 @@ def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, nam
 
     models = {TINY_MODEL: str(tiny_bert), TINY_NAIL: str(tiny_nail), TINY_GDR: str(tiny_gdr)}
     options = {key: models.get(value, value) for key, value in options.items()}
-    brought = name == "vectors"  # documents and queries bring vectors made elsewhere
-    documents = [dataclasses.replace(d, vector=_bag_of_words(d.full_text)) for d in TINY_DOCS] if brought else TINY_DOCS
+    brought = {"vectors": _bag_of_words, "sparse-vectors": _bag_of_terms}.get(name)  # vectors made elsewhere
+    documents = [dataclasses.replace(d, vector=brought(d.full_text)) for d in TINY_DOCS] if brought else TINY_DOCS
     retriever_class(name).build(documents, tmp_path / "idx", **options)
     client = client_of({"idx": str(tmp_path / "idx")}, api_key=KEY, retrievers={"idx": served_as} if served_as else {})
     assert client.get("/indexes/idx").json()["retriever"] == (served_as or name)
@@ -863,7 +870,7 @@ def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, nam
 
     def served_and_direct(queries: list[str], k: int) -> tuple[list, list]:
         """The served hits and those of the retriever opened on the directory (refreshed), as (id, score) pairs."""
-        asked = {"vectors": [_bag_of_words(q) for q in queries]} if brought else {"queries": queries}
+        asked = {"vectors": [brought(q) for q in queries]} if brought else {"queries": queries}
         answer = client.post("/indexes/idx/search", json={**asked, "k": k})
         assert answer.status_code == 200, answer.text
         served = [[(hit["id"], pytest.approx(hit["score"], rel=1e-5, abs=1e-6)) for hit in hits]
@@ -876,7 +883,7 @@ def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, nam
     assert served == direct and any(direct), direct  # the served search finds what the retriever finds
     added = client.put("/indexes/idx/documents", headers=WRITE,
                        json={"documents": [{"_id": "new", "text": "Cats and dogs share the garden.",
-                                            **({"vector": _bag_of_words("Cats and dogs share the garden.")}
+                                            **({"vector": brought("Cats and dogs share the garden.")}
                                                if brought else {})}]})
     assert added.json()["upserted"] == 1
     assert client.get("/indexes/idx/documents/new").json()["text"] == "Cats and dogs share the garden."
