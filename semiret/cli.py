@@ -280,19 +280,32 @@ def _cross_encoder_option():
                         "text together; the hits then carry its scores.")
 
 
+def _colbert_option():
+    return typer.Option(None, help="Rank the best hits again by late interaction (ColBERT's MaxSim of the query's and "
+                        "each hit's token vectors): a ColBERT model (PyLate's or Stanford's, a folder or hub id: "
+                        "colbert-ir/colbertv2.0) or any encoder's token vectors, untrained (minilm).")
+
+
 def _cross_encoder_depth_option():
-    return typer.Option(None, help="With --cross-encoder: the best hits it ranks again (default 100, or k when more).")
+    return typer.Option(None, "--cross-encoder-depth", "--colbert-depth",
+                        help="With --cross-encoder or --colbert: the best hits it ranks again (default 100, or k when "
+                             "more).")
 
 
-def _reranking(cross_encoder: str | None, depth: int | None):
-    """The :class:`~semiret.search.rerank.Reranking` of ``--cross-encoder`` and ``--cross-encoder-depth``, or None."""
-    if cross_encoder is None:
+def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None = None):
+    """The :class:`~semiret.search.rerank.Reranking` of ``--cross-encoder`` (a ColBERT checkpoint read by late
+    interaction) or ``--colbert`` (late interaction, any encoder) and their depth, or None."""
+    if cross_encoder is not None and colbert is not None:
+        raise SemiretError("--cross-encoder and --colbert each rank the best hits again: give one")
+    if cross_encoder is None and colbert is None:
         if depth is not None:
-            raise SemiretError("--cross-encoder-depth goes with --cross-encoder (the model that ranks again)")
+            raise SemiretError("--cross-encoder-depth goes with --cross-encoder or --colbert (the model that ranks "
+                               "again)")
         return None
     from semiret.search.rerank import Reranking
 
-    return Reranking(cross_encoder, 100 if depth is None else depth)
+    return Reranking(cross_encoder or colbert, 100 if depth is None else depth,
+                     kind="late-interaction" if colbert is not None else None)
 
 
 def _chunk_words_option():
@@ -451,6 +464,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                           "as written, case-folded). A query that begins with -word goes after -- "
                                           "(semiret search --index I --operators -- '-mouse statins')."),
            cross_encoder: Optional[str] = _cross_encoder_option(),
+           colbert: Optional[str] = _colbert_option(),
            cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
@@ -481,10 +495,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                            f"of passages of at least 0 (got {context})")
     if like:
         if (query or queries is not None or query_vectors is not None or run is not None or group_by is not None
-                or highlight or diversity is not None or boost or operators or cross_encoder):
+                or highlight or diversity is not None or boost or operators or cross_encoder or colbert):
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, "
-                               "--query-vectors, --run, --group-by, --highlight, --diversity, --boost, --operators or "
-                               "--cross-encoder with it")
+                               "--query-vectors, --run, --group-by, --highlight, --diversity, --boost, --operators, "
+                               "--cross-encoder or --colbert with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) + (queries is not None) + (query_vectors is not None) != 1:
@@ -505,13 +519,13 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     if fuse_with:
         asked = [flag for flag, given in (("--like", like), ("--query-vectors", query_vectors), ("--group-by", group_by),
                                           ("--diversity", diversity), ("--boost", boost), ("--operators", operators),
-                                          ("--cross-encoder", cross_encoder)) if given]
+                                          ("--cross-encoder", cross_encoder), ("--colbert", colbert)) if given]
         if asked:
             raise SemiretError(f"a fused search (--fuse-with) fuses plain searches: {', '.join(asked)} does not apply")
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None
-    rerank = _reranking(cross_encoder, cross_encoder_depth)
+    rerank = _reranking(cross_encoder, cross_encoder_depth, colbert)
     if fuse_with:
         from semiret.search.fused import FusedSearch
 
@@ -1387,6 +1401,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           cross_encoder: Optional[str] = typer.Option(None, help="A cross-encoder (folder or hub id) that searches "
                                                       "may ask to rank their best hits again (\"rerank\": true), "
                                                       "loaded at start."),
+          colbert: Optional[str] = typer.Option(None, help="In place of --cross-encoder: a model ranking searches' "
+                                                "best hits again by late interaction (a ColBERT checkpoint, or any "
+                                                "encoder's token vectors: minilm)."),
           log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
                                         "critical, error, warning, info or debug."),
           access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
@@ -1430,7 +1447,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                              max_segments=max_segments, write_process=write_process, backend=backend,
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
                              data_dir=str(data_dir.resolve()) if data_dir else None, log_level=log_level,
-                             cross_encoder=cross_encoder,
+                             cross_encoder=cross_encoder, colbert=colbert,
                              access_log=access_log, slow_query_ms=slow_query_ms)
     settings.configure_logging()
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
@@ -1439,10 +1456,10 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
             retriever_class(settings.retrievers[name]).check_index(opened)
     for name in settings.retrievers.values():
         retriever_class(name)
-    if cross_encoder is not None and workers > 1:  # a model that does not load fails here, not in every worker
-        from semiret.models.cross_encoder import CrossEncoder
+    if (cross_encoder or colbert) is not None and workers > 1:  # a model that does not load fails here, once
+        from semiret.search.rerank import reranking_model
 
-        CrossEncoder.from_pretrained(cross_encoder)
+        reranking_model(cross_encoder or colbert, "late-interaction" if colbert is not None else None)
     app = create_app(settings) if workers == 1 else None  # (workers > 1 open the indexes themselves)
     what = ", ".join(settings.indexes) + (" and " if settings.indexes and data_dir else "") + (
         f"the indexes of {data_dir}" if data_dir else "")
@@ -1531,6 +1548,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                                                               "more)."),
                      boost: Optional[list[str]] = _boost_option(),
                      cross_encoder: Optional[str] = _cross_encoder_option(),
+                     colbert: Optional[str] = _colbert_option(),
                      cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
@@ -1549,7 +1567,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, chunk_sentences=chunk_sentences,
                        chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer, diversity=diversity,
                        candidates=candidates, boost=_boost(boost),
-                       rerank=_reranking(cross_encoder, cross_encoder_depth), query_vectors_file=query_vectors,
+                       rerank=_reranking(cross_encoder, cross_encoder_depth, colbert), query_vectors_file=query_vectors,
                        fuse_with=fuse_with or (), fuse_method=fuse_method, fuse_weights=fuse_weight, fuse_depth=fuse_depth,
                        **options)
     if as_json:
@@ -1878,12 +1896,13 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
                    k: Optional[int] = typer.Option(None, "-k", help="Documents per query in the new run (default: "
                                                                      "all those ranked again)."),
                    cross_encoder: Optional[str] = _cross_encoder_option(),
+                   colbert: Optional[str] = _colbert_option(),
                    out: str = typer.Option("-", "--out", "-o", help="The new TREC run (default -: standard output)."),
                    tag: Optional[str] = typer.Option(None, help="The new run's tag column (default: the retriever's, "
-                                                                "or cross-encoder)."),
+                                                                "cross-encoder or colbert)."),
                    options: dict = None):
     """Rank another system's run again: each query's best documents scored by this index's retriever, or by a
-    cross-encoder (PyTerrier's run >> retriever, Anserini's re-ranking of a run); score the result with `semiret
+    cross-encoder or late interaction (--colbert; PyTerrier's run >> retriever, Anserini's re-ranking of a run); score the result with `semiret
     compare`."""
     from semiret.data.collection import Collection, read_queries
     from semiret.data.paths import dataset
@@ -1900,8 +1919,9 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
         raise SemiretError(f"run {run} is empty: it ranks no document for any query")
     queries = read_queries(queries_file) if queries_file is not None else Collection(dataset(str(data))).queries(split)
     searcher = open_retriever(index, retriever, **options)
-    ranked = rerank_run(searcher, first, queries, depth, k, _reranking(cross_encoder, None))
-    write_trec_run(ranked, out, tag=tag or ("cross-encoder" if cross_encoder else searcher.name))
+    ranked = rerank_run(searcher, first, queries, depth, k, _reranking(cross_encoder, None, colbert))
+    write_trec_run(ranked, out, tag=tag or ("cross-encoder" if cross_encoder else "colbert" if colbert else
+                                            searcher.name))
     if out != "-":
         console.print(f"{len(ranked)} queries of {run} ranked again into {out}")
 

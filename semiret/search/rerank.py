@@ -1,7 +1,10 @@
 """A second stage for any retriever whose index stores its documents: the best hits of a search scored again by a
 cross-encoder reading the query and each hit's stored title and text together (sentence-transformers'
-``CrossEncoder.rank``, OpenSearch's ``rerank`` response processor, PyTerrier's ``retriever >> reranker``).
-``Retriever.search(..., rerank=Reranking("cross-encoder/ms-marco-MiniLM-L-6-v2", depth=50))``."""
+``CrossEncoder.rank``, OpenSearch's ``rerank`` response processor, PyTerrier's ``retriever >> reranker``), or by
+late interaction, each encoded alone into token vectors and compared by MaxSim (a ColBERT model's, or any encoder's:
+RAGatouille's and PyLate's ``rerank``; :mod:`semiret.models.late_interaction`).
+``Retriever.search(..., rerank=Reranking("cross-encoder/ms-marco-MiniLM-L-6-v2", depth=50))``,
+``Reranking("colbert-ir/colbertv2.0")``, ``Reranking("minilm", kind="late-interaction")``."""
 
 from __future__ import annotations
 
@@ -19,25 +22,37 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Reranking:
-    """The best ``depth`` hits of each query (or ``k``, when more) scored by the cross-encoder ``model`` (a folder,
-    a hub id, or a loaded :class:`~semiret.models.cross_encoder.CrossEncoder`, loaded once and kept), ranked by that
-    score, the first stage's order breaking ties; ``batch_size`` pairs read at once, ``max_length`` tokens of each
-    (default: the model's, at most 512)."""
+RERANKING_KINDS = ("cross-encoder", "late-interaction")
 
-    def __init__(self, model, depth: int = 100, batch_size: int = 32, max_length: int | None = None):
+
+class Reranking:
+    """The best ``depth`` hits of each query (or ``k``, when more) scored by ``model``, ranked by that score, the
+    first stage's order breaking ties. ``model``: a folder or hub id, loaded once and kept, as ``kind`` says: a
+    ``cross-encoder`` (:class:`~semiret.models.cross_encoder.CrossEncoder`; ``max_length`` tokens of a pair, default
+    the model's, at most 512) or ``late-interaction`` (:class:`~semiret.models.late_interaction.LateInteraction`: a
+    ColBERT checkpoint, or any encoder's token vectors); None: a ColBERT checkpoint (PyLate's or Stanford's) is read
+    by late interaction, any other model as a cross-encoder. Or a model already loaded. ``batch_size`` texts read at
+    once."""
+
+    def __init__(self, model, depth: int = 100, batch_size: int = 32, max_length: int | None = None,
+                 kind: str | None = None):
         for name, value in (("depth", depth), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SemiretError(f"the re-ranking {name} must be a whole number, at least 1, got {value!r}")
+        if kind is not None and kind not in RERANKING_KINDS:
+            raise SemiretError(f"a re-ranking's kind is one of {', '.join(RERANKING_KINDS)}, got {kind!r}")
         if isinstance(model, str):
-            from semiret.models.cross_encoder import CrossEncoder  # (torch: only where a search re-ranks)
-
-            model = CrossEncoder.from_pretrained(model, max_length)
+            model = reranking_model(model, kind, max_length)
         self.model, self.depth, self.batch_size = model, depth, batch_size
 
     def describe(self) -> dict:
-        """What an evaluation records of it."""
-        return {"model": self.model.name, "depth": self.depth}
+        """What an evaluation records of it (the kind only where it is late interaction: a cross-encoder's record
+        reads as before)."""
+        from semiret.models.late_interaction import LateInteraction
+
+        late = {"kind": "late-interaction"} if isinstance(self.model, LateInteraction) else {}
+        return {"model": self.model.name, **late, "depth": self.depth}
+
 
     def reranked(self, queries: list[str], found: SearchHits, documents: Callable[[list[str]], dict[str, Document]],
                  k: int) -> SearchHits:
@@ -54,6 +69,23 @@ class Reranking:
             ids.append([hit_ids[j] for j in order])
             scores.append([float(given[j]) for j in order])
         return SearchHits(ids, scores)
+
+
+def reranking_model(name: str, kind: str | None = None, max_length: int | None = None):
+    """The model ``name`` loaded as ``kind`` says (None: by its files, :class:`Reranking`); torch is imported only
+    here, where a search re-ranks."""
+    from semiret.data.packaged import model_directory
+    from semiret.models.late_interaction import LateInteraction, checkpoint_kind
+
+    if kind is None:
+        kind = "late-interaction" if checkpoint_kind(model_directory(name)) != "encoder" else "cross-encoder"
+    if kind == "late-interaction":
+        if max_length is not None:
+            raise SemiretError("max_length is a cross-encoder's; a late-interaction model reads its own lengths")
+        return LateInteraction.from_pretrained(name)
+    from semiret.models.cross_encoder import CrossEncoder
+
+    return CrossEncoder.from_pretrained(name, max_length)
 
 
 def rerank_run(retriever: "Retriever", run: Run, queries: dict[str, str], depth: int = 100, k: int | None = None,

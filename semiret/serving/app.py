@@ -370,11 +370,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
     for name in owned:
         served[name].in_data_dir = True
     writable = settings.api_key is not None
-    cross_encoder = None
-    if settings.cross_encoder is not None:
-        from semiret.models.cross_encoder import CrossEncoder
+    reranker = None  # the model a search's "rerank" asks for
+    if settings.cross_encoder is not None or settings.colbert is not None:
+        from semiret.search.rerank import reranking_model
 
-        cross_encoder = CrossEncoder.from_pretrained(settings.cross_encoder)
+        reranker = reranking_model(settings.cross_encoder or settings.colbert,
+                                   "late-interaction" if settings.colbert is not None else None)
     writer = None
     if writable and settings.write_process and backend is None:
         writer = WriterProcess({name: (path, settings.retrievers.get(name)) for name, path in specs.items()},
@@ -981,7 +982,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                        "offset and the same for every page", "candidates_invalid")
             picking["candidates"] = candidates
         if body.rerank:
-            picking["rerank"] = _reranking(body, k, index, cross_encoder, settings.max_k, (*where, "rerank"))
+            picking["rerank"] = _reranking(body, k, index, reranker, settings.max_k, (*where, "rerank"))
             check_hits(len(searched), picking["rerank"].depth)  # the pairs the cross-encoder reads
         highlight = (body.highlight.model_dump() if isinstance(body.highlight, HighlightOptions)
                      else {} if body.highlight else None)
@@ -1289,19 +1290,21 @@ def _inlined_schema(model) -> dict:
     return inline(schema)
 
 
-def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, max_k: int, where: tuple
+def _reranking(body: SearchRequest, k: int, index: ServedIndex, reranker, max_k: int, where: tuple
                ) -> Reranking:
-    """The re-ranking a search asks for (``"rerank"``), by the server's cross-encoder, or a 422 saying why not."""
+    """The re-ranking a search asks for (``"rerank"``), by the server's cross-encoder or late-interaction model, or
+    a 422 saying why not."""
     depth = body.rerank.depth if isinstance(body.rerank, RerankOptions) else None
     depth = min(DEFAULT_RERANK_DEPTH, max_k) if depth is None else depth
     problem = None
-    if cross_encoder is None:
-        problem = "this server has no cross-encoder to rank hits again: start it with --cross-encoder MODEL"
+    if reranker is None:
+        problem = ("this server has no model to rank hits again: start it with --cross-encoder MODEL or --colbert "
+                   "MODEL")
     elif body.group_by is not None or body.diversity is not None or body.boost is not None:
         problem = "a re-ranked search is not also grouped, diversified or boosted"
     elif body.explain:  # (an explanation adds up the first stage's score, which a re-ranked hit no longer carries)
-        problem = ("a re-ranked search's hits carry the cross-encoder's scores, which no term adds up to: leave out "
-                   "explain")
+        problem = ("a re-ranked search's hits carry the re-ranking model's scores, which no term adds up to: leave "
+                   "out explain")
     elif not index.index.stores_texts:
         problem = f"index {index.name!r} keeps no stored documents: there is no text to rank hits again by"
     elif depth > max_k:
@@ -1311,7 +1314,7 @@ def _reranking(body: SearchRequest, k: int, index: ServedIndex, cross_encoder, m
                    "({\"depth\": N}), at least k + offset and the same for every page")
     if problem is not None:
         raise validation_error(where, problem, "rerank_invalid")
-    return Reranking(cross_encoder, depth)
+    return Reranking(reranker, depth)
 
 
 DEFAULT_RERANK_DEPTH = 100

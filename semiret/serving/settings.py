@@ -60,8 +60,12 @@ class ServeSettings:
     name, and more created (``PUT /indexes/{name}``) and deleted (``DELETE``) there over HTTP; None: only
     ``indexes``, none created or deleted."""
     cross_encoder: str | None = None
-    """A cross-encoder (folder or hub id) that a search may ask to rank its best hits again (``"rerank"``), loaded
-    once at start; None: searches cannot ask (a client never names a model)."""
+    """A cross-encoder (folder or hub id; a ColBERT checkpoint is read by late interaction) that a search may ask to
+    rank its best hits again (``"rerank"``), loaded once at start; None: searches cannot ask (a client never names a
+    model)."""
+    colbert: str | None = None
+    """In place of :attr:`cross_encoder`: a model whose token vectors rank the best hits again by late interaction
+    (a ColBERT checkpoint, or any encoder's, untrained: ``minilm``)."""
     log_level: str = "warning"
     """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
     access_log: bool = False
@@ -75,6 +79,8 @@ class ServeSettings:
     process either way (the work is Milvus's)."""
 
     def __post_init__(self):
+        if self.cross_encoder is not None and self.colbert is not None:
+            raise SemiretError("--cross-encoder and --colbert each rank searches' hits again: give one")
         if not self.indexes and self.data_dir is None:
             raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR), or a --data-dir")
         if self.data_dir is not None and self.backend is not None:
