@@ -17,7 +17,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import fields
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -223,15 +223,31 @@ def _metadata_fields(value: str | None) -> list[str] | None:
 
 def _kept_for_text_fields(fields: list[str] | None, text_fields) -> list[str] | None:
     """The corpus fields to keep as metadata, with those ``text_fields`` reads beside the title and text (a corpus
-    line's ``keywords`` is kept without naming it twice)."""
-    from semiret.data.collection import EVERY_FIELD
+    line's ``keywords`` is kept without naming it twice); a field the corpus reader takes for the text or the id is
+    refused, rather than read as nothing."""
+    from semiret.data.collection import READ_FIELDS, TEXT_FIELDS
     from semiret.text.fields import TextFields
 
     parsed = TextFields.parse(text_fields)
-    if parsed is None or (fields and EVERY_FIELD in fields):
+    names = parsed.metadata_names if parsed is not None else []
+    taken = [name for name in names if name in READ_FIELDS]
+    if taken:
+        name = taken[0]
+        read_as = (f"each document's text (the first of {', '.join(TEXT_FIELDS)} a line holds; any other of them is "
+                   "not kept)") if name in TEXT_FIELDS else "a document's id, metadata or vector"
+        raise SemiretError(f"--text-fields names {name!r}, which the corpus reader reads as {read_as}: write 'text' "
+                           "for the text, and give a field read as text beside it another name in the corpus")
+    return _kept_fields(fields, names)
+
+
+def _kept_fields(fields: list[str] | None, names: Iterable[str]) -> list[str] | None:
+    """``fields`` (the corpus fields kept as metadata; None: the metadata object only) with ``names`` too."""
+    from semiret.data.collection import EVERY_FIELD
+
+    if fields and EVERY_FIELD in fields:
         return fields
     kept = list(fields or [])
-    return kept + [name for name in parsed.metadata_names if name not in kept] or fields
+    return kept + [name for name in names if name not in kept] or fields
 
 
 def _count(n: int, noun: str) -> str:
@@ -843,6 +859,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
                                                                  "which stay its record")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import corpus_file, count_documents, iter_corpus
+    from semiret.indexes.filters import text_field_names
     from semiret.search.retrievers import open_retriever
 
     if watch is not None and (not sync or corpus == "-" or not watch > 0):
@@ -855,6 +872,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
+    fields = _kept_fields(fields, sorted(text_field_names(searcher.index)))  # what the index reads as text, kept
 
     def documents(source):  # the index's recorded fields are not asked of a file that names no columns
         return iter_corpus(source, fields, recorded_fields=metadata_fields is None)
@@ -1017,10 +1035,10 @@ def set_metadata_command(metadata: str = typer.Argument(..., help="The fields to
                                                                      "--filter)."),
                          overwrite: bool = typer.Option(False, help="Replace each document's metadata with the object "
                                                         "instead of setting its fields.")):
-    """Set metadata fields on documents (--id, or --filter) without encoding them again; filters see the new values
-    at once."""
-    from semiret.indexes.filters import set_metadata
-    from semiret.search.retrievers import open_index_at
+    """Set metadata fields on documents (--id, or --filter) without encoding them again (unless the index reads a
+    field as text: --text-fields); filters see the new values at once."""
+    from semiret.indexes.filters import set_metadata, text_field_names
+    from semiret.search.retrievers import open_index_at, open_retriever
 
     try:
         fields = json.loads(metadata)
@@ -1028,8 +1046,11 @@ def set_metadata_command(metadata: str = typer.Argument(..., help="The fields to
         raise SemiretError(f"metadata {metadata!r} is not a JSON object ({exc.msg})") from None
     if bool(doc_ids) == bool(filter_):
         raise SemiretError("give --id IDs or a --filter (one of the two)")
-    updated = set_metadata(open_index_at(index), fields, doc_ids or None, _filter(filter_) if filter_ else None,
-                           overwrite)
+    opened, wanted = open_index_at(index), _filter(filter_) if filter_ else None
+    if text_field_names(opened):  # words to count again: the retriever encodes them into its own index
+        updated = open_retriever(index).set_metadata(fields, doc_ids or None, wanted, overwrite)
+    else:
+        updated = set_metadata(opened, fields, doc_ids or None, wanted, overwrite)
     console.print(f"updated {_count(updated, 'document')}")
 
 

@@ -178,7 +178,7 @@ def sparse_vector(value: Mapping, name: str = f"field {VECTOR_FIELD!r}") -> dict
     """``value`` (an object ``{term: weight}``, Pyserini's JsonVectorCollection vector) as the sparse vector an
     index holds, checked: at least one term; every term a non-empty string with no line break (an index's vocabulary
     file holds a term a line) that UTF-8 can write; every weight a number (not a boolean), finite, at least 0 and
-    within float32. Terms of weight 0 are left out (the result may then be empty: a query that finds nothing).
+    within float32. Terms of weight 0 (in float32, as the index holds it) are left out (the result may then be empty: a query that finds nothing).
     Anything else is a ValueError naming ``name`` and the term."""
     if not value:
         raise ValueError(f"{name} holds no term (a sparse vector is an object {{term: weight}} of at least one term)")
@@ -203,7 +203,7 @@ def sparse_vector(value: Mapping, name: str = f"field {VECTOR_FIELD!r}") -> dict
         if weight < 0:
             raise ValueError(f"{name}: the weight of term {term!r} is negative ({weight!r}); weights are at least 0 "
                              "(a term of weight 0 is left out)")
-        if weight:
+        if np.float32(weight):  # (a weight float32 holds as 0, 1e-46, is left out as a 0 is)
             kept[term] = weight
     return kept
 
@@ -722,8 +722,8 @@ def query_vectors(queries) -> tuple[list[np.ndarray] | list[dict[str, float]], b
     (:func:`document_vector`, :func:`sparse_vector`: a sparse one may hold no term then, its weights all 0) and
     whether one was given alone; None where ``queries`` are not vectors (a dict of texts, ``{id: text}``, is left to
     :func:`query_texts` to refuse)."""
-    if isinstance(queries, Mapping) and not any(isinstance(value, str) for value in queries.values()):
-        rows, single = [queries], True
+    if isinstance(queries, Mapping) and all(isinstance(value, numbers.Real) for value in queries.values()):
+        rows, single = [queries], True  # (a dict of texts or arrays, {id: query}, is left to query_texts to refuse)
     elif isinstance(queries, (list, tuple)) and queries and all(isinstance(q, Mapping) for q in queries):
         rows, single = list(queries), False
     else:
@@ -932,8 +932,9 @@ class Collection:
         judgements are files of their own."""
         return self.corpus_path == self.root
 
-    def corpus(self) -> Iterator[Document]:
-        return iter_corpus(self.corpus_path)
+    def corpus(self, metadata_fields: Sequence[str] | None = None) -> Iterator[Document]:
+        """The documents, each line's ``metadata_fields`` kept in its metadata (:func:`iter_corpus`)."""
+        return iter_corpus(self.corpus_path, metadata_fields or None)
 
     def splits(self) -> list[str]:
         return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv")) if self.root.is_dir() else []

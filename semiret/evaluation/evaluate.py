@@ -29,6 +29,7 @@ from semiret.search.fusion import RRF_K, check_fusion
 from semiret.search.rerank import Reranking
 from semiret.search.retrievers import Retriever, open_retriever, resolve_backend, retriever_class
 from semiret.text.bm25 import BM25Parameters
+from semiret.text.fields import TextFields
 from semiret.text.token_counts import recorded_tokenizer
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         exists = opened is not None or (store.exists(index) if store is not None else (index / META_FILE).is_file())
         if rebuild or not exists:
             start = time.perf_counter()
-            cls.build(collection.corpus(), index, total=count_documents(collection.corpus_path), overwrite=True,
+            read = TextFields.parse(build_options.get("text_fields"))  # (BM25F's fields other than title and text)
+            cls.build(collection.corpus(read.metadata_names if read else None), index,
+                      total=count_documents(collection.corpus_path), overwrite=True,
                       backend=store, chunking=chunking, **build_options)
             build_seconds = time.perf_counter() - start
         elif opened is None and (ignored := _unlike_the_index(index, build_options, store)):

@@ -49,6 +49,7 @@ from semiret.data.collection import Document, check_storable
 from semiret.errors import SemiretError
 from semiret.text.analyzer import IDEOGRAPH, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.text.token_counts import recorded_chunking
+from semiret.text.fields import TEXT_FIELDS_KEY, TextFields
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -980,8 +981,18 @@ def delete_documents(index, doc_ids: list[str], missing_ok: bool = False) -> int
         return index.delete(sorted(doomed), missing_ok=True) if doomed else 0
 
 
+def text_field_names(index) -> set[str]:
+    """The metadata fields an index's analyzer reads as text (BM25F's ``text_fields``), its parts' too."""
+    names: set[str] = set()
+    for part in (index.parts.values() if hasattr(index, "parts") else [index]):
+        fields = TextFields.parse((part.meta.get("analyzer") or {}).get(TEXT_FIELDS_KEY))
+        names.update(fields.metadata_names if fields is not None else ())
+    return names
+
+
 def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: dict | None = None,
-                 overwrite: bool = False, missing_ok: bool = False) -> int:
+                 overwrite: bool = False, missing_ok: bool = False,
+                 encode: Callable[[list[Document]], object] | None = None) -> int:
     """Give documents new metadata without encoding them again (Qdrant's ``set_payload`` and, with ``overwrite``,
     ``overwrite_payload``): ``metadata``'s fields set on each (``overwrite``: replacing all of its metadata), the
     documents named by ``doc_ids`` (an unknown id is an error, nothing changed, unless ``missing_ok``) or passing
@@ -989,7 +1000,11 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
     is added again, replacing itself, from what the index stored for it (:meth:`SegmentedIndex.stored_batch`), in
     one commit. In an index of passages a document's metadata is all its passages' (which keep ``parent``,
     ``chunk`` and ``chunk_start``, whatever ``metadata`` says of them): its id, a passage's, or a filter a passage
-    passes updates them all. Returns how many documents (or passages) changed."""
+    passes updates them all. Returns how many documents (or passages) changed.
+
+    Where the index reads a field that changes as text (BM25F's ``text_fields``), its postings change too: the
+    documents are encoded again by ``encode`` (the retriever's document side, passages as they are) instead, and
+    without it the change is refused, naming the field."""
     if not isinstance(metadata, dict):
         raise SemiretError(f"metadata is a JSON object of fields to set, got {metadata!r}")
     try:
@@ -1004,6 +1019,12 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts): it has no metadata "
                            "to update")
     wanted = checked_filter(index, spec, "update by") if doc_ids is None else None
+    read = text_field_names(index)
+    read_changed = sorted(read if overwrite else read & set(metadata))
+    if read_changed and encode is None:
+        raise SemiretError(f"the index reads the field{'s' * (len(read_changed) > 1)} {', '.join(map(repr, read_changed))} "
+                           "as text (text_fields): set it through the retriever (semiret set-metadata, "
+                           "Retriever.set_metadata), which encodes the documents again")
     with index.writing():
         targets = metadata_targets(index, doc_ids, wanted, missing_ok)
         if not targets:
@@ -1021,7 +1042,9 @@ def set_metadata(index, metadata: dict, doc_ids: list[str] | None = None, spec: 
                 order.setdefault(document.metadata[PARENT_FIELD], len(order))
             changed = dict(sorted(changed.items(), key=lambda item: (order[item[1].metadata[PARENT_FIELD]],
                                                                      item[1].metadata[CHUNK_FIELD])))
-        if hasattr(index, "parts"):  # a composite index: every part re-adds them from what it stored
+        if read_changed:  # the words of a field the analyzer reads change: encoded again
+            batch = encode(list(changed.values()))
+        elif hasattr(index, "parts"):  # a composite index: every part re-adds them from what it stored
             batch = {name: part.stored_batch(changed) for name, part in index.parts.items()}
         else:
             batch = index.stored_batch(changed)

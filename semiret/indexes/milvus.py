@@ -162,6 +162,10 @@ class MilvusBackend:
         if kind not in (*SPARSE_KINDS, DENSE_KIND):
             raise SemiretError(f"a {kind!r} index cannot live in Milvus (it holds learned-sparse, bag-of-tokens "
                                f"and dense documents: kinds {', '.join((*SPARSE_KINDS, DENSE_KIND))})")
+        if structure.get("vocab") is not None:
+            raise SemiretError("an index whose documents grow its vocabulary (sparse vectors brought with their own "
+                               "terms) cannot live in Milvus, whose sparse vectors are over a fixed tokenizer's ids: "
+                               "build it as semiret's own index")
         index_type, index_params = _index_structure(kind, structure)
         replacing = self.exists(name)
         if replacing:

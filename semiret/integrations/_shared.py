@@ -33,6 +33,11 @@ def check_searcher(searcher: Any, index: str | None, framework: str) -> None:
 def check_query_model(searcher: Any, has_model: bool, model: str, framework: str) -> None:
     """That a Retriever whose queries are vectors only (an index of the vectors retriever) comes with the
     framework's embedding model (its argument ``model``) that makes them."""
+    if isinstance(searcher, Retriever) and not searcher.query_side.reads_texts and \
+            getattr(searcher.query_side, "vector_kind", "dense") == "sparse":
+        raise SemiretError(f"{searcher.index.path} holds sparse vectors brought with its documents and reads no query "
+                           f"text (built without --query-tokenizer); {framework}'s embedding models make dense "
+                           "vectors: build it with query_tokenizer, the tokenizer that made its terms")
     if isinstance(searcher, Retriever) and not searcher.query_side.reads_texts and not has_model:
         raise SemiretError(f"{searcher.index.path} holds vectors brought with its documents and has no model for "
                            f"query texts: give {model}, the {framework} model that made its vectors")

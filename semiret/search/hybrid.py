@@ -84,8 +84,7 @@ class HybridDocuments(DocumentSide):
     @classmethod
     def create(cls, options: HybridDocumentOptions):
         neural = retriever_class(options.neural)
-        if neural.documents is cls or neural.name == "bm25":
-            raise SemiretError(f"hybrid fuses BM25 with a neural retriever, not with {options.neural!r}")
+        _check_fusable(neural)
         neural_fields = {f.name for f in fields(neural.documents.Options)}
         if options.model is not None and "model" not in neural_fields:
             raise SemiretError(f"retriever {options.neural!r} takes no model")
@@ -429,6 +428,7 @@ class HybridRetriever(Retriever):
         if isinstance(source, CompositeIndex) or built_by in (None, "bm25", cls.name):
             raise SemiretError(f"{neural_index} was not built by a neural retriever (it holds a {source.kind!r} "
                                f"index built by {built_by or 'an unknown retriever'}); hybrid needs one")
+        _check_fusable(retriever_class(built_by))
         if not source.meta.get("store_texts"):
             raise SemiretError(f"{neural_index} stores no texts (built with --no-store-texts), which BM25 needs: "
                                "build the hybrid index from the corpus (semiret index -r hybrid)")
@@ -456,6 +456,17 @@ class HybridRetriever(Retriever):
                 overwrite=overwrite, extra_meta={"retriever": cls.name, **{
                     key: source.meta[key] for key in DOCUMENT_READING if source.meta.get(key)}})
         return cls.from_index(index, **options)
+
+
+def _check_fusable(neural: type[Retriever]) -> None:
+    """Refuses what a hybrid cannot fuse with BM25: BM25 itself, a hybrid, and indexes of vectors the documents bring
+    (searched by query vectors, which BM25 cannot read: fuse their searches with ``FusedSearch``, --fuse-with)."""
+    if neural.documents is HybridDocuments or neural.name == "bm25":
+        raise SemiretError(f"hybrid fuses BM25 with a neural retriever, not with {neural.name!r}")
+    if neural.documents.takes_vectors:
+        raise SemiretError(f"hybrid searches both parts with the query's text; {neural.name!r} indexes vectors the "
+                           "documents bring, searched by query vectors: search it and a BM25 index and fuse them "
+                           "(semiret search --fuse-with, FusedSearch)")
 
 
 def _copy_merged(source: Path, target: Path) -> None:

@@ -73,7 +73,7 @@ class BM25Options:
     text_fields: str | None = None
     """The fields BM25 reads and each one's weight, BM25F (Elasticsearch's combined_fields): 'title^2,text' counts a
     title's word twice; other names read the documents' metadata ('title^3,text^2,keywords'). Weights are whole
-    numbers of at least 1 (default: the title and text, once each)."""
+    numbers from 1 to 100 (default: the title and text, once each)."""
 
 
 class WordCounts(DocumentSide):

@@ -676,12 +676,13 @@ class Retriever:
                      overwrite: bool = False, missing_ok: bool = False) -> int:
         """Set ``metadata``'s fields on the documents of ``ids`` (a list; an unknown id is an error unless
         ``missing_ok``) or passing ``filter`` (``overwrite``: replace their metadata with it), in one commit, no
-        model encoding anything again (Qdrant's set_payload); searches filter on the new values at once. Returns how
-        many documents changed."""
+        model encoding anything again (Qdrant's set_payload), unless the index reads a field that changes as text
+        (BM25's ``text_fields``): those documents are encoded again. Searches filter on the new values at once.
+        Returns how many documents changed."""
         if isinstance(ids, str):
             raise SemiretError(f"set_metadata takes a list of ids, got the string {ids!r} (one id: [{ids!r}])")
         return set_metadata(self.index, metadata, None if ids is None else [_document_id(d) for d in ids], filter,
-                            overwrite, missing_ok)
+                            overwrite, missing_ok, encode=self.document_side.encode)
 
     def synonyms(self) -> list[str]:
         """The synonym rules set on the index (:meth:`set_synonyms`), as the lines they were set with."""

@@ -7,7 +7,7 @@ index over these weighted counts: one IDF per term over the whole document, the 
 or computed per query. Summing a BM25 score per field instead (Elasticsearch's ``most_fields``) saturates each
 field apart, so a word in the title and the text counts twice over; BM25F is the form shown to rank better.
 
-Weights are whole numbers of at least 1, as a count is: a merge reads the counts back from the stored weights
+Weights are whole numbers from 1 to 100, as a count is: a merge reads the counts back from the stored weights
 exactly, and a weight below 1 would let a word count less than once, past BM25's saturation (Elasticsearch refuses
 it too). A ratio of 1.5 is ``title^3,text^2``.
 """
@@ -27,6 +27,9 @@ OWN_FIELDS = ("title", "text")
 """The fields every document has; any other name is a key of its metadata."""
 FIELD_SPEC = re.compile(r"^\s*([^\s^,]+)\s*(?:\^\s*([^\s,]+)\s*)?$")
 """One field of a ``"title^2,text"`` list: its name and, after ``^``, its weight (default 1)."""
+MAX_WEIGHT = 100
+"""A field's weight at most: the analyzer reads a field once per unit of its weight, so a weight costs its size in
+time and memory (a title of weight 10^6 is megabytes of words); ratios of a few to one are what BM25F is tuned to."""
 TEXT_FIELDS_KEY = "text_fields"
 """Where an index's analyzer record keeps its fields and their weights (only when given)."""
 JOIN = "\n"
@@ -86,6 +89,9 @@ class TextFields:
     def _whole_weight(name: str, weight, option: str) -> int:
         if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not math.isfinite(weight):
             raise SemiretError(f"{option}: the weight of {name!r} must be a number, got {weight!r}")
+        if weight > MAX_WEIGHT:
+            raise SemiretError(f"{option}: the weight of {name!r} is {weight:g}, more than {MAX_WEIGHT}: BM25F weights "
+                               "are ratios of a few to one (each unit reads the field once more)")
         if weight < 1 or weight != int(weight):
             raise SemiretError(
                 f"{option}: the weight of {name!r} is {weight:g}; BM25F counts a word of a field w times, so weights "

@@ -272,3 +272,29 @@ def test_the_service_creates_fills_and_searches_an_index_of_sparse_vectors(tmp_p
                                         {"_id": "bad", "vector": {"a": -1.0}}]})
         assert raised.value.status == 422 and client.count("sparse") == 10
         assert client.search("sparse", {"new-term": 1.0}) == []
+
+
+def test_what_a_review_found_is_refused_clearly(tmp_path):
+    """A weight float32 holds as 0 is left out as a 0 is (and a vector of only such is refused, not indexed empty); a
+    dict of query arrays keyed by id is named as such, not read as a sparse vector; a hybrid does not take an index of
+    brought vectors (its text queries could not search it); Milvus refuses a vocabulary the documents grow."""
+    tiny = Document("t", "text", vector={"ice": 1e-46, "seal": 1.0})
+    assert tiny.vector == {"seal": 1.0}
+    with pytest.raises(SemiretError, match="no term of positive weight"):
+        Document("z", "text", vector={"ice": 1e-46})
+    assert query_vectors({"ice": 1e-46, "seal": 2}) == ([{"seal": 2.0}], True)
+    with pytest.raises(SemiretError, match="dict") as refused:
+        VectorsRetriever.build([Document("d", "x", vector=[1.0, 0.0])]).search({"q1": np.array([1.0, 0.0])})
+    assert "weight of term" not in str(refused.value)
+    from semiret.search.hybrid import HybridRetriever
+
+    with pytest.raises(SemiretError, match="fuse-with"):
+        HybridRetriever.build(_documents(5), tmp_path / "hybrid", neural="sparse-vectors")
+    built = SparseVectorsRetriever.build(_documents(5), tmp_path / "sparse")
+    with pytest.raises(SemiretError, match="fuse-with"):
+        HybridRetriever.around(built.index.path, tmp_path / "around")
+    assert not (tmp_path / "hybrid").exists() and not (tmp_path / "around").exists()
+    from semiret.indexes.milvus import MilvusBackend
+
+    with pytest.raises(SemiretError, match="cannot live in Milvus"):
+        SparseVectorsRetriever.build(_documents(5), "sparse", backend=MilvusBackend(str(tmp_path / "milvus.db")))

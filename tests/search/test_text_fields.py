@@ -49,6 +49,7 @@ def test_fields_and_weights_are_read_in_every_form(spec, weights):
 
 @pytest.mark.parametrize("spec, message", [
     ("title^1.5,text", "whole numbers of at least 1.*title\\^3,text\\^2"),
+    ("title^101,text", "more than 100"),
     ("title^0,text", "'title' is 0"),
     ("title^-2", "cannot read|at least 1"),
     ("title^two", "must be a number"),
@@ -174,6 +175,12 @@ def test_the_command_line_keeps_the_corpus_fields_it_reads(tmp_path):
     bad = runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "bad"),
                               "--text-fields", "title^0.5"])
     assert bad.exit_code != 0 and "--text-fields" in bad.output and not (tmp_path / "bad").exists()
+    # a field the reader takes as the text (Pyserini's contents, an abstract and a body): said, not silently lost
+    pyserini = write_jsonl(tmp_path / "pyserini.jsonl", [{"id": "a", "contents": "heart", "abstract": "lungs"}])
+    taken = runner.invoke(app, ["index", "--data", str(pyserini), "--out", str(tmp_path / "taken"),
+                                "--text-fields", "text,abstract"])
+    assert taken.exit_code != 0 and "'abstract'" in taken.output and "write 'text'" in taken.output
+    assert not (tmp_path / "taken").exists()
 
 
 def test_a_server_makes_an_index_of_weighted_fields(tmp_path):
@@ -194,3 +201,53 @@ def test_a_server_makes_an_index_of_weighted_fields(tmp_path):
         refused = client.put("/indexes/other", json={"options": {"text_fields": "title^0.5"}}, headers=key)
         assert refused.status_code == 422 and "text_fields" in refused.text
         assert client.get("/indexes/other").status_code == 404
+
+
+def test_setting_a_field_the_index_reads_counts_its_words_again(tmp_path):
+    """set_metadata of a field the index reads as text encodes the documents again (their words change), through the
+    retriever, the command line and a passages index; the index alone refuses it; other fields change as before."""
+    retriever = BM25Retriever.build(CORPUS, tmp_path / "idx", text_fields="title,text,keywords")
+    assert retriever.set_metadata({"keywords": "nephrology"}, ids=["statin"]) == 1
+    assert retriever.search("cardiology", k=5) == [] and [h.id for h in retriever.search("nephrology")] == ["statin"]
+    fresh = BM25Retriever.build([d if d.id != "statin" else Document(d.id, d.text, d.title, {
+        **d.metadata, "keywords": "nephrology"}) for d in CORPUS], tmp_path / "fresh", text_fields="title,text,keywords")
+    retriever.index.merge()
+    assert [h.score for h in retriever.search("nephrology statins")] == pytest.approx(
+        [h.score for h in fresh.search("nephrology statins")], rel=1e-5)
+    assert retriever.set_metadata({"year": 1999}, ids=["statin"]) == 1  # a field not read: no words change
+    assert retriever.get_document("statin").metadata["year"] == 1999
+    from semiret.indexes.filters import set_metadata
+
+    with pytest.raises(SemiretError, match="reads the field 'keywords' as text"):
+        set_metadata(retriever.index, {"keywords": "x"}, ["statin"])
+    result = CliRunner().invoke(app, ["set-metadata", "--index", str(tmp_path / "idx"), '{"keywords": "hepatology"}',
+                                      "--id", "trial"])
+    assert result.exit_code == 0, result.output
+    assert [h.id for h in open_retriever(tmp_path / "idx").search("hepatology")] == ["trial"]
+    passages = BM25Retriever.build(CORPUS, tmp_path / "passages", text_fields="text,keywords",
+                                   chunking=__import__("semiret.data.chunking", fromlist=["Chunking"]).Chunking(3))
+    passages.set_metadata({"keywords": "virology"}, ids=["statin"])
+    assert passages.search("virology", k=10) != [] and passages.search("cardiology", k=10) == []
+
+
+def test_fields_read_as_text_are_kept_by_add_and_eval_whatever_built_the_index(tmp_path):
+    """`semiret add` to an index built in Python keeps a corpus line's field the index reads (no --metadata-fields
+    recorded); `semiret eval --text-fields` keeps them in the collection's corpus."""
+    BM25Retriever.build([Document("a", "x text", metadata={"keywords": "alpha"})], tmp_path / "idx",
+                        text_fields="text,keywords")
+    more = write_jsonl(tmp_path / "more.jsonl", [{"_id": "b", "text": "y", "keywords": "beta"}])
+    runner = CliRunner()
+    assert runner.invoke(app, ["add", str(more), "--index", str(tmp_path / "idx")]).exit_code == 0
+    assert [h.id for h in open_retriever(tmp_path / "idx").search("beta")] == ["b"]
+    from helpers import write_beir
+
+    root = write_beir(tmp_path / "beir", docs=[Document("d1", "a study", metadata={"keywords": "walrus"}),
+                                               Document("d2", "another study")],
+                      queries={"q1": "walrus"}, qrels={"q1": {"d1": 1}})
+    lines = [json.loads(line) for line in (root / "corpus.jsonl").read_text().splitlines()]
+    write_jsonl(root / "corpus.jsonl", [{**{k: v for k, v in line.items() if k != "metadata"},
+                                        **(line.get("metadata") or {})} for line in lines])  # keywords top-level
+    figures = runner.invoke(app, ["eval", "--data", str(root), "-r", "bm25", "--text-fields", "text,keywords",
+                                  "--json"])
+    assert figures.exit_code == 0, figures.output
+    assert json.loads(figures.output)["nDCG@10"] == 1.0
