@@ -512,6 +512,15 @@ class InvertedIndex(SegmentedIndex):
         """The live document ``doc_id``'s terms as its postings hold them (ascending ids; values with the
         quantization scale applied, 1 for a binary index, BM25's saturated term frequencies) and each term's
         document frequency, from one commit; None when there is no such live document (Lucene's term vectors)."""
+        stored = self._stored_row(doc_id)
+        if stored is None:
+            return None
+        view, terms, found_values = stored
+        return terms, found_values, view.frequencies_of(terms, view.snapshot)
+
+    def _stored_row(self, doc_id: str) -> "tuple[InvertedIndex, np.ndarray, np.ndarray] | None":
+        """(the commit read, the live document ``doc_id``'s term ids ascending, their values with the quantization
+        scale applied); None when there is no such live document."""
         view = self.pinned()
         found = view.locate(doc_id)
         if found is None:
@@ -521,7 +530,7 @@ class InvertedIndex(SegmentedIndex):
         _, terms, found_values = kernels.rows_of_term_major(present, indptr, docs, values, np.array(indptr[:-1]),
                                                             np.array([local], np.int64))
         found_values *= np.float32(value_scale(view.snapshot.meta))
-        return terms, found_values, view.frequencies_of(terms, view.snapshot)
+        return view, terms, found_values
 
     def get_vector(self, doc_id: str) -> dict[str, float] | None:
         """The live document ``doc_id``'s postings as ``{term: value}``, named by the index's growable vocabulary
@@ -531,15 +540,10 @@ class InvertedIndex(SegmentedIndex):
         if self.terms is None:
             raise SemiretError(f"{self.path} names its terms by a tokenizer's vocabulary, not its own: read a "
                                "document's terms with document_terms")
-        view = self.pinned()
-        found = view.locate(doc_id)
-        if found is None:
+        stored = self._stored_row(doc_id)
+        if stored is None:
             return None
-        segment, local = found
-        present, indptr, docs, values = segment.search_arrays()
-        _, terms, found_values = kernels.rows_of_term_major(present, indptr, docs, values, np.array(indptr[:-1]),
-                                                            np.array([local], np.int64))
-        found_values *= np.float32(value_scale(view.snapshot.meta))
+        view, terms, found_values = stored
         vocab = view.vocab
         return {vocab[term]: float(str(value)) for term, value in zip(terms.tolist(), found_values)}
 
