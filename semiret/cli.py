@@ -315,8 +315,8 @@ def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None
         raise SemiretError("--cross-encoder and --colbert each rank the best hits again: give one")
     if cross_encoder is None and colbert is None:
         if depth is not None:
-            raise SemiretError("--cross-encoder-depth goes with --cross-encoder or --colbert (the model that ranks "
-                               "again)")
+            raise SemiretError("--cross-encoder-depth (--colbert-depth) goes with --cross-encoder or --colbert (the "
+                               "model that ranks again)")
         return None
     from semiret.search.rerank import Reranking
 
@@ -1940,9 +1940,10 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
         raise SemiretError(f"run {run} is empty: it ranks no document for any query")
     queries = read_queries(queries_file) if queries_file is not None else Collection(dataset(str(data))).queries(split)
     searcher = open_retriever(index, retriever, **options)
-    ranked = rerank_run(searcher, first, queries, depth, k, _reranking(cross_encoder, None, colbert))
-    write_trec_run(ranked, out, tag=tag or ("cross-encoder" if cross_encoder else "colbert" if colbert else
-                                            searcher.name))
+    reranking = _reranking(cross_encoder, None, colbert)
+    ranked = rerank_run(searcher, first, queries, depth, k, reranking)
+    late = reranking is not None and "kind" in reranking.describe()  # (a ColBERT checkpoint given as --cross-encoder)
+    write_trec_run(ranked, out, tag=tag or ("colbert" if late else "cross-encoder" if reranking else searcher.name))
     if out != "-":
         console.print(f"{len(ranked)} queries of {run} ranked again into {out}")
 

@@ -33,6 +33,8 @@ from semiret.text.fields import TextFields
 from semiret.text.token_counts import recorded_tokenizer
 
 log = logging.getLogger(__name__)
+RERANK_FLAGS = "--cross-encoder/--colbert"
+"""The command line's flags of a re-ranking (``rerank``), as messages name them."""
 LATENCY_QUERIES = 200
 """Queries timed one at a time for the latency figures (enough for a stable median)."""
 SPARSITY_FIGURES = ("avg_nnz_per_doc", "flops", "avg_query_terms")
@@ -79,7 +81,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     ``candidates``): hits picked by maximal marginal relevance (:mod:`semiret.search.diversity`), for its cost in
     relevance and latency; the run ranks them in the order picked, and ``options`` records both. ``boost``: the
     hits' scores boosted by their metadata (:mod:`semiret.search.boosting`), for what it does to relevance;
-    ``options`` records it. ``rerank``: the best hits ranked again by a cross-encoder
+    ``options`` records it. ``rerank``: the best hits ranked again by a cross-encoder or late interaction
     (:class:`~semiret.search.rerank.Reranking`); ``options`` records its model and depth. ``query_vectors_file``:
     the queries as vectors made elsewhere (:func:`~semiret.data.collection.read_query_vectors`; in place of
     ``queries_file``), searched as they are over a dense index (retrievers ``vectors``, ``dense``), or sparse ones
@@ -113,7 +115,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     picking = {name: value for name, value in (("diversity", diversity), ("candidates", candidates),
                                                ("boost", boost), ("rerank", rerank)) if value is not None}
     chunking = Chunking.of_options(chunk_words, chunk_overlap, chunk_sentences, chunk_tokens, chunk_tokenizer)
-    for asked, given in (("--diversity", diversity), ("--cross-encoder", rerank)):
+    for asked, given in (("--diversity", diversity), (RERANK_FLAGS, rerank)):
         if given is not None and chunking is not None:
             searched = "diversified" if asked == "--diversity" else "re-ranked"
             raise SemiretError(f"{asked} with --chunk-{chunking.unit}: passages are ranked by document (grouped by "
@@ -122,7 +124,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     check_fusion_asked(fuse_with, fuse_method, fuse_weights, fuse_depth)
     if fuse_with:
         check_fusion(fuse_method, fuse_weights, 1 + len(fuse_with), RRF_K)
-        refused = [flag for flag, given in (("--diversity", diversity), ("--boost", boost), ("--cross-encoder", rerank),
+        refused = [flag for flag, given in (("--diversity", diversity), ("--boost", boost), (RERANK_FLAGS, rerank),
                                             ("--query-vectors", query_vectors_file)) if given is not None]
         if refused:
             raise SemiretError(f"a fused search (--fuse-with) fuses plain searches: {', '.join(refused)} does not apply")
@@ -181,7 +183,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not {chunking.describe()}: --rebuild "
                                f"it, or leave out --chunk-{chunking.unit}")
         grouped = {"group_by": PARENT_FIELD} if searcher.chunking is not None else {}  # documents by best passage
-        for asked, given in (("--diversity", diversity), ("--cross-encoder", rerank)):
+        for asked, given in (("--diversity", diversity), (RERANK_FLAGS, rerank)):
             if grouped and given is not None:
                 raise SemiretError(f"{index} holds passages, ranked by document (grouped by parent), which a "
                                    f"{'diversified' if asked == '--diversity' else 're-ranked'} search ({asked}) "

@@ -77,17 +77,21 @@ def checkpoint_kind(path: Path) -> str:
     return "encoder"
 
 
-def _pylate(path: Path) -> tuple[LateInteractionConfig, Path]:
+def _pylate(path: Path) -> tuple[LateInteractionConfig, list[Path]]:
+    """The configuration and Dense modules' folders (applied in order) of a PyLate checkpoint, a setting left out or
+    null read as PyLate reads it (``value or default``, pylate/models/colbert.py)."""
     settings = json.loads((path / "config_sentence_transformers.json").read_text()) \
         if (path / "config_sentence_transformers.json").is_file() else {}
-    dense = next(module for module in json.loads((path / "modules.json").read_text())
-                 if "pylate" in str(module.get("type", "")))
+    dense = [path / module["path"] for module in json.loads((path / "modules.json").read_text())
+             if "pylate" in str(module.get("type", ""))]
+    expansion = settings.get("do_query_expansion")
     return LateInteractionConfig(
-        query_marker=settings.get("query_prefix", "[Q] "), document_marker=settings.get("document_prefix", "[D] "),
-        query_length=int(settings.get("query_length", 32)), document_length=int(settings.get("document_length", 180)),
-        query_expansion=bool(settings.get("do_query_expansion", True)),
-        attend_to_expansion=bool(settings.get("attend_to_expansion_tokens", False)),
-        skiplist=list(settings.get("skiplist_words", string.punctuation)), kind="pylate"), path / dense["path"]
+        query_marker=settings.get("query_prefix") or "[Q] ", document_marker=settings.get("document_prefix") or "[D] ",
+        query_length=int(settings.get("query_length") or 32), document_length=int(settings.get("document_length")
+                                                                                   or 180),
+        query_expansion=True if expansion is None else bool(expansion),
+        attend_to_expansion=bool(settings.get("attend_to_expansion_tokens")),
+        skiplist=list(settings.get("skiplist_words") or string.punctuation), kind="pylate"), dense
 
 
 def _stanford(path: Path) -> tuple[LateInteractionConfig, Path]:
@@ -97,17 +101,20 @@ def _stanford(path: Path) -> tuple[LateInteractionConfig, Path]:
                                                                                                  "[unused1]"),
         query_length=int(metadata.get("query_maxlen", 32)), document_length=int(metadata.get("doc_maxlen", 180)),
         query_expansion=True, attend_to_expansion=bool(metadata.get("attend_to_mask_tokens", False)),
-        skiplist=list(string.punctuation) if metadata.get("mask_punctuation", True) else [], kind="colbert"), path
+        skiplist=list(string.punctuation) if metadata.get("mask_punctuation", True) else [], kind="colbert"), [path]
 
 
 def _projection(folder: Path, name: str) -> torch.nn.Linear:
-    """The ``linear.weight`` (and bias, if any) a ColBERT checkpoint keeps in ``folder``'s weights."""
+    """The ``linear.weight`` (and bias, if any) a ColBERT checkpoint keeps in ``folder``'s weights (those tensors
+    alone read from a safetensors file)."""
     for file in WEIGHT_FILES:
         if (folder / file).is_file():
             if file.endswith(".safetensors"):
-                from safetensors.torch import load_file
+                from safetensors import safe_open
 
-                weights = load_file(str(folder / file))
+                with safe_open(str(folder / file), framework="pt") as opened:
+                    weights = {key: opened.get_tensor(key) for key in opened.keys()
+                               if key.endswith(("linear.weight", "linear.bias"))}
             else:
                 weights = torch.load(folder / file, map_location="cpu", weights_only=True)
             break
@@ -130,7 +137,7 @@ class LateInteraction:
     unit vectors, one per token kept), the interface :class:`~semiret.search.rerank.Reranking` takes."""
 
     def __init__(self, model, tokenizer, name: str, config: LateInteractionConfig,
-                 projection: torch.nn.Linear | None = None, cache_mb: float = DEFAULT_CACHE_MB):
+                 projections: list[torch.nn.Linear] | None = None, cache_mb: float = DEFAULT_CACHE_MB):
         if isinstance(cache_mb, bool) or not isinstance(cache_mb, (int, float)) or not cache_mb >= 0:
             raise SemiretError(f"the late-interaction cache must be a number of megabytes >= 0, got {cache_mb!r}")
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # a text's digest -> its vectors (float16)
@@ -151,11 +158,14 @@ class LateInteraction:
                 self.markers[side] = token_id
         if config.query_expansion and tokenizer.mask_token_id is None:
             raise SemiretError(f"{name!r} expands queries with [MASK] tokens, which its tokenizer lacks")
-        self.skipped = torch.tensor(sorted({token_id for word in config.skiplist
-                                            for token_id in tokenizer.encode(word, add_special_tokens=False)}),
-                                    dtype=torch.long)
-        self.model, self.tokenizer, self.name, self.config, self.projection = \
-            model, tokenizer, name, config, projection
+        if tokenizer.pad_token_id is None:
+            raise SemiretError(f"{name!r}: its tokenizer has no padding token, which batches of texts need")
+        # each skip-list word as one token, as PyLate and ColBERT read them (a word that is none is no token skipped)
+        skipped = {tokenizer.convert_tokens_to_ids(word) for word in config.skiplist}
+        self.skipped = torch.tensor(sorted(skipped - {None, tokenizer.unk_token_id}), dtype=torch.long)
+        self._tokenizing = threading.Lock()  # a fast tokenizer keeps its truncation and padding as shared state
+        self.model, self.tokenizer, self.name, self.config = model.float(), tokenizer, name, config
+        self.projections = projections or []
 
     @classmethod
     def from_pretrained(cls, name: str, cache_mb: float = DEFAULT_CACHE_MB) -> "LateInteraction":
@@ -164,13 +174,13 @@ class LateInteraction:
         path = model_directory(name)
         kind = checkpoint_kind(path)
         if kind == "pylate":
-            config, projection_folder = _pylate(path)
+            config, folders = _pylate(path)
         elif kind == "colbert":
-            config, projection_folder = _stanford(path)
+            config, folders = _stanford(path)
         else:
-            config, projection_folder = LateInteractionConfig(), None
-        projection = _projection(projection_folder, name) if projection_folder is not None else None
-        return cls(load_encoder_model(name), load_tokenizer(name), name, config, projection, cache_mb)
+            config, folders = LateInteractionConfig(), []
+        projections = [_projection(folder, name) for folder in folders]
+        return cls(load_encoder_model(name), load_tokenizer(name), name, config, projections, cache_mb)
 
     def _inputs(self, texts: list[str], side: str) -> dict:
         """Token ids and attention masks, each with its side's marker after ``[CLS]``; queries padded with
@@ -178,9 +188,9 @@ class LateInteraction:
         length = self.config.query_length if side == "query" else self.config.document_length
         marker = self.markers.get(side)
         expand = side == "query" and self.config.query_expansion
-        inputs = self.tokenizer(texts, truncation=True, max_length=length - (marker is not None),
-                                padding="max_length" if expand else True,
-                                return_tensors="pt")
+        with self._tokenizing:  # (queries and documents, from threads at once, set other lengths)
+            inputs = self.tokenizer(texts, truncation=True, max_length=length - (marker is not None),
+                                    padding="max_length" if expand else True, return_tensors="pt")
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         if marker is not None:
             ids = torch.cat([ids[:, :1], torch.full((len(texts), 1), marker), ids[:, 1:]], dim=1)
@@ -205,8 +215,8 @@ class LateInteraction:
                 inputs = self._inputs(texts[start: start + batch_size], side)
                 kept = inputs.pop("kept")
                 hidden = self.model(**inputs).last_hidden_state
-                if self.projection is not None:
-                    hidden = self.projection(hidden)
+                for projection in self.projections:  # (PyLate's Dense modules in order; Stanford's linear)
+                    hidden = projection(hidden)
                 vectors = torch.nn.functional.normalize(hidden.float(), dim=-1)
                 encoded.extend(row[keep].numpy() for row, keep in zip(vectors, kept))
         return encoded

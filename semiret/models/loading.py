@@ -105,7 +105,8 @@ def load_sequence_classifier(name_or_path: str):
     if not any(name.endswith("ForSequenceClassification") for name in architectures):
         raise SemiretError(f"{name_or_path!r} is no cross-encoder: its configuration names "
                            f"{', '.join(architectures) or 'no architecture'}, not a ...ForSequenceClassification head "
-                           "trained to score a query and a document (cross-encoder/ms-marco-MiniLM-L-6-v2 is one)")
+                           "trained to score a query and a document (cross-encoder/ms-marco-MiniLM-L-6-v2 is one); to rank by late "
+                           "interaction of its token vectors instead: --colbert (kind='late-interaction')")
     return _load(AutoModelForSequenceClassification, name_or_path, "cross-encoder").eval()
 
 

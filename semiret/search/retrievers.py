@@ -872,7 +872,7 @@ class Retriever:
         ``function_score``; :mod:`semiret.search.boosting`: ``{"decay": "gauss", "field": "published", "origin":
         "now", "scale": "30d"}`` puts fresher documents first); ``score_threshold`` then reads the boosted scores.
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
-        must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder
+        must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder or late interaction
         (:class:`~semiret.search.rerank.Reranking`), each with its score; ``score_threshold`` then reads those."""
         vectors = query_vectors(queries)
         if vectors is not None:
@@ -888,7 +888,7 @@ class Retriever:
                                f"(got group_size {group_size!r} without it)")
         if rerank is not None:
             if group_by is not None or diversity is not None or boost is not None or candidates is not None:
-                raise SemiretError("a re-ranked search (rerank; --cross-encoder on the command line) is not also "
+                raise SemiretError("a re-ranked search (rerank; --cross-encoder or --colbert on the command line) is not also "
                                    "grouped, diversified or boosted, nor given candidates")
             hits = self._reranked(texts, k, n_threads, filter, score_threshold, operators, rerank)
             return hits[0] if single else hits
@@ -950,8 +950,8 @@ class Retriever:
                 "(lists of numbers); these are sparse ({term: weight}): search an index of the sparse-vectors "
                 "retriever with them")
         if operators or rerank is not None:
-            raise SemiretError("a search by query vectors has no words: neither operators nor a cross-encoder's "
-                               "re-ranking (rerank, --cross-encoder) read it")
+            raise SemiretError("a search by query vectors has no words: neither operators nor a re-ranking (rerank, "
+                               "--cross-encoder, --colbert) read it")
 
     def _checked_boost(self, boost) -> Boost | None:
         """``boost`` checked, and against the index: it needs stored metadata; its filters are checked as a
@@ -1019,7 +1019,7 @@ class Retriever:
         from semiret.search.rerank import Reranking
 
         if not isinstance(rerank, Reranking):
-            raise SemiretError(f"rerank is a semiret.search.rerank.Reranking (a cross-encoder and a depth), got "
+            raise SemiretError(f"rerank is a semiret.search.rerank.Reranking (a model and a depth), got "
                                f"{type(rerank).__name__}")
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "

@@ -165,8 +165,9 @@ class SearchRequest(BaseModel):
                                                "ranking give the same candidates.")
     rerank: Annotated[Annotated[StrictBool, Tag("bool")] | Annotated[RerankOptions, Tag("options")],
                       Discriminator(lambda value: "options" if isinstance(value, (dict, BaseModel)) else "bool")
-                      ] = Field(False, description="Rank the best hits again by the server's cross-encoder (started "
-                                "with --cross-encoder), reading the query and each hit's stored text together; each "
+                      ] = Field(False, description="Rank the best hits again by the server's model (started with "
+                                "--cross-encoder: the query and each hit's stored text read together; or --colbert: "
+                                "late interaction of their token vectors); each "
                                 "hit then carries its score (OpenSearch's rerank processor). An object sets how deep.")
     boost: list[dict[str, Any]] | dict[str, Any] | None = Field(
         None, description="Functions of the stored metadata that multiply the best hits' scores (the candidates), "

@@ -110,7 +110,7 @@ def _by_hand(query_vectors: np.ndarray, document_vectors: np.ndarray) -> float:
 def test_any_encoder_s_token_vectors_scored_by_maxsim(plain):
     directory, model, tokenizer = plain
     late = LateInteraction.from_pretrained(str(directory))
-    assert checkpoint_kind(directory) == "encoder" and late.projection is None and not late.markers
+    assert checkpoint_kind(directory) == "encoder" and late.projections == [] and not late.markers
     query = _vectors(model, tokenizer, tokenizer(QUERY)["input_ids"], [1] * len(tokenizer(QUERY)["input_ids"]))
     expected = []
     for text in TEXTS:
@@ -251,3 +251,56 @@ def test_a_server_and_a_saved_run_re_ranked_by_late_interaction(tmp_path, plain)
     scores = dict(zip(first["q1"], late.model.score("cats and dogs", [
         retriever.get_document(doc_id).full_text for doc_id in first["q1"]])))
     assert sorted(again, key=again.get, reverse=True) == sorted(scores, key=lambda d: (-scores[d], list(first["q1"]).index(d)))
+
+
+def test_threads_half_precision_two_dense_modules_and_null_settings(tmp_path, pylate, plain):
+    """Queries and documents encoded from threads at once keep their own lengths (a fast tokenizer's truncation is
+    shared state); a checkpoint saved in bfloat16 scores in float32; PyLate's Dense modules are applied in order; a
+    null setting reads as PyLate's default."""
+    import shutil
+    import threading
+
+    from safetensors.torch import save_file
+
+    late = LateInteraction.from_pretrained(str(pylate[0]))
+    expected_query, expected_document = late.encode_query([QUERY])[0], late.encode_document([TEXTS[0]])[0]
+    shapes, failures = [], []
+
+    def encode(side):
+        try:
+            for _ in range(30):
+                shapes.append((side, (late.encode_query([QUERY]) if side == "query" else
+                                      late.encode_document([TEXTS[0]]))[0].shape))
+        except Exception as exc:  # pragma: no cover - what the test reports
+            failures.append(exc)
+
+    threads = [threading.Thread(target=encode, args=(side,)) for side in ("query", "document", "query")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert {shape for side, shape in shapes if side == "query"} == {expected_query.shape}
+    assert {shape for side, shape in shapes if side == "document"} == {expected_document.shape}
+
+    half = tmp_path / "half"
+    shutil.copytree(pylate[0], half)
+    from transformers import AutoModel
+
+    AutoModel.from_pretrained(half).to(torch.bfloat16).save_pretrained(half)
+    scored = LateInteraction.from_pretrained(str(half)).score(QUERY, TEXTS)
+    assert scored.dtype == np.float32 and np.allclose(scored, late.score(QUERY, TEXTS), rtol=0.05)
+
+    chained = tmp_path / "chained"
+    shutil.copytree(pylate[0], chained)
+    modules = json.loads((chained / "modules.json").read_text())
+    modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "pylate.models.Dense.Dense"})
+    (chained / "modules.json").write_text(json.dumps(modules))
+    (chained / "2_Dense").mkdir()
+    save_file({"linear.weight": torch.randn(4, PROJECTED)}, str(chained / "2_Dense" / "model.safetensors"))
+    settings = json.loads((chained / "config_sentence_transformers.json").read_text())
+    (chained / "config_sentence_transformers.json").write_text(json.dumps(
+        {**settings, "document_prefix": None, "skiplist_words": None}))
+    two = LateInteraction.from_pretrained(str(chained))
+    assert two.encode_query([QUERY])[0].shape == (10, 4)  # 32 -> 8 -> 4
+    assert two.config.document_marker == "[D] " and two.config.skiplist == list(string.punctuation)

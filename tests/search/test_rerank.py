@@ -104,13 +104,13 @@ def test_the_command_line_and_eval_rank_again(tmp_path, cross_encoder):
     expected = BM25Retriever.open(tmp_path / "bm25").search(QUERIES[0], k=3, rerank=Reranking(str(cross_encoder), 5))
     assert [hit["id"] for hit in json.loads(printed.output.splitlines()[0])["hits"]] == [hit.id for hit in expected]
     alone = runner.invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--cross-encoder-depth", "5", "cats"])
-    assert alone.exit_code != 0 and "--cross-encoder-depth goes with --cross-encoder" in alone.output
+    assert alone.exit_code != 0 and "goes with --cross-encoder or --colbert" in alone.output
     none = runner.invoke(app, ["search", "--index", str(tmp_path / "bm25"), "--cross-encoder", str(cross_encoder),
                                "--cross-encoder-depth", "0", "cats"])
     assert none.exit_code != 0 and "depth must be a whole number, at least 1, got 0" in none.output
     passages = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "passages"),
                                    "--chunk-words", "4", "--cross-encoder", str(cross_encoder)])
-    assert passages.exit_code != 0 and "--cross-encoder with --chunk-words" in passages.output
+    assert passages.exit_code != 0 and "--cross-encoder/--colbert with --chunk-words" in passages.output
     assert not (tmp_path / "passages").exists()  # refused before any index is built
     evaluated = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "bm25"), "--json",
                                     "--cross-encoder", str(cross_encoder)])
