@@ -46,11 +46,14 @@ class SemiretRetriever(BaseRetriever):
     ``embed_model``: a LlamaIndex embedding model (``BaseEmbedding``) whose query embeddings are searched, for an
     index of the vectors retriever (or any dense one) whose documents' vectors are that model's; a query bundle's own
     ``embedding`` is searched as it is, else its ``embedding_strs`` are embedded, as LlamaIndex's vector retriever
-    does. ``callback_manager`` and ``verbose`` are LlamaIndex's."""
+    does. ``callback_manager`` and ``verbose`` are LlamaIndex's; ``similarity_top_k``, LlamaIndex's name for ``k``.
+    """
 
     def __init__(self, searcher: Retriever | Client, index: str | None = None, embed_model: Any = None, k: int = 4,
                  filter: dict | MetadataFilters | None = None, search_kwargs: dict | None = None,
-                 callback_manager: CallbackManager | None = None, verbose: bool = False):
+                 callback_manager: CallbackManager | None = None, verbose: bool = False,
+                 similarity_top_k: int | None = None):
+        k = _top_k(k, similarity_top_k)
         check_searcher(searcher, index, "LlamaIndex")
         if embed_model is not None and not hasattr(embed_model, "get_agg_embedding_from_queries"):
             raise SemiretError(f"embed_model is a LlamaIndex embedding model (a BaseEmbedding, with "
@@ -72,18 +75,19 @@ class SemiretRetriever(BaseRetriever):
 
     @classmethod
     def from_index(cls, path: str | Path, k: int = 4, filter: dict | MetadataFilters | None = None,
-                   search_kwargs: dict | None = None, embed_model: Any = None, **options) -> "SemiretRetriever":
+                   search_kwargs: dict | None = None, embed_model: Any = None, similarity_top_k: int | None = None,
+                   **options) -> "SemiretRetriever":
         """Over the index directory at ``path``, opened with its retriever's search ``options``."""
-        return cls(open_retriever(path, **options), embed_model=embed_model, k=k, filter=filter,
-                   search_kwargs=search_kwargs)
+        return cls(open_retriever(path, **options), embed_model=embed_model, k=_top_k(k, similarity_top_k),
+                   filter=filter, search_kwargs=search_kwargs)
 
     @classmethod
     def from_server(cls, url: str, index: str, api_key: str | None = None, k: int = 4,
                     filter: dict | MetadataFilters | None = None, search_kwargs: dict | None = None,
-                    embed_model: Any = None) -> "SemiretRetriever":
+                    embed_model: Any = None, similarity_top_k: int | None = None) -> "SemiretRetriever":
         """Over the index ``index`` of the semiret server at ``url``."""
-        return cls(Client(url, api_key=api_key), index=index, embed_model=embed_model, k=k, filter=filter,
-                   search_kwargs=search_kwargs)
+        return cls(Client(url, api_key=api_key), index=index, embed_model=embed_model, k=_top_k(k, similarity_top_k),
+                   filter=filter, search_kwargs=search_kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         searched: Any = query_bundle.query_str
@@ -100,6 +104,15 @@ class SemiretRetriever(BaseRetriever):
         """:meth:`_retrieve` in a thread of its own, so an application's event loop never waits on a search (nor on a
         server's answer); semiret's retrievers and clients answer several threads at once."""
         return await asyncio.to_thread(self._retrieve, query_bundle)
+
+
+def _top_k(k: int, similarity_top_k: int | None) -> int:
+    """``k``, or LlamaIndex's ``similarity_top_k`` in its place (both given and different: an error)."""
+    if similarity_top_k is None:
+        return k
+    if k not in (4, similarity_top_k):
+        raise SemiretError(f"k ({k}) and similarity_top_k ({similarity_top_k}) both say how many nodes: give one")
+    return similarity_top_k
 
 
 def _node(hit) -> NodeWithScore:

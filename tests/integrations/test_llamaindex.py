@@ -55,6 +55,10 @@ def test_an_index_answers_llamaindex_nodes_as_its_search(index):
     grouped = SemiretRetriever(index, k=2, search_kwargs={"group_by": "kind"}).retrieve("heart")
     assert {n.node.metadata["kind"] for n in grouped} == {"odd", "even"}
     assert asyncio.run(retriever.aretrieve("statins heart")) == found
+    top = SemiretRetriever.from_index(index.index.path, similarity_top_k=3)  # LlamaIndex's name for k
+    assert top.k == 3 and len(top.retrieve("statins heart")) == 3
+    with pytest.raises(SemiretError, match="give one"):
+        SemiretRetriever(index, k=2, similarity_top_k=3)
 
 
 @pytest.mark.parametrize("filters", [
