@@ -10,6 +10,7 @@ import torch
 
 from semiret.errors import SemiretError
 from semiret.models.base import position_limit, torch_threads
+from semiret.models.devices import module_device, to_encoding_device
 from semiret.models.loading import load_sequence_classifier, load_tokenizer
 
 DEFAULT_MAX_LENGTH = 512
@@ -30,7 +31,7 @@ class CrossEncoder:
         if not 2 < length <= limit:
             raise SemiretError(f"max_length must be more than 2 tokens and at most the {limit} {name} reads, "
                                f"got {length}")
-        self.model, self.tokenizer, self.name, self.max_length = model, tokenizer, name, length
+        self.model, self.tokenizer, self.name, self.max_length = to_encoding_device(model), tokenizer, name, length
 
     @classmethod
     def from_pretrained(cls, name: str, max_length: int | None = None) -> "CrossEncoder":
@@ -48,7 +49,8 @@ class CrossEncoder:
                 batch = texts[start: start + batch_size]
                 inputs = self.tokenizer([query] * len(batch), batch, padding=True, truncation="longest_first",
                                         max_length=self.max_length, return_tensors="pt")
-                logits = self.model(**inputs).logits.float()
+                device = module_device(self.model)
+                logits = self.model(**{name: value.to(device) for name, value in inputs.items()}).logits.float().cpu()
                 scores[start: start + len(batch)] = (logits[:, 0] if logits.shape[1] == 1
                                                      else torch.log_softmax(logits, dim=-1)[:, 1]).numpy()
         return scores

@@ -36,6 +36,7 @@ import torch
 from semiret.data.packaged import model_directory
 from semiret.errors import SemiretError
 from semiret.models.base import position_limit, torch_threads
+from semiret.models.devices import module_device, to_encoding_device
 from semiret.models.loading import load_encoder_model, load_tokenizer
 
 PLAIN_QUERY_LENGTH = 64
@@ -164,8 +165,8 @@ class LateInteraction:
         skipped = {tokenizer.convert_tokens_to_ids(word) for word in config.skiplist}
         self.skipped = torch.tensor(sorted(skipped - {None, tokenizer.unk_token_id}), dtype=torch.long)
         self._tokenizing = threading.Lock()  # a fast tokenizer keeps its truncation and padding as shared state
-        self.model, self.tokenizer, self.name, self.config = model.float(), tokenizer, name, config
-        self.projections = projections or []
+        self.model, self.tokenizer, self.name, self.config = to_encoding_device(model.float()), tokenizer, name, config
+        self.projections = [to_encoding_device(projection) for projection in projections or []]  # (--device)
 
     @classmethod
     def from_pretrained(cls, name: str, cache_mb: float = DEFAULT_CACHE_MB) -> "LateInteraction":
@@ -214,10 +215,11 @@ class LateInteraction:
             for start in range(0, len(texts), batch_size):
                 inputs = self._inputs(texts[start: start + batch_size], side)
                 kept = inputs.pop("kept")
-                hidden = self.model(**inputs).last_hidden_state
+                device = module_device(self.model)
+                hidden = self.model(**{name: value.to(device) for name, value in inputs.items()}).last_hidden_state
                 for projection in self.projections:  # (PyLate's Dense modules in order; Stanford's linear)
                     hidden = projection(hidden)
-                vectors = torch.nn.functional.normalize(hidden.float(), dim=-1)
+                vectors = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
                 encoded.extend(row[keep].numpy() for row, keep in zip(vectors, kept))
         return encoded
 
