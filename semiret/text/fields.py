@@ -115,7 +115,7 @@ class TextFields:
         """``document``'s field ``name`` as text ('' where it has none)."""
         if name in OWN_FIELDS:
             return getattr(document, name) or ""
-        value = (document.metadata or {}).get(name)
+        value = _metadata_value(document.metadata or {}, name)
         values = value if isinstance(value, list) else [value]
         for item in values:
             if item is not None and (isinstance(item, bool) or not isinstance(item, (str, numbers.Real))):
@@ -131,7 +131,7 @@ class TextFields:
     def missing_from(self, documents: list[Document]) -> list[str]:
         """The metadata fields none of ``documents`` has (a misspelt name, or a corpus field not kept)."""
         return [name for name in self.metadata_names
-                if not any(document.metadata and document.metadata.get(name) is not None for document in documents)]
+                if not any(_metadata_value(document.metadata or {}, name) is not None for document in documents)]
 
     def config(self) -> dict[str, int]:
         """As an index records it: ``{"title": 2, "text": 1}`` (order kept)."""
@@ -139,3 +139,17 @@ class TextFields:
 
     def __str__(self) -> str:
         return ",".join(name if weight == 1 else f"{name}^{weight}" for name, weight in self.weights)
+
+
+def _metadata_value(metadata: dict, name: str):
+    """``metadata``'s field ``name``: a key of that name, else a dotted path into nested objects (``source.name``), as
+    filters read it; None where there is neither."""
+    if name in metadata:
+        return metadata[name]
+    value = metadata
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+

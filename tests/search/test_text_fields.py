@@ -251,3 +251,12 @@ def test_fields_read_as_text_are_kept_by_add_and_eval_whatever_built_the_index(t
                                   "--json"])
     assert figures.exit_code == 0, figures.output
     assert json.loads(figures.output)["nDCG@10"] == 1.0
+
+
+def test_a_dotted_field_reads_nested_metadata_as_filters_do(tmp_path):
+    documents = [Document("a", "plain text", metadata={"source": {"name": "cardiology journal"}}),
+                 Document("b", "other text", metadata={"source.name": "oncology digest"})]
+    retriever = BM25Retriever.build(documents, tmp_path / "idx", text_fields="text,source.name")
+    assert [h.id for h in retriever.search("cardiology")] == ["a"]  # a path into nested objects
+    assert [h.id for h in retriever.search("oncology")] == ["b"]  # a key of that name first
+    assert [h.id for h in retriever.search("journal", filter={"source.name": "cardiology journal"})] == ["a"]
