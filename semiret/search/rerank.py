@@ -32,17 +32,19 @@ class Reranking:
     the model's, at most 512) or ``late-interaction`` (:class:`~semiret.models.late_interaction.LateInteraction`: a
     ColBERT checkpoint, or any encoder's token vectors); None: a ColBERT checkpoint (PyLate's or Stanford's) is read
     by late interaction, any other model as a cross-encoder. Or a model already loaded. ``batch_size`` texts read at
-    once."""
+    once; ``cache_mb``: late interaction's documents' vectors kept between searches (default 256 MB)."""
 
     def __init__(self, model, depth: int = 100, batch_size: int = 32, max_length: int | None = None,
-                 kind: str | None = None):
+                 kind: str | None = None, cache_mb: float | None = None):
         for name, value in (("depth", depth), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SemiretError(f"the re-ranking {name} must be a whole number, at least 1, got {value!r}")
         if kind is not None and kind not in RERANKING_KINDS:
             raise SemiretError(f"a re-ranking's kind is one of {', '.join(RERANKING_KINDS)}, got {kind!r}")
         if isinstance(model, str):
-            model = reranking_model(model, kind, max_length)
+            model = reranking_model(model, kind, max_length, cache_mb)
+        elif cache_mb is not None:
+            raise SemiretError("cache_mb is a late-interaction model's, given when it is loaded (a name, not a model)")
         self.model, self.depth, self.batch_size = model, depth, batch_size
 
     def describe(self) -> dict:
@@ -71,7 +73,8 @@ class Reranking:
         return SearchHits(ids, scores)
 
 
-def reranking_model(name: str, kind: str | None = None, max_length: int | None = None):
+def reranking_model(name: str, kind: str | None = None, max_length: int | None = None,
+                    cache_mb: float | None = None):
     """The model ``name`` loaded as ``kind`` says (None: by its files, :class:`Reranking`); torch is imported only
     here, where a search re-ranks."""
     from semiret.data.packaged import model_directory
@@ -82,7 +85,10 @@ def reranking_model(name: str, kind: str | None = None, max_length: int | None =
     if kind == "late-interaction":
         if max_length is not None:
             raise SemiretError("max_length is a cross-encoder's; a late-interaction model reads its own lengths")
-        return LateInteraction.from_pretrained(name)
+        return LateInteraction.from_pretrained(name) if cache_mb is None else \
+            LateInteraction.from_pretrained(name, cache_mb)
+    if cache_mb is not None:
+        raise SemiretError("cache_mb is a late-interaction model's; a cross-encoder reads each pair anew")
     from semiret.models.cross_encoder import CrossEncoder
 
     return CrossEncoder.from_pretrained(name, max_length)

@@ -190,6 +190,9 @@ def test_reranking_tells_the_kind_from_the_checkpoint(plain, pylate, stanford):
         Reranking(str(plain[0]), kind="colbert")
     with pytest.raises(SemiretError, match="max_length is a cross-encoder's"):
         Reranking(str(plain[0]), kind="late-interaction", max_length=64)
+    assert Reranking(str(plain[0]), kind="late-interaction", cache_mb=1).model._cache_limit == 1e6
+    with pytest.raises(SemiretError, match="cache_mb is a late-interaction model's"):
+        Reranking(late.model, cache_mb=1)
 
 
 def test_a_search_re_ranked_by_late_interaction(tmp_path, pylate):
