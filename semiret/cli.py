@@ -237,7 +237,7 @@ def _kept_for_text_fields(fields: list[str] | None, text_fields) -> list[str] | 
                    "not kept)") if name in TEXT_FIELDS else "a document's id, metadata or vector"
         raise SemiretError(f"--text-fields names {name!r}, which the corpus reader reads as {read_as}: write 'text' "
                            "for the text, and give a field read as text beside it another name in the corpus")
-    return _kept_fields(fields, names)
+    return _kept_fields(fields, [name.split(".")[0] for name in names])  # (a dotted name: its top-level object)
 
 
 def _kept_fields(fields: list[str] | None, names: Iterable[str]) -> list[str] | None:
@@ -872,7 +872,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
     fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
-    fields = _kept_fields(fields, sorted(text_field_names(searcher.index)))  # what the index reads as text, kept
+    fields = _kept_fields(fields, sorted({name.split(".")[0] for name in text_field_names(searcher.index)}))  # (read)
 
     def documents(source):  # the index's recorded fields are not asked of a file that names no columns
         return iter_corpus(source, fields, recorded_fields=metadata_fields is None)

@@ -568,6 +568,7 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
                            "whole")
     seen = IdHashSet()
     truncated, first_truncated, spaced, first_spaced, notes = 0, None, 0, None, _FieldNotes()
+    awaited = set(metadata_fields or ()) - {EVERY_FIELD}  # named fields no document has yet (top level or metadata)
     malformed: list[DataFormatError] = []  # a bad line: raised once the documents before it are given
 
     def until_malformed() -> Iterator[tuple[int, Document]]:
@@ -594,6 +595,8 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
                                       path, line)
             if " " in document.id:
                 spaced, first_spaced = spaced + 1, first_spaced or document.id
+            if awaited and document.metadata:
+                awaited.difference_update(document.metadata)
             yield document
     if malformed:
         raise malformed[0]
@@ -611,11 +614,12 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
                     "--metadata-fields %s, or %s for all) keeps them as metadata, to filter on", path,
                     "s" * (len(unread) > 1), ", ".join(map(repr, unread[:8])) + (", ..." if len(unread) > 8 else ""),
                     "are" if len(unread) > 1 else "is", ",".join(unread[:8]), EVERY_FIELD)
-    missed = [name for name in metadata_fields or () if name != EVERY_FIELD and name not in notes.kept
+    missed = [name for name in metadata_fields or () if name in awaited and name not in notes.kept
               and not skip_ids]  # (the documents not read may hold it)
     if missed:
-        log.warning("%s: no document has the field%s %s that metadata_fields names (fields read as the id, text or "
-                    "title are not kept; the fields of the first document: %s)", path, "s" * (len(missed) > 1),
+        log.warning("%s: no document has the field%s %s kept as metadata (metadata_fields, or a field text_fields "
+                    "reads; fields read as the id, text or title are not kept; the fields of the first document: %s)",
+                    path, "s" * (len(missed) > 1),
                     ", ".join(map(repr, missed)), ", ".join(map(repr, unread)) or "no others")
 
 

@@ -5,6 +5,7 @@ mine-negatives``)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import unicodedata
@@ -16,6 +17,8 @@ from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes.inverted import InvertedIndex
 from semiret.types import SparseQuery
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -146,6 +149,7 @@ def mined_tuples(retriever, queries: dict[str, str], qrels: dict[str, dict[str, 
                            "negatives are written as texts")
     rng = random.Random(seed)
     judged = [q for q in queries if any(grade > 0 for grade in qrels.get(q, {}).values())]
+    unheld = bare = 0  # pairs left out (a positive the index lacks), pairs written without a negative
     passages = retriever.chunking is not None  # documents ranked by their best passage, as judged
     for start in range(0, len(judged), batch_size):
         batch = judged[start:start + batch_size]
@@ -159,7 +163,15 @@ def mined_tuples(retriever, queries: dict[str, str], qrels: dict[str, dict[str, 
             texts = retriever.get_documents([*positives, *chosen])
             for positive in positives:
                 if positive not in texts:
-                    continue  # a judged document the index does not hold
+                    unheld += 1  # a judged document the index does not hold
+                    continue
+                bare += not chosen
                 yield {"query_id": query_id, "query": queries[query_id], "positive_id": positive,
                        "positive": texts[positive].full_text, "negative_ids": chosen,
                        **{f"negative_{n}": texts[d].full_text for n, d in enumerate(chosen, 1)}}
+    if unheld:
+        log.warning("%d judged pairs left out: %s does not hold their positive (an index of part of the corpus?)",
+                    unheld, retriever.index.path)
+    if bare:
+        log.warning("%d pairs written without a negative: their query's best %d hits held none but its positives "
+                    "(a deeper search, --depth, or a smaller --skip-top finds some)", bare, depth)

@@ -133,6 +133,22 @@ def test_mined_negatives_are_hits_that_are_not_positives_and_import_back(tmp_pat
     assert counts["pairs"] == len(tuples) and counts["judgements"] == len(tuples)
 
 
+def test_pairs_left_out_or_without_negatives_are_said(tmp_path, beir_dir, caplog):
+    from semiret.search import BM25Retriever
+    from semiret.training.miners import mined_tuples
+
+    collection = Collection(beir_dir)
+    queries, qrels = collection.queries("test"), collection.qrels("test")
+    judged = {d for judgements in qrels.values() for d, grade in judgements.items() if grade > 0}
+    kept = [d for d in collection.corpus() if d.id != sorted(judged)[0]]  # one positive not indexed
+    index = BM25Retriever.build(kept, tmp_path / "part")
+    with caplog.at_level("WARNING"):
+        tuples = list(mined_tuples(index, queries, qrels, negatives=2, depth=1))
+    assert "judged pairs left out" in caplog.text
+    assert any(not t["negative_ids"] for t in tuples)  # a positive as the only hit of depth 1
+    assert "without a negative" in caplog.text
+
+
 def test_negatives_mined_over_passages_are_other_documents_whole(tmp_path, beir_dir):
     from semiret.search import BM25Retriever
     from semiret.training.miners import mined_tuples

@@ -260,3 +260,22 @@ def test_a_dotted_field_reads_nested_metadata_as_filters_do(tmp_path):
     assert [h.id for h in retriever.search("cardiology")] == ["a"]  # a path into nested objects
     assert [h.id for h in retriever.search("oncology")] == ["b"]  # a key of that name first
     assert [h.id for h in retriever.search("journal", filter={"source.name": "cardiology journal"})] == ["a"]
+
+
+def test_the_command_line_keeps_a_dotted_field_s_object_and_warns_only_of_what_is_missing(tmp_path, caplog):
+    corpus = write_jsonl(tmp_path / "nested.jsonl", [
+        {"_id": "n1", "text": "first", "metadata": {"source": {"name": "platypus journal"}, "keywords": "emu"}},
+        {"_id": "n2", "text": "second", "source": {"name": "wombat weekly"}}])
+    runner = CliRunner()
+    with caplog.at_level(logging.WARNING):
+        made = runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "idx"),
+                                   "--text-fields", "text,source.name,keywords"])
+    assert made.exit_code == 0, made.output
+    retriever = open_retriever(tmp_path / "idx")
+    assert [h.id for h in retriever.search("wombat")] == ["n2"] and [h.id for h in retriever.search("platypus")] == ["n1"]
+    assert "no document has" not in caplog.text  # the metadata object's fields are found, not warned of
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "other"),
+                            "--text-fields", "text,nosuch"])
+    assert "'nosuch'" in caplog.text
