@@ -302,15 +302,23 @@ def _colbert_option():
                         "colbert-ir/colbertv2.0) or any encoder's token vectors, untrained (minilm).")
 
 
+def _colbert_cache_option():
+    return typer.Option(None, help="With --colbert: a folder where the hits' token vectors are kept for good (each "
+                        "document encoded once, across searches and runs; read memory-mapped).")
+
+
 def _cross_encoder_depth_option():
     return typer.Option(None, "--cross-encoder-depth", "--colbert-depth",
                         help="With --cross-encoder or --colbert: the best hits it ranks again (default 100, or k when "
                              "more).")
 
 
-def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None = None):
+def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None = None,
+               colbert_cache: Path | None = None):
     """The :class:`~semiret.search.rerank.Reranking` of ``--cross-encoder`` (a ColBERT checkpoint read by late
-    interaction) or ``--colbert`` (late interaction, any encoder) and their depth, or None."""
+    interaction) or ``--colbert`` (late interaction, any encoder) and their depth and cache, or None."""
+    if colbert_cache is not None and colbert is None:
+        raise SemiretError("--colbert-cache keeps the token vectors of --colbert's model: give --colbert too")
     if cross_encoder is not None and colbert is not None:
         raise SemiretError("--cross-encoder and --colbert each rank the best hits again: give one")
     if cross_encoder is None and colbert is None:
@@ -321,7 +329,7 @@ def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None
     from semiret.search.rerank import Reranking
 
     return Reranking(cross_encoder or colbert, 100 if depth is None else depth,
-                     kind="late-interaction" if colbert is not None else None)
+                     kind="late-interaction" if colbert is not None else None, cache=colbert_cache)
 
 
 def _chunk_words_option():
@@ -481,6 +489,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                                           "(semiret search --index I --operators -- '-mouse statins')."),
            cross_encoder: Optional[str] = _cross_encoder_option(),
            colbert: Optional[str] = _colbert_option(),
+           colbert_cache: Optional[Path] = _colbert_cache_option(),
            cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
@@ -541,7 +550,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None
-    rerank = _reranking(cross_encoder, cross_encoder_depth, colbert)
+    rerank = _reranking(cross_encoder, cross_encoder_depth, colbert, colbert_cache)
     if fuse_with:
         from semiret.search.fused import FusedSearch
 
@@ -1570,6 +1579,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      boost: Optional[list[str]] = _boost_option(),
                      cross_encoder: Optional[str] = _cross_encoder_option(),
                      colbert: Optional[str] = _colbert_option(),
+                     colbert_cache: Optional[Path] = _colbert_cache_option(),
                      cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
@@ -1588,7 +1598,7 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, chunk_sentences=chunk_sentences,
                        chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer, diversity=diversity,
                        candidates=candidates, boost=_boost(boost),
-                       rerank=_reranking(cross_encoder, cross_encoder_depth, colbert), query_vectors_file=query_vectors,
+                       rerank=_reranking(cross_encoder, cross_encoder_depth, colbert, colbert_cache), query_vectors_file=query_vectors,
                        fuse_with=fuse_with or (), fuse_method=fuse_method, fuse_weights=fuse_weight, fuse_depth=fuse_depth,
                        **options)
     if as_json:
@@ -1918,6 +1928,7 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
                                                                      "all those ranked again)."),
                    cross_encoder: Optional[str] = _cross_encoder_option(),
                    colbert: Optional[str] = _colbert_option(),
+                   colbert_cache: Optional[Path] = _colbert_cache_option(),
                    out: str = typer.Option("-", "--out", "-o", help="The new TREC run (default -: standard output)."),
                    tag: Optional[str] = typer.Option(None, help="The new run's tag column (default: the retriever's, "
                                                                 "cross-encoder or colbert)."),
@@ -1940,7 +1951,7 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
         raise SemiretError(f"run {run} is empty: it ranks no document for any query")
     queries = read_queries(queries_file) if queries_file is not None else Collection(dataset(str(data))).queries(split)
     searcher = open_retriever(index, retriever, **options)
-    reranking = _reranking(cross_encoder, None, colbert)
+    reranking = _reranking(cross_encoder, None, colbert, colbert_cache)
     ranked = rerank_run(searcher, first, queries, depth, k, reranking)
     late = reranking is not None and "kind" in reranking.describe()  # (a ColBERT checkpoint given as --cross-encoder)
     write_trec_run(ranked, out, tag=tag or ("colbert" if late else "cross-encoder" if reranking else searcher.name))

@@ -1,5 +1,6 @@
 """A persistent cache of document embeddings that several runs share: SiDR's late-parametric re-ranking (computed on
-the query path) and GDR's ``--embedding-cache`` (its builds and training).
+the query path), GDR's ``--embedding-cache`` (its builds and training) and late interaction's token vectors
+(``--colbert-cache``).
 
 Re-ranking embeds only the top-m documents of each query; the cache keeps every embedding so a
 document is never embedded twice, across queries and across runs. Over time the cache covers the
@@ -45,12 +46,18 @@ def content_key(document: Document) -> str:
     return f"{document.id}\x1f{digest}"
 
 
+KINDS = ("sparse", "dense", "tokens")
+"""What a cache holds per document: a sparse token vector, a dense vector, or a matrix of token vectors (late
+interaction's, float16, read memory-mapped)."""
+
+
 class EmbeddingCache:
-    """Key (:func:`content_key`) -> embedding (sparse token vector or dense array), persisted in chunks."""
+    """Key (:func:`content_key`) -> embedding (sparse token vector, dense array or token vectors), persisted in
+    chunks."""
 
     def __init__(self, path: str | Path, kind: str, encoder: str, dim: int | None = None):
-        if kind not in ("sparse", "dense"):
-            raise SemiretError(f"embedding cache kind must be 'sparse' or 'dense', not {kind!r}")
+        if kind not in KINDS:
+            raise SemiretError(f"embedding cache kind must be one of {', '.join(KINDS)}, not {kind!r}")
         self.path = Path(path)
         self.kind = kind
         self.encoder = encoder
@@ -118,6 +125,11 @@ class EmbeddingCache:
                 vectors = [self._vectors[i] for i in self._pending]
                 if self.kind == "dense":
                     np.save(staged / "vectors.npy", np.stack(vectors).astype(np.float32))
+                elif self.kind == "tokens":
+                    offsets = np.zeros(len(vectors) + 1, np.int64)
+                    np.cumsum([len(v) for v in vectors], out=offsets[1:])
+                    np.save(staged / "offsets.npy", offsets)
+                    np.save(staged / "vectors.npy", np.concatenate(vectors).astype(np.float16))
                 else:
                     offsets = np.zeros(len(vectors) + 1, np.int64)
                     np.cumsum([len(t) for t, _ in vectors], out=offsets[1:])
@@ -137,6 +149,14 @@ class EmbeddingCache:
                                        f"remove {chunk.parent}, which is embedded again as searches need it")
             for i in range(len(ids)):
                 self._vectors[ids[i]] = matrix[i]
+            return
+        if self.kind == "tokens":  # (memory-mapped: a corpus's token vectors are read as searches need them)
+            offsets, vectors = load_array(chunk / "offsets.npy", mmap=False), load_array(chunk / "vectors.npy")
+            if len(offsets) != len(ids) + 1 or offsets[-1] != len(vectors):
+                raise IndexFormatError(f"{chunk}: its offsets and token vectors disagree (a damaged cache chunk): "
+                                       f"remove {chunk.parent}, which is encoded again as searches need it")
+            for i in range(len(ids)):
+                self._vectors[ids[i]] = vectors[offsets[i]:offsets[i + 1]]
             return
         offsets = load_array(chunk / "offsets.npy", mmap=False)
         terms = np.asarray(load_array(chunk / "terms.npy", mmap=False))

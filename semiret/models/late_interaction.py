@@ -165,6 +165,10 @@ class LateInteraction:
         skipped = {tokenizer.convert_tokens_to_ids(word) for word in config.skiplist}
         self.skipped = torch.tensor(sorted(skipped - {None, tokenizer.unk_token_id}), dtype=torch.long)
         self._tokenizing = threading.Lock()  # a fast tokenizer keeps its truncation and padding as shared state
+        self.store = None
+        """A persistent store of documents' vectors by key (``get``, ``put``, ``flush``: an
+        :class:`~semiret.indexes.embedding_cache.EmbeddingCache` of kind ``tokens``) read before the cache in memory;
+        set by :class:`~semiret.search.rerank.Reranking` (``cache``)."""
         self.model, self.tokenizer, self.name, self.config = to_encoding_device(model.float()), tokenizer, name, config
         self.projections = [to_encoding_device(projection) for projection in projections or []]  # (--device)
 
@@ -240,6 +244,8 @@ class LateInteraction:
 
     def _cached_documents(self, texts: list[str], batch_size: int, threads: int | None) -> list[np.ndarray]:
         """:meth:`encode_document` of ``texts``, those encoded before (the same text) read from the cache."""
+        if self.store is not None:
+            return self._stored_documents(texts, batch_size, threads)
         keys = [hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest() for text in texts]
         with self._cache_lock:
             found = {key: self._cache[key] for key in keys if key in self._cache}
@@ -257,6 +263,25 @@ class LateInteraction:
                 while self._cache_bytes > self._cache_limit:
                     self._cache_bytes -= self._cache.popitem(last=False)[1].nbytes
         return [found[key] for key in keys]
+
+    def _stored_documents(self, texts: list[str], batch_size: int, threads: int | None) -> list[np.ndarray]:
+        """:meth:`encode_document` of ``texts`` through :attr:`store`: those stored read (memory-mapped), the others
+        encoded, stored and flushed (one chunk a search)."""
+        keys = [hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest() for text in texts]
+        missing = {key: text for key, text in zip(keys, texts) if self.store.get(key) is None}
+        if missing:
+            encoded = self.encode_document(list(missing.values()), batch_size, threads)
+            self.store.put(list(missing), [vectors.astype(np.float16) for vectors in encoded])
+            self.store.flush()
+        return [self.store.get(key) for key in keys]
+
+    @property
+    def identity(self) -> str:
+        """The model's name and a hash of its weights (projections too): what a store of its vectors records."""
+        from semiret.models.base import weights_fingerprint
+
+        modules = torch.nn.ModuleList([self.model, *self.projections])
+        return f"{self.name}@{weights_fingerprint(modules)}"
 
 
 def maxsim(query: np.ndarray, document: np.ndarray) -> float:

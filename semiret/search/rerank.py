@@ -9,6 +9,7 @@ RAGatouille's and PyLate's ``rerank``; :mod:`semiret.models.late_interaction`).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from semiret.data.collection import Document
@@ -32,10 +33,13 @@ class Reranking:
     the model's, at most 512) or ``late-interaction`` (:class:`~semiret.models.late_interaction.LateInteraction`: a
     ColBERT checkpoint, or any encoder's token vectors); None: a ColBERT checkpoint (PyLate's or Stanford's) is read
     by late interaction, any other model as a cross-encoder. Or a model already loaded. ``batch_size`` texts read at
-    once; ``cache_mb``: late interaction's documents' vectors kept between searches (default 256 MB)."""
+    once; ``cache_mb``: late interaction's documents' vectors kept between searches (default 256 MB); ``cache``: a
+    folder where late interaction keeps them for good instead (every document encoded once, across searches and
+    runs; read memory-mapped: an :class:`~semiret.indexes.embedding_cache.EmbeddingCache` of token vectors, bound
+    to the model's weights)."""
 
     def __init__(self, model, depth: int = 100, batch_size: int = 32, max_length: int | None = None,
-                 kind: str | None = None, cache_mb: float | None = None):
+                 kind: str | None = None, cache_mb: float | None = None, cache: "str | Path | None" = None):
         for name, value in (("depth", depth), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SemiretError(f"the re-ranking {name} must be a whole number, at least 1, got {value!r}")
@@ -45,6 +49,14 @@ class Reranking:
             model = reranking_model(model, kind, max_length, cache_mb)
         elif cache_mb is not None:
             raise SemiretError("cache_mb is a late-interaction model's, given when it is loaded (a name, not a model)")
+        if cache is not None:
+            from semiret.indexes.embedding_cache import EmbeddingCache
+            from semiret.models.late_interaction import LateInteraction
+
+            if not isinstance(model, LateInteraction):
+                raise SemiretError("cache keeps late interaction's token vectors; a cross-encoder reads each pair "
+                                   "anew")
+            model.store = EmbeddingCache(cache, "tokens", model.identity)
         self.model, self.depth, self.batch_size = model, depth, batch_size
 
     def describe(self) -> dict:

@@ -307,3 +307,27 @@ def test_threads_half_precision_two_dense_modules_and_null_settings(tmp_path, py
     two = LateInteraction.from_pretrained(str(chained))
     assert two.encode_query([QUERY])[0].shape == (10, 4)  # 32 -> 8 -> 4
     assert two.config.document_marker == "[D] " and two.config.skiplist == list(string.punctuation)
+
+
+def test_a_folder_keeps_documents_vectors_for_good(tmp_path, plain, pylate, monkeypatch):
+    """``cache=DIR`` (``--colbert-cache``): every document encoded once, across Reranking objects (runs), its vectors
+    read back memory-mapped as stored (float16); the folder bound to the model's weights."""
+    first = Reranking(str(plain[0]), kind="late-interaction", cache=tmp_path / "store")
+    scores = first.model.score(QUERY, TEXTS)
+    again = Reranking(str(plain[0]), kind="late-interaction", cache=tmp_path / "store")
+    encoded: list[int] = []
+    original = again.model.encode_document
+    monkeypatch.setattr(again.model, "encode_document",
+                        lambda texts, *a: encoded.append(len(texts)) or original(texts, *a))
+    np.testing.assert_allclose(again.model.score(QUERY, TEXTS), scores, rtol=1e-6)  # float16 stored, both times
+    assert encoded == []
+    again.model.score(QUERY, TEXTS + ["a text not seen"])
+    assert encoded == [1]
+    unrounded = LateInteraction.from_pretrained(str(plain[0])).score(QUERY, TEXTS)
+    np.testing.assert_allclose(scores, unrounded, rtol=1e-3)
+    with pytest.raises(SemiretError, match="not tokens embeddings of"):
+        Reranking(str(pylate[0]), cache=tmp_path / "store")  # another model's vectors
+    with pytest.raises(SemiretError, match="give --colbert too"):
+        from semiret.cli import _reranking
+
+        _reranking(None, None, None, tmp_path / "store")
