@@ -270,7 +270,7 @@ def _boost_option():
 def _query_vectors_option():
     return typer.Option(None, help="Queries given as vectors made elsewhere instead: a JSONL file, one "
                         "{\"_id\", \"vector\": [...]} a line, searched as they are over a dense index (retrievers "
-                        "vectors, dense).")
+                        "vectors, dense), or {\"_id\", \"vector\": {\"term\": weight}} over sparse-vectors.")
 
 
 def _fuse_with_option():
