@@ -1434,6 +1434,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
           colbert: Optional[str] = typer.Option(None, help="In place of --cross-encoder: a model ranking searches' "
                                                 "best hits again by late interaction (a ColBERT checkpoint, or any "
                                                 "encoder's token vectors: minilm)."),
+          colbert_cache: Optional[Path] = _colbert_cache_option(),
           log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
                                         "critical, error, warning, info or debug."),
           access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
@@ -1478,6 +1479,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                              milvus_token=milvus_token, backup_dir=str(backup_dir) if backup_dir else None,
                              data_dir=str(data_dir.resolve()) if data_dir else None, log_level=log_level,
                              cross_encoder=cross_encoder, colbert=colbert,
+                             colbert_cache=str(colbert_cache.resolve()) if colbert_cache else None,
                              access_log=access_log, slow_query_ms=slow_query_ms)
     settings.configure_logging()
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
@@ -1486,6 +1488,9 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
             retriever_class(settings.retrievers[name]).check_index(opened)
     for name in settings.retrievers.values():
         retriever_class(name)
+    if colbert_cache is not None and workers > 1:
+        raise SemiretError("--colbert-cache is written by one process (its chunks are numbered as it appends them): "
+                           "give --workers 1, or leave it out (each worker keeps its own vectors in memory)")
     if (cross_encoder or colbert) is not None and workers > 1:  # a model that does not load fails here, once
         from semiret.search.rerank import reranking_model
 

@@ -376,6 +376,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
         reranker = reranking_model(settings.cross_encoder or settings.colbert,
                                    "late-interaction" if settings.colbert is not None else None)
+        if settings.colbert_cache is not None:  # (the hits' token vectors kept for good, across restarts)
+            from semiret.indexes.embedding_cache import EmbeddingCache
+
+            reranker.store = EmbeddingCache(settings.colbert_cache, "tokens", reranker.identity)
     writer = None
     if writable and settings.write_process and backend is None:
         writer = WriterProcess({name: (path, settings.retrievers.get(name)) for name, path in specs.items()},

@@ -66,6 +66,9 @@ class ServeSettings:
     colbert: str | None = None
     """In place of :attr:`cross_encoder`: a model whose token vectors rank the best hits again by late interaction
     (a ColBERT checkpoint, or any encoder's, untrained: ``minilm``)."""
+    colbert_cache: str | None = None
+    """With :attr:`colbert`: a folder where the hits' token vectors are kept for good (each document encoded once,
+    across searches and restarts); None: kept in memory only (256 MB)."""
     log_level: str = "warning"
     """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
     access_log: bool = False
@@ -81,6 +84,8 @@ class ServeSettings:
     def __post_init__(self):
         if self.cross_encoder is not None and self.colbert is not None:
             raise SemiretError("--cross-encoder and --colbert each rank searches' hits again: give one")
+        if self.colbert_cache is not None and self.colbert is None:
+            raise SemiretError("--colbert-cache keeps the token vectors of --colbert's model: give --colbert too")
         if not self.indexes and self.data_dir is None:
             raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR), or a --data-dir")
         if self.data_dir is not None and self.backend is not None:

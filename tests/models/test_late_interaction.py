@@ -243,6 +243,18 @@ def test_a_server_and_a_saved_run_re_ranked_by_late_interaction(tmp_path, plain)
         assert [[hit["id"] for hit in hits] for hits in answer.json()["results"]] == expected.ids
     with pytest.raises(SemiretError, match="give one"):
         ServeSettings({"tiny": str(tmp_path / "bm25")}, cross_encoder=str(plain[0]), colbert=str(plain[0]))
+    with pytest.raises(SemiretError, match="give --colbert too"):
+        ServeSettings({"tiny": str(tmp_path / "bm25")}, colbert_cache=str(tmp_path / "store"))
+    stored = ServeSettings({"tiny": str(tmp_path / "bm25")}, write_process=False, colbert=str(plain[0]),
+                           colbert_cache=str(tmp_path / "store"))
+    with LocalClient(create_app(stored)) as http:  # the hits' vectors kept in the folder, the same ranking
+        answer = http.post("/indexes/tiny/search", json={"queries": ["cats and dogs", "morning birds"], "k": 3,
+                                                         "rerank": {"depth": 4}})
+        assert [[hit["id"] for hit in hits] for hits in answer.json()["results"]] == expected.ids
+    assert json.loads((tmp_path / "store" / "meta.json").read_text())["kind"] == "tokens"
+    refused = CliRunner().invoke(app, ["serve", "--index", f"tiny={tmp_path / 'bm25'}", "--colbert", str(plain[0]),
+                                       "--colbert-cache", str(tmp_path / "store"), "--workers", "2"])
+    assert refused.exit_code != 0 and "--workers 1" in refused.output
     first = {"q1": {hit.id: hit.score for hit in retriever.search("cats and dogs", k=4)}}
     write_trec_run(first, tmp_path / "first.run")
     (tmp_path / "queries.tsv").write_text("q1\tcats and dogs\n")
