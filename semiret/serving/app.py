@@ -1162,7 +1162,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """How many documents the index holds, or how many match ``filter`` (Qdrant's count, OpenSearch's
         ``_count``), and ``query`` where given (its total hits)."""
         check_filter(body.filter)
-        return {"count": await run_in_threadpool(index.count, body.filter, body.query)}
+        if body.vector is not None and getattr(index.retriever.query_side, "vector_kind", None) != "sparse":
+            raise validation_error(("body", "vector"), f"index {index.name!r} holds no sparse vectors (retriever "
+                                   f"{index.retriever.name}): count by a query text", "vector_invalid")
+        query = body.query if body.vector is None else body.vector
+        return {"count": await run_in_threadpool(index.count, body.filter, query)}
 
     @app.post("/indexes/{name}/facet", response_model=FacetResponse, tags=["documents"],
               responses=_errors(401, 404, 503))

@@ -528,6 +528,14 @@ class CountRequest(BaseModel):
     query: str | None = Field(None, description="Count only the documents this query's search matches (total hits: "
                               "those holding one of its terms, for retrievers that sum term weights; every one, for "
                               "a dense index).")
+    vector: SparseVector | None = Field(None, description="Or a sparse query vector's matches, {term: weight} (an "
+                                        "index of sparse vectors: the documents holding one of its terms).")
+
+    @model_validator(mode="after")
+    def _one_query(self) -> "CountRequest":
+        if self.query is not None and self.vector is not None:
+            raise ValueError("give a query text or a query vector, not both")
+        return self
 
 
 class CountResponse(BaseModel):

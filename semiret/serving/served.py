@@ -256,8 +256,9 @@ class ServedIndex:
                 missing.append(doc_id)
         return found, missing
 
-    def count(self, filter: dict | None, query: str | None = None) -> int:
-        """Live documents, or those whose metadata passes ``filter`` (and that ``query`` matches)."""
+    def count(self, filter: dict | None, query: "str | dict | None" = None) -> int:
+        """Live documents, or those whose metadata passes ``filter`` (and that ``query``, a text or a sparse query
+        vector, matches)."""
         self.refresh()
         return self.retriever.count(filter, query)
 

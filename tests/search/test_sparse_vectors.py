@@ -272,6 +272,14 @@ def test_the_service_creates_fills_and_searches_an_index_of_sparse_vectors(tmp_p
                                         {"_id": "bad", "vector": {"a": -1.0}}]})
         assert raised.value.status == 422 and client.count("sparse") == 10
         assert client.search("sparse", {"new-term": 1.0}) == []
+        holding = sum(1 for d in documents if {"ice", "seal"} & set(d.vector))  # total hits of a sparse vector
+        counted = http.post("/indexes/sparse/documents/count", json={"vector": query})
+        assert counted.status_code == 200 and counted.json()["count"] == holding
+        both = http.post("/indexes/sparse/documents/count", json={"vector": query, "query": "ice"})
+        assert both.status_code == 422 and "not both" in both.text
+        client.create_index("words", "bm25")
+        other = http.post("/indexes/words/documents/count", json={"vector": query})
+        assert other.status_code == 422 and "holds no sparse vectors" in other.text
 
 
 def test_what_a_review_found_is_refused_clearly(tmp_path):
