@@ -520,7 +520,17 @@ class ScrollResponse(BaseModel):
     next_page_offset: str | None = Field(description="The offset of the next page; null after the last.")
 
 
-class CountRequest(BaseModel):
+class TextOrVector(BaseModel):
+    """A request that takes a query text (``query``) or a query vector (``vector``), not both."""
+
+    @model_validator(mode="after")
+    def _one_query(self):
+        if self.query is not None and self.vector is not None:
+            raise ValueError("give a query text or a query vector, not both")
+        return self
+
+
+class CountRequest(TextOrVector):
     model_config = ConfigDict(extra="forbid")
 
     filter: dict[str, Any] | None = Field(None, description="Count only documents whose stored metadata matches "
@@ -530,12 +540,6 @@ class CountRequest(BaseModel):
                               "a dense index).")
     vector: SparseVector | None = Field(None, description="Or a sparse query vector's matches, {term: weight} (an "
                                         "index of sparse vectors: the documents holding one of its terms).")
-
-    @model_validator(mode="after")
-    def _one_query(self) -> "CountRequest":
-        if self.query is not None and self.vector is not None:
-            raise ValueError("give a query text or a query vector, not both")
-        return self
 
 
 class CountResponse(BaseModel):
@@ -562,7 +566,7 @@ class BackupList(BaseModel):
     backups: list[BackupInfo] = Field(description="Oldest first.")
 
 
-class FacetRequest(BaseModel):
+class FacetRequest(TextOrVector):
     model_config = ConfigDict(extra="forbid")
 
     field: str = Field(description="A stored metadata field (\"a.b\": nested).")
@@ -582,12 +586,6 @@ class FacetRequest(BaseModel):
     operators: StrictBool = Field(False, description="With query: read its search box's operators, as a search does.")
     options: dict[str, Any] = Field(default_factory=dict, description="With query or vector: the search options it is "
                                     "searched with, as a search's (the facets of the page that search made).")
-
-    @model_validator(mode="after")
-    def _one_query(self) -> "FacetRequest":
-        if self.query is not None and self.vector is not None:
-            raise ValueError("give a query text or a query vector, not both")
-        return self
 
 
 class FacetValue(BaseModel):
