@@ -59,10 +59,7 @@ class Document:
     def __post_init__(self) -> None:
         if self.vector is not None:
             try:
-                vector = brought_vector(self.vector, "its vector")
-                if isinstance(vector, dict) and not vector:
-                    raise ValueError(_NO_POSITIVE_WEIGHT.format(name="its vector"))
-                object.__setattr__(self, "vector", vector)
+                object.__setattr__(self, "vector", brought_vector(self.vector, "its vector", document=True))
             except ValueError as exc:
                 raise SemiretError(f"document {self.id!r}: {exc}") from None
         if isinstance(self.id, str) and isinstance(self.text, str) and isinstance(self.title, str) \
@@ -165,13 +162,17 @@ def record_fields(record: dict) -> dict:
     return fields_found
 
 
-_NO_POSITIVE_WEIGHT = "{name} holds no term of positive weight (a sparse vector's terms of weight 0 are left out)"
-
-
-def brought_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> "np.ndarray | dict[str, float]":
+def brought_vector(value, name: str = f"field {VECTOR_FIELD!r}",
+                   document: bool = False) -> "np.ndarray | dict[str, float]":
     """A vector a document or a query brings: an object (a mapping) is a sparse vector (:func:`sparse_vector`),
-    anything else a dense one (:func:`document_vector`). A ValueError names ``name``."""
-    return sparse_vector(value, name) if isinstance(value, Mapping) else document_vector(value, name)
+    anything else a dense one (:func:`document_vector`). A ValueError names ``name``; a ``document``'s sparse vector
+    must keep a term (a query's may not: it finds nothing)."""
+    if not isinstance(value, Mapping):
+        return document_vector(value, name)
+    vector = sparse_vector(value, name)
+    if document and not vector:
+        raise ValueError(f"{name} holds no term of positive weight (a sparse vector's terms of weight 0 are left out)")
+    return vector
 
 
 def sparse_vector(value: Mapping, name: str = f"field {VECTOR_FIELD!r}") -> dict[str, float]:
@@ -287,9 +288,7 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
             metadata = lifted | (metadata or {})
     if metadata:
         check_storable(metadata)
-    vector = None if record.get(VECTOR_FIELD) is None else brought_vector(record[VECTOR_FIELD])
-    if isinstance(vector, dict) and not vector:
-        raise ValueError(_NO_POSITIVE_WEIGHT.format(name=f"field {VECTOR_FIELD!r}"))
+    vector = None if record.get(VECTOR_FIELD) is None else brought_vector(record[VECTOR_FIELD], document=True)
     return Document(_as_string(*doc_id, "id"), "" if text is None else _as_string(*text, "text"),
                     _as_string("title", title, "title"), metadata, vector)
 
