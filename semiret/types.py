@@ -162,6 +162,31 @@ class Embeddings:
 
 
 @dataclass
+class TokenEmbeddings:
+    """A batch of documents as one vector per token (late interaction, ColBERT): what a late-interaction encoder hands
+    to a multi-vector index. Document ``i``'s vectors are the rows ``offsets[i]:offsets[i + 1]`` of ``vectors``."""
+
+    ids: list[str]
+    offsets: np.ndarray  # int64 [n + 1]
+    vectors: np.ndarray  # float16 [n_tokens, dim]
+    documents: Sequence[Document] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def concatenate(batches: Sequence["TokenEmbeddings"]) -> "TokenEmbeddings":
+        if len(batches) == 1:
+            return batches[0]
+        offsets, base = [np.zeros(1, np.int64)], 0
+        for b in batches:
+            offsets.append(np.asarray(b.offsets[1:], np.int64) + base)
+            base += int(b.offsets[-1])
+        return TokenEmbeddings([i for b in batches for i in b.ids], np.concatenate(offsets),
+                               np.concatenate([b.vectors for b in batches]), _concatenated_documents(batches))
+
+
+@dataclass
 class DocumentPage:
     """A page of an index's documents in id order (``Retriever.scroll``): their ``ids``, stored ``documents`` (None
     when the index keeps no texts), and ``next_offset``, the id the next page starts at (None after the last)."""

@@ -28,6 +28,7 @@ import string
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -278,10 +279,19 @@ class LateInteraction:
     @property
     def identity(self) -> str:
         """The model's name and a hash of its weights (projections too): what a store of its vectors records."""
+        return f"{self.name}@{self.weights_fingerprint}"
+
+    @cached_property
+    def weights_fingerprint(self) -> str:
+        """A hash of the encoder's and projections' weights: what an index of its vectors records."""
         from semiret.models.base import weights_fingerprint
 
-        modules = torch.nn.ModuleList([self.model, *self.projections])
-        return f"{self.name}@{weights_fingerprint(modules)}"
+        return weights_fingerprint(torch.nn.ModuleList([self.model, *self.projections]))
+
+    @property
+    def dim(self) -> int:
+        """The dimension of its token vectors: the last projection's output, else the encoder's hidden size."""
+        return self.projections[-1].out_features if self.projections else self.model.config.hidden_size
 
 
 def maxsim(query: np.ndarray, document: np.ndarray) -> float:

@@ -4,6 +4,7 @@ retrievers of embeddings brought by the user, dense and sparse."""
 
 from semiret.search.gdr import GDRRetriever
 from semiret.search.hybrid import HybridRetriever
+from semiret.search.late_interaction import ColbertRetriever
 from semiret.search.lexical import BagOfTokensRetriever, BM25Retriever, IDFRetriever
 from semiret.search.nail import BM25NailRetriever, NailExhaustiveRetriever, NailSparseRetriever
 from semiret.search.neural import (
@@ -28,7 +29,8 @@ from semiret.search.semiparametric import (
 from semiret.search.sparse_vectors import SparseVectorsRetriever
 from semiret.search.vectors import VectorsRetriever
 
-__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "DenseRetriever", "DocumentSide",
+__all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "ColbertRetriever", "DenseRetriever",
+           "DocumentSide",
            "GDRRetriever", "HybridRetriever", "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever",
            "NailExhaustiveRetriever", "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
            "SiDRFullRetriever", "SparseVectorsRetriever", "SpladeRetriever", "VectorsRetriever", "open_retriever",

@@ -1,0 +1,326 @@
+"""The multi-vector index: each document as one unit vector per token (late interaction: ColBERT, Khattab & Zaharia
+2020), searched over the whole corpus by MaxSim, the sum over the query's token vectors of the best inner product with
+any of the document's. A first stage, where :mod:`semiret.search.rerank` re-ranks another's best hits.
+
+A segmented store (:mod:`semiret.indexes.segments`) like the dense index; each ``seg-NNNNNN/`` folder holds::
+
+    tokens.npy       float16 [n_tokens, dim], memory-mapped: every document's token vectors, one after the other
+    offsets.npy      int64 [n_docs + 1]: document i's vectors are rows offsets[i]:offsets[i + 1]
+    centroids.npy    float32 [n_centroids, dim]: spherical k-means of a sample of the segment's token vectors
+    codes.npy        int32 [n_tokens]: each token vector's nearest centroid
+    lists.npz        each centroid's documents (``offsets`` into ``documents``, ascending local numbers)
+    docids.*, texts.*, deleted.bin   as in every segment
+
+Search (``ann``): ``plaid`` (the default), PLAID's candidate generation and pruning (Santhanam et al. 2022): each query
+vector's ``nprobe`` nearest centroids give the candidate documents (those with a token vector in one of them); each
+candidate is scored approximately by MaxSim over its tokens' centroids (the query-centroid similarities, computed
+once a query), and the best ``ndocs`` are scored exactly with their stored vectors; or ``exact``: MaxSim over every
+document. A segment with too few token vectors to train centroids on (fewer than :data:`POINTS_PER_CENTROID` times
+two) is searched exactly, flagged ``"centroids": 0``; a merge trains the segment it writes. Token vectors are kept
+whole in float16 (PLAID's residual compression, 2 bits a dimension, is not done: an index is ``2 * dim`` bytes a token,
+256 for a 128-dimensional ColBERT model), and read from disk only for the ``ndocs`` candidates.
+
+Hand-written kernels (numba): the candidates' approximate scores and the documents of the probed centroids. numpy
+would need a [candidate tokens x query tokens] gather per query; faiss has no MaxSim over groups of vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numba
+import numpy as np
+
+from semiret.compiled import NUMBA_OPTIONS
+from semiret.data.collection import Document
+from semiret.errors import IndexFormatError, SemiretError
+from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
+from semiret.indexes.storage import load_array
+from semiret.types import SearchHits, TokenEmbeddings
+
+log = logging.getLogger(__name__)
+
+ANN_TYPES = ("plaid", "exact")
+NPROBE = 4
+"""Centroids each query vector probes for candidates (PLAID's ``ncells``: 1 to 4)."""
+NDOCS = 256
+"""Candidates scored exactly by default (PLAID's ``ndocs``), or four times the hits asked for, when more."""
+POINTS_PER_CENTROID = 39
+"""The fewest token vectors k-means trains each centroid on (faiss's own floor)."""
+TRAINING_POINTS_PER_CENTROID = 64
+"""Token vectors sampled per centroid to train them (every one, in a smaller segment): ColBERTv2 trains on a sample."""
+KMEANS_ITERATIONS = 20
+EXACT_BLOCK_TOKENS = 65536
+"""Token vectors scored per block of an exact MaxSim (bounds the [query tokens, block] similarities held)."""
+ASSIGN_BLOCK_TOKENS = 262144
+"""Token vectors assigned to their nearest centroid at a time while a segment is written."""
+
+
+def default_centroids(n_tokens: int) -> int:
+    """Centroids for a segment of ``n_tokens`` token vectors: the power of two nearest below 4 sqrt(n_tokens) (ColBERTv2
+    takes 16 sqrt(n); a quarter of that trains 16 times faster on two cores and probes as well at our sizes), no more
+    than the vectors train (:data:`POINTS_PER_CENTROID` each)."""
+    wanted = 2 ** int(math.floor(math.log2(max(1.0, 4 * math.sqrt(n_tokens)))))
+    return min(wanted, n_tokens // POINTS_PER_CENTROID)
+
+
+def check_token_embeddings(batch: TokenEmbeddings, dim: int | None) -> None:
+    """Refuse a batch whose offsets do not cut its vectors into its documents, or whose vectors are not finite or of
+    another dimension than ``dim``."""
+    offsets, vectors = np.asarray(batch.offsets), np.asarray(batch.vectors)
+    if offsets.shape != (len(batch) + 1,) or (len(offsets) and (offsets[0] != 0 or offsets[-1] != len(vectors))) \
+            or np.any(np.diff(offsets) < 0):
+        raise SemiretError(f"token vectors of {len(batch)} documents need {len(batch) + 1} ascending offsets from 0 to "
+                           f"{len(vectors)}, got {offsets.shape[0]}")
+    if vectors.ndim != 2 or (dim is not None and vectors.shape[1] != dim):
+        raise SemiretError(f"expected token vectors of dimension {dim}, got an array of shape {vectors.shape}")
+    if not np.all(np.isfinite(vectors)):
+        raise SemiretError("token vectors must be finite")
+
+
+class MultiVectorSegment(Segment):
+    """A segment's token vectors, their documents' offsets and its centroids (plus the store's ids, texts and marks)."""
+
+    def __init__(self, path: Path, info: dict, dim: int):
+        super().__init__(path, info)
+        self.vectors = load_array(path / "tokens.npy")
+        self.offsets = np.asarray(load_array(path / "offsets.npy"), np.int64)
+        if self.offsets.shape != (info["n_docs"] + 1,) or self.vectors.shape != (int(self.offsets[-1]), dim):
+            raise IndexFormatError(f"{path}: tokens.npy {self.vectors.shape} and offsets.npy {self.offsets.shape} do "
+                                   f"not hold the {info['n_docs']} documents of dimension {dim} meta.json lists: a "
+                                   "damaged index; restore it from a backup, or build it again")
+        self.lengths = np.diff(self.offsets)
+        self.centroids = None
+        if info.get("centroids"):
+            self.centroids = np.ascontiguousarray(load_array(path / "centroids.npy"), np.float32)
+            self.codes = load_array(path / "codes.npy")
+            with np.load(path / "lists.npz") as lists:
+                self.list_offsets, self.list_documents = lists["offsets"], lists["documents"]
+            if self.codes.shape != (len(self.vectors),) or len(self.list_offsets) != len(self.centroids) + 1:
+                raise IndexFormatError(f"{path}: codes.npy or lists.npz do not match its {len(self.vectors)} token "
+                                       f"vectors and {len(self.centroids)} centroids: a damaged index; restore it "
+                                       "from a backup, or build it again")
+
+    def search(self, query: np.ndarray, k: int, nprobe: int, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` (scores, local numbers; -1 where fewer) live documents for one query's token vectors."""
+        hidden = self.deleted
+        if self.centroids is None:
+            candidates = np.flatnonzero(~hidden & (self.lengths > 0))
+        else:
+            similarities = query @ self.centroids.T  # [query tokens, centroids]
+            probe = min(nprobe, len(self.centroids))
+            probed = np.unique(np.argpartition(-similarities, probe - 1, axis=1)[:, :probe])
+            candidates = probed_documents(probed, self.list_offsets, self.list_documents, hidden)
+            if len(candidates) > ndocs:
+                approximate = centroid_interaction(candidates, self.offsets, self.codes,
+                                                   np.ascontiguousarray(similarities.T))
+                candidates = np.sort(candidates[np.argpartition(-approximate, ndocs - 1)[:ndocs]])
+        scores = self.maxsim(query, candidates)
+        order = np.argsort(-scores, kind="stable")[:k]
+        found_scores = np.full(k, -np.inf, np.float32)
+        found = np.full(k, -1, np.int64)
+        found_scores[:len(order)], found[:len(order)] = scores[order], candidates[order]
+        return found_scores, found
+
+    def maxsim(self, query: np.ndarray, documents: np.ndarray) -> np.ndarray:
+        """float32 [len(documents)]: MaxSim of ``query`` ([query tokens, dim]) with each document (local numbers, each
+        with a token vector), their vectors read a block at a time."""
+        scores = np.empty(len(documents), np.float32)
+        lengths = self.lengths[documents]
+        ends = np.cumsum(lengths)
+        start = 0
+        while start < len(documents):
+            stop = max(start + 1, int(np.searchsorted(ends, ends[start] - lengths[start] + EXACT_BLOCK_TOKENS,
+                                                      side="right")))
+            block, block_lengths = documents[start:stop], lengths[start:stop]
+            rows = np.repeat(self.offsets[block] - np.concatenate([[0], np.cumsum(block_lengths)[:-1]]),
+                             block_lengths) + np.arange(int(block_lengths.sum()))
+            similarities = query @ np.asarray(self.vectors[rows], np.float32).T
+            firsts = np.concatenate([[0], np.cumsum(block_lengths)[:-1]])
+            scores[start:stop] = np.maximum.reduceat(similarities, firsts, axis=1).sum(axis=0)
+            start = stop
+        return scores
+
+    def mean_vectors(self, locals_: Sequence[int]) -> np.ndarray:
+        """Each document's mean token vector (zero for one without any)."""
+        rows = [np.asarray(self.vectors[self.offsets[i]:self.offsets[i + 1]], np.float32) for i in locals_]
+        return np.array([row.mean(axis=0) if len(row) else np.zeros(self.vectors.shape[1], np.float32)
+                         for row in rows], np.float32).reshape(len(rows), self.vectors.shape[1])
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def probed_documents(probed, list_offsets, list_documents, hidden):
+    """The documents (ascending local numbers) with a token vector in one of the ``probed`` centroids, those
+    ``hidden`` left out."""
+    seen = np.zeros(hidden.shape[0], np.bool_)
+    for centroid in probed:
+        for position in range(list_offsets[centroid], list_offsets[centroid + 1]):
+            seen[list_documents[position]] = True
+    count = 0
+    for local in range(seen.shape[0]):
+        if seen[local] and not hidden[local]:
+            count += 1
+    out = np.empty(count, np.int64)
+    count = 0
+    for local in range(seen.shape[0]):
+        if seen[local] and not hidden[local]:
+            out[count] = local
+            count += 1
+    return out
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def centroid_interaction(documents, offsets, codes, centroid_similarities):
+    """PLAID's approximate MaxSim of each document: for each query vector, its best similarity with the centroid of
+    any of the document's tokens, summed (``centroid_similarities``: [centroids, query tokens])."""
+    n_query = centroid_similarities.shape[1]
+    out = np.empty(documents.shape[0], np.float32)
+    best = np.empty(n_query, np.float32)
+    for j in range(documents.shape[0]):
+        document = documents[j]
+        best[:] = -np.inf
+        for token in range(offsets[document], offsets[document + 1]):
+            row = codes[token]
+            for i in range(n_query):
+                value = centroid_similarities[row, i]
+                if value > best[i]:
+                    best[i] = value
+        total = 0.0
+        for i in range(n_query):
+            total += best[i]
+        out[j] = total
+    return out
+
+
+@register_index_format
+class MultiVectorIndex(SegmentedIndex):
+    """An open multi-vector index directory."""
+
+    FORMAT = "semiret.multivector"
+    DESCRIPTION = "multi-vector index"
+    batch_type = TokenEmbeddings
+
+    @classmethod
+    def build(cls, path: str | Path, kind: str, batches: Iterable[TokenEmbeddings], dim: int, analyzer: dict,
+              ann: str = "plaid", centroids: int | None = None, store_texts: bool = True, overwrite: bool = False,
+              extra_meta: dict | None = None, buffer_mb: float | None = None) -> "MultiVectorIndex":
+        """Write a new index from batches of token vectors (staged, then renamed), a segment each ``buffer_mb`` MB of
+        documents; ``ann``: ``plaid`` (each segment's ``centroids``, default :func:`default_centroids`) or
+        ``exact``."""
+        if kind != "multivector":
+            raise SemiretError(f"a multi-vector index has kind 'multivector', not {kind!r}")
+        check_ann(ann, centroids)
+        fields = {"kind": "multivector", "ann": ann, "dim": dim, "metric": "maxsim",
+                  "parameters": {"centroids": centroids}, "analyzer": analyzer}
+        return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, buffer_mb)
+
+    def _open_segment(self, path: Path, info: dict) -> MultiVectorSegment:
+        return MultiVectorSegment(path, info, self.meta["dim"])
+
+    @property
+    def dim(self) -> int:
+        return self.meta["dim"]
+
+    def describe(self) -> dict:
+        segments = self.segments
+        return {**super().describe(), "ann": self.meta["ann"], "dim": self.dim,
+                "token_vectors": sum(len(s.vectors) for s in segments),
+                "centroids": sum(0 if s.centroids is None else len(s.centroids) for s in segments),
+                **({"segments_searched_exactly": sum(s.centroids is None for s in segments)}
+                   if self.meta["ann"] == "plaid" and any(s.centroids is None for s in segments) else {})}
+
+    def search(self, queries: Sequence[np.ndarray], k: int = 10, n_threads: int = 1, nprobe: int = NPROBE,
+               ndocs: int | None = None) -> SearchHits:
+        """Top-k by MaxSim over live documents for each query's token vectors (float32 [query tokens, dim]; one with
+        none finds nothing); ``nprobe`` centroids per query vector, ``ndocs`` candidates scored exactly (default
+        max(:data:`NDOCS`, 4k)). (``n_threads``: unused, numpy and the kernels run in the caller's thread.)"""
+        if k < 1:
+            raise SemiretError("k must be at least 1")
+        if nprobe < 1 or (ndocs is not None and ndocs < 1):
+            raise SemiretError(f"nprobe and ndocs must be at least 1, got {nprobe} and {ndocs}")
+        ndocs = max(k, ndocs or max(NDOCS, 4 * k))
+        segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
+        seg_scores = [np.full((len(queries), min(k, s.n_docs) or 1), -np.inf, np.float32) for s in segments]
+        seg_locals = [np.full(scores.shape, -1, np.int64) for scores in seg_scores]
+        for position, query in enumerate(queries):
+            query = np.ascontiguousarray(query, np.float32)
+            if query.ndim != 2 or query.shape[1] != self.dim:
+                raise SemiretError(f"a query's token vectors must be a [tokens, {self.dim}] array, got shape "
+                                   f"{query.shape}")
+            if not len(query):
+                continue
+            for segment, scores, locals_ in zip(segments, seg_scores, seg_locals):
+                scores[position], locals_[position] = segment.search(query, scores.shape[1], nprobe, ndocs)
+        return self._top_hits(segments, seg_scores, seg_locals, k, len(queries))
+
+    def _document_vectors(self, located: list[tuple[MultiVectorSegment, int]]) -> np.ndarray:
+        """Each document's mean token vector: what a diversified search compares documents by."""
+        return np.concatenate([segment.mean_vectors([local]) for segment, local in located]) if located else \
+            np.zeros((0, self.dim), np.float32)
+
+    def _live_batch(self, segment: MultiVectorSegment, live: np.ndarray, ids: list[str],
+                    documents: Sequence[Document] | None) -> TokenEmbeddings:
+        lengths = segment.lengths[live]
+        offsets = np.zeros(len(live) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        rows = np.repeat(segment.offsets[live] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        return TokenEmbeddings(ids, offsets, np.asarray(segment.vectors[rows]), documents)
+
+    def _validate(self, batch: TokenEmbeddings) -> None:
+        check_token_embeddings(batch, self.dim)
+
+    def _write_segment_files(self, directory: Path, batch: TokenEmbeddings, info: dict) -> None:
+        vectors = np.ascontiguousarray(batch.vectors, np.float16)
+        offsets = np.asarray(batch.offsets, np.int64)
+        np.save(directory / "tokens.npy", vectors)
+        np.save(directory / "offsets.npy", offsets)
+        info["centroids"] = 0
+        if self.meta["ann"] != "plaid":
+            return
+        wanted = self.meta["parameters"].get("centroids")
+        count = min(wanted, len(vectors) // POINTS_PER_CENTROID) if wanted else default_centroids(len(vectors))
+        if count < 2:
+            log.warning("%d token vectors train no centroids (at least %d needed): that segment is searched exactly "
+                        "until a merge makes one large enough", len(vectors), 2 * POINTS_PER_CENTROID)
+            return
+        centroids, codes = train_centroids(vectors, count)
+        documents = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
+        pairs = np.unique(codes.astype(np.int64) * (len(offsets) - 1) + documents)  # each (centroid, document) once
+        list_offsets = np.searchsorted(pairs // (len(offsets) - 1), np.arange(len(centroids) + 1)).astype(np.int64)
+        np.save(directory / "centroids.npy", centroids)
+        np.save(directory / "codes.npy", codes)
+        np.savez(directory / "lists.npz", offsets=list_offsets,
+                 documents=(pairs % (len(offsets) - 1)).astype(np.int32))
+        info["centroids"] = len(centroids)
+
+
+def check_ann(ann: str, centroids: int | None) -> None:
+    if ann not in ANN_TYPES:
+        raise SemiretError(f"unknown multi-vector search {ann!r} (known: {', '.join(ANN_TYPES)})")
+    if centroids is not None and (isinstance(centroids, bool) or not isinstance(centroids, int) or centroids < 2):
+        raise SemiretError(f"centroids (--centroids) must be a whole number of at least 2, got {centroids!r}")
+    if centroids is not None and ann != "plaid":
+        raise SemiretError("centroids (--centroids) are plaid's; exact search scores every document")
+
+
+def train_centroids(vectors: np.ndarray, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(centroids float32 [count, dim], codes int32 [n]): spherical k-means (faiss) of a seeded sample of ``vectors``
+    (:data:`TRAINING_POINTS_PER_CENTROID` each), then every vector's nearest centroid by inner product."""
+    import faiss
+
+    sample_size = min(len(vectors), count * TRAINING_POINTS_PER_CENTROID)
+    sample = np.random.default_rng(seed).choice(len(vectors), sample_size, replace=False) \
+        if sample_size < len(vectors) else np.arange(len(vectors))
+    points = np.asarray(vectors[np.sort(sample)], np.float32)
+    clustering = faiss.Kmeans(points.shape[1], count, niter=KMEANS_ITERATIONS, seed=seed, spherical=True,
+                              min_points_per_centroid=1, max_points_per_centroid=TRAINING_POINTS_PER_CENTROID)
+    clustering.train(points)
+    centroids = np.ascontiguousarray(clustering.centroids, np.float32)
+    codes = np.empty(len(vectors), np.int32)
+    for start in range(0, len(vectors), ASSIGN_BLOCK_TOKENS):
+        block = np.asarray(vectors[start:start + ASSIGN_BLOCK_TOKENS], np.float32)
+        codes[start:start + len(block)] = faiss.knn(block, centroids, 1, metric=faiss.METRIC_INNER_PRODUCT)[1][:, 0]
+    return centroids, codes

@@ -1,0 +1,141 @@
+"""Late interaction as a first stage (retriever ``colbert``): every document's token vectors in a multi-vector index
+(:class:`~semiret.indexes.multivector.MultiVectorIndex`), each query's searched over the whole corpus by MaxSim with
+PLAID's candidate generation (RAGatouille's and PyLate's ``index`` then ``search``; Qdrant's multivectors). The model
+is any :class:`~semiret.models.late_interaction.LateInteraction`: a ColBERT checkpoint (PyLate's or Stanford's) or any
+encoder's token vectors, untrained. ``--colbert MODEL`` re-ranks another retriever's hits with the same models
+instead (:mod:`semiret.search.rerank`): no index of token vectors, a model call per query's hits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from semiret.errors import SemiretError
+from semiret.indexes.multivector import NPROBE, MultiVectorIndex, check_ann
+from semiret.models.checkpoints import check_adapted_corpus, located
+from semiret.search.neural import EncoderDocuments, SiameseQueries, batch_size_field, encoder_config
+from semiret.search.retrievers import Retriever, register_retriever
+from semiret.types import TokenEmbeddings
+
+FAMILY = "late-interaction"
+
+
+@dataclass
+class LateInteractionDocumentOptions:
+    model: str = "minilm"
+    """Late-interaction model: a ColBERT checkpoint (PyLate's or Stanford's: a directory or hub id, e.g.
+    colbert-ir/colbertv2.0, answerdotai/answerai-colbert-small-v1) or any encoder, whose token vectors are used
+    untrained (minilm)."""
+    ann: str = "plaid"
+    """Multi-vector search: plaid (candidates from the centroids nearest each query vector, the best re-scored
+    exactly) or exact (MaxSim over every document)."""
+    centroids: int | None = None
+    """Centroids a segment's token vectors are clustered into (--ann plaid; default: the power of two below
+    4 sqrt(token vectors))."""
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
+
+    def __post_init__(self) -> None:
+        check_ann(self.ann, self.centroids)
+
+
+class LateInteractionDocuments(EncoderDocuments):
+    """Each document's token vectors (float16) into a ``multivector`` index."""
+
+    Options = LateInteractionDocumentOptions
+    family = FAMILY
+    index_kind = "multivector"
+    index_class = MultiVectorIndex
+    batch_size = 256
+
+    ann_options: dict = {}
+
+    @classmethod
+    def create(cls, options: LateInteractionDocumentOptions):
+        from semiret.models.late_interaction import LateInteraction
+
+        model = LateInteraction.from_pretrained(located(options.model))
+        config = encoder_config(FAMILY, options.model, model.config.document_length, weights=model.weights_fingerprint,
+                                query_length=model.config.query_length, checkpoint=model.config.kind)
+        side = cls(config, model, options.encode_batch_size)
+        side.ann_options = {"ann": options.ann, "centroids": options.centroids}
+        return side
+
+    @property
+    def encoder(self):
+        """The index's late-interaction model, loaded on first use and checked against the weights it recorded."""
+        if self._encoder is None:
+            from semiret.models.late_interaction import LateInteraction
+
+            model = LateInteraction.from_pretrained(located(self.config["model"]))
+            self.check_encoder(model)
+            self._encoder = model
+        return self._encoder
+
+    def check_encoder(self, model) -> None:
+        if model.weights_fingerprint != self.config["weights"]:
+            raise SemiretError(f"{self.index_path} was built with other weights than {self.config['model']} holds now "
+                               f"(fingerprint {self.config['weights']} then, {model.weights_fingerprint} now: retrained "
+                               "or replaced since): rebuild the index with this model (--overwrite), or give it the "
+                               "model files it was built with")
+
+    def prepare(self, documents):
+        check_adapted_corpus(located(self.config["model"]), documents)
+
+    def index_config(self) -> dict:
+        return {"dim": self.encoder.dim, "analyzer": self.config, **self.ann_options}
+
+    def encode(self, documents) -> TokenEmbeddings:
+        vectors = self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size)
+        offsets = np.zeros(len(vectors) + 1, np.int64)
+        np.cumsum([len(v) for v in vectors], out=offsets[1:])
+        dim = self.encoder.dim
+        stacked = np.concatenate(vectors).astype(np.float16) if vectors else np.zeros((0, dim), np.float16)
+        return TokenEmbeddings([d.id for d in documents], offsets, stacked.reshape(-1, dim), documents)
+
+
+@dataclass
+class LateInteractionQueryOptions:
+    nprobe: int = NPROBE
+    """Centroids each query token vector takes its candidates from (--ann plaid): more finds more, scores more."""
+    ndocs: int | None = None
+    """Candidates per query scored exactly by MaxSim (--ann plaid; default: 256, or 4 k when more)."""
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
+
+    def __post_init__(self) -> None:
+        for name in ("nprobe", "ndocs"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise SemiretError(f"{name} (--{name}) must be a whole number of at least 1, got {value!r}")
+
+
+class LateInteractionQueries(SiameseQueries):
+    """Queries encoded by the index's own model into token vectors; a blank query finds nothing."""
+
+    Options = LateInteractionQueryOptions
+    family = FAMILY
+
+    def encode_queries(self, texts):
+        model = self.documents.encoder
+        encoded = iter(model.encode_query([t for t in texts if t.strip()], batch_size=self.options.encode_batch_size))
+        return [next(encoded) if text.strip() else np.zeros((0, model.dim), np.float32) for text in texts]
+
+    def search(self, index, texts, k, n_threads):
+        if texts and not isinstance(texts[0], str):
+            raise SemiretError("a colbert index is searched by query texts, which its model encodes")
+        return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, nprobe=self.options.nprobe,
+                            ndocs=self.options.ndocs)
+
+
+@register_retriever
+class ColbertRetriever(Retriever):
+    """Late interaction over the whole corpus: each document's token vectors in a multi-vector index, searched by
+    MaxSim with PLAID's candidate generation (``ann``: plaid or exact)."""
+
+    name = "colbert"
+    model_kinds = ("dense", "splade")  # (any encoder's token vectors; a ColBERT checkpoint is of no family semiret lists)
+    documents = LateInteractionDocuments
+    queries = LateInteractionQueries

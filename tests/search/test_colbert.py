@@ -1,0 +1,172 @@
+"""Late interaction as a first stage (retriever ``colbert``, :mod:`semiret.indexes.multivector`): MaxSim over the whole
+corpus as the late-interaction model scores it, PLAID's candidates equal to exact search at full breadth, the kernels
+by hand, adds, deletions, merges and filters, bad input, the command line and the service."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data import Document
+from semiret.errors import SemiretError
+from semiret.indexes.multivector import centroid_interaction, default_centroids, probed_documents
+from semiret.models.late_interaction import LateInteraction
+from semiret.search import ColbertRetriever, open_retriever
+
+from helpers import LocalClient, client_of, write_beir
+
+WORDS = ("cats chase mice garden dogs bark mailman statins reduce heart disease cancer risk birds sing morning "
+         "letters tumour growth therapy seals ice walrus ocean winter").split()
+
+
+def _documents(n: int, seed: int = 0) -> list[Document]:
+    rng = np.random.default_rng(seed)
+    return [Document(f"d{i}", " ".join(rng.choice(WORDS, size=int(rng.integers(6, 14)))),
+                     metadata={"kind": i % 3}) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def built(tiny_bert, tmp_path_factory):
+    """A plaid index and an exact one of the same 60 documents (about 700 token vectors: 17 centroids)."""
+    root = tmp_path_factory.mktemp("colbert")
+    documents = _documents(60)
+    plaid = ColbertRetriever.build(documents, root / "plaid", model=str(tiny_bert))
+    exact = ColbertRetriever.build(documents, root / "exact", model=str(tiny_bert), ann="exact")
+    return documents, plaid, exact
+
+
+def test_scores_are_maxsim_as_the_model_gives_it_and_plaid_at_full_breadth_is_exact(built, tiny_bert):
+    documents, plaid, exact = built
+    described = plaid.index.describe()
+    assert described["centroids"] == default_centroids(described["token_vectors"]) > 2
+    model = LateInteraction.from_pretrained(str(tiny_bert))
+    by_id = {d.id: d.full_text for d in documents}
+    query = "statins and heart disease"
+    expected = model.score(query, [by_id[d.id] for d in documents])
+    order = np.argsort(-expected, kind="stable")[:10]
+    hits = exact.search(query, k=10)
+    assert [h.id for h in hits] == [documents[i].id for i in order]
+    assert [h.score for h in hits] == pytest.approx(expected[order], abs=2e-2)  # (vectors stored in float16)
+    wide = plaid.with_options(nprobe=described["centroids"], ndocs=len(documents))
+    for text in (query, "walrus on the ice", "morning birds sing in the garden"):
+        assert [(h.id, h.score) for h in wide.search(text, k=10)] == [(h.id, h.score) for h in exact.search(text, k=10)]
+    narrow = plaid.with_options(nprobe=1, ndocs=3).search(query, k=3)  # the best 3 candidates, scored exactly
+    assert 0 < len(narrow) <= 3 and all(h.score == pytest.approx(expected[int(h.id[1:])], abs=2e-2) for h in narrow)
+    assert exact.search(["   ", query], k=3).ids[0] == []  # a blank query finds nothing
+
+
+def test_the_kernels_by_hand():
+    rng = np.random.default_rng(0)
+    offsets = np.array([0, 3, 3, 7, 9], np.int64)
+    codes = rng.integers(0, 5, 9).astype(np.int32)
+    similarities = rng.normal(size=(5, 4)).astype(np.float32)  # [centroids, query tokens]
+    documents = np.array([0, 2, 3], np.int64)
+    expected = [similarities[codes[offsets[d]:offsets[d + 1]]].max(axis=0).sum() for d in documents]
+    np.testing.assert_allclose(centroid_interaction(documents, offsets, codes, similarities), expected, rtol=1e-6)
+    list_offsets = np.array([0, 2, 3, 5], np.int64)
+    list_documents = np.array([0, 3, 1, 1, 4], np.int32)
+    hidden = np.array([False, False, False, True, False])
+    assert probed_documents(np.array([0, 2]), list_offsets, list_documents, hidden).tolist() == [0, 1, 4]
+
+
+def test_added_documents_are_found_at_once_deleted_ones_never_and_a_merge_trains_centroids(tiny_bert, tmp_path,
+                                                                                           caplog):
+    documents = _documents(40, seed=1)
+    retriever = ColbertRetriever.build(documents, tmp_path / "cb", model=str(tiny_bert))
+    new = Document("new", "walrus walrus seals on the winter ice ocean")
+    with caplog.at_level(logging.WARNING):
+        retriever.add([new])
+    assert "searched exactly" in caplog.text
+    assert retriever.index.describe()["segments_searched_exactly"] == 1
+    found = {h.id: h.score for h in retriever.search("walrus seals ice", k=41)}
+    model = LateInteraction.from_pretrained(str(tiny_bert))
+    assert found["new"] == pytest.approx(model.score("walrus seals ice", [new.full_text])[0], abs=2e-2)
+    retriever.delete(["new", "d0"])
+    assert {"new", "d0"}.isdisjoint(h.id for h in retriever.search("walrus seals ice", k=41))
+    assert len(retriever.search("walrus seals ice", k=100)) == 39
+    before = [(h.id, h.score) for h in retriever.search("cats and dogs", k=5)]
+    retriever.index.merge()
+    described = retriever.index.describe()
+    assert described["segments"] == 1 and described["centroids"] > 2 and "segments_searched_exactly" not in described
+    reopened = open_retriever(tmp_path / "cb").with_options(nprobe=described["centroids"], ndocs=100)
+    assert [(h.id, h.score) for h in reopened.search("cats and dogs", k=5)] == before
+    kinds = {h.id: documents[int(h.id[1:])].metadata["kind"] for h in reopened.search("cats", k=10,
+                                                                                       filter={"kind": 2})}
+    assert kinds and set(kinds.values()) == {2}
+
+
+def test_bad_options_and_a_replaced_model_are_refused_before_any_encoding(tiny_bert, tiny_distilbert, tmp_path):
+    for options, message in (({"ann": "ivf"}, "unknown multi-vector search"), ({"centroids": 1}, "at least 2"),
+                             ({"ann": "exact", "centroids": 8}, "plaid's")):
+        with pytest.raises(SemiretError, match=message):
+            ColbertRetriever.build(_documents(3), tmp_path / "bad", model=str(tiny_bert), **options)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(SemiretError, match="nprobe"):
+        ColbertRetriever.build(_documents(3), tmp_path / "bad", model=str(tiny_bert), nprobe=0)
+    with pytest.raises(SemiretError, match="sidr"):
+        ColbertRetriever.build(_documents(3), tmp_path / "bad", model="sidr-scifact")
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert, model)
+    retriever = ColbertRetriever.build(_documents(5), tmp_path / "cb", model=str(model))
+    shutil.rmtree(model)
+    shutil.copytree(tiny_distilbert, model)  # another model at the same path
+    with pytest.raises(SemiretError, match="other weights"):
+        open_retriever(tmp_path / "cb").search("cats")
+    assert retriever.index.n_docs == 5
+
+
+def test_the_command_line_indexes_searches_and_evaluates(tiny_bert, tmp_path):
+    root = write_beir(tmp_path / "beir")
+    runner = CliRunner()
+
+    def invoke(*args):
+        result = runner.invoke(app, [str(a) for a in args])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return result.stdout
+
+    invoke("index", "-r", "colbert", "--model", tiny_bert, "--data", root, "--out", tmp_path / "cb")
+    found = json.loads(invoke("search", "--index", tmp_path / "cb", "--json", "-k", "3", "statins cancer risk"))
+    expected = open_retriever(tmp_path / "cb").search("statins cancer risk", k=3)
+    assert [h["id"] for h in found["hits"]] == [h.id for h in expected] and len(expected) == 3
+    figures = json.loads(invoke("eval", "--data", root, "-r", "colbert", "--model", tiny_bert, "--ann", "exact",
+                                "--json"))
+    assert figures["retriever"] == "colbert" and figures["queries"] == 3 and 0 < figures["nDCG@10"] <= 1
+    info = json.loads(invoke("info", tmp_path / "cb"))
+    assert info["kind"] == "multivector" and info["token_vectors"] > 0
+
+
+def test_the_service_searches_and_fills_a_colbert_index(tiny_bert, tmp_path):
+    from semiret.serving import ServeSettings, create_app
+
+    ColbertRetriever.build(_documents(20, seed=2), tmp_path / "cb", model=str(tiny_bert))
+    settings = ServeSettings({"cb": str(tmp_path / "cb")}, api_key="key", write_process=False)
+    with LocalClient(create_app(settings)) as http:
+        client = client_of(http, api_key="key")
+        assert client.add("cb", [Document("walrus", "walrus walrus walrus on the ice")]) == 1
+        assert "walrus" in [h.id for h in client.search("cb", "walrus", k=21)]  # (an untrained model: anywhere)
+        assert [h.id for h in client.search("cb", "cats and dogs", k=5)] == [
+            h.id for h in open_retriever(tmp_path / "cb").search("cats and dogs", k=5)]
+
+
+def test_a_hybrid_fuses_bm25_with_colbert(tiny_bert, tmp_path):
+    from semiret.search import BM25Retriever, HybridRetriever
+
+    documents = _documents(30, seed=4)
+    hybrid = HybridRetriever.build(documents, tmp_path / "h", neural="colbert", model=str(tiny_bert), fusion="rrf")
+    alone = ColbertRetriever.build(documents, tmp_path / "cb", model=str(tiny_bert), ann="exact")
+    lexical = BM25Retriever.build(documents)
+    query = "walrus ice"
+    ranks = {}
+    for ranking in (lexical.search(query, k=100), alone.search(query, k=100)):
+        for rank, hit in enumerate(ranking, 1):
+            ranks[hit.id] = ranks.get(hit.id, 0) + 1 / (60 + rank)
+    fused = hybrid.search(query, k=5)
+    assert [h.id for h in fused] == sorted(ranks, key=lambda d: (-ranks[d], d))[:5] or \
+        [round(h.score, 6) for h in fused] == sorted((round(v, 6) for v in ranks.values()), reverse=True)[:5]
