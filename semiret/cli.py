@@ -627,9 +627,12 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
         stdout.print(table)
 
 
-def explain(query: str = typer.Argument(..., help="The query."),
+def explain(query: Optional[str] = typer.Argument(None, help="The query (or --query-vector)."),
             index: Path = typer.Option(..., help="Index directory."),
             doc_id: str = typer.Option(..., "--id", help="The document whose score to explain (its id)."),
+            query_vector: Optional[str] = typer.Option(None, help="Explain a sparse query vector instead of a query "
+                                                       "text (an index of the sparse-vectors retriever): a JSON "
+                                                       "object, '{\"term\": 0.5, \"other\": 1.2}'."),
             retriever: Optional[str] = _retriever_option(None, "Explain another retriever's score than the index's "
                                                                 "own"),
             filter_: Optional[list[str]] = typer.Option(None, "--filter", help="The query read as a search with this "
@@ -639,16 +642,28 @@ def explain(query: str = typer.Argument(..., help="The query."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
             options: dict = None):
     """How a document's score for a query adds up, term by term (retrievers that sum term weights: bm25, bot, idf,
-    splade, inference-free, sidr-beta, sidr-full, nail-sparse)."""
+    splade, inference-free, sidr-beta, sidr-full, nail-sparse; sparse-vectors, for a text or a --query-vector)."""
     from semiret.search.retrievers import open_retriever
     from semiret.types import UNMATCHED_REASONS
 
+    if (query is None) == (query_vector is None):
+        raise SemiretError("give the query as a text (an argument) or as a sparse vector (--query-vector): one of "
+                           "the two")
+    asked = query
+    if query_vector is not None:
+        try:
+            asked = json.loads(query_vector)
+        except json.JSONDecodeError as exc:
+            raise SemiretError(f"--query-vector {query_vector!r} is not JSON ({exc.msg})") from None
+        if not isinstance(asked, dict):
+            raise SemiretError(f"--query-vector is a JSON object {{term: weight}}, got {query_vector!r}")
     searcher = open_retriever(index, retriever, **options)
-    explained = searcher.explain(query, doc_id, filter=_filter(filter_) if filter_ else None, operators=operators)
+    explained = searcher.explain(asked, doc_id, filter=_filter(filter_) if filter_ else None, operators=operators)
     if as_json:
         print(json.dumps(explained.to_json(), ensure_ascii=False))
         return
-    table = Table(title=escape(f"{doc_id}: {explained.score:.4f} for {query!r}"),
+    shown = repr(query) if query_vector is None else json.dumps(asked, ensure_ascii=False)
+    table = Table(title=escape(f"{doc_id}: {explained.score:.4f} for {shown}"),
                   caption=None if explained.matched else f"This search does not find {escape(doc_id)}: "
                                                           f"{UNMATCHED_REASONS[explained.unmatched]}.")
     for name in ("term", "query weight", "document weight", "contribution"):
@@ -1969,15 +1984,16 @@ app.command(name="rerank")(command_with_options(rerank_command, _option_classes(
 
 
 def _grid(given: list[str]) -> dict[str, list]:
-    """``--grid NAME=V1,V2`` flags (or ``NAME=[JSON values]``, for values holding commas) as ``{name: [values]}``,
-    each value read as JSON where it is (0.5, true), else as a string (bound)."""
+    """``--grid NAME=V1,V2`` flags (values holding commas: ``NAME=V1;V2``, as ``text_fields=title^3,text;text``, or
+    ``NAME=[JSON values]``) as ``{name: [values]}``, each value read as JSON where it is (0.5, true), else as a
+    string (bound)."""
     grid: dict[str, list] = {}
     for flag in given:
         name, equals, text = flag.partition("=")
         name = name.strip().replace("-", "_")
         if not equals or not name or not text.strip():
-            raise SemiretError(f"--grid {flag!r}: write NAME=V1,V2 (or NAME='[\"on\", \"on,always\"]' for values "
-                               "holding commas)")
+            raise SemiretError(f"--grid {flag!r}: write NAME=V1,V2 (or NAME='V1;V2' or NAME='[\"on\", \"on,always\"]' "
+                               "for values holding commas)")
         if name in grid:
             raise SemiretError(f"--grid {name!r} is given twice: list all its values in one flag")
         if text.lstrip().startswith("["):
@@ -1985,6 +2001,8 @@ def _grid(given: list[str]) -> dict[str, list]:
                 values = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise SemiretError(f"--grid {flag!r}: its values are not a JSON list ({exc.msg})") from None
+        elif ";" in text:  # values holding commas (text_fields=title^3,text;title,text; one alone: 'title^3,text;')
+            values = [_json_or_text(value.strip()) for value in text.split(";") if value.strip()]
         else:
             values = [_json_or_text(value.strip()) for value in text.split(",")]
         numeric = (int, float)
@@ -2005,13 +2023,17 @@ def _json_or_text(text: str):
 
 
 @app.command()
-def tune(index: Path = typer.Option(..., help="The index to search (built already: search options are tuned, and "
-                                           "BM25's k1, b, variant and delta on copies of a BM25 index weighed again)."),
+def tune(index: Path = typer.Option(..., help="The index to search (built already: search options are tuned, "
+                                           "BM25's k1, b, variant and delta on copies of a BM25 index weighed again, "
+                                           "and its text_fields on copies encoded again from its stored documents)."),
          data: Path = typer.Option(..., help="The BEIR collection with the judged queries to tune on (a folder, or a "
                                              "name under shared/data)."),
          split: str = typer.Option("train", help="The judged queries to tune on (not the ones you will report)."),
          grid: list[str] = typer.Option(..., help="A search option and the values to try, NAME=V1,V2,V3 (JSON values "
-                                                  "where they read as JSON); repeatable: every combination is tried."),
+                                                  "where they read as JSON); values holding commas separated by ';' "
+                                                  "instead: 'text_fields=title,text;title^3,text' (BM25F's field "
+                                                  "weights; one alone: 'text_fields=title^3,text;'), or a JSON list; "
+                                                  "repeatable: every combination is tried."),
          retriever: Optional[str] = _retriever_option(None, "Retriever (default: the one --index was built for)"),
          queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
                                                                          "folder's."),
@@ -2027,7 +2049,9 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
          device: Optional[str] = _encoding_device_option(),
          as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Choose search options on judged queries: every combination of the --grid values scored by --measure, best
-    first, beside the retriever as opened (PyTerrier's GridSearch; with --folds, its KFoldGridSearch)."""
+    first, beside the retriever as opened (PyTerrier's GridSearch; with --folds, its KFoldGridSearch). Over a BM25
+    index (or a hybrid's BM25 part) also BM25's parameters and BM25F's field weights, --grid
+    'text_fields=title,text;title^3,text': each on a copy of the index in a temporary folder (the index unchanged)."""
     from semiret.data.collection import Collection, searched_qrels
     from semiret.data.paths import dataset
     from semiret.evaluation.tuning import check_folds, cross_validated, grid_search

@@ -186,9 +186,14 @@ class CompositeIndex:
         return directory_size(self.path)
 
     def describe(self) -> dict:
+        """Counts and size, and each part's own description with the retriever and analyzer its ``meta.json``
+        records (a BM25 part's stemmer, stopwords and ``text_fields``; a neural part's model), as ``semiret info``
+        shows an index of its own."""
         return {"kind": self.kind, "documents": self.n_docs, "deleted": self.n_stored - self.n_docs,
                 "segments": len(self.segments), "size_bytes": self.size_on_disk(),
-                "parts": {name: part.describe() for name, part in self.parts.items()}}
+                "parts": {name: {**part.describe(), **{key: part.meta[key] for key in ("retriever", "analyzer")
+                                                       if part.meta.get(key) is not None}}
+                          for name, part in self.parts.items()}}
 
     @property
     def synonyms_file(self) -> str | None:

@@ -13,7 +13,8 @@
   it (a document without the field passes ``{"$not": {"source": "web"}}``, as Qdrant's ``must_not``). These keys sit
   beside field conditions, which they join with AND: ``{"year": {"gte": 2019}, "$not": {"source": "web"}}``;
 - ``{"$text": "statin \\"heart failure\\""}``: the stored title or text holds every word, and each quoted phrase
-  (words matched exactly, case-folded: :class:`TextCondition`);
+  (words matched exactly, case-folded: :class:`TextCondition`; an index of BM25 over weighted fields reads the
+  fields its BM25 reads, ``text_fields``);
 - ``{"$id": ["d1", "d7"]}``: the documents of those ids (Qdrant's ``has_id``, OpenSearch's ``ids`` query; one id: a
   string): a search among chosen documents, a run's candidates scored again, beside any other condition.
 
@@ -49,7 +50,7 @@ from semiret.data.collection import Document, check_storable
 from semiret.errors import SemiretError
 from semiret.text.analyzer import IDEOGRAPH, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.text.token_counts import recorded_chunking
-from semiret.text.fields import TEXT_FIELDS_KEY, TextFields
+from semiret.text.fields import TEXT_FIELDS_KEY, TextFields, read_fields
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -352,8 +353,9 @@ def _clause(spec: dict):
 
 
 class TextCondition:
-    """``{"$text": "statin* \\"heart failure\\""}``: documents whose stored title or text holds every word of it
-    (a word ending in ``*``: any word it begins), and each quoted phrase as consecutive words (Qdrant's full-text
+    """``{"$text": "statin* \\"heart failure\\""}``: documents whose stored title or text (over an index of BM25
+    over weighted fields, the fields it reads: ``text_fields``) holds every word of it (a word ending in ``*``: any
+    word it begins), and each quoted phrase as consecutive words of one field (Qdrant's full-text
     ``match``; unlike MongoDB's ``$text``, every word, not any of them). Chinese and Japanese characters are each a
     word, and a run of them a phrase, quoted or not. Words are matched exactly, case-folded
     (:func:`~semiret.text.analyzer.plain_words`: no stemming, no stopwords), whatever the retriever: a filter on
@@ -458,25 +460,28 @@ PHRASE_WORDS_AT_ONCE = 1 << 22
 
 
 class TextIndex:
-    """Which documents of a segment hold each word of their stored title and text (:func:`plain_words`), and the
+    """Which documents of a segment hold each word of their stored title and text (:func:`plain_words`; an index of
+    BM25 over weighted fields: of the ``fields`` it reads, :func:`~semiret.text.fields.read_fields`), and the
     words of each field in order (4 bytes a word: phrases are found without reading a document again): built from
     the stored documents on the segment's first ``$text`` filter and kept with it (a segment's documents never
     change), so later filters cost a few set intersections. Written here because the postings of a retriever's own
     index hold its terms (stems, word pieces, learned expansions), not the words as written."""
 
-    def __init__(self, documents: Iterable[Document], n_docs: int, read: Callable[[np.ndarray], Iterator[Document]]):
+    def __init__(self, documents: Iterable[Document], n_docs: int, read: Callable[[np.ndarray], Iterator[Document]],
+                 fields: TextFields | None = None):
         ids = self._ids = defaultdict()
         ids.default_factory = ids.__len__  # a new word's number: the words numbered before it
-        sequence = array.array("i")  # every document's title words, FIELD_END, its text words, FIELD_END
+        sequence = array.array("i")  # every document's fields' words, each field's followed by FIELD_END
         starts = array.array("q", [0])
         for document in documents:
-            for field in (document.title or "", document.text):
-                sequence.extend([ids[word] for word in plain_words(field)])
-                sequence.append(FIELD_END)
+            for _, values in read_fields(document, fields):
+                for value in values:  # (each value of a list a field of its own: no phrase runs across two)
+                    sequence.extend([ids[word] for word in plain_words(value)])
+                    sequence.append(FIELD_END)
             starts.append(len(sequence))
         ids.default_factory = None  # (looked up from here on: an unknown word is no word of the segment's)
         self._sequence, self._starts = np.frombuffer(sequence, np.int32), np.frombuffer(starts, np.int64)
-        self.n_docs, self.read = n_docs, read
+        self.n_docs, self.read, self.fields = n_docs, read, fields
         self._postings = self._holders()
         self._sorted = sorted(self._postings)  # the words in order: those a prefix begins lie together
         self._spellings: dict[tuple[str, int], str] = {}  # a word's spelling by its live holders, once looked up
@@ -574,7 +579,8 @@ class TextIndex:
             return known
         spellings: dict[str, int] = {}
         for document in self.read(holders[:documents]):
-            for found in WORD.findall(f"{document.title or ''} {document.text}"):
+            for found in (found for _, values in read_fields(document, self.fields) for value in values
+                          for found in WORD.findall(value)):
                 if normalised_text(found) == word:
                     spellings[found] = spellings.get(found, 0) + 1
         spelt = max(spellings, key=lambda each: (spellings[each], each == word)) if spellings else word

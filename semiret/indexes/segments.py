@@ -76,6 +76,7 @@ from semiret.indexes.storage import (
     read_deletions,
     read_meta,
 )
+from semiret.text.fields import TextFields, recorded_fields
 from semiret.text.synonyms import parse_synonyms
 from semiret.types import SearchHits, StoredDocuments
 
@@ -155,6 +156,10 @@ def open_index(path: str | Path, as_part: bool = False):
 
 class Segment:
     """One segment folder: its documents' ids, stored texts and deletion marks (kinds add their own data)."""
+
+    text_fields: TextFields | None = None
+    """The fields its index reads as text (BM25F's ``text_fields``; None: the title and text): what its word index
+    reads (:meth:`text_index`), set by the index that opens it."""
 
     def __init__(self, path: Path, info: dict):
         self.name: str = info["name"]
@@ -281,14 +286,14 @@ class Segment:
         return held
 
     def text_index(self) -> TextIndex:
-        """Which of the segment's documents hold each word of their title and text, built on first use (needs
-        stored texts) and kept."""
+        """Which of the segment's documents hold each word of their title and text (or of the :attr:`text_fields`
+        its index reads), built on first use (needs stored texts) and kept."""
         with self._text_index_lock:  # one build however many threads filter at once
             if not self._text_index:
                 # its reader holds the texts, not the segment: kept by the segment, a reference back to it made a
                 # cycle that kept a merged segment's files mapped until Python's collector ran
                 self._text_index.append(TextIndex(self.documents(np.arange(self.n_docs)), self.n_docs,
-                                                  functools.partial(_stored_documents, self.texts)))
+                                                  functools.partial(_stored_documents, self.texts), self.text_fields))
             return self._text_index[0]
 
     def _columns(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], Column]:
@@ -491,7 +496,7 @@ class SegmentedIndex(ABC):
         self.path = path
         self.snapshot = Snapshot(meta, [])
         """What searches read now; replaced whole by each change and refresh."""
-        self.snapshot.segments.extend(self._open_segment(path / info["name"], info) for info in meta["segments"])
+        self.snapshot.segments.extend(self._segment_of(path / info["name"], info, meta) for info in meta["segments"])
         self.snapshot.synonyms = _read_synonyms(path, meta, None)
         self._fresh_locks()
         LOCK_HOLDERS.add(self)
@@ -506,6 +511,12 @@ class SegmentedIndex(ABC):
     @abstractmethod
     def _open_segment(self, path: Path, info: dict) -> Segment:
         """Open one committed segment folder (``info`` is its entry in ``meta.json``)."""
+
+    def _segment_of(self, path: Path, info: dict, meta: dict | None = None) -> Segment:
+        """:meth:`_open_segment`, told the fields its index reads as text (``meta``'s, default the index's own)."""
+        segment = self._open_segment(path, info)
+        segment.text_fields = recorded_fields(self.meta if meta is None else meta)
+        return segment
 
     @abstractmethod
     def _validate(self, batch: Any) -> None:
@@ -1004,7 +1015,7 @@ class SegmentedIndex(ABC):
         """A committed segment: ``known`` (the open one of that name) as it is or with the deletion marks
         committed since, else opened."""
         if known is None:
-            return self._open_segment(self.path / info["name"], info)
+            return self._segment_of(self.path / info["name"], info)
         if known.n_deleted == info.get("n_deleted", 0):
             return known
         return known.with_deleted(read_deletions(known.path, known.n_docs, info.get("n_deleted", 0)))
@@ -1386,7 +1397,7 @@ class SegmentedIndex(ABC):
                         StringTable.write(staged, "metadata", stored.metadata)
         self.meta["segments"].append(info)
         self.meta["next_segment"] += 1
-        self.segments.append(self._open_segment(self.path / info["name"], info))
+        self.segments.append(self._segment_of(self.path / info["name"], info))
 
     def _rewrite_segment_files(self, directory: Path, segment: Segment, info: dict) -> None:
         """Write the kind's own files of ``segment``'s documents, all of them in its order, again from the

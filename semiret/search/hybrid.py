@@ -99,6 +99,15 @@ class HybridDocuments(DocumentSide):
         return cls({name: (part.meta["retriever"], retriever_class(part.meta["retriever"]).documents.from_index(part))
                     for name, part in index.parts.items()})
 
+    @property
+    def fields(self):
+        """The fields its BM25 part reads (BM25F's ``text_fields``; None: the title and text)."""
+        return self.sides[LEXICAL][1].fields
+
+    def text(self, document) -> str:
+        """What its BM25 part reads of ``document`` (:meth:`WordCounts.text`)."""
+        return self.sides[LEXICAL][1].text(document)
+
     def prepare(self, documents):
         for _, side in self.sides.values():
             side.prepare(documents)

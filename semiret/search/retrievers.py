@@ -63,6 +63,7 @@ from semiret.models.checkpoints import (ENCODER_FAMILIES, encoder_family, locate
                                         saved_model_kind)
 from semiret.text.acronyms import mine_abbreviations
 from semiret.text.analyzer import plain_words, word_being_typed
+from semiret.text.fields import TextFields
 from semiret.text.synonyms import escaped, read_synonyms
 from semiret.text.token_counts import counted_for_index, recorded_chunking
 from semiret.text.wordpiece import WordPieceVocabulary, document_tokenizer
@@ -139,6 +140,15 @@ class DocumentSide(ABC):
         terms' names where the postings' ids do not name them (words an index has not seen); None: the ids are
         the index's token vocabulary's. For a side that encodes into postings (default: :meth:`encode`)."""
         return self.encode([document]), None
+
+    fields: TextFields | None = None
+    """The fields the side reads of a document as text and their weights (BM25F's ``text_fields``; None: its title
+    and text): what highlights read too (full-text filters, operators and suggestions read the index's record of
+    them, :attr:`Segment.text_fields <semiret.indexes.segments.Segment.text_fields>`)."""
+
+    def text(self, document: Document) -> str:
+        """What the side reads of ``document`` as text (default: its title and text, :attr:`Document.full_text`)."""
+        return document.full_text
 
 
 class QuerySide(ABC):
@@ -337,6 +347,7 @@ class Retriever:
         (:func:`~semiret.data.collection.iter_corpus`), recorded for the documents added later
         (:attr:`metadata_fields`)."""
         build_options, search_options = cls.split_options(options)
+        cls.search_options(search_options)  # (a bad search option refused before any document is encoded)
         buffer_mb = check_buffer(buffer_mb)
         fields = check_metadata_fields(metadata_fields)
         chunking = Chunking.of(chunking)
@@ -1045,7 +1056,9 @@ class Retriever:
         documents in the index (Qdrant's recommend, OpenSearch's more like this): each example's stored text is
         searched as a query by this retriever, whatever its kind; one example's hits keep their scores, those of more
         are ranked by reciprocal rank fusion, the positives' ``1 / (60 + rank)`` less the negatives' (a document
-        found only near negatives is left out). The examples are never among the hits; ``filter`` as :meth:`search`
+        found only near negatives is left out). An example's text is what the index reads of it
+        (:meth:`DocumentSide.text`: over BM25 of weighted fields, ``text_fields``, those fields as weighted, which a
+        hybrid's neural part reads too). The examples are never among the hits; ``filter`` as :meth:`search`
         reads it. Over an index of passages a document's id stands for the document (its passages joined) and none
         of its passages is recommended. ``score_threshold``: as :meth:`search`'s, on the scores returned."""
         positive, negative = _ids(positive, "positive"), _ids(negative, "negative")
@@ -1081,12 +1094,12 @@ class Retriever:
         texts, excluded = [], set(stored)
         for doc_id in examples:
             if doc_id in stored:
-                texts.append(stored[doc_id].full_text)
+                texts.append(self.document_side.text(stored[doc_id]))  # (BM25F: its weighted fields)
                 continue
             passages = passage_ids(index, [doc_id]) if self.chunking is not None else []
             if not passages:
                 raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path} to recommend from", doc_id)
-            texts.append(next(iter(joined_documents(index, {PARENT_FIELD: [doc_id]}))).full_text)
+            texts.append(self.document_side.text(next(iter(joined_documents(index, {PARENT_FIELD: [doc_id]})))))
             excluded.update(passages)
         return texts, excluded
 
@@ -1197,6 +1210,9 @@ class Retriever:
             vectors = query_vectors(query)
             if vectors is not None:
                 return vectors[0][0]
+        if not sparse and isinstance(query, Mapping):  # a sparse query vector, to a retriever that takes none
+            raise SemiretError(f"{action} reads one query text: retriever {self.name!r} takes no sparse query vector "
+                               "({term: weight}; an index of the sparse-vectors retriever does)")
         raise SemiretError(f"{action} reads one query text" + (" or one sparse query vector ({term: weight})"
                                                                if sparse else "") + f", got {type(query).__name__}")
 
@@ -1242,7 +1258,11 @@ class Retriever:
         ``fragment_words`` words, in the document's order; none when no word matches. ``encoder="html"`` escapes
         the document's text (not the tags) for a page to show as HTML. ``tags=None``: each fragment as
         ``(text, matched)`` pieces, for a display of its own. ``filter``: the query read as a search with that
-        filter reads it (as :meth:`explain`'s: a fuzzy correction made among the documents that pass is marked)."""
+        filter reads it (as :meth:`explain`'s: a fuzzy correction made among the documents that pass is marked).
+        Over an index of BM25 over weighted fields (``text_fields``, a hybrid's BM25 part's too), the fields its BM25
+        reads: the title and text (those read) as ever, a metadata field's fragments beginning with its name
+        (``"keywords: <em>statins</em>; lipids"``; a piece ``("keywords: ", False)``), all ranked together
+        (:func:`highlight.field_fragment_pieces <semiret.search.highlight.field_fragment_pieces>`)."""
         if not isinstance(query, str):
             raise SemiretError(f"highlight takes one query (a string), got {type(query).__name__}")
         check_count(fragment_words, "fragment_words")
@@ -1262,14 +1282,16 @@ class Retriever:
         if document is None:
             raise self._unknown(doc_id)
         matches = view._word_matches(query, document.id, view._reading(filter))
+        texts = highlighting.field_texts(document, view.document_side.fields)  # (BM25F: the fields it reads)
         if tags is None:
-            return highlighting.fragment_pieces(document.full_text, matches, fragment_words, fragments)
-        return highlighting.fragments(document.full_text, matches, fragment_words, fragments, tags, encoder)
+            return highlighting.field_fragment_pieces(texts, matches, fragment_words, fragments)
+        return highlighting.field_fragments(texts, matches, fragment_words, fragments, tags, encoder)
 
     def suggest(self, text: str, k: int = 5, filter: dict | None = None) -> list[Suggestion]:
         """Completions of the word being typed at the end of ``text`` (search as you type's suggestions: OpenSearch's
         completion and term suggesters, Typesense's): the words of the stored titles and texts it begins, the most
-        documents holding them first, counted among the documents that also hold the earlier words of ``text`` (the
+        documents holding them first (over BM25 of weighted fields, ``text_fields``: the words of the fields it
+        reads), counted among the documents that also hold the earlier words of ``text`` (the
         last :data:`SUGGEST_CONTEXT_WORDS` the index holds; an index of passages counts documents, the words in any
         of their passages), topped up to ``k`` with the commonest among all documents (``in_context`` False), all
         passing ``filter``; each spelt as the documents write it, with ``text`` as typed up to that word. Words are

@@ -2,7 +2,8 @@
 
 =========================================  =========================================================
 ``GET /indexes``                           the served indexes, described
-``GET /indexes/{name}``                    one index: retriever, counts, size, its search options
+``GET /indexes/{name}``                    one index: retriever, analyzer, counts, size, its search options
+                                           (a hybrid's: each part's, ``parts``, with its retriever and analyzer)
 ``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words" (or "chunk_tokens"),
                                            "chunk_overlap", "chunk_sentences"}``: create an
                                            empty index in ``--data-dir`` (``DELETE``: delete one made there)
@@ -20,10 +21,11 @@
 ``POST /indexes/{name}/recommend``         ``{"positive": [ids], "negative": [ids], "k", "filter",
                                            "score_threshold", "with_text", "options"}`` -> documents like
                                            some of the index's (one list)
-``POST /indexes/{name}/explain``           ``{"query", "id", "filter", "operators", "options"}`` -> how the
-                                           document's score adds up, term by term, for the query as a search
-                                           with that filter and operators reads it, and whether that search
-                                           finds it (``{"id", "score", "matched", "unmatched", "terms"}``)
+``POST /indexes/{name}/explain``           ``{"query" (or "vector"), "id", "filter", "operators", "options"}``
+                                           -> how the document's score adds up, term by term, for the query (a
+                                           sparse vector: ``{term: weight}``) as a search with that filter and
+                                           operators reads it, and whether that search finds it (``{"id",
+                                           "score", "matched", "unmatched", "terms"}``)
 ``POST /indexes/{name}/analyze``           ``{"text", "side", "limit", "options"}`` or ``{"id"}`` -> the terms a
                                            text becomes (as a query or a document), or a stored document's
                                            (``{"terms": [{"term", "weight", "document_frequency"}], "total"}``)
@@ -1034,12 +1036,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/indexes/{name}/explain", response_model=ExplainResponse, response_model_exclude_unset=True,
               tags=["search"], responses=_errors(401, 404, 415, 503))
     async def explain(body: ExplainRequest, index: ServedIndex = Depends(readable)):
-        """How a document's score for a query adds up, term by term (422: a retriever that does not sum term
-        weights; 404: no such document)."""
+        """How a document's score for a query (a text, or a sparse query vector: ``"vector"``) adds up, term by term
+        (422: a retriever that does not sum term weights, or a vector given to an index that holds no sparse vectors;
+        404: no such document)."""
         check_options(index, body.options)
         check_filter(body.filter)
+        if body.vector is not None and getattr(index.retriever.query_side, "vector_kind", None) != "sparse":
+            raise validation_error(("body", "vector"), f"index {index.name!r} holds no sparse vectors (retriever "
+                                   f"{index.retriever.name}): explain a query text", "vector_invalid")
         try:
-            return await run_in_threadpool(index.explain, body.query, body.id, body.options, body.filter,
+            return await run_in_threadpool(index.explain, body.explained, body.id, body.options, body.filter,
                                            body.operators)
         except UnknownDocumentError as exc:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}{exc.hint}") from None

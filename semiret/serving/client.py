@@ -264,11 +264,16 @@ class Client:
                 **_given(k=k, filter=filter, score_threshold=score_threshold)}
         return _hits(self._call("POST", f"/indexes/{_name(index)}/recommend", body)["results"][0])
 
-    def explain(self, index: str, query: str, doc_id: str, filter: dict | None = None, operators: bool = False,
-                **options) -> Explanation:
+    def explain(self, index: str, query: "str | dict[str, float]", doc_id: str, filter: dict | None = None,
+                operators: bool = False, **options) -> Explanation:
         """How the document's score for the query adds up, term by term, read as a search with ``filter`` and
-        ``operators`` reads it, and whether that search finds the document (``Retriever.explain``)."""
-        body = {"query": query, "id": doc_id, "options": options, **_given(filter=filter),
+        ``operators`` reads it, and whether that search finds the document (``Retriever.explain``); ``query`` a
+        text, or over an index of sparse vectors a sparse query vector ``{term: weight}``."""
+        vectors = query_vectors(query) if not isinstance(query, str) else None
+        if vectors is not None and (not vectors[1] or not isinstance(vectors[0][0], dict)):
+            raise SemiretError("explain reads one query text or one sparse query vector ({term: weight})")
+        asked = {"query": query} if vectors is None else {"vector": _json_vector(vectors[0][0])}
+        body = {**asked, "id": doc_id, "options": options, **_given(filter=filter),
                 **({"operators": True} if operators else {})}
         return _explanation(self._call("POST", f"/indexes/{_name(index)}/explain", body))
 

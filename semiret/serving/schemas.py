@@ -147,7 +147,7 @@ class SearchRequest(BaseModel):
                                                       "ones.")
     explain: StrictBool = Field(False, description="Give each hit `explanation`: how its score adds up, term by "
                                 "term, as POST .../explain answers (OpenSearch's explain; retrievers that sum term "
-                                "weights).")
+                                "weights; with vectors, an index of the sparse-vectors retriever).")
     context: int | None = Field(None, ge=0, le=MAX_CONTEXT, strict=True,
                                 description="Give each hit `context`: its text with this many passages of its "
                                             "document on each side, joined without their overlaps, after the "
@@ -191,7 +191,7 @@ class SearchRequest(BaseModel):
     @model_validator(mode="after")
     def _vectors_have_no_words(self) -> "SearchRequest":
         if self.vectors is not None:
-            words = [name for name in ("operators", "highlight", "explain", "rerank") if getattr(self, name)]
+            words = [name for name in ("operators", "highlight", "rerank") if getattr(self, name)]
             if words:
                 raise ValueError(f"query vectors have no words: {', '.join(words)} cannot read them")
         return self
@@ -229,10 +229,22 @@ class RecommendRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
 
 
-class ExplainRequest(BaseModel):
+class TextOrVector(BaseModel):
+    """A request that takes a query text (``query``) or a query vector (``vector``), not both."""
+
+    @model_validator(mode="after")
+    def _one_query(self):
+        if self.query is not None and self.vector is not None:
+            raise ValueError("give a query text or a query vector, not both")
+        return self
+
+
+class ExplainRequest(TextOrVector):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(description="The query.")
+    query: str | None = Field(None, description="The query (a text; or give vector).")
+    vector: SparseVector | None = Field(None, description="Or a sparse query vector, {term: weight}, as a search's "
+                                        "\"vectors\" give it (an index of the sparse-vectors retriever).")
     id: str = Field(description="The document whose score to explain.")
     filter: dict[str, Any] | None = Field(None, description="The query read as a search with this filter reads it "
                                           "(as search's filter).")
@@ -241,6 +253,20 @@ class ExplainRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="Search options of the index's retriever.")
 
     _numbered_id = field_validator("id", mode="before")(lambda value: _string_ids([value])[0])
+
+    @model_validator(mode="after")
+    def _text_or_vector(self) -> "ExplainRequest":
+        """One query: a text or a sparse vector (not both: :class:`TextOrVector`), which has no words to operate."""
+        if self.query is None and self.vector is None:
+            raise ValueError("give the query as a text (query) or as a sparse vector (vector)")
+        if self.vector is not None and self.operators:
+            raise ValueError("a query vector has no words: operators cannot read it")
+        return self
+
+    @property
+    def explained(self) -> "str | dict[str, float]":
+        """The query explained: its text, or its sparse vector."""
+        return self.query if self.vector is None else self.vector
 
 
 class TermPart(BaseModel):
@@ -518,16 +544,6 @@ class RetrieveResponse(BaseModel):
 class ScrollResponse(BaseModel):
     documents: list[StoredDocument]
     next_page_offset: str | None = Field(description="The offset of the next page; null after the last.")
-
-
-class TextOrVector(BaseModel):
-    """A request that takes a query text (``query``) or a query vector (``vector``), not both."""
-
-    @model_validator(mode="after")
-    def _one_query(self):
-        if self.query is not None and self.vector is not None:
-            raise ValueError("give a query text or a query vector, not both")
-        return self
 
 
 class CountRequest(TextOrVector):

@@ -137,6 +137,7 @@ class ServedIndex:
         self.refresh()
         search_options = [f.name for f in fields(self.retriever.queries.Options)]
         return {"name": self.name, "retriever": self.retriever.name, **self.index.describe(),
+                **({"analyzer": self.index.meta["analyzer"]} if self.index.meta.get("analyzer") else {}),
                 "search_options": search_options,
                 **{key: self.index.meta[key] for key in DOCUMENT_READING if self.index.meta.get(key)}}
 
@@ -206,9 +207,10 @@ class ServedIndex:
         """An error unless a search with these options can explain its hits."""
         self._with_options(options).check_explainable()
 
-    def explain(self, query: str, doc_id: str, options: dict, filter: dict | None = None,
+    def explain(self, query: "str | dict[str, float]", doc_id: str, options: dict, filter: dict | None = None,
                 operators: bool = False) -> dict:
-        """:meth:`Retriever.explain <semiret.search.retrievers.Retriever.explain>` as the API answers it."""
+        """:meth:`Retriever.explain <semiret.search.retrievers.Retriever.explain>` of a query text or a sparse query
+        vector, as the API answers it."""
         retriever = self._with_options(options)
         self.refresh()
         return retriever.explain(query, doc_id, filter=filter, operators=operators).to_json()

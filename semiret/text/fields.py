@@ -113,15 +113,21 @@ class TextFields:
     @staticmethod
     def value(document: Document, name: str) -> str:
         """``document``'s field ``name`` as text ('' where it has none)."""
+        return JOIN.join(TextFields.values(document, name))
+
+    @staticmethod
+    def values(document: Document, name: str) -> list[str]:
+        """``document``'s field ``name`` as texts, a list's values each apart (none where it has none)."""
         if name in OWN_FIELDS:
-            return getattr(document, name) or ""
+            value = getattr(document, name) or ""
+            return [value] if value else []
         value = _metadata_value(document.metadata or {}, name)
         values = value if isinstance(value, list) else [value]
         for item in values:
             if item is not None and (isinstance(item, bool) or not isinstance(item, (str, numbers.Real))):
                 raise SemiretError(f"document {document.id!r}: its field {name!r}, read as text (text_fields), must "
                                    f"be a string, a number or a list of them, got {type(item).__name__}")
-        return JOIN.join(str(item) for item in values if item is not None and item != "")
+        return [str(item) for item in values if item is not None and item != ""]
 
     @property
     def metadata_names(self) -> list[str]:
@@ -139,6 +145,21 @@ class TextFields:
 
     def __str__(self) -> str:
         return ",".join(name if weight == 1 else f"{name}^{weight}" for name, weight in self.weights)
+
+
+def recorded_fields(meta: dict | None) -> TextFields | None:
+    """The fields an index reads as text, as its ``meta.json`` records them in its analyzer (None: its documents'
+    title and text, as every index built without ``text_fields``)."""
+    return TextFields.parse(((meta or {}).get("analyzer") or {}).get(TEXT_FIELDS_KEY))
+
+
+def read_fields(document: Document, fields: TextFields | None) -> list[tuple[str, list[str]]]:
+    """The fields an index reading ``fields`` reads of ``document`` (None: its title and text), each once and
+    unweighted, as ``(name, texts)``, a list's values each apart and the fields it lacks left out: the words a
+    search box's operators, full-text filters, highlights and suggestions read of it, what BM25 counts
+    (:meth:`TextFields.text` gives the same values, each field as many times as its weight)."""
+    names = OWN_FIELDS if fields is None else [name for name, _ in fields.weights]
+    return [(name, values) for name in names if (values := TextFields.values(document, name))]
 
 
 def _metadata_value(metadata: dict, name: str):

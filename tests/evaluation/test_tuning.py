@@ -11,12 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from semiret.cli import app
+from semiret.data import Document
 from semiret.errors import SemiretError
 from semiret.evaluation.metrics import score_run
 from semiret.evaluation.tuning import MAX_SETTINGS, Setting, cross_validated, grid_search, settings_of
 from semiret.search import retriever_class
 
-from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES
+from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES, leftovers
 
 
 @pytest.fixture
@@ -235,3 +236,95 @@ def test_set_bm25_applies_what_a_tuning_chose(tmp_path):
 def test_a_system_s_empty_run_path_is_named(tmp_path):
     refused = CliRunner().invoke(app, ["compare", "--system", "a=x.trec,", "--data", str(tmp_path)])
     assert refused.exit_code != 0 and "empty run path" in refused.output
+
+
+ORGANS = ("heart", "lungs", "kidney", "liver")
+TITLED = [document for n, organ in enumerate(ORGANS) for document in (
+    Document(f"r{n}", f"notes from a patient study number {n}", organ.capitalize(), {"keywords": [organ, "clinic"]}),
+    Document(f"x{n}", f"{organ} {organ} {organ} seen in a patient", f"Notes {n}"))]
+"""Each organ in one document's title (the relevant one) and three times in another's text: the title's weight
+decides which ranks first."""
+TITLED_QUERIES = {f"q{n}": organ for n, organ in enumerate(ORGANS)}
+TITLED_QRELS = {f"q{n}": {f"r{n}": 1} for n in range(len(ORGANS))}
+
+
+def _per_query(retriever, depth=10) -> np.ndarray:
+    run = retriever.search(list(TITLED_QUERIES.values()), k=depth).as_run(list(TITLED_QUERIES))
+    return np.array([score_run(run, {q: TITLED_QRELS[q]}, ["nDCG@10"])["nDCG@10"] for q in TITLED_QRELS])
+
+
+def test_text_fields_are_tuned_on_copies_encoded_again_from_the_stored_documents(tmp_path):
+    """BM25F's field weights over a BM25 index (of several segments, one document deleted) and a hybrid's BM25 part:
+    each setting scores as an index built with those fields from the live documents would (search options and k1
+    combined), the index itself left as it was and its copies removed."""
+    from semiret.evaluation.tuning import with_text_fields
+    from semiret.search import BM25Retriever, HybridRetriever, open_retriever
+    from semiret.text.fields import TextFields
+
+    bm25 = BM25Retriever.build(TITLED[:4], tmp_path / "bm25", text_fields="title,text", metadata_fields=["keywords"])
+    bm25.add(TITLED[4:] + [Document("gone", "heart heart heart heart", "Heart")])
+    bm25.delete(["gone"])
+    assert len(bm25.index.segments) == 2
+    files = _files(tmp_path / "bm25")
+    grid = {"text_fields": ["title,text", "title^5,text", "title^5,text,keywords^2"], "k1": [0.6, 1.2]}
+    settings = grid_search(bm25, TITLED_QUERIES, TITLED_QRELS, grid, depth=10)
+    assert len(settings) == 7 and settings[0].options["text_fields"] != "title,text"
+    for setting in settings:
+        built = BM25Retriever.build(TITLED, **setting.options) if setting.options else bm25
+        np.testing.assert_allclose(setting.per_query, _per_query(built), err_msg=str(setting.options))
+    assert len({tuple(s.per_query) for s in settings}) > 1  # the fields change the rankings
+    assert _files(tmp_path / "bm25") == files and not leftovers(tmp_path)
+    assert not [p for p in tmp_path.iterdir() if "semiret-tune" in p.name]
+    bm25.index.set_synonyms(["heart, cardiac"])  # a copy keeps the index's synonyms
+    with_text_fields(bm25.index, TextFields.parse("title^5,text"), tmp_path / "copy")
+    synonyms = BM25Retriever.build(TITLED, text_fields="title^5,text")
+    synonyms.index.set_synonyms(["heart, cardiac"])
+    assert [(h.id, h.score) for h in open_retriever(tmp_path / "copy").search("cardiac", k=5)] == [
+        (h.id, h.score) for h in synonyms.search("cardiac", k=5)] != []
+    hybrid = HybridRetriever.build(TITLED, tmp_path / "hybrid", neural="idf", weight=0.9)
+    fused = grid_search(hybrid, TITLED_QUERIES, TITLED_QRELS, {"text_fields": ["title^5,text", "text"]}, depth=10)
+    for setting in fused:
+        built = HybridRetriever.build(TITLED, neural="idf", weight=0.9, **setting.options)
+        np.testing.assert_allclose(setting.per_query, _per_query(built), err_msg=str(setting.options))
+    assert not [p for p in tmp_path.iterdir() if "semiret-tune" in p.name]
+
+
+def test_text_fields_tuning_refuses_what_it_cannot_encode_again(tmp_path, idf):
+    from semiret.search import BM25Retriever
+
+    bm25 = BM25Retriever.build(TITLED, tmp_path / "bm25")
+    unstored = BM25Retriever.build(TITLED, tmp_path / "unstored", store_texts=False)
+    for retriever, values, message in (
+            (unstored, ["title^2,text"], "keeps no stored documents"),
+            (bm25, ["title,text", "title^3,text,abstract"], "no document stored in .* holds 'abstract'"),
+            (bm25, ["title,text", "title^1,text"], "lists the fields title,text twice"),
+            (bm25, ["title^0.5,text"], "whole numbers"),
+            (bm25, [None], "a string like"), (bm25, [{"title": 2, "text": 1}], "a string like"),
+            (idf, ["title^2,text"], "not a search option")):
+        with pytest.raises(SemiretError, match=message):
+            grid_search(retriever, TITLED_QUERIES, TITLED_QRELS, {"text_fields": values}, depth=10)
+    assert not [p for p in tmp_path.iterdir() if "semiret-tune" in p.name]
+
+
+def test_text_fields_on_the_command_line(tmp_path):
+    from semiret.search import BM25Retriever
+
+    from helpers import write_beir
+
+    data = write_beir(tmp_path / "data", TITLED, TITLED_QUERIES, TITLED_QRELS, split="train")
+    BM25Retriever.build(TITLED, tmp_path / "bm25", text_fields="title,text")
+    runner = CliRunner()
+    result = runner.invoke(app, ["tune", "--index", str(tmp_path / "bm25"), "--data", str(data), "--grid",
+                                 "text_fields=title,text;title^4,text", "--grid", "k1=1.2", "--folds", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert [s["options"] for s in figures["settings"]][0] == {"text_fields": "title^4,text", "k1": 1.2}
+    assert sorted(json.dumps(s["options"]) for s in figures["settings"]) == sorted([
+        "{}", '{"text_fields": "title,text", "k1": 1.2}', '{"text_fields": "title^4,text", "k1": 1.2}'])
+    assert figures["settings"][0]["score"] > figures["as_opened"] and len(figures["cross_validated"]["chosen"]) == 2
+    table = runner.invoke(app, ["tune", "--index", str(tmp_path / "bm25"), "--data", str(data), "--grid",
+                                "text_fields=title^4,text;"])
+    assert table.exit_code == 0 and "--text-fields title^4,text" in table.stdout, table.output
+    refused = runner.invoke(app, ["tune", "--index", str(tmp_path / "bm25"), "--data", str(data), "--grid",
+                                  "text_fields=title,text;title^1,text"])
+    assert refused.exit_code != 0 and "twice" in refused.output

@@ -357,3 +357,30 @@ def test_the_bm25_part_takes_bm25_s_parameters(tmp_path):
     with pytest.raises(SemiretError, match="must be one of lucene"):
         HybridRetriever.build(TINY_DOCS, tmp_path / "bad", neural="idf", variant="okapi")
     assert not (tmp_path / "bad").exists()
+
+
+def test_info_shows_each_part_s_analyzer_and_parameters(tmp_path):
+    """``semiret info``, ``CompositeIndex.describe`` and ``GET /indexes/{name}`` of a hybrid: each part's retriever
+    and analyzer as its ``meta.json`` records them (the BM25 part's text_fields and k1/b, the neural part's
+    tokenizer), beside the keys they had (nothing renamed)."""
+    from semiret.serving import ServeSettings, create_app
+
+    from helpers import LocalClient, client_of
+
+    HybridRetriever.build(TINY_DOCS, tmp_path / "h", neural="idf", text_fields="title^2,text", k1=1.1, b=0.6)
+    result = CliRunner().invoke(app, ["info", str(tmp_path / "h")])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    lexical, neural = info["parts"]["lexical"], info["parts"]["neural"]
+    assert (lexical["retriever"], lexical["analyzer"]["text_fields"]) == ("bm25", {"title": 2, "text": 1})
+    assert lexical["analyzer"]["stemmer"] == "english" and lexical["bm25"] == {"variant": "lucene", "k1": 1.1,
+                                                                               "b": 0.6}
+    assert neural["retriever"] == "idf" and neural["analyzer"]["tokenizer"] == "bert-base-uncased"
+    assert {"kind", "documents", "terms", "segments"} <= lexical.keys() and info["retriever"] == "hybrid"
+    assert info["analyzer"] == {"type": "composite", "parts": ["lexical", "neural"]}
+    assert open_retriever(tmp_path / "h").index.describe()["parts"] == info["parts"]
+    with LocalClient(create_app(ServeSettings({"h": str(tmp_path / "h")}, write_process=False))) as http:
+        served = client_of(http).describe("h")
+    assert served["parts"]["lexical"]["analyzer"]["text_fields"] == {"title": 2, "text": 1}
+    assert served["parts"]["neural"]["analyzer"] == neural["analyzer"] and served["analyzer"] == info["analyzer"]
+    assert served["retriever"] == "hybrid" and served["documents"] == len(TINY_DOCS)

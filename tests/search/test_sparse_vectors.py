@@ -306,3 +306,69 @@ def test_what_a_review_found_is_refused_clearly(tmp_path):
 
     with pytest.raises(SemiretError, match="cannot live in Milvus"):
         SparseVectorsRetriever.build(_documents(5), "sparse", backend=MilvusBackend(str(tmp_path / "milvus.db")))
+
+
+def test_a_sparse_query_vector_is_explained_on_the_command_line_and_over_http(tmp_path):
+    """``semiret explain --query-vector`` and the service's explain ``"vector"`` (and a search's ``explain`` of query
+    vectors) give each term's query weight, document weight and product, as ``Retriever.explain`` does; a retriever
+    that takes no sparse vectors says so."""
+    from semiret.search import BM25Retriever
+    from semiret.serving import ServeSettings, create_app
+    from semiret.serving.client import ServerError
+
+    documents = _documents(12, seed=5)
+    target = next(d for d in documents if len(d.vector) >= 2)
+    query = {term: 0.5 + n for n, term in enumerate(target.vector)} | {"unknown": 2.0}
+    expected = {term: query[term] * weight for term, weight in target.vector.items()}
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{**d.to_record(), "vector": d.vector} for d in documents])
+    _invoke("index", "-r", "sparse-vectors", "--data", corpus, "--out", tmp_path / "s")
+    shown = json.loads(_invoke("explain", "--index", tmp_path / "s", "--id", target.id, "--query-vector",
+                               json.dumps(query), "--json").stdout)
+    assert {t["term"]: t["contribution"] for t in shown["terms"] if t["contribution"]} == pytest.approx(expected)
+    assert {t["term"]: t["query_weight"] for t in shown["terms"] if t["contribution"]} == pytest.approx(
+        {t: query[t] for t in target.vector})
+    assert {t["term"]: t["document_weight"] for t in shown["terms"] if t["contribution"]} == pytest.approx(
+        target.vector)
+    assert shown["score"] == pytest.approx(sum(expected.values()), rel=1e-5) and shown["matched"]
+    table = _invoke("explain", "--index", tmp_path / "s", "--id", target.id, "--query-vector", json.dumps(query))
+    assert f"{shown['score']:.4f}" in table.stdout
+    for args, message in ((["--query-vector", "[1, 2]"], "JSON object"), (["--query-vector", "{nope"], "not JSON"),
+                          ([], "one of the two"), (["walrus", "--query-vector", '{"ice": 1}'], "one of the two"),
+                          (["--query-vector", '{"ice": 1}', "--operators"], "no words")):
+        refused = _invoke("explain", "--index", tmp_path / "s", "--id", target.id, *args, ok=False)
+        assert refused.exit_code != 0 and message in refused.output, refused.output
+    BM25Retriever.build(documents, tmp_path / "words")
+    with pytest.raises(SemiretError, match="takes no sparse query vector"):
+        open_retriever(tmp_path / "words").explain({"ice": 1.0}, "d0")
+    refused = _invoke("explain", "--index", tmp_path / "words", "--id", "d0", "--query-vector", '{"ice": 1}', ok=False)
+    assert refused.exit_code != 0 and "takes no sparse query vector" in refused.output
+
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
+    with LocalClient(create_app(settings)) as http:
+        client = client_of(http, api_key="key")
+        client.create_index("sparse", "sparse-vectors")
+        client.add("sparse", documents)
+        explained = client.explain("sparse", query, target.id)
+        assert {p.term: p.contribution for p in explained.terms if p.contribution} == pytest.approx(expected)
+        assert explained.score == pytest.approx(shown["score"], rel=1e-6) and explained.matched
+        filtered = client.explain("sparse", query, target.id, filter={"even": not target.metadata["even"]})
+        assert not filtered.matched and filtered.unmatched == "filter"
+        hits = client.search("sparse", query, k=3, explain=True)
+        assert hits and all(h.explanation.score == pytest.approx(h.score, rel=1e-5) for h in hits)
+        for body, message in (({"id": target.id}, "query"), ({"id": target.id, "vector": query, "query": "ice"},
+                                                             "not both"),
+                              ({"id": target.id, "vector": {"ice": 1.0}, "operators": True}, "no words"),
+                              ({"id": target.id, "vector": {"ice": -1.0}}, "negative")):
+            answer = http.post("/indexes/sparse/explain", json=body)
+            assert answer.status_code == 422 and message in answer.text, answer.text
+        client.create_index("words", "bm25")
+        client.add("words", documents)
+        other = http.post("/indexes/words/explain", json={"id": "d0", "vector": {"ice": 1.0}})
+        assert other.status_code == 422 and "holds no sparse vectors" in other.text
+        client.create_index("dense", "vectors", {"dim": 2})
+        client.add("dense", [Document("v", "x", vector=[1.0, 0.0]), Document("w", "y", vector=[0.0, 1.0])])
+        with pytest.raises(ServerError, match="explain_invalid") as raised:  # dense vectors: no terms to add up
+            client.search("dense", [1.0, 0.5], explain=True)
+        assert raised.value.status == 422
+        with pytest.raises(SemiretError, match="one sparse query vector"):
+            client.explain("sparse", [query, query], target.id)

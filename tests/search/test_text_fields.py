@@ -279,3 +279,92 @@ def test_the_command_line_keeps_a_dotted_field_s_object_and_warns_only_of_what_i
         runner.invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "other"),
                             "--text-fields", "text,nosuch"])
     assert "'nosuch'" in caplog.text
+
+
+# ---------------------------------------------------------------- what else reads the fields: operators, $text,
+# highlights, suggestions and recommend read what the index's BM25 reads, not the title and text alone
+
+READ = FILLER + [
+    Document("statin", "lipid lowering therapy", "Statins", {"keywords": ["Heart failure", "Cardiology"]}),
+    Document("trial", "heart patients with failure in a trial", "A trial", {"keywords": "oncology"}),
+    Document("garden", "roses and tulips", "Gardening"),
+]
+
+
+def test_operators_and_text_filters_read_the_fields_the_index_reads(tmp_path):
+    """``+word``, ``"phrase"`` and ``-word`` hold in a metadata field the index reads (a phrase inside one value of
+    a list, never across two); documents added or given new values later too; an index without text_fields as
+    ever, and one reading no title finds no word of it."""
+    read = BM25Retriever.build(READ, tmp_path / "read", text_fields="title^2,text,keywords")
+    plain = BM25Retriever.build(READ, tmp_path / "plain")
+    assert [h.id for h in read.search("therapy +cardiology", operators=True)] == ["statin"]
+    assert plain.search("therapy +cardiology", operators=True) == []
+    assert [h.id for h in read.search('heart "heart failure"', operators=True)] == ["statin"]
+    assert plain.search('heart "heart failure"', operators=True) == []
+    assert read.search('"failure cardiology"', operators=True) == []  # two values of the list
+    assert [h.id for h in read.search("therapy heart -cardio*", operators=True)] == ["trial"]
+    assert sorted(h.id for h in plain.search("therapy heart -cardio*", operators=True)) == ["statin", "trial"]
+    assert [h.id for h in read.search("heart", filter={"$text": "oncology"})] == ["trial"]
+    read.add([Document("new", "unrelated words", metadata={"keywords": "nephrology"})])
+    assert [h.id for h in read.search("+nephrology", operators=True)] == ["new"]
+    read.set_metadata({"keywords": "virology"}, ids=["trial"])
+    assert [h.id for h in read.search("+virology", operators=True)] == ["trial"]
+    assert read.search("+oncology", operators=True) == []
+    untitled = BM25Retriever.build(READ, tmp_path / "untitled", text_fields="text,keywords")
+    assert untitled.search("+gardening", operators=True) == []  # BM25 reads no title there, nor do operators
+    assert [h.id for h in plain.search("+gardening", operators=True)] == ["garden"]
+
+
+def test_highlights_mark_what_the_index_reads_a_metadata_field_s_fragments_named(tmp_path):
+    read = BM25Retriever.build(READ, tmp_path / "read", text_fields="title^2,text,keywords")
+    plain = BM25Retriever.build(READ, tmp_path / "plain")
+    assert read.highlight("cardiology", "statin") == ["keywords: Heart failure; <em>Cardiology</em>"]
+    assert plain.highlight("cardiology", "statin") == []
+    # the title and text as an index without fields shows them, the field's fragment after them, ranked together
+    assert read.highlight("statins heart lipid", "statin") == [
+        "<em>Statins</em> <em>lipid</em> lowering therapy", "keywords: <em>Heart</em> failure; Cardiology"]
+    assert read.highlight("statins heart lipid", "statin", fragments=1) == [
+        "<em>Statins</em> <em>lipid</em> lowering therapy"]
+    assert plain.highlight("statins lipid", "statin") == read.highlight("statins lipid", "statin")
+    assert read.highlight("cardiology", "statin", tags=None) == [
+        [("keywords: ", False), ("Heart", False), (" ", False), ("failure", False), ("; ", False),
+         ("Cardiology", True)]]
+    printed = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "read"), "--highlight", "--json",
+                                       "--operators", "+cardiology"])
+    assert printed.exit_code == 0, printed.output
+    hit = json.loads(printed.output)["hits"][0]
+    assert hit["id"] == "statin" and hit["highlights"] == ["keywords: Heart failure; <em>Cardiology</em>"]
+
+
+def test_suggestions_complete_words_of_the_fields_read_spelt_as_written(tmp_path):
+    read = BM25Retriever.build(READ, tmp_path / "read", text_fields="title,text,keywords")
+    plain = BM25Retriever.build(READ, tmp_path / "plain")
+    assert [(s.word, s.count) for s in read.suggest("cardi")] == [("Cardiology", 1)]
+    assert [s.word for s in read.suggest("heart fail")] == ["failure"]  # the trial's text and the keyword
+    assert plain.suggest("cardi") == []
+
+
+def test_recommend_searches_with_the_fields_the_index_reads(tmp_path):
+    """An example whose only word shared with another document is in its keywords recommends it where the index
+    reads them (the example's text as BM25 reads it), not otherwise."""
+    corpus = FILLER + [Document("a", "car engine", metadata={"keywords": "automobile"}),
+                       Document("b", "automobile repairs")]
+    read = BM25Retriever.build(corpus, tmp_path / "read", text_fields="text,keywords")
+    plain = BM25Retriever.build(corpus, tmp_path / "plain")
+    assert [h.id for h in read.recommend(["a"])] == ["b"]
+    assert plain.recommend(["a"]) == []
+    assert read.document_side.text(corpus[-2]) == "car engine\nautomobile"
+
+
+def test_the_hybrid_reads_its_bm25_part_s_fields_for_operators_highlights_and_recommend(tmp_path):
+    from semiret.search.retrievers import retriever_class
+
+    hybrid = retriever_class("hybrid").build(READ, tmp_path / "hybrid", neural="idf",
+                                             text_fields="title,text,keywords")
+    assert [h.id for h in hybrid.search("therapy +cardiology", operators=True)] == ["statin"]
+    assert "keywords: Heart failure; <em>Cardiology</em>" in hybrid.highlight("cardiology", "statin")
+    assert [s.word for s in hybrid.suggest("cardi")] == ["Cardiology"]
+    assert hybrid.document_side.text(READ[-3]) == "Statins\nlipid lowering therapy\nHeart failure\nCardiology"
+    plain = retriever_class("hybrid").build(READ, tmp_path / "plain", neural="idf")
+    assert plain.search("therapy +cardiology", operators=True) == []
+    assert plain.document_side.text(READ[-3]) == READ[-3].full_text

@@ -825,7 +825,7 @@ SERVED = [  # (retriever that builds, its options, retriever that serves where a
     ("sidr-beta", {}, None), ("sidr-beta", {}, "sidr-beta-rerank"), ("sidr-full", {}, None),
     ("nail-sparse", {"model": TINY_NAIL}, None), ("nail-exh", {"model": TINY_NAIL}, None),
     ("bm25+nail", {"model": TINY_NAIL}, None), ("gdr", {"model": TINY_GDR}, None), ("vectors", {}, None),
-    ("sparse-vectors", {}, None),
+    ("sparse-vectors", {}, None), ("colbert", {"model": TINY_MODEL}, None),
 ]
 
 
