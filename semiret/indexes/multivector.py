@@ -5,6 +5,8 @@ any of the document's. A first stage, where :mod:`semiret.search.rerank` re-rank
 A segmented store (:mod:`semiret.indexes.segments`) like the dense index; each ``seg-NNNNNN/`` folder holds::
 
     tokens.npy       float16 [n_tokens, dim], memory-mapped: every document's token vectors, one after the other
+    residuals.npy    instead, with ``nbits``: each token vector's residual from its centroid, packed (uint8 [n_tokens,
+                     dim * nbits / 8]), and buckets.npz, the value each residual bucket stands for
     offsets.npy      int64 [n_docs + 1]: document i's vectors are rows offsets[i]:offsets[i + 1]
     centroids.npy    float32 [n_centroids, dim]: spherical k-means of a sample of the segment's token vectors
     codes.npy        int32 [n_tokens]: each token vector's nearest centroid
@@ -16,9 +18,11 @@ vector's ``nprobe`` nearest centroids give the candidate documents (those with a
 candidate is scored approximately by MaxSim over its tokens' centroids (the query-centroid similarities, computed
 once a query), and the best ``ndocs`` are scored exactly with their stored vectors; or ``exact``: MaxSim over every
 document. A segment with too few token vectors to train centroids on (fewer than :data:`POINTS_PER_CENTROID` times
-two) is searched exactly, flagged ``"centroids": 0``; a merge trains the segment it writes. Token vectors are kept
-whole in float16 (PLAID's residual compression, 2 bits a dimension, is not done: an index is ``2 * dim`` bytes a token,
-256 for a 128-dimensional ColBERT model), and read from disk only for the ``ndocs`` candidates.
+two) is searched exactly, flagged ``"centroids": 0``, its vectors kept whole; a merge trains the segment it writes.
+Token vectors are kept whole in float16 (``2 * dim`` bytes a token: 768 for MiniLM), or, with ``nbits``, compressed as
+ColBERTv2 compresses them (:func:`compress_residuals`: the centroid's number and ``nbits`` bits a dimension, 4 + 96
+bytes a MiniLM token at 2 bits), and read from disk only for the ``ndocs`` candidates. (A merge compresses decompressed
+vectors again.)
 
 Hand-written kernels (numba): the candidates' approximate scores and the documents of the probed centroids. numpy
 would need a [candidate tokens x query tokens] gather per query; faiss has no MaxSim over groups of vectors.
@@ -34,6 +38,8 @@ from typing import Iterable, Sequence
 import numba
 import numpy as np
 
+from semiret import progress
+from semiret.clustering.kmeans import unit_rows
 from semiret.compiled import NUMBA_OPTIONS
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
@@ -52,11 +58,32 @@ POINTS_PER_CENTROID = 39
 """The fewest token vectors k-means trains each centroid on (faiss's own floor)."""
 TRAINING_POINTS_PER_CENTROID = 64
 """Token vectors sampled per centroid to train them (every one, in a smaller segment): ColBERTv2 trains on a sample."""
-KMEANS_ITERATIONS = 20
+KMEANS_ITERATIONS = 4
+"""Lloyd iterations training the centroids (ColBERTv2's ``kmeans_niters``): they only route candidates, which are then
+scored exactly."""
 EXACT_BLOCK_TOKENS = 65536
 """Token vectors scored per block of an exact MaxSim (bounds the [query tokens, block] similarities held)."""
 ASSIGN_BLOCK_TOKENS = 262144
-"""Token vectors assigned to their nearest centroid at a time while a segment is written."""
+"""Token vectors assigned to their nearest centroid (and compressed) at a time while a segment is written."""
+NBITS = (1, 2, 4)
+"""Bits a residual's dimension may be stored in (PLAID's and ColBERTv2's choices)."""
+
+
+def _unpacking_table(nbits: int) -> np.ndarray:
+    """uint8 [256, 8 / nbits]: each byte's buckets, the first dimension in its highest bits."""
+    shifts = np.arange(8 - nbits, -1, -nbits)
+    return ((np.arange(256)[:, None] >> shifts) & (2 ** nbits - 1)).astype(np.uint8)
+
+
+UNPACKED = {nbits: _unpacking_table(nbits) for nbits in NBITS}
+
+
+def pack_buckets(buckets: np.ndarray, nbits: int) -> np.ndarray:
+    """uint8 [n, dim * nbits / 8] of buckets uint8 [n, dim] in 0..2^nbits - 1 (:data:`UNPACKED` reads them back)."""
+    per_byte = 8 // nbits
+    grouped = buckets.reshape(len(buckets), -1, per_byte).astype(np.uint16)
+    shifts = np.arange(8 - nbits, -1, -nbits, dtype=np.uint16)
+    return (grouped << shifts).sum(axis=2).astype(np.uint8)
 
 
 def default_centroids(n_tokens: int) -> int:
@@ -86,23 +113,40 @@ class MultiVectorSegment(Segment):
 
     def __init__(self, path: Path, info: dict, dim: int):
         super().__init__(path, info)
-        self.vectors = load_array(path / "tokens.npy")
+        self.dim, self.nbits = dim, info.get("nbits", 0)
         self.offsets = np.asarray(load_array(path / "offsets.npy"), np.int64)
-        if self.offsets.shape != (info["n_docs"] + 1,) or self.vectors.shape != (int(self.offsets[-1]), dim):
-            raise IndexFormatError(f"{path}: tokens.npy {self.vectors.shape} and offsets.npy {self.offsets.shape} do "
-                                   f"not hold the {info['n_docs']} documents of dimension {dim} meta.json lists: a "
-                                   "damaged index; restore it from a backup, or build it again")
+        self.n_tokens = int(self.offsets[-1]) if len(self.offsets) else 0
         self.lengths = np.diff(self.offsets)
+        stored = path / ("residuals.npy" if self.nbits else "tokens.npy")
+        self.vectors = load_array(stored)
+        """float16 [n_tokens, dim], or (``nbits``) each token's residual from its centroid, packed: uint8 [n_tokens,
+        dim * nbits / 8]."""
+        width = dim * self.nbits // 8 if self.nbits else dim
+        if self.offsets.shape != (info["n_docs"] + 1,) or self.vectors.shape != (self.n_tokens, width):
+            raise IndexFormatError(f"{path}: {stored.name} {self.vectors.shape} and offsets.npy {self.offsets.shape} "
+                                   f"do not hold the {info['n_docs']} documents of dimension {dim} meta.json lists: a "
+                                   "damaged index; restore it from a backup, or build it again")
         self.centroids = None
         if info.get("centroids"):
             self.centroids = np.ascontiguousarray(load_array(path / "centroids.npy"), np.float32)
             self.codes = load_array(path / "codes.npy")
             with np.load(path / "lists.npz") as lists:
                 self.list_offsets, self.list_documents = lists["offsets"], lists["documents"]
-            if self.codes.shape != (len(self.vectors),) or len(self.list_offsets) != len(self.centroids) + 1:
-                raise IndexFormatError(f"{path}: codes.npy or lists.npz do not match its {len(self.vectors)} token "
+            if self.codes.shape != (self.n_tokens,) or len(self.list_offsets) != len(self.centroids) + 1:
+                raise IndexFormatError(f"{path}: codes.npy or lists.npz do not match its {self.n_tokens} token "
                                        f"vectors and {len(self.centroids)} centroids: a damaged index; restore it "
                                        "from a backup, or build it again")
+        if self.nbits:
+            with np.load(path / "buckets.npz") as buckets:
+                self.bucket_weights = buckets["weights"].astype(np.float32)
+
+    def token_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """float32 [len(rows), dim]: the token vectors of ``rows``, as stored or (``nbits``) decompressed: the
+        centroid plus each dimension's bucket weight, scaled to unit length (ColBERTv2's ``decompress``)."""
+        if not self.nbits:
+            return np.asarray(self.vectors[rows], np.float32)
+        buckets = UNPACKED[self.nbits][np.asarray(self.vectors[rows])].reshape(len(rows), self.dim)
+        return unit_rows(self.centroids[self.codes[rows]] + self.bucket_weights[buckets])
 
     def search(self, query: np.ndarray, k: int, nprobe: int, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` (scores, local numbers; -1 where fewer) live documents for one query's token vectors."""
@@ -138,7 +182,7 @@ class MultiVectorSegment(Segment):
             block, block_lengths = documents[start:stop], lengths[start:stop]
             rows = np.repeat(self.offsets[block] - np.concatenate([[0], np.cumsum(block_lengths)[:-1]]),
                              block_lengths) + np.arange(int(block_lengths.sum()))
-            similarities = query @ np.asarray(self.vectors[rows], np.float32).T
+            similarities = query @ self.token_vectors(rows).T
             firsts = np.concatenate([[0], np.cumsum(block_lengths)[:-1]])
             scores[start:stop] = np.maximum.reduceat(similarities, firsts, axis=1).sum(axis=0)
             start = stop
@@ -146,9 +190,9 @@ class MultiVectorSegment(Segment):
 
     def mean_vectors(self, locals_: Sequence[int]) -> np.ndarray:
         """Each document's mean token vector (zero for one without any)."""
-        rows = [np.asarray(self.vectors[self.offsets[i]:self.offsets[i + 1]], np.float32) for i in locals_]
-        return np.array([row.mean(axis=0) if len(row) else np.zeros(self.vectors.shape[1], np.float32)
-                         for row in rows], np.float32).reshape(len(rows), self.vectors.shape[1])
+        rows = [self.token_vectors(np.arange(self.offsets[i], self.offsets[i + 1])) for i in locals_]
+        return np.array([row.mean(axis=0) if len(row) else np.zeros(self.dim, np.float32) for row in rows],
+                        np.float32).reshape(len(rows), self.dim)
 
 
 @numba.njit(**NUMBA_OPTIONS)
@@ -205,16 +249,21 @@ class MultiVectorIndex(SegmentedIndex):
 
     @classmethod
     def build(cls, path: str | Path, kind: str, batches: Iterable[TokenEmbeddings], dim: int, analyzer: dict,
-              ann: str = "plaid", centroids: int | None = None, store_texts: bool = True, overwrite: bool = False,
-              extra_meta: dict | None = None, buffer_mb: float | None = None) -> "MultiVectorIndex":
+              ann: str = "plaid", centroids: int | None = None, nbits: int | None = None, store_texts: bool = True,
+              overwrite: bool = False, extra_meta: dict | None = None,
+              buffer_mb: float | None = None) -> "MultiVectorIndex":
         """Write a new index from batches of token vectors (staged, then renamed), a segment each ``buffer_mb`` MB of
         documents; ``ann``: ``plaid`` (each segment's ``centroids``, default :func:`default_centroids`) or
-        ``exact``."""
+        ``exact``; ``nbits``: each token vector stored as its residual from its centroid in that many bits a
+        dimension (None: whole, float16)."""
         if kind != "multivector":
             raise SemiretError(f"a multi-vector index has kind 'multivector', not {kind!r}")
-        check_ann(ann, centroids)
+        check_ann(ann, centroids, nbits)
+        if nbits and dim * nbits % 8:
+            raise SemiretError(f"{dim}-dimensional token vectors do not pack into whole bytes of {nbits}-bit residuals "
+                               f"(dim x nbits must be a multiple of 8)")
         fields = {"kind": "multivector", "ann": ann, "dim": dim, "metric": "maxsim",
-                  "parameters": {"centroids": centroids}, "analyzer": analyzer}
+                  "parameters": {"centroids": centroids, "nbits": nbits}, "analyzer": analyzer}
         return cls._build(path, fields, batches, store_texts, overwrite, extra_meta, buffer_mb)
 
     def _open_segment(self, path: Path, info: dict) -> MultiVectorSegment:
@@ -227,7 +276,7 @@ class MultiVectorIndex(SegmentedIndex):
     def describe(self) -> dict:
         segments = self.segments
         return {**super().describe(), "ann": self.meta["ann"], "dim": self.dim,
-                "token_vectors": sum(len(s.vectors) for s in segments),
+                "token_vectors": sum(s.n_tokens for s in segments), "nbits": self.meta["parameters"].get("nbits"),
                 "centroids": sum(0 if s.centroids is None else len(s.centroids) for s in segments),
                 **({"segments_searched_exactly": sum(s.centroids is None for s in segments)}
                    if self.meta["ann"] == "plaid" and any(s.centroids is None for s in segments) else {})}
@@ -267,7 +316,7 @@ class MultiVectorIndex(SegmentedIndex):
         offsets = np.zeros(len(live) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         rows = np.repeat(segment.offsets[live] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
-        return TokenEmbeddings(ids, offsets, np.asarray(segment.vectors[rows]), documents)
+        return TokenEmbeddings(ids, offsets, segment.token_vectors(rows).astype(np.float16), documents)
 
     def _validate(self, batch: TokenEmbeddings) -> None:
         check_token_embeddings(batch, self.dim)
@@ -275,18 +324,26 @@ class MultiVectorIndex(SegmentedIndex):
     def _write_segment_files(self, directory: Path, batch: TokenEmbeddings, info: dict) -> None:
         vectors = np.ascontiguousarray(batch.vectors, np.float16)
         offsets = np.asarray(batch.offsets, np.int64)
-        np.save(directory / "tokens.npy", vectors)
         np.save(directory / "offsets.npy", offsets)
-        info["centroids"] = 0
-        if self.meta["ann"] != "plaid":
-            return
-        wanted = self.meta["parameters"].get("centroids")
+        info["centroids"] = info["nbits"] = 0
+        parameters = self.meta["parameters"]
+        wanted = parameters.get("centroids")
         count = min(wanted, len(vectors) // POINTS_PER_CENTROID) if wanted else default_centroids(len(vectors))
-        if count < 2:
-            log.warning("%d token vectors train no centroids (at least %d needed): that segment is searched exactly "
-                        "until a merge makes one large enough", len(vectors), 2 * POINTS_PER_CENTROID)
+        if self.meta["ann"] != "plaid" or count < 2:
+            np.save(directory / "tokens.npy", vectors)
+            if self.meta["ann"] == "plaid":
+                log.warning("%d token vectors train no centroids (at least %d needed): that segment is searched "
+                            "exactly, its vectors kept whole, until a merge makes one large enough", len(vectors),
+                            2 * POINTS_PER_CENTROID)
             return
         centroids, codes = train_centroids(vectors, count)
+        if parameters.get("nbits"):
+            weights, residuals = compress_residuals(vectors, centroids, codes, parameters["nbits"])
+            np.savez(directory / "buckets.npz", weights=weights)
+            np.save(directory / "residuals.npy", residuals)
+            info["nbits"] = parameters["nbits"]
+        else:
+            np.save(directory / "tokens.npy", vectors)
         documents = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
         pairs = np.unique(codes.astype(np.int64) * (len(offsets) - 1) + documents)  # each (centroid, document) once
         list_offsets = np.searchsorted(pairs // (len(offsets) - 1), np.arange(len(centroids) + 1)).astype(np.int64)
@@ -297,30 +354,58 @@ class MultiVectorIndex(SegmentedIndex):
         info["centroids"] = len(centroids)
 
 
-def check_ann(ann: str, centroids: int | None) -> None:
+def check_ann(ann: str, centroids: int | None, nbits: int | None) -> None:
+    """Refuse a search structure, centroid count or residual width a multi-vector index does not take."""
     if ann not in ANN_TYPES:
         raise SemiretError(f"unknown multi-vector search {ann!r} (known: {', '.join(ANN_TYPES)})")
     if centroids is not None and (isinstance(centroids, bool) or not isinstance(centroids, int) or centroids < 2):
         raise SemiretError(f"centroids (--centroids) must be a whole number of at least 2, got {centroids!r}")
-    if centroids is not None and ann != "plaid":
-        raise SemiretError("centroids (--centroids) are plaid's; exact search scores every document")
+    if nbits is not None and (isinstance(nbits, bool) or nbits not in (0, *NBITS)):
+        raise SemiretError(f"nbits (--nbits) is one of {', '.join(map(str, NBITS))} (0: vectors kept whole), got "
+                           f"{nbits!r}")
+    if ann != "plaid" and (centroids is not None or nbits):
+        raise SemiretError("centroids and nbits (--centroids, --nbits) are plaid's; exact search keeps every vector "
+                           "whole and scores every document")
+
+
+def compress_residuals(vectors: np.ndarray, centroids: np.ndarray, codes: np.ndarray, nbits: int,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket weights float32 [2^nbits], packed residuals uint8 [n, dim * nbits / 8]): ColBERTv2's residual
+    compression. Each vector's residual from its centroid, each dimension put in one of 2^nbits buckets cut at the
+    quantiles of a sample's residual values, and decompressed as its bucket's weight (the quantile at the bucket's
+    middle)."""
+    levels = 2 ** nbits
+    sample = np.random.default_rng(seed).choice(len(vectors), min(len(vectors), 65536), replace=False)
+    held = (np.asarray(vectors[sample], np.float32) - centroids[codes[sample]]).ravel()
+    cutoffs = np.quantile(held, np.arange(1, levels) / levels).astype(np.float32)
+    weights = np.quantile(held, (np.arange(levels) + 0.5) / levels).astype(np.float32)
+    packed = np.empty((len(vectors), vectors.shape[1] * nbits // 8), np.uint8)
+    for start in range(0, len(vectors), ASSIGN_BLOCK_TOKENS):
+        block = slice(start, start + ASSIGN_BLOCK_TOKENS)
+        residuals = np.asarray(vectors[block], np.float32) - centroids[codes[block]]
+        packed[block] = pack_buckets(np.searchsorted(cutoffs, residuals).astype(np.uint8), nbits)
+    return weights, packed
 
 
 def train_centroids(vectors: np.ndarray, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(centroids float32 [count, dim], codes int32 [n]): spherical k-means (faiss) of a seeded sample of ``vectors``
-    (:data:`TRAINING_POINTS_PER_CENTROID` each), then every vector's nearest centroid by inner product."""
+    (:data:`TRAINING_POINTS_PER_CENTROID` each), then every vector's nearest centroid by inner product (SciFact's 1.2
+    million MiniLM token vectors, 4,096 centroids: about 2.5 minutes on 2 cores, half of it the assignment)."""
     import faiss
 
     sample_size = min(len(vectors), count * TRAINING_POINTS_PER_CENTROID)
     sample = np.random.default_rng(seed).choice(len(vectors), sample_size, replace=False) \
         if sample_size < len(vectors) else np.arange(len(vectors))
-    points = np.asarray(vectors[np.sort(sample)], np.float32)
-    clustering = faiss.Kmeans(points.shape[1], count, niter=KMEANS_ITERATIONS, seed=seed, spherical=True,
-                              min_points_per_centroid=1, max_points_per_centroid=TRAINING_POINTS_PER_CENTROID)
-    clustering.train(points)
-    centroids = np.ascontiguousarray(clustering.centroids, np.float32)
     codes = np.empty(len(vectors), np.int32)
-    for start in range(0, len(vectors), ASSIGN_BLOCK_TOKENS):
+    steps = [None, *range(0, len(vectors), ASSIGN_BLOCK_TOKENS)]  # the training, then each block's assignment
+    for start in progress.track(steps, f"clustering {len(vectors):,} token vectors into {count:,} centroids"):
+        if start is None:
+            points = np.asarray(vectors[np.sort(sample)], np.float32)
+            clustering = faiss.Kmeans(points.shape[1], count, niter=KMEANS_ITERATIONS, seed=seed, spherical=True,
+                                      min_points_per_centroid=1, max_points_per_centroid=TRAINING_POINTS_PER_CENTROID)
+            clustering.train(points)
+            centroids = np.ascontiguousarray(clustering.centroids, np.float32)
+            continue
         block = np.asarray(vectors[start:start + ASSIGN_BLOCK_TOKENS], np.float32)
         codes[start:start + len(block)] = faiss.knn(block, centroids, 1, metric=faiss.METRIC_INNER_PRODUCT)[1][:, 0]
     return centroids, codes

@@ -34,11 +34,14 @@ class LateInteractionDocumentOptions:
     centroids: int | None = None
     """Centroids a segment's token vectors are clustered into (--ann plaid; default: the power of two below
     4 sqrt(token vectors))."""
+    nbits: int | None = None
+    """Store each token vector as its residual from its centroid in this many bits a dimension (--ann plaid; 1, 2 or
+    4: ColBERTv2's compression, 2 its default; default: none, vectors kept whole in float16)."""
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
 
     def __post_init__(self) -> None:
-        check_ann(self.ann, self.centroids)
+        check_ann(self.ann, self.centroids, self.nbits)
 
 
 class LateInteractionDocuments(EncoderDocuments):
@@ -60,7 +63,7 @@ class LateInteractionDocuments(EncoderDocuments):
         config = encoder_config(FAMILY, options.model, model.config.document_length, weights=model.weights_fingerprint,
                                 query_length=model.config.query_length, checkpoint=model.config.kind)
         side = cls(config, model, options.encode_batch_size)
-        side.ann_options = {"ann": options.ann, "centroids": options.centroids}
+        side.ann_options = {"ann": options.ann, "centroids": options.centroids, "nbits": options.nbits}
         return side
 
     @property

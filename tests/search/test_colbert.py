@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
-from semiret.indexes.multivector import centroid_interaction, default_centroids, probed_documents
+from semiret.indexes.multivector import (UNPACKED, centroid_interaction, compress_residuals, default_centroids,
+                                        pack_buckets, probed_documents)
 from semiret.models.late_interaction import LateInteraction
 from semiret.search import ColbertRetriever, open_retriever
 
@@ -102,7 +103,8 @@ def test_added_documents_are_found_at_once_deleted_ones_never_and_a_merge_trains
 
 def test_bad_options_and_a_replaced_model_are_refused_before_any_encoding(tiny_bert, tiny_distilbert, tmp_path):
     for options, message in (({"ann": "ivf"}, "unknown multi-vector search"), ({"centroids": 1}, "at least 2"),
-                             ({"ann": "exact", "centroids": 8}, "plaid's")):
+                             ({"ann": "exact", "centroids": 8}, "plaid's"), ({"nbits": 3}, "one of 1, 2, 4"),
+                             ({"ann": "exact", "nbits": 2}, "plaid's")):
         with pytest.raises(SemiretError, match=message):
             ColbertRetriever.build(_documents(3), tmp_path / "bad", model=str(tiny_bert), **options)
     assert not (tmp_path / "bad").exists()
@@ -170,3 +172,38 @@ def test_a_hybrid_fuses_bm25_with_colbert(tiny_bert, tmp_path):
     fused = hybrid.search(query, k=5)
     assert [h.id for h in fused] == sorted(ranks, key=lambda d: (-ranks[d], d))[:5] or \
         [round(h.score, 6) for h in fused] == sorted((round(v, 6) for v in ranks.values()), reverse=True)[:5]
+
+
+def test_residuals_are_packed_and_decompressed_as_colbertv2_does():
+    rng = np.random.default_rng(1)
+    for nbits in (1, 2, 4):
+        buckets = rng.integers(0, 2 ** nbits, size=(7, 16)).astype(np.uint8)
+        assert (UNPACKED[nbits][pack_buckets(buckets, nbits)].reshape(7, 16) == buckets).all()
+    vectors = rng.normal(size=(5000, 16)).astype(np.float32)
+    centroids = rng.normal(size=(4, 16)).astype(np.float32)
+    codes = rng.integers(0, 4, 5000).astype(np.int32)
+    weights, packed = compress_residuals(vectors.astype(np.float16), centroids, codes, 2)
+    residuals = (vectors.astype(np.float16).astype(np.float32) - centroids[codes]).ravel()
+    np.testing.assert_allclose(weights, np.quantile(residuals, [0.125, 0.375, 0.625, 0.875]), rtol=0.05, atol=0.02)
+    buckets = UNPACKED[2][packed].reshape(5000, 16).ravel()
+    assert np.all(np.diff([residuals[buckets == b].max() for b in range(4)]) > 0)  # buckets ordered by value
+    assert abs(np.bincount(buckets, minlength=4) / buckets.size - 0.25).max() < 0.02  # at the quantiles
+
+
+def test_a_compressed_index_ranks_as_the_whole_vectors_do_in_a_fraction_of_the_space(built, tiny_bert, tmp_path):
+    documents, _, exact = built
+    compressed = ColbertRetriever.build(documents, tmp_path / "c", model=str(tiny_bert), nbits=4)
+    described = compressed.index.describe()
+    assert described["nbits"] == 4 and not (tmp_path / "c" / "seg-000000" / "tokens.npy").exists()
+    residuals = np.load(tmp_path / "c" / "seg-000000" / "residuals.npy", mmap_mode="r")
+    assert residuals.dtype == np.uint8 and residuals.shape == (described["token_vectors"], 32 * 4 // 8)  # (float16: 64)
+    wide = compressed.with_options(nprobe=described["centroids"], ndocs=len(documents))
+    for text in ("statins and heart disease", "walrus on the ice"):
+        whole = {h.id: h.score for h in exact.search(text, k=len(documents))}
+        approximate = wide.search(text, k=len(documents))
+        assert max(abs(h.score - whole[h.id]) for h in approximate) < 0.15 * max(map(abs, whole.values()))
+        top = {h.id for h in exact.search(text, k=10)}
+        assert len(top & {h.id for h in approximate[:10]}) >= 7
+    compressed.add([Document("new", "walrus seals ice")])  # a segment too small to compress: kept whole
+    compressed.index.merge()
+    assert compressed.index.describe()["nbits"] == 4 and len(compressed.search("walrus", k=100)) == 61
