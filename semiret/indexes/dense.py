@@ -17,7 +17,10 @@ tree of the corpus, ``beam`` clusters kept per level; added documents join their
 (a FAISS ``index_factory`` string whose search skips documents by id and scores by inner product: IVF over Flat, PQ
 or SQ codes, HNSW over Flat or SQ codes, SQ alone, after a transform such as OPQ or PCA, before a refinement such as
 RFlat; e.g. ``faiss:IVF256,PQ16``, ``faiss:HNSW32,SQ8``: compressed codes in memory, the float vectors read only to
-re-score candidates). Scores are inner products: with normalised embeddings, cosine similarity. Adding writes a new
+re-score candidates), ``binary`` (each vector's signs, one bit a dimension, compared by Hamming distance in a faiss
+``IndexBinaryFlat``: 32 times less memory than the float vectors, which stay on disk and re-score ``rescore`` times the
+hits asked for, as Qdrant's binary quantization and sentence-transformers' ``ubinary`` embeddings with rescoring do).
+Scores are inner products: with normalised embeddings, cosine similarity. Adding writes a new
 segment; deleting appends marks (faiss searches skip them with an id selector); :meth:`DenseIndex.merge` folds
 segments into one.
 
@@ -49,7 +52,7 @@ from semiret.types import Embeddings, SearchHits
 
 log = logging.getLogger(__name__)
 
-ANN_TYPES = ("exact", "flat", "ivf", "hnsw", "tree")
+ANN_TYPES = ("exact", "flat", "ivf", "hnsw", "tree", "binary")
 FACTORY = "faiss"
 """The ``ann`` of an index built with a FAISS factory string (``ann="faiss:IVF256,PQ16"``): ``meta.json`` records
 ``"ann": "faiss"`` and the string as ``parameters["factory"]``."""
@@ -78,7 +81,8 @@ class DenseSegment(Segment):
             self.tree = None  # no cluster to descend (a tree of one level, written before makes_a_tree refused it)
         # a faiss index, or None for exact and tree search and for a segment too small to train a factory's structure
         self.ann = _open_ann(path, self.vectors, ann_type) if info.get("ann", True) else None
-        self.rescore = 1 if self.ann is None or _scores_exactly(self.ann) else RESCORE
+        self.binary = ann_type == "binary" and self.ann is not None
+        self.rescore = 1 if self.ann is None or (not self.binary and _scores_exactly(self.ann)) else RESCORE
         """Candidates per hit re-scored exactly by default: :data:`RESCORE` where faiss's codes are lossy."""
 
     def search(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int = BEAM, n_threads: int = 1,
@@ -106,7 +110,9 @@ class DenseSegment(Segment):
             scores[short], local[short] = self._approximate(queries[short], fetched, nprobe, ef_search, beam,
                                                             excluded, n_threads)
             short = short[(local[short] >= 0).sum(axis=1) < wanted]
-        return (scores, local) if rescore == 1 else self._rescored(queries, local, k)
+        if rescore == 1 and not self.binary:  # (a binary search's scores are Hamming distances: always re-scored)
+            return scores, local
+        return self._rescored(queries, local, k)
 
     def _approximate(self, queries: np.ndarray, k: int, nprobe: int, ef_search: int, beam: int, excluded,
                      n_threads: int = 1):
@@ -114,6 +120,10 @@ class DenseSegment(Segment):
         or as faiss does (an ``IDSelector`` of the others), None for none."""
         if self.tree is not None:
             return self.tree.search(queries, k, beam, excluded, n_threads)
+        if self.binary:
+            import faiss
+
+            return self.ann.search(sign_bits(queries), k, params=faiss.SearchParameters(sel=excluded))
         return self.ann.search(queries, k, params=_search_parameters(self.ann, excluded, nprobe, ef_search, k))
 
     def _wider(self, nprobe: int, ef_search: int, beam: int) -> tuple[int, int, int] | None:
@@ -123,6 +133,8 @@ class DenseSegment(Segment):
         if self.tree is not None:
             widest = len(self.tree.cluster_sizes)
             return (nprobe, ef_search, min(beam * 4, widest)) if beam < widest else None
+        if self.binary:
+            return None  # (every document's bits are compared)
         searched = _searched_structure(self.ann)
         if isinstance(searched, faiss.IndexIVF):
             return (min(nprobe * 4, searched.nlist), ef_search, beam) if nprobe < searched.nlist else None
@@ -173,7 +185,7 @@ class DenseSegment(Segment):
             return self.vectors.nbytes
         import faiss
 
-        return int(faiss.serialize_index(self.ann).nbytes)
+        return int((faiss.serialize_index_binary if self.binary else faiss.serialize_index)(self.ann).nbytes)
 
 
 def check_tree_branching(tree_branching: int | None) -> None:
@@ -214,6 +226,9 @@ class DenseIndex(SegmentedIndex):
             import faiss  # noqa: F401  (fail before any document is encoded)
         if ann == FACTORY:
             factory_index(factory, dim)
+        if ann == "binary" and dim % 8:
+            raise SemiretError(f"binary codes pack a vector's signs 8 to a byte: {dim}-dimensional vectors do not fill "
+                               "whole bytes (use --ann faiss:...,SQ8 or another structure)")
         check_tree_branching(tree_branching)
         fields = {
             "kind": "dense", "ann": ann, "dim": dim, "metric": "ip",
@@ -293,12 +308,14 @@ class DenseIndex(SegmentedIndex):
     def _write_segment_files(self, directory: Path, embeddings: Embeddings, info: dict) -> None:
         vectors = np.ascontiguousarray(embeddings.vectors, np.float32)
         np.save(directory / "vectors.npy", vectors)
-        if self.meta["ann"] in ("ivf", "hnsw", FACTORY):
+        if self.meta["ann"] in ("ivf", "hnsw", FACTORY, "binary"):
             import faiss
 
             index = self._build_ann(vectors)
             if index is None:
                 info["ann"] = False  # searched exactly until a merge makes a segment large enough
+            elif self.meta["ann"] == "binary":
+                faiss.write_index_binary(index, str(directory / ANN_FILE))
             else:
                 faiss.write_index(index, str(directory / ANN_FILE))
         elif self.meta["ann"] == "tree":  # later segments keep the first one's tree: new documents join it
@@ -318,6 +335,10 @@ class DenseIndex(SegmentedIndex):
         import faiss
 
         params = self.meta["parameters"]
+        if self.meta["ann"] == "binary":
+            index = faiss.IndexBinaryFlat(self.dim)
+            index.add(sign_bits(vectors))
+            return index
         if self.meta["ann"] == FACTORY:
             index = factory_index(params["factory"], self.dim)
             try:
@@ -337,6 +358,12 @@ class DenseIndex(SegmentedIndex):
             index.train(vectors)
         index.add(vectors)
         return index
+
+
+def sign_bits(vectors: np.ndarray) -> np.ndarray:
+    """uint8 [n, dim / 8]: each component's sign, 1 where positive (sentence-transformers' ``ubinary``
+    quantization), 8 to a byte: what a ``binary`` structure compares by Hamming distance."""
+    return np.packbits(np.asarray(vectors) > 0, axis=1)
 
 
 def check_embeddings(embeddings: Embeddings, dim: int) -> None:
@@ -476,7 +503,7 @@ def _open_ann(path: Path, vectors: np.ndarray, ann_type: str):
     if not ann_file.is_file():
         raise IndexFormatError(f"missing index file {ann_file}")
     try:
-        index = faiss.read_index(str(ann_file))
+        index = (faiss.read_index_binary if ann_type == "binary" else faiss.read_index)(str(ann_file))
     except RuntimeError as error:  # cut short or overwritten
         raise IndexFormatError(f"damaged index file {ann_file} ({str(error).splitlines()[-1]}): restore the index "
                                "from a backup, or build it again") from None

@@ -306,9 +306,10 @@ class AnnOptions:
     """How a dense index searches its vectors: what the dense and vectors retrievers build with."""
 
     ann: str = "exact"
-    """Dense search structure: exact, flat, ivf, hnsw, tree (beam descent over a k-means tree of the corpus) or
+    """Dense search structure: exact, flat, ivf, hnsw, tree (beam descent over a k-means tree of the corpus),
+    binary (one bit a dimension in memory, compared by Hamming distance, candidates re-scored exactly, --rescore) or
     faiss:FACTORY, a FAISS index_factory string (faiss:IVF256,PQ16, faiss:HNSW32,SQ8: compressed codes, candidates
-    re-scored exactly, --rescore)."""
+    re-scored exactly, --rescore). (colbert: plaid or exact.)"""
     nlist: int | None = None
     """IVF lists (--ann ivf; default 4 sqrt(N))."""
     hnsw_m: int | None = None
@@ -431,8 +432,9 @@ class AnnSearchOptions:
     beam: int = BEAM
     """Tree clusters kept at each level of the descent (--ann tree): wider finds more, scores more."""
     rescore: int | None = None
-    """Candidates per hit a faiss search fetches and scores again exactly with the stored vectors (--ann
-    faiss:FACTORY; default: 4 where its codes are lossy, PQ or SQ; 1: faiss's approximate scores)."""
+    """Candidates per hit a faiss search fetches and scores again exactly with the stored vectors (--ann binary or
+    faiss:FACTORY; default: 4 where its codes are lossy, binary, PQ or SQ; 1: faiss's approximate scores, or binary's
+    best k alone re-scored)."""
 
     def __post_init__(self) -> None:
         for name in ("nprobe", "ef_search", "beam", "rescore"):

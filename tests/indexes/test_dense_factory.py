@@ -195,3 +195,34 @@ def test_rescoring_is_bounded_and_read_in_blocks(tmp_path, corpus, queries, monk
     assert index.search(queries, k=5, rescore=50).ids == whole.ids
     with pytest.raises(SemiretError, match="at most 100"):
         AnnSearchOptions(rescore=101)
+
+
+def test_binary_codes_find_what_exact_search_finds_rescored_exactly_with_deletions_and_merges(tmp_path, corpus,
+                                                                                               queries):
+    wide = np.concatenate([corpus, -corpus], axis=1) / np.sqrt(2)  # (32 dimensions: 4 bytes of signs a vector)
+    wide_queries = np.concatenate([queries, -queries], axis=1) / np.sqrt(2)
+    index = DenseIndex.build(tmp_path / "idx", "dense", [embeddings(wide.astype(np.float32))], dim=2 * DIM,
+                             analyzer={}, ann="binary")
+    described = index.describe()
+    assert described["ann"] == "binary" and described["memory_bytes"] < wide.nbytes / 16  # 1 bit against 32
+    codes = np.unpackbits(np.asarray(index.segments[0].ann.reconstruct_n(0, 3)), axis=1)
+    assert (codes == (wide[:3] > 0)).all()  # each component's sign, first dimension in the highest bit
+    found = index.search(wide_queries, k=10, rescore=10)
+    assert recall(found.ids, wide, wide_queries, 10) >= 0.9
+    for scores, exact in zip(found.scores, exact_scores(index, wide_queries, found.ids)):
+        np.testing.assert_allclose(scores, exact, atol=1e-5)  # inner products, not Hamming distances
+    narrow = index.search(wide_queries, k=10, rescore=1)  # binary's best 10 alone, still scored exactly
+    for scores, exact in zip(narrow.scores, exact_scores(index, wide_queries, narrow.ids)):
+        np.testing.assert_allclose(scores, exact, atol=1e-5)
+    doomed = sorted({doc_id for ids in found.ids for doc_id in ids[:3]})
+    index.delete(doomed)
+    assert not set(doomed) & {d for ids in index.search(wide_queries, k=20).ids for d in ids}
+    index.add(embeddings(wide[:5].astype(np.float32), prefix="new"))
+    index.merge()
+    reopened = DenseIndex.open(tmp_path / "idx")
+    assert reopened.segments[0].binary and reopened.n_docs == N_DOCS - len(doomed) + 5
+    assert reopened.search(wide[:1], k=1).ids[0][0] in {"d0", "new0"}
+    with pytest.raises(SemiretError, match="do not fill whole bytes"):
+        DenseIndex.build(tmp_path / "odd", "dense", [embeddings(corpus[:, :12].copy())], dim=12, analyzer={},
+                         ann="binary")
+    assert not (tmp_path / "odd").exists()
