@@ -8,7 +8,9 @@ JSON object.
 The vectors are synthetic (``tree_ann.synthetic_vectors``: seeded unit vectors around ``--centers`` random centers,
 queries drawn the same way). Each structure is built once, as one segment; IVF-PQ and IVF-SQ8 share ``ivf``'s lists
 and ``nprobe`` and are searched twice, with faiss's own approximate scores (``rescore`` 1) and with ``k * 4``
-candidates re-scored exactly from ``vectors.npy`` (``rescore`` 4, the default for lossy codes). Latencies are timed
+candidates re-scored exactly from ``vectors.npy`` (``rescore`` 4, the default for lossy codes); ``binary`` (a bit a
+dimension, every segment's codes compared by Hamming distance) is always re-scored, from ``k * 4`` and ``k * 16``
+candidates. Latencies are timed
 side by side (``corpus.timed_rounds``: rounds over the same queries, the structures' order rotating), and
 ``over_ivf`` gives each structure's ratio to ``ivf``'s figures from the same run.
 """
@@ -34,7 +36,8 @@ def structures(lists: int, pq: int) -> dict[str, tuple[str, dict]]:
     ivf_pq, ivf_sq8 = f"faiss:IVF{lists},PQ{pq}", f"faiss:IVF{lists},SQ8"
     return {"exact": ("exact", {}), "ivf": ("ivf", {}),
             "ivf-pq": (ivf_pq, {"rescore": 1}), "ivf-pq-rescore4": (ivf_pq, {"rescore": 4}),
-            "ivf-sq8": (ivf_sq8, {"rescore": 1}), "ivf-sq8-rescore4": (ivf_sq8, {"rescore": 4})}
+            "ivf-sq8": (ivf_sq8, {"rescore": 1}), "ivf-sq8-rescore4": (ivf_sq8, {"rescore": 4}),
+            "binary-rescore4": ("binary", {"rescore": 4}), "binary-rescore16": ("binary", {"rescore": 16})}
 
 
 def file_bytes(index, name: str) -> int:

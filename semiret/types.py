@@ -164,26 +164,50 @@ class Embeddings:
 @dataclass
 class TokenEmbeddings:
     """A batch of documents as one vector per token (late interaction, ColBERT): what a late-interaction encoder hands
-    to a multi-vector index. Document ``i``'s vectors are the rows ``offsets[i]:offsets[i + 1]`` of ``vectors``."""
+    to a multi-vector index. Document ``i``'s vectors are the rows ``offsets[i]:offsets[i + 1]`` of ``vectors``; or,
+    read back from a compressed segment, of ``codes`` and ``residuals`` under ``codec`` (its ``id``, ``compress`` and
+    ``decompress``: :class:`~semiret.indexes.multivector.ResidualCodec`), ``vectors`` then None, so that a merge
+    writes them again as they are."""
 
     ids: list[str]
     offsets: np.ndarray  # int64 [n + 1]
-    vectors: np.ndarray  # float16 [n_tokens, dim]
+    vectors: np.ndarray | None  # float16 [n_tokens, dim]
     documents: Sequence[Document] | None = None
+    codes: np.ndarray | None = None  # int32 [n_tokens]: each token's centroid
+    residuals: np.ndarray | None = None  # uint8 [n_tokens, dim * nbits / 8]
+    codec: object | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    def float_vectors(self) -> np.ndarray:
+        """float16 [n_tokens, dim]: the vectors, decompressed where compressed."""
+        return self.vectors if self.codec is None else self.codec.decompress(self.codes, self.residuals).astype(
+            np.float16)
+
+    def coded_by(self, codec) -> "TokenEmbeddings":
+        """This batch compressed by ``codec`` (as it is where it already is)."""
+        if self.codec is not None and self.codec.id == codec.id:
+            return self
+        codes, residuals = codec.compress(self.float_vectors())
+        return TokenEmbeddings(self.ids, self.offsets, None, self.documents, codes, residuals, codec)
+
     @staticmethod
     def concatenate(batches: Sequence["TokenEmbeddings"]) -> "TokenEmbeddings":
+        """One batch of ``batches``; compressed where one of them is (the others compressed by its codec)."""
         if len(batches) == 1:
             return batches[0]
         offsets, base = [np.zeros(1, np.int64)], 0
         for b in batches:
             offsets.append(np.asarray(b.offsets[1:], np.int64) + base)
             base += int(b.offsets[-1])
-        return TokenEmbeddings([i for b in batches for i in b.ids], np.concatenate(offsets),
-                               np.concatenate([b.vectors for b in batches]), _concatenated_documents(batches))
+        ids, documents = [i for b in batches for i in b.ids], _concatenated_documents(batches)
+        codec = next((b.codec for b in batches if b.codec is not None), None)
+        if codec is None:
+            return TokenEmbeddings(ids, np.concatenate(offsets), np.concatenate([b.vectors for b in batches]), documents)
+        coded = [b.coded_by(codec) for b in batches]
+        return TokenEmbeddings(ids, np.concatenate(offsets), None, documents, np.concatenate([b.codes for b in coded]),
+                               np.concatenate([b.residuals for b in coded]), codec)
 
 
 @dataclass

@@ -6,7 +6,7 @@ A segmented store (:mod:`semiret.indexes.segments`) like the dense index; each `
 
     tokens.npy       float16 [n_tokens, dim], memory-mapped: every document's token vectors, one after the other
     residuals.npy    instead, with ``nbits``: each token vector's residual from its centroid, packed (uint8 [n_tokens,
-                     dim * nbits / 8]), and buckets.npz, the value each residual bucket stands for
+                     dim * nbits / 8]), and buckets.npz, the residuals' bucket cutoffs and values (the codec)
     offsets.npy      int64 [n_docs + 1]: document i's vectors are rows offsets[i]:offsets[i + 1]
     centroids.npy    float32 [n_centroids, dim]: spherical k-means of a sample of the segment's token vectors
     codes.npy        int32 [n_tokens]: each token vector's nearest centroid
@@ -20,9 +20,12 @@ once a query), and the best ``ndocs`` are scored exactly with their stored vecto
 document. A segment with too few token vectors to train centroids on (fewer than :data:`POINTS_PER_CENTROID` times
 two) is searched exactly, flagged ``"centroids": 0``, its vectors kept whole; a merge trains the segment it writes.
 Token vectors are kept whole in float16 (``2 * dim`` bytes a token: 768 for MiniLM), or, with ``nbits``, compressed as
-ColBERTv2 compresses them (:func:`compress_residuals`: the centroid's number and ``nbits`` bits a dimension, 4 + 96
-bytes a MiniLM token at 2 bits), and read from disk only for the ``ndocs`` candidates. (A merge compresses decompressed
-vectors again.)
+ColBERTv2 compresses them (:class:`ResidualCodec`: the centroid's number and ``nbits`` bits a dimension, 4 + 96 bytes a
+MiniLM token at 2 bits), and read from disk only for the ``ndocs`` candidates. A compressed index has one codec,
+trained by the first segment large enough, as ColBERTv2's index updater keeps its own: later segments are compressed
+by it, and merges copy codes and residuals as they are (a segment of another codec, merged shards', is decompressed
+and compressed again, once). An index whose first build was small keeps that small codec: build it again to train
+one on the whole corpus.
 
 Hand-written kernels (numba): the candidates' approximate scores and the documents of the probed centroids. numpy
 would need a [candidate tokens x query tokens] gather per query; faiss has no MaxSim over groups of vectors.
@@ -30,6 +33,7 @@ would need a [candidate tokens x query tokens] gather per query; faiss has no Ma
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from pathlib import Path
@@ -52,8 +56,12 @@ log = logging.getLogger(__name__)
 ANN_TYPES = ("plaid", "exact")
 NPROBE = 4
 """Centroids each query vector probes for candidates (PLAID's ``ncells``: 1 to 4)."""
-NDOCS = 256
-"""Candidates scored exactly by default (PLAID's ``ndocs``), or four times the hits asked for, when more."""
+def default_ndocs(k: int) -> int:
+    """Candidates scored exactly for ``k`` hits (PLAID's ``ndocs`` bands: 256 up to 10 hits, 1,024 up to 100, then 4 k
+    and at least 4,096), so that pages of hits of one band rank alike."""
+    return 256 if k <= 10 else 1024 if k <= 100 else max(4 * k, 4096)
+
+
 POINTS_PER_CENTROID = 39
 """The fewest token vectors k-means trains each centroid on (faiss's own floor)."""
 TRAINING_POINTS_PER_CENTROID = 64
@@ -95,13 +103,17 @@ def default_centroids(n_tokens: int) -> int:
 
 
 def check_token_embeddings(batch: TokenEmbeddings, dim: int | None) -> None:
-    """Refuse a batch whose offsets do not cut its vectors into its documents, or whose vectors are not finite or of
-    another dimension than ``dim``."""
-    offsets, vectors = np.asarray(batch.offsets), np.asarray(batch.vectors)
-    if offsets.shape != (len(batch) + 1,) or (len(offsets) and (offsets[0] != 0 or offsets[-1] != len(vectors))) \
+    """Refuse a batch whose offsets do not cut its vectors (or codes) into its documents, or whose vectors are not
+    finite or of another dimension than ``dim``."""
+    offsets = np.asarray(batch.offsets)
+    rows = len(batch.codes) if batch.vectors is None else len(batch.vectors)
+    if offsets.shape != (len(batch) + 1,) or (len(offsets) and (offsets[0] != 0 or offsets[-1] != rows)) \
             or np.any(np.diff(offsets) < 0):
         raise SemiretError(f"token vectors of {len(batch)} documents need {len(batch) + 1} ascending offsets from 0 to "
-                           f"{len(vectors)}, got {offsets.shape[0]}")
+                           f"{rows}, got {offsets.shape[0]}")
+    if batch.vectors is None:
+        return  # (codes and residuals read back from a segment)
+    vectors = np.asarray(batch.vectors)
     if vectors.ndim != 2 or (dim is not None and vectors.shape[1] != dim):
         raise SemiretError(f"expected token vectors of dimension {dim}, got an array of shape {vectors.shape}")
     if not np.all(np.isfinite(vectors)):
@@ -136,28 +148,31 @@ class MultiVectorSegment(Segment):
                 raise IndexFormatError(f"{path}: codes.npy or lists.npz do not match its {self.n_tokens} token "
                                        f"vectors and {len(self.centroids)} centroids: a damaged index; restore it "
                                        "from a backup, or build it again")
-        if self.nbits:
-            with np.load(path / "buckets.npz") as buckets:
-                self.bucket_weights = buckets["weights"].astype(np.float32)
+        self.codec = ResidualCodec.load(path, self.centroids, self.nbits) if self.nbits else None
 
     def token_vectors(self, rows: np.ndarray) -> np.ndarray:
-        """float32 [len(rows), dim]: the token vectors of ``rows``, as stored or (``nbits``) decompressed: the
-        centroid plus each dimension's bucket weight, scaled to unit length (ColBERTv2's ``decompress``)."""
-        if not self.nbits:
+        """float32 [len(rows), dim]: the token vectors of ``rows``, as stored or (``nbits``) decompressed."""
+        if self.codec is None:
             return np.asarray(self.vectors[rows], np.float32)
-        buckets = UNPACKED[self.nbits][np.asarray(self.vectors[rows])].reshape(len(rows), self.dim)
-        return unit_rows(self.centroids[self.codes[rows]] + self.bucket_weights[buckets])
+        return self.codec.decompress(self.codes[rows], np.asarray(self.vectors[rows]))
 
     def search(self, query: np.ndarray, k: int, nprobe: int, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``k`` (scores, local numbers; -1 where fewer) live documents for one query's token vectors."""
+        """The best ``k`` (scores, local numbers; -1 where fewer) live documents for one query's token vectors: every
+        visible document (not deleted, not filtered out, with a vector) scored exactly where they are no more than
+        ``ndocs``; else PLAID's candidates, the probe widened 4x at a time until at least ``k`` are found."""
         hidden = self.deleted
-        if self.centroids is None:
-            candidates = np.flatnonzero(~hidden & (self.lengths > 0))
+        visible = np.flatnonzero(~hidden & (self.lengths > 0))
+        if self.centroids is None or len(visible) <= ndocs:
+            candidates = visible
         else:
             similarities = query @ self.centroids.T  # [query tokens, centroids]
             probe = min(nprobe, len(self.centroids))
-            probed = np.unique(np.argpartition(-similarities, probe - 1, axis=1)[:, :probe])
-            candidates = probed_documents(probed, self.list_offsets, self.list_documents, hidden)
+            while True:
+                probed = np.unique(np.argpartition(-similarities, probe - 1, axis=1)[:, :probe])
+                candidates = probed_documents(probed, self.list_offsets, self.list_documents, hidden)
+                if len(candidates) >= min(k, len(visible)) or probe == len(self.centroids):
+                    break
+                probe = min(probe * 4, len(self.centroids))
             if len(candidates) > ndocs:
                 approximate = centroid_interaction(candidates, self.offsets, self.codes,
                                                    np.ascontiguousarray(similarities.T))
@@ -285,12 +300,12 @@ class MultiVectorIndex(SegmentedIndex):
                ndocs: int | None = None) -> SearchHits:
         """Top-k by MaxSim over live documents for each query's token vectors (float32 [query tokens, dim]; one with
         none finds nothing); ``nprobe`` centroids per query vector, ``ndocs`` candidates scored exactly (default
-        max(:data:`NDOCS`, 4k)). (``n_threads``: unused, numpy and the kernels run in the caller's thread.)"""
+        :func:`default_ndocs`). (``n_threads``: unused, numpy and the kernels run in the caller's thread.)"""
         if k < 1:
             raise SemiretError("k must be at least 1")
         if nprobe < 1 or (ndocs is not None and ndocs < 1):
             raise SemiretError(f"nprobe and ndocs must be at least 1, got {nprobe} and {ndocs}")
-        ndocs = max(k, ndocs or max(NDOCS, 4 * k))
+        ndocs = max(k, ndocs or default_ndocs(k))
         segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
         seg_scores = [np.full((len(queries), min(k, s.n_docs) or 1), -np.inf, np.float32) for s in segments]
         seg_locals = [np.full(scores.shape, -1, np.int64) for scores in seg_scores]
@@ -316,39 +331,53 @@ class MultiVectorIndex(SegmentedIndex):
         offsets = np.zeros(len(live) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         rows = np.repeat(segment.offsets[live] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
-        return TokenEmbeddings(ids, offsets, segment.token_vectors(rows).astype(np.float16), documents)
+        if segment.codec is not None:  # as stored: a merge writes the same codes and residuals
+            return TokenEmbeddings(ids, offsets, None, documents, segment.codes[rows], np.asarray(segment.vectors[rows]),
+                                   segment.codec)
+        return TokenEmbeddings(ids, offsets, np.asarray(segment.vectors[rows]), documents)
 
     def _validate(self, batch: TokenEmbeddings) -> None:
         check_token_embeddings(batch, self.dim)
 
     def _write_segment_files(self, directory: Path, batch: TokenEmbeddings, info: dict) -> None:
-        vectors = np.ascontiguousarray(batch.vectors, np.float16)
         offsets = np.asarray(batch.offsets, np.int64)
         np.save(directory / "offsets.npy", offsets)
         info["centroids"] = info["nbits"] = 0
         parameters = self.meta["parameters"]
+        n_tokens = int(offsets[-1])
+        codec = None
+        if parameters.get("nbits"):  # the batch's own codec, else the index's, else one trained on these vectors
+            codec = batch.codec or next((s.codec for s in self.segments if s.codec is not None), None)
         wanted = parameters.get("centroids")
-        count = min(wanted, len(vectors) // POINTS_PER_CENTROID) if wanted else default_centroids(len(vectors))
-        if self.meta["ann"] != "plaid" or count < 2:
-            np.save(directory / "tokens.npy", vectors)
+        count = min(wanted, n_tokens // POINTS_PER_CENTROID) if wanted else default_centroids(n_tokens)
+        if codec is None and (self.meta["ann"] != "plaid" or count < 2):
+            np.save(directory / "tokens.npy", np.ascontiguousarray(batch.float_vectors(), np.float16))
             if self.meta["ann"] == "plaid":
                 log.warning("%d token vectors train no centroids (at least %d needed): that segment is searched "
-                            "exactly, its vectors kept whole, until a merge makes one large enough", len(vectors),
+                            "exactly, its vectors kept whole, until a merge makes one large enough", n_tokens,
                             2 * POINTS_PER_CENTROID)
             return
-        centroids, codes = train_centroids(vectors, count)
+        if wanted and count < wanted and codec is None:
+            log.info("%d centroids asked for, %d trained: %d token vectors train at most one per %d", wanted, count,
+                     n_tokens, POINTS_PER_CENTROID)
         if parameters.get("nbits"):
-            weights, residuals = compress_residuals(vectors, centroids, codes, parameters["nbits"])
-            np.savez(directory / "buckets.npz", weights=weights)
-            np.save(directory / "residuals.npy", residuals)
-            info["nbits"] = parameters["nbits"]
+            if codec is None:
+                codec = ResidualCodec.train(batch.float_vectors(), count, parameters["nbits"])
+            coded = batch.coded_by(codec)
+            codes, centroids = coded.codes, codec.centroids
+            codec.save(directory)
+            np.save(directory / "residuals.npy", np.ascontiguousarray(coded.residuals))
+            info["nbits"] = codec.nbits
         else:
+            vectors = np.ascontiguousarray(batch.float_vectors(), np.float16)
+            centroids = train_centroids(vectors, count)
+            codes = nearest_centroids(vectors, centroids)
             np.save(directory / "tokens.npy", vectors)
         documents = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
         pairs = np.unique(codes.astype(np.int64) * (len(offsets) - 1) + documents)  # each (centroid, document) once
         list_offsets = np.searchsorted(pairs // (len(offsets) - 1), np.arange(len(centroids) + 1)).astype(np.int64)
         np.save(directory / "centroids.npy", centroids)
-        np.save(directory / "codes.npy", codes)
+        np.save(directory / "codes.npy", np.asarray(codes, np.int32))
         np.savez(directory / "lists.npz", offsets=list_offsets,
                  documents=(pairs % (len(offsets) - 1)).astype(np.int32))
         info["centroids"] = len(centroids)
@@ -368,44 +397,83 @@ def check_ann(ann: str, centroids: int | None, nbits: int | None) -> None:
                            "whole and scores every document")
 
 
-def compress_residuals(vectors: np.ndarray, centroids: np.ndarray, codes: np.ndarray, nbits: int,
-                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(bucket weights float32 [2^nbits], packed residuals uint8 [n, dim * nbits / 8]): ColBERTv2's residual
-    compression. Each vector's residual from its centroid, each dimension put in one of 2^nbits buckets cut at the
-    quantiles of a sample's residual values, and decompressed as its bucket's weight (the quantile at the bucket's
-    middle)."""
-    levels = 2 ** nbits
-    sample = np.random.default_rng(seed).choice(len(vectors), min(len(vectors), 65536), replace=False)
-    held = (np.asarray(vectors[sample], np.float32) - centroids[codes[sample]]).ravel()
-    cutoffs = np.quantile(held, np.arange(1, levels) / levels).astype(np.float32)
-    weights = np.quantile(held, (np.arange(levels) + 0.5) / levels).astype(np.float32)
-    packed = np.empty((len(vectors), vectors.shape[1] * nbits // 8), np.uint8)
-    for start in range(0, len(vectors), ASSIGN_BLOCK_TOKENS):
-        block = slice(start, start + ASSIGN_BLOCK_TOKENS)
-        residuals = np.asarray(vectors[block], np.float32) - centroids[codes[block]]
-        packed[block] = pack_buckets(np.searchsorted(cutoffs, residuals).astype(np.uint8), nbits)
-    return weights, packed
+class ResidualCodec:
+    """ColBERTv2's residual compression (Santhanam et al. 2022): a token vector as its nearest centroid's number and
+    its residual from it, each dimension in one of ``2^nbits`` buckets cut at the quantiles of a sample's residual
+    values, read back as the bucket's value (the quantile at its middle) added to the centroid and scaled to unit
+    length."""
+
+    def __init__(self, centroids: np.ndarray, cutoffs: np.ndarray, weights: np.ndarray, nbits: int):
+        self.centroids, self.cutoffs, self.weights, self.nbits = centroids, cutoffs, weights, nbits
+        digest = hashlib.blake2b(digest_size=8)
+        for array in (centroids, cutoffs, weights):
+            digest.update(np.ascontiguousarray(array, np.float32).tobytes())
+        self.id = digest.hexdigest()
+        """What tells codecs apart: a merge copies the codes and residuals of segments of the index's own."""
+
+    @classmethod
+    def train(cls, vectors: np.ndarray, count: int, nbits: int, seed: int = 0) -> "ResidualCodec":
+        """``count`` centroids of ``vectors`` (:func:`train_centroids`), and the buckets of a seeded sample of their
+        residuals."""
+        centroids = train_centroids(vectors, count, seed)
+        sample = np.sort(np.random.default_rng(seed).choice(len(vectors), min(len(vectors), 65536), replace=False))
+        held = np.asarray(vectors[sample], np.float32)
+        residuals = (held - centroids[nearest_centroids(held, centroids)]).ravel()
+        levels = 2 ** nbits
+        cutoffs = np.quantile(residuals, np.arange(1, levels) / levels).astype(np.float32)
+        weights = np.quantile(residuals, (np.arange(levels) + 0.5) / levels).astype(np.float32)
+        return cls(centroids, cutoffs, weights, nbits)
+
+    @classmethod
+    def load(cls, directory: Path, centroids: np.ndarray, nbits: int) -> "ResidualCodec":
+        with np.load(directory / "buckets.npz") as buckets:
+            return cls(centroids, buckets["cutoffs"].astype(np.float32), buckets["weights"].astype(np.float32), nbits)
+
+    def save(self, directory: Path) -> None:
+        """The buckets (the centroids are the segment's ``centroids.npy``)."""
+        np.savez(directory / "buckets.npz", cutoffs=self.cutoffs, weights=self.weights)
+
+    def compress(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(codes int32 [n], residuals packed uint8 [n, dim * nbits / 8]) of ``vectors``, a block at a time."""
+        codes = nearest_centroids(vectors, self.centroids)
+        packed = np.empty((len(vectors), vectors.shape[1] * self.nbits // 8), np.uint8)
+        for start in range(0, len(vectors), ASSIGN_BLOCK_TOKENS):
+            block = slice(start, start + ASSIGN_BLOCK_TOKENS)
+            residuals = np.asarray(vectors[block], np.float32) - self.centroids[codes[block]]
+            packed[block] = pack_buckets(np.searchsorted(self.cutoffs, residuals).astype(np.uint8), self.nbits)
+        return codes, packed
+
+    def decompress(self, codes: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+        """float32 unit rows [n, dim] of ``codes`` and packed ``residuals``."""
+        buckets = UNPACKED[self.nbits][residuals].reshape(len(codes), self.centroids.shape[1])
+        return unit_rows(self.centroids[codes] + self.weights[buckets])
 
 
-def train_centroids(vectors: np.ndarray, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(centroids float32 [count, dim], codes int32 [n]): spherical k-means (faiss) of a seeded sample of ``vectors``
-    (:data:`TRAINING_POINTS_PER_CENTROID` each), then every vector's nearest centroid by inner product (SciFact's 1.2
-    million MiniLM token vectors, 4,096 centroids: about 2.5 minutes on 2 cores, half of it the assignment)."""
+def train_centroids(vectors: np.ndarray, count: int, seed: int = 0) -> np.ndarray:
+    """float32 [count, dim]: spherical k-means (faiss) of a seeded sample of ``vectors``
+    (:data:`TRAINING_POINTS_PER_CENTROID` each; SciFact's 1.2 million MiniLM token vectors, 4,096 centroids: about a
+    minute on 2 cores, and as long to assign every vector, :func:`nearest_centroids`)."""
     import faiss
 
     sample_size = min(len(vectors), count * TRAINING_POINTS_PER_CENTROID)
     sample = np.random.default_rng(seed).choice(len(vectors), sample_size, replace=False) \
         if sample_size < len(vectors) else np.arange(len(vectors))
+    progress.report(f"training {count:,} centroids on {sample_size:,} of {len(vectors):,} token vectors")
+    points = np.asarray(vectors[np.sort(sample)], np.float32)
+    clustering = faiss.Kmeans(points.shape[1], count, niter=KMEANS_ITERATIONS, seed=seed, spherical=True,
+                              min_points_per_centroid=1, max_points_per_centroid=TRAINING_POINTS_PER_CENTROID)
+    clustering.train(points)
+    return np.ascontiguousarray(clustering.centroids, np.float32)
+
+
+def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """int32 [n]: each vector's centroid of largest inner product (faiss), a block at a time, with a progress bar."""
+    import faiss
+
     codes = np.empty(len(vectors), np.int32)
-    steps = [None, *range(0, len(vectors), ASSIGN_BLOCK_TOKENS)]  # the training, then each block's assignment
-    for start in progress.track(steps, f"clustering {len(vectors):,} token vectors into {count:,} centroids"):
-        if start is None:
-            points = np.asarray(vectors[np.sort(sample)], np.float32)
-            clustering = faiss.Kmeans(points.shape[1], count, niter=KMEANS_ITERATIONS, seed=seed, spherical=True,
-                                      min_points_per_centroid=1, max_points_per_centroid=TRAINING_POINTS_PER_CENTROID)
-            clustering.train(points)
-            centroids = np.ascontiguousarray(clustering.centroids, np.float32)
-            continue
+    blocks = range(0, len(vectors), ASSIGN_BLOCK_TOKENS)
+    for start in progress.track(blocks, f"assigning {len(vectors):,} token vectors to {len(centroids):,} centroids",
+                                total=len(blocks)):
         block = np.asarray(vectors[start:start + ASSIGN_BLOCK_TOKENS], np.float32)
         codes[start:start + len(block)] = faiss.knn(block, centroids, 1, metric=faiss.METRIC_INNER_PRODUCT)[1][:, 0]
-    return centroids, codes
+    return codes

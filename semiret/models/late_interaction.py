@@ -34,10 +34,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from semiret.data.packaged import model_directory
+from semiret.data.packaged import located, model_directory
 from semiret.errors import SemiretError
 from semiret.models.base import position_limit, torch_threads
 from semiret.models.devices import module_device, to_encoding_device
+from semiret.models.checkpoints import ENCODER_FILE
 from semiret.models.loading import load_encoder_model, load_tokenizer
 
 PLAIN_QUERY_LENGTH = 64
@@ -170,6 +171,9 @@ class LateInteraction:
         """A persistent store of documents' vectors by key (``get``, ``put``, ``flush``: an
         :class:`~semiret.indexes.embedding_cache.EmbeddingCache` of kind ``tokens``) read before the cache in memory;
         set by :class:`~semiret.search.rerank.Reranking` (``cache``)."""
+        if getattr(model, "is_quantized", False) or not hasattr(model.config, "hidden_size"):
+            raise SemiretError(f"{name!r} is no encoder whose token vectors late interaction can compare (a quantized "
+                               "or decoder-only model): give a ColBERT checkpoint or an encoder (minilm)")
         self.model, self.tokenizer, self.name, self.config = to_encoding_device(model.float()), tokenizer, name, config
         self.projections = [to_encoding_device(projection) for projection in projections or []]  # (--device)
 
@@ -177,6 +181,12 @@ class LateInteraction:
     def from_pretrained(cls, name: str, cache_mb: float = DEFAULT_CACHE_MB) -> "LateInteraction":
         """A ColBERT checkpoint (PyLate's or Stanford's) or any encoder (a folder, a hub id, ``minilm``); documents'
         vectors kept between searches up to ``cache_mb`` megabytes."""
+        saved = Path(located(name))
+        if (saved / ENCODER_FILE).is_file():  # an encoder semiret trained and saved (hce-scifact): its backbone's
+            from semiret.models.encoders import load_encoder  # token vectors, untrained for late interaction
+
+            encoder = load_encoder(str(saved))
+            return cls(encoder.backbone, encoder.tokenizer, name, LateInteractionConfig(), [], cache_mb)
         path = model_directory(name)
         kind = checkpoint_kind(path)
         if kind == "pylate":

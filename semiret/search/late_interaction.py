@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from semiret.data.packaged import REGISTRY
 from semiret.errors import SemiretError
 from semiret.indexes.multivector import NPROBE, MultiVectorIndex, check_ann
 from semiret.models.checkpoints import check_adapted_corpus, located
@@ -142,3 +143,12 @@ class ColbertRetriever(Retriever):
     model_kinds = ("dense", "splade")  # (any encoder's token vectors; a ColBERT checkpoint is of no family semiret lists)
     documents = LateInteractionDocuments
     queries = LateInteractionQueries
+
+    @classmethod
+    def check_model(cls, model: str | None) -> None:
+        """Also refuses the registry's models that are no encoders (a decoder LM), before they load."""
+        super().check_model(model)
+        registered = REGISTRY.get(model) if model else None
+        if registered is not None and registered.family is None:
+            raise SemiretError(f"{model} is {registered.description}, not an encoder: late interaction compares an "
+                               "encoder's token vectors (a ColBERT checkpoint, or an encoder such as minilm)")

@@ -426,7 +426,8 @@ class AnnSearchOptions:
     """How far an approximate dense search looks: what the dense and vectors retrievers search with."""
 
     nprobe: int = 16
-    """IVF lists searched per query (--ann ivf, or a faiss:FACTORY with IVF)."""
+    """IVF lists searched per query (--ann ivf, or a faiss:FACTORY with IVF); colbert's: centroids each query token
+    vector takes candidates from (--ann plaid)."""
     ef_search: int = 128
     """HNSW candidate list size (--ann hnsw, or a faiss:FACTORY with HNSW)."""
     beam: int = BEAM

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
-from semiret.indexes.multivector import (UNPACKED, centroid_interaction, compress_residuals, default_centroids,
+from semiret.indexes.multivector import (UNPACKED, ResidualCodec, centroid_interaction, default_centroids,
                                         pack_buckets, probed_documents)
-from semiret.models.late_interaction import LateInteraction
+from semiret.models.late_interaction import LateInteraction, LateInteractionConfig
 from semiret.search import ColbertRetriever, open_retriever
 
 from helpers import LocalClient, client_of, write_beir
@@ -112,6 +112,8 @@ def test_bad_options_and_a_replaced_model_are_refused_before_any_encoding(tiny_b
         ColbertRetriever.build(_documents(3), tmp_path / "bad", model=str(tiny_bert), nprobe=0)
     with pytest.raises(SemiretError, match="sidr"):
         ColbertRetriever.build(_documents(3), tmp_path / "bad", model="sidr-scifact")
+    with pytest.raises(SemiretError, match="not an encoder"):  # (a decoder LM of the registry, refused unloaded)
+        ColbertRetriever.build(_documents(3), tmp_path / "bad", model="smollm2-135m")
     import shutil
 
     model = tmp_path / "model"
@@ -179,15 +181,18 @@ def test_residuals_are_packed_and_decompressed_as_colbertv2_does():
     for nbits in (1, 2, 4):
         buckets = rng.integers(0, 2 ** nbits, size=(7, 16)).astype(np.uint8)
         assert (UNPACKED[nbits][pack_buckets(buckets, nbits)].reshape(7, 16) == buckets).all()
-    vectors = rng.normal(size=(5000, 16)).astype(np.float32)
-    centroids = rng.normal(size=(4, 16)).astype(np.float32)
-    codes = rng.integers(0, 4, 5000).astype(np.int32)
-    weights, packed = compress_residuals(vectors.astype(np.float16), centroids, codes, 2)
-    residuals = (vectors.astype(np.float16).astype(np.float32) - centroids[codes]).ravel()
-    np.testing.assert_allclose(weights, np.quantile(residuals, [0.125, 0.375, 0.625, 0.875]), rtol=0.05, atol=0.02)
+    vectors = rng.normal(size=(5000, 16)).astype(np.float16)
+    codec = ResidualCodec.train(vectors, 4, 2)
+    codes, packed = codec.compress(vectors)
+    residuals = (vectors.astype(np.float32) - codec.centroids[codes]).ravel()
+    np.testing.assert_allclose(codec.weights, np.quantile(residuals, [0.125, 0.375, 0.625, 0.875]), rtol=0.05,
+                               atol=0.02)
     buckets = UNPACKED[2][packed].reshape(5000, 16).ravel()
     assert np.all(np.diff([residuals[buckets == b].max() for b in range(4)]) > 0)  # buckets ordered by value
     assert abs(np.bincount(buckets, minlength=4) / buckets.size - 0.25).max() < 0.02  # at the quantiles
+    by_hand = codec.centroids[codes] + codec.weights[buckets.reshape(5000, 16)]
+    np.testing.assert_allclose(codec.decompress(codes, packed),
+                               by_hand / np.linalg.norm(by_hand, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
 def test_a_compressed_index_ranks_as_the_whole_vectors_do_in_a_fraction_of_the_space(built, tiny_bert, tmp_path):
@@ -204,6 +209,36 @@ def test_a_compressed_index_ranks_as_the_whole_vectors_do_in_a_fraction_of_the_s
         assert max(abs(h.score - whole[h.id]) for h in approximate) < 0.15 * max(map(abs, whole.values()))
         top = {h.id for h in exact.search(text, k=10)}
         assert len(top & {h.id for h in approximate[:10]}) >= 7
-    compressed.add([Document("new", "walrus seals ice")])  # a segment too small to compress: kept whole
-    compressed.index.merge()
-    assert compressed.index.describe()["nbits"] == 4 and len(compressed.search("walrus", k=100)) == 61
+    before = [(h.id, h.score) for h in compressed.search("walrus on the ice", k=60)]
+    for round_ in range(3):  # adds compressed by the index's codec; merges copy codes and residuals: nothing moves
+        compressed.add([Document(f"new{round_}", "walrus seals ice")])
+        assert compressed.index.segments[-1].codec.id == compressed.index.segments[0].codec.id
+        compressed.index.merge()
+        assert [(h.id, h.score) for h in compressed.search("walrus on the ice", k=60 + round_ + 1)
+                if not h.id.startswith("new")] == before
+    assert compressed.index.describe()["segments"] == 1 and len(compressed.search("walrus", k=100)) == 63
+
+
+def test_plaid_finds_k_hits_whatever_its_probe_under_filters_and_deletions(built):
+    documents, plaid, exact = built
+    narrow = plaid.with_options(nprobe=1, ndocs=10)
+    assert len(narrow.search("cats", k=60)) == 60  # (fewer visible documents than ndocs: all scored exactly)
+    kinds = narrow.search("cats", k=20, filter={"kind": 1})
+    assert len(kinds) == 20 and all(documents[int(h.id[1:])].metadata["kind"] == 1 for h in kinds)
+    assert len(narrow.search("cats", k=15, filter={"kind": 1})) == 15  # (the probe widened until 15 are candidates)
+    wanted = [d.id for d in documents[::4]]  # a re-ranking's candidates: each one scored, as exact search scores it
+    found = {h.id: h.score for h in narrow.search("cats", k=len(wanted), filter={"$id": wanted})}
+    assert found == {h.id: h.score for h in exact.search("cats", k=len(wanted), filter={"$id": wanted})}
+
+
+@pytest.mark.integration
+def test_an_encoder_semiret_saved_gives_its_token_vectors(tmp_path):
+    from semiret.models.encoders import load_encoder
+
+    retriever = ColbertRetriever.build(_documents(12, seed=5), tmp_path / "cb", model="hce-scifact", ann="exact")
+    encoder = load_encoder("hce-scifact")
+    model = LateInteraction(encoder.backbone, encoder.tokenizer, "hce-scifact", LateInteractionConfig())
+    texts = {d.id: d.full_text for d in _documents(12, seed=5)}
+    expected = model.score("statins and heart disease", list(texts.values()))
+    hits = retriever.search("statins and heart disease", k=3)
+    assert [h.score for h in hits] == pytest.approx(sorted(expected, reverse=True)[:3], abs=2e-2)
