@@ -27,8 +27,9 @@ by it, and merges copy codes and residuals as they are (a segment of another cod
 and compressed again, once). An index whose first build was small keeps that small codec: build it again to train
 one on the whole corpus.
 
-Hand-written kernels (numba): the candidates' approximate scores and the documents of the probed centroids. numpy
-would need a [candidate tokens x query tokens] gather per query; faiss has no MaxSim over groups of vectors.
+Hand-written kernels (numba): the candidates' approximate scores, the documents of the probed centroids and the
+decompression of their vectors. numpy would need a [candidate tokens x query tokens] gather per query, or several
+arrays of the candidates' size; faiss has no MaxSim over groups of vectors.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -43,7 +45,6 @@ import numba
 import numpy as np
 
 from semiret import progress
-from semiret.clustering.kmeans import unit_rows
 from semiret.compiled import NUMBA_OPTIONS
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
@@ -57,9 +58,10 @@ ANN_TYPES = ("plaid", "exact")
 NPROBE = 4
 """Centroids each query vector probes for candidates (PLAID's ``ncells``: 1 to 4)."""
 def default_ndocs(k: int) -> int:
-    """Candidates scored exactly for ``k`` hits (PLAID's ``ndocs`` bands: 256 up to 10 hits, 1,024 up to 100, then 4 k
-    and at least 4,096), so that pages of hits of one band rank alike."""
-    return 256 if k <= 10 else 1024 if k <= 100 else max(4 * k, 4096)
+    """Candidates scored exactly for ``k`` hits: 256 (PLAID's exactly scored share for 100 hits), or twice ``k`` when
+    more, so that pages of up to 128 hits rank alike. (SciFact's 300 test queries, MiniLM: 256 candidates for 100 hits
+    find exact search's R@100; docs/results.md, sixty-ninth session.)"""
+    return max(256, 2 * k)
 
 
 POINTS_PER_CENTROID = 39
@@ -445,8 +447,34 @@ class ResidualCodec:
 
     def decompress(self, codes: np.ndarray, residuals: np.ndarray) -> np.ndarray:
         """float32 unit rows [n, dim] of ``codes`` and packed ``residuals``."""
-        buckets = UNPACKED[self.nbits][residuals].reshape(len(codes), self.centroids.shape[1])
-        return unit_rows(self.centroids[codes] + self.weights[buckets])
+        out = np.empty((len(codes), self.centroids.shape[1]), np.float32)
+        decompress_into(np.asarray(codes), np.ascontiguousarray(residuals), self.centroids, self.byte_weights, out)
+        return out
+
+    @cached_property
+    def byte_weights(self) -> np.ndarray:
+        """float32 [256, 8 / nbits]: the bucket values each byte of packed residuals stands for."""
+        return self.weights[UNPACKED[self.nbits]]
+
+
+@numba.njit(**NUMBA_OPTIONS)
+def decompress_into(codes, residuals, centroids, byte_weights, out):
+    """``out[i]``: centroid ``codes[i]`` plus the values of row ``i``'s packed residual buckets, scaled to unit length,
+    in one pass over each row (numpy would write the buckets, their values and the sum as three arrays of the
+    candidates' size)."""
+    per_byte = byte_weights.shape[1]
+    for row in range(codes.shape[0]):
+        centroid = centroids[codes[row]]
+        total = 0.0
+        for j in range(residuals.shape[1]):
+            values = byte_weights[residuals[row, j]]
+            for t in range(per_byte):
+                value = centroid[j * per_byte + t] + values[t]
+                out[row, j * per_byte + t] = value
+                total += value * value
+        scale = 1.0 / max(np.sqrt(total), 1e-12)
+        for d in range(out.shape[1]):
+            out[row, d] *= scale
 
 
 def train_centroids(vectors: np.ndarray, count: int, seed: int = 0) -> np.ndarray:

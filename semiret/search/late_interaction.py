@@ -105,7 +105,7 @@ class LateInteractionQueryOptions:
     nprobe: int = NPROBE
     """Centroids each query token vector takes its candidates from (--ann plaid): more finds more, scores more."""
     ndocs: int | None = None
-    """Candidates per query scored exactly by MaxSim (--ann plaid; default: 256, or 4 k when more)."""
+    """Candidates per query scored exactly by MaxSim (--ann plaid; default: 256, or 2 k when more)."""
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
 
