@@ -33,10 +33,11 @@ def _documents(n: int, seed: int = 0) -> list[Document]:
 
 @pytest.fixture(scope="module")
 def built(tiny_bert, tmp_path_factory):
-    """A plaid index and an exact one of the same 60 documents (about 700 token vectors: 17 centroids)."""
+    """A plaid index of whole vectors and an exact one of the same 60 documents (about 700 token vectors: 17
+    centroids)."""
     root = tmp_path_factory.mktemp("colbert")
     documents = _documents(60)
-    plaid = ColbertRetriever.build(documents, root / "plaid", model=str(tiny_bert))
+    plaid = ColbertRetriever.build(documents, root / "plaid", model=str(tiny_bert), nbits=0)  # (vectors kept whole)
     exact = ColbertRetriever.build(documents, root / "exact", model=str(tiny_bert), ann="exact")
     return documents, plaid, exact
 
@@ -78,7 +79,7 @@ def test_the_kernels_by_hand():
 def test_added_documents_are_found_at_once_deleted_ones_never_and_a_merge_trains_centroids(tiny_bert, tmp_path,
                                                                                            caplog):
     documents = _documents(40, seed=1)
-    retriever = ColbertRetriever.build(documents, tmp_path / "cb", model=str(tiny_bert))
+    retriever = ColbertRetriever.build(documents, tmp_path / "cb", model=str(tiny_bert), nbits=0)
     new = Document("new", "walrus walrus seals on the winter ice ocean")
     with caplog.at_level(logging.WARNING):
         retriever.add([new])
@@ -164,7 +165,7 @@ def test_a_hybrid_fuses_bm25_with_colbert(tiny_bert, tmp_path):
 
     documents = _documents(30, seed=4)
     hybrid = HybridRetriever.build(documents, tmp_path / "h", neural="colbert", model=str(tiny_bert), fusion="rrf")
-    alone = ColbertRetriever.build(documents, tmp_path / "cb", model=str(tiny_bert), ann="exact")
+    alone = ColbertRetriever.build(documents, tmp_path / "cb", model=str(tiny_bert))
     lexical = BM25Retriever.build(documents)
     query = "walrus ice"
     ranks = {}
