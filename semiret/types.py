@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field, fields
 from typing import Callable, Iterable, Iterator, Sequence
@@ -17,6 +18,8 @@ import numpy as np
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,6 +192,9 @@ class TokenEmbeddings:
         """This batch compressed by ``codec`` (as it is where it already is)."""
         if self.codec is not None and self.codec.id == codec.id:
             return self
+        if self.codec is not None:
+            log.warning("%d documents' token vectors compressed by another codec (a shard's) are compressed again by "
+                        "the index's: a second compression's loss (build the index whole to avoid it)", len(self))
         codes, residuals = codec.compress(self.float_vectors())
         return TokenEmbeddings(self.ids, self.offsets, None, self.documents, codes, residuals, codec)
 

@@ -141,6 +141,12 @@ class LateInteraction:
 
     def __init__(self, model, tokenizer, name: str, config: LateInteractionConfig,
                  projections: list[torch.nn.Linear] | None = None, cache_mb: float = DEFAULT_CACHE_MB):
+        architectures = getattr(model.config, "architectures", None) or []
+        if getattr(model, "is_quantized", False) or not hasattr(model.config, "hidden_size") or \
+                getattr(model.config, "is_decoder", False) or \
+                any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+            raise SemiretError(f"{name!r} is no encoder whose token vectors late interaction can compare (a quantized "
+                               "or decoder-only model): give a ColBERT checkpoint or an encoder (minilm)")
         if isinstance(cache_mb, bool) or not isinstance(cache_mb, (int, float)) or not cache_mb >= 0:
             raise SemiretError(f"the late-interaction cache must be a number of megabytes >= 0, got {cache_mb!r}")
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()  # a text's digest -> its vectors (float16)
@@ -171,9 +177,6 @@ class LateInteraction:
         """A persistent store of documents' vectors by key (``get``, ``put``, ``flush``: an
         :class:`~semiret.indexes.embedding_cache.EmbeddingCache` of kind ``tokens``) read before the cache in memory;
         set by :class:`~semiret.search.rerank.Reranking` (``cache``)."""
-        if getattr(model, "is_quantized", False) or not hasattr(model.config, "hidden_size"):
-            raise SemiretError(f"{name!r} is no encoder whose token vectors late interaction can compare (a quantized "
-                               "or decoder-only model): give a ColBERT checkpoint or an encoder (minilm)")
         self.model, self.tokenizer, self.name, self.config = to_encoding_device(model.float()), tokenizer, name, config
         self.projections = [to_encoding_device(projection) for projection in projections or []]  # (--device)
 

@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 import pytest
+from transformers import AutoModel
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -115,6 +116,11 @@ def test_bad_options_and_a_replaced_model_are_refused_before_any_encoding(tiny_b
         ColbertRetriever.build(_documents(3), tmp_path / "bad", model="sidr-scifact")
     with pytest.raises(SemiretError, match="not an encoder"):  # (a decoder LM of the registry, refused unloaded)
         ColbertRetriever.build(_documents(3), tmp_path / "bad", model="smollm2-135m")
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=30522)).save_pretrained(tmp_path / "gpt")
+    with pytest.raises(SemiretError, match="decoder-only"):  # (a decoder LM in a folder)
+        LateInteraction(AutoModel.from_pretrained(tmp_path / "gpt"), None, "gpt", LateInteractionConfig())
     import shutil
 
     model = tmp_path / "model"
