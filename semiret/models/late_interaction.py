@@ -144,7 +144,7 @@ class LateInteraction:
         architectures = getattr(model.config, "architectures", None) or []
         if getattr(model, "is_quantized", False) or not hasattr(model.config, "hidden_size") or \
                 getattr(model.config, "is_decoder", False) or \
-                any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+                any(kind.endswith(("ForCausalLM", "LMHeadModel")) for kind in architectures):
             raise SemiretError(f"{name!r} is no encoder whose token vectors late interaction can compare (a quantized "
                                "or decoder-only model): give a ColBERT checkpoint or an encoder (minilm)")
         if isinstance(cache_mb, bool) or not isinstance(cache_mb, (int, float)) or not cache_mb >= 0:
