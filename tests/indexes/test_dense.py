@@ -40,7 +40,8 @@ def test_search_matches_brute_force(tmp_path, corpus, ann):
                              dim=DIM, analyzer={"type": "test"}, ann=ann)
     ids = [f"d{i}" for i in range(350)] + [f"e{i}" for i in range(250)]
     queries = unit_vectors(20, seed=1)
-    hits = DenseIndex.open(tmp_path / ann).search(queries, k=10, nprobe=1000, ef_search=600, beam=1000)
+    hits = DenseIndex.open(tmp_path / ann).search(queries, k=10, nprobe=1000, ef_search=600, beam=1000,
+                                                  rescore=60)  # (binary: all 600 documents re-scored)
     expected = brute_force(corpus, ids, queries, 10)
     recall = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits.ids, expected)])
     assert recall == 1.0 if ann in ("exact", "flat") else recall > 0.95
