@@ -57,7 +57,7 @@ def test_the_catalog_reads_each_checkpoint_from_its_own_files(shipped):
     assert sidr.retrievers == ("sidr-full", "sidr-beta", "sidr-beta-rerank", "hybrid")
     hce = entries["hce-x"]
     assert (hce.kind, hce.base, hce.trained_on, hce.retrievers) == ("dense", "minilm", "scifact (train)",
-                                                                     ("dense", "hybrid"))
+                                                                     ("dense", "colbert", "hybrid"))
     assert hce.size_mb == 1.0
     assert entries["gdr-x"].trained_on == "vaswani"  # from the command line it recorded
     assert entries["gdr-x"].retrievers == ("gdr", "hybrid")
