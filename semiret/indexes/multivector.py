@@ -196,14 +196,19 @@ class MultiVectorSegment(Segment):
         while start < len(documents):
             stop = max(start + 1, int(np.searchsorted(ends, ends[start] - lengths[start] + EXACT_BLOCK_TOKENS,
                                                       side="right")))
-            block, block_lengths = documents[start:stop], lengths[start:stop]
-            rows = np.repeat(self.offsets[block] - np.concatenate([[0], np.cumsum(block_lengths)[:-1]]),
-                             block_lengths) + np.arange(int(block_lengths.sum()))
+            rows, offsets = self.rows_of(documents[start:stop])
             similarities = query @ self.token_vectors(rows).T
-            firsts = np.concatenate([[0], np.cumsum(block_lengths)[:-1]])
-            scores[start:stop] = np.maximum.reduceat(similarities, firsts, axis=1).sum(axis=0)
+            scores[start:stop] = np.maximum.reduceat(similarities, offsets[:-1], axis=1).sum(axis=0)
             start = stop
         return scores
+
+    def rows_of(self, documents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, offsets): the token rows of ``documents`` (local numbers) one document after the other, and where
+        each document's start among them (int64 [len(documents) + 1])."""
+        lengths = self.lengths[documents]
+        offsets = np.zeros(len(documents) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return np.repeat(self.offsets[documents] - offsets[:-1], lengths) + np.arange(int(offsets[-1])), offsets
 
     def mean_vectors(self, locals_: Sequence[int]) -> np.ndarray:
         """Each document's mean token vector (zero for one without any)."""
@@ -329,10 +334,7 @@ class MultiVectorIndex(SegmentedIndex):
 
     def _live_batch(self, segment: MultiVectorSegment, live: np.ndarray, ids: list[str],
                     documents: Sequence[Document] | None) -> TokenEmbeddings:
-        lengths = segment.lengths[live]
-        offsets = np.zeros(len(live) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        rows = np.repeat(segment.offsets[live] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        rows, offsets = segment.rows_of(live)
         if segment.codec is not None:  # as stored: a merge writes the same codes and residuals
             return TokenEmbeddings(ids, offsets, None, documents, segment.codes[rows], np.asarray(segment.vectors[rows]),
                                    segment.codec)
