@@ -16,7 +16,7 @@ from semiret.data.packaged import REGISTRY
 from semiret.errors import SemiretError
 from semiret.indexes.multivector import NPROBE, MultiVectorIndex, check_ann
 from semiret.models.checkpoints import check_adapted_corpus, located
-from semiret.search.neural import EncoderDocuments, SiameseQueries, batch_size_field, encoder_config
+from semiret.search.neural import EncoderDocuments, SiameseQueries, batch_size_field, check_weights, encoder_config
 from semiret.search.retrievers import Retriever, register_retriever
 from semiret.types import TokenEmbeddings
 
@@ -84,11 +84,7 @@ class LateInteractionDocuments(EncoderDocuments):
         return self._encoder
 
     def check_encoder(self, model) -> None:
-        if model.weights_fingerprint != self.config["weights"]:
-            raise SemiretError(f"{self.index_path} was built with other weights than {self.config['model']} holds now "
-                               f"(fingerprint {self.config['weights']} then, {model.weights_fingerprint} now: retrained "
-                               "or replaced since): rebuild the index with this model (--overwrite), or give it the "
-                               "model files it was built with")
+        check_weights(self.config, model.weights_fingerprint, self.index_path)
 
     def prepare(self, documents):
         check_adapted_corpus(located(self.config["model"]), documents)
@@ -145,7 +141,7 @@ class ColbertRetriever(Retriever):
     MaxSim with PLAID's candidate generation (``ann``: plaid or exact)."""
 
     name = "colbert"
-    model_kinds = ("dense", "splade")  # (any encoder's token vectors; a ColBERT checkpoint is of no family semiret lists)
+    model_kinds = ("dense", "splade")  # (any encoder's token vectors; a ColBERT checkpoint: no family semiret lists)
     documents = LateInteractionDocuments
     queries = LateInteractionQueries
 

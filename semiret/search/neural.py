@@ -55,14 +55,14 @@ def encoder_config(family: str, model: str, max_length: int | None, loaded=None,
 def check_weights(config: dict, module, where, recorded_as: str = "weights", model: str | None = None) -> None:
     """Refuse a model loaded for the index at ``where`` whose weights are not those recorded when it was built
     (``config[recorded_as]``; the model directory retrained or replaced since): its queries or new documents would
-    be matched against vectors of the old weights. ``model``: the model's name, if not ``config``'s. Indexes from
-    before weights were recorded are not checked."""
+    be matched against vectors of the old weights. ``module``: the model, or its weights' fingerprint. ``model``: the
+    model's name, if not ``config``'s. Indexes from before weights were recorded are not checked."""
     recorded = config.get(recorded_as)
     if recorded is None:
         return
     from semiret.models.base import weights_fingerprint
 
-    now = weights_fingerprint(module)
+    now = module if isinstance(module, str) else weights_fingerprint(module)
     if now != recorded:
         raise SemiretError(f"{where} was built with other weights than {model or config['model']} holds now "
                            f"(fingerprint {recorded} then, {now} now: retrained or replaced since): rebuild the index "
