@@ -210,7 +210,8 @@ class TokenEmbeddings:
         ids, documents = [i for b in batches for i in b.ids], _concatenated_documents(batches)
         codec = next((b.codec for b in batches if b.codec is not None), None)
         if codec is None:
-            return TokenEmbeddings(ids, np.concatenate(offsets), np.concatenate([b.vectors for b in batches]), documents)
+            return TokenEmbeddings(ids, np.concatenate(offsets), np.concatenate([b.vectors for b in batches]),
+                                   documents)
         coded = [b.coded_by(codec) for b in batches]
         return TokenEmbeddings(ids, np.concatenate(offsets), None, documents, np.concatenate([b.codes for b in coded]),
                                np.concatenate([b.residuals for b in coded]), codec)

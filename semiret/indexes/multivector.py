@@ -336,8 +336,8 @@ class MultiVectorIndex(SegmentedIndex):
                     documents: Sequence[Document] | None) -> TokenEmbeddings:
         rows, offsets = segment.rows_of(live)
         if segment.codec is not None:  # as stored: a merge writes the same codes and residuals
-            return TokenEmbeddings(ids, offsets, None, documents, segment.codes[rows], np.asarray(segment.vectors[rows]),
-                                   segment.codec)
+            return TokenEmbeddings(ids, offsets, None, documents, segment.codes[rows],
+                                   np.asarray(segment.vectors[rows]), segment.codec)
         return TokenEmbeddings(ids, offsets, np.asarray(segment.vectors[rows]), documents)
 
     def _validate(self, batch: TokenEmbeddings) -> None:
