@@ -270,7 +270,8 @@ def _boost_option():
 def _query_vectors_option():
     return typer.Option(None, help="Queries given as vectors made elsewhere instead: a JSONL file, one "
                         "{\"_id\", \"vector\": [...]} a line, searched as they are over a dense index (retrievers "
-                        "vectors, dense), or {\"_id\", \"vector\": {\"term\": weight}} over sparse-vectors.")
+                        "vectors, dense), {\"_id\", \"vector\": {\"term\": weight}} over sparse-vectors, or "
+                        "{\"_id\", \"vector\": [[...], ...]} (a query's token vectors) over multivectors.")
 
 
 def _fuse_with_option():
@@ -1234,11 +1235,11 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
     """Write an index's stored documents as a corpus file (BEIR corpus.jsonl lines, metadata included), which
     `semiret index` reads back: a backup, a copy to index with another retriever, or the documents a filter selects.
     From an index of passages, its documents joined again (words one space apart), as they were added; from an index
-    of the vectors or sparse-vectors retriever, each with its vector."""
+    of the vectors, sparse-vectors or multivectors retriever, each with its vector (token vectors: a list of lists)."""
     from semiret import progress
     from semiret.files import check_output_file, write_output_text
     from semiret.indexes.filters import count_matching, joined_documents, matching_records
-    from semiret.search.retrievers import open_index_at
+    from semiret.search.retrievers import RETRIEVER_OF_KIND, open_index_at
 
     index, = _leading_index(index_option, index, names=("index",))
     check_output_file(out, "export (--out)")
@@ -1250,7 +1251,7 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
         records, total = (document.to_json() for document in joined_documents(opened, spec)), None
     else:
         records, total = matching_records(opened, spec), count_matching(opened, spec)
-    if opened.meta["analyzer"].get("type") in ("vectors", "sparse-vectors"):  # their own vectors (as searched)
+    if opened.meta["analyzer"].get("type") in RETRIEVER_OF_KIND.values():  # their own vectors (as searched)
         records = (_with_vector(opened, record) for record in records)
     written = 0
 
@@ -1266,7 +1267,7 @@ def export(index: Optional[Path] = typer.Argument(None, help="Index directory.")
 
 def _with_vector(index, record: str) -> str:
     """A stored document's JSON line with its vector as ``index`` holds it (scaled to unit length for a cosine; a
-    sparse vector's ``{term: weight}`` as stored)."""
+    sparse vector's ``{term: weight}`` as stored; token vectors as searched, decompressed where compressed)."""
     read = json.loads(record)
     vector = index.get_vector(read["_id"])
     read["vector"] = vector if isinstance(vector, dict) else vector.tolist()

@@ -162,10 +162,21 @@ def record_fields(record: dict) -> dict:
     return fields_found
 
 
+VECTOR_KINDS = {"dense": "dense (a list of numbers)", "multi": "token vectors (a list of lists of numbers)",
+                "sparse": "sparse ({term: weight})"}
+"""The kinds of vector a document or query brings (:func:`vector_kind`), as errors name them."""
+
+
+def vector_kind(vector: "np.ndarray | dict[str, float]") -> str:
+    """What a checked vector (:func:`brought_vector`) is: ``sparse`` (a dict), ``multi`` (token vectors, 2-D) or
+    ``dense``; the kinds of the ``sparse-vectors``, ``multivectors`` and ``vectors`` retrievers."""
+    return "sparse" if isinstance(vector, dict) else "multi" if vector.ndim == 2 else "dense"
+
+
 def brought_vector(value, name: str = f"field {VECTOR_FIELD!r}",
                    document: bool = False) -> "np.ndarray | dict[str, float]":
     """A vector a document or a query brings: an object (a mapping) is a sparse vector (:func:`sparse_vector`),
-    anything else a dense one (:func:`document_vector`). A ValueError names ``name``; a ``document``'s sparse vector
+    anything else a dense one or token vectors (:func:`document_vector`). A ValueError names ``name``; a ``document``'s sparse vector
     must keep a term (a query's may not: it finds nothing)."""
     if not isinstance(value, Mapping):
         return document_vector(value, name)
@@ -211,20 +222,17 @@ def sparse_vector(value: Mapping, name: str = f"field {VECTOR_FIELD!r}") -> dict
 
 def document_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> np.ndarray:
     """``value`` (a list of numbers, an array) as the float32 vector an index holds, checked: one dimension, at least
-    one number, all finite; anything else is a ValueError naming ``name`` (the field, or what holds it). Read by numpy
-    whole (a Python loop over a 768-number list cost 30 times as much); only a refused list is read item by item, to
-    say where it is wrong."""
+    one number, all finite; or a list of such lists of one length (a 2-D array), a document's or a query's token
+    vectors, one a row (what an index of the ``multivectors`` retriever holds). Anything else is a ValueError naming
+    ``name`` (the field, or what holds it). Read by numpy whole (a Python loop over a 768-number list cost 30 times
+    as much); only a refused list is read item by item, to say where it is wrong."""
     if isinstance(value, (list, tuple)):
         try:
             vector = np.asarray(value)
         except ValueError:  # ragged: lists of different lengths
             vector = None
         if vector is None or vector.dtype.kind not in "fiu":
-            wrong = next((i for i, x in enumerate(value) if not isinstance(x, numbers.Real) or isinstance(x, bool)),
-                         None)
-            if wrong is not None:
-                raise ValueError(f"{name} must hold numbers only, got {type(value[wrong]).__name__} at position "
-                                 f"{wrong}")
+            _say_where_wrong(value, name)
             vector = np.asarray(value, dtype=np.float64)  # (numbers and booleans: the booleans refused below)
     elif isinstance(value, np.ndarray):
         vector = value
@@ -233,12 +241,26 @@ def document_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> np.ndarray:
                          f"one), got {type(value).__name__}")
     if vector.dtype.kind not in "fiu":
         raise ValueError(f"{name} must hold numbers only, got {vector.dtype.name} values")
-    if vector.ndim != 1 or not vector.size:
-        raise ValueError(f"{name} must be a flat list of at least one number, got "
-                         + (f"shape {vector.shape}" if vector.size else "none"))
+    if vector.ndim not in (1, 2) or not vector.size:
+        raise ValueError(f"{name} must be a flat list of at least one number (or a list of such lists, token "
+                         "vectors), got " + (f"shape {vector.shape}" if vector.size else "none"))
     if not np.isfinite(vector).all():
         raise ValueError(f"{name} holds NaN or an infinity")
     return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def _say_where_wrong(value: list | tuple, name: str) -> None:
+    """Raise a ValueError naming where the list ``value`` that numpy could not read as numbers goes wrong: an item
+    that is no number, or (token vectors, a list of lists) a row of another length or holding no number."""
+    rows = all(isinstance(row, (list, tuple, np.ndarray)) for row in value)
+    for position, item in enumerate(value):
+        if rows:
+            if len(item) != len(value[0]):
+                raise ValueError(f"{name}: token vector {position} has {len(item)} numbers, token vector 0 has "
+                                 f"{len(value[0])} (token vectors are rows of one length)")
+            _say_where_wrong(item, f"{name}'s token vector {position}")
+        elif not isinstance(item, numbers.Real) or isinstance(item, bool):
+            raise ValueError(f"{name} must hold numbers only, got {type(item).__name__} at position {position}")
 
 
 EVERY_FIELD = "*"
@@ -718,10 +740,14 @@ def query_texts(queries) -> list[str]:
     return texts
 
 
-def query_vectors(queries) -> tuple[list[np.ndarray] | list[dict[str, float]], bool] | None:
+def query_vectors(queries, token_vectors: bool | None = False
+                  ) -> tuple[list[np.ndarray] | list[dict[str, float]], bool] | None:
     """A search's ``queries`` given as vectors (an index of vectors', searched as they are; :func:`query_texts` reads
     texts): a 1-D array or a list of numbers is one query, a 2-D array or a list of such lists a batch; an object
-    ``{term: weight}`` (a dict) is one sparse query, a list of them a batch. Returns the vectors checked
+    ``{term: weight}`` (a dict) is one sparse query, a list of them a batch. With ``token_vectors`` (an index of the
+    ``multivectors`` retriever, whose queries are token vectors, a row each): a 2-D array or a list of lists of
+    numbers is one query, a 3-D array or a list of 2-D ones a batch; ``None``: token vectors where they nest three
+    deep (a batch of them: what a client that knows not the index sends). Returns the vectors checked
     (:func:`document_vector`, :func:`sparse_vector`: a sparse one may hold no term then, its weights all 0) and
     whether one was given alone; None where ``queries`` are not vectors (a dict of texts, ``{id: text}``, is left to
     :func:`query_texts` to refuse)."""
@@ -737,23 +763,46 @@ def query_vectors(queries) -> tuple[list[np.ndarray] | list[dict[str, float]], b
                     for position, row in enumerate(rows)], single
         except ValueError as exc:
             raise SemiretError(str(exc)) from None
+    if token_vectors is None:
+        token_vectors = _nests_three_deep(queries)
+    dims = 2 if token_vectors else 1  # of one query
     if isinstance(queries, np.ndarray) and queries.dtype.kind in "fiu":  # (an array of strings holds texts)
-        if queries.ndim not in (1, 2):
-            raise SemiretError(f"query vectors are one vector or a matrix of them, one per row, got shape "
-                               f"{queries.shape}")
-        rows, single = ([queries], True) if queries.ndim == 1 else (list(queries), False)
+        if queries.ndim not in (dims, dims + 1):
+            raise SemiretError(("query token vectors are one query's [tokens, dim] matrix or a batch of them"
+                                if token_vectors else "query vectors are one vector or a matrix of them, one per row")
+                               + f", got shape {queries.shape}")
+        rows, single = ([queries], True) if queries.ndim == dims else (list(queries), False)
     elif isinstance(queries, (list, tuple)) and queries and not any(isinstance(q, str) for q in queries):
-        single = all(isinstance(q, numbers.Real) for q in queries)
+        first = queries[0]
+        single = all(isinstance(q, numbers.Real) for q in queries) or bool(token_vectors) and isinstance(
+            first, (list, tuple, np.ndarray)) and all(isinstance(x, numbers.Real) for x in first)
         rows = [queries] if single else list(queries)
     else:
         return None
     vectors = []
     for position, row in enumerate(rows):
+        name = "the query vector" if single else f"query vector {position}"
         try:
-            vectors.append(document_vector(row, "the query vector" if single else f"query vector {position}"))
+            vector = document_vector(row, name)
         except ValueError as exc:
             raise SemiretError(str(exc)) from None
+        if vector.ndim != dims:
+            raise SemiretError(f"{name} is a [tokens, dim] matrix of token vectors, which an index of the "
+                               "multivectors retriever takes; this index takes flat vectors" if not token_vectors else
+                               f"{name} is one flat vector; an index of the multivectors retriever is searched by "
+                               "each query's token vectors, a [tokens, dim] matrix (a list of lists of numbers)")
+        vectors.append(vector)
     return vectors, single
+
+
+def _nests_three_deep(queries) -> bool:
+    """Whether ``queries`` are a 3-D array, or a list whose first item is a matrix (an array, or a list of lists)."""
+    if isinstance(queries, np.ndarray):
+        return queries.ndim == 3
+    first = queries[0] if isinstance(queries, (list, tuple)) and queries else None
+    if isinstance(first, np.ndarray):
+        return first.ndim == 2
+    return isinstance(first, (list, tuple)) and bool(first) and isinstance(first[0], (list, tuple, np.ndarray))
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
@@ -783,8 +832,9 @@ def read_queries(path: str | Path) -> dict[str, str]:
 def read_query_vectors(path: str | Path) -> dict[str, np.ndarray] | dict[str, dict[str, float]]:
     """Read queries given as vectors from a JSONL file (gzipped or not), one ``{"_id": ..., "vector": [...]}`` per
     line (an ``id`` field of :data:`ID_FIELDS`; other fields, a text say, are left unread), as ``{id: vector}``; the
-    vectors all dense and of one dimension, or all sparse (``"vector": {"term": weight, ...}``, as
-    :func:`sparse_vector` reads them). Errors name the file and line."""
+    vectors all dense and of one dimension, all token vectors (``"vector": [[...], ...]``, a matrix each) of one
+    dimension, or all sparse (``"vector": {"term": weight, ...}``, as :func:`sparse_vector` reads them). Errors name
+    the file and line."""
     path = Path(path)
     if _delimiter(path):
         raise DataFormatError(f"query vectors are read from JSONL (one {{\"_id\", \"{VECTOR_FIELD}\"}} object a "
@@ -801,14 +851,13 @@ def read_query_vectors(path: str | Path) -> dict[str, np.ndarray] | dict[str, di
         if query_id in queries:
             raise DataFormatError(f"duplicate query id {query_id!r}", path, line)
         first = next(iter(queries.values()), vector)
-        if isinstance(vector, dict) != isinstance(first, dict):
-            sparse, dense = "sparse ({term: weight})", "dense (a list of numbers)"
-            this, other = (sparse, dense) if isinstance(vector, dict) else (dense, sparse)
-            raise DataFormatError(f"a {this} vector; the file's first is {other}: a file holds vectors of one kind",
+        if vector_kind(vector) != vector_kind(first):
+            this, other = (VECTOR_KINDS[vector_kind(v)] for v in (vector, first))
+            raise DataFormatError(f"a vector {this}; the file's first is {other}: a file holds vectors of one kind",
                                   path, line)
-        if not isinstance(vector, dict) and len(vector) != len(first):
-            raise DataFormatError(f"a {len(vector)}-dimensional vector; the file's first is {len(first)}-dimensional",
-                                  path, line)
+        if not isinstance(vector, dict) and vector.shape[-1] != first.shape[-1]:
+            raise DataFormatError(f"a {vector.shape[-1]}-dimensional vector; the file's first is "
+                                  f"{first.shape[-1]}-dimensional", path, line)
         queries[query_id] = vector
     return queries
 

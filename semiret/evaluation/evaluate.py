@@ -84,8 +84,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     ``options`` records it. ``rerank``: the best hits ranked again by a cross-encoder or late interaction
     (:class:`~semiret.search.rerank.Reranking`); ``options`` records its model and depth. ``query_vectors_file``:
     the queries as vectors made elsewhere (:func:`~semiret.data.collection.read_query_vectors`; in place of
-    ``queries_file``), searched as they are over a dense index (retrievers ``vectors``, ``dense``), or sparse ones
-    over an index of sparse vectors (``sparse-vectors``). ``fuse_with``:
+    ``queries_file``), searched as they are over a dense index (retrievers ``vectors``, ``dense``), sparse ones
+    over an index of sparse vectors (``sparse-vectors``), token vectors over an index of them (``multivectors``).
+    ``fuse_with``:
     other indexes of the corpus (each searched by its own retriever) whose rankings are fused with this one's at query
     time (:class:`~semiret.search.fused.FusedSearch`, by ``fuse_method`` with ``fuse_weights``, each index's best
     ``fuse_depth``): the figures are the fused search's, its size the indexes' together, and ``options`` records the
@@ -153,8 +154,9 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         retriever = _built_for(index, store) or DEFAULT_RETRIEVER
     cls = type(opened) if opened is not None else retriever_class(retriever)
     if query_vectors_file is not None and not cls.queries.searches_vectors:  # before any index is built
-        raise SemiretError(f"--query-vectors searches a dense index (retrievers dense, vectors) or one of sparse "
-                           f"vectors (sparse-vectors); {retriever} searches query texts")
+        raise SemiretError(f"--query-vectors searches a dense index (retrievers dense, vectors), one of sparse "
+                           f"vectors (sparse-vectors) or of token vectors (multivectors); {retriever} searches query "
+                           "texts")
     build_options, search_options = cls.split_options(options)  # unknown options fail before any work
     cls.search_options(search_options)  # as do bad values of the search options (checked when made)
     scratch = temporary_collection = None

@@ -50,7 +50,7 @@ from semiret.data.collection import Document, check_storable
 from semiret.errors import SemiretError
 from semiret.text.analyzer import IDEOGRAPH, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.text.token_counts import recorded_chunking
-from semiret.text.fields import TEXT_FIELDS_KEY, TextFields, read_fields
+from semiret.text.fields import TEXT_FIELDS_KEY, TextFields, read_fields, recorded_fields
 from semiret.types import DocumentPage
 
 log = logging.getLogger(__name__)
@@ -145,9 +145,11 @@ class MetadataFilter:
             elif isinstance(node, _Combined) and (negated or node.how != "not"):
                 stack.extend(reversed(node.parts))
 
-    def matches(self, metadata: dict | None, document: Document | None = None) -> bool:
-        """Whether a document's ``metadata`` passes (a ``$text`` condition reads ``document``'s title and text)."""
-        return self._root.passes(metadata, document)
+    def matches(self, metadata: dict | None, document: Document | None = None,
+                fields: TextFields | None = None) -> bool:
+        """Whether a document's ``metadata`` passes (a ``$text`` condition reads ``document``'s title and text, or
+        the ``fields`` its index reads: :func:`text_condition_fields`, as :meth:`mask` reads them)."""
+        return self._root.passes(metadata, document, fields)
 
     def mask(self, columns: Callable[[tuple[str, ...]], "Column"], texts: Callable[[], "TextIndex"],
              ids: Callable[[list[str]], np.ndarray]) -> np.ndarray:
@@ -301,7 +303,7 @@ class _Field:
     def paths(self) -> Iterator[tuple[str, ...]]:
         yield self.path
 
-    def passes(self, metadata: dict | None, document: Document | None) -> bool:
+    def passes(self, metadata: dict | None, document: Document | None, fields: TextFields | None = None) -> bool:
         return self.test(field_value(metadata, self.path))
 
     def mask(self, columns, texts, ids) -> np.ndarray:
@@ -321,8 +323,8 @@ class _Combined:
         for part in self.parts:
             yield from part.paths()
 
-    def passes(self, metadata: dict | None, document: Document | None) -> bool:
-        found = (part.passes(metadata, document) for part in self.parts)
+    def passes(self, metadata: dict | None, document: Document | None, fields: TextFields | None = None) -> bool:
+        found = (part.passes(metadata, document, fields) for part in self.parts)
         return any(found) if self.how == "any" else all(found) if self.how == "all" else not all(found)
 
     def mask(self, columns, texts, ids) -> np.ndarray:
@@ -389,16 +391,17 @@ class TextCondition:
     def paths(self) -> Iterator[tuple[str, ...]]:
         yield from ()
 
-    def passes(self, metadata: dict | None, document: Document | None) -> bool:
-        """Whether ``document``'s title or text holds every word, a word each prefix begins and each phrase as
-        consecutive words of one field, as a segment's word index finds them (:meth:`TextIndex.holding_phrase`)."""
+    def passes(self, metadata: dict | None, document: Document | None, fields: TextFields | None = None) -> bool:
+        """Whether ``document``'s title or text (or the ``fields`` its index reads) holds every word, a word each
+        prefix begins and each phrase as consecutive words of one field (one value of a list), as a segment's word
+        index finds them (:class:`TextIndex`, :meth:`TextIndex.holding_phrase`)."""
         if document is None:
             raise SemiretError(f"a {TEXT} filter reads the documents' stored texts, and none was given")
-        fields = [plain_words(document.title or ""), plain_words(document.text)]
-        held = set(fields[0]) | set(fields[1])
+        read = [plain_words(value) for _, values in read_fields(document, fields) for value in values]
+        held = set().union(*read)
         return all(word in held for word in self.words) and all(
             any(word.startswith(prefix) for word in held) for prefix in self.prefixes) and all(
-            any(_holds_phrase(field, phrase) for field in fields) for phrase in self.phrases)
+            any(_holds_phrase(words, phrase) for words in read) for phrase in self.phrases)
 
     def mask(self, columns, texts, ids) -> np.ndarray:
         index = texts()
@@ -427,7 +430,7 @@ class IdCondition:
     def paths(self) -> Iterator[tuple[str, ...]]:
         yield from ()
 
-    def passes(self, metadata: dict | None, document: Document | None) -> bool:
+    def passes(self, metadata: dict | None, document: Document | None, fields: TextFields | None = None) -> bool:
         if document is None:
             raise SemiretError(f"a {ID} filter reads the documents' ids, and no document was given")
         return document.id in self._held
@@ -785,21 +788,32 @@ def hit_metadata(index, doc_ids: list[str]):
     (:meth:`~semiret.indexes.segments.SegmentedIndex.hit_metadata`), else (Milvus) from the stored documents."""
     if hasattr(index, "hit_metadata"):
         return index.hit_metadata(doc_ids)
-    return StoredMetadata(index.get_documents(doc_ids))
+    return StoredMetadata(index.get_documents(doc_ids), text_condition_fields(index))
+
+
+def text_condition_fields(index) -> TextFields | None:
+    """The fields a ``$text`` condition reads of ``index``'s documents checked one at a time
+    (:meth:`MetadataFilter.matches`), those its segments' word index reads (:attr:`Segment.text_fields
+    <semiret.indexes.segments.Segment.text_fields>`): what its analyzer records (BM25F's ``text_fields``; of a
+    composite index, its first part's, which holds the documents and restricts the others); None: the title and
+    text."""
+    return recorded_fields((index.first if hasattr(index, "parts") else index).meta)
 
 
 class StoredMetadata:
-    """:func:`hit_metadata` read from stored documents (``{id: Document}``, the live ones)."""
+    """:func:`hit_metadata` read from stored documents (``{id: Document}``, the live ones), their words read as the
+    index reads them (``fields``: :func:`text_condition_fields`)."""
 
-    def __init__(self, documents: dict[str, Document]):
-        self.documents = documents
+    def __init__(self, documents: dict[str, Document], fields: TextFields | None = None):
+        self.documents, self.fields = documents, fields
 
     def values(self, paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict]:
         return {path: {doc_id: field_value(document.metadata, path) for doc_id, document in self.documents.items()}
                 for path in paths}
 
     def passing(self, wanted: MetadataFilter) -> set[str]:
-        return {doc_id for doc_id, document in self.documents.items() if wanted.matches(document.metadata, document)}
+        return {doc_id for doc_id, document in self.documents.items()
+                if wanted.matches(document.metadata, document, self.fields)}
 
 
 MAX_RANGES = 100

@@ -49,6 +49,7 @@ import numpy as np
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import check_embeddings
+from semiret.indexes.filters import text_condition_fields
 from semiret.indexes.inverted import check_postings, pack_queries
 from semiret.indexes.segments import check_buffer, check_ids, check_new_ids
 from semiret.types import Embeddings, Postings, SearchHits
@@ -373,11 +374,14 @@ class MilvusIndex:
         return self.n_docs if wanted is None else sum(1 for _ in self.iter_documents(wanted))
 
     def iter_documents(self, wanted=None) -> Iterator[Document]:
-        """The stored documents (those passing ``wanted``), in Milvus's order, read a page at a time."""
+        """The stored documents (those passing ``wanted``, a ``$text`` condition reading the fields the collection's
+        analyzer records: :func:`~semiret.indexes.filters.text_condition_fields`), in Milvus's order, read a page at a
+        time."""
+        fields = text_condition_fields(self)
         for row in self.narrowed(wanted)._rows([ID_FIELD, DOCUMENT_FIELD]):
             if row[DOCUMENT_FIELD]:
                 document = Document.from_json(row[DOCUMENT_FIELD])
-                if wanted is None or wanted.matches(document.metadata, document):
+                if wanted is None or wanted.matches(document.metadata, document, fields):
                     yield document
 
     def sorted_ids(self, wanted=None) -> list[str]:

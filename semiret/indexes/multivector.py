@@ -280,6 +280,9 @@ class MultiVectorIndex(SegmentedIndex):
         dimension (None: whole, float16)."""
         if kind != "multivector":
             raise SemiretError(f"a multi-vector index has kind 'multivector', not {kind!r}")
+        if dim is None:
+            raise SemiretError("a multi-vector index needs the dimension of its token vectors (dim, --dim): none was "
+                               "given, and no document to take it from")
         check_ann(ann, centroids, nbits)
         if nbits and dim * nbits % 8:
             raise SemiretError(f"{dim}-dimensional token vectors do not pack into whole bytes of {nbits}-bit residuals "
@@ -331,6 +334,32 @@ class MultiVectorIndex(SegmentedIndex):
         """Each document's mean token vector: what a diversified search compares documents by."""
         return np.concatenate([segment.mean_vectors([local]) for segment, local in located]) if located else \
             np.zeros((0, self.dim), np.float32)
+
+    def get_vector(self, doc_id: str) -> np.ndarray | None:
+        """The live document ``doc_id``'s token vectors as searched (float32 [tokens, dim], decompressed where
+        compressed); None when there is no such live document."""
+        found = self.locate(doc_id)
+        if found is None:
+            return None
+        segment, local = found
+        return segment.token_vectors(segment.rows_of(np.array([local]))[0])
+
+    def holds_token_vectors(self, doc_id: str, vectors: np.ndarray) -> bool:
+        """Whether the live document ``doc_id`` holds ``vectors`` (float32 [tokens, dim]) as adding them again would
+        store them (in float16, or compressed by its segment's codec): what a sync leaves as it is."""
+        found = self.locate(doc_id)
+        if found is None:
+            return False
+        segment, local = found
+        rows = segment.rows_of(np.array([local]))[0]
+        if vectors.shape != (len(rows), self.dim):
+            return False
+        stored = vectors.astype(np.float16)
+        if segment.codec is None:
+            return bool(np.array_equal(np.asarray(segment.vectors[rows]), stored))
+        codes, residuals = segment.codec.compress(stored)
+        return bool(np.array_equal(codes, segment.codes[rows]) and
+                    np.array_equal(residuals, np.asarray(segment.vectors[rows])))
 
     def _live_batch(self, segment: MultiVectorSegment, live: np.ndarray, ids: list[str],
                     documents: Sequence[Document] | None) -> TokenEmbeddings:

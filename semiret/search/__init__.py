@@ -1,11 +1,12 @@
 """Retrievers: an index plus a document side and a query side, registered by name
 (:mod:`semiret.search.retrievers`); the lexical, neural and semi-parametric sides and retrievers, and the vectors
-retrievers of embeddings brought by the user, dense and sparse."""
+retrievers of embeddings brought by the user, dense, sparse and token vectors."""
 
 from semiret.search.gdr import GDRRetriever
 from semiret.search.hybrid import HybridRetriever
 from semiret.search.late_interaction import ColbertRetriever
 from semiret.search.lexical import BagOfTokensRetriever, BM25Retriever, IDFRetriever
+from semiret.search.multivectors import MultiVectorsRetriever
 from semiret.search.nail import BM25NailRetriever, NailExhaustiveRetriever, NailSparseRetriever
 from semiret.search.neural import (
     DenseRetriever,
@@ -31,7 +32,7 @@ from semiret.search.vectors import VectorsRetriever
 
 __all__ = ["RETRIEVERS", "BagOfTokensRetriever", "BM25NailRetriever", "BM25Retriever", "ColbertRetriever", "DenseRetriever",
            "DocumentSide",
-           "GDRRetriever", "HybridRetriever", "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever",
+           "GDRRetriever", "HybridRetriever", "IDFRetriever", "InferenceFreeRetriever", "LateParametricRetriever", "MultiVectorsRetriever",
            "NailExhaustiveRetriever", "NailSparseRetriever", "QuerySide", "Retriever", "SiDRBetaRetriever",
            "SiDRFullRetriever", "SparseVectorsRetriever", "SpladeRetriever", "VectorsRetriever", "open_retriever",
            "register_retriever", "retriever_class"]

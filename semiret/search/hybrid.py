@@ -104,10 +104,6 @@ class HybridDocuments(DocumentSide):
         """The fields its BM25 part reads (BM25F's ``text_fields``; None: the title and text)."""
         return self.sides[LEXICAL][1].fields
 
-    def text(self, document) -> str:
-        """What its BM25 part reads of ``document`` (:meth:`WordCounts.text`)."""
-        return self.sides[LEXICAL][1].text(document)
-
     def prepare(self, documents):
         for _, side in self.sides.values():
             side.prepare(documents)
@@ -246,10 +242,15 @@ class HybridQueries(QuerySide):
     def search(self, index, texts, k, n_threads):
         """The parts of ``index`` searched (the composite index given: a pinned or filtered view reaches every
         part), each by its own query side."""
+        return self.search_parts(index, dict.fromkeys(self.parts, texts), k, n_threads)
+
+    def search_parts(self, index, texts: dict[str, list[str]], k: int, n_threads: int) -> SearchHits:
+        """:meth:`search`, each part with its own ``texts`` of the same queries (``{"lexical": [...], "neural":
+        [...]}``: recommend's examples as each part reads documents)."""
         if self.fusion == "bound":
             return self._search_bounded(index, texts, k, n_threads)
         depth = self.fused_depth(k)
-        lexical, neural = (self.parts[name].query_side.search(index.parts[name], texts, depth, n_threads)
+        lexical, neural = (self.parts[name].query_side.search(index.parts[name], texts[name], depth, n_threads)
                            for name in (LEXICAL, NEURAL))
         return self.fuse(lexical, neural, k)
 
@@ -262,11 +263,12 @@ class HybridQueries(QuerySide):
                         self.options.fusion_depth, k)
         return self.options.fusion_depth
 
-    def _search_bounded(self, index, texts: list[str], k: int, n_threads: int) -> SearchHits:
-        """'bound' fusion: both parts' postings in one pass; where their segments are not aligned (a crash
-        between the parts' commits), each part's best ``fusion_depth`` divided by its bounds, then fused."""
+    def _search_bounded(self, index, texts: dict[str, list[str]], k: int, n_threads: int) -> SearchHits:
+        """'bound' fusion: both parts' postings (of each one's ``texts``) in one pass; where their segments are not
+        aligned (a crash between the parts' commits), each part's best ``fusion_depth`` divided by its bounds, then
+        fused."""
         shares = {LEXICAL: self.options.weight, NEURAL: 1.0 - self.options.weight}
-        queries = {name: self.parts[name].query_side.scored_queries(index.parts[name], texts)
+        queries = {name: self.parts[name].query_side.scored_queries(index.parts[name], texts[name])
                    for name in (LEXICAL, NEURAL)}
         hits = search_normalised_sum([(index.parts[name], queries[name], shares[name])
                                       for name in (LEXICAL, NEURAL)], k, n_threads)
@@ -350,6 +352,20 @@ class HybridRetriever(Retriever):
     name = "hybrid"
     documents = HybridDocuments
     queries = HybridQueries
+
+    def _example_texts(self, index, examples):
+        """Each example as each part reads documents (``{"lexical": ..., "neural": ...}``: BM25 its fields as
+        weighted, ``text_fields``; the neural part the title and text its encoder embedded), and the ids a
+        recommendation leaves out."""
+        documents, excluded = self._example_documents(index, examples)
+        return [{name: side.text(document) for name, (_, side) in self.document_side.sides.items()}
+                for document in documents], excluded
+
+    def _search_examples(self, texts, k, n_threads, filter):
+        """Each part searched with its own texts of the examples, the rankings fused as a search's, among the
+        documents that pass ``filter``."""
+        per_part = {name: [example[name] for example in texts] for name in self.query_side.parts}
+        return self.query_side.search_parts(self._reading(filter), per_part, k, n_threads)
 
     def _explained(self, query: str, doc_id: str, reading) -> Explanation:
         """How the document's fused score adds up ('bound' fusion: ``sum_p share_p x score_p / bound_p``): each

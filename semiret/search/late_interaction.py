@@ -102,19 +102,29 @@ class LateInteractionDocuments(EncoderDocuments):
 
 
 @dataclass
-class LateInteractionQueryOptions:
+class MaxSimSearchOptions:
+    """How far a multi-vector index's search looks: what the colbert and multivectors retrievers search with."""
+
     nprobe: int = NPROBE
     """Centroids each query token vector takes its candidates from (--ann plaid): more finds more, scores more."""
     ndocs: int | None = None
     """Candidates per query scored exactly by MaxSim (--ann plaid; default: 256, or 2 k when more)."""
-    encode_batch_size: int = batch_size_field()
-    """Texts per encoder batch."""
 
     def __post_init__(self) -> None:
         for name in ("nprobe", "ndocs"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise SemiretError(f"{name} (--{name}) must be a whole number of at least 1, got {value!r}")
+
+    def search(self, index, queries: list[np.ndarray], k: int, n_threads: int):
+        """``index``'s search of each query's token vectors with these options."""
+        return index.search(queries, k=k, n_threads=n_threads, nprobe=self.nprobe, ndocs=self.ndocs)
+
+
+@dataclass
+class LateInteractionQueryOptions(MaxSimSearchOptions):
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
 
 
 class LateInteractionQueries(SiameseQueries):
@@ -131,8 +141,7 @@ class LateInteractionQueries(SiameseQueries):
     def search(self, index, texts, k, n_threads):
         if texts and not isinstance(texts[0], str):
             raise SemiretError("a colbert index is searched by query texts, which its model encodes")
-        return index.search(self.encode_queries(texts), k=k, n_threads=n_threads, nprobe=self.options.nprobe,
-                            ndocs=self.options.ndocs)
+        return self.options.search(index, self.encode_queries(texts), k, n_threads)
 
 
 @register_retriever

@@ -38,9 +38,9 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, Document, as_document, batched,
+from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, VECTOR_KINDS, Document, as_document, batched,
                                      check_metadata_fields, corpus_file, iter_corpus, query_texts,
-                                     query_vectors)
+                                     query_vectors, vector_kind)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
@@ -49,7 +49,7 @@ from semiret.indexes import open_index
 from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, checked_ranges,
                                       count_matching, delete_documents, delete_matching, documents_by_id,
                                       documents_page, facet, field_value, field_values, joined_documents,
-                                      matching_documents, passage_ids, set_metadata)
+                                      matching_documents, passage_ids, set_metadata, text_condition_fields)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import (DEFAULT_BUFFER_MB, HitMetadata, SegmentedIndex, SegmentHits, check_buffer,
                                       check_build_target, whole_buffer)
@@ -83,6 +83,10 @@ if TYPE_CHECKING:
     from semiret.search.rerank import Reranking
     from semiret.indexes.milvus import MilvusBackend
 
+
+RETRIEVER_OF_KIND = {"dense": "vectors", "sparse": "sparse-vectors", "multi": "multivectors"}
+"""The retriever that indexes each kind of vector documents bring (:func:`~semiret.data.collection.vector_kind`):
+what an error names for vectors of another kind than an index takes."""
 
 class DocumentSide(ABC):
     """Documents -> what an index stores. ``create`` prepares it for a new index (may load a model);
@@ -885,7 +889,7 @@ class Retriever:
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
         must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder or late interaction
         (:class:`~semiret.search.rerank.Reranking`), each with its score; ``score_threshold`` then reads those."""
-        vectors = query_vectors(queries)
+        vectors = query_vectors(queries, token_vectors=self.query_side.vector_kind == "multi")
         if vectors is not None:
             texts, single = vectors
             self._check_vector_search(texts, operators, rerank)
@@ -947,19 +951,18 @@ class Retriever:
 
     def _check_vector_search(self, vectors: list, operators: bool, rerank) -> None:
         """Refuse a search by query ``vectors`` that this retriever, or what it was asked to do, cannot make of
-        them: a dense index searches dense ones, an index of sparse vectors sparse ones."""
+        them: a dense index searches dense ones, an index of sparse vectors sparse ones, an index of token vectors
+        (retriever multivectors) each query's matrix of them."""
         if not self.query_side.searches_vectors:
             raise SemiretError(f"{self.index.path} is searched by query texts (retriever {self.name}): queries must be "
-                               "strings; query vectors are searched over a dense index (retrievers dense, vectors) "
-                               "or sparse ones over an index of sparse vectors (retriever sparse-vectors)")
-        sparse = bool(vectors) and isinstance(vectors[0], dict)
-        if vectors and sparse != (self.query_side.vector_kind == "sparse"):
-            raise SemiretError(
-                f"{self.index.path} holds sparse vectors ({{term: weight}}) and is searched by sparse query vectors; "
-                "these are dense (lists of numbers)" if not sparse else
-                f"{self.index.path} holds dense vectors (retriever {self.name}) and is searched by dense query vectors "
-                "(lists of numbers); these are sparse ({term: weight}): search an index of the sparse-vectors "
-                "retriever with them")
+                               "strings; query vectors are searched over a dense index (retrievers dense, vectors), "
+                               "sparse ones over an index of sparse vectors (retriever sparse-vectors), token vectors "
+                               "over an index of them (retriever multivectors)")
+        given = vector_kind(vectors[0]) if vectors else self.query_side.vector_kind
+        if given != self.query_side.vector_kind:
+            raise SemiretError(f"{self.index.path} (retriever {self.name}) is searched by query vectors "
+                               f"{VECTOR_KINDS[self.query_side.vector_kind]}; these are {VECTOR_KINDS[given]}: "
+                               f"search an index of the {RETRIEVER_OF_KIND[given]} retriever with them")
         if operators or rerank is not None:
             raise SemiretError("a search by query vectors has no words: neither operators nor a re-ranking (rerank, "
                                "--cross-encoder, --colbert) read it")
@@ -1057,10 +1060,11 @@ class Retriever:
         searched as a query by this retriever, whatever its kind; one example's hits keep their scores, those of more
         are ranked by reciprocal rank fusion, the positives' ``1 / (60 + rank)`` less the negatives' (a document
         found only near negatives is left out). An example's text is what the index reads of it
-        (:meth:`DocumentSide.text`: over BM25 of weighted fields, ``text_fields``, those fields as weighted, which a
-        hybrid's neural part reads too). The examples are never among the hits; ``filter`` as :meth:`search`
-        reads it. Over an index of passages a document's id stands for the document (its passages joined) and none
-        of its passages is recommended. ``score_threshold``: as :meth:`search`'s, on the scores returned."""
+        (:meth:`DocumentSide.text`: over BM25 of weighted fields, ``text_fields``, those fields as weighted; a
+        hybrid's parts each read it as they read documents). The examples are never among the hits; ``filter`` as
+        :meth:`search` reads it. Over an index of passages a document's id stands for the document (its passages
+        joined) and none of its passages is recommended. ``score_threshold``: as :meth:`search`'s, on the scores
+        returned."""
         positive, negative = _ids(positive, "positive"), _ids(negative, "negative")
         _check_threshold(score_threshold)
         if not positive:
@@ -1070,7 +1074,7 @@ class Retriever:
         view = self.pinned()  # the examples and the searches from one commit
         texts, excluded = self._example_texts(view.index, positive + negative)
         depth = (k if len(texts) == 1 else max(FILTER_DEPTH, 4 * k)) + len(excluded)
-        found = view.search(texts, k=depth, n_threads=n_threads, filter=filter)
+        found = view._search_examples(texts, depth, n_threads, filter)
         if len(texts) == 1:  # one example: its search's own ranking and scores
             ranked = [(d, float(s)) for d, s in zip(found.ids[0], found.scores[0]) if d not in excluded][:k]
         else:
@@ -1084,24 +1088,35 @@ class Retriever:
         hits = SearchHits([[d for d, _ in ranked]], [[s for _, s in ranked]], lookup=self.index.get_document)
         return (hits if score_threshold is None else hits.at_least(score_threshold))[0]
 
-    def _example_texts(self, index, examples: list[str]) -> tuple[list[str], set[str]]:
-        """The texts of the documents ``examples`` name (a document of an index of passages: its passages joined),
-        and the ids a recommendation leaves out (theirs, and their passages'); an id of none is an error."""
+    def _example_texts(self, index, examples: list[str]) -> tuple[list, set[str]]:
+        """The texts of the documents ``examples`` name as the document side reads them (BM25F: its weighted
+        fields), and the ids a recommendation leaves out (:meth:`_example_documents`)."""
+        documents, excluded = self._example_documents(index, examples)
+        return [self.document_side.text(document) for document in documents], excluded
+
+    def _example_documents(self, index, examples: list[str]) -> tuple[list[Document], set[str]]:
+        """The stored documents ``examples`` name (a document of an index of passages: its passages joined), and
+        the ids a recommendation leaves out (theirs, and their passages'); an id of none is an error."""
         if not index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): "
                                "recommend searches with the examples' texts")
         stored = index.get_documents(examples)
-        texts, excluded = [], set(stored)
+        documents, excluded = [], set(stored)
         for doc_id in examples:
             if doc_id in stored:
-                texts.append(self.document_side.text(stored[doc_id]))  # (BM25F: its weighted fields)
+                documents.append(stored[doc_id])
                 continue
             passages = passage_ids(index, [doc_id]) if self.chunking is not None else []
             if not passages:
                 raise UnknownDocumentError(f"no document {doc_id!r} in {self.index.path} to recommend from", doc_id)
-            texts.append(self.document_side.text(next(iter(joined_documents(index, {PARENT_FIELD: [doc_id]})))))
+            documents.append(next(iter(joined_documents(index, {PARENT_FIELD: [doc_id]}))))
             excluded.update(passages)
-        return texts, excluded
+        return documents, excluded
+
+    def _search_examples(self, texts: list, k: int, n_threads: int, filter: dict | None) -> SearchHits:
+        """:meth:`recommend`'s searches: each example's text (:meth:`_example_texts`) searched as a query, the best
+        ``k`` passing ``filter``."""
+        return self.search(texts, k=k, n_threads=n_threads, filter=filter)
 
     @property
     def _sums_term_weights(self) -> bool:
@@ -1448,6 +1463,7 @@ class Retriever:
             index = index.narrowed(wanted)
         passes: dict[str, bool] = {}
         values: dict = {}
+        fields = text_condition_fields(index)  # ($text: the words its segments' word index would read)
         counts = index.field_counts(grouping.path) if grouping is not None and wanted is None and hasattr(
             index, "field_counts") else None
 
@@ -1459,7 +1475,8 @@ class Retriever:
                 values.update(HitMetadata(located).values([grouping.path])[grouping.path])
             elif wanted is not None:
                 documents = index.get_documents(unread)
-                passes.update((d, d in documents and wanted.matches(documents[d].metadata, documents[d])) for d in unread)
+                passes.update((d, d in documents and wanted.matches(documents[d].metadata, documents[d], fields))
+                              for d in unread)
                 if grouping is not None:
                     values.update((d, field_value(documents[d].metadata, grouping.path)) for d in unread
                                   if d in documents)

@@ -16,18 +16,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from semiret.clustering.kmeans import unit_rows
-from semiret.data.collection import VECTOR_FIELD, Document
+from semiret.data.collection import VECTOR_FIELD, VECTOR_KINDS, Document, vector_kind
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.indexes.dense import DenseIndex
 from semiret.search.neural import AnnOptions, AnnSearchOptions, are_vectors, given_vectors
-from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
+from semiret.search.retrievers import RETRIEVER_OF_KIND, DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import Embeddings
 
 SIMILARITIES = ("cosine", "dot")
 
 
 @dataclass
-class VectorDocumentOptions(AnnOptions):
+class BroughtVectorOptions:
+    """The dimension and similarity of the vectors documents bring (dense ones, or token vectors)."""
+
     dim: int | None = None
     """Dimension of the documents' vectors (default: the first document's; an index built empty needs it)."""
     similarity: str = "cosine"
@@ -35,12 +37,18 @@ class VectorDocumentOptions(AnnOptions):
     the vectors as given)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.similarity not in SIMILARITIES:
             raise SemiretError(f"similarity (--similarity) is one of {', '.join(SIMILARITIES)}, got "
                                f"{self.similarity!r}")
         if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1):
             raise SemiretError(f"dim (--dim) must be a whole number of at least 1, got {self.dim!r}")
+
+
+@dataclass
+class VectorDocumentOptions(AnnOptions, BroughtVectorOptions):
+    def __post_init__(self) -> None:
+        AnnOptions.__post_init__(self)
+        BroughtVectorOptions.__post_init__(self)
 
 
 class VectorDocuments(DocumentSide):
@@ -100,24 +108,27 @@ class VectorDocuments(DocumentSide):
         return bool(np.array_equal(brought, held))
 
 
-SPARSE_RETRIEVER = "sparse-vectors"
+SPARSE_RETRIEVER = RETRIEVER_OF_KIND["sparse"]
 """The retriever of sparse vectors brought by the user (:mod:`semiret.search.sparse_vectors`): its name is its
 index's analyzer type too, as ``vectors`` is the dense one's."""
+MULTI_RETRIEVER = RETRIEVER_OF_KIND["multi"]
+"""The retriever of token vectors brought by the user (:mod:`semiret.search.multivectors`), its index's analyzer
+type."""
 
 
 def vector_of(document: Document, retriever: str) -> "np.ndarray | dict[str, float]":
     """The vector ``document`` brings, of the kind an index of ``retriever`` (``vectors``, dense; ``sparse-vectors``,
-    sparse) holds: none, or one of the other kind, is an error naming the document."""
-    vector, sparse = document.vector, retriever == SPARSE_RETRIEVER
+    sparse; ``multivectors``, token vectors) holds: none, or one of another kind, is an error naming the document."""
+    vector = document.vector
     if vector is None:
         raise SemiretError(f"document {document.id!r} has no vector: an index of the {retriever} retriever holds the "
                            f"vectors its documents bring (a corpus line's {VECTOR_FIELD!r} field, Document.vector)")
-    if isinstance(vector, dict) != sparse:
-        brings, holds, other = (("a sparse vector ({term: weight})", "dense ones (lists of numbers)",
-                                 SPARSE_RETRIEVER) if not sparse else
-                                ("a dense vector (a list of numbers)", "sparse ones ({term: weight})", "vectors"))
-        raise SemiretError(f"document {document.id!r} brings {brings}; an index of the {retriever} retriever holds "
-                           f"{holds}: index such documents with the {other} retriever")
+    brings = vector_kind(vector)
+    if RETRIEVER_OF_KIND[brings] != retriever:
+        holds = next(kind for kind, name in RETRIEVER_OF_KIND.items() if name == retriever)
+        raise SemiretError(f"document {document.id!r} brings a vector {VECTOR_KINDS[brings]}; an index of the "
+                           f"{retriever} retriever holds {VECTOR_KINDS[holds]}: index such documents with the "
+                           f"{RETRIEVER_OF_KIND[brings]} retriever")
     return vector
 
 

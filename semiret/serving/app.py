@@ -90,7 +90,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from semiret.data.chunking import Chunking
-from semiret.data.collection import MAX_METADATA_DEPTH, Document
+from semiret.data.collection import MAX_METADATA_DEPTH, VECTOR_KINDS, Document
 from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, check_filter_size, checked_ranges
@@ -98,7 +98,7 @@ from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
 from semiret.search.rerank import Reranking
-from semiret.search.retrievers import open_index_at, open_retriever, retriever_class
+from semiret.search.retrievers import RETRIEVER_OF_KIND, open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from semiret.serving.metrics import RequestMetrics, Telemetry
 from semiret.serving.schemas import (
@@ -347,6 +347,26 @@ def _invalid_at(value, place: tuple = ()) -> tuple[tuple, object] | None:
 def validation_error(loc: tuple, message: str, kind: str = "value_error") -> RequestValidationError:
     """A 422 in FastAPI's own shape, naming where the input is wrong."""
     return RequestValidationError([{"loc": loc, "msg": message, "type": kind}])
+
+
+def check_vector_kinds(index: ServedIndex, vectors: list, where: tuple, one: bool = False) -> None:
+    """A 422 at ``where`` (and the vector's place) for query ``vectors`` (as JSON gave them) of another kind than the
+    index's retriever is searched by: none (texts only), dense (lists of numbers), sparse (objects) or token vectors
+    (lists of lists, one a query)."""
+    side = index.retriever.query_side
+    if not side.searches_vectors:
+        raise validation_error(where, f"index {index.name!r} is searched by query texts (retriever "
+                               f"{index.retriever.name}): query vectors search a dense index, one of sparse vectors "
+                               "or one of token vectors", where[-1] + "_invalid")
+    for position, vector in enumerate(vectors):
+        kind = "sparse" if isinstance(vector, dict) else "multi" if isinstance(vector[0], list) else "dense"
+        if kind != side.vector_kind:
+            raise validation_error(where if one else (*where, position), (
+                f"index {index.name!r} (retriever {index.retriever.name}) is searched by query vectors "
+                f"{VECTOR_KINDS[side.vector_kind]}; this is {VECTOR_KINDS[kind]}: search an index of the "
+                f"{RETRIEVER_OF_KIND[kind]} retriever with it") + (
+                " (vectors is a list of queries: each query's token vectors a list of lists)"
+                if side.vector_kind == "multi" else ""), where[-1] + "_invalid")
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
@@ -933,10 +953,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         index first, each error located at ``where`` in the request (``check_only``: those checks alone, None);
         ``inline``: a quick search may run on the event loop (not a batch's, whose many would hold it)."""
         searched = body.searched
-        if body.vectors is not None and not index.retriever.query_side.searches_vectors:
-            raise validation_error((*where, "vectors"), f"index {index.name!r} is searched by query texts (retriever "
-                                   f"{index.retriever.name}): query vectors search a dense index, or one of sparse "
-                                   "vectors", "vectors_invalid")
+        if body.vectors is not None:
+            check_vector_kinds(index, body.vectors, (*where, "vectors"))
         k = requested_k(body)
         check_k(k, (*where, "k"))
         if k + body.offset > settings.max_k:
@@ -1196,10 +1214,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if (body.query is not None or body.vector is not None) and depth > settings.max_k:
             raise validation_error(("body", "depth"), f"depth must be at most {settings.max_k} (--max-k)",
                                    "less_than_equal")
-        if body.vector is not None and not index.retriever.query_side.searches_vectors:
-            raise validation_error(("body", "vector"), f"index {index.name!r} is searched by query texts (retriever "
-                                   f"{index.retriever.name}): a query vector searches a dense index, or one of sparse "
-                                   "vectors", "vector_invalid")
+        if body.vector is not None:
+            check_vector_kinds(index, [body.vector], ("body", "vector"), one=True)
         check_options(index, body.options)
         query = body.query if body.vector is None else body.vector
         return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,

@@ -209,7 +209,8 @@ class Client:
                with_fields: list[str] | None = None, **options) -> list[ServedHit] | ServedSearchHits:
         """Hits of one query (a string: a list of hits) or of each of several (a list: :class:`ServedSearchHits`),
         best first, as ``Retriever.search``; queries may be vectors, as there (an array, a list of numbers or of
-        lists of them), over a dense index; ``options``: the retriever's search options (``two_phase="on"``, ...).
+        lists of them), over a dense index; or ``{term: weight}`` over sparse vectors; or over token vectors
+        (multivectors) a list of queries' matrices (one query: ``[matrix]``, a batch of one); ``options``: the retriever's search options (``two_phase="on"``, ...).
         ``highlight``: each hit's ``highlights``, as ``Retriever.highlight``'s keyword arguments say when a dict
         (``{"encoder": "html"}``). ``diversity``, ``boost``, ``candidates``: hits picked by maximal marginal
         relevance, scores boosted by the documents' metadata, as ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it; ``explain``:
@@ -410,10 +411,13 @@ class Client:
               **options) -> list[tuple[Any, int]]:
         """The values of a metadata field the most documents hold, with their counts (``ranges``: how many have a
         value in each range instead; ``query``, a text or a vector: among its best ``depth`` hits, searched with
-        ``operators`` and the search ``options``; as ``Retriever.facet``)."""
+        ``operators`` and the search ``options``; as ``Retriever.facet``; a matrix: one query's token vectors, over
+        an index of the multivectors retriever)."""
         vectors = query_vectors(query) if query is not None else None
-        if vectors is not None and not vectors[1]:
-            raise SemiretError("a facet counts the hits of one query: give one vector, not a list of them")
+        if vectors is not None and not vectors[1]:  # (a matrix: the one query's token vectors a facet reads)
+            vectors = query_vectors(query, token_vectors=True)
+            if not vectors[1]:
+                raise SemiretError("a facet counts the hits of one query: give one vector, not a list of them")
         asked = ({} if query is None else {"query": query} if vectors is None
                  else {"vector": _json_vector(vectors[0][0])})
         found = self._call("POST", f"/indexes/{_name(index)}/facet",
@@ -515,15 +519,18 @@ def _name(name: str) -> str:
 
 def _searched(queries) -> tuple[dict, bool]:
     """A search's queries as its request gives them (``{"queries": [...]}`` or ``{"vectors": [...]}``), read as
-    ``Retriever.search`` reads them, and whether one was given alone."""
-    vectors = query_vectors(queries)
+    ``Retriever.search`` reads them, and whether one was given alone. Token vectors (an index of the multivectors
+    retriever) are a batch, a list of matrices or a 3-D array: one matrix alone reads as a batch of dense vectors, as
+    the client knows not the index (give ``[matrix]``)."""
+    vectors = query_vectors(queries, token_vectors=None)
     if vectors is None:
         return {"queries": query_texts(queries)}, isinstance(queries, str)
     return {"vectors": [_json_vector(vector) for vector in vectors[0]]}, vectors[1]
 
 
-def _json_vector(vector) -> list[float] | dict[str, float]:
-    """A vector as JSON gives it: a dense one's list of numbers, a sparse one's object ``{term: weight}``."""
+def _json_vector(vector) -> list[float] | list[list[float]] | dict[str, float]:
+    """A vector as JSON gives it: a dense one's list of numbers, token vectors' list of lists, a sparse one's object
+    ``{term: weight}``."""
     return vector if isinstance(vector, dict) else vector.tolist()
 
 

@@ -19,6 +19,10 @@ MAX_FRAGMENTS = 100
 UnmatchedReason = Literal[tuple(UNMATCHED_REASONS)]
 Vector = Annotated[list[Annotated[float, Strict(), Field(allow_inf_nan=False)]], Field(min_length=1)]
 """A vector as JSON gives it: a list of at least one finite number (a string, true or NaN is a 422 naming its place)."""
+TokenVectors = Annotated[list[Vector], Field(min_length=1)]
+"""A document's or a query's token vectors as JSON gives them: a list of at least one vector, one a token (what an index
+of the multivectors retriever holds; rows of one length, as :func:`~semiret.data.collection.document_vector` checks
+them)."""
 SparseVector = Annotated[dict[str, Annotated[float, Strict(), Field(allow_inf_nan=False)]], Field(min_length=1)]
 """A sparse vector as JSON gives it: an object ``{term: weight}`` of at least one term, each weight a finite number
 (negative weights and odd terms are refused as :func:`~semiret.data.collection.sparse_vector` refuses them, a 422)."""
@@ -36,10 +40,11 @@ class DocumentIn(BaseModel):
     text: str = ""
     metadata: dict[str, Any] | None = Field(None, description="Stored with the document, never encoded: what a "
                                             "search's filter reads.")
-    vector: Vector | SparseVector | None = Field(
+    vector: Vector | TokenVectors | SparseVector | None = Field(
         None, description="The document's own embedding, made elsewhere: what an index of the vectors retriever (a "
-        "list of numbers) or of the sparse-vectors retriever (an object {term: weight}) holds of it (others ignore "
-        "it); never stored with the text.")
+        "list of numbers), of the multivectors retriever (token vectors: a list of lists of numbers, one a token) or "
+        "of the sparse-vectors retriever (an object {term: weight}) holds of it (others ignore it); never stored "
+        "with the text.")
 
     @field_validator("id")
     @classmethod
@@ -108,10 +113,11 @@ class RerankOptions(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    vectors: list[Vector | SparseVector] | None = Field(
-        None, description="Query vectors instead of texts (one of the two), made elsewhere and searched as they are: "
-        "an index of the vectors or the dense retriever, of the vectors' dimension; or objects {term: weight}, an "
-        "index of the sparse-vectors retriever.")
+    vectors: list[Vector | TokenVectors | SparseVector] | None = Field(
+        None, description="Query vectors instead of texts (one of the two; one a query), made elsewhere and searched "
+        "as they are: an index of the vectors or the dense retriever, of the vectors' dimension; objects {term: "
+        "weight}, an index of the sparse-vectors retriever; each query's token vectors (a list of lists of numbers), "
+        "an index of the multivectors retriever.")
     queries: list[str] | None = Field(None, validate_default=True, description="Query texts; the answer has one "
                                       "list of hits per query.")
     k: int = Field(10, ge=1, strict=True, description="Hits per query (a JSON integer: true or \"3\" is a 422); "
@@ -595,8 +601,9 @@ class FacetRequest(TextOrVector):
                                                 "aggregation); each answer's value is its range.")
     query: str | None = Field(None, description="Count among this query's best `depth` hits only (those passing the "
                               "filter): the facets of a search page.")
-    vector: Vector | SparseVector | None = Field(None, description="Or among a query vector's best hits (a dense "
-                                                 "index; an object {term: weight}: an index of sparse vectors).")
+    vector: Vector | TokenVectors | SparseVector | None = Field(
+        None, description="Or among a query vector's best hits (a dense index; an object {term: weight}: an index of "
+        "sparse vectors; a list of lists, a query's token vectors: an index of the multivectors retriever).")
     depth: int = Field(100, ge=1, strict=True, description="With query or vector: the best hits counted among "
                        "(default 100, or the server's --max-k if lower).")
     operators: StrictBool = Field(False, description="With query: read its search box's operators, as a search does.")

@@ -238,6 +238,32 @@ def test_metadata_filters_search_deeper_in_a_collection(backend, tmp_path):
     assert collection.count(words) == own.count(words) == 34
 
 
+def test_a_text_condition_reads_the_fields_the_collection_records(backend, tmp_path):
+    """A collection whose analyzer records text fields (BM25F's, written here by hand: Milvus holds no BM25) tests
+    ``$text`` on each stored document as semiret's own index of that record tests it by its segments' word
+    index: the metadata field read, the title not; in counts, reads, searches read deeper, boosts and deletes."""
+    docs = [Document(f"d{i}", "cats " * (1 + i % 5) + "and dogs", title="Felines" if i % 2 else "",
+                     metadata={"keywords": ["Pet care", "whiskers"] if i % 3 == 0 else "kennel"}) for i in range(60)]
+    cls = BagOfTokensRetriever
+    side = cls.documents.create(option_tools.build(cls.documents.Options, {}))
+    batch, config, meta = side.encode(docs), side.index_config(), {"retriever": cls.name}
+    config["analyzer"] = {**config["analyzer"], "text_fields": {"text": 2, "keywords": 1}}
+    own = cls.from_index(cls.documents.index_class.build(tmp_path / "own", cls.documents.index_kind, [batch],
+                                                         **config, extra_meta=meta), side)
+    collection = cls.from_index(backend.build(next(_names), cls.documents.index_kind, [batch], **config,
+                                              extra_meta=meta), side)
+    for spec in ({"$text": "whiskers"}, {"$text": '"pet care" cats'}, {"$text": '"care whiskers"'},
+                 {"$text": "felines"}, {"$not": {"$text": "kennel"}}):
+        assert collection.count(spec) == own.count(spec), spec
+        assert sorted(d.id for d in collection.iter_documents(spec)) == sorted(d.id for d in own.iter_documents(spec))
+        assert collection.search(["cats", "dogs"], k=5, filter=spec).scores == \
+            own.search(["cats", "dogs"], k=5, filter=spec).scores, spec
+        boost = {"filter": spec, "weight": 3}  # (every document scores 1 for "cats": 3 where the filter passes)
+        assert [h.score for h in collection.search("cats", k=60, boost=boost)] == \
+            [h.score for h in own.search("cats", k=60, boost=boost)], spec
+    assert (own.count({"$text": "whiskers"}), own.count({"$text": "felines"})) == (20, 0)
+    assert collection.delete_where({"$text": "whiskers"}) == 20 and collection.count() == 40
+
 def test_a_collection_refuses_more_hits_than_milvus_returns(backend):
     collection = BagOfTokensRetriever.build(TINY_DOCS, next(_names), backend=backend)
     with pytest.raises(SemiretError, match="returns at most 16,384 hits a query, not k = 20,000"):

@@ -145,8 +145,8 @@ def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_pa
     terms_before = list(retriever.index.vocab)
     for bad, message in (
             ([Document("ok", "", vector={"new-term": 1.0}), Document("x", "no vector")], "'x' has no vector"),
-            ([Document("x", "", vector=[1.0, 2.0])], "'x' brings a dense vector .* sparse-vectors retriever holds "
-                                                     "sparse ones"),
+            ([Document("x", "", vector=[1.0, 2.0])], "'x' brings a vector dense .* sparse-vectors retriever holds "
+                                                     "sparse"),
             ([{"_id": "x", "vector": {}}], "document 0: .*holds no term"),
             ([{"_id": "x", "vector": {"a": 0}}], "no term of positive weight"),
             ([{"_id": "x", "vector": {"a": -0.5}}], "weight of term 'a' is negative"),
@@ -165,16 +165,16 @@ def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_pa
 
 def test_vectors_of_the_other_kind_are_refused_both_ways(tmp_path):
     sparse = SparseVectorsRetriever.build(_documents(5), tmp_path / "s")
-    with pytest.raises(SemiretError, match="holds sparse vectors .*these are dense"):
+    with pytest.raises(SemiretError, match="searched by query vectors sparse .*these are dense"):
         sparse.search([0.5, 1.0])
     with pytest.raises(SemiretError, match="query vector 1: the weight of term 'b' is negative"):
         sparse.search([{"a": 1.0}, {"b": -1.0}])
     with pytest.raises(SemiretError, match="the query vector holds no term"):
         sparse.search({})
     dense = VectorsRetriever.build([Document("v", "", vector=[1.0, 0.0])], tmp_path / "v")
-    with pytest.raises(SemiretError, match="holds dense vectors .*these are sparse"):
+    with pytest.raises(SemiretError, match="searched by query vectors dense .*these are sparse"):
         dense.search({"ice": 1.0})
-    with pytest.raises(SemiretError, match="'w' brings a sparse vector .*index such documents with the sparse-vectors"):
+    with pytest.raises(SemiretError, match="'w' brings a vector sparse .*index such documents with the sparse-vectors"):
         dense.add([Document("w", "", vector={"ice": 1.0})])
     with pytest.raises(SemiretError, match="share that one vector"):
         SparseVectorsRetriever.build(_documents(3), tmp_path / "passages", chunking=2)
@@ -191,7 +191,7 @@ def test_corpus_and_query_files_bring_sparse_vectors(tmp_path):
     with pytest.raises(DataFormatError, match=r"corpus.jsonl:2: field 'vector': the weight of term 'seal' is negative"):
         list(iter_corpus(corpus))
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "vector": {"seal": 1}}, {"_id": "q2", "vector": [1.0]}])
-    with pytest.raises(DataFormatError, match=r"q.jsonl:2: a dense \(a list of numbers\) vector; the file's first is "
+    with pytest.raises(DataFormatError, match=r"q.jsonl:2: a vector dense \(a list of numbers\); the file's first is "
                                               r"sparse"):
         read_query_vectors(queries)
     write_jsonl(queries, [{"_id": "q1", "vector": {"seal": 1, "walrus": 0}}])
@@ -261,7 +261,7 @@ def test_the_service_creates_fills_and_searches_an_index_of_sparse_vectors(tmp_p
         hits = client.search("sparse", query, k=4)
         assert [h.id for h in hits] == ids and [h.score for h in hits] == pytest.approx(scores, rel=1e-5)
         assert client.search("sparse", [query, {"unknown": 1.0}], k=4).ids == [ids, []]
-        for body, message in (({"vectors": [{"ice": -1.0}]}, "negative"), ({"vectors": [[1.0, 2.0]]}, "these are dense"),
+        for body, message in (({"vectors": [{"ice": -1.0}]}, "negative"), ({"vectors": [[1.0, 2.0]]}, "this is dense"),
                               ({"queries": ["walrus"]}, "without a query tokenizer")):
             with pytest.raises(ServerError, match=message) as raised:
                 client._call("POST", "/indexes/sparse/search", body)

@@ -364,7 +364,64 @@ def test_the_hybrid_reads_its_bm25_part_s_fields_for_operators_highlights_and_re
     assert [h.id for h in hybrid.search("therapy +cardiology", operators=True)] == ["statin"]
     assert "keywords: Heart failure; <em>Cardiology</em>" in hybrid.highlight("cardiology", "statin")
     assert [s.word for s in hybrid.suggest("cardi")] == ["Cardiology"]
-    assert hybrid.document_side.text(READ[-3]) == "Statins\nlipid lowering therapy\nHeart failure\nCardiology"
+    lexical, neural = (hybrid.document_side.sides[part][1] for part in ("lexical", "neural"))
+    assert lexical.text(READ[-3]) == "Statins\nlipid lowering therapy\nHeart failure\nCardiology"
+    assert neural.text(READ[-3]) == READ[-3].full_text  # (what its encoder read: recommend's neural query)
     plain = retriever_class("hybrid").build(READ, tmp_path / "plain", neural="idf")
     assert plain.search("therapy +cardiology", operators=True) == []
-    assert plain.document_side.text(READ[-3]) == READ[-3].full_text
+    assert plain.document_side.sides["lexical"][1].text(READ[-3]) == READ[-3].full_text
+
+
+@pytest.mark.parametrize("spec", [{"$text": "cardiology"}, {"$text": "statins"}, {"$text": '"heart failure"'},
+                                  {"$text": "card*"}, {"$text": "gardening"}, {"$text": '"failure cardiology"'},
+                                  {"$text": "heading3"}, {"$not": {"$text": "oncology"}},
+                                  {"$or": [{"$text": "gardening"}, {"$text": "tulips"}]}])
+def test_a_text_condition_read_one_document_at_a_time_passes_what_the_word_index_passes(tmp_path, spec):
+    """``$text`` checked on each stored document (:meth:`MetadataFilter.matches`, what an index without masks,
+    Milvus, applies: :func:`~semiret.indexes.filters.hit_metadata`'s stored metadata, a deeper search's
+    post-filter, its counts and reads) passes the documents a segment's word index passes: over fields of a
+    metadata field and the text weighted, no title, over the hybrid's BM25 part's fields, and over the title
+    and text."""
+    from semiret.indexes.filters import MetadataFilter, hit_metadata, text_condition_fields
+    from semiret.search.retrievers import retriever_class
+
+    class StoredOnly:
+        """An index as one without masks reads it (Milvus's): its record and its stored documents."""
+
+        def __init__(self, index):
+            self.meta, self.get_documents = index.meta, index.get_documents
+
+    fielded = BM25Retriever.build(READ, tmp_path / "fielded", text_fields="text^2,keywords")
+    hybrid = retriever_class("hybrid").build(READ, tmp_path / "hybrid", neural="idf", text_fields="text^2,keywords")
+    plain = BM25Retriever.build(READ, tmp_path / "plain")
+    wanted = MetadataFilter(spec)
+    for retriever in (fielded, hybrid, plain):
+        masked = {d.id for d in retriever.index.iter_documents(wanted)}
+        fields = text_condition_fields(retriever.index)
+        assert {d.id for d in READ if wanted.matches(d.metadata, d, fields)} == masked, retriever.index.path
+    stored = hit_metadata(StoredOnly(fielded.index), [d.id for d in READ]).passing(wanted)
+    assert stored == {d.id for d in fielded.index.iter_documents(wanted)}
+    if spec in ({"$text": "statins"}, {"$text": "gardening"}, {"$text": "heading3"}):  # words of titles only
+        assert not stored and plain.count(spec) == 1
+    if spec in ({"$text": "cardiology"}, {"$text": '"heart failure"'}, {"$text": "card*"}):  # of keywords only
+        assert stored == {"statin"} and plain.count(spec) == 0
+
+
+def test_a_hybrid_recommends_with_each_part_reading_the_examples_as_it_indexed_them(tmp_path):
+    """Its BM25 part searches with an example's fields as weighted (its keywords here), its neural part with the
+    title and text it encoded (not BM25's fields): the neural part alone recommends what the neural retriever
+    alone does, and a document sharing only the example's keywords is found by BM25's part alone."""
+    from semiret.search.retrievers import retriever_class
+
+    corpus = FILLER + [Document("a", "car engine", "Motors", {"keywords": "automobile automobile"}),
+                       Document("b", "automobile repairs"), Document("c", "motors for a car engine")]
+    build = retriever_class("hybrid").build
+    neural = build(corpus, tmp_path / "hybrid", neural="idf", text_fields="title^3,text,keywords", fusion="rrf",
+                   weight=0.0)
+    alone = retriever_class("idf").build(corpus, tmp_path / "idf")
+    assert [h.id for h in neural.recommend(["a"])] == [h.id for h in alone.recommend(["a"])] == ["c"]
+    lexical = open_retriever(tmp_path / "hybrid", weight=1.0)
+    assert [h.id for h in lexical.recommend(["a"])] == ["c", "b"]
+    assert [h.id for h in lexical.recommend(["a"], filter={"$text": "repairs"})] == ["b"]
+    both = open_retriever(tmp_path / "hybrid", weight=0.5, fusion="bound")
+    assert set(h.id for h in both.recommend(["a", "c"])) == {"b"}

@@ -105,7 +105,7 @@ def test_bad_vectors_are_refused_naming_the_document_and_the_index_is_untouched(
 
 def test_a_document_vector_is_checked_where_it_is_made():
     assert Document("a", "t", vector=[1, 2]).vector.dtype == np.float32
-    for bad in ([], [[1.0]], ["1"], [True, False], [float("inf")], "1,2"):
+    for bad in ([], [[[1.0]]], [[1.0], [1.0, 2.0]], [[1.0], ["x"]], ["1"], [True, False], [float("inf")], "1,2"):
         with pytest.raises(SemiretError, match="document 'a'"):
             Document("a", "t", vector=bad)
 

@@ -825,7 +825,7 @@ SERVED = [  # (retriever that builds, its options, retriever that serves where a
     ("sidr-beta", {}, None), ("sidr-beta", {}, "sidr-beta-rerank"), ("sidr-full", {}, None),
     ("nail-sparse", {"model": TINY_NAIL}, None), ("nail-exh", {"model": TINY_NAIL}, None),
     ("bm25+nail", {"model": TINY_NAIL}, None), ("gdr", {"model": TINY_GDR}, None), ("vectors", {}, None),
-    ("sparse-vectors", {}, None), ("colbert", {"model": TINY_MODEL}, None),
+    ("sparse-vectors", {}, None), ("colbert", {"model": TINY_MODEL}, None), ("multivectors", {}, None),
 ]
 
 
@@ -837,6 +837,11 @@ def _bag_of_words(text: str) -> list[float]:
     for word in text.lower().split():
         counts[zlib.crc32(word.strip(".,").encode()) % 16] += 1.0
     return counts
+
+
+def _word_vectors(text: str) -> list[list[float]]:
+    """Token vectors made outside semiret for the multivectors retriever: each word one-hot in 16 hashed buckets."""
+    return [_bag_of_words(word) for word in text.split() if word.strip(".,")]
 
 
 def _bag_of_terms(text: str) -> dict[str, float]:
@@ -860,7 +865,8 @@ def test_every_retriever_is_served(tmp_path, tiny_bert, tiny_nail, tiny_gdr, nam
 
     models = {TINY_MODEL: str(tiny_bert), TINY_NAIL: str(tiny_nail), TINY_GDR: str(tiny_gdr)}
     options = {key: models.get(value, value) for key, value in options.items()}
-    brought = {"vectors": _bag_of_words, "sparse-vectors": _bag_of_terms}.get(name)  # vectors made elsewhere
+    brought = {"vectors": _bag_of_words, "sparse-vectors": _bag_of_terms,  # vectors made elsewhere
+               "multivectors": _word_vectors}.get(name)
     documents = [dataclasses.replace(d, vector=brought(d.full_text)) for d in TINY_DOCS] if brought else TINY_DOCS
     retriever_class(name).build(documents, tmp_path / "idx", **options)
     client = client_of({"idx": str(tmp_path / "idx")}, api_key=KEY, retrievers={"idx": served_as} if served_as else {})

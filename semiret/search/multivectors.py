@@ -1,0 +1,181 @@
+"""Token vectors the user brings (retriever ``multivectors``): each document carries its own matrix of vectors, one a
+token (a corpus line's ``vector`` field as a list of lists of numbers, :attr:`~semiret.data.collection.Document.
+vector`), made by a late-interaction model run elsewhere (ColBERT, ColPali's page images, Jina's multi-vector
+embeddings on a GPU or from an API), and each query is such a matrix too (``search(matrix)``, a list of them for a
+batch; ``--query-vectors``; the service's ``"vectors"``). Qdrant's multivectors: a document scores the MaxSim of the
+query's vectors and its own, the sum over the query's vectors of the best similarity with any of the document's.
+
+The documents go into a multi-vector index (:class:`~semiret.indexes.multivector.MultiVectorIndex`), searched as the
+``colbert`` retriever searches its own (PLAID's candidates, or exact MaxSim), with no model: torch is never imported.
+
+``similarity``: ``cosine`` (the default, as ColBERT compares its vectors: each scaled to unit length as it is added and
+searched; the index then compresses them as ColBERTv2 does, ``nbits``) or ``dot`` (inner products of the vectors as
+given, kept whole in float16; PLAID's centroids then only choose the candidates, scored exactly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from semiret.clustering.kmeans import unit_rows
+from semiret.data.collection import Document
+from semiret.errors import SemiretError
+from semiret.indexes.multivector import MultiVectorIndex, check_ann
+from semiret.search.late_interaction import DEFAULT_NBITS, MaxSimSearchOptions
+from semiret.search.neural import are_vectors
+from semiret.search.retrievers import DocumentSide, QuerySide, register_retriever
+from semiret.search.vectors import (
+    MULTI_RETRIEVER,
+    BroughtVectorOptions,
+    BroughtVectorsRetriever,
+    check_vectors_index,
+    vector_of,
+)
+from semiret.types import TokenEmbeddings
+
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+@dataclass
+class MultiVectorDocumentOptions(BroughtVectorOptions):
+    ann: str = "plaid"
+    """Multi-vector search: plaid (candidates from the centroids nearest each query vector, the best re-scored
+    exactly) or exact (MaxSim over every document)."""
+    centroids: int | None = None
+    """Centroids a segment's token vectors are clustered into (--ann plaid; default: the power of two below
+    4 sqrt(token vectors))."""
+    nbits: int | None = None
+    """Store each token vector as its residual from its centroid in this many bits a dimension (--ann plaid; 1, 2 or
+    4: ColBERTv2's compression; 0: vectors kept whole in float16; default: 2 where the dimension packs into bytes, as
+    ColBERTv2's default: 7 times smaller than float16 and as good on SciFact, docs/results.md)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_ann(self.ann, self.centroids, self.nbits)
+        if self.similarity == "dot" and self.nbits:
+            raise SemiretError("nbits (--nbits) compresses unit vectors (ColBERTv2's residuals from unit centroids): "
+                               "with --similarity dot the token vectors are kept whole (leave out --nbits, or "
+                               "give 0)")
+
+
+class MultiVectorDocuments(DocumentSide):
+    """Documents' own token vectors into a ``multivector`` index, checked (each document brings a matrix, all of one
+    dimension) and, for the cosine similarity, each row scaled to unit length."""
+
+    Options = MultiVectorDocumentOptions
+    index_kind = "multivector"
+    index_class = MultiVectorIndex
+    batch_size = 256
+    takes_vectors = True
+
+    def __init__(self, config: dict, dim: int | None, ann_options: dict | None = None):
+        self.config, self.dim, self.ann_options = config, dim, ann_options or {"ann": "plaid"}
+
+    @classmethod
+    def create(cls, options: MultiVectorDocumentOptions):
+        ann = {"ann": options.ann, "centroids": options.centroids, "nbits": options.nbits}
+        return cls({"type": MULTI_RETRIEVER, "similarity": options.similarity}, options.dim, ann)
+
+    @classmethod
+    def from_index(cls, index):
+        check_vectors_index(index, MULTI_RETRIEVER)
+        return cls(index.meta["analyzer"], index.meta["dim"])
+
+    @property
+    def normalize(self) -> bool:
+        return self.config["similarity"] == "cosine"
+
+    def prepare(self, documents: list[Document]) -> None:
+        if self.dim is None:  # the dimension of the first document's vectors, which every other must have
+            self.dim = vector_of(documents[0], MULTI_RETRIEVER).shape[1]
+
+    def index_config(self) -> dict:
+        nbits = self.ann_options.get("nbits")
+        if nbits is None and self.dim is not None:  # (ColBERTv2's compression, unit vectors of a dimension that packs)
+            nbits = DEFAULT_NBITS if self.ann_options["ann"] == "plaid" and self.normalize and \
+                self.dim * DEFAULT_NBITS % 8 == 0 else 0
+        return {"dim": self.dim, "analyzer": self.config, **self.ann_options, "nbits": nbits or None}
+
+    def stored_vectors(self, document: Document) -> np.ndarray:
+        """``document``'s token vectors as the index takes them (float32; unit rows for the cosine), checked: of the
+        index's dimension, within float16 (as the index stores them), no zero row for the cosine."""
+        vectors = vector_of(document, MULTI_RETRIEVER)
+        if vectors.shape[1] != self.dim:
+            raise SemiretError(f"document {document.id!r} has {vectors.shape[1]}-dimensional token vectors; the index "
+                               f"holds {self.dim}-dimensional ones")
+        if not self.normalize:
+            if np.abs(vectors).max() > FLOAT16_MAX:
+                raise SemiretError(f"document {document.id!r} has a token vector value beyond float16's range "
+                                   f"(±{FLOAT16_MAX:g}), in which the index stores them: scale the vectors down")
+            return vectors
+        zero = np.flatnonzero(~vectors.any(axis=1))
+        if len(zero):
+            raise SemiretError(f"document {document.id!r}'s token vector {zero[0]} is zero, which has no cosine with "
+                               "any other (index with --similarity dot, or leave that row out)")
+        return unit_rows(vectors)
+
+    def encode(self, documents: list[Document]) -> TokenEmbeddings:
+        matrices = [self.stored_vectors(document) for document in documents]
+        offsets = np.zeros(len(matrices) + 1, np.int64)
+        np.cumsum([len(m) for m in matrices], out=offsets[1:])
+        stacked = np.concatenate(matrices) if matrices else np.zeros((0, self.dim), np.float32)
+        return TokenEmbeddings([d.id for d in documents], offsets, stacked.astype(np.float16), documents)
+
+    def holds_alike(self, index, document: Document) -> bool:
+        """Whether the index holds the token vectors ``document`` brings, as they would be added (a sync replaces
+        the documents whose vectors alone changed)."""
+        try:
+            vectors = self.stored_vectors(document)
+        except SemiretError:
+            return False  # (to be added again, and refused there naming what is wrong)
+        return index.holds_token_vectors(document.id, vectors)
+
+
+class MultiVectorQueries(QuerySide):
+    """Queries' token vectors, searched as the index's documents were added: of its dimension, rows scaled to unit
+    length for the cosine (a zero row then matches nothing)."""
+
+    Options = MaxSimSearchOptions
+    reads_texts = False
+    searches_vectors = True
+    vector_kind = "multi"
+
+    def __init__(self, index, documents: MultiVectorDocuments, options: MaxSimSearchOptions):
+        self.path, self.documents, self.options = index.path, documents, options
+
+    @classmethod
+    def reads(cls, index) -> bool:
+        return index.meta["analyzer"].get("type") == MULTI_RETRIEVER
+
+    @classmethod
+    def open(cls, index, options, documents):
+        check_vectors_index(index, MULTI_RETRIEVER)
+        return cls(index, documents, options)
+
+    def encode_queries(self, texts):
+        raise SemiretError(f"{self.path} holds the token vectors its documents brought and has no model to embed "
+                           "query texts: search it with each query's token vectors (search(matrix), --query-vectors "
+                           "FILE, the service's \"vectors\")")
+
+    def search(self, index, texts, k, n_threads):
+        if texts and not are_vectors(texts):
+            self.encode_queries(texts)
+        dim = index.meta["dim"]
+        for position, matrix in enumerate(texts):
+            if matrix.shape[1] != dim:
+                raise SemiretError(f"{index.path} holds {dim}-dimensional token vectors; query {position}'s are "
+                                   f"{matrix.shape[1]}-dimensional")
+        queries = [unit_rows(matrix) if self.documents.normalize else matrix for matrix in texts]
+        return self.options.search(index, queries, k, n_threads)
+
+
+@register_retriever
+class MultiVectorsRetriever(BroughtVectorsRetriever):
+    """Documents and queries that bring their own token vectors, in a multi-vector index searched by MaxSim (``ann``:
+    plaid or exact)."""
+
+    name = MULTI_RETRIEVER
+    documents = MultiVectorDocuments
+    queries = MultiVectorQueries

@@ -1,0 +1,210 @@
+"""Token vectors brought by the user: the ``multivectors`` retriever (each document's own matrix of token vectors, made
+by a late-interaction model elsewhere, Qdrant's multivectors), searched by each query's matrix by MaxSim."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from semiret.cli import app
+from semiret.data.collection import Document, iter_corpus, query_vectors, read_query_vectors
+from semiret.errors import DataFormatError, SemiretError
+from semiret.search import MultiVectorsRetriever, VectorsRetriever, open_retriever
+
+from helpers import LocalClient, client_of, write_jsonl
+
+DIM = 16
+
+
+def _documents(n=60, dim=DIM, seed=0) -> list[Document]:
+    """Documents each bringing 2-8 random token vectors (a ColBERT encoding's shape, made elsewhere)."""
+    rng = np.random.default_rng(seed)
+    return [Document(f"d{i}", f"text {i}", metadata={"even": i % 2 == 0},
+                     vector=rng.normal(size=(int(rng.integers(2, 9)), dim)).astype(np.float32)) for i in range(n)]
+
+
+def _maxsim(documents, query, k, cosine=True) -> tuple[list[str], np.ndarray]:
+    """The best ``k`` documents by MaxSim, by hand: each query vector's best similarity with a document's, summed."""
+    def unit(m):
+        return m / np.linalg.norm(m, axis=1, keepdims=True) if cosine else m
+
+    q = unit(np.asarray(query, np.float64))
+    scores = np.array([(q @ unit(d.vector.astype(np.float64)).T).max(axis=1).sum() for d in documents])
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [documents[i].id for i in order], scores[order]
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot"])
+def test_exact_search_is_maxsim_by_hand(tmp_path, similarity):
+    documents = _documents()
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", ann="exact", similarity=similarity)
+    query = np.random.default_rng(1).normal(size=(3, DIM))
+    ids, scores = _maxsim(documents, query, 5, cosine=similarity == "cosine")
+    hits = retriever.search(query, k=5)
+    assert [h.id for h in hits] == ids
+    np.testing.assert_allclose([h.score for h in hits], scores, rtol=2e-3)  # (stored in float16)
+    meta = retriever.index.meta
+    assert meta["kind"] == "multivector" and meta["dim"] == DIM and meta["analyzer"] == {
+        "type": "multivectors", "similarity": similarity}
+
+
+def test_plaid_finds_each_document_by_its_own_vectors_compressed_by_default(tmp_path):
+    documents = _documents(300)
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m")
+    described = retriever.index.describe()
+    assert described["ann"] == "plaid" and described["nbits"] == 2 and described["centroids"] >= 2
+    found = retriever.search([d.vector for d in documents[:20]], k=1)
+    assert found.ids == [[d.id] for d in documents[:20]]
+    whole = MultiVectorsRetriever.build(documents, tmp_path / "whole", nbits=0)
+    assert whole.index.describe()["nbits"] is None
+    assert whole.search(documents[5].vector, k=3)[0].id == "d5"
+    dot = MultiVectorsRetriever.build(documents, tmp_path / "dot", similarity="dot")
+    assert dot.index.describe()["nbits"] is None  # (residuals from unit centroids: the cosine's alone)
+    with pytest.raises(SemiretError, match="--similarity dot the token vectors are kept whole"):
+        MultiVectorsRetriever.build(documents, tmp_path / "refused", similarity="dot", nbits=2)
+
+
+def test_queries_as_matrices_lists_and_batches(tmp_path):
+    documents = _documents()
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", ann="exact")
+    one = documents[3].vector
+    assert retriever.search(one, k=1)[0].id == "d3"  # a matrix: one query's token vectors
+    assert retriever.search(one.tolist(), k=1)[0].id == "d3"  # a list of lists: one query too
+    assert retriever.search(one[:1].tolist(), k=1)[0].id == retriever.search(one[:1], k=1)[0].id  # one token
+    batch = [documents[3].vector, documents[7].vector.tolist()]
+    assert retriever.search(batch, k=1).ids == [["d3"], ["d7"]]
+    stacked = np.stack([documents[3].vector[:2], documents[7].vector[:2]])  # a 3-D array: a batch
+    assert retriever.search(stacked, k=1).ids == retriever.search(list(stacked), k=1).ids
+    for bad, message in ((one[0].tolist(), "the query vector is one flat vector; .*multivectors retriever is "
+                                           "searched by each query's token vectors"),
+                         (one[0], r"one query's \[tokens, dim\] matrix or a batch of them, got shape \(16,\)"),
+                         (np.ones((2, 3)), "holds 16-dimensional token vectors; query 0's are 3-dimensional"),
+                         (np.zeros((1, 2, 2, 2)), "shape"), ([[1.0, "x"]], "must hold numbers only"),
+                         ("a text", "no model to embed query texts")):
+        with pytest.raises(SemiretError, match=message):
+            retriever.search(bad)
+    assert query_vectors(np.ones((2, 4)), token_vectors=True)[1] is True
+    assert query_vectors(np.ones((2, 4)))[1] is False  # (a dense index's batch)
+    assert query_vectors(np.ones((3, 2, 4)), token_vectors=None)[1] is False  # (a client's: three deep)
+
+
+def test_filters_recommend_adds_deletes_and_sync(tmp_path):
+    documents = _documents()
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", ann="exact")
+    query = documents[3].vector  # an odd document
+    assert all(h.id in {d.id for d in documents[::2]} for h in retriever.search(query, k=5, filter={"even": True}))
+    recommended = retriever.recommend(["d3"], k=3)
+    assert [h.id for h in recommended] == [h.id for h in retriever.search(query, k=4)][1:]
+    np.testing.assert_allclose(retriever.index.get_vector("d3"), documents[3].vector / np.linalg.norm(
+        documents[3].vector, axis=1, keepdims=True), atol=1e-3)
+    fresh = np.eye(DIM, dtype=np.float32)[:3]
+    retriever.add([Document("fresh", "new", vector=fresh)])
+    reopened = open_retriever(tmp_path / "m")
+    assert reopened.name == "multivectors" and reopened.search(fresh, k=1)[0].id == "fresh"
+    reopened.delete(["fresh"])
+    assert "fresh" not in [h.id for h in reopened.search(fresh, k=5)]
+    moved = Document("d2", documents[2].text, metadata=documents[2].metadata, vector=fresh)
+    counts = reopened.sync([*documents[:2], moved, *documents[3:]])
+    assert (counts.unchanged, counts.replaced, counts.added, counts.deleted) == (len(documents) - 1, 1, 0, 0)
+    assert reopened.search(fresh, k=1)[0].id == "d2"
+    compressed = MultiVectorsRetriever.build(_documents(300), tmp_path / "c")  # (held as codes: compared alike)
+    assert compressed.sync(_documents(300)).unchanged == 300
+
+
+def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_path):
+    retriever = MultiVectorsRetriever.build(_documents(5), tmp_path / "m", ann="exact")
+    for bad, message in (([Document("x", "no vector")], "'x' has no vector"),
+                         ([Document("x", "", vector=np.ones(DIM))], "'x' brings a vector dense .*multivectors "
+                                                                    "retriever holds token vectors.*with the vectors"),
+                         ([Document("x", "", vector=np.ones((2, 3)))], "'x' has 3-dimensional token vectors"),
+                         ([Document("x", "", vector=np.zeros((2, DIM)))], "'x'.s token vector 0 is zero"),
+                         ([{"_id": "x", "vector": [[1.0] * DIM, [1.0]]}], "token vector 1 has 1 numbers")):
+        with pytest.raises(SemiretError, match=message):
+            retriever.add(bad)
+    assert retriever.index.n_docs == 5
+    dot = MultiVectorsRetriever.build(_documents(5), tmp_path / "dot", similarity="dot", ann="exact")
+    with pytest.raises(SemiretError, match="'big' has a token vector value beyond float16's range"):
+        dot.add([Document("big", "", vector=np.full((1, DIM), 1e6))])
+    with pytest.raises(SemiretError, match="'t' brings a vector token vectors .*index such documents with the "
+                                           "multivectors retriever"):
+        VectorsRetriever.build([Document("t", "", vector=np.ones((2, 4)))])
+    with pytest.raises(SemiretError, match=r"query vector 0 is a \[tokens, dim\] matrix .*multivectors retriever "
+                                           "takes; this index takes flat vectors"):
+        VectorsRetriever.build([Document("d", "", vector=np.ones(4))]).search([np.ones((2, 4))])
+    with pytest.raises(SemiretError, match="share that one vector"):
+        MultiVectorsRetriever.build(_documents(5), tmp_path / "passages", chunking=2)
+
+
+def test_an_empty_index_takes_its_dimension_from_dim(tmp_path):
+    with pytest.raises(SemiretError, match="dimension"):
+        MultiVectorsRetriever.build([], tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+    retriever = MultiVectorsRetriever.build([], tmp_path / "m", dim=3, ann="exact")
+    retriever.add([Document("a", "", vector=[[0, 0, 1], [0, 1, 1]]), Document("b", "", vector=[[1, 0, 0]])])
+    assert retriever.search([[0, 0.1, 1]], k=1)[0].id == "a"
+
+
+def _invoke(*args, ok: bool = True):
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+
+
+def test_the_command_line_indexes_searches_and_exports_token_vectors(tmp_path):
+    documents = _documents(30, seed=3)
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{**d.to_record(), "vector": d.vector.tolist()}
+                                                     for d in documents])
+    assert [d.vector.shape for d in iter_corpus(corpus)] == [d.vector.shape for d in documents]
+    asked = [documents[i].vector[:2] for i in range(3)]
+    queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "vector": v.tolist()}
+                                                       for i, v in enumerate(asked)])
+    assert [v.shape for v in read_query_vectors(queries).values()] == [(2, DIM)] * 3
+    _invoke("index", "-r", "multivectors", "--data", corpus, "--out", tmp_path / "m", "--ann", "exact")
+    lines = [json.loads(line) for line in _invoke("search", "--index", tmp_path / "m", "--query-vectors", queries,
+                                                  "-k", "3", "--json").stdout.splitlines()]
+    for line, query in zip(lines, asked):
+        assert [hit["id"] for hit in line["hits"]] == _maxsim(documents, query, 3)[0]
+    _invoke("export", tmp_path / "m", "-o", tmp_path / "exported.jsonl")
+    exported = [json.loads(line) for line in (tmp_path / "exported.jsonl").read_text().splitlines()]
+    assert [np.asarray(r["vector"]).shape for r in exported] == [d.vector.shape for d in documents]
+    _invoke("index", "-r", "multivectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again",
+            "--ann", "exact")
+    assert [h.id for h in open_retriever(tmp_path / "again").search(asked[0], k=3)] == \
+        [h.id for h in open_retriever(tmp_path / "m").search(asked[0], k=3)]
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"_id": "q1", "vector": [[1.0, 2.0]]}, {"_id": "q2",
+                                                                                         "vector": [1.0, 2.0]}])
+    with pytest.raises(DataFormatError, match=r"mixed.jsonl:2: a vector dense .*the file's first is token vectors"):
+        read_query_vectors(mixed)
+
+
+def test_the_service_creates_fills_and_searches_an_index_of_token_vectors(tmp_path):
+    from semiret.serving import ServeSettings, create_app
+    from semiret.serving.client import ServerError
+
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
+    documents = _documents(40, seed=7)
+    with LocalClient(create_app(settings)) as http:
+        client = client_of(http, api_key="key")
+        assert client.create_index("multi", "multivectors", {"ann": "exact", "dim": DIM})["documents"] == 0
+        assert client.add("multi", documents[:30]) == 30
+        assert client.add("multi", [{**d.to_record(), "vector": d.vector.tolist()} for d in documents[30:]]) == 10
+        query = documents[4].vector[:3]
+        ids = _maxsim(documents, query, 4)[0]
+        assert client.search("multi", [query], k=4).ids == [ids]  # (a list of queries' matrices)
+        assert client.search("multi", np.stack([query, documents[9].vector[:3]]), k=1).ids == [[ids[0]], ["d9"]]
+        for body, message in (({"vectors": [[1.0] * DIM]}, "searched by query vectors token vectors .*this is dense"),
+                              ({"vectors": [[[1.0] * DIM, [1.0]]]}, "token vector 1 has 1 numbers"),
+                              ({"queries": ["walrus"]}, "no model to embed query texts")):
+            with pytest.raises(ServerError, match=message) as raised:
+                client._call("POST", "/indexes/multi/search", body)
+            assert raised.value.status == 422
+        assert sum(count for _, count in client.facet("multi", "even", query=query, depth=5)) == 5
+        client.create_index("dense", "vectors", {"dim": DIM})
+        client.add("dense", [Document("a", "", vector=np.ones(DIM))])
+        with pytest.raises(ServerError, match="searched by query vectors dense .*this is token vectors") as raised:
+            client._call("POST", "/indexes/dense/search", {"vectors": [query.tolist()]})
+        assert raised.value.status == 422
