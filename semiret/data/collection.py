@@ -251,16 +251,28 @@ def document_vector(value, name: str = f"field {VECTOR_FIELD!r}") -> np.ndarray:
 
 def _say_where_wrong(value: list | tuple, name: str) -> None:
     """Raise a ValueError naming where the list ``value`` that numpy could not read as numbers goes wrong: an item
-    that is no number, or (token vectors, a list of lists) a row of another length or holding no number."""
-    rows = all(isinstance(row, (list, tuple, np.ndarray)) for row in value)
+    that is no number, or (token vectors: a list holding lists) an item that is no row, a row of another length or
+    holding no number."""
+    rows = any(isinstance(item, (list, tuple, np.ndarray)) for item in value)
     for position, item in enumerate(value):
-        if rows:
-            if len(item) != len(value[0]):
-                raise ValueError(f"{name}: token vector {position} has {len(item)} numbers, token vector 0 has "
-                                 f"{len(value[0])} (token vectors are rows of one length)")
+        if not rows:
+            if not isinstance(item, numbers.Real) or isinstance(item, bool):
+                raise ValueError(f"{name} must hold numbers only, got {type(item).__name__} at position {position}")
+            continue
+        if not isinstance(item, (list, tuple, np.ndarray)):
+            raise ValueError(f"{name} holds lists (token vectors, one a row) and {type(item).__name__} at position "
+                             f"{position}: token vectors are a list of lists of numbers")
+        if len(item) != len(value[0]):
+            raise ValueError(f"{name}: token vector {position} has {len(item)} numbers, token vector 0 has "
+                             f"{len(value[0])} (token vectors are rows of one length)")
+        if isinstance(item, (list, tuple)):
             _say_where_wrong(item, f"{name}'s token vector {position}")
-        elif not isinstance(item, numbers.Real) or isinstance(item, bool):
-            raise ValueError(f"{name} must hold numbers only, got {type(item).__name__} at position {position}")
+        elif np.ndim(item) != 1:
+            raise ValueError(f"{name}: token vector {position} has shape {np.shape(item)}; token vectors are rows "
+                             "of numbers")
+    if rows:
+        raise ValueError(f"{name} must be a flat list of numbers or a list of such lists (token vectors) of one "
+                         "length")
 
 
 EVERY_FIELD = "*"
@@ -746,8 +758,8 @@ def query_vectors(queries, token_vectors: bool | None = False
     texts): a 1-D array or a list of numbers is one query, a 2-D array or a list of such lists a batch; an object
     ``{term: weight}`` (a dict) is one sparse query, a list of them a batch. With ``token_vectors`` (an index of the
     ``multivectors`` retriever, whose queries are token vectors, a row each): a 2-D array or a list of lists of
-    numbers is one query, a 3-D array or a list of 2-D ones a batch; ``None``: token vectors where they nest three
-    deep (a batch of them: what a client that knows not the index sends). Returns the vectors checked
+    numbers is one query, a 3-D array or a list of arrays (or of lists of lists) a batch; ``None``: token vectors
+    where they nest three deep (what a caller that knows not the index reads). Returns the vectors checked
     (:func:`document_vector`, :func:`sparse_vector`: a sparse one may hold no term then, its weights all 0) and
     whether one was given alone; None where ``queries`` are not vectors (a dict of texts, ``{id: text}``, is left to
     :func:`query_texts` to refuse)."""
@@ -773,9 +785,9 @@ def query_vectors(queries, token_vectors: bool | None = False
                                + f", got shape {queries.shape}")
         rows, single = ([queries], True) if queries.ndim == dims else (list(queries), False)
     elif isinstance(queries, (list, tuple)) and queries and not any(isinstance(q, str) for q in queries):
-        first = queries[0]
+        first = queries[0]  # (token vectors: a list of lists of numbers is one query; a list of arrays, a batch)
         single = all(isinstance(q, numbers.Real) for q in queries) or bool(token_vectors) and isinstance(
-            first, (list, tuple, np.ndarray)) and all(isinstance(x, numbers.Real) for x in first)
+            first, (list, tuple)) and all(isinstance(x, numbers.Real) for x in first)
         rows = [queries] if single else list(queries)
     else:
         return None
@@ -787,8 +799,9 @@ def query_vectors(queries, token_vectors: bool | None = False
         except ValueError as exc:
             raise SemiretError(str(exc)) from None
         if vector.ndim != dims:
-            raise SemiretError(f"{name} is a [tokens, dim] matrix of token vectors, which an index of the "
-                               "multivectors retriever takes; this index takes flat vectors" if not token_vectors else
+            raise SemiretError(f"{name} is a [tokens, dim] matrix of token vectors (what an index of the "
+                               "multivectors retriever is searched by) among flat vectors: a batch holds queries of "
+                               "one kind" if not token_vectors else
                                f"{name} is one flat vector; an index of the multivectors retriever is searched by "
                                "each query's token vectors, a [tokens, dim] matrix (a list of lists of numbers)")
         vectors.append(vector)

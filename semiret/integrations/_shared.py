@@ -38,6 +38,10 @@ def check_query_model(searcher: Any, has_model: bool, model: str, framework: str
         raise SemiretError(f"{searcher.index.path} holds sparse vectors brought with its documents and reads no query "
                            f"text (built without --query-tokenizer); {framework}'s embedding models make dense "
                            "vectors: build it with query_tokenizer, the tokenizer that made its terms")
+    if isinstance(searcher, Retriever) and getattr(searcher.query_side, "vector_kind", "dense") == "multi":
+        raise SemiretError(f"{searcher.index.path} holds token vectors brought with its documents, searched by each "
+                           f"query's matrix of them; {framework}'s embedding models make one vector a text: search it "
+                           "with semiret's own Retriever.search")
     if isinstance(searcher, Retriever) and not searcher.query_side.reads_texts and not has_model:
         raise SemiretError(f"{searcher.index.path} holds vectors brought with its documents and has no model for "
                            f"query texts: give {model}, the {framework} model that made its vectors")

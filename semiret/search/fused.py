@@ -39,7 +39,7 @@ class FusedSearch:
                score_threshold: float | None = None) -> SearchHits | list[Hit]:
         """As :meth:`Retriever.search <semiret.search.retrievers.Retriever.search>`: one query's fused hits (a
         string), or a batch's; ``filter`` applies to every retriever; ``score_threshold`` reads the fused scores."""
-        if query_vectors(queries) is not None:
+        if query_vectors(queries, token_vectors=None) is not None:
             raise SemiretError("a fused search takes query texts, which each of its indexes reads its own way (query "
                                "vectors search one dense index)")
         single = isinstance(queries, str)

@@ -172,7 +172,8 @@ class QuerySide(ABC):
     ``{term: weight}`` dicts, :func:`~semiret.data.collection.query_vectors`): the sides of a dense index, and of an
     index of sparse vectors brought by the user."""
     vector_kind: ClassVar[str] = "dense"
-    """The query vectors a side that :attr:`searches_vectors` takes: ``dense`` (arrays) or ``sparse`` (dicts)."""
+    """The query vectors a side that :attr:`searches_vectors` takes: ``dense`` (arrays), ``sparse`` (dicts) or
+    ``multi`` (each query's token vectors, a matrix)."""
 
     reads_stored_texts: ClassVar[bool] = False
     """True where a search reads the index's stored documents (a re-ranking that embeds its candidates): a hybrid
@@ -889,7 +890,7 @@ class Retriever:
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
         must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder or late interaction
         (:class:`~semiret.search.rerank.Reranking`), each with its score; ``score_threshold`` then reads those."""
-        vectors = query_vectors(queries, token_vectors=self.query_side.vector_kind == "multi")
+        vectors = query_vectors(queries, token_vectors=True if self.query_side.vector_kind == "multi" else None)
         if vectors is not None:
             texts, single = vectors
             self._check_vector_search(texts, operators, rerank)

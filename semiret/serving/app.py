@@ -366,7 +366,7 @@ def check_vector_kinds(index: ServedIndex, vectors: list, where: tuple, one: boo
                 f"{VECTOR_KINDS[side.vector_kind]}; this is {VECTOR_KINDS[kind]}: search an index of the "
                 f"{RETRIEVER_OF_KIND[kind]} retriever with it") + (
                 " (vectors is a list of queries: each query's token vectors a list of lists)"
-                if side.vector_kind == "multi" else ""), where[-1] + "_invalid")
+                if side.vector_kind == "multi" and not one else ""), where[-1] + "_invalid")
 
 
 def create_app(settings: ServeSettings) -> FastAPI:

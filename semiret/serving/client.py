@@ -413,11 +413,12 @@ class Client:
         value in each range instead; ``query``, a text or a vector: among its best ``depth`` hits, searched with
         ``operators`` and the search ``options``; as ``Retriever.facet``; a matrix: one query's token vectors, over
         an index of the multivectors retriever)."""
-        vectors = query_vectors(query) if query is not None else None
-        if vectors is not None and not vectors[1]:  # (a matrix: the one query's token vectors a facet reads)
-            vectors = query_vectors(query, token_vectors=True)
+        vectors = query_vectors(query, token_vectors=None) if query is not None else None
+        if vectors is not None and not vectors[1]:  # a matrix: the one query's token vectors (a facet reads one)
+            vectors = query_vectors(query, token_vectors=True) if vectors[0][0].ndim == 1 else vectors
             if not vectors[1]:
-                raise SemiretError("a facet counts the hits of one query: give one vector, not a list of them")
+                raise SemiretError("a facet counts the hits of one query: give one vector (or one matrix of token "
+                                   "vectors, over an index of the multivectors retriever), not a list of them")
         asked = ({} if query is None else {"query": query} if vectors is None
                  else {"vector": _json_vector(vectors[0][0])})
         found = self._call("POST", f"/indexes/{_name(index)}/facet",

@@ -86,6 +86,8 @@ def test_queries_as_matrices_lists_and_batches(tmp_path):
                          ("a text", "no model to embed query texts")):
         with pytest.raises(SemiretError, match=message):
             retriever.search(bad)
+    with pytest.raises(SemiretError, match="query vector 0 is one flat vector"):  # (a list of arrays: a batch)
+        retriever.search([one[0], one[1]])
     assert query_vectors(np.ones((2, 4)), token_vectors=True)[1] is True
     assert query_vectors(np.ones((2, 4)))[1] is False  # (a dense index's batch)
     assert query_vectors(np.ones((3, 2, 4)), token_vectors=None)[1] is False  # (a client's: three deep)
@@ -121,7 +123,10 @@ def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_pa
                                                                     "retriever holds token vectors.*with the vectors"),
                          ([Document("x", "", vector=np.ones((2, 3)))], "'x' has 3-dimensional token vectors"),
                          ([Document("x", "", vector=np.zeros((2, DIM)))], "'x'.s token vector 0 is zero"),
-                         ([{"_id": "x", "vector": [[1.0] * DIM, [1.0]]}], "token vector 1 has 1 numbers")):
+                         ([{"_id": "x", "vector": [[1.0] * DIM, [1.0]]}], "token vector 1 has 1 numbers"),
+                         ([{"_id": "x", "vector": [[1.0] * DIM, "ab"]}], "holds lists .* and str at position 1"),
+                         ([{"_id": "x", "vector": [np.ones((2, 2)), np.ones((2, 3))]}],
+                          r"token vector 0 has shape \(2, 2\)")):
         with pytest.raises(SemiretError, match=message):
             retriever.add(bad)
     assert retriever.index.n_docs == 5
@@ -131,8 +136,7 @@ def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_pa
     with pytest.raises(SemiretError, match="'t' brings a vector token vectors .*index such documents with the "
                                            "multivectors retriever"):
         VectorsRetriever.build([Document("t", "", vector=np.ones((2, 4)))])
-    with pytest.raises(SemiretError, match=r"query vector 0 is a \[tokens, dim\] matrix .*multivectors retriever "
-                                           "takes; this index takes flat vectors"):
+    with pytest.raises(SemiretError, match="searched by query vectors dense .*these are token vectors"):
         VectorsRetriever.build([Document("d", "", vector=np.ones(4))]).search([np.ones((2, 4))])
     with pytest.raises(SemiretError, match="share that one vector"):
         MultiVectorsRetriever.build(_documents(5), tmp_path / "passages", chunking=2)
@@ -175,6 +179,17 @@ def test_the_command_line_indexes_searches_and_exports_token_vectors(tmp_path):
             "--ann", "exact")
     assert [h.id for h in open_retriever(tmp_path / "again").search(asked[0], k=3)] == \
         [h.id for h in open_retriever(tmp_path / "m").search(asked[0], k=3)]
+    flat = write_jsonl(tmp_path / "flat.jsonl", [{"_id": "q1", "vector": [1.0] * DIM}, {"_id": "q2",
+                                                                                       "vector": [0.5] * DIM}])
+    refused = _invoke("search", "--index", tmp_path / "m", "--query-vectors", flat, ok=False)
+    assert refused.exit_code != 0 and "query vector 0 is one flat vector" in refused.output
+    _invoke("index", "-r", "bm25", "--data", corpus, "--out", tmp_path / "words")
+    refused = _invoke("search", "--index", tmp_path / "words", "--query-vectors", queries, ok=False)
+    assert refused.exit_code != 0 and "is searched by query texts" in refused.output
+    _invoke("index", "-r", "sparse-vectors", "--data", write_jsonl(tmp_path / "sparse.jsonl", [
+        {"_id": "s", "vector": {"ice": 1.0}}]), "--out", tmp_path / "sparse")
+    refused = _invoke("search", "--index", tmp_path / "sparse", "--query-vectors", queries, ok=False)
+    assert refused.exit_code != 0 and "these are token vectors" in refused.output
     mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"_id": "q1", "vector": [[1.0, 2.0]]}, {"_id": "q2",
                                                                                          "vector": [1.0, 2.0]}])
     with pytest.raises(DataFormatError, match=r"mixed.jsonl:2: a vector dense .*the file's first is token vectors"):
@@ -203,8 +218,18 @@ def test_the_service_creates_fills_and_searches_an_index_of_token_vectors(tmp_pa
                 client._call("POST", "/indexes/multi/search", body)
             assert raised.value.status == 422
         assert sum(count for _, count in client.facet("multi", "even", query=query, depth=5)) == 5
+        with pytest.raises(SemiretError, match="a facet counts the hits of one query"):
+            client.facet("multi", "even", query=[query])
         client.create_index("dense", "vectors", {"dim": DIM})
         client.add("dense", [Document("a", "", vector=np.ones(DIM))])
         with pytest.raises(ServerError, match="searched by query vectors dense .*this is token vectors") as raised:
             client._call("POST", "/indexes/dense/search", {"vectors": [query.tolist()]})
         assert raised.value.status == 422
+
+
+def test_framework_adapters_refuse_an_index_of_token_vectors(tmp_path):
+    from semiret.integrations._shared import check_query_model
+
+    retriever = MultiVectorsRetriever.build(_documents(5), tmp_path / "m", ann="exact")
+    with pytest.raises(SemiretError, match="makes one vector a text|make one vector a text"):
+        check_query_model(retriever, True, "embeddings", "LangChain")

@@ -89,7 +89,8 @@ def test_bad_vectors_are_refused_naming_the_document_and_the_index_is_untouched(
         with pytest.raises(SemiretError, match=message):
             retriever.add(bad)
     assert retriever.index.n_docs == 5
-    for bad, message in (([1.0, float("nan")], "NaN"), (np.zeros((2, 2, 2)), "shape"),
+    for bad, message in (([1.0, float("nan")], "NaN"), (np.zeros((2, 2, 2, 2)), "shape"),
+                         (np.zeros((2, 2, 2)), "these are token vectors .* multivectors retriever"),
                          ([[1.0, "a"]], "query vector 0 must hold numbers only")):
         with pytest.raises(SemiretError, match=message):
             retriever.search(bad)
