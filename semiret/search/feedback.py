@@ -1,4 +1,5 @@
-"""Pseudo-relevance feedback: RM3, as Anserini and Pyserini compute it (``--rm3``).
+"""Pseudo-relevance feedback: RM3, as Anserini and Pyserini compute it (``--rm3``); and vector PRF over dense
+indexes (``--prf-depth``, :class:`VectorFeedbackOptions`).
 
 A query is searched once; its top ``fb_docs`` documents are taken as relevant, and the relevance model of
 Lavrenko and Croft (RM1: each term's share of a document's words, weighted by the document's score, summed over
@@ -146,3 +147,57 @@ def expanded_queries(index, queries: list[SparseQuery], query_terms: list[int], 
         model = relevance_model([parsed[d] for d, _ in found], [s for _, s in found], allowed, options.fb_terms)
         expanded.append(interpolate(query, model, options.original_query_weight, length))
     return expanded
+
+
+PRF_METHODS = ("avg", "rocchio")
+
+
+@dataclass
+class VectorFeedbackOptions:
+    """Vector pseudo-relevance feedback over a dense index (Li et al. 2021, "Pseudo Relevance Feedback with Deep
+    Language Models and Dense Retrievers"; Pyserini's ``--prf-depth``, PyTerrier-DR's ``vector_prf``): each query's
+    vector moved towards the vectors of its first search's best ``prf_depth`` documents, then searched again. Its
+    length is kept (a cosine stays a cosine)."""
+
+    prf_depth: int = 0
+    """Vector pseudo-relevance feedback (Pyserini's --prf-depth): each query vector moved towards its first search's
+    best PRF_DEPTH documents' vectors, then searched again (0: none)."""
+    prf_method: str = "avg"
+    """How (--prf-depth): avg, the mean of the query's and the documents' vectors; rocchio, rocchio_alpha x the
+    query's + rocchio_beta x the documents' mean (Pyserini's defaults)."""
+    rocchio_alpha: float = 0.9
+    """The query's weight (--prf-method rocchio)."""
+    rocchio_beta: float = 0.1
+    """The feedback documents' weight (--prf-method rocchio)."""
+
+    def __post_init__(self) -> None:
+        depth = self.prf_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_FEEDBACK_DOCUMENTS:
+            raise SemiretError(f"prf_depth (--prf-depth) must be a whole number from 0 to {MAX_FEEDBACK_DOCUMENTS}, "
+                               f"got {depth!r}")
+        if self.prf_method not in PRF_METHODS:
+            raise SemiretError(f"prf_method (--prf-method) is one of {', '.join(PRF_METHODS)}, got "
+                               f"{self.prf_method!r}")
+        for name in ("rocchio_alpha", "rocchio_beta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be a finite number of at least 0, got "
+                                   f"{value!r}")
+
+    def moved(self, queries: np.ndarray, feedback: Sequence[np.ndarray]) -> np.ndarray:
+        """``queries`` (float32 [n, dim]) each moved towards its ``feedback`` documents' vectors ([depth, dim]; none:
+        left as it is), its length kept."""
+        moved = np.array(queries, np.float32, copy=True)
+        for row, documents in enumerate(feedback):
+            query = moved[row]
+            length = float(np.linalg.norm(query))
+            if not len(documents) or not length:
+                continue
+            if self.prf_method == "avg":
+                new = (query + documents.sum(axis=0)) / (len(documents) + 1)
+            else:
+                new = self.rocchio_alpha * query + self.rocchio_beta * documents.mean(axis=0)
+            new_length = float(np.linalg.norm(new))
+            if new_length:
+                moved[row] = new * (length / new_length)
+        return moved

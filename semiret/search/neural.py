@@ -27,6 +27,7 @@ from semiret.models.checkpoints import (INFERENCE_FREE, check_adapted_corpus, en
                                         inference_free_token_weights, located, model_reference,
                                         resolve_inference_free, sentence_transformers_normalizes,
                                         token_weights_fingerprint)
+from semiret.search.feedback import VectorFeedbackOptions
 from semiret.search.lexical import IDFQueries
 from semiret.text.bm25 import LexicalPrior
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
@@ -422,8 +423,9 @@ MAX_RESCORE = 100
 
 
 @dataclass
-class AnnSearchOptions:
-    """How far an approximate dense search looks: what the dense and vectors retrievers search with."""
+class AnnSearchOptions(VectorFeedbackOptions):
+    """How far an approximate dense search looks, and its pseudo-relevance feedback: what the dense and vectors
+    retrievers search with."""
 
     nprobe: int = 16
     """IVF lists searched per query (--ann ivf, or a faiss:FACTORY with IVF); colbert's: centroids each query token
@@ -438,6 +440,7 @@ class AnnSearchOptions:
     best k alone re-scored)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("nprobe", "ef_search", "beam", "rescore"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SemiretError(f"{name} (--{name.replace('_', '-')}) must be at least 1, got {getattr(self, name)}")
@@ -446,7 +449,16 @@ class AnnSearchOptions:
                                f"{self.rescore}")
 
     def search(self, index, vectors, k: int, n_threads: int):
-        """``index``'s search of the query ``vectors`` (a matrix) with these options."""
+        """``index``'s search of the query ``vectors`` (a matrix) with these options; with ``prf_depth``, a first
+        search's best documents' vectors (as the index holds them) move each query, searched again."""
+        if self.prf_depth:
+            first = self._searched(index, vectors, self.prf_depth, n_threads)
+            feedback = [np.array([index.get_vector(doc_id) for doc_id in ids if doc_id], np.float32)
+                        for ids in first.ids]
+            vectors = self.moved(vectors, feedback)
+        return self._searched(index, vectors, k, n_threads)
+
+    def _searched(self, index, vectors, k: int, n_threads: int):
         return index.search(vectors, k=k, n_threads=n_threads, nprobe=self.nprobe, ef_search=self.ef_search,
                             beam=self.beam, rescore=self.rescore)
 

@@ -132,3 +132,61 @@ def test_rm3_from_the_command_line(tmp_path):
                                 "car"])
     assert found.exit_code == 0, found.output
     assert [hit["id"] for hit in json.loads(found.output.splitlines()[0])["hits"]][:2] == ["car", "auto"]
+
+
+def _vector_documents(n=40, dim=8, seed=0) -> list[Document]:
+    rng = np.random.default_rng(seed)
+    return [Document(f"d{i}", f"text {i}", metadata={"even": i % 2 == 0}, vector=rng.normal(size=dim))
+            for i in range(n)]
+
+
+def _moved_by_hand(query, documents, method, alpha=0.9, beta=0.1):
+    """The query vector moved towards ``documents``' (unit) vectors as vector PRF moves it, its length kept."""
+    feedback = np.stack([d.vector / np.linalg.norm(d.vector) for d in documents])
+    new = (query + feedback.sum(axis=0)) / (len(feedback) + 1) if method == "avg" else \
+        alpha * query + beta * feedback.mean(axis=0)
+    return new * np.linalg.norm(query) / np.linalg.norm(new)
+
+
+@pytest.mark.parametrize("method, options", [("avg", {}), ("rocchio", {"rocchio_alpha": 0.4, "rocchio_beta": 0.6})])
+def test_vector_prf_searches_the_query_moved_towards_its_best_documents(tmp_path, method, options):
+    from semiret.search import VectorsRetriever
+
+    documents = _vector_documents()
+    VectorsRetriever.build(documents, tmp_path / "v")
+    plain = open_retriever(tmp_path / "v")
+    prf = open_retriever(tmp_path / "v", prf_depth=3, prf_method=method, **options)
+    query = np.random.default_rng(5).normal(size=8)
+    query /= np.linalg.norm(query)
+    first = [documents[int(h.id[1:])] for h in plain.search(query, k=3)]
+    moved = _moved_by_hand(query, first, method, *(options.values()))
+    expected = plain.search(moved, k=5)
+    found = prf.search(query, k=5)
+    assert [h.id for h in found] == [h.id for h in expected]
+    np.testing.assert_allclose([h.score for h in found], [h.score for h in expected], rtol=1e-5)
+    assert [h.id for h in found] != [h.id for h in plain.search(query, k=5)]  # (it moved the ranking)
+    odd = [documents[int(h.id[1:])] for h in plain.search(query, k=3, filter={"even": False})]
+    filtered = prf.search(query, k=5, filter={"even": False})  # feedback from the documents that pass
+    assert [h.id for h in filtered] == [h.id for h in plain.search(_moved_by_hand(query, odd, method,
+                                                                                 *(options.values())),
+                                                                   k=5, filter={"even": False})]
+
+
+def test_vector_prf_over_a_dense_encoder_and_its_options(tmp_path, tiny_docs, tiny_bert):
+    from semiret.search import DenseRetriever
+
+    DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(tiny_bert))
+    plain, prf = open_retriever(tmp_path / "dense"), open_retriever(tmp_path / "dense", prf_depth=2)
+    queries = ["cats and dogs", "statins"]
+    moved = prf.query_side.options.moved(plain.encode_queries(queries), [
+        np.stack([plain.index.get_vector(h.id) for h in hits]) for hits in plain.search(queries, k=2)])
+    assert prf.search(queries, k=3).ids == plain.search(moved, k=3).ids
+    for bad, message in (({"prf_depth": -1}, "prf_depth"), ({"prf_method": "mean"}, "avg, rocchio"),
+                         ({"prf_depth": 2, "rocchio_beta": float("nan")}, "rocchio_beta")):
+        with pytest.raises(SemiretError, match=message):
+            open_retriever(tmp_path / "dense", **bad)
+    lines = CliRunner().invoke(app, ["search", "--index", str(tmp_path / "dense"), "--prf-depth", "2", "--json",
+                                     "-k", "3", *queries])
+    assert lines.exit_code == 0, lines.output
+    assert [[hit["id"] for hit in json.loads(line)["hits"]] for line in lines.stdout.splitlines()] == \
+        prf.search(queries, k=3).ids
