@@ -31,7 +31,7 @@ class DenseEncoder(TextEncoder):
 
     def __init__(self, backbone, tokenizer, name: str, max_length: int | None = None, pooling: str = "mean",
                  normalize: bool = True, precision: str = "float32", query_prompt: str = "",
-                 document_prompt: str = ""):
+                 document_prompt: str = "", truncate_dim: int | None = None):
         if pooling not in POOLINGS:
             raise SemiretError(f"unknown pooling {pooling!r} (known: {', '.join(POOLINGS)})")
         if precision not in PRECISIONS:
@@ -39,8 +39,14 @@ class DenseEncoder(TextEncoder):
         for side, prompt in (("query", query_prompt), ("document", document_prompt)):
             if not isinstance(prompt, str):
                 raise SemiretError(f"the {side} prompt is a string (put before each {side} text), got {prompt!r}")
+        hidden = backbone.config.hidden_size
+        if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int)
+                                         or not 1 <= truncate_dim <= hidden):
+            raise SemiretError(f"truncate_dim (--truncate-dim) keeps the first dimensions of {name}'s "
+                               f"{hidden}-dimensional embeddings: a whole number from 1 to {hidden}, got "
+                               f"{truncate_dim!r}")
         super().__init__(backbone, tokenizer, name, max_length)
-        self.pooling, self.normalize = pooling, normalize
+        self.pooling, self.normalize, self.truncate_dim = pooling, normalize, truncate_dim
         self.prompts = {"query": query_prompt, "document": document_prompt}
         self.requested_precision = precision  # what is saved: "auto" is decided again on each machine
         self.precision = ("bfloat16" if native_bfloat16() else "float32") if precision == "auto" else precision
@@ -48,25 +54,28 @@ class DenseEncoder(TextEncoder):
     @classmethod
     def from_pretrained(cls, model: str = "minilm", max_length: int | None = None, pooling: str | None = None,
                         normalize: bool | None = None, precision: str = "auto", query_prompt: str | None = None,
-                        document_prompt: str | None = None) -> "DenseEncoder":
+                        document_prompt: str | None = None, truncate_dim: int | None = None) -> "DenseEncoder":
         """``model`` with the settings given, the others as its sentence-transformers files say (prompts: ``""``
-        for none)."""
+        for none); ``truncate_dim``: embeddings cut to their first dimensions (a Matryoshka model's, as
+        sentence-transformers' ``truncate_dim``), then normalised where the model normalises."""
         defaults = sentence_transformers_defaults(model_directory(model))
         return cls(load_encoder_model(model), load_tokenizer(model), model,
                    defaults.get("max_length") if max_length is None else max_length,
                    pooling or defaults.get("pooling", "mean"),
                    defaults.get("normalize", False) if normalize is None else normalize, precision,
                    defaults.get("query_prompt", "") if query_prompt is None else query_prompt,
-                   defaults.get("document_prompt", "") if document_prompt is None else document_prompt)
+                   defaults.get("document_prompt", "") if document_prompt is None else document_prompt,
+                   truncate_dim)
 
     def config(self) -> dict:
         return {**super().config(), "pooling": self.pooling, "normalize": self.normalize,
                 "precision": self.requested_precision, "query_prompt": self.prompts["query"],
-                "document_prompt": self.prompts["document"]}
+                "document_prompt": self.prompts["document"],
+                **({"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {})}
 
     @property
     def dim(self) -> int:
-        return self.backbone.config.hidden_size
+        return self.truncate_dim or self.backbone.config.hidden_size
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled (and normalised) float32 embeddings [B, dim] (differentiable), the transformer computed in the
@@ -78,7 +87,7 @@ class DenseEncoder(TextEncoder):
         """(the token states [B, L, dim], the pooled embeddings [B, dim] :meth:`forward` returns), float32."""
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bfloat16"):
             states = self.backbone(input_ids=input_ids, attention_mask=attention_mask)[0].float()
-        pooled = POOLINGS[self.pooling](states, attention_mask)
+        pooled = POOLINGS[self.pooling](states, attention_mask)[:, :self.dim]  # (Matryoshka: the first dimensions)
         return states, F.normalize(pooled, dim=-1) if self.normalize else pooled
 
     def _encode_batch(self, batch: Batch, side: str, prepared) -> np.ndarray:

@@ -353,6 +353,9 @@ class DenseDocumentOptions(AnnOptions):
     "query: "; "" for none). The index records both prompts: its queries and added documents are read alike."""
     document_prompt: str | None = None
     """Text put before each document (default: the model's document, passage or corpus prompt; "" for none)."""
+    truncate_dim: int | None = None
+    """Keep the first dimensions of each embedding (a Matryoshka model's, as sentence-transformers' truncate_dim:
+    smaller vectors, faster search), normalised again where the model normalises; queries alike (default: all)."""
 
 
 class DenseDocuments(EncoderDocuments):
@@ -388,10 +391,12 @@ class DenseDocuments(EncoderDocuments):
         from semiret.models.encoders import load_encoder
 
         encoder = load_encoder(options.model, "dense", max_length=options.max_length, precision=options.precision,
-                               query_prompt=options.query_prompt, document_prompt=options.document_prompt)
+                               query_prompt=options.query_prompt, document_prompt=options.document_prompt,
+                               truncate_dim=options.truncate_dim)
         config = encoder_config("dense", options.model, encoder.max_length, encoder,
                                 precision=encoder.requested_precision, query_prompt=encoder.prompts["query"],
-                                document_prompt=encoder.prompts["document"], normalize=encoder.normalize)
+                                document_prompt=encoder.prompts["document"], normalize=encoder.normalize,
+                                **({"truncate_dim": encoder.truncate_dim} if encoder.truncate_dim else {}))
         side = cls(config, encoder, options.encode_batch_size)
         side.ann_options = options.index_options()
         return side

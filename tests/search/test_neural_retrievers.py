@@ -277,3 +277,22 @@ def test_a_dense_index_reads_queries_and_documents_with_its_model_s_prompts(tmp_
                                                 normalize=False)
     np.testing.assert_allclose(open_retriever(tmp_path / "dense").encode_query("cats"),
                                unnormalised.encode_query("cats"), atol=1e-5)
+
+
+def test_a_dense_index_keeps_the_first_dimensions_of_its_embeddings(tmp_path, tiny_docs, tiny_bert):
+    """truncate_dim (sentence-transformers' Matryoshka truncation): the first dimensions, normalised again, of
+    documents and queries alike, recorded so that the index reopened reads queries and added documents so."""
+    from semiret.models.encoders import load_encoder
+
+    truncated = DenseRetriever.build(tiny_docs, tmp_path / "dense", model=str(tiny_bert), truncate_dim=8)
+    assert truncated.index.meta["dim"] == 8 and truncated.index.meta["analyzer"]["truncate_dim"] == 8
+    full = load_encoder(str(tiny_bert), "dense").encode_query(["cats and dogs"])[0]
+    reopened = open_retriever(tmp_path / "dense")
+    np.testing.assert_allclose(reopened.encode_query("cats and dogs"), full[:8], atol=1e-5)  # (not normalised)
+    unit = load_encoder(str(tiny_bert), "dense", normalize=True, truncate_dim=8).encode_query(["cats and dogs"])[0]
+    np.testing.assert_allclose(unit, full[:8] / np.linalg.norm(full[:8]), atol=1e-5)  # cut, then normalised
+    reopened.add([Document("fresh", "cats and dogs")])
+    assert reopened.search("cats and dogs", k=1)[0].id == "fresh"
+    for bad in (0, 33):
+        with pytest.raises(SemiretError, match="truncate_dim .*from 1 to 32"):
+            DenseRetriever.build(tiny_docs, tmp_path / f"bad{bad}", model=str(tiny_bert), truncate_dim=bad)
