@@ -13,12 +13,14 @@ A segmented store (:mod:`semiret.indexes.segments`) like the dense index; each `
     lists.npz        each centroid's documents (``offsets`` into ``documents``, ascending local numbers)
     docids.*, texts.*, deleted.bin   as in every segment
 
-Search (``ann``): ``plaid`` (the default), PLAID's candidate generation and pruning (Santhanam et al. 2022): each query
-vector's ``nprobe`` nearest centroids give the candidate documents (those with a token vector in one of them); each
-candidate is scored approximately by MaxSim over its tokens' centroids (the query-centroid similarities, computed
-once a query), and the best ``ndocs`` are scored exactly with their stored vectors; or ``exact``: MaxSim over every
-document. A segment with too few token vectors to train centroids on (fewer than :data:`POINTS_PER_CENTROID` times
-two) is searched exactly, flagged ``"centroids": 0``, its vectors kept whole; a merge trains the segment it writes.
+Search (``ann``): ``plaid`` (the default), PLAID's candidate generation and pruning (Santhanam et al. 2022, §4): each
+query vector's ``nprobe`` nearest centroids give the candidate documents (those with a token vector in one of them);
+the candidates are scored approximately by MaxSim over their tokens' centroids (the query-centroid similarities,
+computed once a query), first with the tokens of the query's weak centroids left out (``centroid_threshold``), the
+best :data:`PRUNED_STAGE_FACTOR` times ``ndocs`` kept, then with every token, the best ``ndocs`` kept and scored
+exactly with their stored vectors; or ``exact``: MaxSim over every document. A segment with too few token vectors to
+train centroids on (fewer than :data:`POINTS_PER_CENTROID` times two) is searched exactly, flagged ``"centroids": 0``,
+its vectors kept whole; a merge trains the segment it writes.
 Token vectors are kept whole in float16 (``2 * dim`` bytes a token: 768 for MiniLM), or, with ``nbits``, compressed as
 ColBERTv2 compresses them (:class:`ResidualCodec`: the centroid's number and ``nbits`` bits a dimension, 4 + 96 bytes a
 MiniLM token at 2 bits), and read from disk only for the ``ndocs`` candidates. A compressed index has one codec,
@@ -62,6 +64,16 @@ def default_ndocs(k: int) -> int:
     more, so that pages of up to 128 hits rank alike. (SciFact's 300 test queries, MiniLM: 256 candidates for 100 hits
     find exact search's R@100; docs/results.md, sixty-ninth session.)"""
     return max(256, 2 * k)
+
+
+CENTROID_THRESHOLD = 0.45
+"""Share of the query's best centroid similarity below which a centroid's tokens are left out of the first
+approximate scores (:func:`kept_centroids`): PLAID's t_cs for 100 hits (Santhanam et al. 2022, §4; ColBERT's
+``searcher.py``: 0.5 for 10, 0.4 for 1,000), taken relative to the query, whose best centroid differs from model to
+model (untrained MiniLM, SciFact's train queries: 0.89 on average; 9% of the centroids, 11% of the token vectors
+kept; nDCG@10 and R@100 unchanged)."""
+PRUNED_STAGE_FACTOR = 4
+"""Candidates the pruned approximate scores keep per document scored exactly (PLAID's ``ndocs``, then ``ndocs / 4``)."""
 
 
 POINTS_PER_CENTROID = 39
@@ -158,10 +170,12 @@ class MultiVectorSegment(Segment):
             return np.asarray(self.vectors[rows], np.float32)
         return self.codec.decompress(self.codes[rows], np.asarray(self.vectors[rows]))
 
-    def search(self, query: np.ndarray, k: int, nprobe: int, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, query: np.ndarray, k: int, nprobe: int, ndocs: int,
+               centroid_threshold: float) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` (scores, local numbers; -1 where fewer) live documents for one query's token vectors: every
         visible document (not deleted, not filtered out, with a vector) scored exactly where they are no more than
-        ``ndocs``; else PLAID's candidates, the probe widened 4x at a time until at least ``k`` are found."""
+        ``ndocs``; else PLAID's candidates, the probe widened 4x at a time until at least ``k`` are found, the best
+        ``ndocs`` of them by their approximate scores (:func:`approximate_best`) scored exactly."""
         hidden = self.deleted
         visible = np.flatnonzero(~hidden & (self.lengths > 0))
         if self.centroids is None or len(visible) <= ndocs:
@@ -176,9 +190,8 @@ class MultiVectorSegment(Segment):
                     break
                 probe = min(probe * 4, len(self.centroids))
             if len(candidates) > ndocs:
-                approximate = centroid_interaction(candidates, self.offsets, self.codes,
-                                                   np.ascontiguousarray(similarities.T))
-                candidates = np.sort(candidates[np.argpartition(-approximate, ndocs - 1)[:ndocs]])
+                candidates = approximate_best(candidates, self.offsets, self.codes, similarities, ndocs,
+                                              centroid_threshold)
         scores = self.maxsim(query, candidates)
         order = np.argsort(-scores, kind="stable")[:k]
         found_scores = np.full(k, -np.inf, np.float32)
@@ -238,10 +251,43 @@ def probed_documents(probed, list_offsets, list_documents, hidden):
     return out
 
 
+def approximate_best(candidates: np.ndarray, offsets: np.ndarray, codes: np.ndarray, similarities: np.ndarray,
+                     ndocs: int, centroid_threshold: float) -> np.ndarray:
+    """The best ``ndocs`` of ``candidates`` (ascending local numbers; ``offsets`` and ``codes``: their segment's) by
+    PLAID's two approximate stages (``similarities``: [query tokens, centroids]): where they are more than
+    :data:`PRUNED_STAGE_FACTOR` times ``ndocs``, the best that many by centroid interaction over the tokens of the
+    centroids :func:`kept_centroids` keeps (0: no pruning), then the best ``ndocs`` of those over every token."""
+    centroid_similarities = np.ascontiguousarray(similarities.T)
+    pruned_stage = PRUNED_STAGE_FACTOR * ndocs
+    if centroid_threshold > 0 and len(candidates) > pruned_stage:
+        kept = kept_centroids(similarities, centroid_threshold)
+        candidates = best_of(candidates, centroid_interaction(candidates, offsets, codes, centroid_similarities, kept),
+                             pruned_stage)
+    every = np.ones(similarities.shape[1], np.bool_)
+    return best_of(candidates, centroid_interaction(candidates, offsets, codes, centroid_similarities, every), ndocs)
+
+
+def kept_centroids(similarities: np.ndarray, threshold: float) -> np.ndarray:
+    """bool [centroids]: PLAID's centroid pruning, relative to the query: the centroids whose best similarity with
+    any of its vectors (``similarities``: [query tokens, centroids]) is at least ``threshold`` times the best
+    centroid's (which is always kept)."""
+    best = similarities.max(axis=0)
+    top = best.max()
+    return best >= min(threshold * top, top)
+
+
+def best_of(candidates: np.ndarray, scores: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` of ``candidates`` with the highest ``scores`` (all of them where no more), ascending."""
+    if len(candidates) <= count:
+        return candidates
+    return np.sort(candidates[np.argpartition(-scores, count - 1)[:count]])
+
+
 @numba.njit(**NUMBA_OPTIONS)
-def centroid_interaction(documents, offsets, codes, centroid_similarities):
+def centroid_interaction(documents, offsets, codes, centroid_similarities, kept):
     """PLAID's approximate MaxSim of each document: for each query vector, its best similarity with the centroid of
-    any of the document's tokens, summed (``centroid_similarities``: [centroids, query tokens])."""
+    any of the document's tokens whose centroid is ``kept`` (bool [centroids]), summed (``centroid_similarities``:
+    [centroids, query tokens]); -inf for a document with no such token."""
     n_query = centroid_similarities.shape[1]
     out = np.empty(documents.shape[0], np.float32)
     best = np.empty(n_query, np.float32)
@@ -250,6 +296,8 @@ def centroid_interaction(documents, offsets, codes, centroid_similarities):
         best[:] = -np.inf
         for token in range(offsets[document], offsets[document + 1]):
             row = codes[token]
+            if not kept[row]:
+                continue
             for i in range(n_query):
                 value = centroid_similarities[row, i]
                 if value > best[i]:
@@ -307,14 +355,17 @@ class MultiVectorIndex(SegmentedIndex):
                    if self.meta["ann"] == "plaid" and any(s.centroids is None for s in segments) else {})}
 
     def search(self, queries: Sequence[np.ndarray], k: int = 10, n_threads: int = 1, nprobe: int = NPROBE,
-               ndocs: int | None = None) -> SearchHits:
+               ndocs: int | None = None, centroid_threshold: float = CENTROID_THRESHOLD) -> SearchHits:
         """Top-k by MaxSim over live documents for each query's token vectors (float32 [query tokens, dim]; one with
         none finds nothing); ``nprobe`` centroids per query vector, ``ndocs`` candidates scored exactly (default
-        :func:`default_ndocs`). (``n_threads``: unused, numpy and the kernels run in the caller's thread.)"""
+        :func:`default_ndocs`), ``centroid_threshold`` PLAID's pruning (:func:`kept_centroids`; 0: none).
+        (``n_threads``: unused, numpy and the kernels run in the caller's thread.)"""
         if k < 1:
             raise SemiretError("k must be at least 1")
         if nprobe < 1 or (ndocs is not None and ndocs < 1):
             raise SemiretError(f"nprobe and ndocs must be at least 1, got {nprobe} and {ndocs}")
+        if not 0 <= centroid_threshold <= 1:
+            raise SemiretError(f"centroid_threshold must be from 0 to 1, got {centroid_threshold}")
         ndocs = max(k, ndocs or default_ndocs(k))
         segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
         seg_scores = [np.full((len(queries), min(k, s.n_docs) or 1), -np.inf, np.float32) for s in segments]
@@ -327,7 +378,8 @@ class MultiVectorIndex(SegmentedIndex):
             if not len(query):
                 continue
             for segment, scores, locals_ in zip(segments, seg_scores, seg_locals):
-                scores[position], locals_[position] = segment.search(query, scores.shape[1], nprobe, ndocs)
+                scores[position], locals_[position] = segment.search(query, scores.shape[1], nprobe, ndocs,
+                                                                     centroid_threshold)
         return self._top_hits(segments, seg_scores, seg_locals, k, len(queries))
 
     def _document_vectors(self, located: list[tuple[MultiVectorSegment, int]]) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 
 from semiret.data.packaged import REGISTRY
 from semiret.errors import SemiretError
-from semiret.indexes.multivector import NPROBE, MultiVectorIndex, check_ann
+from semiret.indexes.multivector import CENTROID_THRESHOLD, NPROBE, MultiVectorIndex, check_ann
 from semiret.models.checkpoints import check_adapted_corpus, located
 from semiret.search.neural import EncoderDocuments, SiameseQueries, batch_size_field, check_weights, encoder_config
 from semiret.search.retrievers import Retriever, register_retriever
@@ -109,16 +109,25 @@ class MaxSimSearchOptions:
     """Centroids each query token vector takes its candidates from (--ann plaid): more finds more, scores more."""
     ndocs: int | None = None
     """Candidates per query scored exactly by MaxSim (--ann plaid; default: 256, or 2 k when more)."""
+    centroid_threshold: float = CENTROID_THRESHOLD
+    """PLAID's centroid pruning (--ann plaid): the candidates' first approximate scores leave out the tokens of the
+    centroids less similar to every query vector than this share of the query's best centroid; the best 4 ndocs
+    are then scored over every token (0 to 1; 0: no pruning)."""
 
     def __post_init__(self) -> None:
         for name in ("nprobe", "ndocs"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise SemiretError(f"{name} (--{name}) must be a whole number of at least 1, got {value!r}")
+        threshold = self.centroid_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+            raise SemiretError(f"centroid_threshold (--centroid-threshold) must be a number from 0 to 1, got "
+                               f"{threshold!r}")
 
     def search(self, index, queries: list[np.ndarray], k: int, n_threads: int):
         """``index``'s search of each query's token vectors with these options."""
-        return index.search(queries, k=k, n_threads=n_threads, nprobe=self.nprobe, ndocs=self.ndocs)
+        return index.search(queries, k=k, n_threads=n_threads, nprobe=self.nprobe, ndocs=self.ndocs,
+                            centroid_threshold=self.centroid_threshold)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Late interaction as a first stage (retriever ``colbert``, :mod:`semiret.indexes.multivector`): MaxSim over the whole
-corpus as the late-interaction model scores it, PLAID's candidates equal to exact search at full breadth, the kernels
-by hand, adds, deletions, merges and filters, bad input, the command line and the service."""
+corpus as the late-interaction model scores it, PLAID's candidates equal to exact search at full breadth, its centroid
+pruning, the kernels by hand, adds, deletions, merges and filters, bad input, the command line and the service."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from typer.testing import CliRunner
 from semiret.cli import app
 from semiret.data import Document
 from semiret.errors import SemiretError
-from semiret.indexes.multivector import (UNPACKED, ResidualCodec, centroid_interaction, default_centroids,
-                                        pack_buckets, probed_documents)
+from semiret.indexes.multivector import (CENTROID_THRESHOLD, PRUNED_STAGE_FACTOR, UNPACKED, MultiVectorIndex,
+                                        ResidualCodec, approximate_best, centroid_interaction, default_centroids,
+                                        kept_centroids, pack_buckets, probed_documents)
 from semiret.models.late_interaction import LateInteraction, LateInteractionConfig
 from semiret.search import ColbertRetriever, open_retriever
+from semiret.types import TokenEmbeddings
 
 from helpers import LocalClient, client_of, write_beir
 
@@ -70,7 +72,17 @@ def test_the_kernels_by_hand():
     similarities = rng.normal(size=(5, 4)).astype(np.float32)  # [centroids, query tokens]
     documents = np.array([0, 2, 3], np.int64)
     expected = [similarities[codes[offsets[d]:offsets[d + 1]]].max(axis=0).sum() for d in documents]
-    np.testing.assert_allclose(centroid_interaction(documents, offsets, codes, similarities), expected, rtol=1e-6)
+    whole = centroid_interaction(documents, offsets, codes, similarities, np.ones(5, bool))
+    np.testing.assert_allclose(whole, expected, rtol=1e-6)
+    kept = np.array([True, False, True, False, False])  # PLAID's pruning: the other centroids' tokens left out
+    pruned = [similarities[[c for c in codes[offsets[d]:offsets[d + 1]] if kept[c]]].max(axis=0).sum()
+              if kept[codes[offsets[d]:offsets[d + 1]]].any() else -np.inf for d in documents]
+    np.testing.assert_allclose(centroid_interaction(documents, offsets, codes, similarities, kept), pruned, rtol=1e-6)
+    assert pruned != expected
+    query = np.array([[0.9, 0.5, 0.3, -0.2], [0.1, 0.2, 0.46, 0.0]], np.float32)  # [query tokens, centroids]
+    assert kept_centroids(query, 0.5).tolist() == [True, True, True, False]  # bests 0.9, 0.5, 0.46, 0: >= 0.45
+    assert kept_centroids(query, 1.0).tolist() == [True, False, False, False]
+    assert kept_centroids(-np.abs(query) - 0.1, 0.5).tolist() == [False, False, False, True]  # (the best is kept)
     list_offsets = np.array([0, 2, 3, 5], np.int64)
     list_documents = np.array([0, 3, 1, 1, 4], np.int32)
     hidden = np.array([False, False, False, True, False])
@@ -236,6 +248,55 @@ def test_plaid_finds_k_hits_whatever_its_probe_under_filters_and_deletions(built
     wanted = [d.id for d in documents[::4]]  # a re-ranking's candidates: each one scored, as exact search scores it
     found = {h.id: h.score for h in narrow.search("cats", k=len(wanted), filter={"$id": wanted})}
     assert found == {h.id: h.score for h in exact.search("cats", k=len(wanted), filter={"$id": wanted})}
+
+
+def test_plaid_prunes_weak_centroids_first_and_still_finds_k_hits(built):
+    # by hand: documents 0-3 hold centroid 0 (the query's best), document 4 centroid 1 (0.9 times as similar) alone
+    similarities = np.array([[1.0, 0.9], [0.0, 0.9]], np.float32)  # [query tokens, centroids]
+    offsets, codes = np.arange(6, dtype=np.int64), np.array([0, 0, 0, 0, 1], np.int32)
+    candidates = np.arange(5)  # centroid interaction: 1.0 each, 1.8 for document 4
+    assert PRUNED_STAGE_FACTOR == 4  # (ndocs 1: the pruned stage keeps 4 of the 5)
+    assert approximate_best(candidates, offsets, codes, similarities, 1, 0).tolist() == [4]  # no pruning
+    assert approximate_best(candidates, offsets, codes, similarities, 1, CENTROID_THRESHOLD).tolist() == [4]
+    assert approximate_best(candidates, offsets, codes, similarities, 1, 1.0).tolist() != [4]  # centroid 1 pruned
+    assert 4 in approximate_best(candidates, offsets, codes, similarities, 2, 1.0)  # (5 <= 4 x 2: no pruned stage)
+    plaid = built[1]
+    narrow = plaid.with_options(nprobe=1, ndocs=3, centroid_threshold=1.0)
+    for text in ("statins and heart disease", "walrus on the ice", "cats chase mice"):  # the harshest pruning: k hits
+        assert len(narrow.search(text, k=3)) == 3
+        assert len(narrow.search(text, k=3, filter={"kind": 1})) == 3
+    for bad in (-0.1, 1.5, float("nan"), True):
+        with pytest.raises(SemiretError, match="centroid_threshold"):
+            plaid.with_options(centroid_threshold=bad)
+    with pytest.raises(SemiretError, match="centroid_threshold"):
+        plaid.index.search([np.zeros((1, 32), np.float32)], centroid_threshold=2.0)
+
+
+def test_the_default_pruning_keeps_the_exact_best_of_clustered_token_vectors(tmp_path):
+    """Token vectors near a few of 24 topics each, as a trained model's cluster, and for each query one document
+    holding its vectors: the default pruning leaves out most centroids, yet finds that document first."""
+    rng = np.random.default_rng(0)
+    dim = 32
+
+    def near(points: np.ndarray, count: int | None = None, noise: float = 0.1) -> np.ndarray:
+        chosen = points if count is None else points[rng.choice(len(points), count)]
+        vectors = chosen + rng.normal(scale=noise, size=chosen.shape)
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+    topics = near(rng.normal(size=(24, dim)))
+    queries = [near(topics[rng.choice(24, 2, replace=False)], 6) for _ in range(20)]
+    vectors = [near(topics[rng.choice(24, 3, replace=False)], 12) for _ in range(400)] + \
+        [np.concatenate([near(query, noise=0.02), near(topics, 6)]) for query in queries]  # d400 + i: query i's
+    offsets = np.concatenate([[0], np.cumsum([len(v) for v in vectors])])
+    batch = TokenEmbeddings([f"d{i}" for i in range(len(vectors))], offsets, np.concatenate(vectors).astype(np.float16))
+    index = MultiVectorIndex.build(tmp_path / "mv", "multivector", [batch], dim, {}, store_texts=False)
+    segment = index.segments[0]
+    assert max(kept_centroids(q @ segment.centroids.T, CENTROID_THRESHOLD).mean() for q in queries) < 0.5
+    found = index.search(queries, k=10, ndocs=8)  # (ndocs: k, 10; the pruned stage keeps 40 of the candidates)
+    stored = np.asarray(segment.vectors, np.float32)
+    for i, (query, ids) in enumerate(zip(queries, found.ids)):
+        exact = [(query @ stored[offsets[d]:offsets[d + 1]].T).max(axis=1).sum() for d in range(len(vectors))]
+        assert len(ids) == 10 and ids[0] == f"d{int(np.argmax(exact))}" == f"d{400 + i}"
 
 
 @pytest.mark.integration
