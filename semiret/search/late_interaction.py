@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from semiret.clustering.kmeans import unit_rows
 from semiret.data.packaged import REGISTRY
 from semiret.errors import SemiretError
 from semiret.indexes.multivector import CENTROID_THRESHOLD, NPROBE, MultiVectorIndex, check_ann
@@ -22,6 +23,8 @@ from semiret.types import TokenEmbeddings
 
 FAMILY = "late-interaction"
 DEFAULT_NBITS = 2
+POOLING_PROTECTED_TOKENS = 1
+"""A document's first token vectors that token pooling keeps as they are (ColBERT's [CLS], as PyLate keeps it)."""
 
 
 @dataclass
@@ -40,11 +43,51 @@ class LateInteractionDocumentOptions:
     """Store each token vector as its residual from its centroid in this many bits a dimension (--ann plaid; 1, 2 or
     4: ColBERTv2's compression; 0: vectors kept whole in float16; default: 2 where the dimension packs into bytes, as
     ColBERTv2's default: 7 times smaller than float16 and as good on SciFact, docs/results.md)."""
+    pool_factor: int = 1
+    """Token pooling (Clavie et al. 2024, PyLate's pool_factor): each document's token vectors clustered (Ward) into
+    1/POOL_FACTOR as many, each cluster's mean kept: an index that many times smaller and faster to search, for a
+    little quality (docs/results.md; 1: none). Queries are not pooled."""
     encode_batch_size: int = batch_size_field()
     """Texts per encoder batch."""
 
     def __post_init__(self) -> None:
         check_ann(self.ann, self.centroids, self.nbits)
+        check_pool_factor(self.pool_factor)
+
+
+def check_pool_factor(pool_factor: int) -> None:
+    if isinstance(pool_factor, bool) or not isinstance(pool_factor, int) or pool_factor < 1:
+        raise SemiretError(f"pool_factor (--pool-factor) must be a whole number of at least 1, got {pool_factor!r}")
+
+
+def pooled_tokens(vectors: np.ndarray, pool_factor: int, protected: int, unit: bool) -> np.ndarray:
+    """One document's token vectors pooled (Clavie et al. 2024, "Reducing the Footprint of Multi-Vector Retrieval
+    with Minimal Performance Impact via Token Pooling"): the first ``protected`` kept as they are (ColBERT's [CLS] and
+    marker), the others clustered by Ward's hierarchical clustering (scipy) into ``len // pool_factor`` (at least 1),
+    each cluster replaced by its mean, scaled to unit length where ``unit`` (vectors compared by their cosine)."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    head, rest = vectors[:protected], vectors[protected:]
+    clusters = max(1, len(rest) // pool_factor)
+    if len(rest) <= clusters:
+        return vectors
+    labels = fcluster(linkage(np.asarray(rest, np.float64), method="ward"), t=clusters, criterion="maxclust") - 1
+    sums = np.zeros((labels.max() + 1, vectors.shape[1]), np.float64)
+    np.add.at(sums, labels, rest)
+    means = (sums / np.bincount(labels)[:, None]).astype(np.float32)
+    return np.concatenate([np.asarray(head, np.float32), unit_rows(means) if unit else means])
+
+
+def token_embeddings(documents, matrices: list[np.ndarray], dim: int, pool_factor: int = 1, protected: int = 0,
+                     unit: bool = True) -> TokenEmbeddings:
+    """``documents``' token vectors (a matrix each) as one batch for a multi-vector index, in float16, each pooled
+    first where ``pool_factor`` is more than 1 (:func:`pooled_tokens`)."""
+    if pool_factor > 1:
+        matrices = [pooled_tokens(matrix, pool_factor, protected, unit) for matrix in matrices]
+    offsets = np.zeros(len(matrices) + 1, np.int64)
+    np.cumsum([len(matrix) for matrix in matrices], out=offsets[1:])
+    stacked = np.concatenate(matrices) if matrices else np.zeros((0, dim), np.float32)
+    return TokenEmbeddings([d.id for d in documents], offsets, stacked.astype(np.float16).reshape(-1, dim), documents)
 
 
 class LateInteractionDocuments(EncoderDocuments):
@@ -64,7 +107,8 @@ class LateInteractionDocuments(EncoderDocuments):
 
         model = LateInteraction.from_pretrained(located(options.model))
         config = encoder_config(FAMILY, options.model, model.config.document_length, weights=model.weights_fingerprint,
-                                query_length=model.config.query_length, checkpoint=model.config.kind)
+                                query_length=model.config.query_length, checkpoint=model.config.kind,
+                                **({"pool_factor": options.pool_factor} if options.pool_factor > 1 else {}))
         side = cls(config, model, options.encode_batch_size)
         nbits = options.nbits
         if nbits is None:
@@ -94,11 +138,8 @@ class LateInteractionDocuments(EncoderDocuments):
 
     def encode(self, documents) -> TokenEmbeddings:
         vectors = self.encoder.encode_document([d.full_text for d in documents], batch_size=self.encode_batch_size)
-        offsets = np.zeros(len(vectors) + 1, np.int64)
-        np.cumsum([len(v) for v in vectors], out=offsets[1:])
-        dim = self.encoder.dim
-        stacked = np.concatenate(vectors).astype(np.float16) if vectors else np.zeros((0, dim), np.float16)
-        return TokenEmbeddings([d.id for d in documents], offsets, stacked.reshape(-1, dim), documents)
+        return token_embeddings(documents, vectors, self.encoder.dim, self.config.get("pool_factor", 1),
+                                protected=POOLING_PROTECTED_TOKENS)
 
 
 @dataclass

@@ -23,7 +23,13 @@ from semiret.clustering.kmeans import unit_rows
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
 from semiret.indexes.multivector import MultiVectorIndex, check_ann
-from semiret.search.late_interaction import DEFAULT_NBITS, MaxSimSearchOptions
+from semiret.search.late_interaction import (
+    DEFAULT_NBITS,
+    MaxSimSearchOptions,
+    check_pool_factor,
+    pooled_tokens,
+    token_embeddings,
+)
 from semiret.search.neural import are_vectors
 from semiret.search.retrievers import DocumentSide, QuerySide, register_retriever
 from semiret.search.vectors import (
@@ -50,10 +56,15 @@ class MultiVectorDocumentOptions(BroughtVectorOptions):
     """Store each token vector as its residual from its centroid in this many bits a dimension (--ann plaid; 1, 2 or
     4: ColBERTv2's compression; 0: vectors kept whole in float16; default: 2 where the dimension packs into bytes, as
     ColBERTv2's default: 7 times smaller than float16 and as good on SciFact, docs/results.md)."""
+    pool_factor: int = 1
+    """Token pooling (Clavie et al. 2024, PyLate's pool_factor): each document's token vectors clustered (Ward) into
+    1/POOL_FACTOR as many, each cluster's mean kept: an index that many times smaller and faster to search, for a
+    little quality (docs/results.md; 1: none). Queries are not pooled."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ann(self.ann, self.centroids, self.nbits)
+        check_pool_factor(self.pool_factor)
         if self.similarity == "dot" and self.nbits:
             raise SemiretError("nbits (--nbits) compresses unit vectors (ColBERTv2's residuals from unit centroids): "
                                "with --similarity dot the token vectors are kept whole (leave out --nbits, or "
@@ -76,7 +87,8 @@ class MultiVectorDocuments(DocumentSide):
     @classmethod
     def create(cls, options: MultiVectorDocumentOptions):
         ann = {"ann": options.ann, "centroids": options.centroids, "nbits": options.nbits}
-        return cls({"type": MULTI_RETRIEVER, "similarity": options.similarity}, options.dim, ann)
+        pooling = {"pool_factor": options.pool_factor} if options.pool_factor > 1 else {}
+        return cls({"type": MULTI_RETRIEVER, "similarity": options.similarity, **pooling}, options.dim, ann)
 
     @classmethod
     def from_index(cls, index):
@@ -99,8 +111,15 @@ class MultiVectorDocuments(DocumentSide):
         return {"dim": self.dim, "analyzer": self.config, **self.ann_options, "nbits": nbits or None}
 
     def stored_vectors(self, document: Document) -> np.ndarray:
-        """``document``'s token vectors as the index takes them (float32; unit rows for the cosine), checked: of the
-        index's dimension, within float16 (as the index stores them), no zero row for the cosine."""
+        """``document``'s token vectors as the index takes them (float32; unit rows for the cosine; pooled where the
+        index pools), checked: of the index's dimension, within float16 (as the index stores them), no zero row for
+        the cosine."""
+        vectors = self._checked_vectors(document)
+        pool_factor = self.config.get("pool_factor", 1)
+        return pooled_tokens(vectors, pool_factor, 0, self.normalize) if pool_factor > 1 else vectors
+
+    def _checked_vectors(self, document: Document) -> np.ndarray:
+        """``document``'s token vectors checked (:meth:`stored_vectors`), unit rows for the cosine, not pooled."""
         vectors = vector_of(document, MULTI_RETRIEVER)
         if vectors.shape[1] != self.dim:
             raise SemiretError(f"document {document.id!r} has {vectors.shape[1]}-dimensional token vectors; the index "
@@ -117,11 +136,7 @@ class MultiVectorDocuments(DocumentSide):
         return unit_rows(vectors)
 
     def encode(self, documents: list[Document]) -> TokenEmbeddings:
-        matrices = [self.stored_vectors(document) for document in documents]
-        offsets = np.zeros(len(matrices) + 1, np.int64)
-        np.cumsum([len(m) for m in matrices], out=offsets[1:])
-        stacked = np.concatenate(matrices) if matrices else np.zeros((0, self.dim), np.float32)
-        return TokenEmbeddings([d.id for d in documents], offsets, stacked.astype(np.float16), documents)
+        return token_embeddings(documents, [self.stored_vectors(document) for document in documents], self.dim)
 
     def holds_alike(self, index, document: Document) -> bool:
         """Whether the index holds the token vectors ``document`` brings, as they would be added (a sync replaces

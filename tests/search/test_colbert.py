@@ -310,3 +310,16 @@ def test_an_encoder_semiret_saved_gives_its_token_vectors(tmp_path):
     expected = model.score("statins and heart disease", list(texts.values()))
     hits = retriever.search("statins and heart disease", k=3)
     assert [h.score for h in hits] == pytest.approx(sorted(expected, reverse=True)[:3], abs=2e-2)
+
+
+def test_token_pooling_stores_fewer_vectors_of_each_document(tmp_path, tiny_docs, tiny_bert):
+    whole = ColbertRetriever.build(tiny_docs, tmp_path / "whole", model=str(tiny_bert), ann="exact")
+    pooled = ColbertRetriever.build(tiny_docs, tmp_path / "pooled", model=str(tiny_bert), ann="exact", pool_factor=3)
+    lengths = np.diff(whole.index.segments[0].offsets)
+    assert pooled.index.describe()["token_vectors"] == sum(1 + max(1, (n - 1) // 3) if n > 2 else n for n in lengths)
+    assert pooled.index.meta["analyzer"]["pool_factor"] == 3
+    first = whole.index.get_vector(tiny_docs[0].id)[0]  # ([CLS] kept as it is)
+    np.testing.assert_allclose(pooled.index.get_vector(tiny_docs[0].id)[0], first, atol=2e-3)
+    reopened = open_retriever(tmp_path / "pooled")
+    reopened.add([Document("fresh", tiny_docs[0].text, title=tiny_docs[0].title)])
+    assert len(reopened.index.get_vector("fresh")) == len(pooled.index.get_vector(tiny_docs[0].id))

@@ -233,3 +233,31 @@ def test_framework_adapters_refuse_an_index_of_token_vectors(tmp_path):
     retriever = MultiVectorsRetriever.build(_documents(5), tmp_path / "m", ann="exact")
     with pytest.raises(SemiretError, match="makes one vector a text|make one vector a text"):
         check_query_model(retriever, True, "embeddings", "LangChain")
+
+
+def test_token_pooling_keeps_a_share_of_each_document_s_vectors(tmp_path):
+    """pool_factor (Clavie et al. 2024): Ward clusters of each document's token vectors, their unit means stored;
+    a document still found by its own vectors, the index recording the factor so that adds and syncs pool alike."""
+    from semiret.search.late_interaction import pooled_tokens
+
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(3, DIM))  # three tight groups of four: pooled by 4, one vector a group
+    vectors = np.repeat(centres, 4, axis=0) + 0.01 * rng.normal(size=(12, DIM))
+    pooled = pooled_tokens(vectors, 4, 0, unit=True)
+    assert pooled.shape == (3, DIM)
+    unit_centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+    assert np.abs(pooled @ unit_centres.T).max(axis=1) == pytest.approx(1.0, abs=1e-3)
+    kept = pooled_tokens(vectors, 4, 1, unit=True)  # (the first vector protected, as colbert's [CLS])
+    assert len(kept) == 1 + 11 // 4 and np.array_equal(kept[0], vectors[0].astype(np.float32))
+    assert pooled_tokens(vectors[:1], 2, 0, unit=True).shape == (1, DIM)
+    documents = _documents(40)
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", ann="exact", pool_factor=2)
+    assert retriever.index.describe()["token_vectors"] == sum(max(1, len(d.vector) // 2) for d in documents)
+    assert retriever.index.meta["analyzer"]["pool_factor"] == 2
+    assert retriever.search([d.vector for d in documents[:10]], k=1).ids == [[d.id] for d in documents[:10]]
+    reopened = open_retriever(tmp_path / "m")
+    assert reopened.sync(documents).unchanged == 40
+    reopened.add([Document("fresh", "", vector=rng.normal(size=(6, DIM)))])
+    assert len(reopened.index.get_vector("fresh")) == 3
+    with pytest.raises(SemiretError, match="pool_factor"):
+        MultiVectorsRetriever.build(documents, tmp_path / "bad", pool_factor=0)
