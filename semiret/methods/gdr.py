@@ -281,7 +281,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
     """Train GDR (or the per-document-id baseline) on a BEIR collection; writes ``<output>/model`` (fp16) and
     ``<output>/summary.json`` and returns the summary."""
     from semiret.models.encoders import load_encoder
-    from semiret.models.gdr import GDRConfig, GDRModel
+    from semiret.models.gdr import GDRConfig, GDRModel, check_query_encoder
     from semiret.training.config import Schedule
     from semiret.training.gdr import GDRLoss
     from semiret.training.distributed import is_main_process, main_process_first, main_process_result
@@ -309,7 +309,7 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
                              query_base=config.base if config.base in REGISTRY else None)
     model_config.validate()
     query_encoder = load_encoder(config.base, "dense")
-    model_config.check_width(query_encoder.dim)
+    check_query_encoder(query_encoder, model_config)
     if config.trained_query_layers is not None:
         freeze_lower_layers(query_encoder.backbone, config.trained_query_layers)
     import torch

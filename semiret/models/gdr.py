@@ -159,13 +159,23 @@ class Clusters:
         return dict(zip(self.document_keys or self.document_ids, self.document_leaves.tolist()))
 
 
+def check_query_encoder(encoder, config: GDRConfig) -> None:
+    """Refuse an E_Q the decoder cannot read: one whose embeddings are truncated (``truncate_dim``; the decoder
+    cross-attends over its whole token states), or of a width the decoder's heads do not divide."""
+    if getattr(encoder, "truncate_dim", None) is not None:
+        raise SemiretError(f"{encoder.name} keeps the first {encoder.truncate_dim} dimensions of its embeddings "
+                           "(truncate_dim): GDR's decoder reads its whole token states; give it the encoder saved "
+                           "without truncate_dim")
+    config.check_width(encoder.dim)
+
+
 class GDRModel(nn.Module):
     """E_Q (a :class:`~semiret.models.dense.DenseEncoder`) and the cluster decoder over ``clusters``' CIDs."""
 
     def __init__(self, encoder: nn.Module, clusters: Clusters, config: GDRConfig):
         super().__init__()
         config.validate()
-        config.check_width(encoder.dim)
+        check_query_encoder(encoder, config)
         self.config, self.clusters = config, clusters
         self.tree = PrefixTree(clusters.cids, config.branching)
         self.encoder = encoder

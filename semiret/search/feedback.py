@@ -163,12 +163,12 @@ class VectorFeedbackOptions:
     """Vector pseudo-relevance feedback (Pyserini's --prf-depth): each query vector moved towards its first search's
     best PRF_DEPTH documents' vectors, then searched again (0: none)."""
     prf_method: str = "avg"
-    """How (--prf-depth): avg, the mean of the query's and the documents' vectors; rocchio, rocchio_alpha x the
-    query's + rocchio_beta x the documents' mean (Pyserini's defaults)."""
+    """How (--prf-depth): avg, the mean of the query's and the documents' vectors; rocchio, --rocchio-alpha times the
+    query's plus --rocchio-beta times the documents' mean."""
     rocchio_alpha: float = 0.9
-    """The query's weight (--prf-method rocchio)."""
+    """The query's weight (--prf-method rocchio; Pyserini's default)."""
     rocchio_beta: float = 0.1
-    """The feedback documents' weight (--prf-method rocchio)."""
+    """The feedback documents' weight (--prf-method rocchio; Pyserini's default)."""
 
     def __post_init__(self) -> None:
         depth = self.prf_depth

@@ -458,8 +458,8 @@ class AnnSearchOptions(VectorFeedbackOptions):
         search's best documents' vectors (as the index holds them) move each query, searched again."""
         if self.prf_depth:
             first = self._searched(index, vectors, self.prf_depth, n_threads)
-            feedback = [np.array([index.get_vector(doc_id) for doc_id in ids if doc_id], np.float32)
-                        for ids in first.ids]
+            feedback = [np.array([vector for vector in map(index.get_vector, filter(None, ids)) if vector is not None],
+                                 np.float32).reshape(-1, vectors.shape[1]) for ids in first.ids]  # (deleted since: none)
             vectors = self.moved(vectors, feedback)
         return self._searched(index, vectors, k, n_threads)
 

@@ -1461,6 +1461,10 @@ class Retriever:
         searched deeper (x4, from :data:`FILTER_DEPTH`) until it has them, its ranking ends or it reaches every
         document (exact for exhaustive retrievers), or the index's deepest search (Milvus's 16,384 hits)."""
         if wanted is not None and hasattr(index, "narrowed"):  # Milvus: searched for what it can test, then filtered
+            if getattr(getattr(self.query_side, "options", None), "prf_depth", 0):
+                raise SemiretError("vector PRF (prf_depth, --prf-depth) with a filter over a Milvus collection: its "
+                                   "feedback documents would pass only the part of the filter Milvus tests; search "
+                                   "without one of the two")
             index = index.narrowed(wanted)
         passes: dict[str, bool] = {}
         values: dict = {}

@@ -599,3 +599,14 @@ def test_a_clustered_index_refuses_leaves_given_twice_unknown_or_without_their_s
     for leaves, inter in (([0, 0], [half, half]), ([0, 1], [half]), ([7], [half]), ([-1], [half])):
         with pytest.raises(SemiretError, match="query 0: its leaves must be distinct numbers below 3"):
             index.search_clusters(queries, [np.array(leaves)], [np.array(inter, np.float32)], k=4)
+
+
+def test_a_query_encoder_with_truncated_embeddings_is_refused(tiny_bert):
+    """GDR's decoder cross-attends over E_Q's whole token states: an encoder keeping only the first dimensions of its
+    embeddings (truncate_dim) would give it the wrong width."""
+    from semiret.models.encoders import load_encoder
+
+    clusters = Clusters([(1, 0), (2, 0)], np.zeros((2, 16), np.float32), [], np.zeros(0, np.int64))
+    with pytest.raises(SemiretError, match="truncate_dim"):
+        GDRModel(load_encoder(str(tiny_bert), "dense", truncate_dim=16), clusters,
+                 GDRConfig(branching=3, decoder_layers=1, heads=2))

@@ -678,3 +678,20 @@ def test_a_collection_of_vectors_brought_by_documents(backend, tmp_path):
     assert collection.index.get_vector("missing") is None
     assert [h.id for h in collection.recommend(["v3"], k=2)] == [h.id for h in local.recommend(["v3"], k=2)]
     assert collection.sync(documents).unchanged == len(documents)  # the vectors read back: nothing rewritten
+
+
+def test_vector_prf_over_a_collection_refuses_a_filter_milvus_tests_in_part(backend):
+    """Milvus searches narrowed by the part of a filter it tests: vector PRF's feedback documents would not all pass
+    the rest, so PRF with a filter is refused there; without one it searches as over semiret's own index."""
+    from semiret.search import VectorsRetriever, open_retriever
+
+    rng = np.random.default_rng(0)
+    docs = [Document(f"d{i}", "x", metadata={"n": i}, vector=rng.normal(size=8)) for i in range(60)]
+    name = next(_names)
+    VectorsRetriever.build(docs, name, backend=backend)
+    collection = open_retriever(name, backend=backend, prf_depth=3)
+    query = rng.normal(size=8)
+    with pytest.raises(SemiretError, match="vector PRF .* with a filter over a Milvus collection"):
+        collection.search(query, k=5, filter={"n": {"gte": 30}})
+    own = VectorsRetriever.build(docs, None, prf_depth=3)
+    assert [h.id for h in collection.search(query, k=5)] == [h.id for h in own.search(query, k=5)]

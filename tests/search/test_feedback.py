@@ -190,3 +190,24 @@ def test_vector_prf_over_a_dense_encoder_and_its_options(tmp_path, tiny_docs, ti
     assert lines.exit_code == 0, lines.output
     assert [[hit["id"] for hit in json.loads(line)["hits"]] for line in lines.stdout.splitlines()] == \
         prf.search(queries, k=3).ids
+
+
+def test_vector_prf_leaves_out_a_feedback_document_deleted_between_the_two_searches():
+    """An index that pins no commit (Milvus): a first search's hit deleted before its vector is read is left out of
+    the feedback, not a crash."""
+    from semiret.search.neural import AnnSearchOptions
+    from semiret.types import SearchHits
+
+    class Deleting:
+        searched = []
+
+        def search(self, vectors, k, **options):
+            self.searched.append(np.array(vectors))
+            return SearchHits([["kept", "gone"][:k]], [[1.0, 0.5][:k]])
+
+        def get_vector(self, doc_id):
+            return np.array([0.0, 1.0], np.float32) if doc_id == "kept" else None
+
+    index = Deleting()
+    AnnSearchOptions(prf_depth=2).search(index, np.array([[1.0, 0.0]], np.float32), 1, 1)
+    np.testing.assert_allclose(index.searched[1], [[np.sqrt(0.5), np.sqrt(0.5)]], atol=1e-6)  # (query + kept) / 2
