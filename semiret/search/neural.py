@@ -458,8 +458,9 @@ class AnnSearchOptions(VectorFeedbackOptions):
         search's best documents' vectors (as the index holds them) move each query, searched again."""
         if self.prf_depth:
             first = self._searched(index, vectors, self.prf_depth, n_threads)
-            feedback = [np.array([vector for vector in map(index.get_vector, filter(None, ids)) if vector is not None],
-                                 np.float32).reshape(-1, vectors.shape[1]) for ids in first.ids]  # (deleted since: none)
+            feedback = [np.array([vector for vector in map(index.get_vector, filter(None, ids))
+                                  if vector is not None],  # (a hit deleted since, in an index that pins no commit)
+                                 np.float32).reshape(-1, vectors.shape[1]) for ids in first.ids]
             vectors = self.moved(vectors, feedback)
         return self._searched(index, vectors, k, n_threads)
 
