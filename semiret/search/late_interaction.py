@@ -28,11 +28,10 @@ POOLING_PROTECTED_TOKENS = 1
 
 
 @dataclass
-class LateInteractionDocumentOptions:
-    model: str = "minilm"
-    """Late-interaction model: a ColBERT checkpoint (PyLate's or Stanford's: a directory or hub id, e.g.
-    colbert-ir/colbertv2.0, answerdotai/answerai-colbert-small-v1) or any encoder, whose token vectors are used
-    untrained (minilm)."""
+class MultiVectorIndexOptions:
+    """How a multi-vector index holds and searches its token vectors: what the colbert and multivectors retrievers
+    build with."""
+
     ann: str = "plaid"
     """Multi-vector search: plaid (candidates from the centroids nearest each query vector, the best re-scored
     exactly) or exact (MaxSim over every document)."""
@@ -45,14 +44,22 @@ class LateInteractionDocumentOptions:
     ColBERTv2's default: 7 times smaller than float16 and as good on SciFact, docs/results.md)."""
     pool_factor: int = 1
     """Token pooling (Clavie et al. 2024, PyLate's pool_factor): each document's token vectors clustered (Ward) into
-    1/POOL_FACTOR as many, each cluster's mean kept: an index that many times smaller and faster to search, for a
-    little quality (docs/results.md; 1: none). Queries are not pooled."""
-    encode_batch_size: int = batch_size_field()
-    """Texts per encoder batch."""
+    1/POOL_FACTOR as many, each cluster's mean kept: an index that many times smaller, for a little quality
+    (docs/results.md; 1: none). Queries are not pooled."""
 
     def __post_init__(self) -> None:
         check_ann(self.ann, self.centroids, self.nbits)
         check_pool_factor(self.pool_factor)
+
+
+@dataclass
+class LateInteractionDocumentOptions(MultiVectorIndexOptions):
+    model: str = "minilm"
+    """Late-interaction model: a ColBERT checkpoint (PyLate's or Stanford's: a directory or hub id, e.g.
+    colbert-ir/colbertv2.0, answerdotai/answerai-colbert-small-v1) or any encoder, whose token vectors are used
+    untrained (minilm)."""
+    encode_batch_size: int = batch_size_field()
+    """Texts per encoder batch."""
 
 
 def check_pool_factor(pool_factor: int) -> None:

@@ -22,20 +22,21 @@ import numpy as np
 from semiret.clustering.kmeans import unit_rows
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.indexes.multivector import MultiVectorIndex, check_ann
+from semiret.indexes.multivector import MultiVectorIndex
 from semiret.search.late_interaction import (
     DEFAULT_NBITS,
     MaxSimSearchOptions,
-    check_pool_factor,
+    MultiVectorIndexOptions,
     pooled_tokens,
     token_embeddings,
 )
 from semiret.search.neural import are_vectors
-from semiret.search.retrievers import DocumentSide, QuerySide, register_retriever
+from semiret.search.retrievers import DocumentSide, register_retriever
 from semiret.search.vectors import (
     MULTI_RETRIEVER,
     BroughtVectorOptions,
     BroughtVectorsRetriever,
+    VectorQueries,
     check_vectors_index,
     vector_of,
 )
@@ -45,26 +46,10 @@ FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 @dataclass
-class MultiVectorDocumentOptions(BroughtVectorOptions):
-    ann: str = "plaid"
-    """Multi-vector search: plaid (candidates from the centroids nearest each query vector, the best re-scored
-    exactly) or exact (MaxSim over every document)."""
-    centroids: int | None = None
-    """Centroids a segment's token vectors are clustered into (--ann plaid; default: the power of two below
-    4 sqrt(token vectors))."""
-    nbits: int | None = None
-    """Store each token vector as its residual from its centroid in this many bits a dimension (--ann plaid; 1, 2 or
-    4: ColBERTv2's compression; 0: vectors kept whole in float16; default: 2 where the dimension packs into bytes, as
-    ColBERTv2's default: 7 times smaller than float16 and as good on SciFact, docs/results.md)."""
-    pool_factor: int = 1
-    """Token pooling (Clavie et al. 2024, PyLate's pool_factor): each document's token vectors clustered (Ward) into
-    1/POOL_FACTOR as many, each cluster's mean kept: an index that many times smaller and faster to search, for a
-    little quality (docs/results.md; 1: none). Queries are not pooled."""
-
+class MultiVectorDocumentOptions(MultiVectorIndexOptions, BroughtVectorOptions):
     def __post_init__(self) -> None:
-        super().__post_init__()
-        check_ann(self.ann, self.centroids, self.nbits)
-        check_pool_factor(self.pool_factor)
+        BroughtVectorOptions.__post_init__(self)
+        MultiVectorIndexOptions.__post_init__(self)
         if self.similarity == "dot" and self.nbits:
             raise SemiretError("nbits (--nbits) compresses unit vectors (ColBERTv2's residuals from unit centroids): "
                                "with --similarity dot the token vectors are kept whole (leave out --nbits, or "
@@ -148,31 +133,15 @@ class MultiVectorDocuments(DocumentSide):
         return index.holds_token_vectors(document.id, vectors)
 
 
-class MultiVectorQueries(QuerySide):
+class MultiVectorQueries(VectorQueries):
     """Queries' token vectors, searched as the index's documents were added: of its dimension, rows scaled to unit
     length for the cosine (a zero row then matches nothing)."""
 
     Options = MaxSimSearchOptions
-    reads_texts = False
-    searches_vectors = True
     vector_kind = "multi"
-
-    def __init__(self, index, documents: MultiVectorDocuments, options: MaxSimSearchOptions):
-        self.path, self.documents, self.options = index.path, documents, options
-
-    @classmethod
-    def reads(cls, index) -> bool:
-        return index.meta["analyzer"].get("type") == MULTI_RETRIEVER
-
-    @classmethod
-    def open(cls, index, options, documents):
-        check_vectors_index(index, MULTI_RETRIEVER)
-        return cls(index, documents, options)
-
-    def encode_queries(self, texts):
-        raise SemiretError(f"{self.path} holds the token vectors its documents brought and has no model to embed "
-                           "query texts: search it with each query's token vectors (search(matrix), --query-vectors "
-                           "FILE, the service's \"vectors\")")
+    retriever = MULTI_RETRIEVER
+    searched_by = ("each query's token vectors (search(matrix), --query-vectors FILE, the service's \"vectors\": a "
+                   "[tokens, dim] matrix each)")
 
     def search(self, index, texts, k, n_threads):
         if texts and not are_vectors(texts):

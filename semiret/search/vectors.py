@@ -12,6 +12,7 @@ given). The dimension is the first document's, or ``dim``; every later vector mu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -149,19 +150,23 @@ class VectorQueries(QuerySide):
     def __init__(self, index, documents: VectorDocuments, options: AnnSearchOptions):
         self.path, self.documents, self.options = index.path, documents, options
 
+    retriever: ClassVar[str] = "vectors"
+    """The retriever, and its indexes' analyzer type, whose queries the side reads."""
+    searched_by: ClassVar[str] = "query vectors (search(array), --query-vectors FILE, the service's \"vectors\")"
+    """What the index is searched by instead of texts, as an error says it."""
+
     @classmethod
     def reads(cls, index) -> bool:
-        return index.meta["analyzer"].get("type") == "vectors"
+        return index.meta["analyzer"].get("type") == cls.retriever
 
     @classmethod
     def open(cls, index, options, documents):
-        check_vectors_index(index, "vectors")
+        check_vectors_index(index, cls.retriever)
         return cls(index, documents, options)
 
     def encode_queries(self, texts):
         raise SemiretError(f"{self.path} holds the vectors its documents brought and has no model to embed query "
-                           "texts: search it with query vectors (search(array), --query-vectors FILE, the "
-                           "service's \"vectors\")")
+                           f"texts: search it with {self.searched_by}")
 
     def search(self, index, texts, k, n_threads):
         if texts and not are_vectors(texts):
