@@ -415,7 +415,10 @@ class Client:
         an index of the multivectors retriever)."""
         vectors = query_vectors(query, token_vectors=None) if query is not None else None
         if vectors is not None and not vectors[1]:  # a matrix: the one query's token vectors (a facet reads one)
-            vectors = query_vectors(query, token_vectors=True) if vectors[0][0].ndim == 1 else vectors
+            try:
+                vectors = query_vectors(query, token_vectors=True) if vectors[0][0].ndim == 1 else vectors
+            except SemiretError:  # (a list of flat vectors: several queries)
+                vectors = None, False
             if not vectors[1]:
                 raise SemiretError("a facet counts the hits of one query: give one vector (or one matrix of token "
                                    "vectors, over an index of the multivectors retriever), not a list of them")

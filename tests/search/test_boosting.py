@@ -134,6 +134,8 @@ def test_negative_scores_move_the_same_way():
     scores = {"a": 2.0, "b": 0.5, "c": -0.5}
 
     class Values:  # an index's field values, as field_values reads them of a Milvus-like index
+        meta = {"analyzer": {}}
+
         def get_documents(self, doc_ids):
             return {doc_id: Document(doc_id, "x", metadata={"f": {"a": 0.5, "b": 2.0, "c": 2.0}[doc_id]})
                     for doc_id in doc_ids}
@@ -316,6 +318,8 @@ def test_scores_stay_finite_and_a_factor_of_0_buries(tmp_path):
     assert result.exit_code == 0 and "Infinity" not in result.stdout and "NaN" not in result.stdout
 
     class Values:  # a dense retriever's negative scores: weight 0 still buries
+        meta = {"analyzer": {}}
+
         def get_documents(self, doc_ids):
             return {d: Document(d, "x", metadata={"src": "spam" if d == "a" else "ok"}) for d in doc_ids}
 
