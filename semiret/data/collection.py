@@ -176,8 +176,8 @@ def vector_kind(vector: "np.ndarray | dict[str, float]") -> str:
 def brought_vector(value, name: str = f"field {VECTOR_FIELD!r}",
                    document: bool = False) -> "np.ndarray | dict[str, float]":
     """A vector a document or a query brings: an object (a mapping) is a sparse vector (:func:`sparse_vector`),
-    anything else a dense one or token vectors (:func:`document_vector`). A ValueError names ``name``; a ``document``'s sparse vector
-    must keep a term (a query's may not: it finds nothing)."""
+    anything else a dense one or token vectors (:func:`document_vector`). A ValueError names ``name``; a
+    ``document``'s sparse vector must keep a term (a query's may not: it finds nothing)."""
     if not isinstance(value, Mapping):
         return document_vector(value, name)
     vector = sparse_vector(value, name)
