@@ -293,6 +293,11 @@ class DenseIndex(SegmentedIndex):
         found = self.locate(doc_id)
         return None if found is None else np.array(found[0].vectors[found[1]])
 
+    def get_vectors(self, doc_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The vectors of those ids the index holds live, their lookups made at once (:meth:`_live_locals`)."""
+        return {doc_id: np.array(segment.vectors[local]) for segment, ids, locals_ in self._live_locals(doc_ids)
+                for doc_id, local in zip(ids, locals_.tolist())}
+
     def _document_vectors(self, located: list[tuple[DenseSegment, int]]) -> np.ndarray:
         return np.array([segment.vectors[local] for segment, local in located], np.float32).reshape(
             len(located), self.dim)

@@ -360,14 +360,21 @@ class MilvusIndex:
 
     def get_vector(self, doc_id: str) -> np.ndarray | None:
         """A dense collection's vector of the document (float32), or None when it holds no such document."""
+        return self.get_vectors([doc_id]).get(doc_id)
+
+    def get_vectors(self, doc_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """A dense collection's vectors (float32) of those ids it holds, in a request per :data:`ROWS_PER_REQUEST`."""
         if self.kind != DENSE_KIND:
             raise SemiretError(f"{self.name!r} is a {self.kind} collection: its documents have no dense vector")
-        if not _lookup_safe(doc_id):
-            return None
-        with milvus_errors(f"reading a vector of {self.name!r}"):
-            rows = self._client.query(self.name, ids=[doc_id], output_fields=[VECTOR_FIELD],
-                                      consistency_level=self.backend.consistency)
-        return np.asarray(rows[0][VECTOR_FIELD], dtype=np.float32) if rows else None
+        ids = [i for i in dict.fromkeys(doc_ids) if _lookup_safe(i)]
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), ROWS_PER_REQUEST):
+            with milvus_errors(f"reading vectors of {self.name!r}"):
+                rows = self._client.query(self.name, ids=ids[start: start + ROWS_PER_REQUEST],
+                                          output_fields=[ID_FIELD, VECTOR_FIELD],
+                                          consistency_level=self.backend.consistency)
+            found.update((row[ID_FIELD], np.asarray(row[VECTOR_FIELD], dtype=np.float32)) for row in rows)
+        return found
 
     def count(self, wanted=None) -> int:
         """Documents, or those whose stored metadata passes ``wanted`` (those Milvus narrows to, read through)."""

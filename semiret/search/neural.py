@@ -455,11 +455,11 @@ class AnnSearchOptions(VectorFeedbackOptions):
 
     def search(self, index, vectors, k: int, n_threads: int):
         """``index``'s search of the query ``vectors`` (a matrix) with these options; with ``prf_depth``, a first
-        search's best documents' vectors (as the index holds them) move each query, searched again."""
+        search's best documents' vectors (as the index holds them, read at once) move each query, searched again."""
         if self.prf_depth:
             first = self._searched(index, vectors, self.prf_depth, n_threads)
-            feedback = [np.array([vector for vector in map(index.get_vector, filter(None, ids))
-                                  if vector is not None],  # (a hit deleted since, in an index that pins no commit)
+            held = index.get_vectors([doc_id for ids in first.ids for doc_id in ids if doc_id])  # (in one read)
+            feedback = [np.array([held[doc_id] for doc_id in ids if doc_id in held],  # (one deleted since: left out)
                                  np.float32).reshape(-1, vectors.shape[1]) for ids in first.ids]
             vectors = self.moved(vectors, feedback)
         return self._searched(index, vectors, k, n_threads)

@@ -205,8 +205,8 @@ def test_vector_prf_leaves_out_a_feedback_document_deleted_between_the_two_searc
             self.searched.append(np.array(vectors))
             return SearchHits([["kept", "gone"][:k]], [[1.0, 0.5][:k]])
 
-        def get_vector(self, doc_id):
-            return np.array([0.0, 1.0], np.float32) if doc_id == "kept" else None
+        def get_vectors(self, doc_ids):
+            return {doc_id: np.array([0.0, 1.0], np.float32) for doc_id in doc_ids if doc_id == "kept"}
 
     index = Deleting()
     AnnSearchOptions(prf_depth=2).search(index, np.array([[1.0, 0.0]], np.float32), 1, 1)
