@@ -174,7 +174,8 @@ class MultiVectorSegment(Segment):
                centroid_threshold: float) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` (scores, local numbers; -1 where fewer) live documents for one query's token vectors: every
         visible document (not deleted, not filtered out, with a vector) scored exactly where they are no more than
-        ``ndocs``; else PLAID's candidates, the probe widened 4x at a time until at least ``k`` are found, the best
+        ``ndocs``; else PLAID's candidates, the probe widened 4x at a time until at least ``ndocs`` are found (a
+        number that does not change with ``k`` up to 128: the first hits of two pages' searches agree), the best
         ``ndocs`` of them by their approximate scores (:func:`approximate_best`) scored exactly."""
         hidden = self.deleted
         visible = np.flatnonzero(~hidden & (self.lengths > 0))
@@ -186,7 +187,7 @@ class MultiVectorSegment(Segment):
             while True:
                 probed = np.unique(np.argpartition(-similarities, probe - 1, axis=1)[:, :probe])
                 candidates = probed_documents(probed, self.list_offsets, self.list_documents, hidden)
-                if len(candidates) >= min(k, len(visible)) or probe == len(self.centroids):
+                if len(candidates) >= ndocs or probe == len(self.centroids):  # (not k: pages rank alike)
                     break
                 probe = min(probe * 4, len(self.centroids))
             if len(candidates) > ndocs:

@@ -82,7 +82,11 @@ def pooled_tokens(vectors: np.ndarray, pool_factor: int, protected: int, unit: b
     sums = np.zeros((labels.max() + 1, vectors.shape[1]), np.float64)
     np.add.at(sums, labels, rest)
     means = (sums / np.bincount(labels)[:, None]).astype(np.float32)
-    return np.concatenate([np.asarray(head, np.float32), unit_rows(means) if unit else means])
+    if unit:  # a cluster of opposite vectors, whose mean has no direction, is kept as it is
+        cancelled = np.linalg.norm(means, axis=1) < 1e-3
+        means = np.concatenate([unit_rows(means[~cancelled]),
+                                np.asarray(rest, np.float32)[np.isin(labels, np.flatnonzero(cancelled))]])
+    return np.concatenate([np.asarray(head, np.float32), means])
 
 
 def token_embeddings(documents, matrices: list[np.ndarray], dim: int, pool_factor: int = 1, protected: int = 0,

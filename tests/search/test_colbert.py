@@ -323,3 +323,4 @@ def test_token_pooling_stores_fewer_vectors_of_each_document(tmp_path, tiny_docs
     reopened = open_retriever(tmp_path / "pooled")
     reopened.add([Document("fresh", tiny_docs[0].text, title=tiny_docs[0].title)])
     assert len(reopened.index.get_vector("fresh")) == len(pooled.index.get_vector(tiny_docs[0].id))
+

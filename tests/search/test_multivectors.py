@@ -250,6 +250,8 @@ def test_token_pooling_keeps_a_share_of_each_document_s_vectors(tmp_path):
     kept = pooled_tokens(vectors, 4, 1, unit=True)  # (the first vector protected, as colbert's [CLS])
     assert len(kept) == 1 + 11 // 4 and np.array_equal(kept[0], vectors[0].astype(np.float32))
     assert pooled_tokens(vectors[:1], 2, 0, unit=True).shape == (1, DIM)
+    opposite = np.eye(DIM, dtype=np.float32)[:1] * np.array([[1.0], [-1.0]], np.float32)
+    assert np.array_equal(pooled_tokens(opposite, 2, 0, unit=True), opposite)  # (no zero mean stored)
     documents = _documents(40)
     retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", ann="exact", pool_factor=2)
     assert retriever.index.describe()["token_vectors"] == sum(max(1, len(d.vector) // 2) for d in documents)
@@ -261,3 +263,20 @@ def test_token_pooling_keeps_a_share_of_each_document_s_vectors(tmp_path):
     assert len(reopened.index.get_vector("fresh")) == 3
     with pytest.raises(SemiretError, match="pool_factor"):
         MultiVectorsRetriever.build(documents, tmp_path / "bad", pool_factor=0)
+
+
+def test_the_first_hits_do_not_change_with_k_when_the_probe_finds_few_candidates(tmp_path):
+    """Pages of a ranking agree: a probe that finds fewer than ndocs candidates (most documents deleted, as a filter
+    hides them) widens whatever k is, so a search for 10 hits and one for 20 rank their first 10 alike."""
+    rng = np.random.default_rng(0)
+    topics = rng.normal(size=(40, DIM))
+
+    def near_topics(n):
+        return topics[rng.choice(40, n)] + 0.3 * rng.normal(size=(n, DIM))
+
+    documents = [Document(f"d{i}", "", vector=near_topics(int(rng.integers(1, 6)))) for i in range(1500)]
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", nbits=0)
+    retriever.delete([d.id for d in documents if int(d.id[1:]) % 5])  # (80% hidden: 300 live, above ndocs)
+    narrow = retriever.with_options(nprobe=1)
+    queries = [near_topics(1) for _ in range(40)]
+    assert [ids[:10] for ids in narrow.search(queries, k=20).ids] == narrow.search(queries, k=10).ids
