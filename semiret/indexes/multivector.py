@@ -365,8 +365,9 @@ class MultiVectorIndex(SegmentedIndex):
             raise SemiretError("k must be at least 1")
         if nprobe < 1 or (ndocs is not None and ndocs < 1):
             raise SemiretError(f"nprobe and ndocs must be at least 1, got {nprobe} and {ndocs}")
-        if not 0 <= centroid_threshold <= 1:
-            raise SemiretError(f"centroid_threshold must be from 0 to 1, got {centroid_threshold}")
+        if isinstance(centroid_threshold, bool) or not isinstance(centroid_threshold, (int, float)) \
+                or not 0 <= centroid_threshold <= 1:
+            raise SemiretError(f"centroid_threshold must be a number from 0 to 1, got {centroid_threshold!r}")
         ndocs = max(k, ndocs or default_ndocs(k))
         segments = self.segments  # one snapshot's, whatever a writer publishes meanwhile
         seg_scores = [np.full((len(queries), min(k, s.n_docs) or 1), -np.inf, np.float32) for s in segments]

@@ -118,7 +118,8 @@ class MultiVectorDocuments(DocumentSide):
         if len(zero):
             raise SemiretError(f"document {document.id!r}'s token vector {zero[0]} is zero, which has no cosine with "
                                "any other (index with --similarity dot, or leave that row out)")
-        return unit_rows(vectors)
+        wide = vectors.astype(np.float64)  # (norms of rows of 1e20 or 1e-30 overflow or vanish in float32)
+        return (wide / np.linalg.norm(wide, axis=1, keepdims=True)).astype(np.float32)
 
     def encode(self, documents: list[Document]) -> TokenEmbeddings:
         return token_embeddings(documents, [self.stored_vectors(document) for document in documents], self.dim)

@@ -142,6 +142,16 @@ def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_pa
         MultiVectorsRetriever.build(_documents(5), tmp_path / "passages", chunking=2)
 
 
+def test_extreme_values_keep_their_direction_under_the_cosine(tmp_path):
+    documents = [Document("huge", "", vector=np.eye(DIM)[:2] * 1e20),
+                 Document("tiny", "", vector=np.eye(DIM)[2:4] * 1e-30)]
+    retriever = MultiVectorsRetriever.build(documents, tmp_path / "m", ann="exact")
+    assert retriever.search(np.eye(DIM)[:1], k=1)[0].id == "huge"
+    assert retriever.search(np.eye(DIM)[2:3], k=1)[0].score == pytest.approx(1.0, abs=1e-3)
+    with pytest.raises(SemiretError, match="centroid_threshold must be a number"):
+        retriever.index.search([np.eye(DIM)[:1].astype(np.float32)], centroid_threshold="0.5")
+
+
 def test_an_empty_index_takes_its_dimension_from_dim(tmp_path):
     with pytest.raises(SemiretError, match="dimension"):
         MultiVectorsRetriever.build([], tmp_path / "none")
