@@ -31,13 +31,13 @@ from semiret.search.late_interaction import (
     token_embeddings,
 )
 from semiret.search.neural import are_vectors
-from semiret.search.retrievers import DocumentSide, register_retriever
+from semiret.search.retrievers import register_retriever
 from semiret.search.vectors import (
     MULTI_RETRIEVER,
     BroughtVectorOptions,
     BroughtVectorsRetriever,
+    VectorDocuments,
     VectorQueries,
-    check_vectors_index,
     vector_of,
 )
 from semiret.types import TokenEmbeddings
@@ -56,7 +56,7 @@ class MultiVectorDocumentOptions(MultiVectorIndexOptions, BroughtVectorOptions):
                                "give 0)")
 
 
-class MultiVectorDocuments(DocumentSide):
+class MultiVectorDocuments(VectorDocuments):
     """Documents' own token vectors into a ``multivector`` index, checked (each document brings a matrix, all of one
     dimension) and, for the cosine similarity, each row scaled to unit length."""
 
@@ -64,10 +64,7 @@ class MultiVectorDocuments(DocumentSide):
     index_kind = "multivector"
     index_class = MultiVectorIndex
     batch_size = 256
-    takes_vectors = True
-
-    def __init__(self, config: dict, dim: int | None, ann_options: dict | None = None):
-        self.config, self.dim, self.ann_options = config, dim, ann_options or {"ann": "plaid"}
+    retriever = MULTI_RETRIEVER
 
     @classmethod
     def create(cls, options: MultiVectorDocumentOptions):
@@ -75,23 +72,10 @@ class MultiVectorDocuments(DocumentSide):
         pooling = {"pool_factor": options.pool_factor} if options.pool_factor > 1 else {}
         return cls({"type": MULTI_RETRIEVER, "similarity": options.similarity, **pooling}, options.dim, ann)
 
-    @classmethod
-    def from_index(cls, index):
-        check_vectors_index(index, MULTI_RETRIEVER)
-        return cls(index.meta["analyzer"], index.meta["dim"])
-
-    @property
-    def normalize(self) -> bool:
-        return self.config["similarity"] == "cosine"
-
-    def prepare(self, documents: list[Document]) -> None:
-        if self.dim is None:  # the dimension of the first document's vectors, which every other must have
-            self.dim = vector_of(documents[0], MULTI_RETRIEVER).shape[1]
-
     def index_config(self) -> dict:
         nbits = self.ann_options.get("nbits")
         if nbits is None and self.dim is not None:  # (ColBERTv2's compression, unit vectors of a dimension that packs)
-            nbits = DEFAULT_NBITS if self.ann_options["ann"] == "plaid" and self.normalize and \
+            nbits = DEFAULT_NBITS if self.ann_options.get("ann", "plaid") == "plaid" and self.normalize and \
                 self.dim * DEFAULT_NBITS % 8 == 0 else 0
         return {"dim": self.dim, "analyzer": self.config, **self.ann_options, "nbits": nbits or None}
 

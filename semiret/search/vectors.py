@@ -61,6 +61,8 @@ class VectorDocuments(DocumentSide):
     index_class = DenseIndex
     batch_size = 1024
     takes_vectors = True
+    retriever: ClassVar[str] = "vectors"
+    """The retriever, and its indexes' analyzer type, whose documents the side reads."""
 
     def __init__(self, config: dict, dim: int | None, ann_options: dict | None = None):
         self.config, self.dim, self.ann_options = config, dim, ann_options or {}
@@ -71,7 +73,7 @@ class VectorDocuments(DocumentSide):
 
     @classmethod
     def from_index(cls, index):
-        check_vectors_index(index, "vectors")
+        check_vectors_index(index, cls.retriever)
         return cls(index.meta["analyzer"], index.meta["dim"])
 
     @property
@@ -79,8 +81,8 @@ class VectorDocuments(DocumentSide):
         return self.config["similarity"] == "cosine"
 
     def prepare(self, documents: list[Document]) -> None:
-        if self.dim is None:  # the dimension of the first document's vector, which every other must have
-            self.dim = len(vector_of(documents[0], "vectors"))
+        if self.dim is None:  # the dimension of the first document's vector(s), which every other must have
+            self.dim = vector_of(documents[0], self.retriever).shape[-1]
 
     def index_config(self) -> dict:
         return {"dim": self.dim, "analyzer": self.config, **self.ann_options}
