@@ -23,6 +23,9 @@ from semiret.types import TokenEmbeddings
 
 FAMILY = "late-interaction"
 DEFAULT_NBITS = 2
+POOLING_WINDOW = 2048
+"""Token vectors of one document that token pooling clusters together at most (a longer document's are pooled a
+window at a time: Ward's clustering holds a distance for every pair, 17 MB for 2,048 vectors)."""
 POOLING_PROTECTED_TOKENS = 1
 """A document's first token vectors that token pooling keeps as they are (ColBERT's [CLS], as PyLate keeps it)."""
 
@@ -75,6 +78,10 @@ def pooled_tokens(vectors: np.ndarray, pool_factor: int, protected: int, unit: b
     from scipy.cluster.hierarchy import fcluster, linkage
 
     head, rest = vectors[:protected], vectors[protected:]
+    if len(rest) > POOLING_WINDOW:  # (Ward's memory grows with the square of the vectors: a long one pooled in parts)
+        parts = [pooled_tokens(rest[start:start + POOLING_WINDOW], pool_factor, 0, unit)
+                 for start in range(0, len(rest), POOLING_WINDOW)]
+        return np.concatenate([np.asarray(head, np.float32), *parts])
     clusters = max(1, len(rest) // pool_factor)
     if len(rest) <= clusters:
         return vectors

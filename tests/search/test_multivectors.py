@@ -260,6 +260,8 @@ def test_token_pooling_keeps_a_share_of_each_document_s_vectors(tmp_path):
     kept = pooled_tokens(vectors, 4, 1, unit=True)  # (the first vector protected, as colbert's [CLS])
     assert len(kept) == 1 + 11 // 4 and np.array_equal(kept[0], vectors[0].astype(np.float32))
     assert pooled_tokens(vectors[:1], 2, 0, unit=True).shape == (1, DIM)
+    long = rng.normal(size=(5000, DIM)).astype(np.float32)  # (pooled a window at a time: memory stays small)
+    assert len(pooled_tokens(long, 2, 0, unit=True)) == 2048 // 2 * 2 + 904 // 2
     opposite = np.eye(DIM, dtype=np.float32)[:1] * np.array([[1.0], [-1.0]], np.float32)
     assert np.array_equal(pooled_tokens(opposite, 2, 0, unit=True), opposite)  # (no zero mean stored)
     documents = _documents(40)
