@@ -158,3 +158,16 @@ class LocalClient(TestClient):
 
     def __init__(self, app, **options):
         super().__init__(app, base_url="http://localhost", **options)
+
+
+def invoke_cli(*args, ok: bool = True):
+    """``semiret ARGS`` run in-process (each argument as its string); with ``ok``, its exit status asserted 0."""
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+

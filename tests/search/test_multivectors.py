@@ -7,14 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from semiret.cli import app
 from semiret.data.collection import Document, iter_corpus, query_vectors, read_query_vectors
 from semiret.errors import DataFormatError, SemiretError
 from semiret.search import MultiVectorsRetriever, VectorsRetriever, open_retriever
 
-from helpers import LocalClient, client_of, write_jsonl
+from helpers import LocalClient, client_of, invoke_cli, write_jsonl
 
 DIM = 16
 
@@ -161,13 +159,6 @@ def test_an_empty_index_takes_its_dimension_from_dim(tmp_path):
     assert retriever.search([[0, 0.1, 1]], k=1)[0].id == "a"
 
 
-def _invoke(*args, ok: bool = True):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, result.output + repr(result.exception)
-    return result
-
-
 def test_the_command_line_indexes_searches_and_exports_token_vectors(tmp_path):
     documents = _documents(30, seed=3)
     corpus = write_jsonl(tmp_path / "corpus.jsonl", [{**d.to_record(), "vector": d.vector.tolist()}
@@ -177,28 +168,28 @@ def test_the_command_line_indexes_searches_and_exports_token_vectors(tmp_path):
     queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "vector": v.tolist()}
                                                        for i, v in enumerate(asked)])
     assert [v.shape for v in read_query_vectors(queries).values()] == [(2, DIM)] * 3
-    _invoke("index", "-r", "multivectors", "--data", corpus, "--out", tmp_path / "m", "--ann", "exact")
-    lines = [json.loads(line) for line in _invoke("search", "--index", tmp_path / "m", "--query-vectors", queries,
+    invoke_cli("index", "-r", "multivectors", "--data", corpus, "--out", tmp_path / "m", "--ann", "exact")
+    lines = [json.loads(line) for line in invoke_cli("search", "--index", tmp_path / "m", "--query-vectors", queries,
                                                   "-k", "3", "--json").stdout.splitlines()]
     for line, query in zip(lines, asked):
         assert [hit["id"] for hit in line["hits"]] == _maxsim(documents, query, 3)[0]
-    _invoke("export", tmp_path / "m", "-o", tmp_path / "exported.jsonl")
+    invoke_cli("export", tmp_path / "m", "-o", tmp_path / "exported.jsonl")
     exported = [json.loads(line) for line in (tmp_path / "exported.jsonl").read_text().splitlines()]
     assert [np.asarray(r["vector"]).shape for r in exported] == [d.vector.shape for d in documents]
-    _invoke("index", "-r", "multivectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again",
+    invoke_cli("index", "-r", "multivectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again",
             "--ann", "exact")
     assert [h.id for h in open_retriever(tmp_path / "again").search(asked[0], k=3)] == \
         [h.id for h in open_retriever(tmp_path / "m").search(asked[0], k=3)]
     flat = write_jsonl(tmp_path / "flat.jsonl", [{"_id": "q1", "vector": [1.0] * DIM}, {"_id": "q2",
                                                                                        "vector": [0.5] * DIM}])
-    refused = _invoke("search", "--index", tmp_path / "m", "--query-vectors", flat, ok=False)
+    refused = invoke_cli("search", "--index", tmp_path / "m", "--query-vectors", flat, ok=False)
     assert refused.exit_code != 0 and "query vector 0 is one flat vector" in refused.output
-    _invoke("index", "-r", "bm25", "--data", corpus, "--out", tmp_path / "words")
-    refused = _invoke("search", "--index", tmp_path / "words", "--query-vectors", queries, ok=False)
+    invoke_cli("index", "-r", "bm25", "--data", corpus, "--out", tmp_path / "words")
+    refused = invoke_cli("search", "--index", tmp_path / "words", "--query-vectors", queries, ok=False)
     assert refused.exit_code != 0 and "is searched by query texts" in refused.output
-    _invoke("index", "-r", "sparse-vectors", "--data", write_jsonl(tmp_path / "sparse.jsonl", [
+    invoke_cli("index", "-r", "sparse-vectors", "--data", write_jsonl(tmp_path / "sparse.jsonl", [
         {"_id": "s", "vector": {"ice": 1.0}}]), "--out", tmp_path / "sparse")
-    refused = _invoke("search", "--index", tmp_path / "sparse", "--query-vectors", queries, ok=False)
+    refused = invoke_cli("search", "--index", tmp_path / "sparse", "--query-vectors", queries, ok=False)
     assert refused.exit_code != 0 and "these are token vectors" in refused.output
     mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"_id": "q1", "vector": [[1.0, 2.0]]}, {"_id": "q2",
                                                                                          "vector": [1.0, 2.0]}])

@@ -9,14 +9,12 @@ import math
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from semiret.cli import app
 from semiret.data.collection import Document, iter_corpus, query_vectors, read_query_vectors
 from semiret.errors import DataFormatError, SemiretError
 from semiret.search import SparseVectorsRetriever, VectorsRetriever, open_retriever
 
-from helpers import LocalClient, client_of, tiny_tokenizer, write_jsonl
+from helpers import LocalClient, client_of, invoke_cli, tiny_tokenizer, write_jsonl
 
 TERMS = ["walrus", "seal", "ice", "##x", "##ing", "floe", "krill", "arctic"]
 
@@ -199,13 +197,6 @@ def test_corpus_and_query_files_bring_sparse_vectors(tmp_path):
     assert query_vectors({"q1": "a text"}) is None  # a dict of texts is no vector (search() says to pass its texts)
 
 
-def _invoke(*args, ok: bool = True):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, result.output + repr(result.exception)
-    return result
-
-
 def test_the_command_line_indexes_searches_evaluates_and_exports_sparse_vectors(tmp_path):
     documents = _documents(12, seed=3)
     corpus = write_jsonl(tmp_path / "corpus.jsonl", [{**d.to_record(), "kind": int(d.id[1:]) % 2,
@@ -214,29 +205,29 @@ def test_the_command_line_indexes_searches_evaluates_and_exports_sparse_vectors(
     queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "vector": v} for i, v in enumerate(asked)])
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(3)))
-    _invoke("index", "-r", "sparse-vectors", "--data", corpus, "--out", tmp_path / "s", "--metadata-fields", "kind")
-    lines = [json.loads(line) for line in _invoke("search", "--index", tmp_path / "s", "--query-vectors", queries,
+    invoke_cli("index", "-r", "sparse-vectors", "--data", corpus, "--out", tmp_path / "s", "--metadata-fields", "kind")
+    lines = [json.loads(line) for line in invoke_cli("search", "--index", tmp_path / "s", "--query-vectors", queries,
                                                   "-k", "3", "--json").stdout.splitlines()]
     for line, query in zip(lines, asked):
         ids, scores = _by_hand(documents, query, 3)
         assert [hit["id"] for hit in line["hits"]] == ids
         assert [hit["score"] for hit in line["hits"]] == pytest.approx(scores, rel=1e-5)
-    figures = json.loads(_invoke("eval", "--data", corpus, "--query-vectors", queries, "--qrels", qrels, "-r",
+    figures = json.loads(invoke_cli("eval", "--data", corpus, "--query-vectors", queries, "--qrels", qrels, "-r",
                                  "sparse-vectors", "--json").stdout)
     by_hand = [_by_hand(documents, query, 10)[0] for query in asked]
     assert figures["retriever"] == "sparse-vectors" and figures["queries"] == 3
     assert figures["nDCG@10"] == pytest.approx(np.mean([1 / math.log2(2 + ids.index(f"d{i}"))
                                                         for i, ids in enumerate(by_hand)]))
-    refused = _invoke("search", "--index", tmp_path / "s", "walrus", ok=False)
+    refused = invoke_cli("search", "--index", tmp_path / "s", "walrus", ok=False)
     assert refused.exit_code != 0 and "--query-tokenizer" in refused.output
-    _invoke("export", tmp_path / "s", "-o", tmp_path / "exported.jsonl")
+    invoke_cli("export", tmp_path / "s", "-o", tmp_path / "exported.jsonl")
     exported = [json.loads(line) for line in (tmp_path / "exported.jsonl").read_text().splitlines()]
     assert [(r["_id"], r["vector"], r["metadata"]) for r in exported] == [
         (d.id, d.vector, {**d.metadata, "kind": int(d.id[1:]) % 2}) for d in documents]  # (3 decimals: as written)
     tiny_tokenizer(tmp_path / "tok")  # texts cut by the tokenizer (a folder) that made the terms, weighed by IDF
-    _invoke("index", "-r", "sparse-vectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again",
+    invoke_cli("index", "-r", "sparse-vectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again",
             "--query-tokenizer", tmp_path / "tok")
-    by_text = json.loads(_invoke("search", "--index", tmp_path / "again", "--query-idf", "corpus", "--json",
+    by_text = json.loads(invoke_cli("search", "--index", tmp_path / "again", "--query-idf", "corpus", "--json",
                                  "sealxx").stdout)
     expected = open_retriever(tmp_path / "again").search({"seal": 1.0, "##x": 1.0}, k=10)  # (idf: weights differ)
     assert {hit["id"] for hit in by_text["hits"]} == {h.id for h in expected} and by_text["hits"]
@@ -321,8 +312,8 @@ def test_a_sparse_query_vector_is_explained_on_the_command_line_and_over_http(tm
     query = {term: 0.5 + n for n, term in enumerate(target.vector)} | {"unknown": 2.0}
     expected = {term: query[term] * weight for term, weight in target.vector.items()}
     corpus = write_jsonl(tmp_path / "corpus.jsonl", [{**d.to_record(), "vector": d.vector} for d in documents])
-    _invoke("index", "-r", "sparse-vectors", "--data", corpus, "--out", tmp_path / "s")
-    shown = json.loads(_invoke("explain", "--index", tmp_path / "s", "--id", target.id, "--query-vector",
+    invoke_cli("index", "-r", "sparse-vectors", "--data", corpus, "--out", tmp_path / "s")
+    shown = json.loads(invoke_cli("explain", "--index", tmp_path / "s", "--id", target.id, "--query-vector",
                                json.dumps(query), "--json").stdout)
     assert {t["term"]: t["contribution"] for t in shown["terms"] if t["contribution"]} == pytest.approx(expected)
     assert {t["term"]: t["query_weight"] for t in shown["terms"] if t["contribution"]} == pytest.approx(
@@ -330,17 +321,17 @@ def test_a_sparse_query_vector_is_explained_on_the_command_line_and_over_http(tm
     assert {t["term"]: t["document_weight"] for t in shown["terms"] if t["contribution"]} == pytest.approx(
         target.vector)
     assert shown["score"] == pytest.approx(sum(expected.values()), rel=1e-5) and shown["matched"]
-    table = _invoke("explain", "--index", tmp_path / "s", "--id", target.id, "--query-vector", json.dumps(query))
+    table = invoke_cli("explain", "--index", tmp_path / "s", "--id", target.id, "--query-vector", json.dumps(query))
     assert f"{shown['score']:.4f}" in table.stdout
     for args, message in ((["--query-vector", "[1, 2]"], "JSON object"), (["--query-vector", "{nope"], "not JSON"),
                           ([], "one of the two"), (["walrus", "--query-vector", '{"ice": 1}'], "one of the two"),
                           (["--query-vector", '{"ice": 1}', "--operators"], "no words")):
-        refused = _invoke("explain", "--index", tmp_path / "s", "--id", target.id, *args, ok=False)
+        refused = invoke_cli("explain", "--index", tmp_path / "s", "--id", target.id, *args, ok=False)
         assert refused.exit_code != 0 and message in refused.output, refused.output
     BM25Retriever.build(documents, tmp_path / "words")
     with pytest.raises(SemiretError, match="takes no sparse query vector"):
         open_retriever(tmp_path / "words").explain({"ice": 1.0}, "d0")
-    refused = _invoke("explain", "--index", tmp_path / "words", "--id", "d0", "--query-vector", '{"ice": 1}', ok=False)
+    refused = invoke_cli("explain", "--index", tmp_path / "words", "--id", "d0", "--query-vector", '{"ice": 1}', ok=False)
     assert refused.exit_code != 0 and "takes no sparse query vector" in refused.output
 
     settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
