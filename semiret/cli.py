@@ -314,14 +314,42 @@ def _cross_encoder_depth_option():
                              "more).")
 
 
+def _ltr_option():
+    return typer.Option(None, "--ltr", help="Rank the best hits again by a learned ranking (a folder `semiret ltr` "
+                        "wrote: LambdaMART over the first stage's and other indexes' scores of each hit), as deep as "
+                        "it was trained; its feature indexes read from where it was trained.")
+
+
+def _ltr_feature_index_option():
+    return typer.Option(None, help="With --ltr: its feature indexes, in its order, instead of those it was trained "
+                        "with (repeat; the same kinds over this corpus: a learned ranking taken to another "
+                        "collection).")
+
+
 def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None = None,
-               colbert_cache: Path | None = None):
+               colbert_cache: Path | None = None, ltr: Path | None = None,
+               ltr_feature_index: list[Path] | None = None):
     """The :class:`~semiret.search.rerank.Reranking` of ``--cross-encoder`` (a ColBERT checkpoint read by late
-    interaction) or ``--colbert`` (late interaction, any encoder) and their depth and cache, or None."""
+    interaction) or ``--colbert`` (late interaction, any encoder) and their depth and cache, or the
+    :class:`~semiret.search.learned_ranking.LearnedRanking` of ``--ltr``, or None."""
     if colbert_cache is not None and colbert is None:
         raise SemiretError("--colbert-cache keeps the token vectors of --colbert's model: give --colbert too")
-    if cross_encoder is not None and colbert is not None:
-        raise SemiretError("--cross-encoder and --colbert each rank the best hits again: give one")
+    given = [flag for flag, value in (("--cross-encoder", cross_encoder), ("--colbert", colbert), ("--ltr", ltr))
+             if value is not None]
+    if len(given) > 1:
+        raise SemiretError(f"{' and '.join(given)} each rank the best hits again: give one")
+    if ltr_feature_index and ltr is None:
+        raise SemiretError("--ltr-feature-index gives a learned ranking's feature indexes: give --ltr too")
+    if ltr is not None:
+        if depth is not None:
+            raise SemiretError("--cross-encoder-depth (--colbert-depth) goes with --cross-encoder or --colbert; a "
+                               "learned ranking (--ltr) ranks as many hits as it was trained on")
+        from semiret.search.learned_ranking import LearnedRanking
+
+        from semiret.search.retrievers import open_retriever
+
+        features = [open_retriever(path) for path in ltr_feature_index] if ltr_feature_index else None
+        return LearnedRanking.load(ltr, features)
     if cross_encoder is None and colbert is None:
         if depth is not None:
             raise SemiretError("--cross-encoder-depth (--colbert-depth) goes with --cross-encoder or --colbert (the "
@@ -492,6 +520,8 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
            colbert: Optional[str] = _colbert_option(),
            colbert_cache: Optional[Path] = _colbert_cache_option(),
            cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
+           ltr: Optional[Path] = _ltr_option(),
+           ltr_feature_index: Optional[list[Path]] = _ltr_feature_index_option(),
            like: Optional[list[str]] = typer.Option(None, help="Instead of queries: documents like this one of the "
                                                     "index (its id; repeat for more), each searched with its own "
                                                     "text (Qdrant's recommend, OpenSearch's more like this)."),
@@ -521,10 +551,11 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
                            f"of passages of at least 0 (got {context})")
     if like:
         if (query or queries is not None or query_vectors is not None or run is not None or group_by is not None
-                or highlight or diversity is not None or boost or operators or cross_encoder or colbert):
+                or highlight or diversity is not None or boost or operators or cross_encoder or colbert
+                or ltr is not None):
             raise SemiretError("--like searches with the documents it names: give no queries, --queries, "
                                "--query-vectors, --run, --group-by, --highlight, --diversity, --boost, --operators, "
-                               "--cross-encoder or --colbert with it")
+                               "--cross-encoder, --colbert or --ltr with it")
     elif unlike:
         raise SemiretError("--unlike goes with --like (the documents to recommend from)")
     elif bool(query) + (queries is not None) + (query_vectors is not None) != 1:
@@ -545,13 +576,14 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     if fuse_with:
         asked = [flag for flag, given in (("--like", like), ("--query-vectors", query_vectors), ("--group-by", group_by),
                                           ("--diversity", diversity), ("--boost", boost), ("--operators", operators),
-                                          ("--cross-encoder", cross_encoder), ("--colbert", colbert)) if given]
+                                          ("--cross-encoder", cross_encoder), ("--colbert", colbert),
+                                          ("--ltr", ltr)) if given]
         if asked:
             raise SemiretError(f"a fused search (--fuse-with) fuses plain searches: {', '.join(asked)} does not apply")
     _use_encoding_device(device)
     searcher = open_retriever(index, retriever, backend=_backend(backend, milvus_token), **options)
     wanted = _filter(filter_) if filter_ else None
-    rerank = _reranking(cross_encoder, cross_encoder_depth, colbert, colbert_cache)
+    rerank = _reranking(cross_encoder, cross_encoder_depth, colbert, colbert_cache, ltr, ltr_feature_index)
     if fuse_with:
         from semiret.search.fused import FusedSearch
 
@@ -1602,6 +1634,8 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                      colbert: Optional[str] = _colbert_option(),
                      colbert_cache: Optional[Path] = _colbert_cache_option(),
                      cross_encoder_depth: Optional[int] = _cross_encoder_depth_option(),
+                     ltr: Optional[Path] = _ltr_option(),
+                     ltr_feature_index: Optional[list[Path]] = _ltr_feature_index_option(),
                      device: Optional[str] = _encoding_device_option(),
                      as_json: bool = typer.Option(False, "--json", help="Print one JSON object of figures."),
                      backend: Optional[str] = _backend_option(),
@@ -1619,7 +1653,9 @@ def evaluate_command(data: Path = typer.Option(..., help="A BEIR collection fold
                        chunk_words=chunk_words, chunk_overlap=chunk_overlap, chunk_sentences=chunk_sentences,
                        chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer, diversity=diversity,
                        candidates=candidates, boost=_boost(boost),
-                       rerank=_reranking(cross_encoder, cross_encoder_depth, colbert, colbert_cache), query_vectors_file=query_vectors,
+                       rerank=_reranking(cross_encoder, cross_encoder_depth, colbert, colbert_cache, ltr,
+                                         ltr_feature_index),
+                       query_vectors_file=query_vectors,
                        fuse_with=fuse_with or (), fuse_method=fuse_method, fuse_weights=fuse_weight, fuse_depth=fuse_depth,
                        **options)
     if as_json:
@@ -2104,6 +2140,74 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
         stdout.print(f"cross-validated over {folds} folds (each fold scored by the setting best on the others): "
                       f"{measure} {tuned['score']:.4f}, {versus['delta']:+.4f} against the retriever as opened "
                       f"(p={p_value}; {versus['better']} better, {versus['worse']} worse)")
+
+
+def ltr(index: Path = typer.Option(..., help="The first stage: the index whose best hits the learned ranking ranks "
+                                           "again (built already)."),
+        feature_index: Optional[list[Path]] = typer.Option(None, help="An index of the same corpus whose score of "
+                                                           "each hit is a feature (repeat for more: BM25, dense, "
+                                                           "learned sparse, ...; built already)."),
+        data: Path = typer.Option(..., help="The BEIR collection with the judged queries to learn from (a folder, or "
+                                            "a name under shared/data)."),
+        split: str = typer.Option("train", help="The judged queries to learn from (not the ones you will report)."),
+        out: Path = typer.Option(..., help="Folder to write the learned ranking to (search or eval it with --ltr)."),
+        overwrite: bool = typer.Option(False, help="Replace --out if it holds something."),
+        queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
+                                                                        "folder's."),
+        qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
+                                                                    "folder's qrels/SPLIT.tsv."),
+        threads: int = typer.Option(1, help="Threads for the searches and for LightGBM."),
+        device: Optional[str] = _encoding_device_option(),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+        options: dict = None):
+    """Learn to rank on judged queries: each query's best hits of --index described by their scores there and in
+    every --feature-index, and a LambdaMART model (LightGBM) trained to rank them, early-stopped on a share of the
+    queries held out (PyTerrier's pt.ltr). Search or evaluate with --ltr OUT."""
+    from semiret.data.collection import Collection, searched_qrels
+    from semiret.data.paths import dataset
+    from semiret.evaluation.learned_ranking import fit_learned_ranking
+    from semiret.search.learned_ranking import LearnedRankingConfig, check_output_folder
+    from semiret.search.retrievers import open_retriever
+
+    config = LearnedRankingConfig(**options)
+    check_output_folder(out, overwrite)
+    collection = Collection(dataset(str(data)), queries_file, qrels_file)
+    if collection.judged_split(split) == "test":
+        log.warning("learning on the test split's judged queries: its figures are then no estimate for them "
+                    "(learn on train or dev and report on test)")
+    queries = collection.queries(split)
+    qrels = searched_qrels(collection, split, queries)
+    _use_encoding_device(device)
+    first_stage = open_retriever(index)
+    features = [open_retriever(path) for path in feature_index or ()]
+    ranking, report = fit_learned_ranking(first_stage, features, queries, qrels, config, threads)
+    ranking.record["trained_on"] = {"data": str(data), "split": collection.judged_split(split),
+                                    "qrels": str(collection.qrels_path(split))}
+    ranking.save(out, overwrite=overwrite)
+    report = {"out": str(out), "first_stage": first_stage.name, "features": ranking.feature_names(), **report}
+    if as_json:
+        print(json.dumps(report))
+        return
+    held = report.get("held_out_ndcg@10")
+    stdout.print(f"learned ranking written to {out}: {report['trees']} trees from {report['training_queries']} "
+                 f"queries in {report['seconds']:.1f} s"
+                 + (f"; nDCG@10 on {report['held_out_queries']} held-out queries {held['learned']:.4f} against the "
+                    f"first stage's {held['first_stage']:.4f}" if held else ""))
+    table = Table(title="share of the trees' gain by feature")
+    table.add_column("feature")
+    table.add_column("gain share", justify="right")
+    for name, share in report["gain_shares"].items():
+        table.add_row(name, f"{share:.3f}")
+    stdout.print(table)
+
+
+def _learned_ranking_config():
+    from semiret.search.learned_ranking import LearnedRankingConfig
+
+    return LearnedRankingConfig
+
+
+app.command(name="ltr")(command_with_options(ltr, [_learned_ranking_config()], unset_defaults=False))
 
 
 @app.command()

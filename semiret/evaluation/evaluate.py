@@ -33,7 +33,7 @@ from semiret.text.fields import TextFields
 from semiret.text.token_counts import recorded_tokenizer
 
 log = logging.getLogger(__name__)
-RERANK_FLAGS = "--cross-encoder/--colbert"
+RERANK_FLAGS = "--cross-encoder/--colbert/--ltr"
 """The command line's flags of a re-ranking (``rerank``), as messages name them."""
 LATENCY_QUERIES = 200
 """Queries timed one at a time for the latency figures (enough for a stable median)."""

@@ -59,6 +59,15 @@ class Reranking:
             model.store = EmbeddingCache(cache, "tokens", model.identity)
         self.model, self.depth, self.batch_size = model, depth, batch_size
 
+    reads_texts = True
+    """It reads the candidates' stored texts (a learned ranking reads indexes instead)."""
+
+    def check_first_stage(self, retriever: "Retriever") -> None:
+        """Refuse a first stage whose index keeps no texts to read."""
+        if not retriever.index.stores_texts:
+            raise SemiretError(f"{retriever.index.path} keeps no stored documents (built with --no-store-texts): "
+                               "there is no text to re-rank by")
+
     def describe(self) -> dict:
         """What an evaluation records of it (the kind only where it is late interaction: a cross-encoder's record
         reads as before)."""

@@ -80,6 +80,7 @@ DOCUMENT_READING = ("chunking", "metadata_fields")
 metadata): copied by ``hybrid-index``, shown by ``semiret info`` and the service."""
 
 if TYPE_CHECKING:
+    from semiret.search.learned_ranking import LearnedRanking
     from semiret.search.rerank import Reranking
     from semiret.indexes.milvus import MilvusBackend
 
@@ -869,7 +870,8 @@ class Retriever:
                filter: dict | None = None, group_by: str | None = None,
                group_size: int = 1, score_threshold: float | None = None, diversity: float | None = None,
                candidates: int | None = None, boost: "Boost | dict | Sequence[dict] | None" = None,
-               operators: bool = False, rerank: "Reranking | None" = None) -> SearchHits | list[Hit]:
+               operators: bool = False, rerank: "Reranking | LearnedRanking | None" = None
+               ) -> SearchHits | list[Hit]:
         """``search("text")``: one query's hits, best first (:class:`~semiret.types.Hit`: ``doc_id, score =
         hit``, ``hit.text``). ``search([...])``: a batch, as :class:`~semiret.types.SearchHits`. Over a dense index
         (retrievers ``dense``, ``vectors``) queries may be vectors instead, searched as they are: a 1-D array or a
@@ -889,7 +891,9 @@ class Retriever:
         "now", "scale": "30d"}`` puts fresher documents first); ``score_threshold`` then reads the boosted scores.
         ``operators``: read a search box's ``"phrase"``, ``+word`` and ``-word`` in the queries (what hits must and
         must not hold; :mod:`semiret.search.operators`). ``rerank``: the best hits scored again by a cross-encoder or late interaction
-        (:class:`~semiret.search.rerank.Reranking`), each with its score; ``score_threshold`` then reads those."""
+        (:class:`~semiret.search.rerank.Reranking`) or by a model learned from judged queries
+        (:class:`~semiret.search.learned_ranking.LearnedRanking`), each with its score; ``score_threshold`` then
+        reads those."""
         vectors = query_vectors(queries, token_vectors=True if self.query_side.vector_kind == "multi" else None)
         if vectors is not None:
             texts, single = vectors
@@ -1030,15 +1034,15 @@ class Retriever:
     def _reranked(self, texts: list[str], k: int, n_threads: int, filter: dict | None, score_threshold: float | None,
                   operators: bool, rerank: "Reranking") -> SearchHits:
         """:meth:`search`'s best ``max(k, rerank.depth)`` hits ranked again by ``rerank``'s cross-encoder (reading
-        the words a search scores, without its operators), the candidates and their documents from one commit."""
+        the words a search scores, without its operators) or learned ranking, the candidates and their documents from
+        one commit."""
+        from semiret.search.learned_ranking import LearnedRanking
         from semiret.search.rerank import Reranking
 
-        if not isinstance(rerank, Reranking):
-            raise SemiretError(f"rerank is a semiret.search.rerank.Reranking (a model and a depth), got "
-                               f"{type(rerank).__name__}")
-        if not self.index.stores_texts:
-            raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): there is "
-                               "no text to re-rank by")
+        if not isinstance(rerank, (Reranking, LearnedRanking)):
+            raise SemiretError(f"rerank is a semiret.search.rerank.Reranking (a model and a depth) or a "
+                               f"semiret.search.learned_ranking.LearnedRanking, got {type(rerank).__name__}")
+        rerank.check_first_stage(self)
         view = self.pinned()
         found = view.search(texts, k=max(k, rerank.depth), n_threads=n_threads, filter=filter, operators=operators)
         read = [scored_text(text, operators, self.query_side) for text in texts]

@@ -110,7 +110,7 @@ def test_the_command_line_and_eval_rank_again(tmp_path, cross_encoder):
     assert none.exit_code != 0 and "depth must be a whole number, at least 1, got 0" in none.output
     passages = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "passages"),
                                    "--chunk-words", "4", "--cross-encoder", str(cross_encoder)])
-    assert passages.exit_code != 0 and "--cross-encoder/--colbert with --chunk-words" in passages.output
+    assert passages.exit_code != 0 and "--cross-encoder/--colbert/--ltr with --chunk-words" in passages.output
     assert not (tmp_path / "passages").exists()  # refused before any index is built
     evaluated = runner.invoke(app, ["eval", "--data", str(beir), "--index", str(tmp_path / "bm25"), "--json",
                                     "--cross-encoder", str(cross_encoder)])

@@ -1,0 +1,160 @@
+"""Learning to rank (``semiret ltr``, ``--ltr``; :mod:`semiret.search.learned_ranking` and
+:mod:`semiret.evaluation.learned_ranking`): a LambdaMART model over a first stage's candidates and other indexes'
+scores of them learns what the first stage misses, ranks unseen queries by it, survives saving, and refuses what it
+cannot read."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from semiret.data import Document
+from semiret.data.chunking import Chunking
+from semiret.errors import SemiretError
+from semiret.evaluation.learned_ranking import fit_learned_ranking
+from semiret.evaluation.metrics import score_run
+from semiret.search import retriever_class
+from semiret.search.learned_ranking import LearnedRanking, LearnedRankingConfig
+
+from helpers import invoke_cli, write_beir
+
+TOPICS = 40
+SMALL = LearnedRankingConfig(min_leaf_documents=5, dev_fraction=0.25, trees=200, early_stopping=30)
+
+
+def _corpus():
+    """Per topic five documents holding its word in their texts, as often as a draw says, the relevant one also in
+    its title (which only a BM25 index of the titles reads): BM25 over the texts ranks it anywhere."""
+    rng = np.random.default_rng(0)
+    docs, queries, qrels = [], {}, {}
+    for topic in range(TOPICS):
+        word = f"topic{topic}"
+        for number, count in enumerate(rng.permutation(5) + 1):
+            relevant = number == 0
+            filler = " ".join(f"filler{int(x)}" for x in rng.integers(0, 30, 8))
+            docs.append(Document(f"t{topic}-{number}", f"{(word + ' ') * int(count)}{filler}",
+                                 title=word if relevant else f"heading{int(rng.integers(0, 1000))}"))
+        queries[f"q{topic}"] = word
+        qrels[f"q{topic}"] = {f"t{topic}-0": 1}
+    return docs, queries, qrels
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ltr")
+    docs, queries, qrels = _corpus()
+    texts = retriever_class("bm25").build(docs, root / "texts", text_fields="text")
+    titles = retriever_class("bm25").build(docs, root / "titles", text_fields="title")
+    return root, texts, titles, docs, queries, qrels
+
+
+def test_a_learned_ranking_learns_what_its_first_stage_misses(indexes, tmp_path):
+    _, texts, titles, _, queries, qrels = indexes
+    ranking, report = fit_learned_ranking(texts, [titles], queries, qrels, SMALL)
+    assert report["held_out_queries"] == 10 and report["training_queries"] == 30
+    held = report["held_out_ndcg@10"]
+    assert held["first_stage"] < 0.8 and held["learned"] > 0.95
+    assert max(report["gain_shares"], key=report["gain_shares"].get).startswith("bm25:titles")
+    # every query, searched with the learned ranking: its relevant document first
+    ids = list(queries)
+    found = texts.search([queries[q] for q in ids], k=5, rerank=ranking)
+    assert [hits[0] for hits in found.ids] == [f"t{q[1:]}-0" for q in ids]
+    plain = texts.search([queries[q] for q in ids], k=5)
+    assert score_run(found.as_run(ids), qrels)["nDCG@10"] > score_run(plain.as_run(ids), qrels)["nDCG@10"] + 0.2
+    # saved and loaded again: the same scores, the feature index opened from where it was trained
+    ranking.save(tmp_path / "model")
+    record = json.loads((tmp_path / "model" / "learned-ranking.json").read_text())
+    assert record["first_stage"] == "bm25" and record["feature_indexes"][0]["retriever"] == "bm25"
+    assert record["trained"]["trees"] == report["trees"]
+    loaded = LearnedRanking.load(tmp_path / "model")
+    again = texts.search([queries[q] for q in ids], k=5, rerank=loaded)
+    assert again.ids == found.ids and np.allclose(again.scores, found.scores)
+    # the same data and seed: the same model
+    twin, _ = fit_learned_ranking(texts, [titles], queries, qrels, SMALL)
+    rows = ranking.feature_rows([queries["q3"]], texts.search([queries["q3"]], k=5))[0]
+    assert np.array_equal(twin.predict(rows), ranking.predict(rows))
+
+
+def test_a_candidate_a_feature_index_does_not_score_has_that_feature_missing(indexes):
+    _, texts, titles, _, queries, _ = indexes
+    ranking = LearnedRanking(None, [titles], "bm25", depth=5)
+    found = texts.search([queries["q0"]], k=5)
+    rows = ranking.feature_rows([queries["q0"]], found)[0]
+    assert ranking.feature_names()[4:] == ["bm25:titles_score", "bm25:titles_gap"]
+    scored = ~np.isnan(rows[:, 4])
+    assert [doc for doc, yes in zip(found.ids[0], scored) if yes] == ["t0-0"]  # only its title holds the word
+    assert rows[scored, 5] == [0.0]  # the best of the candidates it scores
+    assert np.allclose(rows[:, 1], np.asarray(found.scores[0]) - found.scores[0][0])
+    assert np.allclose(rows[:, 2], 1 / np.arange(1, 6)) and (rows[:, 3] == 1).all()
+
+
+def test_what_a_learned_ranking_refuses(indexes, tmp_path):
+    root, texts, titles, docs, queries, qrels = indexes
+    few = dict(list(queries.items())[:8])
+    with pytest.raises(SemiretError, match="at least 10"):
+        fit_learned_ranking(texts, [titles], few, qrels, SMALL)
+    with pytest.raises(SemiretError, match="holds out 3"):
+        fit_learned_ranking(texts, [titles], dict(list(queries.items())[:12]), qrels, SMALL)
+    for wrong, message in (({"leaves": 1}, "2 leaves"), ({"learning_rate": 0.0}, "learning rate"),
+                           ({"dev_fraction": 0.6}, "dev_fraction"), ({"depth": 0}, "depth")):
+        with pytest.raises(SemiretError, match=message):
+            LearnedRankingConfig(**wrong)
+    ranking, _ = fit_learned_ranking(texts, [titles], queries, qrels, SMALL)
+    ranking.save(tmp_path / "model")
+    idf = retriever_class("idf").build(docs[:20], root / "idf")
+    with pytest.raises(SemiretError, match="bm25 first stage"):
+        idf.search("topic1", rerank=LearnedRanking.load(tmp_path / "model"))
+    with pytest.raises(SemiretError, match="trained with feature indexes of bm25; given idf"):
+        LearnedRanking.load(tmp_path / "model", features=[idf])
+    passages = retriever_class("bm25").build(docs[:20], root / "passages", chunking=Chunking(3, 0))
+    with pytest.raises(SemiretError, match="passages"):
+        fit_learned_ranking(texts, [passages], queries, qrels, SMALL)
+    vectors = retriever_class("vectors").build([Document("a", "x", vector=[1.0, 0.0])], root / "vectors")
+    with pytest.raises(SemiretError, match="query vectors"):
+        fit_learned_ranking(texts, [vectors], queries, qrels, SMALL)
+    # where it is saved: never over an index or other files, over a learned ranking only when asked
+    with pytest.raises(SemiretError, match="other files"):
+        ranking.save(root / "titles", overwrite=True)
+    assert (root / "titles" / "meta.json").is_file()
+    with pytest.raises(SemiretError, match="already"):
+        ranking.save(tmp_path / "model")
+    ranking.save(tmp_path / "model", overwrite=True)
+    with pytest.raises(SemiretError, match="not a learned ranking"):
+        LearnedRanking.load(root / "titles")
+
+
+def test_a_feature_index_moved_away_is_named(indexes, tmp_path):
+    root, texts, _, docs, queries, qrels = indexes
+    moved = retriever_class("bm25").build(docs, tmp_path / "moving", text_fields="title")
+    ranking, _ = fit_learned_ranking(texts, [moved], queries, qrels, SMALL)
+    ranking.save(tmp_path / "model")
+    (tmp_path / "moving").rename(tmp_path / "moved")
+    with pytest.raises(SemiretError, match="moving is not there"):
+        LearnedRanking.load(tmp_path / "model")
+    from semiret.search.retrievers import open_retriever
+
+    loaded = LearnedRanking.load(tmp_path / "model", features=[open_retriever(tmp_path / "moved")])
+    assert texts.search("topic7", k=1, rerank=loaded)[0].id == "t7-0"
+
+
+def test_the_command_line_learns_searches_and_evaluates_with_it(indexes, tmp_path):
+    root, texts, titles, docs, queries, qrels = indexes
+    data = write_beir(tmp_path / "data", docs, queries, qrels, split="train")
+    (data / "qrels" / "test.tsv").write_text((data / "qrels" / "train.tsv").read_text())
+    out = tmp_path / "model"
+    report = json.loads(invoke_cli("ltr", "--index", str(root / "texts"), "--feature-index", str(root / "titles"),
+                                   "--data", str(data), "--out", str(out), "--min-leaf-documents", "5",
+                                   "--dev-fraction", "0.25", "--json").stdout)
+    assert report["held_out_ndcg@10"]["learned"] > 0.95 and report["features"][4] == "bm25:titles_score"
+    found = invoke_cli("search", "--index", str(root / "texts"), "--ltr", str(out), "--json", "topic12").stdout
+    assert json.loads(found.splitlines()[0])["hits"][0]["id"] == "t12-0"
+    figures = json.loads(invoke_cli("eval", "--data", str(data), "--split", "test", "--index", str(root / "texts"),
+                                    "--ltr", str(out), "--json").stdout)
+    assert figures["options"]["rerank"]["kind"] == "learned-ranking" and figures["nDCG@10"] > 0.95
+    refused = invoke_cli("search", "--index", str(root / "texts"), "--ltr", str(out), "--cross-encoder", "x",
+                         "topic1", ok=False)
+    assert "give one" in refused.output
+    again = invoke_cli("ltr", "--index", str(root / "texts"), "--data", str(data), "--out", str(out), ok=False)
+    assert "already" in again.output
