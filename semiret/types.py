@@ -8,6 +8,7 @@ consumes without importing the index.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 from collections.abc import Sequence as SequenceABC
@@ -164,13 +165,27 @@ class Embeddings:
                           _concatenated_documents(batches))
 
 
+def token_digests(vectors: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """uint64 [len(offsets) - 1]: each document's fingerprint of its token vectors (the rows ``offsets[i]:offsets[i +
+    1]`` of ``vectors``) in float16, as a multi-vector index takes them: the 8-byte BLAKE2b digest of their bytes,
+    read little-endian. What a compressed index keeps of each document beside its lossy codes, so that a sync knows
+    it unchanged whichever codec compressed it (a shard's, then the merged index's)."""
+    rows = np.ascontiguousarray(vectors, np.float16)  # [n_tokens, dim]
+    data = rows.reshape(-1).view(np.uint8)
+    bounds = np.asarray(offsets, np.int64) * (rows.shape[1] * rows.itemsize)
+    digests = b"".join([hashlib.blake2b(data[start:stop], digest_size=8).digest()
+                        for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist())])
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+
+
 @dataclass
 class TokenEmbeddings:
     """A batch of documents as one vector per token (late interaction, ColBERT): what a late-interaction encoder hands
     to a multi-vector index. Document ``i``'s vectors are the rows ``offsets[i]:offsets[i + 1]`` of ``vectors``; or,
     read back from a compressed segment, of ``codes`` and ``residuals`` under ``codec`` (its ``id``, ``compress`` and
     ``decompress``: :class:`~semiret.indexes.multivector.ResidualCodec`), ``vectors`` then None, so that a merge
-    writes them again as they are."""
+    writes them again as they are, with ``digests``, each document's :func:`token_digests` as it was added (0: not
+    known), which a second compression (another codec's codes compressed again) leaves as they were."""
 
     ids: list[str]
     offsets: np.ndarray  # int64 [n + 1]
@@ -179,9 +194,19 @@ class TokenEmbeddings:
     codes: np.ndarray | None = None  # int32 [n_tokens]: each token's centroid
     residuals: np.ndarray | None = None  # uint8 [n_tokens, dim * nbits / 8]
     codec: object | None = None
+    digests: np.ndarray | None = None  # uint64 [n]: each document's token_digests as added (0: not known)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def vector_digests(self) -> np.ndarray:
+        """uint64 [n]: each document's :func:`token_digests` as it was added: those carried, else those of its
+        vectors kept whole, else 0 (not known: codes and residuals read back without them)."""
+        if self.digests is not None:
+            return self.digests
+        if self.codec is None:
+            return token_digests(self.vectors, self.offsets)
+        return np.zeros(len(self), np.uint64)
 
     def float_vectors(self) -> np.ndarray:
         """float16 [n_tokens, dim]: the vectors, decompressed where compressed."""
@@ -196,7 +221,8 @@ class TokenEmbeddings:
             log.warning("%d documents' token vectors compressed by another codec (a shard's) are compressed again by "
                         "the index's: a second compression's loss (build the index whole to avoid it)", len(self))
         codes, residuals = codec.compress(self.float_vectors())
-        return TokenEmbeddings(self.ids, self.offsets, None, self.documents, codes, residuals, codec)
+        return TokenEmbeddings(self.ids, self.offsets, None, self.documents, codes, residuals, codec,
+                               self.vector_digests())
 
     @staticmethod
     def concatenate(batches: Sequence["TokenEmbeddings"]) -> "TokenEmbeddings":
@@ -214,7 +240,8 @@ class TokenEmbeddings:
                                    documents)
         coded = [b.coded_by(codec) for b in batches]
         return TokenEmbeddings(ids, np.concatenate(offsets), None, documents, np.concatenate([b.codes for b in coded]),
-                               np.concatenate([b.residuals for b in coded]), codec)
+                               np.concatenate([b.residuals for b in coded]), codec,
+                               np.concatenate([b.vector_digests() for b in coded]))
 
 
 @dataclass

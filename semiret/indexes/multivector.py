@@ -7,6 +7,8 @@ A segmented store (:mod:`semiret.indexes.segments`) like the dense index; each `
     tokens.npy       float16 [n_tokens, dim], memory-mapped: every document's token vectors, one after the other
     residuals.npy    instead, with ``nbits``: each token vector's residual from its centroid, packed (uint8 [n_tokens,
                      dim * nbits / 8]), and buckets.npz, the residuals' bucket cutoffs and values (the codec)
+    digests.npy      with ``nbits``, uint64 [n_docs]: each document's fingerprint of its token vectors as added
+                     (float16, :func:`~semiret.types.token_digests`; 0: not known), which merges carry as they are
     offsets.npy      int64 [n_docs + 1]: document i's vectors are rows offsets[i]:offsets[i + 1]
     centroids.npy    float32 [n_centroids, dim]: spherical k-means of a sample of the segment's token vectors
     codes.npy        int32 [n_tokens]: each token vector's nearest centroid
@@ -26,8 +28,8 @@ ColBERTv2 compresses them (:class:`ResidualCodec`: the centroid's number and ``n
 MiniLM token at 2 bits), and read from disk only for the ``ndocs`` candidates. A compressed index has one codec,
 trained by the first segment large enough, as ColBERTv2's index updater keeps its own: later segments are compressed
 by it, and merges copy codes and residuals as they are (a segment of another codec, merged shards', is decompressed
-and compressed again, once). An index whose first build was small keeps that small codec: build it again to train
-one on the whole corpus.
+and compressed again, once; its documents' fingerprints, what a sync compares, stay those of their vectors as added).
+An index whose first build was small keeps that small codec: build it again to train one on the whole corpus.
 
 Hand-written kernels (numba): the candidates' approximate scores, the documents of the probed centroids and the
 decompression of their vectors. numpy would need a [candidate tokens x query tokens] gather per query, or several
@@ -52,7 +54,7 @@ from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
 from semiret.indexes.storage import load_array
-from semiret.types import SearchHits, TokenEmbeddings
+from semiret.types import SearchHits, TokenEmbeddings, token_digests
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +127,9 @@ def check_token_embeddings(batch: TokenEmbeddings, dim: int | None) -> None:
             or np.any(np.diff(offsets) < 0):
         raise SemiretError(f"token vectors of {len(batch)} documents need {len(batch) + 1} ascending offsets from 0 to "
                            f"{rows}, got {offsets.shape[0]}")
+    if batch.digests is not None and np.shape(batch.digests) != (len(batch),):
+        raise SemiretError(f"token vectors of {len(batch)} documents need a fingerprint each, got "
+                           f"{np.shape(batch.digests)}")
     if batch.vectors is None:
         return  # (codes and residuals read back from a segment)
     vectors = np.asarray(batch.vectors)
@@ -163,6 +168,14 @@ class MultiVectorSegment(Segment):
                                        f"vectors and {len(self.centroids)} centroids: a damaged index; restore it "
                                        "from a backup, or build it again")
         self.codec = ResidualCodec.load(path, self.centroids, self.nbits) if self.nbits else None
+        self.digests = None
+        """uint64 [n_docs]: each document's :func:`~semiret.types.token_digests` as added (0: not known), where
+        compressed; None in a segment written before semiret kept them."""
+        if self.codec is not None and (path / "digests.npy").is_file():
+            self.digests = load_array(path / "digests.npy")
+            if self.digests.shape != (info["n_docs"],):
+                raise IndexFormatError(f"{path}: digests.npy {self.digests.shape} does not match its {info['n_docs']} "
+                                       "documents: a damaged index; restore it from a backup, or build it again")
 
     def token_vectors(self, rows: np.ndarray) -> np.ndarray:
         """float32 [len(rows), dim]: the token vectors of ``rows``, as stored or (``nbits``) decompressed."""
@@ -399,8 +412,9 @@ class MultiVectorIndex(SegmentedIndex):
         return segment.token_vectors(segment.rows_of(np.array([local]))[0])
 
     def holds_token_vectors(self, doc_id: str, vectors: np.ndarray) -> bool:
-        """Whether the live document ``doc_id`` holds ``vectors`` (float32 [tokens, dim]) as adding them again would
-        store them (in float16, or compressed by its segment's codec): what a sync leaves as it is."""
+        """Whether the live document ``doc_id`` holds ``vectors`` (float32 [tokens, dim]) as they were added (in
+        float16; compressed, the fingerprint of them it keeps, whichever codec compressed them, a merged shard's
+        included; where it keeps none, as its segment's codec would compress them): what a sync leaves as it is."""
         found = self.locate(doc_id)
         if found is None:
             return False
@@ -411,6 +425,9 @@ class MultiVectorIndex(SegmentedIndex):
         stored = vectors.astype(np.float16)
         if segment.codec is None:
             return bool(np.array_equal(np.asarray(segment.vectors[rows]), stored))
+        held = 0 if segment.digests is None else int(segment.digests[local])
+        if held:
+            return held == int(token_digests(stored, np.array([0, len(stored)]))[0])
         codes, residuals = segment.codec.compress(stored)
         return bool(np.array_equal(codes, segment.codes[rows]) and
                     np.array_equal(residuals, np.asarray(segment.vectors[rows])))
@@ -418,9 +435,10 @@ class MultiVectorIndex(SegmentedIndex):
     def _live_batch(self, segment: MultiVectorSegment, live: np.ndarray, ids: list[str],
                     documents: Sequence[Document] | None) -> TokenEmbeddings:
         rows, offsets = segment.rows_of(live)
-        if segment.codec is not None:  # as stored: a merge writes the same codes and residuals
+        if segment.codec is not None:  # as stored: a merge writes the same codes, residuals and fingerprints
+            digests = np.zeros(len(live), np.uint64) if segment.digests is None else np.asarray(segment.digests[live])
             return TokenEmbeddings(ids, offsets, None, documents, segment.codes[rows],
-                                   np.asarray(segment.vectors[rows]), segment.codec)
+                                   np.asarray(segment.vectors[rows]), segment.codec, digests)
         return TokenEmbeddings(ids, offsets, np.asarray(segment.vectors[rows]), documents)
 
     def _validate(self, batch: TokenEmbeddings) -> None:
@@ -454,6 +472,7 @@ class MultiVectorIndex(SegmentedIndex):
             codes, centroids = coded.codes, codec.centroids
             codec.save(directory)
             np.save(directory / "residuals.npy", np.ascontiguousarray(coded.residuals))
+            np.save(directory / "digests.npy", np.asarray(coded.vector_digests(), np.uint64))
             info["nbits"] = codec.nbits
         else:
             vectors = np.ascontiguousarray(batch.float_vectors(), np.float16)

@@ -20,7 +20,7 @@ from semiret.indexes.multivector import (CENTROID_THRESHOLD, PRUNED_STAGE_FACTOR
                                         kept_centroids, pack_buckets, probed_documents)
 from semiret.models.late_interaction import LateInteraction, LateInteractionConfig
 from semiret.search import ColbertRetriever, open_retriever
-from semiret.types import TokenEmbeddings
+from semiret.types import SyncCounts, TokenEmbeddings
 
 from helpers import LocalClient, client_of, write_beir
 
@@ -113,6 +113,23 @@ def test_added_documents_are_found_at_once_deleted_ones_never_and_a_merge_trains
     kinds = {h.id: documents[int(h.id[1:])].metadata["kind"] for h in reopened.search("cats", k=10,
                                                                                        filter={"kind": 2})}
     assert kinds and set(kinds.values()) == {2}
+
+
+def test_a_sync_after_merge_shards_of_compressed_shards_leaves_every_document(tiny_bert, tmp_path):
+    """The merge compresses the second shard's codes again by the first shard's codec; a colbert index's sync
+    compares the stored texts (its model would encode them alike), never those codes: nothing is encoded again."""
+    from semiret.indexes.segments import merge_shards
+
+    documents = _documents(80, seed=2)
+    shards = [tmp_path / f"shard-{i}" for i in range(2)]
+    for i, shard in enumerate(shards):
+        ColbertRetriever.build(documents[40 * i:40 * (i + 1)], shard, model=str(tiny_bert))
+    assert len({open_retriever(shard).index.segments[0].codec.id for shard in shards}) == 2  # (compressed, 2 bits)
+    merge_shards(tmp_path / "merged", shards)
+    merged = open_retriever(tmp_path / "merged")
+    assert merged.sync(documents) == SyncCounts(added=0, replaced=0, unchanged=80, deleted=0)
+    edited = Document("d45", "walrus seals on the winter ice", metadata=documents[45].metadata)
+    assert merged.sync([*documents[:45], edited, *documents[46:]]) == SyncCounts(0, 1, 79, 0)
 
 
 def test_bad_options_and_a_replaced_model_are_refused_before_any_encoding(tiny_bert, tiny_distilbert, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from semiret.data.collection import Document, iter_corpus, query_vectors, read_query_vectors
 from semiret.errors import DataFormatError, SemiretError
 from semiret.search import MultiVectorsRetriever, VectorsRetriever, open_retriever
+from semiret.types import SyncCounts
 
 from helpers import LocalClient, client_of, invoke_cli, write_jsonl
 
@@ -112,6 +113,43 @@ def test_filters_recommend_adds_deletes_and_sync(tmp_path):
     assert reopened.search(fresh, k=1)[0].id == "d2"
     compressed = MultiVectorsRetriever.build(_documents(300), tmp_path / "c")  # (held as codes: compared alike)
     assert compressed.sync(_documents(300)).unchanged == 300
+
+
+def test_a_sync_after_merge_shards_of_a_compressed_index_adds_nothing_unchanged(tmp_path):
+    """Each shard trains its own codec; merge-shards compresses the later shards' codes again by the first's. A sync
+    compares each document with the fingerprint of its vectors as added, which merges keep; it compared codes, and
+    the later shards' unchanged documents (their codes not those of their vectors compressed once) were added again."""
+    documents = _documents(90, seed=4)
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{**d.to_record(), "vector": d.vector.tolist()}
+                                                     for d in documents])
+    shards = [tmp_path / f"shard-{i}" for i in range(3)]
+    for i, shard in enumerate(shards):
+        invoke_cli("index", "-r", "multivectors", "--data", corpus, "--out", shard, "--shard", f"{i}/3")
+    assert len({open_retriever(shard).index.segments[0].codec.id for shard in shards}) == 3  # (a codec each)
+    invoke_cli("merge-shards", tmp_path / "merged", *shards)
+    merged = open_retriever(tmp_path / "merged")
+    assert merged.index.describe()["nbits"] == 2 and merged.index.n_docs == 90
+    held = {d.id: merged.index.get_vector(d.id) for d in documents}
+    segments = merged.index.meta["segments"]
+    synced = invoke_cli("add", corpus, "--index", tmp_path / "merged", "--sync")
+    assert "0 added, 0 replaced, 90 unchanged, 0 deleted" in synced.output
+    reopened = open_retriever(tmp_path / "merged")
+    assert reopened.index.meta["segments"] == segments and sorted(reopened.document_ids()) == sorted(held)
+    assert all(np.array_equal(reopened.index.get_vector(doc_id), vectors) for doc_id, vectors in held.items())
+    changed = documents[70].vector.copy()  # (a later shard's document)
+    changed[0] += np.random.default_rng(5).normal(scale=0.5, size=DIM).astype(np.float32)
+    scaled = documents[10].vector * 2  # (the same unit rows: the same document under the cosine)
+    given = [Document(d.id, d.text, metadata=d.metadata, vector=changed if d.id == "d70" else scaled
+                      if d.id == "d10" else d.vector) for d in documents]
+    assert reopened.sync(given) == SyncCounts(added=0, replaced=1, unchanged=89, deleted=0)
+    assert not np.array_equal(reopened.index.get_vector("d70"), held["d70"])
+    assert all(np.array_equal(reopened.index.get_vector(doc_id), vectors)
+               for doc_id, vectors in held.items() if doc_id != "d70")
+    reopened.index.merge()  # (the fingerprints are carried as the codes are)
+    assert reopened.sync(given) == SyncCounts(added=0, replaced=0, unchanged=90, deleted=0)
+    for digests in shards[0].glob("seg-*/digests.npy"):  # an index written before semiret kept fingerprints:
+        digests.unlink()  # its codes compared with the document's compressed by its codec, as before
+    assert open_retriever(shards[0]).sync(given[:30]) == SyncCounts(added=0, replaced=0, unchanged=30, deleted=0)
 
 
 def test_bad_documents_are_refused_naming_them_and_the_index_is_untouched(tmp_path):
