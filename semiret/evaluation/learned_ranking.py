@@ -43,8 +43,8 @@ def fit_learned_ranking(first_stage, features, queries: dict[str, str], qrels: d
                         ) -> tuple[LearnedRanking, dict]:
     """A :class:`LearnedRanking` over ``first_stage`` (a retriever) with ``features`` (retrievers of the same
     corpus), trained on ``queries`` judged by ``qrels``, and the report of its training (queries used, held out,
-    the trees kept, nDCG@10 of the first stage and of the learned ranking on the held-out queries, each feature's
-    share of the trees' gain)."""
+    the trees kept, nDCG@10 of the first stage and of the learned ranking on the held-out queries, before the
+    refit, each feature's share of the trees' gain)."""
     config = config or LearnedRankingConfig()
     check_count(n_threads, "n_threads (--threads)")
     check_feature_index(first_stage, "first stage")
@@ -101,10 +101,10 @@ def fit_learned_ranking(first_stage, features, queries: dict[str, str], qrels: d
     else:
         booster = lgb.train(params, train_set, num_boost_round=config.trees)
     ranking.booster = booster
+    trees = booster.best_iteration or booster.current_iteration()
     report = {"queries": len(judged), "training_queries": len(training), "held_out_queries": len(held_out),
-              "queries_without_relevant_candidate": len(judged) - len(labelled),
-              "trees": booster.best_iteration or booster.current_iteration(),
-              "seconds": round(time.perf_counter() - started, 2), "config": vars(config)}
+              "queries_without_relevant_candidate": len(judged) - len(labelled), "trees": trees,
+              "refit": bool(held_out) and config.refit, "config": vars(config)}
     if held_out:
         measure = parse_measures(["nDCG@10"])
         first_run = {q: dict(zip(found_ids[q], map(float, first_scores[q]))) for q in held_out}
@@ -112,6 +112,10 @@ def fit_learned_ranking(first_stage, features, queries: dict[str, str], qrels: d
         held_qrels = {q: qrels[q] for q in held_out}
         report["held_out_ndcg@10"] = {"first_stage": round(score_run(first_run, held_qrels, measure)["nDCG@10"], 4),
                                       "learned": round(score_run(learned_run, held_qrels, measure)["nDCG@10"], 4)}
+    if held_out and config.refit:  # the trees chosen, learned again from every judged query
+        booster = lgb.train(params, dataset(labelled), num_boost_round=trees)
+        ranking.booster = booster
+    report["seconds"] = round(time.perf_counter() - started, 2)
     gains = booster.feature_importance(importance_type="gain", iteration=booster.best_iteration or None)
     total = float(gains.sum()) or 1.0
     report["gain_shares"] = {name: round(float(gain) / total, 4)
