@@ -15,7 +15,13 @@ a k-means tree of its own corpus, composed from shared pieces:
   seed), each judged relevant to its source. ``patience`` stops when the dev metric has not improved for that
   many epochs (the algorithm's early stopping); ``best_epoch`` saves the best dev epoch's encoder, not the last;
 - ``loss="contrastive"``: the same data, batches and steps with plain in-batch contrastive fine-tuning (no
-  tree, no sampled negatives), the baseline HCE must beat.
+  tree, no sampled negatives), the baseline HCE must beat;
+- ``matryoshka_dims``: any of these losses trained for truncated embeddings
+  (:class:`~semiret.training.losses.MatryoshkaLoss`): the loss summed over the embeddings cut to each of the given
+  first dimensions, query-document similarities at each prefix and, for the hierarchy levels, each centroid's
+  prefix (the centroids stay trainable in the full dimension; the tree, the dev metric and the cached or mining
+  vectors are the full embeddings', the latter cut like the centroids). The saved model records the dimensions
+  (its ``--truncate-dim`` settings).
 
 The trained model is a plain dense encoder (the tree and centroids are dropped): ``semiret eval -r dense
 --model <output>/model``. Runs resume from their last epoch (the tree in use then is reloaded).
@@ -36,7 +42,7 @@ import numpy as np
 from semiret.data.collection import Collection, Document
 from semiret.errors import SemiretError
 from semiret.files import atomic_write_json
-from semiret.training.config import TrainingConfig, WeightAveraging
+from semiret.training.config import MatryoshkaTraining, TrainingConfig, WeightAveraging
 from semiret.training.data import BatchSource, SeededBatch, TrainingSet, seeded
 from semiret.training.pseudo_queries import independent_crop
 
@@ -50,7 +56,7 @@ TRAINING_FILE = "training.json"
 
 
 @dataclass
-class HCETrainingConfig(WeightAveraging, TrainingConfig):
+class HCETrainingConfig(WeightAveraging, MatryoshkaTraining, TrainingConfig):
     output: str = "runs/hce"
     """Run folder: checkpoints, trees, the final model (<output>/model) and summary.json."""
     base: str = "minilm"
@@ -177,6 +183,7 @@ class HCETrainingConfig(WeightAveraging, TrainingConfig):
         if self.span_words < 1 or (self.unsupervised_batch_size or 2) < 2:
             raise SemiretError("the pseudo-query span needs a word and unsupervised batches two examples")
         self.validate_averaging()
+        self.matryoshka()
         if self.patience is not None and self.patience < 1:
             raise SemiretError(f"the patience must be at least 1 epoch, got {self.patience}")
         if self.patience or self.best_epoch:
@@ -456,6 +463,14 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                            f"{positives} positives: lower --batch-size or --negatives")
 
     encoder = load_encoder(config.base, "dense", max_length=config.document_max_length)
+    matryoshka = config.matryoshka()
+    if matryoshka is not None:  # the dimensions against the encoder's width, before it embeds anything
+        from semiret.training.losses import check_matryoshka
+
+        check_matryoshka(*matryoshka, encoder.dim, config.base)
+    # saved with the model: the --truncate-dim settings it is meant for (none once trained without; a Matryoshka
+    # base fine-tuned on at full width loses what its prefixes were trained for)
+    encoder.matryoshka_dims = list(matryoshka[0]) if matryoshka is not None else None
     # on the training device from the start: the first corpus embedding (tree, dev metric, mining) runs there too
     encoder.to(training_device(config.device))
     if config.threads:
@@ -476,7 +491,12 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                                config.unsupervised_batch_size, config.unsupervised_per_epoch, config.span_words,
                                config.pseudo_queries)
     schedule = Schedule(config.epochs, config.learning_rate, config.warmup_epochs)
-    trainer = Trainer(model, loss, batches, config, schedule, output,
+    objective = loss
+    if matryoshka is not None:
+        from semiret.training.losses import MatryoshkaLoss
+
+        objective = MatryoshkaLoss(loss, *matryoshka, dimension=encoder.dim)
+    trainer = Trainer(model, objective, batches, config, schedule, output,
                       learning_rates={"centroids.": config.centroid_learning_rate})
 
     def reclustering(epoch: int, may_recluster: bool) -> tuple[dict, object, np.ndarray | None]:
@@ -522,6 +542,8 @@ def train_hce(config: HCETrainingConfig, resume: bool = True) -> dict:
                "pairs": len(training_set) if training_set is not None else 0, "dev_queries": len(dev_queries),
                "tree": ({"branching": tree.branching, "depth": tree.depth, "hierarchy_levels": levels,
                          "nodes": [tree.size(t) for t in range(tree.depth + 1)]} if tree is not None else None),
+               **({"matryoshka_dims": list(matryoshka[0]), "matryoshka_weights": list(matryoshka[1])}
+                  if matryoshka is not None else {}),
                "steps_per_epoch": len(batches), "train_seconds": round(seconds, 1),
                f"dev_{CoTraining.MEASURE}_initial": initial_dev,
                f"dev_{CoTraining.MEASURE}_per_epoch": [h.notes.get("dev") for h in trained],

@@ -31,7 +31,8 @@ class DenseEncoder(TextEncoder):
 
     def __init__(self, backbone, tokenizer, name: str, max_length: int | None = None, pooling: str = "mean",
                  normalize: bool = True, precision: str = "float32", query_prompt: str = "",
-                 document_prompt: str = "", truncate_dim: int | None = None):
+                 document_prompt: str = "", truncate_dim: int | None = None,
+                 matryoshka_dims: list[int] | None = None):
         if pooling not in POOLINGS:
             raise SemiretError(f"unknown pooling {pooling!r} (known: {', '.join(POOLINGS)})")
         if precision not in PRECISIONS:
@@ -47,6 +48,9 @@ class DenseEncoder(TextEncoder):
                                f"{truncate_dim!r}")
         super().__init__(backbone, tokenizer, name, max_length)
         self.pooling, self.normalize, self.truncate_dim = pooling, normalize, truncate_dim
+        # the first dimensions the model was trained to be searched at (Matryoshka training, --matryoshka-dims: the
+        # --truncate-dim settings meant for it), saved with it; None for a model not trained so
+        self.matryoshka_dims = [int(d) for d in matryoshka_dims] if matryoshka_dims else None
         self.prompts = {"query": query_prompt, "document": document_prompt}
         self.requested_precision = precision  # what is saved: "auto" is decided again on each machine
         self.precision = ("bfloat16" if native_bfloat16() else "float32") if precision == "auto" else precision
@@ -54,10 +58,12 @@ class DenseEncoder(TextEncoder):
     @classmethod
     def from_pretrained(cls, model: str = "minilm", max_length: int | None = None, pooling: str | None = None,
                         normalize: bool | None = None, precision: str = "auto", query_prompt: str | None = None,
-                        document_prompt: str | None = None, truncate_dim: int | None = None) -> "DenseEncoder":
+                        document_prompt: str | None = None, truncate_dim: int | None = None,
+                        matryoshka_dims: list[int] | None = None) -> "DenseEncoder":
         """``model`` with the settings given, the others as its sentence-transformers files say (prompts: ``""``
         for none); ``truncate_dim``: embeddings cut to their first dimensions (a Matryoshka model's, as
-        sentence-transformers' ``truncate_dim``), then normalised where the model normalises."""
+        sentence-transformers' ``truncate_dim``), then normalised where the model normalises;
+        ``matryoshka_dims``: the dimensions a saved model was trained for (a record, it changes no vector)."""
         defaults = sentence_transformers_defaults(model_directory(model))
         return cls(load_encoder_model(model), load_tokenizer(model), model,
                    defaults.get("max_length") if max_length is None else max_length,
@@ -65,13 +71,14 @@ class DenseEncoder(TextEncoder):
                    defaults.get("normalize", False) if normalize is None else normalize, precision,
                    defaults.get("query_prompt", "") if query_prompt is None else query_prompt,
                    defaults.get("document_prompt", "") if document_prompt is None else document_prompt,
-                   truncate_dim)
+                   truncate_dim, matryoshka_dims)
 
     def config(self) -> dict:
         return {**super().config(), "pooling": self.pooling, "normalize": self.normalize,
                 "precision": self.requested_precision, "query_prompt": self.prompts["query"],
                 "document_prompt": self.prompts["document"],
-                **({"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {})}
+                **({"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {}),
+                **({"matryoshka_dims": self.matryoshka_dims} if self.matryoshka_dims else {})}
 
     @property
     def dim(self) -> int:

@@ -128,6 +128,44 @@ class WeightAveraging:
 
 
 @dataclass
+class MatryoshkaTraining:
+    """The options of dense recipes that can train for truncated embeddings (Matryoshka representation learning,
+    Kusupati et al. 2022: :class:`semiret.training.losses.MatryoshkaLoss`)."""
+
+    matryoshka_dims: str | None = None
+    """Train for embeddings cut to these first dimensions (comma-separated, say 384,192,96): the loss is the
+    weighted sum of the recipe's loss on the embeddings cut to each (re-normalised where the encoder normalises),
+    so that the model searches well at --truncate-dim N for each N given. Unset: the full embeddings only."""
+    matryoshka_weights: str | None = None
+    """Weight of each --matryoshka-dims term (comma-separated, one per dimension, in their order; default 1 each,
+    as sentence-transformers' MatryoshkaLoss)."""
+
+    def matryoshka(self) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+        """(the dimensions, their weights) of --matryoshka-dims and --matryoshka-weights, checked (see
+        :func:`semiret.training.losses.check_matryoshka`, the encoder's width aside); None when unset."""
+        if self.matryoshka_dims is None:
+            if self.matryoshka_weights is not None:
+                raise SemiretError("--matryoshka-weights weighs the --matryoshka-dims terms: give the dimensions too")
+            return None
+        dims = _numbers(self.matryoshka_dims, int, "matryoshka_dims", "whole numbers")
+        weights = (None if self.matryoshka_weights is None
+                   else _numbers(self.matryoshka_weights, float, "matryoshka_weights", "numbers"))
+        from semiret.training.losses import check_matryoshka
+
+        return check_matryoshka(dims, weights)
+
+
+def _numbers(text: str, kind: type, name: str, what: str) -> list:
+    """The comma-separated ``kind`` values of option ``name``; an error naming the option for any other text."""
+    flag = "--" + name.replace("_", "-")
+    try:
+        values = [kind(part) for part in str(text).split(",")]
+    except ValueError:
+        raise SemiretError(f"{name} ({flag}) takes comma-separated {what} (say 384,192,96), got {text!r}") from None
+    return values
+
+
+@dataclass
 class Pretraining:
     """The option of two-stage recipes (label-free pre-training, then fine-tuning: inference-free, NAIL) that names
     the pre-training corpora; the recipe has ``pretrain_epochs`` and ``finetune_epochs``."""

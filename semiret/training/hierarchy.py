@@ -29,6 +29,13 @@ second baseline).
 refreshes between epochs (:meth:`HierarchyLoss.refresh_negatives`) instead of encoded at every step, as ANCE
 reads its negatives from an index refreshed asynchronously (Xiong et al. 2021): targets without gradients in
 either case, here up to an epoch stale, for less compute per step on a CPU (no forward pass for them).
+
+Under :class:`~semiret.training.losses.MatryoshkaLoss` (or with a truncated encoder) the loss is computed on the
+embeddings cut to their first dimensions; the vectors it holds itself are cut to the same width
+(:func:`~semiret.training.losses.embedding_prefix`): each centroid by its prefix (re-normalised: the centroids are
+scored by cosine; they stay trainable in the full dimension, every prefix's term training its own first
+dimensions), the cached negatives' and the mining vectors by theirs (re-normalised where the encoder normalises), so
+mined negatives are the hardest at that prefix.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from semiret.models.devices import module_device
 from semiret.models.inputs import TextBatcher
 from semiret.training.data import SeededBatch
 from semiret.training.distributed import encode_rows
-from semiret.training.losses import Loss, LossOutput, symmetric_info_nce
+from semiret.training.losses import Loss, LossOutput, embedding_prefix, symmetric_info_nce
 
 TEMPERATURE = 0.01
 SAMPLED_NEGATIVES = 4
@@ -192,11 +199,13 @@ class HierarchyLoss(Loss):
         rows = np.asarray([e.document for e in examples], np.int64)
         queries = model.encode_queries([e.query for e in examples])
         positives = model.encode_documents([self.documents[r] for r in rows])
+        normalize = getattr(getattr(model, "encoder", None), "normalize", True)
         hierarchy = sum((self._level_loss(queries, model.centroids[t - 1], rows, t)
                          for t in range(1, self.levels + 1)), torch.zeros(()))
         contrastive = []
-        for sampled in self._negative_rounds(examples, queries, in_batch, rng):
-            negatives = self._negatives(model, np.concatenate(sampled)).to(queries.device)
+        for sampled in self._negative_rounds(examples, queries, in_batch, rng, normalize):
+            negatives = embedding_prefix(self._negatives(model, np.concatenate(sampled)), queries.shape[-1],
+                                         normalize).to(queries.device)
             contrastive.append(symmetric_info_nce(queries / self.temperature, torch.cat([positives, negatives])))
         if not contrastive:  # in-batch negatives only
             contrastive.append(symmetric_info_nce(queries / self.temperature, positives))
@@ -214,19 +223,21 @@ class HierarchyLoss(Loss):
         with torch.no_grad(), _evaluation_mode(model):  # fixed targets of this step: encoded as at inference
             return model.encode_documents(texts)
 
-    def _negative_rounds(self, examples, queries: torch.Tensor, in_batch: set[int], rng: np.random.Generator):
+    def _negative_rounds(self, examples, queries: torch.Tensor, in_batch: set[int], rng: np.random.Generator,
+                         normalize: bool = True):
         """Each round's negatives per example: one round per sampled tree level, or one of mined negatives."""
         if self.mined_from is not None:
             if self.negatives:
-                yield self.mine(examples, queries.detach().float().cpu().numpy(), in_batch, rng)
+                yield self.mine(examples, queries.detach().float().cpu().numpy(), in_batch, rng, normalize)
             return
         for t in self.sampled_levels:
             yield [self.sample(e.document, t - 1, in_batch | set(e.excluded), rng) for e in examples]
 
-    def mine(self, examples, queries: np.ndarray, in_batch: set[int], rng: np.random.Generator) -> list[np.ndarray]:
-        """``negatives`` of each query's top ``mining_depth`` documents by the mining vectors, none a positive of
-        the batch or one of the query's excluded documents."""
-        scores = queries @ self.mined_from.T
+    def mine(self, examples, queries: np.ndarray, in_batch: set[int], rng: np.random.Generator,
+             normalize: bool = True) -> list[np.ndarray]:
+        """``negatives`` of each query's top ``mining_depth`` documents by the mining vectors (cut to the queries'
+        width), none a positive of the batch or one of the query's excluded documents."""
+        scores = queries @ embedding_prefix(self.mined_from, queries.shape[-1], normalize).T
         reach = self.mining_depth + len(in_batch) + max(len(e.excluded) for e in examples)
         tops = np.argsort(-scores, axis=1)[:, :reach]
         chosen = []
@@ -239,7 +250,8 @@ class HierarchyLoss(Loss):
     def _level_loss(self, queries: torch.Tensor, centroids: torch.Tensor, rows: np.ndarray, t: int) -> torch.Tensor:
         """Eq. 5 at depth ``t``: each query's softmax over the children of its positive's depth t-1 ancestor."""
         ancestors = self.tree.ancestors[rows]
-        scores = queries @ F.normalize(centroids, dim=-1).T / self.temperature  # [B, nodes at depth t]
+        # a Matryoshka prefix (or a truncated encoder) scores the centroids' prefixes
+        scores = queries @ F.normalize(centroids[:, : queries.shape[-1]], dim=-1).T / self.temperature  # [B, nodes]
         parents = torch.from_numpy(self.tree.parents[t - 1]).to(scores.device)
         siblings = parents[None, :] == torch.from_numpy(ancestors[:, t - 1]).to(scores.device)[:, None]
         return F.cross_entropy(scores.masked_fill(~siblings, float("-inf")),

@@ -1,15 +1,20 @@
 """Training losses: the :class:`Loss` protocol the trainer calls, and the pieces recipes' losses are made
-of: contrastive (SiDR), distillation and FLOPS (inference-free)."""
+of: contrastive (SiDR), distillation and FLOPS (inference-free); :class:`MatryoshkaLoss` trains any dense loss for
+truncated embeddings."""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from semiret.errors import SemiretError
 from semiret.training.data import SeededBatch
 
 
@@ -31,6 +36,133 @@ class Loss(ABC):
 
     @abstractmethod
     def __call__(self, model: torch.nn.Module, batch: SeededBatch, step: int) -> LossOutput: ...
+
+
+def check_matryoshka(dims: Sequence[int], weights: Sequence[float] | None = None,
+                     dimension: int | None = None, model: str = "the encoder") -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(``dims``, ``weights``, 1 each when None) of a :class:`MatryoshkaLoss`, or an error naming the flag: every
+    dimension a distinct positive whole number, at most ``dimension`` (the encoder's width, where known), one finite
+    positive weight per dimension."""
+    dims, flag = list(dims), "--matryoshka-dims"
+    if not dims:
+        raise SemiretError(f"{flag} needs at least one dimension")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise SemiretError(f"{flag}: every dimension is a positive whole number, got {d!r} in {dims}")
+    if len(set(dims)) != len(dims):
+        raise SemiretError(f"{flag}: each dimension once, got {dims}")
+    if dimension is not None and max(dims) > dimension:
+        raise SemiretError(f"{flag}: {model} embeds in {dimension} dimensions, fewer than {max(dims)} (the "
+                           f"dimensions are the first N of its embeddings, N from 1 to {dimension})")
+    weights = [1.0] * len(dims) if weights is None else list(weights)
+    if len(weights) != len(dims):
+        raise SemiretError(f"--matryoshka-weights: one weight per dimension of {flag} ({len(dims)}: {dims}), "
+                           f"got {len(weights)}: {weights}")
+    if not all(isinstance(w, (int, float)) and math.isfinite(w) and w > 0 for w in weights):
+        raise SemiretError(f"--matryoshka-weights: every weight is a positive number, got {weights}")
+    return tuple(int(d) for d in dims), tuple(float(w) for w in weights)
+
+
+def embedding_prefix(vectors, width: int, normalize: bool):
+    """``vectors`` [..., D] (a tensor or an array) cut to their first ``width`` dimensions and, ``normalize``,
+    scaled to unit length again: what an encoder truncated to ``width`` gives (the same whether cut from its raw or
+    its normalised embeddings); unchanged when no wider than ``width``. A loss that scores the model's embeddings
+    against vectors of its own (centroids, a cached corpus embedding) cuts those to the embeddings' width with it,
+    so that it works under :class:`MatryoshkaLoss` and with a truncated encoder."""
+    if vectors.shape[-1] <= width:
+        return vectors
+    cut = vectors[..., :width]
+    if not normalize:
+        return cut
+    if isinstance(vectors, torch.Tensor):
+        return F.normalize(cut, dim=-1)
+    norms = np.linalg.norm(cut, axis=-1, keepdims=True)
+    return cut / np.maximum(norms, 1e-12)
+
+
+class MatryoshkaLoss(Loss):
+    """Matryoshka representation learning (Kusupati et al. 2022; sentence-transformers' ``MatryoshkaLoss``):
+    ``sum_i weights[i] * loss`` with the model's dense embeddings cut to their first ``dims[i]`` dimensions, and
+    re-normalised where the encoder normalises (what ``DenseEncoder(truncate_dim=dims[i])`` searches with).
+
+    ``loss`` is called once per dimension on the same batch. Every :class:`~semiret.models.dense.DenseEncoder` in
+    the model encodes once per step: in the first call each encoding is computed at the encoder's full width and
+    kept; the later calls get the kept embeddings cut to their dimension when they encode the same inputs in the
+    same order (as any loss does that draws from the batch's seed: the batch and its draws are the same at every
+    call), so a step costs one forward and one backward pass whatever the number of dimensions. An input the first
+    call did not encode at that point (negatives mined with the cut query vectors, say) is encoded afresh.
+    Vectors a loss holds itself (trainable centroids, a cached corpus embedding) are the loss's to cut, with
+    :func:`embedding_prefix`.
+
+    Terms: ``loss@<dim>``, the inner loss at each dimension, and the inner loss's own terms summed over the
+    dimensions with the weights (their weighted sum is the total where the inner terms sum to its total)."""
+
+    def __init__(self, loss: Loss, dims: Sequence[int], weights: Sequence[float] | None = None,
+                 dimension: int | None = None):
+        self.loss = loss
+        self.dims, self.weights = check_matryoshka(dims, weights, dimension)
+
+    def __call__(self, model: torch.nn.Module, batch: SeededBatch, step: int) -> LossOutput:
+        from semiret.models.dense import DenseEncoder
+
+        encoders = [m for m in model.modules() if isinstance(m, DenseEncoder)]
+        if not encoders:
+            raise SemiretError("a Matryoshka loss trains dense encoders' embeddings: the model holds no dense encoder")
+        for encoder in encoders:
+            check_matryoshka(self.dims, self.weights, encoder.dim, encoder.name)
+        kept = _KeptEncodings()
+        total, terms, per_dimension = 0.0, {}, {}
+        with kept.installed(encoders):
+            for dim, weight in zip(self.dims, self.weights):
+                kept.next_call(dim)
+                output = self.loss(model, batch, step)
+                total = total + weight * output.total
+                for name, value in output.terms.items():
+                    terms[name] = terms.get(name, 0.0) + weight * value
+                per_dimension[f"loss@{dim}"] = float(output.total.detach())
+        return LossOutput(total, {**terms, **per_dimension})
+
+
+class _KeptEncodings:
+    """The dense encoders' forward passes of a :class:`MatryoshkaLoss` step: the first call's, at full width, kept
+    in order and replayed to the later calls; every call's embeddings cut to its dimension."""
+
+    def __init__(self):
+        self.kept: list[tuple[object, torch.Tensor, torch.Tensor, bool, bool, torch.Tensor]] = []
+        self.position, self.dim, self.first = 0, 0, True
+
+    def next_call(self, dim: int) -> None:
+        self.first, self.position, self.dim = self.position == 0 and not self.kept, 0, dim
+
+    @contextmanager
+    def installed(self, encoders):
+        for encoder in encoders:
+            encoder.forward = self._forward_of(encoder, encoder.forward)  # shadows the class's for this step
+        try:
+            yield
+        finally:
+            for encoder in encoders:
+                del encoder.forward
+
+    def _forward_of(self, encoder, forward):
+        def kept_forward(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            position, self.position = self.position, self.position + 1
+            key = (encoder, input_ids, attention_mask, torch.is_grad_enabled(), encoder.training)
+            if self.first:
+                full = forward(input_ids, attention_mask)
+                self.kept.append((*key, full))
+            elif position < len(self.kept) and _same_inputs(self.kept[position][:5], key):
+                full = self.kept[position][5]
+            else:  # inputs the first call did not encode here
+                full = forward(input_ids, attention_mask)
+            return embedding_prefix(full, self.dim, encoder.normalize)
+        return kept_forward
+
+
+def _same_inputs(kept: tuple, key: tuple) -> bool:
+    (encoder, ids, mask, grad, training), (encoder2, ids2, mask2, grad2, training2) = kept, key
+    return (encoder is encoder2 and grad == grad2 and training == training2 and ids.shape == ids2.shape
+            and mask.shape == mask2.shape and torch.equal(ids, ids2) and torch.equal(mask, mask2))
 
 
 def symmetric_info_nce(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:

@@ -320,6 +320,8 @@ def test_pseudo_query_kinds_title_dropout_and_span_fallback():
     ({"scenario": "unsupervised", "batch_size": 10_000}, "too few to sample 4 negatives beside"),
     ({"cached_negatives": True, "loss": "contrastive"}, "--cached-negatives"),
     ({"cached_negatives": True, "negative_gradients": True}, "--cached-negatives"),
+    ({"matryoshka_dims": "32,0"}, "--matryoshka-dims: every dimension is a positive whole number"),
+    ({"matryoshka_dims": "32,16", "matryoshka_weights": "1"}, "one weight per dimension"),
 ])
 def test_bad_input_fails_before_the_encoder_loads(collection, tiny_bert, tmp_path, monkeypatch, options, message):
     import semiret.models.encoders as encoders
@@ -406,3 +408,28 @@ def test_the_mined_negatives_baseline_mines_with_the_starting_encoder(collection
     quiet = train_hce(config(collection, tiny_bert, tmp_path / "quiet", loss="contrastive", epochs=1,
                              dev_every_epoch=False))
     assert quiet["dev_nDCG@10_per_epoch"] == [None]
+
+
+def test_matryoshka_training_sums_the_loss_over_prefixes_and_records_the_dimensions(collection, tiny_bert, tmp_path):
+    from semiret.models.encoders import load_encoder
+
+    summary = train_hce(config(collection, tiny_bert, tmp_path / "run", epochs=1, matryoshka_dims="32,16,8"))
+    assert summary["matryoshka_dims"] == [32, 16, 8] and summary["matryoshka_weights"] == [1.0, 1.0, 1.0]
+    terms = summary["terms_per_epoch"][0]  # the hierarchy loss at each prefix, and its terms summed over them
+    assert {"loss@32", "loss@16", "loss@8", "S.hierarchy", "U.contrastive"} <= set(terms)
+    assert summary["loss_per_epoch"][0] == pytest.approx(terms["loss@32"] + terms["loss@16"] + terms["loss@8"],
+                                                         rel=1e-3)
+    model = tmp_path / "run" / "model"
+    assert json.loads((model / "training.json").read_text())["matryoshka_dims"] == [32, 16, 8]
+    assert json.loads((model / "semiret-encoder.json").read_text())["matryoshka_dims"] == [32, 16, 8]
+    assert load_encoder(str(model), "dense", truncate_dim=8).matryoshka_dims == [32, 16, 8]
+
+
+def test_matryoshka_dimensions_wider_than_the_encoder_fail_before_the_corpus_is_embedded(collection, tiny_bert,
+                                                                                        tmp_path, monkeypatch):
+    def no_embedding(*args, **kwargs):
+        raise AssertionError("the corpus was embedded")
+
+    monkeypatch.setattr(CoTraining, "embed", no_embedding)
+    with pytest.raises(SemiretError, match="embeds in 32 dimensions, fewer than 64"):
+        train_hce(config(collection, tiny_bert, tmp_path / "run", matryoshka_dims="64,16"))
