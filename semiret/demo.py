@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from semiret.data.collection import Collection
 from semiret.data.paths import dataset, msmarco_idf
 from semiret.errors import SemiretError
 from semiret.evaluation.evaluate import evaluate
@@ -22,6 +23,9 @@ FROM_RERANK_CACHE = "from_rerank_cache"
 AROUND = "around"
 """A demo option of ``hybrid``: assemble its index around the index this retriever built in a row above (BM25 from
 the texts it stores; ``semiret hybrid-index``), so no document is encoded again."""
+LEARNED_FROM = "learned_from"
+"""A demo option: rank the row's best hits again by a learned ranking (``semiret ltr``) whose features are the
+indexes of the rows above with these (retriever, options), trained on the collection's train split."""
 QUALITY = "nDCG@10"
 LATENCY = "latency_ms_median"
 
@@ -36,7 +40,11 @@ def demo_systems(baselines: bool = False, dense: bool = False) -> list[tuple[str
     """
     neural = [("SPLADE-tiny (siamese)", "splade", {"model": "splade-tiny"}),
               ("MiniLM dense", "dense", {"model": "minilm"}),
-              ("inference-free, SPLADE-tiny docs", "inference-free", {"model": "splade-tiny"})] if baselines else []
+              ("inference-free, SPLADE-tiny docs", "inference-free", {"model": "splade-tiny"}),
+              # the untrained references' scores of BM25's best 100, ranked by LambdaMART learned on train queries
+              ("learned ranking: BM25 + MiniLM + SPLADE-tiny", "bm25",
+               {LEARNED_FROM: [("dense", {"model": "minilm"}), ("splade", {"model": "splade-tiny"})]})
+              ] if baselines else []
     return [
         ("BM25", "bm25", {}),
         ("bag-of-tokens overlap", "bot", {}),
@@ -134,7 +142,14 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         options = dict(options)
         build_seconds = None
         from_rerank_cache, around = options.pop(FROM_RERANK_CACHE, False), options.pop(AROUND, None)
+        learned_from = options.pop(LEARNED_FROM, None)
         index = index_path(retriever, options)
+        if learned_from is not None:
+            if "train" not in Collection(root).splits():
+                console.print(f"  skipped: {root.name} has no train split to learn from")
+                continue
+            options["rerank"] = _learned_ranking(root, index, [index_path(r, o) for r, o in learned_from],
+                                                 out / "learned-ranking")
         if from_rerank_cache:
             build_seconds = _full_index_from_rerank_cache(index_path("sidr-beta-rerank", options), index,
                                                           options["model"])
@@ -145,7 +160,8 @@ def run_demo(data: str, out: Path, baselines: bool = False, nail: str | None = N
         if build_seconds is not None:
             figures["index_build_s"] = round(build_seconds, 3)
         rows.append({"system": label, **figures})
-        searched.append((label, retriever, index, options))
+        if "rerank" not in options:  # (a learned ranking's scores are no sum of terms to explain)
+            searched.append((label, retriever, index, options))
     columns = {QUALITY: QUALITY, "R@100": "R@100", "MRR@10": "MRR@10", "index_build_s": "build s",
                "index_size_mb": "MB", LATENCY: "ms/query", "flops": "FLOPS"}
     table = Table(title=f"semiret demo: {root.name} test",
@@ -197,6 +213,23 @@ def explain_example(console: Console, root: Path, searched: list[tuple[str, str,
                 "passage": "".join(f"**{piece}**" if hit else piece for piece, hit in pieces),
                 "terms": [vars(t) for t in explained.terms[:terms]]}
     return None
+
+
+def _learned_ranking(root: Path, first_stage: Path, features: list[Path], path: Path):
+    """A learned ranking over ``first_stage`` with ``features`` (indexes of rows above), trained on the collection's
+    train split (``semiret ltr``) and saved in ``path``."""
+    from semiret.data.collection import searched_qrels
+    from semiret.evaluation.learned_ranking import fit_learned_ranking
+    from semiret.search.retrievers import open_retriever
+
+    collection = Collection(root)
+    queries = collection.queries("train")
+    ranking, report = fit_learned_ranking(open_retriever(first_stage), [open_retriever(f) for f in features],
+                                          queries, searched_qrels(collection, "train", queries))
+    ranking.save(path, overwrite=True)
+    log.info("learned ranking: %d trees from %d train queries in %.0f s", report["trees"], report["queries"],
+             report["seconds"])
+    return ranking
 
 
 def _hybrid_around(neural_index: Path, hybrid_index: Path) -> float | None:

@@ -158,3 +158,21 @@ def test_the_command_line_learns_searches_and_evaluates_with_it(indexes, tmp_pat
     assert "give one" in refused.output
     again = invoke_cli("ltr", "--index", str(root / "texts"), "--data", str(data), "--out", str(out), ok=False)
     assert "already" in again.output
+
+
+def test_the_demo_ranks_by_a_learned_ranking_where_the_collection_has_train_queries(tmp_path, monkeypatch):
+    from semiret import demo
+
+    docs, queries, qrels = _corpus()
+    data = write_beir(tmp_path / "data", docs, queries, qrels, split="train")
+    (data / "qrels" / "test.tsv").write_text((data / "qrels" / "train.tsv").read_text())
+    monkeypatch.setattr(demo, "demo_systems", lambda *flags: [
+        ("BM25", "bm25", {}), ("BOT", "bot", {}),
+        ("learned", "bm25", {demo.LEARNED_FROM: [("bot", {})]})])
+    rows = demo.run_demo(str(data), tmp_path / "out")
+    assert rows[2]["options"]["rerank"]["kind"] == "learned-ranking"
+    assert rows[2]["options"]["rerank"]["features"] == [f"bot:{data.name}-binary"]
+    assert (tmp_path / "out" / "learned-ranking" / "model.txt").is_file()
+    assert rows[2]["nDCG@10"] != rows[0]["nDCG@10"]  # the same first stage, ranked again
+    (data / "qrels" / "train.tsv").unlink()
+    assert [row["system"] for row in demo.run_demo(str(data), tmp_path / "again")] == ["BM25", "BOT"]
