@@ -176,3 +176,12 @@ def test_the_demo_ranks_by_a_learned_ranking_where_the_collection_has_train_quer
     assert rows[2]["nDCG@10"] != rows[0]["nDCG@10"]  # the same first stage, ranked again
     (data / "qrels" / "train.tsv").unlink()
     assert [row["system"] for row in demo.run_demo(str(data), tmp_path / "again")] == ["BM25", "BOT"]
+
+
+def test_without_lightgbm_the_message_says_how_to_install_it(indexes, monkeypatch):
+    import sys
+
+    _, texts, titles, _, queries, qrels = indexes
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # an import of it fails, as where it is not installed
+    with pytest.raises(SemiretError, match=r"semiret\[ltr\]"):
+        fit_learned_ranking(texts, [titles], queries, qrels, SMALL)
