@@ -1483,6 +1483,11 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                                                 "best hits again by late interaction (a ColBERT checkpoint, or any "
                                                 "encoder's token vectors: minilm)."),
           colbert_cache: Optional[Path] = _colbert_cache_option(),
+          ltr: Optional[Path] = typer.Option(None, "--ltr", help="In place of --cross-encoder: a learned ranking (a "
+                                             "folder `semiret ltr` wrote) that searches of an index of its first "
+                                             "stage's retriever may ask for (\"rerank\": true), as deep as it was "
+                                             "trained; loaded at start, its feature indexes read (as they stand at "
+                                             "each search) from where it was trained."),
           log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
                                         "critical, error, warning, info or debug."),
           access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
@@ -1528,6 +1533,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                              data_dir=str(data_dir.resolve()) if data_dir else None, log_level=log_level,
                              cross_encoder=cross_encoder, colbert=colbert,
                              colbert_cache=str(colbert_cache.resolve()) if colbert_cache else None,
+                             ltr=str(ltr.resolve()) if ltr else None,
                              access_log=access_log, slow_query_ms=slow_query_ms)
     settings.configure_logging()
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
@@ -1543,6 +1549,13 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
         from semiret.search.rerank import reranking_model
 
         reranking_model(cross_encoder or colbert, "late-interaction" if colbert is not None else None)
+    if ltr is not None and workers > 1:  # a learned ranking that does not load, or ranks no served index: here, once
+        from semiret.search.retrievers import open_retriever
+        from semiret.serving.app import learned_ranking
+
+        learned_ranking(settings, {name: open_retriever(path, settings.retrievers.get(name),
+                                                        backend=_backend(backend, milvus_token))
+                                   for name, path in settings.indexes.items()})
     app = create_app(settings) if workers == 1 else None  # (workers > 1 open the indexes themselves)
     what = ", ".join(settings.indexes) + (" and " if settings.indexes and data_dir else "") + (
         f"the indexes of {data_dir}" if data_dir else "")
@@ -2156,6 +2169,10 @@ def ltr(index: Path = typer.Option(..., help="The first stage: the index whose b
                                                                         "folder's."),
         qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
                                                                     "folder's qrels/SPLIT.tsv."),
+        folds: Optional[int] = typer.Option(None, help="Also estimate the learned ranking on queries it did not "
+                                            "learn from: each of this many folds of the judged queries ranked by a "
+                                            "model learned from the others, against the first stage (paired "
+                                            "t-test); for judged queries too few to spare a test set."),
         threads: int = typer.Option(1, help="Threads for the searches and for LightGBM."),
         device: Optional[str] = _encoding_device_option(),
         as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
@@ -2180,7 +2197,7 @@ def ltr(index: Path = typer.Option(..., help="The first stage: the index whose b
     _use_encoding_device(device)
     first_stage = open_retriever(index)
     features = [open_retriever(path) for path in feature_index or ()]
-    ranking, report = fit_learned_ranking(first_stage, features, queries, qrels, config, threads)
+    ranking, report = fit_learned_ranking(first_stage, features, queries, qrels, config, threads, folds)
     ranking.record["trained_on"] = {"data": str(data), "split": collection.judged_split(split),
                                     "qrels": str(collection.qrels_path(split))}
     ranking.save(out, overwrite=overwrite)
@@ -2193,6 +2210,12 @@ def ltr(index: Path = typer.Option(..., help="The first stage: the index whose b
                  f"queries in {report['seconds']:.1f} s"
                  + (f"; nDCG@10 on {report['held_out_queries']} held-out queries {held['learned']:.4f} against the "
                     f"first stage's {held['first_stage']:.4f}" if held else ""))
+    if folds is not None:
+        tuned = report["cross_validated"]
+        p_value = "n/a" if tuned["p_value"] is None else f"{tuned['p_value']:.3g}"
+        stdout.print(f"cross-validated over {folds} folds: nDCG@10 {tuned['ndcg@10']['learned']:.4f} against the "
+                     f"first stage's {tuned['ndcg@10']['first_stage']:.4f} ({tuned['delta']:+.4f}, p={p_value}; "
+                     f"{tuned['better']} queries better, {tuned['worse']} worse)")
     table = Table(title="share of the trees' gain by feature")
     table.add_column("feature")
     table.add_column("gain share", justify="right")

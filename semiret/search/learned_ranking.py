@@ -179,9 +179,7 @@ class LearnedRanking:
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         """The model's score of each row of features."""
-        if rows.shape[0] == 0:
-            return np.zeros(0)
-        return self.booster.predict(rows, num_threads=1)
+        return predicted(self.booster, rows)
 
     def reranked(self, queries: Sequence[str], found: SearchHits, documents, k: int) -> SearchHits:
         """Each query's hits in ``found`` ranked by the model's score of their features, the best ``k``, each with
@@ -240,6 +238,12 @@ class LearnedRanking:
                                       "feature_indexes")})
         ranking.record["path"] = str(path)
         return ranking
+
+
+def predicted(booster, rows: np.ndarray) -> np.ndarray:
+    """``booster``'s score of each row of features (none for none; one thread: a query's 100 rows are too few to
+    share)."""
+    return booster.predict(rows, num_threads=1) if len(rows) else np.zeros(0)
 
 
 def check_output_folder(path: str | Path, overwrite: bool) -> None:

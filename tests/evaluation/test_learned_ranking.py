@@ -77,6 +77,25 @@ def test_a_learned_ranking_learns_what_its_first_stage_misses(indexes, tmp_path)
     assert np.array_equal(twin.predict(rows), ranking.predict(rows))
 
 
+def test_cross_validation_scores_each_fold_by_a_model_learned_without_it(indexes):
+    _, texts, titles, _, queries, qrels = indexes
+    unfound = {**queries, "qx": "nothing matches"}  # judged, without a candidate: 0 for both, in every fold
+    ranking, report = fit_learned_ranking(texts, [titles], unfound, {**qrels, "qx": {"t1-1": 1}}, SMALL, folds=4)
+    tuned = report["cross_validated"]
+    assert tuned["folds"] == 4 and tuned["ndcg@10"]["learned"] > 0.95 > 0.8 > tuned["ndcg@10"]["first_stage"]
+    assert tuned["p_value"] < 1e-3 and tuned["worse"] == 0 and tuned["better"] + tuned["worse"] <= 41
+    assert tuned["delta"] == pytest.approx(tuned["ndcg@10"]["learned"] - tuned["ndcg@10"]["first_stage"], abs=2e-4)
+    plain, _ = fit_learned_ranking(texts, [titles], unfound, {**qrels, "qx": {"t1-1": 1}}, SMALL)
+    rows = ranking.feature_rows(["topic5"], texts.search(["topic5"], k=5))[0]
+    assert np.array_equal(plain.predict(rows), ranking.predict(rows))  # the model itself learned as without folds
+    for folds in (1, 42):
+        with pytest.raises(SemiretError, match="folds"):
+            fit_learned_ranking(texts, [titles], queries, qrels, SMALL, folds=folds)
+    with pytest.raises(SemiretError, match="the other folds' 15 judged queries holds out 3"):  # (enough of all 30)
+        fit_learned_ranking(texts, [titles], dict(list(queries.items())[:30]), qrels,
+                            LearnedRankingConfig(min_leaf_documents=5, dev_fraction=0.2), folds=2)
+
+
 def test_a_candidate_a_feature_index_does_not_score_has_that_feature_missing(indexes):
     _, texts, titles, _, queries, _ = indexes
     ranking = LearnedRanking(None, [titles], "bm25", depth=5)
@@ -146,8 +165,9 @@ def test_the_command_line_learns_searches_and_evaluates_with_it(indexes, tmp_pat
     out = tmp_path / "model"
     report = json.loads(invoke_cli("ltr", "--index", str(root / "texts"), "--feature-index", str(root / "titles"),
                                    "--data", str(data), "--out", str(out), "--min-leaf-documents", "5",
-                                   "--dev-fraction", "0.25", "--json").stdout)
+                                   "--dev-fraction", "0.25", "--folds", "2", "--json").stdout)
     assert report["held_out_ndcg@10"]["learned"] > 0.95 and report["features"][4] == "bm25:titles_score"
+    assert report["cross_validated"]["folds"] == 2 and report["cross_validated"]["ndcg@10"]["learned"] > 0.95
     found = invoke_cli("search", "--index", str(root / "texts"), "--ltr", str(out), "--json", "topic12").stdout
     assert json.loads(found.splitlines()[0])["hits"][0]["id"] == "t12-0"
     figures = json.loads(invoke_cli("eval", "--data", str(data), "--split", "test", "--index", str(root / "texts"),
