@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -171,3 +172,20 @@ def invoke_cli(*args, ok: bool = True):
         assert result.exit_code == 0, result.output + repr(result.exception)
     return result
 
+
+def ltr_corpus(topics: int = 40):
+    """A learned ranking's corpus (``semiret ltr``): per topic five documents holding its word in their texts, as
+    often as a draw says, the relevant one also in its title (which only a BM25 index of the titles reads): BM25 over
+    the texts ranks it anywhere."""
+    rng = np.random.default_rng(0)
+    docs, queries, qrels = [], {}, {}
+    for topic in range(topics):
+        word = f"topic{topic}"
+        for number, count in enumerate(rng.permutation(5) + 1):
+            relevant = number == 0
+            filler = " ".join(f"filler{int(x)}" for x in rng.integers(0, 30, 8))
+            docs.append(Document(f"t{topic}-{number}", f"{(word + ' ') * int(count)}{filler}",
+                                 title=word if relevant else f"heading{int(rng.integers(0, 1000))}"))
+        queries[f"q{topic}"] = word
+        qrels[f"q{topic}"] = {f"t{topic}-0": 1}
+    return docs, queries, qrels

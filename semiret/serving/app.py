@@ -3,7 +3,8 @@
 =========================================  =========================================================
 ``GET /indexes``                           the served indexes, described
 ``GET /indexes/{name}``                    one index: retriever, analyzer, counts, size, its search options
-                                           (a hybrid's: each part's, ``parts``, with its retriever and analyzer)
+                                           (a hybrid's: each part's, ``parts``, with its retriever and analyzer),
+                                           what ``"rerank"`` ranks its hits by (``rerank``)
 ``PUT /indexes/{name}``                    ``{"retriever", "options", "chunk_words" (or "chunk_tokens"),
                                            "chunk_overlap", "chunk_sentences"}``: create an
                                            empty index in ``--data-dir`` (``DELETE``: delete one made there)
@@ -97,6 +98,7 @@ from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, check_fi
 from semiret.indexes.storage import META_FILE
 from semiret.search.boosting import Boost
 from semiret.search.candidates import candidate_depth
+from semiret.search.learned_ranking import LearnedRanking
 from semiret.search.rerank import Reranking
 from semiret.search.retrievers import RETRIEVER_OF_KIND, open_index_at, open_retriever, retriever_class
 from semiret.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -392,8 +394,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     for name in owned:
         served[name].in_data_dir = True
     writable = settings.api_key is not None
-    reranker = None  # the model a search's "rerank" asks for
-    if settings.cross_encoder is not None or settings.colbert is not None:
+    reranker = None  # the model (or learned ranking) a search's "rerank" asks for
+    if settings.ltr is not None:
+        reranker = learned_ranking(settings, {name: index.retriever for name, index in served.items()})
+    elif settings.cross_encoder is not None or settings.colbert is not None:
         from semiret.search.rerank import reranking_model
 
         reranker = reranking_model(settings.cross_encoder or settings.colbert,
@@ -858,9 +862,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return await run_in_threadpool(described, index)
 
     def described(index: ServedIndex) -> dict:
-        """``index.describe()``, and the aliases that stand for it where there are any."""
+        """``index.describe()``, the aliases that stand for it where there are any, and what a search's ``"rerank"``
+        ranks its hits by where it may ask for it."""
         aliases = sorted(a for a, target in data.aliases().items() if target == index.name) if data is not None else []
-        return {**index.describe(), **({"aliases": aliases} if aliases else {})}
+        rerank = _rerank_described(index, reranker, settings.max_k)
+        return {**index.describe(), **({"aliases": aliases} if aliases else {}),
+                **({"rerank": rerank} if rerank is not None else {})}
 
     def described_if_there(name: str) -> dict | None:
         """:func:`described` of the index served as ``name``; None where it went meanwhile (deleted while listed)."""
@@ -1321,20 +1328,30 @@ def _inlined_schema(model) -> dict:
 
 
 def _reranking(body: SearchRequest, k: int, index: ServedIndex, reranker, max_k: int, where: tuple
-               ) -> Reranking:
+               ) -> Reranking | LearnedRanking:
     """The re-ranking a search asks for (``"rerank"``), by the server's cross-encoder or late-interaction model, or
-    a 422 saying why not."""
-    depth = body.rerank.depth if isinstance(body.rerank, RerankOptions) else None
-    depth = min(DEFAULT_RERANK_DEPTH, max_k) if depth is None else depth
+    its learned ranking (which ranks as deep as it was trained: a depth given must be that one), or a 422 saying
+    why not (a learned ranking asked for over an index whose retriever is not its first stage, say)."""
+    asked = body.rerank.depth if isinstance(body.rerank, RerankOptions) else None
+    learned = isinstance(reranker, LearnedRanking)
+    depth = reranker.depth if learned else min(DEFAULT_RERANK_DEPTH, max_k) if asked is None else asked
     problem = None
     if reranker is None:
-        problem = ("this server has no model to rank hits again: start it with --cross-encoder MODEL or --colbert "
-                   "MODEL")
+        problem = ("this server has no model to rank hits again: start it with --cross-encoder MODEL, --colbert "
+                   "MODEL or --ltr DIR (a learned ranking)")
     elif body.group_by is not None or body.diversity is not None or body.boost is not None:
         problem = "a re-ranked search is not also grouped, diversified or boosted"
     elif body.explain:  # (an explanation adds up the first stage's score, which a re-ranked hit no longer carries)
         problem = ("a re-ranked search's hits carry the re-ranking model's scores, which no term adds up to: leave "
                    "out explain")
+    elif learned:
+        problem = _learned_ranking_refuses(reranker, index.retriever)
+        if problem is None and asked is not None and asked != depth:
+            problem = (f"this server's learned ranking (--ltr) ranks the best {depth} hits, as deep as it was "
+                       f"trained: leave out depth (or give {depth})")
+        elif problem is None and k + body.offset > depth:
+            problem = (f"k + offset ({k + body.offset}) is more than the {depth} hits the learned ranking ranks (as "
+                       "deep as it was trained): ask for fewer, pages of one ranking within them")
     elif not index.index.stores_texts:
         problem = f"index {index.name!r} keeps no stored documents: there is no text to rank hits again by"
     elif depth > max_k:
@@ -1344,7 +1361,57 @@ def _reranking(body: SearchRequest, k: int, index: ServedIndex, reranker, max_k:
                    "({\"depth\": N}), at least k + offset and the same for every page")
     if problem is not None:
         raise validation_error(where, problem, "rerank_invalid")
-    return Reranking(reranker, depth)
+    return reranker if learned else Reranking(reranker, depth)
+
+
+def _learned_ranking_refuses(ranking: LearnedRanking, retriever) -> str | None:
+    """Why ``ranking`` cannot rank the hits of ``retriever`` (a served index's): not the first stage it was trained
+    on, or one of passages or of query vectors; or None."""
+    try:
+        ranking.check_first_stage(retriever)
+    except SemiretError as exc:
+        return str(exc)
+    return None
+
+
+def learned_ranking(settings: ServeSettings, retrievers: dict) -> LearnedRanking:
+    """``--ltr``'s learned ranking, loaded once at start (its feature indexes opened from the paths it records),
+    or a :class:`SemiretError` before anything is served: LightGBM missing, a folder that is not a learned ranking,
+    a feature index that is not there, a depth over ``--max-k``, or, without ``--data-dir``, no index of
+    ``retrievers`` (served name -> retriever) whose retriever is its first stage. Served indexes it cannot rank are
+    logged (their searches' ``"rerank"`` is refused, as over indexes made later in ``--data-dir``)."""
+    ranking = LearnedRanking.load(settings.ltr)
+    if ranking.depth > settings.max_k:
+        raise SemiretError(f"--ltr {settings.ltr} ranks the best {ranking.depth} hits of a search (as deep as it was "
+                           f"trained), more than --max-k {settings.max_k}: raise --max-k to at least {ranking.depth}")
+    refused = {name: problem for name, retriever in retrievers.items()
+               if (problem := _learned_ranking_refuses(ranking, retriever)) is not None}
+    if refused and settings.data_dir is None and len(refused) == len(retrievers):
+        said = [problem if len(refused) == 1 else f"index {name!r}: {problem}" for name, problem in refused.items()]
+        raise SemiretError(f"--ltr {settings.ltr} can rank no served index's hits: {'; '.join(said)}")
+    for name, problem in refused.items():
+        log.warning("index %r: its searches' \"rerank\" is refused: %s", name, problem)
+    for feature in ranking.features:  # (kernels compiled and models run once, as the served indexes' warm-up)
+        feature.search(["warm up"], k=1)
+    return ranking
+
+
+def _rerank_described(index: ServedIndex, reranker, max_k: int) -> dict | None:
+    """What a search's ``"rerank"`` ranks ``index``'s hits by (its kind and depth; a learned ranking's first stage
+    and feature indexes), or None where the server has nothing to rank them by, or this index cannot ask."""
+    if reranker is None:
+        return None
+    if isinstance(reranker, LearnedRanking):
+        if _learned_ranking_refuses(reranker, index.retriever) is not None:
+            return None
+        return {**{key: value for key, value in reranker.describe().items() if key != "path"},  # (a server's folder)
+                "first_stage": reranker.first_stage}
+    if not index.index.stores_texts:
+        return None
+    from semiret.models.late_interaction import LateInteraction
+
+    return {"kind": "late-interaction" if isinstance(reranker, LateInteraction) else "cross-encoder",
+            "depth": min(DEFAULT_RERANK_DEPTH, max_k)}
 
 
 DEFAULT_RERANK_DEPTH = 100

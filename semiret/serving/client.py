@@ -216,7 +216,8 @@ class Client:
         relevance, scores boosted by the documents' metadata, as ``Retriever.search``'s. ``context``: each hit's ``context``, as ``Retriever.context`` gives it; ``explain``:
         its ``explanation``, as ``Retriever.explain``; ``operators``: the queries' ``"phrases"``, ``+word`` and
         ``-word`` read as a search box's; ``rerank``: the best hits (100, or this many) ranked again by the server's
-        cross-encoder; ``with_fields``: only these of each hit's stored document (``title``, ``text``, ``metadata``,
+        cross-encoder (or late-interaction model; a learned ranking ranks as deep as it was trained: ``True``);
+        ``with_fields``: only these of each hit's stored document (``title``, ``text``, ``metadata``,
         ``metadata.FIELD``). ``k``: hits per query (default: the server's, 10 or its ``--max-k`` if lower)."""
         searched, one = _searched(queries)
         body = self._search_body(searched, k, filter, offset, with_text, group_by, group_size, score_threshold,

@@ -107,7 +107,8 @@ class RerankOptions(BaseModel):
 
     depth: int | None = Field(None, ge=1, strict=True, description="The best hits ranked again: at least k + offset "
                               "(pages of one ranking give the same depth), at most the server's --max-k (default "
-                              "100, or --max-k if lower).")
+                              "100, or --max-k if lower). A learned ranking (--ltr) ranks as deep as it was trained "
+                              "(GET /indexes/{name}: rerank.depth), and takes no other depth.")
 
 
 class SearchRequest(BaseModel):
@@ -173,8 +174,10 @@ class SearchRequest(BaseModel):
                       Discriminator(lambda value: "options" if isinstance(value, (dict, BaseModel)) else "bool")
                       ] = Field(False, description="Rank the best hits again by the server's model (started with "
                                 "--cross-encoder: the query and each hit's stored text read together; or --colbert: "
-                                "late interaction of their token vectors); each "
-                                "hit then carries its score (OpenSearch's rerank processor). An object sets how deep.")
+                                "late interaction of their token vectors; or --ltr: a learned ranking of their "
+                                "first-stage and other indexes' scores, over an index of its first stage's retriever); "
+                                "each hit then carries its score (OpenSearch's rerank processor). An object sets how "
+                                "deep.")
     boost: list[dict[str, Any]] | dict[str, Any] | None = Field(
         None, description="Functions of the stored metadata that multiply the best hits' scores (the candidates), "
         "which are then ranked again (OpenSearch's function_score, Qdrant's score boosting): {\"decay\": \"gauss\" "
@@ -489,6 +492,11 @@ class IndexInfo(BaseModel):
     """Deleted documents not yet merged away, segments and size: none for a Milvus collection (Milvus keeps them)."""
     search_options: list[str]
     aliases: list[str] | None = Field(None, description="The aliases that stand for this index, if any.")
+    rerank: dict[str, Any] | None = Field(None, description="What a search's \"rerank\" ranks this index's hits by: "
+                                          "{\"kind\": \"cross-encoder\" (or \"late-interaction\"), \"depth\"} (the "
+                                          "default depth), or {\"kind\": \"learned-ranking\", \"depth\", "
+                                          "\"first_stage\", \"features\"}; null where a search cannot ask (the server "
+                                          "has no model, or none for this index).")
 
 
 class IndexList(BaseModel):

@@ -26,6 +26,7 @@ from semiret.indexes import open_index
 from semiret.indexes.filters import checked_filter, documents_by_id, metadata_targets, passage_ids
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
+from semiret.search.learned_ranking import LearnedRanking, feature_name
 from semiret.search.operators import query_filter, scored_text
 from semiret.search.retrievers import DOCUMENT_READING, FACET_DEPTH, Retriever, open_retriever
 from semiret.serving.data_dir import IndexGone
@@ -162,6 +163,9 @@ class ServedIndex:
             retriever.check_explainable()  # before any search (the API checks it first)
         started = time.perf_counter()
         self.refresh()
+        rerank = (picking or {}).get("rerank")
+        if isinstance(rerank, LearnedRanking):  # its feature indexes as they stand now, each pinned for the search
+            _refresh_features(rerank)
         retriever = retriever.pinned()
         results = []
         found = retriever.search(queries, k=k + offset, filter=filter, group_by=group_by, group_size=group_size,
@@ -496,6 +500,18 @@ class ServedIndex:
             while len(self._variants) > OPTION_VARIANTS:
                 self._variants.popitem(last=False)
         return variant
+
+
+def _refresh_features(ranking: LearnedRanking) -> None:
+    """Pick up what was committed to a learned ranking's feature indexes since they were last read (a ``stat`` each
+    when nothing was): an index that no longer opens is a 503 naming the feature, not the server's folder."""
+    for retriever in ranking.features:
+        try:
+            retriever.index.refresh()
+        except (IndexFormatError, OSError):
+            raise IndexFormatError(f"the learned ranking's feature index {feature_name(retriever)} no longer opens: "
+                                   "the server's learned ranking (--ltr) cannot rank hits until it is restored"
+                                   ) from None
 
 
 def _stored(found, query: int, index, doc_ids: list[str]) -> dict:

@@ -69,6 +69,11 @@ class ServeSettings:
     colbert_cache: str | None = None
     """With :attr:`colbert`: a folder where the hits' token vectors are kept for good (each document encoded once,
     across searches and restarts); None: kept in memory only (256 MB)."""
+    ltr: str | None = None
+    """In place of :attr:`cross_encoder`: a learned ranking (a folder ``semiret ltr`` wrote) that ranks the best hits
+    again by its model of their first-stage and feature indexes' scores, loaded once at start, its feature indexes
+    opened read-only from the paths it records (and read as they stand at each search); a search may ask for it over
+    an index whose retriever is its first stage."""
     log_level: str = "warning"
     """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
     access_log: bool = False
@@ -82,8 +87,10 @@ class ServeSettings:
     process either way (the work is Milvus's)."""
 
     def __post_init__(self):
-        if self.cross_encoder is not None and self.colbert is not None:
-            raise SemiretError("--cross-encoder and --colbert each rank searches' hits again: give one")
+        given = [flag for flag, value in (("--cross-encoder", self.cross_encoder), ("--colbert", self.colbert),
+                                          ("--ltr", self.ltr)) if value is not None]
+        if len(given) > 1:
+            raise SemiretError(f"{' and '.join(given)} each rank searches' hits again: give one")
         if self.colbert_cache is not None and self.colbert is None:
             raise SemiretError("--colbert-cache keeps the token vectors of --colbert's model: give --colbert too")
         if not self.indexes and self.data_dir is None:

@@ -18,33 +18,15 @@ from semiret.evaluation.metrics import score_run
 from semiret.search import retriever_class
 from semiret.search.learned_ranking import LearnedRanking, LearnedRankingConfig
 
-from helpers import invoke_cli, write_beir
+from helpers import invoke_cli, ltr_corpus, write_beir
 
-TOPICS = 40
 SMALL = LearnedRankingConfig(min_leaf_documents=5, dev_fraction=0.25, trees=200, early_stopping=30)
-
-
-def _corpus():
-    """Per topic five documents holding its word in their texts, as often as a draw says, the relevant one also in
-    its title (which only a BM25 index of the titles reads): BM25 over the texts ranks it anywhere."""
-    rng = np.random.default_rng(0)
-    docs, queries, qrels = [], {}, {}
-    for topic in range(TOPICS):
-        word = f"topic{topic}"
-        for number, count in enumerate(rng.permutation(5) + 1):
-            relevant = number == 0
-            filler = " ".join(f"filler{int(x)}" for x in rng.integers(0, 30, 8))
-            docs.append(Document(f"t{topic}-{number}", f"{(word + ' ') * int(count)}{filler}",
-                                 title=word if relevant else f"heading{int(rng.integers(0, 1000))}"))
-        queries[f"q{topic}"] = word
-        qrels[f"q{topic}"] = {f"t{topic}-0": 1}
-    return docs, queries, qrels
 
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory):
     root = tmp_path_factory.mktemp("ltr")
-    docs, queries, qrels = _corpus()
+    docs, queries, qrels = ltr_corpus()
     texts = retriever_class("bm25").build(docs, root / "texts", text_fields="text")
     titles = retriever_class("bm25").build(docs, root / "titles", text_fields="title")
     return root, texts, titles, docs, queries, qrels
@@ -183,7 +165,7 @@ def test_the_command_line_learns_searches_and_evaluates_with_it(indexes, tmp_pat
 def test_the_demo_ranks_by_a_learned_ranking_where_the_collection_has_train_queries(tmp_path, monkeypatch):
     from semiret import demo
 
-    docs, queries, qrels = _corpus()
+    docs, queries, qrels = ltr_corpus()
     data = write_beir(tmp_path / "data", docs, queries, qrels, split="train")
     (data / "qrels" / "test.tsv").write_text((data / "qrels" / "train.tsv").read_text())
     monkeypatch.setattr(demo, "demo_systems", lambda *flags: [
