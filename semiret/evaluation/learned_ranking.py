@@ -21,8 +21,8 @@ from semiret.errors import SemiretError
 from semiret.evaluation.metrics import parse_measures, values_per_query
 from semiret.evaluation.significance import paired_p_value
 from semiret.progress import track
-from semiret.search.learned_ranking import (LearnedRanking, LearnedRankingConfig, check_feature_index, lightgbm,
-                                            predicted)
+from semiret.search.learned_ranking import (LearnedRanking, LearnedRankingConfig, check_feature_index,
+                                            index_record, lightgbm, predicted)
 from semiret.search.retrievers import check_count
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ def fit_learned_ranking(first_stage, features, queries: dict[str, str], qrels: d
     config = config or LearnedRankingConfig()
     check_count(n_threads, "n_threads (--threads)")
     check_feature_index(first_stage, "first stage")
-    ranking = LearnedRanking(None, features, first_stage.name, config.depth)
+    ranking = LearnedRanking(None, features, first_stage.name, config.depth,
+                             {"first_stage_index": index_record(first_stage)})
     judged = [query_id for query_id in qrels if query_id in queries and any(g > 0 for g in qrels[query_id].values())]
     if len(judged) < MIN_QUERIES:
         raise SemiretError(f"{len(judged)} judged queries with a relevant document and a text: a learned ranking "
@@ -172,7 +173,16 @@ class _Learner:
         drawn = {queries[i] for i in order[:held_out]}
         dev = self.candidates.labelled([q for q in queries if q in drawn])
         training = self.candidates.labelled([q for q in queries if q not in drawn])
-        if not dev:  # (none held out, or none of them with a relevant candidate to stop on)
+        if held_out and len(dev) < MIN_DEV_QUERIES:
+            raise SemiretError(f"of the {held_out} judged queries held out to stop on, {len(dev)} have a relevant "
+                               f"document among the first stage's best {self.config.depth}, fewer than "
+                               f"{MIN_DEV_QUERIES}: hold out more (--dev-fraction), none (--dev-fraction 0, every tree "
+                               "kept), or search deeper (--depth)")
+        if not training:
+            raise SemiretError(f"no query left to learn from: none of the judged queries not held out has a relevant "
+                               f"document among the first stage's best {self.config.depth} (hold out fewer: "
+                               "--dev-fraction)")
+        if not dev:  # (none held out)
             return self.boosted(training, self.config.trees), self.config.trees, []
         train_set = self.dataset(training)
         booster = self.lgb.train(self.params, train_set, num_boost_round=self.config.trees,

@@ -5,9 +5,12 @@ on judged queries (:func:`semiret.evaluation.learned_ranking.fit_learned_ranking
 
 A feature index scores exactly the candidates: its search is restricted to their ids (``{"$id": [...]}``), so every
 kind of index (BM25, dense, learned sparse, late interaction, another hybrid) gives its own score of each, as
-``semiret rerank`` reads a run. A candidate a feature index does not score (BM25: no word of the query; an index that
-lacks the document) has that feature missing, which the trees learn to read as such. Scores are also given as their
-distance to the query's best candidate's, so that trees trained on some queries read others' score scales alike.
+``semiret rerank`` reads a run. Scores are also given as their distance to the query's best candidate's, so that
+trees trained on some queries read others' score scales alike. A candidate a feature index does not score (BM25: no
+word of the query; an index that lacks the document) is given a score below every scored candidate's (the lowest
+less the scores' spread; 0, a distance of -1, where it scores none) and a third feature saying it was not scored:
+never a missing value, which trees that never saw one for a feature (a dense index scores every document) would read
+as 0, the best candidate's distance.
 
 Saved as a folder: ``model.txt`` (LightGBM's text format) and ``learned-ranking.json`` (what it is, its features in
 order, the first stage and feature indexes it was trained with, and how it was trained), as PyTerrier's artifacts
@@ -41,6 +44,10 @@ FIRST_STAGE_FEATURES = ("first_stage_score", "first_stage_gap", "first_stage_rec
 """Features of every candidate: its first-stage score, that score less the query's best, 1 / its rank, and the
 query's number of words (which lets trees weigh the features differently for short and long queries)."""
 
+INDEX_FEATURES = ("score", "gap", "scored")
+"""Features of every candidate from each feature index: its score there, that score less the best candidate's, and
+1 where the index scores it (0: the score and distance stand in, below every scored candidate's)."""
+
 
 def lightgbm():
     """LightGBM, imported where a learned ranking is trained or loaded (an extra: ``pip install semiret[ltr]``)."""
@@ -54,6 +61,22 @@ def lightgbm():
 def feature_name(retriever: "Retriever") -> str:
     """A feature index's name among the features: its retriever and its folder's name (``dense:scifact-minilm``)."""
     return f"{retriever.name}:{Path(str(retriever.index.path)).name}"
+
+
+def index_record(retriever: "Retriever") -> dict:
+    """What a learned ranking records of an index it read: its folder, its retriever and its model (scores of
+    another model mean something else)."""
+    return {"path": str(Path(str(retriever.index.path)).resolve()), "retriever": retriever.name,
+            "model": retriever.index.meta.get("model")}
+
+
+def check_same_index_kind(recorded: dict, retriever: "Retriever", role: str, where: Path | None) -> None:
+    """Refuse an index of another retriever or model than the one a learned ranking recorded for ``role``."""
+    for key, given in (("retriever", retriever.name), ("model", retriever.index.meta.get("model"))):
+        if key in recorded and recorded[key] != given:
+            raise SemiretError(f"{where or 'this learned ranking'} was trained with a {role} of {key} "
+                               f"{recorded[key]!r}; {retriever.index.path} has {given!r}, whose scores mean "
+                               "something else: give one like it, or train one over this index (semiret ltr)")
 
 
 def check_feature_index(retriever: "Retriever", role: str) -> None:
@@ -70,6 +93,9 @@ def check_feature_index(retriever: "Retriever", role: str) -> None:
     if not retriever.query_side.reads_texts:
         raise SemiretError(f"{retriever.index.path} is searched by query vectors: a learned ranking's {role} reads "
                            "query texts")
+    if role != "first stage" and not Path(str(retriever.index.path)).is_dir():
+        raise SemiretError(f"{retriever.index.path}: a learned ranking's feature indexes are folders it records "
+                           "and opens again (a Milvus collection can be its first stage, not a feature index)")
 
 
 @dataclass
@@ -139,12 +165,19 @@ class LearnedRanking:
             raise SemiretError(f"the learned ranking's model reads {booster.num_feature()} features, but its first "
                                f"stage and {len(self.features)} feature indexes give {expected}")
 
+    def index_names(self) -> list[str]:
+        """Each feature index's name (:func:`feature_name`; the second of one name numbered ``#2``, and so on)."""
+        names, seen = [], {}
+        for retriever in self.features:
+            name = feature_name(retriever)
+            seen[name] = seen.get(name, 0) + 1
+            names.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+        return names
+
     def feature_names(self) -> list[str]:
         """The features in the order the model reads them."""
-        names = list(FIRST_STAGE_FEATURES)
-        for retriever in self.features:
-            names += [f"{feature_name(retriever)}_score", f"{feature_name(retriever)}_gap"]
-        return names
+        return list(FIRST_STAGE_FEATURES) + [f"{name}_{feature}" for name in self.index_names()
+                                             for feature in INDEX_FEATURES]
 
     def check_first_stage(self, retriever: "Retriever") -> None:
         """Refuse a first stage whose scores are not those the model was trained on."""
@@ -153,15 +186,18 @@ class LearnedRanking:
             raise SemiretError(f"this learned ranking was trained on the scores of a {self.first_stage} first stage; "
                                f"{retriever.index.path} is searched by {retriever.name}, whose scores mean something "
                                "else: train one over this index (semiret ltr --index ...)")
+        recorded = self.record.get("first_stage_index")
+        if isinstance(recorded, dict):
+            check_same_index_kind({"model": recorded.get("model")}, retriever, "first stage",
+                                  self.record.get("path"))
 
     def describe(self) -> dict:
         """What an evaluation records of it."""
-        return {"kind": KIND, "depth": self.depth, "features": [feature_name(r) for r in self.features],
+        return {"kind": KIND, "depth": self.depth, "features": self.index_names(),
                 **({"path": self.record["path"]} if "path" in self.record else {})}
 
     def feature_rows(self, texts: Sequence[str], found: SearchHits, n_threads: int = 1) -> list[np.ndarray]:
-        """Each query's candidates (``found``, the first stage's hits, best first) as rows of features (float32,
-        NaN where a feature index does not score the candidate)."""
+        """Each query's candidates (``found``, the first stage's hits, best first) as rows of features (float32)."""
         views = [retriever.pinned() for retriever in self.features]  # one commit each for the whole batch
         rows = []
         for text, ids, scores in zip(texts, found.ids, found.scores):
@@ -172,8 +208,10 @@ class LearnedRanking:
                 table[:, 1] = first - first.max()
                 table[:, 2] = 1.0 / np.arange(1, len(ids) + 1)
                 table[:, 3] = len(text.split())
+                width = len(INDEX_FEATURES)
                 for number, view in enumerate(views):
-                    table[:, 4 + 2 * number:6 + 2 * number] = _scored_by(view, text, ids, n_threads)
+                    start = len(FIRST_STAGE_FEATURES) + width * number
+                    table[:, start:start + width] = _scored_by(view, text, ids, n_threads)
             rows.append(table)
         return rows
 
@@ -198,13 +236,12 @@ class LearnedRanking:
         check_output_folder(path, overwrite)
         record = {"kind": KIND, "version": FORMAT_VERSION, "first_stage": self.first_stage, "depth": self.depth,
                   "feature_names": self.feature_names(),
-                  "feature_indexes": [{"path": str(Path(str(r.index.path)).resolve()), "retriever": r.name}
-                                      for r in self.features],
+                  "feature_indexes": [index_record(r) for r in self.features],
                   **{key: value for key, value in self.record.items() if key not in ("path",)}}
         with staged_directory(path, overwrite=True) as staged:
             self.booster.save_model(str(staged / MODEL_FILE))
             atomic_write_json(staged / RECORD_FILE, record)
-        self.record["path"] = str(path)
+        self.record["path"] = str(path.resolve())
         return path
 
     @classmethod
@@ -231,12 +268,18 @@ class LearnedRanking:
             raise SemiretError(f"{path} was trained with feature indexes of "
                                f"{', '.join(e['retriever'] for e in recorded) or 'none'}; given "
                                f"{', '.join(given) or 'none'}: give the same kinds, in that order")
-        booster = lightgbm().Booster(model_file=str(path / MODEL_FILE))
+        for entry, retriever in zip(recorded, features):
+            check_same_index_kind(entry, retriever, "feature index", path)
+        lgb = lightgbm()
+        try:
+            booster = lgb.Booster(model_file=str(path / MODEL_FILE))
+        except lgb.basic.LightGBMError as error:
+            raise SemiretError(f"{path / MODEL_FILE}: not a LightGBM model LightGBM reads ({error})") from error
         ranking = cls(booster, features, record["first_stage"], record["depth"] if depth is None else depth,
                       {key: value for key, value in record.items()
                        if key not in ("kind", "version", "first_stage", "depth", "feature_names",
                                       "feature_indexes")})
-        ranking.record["path"] = str(path)
+        ranking.record["path"] = str(path.resolve())
         return ranking
 
 
@@ -253,9 +296,11 @@ def check_output_folder(path: str | Path, overwrite: bool) -> None:
     if path.exists() and not path.is_dir():
         raise SemiretError(f"{path} is a file: give a folder to write the learned ranking to")
     if path.is_dir() and any(path.iterdir()):
-        if not (path / RECORD_FILE).is_file():
-            raise SemiretError(f"{path} holds other files than a learned ranking: give another folder (a learned "
-                               "ranking never replaces them)")
+        others = sorted(entry.name for entry in path.iterdir() if entry.name not in (RECORD_FILE, MODEL_FILE))
+        if others or not (path / RECORD_FILE).is_file():
+            held = ", ".join(others[:3]) or f"no {RECORD_FILE}"
+            raise SemiretError(f"{path} holds other files than a learned ranking ({held}): give another folder (a "
+                               "learned ranking never replaces them)")
         if not overwrite:
             raise SemiretError(f"{path} holds a learned ranking already: give another folder, or overwrite "
                                "(--overwrite)")
@@ -264,6 +309,8 @@ def check_output_folder(path: str | Path, overwrite: bool) -> None:
 def read_record(path: Path) -> dict:
     """A saved learned ranking's record, checked (a clear error for a folder that is not one)."""
     file = path / RECORD_FILE
+    if not path.is_dir():
+        raise SemiretError(f"{path}: no such folder (a learned ranking is a folder semiret ltr wrote)")
     if not file.is_file() or not (path / MODEL_FILE).is_file():
         raise SemiretError(f"{path} is not a learned ranking (no {RECORD_FILE} and {MODEL_FILE}): make one with "
                            "semiret ltr")
@@ -273,24 +320,31 @@ def read_record(path: Path) -> dict:
         raise SemiretError(f"{file}: not readable as JSON ({error})") from error
     if not isinstance(record, dict) or record.get("kind") != KIND:
         raise SemiretError(f"{file}: not a learned ranking's record (kind {record.get('kind') if isinstance(record, dict) else None!r})")
-    if record.get("version", 0) > FORMAT_VERSION:
-        raise SemiretError(f"{file}: written by a newer semiret (version {record['version']}); upgrade semiret")
+    version = record.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise SemiretError(f"{file}: field 'version' missing or not a whole number")
+    if version > FORMAT_VERSION:
+        raise SemiretError(f"{file}: written by a newer semiret (version {version}); upgrade semiret")
     for key, kind in (("first_stage", str), ("depth", int), ("feature_indexes", list)):
         if not isinstance(record.get(key), kind):
             raise SemiretError(f"{file}: field {key!r} missing or not a {kind.__name__}")
+    for number, entry in enumerate(record["feature_indexes"]):
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("path", "retriever")):
+            raise SemiretError(f"{file}: feature_indexes[{number}] is not an object with a path and a retriever")
     return record
 
 
 def _scored_by(view: "Retriever", text: str, ids: list[str], n_threads: int) -> np.ndarray:
-    """``view``'s score of each candidate (a search restricted to their ids) and that score less the best of them:
-    two columns, NaN where it scores none."""
+    """:data:`INDEX_FEATURES` of each candidate by ``view`` (a search restricted to their ids): its score, that
+    score less the best of them, and whether it was scored; a candidate not scored stands below every scored one."""
     hits = view.search(text, k=len(ids), filter={"$id": list(ids)}, n_threads=n_threads)
-    given = {hit.id: hit.score for hit in hits}
-    columns = np.full((len(ids), 2), np.nan, dtype=np.float32)
+    given = {hit.id: hit.score for hit in hits if math.isfinite(hit.score)}
+    columns = np.zeros((len(ids), len(INDEX_FEATURES)), dtype=np.float32)
+    columns[:, 1] = -1.0  # (none scored: a score of 0, a distance of -1 from a best there is not)
     if given:
-        best = max(given.values())
-        for row, doc_id in enumerate(ids):
-            score = given.get(doc_id)
-            if score is not None and math.isfinite(score):
-                columns[row] = (score, score - best)
+        best, worst = max(given.values()), min(given.values())
+        floor = worst - ((best - worst) or 1.0)
+        scores = np.array([given.get(doc_id, floor) for doc_id in ids], dtype=np.float64)
+        columns[:, 0], columns[:, 1] = scores, scores - best
+        columns[:, 2] = [doc_id in given for doc_id in ids]
     return columns

@@ -908,7 +908,7 @@ class Retriever:
                                f"(got group_size {group_size!r} without it)")
         if rerank is not None:
             if group_by is not None or diversity is not None or boost is not None or candidates is not None:
-                raise SemiretError("a re-ranked search (rerank; --cross-encoder or --colbert on the command line) is not also "
+                raise SemiretError("a re-ranked search (rerank; --cross-encoder, --colbert or --ltr on the command line) is not also "
                                    "grouped, diversified or boosted, nor given candidates")
             hits = self._reranked(texts, k, n_threads, filter, score_threshold, operators, rerank)
             return hits[0] if single else hits
@@ -970,7 +970,7 @@ class Retriever:
                                f"search an index of the {RETRIEVER_OF_KIND[given]} retriever with them")
         if operators or rerank is not None:
             raise SemiretError("a search by query vectors has no words: neither operators nor a re-ranking (rerank, "
-                               "--cross-encoder, --colbert) read it")
+                               "--cross-encoder, --colbert, --ltr) read it")
 
     def _checked_boost(self, boost) -> Boost | None:
         """``boost`` checked, and against the index: it needs stored metadata; its filters are checked as a
@@ -1482,6 +1482,8 @@ class Retriever:
             if located is not None:  # read where the search found them: no id looked up again
                 passes.update((d, True) for d in unread)
                 values.update(HitMetadata(located).values([grouping.path])[grouping.path])
+            elif wanted is not None and wanted.reads_only_ids and grouping is None:  # ($id: told by the ids, no
+                passes.update((d, wanted.matches(None, Document(d, ""))) for d in unread)  # stored document read)
             elif wanted is not None:
                 documents = index.get_documents(unread)
                 passes.update((d, d in documents and wanted.matches(documents[d].metadata, documents[d], fields))

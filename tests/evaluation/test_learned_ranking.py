@@ -78,17 +78,28 @@ def test_cross_validation_scores_each_fold_by_a_model_learned_without_it(indexes
                             LearnedRankingConfig(min_leaf_documents=5, dev_fraction=0.2), folds=2)
 
 
-def test_a_candidate_a_feature_index_does_not_score_has_that_feature_missing(indexes):
-    _, texts, titles, _, queries, _ = indexes
+def test_a_candidate_a_feature_index_does_not_score_stands_below_those_it_scores(indexes, tmp_path):
+    root, texts, titles, docs, queries, qrels = indexes
     ranking = LearnedRanking(None, [titles], "bm25", depth=5)
     found = texts.search([queries["q0"]], k=5)
     rows = ranking.feature_rows([queries["q0"]], found)[0]
-    assert ranking.feature_names()[4:] == ["bm25:titles_score", "bm25:titles_gap"]
-    scored = ~np.isnan(rows[:, 4])
+    assert ranking.feature_names()[4:] == ["bm25:titles_score", "bm25:titles_gap", "bm25:titles_scored"]
+    assert not np.isnan(rows).any()
+    scored = rows[:, 6] == 1
     assert [doc for doc, yes in zip(found.ids[0], scored) if yes] == ["t0-0"]  # only its title holds the word
-    assert rows[scored, 5] == [0.0]  # the best of the candidates it scores
+    assert rows[scored, 5] == [0.0] and (rows[~scored, 4] < rows[scored, 4].min()).all()  # below, never "best"
+    assert (rows[~scored, 5] < 0).all()
     assert np.allclose(rows[:, 1], np.asarray(found.scores[0]) - found.scores[0][0])
     assert np.allclose(rows[:, 2], 1 / np.arange(1, 6)) and (rows[:, 3] == 1).all()
+    none = ranking.feature_rows(["filler1"], texts.search(["filler1"], k=5))[0]  # no title holds it
+    assert (none[:, 4:] == [0.0, -1.0, 0.0]).all()
+    # a model whose feature index scored every candidate in training: one lacking a document ranks it last
+    every = retriever_class("bm25").build(docs, tmp_path / "every")  # (titles and texts: every candidate scored)
+    model, _ = fit_learned_ranking(texts, [every], queries, qrels, SMALL)
+    lacking = retriever_class("bm25").build([d for d in docs if d.id != "t3-4"], tmp_path / "lacking")
+    model.features = [lacking]
+    ranked = texts.search(queries["q3"], k=5, rerank=model)
+    assert ranked[-1].id == "t3-4"
 
 
 def test_what_a_learned_ranking_refuses(indexes, tmp_path):
@@ -187,3 +198,44 @@ def test_without_lightgbm_the_message_says_how_to_install_it(indexes, monkeypatc
     monkeypatch.setitem(sys.modules, "lightgbm", None)  # an import of it fails, as where it is not installed
     with pytest.raises(SemiretError, match=r"semiret\[ltr\]"):
         fit_learned_ranking(texts, [titles], queries, qrels, SMALL)
+
+
+def test_feature_indexes_of_one_name_held_out_queries_without_relevant_candidates_and_bad_records(indexes, tmp_path):
+    root, texts, titles, docs, queries, qrels = indexes
+    twin = retriever_class("bm25").build(docs, tmp_path / "other" / "titles", text_fields="title")
+    ranking, report = fit_learned_ranking(texts, [titles, twin], queries, qrels, SMALL)
+    assert ranking.index_names() == ["bm25:titles", "bm25:titles#2"]
+    assert report["held_out_ndcg@10"]["learned"] > 0.95
+    # judged queries whose relevant document the first stage never finds: too few left to stop on, or to learn from
+    unfound = {q: {"nowhere": 1} if i >= 11 else r for i, (q, r) in enumerate(qrels.items())}
+    with pytest.raises(SemiretError, match="held out to stop on, [0-4] have a relevant document"):
+        fit_learned_ranking(texts, [titles], queries, unfound, LearnedRankingConfig(dev_fraction=0.2))
+    # a model of another first-stage model, or feature index's, is refused
+    ranking.save(tmp_path / "model")
+    record = json.loads((tmp_path / "model" / "learned-ranking.json").read_text())
+    assert record["first_stage_index"]["retriever"] == "bm25" and record["feature_indexes"][1]["model"] is None
+    record["first_stage_index"]["model"] = "minilm"
+    record["feature_indexes"][0]["model"] = "minilm"
+    (tmp_path / "model" / "learned-ranking.json").write_text(json.dumps(record))
+    with pytest.raises(SemiretError, match="feature index of model 'minilm'"):
+        LearnedRanking.load(tmp_path / "model")
+    record["feature_indexes"][0]["model"] = None
+    (tmp_path / "model" / "learned-ranking.json").write_text(json.dumps(record))
+    with pytest.raises(SemiretError, match="first stage of model 'minilm'"):
+        texts.search("topic1", rerank=LearnedRanking.load(tmp_path / "model"))
+    # bad records and folders: errors naming what is wrong
+    for change, message in (({"version": "1"}, "version"), ({"feature_indexes": ["x"]}, r"feature_indexes\[0\]")):
+        (tmp_path / "model" / "learned-ranking.json").write_text(json.dumps({**record, **change}))
+        with pytest.raises(SemiretError, match=message):
+            LearnedRanking.load(tmp_path / "model")
+    (tmp_path / "model" / "learned-ranking.json").write_text(json.dumps(record))
+    (tmp_path / "model" / "model.txt").write_text("not a model")
+    with pytest.raises(SemiretError, match="not a LightGBM model"):
+        LearnedRanking.load(tmp_path / "model")
+    with pytest.raises(SemiretError, match="no such folder"):
+        LearnedRanking.load(tmp_path / "nowhere")
+    # --overwrite replaces a learned ranking, never a folder holding anything else beside it
+    (tmp_path / "model" / "notes.txt").write_text("mine")
+    with pytest.raises(SemiretError, match="notes.txt"):
+        ranking.save(tmp_path / "model", overwrite=True)
+    assert (tmp_path / "model" / "notes.txt").read_text() == "mine"
