@@ -18,6 +18,8 @@ non-finite weights, vectors of the wrong dimension and repeated ids are refused 
   ``JSON`` field too, which filters are pushed down to: the part of a filter Milvus can test exactly enough
   (:func:`milvus_expression`) narrows its search and reads, and the whole filter is then applied to what comes
   back, so results are exact whatever Milvus cannot express (collections made before this field: read through).
+  ``$id`` conditions are pushed down as the primary key's, in every collection, those without stored texts too,
+  and tested by the hits' ids, with no document read.
 
 ``pymilvus`` is optional (``pip install semiret[milvus]``) and imported only when a collection is used; the URI
 is a Milvus standalone or cluster address (``http://host:19530``, with a token) or a local ``.db`` file that
@@ -49,7 +51,7 @@ import numpy as np
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.dense import check_embeddings
-from semiret.indexes.filters import text_condition_fields
+from semiret.indexes.filters import ID, text_condition_fields
 from semiret.indexes.inverted import check_postings, pack_queries
 from semiret.indexes.segments import check_buffer, check_ids, check_new_ids
 from semiret.types import Embeddings, Postings, SearchHits
@@ -306,9 +308,9 @@ class MilvusIndex:
     def narrowed(self, wanted) -> "MilvusIndex":
         """This collection as searches and reads see it narrowed by the part of the filter ``wanted`` Milvus tests
         (:func:`milvus_expression`): every document passing ``wanted`` and maybe others, so a caller still applies
-        ``wanted`` to what comes back. Itself where nothing can be pushed down (or the collection has no metadata
-        field: made before it had one)."""
-        where = milvus_expression(wanted.spec) if wanted is not None and self.meta.get("metadata_field") else ""
+        ``wanted`` to what comes back. Itself where nothing can be pushed down (a collection without a metadata
+        field, made before it had one or without stored texts, pushes only ``$id`` conditions: its primary key)."""
+        where = milvus_expression(wanted.spec, bool(self.meta.get("metadata_field"))) if wanted is not None else ""
         return MilvusIndex(self.backend, self.name, self.meta, where) if where else self
 
     @property
@@ -378,7 +380,18 @@ class MilvusIndex:
 
     def count(self, wanted=None) -> int:
         """Documents, or those whose stored metadata passes ``wanted`` (those Milvus narrows to, read through)."""
-        return self.n_docs if wanted is None else sum(1 for _ in self.iter_documents(wanted))
+        return self.n_docs if wanted is None else sum(1 for _ in self._passing_ids(wanted))
+
+    def _passing_ids(self, wanted) -> Iterator[str]:
+        """Ids of the documents passing ``wanted``, in Milvus's order: a filter of ``$id`` conditions only tested on
+        the ids of the rows Milvus narrows to (no stored document read, so also in a collection without them);
+        any other, on the stored documents (:meth:`iter_documents`)."""
+        if not wanted.reads_only_ids:
+            yield from (document.id for document in self.iter_documents(wanted))
+            return
+        for row in self.narrowed(wanted)._rows([ID_FIELD]):
+            if passes_by_id(wanted, row[ID_FIELD]):
+                yield row[ID_FIELD]
 
     def iter_documents(self, wanted=None) -> Iterator[Document]:
         """The stored documents (those passing ``wanted``, a ``$text`` condition reading the fields the collection's
@@ -395,7 +408,7 @@ class MilvusIndex:
         """Ids of the documents (those passing ``wanted``) in sorted order, what a scroll pages through."""
         if wanted is None:
             return sorted(row[ID_FIELD] for row in self._rows([ID_FIELD]))
-        return sorted(document.id for document in self.iter_documents(wanted))
+        return sorted(self._passing_ids(wanted))
 
     def _rows(self, output_fields: list[str]) -> Iterator[dict]:
         """Every row's ``output_fields`` (:meth:`_pages`)."""
@@ -470,7 +483,7 @@ class MilvusIndex:
 
     def delete_where(self, wanted) -> int:
         """Delete the documents whose stored metadata passes ``wanted`` (those Milvus narrows to, read through)."""
-        doomed = [document.id for document in self.iter_documents(wanted)]
+        doomed = list(self._passing_ids(wanted))
         return self.delete(doomed, missing_ok=True) if doomed else 0
 
     def merge(self, tail: int | None = None, buffer_mb: float | None = None) -> None:
@@ -615,29 +628,58 @@ Milvus's escaping, whose rules it does not document: such conditions are not pus
 SAFE_FIELD = re.compile(r"[^\x00-\x1f\x7f\"\\/~]+")
 """Field names likewise, without ``/`` and ``~`` too: Milvus reads ``metadata["a/b"]`` as the path a -> b (a JSON
 pointer), which would miss the documents whose top-level field is named ``a/b``."""
+SAFE_ID = re.compile(r"[^\x00-\x1f\x7f'\\]+")
+"""Ids written single-quoted into a Milvus expression as they are (``$id``'s: :func:`_id_expression`)."""
 EXACT_INTEGERS = 2 ** 53
 """Integers beyond this are not pushed down (Milvus may compare them as doubles)."""
+MAX_PUSHED_IDS = 65_536
+"""The most ids an ``$id`` condition pushes down (a filter's most values a server takes; more: post-filtered)."""
 
 
-def milvus_expression(spec: dict) -> str:
-    """A Milvus boolean expression over the metadata field that every document passing the normalised filter
-    ``spec`` passes (a superset: its caller applies the whole filter to what comes back), or "" when no part of
-    it can be pushed down. Pushed: a top-level field's value or any of values (strings, numbers, booleans), matched
-    as a scalar or inside a list, joined by ``and`` and by ``or`` (an ``$or`` only when all its filters are).
-    Left to semiret (read as "true"): nested fields (a list of objects between the names), ranges (a list's
-    elements, which semiret tests one by one), ``exists``, ``null``, ``$not`` and ``$text``; Milvus Lite has no
-    ``not`` or ``exists`` and compares numbers inside lists by type, which the two forms written here cover."""
+def milvus_expression(spec: dict, metadata: bool = True) -> str:
+    """A Milvus boolean expression over the metadata field and the primary key that every document passing the
+    normalised filter ``spec`` passes (a superset: its caller applies the whole filter to what comes back), or ""
+    when no part of it can be pushed down. Pushed: a top-level field's value or any of values (strings, numbers,
+    booleans), matched as a scalar or inside a list (``metadata``: the collection has the metadata field), and
+    ``$id``'s ids as the primary key's (:func:`_id_expression`), joined by ``and`` and by ``or`` (an ``$or`` only
+    when all its filters are). Left to semiret (read as "true"): nested fields (a list of objects between the
+    names), ranges (a list's elements, which semiret tests one by one), ``exists``, ``null``, ``$not`` and
+    ``$text``; Milvus Lite has no ``not`` or ``exists`` and compares numbers inside lists by type, which the two
+    forms written here cover."""
     parts = []
     for key, wanted in spec.items():
         if key == "$and":
-            parts += [p for p in map(milvus_expression, wanted) if p]
+            parts += [p for p in (milvus_expression(each, metadata) for each in wanted) if p]
         elif key == "$or":
-            each = [milvus_expression(p) for p in wanted]
+            each = [milvus_expression(p, metadata) for p in wanted]
             if all(each):
                 parts.append("(" + " or ".join(each) + ")")
-        elif not key.startswith("$"):
+        elif key == ID:
+            parts += [p for p in [_id_expression(wanted)] if p]
+        elif metadata and not key.startswith("$"):
             parts += [p for p in [_field_expression(key, wanted)] if p]
     return " and ".join(parts)
+
+
+def _id_expression(ids: list[str]) -> str:
+    """An ``$id`` condition's ids as a membership test of the primary key, or "" (:func:`milvus_expression`). Ids
+    no collection holds (those pymilvus cannot look up, holding ``'`` or ``\\``; longer than :data:`MAX_ID_BYTES`;
+    not UTF-8) are left out, as :meth:`MilvusIndex.present` leaves them; none left: a test no document passes (no id
+    is blank). The others are single-quoted, as pymilvus's own lookups write them (so an id holding ``"``, which an
+    earlier semiret wrote, is found). Not pushed: an id holding a control character (:data:`SAFE_ID`), or more than
+    :data:`MAX_PUSHED_IDS` ids."""
+    held = [doc_id for doc_id in ids if _could_hold(doc_id)]
+    if len(held) > MAX_PUSHED_IDS or not all(SAFE_ID.fullmatch(doc_id) for doc_id in held):
+        return ""
+    listed = ", ".join(f"'{doc_id}'" for doc_id in held) or "''"
+    return f"{ID_FIELD} in [{listed}]"
+
+
+def passes_by_id(wanted, doc_id: str) -> bool:
+    """Whether the document ``doc_id`` passes ``wanted``, a filter of ``$id`` conditions only
+    (:attr:`~semiret.indexes.filters.MetadataFilter.reads_only_ids`), told by its id alone: no stored document
+    read."""
+    return wanted.matches(None, Document(doc_id, ""))
 
 
 def _field_expression(field: str, wanted) -> str:
@@ -774,6 +816,15 @@ def _client(uri: str, token: str):
 def _lookup_safe(doc_id: str) -> bool:
     """Whether pymilvus can look ``doc_id`` up (one it cannot is in no collection: its write failed)."""
     return not any(character in doc_id for character in UNQUOTED_ID_CHARACTERS)
+
+
+def _could_hold(doc_id: str) -> bool:
+    """Whether a collection could hold a document of the id ``doc_id`` (:func:`_id_expression`)."""
+    try:
+        size = len(doc_id.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return _lookup_safe(doc_id) and size <= MAX_ID_BYTES
 
 
 def _check_writable_ids(ids: Iterable[str], collection: str) -> None:
