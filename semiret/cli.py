@@ -2164,7 +2164,7 @@ def ltr(index: Path = typer.Option(..., help="The first stage: the index whose b
                                             "a name under shared/data)."),
         split: str = typer.Option("train", help="The judged queries to learn from (not the ones you will report)."),
         out: Path = typer.Option(..., help="Folder to write the learned ranking to (search or eval it with --ltr)."),
-        overwrite: bool = typer.Option(False, help="Replace --out if it holds something."),
+        overwrite: bool = typer.Option(False, help="Replace --out if it holds a learned ranking (never other files)."),
         queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
                                                                         "folder's."),
         qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
