@@ -2072,6 +2072,22 @@ def _json_or_text(text: str):
         return text
 
 
+def _queries_to_fit_on(data: Path, split: str, queries_file: Path | None, qrels_file: Path | None, fitting: str,
+                       hint: str | None):
+    """The collection, its judged queries and their qrels that a command fits something on (``tune``'s setting,
+    ``ltr``'s model), with a warning (``hint``: what to do instead; None: none) where they are the test split's."""
+    from semiret.data.collection import Collection, searched_qrels
+    from semiret.data.paths import dataset
+
+    collection = Collection(dataset(str(data)), queries_file, qrels_file)
+    judged = collection.judged_split(split) or (qrels_file.stem if qrels_file is not None else None)
+    if judged == "test" and hint is not None:
+        log.warning("%s on the test split's judged queries: its figures are then no estimate for them (%s)", fitting,
+                    hint)
+    queries = collection.queries(split)
+    return collection, queries, searched_qrels(collection, split, queries)
+
+
 @app.command()
 def tune(index: Path = typer.Option(..., help="The index to search (built already: search options are tuned, "
                                            "BM25's k1, b, variant and delta on copies of a BM25 index weighed again, "
@@ -2102,8 +2118,6 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
     first, beside the retriever as opened (PyTerrier's GridSearch; with --folds, its KFoldGridSearch). Over a BM25
     index (or a hybrid's BM25 part) also BM25's parameters and BM25F's field weights, --grid
     'text_fields=title,text;title^3,text': each on a copy of the index in a temporary folder (the index unchanged)."""
-    from semiret.data.collection import Collection, searched_qrels
-    from semiret.data.paths import dataset
     from semiret.evaluation.tuning import check_folds, cross_validated, grid_search
     from semiret.search.retrievers import open_retriever
 
@@ -2114,14 +2128,10 @@ def tune(index: Path = typer.Option(..., help="The index to search (built alread
                            "measure (score the chosen setting by others with `semiret eval`)")
     measure = measure[0]
     wanted = _grid(grid)
-    collection = Collection(dataset(str(data)), queries_file, qrels_file)
-    judged = collection.judged_split(split) or (qrels_file.stem if qrels_file is not None else None)
-    if judged == "test" and folds is None:
-        log.warning("tuning on the test split's judged queries: its figures are then no estimate for them (tune on "
-                    "train or dev and report on test; a collection judged on test alone: --folds estimates the "
-                    "tuned setting on queries it was not chosen on)")
-    queries = collection.queries(split)
-    qrels = searched_qrels(collection, split, queries)
+    collection, queries, qrels = _queries_to_fit_on(
+        data, split, queries_file, qrels_file, "tuning", None if folds is not None else
+        "tune on train or dev and report on test; a collection judged on test alone: --folds estimates the tuned "
+        "setting on queries it was not chosen on")
     if folds is not None:
         check_folds(folds, len(qrels))  # before any search
     _use_encoding_device(device)
@@ -2180,20 +2190,14 @@ def ltr(index: Path = typer.Option(..., help="The first stage: the index whose b
     """Learn to rank on judged queries: each query's best hits of --index described by their scores there and in
     every --feature-index, and a LambdaMART model (LightGBM) trained to rank them, early-stopped on a share of the
     queries held out (PyTerrier's pt.ltr). Search or evaluate with --ltr OUT."""
-    from semiret.data.collection import Collection, searched_qrels
-    from semiret.data.paths import dataset
     from semiret.evaluation.learned_ranking import fit_learned_ranking
     from semiret.search.learned_ranking import LearnedRankingConfig, check_output_folder
     from semiret.search.retrievers import open_retriever
 
     config = LearnedRankingConfig(**options)
     check_output_folder(out, overwrite)
-    collection = Collection(dataset(str(data)), queries_file, qrels_file)
-    if collection.judged_split(split) == "test":
-        log.warning("learning on the test split's judged queries: its figures are then no estimate for them "
-                    "(learn on train or dev and report on test)")
-    queries = collection.queries(split)
-    qrels = searched_qrels(collection, split, queries)
+    collection, queries, qrels = _queries_to_fit_on(data, split, queries_file, qrels_file, "learning",
+                                                    "learn on train or dev and report on test")
     _use_encoding_device(device)
     first_stage = open_retriever(index)
     features = [open_retriever(path) for path in feature_index or ()]

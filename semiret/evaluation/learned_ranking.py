@@ -19,7 +19,7 @@ import numpy as np
 
 from semiret.errors import SemiretError
 from semiret.evaluation.metrics import parse_measures, values_per_query
-from semiret.evaluation.significance import paired_p_value
+from semiret.evaluation.significance import compare_runs
 from semiret.progress import track
 from semiret.search.learned_ranking import (LearnedRanking, LearnedRankingConfig, check_feature_index,
                                             index_record, lightgbm, predicted)
@@ -142,11 +142,14 @@ class _Candidates:
     def labels(self, query_id: str) -> list[int]:
         return [min(max(int(self.qrels[query_id].get(d, 0)), 0), MAX_GRADE) for d in self.ids[query_id]]
 
+    def run(self, queries: list[str], booster) -> dict[str, dict[str, float]]:
+        """The queries' candidates scored by ``booster`` (None: by the first stage)."""
+        return {q: dict(zip(self.ids[q], map(float, self.first_scores[q] if booster is None
+                                             else predicted(booster, self.rows[q])))) for q in queries}
+
     def ndcg(self, queries: list[str], booster) -> np.ndarray:
         """Each query's nDCG@10 with its candidates ranked by ``booster`` (None: by the first stage)."""
-        run = {q: dict(zip(self.ids[q], map(float, self.first_scores[q] if booster is None
-                                            else predicted(booster, self.rows[q])))) for q in queries}
-        values = values_per_query(run, {q: self.qrels[q] for q in queries}, NDCG_10)
+        values = values_per_query(self.run(queries, booster), {q: self.qrels[q] for q in queries}, NDCG_10)
         return np.array([values[q] for q in queries])
 
 
@@ -194,7 +197,7 @@ class _Learner:
         """Each fold of ``queries`` ranked by a model learned from the others, as the whole is learned; nDCG@10
         against the first stage's."""
         order = np.random.default_rng(self.config.seed).permutation(len(queries))
-        learned, first = np.empty(len(queries)), np.empty(len(queries))
+        learned, first = {}, {}
         for fold in track(range(folds), "cross-validating"):
             held = sorted(order[fold::folds].tolist())
             fold_queries = [queries[i] for i in held]
@@ -202,15 +205,12 @@ class _Learner:
             booster, trees, dev = self.learned(others, _held_out(self.config, len(others)), self.config.seed)
             if dev and self.config.refit:
                 booster = self.boosted(self.candidates.labelled(others), trees)
-            learned[held] = self.candidates.ndcg(fold_queries, booster)
-            first[held] = self.candidates.ndcg(fold_queries, None)
-        difference = np.round(learned - first, 10)
-        p_value = paired_p_value(difference)
-        return {"folds": folds, "ndcg@10": {"first_stage": round(float(first.mean()), 4),
-                                            "learned": round(float(learned.mean()), 4)},
-                "delta": round(float(difference.mean()), 4),
-                "p_value": None if p_value is None else float(f"{p_value:.4g}"),
-                "better": int((difference > 0).sum()), "worse": int((difference < 0).sum())}
+            learned.update(self.candidates.run(fold_queries, booster))
+            first.update(self.candidates.run(fold_queries, None))
+        versus = compare_runs(learned, first, {q: self.candidates.qrels[q] for q in queries}, [NDCG_10])
+        versus = next(iter(versus.values()))
+        return {"folds": folds, "ndcg@10": {"first_stage": round(versus["baseline"], 4),
+                                            "learned": round(versus["baseline"] + versus["delta"], 4)}, **versus}
 
 
 def _lightgbm_names(names: list[str]) -> list[str]:
