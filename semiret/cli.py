@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -17,7 +18,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import fields
-from typing import Iterable, Iterator, Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -221,33 +222,37 @@ def _metadata_fields(value: str | None) -> list[str] | None:
     return None if value is None else value.split(",")
 
 
-def _kept_for_text_fields(fields: list[str] | None, text_fields) -> list[str] | None:
-    """The corpus fields to keep as metadata, with those ``text_fields`` reads beside the title and text (a corpus
-    line's ``keywords`` is kept without naming it twice); a field the corpus reader takes for the text or the id is
-    refused, rather than read as nothing."""
-    from semiret.data.collection import READ_FIELDS, TEXT_FIELDS
+def _id_field_option(help_suffix: str = ""):
+    return typer.Option(None, help="The field of the corpus's records (the column a first row names) holding each "
+                                   "document's id, in place of the first of _id, id, docid, ... a record holds"
+                                   f"{help_suffix}.")
+
+
+def _text_field_option(help_suffix: str = ""):
+    return typer.Option(None, help="The field of the corpus's records (the column a first row names) holding each "
+                                   "document's text, in place of the first of text, contents, content, body, ... a "
+                                   f"record holds (summary, content_text){help_suffix}.")
+
+
+def _corpus_fields(metadata_fields: str | None, id_field: str | None, text_field: str | None, text_fields):
+    """The fields to read a corpus with (:class:`~semiret.data.collection.CorpusFields`): those asked, with those
+    ``text_fields`` reads beside the title and text kept as metadata (a corpus line's ``keywords`` is kept without
+    naming it twice); a field the corpus reader takes for the text or the id is refused, rather than read as
+    nothing."""
+    from semiret.data.collection import CorpusFields
     from semiret.text.fields import TextFields
 
+    fields = CorpusFields(_metadata_fields(metadata_fields), id_field, text_field)
     parsed = TextFields.parse(text_fields)
     names = parsed.metadata_names if parsed is not None else []
-    taken = [name for name in names if name in READ_FIELDS]
+    taken = [name for name in names if name in fields.read_names]
     if taken:
         name = taken[0]
-        read_as = (f"each document's text (the first of {', '.join(TEXT_FIELDS)} a line holds; any other of them is "
-                   "not kept)") if name in TEXT_FIELDS else "a document's id, metadata or vector"
+        read_as = (f"each document's text (the first of {', '.join(fields.text_names)} a line holds; any other of "
+                   "them is not kept)") if name in fields.text_names else "a document's id, metadata or vector"
         raise SemiretError(f"--text-fields names {name!r}, which the corpus reader reads as {read_as}: write 'text' "
                            "for the text, and give a field read as text beside it another name in the corpus")
-    return _kept_fields(fields, [name.split(".")[0] for name in names])  # (a dotted name: its top-level object)
-
-
-def _kept_fields(fields: list[str] | None, names: Iterable[str]) -> list[str] | None:
-    """``fields`` (the corpus fields kept as metadata; None: the metadata object only) with ``names`` too."""
-    from semiret.data.collection import EVERY_FIELD
-
-    if fields and EVERY_FIELD in fields:
-        return fields
-    kept = list(fields or [])
-    return kept + [name for name in names if name not in kept] or fields
+    return fields.keeping([name.split(".")[0] for name in names])  # (a dotted name: its top-level object)
 
 
 def _count(n: int, noun: str) -> str:
@@ -338,18 +343,16 @@ def _reranking(cross_encoder: str | None, depth: int | None, colbert: str | None
              if value is not None]
     if len(given) > 1:
         raise SemiretError(f"{' and '.join(given)} each rank the best hits again: give one")
-    if ltr_feature_index and ltr is None:
-        raise SemiretError("--ltr-feature-index gives a learned ranking's feature indexes: give --ltr too")
+    from semiret.search.learned_ranking import check_ltr_options
+
+    check_ltr_options(ltr, ltr_feature_index)
     if ltr is not None:
         if depth is not None:
             raise SemiretError("--cross-encoder-depth (--colbert-depth) goes with --cross-encoder or --colbert; a "
                                "learned ranking (--ltr) ranks as many hits as it was trained on")
         from semiret.search.learned_ranking import LearnedRanking
 
-        from semiret.search.retrievers import open_retriever
-
-        features = [open_retriever(path) for path in ltr_feature_index] if ltr_feature_index else None
-        return LearnedRanking.load(ltr, features)
+        return LearnedRanking.load(ltr, ltr_feature_index or None)
     if cross_encoder is None and colbert is None:
         if depth is not None:
             raise SemiretError("--cross-encoder-depth (--colbert-depth) goes with --cross-encoder or --colbert (the "
@@ -441,6 +444,8 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
           milvus_token: Optional[str] = _milvus_token_option(),
           buffer_mb: Optional[float] = _buffer_option(),
           metadata_fields: Optional[str] = _metadata_fields_option(),
+          id_field: Optional[str] = _id_field_option("; recorded, as --metadata-fields is, for later adds"),
+          text_field: Optional[str] = _text_field_option("; recorded, as --metadata-fields is, for later adds"),
           options: dict = None):
     """Build an index from a corpus."""
     from semiret.data.chunking import Chunking
@@ -453,25 +458,26 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
     with _corpus_source(data) as source:
         if backend is None:  # the corpus is read while the old index is replaced: it may not live inside it
             check_build_target(out, overwrite, source=source)
-        fields = _kept_for_text_fields(_metadata_fields(metadata_fields), options.get("text_fields"))
+        fields = _corpus_fields(metadata_fields, id_field, text_field, options.get("text_fields")).record()
         if shard is None:
-            (documents, total), head, slice_record = (iter_corpus(source, fields), count_documents(source)), None, None
+            documents, total = iter_corpus(source, **fields), count_documents(source, id_field)
+            head, slice_record = None, None
         else:  # (a folder's shard reads its own files only)
-            documents, total, slice_record = read_shard(source, shard, fields)
+            documents, total, slice_record = read_shard(source, shard, **fields)
             # what a build of the whole corpus takes its statistics from: every shard takes the same
-            head = itertools.islice(iter_corpus(source, fields), retriever_class(retriever).documents.batch_size)
+            head = itertools.islice(iter_corpus(source, **fields), retriever_class(retriever).documents.batch_size)
         chunking = Chunking.of_options(chunk_words, chunk_overlap, chunk_sentences, chunk_tokens, chunk_tokenizer)
         built = retriever_class(retriever).build(documents, out, overwrite=overwrite, store_texts=store_texts,
                                                  backend=_backend(backend, milvus_token), total=total,
                                                  chunking=chunking, buffer_mb=buffer_mb, corpus_head=head,
-                                                 shard=slice_record, metadata_fields=fields, **options)
+                                                 shard=slice_record, **fields, **options)
     _print_json(built.index.describe())
 
 
 def search(query: Optional[list[str]] = typer.Argument(None, help="One or more queries."),
            index: Path = typer.Option(..., help="Index directory."),
            retriever: Optional[str] = _retriever_option(None, "Search with another retriever than the index's own"),
-           k: int = typer.Option(10, "-k", help="Results per query."),
+           k: int = typer.Option(10, "-k", "--top-k", help="Results per query."),
            queries: Optional[Path] = typer.Option(None, help="Search every query of a file instead (BEIR "
                                                   "queries.jsonl, a BEIR folder, or id<TAB>text), in one batch."),
            query_vectors: Optional[Path] = _query_vectors_option(),
@@ -561,6 +567,11 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     elif bool(query) + (queries is not None) + (query_vectors is not None) != 1:
         raise SemiretError("give queries as arguments, a file of them with --queries, or a file of query vectors "
                            "with --query-vectors (one of the three)")
+    if query and len(query) > 1 and not any(any(c.isspace() for c in text) for text in query):
+        # each argument is a query: `search statins and cancer` (no quotes, the commonest slip) is three of one word
+        log.warning("%d queries of one word each were given (%s): each is searched alone; quote a query of several "
+                    "words (%s)", len(query), ", ".join(query[:5]) + (", ..." if len(query) > 5 else ""),
+                    shlex.quote(" ".join(query)))
     if query_vectors is not None and highlight:
         raise SemiretError("--highlight marks a query's words in its hits: query vectors (--query-vectors) have none")
     if run is not None:
@@ -748,7 +759,7 @@ def analyze(text: Optional[str] = typer.Argument(None, help="The text to analyze
 @app.command()
 def suggest(text: str = typer.Argument(..., help="The text typed so far; its last word is completed."),
             index: Path = typer.Option(..., help="Index directory."),
-            k: int = typer.Option(5, "-k", min=1, help="Suggestions to give."),
+            k: int = typer.Option(5, "-k", "--top-k", min=1, help="Suggestions to give."),
             filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only from documents whose stored "
                                                         "metadata matches (as search --filter)."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object: {\"suggestions\": [{\"text\", "
@@ -913,10 +924,12 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         milvus_token: Optional[str] = _milvus_token_option(),
         buffer_mb: Optional[float] = _buffer_option("add"),
         metadata_fields: Optional[str] = _metadata_fields_option("; default: those the index was built with, "
-                                                                 "which stay its record")):
+                                                                 "which stay its record"),
+        id_field: Optional[str] = _id_field_option("; default: the index's record (semiret index --id-field)"),
+        text_field: Optional[str] = _text_field_option("; default: the index's record (semiret index "
+                                                       "--text-field)")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
     from semiret.data.collection import corpus_file, count_documents, iter_corpus
-    from semiret.indexes.filters import text_field_names
     from semiret.search.retrievers import open_retriever
 
     if watch is not None and (not sync or corpus == "-" or not watch > 0):
@@ -928,16 +941,17 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
-    fields = searcher.metadata_fields if metadata_fields is None else _metadata_fields(metadata_fields)
-    fields = _kept_fields(fields, sorted({name.split(".")[0] for name in text_field_names(searcher.index)}))  # (read)
+    reading = searcher.corpus_fields(_metadata_fields(metadata_fields), id_field, text_field)
+    fields = reading.metadata_fields
 
     def documents(source):  # the index's recorded fields are not asked of a file that names no columns
-        return iter_corpus(source, fields, recorded_fields=metadata_fields is None)
+        return iter_corpus(source, recorded_fields=all(given is None for given in (metadata_fields, id_field,
+                                                                                   text_field)), **reading.record())
 
     def synced():  # a folder's files whose bytes are unchanged are not parsed
         return (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
                 if source.is_dir() and not corpus_file(source).is_file() else  # (a folder emptied too)
-                searcher.sync(documents(source), buffer_mb=buffer_mb, total=count_documents(source),
+                searcher.sync(documents(source), buffer_mb=buffer_mb, total=count_documents(source, reading.id_field),
                               force=force, ids=(d.id for d in documents(source))))  # a first read: ids
 
     def held() -> str:
@@ -948,7 +962,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     with _corpus_source(corpus) as source:
         if not sync:
             added = searcher.add(documents(source), replace=replace, buffer_mb=buffer_mb,
-                                 total=count_documents(source))
+                                 total=count_documents(source, reading.id_field))
             done = "added or replaced" if replace else "added"  # (which of them were there, the index no longer says)
             console.print(f"{done} {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
             return
@@ -1321,12 +1335,14 @@ def backup(index: Optional[str] = typer.Argument(None, help="Index directory."),
 
 
 @app.command()
-def merge(index: Path = typer.Option(..., help="Index directory."),
+def merge(index: Optional[Path] = typer.Argument(None, help="Index directory."),
+          index_option: Optional[Path] = _index_option(),
           buffer_mb: Optional[float] = _buffer_option("merge")):
     """Fold segments into as few as hold them (one, below the buffer) and drop deleted documents; segments that
     filled the buffer, nothing deleted in them since, stay as they are."""
     from semiret.indexes import open_index
 
+    index, = _leading_index(index_option, index, names=("index",))
     opened = open_index(index)
     opened.merge(buffer_mb=buffer_mb)
     _print_json(opened.describe())
@@ -1487,7 +1503,8 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                                              "folder `semiret ltr` wrote) that searches of an index of its first "
                                              "stage's retriever may ask for (\"rerank\": true), as deep as it was "
                                              "trained; loaded at start, its feature indexes read (as they stand at "
-                                             "each search) from where it was trained."),
+                                             "each search) from where it was trained, or --ltr-feature-index."),
+          ltr_feature_index: Optional[list[Path]] = _ltr_feature_index_option(),
           log_level: str = typer.Option(_serve_default("log_level"), help="The least severe messages logged: "
                                         "critical, error, warning, info or debug."),
           access_log: bool = typer.Option(_serve_default("access_log"), help="Log every request (client, method, "
@@ -1534,6 +1551,7 @@ def serve(index: Optional[list[str]] = typer.Option(None, "--index", help="An in
                              cross_encoder=cross_encoder, colbert=colbert,
                              colbert_cache=str(colbert_cache.resolve()) if colbert_cache else None,
                              ltr=str(ltr.resolve()) if ltr else None,
+                             ltr_feature_index=[str(path.resolve()) for path in ltr_feature_index or []] or None,
                              access_log=access_log, slow_query_ms=slow_query_ms)
     settings.configure_logging()
     for name, path in settings.indexes.items():  # a bad index or retriever fails here, before any worker starts
@@ -1961,7 +1979,7 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
          rrf_k: int = typer.Option(60, help="RRF's rank offset k: 1 / (k + rank)."),
          depth: Optional[int] = typer.Option(None, help="Documents taken from each run's ranking of a query "
                                                         "(default: all)."),
-         k: int = typer.Option(1000, "-k", help="Documents per query in the fused run."),
+         k: int = typer.Option(1000, "-k", "--top-k", help="Documents per query in the fused run."),
          tag: str = typer.Option("fused", help="The fused run's tag column.")):
     """Fuse saved runs into one (Pyserini's and ranx's fusion; the hybrid retriever's, for runs already on disk):
     score the result with `semiret compare`."""
@@ -1994,8 +2012,8 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
                    retriever: Optional[str] = _retriever_option(None, "Rank with another retriever than the index's "
                                                                       "own"),
                    depth: int = typer.Option(100, help="Each query's best documents of the run ranked again."),
-                   k: Optional[int] = typer.Option(None, "-k", help="Documents per query in the new run (default: "
-                                                                     "all those ranked again)."),
+                   k: Optional[int] = typer.Option(None, "-k", "--top-k", help="Documents per query in the new "
+                                                   "run (default: all those ranked again)."),
                    cross_encoder: Optional[str] = _cross_encoder_option(),
                    colbert: Optional[str] = _colbert_option(),
                    colbert_cache: Optional[Path] = _colbert_cache_option(),

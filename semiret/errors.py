@@ -1,4 +1,40 @@
-"""Exceptions raised for bad input: each message names the file, line or field at fault."""
+"""Exceptions raised for bad input: each message names the file, line or field at fault; and warnings of input that
+is likely a mistake though not an error (a filter on a field no document holds), logged and told to the caller."""
+
+import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
+
+_TOLD: ContextVar[list[str] | None] = ContextVar("semiret_told_warnings", default=None)
+"""The warnings collected for the caller of what runs now (:func:`told_warnings`), or None: none is collected."""
+
+
+@contextmanager
+def told_warnings() -> Iterator[list[str]]:
+    """The warnings :func:`warn` and :func:`tell_caller` give within the block (and in threads running in its
+    context: Starlette's thread pool copies it), each once, in order: what the service answers a request with (its
+    ``warnings``), besides logging them."""
+    collected: list[str] = []
+    token = _TOLD.set(collected)
+    try:
+        yield collected
+    finally:
+        _TOLD.reset(token)
+
+
+def warn(logger: logging.Logger, message: str) -> None:
+    """Warn of ``message``: logged by ``logger``, and told to the caller (:func:`tell_caller`)."""
+    logger.warning("%s", message)
+    tell_caller(message)
+
+
+def tell_caller(message: str) -> None:
+    """Add ``message`` to the warnings collected for the caller (:func:`told_warnings`), if any are: what a warning
+    logged once per index (at its first search) tells every later caller too."""
+    collected = _TOLD.get()
+    if collected is not None and message not in collected:
+        collected.append(message)
 
 
 class SemiretError(Exception):

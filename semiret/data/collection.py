@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import numbers
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ import numpy as np
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem, surrogate_problem
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
-from semiret.errors import DataFormatError, SemiretError
+from semiret.errors import DataFormatError, SemiretError, warn
 
 log = logging.getLogger(__name__)
 
@@ -133,30 +134,38 @@ def _required(record: dict, names: tuple[str, ...], what: str) -> str:
     return _as_string(*picked, what)
 
 
-def _document_fields(record: dict) -> tuple[tuple[str, object], tuple[str, object] | None, object]:
-    """(id, text or None, title) as picked from a document's record, each field looked up once."""
-    doc_id, text, title = _pick(record, DOCUMENT_ID_FIELDS), _pick(record, TEXT_FIELDS), record.get("title")
+def _document_fields(record: dict, fields: CorpusFields) -> tuple[tuple[str, object], tuple[str, object] | None,
+                                                                object, object]:
+    """(id, text or None, title, metadata) as ``fields`` picks them from a document's record, each field looked up
+    once: its metadata is its ``metadata`` object with the other fields ``fields`` keeps beside it (the object's
+    values win; one that is no object is left for the caller to refuse)."""
+    doc_id, text, title = _pick(record, fields.id_names), _pick(record, fields.text_names), record.get("title")
     if doc_id is None:
-        raise ValueError(f"missing id field (one of {', '.join(map(repr, DOCUMENT_ID_FIELDS))})")
+        raise ValueError(fields.missing("id"))
     if text is None and not title and record.get(VECTOR_FIELD) is None:  # (a vector alone is a document to search)
-        raise ValueError(f"missing text field (one of {', '.join(map(repr, TEXT_FIELDS))})")
-    return doc_id, text, title
+        raise ValueError(fields.missing("text"))
+    metadata = record.get("metadata") or None
+    lifted = {name: record[name] for name in fields.kept(record)} if fields.metadata_fields else None
+    if lifted and (metadata is None or isinstance(metadata, dict)):
+        metadata = lifted | (metadata or {})
+    return doc_id, text, title, metadata
 
 
-def record_fields(record: dict) -> dict:
+def record_fields(record: dict, fields: CorpusFields | None = None) -> dict:
     """A JSON object describing a document, however it names its fields (BEIR's ``_id``/``title``/``text``,
-    Pyserini's ``id``/``contents``, the other names of :data:`DOCUMENT_ID_FIELDS` and :data:`TEXT_FIELDS`; a
-    ``metadata``
-    object is kept, other fields are ignored), as ``{"_id", "title", "text"[, "metadata"]}`` with the values found
-    (an integer id as its string; a text missing beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the values' types
-    are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the field)."""
-    (_, doc_id), text, title = _document_fields(record)
+    Pyserini's ``id``/``contents``, the other names of :data:`DOCUMENT_ID_FIELDS` and :data:`TEXT_FIELDS`, or those
+    ``fields`` names; a ``metadata`` object is kept, with the other fields ``fields`` keeps, other fields are
+    ignored), as ``{"_id", "title", "text"[, "metadata"]}`` with the values found (an integer id as its string; a
+    text missing beside a title: empty). Raises ValueError when the id, or both text and title, are missing; the
+    values' types are checked by the caller (:func:`record_document`, or the HTTP API's schema, which names the
+    field)."""
+    (_, doc_id), text, title, metadata = _document_fields(record, fields or CorpusFields())
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
     fields_found = {"_id": doc_id, "title": "" if title is None else title,
                     "text": "" if text is None or text[1] is None else text[1]}
-    if record.get("metadata"):
-        fields_found["metadata"] = record["metadata"]
+    if metadata:
+        fields_found["metadata"] = metadata
     if record.get(VECTOR_FIELD) is not None:
         fields_found[VECTOR_FIELD] = record[VECTOR_FIELD]
     return fields_found
@@ -277,25 +286,108 @@ def _say_where_wrong(value: list | tuple, name: str) -> None:
 
 EVERY_FIELD = "*"
 """As ``metadata_fields``: every field besides a document's id, text, title and metadata."""
-READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + ("title", "metadata", VECTOR_FIELD))
+NAMED_FIELDS = ("title", "metadata", VECTOR_FIELD)
+"""The fields a record's title, metadata object and vector are always read from."""
+READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + NAMED_FIELDS)
 """The names of the fields a corpus reader reads as a document's id, text, title, metadata and vector."""
 
 
-def other_fields(names: Iterable[str], header: bool = False) -> list[str]:
-    """Those of ``names`` (a JSON record's fields, or a ``header``'s columns, named in any case) a corpus reader does
-    not read as a document's id, text, title or metadata, each once."""
-    return [name for name in dict.fromkeys(names) if (name.strip().lower() if header else name) not in READ_FIELDS]
+@dataclass(frozen=True)
+class CorpusFields:
+    """How a corpus's records become documents: the field holding each one's id and the one holding its text (None:
+    the first of :data:`DOCUMENT_ID_FIELDS`, of :data:`TEXT_FIELDS`, a record holds; ``--id-field`` and
+    ``--text-field``, as LangChain's JSONLoader's ``content_key``), and the other fields kept in its metadata
+    (``metadata_fields``; :data:`EVERY_FIELD`: all of them). An index records them (:meth:`record`, in its
+    ``meta.json``) and reads the documents added to it alike, from a file, over HTTP or from Python."""
+
+    metadata_fields: tuple[str, ...] | None = None
+    id_field: str | None = None
+    text_field: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata_fields", check_metadata_fields(self.metadata_fields))
+        for what in ("id", "text"):
+            name = getattr(self, f"{what}_field")
+            if name is not None and (not isinstance(name, str) or not name.strip() or name in NAMED_FIELDS):
+                raise SemiretError(f"{what}_field (--{what}-field) names the field of a corpus's records holding each "
+                                   f"document's {what}, not one of {', '.join(NAMED_FIELDS)}; got {name!r}")
+        if self.id_field is not None and self.id_field == self.text_field:
+            raise SemiretError(f"id_field and text_field (--id-field, --text-field) both name {self.id_field!r}: "
+                               "a document's id and text are two fields")
+
+    @classmethod
+    def of(cls, recorded: Mapping) -> "CorpusFields":
+        """The fields ``recorded`` names (an index's ``meta.json``, or the service's description of the index)."""
+        return cls(recorded.get("metadata_fields"), recorded.get("id_field"), recorded.get("text_field"))
+
+    def record(self) -> dict:
+        """The fields named, as ``meta.json`` records them and :func:`iter_corpus` and ``build`` take them."""
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in
+                (("metadata_fields", self.metadata_fields), ("id_field", self.id_field),
+                 ("text_field", self.text_field)) if value is not None}
+
+    def keeping(self, names: Iterable[str]) -> "CorpusFields":
+        """These fields with ``names`` kept as metadata too (the fields an index's analyzer reads as text)."""
+        if not names or (self.metadata_fields and EVERY_FIELD in self.metadata_fields):
+            return self
+        kept = list(self.metadata_fields or ())
+        return replace(self, metadata_fields=tuple(kept + [name for name in names if name not in kept]) or None)
+
+    @property
+    def id_names(self) -> tuple[str, ...]:
+        return DOCUMENT_ID_FIELDS if self.id_field is None else (self.id_field,)
+
+    @property
+    def text_names(self) -> tuple[str, ...]:
+        return TEXT_FIELDS if self.text_field is None else (self.text_field,)
+
+    @property
+    def read_names(self) -> frozenset[str]:
+        """The fields read as a document's id, text, title, metadata and vector (:data:`READ_FIELDS` by default)."""
+        return frozenset((ID_FIELDS if self.id_field is None else (self.id_field,)) + self.text_names + NAMED_FIELDS)
+
+    def columns(self) -> tuple:
+        """A TSV or CSV corpus's columns (as :data:`CORPUS_COLUMNS`), those of the id and text named."""
+        return (CORPUS_COLUMNS[0] if self.id_field is None else (self.id_field.strip().lower(),),
+                CORPUS_COLUMNS[1] if self.text_field is None else (self.text_field.strip().lower(),),
+                *CORPUS_COLUMNS[2:])
+
+    def missing(self, what: str) -> str:
+        """The error of a record without its ``what`` ("id" or "text") field."""
+        named = getattr(self, f"{what}_field")
+        if named is not None:
+            return f"missing {what} field {named!r} (the {what}_field the documents are read with)"
+        names = DOCUMENT_ID_FIELDS if what == "id" else TEXT_FIELDS
+        return (f"missing {what} field (one of {', '.join(map(repr, names))}; {what}_field, --{what}-field, names "
+                "another)")
+
+    def others(self, names: Iterable[str], header: bool = False) -> list[str]:
+        """Those of ``names`` (a JSON record's fields, or a ``header``'s columns, named in any case) not read as a
+        document's id, text, title or metadata, each once."""
+        read = {name.strip().lower() for name in self.read_names} if header else self.read_names
+        return [name for name in dict.fromkeys(names) if (name.strip().lower() if header else name) not in read]
+
+    def kept(self, names: Iterable[str], header: bool = False) -> list[str]:
+        """Those of :meth:`others` that ``metadata_fields`` keeps (:data:`EVERY_FIELD`: all; a header's columns
+        named in any case)."""
+        others = self.others(names, header)
+        if EVERY_FIELD in (self.metadata_fields or ()):
+            return others
+        key = (lambda name: name.strip().lower()) if header else (lambda name: name)
+        wanted = {key(name) for name in self.metadata_fields or ()}
+        return [name for name in others if key(name) in wanted]
+
+    def unread(self, record: dict) -> list[str]:
+        """The fields of ``record`` left out of its document: when no field is kept as metadata, the others."""
+        return [] if self.metadata_fields else self.others(record)
 
 
-def _kept_fields(names: Iterable[str], metadata_fields: Sequence[str], header: bool = False) -> list[str]:
-    """Those of :func:`other_fields` that ``metadata_fields`` keeps (:data:`EVERY_FIELD`: all; a header's columns
-    named in any case)."""
-    others = other_fields(names, header)
-    if EVERY_FIELD in metadata_fields:
-        return others
-    key = (lambda name: name.strip().lower()) if header else (lambda name: name)
-    wanted = {key(name) for name in metadata_fields}
-    return [name for name in others if key(name) in wanted]
+def left_out_warning(where: str, names: Sequence[str], keep: str) -> str:
+    """The warning that the fields ``names`` of the documents of ``where`` were left out, ``keep`` saying how to keep
+    them."""
+    listed = ", ".join(map(repr, names[:8])) + (", ..." if len(names) > 8 else "")
+    return (f"{where}: the field{'s' * (len(names) > 1)} {listed} of its documents {'are' if len(names) > 1 else 'is'} "
+            f"left out: {keep}")
 
 
 def check_metadata_fields(fields: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -308,18 +400,13 @@ def check_metadata_fields(fields: Sequence[str] | None) -> tuple[str, ...] | Non
     return tuple(f.strip() for f in fields)
 
 
-def record_document(record: dict, metadata_fields: Sequence[str] | None = None) -> Document:
-    """The :class:`Document` a JSON object describes (:func:`record_fields`); a value of the wrong type is a
-    ValueError naming its field. The fields named by ``metadata_fields`` (:data:`EVERY_FIELD`: all of
-    :func:`other_fields`) join its metadata, where its ``metadata`` object does not hold them already."""
-    doc_id, text, title = _document_fields(record)
-    metadata = record.get("metadata") or None
+def record_document(record: dict, fields: CorpusFields | None = None) -> Document:
+    """The :class:`Document` a JSON object describes, read with ``fields`` (:func:`record_fields`); a value of the
+    wrong type is a ValueError naming its field. The fields ``fields`` keeps (:data:`EVERY_FIELD`: all of
+    :meth:`CorpusFields.others`) join its metadata, where its ``metadata`` object does not hold them already."""
+    doc_id, text, title, metadata = _document_fields(record, fields or CorpusFields())
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"field 'metadata' must be an object, got {type(metadata).__name__}")
-    if metadata_fields:
-        lifted = {name: record[name] for name in _kept_fields(record, metadata_fields)}
-        if lifted:
-            metadata = lifted | (metadata or {})
     if metadata:
         check_storable(metadata)
     vector = None if record.get(VECTOR_FIELD) is None else brought_vector(record[VECTOR_FIELD], document=True)
@@ -327,19 +414,39 @@ def record_document(record: dict, metadata_fields: Sequence[str] | None = None) 
                     _as_string("title", title, "title"), metadata, vector)
 
 
-def as_document(item, position: int) -> Document:
+def as_document(item, position: int, fields: CorpusFields | None = None) -> Document:
     """An item of the Python API's ``build``/``add``: a :class:`Document`, or a dict read as
-    :func:`record_document` reads a corpus line; anything else (a bare string has no id) is a clear error."""
+    :func:`record_document` reads a corpus line (with ``fields``, an index's); anything else (a bare string has no
+    id) is a clear error."""
     if isinstance(item, Document):
         return _stored_as_json(item, position)
     if isinstance(item, dict):
         try:
-            return _stored_as_json(record_document(item), position)
+            return _stored_as_json(record_document(item, fields), position)
         except ValueError as exc:
             raise SemiretError(f"document {position}: {exc}") from None
     hint = (" (strings have no id: give Document(id, text), or {'_id': ..., 'text': ...}; e.g. "
             "[Document(str(i), t) for i, t in enumerate(texts)])" if isinstance(item, str) else "")
     raise SemiretError(f"document {position} is a {type(item).__name__}, not a Document or a dict{hint}")
+
+
+def as_documents(items: Iterable, fields: CorpusFields | None = None, where: str = "documents",
+                 keep: str = "") -> Iterator[Document]:
+    """:func:`as_document` of each item (the Python API's ``build`` and ``add``, the service client's ``add``), dicts
+    read with ``fields``; the fields of the first item that ``fields`` leaves out (keeping none as metadata) named in a
+    warning (:func:`left_out_warning`, ``keep`` saying how to keep them), as :func:`iter_corpus` names a file's."""
+    fields = fields or CorpusFields()
+    for position, item in enumerate(items):
+        if position == 0 and isinstance(item, dict) and (unread := fields.unread(item)):
+            warn(log, left_out_warning(where, unread, keep))
+        yield as_document(item, position, fields)
+
+
+ADDED_FIELDS_HINT = ("the index keeps no field of the documents added as metadata beside their \"metadata\" object "
+                     "(made without metadata_fields, which name the fields to keep when an index is made: semiret "
+                     "index --metadata-fields, PUT /indexes/NAME {\"metadata_fields\": [...]}): put them in each "
+                     "document's \"metadata\" to filter on them")
+"""How to keep the fields of documents added to an index that keeps none of them (``add``, the service's)."""
 
 
 def _stored_as_json(document: Document, position: int) -> Document:
@@ -512,40 +619,46 @@ class _FieldNotes:
     kept: set[str] = field(default_factory=set)
 
 
-def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = None, notes: _FieldNotes | None = None,
+def _row_records(path: Path, columns, fields: CorpusFields | None = None, notes: _FieldNotes | None = None,
                  recorded_fields: bool = False) -> Iterator[tuple[int, str, str, str, dict | None]]:
     """``(line, id, text, title, metadata)`` of each row of a TSV or CSV file: columns by position (the layout of
-    ``columns``), or by the names of a first row naming them, which also names the columns ``metadata_fields`` lifts
-    into each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (``notes``). A
-    row with more columns than that is an error rather than a text cut at its first tab (or comma). Metadata fields
-    asked of a file without such a row are an error, unless ``recorded_fields`` (an index's record, not asked for)."""
+    ``columns``), or by the names of a first row naming them, which also names the columns ``fields`` lifts into
+    each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (``notes``). A row
+    with more columns than that is an error rather than a text cut at its first tab (or comma). ``fields``: a
+    corpus's (None: a queries file's), whose first row reading as column names though it names none of an id is an
+    error rather than a document, as are the fields it names asked of a file without a first row naming columns,
+    unless ``recorded_fields`` (an index's record, not asked for)."""
     delimiter = _delimiter(path)
     layout = columns[3].replace("<TAB>", "<TAB>" if delimiter == "\t" else delimiter)
-    named, width, first, lifted = (), columns[3].count("<TAB>") + 1, True, []  # no header: by position
-    for line, row in _read_rows(path):
-        if first:
-            first, header = False, _header_columns(row, columns)
-            if header[0] is not None:
-                if header[1] is None and header[2] is None:
-                    raise DataFormatError(f"the first row names an id column but no text column ("
-                                          f"{', '.join(columns[1])}) nor a title: name the column of the texts so",
-                                          path, line)
-                named, header_line, width = header, line, len(row)
-                others, seen = {}, set()  # the other columns' names and positions: the first of a name, in any case
-                for k, name in enumerate(cell.strip() for cell in row):
-                    if k not in named and name.lower() not in seen and other_fields([name], header=True):
-                        others[name] = k
-                        seen.add(name.lower())
-                lifted = [(name, others[name]) for name in _kept_fields(others, metadata_fields or (), header=True)]
-                if notes is not None:
-                    notes.unread.extend(others)
-                    kept = {name.lower() for name, _ in lifted}
-                    notes.kept.update(name for name in metadata_fields or () if name.lower() in kept)
-                continue
-            if metadata_fields and not recorded_fields:
-                raise DataFormatError("metadata fields are columns a first row names, and this file's first row "
-                                      f"names no id column ({', '.join(columns[0])}) beside a text ("
-                                      f"{', '.join(columns[1])}) or title column", path, line)
+    named, width, lifted = (), columns[3].count("<TAB>") + 1, []  # no header: by position
+    reading = fields or CorpusFields()
+    rows = _read_rows(path)
+    first = next(rows, None)
+    header = (None, None, None) if first is None else _header_columns(first[1], columns)
+    if header[0] is not None:
+        header_line, row = first
+        if header[1] is None and header[2] is None:
+            raise DataFormatError(f"the first row names an id column but no text column ({', '.join(columns[1])}) "
+                                  "nor a title: name the column of the texts so"
+                                  + (", or name it with --text-field (text_field)" if fields is not None else ""),
+                                  path, header_line)
+        named, width = header, len(row)
+        others, seen = {}, set()  # the other columns' names and positions: the first of a name, in any case
+        for k, name in enumerate(cell.strip() for cell in row):
+            if k not in named and name.lower() not in seen and reading.others([name], header=True):
+                others[name] = k
+                seen.add(name.lower())
+        lifted = [(name, others[name]) for name in reading.kept(others, header=True)]
+        if notes is not None:
+            notes.unread.extend(others)
+            kept = {name.lower() for name, _ in lifted}
+            notes.kept.update(name for name in reading.metadata_fields or () if name.lower() in kept)
+    elif first is not None:
+        ahead = [first, *itertools.islice(rows, fields is not None)]  # (a corpus's second row tells a header)
+        if fields is not None:
+            _check_positional(path, ahead, columns, fields, recorded_fields)
+        rows = itertools.chain(ahead, rows)
+    for line, row in rows:
         if named:
             if len(row) > width:
                 raise DataFormatError(f"{len(row)} columns, but the header on line {header_line} names {width}",
@@ -566,11 +679,38 @@ def _row_records(path: Path, columns, metadata_fields: Sequence[str] | None = No
                     hint = " (columns separated by semicolons? Save the file with commas, or as TSV)"
                 else:
                     hint = (" (plain text, one document? Give the folder holding it: each file under a folder of "
-                            "documents is one)" if columns is CORPUS_COLUMNS else
+                            "documents is one)" if fields is not None else
                             " (one query a line? Give each its id: id<TAB>text)") * (format_suffix(path) == ".txt")
                 raise DataFormatError(f"expected '{layout}', got {len(row)} column{'s' * (len(row) != 1)}{hint}",
                                       path, line)
             yield line, row[0], row[1], row[2] if len(row) > 2 else "", None
+
+
+COLUMN_NAME = re.compile(r"[^\W\d]+(?:[ ._-][^\W\d]+){0,3}")
+"""A cell of a TSV or CSV file's first row that reads as a column's name: a few words without digits (``content``,
+``Full Text``), as a header's names are, above rows whose ids are numbered."""
+
+
+def _check_positional(path: Path, ahead: list[tuple[int, list[str]]], columns, fields: CorpusFields,
+                      recorded_fields: bool) -> None:
+    """Refuse to read a corpus file's rows by position when its first row (of ``ahead``, the first two) reads as
+    column names above a numbered document (``doc,content`` above ``T-5,Login fails``: a header naming no id column,
+    which was indexed as a document), or when ``fields`` names columns (unless ``recorded_fields``)."""
+    line, row = ahead[0]
+    separator = _delimiter(path)
+    if len(row) > 1 and len(ahead) > 1 and all(COLUMN_NAME.fullmatch(cell.strip()) for cell in row) \
+            and any(character.isdigit() for character in ahead[1][1][0]):
+        raise DataFormatError(f"the first row reads as column names ({', '.join(cell.strip() for cell in row)}), "
+                              f"but none is an id column (one of {', '.join(columns[0])}; the text's: one of "
+                              f"{', '.join(columns[1])}): name the columns so, or give --id-field and --text-field "
+                              "(id_field, text_field) naming yours; if the file has no header row and that row is a "
+                              "document, put a first row naming the columns above it: "
+                              f"{separator.join(['id', 'text']).replace(chr(9), '<TAB>')}", path, line)
+    if (fields.metadata_fields or fields.id_field or fields.text_field) and not recorded_fields:
+        asked = "metadata fields" if fields.metadata_fields else "the id and text fields (--id-field, --text-field)"
+        raise DataFormatError(f"{asked} are columns a first row names, and this file's first row names no id column "
+                              f"({', '.join(columns[0])}) beside a text ({', '.join(columns[1])}) or title column",
+                              path, line)
 
 
 READ_CHUNK = 256
@@ -579,23 +719,33 @@ cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M chara
 
 
 def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
-                skip_ids: Container[str] = (), folder: bool = False, recorded_fields: bool = False
-                ) -> Iterator[Document]:
+                skip_ids: Container[str] = (), folder: bool = False, recorded_fields: bool = False,
+                id_field: str | None = None, text_field: str | None = None) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
     file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not. ``metadata_fields``
     names the other fields (columns) to keep in each document's metadata (``["*"]``: all of them); without it, the
-    other fields of the first document are named in a warning. ``skip_ids``: the documents of a folder of documents
-    not to read (their files unchanged: ``Retriever.sync_folder``); other corpora take none. ``folder``: ``path`` is
-    a folder of documents, read even when it holds none now (its files all removed: a sync deletes their documents).
-    ``recorded_fields``: ``metadata_fields`` are those an index was built with (``semiret add``), not asked for, so a
-    TSV or CSV file without a first row naming its columns is read without them (warned), not refused.
+    other fields of the first document are named in a warning. ``id_field`` and ``text_field`` name the field (the
+    column a first row names) holding each document's id and text, in place of the names read by default
+    (:class:`CorpusFields`; not of a folder of documents, whose files' paths are their ids). ``skip_ids``: the
+    documents of a folder of documents not to read (their files unchanged: ``Retriever.sync_folder``); other corpora
+    take none. ``folder``: ``path`` is a folder of documents, read even when it holds none now (its files all
+    removed: a sync deletes their documents).
+    ``recorded_fields``: the fields named are those an index was built with (``semiret add``), not asked for, so a
+    TSV or CSV file without a first row naming its columns is read by position (its columns' names unused), not
+    refused.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
     by reading the file again).
     """
     path = Path(path) if folder else _read_corpus_file(path)
-    metadata_fields = check_metadata_fields(metadata_fields)
+    if path.is_dir() and (id_field or text_field):
+        if not recorded_fields:
+            raise SemiretError(f"{path} is a folder of documents, each file one, its path the id: id_field and "
+                               "text_field (--id-field, --text-field) name fields of a JSONL, TSV or CSV corpus")
+        id_field = text_field = None  # (an index built from a file, synced with a folder)
+    fields = CorpusFields(metadata_fields, id_field, text_field)
+    metadata_fields = fields.metadata_fields
     if skip_ids and not path.is_dir():
         raise SemiretError("skip_ids are the documents of a folder of documents not to read; a corpus file is read "
                            "whole")
@@ -607,7 +757,7 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
     def until_malformed() -> Iterator[tuple[int, Document]]:
         nonlocal truncated, first_truncated
         try:
-            for line, document in _corpus_records(path, metadata_fields, notes, skip_ids, recorded_fields):
+            for line, document in _corpus_records(path, fields, notes, skip_ids, recorded_fields):
                 if len(document.text) > MAX_DOC_CHARS:
                     truncated, first_truncated = truncated + 1, first_truncated or document.id
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
@@ -617,7 +767,8 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
 
     for chunk in batched(until_malformed(), READ_CHUNK):
         repeat = next(((int(position), first) for position in seen.add_many([d.id for _, d in chunk])
-                       if (first := _first_line_of(path, chunk[position][1].id, chunk[position][0])) is not None),
+                       if (first := _first_line_of(path, fields, chunk[position][1].id, chunk[position][0]))
+                       is not None),
                       (-1, None))  # the first hash seen before that is the same id: a repeat
         for position, (line, document) in enumerate(chunk):
             problem = document_id_problem(document.id)
@@ -643,10 +794,9 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
                     "can)", path, spaced, first_spaced)
     unread = notes.unread
     if unread and metadata_fields is None:
-        log.warning("%s: the field%s %s of its documents %s left out: metadata_fields (semiret index and add: "
-                    "--metadata-fields %s, or %s for all) keeps them as metadata, to filter on", path,
-                    "s" * (len(unread) > 1), ", ".join(map(repr, unread[:8])) + (", ..." if len(unread) > 8 else ""),
-                    "are" if len(unread) > 1 else "is", ",".join(unread[:8]), EVERY_FIELD)
+        warn(log, left_out_warning(str(path), unread, "metadata_fields (semiret index and add: --metadata-fields "
+                                                      f"{','.join(unread[:8])}, or {EVERY_FIELD} for all) keeps them "
+                                                      "as metadata, to filter on"))
     missed = [name for name in metadata_fields or () if name in awaited and name not in notes.kept
               and not skip_ids]  # (the documents not read may hold it)
     if missed:
@@ -656,13 +806,14 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
                     ", ".join(map(repr, missed)), ", ".join(map(repr, unread)) or "no others")
 
 
-def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None, notes: _FieldNotes | None = None,
+def _corpus_records(path: Path, fields: CorpusFields, notes: _FieldNotes | None = None,
                     skip_ids: Container[str] = (), recorded_fields: bool = False) -> Iterator[tuple[int, Document]]:
-    """``(line, document)`` for each record of a corpus file (of a folder's files, those ``skip_ids`` does not name),
-    ids not checked yet; what ``notes`` learns of the fields it does not read, when given (``recorded_fields``:
-    :func:`iter_corpus`'s)."""
+    """``(line, document)`` for each record of a corpus file (of a folder's files, those ``skip_ids`` does not name)
+    read with ``fields``, ids not checked yet; what ``notes`` learns of the fields it does not read, when given
+    (``recorded_fields``: :func:`iter_corpus`'s)."""
+    metadata_fields = fields.metadata_fields
     if _delimiter(path):
-        for line, doc_id, text, title, metadata in _row_records(path, CORPUS_COLUMNS, metadata_fields, notes,
+        for line, doc_id, text, title, metadata in _row_records(path, fields.columns(), fields, notes,
                                                                 recorded_fields):
             yield line, Document(doc_id, text, title, metadata)
     else:
@@ -671,12 +822,13 @@ def _corpus_records(path: Path, metadata_fields: Sequence[str] | None = None, no
                              ((line, record) for line, _, record in iter_jsonl(path))):
             if notes is not None:
                 if first or folder:  # (a folder's documents' front matters differ: each one's fields are read)
-                    notes.unread.extend(name for name in other_fields(record) if name not in notes.unread)
+                    notes.unread.extend(name for name in fields.others(record) if name not in notes.unread)
                 if metadata_fields and EVERY_FIELD not in metadata_fields:
-                    notes.kept.update(name for name in metadata_fields if name in record and name not in READ_FIELDS)
+                    notes.kept.update(name for name in metadata_fields
+                                      if name in record and name not in fields.read_names)
             first = False
             try:
-                yield line, record_document(record, metadata_fields)
+                yield line, record_document(record, fields)
             except ValueError as exc:
                 if not folder:
                     raise DataFormatError(str(exc), path, line) from None
@@ -694,10 +846,10 @@ def _folder_records(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tup
             "_id": doc_id, "title": title, "text": text, "metadata": file_fields}
 
 
-def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:
-    """The first line before ``before`` holding ``doc_id``, the file read again (its hash was seen: a repeat, or
-    rarely another id of the same hash, then None)."""
-    for line, document in _corpus_records(path):
+def _first_line_of(path: Path, fields: CorpusFields, doc_id: str, before: int) -> int | None:
+    """The first line before ``before`` holding ``doc_id``, the file read again with ``fields`` (its hash was seen:
+    a repeat, or rarely another id of the same hash, then None)."""
+    for line, document in _corpus_records(path, fields):
         if line >= before:
             return None
         if document.id == doc_id:
@@ -705,10 +857,12 @@ def _first_line_of(path: Path, doc_id: str, before: int) -> int | None:
     return None
 
 
-def count_documents(path: str | Path) -> int:
+def count_documents(path: str | Path, id_field: str | None = None) -> int:
     """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines, less a TSV
     header; a CSV file's rows, whose quoted fields may span lines), without parsing them: a progress bar's total,
-    and what an index that cannot hold them all checks before encoding any."""
+    and what an index that cannot hold them all checks before encoding any. ``id_field``: the id column a header
+    names, as :func:`iter_corpus` takes it."""
+    columns = CorpusFields(id_field=id_field).columns()
     path = _read_corpus_file(path)
     if path.is_dir():
         return len(document_files(path)[0])
@@ -716,7 +870,7 @@ def count_documents(path: str | Path) -> int:
     if delimiter == ",":
         rows = _read_rows(path)
         first = next(rows, None)
-        return (first is not None and _header_columns(first[1], CORPUS_COLUMNS)[0] is None) + sum(1 for _ in rows)
+        return (first is not None and _header_columns(first[1], columns)[0] is None) + sum(1 for _ in rows)
     tsv = delimiter is not None
     count, first = 0, None
     with open_data_file(path) as handle:
@@ -725,7 +879,7 @@ def count_documents(path: str | Path) -> int:
                 count += 1
                 first = raw if first is None else first
     header = (first is not None and tsv and _header_columns(
-        first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), CORPUS_COLUMNS)[0] is not None)
+        first.decode("utf-8-sig", "replace").rstrip("\r\n").split("\t"), columns)[0] is not None)
     return count - header
 
 
@@ -1071,21 +1225,24 @@ def corpus_shard(documents: Iterable[Document], shard: str, total: int | None = 
     return itertools.islice(documents, start, stop), stop - start
 
 
-def read_shard(path: str | Path, shard: str, metadata_fields: Sequence[str] | None = None
-               ) -> tuple[Iterator[Document], int, dict]:
+def read_shard(path: str | Path, shard: str, metadata_fields: Sequence[str] | None = None,
+               id_field: str | None = None, text_field: str | None = None) -> tuple[Iterator[Document], int, dict]:
     """Shard ``i/n`` of the corpus at ``path`` (:func:`corpus_shard`), its size, and its record (``{"number": i,
     "count": n, "corpus_documents": ...}``: what ``build(shard=...)`` keeps for the shards' merge to check), read
-    with ``metadata_fields``; a folder of documents is sliced by its files, and only the shard's own are read."""
+    with ``metadata_fields``, ``id_field`` and ``text_field`` (:func:`iter_corpus`); a folder of documents is sliced
+    by its files, and only the shard's own are read."""
     corpus = _read_corpus_file(path)
     number, count = _shard_numbers(shard)
     if not corpus.is_dir():
-        total = count_documents(corpus)
-        documents, size = corpus_shard(iter_corpus(corpus, metadata_fields), shard, total)
+        total = count_documents(corpus, id_field)
+        documents, size = corpus_shard(iter_corpus(corpus, metadata_fields, id_field=id_field, text_field=text_field),
+                                       shard, total)
     else:
         ids = [file.relative_to(corpus).as_posix() for file in document_files(corpus)[0]]
         total = len(ids)
         start, stop = _shard_bounds(shard)(total)
-        documents = iter_corpus(corpus, metadata_fields, skip_ids=set(ids[:start]) | set(ids[stop:]))
+        documents = iter_corpus(corpus, metadata_fields, skip_ids=set(ids[:start]) | set(ids[stop:]),
+                                id_field=id_field, text_field=text_field)
         size = stop - start
     return documents, size, {"number": number, "count": count, "corpus_documents": total}
 

@@ -266,9 +266,9 @@ def _link_caches(original: Path, path: Path) -> None:
             linked.symlink_to(cache.resolve(), target_is_directory=True)
 
 
-COPIED_META = ("retriever", "chunking", "metadata_fields")
+COPIED_META = ("retriever", "chunking", "metadata_fields", "id_field", "text_field")
 """``meta.json`` entries an index encoded again with other fields keeps: its retriever, and how it reads documents
-added to it (``DOCUMENT_READING``: passages, metadata fields)."""
+added to it (``DOCUMENT_READING``: passages, metadata fields, the fields of the id and text)."""
 
 
 def with_text_fields(index, fields: TextFields, path: Path) -> None:

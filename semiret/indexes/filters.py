@@ -47,7 +47,7 @@ import regex
 
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD
 from semiret.data.collection import Document, check_storable
-from semiret.errors import SemiretError
+from semiret.errors import SemiretError, tell_caller
 from semiret.text.analyzer import IDEOGRAPH, WORD, WORD_CHARACTER, normalised_text, plain_words
 from semiret.text.token_counts import recorded_chunking
 from semiret.text.fields import TEXT_FIELDS_KEY, TextFields, read_fields, recorded_fields
@@ -883,17 +883,17 @@ def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | Non
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
                            f"metadata or words to {doing}")
     segments = getattr(getattr(index, "first", index), "segments", None)  # a hybrid's first part holds the documents
-    if wanted.fields and segments is not None and all(s.metadata is None for s in segments) \
-            and index.path not in _SAID_NO_METADATA:
-        _SAID_NO_METADATA.add(index.path)
-        log.warning("%s: no document holds metadata, so a filter on %s matches none (a corpus's other fields are kept "
-                    "by --metadata-fields at index time; set-metadata sets fields; said once)", index.path,
-                    ", ".join(".".join(path) for path in wanted.fields))
-    elif segments is not None and _first_read(index, wanted.key):
-        # (a $not may well name what no document holds yet: {"$not": {"archived": true}}; so may exists: false)
-        for field, condition in wanted.conditions(negated=False):
-            if condition != {"exists": False}:
-                say_if_unheld(index, field, condition_kinds(condition), "that a filter reads", wanted.fields)
+    if wanted.fields and segments is not None and all(s.metadata is None for s in segments):
+        message = (f"{index.path}: no document holds metadata, so a filter on "
+                   f"{', '.join('.'.join(path) for path in wanted.fields)} matches none (a corpus's other fields are "
+                   "kept by metadata_fields, --metadata-fields, when the index is made; set-metadata sets fields)")
+        if index.path not in _SAID_NO_METADATA:
+            _SAID_NO_METADATA.add(index.path)
+            log.warning("%s (said once)", message)
+        tell_caller(message)
+    elif segments is not None:
+        for message in _unheld_messages(index, wanted):
+            _say_once(index, message)
     return wanted
 
 
@@ -927,52 +927,72 @@ def condition_kinds(wanted) -> frozenset[str] | None:
 
 
 _SAID_UNHELD: set = set()
-"""(index, message) pairs of the fields a filter, an order or a facet found no document holding (warned once; at
+"""(index, message) pairs of the fields a filter, an order or a facet found no document holding (logged once; at
 most :data:`KEPT_CHECKS`, then forgotten)."""
-_CHECKED: "OrderedDict[tuple, Any]" = OrderedDict()
-"""(index, filter key) -> the commit a filter's fields were last checked at (:func:`_first_read`)."""
+_CHECKED: "OrderedDict[tuple, tuple[Any, list[str]]]" = OrderedDict()
+"""(index, filter key) -> the commit a filter's fields were last checked at, and the warnings that found
+(:func:`_unheld_messages`)."""
 KEPT_CHECKS = 1024
 _CHECKED_LOCK = threading.Lock()
 
 
-def _first_read(index, key: str) -> bool:
-    """Whether this filter is read on this commit of ``index`` for the first time (then its fields are checked; a
-    filter searched again on the same commit costs a lookup, not a pass over the stored metadata)."""
-    stamp = getattr(getattr(index, "first", index), "snapshot", None)
-    stamp = getattr(stamp, "stamp", None)
-    entry = (str(index.path), key)
+def _unheld_messages(index, wanted: MetadataFilter) -> list[str]:
+    """The warnings of the fields the filter ``wanted`` reads that no document of ``index`` holds, or none with a
+    value of the kind it compares (:func:`unheld_message`), worked out once per commit and filter: a filter searched
+    again on the same commit costs a lookup, not a pass over the stored metadata. (A ``$not`` may well name what no
+    document holds yet, ``{"$not": {"archived": true}}``, and so may ``exists: false``: neither is said.)"""
+    stamp = getattr(getattr(getattr(index, "first", index), "snapshot", None), "stamp", None)
+    entry = (str(index.path), wanted.key)
     with _CHECKED_LOCK:
-        if stamp is not None and _CHECKED.get(entry) == stamp:
+        checked = _CHECKED.get(entry)
+        if stamp is not None and checked is not None and checked[0] == stamp:
             _CHECKED.move_to_end(entry)
-            return False
-        _CHECKED[entry] = stamp
+            return checked[1]
+    messages = [message for field, condition in wanted.conditions(negated=False) if condition != {"exists": False}
+                and (message := unheld_message(index, field, condition_kinds(condition), "that a filter reads",
+                                               wanted.fields))]
+    with _CHECKED_LOCK:
+        _CHECKED[entry] = (stamp, messages)
         while len(_CHECKED) > KEPT_CHECKS:
             _CHECKED.popitem(last=False)
-    return True
+    return messages
 
 
-def say_if_unheld(index, field: str, kinds: frozenset[str] | None, reading: str,
-                  along: list[tuple[str, ...]] = ()) -> None:
-    """Warn (once per index and message) when no document of ``index`` holds ``field`` (``reading``: what reads it),
-    or none with a value of one of ``kinds``: a misspelled field, or a value of another type than the field's ("2020" for 2020), matches nothing
-    without a word otherwise. Indexes that cannot tell (Milvus) are not checked. ``along``: other fields read with it
-    (a filter's: one pass over the stored metadata for all)."""
+def unheld_message(index, field: str, kinds: frozenset[str] | None, reading: str,
+                   along: list[tuple[str, ...]] = ()) -> str | None:
+    """The warning that no document of ``index`` holds ``field`` (``reading``: what reads it), or none with a value
+    of one of ``kinds`` (a misspelled field, or a value of another type than the field's, "2020" for 2020, matches
+    nothing without a word otherwise); None when one does, or the index cannot tell (Milvus). ``along``: other
+    fields read with it (a filter's: one pass over the stored metadata for all)."""
     index = getattr(index, "first", index)  # a hybrid's first part holds the documents
     if not hasattr(index, "holds_field") or not index.n_docs:
-        return
+        return None
     if not index.holds_field(field, None, along):
-        message = (f"{index.path}: no document holds the field {field!r} {reading} (a misspelled field? `semiret "
-                   "facet INDEX FIELD` shows a field's values)")
-    elif kinds is not None and not index.holds_field(field, kinds, along):
-        message = (f"{index.path}: no document holds a {' or '.join(sorted(kinds))} in {field!r}, the kind of value "
-                   "a filter compares it with (2020 and \"2020\" differ)")
-    else:
-        return
+        return (f"{index.path}: no document holds the field {field!r} {reading} (a misspelled field? `semiret facet "
+                "INDEX FIELD` shows a field's values)")
+    if kinds is not None and not index.holds_field(field, kinds, along):
+        return (f"{index.path}: no document holds a {' or '.join(sorted(kinds))} in {field!r}, the kind of value a "
+                "filter compares it with (2020 and \"2020\" differ)")
+    return None
+
+
+def say_if_unheld(index, field: str, kinds: frozenset[str] | None, reading: str) -> None:
+    """Warn when no document of ``index`` holds ``field`` as :func:`unheld_message` reads it (an order's, a
+    facet's): logged once per index and message, told to every caller."""
+    message = unheld_message(index, field, kinds, reading)
+    if message is not None:
+        _say_once(index, message)
+
+
+def _say_once(index, message: str) -> None:
+    """Log ``message`` once per index (field names a client makes up: at most :data:`KEPT_CHECKS` remembered, then
+    forgotten, not kept for ever), and tell it to the caller each time (:func:`~semiret.errors.tell_caller`)."""
     if (index.path, message) not in _SAID_UNHELD:
-        if len(_SAID_UNHELD) >= KEPT_CHECKS:  # (field names a client makes up: forgotten, not kept for ever)
+        if len(_SAID_UNHELD) >= KEPT_CHECKS:
             _SAID_UNHELD.clear()
         _SAID_UNHELD.add((index.path, message))
         log.warning("%s (said once)", message)
+    tell_caller(message)
 
 
 def delete_matching(index, spec: dict) -> int:

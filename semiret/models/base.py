@@ -114,6 +114,18 @@ class TextEncoder(nn.Module):
         """The documents' vectors, shaped as :meth:`encode_query`'s."""
         return self._encode(texts, batch_size, "document", show_progress)
 
+    def encode(self, texts: str | Sequence[str], batch_size: int = BATCH_SIZE, show_progress: bool = True):
+        """sentence-transformers' ``encode``: ``texts`` read as documents (:meth:`encode_document`), the side a
+        symmetric use wants (clustering, near-duplicates, passages compared with passages). A search's queries go
+        through :meth:`encode_query`, which differs where a model reads the two sides apart (its prompts)."""
+        return self.encode_document(texts, batch_size, show_progress)
+
+    def similarity(self, queries, documents) -> np.ndarray:
+        """Scores ``[len(queries), len(documents)]`` of vectors this encoder made (sentence-transformers'
+        ``similarity``): the inner product its retrievers rank by (a cosine where the model normalises its
+        vectors); one vector counts as a row of one."""
+        return np.atleast_2d(queries) @ np.atleast_2d(documents).T
+
     def prompted(self, texts: list[str], side: str) -> list[str]:
         """``texts`` as the encoder reads them as ``side`` (``"query"`` or ``"document"``): after its prompt for that
         side, if any (what training feeds it too, so that a model trained here reads as it is searched)."""
@@ -315,6 +327,10 @@ class SparseEncoder(TextEncoder):
 
     def _finish(self, outputs) -> SparseVectors:
         return SparseVectors.from_rows(outputs, self.vocab_size)
+
+    def similarity(self, queries: SparseVectors, documents: SparseVectors) -> np.ndarray:
+        """The inner products of two sets of sparse vectors, ``[len(queries), len(documents)]``."""
+        return (queries.to_csr() @ documents.to_csr().T).toarray()
 
     @staticmethod
     def _rows_of(vectors: torch.Tensor, first_id: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -18,8 +18,7 @@ def _load(loader, name_or_path: str, what: str, **kwargs):
     Weights the checkpoint lacks (a bare encoder's pooler, loaded from an MLM checkpoint) are initialised from a
     fixed seed, without touching the caller's random state: a model loads to the same weights every time, which
     the fingerprint an index records of its model relies on (:func:`semiret.models.base.weights_fingerprint`)."""
-    from transformers.utils import logging as hf_logging
-
+    hf_logging, = _transformers("logging")
     hf_logging.disable_progress_bar()  # semiret shows its own progress; loading weights is quick
     path = model_directory(name_or_path, tokenizer_only="Tokenizer" in loader.__name__)
     gguf = gguf_file(name_or_path)
@@ -43,6 +42,16 @@ logging's verbosity), and loads in threads at once (a server's first searches, e
 reported tied weights missing, after which no load in the process succeeded."""
 
 
+def _transformers(*names: str) -> list:
+    """transformers' members by name, imported under :data:`_LOADING`: its lazy module imports a member's module at
+    first access, and two threads doing so at once (a server's first searches of two cold indexes) failed with
+    ``ImportError: cannot import name 'AutoModel' from 'transformers'``."""
+    with _LOADING:
+        import transformers
+
+        return [getattr(transformers, name) for name in names]
+
+
 @contextmanager
 def _fixed_initialisation(loader):
     """Seed torch inside the block and restore the caller's random state after it (tokenizers need no torch)."""
@@ -63,7 +72,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model
 
 def load_tokenizer(name_or_path: str):
     """The model's Hugging Face fast tokenizer."""
-    from transformers import AutoTokenizer
+    AutoTokenizer, = _transformers("AutoTokenizer")
 
     path = model_directory(name_or_path, tokenizer_only=True)
     if not any((path / name).is_file() for name in TOKENIZER_FILES) and not gguf_file(name_or_path):
@@ -77,7 +86,7 @@ def load_tokenizer(name_or_path: str):
 
 def load_masked_lm(name_or_path: str):
     """A masked language model with its MLM head (SPLADE, VDR initialised from an MLM)."""
-    from transformers import AutoModelForMaskedLM
+    AutoModelForMaskedLM, = _transformers("AutoModelForMaskedLM")
 
     model, info = _load(AutoModelForMaskedLM, name_or_path, "masked language model", output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
@@ -90,7 +99,7 @@ def load_masked_lm(name_or_path: str):
 
 def load_encoder_model(name_or_path: str):
     """A bare transformer encoder (no task head): dense bi-encoders, VDR."""
-    from transformers import AutoModel
+    AutoModel, = _transformers("AutoModel")
 
     return _load(AutoModel, name_or_path, "transformer encoder").eval()
 
@@ -98,7 +107,7 @@ def load_encoder_model(name_or_path: str):
 def load_sequence_classifier(name_or_path: str):
     """A transformer with a trained sequence classification head (a cross-encoder: a query and a document in, a
     score out); a checkpoint saved without one (a bare encoder, a masked LM) is refused: its head would be random."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+    AutoConfig, AutoModelForSequenceClassification = _transformers("AutoConfig", "AutoModelForSequenceClassification")
 
     config = _load(AutoConfig, name_or_path, "model configuration")
     architectures = getattr(config, "architectures", None) or []
@@ -112,7 +121,7 @@ def load_sequence_classifier(name_or_path: str):
 
 def load_causal_lm(name_or_path: str):
     """A causal language model and its tokenizer (GGUF checkpoints are dequantized by transformers)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    AutoModelForCausalLM, AutoTokenizer = _transformers("AutoModelForCausalLM", "AutoTokenizer")
 
     model = _dequantized(_load(AutoModelForCausalLM, name_or_path, "causal language model").eval(), name_or_path)
     return model, _load(AutoTokenizer, name_or_path, "tokenizer")

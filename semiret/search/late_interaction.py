@@ -134,16 +134,11 @@ class LateInteractionDocuments(EncoderDocuments):
         side.ann_options = {"ann": options.ann, "centroids": options.centroids, "nbits": nbits or None}
         return side
 
-    @property
-    def encoder(self):
-        """The index's late-interaction model, loaded on first use and checked against the weights it recorded."""
-        if self._encoder is None:
-            from semiret.models.late_interaction import LateInteraction
+    def _load_encoder(self):
+        """The index's late-interaction model (checked against the weights it recorded at first use)."""
+        from semiret.models.late_interaction import LateInteraction
 
-            model = LateInteraction.from_pretrained(located(self.config["model"]))
-            self.check_encoder(model)
-            self._encoder = model
-        return self._encoder
+        return LateInteraction.from_pretrained(located(self.config["model"]))
 
     def check_encoder(self, model) -> None:
         check_weights(self.config, model.weights_fingerprint, self.index_path)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -197,8 +198,15 @@ class LearnedRanking:
                 **({"path": self.record["path"]} if "path" in self.record else {})}
 
     def feature_rows(self, texts: Sequence[str], found: SearchHits, n_threads: int = 1) -> list[np.ndarray]:
-        """Each query's candidates (``found``, the first stage's hits, best first) as rows of features (float32)."""
+        """Each query's candidates (``found``, the first stage's hits, best first) as rows of features (float32).
+        The feature indexes' searches, one per query and feature index, run ``n_threads`` at a time (the encoders
+        release the GIL in torch), each the search its query makes alone: a batch's rows are, to the bit, those of
+        its queries described one at a time. The first query's run in turn, before the others: each feature index
+        loads its model on first use, once (two threads would load it twice, and transformers' imports race)."""
         views = [retriever.pinned() for retriever in self.features]  # one commit each for the whole batch
+        searches = [(view, text, ids) for text, ids in zip(texts, found.ids) if ids for view in views]
+        warm_up = [_scored_by(*search) for search in searches[:len(views)]]
+        scored = iter(warm_up + _in_threads(_scored_by, searches[len(views):], n_threads))
         rows = []
         for text, ids, scores in zip(texts, found.ids, found.scores):
             table = np.full((len(ids), len(self.feature_names())), np.nan, dtype=np.float32)
@@ -209,9 +217,9 @@ class LearnedRanking:
                 table[:, 2] = 1.0 / np.arange(1, len(ids) + 1)
                 table[:, 3] = len(text.split())
                 width = len(INDEX_FEATURES)
-                for number, view in enumerate(views):
+                for number in range(len(views)):
                     start = len(FIRST_STAGE_FEATURES) + width * number
-                    table[:, start:start + width] = _scored_by(view, text, ids, n_threads)
+                    table[:, start:start + width] = next(scored)
             rows.append(table)
         return rows
 
@@ -219,11 +227,13 @@ class LearnedRanking:
         """The model's score of each row of features."""
         return predicted(self.booster, rows)
 
-    def reranked(self, queries: Sequence[str], found: SearchHits, documents, k: int) -> SearchHits:
+    def reranked(self, queries: Sequence[str], found: SearchHits, documents, k: int, n_threads: int = 1
+                 ) -> SearchHits:
         """Each query's hits in ``found`` ranked by the model's score of their features, the best ``k``, each with
-        that score (the first stage's order breaking ties). ``documents`` is not read: the features are searches."""
+        that score (the first stage's order breaking ties), the features' searches ``n_threads`` at a time.
+        ``documents`` is not read: the features are searches."""
         ids, scores = [], []
-        for hit_ids, table in zip(found.ids, self.feature_rows(queries, found)):
+        for hit_ids, table in zip(found.ids, self.feature_rows(queries, found, n_threads)):
             given = self.predict(table)
             order = sorted(range(len(hit_ids)), key=lambda j: (-given[j], j))[:k]
             ids.append([hit_ids[j] for j in order])
@@ -245,11 +255,12 @@ class LearnedRanking:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, features: Sequence["Retriever"] | None = None,
+    def load(cls, path: str | Path, features: Sequence["Retriever | str | Path"] | None = None,
              depth: int | None = None) -> "LearnedRanking":
         """The learned ranking saved in ``path``, its feature indexes opened from the paths it records, or
-        ``features`` given instead (the same retrievers, in the same order: indexes moved elsewhere). ``depth``: the
-        candidates it ranks (default: as trained)."""
+        ``features`` given instead (the same kinds of retrievers, or their index folders, in the same order: indexes
+        moved elsewhere, or another collection's; ``--ltr-feature-index``). ``depth``: the candidates it ranks
+        (default: as trained)."""
         from semiret.search.retrievers import open_retriever
 
         path = Path(path)
@@ -262,7 +273,7 @@ class LearnedRanking:
                                    "(LearnedRanking.load(path, features=[...]); --ltr-feature-index) in its order: "
                                    + ", ".join(entry["retriever"] for entry in recorded))
             features = [open_retriever(entry["path"], entry["retriever"]) for entry in recorded]
-        features = list(features)
+        features = [open_retriever(given) if isinstance(given, (str, Path)) else given for given in features]
         given = [getattr(r, "name", type(r).__name__) for r in features]
         if given != [entry["retriever"] for entry in recorded]:
             raise SemiretError(f"{path} was trained with feature indexes of "
@@ -281,6 +292,13 @@ class LearnedRanking:
                                       "feature_indexes")})
         ranking.record["path"] = str(path.resolve())
         return ranking
+
+
+def check_ltr_options(ltr: str | Path | None, feature_indexes: Sequence[str | Path] | None) -> None:
+    """Refuse feature indexes given (``--ltr-feature-index``) without the learned ranking that reads them
+    (``--ltr``): searches, evaluations and the server alike."""
+    if feature_indexes and ltr is None:
+        raise SemiretError("--ltr-feature-index gives a learned ranking's feature indexes: give --ltr too")
 
 
 def predicted(booster, rows: np.ndarray) -> np.ndarray:
@@ -334,10 +352,18 @@ def read_record(path: Path) -> dict:
     return record
 
 
-def _scored_by(view: "Retriever", text: str, ids: list[str], n_threads: int) -> np.ndarray:
+def _in_threads(function, calls: list[tuple], n_threads: int) -> list:
+    """``function(*arguments)`` for each of ``calls``, in their order, ``n_threads`` at a time (one: here, in turn)."""
+    if n_threads <= 1 or len(calls) <= 1:
+        return [function(*arguments) for arguments in calls]
+    with ThreadPoolExecutor(min(n_threads, len(calls)), thread_name_prefix="semiret-ltr") as pool:
+        return list(pool.map(lambda arguments: function(*arguments), calls))
+
+
+def _scored_by(view: "Retriever", text: str, ids: list[str]) -> np.ndarray:
     """:data:`INDEX_FEATURES` of each candidate by ``view`` (a search restricted to their ids): its score, that
     score less the best of them, and whether it was scored; a candidate not scored stands below every scored one."""
-    hits = view.search(text, k=len(ids), filter={"$id": list(ids)}, n_threads=n_threads)
+    hits = view.search(text, k=len(ids), filter={"$id": list(ids)})
     given = {hit.id: hit.score for hit in hits if math.isfinite(hit.score)}
     columns = np.zeros((len(ids), len(INDEX_FEATURES)), dtype=np.float32)
     columns[:, 1] = -1.0  # (none scored: a score of 0, a distance of -1 from a best there is not)

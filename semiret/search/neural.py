@@ -11,6 +11,7 @@ The encoder is recorded in the index's ``meta.json`` (``analyzer``) and loaded w
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
@@ -86,6 +87,10 @@ NOT_ENCODER_OPTIONS = ("type", "family", "model", "top_k", "threshold", "lexical
 does with the vectors, and the fingerprints it checks."""
 
 
+_ENCODER_LOADING = threading.Lock()
+"""Held while a document side loads its encoder (models load one at a time in a process anyway)."""
+
+
 class EncoderDocuments(DocumentSide):
     """A document side whose encoder is recorded in the index and loaded on first use."""
 
@@ -104,14 +109,22 @@ class EncoderDocuments(DocumentSide):
 
     @property
     def encoder(self):
+        """The recorded encoder, loaded at first use: once, however many threads search at once (a server's first
+        searches, a learned ranking's feature searches)."""
         if self._encoder is None:
-            from semiret.models.encoders import load_encoder
-
-            options = {k: v for k, v in self.config.items() if k not in NOT_ENCODER_OPTIONS}
-            encoder = load_encoder(located(self.config["model"]), self.config["family"], **options)
-            self.check_encoder(encoder)
-            self._encoder = encoder
+            with _ENCODER_LOADING:
+                if self._encoder is None:
+                    encoder = self._load_encoder()
+                    self.check_encoder(encoder)
+                    self._encoder = encoder
         return self._encoder
+
+    def _load_encoder(self):
+        """The encoder the index records, loaded."""
+        from semiret.models.encoders import load_encoder
+
+        options = {k: v for k, v in self.config.items() if k not in NOT_ENCODER_OPTIONS}
+        return load_encoder(located(self.config["model"]), self.config["family"], **options)
 
     def check_encoder(self, encoder) -> None:
         """Refuse a loaded encoder that does not fit the index (before it encodes anything)."""

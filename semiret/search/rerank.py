@@ -78,9 +78,10 @@ class Reranking:
 
 
     def reranked(self, queries: list[str], found: SearchHits, documents: Callable[[list[str]], dict[str, Document]],
-                 k: int) -> SearchHits:
+                 k: int, n_threads: int = 1) -> SearchHits:
         """Each query's hits in ``found`` ranked by the model's score of the query and the hit's stored document
-        (``documents(ids)``: by id), the best ``k``, each with that score."""
+        (``documents(ids)``: by id), the best ``k``, each with that score. ``n_threads`` is not read: the model
+        reads with torch's threads."""
         ids, scores = [], []
         for query, hit_ids in zip(queries, found.ids):
             stored = documents(hit_ids)

@@ -38,18 +38,20 @@ import numpy as np
 from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
-from semiret.data.collection import (DOCUMENT_ID_FIELDS, TEXT_FIELDS, VECTOR_KINDS, Document, as_document, batched,
+from semiret.data.collection import (ADDED_FIELDS_HINT, DOCUMENT_ID_FIELDS, EVERY_FIELD, TEXT_FIELDS, VECTOR_KINDS,
+                                     CorpusFields, Document, as_document, as_documents, batched,
                                      check_metadata_fields, corpus_file, iter_corpus, query_texts,
                                      query_vectors, vector_kind)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
-from semiret.errors import SemiretError, UnknownDocumentError
+from semiret.errors import SemiretError, UnknownDocumentError, warn
 from semiret.indexes import open_index
 from semiret.indexes.filters import (MISSING, Grouping, MetadataFilter, checked_filter, checked_ranges,
                                       count_matching, delete_documents, delete_matching, documents_by_id,
                                       documents_page, facet, field_value, field_values, joined_documents,
-                                      matching_documents, passage_ids, set_metadata, text_condition_fields)
+                                      matching_documents, passage_ids, set_metadata, text_condition_fields,
+                                      text_field_names)
 from semiret.indexes.inverted import InvertedIndex
 from semiret.indexes.segments import (DEFAULT_BUFFER_MB, HitMetadata, SegmentedIndex, SegmentHits, check_buffer,
                                       check_build_target, whole_buffer)
@@ -75,9 +77,10 @@ log = logging.getLogger(__name__)
 FACET_DEPTH = 100
 """The hits of a query a facet counts among by default (``facet(query=...)``)."""
 
-DOCUMENT_READING = ("chunking", "metadata_fields")
+DOCUMENT_READING = ("chunking", "metadata_fields", "id_field", "text_field")
 """``meta.json`` entries saying how the index reads the documents added to it (passages, the corpus fields kept as
-metadata): copied by ``hybrid-index``, shown by ``semiret info`` and the service."""
+metadata, those holding the id and the text: :class:`~semiret.data.collection.CorpusFields`): copied by
+``hybrid-index``, shown by ``semiret info`` and the service."""
 
 if TYPE_CHECKING:
     from semiret.search.learned_ranking import LearnedRanking
@@ -333,7 +336,8 @@ class Retriever:
               store_texts: bool = True, overwrite: bool = False, batch_size: int | None = None,
               backend: "str | MilvusBackend | None" = None, chunking: Chunking | dict | int | None = None,
               buffer_mb: float | None = None, corpus_head: Iterable[Document] | None = None,
-              shard: dict | None = None, metadata_fields: Sequence[str] | None = None, **options) -> "Retriever":
+              shard: dict | None = None, metadata_fields: Sequence[str] | None = None, id_field: str | None = None,
+              text_field: str | None = None, **options) -> "Retriever":
         """Index ``documents`` into a new directory at ``path`` and open a retriever on it. Without a path the
         index lives in a temporary directory removed when the retriever is garbage-collected. With a
         ``backend`` (``milvus:URI``) the documents go into the Milvus collection named ``path`` instead.
@@ -349,13 +353,15 @@ class Retriever:
         lexical prior's mean length), as a build of the whole corpus does, so that the shards merge; ``shard``: which
         slice of it they are (:func:`~semiret.data.collection.read_shard`'s record), recorded so that
         :func:`~semiret.indexes.segments.merge_shards` finds a shard missing, repeated or of another corpus.
-        ``metadata_fields``: the corpus fields ``documents`` were read with as metadata
-        (:func:`~semiret.data.collection.iter_corpus`), recorded for the documents added later
-        (:attr:`metadata_fields`)."""
+        ``metadata_fields``, ``id_field`` and ``text_field``: the corpus fields kept as metadata and those holding each
+        document's id and text (:class:`~semiret.data.collection.CorpusFields`, as
+        :func:`~semiret.data.collection.iter_corpus` reads a file with them), what dicts among ``documents`` are read
+        with, recorded for the documents added later (:meth:`corpus_fields`). Without ``metadata_fields`` the other
+        fields of the first dict are left out, named in a warning, as ``semiret index`` names a file's."""
         build_options, search_options = cls.split_options(options)
         cls.search_options(search_options)  # (a bad search option refused before any document is encoded)
         buffer_mb = check_buffer(buffer_mb)
-        fields = check_metadata_fields(metadata_fields)
+        fields = CorpusFields(metadata_fields, id_field, text_field)
         chunking = Chunking.of(chunking)
         made_empty = isinstance(documents, (list, tuple)) and not documents  # asked for: nothing to warn of
         if chunking is not None:
@@ -383,6 +389,12 @@ class Retriever:
                                "it whole, or shard its neural retriever alone (index -r dense --shard i/n ...), merge "
                                "those shards and add BM25 beside them (semiret hybrid-index)")
         document_side = cls.documents.create(document_options)
+        if isinstance(documents, (list, tuple)) and total is None:
+            total = len(documents)
+        read_as_text = TextFields.parse(build_options.get("text_fields"))  # (BM25F's: kept where it reads them)
+        documents = _documents(documents, "build", fields.keeping(_top_level(read_as_text.metadata_names
+                                                                             if read_as_text else ())),
+                               f"metadata_fields=[...] (['{EVERY_FIELD}']: all) keeps them as metadata, to filter on")
         if chunking is not None:  # (a budget in tokens: counted by the tokenizer the side reads documents with)
             chunking = counted_for_index(chunking, document_side.index_config, cls.name)
             documents, total = chunking.split(documents), None
@@ -397,13 +409,11 @@ class Retriever:
         if path is None:
             scratch = tempfile.TemporaryDirectory(prefix="semiret-index-")
             path = Path(scratch.name) / "index"
-        if isinstance(documents, (list, tuple)) and total is None:
-            total = len(documents)
         if total is not None:
             document_side.expect(total)
 
         size = batch_size or cls.documents.batch_size
-        rest = iter(batched(_documents(documents, "build"), size))
+        rest = iter(batched(documents, size))
         first = next(rest, None)
         head = None if corpus_head is None else next(iter(batched(_documents(
             chunking.split(corpus_head) if chunking else corpus_head, "build"), size)), None)
@@ -424,7 +434,7 @@ class Retriever:
                             store_texts=store_texts, overwrite=overwrite,
                             extra_meta={"retriever": cls.name, **({"chunking": chunking.record()} if chunking else {}),
                                         **({"query_model": model_reference(str(query_model))} if query_model else {}),
-                                        **({"metadata_fields": list(fields)} if fields else {}),
+                                        **fields.record(),
                                         **({"shard": shard} if shard is not None else {})})
         retriever = cls.from_index(index, **search_options)  # its sides read what the index recorded
         retriever._scratch = scratch
@@ -473,6 +483,17 @@ class Retriever:
         return cls(index, cls.queries.open(index, query_options, document_side), document_side,
                    search_options=options)
 
+    def corpus_fields(self, metadata_fields: Sequence[str] | None = None, id_field: str | None = None,
+                      text_field: str | None = None) -> CorpusFields:
+        """How documents added to the index are read (dicts given to :meth:`add`, ``semiret add``'s corpus, the
+        service's): the fields its build recorded (``metadata_fields``, ``id_field``, ``text_field``; those given
+        here in their place), with those its analyzer reads as text kept as metadata, where it reads them (BM25F's
+        ``text_fields``)."""
+        recorded = CorpusFields.of({**self.index.meta, **{name: value for name, value in (
+            ("metadata_fields", metadata_fields), ("id_field", id_field), ("text_field", text_field))
+            if value is not None}})
+        return recorded.keeping(_top_level(text_field_names(self.index)))
+
     @property
     def metadata_fields(self) -> list[str] | None:
         """The corpus fields the index's documents were read with as metadata (``build(metadata_fields=...)``,
@@ -506,7 +527,7 @@ class Retriever:
         buffer_mb = check_buffer(buffer_mb)
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
-        documents = _documents(documents, call)
+        documents = _documents(documents, call, self.corpus_fields(), ADDED_FIELDS_HINT)
         label = f"{'adding' if call == 'add' else 'syncing'} ({self.name})"
         if not isinstance(self.index, SegmentedIndex):
             if buffer_mb:
@@ -539,7 +560,8 @@ class Retriever:
         read twice; else once all are read, before the first commit)."""
         self._check_comparable()
         if ids is None and isinstance(documents, (list, tuple)):
-            ids = [as_document(item, position).id for position, item in enumerate(documents)]  # dicts too
+            fields = self.corpus_fields()
+            ids = [as_document(item, position, fields).id for position, item in enumerate(documents)]  # dicts too
         with self.index.writing():
             if ids is not None:
                 self._doomed(set(ids), force, "Nothing was written")
@@ -1046,7 +1068,7 @@ class Retriever:
         view = self.pinned()
         found = view.search(texts, k=max(k, rerank.depth), n_threads=n_threads, filter=filter, operators=operators)
         read = [scored_text(text, operators, self.query_side) for text in texts]
-        hits = rerank.reranked(read, found, view.get_documents, k)
+        hits = rerank.reranked(read, found, view.get_documents, k, n_threads)
         hits.lookup = view.index.get_document
         return hits.at_least(score_threshold) if score_threshold is not None else hits
 
@@ -1056,7 +1078,7 @@ class Retriever:
             return
         hint = (": only an index of passages (--chunk-words) holds it; this one holds whole documents, search it "
                 "without grouping" if field == PARENT_FIELD and self.chunking is None else "")
-        log.warning("no document of %s holds the field %r to group by, so no hits%s", self.index.path, field, hint)
+        warn(log, f"no document of {self.index.path} holds the field {field!r} to group by, so no hits{hint}")
 
     def recommend(self, positive: Sequence[str], negative: Sequence[str] = (), k: int = 10, n_threads: int = 1,
                   filter: dict | None = None, score_threshold: float | None = None) -> list[Hit]:
@@ -1539,9 +1561,10 @@ def _then(items: Iterable, action) -> Iterator:
     action()
 
 
-def _documents(documents, call: str) -> Iterable[Document]:
+def _documents(documents, call: str, fields: CorpusFields | None = None, keep: str = "") -> Iterable[Document]:
     """The documents given to ``build`` or ``add``: :class:`Document` objects, or dicts read as a corpus file's
-    lines are (``{"_id": ..., "text": ...}``, Pyserini's ``id``/``contents``, ...), or BEIR's corpus dict
+    lines are, with ``fields`` (``{"_id": ..., "text": ...}``, Pyserini's ``id``/``contents``, ...; the other fields
+    of the first left out, named in a warning where ``keep`` says how to keep them), or BEIR's corpus dict
     (``{id: {"title", "text"}}``); one document alone, or an item of another type, is a clear error rather than an
     ``AttributeError`` from the encoder."""
     if isinstance(documents, PurePath) or (isinstance(documents, str) and documents.lower().endswith(
@@ -1550,8 +1573,8 @@ def _documents(documents, call: str) -> Iterable[Document]:
                            f"semiret.data.iter_corpus (JSONL, TSV or CSV, gzipped or not): {call}(iter_corpus(path), ...)")
     if isinstance(documents, dict) and documents and all(isinstance(value, dict) for value in documents.values()):
         # BEIR's corpus ({id: {"title", "text"}}, GenericDataLoader's): each value the document of its key's id
-        return (as_document({**record, "_id": doc_id}, position)
-                for position, (doc_id, record) in enumerate(documents.items()))
+        named = fields.id_field if fields is not None and fields.id_field else "_id"  # (the field the id is read from)
+        return as_documents(({**record, named: doc_id} for doc_id, record in documents.items()), fields, call, keep)
     if isinstance(documents, dict) and documents and all(isinstance(value, str) for value in documents.values()) \
             and not set(documents) & {*DOCUMENT_ID_FIELDS, *TEXT_FIELDS}:  # (not one document's fields)
         raise SemiretError(f"{call} takes a list of documents, got a dict of texts: [Document(doc_id, text) for "
@@ -1559,7 +1582,13 @@ def _documents(documents, call: str) -> Iterable[Document]:
     if isinstance(documents, (Document, dict, str, bytes)):
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")
-    return (as_document(item, position) for position, item in enumerate(documents))
+    return as_documents(documents, fields, call, keep)
+
+
+def _top_level(names: Iterable[str]) -> list[str]:
+    """The top-level fields of metadata fields' names (``source.name``: ``source``), each once: what a corpus record
+    keeps for BM25F's ``text_fields`` to read them."""
+    return sorted({name.split(".")[0] for name in names})
 
 
 def index_vocabulary(index) -> WordPieceVocabulary:

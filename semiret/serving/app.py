@@ -91,8 +91,9 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from semiret.data.chunking import Chunking
-from semiret.data.collection import MAX_METADATA_DEPTH, VECTOR_KINDS, Document
-from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError
+from semiret.data.collection import (ADDED_FIELDS_HINT, MAX_METADATA_DEPTH, VECTOR_KINDS, CorpusFields, Document,
+                                     left_out_warning)
+from semiret.errors import IndexFormatError, SemiretError, UnknownDocumentError, told_warnings, warn
 from semiret.options import OptionValueError, check_json_values
 from semiret.indexes.filters import Grouping, MetadataFilter, Ordering, check_filter_size, checked_ranges
 from semiret.indexes.storage import META_FILE
@@ -569,6 +570,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
             message = re.sub(rf"(?<![\w.-]){re.escape(path)}(?![\w.-])", lambda _, said=named[path]: said, message)
         return message
 
+    def warned(answer: dict, warnings: list[str]) -> dict:
+        """``answer`` with the ``warnings`` its request drew (:func:`~semiret.errors.told_warnings`), where it drew
+        any, naming no folder of the server's (:func:`without_paths`)."""
+        return {**answer, "warnings": [without_paths(message) for message in warnings]} if warnings else answer
+
     @app.exception_handler(IndexFormatError)
     async def unavailable(request: Request, exc: IndexFormatError):
         return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
@@ -743,6 +749,18 @@ def create_app(settings: ServeSettings) -> FastAPI:
             built_by = retriever_class(body.retriever)
         except SemiretError as exc:
             raise validation_error(("body", "retriever"), str(exc), "retriever_unknown") from None
+        misplaced = next((name for name in body.options if name in CreateIndexRequest.model_fields), None)
+        if misplaced is not None:
+            raise validation_error(("body", "options", misplaced), f"{misplaced} is a field of the request beside "
+                                   f"options, not an option: {{\"{misplaced}\": ..., \"options\": {{...}}}}",
+                                   "option_invalid")
+        read_as = {}
+        for field in ("metadata_fields", "id_field", "text_field"):  # each checked as it joins the others
+            read_as[field] = getattr(body, field)
+            try:
+                CorpusFields(**read_as)
+            except SemiretError as exc:
+                raise validation_error(("body", field), str(exc), "fields_invalid") from None
         try:
             check_json_values([built_by.documents.Options], body.options, f"indexes of retriever {body.retriever!r}")
             check_model_options(body.options, body.retriever)
@@ -760,7 +778,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "chunk_words"), str(exc), "chunking_invalid") from None
         try:
             await run_in_threadpool(data.create, name, lambda path: built_by.build(
-                [], path, chunking=chunking, **body.options))
+                [], path, chunking=chunking, **read_as, **body.options))
         except IndexExists as exc:
             raise HTTPException(409, str(exc)) from None
         return await run_in_threadpool((await lookup(name)).describe)
@@ -1030,14 +1048,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                    "no text to give as context", "context_invalid")
         if check_only:
             return None
-        results = await _search(index, searched, k, body.options, body.with_fields or body.with_text, body.filter,
-                                body.offset, body.group_by, body.group_size, body.score_threshold, highlight, picking,
-                                body.context, body.explain, body.operators, inline)
+        with told_warnings() as told:
+            results = await _search(index, searched, k, body.options, body.with_fields or body.with_text,
+                                    body.filter, body.offset, body.group_by, body.group_size, body.score_threshold,
+                                    highlight, picking, body.context, body.explain, body.operators, inline)
         telemetry.queries.labels(index.name).inc(len(searched))
         took = _milliseconds_since(started)
         _log_if_slow(settings.slow_query_ms, index.name, took, searched,
                      body.model_dump(exclude_unset=True, exclude={"queries", "vectors"}))
-        return {"results": results, "took_ms": took}
+        return warned({"results": results, "took_ms": took}, told)
 
     @app.post("/indexes/{name}/recommend", response_model=SearchResponse, response_model_exclude_unset=True,
               tags=["search"], responses=_errors(401, 404, 413, 415, 503))
@@ -1051,12 +1070,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         check_options(index, body.options)
         check_filter(body.filter)
         try:
-            hits = await run_in_threadpool(index.recommend, body.positive, body.negative, k, body.options,
-                                           body.with_text, body.filter, body.score_threshold)
+            with told_warnings() as told:
+                hits = await run_in_threadpool(index.recommend, body.positive, body.negative, k, body.options,
+                                               body.with_text, body.filter, body.score_threshold)
         except UnknownDocumentError as exc:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r} to recommend from"
                                      f"{exc.hint}") from None
-        return {"results": [hits], "took_ms": _milliseconds_since(started)}
+        return warned({"results": [hits], "took_ms": _milliseconds_since(started)}, told)
 
     @app.post("/indexes/{name}/explain", response_model=ExplainResponse, response_model_exclude_unset=True,
               tags=["search"], responses=_errors(401, 404, 415, 503))
@@ -1115,11 +1135,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         k = min(10, settings.max_k) if k is None else k
         check_k(k, ("query", "k"))
         check_hits(len(q), k)
-        results = await _search(index, q, k, {}, with_text)
+        with told_warnings() as told:
+            results = await _search(index, q, k, {}, with_text)
         telemetry.queries.labels(index.name).inc(len(q))
         took = _milliseconds_since(started)
         _log_if_slow(settings.slow_query_ms, index.name, took, q, {"k": k, "with_text": with_text})
-        return {"results": results, "took_ms": took}
+        return warned({"results": results, "took_ms": took}, told)
 
     # ------------------------------------------------------------------ documents
     @app.put("/indexes/{name}/documents", response_model=WriteResponse, response_model_exclude_none=True,
@@ -1132,10 +1153,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Add documents; those whose ids exist are replaced (in the same commit). Ids must be unique within
         one request. Answered once durable; a bad document anywhere changes nothing."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()  # given: CheckedRoute
+        reading = {"fields": index.retriever.corpus_fields(), "unread": []}  # read as `semiret add` reads a file
         if content_type in JSONL_TYPES:
-            documents = await _read_jsonl(request, settings.max_batch)
+            documents = await _read_jsonl(request, settings.max_batch, reading)
         elif content_type == "application/json":
-            documents = _parse_json_documents(await request.body())  # UTF-8 checked by CheckedRoute
+            documents = _parse_json_documents(await request.body(), reading)  # UTF-8 checked by CheckedRoute
         else:
             raise HTTPException(415, f"body type {content_type!r}: send application/json ({{\"documents\": [...]}}) "
                                      f"or application/x-ndjson (one document per line)")
@@ -1143,7 +1165,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
         _check_unique(documents)
         upserted = await run_in_threadpool(index.upsert, [Document(d.id, d.text, d.title, d.metadata or None, d.vector)
                                                           for _, d in documents])
-        return {"upserted": upserted}
+        with told_warnings() as told:
+            if reading["unread"]:
+                warn(log, left_out_warning(f"index {index.name!r}", reading["unread"], ADDED_FIELDS_HINT))
+        return warned({"upserted": upserted}, told)
 
     @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
               tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503))
@@ -1184,10 +1209,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 Ordering(body.order_by)
             except SemiretError as exc:
                 raise validation_error(("body", "order_by"), str(exc), "order_by_invalid") from None
-        return await run_in_threadpool(index.scroll, body.filter, body.limit, body.offset, body.with_text,
-                                       body.order_by)
+        with told_warnings() as told:
+            page = await run_in_threadpool(index.scroll, body.filter, body.limit, body.offset, body.with_text,
+                                           body.order_by)
+        return warned(page, told)
 
-    @app.post("/indexes/{name}/documents/count", response_model=CountResponse, tags=["documents"],
+    @app.post("/indexes/{name}/documents/count", response_model=CountResponse, response_model_exclude_unset=True,
+              tags=["documents"],
               responses=_errors(401, 404, 503))
     async def count(body: CountRequest, index: ServedIndex = Depends(readable)):
         """How many documents the index holds, or how many match ``filter`` (Qdrant's count, OpenSearch's
@@ -1197,9 +1225,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "vector"), f"index {index.name!r} holds no sparse vectors (retriever "
                                    f"{index.retriever.name}): count by a query text", "vector_invalid")
         query = body.query if body.vector is None else body.vector
-        return {"count": await run_in_threadpool(index.count, body.filter, query)}
+        with told_warnings() as told:
+            counted = await run_in_threadpool(index.count, body.filter, query)
+        return warned({"count": counted}, told)
 
-    @app.post("/indexes/{name}/facet", response_model=FacetResponse, tags=["documents"],
+    @app.post("/indexes/{name}/facet", response_model=FacetResponse, response_model_exclude_unset=True,
+              tags=["documents"],
               responses=_errors(401, 404, 503))
     async def facet(body: FacetRequest, index: ServedIndex = Depends(readable)):
         """The values of a stored metadata field the most documents hold (those matching ``filter``), with their
@@ -1225,8 +1256,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
             check_vector_kinds(index, [body.vector], ("body", "vector"), one=True)
         check_options(index, body.options)
         query = body.query if body.vector is None else body.vector
-        return {"values": await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,
-                                                  depth, body.operators, body.options)}
+        with told_warnings() as told:
+            values = await run_in_threadpool(index.facet, body.field, body.filter, body.limit, body.ranges, query,
+                                             depth, body.operators, body.options)
+        return warned({"values": values}, told)
 
     @app.delete("/indexes/{name}/documents/{doc_id:path}", response_model=WriteResponse,
                 response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))
@@ -1375,12 +1408,13 @@ def _learned_ranking_refuses(ranking: LearnedRanking, retriever) -> str | None:
 
 
 def learned_ranking(settings: ServeSettings, retrievers: dict) -> LearnedRanking:
-    """``--ltr``'s learned ranking, loaded once at start (its feature indexes opened from the paths it records),
-    or a :class:`SemiretError` before anything is served: LightGBM missing, a folder that is not a learned ranking,
-    a feature index that is not there, a depth over ``--max-k``, or, without ``--data-dir``, no index of
+    """``--ltr``'s learned ranking, loaded once at start (its feature indexes opened from ``--ltr-feature-index``'s
+    folders where given, else from the paths it records), or a :class:`SemiretError` before anything is served:
+    LightGBM missing, a folder that is not a learned ranking, a feature index that is not there or not of the kinds
+    it was trained with, a depth over ``--max-k``, or, without ``--data-dir``, no index of
     ``retrievers`` (served name -> retriever) whose retriever is its first stage. Served indexes it cannot rank are
     logged (their searches' ``"rerank"`` is refused, as over indexes made later in ``--data-dir``)."""
-    ranking = LearnedRanking.load(settings.ltr)
+    ranking = LearnedRanking.load(settings.ltr, settings.ltr_feature_index)
     if ranking.depth > settings.max_k:
         raise SemiretError(f"--ltr {settings.ltr} ranks the best {ranking.depth} hits of a search (as deep as it was "
                            f"trained), more than --max-k {settings.max_k}: raise --max-k to at least {ranking.depth}")
@@ -1442,16 +1476,18 @@ Located = tuple[tuple, DocumentIn]
 """A document to add and where it was in the request (the start of an error's ``loc``)."""
 
 
-def _parse_json_documents(body: bytes) -> list[Located]:
+def _parse_json_documents(body: bytes, reading: dict) -> list[Located]:
+    """Documents of a JSON body, read with ``reading`` (:class:`DocumentIn`'s validation context)."""
     try:
-        documents = UpsertRequest.model_validate_json(body).documents
+        documents = UpsertRequest.model_validate_json(body, context=reading).documents
     except ValidationError as exc:
         raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
     return [(("body", "documents", position), document) for position, document in enumerate(documents)]
 
 
-async def _read_jsonl(request: Request, max_documents: int) -> list[Located]:
-    """Documents of a JSONL body, validated line by line as the body streams in (blank lines skipped)."""
+async def _read_jsonl(request: Request, max_documents: int, reading: dict) -> list[Located]:
+    """Documents of a JSONL body, read with ``reading`` (:class:`DocumentIn`'s validation context) and validated
+    line by line as the body streams in (blank lines skipped)."""
     documents: list[Located] = []
     pending = b""
     line_number = 0
@@ -1468,7 +1504,7 @@ async def _read_jsonl(request: Request, max_documents: int) -> list[Located]:
             raise validation_error(loc, f"invalid UTF-8 at byte {exc.start} of the line", "utf8_invalid") from None
         check_json_text(text, loc)
         try:
-            documents.append((loc, DOCUMENT.validate_python(json.loads(text))))
+            documents.append((loc, DOCUMENT.validate_python(json.loads(text), context=reading)))
         except json.JSONDecodeError as exc:
             raise validation_error(loc, f"malformed JSON: {exc.msg} (column {exc.colno})", "json_invalid") from None
         except RecursionError:

@@ -20,6 +20,7 @@ import functools
 import http.client
 import inspect
 import json
+import logging
 import ssl
 import threading
 import urllib.parse
@@ -27,10 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from semiret.data.collection import VECTOR_FIELD, Document, as_document, query_texts, query_vectors
+from semiret.data.collection import (ADDED_FIELDS_HINT, VECTOR_FIELD, CorpusFields, Document, as_documents, query_texts,
+                                     query_vectors)
 from semiret.data.ids import document_id_problem
-from semiret.errors import SemiretError
+from semiret.errors import SemiretError, warn
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, Suggestion, TermContribution, TermWeight
+
+log = logging.getLogger(__name__)
 
 Transport = Callable[[str, str, bytes | None, dict], tuple[int, bytes]]
 """``(method, path, body, headers) -> (status, body)``: how a request reaches the server (HTTP by default; a test
@@ -110,12 +114,16 @@ class Client:
 
     def create_index(self, index: str, retriever: str = "bm25", options: dict | None = None,
                      chunk_words: int | None = None, chunk_overlap: int = 0, chunk_tokens: int | None = None,
-                     chunk_sentences: bool = False, chunk_tokenizer: str | None = None) -> dict:
+                     chunk_sentences: bool = False, chunk_tokenizer: str | None = None,
+                     metadata_fields: list[str] | None = None, id_field: str | None = None,
+                     text_field: str | None = None) -> dict:
         """An empty index in the server's ``--data-dir`` (``options``: the retriever's index options; ``chunk_*``:
         its passages, as ``semiret index --chunk-*`` gives them; ``chunk_tokenizer``: a model the server has
-        installed)."""
+        installed; ``metadata_fields``, ``id_field``, ``text_field``: how the documents added are read, as
+        ``Retriever.build`` takes them)."""
         body = {"retriever": retriever, "options": options or {}, "chunk_overlap": chunk_overlap,
-                **_given(chunk_words=chunk_words, chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer),
+                **_given(chunk_words=chunk_words, chunk_tokens=chunk_tokens, chunk_tokenizer=chunk_tokenizer,
+                         metadata_fields=metadata_fields, id_field=id_field, text_field=text_field),
                 **({"chunk_sentences": True} if chunk_sentences else {})}
         return self._call("PUT", f"/indexes/{_name(index)}", body)
 
@@ -255,6 +263,8 @@ class Client:
             bodies.append(self._search_body(_searched(queries)[0], **asked, **options))
             groupings.append((asked.get("group_by") is not None, asked.get("diversity") is not None))
         answers = self._call("POST", f"/indexes/{_name(index)}/search/batch", {"searches": bodies})["searches"]
+        for answer in answers:
+            _say_warnings(answer)
         return [ServedSearchHits.of([_hits(hits) for hits in answer["results"]], *grouping)
                 for answer, grouping in zip(answers, groupings)]
 
@@ -300,8 +310,9 @@ class Client:
     def add(self, index: str, documents: Iterable[Document | dict], batch_size: int | None = None) -> int:
         """Add documents, replacing those of the same ids (the API's ``PUT`` is an upsert, where ``Retriever.add``
         refuses them without ``replace=True``); returns how many were added, as ``Retriever.add`` counts them (over an
-        index of passages, ``chunk_words``: its passages). Documents are :class:`Document` objects or BEIR records
-        (``{"_id", "text", "title", "metadata"}``), every one checked before the first is sent (its fields, its id,
+        index of passages, ``chunk_words``: its passages). Documents are :class:`Document` objects or records
+        (``{"_id", "text", "title", "metadata"}``) read as the index reads them (its ``metadata_fields``, ``id_field``
+        and ``text_field``, asked of the server first), every one checked before the first is sent (its fields, its id,
         NaN or Infinity, its size, and ids repeated within the call, as the server checks a request), so a bad
         document changes nothing. More than
         ``batch_size`` (default: :data:`ADD_BATCH`, or the server's ``--max-batch`` if lower), or more than its
@@ -311,18 +322,19 @@ class Client:
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
             raise SemiretError(f"batch_size is a positive number of documents a request, got {batch_size!r}")
-        # (held in memory: every document is checked before the first is sent)
-        records = [_request_record(as_document(document, position)) for position, document in enumerate(documents)]
+        fields = CorpusFields.of(self.describe(index))  # (held in memory: every one checked before the first is sent)
+        read = list(as_documents(documents, fields, f"index {index!r}", ADDED_FIELDS_HINT))
+        records = [_request_record(document, fields) for document in read]
         first: dict[str, int] = {}
         sizes = []  # each record's bytes in a request's JSON (ASCII: this client escapes the rest)
-        for position, record in enumerate(records):
-            problem = document_id_problem(record["_id"])
+        for position, (document, record) in enumerate(zip(read, records)):
+            problem = document_id_problem(document.id)
             if problem is not None:
                 raise SemiretError(f"document {position}: {problem} (nothing was sent)")
-            if first.setdefault(record["_id"], position) != position:
-                raise SemiretError(f"document {position}: id {record['_id']!r} repeats document {first[record['_id']]}"
+            if first.setdefault(document.id, position) != position:
+                raise SemiretError(f"document {position}: id {document.id!r} repeats document {first[document.id]}"
                                    " of this call (nothing was sent)")
-            sizes.append(len(json.dumps(record)))  # (NaN and Infinity refused already, by as_document)
+            sizes.append(len(json.dumps(record)))  # (NaN and Infinity refused already, by as_documents)
         added = 0
         for start, end in self._batches(sizes, batch_size or self._max_batch(ADD_BATCH)):
             try:
@@ -459,9 +471,10 @@ class Client:
 
     # ------------------------------------------------------------------ requests
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        """The server's JSON answer, its ``warnings`` logged (a filter's field no document holds, say)."""
         answer = self._request(method, path, body)
         try:
-            return json.loads(answer)
+            return _say_warnings(json.loads(answer))
         except ValueError:
             raise ServerError(200, f"an answer that is not JSON (not a semiret server?): {answer[:200]!r}") from None
 
@@ -539,9 +552,18 @@ def _json_vector(vector) -> list[float] | list[list[float]] | dict[str, float]:
     return vector if isinstance(vector, dict) else vector.tolist()
 
 
-def _request_record(document: Document) -> dict:
-    """A document as an upsert request sends it: its record, and its own vector where it brings one."""
+def _say_warnings(answer):
+    """``answer``, the ``warnings`` it carries logged here as in-process calls log them."""
+    for message in answer.get("warnings") or () if isinstance(answer, dict) else ():
+        warn(log, message)
+    return answer
+
+
+def _request_record(document: Document, fields: CorpusFields) -> dict:
+    """A document as an upsert request sends it: its record, its id and text under the names the index reads
+    (``fields``), and its own vector where it brings one."""
     record = document.to_record()
+    record[fields.id_field or "_id"], record[fields.text_field or "text"] = record.pop("_id"), record.pop("text")
     if document.vector is not None:
         record[VECTOR_FIELD] = _json_vector(document.vector)
     return record

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Strict, StrictBool, Tag, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Strict, StrictBool, Tag, ValidationInfo,
+                      field_validator, model_validator)
 
 from semiret.data.collection import document_id_problem, record_fields
 from semiret.indexes.filters import field_path
@@ -30,8 +30,9 @@ SparseVector = Annotated[dict[str, Annotated[float, Strict(), Field(allow_inf_na
 
 class DocumentIn(BaseModel):
     """A document to add, as in a BEIR ``corpus.jsonl`` line, or under any name ``semiret index`` reads from a
-    corpus file (Pyserini's ``id``/``contents``, ``docid``, ``body``, ...; an integer id as its string); other
-    fields are ignored."""
+    corpus file (Pyserini's ``id``/``contents``, ``docid``, ``body``, ...; an integer id as its string), or those
+    the index names (its ``id_field`` and ``text_field``); its other fields are kept in its metadata as the index's
+    ``metadata_fields`` say, else left out (the answer's ``warnings`` names them)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -56,10 +57,17 @@ class DocumentIn(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _field_names(cls, record: Any) -> Any:
-        """The corpus reader's field names (:func:`~semiret.data.collection.record_fields`), so a document the CLI
-        indexes is one the API takes; the fields' types are then checked here, each error naming its field."""
-        return record_fields(record) if isinstance(record, dict) else record
+    def _field_names(cls, record: Any, info: ValidationInfo) -> Any:
+        """The corpus reader's field names (:func:`~semiret.data.collection.record_fields`), with the index's fields
+        where the validation's context gives them (``{"fields": CorpusFields, "unread": [...]}``: the fields of the
+        first record holding some that the index leaves out are added to ``unread``), so a document ``semiret add``
+        reads is one the API takes alike; the fields' types are then checked here, each error naming its field."""
+        if not isinstance(record, dict):
+            return record
+        context = info.context or {}
+        if "unread" in context and not context["unread"]:
+            context["unread"].extend(context["fields"].unread(record))
+        return record_fields(record, context.get("fields"))
 
 
 class UpsertRequest(BaseModel):
@@ -357,6 +365,13 @@ class AnalyzeResponse(BaseModel):
     total: int = Field(description="How many terms in all (limit may show fewer).")
 
 
+Warnings = Annotated[list[str] | None, Field(
+    description="What the request did that is likely a mistake though not an error, where it did (absent otherwise; "
+    "the server logs it too): a filter, facet or order on a field no document holds (a misspelling), or fields of the "
+    "documents added that the index keeps none of (its metadata_fields).")]
+"""The ``warnings`` of an answer: the same field wherever a request may draw one."""
+
+
 class Hit(BaseModel):
     id: str
     score: float
@@ -374,6 +389,7 @@ class SearchResponse(BaseModel):
     results: list[list[Hit]]
     took_ms: float | None = Field(None, description="Milliseconds the server spent on the search, from the "
                                   "request's validation to its results (OpenSearch's `took`, Qdrant's `time`).")
+    warnings: Warnings = None
 
 
 class SearchBatchRequest(BaseModel):
@@ -440,6 +456,7 @@ class WriteResponse(BaseModel):
     deleted: int | None = Field(None, description="Entries deleted: documents, or an index of passages' passages.")
     updated: int | None = None
     synonym_rules: int | None = Field(None, description="The synonym rules the index holds now.")
+    warnings: Warnings = None
 
 
 class CreateIndexRequest(BaseModel):
@@ -458,6 +475,14 @@ class CreateIndexRequest(BaseModel):
                                   "sentences (as `--chunk-sentences`).")
     chunk_tokenizer: str | None = Field(None, description="With chunk_tokens: the tokenizer that counts them, a model "
                                         "this server has installed (`semiret models`; default: the index's model's).")
+    metadata_fields: list[str] | None = Field(None, description="Fields of the documents added to keep in their "
+                                              "metadata beside their metadata object, to filter on (\"*\": all but "
+                                              "the id, text and title; as `--metadata-fields`); without them other "
+                                              "fields are left out.")
+    id_field: str | None = Field(None, description="The field of the documents added holding each one's id, in place "
+                                 "of the first of _id, id, docid, ... (as `--id-field`).")
+    text_field: str | None = Field(None, description="The field holding each one's text, in place of the first of "
+                                   "text, contents, body, ... (as `--text-field`).")
     from_backup: str | None = Field(None, description="Restore instead: the name of a backup in the server's "
                                     "--backup-dir (as GET /indexes/{name}/backups lists it), copied as the new index "
                                     "with its documents, retriever and options (none of the fields above with it).")
@@ -558,6 +583,7 @@ class RetrieveResponse(BaseModel):
 class ScrollResponse(BaseModel):
     documents: list[StoredDocument]
     next_page_offset: str | None = Field(description="The offset of the next page; null after the last.")
+    warnings: Warnings = None
 
 
 class CountRequest(TextOrVector):
@@ -574,6 +600,7 @@ class CountRequest(TextOrVector):
 
 class CountResponse(BaseModel):
     count: int
+    warnings: Warnings = None
 
 
 class SynonymRules(BaseModel):
@@ -626,3 +653,4 @@ class FacetValue(BaseModel):
 
 class FacetResponse(BaseModel):
     values: list[FacetValue] = Field(description="Most documents first.")
+    warnings: Warnings = None

@@ -135,12 +135,16 @@ class ServedIndex:
 
     # ------------------------------------------------------------------ reads
     def describe(self) -> dict:
+        """What ``GET /indexes/{name}`` answers: the index's kind, size and options, and how it reads the documents
+        added to it (``chunking``; the fields ``metadata_fields``, ``id_field`` and ``text_field`` as an upsert reads
+        them, :meth:`Retriever.corpus_fields <semiret.search.retrievers.Retriever.corpus_fields>`)."""
         self.refresh()
         search_options = [f.name for f in fields(self.retriever.queries.Options)]
         return {"name": self.name, "retriever": self.retriever.name, **self.index.describe(),
                 **({"analyzer": self.index.meta["analyzer"]} if self.index.meta.get("analyzer") else {}),
                 "search_options": search_options,
-                **{key: self.index.meta[key] for key in DOCUMENT_READING if self.index.meta.get(key)}}
+                **{key: self.index.meta[key] for key in DOCUMENT_READING if self.index.meta.get(key)},
+                **self.retriever.corpus_fields().record()}
 
     def search(self, queries: list[str], k: int, options: dict, with_text: bool | list[str],
                filter: dict | None = None, offset: int = 0, group_by: str | None = None,

@@ -72,8 +72,11 @@ class ServeSettings:
     ltr: str | None = None
     """In place of :attr:`cross_encoder`: a learned ranking (a folder ``semiret ltr`` wrote) that ranks the best hits
     again by its model of their first-stage and feature indexes' scores, loaded once at start, its feature indexes
-    opened read-only from the paths it records (and read as they stand at each search); a search may ask for it over
-    an index whose retriever is its first stage."""
+    opened read-only from the paths it records or :attr:`ltr_feature_index` (and read as they stand at each search); a
+    search may ask for it over an index whose retriever is its first stage."""
+    ltr_feature_index: list[str] | None = None
+    """With :attr:`ltr`: its feature indexes' folders, in its order, instead of those it records (the same kinds
+    over the served corpus: a learned ranking taken to another collection, or its indexes moved)."""
     log_level: str = "warning"
     """The least severe messages the server logs: critical, error, warning, info or debug (uvicorn's and semiret's)."""
     access_log: bool = False
@@ -93,6 +96,9 @@ class ServeSettings:
             raise SemiretError(f"{' and '.join(given)} each rank searches' hits again: give one")
         if self.colbert_cache is not None and self.colbert is None:
             raise SemiretError("--colbert-cache keeps the token vectors of --colbert's model: give --colbert too")
+        from semiret.search.learned_ranking import check_ltr_options  # (the search layer only where it serves)
+
+        check_ltr_options(self.ltr, self.ltr_feature_index)
         if not self.indexes and self.data_dir is None:
             raise SemiretError("nothing to serve: give at least one --index DIR (or NAME=DIR), or a --data-dir")
         if self.data_dir is not None and self.backend is not None:

@@ -63,6 +63,26 @@ def test_search_json(index_dir):
     assert lines[0]["hits"][0]["score"] >= lines[0]["hits"][1]["score"] > 0
 
 
+def test_one_word_arguments_are_searched_alone_and_said_so(index_dir, caplog):
+    """`search statins and cancer` unquoted is three queries (each argument is one, as the help says): a warning says
+    so and how to quote it; arguments holding several words are queries as meant, said nothing of."""
+    with caplog.at_level(logging.WARNING):
+        lines = json_lines(invoke("search", "--index", index_dir, "--json", "statins", "cancer").stdout)
+    assert [line["query"] for line in lines] == ["statins", "cancer"]
+    assert "2 queries of one word each" in caplog.text and "'statins cancer'" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        invoke("search", "--index", index_dir, "--json", "cats and dogs", "statins")
+    assert "queries of one word" not in caplog.text
+
+
+def test_top_k_is_k_spelled_out(index_dir):
+    """``--top-k`` (the name other tools' users type) is ``-k``."""
+    short, long = (json_lines(invoke("search", "--index", index_dir, "--json", flag, "1", "cats").stdout)[0]["hits"]
+                   for flag in ("-k", "--top-k"))
+    assert len(short) == 1 and short == long
+
+
 def test_search_table_shows_texts(index_dir):
     result = invoke("search", "--index", index_dir, "mailman")
     assert "d5" in result.stdout and "mailman" in result.stdout
@@ -138,7 +158,7 @@ def test_add_delete_merge_info(tmp_path, index_dir):
 
     info = json.loads(invoke("info", index_dir).stdout)
     assert info["documents"] == 5 and info["deleted"] == 3 and info["segments"] == 3 and info["retriever"] == "bm25"
-    merged = json.loads(invoke("merge", "--index", index_dir).stdout)
+    merged = json.loads(invoke("merge", index_dir).stdout)
     assert merged["documents"] == 5 and merged["deleted"] == 0 and merged["segments"] == 1
     hits = json_lines(invoke("search", "--index", index_dir, "--json", "-k", "10", "cats").stdout)[0]["hits"]
     assert {h["id"] for h in hits} == {"d2"}
@@ -752,3 +772,32 @@ def test_vectors_brought_by_a_corpus_searched_and_evaluated_by_query_vectors(tmp
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     np.testing.assert_allclose([record["vector"] for record in exported], unit, rtol=1e-5)
     invoke("index", "-r", "vectors", "--data", tmp_path / "exported.jsonl", "--out", tmp_path / "again")
+
+
+def test_index_and_add_read_the_id_and_text_fields_named_and_record_them(tmp_path):
+    """A corpus whose text is under another key was refused with no way to name it: ``--id-field`` and
+    ``--text-field`` name the fields, the index records them as it records ``--metadata-fields``, and a later ``add``
+    reads them (or names of its own, for that file alone)."""
+    from semiret.data import Document
+    from semiret.search import open_retriever
+
+    corpus = write_jsonl(tmp_path / "tickets.jsonl", [
+        {"ticket": "T-1", "summary": "login fails on safari", "priority": "high"},
+        {"ticket": "T-2", "summary": "password reset never arrives", "priority": "low"}])
+    refused = invoke("index", "--data", corpus, "--out", tmp_path / "refused", ok=False)
+    assert refused.exit_code != 0 and "missing id field" in refused.output and "--id-field" in refused.output
+    index = tmp_path / "tickets"
+    invoke("index", "--data", corpus, "--out", index, "--id-field", "ticket", "--text-field", "summary",
+           "--metadata-fields", "priority")
+    info = json.loads(invoke("info", index).output)
+    assert (info["id_field"], info["text_field"], info["metadata_fields"]) == ("ticket", "summary", ["priority"])
+    more = write_jsonl(tmp_path / "more.jsonl", [{"ticket": "T-3", "summary": "printer jam", "priority": "low"}])
+    invoke("add", more, "--index", index)
+    assert open_retriever(index).get_document("T-3") == Document("T-3", "printer jam")
+    assert open_retriever(index).get_document("T-3").metadata == {"priority": "low"}
+    (tmp_path / "other.csv").write_text("key,content,priority\nT-4,sync stalls,high\n", encoding="utf-8")
+    invoke("add", tmp_path / "other.csv", "--index", index, "--id-field", "key", "--text-field", "content")
+    assert open_retriever(index).get_document("T-4").metadata == {"priority": "high"}
+    assert json.loads(invoke("info", index).output)["text_field"] == "summary"  # the record stays the build's
+    hits = json_lines(invoke("search", "jam", "--index", index, "--json").output)
+    assert [hit["id"] for hit in hits[0]["hits"]] == ["T-3"]

@@ -756,3 +756,73 @@ def test_metadata_fields_of_json_records_are_their_exact_names(tmp_path, caplog)
         assert iter_corpus(jsonl, ["title", "text", "Title"]).__next__().metadata == {"Title": "Kept apart"}
         list(iter_corpus(jsonl, ["title", "text", "Title"]))
     assert "no document has the fields 'title', 'text' kept as metadata" in caplog.text
+
+
+def test_the_id_and_text_fields_are_named_as_the_corpus_names_them(tmp_path):
+    """A corpus whose text is under another key (``summary``) was refused with no way to name it: ``id_field`` and
+    ``text_field`` (--id-field, --text-field) name the fields of JSONL records and the columns of a header; the names
+    read by default are then other fields; each error names the field."""
+    from semiret.data.collection import CorpusFields
+
+    jsonl = write_jsonl(tmp_path / "tickets.jsonl", [
+        {"ticket": "T-1", "summary": "login fails", "text": "a note", "priority": "high"},
+        {"ticket": "T-2", "summary": "password reset"}])
+    with pytest.raises(DataFormatError, match=r"tickets.jsonl:1: missing id field \(one of '_id', .*; id_field, "
+                                              r"--id-field, names another\)"):
+        list(iter_corpus(jsonl))
+    assert list(iter_corpus(jsonl, ["*"], id_field="ticket", text_field="summary")) == [
+        Document("T-1", "login fails", metadata={"text": "a note", "priority": "high"}),
+        Document("T-2", "password reset")]
+    missing = write_jsonl(tmp_path / "missing.jsonl", [{"ticket": "T-1", "summary": "x"},
+                                                       {"ticket": "T-2", "body": "y"}])
+    with pytest.raises(DataFormatError, match=r"missing.jsonl:2: missing text field 'summary' \(the text_field"):
+        list(iter_corpus(missing, id_field="ticket", text_field="summary"))
+    repeated = write_jsonl(tmp_path / "repeated.jsonl", [{"ticket": "a", "summary": "x"},
+                                                         {"ticket": "a", "summary": "y"}])
+    with pytest.raises(DataFormatError, match=r"repeated.jsonl:2: duplicate document id 'a' \(first seen on line 1\)"):
+        list(iter_corpus(repeated, id_field="ticket", text_field="summary"))
+    table = tmp_path / "tickets.csv"
+    table.write_text("Ticket,Summary,Priority\nT-1,login fails,high\nT-2,password reset,low\n", encoding="utf-8")
+    assert list(iter_corpus(table, ["priority"], id_field="ticket", text_field="summary")) == [
+        Document("T-1", "login fails", metadata={"Priority": "high"}), Document("T-2", "password reset",
+                                                                                  metadata={"Priority": "low"})]
+    assert count_documents(table, id_field="ticket") == 2
+    headless = tmp_path / "plain.tsv"
+    headless.write_text("1\tfirst\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"plain.tsv:1: the id and text fields \(--id-field, --text-field\) are "
+                                              r"columns a first row names"):
+        list(iter_corpus(headless, text_field="summary"))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("Alpha.\n")
+    with pytest.raises(SemiretError, match="folder of documents, each file one"):
+        list(iter_corpus(tmp_path / "docs", text_field="summary"))
+    for bad in ({"id_field": "title"}, {"text_field": ""}, {"id_field": "key", "text_field": "key"}):
+        with pytest.raises(SemiretError, match="id_field|text_field"):
+            list(iter_corpus(jsonl, **bad))
+    assert CorpusFields.of({"metadata_fields": ["priority"], "text_field": "summary"}).record() == {
+        "metadata_fields": ["priority"], "text_field": "summary"}
+
+
+def test_a_first_row_naming_no_known_column_is_refused_not_indexed(tmp_path):
+    """``doc,content`` above numbered tickets had its header indexed as a document ``{"_id": "doc", "text":
+    "content"}``: refused, naming the file, the names read and the options that name others, and how to read a file
+    whose first row is a document; a file of documents alone is read by position as before."""
+    table = tmp_path / "tickets.csv"
+    table.write_text("doc,content\nT-5,\"Login fails on Safari, again\"\nT-6,Password reset\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as error:
+        list(iter_corpus(table))
+    message = str(error.value)
+    assert message.startswith(f"{table}:1: the first row reads as column names (doc, content), but none is an id "
+                              "column (one of _id, id, ")
+    assert "the text's: one of text, contents, content" in message and "--id-field and --text-field" in message
+    assert "if the file has no header row and that row is a document, put a first row naming the columns above it: " \
+           "id,text" in message
+    assert [d.id for d in iter_corpus(table, id_field="doc", text_field="content")] == ["T-5", "T-6"]
+    tabbed = tmp_path / "tickets.tsv"
+    tabbed.write_text("doc\tcontent\n17\tLogin fails\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"tickets.tsv:1: the first row reads as column names .* above it: "
+                                              r"id<TAB>text"):
+        list(iter_corpus(tabbed))
+    for rows in ("a,hello\nb,world\n", "d1,statins\nd2,heart\n", "alpha,first text\nbeta,second text\n"):
+        table.write_text(rows, encoding="utf-8")  # no header: documents by position, as before
+        assert len(list(iter_corpus(table))) == 2, rows

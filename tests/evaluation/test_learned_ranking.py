@@ -59,6 +59,35 @@ def test_a_learned_ranking_learns_what_its_first_stage_misses(indexes, tmp_path)
     assert np.array_equal(twin.predict(rows), ranking.predict(rows))
 
 
+def test_a_batch_is_ranked_as_its_queries_are_one_at_a_time_on_any_number_of_threads(indexes, tiny_bert, tmp_path,
+                                                                                      monkeypatch):
+    """The feature indexes' searches of a batch's candidates run ``n_threads`` at a time, each the search its query
+    makes alone: the batch's features, scores and rankings are, to the bit, those of its queries searched one at a
+    time (a dense feature index's queries encoded in threads too), and a feature index's model loads once."""
+    from semiret.models import encoders
+    from semiret.search.retrievers import open_retriever
+
+    _, texts, titles, docs, queries, qrels = indexes
+    retriever_class("dense").build(docs, tmp_path / "dense", model=str(tiny_bert))
+    ranking, _ = fit_learned_ranking(texts, [titles, open_retriever(tmp_path / "dense")], queries, qrels, SMALL,
+                                     n_threads=2)
+    asked = [queries[q] for q in queries] + ["nothing matches"]  # (the last: no candidates, no feature searches)
+    found = texts.search(asked, k=5)
+    alone_rows = [ranking.feature_rows([text], texts.search([text], k=5))[0] for text in asked]
+    alone = [texts.search([text], k=5, rerank=ranking) for text in asked]
+    loads, load = [], encoders.load_encoder
+    monkeypatch.setattr(encoders, "load_encoder", lambda *given, **options: loads.append(given) or load(*given,
+                                                                                                       **options))
+    ranking.features = [titles, open_retriever(tmp_path / "dense")]  # (its model not loaded yet)
+    for n_threads in (3, 1):
+        rows = ranking.feature_rows(asked, found, n_threads)
+        assert len(rows) == len(asked) and all(np.array_equal(a, b) for a, b in zip(rows, alone_rows))
+        batch = texts.search(asked, k=5, rerank=ranking, n_threads=n_threads)
+        assert batch.ids == [hits.ids[0] for hits in alone] and batch.ids[-1] == []
+        assert batch.scores == [hits.scores[0] for hits in alone]
+    assert len(loads) == 1
+
+
 def test_cross_validation_scores_each_fold_by_a_model_learned_without_it(indexes):
     _, texts, titles, _, queries, qrels = indexes
     unfound = {**queries, "qx": "nothing matches"}  # judged, without a candidate: 0 for both, in every fold

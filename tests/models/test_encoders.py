@@ -567,3 +567,21 @@ def test_models_loaded_in_threads_at_once_all_load(tiny_bert):
             thread.join()
         assert not failures
     assert load_masked_lm(str(tiny_bert)) is not None
+
+
+# ---------------------------------------------------------------------- sentence-transformers' encode and similarity
+def test_encode_reads_documents_and_similarity_scores_as_the_retrievers_rank(tiny_bert):
+    """``encode`` is ``encode_document`` (its prompt included); ``similarity`` is the inner product of a dense
+    model's vectors and of a sparse model's, one string's vector a row of one."""
+    dense = DenseEncoder.from_pretrained(str(tiny_bert), max_length=32, precision="float32",
+                                         query_prompt="Q: ", document_prompt="D: ")
+    documents = dense.encode(TEXTS, show_progress=False)
+    np.testing.assert_array_equal(documents, dense.encode_document(TEXTS, show_progress=False))
+    query = dense.encode_query("cats in the garden")
+    scores = dense.similarity(query, documents)
+    assert scores.shape == (1, len(TEXTS))
+    np.testing.assert_allclose(scores[0], [float(query @ d) for d in documents], rtol=1e-6)
+    sparse = SpladeEncoder.from_pretrained(str(tiny_bert))
+    queries, documents = sparse.encode_query(TEXTS[:2]), sparse.encode(TEXTS, show_progress=False)
+    np.testing.assert_allclose(sparse.similarity(queries, documents),
+                               queries.to_dense() @ documents.to_dense().T, rtol=1e-5)

@@ -313,3 +313,44 @@ def test_a_bm25_query_of_stopwords_alone_says_so_once(tmp_path, caplog):
     assert caplog.text.count("is a stopword") == 1 and "stopwords=none" in caplog.text
     kept = BM25Retriever.build(TINY_DOCS, tmp_path / "all", stopwords="none")
     assert kept.search("the and of")  # kept where the index keeps them
+
+
+TICKETS = [{"id": "T-1", "body": "login fails on safari", "priority": "high", "product": "web"},
+           {"id": "T-2", "body": "password reset email never arrives", "priority": "low", "product": "mail"}]
+
+
+def test_dicts_are_read_with_the_fields_the_index_keeps_as_the_command_line_reads_a_file(tmp_path, caplog):
+    """``build`` and ``add`` of dicts with top-level fields dropped them silently (and ``build(metadata_fields=...)``
+    only recorded the names): they are read as ``semiret index`` and ``add`` read a JSONL file, the index's fields
+    kept in the metadata, others named in a warning; the fields of the id and text are recorded too."""
+    from semiret.data.collection import CorpusFields
+
+    with caplog.at_level("WARNING"):
+        plain = BM25Retriever.build(TICKETS, tmp_path / "plain")
+    assert "build: the fields 'priority', 'product' of its documents are left out: metadata_fields=[...]" in caplog.text
+    assert plain.get_document("T-1").metadata is None
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        plain.add([{"id": "T-3", "body": "printer jam", "priority": "low"}])
+    assert "add: the field 'priority' of its documents is left out" in caplog.text and "\"metadata\"" in caplog.text
+    kept = BM25Retriever.build(TICKETS, tmp_path / "kept", metadata_fields=["priority", "product"])
+    assert kept.get_document("T-1").metadata == {"priority": "high", "product": "web"}
+    assert kept.add([{"id": "T-3", "body": "login page blank", "priority": "low", "votes": 2}]) == 1
+    assert kept.get_document("T-3").metadata == {"priority": "low"}
+    assert [h.id for h in kept.search("login", filter={"priority": "low"})] == ["T-3"]
+    assert kept.sync({"T-1": {"body": "login fails on safari", "priority": "high", "product": "web"}}, force=True
+                     ).unchanged == 1  # BEIR's corpus dict, read alike: unchanged
+    named = BM25Retriever.build([{"ticket": "T-1", "summary": "login fails", "id": "old-1"}], tmp_path / "named",
+                                id_field="ticket", text_field="summary", metadata_fields=["*"])
+    assert named.get_document("T-1") == Document("T-1", "login fails") and named.get_document("T-1").metadata == {
+        "id": "old-1"}
+    reopened = open_retriever(tmp_path / "named")
+    assert reopened.corpus_fields() == CorpusFields(("*",), "ticket", "summary")
+    reopened.add([{"ticket": "T-2", "summary": "password reset"}])
+    assert reopened.get_document("T-2").text == "password reset"
+    with pytest.raises(SemiretError, match=r"document 0: missing text field 'summary'"):
+        reopened.add([{"ticket": "T-3", "text": "not the text field"}])
+    passages = BM25Retriever.build(TICKETS, tmp_path / "passages", chunking=3, metadata_fields=["product"])
+    assert passages.get_document("T-2#0").metadata["product"] == "mail"  # dicts split into passages too
+    with pytest.raises(SemiretError, match="id_field .* not one of title"):
+        BM25Retriever.build(TICKETS, tmp_path / "bad", id_field="title")

@@ -484,7 +484,9 @@ def test_upsert_adds_and_replaces_and_is_searchable_at_once(writing_client, inde
     answer = client.put("/indexes/tiny/documents", headers=WRITE, json={"documents": [
         {"_id": "d7", "title": "Zebras", "text": "Zebras graze on the savanna."},
         {"_id": "d1", "text": "Cats nap on the windowsill.", "extra": "ignored"}]})
-    assert answer.json() == {"status": "acknowledged", "upserted": 2}
+    said = answer.json().pop("warnings")  # a field the index keeps none of: left out, and said
+    assert answer.json() == {"status": "acknowledged", "upserted": 2, "warnings": said}
+    assert len(said) == 1 and "the field 'extra' of its documents is left out" in said[0]
     assert ids(client.get("/indexes/tiny/search", params={"q": "zebras savanna"})) == [["d7"]]
     assert client.get("/indexes/tiny/documents/d1").json() == {"_id": "d1", "title": "", "text": "Cats nap on the windowsill."}
     assert open_index(indexes["tiny"]).n_docs == 7  # durable: another process sees it
@@ -569,7 +571,8 @@ def test_upsert_streams_jsonl(client, indexes):
                                                       "within one request"}),
     ("application/json", {"documents": [{"_id": "n1", "text": "new"}, {"_id": "n2", "body_text": "misnamed"}]}, 422,
      {"loc": ["body", "documents", 1], "msg": "Value error, missing text field (one of 'text', 'contents', 'content', "
-                                              "'body', 'abstract', 'passage', 'query')"}),
+                                              "'body', 'abstract', 'passage', 'query'; text_field, --text-field, "
+                                              "names another)"}),
     ("application/json", {"documents": [{"text": "no id at all"}]}, 422, {"loc": ["body", "documents", 0]}),
     ("application/json", {"documents": [{"_id": "n1", "title": 5, "text": "x"}]}, 422,
      {"loc": ["body", "documents", 0, "title"]}),

@@ -490,3 +490,48 @@ def _counting(run, calls):
         calls.append(function)
         return await run(function, *args, **kwargs)
     return counted
+
+
+TICKETS = [{"id": f"T-{n}", "body": f"{what} fails again", "priority": priority, "product": product,
+            "created": f"2024-03-0{n}", "votes": n}
+           for n, (what, priority, product) in enumerate([("login", "high", "web"), ("sync", "low", "desktop"),
+                                                          ("export", "low", "web"), ("login", "high", "mobile"),
+                                                          ("search", "low", "web")], start=1)]
+
+
+def test_documents_added_over_http_keep_the_fields_the_index_was_built_to_keep(tmp_path, caplog):
+    """The review's reproduction: an index built with --metadata-fields, served; the same JSONL sent over HTTP kept
+    none of those fields (a filter found nothing, the warning only in the server's log). An upsert, ``Client.add``
+    and a dict read them as ``semiret add`` does; a filter's misspelled field is said in the answer, to every
+    caller, and by the client."""
+    from helpers import invoke_cli, write_jsonl
+
+    corpus = write_jsonl(tmp_path / "tickets.jsonl", TICKETS)
+    invoke_cli("index", "--data", corpus, "--out", tmp_path / "tickets", "--metadata-fields",
+               "priority,product,created,votes")
+    settings = ServeSettings({"tickets": str(tmp_path / "tickets")}, api_key="key", write_process=False)
+    with LocalClient(create_app(settings)) as http:
+        assert http.get("/indexes/tickets").json()["metadata_fields"] == ["priority", "product", "created", "votes"]
+        put = http.put("/indexes/tickets/documents", content=corpus.read_bytes(),
+                       headers={"X-API-Key": "key", "content-type": "application/x-ndjson"})
+        assert put.json() == {"status": "acknowledged", "upserted": 5}
+        assert http.get("/indexes/tickets/documents/T-5").json()["metadata"] == {
+            "priority": "low", "product": "web", "created": "2024-03-05", "votes": 5}
+        found = http.post("/indexes/tickets/search", json={"queries": ["fails"], "filter": {"product": "web"}}).json()
+        assert sorted(hit["id"] for hit in found["results"][0]) == ["T-1", "T-3", "T-5"] and "warnings" not in found
+        for _ in range(2):  # logged once, answered to every caller
+            typo = http.post("/indexes/tickets/search", json={"queries": ["fails"], "filter": {"prioity": "low"}})
+            assert typo.json()["results"] == [[]]
+            assert len(typo.json()["warnings"]) == 1 and "no document holds the field 'prioity'" in typo.json()[
+                "warnings"][0]
+        counted = http.post("/indexes/tickets/documents/count", json={"filter": {"prioity": "low"}}).json()
+        assert counted["count"] == 0 and "'prioity'" in counted["warnings"][0]
+        assert http.post("/indexes/tickets/documents/count", json={}).json() == {"count": 5}
+        client = in_process(http.app)
+        assert client.add("tickets", [{"id": "T-6", "body": "login loops", "priority": "high", "assignee": "kim"},
+                                      Document("T-7", "login again", metadata={"product": "web"})]) == 2
+        assert client.get_document("tickets", "T-6").metadata == {"priority": "high"}
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="semiret.serving.client"):
+            assert client.count("tickets", {"prioity": "high"}) == 0
+        assert "no document holds the field 'prioity'" in caplog.text

@@ -341,3 +341,42 @@ def test_the_command_line_sets_lists_and_removes_a_data_directorys_aliases(tmp_p
         assert refused.exit_code != 0 and message in refused.output, (wrong, refused.output)
     assert runner.invoke(app, ["alias", "--data-dir", data, "--remove", "live"]).exit_code == 0
     assert client.get("/indexes/live").status_code == 404
+
+
+def test_an_index_made_over_http_reads_its_documents_fields_as_it_was_told(tmp_path):
+    """``PUT /indexes/NAME`` takes ``metadata_fields``, ``id_field`` and ``text_field`` (given as options they were
+    refused as options that do not apply, with no way to give them); the documents added then read those fields,
+    however they arrive, and the index describes them; an upsert's fields left out are said in its answer."""
+    from semiret.data import Document
+
+    from helpers import client_of
+
+    with _client(tmp_path / "data") as client:
+        misplaced = client.put("/indexes/tickets", json={"options": {"metadata_fields": ["priority"]}}, headers=KEY)
+        assert misplaced.status_code == 422, misplaced.text
+        assert misplaced.json()["detail"][0]["loc"] == ["body", "options", "metadata_fields"]
+        assert "a field of the request beside options" in misplaced.json()["detail"][0]["msg"]
+        for bad, place in (({"id_field": "title"}, "id_field"), ({"metadata_fields": []}, "metadata_fields"),
+                           ({"id_field": "key", "text_field": "key"}, "text_field")):
+            refused = client.put("/indexes/tickets", json=bad, headers=KEY)
+            assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", place], refused.text
+        made = client.put("/indexes/tickets", json={"metadata_fields": ["priority"], "id_field": "ticket",
+                                                    "text_field": "summary"}, headers=KEY)
+        assert made.status_code == 201, made.text
+        assert {key: made.json()[key] for key in ("metadata_fields", "id_field", "text_field")} == {
+            "metadata_fields": ["priority"], "id_field": "ticket", "text_field": "summary"}
+        added = client.put("/indexes/tickets/documents", headers=KEY, json={"documents": [
+            {"ticket": "T-1", "summary": "login fails", "priority": "high", "votes": 3}]})
+        assert added.json() == {"status": "acknowledged", "upserted": 1}  # votes: not kept, as asked
+        assert client.get("/indexes/tickets/documents/T-1").json() == {
+            "_id": "T-1", "title": "", "text": "login fails", "metadata": {"priority": "high"}}
+        other = client.put("/indexes/tickets/documents", headers=KEY, json={"documents": [{"_id": "T-2", "text": "x"}]})
+        assert other.status_code == 422 and "missing id field 'ticket'" in other.text
+        assert client_of(client, "key").add("tickets", [Document("T-3", "password reset", metadata={"priority": "low"}),
+                                                        {"ticket": "T-4", "summary": "sync", "priority": "low"}]) == 2
+        assert client.get("/indexes/tickets/documents/T-4").json()["metadata"] == {"priority": "low"}
+        assert client.put("/indexes/plain", json={}, headers=KEY).status_code == 201
+        dropped = client.put("/indexes/plain/documents", headers=KEY, json={"documents": [
+            {"_id": "a", "text": "login fails", "priority": "high"}]}).json()
+        assert dropped["upserted"] == 1
+        assert "the field 'priority' of its documents is left out" in dropped["warnings"][0]

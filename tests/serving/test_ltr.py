@@ -122,6 +122,34 @@ def test_what_the_server_refuses_to_start_with(trained, tmp_path, monkeypatch):
         create_app(ServeSettings(index, write_process=False, ltr=str(root / "ltr")))
 
 
+def test_the_server_reads_the_feature_indexes_given_in_place_of_those_recorded(trained, tmp_path):
+    """``serve --ltr-feature-index``, as ``search`` and ``eval`` take it: the feature indexes' folders, in the
+    model's order, read in place of those it records (moved away here), with the same checks and messages."""
+    root, texts = trained
+    expected = texts.search(QUERIES, k=5, rerank=LearnedRanking.load(root / "ltr"))
+    model, titles = tmp_path / "ltr", tmp_path / "titles"
+    shutil.copytree(root / "ltr", model)
+    shutil.copytree(root / "titles", titles)
+    record = json.loads((model / "learned-ranking.json").read_text())
+    record["feature_indexes"][0]["path"] = str(tmp_path / "gone")
+    (model / "learned-ranking.json").write_text(json.dumps(record))
+    index = {"texts": str(root / "texts")}
+    settings = ServeSettings(index, write_process=False, ltr=str(model), ltr_feature_index=[str(titles)])
+    with LocalClient(create_app(settings)) as http:
+        results = _search(http, rerank=True).json()["results"]
+        assert [[hit["id"] for hit in hits] for hits in results] == expected.ids
+        assert np.allclose([[hit["score"] for hit in hits] for hits in results], expected.scores, rtol=1e-6)
+    with pytest.raises(SemiretError, match="--ltr-feature-index gives a learned ranking's feature indexes: give "
+                                           "--ltr too"):
+        ServeSettings(index, ltr_feature_index=[str(titles)])
+    with pytest.raises(SemiretError, match="trained with feature indexes of bm25; given idf"):
+        create_app(ServeSettings(index, write_process=False, ltr=str(model),
+                                 ltr_feature_index=[str(root / "data" / "other")]))
+    for command in (["serve"], ["search", "topic1"]):  # (one check, one message)
+        refused = invoke_cli(*command, "--index", root / "texts", "--ltr-feature-index", titles, ok=False)
+        assert "--ltr-feature-index gives a learned ranking's feature indexes: give --ltr too" in refused.output
+
+
 def test_what_an_index_says_of_the_server_s_re_ranking():
     """``GET /indexes/{name}``'s ``rerank``: a cross-encoder's kind and default depth where the index keeps texts to
     read; nothing without a model (the learned ranking's: above)."""
