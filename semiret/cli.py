@@ -477,7 +477,7 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
 def search(query: Optional[list[str]] = typer.Argument(None, help="One or more queries."),
            index: Path = typer.Option(..., help="Index directory."),
            retriever: Optional[str] = _retriever_option(None, "Search with another retriever than the index's own"),
-           k: int = typer.Option(10, "-k", "--top-k", help="Results per query."),
+           k: int = typer.Option(10, "-k", "--limit", help="Results per query."),
            queries: Optional[Path] = typer.Option(None, help="Search every query of a file instead (BEIR "
                                                   "queries.jsonl, a BEIR folder, or id<TAB>text), in one batch."),
            query_vectors: Optional[Path] = _query_vectors_option(),
@@ -759,7 +759,7 @@ def analyze(text: Optional[str] = typer.Argument(None, help="The text to analyze
 @app.command()
 def suggest(text: str = typer.Argument(..., help="The text typed so far; its last word is completed."),
             index: Path = typer.Option(..., help="Index directory."),
-            k: int = typer.Option(5, "-k", "--top-k", min=1, help="Suggestions to give."),
+            k: int = typer.Option(5, "-k", "--limit", min=1, help="Suggestions to give."),
             filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only from documents whose stored "
                                                         "metadata matches (as search --filter)."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object: {\"suggestions\": [{\"text\", "
@@ -1979,7 +1979,7 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
          rrf_k: int = typer.Option(60, help="RRF's rank offset k: 1 / (k + rank)."),
          depth: Optional[int] = typer.Option(None, help="Documents taken from each run's ranking of a query "
                                                         "(default: all)."),
-         k: int = typer.Option(1000, "-k", "--top-k", help="Documents per query in the fused run."),
+         k: int = typer.Option(1000, "-k", "--limit", help="Documents per query in the fused run."),
          tag: str = typer.Option("fused", help="The fused run's tag column.")):
     """Fuse saved runs into one (Pyserini's and ranx's fusion; the hybrid retriever's, for runs already on disk):
     score the result with `semiret compare`."""
@@ -2012,7 +2012,7 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
                    retriever: Optional[str] = _retriever_option(None, "Rank with another retriever than the index's "
                                                                       "own"),
                    depth: int = typer.Option(100, help="Each query's best documents of the run ranked again."),
-                   k: Optional[int] = typer.Option(None, "-k", "--top-k", help="Documents per query in the new "
+                   k: Optional[int] = typer.Option(None, "-k", "--limit", help="Documents per query in the new "
                                                    "run (default: all those ranked again)."),
                    cross_encoder: Optional[str] = _cross_encoder_option(),
                    colbert: Optional[str] = _colbert_option(),

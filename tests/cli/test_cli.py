@@ -76,10 +76,11 @@ def test_one_word_arguments_are_searched_alone_and_said_so(index_dir, caplog):
     assert "queries of one word" not in caplog.text
 
 
-def test_top_k_is_k_spelled_out(index_dir):
-    """``--top-k`` (the name other tools' users type) is ``-k``."""
+def test_limit_is_k_spelled_out(index_dir):
+    """``--limit`` (Qdrant's name for it) is ``-k``; not ``--top-k``, which builds SPLADE indexes' documents of their
+    k heaviest terms (index, eval)."""
     short, long = (json_lines(invoke("search", "--index", index_dir, "--json", flag, "1", "cats").stdout)[0]["hits"]
-                   for flag in ("-k", "--top-k"))
+                   for flag in ("-k", "--limit"))
     assert len(short) == 1 and short == long
 
 
