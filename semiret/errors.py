@@ -29,6 +29,21 @@ def warn(logger: logging.Logger, message: str) -> None:
     tell_caller(message)
 
 
+def warn_once(logger: logging.Logger, message: str, said: set[str]) -> None:
+    """Warn of ``message`` as :func:`warn` does, logged only where ``said`` (the messages logged already, kept by the
+    caller: at most :data:`KEPT_SAID`, then forgotten) lacks it, told to the caller every time."""
+    if message not in said:
+        if len(said) >= KEPT_SAID:
+            said.clear()
+        said.add(message)
+        logger.warning("%s", message)
+    tell_caller(message)
+
+
+KEPT_SAID = 1024
+"""The most messages :func:`warn_once` remembers in one set (a server's clients may make up any number)."""
+
+
 def tell_caller(message: str) -> None:
     """Add ``message`` to the warnings collected for the caller (:func:`told_warnings`), if any are: what a warning
     logged once per index (at its first search) tells every later caller too."""

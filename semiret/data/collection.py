@@ -22,7 +22,7 @@ import numpy as np
 from semiret.data.folder import DOCUMENT_KINDS, document_files, folder_documents, holds_documents
 from semiret.data.ids import IdHashSet, document_id_problem, surrogate_problem
 from semiret.data.jsonl import format_suffix, iter_jsonl, open_data_file
-from semiret.errors import DataFormatError, SemiretError, warn
+from semiret.errors import DataFormatError, SemiretError, warn, warn_once
 
 log = logging.getLogger(__name__)
 
@@ -292,13 +292,21 @@ READ_FIELDS = frozenset(ID_FIELDS + TEXT_FIELDS + NAMED_FIELDS)
 """The names of the fields a corpus reader reads as a document's id, text, title, metadata and vector."""
 
 
+FIELD_OPTIONS = ("metadata_fields", "id_field", "text_field")
+"""The options of :class:`CorpusFields`, as :func:`iter_corpus`'s ``recorded_fields`` names them."""
+
+
 @dataclass(frozen=True)
 class CorpusFields:
     """How a corpus's records become documents: the field holding each one's id and the one holding its text (None:
     the first of :data:`DOCUMENT_ID_FIELDS`, of :data:`TEXT_FIELDS`, a record holds; ``--id-field`` and
     ``--text-field``, as LangChain's JSONLoader's ``content_key``), and the other fields kept in its metadata
     (``metadata_fields``; :data:`EVERY_FIELD`: all of them). An index records them (:meth:`record`, in its
-    ``meta.json``) and reads the documents added to it alike, from a file, over HTTP or from Python."""
+    ``meta.json``) and reads the documents added to it alike, from a file, over HTTP or from Python. A record
+    lacking the field named is read from BEIR's name (``_id``, ``text``: what ``semiret export`` writes and the
+    service's documents hold), and only that, so a misspelt field is still an error. A field named for one side
+    that the other side reads by default (``id_field="text"`` alone) is refused rather than taken from the other's
+    names: name both."""
 
     metadata_fields: tuple[str, ...] | None = None
     id_field: str | None = None
@@ -308,12 +316,20 @@ class CorpusFields:
         object.__setattr__(self, "metadata_fields", check_metadata_fields(self.metadata_fields))
         for what in ("id", "text"):
             name = getattr(self, f"{what}_field")
-            if name is not None and (not isinstance(name, str) or not name.strip() or name in NAMED_FIELDS):
+            if name is not None and (not isinstance(name, str) or not name.strip() or name.strip() in NAMED_FIELDS):
                 raise SemiretError(f"{what}_field (--{what}-field) names the field of a corpus's records holding each "
                                    f"document's {what}, not one of {', '.join(NAMED_FIELDS)}; got {name!r}")
+            if name is not None:
+                object.__setattr__(self, f"{what}_field", name.strip())
         if self.id_field is not None and self.id_field == self.text_field:
             raise SemiretError(f"id_field and text_field (--id-field, --text-field) both name {self.id_field!r}: "
                                "a document's id and text are two fields")
+        for what, other, defaults in (("id", "text", TEXT_FIELDS), ("text", "id", DOCUMENT_ID_FIELDS)):
+            name = getattr(self, f"{what}_field")
+            if name in defaults and getattr(self, f"{other}_field") is None:
+                raise SemiretError(f"{what}_field (--{what}-field) {name!r} is one of the fields a document's {other} "
+                                   f"is read from ({', '.join(defaults)}): name the {other}'s field too "
+                                   f"({other}_field, --{other}-field)")
 
     @classmethod
     def of(cls, recorded: Mapping) -> "CorpusFields":
@@ -322,50 +338,64 @@ class CorpusFields:
 
     def record(self) -> dict:
         """The fields named, as ``meta.json`` records them and :func:`iter_corpus` and ``build`` take them."""
-        return {name: list(value) if isinstance(value, tuple) else value for name, value in
-                (("metadata_fields", self.metadata_fields), ("id_field", self.id_field),
-                 ("text_field", self.text_field)) if value is not None}
+        return {name: list(value) if isinstance(value, tuple) else value for name in FIELD_OPTIONS
+                if (value := getattr(self, name)) is not None}
 
     def keeping(self, names: Iterable[str]) -> "CorpusFields":
-        """These fields with ``names`` kept as metadata too (the fields an index's analyzer reads as text)."""
+        """These fields with the metadata fields ``names`` kept as metadata too (the fields an index's analyzer reads
+        as text; a dotted name, ``source.name``, keeps its top-level object)."""
         if not names or (self.metadata_fields and EVERY_FIELD in self.metadata_fields):
             return self
         kept = list(self.metadata_fields or ())
-        return replace(self, metadata_fields=tuple(kept + [name for name in names if name not in kept]) or None)
+        added = [name for name in dict.fromkeys(name.split(".")[0] for name in names) if name not in kept]
+        return replace(self, metadata_fields=tuple(kept + added) or None)
 
     @property
     def id_names(self) -> tuple[str, ...]:
-        return DOCUMENT_ID_FIELDS if self.id_field is None else (self.id_field,)
+        """The fields a record's id is read from, the first it holds: the field named, then BEIR's ``_id``."""
+        return DOCUMENT_ID_FIELDS if self.id_field is None else _named_first(self.id_field, self.text_field, ("_id",))
 
     @property
     def text_names(self) -> tuple[str, ...]:
-        return TEXT_FIELDS if self.text_field is None else (self.text_field,)
+        """The fields a record's text is read from, the first it holds: the field named, then BEIR's ``text``."""
+        return TEXT_FIELDS if self.text_field is None else _named_first(self.text_field, self.id_field, ("text",))
 
     @property
     def read_names(self) -> frozenset[str]:
-        """The fields read as a document's id, text, title, metadata and vector (:data:`READ_FIELDS` by default)."""
-        return frozenset((ID_FIELDS if self.id_field is None else (self.id_field,)) + self.text_names + NAMED_FIELDS)
+        """The fields read as a document's id, text, title, metadata and vector (:data:`READ_FIELDS` by default; a
+        named field's BEIR name only where a record's id or text is read from it: :meth:`others`)."""
+        return frozenset((ID_FIELDS if self.id_field is None else (self.id_field,))
+                         + (TEXT_FIELDS if self.text_field is None else (self.text_field,)) + NAMED_FIELDS)
 
     def columns(self) -> tuple:
-        """A TSV or CSV corpus's columns (as :data:`CORPUS_COLUMNS`), those of the id and text named."""
-        return (CORPUS_COLUMNS[0] if self.id_field is None else (self.id_field.strip().lower(),),
-                CORPUS_COLUMNS[1] if self.text_field is None else (self.text_field.strip().lower(),),
-                *CORPUS_COLUMNS[2:])
+        """A TSV or CSV corpus's columns (as :data:`CORPUS_COLUMNS`): the names a header gives the id and the text,
+        those named first, then the usual ones, so that a first row naming those is a header too (``id<TAB>text``
+        above documents added to an index read with ``--id-field DocNo``)."""
+        id_name, text_name = (None if name is None else name.lower() for name in (self.id_field, self.text_field))
+        return (_named_first(id_name, text_name, CORPUS_COLUMNS[0]),
+                _named_first(text_name, id_name, CORPUS_COLUMNS[1]), *CORPUS_COLUMNS[2:])
 
     def missing(self, what: str) -> str:
         """The error of a record without its ``what`` ("id" or "text") field."""
-        named = getattr(self, f"{what}_field")
+        named, names = getattr(self, f"{what}_field"), getattr(self, f"{what}_names")
         if named is not None:
-            return f"missing {what} field {named!r} (the {what}_field the documents are read with)"
-        names = DOCUMENT_ID_FIELDS if what == "id" else TEXT_FIELDS
+            beir = f", nor {names[1]!r} (BEIR's, which semiret export writes)" if len(names) > 1 else ""
+            return f"missing {what} field {named!r} (the {what}_field the documents are read with){beir}"
         return (f"missing {what} field (one of {', '.join(map(repr, names))}; {what}_field, --{what}-field, names "
                 "another)")
 
     def others(self, names: Iterable[str], header: bool = False) -> list[str]:
         """Those of ``names`` (a JSON record's fields, or a ``header``'s columns, named in any case) not read as a
-        document's id, text, title or metadata, each once."""
-        read = {name.strip().lower() for name in self.read_names} if header else self.read_names
-        return [name for name in dict.fromkeys(names) if (name.strip().lower() if header else name) not in read]
+        document's id, text, title or metadata, each once; of a record (a mapping), those its id and text are read
+        from are left out too (``pid`` read as its id, ``text`` read where the text field named is missing)."""
+        if header:
+            read = {name.strip().lower() for name in self.read_names}
+            return [name for name in dict.fromkeys(names) if name.strip().lower() not in read]
+        read = self.read_names
+        if isinstance(names, Mapping):
+            read = read | {picked[0] for picked in (_pick(names, self.id_names), _pick(names, self.text_names))
+                           if picked is not None}
+        return [name for name in dict.fromkeys(names) if name not in read]
 
     def kept(self, names: Iterable[str], header: bool = False) -> list[str]:
         """Those of :meth:`others` that ``metadata_fields`` keeps (:data:`EVERY_FIELD`: all; a header's columns
@@ -380,6 +410,11 @@ class CorpusFields:
     def unread(self, record: dict) -> list[str]:
         """The fields of ``record`` left out of its document: when no field is kept as metadata, the others."""
         return [] if self.metadata_fields else self.others(record)
+
+
+def _named_first(named: str | None, other: str | None, fallback: tuple[str, ...]) -> tuple[str, ...]:
+    """The field ``named`` (if any), then those of ``fallback`` but the one the other side names, each once."""
+    return tuple(dict.fromkeys(((named,) if named is not None else ()) + tuple(n for n in fallback if n != other)))
 
 
 def left_out_warning(where: str, names: Sequence[str], keep: str) -> str:
@@ -620,14 +655,14 @@ class _FieldNotes:
 
 
 def _row_records(path: Path, columns, fields: CorpusFields | None = None, notes: _FieldNotes | None = None,
-                 recorded_fields: bool = False) -> Iterator[tuple[int, str, str, str, dict | None]]:
+                 recorded: frozenset[str] = frozenset()) -> Iterator[tuple[int, str, str, str, dict | None]]:
     """``(line, id, text, title, metadata)`` of each row of a TSV or CSV file: columns by position (the layout of
     ``columns``), or by the names of a first row naming them, which also names the columns ``fields`` lifts into
     each row's metadata (:func:`_cell_value`; an empty cell is no value) and those left unread (``notes``). A row
     with more columns than that is an error rather than a text cut at its first tab (or comma). ``fields``: a
-    corpus's (None: a queries file's), whose first row reading as column names though it names none of an id is an
-    error rather than a document, as are the fields it names asked of a file without a first row naming columns,
-    unless ``recorded_fields`` (an index's record, not asked for)."""
+    corpus's (None: a queries file's), read by position where no first row names its columns, as
+    :func:`_check_positional` says (``recorded``: the options of ``fields`` that are an index's record, not asked
+    for)."""
     delimiter = _delimiter(path)
     layout = columns[3].replace("<TAB>", "<TAB>" if delimiter == "\t" else delimiter)
     named, width, lifted = (), columns[3].count("<TAB>") + 1, []  # no header: by position
@@ -656,7 +691,7 @@ def _row_records(path: Path, columns, fields: CorpusFields | None = None, notes:
     elif first is not None:
         ahead = [first, *itertools.islice(rows, fields is not None)]  # (a corpus's second row tells a header)
         if fields is not None:
-            _check_positional(path, ahead, columns, fields, recorded_fields)
+            _check_positional(path, ahead, columns, fields, recorded)
         rows = itertools.chain(ahead, rows)
     for line, row in rows:
         if named:
@@ -691,26 +726,34 @@ COLUMN_NAME = re.compile(r"[^\W\d]+(?:[ ._-][^\W\d]+){0,3}")
 ``Full Text``), as a header's names are, above rows whose ids are numbered."""
 
 
+_SAID_OF_FILES: set[str] = set()
+"""The warnings about a file's rows said already (:func:`~semiret.errors.warn_once`): a file read again (a sync
+reads it twice, a repeated id's first line is looked up by reading it again, a watch reads it every pass) is warned
+of once."""
+
+
 def _check_positional(path: Path, ahead: list[tuple[int, list[str]]], columns, fields: CorpusFields,
-                      recorded_fields: bool) -> None:
-    """Refuse to read a corpus file's rows by position when its first row (of ``ahead``, the first two) reads as
-    column names above a numbered document (``doc,content`` above ``T-5,Login fails``: a header naming no id column,
-    which was indexed as a document), or when ``fields`` names columns (unless ``recorded_fields``)."""
+                      recorded: frozenset[str]) -> None:
+    """Before a corpus file's rows are read by position: refuse the fields ``fields`` names that were asked for (not
+    ``recorded``: an index's record), since they are columns a first row names; warn, once per file, when the first
+    row (of ``ahead``, the first two) reads as column names above a numbered document (``doc,content`` above
+    ``T-5,Login fails``: a header naming no id column, indexed as a document) unless the fields are an index's
+    record (an add to a corpus indexed before, whose ids may well be words)."""
     line, row = ahead[0]
-    separator = _delimiter(path)
-    if len(row) > 1 and len(ahead) > 1 and all(COLUMN_NAME.fullmatch(cell.strip()) for cell in row) \
-            and any(character.isdigit() for character in ahead[1][1][0]):
-        raise DataFormatError(f"the first row reads as column names ({', '.join(cell.strip() for cell in row)}), "
-                              f"but none is an id column (one of {', '.join(columns[0])}; the text's: one of "
-                              f"{', '.join(columns[1])}): name the columns so, or give --id-field and --text-field "
-                              "(id_field, text_field) naming yours; if the file has no header row and that row is a "
-                              "document, put a first row naming the columns above it: "
-                              f"{separator.join(['id', 'text']).replace(chr(9), '<TAB>')}", path, line)
-    if (fields.metadata_fields or fields.id_field or fields.text_field) and not recorded_fields:
-        asked = "metadata fields" if fields.metadata_fields else "the id and text fields (--id-field, --text-field)"
-        raise DataFormatError(f"{asked} are columns a first row names, and this file's first row names no id column "
+    asked = [name for name in FIELD_OPTIONS if getattr(fields, name) is not None and name not in recorded]
+    if asked:
+        what = "metadata fields" if "metadata_fields" in asked else "the id and text fields (--id-field, --text-field)"
+        raise DataFormatError(f"{what} are columns a first row names, and this file's first row names no id column "
                               f"({', '.join(columns[0])}) beside a text ({', '.join(columns[1])}) or title column",
                               path, line)
+    if not recorded and len(row) > 1 and len(ahead) > 1 and all(COLUMN_NAME.fullmatch(cell.strip()) for cell in row) \
+            and any(character.isdigit() for character in ahead[1][1][0]):
+        header = _delimiter(path).join(["id", "text"]).replace("\t", "<TAB>")
+        warn_once(log, f"{path}:{line}: the first row reads as column names "
+                       f"({', '.join(cell.strip() for cell in row)}), but none is an id column (one of "
+                       f"{', '.join(columns[0])}; the text's: one of {', '.join(columns[1])}), so it was indexed as a "
+                       f"document of id {row[0]!r}: if it names the columns, name them so in a header row ({header}), "
+                       "or give --id-field and --text-field (id_field, text_field) naming yours", _SAID_OF_FILES)
 
 
 READ_CHUNK = 256
@@ -719,8 +762,9 @@ cut to :data:`MAX_DOC_CHARS` as it is read, so a chunk holds at most 256 M chara
 
 
 def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
-                skip_ids: Container[str] = (), folder: bool = False, recorded_fields: bool = False,
-                id_field: str | None = None, text_field: str | None = None) -> Iterator[Document]:
+                skip_ids: Container[str] = (), folder: bool = False,
+                recorded_fields: bool | Iterable[str] = False, id_field: str | None = None,
+                text_field: str | None = None) -> Iterator[Document]:
     """Stream documents from a JSONL corpus (BEIR or Pyserini field names: :func:`record_document`) or a TSV or CSV
     file (``id<TAB>text[<TAB>title]``, or columns named by a first row), either gzipped or not. ``metadata_fields``
     names the other fields (columns) to keep in each document's metadata (``["*"]``: all of them); without it, the
@@ -730,20 +774,26 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
     documents of a folder of documents not to read (their files unchanged: ``Retriever.sync_folder``); other corpora
     take none. ``folder``: ``path`` is a folder of documents, read even when it holds none now (its files all
     removed: a sync deletes their documents).
-    ``recorded_fields``: the fields named are those an index was built with (``semiret add``), not asked for, so a
-    TSV or CSV file without a first row naming its columns is read by position (its columns' names unused), not
-    refused.
+    ``recorded_fields``: the fields named are those an index was built with (``semiret add``), not asked for (True:
+    all of them; or the names, of :data:`FIELD_OPTIONS`, of those that are), so a TSV or CSV file without a first
+    row naming its columns is read by position (its columns' names unused), and a folder of documents without the
+    id and text fields, rather than refused as they are where asked for.
+
+    A TSV or CSV file's first row that names no id column is read as a document, by position; where it reads as
+    column names above a numbered document (``doc,content`` above ``T-5,...``: likely a header of other names) and
+    no field is recorded, a warning (once per file) names the file and line, the id it was indexed under and how to
+    name the columns.
 
     Raises :class:`DataFormatError` for malformed lines, missing fields and duplicate ids (kept as hashes,
     :class:`~semiret.data.ids.IdHashSet`: 16 to 32 bytes a document; a repeat is confirmed, and its first line found,
     by reading the file again).
     """
     path = Path(path) if folder else _read_corpus_file(path)
-    if path.is_dir() and (id_field or text_field):
-        if not recorded_fields:
-            raise SemiretError(f"{path} is a folder of documents, each file one, its path the id: id_field and "
-                               "text_field (--id-field, --text-field) name fields of a JSONL, TSV or CSV corpus")
-        id_field = text_field = None  # (an index built from a file, synced with a folder)
+    recorded = frozenset(FIELD_OPTIONS if recorded_fields is True else recorded_fields or ())
+    if path.is_dir():
+        check_folder_fields(path, *(name for name, value in (("id_field", id_field), ("text_field", text_field))
+                                    if value is not None and name not in recorded))
+        id_field = text_field = None  # (recorded: an index built from a file, synced with a folder)
     fields = CorpusFields(metadata_fields, id_field, text_field)
     metadata_fields = fields.metadata_fields
     if skip_ids and not path.is_dir():
@@ -757,7 +807,7 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
     def until_malformed() -> Iterator[tuple[int, Document]]:
         nonlocal truncated, first_truncated
         try:
-            for line, document in _corpus_records(path, fields, notes, skip_ids, recorded_fields):
+            for line, document in _corpus_records(path, fields, notes, skip_ids, recorded):
                 if len(document.text) > MAX_DOC_CHARS:
                     truncated, first_truncated = truncated + 1, first_truncated or document.id
                     document = replace(document, text=document.text[:MAX_DOC_CHARS])
@@ -767,7 +817,8 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
 
     for chunk in batched(until_malformed(), READ_CHUNK):
         repeat = next(((int(position), first) for position in seen.add_many([d.id for _, d in chunk])
-                       if (first := _first_line_of(path, fields, chunk[position][1].id, chunk[position][0]))
+                       if (first := _first_line_of(path, fields, recorded, chunk[position][1].id,
+                                                   chunk[position][0]))
                        is not None),
                       (-1, None))  # the first hash seen before that is the same id: a repeat
         for position, (line, document) in enumerate(chunk):
@@ -807,14 +858,14 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
 
 
 def _corpus_records(path: Path, fields: CorpusFields, notes: _FieldNotes | None = None,
-                    skip_ids: Container[str] = (), recorded_fields: bool = False) -> Iterator[tuple[int, Document]]:
+                    skip_ids: Container[str] = (), recorded: frozenset[str] = frozenset()
+                    ) -> Iterator[tuple[int, Document]]:
     """``(line, document)`` for each record of a corpus file (of a folder's files, those ``skip_ids`` does not name)
     read with ``fields``, ids not checked yet; what ``notes`` learns of the fields it does not read, when given
-    (``recorded_fields``: :func:`iter_corpus`'s)."""
+    (``recorded``: the options of ``fields`` that are an index's record, :func:`iter_corpus`'s)."""
     metadata_fields = fields.metadata_fields
     if _delimiter(path):
-        for line, doc_id, text, title, metadata in _row_records(path, fields.columns(), fields, notes,
-                                                                recorded_fields):
+        for line, doc_id, text, title, metadata in _row_records(path, fields.columns(), fields, notes, recorded):
             yield line, Document(doc_id, text, title, metadata)
     else:
         first, folder = True, path.is_dir()
@@ -836,6 +887,15 @@ def _corpus_records(path: Path, fields: CorpusFields, notes: _FieldNotes | None 
                 log.warning("%s: %r skipped (its front matter: %s)", path, record["_id"], exc)
 
 
+def check_folder_fields(path: Path, *asked: str) -> None:
+    """Refuse the id and text fields ``asked`` (``"id_field"``, ``"text_field"``) of a folder of documents at
+    ``path``: each file is one document, its path the id."""
+    if asked:
+        raise SemiretError(f"{path} is a folder of documents, each file one, its path the id: "
+                           f"{' and '.join(asked)} ({', '.join('--' + name.replace('_', '-') for name in asked)}) "
+                           f"name{'s' * (len(asked) == 1)} a field of a JSONL, TSV or CSV corpus's records")
+
+
 def _folder_records(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tuple[int, dict]]:
     """A folder's documents (:func:`~semiret.data.folder.folder_documents`, those of ``skip_ids`` not read) as JSONL
     records: ``(position, record)``, the file's fields its ``metadata`` object (kept, as a record's is), a front
@@ -846,10 +906,12 @@ def _folder_records(folder: Path, skip_ids: Container[str] = ()) -> Iterator[tup
             "_id": doc_id, "title": title, "text": text, "metadata": file_fields}
 
 
-def _first_line_of(path: Path, fields: CorpusFields, doc_id: str, before: int) -> int | None:
-    """The first line before ``before`` holding ``doc_id``, the file read again with ``fields`` (its hash was seen:
-    a repeat, or rarely another id of the same hash, then None)."""
-    for line, document in _corpus_records(path, fields):
+def _first_line_of(path: Path, fields: CorpusFields, recorded: frozenset[str], doc_id: str,
+                   before: int) -> int | None:
+    """The first line before ``before`` holding ``doc_id``, the file read again as it was read (with ``fields``, of
+    which ``recorded`` are an index's record; its hash was seen: a repeat, or rarely another id of the same hash,
+    then None)."""
+    for line, document in _corpus_records(path, fields, recorded=recorded):
         if line >= before:
             return None
         if document.id == doc_id:
@@ -857,12 +919,12 @@ def _first_line_of(path: Path, fields: CorpusFields, doc_id: str, before: int) -
     return None
 
 
-def count_documents(path: str | Path, id_field: str | None = None) -> int:
+def count_documents(path: str | Path, id_field: str | None = None, text_field: str | None = None) -> int:
     """How many documents :func:`iter_corpus` will read from a corpus file (its non-blank lines, less a TSV
     header; a CSV file's rows, whose quoted fields may span lines), without parsing them: a progress bar's total,
-    and what an index that cannot hold them all checks before encoding any. ``id_field``: the id column a header
-    names, as :func:`iter_corpus` takes it."""
-    columns = CorpusFields(id_field=id_field).columns()
+    and what an index that cannot hold them all checks before encoding any. ``id_field``, ``text_field``: the
+    columns a header names, as :func:`iter_corpus` takes them."""
+    columns = CorpusFields(id_field=id_field, text_field=text_field).columns()
     path = _read_corpus_file(path)
     if path.is_dir():
         return len(document_files(path)[0])
@@ -1234,7 +1296,7 @@ def read_shard(path: str | Path, shard: str, metadata_fields: Sequence[str] | No
     corpus = _read_corpus_file(path)
     number, count = _shard_numbers(shard)
     if not corpus.is_dir():
-        total = count_documents(corpus, id_field)
+        total = count_documents(corpus, id_field, text_field)
         documents, size = corpus_shard(iter_corpus(corpus, metadata_fields, id_field=id_field, text_field=text_field),
                                        shard, total)
     else:

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from semiret.data.packaged import check_run_output
+from semiret.errors import SemiretError
 from semiret.methods.adapt import AdaptConfig
 from semiret.methods.gdr import GDRTrainingConfig, train_gdr
 from semiret.methods.hce import HCETrainingConfig, train_hce
@@ -17,6 +18,7 @@ from semiret.methods.inference_free import InferenceFreeTrainingConfig, train_in
 from semiret.methods.nail import NailTrainingConfig, train_nail
 from semiret.methods.sidr import SiDRTrainingConfig, train_sidr
 from semiret.options import command_with_options
+from semiret.search.catalog import write_model_card
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +65,24 @@ def _command(name: str):
                 log.warning("interrupted: %s keeps its last checkpoint (each epoch's); the same command resumes from "
                             "it", config.output)
                 raise
-        if is_main_process():  # under torchrun one summary, as one summary.json
+        if is_main_process():  # under torchrun one summary, as one summary.json, one model card
             print(json.dumps({k: v for k, v in summary.items() if k != "config"}))
+            _write_card(summary, name)
 
     train.__doc__ = help_text
     return command_with_options(train, [config_class], unset_defaults=False)
+
+
+def _write_card(summary: dict, recipe: str) -> None:
+    """The model card (README.md) in the model a run saved (``summary["model"]``, every recipe's ``<output>/model``):
+    the model is kept whatever befalls its card, which ``semiret models --card`` prints again."""
+    model = summary.get("model")
+    if model is None or not Path(model).is_dir():
+        return
+    try:
+        write_model_card(model, recipe)
+    except (OSError, SemiretError) as exc:
+        log.warning("no model card written into %s: %s", model, exc)
 
 
 for _name in RECIPES:

@@ -347,5 +347,5 @@ def train_gdr(config: GDRTrainingConfig, resume: bool = True) -> dict:
                **epoch_summary(trained)}
     if not is_main_process():  # rank 0 alone writes the model and the summary
         return {**summary, "model": str(output / "model")}
-    model.save(output / "model", training={k: v for k, v in summary.items() if k != "config"})
+    model.save(output / "model", training=summary)  # its config too: what its card and `semiret models` read
     return write_run_summary(output, summary)

@@ -126,6 +126,11 @@ class TextEncoder(nn.Module):
         vectors); one vector counts as a row of one."""
         return np.atleast_2d(queries) @ np.atleast_2d(documents).T
 
+    def vector_values(self, vectors) -> list:
+        """Vectors this encoder made as JSON values, a row each: lists of numbers (what a corpus line's or a query's
+        ``vector`` field holds, :data:`semiret.data.collection.VECTOR_FIELD`)."""
+        return np.atleast_2d(vectors).tolist()
+
     def prompted(self, texts: list[str], side: str) -> list[str]:
         """``texts`` as the encoder reads them as ``side`` (``"query"`` or ``"document"``): after its prompt for that
         side, if any (what training feeds it too, so that a model trained here reads as it is searched)."""
@@ -327,6 +332,17 @@ class SparseEncoder(TextEncoder):
 
     def _finish(self, outputs) -> SparseVectors:
         return SparseVectors.from_rows(outputs, self.vocab_size)
+
+    def vector_values(self, vectors: SparseVectors) -> list[dict[str, float]]:
+        """Each row as ``{token: weight}`` over the tokenizer's tokens (Pyserini's JsonVectorCollection; what the
+        ``sparse-vectors`` retriever reads), heaviest first."""
+        rows = []
+        for i in range(len(vectors)):
+            ids, values = vectors.row(i)
+            order = np.argsort(-values, kind="stable")
+            tokens = self.tokenizer.convert_ids_to_tokens(ids[order].tolist())
+            rows.append(dict(zip(tokens, values[order].tolist())))
+        return rows
 
     def similarity(self, queries: SparseVectors, documents: SparseVectors) -> np.ndarray:
         """The inner products of two sets of sparse vectors, ``[len(queries), len(documents)]``."""

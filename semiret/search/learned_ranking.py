@@ -19,6 +19,7 @@ say what they are. ``Retriever.search(rerank=LearnedRanking.load(path))``; ``--l
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -353,11 +354,14 @@ def read_record(path: Path) -> dict:
 
 
 def _in_threads(function, calls: list[tuple], n_threads: int) -> list:
-    """``function(*arguments)`` for each of ``calls``, in their order, ``n_threads`` at a time (one: here, in turn)."""
+    """``function(*arguments)`` for each of ``calls``, in their order, ``n_threads`` at a time (one: here, in turn),
+    each in a copy of the caller's context, so that the warnings a feature search gives reach the caller
+    (:func:`~semiret.errors.told_warnings`)."""
     if n_threads <= 1 or len(calls) <= 1:
         return [function(*arguments) for arguments in calls]
     with ThreadPoolExecutor(min(n_threads, len(calls)), thread_name_prefix="semiret-ltr") as pool:
-        return list(pool.map(lambda arguments: function(*arguments), calls))
+        contexts = [contextvars.copy_context() for _ in calls]  # (taken here: a worker's own context is empty)
+        return list(pool.map(lambda context, arguments: context.run(function, *arguments), contexts, calls))
 
 
 def _scored_by(view: "Retriever", text: str, ids: list[str]) -> np.ndarray:

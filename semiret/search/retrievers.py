@@ -39,9 +39,8 @@ from semiret import options as option_tools
 from semiret import progress
 from semiret.data.chunking import CHUNK_FIELD, PARENT_FIELD, Chunking
 from semiret.data.collection import (ADDED_FIELDS_HINT, DOCUMENT_ID_FIELDS, EVERY_FIELD, TEXT_FIELDS, VECTOR_KINDS,
-                                     CorpusFields, Document, as_document, as_documents, batched,
-                                     check_metadata_fields, corpus_file, iter_corpus, query_texts,
-                                     query_vectors, vector_kind)
+                                     CorpusFields, Document, as_document, as_documents, batched, corpus_file,
+                                     iter_corpus, query_texts, query_vectors, vector_kind)
 from semiret.data.folder import folder_hashes
 from semiret.data.packaged import LIST_HINT
 from semiret.data.paths import FILE_SUFFIXES
@@ -392,8 +391,8 @@ class Retriever:
         if isinstance(documents, (list, tuple)) and total is None:
             total = len(documents)
         read_as_text = TextFields.parse(build_options.get("text_fields"))  # (BM25F's: kept where it reads them)
-        documents = _documents(documents, "build", fields.keeping(_top_level(read_as_text.metadata_names
-                                                                             if read_as_text else ())),
+        reading = fields.keeping(read_as_text.metadata_names if read_as_text else ())
+        documents = _documents(documents, "build", reading,
                                f"metadata_fields=[...] (['{EVERY_FIELD}']: all) keeps them as metadata, to filter on")
         if chunking is not None:  # (a budget in tokens: counted by the tokenizer the side reads documents with)
             chunking = counted_for_index(chunking, document_side.index_config, cls.name)
@@ -416,7 +415,7 @@ class Retriever:
         rest = iter(batched(documents, size))
         first = next(rest, None)
         head = None if corpus_head is None else next(iter(batched(_documents(
-            chunking.split(corpus_head) if chunking else corpus_head, "build"), size)), None)
+            chunking.split(corpus_head) if chunking else corpus_head, "build", reading), size)), None)
         if head or first:  # (a shard holding no document takes the corpus's statistics too: the shards merge)
             document_side.prepare(head or first)
 
@@ -492,7 +491,7 @@ class Retriever:
         recorded = CorpusFields.of({**self.index.meta, **{name: value for name, value in (
             ("metadata_fields", metadata_fields), ("id_field", id_field), ("text_field", text_field))
             if value is not None}})
-        return recorded.keeping(_top_level(text_field_names(self.index)))
+        return recorded.keeping(text_field_names(self.index))
 
     @property
     def metadata_fields(self) -> list[str] | None:
@@ -616,8 +615,9 @@ class Retriever:
     def sync_folder(self, folder: str | Path, metadata_fields: Sequence[str] | None = None,
                     buffer_mb: float | None = None, force: bool = False) -> SyncCounts:
         """:meth:`sync` with a folder of documents (:mod:`semiret.data.folder`) read with ``metadata_fields``
-        (default: :attr:`metadata_fields`), parsing only the files whose bytes differ from those their documents were
-        read from (the ``file_hash`` stored with them): a PDF unchanged costs a read of its bytes, not of its text.
+        (default: the index's, :meth:`corpus_fields`, with those BM25F reads as text), parsing only the files whose
+        bytes differ from those their documents were read from (the ``file_hash`` stored with them): a PDF unchanged
+        costs a read of its bytes, not of its text.
         The document of a file unchanged stays as stored: its ``modified`` time when only that moved, metadata set on
         it and passages deleted from it since, and the fields it was last read with. Fields other than the index's
         record parse every file (the documents' metadata may change with them); so does the first sync of documents
@@ -628,8 +628,8 @@ class Retriever:
             raise SemiretError(f"{folder} is not a folder of documents (a folder holding no BEIR corpus file): sync "
                                "its documents with sync(iter_corpus(...))")
         self._check_comparable()
-        recorded = check_metadata_fields(self.metadata_fields)
-        fields = recorded if metadata_fields is None else check_metadata_fields(metadata_fields)
+        recorded = self.corpus_fields().metadata_fields
+        fields = recorded if metadata_fields is None else self.corpus_fields(metadata_fields).metadata_fields
         with self.index.writing():  # the hashes compared are the last commit's
             stored = self._stored_values("file_hash") if fields == recorded else {}
             hashes = folder_hashes(folder)
@@ -1583,12 +1583,6 @@ def _documents(documents, call: str, fields: CorpusFields | None = None, keep: s
         raise SemiretError(f"{call} takes a list of documents, got a single {type(documents).__name__} "
                            "(one document: [document])")
     return as_documents(documents, fields, call, keep)
-
-
-def _top_level(names: Iterable[str]) -> list[str]:
-    """The top-level fields of metadata fields' names (``source.name``: ``source``), each once: what a corpus record
-    keeps for BM25F's ``text_fields`` to read them."""
-    return sorted({name.split(".")[0] for name in names})
 
 
 def index_vocabulary(index) -> WordPieceVocabulary:

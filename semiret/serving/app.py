@@ -1090,10 +1090,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise validation_error(("body", "vector"), f"index {index.name!r} holds no sparse vectors (retriever "
                                    f"{index.retriever.name}): explain a query text", "vector_invalid")
         try:
-            return await run_in_threadpool(index.explain, body.explained, body.id, body.options, body.filter,
-                                           body.operators)
+            with told_warnings() as told:
+                explained = await run_in_threadpool(index.explain, body.explained, body.id, body.options, body.filter,
+                                                    body.operators)
         except UnknownDocumentError as exc:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}{exc.hint}") from None
+        return warned(explained, told)
 
     @app.post("/indexes/{name}/analyze", response_model=AnalyzeResponse, tags=["search"],
               responses=_errors(401, 404, 415, 503))
@@ -1107,8 +1109,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         except UnknownDocumentError as exc:
             raise HTTPException(404, f"no document {exc.doc_id!r} in index {index.name!r}{exc.hint}") from None
 
-    @app.post("/indexes/{name}/suggest", response_model=SuggestResponse, tags=["search"],
-              responses=_errors(401, 404, 415, 503))
+    @app.post("/indexes/{name}/suggest", response_model=SuggestResponse, response_model_exclude_unset=True,
+              tags=["search"], responses=_errors(401, 404, 415, 503))
     async def suggest(body: SuggestRequest, index: ServedIndex = Depends(readable)):
         """Completions of the word ``text`` ends with, from the words of the stored documents, those the most
         documents hold first (beside the earlier words typed); a segment's first one builds its word index, so
@@ -1117,7 +1119,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if not index.index.stores_texts:
             raise validation_error(("body", "text"), f"index {index.name!r} keeps no stored documents: there are no "
                                    "words to suggest", "suggest_invalid")
-        return await run_in_threadpool(index.suggest, body.text, body.k, body.filter)
+        with told_warnings() as told:
+            suggested = await run_in_threadpool(index.suggest, body.text, body.k, body.filter)
+        return warned(suggested, told)
 
     @app.get("/indexes/{name}/search", response_model=SearchResponse, response_model_exclude_unset=True,
              tags=["search"], responses=_errors(401, 404, 413, 503))
@@ -1177,7 +1181,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         durable."""
         if body.filter is not None:
             check_filter(body.filter)
-            return {"deleted": await run_in_threadpool(index.delete_where, body.filter)}
+            with told_warnings() as told:
+                deleted = await run_in_threadpool(index.delete_where, body.filter)
+            return warned({"deleted": deleted}, told)
         check_batch(len(body.ids), "ids")
         return {"deleted": await run_in_threadpool(index.delete, body.ids)}
 
@@ -1191,8 +1197,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
             check_filter(body.filter)
         else:
             check_batch(len(body.ids), "ids")
-        return {"updated": await run_in_threadpool(index.set_metadata, body.metadata, body.ids, body.filter,
-                                                   body.overwrite)}
+        with told_warnings() as told:
+            updated = await run_in_threadpool(index.set_metadata, body.metadata, body.ids, body.filter,
+                                              body.overwrite)
+        return warned({"updated": updated}, told)
 
     @app.post("/indexes/{name}/documents/scroll", response_model=ScrollResponse, response_model_exclude_unset=True,
               response_model_by_alias=True, tags=["documents"], responses=_errors(401, 404, 503))

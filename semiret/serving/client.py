@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator
 from semiret.data.collection import (ADDED_FIELDS_HINT, VECTOR_FIELD, CorpusFields, Document, as_documents, query_texts,
                                      query_vectors)
 from semiret.data.ids import document_id_problem
-from semiret.errors import SemiretError, warn
+from semiret.errors import SemiretError, warn_once
 from semiret.types import DocumentPage, Explanation, Hit, SearchHits, Suggestion, TermContribution, TermWeight
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ class Client:
         self._local = threading.local()
         self._parsed, self._ssl_context = parsed, ssl_context
         self._about: dict | None = None
+        self._said: set[str] = set()  # the server's warnings logged already (each once: a search repeated repeats it)
 
     # ------------------------------------------------------------------ indexes and aliases
     def indexes(self) -> list[dict]:
@@ -264,7 +265,7 @@ class Client:
             groupings.append((asked.get("group_by") is not None, asked.get("diversity") is not None))
         answers = self._call("POST", f"/indexes/{_name(index)}/search/batch", {"searches": bodies})["searches"]
         for answer in answers:
-            _say_warnings(answer)
+            self._say_warnings(answer)
         return [ServedSearchHits.of([_hits(hits) for hits in answer["results"]], *grouping)
                 for answer, grouping in zip(answers, groupings)]
 
@@ -474,9 +475,16 @@ class Client:
         """The server's JSON answer, its ``warnings`` logged (a filter's field no document holds, say)."""
         answer = self._request(method, path, body)
         try:
-            return _say_warnings(json.loads(answer))
+            return self._say_warnings(json.loads(answer))
         except ValueError:
             raise ServerError(200, f"an answer that is not JSON (not a semiret server?): {answer[:200]!r}") from None
+
+    def _say_warnings(self, answer):
+        """``answer``, the ``warnings`` it carries told to the caller (:func:`~semiret.errors.told_warnings`) each
+        time and logged once by this client, as in-process calls log a filter's."""
+        for message in answer.get("warnings") or () if isinstance(answer, dict) else ():
+            warn_once(log, message, self._said)
+        return answer
 
     def _request(self, method: str, path: str, body: dict | None) -> bytes:
         data = json.dumps(body).encode() if body is not None else None
@@ -552,18 +560,12 @@ def _json_vector(vector) -> list[float] | list[list[float]] | dict[str, float]:
     return vector if isinstance(vector, dict) else vector.tolist()
 
 
-def _say_warnings(answer):
-    """``answer``, the ``warnings`` it carries logged here as in-process calls log them."""
-    for message in answer.get("warnings") or () if isinstance(answer, dict) else ():
-        warn(log, message)
-    return answer
-
-
 def _request_record(document: Document, fields: CorpusFields) -> dict:
     """A document as an upsert request sends it: its record, its id and text under the names the index reads
-    (``fields``), and its own vector where it brings one."""
+    (``fields``, which never name one field for both), and its own vector where it brings one."""
     record = document.to_record()
-    record[fields.id_field or "_id"], record[fields.text_field or "text"] = record.pop("_id"), record.pop("text")
+    doc_id, text = record.pop("_id"), record.pop("text")
+    record |= {fields.id_field or "_id": doc_id, fields.text_field or "text": text}
     if document.vector is not None:
         record[VECTOR_FIELD] = _json_vector(document.vector)
     return record

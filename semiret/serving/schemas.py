@@ -31,7 +31,8 @@ SparseVector = Annotated[dict[str, Annotated[float, Strict(), Field(allow_inf_na
 class DocumentIn(BaseModel):
     """A document to add, as in a BEIR ``corpus.jsonl`` line, or under any name ``semiret index`` reads from a
     corpus file (Pyserini's ``id``/``contents``, ``docid``, ``body``, ...; an integer id as its string), or those
-    the index names (its ``id_field`` and ``text_field``); its other fields are kept in its metadata as the index's
+    the index names (its ``id_field`` and ``text_field``, else BEIR's ``_id`` and ``text``, as
+    :class:`~semiret.data.collection.CorpusFields` reads them); its other fields are kept in its metadata as the index's
     ``metadata_fields`` say, else left out (the answer's ``warnings`` names them)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
@@ -294,7 +295,17 @@ class TermPart(BaseModel):
     contribution: float = Field(description="query_weight x document_weight.")
 
 
-class ExplainResponse(BaseModel):
+Warnings = Annotated[list[str] | None, Field(
+    description="What the request did that is likely a mistake though not an error, where it did (absent otherwise; "
+    "the server logs it too): a filter, facet or order on a field no document holds (a misspelling), or fields of the "
+    "documents added that the index keeps none of (its metadata_fields).")]
+"""The ``warnings`` of an answer: the same field wherever a request may draw one."""
+
+
+class Explained(BaseModel):
+    """How a document's score adds up: a hit's ``explanation``, and (:class:`ExplainResponse`) what explain
+    answers."""
+
     id: str
     score: float = Field(description="The sum of the contributions: the score an exact search gives the document.")
     matched: bool = Field(description="Whether the search explained (its filter and operators) finds the document, "
@@ -304,6 +315,10 @@ class ExplainResponse(BaseModel):
     terms: list[TermPart] = Field(description="The query's terms, the document's matches first, largest first.")
     boost_factor: float | None = Field(None, description="In a boosted search's hits: the product of the boost's "
                                        "factors, which moved `score` to the hit's score (s + |s| (F - 1)).")
+
+
+class ExplainResponse(Explained):
+    warnings: Warnings = None
 
 
 class AnalyzeRequest(BaseModel):
@@ -350,6 +365,7 @@ class SuggestionOut(BaseModel):
 
 class SuggestResponse(BaseModel):
     suggestions: list[SuggestionOut] = Field(description="The most documents first.")
+    warnings: Warnings = None
 
 
 class TermWeightOut(BaseModel):
@@ -365,13 +381,6 @@ class AnalyzeResponse(BaseModel):
     total: int = Field(description="How many terms in all (limit may show fewer).")
 
 
-Warnings = Annotated[list[str] | None, Field(
-    description="What the request did that is likely a mistake though not an error, where it did (absent otherwise; "
-    "the server logs it too): a filter, facet or order on a field no document holds (a misspelling), or fields of the "
-    "documents added that the index keeps none of (its metadata_fields).")]
-"""The ``warnings`` of an answer: the same field wherever a request may draw one."""
-
-
 class Hit(BaseModel):
     id: str
     score: float
@@ -382,7 +391,7 @@ class Hit(BaseModel):
     highlights: list[str] | None = Field(None, description="With highlight: passages with the matching words marked "
                                          "(none when no word matches).")
     context: str | None = Field(None, description="With context: the hit's text with the passages around it.")
-    explanation: ExplainResponse | None = Field(None, description="With explain: how the hit's score adds up.")
+    explanation: Explained | None = Field(None, description="With explain: how the hit's score adds up.")
 
 
 class SearchResponse(BaseModel):

@@ -304,12 +304,22 @@ class ServedIndex:
 
     def delete_where(self, filter: dict) -> int:
         """Delete the documents whose stored metadata passes ``filter``; returns how many did."""
+        self._check_filter(filter, "delete by")
         return self._write("_delete_where", filter)
 
     def set_metadata(self, metadata: dict, doc_ids: list[str] | None, filter: dict | None, overwrite: bool) -> int:
         """New metadata for the documents of these ids (unknown ones skipped) or passing ``filter``, no document
         encoded again; returns how many changed."""
+        self._check_filter(filter, "update by")
         return self._write("_set_metadata", metadata, doc_ids, filter, overwrite)
+
+    def _check_filter(self, filter: dict | None, doing: str) -> None:
+        """Where the writer process does a write by ``filter``, check the filter here first, as a count does
+        (:func:`~semiret.indexes.filters.checked_filter`), so that its warnings (a field no document holds) reach
+        the caller: those of the writer process's own check stay there."""
+        if self.writer is not None and filter is not None:
+            self.refresh()
+            checked_filter(self.index, filter, doing)
 
     def merge(self) -> dict:
         self._write("_merge")

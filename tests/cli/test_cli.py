@@ -802,3 +802,73 @@ def test_index_and_add_read_the_id_and_text_fields_named_and_record_them(tmp_pat
     assert json.loads(invoke("info", index).output)["text_field"] == "summary"  # the record stays the build's
     hits = json_lines(invoke("search", "jam", "--index", index, "--json").output)
     assert [hit["id"] for hit in hits[0]["hits"]] == ["T-3"]
+
+
+def test_add_reads_a_header_of_the_usual_columns_and_what_export_wrote_with_the_recorded_fields(tmp_path):
+    """The review's reproductions: on an index read with ``--id-field``/``--text-field``, ``id<TAB>text`` above the
+    documents added was stored as a document ``{"_id": "id"}``, and what ``export`` wrote of the index was refused
+    (``missing id field 'doc_no'``). The header is one, and BEIR's names are read where the named ones are missing."""
+    (tmp_path / "a.tsv").write_text("DocNo\tBody\nalpha\tfirst doc here\n", encoding="utf-8")
+    (tmp_path / "b.tsv").write_text("id\ttext\nbeta\tsecond doc here\n", encoding="utf-8")
+    invoke("index", "--data", tmp_path / "a.tsv", "--out", tmp_path / "tsvi", "--id-field", "DocNo", "--text-field",
+           "Body")
+    assert "added 1 document;" in invoke("add", tmp_path / "b.tsv", "--index", tmp_path / "tsvi").output
+    exported = tmp_path / "exported.jsonl"
+    invoke("export", tmp_path / "tsvi", "-o", exported)
+    assert [record["_id"] for record in map(json.loads, exported.read_text().splitlines())] == ["alpha", "beta"]
+    assert "added or replaced 2 documents" in invoke("add", exported, "--index", tmp_path / "tsvi", "--replace").output
+
+
+def test_a_headerless_corpus_of_word_ids_is_indexed_and_synced_a_row_like_a_header_said_once(tmp_path, caplog):
+    """``intro<TAB>Welcome to our site`` above ``page2<TAB>...`` (ids that are words) was refused by the header
+    heuristic, by ``index`` and by ``add --sync`` of a corpus indexed before: ``index`` says it once, naming the file
+    and line and the id the row was indexed under, and an add to the index (its record) says nothing."""
+    slugs = tmp_path / "slug.tsv"
+    slugs.write_text("intro\tWelcome to our site\npage2\tAbout the team and more words here\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        invoke("index", "--data", slugs, "--out", tmp_path / "sl")
+    said = [record.getMessage() for record in caplog.records if "reads as column names" in record.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"{slugs}:1: ") and "document of id 'intro'" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        synced = invoke("add", slugs, "--index", tmp_path / "sl", "--sync")
+    assert "0 added, 0 replaced, 2 unchanged, 0 deleted" in synced.output and "column names" not in caplog.text
+
+
+def test_add_sync_says_the_fields_left_out_once_and_a_repeated_id_as_such(tmp_path):
+    """``add --sync`` reads a file twice (its ids, then its documents): the fields it leaves out were said twice. And
+    a repeated id in a headerless file added to an index built with ``--metadata-fields`` was said as those fields
+    refused (the file read again, for the repeat's first line, without the index's record)."""
+    corpus = write_jsonl(tmp_path / "s.jsonl", [{"_id": "a", "text": "cats purr", "lang": "en"},
+                                                {"_id": "b", "text": "dogs bark", "lang": "en"}])
+    invoke("index", "--data", corpus, "--out", tmp_path / "si")
+    said = logging.Handler(logging.WARNING)  # where the command line's messages go (pytest's own skip its filters)
+    said.messages = []
+    said.emit = lambda record: said.messages.append(record.getMessage())
+    logging.getLogger().addHandler(said)
+    try:
+        invoke("add", corpus, "--index", tmp_path / "si", "--sync")
+    finally:
+        logging.getLogger().removeHandler(said)
+    assert sum("the field 'lang' of its documents is left out" in message for message in said.messages) == 1
+    (tmp_path / "h.tsv").write_text("id\ttext\tyear\n1\tcats\t2020\n", encoding="utf-8")
+    invoke("index", "--data", tmp_path / "h.tsv", "--out", tmp_path / "mf", "--metadata-fields", "year")
+    (tmp_path / "dup.tsv").write_text("7\tdogs bark\n8\tbirds\n7\tdogs again\n", encoding="utf-8")
+    repeated = invoke("add", tmp_path / "dup.tsv", "--index", tmp_path / "mf", ok=False)
+    assert repeated.exit_code == 2 and "dup.tsv:3: duplicate document id '7' (first seen on line 1)" in repeated.output
+
+
+def test_add_of_a_folder_blames_only_the_id_field_given(tmp_path):
+    """``add FOLDER --metadata-fields x`` on an index recording an id field was refused for ``--id-field``, never
+    given (any option given made every recorded field one asked for): a recorded id field does not apply to a folder
+    of files, a given one is refused, alone named."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"doc_no": "d1", "body": "cats purr loudly"}])
+    invoke("index", "--data", corpus, "--out", tmp_path / "idx", "--id-field", "doc_no", "--text-field", "body")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "a.md").write_text("Alpha doc about cats.\n", encoding="utf-8")
+    assert "added 1 document" in invoke("add", tmp_path / "folder", "--index", tmp_path / "idx", "--metadata-fields",
+                                        "x").output
+    for sync in ((), ("--sync", "--force")):
+        refused = invoke("add", tmp_path / "folder", "--index", tmp_path / "idx", "--id-field", "doc_no", *sync,
+                         ok=False)
+        assert refused.exit_code == 2 and "its path the id: id_field (--id-field) names a field" in refused.output

@@ -803,26 +803,125 @@ def test_the_id_and_text_fields_are_named_as_the_corpus_names_them(tmp_path):
         "metadata_fields": ["priority"], "text_field": "summary"}
 
 
-def test_a_first_row_naming_no_known_column_is_refused_not_indexed(tmp_path):
+def test_a_first_row_reading_as_column_names_is_indexed_and_warned_of_once_not_refused(tmp_path, caplog):
     """``doc,content`` above numbered tickets had its header indexed as a document ``{"_id": "doc", "text":
-    "content"}``: refused, naming the file, the names read and the options that name others, and how to read a file
-    whose first row is a document; a file of documents alone is read by position as before."""
+    "content"}``, unsaid; refusing it refused headerless corpora of word ids that indexed before (``intro<TAB>Welcome
+    to our site`` above ``page2<TAB>...``), even added to an index built from them. A warning, once per file however
+    often it is read, names the file and line, the id the row was indexed under and how to name the columns; none
+    where the fields are an index's record (``semiret add``); a file of documents alone is read as before."""
     table = tmp_path / "tickets.csv"
     table.write_text("doc,content\nT-5,\"Login fails on Safari, again\"\nT-6,Password reset\n", encoding="utf-8")
-    with pytest.raises(DataFormatError) as error:
-        list(iter_corpus(table))
-    message = str(error.value)
-    assert message.startswith(f"{table}:1: the first row reads as column names (doc, content), but none is an id "
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(table)] == ["doc", "T-5", "T-6"]
+        assert [d.id for d in iter_corpus(table)] == ["doc", "T-5", "T-6"]  # read again: not said again
+    said = [record.getMessage() for record in caplog.records if "reads as column names" in record.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"{table}:1: the first row reads as column names (doc, content), but none is an id "
                               "column (one of _id, id, ")
-    assert "the text's: one of text, contents, content" in message and "--id-field and --text-field" in message
-    assert "if the file has no header row and that row is a document, put a first row naming the columns above it: " \
-           "id,text" in message
+    assert "the text's: one of text, contents, content" in said[0] and "indexed as a document of id 'doc'" in said[0]
+    assert "name them so in a header row (id,text), or give --id-field and --text-field" in said[0]
     assert [d.id for d in iter_corpus(table, id_field="doc", text_field="content")] == ["T-5", "T-6"]
-    tabbed = tmp_path / "tickets.tsv"
-    tabbed.write_text("doc\tcontent\n17\tLogin fails\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"tickets.tsv:1: the first row reads as column names .* above it: "
-                                              r"id<TAB>text"):
-        list(iter_corpus(tabbed))
+    slugs = tmp_path / "slug.tsv"
+    slugs.write_text("intro\tWelcome to our site\npage2\tAbout the team and more words here\n", encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(slugs, ["year"], recorded_fields=True)] == ["intro", "page2"]
+    assert "column names" not in caplog.text  # (an index's record: a corpus indexed before, added again)
+    with caplog.at_level(logging.WARNING):
+        assert [d.id for d in iter_corpus(slugs)] == ["intro", "page2"]
+    assert "slug.tsv:1: the first row reads as column names (intro, Welcome to our site)" in caplog.text
+    assert "a header row (id<TAB>text)" in caplog.text
     for rows in ("a,hello\nb,world\n", "d1,statins\nd2,heart\n", "alpha,first text\nbeta,second text\n"):
         table.write_text(rows, encoding="utf-8")  # no header: documents by position, as before
         assert len(list(iter_corpus(table))) == 2, rows
+
+
+def test_a_first_row_naming_the_usual_columns_is_a_header_beside_the_named_ones(tmp_path):
+    """With the id and text columns named (``--id-field DocNo --text-field Body``), only those made a first row a
+    header: ``id<TAB>text`` above documents added later was stored as a document ``{"_id": "id", "text": "text"}``.
+    The usual names count too, after the named ones, for the reader and the count alike; a name the other side
+    takes is not read for both."""
+    added = tmp_path / "b.tsv"
+    added.write_text("id\ttext\nbeta\tsecond doc here\n", encoding="utf-8")
+    assert list(iter_corpus(added, id_field="DocNo", text_field="Body")) == [Document("beta", "second doc here")]
+    assert count_documents(added, "DocNo", "Body") == 1
+    both = tmp_path / "both.tsv"
+    both.write_text("id\tDocNo\ttext\tBody\nx\td1\tnot it\tthe body\n", encoding="utf-8")
+    assert list(iter_corpus(both, ["*"], id_field="DocNo", text_field="Body")) == [Document("d1", "the body")]
+    assert next(iter_corpus(both, ["*"], id_field="DocNo", text_field="Body")).metadata == {"id": "x", "text": "not it"}
+    swapped = tmp_path / "swapped.csv"
+    swapped.write_text("text,body\nT-1,login fails\n", encoding="utf-8")
+    assert list(iter_corpus(swapped, id_field="text", text_field="body")) == [Document("T-1", "login fails")]
+
+
+def test_a_record_lacking_the_named_field_is_read_from_beirs_name_and_only_that(tmp_path, caplog):
+    """An index read with ``--id-field doc_no --text-field body`` refused what ``semiret export`` wrote of it and what
+    the service's documents hold (``_id``, ``text``): a record lacking the named field is read from BEIR's name, which
+    is then no field left out; another usual name is not read (a misspelt field is still an error), and the error
+    names both."""
+    exported = write_jsonl(tmp_path / "exported.jsonl", [
+        {"_id": "d1", "title": "", "text": "cats purr", "metadata": {"year": 2020}},
+        {"doc_no": "d2", "body": "dogs bark", "text": "a note"}])
+    with caplog.at_level(logging.WARNING):
+        assert list(iter_corpus(exported, id_field="doc_no", text_field="body")) == [
+            Document("d1", "cats purr"), Document("d2", "dogs bark")]
+    assert "left out" not in caplog.text
+    kept = list(iter_corpus(exported, ["*"], id_field="doc_no", text_field="body"))
+    assert [d.metadata for d in kept] == [{"year": 2020}, {"text": "a note"}]  # (d2's text field: not its text)
+    for record, missing in (({"id": "d3", "body": "x"}, r"missing id field 'doc_no' \(the id_field the documents are "
+                                                        r"read with\), nor '_id' \(BEIR's"),
+                            ({"doc_no": "d3", "content": "x"}, r"missing text field 'body' .*, nor 'text'")):
+        with pytest.raises(DataFormatError, match=r"bad.jsonl:1: " + missing):
+            list(iter_corpus(write_jsonl(tmp_path / "bad.jsonl", [record]), id_field="doc_no", text_field="body"))
+
+
+def test_an_id_or_text_field_the_other_side_reads_by_default_is_refused_and_names_are_stripped(tmp_path):
+    """``id_field="text"`` alone read the id and the text from one field, ``text_field="_id"`` the id as the text:
+    refused, saying to name the other side's field too; named both ways they read apart. Names are stripped, as
+    metadata fields are."""
+    from semiret.data.collection import CorpusFields, record_document
+
+    for bad, said in (({"id_field": "text"}, r"id_field \(--id-field\) 'text' is one of the fields a document's text "
+                                             r"is read from \(text, contents, .*\): name the text's field too"),
+                      ({"text_field": "_id"}, r"text_field \(--text-field\) '_id' is one of the fields a document's "
+                                              r"id is read from .*: name the id's field too \(id_field, --id-field\)"),
+                      ({"text_field": " pid "}, "'pid' is one of the fields a document's id is read from"),
+                      ({"id_field": " title "}, "not one of title")):
+        with pytest.raises(SemiretError, match=said):
+            CorpusFields(**bad)
+    fields = CorpusFields(id_field=" text ", text_field="body ")
+    assert (fields.id_field, fields.text_field) == ("text", "body")
+    assert record_document({"text": "T-1", "body": "login fails"}, fields) == Document("T-1", "login fails")
+    assert fields.record() == {"id_field": "text", "text_field": "body"}
+
+
+def test_the_field_read_as_the_id_is_not_left_out(tmp_path):
+    """``pid`` (or ``passage_id``) read as a record's id was named among the fields left out: only where another
+    field is the id is it one."""
+    from semiret.data.collection import CorpusFields
+
+    assert CorpusFields().others({"pid": "p1", "text": "cats"}) == []
+    assert CorpusFields().others({"_id": "d1", "pid": "p1", "text": "cats"}) == ["pid"]
+    assert next(iter_corpus(write_jsonl(tmp_path / "p.jsonl", [{"pid": "p1", "text": "cats"}]), ["*"])).metadata is None
+
+
+def test_a_repeated_id_is_said_so_in_a_file_read_with_an_indexs_recorded_fields(tmp_path):
+    """``semiret add`` of a headerless file to an index built with metadata fields: a repeated id was reported as
+    those fields refused in a file naming no columns (its first line looked up by reading the file again without
+    the record)."""
+    repeated = tmp_path / "dup.tsv"
+    repeated.write_text("7\tdogs bark\n8\tbirds\n7\tdogs again\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"dup.tsv:3: duplicate document id '7' \(first seen on line 1\)"):
+        list(iter_corpus(repeated, ["year"], recorded_fields=True))
+
+
+def test_the_recorded_id_and_text_fields_do_not_apply_to_a_folder_of_files_given_ones_are_refused(tmp_path):
+    """``recorded_fields`` names which of the fields are an index's record: a recorded id field is not read of a
+    folder of files (each its own document), a given one is refused naming it alone."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("Alpha.\n")
+    read = list(iter_corpus(tmp_path / "docs", ["x"], id_field="doc_no", text_field="body",
+                            recorded_fields=["id_field", "text_field"]))
+    assert [d.id for d in read] == ["a.md"]
+    with pytest.raises(SemiretError, match=r"its path the id: id_field \(--id-field\) names a field of a JSONL"):
+        list(iter_corpus(tmp_path / "docs", id_field="doc_no", text_field="body", recorded_fields=["text_field"]))

@@ -88,6 +88,33 @@ def test_a_batch_is_ranked_as_its_queries_are_one_at_a_time_on_any_number_of_thr
     assert len(loads) == 1
 
 
+def test_the_warnings_of_feature_searches_run_on_threads_reach_the_caller(indexes):
+    """A batch's feature searches ran in threads that did not copy the caller's context: what they warned of (a
+    filter's field no document holds) reached neither ``told_warnings`` nor the service's answer. Each runs in a
+    copy of it."""
+    from semiret.errors import tell_caller, told_warnings
+
+    _, texts, titles, _, queries, qrels = indexes
+    ranking, _ = fit_learned_ranking(texts, [titles], queries, qrels, SMALL)
+
+    class Warning:  # the titles' index, whose every search warns, naming its query
+        def __getattr__(self, name):
+            return getattr(titles, name)
+
+        def pinned(self):
+            return self
+
+        def search(self, text, **options):
+            tell_caller(f"searched {text!r}")
+            return titles.search(text, **options)
+
+    ranking.features = [Warning()]
+    asked = [queries[q] for q in list(queries)[:4]]
+    with told_warnings() as told:
+        ranking.feature_rows(asked, texts.search(asked, k=5), n_threads=3)
+    assert sorted(told) == sorted(f"searched {text!r}" for text in asked)
+
+
 def test_cross_validation_scores_each_fold_by_a_model_learned_without_it(indexes):
     _, texts, titles, _, queries, qrels = indexes
     unfound = {**queries, "qx": "nothing matches"}  # judged, without a candidate: 0 for both, in every fold

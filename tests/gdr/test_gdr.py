@@ -185,6 +185,8 @@ def test_training_reports_both_terms_and_writes_an_fp16_model_with_its_clusters(
         assert all(weights.get_tensor(k).itemsize == 2 for k in weights.keys())
     model = GDRModel.load(str(run / "model"))
     assert len(model.tree.cids) == summary["clusters"] and model.clusters.document_ids[0] == "d0"
+    training = json.loads((run / "model" / "gdr.json").read_text())["training"]
+    assert training["config"] == summary["config"]  # what its card and `semiret models` say it was trained on
 
 
 def test_an_epoch_holds_the_pairs_and_a_span_and_a_cloze_query_per_document(collection, tiny_bert):

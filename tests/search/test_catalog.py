@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from semiret.cli import app
@@ -17,7 +18,7 @@ from semiret.data import packaged
 from semiret.errors import SemiretError
 from semiret.models.checkpoints import GDR, NAIL, SIDR, encoder_family, saved_model_kind
 from semiret.search import DenseRetriever, HybridRetriever, NailSparseRetriever, SiDRBetaRetriever
-from semiret.search.catalog import available_models
+from semiret.search.catalog import CARD_MARK, available_models, model_card, write_model_card
 
 from helpers import TINY_DOCS
 
@@ -80,6 +81,64 @@ def test_models_command_lists_the_shipped_checkpoints():
     narrow = subprocess.run([sys.executable, "-m", "semiret", "models"], capture_output=True, text=True,
                             env={**os.environ, "COLUMNS": "60"}, check=True).stdout  # a pipe, a narrow width
     assert "inference-free-scifact" in narrow and "…" not in narrow  # names whole, the rest folded, never cut
+
+
+def _front_matter(card: str) -> dict:
+    """The YAML block a card begins with, which the Hugging Face hub reads."""
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_the_card_of_a_packaged_checkpoint_says_what_it_is_from_its_records():
+    result = CliRunner().invoke(app, ["models", "--card", "hce-scifact"])
+    assert result.exit_code == 0, result.output
+    card = result.stdout
+    assert _front_matter(card) == {"library_name": "semiret", "tags": ["semiret", "hce", "dense-retrieval"],
+                                   "base_model": "sentence-transformers/all-MiniLM-L6-v2", "datasets": ["scifact"],
+                                   "pipeline_tag": "sentence-similarity"}  # no license: none is recorded
+    assert "HCE, the Hierarchical Corpus Encoder" in card and "- Base: `minilm`" in card
+    assert "- Data: `scifact`, split `train` (829 training pairs, 5183 documents)" in card
+    for retriever in ("dense", "colbert"):
+        assert f"semiret index --data corpus.jsonl -r {retriever} --model hce-scifact --out indexes/{retriever}\n" \
+               f"semiret search --index indexes/{retriever} " in card
+    assert "-r hybrid --neural dense --model hce-scifact" in card and 'load_encoder("hce-scifact")' in card
+    assert "| `epochs` | 7 |" in card and "| nDCG@10 | 0.6638 |" in card
+    assert "the model is epoch 5's, averaged with its base" in card
+    assert "semiret eval --data COLLECTION --split test -r dense --model hce-scifact" in card
+    inference_free = model_card("inference-free-scifact")
+    assert _front_matter(inference_free)["tags"] == ["semiret", "inference-free", "sparse-retrieval"]
+    assert "-r inference-free --model inference-free-scifact" in inference_free and "Geng et al." in inference_free
+    assert "`finetune_epochs` | 8" in inference_free and "pretrain_epochs" not in inference_free  # (no such stage)
+
+
+def test_a_card_leaves_out_what_the_records_do_not_say(shipped, tmp_path):
+    gdr = model_card("gdr-x")  # a command is all its record holds
+    front = _front_matter(gdr)
+    assert front["datasets"] == ["vaswani"] and "base_model" not in front and "pipeline_tag" not in front
+    assert "- Command: `semiret train gdr --data vaswani --epochs 2`" in gdr and "Base:" not in gdr
+    assert "-r gdr --model gdr-x" in gdr and "| hyperparameter |" not in gdr
+    mine = _encoder(tmp_path / "my run" / "model", "dense", {"config": {"base": str(tmp_path / "start")}})
+    card = model_card(mine)
+    assert _front_matter(card) == {"library_name": "semiret", "tags": ["semiret", "dense", "dense-retrieval"],
+                                   "pipeline_tag": "sentence-similarity"}  # a folder as its base: no hub id
+    assert "# my run\n" in card and "A dense encoder trained by semiret.\n" in card  # no recipe recorded
+    assert f"--model '{mine}' --out indexes/dense" in card and f"- Base: `{tmp_path / 'start'}`" in card
+    assert "`hce` recipe: HCE" in model_card(mine, recipe="hce")
+    untrained = model_card(_encoder(tmp_path / "saved", "splade"))
+    assert "saved by semiret" in untrained and "## Training" not in untrained
+    with pytest.raises(SemiretError, match="its model card is the hub's"):
+        model_card("minilm")
+    with pytest.raises(SemiretError, match="not a model semiret saved"):
+        model_card(tmp_path)
+
+
+def test_a_card_is_written_again_but_never_over_a_readme_the_user_wrote(tmp_path):
+    model = _encoder(tmp_path / "run" / "model", "dense", {"config": {"data": "scifact", "base": "minilm"}})
+    assert write_model_card(model, "hce") and write_model_card(model, "hce")  # its own card: written again
+    assert (model / "README.md").read_text() == model_card(model, "hce")
+    assert CARD_MARK in (model / "README.md").read_text()
+    (model / "README.md").write_text("# My model\n")
+    assert not write_model_card(model, "hce") and (model / "README.md").read_text() == "# My model\n"
 
 
 def test_kinds_of_models():

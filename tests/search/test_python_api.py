@@ -348,9 +348,23 @@ def test_dicts_are_read_with_the_fields_the_index_keeps_as_the_command_line_read
     assert reopened.corpus_fields() == CorpusFields(("*",), "ticket", "summary")
     reopened.add([{"ticket": "T-2", "summary": "password reset"}])
     assert reopened.get_document("T-2").text == "password reset"
-    with pytest.raises(SemiretError, match=r"document 0: missing text field 'summary'"):
-        reopened.add([{"ticket": "T-3", "text": "not the text field"}])
+    reopened.add([{"_id": "T-3", "text": "as exported"}])  # (BEIR's names, where the named ones are missing)
+    assert reopened.get_document("T-3").text == "as exported"
+    with pytest.raises(SemiretError, match=r"document 0: missing text field 'summary' .*, nor 'text'"):
+        reopened.add([{"ticket": "T-4", "body": "not the text field"}])
     passages = BM25Retriever.build(TICKETS, tmp_path / "passages", chunking=3, metadata_fields=["product"])
     assert passages.get_document("T-2#0").metadata["product"] == "mail"  # dicts split into passages too
     with pytest.raises(SemiretError, match="id_field .* not one of title"):
         BM25Retriever.build(TICKETS, tmp_path / "bad", id_field="title")
+
+
+def test_a_passage_id_read_as_the_id_is_not_left_out_and_a_shards_head_is_read_with_the_fields(tmp_path, caplog):
+    """``build([{"pid": ..., "text": ...}])`` warned that the field ``pid``, read as the id, was left out; and a
+    shard's ``corpus_head`` was read without the fields named (a head of dicts naming their id otherwise: refused)."""
+    with caplog.at_level("WARNING"):
+        BM25Retriever.build([{"pid": "p1", "text": "cats purr"}], tmp_path / "pids")
+    assert "left out" not in caplog.text
+    tickets = [{"ticket": f"T-{n}", "summary": text} for n, text in enumerate(["login fails", "password reset"])]
+    built = BM25Retriever.build(tickets[1:], tmp_path / "shard", corpus_head=tickets, id_field="ticket",
+                                text_field="summary")
+    assert built.get_document("T-1") == Document("T-1", "password reset")

@@ -312,3 +312,18 @@ def test_a_folder_is_parsed_again_after_its_readers_change_and_its_fields_are_no
     assert "no document has the field" not in caplog.text  # the files not read may hold it (a.md does)
     monkeypatch.setattr(folder_module, "READER_VERSION", folder_module.READER_VERSION + 1)
     assert searcher.sync_folder(tmp_path / "docs").replaced == 2 and sorted(parsed) == ["a.md", "b.txt"]
+
+
+def test_a_folder_synced_keeps_the_front_matter_fields_bm25f_reads(tmp_path):
+    """``sync_folder`` read a folder with the recorded metadata fields alone: a front matter's field BM25F reads as
+    text (``text_fields``, an index built in Python) was dropped from every file changed since, which no search of
+    it then found. It reads them as the index's other adds do (:meth:`Retriever.corpus_fields`)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("---\nkeywords: walrus\n---\nAlpha.\n")
+    (docs / "b.txt").write_text("Beta.\n")
+    searcher = BM25Retriever.build(iter_corpus(docs, ["keywords"]), tmp_path / "idx", text_fields="text,keywords")
+    (docs / "a.md").write_text("---\nkeywords: walrus\n---\nAlpha, rewritten.\n")
+    assert searcher.sync_folder(docs) == SyncCounts(added=0, replaced=1, unchanged=1, deleted=0)
+    assert searcher.get_document("a.md").metadata["keywords"] == "walrus"
+    assert [hit.id for hit in searcher.search("walrus")] == ["a.md"]

@@ -645,6 +645,24 @@ def test_delete_and_fetch_documents(writing_client):
     assert client.post("/indexes/tiny/documents/delete", headers=WRITE, json={"ids": [str(i) for i in range(6)]}).status_code == 413
 
 
+@pytest.mark.parametrize("write_process", [False, True], ids=["writes-in-threads", "writer-process"])
+def test_every_answer_taking_a_filter_says_its_field_no_document_holds(tmp_path, write_process):
+    """A delete or a metadata update by filter, a suggestion and an explanation answered a filter's misspelt field as
+    one that matches nothing (``{"deleted": 0}``), the warning only in a log (a write's, the writer process's): their
+    answers carry it, as searches and counts do."""
+    documents = [Document(f"d{n}", text, metadata={"year": 2020 + n}) for n, text in enumerate(["cats", "dogs"])]
+    BM25Retriever.build(documents, tmp_path / "years")
+    with client_of({"years": str(tmp_path / "years")}, write_process=write_process, **LIMITS) as client:
+        for path, body, headers in (("explain", {"query": "cats", "id": "d0"}, {}), ("suggest", {"text": "ca"}, {}),
+                                    ("documents/metadata", {"metadata": {"seen": True}}, WRITE),
+                                    ("documents/delete", {}, WRITE)):
+            answer = client.post(f"/indexes/years/{path}", json={**body, "filter": {"yaer": 2020}}, headers=headers)
+            assert answer.status_code == 200, answer.text
+            assert "no document holds the field 'yaer'" in answer.json()["warnings"][0], path
+            held = client.post(f"/indexes/years/{path}", json={**body, "filter": {"year": 1999}}, headers=headers)
+            assert "warnings" not in held.json(), path
+
+
 def test_merge_folds_segments(writing_client):
     client = writing_client
     for n in range(3):

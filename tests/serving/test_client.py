@@ -499,6 +499,23 @@ TICKETS = [{"id": f"T-{n}", "body": f"{what} fails again", "priority": priority,
                                                           ("search", "low", "web")], start=1)]
 
 
+def test_a_servers_warning_is_logged_once_by_a_client_and_told_to_every_caller(served, caplog):
+    """The client logged every warning of every answer (a search repeated: its misspelt filter again); in-process
+    calls log one once: so does a client, telling it to every caller (:func:`~semiret.errors.told_warnings`)."""
+    from semiret.errors import told_warnings
+
+    client, _ = served
+    client.create_index("notes", "bm25")
+    client.add("notes", DOCS)
+    with caplog.at_level("WARNING", logger="semiret.serving.client"):
+        for _ in range(3):
+            with told_warnings() as told:
+                assert client.count("notes", {"yaer": 2020}) == 0
+            assert len(told) == 1 and "no document holds the field 'yaer'" in told[0]
+    assert [record.name for record in caplog.records if "'yaer'" in record.getMessage()].count(
+        "semiret.serving.client") == 1
+
+
 def test_documents_added_over_http_keep_the_fields_the_index_was_built_to_keep(tmp_path, caplog):
     """The review's reproduction: an index built with --metadata-fields, served; the same JSONL sent over HTTP kept
     none of those fields (a filter found nothing, the warning only in the server's log). An upsert, ``Client.add``

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from semiret.data import Collection, Document
 from semiret.errors import SemiretError
@@ -158,15 +159,20 @@ def test_batches_never_repeat_a_query(tmp_path):
 # ------------------------------------------------------------------ training and pipelines
 @pytest.fixture(scope="module")
 def trained(tiny_mlm, tmp_path_factory):
+    """A tiny SiDR run, trained as users train: by ``semiret train sidr``."""
+    from typer.testing import CliRunner
+
     from helpers import TINY_DOCS, TINY_QRELS, TINY_QUERIES
+    from semiret.methods.cli import train_app
 
     root = write_beir(tmp_path_factory.mktemp("data") / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, split="train")
     output = tmp_path_factory.mktemp("run")
-    config = SiDRTrainingConfig(data=str(root), output=str(output), base=tiny_mlm, epochs=2, batch_size=3,
-                                learning_rate=1e-3, top_k=30000, pool_size=2, retrieve_depth=4,
-                                query_max_length=16, document_max_length=32)
-    summary = train_sidr(config)
-    return root, output, summary
+    result = CliRunner().invoke(train_app, ["sidr", "--data", str(root), "--output", str(output), "--base", tiny_mlm,
+                                            "--epochs", "2", "--batch-size", "3", "--learning-rate", "1e-3",
+                                            "--top-k", "30000", "--pool-size", "2", "--retrieve-depth", "4",
+                                            "--query-max-length", "16", "--document-max-length", "32"])
+    assert result.exit_code == 0, result.output
+    return root, output, json.loads((output / "summary.json").read_text())
 
 
 def test_training_runs_saves_fp16_and_resumes(trained, tiny_mlm):
@@ -175,7 +181,15 @@ def test_training_runs_saves_fp16_and_resumes(trained, tiny_mlm):
     meta = json.loads((output / "model" / "sidr.json").read_text())
     assert meta["shared"] is False and meta["training"]["pairs"] == 5
     assert summary["model"] == str(output / "model")  # where the model is, in what the recipe returns and writes
-    assert json.loads((output / "summary.json").read_text()) == summary
+    assert meta["training"]["config"] == summary["config"] and summary["config"]["base"] == tiny_mlm
+    # the command wrote the model's card from its records (before the resume below saves the model again)
+    card = (output / "model" / "README.md").read_text()
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["library_name"] == "semiret" and front["tags"][:2] == ["semiret", "sidr"]
+    assert front["datasets"] == [root.name] and "base_model" not in front  # a folder here, no hub id
+    assert f"- Base: `{tiny_mlm}`" in card and "- Data: `tiny`, split `train` (5 training pairs)" in card
+    assert f"semiret index --data corpus.jsonl -r sidr-beta --model {output / 'model'} --out" in card
+    assert "| `epochs` | 2 |" in card and "Training time: " in card and "semiret eval --data COLLECTION" in card
     from safetensors import safe_open
 
     with safe_open(str(output / "model" / "query" / "model.safetensors"), "pt") as f:

@@ -108,6 +108,25 @@ def test_one_summary_line_under_torchrun(monkeypatch, beir_dir, tmp_path):
         assert result.stdout.strip() == printed
 
 
+def test_a_finished_run_gets_a_model_card_but_a_readme_the_user_wrote_is_kept(monkeypatch, beir_dir, tmp_path):
+    from semiret.models.checkpoints import SIDR
+
+    def saving(config, resume):  # what a recipe leaves: <output>/model, marked, with its training record
+        model = tmp_path / "run" / "model"
+        model.mkdir(parents=True, exist_ok=True)
+        SIDR.write_marker(model, training={"config": {"data": config.data, "split": "train", "base": "splade-tiny"}})
+        return {"model": str(model)}
+
+    config_class, _, help_text = cli.RECIPES["sidr"]
+    monkeypatch.setitem(cli.RECIPES, "sidr", (config_class, saving, help_text))
+    readme = tmp_path / "run" / "model" / "README.md"
+    _run("sidr", "--data", str(beir_dir), "--output", str(tmp_path / "run"))
+    assert readme.read_text().startswith("---\nlibrary_name: semiret\n") and "-r sidr-full" in readme.read_text()
+    readme.write_text("# My SiDR\n")
+    _run("sidr", "--data", str(beir_dir), "--output", str(tmp_path / "run"))
+    assert readme.read_text() == "# My SiDR\n"
+
+
 def test_an_interrupted_run_says_how_to_resume(monkeypatch, beir_dir, tmp_path, caplog):
     def interrupted(config, resume):
         raise KeyboardInterrupt
