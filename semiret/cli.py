@@ -2009,7 +2009,8 @@ def encode(data: str = typer.Argument(..., help="A corpus (file, folder of docum
 
         def lines():
             nonlocal written
-            for batch in progress.track(batched(records, batch_size), f"encoding ({encoder.name})", total=total,
+            # texts handed to the encoder a thousand at once: it sorts them by length into its batches (less padding)
+            for batch in progress.track(batched(records, 1024), f"encoding ({encoder.name})", total=total,
                                         advance=len):
                 encoded = encode_side([text for _, text in batch], batch_size=batch_size, show_progress=False)
                 for (record, _), vector in zip(batch, encoder.vector_values(encoded)):
