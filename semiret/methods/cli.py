@@ -73,7 +73,7 @@ def _command(name: str):
     return command_with_options(train, [config_class], unset_defaults=False)
 
 
-def _write_card(summary: dict, recipe: str) -> None:
+def _write_card(summary: dict, recipe: str | None) -> None:
     """The model card (README.md) in the model a run saved (``summary["model"]``, every recipe's ``<output>/model``):
     the model is kept whatever befalls its card, which ``semiret models --card`` prints again."""
     model = summary.get("model")
@@ -96,6 +96,7 @@ def adapt_command(estimate_only: bool = typer.Option(False, help="Print the time
     from semiret.methods.adapt import adapt
 
     report = adapt(AdaptConfig(**options), confirm=lambda seconds: not estimate_only)
+    _write_card(report, None)  # (the model kept: adapted, or the start's copy; none for an estimate)
     print(json.dumps(report))
 
 

@@ -127,6 +127,31 @@ def test_a_finished_run_gets_a_model_card_but_a_readme_the_user_wrote_is_kept(mo
     assert readme.read_text() == "# My SiDR\n"
 
 
+def test_an_adapted_model_gets_a_model_card(monkeypatch, beir_dir, tmp_path):
+    """``semiret adapt`` writes the card of the model it keeps, as ``semiret train`` does; an estimate writes none."""
+    from semiret.cli import app
+    from semiret.methods import adapt
+    from semiret.models.checkpoints import SIDR
+
+    def adapting(config, confirm):  # what adapt leaves: <output>/model, marked, and its report naming it
+        if not confirm(1.0):
+            return {"estimate_seconds": 1.0}
+        model = tmp_path / "adapted" / "model"
+        model.mkdir(parents=True, exist_ok=True)
+        SIDR.write_marker(model, training={"config": {"data": config.data, "base": "sidr-scifact"}})
+        return {"model": str(model)}
+
+    monkeypatch.setattr(adapt, "adapt", adapting)
+    arguments = ["adapt", "--data", str(beir_dir), "--model", "sidr-scifact", "--output", str(tmp_path / "adapted")]
+    estimated = CliRunner().invoke(app, [*arguments, "--estimate-only"])
+    assert estimated.exit_code == 0, estimated.output
+    assert not (tmp_path / "adapted").exists()
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    card = (tmp_path / "adapted" / "model" / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: semiret\n") and "-r sidr-full" in card
+
+
 def test_an_interrupted_run_says_how_to_resume(monkeypatch, beir_dir, tmp_path, caplog):
     def interrupted(config, resume):
         raise KeyboardInterrupt
