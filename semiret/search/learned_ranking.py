@@ -203,7 +203,8 @@ class LearnedRanking:
         The feature indexes' searches, one per query and feature index, run ``n_threads`` at a time (the encoders
         release the GIL in torch), each the search its query makes alone: a batch's rows are, to the bit, those of
         its queries described one at a time. The first query's run in turn, before the others: each feature index
-        loads its model on first use, once (two threads would load it twice, and transformers' imports race)."""
+        loads its model on first use, and the sides that load theirs without a lock (SiDR's, GDR's) would load it
+        once per thread."""
         views = [retriever.pinned() for retriever in self.features]  # one commit each for the whole batch
         searches = [(view, text, ids) for text, ids in zip(texts, found.ids) if ids for view in views]
         warm_up = [_scored_by(*search) for search in searches[:len(views)]]
