@@ -427,7 +427,8 @@ def _limit_encoding_threads(threads: int | None) -> None:
 def index(data: str = typer.Option(..., help="A BEIR collection folder, a corpus file (.jsonl/.tsv/.csv; - reads "
                                              "standard input), or a folder of documents (each .txt, .md, .rst, "
                                              ".html or .pdf file under it one document, its path the id)."),
-          out: Path = typer.Option(..., help="Index directory to create (a collection name with --backend)."),
+          out: Path = typer.Option(..., "--out", "--output", "-o",
+                                   help="Index directory to create (a collection name with --backend)."),
           retriever: str = _retriever_option("bm25", "Retriever"),
           overwrite: bool = typer.Option(False, help="Replace an existing index."),
           store_texts: bool = typer.Option(True, help="Keep document texts for display and re-ranking."),
@@ -1274,7 +1275,8 @@ app.command()(command_with_options(facet, _option_classes("queries"), help_suffi
 @app.command()
 def export(index: Optional[Path] = typer.Argument(None, help="Index directory."),
            index_option: Optional[Path] = _index_option(),
-           out: str = typer.Option("-", "--out", "-o", help="JSONL file to write, replaced whole once complete "
+           out: str = typer.Option("-", "--out", "--output", "-o",
+                                   help="JSONL file to write, replaced whole once complete "
                                    "(default -: standard output)."),
            filter_: Optional[list[str]] = typer.Option(None, "--filter", help="Only the documents whose stored "
                                                        "metadata matches (as search's --filter)."),
@@ -1615,7 +1617,8 @@ def _check_certificate(certificate: Path, key: Path, password: str | None) -> No
 
 @app.command(name="cache-to-full")
 def cache_to_full(index: Path = typer.Option(..., help="The bag-of-tokens index that sidr-beta-rerank searched."),
-                  out: Path = typer.Option(..., help="The sidr-full index directory to write."),
+                  out: Path = typer.Option(..., "--out", "--output", "-o",
+                                           help="The sidr-full index directory to write."),
                   model: str = typer.Option("sidr-scifact", help="The SiDR model whose document vectors the cache holds."),
                   cache: Optional[str] = typer.Option(None, help="Embedding cache directory (default: inside the index)."),
                   overwrite: bool = typer.Option(False, help="Replace --out."),
@@ -1918,7 +1921,8 @@ def mine_negatives(data: Path = typer.Option(..., help="A BEIR collection folder
                    index: Optional[Path] = typer.Option(None, help="The index to mine with, of the collection's "
                                                         "corpus, searched by its own retriever (default: BM25 over "
                                                         "the corpus, built for the run and removed)."),
-                   out: str = typer.Option(..., "--out", "-o", help="The JSONL file of n-tuples to write (- : "
+                   out: str = typer.Option(..., "--out", "--output", "-o",
+                                           help="The JSONL file of n-tuples to write (- : "
                                            "standard output)."),
                    negatives: int = typer.Option(5, help="Negatives per pair."),
                    skip_top: int = typer.Option(0, help="Hits passed over first (likely relevant but unjudged: "
@@ -1967,7 +1971,8 @@ def encode(data: str = typer.Argument(..., help="A corpus (file, folder of docum
                                                            "saved or packaged model knows its own)."),
            queries: bool = typer.Option(False, "--queries", help="DATA is queries (BEIR queries.jsonl, a BEIR folder, "
                                         "or id<TAB>text), encoded as queries (the query prompt)."),
-           out: str = typer.Option("-", "--out", "-o", help="JSONL file to write, replaced whole once complete "
+           out: str = typer.Option("-", "--out", "--output", "-o",
+                                   help="JSONL file to write, replaced whole once complete "
                                    "(default -: standard output)."),
            batch_size: int = typer.Option(32, min=1, help="Texts per encoder batch."),
            max_length: Optional[int] = typer.Option(None, min=1, help="Tokens each text is cut to (default: the "
@@ -2026,7 +2031,7 @@ def import_pairs(pairs: Path = typer.Argument(..., help="Training pairs: JSONL o
                                               "query and a positive passage (and negatives), as sentence-transformers' "
                                               "datasets hold them (anchor/positive/negative_1, query/positive/"
                                               "negatives)."),
-                 out: Path = typer.Option(..., "--out", "-o", help="The BEIR collection folder to write."),
+                 out: Path = typer.Option(..., "--out", "--output", "-o", help="The BEIR collection folder to write."),
                  split: str = typer.Option("train", help="The qrels split the pairs are written as."),
                  overwrite: bool = typer.Option(False, help="Replace an existing folder.")):
     """Write training pairs as a BEIR collection (corpus, queries, qrels) that every `semiret train` recipe and `semiret
@@ -2040,7 +2045,8 @@ def import_pairs(pairs: Path = typer.Argument(..., help="Training pairs: JSONL o
 
 @app.command()
 def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two or more)."),
-         out: str = typer.Option("-", "--out", "-o", help="The fused TREC run (default -: standard output)."),
+         out: str = typer.Option("-", "--out", "--output", "-o",
+                                 help="The fused TREC run (default -: standard output)."),
          method: str = typer.Option("rrf", help="rrf (reciprocal rank fusion), score (min-max normalised scores, "
                                                 "weighted and summed; a ranking whose scores are all equal, a "
                                                 "single document's, shares 1 each where ranx gives 0), zscore "
@@ -2089,7 +2095,8 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
                    cross_encoder: Optional[str] = _cross_encoder_option(),
                    colbert: Optional[str] = _colbert_option(),
                    colbert_cache: Optional[Path] = _colbert_cache_option(),
-                   out: str = typer.Option("-", "--out", "-o", help="The new TREC run (default -: standard output)."),
+                   out: str = typer.Option("-", "--out", "--output", "-o",
+                                           help="The new TREC run (default -: standard output)."),
                    tag: Optional[str] = typer.Option(None, help="The new run's tag column (default: the retriever's, "
                                                                 "cross-encoder or colbert)."),
                    options: dict = None):
@@ -2263,7 +2270,8 @@ def ltr(index: Path = typer.Option(..., help="The first stage: the index whose b
         data: Path = typer.Option(..., help="The BEIR collection with the judged queries to learn from (a folder, or "
                                             "a name under shared/data)."),
         split: str = typer.Option("train", help="The judged queries to learn from (not the ones you will report)."),
-        out: Path = typer.Option(..., help="Folder to write the learned ranking to (search or eval it with --ltr)."),
+        out: Path = typer.Option(..., "--out", "--output", "-o",
+                                 help="Folder to write the learned ranking to (search or eval it with --ltr)."),
         overwrite: bool = typer.Option(False, help="Replace --out if it holds a learned ranking (never other files)."),
         queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
                                                                         "folder's."),
@@ -2329,7 +2337,8 @@ app.command(name="ltr")(command_with_options(ltr, [_learned_ranking_config()], u
 
 @app.command()
 def demo(data: str = typer.Option("scifact", help="Collection to run on."),
-         out: Path = typer.Option(Path("demo-output"), help="Folder for the table, JSON and plot."),
+         out: Path = typer.Option(Path("demo-output"), "--out", "--output", "-o",
+                                  help="Folder for the table, JSON and plot."),
          baselines: bool = typer.Option(False, help="Also the off-the-shelf neural references (SPLADE-tiny, MiniLM): "
                                                  "they encode the corpus twice more (3 minutes on a fast 2-core "
                                                  "CPU, 13 on a slow one)."),

@@ -242,6 +242,11 @@ def _none_or(kind: type) -> Callable:
     return parse
 
 
+FLAG_ALIASES = {"output": ("--output", "--out", "-o")}
+"""Flags a field answers to besides ``--field-name``: a run's folder is ``--output``, ``--out`` or ``-o`` on every
+command, as an index's or a file's is (``semiret index --out``)."""
+
+
 def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: Callable[[str], str] | None = None,
                     skip: Iterable[str] = ()) -> list[inspect.Parameter]:
     """One keyword-only typer option per field of ``classes`` (each name once, help from the first class that
@@ -259,7 +264,7 @@ def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: 
     params = []
     for name, owners in found.items():
         f, cls = owners[0]
-        kind = _flag_type(typing.get_type_hints(cls)[name])
+        kind = _flag_type(_json_fields(cls)[name][1])
         help_text = next((field_docs(c)[name] for _, c in owners if name in field_docs(c)), "")
         default = _default(f)
         if unset_defaults:
@@ -271,7 +276,7 @@ def flag_parameters(classes: Iterable[type], unset_defaults: bool, help_suffix: 
             default = [] if typing.get_origin(kind) is list else None
         if help_suffix is not None:
             help_text += help_suffix(name)
-        declarations = [f.metadata["flag"]] if "flag" in f.metadata else []
+        declarations = [f.metadata["flag"]] if "flag" in f.metadata else list(FLAG_ALIASES.get(name, ()))
         parsing = {}
         if default is not None and typing.get_origin(kind) is typing.Union and typing.get_args(kind)[0] in (int, float):
             # an optional number with a default of its own: "none" is how the command line leaves it unset

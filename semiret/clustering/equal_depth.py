@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from semiret import progress
 from semiret.clustering.kmeans import ITERATIONS, check_branching, check_vectors, kmeans, unit_rows
-from semiret.compiled import NUMBA_OPTIONS, select_largest
+from semiret.compiled import kernel, select_largest
 from semiret.errors import SemiretError
 
 
@@ -217,7 +216,7 @@ def agglomerative_tree(vectors: np.ndarray, branching: int | None = None, seed: 
     return EqualDepthTree(branching, tuple(parents), tuple(centroids))
 
 
-@numba.njit(**NUMBA_OPTIONS, fastmath=True)
+@kernel(fastmath=True)
 def descent_kernel(queries, centroids, first, offsets, children, beam, reached):
     """Beam descent of each query over the tree laid out by ``EqualDepthTree._descent_layout``; writes the
     lowest clusters reached (local numbers at depth L-1) into ``reached`` [n, beam] and returns the most any

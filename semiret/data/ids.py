@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import re
 
-import numba
 import numpy as np
 
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 
 HASH_MASK = 2**64 - 1
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -50,7 +49,7 @@ def surrogate_problem(text: str, what: str) -> str | None:
 INITIAL_SLOTS = 1024
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _insert(table, hashes, seen_before):
     """Insert ``hashes`` (never 0: the empty slot) into ``table`` (linear probing, its length a power of two);
     flag those found there already, also earlier in ``hashes``. Returns how many were new."""

@@ -8,13 +8,12 @@ score buffer.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from semiret.compiled import NUMBA_OPTIONS, select_largest
+from semiret.compiled import kernel, select_largest
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
     """Counting-sort doc-major CSR into term-major postings; documents stay ascending in each list.
 
@@ -49,7 +48,7 @@ def transpose_to_term_major(doc_offsets, terms, values, vocab_size):
     return present, indptr, docs_out, values_out
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def rows_of_term_major(present_terms, indptr, docs, values, cursors, live):
     """Term-major postings back in doc-major CSR for the documents ``live`` (ascending), terms ascending in each
     row (``values`` empty: a binary segment, every weight 1). ``cursors`` holds each term's first posting not read
@@ -115,7 +114,7 @@ DEEP_K = 32
 in a bounded heap, which costs more the deeper it is; below about 30 the heap is the cheaper."""
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def term_maxima(indptr, values):
     """The largest value in each term's posting list: the term's score bound for dynamic pruning."""
     n_terms = indptr.shape[0] - 1
@@ -129,7 +128,7 @@ def term_maxima(indptr, values):
     return out
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def ranks_below(score_a, doc_a, score_b, doc_b):
     """Hit a ranks below hit b: a lower score, or the same score and a later document.
 
@@ -138,7 +137,7 @@ def ranks_below(score_a, doc_a, score_b, doc_b):
     return score_a < score_b or (score_a == score_b and doc_a > doc_b)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _sift_down(scores, docs, pos, size):
     """Restore the heap property below ``pos`` (the root holds the lowest-ranked hit)."""
     score, doc = scores[pos], docs[pos]
@@ -156,7 +155,7 @@ def _sift_down(scores, docs, pos, size):
     scores[pos], docs[pos] = score, doc
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def offer(heap_scores, heap_docs, size, score, doc):
     """Put a hit into a bounded heap of ``len(heap_scores)`` best hits holding ``size``; returns the new size.
 
@@ -177,7 +176,7 @@ def offer(heap_scores, heap_docs, size, score, doc):
     return size
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _sort_best_first(scores, docs, size):
     """Order the first ``size`` hits best first, in place (insertion sort: for a window that is nearly in
     order already)."""
@@ -190,7 +189,7 @@ def _sort_best_first(scores, docs, size):
         scores[j + 1], docs[j + 1] = s, d
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _heap_sort_best_first(scores, docs, size):
     """Order the first ``size`` hits best first, in place, in O(size log size) (heapsort: the lowest-ranked
     hit goes last, then the next; an insertion sort of k = 1,000 hits costs half a millisecond)."""
@@ -202,7 +201,7 @@ def _heap_sort_best_first(scores, docs, size):
         _sift_down(scores, docs, 0, end)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _probe(docs, values, binary, start, end, contenders, n_contenders, weight, buffer):
     """Add one posting list's weight to each contender it holds, found by galloping search.
 
@@ -234,7 +233,7 @@ def _probe(docs, values, binary, start, end, contenders, n_contenders, weight, b
             buffer[doc] += weight if binary else weight * values[pos]
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _kth_best(buffer, some_docs, n_docs, deleted, has_deleted, heap_scores, heap_docs):
     """The k-th best current score among the first ``n_docs`` of ``some_docs`` (distinct documents),
     the live ones (0 when there are fewer than k)."""
@@ -251,7 +250,7 @@ def _kth_best(buffer, some_docs, n_docs, deleted, has_deleted, heap_scores, heap
     return heap_scores[0] if size == k else np.float32(0.0)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _keep_contenders(buffer, touched, n_touched, deleted, has_deleted, remaining_bound, theta):
     """Compact ``touched`` to the live documents whose score plus ``remaining_bound`` can still reach
     ``theta``; the others' scores are cleared. Keeps the order; returns how many are kept."""
@@ -266,7 +265,7 @@ def _keep_contenders(buffer, touched, n_touched, deleted, has_deleted, remaining
     return n_kept
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _finish_dense(weights, rows, order, first, indptr, docs, values, binary, buffer):
     """Add the query terms ``order[first:]`` without tracking documents, for a scan of the whole buffer in
     document order afterwards: for a query reading more postings than the segment has documents (such as
@@ -285,7 +284,7 @@ def _finish_dense(weights, rows, order, first, indptr, docs, values, binary, buf
                 buffer[docs[p]] += weight * values[p]
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _add_list(docs, values, binary, start, end, weight, buffer, touched, n_touched):
     """Add ``weight`` x the postings ``start:end`` to ``buffer``; a document enters ``touched`` when its score
     was still zero. Branch-free: each document enters once (``weight`` > 0, values > 0), so it never
@@ -307,7 +306,7 @@ def _add_list(docs, values, binary, start, end, weight, buffer, touched, n_touch
     return n_touched
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _collect_hits(buffer, touched, n, in_order, deleted, has_deleted, heap_scores, heap_docs):
     """The best live hits among documents ``range(n)`` (``in_order``) or ``touched[:n]`` into the heap; clears
     their scores and returns the heap's size."""
@@ -326,7 +325,7 @@ def _collect_hits(buffer, touched, n, in_order, deleted, has_deleted, heap_score
     return size
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
     """The heap's hits best first into one output row, ``-inf``/``-1`` padded."""
     _heap_sort_best_first(heap_scores, heap_docs, size)
@@ -339,20 +338,20 @@ def write_hits(heap_scores, heap_docs, size, out_scores, out_docs):
             out_docs[r] = -1
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _hit_key(score, doc):
     """One integer ordering hits as :func:`ranks_below` does (larger: better): the bits of a positive float32
     order as its value, and a lower document number ranks first among equal scores."""
     return (np.uint64(np.float32(score).view(np.uint32)) << np.uint64(32)) | np.uint64(np.uint32(0xFFFFFFFF) - np.uint32(doc))
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def key_hit(key):
     """The (score, document) of a :func:`_hit_key`."""
     return np.uint32(key >> np.uint64(32)).view(np.float32), np.int32(np.uint32(0xFFFFFFFF) - np.uint32(key & np.uint64(0xFFFFFFFF)))
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _sample_bar(buffer, touched, n, in_order, deleted, has_deleted, k):
     """A score that about 2k of the hits reach: the 16th best of every m-th hit, m = k / 8 (0 when the sample
     has fewer). A first bar for :func:`select_best_keys`, so that most hits are passed over by one comparison
@@ -373,7 +372,7 @@ def _sample_bar(buffer, touched, n, in_order, deleted, has_deleted, k):
     return bar if size == rank else np.float32(0.0)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, k):
     """The best ``k`` live hits among documents ``range(n)`` (``in_order``) or ``touched[:n]``, as
     :func:`_hit_key` keys in ``keys[:size]`` in no particular order (``keys`` a few times k long); returns
@@ -419,7 +418,7 @@ def select_best_keys(buffer, touched, n, in_order, deleted, has_deleted, keys, k
     return size
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _collect_deep(buffer, touched, n, in_order, deleted, has_deleted, keys, out_scores, out_docs):
     """:func:`_collect_hits` and :func:`write_hits` for a deep k (:func:`select_best_keys`, then sorted)."""
     k = out_scores.shape[0]
@@ -434,7 +433,7 @@ def _collect_deep(buffer, touched, n, in_order, deleted, has_deleted, keys, out_
             out_docs[r] = -1
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _collect_best(buffer, touched, n, in_order, deleted, has_deleted, heap_scores, heap_docs, keys, out_scores,
                   out_docs):
     """The best live hits among documents ``range(n)`` (``in_order``) or ``touched[:n]``, best first into the
@@ -447,7 +446,7 @@ def _collect_best(buffer, touched, n, in_order, deleted, has_deleted, heap_score
         write_hits(heap_scores, heap_docs, size, out_scores, out_docs)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def accumulate_query(terms, weights, present_terms, indptr, docs, values, maxima, binary, deleted, n_docs, buffer,
                      touched, heap_scores, heap_docs):
     """One query's scores into ``buffer``, with dynamic pruning towards its best ``len(heap_scores)`` (the
@@ -553,7 +552,7 @@ def accumulate_query(terms, weights, present_terms, indptr, docs, values, maxima
     return n_hits, False, work + n_hits
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary,
                     deleted, n_docs, k, buffer, touched, out_scores, out_docs, visited):
     """Exact top-k of ``sum_t w_t * value(t, d)`` for each query over one segment, with dynamic pruning.
@@ -591,7 +590,7 @@ def search_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, 
                       out_scores[q], out_docs[q])
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _variant_idf(variant, df, n):
     """:meth:`BM25Parameters.idf <semiret.text.bm25.BM25Parameters.idf>` of one term (``variant``: its position in
     ``BM25_VARIANTS``; lucene, robertson, atire, bm25l, bm25+)."""
@@ -608,7 +607,7 @@ def _variant_idf(variant, df, n):
     return np.log((n + 1.0) / df)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_docs, variant=0):
     """Drop query terms with zero weight or outside the vocabulary; with ``document_frequencies`` (BM25),
     multiply each weight by its term's IDF over ``n_docs`` documents as the BM25 ``variant`` computes it (0:
@@ -646,7 +645,7 @@ def filter_queries(offsets, terms, weights, vocab_size, document_frequencies, n_
     return -1, out_offsets, out_terms[:m], out_weights[:m]
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _rows_of(terms, present_terms, indptr):
     """Each query term's row in ``present_terms`` (-1 when absent) and the postings of those rows."""
     n_present = present_terms.shape[0]
@@ -660,7 +659,7 @@ def _rows_of(terms, present_terms, indptr):
     return rows, postings
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def mark_held(terms, present_terms, indptr, docs, deleted, held):
     """Set ``held[i]`` where term ``terms[i]`` has a posting of a document ``deleted`` does not mark (each list read
     up to its first live document: at once in a segment without deletions)."""
@@ -674,7 +673,7 @@ def mark_held(terms, present_terms, indptr, docs, deleted, held):
                 break
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _add_part(weights, factor, rows, indptr, docs, values, binary, dense, buffer, touched, n_touched):
     """One part's query terms (weights x ``factor``) into the shared buffer, tracked in ``touched`` unless
     ``dense``; tracked terms whose weight comes to zero are skipped (they would enter documents twice)."""
@@ -690,7 +689,7 @@ def _add_part(weights, factor, rows, indptr, docs, values, binary, dense, buffer
     return n_touched
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def search_two_postings(q_offsets_a, q_terms_a, q_weights_a, bounds_a, share_a, present_a, indptr_a, docs_a,
                         values_a, binary_a, q_offsets_b, q_terms_b, q_weights_b, bounds_b, share_b, present_b,
                         indptr_b, docs_b, values_b, binary_b, deleted, n_docs, k, buffer, touched, out_scores,
@@ -722,7 +721,7 @@ def search_two_postings(q_offsets_a, q_terms_a, q_weights_a, bounds_a, share_a, 
                       keys, out_scores[q], out_docs[q])
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def query_score_bounds(q_offsets, q_terms, q_weights, term_bounds):
     """Each query's ``sum_t w_t x term_bounds[t]``: the largest score any document can get (``term_bounds``:
     each term's largest value over the index)."""
@@ -736,7 +735,7 @@ def query_score_bounds(q_offsets, q_terms, q_weights, term_bounds):
     return out
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def filter_queries_with_bounds(offsets, terms, weights, vocab_size, document_frequencies, n_docs, variant,
                                term_bounds):
     """:func:`filter_queries` then :func:`query_score_bounds` of what it kept, in one call (a hybrid's part packs
@@ -750,7 +749,7 @@ def filter_queries_with_bounds(offsets, terms, weights, vocab_size, document_fre
                                                                         term_bounds)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def sparse_gram(indptr, terms, values, vocab_size):
     """The dot products of a few sparse rows (CSR, term ids below ``vocab_size``) with each other, ``[n, n]``
     float64: the entries counting-sorted by term, each term's run multiplied out pairwise (half, by symmetry)."""

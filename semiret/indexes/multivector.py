@@ -45,11 +45,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import numba
 import numpy as np
 
 from semiret import progress
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.segments import Segment, SegmentedIndex, register_index_format
@@ -244,7 +243,7 @@ class MultiVectorSegment(Segment):
                         np.float32).reshape(len(rows), self.dim)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def probed_documents(probed, list_offsets, list_documents, hidden):
     """The documents (ascending local numbers) with a token vector in one of the ``probed`` centroids, those
     ``hidden`` left out."""
@@ -297,7 +296,7 @@ def best_of(candidates: np.ndarray, scores: np.ndarray, count: int) -> np.ndarra
     return np.sort(candidates[np.argpartition(-scores, count - 1)[:count]])
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def centroid_interaction(documents, offsets, codes, centroid_similarities, kept):
     """PLAID's approximate MaxSim of each document: for each query vector, its best similarity with the centroid of
     any of the document's tokens whose centroid is ``kept`` (bool [centroids]), summed (``centroid_similarities``:
@@ -561,7 +560,7 @@ class ResidualCodec:
         return self.weights[UNPACKED[self.nbits]]
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def decompress_into(codes, residuals, centroids, byte_weights, out):
     """``out[i]``: centroid ``codes[i]`` plus the values of row ``i``'s packed residual buckets, scaled to unit length,
     in one pass over each row (numpy would write the buckets, their values and the sum as three arrays of the

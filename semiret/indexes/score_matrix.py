@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import numba
 import numpy as np
 
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.files import link_or_copy
 from semiret.indexes.inverted import InvertedIndex, InvertedSegment, SecondStage
@@ -234,7 +233,7 @@ FLOAT16_TABLE = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.f
 (numba has no float16 arithmetic; converting the bits arithmetically measured slower than this table)."""
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def rank_candidates(t_terms, t_weights, bits, table, cand_docs, cand_stage, size, stage_weight, totals, out_scores,
                     out_docs):
     """``size`` candidates (any order) scored by ``sum_t w_t * matrix[t, d]`` over the token query (``bits``: the
@@ -271,7 +270,7 @@ def rank_candidates(t_terms, t_weights, bits, table, cand_docs, cand_stage, size
         kept = min(kept + 1, k)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def rerank_postings(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary, deleted,
                     n_docs, depth, t_offsets, t_terms, t_weights, bits, table, stage_weight, buffer, touched,
                     out_scores, out_docs, visited):

@@ -15,10 +15,9 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-import numba
 import numpy as np
 
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 from semiret.errors import IndexFormatError
 from semiret.files import fsync_directory
 from semiret.types import PackedStrings
@@ -195,7 +194,7 @@ class StringTable:
             np.save(directory / f"{name}.hash_order.npy", order.astype(np.int64))
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def _gather_bytes(blob, offsets, positions, out_offsets, out):
     """Copy the byte ranges of strings ``positions`` of ``blob`` one after another into ``out``: a loop, as numpy
     would need an index array eight times the bytes copied (or a Python call per string)."""

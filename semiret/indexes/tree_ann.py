@@ -15,11 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from semiret.clustering import EqualDepthTree, agglomerative_tree, branching_for_depth
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes.kernels import offer, ranks_below, write_hits
 
@@ -114,7 +113,7 @@ class TreeSearch:
         return sum(c.nbytes for c in self.tree.centroids) + sum(p.nbytes for p in self.tree.parents) + vectors
 
 
-@numba.njit(**NUMBA_OPTIONS, fastmath=True)
+@kernel(fastmath=True)
 def scan_clusters(queries, vectors, starts, numbers, clusters, hidden, out_scores, out_local):
     """For each query, its top ``out_scores.shape[1]`` by inner product among the rows of the clusters in its row of
     ``clusters`` (-1 ends it) whose local number ``hidden`` does not mark (empty: none hidden), best first, ties by

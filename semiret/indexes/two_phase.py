@@ -20,10 +20,10 @@ expected wherever k documents match.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from semiret.indexes.kernels import NUMBA_OPTIONS, _sort_best_first, search_postings
+from semiret.compiled import kernel
+from semiret.indexes.kernels import _sort_best_first, search_postings
 
 
 SCAN_FACTOR = 2.0
@@ -37,7 +37,7 @@ its rescoring. Measured: a window of 50 instead of 10 over SciFact (5,183 docume
 the time of about 10,000 postings."""
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def deferred_postings(terms, present_terms, indptr, window):
     """The postings phase two spares for ``terms`` (the light ones) and ``window`` candidates: the lists long
     enough to be searched rather than read, less the probes (the same rule as :func:`rescore_candidates`)."""
@@ -53,7 +53,7 @@ def deferred_postings(terms, present_terms, indptr, window):
     return spared
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def rescore_candidates(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, binary,
                        candidates, scores, slots):
     """Add ``sum_t w_t * value(t, d)`` of each query's extra tokens to its candidates' scores; returns the work
@@ -100,7 +100,7 @@ def rescore_candidates(q_offsets, q_terms, q_weights, present_terms, indptr, doc
     return work
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def two_phase_search(q_offsets, q_terms, q_weights, present_terms, indptr, docs, values, maxima, binary, deleted,
                      n_docs, window, prune_ratio, adaptive, buffer, touched, out_scores, out_docs, visited):
     """Per query: phase one (:func:`~semiret.indexes.kernels.search_postings` with the terms weighing at least

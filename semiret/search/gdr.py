@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -21,7 +20,8 @@ from semiret.errors import SemiretError
 from semiret.indexes.clustered import ClusteredDenseIndex, ClusteredEmbeddings
 from semiret.indexes.embedding_cache import EmbeddingCache, content_key
 from semiret.models.checkpoints import GDR, check_adapted_corpus, located
-from semiret.search.neural import ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, check_weights, encoder_config
+from semiret.search.neural import (ENCODE_BATCH_SIZE, batch_size_field, check_encoder_index, check_weights,
+                                   encoder_config, loaded_once)
 from semiret.options import local_field
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, register_retriever
 from semiret.types import SearchHits
@@ -87,7 +87,7 @@ class GDRDocuments(DocumentSide):
     def from_index(cls, index):
         return cls(check_encoder_index(index, FAMILY))
 
-    @cached_property
+    @loaded_once
     def encoder(self):
         """E_D, loaded on first use."""
         from semiret.models.encoders import load_encoder
@@ -170,7 +170,7 @@ class GDRQueries(QuerySide):
                                "the index was built with other clusters (rebuild it with this model)")
         return cls(located(documents.config["model"]), options)
 
-    @cached_property
+    @loaded_once
     def model(self):
         """E_Q and the cluster decoder, loaded on the first search (adding documents needs neither)."""
         from semiret.models.gdr import GDRModel

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -35,7 +34,8 @@ from semiret.search.lexical import (
     WordCountQueries,
     WordCounts,
 )
-from semiret.search.neural import batch_size_field, check_encoder_index, check_weights, encoder_config
+from semiret.search.neural import (LOADING_ONCE, batch_size_field, check_encoder_index, check_weights, encoder_config,
+                                   loaded_once)
 from semiret.search.retrievers import DocumentSide, Retriever, register_retriever
 from semiret.text.wordpiece import WordPieceVocabulary, tokenizer_fingerprint
 from semiret.types import Postings, SearchHits
@@ -65,14 +65,16 @@ class NailModelSide:
     @property
     def model(self):
         if self._model is None:
-            from semiret.models.nail import NailModel
+            with LOADING_ONCE:
+                if self._model is None:
+                    from semiret.models.nail import NailModel
 
-            model = NailModel.load(located(self.config["model"]))
-            check_weights(self.config, model, self.where)
-            self._model = model
+                    model = NailModel.load(located(self.config["model"]))
+                    check_weights(self.config, model, self.where)
+                    self._model = model
         return self._model
 
-    @cached_property
+    @loaded_once
     def vocabulary(self) -> WordPieceVocabulary:
         """The model's tokenizer, torch-free."""
         return WordPieceVocabulary(located(self.config["model"]))

@@ -87,8 +87,21 @@ NOT_ENCODER_OPTIONS = ("type", "family", "model", "top_k", "threshold", "lexical
 does with the vectors, and the fingerprints it checks."""
 
 
-_ENCODER_LOADING = threading.Lock()
-"""Held while a document side loads its encoder (models load one at a time in a process anyway)."""
+LOADING_ONCE = threading.RLock()
+"""Held while a searcher loads what it loads at its first use (an encoder, a model, a tokenizer), so that threads
+searching at once (a server's first requests, a learned ranking's feature searches) load it once; models load one
+at a time in a process anyway. Reentrant: a loaded model's check may load another."""
+
+
+class loaded_once(cached_property):
+    """``functools.cached_property`` computed under :data:`LOADING_ONCE`: once, however many threads ask at once
+    (Python 3.12 dropped the lock cached_property held)."""
+
+    def __get__(self, instance, owner=None):
+        if instance is None or self.attrname in instance.__dict__:
+            return super().__get__(instance, owner)
+        with LOADING_ONCE:
+            return super().__get__(instance, owner)
 
 
 class EncoderDocuments(DocumentSide):
@@ -112,7 +125,7 @@ class EncoderDocuments(DocumentSide):
         """The recorded encoder, loaded at first use: once, however many threads search at once (a server's first
         searches, a learned ranking's feature searches)."""
         if self._encoder is None:
-            with _ENCODER_LOADING:
+            with LOADING_ONCE:
                 if self._encoder is None:
                     encoder = self._load_encoder()
                     self.check_encoder(encoder)
@@ -240,7 +253,7 @@ class InferenceFreeDocuments(SpladeDocuments):
         if prior is not None and prior.avgdl is None:  # the corpus's mean length, kept for later adds
             self.config["lexical_prior"] = prior.fit(self.vocabulary, [d.full_text for d in documents]).config()
 
-    @cached_property
+    @loaded_once
     def vocabulary(self):
         from semiret.text.wordpiece import WordPieceVocabulary
 

@@ -24,8 +24,8 @@ from semiret.indexes.inverted import InvertedIndex
 from semiret.models.checkpoints import SIDR, check_adapted_corpus, encoder_family, located, model_reference
 from semiret.options import local_field
 from semiret.search.lexical import TokenSets
-from semiret.search.neural import (ENCODE_BATCH_SIZE, EncoderQueryOptions, SiameseQueries, check_encoder_index,
-                                   check_weights, encoder_config)
+from semiret.search.neural import (ENCODE_BATCH_SIZE, LOADING_ONCE, EncoderQueryOptions, SiameseQueries,
+                                   check_encoder_index, check_weights, encoder_config)
 from semiret.search.retrievers import DocumentSide, QuerySide, Retriever, index_vocabulary, register_retriever
 from semiret.types import SearchHits, SparseQuery
 
@@ -66,9 +66,11 @@ class SiDRDocuments(DocumentSide):
     @property
     def sidr(self):
         if self._sidr is None:
-            model = _load_model(self.model)
-            check_weights(self.built, model, self.where)
-            self._sidr = model
+            with LOADING_ONCE:
+                if self._sidr is None:
+                    model = _load_model(self.model)
+                    check_weights(self.built, model, self.where)
+                    self._sidr = model
         return self._sidr
 
     @classmethod
@@ -143,14 +145,21 @@ class SiDRBetaQueries(QuerySide):
     @property
     def sidr(self):
         if self._sidr is None:
-            if getattr(self.index, "stores_texts", False):  # a model adapted to another corpus: said, not searched
-                check_adapted_corpus(self.model, list(itertools.islice(self.index.iter_documents(),
-                                                                         ADAPTED_CHECK_DOCUMENTS)))
-            self._sidr = _load_model(self.model)
-            if self._sidr.query_encoder.vocab_size != self.vocabulary.size:
-                raise SemiretError(f"model {self.model!r} has a {self._sidr.query_encoder.vocab_size}-token vocabulary "
-                                   f"but the index was built with {self.vocabulary.name} ({self.vocabulary.size})")
+            with LOADING_ONCE:
+                if self._sidr is None:
+                    self._sidr = self._load_sidr()
         return self._sidr
+
+    def _load_sidr(self):
+        """The SiDR model, checked against the index (kept only if it fits: a second search fails alike)."""
+        if getattr(self.index, "stores_texts", False):  # a model adapted to another corpus: said, not searched
+            check_adapted_corpus(self.model, list(itertools.islice(self.index.iter_documents(),
+                                                                     ADAPTED_CHECK_DOCUMENTS)))
+        model = _load_model(self.model)
+        if model.query_encoder.vocab_size != self.vocabulary.size:
+            raise SemiretError(f"model {self.model!r} has a {model.query_encoder.vocab_size}-token vocabulary "
+                               f"but the index was built with {self.vocabulary.name} ({self.vocabulary.size})")
+        return model
 
     def encode_full_queries(self, texts) -> list[SparseQuery]:
         """The model's own query vectors (its top-k, 768 by default)."""
@@ -218,29 +227,35 @@ class LateParametricQueries(SiDRBetaQueries):
     def second_stage(self):
         """The document encoder of the second stage."""
         if self._second is None:
-            if self.rerank_model is None:
-                self._second = self.sidr.document_encoder
-            else:
-                from semiret.models.encoders import load_encoder
+            with LOADING_ONCE:
+                if self._second is None and self.rerank_model is None:
+                    self._second = self.sidr.document_encoder
+                elif self._second is None:
+                    from semiret.models.encoders import load_encoder
 
-                # a saved encoder's family or a registry model's; a plain transformers model is read as dense
-                self._second = load_encoder(self.rerank_model, encoder_family(self.rerank_model) or "dense")
+                    # a saved encoder's family or a registry model's; a plain transformers model is read as dense
+                    self._second = load_encoder(self.rerank_model, encoder_family(self.rerank_model) or "dense")
         return self._second
 
     @property
     def cache(self) -> EmbeddingCache:
         if self._cache is None:
-            encoder = self.second_stage
-            kind = "dense" if encoder.family == "dense" else "sparse"
-            from semiret.models.base import weights_fingerprint
-
-            # the weights too: a model retrained at the same path must not re-rank with the old one's vectors
-            fingerprint = (f"{encoder.family}:{model_reference(self.rerank_model or self.model)}"
-                           f"@{weights_fingerprint(encoder)}")
-            slug = "".join(c if c.isalnum() else "-" for c in fingerprint)[-80:]
-            path = self.cache_path or Path(self.index.path) / CACHE_FOLDER / slug
-            self._cache = EmbeddingCache(path, kind, fingerprint)
+            with LOADING_ONCE:
+                if self._cache is None:
+                    self._cache = self._open_cache()
         return self._cache
+
+    def _open_cache(self) -> EmbeddingCache:
+        from semiret.models.base import weights_fingerprint
+
+        encoder = self.second_stage
+        kind = "dense" if encoder.family == "dense" else "sparse"
+        # the weights too: a model retrained at the same path must not re-rank with the old one's vectors
+        fingerprint = (f"{encoder.family}:{model_reference(self.rerank_model or self.model)}"
+                       f"@{weights_fingerprint(encoder)}")
+        slug = "".join(c if c.isalnum() else "-" for c in fingerprint)[-80:]
+        path = self.cache_path or Path(self.index.path) / CACHE_FOLDER / slug
+        return EmbeddingCache(path, kind, fingerprint)
 
     def cost_figures(self) -> dict:
         """Embedding work so far: SiDR Table 8 counts queries x m re-ranked documents (``rerank_pairs``);

@@ -8,11 +8,15 @@ import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+import typing
+
 import numpy as np
-import scipy.sparse as sp
 
 from semiret.errors import SemiretError
 from semiret.text.wordpiece import WordPieceVocabulary
+
+if typing.TYPE_CHECKING:  # scipy is imported where a matrix is made: the command line starts without it
+    import scipy.sparse as sp
 
 
 BM25_VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -135,6 +139,8 @@ class BM25Parameters:
             lengths = np.asarray(counts.sum(axis=1), np.float32).ravel()
         if avgdl is None:
             avgdl = float(lengths.mean()) if len(lengths) else 1.0
+        import scipy.sparse as sp
+
         tf = counts.tocoo()
         values = (self.k1 + 1) * self.saturation(tf.data.astype(np.float32), lengths[tf.row], avgdl)
         return sp.csr_matrix((values, (tf.row, tf.col)), shape=counts.shape)
@@ -173,6 +179,8 @@ def token_counts(vocabulary: WordPieceVocabulary, texts: list[str],
                 ids = ids + [v for v in families.get(analyzer.term(word), ()) if v != own]
         rows.append(np.full(len(ids), i, np.int64))
         cols.append(np.asarray(ids, np.int64))
+    import scipy.sparse as sp
+
     row = np.concatenate(rows) if rows else np.empty(0, np.int64)
     col = np.concatenate(cols) if cols else np.empty(0, np.int64)
     counts = sp.csr_matrix((np.ones(len(row), np.float32), (row, col)), shape=(len(texts), vocabulary.size))

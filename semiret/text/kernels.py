@@ -6,13 +6,12 @@ table over the vocabulary is linear.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def count_terms(flat_ids, offsets, excluded, vocab_size):
     """Per-document unique term ids and their counts, as doc-major CSR (first-occurrence order).
 

@@ -41,6 +41,13 @@ def test_sidr_flags(calls):
     assert calls[-1] == (SiDRTrainingConfig(), True)  # every default is the dataclass's
 
 
+def test_the_run_folder_answers_to_out_and_o_as_an_index_does(calls):
+    """``semiret index --out`` and ``train --output`` differed; every command now takes all three spellings."""
+    for flag in ("--out", "-o"):
+        _run("sidr", flag, "runs/y")
+        assert calls[-1][0].output == "runs/y"
+
+
 def test_optional_numbers_with_a_default_take_none_on_the_command_line(calls):
     """``--encoder-learning-rate`` said "none: the stage's rate" in its help, and the command line refused none."""
     from semiret.methods.nail import NailTrainingConfig
