@@ -554,9 +554,10 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     if highlight_encoder not in ENCODERS:
         raise typer.BadParameter(f"one of {', '.join(ENCODERS)}, not {highlight_encoder!r}",
                                  param_hint="--highlight-encoder")
-    if context is not None and (not as_json or context < 0):
-        raise SemiretError("--context gives each hit's context in the --json lines: give --json too, and a number "
-                           f"of passages of at least 0 (got {context})")
+    if context is not None and context < 0:
+        raise SemiretError(f"--context is a number of passages on each side of a hit, at least 0 (got {context})")
+    if context is not None and not as_json:
+        raise SemiretError("--context gives each hit's context in the --json lines: give --json too")
     if like:
         if (query or queries is not None or query_vectors is not None or run is not None or group_by is not None
                 or highlight or diversity is not None or boost or operators or cross_encoder or colbert

@@ -171,6 +171,15 @@ def record_fields(record: dict, fields: CorpusFields | None = None) -> dict:
     return fields_found
 
 
+def record_field_names(record: dict, fields: CorpusFields | None = None) -> dict[str, str]:
+    """The fields of ``record`` that :func:`record_fields` read its id and text from, under the names it gives them
+    (``{"_id": "doc_id", "text": "body"}``), where they differ: what an error about one of those values names (the
+    HTTP API's 422s), the user's field rather than semiret's."""
+    fields = fields or CorpusFields()
+    read = {"_id": _pick(record, fields.id_names), "text": _pick(record, fields.text_names)}
+    return {name: found[0] for name, found in read.items() if found is not None and found[0] != name}
+
+
 VECTOR_KINDS = {"dense": "dense (a list of numbers)", "multi": "token vectors (a list of lists of numbers)",
                 "sparse": "sparse ({term: weight})"}
 """The kinds of vector a document or query brings (:func:`vector_kind`), as errors name them."""
@@ -408,8 +417,10 @@ class CorpusFields:
         return [name for name in others if key(name) in wanted]
 
     def unread(self, record: dict) -> list[str]:
-        """The fields of ``record`` left out of its document: when no field is kept as metadata, the others."""
-        return [] if self.metadata_fields else self.others(record)
+        """The fields of ``record`` left out of its document: those of :meth:`others` that ``metadata_fields`` does
+        not keep (all of them where it keeps none)."""
+        kept = set(self.kept(record))
+        return [name for name in self.others(record) if name not in kept]
 
 
 def _named_first(named: str | None, other: str | None, fallback: tuple[str, ...]) -> tuple[str, ...]:
@@ -477,10 +488,10 @@ def as_documents(items: Iterable, fields: CorpusFields | None = None, where: str
         yield as_document(item, position, fields)
 
 
-ADDED_FIELDS_HINT = ("the index keeps no field of the documents added as metadata beside their \"metadata\" object "
-                     "(made without metadata_fields, which name the fields to keep when an index is made: semiret "
-                     "index --metadata-fields, PUT /indexes/NAME {\"metadata_fields\": [...]}): put them in each "
-                     "document's \"metadata\" to filter on them")
+ADDED_FIELDS_HINT = ("the index keeps as metadata, beside each document's \"metadata\" object, only the fields its "
+                     "metadata_fields name (none where it was made without them; they are named when an index is "
+                     "made: semiret index --metadata-fields, PUT /indexes/NAME {\"metadata_fields\": [...]}): put "
+                     "them in each document's \"metadata\" to filter on them")
 """How to keep the fields of documents added to an index that keeps none of them (``add``, the service's)."""
 
 
@@ -648,9 +659,11 @@ def _cell_value(cell: str):
 @dataclass
 class _FieldNotes:
     """What a corpus reader learns of the fields it does not read: the other fields of the first record (or a
-    header's other columns), and the names of ``metadata_fields`` it found to keep."""
+    header's other columns), those of them ``metadata_fields`` leaves out, and the names of ``metadata_fields`` it
+    found to keep."""
 
     unread: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
     kept: set[str] = field(default_factory=set)
 
 
@@ -686,6 +699,7 @@ def _row_records(path: Path, columns, fields: CorpusFields | None = None, notes:
         lifted = [(name, others[name]) for name in reading.kept(others, header=True)]
         if notes is not None:
             notes.unread.extend(others)
+            notes.left_out.extend(name for name in others if name not in dict(lifted))
             kept = {name.lower() for name, _ in lifted}
             notes.kept.update(name for name in reading.metadata_fields or () if name.lower() in kept)
     elif first is not None:
@@ -843,18 +857,23 @@ def iter_corpus(path: str | Path, metadata_fields: Sequence[str] | None = None,
         # files cannot name them (a folder's files' names: spaces are no news there)
         log.warning("%s: %d document ids hold a space (e.g. %r): TREC runs and qrels cannot name them (search --json "
                     "can)", path, spaced, first_spaced)
-    unread = notes.unread
-    if unread and metadata_fields is None:
-        warn(log, left_out_warning(str(path), unread, "metadata_fields (semiret index and add: --metadata-fields "
-                                                      f"{','.join(unread[:8])}, or {EVERY_FIELD} for all) keeps them "
-                                                      "as metadata, to filter on"))
+    left_out = notes.left_out
+    if left_out:
+        named = ",".join(left_out[:8]) if metadata_fields is None else ",".join([*metadata_fields, *left_out[:8]])
+        warn(log, left_out_warning(str(path), left_out, f"metadata_fields (semiret index and add: --metadata-fields "
+                                                       f"{named}, or {EVERY_FIELD} for all) keeps them as metadata, "
+                                                       "to filter on"))
     missed = [name for name in metadata_fields or () if name in awaited and name not in notes.kept
               and not skip_ids]  # (the documents not read may hold it)
+    if "metadata_fields" in recorded and notes.kept:  # the index's record, some of it held: documents added need
+        missed = []  # not hold every field an index keeps (optional metadata)
     if missed:
         log.warning("%s: no document has the field%s %s kept as metadata (metadata_fields, or a field text_fields "
-                    "reads; fields read as the id, text or title are not kept; the fields of the first document: %s)",
-                    path, "s" * (len(missed) > 1),
-                    ", ".join(map(repr, missed)), ", ".join(map(repr, unread)) or "no others")
+                    "reads; fields read as the id, text or title are not kept; %s)", path, "s" * (len(missed) > 1),
+                    ", ".join(map(repr, missed)),
+                    f"the fields of the first document not kept: {', '.join(map(repr, left_out))}" if left_out else
+                    "the first document's other fields are all kept" if notes.unread else
+                    "the first document holds no other field")
 
 
 def _corpus_records(path: Path, fields: CorpusFields, notes: _FieldNotes | None = None,
@@ -874,6 +893,7 @@ def _corpus_records(path: Path, fields: CorpusFields, notes: _FieldNotes | None 
             if notes is not None:
                 if first or folder:  # (a folder's documents' front matters differ: each one's fields are read)
                     notes.unread.extend(name for name in fields.others(record) if name not in notes.unread)
+                    notes.left_out.extend(name for name in fields.unread(record) if name not in notes.left_out)
                 if metadata_fields and EVERY_FIELD not in metadata_fields:
                     notes.kept.update(name for name in metadata_fields
                                       if name in record and name not in fields.read_names)

@@ -152,6 +152,9 @@ class CompositeIndex:
     def field_counts(self, path: tuple[str, ...]) -> dict:
         return self.first.field_counts(path)
 
+    def unit_field_counts(self, path: tuple[str, ...], unit: tuple[str, ...]) -> dict:
+        return self.first.unit_field_counts(path, unit)
+
     def ids_holding(self, path: tuple[str, ...], values: list) -> list[str]:
         return self.first.ids_holding(path, values)
 

@@ -827,10 +827,12 @@ def facet(index, field: str, spec: dict | None = None, limit: int = 10,
     whose field holds a list counts for each value; objects and missing fields count for none (null is a value).
     ``ranges`` (``[{"lt": 2010}, {"gte": 2010, "lt": 2020}]``, as filters' ranges, dates too): how many documents
     have a value in each, in the order given, instead (OpenSearch's range aggregation; a document counts once in a
-    range however many of its values lie there)."""
+    range however many of its values lie there). In an index of passages (``meta.json``'s ``chunking``) a document
+    counts once, however many of its passages pass (they share its metadata)."""
     path = Grouping(field).path  # the field's name checked as group_by's
+    unit = (PARENT_FIELD,) if index.meta.get("chunking") else None
     if ranges is not None:
-        return _range_counts(index, field, spec, ranges)
+        return _range_counts(index, field, spec, ranges, unit)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SemiretError(f"limit must be a positive integer, got {limit!r}")
     wanted = checked_filter(index, spec, "filter on")
@@ -840,13 +842,19 @@ def facet(index, field: str, spec: dict | None = None, limit: int = 10,
         raise SemiretError(f"{index.path} keeps no stored documents (built with --no-store-texts), so it has no "
                            "metadata to count")
     if hasattr(index, "field_counts"):
-        counts = (index.restricted(wanted) if wanted is not None else index.pinned()).field_counts(path).values()
+        view = index.restricted(wanted) if wanted is not None else index.pinned()
+        counts = (view.field_counts(path) if unit is None else view.unit_field_counts(path, unit)).values()
     else:  # Milvus: its documents read through
         tally: dict[tuple, list] = {}
         for document in index.iter_documents(wanted):
+            owner = _unit_of(document, unit)
             for key, each in distinct_values(field_value(document.metadata, path)).items():
-                tally.setdefault(key, [each, 0])[1] += 1
-        counts = tally.values()
+                held = tally.setdefault(key, [each, set(), 0])
+                if owner is None:
+                    held[2] += 1
+                else:
+                    held[1].add(owner)
+        counts = [(each, len(owners) + alone) for each, owners, alone in tally.values()]
     ranked = sorted(counts, key=lambda pair: (-pair[1], equality_key(pair[0])))
     return [(value, count) for value, count in ranked[:limit]]
 
@@ -864,13 +872,44 @@ def checked_ranges(field: str, ranges) -> list[dict]:
     return checked
 
 
-def _range_counts(index, field: str, spec: dict | None, ranges: list[dict]) -> list[tuple[dict, int]]:
-    """:func:`facet`'s counts of ``ranges``: each a filter on ``field`` joined to ``spec``, counted."""
+def _range_counts(index, field: str, spec: dict | None, ranges: list[dict],
+                  unit: tuple[str, ...] | None = None) -> list[tuple[dict, int]]:
+    """:func:`facet`'s counts of ``ranges``: each a filter on ``field`` joined to ``spec``, counted (documents
+    sharing a value of ``unit`` once)."""
     checked = checked_ranges(field, ranges)
     if spec:
         checked_filter(index, spec, "filter on")  # (its errors first, named as a filter's)
-    return [(bounds, count_matching(index, {"$and": [spec, {field: bounds}]} if spec else {field: bounds}))
-            for bounds in checked]
+    joined = [{"$and": [spec, {field: bounds}]} if spec else {field: bounds} for bounds in checked]
+    if unit is None:
+        return [(bounds, count_matching(index, each)) for bounds, each in zip(checked, joined)]
+    return [(bounds, _units_counted(index, checked_filter(index, each, "filter on"), unit))
+            for bounds, each in zip(checked, joined)]
+
+
+def _unit_of(document: Document, unit: tuple[str, ...] | None):
+    """The value of the field ``unit`` that makes ``document`` one with others (its parent's id, for a passage), or
+    None: it counts on its own."""
+    if unit is None:
+        return None
+    owner = field_value(document.metadata, unit)
+    return owner if isinstance(owner, (str, int, float)) else None
+
+
+def _units_counted(index, wanted: MetadataFilter | None, unit: tuple[str, ...]) -> int:
+    """How many live documents pass ``wanted``, those sharing a value of the field ``unit`` counted once (the
+    passages of one document, by ``("parent",)``)."""
+    if hasattr(index, "field_counts"):
+        view = index.restricted(wanted) if wanted is not None else index.pinned()
+        held = view.field_counts(unit)  # (one parent's id is one value: a key each)
+        return len(held) + view.count() - sum(count for _, count in held.values())
+    owners, alone = set(), 0
+    for document in index.iter_documents(wanted):
+        owner = _unit_of(document, unit)
+        if owner is None:
+            alone += 1
+        else:
+            owners.add(owner)
+    return len(owners) + alone
 
 
 def checked_filter(index, spec: dict | None, doing: str) -> MetadataFilter | None:

@@ -745,6 +745,40 @@ class SegmentedIndex(ABC):
 
         return _kept(snapshot, "field_counts", path, counted)
 
+    def unit_field_counts(self, path: tuple[str, ...], unit: tuple[str, ...]) -> dict[tuple, list]:
+        """:meth:`field_counts` with the live documents sharing a value of the field ``unit`` counted once
+        (``("parent",)``: the passages of one document, in an index of passages, count as that document); a
+        document without a ``unit`` value counts on its own. ``{key: [value, count]}``; kept per commit."""
+        snapshot = self.snapshot
+
+        def counted() -> dict[tuple, list]:
+            holders: dict[tuple, list] = {}  # key: [value, the units holding it, documents without a unit]
+            for segment in snapshot.segments:
+                if segment.metadata is None:
+                    continue
+                columns = segment._columns([path, unit])
+                column, units = columns[path], columns[unit]
+                live = ~segment.deleted
+                alone = np.zeros(len(units.codes), bool)
+                for code, owner in enumerate(units.values):
+                    if owner is MISSING or not isinstance(owner, (str, int, float)):
+                        alone |= units.codes == code
+                held = np.bincount(column.codes[live & alone], minlength=len(column.values))
+                for value, count in zip(column.values, held.tolist()):
+                    if count:
+                        for key, each in distinct_values(value).items():
+                            holders.setdefault(key, [each, set(), 0])[2] += count
+                width = len(column.values)
+                shared = live & ~alone
+                pairs = np.unique(units.codes[shared].astype(np.int64) * width + column.codes[shared])
+                for pair in pairs.tolist():
+                    owner, value = divmod(pair, width)
+                    for key, each in distinct_values(column.values[value]).items():
+                        holders.setdefault(key, [each, set(), 0])[1].add(units.values[owner])
+            return {key: [value, len(owners) + alone] for key, (value, owners, alone) in holders.items()}
+
+        return _kept(snapshot, "unit_field_counts", (path, unit), counted)
+
     @property
     def stores_texts(self) -> bool:
         """Whether documents are stored beside their postings or vectors (texts, titles, metadata)."""

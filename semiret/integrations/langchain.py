@@ -7,7 +7,10 @@ splitter's) as semiret documents to index.
 
 A hit becomes ``Document(id=hit.id, page_content=title and text, metadata=stored metadata + relevance_score)``:
 ``relevance_score`` is the name LangChain's re-rankers give a score in metadata (what the score means is the
-retriever's: BM25's, a cosine, ...); a stored field of that name is kept under it instead of the score.
+retriever's: BM25's, a cosine, ...); a stored field of that name is kept under it instead of the score. With
+``search_kwargs={"context": N}`` (an index of passages, ``--chunk-words``), ``page_content`` is the hit's passage with
+up to ``N`` passages of its document on each side, after its title (``semiret search --context``'s text): what a RAG
+prompt is given.
 """
 
 from __future__ import annotations
@@ -17,14 +20,20 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document as LangChainDocument
-from langchain_core.retrievers import BaseRetriever
+from semiret.integrations._shared import framework_missing
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document as LangChainDocument
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as error:
+    raise framework_missing(error, "LangChain", ("langchain_core",), "langchain", "langchain-core") from error
 from pydantic import ConfigDict, Field, model_validator
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.integrations._shared import check_query_model, check_searcher, numbered_ids, search, stored_document
+from semiret.integrations._shared import (check_query_model, check_search_kwargs, check_searcher, hit_text,
+                                          numbered_ids, search, stored_document)
 from semiret.search.retrievers import open_retriever
 from semiret.serving.client import Client
 
@@ -37,7 +46,8 @@ class SemiretRetriever(BaseRetriever):
     (:meth:`from_index`), or a :class:`~semiret.serving.client.Client` with the served ``index``'s name
     (:meth:`from_server`). Each query's best ``k`` hits passing ``filter`` (semiret's filters: ``{"year": {"gte":
     2020}}``), searched with ``search_kwargs`` too (``group_by``, ``diversity``, ``boost``, ``score_threshold``, ...,
-    as ``search`` takes them)."""
+    as ``search`` takes them; another is an error naming those it takes), and ``context``: each hit's text with that
+    many passages of its document on each side."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -57,6 +67,7 @@ class SemiretRetriever(BaseRetriever):
             raise SemiretError(f"embeddings is a LangChain Embeddings model (with embed_query), got "
                                f"{type(self.embeddings).__name__}")
         check_query_model(self.searcher, self.embeddings is not None, "embeddings", "LangChain")
+        check_search_kwargs(self.searcher, self.search_kwargs)
         return self
 
     @classmethod
@@ -77,12 +88,12 @@ class SemiretRetriever(BaseRetriever):
                                 ) -> list[LangChainDocument]:
         searched = query if self.embeddings is None else np.asarray(self.embeddings.embed_query(query), np.float32)
         hits = search(self.searcher, self.index, searched, self.k, self.filter, self.search_kwargs)
-        return [_langchain_document(hit) for hit in hits]
+        return [_langchain_document(hit, context) for hit, context in hits]
 
 
-def _langchain_document(hit) -> LangChainDocument:
+def _langchain_document(hit, context: str | None) -> LangChainDocument:
     stored = stored_document(hit, "LangChain")
-    return LangChainDocument(id=hit.id, page_content=stored.full_text,
+    return LangChainDocument(id=hit.id, page_content=hit_text(stored, context),
                              metadata={SCORE_KEY: hit.score, **(stored.metadata or {})})
 
 

@@ -7,7 +7,9 @@ retriever: BM25, inference-free, dense, hybrid, ...; an index of the vectors ret
 index.
 
 A hit becomes ``NodeWithScore(node=TextNode(id_=hit.id, text=title and text, metadata=stored metadata),
-score=hit.score)`` (what the score means is the retriever's: BM25's, a cosine, ...).
+score=hit.score)`` (what the score means is the retriever's: BM25's, a cosine, ...). With ``search_kwargs={"context":
+N}`` (an index of passages, ``--chunk-words``), the node's text is the hit's passage with up to ``N`` passages of its
+document on each side, after its title (``semiret search --context``'s text; LlamaIndex's sentence window).
 
 No download, ever: importing ``llama_index.core`` fetches nothing (0.13 and 0.14 checked), and this adapter never
 calls what could: NLTK's stopwords and sentence tokenizer (``llama_index.core.utils.globals_helper``, which downloads
@@ -23,14 +25,20 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from llama_index.core.callbacks import CallbackManager
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
-from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
+from semiret.integrations._shared import framework_missing
+
+try:
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+    from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
+except ImportError as error:
+    raise framework_missing(error, "LlamaIndex", ("llama_index",), "llamaindex", "llama-index-core") from error
 
 from semiret.data.collection import Document
 from semiret.errors import SemiretError
-from semiret.integrations._shared import check_query_model, check_searcher, numbered_ids, search, stored_document
+from semiret.integrations._shared import (check_query_model, check_search_kwargs, check_searcher, hit_text,
+                                          numbered_ids, search, stored_document)
 from semiret.search.retrievers import Retriever, open_retriever
 from semiret.serving.client import Client
 
@@ -39,7 +47,9 @@ class SemiretRetriever(BaseRetriever):
     """A LlamaIndex retriever over a semiret index: ``searcher`` is a :class:`~semiret.search.retrievers.Retriever`
     (:meth:`from_index`), or a :class:`~semiret.serving.client.Client` with the served ``index``'s name
     (:meth:`from_server`). Each query's best ``k`` hits passing ``filter``, searched with ``search_kwargs`` too
-    (``group_by``, ``diversity``, ``boost``, ``score_threshold``, ..., as ``search`` takes them). ``filter`` is
+    (``group_by``, ``diversity``, ``boost``, ``score_threshold``, ..., as ``search`` takes them; another is an error
+    naming those it takes), and ``context``: each node's text the hit's with that many passages of its document on
+    each side. ``filter`` is
     semiret's (``{"year": {"gte": 2020}}``) or LlamaIndex's :class:`MetadataFilters`, read as semiret's filters read
     metadata (a field holding a list matches a value when any element does).
 
@@ -61,8 +71,7 @@ class SemiretRetriever(BaseRetriever):
         check_query_model(searcher, embed_model is not None, "embed_model", "LlamaIndex")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise SemiretError(f"k is the number of nodes a query retrieves, at least 1, got {k!r}")
-        if search_kwargs is not None and not isinstance(search_kwargs, dict):
-            raise SemiretError(f"search_kwargs is a dict of search's arguments, got {type(search_kwargs).__name__}")
+        check_search_kwargs(searcher, {} if search_kwargs is None else search_kwargs)
         self.searcher = searcher
         self.index = index
         self.embed_model = embed_model
@@ -98,7 +107,7 @@ class SemiretRetriever(BaseRetriever):
                     query_bundle.embedding_strs or [query_bundle.query_str])
             searched = np.asarray(embedding, np.float32)
         hits = search(self.searcher, self.index, searched, self.k, self.filter, self.search_kwargs)
-        return [_node(hit) for hit in hits]
+        return [_node(hit, context) for hit, context in hits]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """:meth:`_retrieve` in a thread of its own, so an application's event loop never waits on a search (nor on a
@@ -115,10 +124,10 @@ def _top_k(k: int, similarity_top_k: int | None) -> int:
     return similarity_top_k
 
 
-def _node(hit) -> NodeWithScore:
+def _node(hit, context: str | None) -> NodeWithScore:
     stored = stored_document(hit, "LlamaIndex")
-    return NodeWithScore(node=TextNode(id_=hit.id, text=stored.full_text, metadata=dict(stored.metadata or {})),
-                         score=hit.score)
+    return NodeWithScore(node=TextNode(id_=hit.id, text=hit_text(stored, context),
+                                       metadata=dict(stored.metadata or {})), score=hit.score)
 
 
 _OPERATORS = {FilterOperator.GT: "gt", FilterOperator.GTE: "gte", FilterOperator.LT: "lt", FilterOperator.LTE: "lte"}

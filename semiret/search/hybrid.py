@@ -13,10 +13,9 @@ import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-import numba
 import numpy as np
 
-from semiret.compiled import NUMBA_OPTIONS
+from semiret.compiled import kernel
 from semiret.errors import SemiretError, UnknownDocumentError
 from semiret.options import local_field
 from semiret.indexes import open_index
@@ -222,6 +221,7 @@ class HybridQueries(QuerySide):
             takes_synonyms = "synonyms" in {f.name for f in fields(part.queries.Options)}
             given = lexical if name == LEXICAL else {"synonyms": options.synonyms} if takes_synonyms else {}
             parts[name] = part.from_index(index.parts[name], document_side=side, **given)
+            parts[name]._follows_commits = False  # the hybrid refreshes its parts, at one change (not one alone)
         return cls(parts, options)
 
     def synonym_target(self, index):
@@ -403,10 +403,12 @@ class HybridRetriever(Retriever):
         """Each part's terms as that part reads ``text`` (named ``lexical:TERM``, ``neural:TERM``), heaviest first,
         each weighted as its part scores it alone (the two parts' scales differ), not scaled by the fusion; a dense
         part has none."""
+        self._refresh()  # every part at one change (a part's own reads leave it to the hybrid)
         return self._terms_of_parts(lambda part: part.analyze(text, side), "analyze")
 
     def document_terms(self, doc_id: str) -> list[TermWeight]:
         """Each part's postings of the document (named as :meth:`analyze`'s terms)."""
+        self._refresh()
         return self._terms_of_parts(lambda part: part.document_terms(doc_id), "read from a stored document", doc_id)
 
     def _terms_of_parts(self, terms_of, action: str, doc_id: str | None = None) -> list[TermWeight]:
@@ -502,7 +504,7 @@ def _copy_merged(source: Path, target: Path) -> None:
     open_index(target).merge(buffer_mb=0)
 
 
-@numba.njit(**NUMBA_OPTIONS)
+@kernel
 def fuse_on_keys(keys, contributions, k):
     """The best ``k`` documents of concatenated rankings: ``keys`` (uint64 id hashes) and their weighted
     ``contributions``; each distinct key's contributions summed in their order, ties to the key met first.

@@ -247,6 +247,9 @@ class Retriever:
     ``gdr``) and encoders by family (``dense``, ``splade``). A model of another kind is refused before it loads,
     naming the retrievers that take it; a model of no known kind (a hub id, a plain transformers folder) is left to
     the side that loads it."""
+    _follows_commits: bool = True
+    """Whether reads first bring the index up to its last commit (:meth:`_refresh`): not on a pinned view
+    (:meth:`pinned`), which keeps its commit, nor on a hybrid's part, which its hybrid refreshes with the other."""
 
     def __init__(self, index=None, query_side: QuerySide | None = None, document_side: DocumentSide | None = None,
                  scratch=None, search_options: dict | None = None, **options):
@@ -662,6 +665,7 @@ class Retriever:
 
     def document_ids(self) -> list[str]:
         """The ids of the documents the index holds (its passages' documents, where it holds passages)."""
+        self._refresh()
         ids = self.index.sorted_ids()
         if self.chunking is None:
             return ids
@@ -725,6 +729,7 @@ class Retriever:
 
     def synonyms(self) -> list[str]:
         """The synonym rules set on the index (:meth:`set_synonyms`), as the lines they were set with."""
+        self._refresh()
         index, _ = self._synonym_target()
         return index.synonym_lines()
 
@@ -760,6 +765,7 @@ class Retriever:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts): the "
                                "abbreviations are read from them")
         rules, count_before = [], None
+        self._refresh()
         texts = (document.full_text for document in self.index.iter_documents())
         for short, long_form, count in mine_abbreviations(texts, min_count):
             rule = f"{escaped(short.lower())}, {escaped(long_form)}"
@@ -796,6 +802,7 @@ class Retriever:
         """The stored documents of those ids the index holds (Qdrant's retrieve), by id (as :meth:`get_document`)."""
         if isinstance(doc_ids, str):
             raise SemiretError(f"get_documents takes a list of ids, got the string {doc_ids!r} (one id: get_document)")
+        self._refresh()
         return documents_by_id(self.index, [_document_id(doc_id) for doc_id in doc_ids])
 
     def count(self, filter: dict | None = None, query: str | None = None) -> int:
@@ -804,6 +811,7 @@ class Retriever:
         retrievers that sum term weights (BM25, the token and learned sparse ones), the documents holding one of its
         scored terms; for a dense index, every one (each has a score). Over an index of sparse vectors (retriever
         ``sparse-vectors``) ``query`` may be a sparse query vector, ``{term: weight}``."""
+        self._refresh()
         if query is None:
             return count_matching(self.index, filter)
         query = self._one_query(query, "a count of matches")
@@ -823,6 +831,7 @@ class Retriever:
 
     def iter_documents(self, filter: dict | None = None) -> Iterator[Document]:
         """The stored documents (those passing ``filter``), in the order they were added, from one commit."""
+        self._refresh()
         return matching_documents(self.index, filter)
 
     def facet(self, field: str, filter: dict | None = None, limit: int = 10, ranges: list[dict] | None = None,
@@ -834,8 +843,10 @@ class Retriever:
         ``depth`` hits only (those passing ``filter``), the search and the counts from one commit: what a search page
         shows beside its hits (OpenSearch's aggregations of a k-NN search's candidates, Meilisearch's facet
         distribution); ``operators``: the query read as a search box's, as :meth:`search` reads it (a retriever
-        opened with search options searches with them here too)."""
+        opened with search options searches with them here too). Over an index of passages every count is of
+        documents: a document counts once however many of its passages pass (or are among the hits)."""
         if query is None:
+            self._refresh()
             return facet(self.index, field, filter, limit, ranges)
         check_count(depth, "depth (--depth)")
         view = self.pinned()
@@ -852,6 +863,7 @@ class Retriever:
         ``page.next_offset`` starts the next one (Qdrant's scroll). ``order_by``: in a metadata field's order
         instead, ``"published"`` or ``{"key": "published", "direction": "desc"}`` (newest first; Qdrant's
         ``order_by``, :class:`~semiret.indexes.filters.Ordering`), the offsets then the tokens pages return."""
+        self._refresh()
         return documents_page(self.index, filter, limit, offset, order_by)
 
     def backup(self, target: str | Path, overwrite: bool = False) -> Path:
@@ -871,15 +883,31 @@ class Retriever:
         """This retriever with other search options: the same index and document side (a model it loaded is
         not loaded again), another query side."""
         query_side = self.queries.open(self.index, self.search_options(options), self.document_side)
-        return type(self)(self.index, query_side, self.document_side, self._scratch,  # a temporary index lives on
-                          search_options=options)
+        variant = type(self)(self.index, query_side, self.document_side, self._scratch,  # a temporary index lives on
+                             search_options=options)
+        variant._follows_commits = self._follows_commits  # (a pinned view's variant keeps its commit)
+        return variant
 
     def pinned(self) -> "Retriever":
-        """This retriever over a read-only view of the index's current commit (``index.pinned()``): a search
-        and the stored texts of its hits then come from one state, whatever writers publish meanwhile."""
+        """This retriever over a read-only view of the index's last commit (brought up to date first,
+        :meth:`_refresh`; ``index.pinned()``): a search and the stored texts of its hits then come from one state,
+        whatever writers publish meanwhile. A view's own reads keep to its commit."""
+        self._refresh()
         view = copy.copy(self)
         view.index = self.index.pinned()
+        view._follows_commits = False
         return view
+
+    def _refresh(self) -> None:
+        """Bring the index up to what was committed before the read that calls it, by any process or any other
+        retriever of this one (another process's add, a server's upserts, a merge): ``index.refresh()``, one
+        ``stat`` of ``meta.json`` when nothing changed; a hybrid's composite index, its parts at one change. Every
+        read calls it first (most through :meth:`pinned`). A pinned view keeps its commit and a hybrid's part is
+        refreshed by its hybrid; a Milvus collection has nothing to re-read."""
+        if self._follows_commits:
+            refresh = getattr(self.index, "refresh", None)
+            if refresh is not None:
+                refresh()
 
     # ------------------------------------------------------------------ search
     def encode_queries(self, texts: list[str]) -> list:
@@ -916,6 +944,7 @@ class Retriever:
         (:class:`~semiret.search.rerank.Reranking`) or by a model learned from judged queries
         (:class:`~semiret.search.learned_ranking.LearnedRanking`), each with its score; ``score_threshold`` then
         reads those."""
+        self._refresh()  # what was committed before the search, by any process
         vectors = query_vectors(queries, token_vectors=True if self.query_side.vector_kind == "multi" else None)
         if vectors is not None:
             texts, single = vectors
@@ -944,10 +973,16 @@ class Retriever:
             hits = self._diversified(texts, k, n_threads, filter, group_by, score_threshold,
                                      Diversity(diversity, candidates), boosting)
             return hits[0] if single else hits
+        alone = group_by is not None and self._groups_are_documents(group_by)
+        if alone:  # each document its own group: searched ungrouped (its group size checked all the same)
+            Grouping(group_by, group_size)
+            group_by, group_size = None, 1
         if boosting is not None:
             grouping = Grouping(group_by, group_size) if group_by is not None else None
             depth = candidate_depth(k, candidates, group_size if grouping is not None else 1)
             hits = self._boosted(texts, k, n_threads, filter, boosting, depth, grouping, deepen=candidates is None)
+            if alone:
+                hits.groups = [list(ids) for ids in hits.ids]
             if score_threshold is not None:
                 hits = hits.at_least(score_threshold)
             return hits[0] if single else hits
@@ -972,6 +1007,8 @@ class Retriever:
                 self._say_none_holds(group_by)
         # the hits' documents as the commit searched holds them, where the hits say where they were found
         hits.lookup = hits.stored_document if isinstance(hits, SegmentHits) else self.index.get_document
+        if alone:
+            hits.groups = [list(ids) for ids in hits.ids]
         if score_threshold is not None:
             hits = hits.at_least(score_threshold)
         return hits[0] if single else hits
@@ -1072,9 +1109,25 @@ class Retriever:
         hits.lookup = view.index.get_document
         return hits.at_least(score_threshold) if score_threshold is not None else hits
 
+    def _groups_are_documents(self, group_by: str) -> bool:
+        """Whether grouping by ``group_by`` makes each document its own group: ``"parent"`` over an index of whole
+        documents (no passages, and no document holding a field of that name), so that a search grouping documents
+        by their best passage runs unchanged on both kinds of index."""
+        if group_by != PARENT_FIELD or self.chunking is not None:
+            return False
+        index = getattr(self.index, "first", self.index)  # a hybrid's first part holds the documents
+        if hasattr(index, "holds_field"):
+            held = index.holds_field(group_by)
+        else:  # (Milvus)
+            held = index.stores_texts and index.count(MetadataFilter({group_by: {"exists": True}})) > 0
+        if not held:
+            log.debug("%s holds whole documents: grouped by %r, each document is its own group", self.index.path,
+                      group_by)
+        return not held
+
     def _say_none_holds(self, field: str) -> None:
         """A warning when no document holds the field a search grouped by (what left it without hits)."""
-        if count_matching(self.index, {field: {"exists": True}}):
+        if self.index.count(MetadataFilter({field: {"exists": True}})):  # (not a filter's warnings: none was given)
             return
         hint = (": only an index of passages (--chunk-words) holds it; this one holds whole documents, search it "
                 "without grouping" if field == PARENT_FIELD and self.chunking is None else "")
@@ -1195,6 +1248,7 @@ class Retriever:
         for the retrievers :meth:`analyze` takes."""
         self._check_term_weights("read from a stored document")
         doc_id = _document_id(doc_id)
+        self._refresh()
         found = self.index.document_terms(doc_id)
         if found is None:
             raise self._unknown(doc_id)
@@ -1344,6 +1398,7 @@ class Retriever:
         if not isinstance(text, str):
             raise SemiretError(f"the text to complete must be a string, got {type(text).__name__}")
         check_count(k, "k")
+        self._refresh()
         if not self.index.stores_texts:
             raise SemiretError(f"{self.index.path} keeps no stored documents (built with --no-store-texts), so it has "
                                "no words to suggest")

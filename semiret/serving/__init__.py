@@ -11,17 +11,19 @@ uses the search layer and below.
 
 from semiret.serving.settings import ServeSettings, parse_index_specs, parse_retriever_specs
 
-__all__ = ["AsyncClient", "Client", "ServeSettings", "create_app", "parse_index_specs", "parse_retriever_specs"]
+__all__ = ["AsyncClient", "Client", "ServeSettings", "ServerError", "create_app", "parse_index_specs",
+           "parse_retriever_specs"]
 
 
 def __getattr__(name: str):
     """``create_app`` on first use: FastAPI is imported only by what serves (the CLI reads the settings'
-    defaults for every command, and training machines need not have FastAPI)."""
+    defaults for every command, and training machines need not have FastAPI); the client's names
+    (``Client``, ``AsyncClient``, ``ServerError``: what an error answer raises) on first use too."""
     if name == "create_app":
         from semiret.serving.app import create_app
 
         return create_app
-    if name in ("Client", "AsyncClient"):
+    if name in ("Client", "AsyncClient", "ServerError"):
         from semiret.serving import client
 
         return getattr(client, name)

@@ -1155,7 +1155,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
                                                      "One document per line: {\"_id\", \"title\", \"text\", \"metadata\"}"}}}}})
     async def upsert(request: Request, index: ServedIndex = Depends(writable)):
         """Add documents; those whose ids exist are replaced (in the same commit). Ids must be unique within
-        one request. Answered once durable; a bad document anywhere changes nothing."""
+        one request. Answered once durable, ``{"upserted": N}``: the documents sent (and ``"passages"``, those
+        they were split into, where the index holds passages); a bad document anywhere changes nothing."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()  # given: CheckedRoute
         reading = {"fields": index.retriever.corpus_fields(), "unread": []}  # read as `semiret add` reads a file
         if content_type in JSONL_TYPES:
@@ -1172,20 +1173,21 @@ def create_app(settings: ServeSettings) -> FastAPI:
         with told_warnings() as told:
             if reading["unread"]:
                 warn(log, left_out_warning(f"index {index.name!r}", reading["unread"], ADDED_FIELDS_HINT))
-        return warned({"upserted": upserted}, told)
+        return warned(upserted.answer("upserted"), told)
 
     @app.post("/indexes/{name}/documents/delete", response_model=WriteResponse, response_model_exclude_none=True,
               tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503))
     async def delete(body: DeleteRequest, index: ServedIndex = Depends(writable)):
         """Delete documents by id (unknown ids are skipped), or those whose metadata matches ``filter``; answered once
-        durable."""
+        durable, ``{"deleted": N}``: the ids the index held (by a filter, the documents; and ``"passages"``, those
+        deleted, where the index holds passages)."""
         if body.filter is not None:
             check_filter(body.filter)
             with told_warnings() as told:
                 deleted = await run_in_threadpool(index.delete_where, body.filter)
-            return warned({"deleted": deleted}, told)
+            return warned(deleted.answer("deleted"), told)
         check_batch(len(body.ids), "ids")
-        return {"deleted": await run_in_threadpool(index.delete, body.ids)}
+        return (await run_in_threadpool(index.delete, body.ids)).answer("deleted")
 
     @app.post("/indexes/{name}/documents/metadata", response_model=WriteResponse, response_model_exclude_none=True,
               tags=["documents"], responses=_errors(401, 403, 404, 413, 415, 503))
@@ -1273,11 +1275,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 response_model_exclude_none=True, tags=["documents"], responses=_errors(401, 403, 404, 503))
     async def delete_document(doc_id: str, index: ServedIndex = Depends(writable)):
         """Delete one document (the resource ``GET`` reads; OpenSearch's ``DELETE /{index}/_doc/{id}``): 404 when the
-        index holds none of that id; answered once durable, ``{"deleted": N}`` (an index of passages: its passages)."""
+        index holds none of that id; answered once durable, ``{"deleted": 1}`` (and ``"passages"``, its passages
+        deleted, where the index holds passages)."""
         deleted = await run_in_threadpool(index.delete, [doc_id])
-        if not deleted:
+        if not deleted.documents:
             raise HTTPException(404, f"no document {doc_id!r} in index {index.name!r}")
-        return {"deleted": deleted}
+        return deleted.answer("deleted")
 
     @app.post("/indexes/{name}/documents/retrieve", tags=["documents"], response_model=RetrieveResponse,
               response_model_exclude_unset=True, response_model_by_alias=True,

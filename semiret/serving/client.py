@@ -310,8 +310,9 @@ class Client:
     # ------------------------------------------------------------------ documents
     def add(self, index: str, documents: Iterable[Document | dict], batch_size: int | None = None) -> int:
         """Add documents, replacing those of the same ids (the API's ``PUT`` is an upsert, where ``Retriever.add``
-        refuses them without ``replace=True``); returns how many were added, as ``Retriever.add`` counts them (over an
-        index of passages, ``chunk_words``: its passages). Documents are :class:`Document` objects or records
+        refuses them without ``replace=True``); returns how many documents were added, as many as were sent (over an
+        index of passages, ``chunk_words``, the documents too, not the passages ``Retriever.add`` counts: the
+        answers' ``passages``). Documents are :class:`Document` objects or records
         (``{"_id", "text", "title", "metadata"}``) read as the index reads them (its ``metadata_fields``, ``id_field``
         and ``text_field``, asked of the server first), every one checked before the first is sent (its fields, its id,
         NaN or Infinity, its size, and ids repeated within the call, as the server checks a request), so a bad
@@ -350,7 +351,8 @@ class Client:
         return added
 
     def delete(self, index: str, ids: list[str] | None = None, filter: dict | None = None) -> int:
-        """Delete documents by id, or those the filter passes; returns how many."""
+        """Delete documents by id, or those the filter passes; returns how many documents (by id: the ids the index
+        held; over an index of passages, the documents, not their passages)."""
         body = _given(ids=list(ids) if ids is not None else None, filter=filter)
         return self._call("POST", f"/indexes/{_name(index)}/documents/delete", body)["deleted"]
 

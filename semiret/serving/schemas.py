@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Strict, StrictBool, Tag, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, ModelWrapValidatorHandler, Strict, StrictBool, Tag,
+                      ValidationError, ValidationInfo, field_validator, model_validator)
 
-from semiret.data.collection import document_id_problem, record_fields
+from semiret.data.collection import document_id_problem, record_field_names, record_fields
 from semiret.indexes.filters import field_path
 from semiret.search import highlight as highlighting
 from semiret.types import UNMATCHED_REASONS
@@ -56,19 +56,29 @@ class DocumentIn(BaseModel):
             raise ValueError(problem)
         return value
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _field_names(cls, record: Any, info: ValidationInfo) -> Any:
+    def _field_names(cls, record: Any, handler: ModelWrapValidatorHandler, info: ValidationInfo) -> Any:
         """The corpus reader's field names (:func:`~semiret.data.collection.record_fields`), with the index's fields
         where the validation's context gives them (``{"fields": CorpusFields, "unread": [...]}``: the fields of the
         first record holding some that the index leaves out are added to ``unread``), so a document ``semiret add``
-        reads is one the API takes alike; the fields' types are then checked here, each error naming its field."""
+        reads is one the API takes alike; the fields' types are then checked here, each error naming its field as
+        the record names it (``body``, read as the text of an index with ``--text-field body``; not ``text``)."""
         if not isinstance(record, dict):
-            return record
+            return handler(record)
         context = info.context or {}
         if "unread" in context and not context["unread"]:
             context["unread"].extend(context["fields"].unread(record))
-        return record_fields(record, context.get("fields"))
+        try:
+            return handler(record_fields(record, context.get("fields")))
+        except ValidationError as exc:
+            named = record_field_names(record, context.get("fields"))
+            errors = exc.errors()
+            if not any(error["loc"] and error["loc"][0] in named for error in errors):
+                raise
+            raise ValidationError.from_exception_data(exc.title, [
+                {**error, "loc": (named[error["loc"][0]], *error["loc"][1:])}  # type: ignore[typeddict-item]
+                if error["loc"] and error["loc"][0] in named else error for error in errors]) from None
 
 
 class UpsertRequest(BaseModel):
@@ -461,8 +471,11 @@ class MetadataRequest(BaseModel):
 
 class WriteResponse(BaseModel):
     status: str = Field("acknowledged", description="Returned only once the change is durable (fsynced).")
-    upserted: int | None = Field(None, description="Entries added: documents, or an index of passages' passages.")
-    deleted: int | None = Field(None, description="Entries deleted: documents, or an index of passages' passages.")
+    upserted: int | None = Field(None, description="Documents added or replaced: those sent.")
+    deleted: int | None = Field(None, description="Documents deleted: the ids asked for that the index held (by a "
+                                "filter, the documents whose passages, or selves, it deleted).")
+    passages: int | None = Field(None, description="Where the index holds passages (chunk_words, --chunk-words): the "
+                                 "passages the documents added were split into, or those deleted.")
     updated: int | None = None
     synonym_rules: int | None = Field(None, description="The synonym rules the index holds now.")
     warnings: Warnings = None

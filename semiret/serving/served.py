@@ -17,13 +17,16 @@ import time
 from collections import OrderedDict
 from dataclasses import fields
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from semiret.data.chunking import PARENT_FIELD
 from semiret.data.collection import Document
 from semiret.errors import IndexFormatError, SemiretError
 from semiret.indexes import open_index
-from semiret.indexes.filters import checked_filter, documents_by_id, metadata_targets, passage_ids
+from semiret.indexes.filters import (MISSING, checked_filter, documents_by_id, field_values, metadata_targets,
+                                     passage_ids)
 from semiret.indexes.segments import build_of
 from semiret.indexes.storage import META_FILE, commit_stamp, read_commit
 from semiret.search.learned_ranking import LearnedRanking, feature_name
@@ -54,6 +57,47 @@ BACKUP_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 def _backup_info(path: Path, stamp: re.Match) -> dict:
     created = "{}-{}-{}T{}:{}:{}Z".format(*stamp.groups()[:6])
     return {"name": path.name, "created": created, "documents": open_index(path).n_docs}
+
+
+class Written(NamedTuple):
+    """What a write of documents did, as the API answers it: ``documents``, how many of those sent (an upsert), or
+    of the ids asked for that the index held (a delete; by a filter, the documents whose passages or selves it
+    deleted), as a client counts what it sent; and, where the index holds passages (``--chunk-words``), the
+    ``passages`` added or deleted (None otherwise)."""
+
+    documents: int
+    passages: int | None = None
+
+    def answer(self, key: str) -> dict:
+        """The answer's counts: ``{key: documents}``, and ``passages`` beside it where the index holds them."""
+        return {key: self.documents, **({"passages": self.passages} if self.passages is not None else {})}
+
+    def most(self, other: "Written") -> "Written":
+        """Each count the larger of the two (what a write done again answers: :meth:`ServedIndex._redo_answer`)."""
+        return Written(max(self.documents, other.documents),
+                       None if self.passages is None else max(self.passages, other.passages or 0))
+
+
+def _held(index, doc_ids: list[str]) -> tuple[set[str], set[str]]:
+    """Of ``doc_ids``, those an index of passages holds (a document's id, or a passage's), and the ids of the
+    passages they name (what a delete of them deletes: :func:`~semiret.indexes.filters.delete_documents`)."""
+    of_documents = passage_ids(index, list(doc_ids))
+    parents = set(field_values(index, of_documents, (PARENT_FIELD,)).values())
+    direct = {doc_id for doc_id in doc_ids if doc_id in index}
+    return {doc_id for doc_id in doc_ids if doc_id in direct or doc_id in parents}, direct | set(of_documents)
+
+
+def _documents_of(index, passages: list[str]) -> int:
+    """How many documents the live ``passages`` of an index of passages belong to."""
+    return len({passage if parent is MISSING else parent
+                for passage, parent in field_values(index, passages, (PARENT_FIELD,)).items()})
+
+
+def _matching(index, wanted) -> list[str]:
+    """The ids of the live documents (passages) of ``index`` passing the filter ``wanted``."""
+    if hasattr(index, "restricted"):
+        return index.pinned().restricted(wanted).live_ids()
+    return [document.id for document in index.iter_documents(wanted)]  # (Milvus: read through)
 
 
 class _TakeBack(Exception):
@@ -294,16 +338,17 @@ class ServedIndex:
         return {"documents": rows, "next_page_offset": page.next_offset}
 
     # ------------------------------------------------------------------ writes (each durable when it returns)
-    def upsert(self, documents: list[Document]) -> int:
-        """Add documents, replacing those whose ids exist, in one commit."""
+    def upsert(self, documents: list[Document]) -> Written:
+        """Add documents, replacing those whose ids exist, in one commit; returns how many (and their passages)."""
         return self._write("_upsert", documents)
 
-    def delete(self, doc_ids: list[str]) -> int:
-        """Delete the documents of these ids that exist; returns how many did."""
+    def delete(self, doc_ids: list[str]) -> Written:
+        """Delete the documents of these ids that exist; returns how many did (and their passages)."""
         return self._write("_delete", doc_ids)
 
-    def delete_where(self, filter: dict) -> int:
-        """Delete the documents whose stored metadata passes ``filter``; returns how many did."""
+    def delete_where(self, filter: dict) -> Written:
+        """Delete the documents whose stored metadata passes ``filter``; returns how many did (in an index of
+        passages: the documents whose passages it deleted, and the passages)."""
         self._check_filter(filter, "delete by")
         return self._write("_delete_where", filter)
 
@@ -408,16 +453,20 @@ class ServedIndex:
         if method == "_delete":
             doc_ids = args[0]
 
-            def held(index) -> set[str]:
-                if self.retriever.chunking is not None:  # passages of the documents, as a delete counts them
-                    return set(passage_ids(index, list(doc_ids)))
-                return {doc_id for doc_id in doc_ids if doc_id in index}
+            def gone(before, now) -> Written:
+                if self.retriever.chunking is None:
+                    return Written(sum(doc_id in before and doc_id not in now for doc_id in set(doc_ids)))
+                (documents, passages), (documents_now, passages_now) = _held(before, doc_ids), _held(now, doc_ids)
+                return Written(len(documents - documents_now), len(passages - passages_now))
 
-            return self._answer_landed(lambda before, now: len(held(before) - held(now)))
+            return self._answer_landed(gone)
         if method == "_delete_where":
-            def deleted(before, now) -> int:
+            def deleted(before, now) -> Written:
                 wanted = checked_filter(self.index, args[0], "delete by")
-                return sum(doc_id not in now for doc_id in before.restricted(wanted).live_ids())
+                passages = [doc_id for doc_id in before.restricted(wanted).live_ids() if doc_id not in now]
+                if self.retriever.chunking is None:
+                    return Written(len(passages))
+                return Written(_documents_of(before, passages), len(passages))
 
             return self._answer_landed(deleted)
         if method == "_set_metadata" and args[1] is None:
@@ -435,26 +484,38 @@ class ServedIndex:
         self.refresh()
         before = self.index.pinned()
 
-        def answer(redone: int) -> int:
+        def answer(redone):
             self.refresh(wait=True)
-            return max(redone, landed(before, self.index.pinned()))
+            first = landed(before, self.index.pinned())
+            return redone.most(first) if isinstance(redone, Written) else max(redone, first)
 
         return answer
 
-    def _upsert(self, documents: list[Document]) -> int:
-        added = self.retriever.add(documents, replace=True)
+    def _upsert(self, documents: list[Document]) -> Written:
+        added = self.retriever.add(documents, replace=True)  # (passages, where the index holds them)
         self._merge_small_segments()
-        return added
+        return Written(added) if self.retriever.chunking is None else Written(len(documents), added)
 
-    def _delete(self, doc_ids: list[str]) -> int:
-        deleted = self.retriever.delete(doc_ids, missing_ok=True)
+    def _delete(self, doc_ids: list[str]) -> Written:
+        if self.retriever.chunking is None:
+            written = Written(self.retriever.delete(doc_ids, missing_ok=True))
+        else:
+            with self.index.writing():  # the ids it holds, and their delete, one step for other writers
+                held = _held(self.index, doc_ids)[0]
+                written = Written(len(held), self.retriever.delete(doc_ids, missing_ok=True))
         self._merge_small_segments()  # a segment mostly deleted is folded
-        return deleted
+        return written
 
-    def _delete_where(self, filter: dict) -> int:
-        deleted = self.retriever.delete_where(filter)
+    def _delete_where(self, filter: dict) -> Written:
+        if self.retriever.chunking is None:
+            written = Written(self.retriever.delete_where(filter))
+        else:
+            with self.index.writing():  # the documents of the passages it deletes, read before they go
+                wanted = checked_filter(self.index, filter, "delete by")
+                documents = _documents_of(self.index, _matching(self.index, wanted)) if wanted is not None else 0
+                written = Written(documents, self.retriever.delete_where(filter))
         self._merge_small_segments()
-        return deleted
+        return written
 
     def _set_metadata(self, metadata: dict, doc_ids: list[str] | None, filter: dict | None, overwrite: bool) -> int:
         changed = self.retriever.set_metadata(metadata, doc_ids, filter, overwrite, missing_ok=True)

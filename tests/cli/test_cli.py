@@ -49,7 +49,7 @@ def test_index_builds_and_describes(tmp_path, beir_dir):
 
 
 def test_index_from_a_corpus_file_with_another_retriever(tmp_path, corpus_jsonl):
-    invoke("index", "--data", corpus_jsonl, "--out", tmp_path / "bot", "-r", "bot", "--no-store-texts")
+    invoke("index", "--data", corpus_jsonl, "--output", tmp_path / "bot", "-r", "bot", "--no-store-texts")
     meta = json.loads((tmp_path / "bot" / "meta.json").read_text())
     assert meta["kind"] == "binary" and meta["store_texts"] is False
 

@@ -32,6 +32,21 @@ def test_an_index_answers_langchain_documents_as_its_search(tmp_path):
     assert {d.metadata["kind"] for d in grouped} == {"odd", "even"}
 
 
+def test_a_langchain_retriever_sees_what_was_written_after_it_was_made(tmp_path):
+    """A RAG chain's retriever, made once, never saw a later add (``semiret add --sync --watch``, another
+    process's, another retriever's) nor a delete: its index is read as last committed at each query."""
+    from semiret.search import open_retriever
+
+    BM25Retriever.build(DOCS, tmp_path / "idx")
+    retriever = SemiretRetriever.from_index(tmp_path / "idx", k=2)
+    writer = open_retriever(tmp_path / "idx")
+    writer.add([Document("new", "walruses and statins on the ice")])
+    assert [d.id for d in retriever.invoke("walruses")] == ["new"]
+    writer.delete(["new", "d0"])
+    writer.index.merge()
+    assert retriever.invoke("walruses") == [] and "d0" not in [d.id for d in retriever.invoke("statins")]
+
+
 def test_a_served_index_answers_as_the_local_one(tmp_path):
     settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
     with LocalClient(create_app(settings)) as app_client:
@@ -94,3 +109,50 @@ def test_an_index_of_vectors_is_searched_with_the_embeddings_that_made_them(tmp_
         SemiretRetriever(searcher=index)
     with pytest.raises(SemiretError, match="with embed_query"):
         SemiretRetriever(searcher=index, embeddings="model")
+
+
+PASSAGES = [Document("long", " ".join(f"w{n}" for n in range(20)) + " statins " + " ".join(f"v{n}" for n in range(20)),
+                     title="Long"), Document("short", "aspirin and the heart")]
+
+
+def test_a_hit_comes_with_its_context_from_an_index_and_from_a_server(tmp_path):
+    """``search_kwargs={"context": N}``: each document's text is its passage with N passages around it, as
+    ``Retriever.context`` (``semiret search --context``, the server's ``"context"``) gives it, in this process as
+    over a server; without it, the passage alone; a search argument neither takes is an error naming those it takes
+    (a bare TypeError was raised at the first query)."""
+    from semiret.data.chunking import Chunking
+
+    index = BM25Retriever.build(PASSAGES, tmp_path / "idx", chunking=Chunking(8))
+    local = SemiretRetriever.from_index(tmp_path / "idx", k=1, search_kwargs={"context": 1}).invoke("statins")
+    passage = index.search("statins", k=1)[0]
+    assert [d.id for d in local] == [passage.id] and passage.document.full_text != index.context(passage.id, 1)
+    assert local[0].page_content == index.context(passage.id, 1) and "w19 statins v0" in local[0].page_content
+    assert local[0].metadata["parent"] == "long"
+    alone = SemiretRetriever(searcher=index, k=1).invoke("statins")
+    assert alone[0].page_content == passage.document.full_text
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
+    with LocalClient(create_app(settings)) as app_client:
+        client = client_of(LocalClient(app_client.app), api_key="key")
+        client.create_index("long", "bm25", chunk_words=8)
+        client.add("long", PASSAGES)
+        served = SemiretRetriever(searcher=client, index="long", k=1, search_kwargs={"context": 1}).invoke("statins")
+        assert [(d.id, d.page_content) for d in served] == [(d.id, d.page_content) for d in local]
+    for wrong, message in (({"contxt": 1}, "'contxt': not an argument of a search; it takes boost, candidates, "
+                                           "context, diversity"),
+                           ({"k": 2}, "'k': the retriever gives that itself"),
+                           ({"context": -1}, "context is the number of passages .* got -1")):
+        with pytest.raises(SemiretError, match=message):
+            SemiretRetriever.from_index(tmp_path / "idx", search_kwargs=wrong)
+
+
+def test_without_langchain_importing_the_adapter_says_what_to_install(monkeypatch):
+    import importlib
+    import sys
+
+    for name in [name for name in sys.modules if name.split(".")[0] == "langchain_core"]:
+        monkeypatch.setitem(sys.modules, name, None)  # (importing it then fails, as where it is not installed)
+    monkeypatch.delitem(sys.modules, "semiret.integrations.langchain")
+    with pytest.raises(ImportError, match=r"pip install 'semiret\[langchain\]' \(or pip install langchain-core\)"
+                       ) as missing:
+        importlib.import_module("semiret.integrations.langchain")
+    assert isinstance(missing.value, SemiretError) and missing.value.name.startswith("langchain_core")

@@ -222,3 +222,43 @@ def test_retrieving_and_indexing_download_nothing(tmp_path, index):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
+
+
+def test_a_node_comes_with_its_context_from_an_index_and_from_a_server(tmp_path):
+    """``search_kwargs={"context": N}``: each node's text is its passage with N passages around it, as
+    ``Retriever.context`` gives it, in this process as over a server; a search argument neither takes is an error
+    naming those it takes."""
+    from semiret.data.chunking import Chunking
+
+    documents = [Document("long", " ".join(f"w{n}" for n in range(20)) + " statins " +
+                          " ".join(f"v{n}" for n in range(20)), title="Long"), Document("short", "aspirin")]
+    index = BM25Retriever.build(documents, tmp_path / "idx", chunking=Chunking(8))
+    local = SemiretRetriever.from_index(tmp_path / "idx", k=1, search_kwargs={"context": 2}).retrieve("statins")
+    passage = index.search("statins", k=1)[0]
+    assert [n.node_id for n in local] == [passage.id] and local[0].node.text == index.context(passage.id, 2)
+    assert local[0].node.text != passage.document.full_text and local[0].node.metadata["parent"] == "long"
+    assert SemiretRetriever(index, k=1).retrieve("statins")[0].node.text == passage.document.full_text
+    settings = ServeSettings({}, api_key="key", write_process=False, data_dir=str(tmp_path / "data"))
+    with LocalClient(create_app(settings)) as app_client:
+        client = client_of(LocalClient(app_client.app), api_key="key")
+        client.create_index("long", "bm25", chunk_words=8)
+        client.add("long", documents)
+        served = SemiretRetriever(client, index="long", k=1, search_kwargs={"context": 2}).retrieve("statins")
+        assert [(n.node_id, n.node.text) for n in served] == [(n.node_id, n.node.text) for n in local]
+    with pytest.raises(SemiretError, match="'window': not an argument of a search; it takes boost, candidates, "
+                                           "context, diversity"):
+        SemiretRetriever.from_index(tmp_path / "idx", search_kwargs={"window": 1})
+    with pytest.raises(SemiretError, match="search_kwargs is a dict"):
+        SemiretRetriever(index, search_kwargs=["context"])
+
+
+def test_without_llamaindex_importing_the_adapter_says_what_to_install(monkeypatch):
+    import importlib
+
+    for name in [name for name in sys.modules if name.split(".")[0] == "llama_index"]:
+        monkeypatch.setitem(sys.modules, name, None)  # (importing it then fails, as where it is not installed)
+    monkeypatch.delitem(sys.modules, "semiret.integrations.llamaindex")
+    with pytest.raises(ImportError, match=r"pip install 'semiret\[llamaindex\]' \(or pip install llama-index-core\)"
+                       ) as missing:
+        importlib.import_module("semiret.integrations.llamaindex")
+    assert isinstance(missing.value, SemiretError) and missing.value.name.startswith("llama_index")

@@ -70,7 +70,10 @@ def test_the_command_line_and_the_service(passages):
     hit = json.loads(result.stdout)["hits"][0]
     assert hit["context"] == passages.context(hit["id"], 1)
     result = runner.invoke(app, ["search", "--index", index, "w11", "--context", "1"])
-    assert result.exit_code != 0 and "--json" in result.output
+    assert result.exit_code != 0 and "give --json too" in result.output
+    assert "at least 0" not in result.output and "got 1" not in result.output  # (only what is wrong is said)
+    result = runner.invoke(app, ["search", "--index", index, "w11", "--context", "-1", "--json"])
+    assert result.exit_code != 0 and "at least 0 (got -1)" in result.output and "give --json" not in result.output
     with LocalClient(create_app(ServeSettings({"p": index}, write_process=False))) as http:
         answer = http.post("/indexes/p/search", json={"queries": ["w11"], "k": 2, "context": 1})
         assert answer.status_code == 200, answer.text

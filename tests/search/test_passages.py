@@ -230,10 +230,11 @@ def test_the_service_groups_and_pages_groups(tmp_path):
         assert alone.status_code == 422 and alone.json()["detail"][0]["loc"] == ["body", "group_size"]
         added = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"},
                            json={"documents": [{"_id": "long", "text": "walrus " * 12}]})
-        assert added.json()["upserted"] == 3  # split as the index's passages
+        assert added.json() == {"status": "acknowledged", "upserted": 1, "passages": 3}  # split as the index's
         assert client.get("/indexes/docs/documents/long").json()["text"] == ("walrus " * 12).strip()
-        assert client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
-                           json={"ids": ["long"]}).json()["deleted"] == 3
+        deleted = client.post("/indexes/docs/documents/delete", headers={"X-API-Key": "key"},
+                              json={"ids": ["long", "never-added"]})
+        assert deleted.json() == {"status": "acknowledged", "deleted": 1, "passages": 3}
         assert client.get("/indexes/docs").json()["chunking"] == {"words": 6, "overlap": 2, "spaceless": True}
     info = json.loads(CliRunner().invoke(app, ["info", str(tmp_path / "index")]).stdout)
     assert info["chunking"] == {"words": 6, "overlap": 2, "spaceless": True}
@@ -355,6 +356,32 @@ def test_a_value_repeated_in_a_list_counts_and_groups_once(tmp_path):
     assert sorted((h.group, h.id) for h in hits) == [("a", "d1"), ("a", "d2"), ("b", "d2")]
 
 
+def test_facets_of_an_index_of_passages_count_documents_once(tmp_path):
+    documents = [Document("A", " ".join(["statins"] * 30), metadata={"author": "team1", "year": 2010, "tags": ["x", "y"]}),
+                 Document("B", " ".join(["statins heart"] * 10), metadata={"author": "team1", "year": 2020}),
+                 Document("C", "statins", metadata={"author": "team2", "year": 2020, "tags": ["x"]}),
+                 Document("D", " ".join(["walrus"] * 20), metadata={"author": "team2", "year": 2021})]
+    retriever = BM25Retriever.build(documents[:2], tmp_path / "index", chunking=Chunking(4, 0))
+    retriever.add(documents[2:])  # a second segment
+    assert retriever.count() > 4  # passages
+    assert retriever.facet("author") == [("team1", 2), ("team2", 2)]
+    assert retriever.facet("tags") == [("x", 2), ("y", 1)]
+    assert retriever.facet("author", filter={"year": {"gte": 2020}}) == [("team2", 2), ("team1", 1)]
+    assert retriever.facet("year", ranges=[{"lt": 2015}, {"gte": 2015}]) == [({"lt": 2015}, 1), ({"gte": 2015}, 3)]
+    assert retriever.facet("author", query="statins", depth=100) == [("team1", 2), ("team2", 1)]
+    assert retriever.facet("year", query="statins", depth=100, ranges=[{"gte": 2015}]) == [({"gte": 2015}, 2)]
+    out = CliRunner().invoke(app, ["facet", str(tmp_path / "index"), "author"])
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [{"value": "team1", "count": 2},
+                                                                       {"value": "team2", "count": 2}]
+    settings = ServeSettings({"docs": str(tmp_path / "index")}, write_process=False)
+    with LocalClient(create_app(settings)) as client:
+        found = client.post("/indexes/docs/facet", json={"field": "author", "query": "statins", "depth": 100})
+        assert found.status_code == 200, found.text
+        assert found.json()["values"] == [{"value": "team1", "count": 2}, {"value": "team2", "count": 1}]
+    plain = BM25Retriever.build(documents, tmp_path / "plain")  # an index of whole documents counts as before
+    assert plain.facet("author") == [("team1", 2), ("team2", 2)]
+
+
 def test_an_export_takes_whole_documents_whatever_the_filter_passes(tmp_path):
     documents = [Document("A", "w0 w1 w2 w3 w4", metadata={"s": "x"}), Document("B", "v0 v1 v2", metadata={"s": "y"})]
     BM25Retriever.build(documents, tmp_path / "index", chunking=Chunking(2, 1))
@@ -397,11 +424,17 @@ def test_the_python_api_takes_a_chunking_as_a_dict_or_a_number_of_words(tmp_path
 
 
 def test_grouping_by_a_field_no_document_holds_says_so(tmp_path, caplog):
-    whole = BM25Retriever.build([Document("d", "statins and cancer")], tmp_path / "whole")
-    with caplog.at_level("WARNING"):
-        assert whole.search("statins", k=3, group_by="parent") == []
-    assert "no document of" in caplog.text and "holds the field 'parent' to group by" in caplog.text
-    assert "only an index of passages (--chunk-words) holds it" in caplog.text
+    """Once, as a grouping (it spoke of "a filter" first, which none was); ``"parent"`` over whole documents is
+    each document's own group (tests/search/test_python_api.py)."""
+    bare = BM25Retriever.build([Document("d", "statins and cancer")], tmp_path / "bare")
+    held = BM25Retriever.build([Document("d", "statins and cancer", metadata={"year": 2020})], tmp_path / "held")
+    for whole in (bare, held):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            assert whole.search("statins", k=3, group_by="source") == []
+        assert [r.getMessage() for r in caplog.records] == [
+            f"no document of {whole.index.path} holds the field 'source' to group by, so no hits"]
+        assert [h.group for h in whole.search("statins", k=3, group_by="parent")] == ["d"]
 
 
 def test_a_boosted_search_over_passages_finds_k_documents(tmp_path):
@@ -705,7 +738,8 @@ def test_the_service_creates_indexes_of_sentences_and_tokens(tmp_path):
         document = Document("d", "Statins lower cholesterol. They are cheap! Trials show it, e.g. in 2020. " * 3)
         added = client.put("/indexes/t/documents", headers=key,
                            json={"documents": [{"_id": "d", "text": document.text}]})
-        assert added.json()["upserted"] == len(recorded_chunking(record).passages(document)) > 1
+        assert added.json()["upserted"] == 1
+        assert added.json()["passages"] == len(recorded_chunking(record).passages(document)) > 1
         made = client_of(client, api_key="key").create_index("c", "bot", chunk_tokens=8, chunk_overlap=2,
                                                              chunk_sentences=True)
         assert made["chunking"] == record  # the Python client asks for the same

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 
 import numpy as np
 import pytest
@@ -358,6 +359,57 @@ def test_dicts_are_read_with_the_fields_the_index_keeps_as_the_command_line_read
         BM25Retriever.build(TICKETS, tmp_path / "bad", id_field="title")
 
 
+def test_fields_left_out_beside_metadata_fields_kept_are_named_and_absent_kept_ones_are_not(tmp_path, caplog):
+    """With ``--metadata-fields`` naming some of a corpus's fields, the others (``heading``) were dropped silently by
+    ``semiret index``, ``add``, the service's upserts and ``Retriever.add``; a later ``add`` of documents lacking some
+    of the index's fields warned that no document had them, naming a kept field among those of the first document."""
+    from typer.testing import CliRunner
+
+    from semiret.cli import app
+    from semiret.serving import ServeSettings, create_app
+
+    from helpers import LocalClient, write_jsonl
+
+    record = {"_id": "a", "text": "statins heart", "source": "pubmed", "published": 2020, "tags": ["x"], "views": 3,
+              "heading": "Intro"}
+    corpus = write_jsonl(tmp_path / "c.jsonl", [record, {**record, "_id": "b", "heading": "Methods"}])
+    said = logging.Handler(logging.WARNING)  # where the command line's messages go (pytest's own skip its filters)
+    said.messages = []
+    said.emit = lambda entry: said.messages.append(entry.getMessage())
+    logging.getLogger().addHandler(said)
+    try:
+        made = CliRunner().invoke(app, ["index", "--data", str(corpus), "--out", str(tmp_path / "i"),
+                                        "--metadata-fields", "source,published,tags,views"])
+        assert made.exit_code == 0, made.output
+        left = [m for m in said.messages if "left out" in m]
+        assert len(left) == 1 and "the field 'heading' of its documents is left out" in left[0], said.messages
+        assert "--metadata-fields source,published,tags,views,heading" in left[0]
+        said.messages.clear()
+        later = write_jsonl(tmp_path / "later.jsonl", [{"_id": "c", "text": "cancer", "source": "arxiv",
+                                                        "heading": "Results"}])
+        added = CliRunner().invoke(app, ["add", "--index", str(tmp_path / "i"), str(later)])
+        assert added.exit_code == 0, added.output
+    finally:
+        logging.getLogger().removeHandler(said)
+    assert sum("the field 'heading' of its documents is left out" in m for m in said.messages) == 1, said.messages
+    assert not any("no document has the field" in m for m in said.messages), said.messages  # tags, views: optional
+    retriever = open_retriever(tmp_path / "i")
+    assert retriever.get_document("c").metadata == {"source": "arxiv"}
+    with caplog.at_level("WARNING"):
+        retriever.add([{"_id": "d", "text": "diet", "source": "x", "heading": "Aside"}])
+    assert "add: the field 'heading' of its documents is left out" in caplog.text
+    assert "'source'" not in caplog.text and "metadata_fields name" in caplog.text
+    settings = ServeSettings({"docs": str(tmp_path / "i")}, api_key="key", write_process=False)
+    with LocalClient(create_app(settings)) as client:
+        answer = client.put("/indexes/docs/documents", headers={"X-API-Key": "key"},
+                            json={"documents": [{"_id": "e", "text": "sleep", "views": 9, "heading": "End"}]})
+        assert answer.status_code == 200, answer.text
+        warnings = answer.json().get("warnings", [])
+        assert any("the field 'heading' of its documents is left out" in w for w in warnings), answer.json()
+        assert not any("'views'" in w for w in warnings)
+    assert open_retriever(tmp_path / "i").get_document("e").metadata == {"views": 9}
+
+
 def test_a_passage_id_read_as_the_id_is_not_left_out_and_a_shards_head_is_read_with_the_fields(tmp_path, caplog):
     """``build([{"pid": ..., "text": ...}])`` warned that the field ``pid``, read as the id, was left out; and a
     shard's ``corpus_head`` was read without the fields named (a head of dicts naming their id otherwise: refused)."""
@@ -368,3 +420,96 @@ def test_a_passage_id_read_as_the_id_is_not_left_out_and_a_shards_head_is_read_w
     built = BM25Retriever.build(tickets[1:], tmp_path / "shard", corpus_head=tickets, id_field="ticket",
                                 text_field="summary")
     assert built.get_document("T-1") == Document("T-1", "password reset")
+
+
+def _ids(hits) -> list[str]:
+    return [hit.id for hit in hits]
+
+
+def _other_process_writes(path: str) -> None:
+    """Another process's add, delete and merge (as ``semiret add``, ``delete`` and ``merge`` commit them)."""
+    writer = open_retriever(path)
+    writer.add([Document("far", "narwhals from another process")])
+    writer.delete(["d2"])
+    writer.index.merge()
+
+
+def test_a_retriever_sees_what_was_committed_before_each_read_whoever_committed_it(tmp_path):
+    """A retriever opened in a Python process never saw another retriever's, or another process's, add, delete
+    or merge (only the server refreshed before each request): a new document was never found, a deleted one kept
+    being returned, by search and get_documents. Every read now starts from the last commit; a pinned view keeps
+    its own."""
+    import multiprocessing
+
+    path = tmp_path / "idx"
+    BM25Retriever.build(TINY_DOCS, path)
+    reader, writer = open_retriever(path), open_retriever(path)
+    before = reader.pinned()
+    writer.add([Document("new", "walruses on the ice", metadata={"kind": "new"})])
+    assert _ids(reader.search("walruses", k=3)) == ["new"] and list(reader.get_documents(["new"])) == ["new"]
+    assert reader.get_document("new").text == "walruses on the ice" and reader.count() == 7
+    assert reader.count({"kind": "new"}) == 1 and reader.facet("kind") == [("new", 1)]
+    assert "new" in {d.id for d in reader.iter_documents()} and "new" in reader.scroll(limit=10).ids
+    assert before.search("walruses", k=3) == [] and before.get_documents(["new"]) == {}  # (its own commit)
+    writer.delete(["d1"])
+    assert "d1" not in _ids(reader.search("cats", k=6)) and reader.get_documents(["d1"]) == {}
+    assert reader.get_document("d1") is None and "d1" not in reader.document_ids() and reader.count() == 6
+    writer.index.merge()  # the deleted document's segment merged away
+    assert len(writer.index.segments) == 1
+    assert _ids(reader.search("cats", k=6)) == ["d2"] and reader.get_documents(["d1", "new"]).keys() == {"new"}
+    assert len(reader.index.segments) == 1
+
+    process = multiprocessing.get_context("fork").Process(target=_other_process_writes, args=(str(path),))
+    process.start()
+    process.join(60)
+    assert process.exitcode == 0
+    assert _ids(reader.search("narwhals", k=3)) == ["far"] and "d2" not in _ids(reader.search("dogs mailman", k=6))
+    assert reader.get_documents(["far", "d2"]).keys() == {"far"} and len(reader.index.segments) == 1
+    assert reader.explain("narwhals", "far").score > 0 and _ids(reader.recommend(["far"], k=3)) == []
+
+
+def test_a_hybrid_retriever_sees_both_parts_of_what_another_committed(tmp_path):
+    from semiret.search import HybridRetriever
+
+    path = tmp_path / "hybrid"
+    HybridRetriever.build(TINY_DOCS, path, neural="idf")
+    reader, writer = open_retriever(path), open_retriever(path)
+    writer.add([Document("new", "walruses walruses on the ice")])
+    found = reader.search("walruses", k=3)
+    assert _ids(found) == ["new"] and found[0].text == "walruses walruses on the ice"
+    assert reader.get_documents(["new"]).keys() == {"new"}
+    assert {term.term for term in reader.document_terms("new")} >= {"lexical:walrus"}
+    writer.delete(["new"])
+    assert reader.search("walruses", k=3) == [] and reader.get_documents(["new"]) == {}
+
+
+def test_grouping_whole_documents_by_parent_makes_each_its_own_group(tmp_path, caplog):
+    """``group_by="parent"`` ranks documents by their best passage over an index of passages; over one of whole
+    documents it found no hits, with two warnings (the first of "a filter"). Each document is its own group there,
+    so the same code searches both kinds of index; a field of that name that documents hold still groups."""
+    documents = [Document(d.id, d.text, d.title, {"year": 2000 + n}) for n, d in enumerate(TINY_DOCS)]
+    whole = BM25Retriever.build(documents, tmp_path / "whole")
+    with caplog.at_level("DEBUG", logger="semiret"):
+        caplog.clear()
+        for query in ("cats dogs", "statins cancer risk"):
+            plain = whole.search(query, k=3)
+            for size in (1, 3):
+                grouped = whole.search(query, k=3, group_by="parent", group_size=size)
+                assert [(h.id, h.score, h.group) for h in grouped] == [(h.id, h.score, h.id) for h in plain]
+        batch = whole.search(["cats dogs", "mailman"], k=2, group_by="parent", score_threshold=0.01)
+        assert batch.groups == batch.ids and batch.as_run(["q1", "q2"], by_group=True) == batch.as_run(["q1", "q2"])
+        boost = {"field": "year", "modifier": "log1p"}
+        boosted = whole.search("cats dogs", k=2, group_by="parent", boost=boost)
+        assert [(h.id, h.group) for h in boosted] == [(h.id, h.id) for h in whole.search("cats dogs", k=2, boost=boost)]
+        required = whole.search("+cats dogs", k=3, group_by="parent", operators=True)
+        assert [h.group for h in required] == [h.id for h in required] == ["d2", "d1"]
+    assert not [r for r in caplog.records if r.levelno > logging.DEBUG]
+    with pytest.raises(SemiretError, match="group_size must be a positive integer"):
+        whole.search("cats", group_by="parent", group_size=0)
+    with pytest.raises(SemiretError, match="grouped .* or diversified"):
+        whole.search("cats", group_by="parent", diversity=0.5)
+
+    owned = BM25Retriever.build([Document("a", "cats", metadata={"parent": "p"}),
+                                 Document("b", "cats and dogs", metadata={"parent": "p"})], tmp_path / "owned")
+    assert [(h.id, h.group) for h in owned.search("cats", k=3, group_by="parent", group_size=2)] == [
+        ("a", "p"), ("b", "p")]

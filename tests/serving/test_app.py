@@ -721,17 +721,19 @@ def test_a_delete_done_again_by_a_new_writer_answers_what_the_first_deleted(inde
     from semiret.serving.served import ServedIndex
     from semiret.serving.writer import WriterProcess
 
+    from semiret.serving.served import Written
+
     served = ServedIndex("tiny", indexes["tiny"], 8)
     answer = served._redo_answer("_delete", ["d1", "d2", "nope"])
     served.retriever.delete(["d1", "d2"])  # the first attempt: committed, then its process died
-    assert answer(0) == 2
+    assert answer(Written(0)) == Written(2)
     # by a filter: a redo found nothing left to delete, or to update where the update made its own filter fail
     served.retriever.set_metadata({"reviewed": False}, ["d3", "d4"])
     answer = served._redo_answer("_set_metadata", {"reviewed": True}, None, {"reviewed": False}, False)
     assert served.retriever.set_metadata({"reviewed": True}, filter={"reviewed": False}) == 2
     assert answer(0) == 2
     answer = served._redo_answer("_delete_where", {"reviewed": True})
-    assert served.retriever.delete_where({"reviewed": True}) == 2 and answer(0) == 2
+    assert served.retriever.delete_where({"reviewed": True}) == 2 and answer(Written(0)) == Written(2)
     assert served._redo_answer("_upsert", []) is None  # an add answers alike twice
     from semiret.data import Document
     from semiret.data.chunking import Chunking
@@ -741,8 +743,10 @@ def test_a_delete_done_again_by_a_new_writer_answers_what_the_first_deleted(inde
                         indexes["tiny"] + "-passages", chunking=Chunking(2))
     passages = ServedIndex("p", indexes["tiny"] + "-passages", 8)
     answer = passages._redo_answer("_delete", ["a"])
-    deleted = passages.retriever.delete(["a"])  # its passages, counted
-    assert deleted == 4 and answer(0) == deleted
+    deleted = passages.retriever.delete(["a"])  # one document: its passages, counted beside it
+    assert deleted == 4 and answer(Written(0, 0)) == Written(1, deleted)
+    answer = passages._redo_answer("_delete_where", {"parent": "b"})
+    assert passages.retriever.delete_where({"parent": "b"}) == 1 and answer(Written(0, 0)) == Written(1, 1)
 
     class Pool:
         def __init__(self, result):

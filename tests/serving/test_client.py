@@ -552,3 +552,54 @@ def test_documents_added_over_http_keep_the_fields_the_index_was_built_to_keep(t
         with caplog.at_level("WARNING", logger="semiret.serving.client"):
             assert client.count("tickets", {"prioity": "high"}) == 0
         assert "no document holds the field 'prioity'" in caplog.text
+
+
+def test_server_error_is_at_the_packages_top_and_imported_on_first_use():
+    """docs/serving.md: an error answer raises ``ServerError``; ``from semiret.serving import ServerError`` (an
+    ImportError before), with the client's module still imported only where used."""
+    import subprocess
+    import sys
+
+    from semiret.serving import ServerError as exported
+
+    assert exported is ServerError
+    code = ("import sys, semiret.serving; assert 'semiret.serving.client' not in sys.modules; "
+            "from semiret.serving import ServerError; print(ServerError.__module__)")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip() == "semiret.serving.client", ran.stderr
+
+
+@pytest.mark.parametrize("write_process", [False, True], ids=["writes-in-threads", "writer-process"])
+def test_writes_count_the_documents_sent_and_the_passages_beside(tmp_path, write_process):
+    """Over an index of passages, a write answers the documents (as a client counts what it sent, as Qdrant's do),
+    and its passages beside them (``"passages"``): an upsert of 30 documents answered 33, the passages, and a delete
+    of one id 2. ``Client.add`` and ``Client.delete`` count documents."""
+    texts = {0: 4, 1: 8, 2: 12}  # words: 1, 2 and 3 passages of 4 words
+    documents = [Document(f"p{n}", " ".join(f"w{n}x{j}" for j in range(texts[n % 3])),
+                          metadata={"kind": "odd" if n % 2 else "even"}) for n in range(30)]
+    settings = ServeSettings({}, api_key="key", write_process=write_process, data_dir=str(tmp_path / "data"))
+    with LocalClient(create_app(settings)) as http:
+        client = in_process(http.app)
+        client.create_index("long", "bm25", chunk_words=4)
+        assert client.add("long", documents) == 30 and client.count("long") == 60  # (its passages)
+        key = {"X-API-Key": "key"}
+        put = http.put("/indexes/long/documents", headers=key,
+                       json={"documents": [documents[n].to_record() for n in range(3)]})
+        assert put.json() == {"status": "acknowledged", "upserted": 3, "passages": 6}, put.text
+        deleted = http.post("/indexes/long/documents/delete", headers=key, json={"ids": ["p1", "p1", "nope"]})
+        assert deleted.json() == {"status": "acknowledged", "deleted": 1, "passages": 2}, deleted.text
+        one = http.delete("/indexes/long/documents/p2", headers=key)
+        assert one.json() == {"status": "acknowledged", "deleted": 1, "passages": 3}, one.text
+        assert http.delete("/indexes/long/documents/p2", headers=key).status_code == 404
+        # by a filter: the documents whose passages it deleted (p0, p4, p6, ...: 13 left of the even ones)
+        even = [n for n in range(3, 30) if n % 2 == 0] + [0]
+        by_filter = http.post("/indexes/long/documents/delete", headers=key, json={"filter": {"kind": "even"}})
+        assert by_filter.json() == {"status": "acknowledged", "deleted": len(even),
+                                    "passages": sum(texts[n % 3] // 4 for n in even)}, by_filter.text
+        assert client.delete("long", ["p3", "p5"]) == 2
+        assert client.delete("long", filter={"kind": "odd"}) == 30 - len(even) - 4  # (p1, p2, p3 and p5 gone)
+        assert client.count("long") == 0
+        client.create_index("whole", "bm25")
+        assert client.add("whole", documents[:5]) == 5
+        whole = http.post("/indexes/whole/documents/delete", headers=key, json={"ids": ["p0", "p1", "nope"]})
+        assert whole.json() == {"status": "acknowledged", "deleted": 2}, whole.text  # (no passages: no such count)

@@ -4,6 +4,8 @@ for two ``--workers``), with the writer process too; bad names, retrievers, opti
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from semiret.errors import SemiretError
@@ -368,7 +370,9 @@ def test_an_index_made_over_http_reads_its_documents_fields_as_it_was_told(tmp_p
             "metadata_fields": ["priority"], "id_field": "ticket", "text_field": "summary"}
         added = client.put("/indexes/tickets/documents", headers=KEY, json={"documents": [
             {"ticket": "T-1", "summary": "login fails", "priority": "high", "votes": 3}]})
-        assert added.json() == {"status": "acknowledged", "upserted": 1}  # votes: not kept, as asked
+        said = added.json().pop("warnings")  # votes: not kept, as asked, and named (not priority, kept)
+        assert added.json() == {"status": "acknowledged", "upserted": 1, "warnings": said}
+        assert len(said) == 1 and "the field 'votes' of its documents is left out" in said[0] and "priority" not in said[0]
         assert client.get("/indexes/tickets/documents/T-1").json() == {
             "_id": "T-1", "title": "", "text": "login fails", "metadata": {"priority": "high"}}
         beir = client.put("/indexes/tickets/documents", headers=KEY, json={"documents": [{"_id": "T-2", "text": "x"}]})
@@ -383,3 +387,30 @@ def test_an_index_made_over_http_reads_its_documents_fields_as_it_was_told(tmp_p
             {"_id": "a", "text": "login fails", "priority": "high"}]}).json()
         assert dropped["upserted"] == 1
         assert "the field 'priority' of its documents is left out" in dropped["warnings"][0]
+
+
+def test_an_upserted_documents_wrong_value_is_named_by_the_field_it_came_in(tmp_path):
+    """A 422's ``loc`` names the field as the document names it (``body``, an index's text_field; Pyserini's
+    ``contents``), not ``text`` or ``_id``, the names semiret reads them under: in JSON and in JSONL alike."""
+    with _client(tmp_path / "data") as client:
+        made = client.put("/indexes/notes", json={"id_field": "doc_id", "text_field": "body"}, headers=KEY)
+        assert made.status_code == 201, made.text
+
+        def refused(documents: list, loc: list, jsonl: bool = False):
+            if jsonl:
+                answer = client.put("/indexes/notes/documents", content="\n".join(map(json.dumps, documents)),
+                                    headers={**KEY, "content-type": "application/x-ndjson"})
+            else:
+                answer = client.put("/indexes/notes/documents", json={"documents": documents}, headers=KEY)
+            assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == loc, answer.text
+
+        refused([{"doc_id": "x1", "body": 12345}], ["body", "documents", 0, "body"])
+        refused([{"doc_id": "x0", "body": "fine"}, {"doc_id": "x1", "body": 12345}], ["body", "line", 2, "body"], True)
+        refused([{"doc_id": ["x1"], "body": "text"}], ["body", "documents", 0, "doc_id"])
+        refused([{"doc_id": "x1", "body": "text", "title": 3}], ["body", "documents", 0, "title"])  # (its own name)
+        refused([{"_id": "x1", "text": 12345}], ["body", "documents", 0, "text"])  # BEIR's names, where they came in
+        assert client.put("/indexes/plain", json={}, headers=KEY).status_code == 201
+        pyserini = client.put("/indexes/plain/documents", json={"documents": [{"id": "p", "contents": 7}]},
+                              headers=KEY)
+        assert pyserini.status_code == 422 and pyserini.json()["detail"][0]["loc"] == ["body", "documents", 0,
+                                                                                       "contents"], pyserini.text
