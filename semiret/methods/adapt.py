@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 MIN_DOCUMENTS = 500
 """Smaller corpora give too few pseudo-queries to adapt on without over-fitting, and too few held-out ones to
 tell a better model from a worse one."""
+CHECK_QUERIES = 300
+"""Known-item check queries by default, fewer on a corpus under twice as many documents (half of them)."""
 CHECK_MEASURES = ("nDCG@10", "R@100")
 PROBE_DOCUMENTS = 64
 NO_TEACHERS = "none"
@@ -96,8 +98,9 @@ class AdaptConfig:
     """Pseudo-queries per step."""
     max_length: int = 128
     """Document tokens read in training (the adapted model indexes at the length the starting model did)."""
-    check_queries: int = 300
-    """Held-out known-item pseudo-queries the starting and the adapted model are compared on."""
+    check_queries: int | None = None
+    """Held-out known-item pseudo-queries the starting and the adapted model are compared on (default: 300, or half
+    the corpus's documents with text where that is fewer)."""
     hybrid: bool = True
     """Also check BM25 fused with the kept model (the ``hybrid`` retriever's defaults) and index the corpus that
     way unless the known-item check finds fusion significantly worse than the model alone (NAIL models: BM25 is
@@ -118,7 +121,8 @@ class AdaptConfig:
 def check_numbers(config: AdaptConfig) -> None:
     """Numbers that cannot work, refused before anything loads, each naming its flag."""
     too_few_epochs = config.epochs is not None and config.epochs < 1
-    if too_few_epochs or config.queries_per_epoch < 1 or config.check_queries < 10:
+    too_few_checks = config.check_queries is not None and config.check_queries < 10
+    if too_few_epochs or config.queries_per_epoch < 1 or too_few_checks:
         raise SemiretError("adaptation needs at least 1 epoch (--epochs), 1 pseudo-query per epoch "
                            "(--queries-per-epoch) and 10 check queries (--check-queries)")
     if config.batch_size < 1:
@@ -572,6 +576,8 @@ def _adapt(config: AdaptConfig, confirm) -> dict:
         raise SemiretError(f"{config.data} holds {with_text} documents with text{empty}; adapting needs at least "
                            f"{MIN_DOCUMENTS} (fewer give too few pseudo-queries to learn from and to check the result "
                            f"on): search it with {config.model} as it is, or with -r hybrid")
+    if config.check_queries is None:  # the documented minimum corpus (MIN_DOCUMENTS) adapts with the defaults
+        config = replace(config, check_queries=min(CHECK_QUERIES, with_text // 2))
     if config.check_queries > with_text // 2:  # the training's pseudo-queries are drawn from the other documents
         raise SemiretError(f"--check-queries {config.check_queries} would hold out more than half of the {with_text} "
                            f"documents with text, leaving too few to train on: give at most {with_text // 2}")

@@ -297,6 +297,16 @@ def test_a_corpus_file_is_accepted_and_estimates_stop_before_training(inference_
     assert not output.exists()  # an estimate alone writes nothing, not even the corpus's copy
 
 
+def test_the_smallest_corpus_adapt_takes_adapts_with_the_default_check(inference_free_start, tmp_path):
+    """The docs promise 500 documents; 300 check queries by default held out more than half of them and refused."""
+    corpus_file = write_jsonl(tmp_path / "mine.jsonl", [d.to_record() for d in random_documents(500)])
+    report = adapt(settings(corpus_file, inference_free_start, tmp_path / "o", check_queries=None),
+                   confirm=lambda seconds: False)
+    assert report["config"]["check_queries"] == 250
+    with pytest.raises(SemiretError, match="give at most 250"):  # a number given is the user's, refused as before
+        adapt(settings(corpus_file, inference_free_start, tmp_path / "o", check_queries=300))
+
+
 def test_epochs_default_by_model_kind(corpus, inference_free_start, tiny_gdr, tmp_path, small_corpora):
     def epochs(model, **options):
         report = adapt(settings(corpus, model, tmp_path / "o", **{"epochs": None, **options}),
