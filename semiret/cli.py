@@ -580,7 +580,7 @@ def search(query: Optional[list[str]] = typer.Argument(None, help="One or more q
     if run is not None:
         if as_json:
             _alone_on_standard_output(run, "--run", "--json")
-        check_output_file(run, "TREC run (--run)")
+        check_output_file(run, "TREC run (--run)", (queries, query_vectors))
         if (queries or query_vectors) is not None and not as_json and (highlight or with_text):
             raise SemiretError("a file of queries with --run writes the run alone: --highlight and --with-text show "
                                "in the --json lines (give --json too) or the tables (without --run)")
@@ -1758,18 +1758,32 @@ def _judged_queries(count: int, collection, split: str) -> str:
     return f"{count} {judged} queries" if judged else f"{count} queries judged in {collection.qrels_path(split).name}"
 
 
-def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data: Path, split: str,
+def _scored_queries(count: int, split: str, qrels_file: Path | None, read: Path) -> str:
+    """`compare`'s table title's "300 test queries", or "300 queries judged in FILE" where ``--qrels`` gave them."""
+    return f"{count} {split} queries" if qrels_file is None else f"{count} queries judged in {read.name}"
+
+
+def _compare_judgements(data: Path | None, split: str, queries_file: Path | None, qrels_file: Path | None):
+    """`compare`'s judgements: every judged query, as trec_eval scores a saved run (no corpus or query read), the
+    file read, and the JSON keys naming them (eval's ``split`` and ``qrels``)."""
+    from semiret.data.collection import judgements
+
+    qrels, read = judgements(data, split, qrels_file)
+    if queries_file is not None:
+        log.warning("--queries is not read: compare scores every query %s judges (as trec_eval -c), with a text or "
+                    "without", read)
+    return qrels, read, {"split": split if qrels_file is None else None, "qrels": str(read)}
+
+
+def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data: Path | None, split: str,
                      queries_file: Path | None, qrels_file: Path | None, measure: list[str] | None, test: str,
                      correction: str, as_json: bool) -> None:
     """`compare --system ...`: each system's measures, and with a baseline its comparison, p-values corrected."""
-    from semiret.data.collection import Collection, searched_qrels
-    from semiret.data.paths import dataset
     from semiret.data.trec import read_trec_run
     from semiret.evaluation.metrics import parse_measures
     from semiret.evaluation.significance import check_baseline, compare_systems, mean_per_query
 
-    collection = Collection(dataset(str(data)), queries_file, qrels_file)
-    qrels = searched_qrels(collection, split)
+    qrels, read_from, judged_keys = _compare_judgements(data, split, queries_file, qrels_file)
     measures = parse_measures(measure)
     read: dict[str, list] = {}
     for name, paths in {**systems, **({"": baseline} if baseline else {})}.items():
@@ -1777,7 +1791,7 @@ def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data:
         for path, each in zip(paths, read[name]):
             check_baseline(each, qrels, f"run {path}")
     judged = list(qrels)
-    figures: dict = {"queries": len(qrels), "systems": {
+    figures: dict = {"queries": len(qrels), **judged_keys, "systems": {
         name: {"run": _run_paths(paths), "measures": {m: round(float(mean_per_query(read[name], qrels, measure_,
                                                                                      judged).mean()), 6)
                                                       for m, measure_ in measures.items()}}
@@ -1791,7 +1805,7 @@ def _compare_systems(systems: dict[str, list[Path]], baseline: list[Path], data:
         print(json.dumps(figures))
         return
     title = f"{len(systems)} systems" + (f" against {' + '.join(p.name for p in baseline)}" if baseline else "")
-    table = Table(title=f"{title} ({_judged_queries(len(qrels), collection, split)})" + (
+    table = Table(title=f"{title} ({_scored_queries(len(qrels), split, qrels_file, read_from)})" + (
         f"; p-values corrected ({correction}), * significant" if baseline else ""))
     table.add_column("system")
     for name in measures:
@@ -1820,7 +1834,8 @@ def _run_paths(paths: list[Path]) -> str | list[str]:
 
 @app.command()
 def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e.g. `semiret eval --run`); several: "
-                                                                "one system's seeds, averaged query by query."),
+                                                                "one system's seeds, averaged query by query (with a "
+                                                                "warning; several systems: --system NAME=RUN each)."),
             system: Optional[list[str]] = typer.Option(None, help="Instead of RUN: one of several systems to "
                                                        "compare, as NAME=RUN (NAME=RUN1,RUN2: its seeds); repeatable. "
                                                        "With --baseline, each system's p-values are corrected for "
@@ -1831,13 +1846,15 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
             baseline: Optional[list[Path]] = typer.Option(None, help="The TREC run to compare it with, query by "
                                                                      "query; repeatable (the baseline's seeds, "
                                                                      "averaged). Without one: the run's measures."),
-            data: Path = typer.Option(..., help="The BEIR collection both runs searched (a folder, or a name under "
-                                                "shared/data)."),
+            data: Optional[Path] = typer.Option(None, help="The BEIR collection the runs searched (a folder, or a "
+                                                           "name under shared/data): its qrels/SPLIT.tsv judge them "
+                                                           "(not needed with --qrels; no corpus or query is read)."),
             split: str = typer.Option("test", help="Qrels split."),
-            queries_file: Optional[Path] = typer.Option(None, "--queries", help="Queries from this file instead of the "
-                                                                            "folder's (as eval's --queries)."),
-            qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file instead of the "
-                                                                        "folder's qrels/SPLIT.tsv."),
+            queries_file: Optional[Path] = typer.Option(None, "--queries", help="Not read (accepted as eval takes "
+                                                        "it): every judged query is scored, with a text or without, "
+                                                        "as trec_eval -c scores it."),
+            qrels_file: Optional[Path] = typer.Option(None, "--qrels", help="Judgements from this file (TREC or BEIR "
+                                                      "qrels) instead of --data's qrels/SPLIT.tsv."),
             measure: Optional[list[str]] = typer.Option(None, help="Measures (ir_measures names); repeatable."),
             per_query: Optional[Path] = typer.Option(None, "--per-query", help="Also write each judged query's "
                                                      "measures (the run's, seeds averaged) as `MEASURE<TAB>QUERY<TAB>"
@@ -1846,10 +1863,10 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Score saved runs on a collection's judgements, and compare them with a baseline: each measure's means,
     difference and paired test (t by default) (the figures `semiret eval --baseline` gives, for runs already on disk, from any
-    system). Several runs on a side (one system trained with several seeds) are averaged query by query; several
-    systems (--system), each against the baseline, with p-values corrected for testing them together."""
-    from semiret.data.collection import Collection, searched_qrels
-    from semiret.data.paths import dataset
+    system). Needs only the judgements (--qrels FILE, or --data's) and the runs: every judged query is scored, a
+    query a run leaves out as 0 (trec_eval -c). Several runs on a side (one system trained with several seeds) are
+    averaged query by query; several systems (--system), each against the baseline, with p-values corrected for
+    testing them together."""
     from semiret.data.trec import read_trec_run
     from semiret.evaluation.metrics import parse_measures
     from semiret.evaluation.significance import check_baseline, compare_runs, mean_per_query
@@ -1864,7 +1881,8 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
     if per_query is not None:
         if as_json:
             _alone_on_standard_output(per_query, "--per-query", "--json")
-        check_output_file(per_query, "per-query measures (--per-query)")
+        check_output_file(per_query, "per-query measures (--per-query)", (*(run or ()), *(baseline or ()),
+                                                                           qrels_file, queries_file))
     if correction not in CORRECTIONS:
         raise SemiretError(f"unknown correction {correction!r} (--correction: {', '.join(CORRECTIONS)})")
     if system:
@@ -1876,10 +1894,13 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
                                 correction, as_json)
     if not run:
         raise SemiretError("give a TREC run to score (or several systems as --system NAME=RUN)")
-    collection = Collection(dataset(str(data)), queries_file, qrels_file)
-    qrels = searched_qrels(collection, split)  # the queries `eval` scores
+    qrels, read_from, judged_keys = _compare_judgements(data, split, queries_file, qrels_file)
     measures = parse_measures(measure)
     baseline = baseline or []
+    for side, paths in (("", run), ("baseline ", baseline)):
+        if len(paths) > 1:  # (the documented seeds; two systems given so would be averaged without a word)
+            log.warning("averaging %d %sruns as seeds of one system (%s); give --system NAME=RUN for each system to "
+                        "compare them", len(paths), side, ", ".join(map(str, paths)))
     sides = [[read_trec_run(p) for p in paths] for paths in (run, baseline)]
     for paths, runs in zip((run, baseline), sides):
         for path, each in zip(paths, runs):
@@ -1889,7 +1910,7 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
     if per_query is not None:
         write_output_text(per_query, [f"{name}\t{query}\t{value:.6f}\n" for name, column in values.items()
                                       for query, value in zip(judged, column.tolist())])
-    figures = {"run": _run_paths(run), "queries": len(qrels),
+    figures = {"run": _run_paths(run), "queries": len(qrels), **judged_keys,
                "measures": {name: round(float(column.mean()), 6) for name, column in values.items()},
                "baseline_run": None, "vs_baseline": None}  # the same keys with a baseline or without, as eval's
     if baseline:
@@ -1897,17 +1918,18 @@ def compare(run: Optional[list[Path]] = typer.Argument(None, help="A TREC run (e
     if as_json:
         print(json.dumps(figures))
         return
-    names = {side: " + ".join(p.name for p in paths) for side, paths in (("run", run), ("baseline", baseline))}
+    names = {side: " + ".join(p.name for p in paths) + (f" ({len(paths)} seeds averaged)" if len(paths) > 1 else "")
+             for side, paths in (("run", run), ("baseline", baseline))}
+    scored = _scored_queries(len(qrels), split, qrels_file, read_from)
     if not baseline:
-        table = Table(title=f"{names['run']} ({_judged_queries(len(qrels), collection, split)})")
+        table = Table(title=f"{names['run']} ({scored})")
         for column in ("measure", "run"):
             table.add_column(column, justify="right")
         for name, value in figures["measures"].items():
             table.add_row(name, f"{value:.4f}")
         stdout.print(table)
         return
-    table = Table(title=f"{names['run']} against {names['baseline']} "
-                        f"({_judged_queries(len(qrels), collection, split)})")
+    table = Table(title=f"{names['run']} against {names['baseline']} ({scored})")
     for column in ("measure", "run", "baseline", "difference [95% CI] (p)", "better / worse"):
         table.add_column(column, justify="right")
     for name, v in figures["vs_baseline"].items():
@@ -1993,7 +2015,7 @@ def encode(data: str = typer.Argument(..., help="A corpus (file, folder of docum
     from semiret.models.checkpoints import INFERENCE_FREE
     from semiret.models.encoders import load_encoder
 
-    check_output_file(out, "vectors (--out)")
+    check_output_file(out, "vectors (--out)", (data,))
     if queries and INFERENCE_FREE.directory(model) is not None:
         raise SemiretError(f"{model} is an inference-free model: its queries are not encoded by it but cut by its "
                            "tokenizer and weighted by IDF, what an index of it does with query texts (search --queries"
@@ -2066,7 +2088,7 @@ def fuse(run: list[Path] = typer.Argument(..., help="The TREC runs to fuse (two 
     from semiret.evaluation.fusion import fuse_runs
     from semiret.files import check_output_file
 
-    check_output_file(out, "fused run (--out)")
+    check_output_file(out, "fused run (--out)", run)  # never one of the runs fused
     runs = [read_trec_run(path) for path in run]
     empty = next((path for path, each in zip(run, runs) if not each), None)
     if empty is not None:  # (a failed run upstream: the fusion would be the others', without a word)
@@ -2113,7 +2135,7 @@ def rerank_command(run: Path = typer.Argument(..., help="The TREC run whose rank
 
     if (data is None) == (queries_file is None):
         raise SemiretError("give the run's queries: --data COLLECTION (its --split) or --queries FILE (one of the two)")
-    check_output_file(out, "re-ranked run (--out)")
+    check_output_file(out, "re-ranked run (--out)", (run, queries_file))
     first = read_trec_run(run)
     if not first:
         raise SemiretError(f"run {run} is empty: it ranks no document for any query")

@@ -66,15 +66,32 @@ def _modified_after(new: Path, replaced: Path) -> None:
     os.utime(new, ns=(later, later))
 
 
-def check_output_file(path: str | Path, what: str = "output file") -> None:
-    """Refuse, before any work, an output file path that cannot be written: a directory, or one under a file.
-    ``-`` (standard output), devices and pipes are fine (:func:`write_output_text`)."""
+def check_output_file(path: str | Path, what: str = "output file",
+                      inputs: Iterable[str | Path | None] = ()) -> None:
+    """Refuse, before any work, an output file path that cannot be written: a directory, or one under a file; or
+    one of the command's ``inputs`` (the same file, through any link or spelling: writing it would replace what
+    the command reads, ``fuse a.trec b.trec -o a.trec``). ``-`` (standard output), devices and pipes are fine
+    (:func:`write_output_text`)."""
     if str(path) == "-":
         return
     path = Path(path)
     if path.is_dir():
         raise SemiretError(f"{path} is a directory: give a file name for the {what}")
     check_parent_folders(path)
+    for given in inputs:
+        if given is not None and str(given) != "-" and _same_file(path, Path(given)):
+            spelled = "" if Path(given) == path else f" (as {given})"
+            raise SemiretError(f"{path} is also an input of this command{spelled}: the {what} would replace it; "
+                               "give another file")
+
+
+def _same_file(output: Path, given: Path) -> bool:
+    """Whether ``output`` is the regular file ``given`` names (devices and pipes, ``/dev/stdin`` and
+    ``/dev/stdout`` on one terminal, are not refused)."""
+    try:
+        return output.is_file() and given.is_file() and os.path.samefile(output, given)
+    except OSError:
+        return False
 
 
 def check_parent_folders(path: Path) -> None:

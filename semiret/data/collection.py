@@ -1166,9 +1166,10 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
             elif len(fields) == 4:
                 query_id, _, doc_id, grade = fields
             else:
-                raise DataFormatError(
-                    f"expected 3 (BEIR) or 4 (TREC) columns, got {len(fields)}", path, line_number
-                )
+                comma = ("; commas separate none: convert a CSV file to tab-separated columns"
+                         if len(fields) < 3 and any("," in f for f in fields) else "")
+                raise DataFormatError(f"expected 3 (BEIR) or 4 (TREC) columns, got {len(fields)} (columns are "
+                                      f"separated by tabs or spaces{comma})", path, line_number)
             try:
                 number = float(grade)
                 value = int(number)
@@ -1286,13 +1287,43 @@ class Collection:
 
 def searched_qrels(collection: "Collection", split: str,
                    queries: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
-    """``split``'s judgements of the queries that have a text (what ``eval`` searches and ``compare`` scores:
-    a judged query without one cannot be searched, so it is left out of every mean rather than averaged as a 0;
+    """``split``'s judgements of the queries that have a text (what ``eval`` searches and scores: a judged query
+    without one cannot be searched, so it is left out of every mean rather than averaged as a 0;
     :meth:`Collection.queries` warns of them). ``queries``: the split's, where the caller has read them already
-    (read once, its warning is given once)."""
+    (read once, its warning is given once). Saved runs are scored on every judged query (:func:`judgements`)."""
     queries = collection.queries(split) if queries is None else queries
     return {query_id: judged for query_id, judged in collection.qrels(split).items() if query_id in queries}
 
+
+
+def judgements(data: str | Path | None, split: str,
+               qrels_file: str | Path | None = None) -> tuple[dict[str, dict[str, int]], Path]:
+    """The judgements saved runs are scored on (``compare``), and the file they were read from: ``qrels_file``
+    (``--qrels``), else the BEIR folder ``data``'s ``qrels/<split>.tsv`` (``data`` as ``--data`` takes it: a
+    folder, a name under the shared data, ``irds:ID``). Every judged query is kept, with a text or without, as
+    trec_eval scores a run: no corpus and no query text is read (scoring a run needs neither)."""
+    if qrels_file is not None:
+        path = Path(qrels_file)
+        if not path.is_file():
+            raise DataFormatError("file not found", path)
+    elif data is None:
+        raise SemiretError("give the judgements: --qrels FILE, or --data COLLECTION (a BEIR folder: its "
+                           "qrels/SPLIT.tsv)")
+    else:
+        from semiret.data.paths import dataset
+
+        root = dataset(str(data))
+        if not root.is_dir():
+            raise DataFormatError("a corpus file, not a BEIR folder: give the judgements with --qrels FILE", root)
+        path = root / "qrels" / f"{split}.tsv"
+        if not path.is_file():
+            have = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
+            raise DataFormatError(f"no qrels for split {split!r} (have: {', '.join(have) or 'none'}; or give "
+                                  "--qrels FILE)", path)
+    qrels = read_qrels(path)
+    if not qrels:
+        raise DataFormatError("holds no judgements", path)
+    return qrels, path
 
 def corpus_shard(documents: Iterable[Document], shard: str, total: int | None = None) -> tuple[Iterable[Document], int]:
     """Shard ``i/n`` of ``documents`` and its size: the i-th of n contiguous slices (0-based, sizes differing by

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
 import statistics
 import tempfile
@@ -92,8 +94,8 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
     ``fuse_depth``): the figures are the fused search's, its size the indexes' together, and ``options`` records the
     fusion.
     """
-    if run_path:
-        check_output_file(run_path, "TREC run (--run)")  # not after the whole evaluation
+    if run_path:  # not after the whole evaluation, and never over a file it reads (--baseline)
+        check_output_file(run_path, "TREC run (--run)", (baseline, queries_file, qrels_file, query_vectors_file))
     if n_threads < 1:
         raise SemiretError(f"--threads must be at least 1, got {n_threads}")
     if depth < 1:
@@ -181,6 +183,10 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
                         "--rebuild to build it again with them)", index,
                         ", ".join(f"{name}={value!r}" for name, value in ignored.items()))
         searcher = opened or open_retriever(index, retriever, backend=store, **search_options)
+        held = (_recorded_meta(index) if store is None and (index / META_FILE).is_file()  # a hybrid's parts' too
+                else getattr(searcher.index, "meta", None))
+        model, fingerprint = _recorded_model(held)
+        _warn_training_queries(model, collection, split)
         if chunking is not None and not _holds_passages(searcher.chunking, chunking):
             raise SemiretError(f"{index} holds {_passages(searcher.chunking)}, not {chunking.describe()}: --rebuild "
                                f"it, or leave out --chunk-{chunking.unit}")
@@ -242,6 +248,7 @@ def evaluate(data: str | Path, retriever: str | Retriever | None = None, split: 
         applied = {**(build_options if build_seconds is not None else {}), **search_options, **picking,
                    **({"rerank": rerank.describe()} if rerank is not None else {}), **fusing}
         figures["options"] = {name: value for name, value in applied.items() if value is not None}
+        figures["model"], figures["model_fingerprint"] = model, fingerprint  # which model: not in options when reused
         figures["baseline_run"] = str(baseline) if baseline is not None else None
         figures["vs_baseline"] = (compare_runs(run, baseline_run, qrels, measure_objects, test)
                                   if baseline_run is not None else None)
@@ -310,6 +317,58 @@ def _recorded_meta(index: Path) -> dict:
     if isinstance(meta.get("bm25"), dict):
         meta = {**meta, "bm25": vars(BM25Parameters(**meta["bm25"]))}
     return meta
+
+
+def _recorded_model(meta) -> tuple[str | None, str | None]:
+    """The model an index records having been built with (an encoder's ``analyzer`` entry, a hybrid's neural part's:
+    a packaged checkpoint by its name, a folder by its absolute path) and its weights' fingerprint where the index
+    records one; (None, None) for an index of no model (BM25)."""
+    if isinstance(meta, dict):
+        model = meta.get("model")
+        if isinstance(model, str):
+            weights = meta.get("weights")
+            return model, weights if isinstance(weights, str) else None
+        for key in ("analyzer", *(k for k in meta if k != "analyzer")):  # the analyzer's first
+            found = _recorded_model(meta.get(key))
+            if found[0] is not None:
+                return found
+    return None, None
+
+
+def _warn_training_queries(model: str | None, collection: Collection, split: str) -> None:
+    """Warn where the queries scored are those ``model`` was trained on: a local model folder whose
+    ``training.json`` (what ``semiret train`` leaves beside the weights) records these judgements (the same qrels
+    file, or the same collection and split). Only that file is read, and only where it is there."""
+    from semiret.data.packaged import PACKAGED_CHECKPOINTS
+
+    if model is None:
+        return
+    record = next((folder / "training.json" for folder in (Path(model), PACKAGED_CHECKPOINTS / model)
+                   if (folder / "training.json").is_file()), None)  # a folder here, or a packaged checkpoint's
+    try:
+        config = json.loads(record.read_text(encoding="utf-8")).get("config") if record is not None else None
+    except (OSError, ValueError, AttributeError):  # (a record of no object: no warning)
+        return
+    if not isinstance(config, dict) or config.get("scenario") == "unsupervised" or not config.get("data"):
+        return
+    scored, data = collection.qrels_path(split), str(config["data"])
+    trained_split, trained_qrels = config.get("split"), config.get("qrels_file")
+    if not trained_split and not trained_qrels:
+        return
+    same = False
+    try:
+        from semiret.data.paths import dataset
+
+        trained = (Path(trained_qrels) if trained_qrels else None if data.startswith("irds:")  # (never fetched here)
+                   else dataset(data) / "qrels" / f"{trained_split}.tsv")
+        same = trained is not None and trained.is_file() and scored.is_file() and os.path.samefile(trained, scored)
+    except (OSError, SemiretError):  # (a collection named where it was trained, not here)
+        pass
+    if not same and not trained_qrels and collection.judged_split(split) == trained_split:
+        same = Path(data).name.split(".")[0] == collection.name
+    if same:
+        log.warning("%s was trained on these queries (%s: its training.json): figures on them overstate what it does "
+                    "on new queries", model, trained_qrels or f"{data}, split {trained_split!r}")
 
 
 def _recorded(meta, name: str):

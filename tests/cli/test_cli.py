@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -615,6 +616,103 @@ def test_compare_warns_of_a_run_of_some_of_the_judged_queries(beir_dir, tmp_path
     assert json.loads(result.stdout)["queries"] == judged
     assert f"run {tmp_path / 'some.trec'} ranks documents for 1 of the {judged} judged queries" in caplog.text
     assert "bm25.trec ranks" not in caplog.text
+
+
+def test_compare_scores_every_judged_query_from_the_judgements_and_runs_alone(beir_dir, tmp_path, caplog):
+    """As trec_eval, ir_measures and ranx score a saved run: every query the judgements judge, with a text or none
+    (compare reads no query), a query the run leaves out as 0 (trec_eval -c); no corpus needed: --qrels FILE without
+    --data, or beside any --data."""
+    from semiret.data import read_qrels, read_trec_run
+    from semiret.evaluation.metrics import score_run
+
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    queries = beir_dir / "queries.jsonl"
+    lines = queries.read_text(encoding="utf-8").splitlines()
+    assert '"q3"' in lines[-1]
+    queries.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")  # q3 judged and ranked, its text gone
+    qrels = beir_dir / "qrels" / "test.tsv"
+    expected = {name: round(value, 6) for name, value in
+                score_run(read_trec_run(tmp_path / "bm25.trec"), read_qrels(qrels)).items()}
+    folder = json.loads(invoke("compare", tmp_path / "bm25.trec", "--data", beir_dir, "--json").stdout)
+    assert folder["queries"] == 3 and folder["measures"] == expected
+    assert (folder["split"], folder["qrels"]) == ("test", str(qrels))
+    alone = json.loads(invoke("compare", tmp_path / "bm25.trec", "--qrels", qrels, "--json").stdout)
+    assert alone["queries"] == 3 and alone["measures"] == expected and alone["split"] is None
+    (tmp_path / "empty").mkdir()
+    with caplog.at_level("WARNING"):
+        apart = json.loads(invoke("compare", tmp_path / "bm25.trec", "--qrels", qrels, "--queries", queries, "--data",
+                                  tmp_path / "empty", "--json").stdout)
+    assert apart["measures"] == expected and "--queries is not read" in caplog.text
+    systems = json.loads(invoke("compare", "--system", f"bm25={tmp_path / 'bm25.trec'}", "--qrels", qrels,
+                                "--json").stdout)
+    assert systems["queries"] == 3 and systems["systems"]["bm25"]["measures"] == expected
+    refused = invoke("compare", tmp_path / "bm25.trec", ok=False)
+    assert refused.exit_code == 2 and "give the judgements: --qrels FILE, or --data" in refused.output
+
+
+def test_several_runs_as_arguments_are_averaged_as_seeds_with_a_warning(beir_dir, tmp_path, caplog):
+    """`compare a.trec b.trec` averages them query by query (one system's seeds, as documented), saying so and how
+    to compare two systems instead, in the warning and the table's title."""
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    invoke("eval", "--data", beir_dir, "-r", "bot", "--json", "--run", tmp_path / "bot.trec")
+    with caplog.at_level("WARNING"):
+        table = invoke("compare", tmp_path / "bm25.trec", tmp_path / "bot.trec", "--data", beir_dir).stdout
+    assert (f"averaging 2 runs as seeds of one system ({tmp_path / 'bm25.trec'}, {tmp_path / 'bot.trec'}); give "
+            "--system NAME=RUN for each system to compare them") in caplog.text
+    assert "(2 seeds averaged)" in " ".join(table.split())
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        invoke("compare", tmp_path / "bm25.trec", "--baseline", tmp_path / "bot.trec", "--data", beir_dir)
+    assert "averaging" not in caplog.text
+
+
+def test_commands_refuse_to_write_a_run_over_one_they_read(beir_dir, tmp_path, index_dir):
+    """`fuse a b -o a` (or rerank, eval --run over its --baseline, compare --per-query over a run) would replace an
+    input with the output: refused before any work, however the path is spelled, the input left as it was."""
+    invoke("eval", "--data", beir_dir, "--json", "--run", tmp_path / "bm25.trec")
+    invoke("eval", "--data", beir_dir, "-r", "bot", "--json", "--run", tmp_path / "bot.trec")
+    run, other = tmp_path / "bm25.trec", tmp_path / "bot.trec"
+    before = run.read_text(encoding="utf-8")
+    (tmp_path / "link.trec").symlink_to(run)
+    (tmp_path / "sub").mkdir()
+    for command in (["fuse", run, other, "-o", run], ["fuse", run, other, "-o", tmp_path / "sub" / ".." / "bm25.trec"],
+                    ["fuse", tmp_path / "link.trec", other, "-o", run],
+                    ["rerank", run, "--index", index_dir, "--data", beir_dir, "-o", run],
+                    ["eval", "--data", beir_dir, "-r", "bot", "--baseline", run, "--run", run],
+                    ["compare", other, "--baseline", run, "--data", beir_dir, "--per-query", run],
+                    ["search", "--index", index_dir, "--queries", run, "--run", run],
+                    ["encode", run, "--model", "minilm", "-o", run]):  # (refused before a model is loaded)
+        refused = invoke(*command, ok=False)
+        assert refused.exit_code == 2 and "is also an input of this command" in refused.output, (command, refused.output)
+        assert run.read_text(encoding="utf-8") == before
+    invoke("fuse", run, other, "-o", tmp_path / "fused.trec")  # another file: written
+
+
+def test_eval_json_names_the_model_of_an_index_it_reuses_and_warns_of_its_training_queries(beir_dir, tmp_path,
+                                                                                           tiny_bert, caplog):
+    """An index reused as built records no option (`options` is {}), so `model` and `model_fingerprint` say which
+    model was evaluated (its meta.json's; null for BM25); a model whose training.json records the queries scored is
+    warned of."""
+    import shutil
+
+    model = shutil.copytree(tiny_bert, tmp_path / "model")
+    invoke("index", "--data", beir_dir, "--out", tmp_path / "dense", "-r", "dense", "--model", model)
+    analyzer = json.loads((tmp_path / "dense" / "meta.json").read_text())["analyzer"]
+    with caplog.at_level("WARNING"):
+        figures = json.loads(invoke("eval", "--data", beir_dir, "--index", tmp_path / "dense", "--json").stdout)
+    assert figures["options"] == {} and figures["retriever"] == "dense"
+    assert figures["model"] == analyzer["model"] and Path(figures["model"]) == model.resolve()
+    assert figures["model_fingerprint"] == analyzer["weights"] and len(analyzer["weights"]) == 16
+    assert "trained on these queries" not in caplog.text
+    bm25 = json.loads(invoke("eval", "--data", beir_dir, "--json").stdout)
+    assert bm25["model"] is None and bm25["model_fingerprint"] is None  # the keys, always there
+    for split, warned in (("test", True), ("train", False)):
+        (model / "training.json").write_text(json.dumps({"config": {"data": str(beir_dir), "split": split}}))
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            invoke("eval", "--data", beir_dir, "--index", tmp_path / "dense", "--json", "--split", "test")
+        assert (f"{analyzer['model']} was trained on these queries ({beir_dir}, split 'test': its training.json)"
+                in caplog.text) is warned, caplog.text
 
 
 def test_index_and_add_cap_the_threads_a_model_encodes_with(beir_dir, tmp_path, tiny_bert, monkeypatch):

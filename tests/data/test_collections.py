@@ -567,7 +567,13 @@ def test_invalid_utf8_in_qrels_and_runs_names_the_line(tmp_path):
 def test_bad_qrels_lines(tmp_path):
     path = tmp_path / "qrels.txt"
     path.write_text("q1 0 d1 1\nq1 d2\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r":2: expected 3 \(BEIR\) or 4 \(TREC\) columns, got 2"):
+    with pytest.raises(DataFormatError, match=r":2: expected 3 \(BEIR\) or 4 \(TREC\) columns, got 2 \(columns are "
+                                              r"separated by tabs or spaces\)"):
+        read_qrels(path)
+    path.write_text("query-id,corpus-id,score\nq1,d1,1\n", encoding="utf-8")  # a CSV file: told what separates
+    with pytest.raises(DataFormatError, match=r"qrels\.txt:1: expected 3 \(BEIR\) or 4 \(TREC\) columns, got 1 "
+                                              r"\(columns are separated by tabs or spaces; commas separate none: "
+                                              r"convert a CSV file to tab-separated columns\)"):
         read_qrels(path)
     path.write_text("q1 0 d1 high\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r":1: relevance grade 'high' is not a number"):
